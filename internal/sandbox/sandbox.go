@@ -1,0 +1,183 @@
+// Package sandbox is the seam between a Runner and the isolation technology
+// that runs Sandboxes on its host. A Backend makes, starts, execs in, stops,
+// snapshots and removes Sandboxes; implementations live in sub-packages
+// (oci, later vm) and all pass the conformance suite in sandboxtest.
+//
+// Only the Runner (internal/runner, internal/build) imports this package.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+)
+
+// Errors a Backend returns; wrap them with context, test with errors.Is.
+var (
+	// ErrNotFound: no Sandbox with that id.
+	ErrNotFound = errors.New("sandbox not found")
+	// ErrExists: Create with an id already in use.
+	ErrExists = errors.New("sandbox already exists")
+	// ErrNotRunning: Exec or Snapshot-while-running style mismatches of state.
+	ErrNotRunning = errors.New("sandbox not running")
+	// ErrRunning: Snapshot or Remove of a Sandbox that must be stopped first.
+	ErrRunning = errors.New("sandbox running")
+	// ErrNotSupported: the operation is optional and this backend lacks it.
+	ErrNotSupported = errors.New("not supported by this sandbox backend")
+)
+
+// RelayHost is the fixed name under which every Sandbox reaches its Runner's
+// mod relay.
+const RelayHost = "host.kndl.internal"
+
+// Backend runs Sandboxes on one host. Every method takes ctx first; ids are
+// chosen by the caller ([a-z0-9-], at most 40 characters).
+//
+// Restart recovery is part of the contract: a Backend keeps its own state on
+// disk, so a new Backend over the same state directory sees every Sandbox the
+// old one made (List), their processes still running, and has torn down
+// whatever a crash left half made.
+type Backend interface {
+	// Name is the backend's name, such as "oci".
+	Name() string
+	// Host reports what this host can and cannot enforce.
+	Host() HostInfo
+
+	// Create makes a stopped Sandbox from spec. Returns ErrExists if the id
+	// is taken. A Create that fails leaves nothing behind.
+	Create(ctx context.Context, spec Spec) error
+	// Start boots a created or stopped Sandbox.
+	Start(ctx context.Context, id string) error
+	// Exec runs a process in a running Sandbox. Returns ErrNotRunning if it
+	// is not running.
+	Exec(ctx context.Context, id string, cmd Cmd) (Process, error)
+	// Stop kills every process in the Sandbox and keeps all of its disks, so
+	// Start boots it again with the same state. Stopping a stopped Sandbox
+	// is not an error.
+	Stop(ctx context.Context, id string) error
+	// Snapshot saves a stopped Sandbox's own writes (its root filesystem's
+	// upper layer, not its Disks or Binds) as a read-only layer at dst, a
+	// path that must not exist yet. The layer can then be listed in another
+	// Spec's Layers. Returns ErrRunning if the Sandbox is running.
+	Snapshot(ctx context.Context, id string, dst string) error
+	// Remove stops the Sandbox if needed and deletes it with its disks and
+	// everything it set up on the host. Returns ErrNotFound for an unknown id.
+	Remove(ctx context.Context, id string) error
+
+	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
+	Status(ctx context.Context, id string) (Status, error)
+	// List reports every Sandbox this backend knows, running or not.
+	List(ctx context.Context) ([]Status, error)
+}
+
+// Spec describes a Sandbox to Create.
+type Spec struct {
+	ID string
+	// Layers are the read-only layers of the root filesystem, topmost
+	// first: Build snapshots, then the image's base. They are never written.
+	Layers []string
+	// Disks are the Sandbox's own persistent directories, created empty,
+	// kept by Stop and deleted by Remove.
+	Disks []Disk
+	// Binds are host directories mounted into the Sandbox.
+	Binds []Bind
+	// Tmpfs are memory-only mounts, gone at Stop.
+	Tmpfs []Tmpfs
+	// Resources are the limits asked for; the backend caps them.
+	Resources Resources
+	// Hostname inside the Sandbox; defaults to the id.
+	Hostname string
+}
+
+// Disk is a persistent directory of the Sandbox's own.
+type Disk struct {
+	Name   string // [a-z0-9-], unique within the Sandbox
+	Target string // absolute path inside the Sandbox
+}
+
+// Bind mounts a host directory into the Sandbox. Files the Sandbox's root
+// writes through a Bind are owned by the host's root.
+type Bind struct {
+	Source   string // absolute host path
+	Target   string // absolute path inside the Sandbox
+	ReadOnly bool
+}
+
+// Tmpfs is a memory-only mount.
+type Tmpfs struct {
+	Target string
+	Mode   os.FileMode
+}
+
+// Resources are CPU and memory limits. Zero means the backend's default.
+type Resources struct {
+	CPUs      float64
+	MemoryMiB int
+}
+
+// HostInfo says what a backend can enforce on this host.
+type HostInfo struct {
+	// Limits lists what is enforced ("memory", "cpu", "pids").
+	Limits []string
+	// Notes are sentences for the Runner's start log, such as what cannot be
+	// enforced here and why.
+	Notes []string
+	// MaxCPUs and MaxMemoryMiB cap every Sandbox's Resources.
+	MaxCPUs      float64
+	MaxMemoryMiB int
+}
+
+// State is a Sandbox's life-cycle state.
+type State string
+
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateStopped State = "stopped"
+)
+
+// Status reports one Sandbox.
+type Status struct {
+	ID    string
+	State State
+	// Resources are what the backend gave, after capping.
+	Resources Resources
+	// Notes say where the backend gave less than the Spec asked.
+	Notes []string
+}
+
+// Cmd is a process to Exec.
+type Cmd struct {
+	Args []string
+	// Env is the process's whole environment. It reaches the process
+	// in-band: never written to a file on the host or in the Sandbox, never
+	// on any process's command line.
+	Env []string
+	// Dir is the working directory inside the Sandbox; "/" if empty.
+	Dir string
+	// User is a user name or uid inside the Sandbox; root if empty.
+	User string
+	// TTY, when set, runs the process on a pseudo-terminal of that size;
+	// Stdout then carries the terminal's output and Stderr is unused.
+	TTY *WinSize
+	// Stdin, Stdout and Stderr are as in os/exec; nil means /dev/null.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// WinSize is a terminal size.
+type WinSize struct {
+	Cols, Rows uint16
+}
+
+// Process is a running Exec.
+type Process interface {
+	// Wait waits for the process to exit and its output to be copied, and
+	// returns its exit code.
+	Wait() (int, error)
+	// Resize changes the terminal size; ErrNotSupported without a TTY.
+	Resize(WinSize) error
+	// Kill kills the process.
+	Kill() error
+}
