@@ -11,6 +11,7 @@ var (
 	ErrNotFound     = errors.New("not found")
 	ErrConflict     = errors.New("conflict")
 	ErrInvalid      = errors.New("invalid")
+	ErrTooLarge     = errors.New("too large")
 	ErrUnavailable  = errors.New("unavailable")
 	ErrForbidden    = errors.New("forbidden")
 	ErrUnauthorized = errors.New("unauthorized")

@@ -1,0 +1,138 @@
+// Package apiclient is the kndl CLI's client for the Hub's API, and the
+// CLI's config file that holds where the Hub is and the CLI token. Only
+// internal/cli and tests import it.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Config is the CLI's config file: one Hub and this machine's CLI token.
+type Config struct {
+	HubURL string `json:"hub_url"`
+	Token  string `json:"token"`
+}
+
+// ConfigPath is $KNDL_CONFIG, or cli.json in the user's config directory.
+func ConfigPath() (string, error) {
+	if p := os.Getenv("KNDL_CONFIG"); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("find the config directory: %w (set KNDL_CONFIG to a file path)", err)
+	}
+	return filepath.Join(dir, "kndl", "cli.json"), nil
+}
+
+// LoadConfig reads the CLI's config file.
+func LoadConfig() (Config, error) {
+	p, err := ConfigPath()
+	if err != nil {
+		return Config{}, err
+	}
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return Config{}, fmt.Errorf("not signed in to a Hub: run kndl login HUB_URL (or kndl dev on this machine)")
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Config{}, fmt.Errorf("%s is not valid JSON: %w; remove it and sign in again", p, err)
+	}
+	return c, nil
+}
+
+// SaveConfig writes the config file readable only by its user, atomically.
+func SaveConfig(c Config) error {
+	p, err := ConfigPath()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// Client calls one Hub's API with a CLI token.
+type Client struct {
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+}
+
+// New makes a client from the config file.
+func New() (*Client, error) {
+	c, err := LoadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{BaseURL: strings.TrimSuffix(c.HubURL, "/"), Token: c.Token, HTTP: http.DefaultClient}, nil
+}
+
+// Error is an error the Hub answered with.
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Do sends a JSON request and decodes a JSON answer into out (if not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the Hub at %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Message string `json:"message"`
+		}
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		if e.Message == "" {
+			e.Message = resp.Status
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			e.Message += " (sign in again with kndl login)"
+		}
+		return &Error{Status: resp.StatusCode, Message: e.Message}
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}

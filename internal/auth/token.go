@@ -1,0 +1,82 @@
+// Package auth is where kndl's credentials are made and checked: random
+// tokens with a kind prefix, the one SHA-256 hasher every stored token goes
+// through, and constant-time comparison. The Hub, the Runner's relay and the
+// store import it; nothing keeps a token in the clear but its holder.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"strings"
+)
+
+// Kind is a credential's kind. Its prefix on the token lets a person (and
+// redaction by shape) tell tokens apart; the zero Kind is invalid, so a route
+// that declares no credential cannot register.
+type Kind int
+
+const (
+	_ Kind = iota
+	// Public routes take no credential.
+	Public
+	// Cookie is a person's sign-in cookie from a browser.
+	Cookie
+	// CLI is a person's kndl CLI token.
+	CLI
+	// Runner is a Runner's token.
+	Runner
+	// Mod is one run of one Session's mod token, held by its Runner.
+	Mod
+	// Session is a Session token, the only credential inside a Sandbox;
+	// only the Runner's relay accepts it.
+	Session
+)
+
+var kindNames = map[Kind]string{Public: "public", Cookie: "cookie", CLI: "cli", Runner: "runner", Mod: "mod", Session: "session"}
+
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return "unset"
+}
+
+// prefix is the token prefix of each kind that is a bearer token.
+var prefix = map[Kind]string{Cookie: "kndlk_", CLI: "kndlc_", Runner: "kndlr_", Mod: "kndlm_", Session: "kndls_"}
+
+// TokenBytes is the entropy of every token: 256 bits.
+const TokenBytes = 32
+
+// NewToken returns a fresh token of kind k and its hash. Show the token once;
+// keep only the hash.
+func NewToken(k Kind) (token string, hash []byte) {
+	b := make([]byte, TokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error()) // the kernel's RNG does not fail
+	}
+	token = prefix[k] + base64.RawURLEncoding.EncodeToString(b)
+	return token, Hash(token)
+}
+
+// KindOf reports the kind a token's prefix claims, or 0.
+func KindOf(token string) Kind {
+	for k, p := range prefix {
+		if strings.HasPrefix(token, p) {
+			return k
+		}
+	}
+	return 0
+}
+
+// Hash is the one hasher for stored tokens, links and invites: SHA-256.
+func Hash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// Equal compares two hashes in constant time.
+func Equal(a, b []byte) bool {
+	return subtle.ConstantTimeCompare(a, b) == 1
+}

@@ -1,0 +1,39 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewTokenIsUniqueAndHashed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range []Kind{Cookie, CLI, Runner, Mod, Session} {
+		tok, h := NewToken(k)
+		if seen[tok] {
+			t.Fatalf("token repeated: %s", tok)
+		}
+		seen[tok] = true
+		if got := KindOf(tok); got != k {
+			t.Errorf("KindOf(%s token) = %v, want %v", k, got, k)
+		}
+		if !Equal(h, Hash(tok)) {
+			t.Errorf("hash of %s token does not match Hash", k)
+		}
+		if strings.Contains(string(h), tok) || len(h) != 32 {
+			t.Errorf("hash of %s token is not a SHA-256: %d bytes", k, len(h))
+		}
+		if Equal(h, Hash(tok+"x")) {
+			t.Errorf("a different token matched %s token's hash", k)
+		}
+	}
+}
+
+func TestZeroKindIsUnset(t *testing.T) {
+	var k Kind
+	if k.String() != "unset" {
+		t.Fatalf("zero Kind = %q, want unset", k.String())
+	}
+	if KindOf("nothing") != 0 {
+		t.Fatal("an unprefixed string has a kind")
+	}
+}

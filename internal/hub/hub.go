@@ -1,0 +1,67 @@
+// Package hub is the Hub: the HTTP server with its one route table (every
+// route declares its credential), the Runners' WebSocket endpoint, and the
+// live state of who is connected. cmd/kndl (through internal/cli) and tests
+// import it.
+package hub
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/store"
+)
+
+// Hub serves the API, the web UI and Runners.
+type Hub struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	handler http.Handler
+
+	mu      sync.Mutex
+	runners map[string]*runnerConn // by Runner id, while connected
+}
+
+// New makes a Hub over an open store.
+func New(cfg Config, st *store.Store) (*Hub, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, runners: map[string]*runnerConn{}}
+	mux, err := h.mux()
+	if err != nil {
+		return nil, err
+	}
+	h.handler = mux
+	return h, nil
+}
+
+// Handler is the Hub's HTTP handler.
+func (h *Hub) Handler() http.Handler { return h.handler }
+
+// Config is the Hub's configuration with defaults filled in.
+func (h *Hub) Config() Config { return h.cfg }
+
+// Serve serves on ln until ctx is done, then closes every Runner connection
+// and waits briefly for requests in flight.
+func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		<-ctx.Done()
+		h.closeRunners("hub shutting down")
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,223 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+type fixture struct {
+	hub    *Hub
+	store  *store.Store
+	srv    *httptest.Server
+	cli    string // a dev user's CLI token
+	runner store.Runner
+	rtoken string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := New(Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	u, _ := st.DevUser(ctx)
+	cli, _ := st.CreateCLIToken(ctx, u.ID, "test")
+	rn, rtoken, err := st.CreateRunner(ctx, "r1", u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{hub: h, store: st, srv: srv, cli: cli, runner: rn, rtoken: rtoken}
+}
+
+// TestEveryRouteNeedsItsCredential enumerates the route table and checks
+// that a request with no credential, or with a credential of another kind,
+// gets 401.
+func TestEveryRouteNeedsItsCredential(t *testing.T) {
+	f := newFixture(t)
+	tokens := map[auth.Kind]string{auth.CLI: f.cli, auth.Runner: f.rtoken}
+	// Tokens of a kind the store never issued still must not pass.
+	for _, k := range []auth.Kind{auth.Cookie, auth.Mod, auth.Session} {
+		tokens[k], _ = auth.NewToken(k)
+	}
+	param := regexp.MustCompile(`\{[^}]+\}`)
+	for _, rt := range f.hub.routes() {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		path = param.ReplaceAllString(path, "x")
+		if rt.creds[0] == auth.Public {
+			continue
+		}
+		t.Run(rt.pattern, func(t *testing.T) {
+			try := func(what, token string) {
+				req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader("{}"))
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("%s: status %d, want 401", what, resp.StatusCode)
+				}
+			}
+			try("no credential", "")
+			try("garbage", "not-a-token")
+			for k, tok := range tokens {
+				takes := false
+				for _, c := range rt.creds {
+					takes = takes || c == k
+				}
+				if !takes {
+					try("a "+k.String()+" token", tok)
+				}
+			}
+		})
+	}
+}
+
+func TestRouteWithoutCredentialDoesNotRegister(t *testing.T) {
+	f := newFixture(t)
+	rt := route{pattern: "GET /oops", handle: f.hub.health}
+	h := &Hub{log: f.hub.log, store: f.store}
+	if _, err := h.muxOf([]route{rt}); err == nil {
+		t.Fatal("a route with no credential registered")
+	}
+}
+
+func dialRunner(t *testing.T, f *fixture, token string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitShort)
+	defer cancel()
+	return websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/runner/connect",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+}
+
+func hello(t *testing.T, f *fixture) (*protocol.Conn, protocol.Welcome) {
+	t.Helper()
+	ws, _, err := dialRunner(t, f, f.rtoken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocol.NewConn(ws, f.hub.log)
+	go c.Serve(context.Background())
+	t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "test over") })
+	var w protocol.Welcome
+	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1"}, &w)
+	if err != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	return c, w
+}
+
+func TestRunnerConnectsAndRevokeClosesAtOnce(t *testing.T) {
+	f := newFixture(t)
+	c, w := hello(t, f)
+	if w.RunnerID != f.runner.ID || w.Version != protocol.Version {
+		t.Fatalf("welcome = %+v", w)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "hub sees the runner", func() bool { return f.hub.Connected(f.runner.ID) })
+
+	req, _ := http.NewRequest(http.MethodDelete, f.srv.URL+"/api/runners/"+f.runner.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+f.cli)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %v %v", resp.Status, err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("revoking the runner token did not close its connection")
+	}
+	if f.hub.Connected(f.runner.ID) {
+		t.Fatal("hub still lists a revoked runner as connected")
+	}
+	if _, resp, err := dialRunner(t, f, f.rtoken); err == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("revoked token dialled again: err %v", err)
+	}
+}
+
+func TestHelloWithNoCommonVersionIsRefused(t *testing.T) {
+	f := newFixture(t)
+	ws, _, err := dialRunner(t, f, f.rtoken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocol.NewConn(ws, f.hub.log)
+	go c.Serve(context.Background())
+	defer c.Close(websocket.StatusNormalClosure, "")
+	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 99, MaxVersion: 100}, nil)
+	if err == nil || !strings.Contains(err.Error(), "no common protocol version") {
+		t.Fatalf("err = %v, want no common protocol version", err)
+	}
+	if f.hub.Connected(f.runner.ID) {
+		t.Fatal("a runner without a common version counts as connected")
+	}
+}
+
+func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
+	f := newFixture(t)
+	post := func(body string) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/api/runners", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.cli)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp, m
+	}
+	resp, m := post(`{"name":"box2"}`)
+	tok, _ := m["token"].(string)
+	if resp.StatusCode != http.StatusCreated || auth.KindOf(tok) != auth.Runner {
+		t.Fatalf("create: %d %v", resp.StatusCode, m)
+	}
+	if _, err := f.store.RunnerByToken(context.Background(), tok); err != nil {
+		t.Fatalf("the token shown does not authenticate: %v", err)
+	}
+	tests := []struct {
+		body string
+		want int
+	}{
+		{`{"name":"box2"}`, http.StatusConflict},
+		{`{"name":"bad name"}`, http.StatusBadRequest},
+		{`{"name":"x","extra":1}`, http.StatusBadRequest},
+		{`not json`, http.StatusBadRequest},
+		{`{"name":"` + strings.Repeat("a", maxBody) + `"}`, http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		resp, m := post(tt.body)
+		if resp.StatusCode != tt.want || m["message"] == "" {
+			t.Errorf("POST %.40s: %d %v, want %d with a message", tt.body, resp.StatusCode, m["message"], tt.want)
+		}
+	}
+	rs, _ := f.store.Runners(context.Background())
+	if len(rs) != 2 {
+		t.Fatalf("bad requests changed the store: %d runners, want 2", len(rs))
+	}
+}

@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// runnerConn is a connected Runner.
+type runnerConn struct {
+	conn    *protocol.Conn
+	runner  store.Runner
+	hello   protocol.Hello
+	version int
+	since   time.Time
+}
+
+// helloTimeout bounds how long a Runner may take to say hello.
+const helloTimeout = 10 * time.Second
+
+func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal) {
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered
+	}
+	log := h.log.With("runner", p.Runner.Name)
+	conn := protocol.NewConn(ws, log)
+	rc := &runnerConn{conn: conn, runner: p.Runner, since: time.Now()}
+	hello := make(chan struct{})
+	conn.Handle(protocol.TypeHello, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		select {
+		case <-hello:
+			return nil, fmt.Errorf("hello sent twice: %w", errdefs.ErrInvalid)
+		default:
+		}
+		var hm protocol.Hello
+		if err := json.Unmarshal(body, &hm); err != nil {
+			return nil, fmt.Errorf("hello: %v: %w", err, errdefs.ErrInvalid)
+		}
+		v, err := protocol.Negotiate(hm)
+		if err != nil {
+			return nil, err
+		}
+		rc.hello, rc.version = hm, v
+		close(hello)
+		h.attach(rc)
+		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID}, nil
+	})
+
+	ctx := r.Context()
+	go func() {
+		select {
+		case <-hello:
+		case <-conn.Done():
+		case <-time.After(helloTimeout):
+			conn.Close(websocket.StatusPolicyViolation, "no hello within 10s")
+		}
+	}()
+	err = conn.Serve(ctx)
+	h.detach(rc)
+	log.Info("runner disconnected", "err", err)
+}
+
+// attach records a connected Runner, closing an older connection of the
+// same Runner: the newest wins.
+func (h *Hub) attach(rc *runnerConn) {
+	h.mu.Lock()
+	old := h.runners[rc.runner.ID]
+	h.runners[rc.runner.ID] = rc
+	h.mu.Unlock()
+	if old != nil {
+		old.conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
+	}
+	h.store.TouchRunner(context.Background(), rc.runner.ID)
+	h.log.Info("runner connected", "runner", rc.runner.Name, "version", rc.version,
+		"backend", rc.hello.Host.Backend, "limits", rc.hello.Host.Limits)
+}
+
+func (h *Hub) detach(rc *runnerConn) {
+	h.mu.Lock()
+	if h.runners[rc.runner.ID] == rc {
+		delete(h.runners, rc.runner.ID)
+	}
+	h.mu.Unlock()
+	h.store.TouchRunner(context.Background(), rc.runner.ID)
+}
+
+// disconnectRunner closes a Runner's connection, if it has one.
+func (h *Hub) disconnectRunner(id, why string) {
+	h.mu.Lock()
+	rc := h.runners[id]
+	h.mu.Unlock()
+	if rc != nil {
+		rc.conn.Close(websocket.StatusPolicyViolation, why)
+	}
+}
+
+func (h *Hub) closeRunners(why string) {
+	h.mu.Lock()
+	all := make([]*runnerConn, 0, len(h.runners))
+	for _, rc := range h.runners {
+		all = append(all, rc)
+	}
+	h.mu.Unlock()
+	for _, rc := range all {
+		rc.conn.Close(websocket.StatusGoingAway, why)
+	}
+}
+
+// Connected reports whether the Runner with that id is connected.
+func (h *Hub) Connected(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.runners[id] != nil
+}
+
+// RunnerStatus is a Runner as the API shows it.
+type RunnerStatus struct {
+	store.Runner
+	Connected bool               `json:"connected"`
+	Host      *protocol.HostInfo `json:"host,omitempty"`
+}
+
+func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, _ Principal) {
+	rs, err := h.store.Runners(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := make([]RunnerStatus, len(rs))
+	h.mu.Lock()
+	for i, rn := range rs {
+		out[i].Runner = rn
+		if rc := h.runners[rn.ID]; rc != nil {
+			out[i].Connected = true
+			host := rc.hello.Host
+			out[i].Host = &host
+		}
+	}
+	h.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// CreatedRunner is the answer to pairing a Runner: its token, shown once.
+type CreatedRunner struct {
+	store.Runner
+	Token string `json:"token"`
+}
+
+func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rn, token, err := h.store.CreateRunner(r.Context(), req.Name, p.User.ID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("runner paired", "runner", rn.Name, "by", p.User.Name)
+	writeJSON(w, http.StatusCreated, CreatedRunner{Runner: rn, Token: token})
+}
+
+func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+	id := r.PathValue("id")
+	if err := h.store.RevokeRunner(r.Context(), id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.disconnectRunner(id, "runner token revoked")
+	h.log.Info("runner revoked", "runner", id, "by", p.User.Name)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,180 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// pair returns a served server-side Conn (with an echo and a failing
+// handler) and a raw client WebSocket to poke it with.
+func pair(t *testing.T) (*Conn, *websocket.Conn, chan error) {
+	t.Helper()
+	served := make(chan *Conn, 1)
+	done := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := NewConn(ws, quiet)
+		c.Handle("echo", false, func(ctx context.Context, b json.RawMessage) (any, error) { return b, nil })
+		c.Handle("missing", false, func(ctx context.Context, b json.RawMessage) (any, error) {
+			return nil, fmt.Errorf("no such thing: %w", errdefs.ErrNotFound)
+		})
+		served <- c
+		done <- c.Serve(r.Context())
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(MaxFrameBytes * 2)
+	t.Cleanup(func() { ws.CloseNow() })
+	return <-served, ws, done
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, b, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	f, err := Decode(b)
+	if err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return f
+}
+
+func write(t *testing.T, ws *websocket.Conn, typ websocket.MessageType, s string) {
+	t.Helper()
+	if err := ws.Write(context.Background(), typ, []byte(s)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestReplyAndErrorClass(t *testing.T) {
+	_, ws, _ := pair(t)
+	client := NewConn(ws, quiet)
+	go client.Serve(context.Background())
+	ctx := context.Background()
+	var got map[string]int
+	if err := client.Request(ctx, "echo", map[string]int{"n": 7}, &got); err != nil || got["n"] != 7 {
+		t.Fatalf("echo = %v, %v; want n=7", got, err)
+	}
+	err := client.Request(ctx, "missing", nil, nil)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound across the wire", err)
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	tests := []struct {
+		name      string
+		typ       websocket.MessageType
+		frame     string
+		wantCode  string
+		wantClose websocket.StatusCode // -1: stays open
+	}{
+		{"unknown type", websocket.MessageText, `{"type":"no.such","id":"1"}`, "invalid", -1},
+		{"unknown notification", websocket.MessageText, `{"type":"no.such"}`, "invalid", -1},
+		{"not json", websocket.MessageText, `{"type":`, "invalid", websocket.StatusInvalidFramePayloadData},
+		{"json array", websocket.MessageText, `[1,2]`, "invalid", websocket.StatusInvalidFramePayloadData},
+		{"bad type", websocket.MessageText, `{"type":"<script>"}`, "invalid", websocket.StatusInvalidFramePayloadData},
+		{"reply without id", websocket.MessageText, `{"type":"reply"}`, "invalid", websocket.StatusInvalidFramePayloadData},
+		{"binary", websocket.MessageBinary, `{"type":"echo","id":"1"}`, "invalid", websocket.StatusUnsupportedData},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ws, done := pair(t)
+			write(t, ws, tt.typ, tt.frame)
+			f := readFrame(t, ws)
+			if f.Error == nil || f.Error.Code != tt.wantCode {
+				t.Fatalf("got %+v, want an error with code %s", f, tt.wantCode)
+			}
+			if tt.wantClose == -1 {
+				// Still serving: a good request is answered.
+				write(t, ws, websocket.MessageText, `{"type":"echo","id":"9","body":{"ok":1}}`)
+				if f := readFrame(t, ws); f.ID != "9" || f.Error != nil {
+					t.Fatalf("after a bad frame, echo got %+v", f)
+				}
+				return
+			}
+			_, _, err := ws.Read(context.Background())
+			if got := websocket.CloseStatus(err); got != tt.wantClose {
+				t.Fatalf("close status = %v, want %v (err %v)", got, tt.wantClose, err)
+			}
+			if err := <-done; err == nil {
+				t.Fatal("Serve returned nil after a fatal frame")
+			}
+		})
+	}
+}
+
+func TestOversizedFrameCloses(t *testing.T) {
+	_, ws, done := pair(t)
+	big := `{"type":"echo","id":"1","body":"` + strings.Repeat("a", MaxFrameBytes) + `"}`
+	write(t, ws, websocket.MessageText, big)
+	_, _, err := ws.Read(context.Background())
+	if got := websocket.CloseStatus(err); got != websocket.StatusMessageTooBig {
+		t.Fatalf("close status = %v, want %v", got, websocket.StatusMessageTooBig)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("Serve returned nil after an oversized frame")
+	}
+}
+
+func TestNegotiate(t *testing.T) {
+	tests := []struct {
+		min, max, want int
+		ok             bool
+	}{
+		{1, 1, 1, true},
+		{1, 99, Version, true},
+		{Version + 1, Version + 5, 0, false},
+		{0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		got, err := Negotiate(Hello{MinVersion: tt.min, MaxVersion: tt.max})
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("Negotiate(%d..%d) = %d, %v; want %d, ok=%v", tt.min, tt.max, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"type":"hello","id":"1","body":{}}`, `{"type":"reply","id":"2","error":{"code":"x","message":"y"}}`, `{}`, `null`, `[]`, `{"type":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrInvalid) {
+				t.Fatalf("Decode error without class: %v", err)
+			}
+			return
+		}
+		if !typeRE.MatchString(fr.Type) || len(fr.ID) > 64 {
+			t.Fatalf("Decode accepted a bad frame: %+v", fr)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+// Package protocol is the Hub<->Runner protocol: versioned JSON frames over
+// one WebSocket that the Runner dials out, with request/reply by id and
+// one-way notifications. docs/protocol.md documents every message. The Hub
+// and the Runner import it.
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Version is the newest protocol version this build speaks; MinVersion the
+// oldest. The pair agree on the highest version both speak, in the hello.
+//
+// History:
+//
+//	1 (2026-11-30): hello, reply, error; runner.status.
+const (
+	Version    = 1
+	MinVersion = 1
+)
+
+// MaxFrameBytes bounds one frame. A bigger one closes the connection
+// (WebSocket status 1009): a peer that sends it is broken or hostile.
+const MaxFrameBytes = 1 << 20
+
+// Frame types every version has.
+const (
+	// TypeHello is the Runner's first request; the Hub replies with Welcome.
+	TypeHello = "hello"
+	// TypeReply answers a request with the request's id.
+	TypeReply = "reply"
+	// TypeError reports a frame that could not be handled and had no id to
+	// reply to.
+	TypeError = "error"
+)
+
+// Frame is one message on the wire. A request has an ID and gets exactly one
+// reply with that ID; a notification has none.
+type Frame struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id,omitempty"`
+	Body  json.RawMessage `json:"body,omitempty"`
+	Error *Error          `json:"error,omitempty"`
+}
+
+var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+
+// Decode parses one frame, rejecting what is not a well-formed frame: not a
+// JSON object, a missing or malformed type, an over-long id, or a reply
+// without an id.
+func Decode(b []byte) (Frame, error) {
+	if len(b) > MaxFrameBytes {
+		return Frame{}, fmt.Errorf("frame of %d bytes is over the %d-byte limit: %w", len(b), MaxFrameBytes, errdefs.ErrInvalid)
+	}
+	var f Frame
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Frame{}, fmt.Errorf("malformed frame: %v: %w", err, errdefs.ErrInvalid)
+	}
+	switch {
+	case !typeRE.MatchString(f.Type):
+		return Frame{}, fmt.Errorf("malformed frame: type %q: %w", truncate(f.Type, 64), errdefs.ErrInvalid)
+	case len(f.ID) > 64:
+		return Frame{}, fmt.Errorf("malformed frame: id longer than 64 bytes: %w", errdefs.ErrInvalid)
+	case f.Type == TypeReply && f.ID == "":
+		return Frame{}, fmt.Errorf("malformed frame: reply without id: %w", errdefs.ErrInvalid)
+	}
+	return f, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Error is an error carried in a frame. Its Code is one of errdefs' classes,
+// so errors.Is works across the wire.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+var codes = []struct {
+	code string
+	err  error
+}{
+	{"not_found", errdefs.ErrNotFound},
+	{"conflict", errdefs.ErrConflict},
+	{"invalid", errdefs.ErrInvalid},
+	{"too_large", errdefs.ErrTooLarge},
+	{"unavailable", errdefs.ErrUnavailable},
+	{"forbidden", errdefs.ErrForbidden},
+	{"unauthorized", errdefs.ErrUnauthorized},
+}
+
+// Unwrap maps the code back to its errdefs class.
+func (e *Error) Unwrap() error {
+	for _, c := range codes {
+		if c.code == e.Code {
+			return c.err
+		}
+	}
+	return nil
+}
+
+// ErrorOf turns err into a frame Error, keeping its class.
+func ErrorOf(err error) *Error {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return &Error{Code: c.code, Message: err.Error()}
+		}
+	}
+	return &Error{Code: "internal", Message: err.Error()}
+}
+
+// Hello is the Runner's first request.
+type Hello struct {
+	MinVersion int    `json:"min_version"`
+	MaxVersion int    `json:"max_version"`
+	Name       string `json:"name,omitempty"`
+	// Host says what the Runner's sandbox backend can enforce.
+	Host HostInfo `json:"host"`
+}
+
+// HostInfo is a Runner's sandbox backend and what it can enforce.
+type HostInfo struct {
+	Backend      string   `json:"backend"`
+	Limits       []string `json:"limits,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
+	MaxCPUs      float64  `json:"max_cpus,omitempty"`
+	MaxMemoryMiB int      `json:"max_memory_mib,omitempty"`
+}
+
+// Welcome is the Hub's reply to Hello.
+type Welcome struct {
+	Version  int    `json:"version"`
+	RunnerID string `json:"runner_id"`
+}
+
+// Negotiate picks the highest version both sides speak, or fails naming
+// both ranges.
+func Negotiate(h Hello) (int, error) {
+	v := min(h.MaxVersion, Version)
+	if v < max(h.MinVersion, MinVersion) {
+		return 0, fmt.Errorf("no common protocol version: runner speaks %d..%d, hub %d..%d; upgrade the older side: %w",
+			h.MinVersion, h.MaxVersion, MinVersion, Version, errdefs.ErrInvalid)
+	}
+	return v, nil
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Runner is a paired Runner.
+type Runner struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	CreatedBy  string    `json:"created_by,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastSeenAt time.Time `json:"last_seen_at,omitempty"`
+	RevokedAt  time.Time `json:"revoked_at,omitempty"`
+}
+
+const runnerCols = `id, name, coalesce(created_by, ''), created_at, last_seen_at, revoked_at`
+
+func scanRunner(row interface{ Scan(...any) error }) (Runner, error) {
+	var r Runner
+	var created int64
+	var seen, revoked sql.NullInt64
+	if err := row.Scan(&r.ID, &r.Name, &r.CreatedBy, &created, &seen, &revoked); err != nil {
+		return r, err
+	}
+	r.CreatedAt, r.LastSeenAt, r.RevokedAt = time.UnixMilli(created), fromMS(seen), fromMS(revoked)
+	return r, nil
+}
+
+// CreateRunner pairs a Runner named name and returns it with its token,
+// which is shown once: only its hash is kept. createdBy may be empty (the
+// CLI working on the store directly). Returns ErrConflict if a live Runner
+// has that name.
+func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runner, string, error) {
+	if err := validName(name); err != nil {
+		return Runner{}, "", err
+	}
+	token, hash := auth.NewToken(auth.Runner)
+	r := Runner{ID: uuid.NewString(), Name: name, CreatedBy: createdBy, CreatedAt: s.now()}
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		// A revoked Runner's name can be used again.
+		if _, err := tx.ExecContext(ctx, `UPDATE runners SET name = name || '~' || id WHERE name = ? AND revoked_at IS NOT NULL`, name); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO runners (id, name, token_hash, created_by, created_at) VALUES (?, ?, ?, nullif(?, ''), ?)`,
+			r.ID, r.Name, hash, createdBy, ms(r.CreatedAt))
+		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
+			return fmt.Errorf("a Runner named %q is already paired; revoke it first or pick another name: %w", name, errdefs.ErrConflict)
+		}
+		return err
+	})
+	if err != nil {
+		return Runner{}, "", err
+	}
+	return r, token, nil
+}
+
+// RunnerByToken returns the live Runner whose token this is. Returns
+// ErrUnauthorized for an unknown or revoked token.
+func (s *Store) RunnerByToken(ctx context.Context, token string) (Runner, error) {
+	hash := auth.Hash(token)
+	var stored []byte
+	row := s.db.QueryRowContext(ctx, `SELECT token_hash, `+runnerCols+` FROM runners WHERE token_hash = ? AND revoked_at IS NULL`, hash)
+	var r Runner
+	var created int64
+	var seen, revoked sql.NullInt64
+	err := row.Scan(&stored, &r.ID, &r.Name, &r.CreatedBy, &created, &seen, &revoked)
+	if err != nil || !auth.Equal(stored, hash) {
+		return Runner{}, fmt.Errorf("runner token: %w", errdefs.ErrUnauthorized)
+	}
+	r.CreatedAt, r.LastSeenAt = time.UnixMilli(created), fromMS(seen)
+	return r, nil
+}
+
+// Runners lists live Runners by name.
+func (s *Store) Runners(ctx context.Context) ([]Runner, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE revoked_at IS NULL ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Runner
+	for rows.Next() {
+		r, err := scanRunner(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RunnerByName returns the live Runner named name, or ErrNotFound.
+func (s *Store) RunnerByName(ctx context.Context, name string) (Runner, error) {
+	r, err := scanRunner(s.db.QueryRowContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE name = ? AND revoked_at IS NULL`, name))
+	return r, notFound(err, "runner "+name)
+}
+
+// RevokeRunner revokes a live Runner's token. Returns ErrNotFound if there is
+// no such live Runner.
+func (s *Store) RevokeRunner(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(s.now()), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// TouchRunner records that a Runner was seen now.
+func (s *Store) TouchRunner(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE runners SET last_seen_at = ? WHERE id = ?`, ms(s.now()), id)
+	return err
+}
+
+// validName accepts names a person can type and read back: 1 to 64
+// letters, digits, '.', '_' and '-'.
+func validName(name string) error {
+	ok := len(name) > 0 && len(name) <= 64
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("name %q: use 1 to 64 letters, digits, '.', '_' or '-': %w", name, errdefs.ErrInvalid)
+	}
+	return nil
+}

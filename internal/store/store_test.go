@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+func open(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hub.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestMigrationsApplyOnceAndReopen(t *testing.T) {
+	s, path := open(t)
+	ctx := context.Background()
+	if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s2.Close()
+	rs, err := s2.Runners(ctx)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("after reopen: %d runners, %v; want 1", len(rs), err)
+	}
+}
+
+func TestRunnerTokenStoredOnlyAsHash(t *testing.T) {
+	s, path := open(t)
+	ctx := context.Background()
+	r, token, err := s.CreateRunner(ctx, "box", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.RunnerByToken(ctx, token)
+	if err != nil || got.ID != r.ID {
+		t.Fatalf("RunnerByToken = %v, %v; want %s", got.ID, err, r.ID)
+	}
+	if _, err := s.RunnerByToken(ctx, token+"x"); !errors.Is(err, errdefs.ErrUnauthorized) {
+		t.Fatalf("wrong token: err = %v, want ErrUnauthorized", err)
+	}
+	s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	for _, f := range []string{path, path + "-wal"} {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), token) {
+			t.Fatalf("%s holds the runner token in the clear", f)
+		}
+	}
+	if err := s.RevokeRunner(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunnerByToken(ctx, token); !errors.Is(err, errdefs.ErrUnauthorized) {
+		t.Fatalf("revoked token: err = %v, want ErrUnauthorized", err)
+	}
+	if err := s.RevokeRunner(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("revoking twice: err = %v, want ErrNotFound", err)
+	}
+	// The name is free again once revoked.
+	if _, _, err := s.CreateRunner(ctx, "box", ""); err != nil {
+		t.Fatalf("re-pairing a revoked name: %v", err)
+	}
+}
+
+func TestRunnerNames(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		want error
+	}{
+		{"ok-name_1.2", nil},
+		{"", errdefs.ErrInvalid},
+		{"has space", errdefs.ErrInvalid},
+		{strings.Repeat("a", 65), errdefs.ErrInvalid},
+		{"ok-name_1.2", errdefs.ErrConflict},
+	}
+	for _, tt := range tests {
+		_, _, err := s.CreateRunner(ctx, tt.name, "")
+		if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
+			t.Errorf("CreateRunner(%q): err = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestCLITokens(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	u, err := s.DevUser(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := s.DevUser(ctx)
+	if again.ID != u.ID {
+		t.Fatalf("DevUser made a second dev user")
+	}
+	tok, err := s.CreateCLIToken(ctx, u.ID, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.UserByCLIToken(ctx, tok)
+	if err != nil || got.ID != u.ID {
+		t.Fatalf("UserByCLIToken = %v, %v", got, err)
+	}
+	s.RevokeCLIToken(ctx, tok)
+	if _, err := s.UserByCLIToken(ctx, tok); !errors.Is(err, errdefs.ErrUnauthorized) {
+		t.Fatalf("revoked CLI token: err = %v, want ErrUnauthorized", err)
+	}
+}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// User is a person who can sign in.
+type User struct {
+	ID          string    `json:"id"`
+	GitHubLogin string    `json:"github_login,omitempty"`
+	Name        string    `json:"name"`
+	IsOwner     bool      `json:"is_owner"`
+	IsDev       bool      `json:"is_dev"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+const userCols = `id, coalesce(github_login, ''), name, is_owner, is_dev, created_at`
+
+func scanUser(row interface{ Scan(...any) error }) (User, error) {
+	var u User
+	var created int64
+	err := row.Scan(&u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &created)
+	u.CreatedAt = time.UnixMilli(created)
+	return u, err
+}
+
+// DevUser returns the dev user of kndl dev, making it on first use.
+func (s *Store) DevUser(ctx context.Context) (User, error) {
+	var u User
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		u, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE is_dev = 1 AND removed_at IS NULL`))
+		if err != sql.ErrNoRows {
+			return err
+		}
+		u = User{ID: uuid.NewString(), Name: "dev", IsDev: true, CreatedAt: s.now()}
+		_, err = tx.ExecContext(ctx, `INSERT INTO users (id, name, is_dev, created_at) VALUES (?, ?, 1, ?)`, u.ID, u.Name, ms(u.CreatedAt))
+		return err
+	})
+	return u, err
+}
+
+// UserByID returns a live user, or ErrNotFound.
+func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ? AND removed_at IS NULL`, id))
+	return u, notFound(err, "user "+id)
+}
+
+// CreateCLIToken issues a CLI token for a user, named for the machine it is
+// for, and returns it once.
+func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
+	token, hash := auth.NewToken(auth.CLI)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at) VALUES (?, ?, ?, ?, ?)`,
+		uuid.NewString(), userID, hash, name, ms(s.now()))
+	if err != nil {
+		return "", fmt.Errorf("create CLI token: %w", err)
+	}
+	return token, nil
+}
+
+// UserByCLIToken returns the live user a live CLI token belongs to, or
+// ErrUnauthorized.
+func (s *Store) UserByCLIToken(ctx context.Context, token string) (User, error) {
+	hash := auth.Hash(token)
+	var stored []byte
+	var u User
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT t.token_hash, u.id, coalesce(u.github_login, ''), u.name, u.is_owner, u.is_dev, u.created_at
+		FROM cli_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.removed_at IS NULL`, hash).
+		Scan(&stored, &u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &created)
+	if err != nil || !auth.Equal(stored, hash) {
+		return User{}, fmt.Errorf("CLI token: %w", errdefs.ErrUnauthorized)
+	}
+	u.CreatedAt = time.UnixMilli(created)
+	return u, nil
+}
+
+// RevokeCLIToken revokes a CLI token by its value.
+func (s *Store) RevokeCLIToken(ctx context.Context, token string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
+	return err
+}
