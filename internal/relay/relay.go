@@ -1,0 +1,217 @@
+// Package relay is the Runner's mod relay: the only thing on the Runner's
+// host a Sandbox can reach. It knows each running Session by the SHA-256 of
+// its Session token, relays the mod's /mod/* calls to the Hub with the
+// Session's mod token swapped in, and nothing else but, when a Runner is set
+// up for it, a model endpoint under /model/. Only internal/runner imports it.
+package relay
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/auth"
+)
+
+// Relay is the mod relay.
+type Relay struct {
+	hub   *url.URL
+	model *url.URL // nil unless the Runner points Claude Code elsewhere
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
+
+	mu       sync.Mutex
+	byHash   map[[32]byte]*run
+	bySessID map[string]*run
+}
+
+// run is one run of one Session: its Session token's hash and the mod
+// token it stands in for (empty until the Hub has given one).
+type run struct {
+	sessionID string
+	hash      [32]byte
+	modToken  string
+}
+
+// Options configure a Relay.
+type Options struct {
+	// HubURL is where /mod/* goes.
+	HubURL string
+	// ModelURL, when set, is the model endpoint /model/<session token>/…
+	// forwards to, unchanged. Off by default; see runner.Config.
+	ModelURL string
+	Logger   *slog.Logger
+}
+
+// New makes a Relay.
+func New(o Options) (*Relay, error) {
+	hub, err := url.Parse(o.HubURL)
+	if err != nil {
+		return nil, fmt.Errorf("relay: hub URL: %w", err)
+	}
+	r := &Relay{hub: hub, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{}}
+	if o.ModelURL != "" {
+		if r.model, err = url.Parse(o.ModelURL); err != nil {
+			return nil, fmt.Errorf("relay: model URL: %w", err)
+		}
+	}
+	// One proxy; Rewrite picks the upstream per request. FlushInterval -1
+	// streams SSE and long polls as they come.
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite:       r.rewrite,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			r.log.Warn("upstream unreachable", "path", firstSegment(req.URL.Path), "err", err)
+			http.Error(w, "kndl relay: upstream unreachable", http.StatusBadGateway)
+		},
+	}
+	return r, nil
+}
+
+type ctxKey struct{}
+
+// upstream is what a request was routed to, carried from ServeHTTP to
+// rewrite.
+type upstream struct {
+	base     *url.URL
+	path     string
+	modToken string // set for /mod/*: replaces the Session token
+}
+
+func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
+	up := pr.In.Context().Value(ctxKey{}).(upstream)
+	pr.SetURL(up.base)
+	pr.Out.URL.Path = strings.TrimSuffix(up.base.Path, "/") + up.path
+	pr.Out.URL.RawPath = ""
+	pr.Out.Host = up.base.Host
+	// Nothing about the Sandbox's side of the connection goes upstream.
+	pr.Out.Header.Del("X-Forwarded-For")
+	if up.modToken != "" {
+		pr.Out.Header.Set("Authorization", "Bearer "+up.modToken)
+	}
+}
+
+// ServeHTTP routes /mod/* (Session token in Authorization) and
+// /model/<Session token>/* (when a model endpoint is set); everything else
+// is 404, and a request without a live Session token is 401.
+func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	switch {
+	case strings.HasPrefix(req.URL.Path, "/mod/"):
+		tok, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		run, ok := r.lookup(tok)
+		if !ok {
+			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
+			return
+		}
+		if run.modToken == "" {
+			// A restarted Runner knows the Session but not yet its new mod
+			// token: the mod retries.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "kndl relay: Session not reconnected to the Hub yet; retry", http.StatusServiceUnavailable)
+			return
+		}
+		r.forward(w, req, upstream{base: r.hub, path: req.URL.Path, modToken: run.modToken})
+	case strings.HasPrefix(req.URL.Path, "/model/") && r.model != nil:
+		tok, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/model/"), "/")
+		if _, ok := r.lookup(tok); !ok {
+			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
+			return
+		}
+		// The model request goes on as it came, its own credential included.
+		r.forward(w, req, upstream{base: r.model, path: "/" + rest})
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+func (r *Relay) forward(w http.ResponseWriter, req *http.Request, up upstream) {
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ctxKey{}, up)))
+}
+
+func (r *Relay) lookup(token string) (run, bool) {
+	if token == "" {
+		return run{}, false
+	}
+	h := sha256.Sum256([]byte(token))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x, ok := r.byHash[h]
+	if !ok {
+		return run{}, false
+	}
+	return *x, true
+}
+
+// Issue makes a fresh Session token for a new run of a Session, revoking
+// the Session's previous one, and returns it. The relay keeps only its hash.
+func (r *Relay) Issue(sessionID string) string {
+	token, _ := auth.NewToken(auth.Session)
+	r.Adopt(sessionID, token)
+	return token
+}
+
+// Adopt registers a Session token read back from a Claude Code still
+// running after the Runner restarted; the relay answers 503 for it until
+// SetModToken.
+func (r *Relay) Adopt(sessionID, token string) {
+	h := sha256.Sum256([]byte(token))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.revokeLocked(sessionID)
+	x := &run{sessionID: sessionID, hash: h}
+	r.byHash[h], r.bySessID[sessionID] = x, x
+}
+
+// SetModToken gives a Session's run its mod token from the Hub.
+func (r *Relay) SetModToken(sessionID, modToken string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.bySessID[sessionID]
+	if x == nil {
+		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
+	}
+	x.modToken = modToken
+	return nil
+}
+
+// Revoke ends a Session's token: at sleep, stop, archive or exit.
+func (r *Relay) Revoke(sessionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.revokeLocked(sessionID)
+}
+
+func (r *Relay) revokeLocked(sessionID string) {
+	if x := r.bySessID[sessionID]; x != nil {
+		delete(r.byHash, x.hash)
+		delete(r.bySessID, sessionID)
+	}
+}
+
+// Serve serves the relay on ln until ctx is done.
+func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func firstSegment(p string) string {
+	p = strings.TrimPrefix(p, "/")
+	s, _, _ := strings.Cut(p, "/")
+	return "/" + s
+}

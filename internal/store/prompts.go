@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// PromptState is where a prompt is on its way to Claude.
+type PromptState string
+
+const (
+	Queued     PromptState = "queued"
+	Delivering PromptState = "delivering"
+	Delivered  PromptState = "delivered"
+	Cancelled  PromptState = "cancelled"
+)
+
+// Prompt is a prompt waiting for, or given to, a Session.
+type Prompt struct {
+	ID          string      `json:"id"`
+	SessionID   string      `json:"session_id"`
+	AuthorID    string      `json:"author_id"`
+	Text        string      `json:"text"`
+	State       PromptState `json:"state"`
+	CreatedAt   time.Time   `json:"created_at"`
+	DeliveredAt time.Time   `json:"delivered_at,omitempty"`
+}
+
+const promptCols = `id, session_id, author_id, text, state, created_at, delivered_at`
+
+func scanPrompt(row interface{ Scan(...any) error }) (Prompt, error) {
+	var p Prompt
+	var created int64
+	var delivered sql.NullInt64
+	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.State, &created, &delivered)
+	p.CreatedAt, p.DeliveredAt = time.UnixMilli(created), fromMS(delivered)
+	return p, err
+}
+
+// EnqueuePrompt queues a prompt at the end of a Session's queue.
+func (s *Store) EnqueuePrompt(ctx context.Context, sessionID, authorID, text string) (Prompt, error) {
+	p := Prompt{ID: uuid.NewString(), SessionID: sessionID, AuthorID: authorID, Text: text, State: Queued, CreatedAt: s.now()}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		p.ID, p.SessionID, p.AuthorID, p.Text, p.State, ms(p.CreatedAt))
+	return p, err
+}
+
+// Prompts lists a Session's prompts that are not delivered or cancelled,
+// in queue order.
+func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY created_at, rowid`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Prompt
+	for rows.Next() {
+		p, err := scanPrompt(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// PromptByID returns one of a Session's prompts, or ErrNotFound.
+func (s *Store) PromptByID(ctx context.Context, sessionID, id string) (Prompt, error) {
+	p, err := scanPrompt(s.db.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND id = ?`, sessionID, id))
+	return p, notFound(err, "prompt "+id)
+}
+
+// EditPrompt replaces a queued prompt's text, or cancels it when text is
+// empty. Returns ErrConflict once it is being delivered or delivered.
+func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string) error {
+	q, args := `UPDATE prompts SET text = ? WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{text, sessionID, id}
+	if text == "" {
+		q, args = `UPDATE prompts SET state = 'cancelled' WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{sessionID, id}
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := s.PromptByID(ctx, sessionID, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("prompt %s is already on its way to Claude and can no longer change: %w", id, errdefs.ErrConflict)
+	}
+	return nil
+}
+
+// TakePrompt moves the Session's oldest queued prompt to Delivering and
+// returns it; ok is false when the queue is empty or a prompt is already
+// being delivered.
+func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
+	err = s.InTx(ctx, func(tx *sql.Tx) error {
+		var busy int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID).Scan(&busy); err != nil || busy > 0 {
+			return err
+		}
+		p, err = scanPrompt(tx.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT 1`, sessionID))
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		p.State = Delivering
+		_, err = tx.ExecContext(ctx, `UPDATE prompts SET state = 'delivering' WHERE id = ?`, p.ID)
+		return err
+	})
+	return p, ok, err
+}
+
+// SetPromptState records a delivery's outcome: Delivered, or Queued again
+// to retry it first.
+func (s *Store) SetPromptState(ctx context.Context, id string, state PromptState) error {
+	var delivered any
+	if state == Delivered {
+		delivered = ms(s.now())
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = ?, delivered_at = ? WHERE id = ?`, state, delivered, id)
+	return err
+}

@@ -1,0 +1,240 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Repo is a repository Sessions run on.
+type Repo struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// EnsureRepo returns the Repo with that URL, making it on first use.
+func (s *Store) EnsureRepo(ctx context.Context, url, name string) (Repo, error) {
+	var r Repo
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		var created int64
+		err := tx.QueryRowContext(ctx, `SELECT id, url, name, created_at FROM repos WHERE url = ?`, url).Scan(&r.ID, &r.URL, &r.Name, &created)
+		r.CreatedAt = time.UnixMilli(created)
+		if err != sql.ErrNoRows {
+			return err
+		}
+		r = Repo{ID: uuid.NewString(), URL: url, Name: name, CreatedAt: s.now()}
+		_, err = tx.ExecContext(ctx, `INSERT INTO repos (id, url, name, created_at) VALUES (?, ?, ?, ?)`, r.ID, r.URL, r.Name, ms(r.CreatedAt))
+		return err
+	})
+	return r, err
+}
+
+// SessionState is where a Session is in its life.
+type SessionState string
+
+const (
+	Starting SessionState = "starting"
+	Active   SessionState = "active"
+	Asleep   SessionState = "asleep"
+	Frozen   SessionState = "frozen"
+	Archived SessionState = "archived"
+)
+
+// Session is one conversation of Claude Code in its own Sandbox.
+type Session struct {
+	ID          string       `json:"id"`
+	RepoID      string       `json:"repo_id"`
+	RepoURL     string       `json:"repo_url"`
+	CreatorID   string       `json:"creator_id"`
+	RunnerID    string       `json:"runner_id"`
+	Title       string       `json:"title"`
+	Model       string       `json:"model,omitempty"`
+	Effort      string       `json:"effort,omitempty"`
+	State       SessionState `json:"state"`
+	StateDetail string       `json:"state_detail,omitempty"`
+	// Conversation is whether Claude Code has written the conversation
+	// down, so a wake resumes it.
+	Conversation bool      `json:"conversation"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.created_at, s.updated_at`
+const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
+
+func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+	var x Session
+	var created, updated int64
+	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
+		&x.State, &x.StateDetail, &x.Conversation, &created, &updated)
+	x.CreatedAt, x.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	return x, err
+}
+
+// CreateSession records a new Session in state Starting and returns it.
+func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
+	now := s.now()
+	x.ID, x.State, x.CreatedAt, x.UpdatedAt = uuid.NewString(), Starting, now, now
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, ms(now), ms(now))
+	if err != nil {
+		return Session{}, fmt.Errorf("create session: %w", err)
+	}
+	return s.SessionByID(ctx, x.ID)
+}
+
+// SessionByID returns a Session, or ErrNotFound.
+func (s *Store) SessionByID(ctx context.Context, id string) (Session, error) {
+	x, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionCols+sessionFrom+`WHERE s.id = ?`, id))
+	return x, notFound(err, "session "+id)
+}
+
+// SessionFilter selects Sessions; zero fields match everything.
+type SessionFilter struct {
+	RunnerID string
+	States   []SessionState
+}
+
+// Sessions lists Sessions, newest first.
+func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+	q := `SELECT ` + sessionCols + sessionFrom + `WHERE 1=1`
+	var args []any
+	if f.RunnerID != "" {
+		q += ` AND s.runner_id = ?`
+		args = append(args, f.RunnerID)
+	}
+	if len(f.States) > 0 {
+		q += ` AND s.state IN (?` + strings.Repeat(",?", len(f.States)-1) + `)`
+		for _, st := range f.States {
+			args = append(args, st)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY s.created_at DESC`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		x, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// SetSessionState moves a Session to state with a detail a person reads
+// (why it is asleep, what failed).
+func (s *Store) SetSessionState(ctx context.Context, id string, state SessionState, detail string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, state_detail = ?, updated_at = ? WHERE id = ?`, state, detail, ms(s.now()), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// SetConversation records that Claude Code has written the Session's
+// conversation down.
+func (s *Store) SetConversation(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET conversation = 1 WHERE id = ?`, id)
+	return err
+}
+
+// IssueModToken makes a fresh mod token for a run of the Session,
+// replacing the last one, and returns it once.
+func (s *Store) IssueModToken(ctx context.Context, sessionID string) (string, error) {
+	token, hash := auth.NewToken(auth.Mod)
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = ? WHERE id = ?`, hash, sessionID)
+	return token, err
+}
+
+// RevokeModToken ends the Session's current run's mod token.
+func (s *Store) RevokeModToken(ctx context.Context, sessionID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = NULL WHERE id = ?`, sessionID)
+	return err
+}
+
+// SessionByModToken returns the Session a live mod token is for, or
+// ErrUnauthorized.
+func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, error) {
+	hash := auth.Hash(token)
+	var stored []byte
+	row := s.db.QueryRowContext(ctx, `SELECT s.mod_token_hash, `+sessionCols+sessionFrom+`WHERE s.mod_token_hash = ?`, hash)
+	var x Session
+	var created, updated int64
+	err := row.Scan(&stored, &x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
+		&x.State, &x.StateDetail, &x.Conversation, &created, &updated)
+	if err != nil || !auth.Equal(stored, hash) {
+		return Session{}, fmt.Errorf("mod token: %w", errdefs.ErrUnauthorized)
+	}
+	x.CreatedAt, x.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	return x, nil
+}
+
+// Event is one stored Event of a Session's transcript. Data is the Event's
+// JSON, already redacted.
+type Event struct {
+	Seq  int64           `json:"seq"`
+	At   time.Time       `json:"at"`
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// AppendEvents stores events after the Session's last one and returns them
+// numbered.
+func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event) ([]Event, error) {
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		var last int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last); err != nil {
+			return err
+		}
+		for i := range evs {
+			last++
+			evs[i].Seq = last
+			if evs[i].At.IsZero() {
+				evs[i].At = s.now()
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (session_id, seq, at, kind, data) VALUES (?, ?, ?, ?, ?)`,
+				sessionID, last, ms(evs[i].At), evs[i].Kind, string(evs[i].Data)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return evs, err
+}
+
+// Events returns up to limit of a Session's Events after seq.
+func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at int64
+		var data string
+		if err := rows.Scan(&e.Seq, &at, &e.Kind, &data); err != nil {
+			return nil, err
+		}
+		e.At, e.Data = time.UnixMilli(at), json.RawMessage(data)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
