@@ -1,0 +1,92 @@
+// Package mod is kndl's mod for Claude Code: two plugins embedded in the
+// binary (hub-link, whose hooks report what Claude Code does; and
+// hub-link-commands, slash commands), written out fresh for each start of
+// Claude Code, and the `kndl mod hook` client those hooks run inside the
+// Sandbox, which carries each hook event to the Runner's relay. The Runner
+// and internal/cli import it.
+package mod
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+//go:embed all:plugins
+var plugins embed.FS
+
+// Plugins are the mod's plugin names, each loaded with its own --plugin-dir.
+var Plugins = []string{"hub-link", "hub-link-commands"}
+
+// WriteCopy writes a fresh copy of the mod's plugins into dir (which must
+// not exist), so an update never changes the mod under a running Turn.
+func WriteCopy(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("mod copy: %w", err)
+	}
+	return fs.WalkDir(plugins, "plugins", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(p[len("plugins"):]))
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := plugins.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+}
+
+// MaxHookBytes bounds one hook event read from Claude Code.
+const MaxHookBytes = 1 << 20
+
+// Hook carries one hook event (JSON on in) to the relay at $KNDL_URL with
+// the Session token, and writes the Hub's answer to out, where Claude Code
+// reads a hook's decision. While a restarted Runner waits for the Hub (503)
+// it retries for up to 20 s; a hook never fails the Turn, so other failures
+// are reported on errOut and Hook returns nil.
+func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, errOut io.Writer) error {
+	base, token := getenv("KNDL_URL"), getenv("KNDL_MOD_TOKEN")
+	if base == "" || token == "" {
+		fmt.Fprintln(errOut, "kndl mod hook: KNDL_URL and KNDL_MOD_TOKEN are not set; is this a kndl Session?")
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(in, MaxHookBytes+1))
+	if err != nil || len(body) > MaxHookBytes {
+		fmt.Fprintf(errOut, "kndl mod hook: event unreadable or over %d bytes\n", MaxHookBytes)
+		return nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mod/hook", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintf(errOut, "kndl mod hook: %v\n", err)
+			return nil
+		}
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, MaxHookBytes))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			out.Write(answer)
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline):
+			time.Sleep(500 * time.Millisecond) // the relay's Retry-After: the Hub has not reconnected the Session yet
+		default:
+			fmt.Fprintf(errOut, "kndl mod hook: %s: %s\n", resp.Status, bytes.TrimSpace(answer))
+			return nil
+		}
+	}
+}

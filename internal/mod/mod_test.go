@@ -1,0 +1,73 @@
+package mod
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestWriteCopyHasEveryPlugin(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "copy")
+	if err := WriteCopy(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range Plugins {
+		b, err := os.ReadFile(filepath.Join(dir, p, ".claude-plugin", "plugin.json"))
+		if err != nil {
+			t.Fatalf("plugin %s: %v", p, err)
+		}
+		var m struct{ Name string }
+		if err := json.Unmarshal(b, &m); err != nil || m.Name != p {
+			t.Errorf("plugin.json of %s names %q (%v)", p, m.Name, err)
+		}
+	}
+	var hooks struct {
+		Hooks map[string][]struct {
+			Hooks []struct{ Type, Command string }
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "hub-link", "hooks", "hooks.json"))
+	if err := json.Unmarshal(b, &hooks); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"SessionStart", "UserPromptSubmit", "Stop", "StopFailure", "SubagentStart", "SubagentStop", "Notification", "PermissionRequest"} {
+		hs := hooks.Hooks[ev]
+		if len(hs) != 1 || hs[0].Hooks[0].Command != "/opt/kndl/bin/kndl mod hook" {
+			t.Errorf("hook for %s = %+v, want kndl mod hook", ev, hs)
+		}
+	}
+	if err := WriteCopy(dir); err == nil {
+		t.Fatal("WriteCopy over an existing copy succeeded; a copy must be fresh")
+	}
+}
+
+func TestHookCarriesEventWithSessionToken(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // a restarted Runner, not reconnected yet
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/mod/hook" || r.Header.Get("Authorization") != "Bearer kndls_tok" || string(b) != `{"hook_event_name":"Stop"}` {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, `{"continue":true}`)
+	}))
+	defer srv.Close()
+	env := map[string]string{"KNDL_URL": srv.URL, "KNDL_MOD_TOKEN": "kndls_tok"}
+	var out, errOut bytes.Buffer
+	Hook(context.Background(), func(k string) string { return env[k] }, strings.NewReader(`{"hook_event_name":"Stop"}`), &out, &errOut)
+	if out.String() != `{"continue":true}` || calls.Load() != 2 {
+		t.Fatalf("out %q, stderr %q after %d calls; want the Hub's answer after a retry", out.String(), errOut.String(), calls.Load())
+	}
+}
