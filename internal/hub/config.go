@@ -20,6 +20,9 @@ type Config struct {
 	// DatabasePath is the SQLite file. HUB_DATABASE_PATH, default
 	// $KNDL_HOME/hub.db.
 	DatabasePath string
+	// SecretsKey seals stored secrets such as setup tokens: 32 random bytes
+	// as hex or base64. HUB_SECRETS_KEY, required (kndl dev makes one).
+	SecretsKey string
 	// Logger is the operator's log; a Session's own output never goes here.
 	Logger *slog.Logger
 }
@@ -30,6 +33,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 		Listen:       getenv("HUB_LISTEN"),
 		PublicURL:    getenv("HUB_PUBLIC_URL"),
 		DatabasePath: getenv("HUB_DATABASE_PATH"),
+		SecretsKey:   getenv("HUB_SECRETS_KEY"),
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"

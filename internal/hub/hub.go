@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -21,10 +22,12 @@ type Hub struct {
 	cfg     Config
 	log     *slog.Logger
 	store   *store.Store
+	secrets *seal.Box
 	handler http.Handler
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
+	live    map[string]*live       // by Session id, while anyone cares
 }
 
 // New makes a Hub over an open store.
@@ -32,7 +35,16 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, runners: map[string]*runnerConn{}}
+	key, err := seal.ParseKey(cfg.SecretsKey)
+	if err != nil {
+		return nil, err
+	}
+	box, err := seal.New(key)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
+		runners: map[string]*runnerConn{}, live: map[string]*live{}}
 	mux, err := h.mux()
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -37,7 +38,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := New(Config{Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
+	h, err := New(Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 type Principal struct {
 	Kind   auth.Kind
 	User   store.User   // Cookie, CLI
-	Runner store.Runner // Runner
+	Runner  store.Runner  // Runner
+	Session store.Session // Mod: the Session whose mod this is
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -39,6 +40,19 @@ func (h *Hub) routes() []route {
 		{"GET /api/runners", person, h.listRunners},
 		{"POST /api/runners", person, h.createRunner},
 		{"DELETE /api/runners/{id}", person, h.revokeRunner},
+		{"GET /api/account", person, h.showAccount},
+		{"PUT /api/account/claude-token", person, h.setClaudeToken},
+		{"DELETE /api/account/claude-token", person, h.deleteClaudeToken},
+		{"POST /api/sessions", person, h.createSession},
+		{"GET /api/sessions", person, h.listSessions},
+		{"GET /api/sessions/{id}", person, h.showSession},
+		{"POST /api/sessions/{id}/prompts", person, h.queuePrompt},
+		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},
+		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, h.cancelPrompt},
+		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
+		{"GET /api/sessions/{id}/events", person, h.listEvents},
+		{"GET /api/sessions/{id}/watch", person, h.watchSession},
+		{"POST /mod/hook", []auth.Kind{auth.Mod}, h.modHook},
 	}
 }
 
@@ -91,6 +105,11 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			rn, err := h.store.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
+			}
+		case kind == auth.Mod:
+			s, err := h.sessionByMod(ctx, token)
+			if err == nil {
+				return Principal{Kind: kind, Session: s}, nil
 			}
 		}
 	}

@@ -54,6 +54,8 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID}, nil
 	})
 
+	h.handleSessions(rc, hello)
+
 	ctx := r.Context()
 	go func() {
 		select {

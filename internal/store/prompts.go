@@ -26,27 +26,28 @@ type Prompt struct {
 	SessionID   string      `json:"session_id"`
 	AuthorID    string      `json:"author_id"`
 	Text        string      `json:"text"`
+	IsCommand   bool        `json:"is_command,omitempty"`
 	State       PromptState `json:"state"`
 	CreatedAt   time.Time   `json:"created_at"`
 	DeliveredAt time.Time   `json:"delivered_at,omitempty"`
 }
 
-const promptCols = `id, session_id, author_id, text, state, created_at, delivered_at`
+const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at`
 
 func scanPrompt(row interface{ Scan(...any) error }) (Prompt, error) {
 	var p Prompt
 	var created int64
 	var delivered sql.NullInt64
-	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.State, &created, &delivered)
+	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.IsCommand, &p.State, &created, &delivered)
 	p.CreatedAt, p.DeliveredAt = time.UnixMilli(created), fromMS(delivered)
 	return p, err
 }
 
 // EnqueuePrompt queues a prompt at the end of a Session's queue.
-func (s *Store) EnqueuePrompt(ctx context.Context, sessionID, authorID, text string) (Prompt, error) {
-	p := Prompt{ID: uuid.NewString(), SessionID: sessionID, AuthorID: authorID, Text: text, State: Queued, CreatedAt: s.now()}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		p.ID, p.SessionID, p.AuthorID, p.Text, p.State, ms(p.CreatedAt))
+func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
+	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt))
 	return p, err
 }
 

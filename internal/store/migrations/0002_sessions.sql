@@ -43,6 +43,9 @@ CREATE TABLE prompts (
 	session_id   TEXT NOT NULL REFERENCES sessions(id),
 	author_id    TEXT NOT NULL REFERENCES users(id),
 	text         TEXT NOT NULL,
+	-- Whether a leading ! or / is meant as Claude Code's bash mode or slash
+	-- command; otherwise it reaches Claude as text.
+	is_command   INTEGER NOT NULL DEFAULT 0,
 	-- queued, delivering, delivered, cancelled
 	state        TEXT NOT NULL,
 	created_at   INTEGER NOT NULL,

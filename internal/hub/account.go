@@ -1,0 +1,74 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// claudeTokenSecret names a person's Claude setup token among their secrets.
+const claudeTokenSecret = "claude-token"
+
+// Account is what the API says of a person's own account; secrets only as
+// when they were set.
+type Account struct {
+	ID               string    `json:"id"`
+	Name             string    `json:"name"`
+	ClaudeTokenSetAt time.Time `json:"claude_token_set_at,omitempty"`
+}
+
+func (h *Hub) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
+	a := Account{ID: p.User.ID, Name: p.User.Name}
+	_, a.ClaudeTokenSetAt, _ = h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
+	writeJSON(w, http.StatusOK, a)
+}
+
+// setClaudeToken stores a person's setup token, sealed; it is never sent
+// back.
+func (h *Hub) setClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Token string `json:"token"`
+	}
+	err := readJSON(r, &req)
+	if err == nil {
+		err = h.StoreClaudeToken(r.Context(), p.User.ID, req.Token)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("claude token stored", "user", p.User.Name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// StoreClaudeToken seals and stores a person's setup token, replacing the
+// one they had.
+func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error {
+	tok := strings.TrimSpace(token)
+	if len(tok) < 20 || len(tok) > 4096 || strings.ContainsAny(tok, " \t\r\n") {
+		return fmt.Errorf("that does not look like a setup token: run claude setup-token and paste the token it prints: %w", errdefs.ErrInvalid)
+	}
+	return h.store.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID))
+}
+
+func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
+	if err := h.store.DeleteUserSecret(r.Context(), p.User.ID, claudeTokenSecret); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// claudeToken opens a person's stored setup token.
+func (h *Hub) claudeToken(ctx context.Context, userID string) (string, error) {
+	sealed, _, err := h.store.UserSecret(ctx, userID, claudeTokenSecret)
+	if err != nil {
+		return "", err
+	}
+	b, err := h.secrets.Open(sealed, claudeTokenSecret+":"+userID)
+	return string(b), err
+}

@@ -1,0 +1,90 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// maxHookBytes bounds one hook event from the mod.
+const maxHookBytes = 1 << 20
+
+// hookEvent is the part of a Claude Code hook payload the Hub reads.
+type hookEvent struct {
+	Name      string          `json:"hook_event_name"`
+	Source    string          `json:"source"`
+	Prompt    string          `json:"prompt"`
+	Message   string          `json:"message"`
+	Error     json.RawMessage `json:"error"`
+	AgentID   string          `json:"agent_id"`
+	AgentType string          `json:"agent_type"`
+	ToolName  string          `json:"tool_name"`
+	ToolInput json.RawMessage `json:"tool_input"`
+}
+
+// modHook takes a hook event from a Session's mod (through its Runner's
+// relay, which put in the mod token), turns it into Events, and moves the
+// Session's Turn state.
+func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHookBytes))
+	var ev hookEvent
+	if err == nil {
+		err = json.Unmarshal(body, &ev)
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			err = fmt.Errorf("hook event over %d bytes: %w", maxHookBytes, errdefs.ErrTooLarge)
+		} else {
+			err = fmt.Errorf("hook event is not JSON: %w", errdefs.ErrInvalid)
+		}
+		h.writeError(w, r, err)
+		return
+	}
+	id := p.Session.ID
+	ctx := r.Context()
+	switch ev.Name {
+	case "SessionStart":
+		h.store.SetConversation(ctx, id)
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
+	case "UserPromptSubmit":
+		h.promptAccepted(id)
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventTurnStart})
+	case "Stop":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventTurnEnd, Reason: "done"})
+		h.turnEnded(id)
+	case "StopFailure":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + string(ev.Error)},
+			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
+		h.turnEnded(id)
+	case "SubagentStart":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
+	case "SubagentStop":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID})
+	case "Notification":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
+	case "PermissionRequest":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
+	case "SessionEnd":
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
+	}
+	// Tool calls and Claude's text come from the transcript the Runner
+	// tails; their hooks carry nothing more.
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// sessionByMod resolves a mod token to its Session, for the route table.
+func (h *Hub) sessionByMod(ctx context.Context, token string) (store.Session, error) {
+	s, err := h.store.SessionByModToken(ctx, token)
+	if err == nil && s.State != store.Active && s.State != store.Starting {
+		err = fmt.Errorf("session %s is %s: %w", s.ID, s.State, errdefs.ErrUnauthorized)
+	}
+	return s, err
+}

@@ -1,0 +1,87 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// handleSessions registers what a Runner may send about its Sessions. Each
+// handler answers only for a Session on that Runner, and only after hello.
+func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
+	own := func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+		select {
+		case <-welcomed:
+		default:
+			return store.Session{}, fmt.Errorf("say hello first: %w", errdefs.ErrInvalid)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
+		}
+		s, err := h.store.SessionByID(ctx, id())
+		if err != nil || s.RunnerID != rc.runner.ID {
+			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
+		}
+		return s, nil
+	}
+
+	rc.conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionRef
+		s, err := own(ctx, body, &req, func() string { return req.SessionID })
+		if err != nil {
+			return nil, err
+		}
+		if s.State != store.Starting && s.State != store.Active {
+			return nil, fmt.Errorf("session %s is %s, not starting or awake: %w", s.ID, s.State, errdefs.ErrForbidden)
+		}
+		if _, err := h.store.UserByID(ctx, s.CreatorID); err != nil {
+			return nil, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
+		}
+		tok, err := h.claudeToken(ctx, s.CreatorID)
+		if err != nil {
+			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
+		}
+		return protocol.SessionCredentials{ClaudeToken: tok}, nil
+	})
+
+	rc.conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionEvents
+		s, err := own(ctx, body, &req, func() string { return req.SessionID })
+		if err != nil {
+			return nil, err
+		}
+		for i := range req.Events {
+			req.Events[i].Seq = 0
+			if req.Events[i].Kind == "" {
+				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
+			}
+		}
+		if err := h.record(ctx, s.ID, req.Events...); err != nil {
+			return nil, err
+		}
+		for _, ev := range req.Events {
+			// An interrupt fires no hook: the transcript is how the Hub
+			// learns the Turn ended.
+			if ev.Kind == protocol.EventTurnEnd {
+				h.turnEnded(s.ID)
+			}
+		}
+		return nil, nil
+	})
+
+	rc.conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionExited
+		s, err := own(ctx, body, &req, func() string { return req.SessionID })
+		if err != nil {
+			return nil, err
+		}
+		h.store.RevokeModToken(ctx, s.ID)
+		h.setLive(s.ID, func(l *live) { l.ready, l.busy = false, false })
+		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited: " + req.Detail})
+		return nil, h.store.SetSessionState(ctx, s.ID, store.Asleep, "Claude Code exited: "+req.Detail)
+	})
+}

@@ -1,0 +1,550 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// MaxPromptBytes bounds one prompt.
+const MaxPromptBytes = 64 << 10
+
+var (
+	modelRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.\-\[\]]{0,63}$`)
+	efforts = map[string]bool{"": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
+)
+
+// NewSession is the body of POST /api/sessions.
+type NewSession struct {
+	Repo      string `json:"repo"`
+	Model     string `json:"model,omitempty"`
+	Effort    string `json:"effort,omitempty"`
+	Prompt    string `json:"prompt"`
+	IsCommand bool   `json:"is_command,omitempty"`
+	// Runner names the Runner to use; empty picks the connected Runner with
+	// the fewest running Sessions.
+	Runner string `json:"runner,omitempty"`
+}
+
+// SessionView is a Session as the API shows it, with its waiting prompts.
+type SessionView struct {
+	store.Session
+	Queue []store.Prompt `json:"queue"`
+}
+
+func checkModel(model, effort string) error {
+	if model != "" && !modelRE.MatchString(model) {
+		return fmt.Errorf("model %q: use a name such as sonnet, opus or haiku, or a full model id: %w", model, errdefs.ErrInvalid)
+	}
+	if !efforts[effort] {
+		return fmt.Errorf("effort %q: use low, medium, high, xhigh or max: %w", effort, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+func checkPrompt(text string) error {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return fmt.Errorf("the prompt is empty: %w", errdefs.ErrInvalid)
+	case len(text) > MaxPromptBytes:
+		return fmt.Errorf("the prompt is %d bytes, over the %d-byte limit; attach long text as a file instead: %w", len(text), MaxPromptBytes, errdefs.ErrTooLarge)
+	}
+	return nil
+}
+
+func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req NewSession
+	if err := readJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	err := checkModel(req.Model, req.Effort)
+	if err == nil {
+		err = checkPrompt(req.Prompt)
+	}
+	if err == nil && strings.TrimSpace(req.Repo) == "" {
+		err = fmt.Errorf("name the repository: a git URL, or a path on the Runner's host: %w", errdefs.ErrInvalid)
+	}
+	if err == nil {
+		_, _, err = h.store.UserSecret(ctx, p.User.ID, claudeTokenSecret)
+		if err != nil {
+			err = fmt.Errorf("you have no Claude setup token stored, and a Session runs on its Creator's: make one with claude setup-token and store it with kndl token set: %w", errdefs.ErrConflict)
+		}
+	}
+	var rc *runnerConn
+	if err == nil {
+		rc, err = h.pickRunner(ctx, req.Runner)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	repo, err := h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	s, err := h.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.runner.ID,
+		Title: title(req.Prompt), Model: req.Model, Effort: req.Effort})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if _, err := h.store.EnqueuePrompt(ctx, store.Prompt{SessionID: s.ID, AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand}); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	go h.startSession(s, false)
+	h.writeSession(w, r, s, http.StatusCreated)
+}
+
+// pickRunner returns the named connected Runner, or the connected one with
+// the fewest running Sessions.
+func (h *Hub) pickRunner(ctx context.Context, name string) (*runnerConn, error) {
+	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
+	if err != nil {
+		return nil, err
+	}
+	load := map[string]int{}
+	for _, s := range running {
+		load[s.RunnerID]++
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var best *runnerConn
+	for _, rc := range h.runners {
+		if name != "" && rc.runner.Name != name {
+			continue
+		}
+		if best == nil || load[rc.runner.ID] < load[best.runner.ID] || (load[rc.runner.ID] == load[best.runner.ID] && rc.runner.Name < best.runner.Name) {
+			best = rc
+		}
+	}
+	if best == nil && name != "" {
+		return nil, fmt.Errorf("runner %q is not connected (kndl runner ls shows which are): %w", name, errdefs.ErrUnavailable)
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no Runner is connected to run the Session: pair one with kndl runner token create and start it: %w", errdefs.ErrUnavailable)
+	}
+	return best, nil
+}
+
+// startTimeout bounds a start: a cold Build and a Claude Code download.
+const startTimeout = 30 * time.Minute
+
+// startSession asks the Session's Runner to start Claude Code, and records
+// the outcome.
+func (h *Hub) startSession(s store.Session, resume bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	fail := func(err error) {
+		h.log.Warn("session start failed", "session", s.ID, "err", err)
+		h.store.RevokeModToken(ctx, s.ID)
+		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventError, Text: "The Session did not start: " + err.Error()})
+		h.store.SetSessionState(ctx, s.ID, store.Asleep, "start failed: "+err.Error())
+		h.setLive(s.ID, func(l *live) { l.ready = false })
+	}
+	rc := h.runnerConn(s.RunnerID)
+	if rc == nil {
+		fail(fmt.Errorf("its Runner is not connected"))
+		return
+	}
+	modToken, err := h.store.IssueModToken(ctx, s.ID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	err = rc.conn.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: s.ID, RepoURL: s.RepoURL,
+		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken}, nil)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if err := h.store.SetSessionState(ctx, s.ID, store.Active, ""); err != nil {
+		fail(err)
+		return
+	}
+	h.setLive(s.ID, func(l *live) { l.ready, l.busy = true, false })
+	h.dispatch(s.ID)
+}
+
+func (h *Hub) runnerConn(id string) *runnerConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.runners[id]
+}
+
+// setLive changes a Session's live state under the Hub's lock.
+func (h *Hub) setLive(id string, f func(*live)) {
+	h.mu.Lock()
+	f(h.liveOf(id))
+	h.mu.Unlock()
+}
+
+// deliveryTimeout is how long the Hub waits for the mod to confirm a
+// typed prompt before delivering it again; deliveryTries bounds the tries.
+const (
+	deliveryTimeout = 15 * time.Second
+	deliveryTries   = 3
+)
+
+// dispatch delivers the Session's next queued prompt if Claude Code is
+// ready and between Turns. Only one prompt is on its way at a time.
+func (h *Hub) dispatch(id string) {
+	h.mu.Lock()
+	l := h.liveOf(id)
+	if !l.ready || l.busy || l.delivering != "" {
+		h.mu.Unlock()
+		return
+	}
+	ctx := context.Background()
+	p, ok, err := h.store.TakePrompt(ctx, id)
+	if err != nil || !ok {
+		h.mu.Unlock()
+		return
+	}
+	l.delivering, l.tries = p.ID, 0
+	h.mu.Unlock()
+	h.deliver(id, p, false)
+}
+
+// deliver types a prompt, and arms the timer that retries it.
+func (h *Hub) deliver(id string, p store.Prompt, retry bool) {
+	s, err := h.store.SessionByID(context.Background(), id)
+	rc := h.runnerConn(s.RunnerID)
+	if err != nil || rc == nil {
+		h.undeliver(id, p.ID)
+		return
+	}
+	h.mu.Lock()
+	l := h.liveOf(id)
+	l.tries++
+	l.timer = time.AfterFunc(deliveryTimeout, func() { h.deliveryTimedOut(id, p) })
+	h.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), deliveryTimeout)
+		defer cancel()
+		err := rc.conn.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
+			Text: promptText(p), Retry: retry}, nil)
+		if err != nil {
+			h.log.Warn("prompt not typed", "session", id, "err", err)
+		}
+	}()
+}
+
+// promptText is what is typed for a prompt: a leading ! or / would start
+// Claude Code's bash mode or a slash command, so unless the person asked for
+// one, a space goes first and Claude reads it as text.
+func promptText(p store.Prompt) string {
+	if !p.IsCommand && (strings.HasPrefix(p.Text, "!") || strings.HasPrefix(p.Text, "/")) {
+		return " " + p.Text
+	}
+	return p.Text
+}
+
+func (h *Hub) deliveryTimedOut(id string, p store.Prompt) {
+	h.mu.Lock()
+	l := h.liveOf(id)
+	if l.delivering != p.ID {
+		h.mu.Unlock()
+		return
+	}
+	tries := l.tries
+	h.mu.Unlock()
+	if tries < deliveryTries {
+		h.log.Info("prompt not confirmed; delivering again", "session", id, "try", tries+1)
+		h.deliver(id, p, true)
+		return
+	}
+	h.record(context.Background(), id, protocol.Event{Kind: protocol.EventError,
+		Text: fmt.Sprintf("Claude Code did not accept a prompt after %d tries; it is back at the head of the queue.", tries)})
+	h.undeliver(id, p.ID)
+}
+
+// undeliver puts a prompt back at the head of the queue.
+func (h *Hub) undeliver(id, promptID string) {
+	h.store.SetPromptState(context.Background(), promptID, store.Queued)
+	h.mu.Lock()
+	l := h.liveOf(id)
+	if l.delivering == promptID {
+		l.delivering = ""
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+	}
+	h.mu.Unlock()
+}
+
+// promptAccepted is the mod's UserPromptSubmit: the prompt on its way is
+// delivered, and a Turn runs.
+func (h *Hub) promptAccepted(id string) {
+	h.mu.Lock()
+	l := h.liveOf(id)
+	pid := l.delivering
+	l.delivering, l.busy = "", true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	h.mu.Unlock()
+	if pid != "" {
+		h.store.SetPromptState(context.Background(), pid, store.Delivered)
+	}
+}
+
+// turnEnded lets the next prompt go.
+func (h *Hub) turnEnded(id string) {
+	h.setLive(id, func(l *live) { l.busy = false })
+	h.dispatch(id)
+}
+
+// sessionFor returns a Session the person may see, or ErrNotFound.
+func (h *Hub) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
+	return h.store.SessionByID(ctx, id)
+}
+
+// drivableSession returns a Session the person may drive: its Creator
+// alone. Others get ErrForbidden; those who can't see it ErrNotFound.
+func (h *Hub) drivableSession(ctx context.Context, p Principal, id string) (store.Session, error) {
+	s, err := h.sessionFor(ctx, p, id)
+	if err == nil && s.CreatorID != p.User.ID {
+		err = fmt.Errorf("only the Session's Creator drives it: %w", errdefs.ErrForbidden)
+	}
+	return s, err
+}
+
+func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Session, status int) {
+	q, err := h.store.Prompts(r.Context(), s.ID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if q == nil {
+		q = []store.Prompt{}
+	}
+	writeJSON(w, status, SessionView{Session: s, Queue: q})
+}
+
+func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
+	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if ss == nil {
+		ss = []store.Session{}
+	}
+	writeJSON(w, http.StatusOK, ss)
+}
+
+func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.writeSession(w, r, s, http.StatusOK)
+}
+
+// PromptRequest is the body that queues or edits a prompt.
+type PromptRequest struct {
+	Text      string `json:"text"`
+	IsCommand bool   `json:"is_command,omitempty"`
+}
+
+func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req PromptRequest
+	err := readJSON(r, &req)
+	if err == nil {
+		err = checkPrompt(req.Text)
+	}
+	var s store.Session
+	if err == nil {
+		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+	}
+	if err == nil && s.State == store.Archived {
+		err = fmt.Errorf("the Session is archived: %w", errdefs.ErrConflict)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	pr, err := h.store.EnqueuePrompt(r.Context(), store.Prompt{SessionID: s.ID, AuthorID: p.User.ID, Text: req.Text, IsCommand: req.IsCommand})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.dispatch(s.ID)
+	writeJSON(w, http.StatusCreated, pr)
+}
+
+func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req PromptRequest
+	err := readJSON(r, &req)
+	if err == nil {
+		err = checkPrompt(req.Text)
+	}
+	h.changePrompt(w, r, p, req.Text, err)
+}
+
+func (h *Hub) cancelPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.changePrompt(w, r, p, "", nil)
+}
+
+// changePrompt edits a queued prompt's text, or cancels it for "".
+func (h *Hub) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, text string, err error) {
+	var s store.Session
+	if err == nil {
+		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+	}
+	if err == nil {
+		err = h.store.EditPrompt(r.Context(), s.ID, r.PathValue("prompt"), text)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Hub) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+	if err == nil && s.State != store.Active {
+		err = fmt.Errorf("the Session is %s, not active: no Turn runs: %w", s.State, errdefs.ErrConflict)
+	}
+	var rc *runnerConn
+	if err == nil {
+		if rc = h.runnerConn(s.RunnerID); rc == nil {
+			err = fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
+		}
+	}
+	if err == nil {
+		err = rc.conn.Request(r.Context(), protocol.TypeSessionStopTurn, protocol.SessionRef{SessionID: s.ID}, nil)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// afterParam reads ?after=SEQ.
+func afterParam(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("after=%q: want a sequence number: %w", v, errdefs.ErrInvalid)
+	}
+	return n, nil
+}
+
+// eventPage is how many Events one read returns.
+const eventPage = 500
+
+func (h *Hub) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
+	after, err := afterParam(r)
+	var s store.Session
+	if err == nil {
+		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+	}
+	var evs []store.Event
+	if err == nil {
+		evs, err = h.store.Events(r.Context(), s.ID, after, eventPage)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if evs == nil {
+		evs = []store.Event{}
+	}
+	writeJSON(w, http.StatusOK, evs)
+}
+
+// watchSession streams a Session's Events over a WebSocket: those after
+// ?after=SEQ from the store, then each new one as it is recorded. A watcher
+// that falls behind is closed and resumes by sequence number.
+func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	after, err := afterParam(r)
+	var s store.Session
+	if err == nil {
+		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer ws.CloseNow()
+	ctx := ws.CloseRead(r.Context())
+	// Subscribe before reading the store, so nothing falls between the two.
+	ch, cancel := h.subscribe(s.ID)
+	defer cancel()
+	send := func(e store.Event) error {
+		if e.Seq <= after {
+			return nil
+		}
+		after = e.Seq
+		b, _ := json.Marshal(e)
+		return ws.Write(ctx, websocket.MessageText, b)
+	}
+	for {
+		evs, err := h.store.Events(ctx, s.ID, after, eventPage)
+		if err != nil {
+			return
+		}
+		for _, e := range evs {
+			if send(e) != nil {
+				return
+			}
+		}
+		if len(evs) < eventPage {
+			break
+		}
+	}
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
+				return
+			}
+			if send(e) != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// repoName is a Repo's short name from its URL or path.
+func repoName(u string) string {
+	return strings.TrimSuffix(path.Base(strings.TrimSuffix(u, "/")), ".git")
+}
+
+// title is a Session's first title: the start of its first prompt's first line.
+func title(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if r := []rune(line); len(r) > 80 {
+		line = string(r[:79]) + "…"
+	}
+	return line
+}

@@ -1,0 +1,113 @@
+package protocol
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Session messages. Hub -> Runner requests: session.start, session.deliver,
+// session.stop_turn. Runner -> Hub: session.credentials (request),
+// session.events and session.exited (ordered notifications).
+const (
+	TypeSessionStart       = "session.start"
+	TypeSessionDeliver     = "session.deliver"
+	TypeSessionStopTurn    = "session.stop_turn"
+	TypeSessionCredentials = "session.credentials"
+	TypeSessionEvents      = "session.events"
+	TypeSessionExited      = "session.exited"
+)
+
+// SessionStart asks a Runner to start (or wake) a Session's Claude Code.
+// The reply comes once Claude Code runs, or with the error that stopped it.
+type SessionStart struct {
+	SessionID string `json:"session_id"`
+	RepoURL   string `json:"repo_url"`
+	Model     string `json:"model,omitempty"`
+	Effort    string `json:"effort,omitempty"`
+	// Resume wakes a conversation Claude Code wrote down; otherwise it
+	// starts a new one with the Session's id.
+	Resume bool `json:"resume"`
+	// ModToken is this run's mod token; it stays in the Runner's memory.
+	ModToken string `json:"mod_token"`
+}
+
+// SessionDeliver asks the Runner to type a prompt into Claude Code. The
+// reply comes once it is typed; the Hub learns it was accepted from the
+// mod's UserPromptSubmit hook.
+type SessionDeliver struct {
+	SessionID string `json:"session_id"`
+	PromptID  string `json:"prompt_id"`
+	Text      string `json:"text"`
+	// Retry is set when an earlier delivery of this prompt was not
+	// confirmed: the Runner first checks whether the text still waits in
+	// Claude Code's input.
+	Retry bool `json:"retry,omitempty"`
+}
+
+// SessionRef names a Session: the body of session.stop_turn and
+// session.credentials.
+type SessionRef struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionCredentials is the Hub's answer to session.credentials: what the
+// Session's Claude Code runs on. Sent only to the Session's own Runner.
+type SessionCredentials struct {
+	ClaudeToken string `json:"claude_token"`
+}
+
+// SessionEvents carries Events the Runner read from Claude Code's
+// transcript, in order.
+type SessionEvents struct {
+	SessionID string  `json:"session_id"`
+	Events    []Event `json:"events"`
+	// Offset is how far into the transcript the Runner has read, so a
+	// restarted Runner resumes there.
+	Offset int64 `json:"offset,omitempty"`
+}
+
+// SessionExited reports that a Session's Claude Code exited on its own.
+type SessionExited struct {
+	SessionID string `json:"session_id"`
+	Detail    string `json:"detail"`
+}
+
+// Event kinds: what a Session's transcript is made of.
+const (
+	EventLog           = "log"         // a line of the Session's start log (Build, download, clone)
+	EventReady         = "ready"       // Claude Code is up and waits for a prompt
+	EventPrompt        = "prompt"      // a prompt Claude received
+	EventTurnStart     = "turn_start"  // Claude accepted a prompt and works on it
+	EventText          = "text"        // Claude's text
+	EventThinking      = "thinking"    // Claude's visible thinking
+	EventToolUse       = "tool_use"    // a tool call with its input
+	EventToolResult    = "tool_result" // a tool call's output
+	EventSubagentStart = "subagent_start"
+	EventSubagentEnd   = "subagent_end"
+	EventTurnEnd       = "turn_end"     // the Turn finished, was interrupted, or failed
+	EventQuestion      = "question"     // Claude asks the person something
+	EventNotification  = "notification" // Claude Code wants attention
+	EventError         = "error"        // something failed: the start, the model API
+	EventNote          = "note"         // something the Hub or Runner says about the Session
+)
+
+// Event is one entry of a Session's transcript.
+type Event struct {
+	Seq  int64     `json:"seq,omitempty"` // set by the Hub
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"`
+	// Text is the prompt, Claude's text, a tool's output, or a message.
+	Text string `json:"text,omitempty"`
+	// Tool is a tool call's name; ToolID ties a tool_use to its result.
+	Tool   string          `json:"tool,omitempty"`
+	ToolID string          `json:"tool_id,omitempty"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	// IsError marks a failed tool call or an errored turn.
+	IsError bool `json:"is_error,omitempty"`
+	// Agent is the subagent an Event came from; Parent the tool call that
+	// started that subagent, so the UI nests it there.
+	Agent  string `json:"agent,omitempty"`
+	Parent string `json:"parent,omitempty"`
+	// Reason says why a Turn ended: done, interrupted, error.
+	Reason string `json:"reason,omitempty"`
+}
