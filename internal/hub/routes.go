@@ -14,8 +14,8 @@ import (
 
 // Principal is who a request authenticated as.
 type Principal struct {
-	Kind   auth.Kind
-	User   store.User   // Cookie, CLI
+	Kind    auth.Kind
+	User    store.User    // Cookie, CLI
 	Runner  store.Runner  // Runner
 	Session store.Session // Mod: the Session whose mod this is
 }
