@@ -1,0 +1,231 @@
+// Package build makes Builds: an image made ready for Sessions on one
+// Runner. It boots a Sandbox from the image's base without a Workspace,
+// installs what Claude Code needs if the image lacks it, runs the Bootstrap
+// script, reads the Login environment, and saves the Sandbox's writes as a
+// layer Sessions boot from. Builds are keyed by the inputs that change them;
+// the last few of each Repo are kept. Only internal/runner imports it.
+package build
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// recipe versions the steps below: bump it when they change what a Build
+// holds, so every Runner builds afresh.
+const recipe = "1"
+
+// Spec is what a Build is made from.
+type Spec struct {
+	// Repo is the Repo the Build is for; the last Keep Builds of each are
+	// kept.
+	Repo string
+	// ImageDigest and ImageRootfs are the pulled image: its identity and
+	// its unpacked read-only base.
+	ImageDigest string
+	ImageRootfs string
+	// ImageEnv is the image's configured environment.
+	ImageEnv []string
+	// Bootstrap is the Bootstrap script; empty for none.
+	Bootstrap string
+	// Env holds the Variables available at build (KEY=VALUE); their values
+	// are part of the key.
+	Env []string
+}
+
+// Key is the Build's identity: every input that changes what it holds.
+func (s Spec) Key() string {
+	h := sha256.New()
+	env := append([]string(nil), s.Env...)
+	sort.Strings(env)
+	for _, part := range append([]string{recipe, s.ImageDigest, s.Bootstrap}, env...) {
+		fmt.Fprintf(h, "%d:%s\n", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Build is a finished Build.
+type Build struct {
+	Key  string `json:"key"`
+	Repo string `json:"repo"`
+	// Layers are the read-only layers Sessions boot from, topmost first.
+	Layers []string `json:"layers"`
+	// Musl is whether the image's C library is musl, so Sandboxes take
+	// Claude Code's musl build.
+	Musl bool `json:"musl"`
+	// LoginEnv is the environment an interactive login shell ended with,
+	// probed with no Variable set.
+	LoginEnv  []string  `json:"login_env"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// LoginEnvPath is where a Build keeps its Login environment, inside.
+const LoginEnvPath = "/var/lib/kndl/login-env.json"
+
+// Builder makes and keeps Builds under its directory.
+type Builder struct {
+	backend sandbox.Backend
+	dir     string
+	keep    int
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex // by key: one Build of a key at a time
+}
+
+// New makes a Builder keeping Builds under dir and the last keep of each
+// Repo.
+func New(backend sandbox.Backend, dir string, keep int, log *slog.Logger) (*Builder, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if keep < 1 {
+		keep = 1
+	}
+	return &Builder{backend: backend, dir: dir, keep: keep, log: log.With("component", "build"), locks: map[string]*sync.Mutex{}}, nil
+}
+
+func (b *Builder) lock(key string) func() {
+	b.mu.Lock()
+	l := b.locks[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		b.locks[key] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Ensure returns the Build for spec, making it if this Runner has none.
+// progress gets a line per step and the scripts' output. A failed Build
+// returns an error ending with the end of the failing step's output, and
+// leaves nothing behind.
+func (b *Builder) Ensure(ctx context.Context, spec Spec, progress func(string)) (Build, error) {
+	key := spec.Key()
+	defer b.lock(key)()
+	if bd, err := b.load(key); err == nil {
+		return bd, nil
+	}
+	start := time.Now()
+	progress("building (a Build is made once per version, then reused)")
+	bd, err := b.make(ctx, key, spec, progress)
+	if err != nil {
+		os.RemoveAll(filepath.Join(b.dir, key))
+		return Build{}, err
+	}
+	progress(fmt.Sprintf("build ready in %s", time.Since(start).Round(100*time.Millisecond)))
+	return bd, nil
+}
+
+func (b *Builder) load(key string) (Build, error) {
+	raw, err := os.ReadFile(filepath.Join(b.dir, key, "build.json"))
+	if err != nil {
+		return Build{}, err
+	}
+	var bd Build
+	return bd, json.Unmarshal(raw, &bd)
+}
+
+func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func(string)) (Build, error) {
+	dir := filepath.Join(b.dir, key)
+	os.RemoveAll(dir) // a half-made Build from a crash
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Build{}, err
+	}
+	id := "build-" + key[:12]
+	b.backend.Remove(ctx, id) // left by a crash mid-Build; ErrNotFound otherwise
+	if err := b.backend.Create(ctx, sandbox.Spec{ID: id, Layers: []string{spec.ImageRootfs}}); err != nil {
+		return Build{}, fmt.Errorf("build: create sandbox: %w", err)
+	}
+	defer b.backend.Remove(context.WithoutCancel(ctx), id)
+	if err := b.backend.Start(ctx, id); err != nil {
+		return Build{}, fmt.Errorf("build: start sandbox: %w", err)
+	}
+	bd := Build{Key: key, Repo: spec.Repo, CreatedAt: time.Now()}
+	s := step{backend: b.backend, id: id, env: spec.ImageEnv, progress: progress}
+
+	out, _ := s.quiet(ctx, "sh", "-c", "ls /lib/ld-musl-* 2>/dev/null; command -v bash; command -v git; tmux -V 2>/dev/null; true")
+	bd.Musl = strings.Contains(out, "ld-musl")
+	if missing := lacks(out); len(missing) > 0 {
+		progress("installing " + strings.Join(missing, ", ") + " (Claude Code needs them)")
+		if err := s.run(ctx, nil, "sh", "-c", installScript(missing)); err != nil {
+			return Build{}, fmt.Errorf("build: install %s: %w", strings.Join(missing, ", "), err)
+		}
+	}
+	if out, _ := s.quiet(ctx, "sh", "-c", "tmux -V"); !tmuxNewEnough(out) {
+		return Build{}, fmt.Errorf("build: Claude Code needs tmux 3.2 or later and the image's package manager gave %q: use a newer image", strings.TrimSpace(out))
+	}
+	if strings.TrimSpace(spec.Bootstrap) != "" {
+		progress("running the Bootstrap script")
+		env := append(append([]string(nil), spec.ImageEnv...), spec.Env...)
+		if err := s.script(ctx, env, spec.Bootstrap); err != nil {
+			return Build{}, fmt.Errorf("build: the Bootstrap script failed: %w", err)
+		}
+	}
+	progress("reading the login environment")
+	login, err := s.loginEnv(ctx)
+	if err != nil {
+		return Build{}, fmt.Errorf("build: the login shell failed: %w", err)
+	}
+	bd.LoginEnv = login
+	raw, _ := json.Marshal(login)
+	if err := s.run(ctx, nil, "sh", "-c", "mkdir -p "+filepath.Dir(LoginEnvPath)+" && cat > "+LoginEnvPath, bytes.NewReader(raw)); err != nil {
+		return Build{}, fmt.Errorf("build: save the login environment: %w", err)
+	}
+	if err := b.backend.Stop(ctx, id); err != nil {
+		return Build{}, fmt.Errorf("build: stop sandbox: %w", err)
+	}
+	layer := filepath.Join(dir, "layer")
+	if err := b.backend.Snapshot(ctx, id, layer); err != nil {
+		return Build{}, fmt.Errorf("build: snapshot: %w", err)
+	}
+	bd.Layers = []string{layer, spec.ImageRootfs}
+	meta, _ := json.MarshalIndent(bd, "", "  ")
+	tmp := filepath.Join(dir, "build.json.tmp")
+	if err := os.WriteFile(tmp, meta, 0o600); err != nil {
+		return Build{}, err
+	}
+	return bd, os.Rename(tmp, filepath.Join(dir, "build.json"))
+}
+
+// Prune removes the Builds of repo beyond the newest Keep, except those
+// inUse says a Sandbox still boots from.
+func (b *Builder) Prune(repo string, inUse func(key string) bool) error {
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return err
+	}
+	var builds []Build
+	for _, e := range entries {
+		if bd, err := b.load(e.Name()); err == nil && bd.Repo == repo {
+			builds = append(builds, bd)
+		}
+	}
+	sort.Slice(builds, func(i, j int) bool { return builds[i].CreatedAt.After(builds[j].CreatedAt) })
+	var errs []error
+	for _, bd := range builds[min(b.keep, len(builds)):] {
+		if inUse(bd.Key) {
+			continue
+		}
+		unlock := b.lock(bd.Key)
+		b.log.Info("removing an old build", "repo", repo, "key", bd.Key)
+		errs = append(errs, os.RemoveAll(filepath.Join(b.dir, bd.Key)))
+		unlock()
+	}
+	return errors.Join(errs...)
+}

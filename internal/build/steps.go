@@ -1,0 +1,232 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// step runs the commands of one Build in its Sandbox.
+type step struct {
+	backend  sandbox.Backend
+	id       string
+	env      []string
+	progress func(string)
+}
+
+// tailBytes is how much of a failing step's output its error carries.
+const tailBytes = 4096
+
+// run runs a command, streaming its output to progress line by line; an
+// error carries the end of the output.
+func (s step) run(ctx context.Context, env []string, args ...any) error {
+	var argv []string
+	var stdin io.Reader
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			argv = append(argv, v)
+		case io.Reader:
+			stdin = v
+		}
+	}
+	if env == nil {
+		env = s.env
+	}
+	out := &lineWriter{emit: s.progress}
+	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: argv, Env: withPath(env), Dir: "/", Stdin: stdin, Stdout: out, Stderr: out})
+	if err != nil {
+		return err
+	}
+	code, err := p.Wait()
+	out.flush()
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("exit status %d; the output ended with:\n%s", code, out.tail.String())
+	}
+	return nil
+}
+
+// quiet runs a command and returns its output.
+func (s step) quiet(ctx context.Context, args ...string) (string, error) {
+	var buf bytes.Buffer
+	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: args, Env: withPath(s.env), Dir: "/", Stdout: &buf, Stderr: &buf})
+	if err != nil {
+		return "", err
+	}
+	code, err := p.Wait()
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s: exit status %d: %s", args[0], code, strings.TrimSpace(buf.String()))
+	}
+	return buf.String(), err
+}
+
+// script runs a Bootstrap script: with its #! line if it has one, else
+// with bash -e (every Build has bash by now).
+func (s step) script(ctx context.Context, env []string, script string) error {
+	if strings.HasPrefix(script, "#!") {
+		const path = "/tmp/kndl-bootstrap"
+		if err := s.run(ctx, nil, "sh", "-c", "cat > "+path+" && chmod 0755 "+path, strings.NewReader(script)); err != nil {
+			return err
+		}
+		defer s.quiet(context.WithoutCancel(ctx), "rm", "-f", path)
+		return s.run(ctx, env, path)
+	}
+	return s.run(ctx, env, "bash", "-e", "-s", strings.NewReader(script))
+}
+
+// loginTimeout bounds the login shell probe.
+const loginTimeout = 60 * time.Second
+
+const envMarker = "\x00KNDL-LOGIN-ENV\x00"
+
+// loginEnv runs an interactive login shell, as a terminal would, with no
+// Variable in its environment, and returns the environment it ends with.
+func (s step) loginEnv(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, loginTimeout)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{
+		Args: []string{"bash", "-lic", `printf '\0KNDL-LOGIN-ENV\0'; env -0`},
+		Env:  withPath(s.env), Dir: "/root", Stdout: &out, Stderr: &errOut,
+	})
+	if err != nil {
+		return nil, err
+	}
+	code, err := p.Wait()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("it took more than %s", loginTimeout)
+	}
+	if err != nil || code != 0 {
+		return nil, fmt.Errorf("exit status %d: %s", code, lastBytes(errOut.String(), tailBytes))
+	}
+	_, env, ok := strings.Cut(out.String(), envMarker)
+	if !ok {
+		return nil, fmt.Errorf("it printed no environment: %s", lastBytes(errOut.String(), tailBytes))
+	}
+	var vars []string
+	for _, kv := range strings.Split(env, "\x00") {
+		k, _, ok := strings.Cut(kv, "=")
+		// The shell's own bookkeeping is not an environment.
+		if ok && k != "" && k != "_" && k != "SHLVL" && k != "PWD" && k != "OLDPWD" {
+			vars = append(vars, kv)
+		}
+	}
+	return vars, nil
+}
+
+// lacks reads the probe's output and names what Claude Code needs that the
+// image lacks: bash, git, tmux 3.2+.
+func lacks(probe string) []string {
+	var missing []string
+	if !strings.Contains(probe, "/bash") {
+		missing = append(missing, "bash")
+	}
+	if !strings.Contains(probe, "/git") {
+		missing = append(missing, "git")
+	}
+	if !tmuxNewEnough(probe) {
+		missing = append(missing, "tmux")
+	}
+	return missing
+}
+
+var tmuxVersionRE = regexp.MustCompile(`tmux (?:next-)?(\d+)\.(\d+)`)
+
+func tmuxNewEnough(s string) bool {
+	m := tmuxVersionRE.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	return major > 3 || major == 3 && minor >= 2
+}
+
+// installScript installs pkgs with whichever package manager the image has.
+func installScript(pkgs []string) string {
+	p := strings.Join(pkgs, " ")
+	return `set -e
+if command -v apt-get >/dev/null 2>&1; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q && apt-get install -y -q --no-install-recommends ` + p + ` ca-certificates
+	rm -rf /var/lib/apt/lists/*
+elif command -v apk >/dev/null 2>&1; then apk add --no-cache ` + p + `
+elif command -v dnf >/dev/null 2>&1; then dnf install -y ` + p + `
+elif command -v microdnf >/dev/null 2>&1; then microdnf install -y ` + p + `
+elif command -v yum >/dev/null 2>&1; then yum install -y ` + p + `
+elif command -v zypper >/dev/null 2>&1; then zypper -n install ` + p + `
+elif command -v pacman >/dev/null 2>&1; then pacman -Sy --noconfirm ` + p + `
+else
+	echo "the image has no package manager kndl knows (apt-get, apk, dnf, microdnf, yum, zypper, pacman): use an image with ` + p + `" >&2
+	exit 1
+fi`
+}
+
+// withPath makes sure a command finds the image's tools even when the
+// image configures no PATH.
+func withPath(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			return env
+		}
+	}
+	return append(append([]string(nil), env...), "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// lineWriter emits each complete line written to it, and keeps the last
+// tailBytes of everything for an error.
+type lineWriter struct {
+	emit func(string)
+	buf  []byte
+	tail ringBuffer
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.tail.Write(p)
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(strings.TrimRight(string(w.buf[:i]), "\r"))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.emit(string(w.buf))
+		w.buf = nil
+	}
+}
+
+// ringBuffer keeps the last tailBytes written.
+type ringBuffer struct{ b []byte }
+
+func (r *ringBuffer) Write(p []byte) {
+	r.b = append(r.b, p...)
+	if len(r.b) > tailBytes {
+		r.b = r.b[len(r.b)-tailBytes:]
+	}
+}
+
+func (r *ringBuffer) String() string { return string(r.b) }
