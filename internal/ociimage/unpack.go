@@ -46,10 +46,11 @@ type unpacker struct {
 	seen map[string]bool
 	// dirs get their modes and times once the layer's files are in them.
 	dirs []*tar.Header
+	buf  []byte
 }
 
 func newUnpacker(root string) *unpacker {
-	return &unpacker{root: root, owned: os.Geteuid() == 0}
+	return &unpacker{root: root, owned: os.Geteuid() == 0, buf: make([]byte, 1<<16)}
 }
 
 // apply unpacks one layer on top of the tree.
@@ -215,7 +216,8 @@ func (u *unpacker) file(p string, hdr *tar.Header, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	// One buffer for every file: io.Copy would allocate one per file.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, r, u.buf); err != nil {
 		f.Close()
 		return err
 	}

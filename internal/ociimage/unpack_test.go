@@ -45,7 +45,7 @@ type entry struct {
 	body string
 }
 
-func dir(name string) entry  { return entry{Header: hdr(tar.TypeDir, name, 0o755)} }
+func dir(name string) entry { return entry{Header: hdr(tar.TypeDir, name, 0o755)} }
 func file(name, body string) entry {
 	return entry{Header: hdr(tar.TypeReg, name, 0o644), body: body}
 }
@@ -202,7 +202,7 @@ func TestPullUnpacksLayers(t *testing.T) {
 	null.Devmajor, null.Devminor = 1, 3
 	capped := file("usr/bin/ping", "ping")
 	capped.PAXRecords = map[string]string{
-		"SCHILY.xattr.security.capability": "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+		"SCHILY.xattr.security.capability":    "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
 		"SCHILY.xattr.trusted.overlay.opaque": "y",
 	}
 
