@@ -192,6 +192,9 @@ func TestPullTestImage(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(img.Rootfs, "usr/bin/su")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
 		t.Errorf("usr/bin/su: got %v (%v), want setuid", fi.Mode(), err)
 	}
+	if !slices.Equal(img.Config.Cmd, []string{"bash"}) || len(img.Config.Env) != 1 {
+		t.Errorf("got config %+v, want the test image's PATH and bash", img.Config)
+	}
 	last := reports[len(reports)-1]
 	if last.Done != last.Total || last.Total == 0 || last.Layers != 1 {
 		t.Errorf("last progress report: got %+v, want all of one layer done", last)
