@@ -38,7 +38,7 @@ const ImageRepo = "kndl/test:" + Suite
 // 127.0.0.1:40123/kndl/test:bookworm. Pulling it goes through the same
 // client code as pulling from any registry.
 //
-// The layer is built once per machine (about 15 s) and cached beside the
+// The layer is built once per machine (about 10 s) and cached beside the
 // rootfs. The registry serves it straight from that file, so each call
 // pushes only the config and manifests: a few milliseconds.
 func ImageRegistry(t testing.TB) string {
@@ -147,7 +147,7 @@ func buildLayer(rootfs string, progress func(string)) (*layerFile, error) {
 		return lf, nil
 	}
 
-	progress(fmt.Sprintf("building the test image layer from %s (about 15 s, cached in %s)", rootfs, cache))
+	progress(fmt.Sprintf("building the test image layer from %s (about 10 s, cached in %s)", rootfs, cache))
 	f, err := os.Create(lf.path + ".tmp")
 	if err != nil {
 		return nil, err
