@@ -1,0 +1,234 @@
+package ociimage_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+func platformIndex(t testing.TB, imgs map[string]v1.Image) v1.ImageIndex {
+	t.Helper()
+	var adds []mutate.IndexAddendum
+	for _, arch := range slices.Sorted(maps.Keys(imgs)) {
+		adds = append(adds, mutate.IndexAddendum{
+			Add:        imgs[arch],
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}},
+		})
+	}
+	return mutate.AppendManifests(empty.Index, adds...)
+}
+
+func TestPullPicksLinuxAmd64FromAnIndex(t *testing.T) {
+	reg := newRegistry(t)
+	amd64 := image(t, []entry{file("arch", "amd64")})
+	ref := reg.host + "/multi:latest"
+	index := platformIndex(t, map[string]v1.Image{
+		"arm64": image(t, []entry{file("arch", "arm64")}),
+		"amd64": amd64,
+	})
+	if err := remote.WriteIndex(mustRef(t, ref), index); err != nil {
+		t.Fatal(err)
+	}
+	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := amd64.Digest()
+	if img.Digest != want.String() {
+		t.Errorf("got digest %s, want the amd64 image's %s", img.Digest, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(img.Rootfs, "arch")); string(b) != "amd64" {
+		t.Errorf("got /arch %q (%v), want amd64", b, err)
+	}
+	wantConfig := ociimage.Config{
+		Env:        []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"},
+		WorkingDir: "/srv",
+		User:       "1000:1000",
+		Entrypoint: []string{"/bin/sh", "-c"},
+		Cmd:        []string{"echo hi"},
+	}
+	if !equalConfig(img.Config, wantConfig) {
+		t.Errorf("got config %+v, want %+v", img.Config, wantConfig)
+	}
+}
+
+func equalConfig(a, b ociimage.Config) bool {
+	return slices.Equal(a.Env, b.Env) && a.WorkingDir == b.WorkingDir && a.User == b.User &&
+		slices.Equal(a.Entrypoint, b.Entrypoint) && slices.Equal(a.Cmd, b.Cmd)
+}
+
+func TestPullAgainDownloadsNothing(t *testing.T) {
+	reg := newRegistry(t)
+	ref := reg.push(t, "again:v1", image(t, []entry{file("a", "a")}, []entry{file("b", "b")}))
+	dir := t.TempDir()
+	ctx := context.Background()
+	first, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.blobGets.Load(); got != 3 {
+		t.Errorf("first pull: got %d blob downloads, want 3 (config and two layers)", got)
+	}
+
+	reg.blobGets.Store(0)
+	reg.manifests.Store(0)
+	second, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Digest != first.Digest || second.Rootfs != first.Rootfs || !equalConfig(second.Config, first.Config) {
+		t.Errorf("got %+v, want %+v", second, first)
+	}
+	if b, m := reg.blobGets.Load(), reg.manifests.Load(); b != 0 || m != 1 {
+		t.Errorf("pull by tag again: got %d blob and %d manifest requests, want 0 and 1", b, m)
+	}
+
+	reg.manifests.Store(0)
+	byDigest := strings.Split(ref, ":v1")[0] + "@" + first.Digest
+	if _, err := ociimage.Pull(ctx, byDigest, dir, ociimage.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, m := reg.blobGets.Load(), reg.manifests.Load(); b != 0 || m != 0 {
+		t.Errorf("pull by digest again: got %d blob and %d manifest requests, want none", b, m)
+	}
+}
+
+func TestPullConcurrentlyDownloadsOnce(t *testing.T) {
+	reg := newRegistry(t)
+	ref := reg.push(t, "conc:v1", image(t, []entry{file("a", "a")}, []entry{file("b", "b")}))
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	imgs := make([]ociimage.Image, 4)
+	errs := make([]error, 4)
+	for i := range imgs {
+		wg.Go(func() { imgs[i], errs[i] = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{}) })
+	}
+	wg.Wait()
+	for i := range imgs {
+		if errs[i] != nil || imgs[i].Digest != imgs[0].Digest {
+			t.Errorf("pull %d: got %s, %v; want %s", i, imgs[i].Digest, errs[i], imgs[0].Digest)
+		}
+	}
+	if got := reg.blobGets.Load(); got != 3 {
+		t.Errorf("got %d blob downloads, want 3: one pull's worth", got)
+	}
+	if got := names(t, dir); len(got) != 2 || !strings.HasSuffix(got[1], ".lock") {
+		t.Errorf("got %v in the images directory, want the image and its lock", got)
+	}
+}
+
+func TestPullErrors(t *testing.T) {
+	reg := newRegistry(t)
+	reg.push(t, "there:v1", image(t, []entry{file("a", "a")}))
+	armOnly := reg.host + "/armonly:v1"
+	if err := remote.WriteIndex(mustRef(t, armOnly), platformIndex(t, map[string]v1.Image{
+		"arm64": image(t, []entry{file("a", "a")}),
+		"s390x": image(t, []entry{file("b", "b")}),
+	})); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		ref       string
+		wantClass error
+		wantText  string
+	}{
+		{reg.host + "/there:v2", errdefs.ErrNotFound, "check the image name and tag"},
+		{reg.host + "/nothere:v1", errdefs.ErrNotFound, "check the image name and tag"},
+		{armOnly, errdefs.ErrNotFound, "no linux/amd64 variant (it has linux/arm64, linux/s390x)"},
+		{"Not A Ref", errdefs.ErrInvalid, "want a reference such as"},
+		{"127.0.0.1:1/nothing:v1", errdefs.ErrUnavailable, "check that the registry is reachable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := ociimage.Pull(context.Background(), tt.ref, dir, ociimage.Options{})
+			t.Log(err)
+			if !errors.Is(err, tt.wantClass) || !strings.Contains(err.Error(), tt.wantText) ||
+				!strings.HasPrefix(err.Error(), "pull "+tt.ref+": ") {
+				t.Errorf("got %v, want %v naming %s with %q", err, tt.wantClass, tt.ref, tt.wantText)
+			}
+			if got := names(t, dir); len(got) != 0 {
+				t.Errorf("a failed pull left %v", got)
+			}
+		})
+	}
+}
+
+// TestPullTestImage pulls the Debian test image through the real client,
+// from the in-process registry, and finds what Sandboxes need.
+func TestPullTestImage(t *testing.T) {
+	ref := testkit.ImageRegistry(t)
+	var reports []ociimage.Progress
+	start := time.Now()
+	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{
+		Progress: func(p ociimage.Progress) { reports = append(reports, p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("pulled %s in %v: %s", ref, took, reports[len(reports)-1])
+	for _, p := range []string{"usr/bin/tmux", "usr/bin/git", "usr/bin/bash", "etc/ssl/certs"} {
+		if _, err := os.Stat(filepath.Join(img.Rootfs, p)); err != nil {
+			t.Errorf("pulled test image lacks %s: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(img.Rootfs, "usr/bin/su")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Errorf("usr/bin/su: got %v (%v), want setuid", fi.Mode(), err)
+	}
+	if !slices.Equal(img.Config.Cmd, []string{"bash"}) || len(img.Config.Env) != 1 {
+		t.Errorf("got config %+v, want the test image's PATH and bash", img.Config)
+	}
+	last := reports[len(reports)-1]
+	if last.Done != last.Total || last.Total == 0 || last.Layers != 1 {
+		t.Errorf("last progress report: got %+v, want all of one layer done", last)
+	}
+	if max := int(took/time.Second) + 2; len(reports) > max {
+		t.Errorf("got %d progress reports in %v, want at most %d", len(reports), took, max)
+	}
+}
+
+// BenchmarkPull pulls the test image into a fresh directory (cold) and into
+// one that has it already (warm: one manifest request).
+func BenchmarkPull(b *testing.B) {
+	ref := testkit.ImageRegistry(b)
+	ctx := context.Background()
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			dir := filepath.Join(b.TempDir(), "images")
+			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			os.RemoveAll(dir)
+			b.StartTimer()
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		dir := b.TempDir()
+		if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
