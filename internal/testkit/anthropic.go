@@ -168,6 +168,16 @@ func (r *Request) LastUser() Message {
 	return Message{}
 }
 
+// Texts returns the text blocks of every message sent, in order: the
+// earlier prompts and replies the model received with this call.
+func (r *Request) Texts() []string {
+	var out []string
+	for _, m := range r.Params.Messages {
+		out = append(out, m.Texts()...)
+	}
+	return out
+}
+
 // Texts returns the text blocks of m in order. Claude Code sends a prompt as
 // its own text block, next to <system-reminder> blocks of its own.
 func (m Message) Texts() []string {
