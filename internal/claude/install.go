@@ -181,10 +181,8 @@ func download(ctx context.Context, parent, target, pkg string, opts InstallOptio
 	if registry == "" {
 		registry = DefaultRegistry
 	}
-	// npm's own client asks for a scoped package as @scope%2fname.
-	metaURL := strings.TrimSuffix(registry, "/") + "/" + strings.Replace(pkg, "/", "%2f", 1) + "/" + Version
 	var m meta
-	if err := getJSON(ctx, client, metaURL, &m); err != nil {
+	if err := getJSON(ctx, client, metadataURL(registry, pkg), &m); err != nil {
 		return record{}, err
 	}
 	if m.Name != pkg || m.Version != Version || m.Dist.Tarball == "" {
@@ -287,6 +285,12 @@ func unpack(r io.Reader, path string) (record, error) {
 		}
 		return record{Size: n}, nil
 	}
+}
+
+// metadataURL is where registry describes pkg@Version. npm's own client
+// asks for a scoped package as @scope%2fname.
+func metadataURL(registry, pkg string) string {
+	return strings.TrimSuffix(registry, "/") + "/" + strings.Replace(pkg, "/", "%2f", 1) + "/" + Version
 }
 
 func getJSON(ctx context.Context, client *http.Client, url string, v any) error {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,6 +347,26 @@ func TestSHA512SRI(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := sha512SRI(tt.in); (err == nil) != tt.ok {
 			t.Errorf("sha512SRI(%q): got %v, want ok=%v", tt.in, err, tt.ok)
+		}
+	}
+}
+
+// The pinned version must exist for both variants, with a sha512 integrity.
+func TestRealRegistryHasBothVariants(t *testing.T) {
+	for _, v := range []Variant{Glibc, Musl} {
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
+		var m meta
+		err := getJSON(ctx, http.DefaultClient, metadataURL(DefaultRegistry, v.Package()), &m)
+		cancel()
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			testenv.Lack(t, "the npm registry ("+err.Error()+")")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sha512SRI(m.Dist.Integrity); err != nil || m.Name != v.Package() || m.Version != Version {
+			t.Errorf("%s: got %+v (%v), want %s@%s with a sha512 integrity", v, m, err, v.Package(), Version)
 		}
 	}
 }

@@ -22,6 +22,9 @@ import (
 //	api := testkit.NewAnthropic(t, "fake-token")
 //	api.On(testkit.PromptContains("make the file"), testkit.Bash("touch /tmp/f"))
 //	api.On(testkit.AfterToolResult(), testkit.Text("Done."))
+//
+// A request no rule matches gets a text reply saying so. A slow turn is a
+// long tool (Bash("sleep 30")) or a reply made Slow.
 type Anthropic struct {
 	// URL is the base URL, http://127.0.0.1:PORT, with no trailing slash.
 	URL string
@@ -66,8 +69,8 @@ func (a *Anthropic) Requests() []*Request {
 	return append([]*Request(nil), a.requests...)
 }
 
-// Turns returns the recorded model calls: POST /v1/messages requests that
-// passed the token check.
+// Turns returns the recorded model calls answered with a message: POST
+// /v1/messages requests neither refused nor failed by a Fail reply.
 func (a *Anthropic) Turns() []*Request {
 	var out []*Request
 	for _, r := range a.Requests() {
@@ -317,7 +320,7 @@ func (a *Anthropic) serve(w http.ResponseWriter, req *http.Request) {
 		var ok bool
 		if reply, ok = a.match(rec); !ok {
 			rec.Unscripted = true
-			reply = Text("testkit: no scripted reply for this request; latest message: " + summary(rec.LastUser()))
+			reply = Text("testkit: no scripted reply for this request; last user message: " + summary(rec.LastUser()))
 		}
 		if reply.Err != nil {
 			rec.Status, answer = reply.Err.Status, errorBody(reply.Err.Type, reply.Err.Message)
@@ -347,8 +350,10 @@ func (a *Anthropic) serve(w http.ResponseWriter, req *http.Request) {
 
 func (a *Anthropic) match(r *Request) (Reply, bool) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, ru := range a.rules {
+	rules := a.rules
+	a.mu.Unlock()
+	// Matchers run unlocked: one may look at Requests.
+	for _, ru := range rules {
 		if ru.match(r) {
 			return ru.reply, true
 		}

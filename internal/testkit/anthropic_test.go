@@ -145,7 +145,7 @@ func TestAnthropicMatchesAndRecords(t *testing.T) {
 		{"prompt as a string", `[{"role":"user","content":"please make the file"}]`, "touch /tmp/f", false},
 		{"tool result as a string", toolResult(`"done"`), "It worked.", false},
 		{"tool result as blocks", toolResult(`[{"type":"text","text":"ls: No such file"}]`), "It failed.", false},
-		{"unscripted", `[{"role":"user","content":"something else"}]`, `testkit: no scripted reply for this request; latest message: user "something else"`, true},
+		{"unscripted", `[{"role":"user","content":"something else"}]`, `testkit: no scripted reply for this request; last user message: user "something else"`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
