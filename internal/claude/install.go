@@ -229,8 +229,8 @@ func download(ctx context.Context, parent, target, pkg string, opts InstallOptio
 		return record{}, fmt.Errorf("download: %w", err)
 	}
 	if got := hash.Sum(nil); string(got) != string(want) {
-		return record{}, fmt.Errorf("integrity mismatch for %s@%s: the registry says %s, the download is %s; nothing installed",
-			pkg, Version, m.Dist.Integrity, "sha512-"+base64.StdEncoding.EncodeToString(got))
+		return record{}, fmt.Errorf("integrity mismatch: the registry says %s, the download is %s; nothing installed",
+			m.Dist.Integrity, "sha512-"+base64.StdEncoding.EncodeToString(got))
 	}
 	rec.Package, rec.Version, rec.Integrity = pkg, Version, m.Dist.Integrity
 	data, _ := json.MarshalIndent(rec, "", "  ")

@@ -31,7 +31,7 @@ const fakeToken = "sk-ant-oat01-testkit-fake-token"
 // realClaude installs the pinned build into the cache shared between runs.
 func realClaude(t *testing.T) claude.Binary {
 	t.Helper()
-	testenv.RequireRoot(t) // IS_SANDBOX=1 exists for root; run as Sandboxes do
+	testenv.RequireRoot(t) // as in a Sandbox: root, with IS_SANDBOX=1
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitBuild)
 	defer cancel()
 	b, err := claude.Install(ctx, filepath.Join(testkit.CacheDir(), "claude-code"), claude.Glibc,
@@ -239,9 +239,11 @@ func (x *tmux) stop() {
 	x.t.Helper()
 	pid, _ := strconv.Atoi(strings.TrimSpace(x.run("display", "-p", "-t", "claude", "#{pane_pid}")))
 	x.run("kill-session", "-t", "claude")
+	start := time.Now()
 	testenv.Eventually(x.t, testenv.WaitShort, "Claude Code exits", func() bool {
 		return syscall.Kill(pid, 0) == syscall.ESRCH
 	})
+	x.t.Logf("Claude Code exited %v after kill-session", time.Since(start))
 }
 
 // waitReply waits for an assistant text record in the transcript.
