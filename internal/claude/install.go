@@ -37,8 +37,7 @@ type Binary struct {
 
 // InstallOptions tune Install; the zero value works.
 type InstallOptions struct {
-	// Registry is the npm registry's URL (RUNNER_NPM_REGISTRY), default
-	// DefaultRegistry.
+	// Registry is the npm registry's URL; default DefaultRegistry.
 	Registry string
 	// Client makes the requests; default http.DefaultClient.
 	Client *http.Client
