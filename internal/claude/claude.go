@@ -1,0 +1,62 @@
+// Package claude is what kndl knows about running Claude Code: the pinned
+// version and installing its Linux build from the npm registry, seeding its
+// config dir so it starts with no dialog, its command line and environment,
+// and where it writes its transcript. The Runner imports it; it runs nothing
+// itself.
+package claude
+
+import (
+	"fmt"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Version is the pinned Claude Code version every Sandbox runs.
+//
+// To bump it: check that both packages have it (`npm view
+// @anthropic-ai/claude-code-linux-x64 versions`), change it here, then
+// re-check what /work/shared/notes/claude-code.md records against the new
+// build (the seed that skips every dialog, the endpoints it calls, the
+// transcript layout, hook payloads) and run the real-binary tests:
+//
+//	KNDL_E2E=1 go test -run Real ./internal/claude/
+//
+// The spec's smoke test (banner names the plan, /status answers, a Turn
+// runs a Bash command, the Runner's models are taken) must pass before the
+// bump is merged.
+const Version = "2.1.328"
+
+// Paths inside a Sandbox.
+const (
+	// MountDir is where the installed build is mounted read-only; the
+	// binary is MountDir/claude.
+	MountDir = "/opt/kndl/claude-code"
+	// ConfigDir is CLAUDE_CONFIG_DIR, on the Session's own disk.
+	ConfigDir = "/var/lib/kndl/claude"
+	// Workdir is where Claude Code runs: the Session's clone.
+	Workdir = "/workspace"
+)
+
+// Variant is the C library the build is linked against, chosen per Build
+// from its image.
+type Variant string
+
+const (
+	Glibc Variant = "glibc" // Debian, Ubuntu and the like
+	Musl  Variant = "musl"  // Alpine and the like
+)
+
+// Package is the npm package holding the Linux x64 build for v.
+func (v Variant) Package() string {
+	if v == Musl {
+		return "@anthropic-ai/claude-code-linux-x64-musl"
+	}
+	return "@anthropic-ai/claude-code-linux-x64"
+}
+
+func (v Variant) check() error {
+	if v != Glibc && v != Musl {
+		return fmt.Errorf("claude code variant %q: want %q or %q: %w", string(v), Glibc, Musl, errdefs.ErrInvalid)
+	}
+	return nil
+}

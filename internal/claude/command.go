@@ -1,0 +1,214 @@
+package claude
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Launch is one start of a Session's Claude Code: what goes on its command
+// line and into its environment ("What a Runner gives Claude Code").
+type Launch struct {
+	// Binary is the claude executable as the process sees it; default
+	// MountDir/claude.
+	Binary string
+	// Conversation is Claude Code's session UUID: --session-id for a new
+	// Session, or, with Resume, --resume to wake one.
+	Conversation string
+	Resume       bool
+	// PluginDirs each become a --plugin-dir, in order.
+	PluginDirs []string
+	// Model and Effort, when set, become --model and --effort.
+	Model, Effort string
+
+	// Base is the environment underneath, as KEY=VALUE: what the Start
+	// script gets (the image's login environment with the Environment's
+	// Variables over it). The variables that would sign Claude Code in some
+	// other way or send it elsewhere (SignInVariables) are removed from it.
+	Base []string
+	// SessionID is the kndl Session's id, KNDL_SESSION_ID.
+	SessionID string
+	// ConfigDir is CLAUDE_CONFIG_DIR as the process sees it; default
+	// ConfigDir.
+	ConfigDir string
+	// TZ is the Runner's time zone; empty keeps Base's.
+	TZ string
+	// RelayURL is the mod relay as the Sandbox reaches it, KNDL_URL.
+	RelayURL string
+	// SessionToken is the Session token the mod holds, KNDL_MOD_TOKEN.
+	SessionToken string
+	// OAuthToken is the Creator's setup token, CLAUDE_CODE_OAUTH_TOKEN.
+	// Claude Code never starts without it.
+	OAuthToken string
+	// ModelEndpoint, when set, becomes ANTHROPIC_BASE_URL: every model call
+	// goes there instead of to Anthropic. It is the only way a base URL
+	// reaches Claude Code (one in Base is removed), for tests and
+	// self-hosted model gateways; a Runner leaves it empty unless its
+	// operator sets it.
+	ModelEndpoint string
+}
+
+// SignInVariables would sign Claude Code in some other way than the
+// Creator's token, or send it elsewhere: they are kept out of its process.
+var SignInVariables = []string{
+	"ANTHROPIC_API_KEY",
+	"ANTHROPIC_AUTH_TOKEN",
+	"ANTHROPIC_BASE_URL",
+	"CLAUDE_CODE_OAUTH_REFRESH_TOKEN",
+	"CLAUDE_CODE_USE_BEDROCK",
+	"CLAUDE_CODE_USE_VERTEX",
+	"CLAUDE_CODE_USE_FOUNDRY",
+}
+
+// Efforts are the values --effort takes; Claude Code warns about another
+// and falls back to medium, so Command refuses it instead.
+var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
+
+var (
+	uuidRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]*$`)
+	keyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Command returns the argv and the environment (KEY=VALUE, sorted) to start
+// Claude Code with, or an ErrInvalid error naming the first bad field.
+func (l Launch) Command() (argv, env []string, err error) {
+	if err := l.check(); err != nil {
+		return nil, nil, fmt.Errorf("claude code command: %w", err)
+	}
+	bin := l.Binary
+	if bin == "" {
+		bin = MountDir + "/claude"
+	}
+	argv = []string{bin}
+	if l.Resume {
+		argv = append(argv, "--resume", l.Conversation)
+	} else {
+		argv = append(argv, "--session-id", l.Conversation)
+	}
+	for _, d := range l.PluginDirs {
+		argv = append(argv, "--plugin-dir", d)
+	}
+	argv = append(argv, "--dangerously-skip-permissions")
+	if l.Model != "" {
+		argv = append(argv, "--model", l.Model)
+	}
+	if l.Effort != "" {
+		argv = append(argv, "--effort", l.Effort)
+	}
+
+	vars := map[string]string{}
+	for _, kv := range l.Base {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for _, k := range SignInVariables {
+		delete(vars, k)
+	}
+	configDir := l.ConfigDir
+	if configDir == "" {
+		configDir = ConfigDir
+	}
+	over := map[string]string{
+		"KNDL_SESSION_ID":                          l.SessionID,
+		"CLAUDE_CONFIG_DIR":                        configDir,
+		"IS_SANDBOX":                               "1", // lets --dangerously-skip-permissions run as root
+		"CLAUDE_CODE_DISABLE_AUTO_MEMORY":          "1",
+		"CLAUDE_CODE_DISABLE_AGENT_VIEW":           "1",
+		"DISABLE_INSTALLATION_CHECKS":              "1",
+		"CLAUDE_CODE_OAUTH_TOKEN":                  l.OAuthToken,
+		"KNDL_URL":                                 l.RelayURL,
+		"KNDL_MOD_TOKEN":                           l.SessionToken,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		// Without it a fresh config dir fetches the official plugin
+		// marketplace over DNS, https and ssh (notes/claude-code.md).
+		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+	}
+	if l.TZ != "" {
+		over["TZ"] = l.TZ
+	}
+	if l.ModelEndpoint != "" {
+		over["ANTHROPIC_BASE_URL"] = l.ModelEndpoint
+	}
+	for k, v := range over {
+		vars[k] = v
+	}
+	env = make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return argv, env, nil
+}
+
+func (l Launch) check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalid)...)
+	}
+	if !uuidRE.MatchString(l.Conversation) {
+		return bad("conversation %q is not a lowercase UUID", l.Conversation)
+	}
+	for _, d := range l.PluginDirs {
+		if !filepath.IsAbs(d) {
+			return bad("plugin dir %q is not absolute", d)
+		}
+	}
+	if l.Model != "" && !modelRE.MatchString(l.Model) {
+		return bad("model %q is not a model name", l.Model)
+	}
+	if l.Effort != "" && !slices.Contains(Efforts, l.Effort) {
+		return bad("effort %q is not one of %s", l.Effort, strings.Join(Efforts, ", "))
+	}
+	for name, v := range map[string]string{"session id": l.SessionID, "relay URL": l.RelayURL,
+		"session token": l.SessionToken, "OAuth token": l.OAuthToken} {
+		if v == "" {
+			return bad("no %s", name)
+		}
+	}
+	if l.ModelEndpoint != "" {
+		u, err := url.Parse(l.ModelEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return bad("model endpoint %q is not an http(s) URL without credentials", l.ModelEndpoint)
+		}
+	}
+	for _, kv := range l.Base {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !keyRE.MatchString(k) {
+			return bad("base environment entry %q is not KEY=VALUE", kv)
+		}
+	}
+	values := append([]string{l.Binary, l.ConfigDir, l.TZ, l.Conversation, l.Model, l.Effort,
+		l.SessionID, l.RelayURL, l.SessionToken, l.OAuthToken, l.ModelEndpoint}, append(l.PluginDirs, l.Base...)...)
+	for _, v := range values {
+		if strings.ContainsRune(v, 0) {
+			return bad("a value holds a NUL byte")
+		}
+	}
+	return nil
+}
+
+// LocalTimeZone is this machine's time zone name for TZ: $TZ if set, else
+// the zone /etc/localtime links to, else UTC.
+func LocalTimeZone() string {
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
+	}
+	return zoneOfLink("/etc/localtime")
+}
+
+func zoneOfLink(path string) string {
+	target, err := os.Readlink(path)
+	if err != nil {
+		return "UTC"
+	}
+	if _, zone, ok := strings.Cut(target, "zoneinfo/"); ok && zone != "" {
+		return zone
+	}
+	return "UTC"
+}
