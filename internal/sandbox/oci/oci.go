@@ -265,14 +265,16 @@ func (b *OCI) dir(id string) sandboxDir {
 // sandboxDir is one Sandbox's directory (see record.go for the layout).
 type sandboxDir string
 
-func (d sandboxDir) path(p ...string) string { return filepath.Join(append([]string{string(d)}, p...)...) }
-func (d sandboxDir) record() string         { return d.path("sandbox.json") }
-func (d sandboxDir) run() string            { return d.path("run.json") }
-func (d sandboxDir) lock() string           { return d.path("lock") }
-func (d sandboxDir) upper() string          { return d.path("upper") }
-func (d sandboxDir) work() string           { return d.path("work") }
-func (d sandboxDir) rootfs() string         { return d.path("rootfs") }
-func (d sandboxDir) layers() string         { return d.path("layers") }
+func (d sandboxDir) path(p ...string) string {
+	return filepath.Join(append([]string{string(d)}, p...)...)
+}
+func (d sandboxDir) record() string { return d.path("sandbox.json") }
+func (d sandboxDir) run() string    { return d.path("run.json") }
+func (d sandboxDir) lock() string   { return d.path("lock") }
+func (d sandboxDir) upper() string  { return d.path("upper") }
+func (d sandboxDir) work() string   { return d.path("work") }
+func (d sandboxDir) rootfs() string { return d.path("rootfs") }
+func (d sandboxDir) layers() string { return d.path("layers") }
 func (d sandboxDir) disk(name string) string {
 	return d.path("disks", name)
 }
