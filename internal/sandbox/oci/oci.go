@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -597,18 +598,28 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 			err = fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}()
-	if err := mountRootfs(rec.Spec.Layers, d.upper(), d.work(), d.rootfs(), d.layers(), slotUIDBase(rec.Slot)); err != nil {
-		return err
+	// The root filesystem and the network are independent: made at once.
+	t0 := time.Now()
+	var rootfsTime, netTime time.Duration
+	netErr := make(chan error, 1)
+	go func() {
+		unlockHost, err := b.lockHost()
+		if err == nil {
+			err = setUpNetwork(rec.Slot, b.relay)
+			unlockHost()
+		}
+		netTime = time.Since(t0)
+		netErr <- err
+	}()
+	err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), d.rootfs(), d.layers(), slotUIDBase(rec.Slot))
+	rootfsTime = time.Since(t0)
+	if err2 := <-netErr; err == nil {
+		err = err2
 	}
-	unlockHost, err := b.lockHost()
 	if err != nil {
 		return err
 	}
-	err = setUpNetwork(rec.Slot, b.relay)
-	unlockHost()
-	if err != nil {
-		return err
-	}
+	t2 := time.Now()
 	if err := writeJSON(filepath.Join(d.bundle(), "config.json"), b.runtimeSpec(id, rec, d)); err != nil {
 		return err
 	}
@@ -633,6 +644,7 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	if err := writeJSON(d.run(), runRecord{PID: pid, StartTime: st}); err != nil {
 		return err
 	}
+	b.log.Debug("started sandbox", "sandbox", id, "rootfs", rootfsTime, "network", netTime, "runtime", time.Since(t2))
 	if !rec.Started {
 		rec.Started = true
 		return writeJSON(d.record(), rec)
@@ -659,10 +671,8 @@ func readPID(path string) (int, error) {
 func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 	d := b.dir(id)
 	var errs []error
-	if b.rt.state(ctx, id) != "" {
-		if err := b.rt.run(ctx, false, "delete", "--force", id); err != nil && b.rt.state(ctx, id) != "" {
-			errs = append(errs, err)
-		}
+	if err := b.rt.run(ctx, false, "delete", "--force", id); err != nil && b.rt.state(ctx, id) != "" {
+		errs = append(errs, err)
 	}
 	removeCgroup(cgroupName(id, rec.Slot))
 	if err := unmountRootfs(d.rootfs()); err != nil {

@@ -1,13 +1,18 @@
 package oci_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/sandbox/sandboxtest"
@@ -38,7 +43,7 @@ func TestConformance(t *testing.T) {
 
 // requireOCI skips (or, under CI, fails) without what the backend needs,
 // and returns the test base layer.
-func requireOCI(t *testing.T) string {
+func requireOCI(t testing.TB) string {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
@@ -47,7 +52,7 @@ func requireOCI(t *testing.T) string {
 
 // newBackend makes a backend, with the directories above its state
 // directory made traversable (0711), as the backend requires.
-func newBackend(t *testing.T, opts oci.Options) *oci.OCI {
+func newBackend(t testing.TB, opts oci.Options) *oci.OCI {
 	t.Helper()
 	for p := filepath.Dir(opts.StateDir); p != filepath.Dir(p) && p != os.TempDir(); p = filepath.Dir(p) {
 		if err := os.Chmod(p, 0o711); err != nil {
@@ -64,7 +69,7 @@ func newBackend(t *testing.T, opts oci.Options) *oci.OCI {
 	return b
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -72,11 +77,113 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func freePort(t *testing.T) uint16 {
+func freePort(t testing.TB) uint16 {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestLimitsInsideTheSandbox reads the limits from the Sandbox's own cgroup
+// view: CPUs as a CFS quota, memory, and the pids bound.
+func TestLimitsInsideTheSandbox(t *testing.T) {
+	base := requireOCI(t)
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t), MaxCPUs: 1})
+	if len(b.Host().Limits) != 3 {
+		t.Skipf("this host enforces only %v", b.Host().Limits)
+	}
+	id := start(t, b, sandbox.Spec{ID: "limits", Layers: []string{base}, Resources: sandbox.Resources{CPUs: 0.5, MemoryMiB: 96}})
+	script := `for f in cpu/cpu.cfs_quota_us memory/memory.limit_in_bytes pids/pids.max cpu.max memory.max pids.max; do
+		test -f /sys/fs/cgroup/$f && echo "$f=$(cat /sys/fs/cgroup/$f)"; done`
+	got := run(t, b, id, script)
+	v1 := "cpu/cpu.cfs_quota_us=50000\nmemory/memory.limit_in_bytes=100663296\npids/pids.max=8192"
+	v2 := "cpu.max=50000 100000\nmemory.max=100663296\npids.max=8192"
+	if got != v1 && got != v2 {
+		t.Errorf("limits inside: got %q, want %q (v1) or %q (v2)", got, v1, v2)
+	}
+}
+
+// TestHardening checks what confines a Sandbox's root beyond its user
+// namespace: the capability set, no_new_privs, and a seccomp filter that
+// refuses new namespaces and mounts.
+func TestHardening(t *testing.T) {
+	base := requireOCI(t)
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	id := start(t, b, sandbox.Spec{ID: "hard", Layers: []string{base}})
+	tests := []struct{ script, want string }{
+		{"grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\\t ' ' '", "NoNewPrivs: 1\nSeccomp: 2"},
+		// CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP
+		// NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE SETFCAP: bits 0 1 3-8
+		// 10 18 29 31
+		{"grep ^CapEff: /proc/self/status | cut -f2", "00000000a00405fb"},
+		{"unshare -U true", "refused"},
+		{"unshare -n true", "refused"},
+		{"unshare -m true", "refused"},
+		{"mount -t tmpfs none /mnt", "refused"},
+		{"busybox ip link set eth0 down", "refused"},
+		{"echo 1 > /proc/sys/net/ipv4/ip_forward", "refused"},
+		{"chown nobody /etc/shells", "allowed"},
+	}
+	for _, tc := range tests {
+		script := tc.script
+		if tc.want == "refused" || tc.want == "allowed" {
+			script = "(" + script + ") >/dev/null 2>&1 && echo allowed || echo refused"
+		}
+		if got := run(t, b, id, script); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.script, got, tc.want)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	requireOCI(t)
+	closed := t.TempDir() // 0700: Sandboxes' uids cannot traverse it
+	tests := []struct {
+		name string
+		opts oci.Options
+		want error
+	}{
+		{"relative state dir", oci.Options{StateDir: "state"}, errdefs.ErrInvalid},
+		{"state dir below a closed directory", oci.Options{StateDir: filepath.Join(closed, "state")}, errdefs.ErrInvalid},
+		{"IPv6 relay", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("::1")}, errdefs.ErrInvalid},
+		{"relay inside the pool", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("10.174.3.1")}, errdefs.ErrInvalid},
+		{"missing init binary", oci.Options{StateDir: "/x", InitPath: "/nonexistent"}, errdefs.ErrInvalid},
+		{"runsc", oci.Options{StateDir: filepath.Join(t.TempDir(), "s"), Runtime: "runsc", RuntimePath: "/bin/true"}, sandbox.ErrNotSupported},
+	}
+	for _, tc := range tests {
+		if _, err := oci.New(context.Background(), tc.opts); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// start creates and starts a Sandbox, removed when the test ends.
+func start(t *testing.T, b *oci.OCI, spec sandbox.Spec) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Remove(ctx, spec.ID) })
+	if err := b.Start(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	return spec.ID
+}
+
+// run runs a bash script as root and returns its trimmed output.
+func run(t *testing.T, b *oci.OCI, id, script string) string {
+	t.Helper()
+	var out bytes.Buffer
+	p, err := b.Exec(context.Background(), id, sandbox.Cmd{Args: []string{"bash", "-c", script},
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out.String())
 }

@@ -289,6 +289,22 @@ func (s *suite) testExec(t *testing.T) {
 	if _, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"true"}, User: "no-such-user"}); err == nil {
 		t.Error("exec as an unknown user: got no error")
 	}
+	if p, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"/no/such/program"}, Env: stdEnv}); err == nil {
+		if code, err := wait(p, testenv.WaitShort); err == nil && code == 0 {
+			t.Error("exec of a missing program: got exit 0")
+		}
+	}
+
+	p, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"sleep", "600"}, Env: stdEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := wait(p, testenv.WaitShort); err != nil || code != 128+int(syscall.SIGKILL) {
+		t.Errorf("killed process: got exit %d, %v; want %d", code, err, 128+int(syscall.SIGKILL))
+	}
 }
 
 func (s *suite) testHostProcesses(t *testing.T) {
