@@ -55,10 +55,12 @@ func RunHelper(args []string) (code int, ok bool) {
 }
 
 // runInit is a Sandbox's PID 1. Orphans are re-parented to it, so it reaps
-// them; SIGTERM or SIGINT ends it, and with it every process of the Sandbox.
+// them; SIGTERM ends it, and with it every process of the Sandbox. It
+// ignores the signals a terminal sends.
 func runInit() int {
+	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM)
 	for s := range sigs {
 		switch s {
 		case unix.SIGCHLD:
@@ -68,7 +70,7 @@ func runInit() int {
 					break
 				}
 			}
-		case unix.SIGTERM, unix.SIGINT:
+		case unix.SIGTERM:
 			return 0
 		}
 	}

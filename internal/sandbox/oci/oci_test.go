@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
@@ -186,4 +187,43 @@ func run(t *testing.T, b *oci.OCI, id, script string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(out.String())
+}
+
+// TestBuildWithApt is a Build as the Runner makes one: boot from the base,
+// install a package with apt (DNS, egress, apt dropping to its _apt user,
+// dpkg changing owners, all under the user namespace and seccomp), stop,
+// snapshot, and boot a Session's Sandbox from [snapshot, base].
+func TestBuildWithApt(t *testing.T) {
+	base := requireOCI(t)
+	if c, err := net.DialTimeout("tcp", mirrorHost()+":80", 5*time.Second); err != nil {
+		testenv.Lack(t, "a host that reaches the Debian mirror")
+	} else {
+		c.Close()
+	}
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	ctx := context.Background()
+	build := start(t, b, sandbox.Spec{ID: "build", Layers: []string{base}})
+	if out := run(t, b, build, "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends jq >/dev/null && echo installed"); !strings.HasSuffix(out, "installed") {
+		t.Fatalf("apt-get install: %s", out)
+	}
+	if err := b.Stop(ctx, build); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "build-1")
+	if err := b.Snapshot(ctx, build, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, build); err != nil {
+		t.Fatal(err)
+	}
+	session := start(t, b, sandbox.Spec{ID: "session", Layers: []string{snap, base}})
+	if got := run(t, b, session, `echo '{"a":42}' | jq .a; stat -c %U /usr/bin/jq`); got != "42\nroot" {
+		t.Errorf("jq in the session: got %q, want 42 and root", got)
+	}
+}
+
+func mirrorHost() string {
+	h := strings.TrimPrefix(strings.TrimPrefix(testkit.DebianMirror(), "http://"), "https://")
+	h, _, _ = strings.Cut(h, "/")
+	return h
 }

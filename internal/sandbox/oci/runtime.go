@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -72,6 +73,9 @@ func (r crun) command(ctx context.Context, create bool, args ...string) *exec.Cm
 		cmd = exec.CommandContext(ctx, r.path, full...)
 	}
 	cmd.Env = runtimeEnv
+	// A session of its own: what the runtime starts (a Sandbox's PID 1, an
+	// Exec) must not get the signals of the Runner's terminal.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
 }
 

@@ -46,6 +46,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 	}{
 		{"Lifecycle", s.testLifecycle},
 		{"ExecEnvironmentDirUserAndExitCode", s.testExec},
+		{"ReapsOrphans", s.testReaper},
 		{"CannotSeeHostProcesses", s.testHostProcesses},
 		{"CannotSeeAnotherSandboxFiles", s.testOtherSandboxFiles},
 		{"CannotReachAnotherSandbox", s.testSandboxToSandbox},
@@ -305,6 +306,18 @@ func (s *suite) testExec(t *testing.T) {
 	if code, err := wait(p, testenv.WaitShort); err != nil || code != 128+int(syscall.SIGKILL) {
 		t.Errorf("killed process: got exit %d, %v; want %d", code, err, 128+int(syscall.SIGKILL))
 	}
+}
+
+func (s *suite) testReaper(t *testing.T) {
+	e := s.env(t)
+	id := e.sandbox(sandbox.Spec{ID: "reaper"})
+	// Orphans: their parent shell exits at once, so they are re-parented
+	// to PID 1, which must reap them when they exit.
+	e.must(id, "for i in 1 2 3 4 5; do (sleep 0.1 &); done")
+	testenv.Eventually(t, testenv.WaitShort, "no zombies in the sandbox", func() bool {
+		out, _ := e.sh(id, "ps -eo stat=,comm= | awk '$1 ~ /^Z/'")
+		return strings.TrimSpace(out) == ""
+	})
 }
 
 func (s *suite) testHostProcesses(t *testing.T) {
