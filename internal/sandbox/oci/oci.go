@@ -86,6 +86,7 @@ type OCI struct {
 	host    sandbox.HostInfo
 	relay   netip.AddrPort
 	fw      firewall
+	userns  usernsCache
 }
 
 // New makes the backend over opts.StateDir, reconciling what an earlier
@@ -611,7 +612,10 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		netTime = time.Since(t0)
 		netErr <- err
 	}()
-	err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), d.rootfs(), d.layers(), slotUIDBase(rec.Slot))
+	userns, err := b.userns.get(slotUIDBase(rec.Slot))
+	if err == nil {
+		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), d.rootfs(), d.layers(), userns)
+	}
 	rootfsTime = time.Since(t0)
 	if err2 := <-netErr; err == nil {
 		err = err2

@@ -134,11 +134,11 @@ func TestLayersByPath(t *testing.T) {
 		os.Mkdir(p, 0o755)
 	}
 	const uidBase = 1 << 31
-	userns, done, err := usernsFor(uidBase)
+	userns, err := usernsFor(uidBase)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
+	defer unix.Close(userns)
 	if err := mountLowersByPath([]string{base}, upper, work, target, scratch, userns); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -45,9 +46,10 @@ const uidRange = 65536
 // uidBase + n*uidRange. It sits far above the ranges /etc/subuid hands out.
 const uidBase = 1 << 30
 
-// usernsFor makes a user namespace mapping 0..65535 to base.., held by a
-// helper process until done is called.
-func usernsFor(base uint32) (fd int, done func(), err error) {
+// usernsFor makes a user namespace mapping 0..65535 to base.. and returns
+// a descriptor of it. The helper that made it is gone by then: the
+// descriptor alone keeps the namespace.
+func usernsFor(base uint32) (int, error) {
 	cmd := exec.Command("/proc/self/exe", helperArg, helperUserns)
 	cmd.Env = []string{}
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRange}}
@@ -59,23 +61,44 @@ func usernsFor(base uint32) (fd int, done func(), err error) {
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return -1, nil, err
+		return -1, err
 	}
 	if err := cmd.Start(); err != nil {
 		stdin.Close()
-		return -1, nil, fmt.Errorf("start user namespace helper: %w", err)
+		return -1, fmt.Errorf("start user namespace helper: %w", err)
 	}
-	stop := func() {
-		stdin.Close()
-		cmd.Wait()
-	}
-	fd, err = unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	stdin.Close()
+	cmd.Wait()
 	if err != nil {
-		cmd.Process.Kill()
-		stop()
-		return -1, nil, fmt.Errorf("open user namespace: %w", err)
+		return -1, fmt.Errorf("open user namespace: %w", err)
 	}
-	return fd, func() { unix.Close(fd); stop() }, nil
+	return fd, nil
+}
+
+// usernsCache keeps one user namespace per uid base for the backend's
+// life: making one costs a process, and a slot's base comes back at its
+// Sandbox's next Start, or with the next Sandbox on the slot.
+type usernsCache struct {
+	mu  sync.Mutex
+	fds map[uint32]int
+}
+
+func (c *usernsCache) get(base uint32) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fd, ok := c.fds[base]; ok {
+		return fd, nil
+	}
+	fd, err := usernsFor(base)
+	if err != nil {
+		return -1, err
+	}
+	if c.fds == nil {
+		c.fds = map[uint32]int{}
+	}
+	c.fds[base] = fd
+	return fd, nil
 }
 
 // idmappedClone returns a detached, idmapped copy of the mount at path.
@@ -95,15 +118,11 @@ func idmappedClone(path string, usernsFD int) (int, error) {
 // overlayOptions are set on every root filesystem (see above).
 var overlayOptions = [][2]string{{"redirect_dir", "off"}, {"index", "off"}, {"metacopy", "off"}}
 
-// mountRootfs mounts the root filesystem at target. scratch is a directory
-// of the Sandbox's own for the older kernels' path (mountLowersByPath).
-func mountRootfs(layers []string, upper, work, target, scratch string, base uint32) error {
-	userns, done, err := usernsFor(base)
-	if err != nil {
-		return err
-	}
-	defer done()
-	err = mountLowersByFD(layers, upper, work, target, userns)
+// mountRootfs mounts the root filesystem at target, its layers idmapped
+// through userns. scratch is a directory of the Sandbox's own for the
+// older kernels' path (mountLowersByPath).
+func mountRootfs(layers []string, upper, work, target, scratch string, userns int) error {
+	err := mountLowersByFD(layers, upper, work, target, userns)
 	if errors.Is(err, errLowerFDUnsupported) {
 		err = mountLowersByPath(layers, upper, work, target, scratch, userns)
 	}
