@@ -99,6 +99,9 @@ func (l cgroupLayout) notes() []string {
 	case "v1":
 		out = append(out, "cgroups are v1: limits are enforced with the v1 controllers.")
 	}
+	if l.memory && !l.swap && hostHasSwap() {
+		out = append(out, "Swap is not accounted in this host's cgroups, so a Sandbox may use swap beyond its memory limit.")
+	}
 	for _, c := range []struct {
 		ok   bool
 		name string
@@ -130,4 +133,11 @@ func removeCgroup(rel string) {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// hostHasSwap reports whether any swap is active (/proc/swaps has more
+// than its header).
+func hostHasSwap() bool {
+	b, err := os.ReadFile("/proc/swaps")
+	return err == nil && len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
 }
