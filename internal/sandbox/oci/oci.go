@@ -42,7 +42,7 @@ type Options struct {
 	HostDir string
 	// Runtime is the OCI runtime: "crun" (the default). "runsc" (gVisor)
 	// is refused with ErrNotSupported: Debian's build cannot network a
-	// Sandbox (see New). Environment: RUNNER_SANDBOX_RUNTIME.
+	// Sandbox (see New).
 	Runtime string
 	// RuntimePath is the runtime's binary; default: Runtime looked up on PATH.
 	RuntimePath string

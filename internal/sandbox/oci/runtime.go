@@ -220,9 +220,15 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 			Resources:   res,
 			Namespaces:  namespaces,
 			Seccomp:     seccompProfile(),
+			// The runtime's usual masks, and the network part of /sys: a
+			// user namespace cannot mount a sysfs for a network namespace
+			// the host owns, so the runtime binds the host's, whose
+			// interfaces (other Sandboxes' veths among them) are none of
+			// the Sandbox's business.
 			MaskedPaths: []string{
 				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+				"/sys/class/net", "/sys/devices/virtual/net",
 			},
 			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
 		},

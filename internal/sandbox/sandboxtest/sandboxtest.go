@@ -58,6 +58,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"WritesLeaveLowerLayersUnchanged", s.testLowerUnchanged},
 		{"SnapshotBootsInAnotherSandbox", s.testSnapshot},
 		{"StopStartKeepsDisksAndUpper", s.testStopStart},
+		{"Binds", s.testBinds},
 		{"SecretInEnvNotOnDiskOrCommandLine", s.testSecret},
 		{"TerminalAndResize", s.testPTY},
 		{"RootIsNotHostRoot", s.testRootNotHostRoot},
@@ -629,6 +630,31 @@ func (s *suite) testStopStart(t *testing.T) {
 	}
 	if got := e.must(id, "cat /var/lib/data/f /root/f; test -e /run/kndl/f && echo tmpfs-kept || echo tmpfs-gone"); got != "disk\nupper\ntmpfs-gone" {
 		t.Errorf("after stop and start: got %q, want disk, upper and tmpfs gone", got)
+	}
+}
+
+func (s *suite) testBinds(t *testing.T) {
+	e := s.env(t)
+	rw, ro := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "f"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := e.sandbox(sandbox.Spec{ID: "binds", Binds: []sandbox.Bind{
+		{Source: rw, Target: "/workspace"},
+		{Source: ro, Target: "/opt/kndl/bin", ReadOnly: true},
+	}})
+	if got := e.must(id, "cat /opt/kndl/bin/f; stat -c %U /opt/kndl/bin/f; (echo x > /opt/kndl/bin/f) 2>/dev/null && echo written || echo refused"); got != "host\nroot\nrefused" {
+		t.Errorf("read-only bind: got %q, want its file, owned by root, and no write", got)
+	}
+	e.must(id, "echo mine > /workspace/new && mkdir /workspace/dir")
+	for _, p := range []string{"new", "dir"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(rw, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s written through the bind: owned by %d:%d on the host, want 0:0", p, st.Uid, st.Gid)
+		}
 	}
 }
 
