@@ -64,7 +64,8 @@ type Options struct {
 	// RUNNER_SANDBOX_MAX_MEMORY_MIB. Default: three quarters of the host's.
 	MaxMemoryMiB int
 	// DNS are the resolvers Sandboxes use, the only private addresses they
-	// reach (port 53). Default: the host's non-loopback IPv4 nameservers.
+	// reach (port 53). Nil means the host's non-loopback IPv4 nameservers;
+	// empty means none.
 	DNS []netip.Addr
 	// Logger gets the backend's operational log; default slog.Default().
 	Logger *slog.Logger
@@ -510,9 +511,6 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 			return err
 		}
 	}
-	if err := b.writeEtc(spec, slot, d); err != nil {
-		return err
-	}
 	rec.Complete = true
 	return writeJSON(d.record(), rec)
 }
@@ -530,7 +528,8 @@ func mkdirOwned(path string, base int) error {
 }
 
 // writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and
-// /etc/hostname: the relay's fixed name lives in hosts.
+// /etc/hostname, at each Start, so they follow the backend's options: the
+// relay's fixed name lives in hosts.
 func (b *OCI) writeEtc(spec sandbox.Spec, slot int, d sandboxDir) error {
 	hostname := spec.Hostname
 	if hostname == "" {
@@ -609,6 +608,12 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 			err = fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}()
+	// Caps apply at each boot: a Runner restarted with lower ones lowers
+	// its Sandboxes' at their next Start.
+	rec.Given, rec.Notes = b.give(rec.Spec.Resources)
+	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
+		return err
+	}
 	// The root filesystem and the network are independent: made at once.
 	t0 := time.Now()
 	var rootfsTime, netTime time.Duration
@@ -659,11 +664,8 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		return err
 	}
 	b.log.Debug("started sandbox", "sandbox", id, "rootfs", rootfsTime, "network", netTime, "runtime", time.Since(t2))
-	if !rec.Started {
-		rec.Started = true
-		return writeJSON(d.record(), rec)
-	}
-	return nil
+	rec.Started = true
+	return writeJSON(d.record(), rec)
 }
 
 func readPID(path string) (int, error) {
