@@ -51,3 +51,29 @@ func BenchmarkCreateStartExec(b *testing.B) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// BenchmarkExec is one `true` in a running Sandbox: the cost of every
+// command the Runner runs there.
+//
+//	CGO_ENABLED=0 go test -run '^$' -bench 'Exec$' -benchtime 50x ./internal/sandbox/oci/
+func BenchmarkExec(b *testing.B) {
+	base := requireOCI(b)
+	be := newBackend(b, oci.Options{StateDir: b.TempDir() + "/state", RelayPort: freePort(b), Logger: quiet})
+	ctx := context.Background()
+	if err := be.Create(ctx, sandbox.Spec{ID: "bench", Layers: []string{base}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Remove(ctx, "bench") })
+	if err := be.Start(ctx, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		p, err := be.Exec(ctx, "bench", sandbox.Cmd{Args: []string{"true"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code, err := p.Wait(); err != nil || code != 0 {
+			b.Fatalf("true: exit %d, %v", code, err)
+		}
+	}
+}

@@ -45,8 +45,10 @@ func detectCgroups() (cgroupLayout, error) {
 		}
 		ctl := strings.Fields(string(b))
 		l := cgroupLayout{kind: "v2", memory: has(ctl, "memory"), cpu: has(ctl, "cpu"), pids: has(ctl, "pids")}
-		_, err = os.Stat(filepath.Join(cgroupRoot, "init.scope", "memory.swap.max"))
-		l.swap = l.memory && err == nil
+		// The root has no memory.swap.max; any child shows whether the
+		// kernel accounts swap.
+		swap, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", "memory.swap.max"))
+		l.swap = l.memory && len(swap) > 0
 		return l, nil
 	}
 	l := cgroupLayout{kind: "v1"}
@@ -98,6 +100,8 @@ func (l cgroupLayout) notes() []string {
 		out = append(out, "cgroups are hybrid (v1 controllers, v2 mounted at /sys/fs/cgroup/unified): limits are enforced with the v1 controllers, and crun runs with the v2 mount hidden in a private mount namespace.")
 	case "v1":
 		out = append(out, "cgroups are v1: limits are enforced with the v1 controllers.")
+	case "v2":
+		out = append(out, "cgroups are v2: limits are enforced with the unified hierarchy.")
 	}
 	if l.memory && !l.swap && hostHasSwap() {
 		out = append(out, "Swap is not accounted in this host's cgroups, so a Sandbox may use swap beyond its memory limit.")

@@ -35,7 +35,10 @@ import (
 type Options struct {
 	// StateDir holds the Sandboxes' records, upper layers and Disks, and the
 	// runtime's state. Required: the Runner passes <home>/sandboxes/oci.
-	// Made mode 0700, since upper layers hold files the Sandboxes own.
+	// The runtime sets a Sandbox up as the Sandbox's own root, so every
+	// directory above StateDir must be traversable (o+x); StateDir is made
+	// 0711 and each Sandbox's directory 0710 for its own root's group, so
+	// no other user of the host reaches a Sandbox's files.
 	StateDir string
 	// HostDir is shared by every oci backend on the host: the lock and the
 	// registry of slots (uid ranges and networks). Default /var/lib/kndl/oci.
@@ -156,12 +159,22 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	return b, nil
 }
 
-// makeDirs makes the state directory. The runtime sets a Sandbox up as
-// the Sandbox's own root, so the path to each Sandbox's directory must be
-// traversable by every uid (mode 0711: not listable); each Sandbox's
-// directory is then open only to host root and its own root's group
-// (0710), so no other user of the host reaches its files.
+// makeDirs makes the state directory, after checking that Sandboxes'
+// uids can traverse every directory above it (see Options.StateDir).
 func (b *OCI) makeDirs() error {
+	for p := filepath.Dir(b.opts.StateDir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil && st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("sandbox state dir %s: %s is mode %v, but Sandboxes' uids must traverse it (chmod o+x): %w",
+				b.opts.StateDir, p, st.Mode().Perm(), errdefs.ErrInvalid)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
@@ -173,19 +186,7 @@ func (b *OCI) makeDirs() error {
 			return err
 		}
 	}
-	for p := filepath.Dir(b.opts.StateDir); ; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("sandbox state dir %s: %s is mode %v, but Sandboxes' uids must traverse it (chmod o+x): %w",
-				b.opts.StateDir, p, st.Mode().Perm(), errdefs.ErrInvalid)
-		}
-		if p == "/" {
-			return nil
-		}
-	}
+	return nil
 }
 
 func (o *Options) fill() error {

@@ -159,6 +159,9 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(closed, "state")); err == nil {
+		t.Error("a refused state dir was made anyway")
+	}
 }
 
 // start creates and starts a Sandbox, removed when the test ends.
