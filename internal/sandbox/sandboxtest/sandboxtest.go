@@ -65,6 +65,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"RemoveLeavesNothing", s.testRemoveLeavesNothing},
 		{"RestartSeesRunningSandbox", s.testRestart},
 		{"RejectsBadInput", s.testBadInput},
+		{"ConcurrentSandboxes", s.testConcurrent},
 	} {
 		t.Run(tc.name, tc.fn)
 	}
@@ -981,5 +982,41 @@ func (s *suite) testBadInput(t *testing.T) {
 	}
 	if list, _ := e.b.List(ctx); len(list) != 0 {
 		t.Errorf("after bad input: got %+v, want no sandboxes", list)
+	}
+}
+
+func (s *suite) testConcurrent(t *testing.T) {
+	e := s.env(t)
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		id := fmt.Sprintf("par-%d", i)
+		t.Cleanup(func() { e.b.Remove(ctx, id) })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.b.Create(ctx, sandbox.Spec{ID: id, Layers: []string{s.base}}); err != nil {
+				errs <- err
+				return
+			}
+			errs <- e.b.Start(ctx, id)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	addrs, maps := map[string]bool{}, map[string]bool{}
+	for i := range n {
+		id := fmt.Sprintf("par-%d", i)
+		addrs[e.addrOf(id)] = true
+		maps[e.must(id, "cat /proc/self/uid_map")] = true
+	}
+	if len(addrs) != n || len(maps) != n {
+		t.Errorf("%d sandboxes started together: got %d addresses and %d uid maps, want %d of each", n, len(addrs), len(maps), n)
 	}
 }
