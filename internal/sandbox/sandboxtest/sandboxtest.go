@@ -63,6 +63,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"TerminalAndResize", s.testPTY},
 		{"RootIsNotHostRoot", s.testRootNotHostRoot},
 		{"RemoveLeavesNothing", s.testRemoveLeavesNothing},
+		{"FailedStartLeavesNothingRunning", s.testFailedStart},
 		{"RestartSeesRunningSandbox", s.testRestart},
 		{"RejectsBadInput", s.testBadInput},
 		{"ConcurrentSandboxes", s.testConcurrent},
@@ -931,6 +932,51 @@ func (s *suite) testRemoveLeavesNothing(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(bind, "f")); err != nil || string(b) != "x\n" {
 		t.Errorf("the bind's file after remove: got %q, %v; want it kept", b, err)
+	}
+}
+
+func (s *suite) testFailedStart(t *testing.T) {
+	e := s.env(t)
+	src := filepath.Join(t.TempDir(), "bind")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Create(ctx, sandbox.Spec{ID: "fails", Layers: []string{s.base},
+		Binds: []sandbox.Bind{{Source: src, Target: "/workspace"}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.b.Remove(ctx, "fails") })
+	before := snapHost(t, e.stateDir, "fails")
+	// The bind's source goes away between Create and Start.
+	os.Remove(src)
+	err := e.b.Start(ctx, "fails")
+	if err == nil {
+		t.Fatal("start with a missing bind source: got no error")
+	}
+	t.Logf("start with a missing bind source: %v", err)
+	after := snapHost(t, e.stateDir, "fails")
+	for _, c := range []struct {
+		what          string
+		before, after any
+	}{
+		{"network namespaces", before.netns, after.netns},
+		{"network interfaces", before.links, after.links},
+		{"mounts", before.mounts, after.mounts},
+		{"cgroups", before.cgroups, after.cgroups},
+		{"nftables ruleset", before.nft, after.nft},
+	} {
+		if fmt.Sprint(c.before) != fmt.Sprint(c.after) {
+			t.Errorf("%s after a failed start:\ngot  %v\nwant %v", c.what, c.after, c.before)
+		}
+	}
+	if st, err := e.b.Status(ctx, "fails"); err != nil || st.State == sandbox.StateRunning {
+		t.Errorf("status after a failed start: got %+v, %v", st, err)
+	}
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Start(ctx, "fails"); err != nil {
+		t.Errorf("start once the source is back: %v", err)
 	}
 }
 
