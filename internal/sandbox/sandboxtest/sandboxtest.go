@@ -576,7 +576,7 @@ func (s *suite) testLowerUnchanged(t *testing.T) {
 func (s *suite) testSnapshot(t *testing.T) {
 	e := s.env(t)
 	a := e.sandbox(sandbox.Spec{ID: "snap-a"})
-	e.must(a, `echo hello > /root/hello && echo motd-a > /etc/motd && rm /etc/issue && \
+	e.must(a, `echo hello > /root/hello && ln /root/hello /root/hello.link && echo motd-a > /etc/motd && rm /etc/issue && \
 		mkdir -p /opt/built/bin && printf '#!/bin/sh\necho built\n' > /opt/built/bin/tool && \
 		chmod 755 /opt/built/bin/tool && useradd -m builder && su builder -c 'echo mine > ~/file' && \
 		rm -r /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/only-new`)
@@ -606,6 +606,7 @@ func (s *suite) testSnapshot(t *testing.T) {
 		{"stat -c %U:%G /root/hello /opt/built/bin/tool | sort -u", "root:root"},
 		{"su builder -c 'cat ~/file; stat -c %U ~/file'", "mine\nbuilder"},
 		{"ls /usr/share/doc", "only-new"},
+		{"stat -c %h /root/hello", "2"},
 		{"echo more >> /root/hello && cat /root/hello", "hello\nmore"},
 	}
 	for _, tc := range tests {
