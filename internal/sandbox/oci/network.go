@@ -227,6 +227,17 @@ func (fw firewall) ensure() error {
 	return nil
 }
 
+// firewallExists reports whether the table and its per-Sandbox chain are
+// there.
+func firewallExists() bool {
+	c, err := nftables.New()
+	if err != nil {
+		return false
+	}
+	_, err = c.ListChain(nftKndl(), relayChain)
+	return err == nil
+}
+
 // allowRelay lets the Sandbox on veth reach relay and nothing else of the
 // host. The rule carries the veth's name as its comment, so it can be
 // found and removed with the Sandbox.

@@ -622,7 +622,14 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	go func() {
 		unlockHost, err := b.lockHost()
 		if err == nil {
-			err = setUpNetwork(rec.Slot, b.relay)
+			// The table goes if the host's ruleset is flushed (a firewall
+			// service reloading): put it back before relying on it.
+			if !firewallExists() {
+				err = b.fw.ensure()
+			}
+			if err == nil {
+				err = setUpNetwork(rec.Slot, b.relay)
+			}
 			unlockHost()
 		}
 		netTime = time.Since(t0)

@@ -40,6 +40,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		containers[id] = true
 	}
 	running := map[string]bool{}
+	slots := map[string]int{} // of the Sandboxes found running
 	for _, e := range entries {
 		id := e.Name()
 		if validID(id) != nil {
@@ -72,6 +73,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		switch {
 		case hasRun && run.alive():
 			running[id] = true
+			slots[id] = rec.Slot
 		case hasRun || containers[id] || isMountPoint(d.rootfs()):
 			b.log.Info("clearing what a stopped sandbox left running", "sandbox", id)
 			if err := b.tearDown(ctx, id, rec); err != nil {
@@ -103,7 +105,24 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	return b.reconcileHost()
+	if err := b.reconcileHost(); err != nil {
+		return err
+	}
+	// A running Sandbox whose relay rule went (the host's ruleset flushed
+	// while the Runner was away) gets it back.
+	rules, err := relayRules()
+	if err != nil {
+		return err
+	}
+	for id, slot := range slots {
+		if len(rules[vethName(slot)]) == 0 {
+			b.log.Info("restoring a running sandbox's relay rule", "sandbox", id)
+			if err := allowRelay(vethName(slot), b.relay); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // slotOf finds the slot a Sandbox of this backend holds, from the registry.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -168,4 +169,63 @@ func traversableStateDir(t *testing.T) string {
 func linkExists(name string) bool {
 	_, err := netlink.LinkByName(name)
 	return err == nil
+}
+
+// TestFirewallComesBack flushes the backend's nftables table, as a host
+// firewall reloading its ruleset does, under a running Sandbox: a new
+// backend restores the table and the Sandbox's relay rule, and a Start
+// works.
+func TestFirewallComesBack(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	ctx := context.Background()
+	opts := Options{StateDir: traversableStateDir(t), RelayPort: 7392, Logger: slog.New(slog.DiscardHandler)}
+	b, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx, sandbox.Spec{ID: "up", Layers: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Remove(ctx, "up") })
+	if err := b.Start(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	readJSON(b.dir("up").record(), &rec)
+
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DelTable(nftKndl())
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if firewallExists() {
+		t.Fatal("the table is still there after deleting it")
+	}
+
+	b2, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules, _ := relayRules(); len(rules[vethName(rec.Slot)]) != 1 {
+		t.Errorf("relay rules of the running sandbox after reconciling: got %d, want 1", len(rules[vethName(rec.Slot)]))
+	}
+	c.DelTable(nftKndl())
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Create(ctx, sandbox.Spec{ID: "later", Layers: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Remove(ctx, "later") })
+	if err := b2.Start(ctx, "later"); err != nil {
+		t.Fatalf("start with the table gone: %v", err)
+	}
+	if !firewallExists() {
+		t.Error("Start did not put the table back")
+	}
 }
