@@ -40,7 +40,8 @@ import (
 const waitDelay = 2 * time.Second
 
 // Exec runs cmd in the running Sandbox id. The process outlives ctx, which
-// only bounds starting it.
+// only bounds starting it. Its environment is cmd.Env, except that crun
+// adds HOME (from the user's passwd entry) when Env has none.
 func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Process, error) {
 	if err := validID(id); err != nil {
 		return nil, err
@@ -268,7 +269,19 @@ func (p *process) Resize(ws sandbox.WinSize) error {
 	if p.pty == nil {
 		return fmt.Errorf("resize: the process has no terminal: %w", sandbox.ErrNotSupported)
 	}
-	return unix.IoctlSetWinsize(int(p.pty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+	// Through the raw descriptor: Fd() would make the file blocking and
+	// end Wait's read deadline.
+	rc, err := p.pty.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioctlErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioctlErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: ws.Rows, Col: ws.Cols})
+	}); err != nil {
+		return err
+	}
+	return ioctlErr
 }
 
 // Kill sends SIGKILL to the process in the Sandbox. The runtime writes the

@@ -61,6 +61,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"Binds", s.testBinds},
 		{"SecretInEnvNotOnDiskOrCommandLine", s.testSecret},
 		{"TerminalAndResize", s.testPTY},
+		{"WaitIsNotHeldByBackgroundChildren", s.testBackgroundChild},
 		{"RootIsNotHostRoot", s.testRootNotHostRoot},
 		{"RemoveLeavesNothing", s.testRemoveLeavesNothing},
 		{"FailedStartLeavesNothingRunning", s.testFailedStart},
@@ -780,6 +781,28 @@ func (s *suite) testPTY(t *testing.T) {
 		t.Errorf("resize without a terminal: got %v, want ErrNotSupported", err)
 	}
 	wait(plain, testenv.WaitShort)
+}
+
+func (s *suite) testBackgroundChild(t *testing.T) {
+	e := s.env(t)
+	id := e.sandbox(sandbox.Spec{ID: "bg"})
+	for _, tty := range []*sandbox.WinSize{nil, {Cols: 80, Rows: 24}} {
+		var out syncBuffer
+		// The child keeps the output (pipe or terminal) open for a minute.
+		p, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"bash", "-c", "sleep 60 & echo started"},
+			Env: stdEnv, TTY: tty, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		code, err := wait(p, 15*time.Second)
+		if err != nil || code != 0 {
+			t.Errorf("terminal %v: wait got %d, %v after %v", tty != nil, code, err, time.Since(start))
+		}
+		if !strings.Contains(out.String(), "started") {
+			t.Errorf("terminal %v: output %q lacks the process's own", tty != nil, out.String())
+		}
+	}
 }
 
 func (s *suite) testRootNotHostRoot(t *testing.T) {
