@@ -21,13 +21,13 @@ import (
 // makes) so that it is never written into the Sandbox's upper layer.
 const initPath = "/dev/.kndl-init"
 
-// runtimeEnv is the whole environment of every runtime process: the
-// Runner's own environment (its token among it) is never passed on.
-var runtimeEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-
 // sandboxPath is PATH for a Sandbox's PID 1 and for finding an Exec's
 // program when its Env has no PATH.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// runtimeEnv is the whole environment of every runtime process: the
+// Runner's own environment (its token among it) is never passed on.
+var runtimeEnv = []string{"PATH=" + sandboxPath}
 
 // capabilities are what a Sandbox's root holds, within its own user
 // namespace: the container runtimes' usual default set (Docker's, less
