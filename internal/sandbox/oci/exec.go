@@ -58,7 +58,8 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 	if readJSON(d.run(), &run) != nil || !run.alive() {
 		return nil, fmt.Errorf("exec in sandbox %s: %w", id, sandbox.ErrNotRunning)
 	}
-	uid, gid, groups, err := lookupUser(d.rootfs(), c.User)
+	rootfs := b.rootfsDir(rec.Slot)
+	uid, gid, groups, err := lookupUser(rootfs, c.User)
 	if err != nil {
 		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
@@ -72,7 +73,7 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 		// without one still finds the usual places.
 		if !hasPath(c.Env) {
 			args = append([]string{}, args...)
-			if p, ok := findInRoot(d.rootfs(), args[0]); ok {
+			if p, ok := findInRoot(rootfs, args[0]); ok {
 				args[0] = p
 			}
 		}

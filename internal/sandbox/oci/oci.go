@@ -35,13 +35,14 @@ import (
 type Options struct {
 	// StateDir holds the Sandboxes' records, upper layers and Disks, and the
 	// runtime's state. Required: the Runner passes <home>/sandboxes/oci.
-	// The runtime sets a Sandbox up as the Sandbox's own root, so every
-	// directory above StateDir must be traversable (o+x); StateDir is made
-	// 0711 and each Sandbox's directory 0710 for its own root's group, so
-	// no other user of the host reaches a Sandbox's files.
+	// Made mode 0700: upper layers hold files the Sandboxes own.
 	StateDir string
-	// HostDir is shared by every oci backend on the host: the lock and the
-	// registry of slots (uid ranges and networks). Default /var/lib/kndl/oci.
+	// HostDir is shared by every oci backend on the host: the lock, the
+	// registry of slots (uid ranges and networks) and the mount points of
+	// running Sandboxes' root filesystems. The runtime reaches a root
+	// filesystem as the Sandbox's own root, so HostDir and the directories
+	// above it must be traversable by all (o+x); it is made 0711, the rest
+	// inside it 0700. Default /var/lib/kndl/oci.
 	HostDir string
 	// Runtime is the OCI runtime: "crun" (the default). "runsc" (gVisor)
 	// is refused with ErrNotSupported: Debian's build cannot network a
@@ -159,14 +160,15 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	return b, nil
 }
 
-// makeDirs makes the state directory, after checking that Sandboxes'
-// uids can traverse every directory above it (see Options.StateDir).
+// makeDirs makes the state directory and the host directory, after
+// checking that Sandboxes' uids can traverse every directory above the
+// host directory (see Options.HostDir).
 func (b *OCI) makeDirs() error {
-	for p := filepath.Dir(b.opts.StateDir); ; p = filepath.Dir(p) {
+	for p := filepath.Dir(b.opts.HostDir); ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err == nil && st.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("sandbox state dir %s: %s is mode %v, but Sandboxes' uids must traverse it (chmod o+x): %w",
-				b.opts.StateDir, p, st.Mode().Perm(), errdefs.ErrInvalid)
+			return fmt.Errorf("sandbox host dir %s: %s is mode %v, but Sandboxes' uids must traverse it (chmod o+x): %w",
+				b.opts.HostDir, p, st.Mode().Perm(), errdefs.ErrInvalid)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -178,7 +180,10 @@ func (b *OCI) makeDirs() error {
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{b.opts.StateDir, 0o711}, {b.sandboxesDir(), 0o711}, {b.runtimeDir(), 0o700}, {b.slotsDir(), 0o700}} {
+	}{
+		{b.opts.StateDir, 0o700}, {b.sandboxesDir(), 0o700}, {b.runtimeDir(), 0o700},
+		{b.opts.HostDir, 0o711}, {b.slotsDir(), 0o700}, {b.rootfsRoot(), 0o711},
+	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err
 		}
@@ -197,6 +202,10 @@ func (o *Options) fill() error {
 	if o.HostDir == "" {
 		o.HostDir = DefaultHostDir
 	}
+	if !filepath.IsAbs(o.HostDir) {
+		return fmt.Errorf("sandbox host dir %q must be an absolute path: %w", o.HostDir, errdefs.ErrInvalid)
+	}
+	o.HostDir = filepath.Clean(o.HostDir)
 	if o.Runtime == "" {
 		o.Runtime = "crun"
 	}
@@ -272,6 +281,12 @@ func (b *OCI) Host() sandbox.HostInfo { return b.host }
 func (b *OCI) sandboxesDir() string { return filepath.Join(b.opts.StateDir, "sandboxes") }
 func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, "crun") }
 func (b *OCI) slotsDir() string     { return filepath.Join(b.opts.HostDir, "slots") }
+func (b *OCI) rootfsRoot() string   { return filepath.Join(b.opts.HostDir, "rootfs") }
+
+// rootfsDir is where slot's root filesystem is mounted while it runs.
+func (b *OCI) rootfsDir(slot int) string {
+	return filepath.Join(b.rootfsRoot(), strconv.Itoa(slot))
+}
 func (b *OCI) dir(id string) sandboxDir {
 	return sandboxDir(filepath.Join(b.sandboxesDir(), id))
 }
@@ -287,7 +302,6 @@ func (d sandboxDir) run() string    { return d.path("run.json") }
 func (d sandboxDir) lock() string   { return d.path("lock") }
 func (d sandboxDir) upper() string  { return d.path("upper") }
 func (d sandboxDir) work() string   { return d.path("work") }
-func (d sandboxDir) rootfs() string { return d.path("rootfs") }
 func (d sandboxDir) layers() string { return d.path("layers") }
 func (d sandboxDir) disk(name string) string {
 	return d.path("disks", name)
@@ -464,8 +478,7 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	given, notes := b.give(spec.Resources)
 	rec := record{Spec: spec, Slot: slot, Given: given, Notes: notes}
 	var unlock func()
-	base := int(slotUIDBase(slot))
-	err = mkdirOwned(string(d), base)
+	err = os.Mkdir(string(d), 0o700)
 	if err == nil {
 		unlock, err = flock(d.lock(), unix.LOCK_EX|unix.LOCK_NB)
 	}
@@ -489,18 +502,14 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{d.work(), d.layers()} {
+	for _, p := range []string{d.upper(), d.work(), d.layers(), d.path("disks"), d.path("etc"), d.bundle()} {
 		if err := os.Mkdir(p, 0o700); err != nil {
-			return err
-		}
-	}
-	for _, p := range []string{d.upper(), d.rootfs(), d.path("disks"), d.path("etc"), d.bundle()} {
-		if err := mkdirOwned(p, base); err != nil {
 			return err
 		}
 	}
 	// The upper's root is the root filesystem's "/": owned by the Sandbox's
 	// root and world-readable like any "/".
+	base := int(slotUIDBase(slot))
 	if err := os.Chown(d.upper(), base, base); err != nil {
 		return err
 	}
@@ -514,18 +523,6 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	}
 	rec.Complete = true
 	return writeJSON(d.record(), rec)
-}
-
-// mkdirOwned makes a directory only host root and the group of the
-// Sandbox's root (gid base) may traverse.
-func mkdirOwned(path string, base int) error {
-	if err := os.Mkdir(path, 0o710); err != nil {
-		return err
-	}
-	if err := os.Chown(path, 0, base); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o710)
 }
 
 // writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and
@@ -637,7 +634,10 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	}()
 	userns, err := b.userns.get(slotUIDBase(rec.Slot))
 	if err == nil {
-		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), d.rootfs(), d.layers(), userns)
+		err = os.Mkdir(b.rootfsDir(rec.Slot), 0o700)
+	}
+	if err == nil {
+		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), b.rootfsDir(rec.Slot), d.layers(), userns)
 	}
 	rootfsTime = time.Since(t0)
 	if err2 := <-netErr; err == nil {
@@ -699,7 +699,7 @@ func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 		errs = append(errs, err)
 	}
 	removeCgroup(cgroupName(id, rec.Slot))
-	if err := unmountRootfs(d.rootfs()); err != nil {
+	if err := unmountRootfs(b.rootfsDir(rec.Slot)); err != nil {
 		errs = append(errs, err)
 	}
 	if unlock, err := b.lockHost(); err != nil {

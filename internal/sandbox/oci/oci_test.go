@@ -51,15 +51,9 @@ func requireOCI(t testing.TB) string {
 	return testkit.Rootfs(t)
 }
 
-// newBackend makes a backend, with the directories above its state
-// directory made traversable (0711), as the backend requires.
+// newBackend makes a backend that logs to the test.
 func newBackend(t testing.TB, opts oci.Options) *oci.OCI {
 	t.Helper()
-	for p := filepath.Dir(opts.StateDir); p != filepath.Dir(p) && p != os.TempDir(); p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
@@ -142,13 +136,15 @@ func TestHardening(t *testing.T) {
 func TestOptions(t *testing.T) {
 	requireOCI(t)
 	closed := t.TempDir() // 0700: Sandboxes' uids cannot traverse it
+	state := filepath.Join(t.TempDir(), "state")
 	tests := []struct {
 		name string
 		opts oci.Options
 		want error
 	}{
 		{"relative state dir", oci.Options{StateDir: "state"}, errdefs.ErrInvalid},
-		{"state dir below a closed directory", oci.Options{StateDir: filepath.Join(closed, "state")}, errdefs.ErrInvalid},
+		{"host dir below a closed directory", oci.Options{StateDir: state, HostDir: filepath.Join(closed, "host")}, errdefs.ErrInvalid},
+		{"relative host dir", oci.Options{StateDir: state, HostDir: "host"}, errdefs.ErrInvalid},
 		{"IPv6 relay", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("::1")}, errdefs.ErrInvalid},
 		{"relay inside the pool", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("10.174.3.1")}, errdefs.ErrInvalid},
 		{"missing init binary", oci.Options{StateDir: "/x", InitPath: "/nonexistent"}, errdefs.ErrInvalid},
@@ -159,8 +155,10 @@ func TestOptions(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(closed, "state")); err == nil {
-		t.Error("a refused state dir was made anyway")
+	for _, p := range []string{filepath.Join(closed, "host"), state} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was made for refused options", p)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		case hasRun && run.alive():
 			running[id] = true
 			slots[id] = rec.Slot
-		case hasRun || containers[id] || isMountPoint(d.rootfs()):
+		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)):
 			b.log.Info("clearing what a stopped sandbox left running", "sandbox", id)
 			if err := b.tearDown(ctx, id, rec); err != nil {
 				b.log.Warn("clear stopped sandbox", "sandbox", id, "err", err)
@@ -90,12 +90,9 @@ func (b *OCI) reconcile(ctx context.Context) error {
 			b.rt.run(ctx, false, "delete", "--force", id)
 		}
 	}
+	// Layers attached by path are detached as soon as the overlay holds
+	// them, so any mount here is left from a crash.
 	for _, m := range mountsUnder(b.opts.StateDir) {
-		rel, _ := filepath.Rel(b.sandboxesDir(), m)
-		id, _, _ := strings.Cut(rel, string(filepath.Separator))
-		if running[id] && m == b.dir(id).rootfs() {
-			continue
-		}
 		b.log.Info("unmounting an orphaned mount", "path", m)
 		unix.Unmount(m, unix.MNT_DETACH)
 	}
@@ -179,6 +176,13 @@ func (b *OCI) reconcileHost() error {
 			inUse[n] = true
 		}
 	}
+	if dirs, err := os.ReadDir(b.rootfsRoot()); err == nil {
+		for _, e := range dirs {
+			if n, ok := numbered(e.Name(), ""); ok {
+				inUse[n] = true
+			}
+		}
+	}
 	cgroups := cgroupDirs()
 	for _, dir := range cgroups {
 		if n, ok := cgroupSlot(filepath.Base(dir)); ok {
@@ -198,9 +202,12 @@ func (b *OCI) reconcileHost() error {
 		if slots[n] && b.slotRunning(n) {
 			continue
 		}
-		b.log.Info("tearing down an orphaned sandbox network", "slot", n)
+		b.log.Info("tearing down what an orphaned slot left", "slot", n)
 		if err := tearDownNetwork(n); err != nil {
 			b.log.Warn("tear down orphaned network", "slot", n, "err", err)
+		}
+		if err := unmountRootfs(b.rootfsDir(n)); err != nil {
+			b.log.Warn("unmount orphaned root filesystem", "slot", n, "err", err)
 		}
 		for _, dir := range cgroups {
 			if s, ok := cgroupSlot(filepath.Base(dir)); ok && s == n {

@@ -26,8 +26,7 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	testenv.RequireCommand(t, "crun")
 	base := testkit.Rootfs(t)
 	ctx := context.Background()
-	dir := traversableStateDir(t)
-	opts := Options{StateDir: dir, RelayPort: 7391, Logger: slog.New(slog.DiscardHandler)}
+	opts := Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: 7391, Logger: slog.New(slog.DiscardHandler)}
 	b, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +76,7 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 
 	for what, ok := range map[string]bool{
 		"half's directory":         exists(string(half)),
-		"died's mount":             isMountPoint(b.dir("died").rootfs()),
+		"died's mount":             isMountPoint(b.rootfsDir(diedRec.Slot)),
 		"died's network namespace": exists(netnsPath(diedRec.Slot)),
 		"died's runtime container": b.rt.state(ctx, "died") != "",
 		"the orphan's veth":        linkExists(vethName(orphan)),
@@ -98,7 +97,7 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	if err != nil || st.State != sandbox.StateStopped {
 		t.Errorf("status of died: got %+v, %v; want stopped", st, err)
 	}
-	if isMountPoint(b.dir("died").rootfs()) {
+	if isMountPoint(b.rootfsDir(diedRec.Slot)) {
 		t.Error("died's root filesystem is still mounted")
 	}
 	if b.rt.state(ctx, "died") != "" {
@@ -156,15 +155,6 @@ func TestLayersByPath(t *testing.T) {
 	}
 }
 
-func traversableStateDir(t *testing.T) string {
-	d := t.TempDir()
-	for _, p := range []string{filepath.Dir(d), d} {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(d, "state")
-}
 
 func linkExists(name string) bool {
 	_, err := netlink.LinkByName(name)
@@ -180,7 +170,7 @@ func TestFirewallComesBack(t *testing.T) {
 	testenv.RequireCommand(t, "crun")
 	base := testkit.Rootfs(t)
 	ctx := context.Background()
-	opts := Options{StateDir: traversableStateDir(t), RelayPort: 7392, Logger: slog.New(slog.DiscardHandler)}
+	opts := Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: 7392, Logger: slog.New(slog.DiscardHandler)}
 	b, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

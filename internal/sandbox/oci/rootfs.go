@@ -227,11 +227,15 @@ func mountLowersByPath(layers []string, upper, work, target, scratch string, use
 	return nil
 }
 
-// unmountRootfs detaches the root filesystem; not mounted is fine.
+// unmountRootfs detaches the root filesystem and removes its mount point;
+// not mounted is fine.
 func unmountRootfs(target string) error {
 	err := unix.Unmount(target, unix.MNT_DETACH)
 	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("unmount %s: %w", target, err)
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	return nil
 }

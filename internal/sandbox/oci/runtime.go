@@ -210,7 +210,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 	return &specs.Spec{
 		Version:  ociVersion,
 		Process:  sandboxProcess([]string{initPath, helperArg, helperInit}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil),
-		Root:     &specs.Root{Path: dir.rootfs()},
+		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
 		Hostname: hostname,
 		Mounts:   mounts,
 		Linux: &specs.Linux{
