@@ -155,7 +155,6 @@ func TestLayersByPath(t *testing.T) {
 	}
 }
 
-
 func linkExists(name string) bool {
 	_, err := netlink.LinkByName(name)
 	return err == nil
