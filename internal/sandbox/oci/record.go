@@ -23,12 +23,15 @@ import (
 //	    run.json                     while running: PID 1 and its start time
 //	    lock                         flock held by whoever changes the Sandbox
 //	    upper/ work/                 the root filesystem's own writes (overlayfs)
-//	    rootfs/                      where the root filesystem is mounted
+//	    layers/                      idmapped layers, attached only while mounting
+//	                                 on kernels before 6.13 (rootfs.go)
 //	    disks/<name>/                the Spec's Disks
 //	    etc/                         hosts, resolv.conf, hostname bound in
 //	    bundle/config.json           the runtime's config
 //	<HostDir>/lock                   flock for host-wide changes
 //	<HostDir>/slots/<n>.json         who owns slot n (see network.go)
+//	<HostDir>/rootfs/<n>/            where slot n's root filesystem is mounted
+//	                                 while it runs
 
 // record is a Sandbox as Create made it.
 type record struct {
