@@ -138,6 +138,7 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		MaxMemoryMiB: opts.MaxMemoryMiB,
 		Relay:        b.relay.String(),
 	}
+	b.host.Notes = append(b.host.Notes, "Disk use is not limited: a Sandbox's own writes and Disks grow on the state directory's filesystem.")
 	if len(opts.DNS) == 0 {
 		b.host.Notes = append(b.host.Notes, "The host has no resolver a Sandbox can reach (a loopback one is no use from another network namespace), so Sandboxes have no DNS; set the backend's DNS option.")
 	}
