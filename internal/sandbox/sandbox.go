@@ -126,6 +126,9 @@ type HostInfo struct {
 	// MaxCPUs and MaxMemoryMiB cap every Sandbox's Resources.
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// Relay is the host address ("ip:port") the Runner's relay must listen
+	// on for Sandboxes to reach it at RelayHost.
+	Relay string
 }
 
 // State is a Sandbox's life-cycle state.

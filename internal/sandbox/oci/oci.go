@@ -1,0 +1,840 @@
+// Package oci is the Sandbox backend that runs each Sandbox as an OCI
+// container under crun: an overlayfs root over read-only layers, a user
+// namespace with a uid range of its own, a network namespace that reaches
+// the internet and the Runner's relay and nothing else of the host, cgroup
+// limits, and a seccomp filter. Only the Runner imports it (through the
+// sandbox.Backend seam), and cmd/kndl for RunHelper.
+package oci
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// Options configure the backend. The Runner fills them from its
+// environment; zero values take the defaults named.
+type Options struct {
+	// StateDir holds the Sandboxes' records, upper layers and Disks, and the
+	// runtime's state. Required: the Runner passes <home>/sandboxes/oci.
+	// Made mode 0700: upper layers hold files the Sandboxes own.
+	StateDir string
+	// HostDir is shared by every oci backend on the host: the lock, the
+	// registry of slots (uid ranges and networks) and the mount points of
+	// running Sandboxes' root filesystems. The runtime reaches a root
+	// filesystem as the Sandbox's own root, so HostDir and the directories
+	// above it must be traversable by all (o+x); it is made 0711, the rest
+	// inside it 0700. Default /var/lib/kndl/oci.
+	HostDir string
+	// Runtime is the OCI runtime: "crun" (the default). "runsc" (gVisor)
+	// is refused with ErrNotSupported: Debian's build cannot network a
+	// Sandbox (see New).
+	Runtime string
+	// RuntimePath is the runtime's binary; default: Runtime looked up on PATH.
+	RuntimePath string
+	// InitPath is the host path of a static kndl binary, bound read-only
+	// into every Sandbox as its PID 1 (RunHelper's init). Default: this
+	// process's own executable.
+	InitPath string
+	// RelayIP is the address the Runner's relay listens on, added to the
+	// host's loopback; Sandboxes reach it as sandbox.RelayHost. Default
+	// DefaultRelayIP (10.174.0.1).
+	RelayIP netip.Addr
+	// RelayPort is the relay's port. Environment: RUNNER_RELAY_PORT.
+	// Default 7380.
+	RelayPort uint16
+	// MaxCPUs caps every Sandbox's CPUs. Environment:
+	// RUNNER_SANDBOX_MAX_CPUS. Default: the host's CPU count.
+	MaxCPUs float64
+	// MaxMemoryMiB caps every Sandbox's memory. Environment:
+	// RUNNER_SANDBOX_MAX_MEMORY_MIB. Default: three quarters of the host's.
+	MaxMemoryMiB int
+	// DNS are the resolvers Sandboxes use, the only private addresses they
+	// reach (port 53). Nil means the host's non-loopback IPv4 nameservers;
+	// empty means none.
+	DNS []netip.Addr
+	// Logger gets the backend's operational log; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults not derived from the host.
+const (
+	DefaultHostDir   = "/var/lib/kndl/oci"
+	DefaultRelayPort = 7380
+)
+
+// OCI is the backend. Its methods are safe for concurrent use, and for use
+// by several processes over the same StateDir (each change to a Sandbox
+// holds that Sandbox's lock file).
+type OCI struct {
+	opts    Options
+	log     *slog.Logger
+	rt      crun
+	cgroups cgroupLayout
+	host    sandbox.HostInfo
+	relay   netip.AddrPort
+	fw      firewall
+	userns  usernsCache
+}
+
+// New makes the backend over opts.StateDir, reconciling what an earlier
+// backend left: a Sandbox whose Create never finished is removed, a
+// running Sandbox is kept running, and anything with the backend's names
+// (network namespace, veth, firewall rule, mount, cgroup, runtime state)
+// that no Sandbox owns is torn down. It needs root.
+func New(ctx context.Context, opts Options) (*OCI, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	b := &OCI{opts: opts, log: opts.Logger.With("component", "sandbox-oci")}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("the oci sandbox backend needs root: %w", errdefs.ErrUnavailable)
+	}
+	switch opts.Runtime {
+	case "crun":
+	case "runsc":
+		// Measured with Debian's runsc 0.0~20221219: given the network
+		// namespace the backend makes (veth, addresses, route), `runsc
+		// --network=sandbox run` fails with "cannot run with network
+		// enabled in root network namespace"; only --network=none runs,
+		// and then no Sandbox reaches the relay.
+		return nil, fmt.Errorf("sandbox runtime runsc: this runsc cannot join a Sandbox's network namespace, so its Sandboxes could not reach the relay; use crun: %w", sandbox.ErrNotSupported)
+	default:
+		return nil, fmt.Errorf("sandbox runtime %q: want crun or runsc: %w", opts.Runtime, errdefs.ErrInvalid)
+	}
+	if err := b.makeDirs(); err != nil {
+		return nil, err
+	}
+	var err error
+	if b.cgroups, err = detectCgroups(); err != nil {
+		return nil, err
+	}
+	b.rt = crun{path: opts.RuntimePath, root: b.runtimeDir(), hideUnified: b.cgroups.needsHiddenUnified()}
+	b.relay = netip.AddrPortFrom(opts.RelayIP, opts.RelayPort)
+	b.fw = firewall{dns: opts.DNS, blocked: append(append([]netip.Prefix{}, blockedNets...), connectedNets()...)}
+
+	b.host = sandbox.HostInfo{
+		Limits:       b.cgroups.limits(),
+		Notes:        b.cgroups.notes(),
+		MaxCPUs:      opts.MaxCPUs,
+		MaxMemoryMiB: opts.MaxMemoryMiB,
+		Relay:        b.relay.String(),
+	}
+	b.host.Notes = append(b.host.Notes, "Disk use is not limited: a Sandbox's own writes and Disks grow on the state directory's filesystem.")
+	if len(opts.DNS) == 0 {
+		b.host.Notes = append(b.host.Notes, "The host has no resolver a Sandbox can reach (a loopback one is no use from another network namespace), so Sandboxes have no DNS; set the backend's DNS option.")
+	}
+	unlock, err := b.lockHost()
+	if err != nil {
+		return nil, err
+	}
+	notes, err := enableHostNetworking(opts.RelayIP)
+	if err == nil {
+		err = b.fw.ensure()
+	}
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	b.host.Notes = append(b.host.Notes, notes...)
+	if err := b.reconcile(ctx); err != nil {
+		return nil, fmt.Errorf("reconcile sandboxes in %s: %w", opts.StateDir, err)
+	}
+	return b, nil
+}
+
+// makeDirs makes the state directory and the host directory, after
+// checking that Sandboxes' uids can traverse every directory above the
+// host directory (see Options.HostDir).
+func (b *OCI) makeDirs() error {
+	for p := filepath.Dir(b.opts.HostDir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil && st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("sandbox host dir %s: %s is mode %v, but Sandboxes' uids must traverse it (chmod o+x): %w",
+				b.opts.HostDir, p, st.Mode().Perm(), errdefs.ErrInvalid)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{
+		{b.opts.StateDir, 0o700}, {b.sandboxesDir(), 0o700}, {b.runtimeDir(), 0o700},
+		{b.opts.HostDir, 0o711}, {b.slotsDir(), 0o700}, {b.rootfsRoot(), 0o711},
+	} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Options) fill() error {
+	if o.StateDir == "" || !filepath.IsAbs(o.StateDir) {
+		return fmt.Errorf("sandbox state dir %q must be an absolute path: %w", o.StateDir, errdefs.ErrInvalid)
+	}
+	o.StateDir = filepath.Clean(o.StateDir)
+	if o.HostDir == "" {
+		o.HostDir = DefaultHostDir
+	}
+	if !filepath.IsAbs(o.HostDir) {
+		return fmt.Errorf("sandbox host dir %q must be an absolute path: %w", o.HostDir, errdefs.ErrInvalid)
+	}
+	o.HostDir = filepath.Clean(o.HostDir)
+	if o.Runtime == "" {
+		o.Runtime = "crun"
+	}
+	if o.RuntimePath == "" {
+		p, err := exec.LookPath(o.Runtime)
+		if err != nil {
+			return fmt.Errorf("sandbox runtime %s is not installed (apt-get install %s): %w", o.Runtime, o.Runtime, errdefs.ErrUnavailable)
+		}
+		o.RuntimePath = p
+	}
+	if o.InitPath == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the kndl binary for Sandboxes' init: %w", err)
+		}
+		o.InitPath = p
+	}
+	if st, err := os.Stat(o.InitPath); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("sandbox init binary %s is not a file: %w", o.InitPath, errdefs.ErrInvalid)
+	}
+	if !o.RelayIP.IsValid() {
+		o.RelayIP = DefaultRelayIP
+	}
+	if !o.RelayIP.Is4() {
+		return fmt.Errorf("relay address %s must be IPv4: %w", o.RelayIP, errdefs.ErrInvalid)
+	}
+	if sandboxPool.Contains(o.RelayIP) && o.RelayIP != DefaultRelayIP {
+		return fmt.Errorf("relay address %s is inside the Sandbox pool %s: %w", o.RelayIP, sandboxPool, errdefs.ErrInvalid)
+	}
+	if o.RelayPort == 0 {
+		o.RelayPort = DefaultRelayPort
+	}
+	if o.MaxCPUs <= 0 || math.IsNaN(o.MaxCPUs) {
+		o.MaxCPUs = float64(runtime.NumCPU())
+	}
+	if o.MaxMemoryMiB <= 0 {
+		o.MaxMemoryMiB = hostMemoryMiB() * 3 / 4
+	}
+	if o.DNS == nil {
+		o.DNS = hostResolvers("/etc/resolv.conf")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+func hostMemoryMiB() int {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 1024
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.Atoi(fields[1])
+			return kb / 1024
+		}
+	}
+	return 1024
+}
+
+// Name is "oci".
+func (b *OCI) Name() string { return "oci" }
+
+// Host reports what this host enforces.
+func (b *OCI) Host() sandbox.HostInfo { return b.host }
+
+// Paths.
+
+func (b *OCI) sandboxesDir() string { return filepath.Join(b.opts.StateDir, "sandboxes") }
+func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, "crun") }
+func (b *OCI) slotsDir() string     { return filepath.Join(b.opts.HostDir, "slots") }
+func (b *OCI) rootfsRoot() string   { return filepath.Join(b.opts.HostDir, "rootfs") }
+
+// rootfsDir is where slot's root filesystem is mounted while it runs.
+func (b *OCI) rootfsDir(slot int) string {
+	return filepath.Join(b.rootfsRoot(), strconv.Itoa(slot))
+}
+func (b *OCI) dir(id string) sandboxDir {
+	return sandboxDir(filepath.Join(b.sandboxesDir(), id))
+}
+
+// sandboxDir is one Sandbox's directory (see record.go for the layout).
+type sandboxDir string
+
+func (d sandboxDir) path(p ...string) string {
+	return filepath.Join(append([]string{string(d)}, p...)...)
+}
+func (d sandboxDir) record() string { return d.path("sandbox.json") }
+func (d sandboxDir) run() string    { return d.path("run.json") }
+func (d sandboxDir) lock() string   { return d.path("lock") }
+func (d sandboxDir) upper() string  { return d.path("upper") }
+func (d sandboxDir) work() string   { return d.path("work") }
+func (d sandboxDir) layers() string { return d.path("layers") }
+func (d sandboxDir) disk(name string) string {
+	return d.path("disks", name)
+}
+func (d sandboxDir) etc(name string) string { return d.path("etc", name) }
+func (d sandboxDir) bundle() string         { return d.path("bundle") }
+
+func (b *OCI) lockHost() (func(), error) {
+	if err := os.MkdirAll(b.opts.HostDir, 0o700); err != nil {
+		return nil, err
+	}
+	return flock(filepath.Join(b.opts.HostDir, "lock"), unix.LOCK_EX)
+}
+
+// lockSandbox takes id's lock and reads its record; ErrNotFound if there
+// is no finished Sandbox id.
+func (b *OCI) lockSandbox(id string) (record, func(), error) {
+	if err := validID(id); err != nil {
+		return record{}, nil, err
+	}
+	d := b.dir(id)
+	unlock, err := flock(d.lock(), unix.LOCK_EX)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return record{}, nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+		}
+		return record{}, nil, err
+	}
+	var rec record
+	if err := readJSON(d.record(), &rec); err != nil || !rec.Complete {
+		unlock()
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return record{}, nil, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+		}
+		return record{}, nil, err
+	}
+	return rec, unlock, nil
+}
+
+var (
+	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	diskPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	hostPattern = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+)
+
+func validID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("sandbox id %q: want [a-z0-9-], at most 40 characters: %w", id, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// validate checks a Spec before anything is made.
+func validate(spec sandbox.Spec) error {
+	if err := validID(spec.ID); err != nil {
+		return err
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("sandbox %s: %s: %w", spec.ID, fmt.Sprintf(format, a...), errdefs.ErrInvalid)
+	}
+	if len(spec.Layers) == 0 {
+		return bad("no layers")
+	}
+	if len(spec.Layers) > 128 {
+		return bad("%d layers, at most 128", len(spec.Layers))
+	}
+	for _, l := range spec.Layers {
+		if !filepath.IsAbs(l) {
+			return bad("layer %q is not an absolute path", l)
+		}
+		if st, err := os.Stat(l); err != nil || !st.IsDir() {
+			return bad("layer %s is not a directory", l)
+		}
+	}
+	targets := map[string]bool{}
+	target := func(t string) error {
+		if !filepath.IsAbs(t) || filepath.Clean(t) != t || t == "/" {
+			return bad("mount target %q must be a clean absolute path other than /", t)
+		}
+		for _, r := range []string{"/proc", "/sys", "/dev", "/etc/hosts", "/etc/resolv.conf", "/etc/hostname"} {
+			if t == r || strings.HasPrefix(t, r+"/") {
+				return bad("mount target %s is the backend's own", t)
+			}
+		}
+		if targets[t] {
+			return bad("two mounts at %s", t)
+		}
+		targets[t] = true
+		return nil
+	}
+	names := map[string]bool{}
+	for _, d := range spec.Disks {
+		if !diskPattern.MatchString(d.Name) || names[d.Name] {
+			return bad("disk name %q: want a unique [a-z0-9-] name", d.Name)
+		}
+		names[d.Name] = true
+		if err := target(d.Target); err != nil {
+			return err
+		}
+	}
+	for _, bd := range spec.Binds {
+		if !filepath.IsAbs(bd.Source) {
+			return bad("bind source %q is not an absolute path", bd.Source)
+		}
+		if _, err := os.Stat(bd.Source); err != nil {
+			return bad("bind source %s: %v", bd.Source, err)
+		}
+		if err := target(bd.Target); err != nil {
+			return err
+		}
+	}
+	for _, t := range spec.Tmpfs {
+		if err := target(t.Target); err != nil {
+			return err
+		}
+	}
+	r := spec.Resources
+	if r.CPUs < 0 || math.IsNaN(r.CPUs) || math.IsInf(r.CPUs, 0) || r.MemoryMiB < 0 {
+		return bad("resources %+v must not be negative", r)
+	}
+	if r.MemoryMiB > 0 && r.MemoryMiB < 16 {
+		return bad("memory %d MiB is below the 16 MiB a Sandbox needs", r.MemoryMiB)
+	}
+	if spec.Hostname != "" && !hostPattern.MatchString(spec.Hostname) {
+		return bad("hostname %q is not a valid host name", spec.Hostname)
+	}
+	return nil
+}
+
+// give caps what a Spec asks for and says where it gave less.
+func (b *OCI) give(asked sandbox.Resources) (sandbox.Resources, []string) {
+	got := asked
+	var notes []string
+	if got.CPUs == 0 {
+		got.CPUs = b.opts.MaxCPUs
+	} else if got.CPUs > b.opts.MaxCPUs {
+		got.CPUs = b.opts.MaxCPUs
+		notes = append(notes, fmt.Sprintf("Asked for %g CPUs; this Runner gives a Sandbox at most %g (RUNNER_SANDBOX_MAX_CPUS).", asked.CPUs, b.opts.MaxCPUs))
+	}
+	if got.MemoryMiB == 0 {
+		got.MemoryMiB = b.opts.MaxMemoryMiB
+	} else if got.MemoryMiB > b.opts.MaxMemoryMiB {
+		got.MemoryMiB = b.opts.MaxMemoryMiB
+		notes = append(notes, fmt.Sprintf("Asked for %d MiB of memory; this Runner gives a Sandbox at most %d MiB (RUNNER_SANDBOX_MAX_MEMORY_MIB).", asked.MemoryMiB, b.opts.MaxMemoryMiB))
+	}
+	if !b.cgroups.cpu {
+		notes = append(notes, "This host cannot limit CPUs (no cpu cgroup controller).")
+	}
+	if !b.cgroups.memory {
+		notes = append(notes, "This host cannot limit memory (no memory cgroup controller).")
+	}
+	return got, notes
+}
+
+// Create makes a stopped Sandbox: its record, slot, upper layer and Disks.
+func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
+	if err := validate(spec); err != nil {
+		return err
+	}
+	d := b.dir(spec.ID)
+	unlockHost, err := b.lockHost()
+	if err != nil {
+		return err
+	}
+	if exists(string(d)) {
+		unlockHost()
+		return fmt.Errorf("sandbox %s: %w", spec.ID, sandbox.ErrExists)
+	}
+	slot, err := b.allocSlot(spec.ID)
+	if err != nil {
+		unlockHost()
+		return err
+	}
+	given, notes := b.give(spec.Resources)
+	rec := record{Spec: spec, Slot: slot, Given: given, Notes: notes}
+	var unlock func()
+	err = os.Mkdir(string(d), 0o700)
+	if err == nil {
+		unlock, err = flock(d.lock(), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err == nil {
+		err = writeJSON(d.record(), rec)
+	}
+	unlockHost()
+	defer func() {
+		if err != nil {
+			removeTree(string(d))
+			if u, e := b.lockHost(); e == nil {
+				b.freeSlot(slot)
+				u()
+			}
+			err = fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+		}
+		if unlock != nil {
+			unlock()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{d.upper(), d.work(), d.layers(), d.path("disks"), d.path("etc"), d.bundle()} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+	}
+	// The upper's root is the root filesystem's "/": owned by the Sandbox's
+	// root and world-readable like any "/".
+	base := int(slotUIDBase(slot))
+	if err := os.Chown(d.upper(), base, base); err != nil {
+		return err
+	}
+	if err := os.Chmod(d.upper(), 0o755); err != nil {
+		return err
+	}
+	for _, dk := range spec.Disks {
+		if err := os.Mkdir(d.disk(dk.Name), 0o755); err != nil {
+			return err
+		}
+	}
+	rec.Complete = true
+	return writeJSON(d.record(), rec)
+}
+
+// writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and
+// /etc/hostname, at each Start, so they follow the backend's options: the
+// relay's fixed name lives in hosts.
+func (b *OCI) writeEtc(spec sandbox.Spec, slot int, d sandboxDir) error {
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	_, guest := slotAddrs(slot)
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n%s\t%s\n",
+		guest, hostname, b.opts.RelayIP, sandbox.RelayHost)
+	var resolv strings.Builder
+	for _, ns := range b.opts.DNS {
+		fmt.Fprintf(&resolv, "nameserver %s\n", ns)
+	}
+	for name, content := range map[string]string{"hosts": hosts, "resolv.conf": resolv.String(), "hostname": hostname + "\n"} {
+		if err := os.WriteFile(d.etc(name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocSlot gives id the lowest free host-wide slot. The caller holds the
+// host lock.
+func (b *OCI) allocSlot(id string) (int, error) {
+	entries, err := os.ReadDir(b.slotsDir())
+	if err != nil {
+		return 0, err
+	}
+	used := map[int]bool{}
+	for _, e := range entries {
+		if n, ok := slotFile(e.Name()); ok {
+			used[n] = true
+		}
+	}
+	for n := 1; n <= maxSlot; n++ {
+		if !used[n] {
+			return n, writeJSON(b.slotPath(n), slotOwner{StateDir: b.opts.StateDir, ID: id})
+		}
+	}
+	return 0, fmt.Errorf("all %d sandbox slots on this host are taken: %w", maxSlot, errdefs.ErrUnavailable)
+}
+
+func (b *OCI) slotPath(n int) string { return filepath.Join(b.slotsDir(), strconv.Itoa(n)+".json") }
+
+func (b *OCI) freeSlot(n int) { os.Remove(b.slotPath(n)) }
+
+func slotFile(name string) (int, bool) {
+	s, ok := strings.CutSuffix(name, ".json")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n > 0 && n <= maxSlot
+}
+
+// Start boots a created or stopped Sandbox.
+func (b *OCI) Start(ctx context.Context, id string) (err error) {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	d := b.dir(id)
+	var run runRecord
+	if readJSON(d.run(), &run) == nil {
+		if run.alive() {
+			return fmt.Errorf("start sandbox %s: %w", id, sandbox.ErrRunning)
+		}
+		// PID 1 died on its own (or the host rebooted): clear what is left.
+		if err := b.tearDown(ctx, id, rec); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			b.tearDown(context.WithoutCancel(ctx), id, rec)
+			err = fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}()
+	// Caps apply at each boot: a Runner restarted with lower ones lowers
+	// its Sandboxes' at their next Start.
+	rec.Given, rec.Notes = b.give(rec.Spec.Resources)
+	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
+		return err
+	}
+	// The root filesystem and the network are independent: made at once.
+	t0 := time.Now()
+	var rootfsTime, netTime time.Duration
+	netErr := make(chan error, 1)
+	go func() {
+		unlockHost, err := b.lockHost()
+		if err == nil {
+			// The table goes if the host's ruleset is flushed (a firewall
+			// service reloading): put it back before relying on it.
+			if !firewallExists() {
+				err = b.fw.ensure()
+			}
+			if err == nil {
+				err = setUpNetwork(rec.Slot, b.relay)
+			}
+			unlockHost()
+		}
+		netTime = time.Since(t0)
+		netErr <- err
+	}()
+	userns, err := b.userns.get(slotUIDBase(rec.Slot))
+	if err == nil {
+		err = os.Mkdir(b.rootfsDir(rec.Slot), 0o700)
+	}
+	if err == nil {
+		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), b.rootfsDir(rec.Slot), d.layers(), userns)
+	}
+	rootfsTime = time.Since(t0)
+	if err2 := <-netErr; err == nil {
+		err = err2
+	}
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	if err := writeJSON(filepath.Join(d.bundle(), "config.json"), b.runtimeSpec(id, rec, d)); err != nil {
+		return err
+	}
+	pidFile := d.path("init.pid")
+	logFile := d.path("runtime.log")
+	os.Remove(logFile)
+	// The runtime's stdio is inherited by PID 1, so it gets /dev/null and
+	// reports its errors through --log.
+	cmd := b.rt.command(ctx, true, "--log=file:"+logFile, "run", "--detach", "--bundle", d.bundle(), "--pid-file", pidFile, id)
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logFile)
+		return fmt.Errorf("%s run: %w: %s", filepath.Base(b.rt.path), err, tail(out, 800))
+	}
+	pid, err := readPID(pidFile)
+	if err != nil {
+		return fmt.Errorf("sandbox init: %w", err)
+	}
+	st, err := processStartTime(pid)
+	if err != nil {
+		return fmt.Errorf("sandbox init: %w", err)
+	}
+	if err := writeJSON(d.run(), runRecord{PID: pid, StartTime: st}); err != nil {
+		return err
+	}
+	b.log.Debug("started sandbox", "sandbox", id, "rootfs", rootfsTime, "network", netTime, "runtime", time.Since(t2))
+	rec.Started = true
+	return writeJSON(d.record(), rec)
+}
+
+func readPID(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("bad PID file %s", path)
+	}
+	return pid, nil
+}
+
+// tearDown removes everything a Sandbox set up to run: its processes and
+// runtime state, its root filesystem mount, its network and cgroup. Its
+// record, upper layer and Disks stay. Missing pieces are skipped, so it
+// also clears what a crash left half made.
+func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
+	d := b.dir(id)
+	var errs []error
+	if err := b.rt.run(ctx, false, "delete", "--force", id); err != nil && b.rt.state(ctx, id) != "" {
+		errs = append(errs, err)
+	}
+	removeCgroup(cgroupName(id, rec.Slot))
+	if err := unmountRootfs(b.rootfsDir(rec.Slot)); err != nil {
+		errs = append(errs, err)
+	}
+	if unlock, err := b.lockHost(); err != nil {
+		errs = append(errs, err)
+	} else {
+		if err := tearDownNetwork(rec.Slot); err != nil {
+			errs = append(errs, err)
+		}
+		unlock()
+	}
+	for _, f := range []string{d.run(), d.path("init.pid")} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop kills the Sandbox's processes and keeps its disks.
+func (b *OCI) Stop(ctx context.Context, id string) error {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := b.tearDown(ctx, id, rec); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Snapshot copies a stopped Sandbox's upper layer to dst, with its owners
+// shifted from the Sandbox's uid range back to 0.. (see rootfs.go).
+func (b *OCI) Snapshot(ctx context.Context, id, dst string) error {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if !filepath.IsAbs(dst) {
+		return fmt.Errorf("snapshot %s to %q: not an absolute path: %w", id, dst, errdefs.ErrInvalid)
+	}
+	if exists(dst) {
+		return fmt.Errorf("snapshot %s to %s: %w", id, dst, errdefs.ErrConflict)
+	}
+	var run runRecord
+	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
+		return fmt.Errorf("snapshot sandbox %s: %w", id, sandbox.ErrRunning)
+	}
+	tmp := dst + ".tmp-snapshot"
+	os.RemoveAll(tmp)
+	if err := copyShifted(ctx, b.dir(id).upper(), tmp, slotUIDBase(rec.Slot)); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("snapshot sandbox %s: %w", id, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("snapshot sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Remove stops the Sandbox and deletes it with its disks and slot.
+func (b *OCI) Remove(ctx context.Context, id string) error {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := b.tearDown(ctx, id, rec); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	return b.removeStopped(id, rec.Slot)
+}
+
+// removeStopped deletes a torn-down Sandbox's directory and frees its slot.
+func (b *OCI) removeStopped(id string, slot int) error {
+	if err := removeTree(string(b.dir(id))); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	unlock, err := b.lockHost()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var owner slotOwner
+	if readJSON(b.slotPath(slot), &owner) == nil && owner == (slotOwner{b.opts.StateDir, id}) {
+		b.freeSlot(slot)
+	}
+	return nil
+}
+
+// Status reports one Sandbox.
+func (b *OCI) Status(ctx context.Context, id string) (sandbox.Status, error) {
+	if err := validID(id); err != nil {
+		return sandbox.Status{}, err
+	}
+	var rec record
+	if err := readJSON(b.dir(id).record(), &rec); err != nil || !rec.Complete {
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return sandbox.Status{}, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+		}
+		return sandbox.Status{}, err
+	}
+	return b.status(id, rec), nil
+}
+
+func (b *OCI) status(id string, rec record) sandbox.Status {
+	st := sandbox.Status{ID: id, State: sandbox.StateCreated, Resources: rec.Given, Notes: rec.Notes}
+	if rec.Started {
+		st.State = sandbox.StateStopped
+	}
+	var run runRecord
+	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
+		st.State = sandbox.StateRunning
+	}
+	return st
+}
+
+// List reports every finished Sandbox in the state directory.
+func (b *OCI) List(ctx context.Context) ([]sandbox.Status, error) {
+	entries, err := os.ReadDir(b.sandboxesDir())
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox.Status
+	for _, e := range entries {
+		var rec record
+		if readJSON(b.dir(e.Name()).record(), &rec) != nil || !rec.Complete {
+			continue
+		}
+		out = append(out, b.status(e.Name(), rec))
+	}
+	return out, nil
+}
+
+var _ sandbox.Backend = (*OCI)(nil)

@@ -1,0 +1,220 @@
+package oci
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestReconcileRemovesWhatACrashLeft makes what a Runner killed mid-way
+// leaves behind and checks a new backend clears it: a Create that never
+// finished (with its slot), a Sandbox whose PID 1 died with its network,
+// mount and runtime state still up, and a network and cgroup of a slot no
+// Sandbox holds.
+func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	ctx := context.Background()
+	opts := Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: 7391, Logger: slog.New(slog.DiscardHandler)}
+	b, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A Create that crashed after taking its slot and writing its record.
+	unlock, _ := b.lockHost()
+	halfSlot, err := b.allocSlot("half")
+	unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := b.dir("half")
+	os.MkdirAll(half.upper(), 0o700)
+	writeJSON(half.record(), record{Spec: sandbox.Spec{ID: "half", Layers: []string{base}}, Slot: halfSlot})
+
+	// A running Sandbox whose PID 1 dies while the Runner is away.
+	if err := b.Create(ctx, sandbox.Spec{ID: "died", Layers: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Remove(ctx, "died") })
+	if err := b.Start(ctx, "died"); err != nil {
+		t.Fatal(err)
+	}
+	var run runRecord
+	readJSON(b.dir("died").run(), &run)
+	var diedRec record
+	readJSON(b.dir("died").record(), &diedRec)
+	unix.Kill(run.PID, unix.SIGKILL)
+	testenv.Eventually(t, testenv.WaitShort, "PID 1 of died is gone", func() bool { return !run.alive() })
+
+	// A network and cgroup of a slot nobody holds.
+	const orphan = maxSlot - 7
+	unlock, _ = b.lockHost()
+	err = setUpNetwork(orphan, b.relay)
+	unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := filepath.Join(cgroupRoot, "pids", cgroupParent, cgroupName("gone", orphan))
+	if b.cgroups.pids {
+		if err := os.MkdirAll(cg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { tearDownNetwork(orphan); unix.Rmdir(cg) })
+
+	for what, ok := range map[string]bool{
+		"half's directory":         exists(string(half)),
+		"died's mount":             isMountPoint(b.rootfsDir(diedRec.Slot)),
+		"died's network namespace": exists(netnsPath(diedRec.Slot)),
+		"died's runtime container": b.rt.state(ctx, "died") != "",
+		"the orphan's veth":        linkExists(vethName(orphan)),
+	} {
+		if !ok {
+			t.Fatalf("before reconciling, %s is missing; the checks below prove nothing", what)
+		}
+	}
+
+	if _, err := New(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+
+	if exists(string(half)) || exists(b.slotPath(halfSlot)) {
+		t.Error("the unfinished Create's directory or slot is still there")
+	}
+	st, err := b.Status(ctx, "died")
+	if err != nil || st.State != sandbox.StateStopped {
+		t.Errorf("status of died: got %+v, %v; want stopped", st, err)
+	}
+	if isMountPoint(b.rootfsDir(diedRec.Slot)) {
+		t.Error("died's root filesystem is still mounted")
+	}
+	if b.rt.state(ctx, "died") != "" {
+		t.Error("died's runtime container is still there")
+	}
+	for _, slot := range []int{diedRec.Slot, orphan} {
+		if exists(netnsPath(slot)) {
+			t.Errorf("network namespace of slot %d is still there", slot)
+		}
+		if linkExists(vethName(slot)) {
+			t.Errorf("veth of slot %d is still there", slot)
+		}
+		if rules, _ := relayRules(); len(rules[vethName(slot)]) > 0 {
+			t.Errorf("relay rule of slot %d is still there", slot)
+		}
+	}
+	if exists(cg) {
+		t.Errorf("cgroup %s is still there", cg)
+	}
+	// And died starts again.
+	if err := b.Start(ctx, "died"); err != nil {
+		t.Fatalf("start after reconcile: %v", err)
+	}
+}
+
+// TestLayersByPath checks the older kernels' way of giving overlayfs its
+// idmapped layers (by path, detached after), forced here.
+func TestLayersByPath(t *testing.T) {
+	testenv.RequireRoot(t)
+	base := testkit.Rootfs(t)
+	dir := t.TempDir()
+	upper, work, target, scratch := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "rootfs"), filepath.Join(dir, "layers")
+	for _, p := range []string{upper, work, target} {
+		os.Mkdir(p, 0o755)
+	}
+	const uidBase = 1 << 31
+	userns, err := usernsFor(uidBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(userns)
+	if err := mountLowersByPath([]string{base}, upper, work, target, scratch, userns); err != nil {
+		t.Fatal(err)
+	}
+	defer unmountRootfs(target)
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(target, "etc/passwd"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != uidBase {
+		t.Errorf("owner of /etc/passwd through the idmapped layer: got %d, want %d", st.Uid, uidBase)
+	}
+	if m := mountsUnder(scratch); len(m) != 0 {
+		t.Errorf("idmapped layers left mounted: %v", m)
+	}
+}
+
+func linkExists(name string) bool {
+	_, err := netlink.LinkByName(name)
+	return err == nil
+}
+
+// TestFirewallComesBack flushes the backend's nftables table, as a host
+// firewall reloading its ruleset does, under a running Sandbox: a new
+// backend restores the table and the Sandbox's relay rule, and a Start
+// works.
+func TestFirewallComesBack(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	ctx := context.Background()
+	opts := Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: 7392, Logger: slog.New(slog.DiscardHandler)}
+	b, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(ctx, sandbox.Spec{ID: "up", Layers: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Remove(ctx, "up") })
+	if err := b.Start(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	var rec record
+	readJSON(b.dir("up").record(), &rec)
+
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DelTable(nftKndl())
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if firewallExists() {
+		t.Fatal("the table is still there after deleting it")
+	}
+
+	b2, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules, _ := relayRules(); len(rules[vethName(rec.Slot)]) != 1 {
+		t.Errorf("relay rules of the running sandbox after reconciling: got %d, want 1", len(rules[vethName(rec.Slot)]))
+	}
+	c.DelTable(nftKndl())
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Create(ctx, sandbox.Spec{ID: "later", Layers: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b2.Remove(ctx, "later") })
+	if err := b2.Start(ctx, "later"); err != nil {
+		t.Fatalf("start with the table gone: %v", err)
+	}
+	if !firewallExists() {
+		t.Error("Start did not put the table back")
+	}
+}

@@ -1,0 +1,180 @@
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// What the backend keeps on disk. Nothing here is secret: a Sandbox's
+// processes get their environment through a pipe, never from a file.
+//
+//	<StateDir>/crun/                 the runtime's state (crun --root)
+//	<StateDir>/sandboxes/<id>/
+//	    sandbox.json                 record: the Spec, the slot, what was given
+//	    run.json                     while running: PID 1 and its start time
+//	    lock                         flock held by whoever changes the Sandbox
+//	    upper/ work/                 the root filesystem's own writes (overlayfs)
+//	    layers/                      idmapped layers, attached only while mounting
+//	                                 on kernels before 6.13 (rootfs.go)
+//	    disks/<name>/                the Spec's Disks
+//	    etc/                         hosts, resolv.conf, hostname bound in
+//	    bundle/config.json           the runtime's config
+//	<HostDir>/lock                   flock for host-wide changes
+//	<HostDir>/slots/<n>.json         who owns slot n (see network.go)
+//	<HostDir>/rootfs/<n>/            where slot n's root filesystem is mounted
+//	                                 while it runs
+
+// record is a Sandbox as Create made it.
+type record struct {
+	Spec sandbox.Spec
+	// Slot is host-wide: it picks the uid range, the network and the names
+	// of everything the Sandbox sets up on the host.
+	Slot int
+	// Given is what the backend gave after capping, Notes say where it gave
+	// less than asked.
+	Given sandbox.Resources
+	Notes []string
+	// Complete is set when Create has finished; a record without it is a
+	// Create that crashed, removed by reconciliation.
+	Complete bool
+	// Started is set by the first Start, so Status tells created from
+	// stopped.
+	Started bool
+}
+
+// runRecord is a running Sandbox: its PID 1 on the host, with the start
+// time that tells it from a later process with the same PID.
+type runRecord struct {
+	PID       int
+	StartTime uint64
+}
+
+// slotOwner names the Sandbox holding a host-wide slot.
+type slotOwner struct {
+	StateDir string
+	ID       string
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("parse %s: %w", path, err)
+	}
+	return nil
+}
+
+// flock takes a lock on path (made if missing): LOCK_EX or LOCK_SH, with
+// LOCK_NB to fail instead of waiting. Locks on separate opens conflict even
+// within one process, so the same lock guards goroutines and processes.
+func flock(path string, how int) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// processStartTime is field 22 of /proc/PID/stat, in clock ticks since boot.
+func processStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; fields after it follow
+	// the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// alive reports whether the process a runRecord names still runs.
+func (r runRecord) alive() bool {
+	if r.PID <= 0 {
+		return false
+	}
+	st, err := processStartTime(r.PID)
+	return err == nil && st == r.StartTime
+}
+
+// removeTree deletes dir and everything under it without crossing into
+// another filesystem: a root filesystem still mounted below it makes it
+// fail rather than delete through the mount.
+func removeTree(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	return removeOnDev(dir, st.Dev)
+}
+
+func removeOnDev(path string, dev uint64) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if st.Dev != dev {
+		return fmt.Errorf("refusing to remove %s: it is a mount point", path)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := removeOnDev(filepath.Join(path, e.Name()), dev); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
