@@ -36,6 +36,11 @@ type Stream struct {
 
 	skips []span // runs of skipped bytes inside the current partial match
 	masks []span // bytes to mask, sorted and disjoint, all ending after out
+	// aborts are the content bytes at or after out that ended an
+	// unfinished escape sequence (ESC [ 3 8 é): masked, they become CAN *,
+	// since a lone * would continue the sequence and change how the
+	// output after it reads.
+	aborts []int64
 }
 
 type span struct{ start, end int64 }
@@ -115,13 +120,16 @@ func (s *Stream) skip(p []byte, i int, base int64) int {
 	run := i
 	for ; i < len(p); i++ {
 		b := p[i]
-		was := s.esc.inString()
+		was := s.esc
 		k := s.esc.step(b)
-		if was != s.esc.inString() {
+		if was.inString() != s.esc.inString() {
 			s.st2 = 0
 		}
 		switch k {
 		case kContent:
+			if was != ground {
+				s.aborts = append(s.aborts, base+int64(i))
+			}
 			s.skipped(base+int64(run), base+int64(i))
 			return i
 		case kPayload:
@@ -271,6 +279,12 @@ func (s *Stream) release(dst, p []byte, base, to int64) []byte {
 		r := s.masks[k]
 		a, b := max(r.start, cur), min(r.end, to)
 		dst = raw(dst, cur, a)
+		for len(s.aborts) > 0 && s.aborts[0] < a {
+			s.aborts = s.aborts[1:]
+		}
+		if len(s.aborts) > 0 && s.aborts[0] == a {
+			dst = append(dst, 0x18)
+		}
 		// One * per character: a UTF-8 continuation byte adds none,
 		// unless it begins the span.
 		for x := a; x < b; x++ {
@@ -286,6 +300,9 @@ func (s *Stream) release(dst, p []byte, base, to int64) []byte {
 	}
 	s.masks = slices.Delete(s.masks, 0, k)
 	dst = raw(dst, cur, to)
+	for len(s.aborts) > 0 && s.aborts[0] < to {
+		s.aborts = s.aborts[1:]
+	}
 
 	// Keep [to, pos).
 	if to < base {
@@ -313,6 +330,7 @@ func (s *Stream) rescan(dst []byte, m *matcher) []byte {
 	s.esc = s.heldEsc
 	s.pos = s.out
 	s.skips = s.skips[:0]
+	s.aborts = s.aborts[:0] // found again
 	base := s.pos
 	s.scan(data)
 	return s.release(dst, data, base, s.safe())
