@@ -26,6 +26,11 @@ type matcher struct {
 	deep  []deepState // by id-denseN
 	edges []edge
 
+	// starts has a bit for each byte pair that begins a pattern or holds
+	// ESC, CR or LF: at the root, text between such pairs can be passed
+	// over without stepping the automaton.
+	starts [1 << 16 / 64]uint64
+
 	npat int
 }
 
@@ -38,17 +43,22 @@ type deepState struct {
 
 type edge struct {
 	cls uint8
-	to  uint32 // with matchFlag
+	to  uint32 // a transition, with flags
 }
 
+// A transition is the next state's id with flags in its top bits, so the
+// common case, a dense state to a dense state with no match, is one compare.
 const (
 	// matchFlag marks a transition into a state where a pattern ends.
 	matchFlag = 1 << 31
 	// specialFlag marks the transition on ESC, CR or LF, which leaves the
 	// state as it is and hands the byte to the escape scanner.
 	specialFlag = 1 << 30
+	// deepFlag marks a transition into a deep state.
+	deepFlag = 1 << 29
+	idMask   = deepFlag - 1
 	// denseDepth: states up to this depth get a full row.
-	denseDepth = 2
+	denseDepth = 3
 )
 
 // newMatcher builds the automaton for patterns, which hold no ESC, CR or LF.
@@ -74,6 +84,13 @@ func newMatcher(patterns []string) *matcher {
 	m.ncls = uint32(n) + 1
 	for _, b := range []byte{0x1b, '\r', '\n'} {
 		m.cls[b] = m.special
+		for c := range 256 {
+			m.setStart(b, byte(c))
+			m.setStart(byte(c), b)
+		}
+	}
+	for _, p := range patterns {
+		m.setStart(p[0], p[1]) // patterns have at least MinLen bytes
 	}
 
 	// The trie, by class.
@@ -144,10 +161,14 @@ func newMatcher(patterns []string) *matcher {
 		}
 	}
 	withFlag := func(u int) uint32 {
+		t := id(u)
 		if nodes[u].out > 0 {
-			return id(u) | matchFlag
+			t |= matchFlag
 		}
-		return id(u)
+		if rank[u] >= nDense {
+			t |= deepFlag
+		}
+		return t
 	}
 
 	m.dense = make([]uint32, m.denseN)
@@ -180,8 +201,13 @@ func newMatcher(patterns []string) *matcher {
 	return m
 }
 
-// step returns the transition from state id on class c: the next id, with
-// matchFlag if a pattern ends there, or id|specialFlag for ESC, CR and LF.
+func (m *matcher) setStart(a, b byte) {
+	x := uint32(a)<<8 | uint32(b)
+	m.starts[x>>6] |= 1 << (x & 63)
+}
+
+// step returns the transition from state id on class c: the next id with
+// its flags, or id|specialFlag for ESC, CR and LF.
 func (m *matcher) step(id uint32, c uint8) uint32 {
 	if id < m.denseN {
 		return m.dense[id+uint32(c)]

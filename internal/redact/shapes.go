@@ -50,19 +50,19 @@ const Marker = "[REDACTED]"
 var detectors = []*Detector{
 	{
 		Name: "github-token",
-		need: "gh",
+		need: []string{"gh"},
 		re:   regexp.MustCompile(`gh[pousr]_([A-Za-z0-9]{36,251})`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "github-installation-token",
-		need: "ghs_",
+		need: []string{"ghs_"},
 		re:   regexp.MustCompile(`ghs_([0-9]{7}_[A-Za-z0-9_-]{12,}(?:\.[A-Za-z0-9_-]+)*)`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) },
 	},
 	{
 		Name: "github-fine-grained-token",
-		need: "github_pat_",
+		need: []string{"github_pat_"},
 		re:   regexp.MustCompile(`github_pat_([A-Za-z0-9_]{40,255})`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
 	},
@@ -70,18 +70,19 @@ var detectors = []*Detector{
 		// No boundary in front: what precedes sk-ant- can be another
 		// credential it is glued to, and nothing in prose ends in sk-ant-api.
 		Name: "anthropic-api-key",
-		need: "sk-ant-",
+		need: []string{"sk-ant-"},
 		re:   regexp.MustCompile(`sk-ant-(?:api|admin)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
 		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "anthropic-oauth-token",
-		need: "sk-ant-o",
+		need: []string{"sk-ant-o"},
 		re:   regexp.MustCompile(`sk-ant-o(?:at|rt)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
 		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "aws-access-key-id",
+		need: []string{"AKIA", "ASIA", "ABIA", "ACCA"},
 		re:   regexp.MustCompile(`(?:AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`),
 		keep: func(t string, m []int) bool {
 			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(t[m[2]:m[3]], "EXAMPLE")
@@ -89,7 +90,8 @@ var detectors = []*Detector{
 	},
 	{
 		Name: "aws-secret-access-key",
-		need: "key",
+		need: []string{"secret"},
+		fold: true,
 		re:   regexp.MustCompile(`(?i)(?:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)\\?["']?[ \t]*[:=][ \t]*\\?["']?([A-Za-z0-9/+]{40})`),
 		keep: func(t string, m []int) bool {
 			v := t[m[2]:m[3]]
@@ -99,13 +101,13 @@ var detectors = []*Detector{
 	},
 	{
 		Name: "private-key",
-		need: "-----begin ",
 		re:   regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
 		span: pemBody,
 	},
 	{
 		Name: "authorization-header",
-		need: "authorization",
+		need: []string{"authorization"},
+		fold: true,
 		re:   regexp.MustCompile(`(?i)(?:proxy-)?authorization\\?["']?[ \t]*[:=][ \t]*\[?\\?["']?[ \t]*(?:(` + authSchemes + `)[ \t]+)?([A-Za-z0-9._~+/=:-]+)`),
 		keep: func(t string, m []int) bool {
 			if wordBefore(t, m[0]) {
@@ -124,13 +126,14 @@ var detectors = []*Detector{
 	},
 	{
 		Name: "bearer-token",
-		need: "bearer",
+		need: []string{"bearer"},
+		fold: true,
 		re:   regexp.MustCompile(`(?i)bearer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && looksGenerated(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "jwt",
-		need: "eyj",
+		need: []string{"eyJ"},
 		re:   regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,})`),
 		keep: func(t string, m []int) bool {
 			return !wordBefore(t, m[0]) && (m[0] == 0 || !strings.ContainsRune("_-.+/", rune(t[m[0]-1])))
@@ -138,7 +141,7 @@ var detectors = []*Detector{
 	},
 	{
 		Name: "url-password",
-		need: "://",
+		need: []string{"://"},
 		re:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@"'<>\\]+)@[A-Za-z0-9\[]`),
 		keep: func(t string, m []int) bool { return !template(t[m[2]:m[3]]) },
 	},
@@ -154,9 +157,13 @@ type Detector struct {
 	// may be reported.
 	Name string
 
-	// need is a word every match holds, lower-cased: text without it
-	// is not read further.
-	need string
+	// need lists words a match holds one of, lower-cased if fold is set
+	// (they are then looked for in the text lower-cased). A detector with
+	// need matches within a line, and reads only the lines that hold one;
+	// one without (private-key) reads the whole text, which its regexp's
+	// literal prefix makes quick.
+	need []string
+	fold bool
 	re   *regexp.Regexp
 	// keep decides whether a match of re is a credential; group is the
 	// submatch holding the secret (1 if zero).
@@ -184,33 +191,94 @@ func Find(text string) []Finding {
 	var out []Finding
 	var lower string
 	for _, d := range detectors {
-		if d.need != "" {
+		in := text
+		if d.fold {
 			if lower == "" {
-				lower = strings.ToLower(text)
+				lower = asciiLower(text)
 			}
-			if !strings.Contains(lower, d.need) {
-				continue
-			}
+			in = lower
 		}
-		for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
+		d.matches(text, in, func(m []int) {
 			var start, end int
 			if d.span != nil {
 				var ok bool
 				if start, end, ok = d.span(text, m); !ok {
-					continue
+					return
 				}
 			} else {
 				if !d.keep(text, m) {
-					continue
+					return
 				}
 				g := max(d.group, 1)
 				start, end = m[2*g], m[2*g+1]
 			}
 			out = append(out, Finding{d.Name, start, end})
-		}
+		})
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
+}
+
+// matches calls yield with the submatch indexes of each match of d.re in
+// text, reading only the lines that hold one of d.need, looked for in
+// search (text or text lower-cased). Each line is read once, and each word
+// is looked for again only past its last place, so the cost stays linear in
+// len(text).
+func (d *Detector) matches(text, search string, yield func(m []int)) {
+	if len(d.need) == 0 {
+		for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
+			yield(m)
+		}
+		return
+	}
+	next := make([]int, len(d.need)) // where each word is next, or -1
+	for i := range next {
+		next[i] = -2 // not looked for yet
+	}
+	for from := 0; from < len(text); {
+		k := -1
+		for i, w := range d.need {
+			if next[i] == -2 || next[i] >= 0 && next[i] < from {
+				if j := strings.Index(search[from:], w); j >= 0 {
+					next[i] = from + j
+				} else {
+					next[i] = -1
+				}
+			}
+			if next[i] >= 0 && (k < 0 || next[i] < k) {
+				k = next[i]
+			}
+		}
+		if k < 0 {
+			return
+		}
+		start := strings.LastIndexByte(text[from:k], '\n') + 1 + from
+		end := len(text)
+		if j := strings.IndexByte(text[k:], '\n'); j >= 0 {
+			end = k + j
+		}
+		for _, m := range d.re.FindAllStringSubmatchIndex(text[start:end], -1) {
+			for i := range m {
+				if m[i] >= 0 {
+					m[i] += start
+				}
+			}
+			yield(m)
+		}
+		from = end + 1
+	}
+}
+
+// asciiLower lower-cases ASCII letters only, so offsets into it are offsets
+// into s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // Scrub returns text with each credential Find finds replaced by Marker;

@@ -58,9 +58,16 @@ func (s *Stream) Redact(dst, p []byte) []byte {
 	if m := s.set.matcher(); m != s.m {
 		dst = s.rescan(dst, m)
 	}
-	base := s.pos
-	s.scan(p)
-	return s.release(dst, p, base, s.safe())
+	// Where pieces are cut doesn't change the output, so a large piece is
+	// read in slices, which bounds the masks kept for one.
+	for len(p) > 0 {
+		q := p[:min(len(p), 64<<10)]
+		p = p[len(q):]
+		base := s.pos
+		s.scan(q)
+		dst = s.release(dst, q, base, s.safe())
+	}
+	return dst
 }
 
 // Flush appends what is held back to dst, redacted, and returns dst. A value
@@ -81,6 +88,7 @@ func (s *Stream) Held() int { return int(s.pos - s.out) }
 // scan runs the automaton over p, recording the spans to mask.
 func (s *Stream) scan(p []byte) {
 	m := s.m
+	dense, cls, denseN := m.dense, &m.cls, m.denseN
 	base := s.pos
 	i := 0
 	if s.esc != ground {
@@ -88,16 +96,35 @@ func (s *Stream) scan(p []byte) {
 	}
 	st := s.st
 	for i < len(p) {
-		var t uint32
-		if st < m.denseN {
-			t = m.dense[st+uint32(m.cls[p[i]])]
-		} else {
-			t = m.stepDeep(st, m.cls[p[i]])
+		if st == 0 {
+			// At the root, pass over bytes whose pair with the next can't
+			// begin a pattern. After them the state is where the last
+			// one alone leads: a longer suffix that began a pattern would
+			// begin with such a pair.
+			j := i
+			for j+1 < len(p) {
+				x := uint32(p[j])<<8 | uint32(p[j+1])
+				if m.starts[x>>6]&(1<<(x&63)) != 0 {
+					break
+				}
+				j++
+			}
+			if j > i {
+				st = dense[cls[p[j-1]]]
+				i = j
+			}
 		}
-		if t < specialFlag {
-			st = t
-			i++
-			continue
+		var t uint32
+		if st < denseN {
+			t = dense[st+uint32(cls[p[i]])]
+			if t < deepFlag {
+				// The common case: a dense state, no match.
+				st = t
+				i++
+				continue
+			}
+		} else {
+			t = m.stepDeep(st, cls[p[i]])
 		}
 		if t&specialFlag != 0 {
 			s.st = st
@@ -105,10 +132,12 @@ func (s *Stream) scan(p []byte) {
 			st = s.st
 			continue
 		}
-		st = t &^ matchFlag
-		s.st = st
-		s.matched(base + int64(i) + 1)
+		st = t & idMask
 		i++
+		if t&matchFlag != 0 {
+			s.st = st
+			s.matched(base + int64(i))
+		}
 	}
 	s.st = st
 	s.pos = base + int64(len(p))
@@ -118,6 +147,28 @@ func (s *Stream) scan(p []byte) {
 // next content byte, and returns its index.
 func (s *Stream) skip(p []byte, i int, base int64) int {
 	run := i
+	// Line breaks and whole CSI sequences, the usual, in a tight loop.
+	for s.esc == ground && i < len(p) {
+		switch p[i] {
+		case '\r', '\n':
+			i++
+			continue
+		case 0x1b:
+			if j := i + 2; j < len(p) && p[i+1] == '[' {
+				for j < len(p) && 0x20 <= p[j] && p[j] <= 0x3f {
+					j++
+				}
+				if j < len(p) && 0x40 <= p[j] && p[j] <= 0x7e {
+					i = j + 1
+					continue
+				}
+			}
+		default:
+			s.skipped(base+int64(run), base+int64(i))
+			return i
+		}
+		break
+	}
 	for ; i < len(p); i++ {
 		b := p[i]
 		was := s.esc
@@ -179,7 +230,7 @@ func (s *Stream) payload(b byte, abs int64) {
 		return
 	}
 	t := s.m.step(s.st2, s.m.cls[b])
-	s.st2 = t &^ matchFlag
+	s.st2 = t & idMask
 	if t&matchFlag != 0 {
 		s.addMask(abs+1-s.m.out(s.st2), abs+1)
 	}
