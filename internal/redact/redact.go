@@ -5,14 +5,27 @@
 // A Set holds a Session's values: its Repo's Sensitive Variables and linked
 // Sensitive Shared variables, any value they replaced while the Session still
 // runs with it, its Installations' header secret values, its current and
-// previous Sandbox tokens and its Creator's setup token. Each character of a
-// match becomes '*'. Besides the value itself, a Set finds it trimmed,
-// JSON-escaped, URL-encoded and, for a multi-line value such as a key, each of
-// its long lines. Matching skips terminal colour codes (any escape sequence)
-// and line breaks, so a value wrapped on screen is still found. Claude's text
-// and terminal output stream in pieces, so a Stream or Writer holds back the
-// end of a piece that could start a value until the next one, for at most
-// MaxHold (100 ms).
+// previous Sandbox tokens and its Creator's setup token. It may change while
+// streams run. Besides the value itself, a Set finds it trimmed, JSON-escaped,
+// URL-encoded and, for a multi-line value such as a key, each of its long
+// lines (LongLine characters or more). Matching skips terminal colour codes
+// (any escape sequence, up to 256 skipped bytes in a row) and line breaks, so
+// a value wrapped on screen is still found; the text of a window title or a
+// hyperlink's URL is searched on its own. Claude's text and terminal output
+// stream in pieces, so a Stream or Writer holds back the end of a piece that
+// could start a value until the next one, for at most MaxHold (100 ms).
+//
+// Each character of a match becomes '*': one '*' per UTF-8 character, so an
+// ASCII value keeps its length and a terminal its columns; escape codes and
+// line breaks inside a match are kept. A masked character that cut short an
+// unfinished escape code becomes CAN (0x18) and '*', since a '*' alone would
+// extend the escape code and change how the text after it reads.
+//
+// Use Set.Redact for a whole text (an Event's prompt or tool output), a
+// Writer for a stream relayed as it comes (terminal frames), and a Stream
+// for pieces with a natural end (Claude's text as deltas of one message).
+// Use Scrub on text whose secrets are not in any Set: log lines, error
+// messages, audit text.
 //
 // Redaction has limits. It can't find a value transformed before it is
 // printed (base64, hashed, split up by the program printing it), or one

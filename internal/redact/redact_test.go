@@ -2,6 +2,7 @@ package redact
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -247,5 +248,33 @@ func TestStreamFollowsItsSet(t *testing.T) {
 	out = st.Flush(st.Redact(out, []byte("new-value-42")))
 	if want := "new-value-42 " + stars(12); string(out) != want {
 		t.Errorf("got %q, want %q", out, want)
+	}
+}
+
+// Values come and go while streams read with the Set from other goroutines
+// (run with -race): a value held throughout is always masked.
+func TestSetChangesWhileStreamsRun(t *testing.T) {
+	s := mustSet(t, "always-masked-1")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			v := fmt.Sprintf("passing-value-%03d", i)
+			if err := s.Add(v); err != nil {
+				t.Error(err)
+				return
+			}
+			s.Remove(v)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if got := streamed(s, "x always-masked-1 passing-value-007 y", 5, 11); strings.Contains(got, "always") {
+			t.Fatalf("got %q", got)
+		}
 	}
 }

@@ -18,12 +18,13 @@ const Marker = "[REDACTED]"
 // A marker over a commit hash teaches readers to ignore markers, so every
 // shape is anchored on something a credential has and prose doesn't: a
 // distinctive prefix, a fixed length, a header keyword, and the looser ones
-// must also look generated and not be a placeholder ($TOKEN, YOUR_API_TOKEN,
-// %s, xxxx, …EXAMPLE, a marker). Where a shape needs a word boundary in
+// must also look generated (a digit, an interior capital in 16 characters,
+// or 32 characters) and not be a placeholder ($TOKEN, YOUR_API_TOKEN, %s,
+// xxxx, …EXAMPLE, a marker). Where a shape needs a word boundary in
 // front, the escape before it is read as what it encodes: the n of a JSON \n
 // and a %3D are not letters. Each detector keeps the public lead of what it
-// finds (ghp_, sk-ant-api03-, Bearer, a PEM header) and replaces the rest
-// with Marker.
+// finds (ghp_, sk-ant-api03-, Bearer, a PEM header and END line, a URL's
+// user and host) and replaces the rest with Marker; a JWT goes whole.
 //
 //	detector                    finds                                        anchored by
 //	--------                    -----                                        -----------
@@ -36,10 +37,11 @@ const Marker = "[REDACTED]"
 //	aws-secret-access-key       40 base64 characters after a field named     the field name (aws_secret_access_key, SecretAccessKey, …)
 //	                            …secret…access…key, on the same line         and the exact length; not …EXAMPLEKEY
 //	private-key                 the body of a PEM private-key block (RSA,    the BEGIN … PRIVATE KEY line and 32+ base64 characters
-//	                            EC, OPENSSH, ENCRYPTED, PGP …), to its END   after it; public keys and certificates are not secrets
-//	authorization-header        the credentials of Authorization: <scheme>   the header name, a scheme, and a value that looks
-//	                            <credentials>, as HTTP, JSON, Go print them  generated (Basic: base64 of user:password)
-//	bearer-token                the token after "Bearer "                    16+ characters with a letter and a digit or an interior capital
+//	                            EC, OPENSSH, ENCRYPTED, PGP …), to its END   after it in words that end lines; public keys and
+//	                                                                         certificates are not secrets
+//	authorization-header        the credentials of Authorization: <scheme>   the header name, a known scheme and 8+ characters that look
+//	                            <credentials>, as HTTP, JSON, Go print them  generated (Basic: base64 of user:password); no scheme: 20+
+//	bearer-token                the token after "Bearer "                    16+ characters that look generated
 //	jwt                         header.payload.signature                     eyJ….eyJ…. (JSON objects) and a boundary in front
 //	url-password                the password of scheme://user:password@host  the URL shape; not a template (${X}, $X, %s, {x})
 //
