@@ -1,0 +1,482 @@
+package redact
+
+import (
+	"encoding/base64"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Marker replaces what Scrub removes.
+const Marker = "[REDACTED]"
+
+// The registry of credential shapes, for text whose secrets nobody told the
+// Hub: log lines, error messages, audit text. It is not on the streaming
+// path: a Session's own secrets are known and matched by value (Set), which
+// doesn't depend on what they look like.
+//
+// A marker over a commit hash teaches readers to ignore markers, so every
+// shape is anchored on something a credential has and prose doesn't: a
+// distinctive prefix, a fixed length, a header keyword, and the looser ones
+// must also look generated (a digit, an interior capital in 16 characters,
+// or 32 characters) and not be a placeholder ($TOKEN, YOUR_API_TOKEN, %s,
+// xxxx, …EXAMPLE, a marker). Where a shape needs a word boundary in
+// front, the escape before it is read as what it encodes: the n of a JSON \n
+// and a %3D are not letters. Each detector keeps the public lead of what it
+// finds (ghp_, sk-ant-api03-, Bearer, a PEM header and END line, a URL's
+// user and host) and replaces the rest with Marker; a JWT goes whole.
+//
+//	detector                    finds                                        anchored by
+//	--------                    -----                                        -----------
+//	github-token                ghp_ gho_ ghu_ ghs_ ghr_ + 36+ base62         prefix, length, >= 10 distinct characters
+//	github-installation-token   ghs_<7 digits>_<base64url>(.<base64url>)*    prefix and the 7 digits (the long form, 390 characters)
+//	github-fine-grained-token   github_pat_ + 40+ [A-Za-z0-9_]               prefix, length, >= 10 distinct characters
+//	anthropic-api-key           sk-ant-api03-…, sk-ant-admin01-…             prefix, 20+ characters, >= 10 distinct
+//	anthropic-oauth-token       sk-ant-oat01-…, sk-ant-ort01-… (refresh)     prefix, 20+ characters, >= 10 distinct
+//	aws-access-key-id           AKIA ASIA ABIA ACCA + 16 [A-Z0-9]            prefix, exact length, a boundary each side; not …EXAMPLE
+//	aws-secret-access-key       40 base64 characters after a field named     the field name (aws_secret_access_key, SecretAccessKey, …)
+//	                            …secret…access…key, on the same line         and the exact length; not …EXAMPLEKEY
+//	private-key                 the body of a PEM private-key block (RSA,    the BEGIN … PRIVATE KEY line and 32+ base64 characters
+//	                            EC, OPENSSH, ENCRYPTED, PGP …), to its END   after it in words that end lines; public keys and
+//	                                                                         certificates are not secrets
+//	authorization-header        the credentials of Authorization: <scheme>   the header name, a known scheme and 8+ characters that look
+//	                            <credentials>, as HTTP, JSON, Go print them  generated (Basic: base64 of user:password); no scheme: 20+
+//	bearer-token                the token after "Bearer "                    16+ characters that look generated
+//	jwt                         header.payload.signature                     eyJ….eyJ…. (JSON objects) and a boundary in front
+//	url-password                the password of scheme://user:password@host  the URL shape; not a template (${X}, $X, %s, {x})
+//
+// Not matched, by design: shapeless credentials (an AWS secret key outside a
+// labelled field, a registry auth blob, base64 of a token in free text),
+// public halves (certificates, public keys), and a credential
+// percent-encoded from its first byte.
+var detectors = []*Detector{
+	{
+		Name: "github-token",
+		need: []string{"gh"},
+		re:   regexp.MustCompile(`gh[pousr]_([A-Za-z0-9]{36,251})`),
+		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
+	},
+	{
+		Name: "github-installation-token",
+		need: []string{"ghs_"},
+		re:   regexp.MustCompile(`ghs_([0-9]{7}_[A-Za-z0-9_-]{12,}(?:\.[A-Za-z0-9_-]+)*)`),
+		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) },
+	},
+	{
+		Name: "github-fine-grained-token",
+		need: []string{"github_pat_"},
+		re:   regexp.MustCompile(`github_pat_([A-Za-z0-9_]{40,255})`),
+		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
+	},
+	{
+		// No boundary in front: what precedes sk-ant- can be another
+		// credential it is glued to, and nothing in prose ends in sk-ant-api.
+		Name: "anthropic-api-key",
+		need: []string{"sk-ant-"},
+		re:   regexp.MustCompile(`sk-ant-(?:api|admin)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+	},
+	{
+		Name: "anthropic-oauth-token",
+		need: []string{"sk-ant-o"},
+		re:   regexp.MustCompile(`sk-ant-o(?:at|rt)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+	},
+	{
+		Name: "aws-access-key-id",
+		need: []string{"AKIA", "ASIA", "ABIA", "ACCA"},
+		re:   regexp.MustCompile(`(?:AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`),
+		keep: func(t string, m []int) bool {
+			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(t[m[2]:m[3]], "EXAMPLE")
+		},
+	},
+	{
+		Name: "aws-secret-access-key",
+		need: []string{"secret"},
+		fold: true,
+		re:   regexp.MustCompile(`(?i)(?:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)\\?["']?[ \t]*[:=][ \t]*\\?["']?([A-Za-z0-9/+]{40})`),
+		keep: func(t string, m []int) bool {
+			v := t[m[2]:m[3]]
+			end := m[1] >= len(t) || !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+=", rune(t[m[1]]))
+			return end && looksGenerated(v) && !strings.Contains(v, "EXAMPLE")
+		},
+	},
+	{
+		Name: "private-key",
+		re:   regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
+		span: pemBody,
+	},
+	{
+		Name: "authorization-header",
+		need: []string{"authorization"},
+		fold: true,
+		re:   regexp.MustCompile(`(?i)(?:proxy-)?authorization\\?["']?[ \t]*[:=][ \t]*\[?\\?["']?[ \t]*(?:(` + authSchemes + `)[ \t]+)?([A-Za-z0-9._~+/=:-]+)`),
+		keep: func(t string, m []int) bool {
+			if wordBefore(t, m[0]) {
+				return false
+			}
+			v := t[m[4]:m[5]]
+			switch {
+			case m[2] < 0:
+				return len(v) >= 20 && looksGenerated(v)
+			case strings.EqualFold(t[m[2]:m[3]], "basic"):
+				return basicCredentials(v)
+			}
+			return len(v) >= 8 && looksGenerated(v)
+		},
+		group: 2,
+	},
+	{
+		Name: "bearer-token",
+		need: []string{"bearer"},
+		fold: true,
+		re:   regexp.MustCompile(`(?i)bearer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)`),
+		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && looksGenerated(t[m[2]:m[3]]) },
+	},
+	{
+		Name: "jwt",
+		need: []string{"eyJ"},
+		re:   regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,})`),
+		keep: func(t string, m []int) bool {
+			return !wordBefore(t, m[0]) && (m[0] == 0 || !strings.ContainsRune("_-.+/", rune(t[m[0]-1])))
+		},
+	},
+	{
+		Name: "url-password",
+		need: []string{"://"},
+		re:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@"'<>\\]+)@[A-Za-z0-9\[]`),
+		keep: func(t string, m []int) bool { return !template(t[m[2]:m[3]]) },
+	},
+}
+
+// authSchemes are the HTTP authentication schemes an Authorization header's
+// credentials follow.
+const authSchemes = `bearer|basic|token|digest|negotiate|ntlm|bot|apikey|api-key|key|jwt|oauth|dpop|ssws|sso-key|aws4-hmac-sha256`
+
+// A Detector finds one shape of credential.
+type Detector struct {
+	// Name is the detector's label, the only thing about a finding that
+	// may be reported.
+	Name string
+
+	// need lists words a match holds one of, lower-cased if fold is set
+	// (they are then looked for in the text lower-cased). A detector with
+	// need matches within a line, and reads only the lines that hold one;
+	// one without (private-key) reads the whole text, which its regexp's
+	// literal prefix makes quick.
+	need []string
+	fold bool
+	re   *regexp.Regexp
+	// keep decides whether a match of re is a credential; group is the
+	// submatch holding the secret (1 if zero).
+	keep  func(text string, m []int) bool
+	group int
+	// span, if set, replaces keep and group: it returns the secret's span
+	// for a match of re, or ok false.
+	span func(text string, m []int) (start, end int, ok bool)
+}
+
+// Detectors returns the registry.
+func Detectors() []*Detector { return slices.Clone(detectors) }
+
+// A Finding is a credential found by Find: text[Start:End] is the secret
+// part, Detector the label of what found it.
+type Finding struct {
+	Detector   string
+	Start, End int
+}
+
+// Find returns the credentials in text by every detector, ordered by Start.
+// Each detector reads text once, and a candidate it rejects is not read
+// again from inside, so the cost is linear in len(text).
+func Find(text string) []Finding {
+	var out []Finding
+	var lower string
+	for _, d := range detectors {
+		in := text
+		if d.fold {
+			if lower == "" {
+				lower = asciiLower(text)
+			}
+			in = lower
+		}
+		d.matches(text, in, func(m []int) {
+			var start, end int
+			if d.span != nil {
+				var ok bool
+				if start, end, ok = d.span(text, m); !ok {
+					return
+				}
+			} else {
+				if !d.keep(text, m) {
+					return
+				}
+				g := max(d.group, 1)
+				start, end = m[2*g], m[2*g+1]
+			}
+			out = append(out, Finding{d.Name, start, end})
+		})
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
+	return out
+}
+
+// matches calls yield with the submatch indexes of each match of d.re in
+// text, reading only the lines that hold one of d.need, looked for in
+// search (text or text lower-cased). Each line is read once, and each word
+// is looked for again only past its last place, so the cost stays linear in
+// len(text).
+func (d *Detector) matches(text, search string, yield func(m []int)) {
+	if len(d.need) == 0 {
+		for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
+			yield(m)
+		}
+		return
+	}
+	next := make([]int, len(d.need)) // where each word is next, or -1
+	for i := range next {
+		next[i] = -2 // not looked for yet
+	}
+	for from := 0; from < len(text); {
+		k := -1
+		for i, w := range d.need {
+			if next[i] == -2 || next[i] >= 0 && next[i] < from {
+				if j := strings.Index(search[from:], w); j >= 0 {
+					next[i] = from + j
+				} else {
+					next[i] = -1
+				}
+			}
+			if next[i] >= 0 && (k < 0 || next[i] < k) {
+				k = next[i]
+			}
+		}
+		if k < 0 {
+			return
+		}
+		start := strings.LastIndexByte(text[from:k], '\n') + 1 + from
+		end := len(text)
+		if j := strings.IndexByte(text[k:], '\n'); j >= 0 {
+			end = k + j
+		}
+		for _, m := range d.re.FindAllStringSubmatchIndex(text[start:end], -1) {
+			for i := range m {
+				if m[i] >= 0 {
+					m[i] += start
+				}
+			}
+			yield(m)
+		}
+		from = end + 1
+	}
+}
+
+// asciiLower lower-cases ASCII letters only, so offsets into it are offsets
+// into s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Scrub returns text with each credential Find finds replaced by Marker;
+// overlapping ones become one Marker. Scrub of its own output changes
+// nothing.
+func Scrub(text string) string {
+	fs := Find(text)
+	if len(fs) == 0 {
+		return text
+	}
+	var b strings.Builder
+	cur := 0
+	for i := 0; i < len(fs); {
+		start, end := fs[i].Start, fs[i].End
+		for i++; i < len(fs) && fs[i].Start <= end; i++ {
+			end = max(end, fs[i].End)
+		}
+		if start < cur {
+			start = cur
+		}
+		b.WriteString(text[cur:start])
+		b.WriteString(Marker)
+		cur = end
+	}
+	b.WriteString(text[cur:])
+	return b.String()
+}
+
+// pemBody returns the body of the private-key block whose header is m: from
+// its first base64 character to its last, through armour headers
+// (Proc-Type:, DEK-Info:, Version:) and line breaks, literal or escaped, up
+// to the END line or the first word a PEM body can't hold. Words of the body
+// end a line, or are 40 characters or more (a key put on one line with
+// spaces), so prose after a header is not a body. A header with no key
+// after it is not a credential. The scan stops at the next "-----", so no
+// byte is read for two headers.
+func pemBody(t string, m []int) (start, end int, ok bool) {
+	i, n := m[1], 0
+	start = -1
+	newline := false // the last gap held a line break
+	for i < len(t) {
+		// The gap before a word.
+		for i < len(t) {
+			switch {
+			case t[i] == ' ' || t[i] == '\t':
+				i++
+				continue
+			case t[i] == '\r' || t[i] == '\n':
+				i++
+			case t[i] == '\\' && i+1 < len(t) && (t[i+1] == 'n' || t[i+1] == 'r'):
+				i += 2
+			default:
+				goto word
+			}
+			newline = true
+		}
+	word:
+		j := i
+		for j < len(t) && (isAlnum(t[j]) || t[j] == '+' || t[j] == '/' || t[j] == '=') {
+			j++
+		}
+		if newline && j < len(t) && (t[j] == '-' || t[j] == ':') && !strings.HasPrefix(t[j:], "-----") {
+			// Maybe an armour header, Name: value, to the end of its line.
+			k := j
+			for k < len(t) && (isAlnum(t[k]) || t[k] == '-') {
+				k++
+			}
+			if k < len(t) && t[k] == ':' && k > i {
+				for k < len(t) && t[k] != '\n' && t[k] != '\r' && !(t[k] == '\\' && k+1 < len(t) && t[k+1] == 'n') && !strings.HasPrefix(t[k:], "-----") {
+					k++
+				}
+				if start < 0 {
+					start = i
+				}
+				i, end, newline = k, k, false
+				continue
+			}
+		}
+		if j == i {
+			break
+		}
+		// A word of the body ends its line, meets the END line or the
+		// end of the text, or is long.
+		k := j
+		for k < len(t) && (t[k] == ' ' || t[k] == '\t') {
+			k++
+		}
+		lineEnd := k == len(t) || t[k] == '\r' || t[k] == '\n' || strings.HasPrefix(t[k:], "-----") ||
+			t[k] == '\\' && k+1 < len(t) && (t[k+1] == 'n' || t[k+1] == 'r')
+		if !lineEnd && j-i < 40 {
+			break
+		}
+		if start < 0 {
+			if !newline && j-i < 40 {
+				break
+			}
+			start = i
+		}
+		n += j - i
+		i, end, newline = j, j, false
+	}
+	return start, end, start >= 0 && n >= 32
+}
+
+// basicCredentials reports whether v is base64 of user:password.
+func basicCredentials(v string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+		if b, err := enc.DecodeString(v); err == nil {
+			return len(v) >= 8 && strings.IndexByte(string(b), ':') > 0
+		}
+	}
+	return false
+}
+
+// looksGenerated: a digit, an interior capital in 16 or more characters, or
+// 32 characters; and not a placeholder.
+func looksGenerated(v string) bool {
+	if template(v) || !varied(v) {
+		return false
+	}
+	digit, capital := false, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case '0' <= c && c <= '9':
+			digit = true
+		case 'A' <= c && c <= 'Z' && i > 0 && 'a' <= v[i-1] && v[i-1] <= 'z':
+			capital = true
+		}
+	}
+	return digit || capital && len(v) >= 16 || len(v) >= 32
+}
+
+// template reports a placeholder where a secret would be: ${X}, $X, %s, {x},
+// YOUR_TOKEN, xxxx, stars, or a redaction marker.
+func template(v string) bool {
+	switch {
+	case v == "":
+		return true
+	case v[0] == '$' || v[0] == '{' || v[0] == '<':
+		return true
+	case len(v) >= 2 && v[0] == '%' && !isHex(v[1]):
+		return true
+	case strings.Contains(v, "REDACTED") || strings.Trim(v, "*") == "":
+		return true
+	case strings.Contains(strings.ToLower(v), "xxxx"):
+		return true
+	case strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "":
+		return true
+	}
+	return false
+}
+
+// varied: at least 10 distinct characters, which a generated secret of 16
+// or more has and ghp_aaaa…, 0000… or 1234123412341234 don't.
+func varied(v string) bool {
+	var seen [256]bool
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if !seen[v[i]] {
+			seen[v[i]] = true
+			n++
+		}
+	}
+	return n >= 10
+}
+
+// wordBefore reports whether text[i] follows a letter or digit, reading an
+// escape in front of it as what it encodes: the n of \n is a line break,
+// %3D is '='.
+func wordBefore(t string, i int) bool {
+	if i >= 3 && t[i-3] == '%' && isHex(t[i-2]) && isHex(t[i-1]) {
+		return isAlnum(unhex(t[i-2])<<4 | unhex(t[i-1]))
+	}
+	if i >= 2 && t[i-2] == '\\' && strings.IndexByte("nrtbf", t[i-1]) >= 0 {
+		return false
+	}
+	return i > 0 && isAlnum(t[i-1])
+}
+
+// wordAt reports whether text[i] is a letter or digit.
+func wordAt(t string, i int) bool { return i < len(t) && isAlnum(t[i]) }
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}

@@ -1,0 +1,157 @@
+package redact
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fixture struct {
+	detector, name string
+	text, want     string
+}
+
+// readCorpus parses a corpus file: "=== <detector>: <what it is>", the text
+// and, in the positive corpus, "--- scrubbed" and the expected output.
+// Lines starting with # before the first fixture are comments.
+func readCorpus(t *testing.T, path string) []fixture {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fixture
+	var cur *fixture
+	var body []string
+	end := func() {
+		if cur == nil {
+			return
+		}
+		text, want, found := strings.Cut(strings.Join(body, "\n"), "\n--- scrubbed\n")
+		cur.text = text
+		if found {
+			cur.want = want
+		}
+		out = append(out, *cur)
+	}
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if rest, ok := strings.CutPrefix(line, "=== "); ok {
+			end()
+			det, name, ok := strings.Cut(rest, ": ")
+			if !ok {
+				t.Fatalf("%s: fixture header %q lacks \": \"", path, line)
+			}
+			cur, body = &fixture{detector: det, name: name}, nil
+			continue
+		}
+		if cur == nil {
+			if !strings.HasPrefix(line, "#") {
+				t.Fatalf("%s: text before the first fixture: %q", path, line)
+			}
+			continue
+		}
+		body = append(body, line)
+	}
+	end()
+	return out
+}
+
+func positives(t *testing.T) []fixture { return readCorpus(t, "testdata/shapes/positive.txt") }
+func negatives(t *testing.T) []fixture { return readCorpus(t, "testdata/shapes/negative.txt") }
+
+func TestScrubRemovesEveryCorpusCredential(t *testing.T) {
+	for _, f := range positives(t) {
+		t.Run(f.detector+"/"+f.name, func(t *testing.T) {
+			if got := Scrub(f.text); got != f.want {
+				t.Errorf("Scrub:\ngot  %q\nwant %q", got, f.want)
+			}
+			if got := Scrub(f.want); got != f.want {
+				t.Errorf("Scrub of its own output changed it:\ngot  %q\nwant %q", got, f.want)
+			}
+			found := false
+			for _, fd := range Find(f.text) {
+				found = found || fd.Detector == f.detector
+			}
+			if !found {
+				t.Errorf("detector %s found nothing; Find: %v", f.detector, Find(f.text))
+			}
+		})
+	}
+}
+
+func TestScrubLeavesOrdinaryTextAlone(t *testing.T) {
+	for _, f := range negatives(t) {
+		t.Run(f.detector+"/"+f.name, func(t *testing.T) {
+			if got := Find(f.text); len(got) != 0 {
+				t.Errorf("Find: got %v, want nothing; Scrub: %q", got, Scrub(f.text))
+			}
+		})
+	}
+}
+
+func TestEveryDetectorIsHeldToTheCorpus(t *testing.T) {
+	pos, neg := map[string]int{}, map[string]int{}
+	names := map[string]bool{"any": true}
+	for _, d := range Detectors() {
+		names[d.Name] = true
+	}
+	for _, f := range positives(t) {
+		pos[f.detector]++
+		if !names[f.detector] || f.detector == "any" {
+			t.Errorf("positive fixture %q names %q, which is no detector", f.name, f.detector)
+		}
+		if f.want == "" || f.want == f.text || !strings.Contains(f.want, Marker) {
+			t.Errorf("positive fixture %q has no scrubbed form with a marker", f.name)
+		}
+	}
+	for _, f := range negatives(t) {
+		neg[f.detector]++
+		if !names[f.detector] {
+			t.Errorf("negative fixture %q names %q, which is no detector", f.name, f.detector)
+		}
+	}
+	for _, d := range Detectors() {
+		if pos[d.Name] == 0 {
+			t.Errorf("detector %s has no positive fixture in testdata/shapes/positive.txt", d.Name)
+		}
+		if neg[d.Name] == 0 {
+			t.Errorf("detector %s has no negative fixture in testdata/shapes/negative.txt", d.Name)
+		}
+	}
+}
+
+// A credential in its context must go whatever surrounds it: each positive
+// fixture's text, glued into the middle of every negative one, loses what
+// Scrub removed from it alone.
+func TestScrubFindsCredentialsAmidOrdinaryText(t *testing.T) {
+	for _, p := range positives(t) {
+		for _, n := range negatives(t) {
+			mid := len(n.text) / 2
+			for mid < len(n.text) && n.text[mid] != '\n' {
+				mid++
+			}
+			text := n.text[:mid] + "\n" + p.text + "\n" + n.text[mid:]
+			want := n.text[:mid] + "\n" + p.want + "\n" + n.text[mid:]
+			if got := Scrub(text); got != want {
+				t.Errorf("%s amid %s:\ngot  %q\nwant %q", p.name, n.name, got, want)
+			}
+		}
+	}
+}
+
+// Scanning is linear: text full of candidates every detector rejects takes
+// time in proportion to its length. Quadratic rescanning of a 2 MiB input
+// would take minutes; linear takes well under a second here.
+func TestScrubTimeIsLinearInRejectedCandidates(t *testing.T) {
+	unit := "ghp_" + strings.Repeat("a", 40) + " sk-ant-api03-... -----BEGIN RSA PRIVATE KEY----- Authorization: Bearer x " +
+		"eyJhbGciOi.eyJ AKIAIOSFODNN7EXAMPLE aws_secret_access_key = short https://u:${P}@h "
+	text := strings.Repeat(unit, 2<<20/len(unit))
+	start := time.Now()
+	if got := Find(text); len(got) != 0 {
+		t.Fatalf("Find: got %d findings in text of rejected candidates, want 0: %v", len(got), got[0])
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("Find of %d bytes took %v", len(text), d)
+	}
+}

@@ -1,0 +1,142 @@
+package redact
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// sink is an io.Writer the tests read while a timer may write to it.
+type sink struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	writes int
+	err    error
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.writes++
+	return s.b.Write(p)
+}
+
+func (s *sink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestWriterReleasesTheSafePrefixAtOnceAndTheTailAfterTheDeadline(t *testing.T) {
+	var out sink
+	w := NewWriter(mustSet(t, "s3cr3t-value"), &out)
+	defer w.Close()
+
+	start := time.Now()
+	if _, err := w.Write([]byte("hello world s3cr")); err != nil {
+		t.Fatal(err)
+	}
+	// Written before Write returned: no waiting for it.
+	if got := out.String(); got != "hello world " {
+		t.Fatalf("after Write: got %q, want %q", got, "hello world ")
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the held tail is released", func() bool {
+		return out.String() == "hello world s3cr"
+	})
+	if d := time.Since(start); d < MaxHold {
+		t.Errorf("the tail came out after %v, want at least MaxHold (%v)", d, MaxHold)
+	}
+
+	// After the deadline the tail is out: the rest of the value is no
+	// longer matched, as the spec allows.
+	if _, err := w.Write([]byte("3t-value!")); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "hello world s3cr3t-value!" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestWriterCatchesAValueSplitAcrossWrites(t *testing.T) {
+	var out sink
+	w := NewWriter(mustSet(t, "s3cr3t-value"), &out)
+	for _, p := range []string{"key=s3c", "r3t", "-va", "lue\r\n"} {
+		if _, err := w.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "key="+stars(12)+"\r\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestWriterFlushAndClose(t *testing.T) {
+	var out sink
+	w := NewWriter(mustSet(t, "s3cr3t-value"), &out)
+	w.Write([]byte("a s3cr"))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a s3cr" {
+		t.Errorf("after Flush: got %q, want %q", got, "a s3cr")
+	}
+	w.Write([]byte(" b s3"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a s3cr b s3" {
+		t.Errorf("after Close: got %q, want %q", got, "a s3cr b s3")
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close: got %v, want ErrClosed", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: got %v", err)
+	}
+}
+
+func TestWriterKeepsTheFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	out := &sink{err: boom}
+	w := NewWriter(mustSet(t, "s3cr3t-value"), out)
+	if _, err := w.Write([]byte("text")); !errors.Is(err, boom) {
+		t.Fatalf("Write: got %v, want %v", err, boom)
+	}
+	if _, err := w.Write([]byte("more")); !errors.Is(err, boom) {
+		t.Errorf("second Write: got %v, want %v", err, boom)
+	}
+	if err := w.Close(); !errors.Is(err, boom) {
+		t.Errorf("Close: got %v, want %v", err, boom)
+	}
+}
+
+// Writes from many goroutines (run with -race) lose nothing and leak no
+// value; the timer's flushes interleave with them safely.
+func TestWriterIsSafeForConcurrentUse(t *testing.T) {
+	var out sink
+	w := NewWriter(mustSet(t, "s3cr3t-value"), &out)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				w.Write([]byte("line s3cr3t-value\n"))
+			}
+		})
+	}
+	wg.Wait()
+	w.Close()
+	got := out.String()
+	if strings.Contains(got, "s3cr3t") || strings.Count(got, "line "+stars(12)+"\n") != 800 {
+		t.Errorf("got %d bytes with %d masked lines, want 800 and no value", len(got), strings.Count(got, "line "+stars(12)+"\n"))
+	}
+}
