@@ -1,14 +1,25 @@
+// Command kndl is the one kndl binary: Hub, Runner, kndl dev, the CLI, and
+// the helpers the Runner runs inside Sandboxes.
 package main
 
 import (
-	_ "github.com/coder/websocket"
-	_ "github.com/google/go-containerregistry/pkg/v1/remote"
-	_ "github.com/google/go-containerregistry/pkg/registry"
-	_ "github.com/google/nftables"
-	_ "github.com/vishvananda/netlink"
-	_ "golang.org/x/sys/unix"
-	_ "modernc.org/sqlite"
-	_ "github.com/opencontainers/runtime-spec/specs-go"
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/sandbox/oci"
 )
 
-func main() {}
+func main() {
+	// The sandbox backend re-executes this binary for its helpers (a
+	// Sandbox's PID 1 among them): they run before anything else.
+	if code, ok := oci.RunHelper(os.Args); ok {
+		os.Exit(code)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/runner"
+	"kndl.dev/kndl/internal/seal"
+	"kndl.dev/kndl/internal/store"
+)
+
+// runDev runs a Hub and a Runner in one process on 127.0.0.1, with the
+// store and the Runner's home under $KNDL_HOME, and signs this machine's
+// CLI in as the dev user. The Runner reaches the Hub over its real
+// WebSocket, as a remote one would.
+func runDev(ctx context.Context, io IO, args []string) error {
+	if _, err := parse(flags(io, "dev"), args); err != nil {
+		return err
+	}
+	dir, err := home(io)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("kndl dev runs Sandboxes with crun in user namespaces, which needs root: run it with sudo")
+	}
+	getenv := devEnv(io.Getenv, dir)
+	key, err := devSecretsKey(dir, getenv)
+	if err != nil {
+		return err
+	}
+	hcfg := hub.FromEnv(getenv, dir)
+	hcfg.SecretsKey = key
+	hcfg.Logger = logger(io)
+	st, err := store.Open(ctx, hcfg.DatabasePath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	h, err := hub.New(hcfg, st)
+	if err != nil {
+		return err
+	}
+	ln, err := listen(h)
+	if err != nil {
+		return err
+	}
+	url := h.Config().PublicURL
+
+	dev, err := st.DevUser(ctx)
+	if err != nil {
+		return err
+	}
+	if tok := io.Getenv("CLAUDE_CODE_OAUTH_TOKEN"); tok != "" {
+		if err := h.StoreClaudeToken(ctx, dev.ID, tok); err != nil {
+			return fmt.Errorf("CLAUDE_CODE_OAUTH_TOKEN: %w", err)
+		}
+	}
+	if err := devSignIn(ctx, st, dev, url); err != nil {
+		return err
+	}
+	// A fresh Runner token each start: it lives only in this process.
+	if old, err := st.RunnerByName(ctx, "dev"); err == nil {
+		st.RevokeRunner(ctx, old.ID)
+	}
+	_, token, err := st.CreateRunner(ctx, "dev", dev.ID)
+	if err != nil {
+		return err
+	}
+	rcfg, err := runner.FromEnv(getenv, dir)
+	if err != nil {
+		return err
+	}
+	rcfg.HubURL, rcfg.Token, rcfg.Name, rcfg.Logger = url, token, "dev", hcfg.Logger
+	b, err := newBackend(ctx, rcfg, rcfg.Logger)
+	if err != nil {
+		return err
+	}
+	r, err := runner.New(rcfg, b)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- h.Serve(ctx, ln) }()
+	go func() { errs <- r.Run(ctx) }()
+	fmt.Fprintf(io.Stdout, "kndl dev: Hub at %s with a Runner named dev; this machine's kndl CLI is signed in as the dev user.\n", url)
+	if io.Getenv("CLAUDE_CODE_OAUTH_TOKEN") == "" {
+		if _, _, err := st.UserSecret(ctx, dev.ID, "claude-token"); err != nil {
+			fmt.Fprintln(io.Stdout, "No Claude setup token is stored yet: run claude setup-token, then kndl token set (or start kndl dev with CLAUDE_CODE_OAUTH_TOKEN set).")
+		}
+	}
+	fmt.Fprintln(io.Stdout, `Start a Session with: kndl new --repo PATH_OR_URL "your first prompt"`)
+	err = <-errs
+	cancel()
+	<-errs
+	return err
+}
+
+// devEnv gives kndl dev's defaults: everything under $KNDL_HOME.
+func devEnv(getenv func(string) string, dir string) func(string) string {
+	return func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		if k == "RUNNER_HOME" {
+			return filepath.Join(dir, "runner")
+		}
+		return ""
+	}
+}
+
+// devSecretsKey is HUB_SECRETS_KEY, or a key kndl dev keeps in its home.
+func devSecretsKey(dir string, getenv func(string) string) (string, error) {
+	if k := getenv("HUB_SECRETS_KEY"); k != "" {
+		return k, nil
+	}
+	path := filepath.Join(dir, "secrets.key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return string(b), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	k := seal.NewKey()
+	return k, os.WriteFile(path, []byte(k), 0o600)
+}
+
+// devSignIn points this machine's CLI at the dev Hub with a fresh CLI token
+// for the dev user, unless it is already signed in there.
+func devSignIn(ctx context.Context, st *store.Store, dev store.User, url string) error {
+	if c, err := apiclient.LoadConfig(); err == nil && c.HubURL == url {
+		if u, err := st.UserByCLIToken(ctx, c.Token); err == nil && u.ID == dev.ID {
+			return nil
+		}
+	}
+	tok, err := st.CreateCLIToken(ctx, dev.ID, "kndl dev")
+	if err != nil {
+		return err
+	}
+	return apiclient.SaveConfig(apiclient.Config{HubURL: url, Token: tok})
+}

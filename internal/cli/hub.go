@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/store"
+)
+
+// openHub opens the Hub's store and makes the Hub.
+func openHub(ctx context.Context, io IO, dir string) (*hub.Hub, *store.Store, error) {
+	cfg := hub.FromEnv(io.Getenv, dir)
+	cfg.Logger = logger(io)
+	st, err := store.Open(ctx, cfg.DatabasePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := hub.New(cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return h, st, nil
+}
+
+func listen(h *hub.Hub) (net.Listener, error) {
+	ln, err := net.Listen("tcp", h.Config().Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (set HUB_LISTEN to another address)", h.Config().Listen, err)
+	}
+	return ln, nil
+}
+
+func runHub(ctx context.Context, io IO, args []string) error {
+	if err := flags(io, "hub").Parse(args); err != nil {
+		return err
+	}
+	dir, err := home(io)
+	if err != nil {
+		return err
+	}
+	h, st, err := openHub(ctx, io, dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ln, err := listen(h)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "kndl hub: serving %s on %s\n", h.Config().PublicURL, ln.Addr())
+	return h.Serve(ctx, ln)
+}
+
+func runnerTokenCreate(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "runner token create")
+	name := fs.String("name", "", "the Runner's name (letters, digits, '.', '_', '-')")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || fs.NArg() > 0 {
+		return errUsage
+	}
+	dir, err := home(io)
+	if err != nil {
+		return err
+	}
+	cfg := hub.FromEnv(io.Getenv, dir)
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabasePath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rn, token, err := st.CreateRunner(ctx, *name, "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Paired Runner %s. Its token is shown only this once:\n\n  %s\n\nOn the Runner's machine, run:\n\n  RUNNER_TOKEN=%s KNDL_HUB_URL=%s kndl runner\n",
+		rn.Name, token, token, cfg.PublicURL)
+	return nil
+}

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/hub"
+)
+
+func runnerList(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "runner ls")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var rs []hub.RunnerStatus
+	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, rs)
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tBACKEND\tLAST SEEN")
+	for _, r := range rs {
+		state, backend := "offline", ""
+		if r.Connected {
+			state, backend = "connected", r.Host.Backend
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, state, backend, ago(r.LastSeenAt))
+	}
+	return tw.Flush()
+}
+
+func runnerRevoke(ctx context.Context, io IO, args []string) error {
+	if len(args) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var rs []hub.RunnerStatus
+	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.Name == args[0] {
+			if err := c.Do(ctx, http.MethodDelete, "/api/runners/"+url.PathEscape(r.ID), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(io.Stdout, "Revoked Runner %s; it is disconnected.\n", r.Name)
+			return nil
+		}
+	}
+	return fmt.Errorf("no paired Runner named %q (kndl runner ls lists them)", args[0])
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}

@@ -1,0 +1,379 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/term"
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+func sessionNew(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "new")
+	repo := fs.String("repo", "", "the repository: a git URL, or a path on the Runner's host")
+	model := fs.String("model", "", "the model: sonnet, opus, haiku or a full model id")
+	effort := fs.String("effort", "", "the effort: low, medium, high, xhigh or max")
+	runner := fs.String("runner", "", "the Runner to use (default: the least busy connected one)")
+	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	prompt, err := promptArg(io, pos)
+	if err != nil || *repo == "" {
+		return errUsage
+	}
+	// A local path is resolved here, so the Runner on this machine finds it.
+	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
+		*repo, _ = filepath.Abs(*repo)
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var s hub.SessionView
+	if err := c.Do(ctx, http.MethodPost, "/api/sessions", hub.NewSession{Repo: *repo, Model: *model, Effort: *effort,
+		Prompt: prompt, IsCommand: *command, Runner: *runner}, &s); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, s)
+	}
+	fmt.Fprintf(io.Stdout, "Session %s is starting on %s.\nWatch it with: kndl watch %s\n", s.ID, s.RepoURL, s.ID)
+	return nil
+}
+
+// promptArg is the prompt from the arguments, or stdin when there is none
+// or it is "-".
+func promptArg(io IO, args []string) (string, error) {
+	if len(args) > 1 {
+		return "", errUsage
+	}
+	if len(args) == 1 && args[0] != "-" {
+		return args[0], nil
+	}
+	b, err := readAllLimited(io.Stdin, hub.MaxPromptBytes+1)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return "", errUsage
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+func readAllLimited(r io.Reader, n int64) ([]byte, error) {
+	if r == nil {
+		return nil, nil
+	}
+	return io.ReadAll(io.LimitReader(r, n))
+}
+
+func sessionList(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "ls")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var ss []store.Session
+	if err := c.Do(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, ss)
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tREPO\tTITLE\tCREATED")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.RepoURL, s.Title, ago(s.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func sessionShow(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "show")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	id := url.PathEscape(pos[0])
+	var s hub.SessionView
+	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); err != nil {
+		return err
+	}
+	var evs []store.Event
+	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id+"/events", nil, &evs); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, struct {
+			hub.SessionView
+			Events []store.Event `json:"events"`
+		}{s, evs})
+	}
+	fmt.Fprintf(io.Stdout, "Session %s\n  repo:    %s\n  state:   %s %s\n  model:   %s %s\n  created: %s\n\n",
+		s.ID, s.RepoURL, s.State, s.StateDetail, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+	for _, e := range evs {
+		printEvent(io.Stdout, e)
+	}
+	if len(s.Queue) > 0 {
+		fmt.Fprintf(io.Stdout, "\nWaiting prompts:\n")
+		for _, p := range s.Queue {
+			fmt.Fprintf(io.Stdout, "  %s  %s  %s\n", p.ID, p.State, oneLine(p.Text, 60))
+		}
+	}
+	return nil
+}
+
+func sessionPrompt(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "prompt")
+	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 {
+		return errUsage
+	}
+	text, err := promptArg(io, pos[1:])
+	if err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var p store.Prompt
+	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", hub.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, p)
+	}
+	fmt.Fprintf(io.Stdout, "Queued prompt %s.\n", p.ID)
+	return nil
+}
+
+func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
+	if len(args) != 2 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.Do(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stdout, "Cancelled.")
+	return nil
+}
+
+func sessionStopTurn(ctx context.Context, io IO, args []string) error {
+	if len(args) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(args[0])+"/stop-turn", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stdout, "Stopping the Turn.")
+	return nil
+}
+
+// sessionWatch streams a Session's transcript, reconnecting from the last
+// sequence number it printed.
+func sessionWatch(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "watch")
+	after := fs.Int64("after", 0, "start after this sequence number")
+	asJSON := fs.Bool("json", false, "print one JSON Event per line")
+	untilIdle := fs.Bool("until-idle", false, "exit once a Turn ends with no prompt waiting")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	id := url.PathEscape(pos[0])
+	last := *after
+	for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
+		done, err := watchOnce(ctx, c, id, &last, func(e store.Event) (bool, error) {
+			if *asJSON {
+				b, _ := json.Marshal(e)
+				fmt.Fprintf(io.Stdout, "%s\n", b)
+			} else {
+				printEvent(io.Stdout, e)
+			}
+			return *untilIdle && e.Kind == protocol.EventTurnEnd && queueEmpty(ctx, c, id), nil
+		})
+		if done || ctx.Err() != nil {
+			return nil
+		}
+		var apiErr *apiclient.Error
+		if errors.As(err, &apiErr) {
+			return err
+		}
+		fmt.Fprintf(io.Stderr, "kndl watch: %v; reconnecting\n", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func queueEmpty(ctx context.Context, c *apiclient.Client, id string) bool {
+	var s hub.SessionView
+	return c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s) == nil && len(s.Queue) == 0
+}
+
+// watchOnce follows one WebSocket until it ends or each returns true.
+func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(store.Event) (bool, error)) (bool, error) {
+	u := strings.Replace(c.BaseURL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, *last)
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
+	if err != nil {
+		if resp != nil && resp.StatusCode >= 400 {
+			// Ask the API once more for the sentence that says why.
+			var s hub.SessionView
+			if aerr := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); aerr != nil {
+				return false, aerr
+			}
+		}
+		return false, err
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(protocol.MaxFrameBytes)
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			return false, err
+		}
+		var e store.Event
+		if err := json.Unmarshal(b, &e); err != nil {
+			return false, err
+		}
+		*last = e.Seq
+		if done, err := each(e); done || err != nil {
+			return done, err
+		}
+	}
+}
+
+// printEvent writes one Event as a line or a few a person reads.
+func printEvent(w io.Writer, e store.Event) {
+	var ev protocol.Event
+	json.Unmarshal(e.Data, &ev)
+	at := e.At.Local().Format("15:04:05")
+	indent := ""
+	if ev.Agent != "" {
+		indent = "    "
+	}
+	switch ev.Kind {
+	case protocol.EventPrompt:
+		fmt.Fprintf(w, "%s %s> %s\n", at, indent, indentLines(ev.Text, "  "))
+	case protocol.EventText:
+		fmt.Fprintf(w, "%s %sclaude: %s\n", at, indent, indentLines(ev.Text, "  "))
+	case protocol.EventThinking:
+		fmt.Fprintf(w, "%s %s(thinking) %s\n", at, indent, oneLine(ev.Text, 100))
+	case protocol.EventToolUse:
+		fmt.Fprintf(w, "%s %s%s %s\n", at, indent, ev.Tool, oneLine(string(ev.Input), 120))
+	case protocol.EventToolResult:
+		mark := "->"
+		if ev.IsError {
+			mark = "-> error:"
+		}
+		fmt.Fprintf(w, "%s %s  %s %s\n", at, indent, mark, oneLine(ev.Text, 120))
+	case protocol.EventTurnStart:
+		fmt.Fprintf(w, "%s %s-- turn started\n", at, indent)
+	case protocol.EventTurnEnd:
+		fmt.Fprintf(w, "%s %s-- turn ended (%s)\n", at, indent, ev.Reason)
+	case protocol.EventError:
+		fmt.Fprintf(w, "%s %serror: %s\n", at, indent, ev.Text)
+	default:
+		fmt.Fprintf(w, "%s %s[%s] %s\n", at, indent, ev.Kind, oneLine(ev.Text, 120))
+	}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func indentLines(s, pre string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pre)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// tokenSet stores the person's Claude setup token on the Hub, read from
+// stdin (without echo on a terminal).
+func tokenSet(ctx context.Context, io IO, args []string) error {
+	if len(args) != 0 {
+		return errUsage
+	}
+	var tok []byte
+	var err error
+	if f, ok := io.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(io.Stderr, "Paste your setup token (claude setup-token makes one), then press Enter: ")
+		tok, err = term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(io.Stderr)
+	} else {
+		tok, err = readAllLimited(io.Stdin, 8192)
+	}
+	if err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.Do(ctx, http.MethodPut, "/api/account/claude-token", map[string]string{"token": strings.TrimSpace(string(tok))}, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stdout, "Stored. Your Sessions run on it from their next start or wake.")
+	return nil
+}

@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strconv"
+)
+
+// Config is a Runner's configuration. Each field names its environment
+// variable and default; FromEnv reads them.
+type Config struct {
+	// HubURL is the Hub's URL. KNDL_HUB_URL, required.
+	HubURL string
+	// Token is this Runner's token. RUNNER_TOKEN, required.
+	Token string
+	// Name is how the Runner names itself in its hello. RUNNER_NAME,
+	// default the host name.
+	Name string
+	// Home holds the Runner's state: images, Builds, Sandboxes, Claude
+	// Code. RUNNER_HOME, default $KNDL_HOME/runner.
+	Home string
+	// RelayPort is the mod relay's port, as Sandboxes reach it.
+	// RUNNER_RELAY_PORT, default 7391.
+	RelayPort int
+	// MaxCPUs and MaxMemoryMiB cap every Sandbox. RUNNER_SANDBOX_MAX_CPUS
+	// (default: the host's CPUs) and RUNNER_SANDBOX_MAX_MEMORY_MIB (default:
+	// half the host's memory).
+	MaxCPUs      float64
+	MaxMemoryMiB int
+	// KeepBuilds is how many Builds of each Repo to keep.
+	// RUNNER_SANDBOX_KEEP_BUILDS, default 3.
+	KeepBuilds int
+	// Image is the image Sessions' Sandboxes are built from, until a Repo's
+	// Environment names its own. RUNNER_DEFAULT_IMAGE, default
+	// docker.io/library/debian:bookworm.
+	Image string
+	// NPMRegistry is where Claude Code is downloaded from.
+	// RUNNER_NPM_REGISTRY, default https://registry.npmjs.org/.
+	NPMRegistry string
+	// ModelEndpoint, when set, sends every model request of Claude Code to
+	// this URL instead of Anthropic, through the relay. It exists for tests
+	// and self-hosted model gateways; off by default, and loud in the log
+	// when on. RUNNER_MODEL_ENDPOINT.
+	ModelEndpoint string
+	// Binary is the kndl binary mounted read-only into every Sandbox at
+	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
+	// process's own executable.
+	Binary string
+	// Logger is the operator's log.
+	Logger *slog.Logger
+}
+
+// FromEnv reads a Runner's configuration; home is $KNDL_HOME.
+func FromEnv(getenv func(string) string, home string) (Config, error) {
+	c := Config{
+		HubURL: getenv("KNDL_HUB_URL"),
+		Token:  getenv("RUNNER_TOKEN"),
+		Name:   getenv("RUNNER_NAME"),
+		Home:   getenv("RUNNER_HOME"),
+
+		Image:         getenv("RUNNER_DEFAULT_IMAGE"),
+		NPMRegistry:   getenv("RUNNER_NPM_REGISTRY"),
+		ModelEndpoint: getenv("RUNNER_MODEL_ENDPOINT"),
+	}
+	if c.Image == "" {
+		c.Image = "docker.io/library/debian:bookworm"
+	}
+	if c.Home == "" {
+		c.Home = filepath.Join(home, "runner")
+	}
+	ints := []struct {
+		env  string
+		dst  *int
+		def  int
+		name string
+	}{
+		{"RUNNER_RELAY_PORT", &c.RelayPort, 7391, "a port number"},
+		{"RUNNER_SANDBOX_MAX_MEMORY_MIB", &c.MaxMemoryMiB, 0, "a number of MiB"},
+		{"RUNNER_SANDBOX_KEEP_BUILDS", &c.KeepBuilds, 3, "a count"},
+	}
+	for _, v := range ints {
+		*v.dst = v.def
+		if s := getenv(v.env); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return c, fmt.Errorf("%s=%q: want %s", v.env, s, v.name)
+			}
+			*v.dst = n
+		}
+	}
+	if s := getenv("RUNNER_SANDBOX_MAX_CPUS"); s != "" {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f <= 0 {
+			return c, fmt.Errorf("RUNNER_SANDBOX_MAX_CPUS=%q: want a positive number such as 2 or 1.5", s)
+		}
+		c.MaxCPUs = f
+	}
+	return c, nil
+}
+
+func (c *Config) check() error {
+	if c.HubURL == "" {
+		return fmt.Errorf("KNDL_HUB_URL is not set: set it to the Hub's URL, such as https://kndl.example.com")
+	}
+	u, err := url.Parse(c.HubURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("KNDL_HUB_URL %q: want an http or https URL", c.HubURL)
+	}
+	if c.Token == "" {
+		return fmt.Errorf("RUNNER_TOKEN is not set: pair this Runner on the Hub (kndl runner token create --name NAME) and set the token it shows")
+	}
+	if c.ModelEndpoint != "" {
+		if u, err := url.Parse(c.ModelEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("RUNNER_MODEL_ENDPOINT %q: want an http or https URL", c.ModelEndpoint)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}

@@ -1,0 +1,298 @@
+// Package runner is the Runner: it dials out to the Hub over one WebSocket,
+// keeps that connection up with backoff, and runs the Hub's Sessions in
+// Sandboxes through a sandbox.Backend: Builds, Workspaces, Claude Code in
+// tmux, the mod relay. Only internal/cli imports it.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/build"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/relay"
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// Runner is one Runner process.
+type Runner struct {
+	cfg     Config
+	log     *slog.Logger
+	backend sandbox.Backend
+	builder *build.Builder
+	relay   *relay.Relay
+
+	mu       sync.Mutex
+	conn     *protocol.Conn // while connected and welcomed
+	sessions map[string]*session
+
+	// outbox keeps notifications in order until a connection takes them,
+	// so a Session's Events survive a dropped connection.
+	outMu    sync.Mutex
+	outbox   []outgoing
+	outReady chan struct{}
+}
+
+type outgoing struct {
+	typ  string
+	body any
+}
+
+// New makes a Runner that runs Sandboxes with backend.
+func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	log := cfg.Logger.With("component", "runner")
+	b, err := build.New(backend, filepath.Join(cfg.Home, "builds"), cfg.KeepBuilds, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	rl, err := relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ModelEndpoint != "" {
+		log.Warn("RUNNER_MODEL_ENDPOINT is set: every Session's model requests go to it, not to Anthropic", "endpoint", cfg.ModelEndpoint)
+	}
+	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b, relay: rl,
+		sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+	if err := r.installBinary(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// installBinary copies the kndl binary into the home's bin/, which every
+// Sandbox mounts read-only: the mod's hooks and the transcript follower run
+// it there.
+func (r *Runner) installBinary() error {
+	src := r.cfg.Binary
+	if src == "" {
+		var err error
+		if src, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	dir := filepath.Join(r.cfg.Home, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("the kndl binary to mount in Sandboxes: %w", err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, ".kndl-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		return err
+	}
+	tmp.Close()
+	// Renaming over it leaves a running hook's binary untouched.
+	return os.Rename(tmp.Name(), filepath.Join(dir, "kndl"))
+}
+
+// Backoff bounds between connection attempts; each wait is jittered.
+const (
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 30 * time.Second
+)
+
+// Run serves the relay and keeps the Runner connected to the Hub until ctx
+// is done. It returns an error when the Hub refuses the Runner's token, or
+// the relay cannot listen, since retrying cannot help then.
+func (r *Runner) Run(ctx context.Context) error {
+	addr := r.backend.Host().Relay
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("the mod relay cannot listen on %s: %w (is another Runner on this host using RUNNER_RELAY_PORT?)", addr, err)
+	}
+	go r.relay.Serve(ctx, ln)
+	go r.sendOutbox(ctx)
+	wait := backoffMin
+	for {
+		welcomed, err := r.connect(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errdefs.ErrUnauthorized) {
+			return fmt.Errorf("the Hub at %s refused this Runner's token (revoked, or for another Hub): pair the Runner again with kndl runner token create", r.cfg.HubURL)
+		}
+		if welcomed {
+			wait = backoffMin
+		}
+		// Jitter in [wait/2, wait) spreads a fleet's reconnects after a Hub restart.
+		d := wait/2 + time.Duration(rand.Int64N(int64(wait/2)))
+		r.log.Warn("hub connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d):
+		}
+		wait = min(wait*2, backoffMax)
+	}
+}
+
+// connect runs one connection until it ends and reports whether the Hub
+// welcomed it.
+func (r *Runner) connect(ctx context.Context) (bool, error) {
+	u := strings.Replace(strings.TrimSuffix(r.cfg.HubURL, "/"), "http", "ws", 1) + "/runner/connect"
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": []string{"Bearer " + r.cfg.Token}},
+	})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return false, fmt.Errorf("dial %s: %w", u, errdefs.ErrUnauthorized)
+		}
+		return false, fmt.Errorf("dial %s: %w", u, err)
+	}
+	conn := protocol.NewConn(ws, r.log)
+	r.handle(conn)
+	served := make(chan error, 1)
+	go func() { served <- conn.Serve(ctx) }()
+
+	host := r.backend.Host()
+	var welcome protocol.Welcome
+	err = conn.Request(ctx, protocol.TypeHello, protocol.Hello{
+		MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: r.cfg.Name,
+		Host: protocol.HostInfo{Backend: r.backend.Name(), Limits: host.Limits, Notes: host.Notes,
+			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB},
+	}, &welcome)
+	if err != nil {
+		conn.Close(websocket.StatusNormalClosure, "hello failed")
+		<-served
+		return false, fmt.Errorf("hello: %w", err)
+	}
+	r.log.Info("connected to hub", "url", r.cfg.HubURL, "protocol", welcome.Version, "runner_id", welcome.RunnerID)
+	r.setConn(conn)
+	err = <-served
+	r.setConn(nil)
+	return true, err
+}
+
+// handle registers what the Hub may ask of this Runner.
+func (r *Runner) handle(conn *protocol.Conn) {
+	conn.Handle(protocol.TypeSessionStart, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionStart
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("session.start: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, r.startSession(ctx, req)
+	})
+	conn.Handle(protocol.TypeSessionDeliver, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionDeliver
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("session.deliver: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, r.deliver(ctx, req)
+	})
+	conn.Handle(protocol.TypeSessionStopTurn, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionRef
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("session.stop_turn: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, r.stopTurn(ctx, req.SessionID)
+	})
+}
+
+func (r *Runner) setConn(c *protocol.Conn) {
+	r.mu.Lock()
+	r.conn = c
+	r.mu.Unlock()
+	if c != nil {
+		r.wakeOutbox()
+	}
+}
+
+func (r *Runner) currentConn() *protocol.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conn
+}
+
+// Connected reports whether the Runner is connected to the Hub and welcomed.
+func (r *Runner) Connected() bool { return r.currentConn() != nil }
+
+// request asks the Hub something over the current connection.
+func (r *Runner) request(ctx context.Context, typ string, body, reply any) error {
+	c := r.currentConn()
+	if c == nil {
+		return fmt.Errorf("not connected to the Hub: %w", errdefs.ErrUnavailable)
+	}
+	return c.Request(ctx, typ, body, reply)
+}
+
+// notify queues a one-way message to the Hub; the outbox sends it, in
+// order, once connected.
+func (r *Runner) notify(typ string, body any) {
+	r.outMu.Lock()
+	r.outbox = append(r.outbox, outgoing{typ, body})
+	r.outMu.Unlock()
+	r.wakeOutbox()
+}
+
+func (r *Runner) wakeOutbox() {
+	select {
+	case r.outReady <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) sendOutbox(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.outReady:
+		}
+		for {
+			c := r.currentConn()
+			r.outMu.Lock()
+			if c == nil || len(r.outbox) == 0 {
+				r.outMu.Unlock()
+				break
+			}
+			m := r.outbox[0]
+			r.outMu.Unlock()
+			if err := c.Notify(ctx, m.typ, m.body); err != nil {
+				break // kept; sent again on the next connection
+			}
+			r.outMu.Lock()
+			r.outbox = r.outbox[1:]
+			r.outMu.Unlock()
+		}
+	}
+}
+
+// relayPort is the relay's port, as Sandboxes reach it.
+func (r *Runner) relayPort() string {
+	_, port, _ := net.SplitHostPort(r.backend.Host().Relay)
+	return port
+}

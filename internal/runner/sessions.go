@@ -1,0 +1,437 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"kndl.dev/kndl/internal/build"
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/mod"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/tmux"
+)
+
+// Paths inside every Sandbox.
+const (
+	workspaceDir = claude.Workdir
+	modDir       = "/opt/kndl/mod"
+	binDir       = "/opt/kndl/bin"
+	kndlBin      = binDir + "/kndl"
+	runDir       = "/run/kndl"
+	tmuxSocket   = runDir + "/tmux.sock"
+	cacheDir     = "/var/cache/kndl"
+	paneTarget   = "claude"
+)
+
+// cacheEnv points package caches at the Sandbox's package-cache disk.
+var cacheEnv = []string{
+	"XDG_CACHE_HOME=" + cacheDir + "/xdg",
+	"BUN_INSTALL_CACHE_DIR=" + cacheDir + "/bun",
+	"npm_config_cache=" + cacheDir + "/npm",
+}
+
+// session is one Session this Runner runs.
+type session struct {
+	id      string
+	sandbox string
+	ctl     *tmux.Control
+	// stopping is set when the Runner ends Claude Code itself, so its exit
+	// is not reported as Claude Code exiting on its own.
+	stopping atomic.Bool
+	cancel   context.CancelFunc
+	// typing serialises deliveries and stop-turns on the pane.
+	typing sync.Mutex
+}
+
+// sandboxID names a Session's Sandbox.
+func sandboxID(sessionID string) string { return "s-" + sessionID }
+
+// sessionDir is the Session's directory on the Runner's host.
+func (r *Runner) sessionDir(id string) string { return filepath.Join(r.cfg.Home, "sessions", id) }
+
+// startSession starts (or wakes) a Session's Claude Code, reporting each
+// slow step in the Session's start log, and returns once Claude Code waits
+// for its first prompt.
+func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) error {
+	if !uuidLike(req.SessionID) {
+		return fmt.Errorf("session id %q: %w", req.SessionID, errdefs.ErrInvalid)
+	}
+	r.mu.Lock()
+	if r.sessions[req.SessionID] != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("session %s is already running here: %w", req.SessionID, errdefs.ErrConflict)
+	}
+	s := &session{id: req.SessionID, sandbox: sandboxID(req.SessionID)}
+	r.sessions[s.id] = s
+	r.mu.Unlock()
+	err := r.launch(ctx, s, req)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.sessions, s.id)
+		r.mu.Unlock()
+		r.relay.Revoke(s.id)
+		if s.cancel != nil {
+			s.stopping.Store(true)
+			s.cancel()
+		}
+	}
+	return err
+}
+
+func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionStart) error {
+	logf := func(format string, args ...any) { r.sessionLog(s.id, fmt.Sprintf(format, args...)) }
+	img, err := ociimage.Pull(ctx, r.cfg.Image, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
+		Progress: func(p ociimage.Progress) { logf("%s", p) },
+	})
+	if err != nil {
+		return err
+	}
+	bd, err := r.builder.Ensure(ctx, build.Spec{Repo: req.RepoURL, ImageDigest: img.Digest, ImageRootfs: img.Rootfs, ImageEnv: img.Config.Env},
+		func(line string) { logf("build: %s", line) })
+	if err != nil {
+		return err
+	}
+	variant := claude.Glibc
+	if bd.Musl {
+		variant = claude.Musl
+	}
+	bin, err := claude.Install(ctx, filepath.Join(r.cfg.Home, "claude-code"), variant, claude.InstallOptions{
+		Registry: r.cfg.NPMRegistry, Progress: func(line string) { logf("%s", line) },
+	})
+	if err != nil {
+		return err
+	}
+	dir := r.sessionDir(s.id)
+	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
+		return err
+	}
+	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
+		return err
+	}
+	if err := r.ensureSandbox(ctx, s, bd, bin, dir); err != nil {
+		return err
+	}
+	// A fresh copy of the mod for this start: an update never changes the
+	// mod under a running Turn.
+	copyName := fmt.Sprintf("%d", time.Now().UnixNano())
+	if err := r.freshMod(filepath.Join(dir, "mod"), copyName); err != nil {
+		return err
+	}
+	if err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir); err != nil {
+		return fmt.Errorf("seed Claude Code's config: %w", err)
+	}
+	var creds protocol.SessionCredentials
+	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
+		return fmt.Errorf("the Hub gave no Claude token for this Session: %w", err)
+	}
+	token := r.relay.Issue(s.id)
+	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
+		return err
+	}
+	relayURL := "http://" + sandbox.RelayHost + ":" + r.relayPort()
+	launch := claude.Launch{
+		Binary:       claude.MountDir + "/claude",
+		Conversation: s.id,
+		Resume:       req.Resume,
+		Model:        req.Model,
+		Effort:       req.Effort,
+		Base:         append(append([]string(nil), bd.LoginEnv...), cacheEnv...),
+		SessionID:    s.id,
+		ConfigDir:    claude.ConfigDir,
+		TZ:           claude.LocalTimeZone(),
+		RelayURL:     relayURL,
+		SessionToken: token,
+		OAuthToken:   creds.ClaudeToken,
+	}
+	for _, p := range mod.Plugins {
+		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+p)
+	}
+	if r.cfg.ModelEndpoint != "" {
+		// The relay forwards /model/<Session token>/… to the endpoint, so the
+		// Sandbox reaches nothing on the host but the relay.
+		launch.ModelEndpoint = relayURL + "/model/" + token
+	}
+	argv, env, err := launch.Command()
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	if err := r.startClaude(sctx, s, argv, env); err != nil {
+		return err
+	}
+	logf("waiting for Claude Code")
+	if err := r.waitReady(ctx, s); err != nil {
+		return err
+	}
+	go r.follow(sctx, s)
+	go r.watchExit(s)
+	return nil
+}
+
+// ensureSandbox makes and boots the Session's Sandbox, or boots the one it
+// has (a wake keeps its disks).
+func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string) error {
+	st, err := r.backend.Status(ctx, s.sandbox)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		err = r.backend.Create(ctx, sandbox.Spec{
+			ID:     s.sandbox,
+			Layers: bd.Layers,
+			Disks: []sandbox.Disk{
+				{Name: "claude", Target: claude.ConfigDir},
+				{Name: "cache", Target: cacheDir},
+			},
+			Binds: []sandbox.Bind{
+				{Source: filepath.Join(dir, "workspace"), Target: workspaceDir},
+				{Source: bin.Dir, Target: claude.MountDir, ReadOnly: true},
+				{Source: filepath.Join(r.cfg.Home, "bin"), Target: binDir, ReadOnly: true},
+				{Source: filepath.Join(dir, "mod"), Target: modDir, ReadOnly: true},
+			},
+			Tmpfs: []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+		})
+		if err != nil {
+			return fmt.Errorf("create the Sandbox: %w", err)
+		}
+		st.State = sandbox.StateCreated
+	} else if err != nil {
+		return err
+	}
+	if st.State != sandbox.StateRunning {
+		if err := r.backend.Start(ctx, s.sandbox); err != nil {
+			return fmt.Errorf("start the Sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// freshMod writes a new copy of the mod and removes older ones: the Claude
+// Code that used them has exited by now.
+func (r *Runner) freshMod(dir, name string) error {
+	old, _ := os.ReadDir(dir)
+	for _, e := range old {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+	return mod.WriteCopy(filepath.Join(dir, name))
+}
+
+// startClaude starts the Session's tmux with a control client, then Claude
+// Code in its pane. The environment goes over the control client's stdin
+// (respawn-pane -e), so no value sits on a command line, and the tmux server
+// itself holds none: Claude Code's process gets exactly env.
+func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string) error {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	_, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
+			"-x", "120", "-y", "40", "-c", workspaceDir, "exec sleep infinity"},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "TERM=xterm-256color"},
+		Dir:   workspaceDir,
+		Stdin: inR, Stdout: outW, Stderr: outW,
+	})
+	if err != nil {
+		return fmt.Errorf("start tmux: %w", err)
+	}
+	context.AfterFunc(ctx, func() { inW.Close(); outW.Close() })
+	ctl, err := tmux.NewControl(inW, outR, nil)
+	if err != nil {
+		return fmt.Errorf("start tmux: %w", err)
+	}
+	s.ctl = ctl
+	for _, opt := range [][]string{{"focus-events", "on"}, {"history-limit", "10000"}, {"exit-empty", "on"}} {
+		if _, err := ctl.Run(ctx, tmux.Command("set", append([]string{"-g"}, opt...)...)); err != nil {
+			return fmt.Errorf("tmux: %w", err)
+		}
+	}
+	args := []string{"-k", "-t", paneTarget, "-c", workspaceDir}
+	for _, kv := range env {
+		args = append(args, "-e", kv)
+	}
+	args = append(append(args, "--"), argv...)
+	if _, err := ctl.Run(ctx, tmux.Command("respawn-pane", args...)); err != nil {
+		return fmt.Errorf("start Claude Code: %w", err)
+	}
+	return nil
+}
+
+// readyTimeout bounds Claude Code's start to its prompt.
+const readyTimeout = 90 * time.Second
+
+// readyMark is drawn last as Claude Code comes up in bypass-permissions
+// mode: its prompt is ready (measured on 2.1.328).
+const readyMark = "shift+tab to cycle"
+
+func (r *Runner) waitReady(ctx context.Context, s *session) error {
+	deadline := time.Now().Add(readyTimeout)
+	var screen string
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.ctl.Done():
+			return fmt.Errorf("Claude Code exited as it started; its screen showed:\n%s", strings.TrimSpace(screen))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		screen = r.screen(ctx, s)
+		if strings.Contains(screen, readyMark) {
+			return nil
+		}
+	}
+	return fmt.Errorf("Claude Code did not show its prompt within %s; its screen showed:\n%s", readyTimeout, strings.TrimSpace(screen))
+}
+
+// screen is the pane's visible text.
+func (r *Runner) screen(ctx context.Context, s *session) string {
+	lines, _ := s.ctl.Run(ctx, tmux.Command("capture-pane", "-p", "-J", "-t", paneTarget))
+	return strings.Join(lines, "\n")
+}
+
+// chunkBytes and chunkPause keep typed text below the burst Claude Code
+// turns into "[Pasted text]" (about 800 characters, measured).
+const (
+	chunkBytes = 400
+	chunkPause = 150 * time.Millisecond
+	drawWait   = 3 * time.Second
+)
+
+// deliver types a prompt into Claude Code and presses Enter once the text
+// is drawn: an Enter sent before then can be lost (measured: 4 in 5 right
+// after start).
+func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error {
+	s, err := r.session(req.SessionID)
+	if err != nil {
+		return err
+	}
+	s.typing.Lock()
+	defer s.typing.Unlock()
+	tail := lastRunes(squash(req.Text), 24)
+	if !(req.Retry && strings.Contains(squash(r.screen(ctx, s)), tail)) {
+		for i, chunk := range chunks(req.Text, chunkBytes) {
+			if i > 0 {
+				time.Sleep(chunkPause)
+			}
+			if _, err := s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "-l", "--", chunk)); err != nil {
+				return fmt.Errorf("type the prompt: %w", err)
+			}
+		}
+	}
+	for deadline := time.Now().Add(drawWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(squash(r.screen(ctx, s)), tail) {
+			break
+		}
+	}
+	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Enter"))
+	return err
+}
+
+// stopTurn interrupts the running Turn, as Escape does at the keyboard.
+func (r *Runner) stopTurn(ctx context.Context, id string) error {
+	s, err := r.session(id)
+	if err != nil {
+		return err
+	}
+	s.typing.Lock()
+	defer s.typing.Unlock()
+	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Escape"))
+	return err
+}
+
+func (r *Runner) session(id string) (*session, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sessions[id]
+	if s == nil || s.ctl == nil {
+		return nil, fmt.Errorf("session %s is not running on this Runner: %w", id, errdefs.ErrNotFound)
+	}
+	return s, nil
+}
+
+// watchExit reports Claude Code exiting on its own: its pane closes, the
+// tmux session with it, and the control client ends.
+func (r *Runner) watchExit(s *session) {
+	<-s.ctl.Done()
+	r.mu.Lock()
+	if r.sessions[s.id] == s {
+		delete(r.sessions, s.id)
+	}
+	r.mu.Unlock()
+	r.relay.Revoke(s.id)
+	if s.stopping.Load() {
+		return
+	}
+	s.cancel()
+	r.log.Info("claude code exited", "session", s.id)
+	r.notify(protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: "it exited on its own"})
+}
+
+// sessionLog adds a line to a Session's start log.
+func (r *Runner) sessionLog(id, line string) {
+	r.notify(protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id, Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventLog, Text: line}}})
+}
+
+func (r *Runner) exec(ctx context.Context, id string, env []string, args ...string) error {
+	var out strings.Builder
+	p, err := r.backend.Exec(ctx, id, sandbox.Cmd{Args: args, Env: env, Stdout: &out, Stderr: &out})
+	if err != nil {
+		return err
+	}
+	code, err := p.Wait()
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s exited %d: %s", args[0], code, strings.TrimSpace(out.String()))
+	}
+	return err
+}
+
+func chunks(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}
+
+// squash drops whitespace, so text wrapped in Claude Code's input box still
+// matches what was typed.
+func squash(s string) string {
+	return strings.Join(strings.Fields(s), "")
+}
+
+func lastRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		r = r[len(r)-n:]
+	}
+	return string(r)
+}
+
+func uuidLike(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,63 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/redact"
+)
+
+// cloneWorkspace clones a Session's Repo into dir on the Runner's host: the
+// one thing the Runner runs git for ("Host git"). Hooks and fsmonitor are
+// off, nothing is written into the clone's config, and a clone that fails
+// leaves nothing behind and fails with git's message. A Workspace already
+// there (a wake) is kept as it is.
+func cloneWorkspace(ctx context.Context, repo, dir string, progress func(string)) error {
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return nil
+	}
+	tmp := dir + ".clone"
+	os.RemoveAll(tmp)
+	progress("cloning " + redact.Scrub(repo))
+	start := time.Now()
+	// -c before the subcommand applies to this run only; --template= keeps
+	// git's sample hooks out of the clone.
+	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+		"clone", "--quiet", "--template=", "--", repo, tmp)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(tmp)
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("git clone %s failed: %s", redact.Scrub(repo), redact.Scrub(msg))
+	}
+	exclude := filepath.Join(tmp, ".git", "info", "exclude")
+	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	// Subagents' worktrees stay out of a git add -A in the Sandbox.
+	_, err = f.WriteString("\n.claude/worktrees/\n")
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	progress(fmt.Sprintf("cloned in %s", time.Since(start).Round(100*time.Millisecond)))
+	return nil
+}

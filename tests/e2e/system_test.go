@@ -1,0 +1,293 @@
+// Package e2e tests the whole system with its real parts: a Hub and a
+// Runner in this process, talking over their real WebSocket; real crun
+// Sandboxes booted from the test image pulled from an in-process registry;
+// the pinned Claude Code in real tmux, with its mod and relay; and the
+// scripted Anthropic Messages API standing in for Anthropic.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/runner"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/seal"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := oci.RunHelper(os.Args); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// claudeToken is the Creator's setup token in these tests; the scripted
+// model accepts only it.
+const claudeToken = "sk-ant-oat01-e2e-test-token-0123456789abcdef"
+
+// System is a Hub and a Runner with one signed-in dev user.
+type System struct {
+	t       *testing.T
+	URL     string
+	Store   *store.Store
+	Hub     *hub.Hub
+	Runner  *runner.Runner
+	Backend sandbox.Backend
+	Model   *testkit.Anthropic
+	Home    string // the Runner's home
+	cli     string // the dev user's CLI token
+	log     *bytes.Buffer
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// kndlBinary builds the kndl binary once per test run: the Runner mounts it
+// into Sandboxes, where the mod's hooks and the transcript follower run it.
+func kndlBinary(t *testing.T) string {
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kndl-e2e-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kndl")
+		cmd := exec.Command("go", "build", "-o", binPath, "kndl.dev/kndl/cmd/kndl")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// cached links a directory of the Runner's home to one kept between test
+// runs, so images, Builds and Claude Code are fetched once per machine.
+func cached(t *testing.T, home, name string) {
+	dst := filepath.Join(testkit.CacheDir(), "runner", name)
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dst, filepath.Join(home, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start starts a System and stops it, with every Sandbox it made, when the
+// test ends.
+func Start(t *testing.T) *System {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun", "tmux", "git")
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	logBuf := &bytes.Buffer{}
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	st, err := store.Open(ctx, filepath.Join(dir, "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	h, err := hub.New(hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h.Serve(ctx, ln)
+
+	dev, _ := st.DevUser(ctx)
+	cli, _ := st.CreateCLIToken(ctx, dev.ID, "e2e")
+	if err := h.StoreClaudeToken(ctx, dev.ID, claudeToken); err != nil {
+		t.Fatal(err)
+	}
+	_, rtoken, err := st.CreateRunner(ctx, "e2e", dev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	model := testkit.NewAnthropic(t, claudeToken)
+	home := filepath.Join(dir, "runner")
+	os.MkdirAll(home, 0o700)
+	for _, name := range []string{"images", "builds", "claude-code"} {
+		cached(t, home, name)
+	}
+	bin := kndlBinary(t)
+	cfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, Logger: log}
+	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(cfg.RelayPort),
+		InitPath: bin, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(cfg, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Run(ctx)
+	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, cli: cli, log: logBuf}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("system log:\n%s", logBuf.String())
+		}
+		cctx := context.Background()
+		if all, err := b.List(cctx); err == nil {
+			for _, sb := range all {
+				b.Remove(cctx, sb.ID)
+			}
+		}
+		cancel()
+		st.Close()
+	})
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects", r.Connected)
+	return s
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Do calls the Hub's API as the dev user and decodes the answer into out;
+// it returns the status.
+func (s *System) Do(method, path string, in, out any) int {
+	s.t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.URL+path, body)
+	req.Header.Set("Authorization", "Bearer "+s.cli)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	if resp.StatusCode >= 300 && out != nil {
+		s.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// Repo makes a git repository on the Runner's host with one commit.
+func (s *System) Repo() string {
+	s.t.Helper()
+	dir := filepath.Join(s.t.TempDir(), "repo")
+	for _, args := range [][]string{{"init", "-q", "-b", "main", dir}, {"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			s.t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "README.md"), []byte("# test repo\n"), 0o644)
+	exec.Command("git", "-C", dir, "add", ".").Run()
+	exec.Command("git", "-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "readme").Run()
+	return dir
+}
+
+// NewSession starts a Session on repo with a first prompt.
+func (s *System) NewSession(repo, prompt string) hub.SessionView {
+	s.t.Helper()
+	var v hub.SessionView
+	s.Do(http.MethodPost, "/api/sessions", hub.NewSession{Repo: repo, Prompt: prompt}, &v)
+	return v
+}
+
+// Events returns a Session's Events so far, decoded.
+func (s *System) Events(id string) []protocol.Event {
+	s.t.Helper()
+	var rows []store.Event
+	s.Do(http.MethodGet, "/api/sessions/"+id+"/events", nil, &rows)
+	out := make([]protocol.Event, len(rows))
+	for i, r := range rows {
+		json.Unmarshal(r.Data, &out[i])
+		out[i].Seq = r.Seq
+	}
+	return out
+}
+
+// WaitEvent waits until a Session has an Event that match accepts, and
+// returns it. A start that fails ends the wait at once.
+func (s *System) WaitEvent(id string, within time.Duration, what string, match func(protocol.Event) bool) protocol.Event {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		evs := s.Events(id)
+		for _, e := range evs {
+			if match(e) {
+				return e
+			}
+		}
+		var v hub.SessionView
+		s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+		if v.State == store.Asleep && strings.HasPrefix(v.StateDetail, "start failed") {
+			s.t.Fatalf("waiting for %s: %s\nevents: %s", what, v.StateDetail, dump(evs))
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no %s within %v; events:\n%s", what, within, dump(evs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func dump(evs []protocol.Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		j, _ := json.Marshal(e)
+		fmt.Fprintf(&b, "  %s\n", j)
+	}
+	return b.String()
+}
+
+func kind(k string) func(protocol.Event) bool {
+	return func(e protocol.Event) bool { return e.Kind == k }
+}
