@@ -62,8 +62,10 @@ func (s Spec) Key() string {
 type Build struct {
 	Key  string `json:"key"`
 	Repo string `json:"repo"`
-	// Layers are the read-only layers Sessions boot from, topmost first.
-	Layers []string `json:"layers"`
+	// Layers are the read-only layers Sessions boot from, topmost first:
+	// the Build's own and the image's base. Not stored: they are where this
+	// Runner's home is now.
+	Layers []string `json:"-"`
 	// Musl is whether the image's C library is musl, so Sandboxes take
 	// Claude Code's musl build.
 	Musl bool `json:"musl"`
@@ -119,6 +121,7 @@ func (b *Builder) Ensure(ctx context.Context, spec Spec, progress func(string)) 
 	key := spec.Key()
 	defer b.lock(key)()
 	if bd, err := b.load(key); err == nil {
+		bd.Layers = b.layers(key, spec)
 		return bd, nil
 	}
 	start := time.Now()
@@ -130,6 +133,10 @@ func (b *Builder) Ensure(ctx context.Context, spec Spec, progress func(string)) 
 	}
 	progress(fmt.Sprintf("build ready in %s", time.Since(start).Round(100*time.Millisecond)))
 	return bd, nil
+}
+
+func (b *Builder) layers(key string, spec Spec) []string {
+	return []string{filepath.Join(b.dir, key, "layer"), spec.ImageRootfs}
 }
 
 func (b *Builder) load(key string) (Build, error) {
@@ -194,7 +201,7 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 	if err := b.backend.Snapshot(ctx, id, layer); err != nil {
 		return Build{}, fmt.Errorf("build: snapshot: %w", err)
 	}
-	bd.Layers = []string{layer, spec.ImageRootfs}
+	bd.Layers = b.layers(key, spec)
 	meta, _ := json.MarshalIndent(bd, "", "  ")
 	tmp := filepath.Join(dir, "build.json.tmp")
 	if err := os.WriteFile(tmp, meta, 0o600); err != nil {

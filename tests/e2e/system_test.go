@@ -291,3 +291,35 @@ func dump(evs []protocol.Event) string {
 func kind(k string) func(protocol.Event) bool {
 	return func(e protocol.Event) bool { return e.Kind == k }
 }
+
+// Exec runs a command in a Session's Sandbox and returns its output and
+// exit code.
+func (s *System) Exec(sessionID string, args ...string) (string, int) {
+	s.t.Helper()
+	var out bytes.Buffer
+	p, err := s.Backend.Exec(context.Background(), "s-"+sessionID, sandbox.Cmd{Args: args, Stdout: &out, Stderr: &out,
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
+	if err != nil {
+		s.t.Fatalf("exec %v: %v", args, err)
+	}
+	code, err := p.Wait()
+	if err != nil {
+		s.t.Fatalf("exec %v: %v", args, err)
+	}
+	return out.String(), code
+}
+
+// RelayURL is the relay as Sandboxes reach it.
+func (s *System) RelayURL() string {
+	_, port, _ := net.SplitHostPort(s.Backend.Host().Relay)
+	return "http://" + sandbox.RelayHost + ":" + port
+}
+
+// Ready starts a Session and waits until its first Turn has ended.
+func (s *System) Ready(prompt, answer string) hub.SessionView {
+	s.t.Helper()
+	s.Model.On(testkit.PromptContains(prompt), testkit.Text(answer))
+	v := s.NewSession(s.Repo(), prompt)
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the first turn's end", kind(protocol.EventTurnEnd))
+	return v
+}

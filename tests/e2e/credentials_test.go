@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// A whole mod or Session token (the prefixes alone are in the kndl binary).
+var (
+	modToken     = regexp.MustCompile(`kndlm_[A-Za-z0-9_-]{43}`)
+	sessionToken = regexp.MustCompile(`kndls_[A-Za-z0-9_-]{43}`)
+)
+
+// TestRelayRefusesRequestsWithoutALiveSessionToken calls the relay from
+// inside a Sandbox, where the attacker is.
+func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("relay check", "ok")
+	url := s.RelayURL() + "/mod/hook"
+	tests := []struct{ name, header string }{
+		{"no token", ""},
+		{"wrong token", "Authorization: Bearer kndls_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+		{"not a bearer", "Authorization: Basic a25kbDprbmRs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"busybox", "wget", "-q", "-O-", "--post-data", "{}"}
+			if tt.header != "" {
+				args = append(args, "--header", tt.header)
+			}
+			out, code := s.Exec(v.ID, append(args, url)...)
+			if code == 0 || !strings.Contains(out, "401") {
+				t.Fatalf("relay answered %q (exit %d), want 401", out, code)
+			}
+		})
+	}
+	// Only /mod/* is relayed: the Hub's API is not reachable through it.
+	out, code := s.Exec(v.ID, "busybox", "wget", "-q", "-O-", s.RelayURL()+"/api/sessions")
+	if code == 0 || !strings.Contains(out, "404") {
+		t.Fatalf("relay relayed /api/sessions: %q (exit %d)", out, code)
+	}
+}
+
+// TestNoModTokenInTheSandbox checks every process's environment and command
+// line on the host (Sandboxes' processes included) and every file of the
+// Runner's and the runtime's state for a mod token: it lives in the Runner's
+// memory alone. The Creator's setup token and the Session token reach
+// Claude Code's environment by design, never a disk.
+func TestNoModTokenInTheSandbox(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("token check", "ok")
+
+	// The Session token is where it must be, so the search below is real.
+	pid := claudePID(t, s, v.ID)
+	env, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil || !sessionToken.Match(env) || !bytes.Contains(env, []byte(claudeToken)) {
+		t.Fatalf("Claude Code's environment lacks the Session or setup token (err %v)", err)
+	}
+
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"environ", "cmdline"} {
+			b, _ := os.ReadFile(filepath.Join(p, f))
+			if modToken.Match(b) {
+				t.Errorf("%s/%s holds a mod token", p, f)
+			}
+			if f == "cmdline" && (bytes.Contains(b, []byte(claudeToken)) || sessionToken.Match(b)) {
+				t.Errorf("%s/cmdline holds a token: %q", p, b)
+			}
+		}
+	}
+	for _, root := range []string{s.Home, "/var/lib/kndl", "/run/crun"} {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			b, _ := os.ReadFile(path)
+			if modToken.Match(b) || sessionToken.Match(b) || bytes.Contains(b, []byte(claudeToken)) {
+				t.Errorf("%s holds a token", path)
+			}
+			return nil
+		})
+	}
+}
+
+// claudePID finds the host pid of a Session's Claude Code.
+func claudePID(t *testing.T, s *System, sessionID string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+		if bytes.HasPrefix(cmd, []byte("/opt/kndl/claude-code/claude\x00")) && bytes.Contains(cmd, []byte(sessionID)) {
+			return filepath.Base(p)
+		}
+	}
+	t.Fatalf("no Claude Code process for session %s", sessionID)
+	return ""
+}
