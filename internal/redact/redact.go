@@ -156,8 +156,11 @@ func (s *Set) Len() int {
 // Redact returns text with every value of the Set masked.
 func (s *Set) Redact(text string) string {
 	st := s.NewStream()
-	out := st.Redact(make([]byte, 0, len(text)), []byte(text))
-	return string(st.Flush(out))
+	out := st.Flush(st.Redact(make([]byte, 0, len(text)), []byte(text)))
+	if !st.masked {
+		return text
+	}
+	return string(out)
 }
 
 func (s *Set) rebuild() {

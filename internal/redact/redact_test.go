@@ -126,6 +126,9 @@ func TestRedactFindsEveryForm(t *testing.T) {
 		{"overlapping values", []string{"abcdefgh", "efghijkl"}, "abcdefghijkl!", stars(12) + "!"},
 		{"a value inside another", []string{"cdef", "abcdefgh"}, "xabcdefghx cdef", "x" + stars(8) + "x " + stars(4)},
 		{"escape codes alone untouched", []string{"s3cr3t-value"}, "\x1b[31mred\x1b[0m\r\n\x1b]0;t\x07", "\x1b[31mred\x1b[0m\r\n\x1b]0;t\x07"},
+		// The pair ab can start a value, so passing over X stops there;
+		// reading a twice on the way out would make Xabcd-1 aabcd-1.
+		{"nothing false after text passed over", []string{"aabcd-1", "abzzz-2"}, "Xabcd-1 Xabzzz-2", "Xabcd-1 X*******"},
 		{"a near miss", []string{"s3cr3t-value"}, "s3cr3t-valu s3cr3t_value", "s3cr3t-valu s3cr3t_value"},
 		{"not through a long escape run", []string{"s3cr3t-value"}, "s3cr\x1b]0;" + strings.Repeat("t", 300) + "\x073t-value", "s3cr\x1b]0;" + strings.Repeat("t", 300) + "\x073t-value"},
 		{"a long run ends a partial match only", []string{"s3cr3t-value"}, "s3cr\x1b]0;" + strings.Repeat("t", 300) + "\x07s3cr3t-value", "s3cr\x1b]0;" + strings.Repeat("t", 300) + "\x07" + stars(12)},

@@ -176,8 +176,14 @@ type Detector struct {
 	span func(text string, m []int) (start, end int, ok bool)
 }
 
-// Detectors returns the registry.
-func Detectors() []*Detector { return slices.Clone(detectors) }
+// Detectors returns a copy of the registry, for documentation and tests.
+func Detectors() []Detector {
+	out := make([]Detector, len(detectors))
+	for i, d := range detectors {
+		out[i] = *d
+	}
+	return out
+}
 
 // A Finding is a credential found by Find: text[Start:End] is the secret
 // part, Detector the label of what found it.

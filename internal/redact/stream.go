@@ -41,6 +41,8 @@ type Stream struct {
 	// since a lone * would continue the sequence and change how the
 	// output after it reads.
 	aborts []int64
+
+	masked bool // some byte was masked
 }
 
 type span struct{ start, end int64 }
@@ -88,7 +90,7 @@ func (s *Stream) Held() int { return int(s.pos - s.out) }
 // scan runs the automaton over p, recording the spans to mask.
 func (s *Stream) scan(p []byte) {
 	m := s.m
-	dense, cls, denseN := m.dense, &m.cls, m.denseN
+	dense, cls, denseN, starts := m.dense, &m.cls, m.denseN, &m.starts
 	base := s.pos
 	i := 0
 	if s.esc != ground {
@@ -101,15 +103,18 @@ func (s *Stream) scan(p []byte) {
 			// begin a pattern. After them the state is where the last
 			// one alone leads: a longer suffix that began a pattern would
 			// begin with such a pair.
-			j := i
-			for j+1 < len(p) {
-				x := uint32(p[j])<<8 | uint32(p[j+1])
-				if m.starts[x>>6]&(1<<(x&63)) != 0 {
+			j := i + 1
+			for prev := p[i]; j < len(p); j++ {
+				c := p[j]
+				x := uint16(prev)<<8 | uint16(c)
+				if starts[x>>6]&(1<<(x&63)) != 0 {
 					break
 				}
-				j++
+				prev = c
 			}
-			if j > i {
+			// p[j] is the first byte of a pair that can begin a pattern,
+			// or the last byte.
+			if j--; j > i {
 				st = dense[cls[p[j-1]]]
 				i = j
 			}
@@ -343,6 +348,7 @@ func (s *Stream) release(dst, p []byte, base, to int64) []byte {
 				dst = append(dst, '*')
 			}
 		}
+		s.masked = true
 		cur = b
 		if r.end > to {
 			s.masks[k].start = to
