@@ -183,7 +183,7 @@ func (c *Claude) Stop(kill bool) {
 	}
 	c.Tmux("kill-session", "-t", "claude")
 	start := time.Now()
-	testenv.Eventually(c.t, testenv.WaitShort, "Claude Code exits", func() bool {
+	testenv.Eventually(c.t, testenv.WaitMedium, "Claude Code exits", func() bool {
 		return syscall.Kill(pid, 0) == syscall.ESRCH
 	})
 	c.t.Logf("Claude Code exited %v after kill-session (SIGKILL first: %v)", time.Since(start), kill)
