@@ -207,7 +207,7 @@ func (c *Claude) cleanup() {
 	exec.Command("tmux", "-S", c.sock, "kill-server").Run()
 	for _, f := range strings.Fields(string(out)) {
 		pid, _ := strconv.Atoi(f)
-		testenv.Eventually(c.t, testenv.WaitShort, "Claude Code exits on the hangup", func() bool {
+		testenv.Eventually(c.t, testenv.WaitMedium, "Claude Code exits on the hangup", func() bool {
 			return pid <= 0 || syscall.Kill(pid, 0) == syscall.ESRCH
 		})
 	}

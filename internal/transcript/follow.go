@@ -74,14 +74,14 @@ func Follow(ctx context.Context, opts Options, w io.Writer) error {
 			return nil
 		case <-timer.C:
 		}
-		events, offsets, err := t.Poll()
-		if err != nil {
-			return fmt.Errorf("follow transcript: %w", err)
-		}
+		events, offsets, perr := t.Poll()
 		if len(events) > 0 {
 			if err := enc.Encode(Batch{Events: events, Offsets: offsets}); err != nil {
 				return fmt.Errorf("follow transcript: write: %w", err)
 			}
+		}
+		if perr != nil {
+			return fmt.Errorf("follow transcript: %w", perr)
 		}
 		if t.More() {
 			timer.Reset(0)

@@ -33,7 +33,8 @@
 //     to the Agent tool call that started it. Its task prompt is not
 //     repeated (it is the Agent call's input); an interrupt ends it with
 //     subagent_end, Reason "interrupted"; an API error in it is an error
-//     Event (no hook reports it).
+//     Event (no hook reports it). Neither of these two was recorded: they
+//     follow the main transcript's records.
 //
 // Left out: everything the Hub makes from hooks (ready, turn_start, the
 // turn_end of a finished Turn, the error of a failed one: its synthetic

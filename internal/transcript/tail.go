@@ -85,7 +85,9 @@ func (t *Tailer) More() bool { return t.more }
 // offsets to resume from. Each file's Events keep its order; files are
 // interleaved by time. A file that does not exist yet has nothing to read;
 // a file shorter than its offset (truncated or replaced) is read again from
-// its start, with a note. A malformed line is skipped and counted.
+// its start, with a note. A malformed line is skipped and counted. Notes of
+// the Tailer's own carry the time they were made. On an error, the Events
+// read before it are returned with the offsets that match them.
 func (t *Tailer) Poll() ([]protocol.Event, Offsets, error) {
 	t.more = false
 	files := []string{t.main}
@@ -101,11 +103,11 @@ func (t *Tailer) Poll() ([]protocol.Event, Offsets, error) {
 	var perFile [][]protocol.Event
 	for _, f := range files {
 		evs, err := t.read(f)
-		if err != nil {
-			return nil, t.Offsets(), err
-		}
 		if len(evs) > 0 {
 			perFile = append(perFile, evs)
+		}
+		if err != nil {
+			return merge(perFile), t.Offsets(), err
 		}
 	}
 	return merge(perFile), t.Offsets(), nil
@@ -192,6 +194,9 @@ func (t *Tailer) read(file string) ([]protocol.Event, error) {
 			t.offsets[key] = off
 			if err != io.EOF {
 				t.more = true
+			}
+			if cap(t.line) > 1<<20 {
+				t.line = nil // keep no long line's buffer between polls
 			}
 			return events, nil
 		}

@@ -239,3 +239,21 @@ func TestSkipKeepsEveryRecordedLineWithEvents(t *testing.T) {
 	}
 	t.Logf("%d recorded lines skipped without decoding", skipped)
 }
+
+func TestTailerReturnsWhatItReadBeforeAnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, conv+".jsonl")
+	appendFile(t, path, prompt("one"))
+	// A directory where a subagent's file should be cannot be read.
+	if err := os.MkdirAll(filepath.Join(dir, conv, "subagents", "agent-a1.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tl := New(path, nil)
+	evs, offs, err := tl.Poll()
+	if err == nil || summary(evs) != "prompt:one" || offs[conv+".jsonl"] != int64(len(prompt("one"))) {
+		t.Errorf("got %q, offsets %v, error %v; want the main file's prompt, its offset and an error", summary(evs), offs, err)
+	}
+	if evs, _, _ := tl.Poll(); len(evs) != 0 {
+		t.Errorf("next poll: got %q again, want nothing", summary(evs))
+	}
+}
