@@ -61,9 +61,11 @@ type SessionCredentials struct {
 type SessionEvents struct {
 	SessionID string  `json:"session_id"`
 	Events    []Event `json:"events"`
-	// Offset is how far into the transcript the Runner has read, so a
-	// restarted Runner resumes there.
-	Offset int64 `json:"offset,omitempty"`
+	// Offsets are how far into each transcript file (the main one and each
+	// subagent's, keyed by path relative to Claude Code's project
+	// directory) the Runner has read once these Events are stored, so a
+	// restarted Runner resumes there (transcript.Offsets).
+	Offsets map[string]int64 `json:"offsets,omitempty"`
 }
 
 // SessionExited reports that a Session's Claude Code exited on its own.

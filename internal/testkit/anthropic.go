@@ -255,11 +255,13 @@ type Reply struct {
 	Err *APIError
 }
 
-// ReplyBlock is a text block (Text) or a tool use (Tool, Input).
+// ReplyBlock is a text block (Text), a tool use (Tool, Input) or, with
+// Thinking set, a thinking block.
 type ReplyBlock struct {
-	Text  string
-	Tool  string
-	Input any
+	Text     string
+	Tool     string
+	Input    any
+	Thinking string
 }
 
 // APIError is an error answer, as {"type":"error","error":{…}}.
@@ -276,6 +278,10 @@ func Text(s string) Reply { return Reply{Blocks: []ReplyBlock{{Text: s}}} }
 func Bash(command string) Reply {
 	return ToolUse("Bash", map[string]any{"command": command, "description": "Run a scripted command"})
 }
+
+// Thinking is a reply of one thinking block, as with extended thinking on;
+// follow it with Then.
+func Thinking(s string) Reply { return Reply{Blocks: []ReplyBlock{{Thinking: s}}} }
 
 // ToolUse is a reply of one tool use.
 func ToolUse(tool string, input any) Reply {
@@ -374,6 +380,18 @@ func newMessage(seq int, model string, r Reply, input int) *message {
 	m := &message{id: fmt.Sprintf("msg_testkit%04d%s", seq, randID(8)), model: model,
 		stopReason: "end_turn", input: input}
 	for _, b := range r.Blocks {
+		if b.Thinking != "" {
+			// The real API streams the thinking, then its signature.
+			sig := "testkit-signature-" + randID(16)
+			m.blocks = append(m.blocks, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": sig})
+			var ds []map[string]any
+			for _, c := range chunks(b.Thinking) {
+				ds = append(ds, map[string]any{"type": "thinking_delta", "thinking": c})
+			}
+			m.deltas = append(m.deltas, append(ds, map[string]any{"type": "signature_delta", "signature": sig}))
+			m.output += len(b.Thinking)/4 + 1
+			continue
+		}
 		if b.Tool == "" {
 			m.blocks = append(m.blocks, map[string]any{"type": "text", "text": b.Text})
 			var ds []map[string]any
@@ -450,9 +468,12 @@ func (m *message) stream(w http.ResponseWriter, req *http.Request, pace time.Dur
 	}
 	for i, b := range m.blocks {
 		open := map[string]any{"type": b["type"]}
-		if b["type"] == "text" {
+		switch b["type"] {
+		case "text":
 			open["text"] = ""
-		} else {
+		case "thinking":
+			open["thinking"], open["signature"] = "", ""
+		default:
 			open["id"], open["name"], open["input"] = b["id"], b["name"], map[string]any{}
 		}
 		if !send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": open}) {

@@ -116,6 +116,38 @@ func TestAnthropicStreamsLikeTheAPI(t *testing.T) {
 	}
 }
 
+func TestAnthropicStreamsThinking(t *testing.T) {
+	a := NewAnthropic(t, "")
+	a.On(PromptContains("make the file"), Thinking("First, think it over.").Then(Text("Done.")))
+	_, events, _ := call(t, a, "anything", request(true, prompt))
+	var thought, sig string
+	for _, e := range events {
+		switch e.name {
+		case "content_block_start":
+			if b := e.data["content_block"].(map[string]any); e.data["index"].(float64) == 0 &&
+				(b["type"] != "thinking" || b["thinking"] != "" || b["signature"] != "") {
+				t.Errorf("first block start: got %v, want an empty thinking block", b)
+			}
+		case "content_block_delta":
+			d := e.data["delta"].(map[string]any)
+			switch d["type"] {
+			case "thinking_delta":
+				thought += d["thinking"].(string)
+			case "signature_delta":
+				sig = d["signature"].(string)
+			}
+		}
+	}
+	if thought != "First, think it over." || sig == "" {
+		t.Errorf("thinking deltas: got %q, signature %q; want the thinking, then a signature", thought, sig)
+	}
+	_, _, body := call(t, a, "anything", request(false, prompt))
+	block := body["content"].([]any)[0].(map[string]any)
+	if block["type"] != "thinking" || block["thinking"] != "First, think it over." || block["signature"] == "" {
+		t.Errorf("whole message's first block: got %v, want the thinking block with a signature", block)
+	}
+}
+
 func TestAnthropicAnswersWithoutStreaming(t *testing.T) {
 	a := NewAnthropic(t, "")
 	a.On(PromptContains("make the file"), Text("Done."))
