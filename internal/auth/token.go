@@ -1,7 +1,8 @@
 // Package auth is where kndl's credentials are made and checked: random
 // tokens with a kind prefix, the one SHA-256 hasher every stored token goes
-// through, and constant-time comparison. The Hub, the Runner's relay and the
-// store import it; nothing keeps a token in the clear but its holder.
+// through, and constant-time comparison. The Hub, the Runner's relay, the
+// store and the CLI (which makes its own token at kndl login) import it;
+// nothing keeps a token in the clear but its holder.
 package auth
 
 import (
