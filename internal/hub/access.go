@@ -10,9 +10,12 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// refusalTTL bounds how long GitHub's no is trusted, so someone just added
-// as a collaborator gets in soon.
-const refusalTTL = 30 * time.Second
+// maxRefusalTTL bounds how long GitHub's no is trusted, so someone just
+// added as a collaborator gets in soon: a tenth of the TTL, at most 30 s
+// (which the default 5-minute TTL gives).
+const maxRefusalTTL = 30 * time.Second
+
+func (h *Hub) refusalTTL() time.Duration { return min(maxRefusalTTL, h.cfg.RepoAccessTTL/10) }
 
 // repoAccess caches GitHub's answers on who may access which Repo.
 type repoAccess struct {
@@ -30,7 +33,7 @@ type accessEntry struct {
 // canAccess reports whether u has access to the Repo at repoURL: the dev
 // user to every Repo; anyone else when the GitHub App is installed on it
 // and GitHub says they are a collaborator. Answers are cached for
-// HUB_REPO_ACCESS_TTL_MS, a no for at most 30 s. When GitHub can't answer,
+// HUB_REPO_ACCESS_TTL_MS, a no for at most 30 s (refusalTTL). When GitHub can't answer,
 // people keep the access they had and nobody gains any. fresh skips the
 // cache, for the periodic re-check.
 func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
@@ -53,7 +56,7 @@ func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh
 	if cached && !fresh {
 		ttl := h.cfg.RepoAccessTTL
 		if !e.ok {
-			ttl = min(ttl, refusalTTL)
+			ttl = h.refusalTTL()
 		}
 		if time.Since(e.at) < ttl {
 			return e.ok

@@ -102,10 +102,13 @@ func NewGitHub(t testing.TB) *GitHub {
 	return g
 }
 
-// AddUser makes a GitHub account and returns it.
+// AddUser makes a GitHub account, or returns the one with that login.
 func (g *GitHub) AddUser(login string) GitHubUser {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if u := g.users[strings.ToLower(login)]; u != nil {
+		return *u
+	}
 	g.nextID++
 	u := &GitHubUser{ID: g.nextID, Login: login, Name: login + " (GitHub)"}
 	g.users[strings.ToLower(login)] = u
@@ -180,7 +183,7 @@ func (g *GitHub) SetDown(down bool) {
 
 // Calls counts the requests an endpoint answered: "authorize",
 // "access_token", "user", "installation", "installation_token" or
-// "collaborator".
+// "collaborator"; "any" counts every request, those refused while down too.
 func (g *GitHub) Calls(endpoint string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -194,6 +197,7 @@ func (g *GitHub) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		down := g.down
+		g.calls["any"]++
 		g.mu.Unlock()
 		if down {
 			ghError(w, http.StatusServiceUnavailable, "Service Unavailable")
