@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strings"
 )
 
 //go:embed templates/*.html
@@ -95,6 +96,10 @@ func Static() http.Handler {
 	files := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		SetHeaders(w.Header())
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no listings
+			return
+		}
 		files.ServeHTTP(w, r)
 	})
 }

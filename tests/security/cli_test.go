@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +92,16 @@ func TestCLILoginIsApprovedOnlyByASignedInBrowserOnTheHubsPage(t *testing.T) {
 	resp.Body.Close()
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/signin?next=") {
 		t.Fatalf("approval page without a sign-in: %d to %q, want 303 to sign-in", resp.StatusCode, loc)
+	}
+	// Signing in there comes back to the approval page.
+	fresh := &browser{Client: e.gh.NewBrowser("olivia"), login: "olivia"}
+	_, page := e.do(fresh.Client, req{method: "GET", path: "/cli/login?code=" + start.UserCode, header: http.Header{"Accept": {"text/html"}}})
+	link := regexp.MustCompile(`href="(/signin/github\?next=[^"]+)"`).FindStringSubmatch(page)
+	if link == nil {
+		t.Fatalf("the sign-in page has no GitHub link carrying where to come back: %.400s", page)
+	}
+	if code, body := e.do(fresh.Client, req{method: "GET", path: html.UnescapeString(link[1])}); code != http.StatusOK || !strings.Contains(body, start.UserCode) {
+		t.Fatalf("after signing in: %d %.300s, want the approval page for %s", code, body, start.UserCode)
 	}
 	if code, _ := e.do(nil, req{method: "POST", path: "/cli/login", body: approveForm, origin: "self", header: form}); code != http.StatusUnauthorized {
 		t.Fatalf("approving without a sign-in: %d, want 401", code)
