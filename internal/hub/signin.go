@@ -232,7 +232,7 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		return
 	}
 	h.log.Info("signed in", "user", u.Name, "github", u.GitHubLogin)
-	http.Redirect(w, r, trip.Next, http.StatusSeeOther)
+	http.Redirect(w, r, localPath(trip.Next), http.StatusSeeOther)
 }
 
 // admit decides whether who GitHub says signed in gets in: as a Member

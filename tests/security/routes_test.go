@@ -61,6 +61,7 @@ func TestEveryRouteNeedsItsCredential(t *testing.T) {
 					wrong, _ := auth.NewToken(k)
 					if k == auth.Cookie {
 						try("an unknown sign-in cookie", req{cookie: wrong})
+						try("a live sign-in cookie as a bearer token", req{bearer: tok})
 					} else {
 						try("an unknown "+k.String()+" token", req{bearer: wrong})
 					}
