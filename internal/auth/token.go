@@ -1,7 +1,8 @@
 // Package auth is where kndl's credentials are made and checked: random
 // tokens with a kind prefix, the one SHA-256 hasher every stored token goes
-// through, and constant-time comparison. The Hub, the Runner's relay and the
-// store import it; nothing keeps a token in the clear but its holder.
+// through, and constant-time comparison. The Hub, the Runner's relay, the
+// store and the CLI (which makes its own token at kndl login) import it;
+// nothing keeps a token in the clear but its holder.
 package auth
 
 import (
@@ -32,9 +33,15 @@ const (
 	// Session is a Session token, the only credential inside a Sandbox;
 	// only the Runner's relay accepts it.
 	Session
+	// Setup is the Setup link's secret: it makes its holder the Owner, once.
+	// Like Invite, it is handed to the sign-in flow, never to a route.
+	Setup
+	// Invite is an Invite's secret: it lets one GitHub login in, once.
+	Invite
 )
 
-var kindNames = map[Kind]string{Public: "public", Cookie: "cookie", CLI: "cli", Runner: "runner", Mod: "mod", Session: "session"}
+var kindNames = map[Kind]string{Public: "public", Cookie: "cookie", CLI: "cli", Runner: "runner", Mod: "mod", Session: "session",
+	Setup: "setup link", Invite: "invite"}
 
 func (k Kind) String() string {
 	if n, ok := kindNames[k]; ok {
@@ -44,7 +51,8 @@ func (k Kind) String() string {
 }
 
 // prefix is the token prefix of each kind that is a bearer token.
-var prefix = map[Kind]string{Cookie: "kndlk_", CLI: "kndlc_", Runner: "kndlr_", Mod: "kndlm_", Session: "kndls_"}
+var prefix = map[Kind]string{Cookie: "kndlk_", CLI: "kndlc_", Runner: "kndlr_", Mod: "kndlm_", Session: "kndls_",
+	Setup: "kndlo_", Invite: "kndli_"}
 
 // TokenBytes is the entropy of every token: 256 bits.
 const TokenBytes = 32

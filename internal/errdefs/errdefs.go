@@ -15,4 +15,5 @@ var (
 	ErrUnavailable  = errors.New("unavailable")
 	ErrForbidden    = errors.New("forbidden")
 	ErrUnauthorized = errors.New("unauthorized")
+	ErrTooMany      = errors.New("too many requests")
 )

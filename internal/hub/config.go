@@ -1,11 +1,14 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // Config is the Hub's configuration. Each field names its environment
@@ -25,6 +28,40 @@ type Config struct {
 	SecretsKey string
 	// Logger is the operator's log; a Session's own output never goes here.
 	Logger *slog.Logger
+
+	// GitHubURL is GitHub's web address, for sign-in. GITHUB_URL, default
+	// https://github.com (a GitHub Enterprise Server's address works too).
+	GitHubURL string
+	// GitHubAPIURL is GitHub's REST API. GITHUB_API_URL, default
+	// https://api.github.com for github.com, else GITHUB_URL/api/v3.
+	GitHubAPIURL string
+	// GitHubClientID and GitHubClientSecret are the GitHub App's OAuth
+	// client; without them nobody signs in with GitHub.
+	// GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET.
+	GitHubClientID, GitHubClientSecret string
+	// GitHubAppID and GitHubAppKey (the App's private key, PEM) let the Hub
+	// ask, as the App's installation, who may access a Repo; without them a
+	// GitHub sign-in has access to no Repo. GITHUB_APP_ID, and
+	// GITHUB_APP_PRIVATE_KEY (the PEM) or GITHUB_APP_PRIVATE_KEY_FILE (a
+	// path to it).
+	GitHubAppID      int64
+	GitHubAppKey     string
+	GitHubAppKeyFile string
+	// RepoAccessTTL is how long GitHub's yes on Repo access is trusted
+	// before asking again; a no is trusted for at most 30 s. Everyone
+	// connected is checked again this often. HUB_REPO_ACCESS_TTL_MS,
+	// default 300000 (5 minutes).
+	RepoAccessTTL time.Duration
+	// SigninMaxAge and SigninIdle bound a browser sign-in: from when it was
+	// made, and from when it was last used. HUB_SIGNIN_MAX_AGE (default
+	// 24h) and HUB_SIGNIN_IDLE (default 8h), as Go durations.
+	SigninMaxAge, SigninIdle time.Duration
+	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
+	// user, who has access to every Repo, with no GitHub. It answers only
+	// while Listen is a loopback address, and only loopback callers.
+	DevLogin bool
+
+	envErr error // a malformed variable FromEnv read, reported by Check
 }
 
 // FromEnv reads the Hub's configuration; home is $KNDL_HOME.
@@ -34,7 +71,38 @@ func FromEnv(getenv func(string) string, home string) Config {
 		PublicURL:    getenv("HUB_PUBLIC_URL"),
 		DatabasePath: getenv("HUB_DATABASE_PATH"),
 		SecretsKey:   getenv("HUB_SECRETS_KEY"),
+
+		GitHubURL:          getenv("GITHUB_URL"),
+		GitHubAPIURL:       getenv("GITHUB_API_URL"),
+		GitHubClientID:     getenv("GITHUB_CLIENT_ID"),
+		GitHubClientSecret: getenv("GITHUB_CLIENT_SECRET"),
+		GitHubAppKey:       getenv("GITHUB_APP_PRIVATE_KEY"),
+		GitHubAppKeyFile:   getenv("GITHUB_APP_PRIVATE_KEY_FILE"),
 	}
+	var errs []error
+	num := func(name string, set func(int64)) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s %q: want a positive whole number", name, v))
+			}
+			set(n)
+		}
+	}
+	dur := func(name string, set func(time.Duration)) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("%s %q: want a duration such as 8h or 30m", name, v))
+			}
+			set(d)
+		}
+	}
+	num("GITHUB_APP_ID", func(n int64) { c.GitHubAppID = n })
+	num("HUB_REPO_ACCESS_TTL_MS", func(n int64) { c.RepoAccessTTL = time.Duration(n) * time.Millisecond })
+	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
+	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
+	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"
 	}
@@ -47,6 +115,9 @@ func FromEnv(getenv func(string) string, home string) Config {
 // Check fills in defaults that depend on other fields and validates the
 // configuration.
 func (c *Config) Check() error {
+	if c.envErr != nil {
+		return c.envErr
+	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
 	}
@@ -60,5 +131,5 @@ func (c *Config) Check() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
+	return c.checkSignIn()
 }

@@ -33,6 +33,8 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, errdefs.ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, errdefs.ErrTooMany):
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }

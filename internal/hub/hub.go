@@ -24,6 +24,7 @@ type Hub struct {
 	store   *store.Store
 	secrets *seal.Box
 	handler http.Handler
+	guard   *guard // sign-in, Repo access and who is connected: guard.go
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
@@ -45,6 +46,9 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
 		runners: map[string]*runnerConn{}, live: map[string]*live{}}
+	if err := h.initGuard(); err != nil {
+		return nil, err
+	}
 	mux, err := h.mux()
 	if err != nil {
 		return nil, err

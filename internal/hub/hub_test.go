@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -53,52 +52,8 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{hub: h, store: st, srv: srv, cli: cli, runner: rn, rtoken: rtoken}
 }
 
-// TestEveryRouteNeedsItsCredential enumerates the route table and checks
-// that a request with no credential, or with a credential of another kind,
-// gets 401.
-func TestEveryRouteNeedsItsCredential(t *testing.T) {
-	f := newFixture(t)
-	tokens := map[auth.Kind]string{auth.CLI: f.cli, auth.Runner: f.rtoken}
-	// Tokens of a kind the store never issued still must not pass.
-	for _, k := range []auth.Kind{auth.Cookie, auth.Mod, auth.Session} {
-		tokens[k], _ = auth.NewToken(k)
-	}
-	param := regexp.MustCompile(`\{[^}]+\}`)
-	for _, rt := range f.hub.routes() {
-		method, path, _ := strings.Cut(rt.pattern, " ")
-		path = param.ReplaceAllString(path, "x")
-		if rt.creds[0] == auth.Public {
-			continue
-		}
-		t.Run(rt.pattern, func(t *testing.T) {
-			try := func(what, token string) {
-				req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader("{}"))
-				if token != "" {
-					req.Header.Set("Authorization", "Bearer "+token)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusUnauthorized {
-					t.Errorf("%s: status %d, want 401", what, resp.StatusCode)
-				}
-			}
-			try("no credential", "")
-			try("garbage", "not-a-token")
-			for k, tok := range tokens {
-				takes := false
-				for _, c := range rt.creds {
-					takes = takes || c == k
-				}
-				if !takes {
-					try("a "+k.String()+" token", tok)
-				}
-			}
-		})
-	}
-}
+// The route enumeration, every route with every kind of credential, is
+// tests/security's TestEveryRouteNeedsItsCredential.
 
 func TestRouteWithoutCredentialDoesNotRegister(t *testing.T) {
 	f := newFixture(t)

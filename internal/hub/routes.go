@@ -2,10 +2,14 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
@@ -18,6 +22,7 @@ type Principal struct {
 	User    store.User    // Cookie, CLI
 	Runner  store.Runner  // Runner
 	Session store.Session // Mod: the Session whose mod this is
+	cred    []byte        // Cookie, CLI: the credential's hash, to end what it opened
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -33,9 +38,31 @@ type route struct {
 // routes is the one route table: every route the Hub serves, with the
 // credential each takes. Add new routes here and nowhere else.
 func (h *Hub) routes() []route {
-	person := []auth.Kind{auth.CLI}
+	person := []auth.Kind{auth.Cookie, auth.CLI}
+	public := []auth.Kind{auth.Public}
+	browser := []auth.Kind{auth.Cookie}
 	return []route{
-		{"GET /health", []auth.Kind{auth.Public}, h.health},
+		{"GET /health", public, h.health},
+		{"GET /static/{file...}", public, h.static},
+		{"GET /signin", public, h.signinPage},
+		{"GET /signin/github", public, h.githubSignin},
+		{"GET /signin/github/callback", public, h.githubCallback},
+		{"POST /signin/claim", public, h.claim},
+		{"POST /signin/dev", public, h.devSignin},
+		{"GET /setup", public, h.setupPage},
+		{"GET /invite", public, h.invitePage},
+		{"POST /signout", browser, h.signout},
+		{"GET /{$}", browser, h.home},
+		{"POST /api/cli/login", public, h.cliLoginStart},
+		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
+		{"GET /cli/login", browser, h.cliLoginPage},
+		{"POST /cli/login", browser, h.cliLoginDecide},
+		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, h.cliLogout},
+		{"GET /api/members", person, h.listMembers},
+		{"DELETE /api/members/{id}", person, h.removeMember},
+		{"GET /api/invites", person, h.listInvites},
+		{"POST /api/invites", person, h.createInvite},
+		{"DELETE /api/invites/{id}", person, h.revokeInvite},
 		{"GET /runner/connect", []auth.Kind{auth.Runner}, h.runnerConnect},
 		{"GET /api/runners", person, h.listRunners},
 		{"POST /api/runners", person, h.createRunner},
@@ -75,31 +102,56 @@ func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {
 }
 
 // authenticate resolves the request's credential against the kinds the route
-// takes, and answers 401 when none matches.
+// takes, and answers 401 when none matches. A person's request is tracked
+// while it runs, so ending their credential or access ends it.
 func (h *Hub) authenticate(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := h.principal(r.Context(), r, rt.creds)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kndl"`)
+			switch statusOf(err) {
+			case http.StatusUnauthorized:
+				if slices.Contains(rt.creds, auth.Cookie) && wantsPage(r) {
+					http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kndl"`)
+			case http.StatusTooManyRequests:
+				w.Header().Set("Retry-After", strconv.Itoa(int(failRefill/time.Second)))
+			}
 			h.writeError(w, r, err)
 			return
+		}
+		if p.Kind == auth.Cookie || p.Kind == auth.CLI {
+			ctx, done := h.guard.conns.track(r.Context(), p, p.cred)
+			defer done()
+			r = r.WithContext(ctx)
 		}
 		rt.handle(w, r, p)
 	})
 }
 
+// principal resolves the request's credential among kinds: a bearer token,
+// or else, where the route takes one, the sign-in cookie. An address that
+// has failed too often is refused before any credential is looked at.
 func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind) (Principal, error) {
 	if slices.Contains(kinds, auth.Public) {
 		return Principal{Kind: auth.Public}, nil
 	}
 	token, ok := bearer(r)
+	if !ok && slices.Contains(kinds, auth.Cookie) {
+		token = h.signinToken(r)
+	}
+	addr := clientAddr(r)
+	if token != "" && h.guard.fails.blocked(addr) {
+		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
+	}
 	if ok {
 		switch kind := auth.KindOf(token); {
 		case !slices.Contains(kinds, kind):
 		case kind == auth.CLI:
 			u, err := h.store.UserByCLIToken(ctx, token)
 			if err == nil {
-				return Principal{Kind: kind, User: u}, nil
+				return Principal{Kind: kind, User: u, cred: auth.Hash(token)}, nil
 			}
 		case kind == auth.Runner:
 			rn, err := h.store.RunnerByToken(ctx, token)
@@ -112,6 +164,18 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 				return Principal{Kind: kind, Session: s}, nil
 			}
 		}
+	} else if token != "" {
+		p, err := h.cookiePrincipal(ctx, r, token)
+		if err == nil {
+			p.cred = auth.Hash(token)
+			return p, nil
+		}
+		if errors.Is(err, errdefs.ErrForbidden) {
+			return Principal{}, err
+		}
+	}
+	if token != "" {
+		h.guard.fails.take(addr)
 	}
 	return Principal{}, fmt.Errorf("this endpoint needs a valid %s credential: %w", kindList(kinds), errdefs.ErrUnauthorized)
 }

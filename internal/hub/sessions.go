@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -76,6 +77,9 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	if err == nil && strings.TrimSpace(req.Repo) == "" {
 		err = fmt.Errorf("name the repository: a git URL, or a path on the Runner's host: %w", errdefs.ErrInvalid)
+	}
+	if err == nil {
+		err = h.checkRepoAccess(ctx, p, req.Repo)
 	}
 	if err == nil {
 		_, _, err = h.store.UserSecret(ctx, p.User.ID, claudeTokenSecret)
@@ -309,9 +313,18 @@ func (h *Hub) turnEnded(id string) {
 	h.dispatch(id)
 }
 
-// sessionFor returns a Session the person may see, or ErrNotFound.
+// sessionFor returns a Session the person may see: one of a Repo they have
+// access to. Any other answers exactly as a Session that doesn't exist.
 func (h *Hub) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
-	return h.store.SessionByID(ctx, id)
+	s, err := h.store.SessionByID(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && !h.canAccess(ctx, p.User, s.RepoURL, false)) {
+		return store.Session{}, notFoundSession(id)
+	}
+	if err != nil {
+		return store.Session{}, err
+	}
+	readsRepo(ctx, s.RepoURL)
+	return s, nil
 }
 
 // drivableSession returns a Session the person may drive: its Creator
@@ -342,6 +355,7 @@ func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 		h.writeError(w, r, err)
 		return
 	}
+	ss = h.visibleSessions(r.Context(), p, ss)
 	if ss == nil {
 		ss = []store.Session{}
 	}

@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/store"
+)
+
+// The commands of who gets in. Their rows in commands():
+//
+//	{name: "login", usage: "HUB_URL", summary: "sign this machine in to a Hub through your browser", run: login},
+//	{name: "logout", summary: "revoke this machine's CLI token and forget it", run: logout},
+//	{name: "invite", usage: "GITHUB_LOGIN [--hours N]", summary: "invite someone (Owner only): print their link, once", run: inviteCreate},
+//	{name: "invite ls", usage: "[--json]", summary: "list Invites (Owner only)", run: inviteList},
+//	{name: "invite revoke", usage: "ID", summary: "revoke an unused Invite (Owner only)", run: inviteRevoke},
+//	{name: "member ls", usage: "[--json]", summary: "list the Hub's Members", run: memberList},
+//	{name: "member remove", usage: "GITHUB_LOGIN", summary: "remove a Member: sign them out everywhere (Owner only)", run: memberRemove},
+
+func login(ctx context.Context, io IO, args []string) error {
+	pos, err := parse(flags(io, "login"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errUsage
+	}
+	machine, _ := os.Hostname()
+	if machine == "" {
+		machine = "a machine without a hostname"
+	}
+	err = apiclient.Login(ctx, pos[0], machine, func(code, approveURL string) {
+		fmt.Fprintf(io.Stderr, "Open this page in a browser signed in to the Hub, and check that it shows the code %s:\n\n  %s\n\nWaiting for approval...\n", code, approveURL)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stderr, "Signed in.")
+	return nil
+}
+
+func logout(ctx context.Context, io IO, args []string) error {
+	if len(args) != 0 {
+		return errUsage
+	}
+	if err := apiclient.Logout(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stderr, "Signed out: this machine's CLI token is revoked.")
+	return nil
+}
+
+func inviteCreate(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "invite")
+	hours := fs.Int("hours", 0, "how long the Invite lasts, in hours (default a week, at most 720)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var inv hub.InviteCreated
+	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
+	if err := c.Do(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Invited %s until %s. Send them this link; it works once, for their GitHub login, and is shown only this once:\n\n  %s\n",
+		inv.GitHubLogin, inv.ExpiresAt.Local().Format("2006-01-02 15:04"), inv.URL)
+	return nil
+}
+
+func inviteList(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "invite ls")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var invs []store.Invite
+	if err := c.Do(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, invs)
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLOGIN\tSTATE")
+	for _, inv := range invs {
+		state := "expires " + inv.ExpiresAt.Local().Format("2006-01-02 15:04")
+		switch {
+		case !inv.UsedAt.IsZero():
+			state = "used " + ago(inv.UsedAt)
+		case !inv.RevokedAt.IsZero():
+			state = "revoked"
+		case time.Now().After(inv.ExpiresAt):
+			state = "expired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", inv.ID, inv.GitHubLogin, state)
+	}
+	return tw.Flush()
+}
+
+func inviteRevoke(ctx context.Context, io IO, args []string) error {
+	if len(args) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
+}
+
+func memberList(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "member ls")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var ms []store.User
+	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, ms)
+	}
+	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LOGIN\tNAME\tROLE\tSINCE")
+	for _, m := range ms {
+		role := "Member"
+		switch {
+		case m.IsOwner:
+			role = "Owner"
+		case m.IsDev:
+			role = "dev"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GitHubLogin, m.Name, role, m.CreatedAt.Local().Format("2006-01-02"))
+	}
+	return tw.Flush()
+}
+
+func memberRemove(ctx context.Context, io IO, args []string) error {
+	if len(args) != 1 {
+		return errUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	var ms []store.User
+	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if strings.EqualFold(m.GitHubLogin, strings.TrimPrefix(args[0], "@")) {
+			if err := c.Do(ctx, http.MethodDelete, "/api/members/"+url.PathEscape(m.ID), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(io.Stderr, "Removed %s: signed out everywhere.\n", m.GitHubLogin)
+			return nil
+		}
+	}
+	return fmt.Errorf("no Member with GitHub login %q (kndl member ls lists them)", args[0])
+}

@@ -1,0 +1,351 @@
+// Package github is the Hub's client for the GitHub it signs people in with:
+// the GitHub App's OAuth user flow (who someone is), and, as the App's
+// installation, whether someone is a collaborator on a Repo. GitHub's host
+// is configurable, so tests point it at internal/testkit's fake. Only the
+// Hub imports it.
+package github
+
+import (
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Config is how to reach GitHub and act as the App.
+type Config struct {
+	// URL is GitHub's web address, for the OAuth flow: https://github.com,
+	// or a GitHub Enterprise Server's.
+	URL string
+	// APIURL is GitHub's REST API: https://api.github.com, or
+	// https://HOST/api/v3 on GitHub Enterprise Server.
+	APIURL string
+	// ClientID and ClientSecret are the App's OAuth client credentials.
+	ClientID, ClientSecret string
+	// AppID and PrivateKey let the Hub act as the App's installations; without
+	// them nobody signed in with GitHub has access to any Repo.
+	AppID      int64
+	PrivateKey *rsa.PrivateKey
+	// HTTP is the client to use; nil means one with a 10-second timeout that
+	// follows no redirect.
+	HTTP *http.Client
+}
+
+// Client talks to one GitHub.
+type Client struct {
+	cfg  Config
+	http *http.Client
+
+	mu     sync.Mutex
+	tokens map[int64]installToken // by installation id
+}
+
+type installToken struct {
+	token   string
+	expires time.Time
+}
+
+// New makes a client.
+func New(cfg Config) (*Client, error) {
+	for name, u := range map[string]string{"GITHUB_URL": cfg.URL, "GITHUB_API_URL": cfg.APIURL} {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			return nil, fmt.Errorf("%s %q: want an http or https URL: %w", name, u, errdefs.ErrInvalid)
+		}
+	}
+	cfg.URL, cfg.APIURL = strings.TrimSuffix(cfg.URL, "/"), strings.TrimSuffix(cfg.APIURL, "/")
+	hc := cfg.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &Client{cfg: cfg, http: hc, tokens: map[int64]installToken{}}, nil
+}
+
+// ParsePrivateKey reads the App's private key as GitHub hands it out: a PEM
+// file holding a PKCS#1 (or PKCS#8) RSA key.
+func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		return nil, errors.New("the GitHub App's private key is not PEM: use the .pem file GitHub generated")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(b.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if rk, ok := k.(*rsa.PrivateKey); err == nil && ok {
+		return rk, nil
+	}
+	return nil, errors.New("the GitHub App's private key is not an RSA key")
+}
+
+// HasApp reports whether the App's id and key are set, so Repo access can
+// be asked at all.
+func (c *Client) HasApp() bool { return c.cfg.AppID != 0 && c.cfg.PrivateKey != nil }
+
+// AuthorizeURL is where a browser goes to sign in: GitHub sends it back to
+// redirectURI with a code and state. challenge is PKCE's S256 challenge.
+func (c *Client) AuthorizeURL(redirectURI, state, challenge string) string {
+	q := url.Values{"client_id": {c.cfg.ClientID}, "redirect_uri": {redirectURI}, "state": {state},
+		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "allow_signup": {"false"}}
+	return c.cfg.URL + "/login/oauth/authorize?" + q.Encode()
+}
+
+// Challenge is PKCE's S256 challenge for a verifier.
+func Challenge(verifier string) string {
+	h := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// User is who GitHub says a person is.
+type User struct {
+	ID    int64  `json:"id"`
+	Login string `json:"login"`
+	Name  string `json:"name"`
+}
+
+// SignIn exchanges the code GitHub sent the browser back with for a user
+// token, asks who it belongs to, and forgets it: the Hub keeps no GitHub
+// token of anyone's.
+func (c *Client) SignIn(ctx context.Context, code, redirectURI, verifier string) (User, error) {
+	form := url.Values{"client_id": {c.cfg.ClientID}, "client_secret": {c.cfg.ClientSecret}, "code": {code},
+		"redirect_uri": {redirectURI}, "code_verifier": {verifier}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL+"/login/oauth/access_token", strings.NewReader(form.Encode()))
+	if err != nil {
+		return User{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		Error       string `json:"error"`
+	}
+	if _, err := c.do(req, &tok); err != nil {
+		return User{}, fmt.Errorf("exchange the sign-in code: %w", err)
+	}
+	if tok.AccessToken == "" {
+		// GitHub answers 200 with an error for a bad or used code.
+		return User{}, fmt.Errorf("GitHub refused the sign-in code (%s): %w", tok.Error, errdefs.ErrUnauthorized)
+	}
+	req, err = c.apiRequest(ctx, http.MethodGet, "/user", "Bearer "+tok.AccessToken, nil)
+	if err != nil {
+		return User{}, err
+	}
+	var u User
+	if _, err := c.do(req, &u); err != nil {
+		return User{}, fmt.Errorf("ask GitHub who signed in: %w", err)
+	}
+	if u.ID == 0 || u.Login == "" {
+		return User{}, fmt.Errorf("GitHub's /user answer has no id or login: %w", errdefs.ErrUnavailable)
+	}
+	return u, nil
+}
+
+// IsCollaborator reports whether GitHub says login is a collaborator on
+// owner/repo, asking as the App's installation on it: false if the App is
+// not installed there. An error (ErrUnavailable) means GitHub could not
+// answer, which is not a no.
+func (c *Client) IsCollaborator(ctx context.Context, owner, repo, login string) (bool, error) {
+	if !c.HasApp() {
+		return false, nil
+	}
+	inst, err := c.installation(ctx, owner, repo)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	tok, err := c.installationToken(ctx, inst)
+	if err != nil {
+		return false, err
+	}
+	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+"/collaborators/"+url.PathEscape(login), "token "+tok, nil)
+	if err != nil {
+		return false, err
+	}
+	status, err := c.do(req, nil)
+	switch {
+	case status == http.StatusNoContent:
+		return true, nil
+	case status == http.StatusNotFound:
+		return false, nil
+	case err == nil:
+		err = fmt.Errorf("GitHub answered %d: %w", status, errdefs.ErrUnavailable)
+	}
+	return false, fmt.Errorf("ask GitHub whether %s is a collaborator on %s/%s: %w", login, owner, repo, err)
+}
+
+// installation returns the id of the App's installation on owner/repo, or
+// ErrNotFound when the App isn't installed there.
+func (c *Client) installation(ctx context.Context, owner, repo string) (int64, error) {
+	jwt, err := c.appJWT()
+	if err != nil {
+		return 0, err
+	}
+	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+"/installation", "Bearer "+jwt, nil)
+	if err != nil {
+		return 0, err
+	}
+	var inst struct {
+		ID int64 `json:"id"`
+	}
+	status, err := c.do(req, &inst)
+	if status == http.StatusNotFound {
+		return 0, fmt.Errorf("the GitHub App is not installed on %s/%s: %w", owner, repo, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("find the GitHub App's installation on %s/%s: %w", owner, repo, err)
+	}
+	return inst.ID, nil
+}
+
+// installationToken returns a token for the installation, with only the
+// Metadata permission, minted once and used until five minutes before it
+// expires.
+func (c *Client) installationToken(ctx context.Context, id int64) (string, error) {
+	c.mu.Lock()
+	t, ok := c.tokens[id]
+	c.mu.Unlock()
+	if ok && time.Until(t.expires) > 5*time.Minute {
+		return t.token, nil
+	}
+	jwt, err := c.appJWT()
+	if err != nil {
+		return "", err
+	}
+	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(id, 10)+"/access_tokens", "Bearer "+jwt,
+		strings.NewReader(`{"permissions":{"metadata":"read"}}`))
+	if err != nil {
+		return "", err
+	}
+	var got struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if _, err := c.do(req, &got); err != nil {
+		return "", fmt.Errorf("mint a token for the GitHub App's installation %d: %w", id, err)
+	}
+	c.mu.Lock()
+	c.tokens[id] = installToken{got.Token, got.ExpiresAt}
+	c.mu.Unlock()
+	return got.Token, nil
+}
+
+// appJWT is the App's own credential: a JWT signed with its private key,
+// good for ten minutes (GitHub's limit), backdated a minute for clock skew.
+func (c *Client) appJWT() (string, error) {
+	now := time.Now()
+	enc := base64.RawURLEncoding
+	claims, _ := json.Marshal(map[string]any{"iat": now.Add(-time.Minute).Unix(), "exp": now.Add(9 * time.Minute).Unix(),
+		"iss": strconv.FormatInt(c.cfg.AppID, 10)})
+	signed := enc.EncodeToString([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + enc.EncodeToString(claims)
+	h := sha256.Sum256([]byte(signed))
+	sig, err := rsa.SignPKCS1v15(nil, c.cfg.PrivateKey, crypto.SHA256, h[:])
+	if err != nil {
+		return "", fmt.Errorf("sign the GitHub App's JWT: %w", err)
+	}
+	return signed + "." + enc.EncodeToString(sig), nil
+}
+
+func (c *Client) apiRequest(ctx context.Context, method, path, authz string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.APIURL+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", authz)
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// maxAnswer bounds what the Hub reads of any GitHub answer.
+const maxAnswer = 1 << 20
+
+// do sends req and decodes a 2xx JSON answer into out. It returns the
+// status with an error for anything but 2xx: ErrUnavailable when GitHub
+// could not answer (network, 5xx, rate limit, a credential it refused), so
+// callers never mistake an outage for a no.
+func (c *Client) do(req *http.Request, out any) (int, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reach GitHub: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("read GitHub's answer: %v: %w", err, errdefs.ErrUnavailable)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(body, &e)
+		return resp.StatusCode, fmt.Errorf("GitHub answered %s: %q: %w", resp.Status, e.Message, errdefs.ErrUnavailable)
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.Unmarshal(body, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("GitHub's answer is not the JSON expected: %v: %w", err, errdefs.ErrUnavailable)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+var (
+	ownerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// ParseRepo reads owner and name from a clone URL of a Repo on this GitHub
+// (https://HOST/OWNER/NAME(.git), ssh://git@HOST/OWNER/NAME.git or
+// git@HOST:OWNER/NAME.git). ok is false for anything else: a Repo elsewhere
+// is one nobody has access to through GitHub.
+func (c *Client) ParseRepo(repoURL string) (owner, name string, ok bool) {
+	web, _ := url.Parse(c.cfg.URL)
+	var path string
+	if u, err := url.Parse(repoURL); err == nil && u.Scheme != "" && u.Host != "" {
+		switch {
+		case (u.Scheme == "https" || u.Scheme == "http") && u.Host == web.Host:
+		case u.Scheme == "ssh" && u.Hostname() == web.Hostname():
+		default:
+			return "", "", false
+		}
+		path = u.Path
+	} else {
+		// scp-like: git@HOST:OWNER/NAME.git
+		userHost, p, found := strings.Cut(repoURL, ":")
+		_, host, hasUser := strings.Cut(userHost, "@")
+		if !found || !hasUser || strings.Contains(userHost, "/") || host != web.Hostname() {
+			return "", "", false
+		}
+		path = p
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) != 2 {
+		return "", "", false
+	}
+	owner, name = parts[0], strings.TrimSuffix(parts[1], ".git")
+	if !ownerRE.MatchString(owner) || !repoRE.MatchString(name) || name == "." || name == ".." {
+		return "", "", false
+	}
+	return strings.ToLower(owner), strings.ToLower(name), true
+}

@@ -1,0 +1,138 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/store"
+)
+
+// maxRefusalTTL bounds how long GitHub's no is trusted, so someone just
+// added as a collaborator gets in soon: a tenth of the TTL, at most 30 s
+// (which the default 5-minute TTL gives).
+const maxRefusalTTL = 30 * time.Second
+
+func (h *Hub) refusalTTL() time.Duration { return min(maxRefusalTTL, h.cfg.RepoAccessTTL/10) }
+
+// repoAccess caches GitHub's answers on who may access which Repo.
+type repoAccess struct {
+	mu sync.Mutex
+	m  map[accessKey]accessEntry
+}
+
+type accessKey struct{ user, repo string } // user id, "owner/name"
+
+type accessEntry struct {
+	ok bool
+	at time.Time
+}
+
+// canAccess reports whether u has access to the Repo at repoURL: the dev
+// user to every Repo; anyone else when the GitHub App is installed on it
+// and GitHub says they are a collaborator. Answers are cached for
+// HUB_REPO_ACCESS_TTL_MS, a no for at most 30 s (refusalTTL). When GitHub can't answer,
+// people keep the access they had and nobody gains any. fresh skips the
+// cache, for the periodic re-check.
+func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
+	if u.IsDev {
+		return true
+	}
+	gh := h.guard.gh
+	if gh == nil || !gh.HasApp() || u.GitHubLogin == "" {
+		return false
+	}
+	owner, name, ok := gh.ParseRepo(repoURL)
+	if !ok {
+		return false
+	}
+	key := accessKey{u.ID, owner + "/" + name}
+	a := &h.guard.access
+	a.mu.Lock()
+	e, cached := a.m[key]
+	a.mu.Unlock()
+	if cached && !fresh {
+		ttl := h.cfg.RepoAccessTTL
+		if !e.ok {
+			ttl = h.refusalTTL()
+		}
+		if time.Since(e.at) < ttl {
+			return e.ok
+		}
+	}
+	yes, err := gh.IsCollaborator(ctx, owner, name, u.GitHubLogin)
+	if err != nil {
+		h.log.Warn("GitHub can't answer on Repo access; keeping what each person had", "repo", key.repo, "err", err)
+		yes = cached && e.ok
+	}
+	a.mu.Lock()
+	a.m[key] = accessEntry{ok: yes, at: time.Now()}
+	a.mu.Unlock()
+	return yes
+}
+
+// forget drops a person's cached answers.
+func (a *repoAccess) forget(userID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.m {
+		if k.user == userID {
+			delete(a.m, k)
+		}
+	}
+}
+
+// notFoundSession is the answer for a Session that doesn't exist, and for
+// one the person has no access to: the two must read the same.
+func notFoundSession(id string) error {
+	return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+}
+
+// checkRepoAccess refuses someone without access to the Repo at repoURL,
+// alike whether it exists or not, as starting a Session on it needs.
+func (h *Hub) checkRepoAccess(ctx context.Context, p Principal, repoURL string) error {
+	if h.canAccess(ctx, p.User, repoURL, false) {
+		return nil
+	}
+	return fmt.Errorf("no Repo %s that you have access to: the GitHub App must be installed on it, and GitHub must say you are a collaborator: %w", repoURL, errdefs.ErrNotFound)
+}
+
+// visibleSessions keeps the Sessions of Repos the person has access to.
+func (h *Hub) visibleSessions(ctx context.Context, p Principal, ss []store.Session) []store.Session {
+	seen := map[string]bool{}
+	out := ss[:0:0]
+	for _, s := range ss {
+		ok, known := seen[s.RepoURL]
+		if !known {
+			ok = h.canAccess(ctx, p.User, s.RepoURL, false)
+			seen[s.RepoURL] = ok
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// recheckRepoAccess asks GitHub again, for everyone connected, about each
+// Repo whose Sessions they read, and ends what they read of a Repo they
+// lost. It runs every HUB_REPO_ACCESS_TTL_MS.
+func (h *Hub) recheckRepoAccess(ctx context.Context) {
+	type pair struct{ user, repo string }
+	asked := map[pair]bool{}
+	for _, c := range h.guard.conns.snapshot() {
+		for _, repo := range c.repoURLs() {
+			k := pair{c.user.ID, repo}
+			ok, done := asked[k]
+			if !done {
+				ok = h.canAccess(ctx, c.user, repo, true)
+				asked[k] = ok
+			}
+			if !ok {
+				c.cancel(errAccessLost)
+			}
+		}
+	}
+}

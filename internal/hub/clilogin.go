@@ -1,0 +1,284 @@
+package hub
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/web"
+)
+
+// kndl login is the device-code pattern: the CLI makes its own token and
+// sends only its hash; the terminal shows a code; a signed-in browser
+// approves that code, and the Hub records the hash as a CLI token of the
+// person who approved. No secret crosses the Hub, and it keeps only hashes.
+const (
+	deviceTTL      = 10 * time.Minute
+	devicePoll     = 2 * time.Second
+	devicesMax     = 1000
+	userCodeLetter = "BCDFGHJKLMNPQRSTVWXZ" // no vowels, no look-alikes
+)
+
+// deviceRequest is one kndl login waiting for a browser.
+type deviceRequest struct {
+	code      string // the user code, XXXX-XXXX
+	machine   string
+	address   string
+	tokenHash []byte
+	expires   time.Time
+	state     string // pending, approved, denied
+}
+
+// devices holds waiting logins in memory: they last minutes, and a Hub
+// restart only makes someone run kndl login again.
+type devices struct {
+	mu       sync.Mutex
+	byCode   map[string]*deviceRequest
+	byDevice map[string]*deviceRequest // by the device code's hash
+}
+
+func (d *devices) init() {
+	d.byCode, d.byDevice = map[string]*deviceRequest{}, map[string]*deviceRequest{}
+}
+
+func (d *devices) sweep() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for k, req := range d.byDevice {
+		if now.After(req.expires) {
+			delete(d.byDevice, k)
+			delete(d.byCode, req.code)
+		}
+	}
+}
+
+func newUserCode() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	for i := range b {
+		b[i] = userCodeLetter[int(b[i])%len(userCodeLetter)]
+	}
+	return string(b[:4]) + "-" + string(b[4:])
+}
+
+// normalCode reads a code as a person may type it.
+func normalCode(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(s) {
+		if unicode.IsLetter(r) {
+			b.WriteRune(r)
+		}
+	}
+	c := b.String()
+	if len(c) != 8 {
+		return ""
+	}
+	return c[:4] + "-" + c[4:]
+}
+
+// CLILoginStart is the body of POST /api/cli/login.
+type CLILoginStart struct {
+	// Machine names the machine signing in, as the person will see it.
+	Machine string `json:"machine"`
+	// TokenSHA256 is the hex SHA-256 of the CLI token the CLI made.
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// CLILoginCode is the answer: the code to show and where to approve it.
+type CLILoginCode struct {
+	DeviceCode      string `json:"device_code"`
+	UserCode        string `json:"user_code"`
+	VerificationURL string `json:"verification_url"`
+	ExpiresIn       int    `json:"expires_in"`
+	Interval        int    `json:"interval"`
+}
+
+func (h *Hub) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
+	addr := clientAddr(r)
+	if h.guard.starts.blocked(addr) {
+		h.writeError(w, r, fmt.Errorf("too many logins started from your address; wait a minute: %w", errdefs.ErrTooMany))
+		return
+	}
+	var req CLILoginStart
+	err := readJSON(r, &req)
+	hash, herr := hex.DecodeString(req.TokenSHA256)
+	req.Machine = strings.TrimSpace(req.Machine)
+	switch {
+	case err != nil:
+	case herr != nil || len(hash) != 32:
+		err = fmt.Errorf("token_sha256: want the hex SHA-256 of the token the CLI made: %w", errdefs.ErrInvalid)
+	case req.Machine == "" || len(req.Machine) > 64 || strings.ContainsFunc(req.Machine, unicode.IsControl):
+		err = fmt.Errorf("machine: name this machine in 1 to 64 printable characters: %w", errdefs.ErrInvalid)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.guard.starts.take(addr)
+	device := randomString()
+	d := &h.guard.devices
+	d.mu.Lock()
+	if len(d.byDevice) >= devicesMax {
+		d.mu.Unlock()
+		h.writeError(w, r, fmt.Errorf("too many logins are waiting for approval; try again in a few minutes: %w", errdefs.ErrUnavailable))
+		return
+	}
+	code := newUserCode()
+	for d.byCode[code] != nil {
+		code = newUserCode()
+	}
+	dr := &deviceRequest{code: code, machine: req.Machine, address: addr, tokenHash: hash, expires: time.Now().Add(deviceTTL), state: "pending"}
+	d.byCode[code] = dr
+	d.byDevice[string(auth.Hash(device))] = dr
+	d.mu.Unlock()
+	writeJSON(w, http.StatusOK, CLILoginCode{DeviceCode: device, UserCode: code,
+		VerificationURL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/cli/login?code=" + code,
+		ExpiresIn:       int(deviceTTL / time.Second), Interval: int(devicePoll / time.Second)})
+}
+
+// CLILoginStatus is the answer to a poll: pending, approved, denied or
+// expired. Once approved, the token the CLI made works.
+type CLILoginStatus struct {
+	Status string `json:"status"`
+}
+
+func (h *Hub) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
+	addr := clientAddr(r)
+	if h.guard.fails.blocked(addr) {
+		h.writeError(w, r, fmt.Errorf("too many wrong device codes from your address; wait a minute: %w", errdefs.ErrTooMany))
+		return
+	}
+	var req struct {
+		DeviceCode string `json:"device_code"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	d := &h.guard.devices
+	key := string(auth.Hash(req.DeviceCode))
+	d.mu.Lock()
+	dr := d.byDevice[key]
+	state := ""
+	if dr != nil {
+		state = dr.state
+		switch {
+		case state == "approving":
+			state = "pending"
+		case time.Now().After(dr.expires) && state == "pending":
+			state = "expired"
+		}
+		if state != "pending" {
+			delete(d.byDevice, key)
+			delete(d.byCode, dr.code)
+		}
+	}
+	d.mu.Unlock()
+	if dr == nil {
+		h.guard.fails.take(addr)
+		h.writeError(w, r, fmt.Errorf("no such login waiting: run kndl login again: %w", errdefs.ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, CLILoginStatus{Status: state})
+}
+
+// cliLoginView is what the approval page shows of a waiting login.
+type cliLoginView struct {
+	Code, Machine, Address string
+}
+
+func (h *Hub) waitingLogin(code string) (cliLoginView, bool) {
+	d := &h.guard.devices
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	dr := d.byCode[normalCode(code)]
+	if dr == nil || dr.state != "pending" || time.Now().After(dr.expires) {
+		return cliLoginView{}, false
+	}
+	return cliLoginView{dr.code, dr.machine, dr.address}, true
+}
+
+// cliLoginPage shows a waiting login for a signed-in browser to approve.
+func (h *Hub) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	data := struct {
+		User    string
+		Request *cliLoginView
+		Error   string
+	}{User: p.User.Name}
+	if code := r.URL.Query().Get("code"); code != "" {
+		if v, ok := h.waitingLogin(code); ok {
+			data.Request = &v
+		} else {
+			data.Error = "No login is waiting with that code. Check it, or run kndl login again."
+		}
+	}
+	h.page(w, http.StatusOK, web.CLI, data)
+}
+
+// cliLoginDecide approves or denies a waiting login. Only a signed-in
+// browser can, from the Hub's own page.
+func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		h.message(w, http.StatusBadRequest, "Not understood", "The form was not understood.")
+		return
+	}
+	approve := r.PostForm.Get("action") == "approve"
+	d := &h.guard.devices
+	d.mu.Lock()
+	dr := d.byCode[normalCode(r.PostForm.Get("code"))]
+	ok := dr != nil && dr.state == "pending" && time.Now().Before(dr.expires)
+	if ok {
+		// "approving" still polls as pending: the token works only once
+		// it is recorded.
+		dr.state = map[bool]string{true: "approving", false: "denied"}[approve]
+	}
+	var hash []byte
+	var machine string
+	if ok {
+		hash, machine = dr.tokenHash, dr.machine
+	}
+	d.mu.Unlock()
+	if !ok {
+		h.message(w, http.StatusNotFound, "No such login", "No login is waiting with that code. Run kndl login again.")
+		return
+	}
+	if !approve {
+		h.notice(w, "Denied", "The login was denied. Nothing was signed in.")
+		return
+	}
+	err := h.store.AddCLIToken(r.Context(), p.User.ID, machine, hash)
+	d.mu.Lock()
+	dr.state = "approved"
+	if err != nil {
+		dr.state = "pending"
+	}
+	d.mu.Unlock()
+	if err != nil {
+		h.log.Error("add CLI token", "err", err)
+		h.message(w, http.StatusInternalServerError, "Not signed in", "The Hub failed to record the login; its log has the detail.")
+		return
+	}
+	h.log.Info("CLI signed in", "user", p.User.Name, "machine", machine)
+	h.notice(w, "Signed in", "The kndl CLI on "+machine+" is signed in as you. Go back to your terminal.")
+}
+
+// cliLogout revokes the CLI token it is called with, and ends what it
+// opened.
+func (h *Hub) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
+	tok, _ := bearer(r)
+	if err := h.store.RevokeCLIToken(r.Context(), tok); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.endCredential(p.cred, errCredentialUp)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,158 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/store"
+)
+
+// Invite lifetimes: the default, and the most the Owner may ask for.
+const (
+	defaultInviteTTL = 7 * 24 * time.Hour
+	maxInviteTTL     = 30 * 24 * time.Hour
+)
+
+// ownerOnly refuses anyone but the Owner (or the dev user, who stands in for
+// one on kndl dev's loopback-only Hub).
+func ownerOnly(p Principal) error {
+	if p.User.IsOwner || p.User.IsDev {
+		return nil
+	}
+	return fmt.Errorf("only the Hub's Owner invites and removes Members: %w", errdefs.ErrForbidden)
+}
+
+func (h *Hub) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
+	ms, err := h.store.Members(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if ms == nil {
+		ms = []store.User{}
+	}
+	writeJSON(w, http.StatusOK, ms)
+}
+
+func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) {
+	err := ownerOnly(p)
+	id := r.PathValue("id")
+	if err == nil && id == p.User.ID {
+		err = fmt.Errorf("the Owner can't remove themselves: %w", errdefs.ErrConflict)
+	}
+	if err == nil {
+		err = h.RemoveMember(r.Context(), id)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("member removed", "member", id, "by", p.User.Name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// RemoveMember removes a Member: every sign-in and CLI token of theirs ends
+// at once, their open connections close, and their awake Sessions go to
+// sleep. The Owner can't be removed.
+func (h *Hub) RemoveMember(ctx context.Context, id string) error {
+	u, err := h.store.UserByID(ctx, id)
+	if err == nil && u.IsOwner {
+		err = fmt.Errorf("the Owner can't be removed: %w", errdefs.ErrConflict)
+	}
+	if err == nil {
+		_, err = h.store.RemoveMember(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	h.guard.conns.end(errMemberGone, func(c *conn) bool { return c.user.ID == id })
+	h.guard.access.forget(id)
+	h.sleepSessionsOf(ctx, id, "its Creator was removed from the Hub")
+	return nil
+}
+
+// sleepSessionsOf puts a removed Member's awake Sessions to sleep, saying
+// why. This is the hook the Session code fills in once Sessions can sleep;
+// until then it only says, in the operator's log, which Sessions stay
+// awake. Meanwhile the Hub hands the Member's Claude token to no Runner
+// (handleSessions checks membership) and nobody drives those Sessions.
+func (h *Hub) sleepSessionsOf(ctx context.Context, userID, why string) {
+	ss, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
+	if err != nil {
+		h.log.Error("list sessions to sleep", "err", err)
+		return
+	}
+	for _, s := range ss {
+		if s.CreatorID == userID {
+			h.log.Warn("session stays awake: Sessions can't sleep yet", "session", s.ID, "why", why)
+		}
+	}
+}
+
+// InviteCreated is the answer to making an Invite: its link, with the
+// secret in the fragment, shown once.
+type InviteCreated struct {
+	store.Invite
+	URL string `json:"url"`
+}
+
+func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		GitHubLogin    string `json:"github_login"`
+		ExpiresInHours int    `json:"expires_in_hours,omitempty"`
+	}
+	err := ownerOnly(p)
+	if err == nil {
+		err = readJSON(r, &req)
+	}
+	ttl := time.Duration(req.ExpiresInHours) * time.Hour
+	if err == nil && (ttl < 0 || ttl > maxInviteTTL) {
+		err = fmt.Errorf("expires_in_hours %d: an Invite lasts 1 to %d hours: %w", req.ExpiresInHours, int(maxInviteTTL/time.Hour), errdefs.ErrInvalid)
+	}
+	if ttl == 0 {
+		ttl = defaultInviteTTL
+	}
+	var inv store.Invite
+	var secret string
+	if err == nil {
+		inv, secret, err = h.store.CreateInvite(r.Context(), strings.TrimPrefix(strings.TrimSpace(req.GitHubLogin), "@"), p.User.ID, ttl)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.Info("invite made", "github", inv.GitHubLogin, "by", p.User.Name)
+	writeJSON(w, http.StatusCreated, InviteCreated{Invite: inv, URL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/invite#" + secret})
+}
+
+func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
+	err := ownerOnly(p)
+	var invs []store.Invite
+	if err == nil {
+		invs, err = h.store.Invites(r.Context())
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if invs == nil {
+		invs = []store.Invite{}
+	}
+	writeJSON(w, http.StatusOK, invs)
+}
+
+func (h *Hub) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {
+	err := ownerOnly(p)
+	if err == nil {
+		err = h.store.RevokeInvite(r.Context(), r.PathValue("id"))
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,308 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
+)
+
+// Cookies that carry a sign-in across the trip to GitHub and back: the
+// OAuth state, and the Setup link's or Invite's secret. Both live at most
+// signinTrip, on /signin only.
+const (
+	oauthCookie = "kndl_oauth"
+	claimCookie = "kndl_claim"
+	signinTrip  = 10 * time.Minute
+)
+
+// SetupLink returns a fresh Setup link while the Hub has no Owner: whoever
+// opens it and signs in with GitHub becomes the Owner, once. It replaces
+// any link made before. With an Owner it returns "". kndl hub prints it at
+// start.
+func (h *Hub) SetupLink(ctx context.Context) (string, error) {
+	secret, err := h.store.NewSetupLink(ctx)
+	if errors.Is(err, errdefs.ErrConflict) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(h.cfg.PublicURL, "/") + "/setup#" + secret, nil
+}
+
+// page renders a page, logging a failure to.
+func (h *Hub) page(w http.ResponseWriter, status int, p web.Page, data any) {
+	if err := web.Render(w, status, p, data); err != nil {
+		h.log.Error("render page", "err", err)
+	}
+}
+
+// message renders a page that says what went wrong, with a link to start
+// again.
+func (h *Hub) message(w http.ResponseWriter, status int, title, text string) {
+	h.page(w, status, web.Message.WithTitle(title), struct{ Text, Link string }{text, "/signin"})
+}
+
+// notice renders a page that says what happened.
+func (h *Hub) notice(w http.ResponseWriter, title, text string) {
+	h.page(w, http.StatusOK, web.Message.WithTitle(title), struct{ Text, Link string }{text, ""})
+}
+
+// localPath returns next if it is a path on this Hub, else "/": a sign-in
+// never sends the browser elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// refuse is the one answer to everyone the Hub doesn't let in, whatever
+// they brought: it says only that the Hub is invite-only, and nothing of
+// them is recorded. It counts against their address.
+func (h *Hub) refuse(w http.ResponseWriter, r *http.Request) {
+	h.guard.fails.take(clientAddr(r))
+	h.page(w, http.StatusForbidden, web.Refused, nil)
+}
+
+// tooMany answers an address that has failed too often.
+func (h *Hub) tooMany(w http.ResponseWriter, r *http.Request) bool {
+	if !h.guard.fails.blocked(clientAddr(r)) {
+		return false
+	}
+	w.Header().Set("Retry-After", fmt.Sprint(int(failRefill/time.Second)))
+	h.message(w, http.StatusTooManyRequests, "Too many attempts", "Too many failed sign-ins from your address. Wait a minute and try again.")
+	return true
+}
+
+func (h *Hub) signinPage(w http.ResponseWriter, r *http.Request, _ Principal) {
+	next := r.URL.Query().Get("next")
+	if next != "" {
+		next = localPath(next)
+	}
+	h.page(w, http.StatusOK, web.SignIn, struct {
+		GitHub, Dev bool
+		Next        string
+	}{h.guard.gh != nil, h.devLoginAnswers(r), next})
+}
+
+func (h *Hub) setupPage(w http.ResponseWriter, r *http.Request, _ Principal) {
+	h.page(w, http.StatusOK, web.Setup, struct{ Setup bool }{true})
+}
+
+func (h *Hub) invitePage(w http.ResponseWriter, r *http.Request, _ Principal) {
+	h.page(w, http.StatusOK, web.Invited, struct{ Setup bool }{false})
+}
+
+func (h *Hub) static(w http.ResponseWriter, r *http.Request, _ Principal) {
+	web.Static().ServeHTTP(w, r)
+}
+
+func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.page(w, http.StatusOK, web.Home, struct {
+		Name  string
+		Owner bool
+	}{p.User.Name, p.User.IsOwner})
+}
+
+// claim takes a Setup link's or Invite's secret from the landing page's
+// script, just before it goes to GitHub, and holds it in a cookie until
+// GitHub sends the browser back. Whether it is any good is decided then,
+// with who GitHub says signed in, and refused alike.
+func (h *Hub) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
+	if !h.sameOrigin(r) {
+		h.writeError(w, r, fmt.Errorf("this must come from the Hub's own page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
+		return
+	}
+	var req struct {
+		Secret string `json:"secret"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if k := auth.KindOf(req.Secret); (k != auth.Setup && k != auth.Invite) || len(req.Secret) > 100 {
+		h.writeError(w, r, fmt.Errorf("that is not a Setup link or an Invite: open the whole link you were given: %w", errdefs.ErrInvalid))
+		return
+	}
+	if h.guard.gh == nil {
+		h.writeError(w, r, fmt.Errorf("this Hub has no GitHub sign-in set up (GITHUB_CLIENT_ID): %w", errdefs.ErrUnavailable))
+		return
+	}
+	http.SetCookie(w, h.guard.cookie(claimCookie, req.Secret, "/signin", signinTrip))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// oauthTrip is what the browser carries to GitHub and back in oauthCookie.
+type oauthTrip struct {
+	State    string `json:"s"`
+	Verifier string `json:"v"`
+	Next     string `json:"n"`
+}
+
+func randomString() string {
+	b := make([]byte, auth.TokenBytes)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (h *Hub) redirectURI() string {
+	return strings.TrimSuffix(h.cfg.PublicURL, "/") + "/signin/github/callback"
+}
+
+// githubSignin sends the browser to GitHub, with a state and a PKCE
+// verifier only this browser holds.
+func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
+	if h.guard.gh == nil {
+		h.message(w, http.StatusServiceUnavailable, "No GitHub sign-in", "This Hub has no GitHub sign-in set up: its operator sets GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.")
+		return
+	}
+	trip := oauthTrip{State: randomString(), Verifier: randomString(), Next: localPath(r.URL.Query().Get("next"))}
+	b, _ := json.Marshal(trip)
+	http.SetCookie(w, h.guard.cookie(oauthCookie, base64.RawURLEncoding.EncodeToString(b), "/signin", signinTrip))
+	http.Redirect(w, r, h.guard.gh.AuthorizeURL(h.redirectURI(), trip.State, github.Challenge(trip.Verifier)), http.StatusFound)
+}
+
+// githubCallback is where GitHub sends the browser back. The Hub lets in a
+// Member; the Owner, with the Setup link; someone with an Invite for their
+// login. Everyone else is refused alike.
+func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal) {
+	if h.tooMany(w, r) {
+		return
+	}
+	// Both trip cookies are used once, whatever happens next.
+	http.SetCookie(w, h.guard.cookie(oauthCookie, "", "/signin", -1))
+	http.SetCookie(w, h.guard.cookie(claimCookie, "", "/signin", -1))
+	var trip oauthTrip
+	c, err := r.Cookie(oauthCookie)
+	if err == nil {
+		var b []byte
+		if b, err = base64.RawURLEncoding.DecodeString(c.Value); err == nil {
+			err = json.Unmarshal(b, &trip)
+		}
+	}
+	q := r.URL.Query()
+	if err != nil || trip.State == "" || !auth.Equal([]byte(q.Get("state")), []byte(trip.State)) {
+		h.guard.fails.take(clientAddr(r))
+		h.message(w, http.StatusBadRequest, "Sign-in expired", "That sign-in expired or was not started here. Start again.")
+		return
+	}
+	if q.Get("error") != "" || q.Get("code") == "" || h.guard.gh == nil {
+		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not sign you in. Start again.")
+		return
+	}
+	ghUser, err := h.guard.gh.SignIn(r.Context(), q.Get("code"), h.redirectURI(), trip.Verifier)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		h.log.Warn("GitHub sign-in failed", "err", err)
+		h.message(w, http.StatusServiceUnavailable, "GitHub can't be reached", "The Hub could not reach GitHub to sign you in. Try again in a moment.")
+		return
+	}
+	if err != nil {
+		h.guard.fails.take(clientAddr(r))
+		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not confirm the sign-in. Start again.")
+		return
+	}
+	var claim string
+	if c, err := r.Cookie(claimCookie); err == nil {
+		claim = c.Value
+	}
+	u, err := h.admit(r.Context(), store.GitHubIdentity{ID: ghUser.ID, Login: ghUser.Login, Name: ghUser.Name}, claim)
+	if errors.Is(err, errdefs.ErrUnauthorized) {
+		h.refuse(w, r)
+		return
+	}
+	if err == nil {
+		err = h.startSignin(r.Context(), w, u.ID)
+	}
+	if err != nil {
+		h.log.Error("sign-in failed", "err", err)
+		h.message(w, http.StatusInternalServerError, "Not signed in", "The Hub failed to sign you in; its log has the detail.")
+		return
+	}
+	h.log.Info("signed in", "user", u.Name, "github", u.GitHubLogin)
+	http.Redirect(w, r, localPath(trip.Next), http.StatusSeeOther)
+}
+
+// admit decides whether who GitHub says signed in gets in: as a Member
+// already, as the Owner with the Setup link, or with an Invite for their
+// login. Anyone else is ErrUnauthorized, and nothing of them is recorded.
+func (h *Hub) admit(ctx context.Context, gh store.GitHubIdentity, claim string) (store.User, error) {
+	u, err := h.store.MemberByGitHub(ctx, gh)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return u, err
+	}
+	switch auth.KindOf(claim) {
+	case auth.Setup:
+		u, err = h.store.ClaimSetupLink(ctx, claim, gh)
+		if err == nil {
+			h.log.Info("the Setup link was used: the Hub has its Owner", "github", gh.Login)
+		}
+		return u, err
+	case auth.Invite:
+		return h.store.RedeemInvite(ctx, claim, gh)
+	}
+	return store.User{}, fmt.Errorf("not a Member: %w", errdefs.ErrUnauthorized)
+}
+
+// signout ends the browser's sign-in at once, and everything it opened.
+func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
+	if err := h.store.EndSignin(r.Context(), h.signinToken(r)); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.endCredential(p.cred, errSignedOut)
+	http.SetCookie(w, h.guard.cookie(h.guard.signinCookie(), "", "/", -1))
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// devLoginAnswers reports whether dev login answers this request: it is on
+// (kndl dev), the Hub is bound to loopback, and the caller is on loopback,
+// asked for a loopback name, and came through no proxy (a proxy on the
+// Hub's machine would make anyone look local).
+func (h *Hub) devLoginAnswers(r *http.Request) bool {
+	if !h.cfg.DevLogin || !isLoopbackHost(hostOf(h.cfg.Listen)) || !isLoopbackHost(hostOf(r.RemoteAddr)) || !isLoopbackHost(hostOf(r.Host)) {
+		return false
+	}
+	for _, hdr := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Forwarded"} {
+		if r.Header.Get(hdr) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// devSignin signs the browser in as the dev user. Where dev login doesn't
+// answer, it is as if there were no such route.
+func (h *Hub) devSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
+	if !h.devLoginAnswers(r) {
+		http.NotFound(w, r)
+		return
+	}
+	if !h.sameOrigin(r) {
+		h.writeError(w, r, fmt.Errorf("dev login must come from the Hub's own sign-in page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	r.ParseForm()
+	u, err := h.store.DevUser(r.Context())
+	if err == nil {
+		err = h.startSignin(r.Context(), w, u.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
+}

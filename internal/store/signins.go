@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Lifetimes bound a browser sign-in: Max from when it was made, Idle from
+// when it was last used.
+type Lifetimes struct {
+	Max, Idle time.Duration
+}
+
+// signinTouchEvery is how often a sign-in's last use is written (or a tenth
+// of the idle lifetime, if less): an open page does not turn every read into
+// a write. A skipped write shortens the idle window by at most this, the
+// safe direction.
+const signinTouchEvery = time.Minute
+
+// CreateSignin starts a browser sign-in for a user and returns its cookie
+// value, once: only its hash is kept.
+func (s *Store) CreateSignin(ctx context.Context, userID string) (string, error) {
+	token, hash := auth.NewToken(auth.Cookie)
+	now := ms(s.now())
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO signins (hash, user_id, created_at, used_at) VALUES (?, ?, ?, ?)`, hash, userID, now, now); err != nil {
+		return "", fmt.Errorf("create sign-in: %w", err)
+	}
+	return token, nil
+}
+
+// UserBySignin returns the live user a sign-in cookie belongs to, if it is
+// within both lifetimes, and counts this as a use. A sign-in past either is
+// ended; anything else is ErrUnauthorized.
+func (s *Store) UserBySignin(ctx context.Context, token string, life Lifetimes) (User, error) {
+	hash := auth.Hash(token)
+	var stored []byte
+	var created, used int64
+	var u User
+	var uCreated int64
+	err := s.db.QueryRowContext(ctx, `SELECT g.hash, g.created_at, g.used_at, u.id, coalesce(u.github_login, ''), u.name, u.is_owner, u.is_dev, u.created_at
+		FROM signins g JOIN users u ON u.id = g.user_id WHERE g.hash = ? AND u.removed_at IS NULL`, hash).
+		Scan(&stored, &created, &used, &u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &uCreated)
+	if err != nil || !auth.Equal(stored, hash) {
+		return User{}, fmt.Errorf("sign-in: %w", errdefs.ErrUnauthorized)
+	}
+	now := s.now()
+	if now.Sub(time.UnixMilli(created)) >= life.Max || now.Sub(time.UnixMilli(used)) >= life.Idle {
+		s.db.ExecContext(ctx, `DELETE FROM signins WHERE hash = ?`, hash)
+		return User{}, fmt.Errorf("sign-in expired: %w", errdefs.ErrUnauthorized)
+	}
+	if now.Sub(time.UnixMilli(used)) >= min(signinTouchEvery, life.Idle/10) {
+		s.db.ExecContext(ctx, `UPDATE signins SET used_at = ? WHERE hash = ?`, ms(now), hash)
+	}
+	u.CreatedAt = time.UnixMilli(uCreated)
+	return u, nil
+}
+
+// EndSignin ends a sign-in by its cookie value, at once.
+func (s *Store) EndSignin(ctx context.Context, token string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE hash = ?`, auth.Hash(token))
+	return err
+}
+
+// SweepSignins deletes sign-ins past either lifetime. Expiry is enforced
+// when a cookie is read whether or not this runs; it only frees storage.
+func (s *Store) SweepSignins(ctx context.Context, life Lifetimes) error {
+	now := s.now()
+	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE created_at <= ? OR used_at <= ?`, ms(now.Add(-life.Max)), ms(now.Add(-life.Idle)))
+	return err
+}
+
+// SigninLive reports whether the sign-in with this hash is still within
+// both lifetimes and its user a Member, without counting a use: a stream
+// it opened re-checks it this way.
+func (s *Store) SigninLive(ctx context.Context, hash []byte, life Lifetimes) (bool, error) {
+	now := s.now()
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM signins g JOIN users u ON u.id = g.user_id
+		WHERE g.hash = ? AND u.removed_at IS NULL AND g.created_at > ? AND g.used_at > ?`,
+		hash, ms(now.Add(-life.Max)), ms(now.Add(-life.Idle))).Scan(&n)
+	return n > 0, err
+}
+
+// CLITokenLive reports whether the CLI token with this hash is unrevoked
+// and its user a Member.
+func (s *Store) CLITokenLive(ctx context.Context, hash []byte) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cli_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.removed_at IS NULL`, hash).Scan(&n)
+	return n > 0, err
+}

@@ -1,0 +1,408 @@
+package testkit
+
+import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// GitHub is a fake GitHub serving, on one address, what the Hub calls: the
+// GitHub App's OAuth user flow (authorize, access_token), GET /user, and as
+// the App GET /repos/{owner}/{repo}/installation, POST
+// /app/installations/{id}/access_tokens and GET
+// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format. It
+// checks what GitHub checks: client credentials, single-use codes bound to
+// their redirect URI and PKCE challenge, the App's RS256 JWT, and that an
+// installation token is for the Repo's installation.
+//
+// A browser is signed in at this GitHub by a cookie (SignInBrowser); the
+// authorize endpoint sends it straight back, as GitHub does once someone has
+// authorized the App.
+type GitHub struct {
+	URL          string // web and API
+	ClientID     string
+	ClientSecret string
+	AppID        int64
+	KeyPEM       []byte // the App's private key, as GitHub hands it out
+
+	key *rsa.PublicKey
+
+	mu         sync.Mutex
+	users      map[string]*GitHubUser // by lower-case login
+	nextID     int64
+	codes      map[string]grant
+	userTokens map[string]string // user token -> lower-case login
+	installs   map[string]int64  // "owner/repo" -> installation id
+	instTokens map[string]int64  // installation token -> installation id
+	collabs    map[string]map[string]bool
+	down       bool
+	calls      map[string]int
+}
+
+// GitHubUser is a GitHub account.
+type GitHubUser struct {
+	ID    int64  `json:"id"`
+	Login string `json:"login"`
+	Name  string `json:"name"`
+}
+
+type grant struct {
+	login, redirect, challenge string
+	expires                    time.Time
+}
+
+// githubCookie is the fake GitHub's own sign-in cookie.
+const githubCookie = "fake_github_login"
+
+var (
+	appKeyOnce sync.Once
+	appKey     *rsa.PrivateKey
+)
+
+// NewGitHub starts a fake GitHub for the test.
+func NewGitHub(t testing.TB) *GitHub {
+	t.Helper()
+	appKeyOnce.Do(func() {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		appKey = k
+	})
+	g := &GitHub{ClientID: "Iv1.fakeclient", ClientSecret: "fake-client-secret", AppID: 4242,
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
+		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
+		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]int64{},
+		collabs: map[string]map[string]bool{}, calls: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
+	mux.HandleFunc("POST /login/oauth/access_token", g.accessToken)
+	mux.HandleFunc("GET /user", g.user)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", g.installation)
+	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
+	srv := httptest.NewServer(g.gate(mux))
+	t.Cleanup(srv.Close)
+	g.URL = srv.URL
+	return g
+}
+
+// AddUser makes a GitHub account, or returns the one with that login.
+func (g *GitHub) AddUser(login string) GitHubUser {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if u := g.users[strings.ToLower(login)]; u != nil {
+		return *u
+	}
+	g.nextID++
+	u := &GitHubUser{ID: g.nextID, Login: login, Name: login + " (GitHub)"}
+	g.users[strings.ToLower(login)] = u
+	return *u
+}
+
+// RenameUser changes an account's login, keeping its id, as GitHub allows.
+func (g *GitHub) RenameUser(from, to string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.users[strings.ToLower(from)]
+	delete(g.users, strings.ToLower(from))
+	u.Login = to
+	g.users[strings.ToLower(to)] = u
+}
+
+// SignInBrowser signs the browser holding jar in at GitHub as login, so its
+// next trip through the authorize endpoint comes back as that account.
+func (g *GitHub) SignInBrowser(jar http.CookieJar, login string) {
+	u, _ := url.Parse(g.URL)
+	jar.SetCookies(u, []*http.Cookie{{Name: githubCookie, Value: login, Path: "/"}})
+}
+
+// NewBrowser returns an HTTP client with its own cookie jar, signed in at
+// GitHub as login ("" for nobody), that follows redirects as a browser does.
+func (g *GitHub) NewBrowser(login string) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	if login != "" {
+		g.SignInBrowser(jar, login)
+	}
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second}
+}
+
+// InstallApp installs the App on owner/repo (a new installation per owner).
+func (g *GitHub) InstallApp(ownerRepo string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	owner, _, _ := strings.Cut(strings.ToLower(ownerRepo), "/")
+	id := int64(len(g.installs) + 1)
+	for r, existing := range g.installs {
+		if strings.HasPrefix(r, owner+"/") {
+			id = existing
+		}
+	}
+	g.installs[strings.ToLower(ownerRepo)] = id
+}
+
+// UninstallApp takes the App off owner/repo.
+func (g *GitHub) UninstallApp(ownerRepo string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.installs, strings.ToLower(ownerRepo))
+}
+
+// SetCollaborator makes login a collaborator on owner/repo, or not.
+func (g *GitHub) SetCollaborator(ownerRepo, login string, is bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := strings.ToLower(ownerRepo)
+	if g.collabs[r] == nil {
+		g.collabs[r] = map[string]bool{}
+	}
+	g.collabs[r][strings.ToLower(login)] = is
+}
+
+// SetDown makes every endpoint answer 503, as GitHub does in an outage.
+func (g *GitHub) SetDown(down bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = down
+}
+
+// Calls counts the requests an endpoint answered: "authorize",
+// "access_token", "user", "installation", "installation_token" or
+// "collaborator"; "any" counts every request, those refused while down too.
+func (g *GitHub) Calls(endpoint string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls[endpoint]
+}
+
+// RepoURL is the clone URL of owner/repo on this GitHub.
+func (g *GitHub) RepoURL(ownerRepo string) string { return g.URL + "/" + ownerRepo + ".git" }
+
+func (g *GitHub) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		down := g.down
+		g.calls["any"]++
+		g.mu.Unlock()
+		if down {
+			ghError(w, http.StatusServiceUnavailable, "Service Unavailable")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *GitHub) count(endpoint string) {
+	g.mu.Lock()
+	g.calls[endpoint]++
+	g.mu.Unlock()
+}
+
+func ghError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+}
+
+func ghJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func randomToken(prefix string) string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (g *GitHub) authorize(w http.ResponseWriter, r *http.Request) {
+	g.count("authorize")
+	q := r.URL.Query()
+	if q.Get("client_id") != g.ClientID {
+		http.Error(w, "The client_id passed is not valid.", http.StatusNotFound)
+		return
+	}
+	redirect, err := url.Parse(q.Get("redirect_uri"))
+	if err != nil || redirect.Scheme == "" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" {
+		http.Error(w, "The redirect_uri or PKCE challenge is missing or malformed.", http.StatusBadRequest)
+		return
+	}
+	c, err := r.Cookie(githubCookie)
+	g.mu.Lock()
+	u := (*GitHubUser)(nil)
+	if err == nil {
+		u = g.users[strings.ToLower(c.Value)]
+	}
+	if u == nil {
+		g.mu.Unlock()
+		http.Error(w, "Sign in to GitHub to continue.", http.StatusUnauthorized)
+		return
+	}
+	code := randomToken("")
+	g.codes[code] = grant{login: strings.ToLower(u.Login), redirect: redirect.String(), challenge: q.Get("code_challenge"), expires: time.Now().Add(10 * time.Minute)}
+	g.mu.Unlock()
+	back := redirect.Query()
+	back.Set("code", code)
+	back.Set("state", q.Get("state"))
+	redirect.RawQuery = back.Encode()
+	http.Redirect(w, r, redirect.String(), http.StatusFound)
+}
+
+func (g *GitHub) accessToken(w http.ResponseWriter, r *http.Request) {
+	g.count("access_token")
+	if r.ParseForm() != nil || r.Header.Get("Accept") != "application/json" {
+		http.Error(w, "want a form body and Accept: application/json", http.StatusBadRequest)
+		return
+	}
+	fail := func(code, desc string) {
+		ghJSON(w, http.StatusOK, map[string]string{"error": code, "error_description": desc})
+	}
+	if r.PostForm.Get("client_id") != g.ClientID || r.PostForm.Get("client_secret") != g.ClientSecret {
+		fail("incorrect_client_credentials", "The client_id and/or client_secret passed are incorrect.")
+		return
+	}
+	g.mu.Lock()
+	gr, ok := g.codes[r.PostForm.Get("code")]
+	delete(g.codes, r.PostForm.Get("code"))
+	g.mu.Unlock()
+	sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+	switch {
+	case !ok || time.Now().After(gr.expires):
+		fail("bad_verification_code", "The code passed is incorrect or expired.")
+	case r.PostForm.Get("redirect_uri") != gr.redirect:
+		fail("redirect_uri_mismatch", "The redirect_uri MUST match the registered callback URL for this application.")
+	case base64.RawURLEncoding.EncodeToString(sum[:]) != gr.challenge:
+		fail("invalid_grant", "The code_verifier does not match the code_challenge.")
+	default:
+		tok := randomToken("ghu_")
+		g.mu.Lock()
+		g.userTokens[tok] = gr.login
+		g.mu.Unlock()
+		ghJSON(w, http.StatusOK, map[string]any{"access_token": tok, "token_type": "bearer", "scope": "",
+			"expires_in": 28800, "refresh_token": randomToken("ghr_"), "refresh_token_expires_in": 15897600})
+	}
+}
+
+func (g *GitHub) user(w http.ResponseWriter, r *http.Request) {
+	g.count("user")
+	authz := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(authz, "Bearer ")
+	if !ok {
+		tok, _ = strings.CutPrefix(authz, "token ")
+	}
+	g.mu.Lock()
+	u := g.users[g.userTokens[tok]]
+	g.mu.Unlock()
+	if tok == "" || u == nil {
+		ghError(w, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	ghJSON(w, http.StatusOK, map[string]any{"login": u.Login, "id": u.ID, "name": u.Name, "type": "User"})
+}
+
+// appAuthorized checks the App's JWT as GitHub does: RS256 by the App's key,
+// issued by the App, unexpired, and living at most ten minutes.
+func (g *GitHub) appAuthorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	parts := strings.Split(tok, ".")
+	if !ok || len(parts) != 3 {
+		return false
+	}
+	var hdr struct {
+		Alg string `json:"alg"`
+	}
+	var claims struct {
+		Iat, Exp int64
+		Iss      string
+	}
+	h, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	c, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || json.Unmarshal(h, &hdr) != nil || json.Unmarshal(c, &claims) != nil || hdr.Alg != "RS256" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if rsa.VerifyPKCS1v15(g.key, crypto.SHA256, sum[:], sig) != nil {
+		return false
+	}
+	now := time.Now().Unix()
+	return claims.Iss == strconv.FormatInt(g.AppID, 10) && claims.Exp > now && claims.Iat <= now+60 && claims.Exp-claims.Iat <= 600
+}
+
+func (g *GitHub) installation(w http.ResponseWriter, r *http.Request) {
+	g.count("installation")
+	if !g.appAuthorized(r) {
+		ghError(w, http.StatusUnauthorized, "A JSON web token could not be decoded")
+		return
+	}
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	g.mu.Lock()
+	id, ok := g.installs[repo]
+	g.mu.Unlock()
+	if !ok {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	ghJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": g.AppID, "account": map[string]any{"login": r.PathValue("owner")},
+		"permissions": map[string]string{"metadata": "read"}})
+}
+
+func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
+	g.count("installation_token")
+	if !g.appAuthorized(r) {
+		ghError(w, http.StatusUnauthorized, "A JSON web token could not be decoded")
+		return
+	}
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	found := false
+	for _, existing := range g.installs {
+		found = found || existing == id
+	}
+	if !found {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	tok := randomToken("ghs_")
+	g.instTokens[tok] = id
+	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+		"permissions": map[string]string{"metadata": "read"}, "repository_selection": "all"})
+}
+
+func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
+	g.count("collaborator")
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	g.mu.Lock()
+	inst, okTok := g.instTokens[tok]
+	repoInst, installed := g.installs[repo]
+	is := g.collabs[repo][strings.ToLower(r.PathValue("user"))]
+	g.mu.Unlock()
+	switch {
+	case !okTok:
+		ghError(w, http.StatusUnauthorized, "Bad credentials")
+	case !installed || repoInst != inst:
+		ghError(w, http.StatusNotFound, "Not Found")
+	case is:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		ghError(w, http.StatusNotFound, fmt.Sprintf("%s is not a user", r.PathValue("user")))
+	}
+}

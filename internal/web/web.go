@@ -1,0 +1,105 @@
+// Package web is the Hub's web UI: server-rendered html/template pages and
+// the small ES modules and styles they load, embedded in the binary (no
+// build step). Every page carries a Content-Security-Policy without inline
+// script, so markup holds no code. Only internal/hub imports it.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Page is one page: its title, the ES module it loads (a file in static/,
+// or ""), and the template that renders its body.
+type Page struct {
+	name   string
+	title  string
+	script string
+}
+
+// The pages.
+var (
+	SignIn  = Page{"signin", "Sign in", ""}
+	Refused = Page{"refused", "Invite-only", ""}
+	Setup   = Page{"claim", "Set up this Hub", "claim.js"}
+	Invited = Page{"claim", "You're invited", "claim.js"}
+	Message = Page{"message", "kndl", ""}
+	CLI     = Page{"cli", "Sign in the kndl CLI", ""}
+	Home    = Page{"home", "kndl", ""}
+)
+
+// WithTitle returns the page under another title.
+func (p Page) WithTitle(title string) Page { p.title = title; return p }
+
+var pages = func() map[string]*template.Template {
+	layout := template.Must(template.ParseFS(templateFS, "templates/layout.html"))
+	names, _ := fs.Glob(templateFS, "templates/*.html")
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		name := path.Base(n)
+		name = name[:len(name)-len(".html")]
+		if name == "layout" {
+			continue
+		}
+		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
+	}
+	return out
+}()
+
+// SetHeaders sets the headers every page and static file carries: a policy
+// that runs only the Hub's own script files (none inline, no eval), never in
+// a frame, and sends no Referer.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "+
+		"base-uri 'none'; form-action 'self'; object-src 'none'; frame-ancestors 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// Render writes a page with status. data is what its body template reads.
+func Render(w http.ResponseWriter, status int, p Page, data any) error {
+	t := pages[p.name]
+	if t == nil {
+		return fmt.Errorf("no page %q", p.name)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", struct {
+		Title, Script string
+		Data          any
+	}{p.title, p.script, data}); err != nil {
+		return fmt.Errorf("render page %s: %w", p.name, err)
+	}
+	SetHeaders(w.Header())
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// Static serves the embedded static files; mount it at /static/.
+func Static() http.Handler {
+	sub, _ := fs.Sub(staticFS, "static")
+	files := http.StripPrefix("/static/", http.FileServerFS(sub))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		SetHeaders(w.Header())
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r) // no listings
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
+}

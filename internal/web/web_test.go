@@ -1,0 +1,32 @@
+package web
+
+import (
+	"html"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestEveryPageRendersWithItsPolicy(t *testing.T) {
+	for _, p := range []Page{SignIn, Refused, Setup, Invited, Message, CLI, Home} {
+		w := httptest.NewRecorder()
+		if err := Render(w, 200, p, nil); err != nil {
+			t.Errorf("%s: %v", p.name, err)
+			continue
+		}
+		if !strings.Contains(w.Body.String(), "<title>"+html.EscapeString(p.title)) || !strings.Contains(w.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("%s: title or policy missing", p.name)
+		}
+	}
+}
+
+func TestStaticServesFilesNotListings(t *testing.T) {
+	tests := map[string]int{"/static/claim.js": 200, "/static/style.css": 200, "/static/": 404, "/static/nope.js": 404}
+	for path, want := range tests {
+		w := httptest.NewRecorder()
+		Static().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != want {
+			t.Errorf("GET %s: %d, want %d", path, w.Code, want)
+		}
+	}
+}
