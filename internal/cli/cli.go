@@ -47,6 +47,13 @@ func commands() []command {
 		{name: "cancel", usage: "ID PROMPT_ID", summary: "cancel a queued prompt", run: sessionCancelPrompt},
 		{name: "stop-turn", usage: "ID", summary: "interrupt the running Turn", run: sessionStopTurn},
 		{name: "token set", summary: "store your Claude setup token on the Hub (read from stdin)", run: tokenSet},
+		{name: "login", usage: "HUB_URL", summary: "sign this machine in to a Hub through your browser", run: login},
+		{name: "logout", summary: "revoke this machine's CLI token and forget it", run: logout},
+		{name: "invite", usage: "GITHUB_LOGIN [--hours N]", summary: "invite someone (Owner only): print their link, once", run: inviteCreate},
+		{name: "invite ls", usage: "[--json]", summary: "list Invites (Owner only)", run: inviteList},
+		{name: "invite revoke", usage: "ID", summary: "revoke an unused Invite (Owner only)", run: inviteRevoke},
+		{name: "member ls", usage: "[--json]", summary: "list the Hub's Members", run: memberList},
+		{name: "member remove", usage: "GITHUB_LOGIN", summary: "remove a Member: sign them out everywhere (Owner only)", run: memberRemove},
 
 		// Run inside a Sandbox by the Runner and the mod.
 		{name: "mod hook", summary: "carry a Claude Code hook event to the Hub", hidden: true, run: modHook},

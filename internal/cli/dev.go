@@ -35,7 +35,7 @@ func runDev(ctx context.Context, io IO, args []string) error {
 		return err
 	}
 	hcfg := hub.FromEnv(getenv, dir)
-	hcfg.SecretsKey = key
+	hcfg.SecretsKey, hcfg.DevLogin = key, true
 	hcfg.Logger = logger(io)
 	st, err := store.Open(ctx, hcfg.DatabasePath)
 	if err != nil {
@@ -46,6 +46,7 @@ func runDev(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	ln, err := listen(h)
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func runDev(ctx context.Context, io IO, args []string) error {
 	errs := make(chan error, 2)
 	go func() { errs <- h.Serve(ctx, ln) }()
 	go func() { errs <- r.Run(ctx) }()
-	fmt.Fprintf(io.Stdout, "kndl dev: Hub at %s with a Runner named dev; this machine's kndl CLI is signed in as the dev user.\n", url)
+	fmt.Fprintf(io.Stdout, "kndl dev: Hub at %s with a Runner named dev; this machine's kndl CLI is signed in as the dev user.\nIn a browser on this machine: %s/signin (dev login).\n", url, url)
 	if io.Getenv("CLAUDE_CODE_OAUTH_TOKEN") == "" {
 		if _, _, err := st.UserSecret(ctx, dev.ID, "claude-token"); err != nil {
 			fmt.Fprintln(io.Stdout, "No Claude setup token is stored yet: run claude setup-token, then kndl token set (or start kndl dev with CLAUDE_CODE_OAUTH_TOKEN set).")

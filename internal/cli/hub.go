@@ -46,11 +46,19 @@ func runHub(ctx context.Context, io IO, args []string) error {
 		return err
 	}
 	defer st.Close()
+	defer h.Close()
 	ln, err := listen(h)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "kndl hub: serving %s on %s\n", h.Config().PublicURL, ln.Addr())
+	link, err := h.SetupLink(ctx)
+	if err != nil {
+		return err
+	}
+	if link != "" {
+		fmt.Fprintf(io.Stdout, "\nThis Hub has no Owner yet. Open this Setup link to become it (it works once, and a restart makes a new one):\n\n  %s\n\n", link)
+	}
 	return h.Serve(ctx, ln)
 }
 

@@ -15,16 +15,6 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// The commands of who gets in. Their rows in commands():
-//
-//	{name: "login", usage: "HUB_URL", summary: "sign this machine in to a Hub through your browser", run: login},
-//	{name: "logout", summary: "revoke this machine's CLI token and forget it", run: logout},
-//	{name: "invite", usage: "GITHUB_LOGIN [--hours N]", summary: "invite someone (Owner only): print their link, once", run: inviteCreate},
-//	{name: "invite ls", usage: "[--json]", summary: "list Invites (Owner only)", run: inviteList},
-//	{name: "invite revoke", usage: "ID", summary: "revoke an unused Invite (Owner only)", run: inviteRevoke},
-//	{name: "member ls", usage: "[--json]", summary: "list the Hub's Members", run: memberList},
-//	{name: "member remove", usage: "GITHUB_LOGIN", summary: "remove a Member: sign them out everywhere (Owner only)", run: memberRemove},
-
 func login(ctx context.Context, io IO, args []string) error {
 	pos, err := parse(flags(io, "login"), args)
 	if err != nil {

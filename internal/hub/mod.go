@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -18,15 +20,18 @@ const maxHookBytes = 1 << 20
 
 // hookEvent is the part of a Claude Code hook payload the Hub reads.
 type hookEvent struct {
-	Name      string          `json:"hook_event_name"`
-	Source    string          `json:"source"`
-	Prompt    string          `json:"prompt"`
-	Message   string          `json:"message"`
-	Error     json.RawMessage `json:"error"`
-	AgentID   string          `json:"agent_id"`
-	AgentType string          `json:"agent_type"`
-	ToolName  string          `json:"tool_name"`
-	ToolInput json.RawMessage `json:"tool_input"`
+	Name    string          `json:"hook_event_name"`
+	Source  string          `json:"source"`
+	Prompt  string          `json:"prompt"`
+	Message string          `json:"message"`
+	Error   json.RawMessage `json:"error"`
+	// LastAssistantMessage carries a StopFailure's message ("error" is
+	// just "unknown", measured on 2.1.328).
+	LastAssistantMessage string          `json:"last_assistant_message"`
+	AgentID              string          `json:"agent_id"`
+	AgentType            string          `json:"agent_type"`
+	ToolName             string          `json:"tool_name"`
+	ToolInput            json.RawMessage `json:"tool_input"`
 }
 
 // modHook takes a hook event from a Session's mod (through its Runner's
@@ -50,30 +55,39 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	id := p.Session.ID
 	ctx := r.Context()
+	size, err := strconv.ParseInt(r.Header.Get(mod.TranscriptSizeHeader), 10, 64)
+	if err != nil {
+		size = -1
+	}
+	record := func(_ context.Context, id string, evs ...protocol.Event) { h.recordHook(ctx, id, size, evs...) }
 	switch ev.Name {
 	case "SessionStart":
 		h.store.SetConversation(ctx, id)
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
+		record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
 	case "UserPromptSubmit":
 		h.promptAccepted(id)
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventTurnStart})
+		record(ctx, id, protocol.Event{Kind: protocol.EventTurnStart})
 	case "Stop":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventTurnEnd, Reason: "done"})
+		record(ctx, id, protocol.Event{Kind: protocol.EventTurnEnd, Reason: "done"})
 		h.turnEnded(id)
 	case "StopFailure":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + string(ev.Error)},
+		msg := ev.LastAssistantMessage
+		if msg == "" {
+			msg = string(ev.Error)
+		}
+		record(ctx, id, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + msg},
 			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
 		h.turnEnded(id)
 	case "SubagentStart":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
+		record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
 	case "SubagentStop":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID})
+		record(ctx, id, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID})
 	case "Notification":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
+		record(ctx, id, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
+		record(ctx, id, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
 	case "SessionEnd":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
+		record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
 	}
 	// Tool calls and Claude's text come from the transcript the Runner
 	// tails; their hooks carry nothing more.

@@ -63,6 +63,12 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if err := h.record(ctx, s.ID, req.Events...); err != nil {
 			return nil, err
 		}
+		if req.Offsets != nil {
+			if err := h.store.SetTranscriptOffsets(ctx, s.ID, req.Offsets); err != nil {
+				return nil, err
+			}
+			h.releaseHeld(s.ID, req.Offsets[s.ID+".jsonl"])
+		}
 		for _, ev := range req.Events {
 			// An interrupt fires no hook: the transcript is how the Hub
 			// learns the Turn ended.

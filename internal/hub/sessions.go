@@ -170,8 +170,14 @@ func (h *Hub) startSession(s store.Session, resume bool) {
 		fail(err)
 		return
 	}
+	offsets, err := h.store.TranscriptOffsets(ctx, s.ID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	h.setLive(s.ID, func(l *live) { l.stored = offsets[s.ID+".jsonl"] })
 	err = rc.conn.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: s.ID, RepoURL: s.RepoURL,
-		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken}, nil)
+		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets}, nil)
 	if err != nil {
 		fail(err)
 		return
@@ -242,21 +248,33 @@ func (h *Hub) deliver(id string, p store.Prompt, retry bool) {
 		defer cancel()
 		err := rc.conn.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
 			Text: promptText(p), Retry: retry}, nil)
-		if err != nil {
+		switch {
+		case err != nil:
 			h.log.Warn("prompt not typed", "session", id, "err", err)
+		case p.IsCommand:
+			// A slash command or bash-mode line fires no UserPromptSubmit
+			// (an unknown one shows only "Unknown command"): typed is
+			// delivered.
+			h.commandDelivered(id, p.ID)
 		}
 	}()
 }
 
 // promptText is what is typed for a prompt: a leading ! or / would start
 // Claude Code's bash mode or a slash command, so unless the person asked for
-// one, a space goes first and Claude reads it as text.
+// one, a blank character goes first and Claude reads it as text. Measured on
+// 2.1.328: Claude Code trims whitespace before it looks (so a space does not
+// do), removes zero-width characters, and has no escape of its own; U+2800,
+// the blank braille pattern, is kept.
 func promptText(p store.Prompt) string {
 	if !p.IsCommand && (strings.HasPrefix(p.Text, "!") || strings.HasPrefix(p.Text, "/")) {
-		return " " + p.Text
+		return textMark + p.Text
 	}
 	return p.Text
 }
+
+// textMark keeps a prompt's leading ! or / from being a command.
+const textMark = "\u2800"
 
 func (h *Hub) deliveryTimedOut(id string, p store.Prompt) {
 	h.mu.Lock()
@@ -305,6 +323,22 @@ func (h *Hub) promptAccepted(id string) {
 	if pid != "" {
 		h.store.SetPromptState(context.Background(), pid, store.Delivered)
 	}
+}
+
+// commandDelivered records a command as delivered and lets the next
+// prompt go.
+func (h *Hub) commandDelivered(id, promptID string) {
+	h.mu.Lock()
+	l := h.liveOf(id)
+	if l.delivering == promptID {
+		l.delivering = ""
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+	}
+	h.mu.Unlock()
+	h.store.SetPromptState(context.Background(), promptID, store.Delivered)
+	h.dispatch(id)
 }
 
 // turnEnded lets the next prompt go.

@@ -29,6 +29,9 @@ type SessionStart struct {
 	Resume bool `json:"resume"`
 	// ModToken is this run's mod token; it stays in the Runner's memory.
 	ModToken string `json:"mod_token"`
+	// Offsets are how far the Hub has stored the transcript, so a wake
+	// does not read it again.
+	Offsets map[string]int64 `json:"offsets,omitempty"`
 }
 
 // SessionDeliver asks the Runner to type a prompt into Claude Code. The

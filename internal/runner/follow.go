@@ -1,9 +1,52 @@
 package runner
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"time"
 
-// follow will tail the Session's transcript into Events once
-// internal/transcript lands; until then only the mod's hooks make Events.
-func (r *Runner) follow(ctx context.Context, s *session) {
-	r.log.Warn("this build does not tail transcripts yet: only hook Events are recorded", "session", s.id)
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/transcript"
+)
+
+// follow tails the Session's transcript inside its Sandbox (the follower
+// is the kndl binary, so it works the same in any backend) and sends its
+// Events to the Hub in order, with the offsets to resume from. A follower
+// that dies is started again from the last offsets sent.
+func (r *Runner) follow(ctx context.Context, s *session, offsets map[string]int64) {
+	for ctx.Err() == nil {
+		raw, _ := json.Marshal(offsets)
+		stdinR, stdinW := io.Pipe()
+		outR, outW := io.Pipe()
+		p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+			Args: []string{kndlBin, "transcript", "follow", "--config-dir", claude.ConfigDir, "--cwd", workspaceDir,
+				"--conversation", s.id, "--offsets", string(raw)},
+			Stdin:  stdinR,
+			Stdout: outW,
+		})
+		if err != nil {
+			r.log.Warn("transcript follower did not start", "session", s.id, "err", err)
+		} else {
+			go func() { p.Wait(); outW.Close() }()
+			context.AfterFunc(ctx, func() { stdinW.Close() })
+			dec := transcript.NewDecoder(outR)
+			for {
+				b, err := dec.Next()
+				if err != nil {
+					break
+				}
+				offsets = maps.Clone(b.Offsets)
+				r.notify(protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: s.id, Events: b.Events, Offsets: b.Offsets})
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			r.log.Warn("transcript follower ended; starting it again", "session", s.id)
+		}
+	}
 }

@@ -176,7 +176,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.waitReady(ctx, s); err != nil {
 		return err
 	}
-	go r.follow(sctx, s)
+	go r.follow(sctx, s, req.Offsets)
 	go r.watchExit(s)
 	return nil
 }

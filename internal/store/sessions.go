@@ -238,3 +238,23 @@ func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit
 	}
 	return out, rows.Err()
 }
+
+// SetTranscriptOffsets records how far a Session's transcript is stored.
+func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map[string]int64) error {
+	b, err := json.Marshal(offsets)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `UPDATE sessions SET transcript_offsets = ? WHERE id = ?`, string(b), id)
+	return err
+}
+
+// TranscriptOffsets returns how far a Session's transcript is stored.
+func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]int64, error) {
+	var raw string
+	if err := s.db.QueryRowContext(ctx, `SELECT transcript_offsets FROM sessions WHERE id = ?`, id).Scan(&raw); err != nil {
+		return nil, notFound(err, "session "+id)
+	}
+	var m map[string]int64
+	return m, json.Unmarshal([]byte(raw), &m)
+}

@@ -46,7 +46,7 @@ const claudeToken = "sk-ant-oat01-e2e-test-token-0123456789abcdef"
 
 // System is a Hub and a Runner with one signed-in dev user.
 type System struct {
-	t       *testing.T
+	t       testing.TB
 	URL     string
 	Store   *store.Store
 	Hub     *hub.Hub
@@ -66,7 +66,7 @@ var (
 
 // kndlBinary builds the kndl binary once per test run: the Runner mounts it
 // into Sandboxes, where the mod's hooks and the transcript follower run it.
-func kndlBinary(t *testing.T) string {
+func kndlBinary(t testing.TB) string {
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "kndl-e2e-bin-")
 		if err != nil {
@@ -88,7 +88,7 @@ func kndlBinary(t *testing.T) string {
 
 // cached links a directory of the Runner's home to one kept between test
 // runs, so images, Builds and Claude Code are fetched once per machine.
-func cached(t *testing.T, home, name string) {
+func cached(t testing.TB, home, name string) {
 	dst := filepath.Join(testkit.CacheDir(), "runner", name)
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func cached(t *testing.T, home, name string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func freePort(t *testing.T) int {
 
 // Start starts a System and stops it, with every Sandbox it made, when the
 // test ends.
-func Start(t *testing.T) *System {
+func Start(t testing.TB) *System {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun", "tmux", "git")

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// reportMedian reports the median of durations as a metric, since these
+// machines are noisy.
+func reportMedian(b *testing.B, ds []time.Duration, name string) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name)
+}
+
+// BenchmarkSessionStart times a Session's start from a warm Build with
+// Claude Code cached: from POST /api/sessions to Claude Code showing its
+// prompt (the Session Active).
+func BenchmarkSessionStart(b *testing.B) {
+	s := Start(b)
+	repo := s.Repo()
+	s.Ready("warm up", "ok") // the image, the Build and Claude Code, once
+	var ds []time.Duration
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		v := s.NewSession(repo, fmt.Sprintf("bench start %d", i))
+		for {
+			var got hub.SessionView
+			s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &got)
+			if got.State == store.Active {
+				break
+			}
+			if got.State != store.Starting || time.Since(start) > testenv.WaitMedium {
+				b.Fatalf("session %s is %s: %s", v.ID, got.State, got.StateDetail)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		ds = append(ds, time.Since(start))
+		b.StopTimer()
+		s.Backend.Remove(context.Background(), "s-"+v.ID)
+		b.StartTimer()
+	}
+	reportMedian(b, ds, "ms/start-median")
+}
+
+// BenchmarkPromptToFirstEvent times a queued prompt to its first Event at
+// the Hub (the mod's turn_start), model time excluded: the model answers at
+// once, and only the path Hub -> Runner -> tmux -> Claude Code -> hook ->
+// relay -> Hub is timed.
+func BenchmarkPromptToFirstEvent(b *testing.B) {
+	s := Start(b)
+	v := s.Ready("bench prompts", "ok")
+	ctx := context.Background()
+	evs := s.Events(v.ID)
+	u := strings.Replace(s.URL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", v.ID, evs[len(evs)-1].Seq)
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.CloseNow()
+	next := func(kind string) {
+		for {
+			_, raw, err := ws.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var e store.Event
+			json.Unmarshal(raw, &e)
+			if e.Kind == kind {
+				return
+			}
+		}
+	}
+	var ds []time.Duration
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", hub.PromptRequest{Text: fmt.Sprintf("bench prompt %d", i)}, &store.Prompt{})
+		next(protocol.EventTurnStart)
+		ds = append(ds, time.Since(start))
+		b.StopTimer()
+		next(protocol.EventTurnEnd)
+		b.StartTimer()
+	}
+	reportMedian(b, ds, "ms/first-event-median")
+}
