@@ -22,22 +22,15 @@ type live struct {
 	delivering string
 	tries      int
 	timer      *time.Timer
-	// stored is how far the main transcript file's Events are recorded;
-	// held are hook Events waiting for the transcript to reach the size it
-	// had when their hook ran, so they land after what came before them.
-	stored   int64
-	held     []heldEvents
+	// held are hook Events waiting for the transcript's next Events.
+	held     []protocol.Event
 	holdTime *time.Timer
 }
 
-type heldEvents struct {
-	size int64
-	evs  []protocol.Event
-}
-
-// holdMax bounds how long a hook's Events wait for the transcript: the
-// follower reads it every 50 ms, so this passes only if it has stopped.
-const holdMax = time.Second
+// holdMax bounds how long a hook's Events wait for the transcript's next
+// Events (Claude Code wrote them within a few hundred ms of the hook,
+// measured).
+const holdMax = 1500 * time.Millisecond
 
 // liveOf returns a Session's live state, making it; call with h.mu held.
 func (h *Hub) liveOf(id string) *live {
@@ -108,9 +101,9 @@ func (h *Hub) record(ctx context.Context, sessionID string, evs ...protocol.Even
 	return nil
 }
 
-// recordHook records a hook's Events once the transcript's Events written
-// before the hook ran (size bytes of the main file; -1 if unknown) are.
-func (h *Hub) recordHook(ctx context.Context, sessionID string, size int64, evs ...protocol.Event) {
+// recordAfterTranscript records a hook's Events after the transcript's next
+// Events, or after holdMax if none come.
+func (h *Hub) recordAfterTranscript(ctx context.Context, sessionID string, evs ...protocol.Event) {
 	for i := range evs {
 		if evs[i].At.IsZero() {
 			evs[i].At = time.Now()
@@ -118,32 +111,20 @@ func (h *Hub) recordHook(ctx context.Context, sessionID string, size int64, evs 
 	}
 	h.mu.Lock()
 	l := h.liveOf(sessionID)
-	if size < 0 || size <= l.stored && len(l.held) == 0 {
-		h.mu.Unlock()
-		h.record(ctx, sessionID, evs...)
-		return
-	}
-	l.held = append(l.held, heldEvents{size: size, evs: evs})
+	l.held = append(l.held, evs...)
 	if l.holdTime == nil {
-		l.holdTime = time.AfterFunc(holdMax, func() { h.releaseHeld(sessionID, -1) })
+		l.holdTime = time.AfterFunc(holdMax, func() { h.releaseHeld(sessionID) })
 	}
 	h.mu.Unlock()
 }
 
-// releaseHeld records the held hook Events the stored transcript has
-// reached, in order; upTo -1 releases them all.
-func (h *Hub) releaseHeld(sessionID string, upTo int64) {
+// releaseHeld records a Session's held hook Events.
+func (h *Hub) releaseHeld(sessionID string) {
 	h.mu.Lock()
 	l := h.liveOf(sessionID)
-	if upTo > l.stored {
-		l.stored = upTo
-	}
-	var out []protocol.Event
-	for len(l.held) > 0 && (upTo < 0 || l.held[0].size <= l.stored) {
-		out = append(out, l.held[0].evs...)
-		l.held = l.held[1:]
-	}
-	if len(l.held) == 0 && l.holdTime != nil {
+	out := l.held
+	l.held = nil
+	if l.holdTime != nil {
 		l.holdTime.Stop()
 		l.holdTime = nil
 	}

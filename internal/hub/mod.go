@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -55,20 +53,18 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	id := p.Session.ID
 	ctx := r.Context()
-	size, err := strconv.ParseInt(r.Header.Get(mod.TranscriptSizeHeader), 10, 64)
-	if err != nil {
-		size = -1
-	}
-	record := func(_ context.Context, id string, evs ...protocol.Event) { h.recordHook(ctx, id, size, evs...) }
+	// Hooks fire before Claude Code writes what led to them into the
+	// transcript (a Stop's transcript still lacks the Turn's last words,
+	// measured on 2.1.328), so a hook's Events wait for the transcript's
+	// next Events; turn start and end come from the transcript itself.
+	record := h.recordAfterTranscript
 	switch ev.Name {
 	case "SessionStart":
 		h.store.SetConversation(ctx, id)
-		record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
 	case "UserPromptSubmit":
 		h.promptAccepted(id)
-		record(ctx, id, protocol.Event{Kind: protocol.EventTurnStart})
 	case "Stop":
-		record(ctx, id, protocol.Event{Kind: protocol.EventTurnEnd, Reason: "done"})
 		h.turnEnded(id)
 	case "StopFailure":
 		msg := ev.LastAssistantMessage
@@ -87,7 +83,7 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	case "PermissionRequest":
 		record(ctx, id, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
 	case "SessionEnd":
-		record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
+		h.record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
 	}
 	// Tool calls and Claude's text come from the transcript the Runner
 	// tails; their hooks carry nothing more.

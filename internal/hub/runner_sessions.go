@@ -67,12 +67,13 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 			if err := h.store.SetTranscriptOffsets(ctx, s.ID, req.Offsets); err != nil {
 				return nil, err
 			}
-			h.releaseHeld(s.ID, req.Offsets[s.ID+".jsonl"])
 		}
+		h.releaseHeld(s.ID)
 		for _, ev := range req.Events {
 			// An interrupt fires no hook: the transcript is how the Hub
-			// learns the Turn ended.
-			if ev.Kind == protocol.EventTurnEnd {
+			// learns the Turn ended. (A normal end is the Stop hook's: the
+			// transcript's comes later, maybe after the next prompt went.)
+			if ev.Kind == protocol.EventTurnEnd && ev.Reason == "interrupted" {
 				h.turnEnded(s.ID)
 			}
 		}

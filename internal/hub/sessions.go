@@ -175,7 +175,6 @@ func (h *Hub) startSession(s store.Session, resume bool) {
 		fail(err)
 		return
 	}
-	h.setLive(s.ID, func(l *live) { l.stored = offsets[s.ID+".jsonl"] })
 	err = rc.conn.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: s.ID, RepoURL: s.RepoURL,
 		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets}, nil)
 	if err != nil {

@@ -10,14 +10,12 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -49,27 +47,6 @@ func WriteCopy(dir string) error {
 	})
 }
 
-// TranscriptSizeHeader carries how long the transcript was when the hook
-// ran, so the Hub records the hook's Events after the transcript's Events
-// written before it (the Runner's follower reads the file a little later).
-const TranscriptSizeHeader = "X-Kndl-Transcript-Size"
-
-// transcriptSize is the size of the transcript file a hook event names, or
-// -1.
-func transcriptSize(event []byte) int64 {
-	var ev struct {
-		TranscriptPath string `json:"transcript_path"`
-	}
-	if json.Unmarshal(event, &ev) != nil || ev.TranscriptPath == "" {
-		return -1
-	}
-	st, err := os.Stat(ev.TranscriptPath)
-	if err != nil {
-		return -1
-	}
-	return st.Size()
-}
-
 // MaxHookBytes bounds one hook event read from Claude Code.
 const MaxHookBytes = 1 << 20
 
@@ -89,15 +66,11 @@ func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, er
 		fmt.Fprintf(errOut, "kndl mod hook: event unreadable or over %d bytes\n", MaxHookBytes)
 		return nil
 	}
-	size := transcriptSize(body)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mod/hook", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		if size >= 0 {
-			req.Header.Set(TranscriptSizeHeader, strconv.FormatInt(size, 10))
-		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			fmt.Fprintf(errOut, "kndl mod hook: %v\n", err)

@@ -326,7 +326,7 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error
 			}
 		}
 	}
-	for deadline := time.Now().Add(drawWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(drawWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if strings.Contains(squash(r.screen(ctx, s)), tail) {
 			break
 		}

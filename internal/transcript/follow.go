@@ -15,7 +15,7 @@ import (
 
 // DefaultInterval is how often Follow polls. Polling costs a stat of each
 // file and a read of the subagents directory when nothing changed.
-const DefaultInterval = 50 * time.Millisecond
+const DefaultInterval = 20 * time.Millisecond
 
 // Options say what Follow follows.
 type Options struct {

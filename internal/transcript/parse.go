@@ -260,6 +260,7 @@ func (p *parser) user(r *record) {
 	}
 	if s, ok := r.Message.Content.str(); ok {
 		if r.Origin != nil {
+			p.turnStart()
 			p.prompt(s, r.Origin)
 		} else {
 			p.local(s)
@@ -278,7 +279,16 @@ func (p *parser) user(r *record) {
 		}
 	}
 	if len(texts) > 0 && r.Origin != nil {
+		p.turnStart()
 		p.prompt(texts.flatten(), r.Origin)
+	}
+}
+
+// turnStart marks a new Turn: a prompt record (not a queued one, which
+// joins the running Turn) starts one.
+func (p *parser) turnStart() {
+	if p.src.Agent == "" {
+		p.add(protocol.Event{Kind: protocol.EventTurnStart})
 	}
 }
 
@@ -354,6 +364,13 @@ func (p *parser) system(r *record) {
 		p.add(protocol.Event{Kind: protocol.EventNote, Text: s})
 	case "local_command":
 		p.local(s)
+	case "turn_duration":
+		// Written once a Turn is done and only then: the transcript's own
+		// turn end, in its place after the Turn's last words (the Stop hook
+		// fires before Claude Code has written them).
+		if p.src.Agent == "" {
+			p.add(protocol.Event{Kind: protocol.EventTurnEnd, Reason: "done"})
+		}
 	}
 }
 

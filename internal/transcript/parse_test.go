@@ -24,9 +24,9 @@ func TestParse(t *testing.T) {
 		want []protocol.Event
 	}{
 		{"human prompt", `{"parentUuid":null,"isSidechain":false,"promptId":"p","type":"user","message":{"role":"user","content":"Say hello"},` + ts + `,"origin":{"kind":"human"},"promptSource":"typed"}`,
-			Source{}, []protocol.Event{ev(protocol.Event{Kind: "prompt", Text: "Say hello"})}},
+			Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_start"}), ev(protocol.Event{Kind: "prompt", Text: "Say hello"})}},
 		{"human prompt with an image", `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBOR"}}]},` + ts + `,"origin":{"kind":"human"}}`,
-			Source{}, []protocol.Event{ev(protocol.Event{Kind: "prompt", Text: "What is this?\n[image]"})}},
+			Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_start"}), ev(protocol.Event{Kind: "prompt", Text: "What is this?\n[image]"})}},
 		{"text block", `{"parentUuid":"x","message":{"content":[{"text":"Hello there.","type":"text"}],"id":"msg_1","model":"claude-sonnet-5-5","role":"assistant","stop_reason":"end_turn"},"apiBlockIndex":0,"type":"assistant",` + ts + `}`,
 			Source{}, []protocol.Event{ev(protocol.Event{Kind: "text", Text: "Hello there."})}},
 		{"blank text block", `{"message":{"content":[{"text":"\n\n","type":"text"}],"model":"m","role":"assistant"},"type":"assistant",` + ts + `}`,
@@ -56,9 +56,9 @@ func TestParse(t *testing.T) {
 		{"no response requested", `{"type":"assistant",` + ts + `,"message":{"model":"<synthetic>","role":"assistant","stop_reason":"stop_sequence","content":[{"type":"text","text":"No response requested."}]},"isApiErrorMessage":false,"madeBy":"other"}`,
 			Source{}, nil},
 		{"task notification", `{"type":"user","message":{"role":"user","content":"<task-notification>\n<task-id>a49</task-id>\n<tool-use-id>toolu_agent</tool-use-id>\n<status>completed</status>\n<summary>Agent \"Count files\" finished</summary>\n<result>There are 0 files.</result>\n</task-notification>"},` + ts + `,"origin":{"kind":"task-notification","producer":"session-task"}}`,
-			Source{}, []protocol.Event{ev(protocol.Event{Kind: "note", Text: `Agent "Count files" finished`, Parent: "toolu_agent"})}},
+			Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_start"}), ev(protocol.Event{Kind: "note", Text: `Agent "Count files" finished`, Parent: "toolu_agent"})}},
 		{"another origin", `{"type":"user","message":{"role":"user","content":"Wake up and check the build"},` + ts + `,"origin":{"kind":"scheduled"}}`,
-			Source{}, []protocol.Event{ev(protocol.Event{Kind: "note", Text: "Wake up and check the build"})}},
+			Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_start"}), ev(protocol.Event{Kind: "note", Text: "Wake up and check the build"})}},
 		{"meta user record", `{"type":"user","message":{"role":"user","content":"<system-reminder>\n<tools-used-before-summary>Bash</tools-used-before-summary>\n</system-reminder>"},"isMeta":true,` + ts + `}`,
 			Source{}, nil},
 		{"compact summary", `{"type":"user","message":{"role":"user","content":"This session is being continued from a previous conversation"},"isVisibleInTranscriptOnly":true,"isCompactSummary":true,` + ts + `}`,
@@ -89,11 +89,12 @@ func TestParse(t *testing.T) {
 			Source{}, []protocol.Event{ev(protocol.Event{Kind: "note", Text: "Conversation compacted"})}},
 		{"compaction a person asked for", `{"type":"system","subtype":"compact_boundary","content":"Conversation compacted","compactMetadata":{"trigger":"manual"},` + ts + `}`,
 			Source{}, nil},
-		{"turn duration", `{"type":"system","subtype":"turn_duration","durationMs":365,` + ts + `}`, Source{}, nil},
+		{"turn duration", `{"type":"system","subtype":"turn_duration","durationMs":365,` + ts + `}`, Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_end", Reason: "done"})}},
+		{"a subagent's turn duration", `{"type":"system","subtype":"turn_duration","durationMs":365,` + ts + `}`, Source{Agent: "a1", Parent: "toolu_1"}, nil},
 		{"api request noise", `{"type":"api-request","sessionId":"s","id":"x",` + ts + `,"params":{"model":"m"}}`, Source{}, nil},
 		{"a record type never seen", `{"type":"hologram","content":"[Request interrupted by user]",` + ts + `}`, Source{}, nil},
 		{"no timestamp", `{"type":"user","message":{"role":"user","content":"hi"},"origin":{"kind":"human"}}`,
-			Source{}, []protocol.Event{{Kind: "prompt", Text: "hi"}}},
+			Source{}, []protocol.Event{{Kind: "turn_start"}, {Kind: "prompt", Text: "hi"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

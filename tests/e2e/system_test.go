@@ -37,7 +37,11 @@ func TestMain(m *testing.M) {
 	if code, ok := oci.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
 }
 
 // claudeToken is the Creator's setup token in these tests; the scripted
@@ -56,6 +60,32 @@ type System struct {
 	Home    string // the Runner's home
 	cli     string // the dev user's CLI token
 	log     *bytes.Buffer
+
+	ctx       context.Context
+	hubCfg    hub.Config
+	hubCancel context.CancelFunc
+	hubDone   chan struct{}
+}
+
+// RestartHub stops the Hub, closing every connection, and starts a new one
+// on the same address and store, as a Hub process restarting would.
+func (s *System) RestartHub() {
+	s.t.Helper()
+	s.hubCancel()
+	<-s.hubDone
+	s.Hub.Close()
+	ln, err := net.Listen("tcp", s.hubCfg.Listen)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	h, err := hub.New(s.hubCfg, s.Store)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	go func() { h.Serve(ctx, ln); close(done) }()
+	s.Hub, s.hubCancel, s.hubDone = h, cancel, done
 }
 
 var (
@@ -127,11 +157,14 @@ func Start(t testing.TB) *System {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	h, err := hub.New(hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log}, st)
+	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log}
+	h, err := hub.New(hcfg, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go h.Serve(ctx, ln)
+	hctx, hcancel := context.WithCancel(ctx)
+	hdone := make(chan struct{})
+	go func() { h.Serve(hctx, ln); close(hdone) }()
 
 	dev, _ := st.DevUser(ctx)
 	cli, _ := st.CreateCLIToken(ctx, dev.ID, "e2e")
@@ -162,7 +195,8 @@ func Start(t testing.TB) *System {
 		t.Fatal(err)
 	}
 	go r.Run(ctx)
-	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, cli: cli, log: logBuf}
+	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, cli: cli, log: logBuf,
+		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("system log:\n%s", logBuf.String())

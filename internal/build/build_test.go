@@ -1,0 +1,170 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := oci.RunHelper(os.Args); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// builder makes a Builder over a real oci backend and the test rootfs.
+func builder(t testing.TB, keep int) (*Builder, sandbox.Backend, string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	be, err := oci.New(context.Background(), oci.Options{StateDir: filepath.Join(dir, "oci"), RelayPort: uint16(port), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		all, _ := be.List(context.Background())
+		for _, s := range all {
+			be.Remove(context.Background(), s.ID)
+		}
+	})
+	b, err := New(be, filepath.Join(dir, "builds"), keep, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, be, base
+}
+
+func run(t *testing.T, be sandbox.Backend, id string, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	p, err := be.Exec(context.Background(), id, sandbox.Cmd{Args: args, Stdout: &out, Stderr: &out,
+		Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); err != nil || code != 0 {
+		t.Fatalf("%v: exit %d, %v: %s", args, code, err, out.String())
+	}
+	return out.String()
+}
+
+func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
+	b, be, base := builder(t, 3)
+	ctx := context.Background()
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Env: []string{"AT_BUILD=from-a-variable"},
+		Bootstrap: "echo \"built with $AT_BUILD\" > /etc/kndl-built\necho 'export FROM_BASHRC=yes' >> /root/.bashrc\n"}
+	var lines []string
+	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if !slices.Contains(bd.LoginEnv, "FROM_BASHRC=yes") {
+		t.Errorf("the login environment lacks what ~/.bashrc exports: %v", bd.LoginEnv)
+	}
+	for _, kv := range bd.LoginEnv {
+		if strings.HasPrefix(kv, "AT_BUILD=") {
+			t.Errorf("the login environment captured a Variable: %s", kv)
+		}
+	}
+	if bd.Musl {
+		t.Error("a Debian image was found to be musl")
+	}
+	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(ctx, "session"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, be, "session", "cat", "/etc/kndl-built"); got != "built with from-a-variable\n" {
+		t.Errorf("a Session sees %q, want the Bootstrap script's file", got)
+	}
+	if got := run(t, be, "session", "cat", LoginEnvPath); !strings.Contains(got, "FROM_BASHRC=yes") {
+		t.Errorf("%s = %q", LoginEnvPath, got)
+	}
+	if _, err := os.Stat(filepath.Join(base, "etc", "kndl-built")); err == nil {
+		t.Error("the Build wrote into the image's base")
+	}
+
+	// The same inputs reuse it; nothing is built again.
+	lines = nil
+	again, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil || again.Key != bd.Key || len(lines) != 0 {
+		t.Fatalf("second Ensure: key %s (want %s), %v, progress %q", again.Key, bd.Key, err, lines)
+	}
+}
+
+func TestAFailedBuildEndsWithTheScriptsOutputAndLeavesNothing(t *testing.T) {
+	b, be, base := builder(t, 3)
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base,
+		Bootstrap: "echo starting\necho 'npm ERR! the real reason' >&2\nexit 7\necho never\n"}
+	_, err := b.Ensure(context.Background(), spec, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "npm ERR! the real reason") || !strings.Contains(err.Error(), "exit status 7") {
+		t.Fatalf("err = %v, want the script's exit status and the end of its output", err)
+	}
+	entries, _ := os.ReadDir(b.dir)
+	if len(entries) != 0 {
+		t.Errorf("a failed Build left %d entries in the builds directory", len(entries))
+	}
+	if all, _ := be.List(context.Background()); len(all) != 0 {
+		t.Errorf("a failed Build left Sandboxes: %+v", all)
+	}
+}
+
+func TestPruneKeepsTheNewestAndThoseInUse(t *testing.T) {
+	b, _, base := builder(t, 1)
+	ctx := context.Background()
+	var keys []string
+	for i := range 3 {
+		bd, err := b.Ensure(ctx, Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Bootstrap: fmt.Sprintf("echo %d", i)}, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, bd.Key)
+	}
+	if err := b.Prune("r", func(k string) bool { return k == keys[0] }); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		_, err := os.Stat(filepath.Join(b.dir, k))
+		kept := err == nil
+		if want := i == 0 || i == 2; kept != want {
+			t.Errorf("build %d kept = %v, want %v (newest and in-use are kept)", i, kept, want)
+		}
+	}
+}
+
+// BenchmarkColdBuild times a Build from the image's base with a short
+// Bootstrap script: boot, probe, script, login shell, snapshot, remove.
+func BenchmarkColdBuild(b *testing.B) {
+	bl, _, base := builder(b, 100)
+	for i := 0; b.Loop(); i++ {
+		_, err := bl.Ensure(context.Background(), Spec{Repo: "r", ImageDigest: "sha256:bench", ImageRootfs: base,
+			Bootstrap: fmt.Sprintf("echo bench %d > /etc/bench", i)}, func(string) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
