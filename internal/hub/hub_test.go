@@ -21,6 +21,7 @@ import (
 )
 
 type fixture struct {
+	dbPath string
 	hub    *Hub
 	store  *store.Store
 	srv    *httptest.Server
@@ -32,7 +33,8 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	dbPath := filepath.Join(t.TempDir(), "hub.db")
+	st, err := store.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{hub: h, store: st, srv: srv, cli: cli, runner: rn, rtoken: rtoken}
+	return &fixture{dbPath: dbPath, hub: h, store: st, srv: srv, cli: cli, runner: rn, rtoken: rtoken}
 }
 
 // The route enumeration, every route with every kind of credential, is
@@ -74,7 +76,12 @@ func dialRunner(t *testing.T, f *fixture, token string) (*websocket.Conn, *http.
 
 func hello(t *testing.T, f *fixture) (*protocol.Conn, protocol.Welcome) {
 	t.Helper()
-	ws, _, err := dialRunner(t, f, f.rtoken)
+	return helloWith(t, f, f.rtoken)
+}
+
+func helloWith(t *testing.T, f *fixture, token string) (*protocol.Conn, protocol.Welcome) {
+	t.Helper()
+	ws, _, err := dialRunner(t, f, token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strconv"
@@ -54,6 +55,37 @@ func checkModel(model, effort string) error {
 	return nil
 }
 
+// checkRepo accepts what a Runner may clone: an http(s), ssh or git URL, an
+// scp-like ssh address, or an absolute path on the Runner's host. A URL
+// with credentials is refused, since git would write them into the clone's
+// config; so are git's remote helpers (ext::, fd::), which run commands.
+func checkRepo(repo string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("repository %q: %s: %w", repo, why, errdefs.ErrInvalid)
+	}
+	switch {
+	case strings.TrimSpace(repo) == "":
+		return fmt.Errorf("name the repository: a git URL, or a path on the Runner's host: %w", errdefs.ErrInvalid)
+	case strings.ContainsAny(repo, "\x00\n\r") || strings.HasPrefix(repo, "-") || strings.Contains(repo, "::"):
+		return bad("not a git URL or path")
+	case strings.HasPrefix(repo, "/"):
+		return nil
+	}
+	if u, err := url.Parse(repo); err == nil && u.Scheme != "" {
+		switch {
+		case u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "ssh" && u.Scheme != "git" && u.Scheme != "file":
+			return bad("use an https, ssh or git URL, or a path")
+		case u.User != nil && (u.Scheme != "ssh" || func() bool { _, ok := u.User.Password(); return ok }()):
+			return bad("put no credentials in the URL: the Runner clones with its host's git credentials")
+		}
+		return nil
+	}
+	if user, host, ok := strings.Cut(repo, "@"); ok && !strings.Contains(user, ":") && strings.Contains(host, ":") {
+		return nil // user@host:path
+	}
+	return bad("use an https, ssh or git URL, user@host:path, or an absolute path on the Runner's host")
+}
+
 func checkPrompt(text string) error {
 	switch {
 	case strings.TrimSpace(text) == "":
@@ -75,8 +107,8 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	if err == nil {
 		err = checkPrompt(req.Prompt)
 	}
-	if err == nil && strings.TrimSpace(req.Repo) == "" {
-		err = fmt.Errorf("name the repository: a git URL, or a path on the Runner's host: %w", errdefs.ErrInvalid)
+	if err == nil {
+		err = checkRepo(req.Repo)
 	}
 	if err == nil {
 		err = h.checkRepoAccess(ctx, p, req.Repo)

@@ -281,7 +281,7 @@ func (r *Runner) waitReady(ctx context.Context, s *session) error {
 			return fmt.Errorf("Claude Code exited as it started; its screen showed:\n%s", strings.TrimSpace(screen))
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(25 * time.Millisecond):
 		}
 		screen = r.screen(ctx, s)
 		if strings.Contains(screen, readyMark) {

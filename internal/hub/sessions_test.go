@@ -1,0 +1,136 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+const setupToken = "sk-ant-oat01-unit-test-token-0123456789"
+
+// TestClaudeTokenIsWriteOnlyAndSealed: the API takes the token and never
+// gives it back; the store holds it sealed.
+func TestClaudeTokenIsWriteOnlyAndSealed(t *testing.T) {
+	f := newFixture(t)
+	do := func(method, body string) (int, string) {
+		req, _ := http.NewRequest(method, f.srv.URL+"/api/account"+map[bool]string{true: "/claude-token", false: ""}[method != http.MethodGet], strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.cli)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := do(http.MethodPut, `{"token":"too short"}`); code != http.StatusBadRequest {
+		t.Fatalf("a bad token: %d %s, want 400", code, body)
+	}
+	if code, body := do(http.MethodPut, `{"token":"`+setupToken+`"}`); code != http.StatusNoContent {
+		t.Fatalf("set: %d %s", code, body)
+	}
+	code, body := do(http.MethodGet, "")
+	if code != http.StatusOK || strings.Contains(body, "sk-ant") || !strings.Contains(body, "claude_token_set_at") {
+		t.Fatalf("account = %d %s; want when it was set and never the token", code, body)
+	}
+	for _, p := range []string{f.dbPath, f.dbPath + "-wal"} {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), setupToken) {
+			t.Fatalf("%s holds the setup token in the clear", p)
+		}
+	}
+}
+
+// TestCredentialsGoOnlyToTheSessionsOwnRunner: the Hub gives a Creator's
+// token only to the Runner of a Session of theirs that is starting or
+// awake, and only while they have one.
+func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherToken, _ := f.store.CreateRunner(ctx, "r2", dev.ID)
+
+	ask := func(token string) (protocol.SessionCredentials, error) {
+		c, _ := helloWith(t, f, token)
+		var got protocol.SessionCredentials
+		err := c.Request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.ID}, &got)
+		return got, err
+	}
+	if _, err := ask(f.rtoken); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("no token stored: err = %v, want forbidden", err)
+	}
+	if err := f.hub.StoreClaudeToken(ctx, dev.ID, setupToken); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ask(f.rtoken)
+	if err != nil || got.ClaudeToken != setupToken {
+		t.Fatalf("own Runner: %+v, %v", got, err)
+	}
+	if _, err := ask(otherToken); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another Runner: err = %v, want not found", err)
+	}
+	f.store.SetSessionState(ctx, s.ID, store.Asleep, "")
+	if _, err := ask(f.rtoken); !errors.Is(err, errdefs.ErrForbidden) {
+		t.Fatalf("an asleep Session: err = %v, want forbidden", err)
+	}
+}
+
+// TestRunnerMessagesBeforeHelloAreRefused: a Runner must say hello before
+// anything else it sends is answered.
+func TestRunnerMessagesBeforeHelloAreRefused(t *testing.T) {
+	f := newFixture(t)
+	ws, _, err := dialRunner(t, f, f.rtoken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocol.NewConn(ws, f.hub.log)
+	go c.Serve(context.Background())
+	defer c.Close(websocket.StatusNormalClosure, "")
+	err = c.Request(context.Background(), protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: "x"}, nil)
+	if !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("err = %v, want invalid (say hello first)", err)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "not counted as connected", func() bool { return !f.hub.Connected(f.runner.ID) })
+}
+
+func TestCheckRepo(t *testing.T) {
+	tests := []struct {
+		repo string
+		ok   bool
+	}{
+		{"https://github.com/acme/app.git", true},
+		{"ssh://git@github.com/acme/app.git", true},
+		{"git@github.com:acme/app.git", true},
+		{"/srv/git/app", true},
+		{"file:///srv/git/app", true},
+		{"", false},
+		{"https://user:token@github.com/acme/app.git", false},
+		{"https://token@github.com/acme/app.git", false},
+		{"ext::sh -c touch% /tmp/pwned", false},
+		{"fd::17", false},
+		{"--upload-pack=touch /tmp/pwned", false},
+		{"relative/path", false},
+		{"ftp://example.com/x", false},
+		{"/srv/git/app\nother", false},
+	}
+	for _, tt := range tests {
+		if err := checkRepo(tt.repo); (err == nil) != tt.ok {
+			t.Errorf("checkRepo(%q) = %v, want ok=%v", tt.repo, err, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/testenv"
+)
+
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	testenv.RequireCommand(t, "git")
+	dir := filepath.Join(t.TempDir(), "src")
+	for _, args := range [][]string{{"init", "-q", dir}, {"-C", dir, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "one"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	// A hook in the source never reaches a clone; this proves the clone runs none.
+	os.WriteFile(filepath.Join(dir, ".git", "hooks", "post-checkout"), []byte("#!/bin/sh\ntouch \"$PWD/HOOK-RAN\"\n"), 0o755)
+	return dir
+}
+
+func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
+	src := gitRepo(t)
+	dst := filepath.Join(t.TempDir(), "workspace")
+	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	hooks, _ := os.ReadDir(filepath.Join(dst, ".git", "hooks"))
+	if len(hooks) != 0 {
+		t.Errorf("the clone has hooks: %v", hooks)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "HOOK-RAN")); err == nil {
+		t.Error("a hook ran during the clone")
+	}
+	cfg, _ := os.ReadFile(filepath.Join(dst, ".git", "config"))
+	if strings.Contains(string(cfg), "hooksPath") || strings.Contains(string(cfg), "fsmonitor") {
+		t.Errorf("the clone's config carries the Runner's own settings:\n%s", cfg)
+	}
+	ex, _ := os.ReadFile(filepath.Join(dst, ".git", "info", "exclude"))
+	if !strings.Contains(string(ex), ".claude/worktrees/") {
+		t.Errorf("info/exclude lacks .claude/worktrees/:\n%s", ex)
+	}
+	// A wake keeps the Workspace as it is.
+	os.WriteFile(filepath.Join(dst, "work.txt"), []byte("unpushed"), 0o644)
+	if err := cloneWorkspace(context.Background(), src, dst, func(string) { t.Error("cloned again") }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "work.txt")); string(b) != "unpushed" {
+		t.Error("a second start lost the Workspace's work")
+	}
+}
+
+func TestAFailedCloneSaysWhyWithoutItsCredentials(t *testing.T) {
+	testenv.RequireCommand(t, "git")
+	dst := filepath.Join(t.TempDir(), "workspace")
+	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", dst, func(string) {})
+	if err == nil {
+		t.Fatal("a clone from a closed port succeeded")
+	}
+	if strings.Contains(err.Error(), "s3cret-passw0rd") {
+		t.Fatalf("the error shows the credential: %v", err)
+	}
+	if !strings.Contains(err.Error(), "git clone") || !strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("the error does not say what failed: %v", err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("a failed clone left a Workspace")
+	}
+	if m, _ := filepath.Glob(dst + "*"); len(m) != 0 {
+		t.Fatalf("a failed clone left %v", m)
+	}
+}
