@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"text/tabwriter"
 )
 
 // IO is what a command reads and writes; tests give their own.
@@ -112,11 +113,13 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "kndl runs Claude Code unattended, each Session in its own Sandbox.\n\nUsage: kndl COMMAND [ARGS]\n\nCommands:")
 	cmds := commands()
 	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range cmds {
 		if !c.hidden {
-			fmt.Fprintf(w, "  %-28s %s\n", strings.TrimSpace(c.name+" "+c.usage), c.summary)
+			fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+c.usage), c.summary)
 		}
 	}
+	tw.Flush()
 }
 
 // flags makes a FlagSet for a command that prints its own usage.
