@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"kndl.dev/kndl/internal/redact"
 )
 
 // IO is what a command reads and writes; tests give their own.
@@ -48,6 +51,11 @@ func commands() []command {
 		{name: "cancel", usage: "ID PROMPT_ID", summary: "cancel a queued prompt", run: sessionCancelPrompt},
 		{name: "stop-turn", usage: "ID", summary: "interrupt the running Turn", run: sessionStopTurn},
 		{name: "token set", summary: "store your Claude setup token on the Hub (read from stdin)", run: tokenSet},
+		{name: "var set", usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", summary: "set a Variable; its value is read from stdin", run: varSet},
+		{name: "var ls", usage: "(--repo URL | --shared) [--json]", summary: "list Variables (Sensitive values never shown)", run: varList},
+		{name: "var rm", usage: "(--repo URL | --shared) NAME", summary: "remove a Variable", run: varChange("var rm", http.MethodDelete, "variables", "Removed")},
+		{name: "var link", usage: "--repo URL NAME", summary: "make a Repo use a Shared variable", run: varChange("var link", http.MethodPut, "links", "Linked")},
+		{name: "var unlink", usage: "--repo URL NAME", summary: "stop a Repo using a Shared variable", run: varChange("var unlink", http.MethodDelete, "links", "Unlinked")},
 		{name: "login", usage: "HUB_URL", summary: "sign this machine in to a Hub through your browser", run: login},
 		{name: "logout", summary: "revoke this machine's CLI token and forget it", run: logout},
 		{name: "invite", usage: "GITHUB_LOGIN [--hours N]", summary: "invite someone (Owner only): print their link, once", run: inviteCreate},
@@ -169,5 +177,5 @@ func home(io IO) (string, error) {
 func logger(io IO) *slog.Logger {
 	var lvl slog.Level
 	lvl.UnmarshalText([]byte(io.Getenv("KNDL_LOG_LEVEL")))
-	return slog.New(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(redact.LogHandler(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: lvl})))
 }

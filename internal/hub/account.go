@@ -52,7 +52,13 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	if len(tok) < 20 || len(tok) > 4096 || strings.ContainsAny(tok, " \t\r\n") {
 		return fmt.Errorf("that does not look like a setup token: run claude setup-token and paste the token it prints: %w", errdefs.ErrInvalid)
 	}
-	return h.store.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID))
+	if err := h.store.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID)); err != nil {
+		return err
+	}
+	// The Creator's running Sessions mask the new token too; the old one
+	// stays masked while they run on it.
+	h.maskNew(tok, func(l *live) bool { return l.creatorID == userID })
+	return nil
 }
 
 func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -22,6 +23,10 @@ type live struct {
 	delivering string
 	tries      int
 	timer      *time.Timer
+	// set is the Session's redaction set while it runs (redaction.go), for
+	// the Session of repoID whose Creator is creatorID.
+	set               *redact.Set
+	repoID, creatorID string
 	// held are hook Events waiting for the transcript's next Events.
 	held     []protocol.Event
 	holdTime *time.Timer
@@ -65,6 +70,9 @@ func (h *Hub) subscribe(id string) (<-chan store.Event, func()) {
 // record stores a Session's Events and sends them to its watchers. It is the
 // one path by which Session text reaches the store.
 func (h *Hub) record(ctx context.Context, sessionID string, evs ...protocol.Event) error {
+	if err := h.redactEvents(ctx, sessionID, evs); err != nil {
+		return err
+	}
 	rows := make([]store.Event, len(evs))
 	for i, ev := range evs {
 		if ev.At.IsZero() {

@@ -79,6 +79,16 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},
 		{"GET /api/sessions/{id}/watch", person, h.watchSession},
+		{"GET /api/repos", person, h.listRepos},
+		{"POST /api/repos", person, h.addRepo},
+		{"GET /api/repos/{repo}/variables", person, h.listRepoVariables},
+		{"PUT /api/repos/{repo}/variables/{name}", person, h.setRepoVariable},
+		{"DELETE /api/repos/{repo}/variables/{name}", person, h.deleteRepoVariable},
+		{"PUT /api/repos/{repo}/links/{name}", person, h.linkVariable},
+		{"DELETE /api/repos/{repo}/links/{name}", person, h.unlinkVariable},
+		{"GET /api/variables", person, h.listSharedVariables},
+		{"PUT /api/variables/{name}", person, h.setSharedVariable},
+		{"DELETE /api/variables/{name}", person, h.deleteSharedVariable},
 		{"POST /mod/hook", []auth.Kind{auth.Mod}, h.modHook},
 	}
 }

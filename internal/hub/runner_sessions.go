@@ -45,7 +45,11 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
 		}
-		return protocol.SessionCredentials{ClaudeToken: tok}, nil
+		vars, err := h.sessionVariables(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		return protocol.SessionCredentials{ClaudeToken: tok, Variables: vars}, nil
 	})
 
 	rc.conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -87,8 +91,8 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 			return nil, err
 		}
 		h.store.RevokeModToken(ctx, s.ID)
-		h.setLive(s.ID, func(l *live) { l.ready, l.busy = false, false })
+		h.setLive(s.ID, func(l *live) { l.ready, l.busy, l.set = false, false, nil })
 		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited: " + req.Detail})
-		return nil, h.store.SetSessionState(ctx, s.ID, store.Asleep, "Claude Code exited: "+req.Detail)
+		return nil, h.store.SetSessionState(ctx, s.ID, store.Asleep, h.redactDetail(ctx, s.ID, "Claude Code exited: "+req.Detail))
 	})
 }

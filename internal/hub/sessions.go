@@ -189,7 +189,7 @@ func (h *Hub) startSession(s store.Session, resume bool) {
 		h.log.Warn("session start failed", "session", s.ID, "err", err)
 		h.store.RevokeModToken(ctx, s.ID)
 		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventError, Text: "The Session did not start: " + err.Error()})
-		h.store.SetSessionState(ctx, s.ID, store.Asleep, "start failed: "+err.Error())
+		h.store.SetSessionState(ctx, s.ID, store.Asleep, h.redactDetail(ctx, s.ID, "start failed: "+err.Error()))
 		h.setLive(s.ID, func(l *live) { l.ready = false })
 	}
 	rc := h.runnerConn(s.RunnerID)

@@ -57,6 +57,19 @@ type SessionRef struct {
 // Session's Claude Code runs on. Sent only to the Session's own Runner.
 type SessionCredentials struct {
 	ClaudeToken string `json:"claude_token"`
+	// Variables are the Repo's Variables and the Shared ones it links,
+	// Sensitive values included: the Runner keeps them in memory and gives
+	// them to the processes it starts in the Sandbox, in their environment.
+	Variables []Variable `json:"variables"`
+}
+
+// Variable is one Variable as a Runner receives it.
+type Variable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// AtBuild: the Bootstrap script gets it too (and its value is part of
+	// the Build's key).
+	AtBuild bool `json:"at_build,omitempty"`
 }
 
 // SessionEvents carries Events the Runner read from Claude Code's

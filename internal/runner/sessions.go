@@ -92,13 +92,27 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 
 func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionStart) error {
 	logf := func(format string, args ...any) { r.sessionLog(s.id, fmt.Sprintf(format, args...)) }
+	// The Creator's token and the Variables, fetched as the Session starts
+	// and kept in memory: they reach processes in the Sandbox through
+	// their environment alone.
+	var creds protocol.SessionCredentials
+	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
+		return fmt.Errorf("the Hub gave no credentials for this Session: %w", err)
+	}
+	var env, buildEnv []string
+	for _, v := range creds.Variables {
+		env = append(env, v.Name+"="+v.Value)
+		if v.AtBuild {
+			buildEnv = append(buildEnv, v.Name+"="+v.Value)
+		}
+	}
 	img, err := ociimage.Pull(ctx, r.cfg.Image, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
 		Progress: func(p ociimage.Progress) { logf("%s", p) },
 	})
 	if err != nil {
 		return err
 	}
-	bd, err := r.builder.Ensure(ctx, build.Spec{Repo: req.RepoURL, ImageDigest: img.Digest, ImageRootfs: img.Rootfs, ImageEnv: img.Config.Env},
+	bd, err := r.builder.Ensure(ctx, build.Spec{Repo: req.RepoURL, ImageDigest: img.Digest, ImageRootfs: img.Rootfs, ImageEnv: img.Config.Env, Env: buildEnv},
 		func(line string) { logf("build: %s", line) })
 	if err != nil {
 		return err
@@ -132,10 +146,6 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir); err != nil {
 		return fmt.Errorf("seed Claude Code's config: %w", err)
 	}
-	var creds protocol.SessionCredentials
-	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
-		return fmt.Errorf("the Hub gave no Claude token for this Session: %w", err)
-	}
 	token := r.relay.Issue(s.id)
 	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
 		return err
@@ -147,7 +157,8 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		Resume:       req.Resume,
 		Model:        req.Model,
 		Effort:       req.Effort,
-		Base:         append(append([]string(nil), bd.LoginEnv...), cacheEnv...),
+		// The Environment's Variables over the login environment.
+		Base:         append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),

@@ -357,3 +357,8 @@ func (s *System) Ready(prompt, answer string) hub.SessionView {
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the first turn's end", kind(protocol.EventTurnEnd))
 	return v
 }
+
+func jsonOf(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}

@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/redact"
+	"kndl.dev/kndl/internal/store"
+)
+
+// A Session's redaction set holds every value its text must never show:
+// its Repo's Sensitive Variables and the Sensitive Shared variables the
+// Repo links, and its Creator's setup token. It lives while the Session
+// runs, so a value replaced meanwhile stays in it (the Session started with
+// it); values set meanwhile join it. It is made again at the next start.
+
+// sessionSet returns a Session's redaction set, making it from the store
+// on first use.
+func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, error) {
+	h.mu.Lock()
+	if l := h.live[sessionID]; l != nil && l.set != nil {
+		set := l.set
+		h.mu.Unlock()
+		return set, nil
+	}
+	h.mu.Unlock()
+	s, err := h.store.SessionByID(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	values, err := h.sensitiveValues(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	set := &redact.Set{}
+	if err := set.Add(values...); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.liveOf(sessionID)
+	if l.set == nil {
+		l.set, l.repoID, l.creatorID = set, s.RepoID, s.CreatorID
+	}
+	return l.set, nil
+}
+
+// sensitiveValues opens the values a Session's text must never show.
+func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
+	vars, err := h.store.SessionVariables(ctx, s.RepoID)
+	if err != nil {
+		return nil, err
+	}
+	var values []string
+	for _, v := range vars {
+		if v.Sensitive {
+			plain, err := h.openVariable(v)
+			if err != nil {
+				return nil, err
+			}
+			values = append(values, plain)
+		}
+	}
+	if tok, err := h.claudeToken(ctx, s.CreatorID); err == nil {
+		values = append(values, tok)
+	}
+	return values, nil
+}
+
+// maskNew adds a new value to the redaction sets of the running Sessions
+// that which selects. Nothing is removed while a Session runs.
+func (h *Hub) maskNew(value string, which func(l *live) bool) {
+	h.mu.Lock()
+	var sets []*redact.Set
+	for _, l := range h.live {
+		if l.set != nil && which(l) {
+			sets = append(sets, l.set)
+		}
+	}
+	h.mu.Unlock()
+	for _, set := range sets {
+		set.Add(value)
+	}
+}
+
+// redactEvents masks a Session's values in its Events: by value in all of
+// them, and by shape as well in what the Hub and Runner say themselves
+// (errors, start log, notes), where a credential nobody told the Hub about
+// may turn up. It is the one place Session text is redacted before it is
+// stored or shown.
+func (h *Hub) redactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
+	set, err := h.sessionSet(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		e := &evs[i]
+		e.Text = set.Redact(e.Text)
+		switch e.Kind {
+		case protocol.EventError, protocol.EventLog, protocol.EventNote:
+			e.Text = redact.Scrub(e.Text)
+		}
+		if len(e.Input) > 0 {
+			masked := set.Redact(string(e.Input))
+			if !json.Valid([]byte(masked)) {
+				// A mask that broke the JSON: keep it as one string.
+				b, _ := json.Marshal(masked)
+				masked = string(b)
+			}
+			e.Input = json.RawMessage(masked)
+		}
+	}
+	return nil
+}
+
+// redactDetail masks a text the Hub keeps about a Session, such as why its
+// start failed.
+func (h *Hub) redactDetail(ctx context.Context, sessionID, text string) string {
+	if set, err := h.sessionSet(ctx, sessionID); err == nil {
+		text = set.Redact(text)
+	}
+	return redact.Scrub(text)
+}

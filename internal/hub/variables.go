@@ -1,0 +1,259 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/redact"
+	"kndl.dev/kndl/internal/store"
+)
+
+// maxVariableBytes bounds one Variable's value.
+const maxVariableBytes = 64 << 10
+
+var variableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// sealFor is what a Variable's value is sealed for: its Repo and name, so a
+// value moved to another row does not open.
+func sealFor(repoID, name string) string { return "variable:" + repoID + ":" + name }
+
+func (h *Hub) openVariable(v store.Variable) (string, error) {
+	b, err := h.secrets.Open(v.Sealed, sealFor(v.RepoID, v.Name))
+	return string(b), err
+}
+
+// VariableRequest is the body that sets a Variable.
+type VariableRequest struct {
+	Value     string `json:"value"`
+	Sensitive bool   `json:"sensitive"`
+	AtBuild   bool   `json:"at_build"`
+}
+
+// RepoVariables is a Repo's Environment as the API shows it: its own
+// Variables and the Shared ones it links; Sensitive values never.
+type RepoVariables struct {
+	Repo      store.Repo       `json:"repo"`
+	Variables []store.Variable `json:"variables"`
+	Links     []store.Variable `json:"links"`
+}
+
+// repoFor returns a Repo the person has access to; a refusal reads the
+// same whether the Repo exists or not.
+func (h *Hub) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
+	r, err := h.store.RepoByID(ctx, id)
+	if err == nil {
+		err = h.checkRepoAccess(ctx, p, r.URL)
+	}
+	if err != nil {
+		return store.Repo{}, fmt.Errorf("no Repo %s that you have access to: %w", id, errdefs.ErrNotFound)
+	}
+	return r, nil
+}
+
+func (h *Hub) listRepos(w http.ResponseWriter, r *http.Request, p Principal) {
+	rs, err := h.store.Repos(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := []store.Repo{}
+	for _, repo := range rs {
+		if h.checkRepoAccess(r.Context(), p, repo.URL) == nil {
+			out = append(out, repo)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// addRepo records a Repo by its URL (to give it Variables before its first
+// Session), or returns the one there is.
+func (h *Hub) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		URL string `json:"url"`
+	}
+	err := readJSON(r, &req)
+	if err == nil {
+		err = checkRepo(req.URL)
+	}
+	if err == nil {
+		err = h.checkRepoAccess(r.Context(), p, req.URL)
+	}
+	var repo store.Repo
+	if err == nil {
+		repo, err = h.store.EnsureRepo(r.Context(), req.URL, repoName(req.URL))
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, repo)
+}
+
+func (h *Hub) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	out := RepoVariables{Repo: repo, Variables: []store.Variable{}, Links: []store.Variable{}}
+	if err == nil {
+		out.Variables, err = h.store.Variables(ctx, repo.ID)
+	}
+	if err == nil {
+		out.Links, err = h.store.LinkedVariables(ctx, repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Hub) listSharedVariables(w http.ResponseWriter, r *http.Request, p Principal) {
+	vs, err := h.store.Variables(r.Context(), "")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if vs == nil {
+		vs = []store.Variable{}
+	}
+	writeJSON(w, http.StatusOK, vs)
+}
+
+func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.setVariable(w, r, p, repo.ID)
+}
+
+// setSharedVariable: any Member manages Shared variables.
+func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.setVariable(w, r, p, "")
+}
+
+func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
+	ctx := r.Context()
+	name := r.PathValue("name")
+	var req VariableRequest
+	err := readJSON(r, &req)
+	switch {
+	case err != nil:
+	case !variableNameRE.MatchString(name):
+		err = fmt.Errorf("variable name %q: use letters, digits and _, not starting with a digit: %w", name, errdefs.ErrInvalid)
+	case len(req.Value) > maxVariableBytes:
+		err = fmt.Errorf("the value is over %d bytes: %w", maxVariableBytes, errdefs.ErrTooLarge)
+	case req.Sensitive:
+		err = redact.Validate(req.Value)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	v := store.Variable{RepoID: repoID, Name: name, Value: req.Value, Sensitive: req.Sensitive, AtBuild: req.AtBuild, SetBy: p.User.ID}
+	if req.Sensitive {
+		v.Sealed = h.secrets.Seal([]byte(req.Value), sealFor(repoID, name))
+	}
+	saved, _, err := h.store.SetVariable(ctx, v)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if req.Sensitive {
+		// Running Sessions that could see it mask it from now on; the value
+		// it replaced stays in their sets, since they started with it.
+		repos := map[string]bool{repoID: true}
+		if repoID == "" {
+			repos = h.reposLinking(ctx, name)
+		}
+		h.maskNew(req.Value, func(l *live) bool { return repos[l.repoID] })
+	}
+	h.log.Info("variable set", "repo", repoID, "name", name, "sensitive", req.Sensitive, "by", p.User.Name)
+	writeJSON(w, http.StatusOK, saved)
+}
+
+// reposLinking is the set of Repos that link the Shared variable name.
+func (h *Hub) reposLinking(ctx context.Context, name string) map[string]bool {
+	out := map[string]bool{}
+	repos, _ := h.store.Repos(ctx)
+	for _, repo := range repos {
+		linked, _ := h.store.LinkedVariables(ctx, repo.ID)
+		for _, v := range linked {
+			if v.Name == name {
+				out[repo.ID] = true
+			}
+		}
+	}
+	return out
+}
+
+func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	if err == nil {
+		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
+	}
+	h.answerNoContent(w, r, err)
+}
+
+func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	_, err := h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
+	h.answerNoContent(w, r, err)
+}
+
+func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	if err == nil {
+		err = h.store.LinkVariable(r.Context(), repo.ID, r.PathValue("name"), p.User.ID)
+	}
+	if err == nil {
+		// A Sensitive one joins the running Sessions' sets at once.
+		linked, _ := h.store.LinkedVariables(r.Context(), repo.ID)
+		for _, v := range linked {
+			if v.Name == r.PathValue("name") && v.Sensitive {
+				if plain, err := h.openVariable(v); err == nil {
+					h.maskNew(plain, func(l *live) bool { return l.repoID == repo.ID })
+				}
+			}
+		}
+	}
+	h.answerNoContent(w, r, err)
+}
+
+func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	if err == nil {
+		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
+	}
+	h.answerNoContent(w, r, err)
+}
+
+func (h *Hub) answerNoContent(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionVariables opens what a Session runs with, for its Runner.
+func (h *Hub) sessionVariables(ctx context.Context, s store.Session) ([]protocol.Variable, error) {
+	vars, err := h.store.SessionVariables(ctx, s.RepoID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.Variable, 0, len(vars))
+	for _, v := range vars {
+		value := v.Value
+		if v.Sensitive {
+			if value, err = h.openVariable(v); err != nil {
+				return nil, fmt.Errorf("variable %s: %w", v.Name, err)
+			}
+		}
+		out = append(out, protocol.Variable{Name: v.Name, Value: value, AtBuild: v.AtBuild})
+	}
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+func (f *fixture) call(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+f.cli)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestSensitiveVariablesAreSealedWriteOnlyAndChecked(t *testing.T) {
+	f := newFixture(t)
+	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+	var repo store.Repo
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &repo) != nil {
+		t.Fatalf("add repo: %d %s", code, body)
+	}
+	base := "/api/repos/" + repo.ID + "/variables/"
+	const secret = "postgres://app:hunter2hunter2@db/app"
+	tests := []struct {
+		name, path, body string
+		want             int
+	}{
+		{"sensitive", base + "DB_URL", `{"value":"` + secret + `","sensitive":true}`, http.StatusOK},
+		{"too short to find", base + "PIN", `{"value":"123","sensitive":true}`, http.StatusBadRequest},
+		{"bad name", base + "1BAD", `{"value":"x"}`, http.StatusBadRequest},
+		{"name with a dash", base + "BAD-NAME", `{"value":"x"}`, http.StatusBadRequest},
+		{"oversized", base + "BIG", `{"value":"` + strings.Repeat("x", maxVariableBytes+1) + `"}`, http.StatusRequestEntityTooLarge},
+		{"unknown field", base + "X", `{"value":"x","secret":true}`, http.StatusBadRequest},
+		{"unknown repo", "/api/repos/nope/variables/X", `{"value":"x"}`, http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		if code, body := f.call(t, http.MethodPut, tt.path, tt.body); code != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.name, code, body, tt.want)
+		}
+	}
+	code, body = f.call(t, http.MethodGet, "/api/repos/"+repo.ID+"/variables", "")
+	if code != http.StatusOK || strings.Contains(body, "hunter2") || !strings.Contains(body, `"DB_URL"`) {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	vs, _ := f.store.Variables(context.Background(), repo.ID)
+	if len(vs) != 1 {
+		t.Fatalf("bad requests changed the store: %d variables, want 1", len(vs))
+	}
+	for _, p := range []string{f.dbPath, f.dbPath + "-wal"} {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), "hunter2") {
+			t.Fatalf("%s holds the Sensitive value in the clear", p)
+		}
+	}
+}
+
+// TestEventsAreMaskedWithTheSessionsValues: every Event recorded for a
+// Session is masked with its set; a value replaced while it runs stays
+// masked, and the new one is masked at once.
+func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
+	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+	var repo store.Repo
+	json.Unmarshal([]byte(body), &repo)
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"first-value-1","sensitive":true}`)
+	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	if err != nil || code != http.StatusOK {
+		t.Fatal(err, code)
+	}
+	record := func(ev protocol.Event) protocol.Event {
+		if err := f.hub.record(ctx, s.ID, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
+		var got protocol.Event
+		json.Unmarshal(evs[len(evs)-1].Data, &got)
+		return got
+	}
+	got := record(protocol.Event{Kind: protocol.EventText, Text: "token first-value-1, setup " + setupToken})
+	if strings.Contains(got.Text, "first-value-1") || strings.Contains(got.Text, setupToken) {
+		t.Fatalf("text not masked: %q", got.Text)
+	}
+	got = record(protocol.Event{Kind: protocol.EventToolUse, Tool: "Bash", Input: json.RawMessage(`{"command":"curl -H 'X: first-value-1' x"}`)})
+	if strings.Contains(string(got.Input), "first-value-1") || !json.Valid(got.Input) {
+		t.Fatalf("input not masked, or no longer JSON: %s", got.Input)
+	}
+	// Replaced while the Session runs: both stay masked.
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"second-value-2","sensitive":true}`)
+	got = record(protocol.Event{Kind: protocol.EventText, Text: "old first-value-1 new second-value-2"})
+	if strings.Contains(got.Text, "first-value-1") || strings.Contains(got.Text, "second-value-2") {
+		t.Fatalf("after a replacement: %q", got.Text)
+	}
+	// By shape as well, in what the Hub says itself.
+	got = record(protocol.Event{Kind: protocol.EventError, Text: "clone failed: https://bot:ghp_0123456789abcdefghijABCDEFGHIJ012345@github.com/x"})
+	if strings.Contains(got.Text, "ghp_0123456789") {
+		t.Fatalf("an error Event kept a credential's shape: %q", got.Text)
+	}
+}

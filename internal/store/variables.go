@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Variable is a Repo's Variable or a Shared one (RepoID empty). A Sensitive
+// Variable's value is never in Value: Sealed holds it, for the Hub alone.
+type Variable struct {
+	ID        string    `json:"id"`
+	RepoID    string    `json:"repo_id,omitempty"`
+	Name      string    `json:"name"`
+	Value     string    `json:"value,omitempty"`
+	Sensitive bool      `json:"sensitive"`
+	AtBuild   bool      `json:"at_build"`
+	SetBy     string    `json:"set_by"`
+	SetAt     time.Time `json:"set_at"`
+	// Shared is set on a Shared variable a Repo links, in SessionVariables
+	// and LinkedVariables.
+	Shared bool   `json:"shared,omitempty"`
+	Sealed []byte `json:"-"`
+}
+
+const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, set_by, set_at`
+
+func scanVariable(row interface{ Scan(...any) error }) (Variable, error) {
+	var v Variable
+	var at int64
+	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.SetBy, &at)
+	v.SetAt = time.UnixMilli(at)
+	return v, err
+}
+
+func scanVariables(rows *sql.Rows, err error) ([]Variable, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Variable
+	for rows.Next() {
+		v, err := scanVariable(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// SetVariable makes or replaces the Variable named v.Name of v.RepoID (a
+// Shared one when empty) and returns it, with the one it replaced if any. A
+// Repo Variable whose name a Shared variable linked to that Repo has is
+// refused with ErrConflict.
+func (s *Store) SetVariable(ctx context.Context, v Variable) (Variable, *Variable, error) {
+	var old *Variable
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		if v.RepoID != "" {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM variable_links l JOIN variables v ON v.id = l.variable_id
+				WHERE l.repo_id = ? AND v.name = ?`, v.RepoID, v.Name).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("the Repo links a Shared variable named %s: unlink it first, or pick another name: %w", v.Name, errdefs.ErrConflict)
+			}
+		}
+		prev, err := scanVariable(tx.QueryRowContext(ctx, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? AND name = ?`, v.RepoID, v.Name))
+		switch {
+		case err == nil:
+			old = &prev
+			v.ID = prev.ID
+		case errors.Is(err, sql.ErrNoRows):
+			v.ID = uuid.NewString()
+		default:
+			return err
+		}
+		v.SetAt = s.now()
+		var value any
+		if !v.Sensitive {
+			value, v.Sealed = v.Value, nil
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, set_by, set_at)
+			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET value = excluded.value, sealed = excluded.sealed, sensitive = excluded.sensitive,
+				at_build = excluded.at_build, set_by = excluded.set_by, set_at = excluded.set_at`,
+			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.SetBy, ms(v.SetAt))
+		return err
+	})
+	if v.Sensitive {
+		v.Value = ""
+	}
+	return v, old, err
+}
+
+// Variables lists a Repo's own Variables, or the Shared ones for "".
+func (s *Store) Variables(ctx context.Context, repoID string) ([]Variable, error) {
+	return scanVariables(s.db.QueryContext(ctx, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? ORDER BY name`, repoID))
+}
+
+// DeleteVariable removes a Repo's Variable, or a Shared one for repoID ""
+// (and its links), and returns it. Returns ErrNotFound if there is none.
+func (s *Store) DeleteVariable(ctx context.Context, repoID, name string) (Variable, error) {
+	var v Variable
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		v, err = scanVariable(tx.QueryRowContext(ctx, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? AND name = ?`, repoID, name))
+		if err != nil {
+			return notFound(err, "variable "+name)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM variable_links WHERE variable_id = ?`, v.ID); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM variables WHERE id = ?`, v.ID)
+		return err
+	})
+	return v, err
+}
+
+// LinkVariable makes a Repo use the Shared variable named name. Returns
+// ErrNotFound if there is no such Shared variable, ErrConflict if the Repo
+// has a Variable of that name.
+func (s *Store) LinkVariable(ctx context.Context, repoID, name, by string) error {
+	return s.InTx(ctx, func(tx *sql.Tx) error {
+		var id string
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM variables WHERE repo_id IS NULL AND name = ?`, name).Scan(&id); err != nil {
+			return notFound(err, "shared variable "+name)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM variables WHERE repo_id = ? AND name = ?`, repoID, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("the Repo has its own Variable named %s; a link can't share its name: %w", name, errdefs.ErrConflict)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO variable_links (repo_id, variable_id, linked_by, linked_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, repoID, id, by, ms(s.now()))
+		return err
+	})
+}
+
+// UnlinkVariable stops a Repo using a Shared variable. Returns ErrNotFound
+// if it does not link one of that name.
+func (s *Store) UnlinkVariable(ctx context.Context, repoID, name string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM variable_links WHERE repo_id = ? AND variable_id IN
+		(SELECT id FROM variables WHERE repo_id IS NULL AND name = ?)`, repoID, name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("the Repo links no Shared variable named %s: %w", name, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// LinkedVariables lists the Shared variables a Repo links.
+func (s *Store) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
+	vs, err := scanVariables(s.db.QueryContext(ctx, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.set_by, v.set_at
+		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID))
+	for i := range vs {
+		vs[i].Shared = true
+	}
+	return vs, err
+}
+
+// SessionVariables is what a Session of a Repo runs with: the Repo's own
+// Variables and the Shared ones it links, Sensitive ones sealed.
+func (s *Store) SessionVariables(ctx context.Context, repoID string) ([]Variable, error) {
+	own, err := s.Variables(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	linked, err := s.LinkedVariables(ctx, repoID)
+	return append(own, linked...), err
+}
+
+// RepoByID returns a Repo, or ErrNotFound.
+func (s *Store) RepoByID(ctx context.Context, id string) (Repo, error) {
+	var r Repo
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT id, url, name, created_at FROM repos WHERE id = ?`, id).Scan(&r.ID, &r.URL, &r.Name, &created)
+	r.CreatedAt = time.UnixMilli(created)
+	return r, notFound(err, "repo "+id)
+}
+
+// Repos lists every Repo.
+func (s *Store) Repos(ctx context.Context) ([]Repo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, url, name, created_at FROM repos ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Repo
+	for rows.Next() {
+		var r Repo
+		var created int64
+		if err := rows.Scan(&r.ID, &r.URL, &r.Name, &created); err != nil {
+			return nil, err
+		}
+		r.CreatedAt = time.UnixMilli(created)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

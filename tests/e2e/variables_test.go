@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"bytes"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk: a
+// Repo's Sensitive Variable and a linked Shared one are in Claude Code's
+// environment (its Bash tool prints them), the transcript shows only *s
+// where they were, and no file of the Hub or the Runner holds them.
+func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testing.T) {
+	s := Start(t)
+	const repoSecret = "s3cr3t-repo-value-4e2e"
+	const sharedSecret = "sh4red-npm-token-value"
+	repo := s.Repo()
+	var r store.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", hub.VariableRequest{Value: repoSecret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", hub.VariableRequest{Value: "eu-north-1"}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", hub.VariableRequest{Value: sharedSecret, Sensitive: true}, &store.Variable{})
+	if code := s.Do(http.MethodPut, "/api/repos/"+r.ID+"/links/NPM_TOKEN", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("link: %d", code)
+	}
+	// Write-only: listing shows who set it and when, never the value.
+	var listed hub.RepoVariables
+	s.Do(http.MethodGet, "/api/repos/"+r.ID+"/variables", nil, &listed)
+	raw, _ := jsonOf(listed)
+	if strings.Contains(raw, repoSecret) || strings.Contains(raw, sharedSecret) || !strings.Contains(raw, "eu-north-1") || !strings.Contains(raw, "set_at") {
+		t.Fatalf("the listing shows a Sensitive value, or not the plain one: %s", raw)
+	}
+
+	s.Model.On(testkit.PromptContains("show the env"), testkit.Bash("printenv MY_SECRET; printenv REGION; printenv NPM_TOKEN"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("The repo secret is "+repoSecret+" and the JSON is {\"t\":\""+sharedSecret+"\"}."))
+	v := s.NewSession(repo, "show the env")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && strings.Contains(e.Text, "repo secret") })
+
+	// The process had the values.
+	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	for _, kv := range []string{"MY_SECRET=" + repoSecret, "NPM_TOKEN=" + sharedSecret, "REGION=eu-north-1"} {
+		if !bytes.Contains(env, append([]byte(kv), 0)) {
+			t.Errorf("Claude Code's environment lacks %s", strings.SplitN(kv, "=", 2)[0])
+		}
+	}
+	// The transcript masks them, character for character.
+	stars := func(v string) string { return strings.Repeat("*", len(v)) }
+	var result, text protocol.Event
+	for _, e := range s.Events(v.ID) {
+		switch e.Kind {
+		case protocol.EventToolResult:
+			result = e
+		case protocol.EventText:
+			text = e
+		}
+	}
+	if result.Text != stars(repoSecret)+"\neu-north-1\n"+stars(sharedSecret) {
+		t.Errorf("tool output = %q, want the values masked and the plain one shown", result.Text)
+	}
+	if !strings.Contains(text.Text, "The repo secret is "+stars(repoSecret)) || strings.Contains(text.Text, sharedSecret) {
+		t.Errorf("Claude's text = %q, want the values masked", text.Text)
+	}
+	// No file the Hub or the Runner writes holds them. The Session's own
+	// disks and Workspace are left out: Claude Code keeps its transcript
+	// there, tool output and all, inside the Sandbox's boundary (as the
+	// spec says, what a process writes to disk stays there).
+	sessionData := []string{filepath.Join(s.Home, "sandboxes", "oci", "sandboxes", "s-"+v.ID, "disks"),
+		filepath.Join(s.Home, "sandboxes", "oci", "sandboxes", "s-"+v.ID, "upper"),
+		filepath.Join(s.Home, "sessions", v.ID, "workspace")}
+	if _, err := os.Stat(sessionData[0]); err != nil {
+		t.Fatalf("the Session's disks are not where this test looks: %v", err)
+	}
+	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			for _, skip := range sessionData {
+				if path == skip {
+					return filepath.SkipDir
+				}
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			b, _ := os.ReadFile(path)
+			if bytes.Contains(b, []byte(repoSecret)) || bytes.Contains(b, []byte(sharedSecret)) {
+				t.Errorf("%s holds a Sensitive value", path)
+			}
+			return nil
+		})
+	}
+}
