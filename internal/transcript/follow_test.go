@@ -96,11 +96,11 @@ func TestFollowStreamsBatchesAndResumes(t *testing.T) {
 
 	appendTo(t, path, promptLine("one"))
 	b := r.next(t)
-	if len(b.Events) != 1 || b.Events[0].Text != "one" || b.Offsets[conv+".jsonl"] != int64(len(promptLine("one"))) {
+	if len(b.Events) != 2 || b.Events[1].Text != "one" || b.Offsets[conv+".jsonl"] != int64(len(promptLine("one"))) {
 		t.Errorf("first batch: got %+v", b)
 	}
 	appendTo(t, path, `{"type":"mode","mode":"normal"}`+"\n"+promptLine("two"))
-	if b = r.next(t); len(b.Events) != 1 || b.Events[0].Text != "two" {
+	if b = r.next(t); len(b.Events) != 2 || b.Events[1].Text != "two" {
 		t.Errorf("second batch: got %+v, want only the new prompt", b)
 	}
 	cancel()
@@ -114,7 +114,7 @@ func TestFollowStreamsBatchesAndResumes(t *testing.T) {
 	stdin, closeStdin := io.Pipe()
 	opts.Stdin = stdin
 	r = startFollow(t, context.Background(), opts)
-	if b = r.next(t); len(b.Events) != 1 || b.Events[0].Text != "three" {
+	if b = r.next(t); len(b.Events) != 2 || b.Events[1].Text != "three" {
 		t.Errorf("after a restart: got %+v, want only the prompt written meanwhile", b)
 	}
 	closeStdin.Close()
