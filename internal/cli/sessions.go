@@ -197,19 +197,22 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	return nil
 }
 
-func sessionStopTurn(ctx context.Context, io IO, args []string) error {
-	if len(args) != 1 {
-		return errUsage
+// sessionAction is a command that POSTs to one of a Session's actions.
+func sessionAction(action, done string) func(context.Context, IO, []string) error {
+	return func(ctx context.Context, io IO, args []string) error {
+		if len(args) != 1 {
+			return errUsage
+		}
+		c, err := apiclient.New()
+		if err != nil {
+			return err
+		}
+		if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(args[0])+"/"+action, nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintln(io.Stdout, done)
+		return nil
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(args[0])+"/stop-turn", nil, nil); err != nil {
-		return err
-	}
-	fmt.Fprintln(io.Stdout, "Stopping the Turn.")
-	return nil
 }
 
 // sessionWatch streams a Session's transcript, reconnecting from the last

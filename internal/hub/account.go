@@ -52,8 +52,16 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	if len(tok) < 20 || len(tok) > 4096 || strings.ContainsAny(tok, " \t\r\n") {
 		return fmt.Errorf("that does not look like a setup token: run claude setup-token and paste the token it prints: %w", errdefs.ErrInvalid)
 	}
+	old, hadOne := h.claudeToken(ctx, userID)
+	if hadOne == nil && old == tok {
+		return nil
+	}
 	if err := h.store.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID)); err != nil {
 		return err
+	}
+	if hadOne == nil {
+		// A replaced token reaches a Session at its next wake.
+		h.sleepSessionsOf(ctx, userID, "its Creator replaced their setup token")
 	}
 	// The Creator's running Sessions mask the new token too; the old one
 	// stays masked while they run on it.
@@ -66,6 +74,7 @@ func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Princi
 		h.writeError(w, r, err)
 		return
 	}
+	h.sleepSessionsOf(r.Context(), p.User.ID, "its Creator removed their setup token")
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -75,24 +75,6 @@ func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	return nil
 }
 
-// sleepSessionsOf puts a removed Member's awake Sessions to sleep, saying
-// why. This is the hook the Session code fills in once Sessions can sleep;
-// until then it only says, in the operator's log, which Sessions stay
-// awake. Meanwhile the Hub hands the Member's Claude token to no Runner
-// (handleSessions checks membership) and nobody drives those Sessions.
-func (h *Hub) sleepSessionsOf(ctx context.Context, userID, why string) {
-	ss, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
-	if err != nil {
-		h.log.Error("list sessions to sleep", "err", err)
-		return
-	}
-	for _, s := range ss {
-		if s.CreatorID == userID {
-			h.log.Warn("session stays awake: Sessions can't sleep yet", "session", s.ID, "why", why)
-		}
-	}
-}
-
 // InviteCreated is the answer to making an Invite: its link, with the
 // secret in the fragment, shown once.
 type InviteCreated struct {

@@ -60,7 +60,6 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	record := h.recordAfterTranscript
 	switch ev.Name {
 	case "SessionStart":
-		h.store.SetConversation(ctx, id)
 		h.record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
 	case "UserPromptSubmit":
 		h.promptAccepted(id)

@@ -77,6 +77,8 @@ func (h *Hub) routes() []route {
 		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},
 		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, h.cancelPrompt},
 		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
+		{"POST /api/sessions/{id}/sleep", person, h.sleepHandler},
+		{"POST /api/sessions/{id}/wake", person, h.wakeHandler},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},
 		{"GET /api/sessions/{id}/watch", person, h.watchSession},
 		{"GET /api/repos", person, h.listRepos},

@@ -71,6 +71,10 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 			if err := h.store.SetTranscriptOffsets(ctx, s.ID, req.Offsets); err != nil {
 				return nil, err
 			}
+			// Written down: a wake resumes this conversation.
+			if !s.Conversation && req.Offsets[s.ID+".jsonl"] > 0 {
+				h.store.SetConversation(ctx, s.ID)
+			}
 		}
 		h.releaseHeld(s.ID)
 		for _, ev := range req.Events {

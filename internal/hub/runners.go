@@ -51,7 +51,7 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 		rc.hello, rc.version = hm, v
 		close(hello)
 		h.attach(rc)
-		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID}, nil
+		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID, Sessions: h.takeBack(ctx, rc, hm.Sessions)}, nil
 	})
 
 	h.handleSessions(rc, hello)
@@ -87,10 +87,14 @@ func (h *Hub) attach(rc *runnerConn) {
 
 func (h *Hub) detach(rc *runnerConn) {
 	h.mu.Lock()
-	if h.runners[rc.runner.ID] == rc {
+	gone := h.runners[rc.runner.ID] == rc
+	if gone {
 		delete(h.runners, rc.runner.ID)
 	}
 	h.mu.Unlock()
+	if gone {
+		h.freezeSessions(rc.runner.ID)
+	}
 	h.store.TouchRunner(context.Background(), rc.runner.ID)
 }
 

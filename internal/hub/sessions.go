@@ -464,6 +464,10 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, err)
 		return
 	}
+	// A prompt wakes an Asleep Session; it waits until it is awake.
+	if s.State == store.Asleep && h.runnerConn(s.RunnerID) != nil {
+		h.wakeSession(r.Context(), s)
+	}
 	h.dispatch(s.ID)
 	writeJSON(w, http.StatusCreated, pr)
 }

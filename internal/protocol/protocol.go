@@ -18,7 +18,9 @@ import (
 //
 // History:
 //
-//	1 (2026-11-30): hello, reply, error; runner.status.
+//	1 (2026-11-30): hello (with the Sessions running), reply, error;
+//	  session.start, .deliver, .stop_turn, .stop, .credentials, .events,
+//	  .exited.
 const (
 	Version    = 1
 	MinVersion = 1
@@ -128,6 +130,10 @@ type Hello struct {
 	Name       string `json:"name,omitempty"`
 	// Host says what the Runner's sandbox backend can enforce.
 	Host HostInfo `json:"host"`
+	// Sessions are the Sessions whose Claude Code runs on this Runner now:
+	// after a reconnect, or after the Runner itself restarted and found them
+	// still running in their Sandboxes.
+	Sessions []string `json:"sessions,omitempty"`
 }
 
 // HostInfo is a Runner's sandbox backend and what it can enforce.
@@ -143,6 +149,17 @@ type HostInfo struct {
 type Welcome struct {
 	Version  int    `json:"version"`
 	RunnerID string `json:"runner_id"`
+	// Sessions are the running Sessions the Hub takes back, each with a
+	// fresh mod token; the Runner stops the others it reported.
+	Sessions []ResumedSession `json:"sessions,omitempty"`
+}
+
+// ResumedSession is a running Session the Hub takes back after a
+// reconnect.
+type ResumedSession struct {
+	SessionID string           `json:"session_id"`
+	ModToken  string           `json:"mod_token"`
+	Offsets   map[string]int64 `json:"offsets,omitempty"`
 }
 
 // Negotiate picks the highest version both sides speak, or fails naming

@@ -6,12 +6,13 @@ import (
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
-// session.stop_turn. Runner -> Hub: session.credentials (request),
+// session.stop_turn, session.stop. Runner -> Hub: session.credentials (request),
 // session.events and session.exited (ordered notifications).
 const (
 	TypeSessionStart       = "session.start"
 	TypeSessionDeliver     = "session.deliver"
 	TypeSessionStopTurn    = "session.stop_turn"
+	TypeSessionStop        = "session.stop"
 	TypeSessionCredentials = "session.credentials"
 	TypeSessionEvents      = "session.events"
 	TypeSessionExited      = "session.exited"

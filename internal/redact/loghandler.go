@@ -12,7 +12,9 @@ func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
 
 type logHandler struct{ next slog.Handler }
 
-func (l logHandler) Enabled(ctx context.Context, lvl slog.Level) bool { return l.next.Enabled(ctx, lvl) }
+func (l logHandler) Enabled(ctx context.Context, lvl slog.Level) bool {
+	return l.next.Enabled(ctx, lvl)
+}
 
 func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, Scrub(r.Message), r.PC)

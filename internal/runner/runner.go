@@ -134,6 +134,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	go r.relay.Serve(ctx, ln)
 	go r.sendOutbox(ctx)
+	// Claude Code keeps running while the Runner restarts: take its
+	// Sessions back before saying hello.
+	r.adopt(ctx)
 	wait := backoffMin
 	for {
 		welcomed, err := r.connect(ctx)
@@ -179,11 +182,13 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	go func() { served <- conn.Serve(ctx) }()
 
 	host := r.backend.Host()
+	running := r.running()
 	var welcome protocol.Welcome
 	err = conn.Request(ctx, protocol.TypeHello, protocol.Hello{
 		MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: r.cfg.Name,
 		Host: protocol.HostInfo{Backend: r.backend.Name(), Limits: host.Limits, Notes: host.Notes,
 			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB},
+		Sessions: running,
 	}, &welcome)
 	if err != nil {
 		conn.Close(websocket.StatusNormalClosure, "hello failed")
@@ -192,6 +197,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	}
 	r.log.Info("connected to hub", "url", r.cfg.HubURL, "protocol", welcome.Version, "runner_id", welcome.RunnerID)
 	r.setConn(conn)
+	r.resume(ctx, running, welcome)
 	err = <-served
 	r.setConn(nil)
 	return true, err
@@ -212,6 +218,13 @@ func (r *Runner) handle(conn *protocol.Conn) {
 			return nil, fmt.Errorf("session.deliver: %v: %w", err, errdefs.ErrInvalid)
 		}
 		return nil, r.deliver(ctx, req)
+	})
+	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionRef
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("session.stop: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, r.stopSession(ctx, req.SessionID)
 	})
 	conn.Handle(protocol.TypeSessionStopTurn, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef

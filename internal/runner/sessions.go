@@ -50,7 +50,13 @@ type session struct {
 	// stopping is set when the Runner ends Claude Code itself, so its exit
 	// is not reported as Claude Code exiting on its own.
 	stopping atomic.Bool
-	cancel   context.CancelFunc
+	// following is set once the transcript follower and the exit watcher
+	// run.
+	following atomic.Bool
+	// ctx lives as long as the Session runs here; cancel ends its control
+	// client, follower and watchers.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// typing serialises deliveries and stop-turns on the pane.
 	typing sync.Mutex
 }
@@ -179,7 +185,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		return err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
+	s.ctx, s.cancel = sctx, cancel
 	if err := r.startClaude(sctx, s, argv, env); err != nil {
 		return err
 	}
@@ -187,6 +193,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.waitReady(ctx, s); err != nil {
 		return err
 	}
+	s.following.Store(true)
 	go r.follow(sctx, s, req.Offsets)
 	go r.watchExit(s)
 	return nil

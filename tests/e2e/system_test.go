@@ -65,6 +65,38 @@ type System struct {
 	hubCfg    hub.Config
 	hubCancel context.CancelFunc
 	hubDone   chan struct{}
+
+	runnerCfg    runner.Config
+	runnerCancel context.CancelFunc
+	runnerDone   chan struct{}
+	log2         *slog.Logger
+}
+
+func (s *System) startRunner(b sandbox.Backend) {
+	s.t.Helper()
+	r, err := runner.New(s.runnerCfg, b)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	s.Runner, s.Backend, s.runnerCancel, s.runnerDone = r, b, cancel, done
+}
+
+// RestartRunner stops the Runner process's part (its connection, relay and
+// control clients) and starts a new Runner with a new backend over the same
+// home, as a Runner process restarting would. Sandboxes keep running.
+func (s *System) RestartRunner() {
+	s.t.Helper()
+	s.runnerCancel()
+	<-s.runnerDone
+	b, err := oci.New(s.ctx, oci.Options{StateDir: filepath.Join(s.runnerCfg.Home, "sandboxes", "oci"), RelayPort: uint16(s.runnerCfg.RelayPort),
+		InitPath: s.runnerCfg.Binary, Logger: s.log2})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.startRunner(b)
 }
 
 // RestartHub stops the Hub, closing every connection, and starts a new one
@@ -190,27 +222,23 @@ func Start(t testing.TB) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(cfg, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go r.Run(ctx)
-	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, cli: cli, log: logBuf,
-		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx}
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, cli: cli, log: logBuf,
+		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: cfg, log2: log}
+	s.startRunner(b)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("system log:\n%s", logBuf.String())
 		}
 		cctx := context.Background()
-		if all, err := b.List(cctx); err == nil {
+		if all, err := s.Backend.List(cctx); err == nil {
 			for _, sb := range all {
-				b.Remove(cctx, sb.ID)
+				s.Backend.Remove(cctx, sb.ID)
 			}
 		}
 		cancel()
 		st.Close()
 	})
-	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects", r.Connected)
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects", s.Runner.Connected)
 	return s
 }
 

@@ -44,7 +44,9 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	s.Model.On(testkit.PromptContains("show the env"), testkit.Bash("printenv MY_SECRET; printenv REGION; printenv NPM_TOKEN"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("The repo secret is "+repoSecret+" and the JSON is {\"t\":\""+sharedSecret+"\"}."))
 	v := s.NewSession(repo, "show the env")
-	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && strings.Contains(e.Text, "repo secret") })
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && strings.Contains(e.Text, "repo secret")
+	})
 
 	// The process had the values.
 	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")

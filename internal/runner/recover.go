@@ -1,0 +1,174 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/tmux"
+)
+
+// stopSession stops a Session's Claude Code (a hangup, as closing its
+// terminal would) and then its Sandbox, keeping every disk and the
+// Workspace: the Session sleeps.
+func (r *Runner) stopSession(ctx context.Context, id string) error {
+	r.mu.Lock()
+	s := r.sessions[id]
+	delete(r.sessions, id)
+	r.mu.Unlock()
+	r.relay.Revoke(id)
+	if s != nil {
+		s.stopping.Store(true)
+		if s.ctl != nil {
+			s.ctl.Run(ctx, tmux.Command("kill-session", "-t", paneTarget))
+			// Claude Code writes to its config dir for about a second after
+			// the hangup (measured): let it finish before the stop.
+			select {
+			case <-s.ctl.Done():
+			case <-time.After(10 * time.Second):
+			}
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+	}
+	if err := r.backend.Stop(ctx, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return fmt.Errorf("stop the Sandbox: %w", err)
+	}
+	return nil
+}
+
+// adopt finds the Sessions whose Claude Code still runs in their Sandboxes
+// after this Runner restarted, and attaches to each again: a control client
+// on its tmux, and its Session token read back from Claude Code's
+// environment, held by the relay until the Hub gives a new mod token. A
+// Sandbox whose Claude Code has exited is stopped: the Session sleeps.
+func (r *Runner) adopt(ctx context.Context) {
+	all, err := r.backend.List(ctx)
+	if err != nil {
+		r.log.Warn("list sandboxes", "err", err)
+		return
+	}
+	for _, st := range all {
+		id, ok := strings.CutPrefix(st.ID, "s-")
+		if !ok || !uuidLike(id) || st.State != sandbox.StateRunning {
+			continue
+		}
+		r.mu.Lock()
+		known := r.sessions[id] != nil
+		r.mu.Unlock()
+		if known {
+			continue
+		}
+		if err := r.attach(ctx, id); err != nil {
+			r.log.Info("a Session's Claude Code is not running; stopping its Sandbox", "session", id, "why", err)
+			r.backend.Stop(ctx, st.ID)
+			continue
+		}
+		r.log.Info("took a running Session back", "session", id)
+	}
+}
+
+// attach connects a new control client to a running Session's tmux and
+// adopts its Session token.
+func (r *Runner) attach(ctx context.Context, id string) error {
+	s := &session{id: id, sandbox: sandboxID(id)}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.ctx, s.cancel = sctx, cancel
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	_, err := r.backend.Exec(sctx, s.sandbox, sandbox.Cmd{
+		Args:  []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
+		Stdin: inR, Stdout: outW, Stderr: outW,
+	})
+	if err != nil {
+		cancel()
+		return err
+	}
+	context.AfterFunc(sctx, func() { inW.Close(); outW.Close() })
+	ctl, err := tmux.NewControl(inW, outR, nil)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("tmux: %w", err)
+	}
+	s.ctl = ctl
+	lines, err := ctl.Run(ctx, tmux.Command("display", "-p", "-t", paneTarget, "#{pane_pid} #{pane_dead}"))
+	if err != nil || len(lines) != 1 || strings.HasSuffix(lines[0], " 1") {
+		cancel()
+		return fmt.Errorf("no live Claude Code in the pane")
+	}
+	pid := strings.Fields(lines[0])[0]
+	var env bytes.Buffer
+	p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"cat", "/proc/" + pid + "/environ"}, Stdout: &env,
+		Env: []string{"PATH=/usr/bin:/bin"}})
+	if err == nil {
+		_, err = p.Wait()
+	}
+	var token string
+	for _, kv := range strings.Split(env.String(), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "KNDL_MOD_TOKEN="); ok {
+			token = v
+		}
+	}
+	if err != nil || token == "" {
+		cancel()
+		return fmt.Errorf("Claude Code's Session token is not readable: %v", err)
+	}
+	r.relay.Adopt(id, token)
+	r.mu.Lock()
+	r.sessions[id] = s
+	r.mu.Unlock()
+	return nil
+}
+
+// running lists the Sessions whose Claude Code runs here, for the hello.
+func (r *Runner) running() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.sessions))
+	for id, s := range r.sessions {
+		if s.ctl != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// resume takes the Hub's welcome: each Session it takes back gets its new
+// mod token, and its transcript followed again from where the Hub has it;
+// those it does not take back are stopped.
+func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welcome) {
+	taken := map[string]bool{}
+	for _, rs := range w.Sessions {
+		taken[rs.SessionID] = true
+		r.mu.Lock()
+		s := r.sessions[rs.SessionID]
+		r.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		if err := r.relay.SetModToken(rs.SessionID, rs.ModToken); err != nil {
+			r.log.Warn("resume session", "session", rs.SessionID, "err", err)
+			continue
+		}
+		if !s.following.Swap(true) {
+			go r.follow(s.ctx, s, rs.Offsets)
+			go r.watchExit(s)
+		}
+	}
+	for _, id := range reported {
+		if !taken[id] {
+			r.log.Info("the Hub did not take a running Session back; stopping it", "session", id)
+			if err := r.stopSession(ctx, id); err != nil {
+				r.log.Warn("stop session", "session", id, "err", err)
+			}
+		}
+	}
+}

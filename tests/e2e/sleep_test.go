@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+func (s *System) state(id string) hub.SessionView {
+	s.t.Helper()
+	var v hub.SessionView
+	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+	return v
+}
+
+func (s *System) waitState(id string, want store.SessionState) {
+	s.t.Helper()
+	testenv.Eventually(s.t, testenv.WaitMedium, "session "+string(want), func() bool { return s.state(id).State == want })
+}
+
+// lastRequestHas reports whether the model's last request carried text.
+func lastRequestHas(m *testkit.Anthropic, text string) bool {
+	turns := m.Turns()
+	if len(turns) == 0 {
+		return false
+	}
+	for _, msg := range turns[len(turns)-1].Params.Messages {
+		if strings.Contains(strings.Join(msg.Texts(), "\n"), text) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
+	s := Start(t)
+	s.Model.On(testkit.PromptContains("write the note"), testkit.Bash("echo kept > /workspace/note.txt; echo cached > /var/cache/kndl/c.txt"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Written."))
+	v := s.NewSession(s.Repo(), "write the note")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Written." })
+	s.turnEnds(v.ID, 1)
+
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	if got := s.state(v.ID); got.State != store.Asleep {
+		t.Fatalf("after sleep: %s", got.State)
+	}
+	st, err := s.Backend.Status(context.Background(), "s-"+v.ID)
+	if err != nil || st.State != sandbox.StateStopped {
+		t.Fatalf("the Sandbox after sleep: %+v, %v", st, err)
+	}
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusConflict {
+		t.Fatalf("stop-turn on an asleep Session: %d, want 409", code)
+	}
+
+	// A prompt wakes it, into the same conversation, with its disks.
+	s.Model.On(testkit.PromptContains("what did you write"), testkit.Bash("cat /workspace/note.txt /var/cache/kndl/c.txt"))
+	s.prompt(v.ID, "what did you write before?")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the woken Session's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "kept\ncached"
+	})
+	if !lastRequestHas(s.Model, "write the note") {
+		t.Fatal("the woken Claude Code did not resume the conversation: the model did not get the first prompt again")
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.Home, "sessions", v.ID, "workspace", "note.txt")); string(b) != "kept\n" {
+		t.Fatalf("the Workspace after the wake: %q", b)
+	}
+}
+
+func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("before the restart", "one")
+	pid := claudePID(t, s, v.ID)
+
+	s.RestartRunner()
+	testenv.Eventually(t, testenv.WaitMedium, "the new Runner connects", s.Runner.Connected)
+	s.waitState(v.ID, store.Active)
+	if got := claudePID(t, s, v.ID); got != pid {
+		t.Fatalf("Claude Code was restarted (pid %s, was %s)", got, pid)
+	}
+	// The relay of the new Runner knows the Session again, and the Hub
+	// gave it a new mod token: a prompt goes through and hooks arrive.
+	s.Model.On(testkit.PromptContains("after the restart"), testkit.Text("two"))
+	s.prompt(v.ID, "after the restart")
+	s.turnEnds(v.ID, 2)
+	if !lastRequestHas(s.Model, "before the restart") {
+		t.Fatal("the conversation did not carry on")
+	}
+	evs := s.Events(v.ID)
+	var prompts int
+	for _, e := range evs {
+		if e.Kind == protocol.EventPrompt {
+			prompts++
+		}
+	}
+	if prompts != 2 {
+		t.Fatalf("the transcript has %d prompts, want 2 (none read twice):\n%s", prompts, dump(evs))
+	}
+}
+
+func TestARunnerAwayFreezesItsSessions(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("freeze me", "ok")
+	s.runnerCancel()
+	<-s.runnerDone
+	s.waitState(v.ID, store.Frozen)
+	// Queued meanwhile, delivered once it is back.
+	s.Model.On(testkit.PromptContains("while frozen"), testkit.Text("delivered"))
+	s.prompt(v.ID, "sent while frozen")
+	s.startRunner(s.Backend)
+	s.turnEnds(v.ID, 2)
+}
+
+func TestClaudeCodeThatExitsSleepsAndWakesOnTheNextPrompt(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("first of two", "ok")
+	if out, code := s.Exec(v.ID, "pkill", "-f", "^/opt/kndl/claude-code/claude"); code != 0 {
+		t.Fatalf("pkill: %d %s", code, out)
+	}
+	s.waitState(v.ID, store.Asleep)
+	if d := s.state(v.ID).StateDetail; !strings.Contains(d, "exited") {
+		t.Fatalf("state detail %q does not say Claude Code exited", d)
+	}
+	s.Model.On(testkit.PromptContains("second of two"), testkit.Text("back"))
+	s.prompt(v.ID, "second of two")
+	s.turnEnds(v.ID, 2)
+	if !lastRequestHas(s.Model, "first of two") {
+		t.Fatal("the wake did not resume the conversation")
+	}
+}
