@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"kndl.dev/kndl/internal/store"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,6 +21,9 @@ func TestRemovedMemberIsCutOffEverywhereAtOnce(t *testing.T) {
 	e.gh.SetCollaborator("acme/app", "bob", true)
 	bobUser := e.userOf("bob")
 	s := e.session(bobUser, "acme/app")
+	if err := e.store.SetSessionState(context.Background(), s.ID, store.Active, ""); err != nil {
+		t.Fatal(err)
+	}
 	cookie := e.cookieOf(bob)
 	cli, err := e.store.CreateCLIToken(context.Background(), bobUser.ID, "laptop")
 	if err != nil {
@@ -36,6 +40,9 @@ func TestRemovedMemberIsCutOffEverywhereAtOnce(t *testing.T) {
 		t.Fatalf("remove: %d %s", code, body)
 	}
 	closesWithin(t, fromBrowser, time.Second, "a removed Member's browser WebSocket")
+	if got, _ := e.store.SessionByID(context.Background(), s.ID); got.State != store.Asleep {
+		t.Errorf("a removed Member's awake Session is %s, want asleep", got.State)
+	}
 	closesWithin(t, fromCLI, time.Second, "a removed Member's CLI WebSocket")
 	select {
 	case <-ownersWatch:
