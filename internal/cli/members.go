@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"kndl.dev/kndl/internal/apiclient"
@@ -58,13 +57,9 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return errUsage
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var inv hub.InviteCreated
 	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
-	if err := c.Do(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
+	if err := call(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Invited %s until %s. Send them this link; it works once, for their GitHub login, and is shown only this once:\n\n  %s\n",
@@ -78,19 +73,14 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var invs []store.Invite
-	if err := c.Do(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
+	if err := call(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, invs)
 	}
-	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLOGIN\tSTATE")
+	var rows [][]string
 	for _, inv := range invs {
 		state := "expires " + inv.ExpiresAt.Local().Format("2006-01-02 15:04")
 		switch {
@@ -101,20 +91,16 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 		case time.Now().After(inv.ExpiresAt):
 			state = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", inv.ID, inv.GitHubLogin, state)
+		rows = append(rows, []string{inv.ID, inv.GitHubLogin, state})
 	}
-	return tw.Flush()
+	return table(io, "ID\tLOGIN\tSTATE", rows)
 }
 
 func inviteRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
 		return errUsage
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	return c.Do(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
+	return call(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
 }
 
 func memberList(ctx context.Context, io IO, args []string) error {
@@ -123,19 +109,14 @@ func memberList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var ms []store.User
-	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
+	if err := call(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, ms)
 	}
-	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LOGIN\tNAME\tROLE\tSINCE")
+	var rows [][]string
 	for _, m := range ms {
 		role := "Member"
 		switch {
@@ -144,9 +125,9 @@ func memberList(ctx context.Context, io IO, args []string) error {
 		case m.IsDev:
 			role = "dev"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GitHubLogin, m.Name, role, m.CreatedAt.Local().Format("2006-01-02"))
+		rows = append(rows, []string{m.GitHubLogin, m.Name, role, m.CreatedAt.Local().Format("2006-01-02")})
 	}
-	return tw.Flush()
+	return table(io, "LOGIN\tNAME\tROLE\tSINCE", rows)
 }
 
 func memberRemove(ctx context.Context, io IO, args []string) error {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"text/tabwriter"
 	"time"
 
 	"kndl.dev/kndl/internal/apiclient"
@@ -18,27 +17,22 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var rs []hub.RunnerStatus
-	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
+	if err := call(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, rs)
 	}
-	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tBACKEND\tLAST SEEN")
+	var rows [][]string
 	for _, r := range rs {
 		state, backend := "offline", ""
 		if r.Connected {
 			state, backend = "connected", r.Host.Backend
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, state, backend, ago(r.LastSeenAt))
+		rows = append(rows, []string{r.Name, state, backend, ago(r.LastSeenAt)})
 	}
-	return tw.Flush()
+	return table(io, "NAME\tSTATE\tBACKEND\tLAST SEEN", rows)
 }
 
 func runnerRevoke(ctx context.Context, io IO, args []string) error {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/coder/websocket"
@@ -42,12 +41,8 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
 		*repo, _ = filepath.Abs(*repo)
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var s hub.SessionView
-	if err := c.Do(ctx, http.MethodPost, "/api/sessions", hub.NewSession{Repo: *repo, Model: *model, Effort: *effort,
+	if err := call(ctx, http.MethodPost, "/api/sessions", hub.NewSession{Repo: *repo, Model: *model, Effort: *effort,
 		Prompt: prompt, IsCommand: *command, Runner: *runner}, &s); err != nil {
 		return err
 	}
@@ -90,23 +85,18 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var ss []store.Session
-	if err := c.Do(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
+	if err := call(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, ss)
 	}
-	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tREPO\tTITLE\tCREATED")
+	var rows [][]string
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, s.RepoURL, s.Title, ago(s.CreatedAt))
+		rows = append(rows, []string{s.ID, string(s.State), s.RepoURL, s.Title, ago(s.CreatedAt)})
 	}
-	return tw.Flush()
+	return table(io, "ID\tSTATE\tREPO\tTITLE\tCREATED", rows)
 }
 
 func sessionShow(ctx context.Context, io IO, args []string) error {
@@ -167,12 +157,8 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
 	var p store.Prompt
-	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", hub.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
+	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", hub.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -186,11 +172,7 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
 		return errUsage
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	if err := c.Do(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
+	if err := call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
 		return err
 	}
 	fmt.Fprintln(io.Stdout, "Cancelled.")
@@ -370,11 +352,7 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	if err := c.Do(ctx, http.MethodPut, "/api/account/claude-token", map[string]string{"token": strings.TrimSpace(string(tok))}, nil); err != nil {
+	if err := call(ctx, http.MethodPut, "/api/account/claude-token", map[string]string{"token": strings.TrimSpace(string(tok))}, nil); err != nil {
 		return err
 	}
 	fmt.Fprintln(io.Stdout, "Stored. Your Sessions run on it from their next start or wake.")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"golang.org/x/term"
 	"kndl.dev/kndl/internal/apiclient"
@@ -111,8 +110,7 @@ func varList(ctx context.Context, io IO, args []string) error {
 	if *asJSON {
 		return printJSON(io, vars)
 	}
-	tw := tabwriter.NewWriter(io.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVALUE\tAT BUILD\tSET")
+	var rows [][]string
 	for _, v := range vars {
 		value := v.Value
 		if v.Sensitive {
@@ -122,9 +120,9 @@ func varList(ctx context.Context, io IO, args []string) error {
 		if v.Shared {
 			name += " (linked)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", name, oneLine(value, 40), v.AtBuild, ago(v.SetAt))
+		rows = append(rows, []string{name, oneLine(value, 40), fmt.Sprint(v.AtBuild), ago(v.SetAt)})
 	}
-	return tw.Flush()
+	return table(io, "NAME\tVALUE\tAT BUILD\tSET", rows)
 }
 
 // varChange runs one of rm, link and unlink.
