@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -228,9 +227,4 @@ func msgOf(e *Error) string {
 		return ""
 	}
 	return e.Message
-}
-
-// IsClosed reports whether err means the peer went away.
-func IsClosed(err error) bool {
-	return errors.Is(err, errdefs.ErrUnavailable) || websocket.CloseStatus(err) != -1
 }
