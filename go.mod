@@ -29,6 +29,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
+	github.com/yuin/goldmark v1.8.7 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
