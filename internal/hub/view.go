@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,7 +136,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 
 	ch, unsubscribe := h.subscribe(s.ID)
 	defer unsubscribe()
-	var lastSession []byte
+	var lastSession string // the Session as last sent, as JSON
 	lastState := s.State
 	refresh := func() {
 		cur, err := h.store.SessionByID(ctx, s.ID)
@@ -149,8 +148,8 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 			q = []store.Prompt{}
 		}
 		sv := SessionView{Session: cur, Queue: q}
-		if b, _ := json.Marshal(sv); !bytes.Equal(b, lastSession) {
-			lastSession = b
+		if b, _ := json.Marshal(sv); string(b) != lastSession {
+			lastSession = string(b)
 			v.send(viewMsg{Type: "session", Session: &sv})
 			if cur.State != lastState {
 				lastState = cur.State
