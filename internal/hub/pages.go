@@ -83,7 +83,7 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
 		ID, Repo, State, Model, Effort, Creator string
-		IsCreator, Forward                       bool
+		IsCreator, Forward                      bool
 	}{s.ID, s.RepoURL, string(s.State), s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.CreatorID == p.User.ID, h.cfg.ForwardURL != ""})
 }
 

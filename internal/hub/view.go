@@ -30,16 +30,16 @@ type view struct {
 
 // viewMsg is one message to a view.
 type viewMsg struct {
-	Type    string           `json:"type"`
-	Event   *protocol.Event  `json:"event,omitempty"`
-	HTML    string           `json:"html,omitempty"`
-	Session *SessionView     `json:"session,omitempty"`
-	Ports   *[]PortView      `json:"ports,omitempty"`
-	Message string           `json:"message,omitempty"`
-	Snap    bool             `json:"snapshot,omitempty"`
-	Cols    int              `json:"cols,omitempty"`
-	Rows    int              `json:"rows,omitempty"`
-	Data    []byte           `json:"data,omitempty"`
+	Type    string          `json:"type"`
+	Event   *protocol.Event `json:"event,omitempty"`
+	HTML    string          `json:"html,omitempty"`
+	Session *SessionView    `json:"session,omitempty"`
+	Ports   *[]PortView     `json:"ports,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Snap    bool            `json:"snapshot,omitempty"`
+	Cols    int             `json:"cols,omitempty"`
+	Rows    int             `json:"rows,omitempty"`
+	Data    []byte          `json:"data,omitempty"`
 }
 
 // viewIn is a message from a view's tab.

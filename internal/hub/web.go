@@ -13,9 +13,9 @@ import (
 type webState struct {
 	streams streams
 	mu      sync.Mutex
-	ports   map[string]portsEntry       // by Session id
-	views   map[string]map[*view]bool   // the Session views open, by Session id
-	terms   map[string]*terminal        // by Session id, while a tab has it open
+	ports   map[string]portsEntry     // by Session id
+	views   map[string]map[*view]bool // the Session views open, by Session id
+	terms   map[string]*terminal      // by Session id, while a tab has it open
 	grants  grants
 
 	proxyOnce sync.Once

@@ -161,4 +161,3 @@ func TestDialCarriesOneConnection(t *testing.T) {
 		t.Fatalf("dialling a closed port: %v, wrote %q", err, out.String())
 	}
 }
-

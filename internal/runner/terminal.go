@@ -23,8 +23,8 @@ type mirror struct {
 	outputs uint64 // %output notifications seen, as tmux.Control counts them
 	// cols and rows are the pane's size, which only the Runner sets.
 	cols, rows int
-	queue   []queued
-	size    int // bytes of output queued
+	queue      []queued
+	size       int // bytes of output queued
 	// snapping holds output back while a snapshot is taken, so none of
 	// what follows its mark goes before it.
 	snapping bool

@@ -72,13 +72,15 @@ var pages = func() map[string]*template.Template {
 
 // SetHeaders sets the headers every page and static file carries: a policy
 // that runs only the Hub's own script files (none inline, no eval), never in
-// a frame, and sends no Referer.
+// a frame, and sends no Referer to another origin. (With no-referrer, a
+// browser sends Origin: null on the Hub's own form posts, sign-out and CLI
+// approval among them, and the Hub refuses them as cross-origin.)
 func SetHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "+
 		"base-uri 'none'; form-action 'self'; object-src 'none'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 }
 
 // Render writes a page with status. data is what its body template reads;

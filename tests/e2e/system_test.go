@@ -54,7 +54,10 @@ type System struct {
 	Backend sandbox.Backend
 	Model   *testkit.Anthropic
 	Home    string // the Runner's home
-	cli     string // the dev user's CLI token
+	// GitHub is the fake GitHub the Hub signs people in with, when the
+	// System was started WithGitHub.
+	GitHub *testkit.GitHub
+	cli    string // the dev user's CLI token
 	log     *bytes.Buffer
 }
 
@@ -107,10 +110,24 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// Option changes how Start makes a System.
+type Option func(*options)
+
+type options struct{ github bool }
+
+// WithGitHub signs people in with a fake GitHub, whose App says who may
+// access which Repo: Members besides the dev user can then watch Sessions
+// of Repos the fake GitHub serves (System.GitHubRepo).
+func WithGitHub() Option { return func(o *options) { o.github = true } }
+
 // Start starts a System and stops it, with every Sandbox it made, when the
 // test ends.
-func Start(t testing.TB) *System {
+func Start(t testing.TB, opts ...Option) *System {
 	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun", "tmux", "git")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,7 +144,14 @@ func Start(t testing.TB) *System {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	h, err := hub.New(hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log}, st)
+	cfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true}
+	var gh *testkit.GitHub
+	if o.github {
+		gh = testkit.NewGitHub(t)
+		cfg.GitHubURL, cfg.GitHubAPIURL, cfg.GitHubClientID, cfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
+		cfg.GitHubAppID, cfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+	}
+	h, err := hub.New(cfg, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,19 +174,19 @@ func Start(t testing.TB) *System {
 		cached(t, home, name)
 	}
 	bin := kndlBinary(t)
-	cfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
+	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, Logger: log}
-	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(cfg.RelayPort),
+	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(rcfg.RelayPort),
 		InitPath: bin, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := runner.New(cfg, b)
+	r, err := runner.New(rcfg, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go r.Run(ctx)
-	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, cli: cli, log: logBuf}
+	s := &System{t: t, URL: url, Store: st, Hub: h, Runner: r, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("system log:\n%s", logBuf.String())

@@ -81,7 +81,7 @@ export function mount(host, box, statusEl, send) {
   };
   new ResizeObserver(scale).observe(box);
 
-  for (const type of ["keydown", "paste", "mousedown", "mouseup", "wheel", "compositionend"]) {
+  for (const type of ["keydown", "beforeinput", "paste", "mousedown", "mouseup", "wheel", "compositionend"]) {
     host.addEventListener(type, () => (lastUser = performance.now()), true);
   }
   term.onData((data) => {
