@@ -310,6 +310,13 @@ func TestTheSessionViewDrivesASessionLive(t *testing.T) {
 	if got := Eval[string](b, "document.cookie"); got != "" {
 		t.Fatalf("the forward's cookie is readable by the app's script: %q", got)
 	}
+	// The app never sees the forward's credential, nor who is looking.
+	seen := Eval[string](b, `fetch("/headers").then(r => r.text())`)
+	if strings.Contains(seen, "kndl_fwd") || strings.Contains(seen, "X-Forwarded-For") || !strings.Contains(seen, `"host":"localhost:8000"`) {
+		t.Fatalf("the app got: %s", seen)
+	}
+	forwardOrigin := Eval[string](b, "location.origin")
+	s.checkForwardGrants(v.ID, forwardOrigin)
 
 	// A file the Session made downloads as bytes.
 	s.inSandbox(v.ID, `printf '<script>alert(1)</script>' > /workspace/page.html && ln -sf /etc/passwd /workspace/escape`)
@@ -333,10 +340,90 @@ func TestTheSessionViewDrivesASessionLive(t *testing.T) {
 	if resp := get("escape"); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a link out of the Workspace: %d, want 404", resp.StatusCode)
 	}
+
+	// Once the Session is no longer Active its ports are gone.
+	b.Go(s.URL+"/sessions/"+v.ID, "#transcript")
+	b.do(chromedp.Click(chromedp.CSS(`[data-tab="ports"]`)))
+	b.Wait(testenv.WaitShort, "port 8000 listed", `!!document.querySelector('#ports tr[data-port="8000"]')`)
+	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock kill-server")
+	b.Wait(testenv.WaitMedium, "the ports dropped as the Session sleeps", `document.getElementById("state").textContent !== "active" && !document.querySelector("#ports tr[data-port]")`)
+	if code := getStatus(t, s.URL+href, cookie); code != http.StatusNotFound {
+		t.Fatalf("opening a port of a Session no longer active: %d, want 404", code)
+	}
+}
+
+// getStatus GETs u with the sign-in cookie, following no redirect.
+func getStatus(t *testing.T, u, cookie string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.AddCookie(&http.Cookie{Name: "kndl", Value: cookie})
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// checkForwardGrants checks who gets through a forward origin: nobody
+// without its cookie, nobody with a used or made-up code, and a grant for
+// one port opens no other.
+func (s *System) checkForwardGrants(id, origin string) {
+	s.t.Helper()
+	t := s.t
+	u, _ := url.Parse(origin)
+	send := func(host, path string, hdr http.Header) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
+		req.Host = host
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := send(u.Host, "/", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the forward without its cookie: %d, want 401", resp.StatusCode)
+	}
+	if resp := send(u.Host, "/", http.Header{"Accept": {"text/html"}}); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), s.URL+"/sessions/"+id+"/ports/8000") {
+		t.Fatalf("a page on the forward without its cookie: %d %s, want a trip through the Hub", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := send(u.Host, "/.kndl/forward?code=made-up&next=/", nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a made-up code: %d, want 403", resp.StatusCode)
+	}
+	cookie := devCookie(t, s)
+	resp := send(strings.TrimPrefix(s.URL, "http://"), "/sessions/"+id+"/ports/8000", http.Header{"Cookie": {"kndl=" + cookie}})
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || loc == nil || loc.Host != u.Host {
+		t.Fatalf("opening the port: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	first := send(u.Host, loc.RequestURI(), nil)
+	var grant string
+	for _, c := range first.Cookies() {
+		if c.Name == "kndl_fwd" && c.HttpOnly {
+			grant = c.Value
+		}
+	}
+	if first.StatusCode != http.StatusSeeOther || grant == "" {
+		t.Fatalf("using the code: %d %v", first.StatusCode, first.Header)
+	}
+	if again := send(u.Host, loc.RequestURI(), nil); again.StatusCode != http.StatusForbidden {
+		t.Fatalf("using the code again: %d, want 403", again.StatusCode)
+	}
+	other := strings.Replace(u.Host, "p8000-", "p8001-", 1)
+	if resp := send(other, "/", http.Header{"Cookie": {"kndl_fwd=" + grant}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("port 8000's grant on port 8001: %d, want 401", resp.StatusCode)
+	}
+	if resp := send(u.Host, "/headers", http.Header{"Cookie": {"kndl_fwd=" + grant}}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the grant on its own port: %d, want 200", resp.StatusCode)
+	}
 }
 
 // devCookie signs the dev user in over HTTP and returns the cookie.
-func devCookie(t *testing.T, s *System) string {
+func devCookie(t testing.TB, s *System) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/signin/dev", strings.NewReader(url.Values{"next": {"/"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -58,7 +58,7 @@ type System struct {
 	// System was started WithGitHub.
 	GitHub *testkit.GitHub
 	cli    string // the dev user's CLI token
-	log     *bytes.Buffer
+	log    *bytes.Buffer
 }
 
 var (

@@ -1,10 +1,11 @@
 // wsecho is a small web app the browser tests run in a Sandbox: a page at /
-// whose script opens a WebSocket to /ws on its own origin, and /ws echoing
-// what it gets. It listens on the Sandbox's loopback only.
+// whose script opens a WebSocket to /ws on its own origin, /ws echoing
+// what it gets, and /headers showing the request it got. It listens on the Sandbox's loopback only.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"log"
 	"net/http"
@@ -27,6 +28,10 @@ func main() {
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Write([]byte(page))
+	})
+	http.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"host": r.Host, "header": r.Header})
 	})
 	http.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
