@@ -91,14 +91,20 @@ func (r *Runner) terminalOpen(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	m.place(snap, mark)
+	return nil
+}
+
+// place puts a snapshot taken at mark in the queue after every output the
+// picture holds and before any it doesn't; call with m.mu held and output
+// held back since the snapshot was taken (m.snapping).
+func (m *mirror) place(snap protocol.TerminalFrame, mark uint64) {
 	snap.Gen = m.gen
-	// After every output the picture holds, before any it doesn't.
 	i := 0
 	for i < len(m.queue) && (m.queue[i].frame.Snapshot || m.queue[i].n <= mark) {
 		i++
 	}
 	m.queue = append(m.queue[:i], append([]queued{{n: mark, frame: snap}}, m.queue[i:]...)...)
-	return nil
 }
 
 // terminalClose stops relaying: nobody has the pane open.
