@@ -222,3 +222,42 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 	pane.output(t, s.ID, 1, "D")
 	two.quiet()
 }
+
+func TestAStreamIsTakenOnlyByTheRunnerAskedAndOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	_, other, err := f.store.CreateRunner(ctx, "r2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := &pendingStream{runnerID: f.runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
+	f.hub.web.streams.mu.Lock()
+	f.hub.web.streams.m["s1"] = ps
+	f.hub.web.streams.mu.Unlock()
+	dial := func(token, id string) int {
+		ctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
+		defer cancel()
+		ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/runner/stream/"+id,
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+		if err == nil {
+			ws.CloseNow()
+		}
+		if resp == nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	if code := dial(other, "s1"); code != http.StatusNotFound {
+		t.Fatalf("another Runner took the stream: %d", code)
+	}
+	if code := dial(f.rtoken, "nope"); code != http.StatusNotFound {
+		t.Fatalf("a stream nobody asked for: %d", code)
+	}
+	if code := dial(f.rtoken, "s1"); code != http.StatusSwitchingProtocols {
+		t.Fatalf("the Runner asked: %d, want 101", code)
+	}
+	close(ps.done)
+	if code := dial(f.rtoken, "s1"); code != http.StatusNotFound {
+		t.Fatalf("the stream taken twice: %d", code)
+	}
+}

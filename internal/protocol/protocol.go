@@ -19,6 +19,9 @@ import (
 // History:
 //
 //	1 (2026-11-30): hello, reply, error; runner.status.
+//	  (2026-11-30, still 1, unreleased): terminal.open, terminal.close,
+//	  terminal.input, terminal.resize, terminal.frame; session.ports,
+//	  session.dial, session.file, with streams at /runner/stream/{id}.
 const (
 	Version    = 1
 	MinVersion = 1
