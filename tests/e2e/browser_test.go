@@ -523,3 +523,38 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 		t.Fatalf("session %s", view.State)
 	}
 }
+
+// TestTheAppPagesPairARunnerAndStoreAToken: the Runners page pairs a Runner
+// and shows its token once with the exact command; the Account page stores
+// a setup token without ever showing it; the Members page invites.
+func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
+	s := Start(t)
+	b := NewBrowser(t)
+	s.SignInDev(b)
+
+	b.Go(s.URL+"/runners", "#pair")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#pair input[name=name]`), "box-2"), chromedp.Click(chromedp.CSS(`#pair button[type=submit]`)))
+	b.Wait(testenv.WaitShort, "the pairing command", `!document.getElementById("paired").hidden`)
+	cmd := Eval[string](b, `document.getElementById("pair-command").textContent`)
+	if !strings.HasPrefix(cmd, "RUNNER_TOKEN=kndlr_") || !strings.HasSuffix(cmd, " KNDL_HUB_URL="+s.URL+" kndl runner") {
+		t.Fatalf("pairing command %q", cmd)
+	}
+	b.Go(s.URL+"/runners", "#runners")
+	if rows := Eval[string](b, `document.getElementById("runners").textContent`); !strings.Contains(rows, "box-2") || strings.Contains(rows, "kndlr_") {
+		t.Fatalf("runners list %q: want box-2 listed and no token", rows)
+	}
+
+	const token = "sk-ant-oat01-a-new-setup-token-from-the-page-0123456789"
+	b.Go(s.URL+"/account", "#token-form")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#token-form input[name=token]`), token), chromedp.Click(chromedp.CSS(`#token-form button[type=submit]`)))
+	b.Wait(testenv.WaitShort, "the token stored", `document.getElementById("token-state")?.textContent.startsWith("Stored")`)
+	b.Go(s.URL+"/account", "#token-form")
+	if html := Eval[string](b, "document.documentElement.outerHTML"); strings.Contains(html, token) || strings.Contains(html, claudeToken) {
+		t.Fatal("the Account page shows a setup token")
+	}
+
+	b.Go(s.URL+"/members", "#invite")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "carol"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
+	b.Wait(testenv.WaitShort, "the Invite's link", `document.getElementById("invite-link").textContent.startsWith("`+s.URL+`/invite#kndli_")`)
+	b.Screenshot("members.png")
+}
