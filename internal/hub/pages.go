@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -178,10 +180,7 @@ func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) 
 		}
 	}
 	var info protocol.SessionFileInfo
-	var conn interface {
-		Read([]byte) (int, error)
-		Close() error
-	}
+	var conn net.Conn
 	if err == nil {
 		conn, err = h.openStream(r.Context(), rc, protocol.TypeSessionFile, func(stream string) any {
 			return protocol.SessionFile{SessionID: s.ID, Path: r.PathValue("path"), Stream: stream}
@@ -193,18 +192,7 @@ func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	defer conn.Close()
 	serveDownload(w, info.Name, info.Size)
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := conn.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
+	io.Copy(w, io.LimitReader(conn, info.Size))
 }
 
 // serveDownload sets the headers of every file a Session made that the Hub

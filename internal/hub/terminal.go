@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
@@ -71,6 +72,8 @@ func (h *Hub) openTerminal(ctx context.Context, v *view) error {
 	if err != nil {
 		return err
 	}
+	h.web.termCtl.Lock()
+	defer h.web.termCtl.Unlock()
 	h.web.mu.Lock()
 	t := h.web.terms[v.session]
 	if t == nil || t.rc != rc {
@@ -84,37 +87,50 @@ func (h *Hub) openTerminal(ctx context.Context, v *view) error {
 	}
 	h.web.mu.Unlock()
 	if err := rc.conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: v.session}, nil); err != nil {
-		h.closeTerminal(v)
+		h.dropTab(v)
 		return fmt.Errorf("open the terminal: %w", err)
 	}
 	return nil
 }
 
 // closeTerminal removes the view's tab; the last one out tells the Runner
-// to stop relaying.
+// to stop relaying. Opens and closes reach the Runner in the order the Hub
+// decided them (termCtl), so a close never lands after a later open.
 func (h *Hub) closeTerminal(v *view) {
+	h.web.termCtl.Lock()
+	defer h.web.termCtl.Unlock()
+	if rc := h.dropTab(v); rc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		defer cancel()
+		rc.conn.Request(ctx, protocol.TypeTerminalClose, protocol.SessionRef{SessionID: v.session}, nil)
+	}
+}
+
+// closeWait bounds telling a Runner the terminal closed.
+const closeWait = 5 * time.Second
+
+// dropTab removes the view's tab and returns the Runner's connection if it
+// was the last.
+func (h *Hub) dropTab(v *view) *runnerConn {
 	h.web.mu.Lock()
+	defer h.web.mu.Unlock()
 	t := h.web.terms[v.session]
-	var tb *tab
-	if t != nil {
-		tb = t.tabs[v]
-		delete(t.tabs, v)
+	if t == nil {
+		return nil
 	}
-	last := t != nil && tb != nil && len(t.tabs) == 0
-	if last {
-		delete(h.web.terms, v.session)
+	tb := t.tabs[v]
+	if tb == nil {
+		return nil
 	}
-	if tb != nil && tb.w != nil {
+	delete(t.tabs, v)
+	if tb.w != nil {
 		tb.w.Close()
 	}
-	h.web.mu.Unlock()
-	if last {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), streamWait)
-			defer cancel()
-			t.rc.conn.Request(ctx, protocol.TypeTerminalClose, protocol.SessionRef{SessionID: v.session}, nil)
-		}()
+	if len(t.tabs) > 0 {
+		return nil
 	}
+	delete(h.web.terms, v.session)
+	return t.rc
 }
 
 // tabOf returns the view's tab's terminal if the view opened it, and the

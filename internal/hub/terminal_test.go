@@ -216,6 +216,11 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 
 	// A closed tab gets nothing more; keystrokes need an active Session.
 	two.send(viewIn{Type: "terminal.close"})
+	testenv.Eventually(t, testenv.WaitShort, "the Hub closes the second tab", func() bool {
+		f.hub.web.mu.Lock()
+		defer f.hub.web.mu.Unlock()
+		return len(f.hub.web.terms[s.ID].tabs) == 1
+	})
 	f.store.SetSessionState(ctx, s.ID, store.Asleep, "")
 	one.send(viewIn{Type: "terminal.input", Data: "x"})
 	one.expect("error:the Session is asleep")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -26,6 +27,7 @@ type view struct {
 	creator bool
 	out     chan viewMsg
 	gone    chan struct{} // closed when the view is dropped
+	drop    sync.Once
 }
 
 // viewMsg is one message to a view.
@@ -54,8 +56,9 @@ type viewIn struct {
 // and reconnects from its last Event.
 const viewQueue = 1024
 
-// send queues m for the view without blocking; a view that can't keep up
-// is dropped.
+// send queues m for the view without blocking. A view that can't keep up
+// is dropped: its socket closes and the tab reconnects from its last Event,
+// and draws its terminal from a fresh snapshot, so nothing is skipped.
 func (v *view) send(m viewMsg) bool {
 	select {
 	case <-v.gone:
@@ -66,9 +69,12 @@ func (v *view) send(m viewMsg) bool {
 	case v.out <- m:
 		return true
 	default:
+		v.close()
 		return false
 	}
 }
+
+func (v *view) close() { v.drop.Do(func() { close(v.gone) }) }
 
 // viewPoll is how often a view looks at its Session and queue again when
 // no Event has come: state changes without an Event are rare and slow.
@@ -234,12 +240,8 @@ func (h *Hub) dropView(v *view) {
 			delete(h.web.views, v.session)
 		}
 	}
-	select {
-	case <-v.gone:
-	default:
-		close(v.gone)
-	}
 	h.web.mu.Unlock()
+	v.close()
 	h.closeTerminal(v)
 }
 

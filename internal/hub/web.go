@@ -16,6 +16,8 @@ type webState struct {
 	ports   map[string]portsEntry     // by Session id
 	views   map[string]map[*view]bool // the Session views open, by Session id
 	terms   map[string]*terminal      // by Session id, while a tab has it open
+	// termCtl orders terminal opens and closes toward Runners.
+	termCtl sync.Mutex
 	grants  grants
 
 	proxyOnce sync.Once
