@@ -2,9 +2,11 @@ import { api, on, submit } from "./app.js";
 
 const error = document.getElementById("token-error");
 
-submit(document.getElementById("token-form"), error, async (f) => {
+const form = document.getElementById("token-form");
+submit(form, error, async (f) => {
   await api("PUT", "/api/account/claude-token", { token: f.token.trim() });
-  location.reload();
+  form.reset();
+  document.getElementById("token-state").textContent = "Stored just now. It is never shown again.";
 });
 
 on("remove-token", async () => {
