@@ -173,7 +173,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 			return true
 		}
 		ev.Seq = e.Seq
-		return v.send(viewMsg{Type: "event", Event: &ev, HTML: renderEvent(ev)})
+		return v.send(viewMsg{Type: "event", Event: &ev, HTML: h.web.md.rendered(s.ID, ev)})
 	}
 	refresh()
 	h.sendPorts(ctx, v)

@@ -19,6 +19,7 @@ type webState struct {
 	// termCtl orders terminal opens and closes toward Runners.
 	termCtl sync.Mutex
 	grants  grants
+	md      renderCache // Claude's Markdown, rendered once per Event
 
 	proxyOnce sync.Once
 	proxy     *httputil.ReverseProxy // to forwarded ports: forward.go
