@@ -70,6 +70,8 @@ func commands() []command {
 		{name: "mod hook", summary: "carry a Claude Code hook event to the Hub", hidden: true, run: modHook},
 		{name: "claude seed", usage: "CONFIG_DIR WORKDIR", summary: "seed Claude Code's config so no dialog waits", hidden: true, run: claudeSeed},
 		{name: "transcript follow", summary: "stream a transcript's Events", hidden: true, run: transcriptFollow},
+		{name: "ports watch", usage: "[--skip-exe DIR]", summary: "write the listening ports when they change", hidden: true, run: portsWatch},
+		{name: "ports dial", usage: "PORT", summary: "carry one connection to a port over stdin and stdout", hidden: true, run: portsDial},
 	}
 }
 

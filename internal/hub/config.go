@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,14 @@ type Config struct {
 	SecretsKey string
 	// Logger is the operator's log; a Session's own output never goes here.
 	Logger *slog.Logger
+	// ForwardURL is where a Session's forwarded ports are served: a
+	// wildcard address whose * becomes p<port>-<session id>, such as
+	// https://*.kndl-ports.example.com, with DNS for it pointing at the Hub.
+	// Each port gets an origin of its own, never the Hub's. HUB_FORWARD_URL;
+	// default http://*.localhost:<port> for a Hub on loopback over HTTP
+	// (browsers resolve *.localhost to loopback), else none: ports are
+	// listed but not forwarded.
+	ForwardURL string
 
 	// GitHubURL is GitHub's web address, for sign-in. GITHUB_URL, default
 	// https://github.com (a GitHub Enterprise Server's address works too).
@@ -71,6 +80,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 		PublicURL:    getenv("HUB_PUBLIC_URL"),
 		DatabasePath: getenv("HUB_DATABASE_PATH"),
 		SecretsKey:   getenv("HUB_SECRETS_KEY"),
+		ForwardURL:   getenv("HUB_FORWARD_URL"),
 
 		GitHubURL:          getenv("GITHUB_URL"),
 		GitHubAPIURL:       getenv("GITHUB_API_URL"),
@@ -131,5 +141,30 @@ func (c *Config) Check() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := c.checkForward(u); err != nil {
+		return err
+	}
 	return c.checkSignIn()
+}
+
+// checkForward fills in HUB_FORWARD_URL's default for a Hub on loopback and
+// checks it: a wildcard first label, on a host other than the Hub's.
+func (c *Config) checkForward(pub *url.URL) error {
+	if c.ForwardURL == "" {
+		if pub.Scheme == "http" && isLoopbackHost(pub.Hostname()) {
+			port := pub.Port()
+			if port == "" {
+				port = "80"
+			}
+			c.ForwardURL = "http://*.localhost:" + port
+		}
+		return nil
+	}
+	u, err := url.Parse(c.ForwardURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasPrefix(u.Host, "*.") || len(u.Host) < 4 ||
+		strings.Contains(u.Host[2:], "*") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("HUB_FORWARD_URL %q: want a wildcard address such as https://*.kndl-ports.example.com", c.ForwardURL)
+	}
+	c.ForwardURL = strings.TrimSuffix(c.ForwardURL, "/")
+	return nil
 }

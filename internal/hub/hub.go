@@ -24,7 +24,8 @@ type Hub struct {
 	store   *store.Store
 	secrets *seal.Box
 	handler http.Handler
-	guard   *guard // sign-in, Repo access and who is connected: guard.go
+	guard   *guard    // sign-in, Repo access and who is connected: guard.go
+	web     *webState // the web UI's live state: web.go
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
@@ -45,7 +46,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
-		runners: map[string]*runnerConn{}, live: map[string]*live{}}
+		runners: map[string]*runnerConn{}, live: map[string]*live{}, web: newWebState()}
 	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.handler = mux
+	h.handler = h.forwardHosts(mux)
 	return h, nil
 }
 

@@ -74,18 +74,23 @@ func dialRunner(t *testing.T, f *fixture, token string) (*websocket.Conn, *http.
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 }
 
-func hello(t *testing.T, f *fixture) (*protocol.Conn, protocol.Welcome) {
+// hello connects as the fixture's Runner, with handle registering what it
+// answers, and says hello.
+func hello(t *testing.T, f *fixture, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
 	t.Helper()
-	return helloWith(t, f, f.rtoken)
+	return helloWith(t, f, f.rtoken, handle...)
 }
 
-func helloWith(t *testing.T, f *fixture, token string) (*protocol.Conn, protocol.Welcome) {
+func helloWith(t *testing.T, f *fixture, token string, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
 	t.Helper()
 	ws, _, err := dialRunner(t, f, token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := protocol.NewConn(ws, f.hub.log)
+	for _, h := range handle {
+		h(c)
+	}
 	go c.Serve(context.Background())
 	t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "test over") })
 	var w protocol.Welcome

@@ -53,6 +53,11 @@ func (h *Hub) routes() []route {
 		{"GET /invite", public, h.invitePage},
 		{"POST /signout", browser, h.signout},
 		{"GET /{$}", browser, h.home},
+		{"GET /sessions/{id}", browser, h.sessionPage},
+		{"GET /sessions/{id}/ports/{port}", browser, h.openPort},
+		{"GET /runners", browser, h.runnersPage},
+		{"GET /account", browser, h.accountPage},
+		{"GET /members", browser, h.membersPage},
 		{"POST /api/cli/login", public, h.cliLoginStart},
 		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
 		{"GET /cli/login", browser, h.cliLoginPage},
@@ -64,6 +69,7 @@ func (h *Hub) routes() []route {
 		{"POST /api/invites", person, h.createInvite},
 		{"DELETE /api/invites/{id}", person, h.revokeInvite},
 		{"GET /runner/connect", []auth.Kind{auth.Runner}, h.runnerConnect},
+		{"GET /runner/stream/{id}", []auth.Kind{auth.Runner}, h.runnerStream},
 		{"GET /api/runners", person, h.listRunners},
 		{"POST /api/runners", person, h.createRunner},
 		{"DELETE /api/runners/{id}", person, h.revokeRunner},
@@ -91,6 +97,8 @@ func (h *Hub) routes() []route {
 		{"GET /api/variables", person, h.listSharedVariables},
 		{"PUT /api/variables/{name}", person, h.setSharedVariable},
 		{"DELETE /api/variables/{name}", person, h.deleteSharedVariable},
+		{"GET /api/sessions/{id}/live", person, h.liveSession},
+		{"GET /api/sessions/{id}/files/{path...}", person, h.downloadFile},
 		{"POST /mod/hook", []auth.Kind{auth.Mod}, h.modHook},
 	}
 }

@@ -13,21 +13,7 @@ import (
 // handleSessions registers what a Runner may send about its Sessions. Each
 // handler answers only for a Session on that Runner, and only after hello.
 func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
-	own := func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
-		select {
-		case <-welcomed:
-		default:
-			return store.Session{}, fmt.Errorf("say hello first: %w", errdefs.ErrInvalid)
-		}
-		if err := json.Unmarshal(body, v); err != nil {
-			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
-		}
-		s, err := h.store.SessionByID(ctx, id())
-		if err != nil || s.RunnerID != rc.runner.ID {
-			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
-		}
-		return s, nil
-	}
+	own := h.ownSession(rc, welcomed)
 
 	rc.conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef
@@ -100,3 +86,60 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		return nil, h.store.SetSessionState(ctx, s.ID, store.Asleep, h.redactDetail(ctx, s.ID, "Claude Code exited: "+req.Detail))
 	})
 }
+
+// ownSession returns a decoder of a Runner's message about a Session of its
+// own: it refuses one before hello, a malformed body, and a Session on
+// another Runner (as if it didn't exist).
+func (h *Hub) ownSession(rc *runnerConn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+	return func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+		select {
+		case <-welcomed:
+		default:
+			return store.Session{}, fmt.Errorf("say hello first: %w", errdefs.ErrInvalid)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
+		}
+		s, err := h.store.SessionByID(ctx, id())
+		if err != nil || s.RunnerID != rc.runner.ID {
+			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
+		}
+		return s, nil
+	}
+}
+
+// handleLive registers what a Runner sends for the web UI: a Session's
+// open ports and its terminal's frames.
+func (h *Hub) handleLive(rc *runnerConn, welcomed <-chan struct{}) {
+	own := h.ownSession(rc, welcomed)
+	rc.conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionPorts
+		s, err := own(ctx, body, &req, func() string { return req.SessionID })
+		if err != nil {
+			return nil, err
+		}
+		if len(req.Ports) > maxPorts {
+			return nil, fmt.Errorf("%d ports: at most %d are listed: %w", len(req.Ports), maxPorts, errdefs.ErrInvalid)
+		}
+		h.sessionPorts(ctx, rc, s, req.Ports)
+		return nil, nil
+	})
+	rc.conn.Handle(protocol.TypeTerminalFrame, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var f protocol.TerminalFrame
+		select {
+		case <-welcomed:
+		default:
+			return nil, fmt.Errorf("say hello first: %w", errdefs.ErrInvalid)
+		}
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
+		}
+		// Frames go only to a terminal opened on this connection
+		// (terminalFrame checks), so no store read is needed per frame.
+		h.terminalFrame(rc, f)
+		return nil, nil
+	})
+}
+
+// maxPorts bounds one Session's list.
+const maxPorts = 1000

@@ -55,6 +55,7 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 	})
 
 	h.handleSessions(rc, hello)
+	h.handleLive(rc, hello)
 
 	ctx := r.Context()
 	go func() {
@@ -92,6 +93,7 @@ func (h *Hub) detach(rc *runnerConn) {
 		delete(h.runners, rc.runner.ID)
 	}
 	h.mu.Unlock()
+	h.runnerGone(rc)
 	if gone {
 		h.freezeSessions(rc.runner.ID)
 	}

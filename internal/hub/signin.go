@@ -44,7 +44,7 @@ func (h *Hub) SetupLink(ctx context.Context) (string, error) {
 
 // page renders a page, logging a failure to.
 func (h *Hub) page(w http.ResponseWriter, status int, p web.Page, data any) {
-	if err := web.Render(w, status, p, data); err != nil {
+	if err := web.Render(w, status, p, nil, data); err != nil {
 		h.log.Error("render page", "err", err)
 	}
 }
@@ -108,13 +108,6 @@ func (h *Hub) invitePage(w http.ResponseWriter, r *http.Request, _ Principal) {
 
 func (h *Hub) static(w http.ResponseWriter, r *http.Request, _ Principal) {
 	web.Static().ServeHTTP(w, r)
-}
-
-func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.page(w, http.StatusOK, web.Home, struct {
-		Name  string
-		Owner bool
-	}{p.User.Name, p.User.IsOwner})
 }
 
 // claim takes a Setup link's or Invite's secret from the landing page's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,18 +94,24 @@ func (r *Runner) attach(ctx context.Context, id string) error {
 		return err
 	}
 	context.AfterFunc(sctx, func() { inW.Close(); outW.Close() })
-	ctl, err := tmux.NewControl(inW, outR, nil)
+	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("tmux: %w", err)
 	}
 	s.ctl = ctl
-	lines, err := ctl.Run(ctx, tmux.Command("display", "-p", "-t", paneTarget, "#{pane_pid} #{pane_dead}"))
-	if err != nil || len(lines) != 1 || strings.HasSuffix(lines[0], " 1") {
+	lines, err := ctl.Run(ctx, tmux.Command("display", "-p", "-t", paneTarget, "#{pane_pid} #{pane_dead} #{pane_width} #{pane_height}"))
+	var f []string
+	if err == nil && len(lines) == 1 {
+		f = strings.Fields(lines[0])
+	}
+	if len(f) != 4 || f[1] == "1" {
 		cancel()
 		return fmt.Errorf("no live Claude Code in the pane")
 	}
-	pid := strings.Fields(lines[0])[0]
+	pid := f[0]
+	s.mirror.cols, _ = strconv.Atoi(f[2])
+	s.mirror.rows, _ = strconv.Atoi(f[3])
 	var env bytes.Buffer
 	p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"cat", "/proc/" + pid + "/environ"}, Stdout: &env,
 		Env: []string{"PATH=/usr/bin:/bin"}})
@@ -160,6 +167,7 @@ func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welco
 		}
 		if !s.following.Swap(true) {
 			go r.follow(s.ctx, s, rs.Offsets)
+			go r.watchPorts(s.ctx, s)
 			go r.watchExit(s)
 		}
 	}

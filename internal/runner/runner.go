@@ -198,6 +198,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	r.log.Info("connected to hub", "url", r.cfg.HubURL, "protocol", welcome.Version, "runner_id", welcome.RunnerID)
 	r.setConn(conn)
 	r.resume(ctx, running, welcome)
+	r.resendPorts()
 	err = <-served
 	r.setConn(nil)
 	return true, err
@@ -233,6 +234,7 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.stopTurn(ctx, req.SessionID)
 	})
+	r.handleLive(conn)
 }
 
 func (r *Runner) setConn(c *protocol.Conn) {

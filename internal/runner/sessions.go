@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,8 @@ const (
 	tmuxSocket   = runDir + "/tmux.sock"
 	cacheDir     = "/var/cache/kndl"
 	paneTarget   = "claude"
+	// The pane's size until a terminal tab sets it.
+	paneCols, paneRows = 120, 40
 )
 
 // cacheEnv points package caches at the Sandbox's package-cache disk.
@@ -59,6 +62,10 @@ type session struct {
 	cancel context.CancelFunc
 	// typing serialises deliveries and stop-turns on the pane.
 	typing sync.Mutex
+	// mirror relays the pane to the Hub's terminal tabs; ports is the last
+	// list of listening ports sent.
+	mirror mirror
+	ports  portList
 }
 
 // sandboxID names a Session's Sandbox.
@@ -195,6 +202,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	}
 	s.following.Store(true)
 	go r.follow(sctx, s, req.Offsets)
+	go r.watchPorts(sctx, s)
 	go r.watchExit(s)
 	return nil
 }
@@ -253,7 +261,7 @@ func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string
 	outR, outW := io.Pipe()
 	_, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
-			"-x", "120", "-y", "40", "-c", workspaceDir, "exec sleep infinity"},
+			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "exec sleep infinity"},
 		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "TERM=xterm-256color"},
 		Dir:   workspaceDir,
 		Stdin: inR, Stdout: outW, Stderr: outW,
@@ -262,7 +270,8 @@ func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string
 		return fmt.Errorf("start tmux: %w", err)
 	}
 	context.AfterFunc(ctx, func() { inW.Close(); outW.Close() })
-	ctl, err := tmux.NewControl(inW, outR, nil)
+	s.mirror.cols, s.mirror.rows = paneCols, paneRows
+	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
 	if err != nil {
 		return fmt.Errorf("start tmux: %w", err)
 	}
@@ -379,6 +388,7 @@ func (r *Runner) session(id string) (*session, error) {
 // tmux session with it, and the control client ends.
 func (r *Runner) watchExit(s *session) {
 	<-s.ctl.Done()
+	s.mirror.close()
 	r.mu.Lock()
 	if r.sessions[s.id] == s {
 		delete(r.sessions, s.id)

@@ -11,9 +11,13 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"net/http/cgi"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +56,8 @@ type GitHub struct {
 	collabs    map[string]map[string]bool
 	down       bool
 	calls      map[string]int
+	mux        *http.ServeMux
+	gitRoot    string // bare repositories served over git's smart HTTP
 }
 
 // GitHubUser is a GitHub account.
@@ -98,8 +104,25 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
 	srv := httptest.NewServer(g.gate(mux))
 	t.Cleanup(srv.Close)
-	g.URL = srv.URL
+	g.URL, g.mux, g.gitRoot = srv.URL, mux, t.TempDir()
 	return g
+}
+
+// ServeRepo serves a bare copy of the git repository at dir as owner/repo
+// over git's smart HTTP (git http-backend), without authentication, as
+// GitHub serves a public repository: RepoURL clones it.
+func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
+	t.Helper()
+	backend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		t.Skipf("git http-backend: %v", err)
+	}
+	bare := filepath.Join(g.gitRoot, ownerRepo+".git")
+	if out, err := exec.Command("git", "clone", "--quiet", "--bare", dir, bare).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v %s", err, out)
+	}
+	g.mux.Handle("/"+ownerRepo+".git/", &cgi.Handler{Path: backend, Root: "/",
+		Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}})
 }
 
 // AddUser makes a GitHub account, or returns the one with that login.

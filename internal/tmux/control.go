@@ -21,6 +21,7 @@ type Control struct {
 	onOutput func(pane string, data []byte)
 
 	cmdMu   sync.Mutex // one command at a time, so replies pair in order
+	outputs uint64     // %output notifications read so far; read goroutine only
 	mu      sync.Mutex
 	waiting chan reply // the reply the current command waits for
 	done    chan struct{}
@@ -30,6 +31,7 @@ type Control struct {
 type reply struct {
 	lines []string
 	err   error
+	mark  uint64 // %output notifications read before the reply ended
 }
 
 // ErrClosed is returned once the control client has gone.
@@ -66,7 +68,7 @@ func (c *Control) read(r io.Reader) {
 			in, block = true, nil
 		case in && (strings.HasPrefix(line, "%end ") || strings.HasPrefix(line, "%error ")):
 			in = false
-			rep := reply{lines: block}
+			rep := reply{lines: block, mark: c.outputs}
 			if strings.HasPrefix(line, "%error ") {
 				rep.err = errors.New(strings.Join(block, "; "))
 			}
@@ -74,6 +76,7 @@ func (c *Control) read(r io.Reader) {
 		case in:
 			block = append(block, line)
 		case strings.HasPrefix(line, "%output "):
+			c.outputs++
 			if c.onOutput != nil {
 				pane, data, _ := strings.Cut(line[len("%output "):], " ")
 				c.onOutput(pane, Unescape(data))
@@ -98,21 +101,30 @@ func (c *Control) close(err error) {
 // Run sends one command line (build arguments with Quote) and returns the
 // lines of its reply, or its error.
 func (c *Control) Run(ctx context.Context, cmd string) ([]string, error) {
+	lines, _, err := c.RunMarked(ctx, cmd)
+	return lines, err
+}
+
+// RunMarked is Run that also returns how many %output notifications came
+// before the reply: onOutput had been given exactly those when the command
+// ran, since tmux runs a command between two pieces of pane output. A
+// capture of the pane holds what came before its mark and nothing after.
+func (c *Control) RunMarked(ctx context.Context, cmd string) ([]string, uint64, error) {
 	if strings.ContainsAny(cmd, "\n\r") {
-		return nil, fmt.Errorf("tmux command holds a line break: quote its arguments")
+		return nil, 0, fmt.Errorf("tmux command holds a line break: quote its arguments")
 	}
 	c.cmdMu.Lock()
 	defer c.cmdMu.Unlock()
 	if _, err := io.WriteString(c.w, cmd+"\n"); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	select {
 	case rep := <-c.waiting:
-		return rep.lines, rep.err
+		return rep.lines, rep.mark, rep.err
 	case <-c.done:
-		return nil, c.err
+		return nil, 0, c.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
@@ -173,3 +185,25 @@ func Unescape(s string) []byte {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// keysPerCommand bounds one send-keys -H: each byte is three characters of
+// the command line.
+const keysPerCommand = 512
+
+// RawKeys returns the send-keys commands that write data to target's pane
+// byte for byte (send-keys -H, tmux 3.0 and later), as if typed at a
+// terminal: no key name lookup, and no byte, NUL included, is interpreted.
+func RawKeys(target string, data []byte) []string {
+	var out []string
+	for len(data) > 0 {
+		n := min(len(data), keysPerCommand)
+		var b strings.Builder
+		b.WriteString("send-keys -t " + Quote(target) + " -H")
+		for _, c := range data[:n] {
+			fmt.Fprintf(&b, " %02x", c)
+		}
+		out = append(out, b.String())
+		data = data[n:]
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,5 +134,71 @@ func TestUnescape(t *testing.T) {
 		if got := string(Unescape(tt.in)); got != tt.want {
 			t.Errorf("Unescape(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestRunMarkedCountsTheOutputBeforeTheReply(t *testing.T) {
+	var mu sync.Mutex
+	seen := uint64(0)
+	c, _ := server(t, func(string, []byte) {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+	})
+	ctx := context.Background()
+	count := func() uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
+	for i, cmd := range []string{"printf one; sleep 3600", "printf two; sleep 3600"} {
+		before := count()
+		if _, err := c.Run(ctx, Command("respawn-pane", "-k", "-t", "ctl", cmd)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, testenv.WaitShort, "the pane's output", func() bool { return count() > before })
+		_, mark, err := c.RunMarked(ctx, Command("display", "-p", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The pane is idle now: every output came before the reply.
+		if got := count(); mark != got {
+			t.Fatalf("round %d: mark %d, want the %d outputs seen", i, mark, got)
+		}
+	}
+}
+
+func TestRawKeysReachThePaneByteForByte(t *testing.T) {
+	c, dir := server(t, nil)
+	out := filepath.Join(dir, "keys")
+	want := []byte{0x1b, '[', 'A', 0x03, 0x7f, 0xc3, 0xa9, '\r', 0, '"', '\\', '$', ';'}
+	for len(want) < 1500 {
+		want = append(want, byte(len(want)%251)+1)
+	}
+	ctx := context.Background()
+	if _, err := c.Run(ctx, Command("respawn-pane", "-k", "-t", "ctl",
+		"stty raw -echo; head -c "+strconv.Itoa(len(want))+" > "+out+"; sleep 3600")); err != nil {
+		t.Fatal(err)
+	}
+	// stty must have run before the first byte arrives.
+	testenv.Eventually(t, testenv.WaitShort, "the pane's reader starts", func() bool {
+		_, err := os.Stat(out)
+		return err == nil
+	})
+	cmds := RawKeys("ctl", want)
+	if len(cmds) != 3 {
+		t.Fatalf("%d commands for %d bytes, want 3", len(cmds), len(want))
+	}
+	for _, cmd := range cmds {
+		if _, err := c.Run(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, testenv.WaitShort, "every byte arrives", func() bool {
+		b, _ := os.ReadFile(out)
+		return len(b) == len(want)
+	})
+	if got, _ := os.ReadFile(out); string(got) != string(want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

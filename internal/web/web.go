@@ -22,23 +22,35 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // Page is one page: its title, the ES module it loads (a file in static/,
-// or ""), and the template that renders its body.
+// or ""), and the template that renders its body. An app page is one a
+// signed-in person uses: it has the navigation and the whole width.
 type Page struct {
 	name   string
 	title  string
 	script string
+	app    bool
 }
 
 // The pages.
 var (
-	SignIn  = Page{"signin", "Sign in", ""}
-	Refused = Page{"refused", "Invite-only", ""}
-	Setup   = Page{"claim", "Set up this Hub", "claim.js"}
-	Invited = Page{"claim", "You're invited", "claim.js"}
-	Message = Page{"message", "kndl", ""}
-	CLI     = Page{"cli", "Sign in the kndl CLI", ""}
-	Home    = Page{"home", "kndl", ""}
+	SignIn  = Page{"signin", "Sign in", "", false}
+	Refused = Page{"refused", "Invite-only", "", false}
+	Setup   = Page{"claim", "Set up this Hub", "claim.js", false}
+	Invited = Page{"claim", "You're invited", "claim.js", false}
+	Message = Page{"message", "kndl", "", false}
+	CLI     = Page{"cli", "Sign in the kndl CLI", "", false}
+	Home    = Page{"home", "Sessions", "home.js", true}
+	Session = Page{"session", "Session", "session.js", true}
+	Runners = Page{"runners", "Runners", "runners.js", true}
+	Account = Page{"account", "Account", "account.js", true}
+	Members = Page{"members", "Members", "members.js", true}
 )
+
+// Nav is who is signed in, for an app page's navigation.
+type Nav struct {
+	Name  string
+	Owner bool
+}
 
 // WithTitle returns the page under another title.
 func (p Page) WithTitle(title string) Page { p.title = title; return p }
@@ -60,26 +72,31 @@ var pages = func() map[string]*template.Template {
 
 // SetHeaders sets the headers every page and static file carries: a policy
 // that runs only the Hub's own script files (none inline, no eval), never in
-// a frame, and sends no Referer.
+// a frame, and sends no Referer to another origin. (With no-referrer, a
+// browser sends Origin: null on the Hub's own form posts, sign-out and CLI
+// approval among them, and the Hub refuses them as cross-origin.)
 func SetHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "+
 		"base-uri 'none'; form-action 'self'; object-src 'none'; frame-ancestors 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 }
 
-// Render writes a page with status. data is what its body template reads.
-func Render(w http.ResponseWriter, status int, p Page, data any) error {
+// Render writes a page with status. data is what its body template reads;
+// nav, for an app page, who is signed in.
+func Render(w http.ResponseWriter, status int, p Page, nav *Nav, data any) error {
 	t := pages[p.name]
 	if t == nil {
 		return fmt.Errorf("no page %q", p.name)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", struct {
-		Title, Script string
-		Data          any
-	}{p.title, p.script, data}); err != nil {
+		Title, Script, Name string
+		App                 bool
+		Nav                 *Nav
+		Data                any
+	}{p.title, p.script, p.name, p.app, nav, data}); err != nil {
 		return fmt.Errorf("render page %s: %w", p.name, err)
 	}
 	SetHeaders(w.Header())

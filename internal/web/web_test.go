@@ -8,9 +8,9 @@ import (
 )
 
 func TestEveryPageRendersWithItsPolicy(t *testing.T) {
-	for _, p := range []Page{SignIn, Refused, Setup, Invited, Message, CLI, Home} {
+	for _, p := range []Page{SignIn, Refused, Setup, Invited, Message, CLI} {
 		w := httptest.NewRecorder()
-		if err := Render(w, 200, p, nil); err != nil {
+		if err := Render(w, 200, p, &Nav{Name: "n"}, nil); err != nil {
 			t.Errorf("%s: %v", p.name, err)
 			continue
 		}
@@ -21,12 +21,39 @@ func TestEveryPageRendersWithItsPolicy(t *testing.T) {
 }
 
 func TestStaticServesFilesNotListings(t *testing.T) {
-	tests := map[string]int{"/static/claim.js": 200, "/static/style.css": 200, "/static/": 404, "/static/nope.js": 404}
+	tests := map[string]int{"/static/claim.js": 200, "/static/style.css": 200, "/static/vendor/xterm/xterm.mjs": 200, "/static/": 404, "/static/nope.js": 404}
 	for path, want := range tests {
 		w := httptest.NewRecorder()
 		Static().ServeHTTP(w, httptest.NewRequest("GET", path, nil))
 		if w.Code != want {
 			t.Errorf("GET %s: %d, want %d", path, w.Code, want)
+		}
+	}
+}
+
+func TestAppPagesRenderWithTheirNavigation(t *testing.T) {
+	tests := []struct {
+		p    Page
+		data any
+	}{
+		{Home, struct{ Repos []any }{}},
+		{Session, map[string]any{"ID": "s1", "IsCreator": true, "Forward": true}},
+		{Runners, map[string]any{"HubURL": "http://x"}},
+		{Account, map[string]any{"TokenSet": false}},
+		{Members, map[string]any{"Owner": true}},
+	}
+	for _, tt := range tests {
+		w := httptest.NewRecorder()
+		if err := Render(w, 200, tt.p, &Nav{Name: "<b>olivia</b>", Owner: true}, tt.data); err != nil {
+			t.Errorf("%s: %v", tt.p.name, err)
+			continue
+		}
+		body := w.Body.String()
+		if !strings.Contains(body, "&lt;b&gt;olivia&lt;/b&gt;") || strings.Contains(body, "<b>olivia") {
+			t.Errorf("%s: the name is not escaped: %s", tt.p.name, body)
+		}
+		if !strings.Contains(body, `src="/static/`+tt.p.script+`"`) {
+			t.Errorf("%s: script %s missing", tt.p.name, tt.p.script)
 		}
 	}
 }

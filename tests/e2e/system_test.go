@@ -58,8 +58,11 @@ type System struct {
 	Backend sandbox.Backend
 	Model   *testkit.Anthropic
 	Home    string // the Runner's home
-	cli     string // the dev user's CLI token
-	log     *bytes.Buffer
+	// GitHub is the fake GitHub the Hub signs people in with, when the
+	// System was started WithGitHub.
+	GitHub *testkit.GitHub
+	cli    string // the dev user's CLI token
+	log    *bytes.Buffer
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -169,10 +172,24 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// Option changes how Start makes a System.
+type Option func(*options)
+
+type options struct{ github bool }
+
+// WithGitHub signs people in with a fake GitHub, whose App says who may
+// access which Repo: Members besides the dev user can then watch Sessions
+// of Repos the fake GitHub serves (System.GitHubRepo).
+func WithGitHub() Option { return func(o *options) { o.github = true } }
+
 // Start starts a System and stops it, with every Sandbox it made, when the
 // test ends.
-func Start(t testing.TB) *System {
+func Start(t testing.TB, opts ...Option) *System {
 	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun", "tmux", "git")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -189,7 +206,13 @@ func Start(t testing.TB) *System {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log}
+	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true}
+	var gh *testkit.GitHub
+	if o.github {
+		gh = testkit.NewGitHub(t)
+		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
+		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+	}
 	h, err := hub.New(hcfg, st)
 	if err != nil {
 		t.Fatal(err)
@@ -215,15 +238,15 @@ func Start(t testing.TB) *System {
 		cached(t, home, name)
 	}
 	bin := kndlBinary(t)
-	cfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
+	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, Logger: log}
-	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(cfg.RelayPort),
+	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(rcfg.RelayPort),
 		InitPath: bin, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, cli: cli, log: logBuf,
-		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: cfg, log2: log}
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf,
+		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {
 		if t.Failed() {

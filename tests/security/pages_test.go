@@ -21,6 +21,9 @@ func TestPagesRunOnlyTheHubsOwnScriptFiles(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()
 	stranger := e.browser("stranger")
+	e.gh.InstallApp("acme/app")
+	e.gh.SetCollaborator("acme/app", "olivia", true)
+	s := e.session(e.userOf("olivia"), "acme/app")
 	pages := []struct {
 		name string
 		c    *http.Client
@@ -32,8 +35,14 @@ func TestPagesRunOnlyTheHubsOwnScriptFiles(t *testing.T) {
 		{"invite-only refusal", stranger.Client, req{method: "GET", path: "/signin/github"}},
 		{"expired sign-in", nil, req{method: "GET", path: "/signin/github/callback?state=x&code=y"}},
 		{"home", owner.Client, req{method: "GET", path: "/"}},
+		{"session view", owner.Client, req{method: "GET", path: "/sessions/" + s.ID}},
+		{"runners", owner.Client, req{method: "GET", path: "/runners"}},
+		{"account", owner.Client, req{method: "GET", path: "/account"}},
+		{"members", owner.Client, req{method: "GET", path: "/members"}},
 		{"CLI approval", owner.Client, req{method: "GET", path: "/cli/login"}},
 		{"script", nil, req{method: "GET", path: "/static/claim.js"}},
+		{"session script", nil, req{method: "GET", path: "/static/session.js"}},
+		{"xterm.js", nil, req{method: "GET", path: "/static/vendor/xterm/xterm.mjs"}},
 		{"style", nil, req{method: "GET", path: "/static/style.css"}},
 	}
 	for _, p := range pages {
@@ -51,8 +60,8 @@ func TestPagesRunOnlyTheHubsOwnScriptFiles(t *testing.T) {
 			if strings.Contains(csp, "unsafe-") {
 				t.Errorf("CSP %q allows unsafe script", csp)
 			}
-			if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
-				t.Errorf("headers %v: want nosniff and no-referrer", resp.Header)
+			if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "same-origin" {
+				t.Errorf("headers %v: want nosniff and same-origin", resp.Header)
 			}
 			if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 				return

@@ -1,0 +1,228 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
+)
+
+// appPage renders a page a signed-in person uses, with its navigation.
+func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
+	if err := web.Render(w, http.StatusOK, page, &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner}, data); err != nil {
+		h.log.Error("render page", "err", err)
+	}
+}
+
+// when is a time as the pages show it.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// names maps user ids to names, for showing who made what.
+func (h *Hub) names(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	ms, _ := h.store.Members(ctx)
+	for _, m := range ms {
+		out[m.ID] = m.Name
+	}
+	return out
+}
+
+// home lists the Repos the person has access to, each with its Sessions.
+func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
+	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ss = h.visibleSessions(r.Context(), p, ss)
+	type row struct{ ID, Title, State, Creator, Updated string }
+	type repo struct {
+		URL, Name string
+		Sessions  []row
+	}
+	names := h.names(r.Context())
+	var repos []*repo
+	byURL := map[string]*repo{}
+	for _, s := range ss {
+		rp := byURL[s.RepoURL]
+		if rp == nil {
+			rp = &repo{URL: s.RepoURL, Name: repoName(s.RepoURL)}
+			byURL[s.RepoURL] = rp
+			repos = append(repos, rp)
+		}
+		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), names[s.CreatorID], when(s.UpdatedAt)})
+	}
+	h.appPage(w, p, web.Home, struct{ Repos []*repo }{repos})
+}
+
+// sessionPage is a Session's view. What only its Creator may do is left out
+// of the page for anyone else, and refused by the API all the same.
+func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		h.notFoundPage(w, p)
+		return
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
+		ID, Repo, State, Model, Effort, Creator string
+		IsCreator, Forward                      bool
+	}{s.ID, s.RepoURL, string(s.State), s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.CreatorID == p.User.ID, h.cfg.ForwardURL != ""})
+}
+
+func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {
+	if err := web.Render(w, http.StatusNotFound, web.Message.WithTitle("No such Session"), &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner},
+		struct{ Text, Link string }{"There is no such Session, or it is on a Repo you have no access to.", ""}); err != nil {
+		h.log.Error("render page", "err", err)
+	}
+}
+
+func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	rs, err := h.store.Runners(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type row struct {
+		ID, Name, Backend, Created string
+		Connected                  bool
+	}
+	out := make([]row, len(rs))
+	h.mu.Lock()
+	for i, rn := range rs {
+		out[i] = row{ID: rn.ID, Name: rn.Name, Created: when(rn.CreatedAt)}
+		if rc := h.runners[rn.ID]; rc != nil {
+			out[i].Connected, out[i].Backend = true, rc.hello.Host.Backend
+		}
+	}
+	h.mu.Unlock()
+	h.appPage(w, p, web.Runners, struct {
+		Runners []row
+		HubURL  string
+	}{out, h.cfg.PublicURL})
+}
+
+func (h *Hub) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	_, at, err := h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
+	h.appPage(w, p, web.Account, struct {
+		TokenSet   bool
+		TokenSetAt string
+	}{err == nil, when(at)})
+}
+
+func (h *Hub) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ms, err := h.store.Members(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type member struct {
+		ID, Name, GitHubLogin, Since string
+		IsOwner                      bool
+	}
+	type invite struct{ ID, Login, Expires, State string }
+	data := struct {
+		Owner   bool
+		Me      string
+		Members []member
+		Invites []invite
+	}{Owner: ownerOnly(p) == nil, Me: p.User.ID}
+	for _, m := range ms {
+		data.Members = append(data.Members, member{m.ID, m.Name, m.GitHubLogin, when(m.CreatedAt), m.IsOwner})
+	}
+	if data.Owner {
+		invs, _ := h.store.Invites(r.Context())
+		for _, in := range invs {
+			state := "open"
+			switch {
+			case !in.UsedAt.IsZero():
+				state = "used"
+			case !in.RevokedAt.IsZero():
+				state = "revoked"
+			case time.Now().After(in.ExpiresAt):
+				state = "expired"
+			}
+			data.Invites = append(data.Invites, invite{in.ID, in.GitHubLogin, when(in.ExpiresAt), state})
+		}
+	}
+	h.appPage(w, p, web.Members, data)
+}
+
+// downloadFile sends a file of a Session's Workspace to someone with access
+// to the Session, as a download: never a document on the Hub's origin,
+// whatever it holds (serveDownload).
+func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	var rc *runnerConn
+	if err == nil {
+		_, rc, err = h.activeOn(r.Context(), s.ID)
+		if errors.Is(err, errdefs.ErrConflict) {
+			err = fmt.Errorf("the Session is %s: its Workspace's files can be downloaded while it is active: %w", s.State, errdefs.ErrConflict)
+		}
+	}
+	var info protocol.SessionFileInfo
+	var conn net.Conn
+	if err == nil {
+		conn, err = h.openStream(r.Context(), rc, protocol.TypeSessionFile, func(stream string) any {
+			return protocol.SessionFile{SessionID: s.ID, Path: r.PathValue("path"), Stream: stream}
+		}, &info)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	defer conn.Close()
+	serveDownload(w, info.Name, info.Size)
+	io.Copy(w, io.LimitReader(conn, info.Size))
+}
+
+// serveDownload sets the headers of every file a Session made that the Hub
+// serves: bytes to save, never a page, script, image or document the
+// browser would render on the Hub's origin, and never sniffed into one.
+func serveDownload(w http.ResponseWriter, name string, size int64) {
+	hd := w.Header()
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": safeName(name)}))
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Referrer-Policy", "no-referrer")
+	if size >= 0 {
+		hd.Set("Content-Length", fmt.Sprint(size))
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// safeName keeps a file name to what is safe in a header and a file
+// system: no controls, separators or quotes.
+func safeName(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || slices.Contains([]rune(`/\"`), r) {
+			return '_'
+		}
+		return r
+	}, name)
+	if name == "" || name == "." || name == ".." {
+		return "download"
+	}
+	return name
+}

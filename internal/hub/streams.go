@@ -1,0 +1,110 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// streams are connections a Runner dials back when the Hub asks it for a
+// forwarded port or a Workspace file: one WebSocket each, of raw bytes.
+// They are kept off the Runner's main connection so a large download or a
+// busy forwarded app never holds up a Session's Events or its terminal, and
+// each gets its own flow control. A stream id is 256 random bits, asked of
+// one Runner, used once, and waited for at most streamWait.
+type streams struct {
+	mu sync.Mutex
+	m  map[string]*pendingStream
+}
+
+type pendingStream struct {
+	runnerID string
+	ch       chan *websocket.Conn
+	done     chan struct{}
+}
+
+// streamWait bounds how long a Runner takes to dial a stream back.
+const streamWait = 15 * time.Second
+
+// openStream asks rc for a stream with the request req makes of the stream
+// id, and returns it once both the reply and the stream have come.
+func (h *Hub) openStream(ctx context.Context, rc *runnerConn, typ string, req func(stream string) any, reply any) (net.Conn, error) {
+	id, _ := auth.NewToken(auth.Session)
+	id = id[len("kndls_"):]
+	ps := &pendingStream{runnerID: rc.runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
+	st := &h.web.streams
+	st.mu.Lock()
+	st.m[id] = ps
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		delete(st.m, id)
+		st.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, streamWait)
+	defer cancel()
+	if err := rc.conn.Request(ctx, typ, req(id), reply); err != nil {
+		close(ps.done)
+		return nil, err
+	}
+	select {
+	case ws := <-ps.ch:
+		return &streamConn{Conn: websocket.NetConn(context.Background(), ws, websocket.MessageBinary), done: ps.done}, nil
+	case <-ctx.Done():
+		close(ps.done)
+		return nil, fmt.Errorf("the Runner did not connect the stream within %s: %w", streamWait, errdefs.ErrUnavailable)
+	}
+}
+
+// streamConn is a stream as a net.Conn; closing it ends the Runner's
+// request too.
+type streamConn struct {
+	net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *streamConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// runnerStream is where a Runner dials a stream back. Only the Runner it
+// was asked of can take it, and only once.
+func (h *Hub) runnerStream(w http.ResponseWriter, r *http.Request, p Principal) {
+	st := &h.web.streams
+	st.mu.Lock()
+	ps := st.m[r.PathValue("id")]
+	if ps != nil && ps.runnerID == p.Runner.ID {
+		delete(st.m, r.PathValue("id"))
+	} else {
+		ps = nil
+	}
+	st.mu.Unlock()
+	if ps == nil {
+		h.writeError(w, r, fmt.Errorf("no such stream is waiting for this Runner: %w", errdefs.ErrNotFound))
+		return
+	}
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(-1)
+	select {
+	case ps.ch <- ws:
+	default:
+		ws.CloseNow()
+		return
+	}
+	select {
+	case <-ps.done:
+	case <-r.Context().Done():
+	}
+}

@@ -1,0 +1,281 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// view is one open Session view: a browser tab's WebSocket at
+// GET /api/sessions/{id}/live. The Hub sends it the Session's Events (with
+// Claude's Markdown rendered), the Session with its queue when either
+// changes, its open ports and, to its Creator's tabs that opened it, the
+// terminal. The tab sends terminal messages; everything else it does goes
+// through the API.
+type view struct {
+	session string
+	user    store.User
+	creator bool
+	out     chan viewMsg
+	gone    chan struct{} // closed when the view is dropped
+	drop    sync.Once
+}
+
+// viewMsg is one message to a view.
+type viewMsg struct {
+	Type    string          `json:"type"`
+	Event   *protocol.Event `json:"event,omitempty"`
+	HTML    string          `json:"html,omitempty"`
+	Session *SessionView    `json:"session,omitempty"`
+	Ports   *[]PortView     `json:"ports,omitempty"`
+	Message string          `json:"message,omitempty"`
+	Snap    bool            `json:"snapshot,omitempty"`
+	Cols    int             `json:"cols,omitempty"`
+	Rows    int             `json:"rows,omitempty"`
+	Data    []byte          `json:"data,omitempty"`
+}
+
+// viewIn is a message from a view's tab.
+type viewIn struct {
+	Type string `json:"type"`
+	Data string `json:"data,omitempty"`
+	Cols int    `json:"cols,omitempty"`
+	Rows int    `json:"rows,omitempty"`
+}
+
+// viewQueue bounds what waits for a slow tab; past it the tab is closed
+// and reconnects from its last Event.
+const viewQueue = 1024
+
+// send queues m for the view without blocking. A view that can't keep up
+// is dropped: its socket closes and the tab reconnects from its last Event,
+// and draws its terminal from a fresh snapshot, so nothing is skipped.
+func (v *view) send(m viewMsg) bool {
+	select {
+	case <-v.gone:
+		return false
+	default:
+	}
+	select {
+	case v.out <- m:
+		return true
+	default:
+		v.close()
+		return false
+	}
+}
+
+func (v *view) close() { v.drop.Do(func() { close(v.gone) }) }
+
+// viewPoll is how often a view looks at its Session and queue again when
+// no Event has come: state changes without an Event are rare and slow.
+const viewPoll = time.Second
+
+// maxViewIn bounds one message from a tab: keystrokes, a paste.
+const maxViewIn = 64 << 10
+
+// liveSession is the Session view's WebSocket.
+func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	after, err := afterParam(r)
+	var s store.Session
+	if err == nil {
+		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(maxViewIn)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	v := &view{session: s.ID, user: p.User, creator: s.CreatorID == p.User.ID, out: make(chan viewMsg, viewQueue), gone: make(chan struct{})}
+	h.addView(v)
+	defer h.dropView(v)
+
+	// One writer: everything a view is sent goes out in order.
+	writeErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case m := <-v.out:
+				b, _ := json.Marshal(m)
+				if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+					writeErr <- err
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		defer cancel()
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			var in viewIn
+			if err := json.Unmarshal(b, &in); err != nil {
+				v.send(viewMsg{Type: "error", Message: "not a message this socket takes"})
+				continue
+			}
+			if err := h.viewInput(ctx, v, in); err != nil {
+				v.send(viewMsg{Type: "error", Message: err.Error()})
+			}
+		}
+	}()
+
+	ch, unsubscribe := h.subscribe(s.ID)
+	defer unsubscribe()
+	var lastSession string // the Session as last sent, as JSON
+	lastState := s.State
+	refresh := func() {
+		cur, err := h.store.SessionByID(ctx, s.ID)
+		if err != nil {
+			return
+		}
+		q, _ := h.store.Prompts(ctx, s.ID)
+		if q == nil {
+			q = []store.Prompt{}
+		}
+		sv := SessionView{Session: cur, Queue: q}
+		if b, _ := json.Marshal(sv); string(b) != lastSession {
+			lastSession = string(b)
+			v.send(viewMsg{Type: "session", Session: &sv})
+			if cur.State != lastState {
+				lastState = cur.State
+				h.sendPorts(ctx, v) // a Session no longer Active has none
+			}
+		}
+	}
+	sendEvent := func(e store.Event) bool {
+		if e.Seq <= after {
+			return true
+		}
+		after = e.Seq
+		var ev protocol.Event
+		if json.Unmarshal(e.Data, &ev) != nil {
+			return true
+		}
+		ev.Seq = e.Seq
+		return v.send(viewMsg{Type: "event", Event: &ev, HTML: h.web.md.rendered(s.ID, ev)})
+	}
+	refresh()
+	h.sendPorts(ctx, v)
+	for {
+		evs, err := h.store.Events(ctx, s.ID, after, eventPage)
+		if err != nil {
+			return
+		}
+		for _, e := range evs {
+			if !sendEvent(e) {
+				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
+				return
+			}
+		}
+		if len(evs) < eventPage {
+			break
+		}
+	}
+	poll := time.NewTicker(viewPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok || !sendEvent(e) {
+				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
+				return
+			}
+			if len(ch) == 0 {
+				refresh()
+			}
+		case <-poll.C:
+			refresh()
+		case <-v.gone:
+			ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
+			return
+		case <-writeErr:
+			return
+		case <-ctx.Done():
+			if cause := context.Cause(r.Context()); cause != nil && !errors.Is(cause, context.Canceled) {
+				ws.Close(websocket.StatusPolicyViolation, cause.Error())
+			}
+			return
+		}
+	}
+}
+
+func (h *Hub) addView(v *view) {
+	h.web.mu.Lock()
+	defer h.web.mu.Unlock()
+	vs := h.web.views[v.session]
+	if vs == nil {
+		vs = map[*view]bool{}
+		h.web.views[v.session] = vs
+	}
+	vs[v] = true
+}
+
+// dropView forgets a view and closes what it had open.
+func (h *Hub) dropView(v *view) {
+	h.web.mu.Lock()
+	if vs := h.web.views[v.session]; vs != nil {
+		delete(vs, v)
+		if len(vs) == 0 {
+			delete(h.web.views, v.session)
+		}
+	}
+	h.web.mu.Unlock()
+	v.close()
+	h.closeTerminal(v)
+}
+
+// viewsOf returns the Session's open views.
+func (h *Hub) viewsOf(id string) []*view {
+	h.web.mu.Lock()
+	defer h.web.mu.Unlock()
+	out := make([]*view, 0, len(h.web.views[id]))
+	for v := range h.web.views[id] {
+		out = append(out, v)
+	}
+	return out
+}
+
+// viewInput handles a message from a tab: the terminal's. Each is refused
+// to anyone but the Session's Creator, whatever they send.
+func (h *Hub) viewInput(ctx context.Context, v *view, in viewIn) error {
+	switch in.Type {
+	case "terminal.open", "terminal.input", "terminal.fit", "terminal.close":
+	default:
+		return fmt.Errorf("unknown message type %q: %w", in.Type, errdefs.ErrInvalid)
+	}
+	if !v.creator {
+		return fmt.Errorf("only the Session's Creator uses its terminal: %w", errdefs.ErrForbidden)
+	}
+	switch in.Type {
+	case "terminal.open":
+		return h.openTerminal(ctx, v)
+	case "terminal.close":
+		h.closeTerminal(v)
+		return nil
+	case "terminal.input":
+		return h.terminalInput(ctx, v, in)
+	default:
+		return h.terminalFit(ctx, v, in)
+	}
+}

@@ -1,0 +1,286 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/ports"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// handleLive registers what the Hub asks for the web UI: the terminal
+// mirror, forwarded ports and Workspace files.
+func (r *Runner) handleLive(conn *protocol.Conn) {
+	handleAs(conn, protocol.TypeTerminalOpen, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.terminalOpen(ctx, req.SessionID)
+	})
+	handleAs(conn, protocol.TypeTerminalClose, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.terminalClose(req.SessionID)
+	})
+	handleAs(conn, protocol.TypeTerminalInput, func(ctx context.Context, req protocol.TerminalInput) (any, error) {
+		return nil, r.terminalInput(ctx, req)
+	})
+	handleAs(conn, protocol.TypeTerminalResize, func(ctx context.Context, req protocol.TerminalResize) (any, error) {
+		return nil, r.terminalResize(ctx, req)
+	})
+	handleAs(conn, protocol.TypeSessionDial, func(ctx context.Context, req protocol.SessionDial) (any, error) {
+		return nil, r.dialPort(ctx, req)
+	})
+	handleAs(conn, protocol.TypeSessionFile, func(ctx context.Context, req protocol.SessionFile) (any, error) {
+		return r.sendFile(ctx, req)
+	})
+}
+
+// handleAs registers a request handler that decodes its body as T.
+func handleAs[T any](conn *protocol.Conn, typ string, run func(context.Context, T) (any, error)) {
+	conn.Handle(typ, false, func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var req T
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", typ, err, errdefs.ErrInvalid)
+		}
+		return run(ctx, req)
+	})
+}
+
+// portList is the last list of a Session's listening ports.
+type portList struct {
+	mu   sync.Mutex
+	list []protocol.Port
+	sent bool
+}
+
+// watchPorts runs kndl ports watch in the Sandbox while the Session runs,
+// and sends the Hub each list it writes: it writes one when the listening
+// sockets change, reading them every 2 seconds. Claude Code's own ports
+// (its login callback) are left out. A watcher that dies is started again.
+func (r *Runner) watchPorts(ctx context.Context, s *session) {
+	for ctx.Err() == nil {
+		stdinR, stdinW := io.Pipe()
+		outR, outW := io.Pipe()
+		p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+			Args:   []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir},
+			Stdin:  stdinR,
+			Stdout: outW,
+		})
+		if err != nil {
+			r.log.Warn("ports watcher did not start", "session", s.id, "err", err)
+		} else {
+			go func() { p.Wait(); outW.Close() }()
+			stop := context.AfterFunc(ctx, func() { stdinW.Close() })
+			dec := ports.NewDecoder(outR)
+			for {
+				list, err := dec.Next()
+				if err != nil {
+					break
+				}
+				s.ports.mu.Lock()
+				s.ports.list, s.ports.sent = list, true
+				s.ports.mu.Unlock()
+				r.notify(protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
+			}
+			stop()
+			stdinW.Close()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			r.log.Warn("ports watcher ended; starting it again", "session", s.id)
+		}
+	}
+}
+
+// resendPorts sends each running Session's list again on a new connection:
+// the Hub drops the lists of a Runner that went away.
+func (r *Runner) resendPorts() {
+	r.mu.Lock()
+	ss := make([]*session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		ss = append(ss, s)
+	}
+	r.mu.Unlock()
+	for _, s := range ss {
+		s.ports.mu.Lock()
+		list, sent := slices.Clone(s.ports.list), s.ports.sent
+		s.ports.mu.Unlock()
+		if sent {
+			r.notify(protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
+		}
+	}
+}
+
+// dialStream dials the stream the Hub asked for back: one WebSocket of raw
+// bytes, authenticated by the Runner's token.
+func (r *Runner) dialStream(ctx context.Context, stream string) (*websocket.Conn, error) {
+	if stream == "" || len(stream) > 128 || strings.ContainsAny(stream, "/?#%") {
+		return nil, fmt.Errorf("stream %q: %w", stream, errdefs.ErrInvalid)
+	}
+	u := strings.Replace(strings.TrimSuffix(r.cfg.HubURL, "/"), "http", "ws", 1) + "/runner/stream/" + stream
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": []string{"Bearer " + r.cfg.Token}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial the Hub's stream: %w", err)
+	}
+	ws.SetReadLimit(-1)
+	return ws, nil
+}
+
+// dialTimeout bounds connecting to a port in the Sandbox.
+const dialTimeout = 10 * time.Second
+
+// dialPort connects to a port in the Session's Sandbox from inside it (so a
+// server on the Sandbox's loopback is reached), and carries that one
+// connection over a stream dialled back to the Hub.
+func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
+	if req.Port < 1 || req.Port > 65535 {
+		return fmt.Errorf("port %d: %w", req.Port, errdefs.ErrInvalid)
+	}
+	s, err := r.session(req.SessionID)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stdinR, stdinW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr strings.Builder
+	p, err := r.backend.Exec(pctx, s.sandbox, sandbox.Cmd{
+		Args:  []string{kndlBin, "ports", "dial", strconv.Itoa(req.Port)},
+		Stdin: stdinR, Stdout: outW, Stderr: &lockedBuilder{b: &stderr},
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("start the dialler in the Sandbox: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { p.Wait(); outW.Close(); close(exited) }()
+	fail := func(err error) error {
+		cancel()
+		stdinW.Close()
+		return err
+	}
+	out := bufio.NewReader(outR)
+	ready := make(chan error, 1)
+	go func() {
+		line, err := out.ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != ports.DialReady {
+			err = fmt.Errorf("unexpected %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			<-exited
+			msg := strings.TrimSpace(stderr.String())
+			if msg == "" {
+				msg = err.Error()
+			}
+			return fail(fmt.Errorf("%s: %w", strings.TrimPrefix(msg, "kndl ports dial: "), errdefs.ErrUnavailable))
+		}
+	case <-time.After(dialTimeout):
+		return fail(fmt.Errorf("port %d did not answer within %s: %w", req.Port, dialTimeout, errdefs.ErrUnavailable))
+	}
+	ws, err := r.dialStream(ctx, req.Stream)
+	if err != nil {
+		return fail(err)
+	}
+	nc := websocket.NetConn(pctx, ws, websocket.MessageBinary)
+	go func() {
+		io.Copy(stdinW, nc)
+		stdinW.Close() // the Hub's side ended: half-close toward the port
+	}()
+	go func() {
+		io.Copy(nc, out)
+		nc.Close()
+		cancel()
+	}()
+	return nil
+}
+
+// fileMax bounds a Workspace file sent to a browser.
+const fileMax = 256 << 20
+
+// sendFile sends a file of the Session's Workspace over a stream dialled
+// back to the Hub. It reads on the Runner's host through an os.Root on the
+// Workspace, so a link made in the Sandbox can't lead it anywhere else.
+func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protocol.SessionFileInfo, error) {
+	var info protocol.SessionFileInfo
+	r.mu.Lock()
+	_, running := r.sessions[req.SessionID]
+	r.mu.Unlock()
+	if !running || !uuidLike(req.SessionID) {
+		return info, fmt.Errorf("session %s is not running on this Runner: %w", req.SessionID, errdefs.ErrNotFound)
+	}
+	rel := path.Clean("/" + strings.TrimPrefix(req.Path, workspaceDir+"/"))[1:]
+	if rel == "" || rel == "." {
+		return info, fmt.Errorf("name a file in the Workspace: %w", errdefs.ErrInvalid)
+	}
+	root, err := os.OpenRoot(filepath.Join(r.sessionDir(req.SessionID), "workspace"))
+	if err != nil {
+		return info, err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "escapes") {
+			return info, fmt.Errorf("no file %s in the Workspace: %w", rel, errdefs.ErrNotFound)
+		}
+		return info, fmt.Errorf("open %s: %w", rel, errdefs.ErrNotFound)
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return info, fmt.Errorf("%s is not a file: %w", rel, errdefs.ErrNotFound)
+	}
+	if st.Size() > fileMax {
+		f.Close()
+		return info, fmt.Errorf("%s is %d bytes, over the %d-byte limit for a download: %w", rel, st.Size(), fileMax, errdefs.ErrTooLarge)
+	}
+	ws, err := r.dialStream(ctx, req.Stream)
+	if err != nil {
+		f.Close()
+		return info, err
+	}
+	go func() {
+		defer f.Close()
+		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		io.Copy(nc, io.LimitReader(f, st.Size()))
+		nc.Close()
+	}()
+	return protocol.SessionFileInfo{Name: path.Base(rel), Size: st.Size()}, nil
+}
+
+// lockedBuilder is a strings.Builder safe to write from another goroutine.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4096 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}

@@ -1,0 +1,317 @@
+// The Session view: the transcript as a chat, live over one WebSocket, the
+// Creator's prompt box, queue and terminal, and the open ports. Everything a
+// Session holds is written with textContent; only Claude's Markdown, which
+// the Hub renders with raw HTML left out and every text escaped, is set as
+// HTML.
+import { api, el, on, showError } from "./app.js";
+
+const root = document.getElementById("session");
+const id = root.dataset.id;
+const isCreator = root.dataset.creator === "true";
+const transcript = document.getElementById("transcript");
+const tools = new Map(); // tool_id -> the tool call's element
+let lastSeq = 0;
+let socket = null;
+let state = document.getElementById("state").textContent;
+let terminal = null; // the terminal module, once its tab is opened
+
+// --- The transcript ---
+
+function summary(tool, input) {
+  if (!input || typeof input !== "object") return "";
+  const pick = input.command ?? input.file_path ?? input.description ?? input.pattern ?? input.url ?? input.query ??
+    Object.values(input).find((v) => typeof v === "string") ?? "";
+  const line = String(pick).split("\n")[0];
+  return line.length > 140 ? line.slice(0, 139) + "…" : line;
+}
+
+// container is where an Event goes: under the tool call that started its
+// subagent, or at the top.
+function container(ev) {
+  const parent = ev.parent && tools.get(ev.parent);
+  return parent ? parent.querySelector(":scope > details > .tool-body > .children") : transcript;
+}
+
+function item(ev, cls) {
+  const li = el("li", "ev " + cls);
+  li.dataset.seq = ev.seq;
+  container(ev).append(li);
+  return li;
+}
+
+function time(ev) {
+  const t = new Date(ev.at);
+  return isNaN(t) ? "" : t.toLocaleTimeString();
+}
+
+function addEvent(ev, html) {
+  if (ev.seq <= lastSeq) return;
+  lastSeq = ev.seq;
+  switch (ev.kind) {
+    case "prompt": {
+      const li = item(ev, "prompt");
+      li.append(el("div", "who", "Prompt"), el("div", "text", ev.text));
+      break;
+    }
+    case "text":
+    case "thinking": {
+      const li = item(ev, ev.kind);
+      const md = el("div", "md");
+      md.innerHTML = html; // rendered by the Hub: escaped, no raw HTML
+      for (const a of md.querySelectorAll("a[href]")) {
+        a.target = "_blank";
+        a.rel = "noopener noreferrer";
+      }
+      li.append(md);
+      break;
+    }
+    case "tool_use": {
+      const li = item(ev, "tool");
+      const details = el("details");
+      const sum = el("summary");
+      sum.append(el("span", "tool-name", ev.tool), el("span", "tool-summary", summary(ev.tool, ev.input)));
+      const body = el("div", "tool-body");
+      body.append(el("pre", "tool-input", JSON.stringify(ev.input ?? {}, null, 2)));
+      const path = ev.input && typeof ev.input.file_path === "string" ? ev.input.file_path : "";
+      if ((ev.tool === "Write" || ev.tool === "Edit") && path.startsWith("/workspace/")) {
+        const a = el("a", "download", "Download " + path.slice("/workspace/".length));
+        a.href = `/api/sessions/${encodeURIComponent(id)}/files/${path.slice("/workspace/".length).split("/").map(encodeURIComponent).join("/")}`;
+        a.setAttribute("download", "");
+        body.append(a);
+      }
+      body.append(el("pre", "tool-output"), el("ol", "children"));
+      details.append(sum, body);
+      li.append(details);
+      tools.set(ev.tool_id, li);
+      break;
+    }
+    case "tool_result": {
+      const li = tools.get(ev.tool_id);
+      if (!li) {
+        item(ev, "tool-orphan").append(el("pre", "tool-output", ev.text || ""));
+        break;
+      }
+      li.querySelector(":scope > details > .tool-body > .tool-output").textContent = ev.text || "";
+      li.classList.add(ev.is_error ? "failed" : "done");
+      break;
+    }
+    case "turn_start":
+      item(ev, "turn").textContent = "Turn started · " + time(ev);
+      break;
+    case "turn_end":
+      item(ev, "turn " + (ev.reason || "done")).textContent = `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"} · ${time(ev)}`;
+      break;
+    case "subagent_start":
+      item(ev, "note").textContent = "Subagent started";
+      break;
+    case "subagent_end":
+      item(ev, "note").textContent = "Subagent finished";
+      break;
+    case "log": {
+      let last = transcript.lastElementChild;
+      if (!last || !last.classList.contains("log")) {
+        last = item(ev, "log");
+        const d = el("details");
+        d.append(el("summary", "", "Start log"), el("pre"));
+        last.append(d);
+      }
+      last.querySelector("pre").textContent += ev.text + "\n";
+      break;
+    }
+    case "ready":
+      item(ev, "note").textContent = ev.text === "resume" ? "Claude Code resumed" : "Claude Code is ready";
+      break;
+    case "error":
+      item(ev, "error").textContent = ev.text;
+      break;
+    default:
+      item(ev, "note").textContent = ev.text || ev.kind;
+  }
+  if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+let nearBottom = true;
+window.addEventListener("scroll", () => {
+  nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+});
+
+// --- The Session, its queue ---
+
+function showSession(s) {
+  state = s.state;
+  const st = document.getElementById("state");
+  st.textContent = s.state;
+  st.className = "state state-" + s.state;
+  document.getElementById("model").textContent = s.model || "default";
+  document.getElementById("effort").textContent = s.effort || "default";
+  document.getElementById("title").textContent = s.title;
+  if (isCreator) showQueue(s.queue.filter((p) => p.state === "queued"));
+  if (terminal) terminal.active(s.state === "active");
+}
+
+function showQueue(queue) {
+  const box = document.getElementById("queue-box");
+  const list = document.getElementById("queue");
+  if (list.querySelector("textarea")) return; // being edited
+  list.replaceChildren();
+  for (const p of queue) {
+    const li = el("li");
+    li.dataset.id = p.id;
+    li.append(el("span", "text", p.text));
+    const edit = el("button", "quiet", "Edit");
+    edit.type = "button";
+    edit.dataset.action = "edit-prompt";
+    const cancel = el("button", "quiet", "Cancel");
+    cancel.type = "button";
+    cancel.dataset.action = "cancel-prompt";
+    li.append(edit, cancel);
+    list.append(li);
+  }
+  box.hidden = queue.length === 0;
+}
+
+if (isCreator) {
+  const form = document.getElementById("prompt-form");
+  const text = document.getElementById("prompt");
+  const error = document.getElementById("prompt-error");
+  const send = async () => {
+    showError(error, null);
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts`, { text: text.value, is_command: form.elements.command.checked });
+      text.value = "";
+      form.elements.command.checked = false;
+    } catch (err) {
+      showError(error, err);
+    }
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    send();
+  });
+  text.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      send();
+    }
+  });
+  on("stop-turn", async () => {
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/stop-turn`);
+    } catch (err) {
+      showError(error, err);
+    }
+  });
+  on("cancel-prompt", async (b) => {
+    const pid = b.closest("li").dataset.id;
+    try {
+      await api("DELETE", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(pid)}`);
+      b.closest("li").remove();
+    } catch (err) {
+      showError(error, err);
+    }
+  });
+  on("edit-prompt", (b) => {
+    const li = b.closest("li");
+    const area = el("textarea");
+    area.value = li.querySelector(".text").textContent;
+    const save = el("button", "", "Save");
+    save.type = "button";
+    save.dataset.action = "save-prompt";
+    li.replaceChildren(area, save);
+  });
+  on("save-prompt", async (b) => {
+    const li = b.closest("li");
+    try {
+      await api("PATCH", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}`, { text: li.querySelector("textarea").value });
+      li.replaceChildren(el("span", "text", li.querySelector("textarea").value));
+    } catch (err) {
+      showError(error, err);
+    }
+  });
+}
+
+// --- Ports ---
+
+function showPorts(ports) {
+  const table = document.getElementById("ports");
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  for (const p of ports) {
+    const tr = el("tr");
+    tr.dataset.port = p.port;
+    tr.append(el("td", "", String(p.port)), el("td", "", p.addresses.join(", ")), el("td", "", p.process ? `${p.process} (${p.pid})` : ""));
+    const open = el("td");
+    if (p.url) {
+      const a = el("a", "button", "Open");
+      a.href = p.url;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      open.append(a);
+    }
+    tr.append(open);
+    body.append(tr);
+  }
+  table.hidden = ports.length === 0;
+  document.getElementById("ports-empty").hidden = ports.length > 0;
+  document.getElementById("port-count").textContent = ports.length ? `(${ports.length})` : "";
+}
+
+// --- Tabs ---
+
+on("tab", async (b) => {
+  for (const t of document.querySelectorAll(".tab")) t.classList.toggle("active", t === b);
+  for (const p of document.querySelectorAll(".pane")) p.hidden = p.id !== "pane-" + b.dataset.tab;
+  if (b.dataset.tab === "terminal" && !terminal) {
+    const mod = await import("./terminal.js");
+    terminal = mod.mount(document.getElementById("terminal"), document.getElementById("terminal-box"), document.getElementById("terminal-status"), send);
+    terminal.active(state === "active");
+    terminal.open();
+  }
+});
+on("fit", () => terminal && terminal.fit());
+
+// --- The socket ---
+
+function send(msg) {
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
+}
+
+let backoff = 500;
+function connect() {
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/sessions/${encodeURIComponent(id)}/live?after=${lastSeq}`;
+  socket = new WebSocket(url);
+  socket.addEventListener("open", () => {
+    backoff = 500;
+    root.classList.remove("offline");
+    if (terminal) terminal.open(); // a reconnect waits for a fresh snapshot
+  });
+  socket.addEventListener("message", (m) => {
+    const msg = JSON.parse(m.data);
+    switch (msg.type) {
+      case "event":
+        addEvent(msg.event, msg.html || "");
+        break;
+      case "session":
+        showSession(msg.session);
+        break;
+      case "ports":
+        showPorts(msg.ports || []);
+        break;
+      case "terminal":
+      case "terminal.wait":
+      case "terminal.closed":
+        if (terminal) terminal.message(msg);
+        break;
+      case "error":
+        if (terminal) terminal.status(msg.message);
+        break;
+    }
+  });
+  socket.addEventListener("close", () => {
+    root.classList.add("offline");
+    if (terminal) terminal.disconnected();
+    setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, 10000);
+  });
+}
+connect();
