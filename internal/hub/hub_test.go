@@ -78,10 +78,11 @@ func dialRunner(t *testing.T, f *fixture, token string) (*websocket.Conn, *http.
 // answers, and says hello.
 func hello(t *testing.T, f *fixture, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
 	t.Helper()
-	return helloWith(t, f, f.rtoken, handle...)
+	return helloWith(t, f, f.rtoken, nil, handle...)
 }
 
-func helloWith(t *testing.T, f *fixture, token string, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
+// helloWith connects with a Runner token, naming the Sessions it runs.
+func helloWith(t *testing.T, f *fixture, token string, running []string, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
 	t.Helper()
 	ws, _, err := dialRunner(t, f, token)
 	if err != nil {
@@ -94,7 +95,7 @@ func helloWith(t *testing.T, f *fixture, token string, handle ...func(*protocol.
 	go c.Serve(context.Background())
 	t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "test over") })
 	var w protocol.Welcome
-	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1"}, &w)
+	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1", Sessions: running}, &w)
 	if err != nil {
 		t.Fatalf("hello: %v", err)
 	}

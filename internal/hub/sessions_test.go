@@ -66,7 +66,7 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 	_, otherToken, _ := f.store.CreateRunner(ctx, "r2", dev.ID)
 
 	ask := func(token string) (protocol.SessionCredentials, error) {
-		c, _ := helloWith(t, f, token)
+		c, _ := helloWith(t, f, token, nil)
 		var got protocol.SessionCredentials
 		err := c.Request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.ID}, &got)
 		return got, err

@@ -158,7 +158,8 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 	}
 	f.store.SetSessionState(ctx, s.ID, store.Active, "")
 	pane := &fakePane{snap: "SNAP1"}
-	hello(t, f, pane.handle(s.ID))
+	// The Runner says it runs the Session, so the Hub takes it back Active.
+	helloWith(t, f, f.rtoken, []string{s.ID}, pane.handle(s.ID))
 	testenv.Eventually(t, testenv.WaitShort, "the Runner connects", func() bool { return f.hub.Connected(f.runner.ID) })
 
 	one := openView(t, f, s.ID)
