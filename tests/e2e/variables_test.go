@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -72,6 +75,16 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	if !strings.Contains(text.Text, "The repo secret is "+stars(repoSecret)) || strings.Contains(text.Text, sharedSecret) {
 		t.Errorf("Claude's text = %q, want the values masked", text.Text)
 	}
+	// The terminal shows Claude Code's screen with the answer on it: its
+	// frames carry *s where the values were.
+	screen := terminalBytes(t, s, v.ID, "The repo secret is")
+	if bytes.Contains(screen, []byte(repoSecret)) || bytes.Contains(screen, []byte(sharedSecret)) {
+		t.Errorf("a terminal frame holds a Sensitive value")
+	}
+	if !bytes.Contains(screen, []byte("The repo secret is "+stars(repoSecret))) {
+		t.Errorf("the terminal lacks the masked answer; it showed:\n%s", screen)
+	}
+
 	// No file the Hub or the Runner writes holds them. The Session's own
 	// disks and Workspace are left out: Claude Code keeps its transcript
 	// there, tool output and all, inside the Sandbox's boundary (as the
@@ -102,4 +115,39 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 			return nil
 		})
 	}
+}
+
+// terminalBytes opens a Session's terminal as its Creator, over the Session
+// view's WebSocket, and returns what its frames carried once they show
+// want (or after a deadline).
+func terminalBytes(t *testing.T, s *System, id, want string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/api/sessions/"+id+"/live",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(16 << 20)
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"terminal.open"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for !bytes.Contains(got, []byte(want)) {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			break
+		}
+		var m struct {
+			Type string `json:"type"`
+			Data []byte `json:"data"`
+		}
+		json.Unmarshal(b, &m)
+		if m.Type == "terminal" {
+			got = append(got, m.Data...)
+		}
+	}
+	return got
 }
