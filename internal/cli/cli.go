@@ -50,6 +50,7 @@ func commands() []command {
 		{name: "prompt", usage: "ID [TEXT | -]", summary: "queue a prompt (from stdin with - or no TEXT)", run: sessionPrompt},
 		{name: "cancel", usage: "ID PROMPT_ID", summary: "cancel a queued prompt", run: sessionCancelPrompt},
 		{name: "stop-turn", usage: "ID", summary: "interrupt the running Turn", run: sessionAction("stop-turn", "Stopping the Turn.")},
+		{name: "update", usage: "ID [--title T] [--model M] [--effort E]", summary: "rename a Session, or change its model and effort (it restarts to take them)", run: sessionUpdate},
 		{name: "sleep", usage: "ID", summary: "stop a Session's Claude Code and Sandbox, keeping its disks", run: sessionAction("sleep", "The Session is asleep.")},
 		{name: "wake", usage: "ID", summary: "start an asleep Session again (a prompt wakes it too)", run: sessionAction("wake", "Waking the Session.")},
 		{name: "token set", summary: "store your Claude setup token on the Hub (read from stdin)", run: tokenSet},

@@ -358,3 +358,26 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 	fmt.Fprintln(io.Stdout, "Stored. Your Sessions run on it from their next start or wake.")
 	return nil
 }
+
+// sessionUpdate renames a Session or changes its model and effort (an awake
+// Session restarts to take them).
+func sessionUpdate(ctx context.Context, io IO, args []string) error {
+	fs := flags(io, "update")
+	var req hub.SessionUpdate
+	fs.Func("title", "the Session's title", func(v string) error { req.Title = &v; return nil })
+	fs.Func("model", "the model: sonnet, opus, haiku, a full id, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
+	fs.Func("effort", "low, medium, high, xhigh, max, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || (req.Title == nil && req.Model == nil && req.Effort == nil) {
+		return errUsage
+	}
+	var s hub.SessionView
+	if err := call(ctx, http.MethodPatch, "/api/sessions/"+url.PathEscape(pos[0]), req, &s); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Session %s: %q, model %s, effort %s.\n", s.ID, s.Title, or(s.Model, "default"), or(s.Effort, "default"))
+	return nil
+}

@@ -83,6 +83,7 @@ func (h *Hub) routes() []route {
 		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},
 		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, h.cancelPrompt},
 		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
+		{"PATCH /api/sessions/{id}", person, h.updateSession},
 		{"POST /api/sessions/{id}/sleep", person, h.sleepHandler},
 		{"POST /api/sessions/{id}/wake", person, h.wakeHandler},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},

@@ -258,3 +258,16 @@ func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]in
 	var m map[string]int64
 	return m, json.Unmarshal([]byte(raw), &m)
 }
+
+// UpdateSession changes a Session's title, model and effort.
+func (s *Store) UpdateSession(ctx context.Context, id, title, model, effort string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
+		title, model, effort, ms(s.now()), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}

@@ -350,6 +350,13 @@ func TestTheSessionViewDrivesASessionLive(t *testing.T) {
 	if code := getStatus(t, s.URL+href, cookie); code != http.StatusNotFound {
 		t.Fatalf("opening a port of a Session no longer active: %d, want 404", code)
 	}
+
+	// The Creator wakes it from the page, and changes its effort there.
+	b.Wait(testenv.WaitMedium, "the Session asleep, with a Wake button", `document.getElementById("state").textContent === "asleep" && !document.getElementById("wake").hidden`)
+	b.do(chromedp.Click(chromedp.CSS("#wake")))
+	b.Wait(testenv.WaitMedium, "the Session awake again", `document.getElementById("state").textContent === "active"`)
+	b.do(chromedp.SetValue(chromedp.CSS(`#settings-form select[name=effort]`), "high"), chromedp.Click(chromedp.CSS(`#settings-form button[type=submit]`)))
+	b.Wait(testenv.WaitMedium, "the new effort shown", `document.getElementById("effort").textContent === "high"`)
 }
 
 // getStatus GETs u with the sign-in cookie, following no redirect.
@@ -468,7 +475,7 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 	s.Member(bob, "bob")
 	bob.Go(s.URL+"/sessions/"+v.ID, "#transcript")
 	bob.Wait(testenv.WaitShort, "the transcript", `document.querySelector("#transcript").textContent.includes("Hello, watchers.")`)
-	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]"].filter(s => document.querySelector(s))`)
+	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake"].filter(s => document.querySelector(s))`)
 	if len(absent) > 0 {
 		t.Fatalf("the watcher's page holds what only the Creator may use: %v", absent)
 	}

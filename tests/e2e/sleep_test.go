@@ -139,3 +139,47 @@ func TestClaudeCodeThatExitsSleepsAndWakesOnTheNextPrompt(t *testing.T) {
 		t.Fatal("the wake did not resume the conversation")
 	}
 }
+
+func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("remember the colour teal", "teal it is")
+	model, effort := "opus", "high"
+	var got hub.SessionView
+	s.Do(http.MethodPatch, "/api/sessions/"+v.ID, hub.SessionUpdate{Model: &model, Effort: &effort}, &got)
+	if got.Model != "opus" || got.Effort != "high" {
+		t.Fatalf("after the update: %+v", got.Session)
+	}
+	testenv.Eventually(t, testenv.WaitMedium, "Claude Code restarted with the new flags", func() bool {
+		for _, p := range claudeCmdlines() {
+			if strings.Contains(p, v.ID) && strings.Contains(p, "--model\x00opus") && strings.Contains(p, "--effort\x00high") && strings.Contains(p, "--resume") {
+				return true
+			}
+		}
+		return false
+	})
+	s.waitState(v.ID, store.Active)
+	s.Model.On(testkit.PromptContains("which colour"), testkit.Text("teal"))
+	s.prompt(v.ID, "which colour?")
+	s.turnEnds(v.ID, 2)
+	if !lastRequestHas(s.Model, "remember the colour teal") {
+		t.Fatal("the restart lost the conversation")
+	}
+	// Only the Creator changes it, and bad values change nothing.
+	bad := "--dangerous"
+	if code := s.Do(http.MethodPatch, "/api/sessions/"+v.ID, hub.SessionUpdate{Model: &bad}, nil); code != http.StatusBadRequest {
+		t.Fatalf("a model that looks like a flag: %d, want 400", code)
+	}
+}
+
+// claudeCmdlines lists the command lines of every Claude Code on the host.
+func claudeCmdlines() []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if strings.HasPrefix(string(b), "/opt/kndl/claude-code/claude\x00") {
+			out = append(out, string(b))
+		}
+	}
+	return out
+}

@@ -145,7 +145,18 @@ function showSession(s) {
   document.getElementById("model").textContent = s.model || "default";
   document.getElementById("effort").textContent = s.effort || "default";
   document.getElementById("title").textContent = s.title;
-  if (isCreator) showQueue(s.queue.filter((p) => p.state === "queued"));
+  if (isCreator) {
+    showQueue(s.queue.filter((p) => p.state === "queued"));
+    const settings = document.getElementById("settings-form");
+    if (!settings.contains(document.activeElement)) {
+      const models = settings.elements.model;
+      if (s.model && ![...models.options].some((o) => o.value === s.model)) models.append(new Option(s.model, s.model));
+      models.value = s.model || "";
+      settings.elements.effort.value = s.effort || "";
+    }
+    document.getElementById("sleep").hidden = !(s.state === "active" || s.state === "frozen");
+    document.getElementById("wake").hidden = s.state !== "asleep";
+  }
   if (terminal) terminal.active(s.state === "active");
 }
 
@@ -194,6 +205,28 @@ if (isCreator) {
       send();
     }
   });
+  const settings = document.getElementById("settings-form");
+  const settingsError = document.getElementById("settings-error");
+  const sessionPath = `/api/sessions/${encodeURIComponent(id)}`;
+  settings.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    showError(settingsError, null);
+    try {
+      await api("PATCH", sessionPath, { model: settings.elements.model.value, effort: settings.elements.effort.value });
+    } catch (err) {
+      showError(settingsError, err);
+    }
+  });
+  for (const action of ["sleep", "wake"]) {
+    on(action, async () => {
+      showError(settingsError, null);
+      try {
+        await api("POST", `${sessionPath}/${action}`);
+      } catch (err) {
+        showError(settingsError, err);
+      }
+    });
+  }
   on("stop-turn", async () => {
     try {
       await api("POST", `/api/sessions/${encodeURIComponent(id)}/stop-turn`);
