@@ -177,26 +177,10 @@ func parseLabel(label string) (session string, port int, ok bool) {
 	rest, ok := strings.CutPrefix(label, "p")
 	p, id, cut := strings.Cut(rest, "-")
 	n, err := strconv.Atoi(p)
-	if !ok || !cut || err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p || !uuidLike(id) {
+	if !ok || !cut || err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p || !protocol.ValidSessionID(id) {
 		return "", 0, false
 	}
 	return id, n, true
-}
-
-func uuidLike(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if c != '-' {
-				return false
-			}
-		} else if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // openPort is GET /sessions/{id}/ports/{port} on the Hub's own origin: for

@@ -522,6 +522,23 @@ func (h *Hub) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// acceptSessionSocket opens a WebSocket on a Session the person may see,
+// reading ?after=SEQ; it has answered the request when ok is false.
+func (h *Hub) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
+	after, err := afterParam(r)
+	if err == nil {
+		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return s, 0, nil, false
+	}
+	if ws, err = websocket.Accept(w, r, nil); err != nil {
+		return s, 0, nil, false // Accept has answered
+	}
+	return s, after, ws, true
+}
+
 // afterParam reads ?after=SEQ.
 func afterParam(r *http.Request) (int64, error) {
 	v := r.URL.Query().Get("after")
@@ -562,17 +579,8 @@ func (h *Hub) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
 // ?after=SEQ from the store, then each new one as it is recorded. A watcher
 // that falls behind is closed and resumes by sequence number.
 func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	after, err := afterParam(r)
-	var s store.Session
-	if err == nil {
-		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	ws, err := websocket.Accept(w, r, nil)
-	if err != nil {
+	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
+	if !ok {
 		return
 	}
 	defer ws.CloseNow()

@@ -85,17 +85,8 @@ const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
 func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	after, err := afterParam(r)
-	var s store.Session
-	if err == nil {
-		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	ws, err := websocket.Accept(w, r, nil)
-	if err != nil {
+	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
+	if !ok {
 		return
 	}
 	defer ws.CloseNow()

@@ -130,3 +130,21 @@ type Event struct {
 	// Reason says why a Turn ended: done, interrupted, error.
 	Reason string `json:"reason,omitempty"`
 }
+
+// ValidSessionID reports whether id has the form of a Session id: a UUID in
+// lowercase hex, as Claude Code's --session-id takes it.
+func ValidSessionID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i, c := range id {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if c != '-' {
+				return false
+			}
+		} else if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -228,7 +228,7 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 	r.mu.Lock()
 	_, running := r.sessions[req.SessionID]
 	r.mu.Unlock()
-	if !running || !uuidLike(req.SessionID) {
+	if !running || !protocol.ValidSessionID(req.SessionID) {
 		return info, fmt.Errorf("session %s is not running on this Runner: %w", req.SessionID, errdefs.ErrNotFound)
 	}
 	rel := path.Clean("/" + strings.TrimPrefix(req.Path, workspaceDir+"/"))[1:]

@@ -58,7 +58,7 @@ func (r *Runner) adopt(ctx context.Context) {
 	}
 	for _, st := range all {
 		id, ok := strings.CutPrefix(st.ID, "s-")
-		if !ok || !uuidLike(id) || st.State != sandbox.StateRunning {
+		if !ok || !protocol.ValidSessionID(id) || st.State != sandbox.StateRunning {
 			continue
 		}
 		r.mu.Lock()

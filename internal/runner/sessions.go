@@ -78,7 +78,7 @@ func (r *Runner) sessionDir(id string) string { return filepath.Join(r.cfg.Home,
 // slow step in the Session's start log, and returns once Claude Code waits
 // for its first prompt.
 func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) error {
-	if !uuidLike(req.SessionID) {
+	if !protocol.ValidSessionID(req.SessionID) {
 		return fmt.Errorf("session id %q: %w", req.SessionID, errdefs.ErrInvalid)
 	}
 	r.mu.Lock()
@@ -446,20 +446,4 @@ func lastRunes(s string, n int) string {
 		r = r[len(r)-n:]
 	}
 	return string(r)
-}
-
-func uuidLike(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if c != '-' {
-				return false
-			}
-		} else if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

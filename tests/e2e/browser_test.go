@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,32 +168,8 @@ func (s *System) GitHubRepo(ownerRepo string) string {
 const hostile = "Here is **bold** text.\n\n<script>window.pwned = 'script'</script>\n\n" +
 	"<img src=x onerror=\"window.pwned='img'\">\n\n[a link](javascript:window.pwned='link') and [a page](https://example.com/)\n"
 
-var (
-	wsechoOnce sync.Once
-	wsechoPath string
-	wsechoErr  error
-)
-
 // wsecho builds testdata/wsecho, a small web app with a WebSocket.
-func wsecho(t *testing.T) string {
-	wsechoOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kndl-e2e-wsecho-")
-		if err != nil {
-			wsechoErr = err
-			return
-		}
-		wsechoPath = filepath.Join(dir, "wsecho")
-		cmd := exec.Command("go", "build", "-o", wsechoPath, "./testdata/wsecho")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			wsechoErr = fmt.Errorf("go build wsecho: %v\n%s", err, out)
-		}
-	})
-	if wsechoErr != nil {
-		t.Fatal(wsechoErr)
-	}
-	return wsechoPath
-}
+func wsecho(t *testing.T) string { return binary(t, "kndl.dev/kndl/tests/e2e/testdata/wsecho") }
 
 // inSandbox runs a shell command in the Session's Sandbox.
 func (s *System) inSandbox(id, script string) string {

@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
@@ -123,33 +123,55 @@ func (s *System) RestartHub() {
 	s.Hub, s.hubCancel, s.hubDone = h, cancel, done
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+// built holds the binaries the tests build, once per run, by package.
+var built = struct {
+	sync.Mutex
+	dir  string
+	bins map[string]*builtBin
+}{bins: map[string]*builtBin{}}
 
-// kndlBinary builds the kndl binary once per test run: the Runner mounts it
-// into Sandboxes, where the mod's hooks and the transcript follower run it.
-func kndlBinary(t testing.TB) string {
-	binOnce.Do(func() {
+type builtBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// binary builds a package's static binary once per test run.
+func binary(t testing.TB, pkg string) string {
+	t.Helper()
+	built.Lock()
+	if built.dir == "" {
 		dir, err := os.MkdirTemp("", "kndl-e2e-bin-")
 		if err != nil {
-			binErr = err
-			return
+			built.Unlock()
+			t.Fatal(err)
 		}
-		binPath = filepath.Join(dir, "kndl")
-		cmd := exec.Command("go", "build", "-o", binPath, "kndl.dev/kndl/cmd/kndl")
+		built.dir = dir
+	}
+	b := built.bins[pkg]
+	if b == nil {
+		b = &builtBin{}
+		built.bins[pkg] = b
+	}
+	dir := built.dir
+	built.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
+
+// kndlBinary is the kndl binary: the Runner mounts it into Sandboxes, where
+// the mod's hooks and the transcript follower run it.
+func kndlBinary(t testing.TB) string { return binary(t, "kndl.dev/kndl/cmd/kndl") }
 
 // cached links a directory of the Runner's home to one kept between test
 // runs, so images, Builds and Claude Code are fetched once per machine.
