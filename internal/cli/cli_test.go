@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseTakesFlagsAnywhere(t *testing.T) {
+	tests := []struct {
+		args []string
+		pos  []string
+		json bool
+	}{
+		{[]string{"ID", "--json"}, []string{"ID"}, true},
+		{[]string{"--json", "ID", "text"}, []string{"ID", "text"}, true},
+		{[]string{"ID", "--", "--json"}, []string{"ID", "--json"}, false},
+		{[]string{"ID", "-"}, []string{"ID", "-"}, false},
+		{nil, nil, false},
+	}
+	for _, tt := range tests {
+		fs := flags(IO{Stderr: &bytes.Buffer{}}, "t")
+		j := fs.Bool("json", false, "")
+		pos, err := parse(fs, tt.args)
+		if err != nil || !slices.Equal(pos, tt.pos) || *j != tt.json {
+			t.Errorf("parse(%q) = %q json=%v, %v; want %q json=%v", tt.args, pos, *j, err, tt.pos, tt.json)
+		}
+	}
+}
+
+func TestLookupPicksTheLongestCommand(t *testing.T) {
+	tests := []struct {
+		args []string
+		name string
+		rest []string
+	}{
+		{[]string{"runner"}, "runner", []string{}},
+		{[]string{"runner", "ls", "--json"}, "runner ls", []string{"--json"}},
+		{[]string{"runner", "token", "create", "--name", "x"}, "runner token create", []string{"--name", "x"}},
+		{[]string{"var", "set", "--repo", "r", "K"}, "var set", []string{"--repo", "r", "K"}},
+		{[]string{"nope"}, "", nil},
+	}
+	for _, tt := range tests {
+		c, rest := lookup(tt.args)
+		name := ""
+		if c != nil {
+			name = c.name
+		}
+		if name != tt.name || (c != nil && !slices.Equal(rest, tt.rest)) {
+			t.Errorf("lookup(%q) = %q %q, want %q %q", tt.args, name, rest, tt.name, tt.rest)
+		}
+	}
+}
+
+func TestRunSaysWhatWentWrong(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"help"}, 0, "Commands:"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"show"}, 2, "usage: kndl show"},
+		{[]string{"runner", "token", "create"}, 2, "usage: kndl runner token create --name NAME"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), tt.args, IO{Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader(""),
+			Getenv: func(string) string { return "" }})
+		if code != tt.code || !strings.Contains(errOut.String(), tt.err) {
+			t.Errorf("kndl %q: exit %d, stderr %q; want %d and %q", tt.args, code, errOut.String(), tt.code, tt.err)
+		}
+	}
+	// Every command a person runs is listed; the Sandbox's helpers are not.
+	var errOut bytes.Buffer
+	Run(context.Background(), nil, IO{Stdout: &bytes.Buffer{}, Stderr: &errOut, Getenv: func(string) string { return "" }})
+	for _, c := range commands() {
+		if listed := strings.Contains(errOut.String(), "  "+c.name+" "); listed == c.hidden {
+			t.Errorf("command %q: listed=%v, hidden=%v", c.name, listed, c.hidden)
+		}
+	}
+}
