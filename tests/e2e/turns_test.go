@@ -201,3 +201,26 @@ func TestStopTurnInterruptsALongTool(t *testing.T) {
 		return strings.TrimSpace(out) == ""
 	})
 }
+
+// TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn: a slash command fires
+// no UserPromptSubmit, so it counts as delivered once typed; an unknown one
+// too; the prompt after them still goes.
+func TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("before the commands", "ok")
+	for _, cmd := range []string{"/context", "/no-such-command here"} {
+		var p store.Prompt
+		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", hub.PromptRequest{Text: cmd, IsCommand: true}, &p)
+	}
+	s.Model.On(testkit.PromptContains("after the commands"), testkit.Text("still here"))
+	s.prompt(v.ID, "after the commands")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the answer after the commands", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "still here"
+	})
+	if q := s.state(v.ID).Queue; len(q) != 0 {
+		t.Fatalf("prompts still waiting: %+v", q)
+	}
+	if got := userPrompts(s.Model); got[len(got)-1] != "after the commands" {
+		t.Fatalf("the model's last prompt = %q", got[len(got)-1])
+	}
+}
