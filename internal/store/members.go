@@ -170,23 +170,16 @@ func (s *Store) CreateInvite(ctx context.Context, login, createdBy string, ttl t
 
 // Invites lists Invites, newest first.
 func (s *Store) Invites(ctx context.Context) ([]Invite, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, github_login, created_by, created_at, expires_at, used_at, revoked_at FROM invites ORDER BY created_at DESC`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Invite
-	for rows.Next() {
-		var inv Invite
-		var created, expires int64
-		var used, revoked sql.NullInt64
-		if err := rows.Scan(&inv.ID, &inv.GitHubLogin, &inv.CreatedBy, &created, &expires, &used, &revoked); err != nil {
-			return nil, err
-		}
-		inv.CreatedAt, inv.ExpiresAt, inv.UsedAt, inv.RevokedAt = time.UnixMilli(created), time.UnixMilli(expires), fromMS(used), fromMS(revoked)
-		out = append(out, inv)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanInvite, `SELECT id, github_login, created_by, created_at, expires_at, used_at, revoked_at FROM invites ORDER BY created_at DESC`)
+}
+
+func scanInvite(row scanner) (Invite, error) {
+	var inv Invite
+	var created, expires int64
+	var used, revoked sql.NullInt64
+	err := row.Scan(&inv.ID, &inv.GitHubLogin, &inv.CreatedBy, &created, &expires, &used, &revoked)
+	inv.CreatedAt, inv.ExpiresAt, inv.UsedAt, inv.RevokedAt = time.UnixMilli(created), time.UnixMilli(expires), fromMS(used), fromMS(revoked)
+	return inv, err
 }
 
 // RevokeInvite revokes an unused Invite, or returns ErrNotFound.
@@ -227,20 +220,7 @@ func (s *Store) RedeemInvite(ctx context.Context, secret string, gh GitHubIdenti
 
 // Members lists the live users, oldest first.
 func (s *Store) Members(ctx context.Context) ([]User, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+userCols+` FROM users WHERE removed_at IS NULL ORDER BY created_at`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanUser, `SELECT `+userCols+` FROM users WHERE removed_at IS NULL ORDER BY created_at`)
 }
 
 // RemoveMember removes a live user and, in the same transaction, ends every

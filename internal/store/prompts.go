@@ -34,7 +34,7 @@ type Prompt struct {
 
 const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at`
 
-func scanPrompt(row interface{ Scan(...any) error }) (Prompt, error) {
+func scanPrompt(row scanner) (Prompt, error) {
 	var p Prompt
 	var created int64
 	var delivered sql.NullInt64
@@ -54,20 +54,7 @@ func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 // Prompts lists a Session's prompts that are not delivered or cancelled,
 // in queue order.
 func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY created_at, rowid`, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Prompt
-	for rows.Next() {
-		p, err := scanPrompt(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY created_at, rowid`, sessionID)
 }
 
 // PromptByID returns one of a Session's prompts, or ErrNotFound.

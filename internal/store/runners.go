@@ -24,7 +24,7 @@ type Runner struct {
 
 const runnerCols = `id, name, coalesce(created_by, ''), created_at, last_seen_at, revoked_at`
 
-func scanRunner(row interface{ Scan(...any) error }) (Runner, error) {
+func scanRunner(row scanner) (Runner, error) {
 	var r Runner
 	var created int64
 	var seen, revoked sql.NullInt64
@@ -82,20 +82,7 @@ func (s *Store) RunnerByToken(ctx context.Context, token string) (Runner, error)
 
 // Runners lists live Runners by name.
 func (s *Store) Runners(ctx context.Context) ([]Runner, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE revoked_at IS NULL ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Runner
-	for rows.Next() {
-		r, err := scanRunner(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanRunner, `SELECT `+runnerCols+` FROM runners WHERE revoked_at IS NULL ORDER BY name`)
 }
 
 // RunnerByName returns the live Runner named name, or ErrNotFound.

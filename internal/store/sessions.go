@@ -21,13 +21,22 @@ type Repo struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+const repoCols = `id, url, name, created_at`
+
+func scanRepo(row scanner) (Repo, error) {
+	var r Repo
+	var created int64
+	err := row.Scan(&r.ID, &r.URL, &r.Name, &created)
+	r.CreatedAt = time.UnixMilli(created)
+	return r, err
+}
+
 // EnsureRepo returns the Repo with that URL, making it on first use.
 func (s *Store) EnsureRepo(ctx context.Context, url, name string) (Repo, error) {
 	var r Repo
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		var created int64
-		err := tx.QueryRowContext(ctx, `SELECT id, url, name, created_at FROM repos WHERE url = ?`, url).Scan(&r.ID, &r.URL, &r.Name, &created)
-		r.CreatedAt = time.UnixMilli(created)
+		var err error
+		r, err = scanRepo(tx.QueryRowContext(ctx, `SELECT `+repoCols+` FROM repos WHERE url = ?`, url))
 		if err != sql.ErrNoRows {
 			return err
 		}
@@ -71,7 +80,7 @@ type Session struct {
 const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
-func scanSession(row interface{ Scan(...any) error }) (Session, error) {
+func scanSession(row scanner) (Session, error) {
 	var x Session
 	var created, updated int64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
@@ -118,20 +127,7 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 			args = append(args, st)
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY s.created_at DESC`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		x, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanSession, q+` ORDER BY s.created_at DESC`, args...)
 }
 
 // SetSessionState moves a Session to state with a detail a person reads
@@ -220,23 +216,16 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event)
 
 // Events returns up to limit of a Session's Events after seq.
 func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var at int64
-		var data string
-		if err := rows.Scan(&e.Seq, &at, &e.Kind, &data); err != nil {
-			return nil, err
-		}
-		e.At, e.Data = time.UnixMilli(at), json.RawMessage(data)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanEvent, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, after, limit)
+}
+
+func scanEvent(row scanner) (Event, error) {
+	var e Event
+	var at int64
+	var data string
+	err := row.Scan(&e.Seq, &at, &e.Kind, &data)
+	e.At, e.Data = time.UnixMilli(at), json.RawMessage(data)
+	return e, err
 }
 
 // SetTranscriptOffsets records how far a Session's transcript is stored.

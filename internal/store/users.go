@@ -23,7 +23,7 @@ type User struct {
 
 const userCols = `id, coalesce(github_login, ''), name, is_owner, is_dev, created_at`
 
-func scanUser(row interface{ Scan(...any) error }) (User, error) {
+func scanUser(row scanner) (User, error) {
 	var u User
 	var created int64
 	err := row.Scan(&u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &created)

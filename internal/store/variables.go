@@ -30,28 +30,12 @@ type Variable struct {
 
 const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, set_by, set_at`
 
-func scanVariable(row interface{ Scan(...any) error }) (Variable, error) {
+func scanVariable(row scanner) (Variable, error) {
 	var v Variable
 	var at int64
 	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.SetBy, &at)
 	v.SetAt = time.UnixMilli(at)
 	return v, err
-}
-
-func scanVariables(rows *sql.Rows, err error) ([]Variable, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Variable
-	for rows.Next() {
-		v, err := scanVariable(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // SetVariable makes or replaces the Variable named v.Name of v.RepoID (a
@@ -101,7 +85,7 @@ func (s *Store) SetVariable(ctx context.Context, v Variable) (Variable, *Variabl
 
 // Variables lists a Repo's own Variables, or the Shared ones for "".
 func (s *Store) Variables(ctx context.Context, repoID string) ([]Variable, error) {
-	return scanVariables(s.db.QueryContext(ctx, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? ORDER BY name`, repoID))
+	return queryAll(ctx, s.db, scanVariable, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? ORDER BY name`, repoID)
 }
 
 // DeleteVariable removes a Repo's Variable, or a Shared one for repoID ""
@@ -161,8 +145,8 @@ func (s *Store) UnlinkVariable(ctx context.Context, repoID, name string) error {
 
 // LinkedVariables lists the Shared variables a Repo links.
 func (s *Store) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
-	vs, err := scanVariables(s.db.QueryContext(ctx, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.set_by, v.set_at
-		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID))
+	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.set_by, v.set_at
+		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID)
 	for i := range vs {
 		vs[i].Shared = true
 	}
@@ -182,29 +166,11 @@ func (s *Store) SessionVariables(ctx context.Context, repoID string) ([]Variable
 
 // RepoByID returns a Repo, or ErrNotFound.
 func (s *Store) RepoByID(ctx context.Context, id string) (Repo, error) {
-	var r Repo
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT id, url, name, created_at FROM repos WHERE id = ?`, id).Scan(&r.ID, &r.URL, &r.Name, &created)
-	r.CreatedAt = time.UnixMilli(created)
+	r, err := scanRepo(s.db.QueryRowContext(ctx, `SELECT `+repoCols+` FROM repos WHERE id = ?`, id))
 	return r, notFound(err, "repo "+id)
 }
 
 // Repos lists every Repo.
 func (s *Store) Repos(ctx context.Context) ([]Repo, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, url, name, created_at FROM repos ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Repo
-	for rows.Next() {
-		var r Repo
-		var created int64
-		if err := rows.Scan(&r.ID, &r.URL, &r.Name, &created); err != nil {
-			return nil, err
-		}
-		r.CreatedAt = time.UnixMilli(created)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanRepo, `SELECT `+repoCols+` FROM repos ORDER BY name`)
 }
