@@ -74,15 +74,9 @@ func dialRunner(t *testing.T, f *fixture, token string) (*websocket.Conn, *http.
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 }
 
-// hello connects as the fixture's Runner, with handle registering what it
-// answers, and says hello.
-func hello(t *testing.T, f *fixture, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
-	t.Helper()
-	return helloWith(t, f, f.rtoken, nil, handle...)
-}
-
-// helloWith connects with a Runner token, naming the Sessions it runs.
-func helloWith(t *testing.T, f *fixture, token string, running []string, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
+// connectRunner opens a Runner's connection with token, serving handle,
+// without saying hello.
+func connectRunner(t *testing.T, f *fixture, token string, handle ...func(*protocol.Conn)) *protocol.Conn {
 	t.Helper()
 	ws, _, err := dialRunner(t, f, token)
 	if err != nil {
@@ -94,8 +88,22 @@ func helloWith(t *testing.T, f *fixture, token string, running []string, handle 
 	}
 	go c.Serve(context.Background())
 	t.Cleanup(func() { c.Close(websocket.StatusNormalClosure, "test over") })
+	return c
+}
+
+// hello connects as the fixture's Runner, with handle registering what it
+// answers, and says hello.
+func hello(t *testing.T, f *fixture, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
+	t.Helper()
+	return helloWith(t, f, f.rtoken, nil, handle...)
+}
+
+// helloWith connects with a Runner token, naming the Sessions it runs.
+func helloWith(t *testing.T, f *fixture, token string, running []string, handle ...func(*protocol.Conn)) (*protocol.Conn, protocol.Welcome) {
+	t.Helper()
+	c := connectRunner(t, f, token, handle...)
 	var w protocol.Welcome
-	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1", Sessions: running}, &w)
+	err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1", Sessions: running}, &w)
 	if err != nil {
 		t.Fatalf("hello: %v", err)
 	}
@@ -131,14 +139,8 @@ func TestRunnerConnectsAndRevokeClosesAtOnce(t *testing.T) {
 
 func TestHelloWithNoCommonVersionIsRefused(t *testing.T) {
 	f := newFixture(t)
-	ws, _, err := dialRunner(t, f, f.rtoken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := protocol.NewConn(ws, f.hub.log)
-	go c.Serve(context.Background())
-	defer c.Close(websocket.StatusNormalClosure, "")
-	err = c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 99, MaxVersion: 100}, nil)
+	c := connectRunner(t, f, f.rtoken)
+	err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 99, MaxVersion: 100}, nil)
 	if err == nil || !strings.Contains(err.Error(), "no common protocol version") {
 		t.Fatalf("err = %v, want no common protocol version", err)
 	}

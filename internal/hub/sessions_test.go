@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -94,14 +93,8 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 // anything else it sends is answered.
 func TestRunnerMessagesBeforeHelloAreRefused(t *testing.T) {
 	f := newFixture(t)
-	ws, _, err := dialRunner(t, f, f.rtoken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := protocol.NewConn(ws, f.hub.log)
-	go c.Serve(context.Background())
-	defer c.Close(websocket.StatusNormalClosure, "")
-	err = c.Request(context.Background(), protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: "x"}, nil)
+	c := connectRunner(t, f, f.rtoken)
+	err := c.Request(context.Background(), protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: "x"}, nil)
 	if !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("err = %v, want invalid (say hello first)", err)
 	}
