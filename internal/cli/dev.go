@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/seal"
@@ -65,11 +66,7 @@ func runDev(ctx context.Context, io IO, args []string) error {
 	if err := devSignIn(ctx, st, dev, url); err != nil {
 		return err
 	}
-	// A fresh Runner token each start: it lives only in this process.
-	if old, err := st.RunnerByName(ctx, "dev"); err == nil {
-		st.RevokeRunner(ctx, old.ID)
-	}
-	_, token, err := st.CreateRunner(ctx, "dev", dev.ID)
+	token, err := devRunnerToken(ctx, st, dev)
 	if err != nil {
 		return err
 	}
@@ -103,6 +100,22 @@ func runDev(ctx context.Context, io IO, args []string) error {
 	cancel()
 	<-errs
 	return err
+}
+
+// devRunnerToken returns a fresh token for the dev Runner, pairing it on
+// first start. The Runner keeps its id across restarts, clean or killed,
+// so the Hub takes its running Sessions back; the token lives only in this
+// process, and the one before it ends.
+func devRunnerToken(ctx context.Context, st *store.Store, dev store.User) (string, error) {
+	rn, err := st.RunnerByName(ctx, "dev")
+	if errors.Is(err, errdefs.ErrNotFound) {
+		_, token, err := st.CreateRunner(ctx, "dev", dev.ID)
+		return token, err
+	}
+	if err != nil {
+		return "", err
+	}
+	return st.RotateRunnerToken(ctx, rn.ID)
 }
 
 // devEnv gives kndl dev's defaults: everything under $KNDL_HOME.

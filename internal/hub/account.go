@@ -61,11 +61,11 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	}
 	if hadOne == nil {
 		// A replaced token reaches a Session at its next wake.
-		h.sleepSessionsOf(ctx, userID, "its Creator replaced their setup token")
+		h.sessions.SleepAllOf(ctx, userID, "its Creator replaced their setup token")
 	}
 	// The Creator's running Sessions mask the new token too; the old one
 	// stays masked while they run on it.
-	h.maskNew(tok, func(l *live) bool { return l.creatorID == userID })
+	h.maskNew(tok, func(rs *runSet) bool { return rs.creatorID == userID })
 	return nil
 }
 
@@ -74,7 +74,7 @@ func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Princi
 		h.writeError(w, r, err)
 		return
 	}
-	h.sleepSessionsOf(r.Context(), p.User.ID, "its Creator removed their setup token")
+	h.sessions.SleepAllOf(r.Context(), p.User.ID, "its Creator removed their setup token")
 	w.WriteHeader(http.StatusNoContent)
 }
 

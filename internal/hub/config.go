@@ -65,6 +65,10 @@ type Config struct {
 	// made, and from when it was last used. HUB_SIGNIN_MAX_AGE (default
 	// 24h) and HUB_SIGNIN_IDLE (default 8h), as Go durations.
 	SigninMaxAge, SigninIdle time.Duration
+	// SessionIdle is how long a Session with no Turn running and nothing
+	// queued stays awake, unless its Creator turned Keep awake on.
+	// HUB_SESSION_IDLE, a Go duration, default 30m.
+	SessionIdle time.Duration
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -112,6 +116,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_REPO_ACCESS_TTL_MS", func(n int64) { c.RepoAccessTTL = time.Duration(n) * time.Millisecond })
 	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
 	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
+	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })
 	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"

@@ -121,6 +121,7 @@ func (h *Hub) initGuard() error {
 func (h *Hub) Close() {
 	h.guard.stop()
 	<-h.guard.done
+	h.sessions.Close()
 }
 
 // credentialCheckEvery is how often everyone connected has their sign-in or

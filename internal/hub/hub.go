@@ -7,12 +7,14 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -24,12 +26,14 @@ type Hub struct {
 	store   *store.Store
 	secrets *seal.Box
 	handler http.Handler
-	guard   *guard    // sign-in, Repo access and who is connected: guard.go
-	web     *webState // the web UI's live state: web.go
+	guard    *guard         // sign-in, Repo access and who is connected: guard.go
+	web      *webState      // the web UI's live state: web.go
+	sessions *session.Owner // every Session's state, queue and live stream
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
-	live    map[string]*live       // by Session id, while anyone cares
+	sets    map[string]*runSet     // redaction sets by Session id, while it runs
+	held    map[string]*held       // hook Events waiting for the transcript, by Session id
 }
 
 // New makes a Hub over an open store.
@@ -46,8 +50,15 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
-		runners: map[string]*runnerConn{}, live: map[string]*live{}, web: newWebState()}
+		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, held: map[string]*held{}, web: newWebState()}
+	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Logger: cfg.Logger,
+		Idle: cfg.SessionIdle, Inactive: h.sessionInactive})
+	if err := h.sessions.Recover(context.Background()); err != nil {
+		h.sessions.Close()
+		return nil, fmt.Errorf("recover Sessions: %w", err)
+	}
 	if err := h.initGuard(); err != nil {
+		h.sessions.Close()
 		return nil, err
 	}
 	mux, err := h.mux()
@@ -56,6 +67,22 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	}
 	h.handler = h.forwardHosts(mux)
 	return h, nil
+}
+
+// Runner returns a connected Runner for the Session owner, or nil.
+func (h *Hub) Runner(id string) session.Requester {
+	if rc := h.runnerConn(id); rc != nil {
+		return rc.conn
+	}
+	return nil
+}
+
+// sessionInactive drops what only an Active Session has: its open ports.
+func (h *Hub) sessionInactive(id string) {
+	h.web.mu.Lock()
+	delete(h.web.ports, id)
+	h.web.mu.Unlock()
+	h.portsChanged(id)
 }
 
 // Handler is the Hub's HTTP handler.

@@ -71,7 +71,7 @@ func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	}
 	h.guard.conns.end(errMemberGone, func(c *conn) bool { return c.user.ID == id })
 	h.guard.access.forget(id)
-	h.sleepSessionsOf(ctx, id, "its Creator was removed from the Hub")
+	h.sessions.SleepAllOf(ctx, id, "its Creator was removed from the Hub")
 	return nil
 }
 

@@ -60,11 +60,11 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	record := h.recordAfterTranscript
 	switch ev.Name {
 	case "SessionStart":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
+		err = h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventReady, Text: ev.Source})
 	case "UserPromptSubmit":
-		h.promptAccepted(id)
+		h.sessions.Accepted(id)
 	case "Stop":
-		h.turnEnded(id)
+		h.sessions.TurnEnded(id)
 	case "StopFailure":
 		msg := ev.LastAssistantMessage
 		if msg == "" {
@@ -72,7 +72,7 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 		record(ctx, id, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + msg},
 			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
-		h.turnEnded(id)
+		h.sessions.TurnEnded(id)
 	case "SubagentStart":
 		record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
 	case "SubagentStop":
@@ -82,7 +82,11 @@ func (h *Hub) modHook(w http.ResponseWriter, r *http.Request, p Principal) {
 	case "PermissionRequest":
 		record(ctx, id, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
 	case "SessionEnd":
-		h.record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
+		err = h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited."})
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	// Tool calls and Claude's text come from the transcript the Runner
 	// tails; their hooks carry nothing more.

@@ -15,14 +15,20 @@ import (
 // runs, so a value replaced meanwhile stays in it (the Session started with
 // it); values set meanwhile join it. It is made again at the next start.
 
+// runSet is a Session's redaction set while it runs, for the Session of
+// repoID whose Creator is creatorID.
+type runSet struct {
+	set               *redact.Set
+	repoID, creatorID string
+}
+
 // sessionSet returns a Session's redaction set, making it from the store
 // on first use.
 func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, error) {
 	h.mu.Lock()
-	if l := h.live[sessionID]; l != nil && l.set != nil {
-		set := l.set
+	if rs := h.sets[sessionID]; rs != nil {
 		h.mu.Unlock()
-		return set, nil
+		return rs.set, nil
 	}
 	h.mu.Unlock()
 	s, err := h.store.SessionByID(ctx, sessionID)
@@ -39,11 +45,19 @@ func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, er
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l := h.liveOf(sessionID)
-	if l.set == nil {
-		l.set, l.repoID, l.creatorID = set, s.RepoID, s.CreatorID
+	if rs := h.sets[sessionID]; rs != nil {
+		return rs.set, nil
 	}
-	return l.set, nil
+	h.sets[sessionID] = &runSet{set: set, repoID: s.RepoID, creatorID: s.CreatorID}
+	return set, nil
+}
+
+// Forget drops a Session's redaction set once it no longer runs: the next
+// start makes it afresh, without the values replaced meanwhile.
+func (h *Hub) Forget(sessionID string) {
+	h.mu.Lock()
+	delete(h.sets, sessionID)
+	h.mu.Unlock()
 }
 
 // sensitiveValues opens the values a Session's text must never show.
@@ -70,12 +84,12 @@ func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, e
 
 // maskNew adds a new value to the redaction sets of the running Sessions
 // that which selects. Nothing is removed while a Session runs.
-func (h *Hub) maskNew(value string, which func(l *live) bool) {
+func (h *Hub) maskNew(value string, which func(rs *runSet) bool) {
 	h.mu.Lock()
 	var sets []*redact.Set
-	for _, l := range h.live {
-		if l.set != nil && which(l) {
-			sets = append(sets, l.set)
+	for _, rs := range h.sets {
+		if which(rs) {
+			sets = append(sets, rs.set)
 		}
 	}
 	h.mu.Unlock()
@@ -84,12 +98,12 @@ func (h *Hub) maskNew(value string, which func(l *live) bool) {
 	}
 }
 
-// redactEvents masks a Session's values in its Events: by value in all of
+// RedactEvents masks a Session's values in its Events: by value in all of
 // them, and by shape as well in what the Hub and Runner say themselves
 // (errors, start log, notes), where a credential nobody told the Hub about
 // may turn up. It is the one place Session text is redacted before it is
 // stored or shown.
-func (h *Hub) redactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
+func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
 	set, err := h.sessionSet(ctx, sessionID)
 	if err != nil {
 		return err
@@ -114,9 +128,9 @@ func (h *Hub) redactEvents(ctx context.Context, sessionID string, evs []protocol
 	return nil
 }
 
-// redactDetail masks a text the Hub keeps about a Session, such as why its
+// RedactText masks a text the Hub keeps about a Session, such as why its
 // start failed.
-func (h *Hub) redactDetail(ctx context.Context, sessionID, text string) string {
+func (h *Hub) RedactText(ctx context.Context, sessionID, text string) string {
 	if set, err := h.sessionSet(ctx, sessionID); err == nil {
 		text = set.Redact(text)
 	}

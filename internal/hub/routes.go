@@ -86,6 +86,8 @@ func (h *Hub) routes() []route {
 		{"PATCH /api/sessions/{id}", person, h.updateSession},
 		{"POST /api/sessions/{id}/sleep", person, h.sleepHandler},
 		{"POST /api/sessions/{id}/wake", person, h.wakeHandler},
+		{"POST /api/sessions/{id}/restart", person, h.restartHandler},
+		{"PUT /api/sessions/{id}/keep-awake", person, h.keepAwakeHandler},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},
 		{"GET /api/sessions/{id}/watch", person, h.watchSession},
 		{"GET /api/repos", person, h.listRepos},

@@ -50,27 +50,10 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
 			}
 		}
-		if err := h.record(ctx, s.ID, req.Events...); err != nil {
+		if err := h.sessions.Events(ctx, s, req.Events, req.Offsets); err != nil {
 			return nil, err
 		}
-		if req.Offsets != nil {
-			if err := h.store.SetTranscriptOffsets(ctx, s.ID, req.Offsets); err != nil {
-				return nil, err
-			}
-			// Written down: a wake resumes this conversation.
-			if !s.Conversation && req.Offsets[s.ID+".jsonl"] > 0 {
-				h.store.SetConversation(ctx, s.ID)
-			}
-		}
 		h.releaseHeld(s.ID)
-		for _, ev := range req.Events {
-			// An interrupt fires no hook: the transcript is how the Hub
-			// learns the Turn ended. (A normal end is the Stop hook's: the
-			// transcript's comes later, maybe after the next prompt went.)
-			if ev.Kind == protocol.EventTurnEnd && ev.Reason == "interrupted" {
-				h.turnEnded(s.ID)
-			}
-		}
 		return nil, nil
 	})
 
@@ -80,10 +63,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, err
 		}
-		h.store.RevokeModToken(ctx, s.ID)
-		h.setLive(s.ID, func(l *live) { l.ready, l.busy, l.set = false, false, nil })
-		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventNote, Text: "Claude Code exited: " + req.Detail})
-		return nil, h.store.SetSessionState(ctx, s.ID, store.Asleep, h.redactDetail(ctx, s.ID, "Claude Code exited: "+req.Detail))
+		return nil, h.sessions.Exited(ctx, s.ID, req.Detail)
 	})
 }
 

@@ -51,7 +51,7 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 		rc.hello, rc.version = hm, v
 		close(hello)
 		h.attach(rc)
-		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID, Sessions: h.takeBack(ctx, rc, hm.Sessions)}, nil
+		return protocol.Welcome{Version: v, RunnerID: p.Runner.ID, Sessions: h.sessions.RunnerBack(ctx, rc.runner.ID, hm.Sessions)}, nil
 	})
 
 	h.handleSessions(rc, hello)
@@ -94,10 +94,13 @@ func (h *Hub) detach(rc *runnerConn) {
 	}
 	h.mu.Unlock()
 	h.runnerGone(rc)
+	ctx := context.Background()
 	if gone {
-		h.freezeSessions(rc.runner.ID)
+		h.sessions.RunnerGone(ctx, rc.runner.ID)
 	}
-	h.store.TouchRunner(context.Background(), rc.runner.ID)
+	if err := h.store.TouchRunner(ctx, rc.runner.ID); err != nil {
+		h.log.Error("record a runner seen", "runner", rc.runner.Name, "err", err)
+	}
 }
 
 // disconnectRunner closes a Runner's connection, if it has one.
@@ -186,6 +189,7 @@ func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	h.disconnectRunner(id, "runner token revoked")
+	h.sessions.RunnerRemoved(r.Context(), id)
 	h.log.Info("runner revoked", "runner", id, "by", p.User.Name)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -11,11 +11,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -43,6 +41,9 @@ type NewSession struct {
 type SessionView struct {
 	store.Session
 	Queue []store.Prompt `json:"queue"`
+	// Activity is "turn" while a Turn runs, "question" while Claude waits
+	// on a person, else "".
+	Activity string `json:"activity,omitempty"`
 }
 
 func checkModel(model, effort string) error {
@@ -132,17 +133,13 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
-	s, err := h.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.runner.ID,
-		Title: title(req.Prompt), Model: req.Model, Effort: req.Effort})
+	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.runner.ID,
+		Title: title(req.Prompt), Model: req.Model, Effort: req.Effort},
+		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if _, err := h.store.EnqueuePrompt(ctx, store.Prompt{SessionID: s.ID, AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand}); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	go h.startSession(s, false)
 	h.writeSession(w, r, s, http.StatusCreated)
 }
 
@@ -177,205 +174,10 @@ func (h *Hub) pickRunner(ctx context.Context, name string) (*runnerConn, error) 
 	return best, nil
 }
 
-// startTimeout bounds a start: a cold Build and a Claude Code download.
-const startTimeout = 30 * time.Minute
-
-// startSession asks the Session's Runner to start Claude Code, and records
-// the outcome.
-func (h *Hub) startSession(s store.Session, resume bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	fail := func(err error) {
-		h.log.Warn("session start failed", "session", s.ID, "err", err)
-		h.store.RevokeModToken(ctx, s.ID)
-		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventError, Text: "The Session did not start: " + err.Error()})
-		h.store.SetSessionState(ctx, s.ID, store.Asleep, h.redactDetail(ctx, s.ID, "start failed: "+err.Error()))
-		h.setLive(s.ID, func(l *live) { l.ready = false })
-	}
-	rc := h.runnerConn(s.RunnerID)
-	if rc == nil {
-		fail(fmt.Errorf("its Runner is not connected"))
-		return
-	}
-	modToken, err := h.store.IssueModToken(ctx, s.ID)
-	if err != nil {
-		fail(err)
-		return
-	}
-	offsets, err := h.store.TranscriptOffsets(ctx, s.ID)
-	if err != nil {
-		fail(err)
-		return
-	}
-	err = rc.conn.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: s.ID, RepoURL: s.RepoURL,
-		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets}, nil)
-	if err != nil {
-		fail(err)
-		return
-	}
-	if err := h.store.SetSessionState(ctx, s.ID, store.Active, ""); err != nil {
-		fail(err)
-		return
-	}
-	h.setLive(s.ID, func(l *live) { l.ready, l.busy = true, false })
-	h.dispatch(s.ID)
-}
-
 func (h *Hub) runnerConn(id string) *runnerConn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.runners[id]
-}
-
-// setLive changes a Session's live state under the Hub's lock.
-func (h *Hub) setLive(id string, f func(*live)) {
-	h.mu.Lock()
-	f(h.liveOf(id))
-	h.mu.Unlock()
-}
-
-// deliveryTimeout is how long the Hub waits for the mod to confirm a
-// typed prompt before delivering it again; deliveryTries bounds the tries.
-const (
-	deliveryTimeout = 15 * time.Second
-	deliveryTries   = 3
-)
-
-// dispatch delivers the Session's next queued prompt if Claude Code is
-// ready and between Turns. Only one prompt is on its way at a time.
-func (h *Hub) dispatch(id string) {
-	h.mu.Lock()
-	l := h.liveOf(id)
-	if !l.ready || l.busy || l.delivering != "" {
-		h.mu.Unlock()
-		return
-	}
-	ctx := context.Background()
-	p, ok, err := h.store.TakePrompt(ctx, id)
-	if err != nil || !ok {
-		h.mu.Unlock()
-		return
-	}
-	l.delivering, l.tries = p.ID, 0
-	h.mu.Unlock()
-	h.deliver(id, p, false)
-}
-
-// deliver types a prompt, and arms the timer that retries it.
-func (h *Hub) deliver(id string, p store.Prompt, retry bool) {
-	s, err := h.store.SessionByID(context.Background(), id)
-	rc := h.runnerConn(s.RunnerID)
-	if err != nil || rc == nil {
-		h.undeliver(id, p.ID)
-		return
-	}
-	h.mu.Lock()
-	l := h.liveOf(id)
-	l.tries++
-	l.timer = time.AfterFunc(deliveryTimeout, func() { h.deliveryTimedOut(id, p) })
-	h.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), deliveryTimeout)
-		defer cancel()
-		err := rc.conn.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
-			Text: promptText(p), Retry: retry}, nil)
-		switch {
-		case err != nil:
-			h.log.Warn("prompt not typed", "session", id, "err", err)
-		case p.IsCommand:
-			// A slash command or bash-mode line fires no UserPromptSubmit
-			// (an unknown one shows only "Unknown command"): typed is
-			// delivered.
-			h.commandDelivered(id, p.ID)
-		}
-	}()
-}
-
-// promptText is what is typed for a prompt: a leading ! or / would start
-// Claude Code's bash mode or a slash command, so unless the person asked for
-// one, a blank character goes first and Claude reads it as text. Measured on
-// 2.1.328: Claude Code trims whitespace before it looks (so a space does not
-// do), removes zero-width characters, and has no escape of its own; U+2800,
-// the blank braille pattern, is kept.
-func promptText(p store.Prompt) string {
-	if !p.IsCommand && (strings.HasPrefix(p.Text, "!") || strings.HasPrefix(p.Text, "/")) {
-		return textMark + p.Text
-	}
-	return p.Text
-}
-
-// textMark keeps a prompt's leading ! or / from being a command.
-const textMark = "\u2800"
-
-func (h *Hub) deliveryTimedOut(id string, p store.Prompt) {
-	h.mu.Lock()
-	l := h.liveOf(id)
-	if l.delivering != p.ID {
-		h.mu.Unlock()
-		return
-	}
-	tries := l.tries
-	h.mu.Unlock()
-	if tries < deliveryTries {
-		h.log.Info("prompt not confirmed; delivering again", "session", id, "try", tries+1)
-		h.deliver(id, p, true)
-		return
-	}
-	h.record(context.Background(), id, protocol.Event{Kind: protocol.EventError,
-		Text: fmt.Sprintf("Claude Code did not accept a prompt after %d tries; it is back at the head of the queue.", tries)})
-	h.undeliver(id, p.ID)
-}
-
-// undeliver puts a prompt back at the head of the queue.
-func (h *Hub) undeliver(id, promptID string) {
-	h.store.SetPromptState(context.Background(), promptID, store.Queued)
-	h.mu.Lock()
-	l := h.liveOf(id)
-	if l.delivering == promptID {
-		l.delivering = ""
-		if l.timer != nil {
-			l.timer.Stop()
-		}
-	}
-	h.mu.Unlock()
-}
-
-// promptAccepted is the mod's UserPromptSubmit: the prompt on its way is
-// delivered, and a Turn runs.
-func (h *Hub) promptAccepted(id string) {
-	h.mu.Lock()
-	l := h.liveOf(id)
-	pid := l.delivering
-	l.delivering, l.busy = "", true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	h.mu.Unlock()
-	if pid != "" {
-		h.store.SetPromptState(context.Background(), pid, store.Delivered)
-	}
-}
-
-// commandDelivered records a command as delivered and lets the next
-// prompt go.
-func (h *Hub) commandDelivered(id, promptID string) {
-	h.mu.Lock()
-	l := h.liveOf(id)
-	if l.delivering == promptID {
-		l.delivering = ""
-		if l.timer != nil {
-			l.timer.Stop()
-		}
-	}
-	h.mu.Unlock()
-	h.store.SetPromptState(context.Background(), promptID, store.Delivered)
-	h.dispatch(id)
-}
-
-// turnEnded lets the next prompt go.
-func (h *Hub) turnEnded(id string) {
-	h.setLive(id, func(l *live) { l.busy = false })
-	h.dispatch(id)
 }
 
 // sessionFor returns a Session the person may see: one of a Repo they have
@@ -411,7 +213,7 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	writeJSON(w, status, SessionView{Session: s, Queue: q})
+	writeJSON(w, status, SessionView{Session: s, Queue: q, Activity: h.sessions.Activity(s.ID)})
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -452,23 +254,15 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err == nil {
 		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
-	if err == nil && s.State == store.Archived {
-		err = fmt.Errorf("the Session is archived: %w", errdefs.ErrConflict)
-	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	pr, err := h.store.EnqueuePrompt(r.Context(), store.Prompt{SessionID: s.ID, AuthorID: p.User.ID, Text: req.Text, IsCommand: req.IsCommand})
+	pr, err := h.sessions.Prompt(r.Context(), s, store.Prompt{AuthorID: p.User.ID, Text: req.Text, IsCommand: req.IsCommand})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	// A prompt wakes an Asleep Session; it waits until it is awake.
-	if s.State == store.Asleep && h.runnerConn(s.RunnerID) != nil {
-		h.wakeSession(r.Context(), s)
-	}
-	h.dispatch(s.ID)
 	writeJSON(w, http.StatusCreated, pr)
 }
 
@@ -492,7 +286,7 @@ func (h *Hub) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
 	if err == nil {
-		err = h.store.EditPrompt(r.Context(), s.ID, r.PathValue("prompt"), text)
+		err = h.sessions.EditPrompt(r.Context(), s.ID, r.PathValue("prompt"), text)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -503,23 +297,10 @@ func (h *Hub) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 
 func (h *Hub) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
-	if err == nil && s.State != store.Active {
-		err = fmt.Errorf("the Session is %s, not active: no Turn runs: %w", s.State, errdefs.ErrConflict)
-	}
-	var rc *runnerConn
 	if err == nil {
-		if rc = h.runnerConn(s.RunnerID); rc == nil {
-			err = fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
-		}
+		err = h.sessions.StopTurn(r.Context(), s.ID)
 	}
-	if err == nil {
-		err = rc.conn.Request(r.Context(), protocol.TypeSessionStopTurn, protocol.SessionRef{SessionID: s.ID}, nil)
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.answerNoContent(w, r, err)
 }
 
 // acceptSessionSocket opens a WebSocket on a Session the person may see,
@@ -586,7 +367,7 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 	defer ws.CloseNow()
 	ctx := ws.CloseRead(r.Context())
 	// Subscribe before reading the store, so nothing falls between the two.
-	ch, cancel := h.subscribe(s.ID)
+	ch, cancel := h.sessions.Subscribe(s.ID)
 	defer cancel()
 	send := func(e store.Event) error {
 		if e.Seq <= after {
@@ -612,12 +393,12 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	for {
 		select {
-		case e, ok := <-ch:
+		case u, ok := <-ch:
 			if !ok {
 				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 				return
 			}
-			if send(e) != nil {
+			if u.Event != nil && send(*u.Event) != nil {
 				return
 			}
 		case <-ctx.Done():

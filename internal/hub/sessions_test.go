@@ -83,7 +83,7 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 	if _, err := ask(otherToken); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Runner: err = %v, want not found", err)
 	}
-	f.store.SetSessionState(ctx, s.ID, store.Asleep, "")
+	f.store.MoveSession(ctx, s.ID, store.Starting, store.Asleep, "", false)
 	if _, err := ask(f.rtoken); !errors.Is(err, errdefs.ErrForbidden) {
 		t.Fatalf("an asleep Session: err = %v, want forbidden", err)
 	}

@@ -156,7 +156,7 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.SetSessionState(ctx, s.ID, store.Active, "")
+	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	pane := &fakePane{snap: "SNAP1"}
 	// The Runner says it runs the Session, so the Hub takes it back Active.
 	helloWith(t, f, f.rtoken, []string{s.ID}, pane.handle(s.ID))
@@ -222,7 +222,7 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 		defer f.hub.web.mu.Unlock()
 		return len(f.hub.web.terms[s.ID].tabs) == 1
 	})
-	f.store.SetSessionState(ctx, s.ID, store.Asleep, "")
+	f.store.MoveSession(ctx, s.ID, store.Active, store.Asleep, "", false)
 	one.send(viewIn{Type: "terminal.input", Data: "x"})
 	one.expect("error:the Session is asleep")
 	pane.output(t, s.ID, 1, "D")

@@ -1,13 +1,11 @@
 package hub
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -53,10 +51,12 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
-	if (model != s.Model || effort != s.Effort) && (s.State == store.Active) {
-		h.record(ctx, s.ID, protocol.Event{Kind: protocol.EventNote,
-			Text: fmt.Sprintf("Model %s, effort %s: Claude Code restarts into the same conversation to take them.", or(model, "default"), or(effort, "default"))})
-		go h.restartSession(s.ID)
+	if (model != s.Model || effort != s.Effort) && s.State == store.Active {
+		why := fmt.Sprintf("it takes model %s and effort %s, which Claude Code reads only as it starts", or(model, "default"), or(effort, "default"))
+		if err := h.sessions.Restart(ctx, s.ID, why); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
 	}
 	s, err = h.store.SessionByID(ctx, s.ID)
 	if err != nil {
@@ -64,26 +64,6 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	h.writeSession(w, r, s, http.StatusOK)
-}
-
-// restartSession stops an awake Session's Claude Code and starts it again,
-// with what the Session says now (its model, effort and a fresh mod).
-func (h *Hub) restartSession(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	s, err := h.store.SessionByID(ctx, id)
-	if err == nil {
-		err = h.sleepSession(ctx, s, "it restarts to take a new model or effort")
-	}
-	if err == nil {
-		s, err = h.store.SessionByID(ctx, id)
-	}
-	if err == nil {
-		err = h.wakeSession(ctx, s)
-	}
-	if err != nil {
-		h.log.Warn("session restart failed", "session", id, "err", err)
-	}
 }
 
 func or(s, def string) string {

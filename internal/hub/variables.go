@@ -170,7 +170,7 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 		if repoID == "" {
 			repos = h.reposLinking(ctx, name)
 		}
-		h.maskNew(req.Value, func(l *live) bool { return repos[l.repoID] })
+		h.maskNew(req.Value, func(rs *runSet) bool { return repos[rs.repoID] })
 	}
 	h.log.Info("variable set", "repo", repoID, "name", name, "sensitive", req.Sensitive, "by", p.User.Name)
 	writeJSON(w, http.StatusOK, saved)
@@ -215,7 +215,7 @@ func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) 
 		for _, v := range linked {
 			if v.Name == r.PathValue("name") && v.Sensitive {
 				if plain, err := h.openVariable(v); err == nil {
-					h.maskNew(plain, func(l *live) bool { return l.repoID == repo.ID })
+					h.maskNew(plain, func(rs *runSet) bool { return rs.repoID == repo.ID })
 				}
 			}
 		}

@@ -85,7 +85,7 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 		t.Fatal(err, code)
 	}
 	record := func(ev protocol.Event) protocol.Event {
-		if err := f.hub.record(ctx, s.ID, ev); err != nil {
+		if err := f.hub.sessions.Record(ctx, s.ID, ev); err != nil {
 			t.Fatal(err)
 		}
 		evs, _ := f.store.Events(ctx, s.ID, 0, 1000)

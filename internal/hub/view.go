@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
@@ -76,10 +75,6 @@ func (v *view) send(m viewMsg) bool {
 
 func (v *view) close() { v.drop.Do(func() { close(v.gone) }) }
 
-// viewPoll is how often a view looks at its Session and queue again when
-// no Event has come: state changes without an Event are rare and slow.
-const viewPoll = time.Second
-
 // maxViewIn bounds one message from a tab: keystrokes, a paste.
 const maxViewIn = 64 << 10
 
@@ -131,7 +126,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}()
 
-	ch, unsubscribe := h.subscribe(s.ID)
+	ch, unsubscribe := h.sessions.Subscribe(s.ID)
 	defer unsubscribe()
 	var lastSession string // the Session as last sent, as JSON
 	lastState := s.State
@@ -144,7 +139,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 		if q == nil {
 			q = []store.Prompt{}
 		}
-		sv := SessionView{Session: cur, Queue: q}
+		sv := SessionView{Session: cur, Queue: q, Activity: h.sessions.Activity(s.ID)}
 		if b, _ := json.Marshal(sv); string(b) != lastSession {
 			lastSession = string(b)
 			v.send(viewMsg{Type: "session", Session: &sv})
@@ -183,20 +178,16 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 			break
 		}
 	}
-	poll := time.NewTicker(viewPoll)
-	defer poll.Stop()
 	for {
 		select {
-		case e, ok := <-ch:
-			if !ok || !sendEvent(e) {
+		case u, ok := <-ch:
+			if !ok || (u.Event != nil && !sendEvent(*u.Event)) {
 				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 				return
 			}
-			if len(ch) == 0 {
+			if u.Changed {
 				refresh()
 			}
-		case <-poll.C:
-			refresh()
 		case <-v.gone:
 			ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 			return

@@ -91,6 +91,27 @@ func (s *Store) RunnerByName(ctx context.Context, name string) (Runner, error) {
 	return r, notFound(err, "runner "+name)
 }
 
+// RunnerByID returns a Runner, live or revoked, or ErrNotFound.
+func (s *Store) RunnerByID(ctx context.Context, id string) (Runner, error) {
+	r, err := scanRunner(s.db.QueryRowContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE id = ?`, id))
+	return r, notFound(err, "runner "+id)
+}
+
+// RotateRunnerToken gives a live Runner a new token, ending the old one,
+// and returns it once. The Runner keeps its id, so its Sessions stay its
+// own. Returns ErrNotFound if there is no such live Runner.
+func (s *Store) RotateRunnerToken(ctx context.Context, id string) (string, error) {
+	token, hash := auth.NewToken(auth.Runner)
+	res, err := s.db.ExecContext(ctx, `UPDATE runners SET token_hash = ? WHERE id = ? AND revoked_at IS NULL`, hash, id)
+	if err != nil {
+		return "", err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return "", fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
+	}
+	return token, nil
+}
+
 // RevokeRunner revokes a live Runner's token. Returns ErrNotFound if there is
 // no such live Runner.
 func (s *Store) RevokeRunner(ctx context.Context, id string) error {

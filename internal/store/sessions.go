@@ -55,6 +55,7 @@ const (
 	Active   SessionState = "active"
 	Asleep   SessionState = "asleep"
 	Frozen   SessionState = "frozen"
+	Failed   SessionState = "failed"
 	Archived SessionState = "archived"
 )
 
@@ -72,20 +73,28 @@ type Session struct {
 	StateDetail string       `json:"state_detail,omitempty"`
 	// Conversation is whether Claude Code has written the conversation
 	// down, so a wake resumes it.
-	Conversation bool      `json:"conversation"`
-	CreatedAt    time.Time `json:"created_at"`
+	Conversation bool `json:"conversation"`
+	// KeepAwake is the Creator's switch: on, the Session never sleeps for
+	// being idle, and wakes when its Runner connects.
+	KeepAwake bool `json:"keep_awake"`
+	// Transient marks a Failed start a retry may mend (its Runner was away,
+	// a registry did not answer).
+	Transient  bool      `json:"-"`
+	ArchivedAt time.Time `json:"archived_at,omitzero"`
+	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
 	var x Session
 	var created, updated int64
+	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &created, &updated)
-	x.CreatedAt, x.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &archived, &created, &updated)
+	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	return x, err
 }
 
@@ -130,10 +139,34 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 	return queryAll(ctx, s.db, scanSession, q+` ORDER BY s.created_at DESC`, args...)
 }
 
-// SetSessionState moves a Session to state with a detail a person reads
-// (why it is asleep, what failed).
-func (s *Store) SetSessionState(ctx context.Context, id string, state SessionState, detail string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, state_detail = ?, updated_at = ? WHERE id = ?`, state, detail, ms(s.now()), id)
+// MoveSession moves a Session from one state to another with a detail a
+// person reads (why it is asleep, what failed), and whether a Failed start
+// may mend on a retry. It returns ErrConflict if the Session is no longer
+// in from, so two changes never both win; internal/hub/session is its one
+// caller.
+func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionState, detail string, transient bool) error {
+	now := ms(s.now())
+	var archived any
+	if to == Archived {
+		archived = now
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
+		to, detail, transient, archived, now, id, from)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := s.SessionByID(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("session %s is no longer %s: %w", id, from, errdefs.ErrConflict)
+	}
+	return nil
+}
+
+// SetKeepAwake sets a Session's Keep awake switch.
+func (s *Store) SetKeepAwake(ctx context.Context, id string, on bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET keep_awake = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
 	if err != nil {
 		return err
 	}
@@ -172,12 +205,13 @@ func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, e
 	row := s.db.QueryRowContext(ctx, `SELECT s.mod_token_hash, `+sessionCols+sessionFrom+`WHERE s.mod_token_hash = ?`, hash)
 	var x Session
 	var created, updated int64
+	var archived sql.NullInt64
 	err := row.Scan(&stored, &x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &created, &updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &archived, &created, &updated)
 	if err != nil || !auth.Equal(stored, hash) {
 		return Session{}, fmt.Errorf("mod token: %w", errdefs.ErrUnauthorized)
 	}
-	x.CreatedAt, x.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	return x, nil
 }
 

@@ -21,7 +21,7 @@ func TestRemovedMemberIsCutOffEverywhereAtOnce(t *testing.T) {
 	e.gh.SetCollaborator("acme/app", "bob", true)
 	bobUser := e.userOf("bob")
 	s := e.session(bobUser, "acme/app")
-	if err := e.store.SetSessionState(context.Background(), s.ID, store.Active, ""); err != nil {
+	if err := e.store.MoveSession(context.Background(), s.ID, store.Starting, store.Active, "", false); err != nil {
 		t.Fatal(err)
 	}
 	cookie := e.cookieOf(bob)

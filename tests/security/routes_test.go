@@ -30,7 +30,7 @@ func TestEveryRouteNeedsItsCredential(t *testing.T) {
 	}
 	s := e.session(u, "acme/app")
 	modTok, _ := e.store.IssueModToken(ctx, s.ID)
-	e.store.SetSessionState(ctx, s.ID, store.Active, "")
+	e.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	sessionTok, _ := auth.NewToken(auth.Session)
 	live := map[auth.Kind]string{auth.Cookie: e.cookieOf(owner), auth.CLI: cli, auth.Runner: runnerTok, auth.Mod: modTok, auth.Session: sessionTok}
 	if live[auth.Cookie] == "" {

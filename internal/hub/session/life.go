@@ -1,0 +1,296 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// Timeouts of what the owner asks a Runner.
+const (
+	startTimeout = 30 * time.Minute // a cold Build and a Claude Code download
+	stopTimeout  = 2 * time.Minute  // stopping Claude Code and the Sandbox
+)
+
+// Create records a new Session with its first prompt and starts it.
+func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
+	s, err := o.store.CreateSession(ctx, s)
+	if err != nil {
+		return s, err
+	}
+	first.SessionID = s.ID
+	if _, err := o.store.EnqueuePrompt(ctx, first); err != nil {
+		return s, err
+	}
+	o.withRun(s.ID, func(*run) {})
+	o.launch(s.ID, false)
+	return s, nil
+}
+
+// Recover marks the Sessions the store says are awake Frozen: after a Hub
+// restart no Runner is connected yet, and each says on hello what still
+// runs. Call it before serving.
+func (o *Owner) Recover(ctx context.Context) error {
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active}})
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+			if s.State != Starting && s.State != Active {
+				return nil
+			}
+			return o.move(ctx, s, Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", false)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launch asks the Session's Runner, on a goroutine, to start its Claude
+// Code (resuming the conversation if asked), and moves it Active, or
+// Failed with the reason. The Session is Starting.
+func (o *Owner) launch(id string, resume bool) {
+	o.spawn(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, startTimeout)
+		defer cancel()
+		err := o.startOnRunner(ctx, id, resume)
+		if ctx.Err() != nil && o.ctx.Err() != nil {
+			return // the Hub is closing: Recover takes it up at the next start
+		}
+		err = o.locked(ctx, id, func(s *store.Session) error {
+			if s.State != Starting {
+				// Slept or failed meanwhile: the Claude Code just
+				// started must not run on.
+				if err == nil {
+					o.stopOnRunner(ctx, s)
+				}
+				return nil
+			}
+			if err != nil {
+				transient := errors.Is(err, errdefs.ErrUnavailable)
+				if err := o.move(ctx, s, Failed, "the start failed: "+err.Error(), transient); err != nil {
+					return err
+				}
+				if transient {
+					o.retryLater(id)
+				}
+				return nil
+			}
+			o.mu.Lock()
+			delete(o.retries, id)
+			o.mu.Unlock()
+			return o.move(ctx, s, Active, "Claude Code is up", false)
+		})
+		if err != nil {
+			o.log.Error("record a start", "session", id, "err", err)
+		}
+		o.dispatch(id)
+	})
+}
+
+// startOnRunner is the start itself: a fresh mod token, then the
+// Runner's session.start.
+func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error {
+	s, err := o.store.SessionByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	rc := o.opts.Runners.Runner(s.RunnerID)
+	if rc == nil {
+		return fmt.Errorf("its Runner is not connected: %w", errdefs.ErrUnavailable)
+	}
+	modToken, err := o.store.IssueModToken(ctx, id)
+	if err != nil {
+		return err
+	}
+	offsets, err := o.store.TranscriptOffsets(ctx, id)
+	if err != nil {
+		return err
+	}
+	return rc.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: id, RepoURL: s.RepoURL,
+		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets}, nil)
+}
+
+// stopOnRunner asks the Session's Runner to stop its Claude Code and
+// Sandbox, if the Runner is connected.
+func (o *Owner) stopOnRunner(ctx context.Context, s *store.Session) error {
+	rc := o.opts.Runners.Runner(s.RunnerID)
+	if rc == nil {
+		return nil // it stops the Session when it is back: the Hub does not take it back
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	if err := rc.Request(ctx, protocol.TypeSessionStop, protocol.SessionRef{SessionID: s.ID}, nil); err != nil {
+		return fmt.Errorf("the Runner did not stop the Session: %w", err)
+	}
+	return nil
+}
+
+// retryLater retries a start that failed for a cause a retry may mend,
+// with backoff, each try in the start log.
+func (o *Owner) retryLater(id string) {
+	o.mu.Lock()
+	n := o.retries[id] + 1
+	o.retries[id] = n
+	o.mu.Unlock()
+	if n > o.opts.RetryTries {
+		o.note(o.ctx, id, protocol.EventLog, fmt.Sprintf("Gave up retrying the start after %d tries: a prompt or kndl wake tries again.", o.opts.RetryTries))
+		return
+	}
+	d := min(o.opts.RetryMin<<(n-1), o.opts.RetryMax)
+	o.note(o.ctx, id, protocol.EventLog, fmt.Sprintf("Retrying the start in %s (try %d of %d).", d.Round(time.Millisecond), n, o.opts.RetryTries))
+	o.after(d, func(ctx context.Context) {
+		err := o.wake(ctx, id, fmt.Sprintf("retry %d of the start", n), func(s *store.Session) bool { return s.State == Failed && s.Transient })
+		if err != nil && !errors.Is(err, errdefs.ErrConflict) {
+			o.log.Warn("start retry", "session", id, "err", err)
+		}
+	})
+}
+
+// Wake starts an Asleep or Failed Session's Claude Code again, resuming
+// its conversation if Claude Code wrote it down.
+func (o *Owner) Wake(ctx context.Context, id, why string) error {
+	return o.wake(ctx, id, why, nil)
+}
+
+// wake moves a Session Starting and launches it; if only is set, it wakes
+// only a Session only accepts.
+func (o *Owner) wake(ctx context.Context, id, why string, only func(*store.Session) bool) error {
+	return o.locked(ctx, id, func(s *store.Session) error {
+		if only != nil && !only(s) {
+			return fmt.Errorf("the Session is %s: %w", s.State, errdefs.ErrConflict)
+		}
+		return o.wakeLocked(ctx, s, why)
+	})
+}
+
+func (o *Owner) wakeLocked(ctx context.Context, s *store.Session, why string) error {
+	if s.State != Asleep && s.State != Failed {
+		return fmt.Errorf("the Session is %s, not asleep or failed: %w", s.State, errdefs.ErrConflict)
+	}
+	if rn, err := o.store.RunnerByID(ctx, s.RunnerID); err != nil || !rn.RevokedAt.IsZero() {
+		return fmt.Errorf("its Runner was removed; its Workspace was on that machine: %w", errdefs.ErrConflict)
+	}
+	if o.opts.Runners.Runner(s.RunnerID) == nil {
+		return fmt.Errorf("the Session's Runner is not connected; it wakes when the Runner is back and a prompt waits: %w", errdefs.ErrUnavailable)
+	}
+	from := s.State
+	if err := o.move(ctx, s, Starting, why, false); err != nil {
+		return err
+	}
+	if from == Asleep && !s.Conversation {
+		o.note(ctx, s.ID, protocol.EventNote, "Claude Code never wrote this conversation down, so it starts afresh with the same id; the history above is not in its memory.")
+	}
+	o.launch(s.ID, s.Conversation)
+	return nil
+}
+
+// Sleep stops an awake Session's Claude Code and Sandbox, keeping its disks
+// and Workspace, even mid-Turn; it is Asleep once its Runner says it has
+// stopped. A prompt queued meanwhile wakes it again.
+func (o *Owner) Sleep(ctx context.Context, id, why string) error {
+	var wakeAfter bool
+	err := o.locked(ctx, id, func(s *store.Session) error {
+		var err error
+		wakeAfter, err = o.sleepLocked(ctx, s, why)
+		return err
+	})
+	if err == nil && wakeAfter {
+		err = o.Wake(ctx, id, "a prompt came while it went to sleep")
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			err = nil // it wakes when its Runner is back
+		}
+	}
+	return err
+}
+
+func (o *Owner) sleepLocked(ctx context.Context, s *store.Session, why string) (wakeAfter bool, err error) {
+	if !awake(s.State) {
+		return false, fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
+	}
+	var busy bool
+	o.withRun(s.ID, func(r *run) { r.stopping, busy = true, r.busy })
+	if s.State != Starting {
+		if err := o.stopOnRunner(ctx, s); err != nil {
+			o.withRun(s.ID, func(r *run) { r.stopping = false })
+			return false, err
+		}
+	}
+	o.mu.Lock()
+	if r := o.runs[s.ID]; r != nil {
+		wakeAfter = r.wakeAfter
+	}
+	o.mu.Unlock()
+	if busy {
+		why += ", mid-Turn: the Turn was cut"
+	}
+	o.interruptAgents(ctx, s.ID)
+	return wakeAfter, o.move(ctx, s, Asleep, why, false)
+}
+
+// Restart stops an Active Session's Claude Code and starts it again into
+// the same conversation, with what the Session says now (its model and
+// effort, a fresh mod).
+func (o *Owner) Restart(ctx context.Context, id, why string) error {
+	return o.locked(ctx, id, func(s *store.Session) error {
+		if s.State != Active {
+			return fmt.Errorf("the Session is %s, not active: %w", s.State, errdefs.ErrConflict)
+		}
+		if _, err := o.sleepLocked(ctx, s, why); err != nil {
+			return err
+		}
+		return o.wakeLocked(ctx, s, why)
+	})
+}
+
+// SleepAllOf puts a person's awake Sessions to sleep, saying why: when
+// they are removed as a Member, or their setup token is removed or
+// replaced. A failure is logged and the others still sleep.
+func (o *Owner) SleepAllOf(ctx context.Context, creatorID, why string) {
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen}})
+	if err != nil {
+		o.log.Error("list sessions to sleep", "err", err)
+		return
+	}
+	for _, s := range ss {
+		if s.CreatorID != creatorID {
+			continue
+		}
+		if err := o.Sleep(ctx, s.ID, why); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+			o.log.Warn("session did not go to sleep", "session", s.ID, "err", err)
+		}
+	}
+}
+
+// SetKeepAwake sets the Creator's Keep awake switch.
+func (o *Owner) SetKeepAwake(ctx context.Context, id string, on bool) error {
+	if err := o.store.SetKeepAwake(ctx, id, on); err != nil {
+		return err
+	}
+	o.changed(id)
+	return nil
+}
+
+// StopTurn interrupts the Turn that runs.
+func (o *Owner) StopTurn(ctx context.Context, id string) error {
+	s, err := o.store.SessionByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if s.State != Active {
+		return fmt.Errorf("the Session is %s, not active: no Turn runs: %w", s.State, errdefs.ErrConflict)
+	}
+	rc := o.opts.Runners.Runner(s.RunnerID)
+	if rc == nil {
+		return fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
+	}
+	return rc.Request(ctx, protocol.TypeSessionStopTurn, protocol.SessionRef{SessionID: id}, nil)
+}

@@ -1,0 +1,127 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// headline names each state in the history line a move leaves.
+var headline = map[store.SessionState]string{
+	Starting: "Starting",
+	Active:   "Awake",
+	Frozen:   "Frozen",
+	Asleep:   "Asleep",
+	Failed:   "Failed",
+	Archived: "Archived",
+}
+
+// move is the one place a Session's state changes. It checks the
+// transition table, moves the stored state only if nothing moved it
+// meanwhile, and carries every effect of entering the new state: the run
+// state made or dropped, a prompt on its way put back in the queue, the mod
+// token revoked, ports and terminals dropped, the history line saying why,
+// and word to every watcher. Call with the Session's lock held; s is
+// updated.
+func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionState, why string, transient bool) error {
+	if err := checkMove(s.State, to); err != nil {
+		return err
+	}
+	detail := o.opts.Redactor.RedactText(ctx, s.ID, why)
+	if err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient); err != nil {
+		return err
+	}
+	from := s.State
+	s.State, s.StateDetail, s.Transient = to, detail, transient
+
+	var requeue []string
+	o.mu.Lock()
+	r := o.runs[s.ID]
+	switch to {
+	case Starting:
+		if r == nil {
+			r = &run{}
+			o.runs[s.ID] = r
+		}
+		r.ready, r.busy, r.question, r.since = false, false, false, time.Now()
+	case Active:
+		if r == nil {
+			r = &run{}
+			o.runs[s.ID] = r
+		}
+		r.ready, r.busy, r.question, r.since = true, false, false, time.Now()
+	case Frozen:
+		// Claude Code may still run: only the prompt not yet taken goes
+		// back, to be typed again once the Runner is back.
+		if r != nil {
+			r.ready = false
+			requeue = append(requeue, o.dropDelivery(r)...)
+		}
+	default: // Asleep, Failed, Archived: no Claude Code runs.
+		if r != nil {
+			requeue = append(requeue, o.dropDelivery(r)...)
+			if r.taken != "" {
+				// Claude Code took it but never wrote it down: it is not
+				// in the conversation a wake resumes.
+				requeue = append(requeue, r.taken)
+			}
+			delete(o.runs, s.ID)
+		}
+	}
+	o.mu.Unlock()
+
+	for _, id := range requeue {
+		if err := o.store.SetPromptState(ctx, id, store.Queued); err != nil {
+			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", id, "err", err)
+		}
+	}
+	if !awake(to) {
+		if err := o.store.RevokeModToken(ctx, s.ID); err != nil {
+			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
+		}
+		o.opts.Redactor.Forget(s.ID)
+	}
+	if from == Active {
+		o.opts.Inactive(s.ID)
+	}
+	kind := protocol.EventNote
+	if to == Failed {
+		kind = protocol.EventError
+	}
+	line := fmt.Sprintf("%s: %s.", headline[to], why)
+	if len(requeue) > 0 && !awake(to) {
+		line += " The prompt it was on goes back to the head of the queue, since Claude Code never wrote it down."
+	}
+	o.note(ctx, s.ID, kind, line)
+	o.changed(s.ID)
+	o.log.Info("session moved", "session", s.ID, "from", from, "to", to, "why", detail)
+	return nil
+}
+
+// dropDelivery ends the delivery on its way, if any, and returns its
+// prompt to put back in the queue; call with o.mu held.
+func (o *Owner) dropDelivery(r *run) []string {
+	if r.delivering.ID == "" {
+		return nil
+	}
+	id := r.delivering.ID
+	r.delivering = store.Prompt{}
+	o.stopTimer(r.timer)
+	r.timer = nil
+	return []string{id}
+}
+
+// locked runs f with the Session's lock held and the Session as stored.
+func (o *Owner) locked(ctx context.Context, id string, f func(s *store.Session) error) error {
+	l := o.sessionLock(id)
+	l.Lock()
+	defer l.Unlock()
+	s, err := o.store.SessionByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	return f(&s)
+}

@@ -1,0 +1,235 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// Requester is a connected Runner, as the owner asks it things.
+type Requester interface {
+	Request(ctx context.Context, typ string, body, reply any) error
+}
+
+// Runners finds a connected Runner by id; it returns nil for one that is
+// not connected.
+type Runners interface {
+	Runner(id string) Requester
+}
+
+// Redactor masks a Session's values in its Events before they are stored
+// or shown, and forgets its set once the Session no longer runs.
+type Redactor interface {
+	RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error
+	RedactText(ctx context.Context, sessionID, text string) string
+	Forget(sessionID string)
+}
+
+// Options configure an Owner. Zero durations take the defaults named.
+type Options struct {
+	Store    *store.Store
+	Runners  Runners
+	Redactor Redactor
+	Logger   *slog.Logger
+	// Idle is how long a Session with no Turn running and nothing queued
+	// stays awake without Keep awake. HUB_SESSION_IDLE, default 30 min.
+	Idle time.Duration
+	// DeliveryTimeout is how long a typed prompt waits for Claude Code to
+	// take it before it is typed again, DeliveryTries how often it is
+	// typed before it goes back to the queue. Defaults 15 s and 3.
+	DeliveryTimeout time.Duration
+	DeliveryTries   int
+	// RetryMin and RetryMax bound the backoff between retries of a start
+	// that failed for a cause a retry may mend; RetryTries bounds them.
+	// Defaults 5 s, 5 min and 8.
+	RetryMin, RetryMax time.Duration
+	RetryTries         int
+	// Inactive is called when a Session leaves Active, Frozen included:
+	// the Hub drops its open ports and its terminal tabs.
+	Inactive func(sessionID string)
+}
+
+// Owner owns every Session's state. Its methods are safe to call from any
+// goroutine; none holds its lock across a store call.
+type Owner struct {
+	opts  Options
+	store *store.Store
+	log   *slog.Logger
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	wgMu   sync.Mutex // no goroutine is added once Close has begun
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	runs map[string]*run                     // by Session id, while it is awake
+	subs map[string]map[chan Update]struct{} // by Session id, while watched
+	lock map[string]*sync.Mutex              // one per Session, serialising its moves
+	// retries counts the retries of a start that failed for a cause a
+	// retry may mend, since its last success.
+	retries map[string]int
+}
+
+// run is what the Hub knows of an awake Session only while it is awake:
+// where Claude Code is in its Turns and which prompt is on its way. It is
+// never stored: after a Hub restart the Session's Runner reports it again.
+type run struct {
+	// ready: Claude Code is up and its Runner connected; busy: a Turn
+	// runs; question: Claude waits on a person.
+	ready, busy, question bool
+	// delivering is the prompt typed but not yet taken by Claude Code
+	// (UserPromptSubmit); claimed is set while dispatch reads the queue.
+	delivering store.Prompt
+	claimed    bool
+	tries      int
+	timer      *time.Timer
+	// taken is the last prompt Claude Code took whose text the transcript
+	// has not yet shown: a sleep that cuts it puts it back in the queue.
+	taken string
+	// stopping is set while the Runner stops Claude Code for a sleep;
+	// wakeAfter is set by a prompt queued meanwhile.
+	stopping, wakeAfter bool
+	// since is when the Session was last busy or got a prompt: the idle
+	// clock.
+	since time.Time
+	// agents are the subagents the transcript says run.
+	agents map[string]bool
+}
+
+// Update is one message of a Session's live stream: a new Event, or word
+// that the Session or its queue changed (read them again).
+type Update struct {
+	Event   *store.Event
+	Changed bool
+}
+
+// New makes an Owner. Call Recover once the store is open and before any
+// Runner connects, and Close when done.
+func New(opts Options) *Owner {
+	if opts.Idle <= 0 {
+		opts.Idle = 30 * time.Minute
+	}
+	if opts.DeliveryTimeout <= 0 {
+		opts.DeliveryTimeout = 15 * time.Second
+	}
+	if opts.DeliveryTries <= 0 {
+		opts.DeliveryTries = 3
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = 5 * time.Second
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 5 * time.Minute
+	}
+	if opts.RetryTries <= 0 {
+		opts.RetryTries = 8
+	}
+	if opts.Inactive == nil {
+		opts.Inactive = func(string) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
+		runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, retries: map[string]int{}}
+	o.spawn(o.sweepIdle)
+	return o
+}
+
+// Close stops every timer and waits for every goroutine the Owner
+// started.
+func (o *Owner) Close() {
+	o.wgMu.Lock()
+	o.cancel()
+	o.wgMu.Unlock()
+	o.mu.Lock()
+	for _, r := range o.runs {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// spawn runs f on a goroutine that Close waits for.
+func (o *Owner) spawn(f func(ctx context.Context)) {
+	o.wgMu.Lock()
+	defer o.wgMu.Unlock()
+	if o.ctx.Err() != nil {
+		return
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		f(o.ctx)
+	}()
+}
+
+// after runs f after d on a goroutine Close waits for (or never, once
+// closed: then it returns nil).
+func (o *Owner) after(d time.Duration, f func(ctx context.Context)) *time.Timer {
+	o.wgMu.Lock()
+	defer o.wgMu.Unlock()
+	if o.ctx.Err() != nil {
+		return nil
+	}
+	o.wg.Add(1)
+	return time.AfterFunc(d, func() {
+		defer o.wg.Done()
+		if o.ctx.Err() == nil {
+			f(o.ctx)
+		}
+	})
+}
+
+// stopTimer stops a timer from after, releasing what Close waits for if
+// it had not fired.
+func (o *Owner) stopTimer(t *time.Timer) {
+	if t != nil && t.Stop() {
+		o.wg.Done()
+	}
+}
+
+// sessionLock returns the lock that serialises one Session's moves.
+func (o *Owner) sessionLock(id string) *sync.Mutex {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.lock[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		o.lock[id] = l
+	}
+	return l
+}
+
+// withRun calls f with the Session's run state under the Owner's lock,
+// making it if the Session has none.
+func (o *Owner) withRun(id string, f func(*run)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.runs[id]
+	if r == nil {
+		r = &run{since: time.Now()}
+		o.runs[id] = r
+	}
+	f(r)
+}
+
+// Activity says what an awake Session is doing: "turn" while a Turn runs,
+// "question" while Claude waits on a person, "" otherwise.
+func (o *Owner) Activity(id string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch r := o.runs[id]; {
+	case r == nil:
+		return ""
+	case r.question:
+		return "question"
+	case r.busy:
+		return "turn"
+	}
+	return ""
+}

@@ -1,0 +1,241 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// The prompt queue: a Session's prompts wait in the store and are typed
+// one at a time, only while Claude Code is ready and between Turns. A typed
+// prompt is delivered once Claude Code takes it (the mod's
+// UserPromptSubmit); until then it is typed again every DeliveryTimeout,
+// DeliveryTries times at most, then put back at the head of the queue.
+
+// Prompt queues a prompt. It wakes an Asleep or Failed Session whose Runner
+// is connected; otherwise it waits for the Runner.
+func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (store.Prompt, error) {
+	if s.State == Archived {
+		return store.Prompt{}, fmt.Errorf("the Session is archived: restore it first (kndl restore): %w", errdefs.ErrConflict)
+	}
+	p.SessionID = s.ID
+	p, err := o.store.EnqueuePrompt(ctx, p)
+	if err != nil {
+		return p, err
+	}
+	o.mu.Lock()
+	if r := o.runs[s.ID]; r != nil {
+		r.since = time.Now()
+		if r.stopping {
+			r.wakeAfter = true
+		}
+	}
+	o.mu.Unlock()
+	o.changed(s.ID)
+	if s.State == Asleep || s.State == Failed {
+		err := o.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
+		if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
+			return p, err
+		}
+	}
+	o.dispatch(s.ID)
+	return p, nil
+}
+
+// EditPrompt changes a queued prompt's text, or cancels it for "".
+func (o *Owner) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
+	if err := o.store.EditPrompt(ctx, sessionID, promptID, text); err != nil {
+		return err
+	}
+	o.changed(sessionID)
+	return nil
+}
+
+// dispatch types the Session's next queued prompt if Claude Code is ready
+// and between Turns. Only one prompt is on its way at a time; the queue is
+// read without the Owner's lock held.
+func (o *Owner) dispatch(id string) {
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || !r.ready || r.busy || r.stopping || r.claimed || r.delivering.ID != "" {
+		o.mu.Unlock()
+		return
+	}
+	r.claimed = true
+	o.mu.Unlock()
+
+	p, ok, err := o.store.TakePrompt(o.ctx, id)
+	o.mu.Lock()
+	r.claimed = false
+	if err != nil || !ok {
+		o.mu.Unlock()
+		if err != nil && o.ctx.Err() == nil {
+			o.log.Error("take a prompt", "session", id, "err", err)
+		}
+		return
+	}
+	if o.runs[id] != r || !r.ready || r.stopping {
+		// It left Active while the queue was read.
+		o.mu.Unlock()
+		o.requeue(id, p.ID)
+		return
+	}
+	r.delivering, r.tries = p, 0
+	o.mu.Unlock()
+	o.changed(id)
+	o.deliver(id, p, false)
+}
+
+// deliver types a prompt and arms the timer that types it again.
+func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
+	s, err := o.store.SessionByID(o.ctx, id)
+	var rc Requester
+	if err == nil {
+		rc = o.opts.Runners.Runner(s.RunnerID)
+	}
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || r.delivering.ID != p.ID {
+		o.mu.Unlock()
+		return // taken, or dropped by a move meanwhile
+	}
+	if rc == nil {
+		// The Runner went mid-delivery: back to the head of the queue,
+		// typed again once it is back.
+		r.delivering = store.Prompt{}
+		o.mu.Unlock()
+		o.requeue(id, p.ID)
+		return
+	}
+	r.tries++
+	o.stopTimer(r.timer)
+	r.timer = o.after(o.opts.DeliveryTimeout, func(context.Context) { o.deliveryTimedOut(id, p) })
+	o.mu.Unlock()
+	o.spawn(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryTimeout)
+		defer cancel()
+		err := rc.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
+			Text: promptText(p), Retry: retry}, nil)
+		switch {
+		case err != nil:
+			o.log.Warn("prompt not typed", "session", id, "err", err)
+		case p.IsCommand:
+			// A slash command or bash-mode line fires no
+			// UserPromptSubmit (an unknown one shows only "Unknown
+			// command"): typed is delivered.
+			o.delivered(id, p.ID)
+		}
+	})
+}
+
+// deliveryTimedOut types a prompt Claude Code did not take again, or
+// after its last try puts it back at the head of the queue, saying so.
+func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || r.delivering.ID != p.ID {
+		o.mu.Unlock()
+		return
+	}
+	r.timer = nil
+	tries := r.tries
+	if tries >= o.opts.DeliveryTries {
+		r.delivering = store.Prompt{}
+	}
+	o.mu.Unlock()
+	if tries < o.opts.DeliveryTries {
+		o.log.Info("prompt not taken; typing it again", "session", id, "try", tries+1)
+		o.deliver(id, p, true)
+		return
+	}
+	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt after %d tries; it is back at the head of the queue.", tries))
+	o.requeue(id, p.ID)
+}
+
+// requeue puts a prompt back at the head of its queue (prompts are taken
+// oldest first).
+func (o *Owner) requeue(id, promptID string) {
+	if err := o.store.SetPromptState(o.ctx, promptID, store.Queued); err != nil && o.ctx.Err() == nil {
+		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
+	}
+	o.changed(id)
+}
+
+// Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
+// its way, and a Turn runs.
+func (o *Owner) Accepted(id string) {
+	var pid string
+	o.mu.Lock()
+	if r := o.runs[id]; r != nil {
+		pid = r.delivering.ID
+		r.delivering, r.busy, r.question, r.since = store.Prompt{}, true, false, time.Now()
+		o.stopTimer(r.timer)
+		r.timer = nil
+		if pid != "" {
+			r.taken = pid
+		}
+	}
+	o.mu.Unlock()
+	if pid != "" {
+		o.markDelivered(id, pid)
+	}
+	o.changed(id)
+}
+
+// delivered records a command as delivered once typed, and lets the next
+// prompt go.
+func (o *Owner) delivered(id, promptID string) {
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || r.delivering.ID != promptID {
+		o.mu.Unlock()
+		return
+	}
+	r.delivering = store.Prompt{}
+	o.stopTimer(r.timer)
+	r.timer = nil
+	o.mu.Unlock()
+	o.markDelivered(id, promptID)
+	o.changed(id)
+	o.dispatch(id)
+}
+
+func (o *Owner) markDelivered(id, promptID string) {
+	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivered); err != nil && o.ctx.Err() == nil {
+		o.log.Error("record a prompt delivered", "session", id, "prompt", promptID, "err", err)
+	}
+}
+
+// TurnEnded is the end of a Turn (the mod's Stop or StopFailure, or an
+// interrupt in the transcript): the next prompt may go.
+func (o *Owner) TurnEnded(id string) {
+	o.mu.Lock()
+	if r := o.runs[id]; r != nil {
+		r.busy, r.question, r.since = false, false, time.Now()
+	}
+	o.mu.Unlock()
+	o.changed(id)
+	o.dispatch(id)
+}
+
+// promptText is what is typed for a prompt: a leading ! or / would start
+// Claude Code's bash mode or a slash command, so unless the person asked for
+// one, a blank character goes first and Claude reads it as text. Measured on
+// 2.1.328: Claude Code trims whitespace before it looks (so a space does not
+// do), removes zero-width characters, and has no escape of its own; U+2800,
+// the blank braille pattern, is kept.
+func promptText(p store.Prompt) string {
+	if !p.IsCommand && (strings.HasPrefix(p.Text, "!") || strings.HasPrefix(p.Text, "/")) {
+		return textMark + p.Text
+	}
+	return p.Text
+}
+
+// textMark keeps a prompt's leading ! or / from being a command.
+const textMark = "\u2800"

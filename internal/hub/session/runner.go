@@ -1,0 +1,235 @@
+package session
+
+import (
+	"context"
+	"errors"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// RunnerBack answers a (re)connected Runner's hello. The Sessions it still
+// runs become Active again, each with a fresh mod token; those the Hub
+// thought awake on it that no longer run go to sleep, with their running
+// subagents Interrupted. Then, on their own goroutine, the Sessions of the
+// Runner that should be awake are woken: prompts wait, Keep awake is on,
+// or a start failed for a cause a retry may mend. A Session it reports
+// that is not in the answer, the Runner stops.
+func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
+	reported := map[string]bool{}
+	for _, id := range running {
+		reported[id] = true
+	}
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID})
+	if err != nil {
+		o.log.Error("sessions of a reconnected runner", "err", err)
+		return nil
+	}
+	var out []protocol.ResumedSession
+	var wake []string
+	for _, s := range ss {
+		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+			switch {
+			case (s.State == Active || s.State == Frozen) && reported[s.ID]:
+				tok, err := o.store.IssueModToken(ctx, s.ID)
+				if err != nil {
+					return err
+				}
+				offsets, err := o.store.TranscriptOffsets(ctx, s.ID)
+				if err != nil {
+					return err
+				}
+				if s.State == Frozen {
+					if err := o.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
+						return err
+					}
+				} else {
+					o.withRun(s.ID, func(r *run) { r.ready = true })
+				}
+				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
+				wake = append(wake, s.ID) // its queue goes on
+			case s.State == Active || s.State == Frozen:
+				o.interruptAgents(ctx, s.ID)
+				if err := o.move(ctx, s, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
+					return err
+				}
+				wake = append(wake, s.ID)
+			case s.State == Asleep || s.State == Failed:
+				wake = append(wake, s.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			o.log.Error("take a session back", "session", s.ID, "err", err)
+		}
+	}
+	o.spawn(func(ctx context.Context) {
+		for _, id := range wake {
+			o.wakeIfWanted(ctx, id)
+		}
+	})
+	return out
+}
+
+// wakeIfWanted wakes an Asleep or Failed Session whose Runner is back, if
+// prompts wait for it, Keep awake is on, or its start failed for a cause
+// a retry may mend; and lets an Active one's queue go on.
+func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
+	s, err := o.store.SessionByID(ctx, id)
+	if err != nil {
+		return
+	}
+	if s.State == Active {
+		o.dispatch(id)
+		return
+	}
+	q, err := o.store.Prompts(ctx, id)
+	if err != nil {
+		o.log.Error("read a queue", "session", id, "err", err)
+		return
+	}
+	var why string
+	switch {
+	case s.State == Failed && !s.Transient:
+		return // a person retries it: a retry alone would fail the same way
+	case len(q) > 0:
+		why = "its Runner is back and prompts wait"
+	case s.KeepAwake:
+		why = "its Runner is back and Keep awake is on"
+	case s.State == Failed:
+		why = "its Runner is back, so its start is tried again"
+	default:
+		return
+	}
+	err = o.wake(ctx, id, why, func(cur *store.Session) bool { return cur.State == s.State })
+	if err != nil && !errors.Is(err, errdefs.ErrConflict) {
+		o.log.Warn("wake a session whose runner is back", "session", id, "err", err)
+	}
+}
+
+// RunnerGone marks a Runner's Active Sessions Frozen when its connection
+// ends: their Claude Code keeps running in the Sandbox.
+func (o *Owner) RunnerGone(ctx context.Context, runnerID string) {
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Active}})
+	if err != nil {
+		o.log.Error("sessions of a gone runner", "err", err)
+		return
+	}
+	for _, s := range ss {
+		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+			if s.State != Active {
+				return nil
+			}
+			return o.move(ctx, s, Frozen, "its Runner is not connected", false)
+		})
+		if err != nil {
+			o.log.Error("freeze a session", "session", s.ID, "err", err)
+		}
+	}
+}
+
+// RunnerRemoved fails every Session on a Runner whose pairing was removed
+// for good: its Workspace was on that machine.
+func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}})
+	if err != nil {
+		o.log.Error("sessions of a removed runner", "err", err)
+		return
+	}
+	for _, s := range ss {
+		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+			if s.State == Failed || s.State == Archived {
+				return nil
+			}
+			o.interruptAgents(ctx, s.ID)
+			return o.move(ctx, s, Failed, "its Runner was removed; its Workspace was on that machine", false)
+		})
+		if err != nil {
+			o.log.Error("fail a session of a removed runner", "session", s.ID, "err", err)
+		}
+	}
+}
+
+// Events records what a Session's Runner read from its transcript and
+// hooks, with how far it has read, and moves the Turn state they tell of.
+func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Event, offsets map[string]int64) error {
+	if err := o.Record(ctx, s.ID, evs...); err != nil {
+		return err
+	}
+	if offsets != nil {
+		if err := o.store.SetTranscriptOffsets(ctx, s.ID, offsets); err != nil {
+			return err
+		}
+		// Written down: a wake resumes this conversation.
+		if !s.Conversation && offsets[s.ID+".jsonl"] > 0 {
+			if err := o.store.SetConversation(ctx, s.ID); err != nil {
+				return err
+			}
+		}
+	}
+	var ended bool
+	o.withRun(s.ID, func(r *run) {
+		for _, ev := range evs {
+			switch ev.Kind {
+			case protocol.EventPrompt:
+				if ev.Agent == "" {
+					r.taken = "" // in the transcript: a wake resumes it
+				}
+			case protocol.EventSubagentStart:
+				if r.agents == nil {
+					r.agents = map[string]bool{}
+				}
+				r.agents[ev.Agent] = true
+			case protocol.EventSubagentEnd:
+				delete(r.agents, ev.Agent)
+			case protocol.EventQuestion:
+				r.question = true
+			case protocol.EventTurnStart:
+				r.question = false
+			case protocol.EventTurnEnd:
+				// An interrupt fires no hook: the transcript is how the
+				// Hub learns the Turn ended.
+				if ev.Reason == "interrupted" && ev.Agent == "" {
+					ended = true
+				}
+			}
+		}
+	})
+	if ended {
+		o.TurnEnded(s.ID)
+	}
+	return nil
+}
+
+// interruptAgents ends the subagents a Session's transcript says still
+// run, as Interrupted: their Claude Code no longer runs.
+func (o *Owner) interruptAgents(ctx context.Context, id string) {
+	var agents []string
+	o.mu.Lock()
+	if r := o.runs[id]; r != nil {
+		for a := range r.agents {
+			agents = append(agents, a)
+		}
+		r.agents = nil
+	}
+	o.mu.Unlock()
+	for _, a := range agents {
+		if err := o.Record(ctx, id, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: a, Reason: "interrupted"}); err != nil {
+			o.log.Error("record an interrupted subagent", "session", id, "err", err)
+		}
+	}
+}
+
+// Exited is a Runner's word that Claude Code exited on its own: the
+// Session is Asleep, Keep awake left as it was, so a crashing Claude Code
+// is not restarted over and over.
+func (o *Owner) Exited(ctx context.Context, id, detail string) error {
+	return o.locked(ctx, id, func(s *store.Session) error {
+		if s.State != Active && s.State != Frozen {
+			return nil // the Hub stopped it, or it was never up
+		}
+		o.interruptAgents(ctx, id)
+		return o.move(ctx, s, Asleep, "Claude Code exited on its own: "+detail, false)
+	})
+}

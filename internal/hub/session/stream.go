@@ -1,0 +1,101 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// streamBuffer bounds what waits for one slow watcher; past it the watcher
+// is dropped (its channel closed) and resumes from the store by sequence
+// number.
+const streamBuffer = 256
+
+// Subscribe returns a channel of a Session's live stream and a cancel
+// func. Subscribe before reading the store, so nothing falls between.
+func (o *Owner) Subscribe(id string) (<-chan Update, func()) {
+	ch := make(chan Update, streamBuffer)
+	o.mu.Lock()
+	if o.subs[id] == nil {
+		o.subs[id] = map[chan Update]struct{}{}
+	}
+	o.subs[id][ch] = struct{}{}
+	o.mu.Unlock()
+	return ch, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if _, ok := o.subs[id][ch]; ok {
+			delete(o.subs[id], ch)
+			close(ch)
+			if len(o.subs[id]) == 0 {
+				delete(o.subs, id)
+			}
+		}
+	}
+}
+
+// publish sends updates to a Session's watchers; call with o.mu held.
+func (o *Owner) publish(id string, us ...Update) {
+	for ch := range o.subs[id] {
+		for _, u := range us {
+			select {
+			case ch <- u:
+				continue
+			default:
+			}
+			delete(o.subs[id], ch)
+			close(ch)
+			break
+		}
+	}
+}
+
+// changed tells a Session's watchers that it or its queue changed.
+func (o *Owner) changed(id string) {
+	o.mu.Lock()
+	o.publish(id, Update{Changed: true})
+	o.mu.Unlock()
+}
+
+// Record stores a Session's Events, redacted, and sends them to its
+// watchers. It is the one path by which Session text reaches the store.
+func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) error {
+	if err := o.opts.Redactor.RedactEvents(ctx, id, evs); err != nil {
+		return err
+	}
+	rows := make([]store.Event, len(evs))
+	for i, ev := range evs {
+		if ev.At.IsZero() {
+			ev.At = time.Now()
+		}
+		ev.Seq = 0
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b}
+	}
+	rows, err := o.store.AppendEvents(ctx, id, rows)
+	if err != nil {
+		return err
+	}
+	us := make([]Update, len(rows))
+	for i := range rows {
+		us[i] = Update{Event: &rows[i]}
+	}
+	o.mu.Lock()
+	o.publish(id, us...)
+	o.mu.Unlock()
+	return nil
+}
+
+// note records what the Hub says about a Session, logging a failure: a
+// note lost must not stop the change it tells of.
+func (o *Owner) note(ctx context.Context, id, kind, text string) {
+	if err := o.Record(ctx, id, protocol.Event{Kind: kind, Text: text}); err != nil {
+		o.log.Error("record a note", "session", id, "err", err)
+	}
+}
