@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
-	"kndl.dev/kndl/internal/store"
 )
 
 func login(ctx context.Context, io IO, args []string) error {
@@ -57,7 +56,7 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return errUsage
 	}
-	var inv hub.InviteCreated
+	var inv api.InviteCreated
 	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
 	if err := call(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
 		return err
@@ -73,7 +72,7 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var invs []store.Invite
+	var invs []api.Invite
 	if err := call(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
 		return err
 	}
@@ -109,7 +108,7 @@ func memberList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var ms []store.User
+	var ms []api.User
 	if err := call(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
 		return err
 	}
@@ -138,7 +137,7 @@ func memberRemove(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ms []store.User
+	var ms []api.User
 	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
 )
 
 func runnerList(ctx context.Context, io IO, args []string) error {
@@ -17,7 +17,7 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var rs []hub.RunnerStatus
+	var rs []api.RunnerStatus
 	if err := call(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func runnerRevoke(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rs []hub.RunnerStatus
+	var rs []api.RunnerStatus
 	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
 		return err
 	}

@@ -15,10 +15,9 @@ import (
 
 	"github.com/coder/websocket"
 	"golang.org/x/term"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 )
 
 func sessionNew(ctx context.Context, io IO, args []string) error {
@@ -41,8 +40,8 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
 		*repo, _ = filepath.Abs(*repo)
 	}
-	var s hub.SessionView
-	if err := call(ctx, http.MethodPost, "/api/sessions", hub.NewSession{Repo: *repo, Model: *model, Effort: *effort,
+	var s api.SessionView
+	if err := call(ctx, http.MethodPost, "/api/sessions", api.NewSession{Repo: *repo, Model: *model, Effort: *effort,
 		Prompt: prompt, IsCommand: *command, Runner: *runner}, &s); err != nil {
 		return err
 	}
@@ -62,7 +61,7 @@ func promptArg(io IO, args []string) (string, error) {
 	if len(args) == 1 && args[0] != "-" {
 		return args[0], nil
 	}
-	b, err := readAllLimited(io.Stdin, hub.MaxPromptBytes+1)
+	b, err := readAllLimited(io.Stdin, api.MaxPromptBytes+1)
 	if err != nil {
 		return "", err
 	}
@@ -85,7 +84,7 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	var ss []store.Session
+	var ss []api.Session
 	if err := call(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
 		return err
 	}
@@ -114,18 +113,18 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 		return err
 	}
 	id := url.PathEscape(pos[0])
-	var s hub.SessionView
+	var s api.SessionView
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); err != nil {
 		return err
 	}
-	var evs []store.Event
+	var evs []api.Event
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id+"/events", nil, &evs); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, struct {
-			hub.SessionView
-			Events []store.Event `json:"events"`
+			api.SessionView
+			Events []api.Event `json:"events"`
 		}{s, evs})
 	}
 	fmt.Fprintf(io.Stdout, "Session %s\n  repo:    %s\n  state:   %s %s\n  model:   %s %s\n  created: %s\n\n",
@@ -157,8 +156,8 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var p store.Prompt
-	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", hub.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
+	var p api.Prompt
+	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", api.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -218,7 +217,7 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 	id := url.PathEscape(pos[0])
 	last := *after
 	for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
-		done, err := watchOnce(ctx, c, id, &last, func(e store.Event) (bool, error) {
+		done, err := watchOnce(ctx, c, id, &last, func(e api.Event) (bool, error) {
 			if *asJSON {
 				b, _ := json.Marshal(e)
 				fmt.Fprintf(io.Stdout, "%s\n", b)
@@ -244,18 +243,18 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 }
 
 func queueEmpty(ctx context.Context, c *apiclient.Client, id string) bool {
-	var s hub.SessionView
+	var s api.SessionView
 	return c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s) == nil && len(s.Queue) == 0
 }
 
 // watchOnce follows one WebSocket until it ends or each returns true.
-func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(store.Event) (bool, error)) (bool, error) {
+func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(api.Event) (bool, error)) (bool, error) {
 	u := strings.Replace(c.BaseURL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, *last)
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {
 			// Ask the API once more for the sentence that says why.
-			var s hub.SessionView
+			var s api.SessionView
 			if aerr := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); aerr != nil {
 				return false, aerr
 			}
@@ -269,7 +268,7 @@ func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64,
 		if err != nil {
 			return false, err
 		}
-		var e store.Event
+		var e api.Event
 		if err := json.Unmarshal(b, &e); err != nil {
 			return false, err
 		}
@@ -281,7 +280,7 @@ func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64,
 }
 
 // printEvent writes one Event as a line or a few a person reads.
-func printEvent(w io.Writer, e store.Event) {
+func printEvent(w io.Writer, e api.Event) {
 	var ev protocol.Event
 	json.Unmarshal(e.Data, &ev)
 	at := e.At.Local().Format("15:04:05")
@@ -363,7 +362,7 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 // Session restarts to take them).
 func sessionUpdate(ctx context.Context, io IO, args []string) error {
 	fs := flags(io, "update")
-	var req hub.SessionUpdate
+	var req api.SessionUpdate
 	fs.Func("title", "the Session's title", func(v string) error { req.Title = &v; return nil })
 	fs.Func("model", "the model: sonnet, opus, haiku, a full id, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
 	fs.Func("effort", "low, medium, high, xhigh, max, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
@@ -374,7 +373,7 @@ func sessionUpdate(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 || (req.Title == nil && req.Model == nil && req.Effort == nil) {
 		return errUsage
 	}
-	var s hub.SessionView
+	var s api.SessionView
 	if err := call(ctx, http.MethodPatch, "/api/sessions/"+url.PathEscape(pos[0]), req, &s); err != nil {
 		return err
 	}

@@ -10,9 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
-	"kndl.dev/kndl/internal/store"
 )
 
 // varScope reads --repo or --shared and returns the API path of that
@@ -29,7 +28,7 @@ func varScope(ctx context.Context, c *apiclient.Client, repo string, shared bool
 	if st, err := os.Stat(repo); err == nil && st.IsDir() {
 		repo, _ = filepath.Abs(repo)
 	}
-	var r store.Repo
+	var r api.Repo
 	if err := c.Do(ctx, http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r); err != nil {
 		return "", err
 	}
@@ -70,8 +69,8 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := hub.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
-	if err := c.Do(ctx, http.MethodPut, path+"/"+url.PathEscape(pos[0]), req, &store.Variable{}); err != nil {
+	req := api.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
+	if err := c.Do(ctx, http.MethodPut, path+"/"+url.PathEscape(pos[0]), req, &api.Variable{}); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Set %s. Sessions get it from their next start or wake.\n", pos[0])
@@ -94,11 +93,11 @@ func varList(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var vars []store.Variable
+	var vars []api.Variable
 	if *shared {
 		err = c.Do(ctx, http.MethodGet, path, nil, &vars)
 	} else {
-		var rv hub.RepoVariables
+		var rv api.RepoVariables
 		if err = c.Do(ctx, http.MethodGet, path, nil, &rv); err == nil && *asJSON {
 			return printJSON(io, rv)
 		}

@@ -14,36 +14,16 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
-// MaxPromptBytes bounds one prompt.
-const MaxPromptBytes = 64 << 10
-
 var (
 	modelRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.\-\[\]]{0,63}$`)
 	efforts = map[string]bool{"": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
 )
-
-// NewSession is the body of POST /api/sessions.
-type NewSession struct {
-	Repo      string `json:"repo"`
-	Model     string `json:"model,omitempty"`
-	Effort    string `json:"effort,omitempty"`
-	Prompt    string `json:"prompt"`
-	IsCommand bool   `json:"is_command,omitempty"`
-	// Runner names the Runner to use; empty picks the connected Runner with
-	// the fewest running Sessions.
-	Runner string `json:"runner,omitempty"`
-}
-
-// SessionView is a Session as the API shows it, with its waiting prompts.
-type SessionView struct {
-	store.Session
-	Queue []store.Prompt `json:"queue"`
-}
 
 func checkModel(model, effort string) error {
 	if model != "" && !modelRE.MatchString(model) {
@@ -90,14 +70,14 @@ func checkPrompt(text string) error {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return fmt.Errorf("the prompt is empty: %w", errdefs.ErrInvalid)
-	case len(text) > MaxPromptBytes:
-		return fmt.Errorf("the prompt is %d bytes, over the %d-byte limit; attach long text as a file instead: %w", len(text), MaxPromptBytes, errdefs.ErrTooLarge)
+	case len(text) > api.MaxPromptBytes:
+		return fmt.Errorf("the prompt is %d bytes, over the %d-byte limit; attach long text as a file instead: %w", len(text), api.MaxPromptBytes, errdefs.ErrTooLarge)
 	}
 	return nil
 }
 
 func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req NewSession
+	var req api.NewSession
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -411,7 +391,7 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	writeJSON(w, status, SessionView{Session: s, Queue: q})
+	writeJSON(w, status, sessionView(s, q))
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -436,14 +416,8 @@ func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.writeSession(w, r, s, http.StatusOK)
 }
 
-// PromptRequest is the body that queues or edits a prompt.
-type PromptRequest struct {
-	Text      string `json:"text"`
-	IsCommand bool   `json:"is_command,omitempty"`
-}
-
 func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req PromptRequest
+	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkPrompt(req.Text)
@@ -473,7 +447,7 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req PromptRequest
+	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkPrompt(req.Text)
