@@ -14,12 +14,12 @@ import (
 )
 
 func login(ctx context.Context, io IO, args []string) error {
-	pos, err := parse(flags(io, "login"), args)
+	pos, err := Parse(Flags(io, "login"), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	machine, _ := os.Hostname()
 	if machine == "" {
@@ -37,7 +37,7 @@ func login(ctx context.Context, io IO, args []string) error {
 
 func logout(ctx context.Context, io IO, args []string) error {
 	if len(args) != 0 {
-		return errUsage
+		return ErrUsage
 	}
 	if err := apiclient.Logout(ctx); err != nil {
 		return err
@@ -47,14 +47,14 @@ func logout(ctx context.Context, io IO, args []string) error {
 }
 
 func inviteCreate(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "invite")
+	fs := Flags(io, "invite")
 	hours := fs.Int("hours", 0, "how long the Invite lasts, in hours (default a week, at most 720)")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	var inv api.InviteCreated
 	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
@@ -67,7 +67,7 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 }
 
 func inviteList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "invite ls")
+	fs := Flags(io, "invite ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -97,13 +97,13 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 
 func inviteRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	return call(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
 }
 
 func memberList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "member ls")
+	fs := Flags(io, "member ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,7 +131,7 @@ func memberList(ctx context.Context, io IO, args []string) error {
 
 func memberRemove(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 func runnerList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "runner ls")
+	fs := Flags(io, "runner ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -37,7 +37,7 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 
 func runnerRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {

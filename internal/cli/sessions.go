@@ -21,20 +21,20 @@ import (
 )
 
 func sessionNew(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "new")
+	fs := Flags(io, "new")
 	repo := fs.String("repo", "", "the repository: a git URL, or a path on the Runner's host")
 	model := fs.String("model", "", "the model: sonnet, opus, haiku or a full model id")
 	effort := fs.String("effort", "", "the effort: low, medium, high, xhigh or max")
 	runner := fs.String("runner", "", "the Runner to use (default: the least busy connected one)")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	prompt, err := promptArg(io, pos)
 	if err != nil || *repo == "" {
-		return errUsage
+		return ErrUsage
 	}
 	// A local path is resolved here, so the Runner on this machine finds it.
 	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
@@ -56,7 +56,7 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 // or it is "-".
 func promptArg(io IO, args []string) (string, error) {
 	if len(args) > 1 {
-		return "", errUsage
+		return "", ErrUsage
 	}
 	if len(args) == 1 && args[0] != "-" {
 		return args[0], nil
@@ -66,7 +66,7 @@ func promptArg(io IO, args []string) (string, error) {
 		return "", err
 	}
 	if strings.TrimSpace(string(b)) == "" {
-		return "", errUsage
+		return "", ErrUsage
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
 }
@@ -79,9 +79,9 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 }
 
 func sessionList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "ls")
+	fs := Flags(io, "ls")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
 	var ss []api.Session
@@ -99,14 +99,14 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 }
 
 func sessionShow(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "show")
+	fs := Flags(io, "show")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
@@ -142,15 +142,15 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 }
 
 func sessionPrompt(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "prompt")
+	fs := Flags(io, "prompt")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 1 {
-		return errUsage
+		return ErrUsage
 	}
 	text, err := promptArg(io, pos[1:])
 	if err != nil {
@@ -169,7 +169,7 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 
 func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
-		return errUsage
+		return ErrUsage
 	}
 	if err := call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
 		return err
@@ -182,7 +182,7 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 func sessionAction(action, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
 		if len(args) != 1 {
-			return errUsage
+			return ErrUsage
 		}
 		c, err := apiclient.New()
 		if err != nil {
@@ -199,16 +199,16 @@ func sessionAction(action, done string) func(context.Context, IO, []string) erro
 // sessionWatch streams a Session's transcript, reconnecting from the last
 // sequence number it printed.
 func sessionWatch(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "watch")
+	fs := Flags(io, "watch")
 	after := fs.Int64("after", 0, "start after this sequence number")
 	asJSON := fs.Bool("json", false, "print one JSON Event per line")
 	untilIdle := fs.Bool("until-idle", false, "exit once a Turn ends with no prompt waiting")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
@@ -337,7 +337,7 @@ func or(s, def string) string {
 // stdin (without echo on a terminal).
 func tokenSet(ctx context.Context, io IO, args []string) error {
 	if len(args) != 0 {
-		return errUsage
+		return ErrUsage
 	}
 	var tok []byte
 	var err error
@@ -361,17 +361,17 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 // sessionUpdate renames a Session or changes its model and effort (an awake
 // Session restarts to take them).
 func sessionUpdate(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "update")
+	fs := Flags(io, "update")
 	var req api.SessionUpdate
 	fs.Func("title", "the Session's title", func(v string) error { req.Title = &v; return nil })
 	fs.Func("model", "the model: sonnet, opus, haiku, a full id, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
 	fs.Func("effort", "low, medium, high, xhigh, max, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || (req.Title == nil && req.Model == nil && req.Effort == nil) {
-		return errUsage
+		return ErrUsage
 	}
 	var s api.SessionView
 	if err := call(ctx, http.MethodPatch, "/api/sessions/"+url.PathEscape(pos[0]), req, &s); err != nil {
