@@ -30,7 +30,7 @@ type Command struct {
 	Name    string
 	Usage   string // arguments, after the name
 	Summary string
-	Hidden  bool // run by kndl itself, not listed in kndl help
+	Hidden  bool // run by the Runner and the mod in a Sandbox; kndl help leaves it out
 	Run     func(ctx context.Context, io IO, args []string) error
 }
 
