@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/daemon"
 	"kndl.dev/kndl/internal/sandbox/oci"
 )
 
@@ -19,7 +20,7 @@ func main() {
 		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+	code := cli.Run(ctx, os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, daemon.Commands()...)
 	stop()
 	os.Exit(code)
 }

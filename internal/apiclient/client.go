@@ -1,6 +1,7 @@
 // Package apiclient is the kndl CLI's client for the Hub's API, and the
 // CLI's config file that holds where the Hub is and the CLI token. Only
-// internal/cli and tests import it.
+// internal/cli, internal/daemon (kndl dev signs this machine in) and tests
+// import it.
 package apiclient
 
 import (

@@ -1,5 +1,9 @@
-// Package cli is the kndl command: the Hub, the Runner, kndl dev, and the
-// commands a person runs against a Hub. cmd/kndl calls Run and nothing else.
+// Package cli is the kndl commands a person runs against a Hub, and the
+// hidden ones the Runner runs inside a Sandbox. It reaches the Hub through
+// its API alone (internal/api, internal/apiclient), and never imports
+// internal/hub, internal/store or internal/runner (tests/style checks):
+// the commands that run a Hub or a Runner, or open the Hub's store, are
+// internal/daemon's, which cmd/kndl hands to Run with these.
 package cli
 
 import (
@@ -8,15 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
-
-	"kndl.dev/kndl/internal/redact"
 )
 
 // IO is what a command reads and writes; tests give their own.
@@ -26,93 +25,90 @@ type IO struct {
 	Getenv         func(string) string
 }
 
-// command is one subcommand. Names with a space are nested ("runner token").
-type command struct {
-	name    string
-	usage   string // arguments, after the name
-	summary string
-	hidden  bool
-	run     func(ctx context.Context, io IO, args []string) error
+// Command is one subcommand. Names with a space are nested ("runner token").
+type Command struct {
+	Name    string
+	Usage   string // arguments, after the name
+	Summary string
+	Hidden  bool // run by the Runner and the mod in a Sandbox; kndl help leaves it out
+	Run     func(ctx context.Context, io IO, args []string) error
 }
 
-func commands() []command {
-	return []command{
-		{name: "dev", summary: "run a Hub and a Runner on this machine (127.0.0.1, dev login)", run: runDev},
-		{name: "hub", summary: "run a Hub", run: runHub},
-		{name: "runner", summary: "run a Runner (needs KNDL_HUB_URL and RUNNER_TOKEN)", run: runRunner},
-		{name: "runner token create", usage: "--name NAME", summary: "pair a Runner: print its token, once (works on the Hub's store)", run: runnerTokenCreate},
-		{name: "runner ls", summary: "list paired Runners", run: runnerList},
-		{name: "runner revoke", usage: "NAME", summary: "revoke a Runner's token and disconnect it", run: runnerRevoke},
-		{name: "new", usage: "--repo URL_OR_PATH [--model M] [--effort E] [PROMPT | -]", summary: "start a Session with a first prompt (from stdin with -)", run: sessionNew},
-		{name: "ls", usage: "[--json]", summary: "list Sessions", run: sessionList},
-		{name: "show", usage: "ID [--json]", summary: "show a Session and its transcript", run: sessionShow},
-		{name: "watch", usage: "ID [--after SEQ] [--until-idle] [--json]", summary: "follow a Session's transcript live", run: sessionWatch},
-		{name: "prompt", usage: "ID [TEXT | -]", summary: "queue a prompt (from stdin with - or no TEXT)", run: sessionPrompt},
-		{name: "cancel", usage: "ID PROMPT_ID", summary: "cancel a queued prompt", run: sessionCancelPrompt},
-		{name: "stop-turn", usage: "ID", summary: "interrupt the running Turn", run: sessionAction("stop-turn", "Stopping the Turn.")},
-		{name: "update", usage: "ID [--title T] [--model M] [--effort E]", summary: "rename a Session, or change its model and effort (it restarts to take them)", run: sessionUpdate},
-		{name: "sleep", usage: "ID", summary: "stop a Session's Claude Code and Sandbox, keeping its disks", run: sessionAction("sleep", "The Session is asleep.")},
-		{name: "wake", usage: "ID", summary: "start an asleep Session again (a prompt wakes it too)", run: sessionAction("wake", "Waking the Session.")},
-		{name: "token set", summary: "store your Claude setup token on the Hub (read from stdin)", run: tokenSet},
-		{name: "var set", usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", summary: "set a Variable; its value is read from stdin", run: varSet},
-		{name: "var ls", usage: "(--repo URL | --shared) [--json]", summary: "list Variables (Sensitive values never shown)", run: varList},
-		{name: "var rm", usage: "(--repo URL | --shared) NAME", summary: "remove a Variable", run: varChange("var rm", http.MethodDelete, "variables", "Removed")},
-		{name: "var link", usage: "--repo URL NAME", summary: "make a Repo use a Shared variable", run: varChange("var link", http.MethodPut, "links", "Linked")},
-		{name: "var unlink", usage: "--repo URL NAME", summary: "stop a Repo using a Shared variable", run: varChange("var unlink", http.MethodDelete, "links", "Unlinked")},
-		{name: "login", usage: "HUB_URL", summary: "sign this machine in to a Hub through your browser", run: login},
-		{name: "logout", summary: "revoke this machine's CLI token and forget it", run: logout},
-		{name: "invite", usage: "GITHUB_LOGIN [--hours N]", summary: "invite someone (Owner only): print their link, once", run: inviteCreate},
-		{name: "invite ls", usage: "[--json]", summary: "list Invites (Owner only)", run: inviteList},
-		{name: "invite revoke", usage: "ID", summary: "revoke an unused Invite (Owner only)", run: inviteRevoke},
-		{name: "member ls", usage: "[--json]", summary: "list the Hub's Members", run: memberList},
-		{name: "member remove", usage: "GITHUB_LOGIN", summary: "remove a Member: sign them out everywhere (Owner only)", run: memberRemove},
+func commands() []Command {
+	return []Command{
+		{Name: "runner ls", Summary: "list paired Runners", Run: runnerList},
+		{Name: "runner revoke", Usage: "NAME", Summary: "revoke a Runner's token and disconnect it", Run: runnerRevoke},
+		{Name: "new", Usage: "--repo URL_OR_PATH [--model M] [--effort E] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -)", Run: sessionNew},
+		{Name: "ls", Usage: "[--json]", Summary: "list Sessions", Run: sessionList},
+		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
+		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},
+		{Name: "prompt", Usage: "ID [TEXT | -]", Summary: "queue a prompt (from stdin with - or no TEXT)", Run: sessionPrompt},
+		{Name: "cancel", Usage: "ID PROMPT_ID", Summary: "cancel a queued prompt", Run: sessionCancelPrompt},
+		{Name: "stop-turn", Usage: "ID", Summary: "interrupt the running Turn", Run: sessionAction("stop-turn", "Stopping the Turn.")},
+		{Name: "update", Usage: "ID [--title T] [--model M] [--effort E]", Summary: "rename a Session, or change its model and effort (it restarts to take them)", Run: sessionUpdate},
+		{Name: "sleep", Usage: "ID", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction("sleep", "The Session is asleep.")},
+		{Name: "wake", Usage: "ID", Summary: "start an asleep Session again (a prompt wakes it too)", Run: sessionAction("wake", "Waking the Session.")},
+		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
+		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
+		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},
+		{Name: "var rm", Usage: "(--repo URL | --shared) NAME", Summary: "remove a Variable", Run: varChange("var rm", http.MethodDelete, "variables", "Removed")},
+		{Name: "var link", Usage: "--repo URL NAME", Summary: "make a Repo use a Shared variable", Run: varChange("var link", http.MethodPut, "links", "Linked")},
+		{Name: "var unlink", Usage: "--repo URL NAME", Summary: "stop a Repo using a Shared variable", Run: varChange("var unlink", http.MethodDelete, "links", "Unlinked")},
+		{Name: "login", Usage: "HUB_URL", Summary: "sign this machine in to a Hub through your browser", Run: login},
+		{Name: "logout", Summary: "revoke this machine's CLI token and forget it", Run: logout},
+		{Name: "invite", Usage: "GITHUB_LOGIN [--hours N]", Summary: "invite someone (Owner only): print their link, once", Run: inviteCreate},
+		{Name: "invite ls", Usage: "[--json]", Summary: "list Invites (Owner only)", Run: inviteList},
+		{Name: "invite revoke", Usage: "ID", Summary: "revoke an unused Invite (Owner only)", Run: inviteRevoke},
+		{Name: "member ls", Usage: "[--json]", Summary: "list the Hub's Members", Run: memberList},
+		{Name: "member remove", Usage: "GITHUB_LOGIN", Summary: "remove a Member: sign them out everywhere (Owner only)", Run: memberRemove},
 
 		// Run inside a Sandbox by the Runner and the mod.
-		{name: "mod hook", summary: "carry a Claude Code hook event to the Hub", hidden: true, run: modHook},
-		{name: "claude seed", usage: "CONFIG_DIR WORKDIR", summary: "seed Claude Code's config so no dialog waits", hidden: true, run: claudeSeed},
-		{name: "transcript follow", summary: "stream a transcript's Events", hidden: true, run: transcriptFollow},
-		{name: "ports watch", usage: "[--skip-exe DIR]", summary: "write the listening ports when they change", hidden: true, run: portsWatch},
-		{name: "ports dial", usage: "PORT", summary: "carry one connection to a port over stdin and stdout", hidden: true, run: portsDial},
+		{Name: "mod hook", Summary: "carry a Claude Code hook event to the Hub", Hidden: true, Run: modHook},
+		{Name: "claude seed", Usage: "CONFIG_DIR WORKDIR", Summary: "seed Claude Code's config so no dialog waits", Hidden: true, Run: claudeSeed},
+		{Name: "transcript follow", Summary: "stream a transcript's Events", Hidden: true, Run: transcriptFollow},
+		{Name: "ports watch", Usage: "[--skip-exe DIR]", Summary: "write the listening ports when they change", Hidden: true, Run: portsWatch},
+		{Name: "ports dial", Usage: "PORT", Summary: "carry one connection to a port over stdin and stdout", Hidden: true, Run: portsDial},
 	}
 }
 
-// errUsage marks an error whose message is the usage to print.
-var errUsage = errors.New("usage")
+// ErrUsage marks an error whose message is the usage to print: Run prints
+// the command's usage line and exits 2.
+var ErrUsage = errors.New("usage")
 
-// Run runs the kndl command with args (without the program name) and
-// returns the process exit code.
-func Run(ctx context.Context, args []string, io IO) int {
-	cmd, rest := lookup(args)
+// Run runs the kndl command with args (without the program name), among
+// these commands and more, and returns the process exit code.
+func Run(ctx context.Context, args []string, io IO, more ...Command) int {
+	cmds := append(commands(), more...)
+	cmd, rest := lookup(cmds, args)
 	if cmd == nil {
-		usage(io.Stderr)
+		usage(io.Stderr, cmds)
 		if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 			return 0
 		}
 		fmt.Fprintf(io.Stderr, "\nkndl: unknown command %q\n", strings.Join(args, " "))
 		return 2
 	}
-	if err := cmd.run(ctx, io, rest); err != nil {
+	if err := cmd.Run(ctx, io, rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		if errors.Is(err, errUsage) {
-			fmt.Fprintf(io.Stderr, "usage: kndl %s %s\n", cmd.name, cmd.usage)
+		if errors.Is(err, ErrUsage) {
+			fmt.Fprintf(io.Stderr, "usage: kndl %s %s\n", cmd.Name, cmd.Usage)
 			return 2
 		}
-		fmt.Fprintf(io.Stderr, "kndl %s: %v\n", cmd.name, err)
+		fmt.Fprintf(io.Stderr, "kndl %s: %v\n", cmd.Name, err)
 		return 1
 	}
 	return 0
 }
 
 // lookup finds the longest command name that prefixes args.
-func lookup(args []string) (*command, []string) {
-	cmds := commands()
-	var best *command
+func lookup(cmds []Command, args []string) (*Command, []string) {
+	var best *Command
 	var n int
 	for i := range cmds {
-		words := strings.Fields(cmds[i].name)
-		if len(words) <= len(args) && len(words) > n && strings.Join(args[:len(words)], " ") == cmds[i].name {
+		words := strings.Fields(cmds[i].Name)
+		if len(words) <= len(args) && len(words) > n && strings.Join(args[:len(words)], " ") == cmds[i].Name {
 			best, n = &cmds[i], len(words)
 		}
 	}
@@ -122,29 +118,28 @@ func lookup(args []string) (*command, []string) {
 	return best, args[n:]
 }
 
-func usage(w io.Writer) {
+func usage(w io.Writer, cmds []Command) {
 	fmt.Fprintln(w, "kndl runs Claude Code unattended, each Session in its own Sandbox.\n\nUsage: kndl COMMAND [ARGS]\n\nCommands:")
-	cmds := commands()
-	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
+	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range cmds {
-		if !c.hidden {
-			fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+c.usage), c.summary)
+		if !c.Hidden {
+			fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.Name+" "+c.Usage), c.Summary)
 		}
 	}
 	tw.Flush()
 }
 
-// flags makes a FlagSet for a command that prints its own usage.
-func flags(io IO, name string) *flag.FlagSet {
+// Flags makes a FlagSet for a command that prints its own usage.
+func Flags(io IO, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("kndl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Stderr)
 	return fs
 }
 
-// parse parses flags anywhere among the arguments (kndl show ID --json) and
+// Parse parses flags anywhere among the arguments (kndl show ID --json) and
 // returns the positional ones; "--" ends the flags.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -159,28 +154,4 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-}
-
-// home is $KNDL_HOME, default ./.kndl, made readable only by its owner.
-func home(io IO) (string, error) {
-	h := io.Getenv("KNDL_HOME")
-	if h == "" {
-		h = ".kndl"
-	}
-	abs, err := filepath.Abs(h)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return "", fmt.Errorf("make KNDL_HOME %s: %w", abs, err)
-	}
-	return abs, nil
-}
-
-// logger is the operator's log: text lines on stderr, level from
-// KNDL_LOG_LEVEL (debug, info, warn, error).
-func logger(io IO) *slog.Logger {
-	var lvl slog.Level
-	lvl.UnmarshalText([]byte(io.Getenv("KNDL_LOG_LEVEL")))
-	return slog.New(redact.LogHandler(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: lvl})))
 }

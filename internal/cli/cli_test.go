@@ -21,11 +21,11 @@ func TestParseTakesFlagsAnywhere(t *testing.T) {
 		{nil, nil, false},
 	}
 	for _, tt := range tests {
-		fs := flags(IO{Stderr: &bytes.Buffer{}}, "t")
+		fs := Flags(IO{Stderr: &bytes.Buffer{}}, "t")
 		j := fs.Bool("json", false, "")
-		pos, err := parse(fs, tt.args)
+		pos, err := Parse(fs, tt.args)
 		if err != nil || !slices.Equal(pos, tt.pos) || *j != tt.json {
-			t.Errorf("parse(%q) = %q json=%v, %v; want %q json=%v", tt.args, pos, *j, err, tt.pos, tt.json)
+			t.Errorf("Parse(%q) = %q json=%v, %v; want %q json=%v", tt.args, pos, *j, err, tt.pos, tt.json)
 		}
 	}
 }
@@ -42,11 +42,13 @@ func TestLookupPicksTheLongestCommand(t *testing.T) {
 		{[]string{"var", "set", "--repo", "r", "K"}, "var set", []string{"--repo", "r", "K"}},
 		{[]string{"nope"}, "", nil},
 	}
+	// The Runner's commands are internal/daemon's; two stand in for them.
+	cmds := append(commands(), Command{Name: "runner"}, Command{Name: "runner token create"})
 	for _, tt := range tests {
-		c, rest := lookup(tt.args)
+		c, rest := lookup(cmds, tt.args)
 		name := ""
 		if c != nil {
-			name = c.name
+			name = c.Name
 		}
 		if name != tt.name || (c != nil && !slices.Equal(rest, tt.rest)) {
 			t.Errorf("lookup(%q) = %q %q, want %q %q", tt.args, name, rest, tt.name, tt.rest)
@@ -63,7 +65,7 @@ func TestRunSaysWhatWentWrong(t *testing.T) {
 		{[]string{"help"}, 0, "Commands:"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"show"}, 2, "usage: kndl show"},
-		{[]string{"runner", "token", "create"}, 2, "usage: kndl runner token create --name NAME"},
+		{[]string{"var", "set"}, 2, "usage: kndl var set (--repo URL | --shared)"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -77,8 +79,8 @@ func TestRunSaysWhatWentWrong(t *testing.T) {
 	var errOut bytes.Buffer
 	Run(context.Background(), nil, IO{Stdout: &bytes.Buffer{}, Stderr: &errOut, Getenv: func(string) string { return "" }})
 	for _, c := range commands() {
-		if listed := strings.Contains(errOut.String(), "  "+c.name+" "); listed == c.hidden {
-			t.Errorf("command %q: listed=%v, hidden=%v", c.name, listed, c.hidden)
+		if listed := strings.Contains(errOut.String(), "  "+c.Name+" "); listed == c.Hidden {
+			t.Errorf("command %q: listed=%v, hidden=%v", c.Name, listed, c.Hidden)
 		}
 	}
 }

@@ -11,14 +11,14 @@ import (
 
 func modHook(ctx context.Context, io IO, args []string) error {
 	if len(args) != 0 {
-		return errUsage
+		return ErrUsage
 	}
 	return mod.Hook(ctx, io.Getenv, io.Stdin, io.Stdout, io.Stderr)
 }
 
 func claudeSeed(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
-		return errUsage
+		return ErrUsage
 	}
 	return claude.Seed(args[0], args[1])
 }

@@ -9,18 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
-	"kndl.dev/kndl/internal/store"
 )
 
 func login(ctx context.Context, io IO, args []string) error {
-	pos, err := parse(flags(io, "login"), args)
+	pos, err := Parse(Flags(io, "login"), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	machine, _ := os.Hostname()
 	if machine == "" {
@@ -38,7 +37,7 @@ func login(ctx context.Context, io IO, args []string) error {
 
 func logout(ctx context.Context, io IO, args []string) error {
 	if len(args) != 0 {
-		return errUsage
+		return ErrUsage
 	}
 	if err := apiclient.Logout(ctx); err != nil {
 		return err
@@ -48,16 +47,16 @@ func logout(ctx context.Context, io IO, args []string) error {
 }
 
 func inviteCreate(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "invite")
+	fs := Flags(io, "invite")
 	hours := fs.Int("hours", 0, "how long the Invite lasts, in hours (default a week, at most 720)")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
-	var inv hub.InviteCreated
+	var inv api.InviteCreated
 	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
 	if err := call(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
 		return err
@@ -68,12 +67,12 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 }
 
 func inviteList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "invite ls")
+	fs := Flags(io, "invite ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var invs []store.Invite
+	var invs []api.Invite
 	if err := call(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
 		return err
 	}
@@ -98,18 +97,18 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 
 func inviteRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	return call(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
 }
 
 func memberList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "member ls")
+	fs := Flags(io, "member ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var ms []store.User
+	var ms []api.User
 	if err := call(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
 		return err
 	}
@@ -132,13 +131,13 @@ func memberList(ctx context.Context, io IO, args []string) error {
 
 func memberRemove(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
-	var ms []store.User
+	var ms []api.User
 	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
 		return err
 	}

@@ -11,9 +11,9 @@ import (
 // portsWatch writes the Sandbox's listening ports whenever they change; the
 // Runner runs it inside the Sandbox and reads its stdout.
 func portsWatch(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "ports watch")
+	fs := Flags(io, "ports watch")
 	skip := fs.String("skip-exe", "", "leave out ports held by an executable under this directory")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
 	return ports.Watch(ctx, ports.Options{SkipExe: *skip}, ports.Every, io.Stdin, io.Stdout)
@@ -22,16 +22,16 @@ func portsWatch(ctx context.Context, io IO, args []string) error {
 // portsDial carries one connection to a port in the Sandbox over stdin and
 // stdout, for a forwarded port.
 func portsDial(ctx context.Context, io IO, args []string) error {
-	pos, err := parse(flags(io, "ports dial"), args)
+	pos, err := Parse(Flags(io, "ports dial"), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	port, err := strconv.Atoi(pos[0])
 	if err != nil {
-		return fmt.Errorf("port %q: %w", pos[0], errUsage)
+		return fmt.Errorf("port %q: %w", pos[0], ErrUsage)
 	}
 	return ports.Dial(ctx, ports.Options{}, port, io.Stdin, io.Stdout)
 }

@@ -7,17 +7,17 @@ import (
 	"net/url"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
 )
 
 func runnerList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "runner ls")
+	fs := Flags(io, "runner ls")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var rs []hub.RunnerStatus
+	var rs []api.RunnerStatus
 	if err := call(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
 		return err
 	}
@@ -37,13 +37,13 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 
 func runnerRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
-	var rs []hub.RunnerStatus
+	var rs []api.RunnerStatus
 	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
 		return err
 	}

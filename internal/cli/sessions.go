@@ -15,34 +15,33 @@ import (
 
 	"github.com/coder/websocket"
 	"golang.org/x/term"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 )
 
 func sessionNew(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "new")
+	fs := Flags(io, "new")
 	repo := fs.String("repo", "", "the repository: a git URL, or a path on the Runner's host")
 	model := fs.String("model", "", "the model: sonnet, opus, haiku or a full model id")
 	effort := fs.String("effort", "", "the effort: low, medium, high, xhigh or max")
 	runner := fs.String("runner", "", "the Runner to use (default: the least busy connected one)")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	prompt, err := promptArg(io, pos)
 	if err != nil || *repo == "" {
-		return errUsage
+		return ErrUsage
 	}
 	// A local path is resolved here, so the Runner on this machine finds it.
 	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
 		*repo, _ = filepath.Abs(*repo)
 	}
-	var s hub.SessionView
-	if err := call(ctx, http.MethodPost, "/api/sessions", hub.NewSession{Repo: *repo, Model: *model, Effort: *effort,
+	var s api.SessionView
+	if err := call(ctx, http.MethodPost, "/api/sessions", api.NewSession{Repo: *repo, Model: *model, Effort: *effort,
 		Prompt: prompt, IsCommand: *command, Runner: *runner}, &s); err != nil {
 		return err
 	}
@@ -57,17 +56,17 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 // or it is "-".
 func promptArg(io IO, args []string) (string, error) {
 	if len(args) > 1 {
-		return "", errUsage
+		return "", ErrUsage
 	}
 	if len(args) == 1 && args[0] != "-" {
 		return args[0], nil
 	}
-	b, err := readAllLimited(io.Stdin, hub.MaxPromptBytes+1)
+	b, err := readAllLimited(io.Stdin, api.MaxPromptBytes+1)
 	if err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(string(b)) == "" {
-		return "", errUsage
+		return "", ErrUsage
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
 }
@@ -80,12 +79,12 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 }
 
 func sessionList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "ls")
+	fs := Flags(io, "ls")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
-	var ss []store.Session
+	var ss []api.Session
 	if err := call(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
 		return err
 	}
@@ -100,32 +99,32 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 }
 
 func sessionShow(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "show")
+	fs := Flags(io, "show")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
 	id := url.PathEscape(pos[0])
-	var s hub.SessionView
+	var s api.SessionView
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); err != nil {
 		return err
 	}
-	var evs []store.Event
+	var evs []api.Event
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id+"/events", nil, &evs); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, struct {
-			hub.SessionView
-			Events []store.Event `json:"events"`
+			api.SessionView
+			Events []api.Event `json:"events"`
 		}{s, evs})
 	}
 	fmt.Fprintf(io.Stdout, "Session %s\n  repo:    %s\n  state:   %s %s\n  model:   %s %s\n  created: %s\n\n",
@@ -143,22 +142,22 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 }
 
 func sessionPrompt(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "prompt")
+	fs := Flags(io, "prompt")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 1 {
-		return errUsage
+		return ErrUsage
 	}
 	text, err := promptArg(io, pos[1:])
 	if err != nil {
 		return err
 	}
-	var p store.Prompt
-	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", hub.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
+	var p api.Prompt
+	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", api.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -170,7 +169,7 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 
 func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
-		return errUsage
+		return ErrUsage
 	}
 	if err := call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
 		return err
@@ -183,7 +182,7 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 func sessionAction(action, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
 		if len(args) != 1 {
-			return errUsage
+			return ErrUsage
 		}
 		c, err := apiclient.New()
 		if err != nil {
@@ -200,16 +199,16 @@ func sessionAction(action, done string) func(context.Context, IO, []string) erro
 // sessionWatch streams a Session's transcript, reconnecting from the last
 // sequence number it printed.
 func sessionWatch(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "watch")
+	fs := Flags(io, "watch")
 	after := fs.Int64("after", 0, "start after this sequence number")
 	asJSON := fs.Bool("json", false, "print one JSON Event per line")
 	untilIdle := fs.Bool("until-idle", false, "exit once a Turn ends with no prompt waiting")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	c, err := apiclient.New()
 	if err != nil {
@@ -218,7 +217,7 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 	id := url.PathEscape(pos[0])
 	last := *after
 	for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
-		done, err := watchOnce(ctx, c, id, &last, func(e store.Event) (bool, error) {
+		done, err := watchOnce(ctx, c, id, &last, func(e api.Event) (bool, error) {
 			if *asJSON {
 				b, _ := json.Marshal(e)
 				fmt.Fprintf(io.Stdout, "%s\n", b)
@@ -244,18 +243,18 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 }
 
 func queueEmpty(ctx context.Context, c *apiclient.Client, id string) bool {
-	var s hub.SessionView
+	var s api.SessionView
 	return c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s) == nil && len(s.Queue) == 0
 }
 
 // watchOnce follows one WebSocket until it ends or each returns true.
-func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(store.Event) (bool, error)) (bool, error) {
+func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(api.Event) (bool, error)) (bool, error) {
 	u := strings.Replace(c.BaseURL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, *last)
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {
 			// Ask the API once more for the sentence that says why.
-			var s hub.SessionView
+			var s api.SessionView
 			if aerr := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); aerr != nil {
 				return false, aerr
 			}
@@ -269,7 +268,7 @@ func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64,
 		if err != nil {
 			return false, err
 		}
-		var e store.Event
+		var e api.Event
 		if err := json.Unmarshal(b, &e); err != nil {
 			return false, err
 		}
@@ -281,7 +280,7 @@ func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64,
 }
 
 // printEvent writes one Event as a line or a few a person reads.
-func printEvent(w io.Writer, e store.Event) {
+func printEvent(w io.Writer, e api.Event) {
 	var ev protocol.Event
 	json.Unmarshal(e.Data, &ev)
 	at := e.At.Local().Format("15:04:05")
@@ -338,7 +337,7 @@ func or(s, def string) string {
 // stdin (without echo on a terminal).
 func tokenSet(ctx context.Context, io IO, args []string) error {
 	if len(args) != 0 {
-		return errUsage
+		return ErrUsage
 	}
 	var tok []byte
 	var err error
@@ -362,19 +361,19 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 // sessionUpdate renames a Session or changes its model and effort (an awake
 // Session restarts to take them).
 func sessionUpdate(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "update")
-	var req hub.SessionUpdate
+	fs := Flags(io, "update")
+	var req api.SessionUpdate
 	fs.Func("title", "the Session's title", func(v string) error { req.Title = &v; return nil })
 	fs.Func("model", "the model: sonnet, opus, haiku, a full id, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
 	fs.Func("effort", "low, medium, high, xhigh, max, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || (req.Title == nil && req.Model == nil && req.Effort == nil) {
-		return errUsage
+		return ErrUsage
 	}
-	var s hub.SessionView
+	var s api.SessionView
 	if err := call(ctx, http.MethodPatch, "/api/sessions/"+url.PathEscape(pos[0]), req, &s); err != nil {
 		return err
 	}

@@ -11,13 +11,13 @@ import (
 // transcriptFollow streams a Session's transcript as Events; the Runner runs
 // it inside the Sandbox and reads its stdout.
 func transcriptFollow(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "transcript follow")
+	fs := Flags(io, "transcript follow")
 	var o transcript.Options
 	fs.StringVar(&o.ConfigDir, "config-dir", "", "Claude Code's CLAUDE_CONFIG_DIR")
 	fs.StringVar(&o.Cwd, "cwd", "", "Claude Code's working directory")
 	fs.StringVar(&o.Conversation, "conversation", "", "the conversation's UUID")
 	offsets := fs.String("offsets", "", "where to resume, as JSON from the last batch")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
 	if *offsets != "" {

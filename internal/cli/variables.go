@@ -10,9 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
-	"kndl.dev/kndl/internal/store"
 )
 
 // varScope reads --repo or --shared and returns the API path of that
@@ -24,12 +23,12 @@ func varScope(ctx context.Context, c *apiclient.Client, repo string, shared bool
 	case shared:
 		return "/api/variables", nil
 	case repo == "":
-		return "", errUsage
+		return "", ErrUsage
 	}
 	if st, err := os.Stat(repo); err == nil && st.IsDir() {
 		repo, _ = filepath.Abs(repo)
 	}
-	var r store.Repo
+	var r api.Repo
 	if err := c.Do(ctx, http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r); err != nil {
 		return "", err
 	}
@@ -37,17 +36,17 @@ func varScope(ctx context.Context, c *apiclient.Client, repo string, shared bool
 }
 
 func varSet(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "var set")
+	fs := Flags(io, "var set")
 	repo := fs.String("repo", "", "the Repo (its URL or path)")
 	shared := fs.Bool("shared", false, "a Shared variable, which Repos link")
 	sensitive := fs.Bool("sensitive", false, "Sensitive: write-only, and masked wherever the Hub stores or shows text")
 	atBuild := fs.Bool("at-build", false, "the Bootstrap script gets it too")
-	pos, err := parse(fs, args)
+	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errUsage
+		return ErrUsage
 	}
 	// The value comes from stdin, never from the command line, where any
 	// process of this machine could read it.
@@ -70,8 +69,8 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := hub.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
-	if err := c.Do(ctx, http.MethodPut, path+"/"+url.PathEscape(pos[0]), req, &store.Variable{}); err != nil {
+	req := api.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
+	if err := c.Do(ctx, http.MethodPut, path+"/"+url.PathEscape(pos[0]), req, &api.Variable{}); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Set %s. Sessions get it from their next start or wake.\n", pos[0])
@@ -79,11 +78,11 @@ func varSet(ctx context.Context, io IO, args []string) error {
 }
 
 func varList(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "var ls")
+	fs := Flags(io, "var ls")
 	repo := fs.String("repo", "", "the Repo (its URL or path)")
 	shared := fs.Bool("shared", false, "the Shared variables")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
 	c, err := apiclient.New()
@@ -94,11 +93,11 @@ func varList(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var vars []store.Variable
+	var vars []api.Variable
 	if *shared {
 		err = c.Do(ctx, http.MethodGet, path, nil, &vars)
 	} else {
-		var rv hub.RepoVariables
+		var rv api.RepoVariables
 		if err = c.Do(ctx, http.MethodGet, path, nil, &rv); err == nil && *asJSON {
 			return printJSON(io, rv)
 		}
@@ -128,18 +127,18 @@ func varList(ctx context.Context, io IO, args []string) error {
 // varChange runs one of rm, link and unlink.
 func varChange(name, method, kind, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
-		fs := flags(io, name)
+		fs := Flags(io, name)
 		repo := fs.String("repo", "", "the Repo (its URL or path)")
 		shared := fs.Bool("shared", false, "a Shared variable")
 		if kind == "links" {
 			shared = new(bool)
 		}
-		pos, err := parse(fs, args)
+		pos, err := Parse(fs, args)
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
-			return errUsage
+			return ErrUsage
 		}
 		c, err := apiclient.New()
 		if err != nil {

@@ -5,24 +5,16 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 )
 
 // claudeTokenSecret names a person's Claude setup token among their secrets.
 const claudeTokenSecret = "claude-token"
 
-// Account is what the API says of a person's own account; secrets only as
-// when they were set.
-type Account struct {
-	ID               string    `json:"id"`
-	Name             string    `json:"name"`
-	ClaudeTokenSetAt time.Time `json:"claude_token_set_at,omitempty"`
-}
-
 func (h *Hub) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
-	a := Account{ID: p.User.ID, Name: p.User.Name}
+	a := api.Account{ID: p.User.ID, Name: p.User.Name}
 	_, a.ClaudeTokenSetAt, _ = h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
 	writeJSON(w, http.StatusOK, a)
 }

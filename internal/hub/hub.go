@@ -21,11 +21,11 @@ import (
 
 // Hub serves the API, the web UI and Runners.
 type Hub struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	secrets *seal.Box
-	handler http.Handler
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	secrets  *seal.Box
+	handler  http.Handler
 	guard    *guard         // sign-in, Repo access and who is connected: guard.go
 	web      *webState      // the web UI's live state: web.go
 	sessions *session.Owner // every Session's state, queue and live stream

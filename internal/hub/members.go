@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
 )
@@ -75,13 +76,6 @@ func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	return nil
 }
 
-// InviteCreated is the answer to making an Invite: its link, with the
-// secret in the fragment, shown once.
-type InviteCreated struct {
-	store.Invite
-	URL string `json:"url"`
-}
-
 func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		GitHubLogin    string `json:"github_login"`
@@ -108,7 +102,7 @@ func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	h.log.Info("invite made", "github", inv.GitHubLogin, "by", p.User.Name)
-	writeJSON(w, http.StatusCreated, InviteCreated{Invite: inv, URL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/invite#" + secret})
+	writeJSON(w, http.StatusCreated, api.InviteCreated{Invite: apiInvite(inv), URL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/invite#" + secret})
 }
 
 func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -132,23 +133,16 @@ func (h *Hub) Connected(id string) bool {
 	return h.runners[id] != nil
 }
 
-// RunnerStatus is a Runner as the API shows it.
-type RunnerStatus struct {
-	store.Runner
-	Connected bool               `json:"connected"`
-	Host      *protocol.HostInfo `json:"host,omitempty"`
-}
-
 func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, _ Principal) {
 	rs, err := h.store.Runners(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	out := make([]RunnerStatus, len(rs))
+	out := make([]api.RunnerStatus, len(rs))
 	h.mu.Lock()
 	for i, rn := range rs {
-		out[i].Runner = rn
+		out[i].Runner = apiRunner(rn)
 		if rc := h.runners[rn.ID]; rc != nil {
 			out[i].Connected = true
 			host := rc.hello.Host
@@ -157,12 +151,6 @@ func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, _ Principal) {
 	}
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
-}
-
-// CreatedRunner is the answer to pairing a Runner: its token, shown once.
-type CreatedRunner struct {
-	store.Runner
-	Token string `json:"token"`
 }
 
 func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -179,7 +167,7 @@ func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	h.log.Info("runner paired", "runner", rn.Name, "by", p.User.Name)
-	writeJSON(w, http.StatusCreated, CreatedRunner{Runner: rn, Token: token})
+	writeJSON(w, http.StatusCreated, api.CreatedRunner{Runner: apiRunner(rn), Token: token})
 }
 
 func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {

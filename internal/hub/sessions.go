@@ -13,38 +13,15 @@ import (
 	"strings"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
 )
-
-// MaxPromptBytes bounds one prompt.
-const MaxPromptBytes = 64 << 10
 
 var (
 	modelRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.\-\[\]]{0,63}$`)
 	efforts = map[string]bool{"": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
 )
-
-// NewSession is the body of POST /api/sessions.
-type NewSession struct {
-	Repo      string `json:"repo"`
-	Model     string `json:"model,omitempty"`
-	Effort    string `json:"effort,omitempty"`
-	Prompt    string `json:"prompt"`
-	IsCommand bool   `json:"is_command,omitempty"`
-	// Runner names the Runner to use; empty picks the connected Runner with
-	// the fewest running Sessions.
-	Runner string `json:"runner,omitempty"`
-}
-
-// SessionView is a Session as the API shows it, with its waiting prompts.
-type SessionView struct {
-	store.Session
-	Queue []store.Prompt `json:"queue"`
-	// Activity is "turn" while a Turn runs, "question" while Claude waits
-	// on a person, else "".
-	Activity string `json:"activity,omitempty"`
-}
 
 func checkModel(model, effort string) error {
 	if model != "" && !modelRE.MatchString(model) {
@@ -91,14 +68,14 @@ func checkPrompt(text string) error {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return fmt.Errorf("the prompt is empty: %w", errdefs.ErrInvalid)
-	case len(text) > MaxPromptBytes:
-		return fmt.Errorf("the prompt is %d bytes, over the %d-byte limit; attach long text as a file instead: %w", len(text), MaxPromptBytes, errdefs.ErrTooLarge)
+	case len(text) > api.MaxPromptBytes:
+		return fmt.Errorf("the prompt is %d bytes, over the %d-byte limit; attach long text as a file instead: %w", len(text), api.MaxPromptBytes, errdefs.ErrTooLarge)
 	}
 	return nil
 }
 
 func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req NewSession
+	var req api.NewSession
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -213,7 +190,7 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	writeJSON(w, status, SessionView{Session: s, Queue: q, Activity: h.sessions.Activity(s.ID)})
+	writeJSON(w, status, h.sessionView(s, q))
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -222,11 +199,7 @@ func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 		h.writeError(w, r, err)
 		return
 	}
-	ss = h.visibleSessions(r.Context(), p, ss)
-	if ss == nil {
-		ss = []store.Session{}
-	}
-	writeJSON(w, http.StatusOK, ss)
+	writeJSON(w, http.StatusOK, apiAll(h.visibleSessions(r.Context(), p, ss), h.apiSessionNow))
 }
 
 func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -238,14 +211,8 @@ func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.writeSession(w, r, s, http.StatusOK)
 }
 
-// PromptRequest is the body that queues or edits a prompt.
-type PromptRequest struct {
-	Text      string `json:"text"`
-	IsCommand bool   `json:"is_command,omitempty"`
-}
-
 func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req PromptRequest
+	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkPrompt(req.Text)
@@ -267,7 +234,7 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req PromptRequest
+	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkPrompt(req.Text)

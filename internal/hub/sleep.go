@@ -51,4 +51,3 @@ func (h *Hub) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	h.answerNoContent(w, r, err)
 }
-

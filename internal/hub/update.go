@@ -5,23 +5,17 @@ import (
 	"net/http"
 	"strings"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
 )
-
-// SessionUpdate is the body of PATCH /api/sessions/{id}: what changes.
-type SessionUpdate struct {
-	Title  *string `json:"title,omitempty"`
-	Model  *string `json:"model,omitempty"`
-	Effort *string `json:"effort,omitempty"`
-}
 
 // updateSession renames a Session or changes its model and effort, which
 // its Claude Code takes only on its command line: an awake Session
 // restarts into the same conversation to take them.
 func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
-	var req SessionUpdate
+	var req api.SessionUpdate
 	err := readJSON(r, &req)
 	var s store.Session
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
@@ -24,21 +25,6 @@ func sealFor(repoID, name string) string { return "variable:" + repoID + ":" + n
 func (h *Hub) openVariable(v store.Variable) (string, error) {
 	b, err := h.secrets.Open(v.Sealed, sealFor(v.RepoID, v.Name))
 	return string(b), err
-}
-
-// VariableRequest is the body that sets a Variable.
-type VariableRequest struct {
-	Value     string `json:"value"`
-	Sensitive bool   `json:"sensitive"`
-	AtBuild   bool   `json:"at_build"`
-}
-
-// RepoVariables is a Repo's Environment as the API shows it: its own
-// Variables and the Shared ones it links; Sensitive values never.
-type RepoVariables struct {
-	Repo      store.Repo       `json:"repo"`
-	Variables []store.Variable `json:"variables"`
-	Links     []store.Variable `json:"links"`
 }
 
 // repoFor returns a Repo the person has access to; a refusal reads the
@@ -96,18 +82,18 @@ func (h *Hub) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
 func (h *Hub) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
-	out := RepoVariables{Repo: repo, Variables: []store.Variable{}, Links: []store.Variable{}}
+	var vars, links []store.Variable
 	if err == nil {
-		out.Variables, err = h.store.Variables(ctx, repo.ID)
+		vars, err = h.store.Variables(ctx, repo.ID)
 	}
 	if err == nil {
-		out.Links, err = h.store.LinkedVariables(ctx, repo.ID)
+		links, err = h.store.LinkedVariables(ctx, repo.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.RepoVariables{Repo: apiRepo(repo), Variables: apiAll(vars, apiVariable), Links: apiAll(links, apiVariable)})
 }
 
 func (h *Hub) listSharedVariables(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -139,7 +125,7 @@ func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Princi
 func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
 	ctx := r.Context()
 	name := r.PathValue("name")
-	var req VariableRequest
+	var req api.VariableRequest
 	err := readJSON(r, &req)
 	switch {
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -31,16 +32,16 @@ type view struct {
 
 // viewMsg is one message to a view.
 type viewMsg struct {
-	Type    string          `json:"type"`
-	Event   *protocol.Event `json:"event,omitempty"`
-	HTML    string          `json:"html,omitempty"`
-	Session *SessionView    `json:"session,omitempty"`
-	Ports   *[]PortView     `json:"ports,omitempty"`
-	Message string          `json:"message,omitempty"`
-	Snap    bool            `json:"snapshot,omitempty"`
-	Cols    int             `json:"cols,omitempty"`
-	Rows    int             `json:"rows,omitempty"`
-	Data    []byte          `json:"data,omitempty"`
+	Type    string           `json:"type"`
+	Event   *protocol.Event  `json:"event,omitempty"`
+	HTML    string           `json:"html,omitempty"`
+	Session *api.SessionView `json:"session,omitempty"`
+	Ports   *[]PortView      `json:"ports,omitempty"`
+	Message string           `json:"message,omitempty"`
+	Snap    bool             `json:"snapshot,omitempty"`
+	Cols    int              `json:"cols,omitempty"`
+	Rows    int              `json:"rows,omitempty"`
+	Data    []byte           `json:"data,omitempty"`
 }
 
 // viewIn is a message from a view's tab.
@@ -139,7 +140,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 		if q == nil {
 			q = []store.Prompt{}
 		}
-		sv := SessionView{Session: cur, Queue: q, Activity: h.sessions.Activity(s.ID)}
+		sv := h.sessionView(cur, q)
 		if b, _ := json.Marshal(sv); string(b) != lastSession {
 			lastSession = string(b)
 			v.send(viewMsg{Type: "session", Session: &sv})

@@ -76,13 +76,13 @@ type Session struct {
 	Conversation bool `json:"conversation"`
 	// KeepAwake is the Creator's switch: on, the Session never sleeps for
 	// being idle, and wakes when its Runner connects.
-	KeepAwake bool `json:"keep_awake"`
+	KeepAwake bool `json:"keep_awake,omitempty"`
 	// Transient marks a Failed start a retry may mend (its Runner was away,
 	// a registry did not answer).
 	Transient  bool      `json:"-"`
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.archived_at, s.created_at, s.updated_at`

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -36,12 +36,12 @@ func BenchmarkSessionStart(b *testing.B) {
 		start := time.Now()
 		v := s.NewSession(repo, fmt.Sprintf("bench start %d", i))
 		for {
-			var got hub.SessionView
+			var got api.SessionView
 			s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &got)
-			if got.State == store.Active {
+			if got.State == api.Active {
 				break
 			}
-			if got.State != store.Starting || time.Since(start) > testenv.WaitMedium {
+			if got.State != api.Starting || time.Since(start) > testenv.WaitMedium {
 				b.Fatalf("session %s is %s: %s", v.ID, got.State, got.StateDetail)
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -85,7 +85,7 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 	var ds []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
-		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", hub.PromptRequest{Text: fmt.Sprintf("bench prompt %d", i)}, &store.Prompt{})
+		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: fmt.Sprintf("bench prompt %d", i)}, &store.Prompt{})
 		next(protocol.EventTurnStart)
 		ds = append(ds, time.Since(start))
 		b.StopTimer()

@@ -16,9 +16,8 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -145,7 +144,7 @@ func (s *System) SignInDev(b *Browser) {
 // GitHub, and back.
 func (s *System) Member(b *Browser, login string) {
 	b.t.Helper()
-	var inv hub.InviteCreated
+	var inv api.InviteCreated
 	s.Do(http.MethodPost, "/api/invites", map[string]string{"github_login": login}, &inv)
 	s.GitHub.AddUser(login)
 	b.SetCookie(s.GitHub.URL, "fake_github_login", login)
@@ -499,9 +498,9 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 	if strings.Contains(s.pane(v.ID), "bob-typed") {
 		t.Fatal("the watcher's keystrokes reached Claude Code")
 	}
-	var view hub.SessionView
+	var view api.SessionView
 	s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &view)
-	if view.State != store.Active {
+	if view.State != api.Active {
 		t.Fatalf("session %s", view.State)
 	}
 }

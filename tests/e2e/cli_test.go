@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -46,7 +46,7 @@ func TestCLIDrivesASession(t *testing.T) {
 	repo := s.Repo()
 
 	out, errOut, code := s.kndl("", "new", "--repo", repo, "--json", "cli first prompt")
-	var v hub.SessionView
+	var v api.SessionView
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.ID == "" {
 		t.Fatalf("kndl new: exit %d, %q %q", code, out, errOut)
 	}

@@ -8,22 +8,21 @@ import (
 	"strings"
 	"testing"
 
-	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
-func (s *System) state(id string) hub.SessionView {
+func (s *System) state(id string) api.SessionView {
 	s.t.Helper()
-	var v hub.SessionView
+	var v api.SessionView
 	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
 	return v
 }
 
-func (s *System) waitState(id string, want store.SessionState) {
+func (s *System) waitState(id string, want api.SessionState) {
 	s.t.Helper()
 	testenv.Eventually(s.t, testenv.WaitMedium, "session "+string(want), func() bool { return s.state(id).State == want })
 }
@@ -53,7 +52,7 @@ func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("sleep: %d", code)
 	}
-	if got := s.state(v.ID); got.State != store.Asleep {
+	if got := s.state(v.ID); got.State != api.Asleep {
 		t.Fatalf("after sleep: %s", got.State)
 	}
 	st, err := s.Backend.Status(context.Background(), "s-"+v.ID)
@@ -85,7 +84,7 @@ func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
 
 	s.RestartRunner()
 	testenv.Eventually(t, testenv.WaitMedium, "the new Runner connects", s.Runner.Connected)
-	s.waitState(v.ID, store.Active)
+	s.waitState(v.ID, api.Active)
 	if got := claudePID(t, s, v.ID); got != pid {
 		t.Fatalf("Claude Code was restarted (pid %s, was %s)", got, pid)
 	}
@@ -114,7 +113,7 @@ func TestARunnerAwayFreezesItsSessions(t *testing.T) {
 	v := s.Ready("freeze me", "ok")
 	s.runnerCancel()
 	<-s.runnerDone
-	s.waitState(v.ID, store.Frozen)
+	s.waitState(v.ID, api.Frozen)
 	// Queued meanwhile, delivered once it is back.
 	s.Model.On(testkit.PromptContains("while frozen"), testkit.Text("delivered"))
 	s.prompt(v.ID, "sent while frozen")
@@ -128,7 +127,7 @@ func TestClaudeCodeThatExitsSleepsAndWakesOnTheNextPrompt(t *testing.T) {
 	if out, code := s.Exec(v.ID, "pkill", "-f", "^/opt/kndl/claude-code/claude"); code != 0 {
 		t.Fatalf("pkill: %d %s", code, out)
 	}
-	s.waitState(v.ID, store.Asleep)
+	s.waitState(v.ID, api.Asleep)
 	if d := s.state(v.ID).StateDetail; !strings.Contains(d, "exited") {
 		t.Fatalf("state detail %q does not say Claude Code exited", d)
 	}
@@ -144,8 +143,8 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("remember the colour teal", "teal it is")
 	model, effort := "opus", "high"
-	var got hub.SessionView
-	s.Do(http.MethodPatch, "/api/sessions/"+v.ID, hub.SessionUpdate{Model: &model, Effort: &effort}, &got)
+	var got api.SessionView
+	s.Do(http.MethodPatch, "/api/sessions/"+v.ID, api.SessionUpdate{Model: &model, Effort: &effort}, &got)
 	if got.Model != "opus" || got.Effort != "high" {
 		t.Fatalf("after the update: %+v", got.Session)
 	}
@@ -157,7 +156,7 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 		}
 		return false
 	})
-	s.waitState(v.ID, store.Active)
+	s.waitState(v.ID, api.Active)
 	s.Model.On(testkit.PromptContains("which colour"), testkit.Text("teal"))
 	s.prompt(v.ID, "which colour?")
 	s.turnEnds(v.ID, 2)
@@ -166,7 +165,7 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 	}
 	// Only the Creator changes it, and bad values change nothing.
 	bad := "--dangerous"
-	if code := s.Do(http.MethodPatch, "/api/sessions/"+v.ID, hub.SessionUpdate{Model: &bad}, nil); code != http.StatusBadRequest {
+	if code := s.Do(http.MethodPatch, "/api/sessions/"+v.ID, api.SessionUpdate{Model: &bad}, nil); code != http.StatusBadRequest {
 		t.Fatalf("a model that looks like a flag: %d, want 400", code)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/runner"
@@ -342,10 +343,10 @@ func (s *System) Repo() string {
 }
 
 // NewSession starts a Session on repo with a first prompt.
-func (s *System) NewSession(repo, prompt string) hub.SessionView {
+func (s *System) NewSession(repo, prompt string) api.SessionView {
 	s.t.Helper()
-	var v hub.SessionView
-	s.Do(http.MethodPost, "/api/sessions", hub.NewSession{Repo: repo, Prompt: prompt}, &v)
+	var v api.SessionView
+	s.Do(http.MethodPost, "/api/sessions", api.NewSession{Repo: repo, Prompt: prompt}, &v)
 	return v
 }
 
@@ -374,9 +375,9 @@ func (s *System) WaitEvent(id string, within time.Duration, what string, match f
 				return e
 			}
 		}
-		var v hub.SessionView
+		var v api.SessionView
 		s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
-		if v.State == store.Asleep && strings.HasPrefix(v.StateDetail, "start failed") {
+		if v.State == api.Asleep && strings.HasPrefix(v.StateDetail, "start failed") {
 			s.t.Fatalf("waiting for %s: %s\nevents: %s", what, v.StateDetail, dump(evs))
 		}
 		if time.Now().After(deadline) {
@@ -423,7 +424,7 @@ func (s *System) RelayURL() string {
 }
 
 // Ready starts a Session and waits until its first Turn has ended.
-func (s *System) Ready(prompt, answer string) hub.SessionView {
+func (s *System) Ready(prompt, answer string) api.SessionView {
 	s.t.Helper()
 	s.Model.On(testkit.PromptContains(prompt), testkit.Text(answer))
 	v := s.NewSession(s.Repo(), prompt)

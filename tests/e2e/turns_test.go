@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -21,7 +21,7 @@ import (
 func (s *System) prompt(id, text string) store.Prompt {
 	s.t.Helper()
 	var p store.Prompt
-	s.Do(http.MethodPost, "/api/sessions/"+id+"/prompts", hub.PromptRequest{Text: text}, &p)
+	s.Do(http.MethodPost, "/api/sessions/"+id+"/prompts", api.PromptRequest{Text: text}, &p)
 	return p
 }
 
@@ -171,7 +171,7 @@ func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 		t.Fatalf("the model received %q, want %q", humans, want)
 	}
 	// Each queued prompt was its own Turn, after the long one.
-	var sv hub.SessionView
+	var sv api.SessionView
 	s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &sv)
 	if len(sv.Queue) != 0 {
 		t.Fatalf("queue not empty: %+v", sv.Queue)
@@ -210,7 +210,7 @@ func TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn(t *testing.T) {
 	v := s.Ready("before the commands", "ok")
 	for _, cmd := range []string{"/context", "/no-such-command here"} {
 		var p store.Prompt
-		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", hub.PromptRequest{Text: cmd, IsCommand: true}, &p)
+		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: cmd, IsCommand: true}, &p)
 	}
 	s.Model.On(testkit.PromptContains("after the commands"), testkit.Text("still here"))
 	s.prompt(v.ID, "after the commands")

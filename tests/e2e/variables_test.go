@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
-	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -30,14 +30,14 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	repo := s.Repo()
 	var r store.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", hub.VariableRequest{Value: repoSecret, Sensitive: true}, &store.Variable{})
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", hub.VariableRequest{Value: "eu-north-1"}, &store.Variable{})
-	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", hub.VariableRequest{Value: sharedSecret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", api.VariableRequest{Value: repoSecret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", api.VariableRequest{Value: "eu-north-1"}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", api.VariableRequest{Value: sharedSecret, Sensitive: true}, &store.Variable{})
 	if code := s.Do(http.MethodPut, "/api/repos/"+r.ID+"/links/NPM_TOKEN", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("link: %d", code)
 	}
 	// Write-only: listing shows who set it and when, never the value.
-	var listed hub.RepoVariables
+	var listed api.RepoVariables
 	s.Do(http.MethodGet, "/api/repos/"+r.ID+"/variables", nil, &listed)
 	raw, _ := jsonOf(listed)
 	if strings.Contains(raw, repoSecret) || strings.Contains(raw, sharedSecret) || !strings.Contains(raw, "eu-north-1") || !strings.Contains(raw, "set_at") {

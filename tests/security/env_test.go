@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/seal"
@@ -220,7 +221,7 @@ func (e *env) owner() *browser {
 func (e *env) invite(owner *browser, login string) string {
 	e.t.Helper()
 	code, body := e.do(owner.Client, req{method: "POST", path: "/api/invites", body: fmt.Sprintf(`{"github_login":%q}`, login), origin: "self"})
-	var inv hub.InviteCreated
+	var inv api.InviteCreated
 	if code != http.StatusCreated || json.Unmarshal([]byte(body), &inv) != nil {
 		e.t.Fatalf("invite %s: %d %s", login, code, body)
 	}

@@ -1,5 +1,6 @@
 // Package style checks the house style where a test can: every package has
-// exactly one package doc comment, saying what it is.
+// exactly one package doc comment, saying what it is, and the CLI and the
+// wire types import none of the Hub, its store or the Runner.
 package style
 
 import (
@@ -7,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,6 +52,28 @@ func TestEveryPackageHasExactlyOneDocComment(t *testing.T) {
 		}
 		if len(docs) != 1 {
 			t.Errorf("%s: %d files carry a package doc comment (%v), want exactly one", dir, len(docs), docs)
+		}
+	}
+}
+
+// TestTheClientSideImportsNoServer: the CLI reaches the Hub through its API
+// alone, and the wire types are not store rows; neither may depend on the
+// Hub, its store or the Runner, directly or through another package.
+func TestTheClientSideImportsNoServer(t *testing.T) {
+	server := []string{"kndl.dev/kndl/internal/hub", "kndl.dev/kndl/internal/store", "kndl.dev/kndl/internal/runner"}
+	for _, pkg := range []string{"./internal/cli", "./internal/api"} {
+		cmd := exec.Command("go", "list", "-deps", pkg)
+		cmd.Dir = filepath.Join("..", "..")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, s := range server {
+				if dep == s || strings.HasPrefix(dep, s+"/") {
+					t.Errorf("%s depends on %s, want none of %v (go list -deps %s)", pkg, dep, server, pkg)
+				}
+			}
 		}
 	}
 }

@@ -1,16 +1,17 @@
-package cli
+package daemon
 
 import (
 	"context"
 	"fmt"
 	"net"
 
+	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/store"
 )
 
 // openHub opens the Hub's store and makes the Hub.
-func openHub(ctx context.Context, io IO, dir string) (*hub.Hub, *store.Store, error) {
+func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, *store.Store, error) {
 	cfg := hub.FromEnv(io.Getenv, dir)
 	cfg.Logger = logger(io)
 	st, err := store.Open(ctx, cfg.DatabasePath)
@@ -33,8 +34,8 @@ func listen(h *hub.Hub) (net.Listener, error) {
 	return ln, nil
 }
 
-func runHub(ctx context.Context, io IO, args []string) error {
-	if err := flags(io, "hub").Parse(args); err != nil {
+func runHub(ctx context.Context, io cli.IO, args []string) error {
+	if err := cli.Flags(io, "hub").Parse(args); err != nil {
 		return err
 	}
 	dir, err := home(io)
@@ -62,14 +63,14 @@ func runHub(ctx context.Context, io IO, args []string) error {
 	return h.Serve(ctx, ln)
 }
 
-func runnerTokenCreate(ctx context.Context, io IO, args []string) error {
-	fs := flags(io, "runner token create")
+func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
+	fs := cli.Flags(io, "runner token create")
 	name := fs.String("name", "", "the Runner's name (letters, digits, '.', '_', '-')")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *name == "" || fs.NArg() > 0 {
-		return errUsage
+		return cli.ErrUsage
 	}
 	dir, err := home(io)
 	if err != nil {

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/sandbox/oci"
@@ -33,8 +34,8 @@ func newBackend(ctx context.Context, cfg runner.Config, log *slog.Logger) (sandb
 	return b, nil
 }
 
-func runRunner(ctx context.Context, io IO, args []string) error {
-	if _, err := parse(flags(io, "runner"), args); err != nil {
+func runRunner(ctx context.Context, io cli.IO, args []string) error {
+	if _, err := cli.Parse(cli.Flags(io, "runner"), args); err != nil {
 		return err
 	}
 	dir, err := home(io)

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/runner"
@@ -19,8 +20,8 @@ import (
 // store and the Runner's home under $KNDL_HOME, and signs this machine's
 // CLI in as the dev user. The Runner reaches the Hub over its real
 // WebSocket, as a remote one would.
-func runDev(ctx context.Context, io IO, args []string) error {
-	if _, err := parse(flags(io, "dev"), args); err != nil {
+func runDev(ctx context.Context, io cli.IO, args []string) error {
+	if _, err := cli.Parse(cli.Flags(io, "dev"), args); err != nil {
 		return err
 	}
 	dir, err := home(io)

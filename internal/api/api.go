@@ -1,0 +1,219 @@
+// Package api is the Hub's HTTP API on the wire: the JSON bodies the Hub
+// sends and takes at /api/, which the CLI and the web UI read and write
+// (coder's codersdk). It holds no store rows and imports neither
+// internal/store nor internal/hub, so a client imports it alone. Where the
+// Hub still writes a store row as it is (a Session, an Event, a User), the
+// row's JSON is the type's here; internal/hub's wire_test.go holds each
+// pair to it.
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+)
+
+// MaxPromptBytes bounds one prompt's text.
+const MaxPromptBytes = 64 << 10
+
+// SessionState is where a Session is in its life.
+type SessionState string
+
+const (
+	// Starting: its Sandbox and Claude Code are being made or woken.
+	Starting SessionState = "starting"
+	// Active: Claude Code runs and takes prompts.
+	Active SessionState = "active"
+	// Frozen: its Runner is away; Claude Code may still run in the Sandbox.
+	Frozen SessionState = "frozen"
+	// Asleep: Claude Code and the Sandbox are stopped, the disks kept; a
+	// prompt or a wake starts them again.
+	Asleep SessionState = "asleep"
+	// Failed: it could not start; state_detail says why.
+	Failed SessionState = "failed"
+	// Archived: put away; it takes no prompts.
+	Archived SessionState = "archived"
+)
+
+// Session is one conversation of Claude Code in its own Sandbox.
+type Session struct {
+	ID          string       `json:"id"`
+	RepoID      string       `json:"repo_id"`
+	RepoURL     string       `json:"repo_url"`
+	CreatorID   string       `json:"creator_id"`
+	RunnerID    string       `json:"runner_id"`
+	Title       string       `json:"title"`
+	Model       string       `json:"model,omitempty"`
+	Effort      string       `json:"effort,omitempty"`
+	State       SessionState `json:"state"`
+	StateDetail string       `json:"state_detail,omitempty"`
+	// Activity is what an Active Session is doing: "" (waiting for a
+	// prompt), "turn" (in a Turn) or "question" (waiting for its Creator's
+	// answer).
+	Activity string `json:"activity,omitempty"`
+	// Conversation is whether Claude Code has written the conversation
+	// down, so a wake resumes it.
+	Conversation bool `json:"conversation"`
+	// KeepAwake is whether its Creator asked it to stay awake (the spec's
+	// Keep awake). Like Activity, it is left out while false or empty, so
+	// a Hub that does not send it yet answers as before.
+	KeepAwake bool `json:"keep_awake,omitempty"`
+	// ArchivedAt is when it was archived; its Workspace is purged
+	// RUNNER_ARCHIVE_KEEP later.
+	ArchivedAt time.Time `json:"archived_at,omitzero"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// SessionView is a Session with its waiting prompts, the answer to
+// creating, showing and updating one.
+type SessionView struct {
+	Session
+	Queue []Prompt `json:"queue"`
+}
+
+// Prompt is a prompt waiting for, or given to, a Session.
+type Prompt struct {
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	AuthorID  string `json:"author_id"`
+	Text      string `json:"text"`
+	IsCommand bool   `json:"is_command,omitempty"`
+	// State is queued, delivering, delivered or cancelled.
+	State       string    `json:"state"`
+	CreatedAt   time.Time `json:"created_at"`
+	DeliveredAt time.Time `json:"delivered_at,omitempty"`
+}
+
+// Event is one stored Event of a Session's transcript, already redacted:
+// Data is a protocol.Event's JSON, numbered by Seq.
+type Event struct {
+	Seq  int64           `json:"seq"`
+	At   time.Time       `json:"at"`
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// NewSession is the body of POST /api/sessions.
+type NewSession struct {
+	Repo      string `json:"repo"`
+	Model     string `json:"model,omitempty"`
+	Effort    string `json:"effort,omitempty"`
+	Prompt    string `json:"prompt"`
+	IsCommand bool   `json:"is_command,omitempty"`
+	// Runner names the Runner to use; empty picks the connected Runner with
+	// the fewest running Sessions.
+	Runner string `json:"runner,omitempty"`
+}
+
+// PromptRequest is the body that queues or edits a prompt.
+type PromptRequest struct {
+	Text      string `json:"text"`
+	IsCommand bool   `json:"is_command,omitempty"`
+}
+
+// SessionUpdate is the body of PATCH /api/sessions/{id}: what changes.
+type SessionUpdate struct {
+	Title  *string `json:"title,omitempty"`
+	Model  *string `json:"model,omitempty"`
+	Effort *string `json:"effort,omitempty"`
+}
+
+// Runner is a paired Runner.
+type Runner struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	CreatedBy  string    `json:"created_by,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastSeenAt time.Time `json:"last_seen_at,omitempty"`
+	RevokedAt  time.Time `json:"revoked_at,omitempty"`
+}
+
+// RunnerStatus is a Runner as GET /api/runners shows it.
+type RunnerStatus struct {
+	Runner
+	Connected bool `json:"connected"`
+	// Host is what the Runner's sandbox backend enforces, while connected.
+	Host *protocol.HostInfo `json:"host,omitempty"`
+}
+
+// CreatedRunner is the answer to pairing a Runner: its token, shown once.
+type CreatedRunner struct {
+	Runner
+	Token string `json:"token"`
+}
+
+// User is a Member (or the dev user) as the API shows them.
+type User struct {
+	ID          string    `json:"id"`
+	GitHubLogin string    `json:"github_login,omitempty"`
+	Name        string    `json:"name"`
+	IsOwner     bool      `json:"is_owner"`
+	IsDev       bool      `json:"is_dev"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Account is what the API says of a person's own account; secrets only as
+// when they were set.
+type Account struct {
+	ID               string    `json:"id"`
+	Name             string    `json:"name"`
+	ClaudeTokenSetAt time.Time `json:"claude_token_set_at,omitempty"`
+}
+
+// Invite is an Invite as the Owner sees it; never its secret.
+type Invite struct {
+	ID          string    `json:"id"`
+	GitHubLogin string    `json:"github_login"`
+	CreatedBy   string    `json:"created_by"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	UsedAt      time.Time `json:"used_at,omitzero"`
+	RevokedAt   time.Time `json:"revoked_at,omitzero"`
+}
+
+// InviteCreated is the answer to making an Invite: its link, with the
+// secret in the fragment, shown once.
+type InviteCreated struct {
+	Invite
+	URL string `json:"url"`
+}
+
+// Repo is a repository Sessions run on, by its URL or path.
+type Repo struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Variable is a Repo's Variable or a Shared one (RepoID empty). A
+// Sensitive Variable's Value is always empty: the API never shows it.
+type Variable struct {
+	ID        string    `json:"id"`
+	RepoID    string    `json:"repo_id,omitempty"`
+	Name      string    `json:"name"`
+	Value     string    `json:"value,omitempty"`
+	Sensitive bool      `json:"sensitive"`
+	AtBuild   bool      `json:"at_build"`
+	SetBy     string    `json:"set_by"`
+	SetAt     time.Time `json:"set_at"`
+	// Shared is set on a Shared variable a Repo links.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// VariableRequest is the body that sets a Variable.
+type VariableRequest struct {
+	Value     string `json:"value"`
+	Sensitive bool   `json:"sensitive"`
+	AtBuild   bool   `json:"at_build"`
+}
+
+// RepoVariables is a Repo's Environment as the API shows it: its own
+// Variables and the Shared ones it links; Sensitive values never.
+type RepoVariables struct {
+	Repo      Repo       `json:"repo"`
+	Variables []Variable `json:"variables"`
+	Links     []Variable `json:"links"`
+}

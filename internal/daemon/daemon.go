@@ -1,0 +1,51 @@
+// Package daemon is the kndl commands that run the Hub and the Runner
+// (kndl hub, kndl runner, kndl dev with both in one process) and the one
+// that works on the Hub's store directly (kndl runner token create). They
+// are apart from internal/cli so that the commands a person runs against a
+// Hub import none of the Hub, its store or the Runner. cmd/kndl alone
+// imports it, and hands Commands to cli.Run.
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/redact"
+)
+
+// Commands are the server commands, for cli.Run.
+func Commands() []cli.Command {
+	return []cli.Command{
+		{Name: "dev", Summary: "run a Hub and a Runner on this machine (127.0.0.1, dev login)", Run: runDev},
+		{Name: "hub", Summary: "run a Hub", Run: runHub},
+		{Name: "runner", Summary: "run a Runner (needs KNDL_HUB_URL and RUNNER_TOKEN)", Run: runRunner},
+		{Name: "runner token create", Usage: "--name NAME", Summary: "pair a Runner: print its token, once (works on the Hub's store)", Run: runnerTokenCreate},
+	}
+}
+
+// home is $KNDL_HOME, default ./.kndl, made readable only by its owner.
+func home(io cli.IO) (string, error) {
+	h := io.Getenv("KNDL_HOME")
+	if h == "" {
+		h = ".kndl"
+	}
+	abs, err := filepath.Abs(h)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("make KNDL_HOME %s: %w", abs, err)
+	}
+	return abs, nil
+}
+
+// logger is the operator's log: text lines on stderr, level from
+// KNDL_LOG_LEVEL (debug, info, warn, error).
+func logger(io cli.IO) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(io.Getenv("KNDL_LOG_LEVEL")))
+	return slog.New(redact.LogHandler(slog.NewTextHandler(io.Stderr, &slog.HandlerOptions{Level: lvl})))
+}

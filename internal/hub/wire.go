@@ -1,0 +1,61 @@
+package hub
+
+import (
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/store"
+)
+
+// These turn store rows into the api types the Hub answers with, field by
+// field (coder's db2sdk). wire_test.go holds each to the row's own JSON,
+// which is what the Hub sends where it writes a row as it is.
+
+func apiSession(s store.Session) api.Session {
+	return api.Session{ID: s.ID, RepoID: s.RepoID, RepoURL: s.RepoURL, CreatorID: s.CreatorID, RunnerID: s.RunnerID,
+		Title: s.Title, Model: s.Model, Effort: s.Effort, State: api.SessionState(s.State), StateDetail: s.StateDetail,
+		KeepAwake: s.KeepAwake, Conversation: s.Conversation, ArchivedAt: s.ArchivedAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// apiSessionNow is a Session as the API shows it, with what it is doing now.
+func (h *Hub) apiSessionNow(s store.Session) api.Session {
+	a := apiSession(s)
+	a.Activity = h.sessions.Activity(s.ID)
+	return a
+}
+
+// sessionView is a Session with its queue and what it is doing now.
+func (h *Hub) sessionView(s store.Session, q []store.Prompt) api.SessionView {
+	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt)}
+}
+
+func apiPrompt(p store.Prompt) api.Prompt {
+	return api.Prompt{ID: p.ID, SessionID: p.SessionID, AuthorID: p.AuthorID, Text: p.Text, IsCommand: p.IsCommand,
+		State: string(p.State), CreatedAt: p.CreatedAt, DeliveredAt: p.DeliveredAt}
+}
+
+func apiRunner(r store.Runner) api.Runner {
+	return api.Runner{ID: r.ID, Name: r.Name, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, LastSeenAt: r.LastSeenAt, RevokedAt: r.RevokedAt}
+}
+
+func apiInvite(i store.Invite) api.Invite {
+	return api.Invite{ID: i.ID, GitHubLogin: i.GitHubLogin, CreatedBy: i.CreatedBy, CreatedAt: i.CreatedAt,
+		ExpiresAt: i.ExpiresAt, UsedAt: i.UsedAt, RevokedAt: i.RevokedAt}
+}
+
+func apiRepo(r store.Repo) api.Repo {
+	return api.Repo{ID: r.ID, URL: r.URL, Name: r.Name, CreatedAt: r.CreatedAt}
+}
+
+// apiVariable leaves out Sealed, which is for the Hub alone.
+func apiVariable(v store.Variable) api.Variable {
+	return api.Variable{ID: v.ID, RepoID: v.RepoID, Name: v.Name, Value: v.Value, Sensitive: v.Sensitive,
+		AtBuild: v.AtBuild, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared}
+}
+
+// apiAll converts a list; never nil, so the list is [] in JSON, not null.
+func apiAll[R, A any](rows []R, f func(R) A) []A {
+	out := make([]A, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
+	}
+	return out
+}
