@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,29 @@ func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
 	if len(rs) != 2 {
 		t.Fatalf("bad requests changed the store: %d runners, want 2", len(rs))
 	}
+}
+
+// TestAHubClosedLeavesNoGoroutine: a Hub started and closed 100 times
+// leaves nothing running.
+func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	start := func() {
+		h, err := New(cfg, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	start() // first use of the store and the logger starts what lasts
+	before := runtime.NumGoroutine()
+	for range 100 {
+		start()
+	}
+	testenv.Eventually(t, testenv.WaitShort, "no goroutine left", func() bool { return runtime.NumGoroutine() <= before })
 }

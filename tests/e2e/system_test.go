@@ -377,7 +377,7 @@ func (s *System) WaitEvent(id string, within time.Duration, what string, match f
 		}
 		var v api.SessionView
 		s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
-		if v.State == api.Asleep && strings.HasPrefix(v.StateDetail, "start failed") {
+		if v.State == api.Failed {
 			s.t.Fatalf("waiting for %s: %s\nevents: %s", what, v.StateDetail, dump(evs))
 		}
 		if time.Now().After(deadline) {

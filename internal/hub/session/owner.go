@@ -146,9 +146,8 @@ func (o *Owner) Close() {
 	o.wgMu.Unlock()
 	o.mu.Lock()
 	for _, r := range o.runs {
-		if r.timer != nil {
-			r.timer.Stop()
-		}
+		o.stopTimer(r.timer)
+		r.timer = nil
 	}
 	o.mu.Unlock()
 	o.wg.Wait()

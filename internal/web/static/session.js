@@ -155,7 +155,7 @@ function showSession(s) {
       settings.elements.effort.value = s.effort || "";
     }
     document.getElementById("sleep").hidden = !(s.state === "active" || s.state === "frozen");
-    document.getElementById("wake").hidden = s.state !== "asleep";
+    document.getElementById("wake").hidden = s.state !== "asleep" && s.state !== "failed";
   }
   if (terminal) terminal.active(s.state === "active");
 }

@@ -1,0 +1,279 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// fakeRunner is a Runner on the real protocol over a real WebSocket: it
+// answers session.start, session.deliver, session.stop and
+// session.stop_turn as scripted, and reports each request on calls.
+type fakeRunner struct {
+	t     *testing.T
+	calls chan call
+	// startErr, if set, is what each session.start answers.
+	mu       sync.Mutex
+	startErr error
+
+	hubSide *protocol.Conn // the Hub's end, which the Owner asks
+	srv     *httptest.Server
+}
+
+type call struct {
+	typ     string
+	deliver protocol.SessionDeliver
+	id      string
+}
+
+func newFakeRunner(t *testing.T) *fakeRunner {
+	f := &fakeRunner{t: t, calls: make(chan call, 64)}
+	f.connect()
+	return f
+}
+
+// connect opens a fresh connection, as a Runner coming back does.
+func (f *fakeRunner) connect() {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hubSide := make(chan *protocol.Conn, 1)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := protocol.NewConn(ws, log)
+		hubSide <- c
+		c.Serve(context.Background())
+	}))
+	f.t.Cleanup(f.srv.Close)
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(f.srv.URL, "http"), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rc := protocol.NewConn(ws, log)
+	ref := func(typ string) protocol.Handler {
+		return func(ctx context.Context, body json.RawMessage) (any, error) {
+			var r protocol.SessionRef
+			json.Unmarshal(body, &r)
+			f.calls <- call{typ: typ, id: r.SessionID}
+			return nil, nil
+		}
+	}
+	rc.Handle(protocol.TypeSessionStart, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionStart
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionStart, id: r.SessionID}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return nil, f.startErr
+	})
+	rc.Handle(protocol.TypeSessionDeliver, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionDeliver
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionDeliver, id: r.SessionID, deliver: r}
+		return nil, nil
+	})
+	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop))
+	rc.Handle(protocol.TypeSessionStopTurn, false, ref(protocol.TypeSessionStopTurn))
+	go rc.Serve(context.Background())
+	f.t.Cleanup(func() { rc.Close(websocket.StatusNormalClosure, "test over") })
+	f.hubSide = <-hubSide
+}
+
+// gone closes the connection, as a Runner going away does.
+func (f *fakeRunner) gone() {
+	f.hubSide.Close(websocket.StatusGoingAway, "runner gone")
+	f.srv.Close()
+}
+
+func (f *fakeRunner) setStartErr(err error) {
+	f.mu.Lock()
+	f.startErr = err
+	f.mu.Unlock()
+}
+
+// next returns the next request of type typ, failing on any other.
+func (f *fakeRunner) next(typ string) call {
+	f.t.Helper()
+	select {
+	case c := <-f.calls:
+		if c.typ != typ {
+			f.t.Fatalf("the Runner was sent %s, want %s", c.typ, typ)
+		}
+		return c
+	case <-time.After(testenv.WaitShort):
+		f.t.Fatalf("the Runner was sent no %s", typ)
+	}
+	return call{}
+}
+
+// quiet fails if the Runner is sent anything within d.
+func (f *fakeRunner) quiet(d time.Duration) {
+	f.t.Helper()
+	select {
+	case c := <-f.calls:
+		f.t.Fatalf("the Runner was sent %s %+v, want nothing", c.typ, c.deliver)
+	case <-time.After(d):
+	}
+}
+
+// runners is the Owner's view of which Runner is connected.
+type runners struct {
+	mu   sync.Mutex
+	conn map[string]*fakeRunner
+}
+
+func (rs *runners) Runner(id string) Requester {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if f := rs.conn[id]; f != nil {
+		return f.hubSide
+	}
+	return nil
+}
+
+func (rs *runners) set(id string, f *fakeRunner) {
+	rs.mu.Lock()
+	rs.conn[id] = f
+	rs.mu.Unlock()
+}
+
+// plain masks nothing: these tests are of states, not of redaction
+// (internal/hub's tests cover the Hub's redactor).
+type plain struct{}
+
+func (plain) RedactEvents(context.Context, string, []protocol.Event) error { return nil }
+func (plain) RedactText(_ context.Context, _, text string) string          { return text }
+func (plain) Forget(string)                                                {}
+
+// fixture is an Owner over a real store with one Runner and one Creator.
+type fixture struct {
+	t        *testing.T
+	o        *Owner
+	st       *store.Store
+	runners  *runners
+	runner   *fakeRunner
+	runnerID string
+	user     store.User
+	repo     store.Repo
+}
+
+// fast are the timings the tests run at: milliseconds, not minutes.
+func fast(o *Options) {
+	o.DeliveryTimeout = 150 * time.Millisecond
+	o.RetryMin, o.RetryMax = 50*time.Millisecond, 200*time.Millisecond
+}
+
+func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	u, _ := st.DevUser(ctx)
+	rn, _, err := st.CreateRunner(ctx, "r1", u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _ := st.EnsureRepo(ctx, "/srv/repo", "repo")
+	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}}, runnerID: rn.ID, user: u, repo: repo}
+	f.runner = newFakeRunner(t)
+	f.runners.set(rn.ID, f.runner)
+	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	fast(&opts)
+	for _, tn := range tune {
+		tn(&opts)
+	}
+	f.o = New(opts)
+	t.Cleanup(f.o.Close)
+	return f
+}
+
+// create makes a Session with its first prompt; the Runner is sent its
+// start.
+func (f *fixture) create(text string) store.Session {
+	f.t.Helper()
+	s, err := f.o.Create(context.Background(), store.Session{RepoID: f.repo.ID, CreatorID: f.user.ID, RunnerID: f.runnerID, Title: "t"},
+		store.Prompt{AuthorID: f.user.ID, Text: text})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	return s
+}
+
+// active makes a Session that is Active with its first prompt on its
+// way.
+func (f *fixture) active(text string) (store.Session, call) {
+	f.t.Helper()
+	s := f.create(text)
+	d := f.runner.next(protocol.TypeSessionDeliver)
+	f.waitState(s.ID, Active)
+	return s, d
+}
+
+func (f *fixture) session(id string) store.Session {
+	f.t.Helper()
+	s, err := f.st.SessionByID(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) waitState(id string, want store.SessionState) store.Session {
+	f.t.Helper()
+	var s store.Session
+	testenv.Eventually(f.t, testenv.WaitShort, "the Session "+string(want), func() bool {
+		s = f.session(id)
+		return s.State == want
+	})
+	return s
+}
+
+// prompts returns the Session's prompts by state.
+func (f *fixture) prompts(id string) map[store.PromptState][]string {
+	f.t.Helper()
+	out := map[store.PromptState][]string{}
+	q, err := f.st.Prompts(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, p := range q {
+		out[p.State] = append(out[p.State], p.Text)
+	}
+	return out
+}
+
+// events returns the text of the Session's Events of kind.
+func (f *fixture) events(id, kind string) []string {
+	f.t.Helper()
+	evs, err := f.st.Events(context.Background(), id, 0, 1000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		var ev protocol.Event
+		json.Unmarshal(e.Data, &ev)
+		if ev.Kind == kind {
+			out = append(out, ev.Text)
+		}
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// TestAFailedStartIsFailedWithItsReasonAndAWakeRetriesIt: a start the
+// Runner refuses is Failed with the Runner's words, not Asleep; it is not
+// retried on its own, and kndl wake tries again.
+func TestAFailedStartIsFailedWithItsReasonAndAWakeRetriesIt(t *testing.T) {
+	f := newFixture(t)
+	f.runner.setStartErr(fmt.Errorf("clone: repository not found: %w", errdefs.ErrInvalid))
+	s := f.create("hello")
+	got := f.waitState(s.ID, Failed)
+	if !strings.Contains(got.StateDetail, "repository not found") || got.Transient {
+		t.Fatalf("failed with %q (transient %v), want the Runner's reason, not transient", got.StateDetail, got.Transient)
+	}
+	f.runner.quiet(3 * f.o.opts.RetryMin)
+	f.runner.setStartErr(nil)
+	if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	f.waitState(s.ID, Active)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
+		t.Fatalf("typed %q, want the first prompt", d.deliver.Text)
+	}
+}
+
+// TestATransientStartFailureIsRetriedWithBackoff: a cause a retry may mend
+// (the Runner unavailable) is retried by the Hub, each try in the start
+// log, until the start succeeds.
+func TestATransientStartFailureIsRetriedWithBackoff(t *testing.T) {
+	f := newFixture(t)
+	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+	s := f.create("hello")
+	f.runner.next(protocol.TypeSessionStart) // retry 1
+	f.runner.setStartErr(nil)
+	f.runner.next(protocol.TypeSessionStart) // retry 2 succeeds
+	f.waitState(s.ID, Active)
+	logs := f.events(s.ID, protocol.EventLog)
+	if len(logs) != 2 || !strings.Contains(logs[0], "try 1 of 8") || !strings.Contains(logs[1], "try 2 of 8") {
+		t.Fatalf("start log = %q, want two retries", logs)
+	}
+}
+
+// TestIdleSessionsSleepUnlessKeptAwake: with nothing running or queued, a
+// Session sleeps after Idle; with Keep awake on, it does not.
+func TestIdleSessionsSleepUnlessKeptAwake(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Idle = 200 * time.Millisecond })
+	ctx := context.Background()
+	idle, _ := f.active("one")
+	kept, _ := f.active("two")
+	if err := f.o.SetKeepAwake(ctx, kept.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{idle.ID, kept.ID} {
+		f.o.Accepted(id)
+		f.o.Events(ctx, f.session(id), []protocol.Event{{Kind: protocol.EventPrompt}}, nil)
+		f.o.TurnEnded(id)
+	}
+	f.runner.next(protocol.TypeSessionStop)
+	got := f.waitState(idle.ID, Asleep)
+	if !strings.Contains(got.StateDetail, "idle") {
+		t.Fatalf("slept saying %q, want idle", got.StateDetail)
+	}
+	f.runner.quiet(4 * f.o.opts.Idle)
+	if s := f.session(kept.ID); s.State != Active {
+		t.Fatalf("a Session with Keep awake is %s", s.State)
+	}
+}
+
+// TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep: Recover
+// freezes what the store says is awake; the Runner's hello makes a
+// Session it still runs Active again, and one it does not Asleep, woken at
+// once since a prompt waits.
+func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	running, _ := f.active("one")
+	stopped, _ := f.active("two")
+	f.o.Accepted(running.ID)
+	f.o.Accepted(stopped.ID)
+	f.o.Events(ctx, f.session(stopped.ID), []protocol.Event{{Kind: protocol.EventPrompt}, {Kind: protocol.EventSubagentStart, Agent: "a1"}}, nil)
+
+	// A new Owner over the same store: the Hub restarted.
+	f.o.Close()
+	f.o = New(f.o.opts)
+	t.Cleanup(f.o.Close)
+	if err := f.o.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{running.ID, stopped.ID} {
+		if s := f.session(id); s.State != Frozen {
+			t.Fatalf("after the restart %s is %s, want frozen", id, s.State)
+		}
+	}
+	f.o.Prompt(ctx, f.session(stopped.ID), store.Prompt{AuthorID: f.user.ID, Text: "waiting"})
+	resumed := f.o.RunnerBack(ctx, f.runnerID, []string{running.ID})
+	if len(resumed) != 1 || resumed[0].SessionID != running.ID {
+		t.Fatalf("resumed %+v, want only the running one", resumed)
+	}
+	f.waitState(running.ID, Active)
+	f.runner.next(protocol.TypeSessionStart) // the stopped one wakes: a prompt waits
+	f.waitState(stopped.ID, Active)
+	notes := strings.Join(f.events(stopped.ID, protocol.EventNote), "\n")
+	for _, want := range []string{"Frozen: the Hub restarted", "Asleep: Claude Code was not running when its Runner came back", "Starting: its Runner is back and prompts wait"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("history lacks %q:\n%s", want, notes)
+		}
+	}
+}
+
+// TestARemovedRunnersSessionsFailSayingWhy: they are Failed, not wedged,
+// and a wake says why it cannot.
+func TestARemovedRunnersSessionsFailSayingWhy(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+		t.Fatal(err)
+	}
+	f.o.RunnerRemoved(ctx, f.runnerID)
+	got := f.waitState(s.ID, Failed)
+	const why = "its Runner was removed; its Workspace was on that machine"
+	if got.StateDetail != why {
+		t.Fatalf("failed with %q, want %q", got.StateDetail, why)
+	}
+	if err := f.o.Wake(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("wake: %v, want a conflict saying %q", err, why)
+	}
+}
+
+// TestExitingOnItsOwnSleepsAndKeepsKeepAwake: Claude Code that exits on
+// its own leaves the Session Asleep with Keep awake as it was, so it is
+// not restarted over and over; its Runner's next hello wakes it.
+func TestExitingOnItsOwnSleepsAndKeepsKeepAwake(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	f.o.SetKeepAwake(ctx, s.ID, true)
+	if err := f.o.Exited(ctx, s.ID, "exit status 1"); err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitState(s.ID, Asleep)
+	if !got.KeepAwake || !strings.Contains(got.StateDetail, "exited on its own") {
+		t.Fatalf("after exiting: keep awake %v, %q", got.KeepAwake, got.StateDetail)
+	}
+	f.runner.quiet(50 * time.Millisecond)
+	f.o.RunnerBack(ctx, f.runnerID, nil)
+	f.runner.next(protocol.TypeSessionStart)
+	f.waitState(s.ID, Active)
+}
+
+// TestRestartStartsTheSameConversationAgain: the Runner is told to stop,
+// then to start resuming.
+func TestRestartStartsTheSameConversationAgain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	f.o.Events(ctx, f.session(s.ID), nil, map[string]int64{s.ID + ".jsonl": 10})
+	if err := f.o.Restart(ctx, s.ID, "its Creator restarted it"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStop)
+	f.runner.next(protocol.TypeSessionStart)
+	f.waitState(s.ID, Active)
+}
+
+// TestCloseEndsEveryGoroutine: an Owner with timers armed and a start in
+// flight leaves nothing running once closed.
+func TestCloseEndsEveryGoroutine(t *testing.T) {
+	f := newFixture(t)
+	f.active("hello") // a delivery timer armed
+	f.runner.setStartErr(fmt.Errorf("away: %w", errdefs.ErrUnavailable))
+	f.create("other") // a retry timer armed
+	done := make(chan struct{})
+	go func() { f.o.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("Close did not return")
+	}
+	if f.o.after(time.Millisecond, func(context.Context) {}) != nil {
+		t.Fatal("a closed Owner armed a timer")
+	}
+}

@@ -1,0 +1,167 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// Every branch of prompt delivery, against a Runner on the real protocol.
+
+func TestDeliveryConfirmedThenTheNextGoesAfterTheTurn(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, d := f.active("first\tline\r\n")
+	if d.deliver.Text != "first\tline\r\n" || d.deliver.Retry {
+		t.Fatalf("typed %+v, want the prompt exactly, first try", d.deliver)
+	}
+	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.quiet(50 * time.Millisecond) // one prompt on its way at a time
+	f.o.Accepted(s.ID)
+	if got := f.o.Activity(s.ID); got != "turn" {
+		t.Fatalf("activity = %q, want turn", got)
+	}
+	f.runner.quiet(50 * time.Millisecond) // not during the Turn
+	f.o.TurnEnded(s.ID)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "second" {
+		t.Fatalf("typed %q, want second", d.deliver.Text)
+	}
+	if q := f.prompts(s.ID); len(q[store.Queued]) != 0 || len(q[store.Delivering]) != 1 {
+		t.Fatalf("queue = %v, want only the second on its way", q)
+	}
+}
+
+func TestDeliveryLostIsTypedAgain(t *testing.T) {
+	f := newFixture(t)
+	s, d := f.active("hello")
+	again := f.runner.next(protocol.TypeSessionDeliver)
+	if again.deliver.PromptID != d.deliver.PromptID || !again.deliver.Retry {
+		t.Fatalf("second delivery = %+v, want the same prompt as a retry", again.deliver)
+	}
+	f.o.Accepted(s.ID)
+	f.runner.quiet(2 * f.o.opts.DeliveryTimeout) // taken: never typed again
+	if q := f.prompts(s.ID); len(q) != 0 {
+		t.Fatalf("queue = %v, want it delivered", q)
+	}
+}
+
+func TestDeliveryGivenUpGoesBackToTheHeadOfTheQueue(t *testing.T) {
+	f := newFixture(t)
+	s, _ := f.active("hello")
+	for range f.o.opts.DeliveryTries - 1 {
+		f.runner.next(protocol.TypeSessionDeliver)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the prompt back in the queue", func() bool {
+		return len(f.prompts(s.ID)[store.Queued]) == 1
+	})
+	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
+	errs := f.events(s.ID, protocol.EventError)
+	if len(errs) != 1 || !strings.Contains(errs[0], "after 3 tries") {
+		t.Fatalf("errors = %q, want one saying it gave up after 3 tries", errs)
+	}
+	// The next Turn's end lets it go again.
+	f.o.TurnEnded(s.ID)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" || d.deliver.Retry {
+		t.Fatalf("typed %+v, want hello afresh", d.deliver)
+	}
+}
+
+func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStop)
+	f.waitState(s.ID, Asleep)
+	if q := f.prompts(s.ID); len(q[store.Queued]) != 1 {
+		t.Fatalf("queue = %v, want the prompt back", q)
+	}
+	f.runner.quiet(2 * f.o.opts.DeliveryTimeout) // no retry of a Session asleep
+	if err := f.o.Wake(ctx, s.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
+		t.Fatalf("typed %q after the wake, want hello", d.deliver.Text)
+	}
+}
+
+func TestRunnerGoneMidDeliveryThePromptGoesWhenItIsBack(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	f.runners.set(f.runnerID, nil)
+	f.runner.gone()
+	f.o.RunnerGone(ctx, f.runnerID)
+	f.waitState(s.ID, Frozen)
+	if q := f.prompts(s.ID); len(q[store.Queued]) != 1 {
+		t.Fatalf("queue = %v, want the prompt back while the Runner is away", q)
+	}
+	back := newFakeRunner(t)
+	f.runners.set(f.runnerID, back)
+	resumed := f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
+	if len(resumed) != 1 || resumed[0].SessionID != s.ID || resumed[0].ModToken == "" {
+		t.Fatalf("resumed = %+v, want the Session with a fresh mod token", resumed)
+	}
+	f.waitState(s.ID, Active)
+	if d := back.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
+		t.Fatalf("typed %q once back, want hello", d.deliver.Text)
+	}
+}
+
+// TestACutPromptIsNeverLost: a prompt Claude Code took but never wrote
+// down goes back to the head of the queue when a sleep cuts its Turn; one
+// it wrote down does not.
+func TestACutPromptIsNeverLost(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, written := range []bool{false, true} {
+		s, _ := f.active("do the thing")
+		f.o.Accepted(s.ID)
+		if written {
+			if err := f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionStop)
+		q := f.prompts(s.ID)[store.Queued]
+		if written && len(q) != 0 {
+			t.Errorf("written down, yet queued again: %q", q)
+		}
+		if !written && (len(q) != 1 || q[0] != "do the thing") {
+			t.Errorf("not written down: queue = %q, want the prompt back", q)
+		}
+	}
+}
+
+// TestAPromptWakesAnAsleepSession: the prompt queues, the Session wakes,
+// and the prompt goes once Claude Code is up.
+func TestAPromptWakesAnAsleepSession(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	f.o.Accepted(s.ID)
+	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventPrompt, Text: "hello"}}, nil)
+	f.o.TurnEnded(s.ID)
+	f.o.Sleep(ctx, s.ID, "test")
+	f.runner.next(protocol.TypeSessionStop)
+	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "again" {
+		t.Fatalf("typed %q, want again", d.deliver.Text)
+	}
+}
