@@ -101,11 +101,17 @@ type run struct {
 }
 
 // Update is one message of a Session's live stream: a new Event, or word
-// that the Session or its queue changed (read them again).
+// that the Session, its queue or what it is doing changed (read them
+// again).
 type Update struct {
+	ID      string // the Session's
 	Event   *store.Event
 	Changed bool
 }
+
+// All is the id to Subscribe to for every Session's changes (not their
+// Events): the Sessions list.
+const All = "*"
 
 // New makes an Owner. Call Recover once the store is open and before any
 // Runner connects, and Close when done.

@@ -56,7 +56,8 @@ func (o *Owner) publish(id string, us ...Update) {
 // changed tells a Session's watchers that it or its queue changed.
 func (o *Owner) changed(id string) {
 	o.mu.Lock()
-	o.publish(id, Update{Changed: true})
+	o.publish(id, Update{ID: id, Changed: true})
+	o.publish(All, Update{ID: id, Changed: true})
 	o.mu.Unlock()
 }
 
@@ -84,7 +85,7 @@ func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) er
 	}
 	us := make([]Update, len(rows))
 	for i := range rows {
-		us[i] = Update{Event: &rows[i]}
+		us[i] = Update{ID: id, Event: &rows[i]}
 	}
 	o.mu.Lock()
 	o.publish(id, us...)
