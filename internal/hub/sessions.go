@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -64,6 +66,29 @@ func checkRepo(repo string) error {
 	return bad("use an https, ssh or git URL, user@host:path, or an absolute path on the Runner's host")
 }
 
+// checkLocalRepo refuses a path that is not a git repository, on a kndl
+// dev Hub, whose Runner clones from this same machine: known now, it need
+// not make a Session that can only fail. It reads the layout only and runs
+// no git, so nothing in the repository's config runs on the Hub.
+func checkLocalRepo(repo string) error {
+	if !strings.HasPrefix(repo, "/") {
+		return nil
+	}
+	fi, err := os.Stat(repo)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("repository %q: no such directory on this machine, where kndl dev's Runner clones from: %w", repo, errdefs.ErrInvalid)
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".git")); err == nil {
+		return nil
+	}
+	for _, p := range []string{"HEAD", "objects", "refs"} { // a bare repository
+		if _, err := os.Stat(filepath.Join(repo, p)); err != nil {
+			return fmt.Errorf("repository %q: not a git repository (run git init there, or name the repository's own directory): %w", repo, errdefs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
 func checkPrompt(text string) error {
 	switch {
 	case strings.TrimSpace(text) == "":
@@ -87,6 +112,9 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	if err == nil {
 		err = checkRepo(req.Repo)
+	}
+	if err == nil && h.cfg.DevLogin {
+		err = checkLocalRepo(req.Repo)
 	}
 	if err == nil {
 		err = h.checkRepoAccess(ctx, p, req.Repo)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -124,6 +125,35 @@ func TestCheckRepo(t *testing.T) {
 	for _, tt := range tests {
 		if err := checkRepo(tt.repo); (err == nil) != tt.ok {
 			t.Errorf("checkRepo(%q) = %v, want ok=%v", tt.repo, err, tt.ok)
+		}
+	}
+}
+
+// TestALocalPathThatIsNoRepositoryIsRefused: on kndl dev, whose Runner
+// clones from the same machine, a path that is not a git repository is
+// refused before any Session is made.
+func TestALocalPathThatIsNoRepositoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	work, bare, plain := filepath.Join(dir, "work"), filepath.Join(dir, "bare.git"), filepath.Join(dir, "plain")
+	for _, d := range []string{filepath.Join(work, ".git"), filepath.Join(bare, "objects"), filepath.Join(bare, "refs"), plain} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(bare, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	tests := []struct {
+		repo string
+		ok   bool
+	}{
+		{work, true},
+		{bare, true},
+		{"https://github.com/acme/app.git", true},
+		{plain, false},
+		{filepath.Join(dir, "missing"), false},
+		{filepath.Join(bare, "HEAD"), false},
+	}
+	for _, tt := range tests {
+		err := checkLocalRepo(tt.repo)
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, errdefs.ErrInvalid)) {
+			t.Errorf("checkLocalRepo(%q) = %v, want ok=%v", tt.repo, err, tt.ok)
 		}
 	}
 }

@@ -38,6 +38,7 @@ type Runner struct {
 
 	mu       sync.Mutex
 	conn     *protocol.Conn // while connected and welcomed
+	welcomed chan struct{}  // closed while conn is set
 	sessions map[string]*session
 
 	// outbox keeps notifications in order until a connection takes them,
@@ -73,7 +74,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		log.Warn("RUNNER_MODEL_ENDPOINT is set: every Session's model requests go to it, not to Anthropic", "endpoint", cfg.ModelEndpoint)
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b, relay: rl,
-		sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
 	if err := r.installBinary(); err != nil {
 		return nil, err
 	}
@@ -239,6 +240,12 @@ func (r *Runner) handle(conn *protocol.Conn) {
 
 func (r *Runner) setConn(c *protocol.Conn) {
 	r.mu.Lock()
+	switch {
+	case c != nil && r.conn == nil:
+		close(r.welcomed)
+	case c == nil && r.conn != nil:
+		r.welcomed = make(chan struct{})
+	}
 	r.conn = c
 	r.mu.Unlock()
 	if c != nil {
@@ -255,9 +262,25 @@ func (r *Runner) currentConn() *protocol.Conn {
 // Connected reports whether the Runner is connected to the Hub and welcomed.
 func (r *Runner) Connected() bool { return r.currentConn() != nil }
 
-// request asks the Hub something over the current connection.
+// welcomeWait bounds how long a request waits for a connection: the Hub
+// may ask a start of a Runner whose hello it has answered before the
+// Runner has read the welcome.
+const welcomeWait = 10 * time.Second
+
+// request asks the Hub something over the current connection, waiting
+// briefly for one.
 func (r *Runner) request(ctx context.Context, typ string, body, reply any) error {
-	c := r.currentConn()
+	r.mu.Lock()
+	c, welcomed := r.conn, r.welcomed
+	r.mu.Unlock()
+	if c == nil {
+		select {
+		case <-welcomed:
+			c = r.currentConn()
+		case <-ctx.Done():
+		case <-time.After(welcomeWait):
+		}
+	}
 	if c == nil {
 		return fmt.Errorf("not connected to the Hub: %w", errdefs.ErrUnavailable)
 	}

@@ -262,6 +262,18 @@ func scanEvent(row scanner) (Event, error) {
 	return e, err
 }
 
+// TurnOpen reports whether the Session's last top-level turn_start has no
+// turn_end after it: a Turn ran when the Hub last heard.
+func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {
+	var kind string
+	err := s.db.QueryRowContext(ctx, `SELECT kind FROM events WHERE session_id = ? AND kind IN ('turn_start', 'turn_end')
+		AND coalesce(json_extract(data, '$.agent'), '') = '' ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&kind)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	return kind == "turn_start", err
+}
+
 // SetTranscriptOffsets records how far a Session's transcript is stored.
 func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map[string]int64) error {
 	b, err := json.Marshal(offsets)

@@ -195,3 +195,30 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 		t.Fatal("a closed Owner armed a timer")
 	}
 }
+
+// TestATurnTakenBackHoldsTheQueueUntilItEnds: after a restart, a Session
+// whose Turn was running when the Hub last heard takes no prompt until the
+// transcript says the Turn ended, though its Stop hook was lost.
+func TestATurnTakenBackHoldsTheQueueUntilItEnds(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("long job")
+	f.o.Accepted(s.ID)
+	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}, nil)
+	f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued behind"})
+
+	f.o.Close()
+	f.o = New(f.o.opts)
+	t.Cleanup(f.o.Close)
+	f.o.Recover(ctx)
+	f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
+	f.waitState(s.ID, Active)
+	f.runner.quiet(100 * time.Millisecond)
+	if got := f.o.Activity(s.ID); got != "turn" {
+		t.Fatalf("activity = %q, want turn", got)
+	}
+	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}, nil)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "queued behind" {
+		t.Fatalf("typed %q, want the queued prompt", d.deliver.Text)
+	}
+}

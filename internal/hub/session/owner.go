@@ -96,6 +96,9 @@ type run struct {
 	// since is when the Session was last busy or got a prompt: the idle
 	// clock.
 	since time.Time
+	// resync is set while a Turn taken back from a Runner may have ended
+	// unheard: the transcript's next turn_end ends it.
+	resync bool
 	// agents are the subagents the transcript says run.
 	agents map[string]bool
 }

@@ -217,7 +217,7 @@ func (o *Owner) markDelivered(id, promptID string) {
 func (o *Owner) TurnEnded(id string) {
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
-		r.busy, r.question, r.since = false, false, time.Now()
+		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
 	}
 	o.mu.Unlock()
 	o.changed(id)

@@ -40,13 +40,19 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				if err != nil {
 					return err
 				}
+				open, err := o.store.TurnOpen(ctx, s.ID)
+				if err != nil {
+					return err
+				}
 				if s.State == Frozen {
 					if err := o.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
 						return err
 					}
-				} else {
-					o.withRun(s.ID, func(r *run) { r.ready = true })
 				}
+				// A Turn that ran when the Hub last heard may still run, or
+				// have ended while its hooks could not reach the Hub: the
+				// transcript, read on from where the Hub has it, says which.
+				o.withRun(s.ID, func(r *run) { r.ready, r.busy, r.resync = true, open, open })
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
 			case s.State == Active || s.State == Frozen:
@@ -189,8 +195,10 @@ func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Even
 				r.question = false
 			case protocol.EventTurnEnd:
 				// An interrupt fires no hook: the transcript is how the
-				// Hub learns the Turn ended.
-				if ev.Reason == "interrupted" && ev.Agent == "" {
+				// Hub learns the Turn ended; so it is for a Turn taken back
+				// from a Runner, whose Stop hook may have been lost.
+				if ev.Agent == "" && (ev.Reason == "interrupted" || r.resync) {
+					r.resync = false
 					ended = true
 				}
 			}

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// devProcess is `kndl dev` run as a person runs it: its own process on
+// its own KNDL_HOME, which a test may SIGKILL and start again.
+type devProcess struct {
+	t    *testing.T
+	home string
+	env  []string
+	cmd  *exec.Cmd
+	out  *lockedWriter
+	log  *strings.Builder
+}
+
+func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun", "tmux", "git")
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "runner"), 0o700)
+	for _, name := range []string{"images", "builds", "claude-code"} {
+		cached(t, filepath.Join(home, "runner"), name)
+	}
+	d := &devProcess{t: t, home: home, log: &strings.Builder{}}
+	d.out = &lockedWriter{w: d.log}
+	relayPort := freePort(t)
+	d.env = append(os.Environ(), "KNDL_HOME="+home, "KNDL_CONFIG="+filepath.Join(home, "cli.json"),
+		fmt.Sprintf("HUB_LISTEN=127.0.0.1:%d", freePort(t)), fmt.Sprintf("RUNNER_RELAY_PORT=%d", relayPort),
+		"CLAUDE_CODE_OAUTH_TOKEN="+claudeToken, "RUNNER_MODEL_ENDPOINT="+model.URL,
+		"RUNNER_DEFAULT_IMAGE="+testkit.ImageRegistry(t), "KNDL_LOG_LEVEL=debug")
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("kndl dev's output:\n%s", d.log.String())
+		}
+		// What kndl dev leaves on purpose: its Sandboxes.
+		ctx := context.Background()
+		b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "runner", "sandboxes", "oci"), RelayPort: uint16(relayPort),
+			InitPath: kndlBinary(t), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Errorf("remove kndl dev's Sandboxes: %v", err)
+			return
+		}
+		all, _ := b.List(ctx)
+		for _, sb := range all {
+			b.Remove(ctx, sb.ID)
+		}
+	})
+	return d
+}
+
+// start runs kndl dev and returns a System that drives its Hub's API as
+// the dev user, once its Runner is connected.
+func (d *devProcess) start(model *testkit.Anthropic) *System {
+	d.t.Helper()
+	d.cmd = exec.Command(kndlBinary(d.t), "dev")
+	d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = d.env, d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	var cfg apiclient.Config
+	testenv.Eventually(d.t, testenv.WaitMedium, "kndl dev signs the CLI in", func() bool {
+		b, err := os.ReadFile(filepath.Join(d.home, "cli.json"))
+		return err == nil && json.Unmarshal(b, &cfg) == nil && cfg.Token != ""
+	})
+	s := &System{t: d.t, URL: cfg.HubURL, cli: cfg.Token, Model: model}
+	testenv.Eventually(d.t, testenv.WaitMedium, "kndl dev's Runner connects", func() bool {
+		var rs []api.RunnerStatus
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/api/runners", nil)
+		req.Header.Set("Authorization", "Bearer "+s.cli)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(&rs)
+		return len(rs) == 1 && rs[0].Connected
+	})
+	return s
+}
+
+// stop sends kndl dev sig and waits for it to end.
+func (d *devProcess) stop(sig syscall.Signal) {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	d.cmd.Process.Signal(sig)
+	d.cmd.Wait()
+	d.cmd = nil
+}
+
+// once fails unless each of the Session's Events of kind with text is
+// there exactly once.
+func once(t *testing.T, evs []protocol.Event, kind string, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
+		n := 0
+		for _, e := range evs {
+			if e.Kind == kind && strings.Contains(e.Text, text) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d %s Events with %q, want 1:\n%s", n, kind, text, dump(evs))
+		}
+	}
+}
+
+// TestKndlDevKilledMidTurnLosesNothing: kndl dev SIGKILLed while a Turn
+// runs a tool, with a prompt queued behind it, and started again on the
+// same home: the Turn finishes, its Events are all there once and in
+// order, the queued prompt runs, and so does the next. Killed again while
+// idle, the Session comes back and takes a prompt.
+func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
+	model := testkit.NewAnthropic(t, claudeToken)
+	d := newDev(t, model)
+	s := d.start(model)
+
+	model.On(testkit.PromptContains("slow task"), testkit.Bash("sleep 6; echo long-job-finished"))
+	model.On(testkit.ToolResultContains("long-job-finished"), testkit.Text("The long job is done."))
+	model.On(testkit.PromptContains("queued behind"), testkit.Text("Queued prompt answered."))
+	model.On(testkit.PromptContains("after the restart"), testkit.Text("Still here after the restart."))
+	model.On(testkit.PromptContains("after the idle kill"), testkit.Text("Still here after the idle kill."))
+
+	v := s.NewSession(s.Repo(), "run the slow task")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the slow task's tool call", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "long-job-finished")
+	})
+	s.prompt(v.ID, "a prompt queued behind it")
+	d.stop(syscall.SIGKILL)
+
+	s = d.start(model)
+	s.turnEnds(v.ID, 2) // the long job's Turn, then the queued prompt's
+	s.waitState(v.ID, api.Active)
+	s.prompt(v.ID, "a prompt after the restart")
+	s.turnEnds(v.ID, 3)
+	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventText, "The long job is done.", "Queued prompt answered.", "Still here after the restart.")
+	once(t, evs, protocol.EventToolResult, "long-job-finished")
+	once(t, evs, protocol.EventPrompt, "run the slow task", "queued behind", "after the restart")
+	order := []string{"run the slow task", "long-job-finished", "The long job is done.", "queued behind", "Queued prompt answered.", "after the restart"}
+	at := 0
+	for _, e := range evs {
+		if at < len(order) && (strings.Contains(e.Text, order[at]) || strings.Contains(string(e.Input), order[at])) {
+			at++
+		}
+	}
+	if at != len(order) {
+		t.Fatalf("the Events are out of order: found %d of %q in order:\n%s", at, order, dump(evs))
+	}
+
+	// Killed while idle: it comes back Active and answers.
+	d.stop(syscall.SIGKILL)
+	s = d.start(model)
+	s.waitState(v.ID, api.Active)
+	s.prompt(v.ID, "a prompt after the idle kill")
+	s.turnEnds(v.ID, 4)
+	once(t, s.Events(v.ID), protocol.EventText, "Still here after the idle kill.")
+}
