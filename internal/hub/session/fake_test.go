@@ -36,6 +36,7 @@ type fakeRunner struct {
 type call struct {
 	typ     string
 	deliver protocol.SessionDeliver
+	start   protocol.SessionStart
 	id      string
 }
 
@@ -75,7 +76,7 @@ func (f *fakeRunner) connect() {
 	rc.Handle(protocol.TypeSessionStart, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var r protocol.SessionStart
 		json.Unmarshal(body, &r)
-		f.calls <- call{typ: protocol.TypeSessionStart, id: r.SessionID}
+		f.calls <- call{typ: protocol.TypeSessionStart, id: r.SessionID, start: r}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return nil, f.startErr
@@ -159,6 +160,14 @@ func (plain) RedactEvents(context.Context, string, []protocol.Event) error { ret
 func (plain) RedactText(_ context.Context, _, text string) string          { return text }
 func (plain) Forget(string)                                                {}
 
+// logTo sends the Owner's log to the test's, shown when it fails.
+type logTo struct{ t *testing.T }
+
+func (l logTo) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 // fixture is an Owner over a real store with one Runner and one Creator.
 type fixture struct {
 	t        *testing.T
@@ -169,6 +178,7 @@ type fixture struct {
 	runnerID string
 	user     store.User
 	repo     store.Repo
+	start    protocol.SessionStart // the last start create saw
 }
 
 // fast are the timings the tests run at: milliseconds, not minutes.
@@ -194,7 +204,7 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}}, runnerID: rn.ID, user: u, repo: repo}
 	f.runner = newFakeRunner(t)
 	f.runners.set(rn.ID, f.runner)
-	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil))}
 	fast(&opts)
 	for _, tn := range tune {
 		tn(&opts)
@@ -202,6 +212,21 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	f.o = New(opts)
 	t.Cleanup(f.o.Close)
 	return f
+}
+
+// restartHub closes the Owner and makes a new one over the same store, as
+// a Hub restarting does; the Runner dials the new Hub afresh.
+func (f *fixture) restartHub() {
+	f.t.Helper()
+	f.o.Close()
+	f.runner.gone()
+	f.runner = newFakeRunner(f.t)
+	f.runners.set(f.runnerID, f.runner)
+	f.o = New(f.o.opts)
+	f.t.Cleanup(f.o.Close)
+	if err := f.o.Recover(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // create makes a Session with its first prompt; the Runner is sent its
@@ -213,7 +238,7 @@ func (f *fixture) create(text string) store.Session {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.runner.next(protocol.TypeSessionStart)
+	f.start = f.runner.next(protocol.TypeSessionStart).start
 	return s
 }
 

@@ -93,13 +93,7 @@ func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) 
 	f.o.Accepted(stopped.ID)
 	f.o.Events(ctx, f.session(stopped.ID), []protocol.Event{{Kind: protocol.EventPrompt}, {Kind: protocol.EventSubagentStart, Agent: "a1"}}, nil)
 
-	// A new Owner over the same store: the Hub restarted.
-	f.o.Close()
-	f.o = New(f.o.opts)
-	t.Cleanup(f.o.Close)
-	if err := f.o.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.restartHub()
 	for _, id := range []string{running.ID, stopped.ID} {
 		if s := f.session(id); s.State != Frozen {
 			t.Fatalf("after the restart %s is %s, want frozen", id, s.State)
@@ -207,10 +201,7 @@ func TestATurnTakenBackHoldsTheQueueUntilItEnds(t *testing.T) {
 	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}, nil)
 	f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued behind"})
 
-	f.o.Close()
-	f.o = New(f.o.opts)
-	t.Cleanup(f.o.Close)
-	f.o.Recover(ctx)
+	f.restartHub()
 	f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
 	f.waitState(s.ID, Active)
 	f.runner.quiet(100 * time.Millisecond)

@@ -85,6 +85,9 @@ func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
 	if q := f.prompts(s.ID); len(q[store.Queued]) != 1 {
 		t.Fatalf("queue = %v, want the prompt back", q)
 	}
+	if _, err := f.st.SessionByModToken(ctx, f.start.ModToken); err == nil {
+		t.Fatal("the mod token of a Session asleep still works")
+	}
 	f.runner.quiet(2 * f.o.opts.DeliveryTimeout) // no retry of a Session asleep
 	if err := f.o.Wake(ctx, s.ID, "test"); err != nil {
 		t.Fatal(err)
