@@ -121,3 +121,28 @@ func TestCLITokens(t *testing.T) {
 		t.Fatalf("revoked CLI token: err = %v, want ErrUnauthorized", err)
 	}
 }
+
+// TestARotatedRunnerTokenKeepsTheRunnersID: the new token names the same
+// Runner, the old one no longer works, and a revoked Runner gets none.
+func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	r, old, err := s.CreateRunner(ctx, "dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := s.RotateRunnerToken(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RunnerByToken(ctx, fresh); err != nil || got.ID != r.ID {
+		t.Fatalf("the new token: %v, %v; want runner %s", got.ID, err, r.ID)
+	}
+	if _, err := s.RunnerByToken(ctx, old); !errors.Is(err, errdefs.ErrUnauthorized) {
+		t.Fatalf("the old token: err = %v, want ErrUnauthorized", err)
+	}
+	s.RevokeRunner(ctx, r.ID)
+	if _, err := s.RotateRunnerToken(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("rotating a revoked Runner's token: err = %v, want ErrNotFound", err)
+	}
+}
