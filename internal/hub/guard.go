@@ -122,12 +122,6 @@ func (h *Hub) Close() {
 	h.guard.stop()
 	<-h.guard.done
 	h.sessions.Close()
-	h.mu.Lock()
-	for id, hd := range h.held {
-		hd.timer.Stop()
-		delete(h.held, id)
-	}
-	h.mu.Unlock()
 }
 
 // credentialCheckEvery is how often everyone connected has their sign-in or

@@ -33,7 +33,6 @@ type Hub struct {
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
 	sets    map[string]*runSet     // redaction sets by Session id, while it runs
-	held    map[string]*held       // hook Events waiting for the transcript, by Session id
 }
 
 // New makes a Hub over an open store.
@@ -50,7 +49,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
-		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, held: map[string]*held{}, web: newWebState()}
+		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Logger: cfg.Logger,
 		Idle: cfg.SessionIdle, Inactive: h.sessionInactive})
 	if err := h.sessions.Recover(context.Background()); err != nil {

@@ -18,11 +18,10 @@ import (
 
 // Principal is who a request authenticated as.
 type Principal struct {
-	Kind    auth.Kind
-	User    store.User    // Cookie, CLI
-	Runner  store.Runner  // Runner
-	Session store.Session // Mod: the Session whose mod this is
-	cred    []byte        // Cookie, CLI: the credential's hash, to end what it opened
+	Kind   auth.Kind
+	User   store.User   // Cookie, CLI
+	Runner store.Runner // Runner
+	cred   []byte       // Cookie, CLI: the credential's hash, to end what it opened
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -102,7 +101,6 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/variables/{name}", person, h.deleteSharedVariable},
 		{"GET /api/sessions/{id}/live", person, h.liveSession},
 		{"GET /api/sessions/{id}/files/{path...}", person, h.downloadFile},
-		{"POST /mod/hook", []auth.Kind{auth.Mod}, h.modHook},
 	}
 }
 
@@ -180,11 +178,6 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			rn, err := h.store.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
-			}
-		case kind == auth.Mod:
-			s, err := h.sessionByMod(ctx, token)
-			if err == nil {
-				return Principal{Kind: kind, Session: s}, nil
 			}
 		}
 	} else if token != "" {

@@ -50,11 +50,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
 			}
 		}
-		if err := h.sessions.Events(ctx, s, req.Events, req.Offsets); err != nil {
-			return nil, err
-		}
-		h.releaseHeld(s.ID)
-		return nil, nil
+		return nil, h.sessions.Events(ctx, s, req)
 	})
 
 	rc.conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {

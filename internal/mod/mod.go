@@ -52,9 +52,10 @@ const MaxHookBytes = 1 << 20
 
 // Hook carries one hook event (JSON on in) to the relay at $KNDL_URL with
 // the Session token, and writes the Hub's answer to out, where Claude Code
-// reads a hook's decision. While a restarted Runner waits for the Hub (503)
-// it retries for up to 20 s; a hook never fails the Turn, so other failures
-// are reported on errOut and Hook returns nil.
+// reads a hook's decision. While the relay is unreachable (its Runner
+// restarting) or a restarted Runner waits for the Hub (503) it retries for
+// up to 20 s; a hook never fails the Turn, so other failures are reported
+// on errOut and Hook returns nil.
 func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, errOut io.Writer) error {
 	base, token := getenv("KNDL_URL"), getenv("KNDL_MOD_TOKEN")
 	if base == "" || token == "" {
@@ -72,6 +73,11 @@ func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, er
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
+		if err != nil && time.Now().Before(deadline) && ctx.Err() == nil {
+			// The relay is down while its Runner restarts: try again.
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(errOut, "kndl mod hook: %v\n", err)
 			return nil

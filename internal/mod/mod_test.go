@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/testenv"
 )
 
 func TestWriteCopyHasEveryPlugin(t *testing.T) {
@@ -69,5 +73,39 @@ func TestHookCarriesEventWithSessionToken(t *testing.T) {
 	Hook(context.Background(), func(k string) string { return env[k] }, strings.NewReader(`{"hook_event_name":"Stop"}`), &out, &errOut)
 	if out.String() != `{"continue":true}` || calls.Load() != 2 {
 		t.Fatalf("out %q, stderr %q after %d calls; want the Hub's answer after a retry", out.String(), errOut.String(), calls.Load())
+	}
+}
+
+// TestHookWaitsForARelayThatIsDown: a hook fired while its Runner
+// restarts reaches the relay once it listens again.
+func TestHookWaitsForARelayThatIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // down: connections are refused
+	env := map[string]string{"KNDL_URL": "http://" + addr, "KNDL_MOD_TOKEN": "kndls_tok"}
+	done := make(chan string)
+	go func() {
+		var out, errOut bytes.Buffer
+		Hook(context.Background(), func(k string) string { return env[k] }, strings.NewReader(`{"hook_event_name":"Stop"}`), &out, &errOut)
+		done <- out.String() + errOut.String()
+	}()
+	time.Sleep(700 * time.Millisecond) // the Runner is away for a while
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "{}") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	select {
+	case got := <-done:
+		if got != "{}" {
+			t.Fatalf("the hook said %q, want the relay's answer", got)
+		}
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("the hook never reached the relay once it was back")
 	}
 }

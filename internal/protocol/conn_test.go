@@ -148,8 +148,9 @@ func TestNegotiate(t *testing.T) {
 		min, max, want int
 		ok             bool
 	}{
-		{1, 1, 1, true},
+		{MinVersion, MinVersion, MinVersion, true},
 		{1, 99, Version, true},
+		{1, MinVersion - 1, 0, false}, // a Runner older than the Hub takes
 		{Version + 1, Version + 5, 0, false},
 		{0, 0, 0, false},
 	}

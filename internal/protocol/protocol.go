@@ -22,9 +22,12 @@ import (
 //	  error; session.start, .deliver, .stop_turn, .stop, .credentials,
 //	  .events, .exited, .ports, .dial, .file; terminal.open, .close,
 //	  .input, .resize, .frame; streams at /runner/stream/{id}.
+//	2 (2026-12-01, unreleased): the Runner merges the mod's hooks and the
+//	  transcript into one ordered stream of session.events (with hook
+//	  signals); the Hub's /mod/hook route is gone.
 const (
-	Version    = 1
-	MinVersion = 1
+	Version    = 2
+	MinVersion = 2
 )
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection

@@ -78,12 +78,22 @@ type Variable struct {
 type SessionEvents struct {
 	SessionID string  `json:"session_id"`
 	Events    []Event `json:"events"`
+	// Hook, when set, is where a hook of the mod says the Turn is; the Hub
+	// acts on it once these Events are stored: HookPromptSubmit (Claude
+	// Code took the prompt typed), HookStop (the Turn ended).
+	Hook string `json:"hook,omitempty"`
 	// Offsets are how far into each transcript file (the main one and each
 	// subagent's, keyed by path relative to Claude Code's project
 	// directory) the Runner has read once these Events are stored, so a
 	// restarted Runner resumes there (transcript.Offsets).
 	Offsets map[string]int64 `json:"offsets,omitempty"`
 }
+
+// What a SessionEvents' Hook says.
+const (
+	HookPromptSubmit = "prompt_submit"
+	HookStop         = "stop"
+)
 
 // SessionExited reports that a Session's Claude Code exited on its own.
 type SessionExited struct {

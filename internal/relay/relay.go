@@ -1,8 +1,10 @@
 // Package relay is the Runner's mod relay: the only thing on the Runner's
 // host a Sandbox can reach. It knows each running Session by the SHA-256 of
-// its Session token, relays the mod's /mod/* calls to the Hub with the
-// Session's mod token swapped in, and nothing else but, when a Runner is set
-// up for it, a model endpoint under /model/. Only internal/runner imports it.
+// its Session token, hands the mod's hook events (/mod/hook) to the Runner,
+// which merges them into the Session's one stream of Events, relays the
+// mod's other /mod/* calls to the Hub with the Session's mod token swapped
+// in, and nothing else but, when a Runner is set up for it, a model
+// endpoint under /model/. Only internal/runner imports it.
 package relay
 
 import (
@@ -10,6 +12,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +31,8 @@ type Relay struct {
 	model *url.URL // nil unless the Runner points Claude Code elsewhere
 	log   *slog.Logger
 	proxy *httputil.ReverseProxy
+
+	hook func(sessionID string, event []byte) error
 
 	mu       sync.Mutex
 	byHash   map[[32]byte]*run
@@ -49,16 +54,25 @@ type Options struct {
 	// ModelURL, when set, is the model endpoint /model/<session token>/…
 	// forwards to, unchanged. Off by default; see runner.Config.
 	ModelURL string
-	Logger   *slog.Logger
+	// Hook takes one hook event (the JSON Claude Code gave the mod) for a
+	// Session with a live token, for the Runner's stream of its Events.
+	Hook   func(sessionID string, event []byte) error
+	Logger *slog.Logger
 }
+
+// MaxHookBytes bounds one hook event.
+const MaxHookBytes = 1 << 20
 
 // New makes a Relay.
 func New(o Options) (*Relay, error) {
+	if o.Hook == nil {
+		return nil, errors.New("relay: no Hook to take the mod's hook events")
+	}
 	hub, err := url.Parse(o.HubURL)
 	if err != nil {
 		return nil, fmt.Errorf("relay: hub URL: %w", err)
 	}
-	r := &Relay{hub: hub, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{}}
+	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{}}
 	if o.ModelURL != "" {
 		if r.model, err = url.Parse(o.ModelURL); err != nil {
 			return nil, fmt.Errorf("relay: model URL: %w", err)
@@ -119,6 +133,10 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			http.Error(w, "kndl relay: Session not reconnected to the Hub yet; retry", http.StatusServiceUnavailable)
 			return
 		}
+		if req.URL.Path == "/mod/hook" {
+			r.takeHook(w, req, run.sessionID)
+			return
+		}
 		r.forward(w, req, upstream{base: r.hub, path: req.URL.Path, modToken: run.modToken})
 	case strings.HasPrefix(req.URL.Path, "/model/") && r.model != nil:
 		tok, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/model/"), "/")
@@ -131,6 +149,22 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// takeHook hands a hook event to the Runner, and answers the hook: kndl's
+// hooks decide nothing, so the answer is an empty object.
+func (r *Relay) takeHook(w http.ResponseWriter, req *http.Request, sessionID string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxHookBytes))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("kndl relay: a hook event is at most %d bytes", MaxHookBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err := r.hook(sessionID, body); err != nil {
+		http.Error(w, "kndl relay: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, "{}")
 }
 
 func (r *Relay) forward(w http.ResponseWriter, req *http.Request, up upstream) {

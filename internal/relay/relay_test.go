@@ -33,14 +33,27 @@ func upstreamServer(t *testing.T, got chan<- seen) *httptest.Server {
 	return srv
 }
 
+// hookEvent is one hook event the relay handed the Runner.
+type hookEvent struct {
+	session, body string
+}
+
 func newRelay(t *testing.T, hub, model string) (*httptest.Server, *Relay) {
-	r, err := New(Options{HubURL: hub, ModelURL: model, Logger: slog.New(slog.DiscardHandler)})
+	srv, r, _ := newRelayHooks(t, hub, model)
+	return srv, r
+}
+
+// newRelayHooks is newRelay with the hook events it hands the Runner.
+func newRelayHooks(t *testing.T, hub, model string) (*httptest.Server, *Relay, <-chan hookEvent) {
+	hooks := make(chan hookEvent, 10)
+	r, err := New(Options{HubURL: hub, ModelURL: model, Logger: slog.New(slog.DiscardHandler),
+		Hook: func(id string, body []byte) error { hooks <- hookEvent{id, string(body)}; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return srv, r
+	return srv, r, hooks
 }
 
 func do(t *testing.T, method, url, token string) *http.Response {
@@ -64,13 +77,47 @@ func TestSessionTokenIsSwappedForModToken(t *testing.T) {
 	tok := r.Issue("s1")
 	r.SetModToken("s1", "kndlm_secret")
 
-	resp := do(t, "POST", srv.URL+"/mod/hook", tok)
+	resp := do(t, "POST", srv.URL+"/mod/other", tok)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d, want 200", resp.StatusCode)
 	}
 	s := <-got
-	if s.path != "/mod/hook" || s.auth != "Bearer kndlm_secret" {
-		t.Fatalf("hub saw %+v, want /mod/hook with the mod token", s)
+	if s.path != "/mod/other" || s.auth != "Bearer kndlm_secret" {
+		t.Fatalf("hub saw %+v, want /mod/other with the mod token", s)
+	}
+}
+
+// TestHookEventsGoToTheRunner: a hook event is handed to the Runner for
+// the Session its token names, exactly as sent, and never reaches the Hub;
+// a restarted Runner's relay answers 503 until the Hub took the Session
+// back, and one over the limit is refused.
+func TestHookEventsGoToTheRunner(t *testing.T) {
+	got := make(chan seen, 10)
+	hub := upstreamServer(t, got)
+	srv, r, hooks := newRelayHooks(t, hub.URL, "")
+	tok := r.Issue("s1")
+	if resp := do(t, "POST", srv.URL+"/mod/hook", tok); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("before the Hub took it back: %d, want 503", resp.StatusCode)
+	}
+	r.SetModToken("s1", "kndlm_secret")
+	resp := do(t, "POST", srv.URL+"/mod/hook", tok)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "{}" {
+		t.Fatalf("answer %d %q, want 200 {}", resp.StatusCode, b)
+	}
+	if h := <-hooks; h.session != "s1" || h.body != "{}" {
+		t.Fatalf("the Runner got %+v, want s1's event as sent", h)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/mod/hook", strings.NewReader(strings.Repeat("x", MaxHookBytes+1)))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("an oversized event: %v %v, want 413", resp.Status, err)
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("the Hub saw %+v", s)
+	case h := <-hooks:
+		t.Fatalf("the Runner got an oversized event of %d bytes", len(h.body))
+	default:
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/claude"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/transcript"
 )
@@ -40,7 +39,7 @@ func (r *Runner) follow(ctx context.Context, s *session, offsets map[string]int6
 					break
 				}
 				offsets = maps.Clone(b.Offsets)
-				r.notify(protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: s.id, Events: b.Events, Offsets: b.Offsets})
+				r.transcript(s, b.Events, b.Offsets)
 			}
 		}
 		select {

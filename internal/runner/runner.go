@@ -66,15 +66,15 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	rl, err := relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Logger: cfg.Logger})
+	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
+		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
 	if cfg.ModelEndpoint != "" {
 		log.Warn("RUNNER_MODEL_ENDPOINT is set: every Session's model requests go to it, not to Anthropic", "endpoint", cfg.ModelEndpoint)
 	}
-	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b, relay: rl,
-		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
 	if err := r.installBinary(); err != nil {
 		return nil, err
 	}

@@ -66,6 +66,8 @@ type session struct {
 	// list of listening ports sent.
 	mirror mirror
 	ports  portList
+	// stream merges its hooks and transcript into one stream (stream.go).
+	stream stream
 }
 
 // sandboxID names a Session's Sandbox.

@@ -66,7 +66,7 @@ func TestIdleSessionsSleepUnlessKeptAwake(t *testing.T) {
 	}
 	for _, id := range []string{idle.ID, kept.ID} {
 		f.o.Accepted(id)
-		f.o.Events(ctx, f.session(id), []protocol.Event{{Kind: protocol.EventPrompt}}, nil)
+		f.o.Events(ctx, f.session(id), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt}}})
 		f.o.TurnEnded(id)
 	}
 	f.runner.next(protocol.TypeSessionStop)
@@ -91,7 +91,7 @@ func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) 
 	stopped, _ := f.active("two")
 	f.o.Accepted(running.ID)
 	f.o.Accepted(stopped.ID)
-	f.o.Events(ctx, f.session(stopped.ID), []protocol.Event{{Kind: protocol.EventPrompt}, {Kind: protocol.EventSubagentStart, Agent: "a1"}}, nil)
+	f.o.Events(ctx, f.session(stopped.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt}, {Kind: protocol.EventSubagentStart, Agent: "a1"}}})
 
 	f.restartHub()
 	for _, id := range []string{running.ID, stopped.ID} {
@@ -162,7 +162,7 @@ func TestRestartStartsTheSameConversationAgain(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s, _ := f.active("hello")
-	f.o.Events(ctx, f.session(s.ID), nil, map[string]int64{s.ID + ".jsonl": 10})
+	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Offsets: map[string]int64{s.ID + ".jsonl": 10}})
 	if err := f.o.Restart(ctx, s.ID, "its Creator restarted it"); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestATurnTakenBackHoldsTheQueueUntilItEnds(t *testing.T) {
 	ctx := context.Background()
 	s, _ := f.active("long job")
 	f.o.Accepted(s.ID)
-	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}, nil)
+	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}})
 	f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued behind"})
 
 	f.restartHub()
@@ -208,7 +208,7 @@ func TestATurnTakenBackHoldsTheQueueUntilItEnds(t *testing.T) {
 	if got := f.o.Activity(s.ID); got != "turn" {
 		t.Fatalf("activity = %q, want turn", got)
 	}
-	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}, nil)
+	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}})
 	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "queued behind" {
 		t.Fatalf("typed %q, want the queued prompt", d.deliver.Text)
 	}

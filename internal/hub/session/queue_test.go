@@ -131,7 +131,7 @@ func TestACutPromptIsNeverLost(t *testing.T) {
 		s, _ := f.active("do the thing")
 		f.o.Accepted(s.ID)
 		if written {
-			if err := f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}, nil); err != nil {
+			if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -156,7 +156,7 @@ func TestAPromptWakesAnAsleepSession(t *testing.T) {
 	ctx := context.Background()
 	s, _ := f.active("hello")
 	f.o.Accepted(s.ID)
-	f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventPrompt, Text: "hello"}}, nil)
+	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "hello"}}})
 	f.o.TurnEnded(s.ID)
 	f.o.Sleep(ctx, s.ID, "test")
 	f.runner.next(protocol.TypeSessionStop)

@@ -157,11 +157,15 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 	}
 }
 
-// Events records what a Session's Runner read from its transcript and
-// hooks, with how far it has read, and moves the Turn state they tell of.
-func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Event, offsets map[string]int64) error {
-	if err := o.Record(ctx, s.ID, evs...); err != nil {
-		return err
+// Events records a batch of a Session's one stream, which its Runner
+// merged from the transcript and the mod's hooks, with how far it has read
+// the transcript, and moves the Turn state they tell of.
+func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
+	evs, offsets := m.Events, m.Offsets
+	if len(evs) > 0 {
+		if err := o.Record(ctx, s.ID, evs...); err != nil {
+			return err
+		}
 	}
 	if offsets != nil {
 		if err := o.store.SetTranscriptOffsets(ctx, s.ID, offsets); err != nil {
@@ -204,7 +208,10 @@ func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Even
 			}
 		}
 	})
-	if ended {
+	switch {
+	case m.Hook == protocol.HookPromptSubmit:
+		o.Accepted(s.ID)
+	case m.Hook == protocol.HookStop || ended:
 		o.TurnEnded(s.ID)
 	}
 	return nil

@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+)
+
+// A Session's Events reach the Hub as one ordered stream: the transcript's
+// batches as the follower reads them, and the mod's hook events, which the
+// relay hands the Runner. Both go out through the outbox in the order they
+// are merged here, so the Hub stores them in that order and holds nothing
+// back. Hooks fire before Claude Code writes what led to them into the
+// transcript (a Stop's transcript still lacks the Turn's last words,
+// measured on 2.1.328), so a hook's Events wait for the transcript's next
+// batch and go right after it, or after holdMax if none comes.
+
+// holdMax bounds how long a hook's Events wait for the transcript (Claude
+// Code wrote it within a few hundred ms of the hook, measured).
+const holdMax = 1500 * time.Millisecond
+
+// stream is one Session's merge of hooks and transcript.
+type stream struct {
+	mu    sync.Mutex
+	held  []protocol.Event
+	timer *time.Timer
+}
+
+// hookEvent is the part of a Claude Code hook payload the Runner reads.
+type hookEvent struct {
+	Name    string          `json:"hook_event_name"`
+	Source  string          `json:"source"`
+	Message string          `json:"message"`
+	Error   json.RawMessage `json:"error"`
+	// LastAssistantMessage carries a StopFailure's message ("error" is
+	// just "unknown", measured on 2.1.328).
+	LastAssistantMessage string          `json:"last_assistant_message"`
+	AgentID              string          `json:"agent_id"`
+	AgentType            string          `json:"agent_type"`
+	ToolName             string          `json:"tool_name"`
+	ToolInput            json.RawMessage `json:"tool_input"`
+}
+
+// hook takes one hook event of a running Session from the relay: its
+// Events join the stream, and UserPromptSubmit and Stop tell the Hub where
+// the Turn is.
+func (r *Runner) hook(sessionID string, body []byte) error {
+	var ev hookEvent
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return fmt.Errorf("a hook event that is not JSON: %w", errdefs.ErrInvalid)
+	}
+	r.mu.Lock()
+	s := r.sessions[sessionID]
+	r.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("session %s is not running here: %w", sessionID, errdefs.ErrNotFound)
+	}
+	// Tool calls and Claude's text come from the transcript; their hooks
+	// carry nothing more.
+	switch ev.Name {
+	case "SessionStart":
+		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventReady, Text: ev.Source}}})
+	case "UserPromptSubmit":
+		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
+	case "Stop":
+		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
+	case "StopFailure":
+		msg := ev.LastAssistantMessage
+		if msg == "" {
+			msg = string(ev.Error)
+		}
+		r.hold(s, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + msg},
+			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
+		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
+	case "SubagentStart":
+		r.hold(s, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
+	case "SubagentStop":
+		r.hold(s, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID})
+	case "Notification":
+		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
+	case "PermissionRequest":
+		r.hold(s, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
+	case "SessionEnd":
+		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventNote, Text: "Claude Code exited."}}})
+	}
+	return nil
+}
+
+// hold keeps a hook's Events for the transcript's next batch.
+func (r *Runner) hold(s *session, evs ...protocol.Event) {
+	now := time.Now()
+	for i := range evs {
+		evs[i].At = now
+	}
+	s.stream.mu.Lock()
+	defer s.stream.mu.Unlock()
+	s.stream.held = append(s.stream.held, evs...)
+	if s.stream.timer == nil {
+		s.stream.timer = time.AfterFunc(holdMax, func() { r.emit(s, protocol.SessionEvents{}) })
+	}
+}
+
+// transcript takes one batch the follower read: the held hook Events go
+// right after it.
+func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string]int64) {
+	r.emit(s, protocol.SessionEvents{Events: evs, Offsets: offsets})
+}
+
+// emit sends the held Events after m's, in one message, through the
+// outbox; a message with nothing in it is not sent.
+func (r *Runner) emit(s *session, m protocol.SessionEvents) {
+	s.stream.mu.Lock()
+	defer s.stream.mu.Unlock()
+	now := time.Now()
+	for i := range m.Events {
+		if m.Events[i].At.IsZero() {
+			m.Events[i].At = now
+		}
+	}
+	if m.Offsets != nil || m.Hook == "" {
+		// A transcript batch, or the hold's end: what was held goes now.
+		// (A hook's own signal goes at once, without waiting.)
+		m.Events = append(m.Events, s.stream.held...)
+		s.stream.held = nil
+		if s.stream.timer != nil {
+			s.stream.timer.Stop()
+			s.stream.timer = nil
+		}
+	}
+	if len(m.Events) == 0 && m.Offsets == nil && m.Hook == "" {
+		return
+	}
+	m.SessionID = s.id
+	r.notify(protocol.TypeSessionEvents, m)
+}
