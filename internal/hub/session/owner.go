@@ -228,9 +228,15 @@ func (o *Owner) withRun(id string, f func(*run)) {
 func (o *Owner) Activity(id string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch r := o.runs[id]; {
-	case r == nil:
-		return ""
+	if r := o.runs[id]; r != nil {
+		return r.activity()
+	}
+	return ""
+}
+
+// activity is Activity's answer; call with o.mu held.
+func (r *run) activity() string {
+	switch {
 	case r.question:
 		return "question"
 	case r.busy:

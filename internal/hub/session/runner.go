@@ -152,9 +152,10 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 }
 
 // Events records what a Session's Runner read from its transcript and
-// hooks, with how far it has read, and moves the Turn state they tell of.
+// hooks, with how far it has read, and ends the Turn an interrupt ended.
 func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Event, offsets map[string]int64) error {
-	if err := o.Record(ctx, s.ID, evs...); err != nil {
+	ended, err := o.record(ctx, s.ID, evs)
+	if err != nil {
 		return err
 	}
 	if offsets != nil {
@@ -168,34 +169,6 @@ func (o *Owner) Events(ctx context.Context, s store.Session, evs []protocol.Even
 			}
 		}
 	}
-	var ended bool
-	o.withRun(s.ID, func(r *run) {
-		for _, ev := range evs {
-			switch ev.Kind {
-			case protocol.EventPrompt:
-				if ev.Agent == "" {
-					r.taken = "" // in the transcript: a wake resumes it
-				}
-			case protocol.EventSubagentStart:
-				if r.agents == nil {
-					r.agents = map[string]bool{}
-				}
-				r.agents[ev.Agent] = true
-			case protocol.EventSubagentEnd:
-				delete(r.agents, ev.Agent)
-			case protocol.EventQuestion:
-				r.question = true
-			case protocol.EventTurnStart:
-				r.question = false
-			case protocol.EventTurnEnd:
-				// An interrupt fires no hook: the transcript is how the
-				// Hub learns the Turn ended.
-				if ev.Reason == "interrupted" && ev.Agent == "" {
-					ended = true
-				}
-			}
-		}
-	})
 	if ended {
 		o.TurnEnded(s.ID)
 	}
