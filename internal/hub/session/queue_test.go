@@ -184,7 +184,9 @@ func TestWhatASessionDoesReachesTheSessionsList(t *testing.T) {
 		change bool
 	}{
 		{"the prompt taken", func() error { f.o.Accepted(s.ID); return nil }, "turn", true},
-		{"Claude's text", func() error { return f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventText, Text: "hi"}}, nil) }, "turn", false},
+		{"Claude's text", func() error {
+			return f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventText, Text: "hi"}}, nil)
+		}, "turn", false},
 		{"a question, by the hook", func() error { return f.o.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventQuestion, Tool: "Bash"}) }, "question", true},
 		{"answered: the tool's result", func() error {
 			return f.o.Events(ctx, f.session(s.ID), []protocol.Event{{Kind: protocol.EventToolResult, Text: "ok"}}, nil)
