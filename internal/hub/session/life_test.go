@@ -93,8 +93,11 @@ func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) 
 	f.o.Accepted(stopped.ID)
 	f.o.Events(ctx, f.session(stopped.ID), []protocol.Event{{Kind: protocol.EventPrompt}, {Kind: protocol.EventSubagentStart, Agent: "a1"}}, nil)
 
-	// A new Owner over the same store: the Hub restarted.
+	// A new Owner over the same store: the Hub restarted, and its Runner
+	// dials it again (a request cut by the close may have ended the old
+	// connection, as a real restart does).
 	f.o.Close()
+	f.runner.connect()
 	f.o = New(f.o.opts)
 	t.Cleanup(f.o.Close)
 	if err := f.o.Recover(ctx); err != nil {
