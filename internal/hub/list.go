@@ -52,9 +52,10 @@ func (h *Hub) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 			rows = []api.Session{}
 		}
 		m := listMsg{Type: typ, Sessions: rows, Names: map[string]string{}, Gone: gone}
+		reread := false
 		for _, a := range rows {
-			if _, ok := names[a.CreatorID]; !ok {
-				names = h.names(ctx) // a Member who joined since
+			if _, ok := names[a.CreatorID]; !ok && !reread {
+				names, reread = h.names(ctx), true // a Member who joined since
 			}
 			m.Names[a.CreatorID] = names[a.CreatorID]
 		}
