@@ -93,10 +93,30 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 	}
 	var rows [][]string
 	for _, s := range ss {
-		rows = append(rows, []string{s.ID, string(s.State), s.RepoURL, s.Title, ago(s.CreatedAt)})
+		keep := "-"
+		if s.KeepAwake {
+			keep = "on"
+		}
+		rows = append(rows, []string{s.ID, string(s.State), or(doing(s), "-"), keep, s.RepoURL, s.Title, ago(s.CreatedAt)})
 	}
-	return table(io, "ID\tSTATE\tREPO\tTITLE\tCREATED", rows)
+	return table(io, "ID\tSTATE\tDOING\tKEEP AWAKE\tREPO\tTITLE\tCREATED", rows)
 }
+
+// doing says, in a word, what an Active Session is doing: "turn" while a
+// Turn runs, "question" while Claude waits on a person, "idle" while it
+// waits for a prompt; "" for a Session not Active.
+func doing(s api.Session) string {
+	switch {
+	case s.State != api.Active:
+		return ""
+	case s.Activity == "turn" || s.Activity == "question":
+		return s.Activity
+	}
+	return "idle"
+}
+
+// doingPhrase is what doing says, as kndl show puts it.
+var doingPhrase = map[string]string{"turn": "a Turn runs", "question": "Claude waits on a question", "idle": "waiting for a prompt"}
 
 func sessionShow(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "show")
@@ -127,8 +147,7 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 			Events []api.Event `json:"events"`
 		}{s, evs})
 	}
-	fmt.Fprintf(io.Stdout, "Session %s\n  repo:    %s\n  state:   %s %s\n  model:   %s %s\n  created: %s\n\n",
-		s.ID, s.RepoURL, s.State, s.StateDetail, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+	printSession(io.Stdout, s.Session)
 	for _, e := range evs {
 		printEvent(io.Stdout, e)
 	}
@@ -139,6 +158,27 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 		}
 	}
 	return nil
+}
+
+// printSession writes a Session's head: where it runs, its state and
+// why, what it is doing, Keep awake, its model.
+func printSession(w io.Writer, s api.Session) {
+	state := string(s.State)
+	if d := doing(s); d != "" {
+		state += ": " + doingPhrase[d]
+	}
+	keep := "off"
+	if s.KeepAwake {
+		keep = "on"
+	}
+	fmt.Fprintf(w, "Session %s\n  repo:       %s\n  state:      %s\n", s.ID, s.RepoURL, state)
+	switch {
+	case s.State == api.Failed:
+		fmt.Fprintf(w, "  failed:     %s\n              (kndl wake %s retries it)\n", or(s.StateDetail, "no reason was recorded"), s.ID)
+	case s.StateDetail != "":
+		fmt.Fprintf(w, "  why:        %s\n", s.StateDetail)
+	}
+	fmt.Fprintf(w, "  keep awake: %s\n  model:      %s %s\n  created:    %s\n\n", keep, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
 }
 
 func sessionPrompt(ctx context.Context, io IO, args []string) error {
@@ -181,19 +221,59 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 // sessionAction is a command that POSTs to one of a Session's actions.
 func sessionAction(action, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
-		if len(args) != 1 {
-			return ErrUsage
-		}
-		c, err := apiclient.New()
+		fs := Flags(io, action)
+		asJSON := fs.Bool("json", false, "print the Session as it is after, as JSON")
+		pos, err := Parse(fs, args)
 		if err != nil {
 			return err
 		}
-		if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(args[0])+"/"+action, nil, nil); err != nil {
-			return err
+		if len(pos) != 1 {
+			return ErrUsage
 		}
+		return changeSession(ctx, io, pos[0], *asJSON, http.MethodPost, action, nil, done)
+	}
+}
+
+// sessionKeepAwake sets a Session's Keep awake switch.
+func sessionKeepAwake(ctx context.Context, io IO, args []string) error {
+	fs := Flags(io, "keep-awake")
+	asJSON := fs.Bool("json", false, "print the Session as it is after, as JSON")
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || (pos[1] != "on" && pos[1] != "off") {
+		return ErrUsage
+	}
+	on := pos[1] == "on"
+	done := "Keep awake is off: the Session goes to sleep once idle for the Hub's HUB_SESSION_IDLE (30 minutes unless set)."
+	if on {
+		done = "Keep awake is on: the Session stays awake while idle, and wakes when its Runner is back."
+	}
+	return changeSession(ctx, io, pos[0], *asJSON, http.MethodPut, "keep-awake", map[string]bool{"on": on}, done)
+}
+
+// changeSession sends one change of a Session (method, its path under the
+// Session, the body), then says done, or with asJSON prints the Session as
+// it is after.
+func changeSession(ctx context.Context, io IO, id string, asJSON bool, method, action string, body any, done string) error {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	path := "/api/sessions/" + url.PathEscape(id)
+	if err := c.Do(ctx, method, path+"/"+action, body, nil); err != nil {
+		return err
+	}
+	if !asJSON {
 		fmt.Fprintln(io.Stdout, done)
 		return nil
 	}
+	var s api.SessionView
+	if err := c.Do(ctx, http.MethodGet, path, nil, &s); err != nil {
+		return err
+	}
+	return printJSON(io, s)
 }
 
 // sessionWatch streams a Session's transcript, reconnecting from the last

@@ -2,13 +2,9 @@ package hub
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -17,18 +13,7 @@ import (
 // trusted for the TTL and its no for 30 s, then asked again.
 func TestRefusalsAreTrustedAtMost30Seconds(t *testing.T) {
 	gh := testkit.NewGitHub(t)
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h, err := New(Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		GitHubURL: gh.URL, GitHubAPIURL: gh.URL, GitHubClientID: gh.ClientID, GitHubClientSecret: gh.ClientSecret,
-		GitHubAppID: gh.AppID, GitHubAppKey: string(gh.KeyPEM), RepoAccessTTL: time.Hour}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h := newFixture(t, withGitHub(gh, time.Hour)).hub
 	gh.InstallApp("acme/app")
 	bob := store.User{ID: "bob-id", GitHubLogin: "bob"}
 	repo := gh.RepoURL("acme/app")

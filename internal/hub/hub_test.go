@@ -19,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 type fixture struct {
@@ -31,7 +32,9 @@ type fixture struct {
 	rtoken string
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture starts a Hub over a real store, with tune changing its
+// Config, and serves it.
+func newFixture(t *testing.T, tune ...func(*Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "hub.db")
@@ -40,10 +43,15 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := New(Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
+	cfg := Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, tn := range tune {
+		tn(&cfg)
+	}
+	h, err := New(cfg, st)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.Close)
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	u, _ := st.DevUser(ctx)
@@ -53,6 +61,15 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	return &fixture{dbPath: dbPath, hub: h, store: st, srv: srv, cli: cli, runner: rn, rtoken: rtoken}
+}
+
+// withGitHub signs people in with the fake GitHub gh, whose App says who
+// may access which Repo, its answers trusted for ttl.
+func withGitHub(gh *testkit.GitHub, ttl time.Duration) func(*Config) {
+	return func(c *Config) {
+		c.GitHubURL, c.GitHubAPIURL, c.GitHubClientID, c.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
+		c.GitHubAppID, c.GitHubAppKey, c.RepoAccessTTL = gh.AppID, string(gh.KeyPEM), ttl
+	}
 }
 
 // The route enumeration, every route with every kind of credential, is

@@ -51,7 +51,10 @@ func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	ss = h.visibleSessions(r.Context(), p, ss)
-	type row struct{ ID, Title, State, Creator, Updated string }
+	type row struct {
+		ID, Title, State, StateDetail, Creator, Updated string
+		KeepAwake                                       bool
+	}
 	type repo struct {
 		URL, Name string
 		Sessions  []row
@@ -66,9 +69,15 @@ func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
 			byURL[s.RepoURL] = rp
 			repos = append(repos, rp)
 		}
-		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), names[s.CreatorID], when(s.UpdatedAt)})
+		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), s.StateDetail, names[s.CreatorID], when(s.UpdatedAt), s.KeepAwake})
 	}
-	h.appPage(w, p, web.Home, struct{ Repos []*repo }{repos})
+	// Blank and BlankRow are what the page's script fills for a Session
+	// that starts while it is open (home.js).
+	h.appPage(w, p, web.Home, struct {
+		Repos    []*repo
+		Blank    repo
+		BlankRow row
+	}{Repos: repos})
 }
 
 // sessionPage is a Session's view. What only its Creator may do is left out
@@ -84,9 +93,10 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
-		ID, Repo, State, Model, Effort, Creator string
-		IsCreator, Forward                      bool
-	}{s.ID, s.RepoURL, string(s.State), s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.CreatorID == p.User.ID, h.cfg.ForwardURL != ""})
+		ID, Repo, State, StateDetail, Model, Effort, Creator string
+		IsCreator, Forward, KeepAwake                        bool
+	}{s.ID, s.RepoURL, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID],
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake})
 }
 
 func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {

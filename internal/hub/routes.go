@@ -77,6 +77,7 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/account/claude-token", person, h.deleteClaudeToken},
 		{"POST /api/sessions", person, h.createSession},
 		{"GET /api/sessions", person, h.listSessions},
+		{"GET /api/sessions/live", person, h.liveSessions},
 		{"GET /api/sessions/{id}", person, h.showSession},
 		{"POST /api/sessions/{id}/prompts", person, h.queuePrompt},
 		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},

@@ -39,7 +39,7 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 		err = checkModel(model, effort)
 	}
 	if err == nil {
-		err = h.store.UpdateSession(ctx, s.ID, title, model, effort)
+		err = h.sessions.Update(ctx, s.ID, title, model, effort)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

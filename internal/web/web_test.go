@@ -36,8 +36,8 @@ func TestAppPagesRenderWithTheirNavigation(t *testing.T) {
 		p    Page
 		data any
 	}{
-		{Home, struct{ Repos []any }{}},
-		{Session, map[string]any{"ID": "s1", "IsCreator": true, "Forward": true}},
+		{Home, map[string]any{"Repos": nil, "Blank": map[string]any{}, "BlankRow": map[string]any{}}},
+		{Session, map[string]any{"ID": "s1", "IsCreator": true, "Forward": true, "State": "failed"}},
 		{Runners, map[string]any{"HubURL": "http://x"}},
 		{Account, map[string]any{"TokenSet": false}},
 		{Members, map[string]any{"Owner": true}},

@@ -333,6 +333,102 @@ func TestTheSessionViewDrivesASessionLive(t *testing.T) {
 	b.Wait(testenv.WaitMedium, "the new effort shown", `document.getElementById("effort").textContent === "high"`)
 }
 
+// TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife: the
+// Sessions list shows a Session's Turn running and its sleep as they
+// happen, without a reload; on the Session view its Creator wakes it,
+// turns Keep awake on and off with the switch and restarts Claude Code
+// into the same conversation with the Restart button; a Session whose
+// start failed shows why, and Retry tries it again.
+func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("first of the list", "Ready for the list.")
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	row := `document.querySelector('#repos li[data-id="` + v.ID + `"]')`
+	b.Go(s.URL+"/", `#repos li[data-id="`+v.ID+`"]`)
+	Eval[bool](b, `window.notReloaded = true`)
+	stays := func(what string) {
+		t.Helper()
+		if !Eval[bool](b, `window.notReloaded === true`) {
+			t.Fatalf("%s: the page was reloaded", what)
+		}
+	}
+	b.Wait(testenv.WaitShort, "the Session active, nothing running", row+`.querySelector(".state").textContent === "active" && `+row+`.querySelector(".activity").hidden`)
+
+	// A Turn runs, then ends: the row says so as it happens.
+	s.Model.On(testkit.PromptContains("take your time"), testkit.Text("Done, slowly.").Slow(3*time.Second, 0))
+	s.prompt(v.ID, "take your time")
+	b.Wait(testenv.WaitMedium, "the row saying a Turn runs", `!`+row+`.querySelector(".activity").hidden && `+row+`.querySelector(".activity").textContent === "a Turn runs"`)
+	b.Screenshot("sessions-list-turn.png")
+	s.turnEnds(v.ID, 2)
+	b.Wait(testenv.WaitMedium, "the row saying the Turn is over", row+`.querySelector(".activity").hidden`)
+
+	// Put to sleep elsewhere: the row turns asleep.
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	b.Wait(testenv.WaitMedium, "the row asleep", row+`.querySelector(".state").textContent === "asleep"`)
+	stays("the Session asleep")
+
+	// The Session view: Wake, then Keep awake on and off, then Restart.
+	b.Go(s.URL+"/sessions/"+v.ID, "#transcript")
+	b.Wait(testenv.WaitShort, "an asleep Session's controls", `!document.getElementById("wake").hidden && document.getElementById("restart").hidden && document.getElementById("failed").hidden`)
+	b.do(chromedp.Click(chromedp.CSS("#wake")))
+	b.Wait(testenv.WaitMedium, "the Session awake, with Restart", `document.getElementById("state").textContent === "active" && !document.getElementById("restart").hidden`)
+	keepAwake := func(want bool) {
+		t.Helper()
+		b.do(chromedp.Click(chromedp.CSS(`label.switch`)))
+		testenv.Eventually(t, testenv.WaitShort, fmt.Sprintf("Keep awake %v on the Hub", want), func() bool { return s.state(v.ID).KeepAwake == want })
+		b.Wait(testenv.WaitShort, "the switch settled", fmt.Sprintf(`!document.getElementById("keep-awake").disabled && document.getElementById("keep-awake").checked === %v`, want))
+	}
+	keepAwake(true)
+	b.Screenshot("session-controls.png")
+	keepAwake(false)
+	keepAwake(true)
+	pid := claudePID(t, s, v.ID)
+	b.do(chromedp.Click(chromedp.CSS("#restart")))
+	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(v.ID); return p != "" && p != pid })
+	b.Wait(testenv.WaitMedium, "the Session active again, its restart in the history", `document.getElementById("state").textContent === "active" && document.querySelector("#transcript").textContent.includes("its Creator restarted it")`)
+	if got := s.state(v.ID); !got.KeepAwake {
+		t.Fatal("the restart turned Keep awake off")
+	}
+	s.Model.On(testkit.PromptContains("after the restart"), testkit.Text("Still the same conversation."))
+	s.prompt(v.ID, "after the restart")
+	s.turnEnds(v.ID, 3)
+	if !lastRequestHas(s.Model, "first of the list") {
+		t.Fatal("the restart lost the conversation")
+	}
+
+	// A start that fails: the reason and Retry.
+	bad := s.NewSession("/nonexistent/repository", "never starts")
+	s.waitState(bad.ID, api.Failed)
+	b.Go(s.URL+"/sessions/"+bad.ID, "#transcript")
+	b.Wait(testenv.WaitShort, "the reason it failed, with Retry", `!document.getElementById("failed").hidden && document.getElementById("failed-reason").textContent.length > 0 && !document.getElementById("retry").hidden && document.getElementById("wake").hidden`)
+	reason := Eval[string](b, `document.getElementById("failed-reason").textContent`)
+	if want := s.state(bad.ID).StateDetail; reason != want {
+		t.Fatalf("the page says it failed as %q, the API %q", reason, want)
+	}
+	b.Screenshot("session-failed.png")
+	starts := func() int {
+		n := 0
+		for _, e := range s.Events(bad.ID) {
+			if e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, "Starting: ") {
+				n++
+			}
+		}
+		return n
+	}
+	before := starts()
+	b.do(chromedp.Click(chromedp.CSS("#retry")))
+	testenv.Eventually(t, testenv.WaitMedium, "the start tried again", func() bool { return starts() > before })
+	b.Wait(testenv.WaitMedium, "failed again, saying why", `document.getElementById("state").textContent === "failed" && !document.getElementById("failed").hidden`)
+
+	// The list: both rows as they are now.
+	b.Go(s.URL+"/", `#repos li[data-id="`+bad.ID+`"]`)
+	b.Wait(testenv.WaitShort, "both rows", `document.querySelector('#repos li[data-id="`+bad.ID+`"] .state').textContent === "failed" && !`+row+`.querySelector(".keep-awake").hidden`)
+	b.Screenshot("sessions-list.png")
+}
+
 // getStatus GETs u with the sign-in cookie, following no redirect.
 func getStatus(t *testing.T, u, cookie string) int {
 	t.Helper()
@@ -449,7 +545,7 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 	s.Member(bob, "bob")
 	bob.Go(s.URL+"/sessions/"+v.ID, "#transcript")
 	bob.Wait(testenv.WaitShort, "the transcript", `document.querySelector("#transcript").textContent.includes("Hello, watchers.")`)
-	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake"].filter(s => document.querySelector(s))`)
+	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake", "#restart", "#keep-awake", "#retry"].filter(s => document.querySelector(s))`)
 	if len(absent) > 0 {
 		t.Fatalf("the watcher's page holds what only the Creator may use: %v", absent)
 	}

@@ -91,6 +91,16 @@ func TestNoModTokenInTheSandbox(t *testing.T) {
 // claudePID finds the host pid of a Session's Claude Code.
 func claudePID(t *testing.T, s *System, sessionID string) string {
 	t.Helper()
+	pid := claudeProcess(sessionID)
+	if pid == "" {
+		t.Fatalf("no Claude Code process for session %s", sessionID)
+	}
+	return pid
+}
+
+// claudeProcess is the host pid of a Session's Claude Code, or "" while
+// none runs.
+func claudeProcess(sessionID string) string {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
@@ -98,6 +108,5 @@ func claudePID(t *testing.T, s *System, sessionID string) string {
 			return filepath.Base(p)
 		}
 	}
-	t.Fatalf("no Claude Code process for session %s", sessionID)
 	return ""
 }

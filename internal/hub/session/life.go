@@ -28,8 +28,20 @@ func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt)
 		return s, err
 	}
 	o.withRun(s.ID, func(*run) {})
+	o.changed(s.ID) // a new row in the Sessions list
 	o.launch(s.ID, false)
 	return s, nil
+}
+
+// Update records a Session's title, model and effort, and tells its
+// watchers. Claude Code reads the model and effort only as it starts: the
+// caller restarts an Active Session to make them take.
+func (o *Owner) Update(ctx context.Context, id, title, model, effort string) error {
+	if err := o.store.UpdateSession(ctx, id, title, model, effort); err != nil {
+		return err
+	}
+	o.changed(id)
+	return nil
 }
 
 // Recover marks the Sessions the store says are awake Frozen: after a Hub

@@ -171,13 +171,19 @@ func TestRestartStartsTheSameConversationAgain(t *testing.T) {
 	f.waitState(s.ID, Active)
 }
 
-// TestCloseEndsEveryGoroutine: an Owner with timers armed and a start in
-// flight leaves nothing running once closed.
+// TestCloseEndsEveryGoroutine: an Owner with timers armed an hour off (a
+// delivery's, a start's retry) and a start in flight leaves nothing running
+// once closed, at once.
 func TestCloseEndsEveryGoroutine(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, func(o *Options) { o.DeliveryTimeout, o.RetryMin, o.RetryMax = time.Hour, time.Hour, time.Hour })
 	f.active("hello") // a delivery timer armed
 	f.runner.setStartErr(fmt.Errorf("away: %w", errdefs.ErrUnavailable))
 	f.create("other") // a retry timer armed
+	testenv.Eventually(t, testenv.WaitShort, "the delivery's and the retry's timers armed", func() bool {
+		f.o.wgMu.Lock()
+		defer f.o.wgMu.Unlock()
+		return len(f.o.timers) == 2
+	})
 	done := make(chan struct{})
 	go func() { f.o.Close(); close(done) }()
 	select {

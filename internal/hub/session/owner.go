@@ -64,6 +64,7 @@ type Owner struct {
 	cancel context.CancelFunc
 	wgMu   sync.Mutex // no goroutine is added once Close has begun
 	wg     sync.WaitGroup
+	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
 
 	mu   sync.Mutex
 	runs map[string]*run                     // by Session id, while it is awake
@@ -142,20 +143,27 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, retries: map[string]int{}}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, retries: map[string]int{}}
 	o.spawn(o.sweepIdle)
 	return o
 }
 
 // Close stops every timer and waits for every goroutine the Owner
-// started.
+// started. A timer still armed (a delivery's, a start's retry, which may be
+// minutes off) is stopped, not waited for.
 func (o *Owner) Close() {
 	o.wgMu.Lock()
 	o.cancel()
+	armed := o.timers
+	o.timers = map[*time.Timer]struct{}{}
 	o.wgMu.Unlock()
+	for t := range armed {
+		if t.Stop() {
+			o.wg.Done()
+		}
+	}
 	o.mu.Lock()
 	for _, r := range o.runs {
-		o.stopTimer(r.timer)
 		r.timer = nil
 	}
 	o.mu.Unlock()
@@ -185,18 +193,30 @@ func (o *Owner) after(d time.Duration, f func(ctx context.Context)) *time.Timer 
 		return nil
 	}
 	o.wg.Add(1)
-	return time.AfterFunc(d, func() {
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
 		defer o.wg.Done()
+		o.wgMu.Lock() // held by after until t is set
+		delete(o.timers, t)
+		o.wgMu.Unlock()
 		if o.ctx.Err() == nil {
 			f(o.ctx)
 		}
 	})
+	o.timers[t] = struct{}{}
+	return t
 }
 
 // stopTimer stops a timer from after, releasing what Close waits for if
 // it had not fired.
 func (o *Owner) stopTimer(t *time.Timer) {
-	if t != nil && t.Stop() {
+	if t == nil {
+		return
+	}
+	o.wgMu.Lock()
+	delete(o.timers, t)
+	o.wgMu.Unlock()
+	if t.Stop() {
 		o.wg.Done()
 	}
 }
@@ -231,9 +251,15 @@ func (o *Owner) withRun(id string, f func(*run)) {
 func (o *Owner) Activity(id string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch r := o.runs[id]; {
-	case r == nil:
-		return ""
+	if r := o.runs[id]; r != nil {
+		return r.activity()
+	}
+	return ""
+}
+
+// activity is Activity's answer; call with o.mu held.
+func (r *run) activity() string {
+	switch {
 	case r.question:
 		return "question"
 	case r.busy:

@@ -168,3 +168,59 @@ func TestAPromptWakesAnAsleepSession(t *testing.T) {
 		t.Fatalf("typed %q, want again", d.deliver.Text)
 	}
 }
+
+// TestWhatASessionDoesReachesTheSessionsList: each change of what an
+// Active Session is doing (a Turn runs, Claude waits on a question, by the
+// mod's hook or the transcript, answered, the Turn over) is in Activity and
+// reaches those watching every Session; an Event that changes nothing does
+// not.
+func TestWhatASessionDoesReachesTheSessionsList(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	all, cancel := f.o.Subscribe(All)
+	defer cancel()
+	tests := []struct {
+		name   string
+		do     func() error
+		want   string
+		change bool
+	}{
+		{"the prompt taken", func() error { f.o.Accepted(s.ID); return nil }, "turn", true},
+		{"Claude's text", func() error {
+			return f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "hi"}}})
+		}, "turn", false},
+		{"a question, by the hook", func() error { return f.o.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventQuestion, Tool: "Bash"}) }, "question", true},
+		{"answered: the tool's result", func() error {
+			return f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventToolResult, Text: "ok"}}})
+		}, "turn", true},
+		{"a question, in the transcript", func() error {
+			return f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventQuestion}}})
+		}, "question", true},
+		{"the Turn over", func() error { f.o.TurnEnded(s.ID); return nil }, "", true},
+	}
+	for _, tt := range tests {
+		if err := tt.do(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := f.o.Activity(s.ID); got != tt.want {
+			t.Errorf("%s: activity %q, want %q", tt.name, got, tt.want)
+		}
+		var changed bool
+	drain:
+		for {
+			select {
+			case u := <-all:
+				if u.Event != nil || u.ID != s.ID {
+					t.Fatalf("%s: the list got %+v, want only changes of %s", tt.name, u, s.ID)
+				}
+				changed = true
+			case <-time.After(50 * time.Millisecond):
+				break drain
+			}
+		}
+		if changed != tt.change {
+			t.Errorf("%s: the list told of a change: %v, want %v", tt.name, changed, tt.change)
+		}
+	}
+}

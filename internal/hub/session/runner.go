@@ -161,53 +161,24 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 // merged from the transcript and the mod's hooks, with how far it has read
 // the transcript, and moves the Turn state they tell of.
 func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
-	evs, offsets := m.Events, m.Offsets
-	if len(evs) > 0 {
-		if err := o.Record(ctx, s.ID, evs...); err != nil {
+	var ended bool
+	if len(m.Events) > 0 {
+		var err error
+		if ended, err = o.record(ctx, s.ID, m.Events); err != nil {
 			return err
 		}
 	}
-	if offsets != nil {
-		if err := o.store.SetTranscriptOffsets(ctx, s.ID, offsets); err != nil {
+	if m.Offsets != nil {
+		if err := o.store.SetTranscriptOffsets(ctx, s.ID, m.Offsets); err != nil {
 			return err
 		}
 		// Written down: a wake resumes this conversation.
-		if !s.Conversation && offsets[s.ID+".jsonl"] > 0 {
+		if !s.Conversation && m.Offsets[s.ID+".jsonl"] > 0 {
 			if err := o.store.SetConversation(ctx, s.ID); err != nil {
 				return err
 			}
 		}
 	}
-	var ended bool
-	o.withRun(s.ID, func(r *run) {
-		for _, ev := range evs {
-			switch ev.Kind {
-			case protocol.EventPrompt:
-				if ev.Agent == "" {
-					r.taken = "" // in the transcript: a wake resumes it
-				}
-			case protocol.EventSubagentStart:
-				if r.agents == nil {
-					r.agents = map[string]bool{}
-				}
-				r.agents[ev.Agent] = true
-			case protocol.EventSubagentEnd:
-				delete(r.agents, ev.Agent)
-			case protocol.EventQuestion:
-				r.question = true
-			case protocol.EventTurnStart:
-				r.question = false
-			case protocol.EventTurnEnd:
-				// An interrupt fires no hook: the transcript is how the
-				// Hub learns the Turn ended; so it is for a Turn taken back
-				// from a Runner, whose Stop hook may have been lost.
-				if ev.Agent == "" && (ev.Reason == "interrupted" || r.resync) {
-					r.resync = false
-					ended = true
-				}
-			}
-		}
-	})
 	switch {
 	case m.Hook == protocol.HookPromptSubmit:
 		o.Accepted(s.ID)

@@ -64,8 +64,17 @@ func (o *Owner) changed(id string) {
 // Record stores a Session's Events, redacted, and sends them to its
 // watchers. It is the one path by which Session text reaches the store.
 func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) error {
+	_, err := o.record(ctx, id, evs)
+	return err
+}
+
+// record is Record, and moves what an awake Session is doing by the Events
+// (whichever path they came by: the transcript, or the mod's hooks through
+// the Hub); it reports whether they end a Turn by an interrupt, which fires
+// no hook.
+func (o *Owner) record(ctx context.Context, id string, evs []protocol.Event) (ended bool, err error) {
 	if err := o.opts.Redactor.RedactEvents(ctx, id, evs); err != nil {
-		return err
+		return false, err
 	}
 	rows := make([]store.Event, len(evs))
 	for i, ev := range evs {
@@ -75,22 +84,68 @@ func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) er
 		ev.Seq = 0
 		b, err := json.Marshal(ev)
 		if err != nil {
-			return err
+			return false, err
 		}
 		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b}
 	}
-	rows, err := o.store.AppendEvents(ctx, id, rows)
+	rows, err = o.store.AppendEvents(ctx, id, rows)
 	if err != nil {
-		return err
+		return false, err
 	}
 	us := make([]Update, len(rows))
 	for i := range rows {
 		us[i] = Update{ID: id, Event: &rows[i]}
 	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	var was, now string
+	if r := o.runs[id]; r != nil { // none once it sleeps: its notes move nothing
+		was = r.activity()
+		ended = r.follow(evs)
+		now = r.activity()
+	}
 	o.publish(id, us...)
-	o.mu.Unlock()
-	return nil
+	if now != was {
+		o.publish(id, Update{ID: id, Changed: true})
+		o.publish(All, Update{ID: id, Changed: true})
+	}
+	return ended, nil
+}
+
+// follow moves the run state by a Session's Events and reports whether
+// they end its Turn by an interrupt, or end a Turn taken back; call with
+// o.mu held.
+func (r *run) follow(evs []protocol.Event) (ended bool) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case protocol.EventPrompt:
+			if ev.Agent == "" {
+				r.taken = "" // in the transcript: a wake resumes it
+			}
+		case protocol.EventSubagentStart:
+			if r.agents == nil {
+				r.agents = map[string]bool{}
+			}
+			r.agents[ev.Agent] = true
+		case protocol.EventSubagentEnd:
+			delete(r.agents, ev.Agent)
+		case protocol.EventQuestion:
+			r.question = true
+		case protocol.EventTurnStart, protocol.EventToolResult:
+			// A tool's result comes once the question it asked is
+			// answered.
+			r.question = false
+		case protocol.EventTurnEnd:
+			// An interrupt fires no hook: the transcript is how the
+			// Hub learns the Turn ended; so it is for a Turn taken back
+			// from a Runner, whose Stop hook may have been lost.
+			if ev.Agent == "" && (ev.Reason == "interrupted" || r.resync) {
+				r.resync = false
+				ended = true
+			}
+		}
+	}
+	return ended
 }
 
 // note records what the Hub says about a Session, logging a failure: a

@@ -70,3 +70,48 @@ export function submit(form, errEl, fn) {
     }
   });
 }
+
+// live keeps a WebSocket to the Hub at path open, reconnecting with backoff;
+// path is asked again at each connect. on.message takes each decoded
+// message, on.open and on.close say the socket came and went. It returns
+// send, which drops a message while the socket is down.
+export function live(path, on) {
+  let socket = null;
+  let backoff = 500;
+  const connect = () => {
+    socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${path()}`);
+    socket.addEventListener("open", () => {
+      backoff = 500;
+      if (on.open) on.open();
+    });
+    socket.addEventListener("message", (m) => on.message(JSON.parse(m.data)));
+    socket.addEventListener("close", () => {
+      if (on.close) on.close();
+      setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 10000);
+    });
+  };
+  connect();
+  return (msg) => {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
+  };
+}
+
+// showState puts a Session's state in its badge, with why it is so as the
+// badge's tooltip.
+export function showState(badge, s) {
+  badge.textContent = s.state;
+  badge.className = "state state-" + s.state;
+  badge.title = s.state_detail || "";
+}
+
+// What an Active Session is doing, as its badge says it.
+const activities = { turn: "a Turn runs", question: "waits on a question" };
+
+// showActivity shows what an Active Session is doing, or hides its badge.
+export function showActivity(badge, s) {
+  const a = (s.state === "active" && s.activity) || "";
+  badge.textContent = activities[a] || "";
+  badge.className = "activity activity-" + a;
+  badge.hidden = !activities[a];
+}

@@ -3,7 +3,7 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, on, showError } from "./app.js";
+import { api, el, live, on, showActivity, showError, showState } from "./app.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
@@ -11,7 +11,6 @@ const isCreator = root.dataset.creator === "true";
 const transcript = document.getElementById("transcript");
 const tools = new Map(); // tool_id -> the tool call's element
 let lastSeq = 0;
-let socket = null;
 let state = document.getElementById("state").textContent;
 let terminal = null; // the terminal module, once its tab is opened
 
@@ -139,9 +138,10 @@ window.addEventListener("scroll", () => {
 
 function showSession(s) {
   state = s.state;
-  const st = document.getElementById("state");
-  st.textContent = s.state;
-  st.className = "state state-" + s.state;
+  showState(document.getElementById("state"), s);
+  showActivity(document.getElementById("activity"), s);
+  document.getElementById("failed").hidden = s.state !== "failed";
+  document.getElementById("failed-reason").textContent = s.state_detail || "no reason was recorded";
   document.getElementById("model").textContent = s.model || "default";
   document.getElementById("effort").textContent = s.effort || "default";
   document.getElementById("title").textContent = s.title;
@@ -155,7 +155,10 @@ function showSession(s) {
       settings.elements.effort.value = s.effort || "";
     }
     document.getElementById("sleep").hidden = !(s.state === "active" || s.state === "frozen");
-    document.getElementById("wake").hidden = s.state !== "asleep" && s.state !== "failed";
+    document.getElementById("wake").hidden = s.state !== "asleep"; // a failed one has Retry
+    document.getElementById("restart").hidden = s.state !== "active";
+    const keep = document.getElementById("keep-awake");
+    if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
   }
   if (terminal) terminal.active(s.state === "active");
 }
@@ -217,16 +220,33 @@ if (isCreator) {
       showError(settingsError, err);
     }
   });
-  for (const action of ["sleep", "wake"]) {
-    on(action, async () => {
+  // Retry is a wake of a failed Session.
+  for (const [action, path] of [["sleep", "sleep"], ["wake", "wake"], ["restart", "restart"], ["retry", "wake"]]) {
+    on(action, async (b) => {
       showError(settingsError, null);
+      b.disabled = true;
       try {
-        await api("POST", `${sessionPath}/${action}`);
+        await api("POST", `${sessionPath}/${path}`);
       } catch (err) {
         showError(settingsError, err);
+      } finally {
+        b.disabled = false;
       }
     });
   }
+  const keep = document.getElementById("keep-awake");
+  keep.addEventListener("change", async () => {
+    showError(settingsError, null);
+    keep.disabled = true;
+    try {
+      await api("PUT", `${sessionPath}/keep-awake`, { on: keep.checked });
+    } catch (err) {
+      keep.checked = !keep.checked;
+      showError(settingsError, err);
+    } finally {
+      keep.disabled = false;
+    }
+  });
   on("stop-turn", async () => {
     try {
       await api("POST", `/api/sessions/${encodeURIComponent(id)}/stop-turn`);
@@ -305,21 +325,16 @@ on("fit", () => terminal && terminal.fit());
 
 // --- The socket ---
 
-function send(msg) {
-  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
-}
-
-let backoff = 500;
-function connect() {
-  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/api/sessions/${encodeURIComponent(id)}/live?after=${lastSeq}`;
-  socket = new WebSocket(url);
-  socket.addEventListener("open", () => {
-    backoff = 500;
+const send = live(() => `/api/sessions/${encodeURIComponent(id)}/live?after=${lastSeq}`, {
+  open: () => {
     root.classList.remove("offline");
     if (terminal) terminal.open(); // a reconnect waits for a fresh snapshot
-  });
-  socket.addEventListener("message", (m) => {
-    const msg = JSON.parse(m.data);
+  },
+  close: () => {
+    root.classList.add("offline");
+    if (terminal) terminal.disconnected();
+  },
+  message: (msg) => {
     switch (msg.type) {
       case "event":
         addEvent(msg.event, msg.html || "");
@@ -339,12 +354,5 @@ function connect() {
         if (terminal) terminal.status(msg.message);
         break;
     }
-  });
-  socket.addEventListener("close", () => {
-    root.classList.add("offline");
-    if (terminal) terminal.disconnected();
-    setTimeout(connect, backoff);
-    backoff = Math.min(backoff * 2, 10000);
-  });
-}
-connect();
+  },
+});

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
+)
+
+// fakeHub answers the Session routes of the Hub's API with the JSON the
+// Hub sends (internal/api), from the Sessions it holds, and records each
+// change it is sent.
+type fakeHub struct {
+	t        *testing.T
+	sessions []api.Session
+
+	mu      sync.Mutex
+	changes []string // "METHOD PATH BODY"
+}
+
+const fakeToken = "kndlc_fake-cli-token"
+
+// newFakeHub serves sessions and points this test's CLI config at it.
+func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
+	t.Helper()
+	h := &fakeHub{t: t, sessions: sessions}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
+	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if s, ok := h.session(r.PathValue("id")); ok {
+			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}})
+			return
+		}
+		h.notFound(w)
+	})
+	mux.HandleFunc("GET /api/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) { h.reply(w, []api.Event{}) })
+	change := func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := h.session(r.PathValue("id")); !ok {
+			h.notFound(w)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.changes = append(h.changes, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(b)))
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}
+	mux.HandleFunc("POST /api/sessions/{id}/{action}", change)
+	mux.HandleFunc("PUT /api/sessions/{id}/keep-awake", change)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := filepath.Join(t.TempDir(), "cli.json")
+	b, _ := json.Marshal(apiclient.Config{HubURL: srv.URL, Token: fakeToken})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KNDL_CONFIG", cfg)
+	return h
+}
+
+func (h *fakeHub) session(id string) (api.Session, bool) {
+	for _, s := range h.sessions {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return api.Session{}, false
+}
+
+func (h *fakeHub) reply(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (h *fakeHub) notFound(w http.ResponseWriter) {
+	w.WriteHeader(http.StatusNotFound)
+	h.reply(w, map[string]string{"message": "There is no such Session."})
+}
+
+func (h *fakeHub) taken() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.changes...)
+}
+
+// kndl runs a command against the fake Hub.
+func kndl(args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = Run(context.Background(), args, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
+	return out.String(), errOut.String(), code
+}
+
+var created = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+func session(id string, state api.SessionState, activity, detail string, keep bool) api.Session {
+	return api.Session{ID: id, RepoURL: "/srv/app", Title: "title of " + id, State: state, Activity: activity,
+		StateDetail: detail, KeepAwake: keep, CreatedAt: created, UpdatedAt: created}
+}
+
+// TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake: each row has the
+// Session's state, for an Active one whether a Turn runs, Claude waits on
+// a question or it is idle, and Keep awake; --json is the Hub's list.
+func TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake(t *testing.T) {
+	newFakeHub(t,
+		session("s-turn", api.Active, "turn", "", false),
+		session("s-question", api.Active, "question", "", false),
+		session("s-idle", api.Active, "", "", true),
+		session("s-asleep", api.Asleep, "", "it was idle for 30m0s", false),
+		session("s-failed", api.Failed, "", "the start failed: clone: no such repository", true),
+	)
+	out, errOut, code := kndl("ls")
+	if code != 0 {
+		t.Fatalf("kndl ls: exit %d, %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if head := strings.Fields(lines[0]); strings.Join(head[:5], " ") != "ID STATE DOING KEEP AWAKE" {
+		t.Fatalf("header %q", lines[0])
+	}
+	tests := []struct{ id, state, doing, keep string }{
+		{"s-turn", "active", "turn", "-"},
+		{"s-question", "active", "question", "-"},
+		{"s-idle", "active", "idle", "on"},
+		{"s-asleep", "asleep", "-", "-"},
+		{"s-failed", "failed", "-", "on"},
+	}
+	for i, tt := range tests {
+		got := strings.Fields(lines[i+1])
+		if len(got) < 4 || got[0] != tt.id || got[1] != tt.state || got[2] != tt.doing || got[3] != tt.keep {
+			t.Errorf("row %q, want %s %s %s %s first", lines[i+1], tt.id, tt.state, tt.doing, tt.keep)
+		}
+	}
+
+	out, _, _ = kndl("ls", "--json")
+	var ss []api.Session
+	if err := json.Unmarshal([]byte(out), &ss); err != nil || len(ss) != 5 || ss[0].Activity != "turn" || !ss[2].KeepAwake {
+		t.Fatalf("kndl ls --json: %v %+v", err, ss)
+	}
+}
+
+// TestShowSaysWhyASessionFailed: a failed Session's reason is shown with
+// how to retry it; another state's reason is shown as why.
+func TestShowSaysWhyASessionFailed(t *testing.T) {
+	newFakeHub(t,
+		session("s-failed", api.Failed, "", "the start failed: clone: no such repository", false),
+		session("s-asleep", api.Asleep, "", "it was idle for 30m0s", true),
+		session("s-turn", api.Active, "turn", "", false),
+	)
+	tests := []struct {
+		id   string
+		want []string
+	}{
+		{"s-failed", []string{"state:      failed\n", "failed:     the start failed: clone: no such repository\n", "(kndl wake s-failed retries it)", "keep awake: off"}},
+		{"s-asleep", []string{"state:      asleep\n", "why:        it was idle for 30m0s\n", "keep awake: on"}},
+		{"s-turn", []string{"state:      active: a Turn runs\n"}},
+	}
+	for _, tt := range tests {
+		out, errOut, code := kndl("show", tt.id)
+		if code != 0 {
+			t.Fatalf("kndl show %s: exit %d, %s", tt.id, code, errOut)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("kndl show %s lacks %q:\n%s", tt.id, w, out)
+			}
+		}
+		if tt.id != "s-failed" && strings.Contains(out, "retries") {
+			t.Errorf("kndl show %s offers a retry:\n%s", tt.id, out)
+		}
+	}
+}
+
+// TestKeepAwakeAndRestartAskTheHub: each sends its one request and says
+// what it did, or with --json prints the Session after; a wrong word or a
+// missing id is a usage error, and the Hub's refusal is the error.
+func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
+	tests := []struct {
+		args   []string
+		change string // what the Hub is sent
+		out    string
+		code   int
+	}{
+		{[]string{"keep-awake", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, "Keep awake is on", 0},
+		{[]string{"keep-awake", "s1", "off"}, `PUT /api/sessions/s1/keep-awake {"on":false}`, "Keep awake is off", 0},
+		{[]string{"keep-awake", "--json", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, `"keep_awake": true`, 0},
+		{[]string{"restart", "s1"}, "POST /api/sessions/s1/restart", "Restarting the Session", 0},
+		{[]string{"restart", "s1", "--json"}, "POST /api/sessions/s1/restart", `"id": "s1"`, 0},
+		{[]string{"wake", "s1"}, "POST /api/sessions/s1/wake", "Waking the Session.", 0},
+		{[]string{"keep-awake", "s1", "yes"}, "", "", 2},
+		{[]string{"keep-awake", "s1"}, "", "", 2},
+		{[]string{"restart"}, "", "", 2},
+		{[]string{"restart", "nope"}, "", "", 1},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			h := newFakeHub(t, session("s1", api.Active, "", "", true))
+			out, errOut, code := kndl(tt.args...)
+			var want []string
+			if tt.change != "" {
+				want = []string{tt.change}
+			}
+			if got := h.taken(); code != tt.code || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(out, tt.out) {
+				t.Fatalf("exit %d, sent %q, printed %q %q; want exit %d, %q sent, %q printed", code, got, out, errOut, tt.code, want, tt.out)
+			}
+			if tt.code == 1 && !strings.Contains(errOut, "There is no such Session.") {
+				t.Fatalf("stderr %q, want the Hub's message", errOut)
+			}
+		})
+	}
+}

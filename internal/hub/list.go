@@ -1,0 +1,122 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/store"
+)
+
+// listMsg is one message to the Sessions list's WebSocket,
+// GET /api/sessions/live: first the whole list ("list"), then the rows
+// that changed ("changed"), each a Session as GET /api/sessions shows it,
+// with its Creator's name; gone names the Sessions the person may no
+// longer see.
+type listMsg struct {
+	Type     string            `json:"type"`
+	Sessions []api.Session     `json:"sessions"`
+	Names    map[string]string `json:"names"` // Creators' names, by id
+	Gone     []string          `json:"gone,omitempty"`
+}
+
+// liveSessions is the Sessions list's WebSocket. It sends a row whenever
+// the Session's state, queue, Keep awake or activity changes, only for
+// Sessions of Repos the person has access to, read again at each change;
+// losing access to a Repo it sent a row of ends it (readsRepo), and the tab
+// reconnects to a list without them. It takes nothing from the tab.
+func (h *Hub) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) {
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered
+	}
+	defer ws.CloseNow()
+	ctx := ws.CloseRead(r.Context())
+	// Subscribe before reading the store, so nothing falls between the two.
+	ch, cancel := h.sessions.Subscribe(session.All)
+	defer cancel()
+	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
+	if err != nil {
+		ws.Close(websocket.StatusInternalError, "the Hub could not read its Sessions")
+		return
+	}
+	names := h.names(ctx)
+	sent := map[string]string{} // by id, the row last sent, as JSON
+	send := func(typ string, rows []api.Session, gone []string) error {
+		if rows == nil {
+			rows = []api.Session{}
+		}
+		m := listMsg{Type: typ, Sessions: rows, Names: map[string]string{}, Gone: gone}
+		reread := false
+		for _, a := range rows {
+			if _, ok := names[a.CreatorID]; !ok && !reread {
+				names, reread = h.names(ctx), true // a Member who joined since
+			}
+			m.Names[a.CreatorID] = names[a.CreatorID]
+		}
+		b, _ := json.Marshal(m)
+		return ws.Write(ctx, websocket.MessageText, b)
+	}
+	// row is the Session as sent, and whether it differs from the last one.
+	row := func(s store.Session) (api.Session, bool) {
+		a := h.apiSessionNow(s)
+		b, _ := json.Marshal(a)
+		was, ok := sent[s.ID]
+		sent[s.ID] = string(b)
+		return a, !ok || was != string(b)
+	}
+	rows := []api.Session{}
+	for _, s := range h.visibleSessions(ctx, p, ss) {
+		readsRepo(ctx, s.RepoURL)
+		a, _ := row(s)
+		rows = append(rows, a)
+	}
+	if send("list", rows, nil) != nil {
+		return
+	}
+	for {
+		var ids map[string]bool
+		select {
+		case u, ok := <-ch:
+			if !ok {
+				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect for the whole list")
+				return
+			}
+			// Each Session of a burst is read once.
+			ids = map[string]bool{u.ID: true}
+			for len(ch) > 0 {
+				if u, ok := <-ch; ok {
+					ids[u.ID] = true
+				}
+			}
+		case <-ctx.Done():
+			if cause := context.Cause(r.Context()); cause != nil && !errors.Is(cause, context.Canceled) {
+				ws.Close(websocket.StatusPolicyViolation, cause.Error())
+			}
+			return
+		}
+		var changed []api.Session
+		var gone []string
+		for id := range ids {
+			s, err := h.sessionFor(ctx, p, id) // access, asked again
+			if err != nil {
+				if _, was := sent[id]; was && errors.Is(err, errdefs.ErrNotFound) {
+					delete(sent, id)
+					gone = append(gone, id)
+				}
+				continue
+			}
+			if a, diff := row(s); diff {
+				changed = append(changed, a)
+			}
+		}
+		if (len(changed) > 0 || len(gone) > 0) && send("changed", changed, gone) != nil {
+			return
+		}
+	}
+}
