@@ -8,7 +8,6 @@
 package api
 
 import (
-	"encoding/json"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -86,13 +85,40 @@ type Prompt struct {
 	DeliveredAt time.Time `json:"delivered_at,omitempty"`
 }
 
-// Event is one stored Event of a Session's transcript, already redacted:
-// Data is a protocol.Event's JSON, numbered by Seq.
-type Event struct {
-	Seq  int64           `json:"seq"`
-	At   time.Time       `json:"at"`
-	Kind string          `json:"kind"`
-	Data json.RawMessage `json:"data"`
+// Event is one Event of a Session's transcript, already redacted and
+// numbered by Seq: the one shape every answer and socket that carries
+// Events uses (GET /api/sessions/{id}/events, /watch, /live).
+type Event = protocol.Event
+
+// LiveMessage is one message of a Session's live stream, in the one shape
+// every socket that carries it uses: GET /api/sessions/{id}/watch (the
+// CLI) and /live (the Session view, which also gets ports and the
+// terminal).
+type LiveMessage struct {
+	// Type is event, session, ports, terminal, terminal.wait,
+	// terminal.closed or error.
+	Type string `json:"type"`
+	// Event is an Event of the transcript, decoded, with its Seq; HTML is
+	// Claude's Markdown rendered (the Session view's only).
+	Event *Event `json:"event,omitempty"`
+	HTML  string `json:"html,omitempty"`
+	// Session is the Session with its queue, sent whenever it changes.
+	Session *SessionView `json:"session,omitempty"`
+	Ports   *[]Port      `json:"ports,omitempty"`
+	Message string       `json:"message,omitempty"`
+	// The terminal's: a snapshot and its size, and the pane's bytes.
+	Snap bool   `json:"snapshot,omitempty"`
+	Cols int    `json:"cols,omitempty"`
+	Rows int    `json:"rows,omitempty"`
+	Data []byte `json:"data,omitempty"`
+}
+
+// Port is an open port of a Session, as its view shows it.
+type Port struct {
+	protocol.Port
+	// URL opens it through the Hub; empty when the Hub has no forward
+	// address (HUB_FORWARD_URL).
+	URL string `json:"url,omitempty"`
 }
 
 // NewSession is the body of POST /api/sessions.

@@ -297,7 +297,7 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 	id := url.PathEscape(pos[0])
 	last := *after
 	for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
-		done, err := watchOnce(ctx, c, id, &last, func(e api.Event) (bool, error) {
+		done, err := watchOnce(ctx, c, id, &last, func(e protocol.Event) (bool, error) {
 			if *asJSON {
 				b, _ := json.Marshal(e)
 				fmt.Fprintf(io.Stdout, "%s\n", b)
@@ -328,7 +328,7 @@ func queueEmpty(ctx context.Context, c *apiclient.Client, id string) bool {
 }
 
 // watchOnce follows one WebSocket until it ends or each returns true.
-func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(api.Event) (bool, error)) (bool, error) {
+func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(protocol.Event) (bool, error)) (bool, error) {
 	u := strings.Replace(c.BaseURL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, *last)
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
 	if err != nil {
@@ -348,22 +348,23 @@ func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64,
 		if err != nil {
 			return false, err
 		}
-		var e api.Event
-		if err := json.Unmarshal(b, &e); err != nil {
+		var m api.LiveMessage
+		if err := json.Unmarshal(b, &m); err != nil {
 			return false, err
 		}
-		*last = e.Seq
-		if done, err := each(e); done || err != nil {
+		if m.Type != "event" || m.Event == nil {
+			continue // the Session as it changes: kndl show reads it
+		}
+		*last = m.Event.Seq
+		if done, err := each(*m.Event); done || err != nil {
 			return done, err
 		}
 	}
 }
 
 // printEvent writes one Event as a line or a few a person reads.
-func printEvent(w io.Writer, e api.Event) {
-	var ev protocol.Event
-	json.Unmarshal(e.Data, &ev)
-	at := e.At.Local().Format("15:04:05")
+func printEvent(w io.Writer, ev protocol.Event) {
+	at := ev.At.Local().Format("15:04:05")
 	indent := ""
 	if ev.Agent != "" {
 		indent = "    "

@@ -17,18 +17,12 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
-// PortView is an open port as the Session view shows it.
-type PortView struct {
-	protocol.Port
-	// URL opens it through the Hub; empty when the Hub has no forward
-	// address (HUB_FORWARD_URL).
-	URL string `json:"url,omitempty"`
-}
 
 // sessionPorts handles a Runner's list for one of its Sessions: kept in
 // memory only, while the Session is Active and its Runner connected.
@@ -67,9 +61,9 @@ func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
 // sendPorts sends a view its Session's open ports.
 func (h *Hub) sendPorts(ctx context.Context, v *view) {
 	list := h.portsOf(ctx, v.session)
-	out := make([]PortView, len(list))
+	out := make([]api.Port, len(list))
 	for i, p := range list {
-		out[i] = PortView{Port: p}
+		out[i] = api.Port{Port: p}
 		if h.cfg.ForwardURL != "" {
 			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port)
 		}

@@ -345,15 +345,20 @@ func (h *Hub) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, err)
 		return
 	}
-	if evs == nil {
-		evs = []store.Event{}
+	out := make([]api.Event, 0, len(evs))
+	for _, e := range evs {
+		if ev, ok := decodeEvent(e); ok {
+			out = append(out, ev)
+		}
 	}
-	writeJSON(w, http.StatusOK, evs)
+	writeJSON(w, http.StatusOK, out)
 }
 
-// watchSession streams a Session's Events over a WebSocket: those after
-// ?after=SEQ from the store, then each new one as it is recorded. A watcher
-// that falls behind is closed and resumes by sequence number.
+// watchSession streams a Session's live stream over a WebSocket, in the
+// shape the Session view gets: its Events after ?after=SEQ from the store,
+// then each new one as it is recorded, and the Session with its queue
+// whenever it changes. A watcher that falls behind is closed and resumes by
+// sequence number.
 func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
@@ -364,27 +369,20 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 	// Subscribe before reading the store, so nothing falls between the two.
 	ch, cancel := h.sessions.Subscribe(s.ID)
 	defer cancel()
-	send := func(e store.Event) error {
-		if e.Seq <= after {
-			return nil
-		}
-		after = e.Seq
-		b, _ := json.Marshal(e)
-		return ws.Write(ctx, websocket.MessageText, b)
+	send := func(m api.LiveMessage) bool {
+		b, _ := json.Marshal(m)
+		return ws.Write(ctx, websocket.MessageText, b) == nil
 	}
-	for {
-		evs, err := h.store.Events(ctx, s.ID, after, eventPage)
-		if err != nil {
-			return
-		}
-		for _, e := range evs {
-			if send(e) != nil {
-				return
-			}
-		}
-		if len(evs) < eventPage {
-			break
-		}
+	st := &sessionStream{h: h, id: s.ID, after: after, state: s.State}
+	sendEvent := func(e store.Event) bool {
+		m, ok := st.event(e)
+		return !ok || send(m)
+	}
+	if m, _, ok := st.session(ctx); ok && !send(m) {
+		return
+	}
+	if !st.replay(ctx, sendEvent) {
+		return
 	}
 	for {
 		select {
@@ -393,8 +391,13 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 				return
 			}
-			if u.Event != nil && send(*u.Event) != nil {
+			if u.Event != nil && !sendEvent(*u.Event) {
 				return
+			}
+			if u.Changed {
+				if m, _, ok := st.session(ctx); ok && !send(m) {
+					return
+				}
 			}
 		case <-ctx.Done():
 			return

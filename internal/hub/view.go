@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -30,19 +29,8 @@ type view struct {
 	drop    sync.Once
 }
 
-// viewMsg is one message to a view.
-type viewMsg struct {
-	Type    string           `json:"type"`
-	Event   *protocol.Event  `json:"event,omitempty"`
-	HTML    string           `json:"html,omitempty"`
-	Session *api.SessionView `json:"session,omitempty"`
-	Ports   *[]PortView      `json:"ports,omitempty"`
-	Message string           `json:"message,omitempty"`
-	Snap    bool             `json:"snapshot,omitempty"`
-	Cols    int              `json:"cols,omitempty"`
-	Rows    int              `json:"rows,omitempty"`
-	Data    []byte           `json:"data,omitempty"`
-}
+// viewMsg is one message to a view: the live stream's one shape.
+type viewMsg = api.LiveMessage
 
 // viewIn is a message from a view's tab.
 type viewIn struct {
@@ -129,55 +117,24 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 
 	ch, unsubscribe := h.sessions.Subscribe(s.ID)
 	defer unsubscribe()
-	var lastSession string // the Session as last sent, as JSON
-	lastState := s.State
+	st := &sessionStream{h: h, id: s.ID, after: after, html: true, state: s.State}
 	refresh := func() {
-		cur, err := h.store.SessionByID(ctx, s.ID)
-		if err != nil {
-			return
-		}
-		q, _ := h.store.Prompts(ctx, s.ID)
-		if q == nil {
-			q = []store.Prompt{}
-		}
-		sv := h.sessionView(cur, q)
-		if b, _ := json.Marshal(sv); string(b) != lastSession {
-			lastSession = string(b)
-			v.send(viewMsg{Type: "session", Session: &sv})
-			if cur.State != lastState {
-				lastState = cur.State
+		if m, moved, ok := st.session(ctx); ok {
+			v.send(m)
+			if moved {
 				h.sendPorts(ctx, v) // a Session no longer Active has none
 			}
 		}
 	}
 	sendEvent := func(e store.Event) bool {
-		if e.Seq <= after {
-			return true
-		}
-		after = e.Seq
-		var ev protocol.Event
-		if json.Unmarshal(e.Data, &ev) != nil {
-			return true
-		}
-		ev.Seq = e.Seq
-		return v.send(viewMsg{Type: "event", Event: &ev, HTML: h.web.md.rendered(s.ID, ev)})
+		m, ok := st.event(e)
+		return !ok || v.send(m)
 	}
 	refresh()
 	h.sendPorts(ctx, v)
-	for {
-		evs, err := h.store.Events(ctx, s.ID, after, eventPage)
-		if err != nil {
-			return
-		}
-		for _, e := range evs {
-			if !sendEvent(e) {
-				ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
-				return
-			}
-		}
-		if len(evs) < eventPage {
-			break
-		}
+	if !st.replay(ctx, sendEvent) {
+		ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
+		return
 	}
 	for {
 		select {

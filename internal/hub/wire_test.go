@@ -27,7 +27,6 @@ func TestAPITypesCarryTheRowsJSON(t *testing.T) {
 		{"Repo", sameJSON(apiRepo)},
 		{"Variable", sameJSON(apiVariable)},
 		// Written as rows, decoded by clients into api types.
-		{"Event", sameJSON[store.Event, api.Event](nil)},
 		{"User", sameJSON[store.User, api.User](nil)},
 	}
 	for _, tt := range tests {

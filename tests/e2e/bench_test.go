@@ -75,9 +75,9 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var e store.Event
-			json.Unmarshal(raw, &e)
-			if e.Kind == kind {
+			var m api.LiveMessage
+			json.Unmarshal(raw, &m)
+			if m.Event != nil && m.Event.Kind == kind {
 				return
 			}
 		}

@@ -11,7 +11,6 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -64,7 +63,7 @@ func TestCLIDrivesASession(t *testing.T) {
 	out, _, _ = s.kndl("", "watch", v.ID, "--after", itoa(last), "--until-idle", "--json")
 	var kinds []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var e store.Event
+		var e api.Event
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("watch --json line %q: %v", line, err)
 		}

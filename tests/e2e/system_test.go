@@ -353,13 +353,8 @@ func (s *System) NewSession(repo, prompt string) api.SessionView {
 // Events returns a Session's Events so far, decoded.
 func (s *System) Events(id string) []protocol.Event {
 	s.t.Helper()
-	var rows []store.Event
-	s.Do(http.MethodGet, "/api/sessions/"+id+"/events", nil, &rows)
-	out := make([]protocol.Event, len(rows))
-	for i, r := range rows {
-		json.Unmarshal(r.Data, &out[i])
-		out[i].Seq = r.Seq
-	}
+	var out []protocol.Event
+	s.Do(http.MethodGet, "/api/sessions/"+id+"/events", nil, &out)
 	return out
 }
 

@@ -1,0 +1,93 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/store"
+)
+
+// sessionStream is what a socket has sent of one Session's live stream, so
+// both Session sockets (/watch and /live) send it in one shape: each Event
+// once, in order, after a sequence number, and the Session with its queue
+// only when it changed.
+type sessionStream struct {
+	h     *Hub
+	id    string
+	after int64              // the last Event's sequence number sent
+	html  bool               // render Claude's Markdown (the Session view)
+	last  string             // the Session as last sent, as JSON
+	state store.SessionState // its state as last sent
+}
+
+// event returns the message for a stored Event, or false for one already
+// sent.
+func (st *sessionStream) event(e store.Event) (api.LiveMessage, bool) {
+	if e.Seq <= st.after {
+		return api.LiveMessage{}, false
+	}
+	st.after = e.Seq
+	ev, ok := decodeEvent(e)
+	if !ok {
+		return api.LiveMessage{}, false
+	}
+	m := api.LiveMessage{Type: "event", Event: &ev}
+	if st.html {
+		m.HTML = st.h.web.md.rendered(st.id, ev)
+	}
+	return m, true
+}
+
+// decodeEvent is a stored Event as the API shows it: decoded, numbered.
+func decodeEvent(e store.Event) (api.Event, bool) {
+	var ev api.Event
+	if json.Unmarshal(e.Data, &ev) != nil {
+		return ev, false
+	}
+	ev.Seq = e.Seq
+	return ev, true
+}
+
+// replay sends the stored Events after the last sent, page by page; it
+// reports false when send did.
+func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool) bool {
+	for {
+		evs, err := st.h.store.Events(ctx, st.id, st.after, eventPage)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if !send(e) {
+				return false
+			}
+		}
+		if len(evs) < eventPage {
+			return true
+		}
+	}
+}
+
+// session returns the Session's message if it changed since last sent,
+// and whether its state moved.
+func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved, ok bool) {
+	cur, err := st.h.store.SessionByID(ctx, st.id)
+	if err != nil {
+		return m, false, false
+	}
+	q, err := st.h.store.Prompts(ctx, st.id)
+	if err != nil {
+		return m, false, false
+	}
+	if q == nil {
+		q = []store.Prompt{}
+	}
+	sv := st.h.sessionView(cur, q)
+	b, _ := json.Marshal(sv)
+	if string(b) == st.last {
+		return m, false, false
+	}
+	st.last = string(b)
+	moved, st.state = cur.State != st.state, cur.State
+	return api.LiveMessage{Type: "session", Session: &sv}, moved, true
+}
