@@ -80,7 +80,7 @@ func (r *Runner) adopt(ctx context.Context) {
 // adopts its Session token.
 func (r *Runner) attach(ctx context.Context, id string) error {
 	s := &session{id: id, sandbox: sandboxID(id)}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -166,9 +166,7 @@ func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welco
 			continue
 		}
 		if !s.following.Swap(true) {
-			go r.follow(s.ctx, s, rs.Offsets)
-			go r.watchPorts(s.ctx, s)
-			go r.watchExit(s)
+			r.watch(s, rs.Offsets)
 		}
 	}
 	for _, id := range reported {

@@ -36,6 +36,11 @@ type Runner struct {
 	builder *build.Builder
 	relay   *relay.Relay
 
+	// life is Run's context: every Session's watchers end with it, and
+	// wg counts every goroutine Run waits for before it returns.
+	life context.Context
+	wg   sync.WaitGroup
+
 	mu       sync.Mutex
 	conn     *protocol.Conn // while connected and welcomed
 	welcomed chan struct{}  // closed while conn is set
@@ -133,8 +138,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the mod relay cannot listen on %s: %w (is another Runner on this host using RUNNER_RELAY_PORT?)", addr, err)
 	}
-	go r.relay.Serve(ctx, ln)
-	go r.sendOutbox(ctx)
+	r.life = ctx
+	defer r.waitGoroutines()
+	r.spawn(func() { r.relay.Serve(ctx, ln) })
+	r.spawn(func() { r.sendOutbox(ctx) })
 	// Claude Code keeps running while the Runner restarts: take its
 	// Sessions back before saying hello.
 	r.adopt(ctx)
@@ -161,6 +168,32 @@ func (r *Runner) Run(ctx context.Context) error {
 		wait = min(wait*2, backoffMax)
 	}
 }
+
+// spawn runs f on a goroutine Run waits for.
+func (r *Runner) spawn(f func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+}
+
+// waitGoroutines waits for what the Runner started, once Run's context is
+// done: Claude Code runs on in its Sandbox, but nothing of this process
+// does. A goroutine still running after closeWait is logged, not waited
+// for forever.
+func (r *Runner) waitGoroutines() {
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		r.log.Warn("some of the Runner's work did not end in time", "waited", closeWait)
+	}
+}
+
+// closeWait bounds how long Run waits for its goroutines to end.
+const closeWait = 10 * time.Second
 
 // connect runs one connection until it ends and reports whether the Hub
 // welcomed it.

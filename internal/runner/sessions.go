@@ -193,7 +193,8 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Its watchers outlive this start's request, and end with the Runner.
+	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
 	if err := r.startClaude(sctx, s, argv, env); err != nil {
 		return err
@@ -203,9 +204,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		return err
 	}
 	s.following.Store(true)
-	go r.follow(sctx, s, req.Offsets)
-	go r.watchPorts(sctx, s)
-	go r.watchExit(s)
+	r.watch(s, req.Offsets)
 	return nil
 }
 
@@ -386,10 +385,21 @@ func (r *Runner) session(id string) (*session, error) {
 	return s, nil
 }
 
+// watch starts a running Session's watchers: its transcript follower from
+// offsets, its ports watcher and its exit watcher.
+func (r *Runner) watch(s *session, offsets map[string]int64) {
+	r.spawn(func() { r.follow(s.ctx, s, offsets) })
+	r.spawn(func() { r.watchPorts(s.ctx, s) })
+	r.spawn(func() { r.watchExit(s) })
+}
+
 // watchExit reports Claude Code exiting on its own: its pane closes, the
 // tmux session with it, and the control client ends.
 func (r *Runner) watchExit(s *session) {
 	<-s.ctl.Done()
+	if r.life.Err() != nil {
+		return // the Runner stops; Claude Code runs on, and the next Runner takes it back
+	}
 	s.mirror.close()
 	r.mu.Lock()
 	if r.sessions[s.id] == s {

@@ -79,7 +79,8 @@ func (r *Runner) terminalOpen(ctx context.Context, id string) error {
 		m.on, m.queue, m.size = true, nil, 0
 		m.gen++
 		m.wake, m.stop = make(chan struct{}, 1), make(chan struct{})
-		go r.sendFrames(s, m.wake, m.stop)
+		wake, stop := m.wake, m.stop
+		r.spawn(func() { r.sendFrames(s, wake, stop) })
 	}
 	m.snapping = true
 	m.mu.Unlock()

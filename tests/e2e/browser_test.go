@@ -400,7 +400,7 @@ func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
 	}
 
 	// A start that fails: the reason and Retry.
-	bad := s.NewSession("/nonexistent/repository", "never starts")
+	bad := s.NewSession("file:///nonexistent/repository", "never starts")
 	s.waitState(bad.ID, api.Failed)
 	b.Go(s.URL+"/sessions/"+bad.ID, "#transcript")
 	b.Wait(testenv.WaitShort, "the reason it failed, with Retry", `!document.getElementById("failed").hidden && document.getElementById("failed-reason").textContent.length > 0 && !document.getElementById("retry").hidden && document.getElementById("wake").hidden`)
