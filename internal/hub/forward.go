@@ -16,13 +16,12 @@ import (
 	"sync"
 	"time"
 
-	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
-
 
 // sessionPorts handles a Runner's list for one of its Sessions: kept in
 // memory only, while the Session is Active and its Runner connected.
