@@ -144,7 +144,9 @@ func (h *Hub) watchCredentials(ctx context.Context) {
 			return
 		case <-creds.C:
 			h.recheckCredentials(ctx)
-			h.store.SweepSignins(ctx, h.guard.life)
+			if err := h.store.SweepSignins(ctx, h.guard.life); err != nil && ctx.Err() == nil {
+				h.log.Error("sweep ended sign-ins", "err", err)
+			}
 			h.guard.devices.sweep()
 			h.guard.fails.prune()
 			h.guard.starts.prune()

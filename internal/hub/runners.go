@@ -82,7 +82,9 @@ func (h *Hub) attach(rc *runnerConn) {
 	if old != nil {
 		old.conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
 	}
-	h.store.TouchRunner(context.Background(), rc.runner.ID)
+	if err := h.store.TouchRunner(context.Background(), rc.runner.ID); err != nil {
+		h.log.Error("record a runner seen", "runner", rc.runner.Name, "err", err)
+	}
 	h.log.Info("runner connected", "runner", rc.runner.Name, "version", rc.version,
 		"backend", rc.hello.Host.Backend, "limits", rc.hello.Host.Limits)
 }
