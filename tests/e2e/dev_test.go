@@ -176,3 +176,61 @@ func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
 	s.turnEnds(v.ID, 4)
 	once(t, s.Events(v.ID), protocol.EventText, "Still here after the idle kill.")
 }
+
+// runnerProcess runs `kndl runner` as its own process for s's Hub, on
+// s's Runner home and token, as a Runner on another machine would run.
+func runnerProcess(t *testing.T, s *System) *exec.Cmd {
+	t.Helper()
+	c := s.runnerCfg
+	cmd := exec.Command(kndlBinary(t), "runner")
+	cmd.Env = append(os.Environ(), "KNDL_HUB_URL="+c.HubURL, "RUNNER_TOKEN="+c.Token, "RUNNER_NAME="+c.Name,
+		"RUNNER_HOME="+c.Home, fmt.Sprintf("RUNNER_RELAY_PORT=%d", c.RelayPort), "RUNNER_DEFAULT_IMAGE="+c.Image,
+		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint)
+	out := &lockedWriter{w: &strings.Builder{}}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("kndl runner's output:\n%s", out.w.(*strings.Builder).String())
+		}
+	})
+	return cmd
+}
+
+// TestARunnerProcessKilledMidTurnLosesNothing: a Runner process SIGKILLed
+// while a Turn runs a tool, its Hub staying up, and started again: the
+// Session is Frozen meanwhile, Active again after, the Turn finishes with
+// its Events there once, and the next prompt runs.
+func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("before the runner goes", "Ready.")
+	// The test's own Runner hands over to a process of its own.
+	s.runnerCancel()
+	<-s.runnerDone
+	s.waitState(v.ID, api.Frozen)
+	cmd := runnerProcess(t, s)
+	s.waitState(v.ID, api.Active)
+
+	s.Model.On(testkit.PromptContains("slow work"), testkit.Bash("sleep 5; echo slow-work-finished"))
+	s.Model.On(testkit.ToolResultContains("slow-work-finished"), testkit.Text("The slow work is done."))
+	s.Model.On(testkit.PromptContains("once it is back"), testkit.Text("Back and answering."))
+	s.prompt(v.ID, "do the slow work")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the slow work's tool call", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "slow-work-finished")
+	})
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	s.waitState(v.ID, api.Frozen)
+	runnerProcess(t, s)
+	s.turnEnds(v.ID, 2)
+	s.waitState(v.ID, api.Active)
+	s.prompt(v.ID, "answer once it is back")
+	s.turnEnds(v.ID, 3)
+	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventToolResult, "slow-work-finished")
+	once(t, evs, protocol.EventText, "The slow work is done.", "Back and answering.")
+}
