@@ -61,3 +61,20 @@ func TestAFailedStartIsFailedAndAWakeRetriesIt(t *testing.T) {
 	s.turnEnds(v.ID, 1)
 	s.waitState(v.ID, api.Active)
 }
+
+// TestAnIdleSessionSleepsUnlessKeptAwake: past HUB_SESSION_IDLE with no
+// Turn running and nothing queued, a Session sleeps, saying so; one with
+// Keep awake on stays awake.
+func TestAnIdleSessionSleepsUnlessKeptAwake(t *testing.T) {
+	s := Start(t, WithSessionIdle(3*time.Second))
+	kept := s.Ready("keep me awake", "Kept.")
+	s.Do(http.MethodPut, "/api/sessions/"+kept.ID+"/keep-awake", map[string]bool{"on": true}, nil)
+	idle := s.Ready("let me sleep", "Sleeping soon.")
+	s.waitState(idle.ID, api.Asleep)
+	if d := s.state(idle.ID).StateDetail; !strings.Contains(d, "idle for 3s") {
+		t.Fatalf("slept saying %q, want idle", d)
+	}
+	if st := s.state(kept.ID); st.State != api.Active || !st.KeepAwake {
+		t.Fatalf("the Session kept awake is %s (keep awake %v)", st.State, st.KeepAwake)
+	}
+}

@@ -198,7 +198,13 @@ func freePort(t testing.TB) int {
 // Option changes how Start makes a System.
 type Option func(*options)
 
-type options struct{ github bool }
+type options struct {
+	github bool
+	idle   time.Duration
+}
+
+// WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
+func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle = d } }
 
 // WithGitHub signs people in with a fake GitHub, whose App says who may
 // access which Repo: Members besides the dev user can then watch Sessions
@@ -229,7 +235,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true}
+	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle}
 	var gh *testkit.GitHub
 	if o.github {
 		gh = testkit.NewGitHub(t)
