@@ -16,7 +16,17 @@ const (
 	TypeSessionCredentials = "session.credentials"
 	TypeSessionEvents      = "session.events"
 	TypeSessionExited      = "session.exited"
+	TypeSessionAnswer      = "session.answer"
 )
+
+// SessionAnswer answers a question Claude asks (AskUserQuestion), whose
+// mod hook waits for it: each question's text to its answer, an option's
+// label or the person's own words.
+type SessionAnswer struct {
+	SessionID  string            `json:"session_id"`
+	QuestionID string            `json:"question_id"`
+	Answers    map[string]string `json:"answers"`
+}
 
 // SessionStart asks a Runner to start (or wake) a Session's Claude Code.
 // The reply comes once Claude Code runs, or with the error that stopped it.
@@ -114,7 +124,8 @@ const (
 	EventSubagentStart = "subagent_start"
 	EventSubagentEnd   = "subagent_end"
 	EventTurnEnd       = "turn_end"     // the Turn finished, was interrupted, or failed
-	EventQuestion      = "question"     // Claude asks the person something
+	EventQuestion      = "question"     // Claude asks the person something; tool_id is the question's id
+	EventAnswer        = "answer"       // the question tool_id answered: input maps each question to its answer
 	EventNotification  = "notification" // Claude Code wants attention
 	EventError         = "error"        // something failed: the start, the model API
 	EventNote          = "note"         // something the Hub or Runner says about the Session

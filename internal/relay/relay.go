@@ -32,7 +32,7 @@ type Relay struct {
 	log   *slog.Logger
 	proxy *httputil.ReverseProxy
 
-	hook func(sessionID string, event []byte) error
+	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 
 	mu       sync.Mutex
 	byHash   map[[32]byte]*run
@@ -55,8 +55,10 @@ type Options struct {
 	// forwards to, unchanged. Off by default; see runner.Config.
 	ModelURL string
 	// Hook takes one hook event (the JSON Claude Code gave the mod) for a
-	// Session with a live token, for the Runner's stream of its Events.
-	Hook   func(sessionID string, event []byte) error
+	// Session with a live token, for the Runner's stream of its Events, and
+	// returns the hook's answer (nil for none). It may block until a person
+	// answers (a question); ctx ends when the hook gives up.
+	Hook   func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 	Logger *slog.Logger
 }
 
@@ -151,20 +153,25 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// takeHook hands a hook event to the Runner, and answers the hook: kndl's
-// hooks decide nothing, so the answer is an empty object.
+// takeHook hands a hook event to the Runner, and answers the hook with
+// the Runner's answer: an empty object unless it decides something (a
+// question's answer).
 func (r *Relay) takeHook(w http.ResponseWriter, req *http.Request, sessionID string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxHookBytes))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("kndl relay: a hook event is at most %d bytes", MaxHookBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
-	if err := r.hook(sessionID, body); err != nil {
+	answer, err := r.hook(req.Context(), sessionID, body)
+	if err != nil {
 		http.Error(w, "kndl relay: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if answer == nil {
+		answer = []byte("{}")
+	}
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, "{}")
+	w.Write(answer)
 }
 
 func (r *Relay) forward(w http.ResponseWriter, req *http.Request, up upstream) {

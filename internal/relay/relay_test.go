@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +48,7 @@ func newRelay(t *testing.T, hub, model string) (*httptest.Server, *Relay) {
 func newRelayHooks(t *testing.T, hub, model string) (*httptest.Server, *Relay, <-chan hookEvent) {
 	hooks := make(chan hookEvent, 10)
 	r, err := New(Options{HubURL: hub, ModelURL: model, Logger: slog.New(slog.DiscardHandler),
-		Hook: func(id string, body []byte) error { hooks <- hookEvent{id, string(body)}; return nil }})
+		Hook: func(_ context.Context, id string, body []byte) ([]byte, error) { hooks <- hookEvent{id, string(body)}; return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -268,6 +268,13 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.stopTurn(ctx, req.SessionID)
 	})
+	conn.Handle(protocol.TypeSessionAnswer, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionAnswer
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("session.answer: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, r.answer(req)
+	})
 	r.handleLive(conn)
 }
 

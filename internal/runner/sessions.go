@@ -66,8 +66,10 @@ type session struct {
 	// list of listening ports sent.
 	mirror mirror
 	ports  portList
-	// stream merges its hooks and transcript into one stream (stream.go).
-	stream stream
+	// stream merges its hooks and transcript into one stream (stream.go);
+	// questions wait for their answers (questions.go).
+	stream    stream
+	questions questions
 }
 
 // sandboxID names a Session's Sandbox.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -48,16 +49,16 @@ type hookEvent struct {
 // hook takes one hook event of a running Session from the relay: its
 // Events join the stream, and UserPromptSubmit and Stop tell the Hub where
 // the Turn is.
-func (r *Runner) hook(sessionID string, body []byte) error {
+func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byte, error) {
 	var ev hookEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
-		return fmt.Errorf("a hook event that is not JSON: %w", errdefs.ErrInvalid)
+		return nil, fmt.Errorf("a hook event that is not JSON: %w", errdefs.ErrInvalid)
 	}
 	r.mu.Lock()
 	s := r.sessions[sessionID]
 	r.mu.Unlock()
 	if s == nil {
-		return fmt.Errorf("session %s is not running here: %w", sessionID, errdefs.ErrNotFound)
+		return nil, fmt.Errorf("session %s is not running here: %w", sessionID, errdefs.ErrNotFound)
 	}
 	// Tool calls and Claude's text come from the transcript; their hooks
 	// carry nothing more.
@@ -83,11 +84,14 @@ func (r *Runner) hook(sessionID string, body []byte) error {
 	case "Notification":
 		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":
+		if ev.ToolName == askTool {
+			return r.ask(ctx, s, ev)
+		}
 		r.hold(s, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
 	case "SessionEnd":
 		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventNote, Text: "Claude Code exited."}}})
 	}
-	return nil
+	return nil, nil
 }
 
 // hold keeps a hook's Events for the transcript's next batch.

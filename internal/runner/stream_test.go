@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 		`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"Explore"}`,
 		`{"hook_event_name":"Notification","message":"waiting"}`,
 	} {
-		if err := r.hook("s1", []byte(ev)); err != nil {
+		if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +58,7 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 	}
 
 	// Nothing from the transcript: what is held goes alone after holdMax.
-	r.hook("s1", []byte(`{"hook_event_name":"StopFailure","last_assistant_message":"overloaded"}`))
+	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"StopFailure","last_assistant_message":"overloaded"}`))
 	testenv.Eventually(t, 2*holdMax, "the held Events go alone", func() bool { return len(r.sent()) == 4 })
 	got = r.sent()
 	if got[2].Hook != protocol.HookStop || len(got[3].Events) != 2 || got[3].Events[0].Text != "The model API failed: overloaded" {
@@ -72,13 +73,62 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 
 func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}, outReady: make(chan struct{}, 1)}
-	if err := r.hook("s2", []byte(`{"hook_event_name":"Stop"}`)); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := r.hook(context.Background(), "s2", []byte(`{"hook_event_name":"Stop"}`)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Session: err = %v, want not found", err)
 	}
-	if err := r.hook("s1", []byte(`not json`)); !errors.Is(err, errdefs.ErrInvalid) {
+	if _, err := r.hook(context.Background(), "s1", []byte(`not json`)); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("not JSON: err = %v, want invalid", err)
 	}
 	if n := len(r.sent()); n != 0 {
 		t.Fatalf("refused hooks sent %d messages", n)
+	}
+}
+
+// TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision: the
+// question goes out with an id; the Hub's answer for that id is the
+// hook's decision, Claude's input with the answers added; an answer for no
+// waiting question is refused, and so is one after the hook gave up.
+func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+	s := &session{id: "s1", ctx: sctx}
+	r.sessions["s1"] = s
+	ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
+	type result struct {
+		answer []byte
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := r.hook(context.Background(), "s1", []byte(ev))
+		done <- result{a, err}
+	}()
+	var id string
+	testenv.Eventually(t, testenv.WaitShort, "the question waits", func() bool {
+		s.questions.mu.Lock()
+		defer s.questions.mu.Unlock()
+		for k := range s.questions.waiting {
+			id = k
+		}
+		return id != ""
+	})
+	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: "nope", Answers: map[string]string{"Which colour?": "Blue"}}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("an answer to no question: %v, want not found", err)
+	}
+	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: id, Answers: map[string]string{"Which colour?": "Blue"}}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	want := `{"hookSpecificOutput":{"decision":{"behavior":"allow","updatedInput":{"answers":{"Which colour?":"Blue"},"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}},"hookEventName":"PermissionRequest"}}`
+	if res.err != nil || string(res.answer) != want {
+		t.Fatalf("the hook answered %s, %v; want %s", res.answer, res.err, want)
+	}
+	testenv.Eventually(t, 2*holdMax, "the question in the stream", func() bool { return len(r.sent()) == 1 })
+	if q := r.sent()[0].Events[0]; q.Kind != protocol.EventQuestion || q.ToolID != id {
+		t.Fatalf("sent %+v, want the question with its id", q)
+	}
+	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a second answer: %v, want not found", err)
 	}
 }
