@@ -15,7 +15,8 @@ import (
 
 // reconcile brings the host in line with the records, as New starts:
 //
-//   - a Sandbox whose Create never finished is removed, with its slot;
+//   - a Sandbox whose Create never finished is removed, with its slot,
+//     and any kept Disk it was taking back is put back (Disk.From);
 //   - a Sandbox whose PID 1 still runs is left running; one whose PID 1 is
 //     gone (a crash, a reboot) has what is left of its run torn down;
 //   - runtime containers, mounts under the state directory, network
@@ -61,6 +62,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 				rec.Slot = b.slotOf(id)
 			}
 			b.log.Info("removing a sandbox whose create never finished", "sandbox", id)
+			putBack(ctx, rec.Spec, d, b.log)
 			b.tearDown(ctx, id, rec)
 			if err := b.removeStopped(id, rec.Slot); err != nil {
 				b.log.Warn("remove unfinished sandbox", "sandbox", id, "err", err)
