@@ -48,6 +48,8 @@ func commands() []Command {
 		{Name: "update", Usage: "ID [--title T] [--model M] [--effort E]", Summary: "rename a Session, or change its model and effort (it restarts to take them)", Run: sessionUpdate},
 		{Name: "sleep", Usage: "ID", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction("sleep", "The Session is asleep.")},
 		{Name: "wake", Usage: "ID", Summary: "start an asleep Session again (a prompt wakes it too)", Run: sessionAction("wake", "Waking the Session.")},
+		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction("archive", "The Session is archived.")},
+		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction("restore", "The Session is restored and asleep.")},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
 		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
 		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},

@@ -19,9 +19,10 @@ import (
 // History:
 //
 //	1 (2026-11-30, unreleased): hello (with the Sessions running), reply,
-//	  error; session.start, .deliver, .stop_turn, .stop, .credentials,
-//	  .events, .exited, .ports, .dial, .file; terminal.open, .close,
-//	  .input, .resize, .frame; streams at /runner/stream/{id}.
+//	  error; session.start, .deliver, .stop_turn, .stop, .archive,
+//	  .restore, .credentials, .events, .exited, .ports, .dial, .file;
+//	  terminal.open, .close, .input, .resize, .frame; streams at
+//	  /runner/stream/{id}.
 const (
 	Version    = 1
 	MinVersion = 1

@@ -35,6 +35,8 @@ type Runner struct {
 	backend sandbox.Backend
 	builder *build.Builder
 	relay   *relay.Relay
+	// archives marks the Sessions archived here and purges them.
+	archives *archives
 
 	mu       sync.Mutex
 	conn     *protocol.Conn // while connected and welcomed
@@ -74,6 +76,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		log.Warn("RUNNER_MODEL_ENDPOINT is set: every Session's model requests go to it, not to Anthropic", "endpoint", cfg.ModelEndpoint)
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b, relay: rl,
+		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
 		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
 	if err := r.installBinary(); err != nil {
 		return nil, err
@@ -135,6 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	go r.relay.Serve(ctx, ln)
 	go r.sendOutbox(ctx)
+	go r.archives.run(ctx)
 	// Claude Code keeps running while the Runner restarts: take its
 	// Sessions back before saying hello.
 	r.adopt(ctx)
@@ -234,6 +238,12 @@ func (r *Runner) handle(conn *protocol.Conn) {
 			return nil, fmt.Errorf("session.stop_turn: %v: %w", err, errdefs.ErrInvalid)
 		}
 		return nil, r.stopTurn(ctx, req.SessionID)
+	})
+	handleAs(conn, protocol.TypeSessionArchive, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.archiveSession(ctx, req.SessionID)
+	})
+	handleAs(conn, protocol.TypeSessionRestore, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.restoreSession(req.SessionID)
 	})
 	r.handleLive(conn)
 }
