@@ -497,8 +497,13 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	}
 	unlockHost()
 	defer func() {
-		if err != nil {
-			putBack(ctx, spec, d, b.log)
+		switch {
+		case err == nil:
+		case putBack(context.WithoutCancel(ctx), spec, d) != nil:
+			// A kept disk is still in the directory: it stays, unfinished,
+			// for reconcile to put back.
+			err = fmt.Errorf("create sandbox %s: %w; a kept disk could not be put back, and is under %s", spec.ID, err, d)
+		default:
 			removeTree(string(d))
 			if u, e := b.lockHost(); e == nil {
 				b.freeSlot(slot)
@@ -550,16 +555,19 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 
 // putBack moves the Disks a Create took back (Disk.From) to where they
 // were, for a Create that failed or never finished: nothing of a kept disk
-// is lost with the Sandbox's directory.
-func putBack(ctx context.Context, spec sandbox.Spec, d sandboxDir, log *slog.Logger) {
+// may go with the Sandbox's directory, so while it returns an error the
+// directory stays.
+func putBack(ctx context.Context, spec sandbox.Spec, d sandboxDir) error {
+	var errs []error
 	for _, dk := range spec.Disks {
 		if dk.From == "" || !exists(d.disk(dk.Name)) || exists(dk.From) {
 			continue
 		}
 		if err := moveTree(ctx, d.disk(dk.Name), dk.From); err != nil {
-			log.Error("put a kept disk back", "sandbox", spec.ID, "disk", dk.Name, "to", dk.From, "err", err)
+			errs = append(errs, fmt.Errorf("put disk %s back to %s: %w", dk.Name, dk.From, err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and

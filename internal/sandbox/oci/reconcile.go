@@ -61,8 +61,12 @@ func (b *OCI) reconcile(ctx context.Context) error {
 			if recErr != nil {
 				rec.Slot = b.slotOf(id)
 			}
+			if err := putBack(ctx, rec.Spec, d); err != nil {
+				b.log.Error("a sandbox whose create never finished holds a kept disk; left as it is", "sandbox", id, "err", err)
+				unlock()
+				continue
+			}
 			b.log.Info("removing a sandbox whose create never finished", "sandbox", id)
-			putBack(ctx, rec.Spec, d, b.log)
 			b.tearDown(ctx, id, rec)
 			if err := b.removeStopped(id, rec.Slot); err != nil {
 				b.log.Warn("remove unfinished sandbox", "sandbox", id, "err", err)
