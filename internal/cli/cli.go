@@ -50,6 +50,8 @@ func commands() []Command {
 		{Name: "wake", Usage: "ID [--json]", Summary: "start an asleep Session again, or retry a failed one (a prompt wakes it too)", Run: sessionAction("wake", "Waking the Session.")},
 		{Name: "restart", Usage: "ID [--json]", Summary: "stop an active Session's Claude Code and start it again into the same conversation", Run: sessionAction("restart", "Restarting the Session into the same conversation.")},
 		{Name: "keep-awake", Usage: "ID on|off [--json]", Summary: "keep a Session awake while idle, or let it sleep after the Hub's idle time", Run: sessionKeepAwake},
+		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction("archive", "The Session is archived.")},
+		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction("restore", "The Session is restored and asleep.")},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
 		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
 		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -11,28 +12,17 @@ import (
 // The Creator's controls of a Session's life. Each checks who asks and
 // hands the change to the Session's owner (internal/hub/session).
 
-func (h *Hub) sleepHandler(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
-	if err == nil {
-		err = h.sessions.Sleep(r.Context(), s.ID, "its Creator put it to sleep")
+// lifeHandler answers a change of a Session's life (sleep, wake, restart,
+// archive, restore): only its Creator may ask, and the owner makes it,
+// saying why.
+func (h *Hub) lifeHandler(change func(ctx context.Context, id, why string) error, why string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p Principal) {
+		s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+		if err == nil {
+			err = change(r.Context(), s.ID, why)
+		}
+		h.answerNoContent(w, r, err)
 	}
-	h.answerNoContent(w, r, err)
-}
-
-func (h *Hub) wakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
-	if err == nil {
-		err = h.sessions.Wake(r.Context(), s.ID, "its Creator woke it")
-	}
-	h.answerNoContent(w, r, err)
-}
-
-func (h *Hub) restartHandler(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
-	if err == nil {
-		err = h.sessions.Restart(r.Context(), s.ID, "its Creator restarted it")
-	}
-	h.answerNoContent(w, r, err)
 }
 
 func (h *Hub) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {

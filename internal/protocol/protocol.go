@@ -24,7 +24,8 @@ import (
 //	  .input, .resize, .frame; streams at /runner/stream/{id}.
 //	2 (2026-12-01, unreleased): the Runner merges the mod's hooks and the
 //	  transcript into one ordered stream of session.events (with hook
-//	  signals); the Hub's /mod/hook route is gone.
+//	  signals); the Hub's /mod/hook route is gone; session.archive,
+//	  .restore and .answer.
 const (
 	Version    = 2
 	MinVersion = 2

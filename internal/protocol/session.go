@@ -6,13 +6,16 @@ import (
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
-// session.stop_turn, session.stop. Runner -> Hub: session.credentials (request),
-// session.events and session.exited (ordered notifications).
+// session.stop_turn, session.stop, session.archive, session.restore.
+// Runner -> Hub: session.credentials (request), session.events and
+// session.exited (ordered notifications).
 const (
 	TypeSessionStart       = "session.start"
 	TypeSessionDeliver     = "session.deliver"
 	TypeSessionStopTurn    = "session.stop_turn"
 	TypeSessionStop        = "session.stop"
+	TypeSessionArchive     = "session.archive"
+	TypeSessionRestore     = "session.restore"
 	TypeSessionCredentials = "session.credentials"
 	TypeSessionEvents      = "session.events"
 	TypeSessionExited      = "session.exited"
@@ -58,8 +61,8 @@ type SessionDeliver struct {
 	Retry bool `json:"retry,omitempty"`
 }
 
-// SessionRef names a Session: the body of session.stop_turn and
-// session.credentials.
+// SessionRef names a Session: the body of session.stop_turn, .stop,
+// .archive, .restore and .credentials.
 type SessionRef struct {
 	SessionID string `json:"session_id"`
 }

@@ -48,7 +48,10 @@ func newRelay(t *testing.T, hub, model string) (*httptest.Server, *Relay) {
 func newRelayHooks(t *testing.T, hub, model string) (*httptest.Server, *Relay, <-chan hookEvent) {
 	hooks := make(chan hookEvent, 10)
 	r, err := New(Options{HubURL: hub, ModelURL: model, Logger: slog.New(slog.DiscardHandler),
-		Hook: func(_ context.Context, id string, body []byte) ([]byte, error) { hooks <- hookEvent{id, string(body)}; return nil, nil }})
+		Hook: func(_ context.Context, id string, body []byte) ([]byte, error) {
+			hooks <- hookEvent{id, string(body)}
+			return nil, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

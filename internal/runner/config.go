@@ -6,7 +6,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"time"
 )
+
+// DefaultArchiveKeep is how long an archived Session stays restorable
+// when RUNNER_ARCHIVE_KEEP is not set: 30 days.
+const DefaultArchiveKeep = 30 * 24 * time.Hour
 
 // Config is a Runner's configuration. Each field names its environment
 // variable and default; FromEnv reads them.
@@ -32,6 +37,11 @@ type Config struct {
 	// KeepBuilds is how many Builds of each Repo to keep.
 	// RUNNER_SANDBOX_KEEP_BUILDS, default 3.
 	KeepBuilds int
+	// ArchiveKeep is how long an archived Session's disks (Claude Code's
+	// state, the package cache) and Workspace stay on this host before they
+	// are deleted, after which it cannot be restored. RUNNER_ARCHIVE_KEEP, a
+	// Go duration; default 720h (30 days).
+	ArchiveKeep time.Duration
 	// Image is the image Sessions' Sandboxes are built from, until a Repo's
 	// Environment names its own. RUNNER_DEFAULT_IMAGE, default
 	// docker.io/library/debian:bookworm.
@@ -90,6 +100,13 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 			*v.dst = n
 		}
 	}
+	if s := getenv("RUNNER_ARCHIVE_KEEP"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("RUNNER_ARCHIVE_KEEP=%q: want a positive Go duration such as 720h or 90m", s)
+		}
+		c.ArchiveKeep = d
+	}
 	if s := getenv("RUNNER_SANDBOX_MAX_CPUS"); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || f <= 0 {
@@ -118,6 +135,9 @@ func (c *Config) check() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ArchiveKeep <= 0 {
+		c.ArchiveKeep = DefaultArchiveKeep
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ type Runner struct {
 	backend sandbox.Backend
 	builder *build.Builder
 	relay   *relay.Relay
+	// archives marks the Sessions archived here and purges them.
+	archives *archives
 
 	// life is Run's context: every Session's watchers end with it, and
 	// wg counts every goroutine Run waits for before it returns.
@@ -72,6 +74,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
+		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
 		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
@@ -142,6 +145,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer r.waitGoroutines()
 	r.spawn(func() { r.relay.Serve(ctx, ln) })
 	r.spawn(func() { r.sendOutbox(ctx) })
+	r.spawn(func() { r.archives.run(ctx) })
 	// Claude Code keeps running while the Runner restarts: take its
 	// Sessions back before saying hello.
 	r.adopt(ctx)
@@ -268,12 +272,14 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.stopTurn(ctx, req.SessionID)
 	})
-	conn.Handle(protocol.TypeSessionAnswer, false, func(ctx context.Context, body json.RawMessage) (any, error) {
-		var req protocol.SessionAnswer
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, fmt.Errorf("session.answer: %v: %w", err, errdefs.ErrInvalid)
-		}
+	handleAs(conn, protocol.TypeSessionAnswer, func(ctx context.Context, req protocol.SessionAnswer) (any, error) {
 		return nil, r.answer(req)
+	})
+	handleAs(conn, protocol.TypeSessionArchive, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.archiveSession(ctx, req.SessionID)
+	})
+	handleAs(conn, protocol.TypeSessionRestore, func(ctx context.Context, req protocol.SessionRef) (any, error) {
+		return nil, r.restoreSession(req.SessionID)
 	})
 	r.handleLive(conn)
 }

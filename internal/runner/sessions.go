@@ -211,17 +211,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 }
 
 // ensureSandbox makes and boots the Session's Sandbox, or boots the one it
-// has (a wake keeps its disks).
+// has (a wake keeps its disks). A Session restored since it was archived
+// has no Sandbox but its kept disks, which the new one takes back.
 func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string) error {
 	st, err := r.backend.Status(ctx, s.sandbox)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = r.backend.Create(ctx, sandbox.Spec{
 			ID:     s.sandbox,
 			Layers: bd.Layers,
-			Disks: []sandbox.Disk{
+			Disks: keptDisks(dir, []sandbox.Disk{
 				{Name: "claude", Target: claude.ConfigDir},
 				{Name: "cache", Target: cacheDir},
-			},
+			}),
 			Binds: []sandbox.Bind{
 				{Source: filepath.Join(dir, "workspace"), Target: workspaceDir},
 				{Source: bin.Dir, Target: claude.MountDir, ReadOnly: true},
@@ -233,6 +234,7 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		if err != nil {
 			return fmt.Errorf("create the Sandbox: %w", err)
 		}
+		os.Remove(filepath.Join(dir, "disks")) // emptied by the Create, if there were kept disks
 		st.State = sandbox.StateCreated
 	} else if err != nil {
 		return err

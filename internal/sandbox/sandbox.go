@@ -64,6 +64,16 @@ type Backend interface {
 	// Remove stops the Sandbox if needed and deletes it with its disks and
 	// everything it set up on the host. Returns ErrNotFound for an unknown id.
 	Remove(ctx context.Context, id string) error
+	// RemoveKeepingDisks is Remove, except that each of the Sandbox's Disks
+	// is first moved to dir/<its name>, in the backend's own form (a
+	// directory for oci; a VM's would be its image file), for a later
+	// Create to take back through Disk.From. dir, an absolute host path, is
+	// made if missing. A Disk already at dir/<name> while the Sandbox no
+	// longer has it is one an earlier call moved before it was cut short,
+	// so a repeated call finishes the job; one at dir/<name> while the
+	// Sandbox still has its own is an errdefs.ErrConflict. Returns
+	// ErrNotFound for an unknown id.
+	RemoveKeepingDisks(ctx context.Context, id, dir string) error
 
 	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
 	Status(ctx context.Context, id string) (Status, error)
@@ -77,8 +87,9 @@ type Spec struct {
 	// Layers are the read-only layers of the root filesystem, topmost
 	// first: Build snapshots, then the image's base. They are never written.
 	Layers []string
-	// Disks are the Sandbox's own persistent directories, created empty,
-	// kept by Stop and deleted by Remove.
+	// Disks are the Sandbox's own persistent directories, created empty
+	// (or taken back, see Disk.From), kept by Stop, deleted by Remove and
+	// moved out by RemoveKeepingDisks.
 	Disks []Disk
 	// Binds are host directories mounted into the Sandbox.
 	Binds []Bind
@@ -94,6 +105,10 @@ type Spec struct {
 type Disk struct {
 	Name   string // [a-z0-9-], unique within the Sandbox
 	Target string // absolute path inside the Sandbox
+	// From, if set, is a Disk that RemoveKeepingDisks kept (its
+	// dir/<name>): Create moves it in, with everything on it, instead of
+	// making an empty one. A Create that fails puts it back.
+	From string
 }
 
 // Bind mounts a host directory into the Sandbox. Files the Sandbox's root

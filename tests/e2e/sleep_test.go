@@ -41,13 +41,35 @@ func lastRequestHas(m *testkit.Anthropic, text string) bool {
 	return false
 }
 
-func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
-	s := Start(t)
+// withNote starts a Session whose first Turn writes a file in its
+// Workspace and one on its package-cache disk, and waits for it to end.
+func (s *System) withNote() api.SessionView {
+	s.t.Helper()
 	s.Model.On(testkit.PromptContains("write the note"), testkit.Bash("echo kept > /workspace/note.txt; echo cached > /var/cache/kndl/c.txt"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("Written."))
 	v := s.NewSession(s.Repo(), "write the note")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Written." })
 	s.turnEnds(v.ID, 1)
+	return v
+}
+
+// noteKept prompts a Session withNote made, and checks it wakes into the
+// same conversation with both files as they were.
+func (s *System) noteKept(id string) {
+	s.t.Helper()
+	s.Model.On(testkit.PromptContains("what did you write"), testkit.Bash("cat /workspace/note.txt /var/cache/kndl/c.txt"))
+	s.prompt(id, "what did you write before?")
+	s.WaitEvent(id, testenv.WaitMedium, "the woken Session's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "kept\ncached"
+	})
+	if !lastRequestHas(s.Model, "write the note") {
+		s.t.Fatal("the woken Claude Code did not resume the conversation: the model did not get the first prompt again")
+	}
+}
+
+func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
+	s := Start(t)
+	v := s.withNote()
 
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("sleep: %d", code)
@@ -64,14 +86,7 @@ func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T
 	}
 
 	// A prompt wakes it, into the same conversation, with its disks.
-	s.Model.On(testkit.PromptContains("what did you write"), testkit.Bash("cat /workspace/note.txt /var/cache/kndl/c.txt"))
-	s.prompt(v.ID, "what did you write before?")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the woken Session's tool output", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolResult && e.Text == "kept\ncached"
-	})
-	if !lastRequestHas(s.Model, "write the note") {
-		t.Fatal("the woken Claude Code did not resume the conversation: the model did not get the first prompt again")
-	}
+	s.noteKept(v.ID)
 	if b, _ := os.ReadFile(filepath.Join(s.Home, "sessions", v.ID, "workspace", "note.txt")); string(b) != "kept\n" {
 		t.Fatalf("the Workspace after the wake: %q", b)
 	}

@@ -199,8 +199,9 @@ func freePort(t testing.TB) int {
 type Option func(*options)
 
 type options struct {
-	github bool
-	idle   time.Duration
+	github      bool
+	idle        time.Duration
+	archiveKeep time.Duration
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -210,6 +211,10 @@ func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle 
 // access which Repo: Members besides the dev user can then watch Sessions
 // of Repos the fake GitHub serves (System.GitHubRepo).
 func WithGitHub() Option { return func(o *options) { o.github = true } }
+
+// WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
+// an archived Session before its purge.
+func WithArchiveKeep(d time.Duration) Option { return func(o *options) { o.archiveKeep = d } }
 
 // Start starts a System and stops it, with every Sandbox it made, when the
 // test ends.
@@ -268,7 +273,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	bin := kndlBinary(t)
 	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
-		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, Logger: log}
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, Logger: log}
 	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(rcfg.RelayPort),
 		InitPath: bin, Logger: log})
 	if err != nil {

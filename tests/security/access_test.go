@@ -24,6 +24,8 @@ func sessionRoutes(id string) []req {
 		{method: "PATCH", path: "/api/sessions/" + id + "/prompts/p1", body: `{"text":"hello"}`, origin: "self"},
 		{method: "DELETE", path: "/api/sessions/" + id + "/prompts/p1", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/stop-turn", origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/archive", origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/restore", origin: "self"},
 	}
 }
 
@@ -106,7 +108,8 @@ func TestWithoutTheGitHubAppNobodySignedInWithGitHubHasRepoAccess(t *testing.T) 
 }
 
 // TestOnlyTheCreatorDrivesASession: someone else with access watches a
-// Session but can't prompt it, change its queued prompts or stop its Turn.
+// Session but can't prompt it, change its queued prompts, stop its Turn,
+// archive or restore it.
 func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,20 +15,25 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 )
 
 // fakeRunner is a Runner on the real protocol over a real WebSocket: it
-// answers session.start, session.deliver, session.stop and
-// session.stop_turn as scripted, and reports each request on calls.
+// answers session.start, session.deliver, session.stop,
+// session.stop_turn, session.archive and session.restore as scripted, and
+// reports each request on calls.
 type fakeRunner struct {
 	t     *testing.T
 	calls chan call
 	// startErr, if set, is what each session.start answers.
 	mu       sync.Mutex
 	startErr error
+	// kept are the archived Sessions whose disks and Workspace the Runner
+	// still has: until purge.
+	kept map[string]bool
 
 	hubSide *protocol.Conn // the Hub's end, which the Owner asks
 	srv     *httptest.Server
@@ -41,7 +47,7 @@ type call struct {
 }
 
 func newFakeRunner(t *testing.T) *fakeRunner {
-	f := &fakeRunner{t: t, calls: make(chan call, 64)}
+	f := &fakeRunner{t: t, calls: make(chan call, 64), kept: map[string]bool{}}
 	f.connect()
 	return f
 }
@@ -65,12 +71,18 @@ func (f *fakeRunner) connect() {
 		f.t.Fatal(err)
 	}
 	rc := protocol.NewConn(ws, log)
-	ref := func(typ string) protocol.Handler {
+	// ref answers a request naming a Session, after then if set.
+	ref := func(typ string, then func(id string) error) protocol.Handler {
 		return func(ctx context.Context, body json.RawMessage) (any, error) {
 			var r protocol.SessionRef
 			json.Unmarshal(body, &r)
 			f.calls <- call{typ: typ, id: r.SessionID}
-			return nil, nil
+			if then == nil {
+				return nil, nil
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return nil, then(r.SessionID)
 		}
 	}
 	rc.Handle(protocol.TypeSessionStart, false, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -87,8 +99,19 @@ func (f *fakeRunner) connect() {
 		f.calls <- call{typ: protocol.TypeSessionDeliver, id: r.SessionID, deliver: r}
 		return nil, nil
 	})
-	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop))
-	rc.Handle(protocol.TypeSessionStopTurn, false, ref(protocol.TypeSessionStopTurn))
+	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop, nil))
+	rc.Handle(protocol.TypeSessionStopTurn, false, ref(protocol.TypeSessionStopTurn, nil))
+	rc.Handle(protocol.TypeSessionArchive, false, ref(protocol.TypeSessionArchive, func(id string) error {
+		f.kept[id] = true
+		return nil
+	}))
+	rc.Handle(protocol.TypeSessionRestore, false, ref(protocol.TypeSessionRestore, func(id string) error {
+		if !f.kept[id] {
+			// What internal/runner answers once it purged the Session.
+			return fmt.Errorf("its Workspace is gone: this Runner deleted it, with Claude Code's state, once the Session had been archived for RUNNER_ARCHIVE_KEEP: %w", errdefs.ErrConflict)
+		}
+		return nil
+	}))
 	go rc.Serve(context.Background())
 	f.t.Cleanup(func() { rc.Close(websocket.StatusNormalClosure, "test over") })
 	f.hubSide = <-hubSide
@@ -98,6 +121,14 @@ func (f *fakeRunner) connect() {
 func (f *fakeRunner) gone() {
 	f.hubSide.Close(websocket.StatusGoingAway, "runner gone")
 	f.srv.Close()
+}
+
+// purge deletes an archived Session's disks and Workspace, as the Runner
+// does RUNNER_ARCHIVE_KEEP after it was archived.
+func (f *fakeRunner) purge(id string) {
+	f.mu.Lock()
+	delete(f.kept, id)
+	f.mu.Unlock()
 }
 
 func (f *fakeRunner) setStartErr(err error) {
@@ -250,6 +281,19 @@ func (f *fixture) active(text string) (store.Session, call) {
 	d := f.runner.next(protocol.TypeSessionDeliver)
 	f.waitState(s.ID, Active)
 	return s, d
+}
+
+// archived makes a Session that was Active and is now Archived: put to
+// sleep first, then archived on its Runner.
+func (f *fixture) archived(text string) store.Session {
+	f.t.Helper()
+	s, _ := f.active(text)
+	if err := f.o.Archive(context.Background(), s.ID, "its Creator archived it"); err != nil {
+		f.t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStop)
+	f.runner.next(protocol.TypeSessionArchive)
+	return f.session(s.ID)
 }
 
 func (f *fixture) session(id string) store.Session {

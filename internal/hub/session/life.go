@@ -13,9 +13,32 @@ import (
 
 // Timeouts of what the owner asks a Runner.
 const (
-	startTimeout = 30 * time.Minute // a cold Build and a Claude Code download
-	stopTimeout  = 2 * time.Minute  // stopping Claude Code and the Sandbox
+	startTimeout   = 30 * time.Minute // a cold Build and a Claude Code download
+	stopTimeout    = 2 * time.Minute  // stopping Claude Code and the Sandbox
+	archiveTimeout = 10 * time.Minute // the disks move by a rename, or a copy across filesystems
+	restoreTimeout = 30 * time.Second // the Runner only unmarks them
 )
+
+// removedWhy is why a Session whose Runner was removed for good fails, and
+// why it can neither wake nor come back from the archive (errRemoved).
+const removedWhy = "its Runner was removed; its Workspace was on that machine"
+
+var errRemoved = fmt.Errorf("%s: %w", removedWhy, errdefs.ErrConflict)
+
+// runnerKept returns errRemoved if the Session's Runner was removed for
+// good.
+func (o *Owner) runnerKept(ctx context.Context, s *store.Session) error {
+	rn, err := o.store.RunnerByID(ctx, s.RunnerID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return errRemoved
+	case err != nil:
+		return err
+	case !rn.RevokedAt.IsZero():
+		return errRemoved
+	}
+	return nil
+}
 
 // Create records a new Session with its first prompt and starts it.
 func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
@@ -188,8 +211,8 @@ func (o *Owner) wakeLocked(ctx context.Context, s *store.Session, why string) er
 	if s.State != Asleep && s.State != Failed {
 		return fmt.Errorf("the Session is %s, not asleep or failed: %w", s.State, errdefs.ErrConflict)
 	}
-	if rn, err := o.store.RunnerByID(ctx, s.RunnerID); err != nil || !rn.RevokedAt.IsZero() {
-		return fmt.Errorf("its Runner was removed; its Workspace was on that machine: %w", errdefs.ErrConflict)
+	if err := o.runnerKept(ctx, s); err != nil {
+		return err
 	}
 	if o.opts.Runners.Runner(s.RunnerID) == nil {
 		return fmt.Errorf("the Session's Runner is not connected; it wakes when the Runner is back and a prompt waits: %w", errdefs.ErrUnavailable)
@@ -260,6 +283,71 @@ func (o *Owner) Restart(ctx context.Context, id, why string) error {
 			return err
 		}
 		return o.wakeLocked(ctx, s, why)
+	})
+}
+
+// Archive removes a Session's Sandbox on its Runner, which keeps its disks
+// (Claude Code's state, the package cache) and Workspace for
+// RUNNER_ARCHIVE_KEEP, then purges them. An awake Session is put to sleep
+// first, in the same hold of its lock, so nothing wakes it between. Its
+// Runner must be connected; a Session whose Runner was removed for good
+// has nothing left to keep there, and is Archived at once.
+func (o *Owner) Archive(ctx context.Context, id, why string) error {
+	return o.locked(ctx, id, func(s *store.Session) error {
+		if s.State == Archived {
+			return fmt.Errorf("the Session is already archived: %w", errdefs.ErrConflict)
+		}
+		switch err := o.runnerKept(ctx, s); {
+		case errors.Is(err, errRemoved):
+			return o.move(ctx, s, Archived, why+"; "+removedWhy+", so nothing of it is kept", false)
+		case err != nil:
+			return err
+		}
+		rc := o.opts.Runners.Runner(s.RunnerID)
+		if rc == nil {
+			return fmt.Errorf("the Session's Runner is not connected, and it keeps an archived Session's disks and Workspace: archive it once the Runner is back: %w", errdefs.ErrUnavailable)
+		}
+		if awake(s.State) {
+			// A prompt queued meanwhile stays queued: a restore and a
+			// prompt wake it.
+			if _, err := o.sleepLocked(ctx, s, why); err != nil {
+				return err
+			}
+		}
+		if err := checkMove(s.State, Archived); err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, archiveTimeout)
+		defer cancel()
+		if err := rc.Request(actx, protocol.TypeSessionArchive, protocol.SessionRef{SessionID: s.ID}, nil); err != nil {
+			return fmt.Errorf("the Runner did not archive the Session, which is %s: %w", s.State, err)
+		}
+		return o.move(ctx, s, Archived, why, false)
+	})
+}
+
+// Restore makes an Archived Session Asleep again, with its conversation,
+// disks and Workspace as they were: a prompt wakes it into the same
+// conversation. Once its Runner has purged it, the restore is refused with
+// the Runner's words and the Session stays Archived.
+func (o *Owner) Restore(ctx context.Context, id, why string) error {
+	return o.locked(ctx, id, func(s *store.Session) error {
+		if s.State != Archived {
+			return fmt.Errorf("the Session is %s, not archived: %w", s.State, errdefs.ErrConflict)
+		}
+		if err := o.runnerKept(ctx, s); err != nil {
+			return err
+		}
+		rc := o.opts.Runners.Runner(s.RunnerID)
+		if rc == nil {
+			return fmt.Errorf("the Session's Runner is not connected, and its Workspace is there: restore it once the Runner is back: %w", errdefs.ErrUnavailable)
+		}
+		rctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+		defer cancel()
+		if err := rc.Request(rctx, protocol.TypeSessionRestore, protocol.SessionRef{SessionID: s.ID}, nil); err != nil {
+			return fmt.Errorf("the Session stays archived: %w", err)
+		}
+		return o.move(ctx, s, Asleep, why, false)
 	})
 }
 

@@ -149,7 +149,7 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 				return nil
 			}
 			o.interruptAgents(ctx, s.ID)
-			return o.move(ctx, s, Failed, "its Runner was removed; its Workspace was on that machine", false)
+			return o.move(ctx, s, Failed, removedWhy, false)
 		})
 		if err != nil {
 			o.log.Error("fail a session of a removed runner", "session", s.ID, "err", err)

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -402,6 +403,14 @@ func validate(spec sandbox.Spec) error {
 		if err := target(d.Target); err != nil {
 			return err
 		}
+		if d.From != "" {
+			if !filepath.IsAbs(d.From) {
+				return bad("disk %s: From %q is not an absolute path", d.Name, d.From)
+			}
+			if st, err := os.Lstat(d.From); err != nil || !st.IsDir() {
+				return bad("disk %s: %s is no kept disk (a directory RemoveKeepingDisks made)", d.Name, d.From)
+			}
+		}
 	}
 	for _, bd := range spec.Binds {
 		if !filepath.IsAbs(bd.Source) {
@@ -488,7 +497,13 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	}
 	unlockHost()
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case putBack(context.WithoutCancel(ctx), spec, d) != nil:
+			// A kept disk is still in the directory: it stays, unfinished,
+			// for reconcile to put back.
+			err = fmt.Errorf("create sandbox %s: %w; a kept disk could not be put back, and is under %s", spec.ID, err, d)
+		default:
 			removeTree(string(d))
 			if u, e := b.lockHost(); e == nil {
 				b.freeSlot(slot)
@@ -518,12 +533,41 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 		return err
 	}
 	for _, dk := range spec.Disks {
+		if dk.From != "" {
+			if err := moveTree(ctx, dk.From, d.disk(dk.Name)); err != nil {
+				return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
+			}
+			continue
+		}
 		if err := os.Mkdir(d.disk(dk.Name), 0o755); err != nil {
 			return err
 		}
 	}
+	// Taken: the finished record names no path outside the state
+	// directory. The unfinished one kept them, for putBack.
+	rec.Spec.Disks = slices.Clone(spec.Disks)
+	for i := range rec.Spec.Disks {
+		rec.Spec.Disks[i].From = ""
+	}
 	rec.Complete = true
 	return writeJSON(d.record(), rec)
+}
+
+// putBack moves the Disks a Create took back (Disk.From) to where they
+// were, for a Create that failed or never finished: nothing of a kept disk
+// may go with the Sandbox's directory, so while it returns an error the
+// directory stays.
+func putBack(ctx context.Context, spec sandbox.Spec, d sandboxDir) error {
+	var errs []error
+	for _, dk := range spec.Disks {
+		if dk.From == "" || !exists(d.disk(dk.Name)) || exists(dk.From) {
+			continue
+		}
+		if err := moveTree(ctx, d.disk(dk.Name), dk.From); err != nil {
+			errs = append(errs, fmt.Errorf("put disk %s back to %s: %w", dk.Name, dk.From, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and
@@ -774,6 +818,64 @@ func (b *OCI) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}
 	return b.removeStopped(id, rec.Slot)
+}
+
+// RemoveKeepingDisks tears the Sandbox down, moves its Disks to dir, and
+// deletes the rest as Remove does; the Sandbox's lock is held throughout,
+// so no Start comes between. A Disk is a directory written through an
+// idmapped mount, so its owners on the host are the Sandbox's own (0..)
+// whatever its slot: it boots as it was in any other Sandbox.
+func (b *OCI) RemoveKeepingDisks(ctx context.Context, id, dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("keep the disks of sandbox %s in %q: not an absolute path: %w", id, dir, errdefs.ErrInvalid)
+	}
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := b.tearDown(ctx, id, rec); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", id, err)
+	}
+	d := b.dir(id)
+	for _, dk := range rec.Spec.Disks {
+		src, dst := d.disk(dk.Name), filepath.Join(dir, dk.Name)
+		switch {
+		case !exists(src) && exists(dst):
+			continue // moved by a call cut short
+		case exists(dst):
+			return fmt.Errorf("keep disk %s of sandbox %s: %s already exists: %w", dk.Name, id, dst, errdefs.ErrConflict)
+		}
+		if err := moveTree(ctx, src, dst); err != nil {
+			return fmt.Errorf("keep disk %s of sandbox %s: %w", dk.Name, id, err)
+		}
+	}
+	return b.removeStopped(id, rec.Slot)
+}
+
+// moveTree moves the tree src to dst, which must not exist: a rename, or,
+// across filesystems, a copy keeping owners, modes, times, extended
+// attributes and hard links (copyShifted, shifting nothing), then src
+// removed.
+func moveTree(ctx context.Context, src, dst string) error {
+	err := os.Rename(src, dst)
+	if !errors.Is(err, unix.EXDEV) {
+		return err
+	}
+	tmp := dst + ".tmp-move"
+	os.RemoveAll(tmp)
+	if err := copyShifted(ctx, src, tmp, 0); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	return removeTree(src)
 }
 
 // removeStopped deletes a torn-down Sandbox's directory and frees its slot.

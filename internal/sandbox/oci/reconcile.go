@@ -15,7 +15,8 @@ import (
 
 // reconcile brings the host in line with the records, as New starts:
 //
-//   - a Sandbox whose Create never finished is removed, with its slot;
+//   - a Sandbox whose Create never finished is removed, with its slot,
+//     and any kept Disk it was taking back is put back (Disk.From);
 //   - a Sandbox whose PID 1 still runs is left running; one whose PID 1 is
 //     gone (a crash, a reboot) has what is left of its run torn down;
 //   - runtime containers, mounts under the state directory, network
@@ -59,6 +60,11 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		if recErr != nil || !rec.Complete {
 			if recErr != nil {
 				rec.Slot = b.slotOf(id)
+			}
+			if err := putBack(ctx, rec.Spec, d); err != nil {
+				b.log.Error("a sandbox whose create never finished holds a kept disk; left as it is", "sandbox", id, "err", err)
+				unlock()
+				continue
 			}
 			b.log.Info("removing a sandbox whose create never finished", "sandbox", id)
 			b.tearDown(ctx, id, rec)

@@ -18,9 +18,9 @@ import (
 
 // TestReconcileRemovesWhatACrashLeft makes what a Runner killed mid-way
 // leaves behind and checks a new backend clears it: a Create that never
-// finished (with its slot), a Sandbox whose PID 1 died with its network,
-// mount and runtime state still up, and a network and cgroup of a slot no
-// Sandbox holds.
+// finished (with its slot; a kept disk it took goes back), a Sandbox whose
+// PID 1 died with its network, mount and runtime state still up, and a
+// network and cgroup of a slot no Sandbox holds.
 func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
@@ -32,7 +32,8 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A Create that crashed after taking its slot and writing its record.
+	// A Create that crashed after taking its slot, writing its record and
+	// taking back a kept disk.
 	unlock, _ := b.lockHost()
 	halfSlot, err := b.allocSlot("half")
 	unlock()
@@ -41,7 +42,11 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	}
 	half := b.dir("half")
 	os.MkdirAll(half.upper(), 0o700)
-	writeJSON(half.record(), record{Spec: sandbox.Spec{ID: "half", Layers: []string{base}}, Slot: halfSlot})
+	kept := filepath.Join(t.TempDir(), "claude")
+	os.MkdirAll(half.disk("claude"), 0o755)
+	os.WriteFile(filepath.Join(half.disk("claude"), "f"), []byte("state"), 0o644)
+	writeJSON(half.record(), record{Spec: sandbox.Spec{ID: "half", Layers: []string{base},
+		Disks: []sandbox.Disk{{Name: "claude", Target: "/var/lib/kndl/claude", From: kept}}}, Slot: halfSlot})
 
 	// A running Sandbox whose PID 1 dies while the Runner is away.
 	if err := b.Create(ctx, sandbox.Spec{ID: "died", Layers: []string{base}}); err != nil {
@@ -92,6 +97,9 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 
 	if exists(string(half)) || exists(b.slotPath(halfSlot)) {
 		t.Error("the unfinished Create's directory or slot is still there")
+	}
+	if got, err := os.ReadFile(filepath.Join(kept, "f")); string(got) != "state" {
+		t.Errorf("the kept disk the unfinished Create took: got %q, %v; want it put back", got, err)
 	}
 	st, err := b.Status(ctx, "died")
 	if err != nil || st.State != sandbox.StateStopped {

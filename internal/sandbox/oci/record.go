@@ -25,7 +25,8 @@ import (
 //	    upper/ work/                 the root filesystem's own writes (overlayfs)
 //	    layers/                      idmapped layers, attached only while mounting
 //	                                 on kernels before 6.13 (rootfs.go)
-//	    disks/<name>/                the Spec's Disks
+//	    disks/<name>/                the Spec's Disks, made empty or moved in
+//	                                 (Disk.From), moved out by RemoveKeepingDisks
 //	    etc/                         hosts, resolv.conf, hostname bound in
 //	    bundle/config.json           the runtime's config
 //	<HostDir>/lock                   flock for host-wide changes

@@ -129,3 +129,37 @@ func TestShiftCapsAndACL(t *testing.T) {
 		t.Errorf("ACL: got %x, want %x", got, want)
 	}
 }
+
+// TestMoveTreeAcrossFilesystems: a kept disk moved to another filesystem
+// (a tmpfs mounted here) is copied with its owners as they were, hard links
+// kept, and the original removed.
+func TestMoveTreeAcrossFilesystems(t *testing.T) {
+	testenv.RequireRoot(t)
+	other := t.TempDir()
+	if err := unix.Mount("tmpfs", other, "tmpfs", 0, "size=16m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(other, unix.MNT_DETACH) })
+	src, dst := filepath.Join(t.TempDir(), "claude"), filepath.Join(other, "claude")
+	if err := os.MkdirAll(filepath.Join(src, "projects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(src, "projects", "s.jsonl")
+	os.WriteFile(f, []byte("{}\n"), 0o600)
+	os.Link(f, filepath.Join(src, "link"))
+	os.Lchown(f, 1000, 1000)
+
+	if err := moveTree(context.Background(), src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if exists(src) {
+		t.Error("the original is still there")
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(dst, "projects", "s.jsonl"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 1000 || st.Gid != 1000 || st.Nlink != 2 || st.Mode&0o777 != 0o600 {
+		t.Errorf("moved file: uid %d gid %d links %d mode %o; want 1000, 1000, 2, 600", st.Uid, st.Gid, st.Nlink, st.Mode&0o777)
+	}
+}

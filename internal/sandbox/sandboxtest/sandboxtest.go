@@ -1,7 +1,7 @@
 // Package sandboxtest is the conformance suite every sandbox.Backend
-// passes: isolation, networking, limits, layers and snapshots, disks,
-// secrets, terminals and restart recovery, each a subtest that can fail.
-// Only backends' tests import it.
+// passes: isolation, networking, limits, layers and snapshots, disks (kept
+// past their Sandbox too), secrets, terminals and restart recovery, each a
+// subtest that can fail. Only backends' tests import it.
 package sandboxtest
 
 import (
@@ -64,6 +64,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"WaitIsNotHeldByBackgroundChildren", s.testBackgroundChild},
 		{"RootIsNotHostRoot", s.testRootNotHostRoot},
 		{"RemoveLeavesNothing", s.testRemoveLeavesNothing},
+		{"RemoveKeepingDisksHandsThemToTheNextSandbox", s.testKeepDisks},
 		{"FailedStartLeavesNothingRunning", s.testFailedStart},
 		{"RestartSeesRunningSandbox", s.testRestart},
 		{"RejectsBadInput", s.testBadInput},
@@ -968,6 +969,58 @@ func (s *suite) testRemoveLeavesNothing(t *testing.T) {
 	sameHost(t, "after remove", before, snapHost(t, e.stateDir, "leaves"), true)
 	if b, err := os.ReadFile(filepath.Join(bind, "f")); err != nil || string(b) != "x\n" {
 		t.Errorf("the bind's file after remove: got %q, %v; want it kept", b, err)
+	}
+}
+
+// testKeepDisks: a Sandbox removed keeping its disks leaves nothing else
+// behind, and a new Sandbox under the same id (as a Runner makes for a
+// restored Session) takes them back as they were, owners included, over a
+// fresh root filesystem.
+func (s *suite) testKeepDisks(t *testing.T) {
+	e := s.env(t)
+	kept := filepath.Join(t.TempDir(), "kept")
+	if err := e.b.RemoveKeepingDisks(ctx, "nosuch", kept); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("keeping the disks of an unknown sandbox: got %v, want ErrNotFound", err)
+	}
+	before := snapHost(t, e.stateDir, "kept")
+	disks := []sandbox.Disk{{Name: "claude", Target: "/var/lib/kndl/claude"}, {Name: "cache", Target: "/var/cache/kndl"}}
+	id := e.sandbox(sandbox.Spec{ID: "kept", Disks: disks})
+	e.must(id, "echo state > /var/lib/kndl/claude/f && echo u > /var/lib/kndl/claude/u && chown 1000:1000 /var/lib/kndl/claude/u && "+
+		"echo c > /var/cache/kndl/c && echo upper > /root/f && (sleep 600 >/dev/null 2>&1 &)")
+	if err := e.b.RemoveKeepingDisks(ctx, id, kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.Status(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("status after removing it: got %v, want ErrNotFound", err)
+	}
+	sameHost(t, "after removing it, keeping its disks", before, snapHost(t, e.stateDir, "kept"), true)
+	for i := range disks {
+		disks[i].From = filepath.Join(kept, disks[i].Name)
+		if _, err := os.Lstat(disks[i].From); err != nil {
+			t.Fatalf("disk %s was not kept: %v", disks[i].Name, err)
+		}
+	}
+
+	// A Create refused leaves them where they were.
+	if err := e.b.Create(ctx, sandbox.Spec{ID: "kept", Layers: []string{s.base}, Disks: disks,
+		Tmpfs: []sandbox.Tmpfs{{Target: disks[0].Target}}}); err == nil {
+		t.Fatal("a Create with two mounts at one target: got no error")
+	}
+	for _, d := range disks {
+		if _, err := os.Lstat(d.From); err != nil {
+			t.Fatalf("disk %s after a refused Create: %v, want it kept", d.Name, err)
+		}
+	}
+
+	id = e.sandbox(sandbox.Spec{ID: "kept", Disks: disks})
+	got := e.must(id, "cat /var/lib/kndl/claude/f /var/cache/kndl/c; stat -c %u:%g /var/lib/kndl/claude/u; test -e /root/f && echo upper-kept || echo upper-fresh")
+	if got != "state\nc\n1000:1000\nupper-fresh" {
+		t.Errorf("the new Sandbox: got %q, want both disks as they were and a fresh root filesystem", got)
+	}
+	for _, d := range disks {
+		if _, err := os.Lstat(d.From); err == nil {
+			t.Errorf("disk %s is still at %s once a Sandbox took it back", d.Name, d.From)
+		}
 	}
 }
 
