@@ -121,6 +121,21 @@ type Port struct {
 	URL string `json:"url,omitempty"`
 }
 
+// Answer is the body of POST /api/sessions/{id}/answer: the Creator's
+// answer to the question Claude asks (QuestionID, or the one waiting), one
+// Choice per question it holds, in order.
+type Answer struct {
+	QuestionID string   `json:"question_id,omitempty"`
+	Answers    []Choice `json:"answers"`
+}
+
+// Choice answers one question: an option by its number (from 1), or the
+// person's own words.
+type Choice struct {
+	Option int    `json:"option,omitempty"`
+	Text   string `json:"text,omitempty"`
+}
+
 // NewSession is the body of POST /api/sessions.
 type NewSession struct {
 	Repo      string `json:"repo"`

@@ -44,6 +44,7 @@ func commands() []Command {
 		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},
 		{Name: "prompt", Usage: "ID [TEXT | -]", Summary: "queue a prompt (from stdin with - or no TEXT)", Run: sessionPrompt},
 		{Name: "cancel", Usage: "ID PROMPT_ID", Summary: "cancel a queued prompt", Run: sessionCancelPrompt},
+		{Name: "answer", Usage: "ID [--question QID] [--option N]... [TEXT]...", Summary: "answer the question Claude asks: each --option N, then each TEXT, answers its questions in order", Run: sessionAnswer},
 		{Name: "stop-turn", Usage: "ID [--json]", Summary: "interrupt the running Turn", Run: sessionAction("stop-turn", "Stopping the Turn.")},
 		{Name: "update", Usage: "ID [--title T] [--model M] [--effort E]", Summary: "rename a Session, or change its model and effort (it restarts to take them)", Run: sessionUpdate},
 		{Name: "sleep", Usage: "ID [--json]", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction("sleep", "The Session is asleep.")},

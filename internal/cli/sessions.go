@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -390,9 +391,85 @@ func printEvent(w io.Writer, ev protocol.Event) {
 		fmt.Fprintf(w, "%s %s-- turn ended (%s)\n", at, indent, ev.Reason)
 	case protocol.EventError:
 		fmt.Fprintf(w, "%s %serror: %s\n", at, indent, ev.Text)
+	case protocol.EventQuestion:
+		printQuestion(w, at+" "+indent, ev)
+	case protocol.EventAnswer:
+		fmt.Fprintf(w, "%s %sanswered: %s\n", at, indent, ev.Text)
 	default:
 		fmt.Fprintf(w, "%s %s[%s] %s\n", at, indent, ev.Kind, oneLine(ev.Text, 120))
 	}
+}
+
+// printQuestion shows what Claude asks, each question with its numbered
+// options, and how to answer.
+func printQuestion(w io.Writer, pre string, ev protocol.Event) {
+	var in struct {
+		Questions []struct {
+			Question string `json:"question"`
+			Options  []struct {
+				Label       string `json:"label"`
+				Description string `json:"description"`
+			} `json:"options"`
+		} `json:"questions"`
+	}
+	if json.Unmarshal(ev.Input, &in) != nil || len(in.Questions) == 0 {
+		fmt.Fprintf(w, "%s[question] %s %s\n", pre, ev.Tool, oneLine(string(ev.Input), 120))
+		return
+	}
+	for _, q := range in.Questions {
+		fmt.Fprintf(w, "%sclaude asks: %s\n", pre, q.Question)
+		for i, o := range q.Options {
+			fmt.Fprintf(w, "      %d. %s", i+1, o.Label)
+			if o.Description != "" {
+				fmt.Fprintf(w, ": %s", oneLine(o.Description, 100))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintf(w, "      (answer with: kndl answer ID --option N, or kndl answer ID \"your words\")\n")
+}
+
+// choiceFlags collects --option N, each one answer in order.
+type choiceFlags []api.Choice
+
+func (c *choiceFlags) String() string { return fmt.Sprint(len(*c)) }
+
+func (c *choiceFlags) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("--option %q: want an option's number, from 1", v)
+	}
+	*c = append(*c, api.Choice{Option: n})
+	return nil
+}
+
+// sessionAnswer answers the question Claude asks: each --option N, then
+// each TEXT, answers its questions in order.
+func sessionAnswer(ctx context.Context, io IO, args []string) error {
+	fs := Flags(io, "answer")
+	var choices choiceFlags
+	fs.Var(&choices, "option", "answer with this option's number (repeat for each question)")
+	question := fs.String("question", "", "the question's id (default: the one waiting)")
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || (len(pos) == 1 && len(choices) == 0) {
+		return ErrUsage
+	}
+	for _, t := range pos[1:] {
+		choices = append(choices, api.Choice{Text: t})
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	body := api.Answer{QuestionID: *question, Answers: choices}
+	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/answer", body, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(io.Stdout, "Answered: Claude carries on.")
+	return nil
 }
 
 func oneLine(s string, n int) string {

@@ -90,6 +90,7 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/archive", person, h.lifeHandler(h.sessions.Archive, "its Creator archived it")},
 		{"POST /api/sessions/{id}/restore", person, h.lifeHandler(h.sessions.Restore, "its Creator restored it")},
 		{"PUT /api/sessions/{id}/keep-awake", person, h.keepAwakeHandler},
+		{"POST /api/sessions/{id}/answer", person, h.answerHandler},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},
 		{"GET /api/sessions/{id}/watch", person, h.watchSession},
 		{"GET /api/repos", person, h.listRepos},

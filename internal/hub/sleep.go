@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -38,6 +40,23 @@ func (h *Hub) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Princip
 		if s, err = h.drivableSession(r.Context(), p, r.PathValue("id")); err == nil {
 			err = h.sessions.SetKeepAwake(r.Context(), s.ID, *req.On)
 		}
+	}
+	h.answerNoContent(w, r, err)
+}
+
+func (h *Hub) answerHandler(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.Answer
+	err := readJSON(r, &req)
+	var s store.Session
+	if err == nil {
+		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+	}
+	if err == nil {
+		choices := make([]session.Choice, len(req.Answers))
+		for i, c := range req.Answers {
+			choices[i] = session.Choice{Option: c.Option, Text: c.Text}
+		}
+		err = h.sessions.Answer(r.Context(), s.ID, req.QuestionID, choices)
 	}
 	h.answerNoContent(w, r, err)
 }

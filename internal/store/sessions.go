@@ -262,6 +262,14 @@ func scanEvent(row scanner) (Event, error) {
 	return e, err
 }
 
+// EventByToolID returns the Session's latest Event of kind whose tool_id
+// is toolID, or ErrNotFound.
+func (s *Store) EventByToolID(ctx context.Context, sessionID, kind, toolID string) (Event, error) {
+	e, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND kind = ?
+		AND json_extract(data, '$.tool_id') = ? ORDER BY seq DESC LIMIT 1`, sessionID, kind, toolID))
+	return e, notFound(err, kind+" "+toolID)
+}
+
 // TurnOpen reports whether the Session's last top-level turn_start has no
 // turn_end after it: a Turn ran when the Hub last heard.
 func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {

@@ -26,6 +26,7 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/stop-turn", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/archive", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/restore", origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/answer", body: `{"answers":[{"option":1}]}`, origin: "self"},
 	}
 }
 
@@ -109,7 +110,7 @@ func TestWithoutTheGitHubAppNobodySignedInWithGitHubHasRepoAccess(t *testing.T) 
 
 // TestOnlyTheCreatorDrivesASession: someone else with access watches a
 // Session but can't prompt it, change its queued prompts, stop its Turn,
-// archive or restore it.
+// answer Claude's question, archive or restore it.
 func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()

@@ -43,6 +43,7 @@ type call struct {
 	typ     string
 	deliver protocol.SessionDeliver
 	start   protocol.SessionStart
+	answer  protocol.SessionAnswer
 	id      string
 }
 
@@ -97,6 +98,12 @@ func (f *fakeRunner) connect() {
 		var r protocol.SessionDeliver
 		json.Unmarshal(body, &r)
 		f.calls <- call{typ: protocol.TypeSessionDeliver, id: r.SessionID, deliver: r}
+		return nil, nil
+	})
+	rc.Handle(protocol.TypeSessionAnswer, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionAnswer
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionAnswer, id: r.SessionID, answer: r}
 		return nil, nil
 	})
 	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop, nil))

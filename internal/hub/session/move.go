@@ -38,6 +38,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	s.State, s.StateDetail, s.Transient = to, detail, transient
 
 	var requeue []string
+	var unanswered bool
 	o.mu.Lock()
 	r := o.runs[s.ID]
 	switch to {
@@ -62,6 +63,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
+			unanswered = r.question
 			requeue = append(requeue, o.dropDelivery(r)...)
 			if r.taken != "" {
 				// Claude Code took it but never wrote it down: it is not
@@ -94,6 +96,9 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	line := fmt.Sprintf("%s: %s.", headline[to], why)
 	if len(requeue) > 0 && !awake(to) {
 		line += " The prompt it was on goes back to the head of the queue, since Claude Code never wrote it down."
+	}
+	if unanswered {
+		line += " Claude's question was left unanswered."
 	}
 	o.note(ctx, s.ID, kind, line)
 	o.changed(s.ID)

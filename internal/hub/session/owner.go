@@ -80,8 +80,10 @@ type Owner struct {
 // never stored: after a Hub restart the Session's Runner reports it again.
 type run struct {
 	// ready: Claude Code is up and its Runner connected; busy: a Turn
-	// runs; question: Claude waits on a person.
+	// runs; question: Claude waits on a person, asked being the id of the
+	// question its Creator may answer through the Hub.
 	ready, busy, question bool
+	asked                 string
 	// delivering is the prompt typed but not yet taken by Claude Code
 	// (UserPromptSubmit); claimed is set while dispatch reads the queue.
 	delivering store.Prompt

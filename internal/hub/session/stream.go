@@ -130,11 +130,11 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 		case protocol.EventSubagentEnd:
 			delete(r.agents, ev.Agent)
 		case protocol.EventQuestion:
-			r.question = true
-		case protocol.EventTurnStart, protocol.EventToolResult:
+			r.question, r.asked = true, ev.ToolID
+		case protocol.EventTurnStart, protocol.EventToolResult, protocol.EventAnswer:
 			// A tool's result comes once the question it asked is
 			// answered.
-			r.question = false
+			r.question, r.asked = false, ""
 		case protocol.EventTurnEnd:
 			// An interrupt fires no hook: the transcript is how the
 			// Hub learns the Turn ended; so it is for a Turn taken back

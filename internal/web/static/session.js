@@ -120,6 +120,15 @@ function addEvent(ev, html) {
     case "ready":
       item(ev, "note").textContent = ev.text === "resume" ? "Claude Code resumed" : "Claude Code is ready";
       break;
+    case "question":
+      addQuestion(ev);
+      break;
+    case "answer": {
+      const card = questions.get(ev.tool_id);
+      if (card) answered(card, ev.text);
+      else item(ev, "note").textContent = "Answered: " + ev.text;
+      break;
+    }
     case "error":
       item(ev, "error").textContent = ev.text;
       break;
@@ -127,6 +136,79 @@ function addEvent(ev, html) {
       item(ev, "note").textContent = ev.text || ev.kind;
   }
   if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+// --- Claude's questions ---
+
+const questions = new Map(); // question id -> its card
+
+// addQuestion shows what Claude asks (AskUserQuestion), each question with
+// its options; the Creator answers with an option or in their own words,
+// once every question has an answer. Others see the question alone.
+function addQuestion(ev) {
+  const li = item(ev, "question");
+  const asked = ev.input && Array.isArray(ev.input.questions) ? ev.input.questions : [];
+  if (!asked.length) {
+    li.append(el("div", "who", "Claude asks for permission"), el("pre", "tool-input", JSON.stringify(ev.input ?? {}, null, 2)));
+    return;
+  }
+  li.append(el("div", "who", "Claude asks"));
+  questions.set(ev.tool_id, li);
+  const picks = asked.map(() => null);
+  const status = el("div", "answer-status");
+  const send = async () => {
+    if (picks.some((p) => p === null)) return;
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { question_id: ev.tool_id, answers: picks });
+      status.textContent = "Sending…";
+    } catch (err) {
+      showError(status, err);
+    }
+  };
+  asked.forEach((q, i) => {
+    const box = el("div", "ask");
+    box.append(el("div", "ask-text", q.question ?? ""));
+    const opts = el("div", "ask-options");
+    (q.options ?? []).forEach((o, n) => {
+      const b = el(isCreator ? "button" : "span", "ask-option", o.label ?? "");
+      if (o.description) b.title = o.description;
+      if (isCreator) {
+        b.type = "button";
+        b.addEventListener("click", () => {
+          for (const x of opts.children) x.classList.remove("picked");
+          b.classList.add("picked");
+          picks[i] = { option: n + 1 };
+          send();
+        });
+      }
+      opts.append(b);
+    });
+    box.append(opts);
+    if (isCreator) {
+      const own = el("form", "ask-own");
+      const input = el("input");
+      input.placeholder = "Or answer in your own words";
+      input.name = "text";
+      own.append(input, el("button", "", "Answer"));
+      own.addEventListener("submit", (e) => {
+        e.preventDefault();
+        if (!input.value.trim()) return;
+        for (const x of opts.children) x.classList.remove("picked");
+        picks[i] = { text: input.value };
+        send();
+      });
+      box.append(own);
+    }
+    li.append(box);
+  });
+  li.append(status);
+}
+
+// answered marks a question's card with its answer; no one answers it again.
+function answered(card, text) {
+  card.classList.add("answered");
+  for (const b of card.querySelectorAll("button, input")) b.disabled = true;
+  card.querySelector(".answer-status").textContent = "Answered: " + text;
 }
 
 let nearBottom = true;
