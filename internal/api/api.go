@@ -121,6 +121,13 @@ type Port struct {
 	URL string `json:"url,omitempty"`
 }
 
+// PromptMove is the body of POST /api/sessions/{id}/prompts/{prompt}/move:
+// the queued prompt's new place in the queue, from 1 (past the end is
+// last).
+type PromptMove struct {
+	Position int `json:"position"`
+}
+
 // Answer is the body of POST /api/sessions/{id}/answer: the Creator's
 // answer to the question Claude asks (QuestionID, or the one waiting), one
 // Choice per question it holds, in order.

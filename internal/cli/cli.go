@@ -43,6 +43,7 @@ func commands() []Command {
 		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
 		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},
 		{Name: "prompt", Usage: "ID [TEXT | -]", Summary: "queue a prompt (from stdin with - or no TEXT)", Run: sessionPrompt},
+		{Name: "queue", Usage: "ID [edit PROMPT_ID TEXT|- | mv PROMPT_ID N | cancel PROMPT_ID] [--json]", Summary: "list a Session's queued prompts, or edit, reorder or cancel one", Run: sessionQueue},
 		{Name: "cancel", Usage: "ID PROMPT_ID", Summary: "cancel a queued prompt", Run: sessionCancelPrompt},
 		{Name: "answer", Usage: "ID [--question QID] [--option N]... [TEXT]...", Summary: "answer the question Claude asks: each --option N, then each TEXT, answers its questions in order", Run: sessionAnswer},
 		{Name: "stop-turn", Usage: "ID [--json]", Summary: "interrupt the running Turn", Run: sessionAction("stop-turn", "Stopping the Turn.")},

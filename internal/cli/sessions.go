@@ -212,11 +212,79 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
 		return ErrUsage
 	}
-	if err := call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil); err != nil {
+	return done(io, call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil), "Cancelled.")
+}
+
+// sessionQueue lists a Session's queue, or changes one prompt in it:
+// edit PROMPT_ID TEXT|-, mv PROMPT_ID N (its new place, from 1), cancel
+// PROMPT_ID. Only queued prompts change; the one on its way is shown
+// first.
+func sessionQueue(ctx context.Context, io IO, args []string) error {
+	fs := Flags(io, "queue")
+	asJSON := fs.Bool("json", false, "print the queue as JSON")
+	pos, err := Parse(fs, args)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(io.Stdout, "Cancelled.")
-	return nil
+	if len(pos) < 1 {
+		return ErrUsage
+	}
+	base := "/api/sessions/" + url.PathEscape(pos[0])
+	if len(pos) == 1 {
+		var s api.SessionView
+		if err := call(ctx, http.MethodGet, base, nil, &s); err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(io, s.Queue)
+		}
+		if len(s.Queue) == 0 {
+			fmt.Fprintln(io.Stdout, "The queue is empty.")
+			return nil
+		}
+		rows := make([][]string, len(s.Queue))
+		for i, p := range s.Queue {
+			rows[i] = []string{strconv.Itoa(i + 1), p.ID, p.State, oneLine(p.Text, 70)}
+		}
+		return table(io, "#\tPROMPT\tSTATE\tTEXT", rows)
+	}
+	if len(pos) < 3 {
+		return ErrUsage
+	}
+	prompt := base + "/prompts/" + url.PathEscape(pos[2])
+	switch pos[1] {
+	case "edit":
+		text, err := promptArg(io, pos[3:])
+		if err != nil {
+			return err
+		}
+		err = call(ctx, http.MethodPatch, prompt, api.PromptRequest{Text: text}, nil)
+		return done(io, err, "Edited.")
+	case "mv":
+		if len(pos) != 4 {
+			return ErrUsage
+		}
+		n, err := strconv.Atoi(pos[3])
+		if err != nil || n < 1 {
+			return fmt.Errorf("mv %s %q: give its new place in the queue, from 1", pos[2], pos[3])
+		}
+		err = call(ctx, http.MethodPost, prompt+"/move", api.PromptMove{Position: n}, nil)
+		return done(io, err, fmt.Sprintf("Moved to place %d.", n))
+	case "cancel":
+		if len(pos) != 3 {
+			return ErrUsage
+		}
+		return done(io, call(ctx, http.MethodDelete, prompt, nil, nil), "Cancelled.")
+	}
+	return ErrUsage
+}
+
+// done says what a change did, once it did.
+func done(io IO, err error, said string) error {
+	if err == nil {
+		fmt.Fprintln(io.Stdout, said)
+	}
+	return err
 }
 
 // sessionAction is a command that POSTs to one of a Session's actions.

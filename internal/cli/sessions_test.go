@@ -57,6 +57,9 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 		w.WriteHeader(http.StatusNoContent)
 	}
 	mux.HandleFunc("POST /api/sessions/{id}/{action}", change)
+	mux.HandleFunc("POST /api/sessions/{id}/prompts/{prompt}/move", change)
+	mux.HandleFunc("PATCH /api/sessions/{id}/prompts/{prompt}", change)
+	mux.HandleFunc("DELETE /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("PUT /api/sessions/{id}/keep-awake", change)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
@@ -222,5 +225,36 @@ func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
 				t.Fatalf("stderr %q, want the Hub's message", errOut)
 			}
 		})
+	}
+}
+
+// TestQueueEditsReordersAndCancelsAPrompt: each change goes to its route
+// with the body the Hub takes; a place that is not a number from 1 is
+// refused before anything is sent.
+func TestQueueEditsReordersAndCancelsAPrompt(t *testing.T) {
+	h := newFakeHub(t, session("s1", api.Active, "", "", false))
+	for _, args := range [][]string{
+		{"queue", "s1", "mv", "p2", "1"},
+		{"queue", "s1", "edit", "p3", "new\ttext"},
+		{"queue", "s1", "cancel", "p4"},
+	} {
+		if out, errOut, code := kndl(args...); code != 0 {
+			t.Fatalf("kndl %v: exit %d %s %s", args, code, out, errOut)
+		}
+	}
+	if _, _, code := kndl("queue", "s1", "mv", "p2", "0"); code == 0 {
+		t.Fatal("a place 0 was taken")
+	}
+	want := []string{
+		`POST /api/sessions/s1/prompts/p2/move {"position":1}`,
+		`PATCH /api/sessions/s1/prompts/p3 {"text":"new\ttext"}`,
+		`DELETE /api/sessions/s1/prompts/p4`,
+	}
+	if got := h.taken(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	out, _, code := kndl("queue", "s1")
+	if code != 0 || !strings.Contains(out, "The queue is empty.") {
+		t.Fatalf("kndl queue: %d %q", code, out)
 	}
 }

@@ -82,6 +82,7 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/prompts", person, h.queuePrompt},
 		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},
 		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, h.cancelPrompt},
+		{"POST /api/sessions/{id}/prompts/{prompt}/move", person, h.movePrompt},
 		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
 		{"PATCH /api/sessions/{id}", person, h.updateSession},
 		{"POST /api/sessions/{id}/sleep", person, h.lifeHandler(h.sessions.Sleep, "its Creator put it to sleep")},

@@ -270,6 +270,22 @@ func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.changePrompt(w, r, p, req.Text, err)
 }
 
+func (h *Hub) movePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.PromptMove
+	err := readJSON(r, &req)
+	if err == nil && req.Position < 1 {
+		err = fmt.Errorf("position %d: places in the queue count from 1: %w", req.Position, errdefs.ErrInvalid)
+	}
+	var s store.Session
+	if err == nil {
+		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+	}
+	if err == nil {
+		err = h.sessions.MovePrompt(r.Context(), s.ID, r.PathValue("prompt"), req.Position)
+	}
+	h.answerNoContent(w, r, err)
+}
+
 func (h *Hub) cancelPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.changePrompt(w, r, p, "", nil)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,15 +47,16 @@ func scanPrompt(row scanner) (Prompt, error) {
 // EnqueuePrompt queues a prompt at the end of a Session's queue.
 func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, position)
+		VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
+		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.SessionID)
 	return p, err
 }
 
 // Prompts lists a Session's prompts that are not delivered or cancelled,
 // in queue order.
 func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error) {
-	return queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY created_at, rowid`, sessionID)
+	return queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY state = 'queued', position, rowid`, sessionID)
 }
 
 // PromptByID returns one of a Session's prompts, or ErrNotFound.
@@ -92,7 +94,7 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID).Scan(&busy); err != nil || busy > 0 {
 			return err
 		}
-		p, err = scanPrompt(tx.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY created_at, rowid LIMIT 1`, sessionID))
+		p, err = scanPrompt(tx.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY position, rowid LIMIT 1`, sessionID))
 		if err == sql.ErrNoRows {
 			return nil
 		}
@@ -108,12 +110,66 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 }
 
 // SetPromptState records a delivery's outcome: Delivered, or Queued again
-// to retry it first.
+// at the head of the queue, to be delivered first.
 func (s *Store) SetPromptState(ctx context.Context, id string, state PromptState) error {
+	if state == Queued {
+		_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = 'queued', delivered_at = NULL,
+			position = (SELECT coalesce(min(q.position), 1) - 1 FROM prompts q WHERE q.session_id = prompts.session_id AND q.state = 'queued')
+			WHERE id = ?`, id)
+		return err
+	}
 	var delivered any
 	if state == Delivered {
 		delivered = ms(s.now())
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = ?, delivered_at = ? WHERE id = ?`, state, delivered, id)
 	return err
+}
+
+// MovePrompt moves a queued prompt to place to (from 1) in its Session's
+// queue, or last when to is past its end. Returns ErrConflict once the
+// prompt is on its way or delivered.
+func (s *Store) MovePrompt(ctx context.Context, sessionID, id string, to int) error {
+	return s.InTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, position FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY position, rowid`, sessionID)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		var base int64
+		for rows.Next() {
+			var pid string
+			var pos int64
+			if err := rows.Scan(&pid, &pos); err != nil {
+				rows.Close()
+				return err
+			}
+			if len(ids) == 0 {
+				base = pos
+			}
+			ids = append(ids, pid)
+		}
+		rows.Close()
+		from := slices.Index(ids, id)
+		if from < 0 {
+			var state string
+			err := tx.QueryRowContext(ctx, `SELECT state FROM prompts WHERE session_id = ? AND id = ?`, sessionID, id).Scan(&state)
+			if err == sql.ErrNoRows {
+				return fmt.Errorf("prompt %s: %w", id, errdefs.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("prompt %s is %s, no longer in the queue: %w", id, state, errdefs.ErrConflict)
+		}
+		ids = slices.Delete(ids, from, from+1)
+		at := min(max(to-1, 0), len(ids))
+		ids = slices.Insert(ids, at, id)
+		for i, pid := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE prompts SET position = ? WHERE id = ?`, base+int64(i), pid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

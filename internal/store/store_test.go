@@ -146,3 +146,70 @@ func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
 		t.Fatalf("rotating a revoked Runner's token: err = %v, want ErrNotFound", err)
 	}
 }
+
+// TestTheQueueKeepsTheOrderItsCreatorSets: prompts go out in queue order;
+// one moved takes its place, one put back goes first, one on its way
+// can't move.
+func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	u, _ := s.DevUser(ctx)
+	rn, _, _ := s.CreateRunner(ctx, "r", u.ID)
+	repo, _ := s.EnsureRepo(ctx, "/srv/repo", "repo")
+	x, err := s.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, text := range []string{"a", "b", "c", "d"} {
+		p, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[text] = p.ID
+	}
+	order := func() string {
+		q, _ := s.Prompts(ctx, x.ID)
+		var out string
+		for _, p := range q {
+			out += p.Text
+		}
+		return out
+	}
+	steps := []struct {
+		move string
+		to   int
+		want string
+	}{
+		{"d", 1, "dabc"},
+		{"a", 99, "dbca"},
+		{"b", 2, "dbca"},
+		{"c", 0, "cdba"},
+	}
+	for _, st := range steps {
+		if err := s.MovePrompt(ctx, x.ID, ids[st.move], st.to); err != nil {
+			t.Fatal(err)
+		}
+		if got := order(); got != st.want {
+			t.Fatalf("after moving %s to %d: %s, want %s", st.move, st.to, got, st.want)
+		}
+	}
+	p, ok, err := s.TakePrompt(ctx, x.ID)
+	if err != nil || !ok || p.Text != "c" {
+		t.Fatalf("took %q %v %v, want c", p.Text, ok, err)
+	}
+	if err := s.MovePrompt(ctx, x.ID, p.ID, 3); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("moving the prompt on its way: %v, want a conflict", err)
+	}
+	if err := s.MovePrompt(ctx, x.ID, "nope", 1); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("moving no prompt: %v, want not found", err)
+	}
+	if got := order(); got != "cdba" { // the one on its way listed first
+		t.Fatalf("queue with c on its way: %s", got)
+	}
+	s.SetPromptState(ctx, p.ID, Queued) // not taken: back at the head
+	s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
+	if got := order(); got != "cdbae" {
+		t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
+	}
+}

@@ -152,11 +152,21 @@ func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 	s.Model.On(testkit.PromptContains("queued"), testkit.Text("noted"))
 	v := s.NewSession(s.Repo(), "take your time")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the long tool", kind(protocol.EventToolUse))
-	s.prompt(v.ID, "queued one")
+	one := s.prompt(v.ID, "queued one")
 	cancelled := s.prompt(v.ID, "queued two, cancelled")
-	s.prompt(v.ID, "queued three")
+	three := s.prompt(v.ID, "queued three")
 	if code := s.Do(http.MethodDelete, "/api/sessions/"+v.ID+"/prompts/"+cancelled.ID, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("cancel: %d", code)
+	}
+	// Reordered and edited from the CLI while the long Turn runs.
+	if out, errOut, code := s.kndl("", "queue", v.ID, "mv", three.ID, "1"); code != 0 {
+		t.Fatalf("kndl queue mv: exit %d %s %s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "queue", v.ID, "edit", one.ID, "queued one, edited"); code != 0 {
+		t.Fatalf("kndl queue edit: exit %d %s %s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "queue", v.ID); !strings.Contains(out, "1  "+three.ID) || !strings.Contains(out, "2  "+one.ID) {
+		t.Fatalf("kndl queue:\n%s\nwant three first, then one", out)
 	}
 	s.turnEnds(v.ID, 3)
 	got := userPrompts(s.Model)
@@ -166,7 +176,7 @@ func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 			humans = append(humans, p)
 		}
 	}
-	want := []string{"take your time", "queued one", "queued three"}
+	want := []string{"take your time", "queued three", "queued one, edited"}
 	if !slices.Equal(humans, want) {
 		t.Fatalf("the model received %q, want %q", humans, want)
 	}

@@ -23,6 +23,7 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/prompts", body: `{"text":"hello"}`, origin: "self"},
 		{method: "PATCH", path: "/api/sessions/" + id + "/prompts/p1", body: `{"text":"hello"}`, origin: "self"},
 		{method: "DELETE", path: "/api/sessions/" + id + "/prompts/p1", origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/prompts/p1/move", body: `{"position":1}`, origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/stop-turn", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/archive", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/restore", origin: "self"},
@@ -109,7 +110,7 @@ func TestWithoutTheGitHubAppNobodySignedInWithGitHubHasRepoAccess(t *testing.T) 
 }
 
 // TestOnlyTheCreatorDrivesASession: someone else with access watches a
-// Session but can't prompt it, change its queued prompts, stop its Turn,
+// Session but can't prompt it, change or reorder its queued prompts, stop its Turn,
 // answer Claude's question, archive or restore it.
 func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	e := newEnv(t)

@@ -57,6 +57,15 @@ func (o *Owner) EditPrompt(ctx context.Context, sessionID, promptID, text string
 	return nil
 }
 
+// MovePrompt moves a queued prompt to place to (from 1) in the queue.
+func (o *Owner) MovePrompt(ctx context.Context, sessionID, promptID string, to int) error {
+	if err := o.store.MovePrompt(ctx, sessionID, promptID, to); err != nil {
+		return err
+	}
+	o.changed(sessionID)
+	return nil
+}
+
 // dispatch types the Session's next queued prompt if Claude Code is ready
 // and between Turns. Only one prompt is on its way at a time; the queue is
 // read without the Owner's lock held.

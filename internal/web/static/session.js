@@ -250,19 +250,25 @@ function showQueue(queue) {
   const list = document.getElementById("queue");
   if (list.querySelector("textarea")) return; // being edited
   list.replaceChildren();
-  for (const p of queue) {
+  const button = (label, action, title) => {
+    const b = el("button", "quiet", label);
+    b.type = "button";
+    b.dataset.action = action;
+    if (title) b.title = title;
+    return b;
+  };
+  queue.forEach((p, i) => {
     const li = el("li");
     li.dataset.id = p.id;
+    li.dataset.place = i + 1;
     li.append(el("span", "text", p.text));
-    const edit = el("button", "quiet", "Edit");
-    edit.type = "button";
-    edit.dataset.action = "edit-prompt";
-    const cancel = el("button", "quiet", "Cancel");
-    cancel.type = "button";
-    cancel.dataset.action = "cancel-prompt";
-    li.append(edit, cancel);
+    const up = button("↑", "move-prompt-up", "Deliver earlier");
+    up.disabled = i === 0;
+    const down = button("↓", "move-prompt-down", "Deliver later");
+    down.disabled = i === queue.length - 1;
+    li.append(up, down, button("Edit", "edit-prompt"), button("Cancel", "cancel-prompt"));
     list.append(li);
-  }
+  });
   box.hidden = queue.length === 0;
 }
 
@@ -345,6 +351,16 @@ if (isCreator) {
       showError(error, err);
     }
   });
+  const move = (by) => async (b) => {
+    const li = b.closest("li");
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}/move`, { position: Number(li.dataset.place) + by });
+    } catch (err) {
+      showError(error, err);
+    }
+  };
+  on("move-prompt-up", move(-1));
+  on("move-prompt-down", move(1));
   on("edit-prompt", (b) => {
     const li = b.closest("li");
     const area = el("textarea");
