@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -46,5 +50,31 @@ func TestTheQueueIsReorderedEditedAndCancelledInTheSessionView(t *testing.T) {
 	}
 	if want := []string{"queued B", "queued A, edited"}; !slices.Equal(got, want) {
 		t.Fatalf("Claude got %q, want %q", got, want)
+	}
+}
+
+// TestTheSessionViewDeletesAndRestoresASession: Delete (archive) on the
+// Session view removes its Sandbox and shows Restore; Restore brings it
+// back asleep, and a prompt wakes it into its conversation.
+func TestTheSessionViewDeletesAndRestoresASession(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("remember the word heron", "Remembered.")
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	b.Go(s.URL+"/sessions/"+v.ID, "#transcript")
+	b.Wait(testenv.WaitShort, "Delete shown", `!document.getElementById("archive").hidden && document.getElementById("restore").hidden`)
+	Eval[bool](b, `(window.confirm = () => true, document.getElementById("archive").click(), true)`)
+	s.waitState(v.ID, api.Archived)
+	if _, err := s.Backend.Status(context.Background(), "s-"+v.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("the archived Session's Sandbox: %v, want it gone", err)
+	}
+	b.Wait(testenv.WaitShort, "Restore shown", `!document.getElementById("restore").hidden && document.getElementById("archive").hidden && document.getElementById("state").textContent === "archived"`)
+	Eval[bool](b, `(document.getElementById("restore").click(), true)`)
+	s.waitState(v.ID, api.Asleep)
+	s.Model.On(testkit.PromptContains("which word"), testkit.Text("heron"))
+	s.prompt(v.ID, "which word was it?")
+	s.turnEnds(v.ID, 2)
+	if !lastRequestHas(s.Model, "remember the word heron") {
+		t.Fatal("the restored Session did not resume its conversation")
 	}
 }

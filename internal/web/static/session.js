@@ -239,6 +239,8 @@ function showSession(s) {
     document.getElementById("sleep").hidden = !(s.state === "active" || s.state === "frozen");
     document.getElementById("wake").hidden = s.state !== "asleep"; // a failed one has Retry
     document.getElementById("restart").hidden = s.state !== "active";
+    document.getElementById("archive").hidden = s.state === "archived" || s.state === "starting";
+    document.getElementById("restore").hidden = s.state !== "archived";
     const keep = document.getElementById("keep-awake");
     if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
   }
@@ -309,8 +311,9 @@ if (isCreator) {
     }
   });
   // Retry is a wake of a failed Session.
-  for (const [action, path] of [["sleep", "sleep"], ["wake", "wake"], ["restart", "restart"], ["retry", "wake"]]) {
+  for (const [action, path] of [["sleep", "sleep"], ["wake", "wake"], ["restart", "restart"], ["retry", "wake"], ["archive", "archive"], ["restore", "restore"]]) {
     on(action, async (b) => {
+      if (action === "archive" && !confirm("Delete this Session? Its Sandbox is removed now; its Runner keeps its disks and Workspace for a while, and Restore brings it back until then.")) return;
       showError(settingsError, null);
       b.disabled = true;
       try {
