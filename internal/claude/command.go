@@ -30,7 +30,7 @@ type Launch struct {
 	// Base is the environment underneath, as KEY=VALUE: what the Start
 	// script gets (the image's login environment with the Environment's
 	// Variables over it). The variables that would sign Claude Code in some
-	// other way or send it elsewhere (SignInVariables) are removed from it.
+	// other way or send it elsewhere (KeptOut) are removed from it.
 	Base []string
 	// SessionID is the kndl Session's id, KNDL_SESSION_ID.
 	SessionID string
@@ -54,17 +54,36 @@ type Launch struct {
 	ModelEndpoint string
 }
 
-// SignInVariables would sign Claude Code in some other way than the
-// Creator's token, or send it elsewhere: they are kept out of its process.
-var SignInVariables = []string{
-	"ANTHROPIC_API_KEY",
-	"ANTHROPIC_AUTH_TOKEN",
-	"ANTHROPIC_BASE_URL",
-	"CLAUDE_CODE_OAUTH_REFRESH_TOKEN",
-	"CLAUDE_CODE_USE_BEDROCK",
-	"CLAUDE_CODE_USE_VERTEX",
-	"CLAUDE_CODE_USE_FOUNDRY",
+// KeptOut reports whether a variable is kept out of Claude Code's process
+// (the Start script still gets it). Two kinds are: those that would sign
+// Claude Code in some other way than the Creator's token or send it
+// elsewhere (ANTHROPIC_*, CLAUDE_*: kndl sets its own on top), and those
+// that change how Node, Bun, TLS, the dynamic loader, the shell's start-up
+// or name resolution behave, or where traffic goes. A Variable any
+// collaborator sets on a Repo must not be able to make the Creator's
+// Claude Code trust another CA, load a library or go through a proxy, and
+// so hand over the Creator's token.
+func KeptOut(name string) bool {
+	upper := strings.ToUpper(name)
+	for _, p := range keptOutPrefixes {
+		if strings.HasPrefix(upper, p) {
+			return true
+		}
+	}
+	return slices.Contains(keptOutNames, upper)
 }
+
+// keptOutPrefixes and keptOutNames are KeptOut's table, upper-cased:
+// proxies go by either case.
+var (
+	keptOutPrefixes = []string{"ANTHROPIC_", "CLAUDE_", "NODE_", "BUN_", "LD_", "SSL_", "OTEL_"}
+	keptOutNames    = []string{
+		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
+		"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY",
+		"BASH_ENV", "ENV", "GLIBC_TUNABLES", "GCONV_PATH",
+		"HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
+	}
+)
 
 // Efforts are the values --effort takes; Claude Code warns about another
 // and falls back to medium, so Command refuses it instead.
@@ -108,8 +127,10 @@ func (l Launch) Command() (argv, env []string, err error) {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	for _, k := range SignInVariables {
-		delete(vars, k)
+	for k := range vars {
+		if KeptOut(k) {
+			delete(vars, k)
+		}
 	}
 	configDir := l.ConfigDir
 	if configDir == "" {

@@ -63,7 +63,12 @@ func TestCommandEnv(t *testing.T) {
 		// These would sign Claude Code in elsewhere: they never reach it.
 		"ANTHROPIC_API_KEY=sk-ant-x", "ANTHROPIC_AUTH_TOKEN=t", "ANTHROPIC_BASE_URL=https://evil.example",
 		"CLAUDE_CODE_OAUTH_REFRESH_TOKEN=r", "CLAUDE_CODE_USE_BEDROCK=1", "CLAUDE_CODE_USE_VERTEX=1", "CLAUDE_CODE_USE_FOUNDRY=1",
-		"EMPTY=", "WITH_EQUALS=a=b",
+		// These would make it trust, load or go through something else.
+		"HTTPS_PROXY=http://evil.example:3128", "https_proxy=http://evil.example:3128", "NODE_TLS_REJECT_UNAUTHORIZED=0",
+		"NODE_EXTRA_CA_CERTS=/workspace/ca.pem", "NODE_OPTIONS=--require /workspace/x.js", "LD_PRELOAD=/workspace/x.so",
+		"LD_LIBRARY_PATH=/workspace", "BASH_ENV=/workspace/rc", "ENV=/workspace/rc", "SSL_CERT_FILE=/workspace/ca.pem",
+		"SSL_CERT_DIR=/workspace", "BUN_CONFIG_REGISTRY=http://evil.example", "OTEL_EXPORTER_OTLP_ENDPOINT=http://evil.example",
+		"EMPTY=", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept",
 	}
 	ours := []string{
 		"CLAUDE_CODE_DISABLE_AGENT_VIEW=1",
@@ -79,7 +84,7 @@ func TestCommandEnv(t *testing.T) {
 		"KNDL_SESSION_ID=ses_1",
 		"KNDL_URL=http://host.microsandbox.internal:7070",
 	}
-	keep := []string{"EMPTY=", "HOME=/root", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "WITH_EQUALS=a=b"}
+	keep := []string{"EMPTY=", "HOME=/root", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept"}
 	sorted := func(parts ...[]string) []string {
 		out := slices.Concat(parts...)
 		slices.Sort(out)

@@ -98,25 +98,29 @@ func (h *Hub) maskNew(value string, which func(rs *runSet) bool) {
 	}
 }
 
-// RedactEvents masks a Session's values in its Events: by value in all of
-// them, and by shape as well in what the Hub and Runner say themselves
-// (errors, start log, notes), where a credential nobody told the Hub about
-// may turn up. It is the one place Session text is redacted before it is
-// stored or shown.
+// RedactEvents masks a Session's values in its Events: by value, in every
+// text field of them; kndl's own tokens (a Session token in an env
+// listing) by their shape in all of them; and every other credential shape
+// as well in what the Hub and Runner say themselves (errors, start log,
+// notes), where a credential nobody told the Hub about may turn up. It is
+// the one place Session text is redacted before it is stored or shown.
 func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
 	set, err := h.sessionSet(ctx, sessionID)
 	if err != nil {
 		return err
 	}
+	mask := func(text string) string { return redact.ScrubTokens(set.Redact(text)) }
 	for i := range evs {
 		e := &evs[i]
-		e.Text = set.Redact(e.Text)
+		for _, f := range []*string{&e.Text, &e.Tool, &e.ToolID, &e.Agent, &e.Parent, &e.Reason} {
+			*f = mask(*f)
+		}
 		switch e.Kind {
 		case protocol.EventError, protocol.EventLog, protocol.EventNote:
 			e.Text = redact.Scrub(e.Text)
 		}
 		if len(e.Input) > 0 {
-			masked := set.Redact(string(e.Input))
+			masked := mask(string(e.Input))
 			if !json.Valid([]byte(masked)) {
 				// A mask that broke the JSON: keep it as one string.
 				b, _ := json.Marshal(masked)

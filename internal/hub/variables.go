@@ -117,9 +117,39 @@ func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principa
 	h.setVariable(w, r, p, repo.ID)
 }
 
-// setSharedVariable: any Member manages Shared variables.
+// setSharedVariable: any Member makes a Shared variable; only the Owner or
+// who set it changes it.
 func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+	if err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), false); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	h.setVariable(w, r, p, "")
+}
+
+// mayChangeShared refuses a change of the Shared variable name (replacing
+// it, removing it, linking it into a Repo) to anyone but the Owner and who
+// set it: otherwise any Member could link someone's Sensitive Shared
+// variable into a Repo they control and print it from a Session. must says
+// whether it has to exist.
+func (h *Hub) mayChangeShared(ctx context.Context, p Principal, name string, must bool) error {
+	vars, err := h.store.Variables(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, v := range vars {
+		if v.Name != name {
+			continue
+		}
+		if !p.User.IsOwner && v.SetBy != p.User.ID {
+			return fmt.Errorf("only the Owner, or who set the Shared variable %s, links, changes or removes it: %w", name, errdefs.ErrForbidden)
+		}
+		return nil
+	}
+	if must {
+		return fmt.Errorf("no Shared variable %s: %w", name, errdefs.ErrNotFound)
+	}
+	return nil
 }
 
 func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
@@ -186,12 +216,18 @@ func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Princ
 }
 
 func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	_, err := h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
+	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
+	if err == nil {
+		_, err = h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
+	}
 	h.answerNoContent(w, r, err)
 }
 
 func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	if err == nil {
+		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
+	}
 	if err == nil {
 		err = h.store.LinkVariable(r.Context(), repo.ID, r.PathValue("name"), p.User.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -111,5 +112,13 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	got = record(protocol.Event{Kind: protocol.EventError, Text: "clone failed: https://bot:ghp_0123456789abcdefghijABCDEFGHIJ012345@github.com/x"})
 	if strings.Contains(got.Text, "ghp_0123456789") {
 		t.Fatalf("an error Event kept a credential's shape: %q", got.Text)
+	}
+	// Every text field by value, and kndl's own tokens (an env listing
+	// shows the Session token) by shape in every Event.
+	sessionToken, _ := auth.NewToken(auth.Session)
+	got = record(protocol.Event{Kind: protocol.EventToolResult, Text: "KNDL_MOD_TOKEN=" + sessionToken + "\nHOME=/root",
+		Tool: "first-value-1", ToolID: "first-value-1", Agent: "first-value-1", Parent: "first-value-1", Reason: "first-value-1"})
+	if b, _ := json.Marshal(got); strings.Contains(string(b), "first-value-1") || strings.Contains(string(b), sessionToken) || !strings.Contains(got.Text, "HOME=/root") {
+		t.Fatalf("a field kept a value, or the Session token showed: %s", b)
 	}
 }

@@ -7,6 +7,16 @@ import (
 	"strings"
 )
 
+// ScrubTokens masks kndl's own tokens alone (the kndl-token shape): they
+// have a shape nothing else has, so they are masked in every Event, Claude's
+// text and tool output included, where the other shapes are not.
+func ScrubTokens(text string) string {
+	if !strings.Contains(text, "kndl") {
+		return text
+	}
+	return scrubWith(text, []*Detector{kndlToken})
+}
+
 // Marker replaces what Scrub removes.
 const Marker = "[REDACTED]"
 
@@ -44,6 +54,8 @@ const Marker = "[REDACTED]"
 //	bearer-token                the token after "Bearer "                    16+ characters that look generated
 //	jwt                         header.payload.signature                     eyJ….eyJ…. (JSON objects) and a boundary in front
 //	url-password                the password of scheme://user:password@host  the URL shape; not a template (${X}, $X, %s, {x})
+//	kndl-token                  kndl's own tokens: kndlk_ kndlc_ kndlr_      prefix and the exact length (32 random bytes, base64url)
+//	                            kndlm_ kndls_ kndlo_ kndli_ + 43 base64url
 //
 // Not matched, by design: shapeless credentials (an AWS secret key outside a
 // labelled field, a registry auth blob, base64 of a token in free text),
@@ -141,11 +153,23 @@ var detectors = []*Detector{
 			return !wordBefore(t, m[0]) && (m[0] == 0 || !strings.ContainsRune("_-.+/", rune(t[m[0]-1])))
 		},
 	},
+	kndlToken,
 	{
 		Name: "url-password",
 		need: []string{"://"},
 		re:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@"'<>\\]+)@[A-Za-z0-9\[]`),
 		keep: func(t string, m []int) bool { return !template(t[m[2]:m[3]]) },
+	},
+}
+
+// kndlToken finds kndl's own tokens (internal/auth: a kind prefix and 32
+// random bytes in base64url).
+var kndlToken = &Detector{
+	Name: "kndl-token",
+	need: []string{"kndl"},
+	re:   regexp.MustCompile(`kndl[kcrmsoi]_([A-Za-z0-9_-]{43})`),
+	keep: func(t string, m []int) bool {
+		return !wordBefore(t, m[0]) && !(m[1] < len(t) && (isAlnum(t[m[1]]) || t[m[1]] == '_' || t[m[1]] == '-'))
 	},
 }
 
@@ -195,10 +219,12 @@ type Finding struct {
 // Find returns the credentials in text by every detector, ordered by Start.
 // Each detector reads text once, and a candidate it rejects is not read
 // again from inside, so the cost is linear in len(text).
-func Find(text string) []Finding {
+func Find(text string) []Finding { return findWith(text, detectors) }
+
+func findWith(text string, ds []*Detector) []Finding {
 	var out []Finding
 	var lower string
-	for _, d := range detectors {
+	for _, d := range ds {
 		in := text
 		if d.fold {
 			if lower == "" {
@@ -292,8 +318,10 @@ func asciiLower(s string) string {
 // Scrub returns text with each credential Find finds replaced by Marker;
 // overlapping ones become one Marker. Scrub of its own output changes
 // nothing.
-func Scrub(text string) string {
-	fs := Find(text)
+func Scrub(text string) string { return scrubWith(text, detectors) }
+
+func scrubWith(text string, ds []*Detector) string {
+	fs := findWith(text, ds)
 	if len(fs) == 0 {
 		return text
 	}
