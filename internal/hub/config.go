@@ -69,6 +69,11 @@ type Config struct {
 	// queued stays awake, unless its Creator turned Keep awake on.
 	// HUB_SESSION_IDLE, a Go duration, default 30m.
 	SessionIdle time.Duration
+	// SessionEventsMax bounds the bytes of Events one Session's Runner
+	// makes the Hub store, in all, and a thirty-second of it in any minute;
+	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
+	// (1073741824).
+	SessionEventsMax int64
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -114,6 +119,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	}
 	num("GITHUB_APP_ID", func(n int64) { c.GitHubAppID = n })
 	num("HUB_REPO_ACCESS_TTL_MS", func(n int64) { c.RepoAccessTTL = time.Duration(n) * time.Millisecond })
+	num("HUB_SESSION_EVENTS_MAX", func(n int64) { c.SessionEventsMax = n })
 	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
 	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
 	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })

@@ -262,6 +262,13 @@ func scanEvent(row scanner) (Event, error) {
 	return e, err
 }
 
+// EventBytes is how many bytes of Events a Session has stored.
+func (s *Store) EventBytes(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(length(data)), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&n)
+	return n, err
+}
+
 // EventByToolID returns the Session's latest Event of kind whose tool_id
 // is toolID, or ErrNotFound.
 func (s *Store) EventByToolID(ctx context.Context, sessionID, kind, toolID string) (Event, error) {

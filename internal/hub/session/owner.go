@@ -48,6 +48,10 @@ type Options struct {
 	// Defaults 5 s, 5 min and 8.
 	RetryMin, RetryMax time.Duration
 	RetryTries         int
+	// EventsMax bounds the bytes of Events a Session's Runner makes the
+	// Hub store, in all, and a thirty-second of it per minute.
+	// HUB_SESSION_EVENTS_MAX, default 1 GiB.
+	EventsMax int64
 	// Inactive is called when a Session leaves Active, Frozen included:
 	// the Hub drops its open ports and its terminal tabs.
 	Inactive func(sessionID string)
@@ -102,6 +106,8 @@ type run struct {
 	// resync is set while a Turn taken back from a Runner may have ended
 	// unheard: the transcript's next turn_end ends it.
 	resync bool
+	// budget is its Event accounting (budget.go).
+	budget budget
 	// agents are the subagents the transcript says run.
 	agents map[string]bool
 }
@@ -124,6 +130,9 @@ const All = "*"
 func New(opts Options) *Owner {
 	if opts.Idle <= 0 {
 		opts.Idle = 30 * time.Minute
+	}
+	if opts.EventsMax <= 0 {
+		opts.EventsMax = 1 << 30
 	}
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 15 * time.Second

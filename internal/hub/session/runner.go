@@ -163,8 +163,11 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
 	var ended bool
 	if len(m.Events) > 0 {
-		var err error
-		if ended, err = o.record(ctx, s.ID, m.Events); err != nil {
+		notes, err := o.spend(ctx, s.ID, m.Events)
+		if err != nil {
+			return err
+		}
+		if ended, err = o.record(ctx, s.ID, append(m.Events, notes...)); err != nil {
 			return err
 		}
 	}
