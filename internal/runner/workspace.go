@@ -13,6 +13,21 @@ import (
 	"kndl.dev/kndl/internal/redact"
 )
 
+// cloneEnv is the host clone's whole environment: no variable of the
+// Runner's own (RUNNER_TOKEN among them) and no git config of the host's,
+// system or global, so no filter, LFS smudge or credential helper the
+// host set up runs on a Repo's files. ssh still finds the host's keys
+// (it reads the user's home from the password file) and its agent.
+func cloneEnv(home string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_LFS_SKIP_SMUDGE=1",
+		"GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false"}
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		env = append(env, "SSH_AUTH_SOCK="+sock)
+	}
+	return env
+}
+
 // cloneWorkspace clones a Session's Repo into dir on the Runner's host: the
 // one thing the Runner runs git for ("Host git"). Hooks and fsmonitor are
 // off, nothing is written into the clone's config, and a clone that fails
@@ -26,11 +41,16 @@ func cloneWorkspace(ctx context.Context, repo, dir string, progress func(string)
 	os.RemoveAll(tmp)
 	progress("cloning " + redact.Scrub(repo))
 	start := time.Now()
+	home, err := os.MkdirTemp("", "kndl-clone-home-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
 	// -c before the subcommand applies to this run only; --template= keeps
 	// git's sample hooks out of the clone.
 	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-		"clone", "--quiet", "--template=", "--", repo, tmp)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "SSH_ASKPASS=/bin/false")
+		"-c", "protocol.ext.allow=never", "clone", "--quiet", "--template=", "--", repo, tmp)
+	cmd.Env = cloneEnv(home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -76,3 +76,37 @@ func TestAFailedCloneSaysWhyWithoutItsCredentials(t *testing.T) {
 		t.Fatalf("a failed clone left %v", m)
 	}
 }
+
+// TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig: a filter in
+// the host's global git config never runs on a Repo's files, and the
+// clone's git sees no RUNNER_TOKEN.
+func TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig(t *testing.T) {
+	src := gitRepo(t)
+	seen := filepath.Join(t.TempDir(), "filter-saw")
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[filter \"evil\"]\n\tclean = cat\n\tsmudge = sh -c 'env > "+seen+"; cat'\n\trequired = true\n"), 0o644)
+	t.Setenv("HOME", home)
+	t.Setenv("RUNNER_TOKEN", "kndlr_must-not-reach-the-clone")
+	os.WriteFile(filepath.Join(src, ".gitattributes"), []byte("*.txt filter=evil\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "a.txt"), []byte("data\n"), 0o644)
+	for _, args := range [][]string{{"-C", src, "add", "."}, {"-C", src, "-c", "user.name=t", "-c", "user.email=t@e", "-c", "filter.evil.clean=cat", "commit", "-q", "-m", "two"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "workspace")
+	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(seen); err == nil {
+		t.Fatalf("the host's filter ran on the clone, seeing:\n%s", b)
+	}
+	for _, kv := range cloneEnv(t.TempDir()) {
+		if strings.HasPrefix(kv, "RUNNER_") || strings.HasPrefix(kv, "HOME="+home) {
+			t.Fatalf("the clone's environment has %s", kv)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "a.txt")); string(b) != "data\n" {
+		t.Fatalf("a.txt = %q", b)
+	}
+}
