@@ -12,6 +12,7 @@ require (
 	github.com/klauspost/compress v1.19.2
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	github.com/yuin/goldmark v1.8.7
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.27.0
@@ -32,7 +33,6 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/sandbox"
 )
 
 // Every network address the backend uses, in one place.
@@ -31,23 +33,13 @@ import (
 var (
 	sandboxPool    = netip.MustParsePrefix("10.174.0.0/16")
 	DefaultRelayIP = netip.MustParseAddr("10.174.0.1")
-	// blockedNets are what no Sandbox reaches through the host: private,
-	// shared, loopback, link-local (cloud metadata) and multicast ranges,
-	// the Sandbox pool itself (no Sandbox to Sandbox traffic), and the
-	// host's directly connected networks added at run time. The host's own
-	// addresses are closed by the input chain; the host's DNS resolvers are
-	// let through on port 53 only.
-	blockedNets = []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("10.0.0.0/8"),
-		netip.MustParsePrefix("100.64.0.0/10"),
-		netip.MustParsePrefix("127.0.0.0/8"),
-		netip.MustParsePrefix("169.254.0.0/16"),
-		netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"),
-		netip.MustParsePrefix("224.0.0.0/3"),
-		sandboxPool,
-	}
+	// blockedNets are what no Sandbox reaches through the host: the one
+	// table every backend shares (sandbox.BlockedNets), the Sandbox pool
+	// itself (no Sandbox to Sandbox traffic), and the host's directly
+	// connected networks added at run time. The host's own addresses are
+	// closed by the input chain; the host's DNS resolvers are let through on
+	// port 53 only; IPv6 is refused whole.
+	blockedNets = append(slices.Clone(sandbox.BlockedNets), sandboxPool)
 )
 
 // maxSlot is the last slot: the pool holds 2^14 /30s, and slot n's uid

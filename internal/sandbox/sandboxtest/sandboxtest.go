@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netns"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -53,6 +55,7 @@ func Run(t *testing.T, newBackend NewBackend, base string) {
 		{"ReachesRelayByName", s.testRelay},
 		{"CannotReachOtherHostPorts", s.testHostPorts},
 		{"ReachesTheInternet", s.testEgress},
+		{"CannotReachBlockedNetworks", s.testBlockedNets},
 		{"KilledPastMemoryLimit", s.testMemoryLimit},
 		{"CapsResourcesWithNote", s.testCaps},
 		{"WritesLeaveLowerLayersUnchanged", s.testLowerUnchanged},
@@ -475,6 +478,79 @@ func (s *suite) testEgress(t *testing.T) {
 	if !e.connects(id, host, 80) {
 		t.Errorf("the sandbox cannot reach %s:80, which the host reaches", host)
 	}
+}
+
+// testBlockedNets gives the host a route to one address in each of
+// sandbox.BlockedNets, into a network namespace of the test's own that
+// answers on a port there, as a cloud's metadata service or a private
+// network would: the host reaches each, a Sandbox none. (Addresses a cloud
+// host may need itself, such as 169.254.169.254 and 168.63.129.16, are not
+// routed away; their ranges are.)
+func (s *suite) testBlockedNets(t *testing.T) {
+	testenv.RequireCommand(t, "ip")
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
+		}
+	}
+	tag := random()[:6]
+	ns, hostEnd, nsEnd := "kndl-out-"+tag, "kbh"+tag, "kbn"+tag
+	ip("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ip("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", hostEnd).Run() })
+	ip("link", "set", nsEnd, "netns", ns)
+	ip("addr", "add", "198.51.100.254/32", "dev", hostEnd)
+	ip("link", "set", hostEnd, "up")
+	ip("-n", ns, "link", "set", "lo", "up")
+	ip("-n", ns, "link", "set", nsEnd, "up")
+	ip("-n", ns, "route", "add", "198.51.100.254/32", "dev", nsEnd)
+	// One address in each range no Sandbox may reach, none that a host's
+	// gateway or metadata service uses: private, shared, link-local, IETF
+	// protocol assignments, benchmarking.
+	targets := []string{"10.255.255.10", "172.31.255.10", "192.168.255.10", "100.127.255.10", "169.254.255.10", "192.0.0.10", "198.19.255.10"}
+	for _, target := range targets {
+		ip("-n", ns, "addr", "add", target+"/32", "dev", "lo")
+		ip("route", "add", target+"/32", "dev", hostEnd, "src", "198.51.100.254")
+	}
+	l := listenIn(t, ns)
+	port := l.Addr().(*net.TCPAddr).Port
+	e := s.env(t)
+	id := e.sandbox(sandbox.Spec{ID: "blocked"})
+	for _, target := range targets {
+		c, err := net.DialTimeout("tcp4", net.JoinHostPort(target, strconv.Itoa(port)), 3*time.Second)
+		if err != nil {
+			t.Fatalf("the host cannot reach the test's %s: %v", target, err)
+		}
+		c.Close()
+		if e.connects(id, target, port) {
+			t.Errorf("the sandbox reached %s:%d, in a blocked range", target, port)
+		}
+	}
+}
+
+// listenIn listens on a TCP port of every address of the network
+// namespace ns, greeting each connection.
+func listenIn(t *testing.T, ns string) net.Listener {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Set(orig)
+	return listen(t, "0.0.0.0:0", "outside")
 }
 
 func (s *suite) testMemoryLimit(t *testing.T) {
