@@ -285,9 +285,37 @@ func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, "cru
 func (b *OCI) slotsDir() string     { return filepath.Join(b.opts.HostDir, "slots") }
 func (b *OCI) rootfsRoot() string   { return filepath.Join(b.opts.HostDir, "rootfs") }
 
-// rootfsDir is where slot's root filesystem is mounted while it runs.
+// rootfsDir is where slot's root filesystem is mounted while it runs: in
+// a directory of its own, 0700 and owned by the slot's root, so no host
+// user but root and the Sandbox reads a Sandbox's files through the mount
+// (rootfsRoot itself is 0711: the Sandbox's root must pass through).
 func (b *OCI) rootfsDir(slot int) string {
-	return filepath.Join(b.rootfsRoot(), strconv.Itoa(slot))
+	return filepath.Join(b.rootfsRoot(), strconv.Itoa(slot), "root")
+}
+
+// makeRootfsDir makes slot's mount point and its private directory.
+func (b *OCI) makeRootfsDir(slot int) error {
+	dir := filepath.Dir(b.rootfsDir(slot))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	base := int(slotUIDBase(slot))
+	if err := os.Chown(dir, base, base); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Mkdir(b.rootfsDir(slot), 0o700)
+}
+
+// removeRootfs detaches slot's root filesystem and removes its
+// directories, those of the layout before rootfsDir had one of its own too.
+func (b *OCI) removeRootfs(slot int) error {
+	if err := unmountRootfs(b.rootfsDir(slot)); err != nil {
+		return err
+	}
+	return unmountRootfs(filepath.Dir(b.rootfsDir(slot)))
 }
 func (b *OCI) dir(id string) sandboxDir {
 	return sandboxDir(filepath.Join(b.sandboxesDir(), id))
@@ -679,7 +707,7 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	}()
 	userns, err := b.userns.get(slotUIDBase(rec.Slot))
 	if err == nil {
-		err = os.Mkdir(b.rootfsDir(rec.Slot), 0o700)
+		err = b.makeRootfsDir(rec.Slot)
 	}
 	if err == nil {
 		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), b.rootfsDir(rec.Slot), d.layers(), userns)
@@ -744,7 +772,7 @@ func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 		errs = append(errs, err)
 	}
 	removeCgroup(cgroupName(id, rec.Slot))
-	if err := unmountRootfs(b.rootfsDir(rec.Slot)); err != nil {
+	if err := b.removeRootfs(rec.Slot); err != nil {
 		errs = append(errs, err)
 	}
 	if unlock, err := b.lockHost(); err != nil {

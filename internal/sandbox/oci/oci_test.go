@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -228,4 +229,43 @@ func mirrorHost() string {
 	h := strings.TrimPrefix(strings.TrimPrefix(testkit.DebianMirror(), "http://"), "https://")
 	h, _, _ = strings.Cut(h, "/")
 	return h
+}
+
+// TestNoHostUserButRootReadsASandboxsWrites: what a Sandbox writes is
+// reached on the host only by root, through a mount that honours no
+// setuid bit.
+func TestNoHostUserButRootReadsASandboxsWrites(t *testing.T) {
+	base := requireOCI(t)
+	testenv.RequireCommand(t, "setpriv")
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	id := start(t, b, sandbox.Spec{ID: "private", Layers: []string{base}})
+	probe := "kndl-probe-" + strings.ReplaceAll(t.Name(), "/", "-")
+	run(t, b, id, "echo secret > /"+probe+" && cp /bin/true /suid-"+probe+" && chmod 4755 /suid-"+probe)
+	found, _ := filepath.Glob(filepath.Join(oci.DefaultHostDir, "rootfs", "*", "root", probe))
+	if len(found) != 1 {
+		t.Fatalf("the Sandbox's file on the host: %v, want one", found)
+	}
+	if b, err := os.ReadFile(found[0]); err != nil || string(b) != "secret\n" {
+		t.Fatalf("root reads %q, %v", b, err)
+	}
+	// A shell as nobody, so every path is looked up as nobody.
+	as := func(script string) error {
+		return exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/bin/sh", "-c", script).Run()
+	}
+	if err := as("true"); err != nil {
+		t.Fatalf("a shell as nobody: %v", err)
+	}
+	if err := as("cat " + found[0]); err == nil {
+		t.Fatalf("a host user read %s", found[0])
+	}
+	if err := as(filepath.Join(filepath.Dir(found[0]), "suid-"+probe)); err == nil {
+		t.Fatal("a host user ran the Sandbox's setuid file")
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 5 && f[4] == filepath.Dir(found[0]) && !strings.Contains(f[5], "nosuid") {
+			t.Fatalf("the root filesystem is mounted without nosuid: %s", line)
+		}
+	}
 }

@@ -212,7 +212,7 @@ func (b *OCI) reconcileHost() error {
 		if err := tearDownNetwork(n); err != nil {
 			b.log.Warn("tear down orphaned network", "slot", n, "err", err)
 		}
-		if err := unmountRootfs(b.rootfsDir(n)); err != nil {
+		if err := b.removeRootfs(n); err != nil {
 			b.log.Warn("unmount orphaned root filesystem", "slot", n, "err", err)
 		}
 		for _, dir := range cgroups {

@@ -158,7 +158,7 @@ func mountLowersByFD(layers []string, upper, work, target string, userns int) er
 	if err := unix.FsconfigCreate(fs); err != nil {
 		return fmt.Errorf("create overlay: %w%s", err, fsLog(fs))
 	}
-	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NODEV)
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOSUID)
 	if err != nil {
 		return fmt.Errorf("fsmount overlay: %w", err)
 	}
@@ -221,7 +221,8 @@ func mountLowersByPath(layers []string, upper, work, target, scratch string, use
 	for _, kv := range overlayOptions {
 		opts += "," + kv[0] + "=" + kv[1]
 	}
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_NODEV, opts); err != nil {
+	// Nothing setuid in it means anything on the host.
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_NODEV|unix.MS_NOSUID, opts); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w", target, err)
 	}
 	return nil
