@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
@@ -39,6 +40,17 @@ func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, er
 	if err != nil {
 		return nil, err
 	}
+	kept, err := h.store.SessionMasks(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	for _, sealed := range kept {
+		plain, err := h.secrets.Open(sealed, maskSeal(sessionID))
+		if err != nil {
+			return nil, fmt.Errorf("a kept mask of session %s: %w", sessionID, err)
+		}
+		values = append(values, string(plain))
+	}
 	set := &redact.Set{}
 	if err := set.Add(values...); err != nil {
 		return nil, err
@@ -58,6 +70,30 @@ func (h *Hub) Forget(sessionID string) {
 	h.mu.Lock()
 	delete(h.sets, sessionID)
 	h.mu.Unlock()
+	if err := h.store.DropSessionMasks(context.Background(), sessionID); err != nil {
+		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
+	}
+}
+
+// maskSeal binds a kept mask to its Session.
+func maskSeal(sessionID string) string { return "session-mask:" + sessionID }
+
+// keepMasking makes the running Sessions of repos (a Repo's id to true) go
+// on masking a value that was just replaced, across a Hub restart too:
+// they started with it. Only the sealed form is stored.
+func (h *Hub) keepMasking(ctx context.Context, value string, repos map[string]bool) error {
+	ss, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active, store.Frozen}})
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if repos[s.RepoID] {
+			if err := h.store.AddSessionMask(ctx, s.ID, h.secrets.Seal([]byte(value), maskSeal(s.ID))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // sensitiveValues opens the values a Session's text must never show.

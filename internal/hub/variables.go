@@ -174,19 +174,29 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 	if req.Sensitive {
 		v.Sealed = h.secrets.Seal([]byte(req.Value), sealFor(repoID, name))
 	}
-	saved, _, err := h.store.SetVariable(ctx, v)
+	saved, prev, err := h.store.SetVariable(ctx, v)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	repos := map[string]bool{repoID: true}
+	if repoID == "" {
+		repos = h.reposLinking(ctx, name)
+	}
 	if req.Sensitive {
-		// Running Sessions that could see it mask it from now on; the value
-		// it replaced stays in their sets, since they started with it.
-		repos := map[string]bool{repoID: true}
-		if repoID == "" {
-			repos = h.reposLinking(ctx, name)
-		}
+		// Running Sessions that could see it mask it from now on.
 		h.maskNew(req.Value, func(rs *runSet) bool { return repos[rs.repoID] })
+	}
+	if prev != nil && prev.Sensitive {
+		// The value it replaced stays masked in the Sessions that started
+		// with it, a Hub restart included.
+		old, err := h.openVariable(*prev)
+		if err == nil {
+			err = h.keepMasking(ctx, old, repos)
+		}
+		if err != nil {
+			h.log.Error("keep masking a replaced value", "repo", repoID, "name", name, "err", err)
+		}
 	}
 	h.log.Info("variable set", "repo", repoID, "name", name, "sensitive", req.Sensitive, "by", p.User.Name)
 	writeJSON(w, http.StatusOK, saved)

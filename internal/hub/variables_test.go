@@ -122,3 +122,52 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 		t.Fatalf("a field kept a value, or the Session token showed: %s", b)
 	}
 }
+
+// TestAReplacedValueStaysMaskedAcrossAHubRestart: a Session that started
+// with a Sensitive value goes on masking it once it is replaced, after
+// the Hub restarts too; the value is kept only sealed, and dropped when
+// the Session stops.
+func TestAReplacedValueStaysMaskedAcrossAHubRestart(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+	var repo store.Repo
+	json.Unmarshal([]byte(body), &repo)
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"started-with-1","sensitive":true}`)
+	s, _ := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"replaced-by-2","sensitive":true}`)
+	if f.storedInTheClear(t, "started-with-1") {
+		t.Fatal("the replaced value is in the store in the clear")
+	}
+
+	f.hub.Close()
+	h, err := New(f.hub.cfg, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventText, Text: "old started-with-1 new replaced-by-2"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
+	if got := string(evs[len(evs)-1].Data); strings.Contains(got, "started-with-1") || strings.Contains(got, "replaced-by-2") {
+		t.Fatalf("after the restart: %s", got)
+	}
+	h.Forget(s.ID)
+	if kept, _ := f.store.SessionMasks(ctx, s.ID); len(kept) != 0 {
+		t.Fatalf("%d masks kept after the Session stopped", len(kept))
+	}
+}
+
+// storedInTheClear reports whether the store's files hold s.
+func (f *fixture) storedInTheClear(t *testing.T, s string) bool {
+	t.Helper()
+	for _, p := range []string{f.dbPath, f.dbPath + "-wal"} {
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), s) {
+			return true
+		}
+	}
+	return false
+}

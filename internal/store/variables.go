@@ -174,3 +174,24 @@ func (s *Store) RepoByID(ctx context.Context, id string) (Repo, error) {
 func (s *Store) Repos(ctx context.Context) ([]Repo, error) {
 	return queryAll(ctx, s.db, scanRepo, `SELECT `+repoCols+` FROM repos ORDER BY name`)
 }
+
+// AddSessionMask keeps a sealed value a Session must go on masking.
+func (s *Store) AddSessionMask(ctx context.Context, sessionID string, sealed []byte) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO session_masks (session_id, sealed) VALUES (?, ?)`, sessionID, sealed)
+	return err
+}
+
+// SessionMasks returns the sealed values a Session goes on masking.
+func (s *Store) SessionMasks(ctx context.Context, sessionID string) ([][]byte, error) {
+	return queryAll(ctx, s.db, func(row scanner) ([]byte, error) {
+		var b []byte
+		err := row.Scan(&b)
+		return b, err
+	}, `SELECT sealed FROM session_masks WHERE session_id = ?`, sessionID)
+}
+
+// DropSessionMasks forgets them, once the Session no longer runs.
+func (s *Store) DropSessionMasks(ctx context.Context, sessionID string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM session_masks WHERE session_id = ?`, sessionID)
+	return err
+}
