@@ -50,7 +50,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
-	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Logger: cfg.Logger,
+	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
 		Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive})
 	if err := h.sessions.Recover(context.Background()); err != nil {
 		h.sessions.Close()

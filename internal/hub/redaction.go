@@ -168,6 +168,22 @@ func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol
 	return nil
 }
 
+// maskTitle masks what a Session's title must not show, before the title
+// is stored: the values its Sessions would mask (its Repo's Sensitive
+// Variables, its Creator's token) and every credential shape. A title is
+// the start of a person's prompt, where they may have pasted one.
+func (h *Hub) maskTitle(ctx context.Context, repoID, creatorID, title string) (string, error) {
+	values, err := h.sensitiveValues(ctx, store.Session{RepoID: repoID, CreatorID: creatorID})
+	if err != nil {
+		return "", err
+	}
+	set := &redact.Set{}
+	if err := set.Add(values...); err != nil {
+		return "", err
+	}
+	return redact.Scrub(redact.ScrubTokens(set.Redact(title))), nil
+}
+
 // RedactText masks a text the Hub keeps about a Session, such as why its
 // start failed.
 func (h *Hub) RedactText(ctx context.Context, sessionID, text string) string {

@@ -138,8 +138,13 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
+	name, err := h.maskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.runner.ID,
-		Title: title(req.Prompt), Model: req.Model, Effort: req.Effort},
+		Title: name, Model: req.Model, Effort: req.Effort},
 		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -210,7 +215,7 @@ func (h *Hub) drivableSession(ctx context.Context, p Principal, id string) (stor
 }
 
 func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Session, status int) {
-	q, err := h.store.Prompts(r.Context(), s.ID)
+	q, err := h.sessions.Queue(r.Context(), s.ID)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -75,7 +75,7 @@ func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved,
 	if err != nil {
 		return m, false, false
 	}
-	q, err := st.h.store.Prompts(ctx, st.id)
+	q, err := st.h.sessions.Queue(ctx, st.id)
 	if err != nil {
 		return m, false, false
 	}

@@ -38,6 +38,9 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 	default:
 		err = checkModel(model, effort)
 	}
+	if err == nil && title != s.Title {
+		title, err = h.maskTitle(ctx, s.RepoID, s.CreatorID, title)
+	}
 	if err == nil {
 		err = h.sessions.Update(ctx, s.ID, title, model, effort)
 	}

@@ -31,15 +31,18 @@ type Prompt struct {
 	State       PromptState `json:"state"`
 	CreatedAt   time.Time   `json:"created_at"`
 	DeliveredAt time.Time   `json:"delivered_at,omitempty"`
+	// Sealed is the text sealed under HUB_SECRETS_KEY (internal/hub/session
+	// seals and opens it); Text is then empty in the store.
+	Sealed []byte `json:"-"`
 }
 
-const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at`
+const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at, sealed`
 
 func scanPrompt(row scanner) (Prompt, error) {
 	var p Prompt
 	var created int64
 	var delivered sql.NullInt64
-	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.IsCommand, &p.State, &created, &delivered)
+	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.IsCommand, &p.State, &created, &delivered, &p.Sealed)
 	p.CreatedAt, p.DeliveredAt = time.UnixMilli(created), fromMS(delivered)
 	return p, err
 }
@@ -47,9 +50,9 @@ func scanPrompt(row scanner) (Prompt, error) {
 // EnqueuePrompt queues a prompt at the end of a Session's queue.
 func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, position)
-		VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
-		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.SessionID)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
+		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.SessionID)
 	return p, err
 }
 
@@ -65,11 +68,12 @@ func (s *Store) PromptByID(ctx context.Context, sessionID, id string) (Prompt, e
 	return p, notFound(err, "prompt "+id)
 }
 
-// EditPrompt replaces a queued prompt's text, or cancels it when text is
-// empty. Returns ErrConflict once it is being delivered or delivered.
-func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string) error {
-	q, args := `UPDATE prompts SET text = ? WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{text, sessionID, id}
-	if text == "" {
+// EditPrompt replaces a queued prompt's text (plain, or sealed with the
+// plain one empty), or cancels it when both are empty. Returns ErrConflict
+// once it is being delivered or delivered.
+func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string, sealed []byte) error {
+	q, args := `UPDATE prompts SET text = ?, sealed = ? WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{text, sealed, sessionID, id}
+	if text == "" && sealed == nil {
 		q, args = `UPDATE prompts SET state = 'cancelled' WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{sessionID, id}
 	}
 	res, err := s.db.ExecContext(ctx, q, args...)

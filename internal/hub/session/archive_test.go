@@ -110,6 +110,7 @@ func TestIllegalArchivesAndRestoresAreRefused(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	active, _ := f.active("one")
+	f.o.Accepted(active.ID) // taken: no delivery is typed again meanwhile
 	asleep, _ := f.active("two")
 	if err := f.o.Sleep(ctx, asleep.ID, "test"); err != nil {
 		t.Fatal(err)

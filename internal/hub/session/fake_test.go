@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -242,7 +243,12 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}}, runnerID: rn.ID, user: u, repo: repo}
 	f.runner = newFakeRunner(t)
 	f.runners.set(rn.ID, f.runner)
-	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil))}
+	key, _ := seal.ParseKey(seal.NewKey())
+	box, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Sealer: box, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil))}
 	fast(&opts)
 	for _, tn := range tune {
 		tn(&opts)
@@ -326,7 +332,7 @@ func (f *fixture) waitState(id string, want store.SessionState) store.Session {
 func (f *fixture) prompts(id string) map[store.PromptState][]string {
 	f.t.Helper()
 	out := map[store.PromptState][]string{}
-	q, err := f.st.Prompts(context.Background(), id)
+	q, err := f.o.Queue(context.Background(), id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

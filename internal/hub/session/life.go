@@ -47,7 +47,7 @@ func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt)
 		return s, err
 	}
 	first.SessionID = s.ID
-	if _, err := o.store.EnqueuePrompt(ctx, first); err != nil {
+	if _, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(first)); err != nil {
 		return s, err
 	}
 	o.withRun(s.ID, func(*run) {})

@@ -29,12 +29,22 @@ type Redactor interface {
 	Forget(sessionID string)
 }
 
+// Sealer seals what the store keeps of a person's words, under
+// HUB_SECRETS_KEY, bound to ad (seal.Box is one).
+type Sealer interface {
+	Seal(plain []byte, ad string) []byte
+	Open(sealed []byte, ad string) ([]byte, error)
+}
+
 // Options configure an Owner. Zero durations take the defaults named.
 type Options struct {
 	Store    *store.Store
 	Runners  Runners
 	Redactor Redactor
-	Logger   *slog.Logger
+	// Sealer seals prompts at rest: a person may paste a credential into
+	// one, and it must reach Claude exactly.
+	Sealer Sealer
+	Logger *slog.Logger
 	// Idle is how long a Session with no Turn running and nothing queued
 	// stays awake without Keep awake. HUB_SESSION_IDLE, default 30 min.
 	Idle time.Duration

@@ -9,6 +9,7 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -25,10 +26,12 @@ func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 		return store.Prompt{}, fmt.Errorf("the Session is archived: restore it first (kndl restore): %w", errdefs.ErrConflict)
 	}
 	p.SessionID = s.ID
-	p, err := o.store.EnqueuePrompt(ctx, p)
+	text := p.Text
+	p, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(p))
 	if err != nil {
 		return p, err
 	}
+	p.Text, p.Sealed = text, nil
 	o.mu.Lock()
 	if r := o.runs[s.ID]; r != nil {
 		r.since = time.Now()
@@ -50,7 +53,11 @@ func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 
 // EditPrompt changes a queued prompt's text, or cancels it for "".
 func (o *Owner) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
-	if err := o.store.EditPrompt(ctx, sessionID, promptID, text); err != nil {
+	var sealed []byte
+	if text != "" {
+		sealed = o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed
+	}
+	if err := o.store.EditPrompt(ctx, sessionID, promptID, "", sealed); err != nil {
 		return err
 	}
 	o.changed(sessionID)
@@ -64,6 +71,48 @@ func (o *Owner) MovePrompt(ctx context.Context, sessionID, promptID string, to i
 	}
 	o.changed(sessionID)
 	return nil
+}
+
+// promptSeal binds a prompt's sealed text to its Session.
+func promptSeal(sessionID string) string { return "prompt:" + sessionID }
+
+// sealPrompt seals a prompt's text for the store.
+func (o *Owner) sealPrompt(p store.Prompt) store.Prompt {
+	p.Sealed, p.Text = o.opts.Sealer.Seal([]byte(p.Text), promptSeal(p.SessionID)), ""
+	return p
+}
+
+// openPrompt opens a stored prompt's text; one stored before prompts were
+// sealed has it in the clear.
+func (o *Owner) openPrompt(p store.Prompt) (store.Prompt, error) {
+	if p.Sealed == nil {
+		return p, nil
+	}
+	b, err := o.opts.Sealer.Open(p.Sealed, promptSeal(p.SessionID))
+	if err != nil {
+		return p, fmt.Errorf("open prompt %s: %w", p.ID, err)
+	}
+	p.Text, p.Sealed = string(b), nil
+	return p, nil
+}
+
+// Queue is a Session's waiting prompts as the API shows them: opened, and
+// masked like its Events (a watcher sees the queue too).
+func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
+	q, err := o.store.Prompts(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Prompt, 0, len(q))
+	for _, p := range q {
+		p, err := o.openPrompt(p)
+		if err != nil {
+			return nil, err
+		}
+		p.Text = redact.ScrubTokens(o.opts.Redactor.RedactText(ctx, id, p.Text))
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // dispatch types the Session's next queued prompt if Claude Code is ready
@@ -80,6 +129,9 @@ func (o *Owner) dispatch(id string) {
 	o.mu.Unlock()
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
+	if err == nil && ok {
+		p, err = o.openPrompt(p)
+	}
 	o.mu.Lock()
 	r.claimed = false
 	if err != nil || !ok {
