@@ -97,6 +97,18 @@ func (r *fakeRunner) credentials(id string) (protocol.SessionCredentials, error)
 	return got, err
 }
 
+// next returns the next Session the Hub starts on r.
+func (r *fakeRunner) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-r.started:
+		return id
+	case <-time.After(testenv.WaitShort):
+		t.Fatalf("the Hub started no Session on Runner %s", r.Name)
+		return ""
+	}
+}
+
 // nothingStarted fails if the Hub started a Session on r.
 func (r *fakeRunner) nothingStarted(t *testing.T, what string) {
 	t.Helper()
@@ -140,6 +152,21 @@ func (e *env) team() (owner, bob, carol *browser) {
 	return owner, bob, carol
 }
 
+// running has b start a Session on r, named, and waits for it to be
+// Active there.
+func (e *env) running(b *browser, r *fakeRunner) api.Session {
+	e.t.Helper()
+	code, body, s := e.start(b, r.Name)
+	if code != http.StatusCreated || s.RunnerID != r.ID {
+		e.t.Fatalf("%s starts a Session on %s: %d %s", b.login, r.Name, code, body)
+	}
+	if got := r.next(e.t); got != s.ID {
+		e.t.Fatalf("%s started %s, want %s", r.Name, got, s.ID)
+	}
+	e.waitState(s.ID, store.Active)
+	return s
+}
+
 // waitState waits for Session id to be in state st, and returns it.
 func (e *env) waitState(id string, st store.SessionState) store.Session {
 	e.t.Helper()
@@ -173,7 +200,7 @@ func TestAMembersIdleRunnerNeverGetsAnotherMembersSession(t *testing.T) {
 		if code != http.StatusCreated || s.RunnerID != carols.ID {
 			t.Fatalf("carol's Session %d: %d %s, want it on carols-box", i, code, body)
 		}
-		if got := <-carols.started; got != s.ID {
+		if got := carols.next(t); got != s.ID {
 			t.Fatalf("carols-box started %s, want %s", got, s.ID)
 		}
 		if i == 0 {
@@ -213,7 +240,7 @@ func TestARunnerNamedThatIsNotYoursIsRefusedAndASharedOneIsUsed(t *testing.T) {
 		if code != http.StatusCreated || s.RunnerID != bobs.ID {
 			t.Fatalf("carol on shared bobs-box (named %q): %d %s", name, code, body)
 		}
-		<-bobs.started
+		bobs.next(t)
 	}
 }
 
@@ -228,12 +255,7 @@ func TestAnUnsharedRunnerKeepsNoOtherMembersSession(t *testing.T) {
 	owner, bob, carol := e.team()
 	bobs := e.pair(bob, "bobs-box")
 	e.shared(owner, bobs, true)
-	_, _, cs := e.start(carol, "")
-	<-bobs.started
-	_, _, bs := e.start(bob, "")
-	<-bobs.started
-	e.waitState(cs.ID, store.Active)
-	e.waitState(bs.ID, store.Active)
+	cs, bs := e.running(carol, bobs), e.running(bob, bobs)
 	if got, err := bobs.credentials(cs.ID); err != nil || got.ClaudeToken != fmt.Sprintf(tokenOf, "carol") {
 		t.Fatalf("shared bobs-box asked for carol's credentials: %+v %v", got, err)
 	}
@@ -297,15 +319,7 @@ func TestRemovingAMemberRevokesTheirRunners(t *testing.T) {
 	bobs := e.pair(bob, "bobs-box")
 	carols := e.pair(carol, "carols-box")
 	e.shared(owner, bobs, true)
-	_, _, bs := e.start(bob, "bobs-box")
-	<-bobs.started
-	_, _, cs := e.start(carol, "bobs-box")
-	<-bobs.started
-	_, _, kept := e.start(carol, "carols-box")
-	<-carols.started
-	for _, id := range []string{bs.ID, cs.ID, kept.ID} {
-		e.waitState(id, store.Active)
-	}
+	bs, cs, kept := e.running(bob, bobs), e.running(carol, bobs), e.running(carol, carols)
 
 	if code, body := e.do(owner.Client, req{method: "DELETE", path: "/api/members/" + e.userOf("bob").ID, origin: "self"}); code != http.StatusNoContent {
 		t.Fatalf("remove bob: %d %s", code, body)
