@@ -150,8 +150,9 @@ type NewSession struct {
 	Effort    string `json:"effort,omitempty"`
 	Prompt    string `json:"prompt"`
 	IsCommand bool   `json:"is_command,omitempty"`
-	// Runner names the Runner to use; empty picks the connected Runner with
-	// the fewest running Sessions.
+	// Runner names the Runner to use, one of the Creator's own or a shared
+	// one; empty picks the connected one of those with the fewest running
+	// Sessions.
 	Runner string `json:"runner,omitempty"`
 }
 
@@ -168,11 +169,13 @@ type SessionUpdate struct {
 	Effort *string `json:"effort,omitempty"`
 }
 
-// Runner is a paired Runner.
+// Runner is a paired Runner. It belongs to the Member who paired it
+// (CreatedBy), who alone runs Sessions on it unless the Owner shares it.
 type Runner struct {
 	ID         string    `json:"id"`
 	Name       string    `json:"name"`
 	CreatedBy  string    `json:"created_by,omitempty"`
+	Shared     bool      `json:"shared,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	LastSeenAt time.Time `json:"last_seen_at,omitempty"`
 	RevokedAt  time.Time `json:"revoked_at,omitempty"`
@@ -181,6 +184,13 @@ type Runner struct {
 // RunnerStatus is a Runner as GET /api/runners shows it.
 type RunnerStatus struct {
 	Runner
+	// Owner is the GitHub login of the Member it belongs to (the dev user's
+	// name under kndl dev); empty for one paired on the Hub's machine,
+	// which is the Hub's own.
+	Owner string `json:"owner,omitempty"`
+	// Usable says whether the person asking may run Sessions on it: it is
+	// theirs, or shared.
+	Usable    bool `json:"usable"`
 	Connected bool `json:"connected"`
 	// Host is what the Runner's sandbox backend enforces, while connected.
 	Host *protocol.HostInfo `json:"host,omitempty"`

@@ -9,6 +9,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -18,14 +19,21 @@ const (
 	maxInviteTTL     = 30 * 24 * time.Hour
 )
 
-// ownerOnly refuses anyone but the Owner (or the dev user, who stands in for
-// one on kndl dev's loopback-only Hub).
-func ownerOnly(p Principal) error {
-	if p.User.IsOwner || p.User.IsDev {
+// isOwner reports whether p is the Owner, or the dev user, who stands in
+// for one on kndl dev's loopback-only Hub.
+func isOwner(p Principal) bool { return p.User.IsOwner || p.User.IsDev }
+
+// ownerOnly refuses anyone but the Owner (isOwner), saying what only the
+// Owner does.
+func ownerOnly(p Principal, does string) error {
+	if isOwner(p) {
 		return nil
 	}
-	return fmt.Errorf("only the Hub's Owner invites and removes Members: %w", errdefs.ErrForbidden)
+	return fmt.Errorf("only the Hub's Owner %s: %w", does, errdefs.ErrForbidden)
 }
+
+// inviteAndRemove is what ownerOnly says of Members and Invites.
+const inviteAndRemove = "invites and removes Members"
 
 func (h *Hub) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
 	ms, err := h.store.Members(r.Context())
@@ -40,7 +48,7 @@ func (h *Hub) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
 }
 
 func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) {
-	err := ownerOnly(p)
+	err := ownerOnly(p, inviteAndRemove)
 	id := r.PathValue("id")
 	if err == nil && id == p.User.ID {
 		err = fmt.Errorf("the Owner can't remove themselves: %w", errdefs.ErrConflict)
@@ -57,21 +65,28 @@ func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 // RemoveMember removes a Member: every sign-in and CLI token of theirs ends
-// at once, their open connections close, and their awake Sessions go to
-// sleep. The Owner can't be removed.
+// at once, their open connections close, the Runners they paired are
+// revoked (disconnected, and every Session there Failed, whoever's), and
+// their other awake Sessions go to sleep. The Owner can't be removed.
 func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	u, err := h.store.UserByID(ctx, id)
 	if err == nil && u.IsOwner {
 		err = fmt.Errorf("the Owner can't be removed: %w", errdefs.ErrConflict)
 	}
+	var runners []store.Runner
 	if err == nil {
-		_, err = h.store.RemoveMember(ctx, id)
+		_, runners, err = h.store.RemoveMember(ctx, id)
 	}
 	if err != nil {
 		return err
 	}
 	h.guard.conns.end(errMemberGone, func(c *conn) bool { return c.user.ID == id })
 	h.guard.access.forget(id)
+	for _, rn := range runners {
+		h.disconnectRunner(rn.ID, "its owner was removed from the Hub")
+		h.sessions.RunnerRemoved(ctx, rn.ID, session.RunnerOwnerRemoved)
+		h.log.Info("runner revoked with its owner", "runner", rn.Name)
+	}
 	h.sessions.SleepAllOf(ctx, id, "its Creator was removed from the Hub")
 	return nil
 }
@@ -81,7 +96,7 @@ func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 		GitHubLogin    string `json:"github_login"`
 		ExpiresInHours int    `json:"expires_in_hours,omitempty"`
 	}
-	err := ownerOnly(p)
+	err := ownerOnly(p, inviteAndRemove)
 	if err == nil {
 		err = readJSON(r, &req)
 	}
@@ -106,7 +121,7 @@ func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
-	err := ownerOnly(p)
+	err := ownerOnly(p, inviteAndRemove)
 	var invs []store.Invite
 	if err == nil {
 		invs, err = h.store.Invites(r.Context())
@@ -122,7 +137,7 @@ func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (h *Hub) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {
-	err := ownerOnly(p)
+	err := ownerOnly(p, inviteAndRemove)
 	if err == nil {
 		err = h.store.RevokeInvite(r.Context(), r.PathValue("id"))
 	}

@@ -106,29 +106,31 @@ func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {
 	}
 }
 
+// runnersPage lists the Runners: whose each is and who may use it, with
+// Share and Unshare for the Owner and Remove for its owner and the Owner.
 func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	rs, err := h.store.Runners(r.Context())
+	rs, err := h.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	type row struct {
-		ID, Name, Backend, Created string
-		Connected                  bool
+		ID, Name, Owner, Backend, Created string
+		Connected, Shared, Usable, Remove bool
 	}
 	out := make([]row, len(rs))
-	h.mu.Lock()
 	for i, rn := range rs {
-		out[i] = row{ID: rn.ID, Name: rn.Name, Created: when(rn.CreatedAt)}
-		if rc := h.runners[rn.ID]; rc != nil {
-			out[i].Connected, out[i].Backend = true, rc.hello.Host.Backend
+		out[i] = row{ID: rn.ID, Name: rn.Name, Owner: rn.Owner, Created: when(rn.CreatedAt), Connected: rn.Connected,
+			Shared: rn.Shared, Usable: rn.Usable, Remove: mayRemoveRunner(p, rn.CreatedBy)}
+		if rn.Host != nil {
+			out[i].Backend = rn.Host.Backend
 		}
 	}
-	h.mu.Unlock()
 	h.appPage(w, p, web.Runners, struct {
 		Runners []row
+		Owner   bool
 		HubURL  string
-	}{out, h.cfg.PublicURL})
+	}{out, isOwner(p), h.cfg.PublicURL})
 }
 
 func (h *Hub) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -155,7 +157,7 @@ func (h *Hub) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		Me      string
 		Members []member
 		Invites []invite
-	}{Owner: ownerOnly(p) == nil, Me: p.User.ID}
+	}{Owner: isOwner(p), Me: p.User.ID}
 	for _, m := range ms {
 		data.Members = append(data.Members, member{m.ID, m.Name, m.GitHubLogin, when(m.CreatedAt), m.IsOwner})
 	}

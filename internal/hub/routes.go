@@ -72,6 +72,7 @@ func (h *Hub) routes() []route {
 		{"GET /api/runners", person, h.listRunners},
 		{"POST /api/runners", person, h.createRunner},
 		{"DELETE /api/runners/{id}", person, h.revokeRunner},
+		{"PUT /api/runners/{id}/shared", person, h.shareRunner},
 		{"GET /api/account", person, h.showAccount},
 		{"PUT /api/account/claude-token", person, h.setClaudeToken},
 		{"DELETE /api/account/claude-token", person, h.deleteClaudeToken},

@@ -27,6 +27,11 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if _, err := h.store.UserByID(ctx, s.CreatorID); err != nil {
 			return nil, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
 		}
+		// Asked now, not at connect: a Runner unshared since, or revoked,
+		// gets nothing.
+		if rn, err := h.store.RunnerByID(ctx, rc.runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
+			return nil, fmt.Errorf("this Runner is not one the Session's Creator may use (neither theirs nor shared): %w", errdefs.ErrForbidden)
+		}
 		tok, err := h.claudeToken(ctx, s.CreatorID)
 		if err != nil {
 			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -135,24 +137,42 @@ func (h *Hub) Connected(id string) bool {
 	return h.runners[id] != nil
 }
 
-func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, _ Principal) {
-	rs, err := h.store.Runners(r.Context())
+func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
+	out, err := h.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// runnerStatuses lists the live Runners as p sees them: whose each is,
+// whether p may use it, and what a connected one's backend enforces.
+func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
+	rs, err := h.store.Runners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := h.store.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logins := map[string]string{}
+	for _, m := range ms {
+		logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
+	}
 	out := make([]api.RunnerStatus, len(rs))
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for i, rn := range rs {
-		out[i].Runner = apiRunner(rn)
+		out[i] = api.RunnerStatus{Runner: apiRunner(rn), Owner: logins[rn.CreatedBy], Usable: rn.UsableBy(p.User.ID)}
 		if rc := h.runners[rn.ID]; rc != nil {
 			out[i].Connected = true
 			host := rc.hello.Host
 			out[i].Host = &host
 		}
 	}
-	h.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -172,14 +192,70 @@ func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 	writeJSON(w, http.StatusCreated, api.CreatedRunner{Runner: apiRunner(rn), Token: token})
 }
 
+// mayRemoveRunner reports whether p may remove a Runner paired by
+// createdBy: their own, or any for the Owner. A Runner paired on the Hub's
+// machine is no Member's, so only the Owner removes it.
+func mayRemoveRunner(p Principal, createdBy string) bool {
+	return isOwner(p) || (createdBy != "" && createdBy == p.User.ID)
+}
+
+// runnerToRemove returns the live Runner with that id if p may remove it
+// (mayRemoveRunner).
+func (h *Hub) runnerToRemove(ctx context.Context, p Principal, id string) (store.Runner, error) {
+	rn, err := h.store.RunnerByID(ctx, id)
+	if err == nil && !rn.RevokedAt.IsZero() {
+		err = fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err == nil && !mayRemoveRunner(p, rn.CreatedBy) {
+		err = fmt.Errorf("the Runner %s is not yours: only the Member who paired it, or the Hub's Owner, removes it: %w", rn.Name, errdefs.ErrForbidden)
+	}
+	return rn, err
+}
+
 func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {
-	id := r.PathValue("id")
-	if err := h.store.RevokeRunner(r.Context(), id); err != nil {
+	rn, err := h.runnerToRemove(r.Context(), p, r.PathValue("id"))
+	if err == nil {
+		err = h.store.RevokeRunner(r.Context(), rn.ID)
+	}
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.disconnectRunner(id, "runner token revoked")
-	h.sessions.RunnerRemoved(r.Context(), id)
-	h.log.Info("runner revoked", "runner", id, "by", p.User.Name)
+	h.disconnectRunner(rn.ID, "runner token revoked")
+	h.sessions.RunnerRemoved(r.Context(), rn.ID, session.RunnerRevoked)
+	h.log.Info("runner revoked", "runner", rn.Name, "by", p.User.Name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// shareRunner shares a Runner with every Member, or takes it back to the
+// Member who paired it: the Owner's alone. Taken back, the awake Sessions
+// there of anyone else go to sleep, and can't wake there while it stays
+// so (session.Owner.RunnerNarrowed).
+func (h *Hub) shareRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Shared *bool `json:"shared"`
+	}
+	err := ownerOnly(p, "shares Runners")
+	if err == nil {
+		err = readJSON(r, &req)
+	}
+	if err == nil && req.Shared == nil {
+		err = fmt.Errorf(`say {"shared": true} or {"shared": false}: %w`, errdefs.ErrInvalid)
+	}
+	var rn store.Runner
+	if err == nil {
+		rn, err = h.store.RunnerByID(r.Context(), r.PathValue("id"))
+	}
+	if err == nil {
+		err = h.store.SetRunnerShared(r.Context(), rn.ID, *req.Shared)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if !*req.Shared {
+		h.sessions.RunnerNarrowed(r.Context(), rn.ID, fmt.Sprintf("the Owner unshared its Runner %s, which is not its Creator's: it can wake there once the Runner is shared again", rn.Name))
+	}
+	h.log.Info("runner shared", "runner", rn.Name, "shared", *req.Shared, "by", p.User.Name)
 	w.WriteHeader(http.StatusNoContent)
 }

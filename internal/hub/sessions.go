@@ -127,7 +127,7 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	var rc *runnerConn
 	if err == nil {
-		rc, err = h.pickRunner(ctx, req.Runner)
+		rc, err = h.pickRunner(ctx, p.User, req.Runner)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -153,9 +153,17 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	h.writeSession(w, r, s, http.StatusCreated)
 }
 
-// pickRunner returns the named connected Runner, or the connected one with
-// the fewest running Sessions.
-func (h *Hub) pickRunner(ctx context.Context, name string) (*runnerConn, error) {
+// pickRunner returns a connected Runner the Creator may use (theirs, or
+// shared: store.Runner.UsableBy): the one named, or else the one with the
+// fewest running Sessions. A Runner someone else paired gets none of their
+// Sessions, and so none of their credentials. Runner names are no secret
+// (every Member sees them on the Runners page), so one named that is not
+// theirs is refused as such, not as missing.
+func (h *Hub) pickRunner(ctx context.Context, creator store.User, name string) (*runnerConn, error) {
+	paired, err := h.store.Runners(ctx)
+	if err != nil {
+		return nil, err
+	}
 	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
 	if err != nil {
 		return nil, err
@@ -167,19 +175,27 @@ func (h *Hub) pickRunner(ctx context.Context, name string) (*runnerConn, error) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var best *runnerConn
-	for _, rc := range h.runners {
-		if name != "" && rc.runner.Name != name {
+	for _, rn := range paired {
+		rc := h.runners[rn.ID]
+		switch {
+		case name != "" && rn.Name != name:
+			continue
+		case name != "" && !rn.UsableBy(creator.ID):
+			return nil, fmt.Errorf("the Runner %q is not yours and not shared: run the Session on one of your own or a shared one (kndl runner ls says whose each is), or ask the Owner to share it: %w", name, errdefs.ErrForbidden)
+		case name != "" && rc == nil:
+			return nil, fmt.Errorf("the Runner %q is not connected (kndl runner ls shows which are): %w", name, errdefs.ErrUnavailable)
+		case rc == nil || !rn.UsableBy(creator.ID):
 			continue
 		}
-		if best == nil || load[rc.runner.ID] < load[best.runner.ID] || (load[rc.runner.ID] == load[best.runner.ID] && rc.runner.Name < best.runner.Name) {
+		if best == nil || load[rn.ID] < load[best.runner.ID] || (load[rn.ID] == load[best.runner.ID] && rn.Name < best.runner.Name) {
 			best = rc
 		}
 	}
-	if best == nil && name != "" {
-		return nil, fmt.Errorf("runner %q is not connected (kndl runner ls shows which are): %w", name, errdefs.ErrUnavailable)
-	}
-	if best == nil {
-		return nil, fmt.Errorf("no Runner is connected to run the Session: pair one with kndl runner token create and start it: %w", errdefs.ErrUnavailable)
+	switch {
+	case best == nil && name != "":
+		return nil, fmt.Errorf("no Runner named %q is paired (kndl runner ls lists them): %w", name, errdefs.ErrNotFound)
+	case best == nil:
+		return nil, fmt.Errorf("no Runner you may use is connected: pair one of your own on the Runners page and start it, or ask the Owner to share one: %w", errdefs.ErrUnavailable)
 	}
 	return best, nil
 }

@@ -90,6 +90,47 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 	}
 }
 
+// TestCredentialsGoOnlyToARunnerTheCreatorMayUse: a Runner another Member
+// paired gets a Session's credentials only while it is shared, asked at
+// the moment it answers: whatever the Session's state, and on a connection
+// opened while it was shared.
+func TestCredentialsGoOnlyToARunnerTheCreatorMayUse(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	bob, _ := member(t, f, "bob")
+	bobs, bobsToken, err := f.store.CreateRunner(ctx, "bobs-box", bob.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.hub.StoreClaudeToken(ctx, dev.ID, setupToken); err != nil {
+		t.Fatal(err)
+	}
+	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: bobs.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	c, _ := helloWith(t, f, bobsToken, []string{s.ID}) // it runs there
+	ask := func() (protocol.SessionCredentials, error) {
+		var got protocol.SessionCredentials
+		err := c.Request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.ID}, &got)
+		return got, err
+	}
+	if got, err := ask(); !errors.Is(err, errdefs.ErrForbidden) || got.ClaudeToken != "" {
+		t.Fatalf("bob's unshared Runner: %+v %v, want forbidden", got, err)
+	}
+	f.store.SetRunnerShared(ctx, bobs.ID, true)
+	if got, err := ask(); err != nil || got.ClaudeToken != setupToken {
+		t.Fatalf("bob's Runner shared: %+v %v", got, err)
+	}
+	f.store.SetRunnerShared(ctx, bobs.ID, false) // the store alone: the Session stays Active
+	if got, err := ask(); !errors.Is(err, errdefs.ErrForbidden) || got.ClaudeToken != "" {
+		t.Fatalf("bob's Runner unshared on the same connection: %+v %v, want forbidden", got, err)
+	}
+}
+
 // TestRunnerMessagesBeforeHelloAreRefused: a Runner must say hello before
 // anything else it sends is answered.
 func TestRunnerMessagesBeforeHelloAreRefused(t *testing.T) {

@@ -33,7 +33,7 @@ func apiPrompt(p store.Prompt) api.Prompt {
 }
 
 func apiRunner(r store.Runner) api.Runner {
-	return api.Runner{ID: r.ID, Name: r.Name, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, LastSeenAt: r.LastSeenAt, RevokedAt: r.RevokedAt}
+	return api.Runner{ID: r.ID, Name: r.Name, CreatedBy: r.CreatedBy, Shared: r.Shared, CreatedAt: r.CreatedAt, LastSeenAt: r.LastSeenAt, RevokedAt: r.RevokedAt}
 }
 
 func apiInvite(i store.Invite) api.Invite {

@@ -224,19 +224,27 @@ func (s *Store) Members(ctx context.Context) ([]User, error) {
 }
 
 // RemoveMember removes a live user and, in the same transaction, ends every
-// sign-in and CLI token of theirs. Returns ErrNotFound for no such Member.
-func (s *Store) RemoveMember(ctx context.Context, id string) (User, error) {
+// sign-in and CLI token of theirs and revokes the Runners they paired,
+// which it returns: the caller closes their connections and fails their
+// Sessions. Returns ErrNotFound for no such Member.
+func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, error) {
 	var u User
+	var runners []Runner
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		u, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ? AND removed_at IS NULL`, id))
 		if err != nil {
 			return notFound(err, "member "+id)
 		}
+		runners, err = queryAll(ctx, tx, scanRunner, `SELECT `+runnerCols+` FROM runners WHERE created_by = ? AND revoked_at IS NULL`, id)
+		if err != nil {
+			return err
+		}
 		now := ms(s.now())
 		for _, q := range []string{
 			`UPDATE users SET removed_at = ? WHERE id = ?`,
 			`UPDATE cli_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`,
+			`UPDATE runners SET revoked_at = ? WHERE created_by = ? AND revoked_at IS NULL`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, now, id); err != nil {
 				return err
@@ -245,7 +253,7 @@ func (s *Store) RemoveMember(ctx context.Context, id string) (User, error) {
 		_, err = tx.ExecContext(ctx, `DELETE FROM signins WHERE user_id = ?`, id)
 		return err
 	})
-	return u, err
+	return u, runners, err
 }
 
 // AddCLIToken records a CLI token for a user by its hash alone: kndl login

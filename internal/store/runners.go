@@ -12,23 +12,34 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 )
 
-// Runner is a paired Runner.
+// Runner is a paired Runner. It belongs to the Member who paired it
+// (CreatedBy); a shared one, every Member may use.
 type Runner struct {
 	ID         string    `json:"id"`
 	Name       string    `json:"name"`
 	CreatedBy  string    `json:"created_by,omitempty"`
+	Shared     bool      `json:"shared,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	LastSeenAt time.Time `json:"last_seen_at,omitempty"`
 	RevokedAt  time.Time `json:"revoked_at,omitempty"`
 }
 
-const runnerCols = `id, name, coalesce(created_by, ''), created_at, last_seen_at, revoked_at`
+// UsableBy reports whether a Session of userID's may run on the Runner:
+// it is live, and theirs or shared. It is the one rule for where a
+// Creator's Sessions, and so their setup token and Sensitive Variables, may
+// go: the Hub asks it as it picks a Runner and as it hands out
+// credentials, and the Session owner as it wakes a Session.
+func (r Runner) UsableBy(userID string) bool {
+	return r.RevokedAt.IsZero() && (r.Shared || (r.CreatedBy != "" && r.CreatedBy == userID))
+}
+
+const runnerCols = `id, name, coalesce(created_by, ''), shared, created_at, last_seen_at, revoked_at`
 
 func scanRunner(row scanner) (Runner, error) {
 	var r Runner
 	var created int64
 	var seen, revoked sql.NullInt64
-	if err := row.Scan(&r.ID, &r.Name, &r.CreatedBy, &created, &seen, &revoked); err != nil {
+	if err := row.Scan(&r.ID, &r.Name, &r.CreatedBy, &r.Shared, &created, &seen, &revoked); err != nil {
 		return r, err
 	}
 	r.CreatedAt, r.LastSeenAt, r.RevokedAt = time.UnixMilli(created), fromMS(seen), fromMS(revoked)
@@ -36,22 +47,23 @@ func scanRunner(row scanner) (Runner, error) {
 }
 
 // CreateRunner pairs a Runner named name and returns it with its token,
-// which is shown once: only its hash is kept. createdBy may be empty (the
-// CLI working on the store directly). Returns ErrConflict if a live Runner
-// has that name.
+// which is shown once: only its hash is kept. It belongs to createdBy; one
+// with no createdBy (paired on the Hub's machine, working on the store
+// directly) is the Hub's own, and shared. Returns ErrConflict if a live
+// Runner has that name.
 func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runner, string, error) {
 	if err := validName(name); err != nil {
 		return Runner{}, "", err
 	}
 	token, hash := auth.NewToken(auth.Runner)
-	r := Runner{ID: uuid.NewString(), Name: name, CreatedBy: createdBy, CreatedAt: s.now()}
+	r := Runner{ID: uuid.NewString(), Name: name, CreatedBy: createdBy, Shared: createdBy == "", CreatedAt: s.now()}
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		// A revoked Runner's name can be used again.
 		if _, err := tx.ExecContext(ctx, `UPDATE runners SET name = name || '~' || id WHERE name = ? AND revoked_at IS NOT NULL`, name); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO runners (id, name, token_hash, created_by, created_at) VALUES (?, ?, ?, nullif(?, ''), ?)`,
-			r.ID, r.Name, hash, createdBy, ms(r.CreatedAt))
+		_, err := tx.ExecContext(ctx, `INSERT INTO runners (id, name, token_hash, created_by, shared, created_at) VALUES (?, ?, ?, nullif(?, ''), ?, ?)`,
+			r.ID, r.Name, hash, createdBy, r.Shared, ms(r.CreatedAt))
 		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 			return fmt.Errorf("a Runner named %q is already paired; revoke it first or pick another name: %w", name, errdefs.ErrConflict)
 		}
@@ -68,17 +80,20 @@ func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runne
 func (s *Store) RunnerByToken(ctx context.Context, token string) (Runner, error) {
 	hash := auth.Hash(token)
 	var stored []byte
-	row := s.db.QueryRowContext(ctx, `SELECT token_hash, `+runnerCols+` FROM runners WHERE token_hash = ? AND revoked_at IS NULL`, hash)
-	var r Runner
-	var created int64
-	var seen, revoked sql.NullInt64
-	err := row.Scan(&stored, &r.ID, &r.Name, &r.CreatedBy, &created, &seen, &revoked)
+	r, err := scanRunner(prefixed{s.db.QueryRowContext(ctx, `SELECT token_hash, `+runnerCols+` FROM runners WHERE token_hash = ? AND revoked_at IS NULL`, hash), &stored})
 	if err != nil || !auth.Equal(stored, hash) {
 		return Runner{}, fmt.Errorf("runner token: %w", errdefs.ErrUnauthorized)
 	}
-	r.CreatedAt, r.LastSeenAt = time.UnixMilli(created), fromMS(seen)
 	return r, nil
 }
+
+// prefixed scans a row's first column into first and the rest as asked.
+type prefixed struct {
+	row   scanner
+	first any
+}
+
+func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.first}, dest...)...) }
 
 // Runners lists live Runners by name.
 func (s *Store) Runners(ctx context.Context) ([]Runner, error) {
@@ -116,6 +131,20 @@ func (s *Store) RotateRunnerToken(ctx context.Context, id string) (string, error
 // no such live Runner.
 func (s *Store) RevokeRunner(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(s.now()), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// SetRunnerShared shares a live Runner with every Member, or takes it back
+// to the Member who paired it. Returns ErrNotFound if there is no such live
+// Runner.
+func (s *Store) SetRunnerShared(ctx context.Context, id string, shared bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE runners SET shared = ? WHERE id = ? AND revoked_at IS NULL`, shared, id)
 	if err != nil {
 		return err
 	}

@@ -213,3 +213,112 @@ func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 		t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
 	}
 }
+
+// TestARunnerIsUsableByWhoPairedItOrOnceShared: a Member's Runner runs
+// their Sessions alone until shared; one paired on the Hub's machine is
+// shared; a revoked one runs nobody's; removing a Member revokes theirs.
+func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+	const carol = "carol-id"
+	bobs, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
+	hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
+	read := func(id string) Runner {
+		t.Helper()
+		rn, err := s.RunnerByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rn
+	}
+	share := func(id string, on bool) string {
+		t.Helper()
+		if err := s.SetRunnerShared(ctx, id, on); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	tests := []struct {
+		name       string
+		rn         Runner
+		bob, carol bool
+	}{
+		{"a Member's", read(bobs.ID), true, false},
+		{"the Hub's", read(hubs.ID), true, true},
+		{"a Member's, shared", read(share(bobs.ID, true)), true, true},
+		{"a Member's, unshared", read(share(bobs.ID, false)), true, false},
+	}
+	for _, tt := range tests {
+		if got := tt.rn.UsableBy(bob.ID); got != tt.bob {
+			t.Errorf("%s: usable by its pairer = %v, want %v", tt.name, got, tt.bob)
+		}
+		if got := tt.rn.UsableBy(carol); got != tt.carol {
+			t.Errorf("%s: usable by another = %v, want %v", tt.name, got, tt.carol)
+		}
+		if got := tt.rn.UsableBy(""); got != tt.rn.Shared {
+			t.Errorf("%s: usable by no one = %v, want %v", tt.name, got, tt.rn.Shared)
+		}
+	}
+
+	_, revoked, err := s.RemoveMember(ctx, bob.ID)
+	if err != nil || len(revoked) != 1 || revoked[0].ID != bobs.ID {
+		t.Fatalf("RemoveMember revoked %+v, %v; want bobs-box", revoked, err)
+	}
+	if rn := read(bobs.ID); rn.RevokedAt.IsZero() || rn.UsableBy(bob.ID) {
+		t.Fatalf("a removed Member's Runner: %+v, want revoked and usable by nobody", rn)
+	}
+	if rn := read(hubs.ID); !rn.RevokedAt.IsZero() {
+		t.Fatal("removing a Member revoked the Hub's Runner")
+	}
+	if err := s.SetRunnerShared(ctx, bobs.ID, true); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("sharing a revoked Runner: %v, want not found", err)
+	}
+}
+
+// TestTheRunnerOwnersMigration: Runners from before owners were kept are
+// their pairer's; those paired on the Hub's machine are shared; those of
+// Members removed before are revoked.
+func TestTheRunnerOwnersMigration(t *testing.T) {
+	s, path := open(t)
+	ctx := context.Background()
+	bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+	gone, _ := s.DevUser(ctx)
+	mine, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
+	hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
+	left, _, _ := s.CreateRunner(ctx, "gone-box", gone.ID)
+	// As the store was before 0009, with gone's removal recorded then.
+	for _, q := range []string{
+		`UPDATE users SET removed_at = 1 WHERE id = '` + gone.ID + `'`,
+		`ALTER TABLE runners DROP COLUMN shared`,
+		`DELETE FROM schema_migrations WHERE version = 9`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tt := range []struct {
+		id              string
+		shared, revoked bool
+	}{{mine.ID, false, false}, {hubs.ID, true, false}, {left.ID, false, true}} {
+		rn, _ := s.RunnerByID(ctx, tt.id)
+		if rn.Shared != tt.shared || rn.RevokedAt.IsZero() == tt.revoked {
+			t.Errorf("%s after the migration: shared %v, revoked %v; want %v, %v", rn.Name, rn.Shared, !rn.RevokedAt.IsZero(), tt.shared, tt.revoked)
+		}
+	}
+}
+
+func mustSetupLink(t *testing.T, s *Store) string {
+	t.Helper()
+	secret, err := s.NewSetupLink(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}

@@ -602,8 +602,9 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 }
 
 // TestTheAppPagesPairARunnerAndStoreAToken: the Runners page pairs a Runner
-// and shows its token once with the exact command; the Account page stores
-// a setup token without ever showing it; the Members page invites.
+// and shows its token once with the exact command, says whose it is, and
+// shares it for the Owner; the Account page stores a setup token without
+// ever showing it; the Members page invites.
 func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	s := Start(t)
 	b := NewBrowser(t)
@@ -620,6 +621,33 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	if rows := Eval[string](b, `document.getElementById("runners").textContent`); !strings.Contains(rows, "box-2") || strings.Contains(rows, "kndlr_") {
 		t.Fatalf("runners list %q: want box-2 listed and no token", rows)
 	}
+	box2 := func() (r api.RunnerStatus) {
+		var rs []api.RunnerStatus
+		s.Do(http.MethodGet, "/api/runners", nil, &rs)
+		for _, r = range rs {
+			if r.Name == "box-2" {
+				return r
+			}
+		}
+		t.Fatalf("box-2 is not listed: %+v", rs)
+		return r
+	}
+	row := `document.querySelector('#runners tr[data-id="` + box2().ID + `"]')`
+	if got := Eval[string](b, row+`.textContent`); !strings.Contains(got, "dev only") {
+		t.Fatalf("box-2's row %q: want it the dev user's alone", got)
+	}
+	// The Owner (the dev user stands in for one) shares it from the page.
+	Eval[bool](b, `(window.beforeShare = true, window.confirm = () => true, `+row+`.querySelector("[data-action=share]").click(), true)`)
+	testenv.Eventually(t, testenv.WaitShort, "box-2 shared", func() bool { return box2().Shared })
+	if r := box2(); r.Owner != "dev" {
+		t.Fatalf("box-2 after Share: %+v, want it still the dev user's", r)
+	}
+	// The page reloads itself: asked while it navigates, it answers nothing.
+	shown := `!window.beforeShare && document.readyState === "complete" && ` + row + `.textContent`
+	testenv.Eventually(t, testenv.WaitShort, "the page shows box-2 shared, with Unshare", func() bool {
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(`+shown+`) || ""`))
+		return err == nil && strings.Contains(got, "shared: everyone") && strings.Contains(got, "Unshare")
+	})
 
 	const token = "sk-ant-oat01-a-new-setup-token-from-the-page-0123456789"
 	b.Go(s.URL+"/account", "#token-form")

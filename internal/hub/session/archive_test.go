@@ -161,7 +161,7 @@ func TestASessionOfARemovedRunnerIsArchivedAtOnceAndNeverRestored(t *testing.T) 
 	if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
 		t.Fatal(err)
 	}
-	f.o.RunnerRemoved(ctx, f.runnerID)
+	f.o.RunnerRemoved(ctx, f.runnerID, RunnerRevoked)
 	f.waitState(s.ID, Failed)
 	if err := f.o.Archive(ctx, s.ID, "its Creator archived it"); err != nil {
 		t.Fatal(err)

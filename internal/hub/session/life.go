@@ -19,25 +19,53 @@ const (
 	restoreTimeout = 30 * time.Second // the Runner only unmarks them
 )
 
-// removedWhy is why a Session whose Runner was removed for good fails, and
-// why it can neither wake nor come back from the archive (errRemoved).
-const removedWhy = "its Runner was removed; its Workspace was on that machine"
+// Why a Runner was removed for good, as RunnerRemoved is told: the
+// Failed detail of each of its Sessions is the cause and workspaceGone.
+const (
+	RunnerRevoked      = "its Runner was removed"
+	RunnerOwnerRemoved = "its Runner's owner was removed from the Hub, and their Runners with them"
+)
+
+const workspaceGone = "; its Workspace was on that machine"
+
+// removedWhy is why a Session whose Runner was removed for good can
+// neither wake nor come back from the archive (errRemoved).
+const removedWhy = RunnerRevoked + workspaceGone
 
 var errRemoved = fmt.Errorf("%s: %w", removedWhy, errdefs.ErrConflict)
+
+// runnerOf returns the Session's Runner, or errRemoved if it was removed
+// for good.
+func (o *Owner) runnerOf(ctx context.Context, s *store.Session) (store.Runner, error) {
+	rn, err := o.store.RunnerByID(ctx, s.RunnerID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return rn, errRemoved
+	case err != nil:
+		return rn, err
+	case !rn.RevokedAt.IsZero():
+		return rn, errRemoved
+	}
+	return rn, nil
+}
 
 // runnerKept returns errRemoved if the Session's Runner was removed for
 // good.
 func (o *Owner) runnerKept(ctx context.Context, s *store.Session) error {
-	rn, err := o.store.RunnerByID(ctx, s.RunnerID)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return errRemoved
-	case err != nil:
-		return err
-	case !rn.RevokedAt.IsZero():
-		return errRemoved
+	_, err := o.runnerOf(ctx, s)
+	return err
+}
+
+// runnerUsable refuses a Session whose Runner its Creator may no longer
+// use (store.Runner.UsableBy: neither theirs nor shared, as after the
+// Owner unshared it): it may not start there, since its Runner would get
+// the Creator's setup token and Sensitive Variables.
+func (o *Owner) runnerUsable(ctx context.Context, s *store.Session) error {
+	rn, err := o.runnerOf(ctx, s)
+	if err == nil && !rn.UsableBy(s.CreatorID) {
+		err = fmt.Errorf("its Runner %s is no longer shared, and it is not its Creator's: it can wake there once the Owner shares the Runner again (its Workspace is on that machine): %w", rn.Name, errdefs.ErrConflict)
 	}
-	return nil
+	return err
 }
 
 // Create records a new Session with its first prompt and starts it.
@@ -69,15 +97,25 @@ func (o *Owner) Update(ctx context.Context, id, title, model, effort string) err
 
 // Recover marks the Sessions the store says are awake Frozen: after a Hub
 // restart no Runner is connected yet, and each says on hello what still
-// runs. Call it before serving.
+// runs. A Session whose Runner was removed for good while the Hub could
+// not fail it (it stopped between the two, or a migration revoked the
+// Runner) is Failed. Call it before serving.
 func (o *Owner) Recover(ctx context.Context) error {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active}})
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep}})
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
 		err := o.locked(ctx, s.ID, func(s *store.Session) error {
-			if s.State != Starting && s.State != Active {
+			switch err := o.runnerKept(ctx, s); {
+			case errors.Is(err, errRemoved):
+				if !awake(s.State) && s.State != Asleep {
+					return nil
+				}
+				return o.move(ctx, s, Failed, removedWhy, false)
+			case err != nil:
+				return err
+			case s.State != Starting && s.State != Active:
 				return nil
 			}
 			return o.move(ctx, s, Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", false)
@@ -211,7 +249,7 @@ func (o *Owner) wakeLocked(ctx context.Context, s *store.Session, why string) er
 	if s.State != Asleep && s.State != Failed {
 		return fmt.Errorf("the Session is %s, not asleep or failed: %w", s.State, errdefs.ErrConflict)
 	}
-	if err := o.runnerKept(ctx, s); err != nil {
+	if err := o.runnerUsable(ctx, s); err != nil {
 		return err
 	}
 	if o.opts.Runners.Runner(s.RunnerID) == nil {

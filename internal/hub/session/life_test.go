@@ -116,22 +116,92 @@ func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) 
 }
 
 // TestARemovedRunnersSessionsFailSayingWhy: they are Failed, not wedged,
-// and a wake says why it cannot.
+// with the cause the Hub gives (the Runner revoked, or its owner removed
+// with it), and a wake says why it cannot.
 func TestARemovedRunnersSessionsFailSayingWhy(t *testing.T) {
+	for _, cause := range []string{RunnerRevoked, RunnerOwnerRemoved} {
+		t.Run(cause, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			s, _ := f.active("hello")
+			if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+				t.Fatal(err)
+			}
+			f.o.RunnerRemoved(ctx, f.runnerID, cause)
+			got := f.waitState(s.ID, Failed)
+			if want := cause + "; its Workspace was on that machine"; got.StateDetail != want {
+				t.Fatalf("failed with %q, want %q", got.StateDetail, want)
+			}
+			const why = "its Runner was removed; its Workspace was on that machine"
+			if err := f.o.Wake(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), why) {
+				t.Fatalf("wake: %v, want a conflict saying %q", err, why)
+			}
+		})
+	}
+}
+
+// TestAHubRestartFailsTheSessionsOfARunnerRemovedMeanwhile: a Runner
+// revoked while the Hub could not fail its Sessions (it stopped between
+// the two, or a migration revoked it) leaves none of them waiting on it.
+func TestAHubRestartFailsTheSessionsOfARunnerRemovedMeanwhile(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	s, _ := f.active("hello")
+	awake, _ := f.active("one")
+	asleep, _ := f.active("two")
+	if err := f.o.Sleep(ctx, asleep.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
 		t.Fatal(err)
 	}
-	f.o.RunnerRemoved(ctx, f.runnerID)
-	got := f.waitState(s.ID, Failed)
-	const why = "its Runner was removed; its Workspace was on that machine"
-	if got.StateDetail != why {
-		t.Fatalf("failed with %q, want %q", got.StateDetail, why)
+	f.restartHub()
+	for _, id := range []string{awake.ID, asleep.ID} {
+		if s := f.session(id); s.State != Failed || s.StateDetail != removedWhy {
+			t.Errorf("after the restart %s is %s (%q), want failed saying %q", id, s.State, s.StateDetail, removedWhy)
+		}
 	}
-	if err := f.o.Wake(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), why) {
-		t.Fatalf("wake: %v, want a conflict saying %q", err, why)
+}
+
+// TestAnUnsharedRunnersOtherSessionsSleepAndCannotWake: once a Runner is
+// one a Session's Creator may no longer use (store.Runner.UsableBy), the
+// Session sleeps saying why, and neither a wake nor a prompt starts it
+// there; its owner's Sessions run on.
+func TestAnUnsharedRunnersOtherSessionsSleepAndCannotWake(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	secret, _ := f.st.NewSetupLink(ctx)
+	other, err := f.st.ClaimSetupLink(ctx, secret, store.GitHubIdentity{ID: 7, Login: "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st.SetRunnerShared(ctx, f.runnerID, true)
+	theirs, err := f.o.Create(ctx, store.Session{RepoID: f.repo.ID, CreatorID: other.ID, RunnerID: f.runnerID, Title: "t"}, store.Prompt{AuthorID: other.ID, Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	f.runner.next(protocol.TypeSessionDeliver)
+	f.waitState(theirs.ID, Active)
+	own, _ := f.active("mine")
+
+	f.st.SetRunnerShared(ctx, f.runnerID, false)
+	f.o.RunnerNarrowed(ctx, f.runnerID, "the Owner unshared it")
+	f.runner.next(protocol.TypeSessionStop)
+	if got := f.waitState(theirs.ID, Asleep); !strings.Contains(got.StateDetail, "the Owner unshared it") {
+		t.Fatalf("slept saying %q, want why", got.StateDetail)
+	}
+	if s := f.session(own.ID); s.State != Active {
+		t.Fatalf("the Runner's owner's own Session is %s, want active", s.State)
+	}
+	if err := f.o.Wake(ctx, theirs.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "no longer shared") {
+		t.Fatalf("wake: %v, want a conflict saying the Runner is no longer shared", err)
+	}
+	if _, err := f.o.Prompt(ctx, f.session(theirs.ID), store.Prompt{AuthorID: other.ID, Text: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.quiet(50 * time.Millisecond)
+	if s := f.session(theirs.ID); s.State != Asleep {
+		t.Fatalf("after a prompt the Session is %s, want asleep still", s.State)
 	}
 }
 

@@ -136,8 +136,9 @@ func (o *Owner) RunnerGone(ctx context.Context, runnerID string) {
 }
 
 // RunnerRemoved fails every Session on a Runner whose pairing was removed
-// for good: its Workspace was on that machine.
-func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
+// for good, saying why (RunnerRevoked, RunnerOwnerRemoved): its Workspace
+// was on that machine.
+func (o *Owner) RunnerRemoved(ctx context.Context, runnerID, cause string) {
 	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}})
 	if err != nil {
 		o.log.Error("sessions of a removed runner", "err", err)
@@ -149,10 +150,35 @@ func (o *Owner) RunnerRemoved(ctx context.Context, runnerID string) {
 				return nil
 			}
 			o.interruptAgents(ctx, s.ID)
-			return o.move(ctx, s, Failed, removedWhy, false)
+			return o.move(ctx, s, Failed, cause+workspaceGone, false)
 		})
 		if err != nil {
 			o.log.Error("fail a session of a removed runner", "session", s.ID, "err", err)
+		}
+	}
+}
+
+// RunnerNarrowed puts to sleep the awake Sessions on a Runner that their
+// Creators may no longer use (store.Runner.UsableBy), as once the Owner
+// unshared it, saying why; none of them can wake there until it is shared
+// again (wakeLocked). A failure is logged and the others still sleep.
+func (o *Owner) RunnerNarrowed(ctx context.Context, runnerID, why string) {
+	rn, err := o.store.RunnerByID(ctx, runnerID)
+	if err != nil {
+		o.log.Error("a narrowed runner", "err", err)
+		return
+	}
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen}})
+	if err != nil {
+		o.log.Error("sessions of a narrowed runner", "err", err)
+		return
+	}
+	for _, s := range ss {
+		if rn.UsableBy(s.CreatorID) {
+			continue
+		}
+		if err := o.Sleep(ctx, s.ID, why); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+			o.log.Warn("session did not go to sleep", "session", s.ID, "err", err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
-import { api, on, submit } from "./app.js";
+import { api, on, showError, submit } from "./app.js";
 
 const hub = document.getElementById("hub-url").content.textContent.trim();
+const errors = document.getElementById("runners-error");
 
 submit(document.getElementById("pair"), document.getElementById("pair-error"), async (f) => {
   const r = await api("POST", "/api/runners", { name: f.name.trim() });
@@ -9,8 +10,28 @@ submit(document.getElementById("pair"), document.getElementById("pair-error"), a
   document.getElementById("pair").reset();
 });
 
+// change asks the Hub, then shows the page again, or the Hub's words.
+async function change(method, path, body) {
+  showError(errors, null);
+  try {
+    await api(method, path, body);
+    location.reload();
+  } catch (err) {
+    showError(errors, err);
+  }
+}
+
 on("revoke", async (button) => {
-  if (!confirm(`Remove Runner ${button.dataset.name}? Its token stops working at once.`)) return;
-  await api("DELETE", "/api/runners/" + encodeURIComponent(button.dataset.id));
-  location.reload();
+  if (!confirm(`Remove Runner ${button.dataset.name}? Its token stops working at once, and its Sessions fail.`)) return;
+  await change("DELETE", "/api/runners/" + encodeURIComponent(button.dataset.id));
+});
+
+on("share", async (button) => {
+  if (!confirm(`Share Runner ${button.dataset.name}? Every Member's Sessions may then run on it, and whoever runs that machine can read their setup tokens and Workspaces.`)) return;
+  await change("PUT", "/api/runners/" + encodeURIComponent(button.dataset.id) + "/shared", { shared: true });
+});
+
+on("unshare", async (button) => {
+  if (!confirm(`Unshare Runner ${button.dataset.name}? Only its owner's Sessions run on it then; the others there go to sleep and can't wake on it.`)) return;
+  await change("PUT", "/api/runners/" + encodeURIComponent(button.dataset.id) + "/shared", { shared: false });
 });
