@@ -157,6 +157,43 @@ func (c *Client) SignIn(ctx context.Context, code, redirectURI, verifier string)
 	return u, nil
 }
 
+// CanPush reports whether GitHub gives login write (push) permission on
+// owner/repo, or more (maintain, admin), asking as the App's installation
+// (GET /repos/{owner}/{repo}/collaborators/{user}/permission).
+func (c *Client) CanPush(ctx context.Context, owner, repo, login string) (bool, error) {
+	if !c.HasApp() {
+		return false, nil
+	}
+	inst, err := c.installation(ctx, owner, repo)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	tok, err := c.installationToken(ctx, inst)
+	if err != nil {
+		return false, err
+	}
+	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+"/collaborators/"+url.PathEscape(login)+"/permission", "token "+tok, nil)
+	if err != nil {
+		return false, err
+	}
+	var answer struct {
+		Permission string `json:"permission"`
+	}
+	status, err := c.do(req, &answer)
+	switch {
+	case status == http.StatusOK:
+		return answer.Permission == "admin" || answer.Permission == "write", nil
+	case status == http.StatusNotFound:
+		return false, nil
+	case err == nil:
+		err = fmt.Errorf("GitHub answered %d: %w", status, errdefs.ErrUnavailable)
+	}
+	return false, fmt.Errorf("ask GitHub for %s's permission on %s/%s: %w", login, owner, repo, err)
+}
+
 // IsCollaborator reports whether GitHub says login is a collaborator on
 // owner/repo, asking as the App's installation on it: false if the App is
 // not installed there. An error (ErrUnavailable) means GitHub could not

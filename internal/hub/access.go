@@ -23,7 +23,12 @@ type repoAccess struct {
 	m  map[accessKey]accessEntry
 }
 
-type accessKey struct{ user, repo string } // user id, "owner/name"
+// accessKey is one question asked of GitHub: whether user (an id) has
+// access to repo ("owner/name"), or with push set, write permission.
+type accessKey struct {
+	user, repo string
+	push       bool
+}
 
 type accessEntry struct {
 	ok bool
@@ -37,6 +42,18 @@ type accessEntry struct {
 // people keep the access they had and nobody gains any. fresh skips the
 // cache, for the periodic re-check.
 func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
+	return h.askGitHub(ctx, u, repoURL, fresh, false)
+}
+
+// canPush reports whether u may change the Repo at repoURL's Variables:
+// the dev user always; anyone else when GitHub gives them write (push)
+// permission on it, cached as canAccess caches access.
+func (h *Hub) canPush(ctx context.Context, u store.User, repoURL string) bool {
+	return h.askGitHub(ctx, u, repoURL, false, true)
+}
+
+// askGitHub answers canAccess's and canPush's question, cached.
+func (h *Hub) askGitHub(ctx context.Context, u store.User, repoURL string, fresh, push bool) bool {
 	if u.IsDev {
 		return true
 	}
@@ -48,7 +65,7 @@ func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh
 	if !ok {
 		return false
 	}
-	key := accessKey{u.ID, owner + "/" + name}
+	key := accessKey{u.ID, owner + "/" + name, push}
 	a := &h.guard.access
 	a.mu.Lock()
 	e, cached := a.m[key]
@@ -62,7 +79,11 @@ func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh
 			return e.ok
 		}
 	}
-	yes, err := gh.IsCollaborator(ctx, owner, name, u.GitHubLogin)
+	ask := gh.IsCollaborator
+	if push {
+		ask = gh.CanPush
+	}
+	yes, err := ask(ctx, owner, name, u.GitHubLogin)
 	if err != nil {
 		h.log.Warn("GitHub can't answer on Repo access; keeping what each person had", "repo", key.repo, "err", err)
 		yes = cached && e.ok

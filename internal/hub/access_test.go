@@ -17,7 +17,7 @@ func TestRefusalsAreTrustedAtMost30Seconds(t *testing.T) {
 	gh.InstallApp("acme/app")
 	bob := store.User{ID: "bob-id", GitHubLogin: "bob"}
 	repo := gh.RepoURL("acme/app")
-	key := accessKey{bob.ID, "acme/app"}
+	key := accessKey{user: bob.ID, repo: "acme/app"}
 	age := func(d time.Duration) {
 		h.guard.access.mu.Lock()
 		e := h.guard.access.m[key]

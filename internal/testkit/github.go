@@ -54,6 +54,7 @@ type GitHub struct {
 	installs   map[string]int64  // "owner/repo" -> installation id
 	instTokens map[string]int64  // installation token -> installation id
 	collabs    map[string]map[string]bool
+	readOnly   map[string]map[string]bool // collaborators with read permission alone
 	down       bool
 	calls      map[string]int
 	mux        *http.ServeMux
@@ -94,7 +95,7 @@ func NewGitHub(t testing.TB) *GitHub {
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
 		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]int64{},
-		collabs: map[string]map[string]bool{}, calls: map[string]int{}}
+		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", g.accessToken)
@@ -102,6 +103,7 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", g.installation)
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
 	srv := httptest.NewServer(g.gate(mux))
 	t.Cleanup(srv.Close)
 	g.URL, g.mux, g.gitRoot = srv.URL, mux, t.TempDir()
@@ -195,6 +197,18 @@ func (g *GitHub) SetCollaborator(ownerRepo, login string, is bool) {
 		g.collabs[r] = map[string]bool{}
 	}
 	g.collabs[r][strings.ToLower(login)] = is
+}
+
+// SetReadOnly makes a collaborator's permission read (true) or write (the
+// default for a collaborator).
+func (g *GitHub) SetReadOnly(ownerRepo, login string, ro bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := strings.ToLower(ownerRepo)
+	if g.readOnly[r] == nil {
+		g.readOnly[r] = map[string]bool{}
+	}
+	g.readOnly[r][strings.ToLower(login)] = ro
 }
 
 // SetDown makes every endpoint answer 503, as GitHub does in an outage.
@@ -407,6 +421,36 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	g.instTokens[tok] = id
 	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 		"permissions": map[string]string{"metadata": "read"}, "repository_selection": "all"})
+}
+
+// permission answers GitHub's collaborator permission: admin, write, read
+// or none, checked like collaborator.
+func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
+	g.count("permission")
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	user := strings.ToLower(r.PathValue("user"))
+	g.mu.Lock()
+	inst, okTok := g.instTokens[tok]
+	repoInst, installed := g.installs[repo]
+	is, ro := g.collabs[repo][user], g.readOnly[repo][user]
+	g.mu.Unlock()
+	perm := "none"
+	switch {
+	case is && ro:
+		perm = "read"
+	case is:
+		perm = "write"
+	}
+	switch {
+	case !okTok:
+		ghError(w, http.StatusUnauthorized, "Bad credentials")
+	case !installed || repoInst != inst:
+		ghError(w, http.StatusNotFound, "Not Found")
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"permission": perm, "role_name": perm, "user": map[string]string{"login": r.PathValue("user")}})
+	}
 }
 
 func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,51 @@
+package security
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
+
+// TestChangingARepoVariableTakesWritePermission: a read-only collaborator
+// watches the Repo but can't set, remove, link or unlink its Variables,
+// which reach every Creator's Sessions there; a collaborator with write
+// permission can.
+func TestChangingARepoVariableTakesWritePermission(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	reader := e.member(owner, "reader")
+	writer := e.member(owner, "writer")
+	e.gh.InstallApp("acme/app")
+	e.gh.SetCollaborator("acme/app", "reader", true)
+	e.gh.SetReadOnly("acme/app", "reader", true)
+	e.gh.SetCollaborator("acme/app", "writer", true)
+	code, body := e.do(reader.Client, req{method: "POST", path: "/api/repos", body: `{"url":"` + e.gh.RepoURL("acme/app") + `"}`, origin: "self"})
+	if code != http.StatusOK {
+		t.Fatalf("a read-only collaborator sees the Repo: %d %s", code, body)
+	}
+	var repo struct{ ID string }
+	json.Unmarshal([]byte(body), &repo)
+	base := "/api/repos/" + repo.ID
+	if code, body := e.do(writer.Client, req{method: "PUT", path: "/api/variables/SHARED_X", body: `{"value":"v"}`, origin: "self"}); code != http.StatusOK {
+		t.Fatalf("writer sets a Shared variable: %d %s", code, body)
+	}
+	changes := []req{
+		{method: "PUT", path: base + "/variables/NODE_OPTIONS", body: `{"value":"--require /workspace/x.js"}`, origin: "self"},
+		{method: "DELETE", path: base + "/variables/NODE_OPTIONS", origin: "self"},
+		{method: "PUT", path: base + "/links/SHARED_X", origin: "self"},
+		{method: "DELETE", path: base + "/links/SHARED_X", origin: "self"},
+	}
+	for _, r := range changes {
+		if code, body := e.do(reader.Client, r); code != http.StatusForbidden {
+			t.Errorf("reader %s %s: %d %s, want 403", r.method, r.path, code, body)
+		}
+	}
+	if code, body := e.do(reader.Client, req{method: "GET", path: base + "/variables"}); code != http.StatusOK {
+		t.Fatalf("reader lists the Variables: %d %s", code, body)
+	}
+	for _, r := range changes {
+		if code, body := e.do(writer.Client, r); code >= 300 {
+			t.Errorf("writer %s %s: %d %s, want it done", r.method, r.path, code, body)
+		}
+	}
+}
