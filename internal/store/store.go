@@ -108,8 +108,14 @@ func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(...any) error }
 
+// querier is a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // queryAll runs a query and scans each row with scan.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
