@@ -133,8 +133,6 @@ type LiveMessage struct {
 	HTML  string `json:"html,omitempty"`
 	// Session is the Session with its queue, sent whenever it changes.
 	Session *SessionView `json:"session,omitempty"`
-	// Attachments are the files a prompt Event's prompt carried.
-	Attachments []Attachment `json:"attachments,omitempty"`
 	Ports   *[]Port      `json:"ports,omitempty"`
 	Message string       `json:"message,omitempty"`
 	// The terminal's: a snapshot and its size, and the pane's bytes.
@@ -142,6 +140,9 @@ type LiveMessage struct {
 	Cols int    `json:"cols,omitempty"`
 	Rows int    `json:"rows,omitempty"`
 	Data []byte `json:"data,omitempty"`
+
+	// Attachments are the files a prompt Event's prompt carried.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Port is an open port of a Session, as its view shows it.
