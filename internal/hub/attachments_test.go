@@ -55,13 +55,7 @@ func (f *fixture) upload(t *testing.T, session, name string, data []byte, length
 	if length >= 0 {
 		req.ContentLength = length
 	}
-	req.Header.Set("Authorization", "Bearer "+f.cli)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := f.send(t, req)
 	var a api.Attachment
 	json.Unmarshal(b, &a)
 	return resp.StatusCode, a, string(b)
@@ -70,14 +64,7 @@ func (f *fixture) upload(t *testing.T, session, name string, data []byte, length
 func (f *fixture) download(t *testing.T, session, id string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/api/sessions/"+session+"/attachments/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+f.cli)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return f.send(t, req)
 }
 
 // TestAttachmentsDownloadAsAttachmentsUnderSafeNames: whatever a file holds

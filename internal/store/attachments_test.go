@@ -13,8 +13,8 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 )
 
-// attachmentSession makes a Session of the dev user's to attach files to.
-func attachmentSession(t *testing.T, s *Store) (Session, User) {
+// devSession makes a Session of the dev user's.
+func devSession(t *testing.T, s *Store) (Session, User) {
 	t.Helper()
 	ctx := context.Background()
 	u, _ := s.DevUser(ctx)
@@ -42,7 +42,7 @@ func stored(t *testing.T, s *Store) (rows, chunks int) {
 func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	x, u := attachmentSession(t, s)
+	x, u := devSession(t, s)
 	data := bytes.Repeat([]byte("0123456789abcdef"), (2*chunkBytes+1000)/16)
 	a, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "big file.txt", File: "big_file.txt", MediaType: "text/plain", IsText: true, CreatedBy: u.ID},
 		bytes.NewReader(data), 1<<30)
@@ -136,7 +136,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 func TestAnAttachmentPastTheSessionsTotalOrCutShortStoresNothing(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	x, u := attachmentSession(t, s)
+	x, u := devSession(t, s)
 	put := func(r io.Reader) error {
 		_, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "f", File: "f", MediaType: "application/octet-stream", CreatedBy: u.ID}, r, chunkBytes+100)
 		return err
@@ -166,7 +166,7 @@ func TestAnAttachmentPastTheSessionsTotalOrCutShortStoresNothing(t *testing.T) {
 func TestStaleAttachmentsAreDropped(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	x, u := attachmentSession(t, s)
+	x, u := devSession(t, s)
 	now := time.Now()
 	s.now = func() time.Time { return now.Add(-48 * time.Hour) }
 	put := func() Attachment {

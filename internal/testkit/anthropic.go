@@ -155,17 +155,6 @@ type ImageSource struct {
 	Data      string `json:"data"`
 }
 
-// Images returns the image blocks of m.
-func (m Message) Images() []Block {
-	var out []Block
-	for _, b := range m.Content {
-		if b.Type == "image" {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
 // ResultText is a tool_result block's content as text.
 func (b Block) ResultText() string {
 	var c Content
@@ -214,10 +203,16 @@ func (m Message) Texts() []string {
 }
 
 // ToolResults returns the tool_result blocks of m.
-func (m Message) ToolResults() []Block {
+func (m Message) ToolResults() []Block { return m.blocks("tool_result") }
+
+// Images returns the image blocks of m.
+func (m Message) Images() []Block { return m.blocks("image") }
+
+// blocks returns the blocks of m of one type.
+func (m Message) blocks(typ string) []Block {
 	var out []Block
 	for _, b := range m.Content {
-		if b.Type == "tool_result" {
+		if b.Type == typ {
 			out = append(out, b)
 		}
 	}
