@@ -217,7 +217,8 @@ func TestTextAttachmentsAreStoredMaskedAndOthersAsTheyCame(t *testing.T) {
 
 // TestAPromptCarriesTheAttachmentsItNames: a prompt takes files uploaded to
 // its Session, each once and under names of their own, and none on a
-// command or a Session archived; the queue shows them.
+// command; the queue and the transcript's prompt show them; an archived
+// Session takes no more and keeps those it has.
 func TestAPromptCarriesTheAttachmentsItNames(t *testing.T) {
 	f := newFixture(t)
 	s, _ := attachSession(t, f)
@@ -277,6 +278,9 @@ func TestAPromptCarriesTheAttachmentsItNames(t *testing.T) {
 	f.store.MoveSession(ctx, s.ID, store.Asleep, store.Archived, "", false)
 	if code, _, body := f.upload(t, s.ID, "late.txt", []byte("x"), 1); code != http.StatusConflict {
 		t.Fatalf("attaching to an archived Session: %d %s, want 409", code, body)
+	}
+	if resp, got := f.download(t, s.ID, a); resp.StatusCode != http.StatusOK || string(got) != "hello" {
+		t.Fatalf("an archived Session's attachment: %d %q, want it kept", resp.StatusCode, got)
 	}
 }
 
