@@ -83,6 +83,35 @@ type Prompt struct {
 	State       string    `json:"state"`
 	CreatedAt   time.Time `json:"created_at"`
 	DeliveredAt time.Time `json:"delivered_at,omitempty"`
+	// Attachments are the files it carries.
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// MaxPromptAttachments bounds the files one prompt carries.
+const MaxPromptAttachments = 20
+
+// Attachment is a file a Session's Creator attached to a prompt: uploaded
+// with POST /api/sessions/{id}/attachments?name=NAME (the file's bytes as
+// the body), then named by a prompt's Attachments. Everyone with access
+// lists them (GET .../attachments) and downloads one (GET
+// .../attachments/{attachment}), always as a download.
+type Attachment struct {
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	// PromptID is the prompt that carries it, once one names it.
+	PromptID string `json:"prompt_id,omitempty"`
+	// Name is the name it was uploaded with; File its name in the
+	// Sandbox, made safe, where Claude reads it.
+	Name string `json:"name"`
+	File string `json:"file"`
+	// Type is the media type sniffed from its bytes, for display only.
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Text is set when it was stored as text, with the Session's Sensitive
+	// values masked.
+	Text      bool      `json:"text,omitempty"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Event is one Event of a Session's transcript, already redacted and
@@ -111,6 +140,9 @@ type LiveMessage struct {
 	Cols int    `json:"cols,omitempty"`
 	Rows int    `json:"rows,omitempty"`
 	Data []byte `json:"data,omitempty"`
+
+	// Attachments are the files a prompt Event's prompt carried.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Port is an open port of a Session, as its view shows it.
@@ -160,6 +192,10 @@ type NewSession struct {
 type PromptRequest struct {
 	Text      string `json:"text"`
 	IsCommand bool   `json:"is_command,omitempty"`
+	// Attachments are the ids of files uploaded to the Session for this
+	// prompt (POST /api/sessions/{id}/attachments), which it carries to
+	// Claude; a queued prompt's stay as they are.
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // SessionUpdate is the body of PATCH /api/sessions/{id}: what changes.

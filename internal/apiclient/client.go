@@ -110,11 +110,39 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return err
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.send(req, out)
+}
+
+// Upload posts size bytes read from body, as they are, and decodes the JSON
+// answer into out (if not nil).
+func (c *Client) Upload(ctx context.Context, path string, body io.Reader, size int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.send(req, out)
+}
+
+// Download copies the answer to a GET of path to w.
+func (c *Client) Download(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return err
+	}
+	return c.send(req, w)
+}
+
+// send sends req with the CLI token and takes the answer: the Hub's
+// message as an *Error, or else the body into out, which is an io.Writer
+// to copy it to, something to decode JSON into, or nil.
+func (c *Client) send(req *http.Request, out any) error {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -134,8 +162,13 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 		return &Error{Status: resp.StatusCode, Message: e.Message}
 	}
-	if out != nil {
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case io.Writer:
+		_, err := io.Copy(out, resp.Body)
+		return err
+	default:
 		return json.NewDecoder(resp.Body).Decode(out)
 	}
-	return nil
 }

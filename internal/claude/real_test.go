@@ -3,7 +3,10 @@ package claude_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -183,4 +187,42 @@ func records(t *testing.T, path string) []record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestRealAnAtMentionedFileReachesTheModel: a prompt ending in the lines
+// the Runner adds for its Attachments (protocol.AttachedLine, here with the
+// test's directory for /workspace) is sent by Enter, and Claude Code reads
+// each file as it takes the prompt: the image as an image block, the text
+// as the Read tool's result, in the prompt's own message.
+func TestRealAnAtMentionedFileReachesTheModel(t *testing.T) {
+	s := newSession(t)
+	const prompt = "Look at what I attached."
+	const promptID = "0a0a0a0a-1111-4222-8333-444444444444"
+	dir := filepath.Join(s.Work, ".kndl", "attachments", promptID)
+	os.MkdirAll(dir, 0o755)
+	var img bytes.Buffer
+	png.Encode(&img, image.NewGray(image.Rect(0, 0, 8, 8)))
+	os.WriteFile(filepath.Join(dir, "shot.png"), img.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("the notes say hello-attachment\n"), 0o644)
+	s.API.On(testkit.PromptContains(prompt), testkit.Text("Seen them."))
+	s.Start(false)
+	text := prompt + "\n"
+	for _, f := range []string{"shot.png", "notes.txt"} {
+		text += "\n" + strings.Replace(protocol.AttachedLine(promptID, f), "/workspace/", s.Work+"/", 1)
+	}
+	s.Tmux("send-keys", "-t", "claude", "-l", "--", text)
+	testenv.Eventually(t, testenv.WaitShort, "the prompt typed in", func() bool {
+		return strings.Contains(strings.Join(strings.Fields(s.Screen()), ""), "notes.txt")
+	})
+	s.Keys("Enter")
+	s.waitReply(t, "Seen them.")
+	m := s.API.Turns()[0].LastUser()
+	images := m.Images()
+	if len(images) != 1 || images[0].Source == nil || images[0].Source.MediaType != "image/png" || images[0].Source.Data != base64.StdEncoding.EncodeToString(img.Bytes()) {
+		t.Errorf("the prompt's message has images %+v, want the PNG byte for byte", images)
+	}
+	if !slices.ContainsFunc(m.Texts(), func(s string) bool { return strings.Contains(s, "hello-attachment") }) {
+		t.Errorf("the prompt's message lacks the text file: %q", m.Texts())
+	}
+	s.checkOnlyMessages(t)
 }

@@ -186,6 +186,8 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "prompt")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var files fileList
+	fs.Var(&files, "attach", "attach a file to the prompt (again for each file)")
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
@@ -197,14 +199,18 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	ids, err := attachFiles(ctx, pos[0], files)
+	if err != nil {
+		return err
+	}
 	var p api.Prompt
-	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", api.PromptRequest{Text: text, IsCommand: *command}, &p); err != nil {
+	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", api.PromptRequest{Text: text, IsCommand: *command, Attachments: ids}, &p); err != nil {
 		return err
 	}
 	if *asJSON {
 		return printJSON(io, p)
 	}
-	fmt.Fprintf(io.Stdout, "Queued prompt %s.\n", p.ID)
+	fmt.Fprintf(io.Stdout, "Queued prompt %s%s.\n", p.ID, attachedNote(p.Attachments))
 	return nil
 }
 

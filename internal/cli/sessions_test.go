@@ -27,6 +27,9 @@ type fakeHub struct {
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
+	// attached are the files uploaded, with their bytes (attachments_test.go).
+	attached []api.Attachment
+	files    map[string][]byte
 }
 
 const fakeToken = "kndlc_fake-cli-token"
@@ -57,6 +60,10 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 		w.WriteHeader(http.StatusNoContent)
 	}
 	mux.HandleFunc("POST /api/sessions/{id}/{action}", change)
+	mux.HandleFunc("POST /api/sessions/{id}/prompts", h.prompt)
+	mux.HandleFunc("POST /api/sessions/{id}/attachments", h.attach)
+	mux.HandleFunc("GET /api/sessions/{id}/attachments", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.attachments()) })
+	mux.HandleFunc("GET /api/sessions/{id}/attachments/{attachment}", h.file)
 	mux.HandleFunc("POST /api/sessions/{id}/prompts/{prompt}/move", change)
 	mux.HandleFunc("PATCH /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("DELETE /api/sessions/{id}/prompts/{prompt}", change)

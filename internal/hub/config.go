@@ -74,6 +74,14 @@ type Config struct {
 	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
 	// (1073741824).
 	SessionEventsMax int64
+	// AttachmentMax bounds one file attached to a prompt, in bytes: a
+	// bigger upload is refused with 413 and nothing is kept.
+	// HUB_ATTACHMENT_MAX, default 20971520 (20 MiB).
+	AttachmentMax int64
+	// SessionAttachmentsMax bounds what one Session's Attachments hold
+	// together, in bytes. HUB_SESSION_ATTACHMENTS_MAX, default 209715200
+	// (200 MiB).
+	SessionAttachmentsMax int64
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -123,6 +131,8 @@ func FromEnv(getenv func(string) string, home string) Config {
 	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
 	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
 	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })
+	num("HUB_ATTACHMENT_MAX", func(n int64) { c.AttachmentMax = n })
+	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
 	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"
@@ -151,6 +161,12 @@ func (c *Config) Check() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.AttachmentMax == 0 {
+		c.AttachmentMax = defaultAttachmentMax
+	}
+	if c.SessionAttachmentsMax == 0 {
+		c.SessionAttachmentsMax = defaultSessionAttachmentsMax
 	}
 	if err := c.checkForward(u); err != nil {
 		return err

@@ -107,6 +107,9 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/variables/{name}", person, h.deleteSharedVariable},
 		{"GET /api/sessions/{id}/live", person, h.liveSession},
 		{"GET /api/sessions/{id}/files/{path...}", person, h.downloadFile},
+		{"POST /api/sessions/{id}/attachments", person, h.uploadAttachment},
+		{"GET /api/sessions/{id}/attachments", person, h.listAttachments},
+		{"GET /api/sessions/{id}/attachments/{attachment}", person, h.downloadAttachment},
 	}
 }
 

@@ -270,16 +270,20 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err == nil {
 		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
+	var atts []store.Attachment
+	if err == nil {
+		atts, err = h.promptAttachments(r.Context(), s, req)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	pr, err := h.sessions.Prompt(r.Context(), s, store.Prompt{AuthorID: p.User.ID, Text: req.Text, IsCommand: req.IsCommand})
+	pr, err := h.sessions.Prompt(r.Context(), s, store.Prompt{AuthorID: p.User.ID, Text: req.Text, IsCommand: req.IsCommand, Attachments: atts})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, pr)
+	writeJSON(w, http.StatusCreated, apiPrompt(pr))
 }
 
 func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -287,6 +291,9 @@ func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkPrompt(req.Text)
+	}
+	if err == nil && len(req.Attachments) > 0 {
+		err = fmt.Errorf("a queued prompt's attachments stay as they are: cancel it and send it again to change them: %w", errdefs.ErrInvalid)
 	}
 	h.changePrompt(w, r, p, req.Text, err)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -33,10 +34,27 @@ func (st *sessionStream) event(e store.Event) (api.LiveMessage, bool) {
 		return api.LiveMessage{}, false
 	}
 	m := api.LiveMessage{Type: "event", Event: &ev}
+	if ev.Kind == protocol.EventPrompt {
+		m.Attachments = st.attachments(ev.Text)
+	}
 	if st.html {
 		m.HTML = st.h.web.md.rendered(st.id, ev)
 	}
 	return m, true
+}
+
+// attachments are the files a prompt's text says it carried
+// (protocol.AttachedLine).
+func (st *sessionStream) attachments(text string) []api.Attachment {
+	id, ok := protocol.AttachedPrompt(text)
+	if !ok {
+		return nil
+	}
+	as, err := st.h.store.PromptAttachments(context.Background(), st.id, id)
+	if err != nil || len(as) == 0 {
+		return nil
+	}
+	return apiAll(as, apiAttachment)
 }
 
 // decodeEvent is a stored Event as the API shows it: decoded, numbered.

@@ -36,28 +36,42 @@ const streamWait = 15 * time.Second
 // openStream asks rc for a stream with the request req makes of the stream
 // id, and returns it once both the reply and the stream have come.
 func (h *Hub) openStream(ctx context.Context, rc *runnerConn, typ string, req func(stream string) any, reply any) (net.Conn, error) {
-	id, _ := auth.NewToken(auth.Session)
+	id, take := h.expectStream(rc)
+	ctx, cancel := context.WithTimeout(ctx, streamWait)
+	defer cancel()
+	if err := rc.conn.Request(ctx, typ, req(id), reply); err != nil {
+		cancel()
+		take(ctx) // forgets it
+		return nil, err
+	}
+	return take(ctx)
+}
+
+// expectStream makes a stream id only rc may dial back, and take, which
+// waits for that stream until ctx is done and forgets the id either way;
+// call it once. The stream ends the request it serves when closed.
+func (h *Hub) expectStream(rc *runnerConn) (id string, take func(ctx context.Context) (net.Conn, error)) {
+	id, _ = auth.NewToken(auth.Session)
 	id = id[len("kndls_"):]
 	ps := &pendingStream{runnerID: rc.runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
 	st := &h.web.streams
 	st.mu.Lock()
 	st.m[id] = ps
 	st.mu.Unlock()
-	defer func() {
-		st.mu.Lock()
-		delete(st.m, id)
-		st.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(ctx, streamWait)
-	defer cancel()
-	if err := rc.conn.Request(ctx, typ, req(id), reply); err != nil {
-		close(ps.done)
-		return nil, err
-	}
-	select {
-	case ws := <-ps.ch:
-		return &streamConn{Conn: websocket.NetConn(context.Background(), ws, websocket.MessageBinary), done: ps.done}, nil
-	case <-ctx.Done():
+	return id, func(ctx context.Context) (net.Conn, error) {
+		defer func() {
+			st.mu.Lock()
+			delete(st.m, id)
+			st.mu.Unlock()
+		}()
+		select {
+		case ws := <-ps.ch:
+			if ctx.Err() == nil {
+				return &streamConn{Conn: websocket.NetConn(context.Background(), ws, websocket.MessageBinary), done: ps.done}, nil
+			}
+			ws.CloseNow()
+		case <-ctx.Done():
+		}
 		close(ps.done)
 		return nil, fmt.Errorf("the Runner did not connect the stream within %s: %w", streamWait, errdefs.ErrUnavailable)
 	}

@@ -17,6 +17,13 @@ import (
 func (f *fixture) call(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
+	resp, b := f.send(t, req)
+	return resp.StatusCode, string(b)
+}
+
+// send sends req with the dev user's CLI token and reads the answer.
+func (f *fixture) send(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	req.Header.Set("Authorization", "Bearer "+f.cli)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -24,7 +31,7 @@ func (f *fixture) call(t *testing.T, method, path, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp, b
 }
 
 func TestSensitiveVariablesAreSealedWriteOnlyAndChecked(t *testing.T) {

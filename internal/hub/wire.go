@@ -28,8 +28,18 @@ func (h *Hub) sessionView(s store.Session, q []store.Prompt) api.SessionView {
 }
 
 func apiPrompt(p store.Prompt) api.Prompt {
-	return api.Prompt{ID: p.ID, SessionID: p.SessionID, AuthorID: p.AuthorID, Text: p.Text, IsCommand: p.IsCommand,
+	a := api.Prompt{ID: p.ID, SessionID: p.SessionID, AuthorID: p.AuthorID, Text: p.Text, IsCommand: p.IsCommand,
 		State: string(p.State), CreatedAt: p.CreatedAt, DeliveredAt: p.DeliveredAt}
+	if len(p.Attachments) > 0 {
+		a.Attachments = apiAll(p.Attachments, apiAttachment)
+	}
+	return a
+}
+
+// apiAttachment leaves out SHA256, which is for the Hub and the Runner.
+func apiAttachment(a store.Attachment) api.Attachment {
+	return api.Attachment{ID: a.ID, SessionID: a.SessionID, PromptID: a.PromptID, Name: a.Name, File: a.File,
+		Type: a.MediaType, Size: a.Size, Text: a.IsText, CreatedBy: a.CreatedBy, CreatedAt: a.CreatedAt}
 }
 
 func apiRunner(r store.Runner) api.Runner {

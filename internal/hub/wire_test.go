@@ -22,6 +22,7 @@ func TestAPITypesCarryTheRowsJSON(t *testing.T) {
 	}{
 		{"Session", sameJSON(apiSession)},
 		{"Prompt", sameJSON(apiPrompt)},
+		{"Attachment", sameJSON(apiAttachment)},
 		{"Runner", sameJSON(apiRunner)},
 		{"Invite", sameJSON(apiInvite)},
 		{"Repo", sameJSON(apiRepo)},

@@ -25,7 +25,8 @@ import (
 //	2 (2026-12-01, unreleased): the Runner merges the mod's hooks and the
 //	  transcript into one ordered stream of session.events (with hook
 //	  signals); the Hub's /mod/hook route is gone; session.archive,
-//	  .restore and .answer.
+//	  .restore and .answer; session.deliver's attachments, fetched with
+//	  session.attachment over a stream.
 const (
 	Version    = 2
 	MinVersion = 2

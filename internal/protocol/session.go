@@ -59,6 +59,9 @@ type SessionDeliver struct {
 	// confirmed: the Runner first checks whether the text still waits in
 	// Claude Code's input.
 	Retry bool `json:"retry,omitempty"`
+	// Attachments are the files the prompt carries: the Runner places each
+	// at AttachmentPath and adds its AttachedLine to the text before typing.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // SessionRef names a Session: the body of session.stop_turn, .stop,

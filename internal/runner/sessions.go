@@ -345,6 +345,9 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error
 	if err != nil {
 		return err
 	}
+	if req.Text, err = r.placeAttachments(ctx, req); err != nil {
+		return err
+	}
 	s.typing.Lock()
 	defer s.typing.Unlock()
 	tail := lastRunes(squash(req.Text), 24)

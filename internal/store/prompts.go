@@ -34,6 +34,9 @@ type Prompt struct {
 	// Sealed is the text sealed under HUB_SECRETS_KEY (internal/hub/session
 	// seals and opens it); Text is then empty in the store.
 	Sealed []byte `json:"-"`
+	// Attachments are the files it carries, which the Runner places in
+	// the Sandbox before typing it. EnqueuePrompt takes them by ID.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at, sealed`
@@ -47,19 +50,44 @@ func scanPrompt(row scanner) (Prompt, error) {
 	return p, err
 }
 
-// EnqueuePrompt queues a prompt at the end of a Session's queue.
+// EnqueuePrompt queues a prompt at the end of a Session's queue, with the
+// Attachments it names by ID: complete ones of the Session its author
+// uploaded that no prompt carries yet (ErrNotFound for any other,
+// ErrConflict for one another prompt carries, and then nothing is queued).
 func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
-		p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.SessionID)
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
+			p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.SessionID)
+		if err != nil {
+			return err
+		}
+		return nameAttachments(ctx, tx, &p)
+	})
 	return p, err
+}
+
+// withAttachments fills in the Attachments each prompt carries.
+func (s *Store) withAttachments(ctx context.Context, ps []Prompt) ([]Prompt, error) {
+	for i := range ps {
+		as, err := s.PromptAttachments(ctx, ps[i].SessionID, ps[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		ps[i].Attachments = as
+	}
+	return ps, nil
 }
 
 // Prompts lists a Session's prompts that are not delivered or cancelled,
 // in queue order.
 func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error) {
-	return queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY state = 'queued', position, rowid`, sessionID)
+	ps, err := queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY state = 'queued', position, rowid`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.withAttachments(ctx, ps)
 }
 
 // PromptByID returns one of a Session's prompts, or ErrNotFound.
@@ -110,6 +138,9 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 		_, err = tx.ExecContext(ctx, `UPDATE prompts SET state = 'delivering' WHERE id = ?`, p.ID)
 		return err
 	})
+	if ok && err == nil {
+		p.Attachments, err = s.PromptAttachments(ctx, sessionID, p.ID)
+	}
 	return p, ok, err
 }
 

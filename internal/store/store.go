@@ -108,9 +108,10 @@ func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(...any) error }
 
-// querier is a *sql.DB or a *sql.Tx.
+// querier is a *sql.DB or *sql.Tx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // queryAll runs a query and scans each row with scan.

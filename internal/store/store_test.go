@@ -153,13 +153,7 @@ func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
 func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	u, _ := s.DevUser(ctx)
-	rn, _, _ := s.CreateRunner(ctx, "r", u.ID)
-	repo, _ := s.EnsureRepo(ctx, "/srv/repo", "repo")
-	x, err := s.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, u := devSession(t, s)
 	ids := map[string]string{}
 	for _, text := range []string{"a", "b", "c", "d"} {
 		p, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})

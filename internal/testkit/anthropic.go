@@ -131,11 +131,13 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Block is a content block: text, tool_use or tool_result (others keep
-// only their Type).
+// Block is a content block: text, image, tool_use or tool_result (others
+// keep only their Type).
 type Block struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// image: its source, base64 data with its media type.
+	Source *ImageSource `json:"source,omitempty"`
 	// tool_use
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
@@ -144,6 +146,13 @@ type Block struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
+}
+
+// ImageSource is an image block's bytes.
+type ImageSource struct {
+	Type      string `json:"type"` // base64
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 // ResultText is a tool_result block's content as text.
@@ -194,10 +203,16 @@ func (m Message) Texts() []string {
 }
 
 // ToolResults returns the tool_result blocks of m.
-func (m Message) ToolResults() []Block {
+func (m Message) ToolResults() []Block { return m.blocks("tool_result") }
+
+// Images returns the image blocks of m.
+func (m Message) Images() []Block { return m.blocks("image") }
+
+// blocks returns the blocks of m of one type.
+func (m Message) blocks(typ string) []Block {
 	var out []Block
 	for _, b := range m.Content {
-		if b.Type == "tool_result" {
+		if b.Type == typ {
 			out = append(out, b)
 		}
 	}

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -28,6 +30,8 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/archive", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/restore", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/answer", body: `{"answers":[{"option":1}]}`, origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/attachments?name=notes.txt", body: "some notes", origin: "self"},
+		{method: "GET", path: "/api/sessions/" + id + "/attachments"},
 	}
 }
 
@@ -139,6 +143,20 @@ func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	}
 	if code, body := e.do(owner.Client, req{method: "POST", path: "/api/sessions/" + s.ID + "/prompts", body: `{"text":"hello"}`, origin: "self"}); code != http.StatusCreated {
 		t.Fatalf("the Creator prompting: %d %s", code, body)
+	}
+	// Only the Creator attaches; anyone with access downloads, as a file.
+	if as, _ := e.store.Attachments(context.Background(), s.ID); len(as) != 0 {
+		t.Fatalf("bob's attachment was kept: %+v", as)
+	}
+	code, body := e.do(owner.Client, req{method: "POST", path: "/api/sessions/" + s.ID + "/attachments?name=notes.txt", body: "some notes", origin: "self"})
+	var a api.Attachment
+	if json.Unmarshal([]byte(body), &a); code != http.StatusCreated {
+		t.Fatalf("the Creator attaching: %d %s", code, body)
+	}
+	resp := e.send(bob.Client, req{method: "GET", path: "/api/sessions/" + s.ID + "/attachments/" + a.ID})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") || resp.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Fatalf("bob downloading: %d %v, want the file as an attachment", resp.StatusCode, resp.Header)
 	}
 }
 

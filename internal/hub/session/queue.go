@@ -182,7 +182,7 @@ func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
 		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryTimeout)
 		defer cancel()
 		err := rc.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
-			Text: promptText(p), Retry: retry}, nil)
+			Text: promptText(p), Retry: retry, Attachments: deliveredAttachments(p)}, nil)
 		switch {
 		case err != nil:
 			o.log.Warn("prompt not typed", "session", id, "err", err)
@@ -296,6 +296,16 @@ func promptText(p store.Prompt) string {
 		return textMark + p.Text
 	}
 	return p.Text
+}
+
+// deliveredAttachments are the files a prompt carries, as the Runner
+// fetches and places them before it types the prompt.
+func deliveredAttachments(p store.Prompt) []protocol.Attachment {
+	var out []protocol.Attachment
+	for _, a := range p.Attachments {
+		out = append(out, protocol.Attachment{ID: a.ID, File: a.File, Size: a.Size})
+	}
+	return out
 }
 
 // textMark keeps a prompt's leading ! or / from being a command.

@@ -17,10 +17,14 @@ document.addEventListener("click", (e) => {
 });
 
 // api calls the Hub's API with the sign-in cookie and returns the decoded
-// answer; it throws an Error with the Hub's message.
+// answer; it throws an Error with the Hub's message. A Blob (a File) body
+// goes as it is, streamed; anything else as JSON.
 export async function api(method, path, body) {
   const opts = { method, credentials: "same-origin", headers: {} };
-  if (body !== undefined) {
+  if (body instanceof Blob) {
+    opts.headers["Content-Type"] = "application/octet-stream";
+    opts.body = body;
+  } else if (body !== undefined) {
     opts.headers["Content-Type"] = "application/json";
     opts.body = JSON.stringify(body);
   }

@@ -4,6 +4,7 @@
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
 import { api, el, live, on, showActivity, showError, showState } from "./app.js";
+import { fileList, picker, promptText } from "./attachments.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
@@ -43,13 +44,14 @@ function time(ev) {
   return isNaN(t) ? "" : t.toLocaleTimeString();
 }
 
-function addEvent(ev, html) {
+function addEvent(ev, html, files) {
   if (ev.seq <= lastSeq) return;
   lastSeq = ev.seq;
   switch (ev.kind) {
     case "prompt": {
       const li = item(ev, "prompt");
-      li.append(el("div", "who", "Prompt"), el("div", "text", ev.text));
+      li.append(el("div", "who", "Prompt"), el("div", "text", promptText(ev.text, files)));
+      if (files.length) li.append(fileList(id, files));
       break;
     }
     case "text":
@@ -264,6 +266,7 @@ function showQueue(queue) {
     li.dataset.id = p.id;
     li.dataset.place = i + 1;
     li.append(el("span", "text", p.text));
+    if (p.attachments) li.append(el("span", "note", p.attachments.map((a) => a.name).join(", ")));
     const up = button("↑", "move-prompt-up", "Deliver earlier");
     up.disabled = i === 0;
     const down = button("↓", "move-prompt-down", "Deliver later");
@@ -278,13 +281,18 @@ if (isCreator) {
   const form = document.getElementById("prompt-form");
   const text = document.getElementById("prompt");
   const error = document.getElementById("prompt-error");
+  const files = picker(id, form, document.getElementById("attach-input"), document.getElementById("attach-list"));
+  const attachStatus = document.getElementById("attach-status");
   const send = async () => {
     showError(error, null);
     try {
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts`, { text: text.value, is_command: form.elements.command.checked });
+      const attachments = await files.upload((s) => (attachStatus.textContent = s));
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts`, { text: text.value, is_command: form.elements.command.checked, attachments });
       text.value = "";
       form.elements.command.checked = false;
+      files.clear();
     } catch (err) {
+      attachStatus.textContent = "";
       showError(error, err);
     }
   };
@@ -438,7 +446,7 @@ const send = live(() => `/api/sessions/${encodeURIComponent(id)}/live?after=${la
   message: (msg) => {
     switch (msg.type) {
       case "event":
-        addEvent(msg.event, msg.html || "");
+        addEvent(msg.event, msg.html || "", msg.attachments || []);
         break;
       case "session":
         showSession(msg.session);
