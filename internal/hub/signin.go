@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -61,12 +62,29 @@ func (h *Hub) notice(w http.ResponseWriter, title, text string) {
 }
 
 // localPath returns next if it is a path on this Hub, else "/": a sign-in
-// never sends the browser elsewhere.
+// never sends the browser elsewhere. Browsers drop tabs and newlines from
+// a Location and read a backslash as a slash, so "/\t/evil.com" would take
+// them to //evil.com: next must start with a single "/" and hold nothing
+// but printable ASCII other than a backslash, as itself and once
+// percent-decoded (a path taken from a query is decoded once already).
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	dec, err := url.PathUnescape(next)
+	if err != nil || !plainPath(next) || !plainPath(dec) {
 		return "/"
 	}
 	return next
+}
+
+func plainPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // refuse is the one answer to everyone the Hub doesn't let in, whatever
