@@ -258,6 +258,9 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 		http.Error(w, fmt.Sprintf("Nothing listens on port %d in the Session's Sandbox now, or the Session is not active.", port), http.StatusBadGateway)
 		return
 	}
+	// An app's upload takes as long as it takes: Serve's read timeout is
+	// for the Hub's own requests.
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	h.web.proxyOnce.Do(func() { h.web.proxy = h.forwardProxy() })
 	h.web.proxy.ServeHTTP(w, r)
 }
