@@ -14,8 +14,8 @@ import (
 // Version is the pinned Claude Code version every Sandbox runs.
 //
 // To bump it: check that both packages have it (`npm view
-// @anthropic-ai/claude-code-linux-x64 versions`), change it here, then
-// re-check what /work/shared/notes/claude-code.md records against the new
+// @anthropic-ai/claude-code-linux-x64 versions`), change it here and pin
+// both builds' integrity below, then re-check what /work/shared/notes/claude-code.md records against the new
 // build (the seed that skips every dialog, the endpoints it calls, the
 // transcript layout, hook payloads) and run the real-binary tests:
 //
@@ -25,6 +25,18 @@ import (
 // runs a Bash command, the Runner's models are taken) must pass before the
 // bump is merged.
 const Version = "2.1.328"
+
+// The sha512 integrity of each build's npm tarball of Version, pinned here
+// beside it: Install checks the bytes against these, never against what
+// the registry serving them (RUNNER_NPM_REGISTRY, any mirror) says. Read
+// them from npm's own registry when bumping Version:
+//
+//	npm view @anthropic-ai/claude-code-linux-x64@VERSION dist.integrity
+//	npm view @anthropic-ai/claude-code-linux-x64-musl@VERSION dist.integrity
+const (
+	glibcIntegrity = "sha512-KuzL+dBHgDCFTHJxwW+xuBJdVKfBsesGx2BBcTOG9sYDGoAD7b1hUV8rsTS4xjoJsB2SmeGraGjBiFuhrYuC9w=="
+	muslIntegrity  = "sha512-JiYOp70eNGo+NQGwfPOyzupUf4rVjXd2cXpyF1elbp97mR22tagM7qlCQ/8jGrKSce82/ZKkyXQo39IsQjnNLQ=="
+)
 
 // Paths inside a Sandbox.
 const (

@@ -31,9 +31,14 @@ type Binary struct {
 	Path    string // Dir/claude
 	Version string
 	Variant Variant
-	// Integrity is the registry's sha512 SRI of the tarball it came from.
+	// Integrity is the sha512 SRI of the tarball it came from: the pin.
 	Integrity string
 }
+
+// pinned is each variant's pinned tarball integrity, the constants beside
+// Version. Only this package's tests, serving tarballs of their own,
+// change it.
+var pinned = map[Variant]string{Glibc: glibcIntegrity, Musl: muslIntegrity}
 
 // InstallOptions tune Install; the zero value works.
 type InstallOptions struct {
@@ -61,8 +66,9 @@ const recordName = "kndl-install.json"
 // Install returns the pinned Version of variant's build under dir,
 // downloading it from the npm registry first if it is not there.
 //
-// The tarball is checked against the registry's dist.integrity while it
-// streams, and unpacked into a hidden temporary directory renamed into place
+// The tarball is checked against the integrity pinned beside Version while
+// it streams (a registry whose metadata names another is refused before
+// the download), and unpacked into a hidden temporary directory renamed into place
 // only once complete and checked, so a crash leaves nothing that looks
 // installed. Concurrent callers, in this process or others, download once:
 // the others wait on a lock file (honouring ctx) and then find it there.
@@ -73,7 +79,7 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 	pkg := variant.Package()
 	b := Binary{Dir: filepath.Join(dir, Version, string(variant)), Version: Version, Variant: variant}
 	b.Path = filepath.Join(b.Dir, "claude")
-	if rec, ok := installed(b.Dir, pkg); ok {
+	if rec, ok := installed(b.Dir, pkg, pinned[variant]); ok {
 		b.Integrity = rec.Integrity
 		return b, nil
 	}
@@ -90,7 +96,7 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, Version, err)
 	}
 	defer unlock()
-	if rec, ok := installed(b.Dir, pkg); ok {
+	if rec, ok := installed(b.Dir, pkg, pinned[variant]); ok {
 		b.Integrity = rec.Integrity
 		return b, nil
 	}
@@ -102,7 +108,7 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 		}
 	}
 	start := time.Now()
-	rec, err := download(ctx, parent, b.Dir, pkg, opts)
+	rec, err := download(ctx, parent, b.Dir, pkg, pinned[variant], opts)
 	if err != nil {
 		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, Version, err)
 	}
@@ -113,12 +119,14 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 	return b, nil
 }
 
-// installed reports whether dir holds a complete install of pkg@Version:
-// its record names them and the binary has the recorded size.
-func installed(dir, pkg string) (record, bool) {
+// installed reports whether dir holds a complete install of pkg@Version
+// from the tarball pin names: its record names them and the binary has the
+// recorded size. One made from other bytes (before the pin, trusting a
+// registry) is not.
+func installed(dir, pkg, pin string) (record, bool) {
 	var rec record
 	data, err := os.ReadFile(filepath.Join(dir, recordName))
-	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Package != pkg || rec.Version != Version {
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Package != pkg || rec.Version != Version || rec.Integrity != pin {
 		return record{}, false
 	}
 	fi, err := os.Stat(filepath.Join(dir, "claude"))
@@ -169,9 +177,9 @@ type meta struct {
 }
 
 // download fetches pkg@Version's tarball, unpacks package/claude into a
-// temporary directory under parent, checks the tarball's integrity, and
+// temporary directory under parent, checks the tarball against pin, and
 // renames the directory to target.
-func download(ctx context.Context, parent, target, pkg string, opts InstallOptions) (record, error) {
+func download(ctx context.Context, parent, target, pkg, pin string, opts InstallOptions) (record, error) {
 	client := opts.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -187,9 +195,19 @@ func download(ctx context.Context, parent, target, pkg string, opts InstallOptio
 	if m.Name != pkg || m.Version != Version || m.Dist.Tarball == "" {
 		return record{}, fmt.Errorf("registry answered %s@%s with tarball %q, want %s@%s", m.Name, m.Version, m.Dist.Tarball, pkg, Version)
 	}
-	want, err := sha512SRI(m.Dist.Integrity)
+	want, err := sha512SRI(pin)
+	if err != nil {
+		return record{}, fmt.Errorf("the pinned integrity %q: %w", pin, err)
+	}
+	// The registry's word is only a shortcut: a registry that names other
+	// bytes is refused before they are fetched, and the bytes are checked
+	// against the pin all the same.
+	said, err := sha512SRI(m.Dist.Integrity)
 	if err != nil {
 		return record{}, fmt.Errorf("registry's integrity %q: %w", m.Dist.Integrity, err)
+	}
+	if string(said) != string(want) {
+		return record{}, fmt.Errorf("the registry offers a tarball with integrity %s, but kndl pins %s for this version; nothing installed", m.Dist.Integrity, pin)
 	}
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.Dist.Tarball, nil)
@@ -228,10 +246,10 @@ func download(ctx context.Context, parent, target, pkg string, opts InstallOptio
 		return record{}, fmt.Errorf("download: %w", err)
 	}
 	if got := hash.Sum(nil); string(got) != string(want) {
-		return record{}, fmt.Errorf("integrity mismatch: the registry says %s, the download is %s; nothing installed",
-			m.Dist.Integrity, "sha512-"+base64.StdEncoding.EncodeToString(got))
+		return record{}, fmt.Errorf("integrity mismatch: kndl pins %s, the download is %s; nothing installed",
+			pin, "sha512-"+base64.StdEncoding.EncodeToString(got))
 	}
-	rec.Package, rec.Version, rec.Integrity = pkg, Version, m.Dist.Integrity
+	rec.Package, rec.Version, rec.Integrity = pkg, Version, pin
 	data, _ := json.MarshalIndent(rec, "", "  ")
 	if err := writeFileSync(filepath.Join(tmp, recordName), data, 0o644); err != nil {
 		return record{}, err

@@ -27,9 +27,12 @@ import (
 )
 
 // registry is a fake npm registry serving one version of both packages.
+// Unless made with newUnpinnedRegistry, its tarball is the one pinned
+// while the test runs.
 type registry struct {
 	*httptest.Server
 	tarball   []byte
+	serve     []byte        // the bytes the download sends; default tarball
 	integrity string        // what the metadata says; default the tarball's
 	name      string        // the metadata's name; default the package asked for
 	cut       int           // if > 0, the tarball download breaks after this many bytes
@@ -64,6 +67,16 @@ var fakeClaude = map[string]string{
 }
 
 func newRegistry(t *testing.T, files map[string]string) *registry {
+	r := newUnpinnedRegistry(t, files)
+	was := pinned
+	pinned = map[Variant]string{Glibc: sri(r.tarball), Musl: sri(r.tarball)}
+	t.Cleanup(func() { pinned = was })
+	return r
+}
+
+// newUnpinnedRegistry is a fake registry whose tarball is not the pinned
+// one: the pins stay the real builds'.
+func newUnpinnedRegistry(t *testing.T, files map[string]string) *registry {
 	r := &registry{tarball: tarball(t, files)}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		pkg, ok := strings.CutSuffix(strings.TrimPrefix(req.URL.Path, "/"), "/"+Version)
@@ -89,6 +102,9 @@ func newRegistry(t *testing.T, files map[string]string) *registry {
 				<-r.hold
 			}
 			body := r.tarball
+			if r.serve != nil {
+				body = r.serve
+			}
 			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 			if r.cut > 0 {
 				body = body[:r.cut]
@@ -237,8 +253,10 @@ func TestInstallRefuses(t *testing.T) {
 		files map[string]string
 		want  []string
 	}{
-		{"wrong integrity", func(r *registry) { r.integrity = sri(other) }, fakeClaude,
-			[]string{"install " + Glibc.Package() + "@" + Version + ": integrity mismatch: the registry says " + sri(other), "nothing installed"}},
+		{"metadata naming other bytes", func(r *registry) { r.integrity = sri(other) }, fakeClaude,
+			[]string{"install " + Glibc.Package() + "@" + Version + ": the registry offers a tarball with integrity " + sri(other) + ", but kndl pins ", "nothing installed"}},
+		{"other bytes under the pinned integrity", func(r *registry) { r.serve = other }, fakeClaude,
+			[]string{"integrity mismatch: kndl pins ", "the download is " + sri(other), "nothing installed"}},
 		{"integrity not sha512", func(r *registry) { r.integrity = "sha1-AAAA" }, fakeClaude, []string{"no sha512 digest"}},
 		{"metadata for another package", func(r *registry) { r.name = "left-pad" }, fakeClaude, []string{"answered left-pad@" + Version}},
 		{"download cut short", func(r *registry) { r.cut = 100 }, fakeClaude, []string{"unpack"}},
@@ -249,9 +267,6 @@ func TestInstallRefuses(t *testing.T) {
 			reg := newRegistry(t, tt.files)
 			if tt.edit != nil {
 				tt.edit(reg)
-			}
-			if tt.name == "wrong integrity" {
-				tt.want = append(tt.want, "the download is "+sri(reg.tarball))
 			}
 			dir := t.TempDir()
 			_, err := Install(context.Background(), dir, Glibc, InstallOptions{Registry: reg.URL})
@@ -266,6 +281,46 @@ func TestInstallRefuses(t *testing.T) {
 			}
 			notInstalled(t, dir)
 		})
+	}
+}
+
+// TestInstallTakesOnlyThePinnedBytes: a registry serving a build whose
+// metadata matches its tarball, but not the integrity pinned beside
+// Version, installs nothing, for either build; and an install made from
+// other bytes (before the pin, trusting the registry) is made again.
+func TestInstallTakesOnlyThePinnedBytes(t *testing.T) {
+	reg := newUnpinnedRegistry(t, fakeClaude)
+	for _, v := range []Variant{Glibc, Musl} {
+		dir := t.TempDir()
+		_, err := Install(context.Background(), dir, v, InstallOptions{Registry: reg.URL})
+		if err == nil || !strings.Contains(err.Error(), "kndl pins "+pinned[v]) {
+			t.Errorf("%s from a registry with other bytes: %v, want a refusal naming the pin", v, err)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(dir, Version)); len(entries) != 1 {
+			t.Errorf("%s: left %d entries, want only the lock file", v, len(entries))
+		}
+	}
+	if n := reg.downloads.Load(); n != 0 {
+		t.Errorf("%d tarballs downloaded, want none: the metadata already says they are not the pinned ones", n)
+	}
+
+	dir := t.TempDir()
+	if _, err := Install(context.Background(), dir, Glibc, InstallOptions{Registry: reg.URL}); err == nil {
+		t.Fatal("installed unpinned bytes")
+	}
+	pinnedReg := newRegistry(t, fakeClaude)
+	b, err := Install(context.Background(), dir, Glibc, InstallOptions{Registry: pinnedReg.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record{Package: Glibc.Package(), Version: Version, Integrity: sri([]byte("other bytes")), Size: int64(len(fakeClaude["package/claude"]))}
+	data, _ := json.Marshal(rec)
+	os.WriteFile(filepath.Join(b.Dir, recordName), data, 0o644)
+	if _, err := Install(context.Background(), dir, Glibc, InstallOptions{Registry: pinnedReg.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pinnedReg.downloads.Load(); n != 2 {
+		t.Errorf("downloads: %d, want 2 (the install from other bytes made again)", n)
 	}
 }
 
@@ -352,7 +407,8 @@ func TestSHA512SRI(t *testing.T) {
 	}
 }
 
-// The pinned version must exist for both variants, with a sha512 integrity.
+// The pinned version must exist for both variants, with the pinned
+// integrity.
 func TestRealRegistryHasBothVariants(t *testing.T) {
 	for _, v := range []Variant{Glibc, Musl} {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
@@ -366,8 +422,8 @@ func TestRealRegistryHasBothVariants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sha512SRI(m.Dist.Integrity); err != nil || m.Name != v.Package() || m.Version != Version {
-			t.Errorf("%s: got %+v (%v), want %s@%s with a sha512 integrity", v, m, err, v.Package(), Version)
+		if m.Name != v.Package() || m.Version != Version || m.Dist.Integrity != pinned[v] {
+			t.Errorf("%s: got %+v, want %s@%s with the pinned integrity %s", v, m, v.Package(), Version, pinned[v])
 		}
 	}
 }

@@ -151,11 +151,6 @@ type CLILoginStatus struct {
 }
 
 func (h *Hub) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
-	addr := clientAddr(r)
-	if h.guard.fails.blocked(addr) {
-		h.writeError(w, r, fmt.Errorf("too many wrong device codes from your address; wait a minute: %w", errdefs.ErrTooMany))
-		return
-	}
 	var req struct {
 		DeviceCode string `json:"device_code"`
 	}
@@ -183,7 +178,10 @@ func (h *Hub) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) 
 	}
 	d.mu.Unlock()
 	if dr == nil {
-		h.guard.fails.take(addr)
+		if !h.guard.fails.take(clientAddr(r)) {
+			h.writeError(w, r, fmt.Errorf("too many wrong device codes from your address; wait a minute: %w", errdefs.ErrTooMany))
+			return
+		}
 		h.writeError(w, r, fmt.Errorf("no such login waiting: run kndl login again: %w", errdefs.ErrNotFound))
 		return
 	}

@@ -31,8 +31,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ForwardURL is where a Session's forwarded ports are served: a
 	// wildcard address whose * becomes p<port>-<session id>, such as
-	// https://*.kndl-ports.example.com, with DNS for it pointing at the Hub.
-	// Each port gets an origin of its own, never the Hub's. HUB_FORWARD_URL;
+	// https://*.kndl-ports.example.net, with DNS for it pointing at the Hub.
+	// Each port gets an origin of its own, never the Hub's; put it on
+	// another registrable domain than the Hub's, so a forwarded app is not
+	// even same-site with it (cookies). HUB_FORWARD_URL;
 	// default http://*.localhost:<port> for a Hub on loopback over HTTP
 	// (browsers resolve *.localhost to loopback), else none: ports are
 	// listed but not forwarded.
@@ -190,7 +192,7 @@ func (c *Config) checkForward(pub *url.URL) error {
 	u, err := url.Parse(c.ForwardURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasPrefix(u.Host, "*.") || len(u.Host) < 4 ||
 		strings.Contains(u.Host[2:], "*") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("HUB_FORWARD_URL %q: want a wildcard address such as https://*.kndl-ports.example.com", c.ForwardURL)
+		return fmt.Errorf("HUB_FORWARD_URL %q: want a wildcard address such as https://*.kndl-ports.example.net", c.ForwardURL)
 	}
 	c.ForwardURL = strings.TrimSuffix(c.ForwardURL, "/")
 	return nil

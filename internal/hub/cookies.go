@@ -11,20 +11,27 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 )
 
-// signinCookie names the sign-in cookie. Secure, it takes the __Host-
-// prefix, which browsers accept only host-only, on path /, from https.
-func (g *guard) signinCookie() string {
-	if g.secure {
-		return "__Host-kndl"
+// Every cookie kndl sets is HttpOnly, SameSite=Lax, host-only (no Domain)
+// and on path /, Secure unless it is served over plain HTTP on loopback,
+// and a Secure one takes the __Host- prefix, which browsers accept only so
+// (host-only, path /, Secure, from https). A forward origin is same-site
+// with the Hub, so without the prefix an app served there could plant a
+// cookie of the Hub's name on a parent domain: a sign-in of the attacker's
+// (login CSRF), or a trip cookie of their own.
+
+// cookieName is the name a cookie of kndl's base name has: prefixed when
+// Secure.
+func cookieName(base string, secure bool) string {
+	if secure {
+		return "__Host-" + base
 	}
-	return "kndl"
+	return base
 }
 
-// cookie makes a cookie as every cookie the Hub sets is: HttpOnly,
-// SameSite=Lax, host-only (no Domain), Secure unless the Hub is on loopback
-// over HTTP. maxAge 0 leaves it a browser-session cookie; <0 deletes it.
-func (g *guard) cookie(name, value, path string, maxAge time.Duration) *http.Cookie {
-	c := &http.Cookie{Name: name, Value: value, Path: path, HttpOnly: true, Secure: g.secure, SameSite: http.SameSiteLaxMode}
+// newCookie makes a cookie as every cookie kndl sets is. maxAge 0 leaves
+// it a browser-session cookie; <0 deletes it.
+func newCookie(base, value string, secure bool, maxAge time.Duration) *http.Cookie {
+	c := &http.Cookie{Name: cookieName(base, secure), Value: value, Path: "/", HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode}
 	switch {
 	case maxAge > 0:
 		c.MaxAge = int(maxAge / time.Second)
@@ -34,6 +41,24 @@ func (g *guard) cookie(name, value, path string, maxAge time.Duration) *http.Coo
 	return c
 }
 
+// cookie makes one of the Hub's own cookies, Secure unless the Hub is on
+// loopback over HTTP.
+func (g *guard) cookie(base, value string, maxAge time.Duration) *http.Cookie {
+	return newCookie(base, value, g.secure, maxAge)
+}
+
+// read is the value of the request's Hub cookie of base name, or "".
+func (g *guard) read(r *http.Request, base string) string {
+	c, err := r.Cookie(cookieName(base, g.secure))
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
+// signinCookie is the sign-in cookie's base name.
+const signinCookie = "kndl"
+
 // startSignin signs the browser in as userID.
 func (h *Hub) startSignin(ctx context.Context, w http.ResponseWriter, userID string) error {
 	token, err := h.store.CreateSignin(ctx, userID)
@@ -42,17 +67,17 @@ func (h *Hub) startSignin(ctx context.Context, w http.ResponseWriter, userID str
 	}
 	// The cookie lives as long as the sign-in may; the Hub enforces both
 	// lifetimes itself on every request.
-	http.SetCookie(w, h.guard.cookie(h.guard.signinCookie(), token, "/", h.cfg.SigninMaxAge))
+	http.SetCookie(w, h.guard.cookie(signinCookie, token, h.cfg.SigninMaxAge))
 	return nil
 }
 
 // signinToken is the request's sign-in cookie value, if it has one.
 func (h *Hub) signinToken(r *http.Request) string {
-	c, err := r.Cookie(h.guard.signinCookie())
-	if err != nil || auth.KindOf(c.Value) != auth.Cookie {
+	v := h.guard.read(r, signinCookie)
+	if auth.KindOf(v) != auth.Cookie {
 		return ""
 	}
-	return c.Value
+	return v
 }
 
 // cookiePrincipal resolves a sign-in cookie. A request that could change

@@ -89,6 +89,17 @@ func (h *Hub) portsChanged(id string) {
 // forwardCookie names a forward origin's grant.
 const forwardCookie = "kndl_fwd"
 
+// hubCookie reports whether a cookie is named like one of kndl's own
+// (kndl, kndl_*, prefixed or not), which an app behind a forward neither
+// sees nor sets.
+func hubCookie(name string) bool {
+	name = strings.ToLower(name)
+	for _, p := range []string{"__host-", "__secure-"} {
+		name = strings.TrimPrefix(name, p)
+	}
+	return name == signinCookie || strings.HasPrefix(name, signinCookie+"_")
+}
+
 // Grant lifetimes: a code is used at once; a grant lasts at most as long
 // as a sign-in may.
 const codeTTL = time.Minute
@@ -229,13 +240,13 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 		token := newSecret()
 		gr.expires = time.Now().Add(h.cfg.SigninMaxAge)
 		h.web.grants.put(h.web.grants.cookies, token, gr)
-		http.SetCookie(w, &http.Cookie{Name: forwardCookie, Value: token, Path: "/", HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, newCookie(forwardCookie, token, secure, 0))
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	gr, ok := grant{}, false
-	if c, err := r.Cookie(forwardCookie); err == nil {
+	if c, err := r.Cookie(cookieName(forwardCookie, secure)); err == nil {
 		gr, ok = h.web.grants.take(h.web.grants.cookies, c.Value, false)
 	}
 	if ok && (gr.session != session || gr.port != port) {
@@ -258,6 +269,9 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 		http.Error(w, fmt.Sprintf("Nothing listens on port %d in the Session's Sandbox now, or the Session is not active.", port), http.StatusBadGateway)
 		return
 	}
+	// An app's upload takes as long as it takes: Serve's read timeout is
+	// for the Hub's own requests.
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	h.web.proxyOnce.Do(func() { h.web.proxy = h.forwardProxy() })
 	h.web.proxy.ServeHTTP(w, r)
 }
@@ -313,7 +327,7 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 			pr.Out.Host = "localhost:" + strconv.Itoa(port)
 			pr.Out.Header.Del("Cookie")
 			for _, c := range pr.In.Cookies() {
-				if c.Name != forwardCookie {
+				if !hubCookie(c.Name) {
 					pr.Out.AddCookie(c)
 				}
 			}
@@ -321,9 +335,11 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 			pr.Out.Header.Set("X-Forwarded-Proto", strings.SplitN(h.cfg.ForwardURL, ":", 2)[0])
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			// The app's own cookies stay on its own origin: one for a
+			// parent domain would reach the Hub and its other forwards.
 			var keep []string
 			for _, sc := range resp.Header.Values("Set-Cookie") {
-				if !strings.HasPrefix(strings.TrimSpace(sc), forwardCookie+"=") {
+				if c, err := http.ParseSetCookie(sc); err == nil && c.Domain == "" && !hubCookie(c.Name) {
 					keep = append(keep, sc)
 				}
 			}

@@ -1,11 +1,13 @@
 package hub
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -184,49 +186,88 @@ const (
 	limiterCap = 100_000
 )
 
-// limiter is a token bucket per address.
+// limiter is a token bucket per address, counting only what it is told
+// to: a right credential is let in whatever its address did before, so
+// junk from one address (a NAT, a Runner's machine) never locks out the
+// Runners, Sessions and people behind it. IPv6 addresses count by their
+// /64, which one host usually has whole. When the table is full the entry
+// spent longest ago is forgotten: the limit never switches off.
 type limiter struct {
 	mu     sync.Mutex
 	burst  float64
 	refill time.Duration
-	m      map[string]*bucket
+	cap    int
+	m      map[string]*list.Element // of *bucket, by limitKey
+	order  list.List                // least recently spent at the back
 }
 
 type bucket struct {
+	key    string
 	tokens float64
 	at     time.Time
 }
 
 func newLimiter(burst int, refill time.Duration) *limiter {
-	return &limiter{burst: float64(burst), refill: refill, m: map[string]*bucket{}}
+	return &limiter{burst: float64(burst), refill: refill, cap: limiterCap, m: map[string]*list.Element{}}
 }
 
-// level returns addr's bucket brought up to now; call with l.mu held.
-func (l *limiter) level(addr string, now time.Time) *bucket {
-	b := l.m[addr]
-	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
-		if len(l.m) < limiterCap {
-			l.m[addr] = b
-		}
+// limitKey is what addr counts as: itself, or for IPv6 its /64.
+func limitKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
 	}
-	b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.refill))
-	b.at = now
-	return b
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.WithZone("").Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// level returns key's tokens brought up to now, a full burst for one it
+// doesn't remember; call with l.mu held.
+func (l *limiter) level(key string, now time.Time) float64 {
+	e := l.m[key]
+	if e == nil {
+		return l.burst
+	}
+	b := e.Value.(*bucket)
+	return min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.refill))
 }
 
 // blocked reports whether addr has used up its attempts.
 func (l *limiter) blocked(addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.level(addr, time.Now()).tokens < 1
+	return l.level(limitKey(addr), time.Now()) < 1
 }
 
-// take spends one of addr's attempts.
-func (l *limiter) take(addr string) {
+// take spends one of addr's attempts, and reports whether it had one: a
+// failure from an address that had none left is refused as too many.
+func (l *limiter) take(addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.level(addr, time.Now()).tokens--
+	key, now := limitKey(addr), time.Now()
+	tokens := l.level(key, now)
+	e := l.m[key]
+	if tokens < 1 {
+		l.order.MoveToFront(e) // still failing: the last to forget
+		return false
+	}
+	if e == nil {
+		if len(l.m) >= l.cap {
+			oldest := l.order.Back()
+			delete(l.m, oldest.Value.(*bucket).key)
+			l.order.Remove(oldest)
+		}
+		e = l.order.PushFront(&bucket{key: key})
+		l.m[key] = e
+	}
+	b := e.Value.(*bucket)
+	b.tokens, b.at = tokens-1, now
+	l.order.MoveToFront(e)
+	return true
 }
 
 // prune forgets addresses whose buckets are full again.
@@ -234,9 +275,10 @@ func (l *limiter) prune() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	for a := range l.m {
-		if l.level(a, now).tokens >= l.burst {
-			delete(l.m, a)
+	for key, e := range l.m {
+		if l.level(key, now) >= l.burst {
+			delete(l.m, key)
+			l.order.Remove(e)
 		}
 	}
 }

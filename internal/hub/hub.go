@@ -30,6 +30,9 @@ type Hub struct {
 	web      *webState      // the web UI's live state: web.go
 	sessions *session.Owner // every Session's state, queue and live stream
 
+	// Serve's timeouts; New sets the defaults below, tests shorten them.
+	readTimeout, idleTimeout time.Duration
+
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
 	sets    map[string]*runSet     // redaction sets by Session id, while it runs
@@ -49,6 +52,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
+		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
 		Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive})
@@ -90,10 +94,22 @@ func (h *Hub) Handler() http.Handler { return h.handler }
 // Config is the Hub's configuration with defaults filled in.
 func (h *Hub) Config() Config { return h.cfg }
 
+// Serve's timeouts. A request must be read, body and all, within
+// readTimeout (the API's bodies are at most maxBody; a forward origin's,
+// an app's upload, is exempt), and a connection idle between requests is
+// closed after idleTimeout. A WebSocket is hijacked, which clears both.
+// There is no write timeout: an archive answers once its Runner has moved
+// the disks (up to ten minutes), and a download or a forwarded app streams
+// for as long as it takes; each needs a credential.
+const (
+	readTimeout = time.Minute
+	idleTimeout = 2 * time.Minute
+)
+
 // Serve serves on ln until ctx is done, then closes every Runner connection
 // and waits briefly for requests in flight.
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: h.readTimeout, IdleTimeout: h.idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()

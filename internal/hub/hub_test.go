@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -234,4 +236,65 @@ func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
 		start()
 	}
 	testenv.Eventually(t, testenv.WaitShort, "no goroutine left", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// TestServeClosesIdleAndSlowConnectionsButNotWebSockets: Serve closes a
+// keep-alive connection idle after its answer once the idle timeout
+// passes, and one whose request body never comes once the read timeout
+// does, while a WebSocket open for longer than both still answers.
+func TestServeClosesIdleAndSlowConnectionsButNotWebSockets(t *testing.T) {
+	f := newFixture(t)
+	f.hub.readTimeout, f.hub.idleTimeout = 100*time.Millisecond, 100*time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { f.hub.Serve(ctx, ln); close(served) }()
+	t.Cleanup(func() { cancel(); <-served })
+	addr := ln.Addr().String()
+
+	dctx, dcancel := context.WithTimeout(ctx, testenv.WaitShort)
+	defer dcancel()
+	ws, _, err := websocket.Dial(dctx, "ws://"+addr+"/api/sessions/live",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + f.cli}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	go func() {
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+
+	dial := func(req string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, req)
+		return c
+	}
+	idle := dial("GET /health HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+	idle.SetReadDeadline(time.Now().Add(testenv.WaitShort))
+	if line, _ := bufio.NewReader(idle).ReadString('\n'); !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("GET /health: %q", line)
+	}
+	if !testenv.ClosedWithin(idle, testenv.WaitShort) {
+		t.Error("a keep-alive connection idle after its answer was kept")
+	}
+	slow := dial("POST /api/cli/login/poll HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	if !testenv.ClosedWithin(slow, testenv.WaitShort) {
+		t.Error("a request whose body never came was kept")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, testenv.WaitShort)
+	defer pcancel()
+	if err := ws.Ping(pctx); err != nil {
+		t.Errorf("a WebSocket open past both timeouts: %v", err)
+	}
 }

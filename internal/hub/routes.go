@@ -161,8 +161,10 @@ func (h *Hub) authenticate(rt route) http.Handler {
 }
 
 // principal resolves the request's credential among kinds: a bearer token,
-// or else, where the route takes one, the sign-in cookie. An address that
-// has failed too often is refused before any credential is looked at.
+// or else, where the route takes one, the sign-in cookie. A right
+// credential is let in whatever its address did; a wrong one counts
+// against the address, and one from an address that has failed too often
+// is refused as too many.
 func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind) (Principal, error) {
 	if slices.Contains(kinds, auth.Public) {
 		return Principal{Kind: auth.Public}, nil
@@ -170,10 +172,6 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
 		token = h.signinToken(r)
-	}
-	addr := clientAddr(r)
-	if token != "" && h.guard.fails.blocked(addr) {
-		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
@@ -199,8 +197,8 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			return Principal{}, err
 		}
 	}
-	if token != "" {
-		h.guard.fails.take(addr)
+	if token != "" && !h.guard.fails.take(clientAddr(r)) {
+		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
 	}
 	return Principal{}, fmt.Errorf("this endpoint needs a valid %s credential: %w", kindList(kinds), errdefs.ErrUnauthorized)
 }

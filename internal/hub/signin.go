@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 // Cookies that carry a sign-in across the trip to GitHub and back: the
 // OAuth state, and the Setup link's or Invite's secret. Both live at most
-// signinTrip, on /signin only.
+// signinTrip, and are cleared as the browser comes back.
 const (
 	oauthCookie = "kndl_oauth"
 	claimCookie = "kndl_claim"
@@ -61,12 +62,29 @@ func (h *Hub) notice(w http.ResponseWriter, title, text string) {
 }
 
 // localPath returns next if it is a path on this Hub, else "/": a sign-in
-// never sends the browser elsewhere.
+// never sends the browser elsewhere. Browsers drop tabs and newlines from
+// a Location and read a backslash as a slash, so "/\t/evil.com" would take
+// them to //evil.com: next must start with a single "/" and hold nothing
+// but printable ASCII other than a backslash, as itself and once
+// percent-decoded (a path taken from a query is decoded once already).
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	dec, err := url.PathUnescape(next)
+	if err != nil || !plainPath(next) || !plainPath(dec) {
 		return "/"
 	}
 	return next
+}
+
+func plainPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // refuse is the one answer to everyone the Hub doesn't let in, whatever
@@ -134,7 +152,7 @@ func (h *Hub) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
 		h.writeError(w, r, fmt.Errorf("this Hub has no GitHub sign-in set up (GITHUB_CLIENT_ID): %w", errdefs.ErrUnavailable))
 		return
 	}
-	http.SetCookie(w, h.guard.cookie(claimCookie, req.Secret, "/signin", signinTrip))
+	http.SetCookie(w, h.guard.cookie(claimCookie, req.Secret, signinTrip))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -164,7 +182,7 @@ func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) 
 	}
 	trip := oauthTrip{State: randomString(), Verifier: randomString(), Next: localPath(r.URL.Query().Get("next"))}
 	b, _ := json.Marshal(trip)
-	http.SetCookie(w, h.guard.cookie(oauthCookie, base64.RawURLEncoding.EncodeToString(b), "/signin", signinTrip))
+	http.SetCookie(w, h.guard.cookie(oauthCookie, base64.RawURLEncoding.EncodeToString(b), signinTrip))
 	http.Redirect(w, r, h.guard.gh.AuthorizeURL(h.redirectURI(), trip.State, github.Challenge(trip.Verifier)), http.StatusFound)
 }
 
@@ -176,15 +194,12 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		return
 	}
 	// Both trip cookies are used once, whatever happens next.
-	http.SetCookie(w, h.guard.cookie(oauthCookie, "", "/signin", -1))
-	http.SetCookie(w, h.guard.cookie(claimCookie, "", "/signin", -1))
+	http.SetCookie(w, h.guard.cookie(oauthCookie, "", -1))
+	http.SetCookie(w, h.guard.cookie(claimCookie, "", -1))
 	var trip oauthTrip
-	c, err := r.Cookie(oauthCookie)
+	b, err := base64.RawURLEncoding.DecodeString(h.guard.read(r, oauthCookie))
 	if err == nil {
-		var b []byte
-		if b, err = base64.RawURLEncoding.DecodeString(c.Value); err == nil {
-			err = json.Unmarshal(b, &trip)
-		}
+		err = json.Unmarshal(b, &trip)
 	}
 	q := r.URL.Query()
 	if err != nil || trip.State == "" || !auth.Equal([]byte(q.Get("state")), []byte(trip.State)) {
@@ -207,11 +222,7 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not confirm the sign-in. Start again.")
 		return
 	}
-	var claim string
-	if c, err := r.Cookie(claimCookie); err == nil {
-		claim = c.Value
-	}
-	u, err := h.admit(r.Context(), store.GitHubIdentity{ID: ghUser.ID, Login: ghUser.Login, Name: ghUser.Name}, claim)
+	u, err := h.admit(r.Context(), store.GitHubIdentity{ID: ghUser.ID, Login: ghUser.Login, Name: ghUser.Name}, h.guard.read(r, claimCookie))
 	if errors.Is(err, errdefs.ErrUnauthorized) {
 		h.refuse(w, r)
 		return
@@ -256,7 +267,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.endCredential(p.cred, errSignedOut)
-	http.SetCookie(w, h.guard.cookie(h.guard.signinCookie(), "", "/", -1))
+	http.SetCookie(w, h.guard.cookie(signinCookie, "", -1))
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 

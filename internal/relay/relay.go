@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -34,18 +35,38 @@ type Relay struct {
 
 	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 
+	// Serve's limits; New sets the defaults below, tests shorten them.
+	readTimeout, idleTimeout time.Duration
+	maxConnsPerAddr          int
+
 	mu       sync.Mutex
 	byHash   map[[32]byte]*run
 	bySessID map[string]*run
 }
 
-// run is one run of one Session: its Session token's hash and the mod
-// token it stands in for (empty until the Hub has given one).
+// run is one run of one Session: its Session token's hash, the mod token
+// it stands in for (empty until the Hub has given one), and the address
+// its Sandbox's connections come from (unset if the backend can't say).
 type run struct {
 	sessionID string
 	hash      [32]byte
 	modToken  string
+	from      netip.Addr
 }
+
+// Serve's limits. Each Sandbox reaches the relay from its own address (the
+// oci backend gives each its own veth /30), so a cap per address bounds
+// what one Sandbox holds; Claude Code, its subagents' model streams and the
+// mod's hooks together stay far below it. A request must be read, body and
+// all, within readTimeout, and a connection idle between requests is
+// closed after idleTimeout. There is no write timeout: a hook waits for a
+// person's answer to Claude's question, and a model answer streams (SSE)
+// for as long as the model writes.
+const (
+	readTimeout     = time.Minute
+	idleTimeout     = 2 * time.Minute
+	maxConnsPerAddr = 64
+)
 
 // Options configure a Relay.
 type Options struct {
@@ -74,7 +95,8 @@ func New(o Options) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: hub URL: %w", err)
 	}
-	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{}}
+	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
+		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
 	if o.ModelURL != "" {
 		if r.model, err = url.Parse(o.ModelURL); err != nil {
 			return nil, fmt.Errorf("relay: model URL: %w", err)
@@ -118,12 +140,13 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 
 // ServeHTTP routes /mod/* (Session token in Authorization) and
 // /model/<Session token>/* (when a model endpoint is set); everything else
-// is 404, and a request without a live Session token is 401.
+// is 404, and a request without a live Session token, or with one from
+// another address than its Sandbox's, is 401.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case strings.HasPrefix(req.URL.Path, "/mod/"):
 		tok, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-		run, ok := r.lookup(tok)
+		run, ok := r.lookup(tok, req.RemoteAddr)
 		if !ok {
 			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
 			return
@@ -142,7 +165,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.forward(w, req, upstream{base: r.hub, path: req.URL.Path, modToken: run.modToken})
 	case strings.HasPrefix(req.URL.Path, "/model/") && r.model != nil:
 		tok, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/model/"), "/")
-		if _, ok := r.lookup(tok); !ok {
+		if _, ok := r.lookup(tok, req.RemoteAddr); !ok {
 			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
 			return
 		}
@@ -178,7 +201,10 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, up upstream) {
 	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ctxKey{}, up)))
 }
 
-func (r *Relay) lookup(token string) (run, bool) {
+// lookup finds the run a token names, if it is live and, where its
+// Sandbox's address is known, comes from there: a token that leaked out of
+// its Sandbox is of no use from another.
+func (r *Relay) lookup(token, remoteAddr string) (run, bool) {
 	if token == "" {
 		return run{}, false
 	}
@@ -186,29 +212,40 @@ func (r *Relay) lookup(token string) (run, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	x, ok := r.byHash[h]
-	if !ok {
+	if !ok || (x.from.IsValid() && x.from != addrOf(remoteAddr)) {
 		return run{}, false
 	}
 	return *x, true
 }
 
+// addrOf is the address of host:port, the zero Addr if it has none.
+func addrOf(hostport string) netip.Addr {
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
 // Issue makes a fresh Session token for a new run of a Session, revoking
-// the Session's previous one, and returns it. The relay keeps only its hash.
-func (r *Relay) Issue(sessionID string) string {
+// the Session's previous one, and returns it. The relay keeps only its
+// hash, and takes it only from from, the Sandbox's address (the zero Addr:
+// from anywhere, for a backend that can't say).
+func (r *Relay) Issue(sessionID string, from netip.Addr) string {
 	token, _ := auth.NewToken(auth.Session)
-	r.Adopt(sessionID, token)
+	r.Adopt(sessionID, token, from)
 	return token
 }
 
 // Adopt registers a Session token read back from a Claude Code still
-// running after the Runner restarted; the relay answers 503 for it until
-// SetModToken.
-func (r *Relay) Adopt(sessionID, token string) {
+// running after the Runner restarted, from its Sandbox's address as in
+// Issue; the relay answers 503 for it until SetModToken.
+func (r *Relay) Adopt(sessionID, token string, from netip.Addr) {
 	h := sha256.Sum256([]byte(token))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.revokeLocked(sessionID)
-	x := &run{sessionID: sessionID, hash: h}
+	x := &run{sessionID: sessionID, hash: h, from: from.Unmap()}
 	r.byHash[h], r.bySessID[sessionID] = x, x
 }
 
@@ -238,9 +275,11 @@ func (r *Relay) revokeLocked(sessionID string) {
 	}
 }
 
-// Serve serves the relay on ln until ctx is done.
+// Serve serves the relay on ln until ctx is done, at most
+// maxConnsPerAddr connections from one address at a time.
 func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: r.readTimeout, IdleTimeout: r.idleTimeout}
+	ln = &capListener{Listener: ln, max: r.maxConnsPerAddr, log: r.log, n: map[netip.Addr]int{}, warned: map[netip.Addr]bool{}}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -249,6 +288,66 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// capListener closes, as it accepts it, a connection from an address that
+// already holds max. It says so in the log once each time an address
+// reaches the cap, not at every refusal a loop in a Sandbox could make.
+type capListener struct {
+	net.Listener
+	max    int
+	log    *slog.Logger
+	mu     sync.Mutex
+	n      map[netip.Addr]int
+	warned map[netip.Addr]bool
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		a := addrOf(c.RemoteAddr().String())
+		l.mu.Lock()
+		full := l.n[a] >= l.max
+		warn := full && !l.warned[a]
+		if full {
+			l.warned[a] = true
+		} else {
+			l.n[a]++
+		}
+		l.mu.Unlock()
+		if warn {
+			l.log.Warn("refusing connections from an address that holds the most the relay allows", "from", a, "max", l.max)
+		}
+		if full {
+			c.Close()
+			continue
+		}
+		return &capConn{Conn: c, release: func() { l.release(a) }}, nil
+	}
+}
+
+func (l *capListener) release(a netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.warned, a)
+	if l.n[a]--; l.n[a] <= 0 {
+		delete(l.n, a)
+	}
+}
+
+// capConn gives its address's place back once, when it is closed.
+type capConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *capConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }
 
 func firstSegment(p string) string {

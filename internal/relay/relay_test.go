@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"kndl.dev/kndl/internal/testenv"
 )
 
 type seen struct {
@@ -78,7 +82,7 @@ func TestSessionTokenIsSwappedForModToken(t *testing.T) {
 	got := make(chan seen, 10)
 	hub := upstreamServer(t, got)
 	srv, r := newRelay(t, hub.URL, "")
-	tok := r.Issue("s1")
+	tok := r.Issue("s1", netip.Addr{})
 	r.SetModToken("s1", "kndlm_secret")
 
 	resp := do(t, "POST", srv.URL+"/mod/other", tok)
@@ -99,7 +103,7 @@ func TestHookEventsGoToTheRunner(t *testing.T) {
 	got := make(chan seen, 10)
 	hub := upstreamServer(t, got)
 	srv, r, hooks := newRelayHooks(t, hub.URL, "")
-	tok := r.Issue("s1")
+	tok := r.Issue("s1", netip.Addr{})
 	if resp := do(t, "POST", srv.URL+"/mod/hook", tok); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("before the Hub took it back: %d, want 503", resp.StatusCode)
 	}
@@ -129,10 +133,10 @@ func TestRefusals(t *testing.T) {
 	got := make(chan seen, 10)
 	hub := upstreamServer(t, got)
 	srv, r := newRelay(t, hub.URL, "")
-	old := r.Issue("s1")
-	cur := r.Issue("s1") // a new run revokes the old token
+	old := r.Issue("s1", netip.Addr{})
+	cur := r.Issue("s1", netip.Addr{}) // a new run revokes the old token
 	r.SetModToken("s1", "kndlm_x")
-	gone := r.Issue("s2")
+	gone := r.Issue("s2", netip.Addr{})
 	r.Revoke("s2")
 	tests := []struct {
 		name, path, token string
@@ -163,7 +167,7 @@ func TestAdoptedTokenWaitsForModToken(t *testing.T) {
 	got := make(chan seen, 10)
 	hub := upstreamServer(t, got)
 	srv, r := newRelay(t, hub.URL, "")
-	r.Adopt("s1", "kndls_readback")
+	r.Adopt("s1", "kndls_readback", netip.Addr{})
 	if resp := do(t, "POST", srv.URL+"/mod/hook", "kndls_readback"); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("before the mod token: status %d, want 503 with Retry-After", resp.StatusCode)
 	}
@@ -178,7 +182,7 @@ func TestModelRouteForwardsUnchangedAndStreams(t *testing.T) {
 	hub := upstreamServer(t, got)
 	model := upstreamServer(t, got)
 	srv, r := newRelay(t, hub.URL, model.URL+"/base")
-	tok := r.Issue("s1")
+	tok := r.Issue("s1", netip.Addr{})
 	if resp := do(t, "POST", srv.URL+"/model/kndls_wrong/v1/messages", "sk-ant-oat-x"); resp.StatusCode != 401 {
 		t.Fatalf("wrong session token on the model route: %d, want 401", resp.StatusCode)
 	}
@@ -192,4 +196,124 @@ func TestModelRouteForwardsUnchangedAndStreams(t *testing.T) {
 	if s.path != "/base/v1/stream" || s.auth != "Bearer sk-ant-oat-x" {
 		t.Fatalf("model endpoint saw %+v, want the request unchanged under /base", s)
 	}
+}
+
+// serve serves r with Serve on loopback, as the Runner does, and returns
+// its address.
+func serve(t *testing.T, r *Relay) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ln.Addr().String()
+}
+
+// from is a client whose connections come from ip, a loopback address
+// standing in for a Sandbox's.
+func from(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestASessionTokenIsTakenOnlyFromItsSandboxsAddress: a Session token
+// issued for a Sandbox's address is refused from any other, on /mod/* and
+// the model route alike, as if it were no token at all.
+func TestASessionTokenIsTakenOnlyFromItsSandboxsAddress(t *testing.T) {
+	got := make(chan seen, 10)
+	hub := upstreamServer(t, got)
+	model := upstreamServer(t, got)
+	_, r := newRelay(t, hub.URL, model.URL)
+	addr := serve(t, r)
+	tok := r.Issue("s1", netip.MustParseAddr("127.0.0.2"))
+	r.SetModToken("s1", "kndlm_secret")
+	for _, path := range []string{"/mod/other", "/model/" + tok + "/v1/messages"} {
+		for _, tt := range []struct {
+			ip   string
+			want int
+		}{{"127.0.0.3", http.StatusUnauthorized}, {"127.0.0.1", http.StatusUnauthorized}, {"127.0.0.2", http.StatusOK}} {
+			req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := from(tt.ip).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("%s from %s: %d, want %d", path, tt.ip, resp.StatusCode, tt.want)
+			}
+		}
+	}
+	if n := len(got); n != 2 {
+		t.Errorf("%d requests went upstream, want only the 2 from the Sandbox's address", n)
+	}
+}
+
+// TestServeCapsConnectionsPerAddressAndClosesIdleOnes: one address holds
+// at most its cap of connections (the next is closed as it comes, while
+// another address is served), gets its place back when one closes; a
+// connection idle after its answer is closed after the idle timeout, and
+// one that never finishes its request after the read timeout. A model
+// answer streaming for longer than either is not cut.
+func TestServeCapsConnectionsPerAddressAndClosesIdleOnes(t *testing.T) {
+	got := make(chan seen, 10)
+	hub := upstreamServer(t, got)
+	model := upstreamServer(t, got)
+	_, r := newRelay(t, hub.URL, model.URL)
+	r.maxConnsPerAddr, r.readTimeout, r.idleTimeout = 2, 100*time.Millisecond, 100*time.Millisecond
+	addr := serve(t, r)
+
+	// The model's stream pauses 300 ms between its two events.
+	tok := r.Issue("s1", netip.Addr{})
+	resp, err := from("127.0.0.4").Post("http://"+addr+"/model/"+tok+"/v1/stream", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "data: one\n\ndata: two\n\n" {
+		t.Fatalf("a model stream longer than the timeouts: %q %v, want both events", body, err)
+	}
+
+	held := []net.Conn{dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)}
+	slow := held[1]
+	io.WriteString(slow, "POST /mod/hook HTTP/1.1\r\nHost: relay\r\nContent-Length: 100\r\n\r\n{")
+	if !testenv.ClosedWithin(dialFrom(t, "127.0.0.1", addr), testenv.WaitShort) {
+		t.Fatal("a third connection from one address was kept")
+	}
+	other := dialFrom(t, "127.0.0.2", addr)
+	io.WriteString(other, "GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
+	other.SetReadDeadline(time.Now().Add(testenv.WaitShort))
+	if line, _ := bufio.NewReader(other).ReadString('\n'); !strings.HasPrefix(line, "HTTP/1.1 404") {
+		t.Fatalf("another address while the first is full: %q, want an answer", line)
+	}
+	if !testenv.ClosedWithin(other, testenv.WaitShort) {
+		t.Fatal("a connection idle after its answer was kept")
+	}
+	if !testenv.ClosedWithin(slow, testenv.WaitShort) {
+		t.Fatal("a request whose body never came was kept")
+	}
+	testenv.Eventually(t, testenv.WaitShort, "a place given back once a connection closes", func() bool {
+		c := dialFrom(t, "127.0.0.1", addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: relay\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(testenv.WaitShort))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		return strings.HasPrefix(line, "HTTP/1.1 404")
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -222,7 +223,9 @@ const fileMax = 256 << 20
 
 // sendFile sends a file of the Session's Workspace over a stream dialled
 // back to the Hub. It reads on the Runner's host through an os.Root on the
-// Workspace, so a link made in the Sandbox can't lead it anywhere else.
+// Workspace, so a link made in the Sandbox can't lead it anywhere else, and
+// serves a regular file alone: a FIFO or a device the Sandbox made would
+// otherwise hold the open, or the read, and the goroutine with it.
 func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protocol.SessionFileInfo, error) {
 	var info protocol.SessionFileInfo
 	r.mu.Lock()
@@ -240,17 +243,9 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 		return info, err
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	f, st, err := openRegular(root, rel)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "escapes") {
-			return info, fmt.Errorf("no file %s in the Workspace: %w", rel, errdefs.ErrNotFound)
-		}
-		return info, fmt.Errorf("open %s: %w", rel, errdefs.ErrNotFound)
-	}
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return info, fmt.Errorf("%s is not a file: %w", rel, errdefs.ErrNotFound)
+		return info, err
 	}
 	if st.Size() > fileMax {
 		f.Close()
@@ -264,10 +259,42 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 	go func() {
 		defer f.Close()
 		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-		io.Copy(nc, io.LimitReader(f, st.Size()))
+		// The Hub sends the size it was told as Content-Length: a file cut
+		// short meanwhile ends the stream with an error, never as if whole.
+		if n, err := io.Copy(nc, io.LimitReader(f, st.Size())); err != nil || n != st.Size() {
+			ws.Close(websocket.StatusInternalError, "the file changed while it was read")
+			return
+		}
 		nc.Close()
 	}()
 	return protocol.SessionFileInfo{Name: path.Base(rel), Size: st.Size()}, nil
+}
+
+// openRegular opens rel in root if it is a regular file, not a link: it
+// is looked at first (Lstat), opened non-blocking (a FIFO swapped in
+// meanwhile can't hold the open), and must be the very file looked at.
+func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	notFile := fmt.Errorf("%s is not a file in the Workspace: %w", rel, errdefs.ErrNotFound)
+	lst, err := root.Lstat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "escapes") {
+			return nil, nil, fmt.Errorf("no file %s in the Workspace: %w", rel, errdefs.ErrNotFound)
+		}
+		return nil, nil, notFile
+	}
+	if !lst.Mode().IsRegular() {
+		return nil, nil, notFile
+	}
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, notFile
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || !os.SameFile(lst, st) {
+		f.Close()
+		return nil, nil, notFile
+	}
+	return f, st, nil
 }
 
 // lockedBuilder is a strings.Builder safe to write from another goroutine.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ func (r *Runner) adopt(ctx context.Context) {
 		if known {
 			continue
 		}
-		if err := r.attach(ctx, id); err != nil {
+		if err := r.attach(ctx, id, st.Addr); err != nil {
 			r.log.Info("a Session's Claude Code is not running; stopping its Sandbox", "session", id, "why", err)
 			r.backend.Stop(ctx, st.ID)
 			continue
@@ -77,8 +78,8 @@ func (r *Runner) adopt(ctx context.Context) {
 }
 
 // attach connects a new control client to a running Session's tmux and
-// adopts its Session token.
-func (r *Runner) attach(ctx context.Context, id string) error {
+// adopts its Session token, taken only from its Sandbox's address from.
+func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	s := &session{id: id, sandbox: sandboxID(id)}
 	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
@@ -128,7 +129,7 @@ func (r *Runner) attach(ctx context.Context, id string) error {
 		cancel()
 		return fmt.Errorf("Claude Code's Session token is not readable: %v", err)
 	}
-	r.relay.Adopt(id, token)
+	r.relay.Adopt(id, token, from)
 	r.mu.Lock()
 	r.sessions[id] = s
 	r.mu.Unlock()

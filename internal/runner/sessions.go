@@ -163,7 +163,11 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir); err != nil {
 		return fmt.Errorf("seed Claude Code's config: %w", err)
 	}
-	token := r.relay.Issue(s.id)
+	st, err := r.backend.Status(ctx, s.sandbox)
+	if err != nil {
+		return err
+	}
+	token := r.relay.Issue(s.id, st.Addr)
 	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
 		return err
 	}

@@ -164,6 +164,10 @@ type Status struct {
 	Resources Resources
 	// Notes say where the backend gave less than the Spec asked.
 	Notes []string
+	// Addr is the address the Sandbox's connections to the relay come
+	// from, the same from Create to Remove and no other Sandbox's; the
+	// zero Addr for a backend that can't say.
+	Addr netip.Addr
 }
 
 // Cmd is a process to Exec.

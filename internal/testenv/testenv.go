@@ -5,6 +5,9 @@
 package testenv
 
 import (
+	"errors"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -74,4 +77,13 @@ func Eventually(t testing.TB, within time.Duration, msg string, cond func() bool
 		}
 		time.Sleep(tick)
 	}
+}
+
+// ClosedWithin reports whether the far end closes c within d, reading and
+// dropping whatever it sends first.
+func ClosedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,6 +44,28 @@ func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
 	out, code := s.Exec(v.ID, "busybox", "wget", "-q", "-O-", s.RelayURL()+"/api/sessions")
 	if code == 0 || !strings.Contains(out, "404") {
 		t.Fatalf("relay relayed /api/sessions: %q (exit %d)", out, code)
+	}
+
+	// The Session's own token works only from its Sandbox's address: from
+	// the host, another address, it is no token at all.
+	env, err := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	token := sessionToken.Find(env)
+	if err != nil || token == nil {
+		t.Fatalf("Claude Code's Session token: %v", err)
+	}
+	out, _ = s.Exec(v.ID, "busybox", "wget", "-S", "-O-", "--header", "Authorization: Bearer "+string(token), s.RelayURL()+"/mod/e2e-probe")
+	if strings.Contains(out, " 401 ") || !strings.Contains(out, "HTTP/1.1 ") {
+		t.Fatalf("the Session token from its own Sandbox: %q, want it relayed", out)
+	}
+	req, _ := http.NewRequest("GET", "http://"+s.Backend.Host().Relay+"/mod/e2e-probe", nil)
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the Session token from the host: %d, want 401", resp.StatusCode)
 	}
 }
 

@@ -53,10 +53,20 @@ func checkSigninCookie(t *testing.T, c *http.Cookie, secure bool) {
 	}
 }
 
+// checkTripCookie checks a cookie carrying a sign-in to GitHub and back.
+func checkTripCookie(t *testing.T, c *http.Cookie, name string, secure bool) {
+	t.Helper()
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Domain != "" || c.Path != "/" || c.Secure != secure || c.MaxAge <= 0 || c.MaxAge > 600 {
+		t.Errorf("trip cookie %s = %+v: want HttpOnly, Lax, host-only, on /, Secure %v, for at most 10 minutes", name, c, secure)
+	}
+}
+
 // TestSignInCookieIsHttpOnlyLaxHostOnlyAndSecureBeyondLoopback checks the
-// sign-in cookie on a loopback Hub over HTTP (not Secure) and on one whose
-// HUB_PUBLIC_URL is https (Secure, and __Host- so browsers hold it to the
-// host).
+// sign-in cookie, and the two carrying a sign-in to GitHub and back, on a
+// loopback Hub over HTTP (not Secure) and on one whose HUB_PUBLIC_URL is
+// https (Secure, and __Host- so browsers take them only host-only: nothing
+// on a neighbouring host of the same site, such as a forwarded app, can
+// plant one).
 func TestSignInCookieIsHttpOnlyLaxHostOnlyAndSecureBeyondLoopback(t *testing.T) {
 	t.Run("loopback over http", func(t *testing.T) {
 		e := newEnv(t)
@@ -70,9 +80,7 @@ func TestSignInCookieIsHttpOnlyLaxHostOnlyAndSecureBeyondLoopback(t *testing.T) 
 		}
 		checkSigninCookie(t, findCookie(rec.set, "kndl"), false)
 		for _, name := range []string{"kndl_oauth", "kndl_claim"} {
-			if c := findCookie(rec.set, name); c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/signin" || c.MaxAge <= 0 || c.MaxAge > 600 {
-				t.Errorf("trip cookie %s = %+v: want HttpOnly, Lax, on /signin, for at most 10 minutes", name, c)
-			}
+			checkTripCookie(t, findCookie(rec.set, name), name, false)
 		}
 	})
 	t.Run("https", func(t *testing.T) {
@@ -101,10 +109,8 @@ func TestSignInCookieIsHttpOnlyLaxHostOnlyAndSecureBeyondLoopback(t *testing.T) 
 			`{"secret":"`+fragment(t, link)+`"}`)
 		start := send("GET", e.url+"/signin/github", nil, nil, "")
 		trip := append(claim.Cookies(), start.Cookies()...)
-		for _, c := range trip {
-			if !c.Secure {
-				t.Errorf("trip cookie %s is not Secure on an https Hub", c.Name)
-			}
+		for _, name := range []string{"kndl_oauth", "kndl_claim"} {
+			checkTripCookie(t, findCookie(trip, "__Host-"+name), "__Host-"+name, true)
 		}
 		// GitHub, with its own cookie, sends the browser back to the
 		// public URL, which this test serves at e.url.

@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -25,12 +26,15 @@ func (e *env) limited(c *http.Client, r req) int {
 
 // TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress: wrong tokens,
 // failed GitHub sign-ins, refusals and wrong device codes from one address
-// are cut off after a burst, a right token from that address included,
-// while other addresses go on.
+// are cut off after a burst, while other addresses go on. Only failures
+// count and only failures are refused: a right CLI token, Runner token or
+// sign-in cookie from the cut-off address still gets in, so junk from a
+// shared address locks out nobody who holds a credential.
 func TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress(t *testing.T) {
 	e := newEnv(t)
-	e.owner()
+	owner := e.owner()
 	cli, _ := e.store.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
+	_, runner, _ := e.store.CreateRunner(context.Background(), "box", e.userOf("olivia").ID)
 
 	guesser := nextAddr()
 	wrong, _ := auth.NewToken(auth.CLI)
@@ -38,8 +42,18 @@ func TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress(t *testing.T) {
 	if n == 0 || n > 30 {
 		t.Fatalf("wrong CLI tokens: cut off after %d, want within 30", n)
 	}
-	if code, _ := e.do(nil, req{method: "GET", path: "/api/sessions", bearer: cli, from: guesser}); code != http.StatusTooManyRequests {
-		t.Fatalf("a right token from the cut-off address: %d, want 429 (it must not be checked)", code)
+	for _, right := range []req{
+		{method: "GET", path: "/api/sessions", bearer: cli},
+		{method: "GET", path: "/api/sessions", cookie: e.cookieOf(owner)},
+		{method: "GET", path: "/runner/connect", bearer: runner},
+	} {
+		right.from = guesser
+		if code, body := e.do(nil, right); code == http.StatusTooManyRequests || code == http.StatusUnauthorized {
+			t.Errorf("a right credential from the cut-off address (%s %s): %d %s, want it let in", right.method, right.path, code, body)
+		}
+	}
+	if code, _ := e.do(nil, req{method: "GET", path: "/api/sessions", bearer: wrong, from: guesser}); code != http.StatusTooManyRequests {
+		t.Fatalf("a wrong token after the right ones, from the cut-off address: %d, want 429", code)
 	}
 	if code, _ := e.do(nil, req{method: "GET", path: "/api/sessions", bearer: cli, from: nextAddr()}); code != http.StatusOK {
 		t.Fatalf("a right token from another address: %d, want 200", code)
@@ -78,6 +92,26 @@ func TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress(t *testing.T) {
 			}
 		})
 	}
+
+	// A CLI login's right device code from an address cut off for wrong
+	// ones is answered.
+	t.Run("a right device code from a cut-off address", func(t *testing.T) {
+		from := nextAddr()
+		code, body := e.do(nil, req{method: "POST", path: "/api/cli/login", from: from,
+			body: `{"token_sha256":"` + strings.Repeat("ab", 32) + `","machine":"laptop"}`})
+		var start struct {
+			DeviceCode string `json:"device_code"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &start) != nil {
+			t.Fatalf("start a CLI login: %d %s", code, body)
+		}
+		if n := e.limited(nil, req{method: "POST", path: "/api/cli/login/poll", body: `{"device_code":"guess"}`, from: from}); n == 0 {
+			t.Fatal("wrong device codes were never cut off")
+		}
+		if code, body := e.do(nil, req{method: "POST", path: "/api/cli/login/poll", body: `{"device_code":"` + start.DeviceCode + `"}`, from: from}); code != http.StatusOK {
+			t.Fatalf("the right device code: %d %s, want 200", code, body)
+		}
+	})
 
 	// A peer beyond loopback can't pick its own address with
 	// X-Forwarded-For: only a proxy on the Hub's loopback is believed.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/hub"
 )
 
 // snapshot is what the Hub knows of who may get in.
@@ -250,5 +252,54 @@ func TestOnlyTheOwnerInvitesAndRemoves(t *testing.T) {
 	}
 	if code, body := e.do(owner.Client, req{method: "POST", path: "/api/invites", body: `{"github_login":"not a login"}`, origin: "self"}); code != http.StatusBadRequest {
 		t.Fatalf("an Invite for a malformed login: %d %s", code, body)
+	}
+}
+
+// TestSignInSendsTheBrowserOnlyToAPathOnTheHub: the next a sign-in goes on
+// to, through GitHub or dev login, is a path on the Hub or else "/": no
+// Location a browser would read as another host (a tab or newline it
+// drops, a backslash it reads as a slash, a second slash) gets out.
+func TestSignInSendsTheBrowserOnlyToAPathOnTheHub(t *testing.T) {
+	tricks := []string{"//evil.example", "/\\evil.example", "/\t/evil.example", "/\n/evil.example", "\t//evil.example",
+		"/%09/evil.example", "%2F%2Fevil.example", "https://evil.example", " /evil.example", ""}
+	const ok = "/sessions?view=mine"
+
+	e := newEnv(t, func(c *hub.Config) { c.DevLogin = true })
+	e.owner()
+	b := e.browser("olivia")
+	// where follows GitHub's sign-in from /signin/github?next=next, and
+	// returns where the Hub then sends the browser.
+	where := func(next string) string {
+		t.Helper()
+		var loc string
+		b.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+			if prev := via[len(via)-1]; prev.URL.Path == "/signin/github/callback" {
+				loc = r.Response.Header.Get("Location")
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}
+		e.do(b.Client, req{method: "GET", path: "/signin/github?next=" + url.QueryEscape(next), from: nextAddr()})
+		return loc
+	}
+	dev := func(next string) string {
+		t.Helper()
+		resp := e.send(nil, req{method: "POST", path: "/signin/dev", origin: "self",
+			body: "next=" + url.QueryEscape(next), header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}})
+		resp.Body.Close()
+		return resp.Header.Get("Location")
+	}
+	for _, via := range []struct {
+		name string
+		loc  func(string) string
+	}{{"GitHub", where}, {"dev login", dev}} {
+		if got := via.loc(ok); got != ok {
+			t.Errorf("%s with next %q: sent to %q, want it", via.name, ok, got)
+		}
+		for _, next := range tricks {
+			if got := via.loc(next); got != "/" {
+				t.Errorf("%s with next %q: sent to %q, want /", via.name, next, got)
+			}
+		}
 	}
 }

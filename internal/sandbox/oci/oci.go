@@ -940,6 +940,7 @@ func (b *OCI) Status(ctx context.Context, id string) (sandbox.Status, error) {
 
 func (b *OCI) status(id string, rec record) sandbox.Status {
 	st := sandbox.Status{ID: id, State: sandbox.StateCreated, Resources: rec.Given, Notes: rec.Notes}
+	_, st.Addr = slotAddrs(rec.Slot) // its end of the veth: the relay sees it as the source
 	if rec.Started {
 		st.State = sandbox.StateStopped
 	}

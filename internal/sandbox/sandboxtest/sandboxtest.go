@@ -399,6 +399,12 @@ func (s *suite) testSandboxToSandbox(t *testing.T) {
 // listen listens on addr and greets every connection with greeting.
 func listen(t *testing.T, addr, greeting string) net.Listener {
 	t.Helper()
+	return listenSaying(t, addr, func(net.Conn) string { return greeting })
+}
+
+// listenSaying is listen with a greeting made for each connection.
+func listenSaying(t *testing.T, addr string, greeting func(net.Conn) string) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp4", addr)
 	if err != nil {
 		t.Fatalf("listen on %s: %v", addr, err)
@@ -410,13 +416,15 @@ func listen(t *testing.T, addr, greeting string) net.Listener {
 			if err != nil {
 				return
 			}
-			io.WriteString(c, greeting+"\n")
+			io.WriteString(c, greeting(c)+"\n")
 			c.Close()
 		}
 	}()
 	return l
 }
 
+// testRelay: a Sandbox reaches the relay's address by RelayHost, from the
+// address its Status reports, which the relay binds its Session token to.
 func (s *suite) testRelay(t *testing.T) {
 	e := s.env(t)
 	relay := e.b.Host().Relay
@@ -425,11 +433,21 @@ func (s *suite) testRelay(t *testing.T) {
 		t.Fatalf("Host().Relay %q: %v", relay, err)
 	}
 	greeting := "relay-" + random()
-	listen(t, relay, greeting)
+	listenSaying(t, relay, func(c net.Conn) string {
+		return greeting + " " + c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap().String()
+	})
 	id := e.sandbox(sandbox.Spec{ID: "relay"})
+	st, err := e.b.Status(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := e.must(id, fmt.Sprintf("exec 3<>/dev/tcp/%s/%s && timeout 5 head -1 <&3", sandbox.RelayHost, port))
-	if out != greeting {
+	got, peer, _ := strings.Cut(out, " ")
+	if got != greeting {
 		t.Errorf("relay greeting: got %q, want %q", out, greeting)
+	}
+	if st.Addr.IsValid() && peer != st.Addr.String() {
+		t.Errorf("the relay saw the Sandbox come from %s, its Status says %s", peer, st.Addr)
 	}
 }
 
