@@ -71,6 +71,9 @@ func (h *Hub) uploadAttachment(w http.ResponseWriter, r *http.Request, p Princip
 		h.writeError(w, r, err)
 		return
 	}
+	// An upload of up to HUB_ATTACHMENT_MAX may take longer than the
+	// server's read timeout: MaxBytesReader bounds it, not time.
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	now := time.Now()
 	if err := h.store.DropStaleAttachments(ctx, s.ID, now.Add(-attachmentIncompleteTTL), now.Add(-attachmentUnnamedTTL)); err != nil {
 		h.log.Warn("drop stale attachments", "session", s.ID, "err", err)
