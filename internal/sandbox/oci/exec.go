@@ -175,6 +175,10 @@ func randomName() string {
 	return hex.EncodeToString(b)
 }
 
+// handoverGrace is how long a terminal's handover is waited for once the
+// runtime has exited.
+const handoverGrace = 2 * time.Second
+
 // receivePTY accepts the runtime's connection on the console socket and
 // takes the terminal's master from it (SCM_RIGHTS).
 func receivePTY(ctx context.Context, l *net.UnixListener, exited <-chan struct{}) (*os.File, error) {
@@ -218,6 +222,13 @@ func receivePTY(ctx context.Context, l *net.UnixListener, exited <-chan struct{}
 	case r := <-ch:
 		return r.f, r.err
 	case <-exited:
+		// A detached exec hands the terminal over and exits at once: the
+		// handover may be on its way still (seen under load).
+		select {
+		case r := <-ch:
+			return r.f, r.err
+		case <-time.After(handoverGrace):
+		}
 		l.Close()
 		return nil, errors.New("the runtime exited before handing over the terminal")
 	case <-ctx.Done():
