@@ -27,6 +27,7 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/archive", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/restore", origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/answer", body: `{"answers":[{"option":1}]}`, origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/subagents/a1/stop", origin: "self"},
 	}
 }
 
@@ -109,8 +110,8 @@ func TestWithoutTheGitHubAppNobodySignedInWithGitHubHasRepoAccess(t *testing.T) 
 }
 
 // TestOnlyTheCreatorDrivesASession: someone else with access watches a
-// Session but can't prompt it, change its queued prompts, stop its Turn,
-// answer Claude's question, archive or restore it.
+// Session but can't prompt it, change its queued prompts, stop its Turn or
+// a subagent, answer Claude's question, archive or restore it.
 func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()

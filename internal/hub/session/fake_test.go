@@ -23,8 +23,9 @@ import (
 
 // fakeRunner is a Runner on the real protocol over a real WebSocket: it
 // answers session.start, session.deliver, session.stop,
-// session.stop_turn, session.archive and session.restore as scripted, and
-// reports each request on calls.
+// session.stop_turn, session.answer, session.stop_subagent,
+// session.archive and session.restore as scripted, and reports each
+// request on calls.
 type fakeRunner struct {
 	t     *testing.T
 	calls chan call
@@ -44,6 +45,7 @@ type call struct {
 	deliver protocol.SessionDeliver
 	start   protocol.SessionStart
 	answer  protocol.SessionAnswer
+	agent   string // session.stop_subagent's
 	id      string
 }
 
@@ -104,6 +106,12 @@ func (f *fakeRunner) connect() {
 		var r protocol.SessionAnswer
 		json.Unmarshal(body, &r)
 		f.calls <- call{typ: protocol.TypeSessionAnswer, id: r.SessionID, answer: r}
+		return nil, nil
+	})
+	rc.Handle(protocol.TypeSessionStopSubagent, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionSubagent
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionStopSubagent, id: r.SessionID, agent: r.AgentID}
 		return nil, nil
 	})
 	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop, nil))

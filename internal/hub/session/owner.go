@@ -102,8 +102,8 @@ type run struct {
 	// resync is set while a Turn taken back from a Runner may have ended
 	// unheard: the transcript's next turn_end ends it.
 	resync bool
-	// agents are the subagents the transcript says run.
-	agents map[string]bool
+	// agents are the subagents the transcript says run, by agent id.
+	agents map[string]*subagent
 }
 
 // Update is one message of a Session's live stream: a new Event, or word
