@@ -24,6 +24,8 @@ import (
 type fakeHub struct {
 	t        *testing.T
 	sessions []api.Session
+	// events are each Session's Events, by id.
+	events map[string][]api.Event
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
@@ -34,7 +36,7 @@ const fakeToken = "kndlc_fake-cli-token"
 // newFakeHub serves sessions and points this test's CLI config at it.
 func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	t.Helper()
-	h := &fakeHub{t: t, sessions: sessions}
+	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
 	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +46,9 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 		}
 		h.notFound(w)
 	})
-	mux.HandleFunc("GET /api/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) { h.reply(w, []api.Event{}) })
+	mux.HandleFunc("GET /api/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		h.reply(w, append([]api.Event{}, h.events[r.PathValue("id")]...))
+	})
 	change := func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := h.session(r.PathValue("id")); !ok {
 			h.notFound(w)
@@ -58,6 +62,7 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	}
 	mux.HandleFunc("POST /api/sessions/{id}/{action}", change)
 	mux.HandleFunc("PUT /api/sessions/{id}/keep-awake", change)
+	mux.HandleFunc("POST /api/sessions/{id}/subagents/{agent}/stop", change)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
 			w.WriteHeader(http.StatusUnauthorized)
