@@ -195,12 +195,7 @@ func TestShowSaysWhyASessionFailed(t *testing.T) {
 // what it did, or with --json prints the Session after; a wrong word or a
 // missing id is a usage error, and the Hub's refusal is the error.
 func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
-	tests := []struct {
-		args   []string
-		change string // what the Hub is sent
-		out    string
-		code   int
-	}{
+	askTheHub(t, []hubChange{
 		{[]string{"keep-awake", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, "Keep awake is on", 0},
 		{[]string{"keep-awake", "s1", "off"}, `PUT /api/sessions/s1/keep-awake {"on":false}`, "Keep awake is off", 0},
 		{[]string{"keep-awake", "--json", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, `"keep_awake": true`, 0},
@@ -211,7 +206,22 @@ func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
 		{[]string{"keep-awake", "s1"}, "", "", 2},
 		{[]string{"restart"}, "", "", 2},
 		{[]string{"restart", "nope"}, "", "", 1},
-	}
+	})
+}
+
+// hubChange is a command that sends the Hub one change: what it is sent,
+// what it prints, its exit code.
+type hubChange struct {
+	args   []string
+	change string // what the Hub is sent
+	out    string
+	code   int
+}
+
+// askTheHub runs each command against a fake Hub holding Session s1 and
+// checks what it sent and said; a refusal's message is the Hub's.
+func askTheHub(t *testing.T, tests []hubChange) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			h := newFakeHub(t, session("s1", api.Active, "", "", true))

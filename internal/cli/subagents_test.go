@@ -80,27 +80,9 @@ func TestShowListsTheSubagents(t *testing.T) {
 // happens next; a missing argument is a usage error, the Hub's refusal
 // the error.
 func TestStopSubagentAsksTheHub(t *testing.T) {
-	tests := []struct {
-		args   []string
-		change string
-		out    string
-		code   int
-	}{
+	askTheHub(t, []hubChange{
 		{[]string{"stop-subagent", "s1", "a1"}, "POST /api/sessions/s1/subagents/a1/stop", "Asked subagent a1 to stop: it stops at its next tool call", 0},
 		{[]string{"stop-subagent", "s1"}, "", "", 2},
 		{[]string{"stop-subagent", "nope", "a1"}, "", "", 1},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			h := newFakeHub(t, session("s1", api.Active, "turn", "", false))
-			out, errOut, code := kndl(tt.args...)
-			var want []string
-			if tt.change != "" {
-				want = []string{tt.change}
-			}
-			if got := h.taken(); code != tt.code || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(out, tt.out) {
-				t.Fatalf("exit %d, sent %q, printed %q %q; want exit %d, %q sent, %q printed", code, got, out, errOut, tt.code, want, tt.out)
-			}
-		})
-	}
+	})
 }

@@ -347,16 +347,26 @@ func (f *fixture) prompts(id string) map[store.PromptState][]string {
 // events returns the text of the Session's Events of kind.
 func (f *fixture) events(id, kind string) []string {
 	f.t.Helper()
+	var out []string
+	for _, ev := range f.eventsOf(id, kind) {
+		out = append(out, ev.Text)
+	}
+	return out
+}
+
+// eventsOf returns the Session's Events of kind, whole.
+func (f *fixture) eventsOf(id, kind string) []protocol.Event {
+	f.t.Helper()
 	evs, err := f.st.Events(context.Background(), id, 0, 1000)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var out []string
+	var out []protocol.Event
 	for _, e := range evs {
 		var ev protocol.Event
 		json.Unmarshal(e.Data, &ev)
 		if ev.Kind == kind {
-			out = append(out, ev.Text)
+			out = append(out, ev)
 		}
 	}
 	return out

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -10,24 +9,6 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 )
-
-// subagentEvents returns the Session's Events of kind, whole.
-func (f *fixture) subagentEvents(id, kind string) []protocol.Event {
-	f.t.Helper()
-	evs, err := f.st.Events(context.Background(), id, 0, 1000)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []protocol.Event
-	for _, e := range evs {
-		var ev protocol.Event
-		json.Unmarshal(e.Data, &ev)
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
 
 // TestTheCreatorStopsARunningSubagent: a stop of a subagent the Events say
 // runs reaches its Runner and is recorded once, nested under its Agent
@@ -62,7 +43,7 @@ func TestTheCreatorStopsARunningSubagent(t *testing.T) {
 			t.Fatalf("the Runner was asked to stop %+v, want a1 of %s", c, s.ID)
 		}
 	}
-	stops := f.subagentEvents(s.ID, protocol.EventSubagentStop)
+	stops := f.eventsOf(s.ID, protocol.EventSubagentStop)
 	if len(stops) != 1 || stops[0].Agent != "a1" || stops[0].Parent != "toolu_a" {
 		t.Fatalf("recorded stops %+v, want one, for a1 under toolu_a", stops)
 	}
@@ -78,7 +59,7 @@ func TestTheCreatorStopsARunningSubagent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.runner.next(protocol.TypeSessionStopSubagent)
-	if stops := f.subagentEvents(s.ID, protocol.EventSubagentStop); len(stops) != 2 || stops[1].Parent != "toolu_b" {
+	if stops := f.eventsOf(s.ID, protocol.EventSubagentStop); len(stops) != 2 || stops[1].Parent != "toolu_b" {
 		t.Fatalf("recorded stops %+v, want a2's under the call its own Events named", stops)
 	}
 
@@ -86,7 +67,7 @@ func TestTheCreatorStopsARunningSubagent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.runner.next(protocol.TypeSessionStop)
-	ends := f.subagentEvents(s.ID, protocol.EventSubagentEnd)
+	ends := f.eventsOf(s.ID, protocol.EventSubagentEnd)
 	if len(ends) != 2 || ends[1].Agent != "a2" || ends[1].Reason != protocol.SubagentInterrupted || ends[1].Parent != "toolu_b" {
 		t.Fatalf("ends %+v, want a1 stopped, then a2 interrupted by the sleep", ends)
 	}
@@ -119,7 +100,7 @@ func TestRunningSubagentsOutliveAHubRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.runner.next(protocol.TypeSessionStopSubagent)
-	if stops := f.subagentEvents(s.ID, protocol.EventSubagentStop); len(stops) != 1 || stops[0].Parent != "toolu_a" {
+	if stops := f.eventsOf(s.ID, protocol.EventSubagentStop); len(stops) != 1 || stops[0].Parent != "toolu_a" {
 		t.Fatalf("recorded stops %+v, want a1's under toolu_a", stops)
 	}
 }
