@@ -50,6 +50,7 @@ func commands() []Command {
 		{Name: "cancel", Usage: "ID PROMPT_ID", Summary: "cancel a queued prompt", Run: sessionCancelPrompt},
 		{Name: "answer", Usage: "ID [--question QID] [--option N]... [TEXT]...", Summary: "answer the question Claude asks: each --option N, then each TEXT, answers its questions in order", Run: sessionAnswer},
 		{Name: "stop-turn", Usage: "ID [--json]", Summary: "interrupt the running Turn", Run: sessionAction("stop-turn", "Stopping the Turn.")},
+		{Name: "stop-subagent", Usage: "ID AGENT_ID", Summary: "stop one of a Session's subagents (kndl show lists them) at its next tool call; the main conversation goes on", Run: sessionStopSubagent},
 		{Name: "update", Usage: "ID [--title T] [--model M] [--effort E]", Summary: "rename a Session, or change its model and effort (it restarts to take them)", Run: sessionUpdate},
 		{Name: "sleep", Usage: "ID [--json]", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction("sleep", "The Session is asleep.")},
 		{Name: "wake", Usage: "ID [--json]", Summary: "start an asleep Session again, or retry a failed one (a prompt wakes it too)", Run: sessionAction("wake", "Waking the Session.")},

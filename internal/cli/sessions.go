@@ -142,16 +142,19 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id+"/events", nil, &evs); err != nil {
 		return err
 	}
+	agents := subagentsOf(evs)
 	if *asJSON {
 		return printJSON(io, struct {
 			api.SessionView
-			Events []api.Event `json:"events"`
-		}{s, evs})
+			Events    []api.Event `json:"events"`
+			Subagents []subagent  `json:"subagents"`
+		}{s, evs, agents})
 	}
 	printSession(io.Stdout, s.Session)
 	for _, e := range evs {
 		printEvent(io.Stdout, e)
 	}
+	printSubagents(io.Stdout, s.ID, agents)
 	if len(s.Queue) > 0 {
 		fmt.Fprintf(io.Stdout, "\nWaiting prompts:\n")
 		for _, p := range s.Queue {
@@ -469,6 +472,12 @@ func printEvent(w io.Writer, ev protocol.Event) {
 		printQuestion(w, at+" "+indent, ev)
 	case protocol.EventAnswer:
 		fmt.Fprintf(w, "%s %sanswered: %s\n", at, indent, ev.Text)
+	case protocol.EventSubagentStart:
+		fmt.Fprintf(w, "%s %s-- subagent %s started (%s)\n", at, indent, ev.Agent, or(ev.Text, "?"))
+	case protocol.EventSubagentStop:
+		fmt.Fprintf(w, "%s %s-- subagent %s: %s\n", at, indent, ev.Agent, ev.Text)
+	case protocol.EventSubagentEnd:
+		fmt.Fprintf(w, "%s %s-- subagent %s %s\n", at, indent, ev.Agent, endedAs(ev.Reason))
 	default:
 		fmt.Fprintf(w, "%s %s[%s] %s\n", at, indent, ev.Kind, oneLine(ev.Text, 120))
 	}

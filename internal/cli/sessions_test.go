@@ -24,6 +24,8 @@ import (
 type fakeHub struct {
 	t        *testing.T
 	sessions []api.Session
+	// events are each Session's Events, by id.
+	events map[string][]api.Event
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
@@ -37,7 +39,7 @@ const fakeToken = "kndlc_fake-cli-token"
 // newFakeHub serves sessions and points this test's CLI config at it.
 func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	t.Helper()
-	h := &fakeHub{t: t, sessions: sessions}
+	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
 	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +49,9 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 		}
 		h.notFound(w)
 	})
-	mux.HandleFunc("GET /api/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) { h.reply(w, []api.Event{}) })
+	mux.HandleFunc("GET /api/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		h.reply(w, append([]api.Event{}, h.events[r.PathValue("id")]...))
+	})
 	change := func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := h.session(r.PathValue("id")); !ok {
 			h.notFound(w)
@@ -68,6 +72,7 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	mux.HandleFunc("PATCH /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("DELETE /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("PUT /api/sessions/{id}/keep-awake", change)
+	mux.HandleFunc("POST /api/sessions/{id}/subagents/{agent}/stop", change)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -200,12 +205,7 @@ func TestShowSaysWhyASessionFailed(t *testing.T) {
 // what it did, or with --json prints the Session after; a wrong word or a
 // missing id is a usage error, and the Hub's refusal is the error.
 func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
-	tests := []struct {
-		args   []string
-		change string // what the Hub is sent
-		out    string
-		code   int
-	}{
+	askTheHub(t, []hubChange{
 		{[]string{"keep-awake", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, "Keep awake is on", 0},
 		{[]string{"keep-awake", "s1", "off"}, `PUT /api/sessions/s1/keep-awake {"on":false}`, "Keep awake is off", 0},
 		{[]string{"keep-awake", "--json", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, `"keep_awake": true`, 0},
@@ -216,7 +216,22 @@ func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
 		{[]string{"keep-awake", "s1"}, "", "", 2},
 		{[]string{"restart"}, "", "", 2},
 		{[]string{"restart", "nope"}, "", "", 1},
-	}
+	})
+}
+
+// hubChange is a command that sends the Hub one change: what it is sent,
+// what it prints, its exit code.
+type hubChange struct {
+	args   []string
+	change string // what the Hub is sent
+	out    string
+	code   int
+}
+
+// askTheHub runs each command against a fake Hub holding Session s1 and
+// checks what it sent and said; a refusal's message is the Hub's.
+func askTheHub(t *testing.T, tests []hubChange) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			h := newFakeHub(t, session("s1", api.Active, "", "", true))

@@ -93,6 +93,7 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/restore", person, h.lifeHandler(h.sessions.Restore, "its Creator restored it")},
 		{"PUT /api/sessions/{id}/keep-awake", person, h.keepAwakeHandler},
 		{"POST /api/sessions/{id}/answer", person, h.answerHandler},
+		{"POST /api/sessions/{id}/subagents/{agent}/stop", person, h.stopSubagent},
 		{"GET /api/sessions/{id}/events", person, h.listEvents},
 		{"GET /api/sessions/{id}/watch", person, h.watchSession},
 		{"GET /api/repos", person, h.listRepos},

@@ -60,3 +60,12 @@ func (h *Hub) answerHandler(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	h.answerNoContent(w, r, err)
 }
+
+// stopSubagent stops one subagent of the Session: its Creator alone.
+func (h *Hub) stopSubagent(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+	if err == nil {
+		err = h.sessions.StopSubagent(r.Context(), s.ID, r.PathValue("agent"))
+	}
+	h.answerNoContent(w, r, err)
+}

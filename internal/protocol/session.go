@@ -6,7 +6,8 @@ import (
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
-// session.stop_turn, session.stop, session.archive, session.restore.
+// session.stop_turn, session.stop, session.archive, session.restore,
+// session.answer, session.stop_subagent.
 // Runner -> Hub: session.credentials (request), session.events and
 // session.exited (ordered notifications).
 const (
@@ -21,6 +22,18 @@ const (
 	TypeSessionExited      = "session.exited"
 	TypeSessionAnswer      = "session.answer"
 )
+
+// TypeSessionStopSubagent asks the Runner to stop one subagent of a
+// Session (SessionSubagent): its next tool call is refused and it ends
+// there, while the main conversation goes on.
+const TypeSessionStopSubagent = "session.stop_subagent"
+
+// SessionSubagent names one subagent of a Session. AgentID is Claude
+// Code's agent id, as in the subagent's Events' agent.
+type SessionSubagent struct {
+	SessionID string `json:"session_id"`
+	AgentID   string `json:"agent_id"`
+}
 
 // SessionAnswer answers a question Claude asks (AskUserQuestion), whose
 // mod hook waits for it: each question's text to its answer, an option's
@@ -137,6 +150,19 @@ const (
 	EventNote          = "note"         // something the Hub or Runner says about the Session
 )
 
+// A subagent's life in Events: subagent_start (agent its id, parent the
+// Agent tool call that started it when the Runner learned it, text its
+// type); subagent_stop, the Hub's record that its Creator asked it to stop;
+// subagent_end, with reason empty when it finished, "stopped" or
+// "interrupted".
+const EventSubagentStop = "subagent_stop"
+
+// Why a subagent ended, in its subagent_end's Reason.
+const (
+	SubagentStopped     = "stopped"
+	SubagentInterrupted = "interrupted"
+)
+
 // Event is one entry of a Session's transcript.
 type Event struct {
 	Seq  int64     `json:"seq,omitempty"` // set by the Hub
@@ -154,7 +180,9 @@ type Event struct {
 	// started that subagent, so the UI nests it there.
 	Agent  string `json:"agent,omitempty"`
 	Parent string `json:"parent,omitempty"`
-	// Reason says why a Turn ended: done, interrupted, error.
+	// Reason says why a Turn ended (done, interrupted, error) or a
+	// subagent did (SubagentStopped, SubagentInterrupted; empty when it
+	// finished).
 	Reason string `json:"reason,omitempty"`
 }
 

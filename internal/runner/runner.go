@@ -275,6 +275,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	handleAs(conn, protocol.TypeSessionAnswer, func(ctx context.Context, req protocol.SessionAnswer) (any, error) {
 		return nil, r.answer(req)
 	})
+	handleAs(conn, protocol.TypeSessionStopSubagent, func(ctx context.Context, req protocol.SessionSubagent) (any, error) {
+		return nil, r.stopSubagent(req)
+	})
 	handleAs(conn, protocol.TypeSessionArchive, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.archiveSession(ctx, req.SessionID)
 	})

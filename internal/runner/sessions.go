@@ -67,9 +67,12 @@ type session struct {
 	mirror mirror
 	ports  portList
 	// stream merges its hooks and transcript into one stream (stream.go);
-	// questions wait for their answers (questions.go).
+	// questions wait for their answers (questions.go); subagents pairs each
+	// subagent with its Agent call and holds the stops asked
+	// (subagents.go).
 	stream    stream
 	questions questions
+	subagents subagents
 }
 
 // sandboxID names a Session's Sandbox.

@@ -44,11 +44,14 @@ type hookEvent struct {
 	AgentType            string          `json:"agent_type"`
 	ToolName             string          `json:"tool_name"`
 	ToolInput            json.RawMessage `json:"tool_input"`
+	ToolUseID            string          `json:"tool_use_id"`
+	ToolResponse         json.RawMessage `json:"tool_response"`
 }
 
 // hook takes one hook event of a running Session from the relay: its
 // Events join the stream, and UserPromptSubmit and Stop tell the Hub where
-// the Turn is.
+// the Turn is. A subagent its Creator stops is answered at its next tool
+// call's hook (subagents.go).
 func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byte, error) {
 	var ev hookEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
@@ -78,9 +81,16 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
 	case "SubagentStart":
-		r.hold(s, protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType})
+		r.subagentStarted(s, ev)
 	case "SubagentStop":
-		r.hold(s, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID})
+		r.subagentStopped(s, ev)
+	case "PreToolUse":
+		return s.stopAnswer(ev), nil
+	case "PostToolUse":
+		if ev.ToolName == agentTool {
+			r.agentLaunched(s, ev)
+		}
+		return s.stopAnswer(ev), nil
 	case "Notification":
 		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":

@@ -40,6 +40,7 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 	r.sessions["s1"] = s
 	for _, ev := range []string{
 		`{"hook_event_name":"UserPromptSubmit","prompt":"hi"}`,
+		launched("toolu_a", "a1"), // its parent known: the start is held at once
 		`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"Explore"}`,
 		`{"hook_event_name":"Notification","message":"waiting"}`,
 	} {

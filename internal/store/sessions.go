@@ -289,6 +289,29 @@ func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {
 	return kind == "turn_start", err
 }
 
+// RunningSubagents returns the subagents the Session's Events say still
+// run: each agent id whose last subagent_start has no subagent_end after
+// it, mapped to the Agent tool call that started it, as its start or else
+// its own Events name it ("" when none does).
+func (s *Store) RunningSubagents(ctx context.Context, sessionID string) (map[string]string, error) {
+	type agent struct{ id, parent string }
+	list, err := queryAll(ctx, s.db, func(row scanner) (agent, error) {
+		var a agent
+		return a, row.Scan(&a.id, &a.parent)
+	}, `SELECT json_extract(st.data, '$.agent'), coalesce(json_extract(st.data, '$.parent'),
+			(SELECT json_extract(x.data, '$.parent') FROM events x WHERE x.session_id = st.session_id
+				AND json_extract(x.data, '$.agent') = json_extract(st.data, '$.agent') AND json_extract(x.data, '$.parent') != '' LIMIT 1), '')
+		FROM events st
+		WHERE st.session_id = ? AND st.kind = 'subagent_start' AND coalesce(json_extract(st.data, '$.agent'), '') != ''
+		AND NOT EXISTS (SELECT 1 FROM events en WHERE en.session_id = st.session_id AND en.kind = 'subagent_end'
+			AND en.seq > st.seq AND json_extract(en.data, '$.agent') = json_extract(st.data, '$.agent'))`, sessionID)
+	out := map[string]string{}
+	for _, a := range list {
+		out[a.id] = a.parent
+	}
+	return out, err
+}
+
 // SetTranscriptOffsets records how far a Session's transcript is stored.
 func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map[string]int64) error {
 	b, err := json.Marshal(offsets)

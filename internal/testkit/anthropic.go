@@ -257,6 +257,20 @@ func ToolResultContains(s string) Matcher {
 	}
 }
 
+// InSubagent matches the model calls of the subagent whose task prompt (the
+// Agent call's prompt) holds marker: a subagent's first user message is
+// its task prompt, where the main conversation's is its first prompt.
+func InSubagent(marker string) Matcher {
+	return func(r *Request) bool {
+		for _, m := range r.Params.Messages {
+			if m.Role == "user" {
+				return strings.Contains(strings.Join(m.Texts(), "\n"), marker)
+			}
+		}
+		return false
+	}
+}
+
 // Reply is what the fake model answers: content blocks streamed in order,
 // then stop_reason tool_use if any block is a tool use, end_turn otherwise.
 type Reply struct {
@@ -292,6 +306,12 @@ func Text(s string) Reply { return Reply{Blocks: []ReplyBlock{{Text: s}}} }
 // Bash is a reply that runs command with Claude Code's Bash tool.
 func Bash(command string) Reply {
 	return ToolUse("Bash", map[string]any{"command": command, "description": "Run a scripted command"})
+}
+
+// Agent is a reply that starts a general-purpose subagent with Claude
+// Code's Agent tool; it runs in the background (see InSubagent).
+func Agent(description, prompt string) Reply {
+	return ToolUse("Agent", map[string]any{"description": description, "prompt": prompt, "subagent_type": "general-purpose"})
 }
 
 // Thinking is a reply of one thinking block, as with extended thinking on;

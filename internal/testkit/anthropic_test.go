@@ -161,6 +161,7 @@ func TestAnthropicAnswersWithoutStreaming(t *testing.T) {
 
 func TestAnthropicMatchesAndRecords(t *testing.T) {
 	a := NewAnthropic(t, "tok")
+	a.On(InSubagent("SUBAGENT:"), Text("In the subagent."))
 	a.On(PromptContains("make the file"), Bash("touch /tmp/f"))
 	a.On(ToolResultContains("No such file"), Text("It failed."))
 	a.On(AfterToolResult(), Text("It worked."))
@@ -177,6 +178,9 @@ func TestAnthropicMatchesAndRecords(t *testing.T) {
 		{"prompt as a string", `[{"role":"user","content":"please make the file"}]`, "touch /tmp/f", false},
 		{"tool result as a string", toolResult(`"done"`), "It worked.", false},
 		{"tool result as blocks", toolResult(`[{"type":"text","text":"ls: No such file"}]`), "It failed.", false},
+		{"a subagent's call, its task prompt first", `[{"role":"user","content":[{"type":"text","text":"<system-reminder>r</system-reminder>"},{"type":"text","text":"SUBAGENT: make the file"}]},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"No such file"}]}]`,
+			"In the subagent.", false},
 		{"unscripted", `[{"role":"user","content":"something else"}]`, `testkit: no scripted reply for this request; last user message: user "something else"`, true},
 	}
 	for _, tt := range tests {

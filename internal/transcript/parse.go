@@ -34,7 +34,11 @@
 //     repeated (it is the Agent call's input); an interrupt ends it with
 //     subagent_end, Reason "interrupted"; an API error in it is an error
 //     Event (no hook reports it). Neither of these two was recorded: they
-//     follow the main transcript's records.
+//     follow the main transcript's records. A hook that stopped it (the
+//     hook_stopped_continuation attachment, written when the mod answered
+//     its tool call's hook with continue false, as a stop from its Creator
+//     does) ends it with subagent_end, Reason "stopped" and the hook's
+//     stopReason as Text: no SubagentStop hook fires then.
 //
 // Left out: everything the Hub makes from hooks (ready, turn_start, the
 // turn_end of a finished Turn, the error of a failed one: its synthetic
@@ -42,11 +46,11 @@
 // "No response requested." Claude Code writes on resume after a prompt a
 // killed Claude Code never answered (it is not Claude's; the prompt stays
 // shown without an answer), records Claude Code keeps for itself (isMeta,
-// compact summaries, attachments other than queued prompts, api-request*,
-// mode, atis-latch, tools-used, last-prompt, cost-state, queue-operation,
-// file-history-snapshot, system records other than the two above), and a
-// subagent's task prompt. Record types this package does not know are
-// skipped, so a new one never breaks the tail.
+// compact summaries, attachments other than queued prompts and a
+// subagent's stop, api-request*, mode, atis-latch, tools-used, last-prompt,
+// cost-state, queue-operation, file-history-snapshot, system records other
+// than the two above), and a subagent's task prompt. Record types this
+// package does not know are skipped, so a new one never breaks the tail.
 package transcript
 
 import (
@@ -116,6 +120,8 @@ type record struct {
 		Prompt      content `json:"prompt"`
 		CommandMode string  `json:"commandMode"`
 		Origin      *origin `json:"origin"`
+		// Message is a hook_stopped_continuation's stopReason.
+		Message string `json:"message"`
 	} `json:"attachment"`
 }
 
@@ -192,12 +198,15 @@ func Parse(line []byte, src Source) ([]protocol.Event, error) {
 	case "user":
 		p.user(&r)
 	case "attachment":
-		if a := r.Attachment; a != nil && a.Type == "queued_command" {
-			if a.CommandMode == "bash" {
-				p.add(protocol.Event{Kind: protocol.EventPrompt, Text: "!" + a.Prompt.flatten()})
-			} else {
-				p.prompt(a.Prompt.flatten(), a.Origin)
-			}
+		switch a := r.Attachment; {
+		case a == nil:
+		case a.Type == "queued_command" && a.CommandMode == "bash":
+			p.add(protocol.Event{Kind: protocol.EventPrompt, Text: "!" + a.Prompt.flatten()})
+		case a.Type == "queued_command":
+			p.prompt(a.Prompt.flatten(), a.Origin)
+		case a.Type == "hook_stopped_continuation" && src.Agent != "":
+			// Measured on 2.1.328: the subagent makes no request after it.
+			p.add(protocol.Event{Kind: protocol.EventSubagentEnd, Reason: protocol.SubagentStopped, Text: a.Message})
 		}
 	case "system":
 		p.system(&r)

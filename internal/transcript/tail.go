@@ -242,11 +242,12 @@ func skip(line []byte) bool {
 			return true
 		}
 	}
-	// Attachments other than queued prompts, prompt_snapshot (60 KB) among
-	// them, name their type near the start.
+	// Attachments other than queued prompts and a hook's stop,
+	// prompt_snapshot (60 KB) among them, name their type near the start.
 	head := line[:min(len(line), 300)]
 	if i := bytes.Index(head, []byte(`"attachment":{"type":"`)); i >= 0 {
-		return !bytes.HasPrefix(head[i+len(`"attachment":{"type":"`):], []byte(`queued_command"`))
+		typ := head[i+len(`"attachment":{"type":"`):]
+		return !bytes.HasPrefix(typ, []byte(`queued_command"`)) && !bytes.HasPrefix(typ, []byte(`hook_stopped_continuation"`))
 	}
 	return false
 }

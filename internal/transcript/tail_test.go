@@ -209,6 +209,7 @@ func TestSkipDropsOnlyRecordsWithoutEvents(t *testing.T) {
 		{`{"type":"mode","mode":"normal"}`, true},
 		{`{"parentUuid":"x","isSidechain":false,"attachment":{"type":"prompt_snapshot","systemPrompt":["..."]},"type":"attachment"}`, true},
 		{`{"parentUuid":"x","isSidechain":false,"attachment":{"type":"queued_command","prompt":"Also this"},"type":"attachment"}`, false},
+		{`{"parentUuid":"7e","isSidechain":true,"agentId":"a49","attachment":{"type":"hook_stopped_continuation","message":"Stopped by its Creator"},"type":"attachment"}`, false},
 		{`{"parentUuid":"x","type":"user","message":{"content":"\"attachment\":{\"type\":\"date\""}}`, false},
 		{`{"type":"user","message":{"content":"hi"}}`, false},
 	}

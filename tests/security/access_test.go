@@ -32,6 +32,7 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/answer", body: `{"answers":[{"option":1}]}`, origin: "self"},
 		{method: "POST", path: "/api/sessions/" + id + "/attachments?name=notes.txt", body: "some notes", origin: "self"},
 		{method: "GET", path: "/api/sessions/" + id + "/attachments"},
+		{method: "POST", path: "/api/sessions/" + id + "/subagents/a1/stop", origin: "self"},
 	}
 }
 
@@ -114,8 +115,8 @@ func TestWithoutTheGitHubAppNobodySignedInWithGitHubHasRepoAccess(t *testing.T) 
 }
 
 // TestOnlyTheCreatorDrivesASession: someone else with access watches a
-// Session but can't prompt it, change or reorder its queued prompts, stop its Turn,
-// answer Claude's question, archive or restore it.
+// Session but can't prompt it, change or reorder its queued prompts, stop its Turn or
+// a subagent, answer Claude's question, archive or restore it.
 func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()

@@ -24,8 +24,9 @@ import (
 
 // fakeRunner is a Runner on the real protocol over a real WebSocket: it
 // answers session.start, session.deliver, session.stop,
-// session.stop_turn, session.archive and session.restore as scripted, and
-// reports each request on calls.
+// session.stop_turn, session.answer, session.stop_subagent,
+// session.archive and session.restore as scripted, and reports each
+// request on calls.
 type fakeRunner struct {
 	t     *testing.T
 	calls chan call
@@ -45,6 +46,7 @@ type call struct {
 	deliver protocol.SessionDeliver
 	start   protocol.SessionStart
 	answer  protocol.SessionAnswer
+	agent   string // session.stop_subagent's
 	id      string
 }
 
@@ -105,6 +107,12 @@ func (f *fakeRunner) connect() {
 		var r protocol.SessionAnswer
 		json.Unmarshal(body, &r)
 		f.calls <- call{typ: protocol.TypeSessionAnswer, id: r.SessionID, answer: r}
+		return nil, nil
+	})
+	rc.Handle(protocol.TypeSessionStopSubagent, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionSubagent
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionStopSubagent, id: r.SessionID, agent: r.AgentID}
 		return nil, nil
 	})
 	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop, nil))
@@ -345,16 +353,26 @@ func (f *fixture) prompts(id string) map[store.PromptState][]string {
 // events returns the text of the Session's Events of kind.
 func (f *fixture) events(id, kind string) []string {
 	f.t.Helper()
+	var out []string
+	for _, ev := range f.eventsOf(id, kind) {
+		out = append(out, ev.Text)
+	}
+	return out
+}
+
+// eventsOf returns the Session's Events of kind, whole.
+func (f *fixture) eventsOf(id, kind string) []protocol.Event {
+	f.t.Helper()
 	evs, err := f.st.Events(context.Background(), id, 0, 1000)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var out []string
+	var out []protocol.Event
 	for _, e := range evs {
 		var ev protocol.Event
 		json.Unmarshal(e.Data, &ev)
 		if ev.Kind == kind {
-			out = append(out, ev.Text)
+			out = append(out, ev)
 		}
 	}
 	return out

@@ -118,8 +118,8 @@ type run struct {
 	resync bool
 	// budget is its Event accounting (budget.go).
 	budget budget
-	// agents are the subagents the transcript says run.
-	agents map[string]bool
+	// agents are the subagents the transcript says run, by agent id.
+	agents map[string]*subagent
 }
 
 // Update is one message of a Session's live stream: a new Event, or word

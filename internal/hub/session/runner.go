@@ -44,6 +44,10 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				if err != nil {
 					return err
 				}
+				agents, err := o.runningAgents(ctx, s.ID)
+				if err != nil {
+					return err
+				}
 				if s.State == Frozen {
 					if err := o.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
 						return err
@@ -52,7 +56,7 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// A Turn that ran when the Hub last heard may still run, or
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
-				o.withRun(s.ID, func(r *run) { r.ready, r.busy, r.resync = true, open, open })
+				o.withRun(s.ID, func(r *run) { r.ready, r.busy, r.resync, r.agents = true, open, open, agents })
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
 			case s.State == Active || s.State == Frozen:
@@ -218,19 +222,21 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 }
 
 // interruptAgents ends the subagents a Session's transcript says still
-// run, as Interrupted: their Claude Code no longer runs.
+// run, as Interrupted: their Claude Code no longer runs. It reads them from
+// the store, which a Hub that restarted since they started still has.
 func (o *Owner) interruptAgents(ctx context.Context, id string) {
-	var agents []string
+	agents, err := o.runningAgents(ctx, id)
+	if err != nil {
+		o.log.Error("read a session's running subagents", "session", id, "err", err)
+	}
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
-		for a := range r.agents {
-			agents = append(agents, a)
-		}
 		r.agents = nil
 	}
 	o.mu.Unlock()
-	for _, a := range agents {
-		if err := o.Record(ctx, id, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: a, Reason: "interrupted"}); err != nil {
+	for agent, a := range agents {
+		ev := protocol.Event{Kind: protocol.EventSubagentEnd, Agent: agent, Parent: a.parent, Reason: protocol.SubagentInterrupted}
+		if err := o.Record(ctx, id, ev); err != nil {
 			o.log.Error("record an interrupted subagent", "session", id, "err", err)
 		}
 	}

@@ -117,6 +117,9 @@ func (o *Owner) record(ctx context.Context, id string, evs []protocol.Event) (en
 // o.mu held.
 func (r *run) follow(evs []protocol.Event) (ended bool) {
 	for _, ev := range evs {
+		if a := r.agents[ev.Agent]; a != nil && a.parent == "" {
+			a.parent = ev.Parent // a start that came without it
+		}
 		switch ev.Kind {
 		case protocol.EventPrompt:
 			if ev.Agent == "" {
@@ -124,9 +127,13 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 			}
 		case protocol.EventSubagentStart:
 			if r.agents == nil {
-				r.agents = map[string]bool{}
+				r.agents = map[string]*subagent{}
 			}
-			r.agents[ev.Agent] = true
+			r.agents[ev.Agent] = &subagent{parent: ev.Parent}
+		case protocol.EventSubagentStop:
+			if a := r.agents[ev.Agent]; a != nil {
+				a.stopAsked = true
+			}
 		case protocol.EventSubagentEnd:
 			delete(r.agents, ev.Agent)
 		case protocol.EventQuestion:

@@ -11,6 +11,9 @@ const id = root.dataset.id;
 const isCreator = root.dataset.creator === "true";
 const transcript = document.getElementById("transcript");
 const tools = new Map(); // tool_id -> the tool call's element
+const agentCalls = new Map(); // an Agent tool call's tool_id -> its input
+const agents = new Map(); // agent id -> { type, parent, state }, in the order they started
+const agentParents = new Map(); // agent id -> its Agent tool call, from any of its Events
 let lastSeq = 0;
 let state = document.getElementById("state").textContent;
 let terminal = null; // the terminal module, once its tab is opened
@@ -25,17 +28,28 @@ function summary(tool, input) {
   return line.length > 140 ? line.slice(0, 139) + "…" : line;
 }
 
-// container is where an Event goes: under the tool call that started its
-// subagent, or at the top.
-function container(ev) {
-  const parent = ev.parent && tools.get(ev.parent);
-  return parent ? parent.querySelector(":scope > details > .tool-body > .children") : transcript;
+// children is where the Events of a subagent go: under the tool call that
+// started it.
+function children(call) {
+  return call.querySelector(":scope > details > .tool-body > .children");
 }
+
+// early holds, by tool call, the Events of its subagent that came before
+// the call itself (a subagent_start can: the Runner sends a hook's Events
+// after the transcript's next batch, which may be the subagent's own
+// file's): they move under the call when it comes.
+const early = new Map();
 
 function item(ev, cls) {
   const li = el("li", "ev " + cls);
   li.dataset.seq = ev.seq;
-  container(ev).append(li);
+  const call = ev.parent && tools.get(ev.parent);
+  if (call) {
+    children(call).append(li);
+  } else {
+    transcript.append(li);
+    if (ev.parent) early.set(ev.parent, [...(early.get(ev.parent) || []), li]);
+  }
   return li;
 }
 
@@ -47,6 +61,7 @@ function time(ev) {
 function addEvent(ev, html, files) {
   if (ev.seq <= lastSeq) return;
   lastSeq = ev.seq;
+  trackAgent(ev);
   switch (ev.kind) {
     case "prompt": {
       const li = item(ev, "prompt");
@@ -84,6 +99,8 @@ function addEvent(ev, html, files) {
       details.append(sum, body);
       li.append(details);
       tools.set(ev.tool_id, li);
+      children(li).append(...(early.get(ev.tool_id) || []));
+      early.delete(ev.tool_id);
       break;
     }
     case "tool_result": {
@@ -103,10 +120,13 @@ function addEvent(ev, html, files) {
       item(ev, "turn " + (ev.reason || "done")).textContent = `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"} · ${time(ev)}`;
       break;
     case "subagent_start":
-      item(ev, "note").textContent = "Subagent started";
+      item(ev, "note").textContent = "Subagent started" + (ev.text ? " · " + ev.text : "");
+      break;
+    case "subagent_stop":
+      item(ev, "note").textContent = ev.text || "Its Creator asked it to stop";
       break;
     case "subagent_end":
-      item(ev, "note").textContent = "Subagent finished";
+      item(ev, "note" + (ev.reason ? " " + ev.reason : "")).textContent = "Subagent " + endedAs(ev.reason);
       break;
     case "log": {
       let last = transcript.lastElementChild;
@@ -138,6 +158,99 @@ function addEvent(ev, html, files) {
       item(ev, "note").textContent = ev.text || ev.kind;
   }
   if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
+}
+
+// --- Subagents ---
+
+// endedAs is the state a subagent_end's reason leaves its subagent in, as
+// kndl show says it too.
+function endedAs(reason) {
+  return reason === "stopped" || reason === "interrupted" ? reason : "finished";
+}
+
+// trackAgent follows the subagents through the Events: the Agent calls
+// that describe them, their start, a stop asked, their end.
+function trackAgent(ev) {
+  let parentLearnt = false;
+  if (ev.agent && ev.parent && !agentParents.has(ev.agent)) {
+    agentParents.set(ev.agent, ev.parent);
+    parentLearnt = agents.has(ev.agent);
+  }
+  const a = agents.get(ev.agent);
+  switch (ev.kind) {
+    case "tool_use":
+      if (ev.tool === "Agent") agentCalls.set(ev.tool_id, ev.input || {});
+      if (ev.tool === "Agent" || parentLearnt) break; // a description to show
+      return;
+    case "subagent_start":
+      if (a) a.state = "running"; // resumed
+      else agents.set(ev.agent, { type: ev.text || "", state: "running" });
+      break;
+    case "subagent_stop":
+      if (!a || a.state !== "running") return;
+      a.state = "stopping";
+      break;
+    case "subagent_end":
+      if (!a) return;
+      a.state = endedAs(ev.reason);
+      break;
+    default:
+      if (!parentLearnt) return;
+  }
+  showAgents();
+}
+
+// showAgents lists the subagents: their type, what their Agent call says
+// they do, whether they run; the Creator's list has a Stop button by each
+// running one.
+function showAgents() {
+  const list = document.getElementById("subagents");
+  list.replaceChildren();
+  for (const [agent, a] of agents) {
+    const parent = agentParents.get(agent) || "";
+    const call = agentCalls.get(parent) || {};
+    const li = el("li", "subagent state-" + a.state);
+    li.dataset.agent = agent;
+    const desc = el("button", "agent-desc", call.description || summary("Agent", { prompt: call.prompt }) || agent);
+    desc.type = "button";
+    desc.dataset.action = "show-subagent";
+    desc.title = "Show its transcript";
+    li.append(el("span", "agent-type", a.type || call.subagent_type || "subagent"), desc, el("span", "agent-state", a.state));
+    if (isCreator && a.state === "running") {
+      const stop = el("button", "quiet", "Stop");
+      stop.type = "button";
+      stop.dataset.action = "stop-subagent";
+      stop.title = "Stop this subagent at its next tool call; the conversation goes on";
+      li.append(stop);
+    }
+    list.append(li);
+  }
+  document.getElementById("subagents-box").hidden = agents.size === 0;
+}
+
+// A subagent's description opens the Agent call its transcript is under.
+on("show-subagent", (b) => {
+  const call = tools.get(agentParents.get(b.closest("li").dataset.agent));
+  if (!call) return;
+  call.querySelector(":scope > details").open = true;
+  call.scrollIntoView({ block: "start", behavior: "smooth" });
+});
+
+if (isCreator) {
+  on("stop-subagent", async (b) => {
+    const agent = b.closest("li").dataset.agent;
+    const error = document.getElementById("subagents-error");
+    showError(error, null);
+    b.disabled = true;
+    b.textContent = "Stopping…";
+    try {
+      await api("POST", `/api/sessions/${encodeURIComponent(id)}/subagents/${encodeURIComponent(agent)}/stop`);
+    } catch (err) {
+      showError(error, err);
+      b.disabled = false;
+      b.textContent = "Stop";
+    }
+  });
 }
 
 // --- Claude's questions ---
