@@ -362,10 +362,13 @@ function showSession(s) {
   if (terminal) terminal.active(s.state === "active");
 }
 
+let queueShown = []; // the queue as last drawn
+
 function showQueue(queue) {
   const box = document.getElementById("queue-box");
   const list = document.getElementById("queue");
   if (list.querySelector("textarea")) return; // being edited
+  queueShown = queue;
   list.replaceChildren();
   const button = (label, action, title) => {
     const b = el("button", "quiet", label);
@@ -497,8 +500,12 @@ if (isCreator) {
   on("save-prompt", async (b) => {
     const li = b.closest("li");
     try {
-      await api("PATCH", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}`, { text: li.querySelector("textarea").value });
-      li.replaceChildren(el("span", "text", li.querySelector("textarea").value));
+      const text = li.querySelector("textarea").value;
+      await api("PATCH", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}`, { text });
+      // Drawn again at once, buttons and all; the Session's next message
+      // brings the queue as the Hub has it.
+      li.querySelector("textarea").remove();
+      showQueue(queueShown.map((p) => (p.id === li.dataset.id ? { ...p, text } : p)));
     } catch (err) {
       showError(error, err);
     }
