@@ -150,11 +150,17 @@ func devSecretsKey(dir string, getenv func(string) string) (string, error) {
 }
 
 // devSignIn points this machine's CLI at the dev Hub with a fresh CLI token
-// for the dev user, unless it is already signed in there.
+// for the dev user, revoking the one an earlier start gave it. Starting kndl
+// dev on this machine counts as signing in, so for HUB_SUDO_MAX_AGE the CLI
+// may do what asks for a recent sign-in (kndl token set, kndl invite);
+// later, kndl login approved with dev login, or a new start, signs it in
+// afresh.
 func devSignIn(ctx context.Context, st *store.Store, dev store.User, url string) error {
 	if c, err := apiclient.LoadConfig(); err == nil && c.HubURL == url {
 		if u, err := st.UserByCLIToken(ctx, c.Token); err == nil && u.ID == dev.ID {
-			return nil
+			if err := st.RevokeCLIToken(ctx, c.Token); err != nil {
+				return err
+			}
 		}
 	}
 	tok, err := st.CreateCLIToken(ctx, dev.ID, "kndl dev")

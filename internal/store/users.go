@@ -54,11 +54,13 @@ func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
 }
 
 // CreateCLIToken issues a CLI token for a user, named for the machine it is
-// for, and returns it once.
+// for, and returns it once. It is made on the Hub's machine (kndl dev), with
+// the operating system's authority, so it counts as signed in now.
 func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
 	token, hash := auth.NewToken(auth.CLI)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at) VALUES (?, ?, ?, ?, ?)`,
-		uuid.NewString(), userID, hash, name, ms(s.now()))
+	now := ms(s.now())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		uuid.NewString(), userID, hash, name, now, now)
 	if err != nil {
 		return "", fmt.Errorf("create CLI token: %w", err)
 	}
