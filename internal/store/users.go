@@ -90,3 +90,18 @@ func (s *Store) RevokeCLIToken(ctx context.Context, token string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	return err
 }
+
+// SignInCLIToken counts now as the browser sign-in behind a live CLI token
+// (SignedInAt): for kndl dev's start on the Hub's machine, with the
+// operating system's authority, and nothing a request can reach. Returns
+// ErrNotFound for no such live token.
+func (s *Store) SignInCLIToken(ctx context.Context, token string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET signed_in_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("CLI token: %w", errdefs.ErrNotFound)
+	}
+	return nil
+}
