@@ -311,3 +311,37 @@ type RepoVariables struct {
 	Variables []Variable `json:"variables"`
 	Links     []Variable `json:"links"`
 }
+
+// AuditEntry is one act in the Hub's audit log, as GET /api/audit shows it
+// to the Owner: who did what, when and from where. It names what the act
+// was done to, never a secret (no token, value, cookie or link).
+type AuditEntry struct {
+	Seq int64     `json:"seq"`
+	At  time.Time `json:"at"`
+	// ActorID is the user who did it; empty for the Hub's own machine or
+	// someone the Hub didn't let in. Actor is their login or name then.
+	ActorID string `json:"actor_id,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+	// Via is how they came: browser, cli, github (a sign-in), hub (the
+	// Hub's machine).
+	Via string `json:"via"`
+	// Addr is the client address as the Hub saw it.
+	Addr   string `json:"addr,omitempty"`
+	Action string `json:"action"`
+	Target string `json:"target,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Hash is the hex SHA-256 that chains it to the entry before.
+	Hash string `json:"hash"`
+}
+
+// AuditChain is what walking the audit log's hash chain found, as
+// GET /api/audit/verify and kndl audit verify say it.
+type AuditChain struct {
+	Entries  int64  `json:"entries"`
+	HeadSeq  int64  `json:"head_seq"`
+	HeadHash string `json:"head_hash,omitempty"`
+	// BrokenAt is the first entry that is missing or doesn't follow from
+	// its content and the entry before; 0 when the chain holds.
+	BrokenAt int64  `json:"broken_at,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}

@@ -71,6 +71,8 @@ func commands() []Command {
 		{Name: "invite revoke", Usage: "ID", Summary: "revoke an unused Invite (Owner only)", Run: inviteRevoke},
 		{Name: "member ls", Usage: "[--json]", Summary: "list the Hub's Members", Run: memberList},
 		{Name: "member remove", Usage: "GITHUB_LOGIN", Summary: "remove a Member: sign them out everywhere (Owner only)", Run: memberRemove},
+		{Name: "audit", Usage: "[--before SEQ] [--limit N] [--json]", Summary: "list the Hub's audit log, newest first (Owner only)", Run: auditList},
+		{Name: "audit verify", Usage: "[--json]", Summary: "check the audit log's hash chain and say where it first breaks (Owner only)", Run: auditVerify},
 
 		// Run inside a Sandbox by the Runner and the mod.
 		{Name: "mod hook", Summary: "carry a Claude Code hook event to the Hub", Hidden: true, Run: modHook},

@@ -149,12 +149,15 @@ func devSecretsKey(dir string, getenv func(string) string) (string, error) {
 	return k, os.WriteFile(path, []byte(k), 0o600)
 }
 
-// devSignIn points this machine's CLI at the dev Hub with a fresh CLI token
-// for the dev user, unless it is already signed in there.
+// devSignIn points this machine's CLI at the dev Hub as the dev user: with
+// the CLI token an earlier start gave it, or a fresh one. Starting kndl dev
+// on this machine counts as signing in, so for HUB_SUDO_MAX_AGE the CLI may
+// do what asks for a recent sign-in (kndl token set, kndl invite); later,
+// kndl login approved with dev login, or a new start, signs it in afresh.
 func devSignIn(ctx context.Context, st *store.Store, dev store.User, url string) error {
 	if c, err := apiclient.LoadConfig(); err == nil && c.HubURL == url {
 		if u, err := st.UserByCLIToken(ctx, c.Token); err == nil && u.ID == dev.ID {
-			return nil
+			return st.SignInCLIToken(ctx, c.Token)
 		}
 	}
 	tok, err := st.CreateCLIToken(ctx, dev.ID, "kndl dev")

@@ -89,6 +89,9 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditRunnerPaired, rn.Name, "Runner "+rn.ID+", with kndl runner token create"); err != nil {
+		return err
+	}
 	fmt.Fprintf(io.Stdout, "Paired Runner %s. Its token is shown only this once:\n\n  %s\n\nOn the Runner's machine, run:\n\n  RUNNER_TOKEN=%s KNDL_HUB_URL=%s kndl runner\n",
 		rn.Name, token, token, cfg.PublicURL)
 	return nil

@@ -34,6 +34,7 @@ func (h *Hub) setClaudeToken(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	h.log.Info("claude token stored", "user", p.User.Name)
+	h.audit(r, p, auditTokenStored, p.User.Name, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -67,6 +68,7 @@ func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Princi
 		return
 	}
 	h.sessions.SleepAllOf(r.Context(), p.User.ID, "its Creator removed their setup token")
+	h.audit(r, p, auditTokenRemoved, p.User.Name, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -210,10 +211,16 @@ func (h *Hub) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) 
 		User    string
 		Request *cliLoginView
 		Error   string
-	}{User: p.User.Name}
+		// SignInAgain is where to sign in again and come back, when the
+		// browser's sign-in is too old to approve (checkRecent).
+		SignInAgain, MaxAge string
+	}{User: p.User.Name, MaxAge: minutes(h.cfg.SudoMaxAge)}
 	if code := r.URL.Query().Get("code"); code != "" {
 		if v, ok := h.waitingLogin(code); ok {
 			data.Request = &v
+			if _, err := h.checkRecent(r.Context(), p); err != nil {
+				data.SignInAgain = signInAgain(r.URL.RequestURI())
+			}
 		} else {
 			data.Error = "No login is waiting with that code. Check it, or run kndl login again."
 		}
@@ -230,6 +237,16 @@ func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	approve := r.PostForm.Get("action") == "approve"
+	var signedIn time.Time
+	if approve {
+		// A CLI token is never fresher than the sign-in that approved it.
+		var err error
+		if signedIn, err = h.checkRecent(r.Context(), p); err != nil {
+			h.page(w, statusOf(err), web.Message.WithTitle("Sign in again"), struct{ Text, Link string }{
+				err.Error(), signInAgain("/cli/login?code=" + url.QueryEscape(r.PostForm.Get("code")))})
+			return
+		}
+	}
 	d := &h.guard.devices
 	d.mu.Lock()
 	dr := d.byCode[normalCode(r.PostForm.Get("code"))]
@@ -240,9 +257,9 @@ func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal
 		dr.state = map[bool]string{true: "approving", false: "denied"}[approve]
 	}
 	var hash []byte
-	var machine string
+	var machine, address string
 	if ok {
-		hash, machine = dr.tokenHash, dr.machine
+		hash, machine, address = dr.tokenHash, dr.machine, dr.address
 	}
 	d.mu.Unlock()
 	if !ok {
@@ -250,10 +267,11 @@ func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	if !approve {
+		h.audit(r, p, auditCLIDenied, machine, "")
 		h.notice(w, "Denied", "The login was denied. Nothing was signed in.")
 		return
 	}
-	err := h.store.AddCLIToken(r.Context(), p.User.ID, machine, hash)
+	err := h.store.AddCLIToken(r.Context(), p.User.ID, machine, hash, signedIn)
 	d.mu.Lock()
 	dr.state = "approved"
 	if err != nil {
@@ -266,6 +284,7 @@ func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal
 		return
 	}
 	h.log.Info("CLI signed in", "user", p.User.Name, "machine", machine)
+	h.audit(r, p, auditCLIApproved, machine, "a kndl login from "+address)
 	h.notice(w, "Signed in", "The kndl CLI on "+machine+" is signed in as you. Go back to your terminal.")
 }
 
@@ -278,5 +297,6 @@ func (h *Hub) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.endCredential(p.cred, errCredentialUp)
+	h.audit(r, p, auditCLILogout, "", "kndl logout")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -67,6 +67,13 @@ type Config struct {
 	// made, and from when it was last used. HUB_SIGNIN_MAX_AGE (default
 	// 24h) and HUB_SIGNIN_IDLE (default 8h), as Go durations.
 	SigninMaxAge, SigninIdle time.Duration
+	// SudoMaxAge is how recent a browser sign-in must be for a privileged
+	// act: storing a setup token, pairing or sharing a Runner, approving a
+	// CLI login, inviting or removing Members (cloop's sudo mode). A CLI
+	// token counts from the browser sign-in that approved it, so a stolen
+	// cookie or CLI token does none of these for long. HUB_SUDO_MAX_AGE, a
+	// Go duration, default 10m.
+	SudoMaxAge time.Duration
 	// SessionIdle is how long a Session with no Turn running and nothing
 	// queued stays awake, unless its Creator turned Keep awake on.
 	// HUB_SESSION_IDLE, a Go duration, default 30m.
@@ -135,6 +142,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })
 	num("HUB_ATTACHMENT_MAX", func(n int64) { c.AttachmentMax = n })
 	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
+	dur("HUB_SUDO_MAX_AGE", func(d time.Duration) { c.SudoMaxAge = d })
 	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"
@@ -169,6 +177,9 @@ func (c *Config) Check() error {
 	}
 	if c.SessionAttachmentsMax == 0 {
 		c.SessionAttachmentsMax = defaultSessionAttachmentsMax
+	}
+	if c.SudoMaxAge == 0 {
+		c.SudoMaxAge = defaultSudoMaxAge
 	}
 	if err := c.checkForward(u); err != nil {
 		return err

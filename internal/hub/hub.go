@@ -29,6 +29,7 @@ type Hub struct {
 	guard    *guard         // sign-in, Repo access and who is connected: guard.go
 	web      *webState      // the web UI's live state: web.go
 	sessions *session.Owner // every Session's state, queue and live stream
+	refusals refusals       // sign-in refusals the audit log recorded this minute: audit.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration

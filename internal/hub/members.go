@@ -53,6 +53,7 @@ func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err == nil && id == p.User.ID {
 		err = fmt.Errorf("the Owner can't remove themselves: %w", errdefs.ErrConflict)
 	}
+	target, detail := h.memberTarget(r.Context(), id)
 	if err == nil {
 		err = h.RemoveMember(r.Context(), id)
 	}
@@ -60,6 +61,7 @@ func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) 
 		h.writeError(w, r, err)
 		return
 	}
+	h.audit(r, p, auditMemberRemoved, target, detail)
 	h.log.Info("member removed", "member", id, "by", p.User.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -117,6 +119,7 @@ func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	h.log.Info("invite made", "github", inv.GitHubLogin, "by", p.User.Name)
+	h.audit(r, p, auditInviteMade, "@"+inv.GitHubLogin, "Invite "+inv.ID+", until "+when(inv.ExpiresAt))
 	writeJSON(w, http.StatusCreated, api.InviteCreated{Invite: apiInvite(inv), URL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/invite#" + secret})
 }
 
@@ -145,5 +148,6 @@ func (h *Hub) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 		h.writeError(w, r, err)
 		return
 	}
+	h.audit(r, p, auditInviteRevoked, h.inviteTarget(r.Context(), r.PathValue("id")), "")
 	w.WriteHeader(http.StatusNoContent)
 }

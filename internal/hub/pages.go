@@ -20,9 +20,15 @@ import (
 
 // appPage renders a page a signed-in person uses, with its navigation.
 func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
-	if err := web.Render(w, http.StatusOK, page, &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner}, data); err != nil {
+	if err := web.Render(w, http.StatusOK, page, navOf(p), data); err != nil {
 		h.log.Error("render page", "err", err)
 	}
+}
+
+// navOf is an app page's navigation for p: the audit log's link is the
+// Owner's alone (and the dev user's, who stands in for one).
+func navOf(p Principal) *web.Nav {
+	return &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner, Audit: isOwner(p)}
 }
 
 // when is a time as the pages show it.
@@ -100,7 +106,7 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {
-	if err := web.Render(w, http.StatusNotFound, web.Message.WithTitle("No such Session"), &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner},
+	if err := web.Render(w, http.StatusNotFound, web.Message.WithTitle("No such Session"), navOf(p),
 		struct{ Text, Link string }{"There is no such Session, or it is on a Repo you have no access to.", ""}); err != nil {
 		h.log.Error("render page", "err", err)
 	}

@@ -35,7 +35,9 @@ type route struct {
 }
 
 // routes is the one route table: every route the Hub serves, with the
-// credential each takes. Add new routes here and nowhere else.
+// credential each takes. Add new routes here and nowhere else. A
+// privileged act's handler is wrapped in h.recent: it asks for a browser
+// sign-in within HUB_SUDO_MAX_AGE.
 func (h *Hub) routes() []route {
 	person := []auth.Kind{auth.Cookie, auth.CLI}
 	public := []auth.Kind{auth.Public}
@@ -57,24 +59,25 @@ func (h *Hub) routes() []route {
 		{"GET /runners", browser, h.runnersPage},
 		{"GET /account", browser, h.accountPage},
 		{"GET /members", browser, h.membersPage},
+		{"GET /audit", browser, h.auditLogPage},
 		{"POST /api/cli/login", public, h.cliLoginStart},
 		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
 		{"GET /cli/login", browser, h.cliLoginPage},
-		{"POST /cli/login", browser, h.cliLoginDecide},
+		{"POST /cli/login", browser, h.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
 		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, h.cliLogout},
 		{"GET /api/members", person, h.listMembers},
-		{"DELETE /api/members/{id}", person, h.removeMember},
+		{"DELETE /api/members/{id}", person, h.recent(h.removeMember)},
 		{"GET /api/invites", person, h.listInvites},
-		{"POST /api/invites", person, h.createInvite},
+		{"POST /api/invites", person, h.recent(h.createInvite)},
 		{"DELETE /api/invites/{id}", person, h.revokeInvite},
 		{"GET /runner/connect", []auth.Kind{auth.Runner}, h.runnerConnect},
 		{"GET /runner/stream/{id}", []auth.Kind{auth.Runner}, h.runnerStream},
 		{"GET /api/runners", person, h.listRunners},
-		{"POST /api/runners", person, h.createRunner},
+		{"POST /api/runners", person, h.recent(h.createRunner)},
 		{"DELETE /api/runners/{id}", person, h.revokeRunner},
-		{"PUT /api/runners/{id}/shared", person, h.shareRunner},
+		{"PUT /api/runners/{id}/shared", person, h.recent(h.shareRunner)},
 		{"GET /api/account", person, h.showAccount},
-		{"PUT /api/account/claude-token", person, h.setClaudeToken},
+		{"PUT /api/account/claude-token", person, h.recent(h.setClaudeToken)},
 		{"DELETE /api/account/claude-token", person, h.deleteClaudeToken},
 		{"POST /api/sessions", person, h.createSession},
 		{"GET /api/sessions", person, h.listSessions},
@@ -111,6 +114,8 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/attachments", person, h.uploadAttachment},
 		{"GET /api/sessions/{id}/attachments", person, h.listAttachments},
 		{"GET /api/sessions/{id}/attachments/{attachment}", person, h.downloadAttachment},
+		{"GET /api/audit", person, h.listAudit},
+		{"GET /api/audit/verify", person, h.verifyAudit},
 	}
 }
 

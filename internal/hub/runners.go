@@ -190,6 +190,7 @@ func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	h.log.Info("runner paired", "runner", rn.Name, "by", p.User.Name)
+	h.audit(r, p, auditRunnerPaired, rn.Name, "Runner "+rn.ID)
 	writeJSON(w, http.StatusCreated, api.CreatedRunner{Runner: apiRunner(rn), Token: token})
 }
 
@@ -225,6 +226,7 @@ func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 	h.disconnectRunner(rn.ID, "runner token revoked")
 	h.sessions.RunnerRemoved(r.Context(), rn.ID, session.RunnerRevoked)
 	h.log.Info("runner revoked", "runner", rn.Name, "by", p.User.Name)
+	h.audit(r, p, auditRunnerRevoked, rn.Name, "Runner "+rn.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -258,5 +260,6 @@ func (h *Hub) shareRunner(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.sessions.RunnerNarrowed(r.Context(), rn.ID, fmt.Sprintf("the Owner unshared its Runner %s, which is not its Creator's: it can wake there once the Runner is shared again", rn.Name))
 	}
 	h.log.Info("runner shared", "runner", rn.Name, "shared", *req.Shared, "by", p.User.Name)
+	h.audit(r, p, map[bool]string{true: auditRunnerShared, false: auditRunnerUnshared}[*req.Shared], rn.Name, "Runner "+rn.ID)
 	w.WriteHeader(http.StatusNoContent)
 }

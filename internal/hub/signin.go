@@ -222,8 +222,10 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not confirm the sign-in. Start again.")
 		return
 	}
-	u, err := h.admit(r.Context(), store.GitHubIdentity{ID: ghUser.ID, Login: ghUser.Login, Name: ghUser.Name}, h.guard.read(r, claimCookie))
+	claim := h.guard.read(r, claimCookie)
+	u, err := h.admit(r, store.GitHubIdentity{ID: ghUser.ID, Login: ghUser.Login, Name: ghUser.Name}, claim)
 	if errors.Is(err, errdefs.ErrUnauthorized) {
+		h.auditRefusal(r, claim)
 		h.refuse(w, r)
 		return
 	}
@@ -242,7 +244,9 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 // admit decides whether who GitHub says signed in gets in: as a Member
 // already, as the Owner with the Setup link, or with an Invite for their
 // login. Anyone else is ErrUnauthorized, and nothing of them is recorded.
-func (h *Hub) admit(ctx context.Context, gh store.GitHubIdentity, claim string) (store.User, error) {
+// Who joins is recorded in the audit log.
+func (h *Hub) admit(r *http.Request, gh store.GitHubIdentity, claim string) (store.User, error) {
+	ctx := r.Context()
 	u, err := h.store.MemberByGitHub(ctx, gh)
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return u, err
@@ -252,10 +256,15 @@ func (h *Hub) admit(ctx context.Context, gh store.GitHubIdentity, claim string) 
 		u, err = h.store.ClaimSetupLink(ctx, claim, gh)
 		if err == nil {
 			h.log.Info("the Setup link was used: the Hub has its Owner", "github", gh.Login)
+			h.audit(r, Principal{User: u}, auditMemberJoined, "@"+gh.Login, "the Owner, with the Setup link")
 		}
 		return u, err
 	case auth.Invite:
-		return h.store.RedeemInvite(ctx, claim, gh)
+		u, err = h.store.RedeemInvite(ctx, claim, gh)
+		if err == nil {
+			h.audit(r, Principal{User: u}, auditMemberJoined, "@"+gh.Login, "with the Invite for their login, used up")
+		}
+		return u, err
 	}
 	return store.User{}, fmt.Errorf("not a Member: %w", errdefs.ErrUnauthorized)
 }

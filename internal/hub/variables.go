@@ -211,6 +211,7 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 		}
 	}
 	h.log.Info("variable set", "repo", repoID, "name", name, "sensitive", req.Sensitive, "by", p.User.Name)
+	h.audit(r, p, auditVariableSet, h.variableTarget(ctx, repoID, name), variableDetail(req, prev != nil))
 	writeJSON(w, http.StatusOK, saved)
 }
 
@@ -234,6 +235,9 @@ func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Princ
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
+	if err == nil {
+		h.audit(r, p, auditVariableRemoved, h.variableTarget(r.Context(), repo.ID, r.PathValue("name")), "")
+	}
 	h.answerNoContent(w, r, err)
 }
 
@@ -241,6 +245,9 @@ func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Pri
 	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
+	}
+	if err == nil {
+		h.audit(r, p, auditVariableRemoved, h.variableTarget(r.Context(), "", r.PathValue("name")), "")
 	}
 	h.answerNoContent(w, r, err)
 }
@@ -254,6 +261,7 @@ func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) 
 		err = h.store.LinkVariable(r.Context(), repo.ID, r.PathValue("name"), p.User.ID)
 	}
 	if err == nil {
+		h.audit(r, p, auditVariableLinked, h.variableTarget(r.Context(), "", r.PathValue("name")), "into "+repo.URL)
 		// A Sensitive one joins the running Sessions' sets at once.
 		linked, _ := h.store.LinkedVariables(r.Context(), repo.ID)
 		for _, v := range linked {
@@ -271,6 +279,9 @@ func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"))
 	if err == nil {
 		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
+	}
+	if err == nil {
+		h.audit(r, p, auditVariableUnlinked, h.variableTarget(r.Context(), "", r.PathValue("name")), "from "+repo.URL)
 	}
 	h.answerNoContent(w, r, err)
 }

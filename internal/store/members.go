@@ -258,13 +258,14 @@ func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, er
 
 // AddCLIToken records a CLI token for a user by its hash alone: kndl login
 // makes the token on the person's machine and the Hub never sees it until
-// it is used.
-func (s *Store) AddCLIToken(ctx context.Context, userID, name string, hash []byte) error {
+// it is used. signedIn is when the browser sign-in that approved it
+// started, which the token is never fresher than (SignedInAt).
+func (s *Store) AddCLIToken(ctx context.Context, userID, name string, hash []byte, signedIn time.Time) error {
 	if len(hash) != 32 {
 		return fmt.Errorf("a CLI token's hash is a SHA-256, 32 bytes: %w", errdefs.ErrInvalid)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at) VALUES (?, ?, ?, ?, ?)`,
-		uuid.NewString(), userID, hash, name, ms(s.now()))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		uuid.NewString(), userID, hash, name, ms(s.now()), ms(signedIn))
 	if err != nil {
 		return fmt.Errorf("add CLI token: %w", err)
 	}

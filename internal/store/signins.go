@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -92,4 +93,16 @@ func (s *Store) CLITokenLive(ctx context.Context, hash []byte) (bool, error) {
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cli_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.removed_at IS NULL`, hash).Scan(&n)
 	return n > 0, err
+}
+
+// SignedInAt returns when the person behind a credential, by its hash,
+// last signed in in a browser: a sign-in cookie's own start, or for a CLI
+// token, the start of the browser sign-in that approved it (zero for a
+// token approved before the Hub kept it). Returns ErrNotFound for neither
+// a sign-in nor a live CLI token.
+func (s *Store) SignedInAt(ctx context.Context, hash []byte) (time.Time, error) {
+	var at sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT created_at FROM signins WHERE hash = ?
+		UNION ALL SELECT signed_in_at FROM cli_tokens WHERE token_hash = ? AND revoked_at IS NULL`, hash, hash).Scan(&at)
+	return fromMS(at), notFound(err, "sign-in")
 }

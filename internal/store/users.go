@@ -54,11 +54,13 @@ func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
 }
 
 // CreateCLIToken issues a CLI token for a user, named for the machine it is
-// for, and returns it once.
+// for, and returns it once. It is made on the Hub's machine (kndl dev), with
+// the operating system's authority, so it counts as signed in now.
 func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
 	token, hash := auth.NewToken(auth.CLI)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at) VALUES (?, ?, ?, ?, ?)`,
-		uuid.NewString(), userID, hash, name, ms(s.now()))
+	now := ms(s.now())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		uuid.NewString(), userID, hash, name, now, now)
 	if err != nil {
 		return "", fmt.Errorf("create CLI token: %w", err)
 	}
@@ -87,4 +89,19 @@ func (s *Store) UserByCLIToken(ctx context.Context, token string) (User, error) 
 func (s *Store) RevokeCLIToken(ctx context.Context, token string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	return err
+}
+
+// SignInCLIToken counts now as the browser sign-in behind a live CLI token
+// (SignedInAt): for kndl dev's start on the Hub's machine, with the
+// operating system's authority, and nothing a request can reach. Returns
+// ErrNotFound for no such live token.
+func (s *Store) SignInCLIToken(ctx context.Context, token string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET signed_in_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("CLI token: %w", errdefs.ErrNotFound)
+	}
+	return nil
 }

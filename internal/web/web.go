@@ -44,12 +44,15 @@ var (
 	Runners = Page{"runners", "Runners", "runners.js", true}
 	Account = Page{"account", "Account", "account.js", true}
 	Members = Page{"members", "Members", "members.js", true}
+	Audit   = Page{"audit", "Audit log", "", true}
 )
 
 // Nav is who is signed in, for an app page's navigation.
 type Nav struct {
 	Name  string
 	Owner bool
+	// Audit shows the audit log's link: the Owner's alone.
+	Audit bool
 }
 
 // WithTitle returns the page under another title.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -662,4 +663,53 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "carol"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
 	b.Wait(testenv.WaitShort, "the Invite's link", `document.getElementById("invite-link").textContent.startsWith("`+s.URL+`/invite#kndli_")`)
 	b.Screenshot("members.png")
+
+	// The audit log, linked for the Owner, lists what the pages did, by
+	// name and with none of their secrets.
+	b.Go(s.URL+"/audit", "#audit")
+	log := Eval[string](b, `document.getElementById("audit").textContent`)
+	for _, act := range []string{"runner.paired", "runner.shared", "setup_token.stored", "invite.made", "@carol", "box-2"} {
+		if !strings.Contains(log, act) {
+			t.Errorf("the audit log page lacks %s:\n%s", act, log)
+		}
+	}
+	if strings.Contains(log, "kndlr_") || strings.Contains(log, "kndli_") || strings.Contains(log, token) {
+		t.Fatalf("the audit log page shows a secret:\n%s", log)
+	}
+	if !strings.Contains(Eval[string](b, `document.getElementById("chain").textContent`), "The chain holds") {
+		t.Fatal("the audit log page does not say its chain holds")
+	}
+	b.Screenshot("audit.png")
+
+	// With a sign-in older than HUB_SUDO_MAX_AGE, inviting sends the
+	// browser to sign in again and back to the Members page, where it
+	// invites.
+	s.ageSignIns(11 * time.Minute)
+	b.Go(s.URL+"/members", "#invite")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "dave"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
+	// The page navigates away while asked: an answer then is no answer.
+	testenv.Eventually(t, testenv.WaitShort, "the sign-in page, to come back to Members", func() bool {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`location.pathname === "/signin" && document.readyState === "complete" && `+
+			`document.querySelector('form[action="/signin/dev"] input[name=next]')?.value === "/members"`))
+		return err == nil && ok
+	})
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/signin/dev"] button`)), chromedp.WaitReady(chromedp.CSS("#page-members")))
+	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "dave"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
+	b.Wait(testenv.WaitShort, "the Invite's link after signing in again", `document.getElementById("invite-link").textContent.startsWith("`+s.URL+`/invite#kndli_")`)
+}
+
+// ageSignIns makes every browser sign-in, and the sign-in behind every CLI
+// token, d older, in the store's file from outside the Hub.
+func (s *System) ageSignIns(d time.Duration) {
+	s.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+s.db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`UPDATE signins SET created_at = created_at - ?`, `UPDATE cli_tokens SET signed_in_at = signed_in_at - ?`} {
+		if _, err := db.Exec(q, d.Milliseconds()); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 }

@@ -64,6 +64,7 @@ type System struct {
 	GitHub *testkit.GitHub
 	cli    string // the dev user's CLI token
 	log    *bytes.Buffer
+	db     string // the store's file
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -231,7 +232,8 @@ func Start(t testing.TB, opts ...Option) *System {
 	logBuf := &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
-	st, err := store.Open(ctx, filepath.Join(dir, "hub.db"))
+	db := filepath.Join(dir, "hub.db")
+	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf,
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {

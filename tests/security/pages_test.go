@@ -39,6 +39,7 @@ func TestPagesRunOnlyTheHubsOwnScriptFiles(t *testing.T) {
 		{"runners", owner.Client, req{method: "GET", path: "/runners"}},
 		{"account", owner.Client, req{method: "GET", path: "/account"}},
 		{"members", owner.Client, req{method: "GET", path: "/members"}},
+		{"audit log", owner.Client, req{method: "GET", path: "/audit"}},
 		{"CLI approval", owner.Client, req{method: "GET", path: "/cli/login"}},
 		{"script", nil, req{method: "GET", path: "/static/claim.js"}},
 		{"session script", nil, req{method: "GET", path: "/static/session.js"}},

@@ -31,6 +31,11 @@ export async function api(method, path, body) {
   const resp = await fetch(path, opts);
   if (!resp.ok) {
     const err = await resp.json().catch(() => ({}));
+    if (resp.status === 403 && resp.headers.has("X-Kndl-Sign-In-Again")) {
+      // A privileged act needs a recent sign-in: sign in again, and come
+      // back to this page.
+      location.assign("/signin?next=" + encodeURIComponent(location.pathname + location.search));
+    }
     throw new Error(err.message || `${resp.status} ${resp.statusText}`);
   }
   if (resp.status === 204) return null;

@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/store"
+)
+
+// TestKndlDevSignsItsCLIInAtEachStart: starting kndl dev counts as a
+// sign-in for this machine's CLI, the token it had kept, so kndl token set
+// and kndl invite work for HUB_SUDO_MAX_AGE after each start.
+func TestKndlDevSignsItsCLIInAtEachStart(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t.Setenv("KNDL_CONFIG", filepath.Join(t.TempDir(), "cli.json"))
+	dev, _ := st.DevUser(ctx)
+	const url = "http://127.0.0.1:7380"
+	token, hash := auth.NewToken(auth.CLI)
+	if err := st.AddCLIToken(ctx, dev.ID, "kndl dev", hash, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiclient.SaveConfig(apiclient.Config{HubURL: url, Token: token}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Second)
+	if err := devSignIn(ctx, st, dev, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := apiclient.LoadConfig()
+	at, err := st.SignedInAt(ctx, hash)
+	if cfg.Token != token || err != nil || at.Before(start) {
+		t.Fatalf("after a start: token kept %v, signed in at %v (%v), want the same token signed in now", cfg.Token == token, at, err)
+	}
+}
+
+// TestRunnerTokenCreateIsAudited: a Runner paired on the Hub's machine is
+// in the audit log as the Hub's machine's act, without its token.
+func TestRunnerTokenCreateIsAudited(t *testing.T) {
+	home := t.TempDir()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error"}
+	code := cli.Run(context.Background(), []string{"runner", "token", "create", "--name", "box-1"}, cli.IO{Stdout: &out, Stderr: &errOut,
+		Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, Commands()...)
+	if code != 0 {
+		t.Fatalf("kndl runner token create: %d %s", code, errOut.String())
+	}
+	st, err := store.Open(context.Background(), filepath.Join(home, "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	es, err := st.AuditEntries(context.Background(), 0, 10)
+	if err != nil || len(es) != 1 || es[0].Action != "runner.paired" || es[0].Target != "box-1" || es[0].Via != "hub" {
+		t.Fatalf("audit log %+v (%v), want box-1 paired on the Hub's machine", es, err)
+	}
+	if token := regexp.MustCompile(`kndlr_\S+`).FindString(out.String()); token == "" || strings.Contains(es[0].Detail+es[0].Target, token) {
+		t.Fatalf("output %q / entry %+v: want a Runner token printed and not recorded", out.String(), es[0])
+	}
+}
