@@ -158,36 +158,18 @@ func (c *Client) SignIn(ctx context.Context, code, redirectURI, verifier string)
 }
 
 // CanPush reports whether GitHub gives login write (push) permission on
-// owner/repo, or more (maintain, admin), asking as the App's installation
+// owner/repo, or more (admin), asking as the App's installation
 // (GET /repos/{owner}/{repo}/collaborators/{user}/permission).
 func (c *Client) CanPush(ctx context.Context, owner, repo, login string) (bool, error) {
-	if !c.HasApp() {
-		return false, nil
-	}
-	inst, err := c.installation(ctx, owner, repo)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	tok, err := c.installationToken(ctx, inst)
-	if err != nil {
-		return false, err
-	}
-	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+"/collaborators/"+url.PathEscape(login)+"/permission", "token "+tok, nil)
-	if err != nil {
-		return false, err
-	}
 	var answer struct {
 		Permission string `json:"permission"`
 	}
-	status, err := c.do(req, &answer)
+	status, err := c.asInstallation(ctx, owner, repo, "/collaborators/"+url.PathEscape(login)+"/permission", &answer)
 	switch {
+	case status == 0 && err == nil, status == http.StatusNotFound:
+		return false, nil
 	case status == http.StatusOK:
 		return answer.Permission == "admin" || answer.Permission == "write", nil
-	case status == http.StatusNotFound:
-		return false, nil
 	case err == nil:
 		err = fmt.Errorf("GitHub answered %d: %w", status, errdefs.ErrUnavailable)
 	}
@@ -199,34 +181,41 @@ func (c *Client) CanPush(ctx context.Context, owner, repo, login string) (bool, 
 // not installed there. An error (ErrUnavailable) means GitHub could not
 // answer, which is not a no.
 func (c *Client) IsCollaborator(ctx context.Context, owner, repo, login string) (bool, error) {
-	if !c.HasApp() {
-		return false, nil
-	}
-	inst, err := c.installation(ctx, owner, repo)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	tok, err := c.installationToken(ctx, inst)
-	if err != nil {
-		return false, err
-	}
-	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+"/collaborators/"+url.PathEscape(login), "token "+tok, nil)
-	if err != nil {
-		return false, err
-	}
-	status, err := c.do(req, nil)
+	status, err := c.asInstallation(ctx, owner, repo, "/collaborators/"+url.PathEscape(login), nil)
 	switch {
+	case status == 0 && err == nil, status == http.StatusNotFound:
+		return false, nil
 	case status == http.StatusNoContent:
 		return true, nil
-	case status == http.StatusNotFound:
-		return false, nil
 	case err == nil:
 		err = fmt.Errorf("GitHub answered %d: %w", status, errdefs.ErrUnavailable)
 	}
 	return false, fmt.Errorf("ask GitHub whether %s is a collaborator on %s/%s: %w", login, owner, repo, err)
+}
+
+// asInstallation GETs path under /repos/owner/repo as the App's
+// installation on it, decoding the answer into out. Status 0 and no error
+// mean there is no App, or it is not installed on the Repo.
+func (c *Client) asInstallation(ctx context.Context, owner, repo, path string, out any) (int, error) {
+	if !c.HasApp() {
+		return 0, nil
+	}
+	inst, err := c.installation(ctx, owner, repo)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	tok, err := c.installationToken(ctx, inst)
+	if err != nil {
+		return 0, err
+	}
+	req, err := c.apiRequest(ctx, http.MethodGet, "/repos/"+owner+"/"+repo+path, "token "+tok, nil)
+	if err != nil {
+		return 0, err
+	}
+	return c.do(req, out)
 }
 
 // installation returns the id of the App's installation on owner/repo, or
