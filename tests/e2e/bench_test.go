@@ -71,6 +71,7 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20) // a 64 KiB prompt's Event, JSON-escaped
 	next := func(b *testing.B, kind string) {
 		for {
 			_, raw, err := ws.Read(ctx)
