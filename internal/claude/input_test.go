@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -57,8 +58,12 @@ func TestRealPromptInputPaths(t *testing.T) {
 			if want == "" {
 				want = tt.text
 			}
+			shown := asciiTail(want)
+			if want == folded {
+				shown = "Pastedtext"
+			}
 			start := time.Now()
-			got := s.deliver(t, func() { ways[tt.way](tt.text) }, true)
+			got := s.deliver(t, func() { ways[tt.way](tt.text) }, shown)
 			t.Logf("%d bytes %s: at the model %v after the first key", len(tt.text), tt.way, time.Since(start))
 			if want == folded && !strings.Contains(got, folded) || want != folded && got != want {
 				t.Fatalf("the model received %+q, want %+q", clipped(got), clipped(want))
@@ -79,18 +84,18 @@ func TestRealPromptInputPaths(t *testing.T) {
 		}
 		// Claude Code ignores an Enter within 150 ms of that one.
 		time.Sleep(300 * time.Millisecond)
-		if got := s.deliver(t, func() {}, false); got != "zerowidth and marks" {
+		if got := s.deliver(t, func() {}, ""); got != "zerowidth and marks" {
 			t.Fatalf("the model received %+q", got)
 		}
 	})
 
 	t.Run("a bare Escape takes the next key as Alt+key", func(t *testing.T) {
-		if got := s.deliver(t, func() { s.Keys("Escape"); ways["typed"]("watch me") }, true); got != "atch me" {
+		if got := s.deliver(t, func() { s.Keys("Escape"); ways["typed"]("watch me") }, "atchme"); got != "atch me" {
 			t.Fatalf("the model received %q, want the first key lost", got)
 		}
 	})
 	t.Run("CSI 27 u is Escape alone", func(t *testing.T) {
-		if got := s.deliver(t, func() { s.raw("\x1b[27u"); ways["typed"]("watch me") }, true); got != "watch me" {
+		if got := s.deliver(t, func() { s.raw("\x1b[27u"); ways["typed"]("watch me") }, "watchme"); got != "watch me" {
 			t.Fatalf("the model received %q, want it whole", got)
 		}
 	})
@@ -125,20 +130,61 @@ func (s *session) shown(t *testing.T, text string) {
 	testenv.Eventually(t, testenv.WaitShort, "Claude Code shows "+text, func() bool { return strings.Contains(s.Screen(), text) })
 }
 
-// deliver runs put, which fills Claude Code's input, presses Enter (once
-// the screen changed, if drawn), and returns the prompt of the model call that follows,
-// once its Turn has ended.
-func (s *session) deliver(t *testing.T, put func(), drawn bool) string {
+// deliver runs put, which fills Claude Code's input, presses Enter once the
+// input box shows shown (ASCII, without spaces; "" presses it at once), and
+// returns the prompt of the model call that follows, once its Turn has
+// ended. An Enter sent while the editor still runs was lost.
+func (s *session) deliver(t *testing.T, put func(), shown string) string {
 	t.Helper()
-	calls, turns, screen := len(s.API.Turns()), s.turns(), s.Screen()
+	calls, turns := len(s.API.Turns()), s.turns()
 	put()
-	if drawn {
-		testenv.Eventually(t, testenv.WaitShort, "the input drawn", func() bool { return s.Screen() != screen })
+	if shown != "" {
+		testenv.Eventually(t, testenv.WaitShort, "the input shows "+shown, func() bool { return inputShows(s.Screen(), shown) })
 	}
 	s.Keys("Enter")
 	testenv.Eventually(t, testenv.WaitShort, "the Turn", func() bool { return len(s.API.Turns()) > calls && s.turns() > turns })
 	texts := s.API.Turns()[calls].LastUser().Texts()
 	return texts[len(texts)-1]
+}
+
+// inputShows reports whether Claude Code's input box, the lines above the
+// last rule up to the one before, holds shown once spaces and what is not
+// ASCII are left out.
+func inputShows(screen, shown string) bool {
+	lines := strings.Split(screen, "\n")
+	end := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(strings.TrimSpace(lines[i]), "────") {
+			continue
+		}
+		if end >= 0 {
+			return strings.Contains(ascii(strings.Join(lines[i+1:end], "")), shown)
+		}
+		end = i
+	}
+	return end >= 0 && strings.Contains(ascii(strings.Join(lines[:end], "")), shown)
+}
+
+// asciiTail is the last 6 visible ASCII characters of s, but those before a
+// combining mark (Claude Code draws them composed).
+func asciiTail(s string) string {
+	var b []rune
+	rs := []rune(s)
+	for i, r := range rs {
+		if r > ' ' && r < 0x7f && !(i+1 < len(rs) && unicode.Is(unicode.M, rs[i+1])) {
+			b = append(b, r)
+		}
+	}
+	return string(b[max(0, len(b)-6):])
+}
+
+func ascii(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r > ' ' && r < 0x7f {
+			return r
+		}
+		return -1
+	}, s)
 }
 
 func clipped(s string) string {
