@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,20 +26,15 @@ const holdMax = 1500 * time.Millisecond
 
 // stream is one Session's merge of hooks and transcript.
 type stream struct {
-	mu   sync.Mutex
-	held []protocol.Event
-	// notes are held Events about a prompt: they go right after the
-	// prompt's record, in the first batch that has one.
-	notes []protocol.Event
+	mu    sync.Mutex
+	held  []protocol.Event
 	timer *time.Timer
 }
 
 // hookEvent is the part of a Claude Code hook payload the Runner reads.
 type hookEvent struct {
-	Name   string `json:"hook_event_name"`
-	Source string `json:"source"`
-	// Prompt is UserPromptSubmit's: the prompt as Claude Code took it.
-	Prompt  string          `json:"prompt"`
+	Name    string          `json:"hook_event_name"`
+	Source  string          `json:"source"`
 	Message string          `json:"message"`
 	Error   json.RawMessage `json:"error"`
 	// LastAssistantMessage carries a StopFailure's message ("error" is
@@ -75,11 +69,6 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	case "SessionStart":
 		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventReady, Text: ev.Source}}})
 	case "UserPromptSubmit":
-		// A prompt Claude Code changed is never changed silently: the note
-		// goes after the prompt's record.
-		if note := s.tookPrompt(ev.Prompt); note != "" {
-			r.holdNote(s, protocol.Event{Kind: protocol.EventNote, Text: note})
-		}
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
 	case "Stop":
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
@@ -117,30 +106,16 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 
 // hold keeps a hook's Events for the transcript's next batch.
 func (r *Runner) hold(s *session, evs ...protocol.Event) {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
-	s.stream.held = append(s.stream.held, r.stamped(s, evs)...)
-}
-
-// holdNote keeps a note about the prompt Claude Code took for the batch
-// with the prompt's record.
-func (r *Runner) holdNote(s *session, ev protocol.Event) {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
-	s.stream.notes = append(s.stream.notes, r.stamped(s, []protocol.Event{ev})...)
-}
-
-// stamped times held Events and makes sure they go within holdMax; the
-// stream's lock is held.
-func (r *Runner) stamped(s *session, evs []protocol.Event) []protocol.Event {
 	now := time.Now()
 	for i := range evs {
 		evs[i].At = now
 	}
+	s.stream.mu.Lock()
+	defer s.stream.mu.Unlock()
+	s.stream.held = append(s.stream.held, evs...)
 	if s.stream.timer == nil {
 		s.stream.timer = time.AfterFunc(holdMax, func() { r.emit(s, protocol.SessionEvents{}) })
 	}
-	return evs
 }
 
 // transcript takes one batch the follower read: the held hook Events go
@@ -163,16 +138,9 @@ func (r *Runner) emit(s *session, m protocol.SessionEvents) {
 	if m.Offsets != nil || m.Hook == "" {
 		// A transcript batch, or the hold's end: what was held goes now.
 		// (A hook's own signal goes at once, without waiting.)
-		// The notes go after the prompt's record, or alone at the hold's
-		// end.
-		p := slices.IndexFunc(m.Events, func(e protocol.Event) bool { return e.Kind == protocol.EventPrompt })
 		m.Events = append(m.Events, s.stream.held...)
 		s.stream.held = nil
-		if p >= 0 || m.Offsets == nil {
-			m.Events = slices.Insert(m.Events, p+1, s.stream.notes...)
-			s.stream.notes = nil
-		}
-		if s.stream.timer != nil && len(s.stream.notes) == 0 {
+		if s.stream.timer != nil {
 			s.stream.timer.Stop()
 			s.stream.timer = nil
 		}
