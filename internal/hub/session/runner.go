@@ -121,43 +121,41 @@ func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
 // RunnerGone marks a Runner's Active Sessions Frozen when its connection
 // ends: their Claude Code keeps running in the Sandbox.
 func (o *Owner) RunnerGone(ctx context.Context, runnerID string) {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Active}})
-	if err != nil {
-		o.log.Error("sessions of a gone runner", "err", err)
-		return
-	}
-	for _, s := range ss {
-		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Active}}, "freeze a session",
+		func(s *store.Session) error {
 			if s.State != Active {
 				return nil
 			}
 			return o.move(ctx, s, Frozen, "its Runner is not connected", false)
 		})
-		if err != nil {
-			o.log.Error("freeze a session", "session", s.ID, "err", err)
-		}
-	}
 }
 
 // RunnerRemoved fails every Session on a Runner whose pairing was removed
 // for good, saying why (RunnerRevoked, RunnerOwnerRemoved): its Workspace
 // was on that machine.
 func (o *Owner) RunnerRemoved(ctx context.Context, runnerID, cause string) {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}})
-	if err != nil {
-		o.log.Error("sessions of a removed runner", "err", err)
-		return
-	}
-	for _, s := range ss {
-		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}}, "fail a session of a removed runner",
+		func(s *store.Session) error {
 			if s.State == Failed || s.State == Archived {
 				return nil
 			}
 			o.interruptAgents(ctx, s.ID)
 			return o.move(ctx, s, Failed, cause+workspaceGone, false)
 		})
-		if err != nil {
-			o.log.Error("fail a session of a removed runner", "session", s.ID, "err", err)
+}
+
+// moveEach calls f for each Session the filter selects, under that
+// Session's lock and on it as stored now (f checks it is still to move);
+// a failure is logged, saying what, and the others still move.
+func (o *Owner) moveEach(ctx context.Context, filter store.SessionFilter, what string, f func(s *store.Session) error) {
+	ss, err := o.store.Sessions(ctx, filter)
+	if err != nil {
+		o.log.Error(what, "err", err)
+		return
+	}
+	for _, s := range ss {
+		if err := o.locked(ctx, s.ID, f); err != nil {
+			o.log.Error(what, "session", s.ID, "err", err)
 		}
 	}
 }
