@@ -18,7 +18,10 @@ import (
 // back. Hooks fire before Claude Code writes what led to them into the
 // transcript (a Stop's transcript still lacks the Turn's last words,
 // measured on 2.1.328), so a hook's Events wait for the transcript's next
-// batch and go right after it, or after holdMax if none comes.
+// batch and go right after it, or after holdMax if none comes. A
+// subagent's start waits, within holdMax, for the batch that holds its
+// Agent call: the subagent's own transcript can be read before the main
+// one has the call (seen once in a run of the e2e suite).
 
 // holdMax bounds how long a hook's Events wait for the transcript (Claude
 // Code wrote it within a few hundred ms of the hook, measured).
@@ -29,6 +32,8 @@ type stream struct {
 	mu    sync.Mutex
 	held  []protocol.Event
 	timer *time.Timer
+	// calls holds the Agent calls sent whose subagent has not started.
+	calls map[string]bool
 }
 
 // hookEvent is the part of a Claude Code hook payload the Runner reads.
@@ -125,24 +130,43 @@ func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string
 }
 
 // emit sends the held Events after m's, in one message, through the
-// outbox; a message with nothing in it is not sent.
+// outbox; a message with nothing in it is not sent. A message with nothing
+// at all is the hold's end, which sends everything held.
 func (r *Runner) emit(s *session, m protocol.SessionEvents) {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
+	st := &s.stream
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	now := time.Now()
-	for i := range m.Events {
-		if m.Events[i].At.IsZero() {
+	for i, e := range m.Events {
+		if e.At.IsZero() {
 			m.Events[i].At = now
 		}
+		if e.Kind == protocol.EventToolUse && e.Tool == agentTool && e.ToolID != "" {
+			if st.calls == nil {
+				st.calls = map[string]bool{}
+			}
+			st.calls[e.ToolID] = true
+		}
 	}
+	holdEnd := m.Events == nil && m.Offsets == nil && m.Hook == ""
 	if m.Offsets != nil || m.Hook == "" {
 		// A transcript batch, or the hold's end: what was held goes now.
 		// (A hook's own signal goes at once, without waiting.)
-		m.Events = append(m.Events, s.stream.held...)
-		s.stream.held = nil
-		if s.stream.timer != nil {
-			s.stream.timer.Stop()
-			s.stream.timer = nil
+		var kept []protocol.Event
+		for _, e := range st.held {
+			if e.Kind == protocol.EventSubagentStart && e.Parent != "" && !st.calls[e.Parent] && !holdEnd {
+				kept = append(kept, e)
+				continue
+			}
+			if e.Kind == protocol.EventSubagentStart {
+				delete(st.calls, e.Parent)
+			}
+			m.Events = append(m.Events, e)
+		}
+		st.held = kept
+		if st.timer != nil && kept == nil {
+			st.timer.Stop()
+			st.timer = nil
 		}
 	}
 	if len(m.Events) == 0 && m.Offsets == nil && m.Hook == "" {

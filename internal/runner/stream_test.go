@@ -32,7 +32,8 @@ func kinds(m protocol.SessionEvents) []string {
 }
 
 // TestHooksAndTheTranscriptMergeIntoOneOrderedStream: a hook's Events go
-// right after the transcript's next batch, in the same message; a hook's
+// right after the transcript's next batch, in the same message, except a
+// subagent's start, which waits for the batch with its Agent call; a hook's
 // Turn signal goes at once; held Events go alone after holdMax.
 func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
@@ -48,24 +49,28 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "hi"}}, map[string]int64{"s1.jsonl": 10})
+	// The subagent's transcript read before the main one has the call.
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventToolUse, Tool: "Bash", Agent: "a1"}}, map[string]int64{"agent-a1.jsonl": 5})
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventToolUse, Tool: "Agent", ToolID: "toolu_a"}}, map[string]int64{"s1.jsonl": 10})
 	got := r.sent()
-	if len(got) != 2 || got[0].Hook != protocol.HookPromptSubmit || len(got[0].Events) != 0 {
-		t.Fatalf("sent %+v, want the prompt's signal at once, then one batch", got)
+	if len(got) != 3 || got[0].Hook != protocol.HookPromptSubmit || len(got[0].Events) != 0 {
+		t.Fatalf("sent %+v, want the prompt's signal at once, then two batches", got)
 	}
-	want := []string{protocol.EventTurnStart, protocol.EventPrompt, protocol.EventSubagentStart, protocol.EventNotification}
-	if k := kinds(got[1]); len(k) != len(want) || k[2] != want[2] || k[3] != want[3] || got[1].Offsets["s1.jsonl"] != 10 {
-		t.Fatalf("batch = %v %v, want %v after the transcript's", k, got[1].Offsets, want)
+	if k := kinds(got[1]); len(k) != 2 || k[1] != protocol.EventNotification || got[1].Offsets["agent-a1.jsonl"] != 5 {
+		t.Fatalf("first batch = %v %v, want the notification after the subagent's call, the start still held", k, got[1].Offsets)
+	}
+	if k := kinds(got[2]); len(k) != 3 || k[1] != protocol.EventToolUse || k[2] != protocol.EventSubagentStart || got[2].Events[2].Parent != "toolu_a" {
+		t.Fatalf("second batch = %v, want the start right after its Agent call", k)
 	}
 
 	// Nothing from the transcript: what is held goes alone after holdMax.
 	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"StopFailure","last_assistant_message":"overloaded"}`))
-	testenv.Eventually(t, 2*holdMax, "the held Events go alone", func() bool { return len(r.sent()) == 4 })
+	testenv.Eventually(t, 2*holdMax, "the held Events go alone", func() bool { return len(r.sent()) == 5 })
 	got = r.sent()
-	if got[2].Hook != protocol.HookStop || len(got[3].Events) != 2 || got[3].Events[0].Text != "The model API failed: overloaded" {
-		t.Fatalf("sent %+v, want the Turn's end at once, then the error and turn_end", got[2:])
+	if got[3].Hook != protocol.HookStop || len(got[4].Events) != 2 || got[4].Events[0].Text != "The model API failed: overloaded" {
+		t.Fatalf("sent %+v, want the Turn's end at once, then the error and turn_end", got[3:])
 	}
-	for _, e := range got[3].Events {
+	for _, e := range got[4].Events {
 		if e.At.IsZero() {
 			t.Fatalf("a held Event without its time: %+v", e)
 		}
@@ -131,5 +136,23 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 	}
 	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("a second answer: %v, want not found", err)
+	}
+}
+
+// TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax: the wait for an
+// Agent call is bounded; the start goes with the hold's end.
+func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
+	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	s := &session{id: "s1"}
+	r.sessions["s1"] = s
+	for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
+		if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 3})
+	testenv.Eventually(t, 2*holdMax, "the start goes alone", func() bool { return len(r.sent()) == 2 })
+	if k := kinds(r.sent()[1]); len(k) != 1 || k[0] != protocol.EventSubagentStart {
+		t.Fatalf("sent %v, want the start alone at the hold's end", k)
 	}
 }
