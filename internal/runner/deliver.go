@@ -44,6 +44,9 @@ const (
 	// when Claude Code removed invisible characters instead of sending: it
 	// ignores an Enter within 150 ms of the one that removed them (2.1.328).
 	confirmAfter = 300 * time.Millisecond
+	// idleWait bounds how long a prompt waits for the transcript to say
+	// the Turn before it is over.
+	idleWait = 3 * time.Second
 	// pollEvery is how often the pane is read while waiting on it.
 	pollEvery = 10 * time.Millisecond
 )
@@ -66,6 +69,15 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error
 	}
 	s.typing.Lock()
 	defer s.typing.Unlock()
+	// The Hub sends the next prompt at the Stop hook, which fires before
+	// Claude Code is done with the Turn: typed then, Claude Code queues the
+	// prompt into the Turn that is ending and sends it twice (seen in the
+	// e2e suite). Its transcript's turn_end says it is done.
+	for deadline := time.Now().Add(idleWait); s.inTurn.Load() && time.Now().Before(deadline); {
+		if err := pause(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
 	s.sent.Store(&req.Text)
 	box, _ := inputBox(r.screen(ctx, s))
 	if !(req.Retry && holds(box, "", req.Text)) {

@@ -66,6 +66,10 @@ type session struct {
 	// sent is the text of the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[string]
+	// inTurn is set while the transcript says a Turn runs: from a prompt's
+	// turn_start to its turn_end, which Claude Code writes once the Turn is
+	// over, after its Stop hook.
+	inTurn atomic.Bool
 	// mirror relays the pane to the Hub's terminal tabs; ports is the last
 	// list of listening ports sent.
 	mirror mirror

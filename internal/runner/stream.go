@@ -94,6 +94,7 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	case "Stop":
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
 	case "StopFailure":
+		s.inTurn.Store(false) // its turn_end is the hook's, below, not the transcript's
 		msg := ev.LastAssistantMessage
 		if msg == "" {
 			msg = string(ev.Error)
@@ -170,6 +171,14 @@ func (r *Runner) holdLocked(s *session, ev protocol.Event, after func(protocol.E
 // transcript takes one batch the follower read: the held hook Events go
 // right after it.
 func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string]int64) {
+	for _, ev := range evs {
+		if ev.Agent == "" && ev.Kind == protocol.EventTurnStart {
+			s.inTurn.Store(true)
+		}
+		if ev.Agent == "" && ev.Kind == protocol.EventTurnEnd {
+			s.inTurn.Store(false)
+		}
+	}
 	r.emit(s, protocol.SessionEvents{Events: evs, Offsets: offsets})
 }
 
