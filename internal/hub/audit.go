@@ -41,6 +41,7 @@ const (
 	auditCLIDenied        = "cli_login.denied"
 	auditCLILogout        = "cli_token.revoked"
 	auditSigninRefused    = "signin.refused"
+	auditEnvironmentApply = "environment.applied"
 )
 
 // audit records that p, making request r, did action to target. A failure

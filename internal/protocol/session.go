@@ -59,6 +59,9 @@ type SessionStart struct {
 	// Offsets are how far the Hub has stored the transcript, so a wake
 	// does not read it again.
 	Offsets map[string]int64 `json:"offsets,omitempty"`
+	// Environment is the Repo's current version, nil for the Runner's
+	// defaults (a Repo with no Environment yet).
+	Environment *Environment `json:"environment,omitempty"`
 }
 
 // SessionDeliver asks the Runner to type a prompt into Claude Code. The

@@ -17,7 +17,6 @@ import (
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/mod"
-	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
@@ -127,21 +126,11 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
 		return fmt.Errorf("the Hub gave no credentials for this Session: %w", err)
 	}
-	var env, buildEnv []string
+	var env []string
 	for _, v := range creds.Variables {
 		env = append(env, v.Name+"="+v.Value)
-		if v.AtBuild {
-			buildEnv = append(buildEnv, v.Name+"="+v.Value)
-		}
 	}
-	img, err := ociimage.Pull(ctx, r.cfg.Image, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
-		Progress: func(p ociimage.Progress) { logf("%s", p) },
-	})
-	if err != nil {
-		return err
-	}
-	bd, err := r.builder.Ensure(ctx, build.Spec{Repo: req.RepoURL, ImageDigest: img.Digest, ImageRootfs: img.Rootfs, ImageEnv: img.Config.Env, Env: buildEnv},
-		func(line string) { logf("build: %s", line) })
+	bd, err := r.buildFor(ctx, req.RepoURL, req.Environment, creds.Variables, logf)
 	if err != nil {
 		return err
 	}
@@ -162,8 +151,20 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
 		return err
 	}
-	if err := r.ensureSandbox(ctx, s, bd, bin, dir); err != nil {
+	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, resources(req.Environment))
+	if err != nil {
 		return err
+	}
+	if created {
+		// Where the backend gave less than the Environment asked.
+		if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
+			for _, n := range st.Notes {
+				logf("%s", n)
+			}
+		}
+		if err := r.runStart(ctx, s.sandbox, req.Environment, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf); err != nil {
+			return err
+		}
 	}
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
@@ -228,10 +229,12 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 
 // ensureSandbox makes and boots the Session's Sandbox, or boots the one it
 // has (a wake keeps its disks). A Session restored since it was archived
-// has no Sandbox but its kept disks, which the new one takes back.
-func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string) error {
+// has no Sandbox but its kept disks, which the new one takes back. It
+// reports whether the Sandbox is new.
+func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string, res sandbox.Resources) (bool, error) {
 	st, err := r.backend.Status(ctx, s.sandbox)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	created := errors.Is(err, sandbox.ErrNotFound)
+	if created {
 		err = r.backend.Create(ctx, sandbox.Spec{
 			ID:     s.sandbox,
 			Layers: bd.Layers,
@@ -245,22 +248,23 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 				{Source: filepath.Join(r.cfg.Home, "bin"), Target: binDir, ReadOnly: true},
 				{Source: filepath.Join(dir, "mod"), Target: modDir, ReadOnly: true},
 			},
-			Tmpfs: []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Tmpfs:     []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Resources: res,
 		})
 		if err != nil {
-			return fmt.Errorf("create the Sandbox: %w", err)
+			return false, fmt.Errorf("create the Sandbox: %w", err)
 		}
 		os.Remove(filepath.Join(dir, "disks")) // emptied by the Create, if there were kept disks
 		st.State = sandbox.StateCreated
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	if st.State != sandbox.StateRunning {
 		if err := r.backend.Start(ctx, s.sandbox); err != nil {
-			return fmt.Errorf("start the Sandbox: %w", err)
+			return false, fmt.Errorf("start the Sandbox: %w", err)
 		}
 	}
-	return nil
+	return created, nil
 }
 
 // freshMod writes a new copy of the mod and removes older ones: the Claude

@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt: a draft
+// with a Bootstrap script that installs a tool and a Start script can't be
+// applied before a Test build; kndl env test runs both on a Runner, its
+// log live; once it passed the draft applies, and a new Session's Claude
+// has the tool, the login environment's PATH from ~/.bashrc and the Start
+// script's work in /workspace, with the Start script's output in its
+// start log. A Bootstrap script that fails fails the Test build with its
+// last lines.
+func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T) {
+	s := Start(t)
+	repo := s.Repo()
+	dir := t.TempDir()
+	bootstrap := filepath.Join(dir, "bootstrap.sh")
+	os.WriteFile(bootstrap, []byte("mkdir -p /opt/envtool/bin\nprintf '#!/bin/sh\\necho envtool says hi\\n' > /opt/envtool/bin/envtool\nchmod +x /opt/envtool/bin/envtool\necho 'export PATH=/opt/envtool/bin:$PATH' >> /root/.bashrc\necho bootstrap done for "+dir+"\n"), 0o644) // a fresh Build each run
+	start := filepath.Join(dir, "start.sh")
+	os.WriteFile(start, []byte("echo \"start ran in $(pwd) with $(envtool)\"\ntouch .start-ran\n"), 0o644)
+
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bootstrap, "--start-file", start); code != 0 || !strings.Contains(out, "kndl env test must pass") {
+		t.Fatalf("kndl env edit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 1 || !strings.Contains(errOut, "kndl env test") {
+		t.Fatalf("kndl env apply before a Test build: exit %d\n%s\n%s; want refused, naming kndl env test", code, out, errOut)
+	}
+	out, errOut, code := s.kndl("", "env", "test", "--repo", repo)
+	if code != 0 || !strings.Contains(out, "bootstrap done for "+dir) || !strings.Contains(out, "start ran in /workspace with envtool says hi") || !strings.Contains(out, "The Test build passed") {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 1") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, "Bootstrap script added") || strings.Contains(out, "envtool") {
+		t.Fatalf("kndl env log:\n%s\nwant the change, the script not shown", out)
+	}
+
+	s.Model.On(testkit.PromptContains("use the tool"), testkit.Bash("envtool; ls /workspace/.start-ran"))
+	s.Model.On(testkit.ToolResultContains("envtool says hi"), testkit.Text("The tool is there."))
+	v := s.NewSession(repo, "use the tool")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the Turn's answer", func(e protocol.Event) bool { return e.Text == "The tool is there." })
+	evs := s.Events(v.ID)
+	if r := toolResult(evs, "Bash"); !strings.Contains(r, "envtool says hi") || !strings.Contains(r, "/workspace/.start-ran") {
+		t.Fatalf("Claude's Bash gave %q, want the Bootstrap's tool and the Start script's file", r)
+	}
+	if _, ok := findEvent(evs, func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && strings.Contains(e.Text, "start: start ran in /workspace")
+	}); !ok {
+		t.Fatalf("no Start script output in the start log:\n%s", dump(evs))
+	}
+
+	bad := filepath.Join(dir, "bad.sh")
+	os.WriteFile(bad, []byte("echo first\necho 'the real reason' >&2\nexit 3\n"), 0o644)
+	s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bad)
+	out, errOut, code = s.kndl("", "env", "test", "--repo", repo)
+	if code != 1 || !strings.Contains(out, "the real reason") || !strings.Contains(errOut, "the Test build failed") {
+		t.Fatalf("a failing Bootstrap's Test build: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 1 || !strings.Contains(errOut, "failed") {
+		t.Fatalf("apply after a failed Test build: exit %d\n%s", code, errOut)
+	}
+}
+
+func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.Event, bool) {
+	for _, e := range evs {
+		if match(e) {
+			return e, true
+		}
+	}
+	return protocol.Event{}, false
+}
