@@ -233,6 +233,15 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 // reports whether the Sandbox is new.
 func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string, res sandbox.Resources) (bool, error) {
 	st, err := r.backend.Status(ctx, s.sandbox)
+	made := fmt.Sprintf("%s %g %d", bd.Key, res.CPUs, res.MemoryMiB)
+	if err == nil && st.State != sandbox.StateRunning && stale(dir, made) {
+		// A newer Environment version changed its Build or resources: a
+		// new Sandbox on them, with this one's disks.
+		if err := r.backend.RemoveKeepingDisks(ctx, s.sandbox, filepath.Join(dir, "disks")); err != nil {
+			return false, fmt.Errorf("replace the Sandbox for the new Environment version: %w", err)
+		}
+		st, err = sandbox.Status{}, sandbox.ErrNotFound
+	}
 	created := errors.Is(err, sandbox.ErrNotFound)
 	if created {
 		err = r.backend.Create(ctx, sandbox.Spec{
@@ -255,6 +264,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 			return false, fmt.Errorf("create the Sandbox: %w", err)
 		}
 		os.Remove(filepath.Join(dir, "disks")) // emptied by the Create, if there were kept disks
+		if err := os.WriteFile(filepath.Join(dir, sandboxMade), []byte(made), 0o600); err != nil {
+			return false, err
+		}
 		st.State = sandbox.StateCreated
 	} else if err != nil {
 		return false, err
@@ -265,6 +277,17 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		}
 	}
 	return created, nil
+}
+
+// sandboxMade is the file of a Session's directory that says what its
+// Sandbox was made from: its Build's key and its resources.
+const sandboxMade = "sandbox-made"
+
+// stale reports a Sandbox made from other than made. One made before the
+// file was kept is taken as it is.
+func stale(dir, made string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, sandboxMade))
+	return err == nil && string(b) != made
 }
 
 // freshMod writes a new copy of the mod and removes older ones: the Claude

@@ -59,6 +59,31 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 		t.Fatalf("no Start script output in the start log:\n%s", dump(evs))
 	}
 
+	// A newer version reaches the Session at its restart, on a new
+	// Sandbox of the new Build; the Workspace stays.
+	bootstrap2 := filepath.Join(dir, "bootstrap2.sh")
+	os.WriteFile(bootstrap2, []byte("printf '#!/bin/sh\\necho second tool for "+dir+"\\n' > /usr/local/bin/envtool2\nchmod +x /usr/local/bin/envtool2\n"), 0o644)
+	s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bootstrap2)
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 {
+		t.Fatalf("the second version's Test build: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 2") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "show", v.ID); !strings.Contains(out, "version 1; version 2 waits for its next wake or restart") {
+		t.Fatalf("kndl show:\n%s\nwant version 2 waiting", out)
+	}
+	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
+		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.Model.On(testkit.PromptContains("the second tool"), testkit.Bash("envtool2; ls /workspace/.start-ran"))
+	s.Model.On(testkit.ToolResultContains("second tool for"), testkit.Text("The second tool is there."))
+	s.prompt(v.ID, "use the second tool")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the second tool's answer", func(e protocol.Event) bool { return e.Text == "The second tool is there." })
+	if out, _, _ := s.kndl("", "show", v.ID); strings.Contains(out, "waits for its next wake") {
+		t.Fatalf("kndl show after the restart:\n%s\nwant no version waiting", out)
+	}
+
 	bad := filepath.Join(dir, "bad.sh")
 	os.WriteFile(bad, []byte("echo first\necho 'the real reason' >&2\nexit 3\n"), 0o644)
 	s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bad)
