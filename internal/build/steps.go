@@ -49,11 +49,7 @@ func (s step) run(ctx context.Context, env []string, args ...any) error {
 		env = s.env
 	}
 	out := &lineWriter{emit: s.progress}
-	dir := s.dir
-	if dir == "" {
-		dir = "/"
-	}
-	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: argv, Env: withPath(env), Dir: dir, Stdin: stdin, Stdout: out, Stderr: out})
+	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: argv, Env: withPath(env), Dir: or(s.dir, "/"), Stdin: stdin, Stdout: out, Stderr: out})
 	if err != nil {
 		return err
 	}
@@ -101,6 +97,13 @@ const loginTimeout = 60 * time.Second
 
 const envMarker = "\x00KNDL-LOGIN-ENV\x00"
 
+// LoginEnv probes a running Sandbox's login environment in dir, as a
+// Build does: after an Environment's Start script, which may have changed
+// what a login shell sets up.
+func LoginEnv(ctx context.Context, b sandbox.Backend, id, dir string, imageEnv []string) ([]string, error) {
+	return step{backend: b, id: id, env: imageEnv, dir: dir}.loginEnv(ctx)
+}
+
 // loginEnv runs an interactive login shell, as a terminal would, with no
 // Variable in its environment, and returns the environment it ends with.
 func (s step) loginEnv(ctx context.Context) ([]string, error) {
@@ -109,7 +112,7 @@ func (s step) loginEnv(ctx context.Context) ([]string, error) {
 	var out, errOut bytes.Buffer
 	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{
 		Args: []string{"bash", "-lic", `printf '\0KNDL-LOGIN-ENV\0'; env -0`},
-		Env:  withPath(s.env), Dir: "/root", Stdout: &out, Stderr: &errOut,
+		Env:  withPath(s.env), Dir: or(s.dir, "/root"), Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {
 		return nil, err
@@ -242,3 +245,11 @@ func (r *ringBuffer) Write(p []byte) {
 }
 
 func (r *ringBuffer) String() string { return string(r.b) }
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -49,16 +49,23 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 }
 
 // runStart runs the Environment's Start script in /workspace of a new
-// Sandbox, its output in the log.
-func (r *Runner) runStart(ctx context.Context, id string, env *protocol.Environment, procEnv []string, logf func(string, ...any)) error {
+// Sandbox, its output in the log, then probes the login environment there
+// again (with no Variable in the probe's environment), since the script
+// may have changed what a login shell sets up. It returns the login
+// environment Claude Code gets: the Build's when there is no Start script.
+func (r *Runner) runStart(ctx context.Context, id string, env *protocol.Environment, bd build.Build, procEnv []string, logf func(string, ...any)) ([]string, error) {
 	if env == nil || strings.TrimSpace(env.Start) == "" {
-		return nil
+		return bd.LoginEnv, nil
 	}
 	logf("running the Start script")
 	if err := build.RunScript(ctx, r.backend, id, workspaceDir, procEnv, env.Start, func(line string) { logf("start: %s", line) }); err != nil {
-		return fmt.Errorf("the Start script failed: %w", err)
+		return nil, fmt.Errorf("the Start script failed: %w", err)
 	}
-	return nil
+	login, err := build.LoginEnv(ctx, r.backend, id, workspaceDir, bd.ImageEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the login shell failed after the Start script: %w", err)
+	}
+	return login, nil
 }
 
 // resources are what an Environment asks for each Sandbox.
@@ -103,7 +110,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	for _, v := range req.Variables {
 		vars = append(vars, v.Name+"="+v.Value)
 	}
-	if err := r.runStart(ctx, id, &env, append(append([]string(nil), bd.LoginEnv...), vars...), logf); err != nil {
+	if _, err := r.runStart(ctx, id, &env, bd, append(append([]string(nil), bd.LoginEnv...), vars...), logf); err != nil {
 		logf("%v", err)
 		return err
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -162,9 +163,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 				logf("%s", n)
 			}
 		}
-		if err := r.runStart(ctx, s.sandbox, req.Environment, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf); err != nil {
+		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
+		if err != nil {
 			return err
 		}
+		raw, _ := json.Marshal(login)
+		if err := writeAtomic(filepath.Join(dir, loginEnvFile), raw); err != nil {
+			return err
+		}
+	}
+	login := bd.LoginEnv
+	if raw, err := os.ReadFile(filepath.Join(dir, loginEnvFile)); err == nil {
+		json.Unmarshal(raw, &login) // its Sandbox's, probed after the Start script
 	}
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
@@ -192,7 +202,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		Effort:       req.Effort,
 		// The Environment's Variables over the login environment, and over
 		// them VISUAL, the editor prompts come through.
-		Base:         append(append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), editorEnv),
+		Base:         append(append(append(append([]string(nil), login...), cacheEnv...), env...), editorEnv),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),
@@ -278,6 +288,11 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	}
 	return created, nil
 }
+
+// loginEnvFile is the file of a Session's directory that holds its
+// Sandbox's login environment, probed after the Start script (no Variable
+// is in it).
+const loginEnvFile = "login-env.json"
 
 // sandboxMade is the file of a Session's directory that says what its
 // Sandbox was made from: its Build's key and its resources.

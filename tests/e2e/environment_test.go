@@ -15,8 +15,8 @@ import (
 // with a Bootstrap script that installs a tool and a Start script can't be
 // applied before a Test build; kndl env test runs both on a Runner, its
 // log live; once it passed the draft applies, and a new Session's Claude
-// has the tool, the login environment's PATH from ~/.bashrc and the Start
-// script's work in /workspace, with the Start script's output in its
+// has the tool, the login environment's PATH from ~/.bashrc, the Start
+// script's work in /workspace and what it added to the login environment, with the Start script's output in its
 // start log. A Bootstrap script that fails fails the Test build with its
 // last lines.
 func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T) {
@@ -26,7 +26,7 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 	bootstrap := filepath.Join(dir, "bootstrap.sh")
 	os.WriteFile(bootstrap, []byte("mkdir -p /opt/envtool/bin\nprintf '#!/bin/sh\\necho envtool says hi\\n' > /opt/envtool/bin/envtool\nchmod +x /opt/envtool/bin/envtool\necho 'export PATH=/opt/envtool/bin:$PATH' >> /root/.bashrc\necho bootstrap done for "+dir+"\n"), 0o644) // a fresh Build each run
 	start := filepath.Join(dir, "start.sh")
-	os.WriteFile(start, []byte("echo \"start ran in $(pwd) with $(envtool)\"\ntouch .start-ran\n"), 0o644)
+	os.WriteFile(start, []byte("echo \"start ran in $(pwd) with $(envtool)\"\ntouch .start-ran\necho 'export FROM_START=set-by-start' >> /root/.bashrc\n"), 0o644)
 
 	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bootstrap, "--start-file", start); code != 0 || !strings.Contains(out, "kndl env test must pass") {
 		t.Fatalf("kndl env edit: exit %d\n%s\n%s", code, out, errOut)
@@ -45,13 +45,13 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 		t.Fatalf("kndl env log:\n%s\nwant the change, the script not shown", out)
 	}
 
-	s.Model.On(testkit.PromptContains("use the tool"), testkit.Bash("envtool; ls /workspace/.start-ran"))
+	s.Model.On(testkit.PromptContains("use the tool"), testkit.Bash("envtool; ls /workspace/.start-ran; echo $FROM_START"))
 	s.Model.On(testkit.ToolResultContains("envtool says hi"), testkit.Text("The tool is there."))
 	v := s.NewSession(repo, "use the tool")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the Turn's answer", func(e protocol.Event) bool { return e.Text == "The tool is there." })
 	evs := s.Events(v.ID)
-	if r := toolResult(evs, "Bash"); !strings.Contains(r, "envtool says hi") || !strings.Contains(r, "/workspace/.start-ran") {
-		t.Fatalf("Claude's Bash gave %q, want the Bootstrap's tool and the Start script's file", r)
+	if r := toolResult(evs, "Bash"); !strings.Contains(r, "envtool says hi") || !strings.Contains(r, "/workspace/.start-ran") || !strings.Contains(r, "set-by-start") {
+		t.Fatalf("Claude's Bash gave %q, want the Bootstrap's tool, the Start script's file and what it put in the login environment", r)
 	}
 	if _, ok := findEvent(evs, func(e protocol.Event) bool {
 		return e.Kind == protocol.EventLog && strings.Contains(e.Text, "start: start ran in /workspace")
