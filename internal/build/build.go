@@ -125,6 +125,7 @@ func (b *Builder) Ensure(ctx context.Context, spec Spec, progress func(string)) 
 	defer b.lock(key)()
 	if bd, err := b.load(key); err == nil {
 		bd.Layers = b.layers(key, spec)
+		progress("using the Build made " + bd.CreatedAt.Format(time.RFC3339) + " of these inputs")
 		return bd, nil
 	}
 	start := time.Now()

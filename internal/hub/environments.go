@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
 )
 
 // The Hub's side of Environments: the routes and the Runner's Test build
@@ -145,4 +147,52 @@ func (h *Hub) handleEnvironments(rc *runnerConn, welcomed <-chan struct{}) {
 		}
 		return nil, h.envs.TestLog(ctx, rc.runner.ID, m)
 	})
+}
+
+// repoPage is a Repo's page: its Sessions, its Environment (repo.js edits
+// it through the API) and its Variables, Sensitive values never shown.
+func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		h.notFoundPage(w, p)
+		return
+	}
+	var ss []store.Session
+	var vars, links []store.Variable
+	if err == nil {
+		ss, err = h.store.Sessions(ctx, store.SessionFilter{})
+	}
+	if err == nil {
+		vars, err = h.store.Variables(ctx, repo.ID)
+	}
+	if err == nil {
+		links, err = h.store.LinkedVariables(ctx, repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type session struct{ ID, Title, State string }
+	type variable struct {
+		Name, Value, SetAt        string
+		Sensitive, AtBuild, Shared bool
+	}
+	var sessions []session
+	for _, s := range ss {
+		if s.RepoID == repo.ID {
+			sessions = append(sessions, session{s.ID, s.Title, string(s.State)})
+		}
+	}
+	var vs []variable
+	for _, v := range append(vars, links...) {
+		a := apiVariable(v) // a Sensitive value is never in it
+		vs = append(vs, variable{a.Name, a.Value, when(a.SetAt), a.Sensitive, a.AtBuild, a.Shared})
+	}
+	h.appPage(w, p, web.Repo.WithTitle(repoName(repo.URL)), struct {
+		ID, URL, Name string
+		Sessions      []session
+		Variables     []variable
+		CanChange     bool
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, h.canPush(ctx, p.User, repo.URL)})
 }

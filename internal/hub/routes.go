@@ -57,6 +57,7 @@ func (h *Hub) routes() []route {
 		{"GET /sessions/{id}", browser, h.sessionPage},
 		{"GET /sessions/{id}/ports/{port}", browser, h.openPort},
 		{"GET /runners", browser, h.runnersPage},
+		{"GET /repos/{repo}", browser, h.repoPage},
 		{"GET /account", browser, h.accountPage},
 		{"GET /members", browser, h.membersPage},
 		{"GET /audit", browser, h.auditLogPage},

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -103,4 +106,37 @@ func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.
 		}
 	}
 	return protocol.Event{}, false
+}
+
+// TestTheRepoPageEditsTestsAndAppliesAnEnvironment: on the Repo's page a
+// person writes a Bootstrap script, is refused an apply before a Test
+// build, runs one and sees its log there, and applies it; the change log
+// shows the version.
+func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
+	s := Start(t)
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	var repo api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
+	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
+	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
+	// A script of this run's own, so the Build is made fresh.
+	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
+	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
+	b.Wait(testenv.WaitMedium, "apply refused", `!document.getElementById("env-error").hidden && document.getElementById("env-error").textContent.includes("Test build")`)
+	Eval[bool](b, `(document.querySelector('[data-action="env-test"]').click(), true)`)
+	b.Wait(testenv.WaitBuild, "the Test build's log", `document.getElementById("test-log").textContent.includes("The Test build passed.")`)
+	if log := Eval[string](b, `document.getElementById("test-log").textContent`); !strings.Contains(log, "from the page: tab\there") {
+		t.Fatalf("the Test build's log:\n%s\nwant the script's output, its tab kept", log)
+	}
+	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
+	b.Wait(testenv.WaitMedium, "version 1", `document.getElementById("env-current").textContent.includes("Version 1") && document.querySelectorAll("#env-log tbody tr").length === 1`)
+	b.Screenshot("repo-environment.png")
+	var env api.Environment
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
+	if env.Current.Settings.Bootstrap != script || env.Current.Settings.CPUs != 1 {
+		t.Fatalf("version 1 holds %+v, want the page's script byte for byte", env.Current.Settings)
+	}
 }
