@@ -121,3 +121,33 @@ func benchPrompt(head string, size int) string {
 	}
 	return text
 }
+
+// BenchmarkTestBuild times a Test build of a draft whose Start script is
+// one line, on a warm Build: from POST .../environment/tests to its end
+// (a fresh clone, a Sandbox made, the script, the Sandbox removed).
+func BenchmarkTestBuild(b *testing.B) {
+	s := Start(b)
+	var repo api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
+	base := "/api/repos/" + repo.ID + "/environment"
+	s.Do(http.MethodPut, base+"/draft", api.EnvironmentSettings{Start: "echo ready\n"}, nil)
+	run := func() time.Duration {
+		start := time.Now()
+		var t api.TestBuild
+		s.Do(http.MethodPost, base+"/tests", nil, &t)
+		for t.State != "passed" {
+			if t.State == "failed" || time.Since(start) > testenv.WaitBuild {
+				b.Fatalf("Test build %s: %s %s\n%s", t.ID, t.State, t.Detail, t.Log)
+			}
+			time.Sleep(5 * time.Millisecond)
+			s.Do(http.MethodGet, base+"/tests/"+t.ID, nil, &t)
+		}
+		return time.Since(start)
+	}
+	run() // the image and the Build, once
+	var ds []time.Duration
+	for b.Loop() {
+		ds = append(ds, run())
+	}
+	reportMedian(b, ds, "ms/test-build-median")
+}
