@@ -22,6 +22,7 @@ func Commands() []cli.Command {
 		{Name: "dev", Summary: "run a Hub and a Runner on this machine (127.0.0.1, dev login)", Run: runDev},
 		{Name: "hub", Summary: "run a Hub", Run: runHub},
 		{Name: "runner", Summary: "run a Runner (needs KNDL_HUB_URL and RUNNER_TOKEN)", Run: runRunner},
+		{Name: "hub backup", Usage: "--to FILE", Summary: "write a consistent copy of the Hub's store to a new file, while it runs (works on the Hub's store)", Run: hubBackup},
 		{Name: "runner token create", Usage: "--name NAME", Summary: "pair a Runner: print its token, once (works on the Hub's store)", Run: runnerTokenCreate},
 	}
 }

@@ -3,10 +3,12 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/store"
 )
 
 func TestCommandsRunUnderTheCLI(t *testing.T) {
@@ -33,5 +35,45 @@ func TestCommandsRunUnderTheCLI(t *testing.T) {
 		if !strings.Contains(errOut.String(), "\n  "+c.Name+" ") {
 			t.Errorf("kndl help does not list %q:\n%s", c.Name, errOut.String())
 		}
+	}
+}
+
+// TestHubBackupCopiesTheStoreAndRefusesAFileThatExists: kndl hub backup
+// writes a copy that opens as a store; asked again onto it, it refuses.
+func TestHubBackupCopiesTheStoreAndRefusesAFileThatExists(t *testing.T) {
+	home := t.TempDir()
+	st, err := store.Open(context.Background(), filepath.Join(home, "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.CreateRunner(context.Background(), "kept", ""); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close() // open while the backup runs, as a Hub's is
+	to := filepath.Join(t.TempDir(), "copy.db")
+	run := func() (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := cli.Run(context.Background(), []string{"hub", "backup", "--to", to}, cli.IO{Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader(""),
+			Getenv: func(k string) string {
+				if k == "KNDL_HOME" {
+					return home
+				}
+				return ""
+			}}, Commands()...)
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := run(); code != 0 || !strings.Contains(out, "Backed up") {
+		t.Fatalf("kndl hub backup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	b, err := store.Open(context.Background(), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if rs, err := b.Runners(context.Background()); err != nil || len(rs) != 1 || rs[0].Name != "kept" {
+		t.Fatalf("the copy's Runners: %+v, %v", rs, err)
+	}
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "exists") {
+		t.Fatalf("a second backup onto the copy: exit %d, %s; want refused", code, errOut)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/hub"
@@ -94,5 +95,36 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	}
 	fmt.Fprintf(io.Stdout, "Paired Runner %s. Its token is shown only this once:\n\n  %s\n\nOn the Runner's machine, run:\n\n  RUNNER_TOKEN=%s KNDL_HUB_URL=%s kndl runner\n",
 		rn.Name, token, token, cfg.PublicURL)
+	return nil
+}
+
+// hubBackup copies the Hub's store to a new file while the Hub runs. The
+// copy holds what the store does (sealed values sealed, token hashes):
+// keep it as the store is kept, with HUB_SECRETS_KEY apart from it.
+func hubBackup(ctx context.Context, io cli.IO, args []string) error {
+	fs := cli.Flags(io, "hub backup")
+	to := fs.String("to", "", "the new file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *to == "" || fs.NArg() > 0 {
+		return cli.ErrUsage
+	}
+	dir, err := home(io)
+	if err != nil {
+		return err
+	}
+	cfg := hub.FromEnv(io.Getenv, dir)
+	st, err := store.Open(ctx, cfg.DatabasePath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	if err := st.Backup(ctx, *to); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Backed up %s to %s in %s. A Hub runs on it with HUB_DATABASE_PATH naming it and the same HUB_SECRETS_KEY.\n",
+		cfg.DatabasePath, *to, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,4 +148,24 @@ func fromMS(v sql.NullInt64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(v.Int64)
+}
+
+// Backup writes a consistent copy of the database to path (a new file)
+// while the Hub runs: SQLite's VACUUM INTO reads one snapshot, so writers
+// go on and the copy is whole. The copy is written beside path and renamed
+// into place, so a backup cut short leaves no half file under that name.
+func (s *Store) Backup(ctx context.Context, path string) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s exists: back up to a new file: %w", path, errdefs.ErrConflict)
+	}
+	tmp := path + ".partial"
+	os.Remove(tmp)
+	if _, err := s.db.ExecContext(ctx, `VACUUM INTO ?`, tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("back up the store: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,4 +316,44 @@ func mustSetupLink(t *testing.T, s *Store) string {
 		t.Fatal(err)
 	}
 	return secret
+}
+
+// TestABackupIsAWholeCopyMadeWhileWritesGoOn: a backup taken while
+// another goroutine writes opens as a store with every row the backup saw,
+// and refuses to overwrite a file.
+func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	for i := range 50 {
+		if _, _, err := s.CreateRunner(ctx, fmt.Sprintf("r%d", i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 50; i < 200; i++ {
+			s.CreateRunner(ctx, fmt.Sprintf("r%d", i), "")
+		}
+	}()
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if err := s.Backup(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	b, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("the backup does not open: %v", err)
+	}
+	defer b.Close()
+	rs, err := b.Runners(ctx)
+	if err != nil || len(rs) < 50 {
+		t.Fatalf("the backup has %d Runners, %v; want at least the 50 made before it", len(rs), err)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("the backup's mode is %v, want 0600: it holds sealed secrets and token hashes", st.Mode().Perm())
+	}
+	if err := s.Backup(ctx, path); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a backup over a file: %v, want refused", err)
+	}
 }
