@@ -145,7 +145,7 @@ func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol
 	if err != nil {
 		return err
 	}
-	mask := func(text string) string { return redact.ScrubTokens(set.Redact(text)) }
+	mask := func(text string) string { return redact.ScrubMarked(set.Redact(text)) }
 	for i := range evs {
 		e := &evs[i]
 		for _, f := range []*string{&e.Text, &e.Tool, &e.ToolID, &e.Agent, &e.Parent, &e.Reason} {
@@ -181,7 +181,7 @@ func (h *Hub) maskTitle(ctx context.Context, repoID, creatorID, title string) (s
 	if err := set.Add(values...); err != nil {
 		return "", err
 	}
-	return redact.Scrub(redact.ScrubTokens(set.Redact(title))), nil
+	return redact.Scrub(set.Redact(title)), nil
 }
 
 // RedactText masks a text the Hub keeps about a Session, such as why its

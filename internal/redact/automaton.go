@@ -62,7 +62,11 @@ const (
 )
 
 // newMatcher builds the automaton for patterns, which hold no ESC, CR or LF.
-func newMatcher(patterns []string) *matcher {
+func newMatcher(patterns []string) *matcher { return newMatcherDense(patterns, denseDepth) }
+
+// newMatcherDense is newMatcher with a full row for every state up to dense
+// bytes deep: the registry's short words fit whole in the table.
+func newMatcherDense(patterns []string, dense int32) *matcher {
 	m := &matcher{npat: len(patterns)}
 
 	// Classes: one per byte used by some pattern, 0 for the rest, and one
@@ -145,7 +149,7 @@ func newMatcher(patterns []string) *matcher {
 		}
 	}
 	nDense := 0
-	for nDense < len(order) && nodes[order[nDense]].depth <= denseDepth {
+	for nDense < len(order) && nodes[order[nDense]].depth <= dense {
 		nDense++
 	}
 	m.denseN = uint32(nDense) * m.ncls
@@ -199,6 +203,28 @@ func newMatcher(patterns []string) *matcher {
 		m.deep = append(m.deep, d)
 	}
 	return m
+}
+
+// skipRoot passes over p[i:] from the root state: over bytes whose pair
+// with the next can't begin a pattern. It returns where to go on and the
+// state there, which is where the last byte passed over alone leads: a
+// longer suffix that began a pattern would begin with such a pair.
+func skipRoot[T []byte | string](m *matcher, p T, i int) (int, uint32) {
+	j := i + 1
+	for prev := p[i]; j < len(p); j++ {
+		c := p[j]
+		x := uint16(prev)<<8 | uint16(c)
+		if m.starts[x>>6]&(1<<(x&63)) != 0 {
+			break
+		}
+		prev = c
+	}
+	// p[j] is the first byte of a pair that can begin a pattern, or the
+	// last byte.
+	if j--; j > i {
+		return j, m.dense[m.cls[p[j-1]]]
+	}
+	return i, 0
 }
 
 func (m *matcher) setStart(a, b byte) {
