@@ -437,9 +437,7 @@ func (r *registry) find(text string) []Finding {
 			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
 			if !d.lines {
 				from = max(from, lineStart)
-				if j := strings.IndexByte(text[hit:to], '\n'); j >= 0 {
-					to = hit + j
-				}
+				to = lineEnd(text, hit, to, d.assign)
 			}
 			if d.tail != nil {
 				out, done[di] = d.findAt(text, hit, to, out, done[di])
@@ -451,6 +449,25 @@ func (r *registry) find(text string) []Finding {
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
+}
+
+// lineEnd is where the line of text[hit] ends, by to. A named secret's
+// value is on the name's line, but an XML element's text may begin on the
+// next (<apiToken>\n  value\n</apiToken>), so with named that line counts
+// too when the name's ends in '>'.
+func lineEnd(text string, hit, to int, named bool) int {
+	j := strings.IndexByte(text[hit:to], '\n')
+	if j < 0 {
+		return to
+	}
+	end := hit + j
+	if named && strings.HasSuffix(strings.TrimRight(text[hit:end], " \t\r"), ">") {
+		if k := strings.IndexByte(text[end+1:to], '\n'); k >= 0 {
+			return end + 1 + k
+		}
+		return to
+	}
+	return end
 }
 
 // assignAfter reports whether what follows a name at text[i:] can be an

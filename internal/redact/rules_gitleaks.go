@@ -2,9 +2,12 @@
 // cmd/generate/config/rules; MIT licence, Copyright (c) 2019 Zachary Rice):
 // each rule's id, description, regexp, keywords, secret group, entropy and
 // allowlists, and two of its true-positive examples. The code that runs
-// them is kndl's (registry.go). Left out: pkcs12-file (a file name, not
-// text) and private-key and jwt, which kndl's own rules of those names
-// find more exactly (shapes.go).
+// them is kndl's (registry.go). Left out: private-key and jwt, which
+// kndl's own rules of those names find more exactly (shapes.go), and the
+// rules gitleaks applies only to a file of a given name (pkcs12-file,
+// freemius-secret-key, hashicorp-tf-password, nuget-config-password),
+// since text has none; kubernetes-secret-yaml stays, its text saying
+// what it is (kind: Secret).
 
 package redact
 
@@ -97,14 +100,14 @@ var gitleaksRules = []rule{
 		description: "Detected an Anthropic Admin API Key, risking unauthorized access to administrative functions and sensitive AI model configurations.",
 		keywords:    []string{"sk-ant-admin01"},
 		pattern:     `\b(sk-ant-admin01-[a-zA-Z0-9_\-]{93}AA)(?:[\x60'"\s;]|\\[nr]|$)`,
-		examples:    []string{`sk-ant-admin01-abc12fake-456def789ghij-klmnopqrstuvwx-3456yza789bcde-12fakehijklmnopby56aaaogaopaaaabc123xyzAA`, `anthropic_api_token = "sk-ant-admin01-ga6y2xtm5_o04zvnoq0yzeg10b12bmwkee0vs6b-a2ct6q80wkatp11v9wlgy0ngg5t_5h73843gfdjo2p9v7ranqmrfpAA"`},
+		examples:    []string{`anthropic_api_token = "sk-ant-admin01-ga6y2xtm5_o04zvnoq0yzeg10b12bmwkee0vs6b-a2ct6q80wkatp11v9wlgy0ngg5t_5h73843gfdjo2p9v7ranqmrfpAA"`},
 	},
 	{
 		id: "anthropic-api-key", class: Marked,
 		description: "Identified an Anthropic API Key, which may compromise AI assistant integrations and expose sensitive data to unauthorized access.",
 		keywords:    []string{"sk-ant-api03"},
 		pattern:     `\b(sk-ant-api03-[a-zA-Z0-9_\-]{93}AA)(?:[\x60'"\s;]|\\[nr]|$)`,
-		examples:    []string{`sk-ant-api03-abc123xyz-456def789ghij-klmnopqrstuvwx-3456yza789bcde-1234fghijklmnopby56aaaogaopaaaabc123xyzAA`, `anthropic_api_token = "sk-ant-api03-0p-9o66jtxqdjan9-6gafa2f3jrj02_iz_oygpb7rua3zno44lazjrqxomjvhfx2lgflt-smostfx4y53q2_wp9pk-yy7AA"`},
+		examples:    []string{`anthropic_api_token = "sk-ant-api03-0p-9o66jtxqdjan9-6gafa2f3jrj02_iz_oygpb7rua3zno44lazjrqxomjvhfx2lgflt-smostfx4y53q2_wp9pk-yy7AA"`},
 	},
 	{
 		id: "artifactory-api-key", class: Marked,
@@ -571,13 +574,6 @@ var gitleaksRules = []rule{
 		examples:    []string{`frameioToken = fio-u-kbubsx6rzq-ikp_2r_hdgthpfm0opotmwptijbmw12jj-qhy8s7qx5i1q_vene8i`, `{"config.ini": "FRAMEIO_TOKEN=fio-u-kbubsx6rzq-ikp_2r_hdgthpfm0opotmwptijbmw12jj-qhy8s7qx5i1q_vene8i\nBACKUP_ENABLED=true"}`},
 	},
 	{
-		id: "freemius-secret-key", class: Named,
-		description: "Detected a Freemius secret key, potentially exposing sensitive information.",
-		keywords:    []string{"secret_key"},
-		pattern:     `(?i)["']secret_key["']\s*=>\s*["'](sk_[\S]{29})["']`,
-		examples:    []string{"$config = array(\n\t\t\t\"secret_key\" => \"sk_ubb4yN3mzqGR2x8#P7r5&@*xC$utE\",\n\t\t);"},
-	},
-	{
 		id: "freshbooks-access-token", class: Named,
 		description: "Discovered a Freshbooks Access Token, posing a risk to accounting software access and sensitive financial data exposure.",
 		keywords:    []string{"freshbooks"},
@@ -814,14 +810,6 @@ var gitleaksRules = []rule{
 		pattern:     `(?i)[a-z0-9]{14}\.(?-i:atlasv1)\.[a-z0-9\-_=]{60,70}`,
 		entropy:     3.5,
 		examples:    []string{`hashicorpToken_TOKEN ?= "8155ccf1a98347.atlasv1.alclynz=fd6_oo_z2j0h-kz7uxmi6m9=np4uco8l5s4y_ccy5d47yha761fo"`, `hashicorpTokenToken="8155ccf1a98347.atlasv1.alclynz=fd6_oo_z2j0h-kz7uxmi6m9=np4uco8l5s4y_ccy5d47yha761fo"`},
-	},
-	{
-		id: "hashicorp-tf-password", class: Named,
-		description: "Identified a HashiCorp Terraform password field, risking unauthorized infrastructure configuration and security breaches.",
-		keywords:    []string{"administrator_login_password", "password"},
-		pattern:     `(?i)[\w.-]{0,50}?(?:administrator_login_password|password)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}("[a-z0-9=_\-]{8,20}")(?:[\x60'"\s;]|\\[nr]|$)`,
-		entropy:     2,
-		examples:    []string{`administrator_login_password = "thisIsDog11"`, `password       = "rootpasswd"`},
 	},
 	{
 		id: "heroku-api-key", class: Named,
@@ -1064,7 +1052,7 @@ var gitleaksRules = []rule{
 		description: "Discovered a MessageBird client ID, potentially compromising API integrations and sensitive communication data.",
 		keywords:    []string{"messagebird", "message-bird", "message_bird"},
 		pattern:     `(?i)[\w.-]{0,50}?(?:message[_-]?bird)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:[\x60'"\s;]|\\[nr]|$)`,
-		examples:    []string{`MessageBirdToken = 12345678-ABCD-ABCD-ABCD-1234567890AB`, `{"config.ini": "MESSAGEBIRD_TOKEN=12345678-ABCD-ABCD-ABCD-1234567890AB\nBACKUP_ENABLED=true"}`},
+		examples:    []string{`MESSAGEBIRD_CLIENT_ID=9e2c41b7-5f0a-4d83-b6e1-07ca93d5f28e`},
 	},
 	{
 		id: "microsoft-teams-webhook", class: Marked,
@@ -1123,15 +1111,6 @@ var gitleaksRules = []rule{
 		pattern:     `(?i)\b(npm_[a-z0-9]{36})(?:[\x60'"\s;]|\\[nr]|$)`,
 		entropy:     2,
 		examples:    []string{`npmAccessToken_TOKEN :::= "npm_34mdm7rz2kz4zyrm94cc33bekobcbja64616"`, `npmAccessTokenToken="npm_34mdm7rz2kz4zyrm94cc33bekobcbja64616"`},
-	},
-	{
-		id: "nuget-config-password", class: Named,
-		description: "Identified a password within a Nuget config file, potentially compromising package management access.",
-		keywords:    []string{"<add key="},
-		pattern:     `(?i)<add key=\"(?:(?:ClearText)?Password)\"\s*value=\"(.{8,})\"\s*/>`,
-		entropy:     1,
-		allow:       []allow{{regexes: []string{`33f!!lloppa`, `hal\+9ooo_da!sY`, `^\%\S.*\%$`}}},
-		examples:    []string{`<add key="ClearTextPassword" value="CleartextPassword1" />`, `<add key="ClearTextPassword" value="TestSource%Password" />`},
 	},
 	{
 		id: "nytimes-access-token", class: Named,
@@ -1506,7 +1485,7 @@ var gitleaksRules = []rule{
 		description: "Uncovered a Snyk API token, potentially compromising software vulnerability scanning and code security.",
 		keywords:    []string{"snyk"},
 		pattern:     `(?i)[\w.-]{0,50}?(?:snyk[_.-]?(?:(?:api|oauth)[_.-]?)?(?:key|token))(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:[\x60'"\s;]|\\[nr]|$)`,
-		examples:    []string{`snyk_TOKEN = "12345678-ABCD-ABCD-ABCD-1234567890AB"`, `snyk_TOKEN := "12345678-ABCD-ABCD-ABCD-1234567890AB"`},
+		examples:    []string{`SNYK_TOKEN=4f7d2a90-c3e8-41b6-9a05-e81b7c6d3f24`},
 	},
 	{
 		id: "sonar-api-token", class: Named,
@@ -1514,7 +1493,7 @@ var gitleaksRules = []rule{
 		keywords:    []string{"sonar"},
 		pattern:     `(?i)[\w.-]{0,50}?(?:sonar[_.-]?(login|token))(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}((?:squ_|sqp_|sqa_)?[a-z0-9=_\-]{40})(?:[\x60'"\s;]|\\[nr]|$)`,
 		group:       2,
-		examples:    []string{`sonar_token: "12345678ABCDEFH1234567890ABCDEFH12345678"`, "sonarToken := `12345678ABCDEFH1234567890ABCDEFH12345678`"},
+		examples:    []string{`sonar.token=squ_8kq3zv0m1x7c2w9e4r6t5y8u0i3o2p1a7s9d4f6g`},
 	},
 	{
 		id: "sourcegraph-access-token", class: Named,

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/base64"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -72,20 +73,21 @@ var kndlDetectors = []*Detector{
 		Name: "anthropic-api-key", Description: "An Anthropic API or admin key.", Class: Marked,
 		need: []string{"sk-ant-"},
 		re:   regexp.MustCompile(`sk-ant-(?:api|admin)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
-		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) && !madeUp(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "anthropic-oauth-token", Description: "An Anthropic OAuth access or refresh token, as Claude Code keeps them.", Class: Marked,
 		need: []string{"sk-ant-o"},
 		re:   regexp.MustCompile(`sk-ant-o(?:at|rt)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
-		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) && !madeUp(t[m[2]:m[3]]) },
 	},
 	{
 		Name: "aws-access-key-id", Description: "An AWS access key id, long-lived or temporary.", Class: Marked,
 		need: []string{"AKIA", "ASIA", "ABIA", "ACCA"},
 		re:   regexp.MustCompile(`(?:AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`),
 		keep: func(t string, m []int) bool {
-			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(t[m[2]:m[3]], "EXAMPLE")
+			v := t[m[2]:m[3]]
+			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(v, "EXAMPLE") && !madeUp(v)
 		},
 	},
 	{
@@ -133,7 +135,9 @@ var kndlDetectors = []*Detector{
 	{
 		Name: "jwt", Description: "A JSON Web Token.", Class: Marked,
 		need: []string{"eyJ"},
-		re:   regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,})`),
+		// The signature may be empty: an unsigned token (alg none) is
+		// still what a server that takes one lets its bearer in with.
+		re: regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.(?:[A-Za-z0-9_-]{10,})?)`),
 		keep: func(t string, m []int) bool {
 			return !wordBefore(t, m[0]) && (m[0] == 0 || !strings.ContainsRune("_-.+/", rune(t[m[0]-1])))
 		},
@@ -143,7 +147,12 @@ var kndlDetectors = []*Detector{
 		Name: "url-password", Description: "The password in a URL.", Class: Named,
 		need: []string{"://"},
 		re:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@"'<>\\]+)@[A-Za-z0-9\[]`),
-		keep: func(t string, m []int) bool { return !template(t[m[2]:m[3]]) },
+		// A made-up password in an example URL (user:password@,
+		// gopher:go@) has none of a generated one's marks.
+		keep: func(t string, m []int) bool {
+			p, err := url.PathUnescape(t[m[2]:m[3]])
+			return err == nil && looksGenerated(p) || err != nil && looksGenerated(t[m[2]:m[3]])
+		},
 	},
 }
 
@@ -267,7 +276,7 @@ func looksGenerated(v string) bool {
 }
 
 // template reports a placeholder where a secret would be: ${X}, $X, %s, {x},
-// YOUR_TOKEN, xxxx, stars, or a redaction marker.
+// YOUR_TOKEN, xxxx, abcdef or 123456, stars, or a redaction mark.
 func template(v string) bool {
 	switch {
 	case v == "":
@@ -278,10 +287,34 @@ func template(v string) bool {
 		return true
 	case strings.Contains(v, "REDACTED") || strings.Contains(v, "[masked:") || strings.Trim(v, "*") == "":
 		return true
-	case strings.Contains(strings.ToLower(v), "xxxx"):
+	case madeUp(v):
 		return true
 	case strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "":
 		return true
+	}
+	return false
+}
+
+// madeUp reports the marks of a value someone typed to stand for a
+// secret: xxxx, or a run such as abcdef or 123456.
+func madeUp(v string) bool {
+	return strings.Contains(strings.ToLower(v), "xxxx") || sequence(v, 6)
+}
+
+// sequence reports whether v holds n characters in a row that each follow
+// the one before (abcdef, 123456, KLMNOP), as made-up values do and a
+// random one of any length almost never does.
+func sequence(v string, n int) bool {
+	run := 1
+	for i := 1; i < len(v); i++ {
+		a, b := v[i-1]|0x20, v[i]|0x20 // letters case-folded
+		if b == a+1 && (isAlnum(v[i-1]) && isAlnum(v[i])) {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 1
+		}
 	}
 	return false
 }
