@@ -62,11 +62,13 @@ const (
 )
 
 // newMatcher builds the automaton for patterns, which hold no ESC, CR or LF.
-func newMatcher(patterns []string) *matcher { return newMatcherDense(patterns, denseDepth) }
+func newMatcher(patterns []string) *matcher { return newMatcherDense(patterns, denseDepth, false) }
 
 // newMatcherDense is newMatcher with a full row for every state up to dense
-// bytes deep: the registry's short words fit whole in the table.
-func newMatcherDense(patterns []string, dense int32) *matcher {
+// bytes deep: the registry's short words fit whole in the table. With
+// fold, patterns are lower-case and an upper-case letter of the text reads
+// as its lower case.
+func newMatcherDense(patterns []string, dense int32, fold bool) *matcher {
 	m := &matcher{npat: len(patterns)}
 
 	// Classes: one per byte used by some pattern, 0 for the rest, and one
@@ -95,6 +97,18 @@ func newMatcherDense(patterns []string, dense int32) *matcher {
 	}
 	for _, p := range patterns {
 		m.setStart(p[0], p[1]) // patterns have at least MinLen bytes
+	}
+	if fold {
+		for b := byte('A'); b <= 'Z'; b++ {
+			m.cls[b] = m.cls[b+'a'-'A']
+		}
+		for _, p := range patterns {
+			for _, a := range []byte{p[0], upper(p[0])} {
+				for _, b := range []byte{p[1], upper(p[1])} {
+					m.setStart(a, b)
+				}
+			}
+		}
 	}
 
 	// The trie, by class.
@@ -225,6 +239,13 @@ func skipRoot[T []byte | string](m *matcher, p T, i int) (int, uint32) {
 		return j, m.dense[m.cls[p[j-1]]]
 	}
 	return i, 0
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
 }
 
 func (m *matcher) setStart(a, b byte) {

@@ -52,6 +52,9 @@ type Detector struct {
 	// whole regexp over every byte near a word.
 	tail *regexp.Regexp
 	back int
+	// bound: the match must begin at a word boundary (a leading \b, which
+	// an anchored regexp can't see across).
+	bound bool
 	// keep decides whether a match of re is a credential; group is the
 	// submatch holding the secret (1 if zero).
 	keep  func(text string, m []int) bool
@@ -198,6 +201,11 @@ func (r rule) detector(global allowRule) *Detector {
 			break
 		}
 	}
+	if d.tail == nil {
+		if bound, ok := startsWithWord(r.pattern, r.keywords); ok {
+			d.tail, d.bound = regexp.MustCompile(`^(?:`+r.pattern+`)`), bound
+		}
+	}
 	d.span = func(t string, m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
@@ -238,6 +246,61 @@ var tailForms = []struct {
 	{`(?i)[\w.-]{0,50}?`, `(?i)^`, 50},
 	{`[\w.-]{0,50}?(?i:[\w.-]{0,50}?`, `^(?i:`, 100},
 }
+
+// startsWithWord reports whether each match of pattern begins with one of
+// words, so it can be tried anchored at each: the pattern's first
+// characters, through groups and flags, are a literal (one per branch of a
+// leading alternation) that one of words begins. bound says the pattern
+// first asserts a word boundary.
+func startsWithWord(pattern string, words []string) (bound, ok bool) {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return false, false
+	}
+	t = t.Simplify()
+	// Down the first elements to the literal(s).
+	for {
+		switch t.Op {
+		case syntax.OpCapture:
+			t = t.Sub[0]
+			continue
+		case syntax.OpConcat:
+			first := t.Sub[0]
+			if first.Op == syntax.OpWordBoundary {
+				bound = true
+				if len(t.Sub) == 2 {
+					t = t.Sub[1]
+				} else {
+					t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
+				}
+				continue
+			}
+			t = first
+			continue
+		}
+		break
+	}
+	branches := []*syntax.Regexp{t}
+	if t.Op == syntax.OpAlternate {
+		branches = t.Sub
+	}
+	for _, b := range branches {
+		for b.Op == syntax.OpCapture || b.Op == syntax.OpConcat {
+			b = b.Sub[0]
+		}
+		if b.Op != syntax.OpLiteral {
+			return false, false
+		}
+		lit := strings.ToLower(string(b.Rune))
+		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(lit, w) }) {
+			return false, false
+		}
+	}
+	return bound, true
+}
+
+// wordChar is what \b divides: [0-9A-Za-z_].
+func wordChar(c byte) bool { return isAlnum(c) || c == '_' }
 
 // namesAre reports whether the group rest begins with, the name of a rule
 // for named secrets, is each of words and nothing else, so that each match
@@ -316,6 +379,11 @@ func newRegistry(ds []*Detector) *registry {
 		if len(d.need) == 0 {
 			panic(fmt.Sprintf("redact: detector %s needs no word", d.Name))
 		}
+		for _, w := range d.need {
+			if len(w) < 2 || len(w) > 64 {
+				panic(fmt.Sprintf("redact: detector %s needs %q: a needed word has 2 to 64 bytes", d.Name, w))
+			}
+		}
 		if d.lead == 0 {
 			d.lead = window(d.re)
 		}
@@ -353,7 +421,7 @@ func newRegistry(ds []*Detector) *registry {
 	for _, w := range words {
 		longest = max(longest, len(w))
 	}
-	r.m = newMatcherDense(words, int32(longest))
+	r.m = newMatcherDense(words, int32(longest), true)
 	return r
 }
 
@@ -406,17 +474,22 @@ func Find(text string) []Finding { return allRules().find(text) }
 // once and the cost stays linear in len(text).
 func (r *registry) find(text string) []Finding {
 	var out []Finding
-	lower := asciiLower(text)
 	m := r.m
 	done := make([]int, len(r.ds)) // how far each detector has read
 	lineStart := 0
 	var st uint32
-	for i := 0; i < len(lower); i++ {
+	var word [64]byte // the needed word found, lower-cased
+	dense, cls := m.dense, &m.cls
+	for i := 0; i < len(text); i++ {
 		if st == 0 {
-			i, st = skipRoot(m, lower, i)
+			i, st = skipRoot(m, text, i)
 		}
-		c := lower[i]
-		t := m.dense[st+uint32(m.cls[c])] // every state is dense
+		c := text[i]
+		t := dense[st+uint32(cls[c])] // every state is dense
+		if t < deepFlag {
+			st = t // the common case: no match, no line break
+			continue
+		}
 		if t&specialFlag != 0 {
 			if c == '\n' {
 				lineStart = i + 1
@@ -429,7 +502,11 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		for _, di := range r.byWord[lower[hit:end]] {
+		w := word[:end-hit]
+		for k := range w {
+			w[k] = text[hit+k] | asciiCase(text[hit+k])
+		}
+		for _, di := range r.byWord[string(w)] {
 			d := r.ds[di]
 			if hit < done[di] || d.assign && !assignAfter(text, end) {
 				continue
@@ -490,6 +567,9 @@ func assignAfter(text string, i int) bool {
 // findAt appends d's finding whose needed word is at text[hit:], if one
 // ends by to, and returns how far d has now read.
 func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]Finding, int) {
+	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
+		return out, done
+	}
 	m := d.tail.FindStringSubmatchIndex(text[hit:to])
 	if m == nil {
 		return out, done
@@ -536,16 +616,12 @@ func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
 	return append(out, Finding{d.Name, d.Class, start, end})
 }
 
-// asciiLower lower-cases ASCII letters only, so offsets into it are offsets
-// into s.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
+// asciiCase is the bit that makes an ASCII capital c lower-case, or 0.
+func asciiCase(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return 0x20
 	}
-	return string(b)
+	return 0
 }
 
 // Mark is what replaces a credential a rule found: [masked: <rule id>], so
@@ -569,6 +645,7 @@ func (r *registry) scrub(text string) string {
 		return text
 	}
 	var b strings.Builder
+	b.Grow(len(text))
 	cur := 0
 	for i := 0; i < len(fs); {
 		start, end, name, class := fs[i].Start, fs[i].End, fs[i].Detector, fs[i].Class
