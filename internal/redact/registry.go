@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // A Class says how a rule knows a credential, and so how often it is wrong.
@@ -585,6 +587,22 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	return d.accept(text, m, out), m[1]
 }
 
+// mayStart reports whether run, the last run of token bytes of a piece,
+// could be or grow into a credential: it holds a needed word, or ends in
+// the start of one.
+func (r *registry) mayStart(run []byte) bool {
+	m := r.m
+	var st uint32
+	for _, c := range run {
+		t := m.dense[st+uint32(m.cls[c])]
+		if t&matchFlag != 0 {
+			return true
+		}
+		st = t & idMask
+	}
+	return st != 0
+}
+
 // findIn appends d's findings in text[from:to].
 func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
 	for _, m := range d.re.FindAllStringSubmatchIndex(text[from:to], -1) {
@@ -630,7 +648,7 @@ func Mark(rule string) string { return "[masked: " + rule + "]" }
 
 // Scrub returns text with each credential Find finds replaced by its Mark;
 // overlapping ones become one Mark, of the first Marked rule among them if
-// any, since it says most about what was there. Scrub of its own output
+// any, since it says most about what was there (merged). Scrub of its own output
 // changes nothing. Use it on logs, errors and what else the Hub says
 // itself, and on Events when the Hub masks every shape in them.
 func Scrub(text string) string { return allRules().scrub(text) }
@@ -640,28 +658,58 @@ func Scrub(text string) string { return allRules().scrub(text) }
 func ScrubMarked(text string) string { return markedRules().scrub(text) }
 
 func (r *registry) scrub(text string) string {
-	fs := r.find(text)
+	fs := merged(r.find(text))
 	if len(fs) == 0 {
 		return text
 	}
 	var b strings.Builder
 	b.Grow(len(text))
 	cur := 0
-	for i := 0; i < len(fs); {
-		start, end, name, class := fs[i].Start, fs[i].End, fs[i].Detector, fs[i].Class
-		for i++; i < len(fs) && fs[i].Start <= end; i++ {
-			end = max(end, fs[i].End)
-			if class != Marked && fs[i].Class == Marked {
-				name, class = fs[i].Detector, Marked
-			}
-		}
-		if start < cur {
-			start = cur
-		}
-		b.WriteString(text[cur:start])
-		b.WriteString(Mark(name))
-		cur = end
+	for _, f := range fs {
+		b.WriteString(text[cur:f.Start])
+		b.WriteString(Mark(f.Detector))
+		cur = f.End
 	}
 	b.WriteString(text[cur:])
 	return b.String()
+}
+
+// merged joins overlapping findings, sorted by Start, into one, named for
+// the first Marked rule among them if any, else the first.
+func merged(fs []Finding) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if n := len(out); n > 0 && f.Start <= out[n-1].End {
+			last := &out[n-1]
+			last.End = max(last.End, f.End)
+			if last.Class != Marked && f.Class == Marked {
+				last.Detector, last.Class = f.Detector, Marked
+			}
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// maskWidth appends text to dst with each credential r finds replaced
+// character for character: by its mark padded with '*', or by '*' alone
+// where the mark is longer, so a terminal keeps its columns. An escape
+// sequence's ESC reads as a space, so a coloured token is found too.
+func (r *registry) maskWidth(dst, text []byte) []byte {
+	view := bytes.ReplaceAll(text, []byte{0x1b}, []byte{' '})
+	cur := 0
+	for _, f := range merged(r.find(string(view))) {
+		dst = append(dst, text[cur:f.Start]...)
+		n, mark := utf8.RuneCount(text[f.Start:f.End]), Mark(f.Detector)
+		if len(mark) > n {
+			mark = ""
+		}
+		dst = append(dst, mark...)
+		for range n - len(mark) {
+			dst = append(dst, '*')
+		}
+		cur = f.End
+	}
+	return append(dst, text[cur:]...)
 }
