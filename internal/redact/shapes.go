@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// The registry of credential shapes, for text whose secrets nobody told the
-// Hub: log lines, error messages, audit text. It is not on the streaming
-// path: a Session's own secrets are known and matched by value (Set), which
-// doesn't depend on what they look like.
+// kndl's own rules of the shape registry (registry.go), beside the ones
+// taken from gitleaks (rules_gitleaks.go): for text whose secrets nobody
+// told the Hub. A Session's own secrets are known and matched by value
+// (Set), which doesn't depend on what they look like; shapes are the
+// backstop, in logs and errors and, the Marked ones, in Events.
 //
 // A marker over a commit hash teaches readers to ignore markers, so every
 // shape is anchored on something a credential has and prose doesn't: a
@@ -21,7 +22,7 @@ import (
 // front, the escape before it is read as what it encodes: the n of a JSON \n
 // and a %3D are not letters. Each detector keeps the public lead of what it
 // finds (ghp_, sk-ant-api03-, Bearer, a PEM header and END line, a URL's
-// user and host) and replaces the rest with Marker; a JWT goes whole.
+// user and host) and replaces the rest with its Mark; a JWT goes whole.
 //
 //	detector                    finds                                        anchored by
 //	--------                    -----                                        -----------
