@@ -93,15 +93,7 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	if err != nil || code != http.StatusOK {
 		t.Fatal(err, code)
 	}
-	record := func(ev protocol.Event) protocol.Event {
-		if err := f.hub.sessions.Record(ctx, s.ID, ev); err != nil {
-			t.Fatal(err)
-		}
-		evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
-		var got protocol.Event
-		json.Unmarshal(evs[len(evs)-1].Data, &got)
-		return got
-	}
+	record := f.recorder(t, s.ID)
 	got := record(protocol.Event{Kind: protocol.EventText, Text: "token first-value-1, setup " + setupToken})
 	if strings.Contains(got.Text, "first-value-1") || strings.Contains(got.Text, setupToken) {
 		t.Fatalf("text not masked: %q", got.Text)
@@ -152,15 +144,7 @@ func TestEventsAreMaskedByShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		record := func(ev protocol.Event) protocol.Event {
-			if err := f.hub.sessions.Record(ctx, s.ID, ev); err != nil {
-				t.Fatal(err)
-			}
-			evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
-			var got protocol.Event
-			json.Unmarshal(evs[len(evs)-1].Data, &got)
-			return got
-		}
+		record := f.recorder(t, s.ID)
 		for _, kind := range []string{protocol.EventToolResult, protocol.EventText, protocol.EventError} {
 			got := record(protocol.Event{Kind: kind, Text: output})
 			if strings.Contains(got.Text, slack) || strings.Contains(got.Text, github) ||
@@ -178,6 +162,21 @@ func TestEventsAreMaskedByShape(t *testing.T) {
 		if strings.Contains(string(got.Input), slack) || !json.Valid(got.Input) {
 			t.Errorf("all=%v: tool input kept the token, or is no longer JSON: %s", all, got.Input)
 		}
+	}
+}
+
+// recorder returns a function that records an Event of the Session as its
+// Runner would and returns it as stored.
+func (f *fixture) recorder(t *testing.T, sessionID string) func(protocol.Event) protocol.Event {
+	return func(ev protocol.Event) protocol.Event {
+		ctx := context.Background()
+		if err := f.hub.sessions.Record(ctx, sessionID, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := f.store.Events(ctx, sessionID, 0, 1000)
+		var got protocol.Event
+		json.Unmarshal(evs[len(evs)-1].Data, &got)
+		return got
 	}
 }
 

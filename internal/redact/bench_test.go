@@ -139,19 +139,27 @@ func BenchmarkStreamPrefixes(b *testing.B) {
 }
 
 // BenchmarkWriter: as BenchmarkStream through a Writer, with its lock and
-// timer, to io.Discard.
+// timer, to io.Discard; with the shapes a terminal's frames pass too
+// (MaskShapes: the Marked rules, or all).
 func BenchmarkWriter(b *testing.B) {
 	values := benchValues()
 	s := mustSet(b, values...)
 	text := benchText(1<<20, values)
-	b.ReportAllocs()
-	loop(b, len(text), func() {
-		w := NewWriter(s, io.Discard)
-		for i := 0; i < len(text); i += 4 << 10 {
-			w.Write(text[i:min(i+4<<10, len(text))])
-		}
-		w.Close()
-	})
+	for _, shapes := range []string{"none", "marked", "all"} {
+		b.Run("shapes="+shapes, func(b *testing.B) {
+			b.ReportAllocs()
+			loop(b, len(text), func() {
+				w := NewWriter(s, io.Discard)
+				if shapes != "none" {
+					w.MaskShapes(shapes == "all")
+				}
+				for i := 0; i < len(text); i += 4 << 10 {
+					w.Write(text[i:min(i+4<<10, len(text))])
+				}
+				w.Close()
+			})
+		})
+	}
 }
 
 // BenchmarkRedact: one whole text at once.

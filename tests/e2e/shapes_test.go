@@ -42,15 +42,7 @@ func TestCredentialsNobodyRegisteredAreMaskedByShape(t *testing.T) {
 		return e.Kind == protocol.EventText && strings.Contains(e.Text, "That is all")
 	})
 
-	var result, text protocol.Event
-	for _, e := range s.Events(v.ID) {
-		switch e.Kind {
-		case protocol.EventToolResult:
-			result = e
-		case protocol.EventText:
-			text = e
-		}
-	}
+	result, text := s.lastResultAndText(v.ID)
 	wantResult := "SLACK_BOT_TOKEN=[masked: slack-bot-token]\nGITHUB_TOKEN=[masked: github-pat]\nREGION=eu-north-1"
 	if strings.TrimSpace(result.Text) != wantResult {
 		t.Errorf("tool output = %q, want %q", result.Text, wantResult)
