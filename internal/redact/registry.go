@@ -57,6 +57,10 @@ type Detector struct {
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
+	// minRun, if set, is the fewest bytes the secret holds, none of them a
+	// space or a quote: a window with no such run holds no match, which a
+	// byte loop tells far quicker than the regexp.
+	minRun int
 	// keep decides whether a match of re is a credential; group is the
 	// submatch holding the secret (1 if zero).
 	keep  func(text string, m []int) bool
@@ -101,6 +105,115 @@ func (a allow) compile() allowRule {
 		out.re = regexp.MustCompile(`(?:` + strings.Join(a.regexes, `)|(?:`) + `)`)
 	}
 	return out
+}
+
+// secretRun is the fewest bytes a secret of pattern holds, if no secret
+// can hold a space or a quote, else 0: the least of its capture groups'
+// widths (the secret is one of them), or of the whole match if it has
+// none.
+func secretRun(pattern string) int {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	t = t.Simplify()
+	var groups []*syntax.Regexp
+	var walk func(*syntax.Regexp)
+	walk = func(t *syntax.Regexp) {
+		if t.Op == syntax.OpCapture {
+			groups = append(groups, t)
+		}
+		for _, s := range t.Sub {
+			walk(s)
+		}
+	}
+	walk(t)
+	if len(groups) == 0 {
+		groups = []*syntax.Regexp{t}
+	}
+	n := -1
+	for _, g := range groups {
+		if mayHoldSeparator(g) {
+			return 0
+		}
+		if w := minWidth(g); n < 0 || w < n {
+			n = w
+		}
+	}
+	return max(n, 0)
+}
+
+// separators are the bytes a secret is taken to hold none of.
+const separators = " \t\r\n\"'`"
+
+var isSeparator = func() (t [256]bool) {
+	for i := 0; i < len(separators); i++ {
+		t[separators[i]] = true
+	}
+	return t
+}()
+
+// hasRun reports whether s holds n bytes in a row none of which is a
+// separator.
+func hasRun(s string, n int) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if isSeparator[s[i]] {
+			run = 0
+		} else if run++; run >= n {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldSeparator reports whether a match of t can hold a separator.
+func mayHoldSeparator(t *syntax.Regexp) bool {
+	switch t.Op {
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return true
+	case syntax.OpLiteral:
+		return strings.ContainsAny(string(t.Rune), separators)
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for _, c := range separators {
+				if t.Rune[i] <= c && c <= t.Rune[i+1] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return slices.ContainsFunc(t.Sub, mayHoldSeparator)
+}
+
+// minWidth is the fewest bytes a match of t holds.
+func minWidth(t *syntax.Regexp) int {
+	switch t.Op {
+	case syntax.OpLiteral:
+		return len(t.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minWidth(t.Sub[0])
+	case syntax.OpRepeat:
+		return t.Min * minWidth(t.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range t.Sub {
+			n += minWidth(s)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, s := range t.Sub {
+			if w := minWidth(s); n < 0 || w < n {
+				n = w
+			}
+		}
+		return n
+	}
+	return 0 // empty-width assertions, a star, an optional part
 }
 
 // window is how far from a needed word a match of re can reach: the most
@@ -208,6 +321,7 @@ func (r rule) detector(global allowRule) *Detector {
 			d.tail, d.bound = regexp.MustCompile(`^(?:`+r.pattern+`)`), bound
 		}
 	}
+	d.minRun = secretRun(r.pattern)
 	d.span = func(t string, m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
@@ -519,7 +633,12 @@ func (r *registry) find(text string) []Finding {
 				to = lineEnd(text, hit, to, d.assign)
 			}
 			if d.tail != nil {
-				out, done[di] = d.findAt(text, hit, to, out, done[di])
+				if d.minRun == 0 || hasRun(text[hit:to], d.minRun) {
+					out, done[di] = d.findAt(text, hit, to, out, done[di])
+				}
+				continue
+			}
+			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) {
 				continue
 			}
 			done[di] = to
