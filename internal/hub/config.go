@@ -91,6 +91,12 @@ type Config struct {
 	// together, in bytes. HUB_SESSION_ATTACHMENTS_MAX, default 209715200
 	// (200 MiB).
 	SessionAttachmentsMax int64
+	// RedactAllShapes makes Events pass every credential shape, not only
+	// the Marked ones (a prefix such as xoxb- or ghp_): assignments to a
+	// *_TOKEN or password, key and token headers, URL passwords, curl -u,
+	// which misread more often. Logs, errors and notes always pass every
+	// shape. HUB_REDACT_SHAPES: marked (the default) or all.
+	RedactAllShapes bool
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -143,6 +149,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_ATTACHMENT_MAX", func(n int64) { c.AttachmentMax = n })
 	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
 	dur("HUB_SUDO_MAX_AGE", func(d time.Duration) { c.SudoMaxAge = d })
+	switch v := getenv("HUB_REDACT_SHAPES"); v {
+	case "", "marked":
+	case "all":
+		c.RedactAllShapes = true
+	default:
+		errs = append(errs, fmt.Errorf("HUB_REDACT_SHAPES %q: want marked or all", v))
+	}
 	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"

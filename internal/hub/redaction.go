@@ -135,17 +135,23 @@ func (h *Hub) maskNew(value string, which func(rs *runSet) bool) {
 }
 
 // RedactEvents masks a Session's values in its Events: by value, in every
-// text field of them; kndl's own tokens (a Session token in an env
-// listing) by their shape in all of them; and every other credential shape
-// as well in what the Hub and Runner say themselves (errors, start log,
-// notes), where a credential nobody told the Hub about may turn up. It is
-// the one place Session text is redacted before it is stored or shown.
+// text field of them; by shape, with the Marked rules (a credential with a
+// prefix of its own: kndl's tokens, xoxb-, ghp_, …) in all of them, so a
+// credential nobody registered is masked for watchers too, and with every
+// rule (HUB_REDACT_SHAPES=all) if the Hub is told to; and with every rule
+// in what the Hub and Runner say themselves (errors, start log, notes),
+// where a credential nobody told the Hub about may turn up. It is the one
+// place Session text is redacted before it is stored or shown.
 func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
 	set, err := h.sessionSet(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	mask := func(text string) string { return redact.ScrubTokens(set.Redact(text)) }
+	shapes := redact.ScrubMarked
+	if h.cfg.RedactAllShapes {
+		shapes = redact.Scrub
+	}
+	mask := func(text string) string { return shapes(set.Redact(text)) }
 	for i := range evs {
 		e := &evs[i]
 		for _, f := range []*string{&e.Text, &e.Tool, &e.ToolID, &e.Agent, &e.Parent, &e.Reason} {
@@ -181,7 +187,7 @@ func (h *Hub) maskTitle(ctx context.Context, repoID, creatorID, title string) (s
 	if err := set.Add(values...); err != nil {
 		return "", err
 	}
-	return redact.Scrub(redact.ScrubTokens(set.Redact(title))), nil
+	return redact.Scrub(set.Redact(title)), nil
 }
 
 // RedactText masks a text the Hub keeps about a Session, such as why its

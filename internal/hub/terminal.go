@@ -30,10 +30,12 @@ type tab struct {
 
 // terminalWriter is the one way terminal output reaches a browser: every
 // snapshot and every byte of output for a tab is written here, per tab,
-// through the Session's redaction set (redact.Writer holds back at most
-// 100 ms of a piece that could start a value).
+// through the Session's redaction set and then the shapes Events pass
+// (Marked, or all with HUB_REDACT_SHAPES=all), each masked in its own
+// width; redact.Writer holds back at most 100 ms of a piece that could
+// start a value or a token.
 func (h *Hub) terminalWriter(set *redact.Set, w io.Writer) io.WriteCloser {
-	return redact.NewWriter(set, w)
+	return redact.NewWriter(set, w).MaskShapes(h.cfg.RedactAllShapes)
 }
 
 // tabSink turns what terminalWriter passes on into a view's messages.

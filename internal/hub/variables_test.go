@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -92,15 +93,7 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	if err != nil || code != http.StatusOK {
 		t.Fatal(err, code)
 	}
-	record := func(ev protocol.Event) protocol.Event {
-		if err := f.hub.sessions.Record(ctx, s.ID, ev); err != nil {
-			t.Fatal(err)
-		}
-		evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
-		var got protocol.Event
-		json.Unmarshal(evs[len(evs)-1].Data, &got)
-		return got
-	}
+	record := f.recorder(t, s.ID)
 	got := record(protocol.Event{Kind: protocol.EventText, Text: "token first-value-1, setup " + setupToken})
 	if strings.Contains(got.Text, "first-value-1") || strings.Contains(got.Text, setupToken) {
 		t.Fatalf("text not masked: %q", got.Text)
@@ -128,6 +121,76 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	if b, _ := json.Marshal(got); strings.Contains(string(b), "first-value-1") || strings.Contains(string(b), sessionToken) || !strings.Contains(got.Text, "HOME=/root") {
 		t.Fatalf("a field kept a value, or the Session token showed: %s", b)
 	}
+}
+
+// TestEventsAreMaskedByShape: a credential nobody registered, with a mark
+// of its own (a Slack or GitHub token a file Claude reads holds), is masked
+// in every Event, and says which rule masked it; an assignment to a
+// credential-named variable is masked in what the Hub says itself, and in
+// every Event only with HUB_REDACT_SHAPES=all.
+func TestEventsAreMaskedByShape(t *testing.T) {
+	slack := "xoxb-" + randomDigits(12) + "-" + randomDigits(13) + "-" + randomAlnum(24)
+	github := "ghp_" + randomAlnum(36)
+	assignment := `API_SECRET="` + randomAlnum(28) + `"`
+	output := "SLACK_BOT=" + slack + "\nGH=" + github + "\n" + assignment + "\nHOME=/root"
+	for _, all := range []bool{false, true} {
+		f := newFixture(t, func(c *Config) { c.RedactAllShapes = all })
+		ctx := context.Background()
+		dev, _ := f.store.DevUser(ctx)
+		_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+		var repo store.Repo
+		json.Unmarshal([]byte(body), &repo)
+		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		record := f.recorder(t, s.ID)
+		for _, kind := range []string{protocol.EventToolResult, protocol.EventText, protocol.EventError} {
+			got := record(protocol.Event{Kind: kind, Text: output})
+			if strings.Contains(got.Text, slack) || strings.Contains(got.Text, github) ||
+				!strings.Contains(got.Text, "[masked: slack-bot-token]") || !strings.Contains(got.Text, "[masked: github-pat]") {
+				t.Errorf("all=%v, %s: a marked credential showed, or its mark is missing: %q", all, kind, got.Text)
+			}
+			if wantMasked := all || kind == protocol.EventError; strings.Contains(got.Text, assignment) == wantMasked {
+				t.Errorf("all=%v, %s: the assignment masked %v, want %v: %q", all, kind, !wantMasked, wantMasked, got.Text)
+			}
+			if !strings.Contains(got.Text, "HOME=/root") {
+				t.Errorf("all=%v, %s: ordinary text went too: %q", all, kind, got.Text)
+			}
+		}
+		got := record(protocol.Event{Kind: protocol.EventToolUse, Tool: "Bash", Input: json.RawMessage(`{"command":"echo ` + slack + `"}`)})
+		if strings.Contains(string(got.Input), slack) || !json.Valid(got.Input) {
+			t.Errorf("all=%v: tool input kept the token, or is no longer JSON: %s", all, got.Input)
+		}
+	}
+}
+
+// recorder returns a function that records an Event of the Session as its
+// Runner would and returns it as stored.
+func (f *fixture) recorder(t *testing.T, sessionID string) func(protocol.Event) protocol.Event {
+	return func(ev protocol.Event) protocol.Event {
+		ctx := context.Background()
+		if err := f.hub.sessions.Record(ctx, sessionID, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := f.store.Events(ctx, sessionID, 0, 1000)
+		var got protocol.Event
+		json.Unmarshal(evs[len(evs)-1].Data, &got)
+		return got
+	}
+}
+
+func randomDigits(n int) string { return randomFrom("0123456789", n) }
+func randomAlnum(n int) string {
+	return randomFrom("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", n)
+}
+
+func randomFrom(alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rand.IntN(len(alphabet))]
+	}
+	return string(b)
 }
 
 // TestAReplacedValueStaysMaskedAcrossAHubRestart: a Session that started

@@ -62,7 +62,13 @@ const (
 )
 
 // newMatcher builds the automaton for patterns, which hold no ESC, CR or LF.
-func newMatcher(patterns []string) *matcher {
+func newMatcher(patterns []string) *matcher { return newMatcherDense(patterns, denseDepth, false) }
+
+// newMatcherDense is newMatcher with a full row for every state up to dense
+// bytes deep: the registry's short words fit whole in the table. With
+// fold, patterns are lower-case and an upper-case letter of the text reads
+// as its lower case.
+func newMatcherDense(patterns []string, dense int32, fold bool) *matcher {
 	m := &matcher{npat: len(patterns)}
 
 	// Classes: one per byte used by some pattern, 0 for the rest, and one
@@ -91,6 +97,18 @@ func newMatcher(patterns []string) *matcher {
 	}
 	for _, p := range patterns {
 		m.setStart(p[0], p[1]) // patterns have at least MinLen bytes
+	}
+	if fold {
+		for b := byte('A'); b <= 'Z'; b++ {
+			m.cls[b] = m.cls[b+'a'-'A']
+		}
+		for _, p := range patterns {
+			for _, a := range []byte{p[0], upper(p[0])} {
+				for _, b := range []byte{p[1], upper(p[1])} {
+					m.setStart(a, b)
+				}
+			}
+		}
 	}
 
 	// The trie, by class.
@@ -145,7 +163,7 @@ func newMatcher(patterns []string) *matcher {
 		}
 	}
 	nDense := 0
-	for nDense < len(order) && nodes[order[nDense]].depth <= denseDepth {
+	for nDense < len(order) && nodes[order[nDense]].depth <= dense {
 		nDense++
 	}
 	m.denseN = uint32(nDense) * m.ncls
@@ -199,6 +217,35 @@ func newMatcher(patterns []string) *matcher {
 		m.deep = append(m.deep, d)
 	}
 	return m
+}
+
+// skipRoot passes over p[i:] from the root state: over bytes whose pair
+// with the next can't begin a pattern. It returns where to go on and the
+// state there, which is where the last byte passed over alone leads: a
+// longer suffix that began a pattern would begin with such a pair.
+func skipRoot[T []byte | string](m *matcher, p T, i int) (int, uint32) {
+	j := i + 1
+	for prev := p[i]; j < len(p); j++ {
+		c := p[j]
+		x := uint16(prev)<<8 | uint16(c)
+		if m.starts[x>>6]&(1<<(x&63)) != 0 {
+			break
+		}
+		prev = c
+	}
+	// p[j] is the first byte of a pair that can begin a pattern, or the
+	// last byte.
+	if j--; j > i {
+		return j, m.dense[m.cls[p[j-1]]]
+	}
+	return i, 0
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
 }
 
 func (m *matcher) setStart(a, b byte) {

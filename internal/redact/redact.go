@@ -25,7 +25,9 @@
 // Writer for a stream relayed as it comes (terminal frames), and a Stream
 // for pieces with a natural end (Claude's text as deltas of one message).
 // Use Scrub on text whose secrets are not in any Set: log lines, error
-// messages, audit text.
+// messages, audit text; ScrubMarked, and a Writer's MaskShapes, for the
+// credentials with a mark of their own in a Session's Events and frames.
+// What a shape masks says which rule masked it: [masked: slack-bot-token].
 //
 // Redaction has limits. It can't find a value transformed before it is
 // printed (base64, hashed, split up by the program printing it), or one
@@ -33,7 +35,8 @@
 // transcript is still masked. What a script writes to disk, such as a token
 // in an .npmrc, stays there. Scrub is a backstop: it knows shapes, not
 // values, and leaves alone what has none (an AWS secret key outside a
-// labelled field, a base64 blob).
+// labelled field, a base64 blob), a placeholder (xxxx, abcdef, 123456),
+// and a credential a terminal colours or breaks in the middle.
 //
 // Any package may import it; it depends on the standard library alone (and
 // errdefs for its error class).

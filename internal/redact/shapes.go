@@ -2,28 +2,16 @@ package redact
 
 import (
 	"encoding/base64"
+	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 )
 
-// ScrubTokens masks kndl's own tokens alone (the kndl-token shape): they
-// have a shape nothing else has, so they are masked in every Event, Claude's
-// text and tool output included, where the other shapes are not.
-func ScrubTokens(text string) string {
-	if !strings.Contains(text, "kndl") {
-		return text
-	}
-	return scrubWith(text, []*Detector{kndlToken})
-}
-
-// Marker replaces what Scrub removes.
-const Marker = "[REDACTED]"
-
-// The registry of credential shapes, for text whose secrets nobody told the
-// Hub: log lines, error messages, audit text. It is not on the streaming
-// path: a Session's own secrets are known and matched by value (Set), which
-// doesn't depend on what they look like.
+// kndl's own rules of the shape registry (registry.go), beside the ones
+// taken from gitleaks (rules_gitleaks.go): for text whose secrets nobody
+// told the Hub. A Session's own secrets are known and matched by value
+// (Set), which doesn't depend on what they look like; shapes are the
+// backstop, in logs and errors and, the Marked ones, in Events.
 //
 // A marker over a commit hash teaches readers to ignore markers, so every
 // shape is anchored on something a credential has and prose doesn't: a
@@ -34,7 +22,7 @@ const Marker = "[REDACTED]"
 // front, the escape before it is read as what it encodes: the n of a JSON \n
 // and a %3D are not letters. Each detector keeps the public lead of what it
 // finds (ghp_, sk-ant-api03-, Bearer, a PEM header and END line, a URL's
-// user and host) and replaces the rest with Marker; a JWT goes whole.
+// user and host) and replaces the rest with its Mark; a JWT goes whole.
 //
 //	detector                    finds                                        anchored by
 //	--------                    -----                                        -----------
@@ -61,21 +49,21 @@ const Marker = "[REDACTED]"
 // labelled field, a registry auth blob, base64 of a token in free text),
 // public halves (certificates, public keys), and a credential
 // percent-encoded from its first byte.
-var detectors = []*Detector{
+var kndlDetectors = []*Detector{
 	{
-		Name: "github-token",
+		Name: "github-token", Description: "A GitHub classic, OAuth, user-to-server, installation or refresh token.", Class: Marked,
 		need: []string{"gh"},
 		re:   regexp.MustCompile(`gh[pousr]_([A-Za-z0-9]{36,251})`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
 	},
 	{
-		Name: "github-installation-token",
+		Name: "github-installation-token", Description: "The long form of a GitHub App installation token.", Class: Marked,
 		need: []string{"ghs_"},
 		re:   regexp.MustCompile(`ghs_([0-9]{7}_[A-Za-z0-9_-]{12,}(?:\.[A-Za-z0-9_-]+)*)`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) },
 	},
 	{
-		Name: "github-fine-grained-token",
+		Name: "github-fine-grained-token", Description: "A GitHub fine-grained personal access token.", Class: Marked,
 		need: []string{"github_pat_"},
 		re:   regexp.MustCompile(`github_pat_([A-Za-z0-9_]{40,255})`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && varied(t[m[2]:m[3]]) },
@@ -83,29 +71,29 @@ var detectors = []*Detector{
 	{
 		// No boundary in front: what precedes sk-ant- can be another
 		// credential it is glued to, and nothing in prose ends in sk-ant-api.
-		Name: "anthropic-api-key",
+		Name: "anthropic-api-key", Description: "An Anthropic API or admin key.", Class: Marked,
 		need: []string{"sk-ant-"},
 		re:   regexp.MustCompile(`sk-ant-(?:api|admin)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
-		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) && !madeUp(t[m[2]:m[3]]) },
 	},
 	{
-		Name: "anthropic-oauth-token",
+		Name: "anthropic-oauth-token", Description: "An Anthropic OAuth access or refresh token, as Claude Code keeps them.", Class: Marked,
 		need: []string{"sk-ant-o"},
 		re:   regexp.MustCompile(`sk-ant-o(?:at|rt)[0-9]{2}-([A-Za-z0-9_-]{20,})`),
-		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) },
+		keep: func(t string, m []int) bool { return varied(t[m[2]:m[3]]) && !madeUp(t[m[2]:m[3]]) },
 	},
 	{
-		Name: "aws-access-key-id",
+		Name: "aws-access-key-id", Description: "An AWS access key id, long-lived or temporary.", Class: Marked,
 		need: []string{"AKIA", "ASIA", "ABIA", "ACCA"},
 		re:   regexp.MustCompile(`(?:AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`),
 		keep: func(t string, m []int) bool {
-			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(t[m[2]:m[3]], "EXAMPLE")
+			v := t[m[2]:m[3]]
+			return !wordBefore(t, m[0]) && !wordAt(t, m[1]) && !strings.Contains(v, "EXAMPLE") && !madeUp(v)
 		},
 	},
 	{
-		Name: "aws-secret-access-key",
+		Name: "aws-secret-access-key", Description: "An AWS secret access key in a field named for it.", Class: Named,
 		need: []string{"secret"},
-		fold: true,
 		re:   regexp.MustCompile(`(?i)(?:aws[_-]?secret[_-]?(?:access[_-]?)?key|secret[_-]?access[_-]?key)\\?["']?[ \t]*[:=][ \t]*\\?["']?([A-Za-z0-9/+]{40})`),
 		keep: func(t string, m []int) bool {
 			v := t[m[2]:m[3]]
@@ -114,14 +102,15 @@ var detectors = []*Detector{
 		},
 	},
 	{
-		Name: "private-key",
-		re:   regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
-		span: pemBody,
+		Name: "private-key", Description: "The body of a PEM private key block.", Class: Marked,
+		need:  []string{"private key"},
+		reach: 64 << 10,
+		re:    regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
+		span:  pemBody,
 	},
 	{
-		Name: "authorization-header",
+		Name: "authorization-header", Description: "The credentials of an Authorization header.", Class: Named,
 		need: []string{"authorization"},
-		fold: true,
 		re:   regexp.MustCompile(`(?i)(?:proxy-)?authorization\\?["']?[ \t]*[:=][ \t]*\[?\\?["']?[ \t]*(?:(` + authSchemes + `)[ \t]+)?([A-Za-z0-9._~+/=:-]+)`),
 		keep: func(t string, m []int) bool {
 			if wordBefore(t, m[0]) {
@@ -139,33 +128,39 @@ var detectors = []*Detector{
 		group: 2,
 	},
 	{
-		Name: "bearer-token",
+		Name: "bearer-token", Description: "A bearer token.", Class: Named,
 		need: []string{"bearer"},
-		fold: true,
 		re:   regexp.MustCompile(`(?i)bearer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)`),
 		keep: func(t string, m []int) bool { return !wordBefore(t, m[0]) && looksGenerated(t[m[2]:m[3]]) },
 	},
 	{
-		Name: "jwt",
+		Name: "jwt", Description: "A JSON Web Token.", Class: Marked,
 		need: []string{"eyJ"},
-		re:   regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,})`),
+		// The signature may be empty: an unsigned token (alg none) is
+		// still what a server that takes one lets its bearer in with.
+		re: regexp.MustCompile(`(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.(?:[A-Za-z0-9_-]{10,})?)`),
 		keep: func(t string, m []int) bool {
 			return !wordBefore(t, m[0]) && (m[0] == 0 || !strings.ContainsRune("_-.+/", rune(t[m[0]-1])))
 		},
 	},
 	kndlToken,
 	{
-		Name: "url-password",
+		Name: "url-password", Description: "The password in a URL.", Class: Named,
 		need: []string{"://"},
 		re:   regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]"'<>\\]*:([^\s/?#@"'<>\\]+)@[A-Za-z0-9\[]`),
-		keep: func(t string, m []int) bool { return !template(t[m[2]:m[3]]) },
+		// A made-up password in an example URL (user:password@,
+		// gopher:go@) has none of a generated one's marks.
+		keep: func(t string, m []int) bool {
+			p, err := url.PathUnescape(t[m[2]:m[3]])
+			return err == nil && looksGenerated(p) || err != nil && looksGenerated(t[m[2]:m[3]])
+		},
 	},
 }
 
 // kndlToken finds kndl's own tokens (internal/auth: a kind prefix and 32
 // random bytes in base64url).
 var kndlToken = &Detector{
-	Name: "kndl-token",
+	Name: "kndl-token", Description: "One of kndl's own tokens.", Class: Marked,
 	need: []string{"kndl"},
 	re:   regexp.MustCompile(`kndl[kcrmsoi]_([A-Za-z0-9_-]{43})`),
 	keep: func(t string, m []int) bool {
@@ -176,172 +171,6 @@ var kndlToken = &Detector{
 // authSchemes are the HTTP authentication schemes an Authorization header's
 // credentials follow.
 const authSchemes = `bearer|basic|token|digest|negotiate|ntlm|bot|apikey|api-key|key|jwt|oauth|dpop|ssws|sso-key|aws4-hmac-sha256`
-
-// A Detector finds one shape of credential.
-type Detector struct {
-	// Name is the detector's label, the only thing about a finding that
-	// may be reported.
-	Name string
-
-	// need lists words a match holds one of, lower-cased if fold is set
-	// (they are then looked for in the text lower-cased). A detector with
-	// need matches within a line, and reads only the lines that hold one;
-	// one without (private-key) reads the whole text, which its regexp's
-	// literal prefix makes quick.
-	need []string
-	fold bool
-	re   *regexp.Regexp
-	// keep decides whether a match of re is a credential; group is the
-	// submatch holding the secret (1 if zero).
-	keep  func(text string, m []int) bool
-	group int
-	// span, if set, replaces keep and group: it returns the secret's span
-	// for a match of re, or ok false.
-	span func(text string, m []int) (start, end int, ok bool)
-}
-
-// Detectors returns a copy of the registry, for documentation and tests.
-func Detectors() []Detector {
-	out := make([]Detector, len(detectors))
-	for i, d := range detectors {
-		out[i] = *d
-	}
-	return out
-}
-
-// A Finding is a credential found by Find: text[Start:End] is the secret
-// part, Detector the label of what found it.
-type Finding struct {
-	Detector   string
-	Start, End int
-}
-
-// Find returns the credentials in text by every detector, ordered by Start.
-// Each detector reads text once, and a candidate it rejects is not read
-// again from inside, so the cost is linear in len(text).
-func Find(text string) []Finding { return findWith(text, detectors) }
-
-func findWith(text string, ds []*Detector) []Finding {
-	var out []Finding
-	var lower string
-	for _, d := range ds {
-		in := text
-		if d.fold {
-			if lower == "" {
-				lower = asciiLower(text)
-			}
-			in = lower
-		}
-		d.matches(text, in, func(m []int) {
-			var start, end int
-			if d.span != nil {
-				var ok bool
-				if start, end, ok = d.span(text, m); !ok {
-					return
-				}
-			} else {
-				if !d.keep(text, m) {
-					return
-				}
-				g := max(d.group, 1)
-				start, end = m[2*g], m[2*g+1]
-			}
-			out = append(out, Finding{d.Name, start, end})
-		})
-	}
-	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
-	return out
-}
-
-// matches calls yield with the submatch indexes of each match of d.re in
-// text, reading only the lines that hold one of d.need, looked for in
-// search (text or text lower-cased). Each line is read once, and each word
-// is looked for again only past its last place, so the cost stays linear in
-// len(text).
-func (d *Detector) matches(text, search string, yield func(m []int)) {
-	if len(d.need) == 0 {
-		for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
-			yield(m)
-		}
-		return
-	}
-	next := make([]int, len(d.need)) // where each word is next, or -1
-	for i := range next {
-		next[i] = -2 // not looked for yet
-	}
-	for from := 0; from < len(text); {
-		k := -1
-		for i, w := range d.need {
-			if next[i] == -2 || next[i] >= 0 && next[i] < from {
-				if j := strings.Index(search[from:], w); j >= 0 {
-					next[i] = from + j
-				} else {
-					next[i] = -1
-				}
-			}
-			if next[i] >= 0 && (k < 0 || next[i] < k) {
-				k = next[i]
-			}
-		}
-		if k < 0 {
-			return
-		}
-		start := strings.LastIndexByte(text[from:k], '\n') + 1 + from
-		end := len(text)
-		if j := strings.IndexByte(text[k:], '\n'); j >= 0 {
-			end = k + j
-		}
-		for _, m := range d.re.FindAllStringSubmatchIndex(text[start:end], -1) {
-			for i := range m {
-				if m[i] >= 0 {
-					m[i] += start
-				}
-			}
-			yield(m)
-		}
-		from = end + 1
-	}
-}
-
-// asciiLower lower-cases ASCII letters only, so offsets into it are offsets
-// into s.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// Scrub returns text with each credential Find finds replaced by Marker;
-// overlapping ones become one Marker. Scrub of its own output changes
-// nothing.
-func Scrub(text string) string { return scrubWith(text, detectors) }
-
-func scrubWith(text string, ds []*Detector) string {
-	fs := findWith(text, ds)
-	if len(fs) == 0 {
-		return text
-	}
-	var b strings.Builder
-	cur := 0
-	for i := 0; i < len(fs); {
-		start, end := fs[i].Start, fs[i].End
-		for i++; i < len(fs) && fs[i].Start <= end; i++ {
-			end = max(end, fs[i].End)
-		}
-		if start < cur {
-			start = cur
-		}
-		b.WriteString(text[cur:start])
-		b.WriteString(Marker)
-		cur = end
-	}
-	b.WriteString(text[cur:])
-	return b.String()
-}
 
 // pemBody returns the body of the private-key block whose header is m: from
 // its first base64 character to its last, through armour headers
@@ -448,7 +277,7 @@ func looksGenerated(v string) bool {
 }
 
 // template reports a placeholder where a secret would be: ${X}, $X, %s, {x},
-// YOUR_TOKEN, xxxx, stars, or a redaction marker.
+// YOUR_TOKEN, xxxx, abcdef or 123456, stars, or a redaction mark.
 func template(v string) bool {
 	switch {
 	case v == "":
@@ -457,12 +286,36 @@ func template(v string) bool {
 		return true
 	case len(v) >= 2 && v[0] == '%' && !isHex(v[1]):
 		return true
-	case strings.Contains(v, "REDACTED") || strings.Trim(v, "*") == "":
+	case strings.Contains(v, "REDACTED") || strings.Contains(v, "[masked:") || strings.Trim(v, "*") == "":
 		return true
-	case strings.Contains(strings.ToLower(v), "xxxx"):
+	case madeUp(v):
 		return true
 	case strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "":
 		return true
+	}
+	return false
+}
+
+// madeUp reports the marks of a value someone typed to stand for a
+// secret: xxxx, or a run such as abcdef or 123456.
+func madeUp(v string) bool {
+	return strings.Contains(strings.ToLower(v), "xxxx") || sequence(v, 6)
+}
+
+// sequence reports whether v holds n characters in a row that each follow
+// the one before (abcdef, 123456, KLMNOP), as made-up values do and a
+// random one of any length almost never does.
+func sequence(v string, n int) bool {
+	run := 1
+	for i := 1; i < len(v); i++ {
+		a, b := v[i-1]|0x20, v[i]|0x20 // letters case-folded
+		if b == a+1 && (isAlnum(v[i-1]) && isAlnum(v[i])) {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 1
+		}
 	}
 	return false
 }

@@ -90,7 +90,7 @@ func (s *Stream) Held() int { return int(s.pos - s.out) }
 // scan runs the automaton over p, recording the spans to mask.
 func (s *Stream) scan(p []byte) {
 	m := s.m
-	dense, cls, denseN, starts := m.dense, &m.cls, m.denseN, &m.starts
+	dense, cls, denseN := m.dense, &m.cls, m.denseN
 	base := s.pos
 	i := 0
 	if s.esc != ground {
@@ -99,25 +99,7 @@ func (s *Stream) scan(p []byte) {
 	st := s.st
 	for i < len(p) {
 		if st == 0 {
-			// At the root, pass over bytes whose pair with the next can't
-			// begin a pattern. After them the state is where the last
-			// one alone leads: a longer suffix that began a pattern would
-			// begin with such a pair.
-			j := i + 1
-			for prev := p[i]; j < len(p); j++ {
-				c := p[j]
-				x := uint16(prev)<<8 | uint16(c)
-				if starts[x>>6]&(1<<(x&63)) != 0 {
-					break
-				}
-				prev = c
-			}
-			// p[j] is the first byte of a pair that can begin a pattern,
-			// or the last byte.
-			if j--; j > i {
-				st = dense[cls[p[j-1]]]
-				i = j
-			}
+			i, st = skipRoot(m, p, i)
 		}
 		var t uint32
 		if st < denseN {

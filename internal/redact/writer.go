@@ -1,8 +1,10 @@
 package redact
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,6 +30,9 @@ type Writer struct {
 	s      *Stream
 	w      io.Writer
 	buf    []byte
+	shapes *registry // or nil
+	tail   []byte    // an unfinished token the shapes hold back
+	shaped []byte
 	due    time.Time // when the oldest held byte must go
 	timer  *time.Timer
 	armed  bool
@@ -41,6 +46,83 @@ func NewWriter(set *Set, w io.Writer) *Writer {
 	return &Writer{s: set.NewStream(), w: w}
 }
 
+// MaskShapes makes w mask credentials by shape as well, after the values:
+// with the Marked rules, or every rule if all is set. Each is replaced
+// character for character (maskWidth), so a terminal keeps its columns. A
+// token is read whole: the end of a piece that could be the start of one
+// is held back, under the same deadline as a value's start. Call it before
+// the first Write.
+func (w *Writer) MaskShapes(all bool) *Writer {
+	w.shapes = markedRules()
+	if all {
+		w.shapes = allRules()
+	}
+	return w
+}
+
+// maxToken is the longest run of token characters held back for the
+// shapes; a longer one goes as it is.
+const maxToken = 4 << 10
+
+// shape masks credentials in buf, which follows w.tail, by shape, keeping
+// back as the new tail an unfinished token at its end that holds, or may
+// go on into, a rule's needed word (mayStart), unless final. Other runs,
+// such as the echo of what someone types, pass at once.
+func (w *Writer) shape(buf []byte, final bool) []byte {
+	if w.shapes == nil || len(buf) == 0 && (len(w.tail) == 0 || !final) {
+		return buf
+	}
+	data := append(w.tail, buf...)
+	cut := len(data)
+	if !final {
+		for cut > 0 && len(data)-cut < maxToken && tokenByte(data[cut-1]) {
+			cut--
+		}
+		cut = afterEscape(data, cut)
+		if len(data)-cut >= maxToken || !w.shapes.mayStart(data[cut:]) {
+			cut = len(data)
+		}
+	}
+	w.shaped = w.shapes.maskWidth(w.shaped[:0], data[:cut])
+	w.tail = append(data[:0], data[cut:]...)
+	return w.shaped
+}
+
+// afterEscape moves cut, the start of the last run of token bytes in
+// data, past the end of a control sequence the run begins inside (the 1m of
+// ESC [ 1 m): its parameters and final byte are not text.
+func afterEscape(data []byte, cut int) int {
+	from := max(cut-32, 0) // a colour's parameters are short
+	e := bytes.LastIndexByte(data[from:cut], 0x1b)
+	if e < 0 {
+		return cut
+	}
+	e += from
+	if e+1 >= len(data) || data[e+1] != '[' {
+		return cut
+	}
+	f := e + 2
+	for f < len(data) && 0x20 <= data[f] && data[f] <= 0x3f {
+		f++
+	}
+	switch {
+	case f == len(data):
+		return len(data) // unfinished: no text yet
+	case 0x40 <= data[f] && data[f] <= 0x7e:
+		return max(cut, f+1)
+	}
+	return cut
+}
+
+// tokenByte reports whether c can be inside a credential a shape finds
+// whole on one line.
+func tokenByte(c byte) bool {
+	return isAlnum(c) || strings.IndexByte("-_./+=~:@%", c) >= 0 || c >= 0x80
+}
+
+// held is how many bytes w holds back.
+func (w *Writer) held() int { return w.s.Held() + len(w.tail) }
+
 // Write redacts p and passes on what it can. It always reads all of p.
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -51,9 +133,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	before := w.s.Held()
-	w.buf = w.s.Redact(w.buf[:0], p)
-	if held := w.s.Held(); held > 0 && (before == 0 || held <= len(p)) {
+	before := w.held()
+	w.buf = w.shape(w.s.Redact(w.buf[:0], p), false)
+	if held := w.held(); held > 0 && (before == 0 || held <= len(p)) {
 		// All held bytes arrived now.
 		w.due = time.Now().Add(MaxHold)
 		w.arm(MaxHold)
@@ -88,7 +170,7 @@ func (w *Writer) flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.buf = w.s.Flush(w.buf[:0])
+	w.buf = w.shape(w.s.Flush(w.buf[:0]), true)
 	return w.pass()
 }
 
@@ -120,7 +202,7 @@ func (w *Writer) fire() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.armed = false
-	if w.closed || w.s.Held() == 0 {
+	if w.closed || w.held() == 0 {
 		return
 	}
 	if d := time.Until(w.due); d > 0 {

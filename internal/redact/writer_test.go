@@ -140,3 +140,54 @@ func TestWriterIsSafeForConcurrentUse(t *testing.T) {
 		t.Errorf("got %d bytes with %d masked lines, want 800 and no value", len(got), strings.Count(got, "line "+stars(12)+"\n"))
 	}
 }
+
+// A Writer with MaskShapes masks a marked credential nobody registered,
+// split across Writes at every offset and coloured, character for
+// character, with the rule's mark; the rest of the output passes as it
+// came, and an assignment only with every rule.
+func TestWriterMasksShapesSplitAtEveryOffset(t *testing.T) {
+	slack := "xoxb-781236542736-2364535789652-GkwFDQoHqzXDVsC6GzqYUypD"
+	text := "\x1b[32m$ cat .env\x1b[0m\r\nSLACK=\x1b[1m" + slack + "\x1b[0m\r\nAPI_SECRET=Zq8rT2vLm9Xc4Kp7Wd1Hs6Nb3\r\n"
+	mark := Mark("slack-bot-token")
+	masked := mark + stars(len(slack)-len(mark))
+	for _, all := range []bool{false, true} {
+		want := strings.Replace(text, slack, masked, 1)
+		if all {
+			want = strings.Replace(want, "Zq8rT2vLm9Xc4Kp7Wd1Hs6Nb3", Mark("generic-api-key"), 1)
+		}
+		for cut := 0; cut <= len(text); cut++ {
+			var out sink
+			w := NewWriter(mustSet(t, "first-value-1"), &out).MaskShapes(all)
+			w.Write([]byte(text[:cut]))
+			if got := out.String(); strings.Contains(got, "GkwFDQoHqzXD") {
+				t.Fatalf("all=%v, cut %d: released part of the token before its end: %q", all, cut, got)
+			}
+			w.Write([]byte(text[cut:]))
+			w.Close()
+			if got := out.String(); got != want {
+				t.Fatalf("all=%v, cut %d:\ngot  %q\nwant %q", all, cut, got, want)
+			}
+		}
+	}
+}
+
+// What the shapes hold back, the end of a piece that could be an
+// unfinished token, goes out by the deadline; a piece that ends in a
+// control sequence, as a screen is drawn, goes at once.
+func TestWriterReleasesAHeldTokenAfterTheDeadline(t *testing.T) {
+	var out sink
+	w := NewWriter(new(Set), &out).MaskShapes(false)
+	defer w.Close()
+	w.Write([]byte("$ git stat\x1b[K\x1b[38;5;244m"))
+	if got := out.String(); got != "$ git stat\x1b[K\x1b[38;5;244m" {
+		t.Fatalf("a drawn line was held: got %q", got)
+	}
+	out.b.Reset()
+	w.Write([]byte("building xoxb-7812365"))
+	if got := out.String(); got != "building " {
+		t.Fatalf("after Write: got %q, want %q", got, "building ")
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the held token start is released", func() bool {
+		return out.String() == "building xoxb-7812365"
+	})
+}

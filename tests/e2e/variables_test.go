@@ -60,15 +60,7 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	}
 	// The transcript masks them, character for character.
 	stars := func(v string) string { return strings.Repeat("*", len(v)) }
-	var result, text protocol.Event
-	for _, e := range s.Events(v.ID) {
-		switch e.Kind {
-		case protocol.EventToolResult:
-			result = e
-		case protocol.EventText:
-			text = e
-		}
-	}
+	result, text := s.lastResultAndText(v.ID)
 	if result.Text != stars(repoSecret)+"\neu-north-1\n"+stars(sharedSecret) {
 		t.Errorf("tool output = %q, want the values masked and the plain one shown", result.Text)
 	}
@@ -115,6 +107,20 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 			return nil
 		})
 	}
+}
+
+// lastResultAndText returns a Session's last tool output and last text of
+// Claude's.
+func (s *System) lastResultAndText(id string) (result, text protocol.Event) {
+	for _, e := range s.Events(id) {
+		switch e.Kind {
+		case protocol.EventToolResult:
+			result = e
+		case protocol.EventText:
+			text = e
+		}
+	}
+	return result, text
 }
 
 // terminalBytes opens a Session's terminal as its Creator, over the Session

@@ -9,7 +9,6 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -109,7 +108,7 @@ func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.Text = redact.ScrubTokens(o.opts.Redactor.RedactText(ctx, id, p.Text))
+		p.Text = o.opts.Redactor.RedactText(ctx, id, p.Text)
 		out = append(out, p)
 	}
 	return out, nil

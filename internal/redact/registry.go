@@ -1,0 +1,834 @@
+package redact
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// A Class says how a rule knows a credential, and so how often it is wrong.
+type Class uint8
+
+const (
+	// Marked: the credential carries its own mark, a prefix (xoxb-, ghp_,
+	// glpat-, AIza) or a fixed structure (a PEM block, a JWT), which other
+	// text almost never has. Every Event passes these rules.
+	Marked Class = iota + 1
+	// Named: the credential is known by the name beside it, an assignment
+	// to *_TOKEN or password, a header, a URL's userinfo, curl -u. These
+	// misread more often (a long identifier after "key:"), so Events pass
+	// them only when the Hub is told to (HUB_REDACT_SHAPES=all).
+	Named
+)
+
+// A Detector finds one shape of credential.
+type Detector struct {
+	// Name is the rule's id, the only thing about a finding that may be
+	// reported, and what its mark says: [masked: slack-bot-token].
+	Name        string
+	Description string
+	Class       Class
+	// Examples are lines the rule must find a credential in.
+	Examples []string
+
+	// need lists words, lower-case, one of which every match holds or
+	// stands beside; re runs only around where one is (lead bytes before
+	// it and reach after, within its line unless the rule spans lines).
+	// With assign, only where the word is followed by what assignAfter
+	// reads.
+	need        []string
+	lead, reach int
+	lines       bool // a match may span lines
+	assign      bool
+	re          *regexp.Regexp
+	// tail, if set, is re from its needed word on, anchored: it is tried
+	// at each word alone, and a match starts back bytes of name before
+	// the word at most. A gitleaks rule for a named secret begins with
+	// [\w.-]{0,50}? before the name, which unanchored costs a pass of the
+	// whole regexp over every byte near a word.
+	tail *regexp.Regexp
+	back int
+	// bound: the match must begin at a word boundary (a leading \b, which
+	// an anchored regexp can't see across).
+	bound bool
+	// minRun, if set, is the fewest bytes the secret holds, none of them a
+	// space or a quote: a window with no such run holds no match, which a
+	// byte loop tells far quicker than the regexp.
+	minRun int
+	// keep decides whether a match of re is a credential; group is the
+	// submatch holding the secret (1 if zero).
+	keep  func(text string, m []int) bool
+	group int
+	// span, if set, replaces keep and group: it returns the secret's span
+	// for a match of re, or ok false.
+	span func(text string, m []int) (start, end int, ok bool)
+}
+
+// A rule is a Detector as data, as the gitleaks-derived table holds them.
+type rule struct {
+	id, description string
+	class           Class
+	keywords        []string
+	pattern         string
+	group           int     // the secret's submatch; 0: the first that matched
+	entropy         float64 // the secret's Shannon entropy must exceed it
+	allow           []allow
+	examples        []string
+}
+
+// An allow says when a match is not a credential: a regexp matches its
+// target (the secret, the whole match or the line) or the secret holds a
+// stopword; with and, both must hold.
+type allow struct {
+	target    string // "" (the secret), "match" or "line"
+	and       bool
+	regexes   []string
+	stopwords []string
+}
+
+type allowRule struct {
+	target    string
+	and       bool
+	re        *regexp.Regexp // the regexes as one alternation, or nil
+	stopwords []string
+}
+
+func (a allow) compile() allowRule {
+	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
+	if len(a.regexes) > 0 {
+		out.re = regexp.MustCompile(`(?:` + strings.Join(a.regexes, `)|(?:`) + `)`)
+	}
+	return out
+}
+
+// secretRun is the fewest bytes a secret of pattern holds, if no secret
+// can hold a space or a quote, else 0: the least of its capture groups'
+// widths (the secret is one of them), or of the whole match if it has
+// none.
+func secretRun(pattern string) int {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	t = t.Simplify()
+	var groups []*syntax.Regexp
+	var walk func(*syntax.Regexp)
+	walk = func(t *syntax.Regexp) {
+		if t.Op == syntax.OpCapture {
+			groups = append(groups, t)
+		}
+		for _, s := range t.Sub {
+			walk(s)
+		}
+	}
+	walk(t)
+	if len(groups) == 0 {
+		groups = []*syntax.Regexp{t}
+	}
+	n := -1
+	for _, g := range groups {
+		if mayHoldSeparator(g) {
+			return 0
+		}
+		if w := minWidth(g); n < 0 || w < n {
+			n = w
+		}
+	}
+	return max(n, 0)
+}
+
+// separators are the bytes a secret is taken to hold none of.
+const separators = " \t\r\n\"'`"
+
+var isSeparator = func() (t [256]bool) {
+	for i := 0; i < len(separators); i++ {
+		t[separators[i]] = true
+	}
+	return t
+}()
+
+// hasRun reports whether s holds n bytes in a row none of which is a
+// separator.
+func hasRun(s string, n int) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if isSeparator[s[i]] {
+			run = 0
+		} else if run++; run >= n {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldSeparator reports whether a match of t can hold a separator.
+func mayHoldSeparator(t *syntax.Regexp) bool {
+	switch t.Op {
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return true
+	case syntax.OpLiteral:
+		return strings.ContainsAny(string(t.Rune), separators)
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for _, c := range separators {
+				if t.Rune[i] <= c && c <= t.Rune[i+1] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return slices.ContainsFunc(t.Sub, mayHoldSeparator)
+}
+
+// minWidth is the fewest bytes a match of t holds.
+func minWidth(t *syntax.Regexp) int {
+	switch t.Op {
+	case syntax.OpLiteral:
+		return len(t.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minWidth(t.Sub[0])
+	case syntax.OpRepeat:
+		return t.Min * minWidth(t.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range t.Sub {
+			n += minWidth(s)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, s := range t.Sub {
+			if w := minWidth(s); n < 0 || w < n {
+				n = w
+			}
+		}
+		return n
+	}
+	return 0 // empty-width assertions, a star, an optional part
+}
+
+// window is how far from a needed word a match of re can reach: the most
+// bytes a match can hold, or maxWindow if more.
+func window(re *regexp.Regexp) int {
+	t, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return maxWindow // it compiled once, so it parses
+	}
+	return min(width(t.Simplify()), maxWindow)
+}
+
+// maxWindow bounds the bytes a rule reads each side of a needed word.
+const maxWindow = 1 << 10
+
+// width is the most bytes a match of t can hold, or maxWindow+1 if it has
+// no bound.
+func width(t *syntax.Regexp) int {
+	const unbounded = maxWindow + 1
+	switch t.Op {
+	case syntax.OpLiteral:
+		return 4 * len(t.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 4
+	case syntax.OpCapture:
+		return width(t.Sub[0])
+	case syntax.OpStar, syntax.OpPlus:
+		return unbounded
+	case syntax.OpQuest:
+		return width(t.Sub[0])
+	case syntax.OpRepeat:
+		if t.Max < 0 {
+			return unbounded
+		}
+		return min(t.Max*width(t.Sub[0]), unbounded)
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range t.Sub {
+			n = min(n+width(s), unbounded)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := 0
+		for _, s := range t.Sub {
+			n = max(n, width(s))
+		}
+		return n
+	}
+	return 0 // empty-width assertions
+}
+
+// allows reports whether a says the secret, found as the match m of t, is
+// no credential.
+func (a allowRule) allows(t, secret string, m []int) bool {
+	target := secret
+	switch a.target {
+	case "match":
+		target = t[m[0]:m[1]]
+	case "line":
+		target = lineAt(t, m[0], m[1])
+	}
+	reOK := a.re != nil && a.re.MatchString(target)
+	stopOK := false
+	if len(a.stopwords) > 0 {
+		low := strings.ToLower(secret)
+		for _, w := range a.stopwords {
+			if strings.Contains(low, w) {
+				stopOK = true
+				break
+			}
+		}
+	}
+	if a.and {
+		return (a.re == nil || reOK) && (len(a.stopwords) == 0 || stopOK)
+	}
+	return reOK || stopOK
+}
+
+// detector compiles r. Its span takes the secret as gitleaks does (the
+// group, or the first submatch that matched, or the whole match), and keeps
+// it only if it is random enough, no placeholder, and no allowlist frees it.
+func (r rule) detector(global allowRule) *Detector {
+	re := regexp.MustCompile(r.pattern)
+	allows := []allowRule{global}
+	for _, a := range r.allow {
+		allows = append(allows, a.compile())
+	}
+	group := r.group
+	d := &Detector{
+		Name: r.id, Description: r.description, Class: r.class, Examples: r.examples,
+		// A match within a line, unless the pattern says otherwise:
+		// gitleaks reads whole files, where its \s crosses lines, but a
+		// name on one line and a value on the next is seldom an assignment.
+		need: r.keywords, re: re,
+		lines: strings.Contains(r.pattern, `(?s`) || strings.Contains(r.pattern, `\n`) || strings.Contains(r.pattern, `[\s\S`),
+	}
+	for _, f := range tailForms {
+		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
+			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
+			break
+		}
+	}
+	if d.tail == nil {
+		if bound, ok := startsWithWord(r.pattern, r.keywords); ok {
+			d.tail, d.bound = regexp.MustCompile(`^(?:`+r.pattern+`)`), bound
+		}
+	}
+	d.minRun = secretRun(r.pattern)
+	d.span = func(t string, m []int) (int, int, bool) {
+		start, end := m[0], m[1]
+		if group > 0 && 2*group+1 < len(m) {
+			start, end = m[2*group], m[2*group+1]
+		} else if group == 0 {
+			for g := 1; 2*g+1 < len(m); g++ {
+				if m[2*g] >= 0 && m[2*g+1] > m[2*g] {
+					start, end = m[2*g], m[2*g+1]
+					break
+				}
+			}
+		}
+		if start < 0 || start >= end {
+			return 0, 0, false
+		}
+		secret := t[start:end]
+		if r.entropy > 0 && entropy(secret) <= r.entropy || template(secret) {
+			return 0, 0, false
+		}
+		for _, a := range allows {
+			if a.allows(t, secret, m) {
+				return 0, 0, false
+			}
+		}
+		return start, end, true
+	}
+	return d
+}
+
+// tailForms are the beginnings of gitleaks' rules for named secrets (its
+// GenerateSemiGenericRegex) and what replaces them to anchor the rest at
+// the name: the name of up to back bytes before the needed word is found
+// by hand.
+var tailForms = []struct {
+	prefix, anchor string
+	back           int
+}{
+	{`(?i)[\w.-]{0,50}?`, `(?i)^`, 50},
+	{`[\w.-]{0,50}?(?i:[\w.-]{0,50}?`, `^(?i:`, 100},
+}
+
+// startsWithWord reports whether each match of pattern begins with one of
+// words, so it can be tried anchored at each: the pattern's first
+// characters, through groups and flags, are a literal (one per branch of a
+// leading alternation) that one of words begins. bound says the pattern
+// first asserts a word boundary.
+func startsWithWord(pattern string, words []string) (bound, ok bool) {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return false, false
+	}
+	t = t.Simplify()
+	// Down the first elements to the literal(s).
+	for {
+		switch t.Op {
+		case syntax.OpCapture:
+			t = t.Sub[0]
+			continue
+		case syntax.OpConcat:
+			first := t.Sub[0]
+			if first.Op == syntax.OpWordBoundary {
+				bound = true
+				if len(t.Sub) == 2 {
+					t = t.Sub[1]
+				} else {
+					t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
+				}
+				continue
+			}
+			t = first
+			continue
+		}
+		break
+	}
+	branches := []*syntax.Regexp{t}
+	if t.Op == syntax.OpAlternate {
+		branches = t.Sub
+	}
+	for _, b := range branches {
+		for b.Op == syntax.OpCapture || b.Op == syntax.OpConcat {
+			b = b.Sub[0]
+		}
+		if b.Op != syntax.OpLiteral {
+			return false, false
+		}
+		lit := strings.ToLower(string(b.Rune))
+		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(lit, w) }) {
+			return false, false
+		}
+	}
+	return bound, true
+}
+
+// wordChar is what \b divides: [0-9A-Za-z_].
+func wordChar(c byte) bool { return isAlnum(c) || c == '_' }
+
+// namesAre reports whether the group rest begins with, the name of a rule
+// for named secrets, is each of words and nothing else, so that each match
+// begins at one of the words (some rules need a word of the secret
+// instead, such as lob-api-key's test_).
+func namesAre(rest string, words []string) bool {
+	if !strings.HasPrefix(rest, "(?:") {
+		return false
+	}
+	depth := 0
+	for i := 0; i < len(rest); i++ {
+		switch rest[i] {
+		case '\\':
+			i++
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				name := regexp.MustCompile(`(?i)^` + rest[:i+1] + `$`)
+				for _, w := range words {
+					if !name.MatchString(w) {
+						return false
+					}
+				}
+				return len(words) > 0
+			}
+		}
+	}
+	return false
+}
+
+// lineAt is the text of the lines holding t[a:b], at most maxLine bytes
+// of them either side.
+func lineAt(t string, a, b int) string {
+	lo, hi := max(a-maxLine, 0), min(b+maxLine, len(t))
+	a = lo + strings.LastIndexByte(t[lo:a], '\n') + 1
+	if i := strings.IndexByte(t[b:hi], '\n'); i >= 0 {
+		return t[a : b+i]
+	}
+	return t[a:hi]
+}
+
+// maxLine bounds how much of a line around a match an allowlist reads.
+const maxLine = 4 << 10
+
+// entropy is the Shannon entropy of s's bytes, in bits.
+func entropy(s string) float64 {
+	var n [256]int
+	for i := 0; i < len(s); i++ {
+		n[s[i]]++
+	}
+	h := 0.0
+	for _, c := range n {
+		if c > 0 {
+			p := float64(c) / float64(len(s))
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// A registry is a set of Detectors with the automaton over their needed
+// words, so a text is read once to find where any of them may match.
+type registry struct {
+	ds []*Detector
+	m  *matcher
+	// byWord: for each needed word, the detectors that need it or a word
+	// that ends it (a hit of "api_key" is a hit of "key").
+	byWord map[string][]int
+}
+
+func newRegistry(ds []*Detector) *registry {
+	r := &registry{ds: ds, byWord: map[string][]int{}}
+	var words []string
+	for i, d := range ds {
+		if len(d.need) == 0 {
+			panic(fmt.Sprintf("redact: detector %s needs no word", d.Name))
+		}
+		for _, w := range d.need {
+			if len(w) < 2 || len(w) > 64 {
+				panic(fmt.Sprintf("redact: detector %s needs %q: a needed word has 2 to 64 bytes", d.Name, w))
+			}
+		}
+		if d.lead == 0 {
+			d.lead = window(d.re)
+		}
+		if d.reach == 0 {
+			d.reach = window(d.re)
+		}
+		for _, w := range d.need {
+			w = strings.ToLower(w)
+			if _, ok := r.byWord[w]; !ok {
+				words = append(words, w)
+			}
+			if !slices.Contains(r.byWord[w], i) {
+				r.byWord[w] = append(r.byWord[w], i)
+			}
+		}
+	}
+	// The automaton reports only the longest word ending at a place, so
+	// each word also brings the detectors of the words that end it.
+	own := map[string][]int{}
+	for w, is := range r.byWord {
+		own[w] = slices.Clone(is)
+	}
+	for _, w := range words {
+		for _, v := range words {
+			if v != w && strings.HasSuffix(w, v) {
+				for _, i := range own[v] {
+					if !slices.Contains(r.byWord[w], i) {
+						r.byWord[w] = append(r.byWord[w], i)
+					}
+				}
+			}
+		}
+	}
+	longest := 0
+	for _, w := range words {
+		longest = max(longest, len(w))
+	}
+	r.m = newMatcherDense(words, int32(longest), true)
+	return r
+}
+
+// The registries: every rule, and the Marked ones.
+var (
+	allRules = sync.OnceValue(func() *registry {
+		global := gitleaksAllow.compile()
+		ds := slices.Clone(kndlDetectors)
+		for _, r := range gitleaksRules {
+			ds = append(ds, r.detector(global))
+		}
+		return newRegistry(ds)
+	})
+	markedRules = sync.OnceValue(func() *registry {
+		var ds []*Detector
+		for _, d := range allRules().ds {
+			if d.Class == Marked {
+				ds = append(ds, d)
+			}
+		}
+		return newRegistry(ds)
+	})
+)
+
+// Detectors returns a copy of the registry, for documentation and tests.
+func Detectors() []Detector {
+	ds := allRules().ds
+	out := make([]Detector, len(ds))
+	for i, d := range ds {
+		out[i] = *d
+	}
+	return out
+}
+
+// A Finding is a credential found by Find: text[Start:End] is the secret
+// part, Detector the label of what found it, Class its class.
+type Finding struct {
+	Detector   string
+	Class      Class
+	Start, End int
+}
+
+// Find returns the credentials in text by every rule, ordered by Start.
+func Find(text string) []Finding { return allRules().find(text) }
+
+// find reads text once with the automaton over the needed words, and runs
+// a detector's regexp only around where one of its words is: from lead bytes
+// before it to reach bytes after, within the line unless the rule spans
+// lines. A detector's windows don't overlap, so each reads a byte at most
+// once and the cost stays linear in len(text).
+func (r *registry) find(text string) []Finding {
+	var out []Finding
+	m := r.m
+	done := make([]int, len(r.ds)) // how far each detector has read
+	lineStart := 0
+	var st uint32
+	var word [64]byte // the needed word found, lower-cased
+	dense, cls := m.dense, &m.cls
+	for i := 0; i < len(text); i++ {
+		if st == 0 {
+			i, st = skipRoot(m, text, i)
+		}
+		c := text[i]
+		t := dense[st+uint32(cls[c])] // every state is dense
+		if t < deepFlag {
+			st = t // the common case: no match, no line break
+			continue
+		}
+		if t&specialFlag != 0 {
+			if c == '\n' {
+				lineStart = i + 1
+			}
+			st = 0
+			continue
+		}
+		st = t & idMask
+		if t&matchFlag == 0 {
+			continue
+		}
+		hit, end := i+1-int(m.out(st)), i+1
+		w := word[:end-hit]
+		for k := range w {
+			w[k] = text[hit+k] | asciiCase(text[hit+k])
+		}
+		for _, di := range r.byWord[string(w)] {
+			d := r.ds[di]
+			if hit < done[di] || d.assign && !assignAfter(text, end) {
+				continue
+			}
+			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
+			if !d.lines {
+				from = max(from, lineStart)
+				to = lineEnd(text, hit, to, d.assign)
+			}
+			if d.tail != nil {
+				if d.minRun == 0 || hasRun(text[hit:to], d.minRun) {
+					out, done[di] = d.findAt(text, hit, to, out, done[di])
+				}
+				continue
+			}
+			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) {
+				continue
+			}
+			done[di] = to
+			out = d.findIn(text, from, to, out)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
+	return out
+}
+
+// lineEnd is where the line of text[hit] ends, by to. A named secret's
+// value is on the name's line, but an XML element's text may begin on the
+// next (<apiToken>\n  value\n</apiToken>), so with named that line counts
+// too when the name's ends in '>'.
+func lineEnd(text string, hit, to int, named bool) int {
+	j := strings.IndexByte(text[hit:to], '\n')
+	if j < 0 {
+		return to
+	}
+	end := hit + j
+	if named && strings.HasSuffix(strings.TrimRight(text[hit:end], " \t\r"), ">") {
+		if k := strings.IndexByte(text[end+1:to], '\n'); k >= 0 {
+			return end + 1 + k
+		}
+		return to
+	}
+	return end
+}
+
+// assignAfter reports whether what follows a name at text[i:] can be an
+// assignment as the gitleaks rules for named secrets read one: more of the
+// name, spaces and quotes, at most 23 bytes of them, then an operator (=,
+// :, >, ",", ||, ?=). It is a cheap first step of those rules' regexps,
+// which most mentions of "token" in prose fail.
+func assignAfter(text string, i int) bool {
+	for j := i; j < len(text) && j <= i+23; j++ {
+		switch c := text[j]; {
+		case strings.IndexByte("=:>,|?", c) >= 0:
+			return true
+		case !isAlnum(c) && strings.IndexByte(" \t\r\n\v\f_.-'\"", c) < 0:
+			return false
+		}
+	}
+	return false
+}
+
+// findAt appends d's finding whose needed word is at text[hit:], if one
+// ends by to, and returns how far d has now read.
+func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]Finding, int) {
+	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
+		return out, done
+	}
+	m := d.tail.FindStringSubmatchIndex(text[hit:to])
+	if m == nil {
+		return out, done
+	}
+	for i := range m {
+		if m[i] >= 0 {
+			m[i] += hit
+		}
+	}
+	for m[0] > max(hit-d.back, done) && (isAlnum(text[m[0]-1]) || strings.IndexByte("_.-", text[m[0]-1]) >= 0) {
+		m[0]--
+	}
+	return d.accept(text, m, out), m[1]
+}
+
+// mayStart reports whether run, the last run of token bytes of a piece,
+// could be or grow into a credential: it holds a needed word, or ends in
+// the start of one.
+func (r *registry) mayStart(run []byte) bool {
+	m := r.m
+	var st uint32
+	for _, c := range run {
+		t := m.dense[st+uint32(m.cls[c])]
+		if t&matchFlag != 0 {
+			return true
+		}
+		st = t & idMask
+	}
+	return st != 0
+}
+
+// findIn appends d's findings in text[from:to].
+func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
+	for _, m := range d.re.FindAllStringSubmatchIndex(text[from:to], -1) {
+		for i := range m {
+			if m[i] >= 0 {
+				m[i] += from
+			}
+		}
+		out = d.accept(text, m, out)
+	}
+	return out
+}
+
+// accept appends the finding of d's match m, unless d rejects it.
+func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
+	var start, end int
+	if d.span != nil {
+		var ok bool
+		if start, end, ok = d.span(text, m); !ok {
+			return out
+		}
+	} else {
+		if !d.keep(text, m) {
+			return out
+		}
+		g := max(d.group, 1)
+		start, end = m[2*g], m[2*g+1]
+	}
+	return append(out, Finding{d.Name, d.Class, start, end})
+}
+
+// asciiCase is the bit that makes an ASCII capital c lower-case, or 0.
+func asciiCase(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return 0x20
+	}
+	return 0
+}
+
+// Mark is what replaces a credential a rule found: [masked: <rule id>], so
+// a reader knows why the text is gone.
+func Mark(rule string) string { return "[masked: " + rule + "]" }
+
+// Scrub returns text with each credential Find finds replaced by its Mark;
+// overlapping ones become one Mark, of the first Marked rule among them if
+// any, since it says most about what was there (merged). Scrub of its own output
+// changes nothing. Use it on logs, errors and what else the Hub says
+// itself, and on Events when the Hub masks every shape in them.
+func Scrub(text string) string { return allRules().scrub(text) }
+
+// ScrubMarked is Scrub with the Marked rules alone, which every Event
+// passes: a credential with a mark of its own is masked for watchers too.
+func ScrubMarked(text string) string { return markedRules().scrub(text) }
+
+func (r *registry) scrub(text string) string {
+	fs := merged(r.find(text))
+	if len(fs) == 0 {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	cur := 0
+	for _, f := range fs {
+		b.WriteString(text[cur:f.Start])
+		b.WriteString(Mark(f.Detector))
+		cur = f.End
+	}
+	b.WriteString(text[cur:])
+	return b.String()
+}
+
+// merged joins overlapping findings, sorted by Start, into one, named for
+// the first Marked rule among them if any, else the first.
+func merged(fs []Finding) []Finding {
+	var out []Finding
+	for _, f := range fs {
+		if n := len(out); n > 0 && f.Start <= out[n-1].End {
+			last := &out[n-1]
+			last.End = max(last.End, f.End)
+			if last.Class != Marked && f.Class == Marked {
+				last.Detector, last.Class = f.Detector, Marked
+			}
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// maskWidth appends text to dst with each credential r finds replaced
+// character for character: by its mark padded with '*', or by '*' alone
+// where the mark is longer, so a terminal keeps its columns. An escape
+// sequence's ESC reads as a space, so a coloured token is found too.
+func (r *registry) maskWidth(dst, text []byte) []byte {
+	view := bytes.ReplaceAll(text, []byte{0x1b}, []byte{' '})
+	cur := 0
+	for _, f := range merged(r.find(string(view))) {
+		dst = append(dst, text[cur:f.Start]...)
+		n, mark := utf8.RuneCount(text[f.Start:f.End]), Mark(f.Detector)
+		if len(mark) > n {
+			mark = ""
+		}
+		dst = append(dst, mark...)
+		for range n - len(mark) {
+			dst = append(dst, '*')
+		}
+		cur = f.End
+	}
+	return append(dst, text[cur:]...)
+}
