@@ -274,6 +274,57 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 	return got.Token, nil
 }
 
+// Token is an installation token GitHub minted, with when it expires.
+type Token struct {
+	Value   string
+	Expires time.Time
+}
+
+// The permission sets the Hub mints repo tokens with: a Sandbox's, to
+// push branches and open pull requests, and a host clone's, to read the
+// code alone.
+var (
+	SandboxPermissions = map[string]string{"contents": "write", "pull_requests": "write"}
+	ClonePermissions   = map[string]string{"contents": "read"}
+)
+
+// RepoToken mints a fresh installation token restricted to owner/repo with
+// exactly perms (GitHub adds metadata read to every token). It is never
+// cached: each caller gets its own. It returns ErrNotFound when there is no
+// App or it is not installed on the Repo, and ErrUnavailable when GitHub
+// could not answer.
+func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[string]string) (Token, error) {
+	if !c.HasApp() {
+		return Token{}, fmt.Errorf("no GitHub App is set up (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+	}
+	inst, err := c.installation(ctx, owner, repo)
+	if err != nil {
+		return Token{}, err
+	}
+	jwt, err := c.appJWT()
+	if err != nil {
+		return Token{}, err
+	}
+	body, _ := json.Marshal(map[string]any{"repositories": []string{repo}, "permissions": perms})
+	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", "Bearer "+jwt,
+		strings.NewReader(string(body)))
+	if err != nil {
+		return Token{}, err
+	}
+	var got struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	// GitHub refuses (422) permissions the installation was not granted.
+	if _, err := c.do(req, &got); err != nil {
+		return Token{}, fmt.Errorf("mint a token for %s/%s: %w", owner, repo, err)
+	}
+	if got.Token == "" || got.ExpiresAt.IsZero() {
+		return Token{}, fmt.Errorf("mint a token for %s/%s: GitHub's answer has no token or expiry: %w", owner, repo, errdefs.ErrUnavailable)
+	}
+	return Token{Value: got.Token, Expires: got.ExpiresAt}, nil
+}
+
 // appJWT is the App's own credential: a JWT signed with its private key,
 // good for ten minutes (GitHub's limit), backdated a minute for clock skew.
 func (c *Client) appJWT() (string, error) {

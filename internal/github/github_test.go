@@ -3,10 +3,16 @@ package github_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -89,5 +95,96 @@ func TestIsCollaboratorAsksAsTheAppsInstallation(t *testing.T) {
 	}
 	if got, err := client(t, gh, false).IsCollaborator(ctx, "acme", "app", "bob"); got || err != nil {
 		t.Errorf("without the App: %v, %v; want no access", got, err)
+	}
+}
+
+// gitRepo makes a repository with one commit in a fresh directory.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main", dir}, {"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// gitWith runs git in dir with the remote URL carrying tok as its password
+// (the placeholder REMOTE in args), and reports whether it succeeded.
+func gitWith(t *testing.T, dir, url, tok string, args ...string) bool {
+	t.Helper()
+	u := strings.Replace(url, "://", "://x-access-token:"+tok+"@", 1)
+	argv := []string{"-C", dir}
+	for _, a := range args {
+		argv = append(argv, strings.ReplaceAll(a, "REMOTE", u))
+	}
+	cmd := exec.Command("git", argv...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	return cmd.Run() == nil
+}
+
+func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
+	testenv.RequireCommand(t, "git")
+	gh := testkit.NewGitHub(t)
+	c := client(t, gh, true)
+	ctx := context.Background()
+	gh.InstallApp("acme/app")
+	gh.InstallApp("acme/other")
+	src := gitRepo(t)
+	gh.ServeRepo(t, "acme/app", src)
+	gh.ServeRepo(t, "acme/other", src)
+	gh.SetPrivate("acme/app", true)
+
+	push, err := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := gh.Token(push.Value)
+	if !slices.Equal(info.Repos, []string{"app"}) || info.Permissions["contents"] != "write" || info.Permissions["pull_requests"] != "write" || len(info.Permissions) != 3 {
+		t.Errorf("the Sandbox token's grant: %+v, want acme/app alone with contents and pull requests write (and metadata)", info)
+	}
+	if time.Until(push.Expires) < 50*time.Minute {
+		t.Errorf("expires %v, want about an hour from now", push.Expires)
+	}
+	read, err := c.RepoToken(ctx, "acme", "app", github.ClonePermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.SetTokenLifetime(time.Millisecond)
+	expired, err := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the token's own lifetime, not a wait for a condition
+	app, other := gh.RepoURL("acme/app"), gh.RepoURL("acme/other")
+	tests := []struct {
+		name, url, tok string
+		args           []string
+		want           bool
+	}{
+		{"push with the Sandbox token", app, push.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, true},
+		{"push with the read-only clone token", app, read.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"push with an expired token", app, expired.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"push to another Repo", other, push.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"fetch the private Repo with the clone token", app, read.Value, []string{"ls-remote", "-q", "REMOTE"}, true},
+		{"fetch the private Repo without a token", app, "", []string{"ls-remote", "-q", "REMOTE"}, false},
+	}
+	for _, tt := range tests {
+		if got := gitWith(t, src, tt.url, tt.tok, tt.args...); got != tt.want {
+			t.Errorf("%s: succeeded %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got := gh.Branches(t, "acme/app"); !slices.Contains(got, "probe") {
+		t.Errorf("acme/app's branches %v, want the pushed probe", got)
+	}
+	if _, err := c.RepoToken(ctx, "acme", "app", map[string]string{"issues": "write"}); err == nil {
+		t.Error("a token with a permission the installation lacks was minted")
+	}
+	if _, err := c.RepoToken(ctx, "acme", "absent", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a Repo without the App: %v, want ErrNotFound", err)
+	}
+	if _, err := client(t, gh, false).RepoToken(ctx, "acme", "app", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("without the App: %v, want ErrNotFound", err)
 	}
 }

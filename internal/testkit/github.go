@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/cookiejar"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,10 +31,11 @@ import (
 // GitHub App's OAuth user flow (authorize, access_token), GET /user, and as
 // the App GET /repos/{owner}/{repo}/installation, POST
 // /app/installations/{id}/access_tokens and GET
-// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format. It
-// checks what GitHub checks: client credentials, single-use codes bound to
-// their redirect URI and PKCE challenge, the App's RS256 JWT, and that an
-// installation token is for the Repo's installation.
+// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; and
+// its Repos over git's smart HTTP (ServeRepo). It checks what GitHub
+// checks: client credentials, single-use codes bound to their redirect URI
+// and PKCE challenge, the App's RS256 JWT, and that an installation token
+// is live, for the Repo, and carries the permission the request needs.
 //
 // A browser is signed in at this GitHub by a cookie (SignInBrowser); the
 // authorize endpoint sends it straight back, as GitHub does once someone has
@@ -52,7 +55,10 @@ type GitHub struct {
 	codes      map[string]grant
 	userTokens map[string]string // user token -> lower-case login
 	installs   map[string]int64  // "owner/repo" -> installation id
-	instTokens map[string]int64  // installation token -> installation id
+	instTokens map[string]instToken
+	private    map[string]bool // Repos whose fetch needs a token too
+	tokenLife  time.Duration
+	minted     []string
 	collabs    map[string]map[string]bool
 	readOnly   map[string]map[string]bool // collaborators with read permission alone
 	down       bool
@@ -67,6 +73,19 @@ type GitHubUser struct {
 	Login string `json:"login"`
 	Name  string `json:"name"`
 }
+
+// instToken is what an installation token may do, as GitHub records it
+// when it mints one.
+type instToken struct {
+	inst    int64
+	repos   []string          // lower-case names under the installation's owner; nil for all of them
+	perms   map[string]string // permission -> read or write
+	expires time.Time
+}
+
+// appPermissions are the permissions the App's installations are granted:
+// what the Hub asks for and nothing more (issues, say, is not granted).
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}
 
 type grant struct {
 	login, redirect, challenge string
@@ -94,7 +113,8 @@ func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{ClientID: "Iv1.fakeclient", ClientSecret: "fake-client-secret", AppID: 4242,
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
-		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]int64{},
+		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
+		private: map[string]bool{}, tokenLife: time.Hour,
 		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
@@ -111,8 +131,10 @@ func NewGitHub(t testing.TB) *GitHub {
 }
 
 // ServeRepo serves a bare copy of the git repository at dir as owner/repo
-// over git's smart HTTP (git http-backend), without authentication, as
-// GitHub serves a public repository: RepoURL clones it.
+// over git's smart HTTP (git http-backend), as GitHub serves a public
+// repository: anyone may fetch (RepoURL clones it), and a push needs, as
+// Basic auth's password, a live installation token for this Repo with
+// contents write (SetPrivate makes fetching need one with contents read).
 func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
@@ -120,11 +142,117 @@ func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 		t.Skipf("git http-backend: %v", err)
 	}
 	bare := filepath.Join(g.gitRoot, ownerRepo+".git")
-	if out, err := exec.Command("git", "clone", "--quiet", "--bare", dir, bare).CombinedOutput(); err != nil {
-		t.Fatalf("git clone --bare: %v %s", err, out)
+	for _, args := range [][]string{{"clone", "--quiet", "--bare", dir, bare}, {"-C", bare, "config", "http.receivepack", "true"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
 	}
-	g.mux.Handle("/"+ownerRepo+".git/", &cgi.Handler{Path: backend, Root: "/",
-		Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}})
+	cgiGit := &cgi.Handler{Path: backend, Root: "/", Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
+	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, cgiGit))
+}
+
+// SetPrivate makes owner/repo private: fetching it needs a token too.
+func (g *GitHub) SetPrivate(ownerRepo string, private bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.private[strings.ToLower(ownerRepo)] = private
+}
+
+// SetTokenLifetime sets how long installation tokens minted from now on
+// live; GitHub's is an hour.
+func (g *GitHub) SetTokenLifetime(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tokenLife = d
+}
+
+// TokenInfo is what the fake knows of an installation token: ok is false
+// for one it never minted.
+type TokenInfo struct {
+	Repos       []string
+	Permissions map[string]string
+	Expires     time.Time
+}
+
+// Token describes an installation token the fake minted.
+func (g *GitHub) Token(tok string) (TokenInfo, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.instTokens[tok]
+	return TokenInfo{Repos: t.repos, Permissions: t.perms, Expires: t.expires}, ok
+}
+
+// Tokens lists every installation token minted so far, oldest first.
+func (g *GitHub) Tokens() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.minted...)
+}
+
+// Branches lists owner/repo's branches as they are now.
+func (g *GitHub) Branches(t testing.TB, ownerRepo string) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, ownerRepo+".git"), "for-each-ref", "--format=%(refname:short)", "refs/heads/").Output()
+	if err != nil {
+		t.Fatalf("list the branches of %s: %v", ownerRepo, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// allows reports whether tok is a live installation token for owner/repo
+// with perm at level (read is met by write too).
+func (g *GitHub) allows(tok, ownerRepo, perm, level string) bool {
+	owner, name, _ := strings.Cut(strings.ToLower(ownerRepo), "/")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.instTokens[tok]
+	inst, installed := g.installs[owner+"/"+name]
+	if !ok || !installed || t.inst != inst || time.Now().After(t.expires) {
+		return false
+	}
+	if t.repos != nil && !slices.Contains(t.repos, name) {
+		return false
+	}
+	got := t.perms[perm]
+	return got == level || (level == "read" && got == "write")
+}
+
+// gitAuth lets a git request through to next as GitHub would: a push
+// (git-receive-pack) needs contents write, a fetch of a private Repo
+// contents read; otherwise 401 asks git for credentials, and a token that
+// lacks the right is refused with 403.
+func (g *GitHub) gitAuth(ownerRepo string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		push := r.URL.Query().Get("service") == "git-receive-pack" || strings.HasSuffix(r.URL.Path, "/git-receive-pack")
+		g.mu.Lock()
+		private := g.private[strings.ToLower(ownerRepo)]
+		g.mu.Unlock()
+		if !push && !private {
+			g.count("git_fetch")
+			next.ServeHTTP(w, r)
+			return
+		}
+		level := "read"
+		if push {
+			level = "write"
+		}
+		_, tok, hasAuth := r.BasicAuth()
+		switch {
+		case !hasAuth:
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+			http.Error(w, "Authentication required", http.StatusUnauthorized)
+		case !g.allows(tok, ownerRepo, "contents", level):
+			g.count("git_refused")
+			http.Error(w, "Permission to "+ownerRepo+".git denied.", http.StatusForbidden)
+		default:
+			if push {
+				g.count("git_push")
+			} else {
+				g.count("git_fetch")
+			}
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // AddUser makes a GitHub account, or returns the one with that login.
@@ -407,20 +535,60 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	var req struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+			return
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	found := false
-	for _, existing := range g.installs {
-		found = found || existing == id
+	var owner string
+	for repo, existing := range g.installs {
+		if existing == id {
+			owner, _, _ = strings.Cut(repo, "/")
+		}
 	}
-	if !found {
+	if owner == "" {
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	var repos []string
+	for _, name := range req.Repositories {
+		name = strings.ToLower(name)
+		if g.installs[owner+"/"+name] != id {
+			ghError(w, http.StatusUnprocessableEntity, "There is at least one repository that does not exist or is not accessible to the parent installation.")
+			return
+		}
+		repos = append(repos, name)
+	}
+	perms := req.Permissions
+	if perms == nil {
+		perms = appPermissions
+	}
+	for k, v := range perms {
+		granted := appPermissions[k]
+		if (v != "read" && v != "write") || granted == "" || (v == "write" && granted != "write") {
+			ghError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
+			return
+		}
+	}
+	perms = maps.Clone(perms)
+	perms["metadata"] = "read"
 	tok := randomToken("ghs_")
-	g.instTokens[tok] = id
-	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
-		"permissions": map[string]string{"metadata": "read"}, "repository_selection": "all"})
+	expires := time.Now().Add(g.tokenLife).UTC()
+	g.instTokens[tok] = instToken{inst: id, repos: repos, perms: perms, expires: expires}
+	g.minted = append(g.minted, tok)
+	selection := "all"
+	if repos != nil {
+		selection = "selected"
+	}
+	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": expires.Format(time.RFC3339),
+		"permissions": perms, "repository_selection": selection})
 }
 
 // permission answers GitHub's collaborator permission: admin, write, read
@@ -430,9 +598,9 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
 	user := strings.ToLower(r.PathValue("user"))
+	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	inst, okTok := g.instTokens[tok]
-	repoInst, installed := g.installs[repo]
+	_, okTok := g.instTokens[tok]
 	is, ro := g.collabs[repo][user], g.readOnly[repo][user]
 	g.mu.Unlock()
 	perm := "none"
@@ -445,7 +613,7 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !okTok:
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
-	case !installed || repoInst != inst:
+	case !live:
 		ghError(w, http.StatusNotFound, "Not Found")
 	default:
 		w.Header().Set("Content-Type", "application/json")
@@ -457,15 +625,15 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	g.count("collaborator")
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	inst, okTok := g.instTokens[tok]
-	repoInst, installed := g.installs[repo]
+	_, okTok := g.instTokens[tok]
 	is := g.collabs[repo][strings.ToLower(r.PathValue("user"))]
 	g.mu.Unlock()
 	switch {
 	case !okTok:
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
-	case !installed || repoInst != inst:
+	case !live:
 		ghError(w, http.StatusNotFound, "Not Found")
 	case is:
 		w.WriteHeader(http.StatusNoContent)
