@@ -73,6 +73,11 @@ type session struct {
 	stream    stream
 	questions questions
 	subagents subagents
+	// tokenFailing is set while the Sandbox token cannot be had, so the
+	// failure is logged once; tokenWait is how long after the start it is
+	// asked for again (zero for a Session taken back after a restart).
+	tokenFailing atomic.Bool
+	tokenWait    time.Duration
 }
 
 // sandboxID names a Session's Sandbox.
@@ -151,12 +156,21 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
 		return err
 	}
-	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
-		return err
+	if ws := filepath.Join(dir, "workspace"); !cloned(ws) {
+		tok, err := r.cloneToken(ctx, s.id, req.RepoURL)
+		if err != nil {
+			return err
+		}
+		if err := cloneWorkspace(ctx, req.RepoURL, tok, ws, func(line string) { logf("%s", line) }); err != nil {
+			return err
+		}
 	}
 	if err := r.ensureSandbox(ctx, s, bd, bin, dir); err != nil {
 		return err
 	}
+	// The Sandbox token before Claude Code starts, so its first Turn can
+	// push; the Session starts without one all the same.
+	s.tokenWait = r.refreshSandboxToken(ctx, s)
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
 	copyName := fmt.Sprintf("%d", time.Now().UnixNano())
@@ -400,9 +414,11 @@ func (r *Runner) session(id string) (*session, error) {
 }
 
 // watch starts a running Session's watchers: its transcript follower from
-// offsets, its ports watcher and its exit watcher.
+// offsets, its ports watcher, its exit watcher, and the refresh of its
+// Sandbox token.
 func (r *Runner) watch(s *session, offsets map[string]int64) {
 	r.spawn(func() { r.follow(s.ctx, s, offsets) })
+	r.spawn(func() { r.keepSandboxToken(s.ctx, s, s.tokenWait) })
 	r.spawn(func() { r.watchPorts(s.ctx, s) })
 	r.spawn(func() { r.watchExit(s) })
 }

@@ -28,7 +28,7 @@ func gitRepo(t *testing.T) string {
 func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	src := gitRepo(t)
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	hooks, _ := os.ReadDir(filepath.Join(dst, ".git", "hooks"))
@@ -48,7 +48,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	}
 	// A wake keeps the Workspace as it is.
 	os.WriteFile(filepath.Join(dst, "work.txt"), []byte("unpushed"), 0o644)
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) { t.Error("cloned again") }); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) { t.Error("cloned again") }); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "work.txt")); string(b) != "unpushed" {
@@ -59,7 +59,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 func TestAFailedCloneSaysWhyWithoutItsCredentials(t *testing.T) {
 	testenv.RequireCommand(t, "git")
 	dst := filepath.Join(t.TempDir(), "workspace")
-	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", dst, func(string) {})
+	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", "", dst, func(string) {})
 	if err == nil {
 		t.Fatal("a clone from a closed port succeeded")
 	}
@@ -95,7 +95,7 @@ func TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(seen); err == nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/cookiejar"
@@ -100,8 +101,19 @@ var (
 	appKey     *rsa.PrivateKey
 )
 
-// NewGitHub starts a fake GitHub for the test.
+// NewGitHub starts a fake GitHub for the test, on loopback.
 func NewGitHub(t testing.TB) *GitHub {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewGitHubOn(t, ln)
+}
+
+// NewGitHubOn starts a fake GitHub on ln, such as ListenForSandboxes' for a
+// GitHub that Sandboxes push to.
+func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	t.Helper()
 	appKeyOnce.Do(func() {
 		k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -124,7 +136,10 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
-	srv := httptest.NewServer(g.gate(mux))
+	srv := httptest.NewUnstartedServer(g.gate(mux))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	g.URL, g.mux, g.gitRoot = srv.URL, mux, t.TempDir()
 	return g
