@@ -1,12 +1,19 @@
 package e2e
 
 import (
+	"bytes"
+	"io/fs"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -75,5 +82,140 @@ func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
 	}
 	if got := s.GitHub.Branches(t, "acme/app"); slices.Contains(got, "with-the-old-token") || !slices.Contains(got, "after-refresh") {
 		t.Errorf("the fake GitHub's branches: %v, want after-refresh and not with-the-old-token", got)
+	}
+}
+
+// TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment: once git in the
+// Sandbox has pushed with it, the Sandbox token is in no process's
+// environment or command line on the host (every Sandbox's processes
+// included), and in no file of the Hub's or the Runner's, the Sandbox's
+// disks, overlay and Workspace included: only on the Sandbox's tmpfs.
+func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	tok := []byte(s.sandboxToken(id))
+	if _, ok := s.GitHub.Token(string(tok)); !ok {
+		t.Fatalf("the Sandbox holds no token the fake GitHub minted: %q", tok)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"environ", "cmdline"} {
+			if b, _ := os.ReadFile(filepath.Join(p, f)); bytes.Contains(b, tok) {
+				t.Errorf("%s/%s holds the Sandbox token: %q", p, f, b)
+			}
+		}
+	}
+	scanned := 0
+	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			var fsys unix.Statfs_t
+			if d.IsDir() && unix.Statfs(path, &fsys) == nil && fsys.Type == unix.TMPFS_MAGIC {
+				return filepath.SkipDir // memory, not a disk: where the token belongs
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			scanned++
+			if b, _ := os.ReadFile(path); bytes.Contains(b, tok) {
+				t.Errorf("%s holds the Sandbox token", path)
+			}
+			return nil
+		})
+	}
+	if scanned < 100 {
+		t.Fatalf("scanned %d files: the Hub's and the Runner's state are not where this test looks", scanned)
+	}
+}
+
+// TestTheCurrentAndPreviousSandboxTokensAreMasked: after a refresh, both
+// the token the Sandbox holds and the one it held before show as *s in
+// the transcript (tool input and output, Claude's text) and the terminal.
+func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	s.GitHub.SetTokenLifetime(8 * time.Second)
+	repo := s.GitHubRepo("acme/app")
+	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
+	v := s.NewSession(repo, "hello")
+	s.turnEnds(v.ID, 1)
+	old := s.sandboxToken(v.ID)
+	var fresh string
+	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
+		fresh = s.sandboxToken(v.ID)
+		return fresh != old
+	})
+	s.Model.On(testkit.PromptContains("show both tokens"), testkit.Bash("cat /run/kndl/github-token; echo; echo "+old))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("The tokens are "+fresh+" and "+old+"."))
+	s.prompt(v.ID, "show both tokens")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the answer", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && strings.HasPrefix(e.Text, "The tokens are")
+	})
+	stars := func(v string) string { return strings.Repeat("*", len(v)) }
+	var result string
+	for _, e := range s.Events(v.ID) {
+		raw, _ := jsonOf(e)
+		if strings.Contains(raw, old) || strings.Contains(raw, fresh) {
+			t.Errorf("an Event shows a Sandbox token: %s", raw)
+		}
+		if e.Kind == protocol.EventToolResult {
+			result = e.Text
+		}
+	}
+	if result != stars(fresh)+"\n"+stars(old) { // the file has no newline of its own
+		t.Errorf("tool output = %q, want both tokens masked", result)
+	}
+	screen := terminalBytes(t, s, v.ID, "The tokens are")
+	if bytes.Contains(screen, []byte(old)) || bytes.Contains(screen, []byte(fresh)) {
+		t.Error("a terminal frame holds a Sandbox token")
+	}
+	if !bytes.Contains(screen, []byte("The tokens are "+stars(fresh))) {
+		t.Errorf("the terminal lacks the masked answer; it showed:\n%s", screen)
+	}
+}
+
+// TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack: with GitHub
+// failing, a Session wakes and runs its Turn all the same, the failure is
+// in its start log and the Runner's log once however often the Runner asks
+// again, and the token arrives once GitHub answers.
+func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
+	const retry = time.Second
+	s := Start(t, WithSandboxGitHub(retry))
+	repo := s.GitHubRepo("acme/app")
+	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
+	v := s.NewSession(repo, "hello")
+	s.turnEnds(v.ID, 1)
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.GitHub.SetDown(true)
+	s.Model.On(testkit.PromptContains("again"), testkit.Text("Still here."))
+	s.prompt(v.ID, "again")
+	s.turnEnds(v.ID, 2)
+	const failed = "have no GitHub token"
+	asked := s.GitHub.Calls("any")
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner to ask again a few times", func() bool { return s.GitHub.Calls("any") >= asked+6 })
+	if _, code := s.Exec(v.ID, "test", "-e", "/run/kndl/github-token"); code == 0 {
+		t.Error("a token file with GitHub down")
+	}
+	count := func() (events int) {
+		for _, e := range s.Events(v.ID) {
+			if strings.Contains(e.Text, failed) {
+				events++
+			}
+		}
+		return events
+	}
+	if n, logged := count(), strings.Count(s.logText(), "no GitHub token for a Session's Sandbox"); n != 1 || logged != 1 {
+		t.Errorf("the failure is in the start log %d times and the Runner's log %d, want once each", n, logged)
+	}
+	s.GitHub.SetDown(false)
+	testenv.Eventually(t, testenv.WaitMedium, "the token once GitHub is back", func() bool {
+		_, code := s.Exec(v.ID, "test", "-s", "/run/kndl/github-token")
+		return code == 0
+	})
+	if st := s.state(v.ID).State; st != api.Active {
+		t.Errorf("the Session is %s, want awake", st)
 	}
 }

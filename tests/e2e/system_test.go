@@ -64,7 +64,8 @@ type System struct {
 	GitHub *testkit.GitHub
 	cli    string // the dev user's CLI token
 	log    *bytes.Buffer
-	db     string // the store's file
+	logw   *lockedWriter // log's writer, whose lock logText takes
+	db     string        // the store's file
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -239,7 +240,8 @@ func Start(t testing.TB, opts ...Option) *System {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	logBuf := &bytes.Buffer{}
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logw := &lockedWriter{w: logBuf}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	db := filepath.Join(dir, "hub.db")
 	st, err := store.Open(ctx, db)
@@ -294,7 +296,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, db: db,
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, logw: logw, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {
@@ -317,6 +319,13 @@ func Start(t testing.TB, opts ...Option) *System {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// logText is the Hub's and the Runner's log so far.
+func (s *System) logText() string {
+	s.logw.mu.Lock()
+	defer s.logw.mu.Unlock()
+	return s.log.String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
