@@ -242,9 +242,10 @@ func (c *Client) installation(ctx context.Context, owner, repo string) (int64, e
 	return inst.ID, nil
 }
 
-// installationToken returns a token for the installation, with only the
-// Metadata permission, minted once and used until five minutes before it
-// expires.
+// installationToken returns the Hub's own token for the installation, to
+// read who may access a Repo and the pull requests opened on it (metadata
+// and pull requests read, nothing else), minted once and used until five
+// minutes before it expires. It never leaves the Hub.
 func (c *Client) installationToken(ctx context.Context, id int64) (string, error) {
 	c.mu.Lock()
 	t, ok := c.tokens[id]
@@ -257,7 +258,7 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 		return "", err
 	}
 	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(id, 10)+"/access_tokens", "Bearer "+jwt,
-		strings.NewReader(`{"permissions":{"metadata":"read"}}`))
+		strings.NewReader(`{"permissions":{"metadata":"read","pull_requests":"read"}}`))
 	if err != nil {
 		return "", err
 	}
@@ -272,6 +273,42 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 	c.tokens[id] = installToken{got.Token, got.ExpiresAt}
 	c.mu.Unlock()
 	return got.Token, nil
+}
+
+// Pull is a pull request as the Hub shows it.
+type Pull struct {
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+	URL    string `json:"html_url"`
+	// State is open or closed; Merged is set for a closed one merged.
+	State  string `json:"state"`
+	Merged bool   `json:"merged,omitempty"`
+	Draft  bool   `json:"draft,omitempty"`
+}
+
+// Pulls lists the pull requests opened from branch of owner/repo, open and
+// closed, newest first (GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH),
+// asking as the App's installation. With no App, or the App not on the
+// Repo, it returns none.
+func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]Pull, error) {
+	var got []struct {
+		Pull
+		MergedAt *time.Time `json:"merged_at"`
+	}
+	q := url.Values{"head": {owner + ":" + branch}, "state": {"all"}, "per_page": {"30"}}
+	status, err := c.asInstallation(ctx, owner, repo, "/pulls?"+q.Encode(), &got)
+	if err != nil {
+		return nil, fmt.Errorf("list the pull requests of %s/%s from %s: %w", owner, repo, branch, err)
+	}
+	if status == 0 {
+		return nil, nil
+	}
+	out := make([]Pull, len(got))
+	for i, p := range got {
+		out[i] = p.Pull
+		out[i].Merged = p.MergedAt != nil
+	}
+	return out, nil
 }
 
 // Token is an installation token GitHub minted, with when it expires.

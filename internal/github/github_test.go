@@ -1,8 +1,11 @@
 package github_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -124,15 +127,22 @@ func gitWith(t *testing.T, dir, url, tok string, args ...string) bool {
 	return cmd.Run() == nil
 }
 
-func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
+// servedApp is a fake GitHub serving a fresh repository as acme/app with
+// the App on it, the App's client, and the repository's directory.
+func servedApp(t *testing.T) (*testkit.GitHub, *github.Client, string) {
+	t.Helper()
 	testenv.RequireCommand(t, "git")
 	gh := testkit.NewGitHub(t)
-	c := client(t, gh, true)
-	ctx := context.Background()
 	gh.InstallApp("acme/app")
-	gh.InstallApp("acme/other")
 	src := gitRepo(t)
 	gh.ServeRepo(t, "acme/app", src)
+	return gh, client(t, gh, true), src
+}
+
+func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	gh.InstallApp("acme/other")
 	gh.ServeRepo(t, "acme/other", src)
 	gh.SetPrivate("acme/app", true)
 
@@ -186,5 +196,56 @@ func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
 	}
 	if _, err := client(t, gh, false).RepoToken(ctx, "acme", "app", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("without the App: %v, want ErrNotFound", err)
+	}
+}
+
+// createPull opens a pull request from head as the holder of tok would
+// with GitHub's REST API (gh api, say), and returns the status.
+func createPull(t *testing.T, gh *testkit.GitHub, tok, head, title string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"title": title, "head": head, "base": "main"})
+	req, _ := http.NewRequest(http.MethodPost, gh.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
+	req.Header.Set("Authorization", "token "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	push, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	read, _ := c.RepoToken(ctx, "acme", "app", github.ClonePermissions)
+	for _, br := range []string{"kndl/one", "kndl/two"} {
+		if !gitWith(t, src, gh.RepoURL("acme/app"), push.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/"+br) {
+			t.Fatalf("push %s", br)
+		}
+	}
+	if code := createPull(t, gh, read.Value, "kndl/one", "Read-only"); code != http.StatusForbidden {
+		t.Errorf("a pull request with the read-only token: %d, want 403", code)
+	}
+	for _, title := range []string{"First", "Second"} {
+		if code := createPull(t, gh, push.Value, "kndl/one", title); code != http.StatusCreated {
+			t.Fatalf("open %q: %d", title, code)
+		}
+	}
+	createPull(t, gh, push.Value, "kndl/two", "Other branch")
+	gh.MergePull("acme/app", 1)
+	got, err := c.Pulls(ctx, "acme", "app", "kndl/one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []github.Pull{
+		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open"},
+		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pulls from kndl/one: %+v, want %+v", got, want)
+	}
+	if got, err := client(t, gh, false).Pulls(ctx, "acme", "app", "kndl/one"); err != nil || len(got) != 0 {
+		t.Errorf("without the App: %v %v, want none", got, err)
 	}
 }

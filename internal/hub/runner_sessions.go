@@ -80,7 +80,11 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
 			}
 		}
-		return nil, h.sessions.Events(ctx, s, req)
+		if err := h.sessions.Events(ctx, s, req); err != nil {
+			return nil, err
+		}
+		h.pulls.Pushed(ctx, s.ID, req.Events) // redacted by now
+		return nil, nil
 	})
 
 	rc.conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {

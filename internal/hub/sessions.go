@@ -239,7 +239,12 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	writeJSON(w, status, h.sessionView(s, q))
+	v, err := h.sessionView(r.Context(), s, q)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {

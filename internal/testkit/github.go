@@ -60,6 +60,7 @@ type GitHub struct {
 	private    map[string]bool // Repos whose fetch needs a token too
 	tokenLife  time.Duration
 	minted     []string
+	pulls      map[string][]fakePull // by lower-case owner/repo, numbered from 1
 	collabs    map[string]map[string]bool
 	readOnly   map[string]map[string]bool // collaborators with read permission alone
 	down       bool
@@ -87,6 +88,24 @@ type instToken struct {
 // appPermissions are the permissions the App's installations are granted:
 // what the Hub asks for and nothing more (issues, say, is not granted).
 var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}
+
+// fakePull is a pull request on the fake.
+type fakePull struct {
+	Number   int        `json:"number"`
+	Title    string     `json:"title"`
+	Body     string     `json:"body"`
+	State    string     `json:"state"`
+	HTMLURL  string     `json:"html_url"`
+	Draft    bool       `json:"draft"`
+	MergedAt *time.Time `json:"merged_at"`
+	Head     pullRef    `json:"head"`
+	Base     pullRef    `json:"base"`
+}
+
+type pullRef struct {
+	Ref   string `json:"ref"`
+	Label string `json:"label"` // OWNER:BRANCH
+}
 
 type grant struct {
 	login, redirect, challenge string
@@ -126,7 +145,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
 		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
-		private: map[string]bool{}, tokenLife: time.Hour,
+		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{},
 		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
@@ -136,6 +155,8 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -655,4 +676,86 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	default:
 		ghError(w, http.StatusNotFound, fmt.Sprintf("%s is not a user", r.PathValue("user")))
 	}
+}
+
+// apiToken is the installation token a REST request carries, as
+// "token X" (what gh and the Hub send) or "Bearer X".
+func apiToken(r *http.Request) string {
+	authz := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(authz, "token "); ok {
+		return tok
+	}
+	tok, _ := strings.CutPrefix(authz, "Bearer ")
+	return tok
+}
+
+// listPulls answers GET /repos/{owner}/{repo}/pulls with head and state
+// (open, closed or all) filters, newest first, for a token with pull
+// requests read.
+func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
+	g.count("pulls")
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	head, state := r.URL.Query().Get("head"), r.URL.Query().Get("state")
+	if state == "" {
+		state = "open"
+	}
+	g.mu.Lock()
+	all := slices.Clone(g.pulls[repo])
+	g.mu.Unlock()
+	out := []fakePull{}
+	for i := len(all) - 1; i >= 0; i-- {
+		p := all[i]
+		if (head == "" || strings.EqualFold(p.Head.Label, head)) && (state == "all" || p.State == state) {
+			out = append(out, p)
+		}
+	}
+	ghJSON(w, http.StatusOK, out)
+}
+
+// createPull answers POST /repos/{owner}/{repo}/pulls for a token with pull
+// requests write: head must be a branch of the Repo, base another.
+func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
+	g.count("create_pull")
+	owner, repo := r.PathValue("owner"), strings.ToLower(r.PathValue("owner")+"/"+r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, "pull_requests", "write") {
+		ghError(w, http.StatusForbidden, "Resource not accessible by integration")
+		return
+	}
+	var req struct{ Title, Head, Base, Body string }
+	if json.NewDecoder(r.Body).Decode(&req) != nil || req.Title == "" || req.Head == "" || req.Base == "" {
+		ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	head := req.Head
+	if _, branch, ok := strings.Cut(head, ":"); ok {
+		head = branch
+	}
+	bare := filepath.Join(g.gitRoot, repo+".git")
+	for _, br := range []string{head, req.Base} {
+		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+br).Run() != nil {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed: no branch "+br)
+			return
+		}
+	}
+	g.mu.Lock()
+	n := len(g.pulls[repo]) + 1
+	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
+		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base}}
+	g.pulls[repo] = append(g.pulls[repo], p)
+	g.mu.Unlock()
+	ghJSON(w, http.StatusCreated, p)
+}
+
+// MergePull merges pull request n of owner/repo, as a person would on
+// GitHub.
+func (g *GitHub) MergePull(ownerRepo string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps := g.pulls[strings.ToLower(ownerRepo)]
+	now := time.Now().UTC()
+	ps[n-1].State, ps[n-1].MergedAt = "closed", &now
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -218,4 +219,50 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 	if st := s.state(v.ID).State; st != api.Active {
 		t.Errorf("the Session is %s, want awake", st)
 	}
+}
+
+// TestTheSessionViewListsPushedBranchesAndPullRequests: the branch the
+// Session pushed shows on its view with a link to GitHub; pull requests
+// opened from it (with the Sandbox token, as gh would) show, live, once a
+// later push in the transcript has the Hub ask GitHub again, a title
+// masked like any Session text; kndl show's API lists the same.
+func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	b.Go(s.URL+"/sessions/"+id, `#branches li[data-branch="kndl/test"]`)
+	if href := Eval[string](b, `document.querySelector('#branches li[data-branch="kndl/test"] a').href`); href != s.GitHub.URL+"/acme/app/tree/kndl/test" {
+		t.Errorf("the branch links to %q, want its page on GitHub", href)
+	}
+
+	// The second's title holds the Sandbox token, which the view masks.
+	tok := s.sandboxToken(id)
+	for _, title := range []string{"Add the thing", "Token " + tok} {
+		body, _ := json.Marshal(map[string]string{"title": title, "head": "kndl/test", "base": "main"})
+		req, _ := http.NewRequest(http.MethodPost, s.GitHub.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
+		req.Header.Set("Authorization", "token "+tok)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("open a pull request with the Sandbox token: %v %v", resp, err)
+		}
+	}
+	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
+	s.prompt(id, "push another")
+	b.Wait(testenv.WaitMedium, "the pull request and the second branch", `(() => {
+		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
+		return pr && pr.href === `+"`"+s.GitHub.URL+"/acme/app/pull/1`"+` &&
+			!!document.querySelector('#branches li[data-branch="kndl/second"]');
+	})()`)
+	var v api.SessionView
+	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+	if len(v.Branches) != 2 || v.Branches[0].Name != "kndl/test" || len(v.Branches[0].Pulls) != 2 || v.Branches[1].Name != "kndl/second" {
+		t.Fatalf("the API's branches: %+v, want kndl/test with its two pull requests, then kndl/second", v.Branches)
+	}
+	if got := v.Branches[0].Pulls[0].Title; got != "Token "+strings.Repeat("*", len(tok)) {
+		t.Errorf("a pull request's title with the Sandbox token in it shows %q, want it masked", got)
+	}
+	if page := Eval[string](b, `document.getElementById("branches").textContent`); strings.Contains(page, tok) {
+		t.Error("the Session view shows the Sandbox token in a pull request's title")
+	}
+	b.Screenshot("session-branches.png")
 }
