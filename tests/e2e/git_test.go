@@ -89,8 +89,9 @@ func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
 // TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment: once git in the
 // Sandbox has pushed with it, the Sandbox token is in no process's
 // environment or command line on the host (every Sandbox's processes
-// included), and in no file of the Hub's or the Runner's, the Sandbox's
-// disks, overlay and Workspace included: only on the Sandbox's tmpfs.
+// included), in no file of the Hub's or the Runner's, the Sandbox's disks,
+// overlay and Workspace included, and not in their logs: only on the
+// Sandbox's tmpfs.
 func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
@@ -105,6 +106,9 @@ func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
 				t.Errorf("%s/%s holds the Sandbox token: %q", p, f, b)
 			}
 		}
+	}
+	if strings.Contains(s.logText(), string(tok)) {
+		t.Error("the Hub's or the Runner's log holds the Sandbox token")
 	}
 	scanned := 0
 	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {

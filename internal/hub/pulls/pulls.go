@@ -6,7 +6,6 @@
 package pulls
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -160,7 +159,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
 			return
 		}
-		if !bytes.Equal(j, b.Pulls) {
+		if string(j) != string(b.Pulls) {
 			t.opts.Changed(b.SessionID)
 		}
 	}
