@@ -78,17 +78,29 @@ func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Durat
 	return min(maxTokenRefresh, max(time.Second, time.Until(tok.ExpiresAt)*3/4))
 }
 
-// keepSandboxToken refreshes a running Session's Sandbox token until the
-// Session ends here, the first time after wait.
-func (r *Runner) keepSandboxToken(ctx context.Context, s *session, wait time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = r.refreshSandboxToken(ctx, s)
+// keepSandboxToken asks for a running Session's Sandbox token at once,
+// closing first (if set) after that first try, and then again whenever
+// refreshSandboxToken says, until the Session ends here. A Session has one
+// such loop: its start's, or for one taken back after a restart, its
+// watchers'.
+func (r *Runner) keepSandboxToken(s *session, first chan struct{}) {
+	if s.tokenKept.Swap(true) {
+		return
 	}
+	r.spawn(func() {
+		wait := r.refreshSandboxToken(s.ctx, s)
+		if first != nil {
+			close(first)
+		}
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = r.refreshSandboxToken(s.ctx, s)
+		}
+	})
 }
 
 // writeSandboxToken puts tok in the Sandbox's token files, through a

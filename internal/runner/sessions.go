@@ -74,10 +74,9 @@ type session struct {
 	questions questions
 	subagents subagents
 	// tokenFailing is set while the Sandbox token cannot be had, so the
-	// failure is logged once; tokenWait is how long after the start it is
-	// asked for again (zero for a Session taken back after a restart).
+	// failure is logged once; tokenKept once its refresh runs.
 	tokenFailing atomic.Bool
-	tokenWait    time.Duration
+	tokenKept    atomic.Bool
 }
 
 // sandboxID names a Session's Sandbox.
@@ -168,9 +167,14 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.ensureSandbox(ctx, s, bd, bin, dir); err != nil {
 		return err
 	}
-	// The Sandbox token before Claude Code starts, so its first Turn can
-	// push; the Session starts without one all the same.
-	s.tokenWait = r.refreshSandboxToken(ctx, s)
+	// Its watchers outlive this start's request, and end with the Runner.
+	sctx, cancel := context.WithCancel(r.life)
+	s.ctx, s.cancel = sctx, cancel
+	// The Sandbox token is asked for while Claude Code starts, and waited
+	// for before the start is reported, so the first Turn can push; the
+	// Session starts without one all the same.
+	firstToken := make(chan struct{})
+	r.keepSandboxToken(s, firstToken)
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
 	copyName := fmt.Sprintf("%d", time.Now().UnixNano())
@@ -216,15 +220,17 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	// Its watchers outlive this start's request, and end with the Runner.
-	sctx, cancel := context.WithCancel(r.life)
-	s.ctx, s.cancel = sctx, cancel
 	if err := r.startClaude(sctx, s, argv, env); err != nil {
 		return err
 	}
 	logf("waiting for Claude Code")
 	if err := r.waitReady(ctx, s); err != nil {
 		return err
+	}
+	select {
+	case <-firstToken:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	s.following.Store(true)
 	r.watch(s, req.Offsets)
@@ -418,7 +424,7 @@ func (r *Runner) session(id string) (*session, error) {
 // Sandbox token.
 func (r *Runner) watch(s *session, offsets map[string]int64) {
 	r.spawn(func() { r.follow(s.ctx, s, offsets) })
-	r.spawn(func() { r.keepSandboxToken(s.ctx, s, s.tokenWait) })
+	r.keepSandboxToken(s, nil)
 	r.spawn(func() { r.watchPorts(s.ctx, s) })
 	r.spawn(func() { r.watchExit(s) })
 }

@@ -270,3 +270,17 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	}
 	b.Screenshot("session-branches.png")
 }
+
+// TestARestartedRunnerAsksForTheSandboxTokenAgain: a Runner that restarts
+// under a running Session knows nothing of its token's age, so it asks at
+// once, and git in the Sandbox pushes with the new one.
+func TestARestartedRunnerAsksForTheSandboxTokenAgain(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	before := s.sandboxToken(id)
+	s.RestartRunner()
+	testenv.Eventually(t, testenv.WaitMedium, "a token from the restarted Runner", func() bool { return s.sandboxToken(id) != before })
+	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", "origin", "HEAD:refs/heads/after-restart"); code != 0 {
+		t.Errorf("a push after the Runner's restart failed: %s", out)
+	}
+}
