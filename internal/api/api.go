@@ -75,6 +75,28 @@ type SessionView struct {
 	// it gets at its next wake or restart.
 	EnvironmentVersion int `json:"environment_version,omitempty"`
 	EnvironmentWaiting int `json:"environment_waiting,omitempty"`
+	// Branches are the branches the Session pushed, each with the pull
+	// requests opened from it, as GitHub last said.
+	Branches []Branch `json:"branches,omitempty"`
+}
+
+// Branch is a branch a Session pushed to its Repo.
+type Branch struct {
+	Name     string    `json:"name"`
+	URL      string    `json:"url,omitempty"` // on GitHub, when the Repo is there
+	PushedAt time.Time `json:"pushed_at"`
+	Pulls    []Pull    `json:"pulls,omitempty"`
+}
+
+// Pull is a pull request opened from a Session's branch.
+type Pull struct {
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+	URL    string `json:"url"`
+	// State is open or closed; Merged is set for a closed one merged.
+	State  string `json:"state"`
+	Merged bool   `json:"merged,omitempty"`
+	Draft  bool   `json:"draft,omitempty"`
 }
 
 // Prompt is a prompt waiting for, or given to, a Session.

@@ -164,7 +164,30 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 			fmt.Fprintf(io.Stdout, "  %s  %s  %s\n", p.ID, p.State, oneLine(p.Text, 60))
 		}
 	}
+	printBranches(io.Stdout, s.Branches)
 	return nil
+}
+
+// printBranches lists the branches a Session pushed, each with its link
+// and the pull requests opened from it.
+func printBranches(w io.Writer, bs []api.Branch) {
+	if len(bs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nPushed branches:\n")
+	for _, b := range bs {
+		fmt.Fprintf(w, "  %s  %s\n", b.Name, b.URL)
+		for _, p := range b.Pulls {
+			state := p.State
+			switch {
+			case p.Merged:
+				state = "merged"
+			case p.Draft && p.State == "open":
+				state = "draft"
+			}
+			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, state, oneLine(p.Title, 60), p.URL)
+		}
+	}
 }
 
 // printSession writes a Session's head: where it runs, its state and

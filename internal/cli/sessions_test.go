@@ -24,8 +24,10 @@ import (
 type fakeHub struct {
 	t        *testing.T
 	sessions []api.Session
-	// events are each Session's Events, by id.
-	events map[string][]api.Event
+	// events are each Session's Events, by id; branches the branches
+	// each pushed.
+	events   map[string][]api.Event
+	branches map[string][]api.Branch
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
@@ -39,12 +41,12 @@ const fakeToken = "kndlc_fake-cli-token"
 // newFakeHub serves sessions and points this test's CLI config at it.
 func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	t.Helper()
-	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}}
+	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}, branches: map[string][]api.Branch{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
 	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if s, ok := h.session(r.PathValue("id")); ok {
-			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}})
+			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}, Branches: h.branches[s.ID]})
 			return
 		}
 		h.notFound(w)
@@ -198,6 +200,31 @@ func TestShowSaysWhyASessionFailed(t *testing.T) {
 		if tt.id != "s-failed" && strings.Contains(out, "retries") {
 			t.Errorf("kndl show %s offers a retry:\n%s", tt.id, out)
 		}
+	}
+}
+
+// TestShowListsPushedBranchesAndTheirPullRequests: each branch with its
+// link, each pull request with its number, state, title and link.
+func TestShowListsPushedBranchesAndTheirPullRequests(t *testing.T) {
+	h := newFakeHub(t, session("s-1", api.Active, "idle", "", false))
+	h.branches["s-1"] = []api.Branch{
+		{Name: "kndl/test", URL: "https://github.com/acme/app/tree/kndl/test", Pulls: []api.Pull{
+			{Number: 7, Title: "Add the thing", URL: "https://github.com/acme/app/pull/7", State: "open"},
+			{Number: 3, Title: "First try", URL: "https://github.com/acme/app/pull/3", State: "closed", Merged: true},
+		}},
+		{Name: "kndl/other", URL: "https://github.com/acme/app/tree/kndl/other"},
+	}
+	out, errOut, code := kndl("show", "s-1")
+	if code != 0 {
+		t.Fatalf("kndl show: exit %d, %s", code, errOut)
+	}
+	want := "\nPushed branches:\n" +
+		"  kndl/test  https://github.com/acme/app/tree/kndl/test\n" +
+		"    #7 open  Add the thing  https://github.com/acme/app/pull/7\n" +
+		"    #3 merged  First try  https://github.com/acme/app/pull/3\n" +
+		"  kndl/other  https://github.com/acme/app/tree/kndl/other\n"
+	if !strings.HasSuffix(out, want) {
+		t.Errorf("kndl show ends:\n%s\nwant it to end:\n%s", out, want)
 	}
 }
 

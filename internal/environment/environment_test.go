@@ -122,6 +122,7 @@ func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) 
 	svc := New(Deps{Store: st, Log: slog.Default(),
 		Variables:  func(context.Context, string) ([]protocol.Variable, error) { return vars, nil },
 		PickRunner: func(context.Context, string) (string, Requester, error) { return fr.id, fr, nil },
+		CloneToken: func(context.Context, string) (string, error) { return "ghs_clone", nil },
 		Redact: func(_ context.Context, _ string, text string) string {
 			return strings.ReplaceAll(text, "ghp_"+strings.Repeat("A", 36), "[masked]")
 		},
@@ -169,7 +170,7 @@ func TestADraftThatChangesTheBuildAppliesOnlyAfterItsOwnTestBuildPassed(t *testi
 	if tb.State != store.TestPassed || !strings.Contains(tb.Log, "building\n") || strings.Contains(tb.Log, "ghp_") {
 		t.Fatalf("a passed Test build: %+v, want its log, redacted", tb)
 	}
-	if got := fr.got[len(fr.got)-1]; got.RepoURL != repo.URL || got.Environment.Bootstrap != draft.Bootstrap || len(got.Variables) != 1 || got.Variables[0].Name != "AT" {
+	if got := fr.got[len(fr.got)-1]; got.RepoURL != repo.URL || got.Environment.Bootstrap != draft.Bootstrap || len(got.Variables) != 1 || got.Variables[0].Name != "AT" || got.CloneToken != "ghs_clone" {
 		t.Fatalf("the Runner was asked %+v, want the draft with the Variables at build only", got)
 	}
 	// An edit after the Test build needs another.

@@ -25,6 +25,9 @@ type Deps struct {
 	// Variables returns a Repo's Variables as a Session gets them, values
 	// opened.
 	Variables func(ctx context.Context, repoID string) ([]protocol.Variable, error)
+	// CloneToken mints a token that reads the Repo's contents alone, ""
+	// when the Hub has no GitHub App (the Runner's own credentials clone).
+	CloneToken func(ctx context.Context, repoURL string) (string, error)
 	// PickRunner returns a connected Runner the person may use.
 	PickRunner func(ctx context.Context, userID string) (runnerID string, rc Requester, err error)
 	// Redact masks a Repo's Sensitive values and credential shapes in a
@@ -228,6 +231,10 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 	if err != nil {
 		return store.TestBuild{}, err
 	}
+	clone, err := s.d.CloneToken(ctx, repo.URL)
+	if err != nil {
+		return store.TestBuild{}, fmt.Errorf("the Test build clones the Repo with the GitHub App's read-only token, and none was minted (is the App installed on %s?): %w", repo.URL, err)
+	}
 	runnerID, rc, err := s.d.PickRunner(ctx, userID)
 	if err != nil {
 		return store.TestBuild{}, err
@@ -238,7 +245,7 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 	if err != nil {
 		return store.TestBuild{}, err
 	}
-	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: c.protocol(0), Variables: pv}
+	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: c.protocol(0), Variables: pv, CloneToken: clone}
 	go s.run(t, req, rc)
 	return t, nil
 }

@@ -242,9 +242,10 @@ func (c *Client) installation(ctx context.Context, owner, repo string) (int64, e
 	return inst.ID, nil
 }
 
-// installationToken returns a token for the installation, with only the
-// Metadata permission, minted once and used until five minutes before it
-// expires.
+// installationToken returns the Hub's own token for the installation, to
+// read who may access a Repo and the pull requests opened on it (metadata
+// and pull requests read, nothing else), minted once and used until five
+// minutes before it expires. It never leaves the Hub.
 func (c *Client) installationToken(ctx context.Context, id int64) (string, error) {
 	c.mu.Lock()
 	t, ok := c.tokens[id]
@@ -257,7 +258,7 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 		return "", err
 	}
 	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(id, 10)+"/access_tokens", "Bearer "+jwt,
-		strings.NewReader(`{"permissions":{"metadata":"read"}}`))
+		strings.NewReader(`{"permissions":{"metadata":"read","pull_requests":"read"}}`))
 	if err != nil {
 		return "", err
 	}
@@ -272,6 +273,93 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 	c.tokens[id] = installToken{got.Token, got.ExpiresAt}
 	c.mu.Unlock()
 	return got.Token, nil
+}
+
+// Pull is a pull request as the Hub shows it.
+type Pull struct {
+	Number int    `json:"number"`
+	Title  string `json:"title"`
+	URL    string `json:"html_url"`
+	// State is open or closed; Merged is set for a closed one merged.
+	State  string `json:"state"`
+	Merged bool   `json:"merged,omitempty"`
+	Draft  bool   `json:"draft,omitempty"`
+}
+
+// Pulls lists the pull requests opened from branch of owner/repo, open and
+// closed, newest first (GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH),
+// asking as the App's installation. With no App, or the App not on the
+// Repo, it returns none.
+func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]Pull, error) {
+	var got []struct {
+		Pull
+		MergedAt *time.Time `json:"merged_at"`
+	}
+	q := url.Values{"head": {owner + ":" + branch}, "state": {"all"}, "per_page": {"30"}}
+	status, err := c.asInstallation(ctx, owner, repo, "/pulls?"+q.Encode(), &got)
+	if err != nil {
+		return nil, fmt.Errorf("list the pull requests of %s/%s from %s: %w", owner, repo, branch, err)
+	}
+	if status == 0 {
+		return nil, nil
+	}
+	out := make([]Pull, len(got))
+	for i, p := range got {
+		out[i] = p.Pull
+		out[i].Merged = p.MergedAt != nil
+	}
+	return out, nil
+}
+
+// Token is an installation token GitHub minted, with when it expires.
+type Token struct {
+	Value   string
+	Expires time.Time
+}
+
+// The permission sets the Hub mints repo tokens with: a Sandbox's, to
+// push branches and open pull requests, and a host clone's, to read the
+// code alone.
+var (
+	SandboxPermissions = map[string]string{"contents": "write", "pull_requests": "write"}
+	ClonePermissions   = map[string]string{"contents": "read"}
+)
+
+// RepoToken mints a fresh installation token restricted to owner/repo with
+// exactly perms (GitHub adds metadata read to every token). It is never
+// cached: each caller gets its own. It returns ErrNotFound when there is no
+// App or it is not installed on the Repo, and ErrUnavailable when GitHub
+// could not answer.
+func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[string]string) (Token, error) {
+	if !c.HasApp() {
+		return Token{}, fmt.Errorf("no GitHub App is set up (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+	}
+	inst, err := c.installation(ctx, owner, repo)
+	if err != nil {
+		return Token{}, err
+	}
+	jwt, err := c.appJWT()
+	if err != nil {
+		return Token{}, err
+	}
+	body, _ := json.Marshal(map[string]any{"repositories": []string{repo}, "permissions": perms})
+	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", "Bearer "+jwt,
+		strings.NewReader(string(body)))
+	if err != nil {
+		return Token{}, err
+	}
+	var got struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	// GitHub refuses (422) permissions the installation was not granted.
+	if _, err := c.do(req, &got); err != nil {
+		return Token{}, fmt.Errorf("mint a token for %s/%s: %w", owner, repo, err)
+	}
+	if got.Token == "" || got.ExpiresAt.IsZero() {
+		return Token{}, fmt.Errorf("mint a token for %s/%s: GitHub's answer has no token or expiry: %w", owner, repo, errdefs.ErrUnavailable)
+	}
+	return Token{Value: got.Token, Expires: got.ExpiresAt}, nil
 }
 
 // appJWT is the App's own credential: a JWT signed with its private key,

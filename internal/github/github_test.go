@@ -1,12 +1,21 @@
 package github_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -89,5 +98,154 @@ func TestIsCollaboratorAsksAsTheAppsInstallation(t *testing.T) {
 	}
 	if got, err := client(t, gh, false).IsCollaborator(ctx, "acme", "app", "bob"); got || err != nil {
 		t.Errorf("without the App: %v, %v; want no access", got, err)
+	}
+}
+
+// gitRepo makes a repository with one commit in a fresh directory.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main", dir}, {"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// gitWith runs git in dir with the remote URL carrying tok as its password
+// (the placeholder REMOTE in args), and reports whether it succeeded.
+func gitWith(t *testing.T, dir, url, tok string, args ...string) bool {
+	t.Helper()
+	u := strings.Replace(url, "://", "://x-access-token:"+tok+"@", 1)
+	argv := []string{"-C", dir}
+	for _, a := range args {
+		argv = append(argv, strings.ReplaceAll(a, "REMOTE", u))
+	}
+	cmd := exec.Command("git", argv...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	return cmd.Run() == nil
+}
+
+// servedApp is a fake GitHub serving a fresh repository as acme/app with
+// the App on it, the App's client, and the repository's directory.
+func servedApp(t *testing.T) (*testkit.GitHub, *github.Client, string) {
+	t.Helper()
+	testenv.RequireCommand(t, "git")
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	src := gitRepo(t)
+	gh.ServeRepo(t, "acme/app", src)
+	return gh, client(t, gh, true), src
+}
+
+func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	gh.InstallApp("acme/other")
+	gh.ServeRepo(t, "acme/other", src)
+	gh.SetPrivate("acme/app", true)
+
+	push, err := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := gh.Token(push.Value)
+	if !slices.Equal(info.Repos, []string{"app"}) || info.Permissions["contents"] != "write" || info.Permissions["pull_requests"] != "write" || len(info.Permissions) != 3 {
+		t.Errorf("the Sandbox token's grant: %+v, want acme/app alone with contents and pull requests write (and metadata)", info)
+	}
+	if time.Until(push.Expires) < 50*time.Minute {
+		t.Errorf("expires %v, want about an hour from now", push.Expires)
+	}
+	read, err := c.RepoToken(ctx, "acme", "app", github.ClonePermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.SetTokenLifetime(time.Millisecond)
+	expired, err := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the token's own lifetime, not a wait for a condition
+	app, other := gh.RepoURL("acme/app"), gh.RepoURL("acme/other")
+	tests := []struct {
+		name, url, tok string
+		args           []string
+		want           bool
+	}{
+		{"push with the Sandbox token", app, push.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, true},
+		{"push with the read-only clone token", app, read.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"push with an expired token", app, expired.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"push to another Repo", other, push.Value, []string{"push", "-q", "REMOTE", "HEAD:refs/heads/probe"}, false},
+		{"fetch the private Repo with the clone token", app, read.Value, []string{"ls-remote", "-q", "REMOTE"}, true},
+		{"fetch the private Repo without a token", app, "", []string{"ls-remote", "-q", "REMOTE"}, false},
+	}
+	for _, tt := range tests {
+		if got := gitWith(t, src, tt.url, tt.tok, tt.args...); got != tt.want {
+			t.Errorf("%s: succeeded %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if got := gh.Branches(t, "acme/app"); !slices.Contains(got, "probe") {
+		t.Errorf("acme/app's branches %v, want the pushed probe", got)
+	}
+	if _, err := c.RepoToken(ctx, "acme", "app", map[string]string{"issues": "write"}); err == nil {
+		t.Error("a token with a permission the installation lacks was minted")
+	}
+	if _, err := c.RepoToken(ctx, "acme", "absent", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a Repo without the App: %v, want ErrNotFound", err)
+	}
+	if _, err := client(t, gh, false).RepoToken(ctx, "acme", "app", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("without the App: %v, want ErrNotFound", err)
+	}
+}
+
+// createPull opens a pull request from head as the holder of tok would
+// with GitHub's REST API (gh api, say), and returns the status.
+func createPull(t *testing.T, gh *testkit.GitHub, tok, head, title string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"title": title, "head": head, "base": "main"})
+	req, _ := http.NewRequest(http.MethodPost, gh.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
+	req.Header.Set("Authorization", "token "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	push, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	read, _ := c.RepoToken(ctx, "acme", "app", github.ClonePermissions)
+	for _, br := range []string{"kndl/one", "kndl/two"} {
+		if !gitWith(t, src, gh.RepoURL("acme/app"), push.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/"+br) {
+			t.Fatalf("push %s", br)
+		}
+	}
+	if code := createPull(t, gh, read.Value, "kndl/one", "Read-only"); code != http.StatusForbidden {
+		t.Errorf("a pull request with the read-only token: %d, want 403", code)
+	}
+	for _, title := range []string{"First", "Second"} {
+		if code := createPull(t, gh, push.Value, "kndl/one", title); code != http.StatusCreated {
+			t.Fatalf("open %q: %d", title, code)
+		}
+	}
+	createPull(t, gh, push.Value, "kndl/two", "Other branch")
+	gh.MergePull("acme/app", 1)
+	got, err := c.Pulls(ctx, "acme", "app", "kndl/one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []github.Pull{
+		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open"},
+		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pulls from kndl/one: %+v, want %+v", got, want)
+	}
+	if got, err := client(t, gh, false).Pulls(ctx, "acme", "app", "kndl/one"); err != nil || len(got) != 0 {
+		t.Errorf("without the App: %v %v, want none", got, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
@@ -37,6 +38,13 @@ func (h *Hub) newEnvironments() *environment.Service {
 			}
 			return rc.runner.ID, rc.conn, nil
 		},
+		CloneToken: func(ctx context.Context, repoURL string) (string, error) {
+			if h.guard.gh == nil || !h.guard.gh.HasApp() {
+				return "", nil
+			}
+			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
+			return tok.Token, err
+		},
 		Redact: h.redactRepoText,
 		Log:    h.log,
 	})
@@ -49,7 +57,7 @@ func (h *Hub) redactRepoText(ctx context.Context, repoID, text string) string {
 	if values, err := h.sensitiveValues(ctx, store.Session{RepoID: repoID}); err == nil {
 		set.Add(values...)
 	}
-	return redact.Scrub(redact.ScrubTokens(set.Redact(text)))
+	return redact.Scrub(set.Redact(text))
 }
 
 func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {

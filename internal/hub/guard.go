@@ -123,6 +123,7 @@ func (h *Hub) initGuard() error {
 func (h *Hub) Close() {
 	h.guard.stop()
 	<-h.guard.done
+	h.pulls.Close()
 	h.sessions.Close()
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -31,6 +32,7 @@ type Hub struct {
 	web      *webState            // the web UI's live state: web.go
 	sessions *session.Owner       // every Session's state, queue and live stream
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
+	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
@@ -71,6 +73,11 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		h.sessions.Close()
 		return nil, err
 	}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Changed: h.sessions.Changed, Logger: cfg.Logger}
+	if h.guard.gh != nil {
+		po.GitHub = h.guard.gh
+	}
+	h.pulls = pulls.New(po)
 	mux, err := h.mux()
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -14,23 +15,47 @@ import (
 // handler answers only for a Session on that Runner, and only after hello.
 func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
-
-	rc.conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+	// runnable decodes a request about a Session this Runner may run now:
+	// starting or awake, its Creator a Member, and the Runner one they may
+	// use, asked now rather than at connect, so a Runner unshared since, or
+	// revoked, gets nothing.
+	runnable := func(ctx context.Context, body json.RawMessage) (store.Session, error) {
 		var req protocol.SessionRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
 		if err != nil {
-			return nil, err
+			return s, err
 		}
 		if s.State != store.Starting && s.State != store.Active {
-			return nil, fmt.Errorf("session %s is %s, not starting or awake: %w", s.ID, s.State, errdefs.ErrForbidden)
+			return s, fmt.Errorf("session %s is %s, not starting or awake: %w", s.ID, s.State, errdefs.ErrForbidden)
 		}
 		if _, err := h.store.UserByID(ctx, s.CreatorID); err != nil {
-			return nil, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
+			return s, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
 		}
-		// Asked now, not at connect: a Runner unshared since, or revoked,
-		// gets nothing.
 		if rn, err := h.store.RunnerByID(ctx, rc.runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
-			return nil, fmt.Errorf("this Runner is not one the Session's Creator may use (neither theirs nor shared): %w", errdefs.ErrForbidden)
+			return s, fmt.Errorf("this Runner is not one the Session's Creator may use (neither theirs nor shared): %w", errdefs.ErrForbidden)
+		}
+		return s, nil
+	}
+
+	rc.conn.Handle(protocol.TypeSessionGitHubToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		s, err := runnable(ctx, body)
+		if err != nil {
+			return nil, err
+		}
+		return h.sandboxToken(ctx, s)
+	})
+	rc.conn.Handle(protocol.TypeSessionCloneToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		s, err := runnable(ctx, body)
+		if err != nil {
+			return nil, err
+		}
+		return h.repoToken(ctx, s, github.ClonePermissions)
+	})
+
+	rc.conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		s, err := runnable(ctx, body)
+		if err != nil {
+			return nil, err
 		}
 		tok, err := h.claudeToken(ctx, s.CreatorID)
 		if err != nil {
@@ -55,7 +80,11 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
 			}
 		}
-		return nil, h.sessions.Events(ctx, s, req)
+		if err := h.sessions.Events(ctx, s, req); err != nil {
+			return nil, err
+		}
+		h.pulls.Pushed(ctx, s.ID, req.Events) // redacted by now
+		return nil, nil
 	})
 
 	rc.conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {

@@ -239,8 +239,11 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	v := h.sessionView(s, q)
-	if v.EnvironmentVersion, v.EnvironmentWaiting, err = h.envs.OfSession(r.Context(), s.ID, s.RepoID); err != nil {
+	v, err := h.sessionView(r.Context(), s, q)
+	if err == nil {
+		v.EnvironmentVersion, v.EnvironmentWaiting, err = h.envs.OfSession(r.Context(), s.ID, s.RepoID)
+	}
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -100,7 +100,10 @@ func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved,
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	sv := st.h.sessionView(cur, q)
+	sv, err := st.h.sessionView(ctx, cur, q)
+	if err != nil {
+		return m, false, false
+	}
 	b, _ := json.Marshal(sv)
 	if string(b) == st.last {
 		return m, false, false

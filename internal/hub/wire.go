@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"context"
+
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/store"
 )
@@ -22,9 +24,18 @@ func (h *Hub) apiSessionNow(s store.Session) api.Session {
 	return a
 }
 
-// sessionView is a Session with its queue and what it is doing now.
-func (h *Hub) sessionView(s store.Session, q []store.Prompt) api.SessionView {
-	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt)}
+// sessionView is a Session with its queue, what it is doing now, and the
+// branches it pushed.
+func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt) (api.SessionView, error) {
+	bs, err := h.pulls.Branches(ctx, s.ID)
+	// A pull request's title is text of the Session's too: Claude may
+	// have written it.
+	for i := range bs {
+		for j := range bs[i].Pulls {
+			bs[i].Pulls[j].Title = h.RedactText(ctx, s.ID, bs[i].Pulls[j].Title)
+		}
+	}
+	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt), Branches: bs}, err
 }
 
 func apiPrompt(p store.Prompt) api.Prompt {

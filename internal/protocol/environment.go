@@ -28,6 +28,9 @@ type EnvTest struct {
 	RepoURL     string      `json:"repo_url"`
 	Environment Environment `json:"environment"`
 	Variables   []Variable  `json:"variables,omitempty"`
+	// CloneToken reads the Repo's contents alone (the App's, minted for
+	// this Test build); empty without an App, for the host's credentials.
+	CloneToken string `json:"clone_token,omitempty"`
 }
 
 // EnvTestLog is a Test build's next lines of log.

@@ -54,6 +54,10 @@ type Config struct {
 	// and self-hosted model gateways; off by default, and loud in the log
 	// when on. RUNNER_MODEL_ENDPOINT.
 	ModelEndpoint string
+	// GitHubTokenRetry is how long the Runner waits to ask the Hub again for
+	// a Session's Sandbox token when it had none (no GitHub App, or GitHub
+	// failing). RUNNER_GITHUB_TOKEN_RETRY, a Go duration; default 5m.
+	GitHubTokenRetry time.Duration
 	// Binary is the kndl binary mounted read-only into every Sandbox at
 	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
 	// process's own executable.
@@ -100,12 +104,22 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 			*v.dst = n
 		}
 	}
-	if s := getenv("RUNNER_ARCHIVE_KEEP"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return c, fmt.Errorf("RUNNER_ARCHIVE_KEEP=%q: want a positive Go duration such as 720h or 90m", s)
+	durations := []struct {
+		env     string
+		dst     *time.Duration
+		example string
+	}{
+		{"RUNNER_ARCHIVE_KEEP", &c.ArchiveKeep, "720h or 90m"},
+		{"RUNNER_GITHUB_TOKEN_RETRY", &c.GitHubTokenRetry, "5m or 30s"},
+	}
+	for _, v := range durations {
+		if s := getenv(v.env); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive Go duration such as %s", v.env, s, v.example)
+			}
+			*v.dst = d
 		}
-		c.ArchiveKeep = d
 	}
 	if s := getenv("RUNNER_SANDBOX_MAX_CPUS"); s != "" {
 		f, err := strconv.ParseFloat(s, 64)
@@ -138,6 +152,9 @@ func (c *Config) check() error {
 	}
 	if c.ArchiveKeep <= 0 {
 		c.ArchiveKeep = DefaultArchiveKeep
+	}
+	if c.GitHubTokenRetry <= 0 {
+		c.GitHubTokenRetry = DefaultGitHubTokenRetry
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	}
 	dir := filepath.Join(r.cfg.Home, "tests", req.TestID)
 	defer os.RemoveAll(dir)
-	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
+	if err := cloneWorkspace(ctx, req.RepoURL, req.CloneToken, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
 		logf("%v", err)
 		return err
 	}

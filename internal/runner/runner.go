@@ -37,6 +37,8 @@ type Runner struct {
 	relay   *relay.Relay
 	// archives marks the Sessions archived here and purges them.
 	archives *archives
+	// clones keeps the host clone's read-only tokens.
+	clones cloneTokens
 
 	// life is Run's context: every Session's watchers end with it, and
 	// wg counts every goroutine Run waits for before it returns.

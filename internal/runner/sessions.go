@@ -81,6 +81,10 @@ type session struct {
 	stream    stream
 	questions questions
 	subagents subagents
+	// tokenFailing is set while the Sandbox token cannot be had, so the
+	// failure is logged once; tokenKept once its refresh runs.
+	tokenFailing atomic.Bool
+	tokenKept    atomic.Bool
 }
 
 // sandboxID names a Session's Sandbox.
@@ -149,8 +153,14 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
 		return err
 	}
-	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
-		return err
+	if ws := filepath.Join(dir, "workspace"); !cloned(ws) {
+		tok, err := r.cloneToken(ctx, s.id, req.RepoURL)
+		if err != nil {
+			return err
+		}
+		if err := cloneWorkspace(ctx, req.RepoURL, tok, ws, func(line string) { logf("%s", line) }); err != nil {
+			return err
+		}
 	}
 	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, resources(req.Environment))
 	if err != nil {
@@ -176,6 +186,14 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if raw, err := os.ReadFile(filepath.Join(dir, loginEnvFile)); err == nil {
 		json.Unmarshal(raw, &login) // its Sandbox's, probed after the Start script
 	}
+	// Its watchers outlive this start's request, and end with the Runner.
+	sctx, cancel := context.WithCancel(r.life)
+	s.ctx, s.cancel = sctx, cancel
+	// The Sandbox token is asked for while Claude Code starts, and waited
+	// for before the start is reported, so the first Turn can push; the
+	// Session starts without one all the same.
+	firstToken := make(chan struct{})
+	r.keepSandboxToken(s, firstToken)
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
 	copyName := fmt.Sprintf("%d", time.Now().UnixNano())
@@ -222,15 +240,17 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	// Its watchers outlive this start's request, and end with the Runner.
-	sctx, cancel := context.WithCancel(r.life)
-	s.ctx, s.cancel = sctx, cancel
 	if err := r.startClaude(sctx, s, argv, env); err != nil {
 		return err
 	}
 	logf("waiting for Claude Code")
 	if err := r.waitReady(ctx, s); err != nil {
 		return err
+	}
+	select {
+	case <-firstToken:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	s.following.Store(true)
 	r.watch(s, req.Offsets)
@@ -398,9 +418,11 @@ func (r *Runner) session(id string) (*session, error) {
 }
 
 // watch starts a running Session's watchers: its transcript follower from
-// offsets, its ports watcher and its exit watcher.
+// offsets, its ports watcher, its exit watcher, and the refresh of its
+// Sandbox token.
 func (r *Runner) watch(s *session, offsets map[string]int64) {
 	r.spawn(func() { r.follow(s.ctx, s, offsets) })
+	r.keepSandboxToken(s, nil)
 	r.spawn(func() { r.watchPorts(s.ctx, s) })
 	r.spawn(func() { r.watchExit(s) })
 }

@@ -28,13 +28,32 @@ func cloneEnv(home string) []string {
 	return env
 }
 
+// cloneTokenEnv gives the clone a read-only token through its environment
+// alone: a credential helper set by GIT_CONFIG_* (command-line config,
+// which GIT_CONFIG_NOSYSTEM and GIT_CONFIG_GLOBAL leave on) that prints the
+// token from a variable, so it is on no command line, in no URL and in no
+// file of the clone.
+func cloneTokenEnv(token string) []string {
+	return []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=credential.helper",
+		`GIT_CONFIG_VALUE_0=!f() { test "$1" = get || return 0; echo username=x-access-token; printf 'password=%s\n' "$KNDL_CLONE_TOKEN"; }; f`,
+		"KNDL_CLONE_TOKEN=" + token}
+}
+
+// cloned reports whether dir holds a Workspace already (a wake).
+func cloned(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, ".git"))
+	return err == nil
+}
+
 // cloneWorkspace clones a Session's Repo into dir on the Runner's host: the
-// one thing the Runner runs git for ("Host git"). Hooks and fsmonitor are
-// off, nothing is written into the clone's config, and a clone that fails
-// leaves nothing behind and fails with git's message. A Workspace already
-// there (a wake) is kept as it is.
-func cloneWorkspace(ctx context.Context, repo, dir string, progress func(string)) error {
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+// one thing the Runner runs git for ("Host git"). With token (the App's
+// read-only token for the Repo) git uses it and nothing else of the
+// host's; without, the host's own git credentials. Hooks and fsmonitor are
+// off, nothing is written into the clone's config, so origin stays the
+// Repo's plain URL, and a clone that fails leaves nothing behind and fails
+// with git's message. A Workspace already there (a wake) is kept as it is.
+func cloneWorkspace(ctx context.Context, repo, token, dir string, progress func(string)) error {
+	if cloned(dir) {
 		return nil
 	}
 	tmp := dir + ".clone"
@@ -51,6 +70,9 @@ func cloneWorkspace(ctx context.Context, repo, dir string, progress func(string)
 	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
 		"-c", "protocol.ext.allow=never", "clone", "--quiet", "--template=", "--", repo, tmp)
 	cmd.Env = cloneEnv(home)
+	if token != "" {
+		cmd.Env = append(cmd.Env, cloneTokenEnv(token)...)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -2,13 +2,16 @@ package runner
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 func gitRepo(t *testing.T) string {
@@ -28,7 +31,7 @@ func gitRepo(t *testing.T) string {
 func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	src := gitRepo(t)
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	hooks, _ := os.ReadDir(filepath.Join(dst, ".git", "hooks"))
@@ -48,7 +51,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	}
 	// A wake keeps the Workspace as it is.
 	os.WriteFile(filepath.Join(dst, "work.txt"), []byte("unpushed"), 0o644)
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) { t.Error("cloned again") }); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) { t.Error("cloned again") }); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "work.txt")); string(b) != "unpushed" {
@@ -59,7 +62,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 func TestAFailedCloneSaysWhyWithoutItsCredentials(t *testing.T) {
 	testenv.RequireCommand(t, "git")
 	dst := filepath.Join(t.TempDir(), "workspace")
-	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", dst, func(string) {})
+	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", "", dst, func(string) {})
 	if err == nil {
 		t.Fatal("a clone from a closed port succeeded")
 	}
@@ -95,7 +98,7 @@ func TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(seen); err == nil {
@@ -109,4 +112,51 @@ func TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dst, "a.txt")); string(b) != "data\n" {
 		t.Fatalf("a.txt = %q", b)
 	}
+}
+
+// TestTheCloneTakesItsTokenFromItsEnvironmentAlone: a private Repo clones
+// with the App's read-only token and not without it, and the token is in
+// no file of the clone, not in origin's URL, and not in what the clone
+// reports.
+func TestTheCloneTakesItsTokenFromItsEnvironmentAlone(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	gh.ServeRepo(t, "acme/app", gitRepo(t))
+	gh.SetPrivate("acme/app", true)
+	key, err := github.ParsePrivateKey(gh.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := github.New(github.Config{URL: gh.URL, APIURL: gh.URL, AppID: gh.AppID, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.RepoToken(context.Background(), "acme", "app", github.ClonePermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := gh.RepoURL("acme/app")
+	if err := cloneWorkspace(context.Background(), repo, "", filepath.Join(t.TempDir(), "w"), func(string) {}); err == nil {
+		t.Fatal("the private Repo cloned without a token: this test proves nothing")
+	}
+	dst := filepath.Join(t.TempDir(), "workspace")
+	var said strings.Builder
+	if err := cloneWorkspace(context.Background(), repo, tok.Value, dst, func(l string) { said.WriteString(l) }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(said.String(), tok.Value) {
+		t.Errorf("the clone reported its token: %s", said.String())
+	}
+	out, err := exec.Command("git", "-C", dst, "remote", "get-url", "origin").Output()
+	if err != nil || strings.TrimSpace(string(out)) != repo {
+		t.Errorf("origin is %q (%v), want the Repo's plain URL %s", out, err, repo)
+	}
+	filepath.WalkDir(dst, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), tok.Value) {
+				t.Errorf("%s holds the clone token", path)
+			}
+		}
+		return nil
+	})
 }

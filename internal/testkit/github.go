@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/cookiejar"
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,10 +32,11 @@ import (
 // GitHub App's OAuth user flow (authorize, access_token), GET /user, and as
 // the App GET /repos/{owner}/{repo}/installation, POST
 // /app/installations/{id}/access_tokens and GET
-// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format. It
-// checks what GitHub checks: client credentials, single-use codes bound to
-// their redirect URI and PKCE challenge, the App's RS256 JWT, and that an
-// installation token is for the Repo's installation.
+// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; and
+// its Repos over git's smart HTTP (ServeRepo). It checks what GitHub
+// checks: client credentials, single-use codes bound to their redirect URI
+// and PKCE challenge, the App's RS256 JWT, and that an installation token
+// is live, for the Repo, and carries the permission the request needs.
 //
 // A browser is signed in at this GitHub by a cookie (SignInBrowser); the
 // authorize endpoint sends it straight back, as GitHub does once someone has
@@ -52,7 +56,11 @@ type GitHub struct {
 	codes      map[string]grant
 	userTokens map[string]string // user token -> lower-case login
 	installs   map[string]int64  // "owner/repo" -> installation id
-	instTokens map[string]int64  // installation token -> installation id
+	instTokens map[string]instToken
+	private    map[string]bool // Repos whose fetch needs a token too
+	tokenLife  time.Duration
+	minted     []string
+	pulls      map[string][]fakePull // by lower-case owner/repo, numbered from 1
 	collabs    map[string]map[string]bool
 	readOnly   map[string]map[string]bool // collaborators with read permission alone
 	down       bool
@@ -68,6 +76,37 @@ type GitHubUser struct {
 	Name  string `json:"name"`
 }
 
+// instToken is what an installation token may do, as GitHub records it
+// when it mints one.
+type instToken struct {
+	inst    int64
+	repos   []string          // lower-case names under the installation's owner; nil for all of them
+	perms   map[string]string // permission -> read or write
+	expires time.Time
+}
+
+// appPermissions are the permissions the App's installations are granted:
+// what the Hub asks for and nothing more (issues, say, is not granted).
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}
+
+// fakePull is a pull request on the fake.
+type fakePull struct {
+	Number   int        `json:"number"`
+	Title    string     `json:"title"`
+	Body     string     `json:"body"`
+	State    string     `json:"state"`
+	HTMLURL  string     `json:"html_url"`
+	Draft    bool       `json:"draft"`
+	MergedAt *time.Time `json:"merged_at"`
+	Head     pullRef    `json:"head"`
+	Base     pullRef    `json:"base"`
+}
+
+type pullRef struct {
+	Ref   string `json:"ref"`
+	Label string `json:"label"` // OWNER:BRANCH
+}
+
 type grant struct {
 	login, redirect, challenge string
 	expires                    time.Time
@@ -81,8 +120,19 @@ var (
 	appKey     *rsa.PrivateKey
 )
 
-// NewGitHub starts a fake GitHub for the test.
+// NewGitHub starts a fake GitHub for the test, on loopback.
 func NewGitHub(t testing.TB) *GitHub {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewGitHubOn(t, ln)
+}
+
+// NewGitHubOn starts a fake GitHub on ln, such as ListenForSandboxes' for a
+// GitHub that Sandboxes push to.
+func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	t.Helper()
 	appKeyOnce.Do(func() {
 		k, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -94,7 +144,8 @@ func NewGitHub(t testing.TB) *GitHub {
 	g := &GitHub{ClientID: "Iv1.fakeclient", ClientSecret: "fake-client-secret", AppID: 4242,
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
-		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]int64{},
+		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
+		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{},
 		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
@@ -104,15 +155,22 @@ func NewGitHub(t testing.TB) *GitHub {
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
-	srv := httptest.NewServer(g.gate(mux))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
+	srv := httptest.NewUnstartedServer(g.gate(mux))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	g.URL, g.mux, g.gitRoot = srv.URL, mux, t.TempDir()
 	return g
 }
 
 // ServeRepo serves a bare copy of the git repository at dir as owner/repo
-// over git's smart HTTP (git http-backend), without authentication, as
-// GitHub serves a public repository: RepoURL clones it.
+// over git's smart HTTP (git http-backend), as GitHub serves a public
+// repository: anyone may fetch (RepoURL clones it), and a push needs, as
+// Basic auth's password, a live installation token for this Repo with
+// contents write (SetPrivate makes fetching need one with contents read).
 func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
@@ -120,11 +178,117 @@ func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 		t.Skipf("git http-backend: %v", err)
 	}
 	bare := filepath.Join(g.gitRoot, ownerRepo+".git")
-	if out, err := exec.Command("git", "clone", "--quiet", "--bare", dir, bare).CombinedOutput(); err != nil {
-		t.Fatalf("git clone --bare: %v %s", err, out)
+	for _, args := range [][]string{{"clone", "--quiet", "--bare", dir, bare}, {"-C", bare, "config", "http.receivepack", "true"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
 	}
-	g.mux.Handle("/"+ownerRepo+".git/", &cgi.Handler{Path: backend, Root: "/",
-		Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}})
+	cgiGit := &cgi.Handler{Path: backend, Root: "/", Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
+	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, cgiGit))
+}
+
+// SetPrivate makes owner/repo private: fetching it needs a token too.
+func (g *GitHub) SetPrivate(ownerRepo string, private bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.private[strings.ToLower(ownerRepo)] = private
+}
+
+// SetTokenLifetime sets how long installation tokens minted from now on
+// live; GitHub's is an hour.
+func (g *GitHub) SetTokenLifetime(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tokenLife = d
+}
+
+// TokenInfo is what the fake knows of an installation token: ok is false
+// for one it never minted.
+type TokenInfo struct {
+	Repos       []string
+	Permissions map[string]string
+	Expires     time.Time
+}
+
+// Token describes an installation token the fake minted.
+func (g *GitHub) Token(tok string) (TokenInfo, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.instTokens[tok]
+	return TokenInfo{Repos: t.repos, Permissions: t.perms, Expires: t.expires}, ok
+}
+
+// Tokens lists every installation token minted so far, oldest first.
+func (g *GitHub) Tokens() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.minted...)
+}
+
+// Branches lists owner/repo's branches as they are now.
+func (g *GitHub) Branches(t testing.TB, ownerRepo string) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, ownerRepo+".git"), "for-each-ref", "--format=%(refname:short)", "refs/heads/").Output()
+	if err != nil {
+		t.Fatalf("list the branches of %s: %v", ownerRepo, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// allows reports whether tok is a live installation token for owner/repo
+// with perm at level (read is met by write too).
+func (g *GitHub) allows(tok, ownerRepo, perm, level string) bool {
+	owner, name, _ := strings.Cut(strings.ToLower(ownerRepo), "/")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.instTokens[tok]
+	inst, installed := g.installs[owner+"/"+name]
+	if !ok || !installed || t.inst != inst || time.Now().After(t.expires) {
+		return false
+	}
+	if t.repos != nil && !slices.Contains(t.repos, name) {
+		return false
+	}
+	got := t.perms[perm]
+	return got == level || (level == "read" && got == "write")
+}
+
+// gitAuth lets a git request through to next as GitHub would: a push
+// (git-receive-pack) needs contents write, a fetch of a private Repo
+// contents read; otherwise 401 asks git for credentials, and a token that
+// lacks the right is refused with 403.
+func (g *GitHub) gitAuth(ownerRepo string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		push := r.URL.Query().Get("service") == "git-receive-pack" || strings.HasSuffix(r.URL.Path, "/git-receive-pack")
+		g.mu.Lock()
+		private := g.private[strings.ToLower(ownerRepo)]
+		g.mu.Unlock()
+		if !push && !private {
+			g.count("git_fetch")
+			next.ServeHTTP(w, r)
+			return
+		}
+		level := "read"
+		if push {
+			level = "write"
+		}
+		_, tok, hasAuth := r.BasicAuth()
+		switch {
+		case !hasAuth:
+			w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+			http.Error(w, "Authentication required", http.StatusUnauthorized)
+		case !g.allows(tok, ownerRepo, "contents", level):
+			g.count("git_refused")
+			http.Error(w, "Permission to "+ownerRepo+".git denied.", http.StatusForbidden)
+		default:
+			if push {
+				g.count("git_push")
+			} else {
+				g.count("git_fetch")
+			}
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // AddUser makes a GitHub account, or returns the one with that login.
@@ -407,20 +571,60 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	var req struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+			return
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	found := false
-	for _, existing := range g.installs {
-		found = found || existing == id
+	var owner string
+	for repo, existing := range g.installs {
+		if existing == id {
+			owner, _, _ = strings.Cut(repo, "/")
+		}
 	}
-	if !found {
+	if owner == "" {
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	var repos []string
+	for _, name := range req.Repositories {
+		name = strings.ToLower(name)
+		if g.installs[owner+"/"+name] != id {
+			ghError(w, http.StatusUnprocessableEntity, "There is at least one repository that does not exist or is not accessible to the parent installation.")
+			return
+		}
+		repos = append(repos, name)
+	}
+	perms := req.Permissions
+	if perms == nil {
+		perms = appPermissions
+	}
+	for k, v := range perms {
+		granted := appPermissions[k]
+		if (v != "read" && v != "write") || granted == "" || (v == "write" && granted != "write") {
+			ghError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
+			return
+		}
+	}
+	perms = maps.Clone(perms)
+	perms["metadata"] = "read"
 	tok := randomToken("ghs_")
-	g.instTokens[tok] = id
-	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
-		"permissions": map[string]string{"metadata": "read"}, "repository_selection": "all"})
+	expires := time.Now().Add(g.tokenLife).UTC()
+	g.instTokens[tok] = instToken{inst: id, repos: repos, perms: perms, expires: expires}
+	g.minted = append(g.minted, tok)
+	selection := "all"
+	if repos != nil {
+		selection = "selected"
+	}
+	ghJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": expires.Format(time.RFC3339),
+		"permissions": perms, "repository_selection": selection})
 }
 
 // permission answers GitHub's collaborator permission: admin, write, read
@@ -430,9 +634,9 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
 	user := strings.ToLower(r.PathValue("user"))
+	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	inst, okTok := g.instTokens[tok]
-	repoInst, installed := g.installs[repo]
+	_, okTok := g.instTokens[tok]
 	is, ro := g.collabs[repo][user], g.readOnly[repo][user]
 	g.mu.Unlock()
 	perm := "none"
@@ -445,7 +649,7 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !okTok:
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
-	case !installed || repoInst != inst:
+	case !live:
 		ghError(w, http.StatusNotFound, "Not Found")
 	default:
 		w.Header().Set("Content-Type", "application/json")
@@ -457,19 +661,101 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	g.count("collaborator")
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "token ")
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	inst, okTok := g.instTokens[tok]
-	repoInst, installed := g.installs[repo]
+	_, okTok := g.instTokens[tok]
 	is := g.collabs[repo][strings.ToLower(r.PathValue("user"))]
 	g.mu.Unlock()
 	switch {
 	case !okTok:
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
-	case !installed || repoInst != inst:
+	case !live:
 		ghError(w, http.StatusNotFound, "Not Found")
 	case is:
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		ghError(w, http.StatusNotFound, fmt.Sprintf("%s is not a user", r.PathValue("user")))
 	}
+}
+
+// apiToken is the installation token a REST request carries, as
+// "token X" (what gh and the Hub send) or "Bearer X".
+func apiToken(r *http.Request) string {
+	authz := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(authz, "token "); ok {
+		return tok
+	}
+	tok, _ := strings.CutPrefix(authz, "Bearer ")
+	return tok
+}
+
+// listPulls answers GET /repos/{owner}/{repo}/pulls with head and state
+// (open, closed or all) filters, newest first, for a token with pull
+// requests read.
+func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
+	g.count("pulls")
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	head, state := r.URL.Query().Get("head"), r.URL.Query().Get("state")
+	if state == "" {
+		state = "open"
+	}
+	g.mu.Lock()
+	all := slices.Clone(g.pulls[repo])
+	g.mu.Unlock()
+	out := []fakePull{}
+	for i := len(all) - 1; i >= 0; i-- {
+		p := all[i]
+		if (head == "" || strings.EqualFold(p.Head.Label, head)) && (state == "all" || p.State == state) {
+			out = append(out, p)
+		}
+	}
+	ghJSON(w, http.StatusOK, out)
+}
+
+// createPull answers POST /repos/{owner}/{repo}/pulls for a token with pull
+// requests write: head must be a branch of the Repo, base another.
+func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
+	g.count("create_pull")
+	owner, repo := r.PathValue("owner"), strings.ToLower(r.PathValue("owner")+"/"+r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, "pull_requests", "write") {
+		ghError(w, http.StatusForbidden, "Resource not accessible by integration")
+		return
+	}
+	var req struct{ Title, Head, Base, Body string }
+	if json.NewDecoder(r.Body).Decode(&req) != nil || req.Title == "" || req.Head == "" || req.Base == "" {
+		ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+		return
+	}
+	head := req.Head
+	if _, branch, ok := strings.Cut(head, ":"); ok {
+		head = branch
+	}
+	bare := filepath.Join(g.gitRoot, repo+".git")
+	for _, br := range []string{head, req.Base} {
+		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+br).Run() != nil {
+			ghError(w, http.StatusUnprocessableEntity, "Validation Failed: no branch "+br)
+			return
+		}
+	}
+	g.mu.Lock()
+	n := len(g.pulls[repo]) + 1
+	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
+		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base}}
+	g.pulls[repo] = append(g.pulls[repo], p)
+	g.mu.Unlock()
+	ghJSON(w, http.StatusCreated, p)
+}
+
+// MergePull merges pull request n of owner/repo, as a person would on
+// GitHub.
+func (g *GitHub) MergePull(ownerRepo string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps := g.pulls[strings.ToLower(ownerRepo)]
+	now := time.Now().UTC()
+	ps[n-1].State, ps[n-1].MergedAt = "closed", &now
 }

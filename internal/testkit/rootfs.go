@@ -17,10 +17,11 @@ import (
 
 // Suite and Packages define the test image: Debian minbase plus what kndl
 // needs in a Sandbox (bash, tmux, git) and a few tools tests drive
-// (busybox for nc, httpd and wget; procps for ps).
+// (busybox for nc, httpd and wget; procps for ps; gh, which a Repo's
+// Bootstrap script would install, for its hosts file).
 const Suite = "bookworm"
 
-var Packages = []string{"bash", "tmux", "git", "ca-certificates", "procps", "busybox"}
+var Packages = []string{"bash", "tmux", "git", "ca-certificates", "procps", "busybox", "gh"}
 
 // CacheDir is where big test downloads are kept between runs:
 // $KNDL_TEST_CACHE, or ~/.cache/kndl-test.

@@ -16,6 +16,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // reportMedian reports the median of durations as a metric, since these
@@ -30,8 +31,23 @@ func reportMedian(b *testing.B, ds []time.Duration, name string) {
 // prompt (the Session Active).
 func BenchmarkSessionStart(b *testing.B) {
 	s := Start(b)
-	repo := s.Repo()
-	s.Ready("warm up", "ok") // the image, the Build and Claude Code, once
+	benchStarts(b, s, s.Repo())
+}
+
+// BenchmarkSessionStartWithGitHub is BenchmarkSessionStart on a Repo of
+// the fake GitHub with the App on it: the host clone on its read-only
+// token, and the Sandbox token written while Claude Code starts.
+func BenchmarkSessionStartWithGitHub(b *testing.B) {
+	s := Start(b, WithSandboxGitHub(time.Minute))
+	benchStarts(b, s, s.GitHubRepo("acme/app"))
+}
+
+// benchStarts times Sessions on repo from POST /api/sessions to Active,
+// after one that warms the image, the Build and Claude Code.
+func benchStarts(b *testing.B, s *System, repo string) {
+	s.Model.On(testkit.PromptContains("warm up"), testkit.Text("ok"))
+	w := s.NewSession(repo, "warm up")
+	s.WaitEvent(w.ID, testenv.WaitBuild, "the warm-up turn's end", kind(protocol.EventTurnEnd))
 	var ds []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()

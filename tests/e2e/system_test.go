@@ -64,7 +64,8 @@ type System struct {
 	GitHub *testkit.GitHub
 	cli    string // the dev user's CLI token
 	log    *bytes.Buffer
-	db     string // the store's file
+	logw   *lockedWriter // log's writer, whose lock logText takes
+	db     string        // the store's file
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -201,8 +202,10 @@ type Option func(*options)
 
 type options struct {
 	github      bool
+	reachable   bool // the fake GitHub where Sandboxes reach it
 	idle        time.Duration
 	archiveKeep time.Duration
+	tokenRetry  time.Duration
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -212,6 +215,13 @@ func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle 
 // access which Repo: Members besides the dev user can then watch Sessions
 // of Repos the fake GitHub serves (System.GitHubRepo).
 func WithGitHub() Option { return func(o *options) { o.github = true } }
+
+// WithSandboxGitHub is WithGitHub with the fake GitHub where Sandboxes
+// reach it as they would github.com (testkit.ListenForSandboxes), so git in
+// a Sandbox pushes to it; retry is the Runner's RUNNER_GITHUB_TOKEN_RETRY.
+func WithSandboxGitHub(retry time.Duration) Option {
+	return func(o *options) { o.github, o.reachable, o.tokenRetry = true, true, retry }
+}
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -230,7 +240,8 @@ func Start(t testing.TB, opts ...Option) *System {
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	logBuf := &bytes.Buffer{}
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: logBuf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logw := &lockedWriter{w: logBuf}
+	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	db := filepath.Join(dir, "hub.db")
 	st, err := store.Open(ctx, db)
@@ -245,7 +256,11 @@ func Start(t testing.TB, opts ...Option) *System {
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle}
 	var gh *testkit.GitHub
 	if o.github {
-		gh = testkit.NewGitHub(t)
+		if o.reachable {
+			gh = testkit.NewGitHubOn(t, testkit.ListenForSandboxes(t))
+		} else {
+			gh = testkit.NewGitHub(t)
+		}
 		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
 		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
 	}
@@ -275,13 +290,13 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	bin := kndlBinary(t)
 	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
-		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, Logger: log}
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, Logger: log}
 	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(rcfg.RelayPort),
 		InitPath: bin, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, db: db,
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, logw: logw, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {
@@ -304,6 +319,13 @@ func Start(t testing.TB, opts ...Option) *System {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// logText is the Hub's and the Runner's log so far.
+func (s *System) logText() string {
+	s.logw.mu.Lock()
+	defer s.logw.mu.Unlock()
+	return s.log.String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {

@@ -53,6 +53,10 @@ func (o *Owner) publish(id string, us ...Update) {
 	}
 }
 
+// Changed tells a Session's watchers that what they show of it changed
+// outside the Owner: the branches it pushed, say.
+func (o *Owner) Changed(id string) { o.changed(id) }
+
 // changed tells a Session's watchers that it or its queue changed.
 func (o *Owner) changed(id string) {
 	o.mu.Lock()

@@ -342,6 +342,7 @@ function showSession(s) {
   document.getElementById("model").textContent = s.model || "default";
   document.getElementById("effort").textContent = s.effort || "default";
   document.getElementById("title").textContent = s.title;
+  showBranches(s.branches || []);
   if (isCreator) {
     showQueue(s.queue.filter((p) => p.state === "queued"));
     const settings = document.getElementById("settings-form");
@@ -360,6 +361,35 @@ function showSession(s) {
     if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
   }
   if (terminal) terminal.active(s.state === "active");
+}
+
+// link is an anchor to a GitHub page, or plain text for an address that
+// is not http(s).
+function link(href, text) {
+  if (!/^https?:\/\//.test(href || "")) return el("span", "", text);
+  const a = el("a", "", text);
+  a.href = href;
+  a.rel = "noopener noreferrer";
+  a.target = "_blank";
+  return a;
+}
+
+// showBranches lists the branches the Session pushed, each with the pull
+// requests opened from it.
+function showBranches(branches) {
+  document.getElementById("branches-box").hidden = branches.length === 0;
+  document.getElementById("branches").replaceChildren(...branches.map((b) => {
+    const li = el("li", "branch");
+    li.dataset.branch = b.name;
+    li.append(link(b.url, b.name));
+    for (const p of b.pulls || []) {
+      const state = p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
+      const pr = link(p.url, `#${p.number} ${p.title}`);
+      pr.classList.add("pull");
+      li.append(pr, el("span", "note", state));
+    }
+    return li;
+  }));
 }
 
 let queueShown = []; // the queue as last drawn

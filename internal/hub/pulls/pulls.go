@@ -1,0 +1,238 @@
+// Package pulls keeps what each Session pushed to GitHub: the branches its
+// transcript's git push output names, and the pull requests opened from
+// them, which it reads from GitHub as the App when a push shows in the
+// transcript and on a slow timer, never per page view. Only internal/hub
+// imports it.
+package pulls
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// GitHub is what the Tracker asks of GitHub (a *github.Client).
+type GitHub interface {
+	ParseRepo(repoURL string) (owner, name string, ok bool)
+	// Pulls lists the pull requests opened from branch, none without the
+	// App on the Repo.
+	Pulls(ctx context.Context, owner, repo, branch string) ([]github.Pull, error)
+}
+
+// Options configure a Tracker.
+type Options struct {
+	Store *store.Store
+	// GitHub is nil when the Hub has no GitHub: branches are kept, with
+	// no pull requests.
+	GitHub GitHub
+	// WebURL is GitHub's web address (GITHUB_URL), for links.
+	WebURL string
+	// Changed is told when a Session's branches or pull requests changed,
+	// so its watchers get it again.
+	Changed func(sessionID string)
+	// Every is how often every branch not archived is checked again;
+	// default 5 minutes.
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+// DefaultEvery is how often the Tracker asks GitHub about every branch.
+const DefaultEvery = 5 * time.Minute
+
+// checkBatch bounds the branches one round asks GitHub about, to stay
+// well inside its rate limit; the ones asked longest ago go first.
+const checkBatch = 200
+
+// Tracker records pushes and keeps their pull requests.
+type Tracker struct {
+	opts Options
+	log  *slog.Logger
+	// soon takes Sessions whose push was just seen, for the worker; a full
+	// one drops them, and the timer catches up.
+	soon   chan string
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+	checks sync.Mutex // one round of GitHub calls at a time
+}
+
+// New starts a Tracker; Close stops it.
+func New(opts Options) *Tracker {
+	if opts.Every <= 0 {
+		opts.Every = DefaultEvery
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Tracker{opts: opts, log: opts.Logger.With("component", "pulls"), soon: make(chan string, 64), stop: cancel}
+	t.done.Add(1)
+	go t.run(ctx)
+	return t
+}
+
+// Close stops the Tracker and waits for it.
+func (t *Tracker) Close() {
+	t.stop()
+	t.done.Wait()
+}
+
+// Pushed records the branches a Session's Events show it pushed, and asks
+// GitHub about them soon, without waiting for it.
+func (t *Tracker) Pushed(ctx context.Context, sessionID string, evs []protocol.Event) {
+	var branches []string
+	for _, e := range evs {
+		if e.Kind == protocol.EventToolResult && !e.IsError {
+			branches = append(branches, PushedBranches(e.Text)...)
+		}
+	}
+	if len(branches) == 0 {
+		return
+	}
+	added, err := t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now())
+	if err != nil {
+		t.log.Error("record pushed branches", "session", sessionID, "err", err)
+		return
+	}
+	if added {
+		t.opts.Changed(sessionID)
+	}
+	select {
+	case t.soon <- sessionID:
+	default:
+	}
+}
+
+func (t *Tracker) run(ctx context.Context) {
+	defer t.done.Done()
+	tick := time.NewTicker(t.opts.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-t.soon:
+			bs, err := t.opts.Store.SessionBranches(ctx, id)
+			if err == nil {
+				t.check(ctx, bs)
+			}
+		case <-tick.C:
+			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
+			if err == nil {
+				t.check(ctx, bs)
+			}
+		}
+	}
+}
+
+// check asks GitHub for each branch's pull requests and keeps what changed.
+func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
+	if t.opts.GitHub == nil {
+		return
+	}
+	t.checks.Lock()
+	defer t.checks.Unlock()
+	for _, b := range bs {
+		owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL)
+		if !ok {
+			continue
+		}
+		ps, err := t.opts.GitHub.Pulls(ctx, owner, name, b.Branch)
+		if err != nil {
+			t.log.Warn("ask GitHub for a branch's pull requests", "session", b.SessionID, "err", err)
+			return // GitHub is failing: the next round asks again
+		}
+		if ps == nil {
+			ps = []github.Pull{}
+		}
+		j, _ := json.Marshal(ps)
+		if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
+			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
+			return
+		}
+		if string(j) != string(b.Pulls) {
+			t.opts.Changed(b.SessionID)
+		}
+	}
+}
+
+// Branches is what a Session pushed, as the API shows it.
+func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	out := make([]api.Branch, 0, len(bs))
+	for _, b := range bs {
+		ab := api.Branch{Name: b.Branch, PushedAt: b.PushedAt}
+		if t.opts.GitHub != nil {
+			if owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL); ok {
+				ab.URL = strings.TrimSuffix(t.opts.WebURL, "/") + "/" + owner + "/" + name + "/tree/" + escapeBranch(b.Branch)
+			}
+		}
+		var ps []github.Pull
+		json.Unmarshal(b.Pulls, &ps)
+		for _, p := range ps {
+			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft})
+		}
+		out = append(out, ab)
+	}
+	return out, nil
+}
+
+func escapeBranch(b string) string {
+	parts := strings.Split(b, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// pushLine is a ref line of git push's output that sent a branch, its
+// flag a space (a fast-forward, "   1a2b3c4..5d6e7f8  main -> main"), "+"
+// (a forced update, "1a2b3c4...5d6e7f8") or "*" (a new branch,
+// "[new branch]      kndl/test -> kndl/test"). Deleted, rejected and
+// up-to-date refs ("-", "!", "=") and tags are not pushes of a branch.
+var pushLine = regexp.MustCompile(`^\s*[ *+]\s*(?:\[new branch\]|[0-9a-f]{4,}\.\.\.?[0-9a-f]{4,})\s+\S+\s+->\s+(\S+)`)
+
+// branchName is what the Hub keeps as a branch's name: git's rules, more
+// strictly (no leading dash, no "..", a bounded length).
+var branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$`)
+
+// PushedBranches lists the branches git push's output says it sent.
+func PushedBranches(text string) []string {
+	var out []string
+	// Only lines with an arrow can be one: the regexp runs on those
+	// alone, so a long output without a push costs one scan.
+	for rest := text; ; {
+		i := strings.Index(rest, " -> ")
+		if i < 0 {
+			break
+		}
+		start := strings.LastIndexByte(rest[:i], '\n') + 1
+		end := strings.IndexByte(rest[i:], '\n')
+		if end < 0 {
+			end = len(rest) - i
+		}
+		line := rest[start : i+end]
+		rest = rest[i+end:]
+		m := pushLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		b := strings.TrimPrefix(m[1], "refs/heads/")
+		if branchName.MatchString(b) && !strings.Contains(b, "..") && !strings.HasPrefix(b, "refs/") {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package pulls
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+func TestPushedBranchesReadsGitPushOutput(t *testing.T) {
+	tests := []struct {
+		name, out string
+		want      []string
+	}{
+		{"a new branch", "To https://github.com/acme/app.git\n * [new branch]      kndl/test -> kndl/test\nbranch 'kndl/test' set up to track 'origin/kndl/test'.", []string{"kndl/test"}},
+		{"a fast-forward and a forced update", "To https://github.com/acme/app.git\n   1a2b3c4..5d6e7f8  main -> main\n + 1a2b3c4...5d6e7f8 HEAD -> refs/heads/feat (forced update)\n", []string{"main", "feat"}},
+		{"to another name", " * [new branch]      HEAD -> kndl/other", []string{"kndl/other"}},
+		{"rejected, deleted, up to date", " ! [rejected]        main -> main (fetch first)\n - [deleted]         old\n = [up to date]      main -> main", nil},
+		{"a tag", " * [new tag]         v1 -> v1", nil},
+		{"not a branch name", " * [new branch]      x -> -rf\n * [new branch]      x -> a..b", nil},
+		{"prose", "I ran git push: main -> main is how it reads", nil},
+	}
+	for _, tt := range tests {
+		if got := PushedBranches(tt.out); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestATrackedPushShowsItsPullRequests: a push in a Session's tool output
+// records its branch at once, with a link, and its pull requests once
+// GitHub is asked, each change told to the Session's watchers; failed
+// tool output records nothing.
+func TestATrackedPushShowsItsPullRequests(t *testing.T) {
+	testenv.RequireCommand(t, "git")
+	ctx := context.Background()
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	src := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main", src}, {"-C", src, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	gh.ServeRepo(t, "acme/app", src)
+	key, _ := github.ParsePrivateKey(gh.KeyPEM)
+	c, err := github.New(github.Config{URL: gh.URL, APIURL: gh.URL, AppID: gh.AppID, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1), "HEAD:refs/heads/kndl/test")
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("push: %v %s", err, out)
+	}
+	body, _ := json.Marshal(map[string]string{"title": "Add the thing", "head": "kndl/test", "base": "main"})
+	req, _ := http.NewRequest(http.MethodPost, gh.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
+	req.Header.Set("Authorization", "token "+tok.Value)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("open a pull request: %v %v", resp, err)
+	}
+
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dev, _ := st.DevUser(ctx)
+	rn, _, _ := st.CreateRunner(ctx, "r", dev.ID)
+	repo, _ := st.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	s, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: rn.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	changed := 0
+	tr := New(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == s.ID {
+			changed++
+		}
+	}})
+	defer tr.Close()
+
+	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, IsError: true, Text: " * [new branch]      kndl/failed -> kndl/failed"}})
+	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: "To " + gh.RepoURL("acme/app") + "\n * [new branch]      kndl/test -> kndl/test"}})
+	want := []api.Branch{{Name: "kndl/test", URL: gh.URL + "/acme/app/tree/kndl/test", Pulls: []api.Pull{
+		{Number: 1, Title: "Add the thing", URL: gh.URL + "/acme/app/pull/1", State: "open"}}}}
+	var got []api.Branch
+	testenv.Eventually(t, testenv.WaitShort, "the branch with its pull request", func() bool {
+		got, _ = tr.Branches(ctx, s.ID)
+		return len(got) == 1 && len(got[0].Pulls) == 1
+	})
+	got[0].PushedAt = want[0].PushedAt
+	if g, w := jsonText(got), jsonText(want); g != w {
+		t.Errorf("branches: %s, want %s", g, w)
+	}
+	// Told once for the branch and once for its pull request; the second
+	// may follow the store's write by a moment.
+	testenv.Eventually(t, testenv.WaitShort, "watchers told of the branch and its pull request", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return changed == 2
+	})
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// BenchmarkPushedBranches reads a 64 KiB tool output with one push in it:
+// every tool result of every Session passes here on its way to the store.
+func BenchmarkPushedBranches(b *testing.B) {
+	out := strings.Repeat("compiling kndl.dev/kndl/internal/hub -> ok 0.42s\n", 1300) + " * [new branch]      kndl/test -> kndl/test\n"
+	b.SetBytes(int64(len(out)))
+	for b.Loop() {
+		if len(PushedBranches(out)) != 1 {
+			b.Fatal("no branch")
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// repoToken mints a token of the Hub's GitHub App for a Session's Repo
+// alone, with perms: fresh for each request, never cached or shared. It
+// returns ErrNotFound without the App or with the App not on the Repo.
+func (h *Hub) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
+	gh := h.guard.gh
+	if gh == nil || !gh.HasApp() {
+		return protocol.GitHubToken{}, fmt.Errorf("this Hub has no GitHub App (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+	}
+	owner, name, ok := gh.ParseRepo(s.RepoURL)
+	if !ok {
+		return protocol.GitHubToken{}, fmt.Errorf("the Session's Repo is not on %s: %w", h.cfg.GitHubURL, errdefs.ErrNotFound)
+	}
+	tok, err := gh.RepoToken(ctx, owner, name, perms)
+	if err != nil {
+		return protocol.GitHubToken{}, err
+	}
+	return protocol.GitHubToken{Token: tok.Value, ExpiresAt: tok.Expires, URL: h.cfg.GitHubURL}, nil
+}
+
+// sandboxToken mints a Session's Sandbox token and masks it in the
+// Session's text from then on, as long as the Session runs: the set keeps
+// every token it was given, the previous one with the current, and the
+// store keeps it sealed so a restarted Hub goes on masking it.
+func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHubToken, error) {
+	tok, err := h.repoToken(ctx, s, github.SandboxPermissions)
+	if err != nil {
+		return tok, err
+	}
+	set, err := h.sessionSet(ctx, s.ID)
+	if err != nil {
+		return protocol.GitHubToken{}, err
+	}
+	if err := h.store.AddSessionMask(ctx, s.ID, h.secrets.Seal([]byte(tok.Token), maskSeal(s.ID))); err != nil {
+		return protocol.GitHubToken{}, err
+	}
+	if err := set.Add(tok.Token); err != nil {
+		return protocol.GitHubToken{}, err
+	}
+	return tok, nil
+}

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// SessionBranch is a branch a Session pushed to its Repo.
+type SessionBranch struct {
+	SessionID string
+	Branch    string
+	PushedAt  time.Time
+	// Pulls is the JSON list of the pull requests GitHub last listed for
+	// it, as internal/hub/pulls writes it; CheckedAt when that was.
+	Pulls     []byte
+	CheckedAt time.Time
+	// RepoURL is the Session's Repo.
+	RepoURL string
+}
+
+const branchCols = `b.session_id, b.branch, b.pushed_at, b.pulls, b.checked_at, r.url`
+const branchFrom = ` FROM session_branches b JOIN sessions s ON s.id = b.session_id JOIN repos r ON r.id = s.repo_id `
+
+func scanBranch(row scanner) (SessionBranch, error) {
+	var b SessionBranch
+	var pushed int64
+	var checked sql.NullInt64
+	var pulls string
+	err := row.Scan(&b.SessionID, &b.Branch, &pushed, &pulls, &checked, &b.RepoURL)
+	b.PushedAt, b.Pulls, b.CheckedAt = time.UnixMilli(pushed), []byte(pulls), fromMS(checked)
+	return b, err
+}
+
+// AddSessionBranches records branches a Session pushed; one it has already
+// keeps its first push. It reports whether any was new.
+func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time) (bool, error) {
+	added := false
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for _, br := range branches {
+			res, err := tx.ExecContext(ctx, `INSERT INTO session_branches (session_id, branch, pushed_at) VALUES (?, ?, ?)
+				ON CONFLICT (session_id, branch) DO NOTHING`, sessionID, br, ms(at))
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			added = added || n > 0
+		}
+		return nil
+	})
+	return added, err
+}
+
+// SessionBranches lists the branches a Session pushed, oldest first.
+func (s *Store) SessionBranches(ctx context.Context, sessionID string) ([]SessionBranch, error) {
+	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.session_id = ? ORDER BY b.pushed_at, b.branch`, sessionID)
+}
+
+// BranchesToCheck lists the branches of Sessions not archived, those GitHub
+// was asked about longest ago first.
+func (s *Store) BranchesToCheck(ctx context.Context, limit int) ([]SessionBranch, error) {
+	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE s.state <> ? ORDER BY COALESCE(b.checked_at, 0), b.pushed_at LIMIT ?`, Archived, limit)
+}
+
+// SetBranchPulls records the pull requests GitHub listed for a branch.
+func (s *Store) SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE session_branches SET pulls = ?, checked_at = ? WHERE session_id = ? AND branch = ?`,
+		string(pulls), ms(at), sessionID, branch)
+	return err
+}

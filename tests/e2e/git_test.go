@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// pushScript is what the scripted model runs in the Sandbox: a branch,
+// pushed with nothing but the Sandbox's own git setup.
+const pushScript = "git config --global user.email claude@example.com && git config --global user.name Claude && " +
+	"git checkout -b kndl/test && git commit --allow-empty -m x && git push -u origin HEAD"
+
+// sandboxToken is the Sandbox token as the Sandbox holds it now.
+func (s *System) sandboxToken(id string) string {
+	s.t.Helper()
+	return strings.TrimSpace(s.inSandbox(id, "cat /run/kndl/github-token"))
+}
+
+// gitSession starts a Session on acme/app, served by the fake GitHub, whose
+// first Turn runs pushScript, and waits for that Turn's end.
+func (s *System) gitSession() string {
+	s.t.Helper()
+	repo := s.GitHubRepo("acme/app")
+	s.Model.On(testkit.PromptContains("push a branch"), testkit.Bash(pushScript))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Pushed."))
+	v := s.NewSession(repo, "push a branch")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Pushed." })
+	return v.ID
+}
+
+func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	// A short life, so the Runner refreshes within the test (at three
+	// quarters of it).
+	s.GitHub.SetTokenLifetime(20 * time.Second)
+	id := s.gitSession()
+
+	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, "kndl/test") {
+		t.Fatalf("the fake GitHub's branches: %v, want kndl/test pushed from the Sandbox\nevents:\n%s", got, dump(s.Events(id)))
+	}
+	tok := s.sandboxToken(id)
+	info, ok := s.GitHub.Token(tok)
+	if !ok || !slices.Equal(info.Repos, []string{"app"}) || info.Permissions["contents"] != "write" {
+		t.Errorf("the Sandbox's token: %+v (minted by the fake: %v), want one for acme/app alone with contents write", info, ok)
+	}
+	if mode := strings.TrimSpace(s.inSandbox(id, "stat -c %a /run/kndl/github-token; stat -f -c %T /run/kndl")); mode != "600\ntmpfs" {
+		t.Errorf("the token file's mode and file system: %q, want 600 on tmpfs", mode)
+	}
+	ghURL, _ := url.Parse(s.GitHub.URL)
+	if got := strings.TrimSpace(s.inSandbox(id, "HOME=/root gh auth token --hostname "+ghURL.Host)); got != tok {
+		t.Errorf("gh auth token printed %q, want the Sandbox token", got)
+	}
+
+	// The refresh: a new token in the file, and the previous one, once
+	// expired, refused by GitHub, while git goes on pushing with the new.
+	var fresh string
+	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
+		fresh = s.sandboxToken(id)
+		return fresh != tok
+	})
+	testenv.Eventually(t, 30*time.Second, "the previous token's expiry", func() bool { return time.Now().After(info.Expires) })
+	old := strings.Replace(s.GitHub.RepoURL("acme/app"), "://", "://x-access-token:"+tok+"@", 1)
+	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", old, "HEAD:refs/heads/with-the-old-token"); code == 0 {
+		t.Errorf("a push with the previous token after a refresh was accepted: %s", out)
+	}
+	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", "origin", "HEAD:refs/heads/after-refresh"); code != 0 {
+		t.Errorf("a push after the refresh failed: %s", out)
+	}
+	if got := s.GitHub.Branches(t, "acme/app"); slices.Contains(got, "with-the-old-token") || !slices.Contains(got, "after-refresh") {
+		t.Errorf("the fake GitHub's branches: %v, want after-refresh and not with-the-old-token", got)
+	}
+}
+
+// TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment: once git in the
+// Sandbox has pushed with it, the Sandbox token is in no process's
+// environment or command line on the host (every Sandbox's processes
+// included), in no file of the Hub's or the Runner's, the Sandbox's disks,
+// overlay and Workspace included, and not in their logs: only on the
+// Sandbox's tmpfs.
+func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	tok := []byte(s.sandboxToken(id))
+	if _, ok := s.GitHub.Token(string(tok)); !ok {
+		t.Fatalf("the Sandbox holds no token the fake GitHub minted: %q", tok)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"environ", "cmdline"} {
+			if b, _ := os.ReadFile(filepath.Join(p, f)); bytes.Contains(b, tok) {
+				t.Errorf("%s/%s holds the Sandbox token: %q", p, f, b)
+			}
+		}
+	}
+	if strings.Contains(s.logText(), string(tok)) {
+		t.Error("the Hub's or the Runner's log holds the Sandbox token")
+	}
+	scanned := 0
+	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			var fsys unix.Statfs_t
+			if d.IsDir() && unix.Statfs(path, &fsys) == nil && fsys.Type == unix.TMPFS_MAGIC {
+				return filepath.SkipDir // memory, not a disk: where the token belongs
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			scanned++
+			if b, _ := os.ReadFile(path); bytes.Contains(b, tok) {
+				t.Errorf("%s holds the Sandbox token", path)
+			}
+			return nil
+		})
+	}
+	if scanned < 100 {
+		t.Fatalf("scanned %d files: the Hub's and the Runner's state are not where this test looks", scanned)
+	}
+}
+
+// TestTheCurrentAndPreviousSandboxTokensAreMasked: after a refresh, both
+// the token the Sandbox holds and the one it held before show as *s in
+// the transcript (tool input and output, Claude's text) and the terminal.
+func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	s.GitHub.SetTokenLifetime(8 * time.Second)
+	repo := s.GitHubRepo("acme/app")
+	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
+	v := s.NewSession(repo, "hello")
+	s.turnEnds(v.ID, 1)
+	old := s.sandboxToken(v.ID)
+	var fresh string
+	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
+		fresh = s.sandboxToken(v.ID)
+		return fresh != old
+	})
+	s.Model.On(testkit.PromptContains("show both tokens"), testkit.Bash("cat /run/kndl/github-token; echo; echo "+old))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("The tokens are "+fresh+" and "+old+"."))
+	s.prompt(v.ID, "show both tokens")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the answer", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && strings.HasPrefix(e.Text, "The tokens are")
+	})
+	stars := func(v string) string { return strings.Repeat("*", len(v)) }
+	var result string
+	for _, e := range s.Events(v.ID) {
+		raw, _ := jsonOf(e)
+		if strings.Contains(raw, old) || strings.Contains(raw, fresh) {
+			t.Errorf("an Event shows a Sandbox token: %s", raw)
+		}
+		if e.Kind == protocol.EventToolResult {
+			result = e.Text
+		}
+	}
+	if result != stars(fresh)+"\n"+stars(old) { // the file has no newline of its own
+		t.Errorf("tool output = %q, want both tokens masked", result)
+	}
+	screen := terminalBytes(t, s, v.ID, "The tokens are")
+	if bytes.Contains(screen, []byte(old)) || bytes.Contains(screen, []byte(fresh)) {
+		t.Error("a terminal frame holds a Sandbox token")
+	}
+	if !bytes.Contains(screen, []byte("The tokens are "+stars(fresh))) {
+		t.Errorf("the terminal lacks the masked answer; it showed:\n%s", screen)
+	}
+}
+
+// TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack: with GitHub
+// failing, a Session wakes and runs its Turn all the same, the failure is
+// in its start log and the Runner's log once however often the Runner asks
+// again, and the token arrives once GitHub answers.
+func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
+	const retry = time.Second
+	s := Start(t, WithSandboxGitHub(retry))
+	repo := s.GitHubRepo("acme/app")
+	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
+	v := s.NewSession(repo, "hello")
+	s.turnEnds(v.ID, 1)
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.GitHub.SetDown(true)
+	s.Model.On(testkit.PromptContains("again"), testkit.Text("Still here."))
+	s.prompt(v.ID, "again")
+	s.turnEnds(v.ID, 2)
+	const failed = "have no GitHub token"
+	asked := s.GitHub.Calls("any")
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner to ask again a few times", func() bool { return s.GitHub.Calls("any") >= asked+6 })
+	if _, code := s.Exec(v.ID, "test", "-e", "/run/kndl/github-token"); code == 0 {
+		t.Error("a token file with GitHub down")
+	}
+	count := func() (events int) {
+		for _, e := range s.Events(v.ID) {
+			if strings.Contains(e.Text, failed) {
+				events++
+			}
+		}
+		return events
+	}
+	if n, logged := count(), strings.Count(s.logText(), "no GitHub token for a Session's Sandbox"); n != 1 || logged != 1 {
+		t.Errorf("the failure is in the start log %d times and the Runner's log %d, want once each", n, logged)
+	}
+	s.GitHub.SetDown(false)
+	testenv.Eventually(t, testenv.WaitMedium, "the token once GitHub is back", func() bool {
+		_, code := s.Exec(v.ID, "test", "-s", "/run/kndl/github-token")
+		return code == 0
+	})
+	if st := s.state(v.ID).State; st != api.Active {
+		t.Errorf("the Session is %s, want awake", st)
+	}
+}
+
+// TestTheSessionViewListsPushedBranchesAndPullRequests: the branch the
+// Session pushed shows on its view with a link to GitHub; pull requests
+// opened from it (with the Sandbox token, as gh would) show, live, once a
+// later push in the transcript has the Hub ask GitHub again, a title
+// masked like any Session text; kndl show's API lists the same.
+func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	b.Go(s.URL+"/sessions/"+id, `#branches li[data-branch="kndl/test"]`)
+	if href := Eval[string](b, `document.querySelector('#branches li[data-branch="kndl/test"] a').href`); href != s.GitHub.URL+"/acme/app/tree/kndl/test" {
+		t.Errorf("the branch links to %q, want its page on GitHub", href)
+	}
+
+	// The second's title holds the Sandbox token, which the view masks.
+	tok := s.sandboxToken(id)
+	for _, title := range []string{"Add the thing", "Token " + tok} {
+		body, _ := json.Marshal(map[string]string{"title": title, "head": "kndl/test", "base": "main"})
+		req, _ := http.NewRequest(http.MethodPost, s.GitHub.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
+		req.Header.Set("Authorization", "token "+tok)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("open a pull request with the Sandbox token: %v %v", resp, err)
+		}
+	}
+	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
+	s.prompt(id, "push another")
+	b.Wait(testenv.WaitMedium, "the pull request and the second branch", `(() => {
+		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
+		return pr && pr.href === `+"`"+s.GitHub.URL+"/acme/app/pull/1`"+` &&
+			!!document.querySelector('#branches li[data-branch="kndl/second"]');
+	})()`)
+	var v api.SessionView
+	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+	if len(v.Branches) != 2 || v.Branches[0].Name != "kndl/test" || len(v.Branches[0].Pulls) != 2 || v.Branches[1].Name != "kndl/second" {
+		t.Fatalf("the API's branches: %+v, want kndl/test with its two pull requests, then kndl/second", v.Branches)
+	}
+	if got := v.Branches[0].Pulls[0].Title; got != "Token "+strings.Repeat("*", len(tok)) {
+		t.Errorf("a pull request's title with the Sandbox token in it shows %q, want it masked", got)
+	}
+	if page := Eval[string](b, `document.getElementById("branches").textContent`); strings.Contains(page, tok) {
+		t.Error("the Session view shows the Sandbox token in a pull request's title")
+	}
+	b.Screenshot("session-branches.png")
+}
+
+// TestARestartedRunnerAsksForTheSandboxTokenAgain: a Runner that restarts
+// under a running Session knows nothing of its token's age, so it asks at
+// once, and git in the Sandbox pushes with the new one.
+func TestARestartedRunnerAsksForTheSandboxTokenAgain(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	id := s.gitSession()
+	before := s.sandboxToken(id)
+	s.RestartRunner()
+	testenv.Eventually(t, testenv.WaitMedium, "a token from the restarted Runner", func() bool { return s.sandboxToken(id) != before })
+	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", "origin", "HEAD:refs/heads/after-restart"); code != 0 {
+		t.Errorf("a push after the Runner's restart failed: %s", out)
+	}
+}
