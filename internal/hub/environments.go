@@ -183,7 +183,7 @@ func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	type session struct{ ID, Title, State string }
 	type variable struct {
-		Name, Value, SetAt        string
+		Name, Value, SetAt         string
 		Sensitive, AtBuild, Shared bool
 	}
 	var sessions []session
