@@ -26,7 +26,8 @@ import (
 //	  transcript into one ordered stream of session.events (with hook
 //	  signals); the Hub's /mod/hook route is gone; session.archive,
 //	  .restore and .answer; session.deliver's attachments, fetched with
-//	  session.attachment over a stream.
+//	  session.attachment over a stream; session.start's mcp_servers, the
+//	  Installations Claude Code reaches through the Hub's Gateway.
 const (
 	Version    = 2
 	MinVersion = 2
