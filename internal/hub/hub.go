@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -29,7 +30,8 @@ type Hub struct {
 	guard    *guard         // sign-in, Repo access and who is connected: guard.go
 	web      *webState      // the web UI's live state: web.go
 	sessions *session.Owner // every Session's state, queue and live stream
-	refusals refusals       // sign-in refusals the audit log recorded this minute: audit.go
+	gateway  *gateway.Gateway
+	refusals refusals // sign-in refusals the audit log recorded this minute: audit.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -55,8 +57,15 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
+		Access: func(ctx context.Context, u store.User, repoURL string) bool {
+			return h.canAccess(ctx, u, repoURL, false)
+		}})
+	if err != nil {
+		return nil, err
+	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
-		Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive})
+		Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive, MCPServers: h.prepareGateway})
 	if err := h.sessions.Recover(context.Background()); err != nil {
 		h.sessions.Close()
 		return nil, fmt.Errorf("recover Sessions: %w", err)

@@ -1,0 +1,152 @@
+package hub
+
+import (
+	"context"
+	"net/http"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// The routes of MCP servers and Installations hand each request to the
+// Gateway (internal/gateway), which owns their rules; these only read the
+// request and write the answer.
+
+// gatewayServe is Claude Code's MCP traffic, through the mod relay, with
+// the Session's mod token.
+func (h *Hub) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.gateway.Serve(w, r, p.Session, r.PathValue("installation"))
+}
+
+// prepareGateway records the Installations a run of s starts with, and
+// puts their values in its redaction set if it has one already.
+func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
+	servers, err := h.gateway.Prepare(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	values, err := h.gateway.Values(ctx, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	rs := h.sets[s.ID]
+	h.mu.Unlock()
+	if rs != nil {
+		if err := rs.set.Add(values...); err != nil {
+			return nil, err
+		}
+	}
+	return servers, nil
+}
+
+func (h *Hub) listMCPServers(w http.ResponseWriter, r *http.Request, p Principal) {
+	out, err := h.gateway.Servers(r.Context())
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.MCPServer
+	err := readJSON(r, &req)
+	var out api.MCPServer
+	if err == nil {
+		out, err = h.gateway.CreateServer(r.Context(), p.User, req)
+	}
+	h.answer(w, r, out, err)
+}
+
+// editMCPServer edits a server; with ?dry_run=1 it only says whose values
+// the edit would clear.
+func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.MCPServer
+	err := readJSON(r, &req)
+	var out api.MCPServerEdit
+	if err == nil {
+		req.ID = r.PathValue("id")
+		out, err = h.gateway.EditServer(r.Context(), p.User, req, r.URL.Query().Get("dry_run") == "1")
+	}
+	h.answer(w, r, out, err)
+}
+
+// listInstallations lists every Installation; with ?repo=ID, one the
+// person has access to, each says whether it is on there.
+func (h *Hub) listInstallations(w http.ResponseWriter, r *http.Request, p Principal) {
+	var repo *store.Repo
+	var err error
+	if id := r.URL.Query().Get("repo"); id != "" {
+		var rp store.Repo
+		rp, err = h.repoFor(r.Context(), p, id)
+		repo = &rp
+	}
+	var out []api.Installation
+	if err == nil {
+		out, err = h.gateway.List(r.Context(), p.User, repo)
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.InstallationRequest
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.Install(r.Context(), p.User, req)
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Repos []string `json:"repos"`
+	}
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.SetRepos(r.Context(), p.User, r.PathValue("id"), req.Repos)
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Value string `json:"value"`
+	}
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.SetValue(r.Context(), p.User, r.PathValue("id"), r.PathValue("key"), req.Value)
+	}
+	h.answer(w, r, out, err)
+}
+
+// turnInstallation turns an Installation off (or back on) for a Repo the
+// person has access to.
+func (h *Hub) turnInstallation(off bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p Principal) {
+		repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+		var out api.Installation
+		if err == nil {
+			out, err = h.gateway.SetOff(r.Context(), p.User, repo, r.PathValue("id"), off)
+		}
+		h.answer(w, r, out, err)
+	}
+}
+
+func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var out []api.InstallationChange
+	if err == nil {
+		out, err = h.gateway.Log(r.Context(), repo)
+	}
+	h.answer(w, r, out, err)
+}
+
+// answer writes out, or err as the API's error.
+func (h *Hub) answer(w http.ResponseWriter, r *http.Request, out any, err error) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
