@@ -70,6 +70,9 @@ type Session struct {
 type SessionView struct {
 	Session
 	Queue []Prompt `json:"queue"`
+	// MCPServers are the Installations its last run started with, which
+	// it reaches through the Hub's Gateway.
+	MCPServers []protocol.MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // Prompt is a prompt waiting for, or given to, a Session.

@@ -53,5 +53,6 @@ func New(o Options) (*Gateway, error) {
 	}
 	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway")}
 	g.proxy = g.newProxy(o.Transport)
+	g.proxy.ErrorLog = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)
 	return g, nil
 }

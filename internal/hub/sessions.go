@@ -239,7 +239,12 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	writeJSON(w, status, h.sessionView(s, q))
+	sv := h.sessionView(s, q)
+	if sv.MCPServers, err = h.gateway.Started(r.Context(), s.ID); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, sv)
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {

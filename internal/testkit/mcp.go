@@ -60,7 +60,13 @@ func NewMCPServer(t testing.TB, bearer string) *MCPServer {
 		m.mu.Unlock()
 		mux.ServeHTTP(w, r)
 	}))
-	t.Cleanup(hs.Close)
+	// A client's standalone SSE stream stays open until it goes: cut every
+	// connection, taking no new one, or Close would wait for it.
+	t.Cleanup(func() {
+		hs.Listener.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+	})
 	m.URL = hs.URL + "/mcp"
 	if bearer != "" {
 		verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {

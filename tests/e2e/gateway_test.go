@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestAnInstallationsToolAnswersThroughTheGateway: the real Claude Code
+// calls an Installation's tool (mcp__plugin_kndl-gateway_docs__echo), the
+// Hub adds the Installation's key on the way to a real MCP server, and
+// the tool's answer is in the transcript; the key is in neither Claude
+// Code's environment nor any file of its Sandbox's config, and the
+// transcript masks it where Claude repeats it. Once the
+// Installation is turned off for the Repo, the same call is refused.
+func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
+	s := Start(t)
+	const key = "mcp-e2e-key-7d1f0c5a9b"
+	up := testkit.NewMCPServer(t, key)
+	repo := s.Repo()
+	var r store.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	s.Do(http.MethodPost, "/api/mcp/servers", api.MCPServer{ID: "hub:docs", Name: "Docs", URL: up.URL, Auth: "headers",
+		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, &api.MCPServer{})
+	s.Do(http.MethodPost, "/api/mcp/installations", api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{r.ID}}, &api.Installation{})
+	s.Do(http.MethodPut, "/api/mcp/installations/docs/secrets/api-key", map[string]string{"value": key}, &api.Installation{})
+
+	const tool = "mcp__plugin_kndl-gateway_docs__echo"
+	s.Model.On(testkit.PromptContains("ask the docs"), testkit.ToolUse(tool, map[string]any{"text": "from the sandbox"}))
+	s.Model.On(testkit.ToolResultContains("echo: from the sandbox"), testkit.Text("The docs answered; their key is "+key+"."))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("The docs refused."))
+	v := s.NewSession(repo, "ask the docs")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the tool's answer", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "echo: from the sandbox")
+	})
+	s.turnEnds(v.ID, 1)
+	// The key is in the Session's redaction set, in case a server echoes it.
+	for _, e := range s.Events(v.ID) {
+		if strings.Contains(e.Text, key) || strings.Contains(string(e.Input), key) {
+			t.Errorf("an Event shows the Installation's key: %+v", e)
+		}
+		if e.Kind == protocol.EventText && strings.Contains(e.Text, "their key is") && !strings.Contains(e.Text, strings.Repeat("*", len(key))) {
+			t.Errorf("Claude's text %q, want the key masked", e.Text)
+		}
+	}
+
+	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	if bytes.Contains(env, []byte(key)) {
+		t.Error("the Installation's key is in Claude Code's environment")
+	}
+	if out, _ := s.Exec(v.ID, "sh", "-c", "grep -rl "+key+" /opt/kndl /root 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+		t.Errorf("the key is in the Sandbox's files: %s", out)
+	}
+	var view api.SessionView
+	s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &view)
+	if len(view.MCPServers) != 1 || view.MCPServers[0].Installation != "docs" {
+		t.Errorf("the Session view lists %+v, want docs", view.MCPServers)
+	}
+
+	// Off for the Repo: the running Session's next call is refused.
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/mcp/docs/off", nil, &api.Installation{})
+	s.Model.On(testkit.PromptContains("ask again"), testkit.ToolUse(tool, map[string]any{"text": "once more"}))
+	s.prompt(v.ID, "ask again")
+	s.turnEnds(v.ID, 2)
+	var results []string
+	for _, e := range s.Events(v.ID) {
+		if e.Kind == protocol.EventToolResult {
+			results = append(results, e.Text)
+		}
+	}
+	if len(results) != 2 || strings.Contains(results[1], "echo: once more") {
+		t.Fatalf("tool results %q: the call after the Installation was turned off got through", results)
+	}
+	t.Logf("the refused call's result: %q", results[1])
+}
