@@ -33,7 +33,7 @@ type fixture struct {
 	logs          *bytes.Buffer
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
@@ -71,7 +71,7 @@ func newFixture(t *testing.T) *fixture {
 
 // server makes a header-secret MCP server at url, sending key as
 // Authorization: Bearer {value}.
-func (f *fixture) server(t *testing.T, id, url string) {
+func (f *fixture) server(t testing.TB, id, url string) {
 	t.Helper()
 	_, err := f.g.CreateServer(context.Background(), f.member, api.MCPServer{ID: id, Name: "Docs", URL: url, Auth: AuthHeaders,
 		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}})
@@ -80,14 +80,14 @@ func (f *fixture) server(t *testing.T, id, url string) {
 	}
 }
 
-func (f *fixture) install(t *testing.T, u store.User, req api.InstallationRequest) {
+func (f *fixture) install(t testing.TB, u store.User, req api.InstallationRequest) {
 	t.Helper()
 	if _, err := f.g.Install(context.Background(), u, req); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (f *fixture) setValue(t *testing.T, u store.User, id, value string) {
+func (f *fixture) setValue(t testing.TB, u store.User, id, value string) {
 	t.Helper()
 	if _, err := f.g.SetValue(context.Background(), u, id, "api-key", value); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func (f *fixture) setValue(t *testing.T, u store.User, id, value string) {
 }
 
 // session starts a Session on repo: the Gateway prepares its run.
-func (f *fixture) session(t *testing.T, repo store.Repo) (store.Session, error) {
+func (f *fixture) session(t testing.TB, repo store.Repo) (store.Session, error) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := f.st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.member.ID, RunnerID: f.runner, Title: "t"})
@@ -108,7 +108,7 @@ func (f *fixture) session(t *testing.T, repo store.Repo) (store.Session, error) 
 
 // hub serves the Gateway for one Session as the Hub's route does, once a
 // mod token named it.
-func (f *fixture) hub(t *testing.T, s store.Session) string {
+func (f *fixture) hub(t testing.TB, s store.Session) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	for _, m := range []string{"GET", "POST", "DELETE"} {
@@ -123,7 +123,7 @@ func (f *fixture) hub(t *testing.T, s store.Session) string {
 
 // connect is an MCP client on the SDK's streamable HTTP transport at url,
 // each request carrying header (what code in the Sandbox could add).
-func connect(t *testing.T, url string, header http.Header) (*mcp.ClientSession, error) {
+func connect(t testing.TB, url string, header http.Header) (*mcp.ClientSession, error) {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "v1"}, nil)
 	hc := &http.Client{Transport: headerTransport{header}}
@@ -144,7 +144,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func echo(t *testing.T, cs *mcp.ClientSession, text string) string {
+func echo(t testing.TB, cs *mcp.ClientSession, text string) string {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
 	if err != nil {
