@@ -403,7 +403,20 @@ type Installation struct {
 	Repos       []string         `json:"repos"`
 	HiddenRepos int              `json:"hidden_repos,omitempty"`
 	Secrets     []SecretStatus   `json:"secrets"`
+	OAuth       *OAuthStatus     `json:"oauth,omitempty"`
 	On          *InstallationFor `json:"on,omitempty"`
+}
+
+// OAuthStatus is an OAuth server's Installation as anyone sees it: who
+// connected its account and when, and its client by id (registered by the
+// Hub, or entered) and whether it has a secret; never a token or secret.
+type OAuthStatus struct {
+	Connected   bool      `json:"connected"`
+	ConnectedBy string    `json:"connected_by,omitempty"`
+	ConnectedAt time.Time `json:"connected_at,omitzero"`
+	ClientID    string    `json:"client_id,omitempty"`
+	HasSecret   bool      `json:"has_secret,omitempty"`
+	Registered  bool      `json:"registered,omitempty"`
 }
 
 // SecretStatus is one header secret of an Installation: who set its value

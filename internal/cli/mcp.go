@@ -33,6 +33,7 @@ func serverFlags(io IO, name string, args []string) (api.MCPServer, bool, error)
 	display := fs.String("name", "", "its display name")
 	u := fs.String("url", "", "its streamable HTTP endpoint (https, or http to loopback)")
 	yes := fs.Bool("yes", false, "save an edit even though it clears Installations' values")
+	oauth := fs.Bool("oauth", false, "behind OAuth: each Installation is connected to an account (kndl mcp connect)")
 	var headers headerFlags
 	fs.Var(&headers, "header", "a header secret, KEY:HEADER:FORMAT with {value} in FORMAT (again for each)")
 	pos, err := Parse(fs, args)
@@ -43,7 +44,10 @@ func serverFlags(io IO, name string, args []string) (api.MCPServer, bool, error)
 		return api.MCPServer{}, false, ErrUsage
 	}
 	m := api.MCPServer{ID: pos[0], Name: *display, URL: *u, Auth: "none", Headers: headers}
-	if len(headers) > 0 {
+	switch {
+	case *oauth:
+		m.Auth = "oauth"
+	case len(headers) > 0:
 		m.Auth = "headers"
 	}
 	return m, *yes, nil
@@ -278,6 +282,11 @@ func mcpList(ctx context.Context, io IO, args []string) error {
 				secrets = append(secrets, fmt.Sprintf("%s: set by %s %s", s.Key, s.SetBy, s.SetAt.Format("2006-01-02")))
 			}
 		}
+		if o := in.OAuth; o != nil && o.Connected {
+			secrets = append(secrets, fmt.Sprintf("connected by %s %s", o.ConnectedBy, o.ConnectedAt.Format("2006-01-02")))
+		} else if o != nil {
+			secrets = append(secrets, "not connected: kndl mcp connect "+in.ID)
+		}
 		on := ""
 		if in.On != nil {
 			on = "on"
@@ -287,7 +296,7 @@ func mcpList(ctx context.Context, io IO, args []string) error {
 		}
 		rows = append(rows, []string{in.ID, in.Server, in.Name, where, strings.Join(secrets, "; "), on})
 	}
-	return table(io, "ID\tSERVER\tNAME\tWHERE\tSECRETS\tHERE", rows)
+	return table(io, "ID\tSERVER\tNAME\tWHERE\tCREDENTIALS\tHERE", rows)
 }
 
 func mcpLog(ctx context.Context, io IO, args []string) error {
@@ -316,4 +325,64 @@ func mcpLog(ctx context.Context, io IO, args []string) error {
 		rows = append(rows, []string{ch.At.Format("2006-01-02 15:04"), ch.Installation, ch.Who, ch.What})
 	}
 	return table(io, "WHEN\tINSTALLATION\tWHO\tWHAT", rows)
+}
+
+// mcpConnect begins connecting an OAuth Installation to an account: the
+// URL it prints is opened in the browser signed in to the Hub as the same
+// person.
+func mcpConnect(ctx context.Context, io IO, args []string) error {
+	pos, err := Parse(Flags(io, "mcp connect"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return ErrUsage
+	}
+	var out struct {
+		URL string `json:"url"`
+	}
+	if err := call(ctx, http.MethodPost, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/connect", nil, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Open this in the browser where you are signed in to the Hub, within ten minutes, and sign in to the account %s acts as:\n%s\n", pos[0], out.URL)
+	return nil
+}
+
+func mcpDisconnect(ctx context.Context, io IO, args []string) error {
+	pos, err := Parse(Flags(io, "mcp disconnect"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return ErrUsage
+	}
+	if err := call(ctx, http.MethodDelete, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/connect", nil, &map[string]string{}); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Disconnected %s: its running Sessions' next calls to it are refused.\n", pos[0])
+	return nil
+}
+
+// mcpClientSet enters the OAuth client an authorization server without
+// Dynamic Client Registration gave; its secret is read from stdin.
+func mcpClientSet(ctx context.Context, io IO, args []string) error {
+	fs := Flags(io, "mcp client set")
+	clientID := fs.String("client-id", "", "the client id the authorization server gave")
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *clientID == "" {
+		return ErrUsage
+	}
+	secret, err := readValue(io, "the client secret")
+	if err != nil {
+		return err
+	}
+	body := map[string]string{"client_id": *clientID, "client_secret": strings.TrimSuffix(string(secret), "\n")}
+	if err := call(ctx, http.MethodPut, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/client", body, &map[string]string{}); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Entered client %s for %s. Connect it now: kndl mcp connect %s\n", *clientID, pos[0], pos[0])
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"time"
 
 	"kndl.dev/kndl/internal/store"
 )
@@ -31,19 +32,30 @@ type Options struct {
 	Store  *store.Store
 	Sealer Sealer
 	Access Access
-	// Transport calls the MCP servers; default http.DefaultTransport. It
-	// follows no redirect: a proxy only round-trips.
+	// Transport calls the MCP servers and their authorization servers;
+	// default http.DefaultTransport. Neither follows a redirect.
 	Transport http.RoundTripper
-	Logger    *slog.Logger
+	// CallbackURL is where authorization servers send a browser back:
+	// HUB_PUBLIC_URL's /mcp/oauth/callback.
+	CallbackURL string
+	// Masked, when set, is told each new OAuth token of an Installation,
+	// for the redaction sets of the Sessions running with it.
+	Masked func(installationID string, values ...string)
+	Logger *slog.Logger
 }
 
 // Gateway is the Hub's Gateway.
 type Gateway struct {
-	store  *store.Store
-	sealer Sealer
-	access Access
-	log    *slog.Logger
-	proxy  *httputil.ReverseProxy
+	store      *store.Store
+	sealer     Sealer
+	access     Access
+	log        *slog.Logger
+	proxy      *httputil.ReverseProxy
+	transport  http.RoundTripper
+	callback   string
+	masked     func(installationID string, values ...string)
+	now        func() time.Time
+	refreshing refreshers
 }
 
 // New makes a Gateway.
@@ -51,8 +63,12 @@ func New(o Options) (*Gateway, error) {
 	if o.Store == nil || o.Sealer == nil || o.Access == nil {
 		return nil, errors.New("gateway: a Store, a Sealer and an Access check are needed")
 	}
-	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway")}
-	g.proxy = g.newProxy(o.Transport)
+	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway"),
+		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, now: time.Now}
+	if g.transport == nil {
+		g.transport = http.DefaultTransport
+	}
+	g.proxy = g.newProxy(retryTransport{g})
 	g.proxy.ErrorLog = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)
 	return g, nil
 }

@@ -144,9 +144,13 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+func callEcho(text string) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}}
+}
+
 func echo(t testing.TB, cs *mcp.ClientSession, text string) string {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	res, err := cs.CallTool(context.Background(), callEcho(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +517,8 @@ func TestServerDefinitionsAreChecked(t *testing.T) {
 		{"a format without {value}", api.MCPServer{ID: "hub:d", Name: "D", URL: "https://x.example", Auth: AuthHeaders,
 			Headers: []api.HeaderSecret{{Key: "k", Header: "X-Key", Format: "Bearer"}}}},
 		{"headers without auth headers", api.MCPServer{ID: "hub:d", Name: "D", URL: "https://x.example", Auth: AuthNone, Headers: h}},
-		{"oauth, not built yet", api.MCPServer{ID: "hub:d", Name: "D", URL: "https://x.example", Auth: "oauth"}},
+		{"oauth with header secrets", api.MCPServer{ID: "hub:d", Name: "D", URL: "https://x.example", Auth: AuthOAuth, Headers: h}},
+		{"an auth it does not know", api.MCPServer{ID: "hub:d", Name: "D", URL: "https://x.example", Auth: "basic"}},
 	}
 	for _, tt := range tests {
 		if _, err := f.g.CreateServer(context.Background(), f.member, tt.m); !errors.Is(err, errdefs.ErrInvalid) {

@@ -189,6 +189,9 @@ func (g *Gateway) view(ctx context.Context, u store.User, in store.Installation)
 			v.HiddenRepos++
 		}
 	}
+	if srv.Auth == AuthOAuth {
+		v.OAuth = g.oauthStatus(ctx, in.ID)
+	}
 	for _, h := range srv.Headers {
 		st := api.SecretStatus{Key: h.Key, NeedsOne: true}
 		if val, ok := values[h.Key]; ok {

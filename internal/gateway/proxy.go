@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -31,12 +33,45 @@ var dropOut = []string{"Authorization", "Proxy-Authorization", "Cookie", "Forwar
 // tries to sign in itself.
 var dropBack = []string{"Set-Cookie", "Set-Cookie2", "WWW-Authenticate"}
 
-// outbound is what one request is sent on with, from Serve to rewrite.
+// outbound is what one request is sent on with, from Serve to rewrite
+// and retryTransport.
 type outbound struct {
 	target  *url.URL
 	drop    []string    // every header secret's header, in any case
-	headers http.Header // the header secrets' values
+	headers http.Header // the header secrets' values, or the OAuth token
+	oauth   string      // the Installation, when its token may be refreshed and the request sent again
+	body    []byte      // the request's body, held for that
 }
+
+// retryTransport sends a request of an OAuth Installation again, with its
+// held body, once its token is refreshed, when the server refused the
+// token: the Session never notices.
+type retryTransport struct{ g *Gateway }
+
+func (t retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.g.transport.RoundTrip(r)
+	out, _ := r.Context().Value(outboundKey{}).(outbound)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || out.oauth == "" {
+		return resp, err
+	}
+	resp.Body.Close()
+	tok, err := t.g.accessToken(r.Context(), out.oauth, true)
+	if err != nil {
+		return nil, refusal{http.StatusConflict, err.Error()}
+	}
+	again := r.Clone(r.Context())
+	again.Body, again.ContentLength = io.NopCloser(bytes.NewReader(out.body)), int64(len(out.body))
+	again.Header.Set("Authorization", "Bearer "+tok)
+	return t.g.transport.RoundTrip(again)
+}
+
+// refusal is an answer the Gateway gives instead of the server's.
+type refusal struct {
+	status int
+	msg    string
+}
+
+func (r refusal) Error() string { return r.msg }
 
 type outboundKey struct{}
 
@@ -68,6 +103,11 @@ func (g *Gateway) newProxy(t http.RoundTripper) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var rf refusal
+			if errors.As(err, &rf) {
+				refuse(w, rf.status, rf.msg)
+				return
+			}
 			g.log.Warn("MCP server unreachable", "err", err)
 			refuse(w, http.StatusBadGateway, "the Installation's MCP server is unreachable from the Hub")
 		},
@@ -107,6 +147,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, s store.Session,
 		return
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	out.body = body
 	g.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), outboundKey{}, out)))
 }
 
@@ -156,6 +197,18 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 			return outbound{}, http.StatusConflict, fmt.Sprintf("Installation %s has no value for its header secret %s as this Session started: set one, then restart the Session", id, h.Key)
 		}
 		out.headers.Set(h.Header, strings.Replace(h.Format, valueMark, snap.Headers[j].Value, 1))
+	}
+	if srv.Auth == AuthOAuth {
+		// The token as it is now: a disconnect stops the Session at once.
+		tok, err := g.accessToken(ctx, id, false)
+		if errors.Is(err, errdefs.ErrConflict) {
+			return outbound{}, http.StatusConflict, err.Error()
+		}
+		if err != nil {
+			return internal(err)
+		}
+		out.headers.Set("Authorization", "Bearer "+tok)
+		out.oauth = id
 	}
 	return out, 0, ""
 }

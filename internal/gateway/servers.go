@@ -14,8 +14,7 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// Auth kinds an MCP server declares. OAuth is named in the store's schema
-// for the flow to come; a server can't be made with it yet.
+// Auth kinds an MCP server declares, with AuthOAuth.
 const (
 	AuthNone    = "none"
 	AuthHeaders = "headers"
@@ -53,8 +52,8 @@ func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServe
 
 // EditServer replaces an MCP server's name, URL and header secrets; any
 // Member may. Moving its URL to another origin clears every Installation's
-// values, and changing a header secret's key or header clears its values,
-// so an edit can't send a value elsewhere. With dryRun it changes nothing
+// values, OAuth tokens and client, and changing a header secret's key or
+// header clears its values, so an edit can't send a value elsewhere. With dryRun it changes nothing
 // and says whose values it would clear.
 func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer, dryRun bool) (api.MCPServerEdit, error) {
 	old, err := g.store.MCPServerByID(ctx, m.ID)
@@ -148,10 +147,10 @@ func checkServer(m api.MCPServer) (store.MCPServer, error) {
 		return bad("an MCP server with auth none declares no header secrets")
 	case m.Auth == AuthHeaders && len(m.Headers) == 0:
 		return bad("an MCP server with auth headers declares at least one header secret")
-	case m.Auth == "oauth":
-		return bad("OAuth MCP servers are not supported by this Hub yet: use header secrets")
-	case m.Auth != AuthNone && m.Auth != AuthHeaders:
-		return bad("an MCP server's auth is none or headers, not %q", m.Auth)
+	case m.Auth == AuthOAuth && len(m.Headers) > 0:
+		return bad("an MCP server behind OAuth declares no header secrets")
+	case m.Auth != AuthNone && m.Auth != AuthHeaders && m.Auth != AuthOAuth:
+		return bad("an MCP server's auth is none, headers or oauth, not %q", m.Auth)
 	}
 	row := store.MCPServer{ID: m.ID, Name: m.Name, URL: m.URL, Auth: m.Auth}
 	for _, h := range m.Headers {

@@ -88,6 +88,11 @@ func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPS
 		if err != nil {
 			return nil, err
 		}
+		if srv.Auth == AuthOAuth {
+			if _, _, err := g.tokens(ctx, in.ID); err != nil {
+				return nil, err
+			}
+		}
 		var snap snapshot
 		for _, h := range srv.Headers {
 			v, ok := values[h.Key]
@@ -126,8 +131,9 @@ func (g *Gateway) Started(ctx context.Context, sessionID string) ([]protocol.MCP
 	return out, err
 }
 
-// Values returns the header secret values the Session's run started with,
-// for its redaction set: a server may echo one.
+// Values returns, for the Session's redaction set, the header secret
+// values its run started with, and the OAuth tokens and client secrets of
+// those Installations as they are now: a server may echo one.
 func (g *Gateway) Values(ctx context.Context, sessionID string) ([]string, error) {
 	rows, err := g.store.SessionInstallations(ctx, sessionID)
 	if err != nil {
@@ -142,6 +148,7 @@ func (g *Gateway) Values(ctx context.Context, sessionID string) ([]string, error
 		for _, h := range snap.Headers {
 			out = append(out, h.Value)
 		}
+		out = append(out, g.oauthSecrets(ctx, r.InstallationID)...)
 	}
 	return out, nil
 }

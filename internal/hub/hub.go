@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +61,8 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canAccess(ctx, u, repoURL, false)
-		}})
+		},
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation})
 	if err != nil {
 		return nil, err
 	}

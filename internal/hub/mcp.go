@@ -2,9 +2,12 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -140,6 +143,79 @@ func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principa
 		out, err = h.gateway.Log(r.Context(), repo)
 	}
 	h.answer(w, r, out, err)
+}
+
+// oauthCallbackPath is where authorization servers send a browser back.
+const oauthCallbackPath = "/mcp/oauth/callback"
+
+// setInstallationClient enters an OAuth client; the secret is write-only.
+func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	err := readJSON(r, &req)
+	if err == nil {
+		err = h.gateway.SetClient(r.Context(), p.User, r.PathValue("id"), req.ClientID, req.ClientSecret)
+	}
+	h.answer(w, r, map[string]string{"client_id": req.ClientID}, err)
+}
+
+// connectInstallation begins connecting an account: the answer's url is
+// where the person's browser goes, signed in to the Hub, to consent.
+func (h *Hub) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+	u, err := h.gateway.Connect(r.Context(), p.User, r.PathValue("id"))
+	h.answer(w, r, map[string]string{"url": u}, err)
+}
+
+func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.answer(w, r, map[string]string{}, h.gateway.Disconnect(r.Context(), p.User, r.PathValue("id")))
+}
+
+// oauthCallback is where the authorization server sends the browser of
+// whoever began connecting back; the state is theirs alone.
+func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal) {
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		h.writeError(w, r, fmt.Errorf("the authorization server did not connect the account (%.100s): %w", e, errdefs.ErrConflict))
+		return
+	}
+	id, err := h.gateway.Callback(r.Context(), p.User, q.Get("state"), q.Get("code"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Installation %s is connected. Sessions take it at their next start or wake; you can close this page.\n", id)
+}
+
+// maskInstallation adds an Installation's new OAuth token to the
+// redaction sets of the running Sessions that started with it.
+func (h *Hub) maskInstallation(installationID string, values ...string) {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.sets))
+	for id := range h.sets {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		rows, err := h.store.SessionInstallations(context.Background(), id)
+		if err != nil {
+			h.log.Error("the Installations of a running Session", "session", id, "err", err)
+			continue
+		}
+		if !slices.ContainsFunc(rows, func(r store.SessionInstallation) bool { return r.InstallationID == installationID }) {
+			continue
+		}
+		h.mu.Lock()
+		rs := h.sets[id]
+		h.mu.Unlock()
+		if rs != nil {
+			if err := rs.set.Add(values...); err != nil {
+				h.log.Error("mask an Installation's token", "session", id, "err", err)
+			}
+		}
+	}
 }
 
 // answer writes out, or err as the API's error.

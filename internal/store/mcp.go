@@ -108,7 +108,8 @@ func putHeaders(ctx context.Context, tx *sql.Tx, serverID string, hs []HeaderSec
 
 // UpdateMCPServer replaces a server's name, URL, auth and header secrets,
 // and, in the same transaction, drops the values of every Installation of
-// it whose key is in clear (all of them when clearAll). It returns
+// it whose key is in clear (all of them, and every OAuth client and token,
+// when clearAll). It returns
 // ErrNotFound for a server there is not.
 func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, clearAll bool, clear []string) error {
 	return s.InTx(ctx, func(tx *sql.Tx) error {
@@ -124,6 +125,9 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, clearAll bool,
 		}
 		const ofServer = `installation_id IN (SELECT id FROM installations WHERE server_id = ?)`
 		if clearAll {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM installation_oauth WHERE `+ofServer, m.ID); err != nil {
+				return err
+			}
 			_, err := tx.ExecContext(ctx, `DELETE FROM installation_values WHERE `+ofServer, m.ID)
 			return err
 		}
@@ -450,4 +454,95 @@ func (s *Store) SessionInstallations(ctx context.Context, sessionID string) ([]S
 		var in SessionInstallation
 		return in, row.Scan(&in.InstallationID, &in.Name, &in.URL, &in.Headers)
 	}, `SELECT installation_id, name, url, headers FROM session_installations WHERE session_id = ? ORDER BY installation_id`, sessionID)
+}
+
+// InstallationOAuth is an OAuth server's Installation's sealed client and
+// tokens, each nil until set, with who set them and when.
+type InstallationOAuth struct {
+	Client, Tokens     []byte
+	ClientBy, TokensBy string
+	ClientAt, TokensAt time.Time
+}
+
+// InstallationOAuthOf returns an Installation's OAuth client and tokens
+// (empty if it has none).
+func (s *Store) InstallationOAuthOf(ctx context.Context, id string) (InstallationOAuth, error) {
+	var o InstallationOAuth
+	var clientBy, tokensBy sql.NullString
+	var clientAt, tokensAt sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT client, client_by, client_at, tokens, tokens_by, tokens_at FROM installation_oauth WHERE installation_id = ?`, id).
+		Scan(&o.Client, &clientBy, &clientAt, &o.Tokens, &tokensBy, &tokensAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, nil
+	}
+	o.ClientBy, o.TokensBy, o.ClientAt, o.TokensAt = clientBy.String, tokensBy.String, fromMS(clientAt), fromMS(tokensAt)
+	return o, err
+}
+
+// SetInstallationClient stores an Installation's sealed OAuth client and,
+// when what is set, logs it as actorID.
+func (s *Store) SetInstallationClient(ctx context.Context, id string, sealed []byte, actorID, what string) error {
+	return s.InTx(ctx, func(tx *sql.Tx) error {
+		in, err := installationIn(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_oauth (installation_id, client, client_by, client_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (installation_id) DO UPDATE SET client = excluded.client, client_by = excluded.client_by, client_at = excluded.client_at`,
+			id, sealed, actorID, ms(s.now())); err != nil {
+			return err
+		}
+		if what == "" {
+			return nil
+		}
+		return s.logChange(ctx, tx, in, actorID, what)
+	})
+}
+
+// SetInstallationTokens stores an Installation's sealed OAuth tokens (nil
+// drops them), and, when what is set, logs it as actorID.
+func (s *Store) SetInstallationTokens(ctx context.Context, id string, sealed []byte, actorID, what string) error {
+	return s.InTx(ctx, func(tx *sql.Tx) error {
+		in, err := installationIn(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var by sql.NullString
+		var at sql.NullInt64
+		if sealed != nil {
+			by, at = sql.NullString{String: actorID, Valid: true}, sql.NullInt64{Int64: ms(s.now()), Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_oauth (installation_id, tokens, tokens_by, tokens_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (installation_id) DO UPDATE SET tokens = excluded.tokens, tokens_by = excluded.tokens_by, tokens_at = excluded.tokens_at`,
+			id, sealed, by, at); err != nil {
+			return err
+		}
+		if what == "" {
+			return nil
+		}
+		return s.logChange(ctx, tx, in, actorID, what)
+	})
+}
+
+// PutOAuthState records a flow under way by the state's hash.
+func (s *Store) PutOAuthState(ctx context.Context, hash []byte, installationID, userID string, verifier []byte, expires time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_states (hash, installation_id, user_id, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		hash, installationID, userID, verifier, ms(expires))
+	return err
+}
+
+// TakeOAuthState uses up the flow a state's hash names, if userID began
+// it and it has not expired, and returns its Installation and sealed
+// verifier; anything else is ErrNotFound, alike, and leaves it as it was.
+func (s *Store) TakeOAuthState(ctx context.Context, hash []byte, userID string) (installationID string, verifier []byte, err error) {
+	err = s.InTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT installation_id, verifier FROM oauth_states WHERE hash = ? AND user_id = ? AND expires_at > ?`,
+			hash, userID, ms(s.now())).Scan(&installationID, &verifier)
+		if err != nil {
+			return notFound(err, "an OAuth flow under way with this state for you")
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM oauth_states WHERE hash = ? OR expires_at <= ?`, hash, ms(s.now()))
+		return err
+	})
+	return installationID, verifier, err
 }

@@ -42,6 +42,16 @@ type EchoArgs struct {
 // NewMCPServer starts an MCPServer; bearer, when set, is the token every
 // request needs in Authorization.
 func NewMCPServer(t testing.TB, bearer string) *MCPServer {
+	if bearer == "" {
+		return newMCPServer(t, nil, "")
+	}
+	return newMCPServer(t, func(token string) bool { return subtle.ConstantTimeCompare([]byte(token), []byte(bearer)) == 1 }, "")
+}
+
+// newMCPServer starts an MCPServer that takes the bearer tokens valid
+// accepts (any request, for nil). Its protected resource metadata names
+// issuer as its authorization server, or itself.
+func newMCPServer(t testing.TB, valid func(token string) bool, issuer string) *MCPServer {
 	m := &MCPServer{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "testkit-mcp", Version: "v1.0.0"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "send the text back"},
@@ -68,10 +78,13 @@ func NewMCPServer(t testing.TB, bearer string) *MCPServer {
 		hs.Close()
 	})
 	m.URL = hs.URL + "/mcp"
-	if bearer != "" {
+	if issuer == "" {
+		issuer = hs.URL
+	}
+	if valid != nil {
 		verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-			if subtle.ConstantTimeCompare([]byte(token), []byte(bearer)) != 1 {
-				return nil, fmt.Errorf("not the token: %w", auth.ErrInvalidToken)
+			if !valid(token) {
+				return nil, fmt.Errorf("not a valid token: %w", auth.ErrInvalidToken)
 			}
 			return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
 		}
@@ -80,7 +93,7 @@ func NewMCPServer(t testing.TB, bearer string) *MCPServer {
 	mux.Handle("/mcp", h)
 	mux.HandleFunc("/.well-known/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, m.URL, hs.URL)
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":[%q]}`, m.URL, issuer)
 	})
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -243,5 +244,63 @@ func TestTheMCPCommandsKeepValuesWriteOnly(t *testing.T) {
 	log := run("", 0, "mcp", "log", "--repo", repo)
 	if !strings.Contains(log, "set the value of header secret api-key") || !strings.Contains(log, "cleared the values of api-key") || strings.Contains(log, mcpKey) {
 		t.Fatalf("kndl mcp log: %s", log)
+	}
+}
+
+// TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt: bob begins
+// connecting an OAuth Installation; the Hub registers itself with the
+// authorization server (DCR) and hands bob a URL with PKCE; the Owner's
+// browser can't finish bob's flow; bob's can, once; his Sessions then
+// reach the server with the Hub's token, which never reaches the Runner.
+func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
+	e := newGatewayEnv(t)
+	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, nil)
+	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{e.repo.ID}}, nil)
+	var begun struct {
+		URL string `json:"url"`
+	}
+	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
+	// The authorization server sends the browser back to the Hub.
+	resp, err := e.owner.Get(begun.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the Owner's browser finishing bob's flow: %d, want refused", resp.StatusCode)
+	}
+	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
+	resp, err = e.bob.Get(begun.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "linear is connected") {
+		t.Fatalf("bob's browser back at the Hub: %d %s", resp.StatusCode, page)
+	}
+	var list []api.Installation
+	e.api(e.bob, "GET", "/api/mcp/installations", nil, &list)
+	raw, _ := json.Marshal(list)
+	for _, in := range list {
+		if in.ID == "linear" && (in.OAuth == nil || !in.OAuth.Connected || in.OAuth.ConnectedBy == "") {
+			t.Fatalf("the Installation shows %s, want it connected by bob", raw)
+		}
+	}
+	if strings.Contains(string(raw), "at-") || strings.Contains(string(raw), "dcr-secret-") {
+		t.Fatalf("a token or the client secret reached the API: %s", raw)
+	}
+	_, start, rawStart := e.started()
+	if strings.Contains(rawStart, "at-") || strings.Contains(rawStart, "rt-") {
+		t.Fatal("a token reached the Runner")
+	}
+	cs, err := e.mcpClient("linear", start.ModToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "oauth"}})
+	if err != nil || res.Content[0].(*mcp.TextContent).Text != "echo: oauth" {
+		t.Fatalf("echo through an OAuth Installation: %v, %v", res, err)
 	}
 }

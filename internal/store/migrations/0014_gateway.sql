@@ -78,3 +78,27 @@ CREATE TABLE session_installations (
 	headers         BLOB NOT NULL,
 	PRIMARY KEY (session_id, installation_id)
 );
+
+-- An OAuth server's Installation: its client (registered by the Hub, or
+-- entered) and its tokens, each sealed under HUB_SECRETS_KEY, with who
+-- set them and when.
+CREATE TABLE installation_oauth (
+	installation_id TEXT PRIMARY KEY REFERENCES installations(id) ON DELETE CASCADE,
+	client          BLOB,
+	client_by       TEXT REFERENCES users(id),
+	client_at       INTEGER,
+	tokens          BLOB,
+	tokens_by       TEXT REFERENCES users(id),
+	tokens_at       INTEGER
+);
+
+-- OAuth flows under way: a state, kept as its SHA-256, bound to the person
+-- who began it and the Installation, with its PKCE verifier sealed; used
+-- once, and for at most ten minutes.
+CREATE TABLE oauth_states (
+	hash            BLOB PRIMARY KEY,
+	installation_id TEXT NOT NULL REFERENCES installations(id) ON DELETE CASCADE,
+	user_id         TEXT NOT NULL REFERENCES users(id),
+	verifier        BLOB NOT NULL,
+	expires_at      INTEGER NOT NULL
+);
