@@ -345,16 +345,18 @@ func (g *Gateway) tokens(ctx context.Context, id string) (oauthTokens, string, e
 }
 
 // accessToken returns the Installation's access token as it is now,
-// refreshing it first if it is about to expire or, with force, because the
-// server refused it. Only the Hub refreshes, so the rotating refresh token
-// stays right.
-func (g *Gateway) accessToken(ctx context.Context, id string, force bool) (string, error) {
+// refreshing it first if it is about to expire or because the server
+// refused it (refused, the token it refused). Only the Hub refreshes, one
+// refresh of an Installation at a time, so the rotating refresh token
+// stays right; requests refused together refresh it once.
+func (g *Gateway) accessToken(ctx context.Context, id, refused string) (string, error) {
 	defer g.refreshing.lock(id)()
 	t, by, err := g.tokens(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	if !force && (t.Expiry.IsZero() || g.now().Add(refreshEarly).Before(t.Expiry)) {
+	fresh := t.Expiry.IsZero() || g.now().Add(refreshEarly).Before(t.Expiry)
+	if (refused == "" && fresh) || (refused != "" && refused != t.Access) {
 		return t.Access, nil
 	}
 	if t.Refresh == "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
@@ -235,5 +236,47 @@ func TestAuthorizationServersAreHTTPSNoRedirectAndCapped(t *testing.T) {
 	}
 	if n, err := read(small.URL); err != nil || n != maxOAuthBody {
 		t.Errorf("an answer of exactly 256 KiB: %d, %v", n, err)
+	}
+}
+
+// TestRequestsRefusedTogetherRefreshOnce: refresh tokens rotate, so
+// requests the server refused at once refresh the token once, and each is
+// sent again with the new one.
+func TestRequestsRefusedTogetherRefreshOnce(t *testing.T) {
+	f := newFixture(t)
+	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	f.oauthServer(t, as)
+	f.connect(t, f.member, "linear")
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := f.hub(t, s)
+	var sessions []*mcp.ClientSession
+	for range 4 {
+		cs, err := connect(t, hub+"/gateway/linear", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, cs)
+	}
+	as.ExpireAccess()
+	errs := make(chan error, len(sessions))
+	for i, cs := range sessions {
+		go func() {
+			res, err := cs.CallTool(context.Background(), callEcho(fmt.Sprint(i)))
+			if err == nil && res.Content[0].(*mcp.TextContent).Text != fmt.Sprintf("echo: %d", i) {
+				err = fmt.Errorf("got %v", res.Content[0])
+			}
+			errs <- err
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if as.Refreshes() != 1 {
+		t.Fatalf("%d refreshes for requests refused together, want 1", as.Refreshes())
 	}
 }

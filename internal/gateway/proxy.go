@@ -55,7 +55,8 @@ func (t retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	resp.Body.Close()
-	tok, err := t.g.accessToken(r.Context(), out.oauth, true)
+	t.g.log.Info("the MCP server refused the Installation's token: refreshing it and sending the request again", "installation", out.oauth, "method", r.Method)
+	tok, err := t.g.accessToken(r.Context(), out.oauth, strings.TrimPrefix(out.headers.Get("Authorization"), "Bearer "))
 	if err != nil {
 		return nil, refusal{http.StatusConflict, err.Error()}
 	}
@@ -200,7 +201,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 	}
 	if srv.Auth == AuthOAuth {
 		// The token as it is now: a disconnect stops the Session at once.
-		tok, err := g.accessToken(ctx, id, false)
+		tok, err := g.accessToken(ctx, id, "")
 		if errors.Is(err, errdefs.ErrConflict) {
 			return outbound{}, http.StatusConflict, err.Error()
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"strings"
 	"testing"
@@ -80,4 +81,63 @@ func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
 		t.Fatalf("tool results %q: the call after the Installation was turned off got through", results)
 	}
 	t.Logf("the refused call's result: %q", results[1])
+}
+
+// TestAnOAuthInstallationRefreshesUnnoticedAndADisconnectStopsIt: the dev
+// user connects an OAuth Installation in their browser; the real Claude
+// Code's tool call works, again after the server dropped the token (the
+// Hub refreshes it and sends the call again), and fails at once after a
+// disconnect.
+func TestAnOAuthInstallationRefreshesUnnoticedAndADisconnectStopsIt(t *testing.T) {
+	s := Start(t)
+	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	repo := s.Repo()
+	var r store.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	s.Do(http.MethodPost, "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, &api.MCPServer{})
+	s.Do(http.MethodPost, "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{r.ID}}, &api.Installation{})
+	var begun struct {
+		URL string `json:"url"`
+	}
+	s.Do(http.MethodPost, "/api/mcp/installations/linear/connect", nil, &begun)
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	form, _ := http.NewRequest(http.MethodPost, s.URL+"/signin/dev", strings.NewReader(""))
+	form.Header.Set("Origin", s.URL)
+	form.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := browser.Do(form); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("dev sign-in: %v %v", resp, err)
+	}
+	resp, err := browser.Get(begun.URL)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the browser back at the Hub: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	const tool = "mcp__plugin_kndl-gateway_linear__echo"
+	for _, text := range []string{"first", "second", "third"} {
+		s.Model.On(testkit.PromptContains("call "+text), testkit.ToolUse(tool, map[string]any{"text": text}))
+	}
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done."))
+	v := s.NewSession(repo, "call first")
+	s.turnEnds(v.ID, 1)
+	as.ExpireAccess()
+	s.prompt(v.ID, "call second")
+	s.turnEnds(v.ID, 2)
+	s.Do(http.MethodDelete, "/api/mcp/installations/linear/connect", nil, &map[string]string{})
+	s.prompt(v.ID, "call third")
+	s.turnEnds(v.ID, 3)
+	var results []string
+	for _, e := range s.Events(v.ID) {
+		if e.Kind == protocol.EventToolResult {
+			results = append(results, e.Text)
+		}
+	}
+	if len(results) != 3 || !strings.Contains(results[0], "echo: first") || !strings.Contains(results[1], "echo: second") || strings.Contains(results[2], "echo: third") {
+		t.Fatalf("tool results %q: want the first two answered (the second after a refresh) and the third refused", results)
+	}
+	if as.Refreshes() != 1 {
+		t.Fatalf("%d refreshes, want 1", as.Refreshes())
+	}
+	t.Logf("after the disconnect: %q", results[2])
 }
