@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"kndl.dev/kndl/internal/auth"
 )
 
 // MCPServer is a real remote MCP server, on the official MCP Go SDK's
@@ -45,7 +45,7 @@ func NewMCPServer(t testing.TB, bearer string) *MCPServer {
 	if bearer == "" {
 		return newMCPServer(t, nil, "")
 	}
-	return newMCPServer(t, func(token string) bool { return subtle.ConstantTimeCompare([]byte(token), []byte(bearer)) == 1 }, "")
+	return newMCPServer(t, func(token string) bool { return auth.Equal([]byte(token), []byte(bearer)) }, "")
 }
 
 // newMCPServer starts an MCPServer that takes the bearer tokens valid
@@ -82,13 +82,13 @@ func newMCPServer(t testing.TB, valid func(token string) bool, issuer string) *M
 		issuer = hs.URL
 	}
 	if valid != nil {
-		verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		verify := func(ctx context.Context, token string, _ *http.Request) (*mcpauth.TokenInfo, error) {
 			if !valid(token) {
-				return nil, fmt.Errorf("not a valid token: %w", auth.ErrInvalidToken)
+				return nil, fmt.Errorf("not a valid token: %w", mcpauth.ErrInvalidToken)
 			}
-			return &auth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
+			return &mcpauth.TokenInfo{Expiration: time.Now().Add(time.Hour)}, nil
 		}
-		h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: hs.URL + "/.well-known/oauth-protected-resource/mcp"})(h)
+		h = mcpauth.RequireBearerToken(verify, &mcpauth.RequireBearerTokenOptions{ResourceMetadataURL: hs.URL + "/.well-known/oauth-protected-resource/mcp"})(h)
 	}
 	mux.Handle("/mcp", h)
 	mux.HandleFunc("/.well-known/", func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"kndl.dev/kndl/internal/auth"
 )
 
 // OAuthServer is an OAuth 2.1 authorization server as MCP's authorization
@@ -165,7 +167,7 @@ func (a *OAuthServer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c, ok := a.clients[id]; !ok || c.secret != secret {
+	if c, ok := a.clients[id]; !ok || !auth.Equal([]byte(c.secret), []byte(secret)) {
 		oauthJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
 	}
