@@ -10,6 +10,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
 )
 
 // The routes of MCP servers and Installations hand each request to the
@@ -216,6 +217,54 @@ func (h *Hub) maskInstallation(installationID string, values ...string) {
 			}
 		}
 	}
+}
+
+// mcpPage lists the MCP servers and Installations, each Installation's
+// credentials by who set them and when, and, for a Repo the person picks,
+// whether each is on there.
+func (h *Hub) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	type repoRow struct {
+		ID, Name string
+		Selected bool
+	}
+	var repos []repoRow
+	var picked *store.Repo
+	all, err := h.store.Repos(ctx)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	for _, rp := range all {
+		if h.checkRepoAccess(ctx, p, rp.URL) != nil {
+			continue
+		}
+		sel := rp.ID == r.URL.Query().Get("repo")
+		if sel {
+			picked = &rp
+		}
+		repos = append(repos, repoRow{ID: rp.ID, Name: rp.Name, Selected: sel})
+	}
+	servers, err := h.gateway.Servers(ctx)
+	var ins []api.Installation
+	if err == nil {
+		ins, err = h.gateway.List(ctx, p.User, picked)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var repo string
+	if picked != nil {
+		repo = picked.ID
+	}
+	h.appPage(w, p, web.MCP, struct {
+		Servers       []api.MCPServer
+		Installations []api.Installation
+		Repos         []repoRow
+		Repo          string
+		Owner         bool
+	}{servers, ins, repos, repo, p.User.IsOwner})
 }
 
 // answer writes out, or err as the API's error.

@@ -63,6 +63,7 @@ func (h *Hub) routes() []route {
 		{"GET /account", browser, h.accountPage},
 		{"GET /members", browser, h.membersPage},
 		{"GET /audit", browser, h.auditLogPage},
+		{"GET /mcp", browser, h.mcpPage},
 		{"POST /api/cli/login", public, h.cliLoginStart},
 		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
 		{"GET /cli/login", browser, h.cliLoginPage},

@@ -304,3 +304,32 @@ func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 		t.Fatalf("echo through an OAuth Installation: %v, %v", res, err)
 	}
 }
+
+// TestTheMCPPageShowsWhoSetAValueNeverTheValue: the MCP servers page lists
+// the Installation, who set its value and whether it is on in the Repo
+// picked, and holds neither the value nor an OAuth token.
+func TestTheMCPPageShowsWhoSetAValueNeverTheValue(t *testing.T) {
+	e := newGatewayEnv(t)
+	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, nil)
+	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{e.repo.ID}}, nil)
+	var begun struct {
+		URL string `json:"url"`
+	}
+	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
+	if resp, err := e.bob.Get(begun.URL); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("connect: %v %v", resp, err)
+	}
+	code, page := e.do(e.bob.Client, req{method: "GET", path: "/mcp?repo=" + e.repo.ID})
+	if code != http.StatusOK {
+		t.Fatalf("the page: %d %s", code, page)
+	}
+	for _, want := range []string{"docs", "api-key: set by", "connected by", "Turn off", `data-action="connect"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, mcpKey) || strings.Contains(page, "at-") || strings.Contains(page, "dcr-secret-") {
+		t.Fatal("the page holds a value, a token or the client secret")
+	}
+}
