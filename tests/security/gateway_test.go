@@ -121,6 +121,9 @@ func TestAnInstallationsToolWorksThroughTheHubAndItsKeyNeverReachesTheRunner(t *
 	if code != http.StatusOK || len(view.MCPServers) != 1 || view.MCPServers[0].Installation != "docs" {
 		t.Fatalf("the Session view: %d %s, want it to list docs", code, body)
 	}
+	if code, page := e.do(e.bob.Client, req{method: "GET", path: "/sessions/" + s.ID}); code != http.StatusOK || !strings.Contains(page, "MCP servers <strong>Docs</strong>") {
+		t.Fatalf("the Session's page: %d, want it to name Docs", code)
+	}
 }
 
 // TestTheGatewayNeedsTheModTokenOfALiveRun: without a mod token, with
