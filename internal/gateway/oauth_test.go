@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,19 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 		t.Fatalf("past its expiry: %q, %d refreshes; want it answered after a second", got, as.Refreshes())
 	}
 	f.g.now = time.Now
+	// A refresh the authorization server refuses fails the next start,
+	// naming the way out: here its refresh token is one it rotated out.
+	o, _ := f.st.InstallationOAuthOf(ctx, "linear")
+	var stale oauthTokens
+	plain, _ := f.g.sealer.Open(o.Tokens, tokensSeal("linear"))
+	json.Unmarshal(plain, &stale)
+	stale.Refresh, stale.Expiry = "rt-rotated-out", time.Now().Add(-time.Minute)
+	sealed, _ := json.Marshal(stale)
+	f.st.SetInstallationTokens(ctx, "linear", f.g.sealer.Seal(sealed, tokensSeal("linear")), f.member.ID, "")
+	if _, err := f.session(t, f.app); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "connect it again") {
+		t.Fatalf("a start whose refresh is refused: %v, want it failed naming the way out", err)
+	}
+	f.st.SetInstallationTokens(ctx, "linear", o.Tokens, f.member.ID, "")
 	// A disconnect stops the running Session at once.
 	if err := f.g.Disconnect(ctx, f.member, "linear"); err != nil {
 		t.Fatal(err)

@@ -71,7 +71,8 @@ type snapHeader struct {
 // Prepare records the Installations on for the Session's Repo as this run
 // of it starts with them, and returns them as the Runner gives them to
 // Claude Code. It fails, naming the Installation and the way out, when one
-// lacks a value of a header secret.
+// lacks a value of a header secret, or is not connected to an account, or
+// its expired token's refresh is refused.
 func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
 	on, _, err := g.on(ctx, s.RepoID)
 	if err != nil {
@@ -89,7 +90,9 @@ func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPS
 			return nil, err
 		}
 		if srv.Auth == AuthOAuth {
-			if _, _, err := g.tokens(ctx, in.ID); err != nil {
+			// Connected, and its token refreshed now if it expired: a
+			// refresh the authorization server refuses fails the start.
+			if _, err := g.accessToken(ctx, in.ID, ""); err != nil {
 				return nil, err
 			}
 		}
