@@ -4,9 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-
-	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/testkit"
 )
 
 // BenchmarkToolCall is one MCP tool call (the SDK's client, streamable
@@ -16,14 +13,7 @@ import (
 func BenchmarkToolCall(b *testing.B) {
 	f := newFixture(b)
 	f.g.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	up := testkit.NewMCPServer(b, "bench-key-0123")
-	f.server(b, "hub:docs", up.URL)
-	f.install(b, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
-	f.setValue(b, f.member, "docs", "bench-key-0123")
-	s, err := f.session(b, f.app)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, up := f.docsSession(b, "bench-key-0123", "bench-key-0123")
 	for _, c := range []struct {
 		name, url string
 		header    map[string][]string

@@ -106,6 +106,21 @@ func (f *fixture) session(t testing.TB, repo store.Repo) (store.Session, error) 
 	return s, err
 }
 
+// docsSession is a Session of app running with Installation "docs" of a
+// bearer-header MCP server that takes serverKey, its value set to value.
+func (f *fixture) docsSession(t testing.TB, serverKey, value string) (store.Session, *testkit.MCPServer) {
+	t.Helper()
+	up := testkit.NewMCPServer(t, serverKey)
+	f.server(t, "hub:docs", up.URL)
+	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
+	f.setValue(t, f.member, "docs", value)
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, up
+}
+
 // hub serves the Gateway for one Session as the Hub's route does, once a
 // mod token named it.
 func (f *fixture) hub(t testing.TB, s store.Session) string {
@@ -159,14 +174,7 @@ func echo(t testing.TB, cs *mcp.ClientSession, text string) string {
 
 func TestAToolCallGoesThroughTheGatewayWithTheInstallationsKey(t *testing.T) {
 	f := newFixture(t)
-	up := testkit.NewMCPServer(t, "key-for-docs")
-	f.server(t, "hub:docs", up.URL)
-	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
-	f.setValue(t, f.member, "docs", "key-for-docs")
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := f.docsSession(t, "key-for-docs", "key-for-docs")
 	cs, err := connect(t, f.hub(t, s)+"/gateway/docs", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -191,14 +199,7 @@ func TestAToolCallGoesThroughTheGatewayWithTheInstallationsKey(t *testing.T) {
 func TestTheGatewaysRefusals(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	up := testkit.NewMCPServer(t, "k-123")
-	f.server(t, "hub:docs", up.URL)
-	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
-	f.setValue(t, f.member, "docs", "k-123")
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, up := f.docsSession(t, "k-123", "k-123")
 	hub := f.hub(t, s)
 	post := func(path string, body io.Reader) *http.Response {
 		t.Helper()
@@ -278,14 +279,7 @@ func TestTheGatewaysRefusals(t *testing.T) {
 
 func TestHeadersFromTheSandboxNeverReachTheServer(t *testing.T) {
 	f := newFixture(t)
-	up := testkit.NewMCPServer(t, "the-real-key")
-	f.server(t, "hub:docs", up.URL)
-	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
-	f.setValue(t, f.member, "docs", "the-real-key")
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, up := f.docsSession(t, "the-real-key", "the-real-key")
 	smuggled := http.Header{}
 	// Go canonicalizes a header's name; a raw one in another case reaches
 	// the Hub as the Sandbox wrote it.
@@ -313,14 +307,7 @@ func TestHeadersFromTheSandboxNeverReachTheServer(t *testing.T) {
 
 func TestNoChallengeAndNoWellKnownPassThrough(t *testing.T) {
 	f := newFixture(t)
-	up := testkit.NewMCPServer(t, "right-key")
-	f.server(t, "hub:docs", up.URL)
-	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
-	f.setValue(t, f.member, "docs", "a-wrong-key")
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, up := f.docsSession(t, "right-key", "a-wrong-key")
 	hub := f.hub(t, s)
 	resp, err := http.Post(hub+"/gateway/docs", "application/json", strings.NewReader(`{}`))
 	if err != nil {

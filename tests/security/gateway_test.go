@@ -66,16 +66,23 @@ func (e *gatewayEnv) started() (api.Session, protocol.SessionStart, string) {
 	return s, m, string(raw.(json.RawMessage))
 }
 
-// mcpClient connects an MCP client on the SDK's streamable HTTP transport
-// to the Hub's /gateway/<id> with a mod token, as the relay sends it.
-func (e *gatewayEnv) mcpClient(id, modToken string) (*mcp.ClientSession, error) {
+// echoThrough calls the echo tool of Installation id with an MCP client
+// on the SDK's streamable HTTP transport, at the Hub's /gateway/<id> with
+// a run's mod token as the relay sends it, and returns its answer.
+func (e *gatewayEnv) echoThrough(id, modToken, text string) string {
+	e.t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "security-test", Version: "v1"}, nil)
 	hc := &http.Client{Transport: bearerTransport(modToken)}
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url + "/gateway/" + id, HTTPClient: hc, MaxRetries: -1}, nil)
-	if err == nil {
-		e.t.Cleanup(func() { cs.Close() })
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return cs, err
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
 }
 
 type bearerTransport string
@@ -104,13 +111,8 @@ func TestAnInstallationsToolWorksThroughTheHubAndItsKeyNeverReachesTheRunner(t *
 	if strings.Contains(raw, mcpKey) || strings.Contains(string(credsJSON), mcpKey) {
 		t.Fatal("an Installation's value reached the Runner")
 	}
-	cs, err := e.mcpClient("docs", start.ModToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "through the Hub"}})
-	if err != nil || res.Content[0].(*mcp.TextContent).Text != "echo: through the Hub" {
-		t.Fatalf("echo: %v, %v", res, err)
+	if got := e.echoThrough("docs", start.ModToken, "through the Hub"); got != "echo: through the Hub" {
+		t.Fatalf("echo: %q", got)
 	}
 	// The run's Installations show on the Session.
 	var view struct {
@@ -298,13 +300,8 @@ func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 	if strings.Contains(rawStart, "at-") || strings.Contains(rawStart, "rt-") {
 		t.Fatal("a token reached the Runner")
 	}
-	cs, err := e.mcpClient("linear", start.ModToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "oauth"}})
-	if err != nil || res.Content[0].(*mcp.TextContent).Text != "echo: oauth" {
-		t.Fatalf("echo through an OAuth Installation: %v, %v", res, err)
+	if got := e.echoThrough("linear", start.ModToken, "oauth"); got != "echo: oauth" {
+		t.Fatalf("echo through an OAuth Installation: %q", got)
 	}
 }
 
