@@ -42,6 +42,24 @@ func newGatewayEnv(t *testing.T) *gatewayEnv {
 	return e
 }
 
+// linear adds an OAuth MCP server in front of a testkit authorization
+// server with DCR, and bob's Installation "linear" of it on acme/app.
+func (e *gatewayEnv) linear(t *testing.T) {
+	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, nil)
+	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{e.repo.ID}}, nil)
+}
+
+// beginConnect has bob begin connecting "linear", and returns the URL his
+// browser goes to.
+func (e *gatewayEnv) beginConnect() string {
+	var begun struct {
+		URL string `json:"url"`
+	}
+	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
+	return begun.URL
+}
+
 // api has b call the Hub's API, and fails the test on an error.
 func (e *gatewayEnv) api(b *browser, method, path string, in, out any) {
 	e.t.Helper()
@@ -259,15 +277,10 @@ func TestTheMCPCommandsKeepValuesWriteOnly(t *testing.T) {
 // reach the server with the Hub's token, which never reaches the Runner.
 func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 	e := newGatewayEnv(t)
-	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
-	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, nil)
-	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{e.repo.ID}}, nil)
-	var begun struct {
-		URL string `json:"url"`
-	}
-	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
+	e.linear(t)
+	begun := e.beginConnect()
 	// The authorization server sends the browser back to the Hub.
-	resp, err := e.owner.Get(begun.URL)
+	resp, err := e.owner.Get(begun)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +288,7 @@ func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("the Owner's browser finishing bob's flow: %d, want refused", resp.StatusCode)
 	}
-	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
-	resp, err = e.bob.Get(begun.URL)
+	resp, err = e.bob.Get(e.beginConnect())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,14 +322,9 @@ func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 // picked, and holds neither the value nor an OAuth token.
 func TestTheMCPPageShowsWhoSetAValueNeverTheValue(t *testing.T) {
 	e := newGatewayEnv(t)
-	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
-	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, nil)
-	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{e.repo.ID}}, nil)
-	var begun struct {
-		URL string `json:"url"`
-	}
-	e.api(e.bob, "POST", "/api/mcp/installations/linear/connect", nil, &begun)
-	if resp, err := e.bob.Get(begun.URL); err != nil || resp.StatusCode != http.StatusOK {
+	e.linear(t)
+	begun := e.beginConnect()
+	if resp, err := e.bob.Get(begun); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("connect: %v %v", resp, err)
 	}
 	code, page := e.do(e.bob.Client, req{method: "GET", path: "/mcp?repo=" + e.repo.ID})
