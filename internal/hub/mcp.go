@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
@@ -57,6 +58,9 @@ func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		out, err = h.gateway.CreateServer(r.Context(), p.User, req)
 	}
+	if err == nil {
+		h.audit(r, p, auditMCPServerAdded, out.ID, out.URL)
+	}
 	h.answer(w, r, out, err)
 }
 
@@ -69,6 +73,13 @@ func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal)
 	if err == nil {
 		req.ID = r.PathValue("id")
 		out, err = h.gateway.EditServer(r.Context(), p.User, req, r.URL.Query().Get("dry_run") == "1")
+	}
+	if err == nil && !out.DryRun {
+		detail := out.Server.URL
+		for _, c := range out.Clears {
+			detail += "; cleared " + c.Installation + "'s " + strings.Join(c.Keys, ", ")
+		}
+		h.audit(r, p, auditMCPServerEdited, out.Server.ID, detail)
 	}
 	h.answer(w, r, out, err)
 }
@@ -97,6 +108,9 @@ func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err == nil {
 		out, err = h.gateway.Install(r.Context(), p.User, req)
 	}
+	if err == nil {
+		h.audit(r, p, auditInstallationMade, out.ID, installationDetail(out))
+	}
 	h.answer(w, r, out, err)
 }
 
@@ -108,6 +122,9 @@ func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Pri
 	var out api.Installation
 	if err == nil {
 		out, err = h.gateway.SetRepos(r.Context(), p.User, r.PathValue("id"), req.Repos)
+	}
+	if err == nil {
+		h.audit(r, p, auditInstallationRepos, out.ID, installationDetail(out))
 	}
 	h.answer(w, r, out, err)
 }
@@ -121,6 +138,9 @@ func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Pri
 	if err == nil {
 		out, err = h.gateway.SetValue(r.Context(), p.User, r.PathValue("id"), r.PathValue("key"), req.Value)
 	}
+	if err == nil {
+		h.audit(r, p, auditInstallationValueSet, out.ID, "header secret "+r.PathValue("key"))
+	}
 	h.answer(w, r, out, err)
 }
 
@@ -132,6 +152,9 @@ func (h *Hub) turnInstallation(off bool) handlerFunc {
 		var out api.Installation
 		if err == nil {
 			out, err = h.gateway.SetOff(r.Context(), p.User, repo, r.PathValue("id"), off)
+		}
+		if err == nil {
+			h.audit(r, p, map[bool]string{true: auditInstallationOff, false: auditInstallationOn}[off], out.ID, "in "+repo.URL)
 		}
 		h.answer(w, r, out, err)
 	}
@@ -159,6 +182,9 @@ func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Pr
 	if err == nil {
 		err = h.gateway.SetClient(r.Context(), p.User, r.PathValue("id"), req.ClientID, req.ClientSecret)
 	}
+	if err == nil {
+		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID)
+	}
 	h.answer(w, r, map[string]string{"client_id": req.ClientID}, err)
 }
 
@@ -170,7 +196,11 @@ func (h *Hub) connectInstallation(w http.ResponseWriter, r *http.Request, p Prin
 }
 
 func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
-	h.answer(w, r, map[string]string{}, h.gateway.Disconnect(r.Context(), p.User, r.PathValue("id")))
+	err := h.gateway.Disconnect(r.Context(), p.User, r.PathValue("id"))
+	if err == nil {
+		h.audit(r, p, auditInstallationDisconn, r.PathValue("id"), "")
+	}
+	h.answer(w, r, map[string]string{}, err)
 }
 
 // oauthCallback is where the authorization server sends the browser of
@@ -186,6 +216,7 @@ func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
+	h.audit(r, p, auditInstallationConnect, id, "")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "Installation %s is connected. Sessions take it at their next start or wake; you can close this page.\n", id)
 }
@@ -265,6 +296,15 @@ func (h *Hub) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		Repo          string
 		Owner         bool
 	}{servers, ins, repos, repo, p.User.IsOwner})
+}
+
+// installationDetail says where an Installation is on, for the audit log:
+// global, or its Repos by id.
+func installationDetail(in api.Installation) string {
+	if in.Global {
+		return in.Server + ", global"
+	}
+	return in.Server + ", in " + strings.Join(in.Repos, ", ")
 }
 
 // answer writes out, or err as the API's error.

@@ -340,3 +340,30 @@ func TestTheMCPPageShowsWhoSetAValueNeverTheValue(t *testing.T) {
 		t.Fatal("the page holds a value, a token or the client secret")
 	}
 }
+
+// TestInstallationActsAreAuditedWithoutTheirValues: adding a server,
+// making an Installation, setting its value and turning it off and on in a
+// Repo are in the audit log, in order, by who did them; no entry holds the
+// value.
+func TestInstallationActsAreAuditedWithoutTheirValues(t *testing.T) {
+	e := newGatewayEnv(t)
+	e.api(e.bob, "PUT", "/api/repos/"+e.repo.ID+"/mcp/docs/off", nil, nil)
+	e.api(e.bob, "DELETE", "/api/repos/"+e.repo.ID+"/mcp/docs/off", nil, nil)
+	want := []string{"mcp_server.added", "installation.made", "installation.value_set", "installation.turned_off", "installation.turned_on"}
+	i := 0
+	for _, g := range e.auditLog(e.owner) {
+		raw, _ := json.Marshal(g)
+		if strings.Contains(string(raw), mcpKey) {
+			t.Fatalf("an audit entry holds the value: %s", raw)
+		}
+		if i < len(want) && g.Action == want[i] {
+			if g.Actor != "bob" || (g.Action == "installation.value_set" && g.Detail != "header secret api-key") {
+				t.Errorf("entry %s", raw)
+			}
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Fatalf("the audit log lacks %s (and what follows)", want[i])
+	}
+}
