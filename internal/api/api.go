@@ -73,6 +73,11 @@ type SessionView struct {
 	// MCPServers are the Installations its last run started with, which
 	// it reaches through the Hub's Gateway.
 	MCPServers []protocol.MCPServer `json:"mcp_servers,omitempty"`
+	// EnvironmentVersion is the version of its Repo's Environment it last
+	// started on (0: the Runner's defaults); EnvironmentWaiting a newer one
+	// it gets at its next wake or restart.
+	EnvironmentVersion int `json:"environment_version,omitempty"`
+	EnvironmentWaiting int `json:"environment_waiting,omitempty"`
 }
 
 // Prompt is a prompt waiting for, or given to, a Session.
@@ -442,4 +447,65 @@ type InstallationChange struct {
 	Installation string    `json:"installation"`
 	Who          string    `json:"who"`
 	What         string    `json:"what"`
+}
+
+// EnvironmentSettings is one version's settings of a Repo's Environment
+// (environment.Config). Zero fields are the Runner's defaults.
+type EnvironmentSettings struct {
+	Image     string  `json:"image,omitempty"`
+	Bootstrap string  `json:"bootstrap,omitempty"`
+	Start     string  `json:"start,omitempty"`
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMiB int     `json:"memory_mib,omitempty"`
+}
+
+// EnvironmentVersion is an applied version: a line of the Repo's change
+// log. Version 0 is the Runner's defaults.
+type EnvironmentVersion struct {
+	RepoID       string              `json:"repo_id"`
+	Version      int                 `json:"version"`
+	Config       string              `json:"config"`
+	BuildDigest  string              `json:"build_digest"`
+	BuildVersion int                 `json:"build_version"`
+	Changes      string              `json:"changes"`
+	CreatedBy    string              `json:"created_by"`
+	CreatedAt    time.Time           `json:"created_at"`
+	Settings     EnvironmentSettings `json:"settings"`
+}
+
+// TestBuild is a run of a draft's build inputs on a Runner; State is
+// running, passed or failed.
+type TestBuild struct {
+	ID          string    `json:"id"`
+	RepoID      string    `json:"repo_id"`
+	BuildDigest string    `json:"build_digest"`
+	RunnerID    string    `json:"runner_id"`
+	State       string    `json:"state"`
+	Detail      string    `json:"detail,omitempty"`
+	Log         string    `json:"log"`
+	StartedBy   string    `json:"started_by"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+}
+
+// EnvironmentDraft is the next version being made.
+type EnvironmentDraft struct {
+	RepoID      string              `json:"repo_id"`
+	BaseVersion int                 `json:"base_version"`
+	Config      string              `json:"config"`
+	UpdatedBy   string              `json:"updated_by"`
+	UpdatedAt   time.Time           `json:"updated_at"`
+	Settings    EnvironmentSettings `json:"settings"`
+	Changes     []string            `json:"changes"`
+	// NeedsTest: it changes the Build, so it applies only after a Test
+	// build of exactly it passed.
+	NeedsTest bool       `json:"needs_test"`
+	Test      *TestBuild `json:"test,omitempty"`
+}
+
+// Environment is a Repo's Environment: its current version and its draft.
+type Environment struct {
+	RepoID  string             `json:"repo_id"`
+	Current EnvironmentVersion `json:"current"`
+	Draft   *EnvironmentDraft  `json:"draft,omitempty"`
 }

@@ -71,7 +71,10 @@ type Build struct {
 	Musl bool `json:"musl"`
 	// LoginEnv is the environment an interactive login shell ended with,
 	// probed with no Variable set.
-	LoginEnv  []string  `json:"login_env"`
+	LoginEnv []string `json:"login_env"`
+	// ImageEnv is the image's configured environment, which a probe of
+	// the login environment starts from.
+	ImageEnv  []string  `json:"image_env,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -122,6 +125,7 @@ func (b *Builder) Ensure(ctx context.Context, spec Spec, progress func(string)) 
 	defer b.lock(key)()
 	if bd, err := b.load(key); err == nil {
 		bd.Layers = b.layers(key, spec)
+		progress("using the Build made " + bd.CreatedAt.Format(time.RFC3339) + " of these inputs")
 		return bd, nil
 	}
 	start := time.Now()
@@ -163,7 +167,7 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 	if err := b.backend.Start(ctx, id); err != nil {
 		return Build{}, fmt.Errorf("build: start sandbox: %w", err)
 	}
-	bd := Build{Key: key, Repo: spec.Repo, CreatedAt: time.Now()}
+	bd := Build{Key: key, Repo: spec.Repo, ImageEnv: spec.ImageEnv, CreatedAt: time.Now()}
 	s := step{backend: b.backend, id: id, env: spec.ImageEnv, progress: progress}
 
 	out, _ := s.quiet(ctx, "sh", "-c", "ls /lib/ld-musl-* 2>/dev/null; command -v bash; command -v git; tmux -V 2>/dev/null; true")

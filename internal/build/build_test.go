@@ -108,10 +108,10 @@ func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
 		t.Error("the Build wrote into the image's base")
 	}
 
-	// The same inputs reuse it; nothing is built again.
+	// The same inputs reuse it, saying so; nothing is built again.
 	lines = nil
 	again, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
-	if err != nil || again.Key != bd.Key || len(lines) != 0 {
+	if err != nil || again.Key != bd.Key || len(lines) != 1 || !strings.HasPrefix(lines[0], "using the Build made ") {
 		t.Fatalf("second Ensure: key %s (want %s), %v, progress %q", again.Key, bd.Key, err, lines)
 	}
 }

@@ -18,7 +18,15 @@ type step struct {
 	backend  sandbox.Backend
 	id       string
 	env      []string
+	dir      string // where commands run; "/" when empty
 	progress func(string)
+}
+
+// RunScript runs a script of the Environment's (the Start script) in a
+// running Sandbox, in dir, as the Bootstrap script runs: output to progress
+// line by line, an error carrying the end of it.
+func RunScript(ctx context.Context, b sandbox.Backend, id, dir string, env []string, script string, progress func(string)) error {
+	return step{backend: b, id: id, env: env, dir: dir, progress: progress}.script(ctx, env, script)
 }
 
 // tailBytes is how much of a failing step's output its error carries.
@@ -41,7 +49,7 @@ func (s step) run(ctx context.Context, env []string, args ...any) error {
 		env = s.env
 	}
 	out := &lineWriter{emit: s.progress}
-	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: argv, Env: withPath(env), Dir: "/", Stdin: stdin, Stdout: out, Stderr: out})
+	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: argv, Env: withPath(env), Dir: or(s.dir, "/"), Stdin: stdin, Stdout: out, Stderr: out})
 	if err != nil {
 		return err
 	}
@@ -70,11 +78,11 @@ func (s step) quiet(ctx context.Context, args ...string) (string, error) {
 	return buf.String(), err
 }
 
-// script runs a Bootstrap script: with its #! line if it has one, else
-// with bash -e (every Build has bash by now).
+// script runs a script: with its #! line if it has one, else with bash -e
+// (every Build has bash by now).
 func (s step) script(ctx context.Context, env []string, script string) error {
 	if strings.HasPrefix(script, "#!") {
-		const path = "/tmp/kndl-bootstrap"
+		const path = "/tmp/kndl-script"
 		if err := s.run(ctx, nil, "sh", "-c", "cat > "+path+" && chmod 0755 "+path, strings.NewReader(script)); err != nil {
 			return err
 		}
@@ -89,6 +97,13 @@ const loginTimeout = 60 * time.Second
 
 const envMarker = "\x00KNDL-LOGIN-ENV\x00"
 
+// LoginEnv probes a running Sandbox's login environment in dir, as a
+// Build does: after an Environment's Start script, which may have changed
+// what a login shell sets up.
+func LoginEnv(ctx context.Context, b sandbox.Backend, id, dir string, imageEnv []string) ([]string, error) {
+	return step{backend: b, id: id, env: imageEnv, dir: dir}.loginEnv(ctx)
+}
+
 // loginEnv runs an interactive login shell, as a terminal would, with no
 // Variable in its environment, and returns the environment it ends with.
 func (s step) loginEnv(ctx context.Context) ([]string, error) {
@@ -97,7 +112,7 @@ func (s step) loginEnv(ctx context.Context) ([]string, error) {
 	var out, errOut bytes.Buffer
 	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{
 		Args: []string{"bash", "-lic", `printf '\0KNDL-LOGIN-ENV\0'; env -0`},
-		Env:  withPath(s.env), Dir: "/root", Stdout: &out, Stderr: &errOut,
+		Env:  withPath(s.env), Dir: or(s.dir, "/root"), Stdout: &out, Stderr: &errOut,
 	})
 	if err != nil {
 		return nil, err
@@ -230,3 +245,11 @@ func (r *ringBuffer) Write(p []byte) {
 }
 
 func (r *ringBuffer) String() string { return string(r.b) }
+
+// or is s, or def when s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

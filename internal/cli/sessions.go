@@ -151,6 +151,9 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 		}{s, evs, agents})
 	}
 	printSession(io.Stdout, s.Session)
+	if s.EnvironmentWaiting > 0 {
+		fmt.Fprintf(io.Stdout, "  Environment: version %d; version %d waits for its next wake or restart\n\n", s.EnvironmentVersion, s.EnvironmentWaiting)
+	}
 	for _, e := range evs {
 		printEvent(io.Stdout, e)
 	}

@@ -52,6 +52,7 @@ const (
 	auditInstallationDisconn  = "installation.disconnected"
 	auditInstallationOff      = "installation.turned_off"
 	auditInstallationOn       = "installation.turned_on"
+	auditEnvironmentApply     = "environment.applied"
 )
 
 // audit records that p, making request r, did action to target. A failure

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/seal"
@@ -28,11 +29,12 @@ type Hub struct {
 	store    *store.Store
 	secrets  *seal.Box
 	handler  http.Handler
-	guard    *guard         // sign-in, Repo access and who is connected: guard.go
-	web      *webState      // the web UI's live state: web.go
-	sessions *session.Owner // every Session's state, queue and live stream
-	gateway  *gateway.Gateway
-	refusals refusals // sign-in refusals the audit log recorded this minute: audit.go
+	guard    *guard               // sign-in, Repo access and who is connected: guard.go
+	web      *webState            // the web UI's live state: web.go
+	sessions *session.Owner       // every Session's state, queue and live stream
+	envs     *environment.Service // each Repo's Environment, its versions and Test builds
+	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
+	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -66,8 +68,13 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.envs = h.newEnvironments()
+	if err := h.envs.Recover(context.Background()); err != nil {
+		return nil, fmt.Errorf("recover Test builds: %w", err)
+	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
-		Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive, MCPServers: h.prepareGateway})
+		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
+		MCPServers: h.prepareGateway})
 	if err := h.sessions.Recover(context.Background()); err != nil {
 		h.sessions.Close()
 		return nil, fmt.Errorf("recover Sessions: %w", err)

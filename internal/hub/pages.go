@@ -62,8 +62,8 @@ func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		KeepAwake                                       bool
 	}
 	type repo struct {
-		URL, Name string
-		Sessions  []row
+		ID, URL, Name string
+		Sessions      []row
 	}
 	names := h.names(r.Context())
 	var repos []*repo
@@ -71,7 +71,7 @@ func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	for _, s := range ss {
 		rp := byURL[s.RepoURL]
 		if rp == nil {
-			rp = &repo{URL: s.RepoURL, Name: repoName(s.RepoURL)}
+			rp = &repo{ID: s.RepoID, URL: s.RepoURL, Name: repoName(s.RepoURL)}
 			byURL[s.RepoURL] = rp
 			repos = append(repos, rp)
 		}

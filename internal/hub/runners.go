@@ -60,6 +60,7 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 	h.handleSessions(rc, hello)
 	h.handleLive(rc, hello)
 	h.handleAttachments(rc, hello)
+	h.handleEnvironments(rc, hello)
 
 	ctx := r.Context()
 	go func() {

@@ -239,12 +239,16 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	sv := h.sessionView(s, q)
-	if sv.MCPServers, err = h.gateway.Started(r.Context(), s.ID); err != nil {
+	v := h.sessionView(s, q)
+	if v.EnvironmentVersion, v.EnvironmentWaiting, err = h.envs.OfSession(r.Context(), s.ID, s.RepoID); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, status, sv)
+	if v.MCPServers, err = h.gateway.Started(r.Context(), s.ID); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
 }
 
 func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -27,14 +27,14 @@ func (h *Hub) openVariable(v store.Variable) (string, error) {
 	return string(b), err
 }
 
-// repoToChange returns a Repo whose Variables the person may change: one
-// they have access to (else a refusal as for one that doesn't exist), and
-// write permission on at GitHub, since a Variable reaches every Creator's
-// Sessions there.
-func (h *Hub) repoToChange(ctx context.Context, p Principal, id string) (store.Repo, error) {
+// repoToChange returns a Repo whose Variables or Environment (what) the
+// person may change: one they have access to (else a refusal as for one
+// that doesn't exist), and write permission on at GitHub, since either
+// reaches every Creator's Sessions there.
+func (h *Hub) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
 	r, err := h.repoFor(ctx, p, id)
 	if err == nil && !h.canPush(ctx, p.User, r.URL) {
-		err = fmt.Errorf("changing the Variables of %s takes write (push) permission on it at GitHub; you may read it only: %w", r.URL, errdefs.ErrForbidden)
+		err = fmt.Errorf("changing the %s of %s takes write (push) permission on it at GitHub; you may read it only: %w", what, r.URL, errdefs.ErrForbidden)
 	}
 	return r, err
 }
@@ -121,7 +121,7 @@ func (h *Hub) listSharedVariables(w http.ResponseWriter, r *http.Request, p Prin
 }
 
 func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -231,7 +231,7 @@ func (h *Hub) reposLinking(ctx context.Context, name string) map[string]bool {
 }
 
 func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
@@ -253,7 +253,7 @@ func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Pri
 }
 
 func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	}
@@ -276,7 +276,7 @@ func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}

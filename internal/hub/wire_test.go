@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -29,6 +30,10 @@ func TestAPITypesCarryTheRowsJSON(t *testing.T) {
 		{"Variable", sameJSON(apiVariable)},
 		// Written as rows, decoded by clients into api types.
 		{"User", sameJSON[store.User, api.User](nil)},
+		{"Environment", sameJSON[environment.View, api.Environment](nil)},
+		{"EnvironmentDraft", sameJSON[environment.Draft, api.EnvironmentDraft](nil)},
+		{"EnvironmentVersion", sameJSON[environment.Version, api.EnvironmentVersion](nil)},
+		{"TestBuild", sameJSON[store.TestBuild, api.TestBuild](nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, tt.check)

@@ -59,6 +59,9 @@ type SessionStart struct {
 	// Offsets are how far the Hub has stored the transcript, so a wake
 	// does not read it again.
 	Offsets map[string]int64 `json:"offsets,omitempty"`
+	// Environment is the Repo's current version, nil for the Runner's
+	// defaults (a Repo with no Environment yet).
+	Environment *Environment `json:"environment,omitempty"`
 	// MCPServers are the Installations this run reaches through the Hub's
 	// Gateway, each as Claude Code's MCP server at the relay's
 	// /gateway/<Installation>. No credential of theirs is in it.

@@ -23,6 +23,7 @@ import (
 //
 //	$RUNNER_HOME/sessions/<id>/
 //	    workspace/      the Workspace, bound at /workspace
+//	    sandbox-made    the Build and resources its Sandbox was made from
 //	    mod/            the mod's copy for the last start
 //	    disks/<name>    the Sandbox's Disks while it has none: moved out by
 //	                    the backend as it is archived (RemoveKeepingDisks),

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,13 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/mod"
-	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
@@ -60,8 +59,17 @@ type session struct {
 	// client, follower and watchers.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// typing serialises deliveries and stop-turns on the pane.
-	typing sync.Mutex
+	// typing serialises deliveries and stop-turns on the pane; escaped,
+	// under it, is when stopTurn last sent Escape.
+	typing  sync.Mutex
+	escaped time.Time
+	// sent is the text of the prompt on its way, kept until Claude Code's
+	// UserPromptSubmit says what it took (deliver.go).
+	sent atomic.Pointer[string]
+	// inTurn is set while the transcript says a Turn runs: from a prompt's
+	// turn_start to its turn_end, which Claude Code writes once the Turn is
+	// over, after its Stop hook.
+	inTurn atomic.Bool
 	// mirror relays the pane to the Hub's terminal tabs; ports is the last
 	// list of listening ports sent.
 	mirror mirror
@@ -119,21 +127,11 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
 		return fmt.Errorf("the Hub gave no credentials for this Session: %w", err)
 	}
-	var env, buildEnv []string
+	var env []string
 	for _, v := range creds.Variables {
 		env = append(env, v.Name+"="+v.Value)
-		if v.AtBuild {
-			buildEnv = append(buildEnv, v.Name+"="+v.Value)
-		}
 	}
-	img, err := ociimage.Pull(ctx, r.cfg.Image, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
-		Progress: func(p ociimage.Progress) { logf("%s", p) },
-	})
-	if err != nil {
-		return err
-	}
-	bd, err := r.builder.Ensure(ctx, build.Spec{Repo: req.RepoURL, ImageDigest: img.Digest, ImageRootfs: img.Rootfs, ImageEnv: img.Config.Env, Env: buildEnv},
-		func(line string) { logf("build: %s", line) })
+	bd, err := r.buildFor(ctx, req.RepoURL, req.Environment, creds.Variables, logf)
 	if err != nil {
 		return err
 	}
@@ -154,8 +152,29 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
 		return err
 	}
-	if err := r.ensureSandbox(ctx, s, bd, bin, dir); err != nil {
+	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, resources(req.Environment))
+	if err != nil {
 		return err
+	}
+	if created {
+		// Where the backend gave less than the Environment asked.
+		if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
+			for _, n := range st.Notes {
+				logf("%s", n)
+			}
+		}
+		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
+		if err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(login)
+		if err := writeAtomic(filepath.Join(dir, loginEnvFile), raw); err != nil {
+			return err
+		}
+	}
+	login := bd.LoginEnv
+	if raw, err := os.ReadFile(filepath.Join(dir, loginEnvFile)); err == nil {
+		json.Unmarshal(raw, &login) // its Sandbox's, probed after the Start script
 	}
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
@@ -190,8 +209,9 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		Resume:       req.Resume,
 		Model:        req.Model,
 		Effort:       req.Effort,
-		// The Environment's Variables over the login environment.
-		Base:         append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...),
+		// The Environment's Variables over the login environment, and over
+		// them VISUAL, the editor prompts come through.
+		Base:         append(append(append(append([]string(nil), login...), cacheEnv...), env...), editorEnv),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),
@@ -231,10 +251,21 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 
 // ensureSandbox makes and boots the Session's Sandbox, or boots the one it
 // has (a wake keeps its disks). A Session restored since it was archived
-// has no Sandbox but its kept disks, which the new one takes back.
-func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string) error {
+// has no Sandbox but its kept disks, which the new one takes back. It
+// reports whether the Sandbox is new.
+func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string, res sandbox.Resources) (bool, error) {
 	st, err := r.backend.Status(ctx, s.sandbox)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	made := fmt.Sprintf("%s %g %d", bd.Key, res.CPUs, res.MemoryMiB)
+	if err == nil && st.State != sandbox.StateRunning && stale(dir, made) {
+		// A newer Environment version changed its Build or resources: a
+		// new Sandbox on them, with this one's disks.
+		if err := r.backend.RemoveKeepingDisks(ctx, s.sandbox, filepath.Join(dir, "disks")); err != nil {
+			return false, fmt.Errorf("replace the Sandbox for the new Environment version: %w", err)
+		}
+		st, err = sandbox.Status{}, sandbox.ErrNotFound
+	}
+	created := errors.Is(err, sandbox.ErrNotFound)
+	if created {
 		err = r.backend.Create(ctx, sandbox.Spec{
 			ID:     s.sandbox,
 			Layers: bd.Layers,
@@ -248,22 +279,42 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 				{Source: filepath.Join(r.cfg.Home, "bin"), Target: binDir, ReadOnly: true},
 				{Source: filepath.Join(dir, "mod"), Target: modDir, ReadOnly: true},
 			},
-			Tmpfs: []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Tmpfs:     []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Resources: res,
 		})
 		if err != nil {
-			return fmt.Errorf("create the Sandbox: %w", err)
+			return false, fmt.Errorf("create the Sandbox: %w", err)
 		}
 		os.Remove(filepath.Join(dir, "disks")) // emptied by the Create, if there were kept disks
+		if err := os.WriteFile(filepath.Join(dir, sandboxMade), []byte(made), 0o600); err != nil {
+			return false, err
+		}
 		st.State = sandbox.StateCreated
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	if st.State != sandbox.StateRunning {
 		if err := r.backend.Start(ctx, s.sandbox); err != nil {
-			return fmt.Errorf("start the Sandbox: %w", err)
+			return false, fmt.Errorf("start the Sandbox: %w", err)
 		}
 	}
-	return nil
+	return created, nil
+}
+
+// loginEnvFile is the file of a Session's directory that holds its
+// Sandbox's login environment, probed after the Start script (no Variable
+// is in it).
+const loginEnvFile = "login-env.json"
+
+// sandboxMade is the file of a Session's directory that says what its
+// Sandbox was made from: its Build's key and its resources.
+const sandboxMade = "sandbox-made"
+
+// stale reports a Sandbox made from other than made. One made before the
+// file was kept is taken as it is.
+func stale(dir, made string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, sandboxMade))
+	return err == nil && string(b) != made
 }
 
 // freshMod writes a new copy of the mod and removes older ones: the Claude
@@ -348,59 +399,6 @@ func (r *Runner) screen(ctx context.Context, s *session) string {
 	return strings.Join(lines, "\n")
 }
 
-// chunkBytes and chunkPause keep typed text below the burst Claude Code
-// turns into "[Pasted text]" (about 800 characters, measured).
-const (
-	chunkBytes = 400
-	chunkPause = 150 * time.Millisecond
-	drawWait   = 3 * time.Second
-)
-
-// deliver types a prompt into Claude Code and presses Enter once the text
-// is drawn: an Enter sent before then can be lost (measured: 4 in 5 right
-// after start).
-func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error {
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
-	}
-	if req.Text, err = r.placeAttachments(ctx, req); err != nil {
-		return err
-	}
-	s.typing.Lock()
-	defer s.typing.Unlock()
-	tail := lastRunes(squash(req.Text), 24)
-	if !(req.Retry && strings.Contains(squash(r.screen(ctx, s)), tail)) {
-		for i, chunk := range chunks(req.Text, chunkBytes) {
-			if i > 0 {
-				time.Sleep(chunkPause)
-			}
-			if _, err := s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "-l", "--", chunk)); err != nil {
-				return fmt.Errorf("type the prompt: %w", err)
-			}
-		}
-	}
-	for deadline := time.Now().Add(drawWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(squash(r.screen(ctx, s)), tail) {
-			break
-		}
-	}
-	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Enter"))
-	return err
-}
-
-// stopTurn interrupts the running Turn, as Escape does at the keyboard.
-func (r *Runner) stopTurn(ctx context.Context, id string) error {
-	s, err := r.session(id)
-	if err != nil {
-		return err
-	}
-	s.typing.Lock()
-	defer s.typing.Unlock()
-	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Escape"))
-	return err
-}
-
 func (r *Runner) session(id string) (*session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -457,31 +455,4 @@ func (r *Runner) exec(ctx context.Context, id string, env []string, args ...stri
 		err = fmt.Errorf("%s exited %d: %s", args[0], code, strings.TrimSpace(out.String()))
 	}
 	return err
-}
-
-func chunks(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
-}
-
-// squash drops whitespace, so text wrapped in Claude Code's input box still
-// matches what was typed.
-func squash(s string) string {
-	return strings.Join(strings.Fields(s), "")
-}
-
-func lastRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) > n {
-		r = r[len(r)-n:]
-	}
-	return string(r)
 }

@@ -46,6 +46,7 @@ var (
 	Members = Page{"members", "Members", "members.js", true}
 	Audit   = Page{"audit", "Audit log", "", true}
 	MCP     = Page{"mcp", "MCP servers", "mcp.js", true}
+	Repo    = Page{"repo", "Repo", "repo.js", true}
 )
 
 // Nav is who is signed in, for an app page's navigation.

@@ -194,8 +194,14 @@ func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error
 	if err != nil {
 		return err
 	}
+	var env *protocol.Environment
+	if o.opts.Environments != nil {
+		if env, err = o.opts.Environments.ForStart(ctx, id, s.RepoID); err != nil {
+			return err
+		}
+	}
 	return rc.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: id, RepoURL: s.RepoURL,
-		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets, MCPServers: servers}, nil)
+		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets, Environment: env, MCPServers: servers}, nil)
 }
 
 // stopOnRunner asks the Session's Runner to stop its Claude Code and

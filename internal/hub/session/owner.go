@@ -36,11 +36,19 @@ type Sealer interface {
 	Open(sealed []byte, ad string) ([]byte, error)
 }
 
+// Environments says what a Session starts on: its Repo's current
+// Environment version, recorded as the Session's (environment.Service).
+type Environments interface {
+	ForStart(ctx context.Context, sessionID, repoID string) (*protocol.Environment, error)
+}
+
 // Options configure an Owner. Zero durations take the defaults named.
 type Options struct {
 	Store    *store.Store
 	Runners  Runners
 	Redactor Redactor
+	// Environments is nil in tests that need only the Runner's defaults.
+	Environments Environments
 	// Sealer seals prompts at rest: a person may paste a credential into
 	// one, and it must reach Claude exactly.
 	Sealer Sealer

@@ -23,11 +23,12 @@ function rowOf(id) {
 
 // section is the Repo's card, made from the page's template if it has
 // none yet.
-function section(url) {
+function section(url, id) {
   let sec = [...repos.querySelectorAll("section[data-repo]")].find((s) => s.dataset.repo === url);
   if (!sec) {
     sec = document.getElementById("repo-template").content.firstElementChild.cloneNode(true);
     sec.dataset.repo = url;
+    sec.querySelector("a.repo-page").href = "/repos/" + encodeURIComponent(id);
     sec.querySelector(".name").textContent = url.replace(/\/+$/, "").split("/").pop().replace(/\.git$/, "");
     sec.querySelector(".url").textContent = url;
     repos.prepend(sec);
@@ -42,7 +43,7 @@ function show(s, names) {
     li = document.getElementById("row-template").content.firstElementChild.cloneNode(true);
     li.dataset.id = s.id;
     li.querySelector("a.title").href = "/sessions/" + encodeURIComponent(s.id);
-    section(s.repo_url).querySelector("ul.sessions").prepend(li);
+    section(s.repo_url, s.repo_id).querySelector("ul.sessions").prepend(li);
   }
   li.querySelector("a.title").textContent = s.title;
   showState(li.querySelector(".state"), s);

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
+)
+
+// envCommand reads --repo and --json, then runs fn with the API path of
+// the Repo's Environment.
+func envCommand(name string, more func(fs *flag.FlagSet) func() error, fn func(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error) func(context.Context, IO, []string) error {
+	return func(ctx context.Context, io IO, args []string) error {
+		fs := Flags(io, name)
+		repo := fs.String("repo", "", "the Repo (its URL or path)")
+		asJSON := fs.Bool("json", false, "print JSON")
+		var check func() error
+		if more != nil {
+			check = more(fs)
+		}
+		pos, err := Parse(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 0 || *repo == "" {
+			return ErrUsage
+		}
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		c, err := apiclient.New()
+		if err != nil {
+			return err
+		}
+		path, err := varScope(ctx, c, *repo, false, "environment")
+		if err != nil {
+			return err
+		}
+		return fn(ctx, io, c, path, *asJSON)
+	}
+}
+
+func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
+	var e api.Environment
+	if err := c.Do(ctx, http.MethodGet, path, nil, &e); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(io, e)
+	}
+	if e.Current.Version == 0 {
+		fmt.Fprintf(io.Stdout, "Environment: no version yet; Sessions run on the Runner's defaults.\n")
+	} else {
+		fmt.Fprintf(io.Stdout, "Environment version %d (applied %s)\n", e.Current.Version, e.Current.CreatedAt.Format(time.RFC3339))
+	}
+	printSettings(io, e.Current.Settings)
+	if d := e.Draft; d != nil {
+		fmt.Fprintf(io.Stdout, "\nDraft from version %d (edited %s):\n", d.BaseVersion, d.UpdatedAt.Format(time.RFC3339))
+		for _, ch := range d.Changes {
+			fmt.Fprintf(io.Stdout, "  %s\n", ch)
+		}
+		switch {
+		case !d.NeedsTest:
+			fmt.Fprintf(io.Stdout, "It leaves the Build as it is: kndl env apply applies it now.\n")
+		case d.Test == nil:
+			fmt.Fprintf(io.Stdout, "It changes the Build: kndl env test must pass before kndl env apply.\n")
+		default:
+			fmt.Fprintf(io.Stdout, "It changes the Build; its Test build %s %s.\n", d.Test.ID, d.Test.State)
+		}
+	}
+	return nil
+}
+
+func printSettings(io IO, s api.EnvironmentSettings) {
+	fmt.Fprintf(io.Stdout, "  image:     %s\n  bootstrap: %s\n  start:     %s\n  cpus:      %s\n  memory:    %s\n",
+		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start),
+		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
+}
+
+func scriptLines(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%d lines", strings.Count(strings.TrimSuffix(s, "\n"), "\n")+1)
+}
+
+func orNumber(v float64, unit string) string {
+	if v == 0 {
+		return "the Runner's default"
+	}
+	return fmt.Sprintf("%g%s", v, unit)
+}
+
+// envEdit's flags: each one given changes that setting of the draft (or of
+// the current version, when there is no draft).
+type envEditFlags struct {
+	image, bootstrap, start *string
+	cpus                    *float64
+	memory                  *int
+	set                     map[string]bool
+}
+
+func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
+	f.image = fs.String("image", "", "the image (tag or digest); \"\" for the Runner's default")
+	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
+	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
+	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
+	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
+	return func() error {
+		f.set = map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+		if !f.any() {
+			return fmt.Errorf("say what to change: --image, --bootstrap-file, --start-file, --cpus or --memory")
+		}
+		return nil
+	}
+}
+
+func (f *envEditFlags) any() bool {
+	for _, n := range []string{"image", "bootstrap-file", "start-file", "cpus", "memory"} {
+		if f.set[n] {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
+	var e api.Environment
+	if err := c.Do(ctx, http.MethodGet, path, nil, &e); err != nil {
+		return err
+	}
+	s := e.Current.Settings
+	if e.Draft != nil {
+		s = e.Draft.Settings
+	}
+	if f.set["image"] {
+		s.Image = *f.image
+	}
+	for name, dst := range map[string]*string{"bootstrap-file": &s.Bootstrap, "start-file": &s.Start} {
+		if !f.set[name] {
+			continue
+		}
+		file := *f.bootstrap
+		if name == "start-file" {
+			file = *f.start
+		}
+		text, err := readScript(io, file)
+		if err != nil {
+			return err
+		}
+		*dst = text
+	}
+	if f.set["cpus"] {
+		s.CPUs = *f.cpus
+	}
+	if f.set["memory"] {
+		s.MemoryMiB = *f.memory
+	}
+	if err := c.Do(ctx, http.MethodPut, path+"/draft", s, &e); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(io, e)
+	}
+	return envShow(ctx, io, c, path, false)
+}
+
+// readScript reads a script byte for byte: from a file, from stdin with -,
+// or none with "".
+func readScript(io IO, file string) (string, error) {
+	switch file {
+	case "":
+		return "", nil
+	case "-":
+		b, err := readAllLimited(io.Stdin, 64<<10+1)
+		return string(b), err
+	}
+	b, err := os.ReadFile(file)
+	return string(b), err
+}
+
+func envTest(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
+	var t api.TestBuild
+	if err := c.Do(ctx, http.MethodPost, path+"/tests", nil, &t); err != nil {
+		return err
+	}
+	if !asJSON {
+		fmt.Fprintf(io.Stderr, "Test build %s running on a Runner of yours; its log follows.\n", t.ID)
+	}
+	shown := 0
+	for {
+		if err := c.Do(ctx, http.MethodGet, path+"/tests/"+t.ID, nil, &t); err != nil {
+			return err
+		}
+		if !asJSON && len(t.Log) > shown {
+			fmt.Fprint(io.Stdout, t.Log[shown:])
+			shown = len(t.Log)
+		}
+		if t.State != "running" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if asJSON {
+		printJSON(io, t)
+	}
+	if t.State != "passed" {
+		return errors.New("the Test build failed: " + or(t.Detail, "see its log"))
+	}
+	if !asJSON {
+		fmt.Fprintf(io.Stdout, "The Test build passed: kndl env apply applies the draft.\n")
+	}
+	return nil
+}
+
+func envApply(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
+	var v api.EnvironmentVersion
+	if err := c.Do(ctx, http.MethodPost, path+"/apply", nil, &v); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(io, v)
+	}
+	fmt.Fprintf(io.Stdout, "Applied version %d. New Sessions start on it, and running ones at their next wake or restart.\n", v.Version)
+	return nil
+}
+
+func envLog(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
+	var log []api.EnvironmentVersion
+	if err := c.Do(ctx, http.MethodGet, path+"/log", nil, &log); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(io, log)
+	}
+	var rows [][]string
+	for _, v := range log {
+		rows = append(rows, []string{fmt.Sprint(v.Version), v.CreatedAt.Format(time.RFC3339), v.CreatedBy, strings.ReplaceAll(v.Changes, "\n", "; ")})
+	}
+	return table(io, "VERSION\tAPPLIED\tBY\tCHANGES", rows)
+}
+
+func envEditCommand() func(context.Context, IO, []string) error {
+	f := &envEditFlags{}
+	return envCommand("env edit", f.define, f.run)
+}

@@ -1,0 +1,153 @@
+// Package environment is each Repo's Environment: what its Sessions' Sandboxes
+// are built from and start with, in versions. A change makes a draft;
+// applying a draft makes the next version. A draft that changes the Build
+// applies only once a Test build of exactly its build inputs has passed.
+package environment
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// Config is one version's settings.
+type Config struct {
+	// Image is an OCI image reference (tag or digest); empty is the
+	// Runner's RUNNER_DEFAULT_IMAGE.
+	Image string `json:"image,omitempty"`
+	// Bootstrap runs once per Build, as root, with the Variables available
+	// at build; what it leaves is in every Sandbox of the Build.
+	Bootstrap string `json:"bootstrap,omitempty"`
+	// Start runs in /workspace in each new Sandbox, before Claude Code.
+	Start string `json:"start,omitempty"`
+	// CPUs and MemoryMiB are asked for each Sandbox; the Runner caps them.
+	// Zero is the Runner's default.
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMiB int     `json:"memory_mib,omitempty"`
+}
+
+// Limits on a Config.
+const (
+	MaxScript    = 64 << 10
+	MaxCPUs      = 64
+	MaxMemoryMiB = 1 << 20
+)
+
+// imageRE is an OCI reference as the Runner's puller reads it: a name with
+// an optional registry and port, then a tag or a digest or both.
+var imageRE = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+
+// Check refuses a Config the Runner could not use, naming the field.
+func (c Config) Check() error {
+	if c.Image != "" && (len(c.Image) > 255 || !imageRE.MatchString(c.Image)) {
+		return fmt.Errorf("image %q is not an image reference (such as debian:12 or ghcr.io/org/img@sha256:…): %w", c.Image, errdefs.ErrInvalid)
+	}
+	for name, s := range map[string]string{"Bootstrap": c.Bootstrap, "Start": c.Start} {
+		switch {
+		case len(s) > MaxScript:
+			return fmt.Errorf("the %s script is %d bytes; at most %d: %w", name, len(s), MaxScript, errdefs.ErrInvalid)
+		case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+			return fmt.Errorf("the %s script is not UTF-8 text: %w", name, errdefs.ErrInvalid)
+		}
+	}
+	if c.CPUs < 0 || c.CPUs > MaxCPUs {
+		return fmt.Errorf("cpus %g: want 0 (the Runner's default) up to %d: %w", c.CPUs, MaxCPUs, errdefs.ErrInvalid)
+	}
+	if c.MemoryMiB < 0 || c.MemoryMiB > MaxMemoryMiB {
+		return fmt.Errorf("memory %d MiB: want 0 (the Runner's default) up to %d: %w", c.MemoryMiB, MaxMemoryMiB, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// Parse reads a Config the store or a person wrote, refusing fields it
+// does not know so a typo is not silently dropped.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("an Environment that is not one: %v: %w", err, errdefs.ErrInvalid)
+	}
+	return c, c.Check()
+}
+
+// JSON is how the store keeps a Config.
+func (c Config) JSON() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// AtBuild is a Variable the Bootstrap script gets, as a build input.
+type AtBuild struct{ Name, Value string }
+
+// BuildDigest names a Config's build inputs: the image, the scripts and
+// the Variables available at build, values included. Resources are not
+// among them. A Test build's result holds for exactly this digest.
+func (c Config) BuildDigest(vars []AtBuild) string {
+	vars = slices.Clone(vars)
+	slices.SortFunc(vars, func(a, b AtBuild) int { return strings.Compare(a.Name, b.Name) })
+	h := sha256.New()
+	// Each part is length-prefixed, so no two inputs run together.
+	for _, part := range append([]string{"kndl-env-1", c.Image, c.Bootstrap, c.Start}, flatten(vars)...) {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func flatten(vars []AtBuild) []string {
+	var out []string
+	for _, v := range vars {
+		out = append(out, v.Name, v.Value)
+	}
+	return out
+}
+
+// Changes says what b changes from a, one line each, for the change log.
+// Scripts are named, not shown: a person may have pasted a secret in one.
+func Changes(a, b Config) []string {
+	var out []string
+	if a.Image != b.Image {
+		out = append(out, fmt.Sprintf("image: %s -> %s", orDefault(a.Image), orDefault(b.Image)))
+	}
+	for _, s := range []struct{ name, a, b string }{{"Bootstrap", a.Bootstrap, b.Bootstrap}, {"Start", a.Start, b.Start}} {
+		switch {
+		case s.a == s.b:
+		case s.a == "":
+			out = append(out, fmt.Sprintf("%s script added (%d lines)", s.name, lines(s.b)))
+		case s.b == "":
+			out = append(out, s.name+" script removed")
+		default:
+			out = append(out, fmt.Sprintf("%s script changed (%d -> %d lines)", s.name, lines(s.a), lines(s.b)))
+		}
+	}
+	if a.CPUs != b.CPUs {
+		out = append(out, fmt.Sprintf("cpus: %s -> %s", resource(a.CPUs), resource(b.CPUs)))
+	}
+	if a.MemoryMiB != b.MemoryMiB {
+		out = append(out, fmt.Sprintf("memory: %s -> %s", resource(float64(a.MemoryMiB)), resource(float64(b.MemoryMiB))))
+	}
+	return out
+}
+
+func orDefault(image string) string {
+	if image == "" {
+		return "the Runner's default"
+	}
+	return image
+}
+
+func resource(v float64) string {
+	if v == 0 {
+		return "the Runner's default"
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+func lines(s string) int { return strings.Count(strings.TrimSuffix(s, "\n"), "\n") + 1 }

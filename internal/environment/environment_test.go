@@ -1,0 +1,271 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+func TestAConfigIsCheckedFieldByField(t *testing.T) {
+	for _, c := range []struct {
+		json, want string
+	}{
+		{`{"image":"debian:12"}`, ""},
+		{`{"image":"ghcr.io/org/img:v1@sha256:` + strings.Repeat("a", 64) + `"}`, ""},
+		{`{"image":"localhost:5000/x"}`, ""},
+		{`{"image":"Debian 12"}`, "not an image reference"},
+		{`{"image":"x; rm -rf /"}`, "not an image reference"},
+		{`{"bootstrap":"` + strings.Repeat("x", MaxScript+1) + `"}`, "at most"},
+		{`{"start":"a\u0000b"}`, "not UTF-8 text"},
+		{`{"cpus":-1}`, "cpus"},
+		{`{"memory_mib":2000000}`, "memory"},
+		{`{"imgae":"debian:12"}`, "unknown field"},
+		{`[1]`, "not one"},
+	} {
+		_, err := Parse([]byte(c.json))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want it taken", c.json[:min(len(c.json), 40)], err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, errdefs.ErrInvalid)):
+			t.Errorf("%s: %v, want invalid, %q", c.json[:min(len(c.json), 40)], err, c.want)
+		}
+	}
+}
+
+// TestTheBuildDigestNamesExactlyTheBuildInputs: the image, either script
+// and a Variable at build, its value included, change it, byte for byte;
+// resources and the Variables' order do not.
+func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
+	base := Config{Image: "debian:12", Bootstrap: "apt-get install -y jq\n", Start: "make deps\r\n"}
+	vars := []AtBuild{{"A", "1"}, {"B", "2"}}
+	d := base.BuildDigest(vars)
+	changed := map[string]func() (Config, []AtBuild){
+		"image":      func() (Config, []AtBuild) { c := base; c.Image = "debian:13"; return c, vars },
+		"bootstrap":  func() (Config, []AtBuild) { c := base; c.Bootstrap += " "; return c, vars },
+		"start CRLF": func() (Config, []AtBuild) { c := base; c.Start = "make deps\n"; return c, vars },
+		"a value":    func() (Config, []AtBuild) { return base, []AtBuild{{"A", "1"}, {"B", "3"}} },
+		"a name":     func() (Config, []AtBuild) { return base, []AtBuild{{"A", "1"}, {"C", "2"}} },
+		"one more":   func() (Config, []AtBuild) { return base, append(vars, AtBuild{"D", ""}) },
+		"boundary moved": func() (Config, []AtBuild) {
+			c := base
+			c.Bootstrap, c.Start = base.Bootstrap+"make", " deps\r\n"
+			return c, vars
+		},
+	}
+	for name, f := range changed {
+		if c, v := f(); c.BuildDigest(v) == d {
+			t.Errorf("%s: the digest did not change", name)
+		}
+	}
+	same := base
+	same.CPUs, same.MemoryMiB = 4, 8192
+	if same.BuildDigest([]AtBuild{{"B", "2"}, {"A", "1"}}) != d {
+		t.Error("resources or the Variables' order changed the digest")
+	}
+}
+
+func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
+	got := Changes(Config{Bootstrap: "echo secret-one\n"}, Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", CPUs: 2})
+	want := []string{"image: the Runner's default -> debian:12", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)", "cpus: the Runner's default -> 2"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("changes %q, want %q", got, want)
+	}
+	if strings.Contains(strings.Join(got, ""), "secret") {
+		t.Fatal("a script's text in the change log")
+	}
+}
+
+// fakeRunner answers env.test as its result says, sending log lines first.
+type fakeRunner struct {
+	svc    *Service
+	id     string
+	mu     sync.Mutex
+	result error
+	got    []protocol.EnvTest
+}
+
+func (f *fakeRunner) Request(ctx context.Context, typ string, body, reply any) error {
+	req := body.(protocol.EnvTest)
+	f.mu.Lock()
+	f.got = append(f.got, req)
+	res := f.result
+	f.mu.Unlock()
+	if err := f.svc.TestLog(ctx, f.id, protocol.EnvTestLog{TestID: req.TestID, Lines: []string{"building", "token ghp_" + strings.Repeat("A", 36)}}); err != nil {
+		return err
+	}
+	return res
+}
+
+func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	repo, err := st.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := []protocol.Variable{{Name: "AT", Value: "1", AtBuild: true}, {Name: "RUN", Value: "x"}}
+	fr := &fakeRunner{id: "runner-1"}
+	svc := New(Deps{Store: st, Log: slog.Default(),
+		Variables:  func(context.Context, string) ([]protocol.Variable, error) { return vars, nil },
+		PickRunner: func(context.Context, string) (string, Requester, error) { return fr.id, fr, nil },
+		Redact: func(_ context.Context, _ string, text string) string {
+			return strings.ReplaceAll(text, "ghp_"+strings.Repeat("A", 36), "[masked]")
+		},
+	})
+	fr.svc = svc
+	return svc, st, fr, repo
+}
+
+func testAndWait(t *testing.T, svc *Service, repo store.Repo) store.TestBuild {
+	t.Helper()
+	tb, err := svc.Test(context.Background(), repo, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the Test build's end", func() bool {
+		tb, _ = svc.TestBuild(context.Background(), repo.ID, tb.ID)
+		return tb.State != store.TestRunning
+	})
+	return tb
+}
+
+// TestADraftThatChangesTheBuildAppliesOnlyAfterItsOwnTestBuildPassed: the
+// gate of issue 13, against a real store.
+func TestADraftThatChangesTheBuildAppliesOnlyAfterItsOwnTestBuildPassed(t *testing.T) {
+	svc, _, fr, repo := newService(t)
+	ctx := context.Background()
+	draft := Config{Image: "debian:12", Bootstrap: "apt-get install -y jq\n"}
+	if _, err := svc.Edit(ctx, repo.ID, draft, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Apply(ctx, repo.ID, "u1"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "kndl env test") {
+		t.Fatalf("apply without a Test build: %v, want refused, naming kndl env test", err)
+	}
+
+	fr.result = errors.New("the Bootstrap script failed: exit status 100")
+	if tb := testAndWait(t, svc, repo); tb.State != store.TestFailed || !strings.Contains(tb.Detail, "exit status 100") {
+		t.Fatalf("a failed Test build: %+v", tb)
+	}
+	if _, err := svc.Apply(ctx, repo.ID, "u1"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("apply after a failed Test build: %v, want refused", err)
+	}
+
+	fr.result = nil
+	tb := testAndWait(t, svc, repo)
+	if tb.State != store.TestPassed || !strings.Contains(tb.Log, "building\n") || strings.Contains(tb.Log, "ghp_") {
+		t.Fatalf("a passed Test build: %+v, want its log, redacted", tb)
+	}
+	if got := fr.got[len(fr.got)-1]; got.RepoURL != repo.URL || got.Environment.Bootstrap != draft.Bootstrap || len(got.Variables) != 1 || got.Variables[0].Name != "AT" {
+		t.Fatalf("the Runner was asked %+v, want the draft with the Variables at build only", got)
+	}
+	// An edit after the Test build needs another.
+	draft.Bootstrap += "apt-get install -y make\n"
+	if _, err := svc.Edit(ctx, repo.ID, draft, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Apply(ctx, repo.ID, "u1"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("apply of an edited draft on the last one's Test build: %v, want refused", err)
+	}
+	testAndWait(t, svc, repo)
+	v1, err := svc.Apply(ctx, repo.ID, "u1")
+	if err != nil || v1.Version != 1 || v1.BuildVersion != 1 || !strings.Contains(v1.Changes, "Bootstrap script added") {
+		t.Fatalf("apply after its Test build passed: %+v, %v", v1, err)
+	}
+
+	// Resources alone: at once, and the Build stays version 1's.
+	draft.CPUs = 2
+	if v, err := svc.Edit(ctx, repo.ID, draft, "u1"); err != nil || v.Draft.NeedsTest {
+		t.Fatalf("a resources-only draft: %+v, %v; want no Test build needed", v.Draft, err)
+	}
+	v2, err := svc.Apply(ctx, repo.ID, "u1")
+	if err != nil || v2.Version != 2 || v2.BuildVersion != 1 {
+		t.Fatalf("a resources-only apply: %+v, %v; want version 2 on version 1's Build", v2, err)
+	}
+	if _, err := svc.Apply(ctx, repo.ID, "u1"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("apply with no draft: %v, want not found", err)
+	}
+	log, err := svc.Log(ctx, repo.ID)
+	if err != nil || len(log) != 2 || log[0].Version != 2 || log[0].CreatedBy != "u1" {
+		t.Fatalf("the change log: %+v, %v", log, err)
+	}
+}
+
+func TestAStaleDraftIsRefused(t *testing.T) {
+	svc, st, _, repo := newService(t)
+	ctx := context.Background()
+	if _, err := svc.Edit(ctx, repo.ID, Config{CPUs: 1}, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := st.Draft(ctx, repo.ID)
+	if _, err := svc.Apply(ctx, repo.ID, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	// The same draft again, made from version 0 while version 1 applied.
+	st.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repo.ID, BaseVersion: d.BaseVersion, Config: Config{CPUs: 3}.JSON(), UpdatedBy: "u2"})
+	if _, err := svc.Apply(ctx, repo.ID, "u2"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "edit the draft again") {
+		t.Fatalf("a stale draft: %v, want refused", err)
+	}
+}
+
+func TestATestBuildsLogComesOnlyFromItsRunnerAndARestartEndsIt(t *testing.T) {
+	svc, st, _, repo := newService(t)
+	ctx := context.Background()
+	tb, err := st.CreateTestBuild(ctx, store.TestBuild{ID: "t1", RepoID: repo.ID, BuildDigest: "d", RunnerID: "runner-1", StartedBy: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.TestLog(ctx, "runner-2", protocol.EnvTestLog{TestID: tb.ID, Lines: []string{"forged"}}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another Runner's lines: %v, want not found", err)
+	}
+	if err := svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := svc.TestBuild(ctx, repo.ID, tb.ID)
+	if got.State != store.TestFailed || strings.Contains(got.Log, "forged") || !strings.Contains(got.Detail, "restarted") {
+		t.Fatalf("after the Hub's restart: %+v, want failed, saying why", got)
+	}
+}
+
+// TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne: a start
+// records the version it got; a later one waits for the next start.
+func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
+	svc, st, _, repo := newService(t)
+	ctx := context.Background()
+	u, _ := st.DevUser(ctx)
+	rn, _, _ := st.CreateRunner(ctx, "r", u.ID)
+	x, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env, err := svc.ForStart(ctx, x.ID, repo.ID); err != nil || env != nil {
+		t.Fatalf("with no version: %+v, %v; want the Runner's defaults", env, err)
+	}
+	svc.Edit(ctx, repo.ID, Config{CPUs: 2}, u.ID)
+	if _, err := svc.Apply(ctx, repo.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if on, waiting, err := svc.OfSession(ctx, x.ID, repo.ID); err != nil || on != 0 || waiting != 1 {
+		t.Fatalf("before its next start: on %d, waiting %d, %v; want 0 and 1", on, waiting, err)
+	}
+	env, err := svc.ForStart(ctx, x.ID, repo.ID)
+	if err != nil || env == nil || env.Version != 1 || env.CPUs != 2 {
+		t.Fatalf("its next start: %+v, %v; want version 1", env, err)
+	}
+	if on, waiting, _ := svc.OfSession(ctx, x.ID, repo.ID); on != 1 || waiting != 0 {
+		t.Fatalf("after it: on %d, waiting %d; want 1 and none", on, waiting)
+	}
+}

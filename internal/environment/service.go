@@ -1,0 +1,325 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// Requester asks a Runner something over its connection.
+type Requester interface {
+	Request(ctx context.Context, typ string, body, reply any) error
+}
+
+// Deps are what the Service takes from the Hub.
+type Deps struct {
+	Store *store.Store
+	// Variables returns a Repo's Variables as a Session gets them, values
+	// opened.
+	Variables func(ctx context.Context, repoID string) ([]protocol.Variable, error)
+	// PickRunner returns a connected Runner the person may use.
+	PickRunner func(ctx context.Context, userID string) (runnerID string, rc Requester, err error)
+	// Redact masks a Repo's Sensitive values and credential shapes in a
+	// Test build's log, as in Events.
+	Redact func(ctx context.Context, repoID, text string) string
+	Log    *slog.Logger
+}
+
+// Service is the one owner of Environments: drafts, versions, the Test
+// build gate, and what a Session starts on.
+type Service struct{ d Deps }
+
+// New returns a Service; Recover should run once as the Hub starts.
+func New(d Deps) *Service { return &Service{d: d} }
+
+// testTimeout bounds a Test build, image pull and scripts included.
+const testTimeout = 30 * time.Minute
+
+// Version is an applied version, its Config read.
+type Version struct {
+	store.EnvironmentVersion
+	Settings Config `json:"settings"`
+}
+
+// Draft is a draft, its Config read, with what it changes and whether it
+// may be applied.
+type Draft struct {
+	store.EnvironmentDraft
+	Settings Config   `json:"settings"`
+	Changes  []string `json:"changes"`
+	// NeedsTest: it changes the Build, so it applies only after a Test
+	// build of exactly it has passed.
+	NeedsTest bool `json:"needs_test"`
+	// Test is the newest Test build of its build inputs, if any.
+	Test *store.TestBuild `json:"test,omitempty"`
+}
+
+// View is a Repo's Environment as a person sees it.
+type View struct {
+	RepoID  string  `json:"repo_id"`
+	Current Version `json:"current"` // version 0: the Runner's defaults
+	Draft   *Draft  `json:"draft,omitempty"`
+}
+
+// Recover fails the Test builds a previous run of the Hub left running.
+func (s *Service) Recover(ctx context.Context) error {
+	return s.d.Store.EndRunningTestBuilds(ctx, "the Hub restarted while it ran: run it again")
+}
+
+// current returns a Repo's current version, version 0 (the defaults) when
+// it has none.
+func (s *Service) current(ctx context.Context, repoID string) (Version, error) {
+	v, err := s.d.Store.CurrentEnvironment(ctx, repoID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return Version{EnvironmentVersion: store.EnvironmentVersion{RepoID: repoID}}, nil
+	}
+	if err != nil {
+		return Version{}, err
+	}
+	c, err := Parse([]byte(v.Config))
+	return Version{v, c}, err
+}
+
+// atBuild returns the Repo's Variables available at build.
+func (s *Service) atBuild(ctx context.Context, repoID string) ([]protocol.Variable, []AtBuild, error) {
+	vars, err := s.d.Variables(ctx, repoID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pv []protocol.Variable
+	var ab []AtBuild
+	for _, v := range vars {
+		if v.AtBuild {
+			pv = append(pv, v)
+			ab = append(ab, AtBuild{v.Name, v.Value})
+		}
+	}
+	return pv, ab, nil
+}
+
+// Show returns a Repo's Environment: its current version and its draft.
+func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
+	cur, err := s.current(ctx, repoID)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{RepoID: repoID, Current: cur}
+	d, err := s.d.Store.Draft(ctx, repoID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return v, nil
+	case err != nil:
+		return View{}, err
+	}
+	c, err := Parse([]byte(d.Config))
+	if err != nil {
+		return View{}, err
+	}
+	_, vars, err := s.atBuild(ctx, repoID)
+	if err != nil {
+		return View{}, err
+	}
+	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c)}
+	digest := c.BuildDigest(vars)
+	// Against the digest recorded with the current version, so a Variable
+	// available at build changed since then needs a Test build too.
+	base := cur.BuildDigest
+	if cur.Version == 0 {
+		base = Config{}.BuildDigest(vars)
+	}
+	draft.NeedsTest = digest != base
+	if t, err := s.d.Store.LatestTestBuild(ctx, repoID, digest); err == nil {
+		draft.Test = &t
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return View{}, err
+	}
+	v.Draft = draft
+	return v, nil
+}
+
+// Edit makes c the Repo's draft, from its current version.
+func (s *Service) Edit(ctx context.Context, repoID string, c Config, by string) (View, error) {
+	if err := c.Check(); err != nil {
+		return View{}, err
+	}
+	cur, err := s.current(ctx, repoID)
+	if err != nil {
+		return View{}, err
+	}
+	if _, err := s.d.Store.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by}); err != nil {
+		return View{}, err
+	}
+	return s.Show(ctx, repoID)
+}
+
+// Apply makes the Repo's draft its next version. A draft that changes the
+// Build is refused until a Test build of exactly its build inputs passed.
+func (s *Service) Apply(ctx context.Context, repoID, by string) (Version, error) {
+	v, err := s.Show(ctx, repoID)
+	if err != nil {
+		return Version{}, err
+	}
+	d := v.Draft
+	switch {
+	case d == nil:
+		return Version{}, fmt.Errorf("the Repo's Environment has no draft to apply: make one with kndl env edit: %w", errdefs.ErrNotFound)
+	case len(d.Changes) == 0:
+		return Version{}, fmt.Errorf("the draft changes nothing from version %d: %w", v.Current.Version, errdefs.ErrConflict)
+	case d.NeedsTest && d.Test == nil:
+		return Version{}, fmt.Errorf("the draft changes the Build, so it applies only after a Test build of it passes: run kndl env test: %w", errdefs.ErrConflict)
+	case d.NeedsTest && d.Test.State == store.TestRunning:
+		return Version{}, fmt.Errorf("the draft's Test build %s is still running: apply once it passes: %w", d.Test.ID, errdefs.ErrConflict)
+	case d.NeedsTest && d.Test.State != store.TestPassed:
+		return Version{}, fmt.Errorf("the draft's Test build %s failed (%s): fix the draft and test it again: %w", d.Test.ID, d.Test.Detail, errdefs.ErrConflict)
+	}
+	_, vars, err := s.atBuild(ctx, repoID)
+	if err != nil {
+		return Version{}, err
+	}
+	next := store.EnvironmentVersion{RepoID: repoID, Config: d.Settings.JSON(), BuildDigest: d.Settings.BuildDigest(vars),
+		Changes: strings.Join(d.Changes, "\n"), CreatedBy: by}
+	if !d.NeedsTest && v.Current.Version > 0 {
+		next.BuildVersion = v.Current.BuildVersion // the Build is as it was
+	}
+	applied, err := s.d.Store.ApplyDraft(ctx, next, d.BaseVersion)
+	if err != nil {
+		return Version{}, err
+	}
+	return Version{applied, d.Settings}, nil
+}
+
+// Log returns a Repo's change log: its versions, newest first.
+func (s *Service) Log(ctx context.Context, repoID string) ([]Version, error) {
+	vs, err := s.d.Store.EnvironmentVersions(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Version, 0, len(vs))
+	for _, v := range vs {
+		c, err := Parse([]byte(v.Config))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Version{v, c})
+	}
+	return out, nil
+}
+
+// Test starts a Test build of the Repo's draft on a Runner the person may
+// use and returns it running; its log and result reach the store as the
+// Runner sends them.
+func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (store.TestBuild, error) {
+	v, err := s.Show(ctx, repo.ID)
+	if err != nil {
+		return store.TestBuild{}, err
+	}
+	if v.Draft == nil {
+		return store.TestBuild{}, fmt.Errorf("the Repo's Environment has no draft to test: make one with kndl env edit: %w", errdefs.ErrNotFound)
+	}
+	pv, vars, err := s.atBuild(ctx, repo.ID)
+	if err != nil {
+		return store.TestBuild{}, err
+	}
+	runnerID, rc, err := s.d.PickRunner(ctx, userID)
+	if err != nil {
+		return store.TestBuild{}, err
+	}
+	c := v.Draft.Settings
+	t, err := s.d.Store.CreateTestBuild(ctx, store.TestBuild{ID: uuid.NewString(), RepoID: repo.ID,
+		BuildDigest: c.BuildDigest(vars), RunnerID: runnerID, StartedBy: userID})
+	if err != nil {
+		return store.TestBuild{}, err
+	}
+	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: c.protocol(0), Variables: pv}
+	go s.run(t, req, rc)
+	return t, nil
+}
+
+// run waits for a Test build's reply and records its result.
+func (s *Service) run(t store.TestBuild, req protocol.EnvTest, rc Requester) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	state, detail := store.TestPassed, ""
+	if err := rc.Request(ctx, protocol.TypeEnvTest, req, nil); err != nil {
+		state, detail = store.TestFailed, s.d.Redact(ctx, t.RepoID, err.Error())
+	}
+	if err := s.d.Store.EndTestBuild(context.WithoutCancel(ctx), t.ID, state, detail); err != nil {
+		s.d.Log.Error("record a Test build's result", "test", t.ID, "err", err)
+	}
+}
+
+// TestLog takes a Test build's lines from the Runner running it; lines
+// for a Test build of another Runner are refused. Lines may come after
+// the reply that ended it (they travel apart), and are kept.
+func (s *Service) TestLog(ctx context.Context, runnerID string, m protocol.EnvTestLog) error {
+	t, err := s.testOf(ctx, runnerID, m.TestID)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, l := range m.Lines {
+		b.WriteString(s.d.Redact(ctx, t.RepoID, l))
+		b.WriteByte('\n')
+	}
+	return s.d.Store.AppendTestLog(ctx, t.ID, b.String())
+}
+
+// testOf returns a Test build that runs on runnerID; any other reads as
+// one that does not exist.
+func (s *Service) testOf(ctx context.Context, runnerID, id string) (store.TestBuild, error) {
+	t, err := s.d.Store.TestBuildByID(ctx, id)
+	if err != nil || t.RunnerID != runnerID {
+		return store.TestBuild{}, fmt.Errorf("no Test build %s of this Runner: %w", id, errdefs.ErrNotFound)
+	}
+	return t, nil
+}
+
+// TestBuild returns one of a Repo's Test builds.
+func (s *Service) TestBuild(ctx context.Context, repoID, id string) (store.TestBuild, error) {
+	return s.d.Store.TestBuild(ctx, repoID, id)
+}
+
+// ForStart returns what a Session starts on: its Repo's current version,
+// recorded as the Session's. Nil is the Runner's defaults.
+func (s *Service) ForStart(ctx context.Context, sessionID, repoID string) (*protocol.Environment, error) {
+	cur, err := s.current(ctx, repoID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.d.Store.SetSessionEnvironment(ctx, sessionID, cur.Version); err != nil {
+		return nil, err
+	}
+	if cur.Version == 0 {
+		return nil, nil
+	}
+	e := cur.Settings.protocol(cur.Version)
+	return &e, nil
+}
+
+// OfSession says which version a Session runs on, and the newer one that
+// waits for its next wake or restart (0 when none).
+func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, waiting int, err error) {
+	if on, err = s.d.Store.SessionEnvironment(ctx, sessionID); err != nil {
+		return 0, 0, err
+	}
+	cur, err := s.current(ctx, repoID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if cur.Version > on {
+		waiting = cur.Version
+	}
+	return on, waiting, nil
+}
+
+func (c Config) protocol(version int) protocol.Environment {
+	return protocol.Environment{Version: version, Image: c.Image, Bootstrap: c.Bootstrap, Start: c.Start, CPUs: c.CPUs, MemoryMiB: c.MemoryMiB}
+}

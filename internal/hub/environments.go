@@ -1,0 +1,198 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/redact"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
+)
+
+// The Hub's side of Environments: the routes and the Runner's Test build
+// log. The rules are internal/environment's.
+
+func (h *Hub) newEnvironments() *environment.Service {
+	return environment.New(environment.Deps{
+		Store: h.store,
+		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
+			return h.sessionVariables(ctx, store.Session{RepoID: repoID})
+		},
+		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {
+			u, err := h.store.UserByID(ctx, userID)
+			if err != nil {
+				return "", nil, err
+			}
+			rc, err := h.pickRunner(ctx, u, "")
+			if err != nil {
+				return "", nil, err
+			}
+			return rc.runner.ID, rc.conn, nil
+		},
+		Redact: h.redactRepoText,
+		Log:    h.log,
+	})
+}
+
+// redactRepoText masks a Repo's Sensitive values and every credential
+// shape in a text the Hub keeps about the Repo, such as a Test build's log.
+func (h *Hub) redactRepoText(ctx context.Context, repoID, text string) string {
+	set := &redact.Set{}
+	if values, err := h.sensitiveValues(ctx, store.Session{RepoID: repoID}); err == nil {
+		set.Add(values...)
+	}
+	return redact.Scrub(redact.ScrubTokens(set.Redact(text)))
+}
+
+func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var v environment.View
+	if err == nil {
+		v, err = h.envs.Show(r.Context(), repo.ID)
+	}
+	h.reply(w, r, err, http.StatusOK, v)
+}
+
+// editEnvironment makes the body, a whole Config, the Repo's draft.
+func (h *Hub) editEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	var c environment.Config
+	if err == nil {
+		c, err = readConfig(r)
+	}
+	var v environment.View
+	if err == nil {
+		v, err = h.envs.Edit(r.Context(), repo.ID, c, p.User.ID)
+	}
+	h.reply(w, r, err, http.StatusOK, v)
+}
+
+// readConfig reads a Config body as environment.Parse does: unknown
+// fields refused, every field checked.
+func readConfig(r *http.Request) (environment.Config, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		return environment.Config{}, fmt.Errorf("request body over %d bytes: %w", maxBody, errdefs.ErrTooLarge)
+	}
+	return environment.Parse(b)
+}
+
+func (h *Hub) testEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	var t store.TestBuild
+	if err == nil {
+		t, err = h.envs.Test(r.Context(), repo, p.User.ID)
+	}
+	h.reply(w, r, err, http.StatusAccepted, t)
+}
+
+func (h *Hub) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var t store.TestBuild
+	if err == nil {
+		t, err = h.envs.TestBuild(r.Context(), repo.ID, r.PathValue("test"))
+	}
+	h.reply(w, r, err, http.StatusOK, t)
+}
+
+func (h *Hub) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	var v environment.Version
+	if err == nil {
+		v, err = h.envs.Apply(r.Context(), repo.ID, p.User.ID)
+	}
+	if err == nil {
+		h.audit(r, p, auditEnvironmentApply, repo.URL, fmt.Sprintf("version %d: %s", v.Version, strings.ReplaceAll(v.Changes, "\n", "; ")))
+	}
+	h.reply(w, r, err, http.StatusOK, v)
+}
+
+func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var log []environment.Version
+	if err == nil {
+		log, err = h.envs.Log(r.Context(), repo.ID)
+	}
+	h.reply(w, r, err, http.StatusOK, log)
+}
+
+// reply writes err, or v with status.
+func (h *Hub) reply(w http.ResponseWriter, r *http.Request, err error, status int, v any) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// handleEnvironments registers what a Runner sends about its Test builds.
+func (h *Hub) handleEnvironments(rc *runnerConn, welcomed <-chan struct{}) {
+	rc.conn.Handle(protocol.TypeEnvTestLog, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		select {
+		case <-welcomed:
+		default:
+			return nil, fmt.Errorf("say hello first: %w", errdefs.ErrInvalid)
+		}
+		var m protocol.EnvTestLog
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return nil, h.envs.TestLog(ctx, rc.runner.ID, m)
+	})
+}
+
+// repoPage is a Repo's page: its Sessions, its Environment (repo.js edits
+// it through the API) and its Variables, Sensitive values never shown.
+func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		h.notFoundPage(w, p)
+		return
+	}
+	var ss []store.Session
+	var vars, links []store.Variable
+	if err == nil {
+		ss, err = h.store.Sessions(ctx, store.SessionFilter{})
+	}
+	if err == nil {
+		vars, err = h.store.Variables(ctx, repo.ID)
+	}
+	if err == nil {
+		links, err = h.store.LinkedVariables(ctx, repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type session struct{ ID, Title, State string }
+	type variable struct {
+		Name, Value, SetAt        string
+		Sensitive, AtBuild, Shared bool
+	}
+	var sessions []session
+	for _, s := range ss {
+		if s.RepoID == repo.ID {
+			sessions = append(sessions, session{s.ID, s.Title, string(s.State)})
+		}
+	}
+	var vs []variable
+	for _, v := range append(vars, links...) {
+		a := apiVariable(v) // a Sensitive value is never in it
+		vs = append(vs, variable{a.Name, a.Value, when(a.SetAt), a.Sensitive, a.AtBuild, a.Shared})
+	}
+	h.appPage(w, p, web.Repo.WithTitle(repoName(repo.URL)), struct {
+		ID, URL, Name string
+		Sessions      []session
+		Variables     []variable
+		CanChange     bool
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, h.canPush(ctx, p.User, repo.URL)})
+}

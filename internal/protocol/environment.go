@@ -1,0 +1,37 @@
+package protocol
+
+// Environment messages. session.start carries the Environment a Session
+// starts on; env.test asks a Runner for a Test build, whose log comes back
+// in env.test_log notifications before the reply.
+const (
+	TypeEnvTest    = "env.test"
+	TypeEnvTestLog = "env.test_log"
+)
+
+// Environment is what a Sandbox is built from and starts with: one version
+// of its Repo's Environment. Zero fields are the Runner's defaults.
+type Environment struct {
+	Version   int     `json:"version"`
+	Image     string  `json:"image,omitempty"`
+	Bootstrap string  `json:"bootstrap,omitempty"`
+	Start     string  `json:"start,omitempty"`
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMiB int     `json:"memory_mib,omitempty"`
+}
+
+// EnvTest asks for a Test build of a draft: its Build, then its Start
+// script on a fresh clone of the Repo, leaving no Sandbox or clone behind.
+// Variables are those available at build; the reply is nil once it passed,
+// an error saying why otherwise.
+type EnvTest struct {
+	TestID      string      `json:"test_id"`
+	RepoURL     string      `json:"repo_url"`
+	Environment Environment `json:"environment"`
+	Variables   []Variable  `json:"variables,omitempty"`
+}
+
+// EnvTestLog is a Test build's next lines of log.
+type EnvTestLog struct {
+	TestID string   `json:"test_id"`
+	Lines  []string `json:"lines"`
+}

@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"kndl.dev/kndl/internal/build"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+)
+
+// A Session's Sandbox comes from its Repo's Environment: its image (the
+// Runner's RUNNER_DEFAULT_IMAGE when it names none), its Bootstrap script
+// in the Build, its Start script in each new Sandbox, its resources. A Test
+// build runs the same steps on a fresh clone and leaves no Sandbox or
+// clone behind; the Build it made stays, so a Session of the version the
+// draft becomes starts warm.
+
+// buildFor pulls the Environment's image and makes or finds its Build.
+func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Environment, vars []protocol.Variable, logf func(string, ...any)) (build.Build, error) {
+	ref := r.cfg.Image
+	spec := build.Spec{Repo: repoURL}
+	if env != nil {
+		if env.Image != "" {
+			ref = env.Image
+		}
+		spec.Bootstrap = env.Bootstrap
+	}
+	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
+		Progress: func(p ociimage.Progress) { logf("%s", p) },
+	})
+	if err != nil {
+		return build.Build{}, err
+	}
+	spec.ImageDigest, spec.ImageRootfs, spec.ImageEnv = img.Digest, img.Rootfs, img.Config.Env
+	for _, v := range vars {
+		if v.AtBuild {
+			spec.Env = append(spec.Env, v.Name+"="+v.Value)
+		}
+	}
+	return r.builder.Ensure(ctx, spec, func(line string) { logf("build: %s", line) })
+}
+
+// runStart runs the Environment's Start script in /workspace of a new
+// Sandbox, its output in the log, then probes the login environment there
+// again (with no Variable in the probe's environment), since the script
+// may have changed what a login shell sets up. It returns the login
+// environment Claude Code gets: the Build's when there is no Start script.
+func (r *Runner) runStart(ctx context.Context, id string, env *protocol.Environment, bd build.Build, procEnv []string, logf func(string, ...any)) ([]string, error) {
+	if env == nil || strings.TrimSpace(env.Start) == "" {
+		return bd.LoginEnv, nil
+	}
+	logf("running the Start script")
+	if err := build.RunScript(ctx, r.backend, id, workspaceDir, procEnv, env.Start, func(line string) { logf("start: %s", line) }); err != nil {
+		return nil, fmt.Errorf("the Start script failed: %w", err)
+	}
+	login, err := build.LoginEnv(ctx, r.backend, id, workspaceDir, bd.ImageEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the login shell failed after the Start script: %w", err)
+	}
+	return login, nil
+}
+
+// resources are what an Environment asks for each Sandbox.
+func resources(env *protocol.Environment) sandbox.Resources {
+	if env == nil {
+		return sandbox.Resources{}
+	}
+	return sandbox.Resources{CPUs: env.CPUs, MemoryMiB: env.MemoryMiB}
+}
+
+// testBuild runs a Test build: the draft's Build, then its Start script on
+// a fresh clone of the Repo, each line of log sent to the Hub as it comes.
+func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
+	if !protocol.ValidSessionID(req.TestID) {
+		return fmt.Errorf("test id %q: %w", req.TestID, errdefs.ErrInvalid)
+	}
+	log := &testLog{r: r, id: req.TestID}
+	defer log.flush()
+	logf := func(format string, args ...any) { log.line(fmt.Sprintf(format, args...)) }
+	env := req.Environment
+	bd, err := r.buildFor(ctx, req.RepoURL, &env, req.Variables, logf)
+	if err != nil {
+		logf("%v", err)
+		return err
+	}
+	dir := filepath.Join(r.cfg.Home, "tests", req.TestID)
+	defer os.RemoveAll(dir)
+	if err := cloneWorkspace(ctx, req.RepoURL, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
+		logf("%v", err)
+		return err
+	}
+	id := "t-" + req.TestID
+	if err := r.backend.Create(ctx, sandbox.Spec{ID: id, Layers: bd.Layers, Resources: resources(&env),
+		Binds: []sandbox.Bind{{Source: filepath.Join(dir, "workspace"), Target: workspaceDir}}}); err != nil {
+		return fmt.Errorf("create the Test build's Sandbox: %w", err)
+	}
+	defer r.backend.Remove(context.WithoutCancel(ctx), id)
+	if err := r.backend.Start(ctx, id); err != nil {
+		return fmt.Errorf("start the Test build's Sandbox: %w", err)
+	}
+	var vars []string
+	for _, v := range req.Variables {
+		vars = append(vars, v.Name+"="+v.Value)
+	}
+	if _, err := r.runStart(ctx, id, &env, bd, append(append([]string(nil), bd.LoginEnv...), vars...), logf); err != nil {
+		logf("%v", err)
+		return err
+	}
+	logf("the Test build passed")
+	return nil
+}
+
+// testLog sends a Test build's lines to the Hub, a batch at most every
+// testLogEvery, so a chatty script is not a message a line.
+type testLog struct {
+	r     *Runner
+	id    string
+	mu    sync.Mutex
+	lines []string
+	timer *time.Timer
+}
+
+const testLogEvery = 200 * time.Millisecond
+
+func (l *testLog) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, s)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(testLogEvery, l.flush)
+	}
+}
+
+func (l *testLog) flush() {
+	l.mu.Lock()
+	lines := l.lines
+	l.lines, l.timer = nil, nil
+	l.mu.Unlock()
+	if len(lines) > 0 {
+		l.r.notify(protocol.TypeEnvTestLog, protocol.EnvTestLog{TestID: l.id, Lines: lines})
+	}
+}

@@ -1,0 +1,105 @@
+import { api, el, on, showError, submit } from "./app.js";
+
+// The Repo page's Environment: its current version, the draft editor, a
+// Test build's log as it runs, and the change log. Every value is put in
+// the page as text.
+
+const card = document.getElementById("environment");
+const base = "/api/repos/" + encodeURIComponent(card.dataset.repo) + "/environment";
+const errors = document.getElementById("env-error");
+const form = document.getElementById("draft");
+const testLog = document.getElementById("test-log");
+
+function describe(s) {
+  const lines = (t) => (t ? `${t.replace(/\n$/, "").split("\n").length} lines` : "none");
+  return [
+    `image:     ${s.image || "the Runner's default"}`,
+    `bootstrap: ${lines(s.bootstrap)}`,
+    `start:     ${lines(s.start)}`,
+    `cpus:      ${s.cpus || "the Runner's default"}`,
+    `memory:    ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
+  ].join("\n");
+}
+
+async function load() {
+  const env = await api("GET", base);
+  const cur = env.current;
+  document.getElementById("env-current").textContent = cur.version
+    ? `Version ${cur.version}, applied ${new Date(cur.created_at).toLocaleString()}.`
+    : "No version yet: Sessions run on the Runner's defaults.";
+  document.getElementById("env-settings").textContent = describe(cur.settings);
+  const s = env.draft ? env.draft.settings : cur.settings;
+  form.image.value = s.image || "";
+  form.bootstrap.value = s.bootstrap || "";
+  form.start.value = s.start || "";
+  form.cpus.value = s.cpus || "";
+  form.memory_mib.value = s.memory_mib || "";
+  const state = document.getElementById("draft-state");
+  const d = env.draft;
+  if (!d) state.textContent = "No draft: the form shows the current version.";
+  else if (!d.changes.length) state.textContent = "The draft changes nothing.";
+  else {
+    const test = !d.needs_test ? "It leaves the Build as it is and applies at once." : d.test ? `Its Test build ${d.test.state}.` : "It changes the Build: run a Test build before applying it.";
+    state.textContent = `The draft changes: ${d.changes.join("; ")}. ${test}`;
+  }
+  const tbody = document.querySelector("#env-log tbody");
+  tbody.replaceChildren();
+  for (const v of await api("GET", base + "/log")) {
+    const tr = el("tr");
+    tr.append(el("td", "", String(v.version)), el("td", "note", new Date(v.created_at).toLocaleString()), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
+    tbody.append(tr);
+  }
+}
+
+function settings() {
+  return {
+    image: form.image.value.trim(),
+    bootstrap: form.bootstrap.value,
+    start: form.start.value,
+    cpus: Number(form.cpus.value) || 0,
+    memory_mib: Number(form.memory_mib.value) || 0,
+  };
+}
+
+submit(form, errors, async () => {
+  await api("PUT", base + "/draft", settings());
+  await load();
+});
+
+// follow shows a Test build's log as it grows, until it ends.
+async function follow(id) {
+  testLog.hidden = false;
+  for (;;) {
+    const t = await api("GET", base + "/tests/" + encodeURIComponent(id));
+    testLog.textContent = t.log + (t.state === "running" ? "…" : `\nThe Test build ${t.state}${t.detail ? ": " + t.detail : "."}`);
+    if (t.state !== "running") return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+on("env-test", async (button) => {
+  showError(errors, null);
+  button.disabled = true;
+  try {
+    await api("PUT", base + "/draft", settings());
+    const t = await api("POST", base + "/tests");
+    await follow(t.id);
+    await load();
+  } catch (err) {
+    showError(errors, err);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+on("env-apply", async () => {
+  showError(errors, null);
+  try {
+    await api("POST", base + "/apply");
+    await load();
+  } catch (err) {
+    showError(errors, err);
+  }
+});
+
+load().catch((err) => showError(errors, err));

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt: a draft
+// with a Bootstrap script that installs a tool and a Start script can't be
+// applied before a Test build; kndl env test runs both on a Runner, its
+// log live; once it passed the draft applies, and a new Session's Claude
+// has the tool, the login environment's PATH from ~/.bashrc, the Start
+// script's work in /workspace and what it added to the login environment, with the Start script's output in its
+// start log. A Bootstrap script that fails fails the Test build with its
+// last lines.
+func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T) {
+	s := Start(t)
+	repo := s.Repo()
+	dir := t.TempDir()
+	bootstrap := filepath.Join(dir, "bootstrap.sh")
+	os.WriteFile(bootstrap, []byte("mkdir -p /opt/envtool/bin\nprintf '#!/bin/sh\\necho envtool says hi\\n' > /opt/envtool/bin/envtool\nchmod +x /opt/envtool/bin/envtool\necho 'export PATH=/opt/envtool/bin:$PATH' >> /root/.bashrc\necho bootstrap done for "+dir+"\n"), 0o644) // a fresh Build each run
+	start := filepath.Join(dir, "start.sh")
+	os.WriteFile(start, []byte("echo \"start ran in $(pwd) with $(envtool)\"\ntouch .start-ran\necho 'export FROM_START=set-by-start' >> /root/.bashrc\n"), 0o644)
+
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bootstrap, "--start-file", start); code != 0 || !strings.Contains(out, "kndl env test must pass") {
+		t.Fatalf("kndl env edit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 1 || !strings.Contains(errOut, "kndl env test") {
+		t.Fatalf("kndl env apply before a Test build: exit %d\n%s\n%s; want refused, naming kndl env test", code, out, errOut)
+	}
+	out, errOut, code := s.kndl("", "env", "test", "--repo", repo)
+	if code != 0 || !strings.Contains(out, "bootstrap done for "+dir) || !strings.Contains(out, "start ran in /workspace with envtool says hi") || !strings.Contains(out, "The Test build passed") {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 1") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, "Bootstrap script added") || strings.Contains(out, "envtool") {
+		t.Fatalf("kndl env log:\n%s\nwant the change, the script not shown", out)
+	}
+
+	s.Model.On(testkit.PromptContains("use the tool"), testkit.Bash("envtool; ls /workspace/.start-ran; echo $FROM_START"))
+	s.Model.On(testkit.ToolResultContains("envtool says hi"), testkit.Text("The tool is there."))
+	v := s.NewSession(repo, "use the tool")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the Turn's answer", func(e protocol.Event) bool { return e.Text == "The tool is there." })
+	evs := s.Events(v.ID)
+	if r := toolResult(evs, "Bash"); !strings.Contains(r, "envtool says hi") || !strings.Contains(r, "/workspace/.start-ran") || !strings.Contains(r, "set-by-start") {
+		t.Fatalf("Claude's Bash gave %q, want the Bootstrap's tool, the Start script's file and what it put in the login environment", r)
+	}
+	if _, ok := findEvent(evs, func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && strings.Contains(e.Text, "start: start ran in /workspace")
+	}); !ok {
+		t.Fatalf("no Start script output in the start log:\n%s", dump(evs))
+	}
+
+	// A newer version reaches the Session at its restart, on a new
+	// Sandbox of the new Build; the Workspace stays.
+	bootstrap2 := filepath.Join(dir, "bootstrap2.sh")
+	os.WriteFile(bootstrap2, []byte("printf '#!/bin/sh\\necho second tool for "+dir+"\\n' > /usr/local/bin/envtool2\nchmod +x /usr/local/bin/envtool2\n"), 0o644)
+	s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bootstrap2)
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 {
+		t.Fatalf("the second version's Test build: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 2") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "show", v.ID); !strings.Contains(out, "version 1; version 2 waits for its next wake or restart") {
+		t.Fatalf("kndl show:\n%s\nwant version 2 waiting", out)
+	}
+	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
+		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.Model.On(testkit.PromptContains("the second tool"), testkit.Bash("envtool2; ls /workspace/.start-ran"))
+	s.Model.On(testkit.ToolResultContains("second tool for"), testkit.Text("The second tool is there."))
+	s.prompt(v.ID, "use the second tool")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the second tool's answer", func(e protocol.Event) bool { return e.Text == "The second tool is there." })
+	if out, _, _ := s.kndl("", "show", v.ID); strings.Contains(out, "waits for its next wake") {
+		t.Fatalf("kndl show after the restart:\n%s\nwant no version waiting", out)
+	}
+
+	bad := filepath.Join(dir, "bad.sh")
+	os.WriteFile(bad, []byte("echo first\necho 'the real reason' >&2\nexit 3\n"), 0o644)
+	s.kndl("", "env", "edit", "--repo", repo, "--bootstrap-file", bad)
+	out, errOut, code = s.kndl("", "env", "test", "--repo", repo)
+	if code != 1 || !strings.Contains(out, "the real reason") || !strings.Contains(errOut, "the Test build failed") {
+		t.Fatalf("a failing Bootstrap's Test build: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 1 || !strings.Contains(errOut, "failed") {
+		t.Fatalf("apply after a failed Test build: exit %d\n%s", code, errOut)
+	}
+}
+
+func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.Event, bool) {
+	for _, e := range evs {
+		if match(e) {
+			return e, true
+		}
+	}
+	return protocol.Event{}, false
+}
+
+// TestTheRepoPageEditsTestsAndAppliesAnEnvironment: on the Repo's page a
+// person writes a Bootstrap script, is refused an apply before a Test
+// build, runs one and sees its log there, and applies it; the change log
+// shows the version.
+func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
+	s := Start(t)
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	var repo api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
+	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
+	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
+	// A script of this run's own, so the Build is made fresh.
+	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
+	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
+	b.Wait(testenv.WaitMedium, "apply refused", `!document.getElementById("env-error").hidden && document.getElementById("env-error").textContent.includes("Test build")`)
+	Eval[bool](b, `(document.querySelector('[data-action="env-test"]').click(), true)`)
+	b.Wait(testenv.WaitBuild, "the Test build's log", `document.getElementById("test-log").textContent.includes("The Test build passed.")`)
+	if log := Eval[string](b, `document.getElementById("test-log").textContent`); !strings.Contains(log, "from the page: tab\there") {
+		t.Fatalf("the Test build's log:\n%s\nwant the script's output, its tab kept", log)
+	}
+	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
+	b.Wait(testenv.WaitMedium, "version 1", `document.getElementById("env-current").textContent.includes("Version 1") && document.querySelectorAll("#env-log tbody tr").length === 1`)
+	b.Screenshot("repo-environment.png")
+	var env api.Environment
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
+	if env.Current.Settings.Bootstrap != script || env.Current.Settings.CPUs != 1 {
+		t.Fatalf("version 1 holds %+v, want the page's script byte for byte", env.Current.Settings)
+	}
+}
