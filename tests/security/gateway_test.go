@@ -319,7 +319,8 @@ func TestAnOAuthInstallationIsConnectedInTheBrowserOfWhoBeganIt(t *testing.T) {
 
 // TestTheMCPPageShowsWhoSetAValueNeverTheValue: the MCP servers page lists
 // the Installation, who set its value and whether it is on in the Repo
-// picked, and holds neither the value nor an OAuth token.
+// picked, and holds neither the value nor an OAuth token; the Repo's page
+// lists them on or off there.
 func TestTheMCPPageShowsWhoSetAValueNeverTheValue(t *testing.T) {
 	e := newGatewayEnv(t)
 	e.linear(t)
@@ -338,6 +339,11 @@ func TestTheMCPPageShowsWhoSetAValueNeverTheValue(t *testing.T) {
 	}
 	if strings.Contains(page, mcpKey) || strings.Contains(page, "at-") || strings.Contains(page, "dcr-secret-") {
 		t.Fatal("the page holds a value, a token or the client secret")
+	}
+	// The Repo's page lists them too, each on or off there.
+	code, page = e.do(e.bob.Client, req{method: "GET", path: "/repos/" + e.repo.ID})
+	if code != http.StatusOK || !strings.Contains(page, `Linear Work <span class="note">linear</span>`) || !strings.Contains(page, `state-active">on`) || strings.Contains(page, mcpKey) {
+		t.Fatalf("the Repo's page: %d, want its Installations on, without a value", code)
 	}
 }
 
