@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strings"
 
-	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
@@ -180,7 +180,7 @@ func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	type session struct{ ID, Title, State string }
 	type variable struct {
-		Name, Value, SetAt        string
+		Name, Value, SetAt         string
 		Sensitive, AtBuild, Shared bool
 	}
 	var sessions []session
