@@ -70,6 +70,9 @@ type Session struct {
 type SessionView struct {
 	Session
 	Queue []Prompt `json:"queue"`
+	// MCPServers are the Installations its last run started with, which
+	// it reaches through the Hub's Gateway.
+	MCPServers []protocol.MCPServer `json:"mcp_servers,omitempty"`
 	// EnvironmentVersion is the version of its Repo's Environment it last
 	// started on (0: the Runner's defaults); EnvironmentWaiting a newer one
 	// it gets at its next wake or restart.
@@ -371,6 +374,101 @@ type AuditChain struct {
 	// its content and the entry before; 0 when the chain holds.
 	BrokenAt int64  `json:"broken_at,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// MCPServer is a remote MCP server's definition, as the Hub shows it and
+// takes it (ADR 0020). ID is hub:<slug>; Auth is none, headers or oauth.
+type MCPServer struct {
+	ID      string         `json:"id"`
+	Name    string         `json:"name"`
+	URL     string         `json:"url"`
+	Auth    string         `json:"auth"`
+	Headers []HeaderSecret `json:"headers"`
+}
+
+// HeaderSecret is one header secret an MCP server declares: Header is sent
+// as Format with {value} replaced by each Installation's own value of Key.
+type HeaderSecret struct {
+	Key    string `json:"key"`
+	Header string `json:"header"`
+	Format string `json:"format"`
+}
+
+// MCPServerEdit is the answer to an edit of an MCP server: the
+// Installations whose values it clears (DryRun: would clear).
+type MCPServerEdit struct {
+	Server MCPServer `json:"server"`
+	DryRun bool      `json:"dry_run"`
+	Clears []Cleared `json:"clears"`
+}
+
+// Cleared names the header secret values an edit clears on one
+// Installation.
+type Cleared struct {
+	Installation string   `json:"installation"`
+	Keys         []string `json:"keys"`
+}
+
+// InstallationRequest makes an Installation: Global, or on in Repos
+// (their ids).
+type InstallationRequest struct {
+	ID     string   `json:"id"`
+	Server string   `json:"server"`
+	Name   string   `json:"name"`
+	Global bool     `json:"global"`
+	Repos  []string `json:"repos,omitempty"`
+}
+
+// Installation is an Installation as a person sees it: the Repos they have
+// access to among those it lists, and how many others; each header secret
+// by who set its value and when, never the value.
+type Installation struct {
+	ID          string           `json:"id"`
+	Server      string           `json:"server"`
+	Name        string           `json:"name"`
+	Global      bool             `json:"global"`
+	Repos       []string         `json:"repos"`
+	HiddenRepos int              `json:"hidden_repos,omitempty"`
+	Secrets     []SecretStatus   `json:"secrets"`
+	OAuth       *OAuthStatus     `json:"oauth,omitempty"`
+	On          *InstallationFor `json:"on,omitempty"`
+}
+
+// OAuthStatus is an OAuth server's Installation as anyone sees it: who
+// connected its account and when, and its client by id (registered by the
+// Hub, or entered) and whether it has a secret; never a token or secret.
+type OAuthStatus struct {
+	Connected   bool      `json:"connected"`
+	ConnectedBy string    `json:"connected_by,omitempty"`
+	ConnectedAt time.Time `json:"connected_at,omitzero"`
+	ClientID    string    `json:"client_id,omitempty"`
+	HasSecret   bool      `json:"has_secret,omitempty"`
+	Registered  bool      `json:"registered,omitempty"`
+}
+
+// SecretStatus is one header secret of an Installation: who set its value
+// and when, or that it needs one.
+type SecretStatus struct {
+	Key      string    `json:"key"`
+	NeedsOne bool      `json:"needs_value"`
+	SetBy    string    `json:"set_by,omitempty"` // their name
+	SetAt    time.Time `json:"set_at,omitzero"`
+}
+
+// InstallationFor is whether an Installation is on for one Repo, and why
+// not when it isn't.
+type InstallationFor struct {
+	Repo string `json:"repo"`
+	On   bool   `json:"on"`
+	Why  string `json:"why,omitempty"`
+}
+
+// InstallationChange is one row of a Repo's log of Installation changes.
+type InstallationChange struct {
+	At           time.Time `json:"at"`
+	Installation string    `json:"installation"`
+	Who          string    `json:"who"`
+	What         string    `json:"what"`
 }
 
 // EnvironmentSettings is one version's settings of a Repo's Environment

@@ -16,11 +16,11 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 )
 
-// fileList is a flag given once per file.
-type fileList []string
+// stringList is a flag given once per value (a file, a Repo).
+type stringList []string
 
-func (f *fileList) String() string     { return strings.Join(*f, ",") }
-func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+func (f *stringList) String() string     { return strings.Join(*f, ",") }
+func (f *stringList) Set(v string) error { *f = append(*f, v); return nil }
 
 // attachFiles uploads each file to the Session, under its base name, and
 // returns their attachment ids, for the prompt that carries them. The Hub

@@ -215,7 +215,7 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "prompt")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var files fileList
+	var files stringList
 	fs.Var(&files, "attach", "attach a file to the prompt (again for each file)")
 	pos, err := Parse(fs, args)
 	if err != nil {

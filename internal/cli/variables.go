@@ -25,14 +25,35 @@ func varScope(ctx context.Context, c *apiclient.Client, repo string, shared bool
 	case repo == "":
 		return "", ErrUsage
 	}
+	r, err := repoOf(ctx, c, repo)
+	if err != nil {
+		return "", err
+	}
+	return "/api/repos/" + url.PathEscape(r.ID) + "/" + kind, nil
+}
+
+// repoOf returns the Hub's Repo for a URL or a local path, recording it if
+// the Hub has not seen it yet.
+func repoOf(ctx context.Context, c *apiclient.Client, repo string) (api.Repo, error) {
 	if st, err := os.Stat(repo); err == nil && st.IsDir() {
 		repo, _ = filepath.Abs(repo)
 	}
 	var r api.Repo
-	if err := c.Do(ctx, http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r); err != nil {
-		return "", err
+	err := c.Do(ctx, http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	return r, err
+}
+
+// readValue reads a secret value from stdin, never from the command line,
+// where any process of this machine could read it; without echo from a
+// terminal.
+func readValue(io IO, name string) ([]byte, error) {
+	if f, ok := io.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprintf(io.Stderr, "Value of %s, then Enter: ", name)
+		value, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(io.Stderr)
+		return value, err
 	}
-	return "/api/repos/" + url.PathEscape(r.ID) + "/" + kind, nil
+	return readAllLimited(io.Stdin, 1<<20)
 }
 
 func varSet(ctx context.Context, io IO, args []string) error {
@@ -48,16 +69,7 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return ErrUsage
 	}
-	// The value comes from stdin, never from the command line, where any
-	// process of this machine could read it.
-	var value []byte
-	if f, ok := io.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		fmt.Fprintf(io.Stderr, "Value of %s, then Enter: ", pos[0])
-		value, err = term.ReadPassword(int(f.Fd()))
-		fmt.Fprintln(io.Stderr)
-	} else {
-		value, err = readAllLimited(io.Stdin, 1<<20)
-	}
+	value, err := readValue(io, pos[0])
 	if err != nil {
 		return err
 	}

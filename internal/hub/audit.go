@@ -41,7 +41,18 @@ const (
 	auditCLIDenied        = "cli_login.denied"
 	auditCLILogout        = "cli_token.revoked"
 	auditSigninRefused    = "signin.refused"
-	auditEnvironmentApply = "environment.applied"
+	// MCP servers and their Installations change what a Session may reach.
+	auditMCPServerAdded       = "mcp_server.added"
+	auditMCPServerEdited      = "mcp_server.edited"
+	auditInstallationMade     = "installation.made"
+	auditInstallationRepos    = "installation.repos_set"
+	auditInstallationValueSet = "installation.value_set"
+	auditInstallationClient   = "installation.client_entered"
+	auditInstallationConnect  = "installation.connected"
+	auditInstallationDisconn  = "installation.disconnected"
+	auditInstallationOff      = "installation.turned_off"
+	auditInstallationOn       = "installation.turned_on"
+	auditEnvironmentApply     = "environment.applied"
 )
 
 // audit records that p, making request r, did action to target. A failure

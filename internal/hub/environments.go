@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
@@ -177,6 +178,10 @@ func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err == nil {
 		links, err = h.store.LinkedVariables(ctx, repo.ID)
 	}
+	var mcp []api.Installation
+	if err == nil {
+		mcp, err = h.gateway.List(ctx, p.User, &repo)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -201,6 +206,7 @@ func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		ID, URL, Name string
 		Sessions      []session
 		Variables     []variable
+		Installations []api.Installation
 		CanChange     bool
-	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, h.canPush(ctx, p.User, repo.URL)})
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, h.canPush(ctx, p.User, repo.URL)})
 }

@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/seal"
@@ -33,6 +35,7 @@ type Hub struct {
 	sessions *session.Owner       // every Session's state, queue and live stream
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
+	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
@@ -59,12 +62,21 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
+		Access: func(ctx context.Context, u store.User, repoURL string) bool {
+			return h.canAccess(ctx, u, repoURL, false)
+		},
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation})
+	if err != nil {
+		return nil, err
+	}
 	h.envs = h.newEnvironments()
 	if err := h.envs.Recover(context.Background()); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
-		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive})
+		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
+		MCPServers: h.prepareGateway})
 	if err := h.sessions.Recover(context.Background()); err != nil {
 		h.sessions.Close()
 		return nil, fmt.Errorf("recover Sessions: %w", err)

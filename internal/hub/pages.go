@@ -98,11 +98,19 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, err)
 		return
 	}
+	// The Installations its run started with: new ones apply at its next
+	// start or wake.
+	mcp, err := h.gateway.Started(r.Context(), s.ID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
 		ID, Repo, State, StateDetail, Model, Effort, Creator string
 		IsCreator, Forward, KeepAwake                        bool
+		MCPServers                                           []protocol.MCPServer
 	}{s.ID, s.RepoURL, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID],
-		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake})
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp})
 }
 
 func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {

@@ -12,7 +12,8 @@ import (
 
 // A Session's redaction set holds every value its text must never show:
 // its Repo's Sensitive Variables and the Sensitive Shared variables the
-// Repo links, and its Creator's setup token. It lives while the Session
+// Repo links, its Creator's setup token, and the header secret values of
+// the Installations its run started with. It lives while the Session
 // runs, so a value replaced meanwhile stays in it (the Session started with
 // it); values set meanwhile join it. It is made again at the next start.
 
@@ -115,7 +116,9 @@ func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, e
 	if tok, err := h.claudeToken(ctx, s.CreatorID); err == nil {
 		values = append(values, tok)
 	}
-	return values, nil
+	// The header secret values its run started with: a server may echo one.
+	gw, err := h.gateway.Values(ctx, s.ID)
+	return append(values, gw...), err
 }
 
 // maskNew adds a new value to the redaction sets of the running Sessions

@@ -21,7 +21,9 @@ type Principal struct {
 	Kind   auth.Kind
 	User   store.User   // Cookie, CLI
 	Runner store.Runner // Runner
-	cred   []byte       // Cookie, CLI: the credential's hash, to end what it opened
+	// Session is the Session a mod token is for: one starting or Active.
+	Session store.Session // Mod
+	cred    []byte        // Cookie, CLI: the credential's hash, to end what it opened
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -42,6 +44,7 @@ func (h *Hub) routes() []route {
 	person := []auth.Kind{auth.Cookie, auth.CLI}
 	public := []auth.Kind{auth.Public}
 	browser := []auth.Kind{auth.Cookie}
+	mod := []auth.Kind{auth.Mod}
 	return []route{
 		{"GET /health", public, h.health},
 		{"GET /static/{file...}", public, h.static},
@@ -61,6 +64,7 @@ func (h *Hub) routes() []route {
 		{"GET /account", browser, h.accountPage},
 		{"GET /members", browser, h.membersPage},
 		{"GET /audit", browser, h.auditLogPage},
+		{"GET /mcp", browser, h.mcpPage},
 		{"POST /api/cli/login", public, h.cliLoginStart},
 		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
 		{"GET /cli/login", browser, h.cliLoginPage},
@@ -123,6 +127,23 @@ func (h *Hub) routes() []route {
 		{"GET /api/sessions/{id}/attachments/{attachment}", person, h.downloadAttachment},
 		{"GET /api/audit", person, h.listAudit},
 		{"GET /api/audit/verify", person, h.verifyAudit},
+		{"GET /api/mcp/servers", person, h.listMCPServers},
+		{"POST /api/mcp/servers", person, h.createMCPServer},
+		{"PUT /api/mcp/servers/{id}", person, h.editMCPServer},
+		{"GET /api/mcp/installations", person, h.listInstallations},
+		{"POST /api/mcp/installations", person, h.install},
+		{"PUT /api/mcp/installations/{id}/repos", person, h.setInstallationRepos},
+		{"PUT /api/mcp/installations/{id}/secrets/{key}", person, h.setInstallationValue},
+		{"PUT /api/mcp/installations/{id}/client", person, h.setInstallationClient},
+		{"POST /api/mcp/installations/{id}/connect", person, h.connectInstallation},
+		{"DELETE /api/mcp/installations/{id}/connect", person, h.disconnectInstallation},
+		{"GET " + oauthCallbackPath, browser, h.oauthCallback},
+		{"PUT /api/repos/{repo}/mcp/{id}/off", person, h.turnInstallation(true)},
+		{"DELETE /api/repos/{repo}/mcp/{id}/off", person, h.turnInstallation(false)},
+		{"GET /api/repos/{repo}/mcp/log", person, h.installationLog},
+		{"GET /gateway/{installation}", mod, h.gatewayServe},
+		{"POST /gateway/{installation}", mod, h.gatewayServe},
+		{"DELETE /gateway/{installation}", mod, h.gatewayServe},
 	}
 }
 
@@ -157,7 +178,11 @@ func (h *Hub) authenticate(rt route) http.Handler {
 					http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 					return
 				}
-				w.Header().Set("WWW-Authenticate", `Bearer realm="kndl"`)
+				// The Gateway's callers are Claude Code's MCP clients: a
+				// challenge would start an OAuth sign-in of their own.
+				if !slices.Contains(rt.creds, auth.Mod) {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="kndl"`)
+				}
 			case http.StatusTooManyRequests:
 				w.Header().Set("Retry-After", strconv.Itoa(int(failRefill/time.Second)))
 			}
@@ -198,6 +223,13 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			rn, err := h.store.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
+			}
+		case kind == auth.Mod:
+			// Claude Code reaches its MCP servers as it starts, before the
+			// Hub hears it is up: a starting run's token counts too.
+			s, err := h.store.SessionByModToken(ctx, token)
+			if err == nil && (s.State == store.Starting || s.State == store.Active) {
+				return Principal{Kind: kind, Session: s}, nil
 			}
 		}
 	} else if token != "" {

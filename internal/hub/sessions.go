@@ -247,6 +247,10 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 		h.writeError(w, r, err)
 		return
 	}
+	if v.MCPServers, err = h.gateway.Started(r.Context(), s.ID); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	writeJSON(w, status, v)
 }
 

@@ -1,7 +1,8 @@
 // Package mod is kndl's mod for Claude Code: two plugins embedded in the
 // binary (hub-link, whose hooks report what Claude Code does; and
 // hub-link-commands, slash commands), written out fresh for each start of
-// Claude Code, and the `kndl mod hook` client those hooks run inside the
+// Claude Code with a third, kndl-gateway, naming the Session's MCP servers
+// behind the Hub's Gateway, and the `kndl mod hook` client those hooks run inside the
 // Sandbox, which carries each hook event to the Runner's relay. The Runner
 // and internal/cli import it.
 package mod
@@ -10,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -45,6 +47,41 @@ func WriteCopy(dir string) error {
 		}
 		return os.WriteFile(dst, b, 0o644)
 	})
+}
+
+// GatewayPlugin is the plugin WriteGateway writes: Claude Code names its
+// MCP servers plugin:kndl-gateway:<Installation>, and their tools
+// mcp__plugin_kndl-gateway_<Installation>__<tool>, so none clashes with a
+// server of the Repo's own .mcp.json.
+const GatewayPlugin = "kndl-gateway"
+
+// WriteGateway writes, into a mod copy's dir, the plugin that gives Claude
+// Code one MCP server per Installation: the relay's /gateway/<id>, with
+// the Session token from Claude Code's own environment. The file holds
+// neither the token nor any other secret; Claude Code expands ${…} as it
+// reads it.
+func WriteGateway(dir string, installations []string) error {
+	root := filepath.Join(dir, GatewayPlugin)
+	if err := os.MkdirAll(filepath.Join(root, ".claude-plugin"), 0o755); err != nil {
+		return fmt.Errorf("gateway plugin: %w", err)
+	}
+	manifest := map[string]any{"name": GatewayPlugin, "version": "1.0.0",
+		"description": "The MCP servers the kndl Hub's Gateway gives this Session.", "author": map[string]string{"name": "kndl"}}
+	servers := map[string]any{}
+	for _, id := range installations {
+		servers[id] = map[string]any{"type": "http", "url": "${KNDL_URL}/gateway/" + id,
+			"headers": map[string]string{"Authorization": "Bearer ${KNDL_MOD_TOKEN}"}}
+	}
+	for name, v := range map[string]any{".claude-plugin/plugin.json": manifest, ".mcp.json": map[string]any{"mcpServers": servers}} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("gateway plugin: %w", err)
+		}
+	}
+	return nil
 }
 
 // MaxHookBytes bounds one hook event read from Claude Code.

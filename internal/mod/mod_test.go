@@ -53,6 +53,38 @@ func TestWriteCopyHasEveryPlugin(t *testing.T) {
 	}
 }
 
+// TestTheGatewayPluginHoldsNoSecret: each Installation is an http MCP
+// server at the relay's /gateway/<id>, its token taken from Claude Code's
+// environment as it starts, never written down.
+func TestTheGatewayPluginHoldsNoSecret(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteGateway(dir, []string{"docs", "tracker"}); err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCPServers map[string]struct {
+			Type, URL string
+			Headers   map[string]string
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, GatewayPlugin, ".mcp.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"docs", "tracker"} {
+		s := cfg.MCPServers[id]
+		if s.Type != "http" || s.URL != "${KNDL_URL}/gateway/"+id || len(s.Headers) != 1 || s.Headers["Authorization"] != "Bearer ${KNDL_MOD_TOKEN}" {
+			t.Errorf("server %s = %+v", id, s)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, GatewayPlugin, ".claude-plugin", "plugin.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestHookCarriesEventWithSessionToken(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

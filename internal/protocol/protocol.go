@@ -27,7 +27,8 @@ import (
 //	  signals); the Hub's /mod/hook route is gone; session.archive,
 //	  .restore and .answer; session.deliver's attachments, fetched with
 //	  session.attachment over a stream; session.github_token and
-//	  .clone_token.
+//	  .clone_token; session.start's mcp_servers, the Installations Claude
+//	  Code reaches through the Hub's Gateway.
 const (
 	Version    = 2
 	MinVersion = 2

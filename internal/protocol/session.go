@@ -62,6 +62,16 @@ type SessionStart struct {
 	// Environment is the Repo's current version, nil for the Runner's
 	// defaults (a Repo with no Environment yet).
 	Environment *Environment `json:"environment,omitempty"`
+	// MCPServers are the Installations this run reaches through the Hub's
+	// Gateway, each as Claude Code's MCP server at the relay's
+	// /gateway/<Installation>. No credential of theirs is in it.
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+}
+
+// MCPServer is one Installation as the Runner gives it to Claude Code.
+type MCPServer struct {
+	Installation string `json:"installation"`
+	Name         string `json:"name"` // its display name
 }
 
 // SessionDeliver asks the Runner to type a prompt into Claude Code. The

@@ -2,9 +2,10 @@
 // host a Sandbox can reach. It knows each running Session by the SHA-256 of
 // its Session token, hands the mod's hook events (/mod/hook) to the Runner,
 // which merges them into the Session's one stream of Events, relays the
-// mod's other /mod/* calls to the Hub with the Session's mod token swapped
-// in, and nothing else but, when a Runner is set up for it, a model
-// endpoint under /model/. Only internal/runner imports it.
+// mod's other /mod/* calls and Claude Code's MCP traffic to the Hub's
+// Gateway (/gateway/*) to the Hub with the Session's mod token swapped in,
+// and nothing else but, when a Runner is set up for it, a model endpoint
+// under /model/. Only internal/runner imports it.
 package relay
 
 import (
@@ -138,13 +139,13 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// ServeHTTP routes /mod/* (Session token in Authorization) and
-// /model/<Session token>/* (when a model endpoint is set); everything else
-// is 404, and a request without a live Session token, or with one from
-// another address than its Sandbox's, is 401.
+// ServeHTTP routes /mod/* and /gateway/* (Session token in
+// Authorization) and /model/<Session token>/* (when a model endpoint is
+// set); everything else is 404, and a request without a live Session
+// token, or with one from another address than its Sandbox's, is 401.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
-	case strings.HasPrefix(req.URL.Path, "/mod/"):
+	case strings.HasPrefix(req.URL.Path, "/mod/"), strings.HasPrefix(req.URL.Path, "/gateway/"):
 		tok, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 		run, ok := r.lookup(tok, req.RemoteAddr)
 		if !ok {

@@ -95,6 +95,30 @@ func TestSessionTokenIsSwappedForModToken(t *testing.T) {
 	}
 }
 
+// TestGatewayTrafficGoesToTheHubWithTheModTokenAndStreams: Claude Code's
+// MCP traffic at /gateway/* reaches the Hub with the mod token in the
+// Session token's place, its answer streaming as it comes; without a live
+// Session token it is 401, with no challenge.
+func TestGatewayTrafficGoesToTheHubWithTheModTokenAndStreams(t *testing.T) {
+	got := make(chan seen, 10)
+	hub := upstreamServer(t, got)
+	srv, r := newRelay(t, hub.URL, "")
+	tok := r.Issue("s1", netip.Addr{})
+	r.SetModToken("s1", "kndlm_secret")
+	if resp := do(t, "POST", srv.URL+"/gateway/docs", "kndls_wrong"); resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("a wrong Session token: %d %q, want 401 without a challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	start := time.Now()
+	resp := do(t, "GET", srv.URL+"/gateway/docs/stream", tok)
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	if line != "data: one\n" || time.Since(start) > 250*time.Millisecond {
+		t.Fatalf("first event %q after %v: the stream was held back", line, time.Since(start))
+	}
+	if s := <-got; s.path != "/gateway/docs/stream" || s.auth != "Bearer kndlm_secret" {
+		t.Fatalf("hub saw %+v, want /gateway/docs/stream with the mod token", s)
+	}
+}
+
 // TestHookEventsGoToTheRunner: a hook event is handed to the Runner for
 // the Session its token names, exactly as sent, and never reaches the Hub;
 // a restarted Runner's relay answers 503 until the Hub took the Session

@@ -200,6 +200,15 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.freshMod(filepath.Join(dir, "mod"), copyName); err != nil {
 		return err
 	}
+	var installations []string
+	for _, m := range req.MCPServers {
+		installations = append(installations, m.Installation)
+	}
+	if len(installations) > 0 {
+		if err := mod.WriteGateway(filepath.Join(dir, "mod", copyName), installations); err != nil {
+			return err
+		}
+	}
 	if err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir); err != nil {
 		return fmt.Errorf("seed Claude Code's config: %w", err)
 	}
@@ -230,6 +239,9 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	}
 	for _, p := range mod.Plugins {
 		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+p)
+	}
+	if len(installations) > 0 {
+		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+mod.GatewayPlugin)
 	}
 	if r.cfg.ModelEndpoint != "" {
 		// The relay forwards /model/<Session token>/… to the endpoint, so the

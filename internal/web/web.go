@@ -45,6 +45,7 @@ var (
 	Account = Page{"account", "Account", "account.js", true}
 	Members = Page{"members", "Members", "members.js", true}
 	Audit   = Page{"audit", "Audit log", "", true}
+	MCP     = Page{"mcp", "MCP servers", "mcp.js", true}
 	Repo    = Page{"repo", "Repo", "repo.js", true}
 )
 

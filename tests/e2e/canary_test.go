@@ -18,8 +18,9 @@ import (
 // TestNoCredentialIsStoredLoggedOrShownInTheClear is the canary across
 // every credential kind a Session can hold or be handed: the Creator's
 // setup token, a Sensitive Variable, the Session token (in Claude Code's
-// environment), and a Runner token, a CLI token and a sign-in cookie
-// pasted into a prompt. Each is echoed every way a Session can: printed by
+// environment), an Installation's header secret (held by the Hub, sent on
+// a tool call through the Gateway), and a Runner token, a CLI token and a
+// sign-in cookie pasted into a prompt. Each is echoed every way a Session can: printed by
 // a tool from the environment, pasted into a prompt, repeated in Claude's
 // text. Then every file of the Hub's store, every line of the log and
 // every Event are searched for each: none may hold one in the clear.
@@ -30,6 +31,14 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 	var r store.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
 	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/CANARY", api.VariableRequest{Value: variable, Sensitive: true}, &store.Variable{})
+	// An Installation's header secret, which only the Hub holds: the tool
+	// call through the Gateway carries it to the MCP server.
+	const mcpValue = "canary-mcp-v4lue-e2e-0042"
+	up := testkit.NewMCPServer(t, mcpValue)
+	s.Do(http.MethodPost, "/api/mcp/servers", api.MCPServer{ID: "hub:canary", Name: "Canary", URL: up.URL, Auth: "headers",
+		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, &api.MCPServer{})
+	s.Do(http.MethodPost, "/api/mcp/installations", api.InstallationRequest{ID: "canary", Server: "hub:canary", Name: "Canary", Repos: []string{r.ID}}, &api.Installation{})
+	s.Do(http.MethodPut, "/api/mcp/installations/canary/secrets/api-key", map[string]string{"value": mcpValue}, &api.Installation{})
 	cookie, _ := auth.NewToken(auth.Cookie) // a cookie's shape, pasted as a person might
 	pasted := map[string]string{"the Runner token": s.runnerCfg.Token, "a CLI token": s.cli, "a sign-in cookie": cookie}
 
@@ -39,11 +48,12 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 		prompt.WriteString(what + " is " + v + "; ")
 	}
 	s.Model.On(testkit.PromptContains("canary check"), testkit.Bash("env; printenv CANARY; tr '\\0' '\\n' < /proc/self/environ | grep -a KNDL_MOD_TOKEN; echo done-echoing"))
-	reply := "Echoing: " + claudeToken + " " + variable
+	reply := "Echoing: " + claudeToken + " " + variable + " " + mcpValue
 	for _, v := range pasted {
 		reply += " " + v
 	}
-	s.Model.On(testkit.ToolResultContains("done-echoing"), testkit.Text(reply))
+	s.Model.On(testkit.ToolResultContains("done-echoing"), testkit.ToolUse("mcp__plugin_kndl-gateway_canary__echo", map[string]any{"text": "canary"}))
+	s.Model.On(testkit.ToolResultContains("echo: canary"), testkit.Text(reply))
 	v := s.NewSession(repo, prompt.String())
 	s.WaitEvent(v.ID, testenv.WaitBuild, "Claude's echo", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && strings.HasPrefix(e.Text, "Echoing:")
@@ -62,7 +72,11 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 	if auth.KindOf(sessionToken) != auth.Session {
 		t.Fatalf("no Session token in Claude Code's environment")
 	}
-	secrets := map[string]string{"the setup token": claudeToken, "the Sensitive Variable": variable, "the Session token": sessionToken}
+	if strings.Contains(string(env), mcpValue) {
+		t.Error("the Installation's header secret is in Claude Code's environment")
+	}
+	secrets := map[string]string{"the setup token": claudeToken, "the Sensitive Variable": variable, "the Session token": sessionToken,
+		"the Installation's header secret": mcpValue}
 	for what, v := range pasted {
 		secrets[what] = v
 	}

@@ -55,8 +55,14 @@ func (e *env) exec(query string, args ...any) {
 // by cliLogin, and returns its output and exit code.
 func (e *env) kndl(args ...string) (string, string, int) {
 	e.t.Helper()
+	return e.kndlIn("", args...)
+}
+
+// kndlIn is kndl with stdin.
+func (e *env) kndlIn(stdin string, args ...string) (string, string, int) {
+	e.t.Helper()
 	var out, errOut bytes.Buffer
-	code := cli.Run(context.Background(), args, cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: os.Getenv})
+	code := cli.Run(context.Background(), args, cli.IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, Getenv: os.Getenv})
 	return out.String(), errOut.String(), code
 }
 

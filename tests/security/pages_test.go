@@ -40,6 +40,7 @@ func TestPagesRunOnlyTheHubsOwnScriptFiles(t *testing.T) {
 		{"account", owner.Client, req{method: "GET", path: "/account"}},
 		{"members", owner.Client, req{method: "GET", path: "/members"}},
 		{"audit log", owner.Client, req{method: "GET", path: "/audit"}},
+		{"MCP servers", owner.Client, req{method: "GET", path: "/mcp"}},
 		{"CLI approval", owner.Client, req{method: "GET", path: "/cli/login"}},
 		{"script", nil, req{method: "GET", path: "/static/claim.js"}},
 		{"session script", nil, req{method: "GET", path: "/static/session.js"}},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type fakeRunner struct {
 	api.CreatedRunner
 	conn    *protocol.Conn
 	started chan string
+	starts  sync.Map // Session id -> the raw session.start it got last
 }
 
 // pair has b pair a Runner named name and connects it.
@@ -48,6 +50,7 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 	conn.Handle(protocol.TypeSessionStart, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var m protocol.SessionStart
 		json.Unmarshal(body, &m)
+		rn.starts.Store(m.SessionID, append(json.RawMessage(nil), body...))
 		rn.started <- m.SessionID
 		return nil, nil
 	})

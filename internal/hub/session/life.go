@@ -169,8 +169,8 @@ func (o *Owner) launch(id string, resume bool) {
 	})
 }
 
-// startOnRunner is the start itself: a fresh mod token, then the
-// Runner's session.start.
+// startOnRunner is the start itself: the Installations this run takes, a
+// fresh mod token, then the Runner's session.start.
 func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
@@ -179,6 +179,12 @@ func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error
 	rc := o.opts.Runners.Runner(s.RunnerID)
 	if rc == nil {
 		return fmt.Errorf("its Runner is not connected: %w", errdefs.ErrUnavailable)
+	}
+	var servers []protocol.MCPServer
+	if o.opts.MCPServers != nil {
+		if servers, err = o.opts.MCPServers(ctx, s); err != nil {
+			return err
+		}
 	}
 	modToken, err := o.store.IssueModToken(ctx, id)
 	if err != nil {
@@ -195,7 +201,7 @@ func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error
 		}
 	}
 	return rc.Request(ctx, protocol.TypeSessionStart, protocol.SessionStart{SessionID: id, RepoURL: s.RepoURL,
-		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets, Environment: env}, nil)
+		Model: s.Model, Effort: s.Effort, Resume: resume, ModToken: modToken, Offsets: offsets, Environment: env, MCPServers: servers}, nil)
 }
 
 // stopOnRunner asks the Session's Runner to stop its Claude Code and

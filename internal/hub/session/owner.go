@@ -73,6 +73,10 @@ type Options struct {
 	// Inactive is called when a Session leaves Active, Frozen included:
 	// the Hub drops its open ports and its terminal tabs.
 	Inactive func(sessionID string)
+	// MCPServers records, as a run of a Session starts, the Installations
+	// it runs with, and returns them for the Runner (the Gateway's
+	// Prepare). An error fails the start with its message. Nil: none.
+	MCPServers func(ctx context.Context, s store.Session) ([]protocol.MCPServer, error)
 }
 
 // Owner owns every Session's state. Its methods are safe to call from any

@@ -1,0 +1,74 @@
+// Package gateway is the Hub's Gateway to remote MCP servers (ADR 0020):
+// MCP servers and their Installations, who may manage them, which are on
+// for a Repo, what a Session's run starts with, and the proxy that adds an
+// Installation's header secrets on the way out, so no MCP server
+// credential enters a Runner or a Sandbox. Only internal/hub imports it.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"time"
+
+	"kndl.dev/kndl/internal/store"
+)
+
+// Sealer seals header secret values under HUB_SECRETS_KEY, bound to ad
+// (seal.Box is one).
+type Sealer interface {
+	Seal(plain []byte, ad string) []byte
+	Open(sealed []byte, ad string) ([]byte, error)
+}
+
+// Access reports whether u has access to the Repo at repoURL, as starting
+// a Session there needs.
+type Access func(ctx context.Context, u store.User, repoURL string) bool
+
+// Options configure a Gateway.
+type Options struct {
+	Store  *store.Store
+	Sealer Sealer
+	Access Access
+	// Transport calls the MCP servers and their authorization servers;
+	// default http.DefaultTransport. Neither follows a redirect.
+	Transport http.RoundTripper
+	// CallbackURL is where authorization servers send a browser back:
+	// HUB_PUBLIC_URL's /mcp/oauth/callback.
+	CallbackURL string
+	// Masked, when set, is told each new OAuth token of an Installation,
+	// for the redaction sets of the Sessions running with it.
+	Masked func(installationID string, values ...string)
+	Logger *slog.Logger
+}
+
+// Gateway is the Hub's Gateway.
+type Gateway struct {
+	store      *store.Store
+	sealer     Sealer
+	access     Access
+	log        *slog.Logger
+	proxy      *httputil.ReverseProxy
+	transport  http.RoundTripper
+	callback   string
+	masked     func(installationID string, values ...string)
+	now        func() time.Time
+	refreshing refreshers
+}
+
+// New makes a Gateway.
+func New(o Options) (*Gateway, error) {
+	if o.Store == nil || o.Sealer == nil || o.Access == nil {
+		return nil, errors.New("gateway: a Store, a Sealer and an Access check are needed")
+	}
+	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway"),
+		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, now: time.Now}
+	if g.transport == nil {
+		g.transport = http.DefaultTransport
+	}
+	g.proxy = g.newProxy(retryTransport{g})
+	g.proxy.ErrorLog = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)
+	return g, nil
+}

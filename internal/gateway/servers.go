@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/store"
+)
+
+// Auth kinds an MCP server declares, with AuthOAuth.
+const (
+	AuthNone    = "none"
+	AuthHeaders = "headers"
+)
+
+var (
+	// A Hub-only server's id is in a namespace npm names can't use, so it
+	// never clashes with a package's (ADR 0020).
+	serverIDRE = regexp.MustCompile(`^hub:[a-z0-9][a-z0-9-]{0,62}$`)
+	keyRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	headerRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+)
+
+// reservedHeaders are the headers a header secret may not be: the ones
+// MCP's streamable HTTP transport, the connection or the Gateway own.
+var reservedHeaders = []string{"Host", "Connection", "Content-Length", "Content-Type", "Transfer-Encoding", "Te", "Trailer", "Upgrade",
+	"Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Cookie", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id",
+	"Forwarded", "Via", "X-Real-Ip"}
+
+const valueMark = "{value}"
+
+// CreateServer records a new MCP server; any Member may.
+func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServer) (api.MCPServer, error) {
+	if !serverIDRE.MatchString(m.ID) {
+		return m, fmt.Errorf("an MCP server's id is hub:<slug> (lowercase letters, digits and -), not %q: %w", m.ID, errdefs.ErrInvalid)
+	}
+	row, err := checkServer(m)
+	if err != nil {
+		return m, err
+	}
+	row.CreatedBy = u.ID
+	row, err = g.store.CreateMCPServer(ctx, row)
+	return apiServer(row), err
+}
+
+// EditServer replaces an MCP server's name, URL and header secrets; any
+// Member may. Moving its URL to another origin clears every Installation's
+// values, OAuth tokens and client, and changing a header secret's key or
+// header clears its values, so an edit can't send a value elsewhere. With dryRun it changes nothing
+// and says whose values it would clear.
+func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer, dryRun bool) (api.MCPServerEdit, error) {
+	old, err := g.store.MCPServerByID(ctx, m.ID)
+	if err != nil {
+		return api.MCPServerEdit{}, err
+	}
+	row, err := checkServer(m)
+	if err != nil {
+		return api.MCPServerEdit{}, err
+	}
+	clearAll := origin(old.URL) != origin(row.URL)
+	var keys []string
+	for _, h := range old.Headers {
+		if clearAll || !slices.ContainsFunc(row.Headers, func(n store.HeaderSecret) bool { return n.Key == h.Key && strings.EqualFold(n.Header, h.Header) }) {
+			keys = append(keys, h.Key)
+		}
+	}
+	clears, err := g.valuesOf(ctx, m.ID, keys)
+	if err != nil {
+		return api.MCPServerEdit{}, err
+	}
+	out := api.MCPServerEdit{Server: apiServer(row), DryRun: dryRun, Clears: clears}
+	if dryRun {
+		return out, nil
+	}
+	if err := g.store.UpdateMCPServer(ctx, row, clearAll, keys); err != nil {
+		return out, err
+	}
+	for _, c := range clears {
+		what := fmt.Sprintf("edited MCP server %s, which cleared the values of %s", m.ID, strings.Join(c.Keys, ", "))
+		if err := g.store.LogInstallationChange(ctx, c.Installation, u.ID, what); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// valuesOf lists, per Installation of the server, which of keys it has a
+// value of.
+func (g *Gateway) valuesOf(ctx context.Context, serverID string, keys []string) ([]api.Cleared, error) {
+	ins, err := g.store.Installations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Cleared{}
+	for _, in := range ins {
+		if in.ServerID != serverID {
+			continue
+		}
+		vs, err := g.store.InstallationValues(ctx, in.ID)
+		if err != nil {
+			return nil, err
+		}
+		c := api.Cleared{Installation: in.ID}
+		for _, k := range keys {
+			if _, ok := vs[k]; ok {
+				c.Keys = append(c.Keys, k)
+			}
+		}
+		if len(c.Keys) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Servers lists every MCP server.
+func (g *Gateway) Servers(ctx context.Context) ([]api.MCPServer, error) {
+	rows, err := g.store.MCPServers(ctx)
+	out := make([]api.MCPServer, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, apiServer(r))
+	}
+	return out, err
+}
+
+// checkServer returns m as a store row, or an ErrInvalid error naming
+// what is wrong with it.
+func checkServer(m api.MCPServer) (store.MCPServer, error) {
+	bad := func(format string, a ...any) (store.MCPServer, error) {
+		return store.MCPServer{}, fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalid)...)
+	}
+	if err := checkName(m.Name); err != nil {
+		return store.MCPServer{}, err
+	}
+	if err := checkURL(m.URL); err != nil {
+		return store.MCPServer{}, fmt.Errorf("the MCP server's URL: %w", err)
+	}
+	switch {
+	case m.Auth == AuthNone && len(m.Headers) > 0:
+		return bad("an MCP server with auth none declares no header secrets")
+	case m.Auth == AuthHeaders && len(m.Headers) == 0:
+		return bad("an MCP server with auth headers declares at least one header secret")
+	case m.Auth == AuthOAuth && len(m.Headers) > 0:
+		return bad("an MCP server behind OAuth declares no header secrets")
+	case m.Auth != AuthNone && m.Auth != AuthHeaders && m.Auth != AuthOAuth:
+		return bad("an MCP server's auth is none, headers or oauth, not %q", m.Auth)
+	}
+	row := store.MCPServer{ID: m.ID, Name: m.Name, URL: m.URL, Auth: m.Auth}
+	for _, h := range m.Headers {
+		switch {
+		case !keyRE.MatchString(h.Key):
+			return bad("a header secret's key is lowercase letters, digits, - and _, not %q", h.Key)
+		case !headerRE.MatchString(h.Header):
+			return bad("%q is not a header name", h.Header)
+		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, h.Header) }),
+			strings.HasPrefix(strings.ToLower(h.Header), "x-forwarded-"):
+			return bad("header %s is the transport's or the Gateway's own; a header secret can't be it", h.Header)
+		case strings.Count(h.Format, valueMark) != 1 || !printable(h.Format):
+			return bad("header secret %s's format holds %s once and printable characters, as in \"Bearer {value}\"", h.Key, valueMark)
+		case slices.ContainsFunc(row.Headers, func(o store.HeaderSecret) bool { return o.Key == h.Key || strings.EqualFold(o.Header, h.Header) }):
+			return bad("header secret %s (%s) repeats a key or a header of another", h.Key, h.Header)
+		}
+		row.Headers = append(row.Headers, store.HeaderSecret{Key: h.Key, Header: h.Header, Format: h.Format})
+	}
+	return row, nil
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > 100 || !printable(name) {
+		return fmt.Errorf("a name is 1 to 100 printable characters: %w", errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// checkURL takes an https URL, or plain http to localhost or a loopback
+// address, which never leaves the Hub's machine: header secrets go there.
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return fmt.Errorf("%q is not an http(s) URL without credentials or fragment: %w", raw, errdefs.ErrInvalid)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q must be https (plain http only to localhost or a loopback address): %w", raw, errdefs.ErrInvalid)
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// origin is a URL's scheme, host and port, the port made explicit.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+func apiServer(m store.MCPServer) api.MCPServer {
+	out := api.MCPServer{ID: m.ID, Name: m.Name, URL: m.URL, Auth: m.Auth, Headers: []api.HeaderSecret{}}
+	for _, h := range m.Headers {
+		out.Headers = append(out.Headers, api.HeaderSecret{Key: h.Key, Header: h.Header, Format: h.Format})
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
+)
+
+// The routes of MCP servers and Installations hand each request to the
+// Gateway (internal/gateway), which owns their rules; these only read the
+// request and write the answer.
+
+// gatewayServe is Claude Code's MCP traffic, through the mod relay, with
+// the Session's mod token.
+func (h *Hub) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) {
+	h.gateway.Serve(w, r, p.Session, r.PathValue("installation"))
+}
+
+// prepareGateway records the Installations a run of s starts with, and
+// puts their values in its redaction set if it has one already.
+func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
+	servers, err := h.gateway.Prepare(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	values, err := h.gateway.Values(ctx, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	rs := h.sets[s.ID]
+	h.mu.Unlock()
+	if rs != nil {
+		if err := rs.set.Add(values...); err != nil {
+			return nil, err
+		}
+	}
+	return servers, nil
+}
+
+func (h *Hub) listMCPServers(w http.ResponseWriter, r *http.Request, p Principal) {
+	out, err := h.gateway.Servers(r.Context())
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.MCPServer
+	err := readJSON(r, &req)
+	var out api.MCPServer
+	if err == nil {
+		out, err = h.gateway.CreateServer(r.Context(), p.User, req)
+	}
+	if err == nil {
+		h.audit(r, p, auditMCPServerAdded, out.ID, out.URL)
+	}
+	h.answer(w, r, out, err)
+}
+
+// editMCPServer edits a server; with ?dry_run=1 it only says whose values
+// the edit would clear.
+func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.MCPServer
+	err := readJSON(r, &req)
+	var out api.MCPServerEdit
+	if err == nil {
+		req.ID = r.PathValue("id")
+		out, err = h.gateway.EditServer(r.Context(), p.User, req, r.URL.Query().Get("dry_run") == "1")
+	}
+	if err == nil && !out.DryRun {
+		detail := out.Server.URL
+		for _, c := range out.Clears {
+			detail += "; cleared " + c.Installation + "'s " + strings.Join(c.Keys, ", ")
+		}
+		h.audit(r, p, auditMCPServerEdited, out.Server.ID, detail)
+	}
+	h.answer(w, r, out, err)
+}
+
+// listInstallations lists every Installation; with ?repo=ID, one the
+// person has access to, each says whether it is on there.
+func (h *Hub) listInstallations(w http.ResponseWriter, r *http.Request, p Principal) {
+	var repo *store.Repo
+	var err error
+	if id := r.URL.Query().Get("repo"); id != "" {
+		var rp store.Repo
+		rp, err = h.repoFor(r.Context(), p, id)
+		repo = &rp
+	}
+	var out []api.Installation
+	if err == nil {
+		out, err = h.gateway.List(r.Context(), p.User, repo)
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.InstallationRequest
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.Install(r.Context(), p.User, req)
+	}
+	if err == nil {
+		h.audit(r, p, auditInstallationMade, out.ID, installationDetail(out))
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Repos []string `json:"repos"`
+	}
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.SetRepos(r.Context(), p.User, r.PathValue("id"), req.Repos)
+	}
+	if err == nil {
+		h.audit(r, p, auditInstallationRepos, out.ID, installationDetail(out))
+	}
+	h.answer(w, r, out, err)
+}
+
+func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		Value string `json:"value"`
+	}
+	err := readJSON(r, &req)
+	var out api.Installation
+	if err == nil {
+		out, err = h.gateway.SetValue(r.Context(), p.User, r.PathValue("id"), r.PathValue("key"), req.Value)
+	}
+	if err == nil {
+		h.audit(r, p, auditInstallationValueSet, out.ID, "header secret "+r.PathValue("key"))
+	}
+	h.answer(w, r, out, err)
+}
+
+// turnInstallation turns an Installation off (or back on) for a Repo the
+// person has access to.
+func (h *Hub) turnInstallation(off bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p Principal) {
+		repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+		var out api.Installation
+		if err == nil {
+			out, err = h.gateway.SetOff(r.Context(), p.User, repo, r.PathValue("id"), off)
+		}
+		if err == nil {
+			h.audit(r, p, map[bool]string{true: auditInstallationOff, false: auditInstallationOn}[off], out.ID, "in "+repo.URL)
+		}
+		h.answer(w, r, out, err)
+	}
+}
+
+func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var out []api.InstallationChange
+	if err == nil {
+		out, err = h.gateway.Log(r.Context(), repo)
+	}
+	h.answer(w, r, out, err)
+}
+
+// oauthCallbackPath is where authorization servers send a browser back.
+const oauthCallbackPath = "/mcp/oauth/callback"
+
+// setInstallationClient enters an OAuth client; the secret is write-only.
+func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	err := readJSON(r, &req)
+	if err == nil {
+		err = h.gateway.SetClient(r.Context(), p.User, r.PathValue("id"), req.ClientID, req.ClientSecret)
+	}
+	if err == nil {
+		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID)
+	}
+	h.answer(w, r, map[string]string{"client_id": req.ClientID}, err)
+}
+
+// connectInstallation begins connecting an account: the answer's url is
+// where the person's browser goes, signed in to the Hub, to consent.
+func (h *Hub) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+	u, err := h.gateway.Connect(r.Context(), p.User, r.PathValue("id"))
+	h.answer(w, r, map[string]string{"url": u}, err)
+}
+
+func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+	err := h.gateway.Disconnect(r.Context(), p.User, r.PathValue("id"))
+	if err == nil {
+		h.audit(r, p, auditInstallationDisconn, r.PathValue("id"), "")
+	}
+	h.answer(w, r, map[string]string{}, err)
+}
+
+// oauthCallback is where the authorization server sends the browser of
+// whoever began connecting back; the state is theirs alone.
+func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal) {
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		h.writeError(w, r, fmt.Errorf("the authorization server did not connect the account (%.100s): %w", e, errdefs.ErrConflict))
+		return
+	}
+	id, err := h.gateway.Callback(r.Context(), p.User, q.Get("state"), q.Get("code"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.audit(r, p, auditInstallationConnect, id, "")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "Installation %s is connected. Sessions take it at their next start or wake; you can close this page.\n", id)
+}
+
+// maskInstallation adds an Installation's new OAuth token to the
+// redaction sets of the running Sessions that started with it.
+func (h *Hub) maskInstallation(installationID string, values ...string) {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.sets))
+	for id := range h.sets {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		rows, err := h.store.SessionInstallations(context.Background(), id)
+		if err != nil {
+			h.log.Error("the Installations of a running Session", "session", id, "err", err)
+			continue
+		}
+		if !slices.ContainsFunc(rows, func(r store.SessionInstallation) bool { return r.InstallationID == installationID }) {
+			continue
+		}
+		h.mu.Lock()
+		rs := h.sets[id]
+		h.mu.Unlock()
+		if rs != nil {
+			if err := rs.set.Add(values...); err != nil {
+				h.log.Error("mask an Installation's token", "session", id, "err", err)
+			}
+		}
+	}
+}
+
+// mcpPage lists the MCP servers and Installations, each Installation's
+// credentials by who set them and when, and, for a Repo the person picks,
+// whether each is on there.
+func (h *Hub) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	type repoRow struct {
+		ID, Name string
+		Selected bool
+	}
+	var repos []repoRow
+	var picked *store.Repo
+	all, err := h.store.Repos(ctx)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	for _, rp := range all {
+		if h.checkRepoAccess(ctx, p, rp.URL) != nil {
+			continue
+		}
+		sel := rp.ID == r.URL.Query().Get("repo")
+		if sel {
+			picked = &rp
+		}
+		repos = append(repos, repoRow{ID: rp.ID, Name: rp.Name, Selected: sel})
+	}
+	servers, err := h.gateway.Servers(ctx)
+	var ins []api.Installation
+	if err == nil {
+		ins, err = h.gateway.List(ctx, p.User, picked)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var repo string
+	if picked != nil {
+		repo = picked.ID
+	}
+	h.appPage(w, p, web.MCP, struct {
+		Servers       []api.MCPServer
+		Installations []api.Installation
+		Repos         []repoRow
+		Repo          string
+		Owner         bool
+	}{servers, ins, repos, repo, p.User.IsOwner})
+}
+
+// installationDetail says where an Installation is on, for the audit log:
+// global, or its Repos by id.
+func installationDetail(in api.Installation) string {
+	if in.Global {
+		return in.Server + ", global"
+	}
+	return in.Server + ", in " + strings.Join(in.Repos, ", ")
+}
+
+// answer writes out, or err as the API's error.
+func (h *Hub) answer(w http.ResponseWriter, r *http.Request, out any, err error) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
