@@ -38,8 +38,11 @@ const (
 	// after an interrupt Claude Code ignored it (measured).
 	fillWait  = 3 * time.Second
 	fillRetry = 500 * time.Millisecond
-	// submitWait bounds the wait for the input box to empty after Enter.
-	submitWait = 2 * time.Second
+	// submitWait bounds the wait for the input box to empty after Enter,
+	// and resendAfter is when an Enter the box still shows the prompt
+	// after is taken as lost.
+	submitWait  = 4 * time.Second
+	resendAfter = time.Second
 	// confirmAfter is how long after Enter the Runner presses Enter again
 	// when Claude Code removed invisible characters instead of sending: it
 	// ignores an Enter within 150 ms of the one that removed them (2.1.328).
@@ -88,7 +91,7 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error
 	if err := r.keys(ctx, s, "Enter"); err != nil {
 		return fmt.Errorf("submit the prompt: %w", err)
 	}
-	r.submitted(ctx, s)
+	r.submitted(ctx, s, req.Text)
 	return nil
 }
 
@@ -125,10 +128,13 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 // submitted waits for the input box to empty after Enter. When Claude Code
 // removed invisible characters at that Enter instead of sending ("Removed
 // N invisible characters · review and press Enter to send", measured on
-// 2.1.328), it presses Enter once more. It gives up quietly after
-// submitWait: the Hub types the prompt again if UserPromptSubmit does not
-// come.
-func (r *Runner) submitted(ctx context.Context, s *session) {
+// 2.1.328), it presses Enter once more. When the box still shows the
+// prompt resendAfter later, that Enter was lost (seen right after Claude
+// Code started, while it connected its MCP servers: the Hub typed the
+// prompt again 15 s later, and that Enter took), and it presses Enter
+// again. It gives up quietly after submitWait: the Hub types the prompt
+// again if UserPromptSubmit does not come.
+func (r *Runner) submitted(ctx context.Context, s *session, text string) {
 	entered := time.Now()
 	confirmed := false
 	for deadline := entered.Add(submitWait); time.Now().Before(deadline); {
@@ -136,8 +142,14 @@ func (r *Runner) submitted(ctx context.Context, s *session) {
 		if blank(box) {
 			return
 		}
-		if !confirmed && time.Since(entered) >= confirmAfter && strings.Contains(hints, "press Enter to send") {
+		switch {
+		case !confirmed && time.Since(entered) >= confirmAfter && strings.Contains(hints, "press Enter to send"):
 			confirmed = true
+			if r.keys(ctx, s, "Enter") != nil {
+				return
+			}
+		case time.Since(entered) >= resendAfter && holds(box, "", text):
+			entered = time.Now()
 			if r.keys(ctx, s, "Enter") != nil {
 				return
 			}
