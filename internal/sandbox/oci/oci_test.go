@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 	port := freePort(t)
 	sandboxtest.Run(t, func(t *testing.T, dir string) sandbox.Backend {
 		return newBackend(t, oci.Options{StateDir: dir, RelayPort: port})
-	}, base)
+	}, base, sandboxtest.Options{})
 }
 
 // requireOCI skips (or, under CI, fails) without what the backend needs,
