@@ -47,6 +47,11 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 		fmt.Sprintf("HUB_LISTEN=127.0.0.1:%d", freePort(t)), fmt.Sprintf("RUNNER_RELAY_PORT=%d", relayPort),
 		"CLAUDE_CODE_OAUTH_TOKEN="+claudeToken, "RUNNER_MODEL_ENDPOINT="+model.URL,
 		"RUNNER_DEFAULT_IMAGE="+testkit.ImageRegistry(t), "KNDL_LOG_LEVEL=debug")
+	if runtime, path := sandboxRuntime(t); runtime == "runsc" {
+		d.env = append(d.env, "RUNNER_SANDBOX_BACKEND=gvisor", "RUNNER_RUNSC="+path)
+	} else {
+		d.env = append(d.env, "RUNNER_SANDBOX_BACKEND=crun")
+	}
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
 		if t.Failed() {
@@ -54,8 +59,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 		}
 		// What kndl dev leaves on purpose: its Sandboxes.
 		ctx := context.Background()
-		b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "runner", "sandboxes", "oci"), RelayPort: uint16(relayPort),
-			InitPath: kndlBinary(t), Logger: slog.New(slog.DiscardHandler)})
+		b, err := oci.New(ctx, sandboxOptions(t, filepath.Join(home, "runner"), relayPort, kndlBinary(t), slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Errorf("remove kndl dev's Sandboxes: %v", err)
 			return

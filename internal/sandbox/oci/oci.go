@@ -976,3 +976,14 @@ func (b *OCI) List(ctx context.Context) ([]sandbox.Status, error) {
 }
 
 var _ sandbox.Backend = (*OCI)(nil)
+
+// DirName is the directory, under a Runner's sandboxes directory, of the
+// backend on runtime: "oci" for crun (its name from before gVisor), "gvisor"
+// for runsc. Each keeps its own Sandboxes: a Runner that changes backend
+// does not see the other's.
+func DirName(runtime string) string {
+	if runtime == "runsc" {
+		return "gvisor"
+	}
+	return "oci"
+}

@@ -149,7 +149,7 @@ func TestOptions(t *testing.T) {
 		{"IPv6 relay", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("::1")}, errdefs.ErrInvalid},
 		{"relay inside the pool", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("10.174.3.1")}, errdefs.ErrInvalid},
 		{"missing init binary", oci.Options{StateDir: "/x", InitPath: "/nonexistent"}, errdefs.ErrInvalid},
-		{"runsc", oci.Options{StateDir: filepath.Join(t.TempDir(), "s"), Runtime: "runsc", RuntimePath: "/bin/true"}, sandbox.ErrNotSupported},
+		{"unknown runtime", oci.Options{StateDir: filepath.Join(t.TempDir(), "s"), Runtime: "runc", RuntimePath: "/bin/true"}, errdefs.ErrInvalid},
 	}
 	for _, tc := range tests {
 		if _, err := oci.New(context.Background(), tc.opts); !errors.Is(err, tc.want) {
