@@ -121,6 +121,20 @@ func claudePID(t *testing.T, s *System, sessionID string) string {
 	return pid
 }
 
+// claudePIDInside finds the pid of a Session's Claude Code as its Sandbox
+// sees it: on every backend, gVisor's among them, where no host process is
+// a Sandbox's.
+func claudePIDInside(t *testing.T, s *System, sessionID string) string {
+	t.Helper()
+	out, _ := s.Exec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
+		case "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" in "/opt/kndl/claude-code/claude "*`+sessionID+`*) echo ${p#/proc/};; esac; done`)
+	pid := strings.TrimSpace(out)
+	if pid == "" || strings.Contains(pid, "\n") {
+		t.Fatalf("Claude Code processes in session %s's Sandbox: %q, want one", sessionID, pid)
+	}
+	return pid
+}
+
 // claudeProcess is the host pid of a Session's Claude Code, or "" while
 // none runs.
 func claudeProcess(sessionID string) string {

@@ -50,6 +50,15 @@ func sandboxRuntime(t testing.TB) (runtime, path string) {
 	}
 }
 
+// sandboxEnv is the environment that gives a `kndl runner` or `kndl dev`
+// process of the tests the same backend.
+func sandboxEnv(t testing.TB) []string {
+	if runtime, path := sandboxRuntime(t); runtime == "runsc" {
+		return []string{"RUNNER_SANDBOX_BACKEND=gvisor", "RUNNER_RUNSC=" + path}
+	}
+	return []string{"RUNNER_SANDBOX_BACKEND=crun"}
+}
+
 // sandboxOptions are the backend's options for a Runner with home, as the
 // Runner itself makes them (daemon's newBackend).
 func sandboxOptions(t testing.TB, home string, relayPort int, bin string, log *slog.Logger) oci.Options {
