@@ -128,6 +128,9 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	gvisor := opts.Runtime == "runsc"
 	// runsc reads hybrid cgroups itself; crun needs the v2 mount hidden.
 	b.rt = ociRuntime{path: opts.RuntimePath, root: b.runtimeDir(), gvisor: gvisor, hideUnified: !gvisor && b.cgroups.needsHiddenUnified()}
+	if gvisor {
+		b.rt.flags = runscFlags(b.runscSharedDir())
+	}
 	b.relay = netip.AddrPortFrom(opts.RelayIP, opts.RelayPort)
 	b.fw = firewall{dns: opts.DNS, blocked: append(append([]netip.Prefix{}, blockedNets...), connectedNets()...)}
 
@@ -149,6 +152,9 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	notes, err := enableHostNetworking(opts.RelayIP)
 	if err == nil {
 		err = b.fw.ensure()
+	}
+	if err == nil && gvisor {
+		err = pinNullNetns(b.runscSharedDir())
 	}
 	unlock()
 	if err != nil {
@@ -291,6 +297,10 @@ func (b *OCI) sandboxesDir() string { return filepath.Join(b.opts.StateDir, "san
 func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, b.opts.Runtime) }
 func (b *OCI) slotsDir() string     { return filepath.Join(b.opts.HostDir, "slots") }
 func (b *OCI) rootfsRoot() string   { return filepath.Join(b.opts.HostDir, "rootfs") }
+
+// runscSharedDir is runsc's --shared-root: one for every gvisor backend on
+// the host.
+func (b *OCI) runscSharedDir() string { return filepath.Join(b.opts.HostDir, "runsc") }
 
 // rootfsDir is where slot's root filesystem is mounted while it runs: in
 // a directory of its own, 0700 and owned by the slot's root, so no host

@@ -60,6 +60,8 @@ type ociRuntime struct {
 	root string
 	// gvisor says the runtime is runsc (gvisor.go says what differs).
 	gvisor bool
+	// flags go before every subcommand (runscFlags).
+	flags []string
 	// hideUnified runs create through the runtime helper (runRuntime).
 	hideUnified bool
 }
@@ -67,11 +69,7 @@ type ociRuntime struct {
 // command returns the runtime with args; create-like commands go through
 // the helper on hybrid hosts.
 func (r ociRuntime) command(ctx context.Context, create bool, args ...string) *exec.Cmd {
-	full := []string{"--root", r.root}
-	if r.gvisor {
-		full = append(full, runscFlags...)
-	}
-	full = append(full, args...)
+	full := append(append([]string{"--root", r.root}, r.flags...), args...)
 	var cmd *exec.Cmd
 	if create && r.hideUnified {
 		cmd = exec.CommandContext(ctx, "/proc/self/exe", append([]string{helperArg, helperRuntime, r.path}, full...)...)
