@@ -102,18 +102,20 @@ func benchExec(b *testing.B, be *oci.OCI, base string) {
 	}
 }
 
-// BenchmarkIdleMemory is what an idle Sandbox costs the host in memory: the
-// proportional set size of the host processes in its cgroup (crun: its
-// init; gVisor: the Sentry and the gofer), a second after Start, and the
-// cgroup's own count (which adds the page cache it was charged). Medians
-// over the iterations.
+// BenchmarkIdleMemory is what an idle Sandbox costs the host in memory, a
+// second after Start, over the host processes in its cgroup (crun: its
+// init; gVisor: the Sentry and the gofer): their anonymous memory, which is
+// each Sandbox's own; their proportional set size, which adds a share of
+// the binaries' pages all Sandboxes share; and the cgroup's own count
+// (anonymous memory and the page cache it was charged). Medians over the
+// iterations.
 //
 //	CGO_ENABLED=0 go test -run '^$' -bench IdleMemory -benchtime 5x ./internal/sandbox/oci/
 func BenchmarkIdleMemory(b *testing.B) { eachRuntime(b, benchIdleMemory) }
 
 func benchIdleMemory(b *testing.B, be *oci.OCI, base string) {
 	ctx := context.Background()
-	var pss, charged []int64
+	var anon, pss, charged []int64
 	for i := 0; b.Loop(); i++ {
 		id := fmt.Sprintf("idle-%d", i)
 		if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}}); err != nil {
@@ -123,19 +125,20 @@ func benchIdleMemory(b *testing.B, be *oci.OCI, base string) {
 			b.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		p, c := cgroupMemory(b, id)
-		pss, charged = append(pss, p), append(charged, c)
+		a, p, c := cgroupMemory(b, id)
+		anon, pss, charged = append(anon, a), append(pss, p), append(charged, c)
 		if err := be.Remove(ctx, id); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(median(anon))/(1<<20), "anon-MiB")
 	b.ReportMetric(float64(median(pss))/(1<<20), "pss-MiB")
 	b.ReportMetric(float64(median(charged))/(1<<20), "cgroup-MiB")
 }
 
-// cgroupMemory returns the summed Pss of the processes in Sandbox id's
-// memory cgroup and what the cgroup is charged, in bytes.
-func cgroupMemory(b *testing.B, id string) (pss, charged int64) {
+// cgroupMemory returns the summed anonymous memory and Pss of the processes
+// in Sandbox id's memory cgroup, and what the cgroup is charged, in bytes.
+func cgroupMemory(b *testing.B, id string) (anon, pss, charged int64) {
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/memory/kndl/" + id + "-*")
 	v2, _ := filepath.Glob("/sys/fs/cgroup/kndl/" + id + "-*")
 	dirs = append(dirs, v2...)
@@ -157,11 +160,18 @@ func cgroupMemory(b *testing.B, id string) (pss, charged int64) {
 			continue
 		}
 		for _, line := range strings.Split(string(rollup), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-				kb, _ := strconv.ParseInt(f[1], 10, 64)
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Anonymous:":
+				anon += kb << 10
+			case "Pss:":
 				pss += kb << 10
 			}
 		}
 	}
-	return pss, charged
+	return anon, pss, charged
 }
