@@ -117,3 +117,29 @@ func processUID(pid string) (int, bool) {
 	}
 	return 0, false
 }
+
+// TestGVisorLimitsOnTheHost reads a gVisor Sandbox's limits where runsc
+// sets them, its cgroup on the host (inside, /sys/fs/cgroup is the Sentry's
+// own): CPUs as a CFS quota, memory, and the pids bound.
+func TestGVisorLimitsOnTheHost(t *testing.T) {
+	base := requireOCI(t)
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t), MaxCPUs: 1,
+		Runtime: "runsc", RuntimePath: testkit.Runsc(t)})
+	if len(b.Host().Limits) != 3 {
+		t.Skipf("this host enforces only %v", b.Host().Limits)
+	}
+	start(t, b, sandbox.Spec{ID: "limits", Layers: []string{base}, Resources: sandbox.Resources{CPUs: 0.5, MemoryMiB: 96}})
+	read := func(pattern string) string {
+		files, _ := filepath.Glob(pattern)
+		if len(files) != 1 {
+			return ""
+		}
+		v, _ := os.ReadFile(files[0])
+		return strings.TrimSpace(string(v))
+	}
+	v1 := []string{read("/sys/fs/cgroup/cpu/kndl/limits-*/cpu.cfs_quota_us"), read("/sys/fs/cgroup/memory/kndl/limits-*/memory.limit_in_bytes"), read("/sys/fs/cgroup/pids/kndl/limits-*/pids.max")}
+	v2 := []string{read("/sys/fs/cgroup/kndl/limits-*/cpu.max"), read("/sys/fs/cgroup/kndl/limits-*/memory.max"), read("/sys/fs/cgroup/kndl/limits-*/pids.max")}
+	if got := strings.Join(v1, " "); got != "50000 100663296 8192" && strings.Join(v2, " ") != "50000 100000 100663296 8192" {
+		t.Errorf("the Sandbox's cgroup on the host: v1 %q, v2 %q; want a 50000 µs quota, 96 MiB and 8192 pids", v1, v2)
+	}
+}
