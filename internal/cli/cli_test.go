@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,5 +84,28 @@ func TestRunSaysWhatWentWrong(t *testing.T) {
 		if listed := strings.Contains(errOut.String(), "  "+c.Name+" "); listed == c.Hidden {
 			t.Errorf("command %q: listed=%v, hidden=%v", c.Name, listed, c.Hidden)
 		}
+	}
+}
+
+// TestClaudeEditorPutsTheStagedPromptInTheFile: Claude Code's external
+// editor writes the staged prompt over the file byte for byte, and with
+// nothing staged leaves the file as it is.
+func TestClaudeEditorPutsTheStagedPromptInTheFile(t *testing.T) {
+	dir := t.TempDir()
+	staged, file := filepath.Join(dir, "prompt"), filepath.Join(dir, "claude-prompt.md")
+	prompt := "a\ttab, e\u0301, 𝄞, CR LF\r\n and a trailing newline\n"
+	os.WriteFile(file, []byte("what Claude Code had"), 0o600)
+	if err := claudeEditor(context.Background(), IO{}, []string{staged, file}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "what Claude Code had" {
+		t.Fatalf("with nothing staged the file holds %q, want it unchanged", b)
+	}
+	os.WriteFile(staged, []byte(prompt), 0o600)
+	if err := claudeEditor(context.Background(), IO{}, []string{staged, file}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != prompt {
+		t.Fatalf("the file holds %q, want %q", b, prompt)
 	}
 }

@@ -49,7 +49,8 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 // adopt finds the Sessions whose Claude Code still runs in their Sandboxes
 // after this Runner restarted, and attaches to each again: a control client
 // on its tmux, and its Session token read back from Claude Code's
-// environment, held by the relay until the Hub gives a new mod token. A
+// environment, held by the relay until the Hub gives a new mod token. One
+// started without kndl's editor (deliver.go) is not attached. A
 // Sandbox whose Claude Code has exited is stopped: the Session sleeps.
 func (r *Runner) adopt(ctx context.Context) {
 	all, err := r.backend.List(ctx)
@@ -120,14 +121,22 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 		_, err = p.Wait()
 	}
 	var token string
+	editor := false
 	for _, kv := range strings.Split(env.String(), "\x00") {
 		if v, ok := strings.CutPrefix(kv, "KNDL_MOD_TOKEN="); ok {
 			token = v
 		}
+		editor = editor || kv == editorEnv
 	}
 	if err != nil || token == "" {
 		cancel()
 		return fmt.Errorf("Claude Code's Session token is not readable: %v", err)
+	}
+	if !editor {
+		// Started by a Runner that typed prompts: no prompt could reach it.
+		// It sleeps, and wakes with the editor.
+		cancel()
+		return fmt.Errorf("Claude Code runs without kndl's editor, which prompts come through")
 	}
 	r.relay.Adopt(id, token, from)
 	r.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/claude"
@@ -60,8 +59,17 @@ type session struct {
 	// client, follower and watchers.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// typing serialises deliveries and stop-turns on the pane.
-	typing sync.Mutex
+	// typing serialises deliveries and stop-turns on the pane; escaped,
+	// under it, is when stopTurn last sent Escape.
+	typing  sync.Mutex
+	escaped time.Time
+	// sent is the text of the prompt on its way, kept until Claude Code's
+	// UserPromptSubmit says what it took (deliver.go).
+	sent atomic.Pointer[string]
+	// inTurn is set while the transcript says a Turn runs: from a prompt's
+	// turn_start to its turn_end, which Claude Code writes once the Turn is
+	// over, after its Stop hook.
+	inTurn atomic.Bool
 	// mirror relays the pane to the Hub's terminal tabs; ports is the last
 	// list of listening ports sent.
 	mirror mirror
@@ -181,8 +189,9 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		Resume:       req.Resume,
 		Model:        req.Model,
 		Effort:       req.Effort,
-		// The Environment's Variables over the login environment.
-		Base:         append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...),
+		// The Environment's Variables over the login environment, and over
+		// them VISUAL, the editor prompts come through.
+		Base:         append(append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), editorEnv),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),
@@ -336,59 +345,6 @@ func (r *Runner) screen(ctx context.Context, s *session) string {
 	return strings.Join(lines, "\n")
 }
 
-// chunkBytes and chunkPause keep typed text below the burst Claude Code
-// turns into "[Pasted text]" (about 800 characters, measured).
-const (
-	chunkBytes = 400
-	chunkPause = 150 * time.Millisecond
-	drawWait   = 3 * time.Second
-)
-
-// deliver types a prompt into Claude Code and presses Enter once the text
-// is drawn: an Enter sent before then can be lost (measured: 4 in 5 right
-// after start).
-func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error {
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
-	}
-	if req.Text, err = r.placeAttachments(ctx, req); err != nil {
-		return err
-	}
-	s.typing.Lock()
-	defer s.typing.Unlock()
-	tail := lastRunes(squash(req.Text), 24)
-	if !(req.Retry && strings.Contains(squash(r.screen(ctx, s)), tail)) {
-		for i, chunk := range chunks(req.Text, chunkBytes) {
-			if i > 0 {
-				time.Sleep(chunkPause)
-			}
-			if _, err := s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "-l", "--", chunk)); err != nil {
-				return fmt.Errorf("type the prompt: %w", err)
-			}
-		}
-	}
-	for deadline := time.Now().Add(drawWait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(squash(r.screen(ctx, s)), tail) {
-			break
-		}
-	}
-	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Enter"))
-	return err
-}
-
-// stopTurn interrupts the running Turn, as Escape does at the keyboard.
-func (r *Runner) stopTurn(ctx context.Context, id string) error {
-	s, err := r.session(id)
-	if err != nil {
-		return err
-	}
-	s.typing.Lock()
-	defer s.typing.Unlock()
-	_, err = s.ctl.Run(ctx, tmux.Command("send-keys", "-t", paneTarget, "Escape"))
-	return err
-}
-
 func (r *Runner) session(id string) (*session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -445,31 +401,4 @@ func (r *Runner) exec(ctx context.Context, id string, env []string, args ...stri
 		err = fmt.Errorf("%s exited %d: %s", args[0], code, strings.TrimSpace(out.String()))
 	}
 	return err
-}
-
-func chunks(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
-}
-
-// squash drops whitespace, so text wrapped in Claude Code's input box still
-// matches what was typed.
-func squash(s string) string {
-	return strings.Join(strings.Fields(s), "")
-}
-
-func lastRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) > n {
-		r = r[len(r)-n:]
-	}
-	return string(r)
 }

@@ -18,10 +18,11 @@ import (
 // back. Hooks fire before Claude Code writes what led to them into the
 // transcript (a Stop's transcript still lacks the Turn's last words,
 // measured on 2.1.328), so a hook's Events wait for the transcript's next
-// batch and go right after it, or after holdMax if none comes. A
-// subagent's start waits, within holdMax, for the batch that holds its
-// Agent call: the subagent's own transcript can be read before the main
-// one has the call (seen once in a run of the e2e suite).
+// batch and go right after it, or after holdMax if none comes. Some wait
+// for a given Event instead and go right after it: a note about a prompt
+// after the prompt's record, and a subagent's start after its Agent call
+// (the subagent's own transcript can be read before the main one has the
+// call, seen once in a run of the e2e suite).
 
 // holdMax bounds how long a hook's Events wait for the transcript (Claude
 // Code wrote it within a few hundred ms of the hook, measured).
@@ -30,16 +31,26 @@ const holdMax = 1500 * time.Millisecond
 // stream is one Session's merge of hooks and transcript.
 type stream struct {
 	mu    sync.Mutex
-	held  []protocol.Event
+	held  []held
 	timer *time.Timer
 	// calls holds the Agent calls sent whose subagent has not started.
 	calls map[string]bool
 }
 
+// held is a hook's Event waiting for the transcript.
+type held struct {
+	protocol.Event
+	// after, if set, is the Event this one follows: it waits for the
+	// batch that has it, or for the hold's end.
+	after func(protocol.Event) bool
+}
+
 // hookEvent is the part of a Claude Code hook payload the Runner reads.
 type hookEvent struct {
-	Name    string          `json:"hook_event_name"`
-	Source  string          `json:"source"`
+	Name   string `json:"hook_event_name"`
+	Source string `json:"source"`
+	// Prompt is UserPromptSubmit's: the prompt as Claude Code took it.
+	Prompt  string          `json:"prompt"`
 	Message string          `json:"message"`
 	Error   json.RawMessage `json:"error"`
 	// LastAssistantMessage carries a StopFailure's message ("error" is
@@ -74,10 +85,16 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	case "SessionStart":
 		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventReady, Text: ev.Source}}})
 	case "UserPromptSubmit":
+		// A prompt Claude Code changed is never changed silently: the note
+		// goes after the prompt's record.
+		if note := s.tookPrompt(ev.Prompt); note != "" {
+			r.holdNote(s, protocol.Event{Kind: protocol.EventNote, Text: note})
+		}
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
 	case "Stop":
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
 	case "StopFailure":
+		s.inTurn.Store(false) // its turn_end is the hook's, below, not the transcript's
 		msg := ev.LastAssistantMessage
 		if msg == "" {
 			msg = string(ev.Error)
@@ -111,13 +128,41 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 
 // hold keeps a hook's Events for the transcript's next batch.
 func (r *Runner) hold(s *session, evs ...protocol.Event) {
-	now := time.Now()
-	for i := range evs {
-		evs[i].At = now
+	for _, e := range evs {
+		r.holdAfter(s, e, nil)
 	}
+}
+
+// holdNote keeps a note about the prompt Claude Code took for the batch
+// with the prompt's record.
+func (r *Runner) holdNote(s *session, ev protocol.Event) {
+	r.holdAfter(s, ev, func(e protocol.Event) bool { return e.Kind == protocol.EventPrompt })
+}
+
+// holdStart keeps a subagent's start for the batch with its Agent call,
+// unless the call has gone already.
+func (r *Runner) holdStart(s *session, ev protocol.Event) {
 	s.stream.mu.Lock()
 	defer s.stream.mu.Unlock()
-	s.stream.held = append(s.stream.held, evs...)
+	var after func(protocol.Event) bool
+	if ev.Parent != "" && !s.stream.calls[ev.Parent] {
+		after = func(e protocol.Event) bool { return e.Kind == protocol.EventToolUse && e.ToolID == ev.Parent }
+	}
+	r.holdLocked(s, ev, after)
+}
+
+// holdAfter keeps an Event for the batch with the Event after matches.
+func (r *Runner) holdAfter(s *session, ev protocol.Event, after func(protocol.Event) bool) {
+	s.stream.mu.Lock()
+	defer s.stream.mu.Unlock()
+	r.holdLocked(s, ev, after)
+}
+
+// holdLocked times a held Event and makes sure it goes within holdMax;
+// the stream's lock is held.
+func (r *Runner) holdLocked(s *session, ev protocol.Event, after func(protocol.Event) bool) {
+	ev.At = time.Now()
+	s.stream.held = append(s.stream.held, held{ev, after})
 	if s.stream.timer == nil {
 		s.stream.timer = time.AfterFunc(holdMax, func() { r.emit(s, protocol.SessionEvents{}) })
 	}
@@ -126,6 +171,14 @@ func (r *Runner) hold(s *session, evs ...protocol.Event) {
 // transcript takes one batch the follower read: the held hook Events go
 // right after it.
 func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string]int64) {
+	for _, ev := range evs {
+		if ev.Agent == "" && ev.Kind == protocol.EventTurnStart {
+			s.inTurn.Store(true)
+		}
+		if ev.Agent == "" && ev.Kind == protocol.EventTurnEnd {
+			s.inTurn.Store(false)
+		}
+	}
 	r.emit(s, protocol.SessionEvents{Events: evs, Offsets: offsets})
 }
 
@@ -150,20 +203,35 @@ func (r *Runner) emit(s *session, m protocol.SessionEvents) {
 	}
 	holdEnd := m.Events == nil && m.Offsets == nil && m.Hook == ""
 	if m.Offsets != nil || m.Hook == "" {
-		// A transcript batch, or the hold's end: what was held goes now.
-		// (A hook's own signal goes at once, without waiting.)
-		var kept []protocol.Event
-		for _, e := range st.held {
-			if e.Kind == protocol.EventSubagentStart && e.Parent != "" && !st.calls[e.Parent] && !holdEnd {
-				kept = append(kept, e)
-				continue
+		// A transcript batch, or the hold's end: what was held goes now,
+		// each Event that waits for another right after it. (A hook's own
+		// signal goes at once, without waiting.)
+		out := make([]protocol.Event, 0, len(m.Events)+len(st.held))
+		placed := make([]bool, len(st.held))
+		for _, e := range m.Events {
+			out = append(out, e)
+			for i, h := range st.held {
+				if h.after != nil && !placed[i] && h.after(e) {
+					out, placed[i] = append(out, h.Event), true
+				}
 			}
+		}
+		var kept []held
+		for i, h := range st.held {
+			switch {
+			case placed[i]:
+			case h.after == nil || holdEnd:
+				out = append(out, h.Event)
+			default:
+				kept = append(kept, h)
+			}
+		}
+		for _, e := range out[len(m.Events):] {
 			if e.Kind == protocol.EventSubagentStart {
 				delete(st.calls, e.Parent)
 			}
-			m.Events = append(m.Events, e)
 		}
-		st.held = kept
+		m.Events, st.held = out, kept
 		if st.timer != nil && kept == nil {
 			st.timer.Stop()
 			st.timer = nil

@@ -156,3 +156,22 @@ func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
 		t.Fatalf("sent %v, want the start alone at the hold's end", k)
 	}
 }
+
+// TestTheTranscriptSaysWhenATurnIsOver: a prompt's turn_start to its
+// turn_end (a subagent's don't count) is when delivery waits.
+func TestTheTranscriptSaysWhenATurnIsOver(t *testing.T) {
+	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	s := &session{id: "s1"}
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}}, nil)
+	if !s.inTurn.Load() {
+		t.Fatal("no Turn after turn_start")
+	}
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnEnd, Agent: "a1"}}, nil)
+	if !s.inTurn.Load() {
+		t.Fatal("a subagent's turn_end ended the Turn")
+	}
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}, nil)
+	if s.inTurn.Load() {
+		t.Fatal("a Turn after its turn_end")
+	}
+}

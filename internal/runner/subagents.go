@@ -66,7 +66,7 @@ func (r *Runner) subagentStarted(s *session, ev hookEvent) {
 	defer a.mu.Unlock()
 	if p, ok := a.parents[ev.AgentID]; ok {
 		start.Parent = p
-		r.hold(s, start)
+		r.holdStart(s, start)
 		return
 	}
 	if a.starting == nil {
@@ -102,7 +102,7 @@ func (r *Runner) agentLaunched(s *session, ev hookEvent) {
 		ps.timer.Stop()
 		delete(a.starting, l.AgentID)
 		ps.ev.Parent = ev.ToolUseID
-		r.hold(s, ps.ev)
+		r.holdStart(s, ps.ev)
 	}
 }
 

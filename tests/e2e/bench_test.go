@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
@@ -57,7 +58,8 @@ func BenchmarkSessionStart(b *testing.B) {
 // BenchmarkPromptToFirstEvent times a queued prompt to its first Event at
 // the Hub (the mod's turn_start), model time excluded: the model answers at
 // once, and only the path Hub -> Runner -> tmux -> Claude Code -> hook ->
-// relay -> Hub is timed.
+// relay -> Hub is timed. It runs for a short prompt and for 1, 8 and 64
+// KiB ones (api.MaxPromptBytes), on one Session.
 func BenchmarkPromptToFirstEvent(b *testing.B) {
 	s := Start(b)
 	v := s.Ready("bench prompts", "ok")
@@ -69,7 +71,8 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ws.CloseNow()
-	next := func(kind string) {
+	ws.SetReadLimit(1 << 20) // a 64 KiB prompt's Event, JSON-escaped
+	next := func(b *testing.B, kind string) {
 		for {
 			_, raw, err := ws.Read(ctx)
 			if err != nil {
@@ -82,15 +85,39 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 			}
 		}
 	}
-	var ds []time.Duration
-	for i := 0; b.Loop(); i++ {
-		start := time.Now()
-		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: fmt.Sprintf("bench prompt %d", i)}, &store.Prompt{})
-		next(protocol.EventTurnStart)
-		ds = append(ds, time.Since(start))
-		b.StopTimer()
-		next(protocol.EventTurnEnd)
-		b.StartTimer()
+	for _, size := range []struct {
+		name  string
+		bytes int
+	}{{"short", 0}, {"1KiB", 1 << 10}, {"8KiB", 8 << 10}, {"64KiB", api.MaxPromptBytes}} {
+		b.Run("size="+size.name, func(b *testing.B) {
+			var ds []time.Duration
+			for i := 0; b.Loop(); i++ {
+				text := benchPrompt(fmt.Sprintf("bench prompt %s %d", size.name, i), size.bytes)
+				start := time.Now()
+				s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: text}, &store.Prompt{})
+				next(b, protocol.EventTurnStart)
+				ds = append(ds, time.Since(start))
+				b.StopTimer()
+				next(b, protocol.EventTurnEnd)
+				b.StartTimer()
+			}
+			reportMedian(b, ds, "ms/first-event-median")
+		})
 	}
-	reportMedian(b, ds, "ms/first-event-median")
+}
+
+// benchPrompt is head followed by lines of text up to size bytes in all (or
+// head alone when size is smaller).
+func benchPrompt(head string, size int) string {
+	var sb strings.Builder
+	sb.WriteString(head)
+	for i := 0; sb.Len() < size; i++ {
+		fmt.Fprintf(&sb, "\nline %d: all work and no play makes a «long» prompt ✓", i)
+	}
+	text := sb.String()
+	for len(text) > max(size, len(head)) {
+		_, n := utf8.DecodeLastRuneInString(text)
+		text = text[:len(text)-n]
+	}
+	return text
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
@@ -118,15 +119,37 @@ func TestSecondPromptContinuesTheConversation(t *testing.T) {
 	}
 }
 
+// TestPromptArrivesByteForByte checks what the model received, byte for
+// byte, for prompts with what typing or pasting would change; where Claude
+// Code itself changes a prompt (CR, trailing whitespace, invisible
+// characters: docs/claude-code.md), it checks Claude Code's change arrived
+// and the Session's history says so in a note.
 func TestPromptArrivesByteForByte(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("first", "ok")
-	tests := []struct{ name, text, want string }{
-		{"multi-line with quotes and a backslash", "line one of three\n  \"double\" and 'single' quotes\nback\\slash and $HOME and ~ «ünïcode» ✓", ""},
-		{"long", strings.Repeat("All work and no play makes a long prompt. ", 60) + "THE END", ""},
+	var long strings.Builder
+	for i := 0; long.Len() < api.MaxPromptBytes; i++ {
+		fmt.Fprintf(&long, "%d\tcolumn\t«ünïcode» 𝄞 e\u0301 ✓  \n", i)
+	}
+	body := long.String()[:api.MaxPromptBytes-len("END")]
+	for !utf8.ValidString(body) {
+		body = body[:len(body)-1]
+	}
+	body += "END"
+	tests := []struct{ name, text, want, note string }{
+		{"multi-line with quotes and a backslash", "line one of three\n  \"double\" and 'single' quotes\nback\\slash and $HOME and ~ «ünïcode» ✓", "", ""},
+		{"tabs", "col1\tcol2\t\tcol3\n\tindented by a tab", "", ""},
+		{"leading whitespace", "\n  \t leading whitespace", "", ""},
+		{"astral plane", "𝄞 😀 𠜎 👨\u200d👩\u200d👧 🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f 🇩🇰 ❤\ufe0f", "", ""},
+		{"combining marks", "e\u0301 a\u0308 n\u0303 \u1100\u1161 Z\u0351\u0307 decomposed", "", ""},
+		{"64 KiB", body, "", ""},
 		// A blank braille pattern in front keeps them from being commands.
-		{"leading slash is text", "/help is not a command here", "\u2800/help is not a command here"},
-		{"leading bang is text", "!echo not bash mode", "\u2800!echo not bash mode"},
+		{"leading slash is text", "/help is not a command here", "\u2800/help is not a command here", ""},
+		{"leading bang is text", "!echo not bash mode", "\u2800!echo not bash mode", ""},
+		// What Claude Code changes itself, whatever delivers the prompt.
+		{"CR and CRLF", "one\r\ntwo\rthree", "one\ntwo\nthree", "2 carriage returns (CR or CR LF) became line feeds"},
+		{"trailing whitespace", "trailing spaces and newlines \t\n\n", "trailing spaces and newlines", "4 trailing whitespace characters were removed"},
+		{"invisible characters", "zero\u200bwidth and\u200e marks", "zerowidth and marks", "2 invisible or control characters were removed"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,14 +157,98 @@ func TestPromptArrivesByteForByte(t *testing.T) {
 			if want == "" {
 				want = tt.text
 			}
-			s.Model.On(testkit.PromptContains(want), testkit.Text("received"))
+			s.Model.On(func(r *testkit.Request) bool { u := r.LastUser().Texts(); return len(u) > 0 && u[len(u)-1] == want }, testkit.Text("received"))
+			start := time.Now()
 			s.prompt(v.ID, tt.text)
 			s.turnEnds(v.ID, i+2)
+			t.Logf("%d bytes: turn ended %v after the prompt", len(tt.text), time.Since(start))
 			got := userPrompts(s.Model)
 			if last := got[len(got)-1]; last != want {
-				t.Fatalf("the model received %q, want %q", last, want)
+				t.Fatalf("the model received %+q, want %+q", clip(last), clip(want))
+			}
+			// This prompt's notes, which go right after it.
+			var notes []string
+			prompts, after := 0, false
+			for _, e := range s.Events(v.ID) {
+				if e.Kind == protocol.EventPrompt {
+					prompts++
+					after = true
+					continue
+				}
+				if prompts == i+2 && e.Kind == protocol.EventNote && strings.Contains(e.Text, "differs from the one sent") {
+					if !after {
+						t.Fatalf("the note %q is not right after the prompt", e.Text)
+					}
+					notes = append(notes, e.Text)
+					continue
+				}
+				after = false
+			}
+			switch {
+			case tt.note == "" && len(notes) != 0:
+				t.Fatalf("notes %q, want none: Claude Code took the prompt as sent", notes)
+			case tt.note != "" && (len(notes) != 1 || !strings.Contains(notes[0], tt.note)):
+				t.Fatalf("notes %q, want one saying %q", notes, tt.note)
 			}
 		})
+	}
+}
+
+// clip shortens a long text for a failure message.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 200 {
+		return string(r[:100]) + "…" + string(r[len(r)-100:])
+	}
+	return s
+}
+
+// TestAPromptRightAfterStopTurnArrivesWhole: a stop-turn's Escape does not
+// take the next prompt's first key (a bare ESC then a key is Alt+key), with
+// no Turn running, after two stop-turns in a row (two Escapes within 800 ms
+// open Claude Code's Rewind dialog), and with a Turn running.
+func TestAPromptRightAfterStopTurnArrivesWhole(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("first", "ok")
+	stop := func() {
+		t.Helper()
+		if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusNoContent {
+			t.Fatalf("stop-turn: %d", code)
+		}
+	}
+	last := func() string { got := userPrompts(s.Model); return got[len(got)-1] }
+
+	stop()
+	s.prompt(v.ID, "watch me arrive whole")
+	s.turnEnds(v.ID, 2)
+	if got := last(); got != "watch me arrive whole" {
+		t.Fatalf("after a stop-turn with no Turn running the model received %q", got)
+	}
+
+	stop()
+	stop()
+	s.prompt(v.ID, "whole after two stop-turns")
+	s.turnEnds(v.ID, 3)
+	if got := last(); got != "whole after two stop-turns" {
+		t.Fatalf("after two stop-turns the model received %q", got)
+	}
+
+	s.Model.On(testkit.PromptContains("run for a while"), testkit.Bash("timeout 60 tail -f /dev/null"))
+	s.prompt(v.ID, "run for a while")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the long tool", kind(protocol.EventToolUse))
+	stop()
+	s.prompt(v.ID, "whole after stopping a Turn")
+	s.turnEnds(v.ID, 5)
+	if got := last(); got != "whole after stopping a Turn" {
+		t.Fatalf("after stopping a Turn the model received %q", got)
+	}
+	var ends []string
+	for _, e := range s.Events(v.ID) {
+		if e.Kind == protocol.EventTurnEnd {
+			ends = append(ends, e.Reason)
+		}
+	}
+	if ends[3] != "interrupted" {
+		t.Fatalf("turn ends %q, want the fourth interrupted", ends)
 	}
 }
 
