@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -26,34 +22,14 @@ func BenchmarkBashTurn(b *testing.B) {
 	s.Model.On(testkit.PromptContains("bash bench"), testkit.Bash("true"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("ran"))
 	v := s.Ready("bench bash turns", "ok")
-	ctx := context.Background()
-	evs := s.Events(v.ID)
-	u := strings.Replace(s.URL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", v.ID, evs[len(evs)-1].Seq)
-	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.CloseNow()
-	next := func(kind string) time.Time {
-		for {
-			_, raw, err := ws.Read(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var m api.LiveMessage
-			json.Unmarshal(raw, &m)
-			if m.Event != nil && m.Event.Kind == kind {
-				return time.Now()
-			}
-		}
-	}
+	next := watchEvents(b, s, v.ID)
 	var turns, tools []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
 		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: fmt.Sprintf("bash bench %d", i)}, &store.Prompt{})
-		use := next(protocol.EventToolUse)
-		result := next(protocol.EventToolResult)
-		end := next(protocol.EventTurnEnd)
+		use := next(b, protocol.EventToolUse)
+		result := next(b, protocol.EventToolResult)
+		end := next(b, protocol.EventTurnEnd)
 		turns, tools = append(turns, end.Sub(start)), append(tools, result.Sub(use))
 	}
 	reportMedian(b, turns, "ms/turn-median")
