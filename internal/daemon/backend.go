@@ -57,6 +57,9 @@ func findRunsc(fromEnv string) (string, error) {
 		if !filepath.IsAbs(fromEnv) {
 			return "", fmt.Errorf("RUNNER_RUNSC=%q: want an absolute path", fromEnv)
 		}
+		if _, err := exec.LookPath(fromEnv); err != nil {
+			return "", fmt.Errorf("RUNNER_RUNSC=%s: no runsc there: %w", fromEnv, err)
+		}
 		return fromEnv, nil
 	}
 	p, err := exec.LookPath("runsc")

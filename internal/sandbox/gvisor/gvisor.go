@@ -49,6 +49,9 @@ func Probe(ctx context.Context, path string) error {
 		if len(out) > 400 {
 			out = out[len(out)-400:]
 		}
+		if len(out) == 0 {
+			return fmt.Errorf("%s do /bin/true: %w", path, err)
+		}
 		return fmt.Errorf("%s do /bin/true: %w: %s", path, err, out)
 	}
 	return nil
