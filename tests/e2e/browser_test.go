@@ -633,6 +633,18 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 		t.Fatalf("box-2 is not listed: %+v", rs)
 		return r
 	}
+	// The connected Runner's row names the sandbox backend it runs.
+	backend := "crun"
+	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
+		backend = "gvisor"
+	}
+	e2e, err := s.Store.RunnerByName(context.Background(), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Eval[string](b, `document.querySelector('#runners tr[data-id="`+e2e.ID+`"]').textContent`); !strings.Contains(got, "connected") || !strings.Contains(got, backend) {
+		t.Fatalf("the e2e Runner's row %q: want it connected on %s", got, backend)
+	}
 	row := `document.querySelector('#runners tr[data-id="` + box2().ID + `"]')`
 	if got := Eval[string](b, row+`.textContent`); !strings.Contains(got, "dev only") {
 		t.Fatalf("box-2's row %q: want it the dev user's alone", got)
