@@ -1,7 +1,9 @@
 // Package sandboxtest is the conformance suite every sandbox.Backend
 // passes: isolation, networking, limits, layers and snapshots, disks (kept
 // past their Sandbox too), secrets, terminals and restart recovery, each a
-// subtest that can fail. Only backends' tests import it.
+// subtest that can fail. A backend that runs Sandboxes on a kernel of its own
+// says so (Options.OwnKernel), and names the subtests it cannot pass, with
+// why (Options.NotSupported). Only backends' tests import it.
 package sandboxtest
 
 import (
