@@ -388,7 +388,7 @@ func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
 	keepAwake(true)
 	pid := claudePID(t, s, v.ID)
 	b.do(chromedp.Click(chromedp.CSS("#restart")))
-	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(v.ID); return p != "" && p != pid })
+	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(s, v.ID); return p != "" && p != pid })
 	b.Wait(testenv.WaitMedium, "the Session active again, its restart in the history", `document.getElementById("state").textContent === "active" && document.querySelector("#transcript").textContent.includes("its Creator restarted it")`)
 	if got := s.state(v.ID); !got.KeepAwake {
 		t.Fatal("the restart turned Keep awake off")

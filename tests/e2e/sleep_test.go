@@ -95,12 +95,12 @@ func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T
 func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("before the restart", "one")
-	pid := claudePIDInside(t, s, v.ID)
+	pid := claudePID(t, s, v.ID)
 
 	s.RestartRunner()
 	testenv.Eventually(t, testenv.WaitMedium, "the new Runner connects", s.Runner.Connected)
 	s.waitState(v.ID, api.Active)
-	if got := claudePIDInside(t, s, v.ID); got != pid {
+	if got := claudePID(t, s, v.ID); got != pid {
 		t.Fatalf("Claude Code was restarted (pid %s, was %s)", got, pid)
 	}
 	// The relay of the new Runner knows the Session again, and the Hub

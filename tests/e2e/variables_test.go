@@ -53,7 +53,7 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	})
 
 	// The process had the values.
-	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	env, _ := claudeEnviron(t, s, v.ID)
 	for _, kv := range []string{"MY_SECRET=" + repoSecret, "NPM_TOKEN=" + sharedSecret, "REGION=eu-north-1"} {
 		if !bytes.Contains(env, append([]byte(kv), 0)) {
 			t.Errorf("Claude Code's environment lacks %s", strings.SplitN(kv, "=", 2)[0])
