@@ -449,7 +449,12 @@ func (s *System) Exec(sessionID string, args ...string) (string, int) {
 	if err != nil {
 		s.t.Fatalf("exec %v: %v", args, err)
 	}
+	// Bounded, so a hung exec fails the test saying so.
+	done := time.AfterFunc(testenv.WaitMedium, func() { p.Kill() })
 	code, err := p.Wait()
+	if !done.Stop() {
+		s.t.Fatalf("exec %v: still running after %v, killed: %q", args, testenv.WaitMedium, out.String())
+	}
 	if err != nil {
 		s.t.Fatalf("exec %v: %v", args, err)
 	}
