@@ -34,6 +34,13 @@ type Config struct {
 	// half the host's memory).
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// SandboxBackend is the sandbox backend asked for:
+	// RUNNER_SANDBOX_BACKEND, "gvisor" or "crun"; empty picks gVisor where
+	// runsc runs on this host, else crun.
+	SandboxBackend string
+	// Runsc is runsc's path for the gvisor backend. RUNNER_RUNSC, default
+	// runsc on PATH.
+	Runsc string
 	// KeepBuilds is how many Builds of each Repo to keep.
 	// RUNNER_SANDBOX_KEEP_BUILDS, default 3.
 	KeepBuilds int
@@ -77,6 +84,14 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 		Image:         getenv("RUNNER_DEFAULT_IMAGE"),
 		NPMRegistry:   getenv("RUNNER_NPM_REGISTRY"),
 		ModelEndpoint: getenv("RUNNER_MODEL_ENDPOINT"),
+
+		SandboxBackend: getenv("RUNNER_SANDBOX_BACKEND"),
+		Runsc:          getenv("RUNNER_RUNSC"),
+	}
+	switch c.SandboxBackend {
+	case "", "gvisor", "crun":
+	default:
+		return c, fmt.Errorf("RUNNER_SANDBOX_BACKEND=%q: want gvisor or crun, or leave it unset to use gVisor where runsc runs here", c.SandboxBackend)
 	}
 	if c.Image == "" {
 		c.Image = "docker.io/library/debian:bookworm"

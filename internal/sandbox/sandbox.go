@@ -1,7 +1,8 @@
 // Package sandbox is the seam between a Runner and the isolation technology
 // that runs Sandboxes on its host. A Backend makes, starts, execs in, stops,
 // snapshots and removes Sandboxes; implementations live in sub-packages
-// (oci, later vm) and all pass the conformance suite in sandboxtest.
+// (oci, with crun or gVisor's runsc; later vm) and all pass the conformance
+// suite in sandboxtest.
 //
 // Only the Runner (internal/runner, internal/build) imports this package.
 package sandbox
@@ -40,7 +41,8 @@ const RelayHost = "host.kndl.internal"
 // old one made (List), their processes still running, and has torn down
 // whatever a crash left half made.
 type Backend interface {
-	// Name is the backend's name, such as "oci".
+	// Name is the backend's name, such as "crun" or "gvisor" (both the oci
+	// package's), shown on the Runners page and by kndl runner ls.
 	Name() string
 	// Host reports what this host can and cannot enforce.
 	Host() HostInfo

@@ -79,28 +79,7 @@ func benchStarts(b *testing.B, s *System, repo string) {
 func BenchmarkPromptToFirstEvent(b *testing.B) {
 	s := Start(b)
 	v := s.Ready("bench prompts", "ok")
-	ctx := context.Background()
-	evs := s.Events(v.ID)
-	u := strings.Replace(s.URL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", v.ID, evs[len(evs)-1].Seq)
-	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(1 << 20) // a 64 KiB prompt's Event, JSON-escaped
-	next := func(b *testing.B, kind string) {
-		for {
-			_, raw, err := ws.Read(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var m api.LiveMessage
-			json.Unmarshal(raw, &m)
-			if m.Event != nil && m.Event.Kind == kind {
-				return
-			}
-		}
-	}
+	next := watchEvents(b, s, v.ID)
 	for _, size := range []struct {
 		name  string
 		bytes int
@@ -166,4 +145,31 @@ func BenchmarkTestBuild(b *testing.B) {
 		ds = append(ds, run())
 	}
 	reportMedian(b, ds, "ms/test-build-median")
+}
+
+// watchEvents watches a Session's Events from the last one on, and returns
+// a function that waits for the next Event of a kind and says when it came.
+func watchEvents(b *testing.B, s *System, id string) func(b *testing.B, kind string) time.Time {
+	ctx := context.Background()
+	evs := s.Events(id)
+	u := strings.Replace(s.URL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, evs[len(evs)-1].Seq)
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.CloseNow() })
+	ws.SetReadLimit(1 << 20) // a 64 KiB prompt's Event, JSON-escaped
+	return func(b *testing.B, kind string) time.Time {
+		for {
+			_, raw, err := ws.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var m api.LiveMessage
+			json.Unmarshal(raw, &m)
+			if m.Event != nil && m.Event.Kind == kind {
+				return time.Now()
+			}
+		}
+	}
 }

@@ -388,7 +388,7 @@ func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
 	keepAwake(true)
 	pid := claudePID(t, s, v.ID)
 	b.do(chromedp.Click(chromedp.CSS("#restart")))
-	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(v.ID); return p != "" && p != pid })
+	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(s, v.ID); return p != "" && p != pid })
 	b.Wait(testenv.WaitMedium, "the Session active again, its restart in the history", `document.getElementById("state").textContent === "active" && document.querySelector("#transcript").textContent.includes("its Creator restarted it")`)
 	if got := s.state(v.ID); !got.KeepAwake {
 		t.Fatal("the restart turned Keep awake off")
@@ -632,6 +632,18 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 		}
 		t.Fatalf("box-2 is not listed: %+v", rs)
 		return r
+	}
+	// The connected Runner's row names the sandbox backend it runs.
+	backend := "crun"
+	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
+		backend = "gvisor"
+	}
+	e2e, err := s.Store.RunnerByName(context.Background(), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Eval[string](b, `document.querySelector('#runners tr[data-id="`+e2e.ID+`"]').textContent`); !strings.Contains(got, "connected") || !strings.Contains(got, backend) {
+		t.Fatalf("the e2e Runner's row %q: want it connected on %s", got, backend)
 	}
 	row := `document.querySelector('#runners tr[data-id="` + box2().ID + `"]')`
 	if got := Eval[string](b, row+`.textContent`); !strings.Contains(got, "dev only") {

@@ -59,7 +59,7 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 		return e.Kind == protocol.EventText && strings.HasPrefix(e.Text, "Echoing:")
 	})
 	// The Session token is in Claude Code's environment: read it there.
-	env, err := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	env, err := claudeEnviron(t, s, v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"kndl.dev/kndl/internal/testenv"
 )
 
 // A whole mod or Session token (the prefixes alone are in the kndl binary).
@@ -48,7 +51,7 @@ func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
 
 	// The Session's own token works only from its Sandbox's address: from
 	// the host, another address, it is no token at all.
-	env, err := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	env, err := claudeEnviron(t, s, v.ID)
 	token := sessionToken.Find(env)
 	if err != nil || token == nil {
 		t.Fatalf("Claude Code's Session token: %v", err)
@@ -79,10 +82,18 @@ func TestNoModTokenInTheSandbox(t *testing.T) {
 	v := s.Ready("token check", "ok")
 
 	// The Session token is where it must be, so the search below is real.
-	pid := claudePID(t, s, v.ID)
-	env, err := os.ReadFile("/proc/" + pid + "/environ")
+	env, err := claudeEnviron(t, s, v.ID)
 	if err != nil || !sessionToken.Match(env) || !bytes.Contains(env, []byte(claudeToken)) {
 		t.Fatalf("Claude Code's environment lacks the Session or setup token (err %v)", err)
+	}
+	// Every process of the Sandbox as the Sandbox sees them: on gVisor none
+	// of them is a host process, so the host's /proc below does not list them.
+	if env, _ := s.Exec(v.ID, "bash", "-c", "cat /proc/[0-9]*/environ 2>/dev/null"); modToken.MatchString(env) {
+		t.Error("a process in the Sandbox holds a mod token in its environment")
+	}
+	if cmdlines, _ := s.Exec(v.ID, "bash", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null"); modToken.MatchString(cmdlines) ||
+		sessionToken.MatchString(cmdlines) || strings.Contains(cmdlines, claudeToken) {
+		t.Error("a process in the Sandbox holds a token on its command line")
 	}
 
 	procs, _ := filepath.Glob("/proc/[0-9]*")
@@ -111,25 +122,39 @@ func TestNoModTokenInTheSandbox(t *testing.T) {
 	}
 }
 
-// claudePID finds the host pid of a Session's Claude Code.
+// claudePID finds the pid of a Session's Claude Code as its Sandbox sees
+// it: on every backend, gVisor's among them, where no process of a Sandbox
+// is a host process. Just after a start two may show for a moment, or none
+// yet: it waits a little for exactly one.
 func claudePID(t *testing.T, s *System, sessionID string) string {
 	t.Helper()
-	pid := claudeProcess(sessionID)
-	if pid == "" {
-		t.Fatalf("no Claude Code process for session %s", sessionID)
-	}
+	var pid string
+	testenv.Eventually(t, testenv.WaitShort, "one Claude Code process for session "+sessionID, func() bool {
+		pid = claudeProcess(s, sessionID)
+		return pid != ""
+	})
 	return pid
 }
 
-// claudeProcess is the host pid of a Session's Claude Code, or "" while
-// none runs.
-func claudeProcess(sessionID string) string {
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
-		if bytes.HasPrefix(cmd, []byte("/opt/kndl/claude-code/claude\x00")) && bytes.Contains(cmd, []byte(sessionID)) {
-			return filepath.Base(p)
-		}
+// claudeEnviron is the environment of a Session's Claude Code, read inside
+// its Sandbox (on every backend).
+func claudeEnviron(t *testing.T, s *System, sessionID string) ([]byte, error) {
+	t.Helper()
+	out, code := s.Exec(sessionID, "cat", "/proc/"+claudePID(t, s, sessionID)+"/environ")
+	if code != 0 {
+		return nil, fmt.Errorf("cat its environ: exit %d: %s", code, out)
 	}
-	return ""
+	return []byte(out), nil
+}
+
+// claudeProcess is the pid of a Session's Claude Code inside its Sandbox,
+// or "" unless exactly one runs.
+func claudeProcess(s *System, sessionID string) string {
+	out, _ := s.Exec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
+		case "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" in "/opt/kndl/claude-code/claude "*`+sessionID+`*) echo ${p#/proc/};; esac; done`)
+	pid := strings.TrimSpace(out)
+	if strings.Contains(pid, "\n") {
+		return ""
+	}
+	return pid
 }

@@ -47,6 +47,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 		fmt.Sprintf("HUB_LISTEN=127.0.0.1:%d", freePort(t)), fmt.Sprintf("RUNNER_RELAY_PORT=%d", relayPort),
 		"CLAUDE_CODE_OAUTH_TOKEN="+claudeToken, "RUNNER_MODEL_ENDPOINT="+model.URL,
 		"RUNNER_DEFAULT_IMAGE="+testkit.ImageRegistry(t), "KNDL_LOG_LEVEL=debug")
+	d.env = append(d.env, sandboxEnv(t)...)
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
 		if t.Failed() {
@@ -54,8 +55,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 		}
 		// What kndl dev leaves on purpose: its Sandboxes.
 		ctx := context.Background()
-		b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "runner", "sandboxes", "oci"), RelayPort: uint16(relayPort),
-			InitPath: kndlBinary(t), Logger: slog.New(slog.DiscardHandler)})
+		b, err := oci.New(ctx, sandboxOptions(t, filepath.Join(home, "runner"), relayPort, kndlBinary(t), slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Errorf("remove kndl dev's Sandboxes: %v", err)
 			return
@@ -186,6 +186,7 @@ func runnerProcess(t *testing.T, s *System) *exec.Cmd {
 	cmd.Env = append(os.Environ(), "KNDL_HUB_URL="+c.HubURL, "RUNNER_TOKEN="+c.Token, "RUNNER_NAME="+c.Name,
 		"RUNNER_HOME="+c.Home, fmt.Sprintf("RUNNER_RELAY_PORT=%d", c.RelayPort), "RUNNER_DEFAULT_IMAGE="+c.Image,
 		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint)
+	cmd.Env = append(cmd.Env, sandboxEnv(t)...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

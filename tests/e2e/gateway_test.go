@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
 	"strings"
 	"testing"
 
@@ -53,7 +52,10 @@ func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
 		}
 	}
 
-	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	env, err := claudeEnviron(t, s, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if bytes.Contains(env, []byte(key)) {
 		t.Error("the Installation's key is in Claude Code's environment")
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/testenv"
@@ -21,5 +22,30 @@ func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
 	testenv.Eventually(t, testenv.WaitMedium, "the restarted Hub sees the Runner again", func() bool { return s.Hub.Connected(rn.ID) })
 	if !s.Runner.Connected() {
 		t.Fatal("the Hub lists the Runner but the Runner is not connected")
+	}
+}
+
+// TestTheRunnerSaysWhichSandboxBackendItRuns: kndl runner ls shows the
+// backend the Runner reported, and a Session's Sandbox runs on it: under
+// gVisor its kernel is gVisor's, under crun the host's.
+func TestTheRunnerSaysWhichSandboxBackendItRuns(t *testing.T) {
+	s := Start(t)
+	want := "crun"
+	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
+		want = "gvisor"
+	}
+	rn, err := s.Store.RunnerByName(context.Background(), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the Hub sees the Runner", func() bool { return s.Hub.Connected(rn.ID) })
+	out, errOut, code := s.kndl("", "runner", "ls")
+	if code != 0 || !strings.Contains(out, "connected") || !strings.Contains(out, want) {
+		t.Fatalf("kndl runner ls: exit %d, want the Runner connected on %s:\n%s%s", code, want, out, errOut)
+	}
+	v := s.Ready("which kernel", "Answered.")
+	version, _ := s.Exec(v.ID, "cat", "/proc/version")
+	if onGVisor := strings.Contains(version, "gvisor"); onGVisor != (want == "gvisor") {
+		t.Errorf("the Session's /proc/version on %s: %q", want, version)
 	}
 }

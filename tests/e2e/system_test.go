@@ -34,6 +34,39 @@ import (
 	"kndl.dev/kndl/internal/testkit"
 )
 
+// sandboxRuntime is the runtime of the tests' Runner: runsc (the gvisor
+// backend, testkit.Runsc) under KNDL_E2E_SANDBOX=gvisor, else crun. CI runs
+// the suite on crun and a named set of tests again on gVisor.
+func sandboxRuntime(t testing.TB) (runtime, path string) {
+	t.Helper()
+	switch v := os.Getenv("KNDL_E2E_SANDBOX"); v {
+	case "", "crun":
+		return "crun", ""
+	case "gvisor":
+		return "runsc", testkit.Runsc(t)
+	default:
+		t.Fatalf("KNDL_E2E_SANDBOX=%q: want gvisor or crun", v)
+		return "", ""
+	}
+}
+
+// sandboxEnv is the environment that gives a `kndl runner` or `kndl dev`
+// process of the tests the same backend.
+func sandboxEnv(t testing.TB) []string {
+	if runtime, path := sandboxRuntime(t); runtime == "runsc" {
+		return []string{"RUNNER_SANDBOX_BACKEND=gvisor", "RUNNER_RUNSC=" + path}
+	}
+	return []string{"RUNNER_SANDBOX_BACKEND=crun"}
+}
+
+// sandboxOptions are the backend's options for a Runner with home, as the
+// Runner itself makes them (daemon's newBackend).
+func sandboxOptions(t testing.TB, home string, relayPort int, bin string, log *slog.Logger) oci.Options {
+	runtime, path := sandboxRuntime(t)
+	return oci.Options{StateDir: filepath.Join(home, "sandboxes", oci.DirName(runtime)), Runtime: runtime, RuntimePath: path,
+		RelayPort: uint16(relayPort), InitPath: bin, Logger: log}
+}
+
 func TestMain(m *testing.M) {
 	if code, ok := oci.RunHelper(os.Args); ok {
 		os.Exit(code)
@@ -97,8 +130,7 @@ func (s *System) RestartRunner() {
 	s.t.Helper()
 	s.runnerCancel()
 	<-s.runnerDone
-	b, err := oci.New(s.ctx, oci.Options{StateDir: filepath.Join(s.runnerCfg.Home, "sandboxes", "oci"), RelayPort: uint16(s.runnerCfg.RelayPort),
-		InitPath: s.runnerCfg.Binary, Logger: s.log2})
+	b, err := oci.New(s.ctx, sandboxOptions(s.t, s.runnerCfg.Home, s.runnerCfg.RelayPort, s.runnerCfg.Binary, s.log2))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -291,8 +323,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	bin := kndlBinary(t)
 	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, Logger: log}
-	b, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(home, "sandboxes", "oci"), RelayPort: uint16(rcfg.RelayPort),
-		InitPath: bin, Logger: log})
+	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +471,12 @@ func (s *System) Exec(sessionID string, args ...string) (string, int) {
 	if err != nil {
 		s.t.Fatalf("exec %v: %v", args, err)
 	}
+	// Bounded, so a hung exec fails the test saying so.
+	done := time.AfterFunc(testenv.WaitMedium, func() { p.Kill() })
 	code, err := p.Wait()
+	if !done.Stop() {
+		s.t.Fatalf("exec %v: still running after %v, killed: %q", args, testenv.WaitMedium, out.String())
+	}
 	if err != nil {
 		s.t.Fatalf("exec %v: %v", args, err)
 	}

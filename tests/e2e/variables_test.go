@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -52,7 +53,7 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	})
 
 	// The process had the values.
-	env, _ := os.ReadFile("/proc/" + claudePID(t, s, v.ID) + "/environ")
+	env, _ := claudeEnviron(t, s, v.ID)
 	for _, kv := range []string{"MY_SECRET=" + repoSecret, "NPM_TOKEN=" + sharedSecret, "REGION=eu-north-1"} {
 		if !bytes.Contains(env, append([]byte(kv), 0)) {
 			t.Errorf("Claude Code's environment lacks %s", strings.SplitN(kv, "=", 2)[0])
@@ -81,8 +82,9 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	// disks and Workspace are left out: Claude Code keeps its transcript
 	// there, tool output and all, inside the Sandbox's boundary (as the
 	// spec says, what a process writes to disk stays there).
-	sessionData := []string{filepath.Join(s.Home, "sandboxes", "oci", "sandboxes", "s-"+v.ID, "disks"),
-		filepath.Join(s.Home, "sandboxes", "oci", "sandboxes", "s-"+v.ID, "upper"),
+	runtime, _ := sandboxRuntime(t)
+	sessionData := []string{filepath.Join(s.Home, "sandboxes", oci.DirName(runtime), "sandboxes", "s-"+v.ID, "disks"),
+		filepath.Join(s.Home, "sandboxes", oci.DirName(runtime), "sandboxes", "s-"+v.ID, "upper"),
 		filepath.Join(s.Home, "sessions", v.ID, "workspace")}
 	if _, err := os.Stat(sessionData[0]); err != nil {
 		t.Fatalf("the Session's disks are not where this test looks: %v", err)

@@ -4,13 +4,33 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/testkit"
 )
+
+// eachRuntime runs bench on crun and on gVisor (runsc from testkit.Runsc),
+// side by side.
+func eachRuntime(b *testing.B, bench func(b *testing.B, be *oci.OCI, base string)) {
+	base := requireOCI(b)
+	for _, name := range []string{"crun", "gvisor"} {
+		b.Run(name, func(b *testing.B) {
+			opts := oci.Options{StateDir: b.TempDir() + "/state", RelayPort: freePort(b), Logger: quiet}
+			if name == "gvisor" {
+				opts.Runtime, opts.RuntimePath = "runsc", testkit.Runsc(b)
+			}
+			bench(b, newBackend(b, opts), base)
+		})
+	}
+}
 
 // BenchmarkCreateStartExec is a Sandbox made from a warm layer set (the
 // cached test rootfs), booted, and running `true` once: what a Session's
@@ -18,9 +38,9 @@ import (
 // median too, the figure the target (150 ms) is set on.
 //
 //	CGO_ENABLED=0 go test -run '^$' -bench CreateStartExec -benchtime 20x ./internal/sandbox/oci/
-func BenchmarkCreateStartExec(b *testing.B) {
-	base := requireOCI(b)
-	be := newBackend(b, oci.Options{StateDir: b.TempDir() + "/state", RelayPort: freePort(b), Logger: quiet})
+func BenchmarkCreateStartExec(b *testing.B) { eachRuntime(b, benchCreateStartExec) }
+
+func benchCreateStartExec(b *testing.B, be *oci.OCI, base string) {
 	ctx := context.Background()
 	var times []time.Duration
 	for i := 0; b.Loop(); i++ {
@@ -46,8 +66,12 @@ func BenchmarkCreateStartExec(b *testing.B) {
 		}
 		b.StartTimer()
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(float64(median(times).Microseconds())/1000, "median-ms")
+}
+
+func median[T int64 | time.Duration](xs []T) T {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -56,9 +80,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // command the Runner runs there.
 //
 //	CGO_ENABLED=0 go test -run '^$' -bench 'Exec$' -benchtime 50x ./internal/sandbox/oci/
-func BenchmarkExec(b *testing.B) {
-	base := requireOCI(b)
-	be := newBackend(b, oci.Options{StateDir: b.TempDir() + "/state", RelayPort: freePort(b), Logger: quiet})
+func BenchmarkExec(b *testing.B) { eachRuntime(b, benchExec) }
+
+func benchExec(b *testing.B, be *oci.OCI, base string) {
 	ctx := context.Background()
 	if err := be.Create(ctx, sandbox.Spec{ID: "bench", Layers: []string{base}}); err != nil {
 		b.Fatal(err)
@@ -76,4 +100,78 @@ func BenchmarkExec(b *testing.B) {
 			b.Fatalf("true: exit %d, %v", code, err)
 		}
 	}
+}
+
+// BenchmarkIdleMemory is what an idle Sandbox costs the host in memory, a
+// second after Start, over the host processes in its cgroup (crun: its
+// init; gVisor: the Sentry and the gofer): their anonymous memory, which is
+// each Sandbox's own; their proportional set size, which adds a share of
+// the binaries' pages all Sandboxes share; and the cgroup's own count
+// (anonymous memory and the page cache it was charged). Medians over the
+// iterations.
+//
+//	CGO_ENABLED=0 go test -run '^$' -bench IdleMemory -benchtime 5x ./internal/sandbox/oci/
+func BenchmarkIdleMemory(b *testing.B) { eachRuntime(b, benchIdleMemory) }
+
+func benchIdleMemory(b *testing.B, be *oci.OCI, base string) {
+	ctx := context.Background()
+	var anon, pss, charged []int64
+	for i := 0; b.Loop(); i++ {
+		id := fmt.Sprintf("idle-%d", i)
+		if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Start(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		a, p, c := cgroupMemory(b, id)
+		anon, pss, charged = append(anon, a), append(pss, p), append(charged, c)
+		if err := be.Remove(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(median(anon))/(1<<20), "anon-MiB")
+	b.ReportMetric(float64(median(pss))/(1<<20), "pss-MiB")
+	b.ReportMetric(float64(median(charged))/(1<<20), "cgroup-MiB")
+}
+
+// cgroupMemory returns the summed anonymous memory and Pss of the processes
+// in Sandbox id's memory cgroup, and what the cgroup is charged, in bytes.
+func cgroupMemory(b *testing.B, id string) (anon, pss, charged int64) {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/memory/kndl/" + id + "-*")
+	v2, _ := filepath.Glob("/sys/fs/cgroup/kndl/" + id + "-*")
+	dirs = append(dirs, v2...)
+	if len(dirs) != 1 {
+		b.Fatalf("memory cgroups of %s: %v", id, dirs)
+	}
+	for _, f := range []string{"memory.usage_in_bytes", "memory.current"} {
+		if v, err := os.ReadFile(filepath.Join(dirs[0], f)); err == nil {
+			charged, _ = strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+		}
+	}
+	procs, err := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		rollup, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(rollup), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Anonymous:":
+				anon += kb << 10
+			case "Pss:":
+				pss += kb << 10
+			}
+		}
+	}
+	return anon, pss, charged
 }

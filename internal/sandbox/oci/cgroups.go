@@ -92,15 +92,17 @@ func (l cgroupLayout) limits() []string {
 	return out
 }
 
-// notes are HostInfo sentences about the layout.
-func (l cgroupLayout) notes() []string {
+// notes are HostInfo sentences about the layout under runtime rt.
+func (l cgroupLayout) notes(rt ociRuntime) []string {
 	var out []string
-	switch l.kind {
-	case "hybrid":
+	switch {
+	case l.kind == "hybrid" && rt.gvisor:
+		out = append(out, "cgroups are hybrid (v1 controllers, v2 mounted at /sys/fs/cgroup/unified): limits are enforced with the v1 controllers.")
+	case l.kind == "hybrid":
 		out = append(out, "cgroups are hybrid (v1 controllers, v2 mounted at /sys/fs/cgroup/unified): limits are enforced with the v1 controllers, and crun runs with the v2 mount hidden in a private mount namespace.")
-	case "v1":
+	case l.kind == "v1":
 		out = append(out, "cgroups are v1: limits are enforced with the v1 controllers.")
-	case "v2":
+	case l.kind == "v2":
 		out = append(out, "cgroups are v2: limits are enforced with the unified hierarchy.")
 	}
 	if l.memory && !l.swap && hostHasSwap() {

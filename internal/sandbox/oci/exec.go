@@ -87,10 +87,22 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 	if err != nil {
 		return nil, err
 	}
-	p := &process{pidFile: d.path("exec-" + randomName() + ".pid"), exited: make(chan struct{})}
+	p := &process{pidFile: d.path("exec-" + randomName() + ".pid"), exited: make(chan struct{}), killPID: hostKill}
 	rtArgs := []string{"exec", "--process", "/proc/self/fd/3", "--pid-file", p.pidFile}
+	if b.rt.gvisor {
+		// The process has no host PID: it is killed by its pid inside.
+		rtArgs[len(rtArgs)-2] = "--internal-pid-file"
+		p.killPID = func(pid int) { b.rt.runscKill(id, pid) }
+	}
 	var console *net.UnixListener
-	if c.TTY != nil {
+	var master, replica *os.File
+	switch {
+	case c.TTY != nil && b.rt.gvisor:
+		if master, replica, err = openPTY(*c.TTY); err != nil {
+			return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		}
+		defer replica.Close()
+	case c.TTY != nil:
 		sockDir, err := os.MkdirTemp("", "kndl-pty-")
 		if err != nil {
 			return nil, err
@@ -109,20 +121,31 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 	rtArgs = append(rtArgs, id)
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		if master != nil {
+			master.Close()
+		}
 		return nil, err
 	}
 	p.cmd = b.rt.command(context.Background(), false, rtArgs...)
 	p.cmd.ExtraFiles = []*os.File{pr}
 	p.cmd.WaitDelay = waitDelay
 	var rtErr bytes.Buffer
-	if c.TTY == nil {
+	switch {
+	case c.TTY == nil:
 		p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	} else {
+	case replica != nil:
+		// runsc hands its own stdio to the process as its terminal.
+		p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = replica, replica, replica
+		p.cmd.SysProcAttr.Setctty = true
+	default:
 		p.cmd.Stderr = &rtErr
 	}
 	if err := p.cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if master != nil {
+			master.Close()
+		}
 		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
 	pr.Close()
@@ -138,11 +161,13 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 	if c.TTY == nil {
 		return p, nil
 	}
-	master, err := receivePTY(ctx, console, p.exited)
-	if err != nil {
-		p.kill()
-		<-p.exited
-		return nil, fmt.Errorf("exec in sandbox %s: %w: %s", id, err, tail(rtErr.Bytes(), 400))
+	if console != nil {
+		master, err = receivePTY(ctx, console, p.exited)
+		if err != nil {
+			p.kill()
+			<-p.exited
+			return nil, fmt.Errorf("exec in sandbox %s: %w: %s", id, err, tail(rtErr.Bytes(), 400))
+		}
 	}
 	p.pty = master
 	p.copied = make(chan struct{})
@@ -246,7 +271,12 @@ type process struct {
 	pty     *os.File
 	copied  chan struct{}
 	once    sync.Once
+	// killPID kills the process the runtime wrote to pidFile.
+	killPID func(pid int)
 }
+
+// hostKill kills a process the runtime started on the host (crun's).
+func hostKill(pid int) { unix.Kill(pid, unix.SIGKILL) }
 
 // Wait returns the process's exit code once it has exited and its output
 // is copied. A process killed by a signal reports 128+signal, as a shell
@@ -297,8 +327,9 @@ func (p *process) Resize(ws sandbox.WinSize) error {
 }
 
 // Kill sends SIGKILL to the process in the Sandbox. The runtime writes the
-// process's host PID to a file as it starts it; while the runtime has not
-// exited, that PID is still the process's (the runtime reaps it).
+// process's PID to a file as it starts it (crun its host PID, runsc its pid
+// inside the Sandbox); while the runtime has not exited, that PID is still
+// the process's (the runtime reaps it).
 func (p *process) Kill() error {
 	p.kill()
 	return nil
@@ -313,7 +344,7 @@ func (p *process) kill() {
 		default:
 		}
 		if pid, err := readPID(p.pidFile); err == nil {
-			unix.Kill(pid, unix.SIGKILL)
+			p.killPID(pid)
 			return
 		}
 		if time.Now().After(deadline) {

@@ -1,9 +1,12 @@
 // Package oci is the Sandbox backend that runs each Sandbox as an OCI
-// container under crun: an overlayfs root over read-only layers, a user
-// namespace with a uid range of its own, a network namespace that reaches
-// the internet and the Runner's relay and nothing else of the host, cgroup
-// limits, and a seccomp filter. Only the Runner imports it (through the
-// sandbox.Backend seam), and cmd/kndl for RunHelper.
+// container: an overlayfs root over read-only layers, a user namespace with
+// a uid range of its own, a network namespace that reaches the internet and
+// the Runner's relay and nothing else of the host, cgroup limits, and a
+// seccomp filter. Its runtime is crun (the backend named "crun": the
+// Sandbox shares the host's kernel) or gVisor's runsc (named "gvisor": a
+// kernel in user space between the Sandbox and the host's, gvisor.go).
+// Only the Runner imports it (through the sandbox.Backend seam), and
+// cmd/kndl for RunHelper.
 package oci
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/sandbox/gvisor"
 )
 
 // Options configure the backend. The Runner fills them from its
@@ -45,9 +49,9 @@ type Options struct {
 	// above it must be traversable by all (o+x); it is made 0711, the rest
 	// inside it 0700. Default /var/lib/kndl/oci.
 	HostDir string
-	// Runtime is the OCI runtime: "crun" (the default). "runsc" (gVisor)
-	// is refused with ErrNotSupported: Debian's build cannot network a
-	// Sandbox (see New).
+	// Runtime is the OCI runtime: "crun" (the default) or "runsc"
+	// (gVisor, built at RunscVersion; Debian's is too old to join a
+	// Sandbox's network namespace).
 	Runtime string
 	// RuntimePath is the runtime's binary; default: Runtime looked up on PATH.
 	RuntimePath string
@@ -88,7 +92,7 @@ const (
 type OCI struct {
 	opts    Options
 	log     *slog.Logger
-	rt      crun
+	rt      ociRuntime
 	cgroups cgroupLayout
 	host    sandbox.HostInfo
 	relay   netip.AddrPort
@@ -110,14 +114,7 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		return nil, fmt.Errorf("the oci sandbox backend needs root: %w", errdefs.ErrUnavailable)
 	}
 	switch opts.Runtime {
-	case "crun":
-	case "runsc":
-		// Measured with Debian's runsc 0.0~20221219: given the network
-		// namespace the backend makes (veth, addresses, route), `runsc
-		// --network=sandbox run` fails with "cannot run with network
-		// enabled in root network namespace"; only --network=none runs,
-		// and then no Sandbox reaches the relay.
-		return nil, fmt.Errorf("sandbox runtime runsc: this runsc cannot join a Sandbox's network namespace, so its Sandboxes could not reach the relay; use crun: %w", sandbox.ErrNotSupported)
+	case "crun", "runsc":
 	default:
 		return nil, fmt.Errorf("sandbox runtime %q: want crun or runsc: %w", opts.Runtime, errdefs.ErrInvalid)
 	}
@@ -128,13 +125,18 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	if b.cgroups, err = detectCgroups(); err != nil {
 		return nil, err
 	}
-	b.rt = crun{path: opts.RuntimePath, root: b.runtimeDir(), hideUnified: b.cgroups.needsHiddenUnified()}
+	gvisor := opts.Runtime == "runsc"
+	// runsc reads hybrid cgroups itself; crun needs the v2 mount hidden.
+	b.rt = ociRuntime{path: opts.RuntimePath, root: b.runtimeDir(), gvisor: gvisor, hideUnified: !gvisor && b.cgroups.needsHiddenUnified()}
+	if gvisor {
+		b.rt.flags = runscFlags(b.runscSharedDir())
+	}
 	b.relay = netip.AddrPortFrom(opts.RelayIP, opts.RelayPort)
 	b.fw = firewall{dns: opts.DNS, blocked: append(append([]netip.Prefix{}, blockedNets...), connectedNets()...)}
 
 	b.host = sandbox.HostInfo{
 		Limits:       b.cgroups.limits(),
-		Notes:        b.cgroups.notes(),
+		Notes:        b.cgroups.notes(b.rt),
 		MaxCPUs:      opts.MaxCPUs,
 		MaxMemoryMiB: opts.MaxMemoryMiB,
 		Relay:        b.relay.String(),
@@ -150,6 +152,9 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	notes, err := enableHostNetworking(opts.RelayIP)
 	if err == nil {
 		err = b.fw.ensure()
+	}
+	if err == nil && gvisor {
+		err = pinNullNetns(b.runscSharedDir())
 	}
 	unlock()
 	if err != nil {
@@ -213,6 +218,9 @@ func (o *Options) fill() error {
 	}
 	if o.RuntimePath == "" {
 		p, err := exec.LookPath(o.Runtime)
+		if err != nil && o.Runtime == "runsc" {
+			return fmt.Errorf("runsc is not installed (build it from gvisor.dev/gvisor/runsc@%s, or install gVisor's release, and put it on PATH or in RUNNER_RUNSC): %w", gvisor.Version, errdefs.ErrUnavailable)
+		}
 		if err != nil {
 			return fmt.Errorf("sandbox runtime %s is not installed (apt-get install %s): %w", o.Runtime, o.Runtime, errdefs.ErrUnavailable)
 		}
@@ -272,8 +280,13 @@ func hostMemoryMiB() int {
 	return 1024
 }
 
-// Name is "oci".
-func (b *OCI) Name() string { return "oci" }
+// Name is the backend's name: "crun", or "gvisor" for runsc.
+func (b *OCI) Name() string {
+	if b.rt.gvisor {
+		return "gvisor"
+	}
+	return "crun"
+}
 
 // Host reports what this host enforces.
 func (b *OCI) Host() sandbox.HostInfo { return b.host }
@@ -281,9 +294,13 @@ func (b *OCI) Host() sandbox.HostInfo { return b.host }
 // Paths.
 
 func (b *OCI) sandboxesDir() string { return filepath.Join(b.opts.StateDir, "sandboxes") }
-func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, "crun") }
+func (b *OCI) runtimeDir() string   { return filepath.Join(b.opts.StateDir, b.opts.Runtime) }
 func (b *OCI) slotsDir() string     { return filepath.Join(b.opts.HostDir, "slots") }
 func (b *OCI) rootfsRoot() string   { return filepath.Join(b.opts.HostDir, "rootfs") }
+
+// runscSharedDir is runsc's --shared-root: one for every gvisor backend on
+// the host.
+func (b *OCI) runscSharedDir() string { return filepath.Join(b.opts.HostDir, "runsc") }
 
 // rootfsDir is where slot's root filesystem is mounted while it runs: in
 // a directory of its own, 0700 and owned by the slot's root, so no host
@@ -728,7 +745,7 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	os.Remove(logFile)
 	// The runtime's stdio is inherited by PID 1, so it gets /dev/null and
 	// reports its errors through --log.
-	cmd := b.rt.command(ctx, true, "--log=file:"+logFile, "run", "--detach", "--bundle", d.bundle(), "--pid-file", pidFile, id)
+	cmd := b.rt.command(ctx, true, b.rt.logFlag(logFile), "run", "--detach", "--bundle", d.bundle(), "--pid-file", pidFile, id)
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(logFile)
 		return fmt.Errorf("%s run: %w: %s", filepath.Base(b.rt.path), err, tail(out, 800))
@@ -969,3 +986,14 @@ func (b *OCI) List(ctx context.Context) ([]sandbox.Status, error) {
 }
 
 var _ sandbox.Backend = (*OCI)(nil)
+
+// DirName is the directory, under a Runner's sandboxes directory, of the
+// backend on runtime: "oci" for crun (its name from before gVisor), "gvisor"
+// for runsc. Each keeps its own Sandboxes: a Runner that changes backend
+// does not see the other's.
+func DirName(runtime string) string {
+	if runtime == "runsc" {
+		return "gvisor"
+	}
+	return "oci"
+}

@@ -25,8 +25,17 @@ func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
 	base := testkit.Rootfs(t)
+	t.Run("crun", func(t *testing.T) {
+		testReconcile(t, base, Options{StateDir: filepath.Join(t.TempDir(), "state")})
+	})
+	t.Run("gvisor", func(t *testing.T) {
+		testReconcile(t, base, Options{StateDir: filepath.Join(t.TempDir(), "state"), Runtime: "runsc", RuntimePath: testkit.Runsc(t)})
+	})
+}
+
+func testReconcile(t *testing.T, base string, opts Options) {
 	ctx := context.Background()
-	opts := Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: 7391, Logger: slog.New(slog.DiscardHandler)}
+	opts.RelayPort, opts.Logger = 7391, slog.New(slog.DiscardHandler)
 	b, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

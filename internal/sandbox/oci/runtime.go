@@ -54,18 +54,22 @@ var nofile = func() uint64 {
 	return 1 << 20
 }()
 
-// crun runs the OCI runtime binary.
-type crun struct {
+// ociRuntime runs the OCI runtime binary: crun, or gVisor's runsc.
+type ociRuntime struct {
 	path string
 	root string
+	// gvisor says the runtime is runsc (gvisor.go says what differs).
+	gvisor bool
+	// flags go before every subcommand (runscFlags).
+	flags []string
 	// hideUnified runs create through the runtime helper (runRuntime).
 	hideUnified bool
 }
 
 // command returns the runtime with args; create-like commands go through
 // the helper on hybrid hosts.
-func (r crun) command(ctx context.Context, create bool, args ...string) *exec.Cmd {
-	full := append([]string{"--root", r.root}, args...)
+func (r ociRuntime) command(ctx context.Context, create bool, args ...string) *exec.Cmd {
+	full := append(append([]string{"--root", r.root}, r.flags...), args...)
 	var cmd *exec.Cmd
 	if create && r.hideUnified {
 		cmd = exec.CommandContext(ctx, "/proc/self/exe", append([]string{helperArg, helperRuntime, r.path}, full...)...)
@@ -80,7 +84,7 @@ func (r crun) command(ctx context.Context, create bool, args ...string) *exec.Cm
 }
 
 // run runs the runtime and returns its error with the end of its output.
-func (r crun) run(ctx context.Context, create bool, args ...string) error {
+func (r ociRuntime) run(ctx context.Context, create bool, args ...string) error {
 	cmd := r.command(ctx, create, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -91,7 +95,7 @@ func (r crun) run(ctx context.Context, create bool, args ...string) error {
 
 // state asks the runtime for a container's status ("created", "running",
 // "stopped"); "" if it has none.
-func (r crun) state(ctx context.Context, id string) string {
+func (r ociRuntime) state(ctx context.Context, id string) string {
 	out, err := r.command(ctx, false, "state", id).Output()
 	if err != nil {
 		return ""
@@ -103,8 +107,16 @@ func (r crun) state(ctx context.Context, id string) string {
 	return string(s.Status)
 }
 
+// logFlag is the global flag that sends the runtime's own log to path.
+func (r ociRuntime) logFlag(path string) string {
+	if r.gvisor {
+		return "--log=" + path
+	}
+	return "--log=file:" + path
+}
+
 // list returns the ids of the runtime's containers.
-func (r crun) list(ctx context.Context) ([]string, error) {
+func (r ociRuntime) list(ctx context.Context) ([]string, error) {
 	out, err := r.command(ctx, false, "list", "--quiet").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s list: %w", path.Base(r.path), err)
@@ -207,7 +219,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		{Type: specs.NetworkNamespace, Path: netnsPath(rec.Slot)},
 	}
 
-	return &specs.Spec{
+	spec := &specs.Spec{
 		Version:  ociVersion,
 		Process:  sandboxProcess([]string{initPath, helperArg, helperInit}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil),
 		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
@@ -233,6 +245,10 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
 		},
 	}
+	if b.rt.gvisor {
+		gvisorSpec(spec, idmap)
+	}
+	return spec
 }
 
 // cgroupName is a Sandbox's cgroup under cgroupParent: unique on the host
