@@ -105,12 +105,20 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, err)
 		return
 	}
+	// The Environment version it runs on, and a newer one its next wake or
+	// restart takes.
+	envOn, envWaiting, err := h.envs.OfSession(r.Context(), s.ID, s.RepoID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
-		ID, Repo, State, StateDetail, Model, Effort, Creator string
-		IsCreator, Forward, KeepAwake                        bool
-		MCPServers                                           []protocol.MCPServer
-	}{s.ID, s.RepoURL, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID],
-		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp})
+		ID, Repo, RepoID, State, StateDetail, Model, Effort, Creator string
+		IsCreator, Forward, KeepAwake                                bool
+		MCPServers                                                   []protocol.MCPServer
+		Environment, EnvironmentWaiting                              int
+	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID],
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp, envOn, envWaiting})
 }
 
 func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {

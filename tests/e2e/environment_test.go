@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,6 +77,9 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 	if out, _, _ := s.kndl("", "show", v.ID); !strings.Contains(out, "version 1; version 2 waits for its next wake or restart") {
 		t.Fatalf("kndl show:\n%s\nwant version 2 waiting", out)
 	}
+	if page := sessionPageHTML(t, s, v.ID); !strings.Contains(page, "Environment version 1; version 2 waits for its next wake or restart") {
+		t.Fatalf("the Session view says nothing of version 2 waiting:\n%s", page)
+	}
 	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
 		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -139,4 +143,18 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	if env.Current.Settings.Bootstrap != script || env.Current.Settings.CPUs != 1 {
 		t.Fatalf("version 1 holds %+v, want the page's script byte for byte", env.Current.Settings)
 	}
+}
+
+// sessionPageHTML is the Session view's page as the dev user gets it.
+func sessionPageHTML(t *testing.T, s *System, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/sessions/"+id, nil)
+	req.AddCookie(&http.Cookie{Name: "kndl", Value: devCookie(t, s)})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
