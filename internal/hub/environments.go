@@ -67,7 +67,7 @@ func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		v, err = h.envs.Show(r.Context(), repo.ID)
 	}
-	h.reply(w, r, err, http.StatusOK, v)
+	h.reply(w, r, http.StatusOK, v, err)
 }
 
 // editEnvironment makes the body, a whole Config, the Repo's draft.
@@ -81,7 +81,7 @@ func (h *Hub) editEnvironment(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		v, err = h.envs.Edit(r.Context(), repo.ID, c, p.User.ID)
 	}
-	h.reply(w, r, err, http.StatusOK, v)
+	h.reply(w, r, http.StatusOK, v, err)
 }
 
 // readConfig reads a Config body as environment.Parse does: unknown
@@ -100,7 +100,7 @@ func (h *Hub) testEnvironment(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		t, err = h.envs.Test(r.Context(), repo, p.User.ID)
 	}
-	h.reply(w, r, err, http.StatusAccepted, t)
+	h.reply(w, r, http.StatusAccepted, t, err)
 }
 
 func (h *Hub) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -109,7 +109,7 @@ func (h *Hub) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal)
 	if err == nil {
 		t, err = h.envs.TestBuild(r.Context(), repo.ID, r.PathValue("test"))
 	}
-	h.reply(w, r, err, http.StatusOK, t)
+	h.reply(w, r, http.StatusOK, t, err)
 }
 
 func (h *Hub) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -121,7 +121,7 @@ func (h *Hub) applyEnvironment(w http.ResponseWriter, r *http.Request, p Princip
 	if err == nil {
 		h.audit(r, p, auditEnvironmentApply, repo.URL, fmt.Sprintf("version %d: %s", v.Version, strings.ReplaceAll(v.Changes, "\n", "; ")))
 	}
-	h.reply(w, r, err, http.StatusOK, v)
+	h.reply(w, r, http.StatusOK, v, err)
 }
 
 func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -130,16 +130,7 @@ func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal
 	if err == nil {
 		log, err = h.envs.Log(r.Context(), repo.ID)
 	}
-	h.reply(w, r, err, http.StatusOK, log)
-}
-
-// reply writes err, or v with status.
-func (h *Hub) reply(w http.ResponseWriter, r *http.Request, err error, status int, v any) {
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, status, v)
+	h.reply(w, r, http.StatusOK, log, err)
 }
 
 // handleEnvironments registers what a Runner sends about its Test builds.

@@ -49,6 +49,25 @@ func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, apiError{Message: msg})
 }
 
+// reply writes err, or v with status: the end of every handler that
+// calls one thing and answers what it gave.
+func (h *Hub) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// answerNoContent writes err, or 204.
+func (h *Hub) answerNoContent(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -48,7 +48,7 @@ func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.M
 
 func (h *Hub) listMCPServers(w http.ResponseWriter, r *http.Request, p Principal) {
 	out, err := h.gateway.Servers(r.Context())
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -61,7 +61,7 @@ func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		h.audit(r, p, auditMCPServerAdded, out.ID, out.URL)
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 // editMCPServer edits a server; with ?dry_run=1 it only says whose values
@@ -81,7 +81,7 @@ func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal)
 		}
 		h.audit(r, p, auditMCPServerEdited, out.Server.ID, detail)
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 // listInstallations lists every Installation; with ?repo=ID, one the
@@ -98,7 +98,7 @@ func (h *Hub) listInstallations(w http.ResponseWriter, r *http.Request, p Princi
 	if err == nil {
 		out, err = h.gateway.List(r.Context(), p.User, repo)
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -111,7 +111,7 @@ func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err == nil {
 		h.audit(r, p, auditInstallationMade, out.ID, installationDetail(out))
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -126,7 +126,7 @@ func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Pri
 	if err == nil {
 		h.audit(r, p, auditInstallationRepos, out.ID, installationDetail(out))
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -141,7 +141,7 @@ func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Pri
 	if err == nil {
 		h.audit(r, p, auditInstallationValueSet, out.ID, "header secret "+r.PathValue("key"))
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 // turnInstallation turns an Installation off (or back on) for a Repo the
@@ -156,7 +156,7 @@ func (h *Hub) turnInstallation(off bool) handlerFunc {
 		if err == nil {
 			h.audit(r, p, map[bool]string{true: auditInstallationOff, false: auditInstallationOn}[off], out.ID, "in "+repo.URL)
 		}
-		h.answer(w, r, out, err)
+		h.reply(w, r, http.StatusOK, out, err)
 	}
 }
 
@@ -166,7 +166,7 @@ func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principa
 	if err == nil {
 		out, err = h.gateway.Log(r.Context(), repo)
 	}
-	h.answer(w, r, out, err)
+	h.reply(w, r, http.StatusOK, out, err)
 }
 
 // oauthCallbackPath is where authorization servers send a browser back.
@@ -185,14 +185,14 @@ func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Pr
 	if err == nil {
 		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID)
 	}
-	h.answer(w, r, map[string]string{"client_id": req.ClientID}, err)
+	h.reply(w, r, http.StatusOK, map[string]string{"client_id": req.ClientID}, err)
 }
 
 // connectInstallation begins connecting an account: the answer's url is
 // where the person's browser goes, signed in to the Hub, to consent.
 func (h *Hub) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
 	u, err := h.gateway.Connect(r.Context(), p.User, r.PathValue("id"))
-	h.answer(w, r, map[string]string{"url": u}, err)
+	h.reply(w, r, http.StatusOK, map[string]string{"url": u}, err)
 }
 
 func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -200,7 +200,7 @@ func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p P
 	if err == nil {
 		h.audit(r, p, auditInstallationDisconn, r.PathValue("id"), "")
 	}
-	h.answer(w, r, map[string]string{}, err)
+	h.reply(w, r, http.StatusOK, map[string]string{}, err)
 }
 
 // oauthCallback is where the authorization server sends the browser of
@@ -305,13 +305,4 @@ func installationDetail(in api.Installation) string {
 		return in.Server + ", global"
 	}
 	return in.Server + ", in " + strings.Join(in.Repos, ", ")
-}
-
-// answer writes out, or err as the API's error.
-func (h *Hub) answer(w http.ResponseWriter, r *http.Request, out any, err error) {
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
 }

@@ -286,14 +286,6 @@ func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) answerNoContent(w http.ResponseWriter, r *http.Request, err error) {
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 // sessionVariables opens what a Session runs with, for its Runner.
 func (h *Hub) sessionVariables(ctx context.Context, s store.Session) ([]protocol.Variable, error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
