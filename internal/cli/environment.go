@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -103,13 +105,14 @@ func orNumber(v float64, unit string) string {
 // envEdit's flags: each one given changes that setting of the draft (or of
 // the current version, when there is no draft).
 type envEditFlags struct {
-	image, bootstrap, start *string
-	cpus                    *float64
-	memory                  *int
-	set                     map[string]bool
+	file, image, bootstrap, start *string
+	cpus                          *float64
+	memory                        *int
+	set                           map[string]bool
 }
 
 func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
+	f.file = fs.String("file", "", "a JSON file of the whole settings (as kndl env show --json prints them); flags given change it further")
 	f.image = fs.String("image", "", "the image (tag or digest); \"\" for the Runner's default")
 	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
 	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
@@ -119,14 +122,14 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		if !f.any() {
-			return fmt.Errorf("say what to change: --image, --bootstrap-file, --start-file, --cpus or --memory")
+			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --cpus or --memory")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"image", "bootstrap-file", "start-file", "cpus", "memory"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "cpus", "memory"} {
 		if f.set[n] {
 			return true
 		}
@@ -142,6 +145,20 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 	s := e.Current.Settings
 	if e.Draft != nil {
 		s = e.Draft.Settings
+	}
+	if f.set["file"] {
+		b, err := os.ReadFile(*f.file)
+		if err != nil {
+			return err
+		}
+		// Whole: a field it leaves out is the Runner's default. The Hub
+		// refuses a field it does not know.
+		s = api.EnvironmentSettings{}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return fmt.Errorf("%s is not the JSON of an Environment's settings: %v", *f.file, err)
+		}
 	}
 	if f.set["image"] {
 		s.Image = *f.image

@@ -101,6 +101,18 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 	if _, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 1 || !strings.Contains(errOut, "failed") {
 		t.Fatalf("apply after a failed Test build: exit %d\n%s", code, errOut)
 	}
+
+	// --file is the whole settings: what it leaves out is the default, and
+	// a field it misspells is refused.
+	settings := filepath.Join(dir, "settings.json")
+	os.WriteFile(settings, []byte(`{"imgae":"debian:12"}`), 0o644)
+	if _, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--file", settings); code != 1 || !strings.Contains(errOut, "unknown field") {
+		t.Fatalf("kndl env edit --file with a misspelt field: exit %d\n%s", code, errOut)
+	}
+	os.WriteFile(settings, []byte(`{"cpus":2}`), 0o644)
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--file", settings, "--json"); code != 0 || !strings.Contains(out, `"cpus": 2`) || !strings.Contains(out, "Bootstrap script removed") {
+		t.Fatalf("kndl env edit --file: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
 
 func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.Event, bool) {
