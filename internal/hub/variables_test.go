@@ -131,7 +131,9 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 func TestEventsAreMaskedByShape(t *testing.T) {
 	slack := "xoxb-" + randomDigits(12) + "-" + randomDigits(13) + "-" + randomAlnum(24)
 	github := "ghp_" + randomAlnum(36)
-	assignment := `API_SECRET="` + randomAlnum(28) + `"`
+	// A fixed value: gitleaks' generic rule lets a value through that holds
+	// one of its stopwords or no digit, which 1.2% of random ones did.
+	assignment := `API_SECRET="Q7vZp2Lx9Rk4Wt8Nb3Hj6Yc1Fm5Gd0S"`
 	output := "SLACK_BOT=" + slack + "\nGH=" + github + "\n" + assignment + "\nHOME=/root"
 	for _, all := range []bool{false, true} {
 		f := newFixture(t, func(c *Config) { c.RedactAllShapes = all })
