@@ -8,6 +8,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -260,6 +261,33 @@ type RunnerStatus struct {
 	Connected bool `json:"connected"`
 	// Host is what the Runner's sandbox backend enforces, while connected.
 	Host *protocol.HostInfo `json:"host,omitempty"`
+	// Load is what its running Sessions ask, while connected; Host.Capacity
+	// is its limit.
+	// Its running (starting or active) Sessions and the CPUs and memory
+	// their Environments reserve, within the Runner's caps.
+	Load *protocol.Amount `json:"load,omitempty"`
+}
+
+// LoadText is the Runner's load against its capacity, while connected.
+func (r RunnerStatus) LoadText() string {
+	if r.Load == nil || r.Host == nil {
+		return ""
+	}
+	return FormatLoad(*r.Load, r.Host.Capacity)
+}
+
+// FormatLoad says a Runner's load against its capacity, as kndl runner
+// ls, the Runners page and a refused start show it.
+func FormatLoad(load, capacity protocol.Amount) string {
+	part := func(used, limit float64, unit string) string {
+		if limit == 0 {
+			return fmt.Sprintf("%g %s", used, unit)
+		}
+		return fmt.Sprintf("%g of %g %s", used, limit, unit)
+	}
+	return part(float64(load.Sessions), float64(capacity.Sessions), "Sessions") + ", " +
+		part(load.CPUs, capacity.CPUs, "CPUs") + ", " +
+		part(float64(load.MemoryMiB), float64(capacity.MemoryMiB), "MiB")
 }
 
 // CreatedRunner is the answer to pairing a Runner: its token, shown once.

@@ -30,9 +30,9 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 		if r.Connected {
 			state, backend = "connected", r.Host.Backend
 		}
-		rows = append(rows, []string{r.Name, whose(r), whoUses(r), state, backend, ago(r.LastSeenAt)})
+		rows = append(rows, []string{r.Name, whose(r), whoUses(r), state, backend, r.LoadText(), ago(r.LastSeenAt)})
 	}
-	return table(io, "NAME\tOWNER\tUSED BY\tSTATE\tBACKEND\tLAST SEEN", rows)
+	return table(io, "NAME\tOWNER\tUSED BY\tSTATE\tBACKEND\tLOAD\tLAST SEEN", rows)
 }
 
 // whose names the Member a Runner belongs to.

@@ -26,7 +26,7 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	repo := fs.String("repo", "", "the repository: a git URL, or a path on the Runner's host")
 	model := fs.String("model", "", "the model: sonnet, opus, haiku or a full model id")
 	effort := fs.String("effort", "", "the effort: low, medium, high, xhigh or max")
-	runner := fs.String("runner", "", "the Runner to use, yours or a shared one (default: the least busy connected one of those)")
+	runner := fs.String("runner", "", "the Runner to use, yours or a shared one (default: the least loaded connected one of those with room)")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := Parse(fs, args)

@@ -311,6 +311,13 @@ func (s *Service) ForStart(ctx context.Context, sessionID, repoID string) (*prot
 	return &e, nil
 }
 
+// Reserves returns the CPUs and memory a Session of the Repo asks for:
+// its current version's; zero is none, the Runner's caps.
+func (s *Service) Reserves(ctx context.Context, repoID string) (cpus float64, memoryMiB int, err error) {
+	cur, err := s.current(ctx, repoID)
+	return cur.Settings.CPUs, cur.Settings.MemoryMiB, err
+}
+
 // OfSession says which version a Session runs on, and the newer one that
 // waits for its next wake or restart (0 when none).
 func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, waiting int, err error) {

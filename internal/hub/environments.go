@@ -33,7 +33,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if err != nil {
 				return "", nil, err
 			}
-			rc, err := h.pickRunner(ctx, u, "")
+			rc, err := h.pickRunner(ctx, u, "", "")
 			if err != nil {
 				return "", nil, err
 			}

@@ -41,6 +41,11 @@ type Hub struct {
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
 
+	// placing is held from picking a new Session's Runner until the
+	// Session is stored, so two starts cannot both take a Runner's last
+	// place.
+	placing sync.Mutex
+
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
 	sets    map[string]*runSet     // redaction sets by Session id, while it runs

@@ -137,8 +137,8 @@ func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	type row struct {
-		ID, Name, Owner, Backend, Created string
-		Connected, Shared, Usable, Remove bool
+		ID, Name, Owner, Backend, Load, Created string
+		Connected, Shared, Usable, Remove       bool
 	}
 	out := make([]row, len(rs))
 	for i, rn := range rs {
@@ -146,6 +146,7 @@ func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 			Shared: rn.Shared, Usable: rn.Usable, Remove: mayRemoveRunner(p, rn.CreatedBy)}
 		if rn.Host != nil {
 			out[i].Backend = rn.Host.Backend
+			out[i].Load = rn.LoadText()
 		}
 	}
 	h.appPage(w, p, web.Runners, struct {

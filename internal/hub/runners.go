@@ -149,7 +149,7 @@ func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 // runnerStatuses lists the live Runners as p sees them: whose each is,
-// whether p may use it, and what a connected one's backend enforces.
+// whether p may use it, and a connected one's backend, load and capacity.
 func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
 	rs, err := h.store.Runners(ctx)
 	if err != nil {
@@ -163,6 +163,10 @@ func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStat
 	for _, m := range ms {
 		logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
 	}
+	loads, err := h.loads(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]api.RunnerStatus, len(rs))
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -172,6 +176,8 @@ func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStat
 			out[i].Connected = true
 			host := rc.hello.Host
 			out[i].Host = &host
+			l := loads.of(rc).Load
+			out[i].Load = &l
 		}
 	}
 	return out, nil

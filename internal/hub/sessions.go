@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/placement"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -125,9 +126,15 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 			err = fmt.Errorf("you have no Claude setup token stored, and a Session runs on its Creator's: make one with claude setup-token and store it with kndl token set: %w", errdefs.ErrConflict)
 		}
 	}
+	h.placing.Lock()
+	defer h.placing.Unlock()
 	var rc *runnerConn
+	var knownRepo string // a new Repo has no Environment, and so reserves nothing
 	if err == nil {
-		rc, err = h.pickRunner(ctx, p.User, req.Runner)
+		knownRepo, err = h.repoIDOf(ctx, req.Repo)
+	}
+	if err == nil {
+		rc, err = h.pickRunner(ctx, p.User, req.Runner, knownRepo)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -154,27 +161,31 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 // pickRunner returns a connected Runner the Creator may use (theirs, or
-// shared: store.Runner.UsableBy): the one named, or else the one with the
-// fewest running Sessions. A Runner someone else paired gets none of their
-// Sessions, and so none of their credentials. Runner names are no secret
-// (every Member sees them on the Runners page), so one named that is not
-// theirs is refused as such, not as missing.
-func (h *Hub) pickRunner(ctx context.Context, creator store.User, name string) (*runnerConn, error) {
+// shared: store.Runner.UsableBy) for a Session of repoID: the one named,
+// or else the one placement picks by load within capacity. A Runner
+// someone else paired gets none of their Sessions, and so none of their
+// credentials. Runner names are no secret (every Member sees them on the
+// Runners page), so one named that is not theirs is refused as such, not
+// as missing.
+func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runnerConn, error) {
 	paired, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
 	}
-	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
+	loads, err := h.loads(ctx)
 	if err != nil {
 		return nil, err
 	}
-	load := map[string]int{}
-	for _, s := range running {
-		load[s.RunnerID]++
+	var ask placement.Ask
+	if repoID != "" {
+		if ask.CPUs, ask.MemoryMiB, err = h.envs.Reserves(ctx, repoID); err != nil {
+			return nil, err
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var best *runnerConn
+	var usable []*runnerConn
+	var cands []placement.Runner
 	for _, rn := range paired {
 		rc := h.runners[rn.ID]
 		switch {
@@ -187,17 +198,69 @@ func (h *Hub) pickRunner(ctx context.Context, creator store.User, name string) (
 		case rc == nil || !rn.UsableBy(creator.ID):
 			continue
 		}
-		if best == nil || load[rn.ID] < load[best.runner.ID] || (load[rn.ID] == load[best.runner.ID] && rn.Name < best.runner.Name) {
-			best = rc
-		}
+		usable = append(usable, rc)
+		cands = append(cands, loads.of(rc))
 	}
 	switch {
-	case best == nil && name != "":
+	case len(usable) == 0 && name != "":
 		return nil, fmt.Errorf("no Runner named %q is paired (kndl runner ls lists them): %w", name, errdefs.ErrNotFound)
-	case best == nil:
+	case len(usable) == 0:
 		return nil, fmt.Errorf("no Runner you may use is connected: pair one of your own on the Runners page and start it, or ask the Owner to share one: %w", errdefs.ErrUnavailable)
 	}
-	return best, nil
+	i, err := placement.Pick(cands, ask, name != "")
+	if err != nil {
+		return nil, err
+	}
+	return usable[i], nil
+}
+
+// repoIDOf returns the ID of the Repo at url, or "" when none is known.
+func (h *Hub) repoIDOf(ctx context.Context, url string) (string, error) {
+	repos, err := h.store.Repos(ctx)
+	for _, r := range repos {
+		if r.URL == url {
+			return r.ID, nil
+		}
+	}
+	return "", err
+}
+
+// runnerLoads is what each Runner's running Sessions ask, by Runner ID.
+type runnerLoads map[string][]placement.Ask
+
+// of is rc as placement sees it: its capacity and caps from its hello, and
+// its running Sessions' asks within those caps.
+func (l runnerLoads) of(rc *runnerConn) placement.Runner {
+	h := rc.hello.Host
+	r := placement.Runner{Name: rc.runner.Name,
+		Capacity: h.Capacity,
+		Caps:     placement.Ask{CPUs: h.MaxCPUs, MemoryMiB: h.MaxMemoryMiB}}
+	for _, a := range l[rc.runner.ID] {
+		r.Add(a)
+	}
+	return r
+}
+
+// loads reads the running (Starting or Active) Sessions and what each asks:
+// its Repo's current Environment's reservation.
+func (h *Hub) loads(ctx context.Context) (runnerLoads, error) {
+	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
+	if err != nil {
+		return nil, err
+	}
+	byRepo := map[string]placement.Ask{}
+	out := runnerLoads{}
+	for _, s := range running {
+		a, ok := byRepo[s.RepoID]
+		if !ok {
+			if a.CPUs, a.MemoryMiB, err = h.envs.Reserves(ctx, s.RepoID); err != nil {
+				return nil, err
+			}
+			byRepo[s.RepoID] = a
+		}
+		out[s.RunnerID] = append(out[s.RunnerID], a)
+	}
+	return out, nil
 }
 
 func (h *Hub) runnerConn(id string) *runnerConn {

@@ -151,6 +151,18 @@ type HostInfo struct {
 	Notes        []string `json:"notes,omitempty"`
 	MaxCPUs      float64  `json:"max_cpus,omitempty"`
 	MaxMemoryMiB int      `json:"max_memory_mib,omitempty"`
+	// Capacity is what the Runner offers all its Sessions together: the
+	// Hub places no Session beyond it.
+	// A zero field is no limit.
+	Capacity Amount `json:"capacity"`
+}
+
+// Amount is a count of Sessions and the CPUs and memory their
+// Environments reserve: a Runner's capacity, or its load.
+type Amount struct {
+	Sessions  int     `json:"sessions"`
+	CPUs      float64 `json:"cpus"`
+	MemoryMiB int     `json:"memory_mib"`
 }
 
 // Welcome is the Hub's reply to Hello.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"kndl.dev/kndl/internal/sandbox"
 )
 
 // DefaultArchiveKeep is how long an archived Session stays restorable
@@ -34,6 +36,10 @@ type Config struct {
 	// half the host's memory).
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// MaxSessions is how many Sessions run here at once; the Hub places
+	// none beyond it. RUNNER_MAX_SESSIONS, default one per
+	// SessionMemoryMiB of the host's memory.
+	MaxSessions int
 	// SandboxBackend is the sandbox backend asked for:
 	// RUNNER_SANDBOX_BACKEND, "gvisor" or "crun"; empty picks gVisor where
 	// runsc runs on this host, else crun.
@@ -108,6 +114,7 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 		{"RUNNER_RELAY_PORT", &c.RelayPort, 7391, "a port number"},
 		{"RUNNER_SANDBOX_MAX_MEMORY_MIB", &c.MaxMemoryMiB, 0, "a number of MiB"},
 		{"RUNNER_SANDBOX_KEEP_BUILDS", &c.KeepBuilds, 3, "a count"},
+		{"RUNNER_MAX_SESSIONS", &c.MaxSessions, 0, "a count"},
 	}
 	for _, v := range ints {
 		*v.dst = v.def
@@ -144,6 +151,19 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 		c.MaxCPUs = f
 	}
 	return c, nil
+}
+
+// SessionMemoryMiB is the host memory RUNNER_MAX_SESSIONS's default
+// allows each Session: an idle Claude Code with kndl's helpers in its
+// Sandbox, with room to work.
+const SessionMemoryMiB = 256
+
+// maxSessions is MaxSessions, or its default on host.
+func (c *Config) maxSessions(host sandbox.HostInfo) int {
+	if c.MaxSessions > 0 {
+		return c.MaxSessions
+	}
+	return max(1, host.MemoryMiB/SessionMemoryMiB)
 }
 
 func (c *Config) check() error {

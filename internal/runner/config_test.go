@@ -1,6 +1,10 @@
 package runner
 
-import "testing"
+import (
+	"testing"
+
+	"kndl.dev/kndl/internal/sandbox"
+)
 
 // TestSandboxBackendFromEnv: RUNNER_SANDBOX_BACKEND takes gvisor, crun or
 // nothing, and refuses anything else before the Runner starts.
@@ -17,6 +21,31 @@ func TestSandboxBackendFromEnv(t *testing.T) {
 		}
 		if !tc.wantErr && (c.SandboxBackend != tc.env || c.Runsc != "/opt/runsc") {
 			t.Errorf("RUNNER_SANDBOX_BACKEND=%q: got %q, runsc %q", tc.env, c.SandboxBackend, c.Runsc)
+		}
+	}
+}
+
+// TestMaxSessionsFromEnv: RUNNER_MAX_SESSIONS is taken as given; unset,
+// it is one Session per SessionMemoryMiB of the host's memory, at least
+// one; anything but a count is refused before the Runner starts.
+func TestMaxSessionsFromEnv(t *testing.T) {
+	host := sandbox.HostInfo{MemoryMiB: 24 * 1024}
+	for _, tc := range []struct {
+		env  string
+		host sandbox.HostInfo
+		want int
+	}{{"", host, 96}, {"0", host, 96}, {"3", host, 3}, {"", sandbox.HostInfo{MemoryMiB: 100}, 1}} {
+		c, err := FromEnv(func(k string) string { return map[string]string{"RUNNER_MAX_SESSIONS": tc.env}[k] }, t.TempDir())
+		if err != nil {
+			t.Fatalf("RUNNER_MAX_SESSIONS=%q: %v", tc.env, err)
+		}
+		if got := c.maxSessions(tc.host); got != tc.want {
+			t.Errorf("RUNNER_MAX_SESSIONS=%q on %d MiB: %d, want %d", tc.env, tc.host.MemoryMiB, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"-1", "many"} {
+		if _, err := FromEnv(func(k string) string { return map[string]string{"RUNNER_MAX_SESSIONS": bad}[k] }, t.TempDir()); err == nil {
+			t.Errorf("RUNNER_MAX_SESSIONS=%q was taken", bad)
 		}
 	}
 }

@@ -227,7 +227,8 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	err = conn.Request(ctx, protocol.TypeHello, protocol.Hello{
 		MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: r.cfg.Name,
 		Host: protocol.HostInfo{Backend: r.backend.Name(), Limits: host.Limits, Notes: host.Notes,
-			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB},
+			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB,
+			Capacity: protocol.Amount{Sessions: r.cfg.maxSessions(host), CPUs: host.CPUs, MemoryMiB: host.MemoryMiB}},
 		Sessions: running,
 	}, &welcome)
 	if err != nil {

@@ -144,6 +144,9 @@ type HostInfo struct {
 	// MaxCPUs and MaxMemoryMiB cap every Sandbox's Resources.
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// CPUs and MemoryMiB are the host's, which all its Sandboxes share.
+	CPUs      float64
+	MemoryMiB int
 	// Relay is the host address ("ip:port") the Runner's relay must listen
 	// on for Sandboxes to reach it at RelayHost.
 	Relay string

@@ -16,6 +16,7 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -177,16 +178,16 @@ func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
 	once(t, s.Events(v.ID), protocol.EventText, "Still here after the idle kill.")
 }
 
-// runnerProcess runs `kndl runner` as its own process for s's Hub, on
-// s's Runner home and token, as a Runner on another machine would run.
-func runnerProcess(t *testing.T, s *System) *exec.Cmd {
+// runnerProcess runs `kndl runner` as its own process for s's Hub, with
+// c's home, token and name and env added, as a Runner on another machine
+// would run.
+func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 	t.Helper()
-	c := s.runnerCfg
 	cmd := exec.Command(kndlBinary(t), "runner")
 	cmd.Env = append(os.Environ(), "KNDL_HUB_URL="+c.HubURL, "RUNNER_TOKEN="+c.Token, "RUNNER_NAME="+c.Name,
 		"RUNNER_HOME="+c.Home, fmt.Sprintf("RUNNER_RELAY_PORT=%d", c.RelayPort), "RUNNER_DEFAULT_IMAGE="+c.Image,
 		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint)
-	cmd.Env = append(cmd.Env, sandboxEnv(t)...)
+	cmd.Env = append(append(cmd.Env, sandboxEnv(t)...), env...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -196,7 +197,7 @@ func runnerProcess(t *testing.T, s *System) *exec.Cmd {
 		cmd.Process.Kill()
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("kndl runner's output:\n%s", out.w.(*strings.Builder).String())
+			t.Logf("kndl runner %s's output:\n%s", c.Name, out.w.(*strings.Builder).String())
 		}
 	})
 	return cmd
@@ -213,7 +214,7 @@ func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	s.runnerCancel()
 	<-s.runnerDone
 	s.waitState(v.ID, api.Frozen)
-	cmd := runnerProcess(t, s)
+	cmd := runnerProcess(t, s.runnerCfg)
 	s.waitState(v.ID, api.Active)
 
 	s.Model.On(testkit.PromptContains("slow work"), testkit.Bash("sleep 5; echo slow-work-finished"))
@@ -226,7 +227,7 @@ func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	s.waitState(v.ID, api.Frozen)
-	runnerProcess(t, s)
+	runnerProcess(t, s.runnerCfg)
 	s.turnEnds(v.ID, 2)
 	s.waitState(v.ID, api.Active)
 	s.prompt(v.ID, "answer once it is back")

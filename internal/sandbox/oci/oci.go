@@ -139,6 +139,8 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		Notes:        b.cgroups.notes(b.rt),
 		MaxCPUs:      opts.MaxCPUs,
 		MaxMemoryMiB: opts.MaxMemoryMiB,
+		CPUs:         float64(runtime.NumCPU()),
+		MemoryMiB:    hostMemoryMiB(),
 		Relay:        b.relay.String(),
 	}
 	b.host.Notes = append(b.host.Notes, "Disk use is not limited: a Sandbox's own writes and Disks grow on the state directory's filesystem.")
