@@ -61,6 +61,12 @@ type Detector struct {
 	// space or a quote: a window with no such run holds no match, which a
 	// byte loop tells far quicker than the regexp.
 	minRun int
+	// needs are words every match of the regexp run holds (re over a
+	// window, tail from the needed word on), each as a set of lower-case
+	// alternatives (fold) or exact ones: a window without one of each
+	// holds no match, which a substring search tells far quicker than the
+	// regexp (kubernetes-secret-yaml's data: and kind: around a "secret").
+	needs []literals
 	// keep decides whether a match of re is a credential; group is the
 	// submatch holding the secret (1 if zero).
 	keep  func(text string, m []int) bool
@@ -322,6 +328,11 @@ func (r rule) detector(global allowRule) *Detector {
 		}
 	}
 	d.minRun = secretRun(r.pattern)
+	if d.tail != nil {
+		d.needs = requiredLiterals(d.tail.String())
+	} else {
+		d.needs = requiredLiterals(r.pattern)
+	}
 	d.span = func(t string, m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
@@ -633,12 +644,12 @@ func (r *registry) find(text string) []Finding {
 				to = lineEnd(text, hit, to, d.assign)
 			}
 			if d.tail != nil {
-				if d.minRun == 0 || hasRun(text[hit:to], d.minRun) {
+				if (d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && holdsAll(text[hit:to], d.needs) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
 			}
-			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) {
+			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) || !holdsAll(text[from:to], d.needs) {
 				continue
 			}
 			done[di] = to

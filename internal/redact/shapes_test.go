@@ -182,3 +182,25 @@ func TestEveryRuleFindsItsExamples(t *testing.T) {
 		t.Fatal("no rule has an example")
 	}
 }
+
+// TestRequiredLiteralsHoldInEveryMatch: the words a rule's window must hold
+// before its regexp runs are in every match of its examples, so the quick
+// check loses no catch; and text beyond ASCII, which (?i) may fold to an
+// ASCII letter (the Kelvin sign to k), always passes it.
+func TestRequiredLiteralsHoldInEveryMatch(t *testing.T) {
+	for _, d := range Detectors() {
+		if d.tail != nil {
+			continue
+		}
+		for _, ex := range d.Examples {
+			for _, m := range d.re.FindAllStringIndex(ex, -1) {
+				if !holdsAll(ex[m[0]:m[1]], d.needs) {
+					t.Errorf("%s: match %q lacks one of %v", d.Name, ex[m[0]:m[1]], d.needs)
+				}
+			}
+		}
+	}
+	if needs := requiredLiterals(`(?i)kind:`); !holdsAll("\u212Aind:", needs) || holdsAll("kin d:", needs) {
+		t.Errorf("requiredLiterals(kind:) = %v: wrong on the Kelvin sign or on a near miss", needs)
+	}
+}
