@@ -328,11 +328,6 @@ func (r rule) detector(global allowRule) *Detector {
 		}
 	}
 	d.minRun = secretRun(r.pattern)
-	if d.tail != nil {
-		d.needs = requiredLiterals(d.tail.String())
-	} else {
-		d.needs = requiredLiterals(r.pattern)
-	}
 	d.span = func(t string, m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
@@ -517,6 +512,11 @@ func newRegistry(ds []*Detector) *registry {
 		if d.reach == 0 {
 			d.reach = window(d.re)
 		}
+		if d.tail != nil {
+			d.needs = requiredLiterals(d.tail.String())
+		} else {
+			d.needs = requiredLiterals(d.re.String())
+		}
 		for _, w := range d.need {
 			w = strings.ToLower(w)
 			if _, ok := r.byWord[w]; !ok {
@@ -635,7 +635,7 @@ func (r *registry) find(text string) []Finding {
 		}
 		for _, di := range r.byWord[string(w)] {
 			d := r.ds[di]
-			if hit < done[di] || d.assign && !assignAfter(text, end) {
+			if hit < done[di] {
 				continue
 			}
 			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
@@ -643,8 +643,16 @@ func (r *registry) find(text string) []Finding {
 				from = max(from, lineStart)
 				to = lineEnd(text, hit, to, d.assign)
 			}
+			runFrom, runTo := hit, to // where the secret's run of bytes is
+			if d.assign {
+				op := assignAfter(text, end)
+				if op < 0 || op >= to {
+					continue
+				}
+				runFrom, runTo = op, min(to, secretBy(text, op)+d.minRun)
+			}
 			if d.tail != nil {
-				if (d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && holdsAll(text[hit:to], d.needs) {
+				if (d.minRun == 0 || hasRun(text[runFrom:runTo], d.minRun)) && holdsAll(text[hit:to], d.needs) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
@@ -679,21 +687,38 @@ func lineEnd(text string, hit, to int, named bool) int {
 	return end
 }
 
-// assignAfter reports whether what follows a name at text[i:] can be an
-// assignment as the gitleaks rules for named secrets read one: more of the
-// name, spaces and quotes, at most 23 bytes of them, then an operator (=,
-// :, >, ",", ||, ?=). It is a cheap first step of those rules' regexps,
-// which most mentions of "token" in prose fail.
-func assignAfter(text string, i int) bool {
+// secretBy is the last place a named secret can begin whose assignment
+// operator begins at text[op]: after at most maxOperator bytes of the
+// operator (:::=) and the quotes, spaces or '=' that follow it.
+func secretBy(text string, op int) int {
+	k := op
+	for k < len(text) && k < op+maxOperator && strings.IndexByte("=:>|?,`'\" \t\r\n\f\v", text[k]) >= 0 {
+		k++
+	}
+	return k
+}
+
+// maxOperator is the most bytes from the start of a named secret's
+// assignment operator to the secret.
+const maxOperator = 4 + 5
+
+// assignAfter returns where the operator begins if what follows a name at
+// text[i:] can be an assignment as the gitleaks rules for named secrets
+// read one: more of the name, spaces and quotes, at most 23 bytes of them,
+// then an operator (=, :, >, ",", ||, ?=); else -1. It is a cheap first
+// step of those rules' regexps, which most mentions of "token" in prose
+// fail, and their secret, the group after the operator, begins by
+// secretBy (TestAssignRulesCaptureAfterTheOperator).
+func assignAfter(text string, i int) int {
 	for j := i; j < len(text) && j <= i+23; j++ {
 		switch c := text[j]; {
 		case strings.IndexByte("=:>,|?", c) >= 0:
-			return true
+			return j
 		case !isAlnum(c) && strings.IndexByte(" \t\r\n\v\f_.-'\"", c) < 0:
-			return false
+			return -1
 		}
 	}
-	return false
+	return -1
 }
 
 // findAt appends d's finding whose needed word is at text[hit:], if one

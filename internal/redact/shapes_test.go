@@ -204,3 +204,33 @@ func TestRequiredLiteralsHoldInEveryMatch(t *testing.T) {
 		t.Errorf("requiredLiterals(kind:) = %v: wrong on the Kelvin sign or on a near miss", needs)
 	}
 }
+
+// TestAssignRulesCaptureAfterTheOperator: the rules for named secrets
+// capture nothing before their assignment operator, and their secret right
+// after it and the quotes, spaces or '=' that follow (maxOperator bytes in
+// all), so a secret's run of bytes is looked for there alone (assignAfter).
+func TestAssignRulesCaptureAfterTheOperator(t *testing.T) {
+	const op = `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)`
+	const then = `[\x60'"\s=]{0,5}(`
+	for _, d := range Detectors() {
+		if !d.assign {
+			continue
+		}
+		s := d.tail.String()
+		i := strings.Index(s, op)
+		if i < 0 {
+			t.Errorf("%s: no assignment operator in %s", d.Name, s)
+			continue
+		}
+		if rest := s[i+len(op):]; !strings.HasPrefix(rest, then) || strings.HasPrefix(rest, then+"?") {
+			t.Errorf("%s: no secret captured right after the operator in %s", d.Name, s)
+		}
+		for j := 0; j < i; j++ {
+			if s[j] == '\\' {
+				j++
+			} else if s[j] == '(' && s[j+1] != '?' {
+				t.Errorf("%s: a group captured before the operator in %s", d.Name, s)
+			}
+		}
+	}
+}
