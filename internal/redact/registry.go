@@ -492,6 +492,13 @@ type registry struct {
 	// byWord: for each needed word, the detectors that need it or a word
 	// that ends it (a hit of "api_key" is a hit of "key").
 	byWord map[string][]int
+	// starts3 has a bit for each triple of byte classes a needed word
+	// begins with (any third for a word of two bytes), or whose first is
+	// ESC, CR or LF, which the walk must see: text where no triple is set
+	// holds no word, and is passed over from the root or a state one byte
+	// deep (ids below shallow).
+	starts3 []uint64
+	shallow uint32
 }
 
 func newRegistry(ds []*Detector) *registry {
@@ -549,7 +556,51 @@ func newRegistry(ds []*Detector) *registry {
 		longest = max(longest, len(w))
 	}
 	r.m = newMatcherDense(words, int32(longest), true)
+	r.buildStarts3(words)
 	return r
+}
+
+func (r *registry) buildStarts3(words []string) {
+	m, n := r.m, r.m.ncls
+	r.starts3 = make([]uint64, (n*n*n+63)/64)
+	set := func(a, b, c uint32) {
+		x := (a*n+b)*n + c
+		r.starts3[x/64] |= 1 << (x % 64)
+	}
+	for b := range n {
+		for c := range n {
+			set(uint32(m.special), b, c)
+		}
+	}
+	for _, w := range words {
+		a, b := uint32(m.cls[w[0]]), uint32(m.cls[w[1]])
+		if len(w) > 2 {
+			set(a, b, uint32(m.cls[w[2]]))
+			continue
+		}
+		for c := range n {
+			set(a, b, c)
+		}
+	}
+	k := 0
+	for k < len(m.dDepth) && m.dDepth[k] <= 1 {
+		k++
+	}
+	r.shallow = uint32(k) * n
+}
+
+// skip returns the first place from i on where a needed word may begin,
+// or ESC, CR or LF is, by starts3; near the end of text, where no triple
+// fits, i.
+func (r *registry) skip(text string, i int) int {
+	cls, n := &r.m.cls, r.m.ncls
+	for ; i+2 < len(text); i++ {
+		x := (uint32(cls[text[i]])*n+uint32(cls[text[i+1]]))*n + uint32(cls[text[i+2]])
+		if r.starts3[x/64]&(1<<(x%64)) != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // The registries: every rule, and the Marked ones.
@@ -608,8 +659,15 @@ func (r *registry) find(text string) []Finding {
 	var word [64]byte // the needed word found, lower-cased
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
-		if st == 0 {
-			i, st = skipRoot(m, text, i)
+		if st < r.shallow {
+			// Any word under way began at text[i-1], if st is not the root.
+			from := i
+			if st != 0 {
+				from = i - 1
+			}
+			if k := r.skip(text, from); k >= i {
+				i, st = k, 0
+			}
 		}
 		c := text[i]
 		t := dense[st+uint32(cls[c])] // every state is dense
