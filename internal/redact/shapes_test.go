@@ -234,3 +234,15 @@ func TestAssignRulesCaptureAfterTheOperator(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubFindsAfterEveryLead: the walk passes over text no needed word
+// begins in, from the root or one byte into a word; a credential right
+// after such a byte, a line break, an escape or at the very end is found.
+func TestScrubFindsAfterEveryLead(t *testing.T) {
+	const tok = "ghp_O9hFAiOh29oB93c0F6UJ5YtuALNUEJMUUqAs"
+	for _, lead := range []string{"", "g", "gg", "G", "x", "xy ", "s", "sk", "a\n", "a\r\n", "\x1b[0m", "zzz\nq "} {
+		if got := Scrub(lead + tok); strings.Contains(got, tok[4:]) {
+			t.Errorf("Scrub(%q + token) = %q: not masked", lead, got)
+		}
+	}
+}
