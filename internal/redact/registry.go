@@ -492,6 +492,9 @@ type registry struct {
 	// byWord: for each needed word, the detectors that need it or a word
 	// that ends it (a hit of "api_key" is a hit of "key").
 	byWord map[string][]int
+	// byState is byWord by the automaton's state (its dense index) where
+	// the word is the longest that ends, so a hit costs no lookup by name.
+	byState [][]int
 	// starts3 has a bit for each triple of byte classes a needed word
 	// begins with (any third for a word of two bytes), or whose first is
 	// ESC, CR or LF, which the walk must see: text where no triple is set
@@ -557,7 +560,38 @@ func newRegistry(ds []*Detector) *registry {
 	}
 	r.m = newMatcherDense(words, int32(longest), true)
 	r.buildStarts3(words)
+	r.buildByState()
 	return r
+}
+
+// buildByState names each state by the string it stands for, down the
+// trie's edges (a step one byte deeper), and gives the states where a word
+// ends that word's detectors.
+func (r *registry) buildByState() {
+	m := r.m
+	var rep [256]byte // a byte of each class, as the words spell it
+	for b := 255; b >= 0; b-- {
+		if c := m.cls[b]; c != 0 && c != m.special && !('A' <= b && b <= 'Z') {
+			rep[c] = byte(b)
+		}
+	}
+	n := len(m.dDepth)
+	r.byState = make([][]int, n)
+	name := make([]string, n)
+	for k := range n { // breadth-first order: a parent comes before its children
+		for c := uint32(1); c < m.ncls; c++ {
+			if c == uint32(m.special) {
+				continue
+			}
+			to := (m.dense[uint32(k)*m.ncls+c] & idMask) / m.ncls
+			if m.dDepth[to] == m.dDepth[k]+1 {
+				name[to] = name[k] + string(rep[c])
+			}
+		}
+		if o := m.dOut[k]; o > 0 {
+			r.byState[k] = r.byWord[name[k][len(name[k])-int(o):]]
+		}
+	}
 }
 
 func (r *registry) buildStarts3(words []string) {
@@ -656,7 +690,6 @@ func (r *registry) find(text string) []Finding {
 	done := make([]int, len(r.ds)) // how far each detector has read
 	lineStart := 0
 	var st uint32
-	var word [64]byte // the needed word found, lower-cased
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
 		if st < r.shallow {
@@ -687,11 +720,7 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		w := word[:end-hit]
-		for k := range w {
-			w[k] = text[hit+k] | asciiCase(text[hit+k])
-		}
-		for _, di := range r.byWord[string(w)] {
+		for _, di := range r.byState[st/m.ncls] {
 			d := r.ds[di]
 			if hit < done[di] {
 				continue
@@ -845,14 +874,6 @@ func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
 		start, end = m[2*g], m[2*g+1]
 	}
 	return append(out, Finding{d.Name, d.Class, start, end})
-}
-
-// asciiCase is the bit that makes an ASCII capital c lower-case, or 0.
-func asciiCase(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return 0x20
-	}
-	return 0
 }
 
 // Mark is what replaces a credential a rule found: [masked: <rule id>], so
