@@ -173,6 +173,20 @@ func hasRun(s string, n int) bool {
 	return false
 }
 
+// longestRun is the most bytes in a row with no separator in the line that
+// begins at text[i].
+func longestRun(text string, i int) int {
+	best, run := 0, 0
+	for ; i < len(text) && text[i] != '\n'; i++ {
+		if isSeparator[text[i]] {
+			run = 0
+		} else if run++; run > best {
+			best = run
+		}
+	}
+	return best
+}
+
 // mayHoldSeparator reports whether a match of t can hold a separator.
 func mayHoldSeparator(t *syntax.Regexp) bool {
 	switch t.Op {
@@ -689,6 +703,9 @@ func (r *registry) find(text string) []Finding {
 	m := r.m
 	done := make([]int, len(r.ds)) // how far each detector has read
 	lineStart := 0
+	// The longest run of bytes with no separator in the line at runLine,
+	// which bounds every window within it: found once a line.
+	runLine, lineRun := -1, 0
 	var st uint32
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
@@ -744,7 +761,10 @@ func (r *registry) find(text string) []Finding {
 				}
 				continue
 			}
-			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) || !holdsAll(text[from:to], d.needs) {
+			if !d.lines && d.minRun > 0 && runLine != lineStart {
+				runLine, lineRun = lineStart, longestRun(text, lineStart)
+			}
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !holdsAll(text[from:to], d.needs) {
 				continue
 			}
 			done[di] = to
