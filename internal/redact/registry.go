@@ -61,6 +61,12 @@ type Detector struct {
 	// space or a quote: a window with no such run holds no match, which a
 	// byte loop tells far quicker than the regexp.
 	minRun int
+	// needs are words every match of the regexp run holds (re over a
+	// window, tail from the needed word on), each as a set of lower-case
+	// alternatives (fold) or exact ones: a window without one of each
+	// holds no match, which a substring search tells far quicker than the
+	// regexp (kubernetes-secret-yaml's data: and kind: around a "secret").
+	needs []literals
 	// keep decides whether a match of re is a credential; group is the
 	// submatch holding the secret (1 if zero).
 	keep  func(text string, m []int) bool
@@ -165,6 +171,20 @@ func hasRun(s string, n int) bool {
 		}
 	}
 	return false
+}
+
+// longestRun is the most bytes in a row with no separator in the line that
+// begins at text[i].
+func longestRun(text string, i int) int {
+	best, run := 0, 0
+	for ; i < len(text) && text[i] != '\n'; i++ {
+		if isSeparator[text[i]] {
+			run = 0
+		} else if run++; run > best {
+			best = run
+		}
+	}
+	return best
 }
 
 // mayHoldSeparator reports whether a match of t can hold a separator.
@@ -486,6 +506,16 @@ type registry struct {
 	// byWord: for each needed word, the detectors that need it or a word
 	// that ends it (a hit of "api_key" is a hit of "key").
 	byWord map[string][]int
+	// byState is byWord by the automaton's state (its dense index) where
+	// the word is the longest that ends, so a hit costs no lookup by name.
+	byState [][]int
+	// starts3 has a bit for each triple of byte classes a needed word
+	// begins with (any third for a word of two bytes), or whose first is
+	// ESC, CR or LF, which the walk must see: text where no triple is set
+	// holds no word, and is passed over from the root or a state one byte
+	// deep (ids below shallow).
+	starts3 []uint64
+	shallow uint32
 }
 
 func newRegistry(ds []*Detector) *registry {
@@ -505,6 +535,11 @@ func newRegistry(ds []*Detector) *registry {
 		}
 		if d.reach == 0 {
 			d.reach = window(d.re)
+		}
+		if d.tail != nil {
+			d.needs = requiredLiterals(d.tail.String())
+		} else {
+			d.needs = requiredLiterals(d.re.String())
 		}
 		for _, w := range d.need {
 			w = strings.ToLower(w)
@@ -538,7 +573,82 @@ func newRegistry(ds []*Detector) *registry {
 		longest = max(longest, len(w))
 	}
 	r.m = newMatcherDense(words, int32(longest), true)
+	r.buildStarts3(words)
+	r.buildByState()
 	return r
+}
+
+// buildByState names each state by the string it stands for, down the
+// trie's edges (a step one byte deeper), and gives the states where a word
+// ends that word's detectors.
+func (r *registry) buildByState() {
+	m := r.m
+	var rep [256]byte // a byte of each class, as the words spell it
+	for b := 255; b >= 0; b-- {
+		if c := m.cls[b]; c != 0 && c != m.special && !('A' <= b && b <= 'Z') {
+			rep[c] = byte(b)
+		}
+	}
+	n := len(m.dDepth)
+	r.byState = make([][]int, n)
+	name := make([]string, n)
+	for k := range n { // breadth-first order: a parent comes before its children
+		for c := uint32(1); c < m.ncls; c++ {
+			if c == uint32(m.special) {
+				continue
+			}
+			to := (m.dense[uint32(k)*m.ncls+c] & idMask) / m.ncls
+			if m.dDepth[to] == m.dDepth[k]+1 {
+				name[to] = name[k] + string(rep[c])
+			}
+		}
+		if o := m.dOut[k]; o > 0 {
+			r.byState[k] = r.byWord[name[k][len(name[k])-int(o):]]
+		}
+	}
+}
+
+func (r *registry) buildStarts3(words []string) {
+	m, n := r.m, r.m.ncls
+	r.starts3 = make([]uint64, (n*n*n+63)/64)
+	set := func(a, b, c uint32) {
+		x := (a*n+b)*n + c
+		r.starts3[x/64] |= 1 << (x % 64)
+	}
+	for b := range n {
+		for c := range n {
+			set(uint32(m.special), b, c)
+		}
+	}
+	for _, w := range words {
+		a, b := uint32(m.cls[w[0]]), uint32(m.cls[w[1]])
+		if len(w) > 2 {
+			set(a, b, uint32(m.cls[w[2]]))
+			continue
+		}
+		for c := range n {
+			set(a, b, c)
+		}
+	}
+	k := 0
+	for k < len(m.dDepth) && m.dDepth[k] <= 1 {
+		k++
+	}
+	r.shallow = uint32(k) * n
+}
+
+// skip returns the first place from i on where a needed word may begin,
+// or ESC, CR or LF is, by starts3; near the end of text, where no triple
+// fits, i.
+func (r *registry) skip(text string, i int) int {
+	cls, n := &r.m.cls, r.m.ncls
+	for ; i+2 < len(text); i++ {
+		x := (uint32(cls[text[i]])*n+uint32(cls[text[i+1]]))*n + uint32(cls[text[i+2]])
+		if r.starts3[x/64]&(1<<(x%64)) != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // The registries: every rule, and the Marked ones.
@@ -593,12 +703,21 @@ func (r *registry) find(text string) []Finding {
 	m := r.m
 	done := make([]int, len(r.ds)) // how far each detector has read
 	lineStart := 0
+	// The longest run of bytes with no separator in the line at runLine,
+	// which bounds every window within it: found once a line.
+	runLine, lineRun := -1, 0
 	var st uint32
-	var word [64]byte // the needed word found, lower-cased
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
-		if st == 0 {
-			i, st = skipRoot(m, text, i)
+		if st < r.shallow {
+			// Any word under way began at text[i-1], if st is not the root.
+			from := i
+			if st != 0 {
+				from = i - 1
+			}
+			if k := r.skip(text, from); k >= i {
+				i, st = k, 0
+			}
 		}
 		c := text[i]
 		t := dense[st+uint32(cls[c])] // every state is dense
@@ -618,13 +737,9 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		w := word[:end-hit]
-		for k := range w {
-			w[k] = text[hit+k] | asciiCase(text[hit+k])
-		}
-		for _, di := range r.byWord[string(w)] {
+		for _, di := range r.byState[st/m.ncls] {
 			d := r.ds[di]
-			if hit < done[di] || d.assign && !assignAfter(text, end) {
+			if hit < done[di] {
 				continue
 			}
 			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
@@ -632,13 +747,24 @@ func (r *registry) find(text string) []Finding {
 				from = max(from, lineStart)
 				to = lineEnd(text, hit, to, d.assign)
 			}
+			runFrom, runTo := hit, to // where the secret's run of bytes is
+			if d.assign {
+				op := assignAfter(text, end)
+				if op < 0 || op >= to {
+					continue
+				}
+				runFrom, runTo = op, min(to, secretBy(text, op)+d.minRun)
+			}
 			if d.tail != nil {
-				if d.minRun == 0 || hasRun(text[hit:to], d.minRun) {
+				if (d.minRun == 0 || hasRun(text[runFrom:runTo], d.minRun)) && holdsAll(text[hit:to], d.needs) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
 			}
-			if d.minRun > 0 && !hasRun(text[from:to], d.minRun) {
+			if !d.lines && d.minRun > 0 && runLine != lineStart {
+				runLine, lineRun = lineStart, longestRun(text, lineStart)
+			}
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !holdsAll(text[from:to], d.needs) {
 				continue
 			}
 			done[di] = to
@@ -668,21 +794,38 @@ func lineEnd(text string, hit, to int, named bool) int {
 	return end
 }
 
-// assignAfter reports whether what follows a name at text[i:] can be an
-// assignment as the gitleaks rules for named secrets read one: more of the
-// name, spaces and quotes, at most 23 bytes of them, then an operator (=,
-// :, >, ",", ||, ?=). It is a cheap first step of those rules' regexps,
-// which most mentions of "token" in prose fail.
-func assignAfter(text string, i int) bool {
+// secretBy is the last place a named secret can begin whose assignment
+// operator begins at text[op]: after at most maxOperator bytes of the
+// operator (:::=) and the quotes, spaces or '=' that follow it.
+func secretBy(text string, op int) int {
+	k := op
+	for k < len(text) && k < op+maxOperator && strings.IndexByte("=:>|?,`'\" \t\r\n\f\v", text[k]) >= 0 {
+		k++
+	}
+	return k
+}
+
+// maxOperator is the most bytes from the start of a named secret's
+// assignment operator to the secret.
+const maxOperator = 4 + 5
+
+// assignAfter returns where the operator begins if what follows a name at
+// text[i:] can be an assignment as the gitleaks rules for named secrets
+// read one: more of the name, spaces and quotes, at most 23 bytes of them,
+// then an operator (=, :, >, ",", ||, ?=); else -1. It is a cheap first
+// step of those rules' regexps, which most mentions of "token" in prose
+// fail, and their secret, the group after the operator, begins by
+// secretBy (TestAssignRulesCaptureAfterTheOperator).
+func assignAfter(text string, i int) int {
 	for j := i; j < len(text) && j <= i+23; j++ {
 		switch c := text[j]; {
 		case strings.IndexByte("=:>,|?", c) >= 0:
-			return true
+			return j
 		case !isAlnum(c) && strings.IndexByte(" \t\r\n\v\f_.-'\"", c) < 0:
-			return false
+			return -1
 		}
 	}
-	return false
+	return -1
 }
 
 // findAt appends d's finding whose needed word is at text[hit:], if one
@@ -751,14 +894,6 @@ func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
 		start, end = m[2*g], m[2*g+1]
 	}
 	return append(out, Finding{d.Name, d.Class, start, end})
-}
-
-// asciiCase is the bit that makes an ASCII capital c lower-case, or 0.
-func asciiCase(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return 0x20
-	}
-	return 0
 }
 
 // Mark is what replaces a credential a rule found: [masked: <rule id>], so

@@ -182,3 +182,67 @@ func TestEveryRuleFindsItsExamples(t *testing.T) {
 		t.Fatal("no rule has an example")
 	}
 }
+
+// TestRequiredLiteralsHoldInEveryMatch: the words a rule's window must hold
+// before its regexp runs are in every match of its examples, so the quick
+// check loses no catch; and text beyond ASCII, which (?i) may fold to an
+// ASCII letter (the Kelvin sign to k), always passes it.
+func TestRequiredLiteralsHoldInEveryMatch(t *testing.T) {
+	for _, d := range Detectors() {
+		if d.tail != nil {
+			continue
+		}
+		for _, ex := range d.Examples {
+			for _, m := range d.re.FindAllStringIndex(ex, -1) {
+				if !holdsAll(ex[m[0]:m[1]], d.needs) {
+					t.Errorf("%s: match %q lacks one of %v", d.Name, ex[m[0]:m[1]], d.needs)
+				}
+			}
+		}
+	}
+	if needs := requiredLiterals(`(?i)kind:`); !holdsAll("\u212Aind:", needs) || holdsAll("kin d:", needs) {
+		t.Errorf("requiredLiterals(kind:) = %v: wrong on the Kelvin sign or on a near miss", needs)
+	}
+}
+
+// TestAssignRulesCaptureAfterTheOperator: the rules for named secrets
+// capture nothing before their assignment operator, and their secret right
+// after it and the quotes, spaces or '=' that follow (maxOperator bytes in
+// all), so a secret's run of bytes is looked for there alone (assignAfter).
+func TestAssignRulesCaptureAfterTheOperator(t *testing.T) {
+	const op = `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)`
+	const then = `[\x60'"\s=]{0,5}(`
+	for _, d := range Detectors() {
+		if !d.assign {
+			continue
+		}
+		s := d.tail.String()
+		i := strings.Index(s, op)
+		if i < 0 {
+			t.Errorf("%s: no assignment operator in %s", d.Name, s)
+			continue
+		}
+		if rest := s[i+len(op):]; !strings.HasPrefix(rest, then) || strings.HasPrefix(rest, then+"?") {
+			t.Errorf("%s: no secret captured right after the operator in %s", d.Name, s)
+		}
+		for j := 0; j < i; j++ {
+			if s[j] == '\\' {
+				j++
+			} else if s[j] == '(' && s[j+1] != '?' {
+				t.Errorf("%s: a group captured before the operator in %s", d.Name, s)
+			}
+		}
+	}
+}
+
+// TestScrubFindsAfterEveryLead: the walk passes over text no needed word
+// begins in, from the root or one byte into a word; a credential right
+// after such a byte, a line break, an escape or at the very end is found.
+func TestScrubFindsAfterEveryLead(t *testing.T) {
+	const tok = "ghp_O9hFAiOh29oB93c0F6UJ5YtuALNUEJMUUqAs"
+	for _, lead := range []string{"", "g", "gg", "G", "x", "xy ", "s", "sk", "a\n", "a\r\n", "\x1b[0m", "zzz\nq "} {
+		if got := Scrub(lead + tok); strings.Contains(got, tok[4:]) {
+			t.Errorf("Scrub(%q + token) = %q: not masked", lead, got)
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package redact
+
+import (
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// literals is one of several strings a match must hold; with fold they are
+// lower-case and the text is read case-insensitively (ASCII).
+type literals struct {
+	alts []string
+	fold bool
+}
+
+// minLiteral is the fewest bytes a required literal has to be worth a
+// search: a single '-' or ':' is in most windows anyway.
+const minLiteral = 2
+
+// requiredLiterals returns what every match of pattern holds, for a
+// quick check before the regexp runs: the strings of its top-level
+// concatenation, through groups and repeats of at least one, and of an
+// alternation the ones all its branches hold, or one of each branch's.
+// Neighbours that match one of a few strings each ([ \t](?:-H|--header))
+// make one requirement of their products.
+func requiredLiterals(pattern string) []literals {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	return required(t.Simplify())
+}
+
+func required(t *syntax.Regexp) []literals {
+	if l, ok := exact(t); ok {
+		return l.worth()
+	}
+	switch t.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(t.Sub[0])
+	case syntax.OpRepeat:
+		if t.Min >= 1 {
+			return required(t.Sub[0])
+		}
+	case syntax.OpConcat:
+		var out []literals
+		var run literals // the product of the exact neighbours so far
+		running := false
+		for _, s := range t.Sub {
+			if l, ok := exact(s); ok {
+				if !running {
+					run, running = l, true
+				} else if p, ok := run.times(l); ok {
+					run = p
+				} else {
+					out = append(out, run.worth()...)
+					run = l
+				}
+				continue
+			}
+			if running {
+				out = append(out, run.worth()...)
+				running = false
+			}
+			out = append(out, required(s)...)
+		}
+		if running {
+			out = append(out, run.worth()...)
+		}
+		return out
+	case syntax.OpAlternate:
+		return requiredOfAll(t.Sub)
+	}
+	return nil
+}
+
+// maxAlts bounds the strings of an exact set.
+const maxAlts = 16
+
+// exact returns the few strings every match of t is one of, if t is a
+// literal, a small class, or groups, alternations, concatenations and
+// options of those; ASCII only.
+func exact(t *syntax.Regexp) (literals, bool) {
+	switch t.Op {
+	case syntax.OpLiteral:
+		s := string(t.Rune)
+		if len(s) != utf8.RuneCountInString(s) {
+			return literals{}, false
+		}
+		if t.Flags&syntax.FoldCase != 0 {
+			return literals{alts: []string{strings.ToLower(s)}, fold: true}, true
+		}
+		return literals{alts: []string{s}}, true
+	case syntax.OpCharClass:
+		var l literals
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for c := t.Rune[i]; c <= t.Rune[i+1]; c++ {
+				if c >= utf8.RuneSelf || len(l.alts) == maxAlts {
+					return literals{}, false
+				}
+				l.alts = append(l.alts, string(rune(c)))
+			}
+		}
+		return l, len(l.alts) > 0
+	case syntax.OpCapture:
+		return exact(t.Sub[0])
+	case syntax.OpQuest:
+		l, ok := exact(t.Sub[0])
+		if !ok || len(l.alts) == maxAlts {
+			return literals{}, false
+		}
+		l.alts = append(l.alts, "")
+		return l, true
+	case syntax.OpAlternate, syntax.OpConcat:
+		var out literals
+		for k, s := range t.Sub {
+			l, ok := exact(s)
+			if !ok {
+				return literals{}, false
+			}
+			switch {
+			case k == 0:
+				out = l
+			case t.Op == syntax.OpConcat:
+				if out, ok = out.times(l); !ok {
+					return literals{}, false
+				}
+			default:
+				if out, ok = out.plus(l); !ok {
+					return literals{}, false
+				}
+			}
+		}
+		return out, len(t.Sub) > 0
+	}
+	return literals{}, false
+}
+
+// folded is l read case-insensitively: an exact string holds its lower
+// case when read so.
+func (l literals) folded() literals {
+	if l.fold {
+		return l
+	}
+	out := literals{fold: true}
+	for _, a := range l.alts {
+		if a = strings.ToLower(a); !slices.Contains(out.alts, a) {
+			out.alts = append(out.alts, a)
+		}
+	}
+	return out
+}
+
+// times is every string of l followed by one of o, if no more than maxAlts.
+func (l literals) times(o literals) (literals, bool) {
+	if len(l.alts)*len(o.alts) > maxAlts {
+		return literals{}, false
+	}
+	if l.fold != o.fold {
+		l, o = l.folded(), o.folded()
+	}
+	out := literals{fold: l.fold}
+	for _, a := range l.alts {
+		for _, b := range o.alts {
+			if !slices.Contains(out.alts, a+b) {
+				out.alts = append(out.alts, a+b)
+			}
+		}
+	}
+	return out, true
+}
+
+// plus is the strings of l and of o, if no more than maxAlts.
+func (l literals) plus(o literals) (literals, bool) {
+	if l.fold != o.fold {
+		l, o = l.folded(), o.folded()
+	}
+	out := literals{fold: l.fold, alts: slices.Clone(l.alts)}
+	for _, b := range o.alts {
+		if !slices.Contains(out.alts, b) {
+			out.alts = append(out.alts, b)
+		}
+	}
+	return out, len(out.alts) <= maxAlts
+}
+
+// worth is l as a requirement, if its every string has minLiteral bytes.
+func (l literals) worth() []literals {
+	if l.shortest() < minLiteral {
+		return nil
+	}
+	return []literals{l}
+}
+
+// requiredOfAll is what one of branches, whichever matches, holds: the
+// requirements every branch has, and the disjunction of each branch's
+// longest.
+func requiredOfAll(branches []*syntax.Regexp) []literals {
+	each := make([][]literals, len(branches))
+	for i, b := range branches {
+		if each[i] = required(b); len(each[i]) == 0 {
+			return nil
+		}
+	}
+	var out []literals
+	for _, l := range each[0] {
+		if !slices.ContainsFunc(out, l.equal) && !slices.ContainsFunc(each[1:], func(ls []literals) bool { return !slices.ContainsFunc(ls, l.equal) }) {
+			out = append(out, l)
+		}
+	}
+	any := literals{fold: true}
+	for _, ls := range each {
+		best := slices.MaxFunc(ls, func(a, b literals) int { return a.shortest() - b.shortest() })
+		for _, a := range best.folded().alts {
+			if !slices.Contains(any.alts, a) {
+				any.alts = append(any.alts, a)
+			}
+		}
+	}
+	return append(out, any)
+}
+
+func (l literals) equal(o literals) bool { return l.fold == o.fold && slices.Equal(l.alts, o.alts) }
+
+func (l literals) shortest() int {
+	n := -1
+	for _, a := range l.alts {
+		if n < 0 || len(a) < n {
+			n = len(a)
+		}
+	}
+	return n
+}
+
+// in reports whether s holds one of l's strings.
+func (l literals) in(s string) bool {
+	for _, a := range l.alts {
+		if l.fold && containsFold(s, a) || !l.fold && strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsAll reports whether s holds each of needs.
+func holdsAll(s string, needs []literals) bool {
+	for _, l := range needs {
+		if !l.in(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFold reports whether s holds w, lower-case ASCII, in any case,
+// or holds a byte beyond ASCII: (?i)k matches the Kelvin sign and (?i)s
+// the long s, which this doesn't read.
+func containsFold(s, w string) bool {
+	first := w[0]
+	other := first
+	if 'a' <= first && first <= 'z' {
+		other = first - 'a' + 'A'
+	}
+	for i := 0; i+len(w) <= len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return true
+		}
+		if c != first && c != other {
+			continue
+		}
+		if strings.EqualFold(s[i:i+len(w)], w) {
+			return true
+		}
+	}
+	for i := max(len(s)-len(w)+1, 0); i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
