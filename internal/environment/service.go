@@ -63,6 +63,11 @@ type Draft struct {
 	NeedsTest bool `json:"needs_test"`
 	// Test is the newest Test build of its build inputs, if any.
 	Test *store.TestBuild `json:"test,omitempty"`
+	// digest names its build inputs with vars, the Variables available at
+	// build as they were read for it: Apply records, and Test sends,
+	// exactly what the gate looked at.
+	digest string
+	vars   []protocol.Variable
 }
 
 // View is a Repo's Environment as a person sees it.
@@ -126,12 +131,12 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	_, vars, err := s.atBuild(ctx, repoID)
+	pv, vars, err := s.atBuild(ctx, repoID)
 	if err != nil {
 		return View{}, err
 	}
-	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c)}
 	digest := c.BuildDigest(vars)
+	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c), digest: digest, vars: pv}
 	// Against the digest recorded with the current version, so a Variable
 	// available at build changed since then needs a Test build too.
 	base := cur.BuildDigest
@@ -183,11 +188,7 @@ func (s *Service) Apply(ctx context.Context, repoID, by string) (Version, error)
 	case d.NeedsTest && d.Test.State != store.TestPassed:
 		return Version{}, fmt.Errorf("the draft's Test build %s failed (%s): fix the draft and test it again: %w", d.Test.ID, d.Test.Detail, errdefs.ErrConflict)
 	}
-	_, vars, err := s.atBuild(ctx, repoID)
-	if err != nil {
-		return Version{}, err
-	}
-	next := store.EnvironmentVersion{RepoID: repoID, Config: d.Settings.JSON(), BuildDigest: d.Settings.BuildDigest(vars),
+	next := store.EnvironmentVersion{RepoID: repoID, Config: d.Settings.JSON(), BuildDigest: d.digest,
 		Changes: strings.Join(d.Changes, "\n"), CreatedBy: by}
 	if !d.NeedsTest && v.Current.Version > 0 {
 		next.BuildVersion = v.Current.BuildVersion // the Build is as it was
@@ -227,10 +228,6 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 	if v.Draft == nil {
 		return store.TestBuild{}, fmt.Errorf("the Repo's Environment has no draft to test: make one with kndl env edit: %w", errdefs.ErrNotFound)
 	}
-	pv, vars, err := s.atBuild(ctx, repo.ID)
-	if err != nil {
-		return store.TestBuild{}, err
-	}
 	clone, err := s.d.CloneToken(ctx, repo.URL)
 	if err != nil {
 		return store.TestBuild{}, fmt.Errorf("the Test build clones the Repo with the GitHub App's read-only token, and none was minted (is the App installed on %s?): %w", repo.URL, err)
@@ -239,13 +236,13 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 	if err != nil {
 		return store.TestBuild{}, err
 	}
-	c := v.Draft.Settings
+	d := v.Draft
 	t, err := s.d.Store.CreateTestBuild(ctx, store.TestBuild{ID: uuid.NewString(), RepoID: repo.ID,
-		BuildDigest: c.BuildDigest(vars), RunnerID: runnerID, StartedBy: userID})
+		BuildDigest: d.digest, RunnerID: runnerID, StartedBy: userID})
 	if err != nil {
 		return store.TestBuild{}, err
 	}
-	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: c.protocol(0), Variables: pv, CloneToken: clone}
+	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: d.Settings.protocol(0), Variables: d.vars, CloneToken: clone}
 	go s.run(t, req, rc)
 	return t, nil
 }
@@ -271,12 +268,9 @@ func (s *Service) TestLog(ctx context.Context, runnerID string, m protocol.EnvTe
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	for _, l := range m.Lines {
-		b.WriteString(s.d.Redact(ctx, t.RepoID, l))
-		b.WriteByte('\n')
-	}
-	return s.d.Store.AppendTestLog(ctx, t.ID, b.String())
+	// The batch is redacted whole, once: Redact opens the Repo's Sensitive
+	// values, and a value split over lines is found too.
+	return s.d.Store.AppendTestLog(ctx, t.ID, s.d.Redact(ctx, t.RepoID, strings.Join(m.Lines, "\n")+"\n"))
 }
 
 // testOf returns a Test build that runs on runnerID; any other reads as
