@@ -93,6 +93,21 @@ func (b *Browser) Wait(within time.Duration, what, js string) {
 	}
 }
 
+// Arrive polls a script until it is true, for at most within, while the
+// page may still be navigating: an answer from the page being left, or an
+// error because its document went away mid-question, counts as not yet.
+// (chromedp's WaitReady after a click that navigates can fail with "Could
+// not find node with given id" when the old document is replaced under it.)
+func (b *Browser) Arrive(within time.Duration, what, js string) {
+	b.t.Helper()
+	testenv.Eventually(b.t, within, what, func() bool {
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && !!(`+js+`)`))
+		return err == nil && ok
+	})
+}
+
 // Screenshot saves the page as a PNG under artifacts/ at the repository's
 // root, for a person to look at, and returns its path.
 func (b *Browser) Screenshot(name string) string {
@@ -137,7 +152,8 @@ func (b *Browser) SetCookie(u, name, value string) {
 func (s *System) SignInDev(b *Browser) {
 	b.t.Helper()
 	b.Go(s.URL+"/signin", `form[action="/signin/dev"] button`)
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/signin/dev"] button`)), chromedp.WaitReady(chromedp.CSS("#page-home")))
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/signin/dev"] button`)))
+	b.Arrive(testenv.WaitMedium, "the home page after signing in", `document.getElementById("page-home")`)
 }
 
 // Member invites a GitHub login (the dev user stands in for the Owner) and
@@ -150,7 +166,8 @@ func (s *System) Member(b *Browser, login string) {
 	s.GitHub.AddUser(login)
 	b.SetCookie(s.GitHub.URL, "fake_github_login", login)
 	b.Go(inv.URL, "#claim:not([disabled])")
-	b.do(chromedp.Click(chromedp.CSS("#claim")), chromedp.WaitReady(chromedp.CSS("#page-home")))
+	b.do(chromedp.Click(chromedp.CSS("#claim")))
+	b.Arrive(testenv.WaitMedium, "the home page after claiming the Invite", `document.getElementById("page-home")`)
 }
 
 // GitHubRepo serves a fresh repository as owner/name on the fake GitHub and
@@ -699,13 +716,10 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	s.ageSignIns(11 * time.Minute)
 	b.Go(s.URL+"/members", "#invite")
 	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "dave"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
-	// The page navigates away while asked: an answer then is no answer.
-	testenv.Eventually(t, testenv.WaitShort, "the sign-in page, to come back to Members", func() bool {
-		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`location.pathname === "/signin" && document.readyState === "complete" && `+
-			`document.querySelector('form[action="/signin/dev"] input[name=next]')?.value === "/members"`))
-		return err == nil && ok
-	})
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/signin/dev"] button`)), chromedp.WaitReady(chromedp.CSS("#page-members")))
+	b.Arrive(testenv.WaitShort, "the sign-in page, to come back to Members", `location.pathname === "/signin" && `+
+		`document.querySelector('form[action="/signin/dev"] input[name=next]')?.value === "/members"`)
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/signin/dev"] button`)))
+	b.Arrive(testenv.WaitMedium, "the Members page after signing in again", `location.pathname === "/members" && document.getElementById("page-members")`)
 	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "dave"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
 	b.Wait(testenv.WaitShort, "the Invite's link after signing in again", `document.getElementById("invite-link").textContent.startsWith("`+s.URL+`/invite#kndli_")`)
 }
