@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
@@ -33,14 +34,25 @@ type Conn struct {
 	pending map[string]chan Frame
 	closed  chan struct{}
 	err     error
+	// pingEvery is how often Serve asks the peer for a pong, and how long
+	// it waits for one.
+	pingEvery time.Duration
 }
+
+// PingEvery is how often each side pings the other, and how long it waits
+// for the pong before it drops the connection. A pulled cable or a
+// middlebox that drops packets without a reset leaves a TCP connection open
+// for minutes, a write blocked and a read waiting forever; the ping makes
+// both sides see it within two periods, so the Hub freezes the Runner's
+// Sessions and the Runner dials again.
+const PingEvery = 10 * time.Second
 
 // NewConn wraps an accepted or dialled WebSocket. Register handlers with
 // Handle before calling Serve.
 func NewConn(ws *websocket.Conn, log *slog.Logger) *Conn {
 	ws.SetReadLimit(MaxFrameBytes)
 	return &Conn{ws: ws, log: log, handlers: map[string]Handler{}, ordered: map[string]bool{},
-		pending: map[string]chan Frame{}, closed: make(chan struct{})}
+		pending: map[string]chan Frame{}, closed: make(chan struct{}), pingEvery: PingEvery}
 }
 
 // Handle registers h for frames of type typ. Ordered handlers run on the
@@ -122,6 +134,15 @@ func (c *Conn) Serve(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Its own context: the handlers are waited for before ctx ends, and
+	// the pings must stop first.
+	pings, stopPings := context.WithCancel(ctx)
+	defer stopPings()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.keepAlive(pings)
+	}()
 	for {
 		typ, b, err := c.ws.Read(ctx)
 		if err != nil {
@@ -163,6 +184,30 @@ func (c *Conn) Serve(ctx context.Context) error {
 			res, err := h(ctx, f.Body)
 			c.answer(ctx, f, res, err)
 		}()
+	}
+}
+
+// keepAlive pings the peer until ctx is done, and drops the connection
+// when a pong does not come in time: the read loop then ends with the
+// failure.
+func (c *Conn) keepAlive(ctx context.Context) {
+	t := time.NewTicker(c.pingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, c.pingEvery)
+		err := c.ws.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err)
+			c.fail(fmt.Errorf("no pong within %s: %w", c.pingEvery, err))
+			c.ws.CloseNow()
+			return
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -178,4 +179,59 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode accepted a bad frame: %+v", fr)
 		}
 	})
+}
+
+// TestASilentLineIsDroppedOnBothSides cuts the line between two Conns with
+// no reset and no close, as a pulled cable does: each side's ping goes
+// unanswered and each drops the connection within two ping periods, where
+// without pings both would wait for ever. An idle line that answers is
+// kept.
+func TestASilentLineIsDroppedOnBothSides(t *testing.T) {
+	const every = 150 * time.Millisecond
+	hubSide := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := NewConn(ws, quiet)
+		c.pingEvery = every
+		hubSide <- c.Serve(context.Background())
+	}))
+	t.Cleanup(srv.Close)
+	line := testkit.NewProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	ws, _, err := websocket.Dial(context.Background(), "ws://"+line.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := NewConn(ws, quiet)
+	client.pingEvery = every
+	runnerSide := make(chan error, 1)
+	go func() { runnerSide <- client.Serve(context.Background()) }()
+
+	select {
+	case err := <-runnerSide:
+		t.Fatalf("an idle line that answers pings was dropped: %v", err)
+	case err := <-hubSide:
+		t.Fatalf("an idle line that answers pings was dropped on the server: %v", err)
+	case <-time.After(5 * every):
+	}
+	line.Cut()
+	cut := time.Now()
+	for _, side := range []struct {
+		name string
+		done chan error
+	}{{"the dialling side", runnerSide}, {"the accepting side", hubSide}} {
+		select {
+		case err := <-side.done:
+			if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "no pong") {
+				t.Errorf("%s ended with %v, want a missing pong (unavailable)", side.name, err)
+			}
+		case <-time.After(4 * every):
+			t.Fatalf("%s still waits %s after the line went silent", side.name, time.Since(cut).Round(time.Millisecond))
+		}
+	}
+	if waited := time.Since(cut); waited > 3*every {
+		t.Errorf("the drop took %s, want within two ping periods (%s) and a little", waited, 2*every)
+	}
 }

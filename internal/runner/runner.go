@@ -359,6 +359,7 @@ func (r *Runner) wakeOutbox() {
 }
 
 func (r *Runner) sendOutbox(ctx context.Context) {
+	retry := backoffMin
 	for {
 		select {
 		case <-ctx.Done():
@@ -374,14 +375,40 @@ func (r *Runner) sendOutbox(ctx context.Context) {
 			}
 			m := r.outbox[0]
 			r.outMu.Unlock()
-			if err := c.Notify(ctx, m.typ, m.body); err != nil {
-				break // kept; sent again on the next connection
+			if err := r.deliverOne(ctx, c, m); err != nil {
+				if c.Err() == nil && ctx.Err() == nil {
+					// The Hub is up but could not take it (its store
+					// failing, say): ask again in a while.
+					r.log.Warn("the Hub did not take a message; sending it again", "type", m.typ, "in", retry, "err", err)
+					time.AfterFunc(retry, r.wakeOutbox)
+					retry = min(retry*2, backoffMax)
+				}
+				break // kept; sent again later or on the next connection
 			}
+			retry = backoffMin
 			r.outMu.Lock()
 			r.outbox = r.outbox[1:]
 			r.outMu.Unlock()
 		}
 	}
+}
+
+// deliverOne sends an outbox message as a request and waits for the Hub's
+// reply: written to a socket is not taken, since a connection that dies
+// (a pulled cable, a Hub killed) loses what was in flight. It returns nil
+// once the Hub took it, or refused it for good (a message it can never
+// take is dropped, saying so, rather than holding up those behind it).
+// The Hub takes a transcript batch it already has as a no-op, so one sent
+// again after a lost reply is not stored twice.
+func (r *Runner) deliverOne(ctx context.Context, c *protocol.Conn, m outgoing) error {
+	err := c.Request(ctx, m.typ, m.body, nil)
+	for _, never := range []error{errdefs.ErrInvalid, errdefs.ErrNotFound, errdefs.ErrForbidden, errdefs.ErrTooLarge} {
+		if errors.Is(err, never) && c.Err() == nil {
+			r.log.Warn("the Hub refused a message; dropping it", "type", m.typ, "err", err)
+			return nil
+		}
+	}
+	return err
 }
 
 // relayPort is the relay's port, as Sandboxes reach it.

@@ -126,6 +126,26 @@ func once(t *testing.T, evs []protocol.Event, kind string, texts ...string) {
 	}
 }
 
+// inOrder fails t unless evs hold each of texts (in an Event's text or its
+// tool input) in that order, and their sequence numbers only rise.
+func inOrder(t *testing.T, evs []protocol.Event, texts ...string) {
+	t.Helper()
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			t.Fatalf("Event %d's seq %d follows seq %d:\n%s", i, evs[i].Seq, evs[i-1].Seq, dump(evs))
+		}
+	}
+	at := 0
+	for _, e := range evs {
+		if at < len(texts) && (strings.Contains(e.Text, texts[at]) || strings.Contains(string(e.Input), texts[at])) {
+			at++
+		}
+	}
+	if at != len(texts) {
+		t.Fatalf("the Events are out of order: found %d of %q in order:\n%s", at, texts, dump(evs))
+	}
+}
+
 // TestKndlDevKilledMidTurnLosesNothing: kndl dev SIGKILLed while a Turn
 // runs a tool, with a prompt queued behind it, and started again on the
 // same home: the Turn finishes, its Events are all there once and in
@@ -158,16 +178,7 @@ func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
 	once(t, evs, protocol.EventText, "The long job is done.", "Queued prompt answered.", "Still here after the restart.")
 	once(t, evs, protocol.EventToolResult, "long-job-finished")
 	once(t, evs, protocol.EventPrompt, "run the slow task", "queued behind", "after the restart")
-	order := []string{"run the slow task", "long-job-finished", "The long job is done.", "queued behind", "Queued prompt answered.", "after the restart"}
-	at := 0
-	for _, e := range evs {
-		if at < len(order) && (strings.Contains(e.Text, order[at]) || strings.Contains(string(e.Input), order[at])) {
-			at++
-		}
-	}
-	if at != len(order) {
-		t.Fatalf("the Events are out of order: found %d of %q in order:\n%s", at, order, dump(evs))
-	}
+	inOrder(t, evs, "run the slow task", "long-job-finished", "The long job is done.", "queued behind", "Queued prompt answered.", "after the restart")
 
 	// Killed while idle: it comes back Active and answers.
 	d.stop(syscall.SIGKILL)

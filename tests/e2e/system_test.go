@@ -95,10 +95,13 @@ type System struct {
 	// GitHub is the fake GitHub the Hub signs people in with, when the
 	// System was started WithGitHub.
 	GitHub *testkit.GitHub
-	cli    string // the dev user's CLI token
-	log    *bytes.Buffer
-	logw   *lockedWriter // log's writer, whose lock logText takes
-	db     string        // the store's file
+	// Line is the line between the Runner and the Hub, when the System was
+	// started WithRunnerLine.
+	Line *testkit.Proxy
+	cli  string // the dev user's CLI token
+	log  *bytes.Buffer
+	logw *lockedWriter // log's writer, whose lock logText takes
+	db   string        // the store's file
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -238,6 +241,7 @@ type options struct {
 	idle        time.Duration
 	archiveKeep time.Duration
 	tokenRetry  time.Duration
+	line        bool // the Runner reaches the Hub through System.Line
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -254,6 +258,10 @@ func WithGitHub() Option { return func(o *options) { o.github = true } }
 func WithSandboxGitHub(retry time.Duration) Option {
 	return func(o *options) { o.github, o.reachable, o.tokenRetry = true, true, retry }
 }
+
+// WithRunnerLine puts a testkit.Proxy (System.Line) between the Runner and
+// the Hub, for a test to cut.
+func WithRunnerLine() Option { return func(o *options) { o.line = true } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -321,13 +329,19 @@ func Start(t testing.TB, opts ...Option) *System {
 		cached(t, home, name)
 	}
 	bin := kndlBinary(t)
-	rcfg := runner.Config{HubURL: url, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
+	hubURL := url
+	var line *testkit.Proxy
+	if o.line {
+		line = testkit.NewProxy(t, ln.Addr().String())
+		hubURL = "http://" + line.Addr()
+	}
+	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, Logger: log}
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, cli: cli, log: logBuf, logw: logw, db: db,
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, cli: cli, log: logBuf, logw: logw, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {

@@ -187,8 +187,21 @@ func (o *Owner) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 
 // Events records a batch of a Session's one stream, which its Runner
 // merged from the transcript and the mod's hooks, with how far it has read
-// the transcript, and moves the Turn state they tell of.
+// the transcript, and moves the Turn state they tell of. A transcript
+// batch that reads nothing past what is stored is one the Runner sent
+// again, its reply lost with a connection: it was recorded, so it is
+// taken and not recorded twice.
 func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
+	if m.Offsets != nil {
+		stored, err := o.store.TranscriptOffsets(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		if !advances(stored, m.Offsets) {
+			o.log.Debug("a transcript batch the store has; taken again, not recorded", "session", s.ID, "events", len(m.Events))
+			return nil
+		}
+	}
 	var ended bool
 	if len(m.Events) > 0 {
 		notes, err := o.spend(ctx, s.ID, m.Events)
@@ -217,6 +230,18 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		o.TurnEnded(s.ID)
 	}
 	return nil
+}
+
+// advances reports whether a batch read any transcript file further than
+// stored has it. Every batch the follower reads does: it reports where it
+// read to.
+func advances(stored, batch map[string]int64) bool {
+	for file, off := range batch {
+		if off > stored[file] {
+			return true
+		}
+	}
+	return false
 }
 
 // interruptAgents ends the subagents a Session's transcript says still

@@ -1,0 +1,42 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"kndl.dev/kndl/internal/protocol"
+)
+
+// TestATranscriptBatchSentAgainIsRecordedOnce: a Runner sends a batch again
+// when the reply to it was lost with its connection. The batch reads
+// nothing past the transcript the store has, so it is taken and not
+// recorded twice; the next batch, reading further, is recorded; and
+// Events without offsets (a hook's) are always recorded.
+func TestATranscriptBatchSentAgainIsRecordedOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	main := s.ID + ".jsonl"
+	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "once"}},
+		Offsets: map[string]int64{main: 10, "subagents/agent-a.jsonl": 5}}
+	for range 2 {
+		if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	further := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "next"}},
+		Offsets: map[string]int64{main: 10, "subagents/agent-a.jsonl": 9}}
+	if err := f.o.Events(ctx, f.session(s.ID), further); err != nil {
+		t.Fatal(err)
+	}
+	hook := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "hook"}}}
+	for range 2 {
+		if err := f.o.Events(ctx, f.session(s.ID), hook); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.events(s.ID, protocol.EventText); !slices.Equal(got, []string{"once", "next", "hook", "hook"}) {
+		t.Fatalf("text Events %q, want the resent batch once, the next batch, and each hook's", got)
+	}
+}

@@ -1,0 +1,154 @@
+package testkit
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy a test puts on the line between two parts so it can
+// cut that line as a pulled cable or a dead middlebox does: no reset and
+// no close, only silence. Bytes in flight wait, as TCP's buffers hold them;
+// a connection made during a cut is taken and never answered, as a SYN
+// into the void is.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu sync.Mutex
+	// open is closed while the line passes bytes; a cut swaps in a new one.
+	open  chan struct{}
+	conns map[net.Conn]bool // every connection, both ends; true when it saw a cut
+}
+
+// NewProxy listens on loopback and forwards each connection to target.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]bool{}}
+	close(p.open)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+// Addr is the address to dial instead of the target's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut stops every byte, both ways, on every connection, and every new
+// connection from reaching the target, until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default:
+	}
+	for c := range p.conns {
+		p.conns[c] = true
+	}
+}
+
+// Restore lets bytes pass again. The connections open during the cut are
+// closed, as both ends' TCP would have given up on them by the time a cable
+// comes back; new ones reach the target.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c, cut := range p.conns {
+		if cut {
+			c.Close()
+			delete(p.conns, c)
+		}
+	}
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+func (p *Proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(c)
+	}
+}
+
+// track records c, or reports false when the line is cut (c is then held,
+// marked to close at Restore).
+func (p *Proxy) track(c net.Conn) (open bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.conns[c] = false
+		return true
+	default:
+		p.conns[c] = true
+		return false
+	}
+}
+
+func (p *Proxy) forward(down net.Conn) {
+	if !p.track(down) {
+		return
+	}
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		down.Close()
+		return
+	}
+	if !p.track(up) {
+		return
+	}
+	go p.pipe(up, down)
+	p.pipe(down, up)
+}
+
+// pipe copies src to dst, each chunk only while the line is open.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			open := p.open
+			p.mu.Unlock()
+			<-open
+			if p.wasCut(src) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wasCut reports whether c was open during a cut and so is done for.
+func (p *Proxy) wasCut(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cut, ok := p.conns[c]
+	return cut || !ok
+}

@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// The fault suite: each test does to a running System what a person or a
+// machine does to one, and asserts that nothing is lost (every Event once,
+// in order; every queued prompt delivered once) and nothing is left behind
+// once its Session sleeps (no Sandbox, mount, network namespace, veth or
+// relay rule). The Runner or Hub killed mid-Turn are
+// TestARunnerProcessKilledMidTurnLosesNothing and
+// TestKndlDevKilledMidTurnLosesNothing.
+
+// lineCut is how long TestTheRunnersLineCutMidTurnLosesNothing keeps the
+// line silent: longer than both sides take to notice (two ping periods).
+const lineCut = 30 * time.Second
+
+// TestTheRunnersLineCutMidTurnLosesNothing cuts the line between the
+// Runner and the Hub for 30 s while a Turn runs a tool, silently, as a
+// pulled cable does, with a prompt queued behind the Turn meanwhile. The
+// Hub sees the Runner gone within two ping periods and freezes the Session;
+// Claude Code finishes the Turn in the Sandbox all the same. With the line
+// back the Runner connects again, the Turn's Events arrive once and in
+// order, and the queued prompt is delivered once.
+func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
+	s := Start(t, WithRunnerLine())
+	v := s.Ready("before the cut", "Ready.")
+	s.Model.On(testkit.PromptContains("work through the cut"), testkit.Bash("sleep 3; echo worked-through-the-cut"))
+	s.Model.On(testkit.ToolResultContains("worked-through-the-cut"), testkit.Text("Finished while the line was cut."))
+	s.Model.On(testkit.PromptContains("queued during the cut"), testkit.Text("The queued prompt's answer."))
+	s.prompt(v.ID, "work through the cut")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the tool call before the cut", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "worked-through-the-cut")
+	})
+	s.Line.Cut()
+	cut := time.Now()
+	s.prompt(v.ID, "a prompt queued during the cut")
+	testenv.Eventually(t, 3*protocol.PingEvery, "the Hub freezes the Session of the Runner it can't hear", func() bool {
+		return s.state(v.ID).State == api.Frozen
+	})
+	t.Logf("the Hub froze the Session %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+	time.Sleep(time.Until(cut.Add(lineCut)))
+	s.Line.Restore()
+	restored := time.Now()
+
+	s.turnEnds(v.ID, 3) // the first prompt's, the cut one's, the queued one's
+	t.Logf("the queued prompt's Turn ended %s after the line came back", time.Since(restored).Round(100*time.Millisecond))
+	s.waitState(v.ID, api.Active)
+	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventToolResult, "worked-through-the-cut")
+	once(t, evs, protocol.EventText, "Finished while the line was cut.", "The queued prompt's answer.")
+	once(t, evs, protocol.EventPrompt, "work through the cut", "queued during the cut")
+	inOrder(t, evs, "work through the cut", "worked-through-the-cut", "Finished while the line was cut.",
+		"queued during the cut", "The queued prompt's answer.")
+	if n := s.promptCalls("queued during the cut"); n != 1 {
+		t.Errorf("%d model calls carried the queued prompt as new, want 1", n)
+	}
+	s.sleepsLeavingNothing(v.ID)
+}
+
+// promptCalls counts the model calls whose newest message is a prompt
+// carrying text (not a tool's result after it).
+func (s *System) promptCalls(text string) int {
+	n := 0
+	for _, r := range s.Model.Turns() {
+		m := r.LastUser()
+		if len(m.ToolResults()) == 0 && strings.Contains(strings.Join(m.Texts(), "\n"), text) {
+			n++
+		}
+	}
+	return n
+}
+
+// sleepsLeavingNothing puts a Session to sleep and checks the host holds
+// nothing of its running Sandbox: the backend lists it stopped (its disks
+// kept), and there is no mount under the Runner's home, and neither the
+// network namespace, the veth nor the relay rule of any slot this System's
+// Sandboxes had. (Other Systems' Sandboxes may share the host: each check
+// names this System's own.)
+func (s *System) sleepsLeavingNothing(id string) {
+	s.t.Helper()
+	ctx := context.Background()
+	all, err := s.Backend.List(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var slots []int
+	for _, sb := range all {
+		b := sb.Addr.As4()
+		slots = append(slots, (int(b[2])<<8|int(b[3]))/4) // slot n's /30 is the pool's n-th
+	}
+	if code := s.Do(http.MethodPost, "/api/sessions/"+id+"/sleep", nil, nil); code != http.StatusNoContent {
+		s.t.Fatalf("sleep: %d", code)
+	}
+	s.waitState(id, api.Asleep)
+	all, err = s.Backend.List(ctx)
+	for _, sb := range all {
+		if sb.State != sandbox.StateStopped {
+			s.t.Errorf("Sandbox %s is %s after sleep, want stopped", sb.ID, sb.State)
+		}
+	}
+	if err != nil {
+		s.t.Error(err)
+	}
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err != nil {
+		s.t.Error(err)
+	} else {
+		for _, l := range strings.Split(string(mi), "\n") {
+			if strings.Contains(l, s.Home) {
+				s.t.Errorf("a mount under the Runner's home after sleep: %s", l)
+			}
+		}
+	}
+	links, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		s.t.Fatalf("ip link: %v", err)
+	}
+	rules, err := exec.Command("nft", "list", "chain", "inet", "kndl", "sandbox_in").CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("nft list chain inet kndl sandbox_in: %v: %s", err, rules)
+	}
+	if port := fmt.Sprintf("dport %d ", s.runnerCfg.RelayPort); strings.Contains(string(rules), port) {
+		s.t.Errorf("a relay rule to this Runner's relay after sleep:\n%s", rules)
+	}
+	for _, n := range slots {
+		if _, err := os.Stat(fmt.Sprintf("/run/netns/kndl-%d", n)); err == nil {
+			s.t.Errorf("network namespace kndl-%d after sleep", n)
+		}
+		veth := fmt.Sprintf("kv%d", n)
+		for _, l := range strings.Split(string(links), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && strings.TrimSuffix(strings.SplitN(f[1], "@", 2)[0], ":") == veth {
+				s.t.Errorf("veth %s after sleep: %s", veth, l)
+			}
+		}
+		if strings.Contains(string(rules), `iifname "`+veth+`"`) {
+			s.t.Errorf("the relay rule of %s after sleep:\n%s", veth, rules)
+		}
+	}
+}
