@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -27,8 +28,9 @@ var migrations embed.FS
 
 // Store is the Hub's database.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db      *sql.DB
+	now     func() time.Time
+	observe atomic.Pointer[func(op string, d time.Duration)] // Observe's
 }
 
 // Open opens (creating if needed) the SQLite database at path and applies
@@ -67,9 +69,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	sort.Strings(names)
 	for _, name := range names {
 		base := strings.TrimPrefix(name, "migrations/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		v, err := migrationVersion(name)
 		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its number", base)
+			return err
 		}
 		body, err := migrations.ReadFile(name)
 		if err != nil {
@@ -91,6 +93,16 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrationVersion is the number a migration's file name starts with.
+func migrationVersion(name string) (int, error) {
+	base := strings.TrimPrefix(name, "migrations/")
+	v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+	if err != nil {
+		return 0, fmt.Errorf("migration %s: name must start with its number", base)
+	}
+	return v, nil
 }
 
 // InTx runs fn in a write transaction, committing if it returns nil.
