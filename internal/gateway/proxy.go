@@ -122,7 +122,8 @@ func (g *Gateway) newProxy(t http.RoundTripper) *httputil.ReverseProxy {
 // Installation the Session's run didn't start with or that is no longer
 // on for its Repo, 409 when the run has no value for a header secret the
 // server declares, 413 beyond MaxBodyBytes, and logs the Session,
-// Installation, method, status and time, never content or headers.
+// Installation, method, status and time, never content or headers; Metrics
+// is told the Installation and status.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, s store.Session, id string) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}

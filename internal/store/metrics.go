@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
@@ -57,17 +55,14 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Migrations returns the newest migration applied to the store and the
-// newest this binary has: a store behind is one whose migration failed or
-// a binary older than its store.
+// newest this binary has. They differ when a migration failed (the store
+// behind) or the binary is older than its store (ahead).
 func (s *Store) Migrations(ctx context.Context) (applied, known int, err error) {
 	var v sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil {
 		return 0, 0, err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil || len(names) == 0 {
-		return 0, 0, errors.Join(err, errors.New("no migrations embedded"))
-	}
+	names := migrationFiles()
 	known, err = migrationVersion(names[len(names)-1])
 	return int(v.Int64), known, err
 }

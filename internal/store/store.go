@@ -62,12 +62,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range migrationFiles() {
 		base := strings.TrimPrefix(name, "migrations/")
 		v, err := migrationVersion(name)
 		if err != nil {
@@ -93,6 +88,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrationFiles are the embedded migrations, oldest first.
+func migrationFiles() []string {
+	names, _ := fs.Glob(migrations, "migrations/*.sql") // its one error is a malformed pattern
+	sort.Strings(names)
+	return names
 }
 
 // migrationVersion is the number a migration's file name starts with.
