@@ -38,10 +38,14 @@ const (
 	Setup
 	// Invite is an Invite's secret: it lets one GitHub login in, once.
 	Invite
+	// Metrics is the Hub's metrics token, which the Owner makes on the
+	// Hub's machine for a Prometheus scraper: it reads /metrics and nothing
+	// else.
+	Metrics
 )
 
 var kindNames = map[Kind]string{Public: "public", Cookie: "cookie", CLI: "cli", Runner: "runner", Mod: "mod", Session: "session",
-	Setup: "setup link", Invite: "invite"}
+	Setup: "setup link", Invite: "invite", Metrics: "metrics"}
 
 func (k Kind) String() string {
 	if n, ok := kindNames[k]; ok {
@@ -50,9 +54,10 @@ func (k Kind) String() string {
 	return "unset"
 }
 
-// prefix is the token prefix of each kind that is a bearer token.
+// prefix is the token prefix of each kind that is a bearer token. Metrics
+// is kndlp_ (for Prometheus): kndlm_ was the mod token's already.
 var prefix = map[Kind]string{Cookie: "kndlk_", CLI: "kndlc_", Runner: "kndlr_", Mod: "kndlm_", Session: "kndls_",
-	Setup: "kndlo_", Invite: "kndli_"}
+	Setup: "kndlo_", Invite: "kndli_", Metrics: "kndlp_"}
 
 // TokenBytes is the entropy of every token: 256 bits.
 const TokenBytes = 32

@@ -7,7 +7,7 @@ import (
 
 func TestNewTokenIsUniqueAndHashed(t *testing.T) {
 	seen := map[string]bool{}
-	for _, k := range []Kind{Cookie, CLI, Runner, Mod, Session, Setup, Invite} {
+	for _, k := range []Kind{Cookie, CLI, Runner, Mod, Session, Setup, Invite, Metrics} {
 		tok, h := NewToken(k)
 		if seen[tok] {
 			t.Fatalf("token repeated: %s", tok)

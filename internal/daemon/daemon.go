@@ -23,6 +23,7 @@ func Commands() []cli.Command {
 		{Name: "hub", Summary: "run a Hub", Run: runHub},
 		{Name: "runner", Summary: "run a Runner (needs KNDL_HUB_URL and RUNNER_TOKEN)", Run: runRunner},
 		{Name: "hub backup", Usage: "--to FILE", Summary: "write a consistent copy of the Hub's store to a new file, while it runs (works on the Hub's store)", Run: hubBackup},
+		{Name: "hub metrics-token", Usage: "[--revoke]", Summary: "make the token /metrics takes, print it once, and end the one before (works on the Hub's store)", Run: hubMetricsToken},
 		{Name: "runner token create", Usage: "--name NAME", Summary: "pair a Runner: print its token, once (works on the Hub's store)", Run: runnerTokenCreate},
 	}
 }

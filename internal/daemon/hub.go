@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"kndl.dev/kndl/internal/cli"
@@ -126,5 +127,50 @@ func hubBackup(ctx context.Context, io cli.IO, args []string) error {
 	}
 	fmt.Fprintf(io.Stdout, "Backed up %s to %s in %s. A Hub runs on it with HUB_DATABASE_PATH naming it and the same HUB_SECRETS_KEY.\n",
 		cfg.DatabasePath, *to, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// hubMetricsToken makes the Hub's metrics token, which a Prometheus scraper
+// sends as a bearer token to /metrics and which reads nothing else; the one
+// before stops working. --revoke ends it without a new one.
+func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
+	fs := cli.Flags(io, "hub metrics-token")
+	revoke := fs.Bool("revoke", false, "end the metrics token without making a new one")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.ErrUsage
+	}
+	dir, err := home(io)
+	if err != nil {
+		return err
+	}
+	cfg := hub.FromEnv(io.Getenv, dir)
+	st, err := store.Open(ctx, cfg.DatabasePath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *revoke {
+		if err := st.RevokeMetricsToken(ctx); err != nil {
+			return err
+		}
+		if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
+			return err
+		}
+		fmt.Fprintln(io.Stdout, "Revoked the metrics token: /metrics answers 401 to it from now on.")
+		return nil
+	}
+	token, err := st.CreateMetricsToken(ctx)
+	if err != nil {
+		return err
+	}
+	if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditMetricsMade, "the metrics token", "with kndl hub metrics-token; the one before, if any, ended"); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Made the metrics token; the one before, if any, no longer works. It is shown only this once:\n\n  %s\n\n"+
+		"Have Prometheus send it as a bearer token (authorization: {credentials: ...}) to %s/metrics.\n",
+		token, strings.TrimSuffix(cfg.PublicURL, "/"))
 	return nil
 }

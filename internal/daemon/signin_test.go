@@ -70,3 +70,57 @@ func TestRunnerTokenCreateIsAudited(t *testing.T) {
 		t.Fatalf("output %q / entry %+v: want a Runner token printed and not recorded", out.String(), es[0])
 	}
 }
+
+// TestHubMetricsTokenReplacesAndRevokesAndIsAudited: kndl hub metrics-token
+// prints a metrics token once, which the store then takes; a second one ends
+// the first, --revoke ends it, and each is audited without the token.
+func TestHubMetricsTokenReplacesAndRevokesAndIsAudited(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error"}
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := cli.Run(context.Background(), append([]string{"hub", "metrics-token"}, args...), cli.IO{Stdout: &out, Stderr: &errOut,
+			Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, Commands()...)
+		if code != 0 {
+			t.Fatalf("kndl hub metrics-token %v: %d %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	tokenIn := func(out string) string {
+		t.Helper()
+		tok := regexp.MustCompile(`kndlp_\S+`).FindString(out)
+		if tok == "" {
+			t.Fatalf("output %q: want a metrics token", out)
+		}
+		return tok
+	}
+	first := tokenIn(run())
+	second := tokenIn(run())
+	st, err := store.Open(context.Background(), filepath.Join(home, "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.CheckMetricsToken(ctx, first); err == nil {
+		t.Error("the first metrics token still works after a second was made")
+	}
+	if err := st.CheckMetricsToken(ctx, second); err != nil {
+		t.Errorf("the new metrics token: %v, want it to work", err)
+	}
+	run("--revoke")
+	if err := st.CheckMetricsToken(ctx, second); err == nil {
+		t.Error("the metrics token still works after --revoke")
+	}
+	es, err := st.AuditEntries(ctx, 0, 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("audit log %+v (%v), want 3 entries", es, err)
+	}
+	for i, want := range []string{"metrics_token.revoked", "metrics_token.made", "metrics_token.made"} { // newest first
+		e := es[i]
+		if e.Action != want || e.Via != "hub" || strings.Contains(e.Detail+e.Target, "kndlp_") {
+			t.Errorf("entry %d = %+v, want %s on the Hub's machine, no token", i, e, want)
+		}
+	}
+}

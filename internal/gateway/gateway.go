@@ -41,7 +41,17 @@ type Options struct {
 	// Masked, when set, is told each new OAuth token of an Installation,
 	// for the redaction sets of the Sessions running with it.
 	Masked func(installationID string, values ...string)
-	Logger *slog.Logger
+	// Metrics counts the Gateway's requests (internal/metrics is one);
+	// nil counts none.
+	Metrics Metrics
+	Logger  *slog.Logger
+}
+
+// Metrics is told of each Gateway request: the Installation it was for,
+// or "unknown" for an id the Session did not start with (a Sandbox may send
+// any), and the status it was answered with.
+type Metrics interface {
+	GatewayRequest(installation string, status int)
 }
 
 // Gateway is the Hub's Gateway.
@@ -54,6 +64,7 @@ type Gateway struct {
 	transport  http.RoundTripper
 	callback   string
 	masked     func(installationID string, values ...string)
+	metrics    Metrics
 	now        func() time.Time
 	refreshing refreshers
 }
@@ -64,7 +75,7 @@ func New(o Options) (*Gateway, error) {
 		return nil, errors.New("gateway: a Store, a Sealer and an Access check are needed")
 	}
 	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway"),
-		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, now: time.Now}
+		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, metrics: o.Metrics, now: time.Now}
 	if g.transport == nil {
 		g.transport = http.DefaultTransport
 	}

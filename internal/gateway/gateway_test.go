@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -514,5 +517,55 @@ func TestServerDefinitionsAreChecked(t *testing.T) {
 	}
 	if s, _ := f.g.Servers(context.Background()); len(s) != 0 {
 		t.Fatalf("refused servers were stored: %v", s)
+	}
+}
+
+// counted is a Metrics that keeps what it is told.
+type counted struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *counted) GatewayRequest(installation string, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, fmt.Sprintf("%s %d", installation, status))
+}
+
+// TestRequestsAreCountedByInstallationNeverByAnIDTheSandboxMadeUp: each
+// request is counted with its Installation and status; an id the Session
+// did not start with, which code in the Sandbox may make up without end,
+// counts as unknown.
+func TestRequestsAreCountedByInstallationNeverByAnIDTheSandboxMadeUp(t *testing.T) {
+	f := newFixture(t)
+	c := &counted{}
+	f.g.metrics = c
+	s, _ := f.docsSession(t, "k-123", "k-123")
+	hub := f.hub(t, s)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	post := func(id string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", hub+"/gateway/"+id, strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post("docs")
+	post("made-up-1")
+	post("made-up-2")
+	if _, err := f.g.SetOff(context.Background(), f.member, f.app, "docs", true); err != nil {
+		t.Fatal(err)
+	}
+	post("docs")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := []string{"docs 200", "unknown 403", "unknown 403", "docs 403"}
+	if !slices.Equal(c.seen, want) {
+		t.Fatalf("counted %q, want %q", c.seen, want)
 	}
 }

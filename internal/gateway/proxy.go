@@ -41,6 +41,7 @@ type outbound struct {
 	headers http.Header // the header secrets' values, or the OAuth token
 	oauth   string      // the Installation, when its token may be refreshed and the request sent again
 	body    []byte      // the request's body, held for that
+	started bool        // the Installation is one the Session's run started with
 }
 
 // retryTransport sends a request of an OAuth Installation again, with its
@@ -121,13 +122,22 @@ func (g *Gateway) newProxy(t http.RoundTripper) *httputil.ReverseProxy {
 // Installation the Session's run didn't start with or that is no longer
 // on for its Repo, 409 when the run has no value for a header secret the
 // server declares, 413 beyond MaxBodyBytes, and logs the Session,
-// Installation, method, status and time, never content or headers.
+// Installation, method, status and time, never content or headers; Metrics
+// is told the Installation and status.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, s store.Session, id string) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	var out outbound
 	defer func() {
 		g.log.Info("gateway request", "session", s.ID, "installation", id, "method", r.Method, "status", sw.status,
 			"ms", time.Since(start).Milliseconds())
+		if g.metrics != nil {
+			label := "unknown"
+			if out.started {
+				label = id
+			}
+			g.metrics.GatewayRequest(label, sw.status)
+		}
 	}()
 	out, status, msg := g.outbound(r.Context(), s, id)
 	if status != 0 {
@@ -155,9 +165,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, s store.Session,
 // outbound works out where a request of the Session goes and with which
 // header secrets, or the status and message that refuse it.
 func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (outbound, int, string) {
+	// vetted is what a refusal returns: once id is one the Session
+	// started with, it is counted by its id.
+	var vetted outbound
 	internal := func(err error) (outbound, int, string) {
 		g.log.Error("gateway", "session", s.ID, "installation", id, "err", err)
-		return outbound{}, http.StatusInternalServerError, "the Hub failed to handle this request; its log has the detail"
+		return vetted, http.StatusInternalServerError, "the Hub failed to handle this request; its log has the detail"
 	}
 	rows, err := g.store.SessionInstallations(ctx, s.ID)
 	if err != nil {
@@ -165,15 +178,16 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 	}
 	i := slices.IndexFunc(rows, func(r store.SessionInstallation) bool { return r.InstallationID == id })
 	if i < 0 {
-		return outbound{}, http.StatusForbidden, fmt.Sprintf("Installation %s is not one this Session started with", id)
+		return vetted, http.StatusForbidden, fmt.Sprintf("Installation %s is not one this Session started with", id)
 	}
+	vetted.started = true
 	on, _, err := g.on(ctx, s.RepoID)
 	if err != nil {
 		return internal(err)
 	}
 	in := slices.IndexFunc(on, func(x store.Installation) bool { return x.ID == id })
 	if in < 0 {
-		return outbound{}, http.StatusForbidden, fmt.Sprintf("Installation %s was taken off this Session's Repo since it started", id)
+		return vetted, http.StatusForbidden, fmt.Sprintf("Installation %s was taken off this Session's Repo since it started", id)
 	}
 	srv, err := g.store.MCPServerByID(ctx, on[in].ServerID)
 	if err != nil {
@@ -187,7 +201,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 	if err != nil {
 		return internal(err)
 	}
-	out := outbound{target: target, headers: http.Header{}}
+	out := outbound{target: target, headers: http.Header{}, started: true}
 	sameOrigin := origin(rows[i].URL) == origin(srv.URL)
 	for _, h := range srv.Headers {
 		out.drop = append(out.drop, h.Header)
@@ -195,7 +209,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 		if j < 0 || !sameOrigin {
 			// A value goes only to the server and header it was entered
 			// for, and a request is never sent without one.
-			return outbound{}, http.StatusConflict, fmt.Sprintf("Installation %s has no value for its header secret %s as this Session started: set one, then restart the Session", id, h.Key)
+			return vetted, http.StatusConflict, fmt.Sprintf("Installation %s has no value for its header secret %s as this Session started: set one, then restart the Session", id, h.Key)
 		}
 		out.headers.Set(h.Header, strings.Replace(h.Format, valueMark, snap.Headers[j].Value, 1))
 	}
@@ -203,7 +217,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 		// The token as it is now: a disconnect stops the Session at once.
 		tok, err := g.accessToken(ctx, id, "")
 		if errors.Is(err, errdefs.ErrConflict) {
-			return outbound{}, http.StatusConflict, err.Error()
+			return vetted, http.StatusConflict, err.Error()
 		}
 		if err != nil {
 			return internal(err)

@@ -31,6 +31,8 @@ const (
 	auditRunnerRevoked    = "runner.revoked"
 	auditRunnerShared     = "runner.shared"
 	auditRunnerUnshared   = "runner.unshared"
+	auditMetricsMade      = "metrics_token.made"
+	auditMetricsRevoked   = "metrics_token.revoked"
 	auditVariableSet      = "variable.set"
 	auditVariableRemoved  = "variable.removed"
 	auditVariableLinked   = "variable.linked"
@@ -74,14 +76,18 @@ func (h *Hub) audit(r *http.Request, p Principal, action, target, detail string)
 
 // AuditOnHubMachine records an act done on the Hub's machine itself, with
 // the operating system's authority, working on the store (kndl runner
-// token create).
+// token create, kndl hub metrics-token).
 func AuditOnHubMachine(ctx context.Context, st *store.Store, log *slog.Logger, action, target, detail string) error {
 	return appendAudit(ctx, st, log, store.AuditEntry{Actor: "the Hub's machine", Via: "hub", Action: action, Target: target, Detail: detail})
 }
 
-// AuditRunnerPaired is the action AuditOnHubMachine records for a Runner
-// paired there.
-const AuditRunnerPaired = auditRunnerPaired
+// The actions AuditOnHubMachine records: a Runner paired there, the
+// metrics token made or revoked.
+const (
+	AuditRunnerPaired   = auditRunnerPaired
+	AuditMetricsMade    = auditMetricsMade
+	AuditMetricsRevoked = auditMetricsRevoked
+)
 
 // appendAudit is the one place an audit entry is made. Each entry's number
 // and hash go to the operator's log too: a copy of the chain's head kept

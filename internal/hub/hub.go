@@ -19,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/metrics"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -37,6 +38,8 @@ type Hub struct {
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
+	metrics  *metrics.Metrics     // what /metrics serves: ops.go
+	healthz  http.Handler         // what /health answers: ops.go
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -67,11 +70,13 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
+	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canAccess(ctx, u, repoURL, false)
 		},
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation})
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +86,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
-		MCPServers: h.prepareGateway})
+		MCPServers: h.prepareGateway, Metrics: h.metrics})
 	if err := h.sessions.Recover(context.Background()); err != nil {
 		h.sessions.Close()
 		return nil, fmt.Errorf("recover Sessions: %w", err)

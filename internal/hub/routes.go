@@ -47,6 +47,7 @@ func (h *Hub) routes() []route {
 	mod := []auth.Kind{auth.Mod}
 	return []route{
 		{"GET /health", public, h.health},
+		{"GET /metrics", []auth.Kind{auth.Metrics}, h.serveMetrics},
 		{"GET /static/{file...}", public, h.static},
 		{"GET /signin", public, h.signinPage},
 		{"GET /signin/github", public, h.githubSignin},
@@ -224,6 +225,10 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
 			}
+		case kind == auth.Metrics:
+			if err := h.store.CheckMetricsToken(ctx, token); err == nil {
+				return Principal{Kind: kind}, nil
+			}
 		case kind == auth.Mod:
 			// Claude Code reaches its MCP servers as it starts, before the
 			// Hub hears it is up: a starting run's token counts too.
@@ -259,8 +264,4 @@ func kindList(kinds []auth.Kind) string {
 		names[i] = k.String()
 	}
 	return strings.Join(names, " or ")
-}
-
-func (h *Hub) health(w http.ResponseWriter, r *http.Request, _ Principal) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -43,7 +43,7 @@ import (
 //	jwt                         header.payload.signature                     eyJ….eyJ…. (JSON objects) and a boundary in front
 //	url-password                the password of scheme://user:password@host  the URL shape; not a template (${X}, $X, %s, {x})
 //	kndl-token                  kndl's own tokens: kndlk_ kndlc_ kndlr_      prefix and the exact length (32 random bytes, base64url)
-//	                            kndlm_ kndls_ kndlo_ kndli_ + 43 base64url
+//	                            kndlm_ kndls_ kndlo_ kndli_ kndlp_ + 43 base64url
 //
 // Not matched, by design: shapeless credentials (an AWS secret key outside a
 // labelled field, a registry auth blob, base64 of a token in free text),
@@ -162,7 +162,7 @@ var kndlDetectors = []*Detector{
 var kndlToken = &Detector{
 	Name: "kndl-token", Description: "One of kndl's own tokens.", Class: Marked,
 	need: []string{"kndl"},
-	re:   regexp.MustCompile(`kndl[kcrmsoi]_([A-Za-z0-9_-]{43})`),
+	re:   regexp.MustCompile(`kndl[kcrmsoip]_([A-Za-z0-9_-]{43})`),
 	keep: func(t string, m []int) bool {
 		return !wordBefore(t, m[0]) && !(m[1] < len(t) && (isAlnum(t[m[1]]) || t[m[1]] == '_' || t[m[1]] == '-'))
 	},

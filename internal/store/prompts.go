@@ -55,6 +55,7 @@ func scanPrompt(row scanner) (Prompt, error) {
 // uploaded that no prompt carries yet (ErrNotFound for any other,
 // ErrConflict for one another prompt carries, and then nothing is queued).
 func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
+	defer s.timed("enqueue_prompt")()
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
@@ -121,6 +122,7 @@ func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string, seal
 // returns it; ok is false when the queue is empty or a prompt is already
 // being delivered.
 func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
+	defer s.timed("take_prompt")()
 	err = s.InTx(ctx, func(tx *sql.Tx) error {
 		var busy int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID).Scan(&busy); err != nil || busy > 0 {
@@ -147,6 +149,7 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 // SetPromptState records a delivery's outcome: Delivered, or Queued again
 // at the head of the queue, to be delivered first.
 func (s *Store) SetPromptState(ctx context.Context, id string, state PromptState) error {
+	defer s.timed("set_prompt_state")()
 	if state == Queued {
 		_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = 'queued', delivered_at = NULL,
 			position = (SELECT coalesce(min(q.position), 1) - 1 FROM prompts q WHERE q.session_id = prompts.session_id AND q.state = 'queued')

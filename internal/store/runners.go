@@ -78,6 +78,7 @@ func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runne
 // RunnerByToken returns the live Runner whose token this is. Returns
 // ErrUnauthorized for an unknown or revoked token.
 func (s *Store) RunnerByToken(ctx context.Context, token string) (Runner, error) {
+	defer s.timed("runner_by_token")()
 	hash := auth.Hash(token)
 	var stored []byte
 	r, err := scanRunner(prefixed{s.db.QueryRowContext(ctx, `SELECT token_hash, `+runnerCols+` FROM runners WHERE token_hash = ? AND revoked_at IS NULL`, hash), &stored})

@@ -112,6 +112,7 @@ func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 
 // SessionByID returns a Session, or ErrNotFound.
 func (s *Store) SessionByID(ctx context.Context, id string) (Session, error) {
+	defer s.timed("session_by_id")()
 	x, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionCols+sessionFrom+`WHERE s.id = ?`, id))
 	return x, notFound(err, "session "+id)
 }
@@ -145,6 +146,7 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 // in from, so two changes never both win; internal/hub/session is its one
 // caller.
 func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionState, detail string, transient bool) error {
+	defer s.timed("move_session")()
 	now := ms(s.now())
 	var archived any
 	if to == Archived {
@@ -200,6 +202,7 @@ func (s *Store) RevokeModToken(ctx context.Context, sessionID string) error {
 // SessionByModToken returns the Session a live mod token is for, or
 // ErrUnauthorized.
 func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, error) {
+	defer s.timed("session_by_mod_token")()
 	hash := auth.Hash(token)
 	var stored []byte
 	row := s.db.QueryRowContext(ctx, `SELECT s.mod_token_hash, `+sessionCols+sessionFrom+`WHERE s.mod_token_hash = ?`, hash)
@@ -227,6 +230,7 @@ type Event struct {
 // AppendEvents stores events after the Session's last one and returns them
 // numbered.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event) ([]Event, error) {
+	defer s.timed("append_events")()
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		var last int64
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last); err != nil {

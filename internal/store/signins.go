@@ -37,6 +37,7 @@ func (s *Store) CreateSignin(ctx context.Context, userID string) (string, error)
 // within both lifetimes, and counts this as a use. A sign-in past either is
 // ended; anything else is ErrUnauthorized.
 func (s *Store) UserBySignin(ctx context.Context, token string, life Lifetimes) (User, error) {
+	defer s.timed("user_by_signin")()
 	hash := auth.Hash(token)
 	var stored []byte
 	var created, used int64

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -27,8 +28,9 @@ var migrations embed.FS
 
 // Store is the Hub's database.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db      *sql.DB
+	now     func() time.Time
+	observe atomic.Pointer[func(op string, d time.Duration)] // Observe's
 }
 
 // Open opens (creating if needed) the SQLite database at path and applies
@@ -60,16 +62,11 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range migrationFiles() {
 		base := strings.TrimPrefix(name, "migrations/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		v, err := migrationVersion(name)
 		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its number", base)
+			return err
 		}
 		body, err := migrations.ReadFile(name)
 		if err != nil {
@@ -91,6 +88,23 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrationFiles are the embedded migrations, oldest first.
+func migrationFiles() []string {
+	names, _ := fs.Glob(migrations, "migrations/*.sql") // its one error is a malformed pattern
+	sort.Strings(names)
+	return names
+}
+
+// migrationVersion is the number a migration's file name starts with.
+func migrationVersion(name string) (int, error) {
+	base := strings.TrimPrefix(name, "migrations/")
+	v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+	if err != nil {
+		return 0, fmt.Errorf("migration %s: name must start with its number", base)
+	}
+	return v, nil
 }
 
 // InTx runs fn in a write transaction, committing if it returns nil.

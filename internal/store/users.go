@@ -70,6 +70,7 @@ func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string
 // UserByCLIToken returns the live user a live CLI token belongs to, or
 // ErrUnauthorized.
 func (s *Store) UserByCLIToken(ctx context.Context, token string) (User, error) {
+	defer s.timed("user_by_cli_token")()
 	hash := auth.Hash(token)
 	var stored []byte
 	var u User

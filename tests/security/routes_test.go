@@ -14,7 +14,8 @@ import (
 
 // TestEveryRouteNeedsItsCredential enumerates every registered route and
 // checks that a request without its credential, with a wrong one, or with a
-// live credential of another kind (a sign-in cookie included) gets 401.
+// live credential of another kind (a sign-in cookie and the metrics token
+// included) gets 401.
 func TestEveryRouteNeedsItsCredential(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -32,7 +33,12 @@ func TestEveryRouteNeedsItsCredential(t *testing.T) {
 	modTok, _ := e.store.IssueModToken(ctx, s.ID)
 	e.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	sessionTok, _ := auth.NewToken(auth.Session)
-	live := map[auth.Kind]string{auth.Cookie: e.cookieOf(owner), auth.CLI: cli, auth.Runner: runnerTok, auth.Mod: modTok, auth.Session: sessionTok}
+	metricsTok, err := e.store.CreateMetricsToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[auth.Kind]string{auth.Cookie: e.cookieOf(owner), auth.CLI: cli, auth.Runner: runnerTok, auth.Mod: modTok, auth.Session: sessionTok,
+		auth.Metrics: metricsTok}
 	if live[auth.Cookie] == "" {
 		t.Fatal("the owner has no sign-in cookie")
 	}

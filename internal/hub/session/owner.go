@@ -77,7 +77,25 @@ type Options struct {
 	// it runs with, and returns them for the Runner (the Gateway's
 	// Prepare). An error fails the start with its message. Nil: none.
 	MCPServers func(ctx context.Context, s store.Session) ([]protocol.MCPServer, error)
+	// Metrics counts Turns and times prompt delivery (internal/metrics
+	// is one). Nil: nothing is counted.
+	Metrics Metrics
 }
+
+// Metrics is told of the Turns and deliveries the Owner sees.
+type Metrics interface {
+	TurnStarted()
+	TurnEnded()
+	// PromptDelivered is how long a prompt took from queued to taken.
+	PromptDelivered(time.Duration)
+}
+
+// uncounted is the Metrics of an Owner given none.
+type uncounted struct{}
+
+func (uncounted) TurnStarted()                  {}
+func (uncounted) TurnEnded()                    {}
+func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
 // goroutine; none holds its lock across a store call.
@@ -173,6 +191,9 @@ func New(opts Options) *Owner {
 	}
 	if opts.Inactive == nil {
 		opts.Inactive = func(string) {}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = uncounted{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,

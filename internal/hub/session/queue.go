@@ -230,20 +230,24 @@ func (o *Owner) requeue(id, promptID string) {
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, and a Turn runs.
 func (o *Owner) Accepted(id string) {
-	var pid string
+	var p store.Prompt
 	o.mu.Lock()
-	if r := o.runs[id]; r != nil {
-		pid = r.delivering.ID
+	r := o.runs[id]
+	if r != nil {
+		p = r.delivering
 		r.delivering, r.busy, r.question, r.since = store.Prompt{}, true, false, time.Now()
 		o.stopTimer(r.timer)
 		r.timer = nil
-		if pid != "" {
-			r.taken = pid
+		if p.ID != "" {
+			r.taken = p.ID
 		}
 	}
 	o.mu.Unlock()
-	if pid != "" {
-		o.markDelivered(id, pid)
+	if r != nil {
+		o.opts.Metrics.TurnStarted()
+	}
+	if p.ID != "" {
+		o.markDelivered(id, p)
 	}
 	o.changed(id)
 }
@@ -257,29 +261,36 @@ func (o *Owner) delivered(id, promptID string) {
 		o.mu.Unlock()
 		return
 	}
+	p := r.delivering
 	r.delivering = store.Prompt{}
 	o.stopTimer(r.timer)
 	r.timer = nil
 	o.mu.Unlock()
-	o.markDelivered(id, promptID)
+	o.markDelivered(id, p)
 	o.changed(id)
 	o.dispatch(id)
 }
 
-func (o *Owner) markDelivered(id, promptID string) {
-	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivered); err != nil && o.ctx.Err() == nil {
-		o.log.Error("record a prompt delivered", "session", id, "prompt", promptID, "err", err)
+func (o *Owner) markDelivered(id string, p store.Prompt) {
+	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
+	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivered); err != nil && o.ctx.Err() == nil {
+		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
 
 // TurnEnded is the end of a Turn (the mod's Stop or StopFailure, or an
 // interrupt in the transcript): the next prompt may go.
 func (o *Owner) TurnEnded(id string) {
+	var was bool
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
+		was = r.busy
 		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
 	}
 	o.mu.Unlock()
+	if was { // a Stop hook and the transcript's interrupt may both tell of one end
+		o.opts.Metrics.TurnEnded()
+	}
 	o.changed(id)
 	o.dispatch(id)
 }
