@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,6 +151,74 @@ func (s *System) sleepsLeavingNothing(id string) {
 		}
 		if strings.Contains(string(rules), `iifname "`+veth+`"`) {
 			s.t.Errorf("the relay rule of %s after sleep:\n%s", veth, rules)
+		}
+	}
+}
+
+// TestTheHubsDiskFullForAWhileLosesNothing fills the disk the Hub's store
+// is on while a Turn runs a tool. A prompt sent then is refused, saying the
+// disk is full, and nothing of it is kept; the Runner's Events wait in its
+// outbox, sent again until the Hub can store them. Once space is freed the
+// Turn's Events arrive once and in order, and the next prompt runs.
+func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
+	s := Start(t, WithHubDisk(64<<20))
+	v := s.Ready("before the disk fills", "Ready.")
+	s.Model.On(testkit.PromptContains("work while the disk is full"), testkit.Bash("sleep 2; echo ran-on-a-full-disk"))
+	s.Model.On(testkit.ToolResultContains("ran-on-a-full-disk"), testkit.Text("Done while the disk was full."))
+	s.Model.On(testkit.PromptContains("once there is room"), testkit.Text("Answered once there was room."))
+	s.prompt(v.ID, "work while the disk is full")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the tool call before the disk fills", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "ran-on-a-full-disk")
+	})
+	filler := filepath.Join(s.HubDisk, "filler")
+	fill(t, filler)
+
+	var refused Refusal
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: "refused while the disk is full"}, &refused); code != http.StatusServiceUnavailable ||
+		!strings.Contains(refused.Message, "disk is full") {
+		t.Fatalf("a prompt while the disk is full: %d %q, want 503 saying the disk is full", code, refused.Message)
+	}
+	// The Turn ends in the Sandbox meanwhile; its Events can't be stored.
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner told the Hub could not store its Events", func() bool {
+		return strings.Contains(s.logText(), "the Hub did not take a message; sending it again")
+	})
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	s.turnEnds(v.ID, 2)
+	s.waitState(v.ID, api.Active)
+	s.prompt(v.ID, "answer once there is room")
+	s.turnEnds(v.ID, 3)
+	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventToolResult, "ran-on-a-full-disk")
+	once(t, evs, protocol.EventText, "Done while the disk was full.", "Answered once there was room.")
+	inOrder(t, evs, "work while the disk is full", "ran-on-a-full-disk", "Done while the disk was full.", "once there is room", "Answered once there was room.")
+	for _, e := range evs {
+		if strings.Contains(e.Text, "refused while the disk is full") {
+			t.Fatalf("the prompt refused while the disk was full is in the Session: %+v", e)
+		}
+	}
+	if n := s.promptCalls("refused while the disk is full"); n != 0 {
+		t.Fatalf("the prompt refused while the disk was full reached the model %d times", n)
+	}
+	s.sleepsLeavingNothing(v.ID)
+}
+
+// fill writes path until its disk has no room left.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill %s: %v", path, err)
+			}
+			return
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/protocol"
@@ -98,10 +99,13 @@ type System struct {
 	// Line is the line between the Runner and the Hub, when the System was
 	// started WithRunnerLine.
 	Line *testkit.Proxy
-	cli  string // the dev user's CLI token
-	log  *bytes.Buffer
-	logw *lockedWriter // log's writer, whose lock logText takes
-	db   string        // the store's file
+	// HubDisk is the directory of the tmpfs the Hub's store is on, when the
+	// System was started WithHubDisk.
+	HubDisk string
+	cli     string // the dev user's CLI token
+	log     *bytes.Buffer
+	logw    *lockedWriter // log's writer, whose lock logText takes
+	db      string        // the store's file
 
 	ctx       context.Context
 	hubCfg    hub.Config
@@ -241,7 +245,8 @@ type options struct {
 	idle        time.Duration
 	archiveKeep time.Duration
 	tokenRetry  time.Duration
-	line        bool // the Runner reaches the Hub through System.Line
+	line        bool  // the Runner reaches the Hub through System.Line
+	hubDisk     int64 // bytes of the tmpfs the Hub's store is on; 0 for the test's own disk
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -262,6 +267,10 @@ func WithSandboxGitHub(retry time.Duration) Option {
 // WithRunnerLine puts a testkit.Proxy (System.Line) between the Runner and
 // the Hub, for a test to cut.
 func WithRunnerLine() Option { return func(o *options) { o.line = true } }
+
+// WithHubDisk puts the Hub's store on a tmpfs of size bytes of its own
+// (System.HubDisk), for a test to fill.
+func WithHubDisk(size int64) Option { return func(o *options) { o.hubDisk = size } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -284,6 +293,16 @@ func Start(t testing.TB, opts ...Option) *System {
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	db := filepath.Join(dir, "hub.db")
+	var hubDisk string
+	if o.hubDisk > 0 {
+		hubDisk = filepath.Join(dir, "hub-disk")
+		os.Mkdir(hubDisk, 0o700)
+		if err := unix.Mount("tmpfs", hubDisk, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", o.hubDisk)); err != nil {
+			t.Fatalf("a tmpfs for the Hub's store: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(hubDisk, unix.MNT_DETACH) })
+		db = filepath.Join(hubDisk, "hub.db")
+	}
 	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +360,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, cli: cli, log: logBuf, logw: logw, db: db,
+	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, HubDisk: hubDisk, cli: cli, log: logBuf, logw: logw, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {
@@ -379,6 +398,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// Refusal is the API's answer to a request it refused. Given to Do as out,
+// it takes that answer, where any other out fails the test.
+type Refusal struct{ Message string }
+
 // Do calls the Hub's API as the dev user and decodes the answer into out;
 // it returns the status.
 func (s *System) Do(method, path string, in, out any) int {
@@ -396,6 +419,15 @@ func (s *System) Do(method, path string, in, out any) int {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if r, ok := out.(*Refusal); ok {
+		if resp.StatusCode < 300 {
+			s.t.Fatalf("%s %s: %d %s, want a refusal", method, path, resp.StatusCode, raw)
+		}
+		if err := json.Unmarshal(raw, r); err != nil {
+			s.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+		return resp.StatusCode
+	}
 	if out != nil && resp.StatusCode < 300 {
 		if err := json.Unmarshal(raw, out); err != nil {
 			s.t.Fatalf("%s %s: %v: %s", method, path, err, raw)
