@@ -176,6 +176,11 @@ func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, err
 	return out, rows.Err()
 }
 
+func scanString(row scanner) (string, error) {
+	var v string
+	return v, row.Scan(&v)
+}
+
 // notFound turns sql.ErrNoRows into errdefs.ErrNotFound naming what.
 func notFound(err error, what string) error {
 	if errors.Is(err, sql.ErrNoRows) {
