@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/testenv"
@@ -415,4 +416,33 @@ func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
 	if err := s.Backup(ctx, path); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("a backup over a file: %v, want refused", err)
 	}
+}
+
+// TestAMemberSigningInAgainKeepsTheirRole: the Owner signing in under a
+// new login stays the Owner, a Member stays a Member, and the login moves.
+func TestAMemberSigningInAgainKeepsTheirRole(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		owner, err := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "olivia"})
+		if err != nil || !owner.IsOwner {
+			t.Fatalf("claim: %+v, %v", owner, err)
+		}
+		_, secret, err := s.CreateInvite(ctx, "bob", owner.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: 2, Login: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			gh    GitHubIdentity
+			owner bool
+		}{{GitHubIdentity{ID: 1, Login: "olivia2"}, true}, {GitHubIdentity{ID: 2, Login: "robert"}, false}} {
+			u, err := s.MemberByGitHub(ctx, tt.gh)
+			if err != nil || u.IsOwner != tt.owner || u.GitHubLogin != tt.gh.Login {
+				t.Errorf("%s signs in again: %+v, %v; want owner %v", tt.gh.Login, u, err, tt.owner)
+			}
+		}
+	})
 }
