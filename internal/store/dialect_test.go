@@ -167,3 +167,35 @@ func TestAPostgresStoreIsBackedUpWithPgDump(t *testing.T) {
 		t.Fatalf("Backup of a PostgreSQL store: %v, want refused naming pg_dump", err)
 	}
 }
+
+// TestASetupLinkIsUsedOnceByClaimsAtOnce: of claims made together with
+// one Setup link, one makes its holder the Owner and the rest are refused,
+// on PostgreSQL as on SQLite.
+func TestASetupLinkIsUsedOnceByClaimsAtOnce(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		secret := mustSetupLink(t, s)
+		const claims = 8
+		errs := make([]error, claims)
+		var wg sync.WaitGroup
+		for i := range claims {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = s.ClaimSetupLink(context.Background(), secret, GitHubIdentity{ID: int64(i + 1), Login: fmt.Sprintf("u%d", i)})
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else if !errors.Is(err, errdefs.ErrUnauthorized) {
+				t.Errorf("a claim failed otherwise than refused: %v", err)
+			}
+		}
+		if owners, _ := s.Members(context.Background()); won != 1 || len(owners) != 1 {
+			t.Fatalf("%d claims won and %d Members made, want 1 each", won, len(owners))
+		}
+	})
+}
