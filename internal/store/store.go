@@ -1,8 +1,8 @@
 // Package store is the Hub's database: SQLite through modernc.org/sqlite in
 // WAL mode by default, or PostgreSQL through pgx, with numbered migrations
 // embedded in the binary and applied at open. All SQL lives in this
-// package, one set of queries for both engines (dialect.go). Only the Hub (and the CLI commands that
-// work on a Hub's store directly) import it.
+// package, one set of queries for both engines (dialect.go). Only the Hub
+// (and the CLI commands that work on a Hub's store directly) import it.
 package store
 
 import (
@@ -83,19 +83,19 @@ func (s *Store) Close() error { return s.db.Close() }
 // of its own. On PostgreSQL each takes the writers' lock first, so Hubs
 // starting together on one database apply each migration once.
 func (s *Store) migrate(ctx context.Context) error {
-	if err := s.InTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.dialect.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`))
-		return err
-	}); err != nil {
-		return err
-	}
-	if s.dialect.functions != "" {
-		if err := s.InTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, s.dialect.functions)
-			return err
-		}); err != nil {
-			return err
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{s.dialect.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`), s.dialect.functions} {
+			if q == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
