@@ -1,9 +1,9 @@
 // Package daemon is the kndl commands that run the Hub and the Runner
-// (kndl hub, kndl runner, kndl dev with both in one process) and the one
-// that works on the Hub's store directly (kndl runner token create). They
-// are apart from internal/cli so that the commands a person runs against a
-// Hub import none of the Hub, its store or the Runner. cmd/kndl alone
-// imports it, and hands Commands to cli.Run.
+// (kndl hub, kndl runner, kndl dev with both in one process) and those
+// that work on the Hub's store directly (kndl runner token create, hub
+// backup, hub migrate-store). They are apart from internal/cli so that the
+// commands a person runs against a Hub import none of the Hub, its store
+// or the Runner. cmd/kndl alone imports it, and hands Commands to cli.Run.
 package daemon
 
 import (
@@ -24,6 +24,7 @@ func Commands() []cli.Command {
 		{Name: "runner", Summary: "run a Runner (needs KNDL_HUB_URL and RUNNER_TOKEN)", Run: runRunner},
 		{Name: "hub backup", Usage: "--to FILE", Summary: "write a consistent copy of the Hub's store to a new file, while it runs (works on the Hub's store)", Run: hubBackup},
 		{Name: "hub metrics-token", Usage: "[--revoke]", Summary: "make the token /metrics takes, print it once, and end the one before (works on the Hub's store)", Run: hubMetricsToken},
+		{Name: "hub migrate-store", Usage: "--from sqlite:PATH --to postgres://...", Summary: "copy a Hub's SQLite store into a new PostgreSQL database, checking each table's count (stop the Hub first)", Run: hubMigrateStore},
 		{Name: "runner token create", Usage: "--name NAME", Summary: "pair a Runner: print its token, once (works on the Hub's store)", Run: runnerTokenCreate},
 	}
 }

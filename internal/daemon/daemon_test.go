@@ -52,15 +52,7 @@ func TestHubBackupCopiesTheStoreAndRefusesAFileThatExists(t *testing.T) {
 	defer st.Close() // open while the backup runs, as a Hub's is
 	to := filepath.Join(t.TempDir(), "copy.db")
 	run := func() (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := cli.Run(context.Background(), []string{"hub", "backup", "--to", to}, cli.IO{Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader(""),
-			Getenv: func(k string) string {
-				if k == "KNDL_HOME" {
-					return home
-				}
-				return ""
-			}}, Commands()...)
-		return code, out.String(), errOut.String()
+		return kndl(map[string]string{"KNDL_HOME": home}, "hub", "backup", "--to", to)
 	}
 	if code, out, errOut := run(); code != 0 || !strings.Contains(out, "Backed up") {
 		t.Fatalf("kndl hub backup: exit %d\n%s\n%s", code, out, errOut)

@@ -39,7 +39,7 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	hcfg := hub.FromEnv(getenv, dir)
 	hcfg.SecretsKey, hcfg.DevLogin = key, true
 	hcfg.Logger = logger(io)
-	st, err := store.Open(ctx, hcfg.DatabasePath)
+	st, err := openStore(ctx, hcfg)
 	if err != nil {
 		return err
 	}

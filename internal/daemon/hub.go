@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -12,11 +14,21 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// openStore opens the store cfg names: PostgreSQL at HUB_DATABASE_URL, or
+// SQLite at HUB_DATABASE_PATH.
+func openStore(ctx context.Context, cfg hub.Config) (*store.Store, error) {
+	src, err := cfg.Database()
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, src)
+}
+
 // openHub opens the Hub's store and makes the Hub.
 func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, *store.Store, error) {
 	cfg := hub.FromEnv(io.Getenv, dir)
 	cfg.Logger = logger(io)
-	st, err := store.Open(ctx, cfg.DatabasePath)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +94,7 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabasePath)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -116,7 +128,7 @@ func hubBackup(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	cfg := hub.FromEnv(io.Getenv, dir)
-	st, err := store.Open(ctx, cfg.DatabasePath)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -147,7 +159,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	cfg := hub.FromEnv(io.Getenv, dir)
-	st, err := store.Open(ctx, cfg.DatabasePath)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -172,5 +184,53 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 	fmt.Fprintf(io.Stdout, "Made the metrics token; the one before, if any, no longer works. It is shown only this once:\n\n  %s\n\n"+
 		"Have Prometheus send it as a bearer token (authorization: {credentials: ...}) to %s/metrics.\n",
 		token, strings.TrimSuffix(cfg.PublicURL, "/"))
+	return nil
+}
+
+// hubMigrateStore copies a SQLite Hub's store into a new PostgreSQL
+// database, values as they are (sealed ones sealed, under the same
+// HUB_SECRETS_KEY), and checks each table's count. Stop the Hub first.
+func hubMigrateStore(ctx context.Context, io cli.IO, args []string) error {
+	fs := cli.Flags(io, "hub migrate-store")
+	from := fs.String("from", "", "the SQLite store to copy: sqlite:PATH")
+	to := fs.String("to", "", "the new, empty PostgreSQL database: postgres://user:password@host:port/database")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *to == "" || fs.NArg() > 0 {
+		return cli.ErrUsage
+	}
+	path, ok := strings.CutPrefix(*from, "sqlite:")
+	if !ok || path == "" {
+		return fmt.Errorf("--from %q: want sqlite:PATH, the Hub's SQLite file (HUB_DATABASE_PATH)", *from)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	if !store.IsPostgres(*to) {
+		return errors.New("--to: want a PostgreSQL URL, postgres://user:password@host:port/database")
+	}
+	src, err := store.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := store.Open(ctx, *to)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	start := time.Now()
+	counts, err := src.CopyTo(ctx, dst)
+	if err != nil {
+		return err
+	}
+	var rows int64
+	for _, c := range counts {
+		fmt.Fprintf(io.Stdout, "  %-24s %d rows\n", c.Table, c.Rows)
+		rows += c.Rows
+	}
+	fmt.Fprintf(io.Stdout, "Copied %d rows in %d tables from %s to PostgreSQL in %s; each table's count checked. Start the Hub with HUB_DATABASE_URL naming that database and the same HUB_SECRETS_KEY.\n",
+		rows, len(counts), path, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"kndl.dev/kndl/internal/store"
 )
 
 // Config is the Hub's configuration. Each field names its environment
@@ -24,6 +26,10 @@ type Config struct {
 	// DatabasePath is the SQLite file. HUB_DATABASE_PATH, default
 	// $KNDL_HOME/hub.db.
 	DatabasePath string
+	// DatabaseURL, when set, is a PostgreSQL database the Hub keeps its
+	// store in instead: postgres://user:password@host:port/database.
+	// HUB_DATABASE_URL, default none (SQLite at DatabasePath).
+	DatabaseURL string
 	// SecretsKey seals stored secrets such as setup tokens: 32 random bytes
 	// as hex or base64. HUB_SECRETS_KEY, required (kndl dev makes one).
 	SecretsKey string
@@ -111,6 +117,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 		Listen:       getenv("HUB_LISTEN"),
 		PublicURL:    getenv("HUB_PUBLIC_URL"),
 		DatabasePath: getenv("HUB_DATABASE_PATH"),
+		DatabaseURL:  getenv("HUB_DATABASE_URL"),
 		SecretsKey:   getenv("HUB_SECRETS_KEY"),
 		ForwardURL:   getenv("HUB_FORWARD_URL"),
 
@@ -164,6 +171,19 @@ func FromEnv(getenv func(string) string, home string) Config {
 		c.DatabasePath = filepath.Join(home, "hub.db")
 	}
 	return c
+}
+
+// Database is where the Hub's store is, as store.Open takes it: the
+// PostgreSQL URL if set, else the SQLite file.
+func (c Config) Database() (string, error) {
+	if c.DatabaseURL == "" {
+		return c.DatabasePath, nil
+	}
+	if !store.IsPostgres(c.DatabaseURL) {
+		// Not echoed: it may hold a password.
+		return "", errors.New("HUB_DATABASE_URL: want a PostgreSQL URL, postgres://user:password@host:port/database (unset it to keep the store in SQLite at HUB_DATABASE_PATH)")
+	}
+	return c.DatabaseURL, nil
 }
 
 // Check fills in defaults that depend on other fields and validates the

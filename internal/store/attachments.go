@@ -137,10 +137,7 @@ func (s *Store) deleteAttachment(ctx context.Context, id string) error {
 // before incomplete (an upload the Hub stopped in the middle of), and those
 // no prompt named since before unnamed.
 func (s *Store) DropStaleAttachments(ctx context.Context, sessionID string, incomplete, unnamed time.Time) error {
-	ids, err := queryAll(ctx, s.db, func(row scanner) (string, error) {
-		var id string
-		return id, row.Scan(&id)
-	}, `SELECT id FROM attachments WHERE session_id = ? AND ((complete = 0 AND created_at < ?) OR (prompt_id IS NULL AND created_at < ?))`,
+	ids, err := queryAll(ctx, s.db, scanString, `SELECT id FROM attachments WHERE session_id = ? AND ((complete = 0 AND created_at < ?) OR (prompt_id IS NULL AND created_at < ?))`,
 		sessionID, ms(incomplete), ms(unnamed))
 	if err != nil {
 		return err

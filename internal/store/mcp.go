@@ -344,10 +344,7 @@ func (s *Store) Installations(ctx context.Context) ([]Installation, error) {
 }
 
 func reposOf(ctx context.Context, db querier, id string) ([]string, error) {
-	repos, err := queryAll(ctx, db, func(row scanner) (string, error) {
-		var r string
-		return r, row.Scan(&r)
-	}, `SELECT repo_id FROM installation_repos WHERE installation_id = ? ORDER BY repo_id`, id)
+	repos, err := queryAll(ctx, db, scanString, `SELECT repo_id FROM installation_repos WHERE installation_id = ? ORDER BY repo_id`, id)
 	if repos == nil {
 		repos = []string{}
 	}
@@ -419,10 +416,7 @@ func (s *Store) SetInstallationOff(ctx context.Context, repoID, id string, off b
 
 // InstallationsOff returns the ids of the Installations a Repo turned off.
 func (s *Store) InstallationsOff(ctx context.Context, repoID string) (map[string]bool, error) {
-	ids, err := queryAll(ctx, s.db, func(row scanner) (string, error) {
-		var id string
-		return id, row.Scan(&id)
-	}, `SELECT installation_id FROM installation_off WHERE repo_id = ?`, repoID)
+	ids, err := queryAll(ctx, s.db, scanString, `SELECT installation_id FROM installation_off WHERE repo_id = ?`, repoID)
 	out := map[string]bool{}
 	for _, id := range ids {
 		out[id] = true

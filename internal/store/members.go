@@ -66,7 +66,7 @@ func (s *Store) putGitHubUser(ctx context.Context, tx *sql.Tx, id string, gh Git
 		_, err = tx.ExecContext(ctx, `INSERT INTO users (id, github_id, github_login, name, is_owner, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			id, gh.ID, gh.Login, name, owner, ms(s.now()))
 	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE users SET github_login = ?, name = ?, removed_at = NULL, is_owner = (is_owner OR ?) WHERE id = ?`,
+		_, err = tx.ExecContext(ctx, `UPDATE users SET github_login = ?, name = ?, removed_at = NULL, is_owner = CASE WHEN ? = 1 THEN 1 ELSE is_owner END WHERE id = ?`,
 			gh.Login, name, owner, id)
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,7 +63,7 @@ func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runne
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO runners (id, name, token_hash, created_by, shared, created_at) VALUES (?, ?, ?, nullif(?, ''), ?, ?)`,
 			r.ID, r.Name, hash, createdBy, r.Shared, ms(r.CreatedAt))
-		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
+		if s.dialect.unique(err) {
 			return fmt.Errorf("a Runner named %q is already paired; revoke it first or pick another name: %w", name, errdefs.ErrConflict)
 		}
 		return err

@@ -1,7 +1,8 @@
 // Package store is the Hub's database: SQLite through modernc.org/sqlite in
-// WAL mode, with numbered migrations embedded in the binary and applied at
-// open. All SQL lives in this package. Only the Hub (and the CLI commands that
-// work on a Hub's store directly) import it.
+// WAL mode by default, or PostgreSQL through pgx, with numbered migrations
+// embedded in the binary and applied at open. All SQL lives in this
+// package, one set of queries for both engines (dialect.go). Only the Hub
+// (and the CLI commands that work on a Hub's store directly) import it.
 package store
 
 import (
@@ -29,13 +30,31 @@ var migrations embed.FS
 // Store is the Hub's database.
 type Store struct {
 	db      *sql.DB
+	dialect dialect
 	now     func() time.Time
 	observe atomic.Pointer[func(op string, d time.Duration)] // Observe's
 }
 
-// Open opens (creating if needed) the SQLite database at path and applies
-// every migration it has not seen.
-func Open(ctx context.Context, path string) (*Store, error) {
+// IsPostgres reports whether source names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a SQLite file.
+func IsPostgres(source string) bool {
+	return strings.HasPrefix(source, "postgres://") || strings.HasPrefix(source, "postgresql://")
+}
+
+// Open opens the store at source, a PostgreSQL URL or the path of a SQLite
+// file (made if missing), and applies every migration it has not seen.
+func Open(ctx context.Context, source string) (*Store, error) {
+	if IsPostgres(source) {
+		db, err := openPostgres(source)
+		if err != nil {
+			return nil, err
+		}
+		return openDB(ctx, db, postgresDialect, "the PostgreSQL store")
+	}
+	return openSQLite(ctx, source)
+}
+
+func openSQLite(ctx context.Context, path string) (*Store, error) {
 	q := url.Values{}
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "foreign_keys(1)", "synchronous(NORMAL)"} {
 		q.Add("_pragma", p)
@@ -47,10 +66,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, now: time.Now}
+	return openDB(ctx, db, sqliteDialect, "store "+path)
+}
+
+func openDB(ctx context.Context, db *sql.DB, d dialect, what string) (*Store, error) {
+	s := &Store{db: db, dialect: d, now: time.Now}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("migrate store %s: %w", path, err)
+		return nil, fmt.Errorf("migrate %s: %w", what, err)
 	}
 	return s, nil
 }
@@ -58,8 +81,22 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// migrate applies the migrations not yet applied, each in a transaction
+// of its own. On PostgreSQL each takes the writers' lock first, so Hubs
+// starting together on one database apply each migration once.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{s.dialect.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`), s.dialect.functions} {
+			if q == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	for _, name := range migrationFiles() {
@@ -77,7 +114,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil || n > 0 {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			if _, err := tx.ExecContext(ctx, s.dialect.schema(string(body))); err != nil {
 				return fmt.Errorf("migration %s: %w", base, err)
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, s.now().UnixMilli())
@@ -113,6 +150,12 @@ func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	if s.dialect.lock != "" {
+		if _, err := tx.ExecContext(ctx, s.dialect.lock); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
@@ -147,6 +190,11 @@ func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, err
 	return out, rows.Err()
 }
 
+func scanString(row scanner) (string, error) {
+	var v string
+	return v, row.Scan(&v)
+}
+
 // notFound turns sql.ErrNoRows into errdefs.ErrNotFound naming what.
 func notFound(err error, what string) error {
 	if errors.Is(err, sql.ErrNoRows) {
@@ -168,7 +216,11 @@ func fromMS(v sql.NullInt64) time.Time {
 // while the Hub runs: SQLite's VACUUM INTO reads one snapshot, so writers
 // go on and the copy is whole. The copy is written beside path and renamed
 // into place, so a backup cut short leaves no half file under that name.
+// A PostgreSQL store is backed up with pg_dump, which does the same.
 func (s *Store) Backup(ctx context.Context, path string) error {
+	if s.dialect.name != sqliteDialect.name {
+		return fmt.Errorf("the Hub's store is PostgreSQL: back it up with pg_dump (pg_dump --format=custom --file=hub.dump \"$HUB_DATABASE_URL\"), which copies one snapshot while the Hub runs: %w", errdefs.ErrInvalid)
+	}
 	if _, err := os.Lstat(path); err == nil {
 		return fmt.Errorf("%s exists: back up to a new file: %w", path, errdefs.ErrConflict)
 	}

@@ -8,305 +8,365 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/testenv"
 )
 
+func TestMain(m *testing.M) { os.Exit(testenv.PostgresMain(m)) }
+
+// opener opens a new, empty store and returns it with the source that
+// opens it again.
+type opener func(t *testing.T) (*Store, string)
+
+// engines are where the store's tests run: a SQLite file, and a database
+// on the tests' own PostgreSQL server.
+var engines = []struct {
+	name   string
+	source func(t *testing.T) string
+}{
+	{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "hub.db") }},
+	{"postgres", func(t *testing.T) string { return testenv.Postgres(t) }},
+}
+
+// eachEngine runs test once on each engine, as subtests named for them.
+func eachEngine(t *testing.T, test func(t *testing.T, open opener)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			test(t, func(t *testing.T) (*Store, string) {
+				t.Helper()
+				source := e.source(t)
+				return openAt(t, source), source
+			})
+		})
+	}
+}
+
+// open opens a new SQLite store, for what only SQLite does.
 func open(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "hub.db")
-	s, err := Open(context.Background(), path)
+	path := engines[0].source(t)
+	return openAt(t, path), path
+}
+
+// openAt opens the store at source, closed when the test ends.
+func openAt(t *testing.T, source string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), source)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, path
+	return s
 }
 
 func TestMigrationsApplyOnceAndReopen(t *testing.T) {
-	s, path := open(t)
-	ctx := context.Background()
-	if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s2, err := Open(ctx, path)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer s2.Close()
-	rs, err := s2.Runners(ctx)
-	if err != nil || len(rs) != 1 {
-		t.Fatalf("after reopen: %d runners, %v; want 1", len(rs), err)
-	}
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, path := open(t)
+		ctx := context.Background()
+		if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s2, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		defer s2.Close()
+		rs, err := s2.Runners(ctx)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("after reopen: %d runners, %v; want 1", len(rs), err)
+		}
+	})
 }
 
 func TestRunnerTokenStoredOnlyAsHash(t *testing.T) {
-	s, path := open(t)
-	ctx := context.Background()
-	r, token, err := s.CreateRunner(ctx, "box", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.RunnerByToken(ctx, token)
-	if err != nil || got.ID != r.ID {
-		t.Fatalf("RunnerByToken = %v, %v; want %s", got.ID, err, r.ID)
-	}
-	if _, err := s.RunnerByToken(ctx, token+"x"); !errors.Is(err, errdefs.ErrUnauthorized) {
-		t.Fatalf("wrong token: err = %v, want ErrUnauthorized", err)
-	}
-	s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
-	for _, f := range []string{path, path + "-wal"} {
-		b, _ := os.ReadFile(f)
-		if strings.Contains(string(b), token) {
-			t.Fatalf("%s holds the runner token in the clear", f)
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, path := open(t)
+		ctx := context.Background()
+		r, token, err := s.CreateRunner(ctx, "box", "")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := s.RevokeRunner(ctx, r.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.RunnerByToken(ctx, token); !errors.Is(err, errdefs.ErrUnauthorized) {
-		t.Fatalf("revoked token: err = %v, want ErrUnauthorized", err)
-	}
-	if err := s.RevokeRunner(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("revoking twice: err = %v, want ErrNotFound", err)
-	}
-	// The name is free again once revoked.
-	if _, _, err := s.CreateRunner(ctx, "box", ""); err != nil {
-		t.Fatalf("re-pairing a revoked name: %v", err)
-	}
+		got, err := s.RunnerByToken(ctx, token)
+		if err != nil || got.ID != r.ID {
+			t.Fatalf("RunnerByToken = %v, %v; want %s", got.ID, err, r.ID)
+		}
+		if _, err := s.RunnerByToken(ctx, token+"x"); !errors.Is(err, errdefs.ErrUnauthorized) {
+			t.Fatalf("wrong token: err = %v, want ErrUnauthorized", err)
+		}
+		var stored []byte
+		if err := s.db.QueryRow(`SELECT token_hash FROM runners WHERE id = ?`, r.ID).Scan(&stored); err != nil || len(stored) != 32 || strings.Contains(string(stored), token) {
+			t.Fatalf("the runners row holds %q, %v; want its 32-byte hash", stored, err)
+		}
+		if !IsPostgres(path) {
+			s.db.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+			for _, f := range []string{path, path + "-wal"} {
+				b, _ := os.ReadFile(f)
+				if strings.Contains(string(b), token) {
+					t.Fatalf("%s holds the runner token in the clear", f)
+				}
+			}
+		}
+		if err := s.RevokeRunner(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RunnerByToken(ctx, token); !errors.Is(err, errdefs.ErrUnauthorized) {
+			t.Fatalf("revoked token: err = %v, want ErrUnauthorized", err)
+		}
+		if err := s.RevokeRunner(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("revoking twice: err = %v, want ErrNotFound", err)
+		}
+		// The name is free again once revoked.
+		if _, _, err := s.CreateRunner(ctx, "box", ""); err != nil {
+			t.Fatalf("re-pairing a revoked name: %v", err)
+		}
+	})
 }
 
 func TestRunnerNames(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		want error
-	}{
-		{"ok-name_1.2", nil},
-		{"", errdefs.ErrInvalid},
-		{"has space", errdefs.ErrInvalid},
-		{strings.Repeat("a", 65), errdefs.ErrInvalid},
-		{"ok-name_1.2", errdefs.ErrConflict},
-	}
-	for _, tt := range tests {
-		_, _, err := s.CreateRunner(ctx, tt.name, "")
-		if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
-			t.Errorf("CreateRunner(%q): err = %v, want %v", tt.name, err, tt.want)
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		tests := []struct {
+			name string
+			want error
+		}{
+			{"ok-name_1.2", nil},
+			{"", errdefs.ErrInvalid},
+			{"has space", errdefs.ErrInvalid},
+			{strings.Repeat("a", 65), errdefs.ErrInvalid},
+			{"ok-name_1.2", errdefs.ErrConflict},
 		}
-	}
+		for _, tt := range tests {
+			_, _, err := s.CreateRunner(ctx, tt.name, "")
+			if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
+				t.Errorf("CreateRunner(%q): err = %v, want %v", tt.name, err, tt.want)
+			}
+		}
+	})
 }
 
 func TestCLITokens(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	u, err := s.DevUser(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _ := s.DevUser(ctx)
-	if again.ID != u.ID {
-		t.Fatalf("DevUser made a second dev user")
-	}
-	tok, err := s.CreateCLIToken(ctx, u.ID, "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.UserByCLIToken(ctx, tok)
-	if err != nil || got.ID != u.ID {
-		t.Fatalf("UserByCLIToken = %v, %v", got, err)
-	}
-	s.RevokeCLIToken(ctx, tok)
-	if _, err := s.UserByCLIToken(ctx, tok); !errors.Is(err, errdefs.ErrUnauthorized) {
-		t.Fatalf("revoked CLI token: err = %v, want ErrUnauthorized", err)
-	}
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		u, err := s.DevUser(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := s.DevUser(ctx)
+		if again.ID != u.ID {
+			t.Fatalf("DevUser made a second dev user")
+		}
+		tok, err := s.CreateCLIToken(ctx, u.ID, "laptop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.UserByCLIToken(ctx, tok)
+		if err != nil || got.ID != u.ID {
+			t.Fatalf("UserByCLIToken = %v, %v", got, err)
+		}
+		s.RevokeCLIToken(ctx, tok)
+		if _, err := s.UserByCLIToken(ctx, tok); !errors.Is(err, errdefs.ErrUnauthorized) {
+			t.Fatalf("revoked CLI token: err = %v, want ErrUnauthorized", err)
+		}
+	})
 }
 
 // TestARotatedRunnerTokenKeepsTheRunnersID: the new token names the same
 // Runner, the old one no longer works, and a revoked Runner gets none.
 func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	r, old, err := s.CreateRunner(ctx, "dev", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := s.RotateRunnerToken(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.RunnerByToken(ctx, fresh); err != nil || got.ID != r.ID {
-		t.Fatalf("the new token: %v, %v; want runner %s", got.ID, err, r.ID)
-	}
-	if _, err := s.RunnerByToken(ctx, old); !errors.Is(err, errdefs.ErrUnauthorized) {
-		t.Fatalf("the old token: err = %v, want ErrUnauthorized", err)
-	}
-	s.RevokeRunner(ctx, r.ID)
-	if _, err := s.RotateRunnerToken(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("rotating a revoked Runner's token: err = %v, want ErrNotFound", err)
-	}
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		r, old, err := s.CreateRunner(ctx, "dev", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := s.RotateRunnerToken(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.RunnerByToken(ctx, fresh); err != nil || got.ID != r.ID {
+			t.Fatalf("the new token: %v, %v; want runner %s", got.ID, err, r.ID)
+		}
+		if _, err := s.RunnerByToken(ctx, old); !errors.Is(err, errdefs.ErrUnauthorized) {
+			t.Fatalf("the old token: err = %v, want ErrUnauthorized", err)
+		}
+		s.RevokeRunner(ctx, r.ID)
+		if _, err := s.RotateRunnerToken(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("rotating a revoked Runner's token: err = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 // TestTheQueueKeepsTheOrderItsCreatorSets: prompts go out in queue order;
 // one moved takes its place, one put back goes first, one on its way
 // can't move.
 func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	x, u := devSession(t, s)
-	ids := map[string]string{}
-	for _, text := range []string{"a", "b", "c", "d"} {
-		p, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})
-		if err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		x, u := devSession(t, s)
+		ids := map[string]string{}
+		for _, text := range []string{"a", "b", "c", "d"} {
+			p, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[text] = p.ID
 		}
-		ids[text] = p.ID
-	}
-	order := func() string {
-		q, _ := s.Prompts(ctx, x.ID)
-		var out string
-		for _, p := range q {
-			out += p.Text
+		order := func() string {
+			q, _ := s.Prompts(ctx, x.ID)
+			var out string
+			for _, p := range q {
+				out += p.Text
+			}
+			return out
 		}
-		return out
-	}
-	steps := []struct {
-		move string
-		to   int
-		want string
-	}{
-		{"d", 1, "dabc"},
-		{"a", 99, "dbca"},
-		{"b", 2, "dbca"},
-		{"c", 0, "cdba"},
-	}
-	for _, st := range steps {
-		if err := s.MovePrompt(ctx, x.ID, ids[st.move], st.to); err != nil {
-			t.Fatal(err)
+		steps := []struct {
+			move string
+			to   int
+			want string
+		}{
+			{"d", 1, "dabc"},
+			{"a", 99, "dbca"},
+			{"b", 2, "dbca"},
+			{"c", 0, "cdba"},
 		}
-		if got := order(); got != st.want {
-			t.Fatalf("after moving %s to %d: %s, want %s", st.move, st.to, got, st.want)
+		for _, st := range steps {
+			if err := s.MovePrompt(ctx, x.ID, ids[st.move], st.to); err != nil {
+				t.Fatal(err)
+			}
+			if got := order(); got != st.want {
+				t.Fatalf("after moving %s to %d: %s, want %s", st.move, st.to, got, st.want)
+			}
 		}
-	}
-	p, ok, err := s.TakePrompt(ctx, x.ID)
-	if err != nil || !ok || p.Text != "c" {
-		t.Fatalf("took %q %v %v, want c", p.Text, ok, err)
-	}
-	if err := s.MovePrompt(ctx, x.ID, p.ID, 3); !errors.Is(err, errdefs.ErrConflict) {
-		t.Fatalf("moving the prompt on its way: %v, want a conflict", err)
-	}
-	if err := s.MovePrompt(ctx, x.ID, "nope", 1); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("moving no prompt: %v, want not found", err)
-	}
-	if got := order(); got != "cdba" { // the one on its way listed first
-		t.Fatalf("queue with c on its way: %s", got)
-	}
-	s.SetPromptState(ctx, p.ID, Queued) // not taken: back at the head
-	s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
-	if got := order(); got != "cdbae" {
-		t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
-	}
+		p, ok, err := s.TakePrompt(ctx, x.ID)
+		if err != nil || !ok || p.Text != "c" {
+			t.Fatalf("took %q %v %v, want c", p.Text, ok, err)
+		}
+		if err := s.MovePrompt(ctx, x.ID, p.ID, 3); !errors.Is(err, errdefs.ErrConflict) {
+			t.Fatalf("moving the prompt on its way: %v, want a conflict", err)
+		}
+		if err := s.MovePrompt(ctx, x.ID, "nope", 1); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("moving no prompt: %v, want not found", err)
+		}
+		if got := order(); got != "cdba" { // the one on its way listed first
+			t.Fatalf("queue with c on its way: %s", got)
+		}
+		s.SetPromptState(ctx, p.ID, Queued) // not taken: back at the head
+		s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
+		if got := order(); got != "cdbae" {
+			t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
+		}
+	})
 }
 
 // TestARunnerIsUsableByWhoPairedItOrOnceShared: a Member's Runner runs
 // their Sessions alone until shared; one paired on the Hub's machine is
 // shared; a revoked one runs nobody's; removing a Member revokes theirs.
 func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
-	const carol = "carol-id"
-	bobs, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
-	hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
-	read := func(id string) Runner {
-		t.Helper()
-		rn, err := s.RunnerByID(ctx, id)
-		if err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+		const carol = "carol-id"
+		bobs, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
+		hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
+		read := func(id string) Runner {
+			t.Helper()
+			rn, err := s.RunnerByID(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rn
 		}
-		return rn
-	}
-	share := func(id string, on bool) string {
-		t.Helper()
-		if err := s.SetRunnerShared(ctx, id, on); err != nil {
-			t.Fatal(err)
+		share := func(id string, on bool) string {
+			t.Helper()
+			if err := s.SetRunnerShared(ctx, id, on); err != nil {
+				t.Fatal(err)
+			}
+			return id
 		}
-		return id
-	}
-	tests := []struct {
-		name       string
-		rn         Runner
-		bob, carol bool
-	}{
-		{"a Member's", read(bobs.ID), true, false},
-		{"the Hub's", read(hubs.ID), true, true},
-		{"a Member's, shared", read(share(bobs.ID, true)), true, true},
-		{"a Member's, unshared", read(share(bobs.ID, false)), true, false},
-	}
-	for _, tt := range tests {
-		if got := tt.rn.UsableBy(bob.ID); got != tt.bob {
-			t.Errorf("%s: usable by its pairer = %v, want %v", tt.name, got, tt.bob)
+		tests := []struct {
+			name       string
+			rn         Runner
+			bob, carol bool
+		}{
+			{"a Member's", read(bobs.ID), true, false},
+			{"the Hub's", read(hubs.ID), true, true},
+			{"a Member's, shared", read(share(bobs.ID, true)), true, true},
+			{"a Member's, unshared", read(share(bobs.ID, false)), true, false},
 		}
-		if got := tt.rn.UsableBy(carol); got != tt.carol {
-			t.Errorf("%s: usable by another = %v, want %v", tt.name, got, tt.carol)
+		for _, tt := range tests {
+			if got := tt.rn.UsableBy(bob.ID); got != tt.bob {
+				t.Errorf("%s: usable by its pairer = %v, want %v", tt.name, got, tt.bob)
+			}
+			if got := tt.rn.UsableBy(carol); got != tt.carol {
+				t.Errorf("%s: usable by another = %v, want %v", tt.name, got, tt.carol)
+			}
+			if got := tt.rn.UsableBy(""); got != tt.rn.Shared {
+				t.Errorf("%s: usable by no one = %v, want %v", tt.name, got, tt.rn.Shared)
+			}
 		}
-		if got := tt.rn.UsableBy(""); got != tt.rn.Shared {
-			t.Errorf("%s: usable by no one = %v, want %v", tt.name, got, tt.rn.Shared)
-		}
-	}
 
-	_, revoked, err := s.RemoveMember(ctx, bob.ID)
-	if err != nil || len(revoked) != 1 || revoked[0].ID != bobs.ID {
-		t.Fatalf("RemoveMember revoked %+v, %v; want bobs-box", revoked, err)
-	}
-	if rn := read(bobs.ID); rn.RevokedAt.IsZero() || rn.UsableBy(bob.ID) {
-		t.Fatalf("a removed Member's Runner: %+v, want revoked and usable by nobody", rn)
-	}
-	if rn := read(hubs.ID); !rn.RevokedAt.IsZero() {
-		t.Fatal("removing a Member revoked the Hub's Runner")
-	}
-	if err := s.SetRunnerShared(ctx, bobs.ID, true); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("sharing a revoked Runner: %v, want not found", err)
-	}
+		_, revoked, err := s.RemoveMember(ctx, bob.ID)
+		if err != nil || len(revoked) != 1 || revoked[0].ID != bobs.ID {
+			t.Fatalf("RemoveMember revoked %+v, %v; want bobs-box", revoked, err)
+		}
+		if rn := read(bobs.ID); rn.RevokedAt.IsZero() || rn.UsableBy(bob.ID) {
+			t.Fatalf("a removed Member's Runner: %+v, want revoked and usable by nobody", rn)
+		}
+		if rn := read(hubs.ID); !rn.RevokedAt.IsZero() {
+			t.Fatal("removing a Member revoked the Hub's Runner")
+		}
+		if err := s.SetRunnerShared(ctx, bobs.ID, true); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("sharing a revoked Runner: %v, want not found", err)
+		}
+	})
 }
 
 // TestTheRunnerOwnersMigration: Runners from before owners were kept are
 // their pairer's; those paired on the Hub's machine are shared; those of
 // Members removed before are revoked.
 func TestTheRunnerOwnersMigration(t *testing.T) {
-	s, path := open(t)
-	ctx := context.Background()
-	bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
-	gone, _ := s.DevUser(ctx)
-	mine, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
-	hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
-	left, _, _ := s.CreateRunner(ctx, "gone-box", gone.ID)
-	// As the store was before 0009, with gone's removal recorded then.
-	for _, q := range []string{
-		`UPDATE users SET removed_at = 1 WHERE id = '` + gone.ID + `'`,
-		`ALTER TABLE runners DROP COLUMN shared`,
-		`DELETE FROM schema_migrations WHERE version = 9`,
-	} {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, path := open(t)
+		ctx := context.Background()
+		bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+		gone, _ := s.DevUser(ctx)
+		mine, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
+		hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
+		left, _, _ := s.CreateRunner(ctx, "gone-box", gone.ID)
+		// As the store was before 0009, with gone's removal recorded then.
+		for _, q := range []string{
+			`UPDATE users SET removed_at = 1 WHERE id = '` + gone.ID + `'`,
+			`ALTER TABLE runners DROP COLUMN shared`,
+			`DELETE FROM schema_migrations WHERE version = 9`,
+		} {
+			if _, err := s.db.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
 		}
-	}
-	s.Close()
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, tt := range []struct {
-		id              string
-		shared, revoked bool
-	}{{mine.ID, false, false}, {hubs.ID, true, false}, {left.ID, false, true}} {
-		rn, _ := s.RunnerByID(ctx, tt.id)
-		if rn.Shared != tt.shared || rn.RevokedAt.IsZero() == tt.revoked {
-			t.Errorf("%s after the migration: shared %v, revoked %v; want %v, %v", rn.Name, rn.Shared, !rn.RevokedAt.IsZero(), tt.shared, tt.revoked)
+		s.Close()
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		defer s.Close()
+		for _, tt := range []struct {
+			id              string
+			shared, revoked bool
+		}{{mine.ID, false, false}, {hubs.ID, true, false}, {left.ID, false, true}} {
+			rn, _ := s.RunnerByID(ctx, tt.id)
+			if rn.Shared != tt.shared || rn.RevokedAt.IsZero() == tt.revoked {
+				t.Errorf("%s after the migration: shared %v, revoked %v; want %v, %v", rn.Name, rn.Shared, !rn.RevokedAt.IsZero(), tt.shared, tt.revoked)
+			}
+		}
+	})
 }
 
 func mustSetupLink(t *testing.T, s *Store) string {
@@ -356,4 +416,33 @@ func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
 	if err := s.Backup(ctx, path); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("a backup over a file: %v, want refused", err)
 	}
+}
+
+// TestAMemberSigningInAgainKeepsTheirRole: the Owner signing in under a
+// new login stays the Owner, a Member stays a Member, and the login moves.
+func TestAMemberSigningInAgainKeepsTheirRole(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		owner, err := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "olivia"})
+		if err != nil || !owner.IsOwner {
+			t.Fatalf("claim: %+v, %v", owner, err)
+		}
+		_, secret, err := s.CreateInvite(ctx, "bob", owner.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: 2, Login: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			gh    GitHubIdentity
+			owner bool
+		}{{GitHubIdentity{ID: 1, Login: "olivia2"}, true}, {GitHubIdentity{ID: 2, Login: "robert"}, false}} {
+			u, err := s.MemberByGitHub(ctx, tt.gh)
+			if err != nil || u.IsOwner != tt.owner || u.GitHubLogin != tt.gh.Login {
+				t.Errorf("%s signs in again: %+v, %v; want owner %v", tt.gh.Login, u, err, tt.owner)
+			}
+		}
+	})
 }
