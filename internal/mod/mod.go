@@ -87,12 +87,22 @@ func WriteGateway(dir string, installations []string) error {
 // MaxHookBytes bounds one hook event read from Claude Code.
 const MaxHookBytes = 1 << 20
 
+// hookRetryFor is how long a hook asks again while the relay can't be
+// reached: see Hook.
+const hookRetryFor = 10 * time.Second
+
 // Hook carries one hook event (JSON on in) to the relay at $KNDL_URL with
 // the Session token, and writes the Hub's answer to out, where Claude Code
 // reads a hook's decision. While the relay is unreachable (its Runner
 // restarting) or a restarted Runner waits for the Hub (503) it retries for
 // up to 20 s; a hook never fails the Turn, so other failures are reported
 // on errOut and Hook returns nil.
+//
+// While the relay can't be reached (its Runner restarting) a hook asks
+// again for hookRetryFor, and Claude Code waits for it. That stays under
+// the Hub's delivery timeout (15 s): a prompt whose UserPromptSubmit hook
+// never gets through is then taken, and seen in the transcript, before
+// the Hub would type it again.
 func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, errOut io.Writer) error {
 	base, token := getenv("KNDL_URL"), getenv("KNDL_MOD_TOKEN")
 	if base == "" || token == "" {
@@ -104,7 +114,7 @@ func Hook(ctx context.Context, getenv func(string) string, in io.Reader, out, er
 		fmt.Fprintf(errOut, "kndl mod hook: event unreadable or over %d bytes\n", MaxHookBytes)
 		return nil
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hookRetryFor)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mod/hook", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)

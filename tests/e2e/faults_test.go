@@ -222,3 +222,72 @@ func fill(t *testing.T, path string) {
 		}
 	}
 }
+
+// TestTheRelayRefusingForAWhileLosesNothing has the relay refuse the
+// Sandbox's connections (its firewall rule taken away) while a prompt is
+// typed: no hook reaches the Runner, so nothing says the prompt was taken,
+// and the Turn waits, since here the model's requests go through the relay
+// too (RUNNER_MODEL_ENDPOINT), and Claude Code asks again. Past the
+// delivery timeout the relay is back: the Turn runs, its Events arrive once
+// each, the prompt reaches the model once, and the next prompt runs.
+func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("before the relay refuses", "Ready.")
+	s.Model.On(testkit.PromptContains("while the relay refuses"), testkit.Bash("echo ran-without-the-relay"))
+	s.Model.On(testkit.ToolResultContains("ran-without-the-relay"), testkit.Text("Done without the relay."))
+	s.Model.On(testkit.PromptContains("after the relay is back"), testkit.Text("Answered with the relay back."))
+	restore := s.refuseRelay(v.ID)
+	s.prompt(v.ID, "work while the relay refuses")
+	time.Sleep(20 * time.Second) // past a delivery timeout (15 s)
+	restore()
+	s.WaitEvent(v.ID, testenv.WaitLong, "the Turn's answer once the relay is back", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Done without the relay."
+	})
+	s.prompt(v.ID, "answer after the relay is back")
+	s.WaitEvent(v.ID, testenv.WaitLong, "the next prompt's answer", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Answered with the relay back."
+	})
+	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventToolResult, "ran-without-the-relay")
+	once(t, evs, protocol.EventText, "Done without the relay.", "Answered with the relay back.")
+	once(t, evs, protocol.EventPrompt, "while the relay refuses", "after the relay is back")
+	inOrder(t, evs, "while the relay refuses", "ran-without-the-relay", "Done without the relay.", "after the relay is back", "Answered with the relay back.")
+	if n := s.promptCalls("while the relay refuses"); n != 1 {
+		t.Errorf("%d model calls carried the prompt typed while the relay refused, want 1", n)
+	}
+	s.sleepsLeavingNothing(v.ID)
+}
+
+// refuseRelay takes away the firewall rule that lets a Session's Sandbox
+// reach the relay, so its connections are refused, and returns what puts
+// it back.
+func (s *System) refuseRelay(id string) (restore func()) {
+	s.t.Helper()
+	out, err := exec.Command("nft", "-a", "list", "chain", "inet", "kndl", "sandbox_in").CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("nft: %v: %s", err, out)
+	}
+	port := fmt.Sprintf("dport %d ", s.runnerCfg.RelayPort)
+	var rule, handle string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, port) {
+			rule, handle, _ = strings.Cut(strings.TrimSpace(l), " # handle ")
+		}
+	}
+	if handle == "" {
+		s.t.Fatalf("no relay rule for port %d:\n%s", s.runnerCfg.RelayPort, out)
+	}
+	if out, err := exec.Command("nft", "delete", "rule", "inet", "kndl", "sandbox_in", "handle", handle).CombinedOutput(); err != nil {
+		s.t.Fatalf("nft delete: %v: %s", err, out)
+	}
+	if _, code := s.Exec(id, "sh", "-c", fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", sandbox.RelayHost, s.runnerCfg.RelayPort)); code == 0 {
+		s.t.Fatal("the Sandbox still reaches the relay with its rule taken away")
+	}
+	return func() {
+		s.t.Helper()
+		args := append([]string{"insert", "rule", "inet", "kndl", "sandbox_in"}, strings.Fields(strings.ReplaceAll(rule, `"`, ""))...)
+		if out, err := exec.Command("nft", args...).CombinedOutput(); err != nil {
+			s.t.Fatalf("nft %v: %v: %s", args, err, out)
+		}
+	}
+}

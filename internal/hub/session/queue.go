@@ -233,6 +233,7 @@ func (o *Owner) Accepted(id string) {
 	var p store.Prompt
 	o.mu.Lock()
 	r := o.runs[id]
+	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
 		p = r.delivering
 		r.delivering, r.busy, r.question, r.since = store.Prompt{}, true, false, time.Now()
@@ -243,13 +244,25 @@ func (o *Owner) Accepted(id string) {
 		}
 	}
 	o.mu.Unlock()
-	if r != nil {
+	if started {
 		o.opts.Metrics.TurnStarted()
 	}
 	if p.ID != "" {
 		o.markDelivered(id, p)
 	}
 	o.changed(id)
+}
+
+// acceptedIfTyping is Accepted for a prompt being typed, when the
+// transcript tells of it before (or without) the hook.
+func (o *Owner) acceptedIfTyping(id string) {
+	o.mu.Lock()
+	r := o.runs[id]
+	typing := r != nil && r.delivering.ID != "" && !r.delivering.IsCommand
+	o.mu.Unlock()
+	if typing {
+		o.Accepted(id)
+	}
 }
 
 // delivered records a command as delivered once typed, and lets the next

@@ -40,3 +40,21 @@ func TestATranscriptBatchSentAgainIsRecordedOnce(t *testing.T) {
 		t.Fatalf("text Events %q, want the resent batch once, the next batch, and each hook's", got)
 	}
 }
+
+// TestAPromptTheTranscriptShowsTakenIsNotTypedAgain: the mod's
+// UserPromptSubmit hook never comes (the relay refusing), but the
+// transcript tells of the prompt: it is delivered, and not typed again.
+func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "hello"}},
+		Offsets: map[string]int64{s.ID + ".jsonl": 10}}
+	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
+	if q := f.prompts(s.ID); len(q) != 0 {
+		t.Fatalf("queue = %v, want the prompt delivered", q)
+	}
+}
