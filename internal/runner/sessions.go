@@ -457,8 +457,13 @@ func (r *Runner) watchExit(s *session) {
 		return
 	}
 	s.cancel()
-	r.log.Info("claude code exited", "session", s.id)
-	r.notify(protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: "it exited on its own"})
+	detail := "it exited on its own"
+	if st, err := r.backend.Status(r.life, s.sandbox); err == nil && st.OOMKills > 0 {
+		detail = fmt.Sprintf("its Sandbox ran out of memory (%d MiB) and the kernel killed %d of its processes, Claude Code with them; "+
+			"a prompt wakes it, and the Repo's Environment can give it more memory", st.Resources.MemoryMiB, st.OOMKills)
+	}
+	r.log.Info("claude code exited", "session", s.id, "why", detail)
+	r.notify(protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})
 }
 
 // sessionLog adds a line to a Session's start log.

@@ -173,6 +173,10 @@ type Status struct {
 	// from, the same from Create to Remove and no other Sandbox's; the
 	// zero Addr for a backend that can't say.
 	Addr netip.Addr
+	// OOMKills is how many of the Sandbox's processes the kernel killed
+	// for want of memory since it last started (its memory limit reached);
+	// 0 where the backend can't say.
+	OOMKills int64
 }
 
 // Cmd is a process to Exec.

@@ -291,3 +291,83 @@ func (s *System) refuseRelay(id string) (restore func()) {
 		}
 	}
 }
+
+// TestASandboxOutOfMemorySleepsSayingSoAndWakes has the kernel kill Claude
+// Code for want of memory: the test lowers the Sandbox's memory limit to
+// a little over what it uses and makes Claude Code the OOM killer's first
+// choice, then a tool eats memory. The Session is Asleep saying its
+// Sandbox ran out of memory, and the next prompt wakes it into a fresh
+// Sandbox that answers.
+func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
+	s := Start(t)
+	v := s.Ready("before the memory runs out", "Ready.")
+	s.Model.On(testkit.PromptContains("use all the memory"), testkit.Bash("tail /dev/zero"))
+	s.Model.On(testkit.PromptContains("after the memory ran out"), testkit.Text("Awake again after running out of memory."))
+	pid := hostPID(t, "/opt/kndl/claude-code/claude", v.ID)
+	limitMemory(t, pid, 64<<20)
+	if err := os.WriteFile("/proc/"+pid+"/oom_score_adj", []byte("1000"), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.prompt(v.ID, "use all the memory")
+	testenv.Eventually(t, testenv.WaitLong, "the Session asleep, its Sandbox out of memory", func() bool {
+		st := s.state(v.ID)
+		return st.State == api.Asleep && strings.Contains(st.StateDetail, "ran out of memory")
+	})
+	t.Logf("asleep: %s", s.state(v.ID).StateDetail)
+	s.prompt(v.ID, "a prompt after the memory ran out")
+	s.WaitEvent(v.ID, testenv.WaitLong, "the answer after the wake", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Awake again after running out of memory."
+	})
+	once(t, s.Events(v.ID), protocol.EventPrompt, "use all the memory", "after the memory ran out")
+	s.sleepsLeavingNothing(v.ID)
+}
+
+// hostPID is the host's pid of the one process whose command line starts
+// with prog and holds arg.
+func hostPID(t *testing.T, prog, arg string) string {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var found []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if cmd := string(b); err == nil && strings.HasPrefix(cmd, prog+"\x00") && strings.Contains(cmd, arg) {
+			found = append(found, strings.Split(p, "/")[2])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("processes of %s with %s: %v, want one", prog, arg, found)
+	}
+	return found[0]
+}
+
+// limitMemory sets the memory limit of pid's cgroup to what it uses now
+// and room more, on cgroup v1 (and hybrid) or v2.
+func limitMemory(t *testing.T, pid string, room int64) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dir, usage, limit string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] == "memory" {
+			dir, usage, limit = filepath.Join("/sys/fs/cgroup/memory", f[2]), "memory.usage_in_bytes", "memory.limit_in_bytes"
+		}
+	}
+	if dir == "" {
+		for _, l := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(l, "0::"); ok {
+				dir, usage, limit = filepath.Join("/sys/fs/cgroup", p), "memory.current", "memory.max"
+			}
+		}
+	}
+	used, err := os.ReadFile(filepath.Join(dir, usage))
+	if err != nil {
+		t.Fatalf("the Sandbox's memory cgroup (%s): %v", dir, err)
+	}
+	var n int64
+	fmt.Sscan(string(used), &n)
+	if err := os.WriteFile(filepath.Join(dir, limit), []byte(fmt.Sprint(n+room)), 0); err != nil {
+		t.Fatalf("limit %s: %v", dir, err)
+	}
+}

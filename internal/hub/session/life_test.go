@@ -213,11 +213,11 @@ func TestExitingOnItsOwnSleepsAndKeepsKeepAwake(t *testing.T) {
 	ctx := context.Background()
 	s, _ := f.active("hello")
 	f.o.SetKeepAwake(ctx, s.ID, true)
-	if err := f.o.Exited(ctx, s.ID, "exit status 1"); err != nil {
+	if err := f.o.Exited(ctx, s.ID, "it exited on its own"); err != nil {
 		t.Fatal(err)
 	}
 	got := f.waitState(s.ID, Asleep)
-	if !got.KeepAwake || !strings.Contains(got.StateDetail, "exited on its own") {
+	if !got.KeepAwake || got.StateDetail != "Claude Code ended: it exited on its own" {
 		t.Fatalf("after exiting: keep awake %v, %q", got.KeepAwake, got.StateDetail)
 	}
 	f.runner.quiet(50 * time.Millisecond)

@@ -290,6 +290,6 @@ func (o *Owner) Exited(ctx context.Context, id, detail string) error {
 			return nil // the Hub stopped it, or it was never up
 		}
 		o.interruptAgents(ctx, id)
-		return o.move(ctx, s, Asleep, "Claude Code exited on its own: "+detail, false)
+		return o.move(ctx, s, Asleep, "Claude Code ended: "+detail, false)
 	})
 }

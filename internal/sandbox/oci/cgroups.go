@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -134,6 +135,27 @@ func removeCgroup(rel string) {
 	for _, d := range dirs {
 		unix.Rmdir(d)
 	}
+}
+
+// oomKills is how many processes the kernel killed in a Sandbox's cgroup
+// for want of memory: memory.events on v2, memory.oom_control on v1 (and
+// hybrid, whose memory controller is v1). 0 when the cgroup is gone.
+func (l cgroupLayout) oomKills(rel string) int64 {
+	path := filepath.Join(cgroupRoot, "memory", cgroupParent, rel, "memory.oom_control")
+	if l.kind == "v2" {
+		path = filepath.Join(cgroupRoot, cgroupParent, rel, "memory.events")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func exists(p string) bool {

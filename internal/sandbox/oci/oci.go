@@ -966,6 +966,7 @@ func (b *OCI) status(id string, rec record) sandbox.Status {
 	var run runRecord
 	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
 		st.State = sandbox.StateRunning
+		st.OOMKills = b.cgroups.oomKills(cgroupName(id, rec.Slot))
 	}
 	return st
 }
