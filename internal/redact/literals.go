@@ -29,7 +29,13 @@ func requiredLiterals(pattern string) []literals {
 	if err != nil {
 		return nil
 	}
-	return required(t.Simplify())
+	var out []literals
+	for _, l := range required(t.Simplify()) {
+		if !slices.ContainsFunc(out, l.equal) { // both branches of kubernetes-secret-yaml hold "secret"
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func required(t *syntax.Regexp) []literals {
@@ -241,6 +247,24 @@ func (l literals) in(s string) bool {
 		}
 	}
 	return false
+}
+
+// heldBy reports whether l is in every text that holds word, a needed word
+// the automaton found in any case: one of l's strings is in word, and if
+// l is exact, that string has no letter to be read in another case.
+func (l literals) heldBy(word string) bool {
+	return slices.ContainsFunc(l.alts, func(a string) bool {
+		return strings.Contains(word, a) && (l.fold || strings.ToLower(a) == strings.ToUpper(a))
+	})
+}
+
+// longest is the most bytes of l's strings.
+func (l literals) longest() int {
+	n := 0
+	for _, a := range l.alts {
+		n = max(n, len(a))
+	}
+	return n
 }
 
 // holdsAll reports whether s holds each of needs.

@@ -508,7 +508,10 @@ type registry struct {
 	byWord map[string][]int
 	// byState is byWord by the automaton's state (its dense index) where
 	// the word is the longest that ends, so a hit costs no lookup by name.
-	byState [][]int
+	byState [][]candidate
+	// lits holds every detector's needs, a detector's from needAt[i] on.
+	lits   []literals
+	needAt []int
 	// starts3 has a bit for each triple of byte classes a needed word
 	// begins with (any third for a word of two bytes), or whose first is
 	// ESC, CR or LF, which the walk must see: text where no triple is set
@@ -516,6 +519,17 @@ type registry struct {
 	// deep (ids below shallow).
 	starts3 []uint64
 	shallow uint32
+
+	scratch sync.Pool // of *scratch
+	maxRun  int       // the largest minRun of a rule with assign
+}
+
+// A candidate is a detector a state's word brings, with the ids (in lits)
+// of its needs that word doesn't hold itself: a window holds its word, so
+// aws-secret-access-key's "secret" is never looked for at a "secret".
+type candidate struct {
+	d     int
+	needs []int
 }
 
 func newRegistry(ds []*Detector) *registry {
@@ -541,6 +555,11 @@ func newRegistry(ds []*Detector) *registry {
 		} else {
 			d.needs = requiredLiterals(d.re.String())
 		}
+		if d.assign {
+			r.maxRun = max(r.maxRun, d.minRun)
+		}
+		r.needAt = append(r.needAt, len(r.lits))
+		r.lits = append(r.lits, d.needs...)
 		for _, w := range d.need {
 			w = strings.ToLower(w)
 			if _, ok := r.byWord[w]; !ok {
@@ -572,6 +591,7 @@ func newRegistry(ds []*Detector) *registry {
 	for _, w := range words {
 		longest = max(longest, len(w))
 	}
+	r.scratch.New = func() any { return &scratch{done: make([]int, len(ds)), absent: make([]absent, len(r.lits))} }
 	r.m = newMatcherDense(words, int32(longest), true)
 	r.buildStarts3(words)
 	r.buildByState()
@@ -590,7 +610,7 @@ func (r *registry) buildByState() {
 		}
 	}
 	n := len(m.dDepth)
-	r.byState = make([][]int, n)
+	r.byState = make([][]candidate, n)
 	name := make([]string, n)
 	for k := range n { // breadth-first order: a parent comes before its children
 		for c := uint32(1); c < m.ncls; c++ {
@@ -603,7 +623,16 @@ func (r *registry) buildByState() {
 			}
 		}
 		if o := m.dOut[k]; o > 0 {
-			r.byState[k] = r.byWord[name[k][len(name[k])-int(o):]]
+			word := name[k][len(name[k])-int(o):]
+			for _, di := range r.byWord[word] {
+				c := candidate{d: di}
+				for j, l := range r.ds[di].needs {
+					if !l.heldBy(word) {
+						c.needs = append(c.needs, r.needAt[di]+j)
+					}
+				}
+				r.byState[k] = append(r.byState[k], c)
+			}
 		}
 	}
 }
@@ -701,11 +730,19 @@ func Find(text string) []Finding { return allRules().find(text) }
 func (r *registry) find(text string) []Finding {
 	var out []Finding
 	m := r.m
-	done := make([]int, len(r.ds)) // how far each detector has read
+	sc := r.scratch.Get().(*scratch)
+	defer r.scratch.Put(sc)
+	done := sc.done // how far each detector has read
+	clear(done)
+	clear(sc.absent)
 	lineStart := 0
 	// The longest run of bytes with no separator in the line at runLine,
 	// which bounds every window within it: found once a line.
 	runLine, lineRun := -1, 0
+	// The first line break from the last hit on (or len(text)), and where
+	// a '>' ends its line, spaces aside (else -1): found once a line.
+	nl, gt := -1, -1
+	as := assignment{end: -1} // what follows the last hit's word, for the named rules
 	var st uint32
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
@@ -737,7 +774,18 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		for _, di := range r.byState[st/m.ncls] {
+		if nl < hit {
+			nl = len(text)
+			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
+				nl = hit + k
+			}
+			gt = lineStart + len(strings.TrimRight(text[lineStart:nl], " \t\r")) - 1
+			if gt < lineStart || text[gt] != '>' {
+				gt = -1
+			}
+		}
+		for _, cand := range r.byState[st/m.ncls] {
+			di := cand.d
 			d := r.ds[di]
 			if hit < done[di] {
 				continue
@@ -745,18 +793,18 @@ func (r *registry) find(text string) []Finding {
 			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
 			if !d.lines {
 				from = max(from, lineStart)
-				to = lineEnd(text, hit, to, d.assign)
+				to = lineEnd(text, nl, to, d.assign && gt >= hit)
 			}
-			runFrom, runTo := hit, to // where the secret's run of bytes is
 			if d.assign {
-				op := assignAfter(text, end)
-				if op < 0 || op >= to {
+				if as.end != end {
+					as = readAssignment(text, end, r.maxRun)
+				}
+				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(text, to, d.minRun) {
 					continue
 				}
-				runFrom, runTo = op, min(to, secretBy(text, op)+d.minRun)
 			}
 			if d.tail != nil {
-				if (d.minRun == 0 || hasRun(text[runFrom:runTo], d.minRun)) && holdsAll(text[hit:to], d.needs) {
+				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, to, cand.needs, sc.absent) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
@@ -764,7 +812,7 @@ func (r *registry) find(text string) []Finding {
 			if !d.lines && d.minRun > 0 && runLine != lineStart {
 				runLine, lineRun = lineStart, longestRun(text, lineStart)
 			}
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !holdsAll(text[from:to], d.needs) {
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.absent) {
 				continue
 			}
 			done[di] = to
@@ -775,23 +823,105 @@ func (r *registry) find(text string) []Finding {
 	return out
 }
 
-// lineEnd is where the line of text[hit] ends, by to. A named secret's
-// value is on the name's line, but an XML element's text may begin on the
-// next (<apiToken>\n  value\n</apiToken>), so with named that line counts
-// too when the name's ends in '>'.
-func lineEnd(text string, hit, to int, named bool) int {
-	j := strings.IndexByte(text[hit:to], '\n')
-	if j < 0 {
+// scratch is what a find keeps per detector and per needed literal,
+// pooled: Scrub is called on every log record.
+type scratch struct {
+	done   []int
+	absent []absent
+}
+
+// absent says text[lo:hi] holds none of a literal's strings.
+type absent struct{ lo, hi int }
+
+// holds reports whether text[from:to] holds each of the literals ids,
+// reading only what no earlier call in this find read for the same
+// literal and window start: a detector's windows move forward and
+// overlap (kubernetes-secret-yaml reads 1 KiB each side of every
+// "secret" for a "kind:"), so each byte is read about once.
+func (r *registry) holds(text string, from, to int, ids []int, known []absent) bool {
+	for _, id := range ids {
+		l, a := &r.lits[id], &known[id]
+		lo, grow := from, a.lo <= from && from <= a.hi
+		if grow {
+			if to <= a.hi {
+				return false
+			}
+			// What begins before a.hi-longest+1 ends by a.hi.
+			lo = max(from, a.hi-l.longest()+1)
+		}
+		if l.in(text[lo:to]) {
+			continue
+		}
+		if grow {
+			a.hi = to
+		} else {
+			*a = absent{from, to}
+		}
+		return false
+	}
+	return true
+}
+
+// lineEnd is where the line of a hit ends, by to, if its first line break
+// from the hit on is at text[nl]. A named secret's value is on the name's
+// line, but an XML element's text may begin on the next
+// (<apiToken>\n  value\n</apiToken>), so with xml (a named rule's hit
+// before a '>' that ends its line) that line counts too.
+func lineEnd(text string, nl, to int, xml bool) int {
+	if nl >= to {
 		return to
 	}
-	end := hit + j
-	if named && strings.HasSuffix(strings.TrimRight(text[hit:end], " \t\r"), ">") {
-		if k := strings.IndexByte(text[end+1:to], '\n'); k >= 0 {
-			return end + 1 + k
+	if xml {
+		if k := strings.IndexByte(text[nl+1:to], '\n'); k >= 0 {
+			return nl + 1 + k
 		}
 		return to
 	}
-	return end
+	return nl
+}
+
+// An assignment is what follows a named secret's word, read once a hit for
+// all its rules: where the operator is (op, -1 if none), the last place the
+// secret may begin (by), the longest run of bytes with no separator in
+// text[op:by], and the run that holds text[by], text[from:to], read at
+// most maxRun bytes past by.
+type assignment struct {
+	end, op, by int
+	early       int
+	from, to    int
+}
+
+func readAssignment(text string, end, maxRun int) assignment {
+	a := assignment{end: end, op: assignAfter(text, end)}
+	if a.op < 0 {
+		return a
+	}
+	a.by = secretBy(text, a.op)
+	run := 0
+	for k := a.op; k < a.by; k++ {
+		if isSeparator[text[k]] {
+			run = 0
+		} else if run++; run > a.early {
+			a.early = run
+		}
+	}
+	a.from, a.to = a.by-run, a.by
+	for a.to < len(text) && a.to < a.by+maxRun && !isSeparator[text[a.to]] {
+		a.to++
+	}
+	return a
+}
+
+// hasRun is hasRun(text[a.op:min(to, a.by+n)], n), the secret's run
+// looked for where its rule's secret begins. A run that begins after
+// a.by has fewer than n bytes there, so only those of a.early and the
+// one at a.by count, when the range reaches a.by.
+func (a *assignment) hasRun(text string, to, n int) bool {
+	end := min(to, a.by+n)
+	if end < a.by {
+		return hasRun(text[a.op:end], n)
+	}
+	return a.early >= n || min(a.to, end)-a.from >= n
 }
 
 // secretBy is the last place a named secret can begin whose assignment
