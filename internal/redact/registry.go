@@ -812,7 +812,9 @@ func (r *registry) find(text string) []Finding {
 			if !d.lines && d.minRun > 0 && runLine != lineStart {
 				runLine, lineRun = lineStart, longestRun(text, lineStart)
 			}
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.absent) {
+			// A window of the whole line holds its longest run.
+			whole := !d.lines && from == lineStart && to == nl
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.absent) {
 				continue
 			}
 			done[di] = to
@@ -929,11 +931,37 @@ func (a *assignment) hasRun(text string, to, n int) bool {
 // operator (:::=) and the quotes, spaces or '=' that follow it.
 func secretBy(text string, op int) int {
 	k := op
-	for k < len(text) && k < op+maxOperator && strings.IndexByte("=:>|?,`'\" \t\r\n\f\v", text[k]) >= 0 {
+	for k < len(text) && k < op+maxOperator && assignClass[text[k]]&beforeSecret != 0 {
 		k++
 	}
 	return k
 }
+
+// assignClass says what a byte may be after a named secret's word, for
+// assignAfter and secretBy, which read it at every hit of a named rule.
+var assignClass = func() (t [256]uint8) {
+	for c := range 256 {
+		if isAlnum(byte(c)) {
+			t[c] |= inName
+		}
+	}
+	for _, c := range []byte(" \t\r\n\v\f_.-'\"") {
+		t[c] |= inName
+	}
+	for _, c := range []byte("=:>,|?") {
+		t[c] |= operator
+	}
+	for _, c := range []byte("=:>|?,`'\" \t\r\n\f\v") {
+		t[c] |= beforeSecret
+	}
+	return t
+}()
+
+const (
+	inName       = 1 << iota // more of the name, or spaces and quotes before the operator
+	operator                 // begins an operator
+	beforeSecret             // in an operator or after it, before the secret
+)
 
 // maxOperator is the most bytes from the start of a named secret's
 // assignment operator to the secret.
@@ -948,10 +976,10 @@ const maxOperator = 4 + 5
 // secretBy (TestAssignRulesCaptureAfterTheOperator).
 func assignAfter(text string, i int) int {
 	for j := i; j < len(text) && j <= i+23; j++ {
-		switch c := text[j]; {
-		case strings.IndexByte("=:>,|?", c) >= 0:
+		switch c := assignClass[text[j]]; {
+		case c&operator != 0:
 			return j
-		case !isAlnum(c) && strings.IndexByte(" \t\r\n\v\f_.-'\"", c) < 0:
+		case c&inName == 0:
 			return -1
 		}
 	}
