@@ -241,12 +241,31 @@ func (l literals) shortest() int {
 
 // in reports whether s holds one of l's strings.
 func (l literals) in(s string) bool {
-	for _, a := range l.alts {
-		if l.fold && containsFold(s, a) || !l.fold && strings.Contains(s, a) {
-			return true
+	i, _ := l.index(s)
+	return i >= 0
+}
+
+// index returns where in s one of l's strings is, and its length; with
+// fold, a byte beyond ASCII counts as one of length 1 (see indexFold). It
+// returns -1 if none is.
+func (l literals) index(s string) (int, int) {
+	if l.fold {
+		if i := indexNonASCII(s); i >= 0 {
+			return i, 1
 		}
 	}
-	return false
+	for _, a := range l.alts {
+		i := -1
+		if l.fold {
+			i = indexFold(s, a)
+		} else {
+			i = strings.Index(s, a)
+		}
+		if i >= 0 {
+			return i, len(a)
+		}
+	}
+	return -1, 0
 }
 
 // heldBy reports whether l is in every text that holds word, a needed word
@@ -277,31 +296,52 @@ func holdsAll(s string, needs []literals) bool {
 	return true
 }
 
-// containsFold reports whether s holds w, lower-case ASCII, in any case,
-// or holds a byte beyond ASCII: (?i)k matches the Kelvin sign and (?i)s
-// the long s, which this doesn't read.
-func containsFold(s, w string) bool {
-	first := w[0]
-	other := first
-	if 'a' <= first && first <= 'z' {
-		other = first - 'a' + 'A'
-	}
-	for i := 0; i+len(w) <= len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return true
+// indexFold returns where ASCII text s holds w, lower-case ASCII, in any
+// case, or -1. Callers count a byte beyond ASCII as a hit (indexNonASCII):
+// (?i)k matches the Kelvin sign and (?i)s the long s, which this doesn't
+// read. It jumps between w's first byte, in either case, by IndexByte.
+func indexFold(s, w string) int {
+	last := len(s) - len(w) // the last place w may begin
+	a, b := w[0], upper(w[0])
+	next := func(c byte, i int) int {
+		if k := strings.IndexByte(s[i:last+1], c); k >= 0 {
+			return i + k
 		}
-		if c != first && c != other {
-			continue
+		return last + 1
+	}
+	na, nb := -1, -1 // the next a and b from i on, or last+1
+	for i := 0; i <= last; i++ {
+		if na < i {
+			na = next(a, i)
+		}
+		if nb < i {
+			nb = na
+			if b != a {
+				nb = next(b, i)
+			}
+		}
+		if i = min(na, nb); i > last {
+			break
 		}
 		if strings.EqualFold(s[i:i+len(w)], w) {
-			return true
+			return i
 		}
 	}
-	for i := max(len(s)-len(w)+1, 0); i < len(s); i++ {
+	return -1
+}
+
+// indexNonASCII returns where s holds a byte beyond ASCII, or -1.
+func indexNonASCII(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }

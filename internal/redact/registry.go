@@ -591,7 +591,7 @@ func newRegistry(ds []*Detector) *registry {
 	for _, w := range words {
 		longest = max(longest, len(w))
 	}
-	r.scratch.New = func() any { return &scratch{done: make([]int, len(ds)), absent: make([]absent, len(r.lits))} }
+	r.scratch.New = func() any { return &scratch{done: make([]int, len(ds)), seen: make([]seen, len(r.lits))} }
 	r.m = newMatcherDense(words, int32(longest), true)
 	r.buildStarts3(words)
 	r.buildByState()
@@ -734,7 +734,7 @@ func (r *registry) find(text string) []Finding {
 	defer r.scratch.Put(sc)
 	done := sc.done // how far each detector has read
 	clear(done)
-	clear(sc.absent)
+	clear(sc.seen)
 	lineStart := 0
 	// The longest run of bytes with no separator in the line at runLine,
 	// which bounds every window within it: found once a line.
@@ -804,7 +804,7 @@ func (r *registry) find(text string) []Finding {
 				}
 			}
 			if d.tail != nil {
-				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, to, cand.needs, sc.absent) {
+				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, to, cand.needs, sc.seen) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
@@ -814,7 +814,7 @@ func (r *registry) find(text string) []Finding {
 			}
 			// A window of the whole line holds its longest run.
 			whole := !d.lines && from == lineStart && to == nl
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.absent) {
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.seen) {
 				continue
 			}
 			done[di] = to
@@ -828,36 +828,42 @@ func (r *registry) find(text string) []Finding {
 // scratch is what a find keeps per detector and per needed literal,
 // pooled: Scrub is called on every log record.
 type scratch struct {
-	done   []int
-	absent []absent
+	done []int
+	seen []seen
 }
 
-// absent says text[lo:hi] holds none of a literal's strings.
-type absent struct{ lo, hi int }
+// seen is what a find knows of a literal: text[lo:hi] holds none of its
+// strings, and text[at:atEnd] holds one.
+type seen struct{ lo, hi, at, atEnd int }
 
 // holds reports whether text[from:to] holds each of the literals ids,
 // reading only what no earlier call in this find read for the same
-// literal and window start: a detector's windows move forward and
-// overlap (kubernetes-secret-yaml reads 1 KiB each side of every
-// "secret" for a "kind:"), so each byte is read about once.
-func (r *registry) holds(text string, from, to int, ids []int, known []absent) bool {
+// literal: a detector's windows move forward and overlap
+// (kubernetes-secret-yaml reads 1 KiB each side of every "secret" for a
+// "kind:", curl-auth-user as far back for its case-sensitive "curl"), so
+// each byte is read about once.
+func (r *registry) holds(text string, from, to int, ids []int, known []seen) bool {
 	for _, id := range ids {
-		l, a := &r.lits[id], &known[id]
-		lo, grow := from, a.lo <= from && from <= a.hi
+		l, k := &r.lits[id], &known[id]
+		if from <= k.at && k.atEnd <= to && k.atEnd > 0 {
+			continue
+		}
+		lo, grow := from, k.lo <= from && from <= k.hi
 		if grow {
-			if to <= a.hi {
+			if to <= k.hi {
 				return false
 			}
-			// What begins before a.hi-longest+1 ends by a.hi.
-			lo = max(from, a.hi-l.longest()+1)
+			// What begins before k.hi-longest+1 ends by k.hi.
+			lo = max(from, k.hi-l.longest()+1)
 		}
-		if l.in(text[lo:to]) {
+		if i, n := l.index(text[lo:to]); i >= 0 {
+			k.at, k.atEnd = lo+i, lo+i+n
 			continue
 		}
 		if grow {
-			a.hi = to
+			k.hi = to
 		} else {
-			*a = absent{from, to}
+			k.lo, k.hi = from, to
 		}
 		return false
 	}
