@@ -14,8 +14,11 @@ type literals struct {
 	fold bool
 }
 
-// minLiteral is the fewest bytes a required literal has to be worth a
-// search: a single '-' or ':' is in most windows anyway.
+// minLiteral is the fewest bytes a required literal of several strings
+// has to be worth a search: one of a few single bytes ('=', ':', ',') is
+// in most windows anyway. A lone byte is worth one IndexByte, found or
+// remembered once a find (registry.holds): url-password's '@' spares its
+// regexp most lines that hold a "://".
 const minLiteral = 2
 
 // requiredLiterals returns what every match of pattern holds, for a
@@ -191,9 +194,10 @@ func (l literals) plus(o literals) (literals, bool) {
 	return out, len(out.alts) <= maxAlts
 }
 
-// worth is l as a requirement, if its every string has minLiteral bytes.
+// worth is l as a requirement, if its every string has minLiteral bytes
+// or it is a single byte.
 func (l literals) worth() []literals {
-	if l.shortest() < minLiteral {
+	if l.shortest() < minLiteral && !(len(l.alts) == 1 && len(l.alts[0]) == 1) {
 		return nil
 	}
 	return []literals{l}
