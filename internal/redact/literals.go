@@ -281,6 +281,12 @@ func (l literals) heldBy(word string) bool {
 	})
 }
 
+// mayBeIn reports whether one of l's strings, exact, is in a text that
+// reads as word case-folded.
+func (l literals) mayBeIn(word string) bool {
+	return !l.fold && slices.ContainsFunc(l.alts, func(a string) bool { return strings.Contains(word, strings.ToLower(a)) })
+}
+
 // longest is the most bytes of l's strings.
 func (l literals) longest() int {
 	n := 0
@@ -303,10 +309,13 @@ func holdsAll(s string, needs []literals) bool {
 // indexFold returns where ASCII text s holds w, lower-case ASCII, in any
 // case, or -1. Callers count a byte beyond ASCII as a hit (indexNonASCII):
 // (?i)k matches the Kelvin sign and (?i)s the long s, which this doesn't
-// read. It jumps between w's first byte, in either case, by IndexByte.
+// read. It jumps between places of w's least common byte (anchor), in
+// either case, by IndexByte: the ':' of kubernetes-secret-yaml's "kind:",
+// not its 'k', which most text about keys and tokens is full of.
 func indexFold(s, w string) int {
-	last := len(s) - len(w) // the last place w may begin
-	a, b := w[0], upper(w[0])
+	j := anchor(w)
+	last := len(s) - len(w) + j // the last place w[j] may be
+	a, b := w[j], upper(w[j])
 	next := func(c byte, i int) int {
 		if k := strings.IndexByte(s[i:last+1], c); k >= 0 {
 			return i + k
@@ -314,7 +323,7 @@ func indexFold(s, w string) int {
 		return last + 1
 	}
 	na, nb := -1, -1 // the next a and b from i on, or last+1
-	for i := 0; i <= last; i++ {
+	for i := j; i <= last; i++ {
 		if na < i {
 			na = next(a, i)
 		}
@@ -327,11 +336,29 @@ func indexFold(s, w string) int {
 		if i = min(na, nb); i > last {
 			break
 		}
-		if strings.EqualFold(s[i:i+len(w)], w) {
-			return i
+		if strings.EqualFold(s[i-j:i-j+len(w)], w) {
+			return i - j
 		}
 	}
 	return -1
+}
+
+// anchor is the place in w of its least common byte in English text and
+// code: a byte not a letter first (one case to look for), then the rarest
+// letter.
+func anchor(w string) int {
+	const common = "etaoinsrhldcumfpgwybvkxjqz" // most common first
+	best, rank := 0, -1
+	for i := 0; i < len(w); i++ {
+		r := 100
+		if k := strings.IndexByte(common, w[i]); k >= 0 {
+			r = k
+		}
+		if r > rank {
+			best, rank = i, r
+		}
+	}
+	return best
 }
 
 // indexNonASCII returns where s holds a byte beyond ASCII, or -1.

@@ -524,12 +524,20 @@ type registry struct {
 	maxRun  int       // the largest minRun of a rule with assign
 }
 
-// A candidate is a detector a state's word brings, with the ids (in lits)
-// of its needs that word doesn't hold itself: a window holds its word, so
+// A candidate is a detector a state's word brings, with those of its needs
+// that word doesn't hold itself: a window holds its word, so
 // aws-secret-access-key's "secret" is never looked for at a "secret".
 type candidate struct {
 	d     int
-	needs []int
+	needs []need
+}
+
+// A need is a literal's id in lits; inWord says the hit's word may be it,
+// in the right case (curl-auth-user's case-sensitive "curl" at a "curl"),
+// which is read before the window.
+type need struct {
+	id     int
+	inWord bool
 }
 
 func newRegistry(ds []*Detector) *registry {
@@ -628,7 +636,7 @@ func (r *registry) buildByState() {
 				c := candidate{d: di}
 				for j, l := range r.ds[di].needs {
 					if !l.heldBy(word) {
-						c.needs = append(c.needs, r.needAt[di]+j)
+						c.needs = append(c.needs, need{r.needAt[di] + j, l.mayBeIn(word)})
 					}
 				}
 				r.byState[k] = append(r.byState[k], c)
@@ -804,7 +812,7 @@ func (r *registry) find(text string) []Finding {
 				}
 			}
 			if d.tail != nil {
-				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, to, cand.needs, sc.seen) {
+				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, end, hit, to, cand.needs, sc.seen) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
@@ -814,7 +822,7 @@ func (r *registry) find(text string) []Finding {
 			}
 			// A window of the whole line holds its longest run.
 			whole := !d.lines && from == lineStart && to == nl
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, from, to, cand.needs, sc.seen) {
+			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
 				continue
 			}
 			done[di] = to
@@ -836,16 +844,17 @@ type scratch struct {
 // strings, and text[at:atEnd] holds one.
 type seen struct{ lo, hi, at, atEnd int }
 
-// holds reports whether text[from:to] holds each of the literals ids,
+// holds reports whether text[from:to], which holds the hit's word
+// text[hit:end], holds each of needs,
 // reading only what no earlier call in this find read for the same
 // literal: a detector's windows move forward and overlap
 // (kubernetes-secret-yaml reads 1 KiB each side of every "secret" for a
 // "kind:", curl-auth-user as far back for its case-sensitive "curl"), so
 // each byte is read about once.
-func (r *registry) holds(text string, from, to int, ids []int, known []seen) bool {
-	for _, id := range ids {
-		l, k := &r.lits[id], &known[id]
-		if from <= k.at && k.atEnd <= to && k.atEnd > 0 {
+func (r *registry) holds(text string, hit, end, from, to int, needs []need, known []seen) bool {
+	for _, n := range needs {
+		l, k := &r.lits[n.id], &known[n.id]
+		if from <= k.at && k.atEnd <= to && k.atEnd > 0 || n.inWord && l.in(text[hit:end]) {
 			continue
 		}
 		lo, grow := from, k.lo <= from && from <= k.hi
