@@ -347,19 +347,27 @@ func indexFold(s, w string) int {
 // code: a byte not a letter first (one case to look for), then the rarest
 // letter.
 func anchor(w string) int {
-	const common = "etaoinsrhldcumfpgwybvkxjqz" // most common first
-	best, rank := 0, -1
-	for i := 0; i < len(w); i++ {
-		r := 100
-		if k := strings.IndexByte(common, w[i]); k >= 0 {
-			r = k
-		}
-		if r > rank {
-			best, rank = i, r
+	best := 0
+	for i := 1; i < len(w); i++ {
+		if rarity[w[i]] > rarity[w[best]] {
+			best = i
 		}
 	}
 	return best
 }
+
+// rarity ranks lower-case letters from the most common, and every other
+// byte above them.
+var rarity = func() (t [256]uint8) {
+	const common = "etaoinsrhldcumfpgwybvkxjqz"
+	for c := range t {
+		t[c] = uint8(len(common))
+	}
+	for i := 0; i < len(common); i++ {
+		t[common[i]] = uint8(i)
+	}
+	return t
+}()
 
 // indexNonASCII returns where s holds a byte beyond ASCII, or -1.
 func indexNonASCII(s string) int {

@@ -173,8 +173,8 @@ func hasRun(s string, n int) bool {
 	return false
 }
 
-// longestRun is the most bytes in a row with no separator in the line that
-// begins at text[i].
+// longestRun is the most bytes in a row with no separator from text[i] to
+// the end of its line.
 func longestRun(text string, i int) int {
 	best, run := 0, 0
 	for ; i < len(text) && text[i] != '\n'; i++ {
@@ -792,6 +792,7 @@ func (r *registry) find(text string) []Finding {
 				gt = -1
 			}
 		}
+		hitRun := -1 // the longest run of bytes in text[hit:nl], once asked
 		for _, cand := range r.byState[st/m.ncls] {
 			di := cand.d
 			d := r.ds[di]
@@ -812,7 +813,11 @@ func (r *registry) find(text string) []Finding {
 				}
 			}
 			if d.tail != nil {
-				if (d.assign || d.minRun == 0 || hasRun(text[hit:to], d.minRun)) && r.holds(text, hit, end, hit, to, cand.needs, sc.seen) {
+				if !d.assign && d.minRun > 0 && to == nl && hitRun < 0 {
+					hitRun = longestRun(text, hit)
+				}
+				run := d.assign || d.minRun == 0 || to == nl && hitRun >= d.minRun || to != nl && hasRun(text[hit:to], d.minRun)
+				if run && r.holds(text, hit, end, hit, to, cand.needs, sc.seen) {
 					out, done[di] = d.findAt(text, hit, to, out, done[di])
 				}
 				continue
