@@ -99,16 +99,19 @@ type allow struct {
 }
 
 type allowRule struct {
-	target    string
-	and       bool
-	re        *regexp.Regexp // the regexes as one alternation, or nil
+	target string
+	and    bool
+	// res are the regexes apart, not one alternation: most are anchored
+	// (^\$(?:[A-Z_]+|[a-z_]+)$), which an alternation with one that isn't
+	// (^true|false|null$) would try at every byte of the target.
+	res       []*regexp.Regexp
 	stopwords []string
 }
 
 func (a allow) compile() allowRule {
 	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
-	if len(a.regexes) > 0 {
-		out.re = regexp.MustCompile(`(?:` + strings.Join(a.regexes, `)|(?:`) + `)`)
+	for _, re := range a.regexes {
+		out.res = append(out.res, regexp.MustCompile(re))
 	}
 	return out
 }
@@ -295,7 +298,7 @@ func (a allowRule) allows(t, secret string, m []int) bool {
 	case "line":
 		target = lineAt(t, m[0], m[1])
 	}
-	reOK := a.re != nil && a.re.MatchString(target)
+	reOK := slices.ContainsFunc(a.res, func(re *regexp.Regexp) bool { return re.MatchString(target) })
 	stopOK := false
 	if len(a.stopwords) > 0 {
 		low := strings.ToLower(secret)
@@ -307,7 +310,7 @@ func (a allowRule) allows(t, secret string, m []int) bool {
 		}
 	}
 	if a.and {
-		return (a.re == nil || reOK) && (len(a.stopwords) == 0 || stopOK)
+		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
 	return reOK || stopOK
 }
@@ -334,11 +337,6 @@ func (r rule) detector(global allowRule) *Detector {
 		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
 			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
 			break
-		}
-	}
-	if d.tail == nil {
-		if bound, ok := startsWithWord(r.pattern, r.keywords); ok {
-			d.tail, d.bound = regexp.MustCompile(`^(?:`+r.pattern+`)`), bound
 		}
 	}
 	d.minRun = secretRun(r.pattern)
@@ -384,55 +382,89 @@ var tailForms = []struct {
 }
 
 // startsWithWord reports whether each match of pattern begins with one of
-// words, so it can be tried anchored at each: the pattern's first
-// characters, through groups and flags, are a literal (one per branch of a
-// leading alternation) that one of words begins. bound says the pattern
-// first asserts a word boundary.
+// words, so it can be tried anchored at each: every string its matches
+// begin with (prefixes), through groups, flags and a leading \b, begins
+// with one of words. bound says the pattern first asserts a word boundary.
 func startsWithWord(pattern string, words []string) (bound, ok bool) {
 	t, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return false, false
 	}
 	t = t.Simplify()
-	// Down the first elements to the literal(s).
+	// Down the first elements to a leading \b.
 	for {
-		switch t.Op {
-		case syntax.OpCapture:
+		switch {
+		case t.Op == syntax.OpConcat && len(t.Sub) == 0:
+		case t.Op == syntax.OpCapture:
 			t = t.Sub[0]
 			continue
-		case syntax.OpConcat:
-			first := t.Sub[0]
-			if first.Op == syntax.OpWordBoundary {
-				bound = true
-				if len(t.Sub) == 2 {
-					t = t.Sub[1]
-				} else {
-					t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
-				}
-				continue
-			}
-			t = first
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpCapture:
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: slices.Concat([]*syntax.Regexp{t.Sub[0].Sub[0]}, t.Sub[1:]), Flags: t.Flags}
+			continue
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpConcat:
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: slices.Concat(t.Sub[0].Sub, t.Sub[1:]), Flags: t.Flags}
+			continue
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpWordBoundary && !bound:
+			bound = true
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
 			continue
 		}
 		break
 	}
-	branches := []*syntax.Regexp{t}
-	if t.Op == syntax.OpAlternate {
-		branches = t.Sub
-	}
-	for _, b := range branches {
-		for b.Op == syntax.OpCapture || b.Op == syntax.OpConcat {
-			b = b.Sub[0]
-		}
-		if b.Op != syntax.OpLiteral {
-			return false, false
-		}
-		lit := strings.ToLower(string(b.Rune))
-		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(lit, w) }) {
+	ps, _ := prefixes(t)
+	for _, p := range ps {
+		p = strings.ToLower(p)
+		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(p, strings.ToLower(w)) }) {
 			return false, false
 		}
 	}
-	return bound, true
+	return bound, len(ps) > 0
+}
+
+// prefixes returns strings, at most maxAlts, one of which each match of t
+// begins with, and whether they are all t matches (so a concatenation's
+// next element adds to them): a literal, a small class, groups,
+// alternations and concatenations of those, up to the first element that
+// is none (a repeat, an assertion). Go's parser factors alternations
+// (AKIA|ASIA becomes A(?:KIA|SIA)), so the first literal alone says too
+// little.
+func prefixes(t *syntax.Regexp) ([]string, bool) {
+	if l, ok := exact(t); ok {
+		return l.alts, true
+	}
+	switch t.Op {
+	case syntax.OpCapture:
+		return prefixes(t.Sub[0])
+	case syntax.OpConcat:
+		ps := []string{""}
+		for _, s := range t.Sub {
+			qs, whole := prefixes(s)
+			if len(ps)*len(qs) > maxAlts {
+				return ps, false
+			}
+			var next []string
+			for _, p := range ps {
+				for _, q := range qs {
+					next = append(next, p+q)
+				}
+			}
+			if ps = next; !whole {
+				return ps, false
+			}
+		}
+		return ps, true
+	case syntax.OpAlternate:
+		var ps []string
+		for _, s := range t.Sub {
+			qs, _ := prefixes(s)
+			ps = append(ps, qs...)
+		}
+		if len(ps) > maxAlts {
+			return []string{""}, false
+		}
+		return ps, false
+	}
+	return []string{""}, false
 }
 
 // wordChar is what \b divides: [0-9A-Za-z_].
@@ -550,6 +582,11 @@ func newRegistry(ds []*Detector) *registry {
 		for _, w := range d.need {
 			if len(w) < 2 || len(w) > 64 {
 				panic(fmt.Sprintf("redact: detector %s needs %q: a needed word has 2 to 64 bytes", d.Name, w))
+			}
+		}
+		if d.tail == nil {
+			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
+				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
 			}
 		}
 		if d.lead == 0 {
