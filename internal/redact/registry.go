@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -176,18 +177,46 @@ func hasRun(s string, n int) bool {
 	return false
 }
 
-// longestRun is the most bytes in a row with no separator from text[i] to
-// the end of its line.
-func longestRun(text string, i int) int {
-	best, run := 0, 0
-	for ; i < len(text) && text[i] != '\n'; i++ {
-		if isSeparator[text[i]] {
-			run = 0
-		} else if run++; run > best {
-			best = run
+// lineRuns are the runs of bytes with no separator in a line, read once a
+// line, so that each rule's check that its window holds its secret's run
+// looks at a few runs instead of reading the window.
+type lineRuns []struct {
+	start, end int
+	best       int // the most bytes of this run and those after it in the line
+}
+
+// read makes l the runs of text[i:nl].
+func (l *lineRuns) read(text string, i, nl int) {
+	*l = (*l)[:0]
+	for i < nl {
+		for i < nl && isSeparator[text[i]] {
+			i++
+		}
+		j := i
+		for j < nl && !isSeparator[text[j]] {
+			j++
+		}
+		if j > i {
+			*l = append(*l, struct{ start, end, best int }{i, j, 0})
+		}
+		i = j
+	}
+	best := 0
+	for k := len(*l) - 1; k >= 0; k-- {
+		best = max(best, (*l)[k].end-(*l)[k].start)
+		(*l)[k].best = best
+	}
+}
+
+// has is hasRun(text[from:to], n) for a stretch within the line.
+func (l lineRuns) has(from, to, n int) bool {
+	k, _ := slices.BinarySearchFunc(l, from, func(r struct{ start, end, best int }, from int) int { return cmp.Compare(r.end, from+1) })
+	for ; k < len(l) && l[k].start < to && l[k].best >= n; k++ {
+		if min(l[k].end, to)-max(l[k].start, from) >= n {
+			return true
 		}
 	}
-	return best
+	return false
 }
 
 // mayHoldSeparator reports whether a match of t can hold a separator.
@@ -781,12 +810,12 @@ func (r *registry) find(text string) []Finding {
 	clear(done)
 	clear(sc.seen)
 	lineStart := 0
-	// The longest run of bytes with no separator in the line at runLine,
-	// which bounds every window within it: found once a line.
-	runLine, lineRun := -1, 0
 	// The first line break from the last hit on (or len(text)), and where
 	// a '>' ends its line, spaces aside (else -1): found once a line.
 	nl, gt := -1, -1
+	// The runs of bytes with no separator in the line at runsAt, read
+	// once a line, when a rule first asks.
+	runs, runsAt := &sc.runs, -1
 	as := assignment{end: -1} // what follows the last hit's word, for the named rules
 	var st uint32
 	dense, cls := m.dense, &m.cls
@@ -829,7 +858,6 @@ func (r *registry) find(text string) []Finding {
 				gt = -1
 			}
 		}
-		hitRun := -1 // the longest run of bytes in text[hit:nl], once asked
 		for _, cand := range r.byState[st/m.ncls] {
 			di := cand.d
 			d := r.ds[di]
@@ -850,21 +878,18 @@ func (r *registry) find(text string) []Finding {
 				}
 			}
 			if d.tail != nil {
-				if !d.assign && d.minRun > 0 && to == nl && hitRun < 0 {
-					hitRun = longestRun(text, hit)
-				}
-				run := d.assign || d.minRun == 0 || to == nl && hitRun >= d.minRun || to != nl && hasRun(text[hit:to], d.minRun)
-				if run && r.holds(text, hit, end, hit, to, cand.needs, sc.seen) {
-					out, done[di] = d.findAt(text, hit, to, out, done[di])
-				}
+				from = hit
+			}
+			if !d.assign && d.minRun > 0 && !d.lines && runsAt != lineStart {
+				runs.read(text, lineStart, nl)
+				runsAt = lineStart
+			}
+			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(text[from:to], d.minRun)) ||
+				!r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
 				continue
 			}
-			if !d.lines && d.minRun > 0 && runLine != lineStart {
-				runLine, lineRun = lineStart, longestRun(text, lineStart)
-			}
-			// A window of the whole line holds its longest run.
-			whole := !d.lines && from == lineStart && to == nl
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !whole && !hasRun(text[from:to], d.minRun)) || !r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
+			if d.tail != nil {
+				out, done[di] = d.findAt(text, hit, to, out, done[di])
 				continue
 			}
 			done[di] = to
@@ -880,6 +905,7 @@ func (r *registry) find(text string) []Finding {
 type scratch struct {
 	done []int
 	seen []seen
+	runs lineRuns
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
