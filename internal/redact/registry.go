@@ -52,7 +52,9 @@ type Detector struct {
 	// at each word alone, and a match starts back bytes of name before
 	// the word at most. A gitleaks rule for a named secret begins with
 	// [\w.-]{0,50}? before the name, which unanchored costs a pass of the
-	// whole regexp over every byte near a word.
+	// whole regexp over every byte near a word. A rule whose every match
+	// begins with one of its words (startsWithWord) has re anchored as
+	// its tail, set by newRegistry.
 	tail *regexp.Regexp
 	back int
 	// bound: the match must begin at a word boundary (a leading \b, which
