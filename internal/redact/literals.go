@@ -296,16 +296,6 @@ func (l literals) longest() int {
 	return n
 }
 
-// holdsAll reports whether s holds each of needs.
-func holdsAll(s string, needs []literals) bool {
-	for _, l := range needs {
-		if !l.in(s) {
-			return false
-		}
-	}
-	return true
-}
-
 // indexFold returns where ASCII text s holds w, lower-case ASCII, in any
 // case, or -1. Callers count a byte beyond ASCII as a hit (indexNonASCII):
 // (?i)k matches the Kelvin sign and (?i)s the long s, which this doesn't

@@ -425,7 +425,7 @@ func startsWithWord(pattern string, words []string) (bound, ok bool) {
 	// Down the first elements to a leading \b.
 	for {
 		switch {
-		case t.Op == syntax.OpConcat && len(t.Sub) == 0:
+		case t.Op == syntax.OpConcat && len(t.Sub) == 0: // nothing left after the \b
 		case t.Op == syntax.OpCapture:
 			t = t.Sub[0]
 			continue
@@ -915,12 +915,11 @@ type scratch struct {
 type seen struct{ lo, hi, at, atEnd int }
 
 // holds reports whether text[from:to], which holds the hit's word
-// text[hit:end], holds each of needs,
-// reading only what no earlier call in this find read for the same
-// literal: a detector's windows move forward and overlap
-// (kubernetes-secret-yaml reads 1 KiB each side of every "secret" for a
-// "kind:", curl-auth-user as far back for its case-sensitive "curl"), so
-// each byte is read about once.
+// text[hit:end], holds each of needs, reading only what no earlier call in
+// this find read for the same literal: a detector's windows move forward
+// and overlap (kubernetes-secret-yaml reads 1 KiB each side of every
+// "secret" for a "kind:", curl-auth-user as far back for its
+// case-sensitive "curl"), so each byte is read about once.
 func (r *registry) holds(text string, hit, end, from, to int, needs []need, known []seen) bool {
 	for _, n := range needs {
 		l, k := &r.lits[n.id], &known[n.id]
