@@ -14,8 +14,11 @@ type literals struct {
 	fold bool
 }
 
-// minLiteral is the fewest bytes a required literal has to be worth a
-// search: a single '-' or ':' is in most windows anyway.
+// minLiteral is the fewest bytes a required literal of several strings
+// has to be worth a search: one of a few single bytes ('=', ':', ',') is
+// in most windows anyway. A lone byte is worth one IndexByte, found or
+// remembered once a find (registry.holds): url-password's '@' spares its
+// regexp most lines that hold a "://".
 const minLiteral = 2
 
 // requiredLiterals returns what every match of pattern holds, for a
@@ -29,7 +32,13 @@ func requiredLiterals(pattern string) []literals {
 	if err != nil {
 		return nil
 	}
-	return required(t.Simplify())
+	var out []literals
+	for _, l := range required(t.Simplify()) {
+		if !slices.ContainsFunc(out, l.equal) { // both branches of kubernetes-secret-yaml hold "secret"
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func required(t *syntax.Regexp) []literals {
@@ -185,9 +194,10 @@ func (l literals) plus(o literals) (literals, bool) {
 	return out, len(out.alts) <= maxAlts
 }
 
-// worth is l as a requirement, if its every string has minLiteral bytes.
+// worth is l as a requirement, if its every string has minLiteral bytes
+// or it is a single byte.
 func (l literals) worth() []literals {
-	if l.shortest() < minLiteral {
+	if l.shortest() < minLiteral && !(len(l.alts) == 1 && len(l.alts[0]) == 1) {
 		return nil
 	}
 	return []literals{l}
@@ -235,49 +245,132 @@ func (l literals) shortest() int {
 
 // in reports whether s holds one of l's strings.
 func (l literals) in(s string) bool {
+	i, _ := l.index(s)
+	return i >= 0
+}
+
+// index returns where in s one of l's strings is, and its length; with
+// fold, a byte beyond ASCII counts as one of length 1 (see indexFold). It
+// returns -1 if none is.
+func (l literals) index(s string) (int, int) {
+	if l.fold {
+		if i := indexNonASCII(s); i >= 0 {
+			return i, 1
+		}
+	}
 	for _, a := range l.alts {
-		if l.fold && containsFold(s, a) || !l.fold && strings.Contains(s, a) {
-			return true
+		i := -1
+		if l.fold {
+			i = indexFold(s, a)
+		} else {
+			i = strings.Index(s, a)
+		}
+		if i >= 0 {
+			return i, len(a)
 		}
 	}
-	return false
+	return -1, 0
 }
 
-// holdsAll reports whether s holds each of needs.
-func holdsAll(s string, needs []literals) bool {
-	for _, l := range needs {
-		if !l.in(s) {
-			return false
-		}
-	}
-	return true
+// heldBy reports whether l is in every text that holds word, a needed word
+// the automaton found in any case: one of l's strings is in word, and if
+// l is exact, that string has no letter to be read in another case.
+func (l literals) heldBy(word string) bool {
+	return slices.ContainsFunc(l.alts, func(a string) bool {
+		return strings.Contains(word, a) && (l.fold || strings.ToLower(a) == strings.ToUpper(a))
+	})
 }
 
-// containsFold reports whether s holds w, lower-case ASCII, in any case,
-// or holds a byte beyond ASCII: (?i)k matches the Kelvin sign and (?i)s
-// the long s, which this doesn't read.
-func containsFold(s, w string) bool {
-	first := w[0]
-	other := first
-	if 'a' <= first && first <= 'z' {
-		other = first - 'a' + 'A'
+// mayBeIn reports whether one of l's strings, exact, is in a text that
+// reads as word case-folded.
+func (l literals) mayBeIn(word string) bool {
+	return !l.fold && slices.ContainsFunc(l.alts, func(a string) bool { return strings.Contains(word, strings.ToLower(a)) })
+}
+
+// longest is the most bytes of l's strings.
+func (l literals) longest() int {
+	n := 0
+	for _, a := range l.alts {
+		n = max(n, len(a))
 	}
-	for i := 0; i+len(w) <= len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return true
+	return n
+}
+
+// indexFold returns where ASCII text s holds w, lower-case ASCII, in any
+// case, or -1. Callers count a byte beyond ASCII as a hit (indexNonASCII):
+// (?i)k matches the Kelvin sign and (?i)s the long s, which this doesn't
+// read. It jumps between places of w's least common byte (anchor), in
+// either case, by IndexByte: the ':' of kubernetes-secret-yaml's "kind:",
+// not its 'k', which most text about keys and tokens is full of.
+func indexFold(s, w string) int {
+	j := anchor(w)
+	last := len(s) - len(w) + j // the last place w[j] may be
+	a, b := w[j], upper(w[j])
+	next := func(c byte, i int) int {
+		if k := strings.IndexByte(s[i:last+1], c); k >= 0 {
+			return i + k
 		}
-		if c != first && c != other {
-			continue
+		return last + 1
+	}
+	na, nb := -1, -1 // the next a and b from i on, or last+1
+	for i := j; i <= last; i++ {
+		if na < i {
+			na = next(a, i)
 		}
-		if strings.EqualFold(s[i:i+len(w)], w) {
-			return true
+		if nb < i {
+			nb = na
+			if b != a {
+				nb = next(b, i)
+			}
+		}
+		if i = min(na, nb); i > last {
+			break
+		}
+		if strings.EqualFold(s[i-j:i-j+len(w)], w) {
+			return i - j
 		}
 	}
-	for i := max(len(s)-len(w)+1, 0); i < len(s); i++ {
+	return -1
+}
+
+// anchor is the place in w of its least common byte in English text and
+// code: a byte not a letter first (one case to look for), then the rarest
+// letter.
+func anchor(w string) int {
+	best := 0
+	for i := 1; i < len(w); i++ {
+		if rarity[w[i]] > rarity[w[best]] {
+			best = i
+		}
+	}
+	return best
+}
+
+// rarity ranks lower-case letters from the most common, and every other
+// byte above them.
+var rarity = func() (t [256]uint8) {
+	const common = "etaoinsrhldcumfpgwybvkxjqz"
+	for c := range t {
+		t[c] = uint8(len(common))
+	}
+	for i := 0; i < len(common); i++ {
+		t[common[i]] = uint8(i)
+	}
+	return t
+}()
+
+// indexNonASCII returns where s holds a byte beyond ASCII, or -1.
+func indexNonASCII(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -51,7 +52,9 @@ type Detector struct {
 	// at each word alone, and a match starts back bytes of name before
 	// the word at most. A gitleaks rule for a named secret begins with
 	// [\w.-]{0,50}? before the name, which unanchored costs a pass of the
-	// whole regexp over every byte near a word.
+	// whole regexp over every byte near a word. A rule whose every match
+	// begins with one of its words (startsWithWord) has re anchored as
+	// its tail, set by newRegistry.
 	tail *regexp.Regexp
 	back int
 	// bound: the match must begin at a word boundary (a leading \b, which
@@ -99,16 +102,19 @@ type allow struct {
 }
 
 type allowRule struct {
-	target    string
-	and       bool
-	re        *regexp.Regexp // the regexes as one alternation, or nil
+	target string
+	and    bool
+	// res are the regexes apart, not one alternation: most are anchored
+	// (^\$(?:[A-Z_]+|[a-z_]+)$), which an alternation with one that isn't
+	// (^true|false|null$) would try at every byte of the target.
+	res       []*regexp.Regexp
 	stopwords []string
 }
 
 func (a allow) compile() allowRule {
 	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
-	if len(a.regexes) > 0 {
-		out.re = regexp.MustCompile(`(?:` + strings.Join(a.regexes, `)|(?:`) + `)`)
+	for _, re := range a.regexes {
+		out.res = append(out.res, regexp.MustCompile(re))
 	}
 	return out
 }
@@ -173,18 +179,46 @@ func hasRun(s string, n int) bool {
 	return false
 }
 
-// longestRun is the most bytes in a row with no separator in the line that
-// begins at text[i].
-func longestRun(text string, i int) int {
-	best, run := 0, 0
-	for ; i < len(text) && text[i] != '\n'; i++ {
-		if isSeparator[text[i]] {
-			run = 0
-		} else if run++; run > best {
-			best = run
+// lineRuns are the runs of bytes with no separator in a line, read once a
+// line, so that each rule's check that its window holds its secret's run
+// looks at a few runs instead of reading the window.
+type lineRuns []struct {
+	start, end int
+	best       int // the most bytes of this run and those after it in the line
+}
+
+// read makes l the runs of text[i:nl].
+func (l *lineRuns) read(text string, i, nl int) {
+	*l = (*l)[:0]
+	for i < nl {
+		for i < nl && isSeparator[text[i]] {
+			i++
+		}
+		j := i
+		for j < nl && !isSeparator[text[j]] {
+			j++
+		}
+		if j > i {
+			*l = append(*l, struct{ start, end, best int }{i, j, 0})
+		}
+		i = j
+	}
+	best := 0
+	for k := len(*l) - 1; k >= 0; k-- {
+		best = max(best, (*l)[k].end-(*l)[k].start)
+		(*l)[k].best = best
+	}
+}
+
+// has is hasRun(text[from:to], n) for a stretch within the line.
+func (l lineRuns) has(from, to, n int) bool {
+	k, _ := slices.BinarySearchFunc(l, from, func(r struct{ start, end, best int }, from int) int { return cmp.Compare(r.end, from+1) })
+	for ; k < len(l) && l[k].start < to && l[k].best >= n; k++ {
+		if min(l[k].end, to)-max(l[k].start, from) >= n {
+			return true
 		}
 	}
-	return best
+	return false
 }
 
 // mayHoldSeparator reports whether a match of t can hold a separator.
@@ -295,7 +329,7 @@ func (a allowRule) allows(t, secret string, m []int) bool {
 	case "line":
 		target = lineAt(t, m[0], m[1])
 	}
-	reOK := a.re != nil && a.re.MatchString(target)
+	reOK := slices.ContainsFunc(a.res, func(re *regexp.Regexp) bool { return re.MatchString(target) })
 	stopOK := false
 	if len(a.stopwords) > 0 {
 		low := strings.ToLower(secret)
@@ -307,7 +341,7 @@ func (a allowRule) allows(t, secret string, m []int) bool {
 		}
 	}
 	if a.and {
-		return (a.re == nil || reOK) && (len(a.stopwords) == 0 || stopOK)
+		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
 	return reOK || stopOK
 }
@@ -334,11 +368,6 @@ func (r rule) detector(global allowRule) *Detector {
 		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
 			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
 			break
-		}
-	}
-	if d.tail == nil {
-		if bound, ok := startsWithWord(r.pattern, r.keywords); ok {
-			d.tail, d.bound = regexp.MustCompile(`^(?:`+r.pattern+`)`), bound
 		}
 	}
 	d.minRun = secretRun(r.pattern)
@@ -384,55 +413,89 @@ var tailForms = []struct {
 }
 
 // startsWithWord reports whether each match of pattern begins with one of
-// words, so it can be tried anchored at each: the pattern's first
-// characters, through groups and flags, are a literal (one per branch of a
-// leading alternation) that one of words begins. bound says the pattern
-// first asserts a word boundary.
+// words, so it can be tried anchored at each: every string its matches
+// begin with (prefixes), through groups, flags and a leading \b, begins
+// with one of words. bound says the pattern first asserts a word boundary.
 func startsWithWord(pattern string, words []string) (bound, ok bool) {
 	t, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return false, false
 	}
 	t = t.Simplify()
-	// Down the first elements to the literal(s).
+	// Down the first elements to a leading \b.
 	for {
-		switch t.Op {
-		case syntax.OpCapture:
+		switch {
+		case t.Op == syntax.OpConcat && len(t.Sub) == 0: // nothing left after the \b
+		case t.Op == syntax.OpCapture:
 			t = t.Sub[0]
 			continue
-		case syntax.OpConcat:
-			first := t.Sub[0]
-			if first.Op == syntax.OpWordBoundary {
-				bound = true
-				if len(t.Sub) == 2 {
-					t = t.Sub[1]
-				} else {
-					t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
-				}
-				continue
-			}
-			t = first
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpCapture:
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: slices.Concat([]*syntax.Regexp{t.Sub[0].Sub[0]}, t.Sub[1:]), Flags: t.Flags}
+			continue
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpConcat:
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: slices.Concat(t.Sub[0].Sub, t.Sub[1:]), Flags: t.Flags}
+			continue
+		case t.Op == syntax.OpConcat && t.Sub[0].Op == syntax.OpWordBoundary && !bound:
+			bound = true
+			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
 			continue
 		}
 		break
 	}
-	branches := []*syntax.Regexp{t}
-	if t.Op == syntax.OpAlternate {
-		branches = t.Sub
-	}
-	for _, b := range branches {
-		for b.Op == syntax.OpCapture || b.Op == syntax.OpConcat {
-			b = b.Sub[0]
-		}
-		if b.Op != syntax.OpLiteral {
-			return false, false
-		}
-		lit := strings.ToLower(string(b.Rune))
-		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(lit, w) }) {
+	ps, _ := prefixes(t)
+	for _, p := range ps {
+		p = strings.ToLower(p)
+		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(p, strings.ToLower(w)) }) {
 			return false, false
 		}
 	}
-	return bound, true
+	return bound, len(ps) > 0
+}
+
+// prefixes returns strings, at most maxAlts, one of which each match of t
+// begins with, and whether they are all t matches (so a concatenation's
+// next element adds to them): a literal, a small class, groups,
+// alternations and concatenations of those, up to the first element that
+// is none (a repeat, an assertion). Go's parser factors alternations
+// (AKIA|ASIA becomes A(?:KIA|SIA)), so the first literal alone says too
+// little.
+func prefixes(t *syntax.Regexp) ([]string, bool) {
+	if l, ok := exact(t); ok {
+		return l.alts, true
+	}
+	switch t.Op {
+	case syntax.OpCapture:
+		return prefixes(t.Sub[0])
+	case syntax.OpConcat:
+		ps := []string{""}
+		for _, s := range t.Sub {
+			qs, whole := prefixes(s)
+			if len(ps)*len(qs) > maxAlts {
+				return ps, false
+			}
+			var next []string
+			for _, p := range ps {
+				for _, q := range qs {
+					next = append(next, p+q)
+				}
+			}
+			if ps = next; !whole {
+				return ps, false
+			}
+		}
+		return ps, true
+	case syntax.OpAlternate:
+		var ps []string
+		for _, s := range t.Sub {
+			qs, _ := prefixes(s)
+			ps = append(ps, qs...)
+		}
+		if len(ps) > maxAlts {
+			return []string{""}, false
+		}
+		return ps, false
+	}
+	return []string{""}, false
 }
 
 // wordChar is what \b divides: [0-9A-Za-z_].
@@ -508,7 +571,10 @@ type registry struct {
 	byWord map[string][]int
 	// byState is byWord by the automaton's state (its dense index) where
 	// the word is the longest that ends, so a hit costs no lookup by name.
-	byState [][]int
+	byState [][]candidate
+	// lits holds every detector's needs, a detector's from needAt[i] on.
+	lits   []literals
+	needAt []int
 	// starts3 has a bit for each triple of byte classes a needed word
 	// begins with (any third for a word of two bytes), or whose first is
 	// ESC, CR or LF, which the walk must see: text where no triple is set
@@ -516,6 +582,25 @@ type registry struct {
 	// deep (ids below shallow).
 	starts3 []uint64
 	shallow uint32
+
+	scratch sync.Pool // of *scratch
+	maxRun  int       // the largest minRun of a rule with assign
+}
+
+// A candidate is a detector a state's word brings, with those of its needs
+// that word doesn't hold itself: a window holds its word, so
+// aws-secret-access-key's "secret" is never looked for at a "secret".
+type candidate struct {
+	d     int
+	needs []need
+}
+
+// A need is a literal's id in lits; inWord says the hit's word may be it,
+// in the right case (curl-auth-user's case-sensitive "curl" at a "curl"),
+// which is read before the window.
+type need struct {
+	id     int
+	inWord bool
 }
 
 func newRegistry(ds []*Detector) *registry {
@@ -530,6 +615,11 @@ func newRegistry(ds []*Detector) *registry {
 				panic(fmt.Sprintf("redact: detector %s needs %q: a needed word has 2 to 64 bytes", d.Name, w))
 			}
 		}
+		if d.tail == nil {
+			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
+				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
+			}
+		}
 		if d.lead == 0 {
 			d.lead = window(d.re)
 		}
@@ -541,6 +631,11 @@ func newRegistry(ds []*Detector) *registry {
 		} else {
 			d.needs = requiredLiterals(d.re.String())
 		}
+		if d.assign {
+			r.maxRun = max(r.maxRun, d.minRun)
+		}
+		r.needAt = append(r.needAt, len(r.lits))
+		r.lits = append(r.lits, d.needs...)
 		for _, w := range d.need {
 			w = strings.ToLower(w)
 			if _, ok := r.byWord[w]; !ok {
@@ -572,6 +667,7 @@ func newRegistry(ds []*Detector) *registry {
 	for _, w := range words {
 		longest = max(longest, len(w))
 	}
+	r.scratch.New = func() any { return &scratch{done: make([]int, len(ds)), seen: make([]seen, len(r.lits))} }
 	r.m = newMatcherDense(words, int32(longest), true)
 	r.buildStarts3(words)
 	r.buildByState()
@@ -590,7 +686,7 @@ func (r *registry) buildByState() {
 		}
 	}
 	n := len(m.dDepth)
-	r.byState = make([][]int, n)
+	r.byState = make([][]candidate, n)
 	name := make([]string, n)
 	for k := range n { // breadth-first order: a parent comes before its children
 		for c := uint32(1); c < m.ncls; c++ {
@@ -603,7 +699,16 @@ func (r *registry) buildByState() {
 			}
 		}
 		if o := m.dOut[k]; o > 0 {
-			r.byState[k] = r.byWord[name[k][len(name[k])-int(o):]]
+			word := name[k][len(name[k])-int(o):]
+			for _, di := range r.byWord[word] {
+				c := candidate{d: di}
+				for j, l := range r.ds[di].needs {
+					if !l.heldBy(word) {
+						c.needs = append(c.needs, need{r.needAt[di] + j, l.mayBeIn(word)})
+					}
+				}
+				r.byState[k] = append(r.byState[k], c)
+			}
 		}
 	}
 }
@@ -701,11 +806,19 @@ func Find(text string) []Finding { return allRules().find(text) }
 func (r *registry) find(text string) []Finding {
 	var out []Finding
 	m := r.m
-	done := make([]int, len(r.ds)) // how far each detector has read
+	sc := r.scratch.Get().(*scratch)
+	defer r.scratch.Put(sc)
+	done := sc.done // how far each detector has read
+	clear(done)
+	clear(sc.seen)
 	lineStart := 0
-	// The longest run of bytes with no separator in the line at runLine,
-	// which bounds every window within it: found once a line.
-	runLine, lineRun := -1, 0
+	// The first line break from the last hit on (or len(text)), and where
+	// a '>' ends its line, spaces aside (else -1): found once a line.
+	nl, gt := -1, -1
+	// The runs of bytes with no separator in the line at runsAt, read
+	// once a line, when a rule first asks.
+	runs, runsAt := &sc.runs, -1
+	as := assignment{end: -1} // what follows the last hit's word, for the named rules
 	var st uint32
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
@@ -737,7 +850,18 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		for _, di := range r.byState[st/m.ncls] {
+		if nl < hit {
+			nl = len(text)
+			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
+				nl = hit + k
+			}
+			gt = lineStart + len(strings.TrimRight(text[lineStart:nl], " \t\r")) - 1
+			if gt < lineStart || text[gt] != '>' {
+				gt = -1
+			}
+		}
+		for _, cand := range r.byState[st/m.ncls] {
+			di := cand.d
 			d := r.ds[di]
 			if hit < done[di] {
 				continue
@@ -745,26 +869,29 @@ func (r *registry) find(text string) []Finding {
 			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
 			if !d.lines {
 				from = max(from, lineStart)
-				to = lineEnd(text, hit, to, d.assign)
+				to = lineEnd(text, nl, to, d.assign && gt >= hit)
 			}
-			runFrom, runTo := hit, to // where the secret's run of bytes is
 			if d.assign {
-				op := assignAfter(text, end)
-				if op < 0 || op >= to {
+				if as.end != end {
+					as = readAssignment(text, end, r.maxRun)
+				}
+				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(text, to, d.minRun) {
 					continue
 				}
-				runFrom, runTo = op, min(to, secretBy(text, op)+d.minRun)
 			}
 			if d.tail != nil {
-				if (d.minRun == 0 || hasRun(text[runFrom:runTo], d.minRun)) && holdsAll(text[hit:to], d.needs) {
-					out, done[di] = d.findAt(text, hit, to, out, done[di])
-				}
+				from = hit
+			}
+			if !d.assign && d.minRun > 0 && !d.lines && runsAt != lineStart {
+				runs.read(text, lineStart, nl)
+				runsAt = lineStart
+			}
+			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(text[from:to], d.minRun)) ||
+				!r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
 				continue
 			}
-			if !d.lines && d.minRun > 0 && runLine != lineStart {
-				runLine, lineRun = lineStart, longestRun(text, lineStart)
-			}
-			if d.minRun > 0 && (!d.lines && lineRun < d.minRun || !hasRun(text[from:to], d.minRun)) || !holdsAll(text[from:to], d.needs) {
+			if d.tail != nil {
+				out, done[di] = d.findAt(text, hit, to, out, done[di])
 				continue
 			}
 			done[di] = to
@@ -775,23 +902,112 @@ func (r *registry) find(text string) []Finding {
 	return out
 }
 
-// lineEnd is where the line of text[hit] ends, by to. A named secret's
-// value is on the name's line, but an XML element's text may begin on the
-// next (<apiToken>\n  value\n</apiToken>), so with named that line counts
-// too when the name's ends in '>'.
-func lineEnd(text string, hit, to int, named bool) int {
-	j := strings.IndexByte(text[hit:to], '\n')
-	if j < 0 {
+// scratch is what a find keeps per detector and per needed literal,
+// pooled: Scrub is called on every log record.
+type scratch struct {
+	done []int
+	seen []seen
+	runs lineRuns
+}
+
+// seen is what a find knows of a literal: text[lo:hi] holds none of its
+// strings, and text[at:atEnd] holds one.
+type seen struct{ lo, hi, at, atEnd int }
+
+// holds reports whether text[from:to], which holds the hit's word
+// text[hit:end], holds each of needs, reading only what no earlier call in
+// this find read for the same literal: a detector's windows move forward
+// and overlap (kubernetes-secret-yaml reads 1 KiB each side of every
+// "secret" for a "kind:", curl-auth-user as far back for its
+// case-sensitive "curl"), so each byte is read about once.
+func (r *registry) holds(text string, hit, end, from, to int, needs []need, known []seen) bool {
+	for _, n := range needs {
+		l, k := &r.lits[n.id], &known[n.id]
+		if from <= k.at && k.atEnd <= to && k.atEnd > 0 || n.inWord && l.in(text[hit:end]) {
+			continue
+		}
+		lo, grow := from, k.lo <= from && from <= k.hi
+		if grow {
+			if to <= k.hi {
+				return false
+			}
+			// What begins before k.hi-longest+1 ends by k.hi.
+			lo = max(from, k.hi-l.longest()+1)
+		}
+		if i, n := l.index(text[lo:to]); i >= 0 {
+			k.at, k.atEnd = lo+i, lo+i+n
+			continue
+		}
+		if grow {
+			k.hi = to
+		} else {
+			k.lo, k.hi = from, to
+		}
+		return false
+	}
+	return true
+}
+
+// lineEnd is where the line of a hit ends, by to, if its first line break
+// from the hit on is at text[nl]. A named secret's value is on the name's
+// line, but an XML element's text may begin on the next
+// (<apiToken>\n  value\n</apiToken>), so with xml (a named rule's hit
+// before a '>' that ends its line) that line counts too.
+func lineEnd(text string, nl, to int, xml bool) int {
+	if nl >= to {
 		return to
 	}
-	end := hit + j
-	if named && strings.HasSuffix(strings.TrimRight(text[hit:end], " \t\r"), ">") {
-		if k := strings.IndexByte(text[end+1:to], '\n'); k >= 0 {
-			return end + 1 + k
+	if xml {
+		if k := strings.IndexByte(text[nl+1:to], '\n'); k >= 0 {
+			return nl + 1 + k
 		}
 		return to
 	}
-	return end
+	return nl
+}
+
+// An assignment is what follows a named secret's word, read once a hit for
+// all its rules: where the operator is (op, -1 if none), the last place the
+// secret may begin (by), the longest run of bytes with no separator in
+// text[op:by], and the run that holds text[by], text[from:to], read at
+// most maxRun bytes past by.
+type assignment struct {
+	end, op, by int
+	early       int
+	from, to    int
+}
+
+func readAssignment(text string, end, maxRun int) assignment {
+	a := assignment{end: end, op: assignAfter(text, end)}
+	if a.op < 0 {
+		return a
+	}
+	a.by = secretBy(text, a.op)
+	run := 0
+	for k := a.op; k < a.by; k++ {
+		if isSeparator[text[k]] {
+			run = 0
+		} else if run++; run > a.early {
+			a.early = run
+		}
+	}
+	a.from, a.to = a.by-run, a.by
+	for a.to < len(text) && a.to < a.by+maxRun && !isSeparator[text[a.to]] {
+		a.to++
+	}
+	return a
+}
+
+// hasRun is hasRun(text[a.op:min(to, a.by+n)], n), the secret's run
+// looked for where its rule's secret begins. A run that begins after
+// a.by has fewer than n bytes there, so only those of a.early and the
+// one at a.by count, when the range reaches a.by.
+func (a *assignment) hasRun(text string, to, n int) bool {
+	end := min(to, a.by+n)
+	if end < a.by {
+		return hasRun(text[a.op:end], n)
+	}
+	return a.early >= n || min(a.to, end)-a.from >= n
 }
 
 // secretBy is the last place a named secret can begin whose assignment
@@ -799,11 +1015,37 @@ func lineEnd(text string, hit, to int, named bool) int {
 // operator (:::=) and the quotes, spaces or '=' that follow it.
 func secretBy(text string, op int) int {
 	k := op
-	for k < len(text) && k < op+maxOperator && strings.IndexByte("=:>|?,`'\" \t\r\n\f\v", text[k]) >= 0 {
+	for k < len(text) && k < op+maxOperator && assignClass[text[k]]&beforeSecret != 0 {
 		k++
 	}
 	return k
 }
+
+// assignClass says what a byte may be after a named secret's word, for
+// assignAfter and secretBy, which read it at every hit of a named rule.
+var assignClass = func() (t [256]uint8) {
+	for c := range 256 {
+		if isAlnum(byte(c)) {
+			t[c] |= inName
+		}
+	}
+	for _, c := range []byte(" \t\r\n\v\f_.-'\"") {
+		t[c] |= inName
+	}
+	for _, c := range []byte("=:>,|?") {
+		t[c] |= operator
+	}
+	for _, c := range []byte("=:>|?,`'\" \t\r\n\f\v") {
+		t[c] |= beforeSecret
+	}
+	return t
+}()
+
+const (
+	inName       = 1 << iota // more of the name, or spaces and quotes before the operator
+	operator                 // begins an operator
+	beforeSecret             // in an operator or after it, before the secret
+)
 
 // maxOperator is the most bytes from the start of a named secret's
 // assignment operator to the secret.
@@ -818,10 +1060,10 @@ const maxOperator = 4 + 5
 // secretBy (TestAssignRulesCaptureAfterTheOperator).
 func assignAfter(text string, i int) int {
 	for j := i; j < len(text) && j <= i+23; j++ {
-		switch c := text[j]; {
-		case strings.IndexByte("=:>,|?", c) >= 0:
+		switch c := assignClass[text[j]]; {
+		case c&operator != 0:
 			return j
-		case !isAlnum(c) && strings.IndexByte(" \t\r\n\v\f_.-'\"", c) < 0:
+		case c&inName == 0:
 			return -1
 		}
 	}

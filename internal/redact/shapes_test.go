@@ -1,10 +1,12 @@
 package redact
 
 import (
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 type fixture struct {
@@ -245,4 +247,136 @@ func TestScrubFindsAfterEveryLead(t *testing.T) {
 			t.Errorf("Scrub(%q + token) = %q: not masked", lead, got)
 		}
 	}
+}
+
+// The quick checks before a rule's regexp answer as the plain reads they
+// replace, on random text over the bytes they care about: a literal's
+// search (its rarest byte, either case, a byte beyond ASCII), a find's
+// memory of where literals are and are not, a named secret's run read
+// once a hit, and a line's runs, for windows anywhere in the line and at
+// its ends.
+func TestQuickChecksAnswerAsThePlainReads(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	random := func(alphabet []string, n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	letters := append(strings.Fields("k K i I n N d D : x = \" ' é \u212A"), " ", "\t")
+	lits := []literals{{alts: []string{"kind:"}, fold: true}, {alts: []string{"nd", "xk"}, fold: true}, {alts: []string{"Kind"}}, {alts: []string{":"}}}
+	for range 2000 {
+		s := random(letters, r.IntN(40))
+		for _, l := range lits {
+			want := false
+			for _, a := range l.alts {
+				want = want || !l.fold && strings.Contains(s, a) || l.fold && strings.Contains(strings.ToLower(s), a)
+			}
+			want = want || l.fold && strings.ContainsFunc(s, func(c rune) bool { return c >= utf8.RuneSelf })
+			i, n := l.index(s)
+			if got := i >= 0; got != want || got && !(n == 1 && s[i] >= utf8.RuneSelf || l.in(s[i:i+n])) {
+				t.Fatalf("%v.index(%q) = %d, %d; want found %v", l.alts, s, i, n, want)
+			}
+		}
+	}
+
+	// Literals found now and then, so windows meet and cross the edges of
+	// what a find saw.
+	lits = []literals{{alts: []string{"ndn"}, fold: true}, {alts: []string{"ddx", "xnx"}}, {alts: []string{"Nd"}}}
+	reg := &registry{lits: lits}
+	needs := []need{{0, false}, {1, false}, {2, true}}
+	for range 500 {
+		text := random([]string{"n", "d", "x", "N", " "}, 300)
+		known := make([]seen, len(lits))
+		from := 0
+		for range 50 {
+			if r.IntN(4) == 0 {
+				from = r.IntN(len(text)) // now and then a window behind the last
+			} else {
+				from = min(from+r.IntN(20), len(text))
+			}
+			to := min(from+r.IntN(80), len(text))
+			hit := from + r.IntN(to-from+1)
+			end := min(hit+4, to)
+			want := holdsAll(text[from:to], lits[:3])
+			if got := reg.holds(text, hit, end, from, to, needs, known); got != want {
+				t.Fatalf("holds(%q[%d:%d]) = %v, want %v", text, from, to, got, want)
+			}
+		}
+	}
+
+	ops := append(strings.Fields("a Z 9 _ - = : > | , ? ' \" `"), " ", "\t", "\n")
+	for range 5000 {
+		text := random(ops, r.IntN(60))
+		end := r.IntN(len(text) + 1)
+		a := readAssignment(text, end, 12)
+		if a.op < 0 {
+			continue
+		}
+		to := a.op + 1 + r.IntN(len(text)-a.op)
+		n := 1 + r.IntN(12)
+		if got, want := a.hasRun(text, to, n), hasRun(text[a.op:min(to, a.by+n)], n); got != want {
+			t.Fatalf("readAssignment(%q, %d).hasRun(%d, %d) = %v, want %v", text, end, to, n, got, want)
+		}
+	}
+
+	var runs lineRuns
+	for range 2000 {
+		line := random(ops, r.IntN(50))
+		runs.read(line, 0, len(line))
+		from := r.IntN(len(line) + 1)
+		to := from + r.IntN(len(line)-from+1)
+		n := 1 + r.IntN(8)
+		if got, want := runs.has(from, to, n), hasRun(line[from:to], n); got != want {
+			t.Fatalf("runs of %q: has(%d, %d, %d) = %v, want %v", line, from, to, n, got, want)
+		}
+	}
+}
+
+// A rule runs anchored at its word when every match begins with one of
+// its words, which Go's parser hides by factoring (AKIA|ASIA is
+// A(?:KIA|SIA)); a match that may begin before the word is not anchored.
+func TestRulesAnchorWhereEveryMatchBeginsWithAWord(t *testing.T) {
+	tests := []struct {
+		pattern         string
+		words           []string
+		wantBound, want bool
+	}{
+		{`\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`, []string{"a3t", "akia", "asia", "abia", "acca"}, true, true},
+		{`(eyJ[A-Za-z0-9_-]{5,}\.eyJ)`, []string{"eyJ"}, false, true},
+		{`(?i)bearer[ \t]+([A-Za-z0-9._~+/-]{16,}=*)`, []string{"bearer"}, false, true},
+		{`(?i)(?:proxy-)?authorization[ \t]*:`, []string{"authorization"}, false, false},
+		{`x?(?:AKIA|ASIA)[A-Z]{16}`, []string{"akia", "asia"}, false, false},
+		{`(?:AKIA|ASIB)[A-Z]{16}`, []string{"akia", "asia"}, false, false},
+	}
+	for _, tt := range tests {
+		if bound, ok := startsWithWord(tt.pattern, tt.words); bound != tt.wantBound || ok != tt.want {
+			t.Errorf("startsWithWord(%s) = %v, %v; want %v, %v", tt.pattern, bound, ok, tt.wantBound, tt.want)
+		}
+	}
+}
+
+// A token that begins inside the window an earlier one's regexp read, on
+// the same line, and ends past it, is found: its rule runs anchored at its
+// word, where it once ran over a window ending inside the token and then
+// passed over the token's word as read.
+func TestScrubFindsATokenEndingPastAnEarlierWindow(t *testing.T) {
+	text := `String AWSToken = "ACCAMFFNZ466HHFGKCYC"; \nBACKUP_ENABLED=true"}{"config.ini": "AWS_TOKEN=ASIAHCOPFMXUJK5KPMWW`
+	for _, tok := range []string{"ACCAMFFNZ466HHFGKCYC", "ASIAHCOPFMXUJK5KPMWW"} {
+		if got := ScrubMarked(text); strings.Contains(got, tok) {
+			t.Errorf("ScrubMarked: %s not masked in %q", tok, got)
+		}
+	}
+}
+
+// holdsAll reports whether s holds each of needs, read plainly: what a
+// rule's window is held to, and registry.holds answers as.
+func holdsAll(s string, needs []literals) bool {
+	for _, l := range needs {
+		if !l.in(s) {
+			return false
+		}
+	}
+	return true
 }
