@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
@@ -296,5 +297,33 @@ func TestServeClosesIdleAndSlowConnectionsButNotWebSockets(t *testing.T) {
 	defer pcancel()
 	if err := ws.Ping(pctx); err != nil {
 		t.Errorf("a WebSocket open past both timeouts: %v", err)
+	}
+}
+
+// TestARunnersClockFarFromTheHubsIsNoted: a Runner whose hello says its
+// clock is 10 minutes ahead connects all the same, and its Host notes say
+// how far off it is and what to do; one 20 s off gets no note.
+func TestARunnersClockFarFromTheHubsIsNoted(t *testing.T) {
+	for _, tt := range []struct {
+		off  time.Duration
+		note string
+	}{{10 * time.Minute, "Its clock is 10m0s ahead of the Hub's"}, {-10 * time.Minute, "Its clock is 10m0s behind the Hub's"}, {20 * time.Second, ""}} {
+		f := newFixture(t)
+		c := connectRunner(t, f, f.rtoken)
+		var w protocol.Welcome
+		if err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1",
+			Clock: time.Now().Add(tt.off)}, &w); err != nil {
+			t.Fatalf("hello with a clock %s off: %v", tt.off, err)
+		}
+		_, body := f.call(t, http.MethodGet, "/api/runners", "")
+		var rs []api.RunnerStatus
+		json.Unmarshal([]byte(body), &rs)
+		if len(rs) != 1 || rs[0].Host == nil {
+			t.Fatalf("GET /api/runners: %s", body)
+		}
+		notes := strings.Join(rs[0].Host.Notes, "\n")
+		if tt.note == "" && strings.Contains(notes, "clock") || tt.note != "" && (!strings.Contains(notes, tt.note) || !strings.Contains(notes, "NTP")) {
+			t.Errorf("a clock %s off: notes %q, want %q", tt.off, notes, tt.note)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
@@ -26,7 +27,7 @@ func (h *Hub) repoToken(ctx context.Context, s store.Session, perms map[string]s
 	if err != nil {
 		return protocol.GitHubToken{}, err
 	}
-	return protocol.GitHubToken{Token: tok.Value, ExpiresAt: tok.Expires, URL: h.cfg.GitHubURL}, nil
+	return protocol.GitHubToken{Token: tok.Value, ExpiresAt: tok.Expires, ExpiresIn: int64(time.Until(tok.Expires) / time.Second), URL: h.cfg.GitHubURL}, nil
 }
 
 // sandboxToken mints a Session's Sandbox token and masks it in the

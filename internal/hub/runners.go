@@ -51,6 +51,10 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 		if err != nil {
 			return nil, err
 		}
+		if note := clockNote(hm.Clock, time.Now()); note != "" {
+			log.Warn(note)
+			hm.Host.Notes = append(hm.Host.Notes, note)
+		}
 		rc.hello, rc.version = hm, v
 		close(hello)
 		h.attach(rc)
@@ -74,6 +78,33 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 	err = conn.Serve(ctx)
 	h.detach(rc)
 	log.Info("runner disconnected", "err", err)
+}
+
+// maxClockSkew is how far apart a Runner's clock and the Hub's may be
+// before the Hub says so. Nothing kndl does breaks further off: each side
+// reads times on its own clock (a GitHub token's life comes as seconds
+// left, protocol.GitHubToken.Expiry; an Event's time and a Session's
+// order come from the Runner's and the Hub's own). But Event times from
+// that Runner are off by as much.
+const maxClockSkew = time.Minute
+
+// clockNote says how far the Runner's clock at its hello is from the Hub's
+// now, when it is further than maxClockSkew; "" otherwise, or when the
+// Runner did not say.
+func clockNote(runner, now time.Time) string {
+	if runner.IsZero() {
+		return ""
+	}
+	skew := runner.Sub(now)
+	way := "ahead of"
+	if skew < 0 {
+		skew, way = -skew, "behind"
+	}
+	if skew <= maxClockSkew {
+		return ""
+	}
+	return fmt.Sprintf("Its clock is %s %s the Hub's: Sessions run, but the times of its Events are off by as much; set up time sync (NTP) on its machine.",
+		skew.Round(time.Second), way)
 }
 
 // attach records a connected Runner, closing an older connection of the

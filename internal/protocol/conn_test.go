@@ -235,3 +235,17 @@ func TestASilentLineIsDroppedOnBothSides(t *testing.T) {
 		t.Errorf("the drop took %s, want within two ping periods (%s) and a little", waited, 2*every)
 	}
 }
+
+// TestAGitHubTokensLifeIsReadOnTheReceiversClock: a token's expiry is the
+// seconds it had left from when it arrived, whatever the sender's clock
+// said its ExpiresAt was; from a sender without ExpiresIn, its ExpiresAt.
+func TestAGitHubTokensLifeIsReadOnTheReceiversClock(t *testing.T) {
+	received := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	hubSaid := received.Add(-20 * time.Minute) // a Hub 80 minutes behind sent a one-hour token
+	if got := (GitHubToken{ExpiresAt: hubSaid, ExpiresIn: 3600}).Expiry(received); !got.Equal(received.Add(time.Hour)) {
+		t.Errorf("Expiry = %v, want an hour after it arrived", got)
+	}
+	if got := (GitHubToken{ExpiresAt: hubSaid}).Expiry(received); !got.Equal(hubSaid) {
+		t.Errorf("Expiry without ExpiresIn = %v, want ExpiresAt", got)
+	}
+}

@@ -19,7 +19,21 @@ const (
 type GitHubToken struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// ExpiresIn is the seconds the token had left as the Hub sent it. The
+	// Runner reads the token's life from it on its own clock (Expiry), so
+	// a clock off from the Hub's neither keeps an expired token nor drops
+	// a good one.
+	ExpiresIn int64 `json:"expires_in,omitempty"`
 	// URL is GitHub's web address (GITHUB_URL), such as https://github.com:
 	// where the token is good.
 	URL string `json:"url"`
+}
+
+// Expiry is when the token expires on the clock of whoever received it at
+// received: ExpiresIn from then, or ExpiresAt from a Hub that sent none.
+func (t GitHubToken) Expiry(received time.Time) time.Time {
+	if t.ExpiresIn > 0 {
+		return received.Add(time.Duration(t.ExpiresIn) * time.Second)
+	}
+	return t.ExpiresAt
 }

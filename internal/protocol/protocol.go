@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 )
@@ -142,6 +143,9 @@ type Hello struct {
 	// after a reconnect, or after the Runner itself restarted and found them
 	// still running in their Sandboxes.
 	Sessions []string `json:"sessions,omitempty"`
+	// Clock is the Runner's time as it sent the hello, so the Hub can say
+	// when the two clocks are apart.
+	Clock time.Time `json:"clock,omitzero"`
 }
 
 // HostInfo is a Runner's sandbox backend and what it can enforce.

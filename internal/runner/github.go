@@ -62,6 +62,7 @@ fi
 func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Duration {
 	var tok protocol.GitHubToken
 	err := r.request(ctx, protocol.TypeSessionGitHubToken, protocol.SessionRef{SessionID: s.id}, &tok)
+	expiry := tok.Expiry(time.Now())
 	if err == nil {
 		err = r.writeSandboxToken(ctx, s, tok)
 	}
@@ -75,7 +76,7 @@ func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Durat
 	if s.tokenFailing.Swap(false) {
 		r.sessionLog(s.id, "git and gh in the Sandbox have a GitHub token now")
 	}
-	return min(maxTokenRefresh, max(time.Second, time.Until(tok.ExpiresAt)*3/4))
+	return min(maxTokenRefresh, max(time.Second, time.Until(expiry)*3/4))
 }
 
 // keepSandboxToken asks for a running Session's Sandbox token at once,
@@ -149,6 +150,7 @@ func (r *Runner) cloneToken(ctx context.Context, sessionID, repo string) (string
 		return tok.Token, nil
 	}
 	err := r.request(ctx, protocol.TypeSessionCloneToken, protocol.SessionRef{SessionID: sessionID}, &tok)
+	tok.ExpiresAt = tok.Expiry(time.Now()) // kept on this Runner's clock
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return "", nil
 	}
