@@ -14,6 +14,18 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// storeOnThisMachine opens the store of the Hub this machine's environment
+// configures, for the commands that work on it directly.
+func storeOnThisMachine(ctx context.Context, io cli.IO) (*store.Store, hub.Config, error) {
+	dir, err := home(io)
+	if err != nil {
+		return nil, hub.Config{}, err
+	}
+	cfg := hub.FromEnv(io.Getenv, dir)
+	st, err := openStore(ctx, cfg)
+	return st, cfg, err
+}
+
 // openStore opens the store cfg names: PostgreSQL at HUB_DATABASE_URL, or
 // SQLite at HUB_DATABASE_PATH.
 func openStore(ctx context.Context, cfg hub.Config) (*store.Store, error) {
@@ -123,12 +135,7 @@ func hubBackup(ctx context.Context, io cli.IO, args []string) error {
 	if *to == "" || fs.NArg() > 0 {
 		return cli.ErrUsage
 	}
-	dir, err := home(io)
-	if err != nil {
-		return err
-	}
-	cfg := hub.FromEnv(io.Getenv, dir)
-	st, err := openStore(ctx, cfg)
+	st, cfg, err := storeOnThisMachine(ctx, io)
 	if err != nil {
 		return err
 	}
@@ -154,12 +161,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 	if fs.NArg() > 0 {
 		return cli.ErrUsage
 	}
-	dir, err := home(io)
-	if err != nil {
-		return err
-	}
-	cfg := hub.FromEnv(io.Getenv, dir)
-	st, err := openStore(ctx, cfg)
+	st, cfg, err := storeOnThisMachine(ctx, io)
 	if err != nil {
 		return err
 	}

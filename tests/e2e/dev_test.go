@@ -163,9 +163,7 @@ func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
 	model.On(testkit.PromptContains("after the idle kill"), testkit.Text("Still here after the idle kill."))
 
 	v := s.NewSession(s.Repo(), "run the slow task")
-	s.WaitEvent(v.ID, testenv.WaitBuild, "the slow task's tool call", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "long-job-finished")
-	})
+	s.waitToolCall(v.ID, testenv.WaitBuild, "the slow task's tool call", "long-job-finished")
 	s.prompt(v.ID, "a prompt queued behind it")
 	d.stop(syscall.SIGKILL)
 
@@ -232,9 +230,7 @@ func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	s.Model.On(testkit.ToolResultContains("slow-work-finished"), testkit.Text("The slow work is done."))
 	s.Model.On(testkit.PromptContains("once it is back"), testkit.Text("Back and answering."))
 	s.prompt(v.ID, "do the slow work")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the slow work's tool call", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "slow-work-finished")
-	})
+	s.waitToolCall(v.ID, testenv.WaitMedium, "the slow work's tool call", "slow-work-finished")
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	s.waitState(v.ID, api.Frozen)

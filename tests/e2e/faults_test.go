@@ -46,9 +46,7 @@ func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
 	s.Model.On(testkit.ToolResultContains("worked-through-the-cut"), testkit.Text("Finished while the line was cut."))
 	s.Model.On(testkit.PromptContains("queued during the cut"), testkit.Text("The queued prompt's answer."))
 	s.prompt(v.ID, "work through the cut")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the tool call before the cut", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "worked-through-the-cut")
-	})
+	s.waitToolCall(v.ID, testenv.WaitMedium, "the tool call before the cut", "worked-through-the-cut")
 	s.Line.Cut()
 	cut := time.Now()
 	s.prompt(v.ID, "a prompt queued during the cut")
@@ -73,6 +71,14 @@ func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
 		t.Errorf("%d model calls carried the queued prompt as new, want 1", n)
 	}
 	s.sleepsLeavingNothing(v.ID)
+}
+
+// waitToolCall waits for a tool call whose input holds marker.
+func (s *System) waitToolCall(id string, within time.Duration, what, marker string) {
+	s.t.Helper()
+	s.WaitEvent(id, within, what, func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), marker)
+	})
 }
 
 // promptCalls counts the model calls whose newest message is a prompt
@@ -167,9 +173,7 @@ func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
 	s.Model.On(testkit.ToolResultContains("ran-on-a-full-disk"), testkit.Text("Done while the disk was full."))
 	s.Model.On(testkit.PromptContains("once there is room"), testkit.Text("Answered once there was room."))
 	s.prompt(v.ID, "work while the disk is full")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the tool call before the disk fills", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolUse && strings.Contains(string(e.Input), "ran-on-a-full-disk")
-	})
+	s.waitToolCall(v.ID, testenv.WaitMedium, "the tool call before the disk fills", "ran-on-a-full-disk")
 	filler := filepath.Join(s.HubDisk, "filler")
 	fill(t, filler)
 
