@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,6 +170,55 @@ func TestAnAnswerStreamsBackWhileItsRequestsBodyStillGoesUp(t *testing.T) {
 	if want := ": ok\n\ndata: answer to " + first + rest + "\n\n"; err != nil || string(got) != want {
 		t.Fatalf("answer %q, %v; want %q whole", got, err, want)
 	}
+}
+
+// TestWhatTheProxyLogsIsInTheRelaysLog: an answer the Hub cuts mid-body
+// is logged by the proxy itself, into the relay's log with its component,
+// not by the process's default logger.
+func TestWhatTheProxyLogsIsInTheRelaysLog(t *testing.T) {
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	t.Cleanup(hub.Close)
+	var log lockedBuffer
+	r, err := New(Options{HubURL: hub.URL, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	tok := r.Issue("s1", netip.Addr{})
+	r.SetModToken("s1", "kndlm_secret")
+	resp := do(t, "GET", srv.URL+"/gateway/docs", tok)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the cut answer reached the client whole")
+	}
+	if got := log.String(); !strings.Contains(got, "component=relay") || !strings.Contains(got, "read error during body copy") {
+		t.Fatalf("the relay's log:\n%s\nwant the proxy's read error, with component=relay", got)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestHookEventsGoToTheRunner: a hook event is handed to the Runner for
