@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -316,6 +317,9 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 	}
 	return &httputil.ReverseProxy{
 		Transport: tr,
+		// What the proxy logs itself (a body cut mid-copy) goes in the
+		// Hub's log, not the process's default logger.
+		ErrorLog: slog.NewLogLogger(h.log.With("proxy", "forward").Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			session, port, _ := h.forwardTarget(pr.In.Host)
 			pr.Out.URL.Scheme = "http"

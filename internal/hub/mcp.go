@@ -25,7 +25,10 @@ func (h *Hub) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) 
 }
 
 // prepareGateway records the Installations a run of s starts with, and
-// puts their values in its redaction set if it has one already.
+// puts their values in its redaction set, made here if it has none yet.
+// Only adding them to a set already kept is not enough: one made from the
+// store before the record (a request for the Session's view as it starts)
+// may be kept just after it, without them.
 func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
 	servers, err := h.gateway.Prepare(ctx, s)
 	if err != nil {
@@ -35,13 +38,12 @@ func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.M
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	rs := h.sets[s.ID]
-	h.mu.Unlock()
-	if rs != nil {
-		if err := rs.set.Add(values...); err != nil {
-			return nil, err
-		}
+	set, err := h.sessionSet(ctx, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := set.Add(values...); err != nil {
+		return nil, err
 	}
 	return servers, nil
 }

@@ -28,11 +28,20 @@ type runSet struct {
 // on first use.
 func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, error) {
 	h.mu.Lock()
-	if rs := h.sets[sessionID]; rs != nil {
-		h.mu.Unlock()
+	rs := h.sets[sessionID]
+	h.mu.Unlock()
+	if rs != nil {
 		return rs.set, nil
 	}
-	h.mu.Unlock()
+	rs, err := h.makeSet(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return h.keepSet(sessionID, rs), nil
+}
+
+// makeSet makes a Session's redaction set from the store.
+func (h *Hub) makeSet(ctx context.Context, sessionID string) (*runSet, error) {
 	s, err := h.store.SessionByID(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -56,13 +65,19 @@ func (h *Hub) sessionSet(ctx context.Context, sessionID string) (*redact.Set, er
 	if err := set.Add(values...); err != nil {
 		return nil, err
 	}
+	return &runSet{set: set, repoID: s.RepoID, creatorID: s.CreatorID}, nil
+}
+
+// keepSet keeps rs as the Session's redaction set, unless one was kept
+// meanwhile, and returns the one kept.
+func (h *Hub) keepSet(sessionID string, rs *runSet) *redact.Set {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if rs := h.sets[sessionID]; rs != nil {
-		return rs.set, nil
+	if kept := h.sets[sessionID]; kept != nil {
+		return kept.set
 	}
-	h.sets[sessionID] = &runSet{set: set, repoID: s.RepoID, creatorID: s.CreatorID}
-	return set, nil
+	h.sets[sessionID] = rs
+	return rs.set
 }
 
 // Forget drops a Session's redaction set once it no longer runs: the next

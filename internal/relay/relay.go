@@ -104,10 +104,12 @@ func New(o Options) (*Relay, error) {
 		}
 	}
 	// One proxy; Rewrite picks the upstream per request. FlushInterval -1
-	// streams SSE and long polls as they come.
+	// streams SSE and long polls as they come. What the proxy logs itself
+	// (a body cut mid-copy) goes in the Runner's log, not the process's.
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite:       r.rewrite,
 		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(r.log.Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			r.log.Warn("upstream unreachable", "path", firstSegment(req.URL.Path), "err", err)
 			http.Error(w, "kndl relay: upstream unreachable", http.StatusBadGateway)
@@ -199,6 +201,14 @@ func (r *Relay) takeHook(w http.ResponseWriter, req *http.Request, sessionID str
 }
 
 func (r *Relay) forward(w http.ResponseWriter, req *http.Request, up upstream) {
+	// The proxy's Transport may still be reading the request's body, if
+	// only to see its end, when the answer's headers come back and are
+	// flushed. Go's HTTP/1 server then consumes and closes that body
+	// (golang/go#40747): the Transport's read fails, it drops its
+	// connection upstream and the answer is cut after its headers, which
+	// lost Gateway tool calls' answers. In full duplex the body is left to
+	// the Transport. (HTTP/2, which the relay doesn't serve, always is.)
+	http.NewResponseController(w).EnableFullDuplex()
 	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), ctxKey{}, up)))
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,107 @@ func TestGatewayTrafficGoesToTheHubWithTheModTokenAndStreams(t *testing.T) {
 	if s := <-got; s.path != "/gateway/docs/stream" || s.auth != "Bearer kndlm_secret" {
 		t.Fatalf("hub saw %+v, want /gateway/docs/stream with the mod token", s)
 	}
+}
+
+// TestAnAnswerStreamsBackWhileItsRequestsBodyStillGoesUp: the relay hands
+// a request's body on to the Hub while the answer already streams back. By
+// default Go's HTTP/1 server consumes and closes a request's body as soon
+// as its handler writes the answer (golang/go#40747), under the relay's
+// Transport, which is still reading that body, if only to see its end:
+// here the answer never comes; when the body was all sent, the Transport's
+// last read fails instead and it drops its connection to the Hub, cutting
+// the answer after its headers, which lost a Gateway tool call's answer
+// (Claude Code: "HTTP connection dropped after 0s uptime").
+func TestAnAnswerStreamsBackWhileItsRequestsBodyStillGoesUp(t *testing.T) {
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An MCP server's SSE answer may begin before it reads the call.
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": ok\n\n")
+		w.(http.Flusher).Flush()
+		call, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(w, "data: answer to %s\n\n", call)
+	}))
+	t.Cleanup(hub.Close)
+	srv, r := newRelay(t, hub.URL, "")
+	tok := r.Issue("s1", netip.Addr{})
+	r.SetModToken("s1", "kndlm_secret")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitShort)
+	defer cancel()
+	first, rest := `{"jsonrpc":"2.0","id":7,`, `"method":"tools/call"}`
+	body, send := io.Pipe()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/gateway/docs", body)
+	req.ContentLength = int64(len(first + rest))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	// Past the deadline, unblock both ends, each stuck reading the rest.
+	defer context.AfterFunc(ctx, func() { send.CloseWithError(ctx.Err()); srv.CloseClientConnections() })()
+	go send.Write([]byte(first))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the answer's headers did not come back while the body went up: %v", err)
+	}
+	defer resp.Body.Close()
+	go func() {
+		send.Write([]byte(rest))
+		send.Close()
+	}()
+	got, err := io.ReadAll(resp.Body)
+	if want := ": ok\n\ndata: answer to " + first + rest + "\n\n"; err != nil || string(got) != want {
+		t.Fatalf("answer %q, %v; want %q whole", got, err, want)
+	}
+}
+
+// TestWhatTheProxyLogsIsInTheRelaysLog: an answer the Hub cuts mid-body
+// is logged by the proxy itself, into the relay's log with its component,
+// not by the process's default logger.
+func TestWhatTheProxyLogsIsInTheRelaysLog(t *testing.T) {
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}))
+	t.Cleanup(hub.Close)
+	var log lockedBuffer
+	r, err := New(Options{HubURL: hub.URL, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	tok := r.Issue("s1", netip.Addr{})
+	r.SetModToken("s1", "kndlm_secret")
+	resp := do(t, "GET", srv.URL+"/gateway/docs", tok)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the cut answer reached the client whole")
+	}
+	if got := log.String(); !strings.Contains(got, "component=relay") || !strings.Contains(got, "read error during body copy") {
+		t.Fatalf("the relay's log:\n%s\nwant the proxy's read error, with component=relay", got)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestHookEventsGoToTheRunner: a hook event is handed to the Runner for

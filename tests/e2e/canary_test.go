@@ -52,10 +52,14 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 	for _, v := range pasted {
 		reply += " " + v
 	}
-	s.Model.On(testkit.ToolResultContains("done-echoing"), testkit.ToolUse("mcp__plugin_kndl-gateway_canary__echo", map[string]any{"text": "canary"}))
+	const tool = "mcp__plugin_kndl-gateway_canary__echo"
+	s.Model.On(testkit.ToolResultContains("done-echoing"), testkit.ToolUse(tool, map[string]any{"text": "canary"}))
 	s.Model.On(testkit.ToolResultContains("echo: canary"), testkit.Text(reply))
 	v := s.NewSession(repo, prompt.String())
-	s.WaitEvent(v.ID, testenv.WaitBuild, "Claude's echo", func(e protocol.Event) bool {
+	if got := s.gatewayAnswer(v.ID, tool); !strings.Contains(got.Text, "echo: canary") {
+		t.Fatalf("the Gateway's answer is %q, want the echo", got.Text)
+	}
+	s.WaitEvent(v.ID, testenv.WaitMedium, "Claude's echo", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && strings.HasPrefix(e.Text, "Echoing:")
 	})
 	// The Session token is in Claude Code's environment: read it there.

@@ -38,9 +38,9 @@ func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
 	s.Model.On(testkit.ToolResultContains("echo: from the sandbox"), testkit.Text("The docs answered; their key is "+key+"."))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("The docs refused."))
 	v := s.NewSession(repo, "ask the docs")
-	s.WaitEvent(v.ID, testenv.WaitBuild, "the tool's answer", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "echo: from the sandbox")
-	})
+	if got := s.gatewayAnswer(v.ID, tool); !strings.Contains(got.Text, "echo: from the sandbox") {
+		t.Fatalf("the tool's answer is %q, want the echo", got.Text)
+	}
 	s.turnEnds(v.ID, 1)
 	// The key is in the Session's redaction set, in case a server echoes it.
 	for _, e := range s.Events(v.ID) {
@@ -142,4 +142,19 @@ func TestAnOAuthInstallationRefreshesUnnoticedAndADisconnectStopsIt(t *testing.T
 		t.Fatalf("%d refreshes, want 1", as.Refreshes())
 	}
 	t.Logf("after the disconnect: %q", results[2])
+}
+
+// gatewayAnswer waits for Claude Code's call of tool, an Installation's
+// tool, and then for its answer through the relay and the Gateway. The call
+// comes once the Session is up (WaitBuild); its answer takes milliseconds,
+// so it gets WaitMedium: an answer lost on the way fails the test here,
+// saying so, instead of holding it until a WaitBuild wait ends.
+func (s *System) gatewayAnswer(id, tool string) protocol.Event {
+	s.t.Helper()
+	call := s.WaitEvent(id, testenv.WaitBuild, "Claude Code's call of "+tool, func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolUse && e.Tool == tool
+	})
+	return s.WaitEvent(id, testenv.WaitMedium, "answer from the Gateway to "+tool+" (lost on the way?)", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.ToolID == call.ToolID
+	})
 }
