@@ -272,7 +272,13 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 	}
 	// An app's upload takes as long as it takes: Serve's read timeout is
 	// for the Hub's own requests.
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	// An app may answer before its upload is all read: in full duplex the
+	// server leaves the request's body to the proxy's Transport instead of
+	// closing it under it, which cuts the answer (as in the relay: see its
+	// forward).
+	rc.EnableFullDuplex()
 	h.web.proxyOnce.Do(func() { h.web.proxy = h.forwardProxy() })
 	h.web.proxy.ServeHTTP(w, r)
 }
