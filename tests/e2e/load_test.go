@@ -91,58 +91,69 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 	}
 	heap0 := heapByPart(s)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sessions := make([]*loadSession, n)
-	var wg sync.WaitGroup
-	ru0 := rusage()
-	start := time.Now()
-	errs := make(chan error, n*(k+1))
-	for i := range sessions {
-		ls := &loadSession{i: i, ends: make(chan time.Time, p+2), posted: make([]time.Time, p+1)}
-		sessions[i] = ls
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ls.posted[0] = time.Now()
-			var v api.SessionView
-			if err := s.call(http.MethodPost, "/api/sessions", api.NewSession{Repo: repo, Prompt: loadText("prompt", i, 0)}, &v); err != nil {
-				errs <- fmt.Errorf("Session %d: %w", i, err)
-				return
-			}
-			ls.id = v.ID
-			for w := range k {
-				lw := &loadWatcher{done: make(chan struct{})}
-				ls.watchers = append(ls.watchers, lw)
-				go lw.run(ctx, s, cookie, v.ID, ls, w == 0)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	var active, ready time.Duration
-	var firsts []time.Duration
-	for _, ls := range sessions {
-		select {
-		case at := <-ls.ends:
-			ready = max(ready, at.Sub(start))
-			firsts = append(firsts, at.Sub(start))
-		case <-time.After(testenv.WaitBuild - time.Since(start)):
-			t.Fatalf("Session %d (%s): no first Turn's end within %v\n%s", ls.i, ls.id, testenv.WaitBuild, ls.watchers[0].errText())
-		}
-		active = max(active, ls.watchers[0].readyAt().Sub(start))
-	}
-	ru1 := rusage()
-	slices.Sort(firsts)
 	if path := os.Getenv("KNDL_LOAD_LOG"); path != "" {
 		defer func() { os.WriteFile(path, []byte(s.logText()), 0o600) }()
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sessions := make([]*loadSession, n)
+	ru0 := rusage()
+	start := time.Now()
+	var active, ready time.Duration
+	var firsts []time.Duration
+	// KNDL_LOAD_START_BATCH starts the Sessions that many at a time, each
+	// batch once the last one's first Turns ended; unset, all at once.
+	batch := n
+	if os.Getenv("KNDL_LOAD_START_BATCH") != "" {
+		batch = loadInt(t, "KNDL_LOAD_START_BATCH", n)
+	}
+	for b := 0; b < n; b += batch {
+		part := sessions[b:min(n, b+batch)]
+		var wg sync.WaitGroup
+		errs := make(chan error, len(part))
+		for i := range part {
+			ls := &loadSession{i: b + i, ends: make(chan time.Time, p+2), errs: make(chan string, 8), posted: make([]time.Time, p+1)}
+			part[i] = ls
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ls.posted[0] = time.Now()
+				var v api.SessionView
+				if err := s.call(http.MethodPost, "/api/sessions", api.NewSession{Repo: repo, Prompt: loadText("prompt", ls.i, 0)}, &v); err != nil {
+					errs <- fmt.Errorf("Session %d: %w", ls.i, err)
+					return
+				}
+				ls.id = v.ID
+				for w := range k {
+					lw := &loadWatcher{done: make(chan struct{})}
+					ls.watchers = append(ls.watchers, lw)
+					go lw.run(ctx, s, cookie, v.ID, ls, w == 0)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		for _, ls := range part {
+			select {
+			case at := <-ls.ends:
+				ready = max(ready, at.Sub(start))
+				firsts = append(firsts, at.Sub(ls.posted[0]))
+			case e := <-ls.errs:
+				t.Fatalf("Session %d (%s), %d of %d started: %s (load average %s)", ls.i, ls.id, len(part), n, e, loadAverage())
+			case <-time.After(testenv.WaitBuild - time.Since(start)):
+				t.Fatalf("Session %d (%s): no first Turn's end within %v\n%s", ls.i, ls.id, testenv.WaitBuild, ls.watchers[0].errText())
+			}
+			active = max(active, ls.watchers[0].readyAt().Sub(start))
+		}
+	}
+	ru1 := rusage()
+	slices.Sort(firsts)
 	retyped := strings.Count(s.logText(), "prompt not taken; typing it again")
-	t.Logf("load: %d Sessions started at once: all Claude Codes ready (ready Event) in %v, all first Turns ended in %v (median %v); %d first prompts typed again after 15 s; test process CPU %.1f s (%.2f cores)",
-		n, active.Round(10*time.Millisecond), ready.Round(10*time.Millisecond), quantile(firsts, 0.5), retyped, ru1.Sub(ru0).Seconds(), ru1.Sub(ru0).Seconds()/ready.Seconds())
+	t.Logf("load: %d Sessions started %d at a time: all Claude Codes ready (ready Event) in %v, all first Turns ended in %v (a Session's median %v); %d first prompts typed again after 15 s; test process CPU %.1f s (%.2f cores)",
+		n, batch, active.Round(10*time.Millisecond), ready.Round(10*time.Millisecond), quantile(firsts, 0.5), retyped, ru1.Sub(ru0).Seconds(), ru1.Sub(ru0).Seconds()/ready.Seconds())
 
 	// Idle and awake: every Claude Code at its prompt, every watcher open.
 	heap1 := heapByPart(s)
@@ -175,6 +186,9 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 				}
 				select {
 				case <-ls.ends:
+				case e := <-ls.errs:
+					perr <- fmt.Errorf("Session %d (%s), prompt %d: %s", ls.i, ls.id, j, e)
+					return
 				case <-time.After(testenv.WaitLong):
 					perr <- fmt.Errorf("Session %d (%s): prompt %d's Turn did not end within %v", ls.i, ls.id, j, testenv.WaitLong)
 					return
@@ -347,6 +361,7 @@ type loadSession struct {
 	id       string
 	watchers []*loadWatcher
 	ends     chan time.Time // each turn_end, as the first watcher sees it
+	errs     chan string    // each error Event's text, likewise
 	posted   []time.Time    // when each prompt was sent; [0] the Session's start
 }
 
@@ -412,8 +427,14 @@ func (lw *loadWatcher) run(ctx context.Context, s *System, cookie, id string, ls
 				lw.ready = now
 			}
 			lw.mu.Unlock()
-			if first && m.Event.Kind == protocol.EventTurnEnd {
+			switch {
+			case first && m.Event.Kind == protocol.EventTurnEnd:
 				ls.ends <- now
+			case first && m.Event.Kind == protocol.EventError:
+				select {
+				case ls.errs <- m.Event.Text:
+				default:
+				}
 			}
 		}
 	}
