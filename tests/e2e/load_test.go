@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -164,6 +165,22 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 		k, perMiB(heap1.hub-heap0.hub, n), perMiB(heap1.runner-heap0.runner, n), perMiB(heap1.watchers-heap0.watchers, n), perMiB(heap1.test-heap0.test, n),
 		perMiB(heap1.other-heap0.other, n), mib(heap0.total), mib(heap1.total))
 
+	// What the idle Sessions cost in CPU, over a window of 10 s: a
+	// measuring interval, not a wait.
+	idleCPU0, idleRU0, idleAt := sandboxCPU(sessions), rusage(), time.Now()
+	byProc0 := sandboxProcCPU(sessions)
+	time.Sleep(10 * time.Second)
+	idleWin := time.Since(idleAt)
+	idleCPU, idleRU := sandboxCPU(sessions)-idleCPU0, rusage().Sub(idleRU0)
+	byProc := sandboxProcCPU(sessions)
+	var procs []string
+	for _, name := range slices.Sorted(maps.Keys(byProc)) {
+		procs = append(procs, fmt.Sprintf("%s %.1f", name, 1000*(byProc[name]-byProc0[name]).Seconds()/idleWin.Seconds()/float64(n)))
+	}
+	t.Logf("load: idle, CPU over %v: the Sandboxes %.2f cores (%.1f millicores per Session; by process, millicores per Session: %s), the test process %.2f cores; load average %s",
+		idleWin.Round(100*time.Millisecond), idleCPU.Seconds()/idleWin.Seconds(), 1000*idleCPU.Seconds()/idleWin.Seconds()/float64(n), strings.Join(procs, ", "),
+		idleRU.Seconds()/idleWin.Seconds(), loadAverage())
+
 	// The prompts: Session i's j-th goes at phase start + (j-1)*every +
 	// i*every/n, or once its previous Turn ended if that is later.
 	cpu0, ru2 := sandboxCPU(sessions), rusage()
@@ -249,8 +266,9 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 		}
 	}
 	cpu, sbCPU := ru3.Sub(ru2), cpu1-cpu0
-	t.Logf("load: %d prompts over %v (%.1f/s): prompt-to-first-Event at the watchers (%d samples) p50 %v, p99 %v, max %v",
-		n*p, dur.Round(10*time.Millisecond), float64(n*p)/dur.Seconds(), len(lat), quantile(lat, 0.50), quantile(lat, 0.99), lat[len(lat)-1].Round(time.Millisecond))
+	t.Logf("load: %d prompts over %v (%.1f/s): prompt-to-first-Event at the watchers (%d samples) p50 %v, p90 %v, p99 %v, max %v; %d prompts typed again after 15 s",
+		n*p, dur.Round(10*time.Millisecond), float64(n*p)/dur.Seconds(), len(lat), quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99), lat[len(lat)-1].Round(time.Millisecond),
+		strings.Count(s.logText(), "prompt not taken; typing it again")-retyped)
 	t.Logf("load: %d Events fanned out to %d watchers in the prompts' %v: %.0f Events/s; %d reconnects", received, n*k, dur.Round(10*time.Millisecond), float64(received)/dur.Seconds(), reconnects)
 	t.Logf("load: CPU in the prompts: test process (Hub, Runner, watchers, scripted model; getrusage) %.1f s, %.2f cores; the Sandboxes (cpuacct) %.1f s, %.2f cores; heap in use %s, process peak RSS %s; load average %s",
 		cpu.Seconds(), cpu.Seconds()/dur.Seconds(), sbCPU.Seconds(), sbCPU.Seconds()/dur.Seconds(), mib(int64(ms.HeapInuse)), mib(peakRSS()), loadAverage())
@@ -759,6 +777,36 @@ func sandboxCPU(sessions []*loadSession) time.Duration {
 		}
 	}
 	return sum
+}
+
+// sandboxProcCPU is the CPU time (utime and stime in /proc/PID/stat) of
+// the processes now in the Sessions' Sandboxes, by command.
+func sandboxProcCPU(sessions []*loadSession) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, ls := range sessions {
+		b, _ := os.ReadFile(filepath.Join(sandboxCgroup("memory", ls.id), "cgroup.procs"))
+		for _, pid := range strings.Fields(string(b)) {
+			cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+			argv := strings.Split(string(cmd), "\x00")
+			name := filepath.Base(argv[0])
+			if name == "kndl" && len(argv) > 1 {
+				name += " " + argv[1]
+			}
+			st, _ := os.ReadFile("/proc/" + pid + "/stat")
+			i := bytes.LastIndexByte(st, ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(string(st[i+1:])) // from field 3, state
+			if len(f) < 13 {
+				continue
+			}
+			ut, _ := strconv.ParseInt(f[11], 10, 64)
+			sy, _ := strconv.ParseInt(f[12], 10, 64)
+			out[name] += time.Duration(ut+sy) * time.Second / 100 // USER_HZ
+		}
+	}
+	return out
 }
 
 // liveViews counts the Hub's goroutines serving a Session view.
