@@ -34,9 +34,11 @@ import (
 // clients of the Session view's WebSocket (/live, on a sign-in cookie with
 // the Hub's Origin), then sends each KNDL_LOAD_PROMPTS prompts, one every
 // KNDL_LOAD_PROMPT_EVERY per Session, staggered so the Hub sees a steady
-// stream. It logs time to all ready, prompt-to-first-Event at the
-// watchers, Events/s fanned out, the test process's CPU and heap, and the
-// idle memory of an awake Session.
+// stream. KNDL_LOAD_START_BATCH starts the Sessions in batches instead of
+// all at once. It logs time to all ready, prompt-to-first-Event at the
+// watchers, Events/s fanned out, the test process's CPU and heap by part,
+// and an idle awake Session's memory and CPU; docs/performance.md ("Load")
+// has the figures and commands.
 //
 // It always asserts that every watcher saw every stored Event once and in
 // order, and that every prompt was answered once. The latency target (p99
@@ -90,7 +92,7 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 			s.Model.On(testkit.PromptContains(loadText("prompt", i, j)), testkit.Text(loadText("answer", i, j)))
 		}
 	}
-	heap0 := heapByPart(s)
+	heap0 := heapByPart()
 
 	if path := os.Getenv("KNDL_LOAD_LOG"); path != "" {
 		defer func() { os.WriteFile(path, []byte(s.logText()), 0o600) }()
@@ -157,7 +159,7 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 		n, batch, active.Round(10*time.Millisecond), ready.Round(10*time.Millisecond), quantile(firsts, 0.5), retyped, ru1.Sub(ru0).Seconds(), ru1.Sub(ru0).Seconds()/ready.Seconds())
 
 	// Idle and awake: every Claude Code at its prompt, every watcher open.
-	heap1 := heapByPart(s)
+	heap1 := heapByPart()
 	idle := sandboxMemory(t, sessions)
 	t.Logf("load: idle, per awake Session: Claude Code %s; kndl's helpers in the Sandbox (%s) %s; the Sandbox's memory cgroup %s (total_rss %s)",
 		idle.claude, idle.helperNames, idle.helpers, mib(idle.cgroupUsage), mib(idle.cgroupRSS))
@@ -287,7 +289,7 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, testenv.WaitMedium, "the Hub drops the views", func() bool { return liveViews() == 0 })
-	heap2 := heapByPart(s)
+	heap2 := heapByPart()
 	t.Logf("load: after the prompts, watchers closed, per awake Session: Hub %s, Runner %s (heap profile by stack)",
 		perMiB(heap2.hub-heap0.hub, n), perMiB(heap2.runner-heap0.runner, n))
 }
@@ -595,7 +597,7 @@ type heapParts struct{ hub, runner, watchers, test, other, total int64 }
 // Runner's packages the Runner's; a watcher's goroutine, the scripted
 // model and the log buffer the test's. The log buffer is counted as the
 // test's whoever wrote it.
-func heapByPart(s *System) heapParts {
+func heapByPart() heapParts {
 	runtime.GC()
 	runtime.GC() // the profile is as of the last complete cycle
 	var recs []runtime.MemProfileRecord
