@@ -247,6 +247,7 @@ type options struct {
 	tokenRetry  time.Duration
 	line        bool  // the Runner reaches the Hub through System.Line
 	hubDisk     int64 // bytes of the tmpfs the Hub's store is on; 0 for the test's own disk
+	maxSessions int
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -271,6 +272,9 @@ func WithRunnerLine() Option { return func(o *options) { o.line = true } }
 // WithHubDisk puts the Hub's store on a tmpfs of size bytes of its own
 // (System.HubDisk), for a test to fill.
 func WithHubDisk(size int64) Option { return func(o *options) { o.hubDisk = size } }
+
+// WithMaxSessions sets the Runner's RUNNER_MAX_SESSIONS.
+func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -355,7 +359,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		hubURL = "http://" + line.Addr()
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
-		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, Logger: log}
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, Logger: log}
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, log))
 	if err != nil {
 		t.Fatal(err)
