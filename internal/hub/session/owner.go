@@ -134,6 +134,9 @@ type run struct {
 	claimed    bool
 	tries      int
 	timer      *time.Timer
+	// givenUp counts the prompts put back after their last try since
+	// Claude Code last took one: the wait before typing again doubles.
+	givenUp int
 	// taken is the last prompt Claude Code took whose text the transcript
 	// has not yet shown: a sleep that cuts it puts it back in the queue.
 	taken string

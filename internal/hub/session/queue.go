@@ -205,8 +205,11 @@ func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
 	}
 	r.timer = nil
 	tries := r.tries
+	var wait time.Duration
 	if tries >= o.opts.DeliveryTries {
 		r.delivering = store.Prompt{}
+		r.givenUp++
+		wait = min(2*o.opts.DeliveryTimeout<<(r.givenUp-1), o.opts.RetryMax)
 	}
 	o.mu.Unlock()
 	if tries < o.opts.DeliveryTries {
@@ -214,8 +217,13 @@ func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
 		o.deliver(id, p, true)
 		return
 	}
-	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt after %d tries; it is back at the head of the queue.", tries))
+	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt after %d tries; it is back at the head of the queue, typed again in %s.",
+		tries, wait.Round(time.Millisecond)))
 	o.requeue(id, p.ID)
+	// Typed again later even if nothing else happens (no Turn ends, no
+	// prompt comes): a Claude Code slow to take it, on a loaded host, is
+	// not left with its queue waiting for ever.
+	o.after(wait, func(context.Context) { o.dispatch(id) })
 }
 
 // requeue puts a prompt back at the head of its queue (prompts are taken
@@ -236,7 +244,7 @@ func (o *Owner) Accepted(id string) {
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
 		p = r.delivering
-		r.delivering, r.busy, r.question, r.since = store.Prompt{}, true, false, time.Now()
+		r.delivering, r.busy, r.question, r.since, r.givenUp = store.Prompt{}, true, false, time.Now(), 0
 		o.stopTimer(r.timer)
 		r.timer = nil
 		if p.ID != "" {

@@ -61,15 +61,23 @@ func TestDeliveryGivenUpGoesBackToTheHeadOfTheQueue(t *testing.T) {
 	testenv.Eventually(t, testenv.WaitShort, "the prompt back in the queue", func() bool {
 		return len(f.prompts(s.ID)[store.Queued]) == 1
 	})
-	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
 	errs := f.events(s.ID, protocol.EventError)
 	if len(errs) != 1 || !strings.Contains(errs[0], "after 3 tries") {
 		t.Fatalf("errors = %q, want one saying it gave up after 3 tries", errs)
 	}
-	// The next Turn's end lets it go again.
-	f.o.TurnEnded(s.ID)
+	// With nothing else happening (no Turn ends, no prompt comes), it is
+	// typed afresh after a wait.
+	gaveUp := time.Now()
 	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" || d.deliver.Retry {
 		t.Fatalf("typed %+v, want hello afresh", d.deliver)
+	}
+	if waited := time.Since(gaveUp); waited < f.o.opts.RetryMax/2 {
+		t.Errorf("typed again %s after giving up, want a wait (%s here)", waited, f.o.opts.RetryMax)
+	}
+	f.o.Accepted(s.ID)
+	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
+	if q := f.prompts(s.ID); len(q) != 0 {
+		t.Fatalf("queue = %v, want it delivered", q)
 	}
 }
 
