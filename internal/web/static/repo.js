@@ -12,14 +12,20 @@ const testLog = document.getElementById("test-log");
 
 function describe(s) {
   const lines = (t) => (t ? `${t.replace(/\n$/, "").split("\n").length} lines` : "none");
+  const list = (l) => (l && l.length ? l.join(", ") : "none");
   return [
-    `image:     ${s.image || "the Runner's default"}`,
-    `bootstrap: ${lines(s.bootstrap)}`,
-    `start:     ${lines(s.start)}`,
-    `cpus:      ${s.cpus || "the Runner's default"}`,
-    `memory:    ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
+    `image:              ${s.image || "the Runner's default"}`,
+    `bootstrap:          ${lines(s.bootstrap)}`,
+    `start:              ${lines(s.start)}`,
+    `dependency folders: ${list(s.dependency_folders)}`,
+    `next to:            ${list(s.next_to)}`,
+    `cpus:               ${s.cpus || "the Runner's default"}`,
+    `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
   ].join("\n");
 }
+
+// commaList is the field's comma-separated list; the Hub checks each entry.
+const commaList = (v) => v.split(",").map((p) => p.trim()).filter((p) => p);
 
 async function load() {
   const env = await api("GET", base);
@@ -32,6 +38,8 @@ async function load() {
   form.image.value = s.image || "";
   form.bootstrap.value = s.bootstrap || "";
   form.start.value = s.start || "";
+  form.dependency_folders.value = (s.dependency_folders || []).join(", ");
+  form.next_to.value = (s.next_to || []).join(", ");
   form.cpus.value = s.cpus || "";
   form.memory_mib.value = s.memory_mib || "";
   const state = document.getElementById("draft-state");
@@ -56,6 +64,8 @@ function settings() {
     image: form.image.value.trim(),
     bootstrap: form.bootstrap.value,
     start: form.start.value,
+    dependency_folders: commaList(form.dependency_folders.value),
+    next_to: commaList(form.next_to.value),
     cpus: Number(form.cpus.value) || 0,
     memory_mib: Number(form.memory_mib.value) || 0,
   };
