@@ -14,6 +14,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/environment"
 )
 
 // envCommand reads --repo and --json, then runs fn with the API path of
@@ -85,7 +86,7 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 func printSettings(io IO, s api.EnvironmentSettings) {
 	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
 		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start),
-		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(s.NextTo, ", "), "none"),
+		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(environment.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
 }
 
@@ -119,7 +120,7 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
 	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
 	f.folders = fs.String("dependency-folders", "", "comma-separated names or globs of folders kept on the dependency disk, such as node_modules,.venv (\"\" for none)")
-	f.nextTo = fs.String("next-to", "", "comma-separated files beside which a dependency folder is bound before it exists, such as package.json (\"\" for none)")
+	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
 	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
 	return func() error {
@@ -185,7 +186,17 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 		s.DependencyFolders = commaList(*f.folders)
 	}
 	if f.set["next-to"] {
-		s.NextTo = commaList(*f.nextTo)
+		s.NextTo = nil
+		for _, kv := range commaList(*f.nextTo) {
+			file, folder, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("--next-to %q: want file=folder, such as package.json=node_modules", kv)
+			}
+			if s.NextTo == nil {
+				s.NextTo = map[string]string{}
+			}
+			s.NextTo[strings.TrimSpace(file)] = strings.TrimSpace(folder)
+		}
 	}
 	if f.set["cpus"] {
 		s.CPUs = *f.cpus

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -35,11 +36,10 @@ type Config struct {
 	// folder's name at any depth of /workspace, or with slashes, such as
 	// packages/*/target, its path from /workspace.
 	DependencyFolders []string `json:"dependency_folders,omitempty"`
-	// NextTo are file names or globs such as package.json: beside each one
-	// found, a folder of each DependencyFolders name without a glob or a
-	// slash is bound even before it exists, so the first install lands on
-	// the disk.
-	NextTo []string `json:"next_to,omitempty"`
+	// NextTo maps a file name or glob, such as package.json, to the
+	// dependency folder beside it, such as node_modules: one is bound there
+	// even before it exists, so the first install lands on the disk.
+	NextTo map[string]string `json:"next_to,omitempty"`
 	// CPUs and MemoryMiB are asked for each Sandbox; the Runner caps them.
 	// Zero is the Runner's default.
 	CPUs      float64 `json:"cpus,omitempty"`
@@ -76,8 +76,18 @@ func (c Config) Check() error {
 	if err := checkPatterns("dependency_folders", c.DependencyFolders, true); err != nil {
 		return err
 	}
-	if err := checkPatterns("next_to", c.NextTo, false); err != nil {
-		return err
+	if len(c.NextTo) > MaxPatterns {
+		return fmt.Errorf("next_to has %d files; at most %d: %w", len(c.NextTo), MaxPatterns, errdefs.ErrInvalid)
+	}
+	for _, file := range slices.Sorted(maps.Keys(c.NextTo)) {
+		if err := checkPatterns("next_to", []string{file}, false); err != nil {
+			return err
+		}
+		if folder := c.NextTo[file]; strings.ContainsAny(folder, "*?[") {
+			return fmt.Errorf("next_to %s: the folder %q is a glob; name the one folder beside it, such as node_modules: %w", file, folder, errdefs.ErrInvalid)
+		} else if err := checkPatterns("next_to "+file+": folder", []string{folder}, false); err != nil {
+			return err
+		}
 	}
 	if c.CPUs < 0 || c.CPUs > MaxCPUs {
 		return fmt.Errorf("cpus %g: want 0 (the Runner's default) up to %d: %w", c.CPUs, MaxCPUs, errdefs.ErrInvalid)
@@ -109,7 +119,7 @@ func checkPatterns(field string, patterns []string, slashes bool) error {
 		case strings.HasPrefix(p, "/"):
 			return bad("is absolute; name a folder relative to /workspace, such as node_modules")
 		case !slashes && strings.Contains(p, "/"):
-			return bad("has a slash; name a file, such as package.json")
+			return bad("has a slash; name it by its name alone, such as package.json or node_modules")
 		}
 		for _, elem := range strings.Split(p, "/") {
 			switch elem {
@@ -163,7 +173,10 @@ func (c Config) BuildDigest(vars []AtBuild) string {
 	// stay as they were; a count before each list keeps the two apart.
 	if len(c.DependencyFolders)+len(c.NextTo) > 0 {
 		parts = append(parts, "dependency folders:", strconv.Itoa(len(c.DependencyFolders)))
-		parts = append(append(parts, c.DependencyFolders...), c.NextTo...)
+		parts = append(parts, c.DependencyFolders...)
+		for _, file := range slices.Sorted(maps.Keys(c.NextTo)) {
+			parts = append(parts, file, c.NextTo[file])
+		}
 	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
@@ -200,7 +213,7 @@ func Changes(a, b Config) []string {
 	for _, l := range []struct {
 		name string
 		a, b []string
-	}{{"dependency folders", a.DependencyFolders, b.DependencyFolders}, {"next to", a.NextTo, b.NextTo}} {
+	}{{"dependency folders", a.DependencyFolders, b.DependencyFolders}, {"next to", NextToList(a.NextTo), NextToList(b.NextTo)}} {
 		if !slices.Equal(l.a, l.b) {
 			out = append(out, fmt.Sprintf("%s: %s -> %s", l.name, list(l.a), list(l.b)))
 		}
@@ -219,6 +232,15 @@ func orDefault(image string) string {
 		return "the Runner's default"
 	}
 	return image
+}
+
+// NextToList is a NextTo as people write it: file=folder, by file.
+func NextToList(m map[string]string) []string {
+	var out []string
+	for _, file := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, file+"="+m[file])
+	}
+	return out
 }
 
 func list(l []string) string {

@@ -28,7 +28,7 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"start":"a\u0000b"}`, "not UTF-8 text"},
 		{`{"cpus":-1}`, "cpus"},
 		{`{"memory_mib":2000000}`, "memory"},
-		{`{"dependency_folders":["node_modules",".venv","packages/*/target"],"next_to":["package.json","*.csproj"]}`, ""},
+		{`{"dependency_folders":["node_modules",".venv","packages/*/target"],"next_to":{"package.json":"node_modules","*.csproj":"obj"}}`, ""},
 		{`{"dependency_folders":["/abs"]}`, "dependency_folders pattern \"/abs\" is absolute"},
 		{`{"dependency_folders":["a/../b"]}`, "a . or .. element"},
 		{`{"dependency_folders":["a//b"]}`, "empty path element"},
@@ -40,7 +40,11 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"dependency_folders":[""]}`, "is empty"},
 		{`{"dependency_folders":["` + strings.Repeat("x", MaxPattern+1) + `"]}`, "over 200 bytes"},
 		{`{"dependency_folders":[` + strings.Repeat(`"x",`, MaxPatterns) + `"x"]}`, "at most 32"},
-		{`{"next_to":["web/package.json"]}`, "next_to pattern \"web/package.json\" has a slash"},
+		{`{"next_to":{"web/package.json":"node_modules"}}`, "next_to pattern \"web/package.json\" has a slash"},
+		{`{"next_to":{"package.json":"a/node_modules"}}`, "next_to package.json: folder pattern \"a/node_modules\" has a slash"},
+		{`{"next_to":{"package.json":"node_*"}}`, "is a glob"},
+		{`{"next_to":{"package.json":".."}}`, ". or .. element"},
+		{`{"next_to":["package.json"]}`, "not one"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -73,12 +77,16 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			c.DependencyFolders = []string{"node_modules"}
 			return c, vars
 		},
-		"a next to file": func() (Config, []AtBuild) { c := base; c.NextTo = []string{"package.json"}; return c, vars },
+		"a next to file": func() (Config, []AtBuild) {
+			c := base
+			c.NextTo = map[string]string{"package.json": "node_modules"}
+			return c, vars
+		},
 		"a pattern moved between the lists": func() (Config, []AtBuild) {
 			c := base
-			c.DependencyFolders, c.NextTo = []string{"a", "b"}, []string{"c"}
+			c.DependencyFolders, c.NextTo = []string{"a", "b", "c"}, nil
 			d := c
-			d.DependencyFolders, d.NextTo = []string{"a"}, []string{"b", "c"}
+			d.DependencyFolders, d.NextTo = []string{"a"}, map[string]string{"b": "c"}
 			if c.BuildDigest(vars) == d.BuildDigest(vars) {
 				return base, vars // fails the test: the two digests ran together
 			}
@@ -107,10 +115,10 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 }
 
 func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
-	got := Changes(Config{Bootstrap: "echo secret-one\n", NextTo: []string{"go.mod"}},
+	got := Changes(Config{Bootstrap: "echo secret-one\n", NextTo: map[string]string{"pyproject.toml": ".venv", "package.json": "node_modules"}},
 		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2})
 	want := []string{"image: the Runner's default -> debian:12", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)",
-		"dependency folders: none -> node_modules, .venv", "next to: go.mod -> none", "cpus: the Runner's default -> 2"}
+		"dependency folders: none -> node_modules, .venv", "next to: package.json=node_modules, pyproject.toml=.venv -> none", "cpus: the Runner's default -> 2"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("changes %q, want %q", got, want)
 	}

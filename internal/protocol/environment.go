@@ -17,10 +17,10 @@ type Environment struct {
 	Start     string `json:"start,omitempty"`
 	// DependencyFolders and NextTo say which folders of /workspace go on
 	// the Sandbox's dependency disk (environment.Config has the rule).
-	DependencyFolders []string `json:"dependency_folders,omitempty"`
-	NextTo            []string `json:"next_to,omitempty"`
-	CPUs              float64  `json:"cpus,omitempty"`
-	MemoryMiB         int      `json:"memory_mib,omitempty"`
+	DependencyFolders []string          `json:"dependency_folders,omitempty"`
+	NextTo            map[string]string `json:"next_to,omitempty"`
+	CPUs              float64           `json:"cpus,omitempty"`
+	MemoryMiB         int               `json:"memory_mib,omitempty"`
 }
 
 // EnvTest asks for a Test build of a draft: its Build, then its Start
