@@ -204,7 +204,11 @@ func (r *Runner) bindDependencies(ctx context.Context, id, ws string, env *proto
 		if len(binds) > 5 {
 			names = append(names, "…")
 		}
-		logf("dependency disk: bound %d folders%s", len(binds), strings.TrimSuffix(" ("+strings.Join(names, ", ")+")", " ()"))
+		plural := "s"
+		if len(binds) == 1 {
+			plural = ""
+		}
+		logf("dependency disk: bound %d folder%s%s", len(binds), plural, strings.TrimSuffix(" ("+strings.Join(names, ", ")+")", " ()"))
 		if err := excludeFromGit(ws, binds); err != nil {
 			logf("dependency disk: could not add the folders to .git/info/exclude: %v", err)
 		}

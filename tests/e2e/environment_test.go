@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -169,4 +170,86 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestADependencyFolderIsOnItsDiskThroughASleepAndANewSandbox: with
+// node_modules as a dependency folder, next to package.json, a Repo's
+// web/package.json gets web/node_modules bound to the dependency disk at
+// the first boot, before any install (in a Test build as in a Session);
+// what Claude's Bash installs there is on the disk, not in the Workspace
+// or in git status, and is still there after a sleep and a wake and on a
+// new Sandbox of the same Build (a resources-only change).
+func TestADependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
+	s := Start(t)
+	repo := s.Repo()
+	os.MkdirAll(filepath.Join(repo, "web"), 0o755)
+	os.WriteFile(filepath.Join(repo, "web", "package.json"), []byte("{}\n"), 0o644)
+	for _, args := range [][]string{{"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "web"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", "node_modules", "--next-to", "package.json=node_modules"); code != 0 || !strings.Contains(out, "kndl env test must pass") || !strings.Contains(out, "package.json=node_modules") {
+		t.Fatalf("kndl env edit: exit %d\n%s\n%s; want a draft that needs a Test build", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 || !strings.Contains(out, "dependency disk: bound 1 folder (web/node_modules)") {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s; want web/node_modules bound", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 1") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, "dependency folders: none -> node_modules") {
+		t.Fatalf("kndl env log:\n%s\nwant the dependency folders' change", out)
+	}
+
+	s.Model.On(testkit.PromptContains("install"), testkit.Bash("mkdir /workspace/web/node_modules/x && echo installed > /workspace/web/node_modules/x/index.js && touch /root/upper-marker && "+
+		"grep -c ' /workspace/web/node_modules ' /proc/self/mountinfo"))
+	s.Model.On(testkit.PromptContains("is it there"), testkit.Bash("cat /workspace/web/node_modules/x/index.js; ls /root/upper-marker"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done."))
+	v := s.NewSession(repo, "install the dependencies")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the install's output", func(e protocol.Event) bool { return e.Kind == protocol.EventToolResult })
+	if r := toolResult(s.Events(v.ID), "Bash"); strings.TrimSpace(r) != "1" {
+		t.Fatalf("Claude's Bash gave %q, want web/node_modules a mount of its own", r)
+	}
+	if _, ok := findEvent(s.Events(v.ID), func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && e.Text == "dependency disk: bound 1 folder (web/node_modules)"
+	}); !ok {
+		t.Fatalf("the start log does not say what was bound:\n%s", dump(s.Events(v.ID)))
+	}
+	if got := s.inSandbox(v.ID, "cat /var/lib/kndl/deps/web%2Fnode_modules/x/index.js; cd /workspace && git status --porcelain"); got != "installed\n" {
+		t.Fatalf("the disk and git status: %q, want the file on the disk and git status clean", got)
+	}
+	ws := filepath.Join(s.Home, "sessions", v.ID, "workspace")
+	if ents, err := os.ReadDir(filepath.Join(ws, "web", "node_modules")); err != nil || len(ents) != 0 {
+		t.Fatalf("the host's Workspace has web/node_modules %v (%v), want it empty: the files are on the disk", ents, err)
+	}
+	s.turnEnds(v.ID, 1)
+
+	// A sleep and a wake: the same Sandbox, its folder bound again.
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.waitState(v.ID, api.Asleep)
+	s.prompt(v.ID, "is it there after the sleep?")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the woken Session's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "installed\n/root/upper-marker"
+	})
+	s.turnEnds(v.ID, 2)
+
+	// A resources-only change applies at once and needs no new Build, but
+	// makes a new Sandbox at the restart: the upper layer goes, the disk
+	// stays.
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--cpus", "1"); code != 0 || !strings.Contains(out, "leaves the Build as it is") {
+		t.Fatalf("kndl env edit --cpus: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 2") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
+		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.prompt(v.ID, "is it there on the new Sandbox?")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the new Sandbox's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "\ninstalled\n") && strings.Contains(e.Text, "upper-marker': No such file")
+	})
 }
