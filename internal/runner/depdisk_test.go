@@ -119,3 +119,34 @@ func TestDependencyFoldersAreBoundedAndAddedToTheClonesExclude(t *testing.T) {
 		t.Errorf("a FIFO for exclude: %v, want refused at once", err)
 	}
 }
+
+// TestASandboxMadeBeforeDependencyDisksIsReplacedOnlyForThem: a Sandbox
+// whose sandbox-made lacks the dependency disk is taken as it is, unless
+// its Environment now has dependency folders; one made with it is stale
+// exactly when its Build or resources changed.
+func TestASandboxMadeBeforeDependencyDisksIsReplacedOnlyForThem(t *testing.T) {
+	dir := t.TempDir()
+	now := "key 0 0 " + depsDisk
+	for _, c := range []struct {
+		was       string
+		wantsDeps bool
+		stale     bool
+	}{
+		{"key 0 0", false, false},
+		{"key 0 0", true, true},
+		{"old 0 0", false, true},
+		{now, true, false},
+		{now, false, false},
+		{"key 2 0 " + depsDisk, false, true},
+		{"", false, false}, // no sandbox-made: made before it was kept
+		{"", true, true},
+	} {
+		os.Remove(filepath.Join(dir, sandboxMade))
+		if c.was != "" {
+			os.WriteFile(filepath.Join(dir, sandboxMade), []byte(c.was), 0o600)
+		}
+		if got := stale(dir, now, c.wantsDeps); got != c.stale {
+			t.Errorf("made %q, wanting deps %v: stale %v, want %v", c.was, c.wantsDeps, got, c.stale)
+		}
+	}
+}

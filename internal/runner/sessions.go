@@ -279,8 +279,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	st, err := r.backend.Status(ctx, s.sandbox)
 	made := fmt.Sprintf("%s %g %d %s", bd.Key, res.CPUs, res.MemoryMiB, depsDisk)
 	if err == nil && st.State != sandbox.StateRunning && stale(dir, made, wantsDeps(env)) {
-		// A newer Environment version changed its Build or resources: a
-		// new Sandbox on them, with this one's disks.
+		// A newer Environment version changed its Build or resources, or
+		// brought the first dependency disk: a new Sandbox on them, with
+		// this one's disks.
 		if err := r.backend.RemoveKeepingDisks(ctx, s.sandbox, filepath.Join(dir, "disks")); err != nil {
 			return false, fmt.Errorf("replace the Sandbox for the new Environment version: %w", err)
 		}
@@ -344,7 +345,7 @@ const sandboxMade = "sandbox-made"
 func stale(dir, made string, wantsDeps bool) bool {
 	b, err := os.ReadFile(filepath.Join(dir, sandboxMade))
 	if err != nil {
-		return false
+		return wantsDeps
 	}
 	was := string(b)
 	if !wantsDeps && !strings.HasSuffix(was, " "+depsDisk) {

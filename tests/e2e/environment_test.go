@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -181,14 +180,7 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 // new Sandbox of the same Build (a resources-only change).
 func TestADependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
 	s := Start(t)
-	repo := s.Repo()
-	os.MkdirAll(filepath.Join(repo, "web"), 0o755)
-	os.WriteFile(filepath.Join(repo, "web", "package.json"), []byte("{}\n"), 0o644)
-	for _, args := range [][]string{{"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "web"}} {
-		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
+	repo := s.RepoWith(map[string]string{"web/package.json": "{}\n"})
 	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", "node_modules", "--next-to", "package.json=node_modules"); code != 0 || !strings.Contains(out, "kndl env test must pass") || !strings.Contains(out, "package.json=node_modules") {
 		t.Fatalf("kndl env edit: exit %d\n%s\n%s; want a draft that needs a Test build", code, out, errOut)
 	}
