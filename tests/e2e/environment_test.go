@@ -125,7 +125,7 @@ func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.
 }
 
 // TestTheRepoPageEditsTestsAndAppliesAnEnvironment: on the Repo's page a
-// person writes a Bootstrap script, is refused an apply before a Test
+// person writes a Bootstrap script and dependency folders, is refused an apply before a Test
 // build, runs one and sees its log there, and applies it; the change log
 // shows the version.
 func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
@@ -138,7 +138,8 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
 	// A script of this run's own, so the Build is made fresh.
 	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
-	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; f.requestSubmit(); return true })()`)
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; `+
+		`f.dependency_folders.value = "node_modules, .venv"; f.next_to.value = "package.json=node_modules, pyproject.toml = .venv"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
 	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
 	b.Wait(testenv.WaitMedium, "apply refused", `!document.getElementById("env-error").hidden && document.getElementById("env-error").textContent.includes("Test build")`)
@@ -152,8 +153,12 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	b.Screenshot("repo-environment.png")
 	var env api.Environment
 	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
-	if env.Current.Settings.Bootstrap != script || env.Current.Settings.CPUs != 1 {
-		t.Fatalf("version 1 holds %+v, want the page's script byte for byte", env.Current.Settings)
+	if c := env.Current.Settings; c.Bootstrap != script || c.CPUs != 1 || strings.Join(c.DependencyFolders, " ") != "node_modules .venv" ||
+		len(c.NextTo) != 2 || c.NextTo["package.json"] != "node_modules" || c.NextTo["pyproject.toml"] != ".venv" {
+		t.Fatalf("version 1 holds %+v, want the page's script byte for byte and its dependency folders", env.Current.Settings)
+	}
+	if settings := Eval[string](b, `document.getElementById("env-settings").textContent`); !strings.Contains(settings, "next to:            package.json=node_modules, pyproject.toml=.venv") {
+		t.Fatalf("the current version shows:\n%s\nwant its Next to files", settings)
 	}
 }
 
@@ -171,14 +176,14 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 	return string(b)
 }
 
-// TestADependencyFolderIsOnItsDiskThroughASleepAndANewSandbox: with
+// TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox: with
 // node_modules as a dependency folder, next to package.json, a Repo's
 // web/package.json gets web/node_modules bound to the dependency disk at
 // the first boot, before any install (in a Test build as in a Session);
 // what Claude's Bash installs there is on the disk, not in the Workspace
 // or in git status, and is still there after a sleep and a wake and on a
 // new Sandbox of the same Build (a resources-only change).
-func TestADependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
+func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
 	s := Start(t)
 	repo := s.RepoWith(map[string]string{"web/package.json": "{}\n"})
 	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", "node_modules", "--next-to", "package.json=node_modules"); code != 0 || !strings.Contains(out, "kndl env test must pass") || !strings.Contains(out, "package.json=node_modules") {
