@@ -502,11 +502,17 @@ type InstallationChange struct {
 // EnvironmentSettings is one version's settings of a Repo's Environment
 // (environment.Config). Zero fields are the Runner's defaults.
 type EnvironmentSettings struct {
-	Image     string  `json:"image,omitempty"`
-	Bootstrap string  `json:"bootstrap,omitempty"`
-	Start     string  `json:"start,omitempty"`
-	CPUs      float64 `json:"cpus,omitempty"`
-	MemoryMiB int     `json:"memory_mib,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Bootstrap string `json:"bootstrap,omitempty"`
+	Start     string `json:"start,omitempty"`
+	// DependencyFolders are names or globs of folders of /workspace kept
+	// on the Sandbox's dependency disk; NextTo maps a file (package.json)
+	// to the dependency folder bound beside it before it exists
+	// (node_modules).
+	DependencyFolders []string          `json:"dependency_folders,omitempty"`
+	NextTo            map[string]string `json:"next_to,omitempty"`
+	CPUs              float64           `json:"cpus,omitempty"`
+	MemoryMiB         int               `json:"memory_mib,omitempty"`
 }
 
 // EnvironmentVersion is an applied version: a line of the Repo's change

@@ -14,6 +14,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/environment"
 )
 
 // envCommand reads --repo and --json, then runs fn with the API path of
@@ -83,8 +84,9 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:     %s\n  bootstrap: %s\n  start:     %s\n  cpus:      %s\n  memory:    %s\n",
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
 		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start),
+		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(environment.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
 }
 
@@ -106,6 +108,7 @@ func orNumber(v float64, unit string) string {
 // the current version, when there is no draft).
 type envEditFlags struct {
 	file, image, bootstrap, start *string
+	folders, nextTo               *string
 	cpus                          *float64
 	memory                        *int
 	set                           map[string]bool
@@ -116,20 +119,22 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.image = fs.String("image", "", "the image (tag or digest); \"\" for the Runner's default")
 	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
 	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
+	f.folders = fs.String("dependency-folders", "", "comma-separated names or globs of folders kept on the dependency disk, such as node_modules,.venv (\"\" for none)")
+	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
 	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
 	return func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --cpus or --memory")
+			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --dependency-folders, --next-to, --cpus or --memory")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "cpus", "memory"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "dependency-folders", "next-to", "cpus", "memory"} {
 		if f.set[n] {
 			return true
 		}
@@ -177,6 +182,22 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 		}
 		*dst = text
 	}
+	if f.set["dependency-folders"] {
+		s.DependencyFolders = commaList(*f.folders)
+	}
+	if f.set["next-to"] {
+		s.NextTo = nil
+		for _, kv := range commaList(*f.nextTo) {
+			file, folder, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("--next-to %q: want file=folder, such as package.json=node_modules", kv)
+			}
+			if s.NextTo == nil {
+				s.NextTo = map[string]string{}
+			}
+			s.NextTo[strings.TrimSpace(file)] = strings.TrimSpace(folder)
+		}
+	}
 	if f.set["cpus"] {
 		s.CPUs = *f.cpus
 	}
@@ -190,6 +211,18 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 		return printJSON(io, e)
 	}
 	return envShow(ctx, io, c, path, false)
+}
+
+// commaList splits a flag's comma-separated list; the Hub checks each
+// entry.
+func commaList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // readScript reads a script byte for byte: from a file, from stdin with -,

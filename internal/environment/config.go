@@ -9,9 +9,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -27,6 +31,15 @@ type Config struct {
 	Bootstrap string `json:"bootstrap,omitempty"`
 	// Start runs in /workspace in each new Sandbox, before Claude Code.
 	Start string `json:"start,omitempty"`
+	// DependencyFolders go on each Sandbox's dependency disk, bound at
+	// each boot: names or globs such as node_modules or .venv, matching a
+	// folder's name at any depth of /workspace, or with slashes, such as
+	// packages/*/target, its path from /workspace.
+	DependencyFolders []string `json:"dependency_folders,omitempty"`
+	// NextTo maps a file name or glob, such as package.json, to the
+	// dependency folder beside it, such as node_modules: one is bound there
+	// even before it exists, so the first install lands on the disk.
+	NextTo map[string]string `json:"next_to,omitempty"`
 	// CPUs and MemoryMiB are asked for each Sandbox; the Runner caps them.
 	// Zero is the Runner's default.
 	CPUs      float64 `json:"cpus,omitempty"`
@@ -38,6 +51,9 @@ const (
 	MaxScript    = 64 << 10
 	MaxCPUs      = 64
 	MaxMemoryMiB = 1 << 20
+	// MaxPatterns and MaxPattern bound DependencyFolders and NextTo.
+	MaxPatterns = 32
+	MaxPattern  = 200
 )
 
 // imageRE is an OCI reference as the Runner's puller reads it: a name with
@@ -57,11 +73,67 @@ func (c Config) Check() error {
 			return fmt.Errorf("the %s script is not UTF-8 text: %w", name, errdefs.ErrInvalid)
 		}
 	}
+	if err := checkPatterns("dependency_folders", c.DependencyFolders, true); err != nil {
+		return err
+	}
+	if len(c.NextTo) > MaxPatterns {
+		return fmt.Errorf("next_to has %d files; at most %d: %w", len(c.NextTo), MaxPatterns, errdefs.ErrInvalid)
+	}
+	for _, file := range slices.Sorted(maps.Keys(c.NextTo)) {
+		if err := checkPatterns("next_to", []string{file}, false); err != nil {
+			return err
+		}
+		if folder := c.NextTo[file]; strings.ContainsAny(folder, "*?[") {
+			return fmt.Errorf("next_to %s: the folder %q is a glob; name the one folder beside it, such as node_modules: %w", file, folder, errdefs.ErrInvalid)
+		} else if err := checkPatterns("next_to "+file+": folder", []string{folder}, false); err != nil {
+			return err
+		}
+	}
 	if c.CPUs < 0 || c.CPUs > MaxCPUs {
 		return fmt.Errorf("cpus %g: want 0 (the Runner's default) up to %d: %w", c.CPUs, MaxCPUs, errdefs.ErrInvalid)
 	}
 	if c.MemoryMiB < 0 || c.MemoryMiB > MaxMemoryMiB {
 		return fmt.Errorf("memory %d MiB: want 0 (the Runner's default) up to %d: %w", c.MemoryMiB, MaxMemoryMiB, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// checkPatterns refuses a pattern that could reach out of /workspace or
+// into its .git, or that path.Match cannot read. Only DependencyFolders'
+// patterns may have slashes.
+func checkPatterns(field string, patterns []string, slashes bool) error {
+	if len(patterns) > MaxPatterns {
+		return fmt.Errorf("%s has %d patterns; at most %d: %w", field, len(patterns), MaxPatterns, errdefs.ErrInvalid)
+	}
+	for _, p := range patterns {
+		bad := func(why string) error {
+			return fmt.Errorf("%s pattern %q %s: %w", field, p, why, errdefs.ErrInvalid)
+		}
+		switch {
+		case p == "":
+			return bad("is empty")
+		case len(p) > MaxPattern:
+			return bad(fmt.Sprintf("is over %d bytes", MaxPattern))
+		case !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) || strings.Contains(p, `\`):
+			return bad("has a control character or a backslash")
+		case strings.HasPrefix(p, "/"):
+			return bad("is absolute; name a folder relative to /workspace, such as node_modules")
+		case !slashes && strings.Contains(p, "/"):
+			return bad("has a slash; name it by its name alone, such as package.json or node_modules")
+		}
+		for _, elem := range strings.Split(p, "/") {
+			switch elem {
+			case "":
+				return bad("has an empty path element (a doubled or trailing slash)")
+			case ".", "..":
+				return bad("has a . or .. element; name a folder inside /workspace")
+			case ".git":
+				return bad("names .git, which stays the Workspace's")
+			}
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return bad("is not a glob (" + err.Error() + ")")
+		}
 	}
 	return nil
 }
@@ -87,15 +159,26 @@ func (c Config) JSON() string {
 // AtBuild is a Variable the Bootstrap script gets, as a build input.
 type AtBuild struct{ Name, Value string }
 
-// BuildDigest names a Config's build inputs: the image, the scripts and
-// the Variables available at build, values included. Resources are not
-// among them. A Test build's result holds for exactly this digest.
+// BuildDigest names a Config's build inputs: the image, the scripts, the
+// Variables available at build, values included, and the dependency
+// folders. Resources are not among them. A Test build's result holds for
+// exactly this digest.
 func (c Config) BuildDigest(vars []AtBuild) string {
 	vars = slices.Clone(vars)
 	slices.SortFunc(vars, func(a, b AtBuild) int { return strings.Compare(a.Name, b.Name) })
 	h := sha256.New()
 	// Each part is length-prefixed, so no two inputs run together.
-	for _, part := range append([]string{"kndl-env-1", c.Image, c.Bootstrap, c.Start}, flatten(vars)...) {
+	parts := append([]string{"kndl-env-1", c.Image, c.Bootstrap, c.Start}, flatten(vars)...)
+	// Last and only when set, so the digests of versions made before them
+	// stay as they were; a count before each list keeps the two apart.
+	if len(c.DependencyFolders)+len(c.NextTo) > 0 {
+		parts = append(parts, "dependency folders:", strconv.Itoa(len(c.DependencyFolders)))
+		parts = append(parts, c.DependencyFolders...)
+		for _, file := range slices.Sorted(maps.Keys(c.NextTo)) {
+			parts = append(parts, file, c.NextTo[file])
+		}
+	}
+	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -127,6 +210,14 @@ func Changes(a, b Config) []string {
 			out = append(out, fmt.Sprintf("%s script changed (%d -> %d lines)", s.name, lines(s.a), lines(s.b)))
 		}
 	}
+	for _, l := range []struct {
+		name string
+		a, b []string
+	}{{"dependency folders", a.DependencyFolders, b.DependencyFolders}, {"next to", NextToList(a.NextTo), NextToList(b.NextTo)}} {
+		if !slices.Equal(l.a, l.b) {
+			out = append(out, fmt.Sprintf("%s: %s -> %s", l.name, list(l.a), list(l.b)))
+		}
+	}
 	if a.CPUs != b.CPUs {
 		out = append(out, fmt.Sprintf("cpus: %s -> %s", resource(a.CPUs), resource(b.CPUs)))
 	}
@@ -141,6 +232,22 @@ func orDefault(image string) string {
 		return "the Runner's default"
 	}
 	return image
+}
+
+// NextToList is a NextTo as people write it: file=folder, by file.
+func NextToList(m map[string]string) []string {
+	var out []string
+	for _, file := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, file+"="+m[file])
+	}
+	return out
+}
+
+func list(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 func resource(v float64) string {

@@ -28,6 +28,23 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"start":"a\u0000b"}`, "not UTF-8 text"},
 		{`{"cpus":-1}`, "cpus"},
 		{`{"memory_mib":2000000}`, "memory"},
+		{`{"dependency_folders":["node_modules",".venv","packages/*/target"],"next_to":{"package.json":"node_modules","*.csproj":"obj"}}`, ""},
+		{`{"dependency_folders":["/abs"]}`, "dependency_folders pattern \"/abs\" is absolute"},
+		{`{"dependency_folders":["a/../b"]}`, "a . or .. element"},
+		{`{"dependency_folders":["a//b"]}`, "empty path element"},
+		{`{"dependency_folders":["x/"]}`, "empty path element"},
+		{`{"dependency_folders":[".git"]}`, "names .git"},
+		{`{"dependency_folders":["["]}`, "not a glob"},
+		{`{"dependency_folders":["a\\b"]}`, "backslash"},
+		{`{"dependency_folders":["a\nb"]}`, "control character"},
+		{`{"dependency_folders":[""]}`, "is empty"},
+		{`{"dependency_folders":["` + strings.Repeat("x", MaxPattern+1) + `"]}`, "over 200 bytes"},
+		{`{"dependency_folders":[` + strings.Repeat(`"x",`, MaxPatterns) + `"x"]}`, "at most 32"},
+		{`{"next_to":{"web/package.json":"node_modules"}}`, "next_to pattern \"web/package.json\" has a slash"},
+		{`{"next_to":{"package.json":"a/node_modules"}}`, "next_to package.json: folder pattern \"a/node_modules\" has a slash"},
+		{`{"next_to":{"package.json":"node_*"}}`, "is a glob"},
+		{`{"next_to":{"package.json":".."}}`, ". or .. element"},
+		{`{"next_to":["package.json"]}`, "not one"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -55,6 +72,26 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 		"a value":    func() (Config, []AtBuild) { return base, []AtBuild{{"A", "1"}, {"B", "3"}} },
 		"a name":     func() (Config, []AtBuild) { return base, []AtBuild{{"A", "1"}, {"C", "2"}} },
 		"one more":   func() (Config, []AtBuild) { return base, append(vars, AtBuild{"D", ""}) },
+		"a dependency folder": func() (Config, []AtBuild) {
+			c := base
+			c.DependencyFolders = []string{"node_modules"}
+			return c, vars
+		},
+		"a next to file": func() (Config, []AtBuild) {
+			c := base
+			c.NextTo = map[string]string{"package.json": "node_modules"}
+			return c, vars
+		},
+		"a pattern moved between the lists": func() (Config, []AtBuild) {
+			c := base
+			c.DependencyFolders, c.NextTo = []string{"a", "b", "c"}, nil
+			d := c
+			d.DependencyFolders, d.NextTo = []string{"a"}, map[string]string{"b": "c"}
+			if c.BuildDigest(vars) == d.BuildDigest(vars) {
+				return base, vars // fails the test: the two digests ran together
+			}
+			return c, vars
+		},
 		"boundary moved": func() (Config, []AtBuild) {
 			c := base
 			c.Bootstrap, c.Start = base.Bootstrap+"make", " deps\r\n"
@@ -66,6 +103,10 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			t.Errorf("%s: the digest did not change", name)
 		}
 	}
+	// A version made before the dependency folders keeps its digest.
+	if want := "sha256:19a804fd2c2672b1e1a4b8bdf1838087503f4cb73264e1b20f55e508dc4989ec"; d != want {
+		t.Errorf("digest %s, want %s as main computed it before the dependency folders", d, want)
+	}
 	same := base
 	same.CPUs, same.MemoryMiB = 4, 8192
 	if same.BuildDigest([]AtBuild{{"B", "2"}, {"A", "1"}}) != d {
@@ -74,8 +115,10 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 }
 
 func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
-	got := Changes(Config{Bootstrap: "echo secret-one\n"}, Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", CPUs: 2})
-	want := []string{"image: the Runner's default -> debian:12", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)", "cpus: the Runner's default -> 2"}
+	got := Changes(Config{Bootstrap: "echo secret-one\n", NextTo: map[string]string{"pyproject.toml": ".venv", "package.json": "node_modules"}},
+		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2})
+	want := []string{"image: the Runner's default -> debian:12", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)",
+		"dependency folders: none -> node_modules, .venv", "next to: package.json=node_modules, pyproject.toml=.venv -> none", "cpus: the Runner's default -> 2"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("changes %q, want %q", got, want)
 	}

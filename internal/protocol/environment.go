@@ -11,12 +11,16 @@ const (
 // Environment is what a Sandbox is built from and starts with: one version
 // of its Repo's Environment. Zero fields are the Runner's defaults.
 type Environment struct {
-	Version   int     `json:"version"`
-	Image     string  `json:"image,omitempty"`
-	Bootstrap string  `json:"bootstrap,omitempty"`
-	Start     string  `json:"start,omitempty"`
-	CPUs      float64 `json:"cpus,omitempty"`
-	MemoryMiB int     `json:"memory_mib,omitempty"`
+	Version   int    `json:"version"`
+	Image     string `json:"image,omitempty"`
+	Bootstrap string `json:"bootstrap,omitempty"`
+	Start     string `json:"start,omitempty"`
+	// DependencyFolders and NextTo say which folders of /workspace go on
+	// the Sandbox's dependency disk (environment.Config has the rule).
+	DependencyFolders []string          `json:"dependency_folders,omitempty"`
+	NextTo            map[string]string `json:"next_to,omitempty"`
+	CPUs              float64           `json:"cpus,omitempty"`
+	MemoryMiB         int               `json:"memory_mib,omitempty"`
 }
 
 // EnvTest asks for a Test build of a draft: its Build, then its Start

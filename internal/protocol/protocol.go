@@ -29,7 +29,8 @@ import (
 //	  .restore and .answer; session.deliver's attachments, fetched with
 //	  session.attachment over a stream; session.github_token and
 //	  .clone_token; session.start's mcp_servers, the Installations Claude
-//	  Code reaches through the Hub's Gateway.
+//	  Code reaches through the Hub's Gateway; session.start's and
+//	  env.test's environment.dependency_folders and .next_to.
 const (
 	Version    = 2
 	MinVersion = 2

@@ -98,11 +98,18 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 		return err
 	}
 	id := "t-" + req.TestID
+	// Its dependency folders are bound as a Session's are, so the Start
+	// script's installs go where they will.
 	if err := r.backend.Create(ctx, sandbox.Spec{ID: id, Layers: bd.Layers, Resources: resources(&env),
+		Disks: []sandbox.Disk{{Name: depsDisk, Target: depsDir}},
 		Binds: []sandbox.Bind{{Source: filepath.Join(dir, "workspace"), Target: workspaceDir}}}); err != nil {
 		return fmt.Errorf("create the Test build's Sandbox: %w", err)
 	}
 	defer r.backend.Remove(context.WithoutCancel(ctx), id)
+	if err := r.bindDependencies(ctx, id, filepath.Join(dir, "workspace"), &env, logf); err != nil {
+		logf("%v", err)
+		return err
+	}
 	if err := r.backend.Start(ctx, id); err != nil {
 		return fmt.Errorf("start the Test build's Sandbox: %w", err)
 	}

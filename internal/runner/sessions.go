@@ -162,7 +162,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 			return err
 		}
 	}
-	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, resources(req.Environment))
+	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, req.Environment, logf)
 	if err != nil {
 		return err
 	}
@@ -270,15 +270,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 }
 
 // ensureSandbox makes and boots the Session's Sandbox, or boots the one it
-// has (a wake keeps its disks). A Session restored since it was archived
-// has no Sandbox but its kept disks, which the new one takes back. It
-// reports whether the Sandbox is new.
-func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string, res sandbox.Resources) (bool, error) {
+// has (a wake keeps its disks), its dependency folders bound afresh at
+// each boot. A Session restored since it was archived has no Sandbox but
+// its kept disks, which the new one takes back. It reports whether the
+// Sandbox is new.
+func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, bin claude.Binary, dir string, env *protocol.Environment, logf func(string, ...any)) (bool, error) {
+	res := resources(env)
 	st, err := r.backend.Status(ctx, s.sandbox)
-	made := fmt.Sprintf("%s %g %d", bd.Key, res.CPUs, res.MemoryMiB)
-	if err == nil && st.State != sandbox.StateRunning && stale(dir, made) {
-		// A newer Environment version changed its Build or resources: a
-		// new Sandbox on them, with this one's disks.
+	made := fmt.Sprintf("%s %g %d %s", bd.Key, res.CPUs, res.MemoryMiB, depsDisk)
+	if err == nil && st.State != sandbox.StateRunning && stale(dir, made, wantsDeps(env)) {
+		// A newer Environment version changed its Build or resources, or
+		// brought the first dependency disk: a new Sandbox on them, with
+		// this one's disks.
 		if err := r.backend.RemoveKeepingDisks(ctx, s.sandbox, filepath.Join(dir, "disks")); err != nil {
 			return false, fmt.Errorf("replace the Sandbox for the new Environment version: %w", err)
 		}
@@ -292,6 +295,7 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 			Disks: keptDisks(dir, []sandbox.Disk{
 				{Name: "claude", Target: claude.ConfigDir},
 				{Name: "cache", Target: cacheDir},
+				{Name: depsDisk, Target: depsDir},
 			}),
 			Binds: []sandbox.Bind{
 				{Source: filepath.Join(dir, "workspace"), Target: workspaceDir},
@@ -314,6 +318,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		return false, err
 	}
 	if st.State != sandbox.StateRunning {
+		if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
+			return false, err
+		}
 		if err := r.backend.Start(ctx, s.sandbox); err != nil {
 			return false, fmt.Errorf("start the Sandbox: %w", err)
 		}
@@ -327,14 +334,24 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 const loginEnvFile = "login-env.json"
 
 // sandboxMade is the file of a Session's directory that says what its
-// Sandbox was made from: its Build's key and its resources.
+// Sandbox was made from: its Build's key, its resources, and the
+// dependency disk's name once it has one.
 const sandboxMade = "sandbox-made"
 
 // stale reports a Sandbox made from other than made. One made before the
-// file was kept is taken as it is.
-func stale(dir, made string) bool {
+// file was kept is taken as it is; so is one made before dependency
+// disks, unless the Environment now has dependency folders, which need
+// a new Sandbox with the disk.
+func stale(dir, made string, wantsDeps bool) bool {
 	b, err := os.ReadFile(filepath.Join(dir, sandboxMade))
-	return err == nil && string(b) != made
+	if err != nil {
+		return wantsDeps
+	}
+	was := string(b)
+	if !wantsDeps && !strings.HasSuffix(was, " "+depsDisk) {
+		was += " " + depsDisk
+	}
+	return was != made
 }
 
 // freshMod writes a new copy of the mod and removes older ones: the Claude

@@ -77,6 +77,11 @@ type Backend interface {
 	// Sandbox still has its own is an errdefs.ErrConflict. Returns
 	// ErrNotFound for an unknown id.
 	RemoveKeepingDisks(ctx context.Context, id, dir string) error
+	// SetDiskBinds replaces the Spec's DiskBinds of a created or stopped
+	// Sandbox, for its next Start and those after. Returns ErrRunning if it
+	// runs, ErrNotFound for an unknown id, and an errdefs.ErrInvalid for a
+	// bind Create would refuse.
+	SetDiskBinds(ctx context.Context, id string, binds []DiskBind) error
 
 	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
 	Status(ctx context.Context, id string) (Status, error)
@@ -96,6 +101,11 @@ type Spec struct {
 	Disks []Disk
 	// Binds are host directories mounted into the Sandbox.
 	Binds []Bind
+	// DiskBinds mount subdirectories of its Disks elsewhere in the
+	// Sandbox, after its Binds, so one may sit inside a Bind. They are set
+	// again before a boot (SetDiskBinds) where they follow what is in a
+	// Bind, such as a Workspace's dependency folders.
+	DiskBinds []DiskBind
 	// Tmpfs are memory-only mounts, gone at Stop.
 	Tmpfs []Tmpfs
 	// Resources are the limits asked for; the backend caps them.
@@ -112,6 +122,14 @@ type Disk struct {
 	// dir/<name>): Create moves it in, with everything on it, instead of
 	// making an empty one. A Create that fails puts it back.
 	From string
+}
+
+// DiskBind mounts one subdirectory of a Disk, made empty at Start if
+// missing, at Target.
+type DiskBind struct {
+	Disk   string // a Disk's Name
+	Sub    string // one path element: no slash, not . or ..
+	Target string // absolute path inside the Sandbox
 }
 
 // Bind mounts a host directory into the Sandbox. Files the Sandbox's root

@@ -125,7 +125,7 @@ func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.
 }
 
 // TestTheRepoPageEditsTestsAndAppliesAnEnvironment: on the Repo's page a
-// person writes a Bootstrap script, is refused an apply before a Test
+// person writes a Bootstrap script and dependency folders, is refused an apply before a Test
 // build, runs one and sees its log there, and applies it; the change log
 // shows the version.
 func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
@@ -138,7 +138,8 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
 	// A script of this run's own, so the Build is made fresh.
 	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
-	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; f.requestSubmit(); return true })()`)
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; `+
+		`f.dependency_folders.value = "node_modules, .venv"; f.next_to.value = "package.json=node_modules, pyproject.toml = .venv"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
 	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
 	b.Wait(testenv.WaitMedium, "apply refused", `!document.getElementById("env-error").hidden && document.getElementById("env-error").textContent.includes("Test build")`)
@@ -152,8 +153,12 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	b.Screenshot("repo-environment.png")
 	var env api.Environment
 	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
-	if env.Current.Settings.Bootstrap != script || env.Current.Settings.CPUs != 1 {
-		t.Fatalf("version 1 holds %+v, want the page's script byte for byte", env.Current.Settings)
+	if c := env.Current.Settings; c.Bootstrap != script || c.CPUs != 1 || strings.Join(c.DependencyFolders, " ") != "node_modules .venv" ||
+		len(c.NextTo) != 2 || c.NextTo["package.json"] != "node_modules" || c.NextTo["pyproject.toml"] != ".venv" {
+		t.Fatalf("version 1 holds %+v, want the page's script byte for byte and its dependency folders", env.Current.Settings)
+	}
+	if settings := Eval[string](b, `document.getElementById("env-settings").textContent`); !strings.Contains(settings, "next to:            package.json=node_modules, pyproject.toml=.venv") {
+		t.Fatalf("the current version shows:\n%s\nwant its Next to files", settings)
 	}
 }
 
@@ -169,4 +174,79 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox: with
+// node_modules as a dependency folder, next to package.json, a Repo's
+// web/package.json gets web/node_modules bound to the dependency disk at
+// the first boot, before any install (in a Test build as in a Session);
+// what Claude's Bash installs there is on the disk, not in the Workspace
+// or in git status, and is still there after a sleep and a wake and on a
+// new Sandbox of the same Build (a resources-only change).
+func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
+	s := Start(t)
+	repo := s.RepoWith(map[string]string{"web/package.json": "{}\n"})
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", "node_modules", "--next-to", "package.json=node_modules"); code != 0 || !strings.Contains(out, "kndl env test must pass") || !strings.Contains(out, "package.json=node_modules") {
+		t.Fatalf("kndl env edit: exit %d\n%s\n%s; want a draft that needs a Test build", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 || !strings.Contains(out, "dependency disk: bound 1 folder (web/node_modules)") {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s; want web/node_modules bound", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 1") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, "dependency folders: none -> node_modules") {
+		t.Fatalf("kndl env log:\n%s\nwant the dependency folders' change", out)
+	}
+
+	s.Model.On(testkit.PromptContains("install"), testkit.Bash("mkdir /workspace/web/node_modules/x && echo installed > /workspace/web/node_modules/x/index.js && touch /root/upper-marker && "+
+		"grep -c ' /workspace/web/node_modules ' /proc/self/mountinfo"))
+	s.Model.On(testkit.PromptContains("is it there"), testkit.Bash("cat /workspace/web/node_modules/x/index.js; ls /root/upper-marker"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done."))
+	v := s.NewSession(repo, "install the dependencies")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the install's output", func(e protocol.Event) bool { return e.Kind == protocol.EventToolResult })
+	if r := toolResult(s.Events(v.ID), "Bash"); strings.TrimSpace(r) != "1" {
+		t.Fatalf("Claude's Bash gave %q, want web/node_modules a mount of its own", r)
+	}
+	if _, ok := findEvent(s.Events(v.ID), func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && e.Text == "dependency disk: bound 1 folder (web/node_modules)"
+	}); !ok {
+		t.Fatalf("the start log does not say what was bound:\n%s", dump(s.Events(v.ID)))
+	}
+	if got := s.inSandbox(v.ID, "cat /var/lib/kndl/deps/web%2Fnode_modules/x/index.js; cd /workspace && git status --porcelain"); got != "installed\n" {
+		t.Fatalf("the disk and git status: %q, want the file on the disk and git status clean", got)
+	}
+	ws := filepath.Join(s.Home, "sessions", v.ID, "workspace")
+	if ents, err := os.ReadDir(filepath.Join(ws, "web", "node_modules")); err != nil || len(ents) != 0 {
+		t.Fatalf("the host's Workspace has web/node_modules %v (%v), want it empty: the files are on the disk", ents, err)
+	}
+	s.turnEnds(v.ID, 1)
+
+	// A sleep and a wake: the same Sandbox, its folder bound again.
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.waitState(v.ID, api.Asleep)
+	s.prompt(v.ID, "is it there after the sleep?")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the woken Session's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "installed\n/root/upper-marker"
+	})
+	s.turnEnds(v.ID, 2)
+
+	// A resources-only change applies at once and needs no new Build, but
+	// makes a new Sandbox at the restart: the upper layer goes, the disk
+	// stays.
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--cpus", "1"); code != 0 || !strings.Contains(out, "leaves the Build as it is") {
+		t.Fatalf("kndl env edit --cpus: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 2") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
+		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.prompt(v.ID, "is it there on the new Sandbox?")
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the new Sandbox's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "\ninstalled\n") && strings.Contains(e.Text, "upper-marker': No such file")
+	})
 }

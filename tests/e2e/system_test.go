@@ -458,6 +458,22 @@ func (s *System) Repo() string {
 	return dir
 }
 
+// RepoWith is a Repo whose last commit adds files, by path.
+func (s *System) RepoWith(files map[string]string) string {
+	s.t.Helper()
+	dir := s.Repo()
+	for p, text := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		os.WriteFile(filepath.Join(dir, p), []byte(text), 0o644)
+	}
+	for _, args := range [][]string{{"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "files"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			s.t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return dir
+}
+
 // NewSession starts a Session on repo with a first prompt.
 func (s *System) NewSession(repo, prompt string) api.SessionView {
 	s.t.Helper()

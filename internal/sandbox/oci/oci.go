@@ -459,6 +459,17 @@ func validate(spec sandbox.Spec) error {
 			}
 		}
 	}
+	for _, db := range spec.DiskBinds {
+		if !names[db.Disk] {
+			return bad("disk bind at %s: no disk %q", db.Target, db.Disk)
+		}
+		if db.Sub == "" || db.Sub == "." || db.Sub == ".." || strings.ContainsAny(db.Sub, "/\x00") || len(db.Sub) > 255 {
+			return bad("disk bind at %s: sub %q is not one path element", db.Target, db.Sub)
+		}
+		if err := target(db.Target); err != nil {
+			return err
+		}
+	}
 	for _, bd := range spec.Binds {
 		if !filepath.IsAbs(bd.Source) {
 			return bad("bind source %q is not an absolute path", bd.Source)
@@ -704,6 +715,9 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
 		return err
 	}
+	if err := makeDiskSubs(rec.Spec.DiskBinds, d); err != nil {
+		return err
+	}
 	// The root filesystem and the network are independent: made at once.
 	t0 := time.Now()
 	var rootfsTime, netTime time.Duration
@@ -852,6 +866,47 @@ func (b *OCI) Snapshot(ctx context.Context, id, dst string) error {
 		return fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	return nil
+}
+
+// makeDiskSubs makes each DiskBind's subdirectory. A Disk's contents are
+// the Sandbox's to write, so whatever is at a subdirectory's name and is
+// not a directory, such as a symlink out to the host, goes first: the
+// runtime would follow it.
+func makeDiskSubs(binds []sandbox.DiskBind, d sandboxDir) error {
+	for _, db := range binds {
+		p := filepath.Join(d.disk(db.Disk), db.Sub)
+		if st, err := os.Lstat(p); err == nil && st.IsDir() {
+			continue
+		} else if err == nil {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		}
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return fmt.Errorf("disk %s: %w", db.Disk, err)
+		}
+	}
+	return nil
+}
+
+// SetDiskBinds replaces a stopped Sandbox's DiskBinds in its record.
+func (b *OCI) SetDiskBinds(ctx context.Context, id string, binds []sandbox.DiskBind) error {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var run runRecord
+	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
+		return fmt.Errorf("set the disk binds of sandbox %s: %w", id, sandbox.ErrRunning)
+	}
+	spec := rec.Spec
+	spec.DiskBinds = slices.Clone(binds)
+	if err := validate(spec); err != nil {
+		return err
+	}
+	rec.Spec = spec
+	return writeJSON(b.dir(id).record(), rec)
 }
 
 // Remove stops the Sandbox and deletes it with its disks and slot.

@@ -8,12 +8,16 @@ import (
 	"math"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/sandbox"
 )
 
 // initPath is where the kndl binary is bound, read-only, in every Sandbox,
@@ -183,6 +187,14 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 			opts = append(opts, "ro")
 		}
 		mounts = append(mounts, specs.Mount{Destination: bd.Target, Type: "bind", Source: bd.Source, Options: opts})
+	}
+	// After the Binds, parents before children, as a DiskBind may sit in
+	// a Bind or in another DiskBind.
+	diskBinds := slices.Clone(rec.Spec.DiskBinds)
+	slices.SortFunc(diskBinds, func(a, b sandbox.DiskBind) int { return strings.Compare(a.Target, b.Target) })
+	for _, db := range diskBinds {
+		mounts = append(mounts, specs.Mount{Destination: db.Target, Type: "bind", Source: filepath.Join(dir.disk(db.Disk), db.Sub),
+			Options: []string{"rbind", "idmap", "nosuid", "nodev"}})
 	}
 	for _, t := range rec.Spec.Tmpfs {
 		mode := t.Mode.Perm()

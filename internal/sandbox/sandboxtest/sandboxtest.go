@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -85,6 +86,7 @@ func Run(t *testing.T, newBackend NewBackend, base string, opts Options) {
 		{"SnapshotBootsInAnotherSandbox", s.testSnapshot},
 		{"StopStartKeepsDisksAndUpper", s.testStopStart},
 		{"Binds", s.testBinds},
+		{"DiskBindsInABindFollowSetDiskBinds", s.testDiskBinds},
 		{"SecretInEnvNotOnDiskOrCommandLine", s.testSecret},
 		{"TerminalAndResize", s.testPTY},
 		{"WaitIsNotHeldByBackgroundChildren", s.testBackgroundChild},
@@ -804,6 +806,49 @@ func (s *suite) testBinds(t *testing.T) {
 		if st.Uid != 0 || st.Gid != 0 {
 			t.Errorf("%s written through the bind: owned by %d:%d on the host, want 0:0", p, st.Uid, st.Gid)
 		}
+	}
+}
+
+// testDiskBinds: a Disk's subdirectory bound inside a Bind takes the
+// writes there, not the Bind's host directory; SetDiskBinds is refused
+// while running, and after a stop moves the bind for the next Start; a
+// symlink the Sandbox left at a subdirectory's name is not followed.
+func (s *suite) testDiskBinds(t *testing.T) {
+	e := s.env(t)
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, "web", "node_modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := e.sandbox(sandbox.Spec{ID: "diskbinds",
+		Disks:     []sandbox.Disk{{Name: "deps", Target: "/var/lib/deps"}},
+		Binds:     []sandbox.Bind{{Source: ws, Target: "/workspace"}},
+		DiskBinds: []sandbox.DiskBind{{Disk: "deps", Sub: "web%2Fnode_modules", Target: "/workspace/web/node_modules"}},
+	})
+	e.must(id, "echo dep > /workspace/web/node_modules/x && ln -s /etc /var/lib/deps/evil")
+	if got := e.must(id, "cat /var/lib/deps/web%2Fnode_modules/x"); got != "dep" {
+		t.Errorf("the file through the disk: got %q, want dep", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "web", "node_modules", "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file is in the Bind's host directory (%v), want it on the disk alone", err)
+	}
+	next := []sandbox.DiskBind{{Disk: "deps", Sub: "evil", Target: "/workspace/web/node_modules"}}
+	if err := e.b.SetDiskBinds(ctx, id, next); !errors.Is(err, sandbox.ErrRunning) {
+		t.Errorf("SetDiskBinds while running: got %v, want ErrRunning", err)
+	}
+	if err := e.b.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.SetDiskBinds(ctx, id, []sandbox.DiskBind{{Disk: "nope", Sub: "a", Target: "/workspace/a"}}); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Errorf("SetDiskBinds to no disk: got %v, want ErrInvalid", err)
+	}
+	if err := e.b.SetDiskBinds(ctx, id, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.must(id, "ls -A /workspace/web/node_modules; test -L /var/lib/deps/evil && echo link; cat /var/lib/deps/web%2Fnode_modules/x"); got != "dep" {
+		t.Errorf("after SetDiskBinds and a Start: got %q, want an empty fresh folder, no symlink followed, and the first one's file kept", got)
 	}
 }
 

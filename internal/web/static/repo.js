@@ -12,13 +12,32 @@ const testLog = document.getElementById("test-log");
 
 function describe(s) {
   const lines = (t) => (t ? `${t.replace(/\n$/, "").split("\n").length} lines` : "none");
+  const list = (l) => (l && l.length ? l.join(", ") : "none");
   return [
-    `image:     ${s.image || "the Runner's default"}`,
-    `bootstrap: ${lines(s.bootstrap)}`,
-    `start:     ${lines(s.start)}`,
-    `cpus:      ${s.cpus || "the Runner's default"}`,
-    `memory:    ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
+    `image:              ${s.image || "the Runner's default"}`,
+    `bootstrap:          ${lines(s.bootstrap)}`,
+    `start:              ${lines(s.start)}`,
+    `dependency folders: ${list(s.dependency_folders)}`,
+    `next to:            ${list(nextToList(s.next_to))}`,
+    `cpus:               ${s.cpus || "the Runner's default"}`,
+    `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
   ].join("\n");
+}
+
+// commaList is the field's comma-separated list; the Hub checks each entry.
+const commaList = (v) => v.split(",").map((p) => p.trim()).filter((p) => p);
+
+// nextToList is next_to as people write it, file=folder, by file, as the
+// CLI shows it; nextToMap reads it back (an entry without = is the Hub's
+// to refuse, as a file with no folder).
+const nextToList = (m) => Object.keys(m || {}).sort().map((f) => `${f}=${m[f]}`);
+function nextToMap(v) {
+  const m = {};
+  for (const kv of commaList(v)) {
+    const i = kv.indexOf("=");
+    m[(i < 0 ? kv : kv.slice(0, i)).trim()] = i < 0 ? "" : kv.slice(i + 1).trim();
+  }
+  return m;
 }
 
 async function load() {
@@ -32,6 +51,8 @@ async function load() {
   form.image.value = s.image || "";
   form.bootstrap.value = s.bootstrap || "";
   form.start.value = s.start || "";
+  form.dependency_folders.value = (s.dependency_folders || []).join(", ");
+  form.next_to.value = nextToList(s.next_to).join(", ");
   form.cpus.value = s.cpus || "";
   form.memory_mib.value = s.memory_mib || "";
   const state = document.getElementById("draft-state");
@@ -56,6 +77,8 @@ function settings() {
     image: form.image.value.trim(),
     bootstrap: form.bootstrap.value,
     start: form.start.value,
+    dependency_folders: commaList(form.dependency_folders.value),
+    next_to: nextToMap(form.next_to.value),
     cpus: Number(form.cpus.value) || 0,
     memory_mib: Number(form.memory_mib.value) || 0,
   };
