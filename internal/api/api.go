@@ -9,6 +9,8 @@ package api
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -513,6 +515,15 @@ type EnvironmentSettings struct {
 	NextTo            map[string]string `json:"next_to,omitempty"`
 	CPUs              float64           `json:"cpus,omitempty"`
 	MemoryMiB         int               `json:"memory_mib,omitempty"`
+}
+
+// NextToList is a NextTo as people write it: file=folder, by file.
+func NextToList(m map[string]string) []string {
+	var out []string
+	for _, file := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, file+"="+m[file])
+	}
+	return out
 }
 
 // EnvironmentVersion is an applied version: a line of the Repo's change

@@ -14,7 +14,6 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
-	"kndl.dev/kndl/internal/environment"
 )
 
 // envCommand reads --repo and --json, then runs fn with the API path of
@@ -86,7 +85,7 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 func printSettings(io IO, s api.EnvironmentSettings) {
 	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
 		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start),
-		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(environment.NextToList(s.NextTo), ", "), "none"),
+		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
 }
 

@@ -18,6 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 )
 
@@ -213,7 +214,7 @@ func Changes(a, b Config) []string {
 	for _, l := range []struct {
 		name string
 		a, b []string
-	}{{"dependency folders", a.DependencyFolders, b.DependencyFolders}, {"next to", NextToList(a.NextTo), NextToList(b.NextTo)}} {
+	}{{"dependency folders", a.DependencyFolders, b.DependencyFolders}, {"next to", api.NextToList(a.NextTo), api.NextToList(b.NextTo)}} {
 		if !slices.Equal(l.a, l.b) {
 			out = append(out, fmt.Sprintf("%s: %s -> %s", l.name, list(l.a), list(l.b)))
 		}
@@ -232,15 +233,6 @@ func orDefault(image string) string {
 		return "the Runner's default"
 	}
 	return image
-}
-
-// NextToList is a NextTo as people write it: file=folder, by file.
-func NextToList(m map[string]string) []string {
-	var out []string
-	for _, file := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, file+"="+m[file])
-	}
-	return out
 }
 
 func list(l []string) string {
