@@ -209,9 +209,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 			return err
 		}
 	}
-	if err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir); err != nil {
-		return fmt.Errorf("seed Claude Code's config: %w", err)
-	}
+	// Claude Code's config is seeded while tmux starts: two processes
+	// started in the Sandbox at once, not one after the other (startClaude
+	// waits for it before it starts Claude Code). On gVisor each costs a
+	// `runsc exec` and a process start in the Sentry.
+	seeded := make(chan error, 1)
+	go func() {
+		err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir)
+		if err != nil {
+			err = fmt.Errorf("seed Claude Code's config: %w", err)
+		}
+		seeded <- err
+	}()
 	st, err := r.backend.Status(ctx, s.sandbox)
 	if err != nil {
 		return err
@@ -252,7 +261,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	if err := r.startClaude(sctx, s, argv, env); err != nil {
+	if err := r.startClaude(sctx, s, argv, env, seeded); err != nil {
 		return err
 	}
 	logf("waiting for Claude Code")
@@ -367,8 +376,9 @@ func (r *Runner) freshMod(dir, name string) error {
 // startClaude starts the Session's tmux with a control client, then Claude
 // Code in its pane. The environment goes over the control client's stdin
 // (respawn-pane -e), so no value sits on a command line, and the tmux server
-// itself holds none: Claude Code's process gets exactly env.
-func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string) error {
+// itself holds none: Claude Code's process gets exactly env. Claude Code
+// starts once seeded has said its config is written.
+func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string, seeded <-chan error) error {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	_, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
@@ -392,6 +402,9 @@ func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string
 		if _, err := ctl.Run(ctx, tmux.Command("set", append([]string{"-g"}, opt...)...)); err != nil {
 			return fmt.Errorf("tmux: %w", err)
 		}
+	}
+	if err := <-seeded; err != nil {
+		return err
 	}
 	args := []string{"-k", "-t", paneTarget, "-c", workspaceDir}
 	for _, kv := range env {

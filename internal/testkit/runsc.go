@@ -11,9 +11,9 @@ import (
 )
 
 // RunscPath is where scripts/install-packages builds runsc at
-// gvisor.Version: in the test cache, one directory per version.
+// gvisor.Version: in the test cache, one directory per build (gvisor.BuildID).
 func RunscPath() string {
-	return filepath.Join(CacheDir(), "runsc", gvisor.Version, "runsc")
+	return filepath.Join(CacheDir(), "runsc", gvisor.BuildID, "runsc")
 }
 
 // Runsc returns the runsc the gvisor backend's tests use, after checking it

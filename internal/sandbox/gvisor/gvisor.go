@@ -23,6 +23,14 @@ import (
 // conformance suite on gVisor (TestConformanceGVisor in internal/sandbox/oci).
 const Version = "v0.0.0-20260905035102-160fafc42237"
 
+// BuildID names the build of Version scripts/build-runsc makes: the test
+// cache keeps runsc under Version+BuildID, so a change to the build (the
+// script or scripts/runsc-seccomp.go) gets a new one built. "+seccomp":
+// the Sentry's and the gofer's seccomp programs are precompiled, as in
+// gVisor's own release builds (about 25 ms of a Start, see
+// docs/performance.md).
+const BuildID = Version + "+seccomp"
+
 // probeTimeout bounds Probe: a runsc that hangs (a platform that cannot
 // run here) counts as one that does not work.
 const probeTimeout = 20 * time.Second

@@ -44,7 +44,11 @@ import (
 
 // runscFlags go before every runsc subcommand. sharedRoot holds what runsc
 // shares across its Sandboxes: the empty network namespace its gofers join
-// (pinNullNetns).
+// (pinNullNetns). runsc's other defaults are kept: --directfs and
+// --file-access=exclusive are already on, and with
+// --systrap-disable-syscall-patching a Start was no faster and short
+// processes only maybe faster (docs/performance.md). What a Start spent
+// building seccomp programs is cut in the build instead (scripts/build-runsc).
 func runscFlags(sharedRoot string) []string {
 	return []string{"--platform=systrap", "--network=sandbox", "--overlay2=none", "--shared-root=" + sharedRoot}
 }

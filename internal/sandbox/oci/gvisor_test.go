@@ -59,6 +59,24 @@ func TestConformanceGVisor(t *testing.T) {
 			t.Errorf("host kernel interfaces inside: %q", got)
 		}
 	})
+	// runsc is built with its seccomp programs precompiled
+	// (scripts/build-runsc): the Sentry, the gofer and the systrap stubs
+	// still each run under a filter (Seccomp 2, filter mode).
+	t.Run("HostProcessesAreSeccompFiltered", func(t *testing.T) {
+		b := gvisor(t, filepath.Join(t.TempDir(), "state"))
+		id := start(t, b, sandbox.Spec{ID: "seccomp", Layers: []string{base}})
+		pids := sandboxHostPIDs(id)
+		if len(pids) < 2 {
+			t.Fatalf("host processes in %s's cgroup: %v, want the Sentry and the gofer at least", id, pids)
+		}
+		for _, pid := range pids {
+			if mode, ok := statusField(pid, "Seccomp:"); ok && mode != "2" {
+				comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+				t.Errorf("host process %s (%s) of %s: Seccomp %s, want 2 (a filter)", pid, strings.TrimSpace(string(comm)), id, mode)
+			}
+		}
+		t.Logf("%d host processes in %s's cgroup", len(pids), id)
+	})
 	t.Run("HostProcessesRunInTheSandboxRange", func(t *testing.T) {
 		b := gvisor(t, filepath.Join(t.TempDir(), "state"))
 		seen := map[int]string{}
@@ -81,41 +99,59 @@ func TestConformanceGVisor(t *testing.T) {
 	})
 }
 
-// sandboxHostUIDs returns the host uids of the processes in Sandbox id's
-// cgroup (runsc's sandbox and gofer processes), in any hierarchy.
-func sandboxHostUIDs(t *testing.T, id string) []int {
-	t.Helper()
+// sandboxHostPIDs returns the host pids of the processes in Sandbox id's
+// cgroup (runsc's sandbox and gofer processes, the systrap stubs), in any
+// hierarchy.
+func sandboxHostPIDs(id string) []string {
 	procs, _ := filepath.Glob("/sys/fs/cgroup/*/kndl/" + id + "-*/cgroup.procs")
 	v2, _ := filepath.Glob("/sys/fs/cgroup/kndl/" + id + "-*/cgroup.procs")
-	var uids []int
+	seen := map[string]bool{}
+	var pids []string
 	for _, f := range append(procs, v2...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		for _, pid := range strings.Fields(string(b)) {
-			if uid, ok := processUID(pid); ok {
+			if !seen[pid] {
+				seen[pid] = true
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// statusField returns a field of /proc/pid/status ("Uid:", "Seccomp:"):
+// its first value.
+func statusField(pid, name string) (string, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%s/status", pid))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == name {
+			return fields[1], true
+		}
+	}
+	return "", false
+}
+
+// sandboxHostUIDs returns the host uids of the processes in Sandbox id's
+// cgroup.
+func sandboxHostUIDs(t *testing.T, id string) []int {
+	t.Helper()
+	var uids []int
+	for _, pid := range sandboxHostPIDs(id) {
+		if v, ok := statusField(pid, "Uid:"); ok {
+			if uid, err := strconv.Atoi(v); err == nil {
 				uids = append(uids, uid)
 			}
 		}
 	}
 	return uids
-}
-
-func processUID(pid string) (int, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%s/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "Uid:" {
-			uid, err := strconv.Atoi(fields[1])
-			return uid, err == nil
-		}
-	}
-	return 0, false
 }
 
 // TestGVisorLimitsOnTheHost reads a gVisor Sandbox's limits where runsc
