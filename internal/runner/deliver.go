@@ -35,8 +35,12 @@ const (
 	// fillWait bounds how long the prompt may take to show in the input
 	// box. The editor key is pressed again every fillRetry meanwhile (the
 	// editor replaces the input, so a second press does no harm): right
-	// after an interrupt Claude Code ignored it (measured).
-	fillWait  = 3 * time.Second
+	// after an interrupt Claude Code ignored it (measured). On a loaded
+	// host Claude Code takes seconds to run the editor and redraw (the load
+	// test, at load average 40 and more, gave up at 3 s on most of its
+	// first prompts); with the wait for the Turn before it and the one for
+	// Enter, it stays within the Hub's 15 s delivery timeout.
+	fillWait  = 7 * time.Second
 	fillRetry = 500 * time.Millisecond
 	// submitWait bounds the wait for the input box to empty after Enter,
 	// and resendAfter is when an Enter the box still shows the prompt
