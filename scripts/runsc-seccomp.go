@@ -1,6 +1,6 @@
 //go:build ignore
 
-// runsc-seccomp writes the precompiled seccomp programs of runsc's Sentry
+// Command runsc-seccomp writes the precompiled seccomp programs of runsc's Sentry
 // and gofer into a copy of the gVisor module runsc is built from. gVisor's
 // Bazel build embeds them; its Go module ships the two files empty
 // (filter_precompiled.go), so a runsc built with `go build` compiles and
