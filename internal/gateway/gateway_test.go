@@ -199,30 +199,36 @@ func TestAToolCallGoesThroughTheGatewayWithTheInstallationsKey(t *testing.T) {
 	}
 }
 
+// initialize is an MCP client's first request.
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+
+// postMCP posts body to an MCP endpoint as a streamable-HTTP client does,
+// reads the answer out and returns it.
+func postMCP(t *testing.T, url string, body io.Reader) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
 func TestTheGatewaysRefusals(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s, up := f.docsSession(t, "k-123", "k-123")
 	hub := f.hub(t, s)
-	post := func(path string, body io.Reader) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest("POST", hub+path, body)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	post := func(path string, body io.Reader) *http.Response { return postMCP(t, hub+path, body) }
 
 	t.Run("403 for an Installation the Session did not start with", func(t *testing.T) {
 		f.install(t, f.member, api.InstallationRequest{ID: "later", Server: "hub:docs", Name: "Later", Repos: []string{f.lib.ID}})
 		for _, id := range []string{"later", "nothing"} {
-			if resp := post("/gateway/"+id, strings.NewReader(init)); resp.StatusCode != http.StatusForbidden {
+			if resp := post("/gateway/"+id, strings.NewReader(initialize)); resp.StatusCode != http.StatusForbidden {
 				t.Errorf("%s: status %d, want 403", id, resp.StatusCode)
 			}
 		}
@@ -250,7 +256,7 @@ func TestTheGatewaysRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := len(up.Seen())
-		req, _ := http.NewRequest("POST", hub+"/gateway/docs", strings.NewReader(init))
+		req, _ := http.NewRequest("POST", hub+"/gateway/docs", strings.NewReader(initialize))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -270,11 +276,11 @@ func TestTheGatewaysRefusals(t *testing.T) {
 		if _, err := f.g.SetOff(ctx, f.member, f.app, "docs", true); err != nil {
 			t.Fatal(err)
 		}
-		if resp := post("/gateway/docs", strings.NewReader(init)); resp.StatusCode != http.StatusForbidden {
+		if resp := post("/gateway/docs", strings.NewReader(initialize)); resp.StatusCode != http.StatusForbidden {
 			t.Errorf("status %d, want 403", resp.StatusCode)
 		}
 		f.g.SetOff(ctx, f.member, f.app, "docs", false)
-		if resp := post("/gateway/docs", strings.NewReader(init)); resp.StatusCode != http.StatusOK {
+		if resp := post("/gateway/docs", strings.NewReader(initialize)); resp.StatusCode != http.StatusOK {
 			t.Errorf("on again: status %d, want 200", resp.StatusCode)
 		}
 	})
@@ -542,19 +548,7 @@ func TestRequestsAreCountedByInstallationNeverByAnIDTheSandboxMadeUp(t *testing.
 	f.g.metrics = c
 	s, _ := f.docsSession(t, "k-123", "k-123")
 	hub := f.hub(t, s)
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
-	post := func(id string) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", hub+"/gateway/"+id, strings.NewReader(init))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
+	post := func(id string) { postMCP(t, hub+"/gateway/"+id, strings.NewReader(initialize)) }
 	post("docs")
 	post("made-up-1")
 	post("made-up-2")
