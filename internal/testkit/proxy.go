@@ -89,19 +89,20 @@ func (p *Proxy) serve() {
 	}
 }
 
-// track records c, or reports false when the line is cut (c is then held,
-// marked to close at Restore).
-func (p *Proxy) track(c net.Conn) (open bool) {
+// track records conns, or reports false when the line is cut (they are
+// then held, marked to close at Restore).
+func (p *Proxy) track(conns ...net.Conn) (open bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
 	case <-p.open:
-		p.conns[c] = false
-		return true
+		open = true
 	default:
-		p.conns[c] = true
-		return false
 	}
+	for _, c := range conns {
+		p.conns[c] = !open
+	}
+	return open
 }
 
 func (p *Proxy) forward(down net.Conn) {
@@ -113,7 +114,7 @@ func (p *Proxy) forward(down net.Conn) {
 		down.Close()
 		return
 	}
-	if !p.track(up) {
+	if !p.track(up, down) { // cut while dialling: both wait for Restore
 		return
 	}
 	go p.pipe(up, down)
