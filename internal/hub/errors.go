@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/store"
 )
 
 // apiError is every error the API sends: a sentence a person can act on.
@@ -43,7 +42,7 @@ func statusOf(err error) int {
 func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	msg := err.Error()
-	if store.Full(err) {
+	if h.store.Full(err) {
 		h.log.Error("the store's disk is full: nothing can be saved until space is freed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Message: "The Hub's disk is full, so it saved nothing of this request: free space on the disk that holds its store, then try again."})
 		return

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // dialect is everything that differs between SQLite and PostgreSQL, kept
@@ -34,12 +36,18 @@ type dialect struct {
 	functions string
 	// unique reports whether err is a UNIQUE constraint refusing a row.
 	unique func(error) bool
+	// full reports whether err is the database's disk being full.
+	full func(error) bool
 }
 
 var sqliteDialect = dialect{
 	name:   "sqlite",
 	schema: func(s string) string { return s },
 	unique: func(err error) bool { return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") },
+	full: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_FULL
+	},
 }
 
 // pgWriterLock is the advisory lock key the Hub's writers take turns on:
@@ -54,6 +62,10 @@ var postgresDialect = dialect{
 	unique: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505" // unique_violation
+	},
+	full: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "53100" // disk_full
 	},
 }
 
