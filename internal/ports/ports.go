@@ -1,6 +1,6 @@
 // Package ports finds what listens on TCP in a Sandbox, from inside it: it
-// reads /proc/net/tcp and /proc/net/tcp6 and the process holding each
-// listening socket, watches for changes, and carries one connection to a
+// asks the kernel's sock_diag (or reads /proc/net/tcp and /proc/net/tcp6
+// where there is none) and finds the process holding each listening socket, watches for changes, and carries one connection to a
 // port over stdin and stdout. The kndl binary runs it in the Sandbox for the
 // Runner (kndl ports watch, kndl ports dial); internal/cli and
 // internal/runner import it.
