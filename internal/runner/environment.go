@@ -31,7 +31,7 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 		if env.Image != "" {
 			ref = env.Image
 		}
-		spec.Bootstrap = env.Bootstrap
+		spec.Bootstrap, spec.Docker = env.Bootstrap, env.Docker
 	}
 	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
 		Progress: func(p ociimage.Progress) { logf("%s", p) },
