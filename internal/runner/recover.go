@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
@@ -39,6 +40,11 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 		if s.cancel != nil {
 			s.cancel()
 		}
+	}
+	// Its containers stop first, so databases in them shut down cleanly;
+	// one that won't is killed with the Sandbox all the same.
+	if err := dockerd.StopContainers(ctx, r.backend, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrNotRunning) {
+		r.log.Warn("stop the Sandbox's containers", "session", id, "err", err)
 	}
 	if err := r.backend.Stop(ctx, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return fmt.Errorf("stop the Sandbox: %w", err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,11 @@ import (
 const Suite = "bookworm"
 
 var Packages = []string{"bash", "tmux", "git", "ca-certificates", "procps", "busybox", "gh"}
+
+// DockerPackages are what DockerRootfs adds: Debian's Docker (dockerd,
+// containerd, runc, iptables) and a static busybox, a whole container
+// image in one file.
+var DockerPackages = []string{"docker.io", "busybox-static"}
 
 // CacheDir is where big test downloads are kept between runs:
 // $KNDL_TEST_CACHE, or ~/.cache/kndl-test.
@@ -44,16 +50,31 @@ func Rootfs(t testing.TB) string {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "debootstrap")
-	dir, err := buildRootfs(func(line string) { t.Log(line) })
+	dir, err := buildRootfs(Packages, func(line string) { t.Log(line) })
 	if err != nil {
 		t.Fatalf("build test rootfs: %v", err)
 	}
 	return dir
 }
 
-func buildRootfs(progress func(string)) (string, error) {
+// DockerRootfs is Rootfs with DockerPackages, busybox-static in busybox's
+// place, for tests of Docker in a Sandbox; cached beside it (about 45 s
+// the first time).
+func DockerRootfs(t testing.TB) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "debootstrap")
+	pkgs := append(slices.DeleteFunc(slices.Clone(Packages), func(p string) bool { return p == "busybox" }), DockerPackages...)
+	dir, err := buildRootfs(pkgs, func(line string) { t.Log(line) })
+	if err != nil {
+		t.Fatalf("build test rootfs with Docker: %v", err)
+	}
+	return dir
+}
+
+func buildRootfs(packages []string, progress func(string)) (string, error) {
 	mirror := DebianMirror()
-	sum := sha256.Sum256([]byte(Suite + "\x00" + strings.Join(Packages, ",")))
+	sum := sha256.Sum256([]byte(Suite + "\x00" + strings.Join(packages, ",")))
 	key := hex.EncodeToString(sum[:8])
 	cache := filepath.Join(CacheDir(), "rootfs")
 	dir := filepath.Join(cache, Suite+"-"+key)
@@ -77,7 +98,7 @@ func buildRootfs(progress func(string)) (string, error) {
 	os.RemoveAll(tmp)
 	progress(fmt.Sprintf("building the test rootfs (debootstrap %s from %s, about 30 s, cached in %s)", Suite, mirror, dir))
 	cmd := exec.Command("debootstrap", "--variant=minbase",
-		"--include="+strings.Join(Packages, ","), Suite, tmp, mirror)
+		"--include="+strings.Join(packages, ","), Suite, tmp, mirror)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)

@@ -42,6 +42,13 @@ import (
 //   - cgroup limits are set by runsc on the Sandbox's whole sandbox process
 //     tree, on v1, v2 and hybrid hosts alike.
 
+// gvisorNoDocker is why a gVisor Sandbox runs no Docker. gVisor documents
+// dockerd inside it only with its own network stack given raw and packet
+// sockets (--net-raw, --allow-packet-socket), the container holding every
+// capability, and Docker's data on a memory-backed tmpfs, so that no image
+// or container would outlive a sleep: not a profile of this backend's.
+const gvisorNoDocker = "Docker in a Sandbox needs the crun backend, and this Runner runs gVisor (runsc): set RUNNER_SANDBOX_BACKEND=crun on the Runner, or turn Docker off in the Repo's Environment"
+
 // runscFlags go before every runsc subcommand. sharedRoot holds what runsc
 // shares across its Sandboxes: the empty network namespace its gofers join
 // (pinNullNetns). runsc's other defaults are kept: --directfs and

@@ -75,7 +75,7 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	// A network and cgroup of a slot nobody holds.
 	const orphan = maxSlot - 7
 	unlock, _ = b.lockHost()
-	err = setUpNetwork(orphan, b.relay)
+	err = setUpNetwork(orphan, b.relay, false)
 	unlock()
 	if err != nil {
 		t.Fatal(err)
