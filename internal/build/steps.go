@@ -170,15 +170,17 @@ func tmuxNewEnough(s string) bool {
 
 // managers are the package managers a Build knows, in the order it looks
 // for them: how each installs, and what it calls Docker (dockerd, its
-// client, containerd and runc).
+// client, containerd and runc) and Compose. Debian 12's docker-compose is
+// Compose 1 (docker-compose up); the others' are the CLI plugin (docker
+// compose up).
 var managers = []struct{ name, install, docker string }{
-	{"apt-get", "export DEBIAN_FRONTEND=noninteractive\n\tapt-get update -q && apt-get install -y -q --no-install-recommends %s ca-certificates\n\trm -rf /var/lib/apt/lists/*", "docker.io"},
-	{"apk", "apk add --no-cache %s", "docker"},
-	{"dnf", "dnf install -y %s", "moby-engine"},
-	{"microdnf", "microdnf install -y %s", "moby-engine"},
+	{"apt-get", "export DEBIAN_FRONTEND=noninteractive\n\tapt-get update -q && apt-get install -y -q --no-install-recommends %s ca-certificates\n\trm -rf /var/lib/apt/lists/*", "docker.io docker-compose"},
+	{"apk", "apk add --no-cache %s", "docker docker-cli-compose"},
+	{"dnf", "dnf install -y %s", "moby-engine docker-compose"},
+	{"microdnf", "microdnf install -y %s", "moby-engine docker-compose"},
 	{"yum", "yum install -y %s", "docker"},
-	{"zypper", "zypper -n install %s", "docker"},
-	{"pacman", "pacman -Sy --noconfirm %s", "docker"},
+	{"zypper", "zypper -n install %s", "docker docker-compose"},
+	{"pacman", "pacman -Sy --noconfirm %s", "docker docker-compose"},
 }
 
 // dockerPackage stands, in installScript's list, for the package manager's

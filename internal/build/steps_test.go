@@ -73,16 +73,16 @@ func TestLineWriterKeepsTail(t *testing.T) {
 }
 
 // TestInstallScriptNamesDockerAsEachManagerDoes: Docker is docker.io to
-// apt, moby-engine to Fedora's dnf, docker elsewhere; an image with no
-// manager fails naming them all.
+// apt, moby-engine to Fedora's dnf, docker elsewhere, with each one's
+// Compose; an image with no manager fails naming them all.
 func TestInstallScriptNamesDockerAsEachManagerDoes(t *testing.T) {
 	s := installScript([]string{"tmux", dockerPackage})
 	for _, want := range []string{
-		"apt-get install -y -q --no-install-recommends tmux docker.io ca-certificates",
-		"apk add --no-cache tmux docker\n",
-		"dnf install -y tmux moby-engine\n",
-		"zypper -n install tmux docker\n",
-		"pacman -Sy --noconfirm tmux docker\n",
+		"apt-get install -y -q --no-install-recommends tmux docker.io docker-compose ca-certificates",
+		"apk add --no-cache tmux docker docker-cli-compose\n",
+		"dnf install -y tmux moby-engine docker-compose\n",
+		"zypper -n install tmux docker docker-compose\n",
+		"pacman -Sy --noconfirm tmux docker docker-compose\n",
 		"no package manager kndl knows (apt-get, apk, dnf, microdnf, yum, zypper, pacman)",
 	} {
 		if !strings.Contains(s, want) {

@@ -25,9 +25,9 @@ const Suite = "bookworm"
 var Packages = []string{"bash", "tmux", "git", "ca-certificates", "procps", "busybox", "gh"}
 
 // DockerPackages are what DockerRootfs adds: Debian's Docker (dockerd,
-// containerd, runc, iptables) and a static busybox, a whole container
-// image in one file.
-var DockerPackages = []string{"docker.io", "busybox-static"}
+// containerd, runc, iptables) and Compose, as a Build installs them, and a
+// static busybox, a whole container image in one file.
+var DockerPackages = []string{"docker.io", "docker-compose", "busybox-static"}
 
 // CacheDir is where big test downloads are kept between runs:
 // $KNDL_TEST_CACHE, or ~/.cache/kndl-test.

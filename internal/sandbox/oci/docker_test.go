@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +25,8 @@ const importImage = `mkdir -p /tmp/img/bin && cp /bin/busybox /tmp/img/bin/busyb
 // TestDockerInASandbox: with Docker on, dockerd runs inside the Sandbox on
 // crun, its data on the Sandbox's Docker disk; a container of an image made
 // there runs, nested in the Sandbox's user namespace, and publishes a port
-// through docker-proxy. What confines the Sandbox still holds around its
+// through docker-proxy; Compose brings up a service on a network of its
+// own. What confines the Sandbox still holds around its
 // containers: no new privileges, seccomp, no host port, its own cgroup
 // limits out of its reach. docker stop ends its containers cleanly, and
 // its images and containers outlive a Stop.
@@ -80,6 +82,11 @@ func TestDockerInASandbox(t *testing.T) {
 			`docker run -d -p 8080:80 kndl-test/busybox httpd -f -p 80 -h /etc >/dev/null &&
 			for i in $(seq 50); do wget -q -O - http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done >/dev/null &&
 			pgrep -a docker-proxy | grep -q 'host-port 8080 ' && echo held`, "held"},
+		{"Compose makes a network whose services answer by name",
+			`mkdir -p /root/app && printf 'version: "2"\nservices:\n  web:\n    image: kndl-test/busybox\n    command: httpd -f -p 80 -h /etc\n' > /root/app/docker-compose.yml &&
+			cd /root/app && docker-compose up -d >/dev/null 2>&1 &&
+			docker run --rm --network app_default kndl-test/busybox sh -c 'for i in $(seq 50); do wget -q -O /dev/null http://web/hostname 2>/dev/null && echo web answered && exit; sleep 0.1; done' &&
+			docker-compose down >/dev/null 2>&1`, "web answered"},
 		{"the host's ports stay out of its reach", "docker run --rm kndl-test/busybox nc -w 3 " + hostPort + " </dev/null 2>/dev/null && echo reached || echo refused", "refused"},
 		{"the Sandbox's own limits stay out of its reach",
 			`for f in memory/memory.limit_in_bytes memory.max pids/pids.max pids.max; do test -f /sys/fs/cgroup/$f && { echo max > /sys/fs/cgroup/$f || echo 9999999999 > /sys/fs/cgroup/$f; } 2>/dev/null && echo "raised $f"; done; echo done`, "done"},
@@ -108,6 +115,13 @@ func TestDockerInASandbox(t *testing.T) {
 	}
 	if got := run(t, b, id, "docker ps -a --format '{{.Names}}' --filter name=db; docker run --rm kndl-test/busybox echo again"); got != "db\nagain" {
 		t.Errorf("after a Stop and Start: got %q, want the container and image kept on the Docker disk", got)
+	}
+	// The user namespace that owned its network goes with it.
+	if err := b.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), " /run/kndl-userns/") {
+		t.Error("a removed Docker Sandbox left its user namespace bound under /run/kndl-userns")
 	}
 }
 
