@@ -458,6 +458,11 @@ func ownedNetns(netPath, userPath string, base uint32) (err error) {
 			return err
 		}
 	}
+	// A user namespace a crash left bound is the slot's, whose lock the
+	// caller holds: it goes.
+	if exists(userPath) {
+		removeNetns(userPath)
+	}
 	for _, p := range []string{netPath, userPath} {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 		if err != nil {
