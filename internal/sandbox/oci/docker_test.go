@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/sandbox"
@@ -145,4 +146,74 @@ func TestDockerIsRefusedOnGVisor(t *testing.T) {
 	if crun := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)}); crun.Host().NoDocker != "" {
 		t.Errorf("crun says it runs no Docker: %s", crun.Host().NoDocker)
 	}
+}
+
+// BenchmarkDockerInASandbox is what Docker adds to a Session on crun:
+// dockerd's start after a boot (its Docker disk holding one image, as at a
+// wake), with the Stop and Start around it outside the timer, and one
+// `docker run --rm` of that image. Medians over the iterations.
+//
+//	CGO_ENABLED=0 go test -run '^$' -bench DockerInASandbox -benchtime 10x ./internal/sandbox/oci/
+func BenchmarkDockerInASandbox(b *testing.B) {
+	requireOCI(b)
+	rootfs := testkit.DockerRootfs(b)
+	ctx := context.Background()
+	be := newBackend(b, oci.Options{StateDir: filepath.Join(b.TempDir(), "state"), RelayPort: freePort(b), Logger: quiet})
+	if err := be.Create(ctx, sandbox.Spec{ID: "bench-docker", Layers: []string{rootfs}, Docker: true,
+		Disks: []sandbox.Disk{{Name: dockerd.Disk, Target: dockerd.DataDir}}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { be.Remove(ctx, "bench-docker") })
+	if err := be.Start(ctx, "bench-docker"); err != nil {
+		b.Fatal(err)
+	}
+	if err := dockerd.Start(ctx, be, "bench-docker"); err != nil {
+		b.Fatal(err)
+	}
+	if out := benchRun(b, be, importImage); out != "imported" {
+		b.Fatalf("docker import: %s", out)
+	}
+	b.Run("dockerd start", func(b *testing.B) {
+		var times []time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			if err := be.Stop(ctx, "bench-docker"); err != nil {
+				b.Fatal(err)
+			}
+			if err := be.Start(ctx, "bench-docker"); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			start := time.Now()
+			if err := dockerd.Start(ctx, be, "bench-docker"); err != nil {
+				b.Fatal(err)
+			}
+			times = append(times, time.Since(start))
+		}
+		b.ReportMetric(float64(median(times).Microseconds())/1000, "median-ms")
+	})
+	b.Run("docker run", func(b *testing.B) {
+		var times []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			if out := benchRun(b, be, "docker run --rm kndl-test/busybox true && echo ran"); out != "ran" {
+				b.Fatalf("docker run: %s", out)
+			}
+			times = append(times, time.Since(start))
+		}
+		b.ReportMetric(float64(median(times).Microseconds())/1000, "median-ms")
+	})
+}
+
+func benchRun(b *testing.B, be *oci.OCI, script string) string {
+	var out strings.Builder
+	p, err := be.Exec(context.Background(), "bench-docker", sandbox.Cmd{Args: []string{"sh", "-c", script},
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return strings.TrimSpace(out.String())
 }
