@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,6 +173,15 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	}
 	if settings := Eval[string](b, `document.getElementById("env-settings").textContent`); !strings.Contains(settings, "next to:            package.json=node_modules, pyproject.toml=.venv") {
 		t.Fatalf("the current version shows:\n%s\nwant its Next to files", settings)
+	}
+
+	// Docker is a build input: ticking it makes a draft that needs a Test
+	// build.
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.docker.checked = true; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the Docker draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
+	if d := env.Draft; d == nil || !d.Settings.Docker || !d.NeedsTest || !slices.Contains(d.Changes, "docker: off -> on") || d.Settings.Bootstrap != script {
+		t.Fatalf("the draft after ticking Docker: %+v, want Docker on, the rest kept, needing a Test build", d)
 	}
 }
 
