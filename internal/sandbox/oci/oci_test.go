@@ -106,7 +106,9 @@ func TestLimitsInsideTheSandbox(t *testing.T) {
 // filter that refuses new namespaces and mounts. On gVisor those calls
 // reach the Sentry, not the host: it has no OCI seccomp filter (runsc
 // applies one only with --oci-seccomp), a user namespace of gVisor's own
-// may be made, and /proc/sys is its network stack's, but it refuses mounts,
+// may be made, /proc/sys is its network stack's and /sys/fs/cgroup a
+// cgroupfs of its own (on crun only a Docker Sandbox's cgroup is
+// writable), but it refuses mounts,
 // new network and mount namespaces and changes to the Sandbox's interface
 // the same way.
 func TestHardening(t *testing.T) {
@@ -121,6 +123,7 @@ func TestHardening(t *testing.T) {
 		{"unshare -n true", "refused", "refused"},
 		{"unshare -m true", "refused", "refused"},
 		{"mount -t tmpfs none /mnt", "refused", "refused"},
+		{"mkdir /sys/fs/cgroup/pids/kndl-test", "refused", "allowed"},
 		{"busybox ip link set eth0 down", "refused", "refused"},
 		{"echo 1 > /proc/sys/net/ipv4/ip_forward", "refused", "allowed"},
 		{"chown nobody /etc/shells", "allowed", "allowed"},

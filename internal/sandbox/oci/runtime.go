@@ -240,14 +240,15 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		res.Pids = &specs.LinuxPids{Limit: &limit}
 	}
 
-	namespaces := []specs.LinuxNamespace{
-		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-		{Type: specs.MountNamespace}, {Type: specs.UserNamespace}, {Type: specs.CgroupNamespace},
-		{Type: specs.NetworkNamespace, Path: netnsPath(rec.Slot)},
-	}
+	userns := specs.LinuxNamespace{Type: specs.UserNamespace}
 	if rec.Spec.Docker {
 		// The user namespace that owns the network namespace, joined.
-		namespaces[4].Path = usernsPath(rec.Slot)
+		userns.Path = usernsPath(rec.Slot)
+	}
+	namespaces := []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace}, userns, {Type: specs.CgroupNamespace},
+		{Type: specs.NetworkNamespace, Path: netnsPath(rec.Slot)},
 	}
 
 	spec := &specs.Spec{
