@@ -52,8 +52,20 @@ func (o Options) proc() string {
 	return o.Proc
 }
 
-// sockets reads the listening sockets from tcp and tcp6.
+// sockets returns the listening sockets: from sock_diag when proc is this
+// machine's own /proc and the kernel has it, else from proc's net/tcp and
+// net/tcp6.
 func sockets(proc string) ([]socket, error) {
+	if proc == "/proc" {
+		if out, err := diagListeners(); err == nil {
+			return out, nil
+		}
+	}
+	return procSockets(proc)
+}
+
+// procSockets reads the listening sockets from proc's net/tcp and net/tcp6.
+func procSockets(proc string) ([]socket, error) {
 	var out []socket
 	for _, f := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile(filepath.Join(proc, "net", f))
