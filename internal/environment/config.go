@@ -33,7 +33,9 @@ type Config struct {
 	// Start runs in /workspace in each new Sandbox, before Claude Code.
 	Start string `json:"start,omitempty"`
 	// Docker installs Docker in the Build and runs dockerd in each
-	// Sandbox, its data on a disk of the Sandbox's own.
+	// Sandbox, its data on a disk of the Sandbox's own, before the Start
+	// script. The Bootstrap script has no dockerd: the Build's own
+	// Sandbox keeps the strict profile.
 	Docker bool `json:"docker,omitempty"`
 	// DependencyFolders go on each Sandbox's dependency disk, bound at
 	// each boot: names or globs such as node_modules or .venv, matching a
