@@ -75,6 +75,9 @@ func TestDockerInASandbox(t *testing.T) {
 		t.Fatalf("the Sandbox's uid_map reads %q: it is in the host's user namespace", sandboxMap)
 	}
 	tests := []struct{ what, script, want string }{
+		// The default set (TestHardening's), and SYS_ADMIN NET_ADMIN NET_RAW
+		// MKNOD: bits 21 12 13 27.
+		{"the Sandbox's root holds dockerd's capabilities and no more", "grep ^CapEff: /proc/self/status | cut -f2", "00000000a82435fb"},
 		{"a container runs", "docker run --rm kndl-test/busybox echo hello from a container", "hello from a container"},
 		{"it is in the Sandbox's user namespace, not the host's",
 			"docker run --rm kndl-test/busybox " + uidMap, sandboxMap},
