@@ -173,7 +173,7 @@ func BenchmarkDockerInASandbox(b *testing.B) {
 	if err := dockerd.Start(ctx, be, "bench-docker"); err != nil {
 		b.Fatal(err)
 	}
-	if out := benchRun(b, be, importImage); out != "imported" {
+	if out := run(b, be, "bench-docker", importImage); out != "imported" {
 		b.Fatalf("docker import: %s", out)
 	}
 	b.Run("dockerd start", func(b *testing.B) {
@@ -199,24 +199,11 @@ func BenchmarkDockerInASandbox(b *testing.B) {
 		var times []time.Duration
 		for b.Loop() {
 			start := time.Now()
-			if out := benchRun(b, be, "docker run --rm kndl-test/busybox true && echo ran"); out != "ran" {
+			if out := run(b, be, "bench-docker", "docker run --rm kndl-test/busybox true && echo ran"); out != "ran" {
 				b.Fatalf("docker run: %s", out)
 			}
 			times = append(times, time.Since(start))
 		}
 		b.ReportMetric(float64(median(times).Microseconds())/1000, "median-ms")
 	})
-}
-
-func benchRun(b *testing.B, be *oci.OCI, script string) string {
-	var out strings.Builder
-	p, err := be.Exec(context.Background(), "bench-docker", sandbox.Cmd{Args: []string{"sh", "-c", script},
-		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, Stdout: &out, Stderr: &out})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := p.Wait(); err != nil {
-		b.Fatal(err)
-	}
-	return strings.TrimSpace(out.String())
 }

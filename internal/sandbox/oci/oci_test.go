@@ -197,7 +197,7 @@ func start(t *testing.T, b *oci.OCI, spec sandbox.Spec) string {
 }
 
 // run runs a bash script as root and returns its trimmed output.
-func run(t *testing.T, b *oci.OCI, id, script string) string {
+func run(t testing.TB, b *oci.OCI, id, script string) string {
 	t.Helper()
 	var out bytes.Buffer
 	p, err := b.Exec(context.Background(), id, sandbox.Cmd{Args: []string{"bash", "-c", script},
