@@ -121,6 +121,7 @@ func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
 // script, which finds it.
 func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
 	b, be, base := builder(t, 3)
+	testkit.RequireDebianMirror(t)
 	ctx := context.Background()
 	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Docker: true,
 		Bootstrap: "dockerd --version > /etc/kndl-dockerd\ndocker-compose version --short >> /etc/kndl-dockerd\n"}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -130,6 +132,28 @@ func DebianMirror() string {
 		return m
 	}
 	return "http://deb.debian.org/debian"
+}
+
+// RequireDebianMirror is for a test whose Sandbox installs packages with
+// apt (a Build with Docker on, a Bootstrap script): it lacks a host that
+// reaches DebianMirror.
+func RequireDebianMirror(t testing.TB) {
+	t.Helper()
+	m := DebianMirror()
+	port := "80"
+	if strings.HasPrefix(m, "https://") {
+		port = "443"
+	}
+	h, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(m, "http://"), "https://"), "/")
+	if !strings.Contains(h, ":") {
+		h = net.JoinHostPort(h, port)
+	}
+	c, err := net.DialTimeout("tcp", h, 5*time.Second)
+	if err != nil {
+		testenv.Lack(t, "a host that reaches the Debian mirror "+h)
+		return
+	}
+	c.Close()
 }
 
 // mirrorFrom returns the first URI in a deb822 .sources file (prefix

@@ -36,6 +36,9 @@ echo "image built: $(docker images -q kndl-test/busybox | wc -l)"
 // refused, naming the way out.
 func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
 	s := Start(t)
+	if runtime, _ := sandboxRuntime(t); runtime == "crun" {
+		testkit.RequireDebianMirror(t) // the Build installs Docker with apt
+	}
 	repo := s.Repo()
 	dir := t.TempDir()
 	start, bootstrap := filepath.Join(dir, "start.sh"), filepath.Join(dir, "bootstrap.sh")

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
@@ -217,11 +216,7 @@ func run(t testing.TB, b *oci.OCI, id, script string) string {
 // snapshot, and boot a Session's Sandbox from [snapshot, base].
 func TestBuildWithApt(t *testing.T) {
 	base := requireOCI(t)
-	if c, err := net.DialTimeout("tcp", mirrorHost()+":80", 5*time.Second); err != nil {
-		testenv.Lack(t, "a host that reaches the Debian mirror")
-	} else {
-		c.Close()
-	}
+	testkit.RequireDebianMirror(t)
 	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
 	ctx := context.Background()
 	build := start(t, b, sandbox.Spec{ID: "build", Layers: []string{base}})
@@ -242,12 +237,6 @@ func TestBuildWithApt(t *testing.T) {
 	if got := run(t, b, session, `echo '{"a":42}' | jq .a; stat -c %U /usr/bin/jq`); got != "42\nroot" {
 		t.Errorf("jq in the session: got %q, want 42 and root", got)
 	}
-}
-
-func mirrorHost() string {
-	h := strings.TrimPrefix(strings.TrimPrefix(testkit.DebianMirror(), "http://"), "https://")
-	h, _, _ = strings.Cut(h, "/")
-	return h
 }
 
 // TestNoHostUserButRootReadsASandboxsWrites: what a Sandbox writes is
