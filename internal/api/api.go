@@ -507,6 +507,8 @@ type EnvironmentSettings struct {
 	Image     string `json:"image,omitempty"`
 	Bootstrap string `json:"bootstrap,omitempty"`
 	Start     string `json:"start,omitempty"`
+	// Docker runs dockerd in each Sandbox, installed in the Build.
+	Docker bool `json:"docker,omitempty"`
 	// DependencyFolders are names or globs of folders of /workspace kept
 	// on the Sandbox's dependency disk; NextTo maps a file (package.json)
 	// to the dependency folder bound beside it before it exists

@@ -45,6 +45,9 @@ type Spec struct {
 	// Env holds the Variables available at build (KEY=VALUE); their values
 	// are part of the key.
 	Env []string
+	// Docker installs Docker with the image's package manager, if the
+	// image has no dockerd.
+	Docker bool
 }
 
 // Key is the Build's identity: every input that changes what it holds.
@@ -52,7 +55,13 @@ func (s Spec) Key() string {
 	h := sha256.New()
 	env := append([]string(nil), s.Env...)
 	sort.Strings(env)
-	for _, part := range append([]string{recipe, s.ImageDigest, s.Bootstrap}, env...) {
+	parts := append([]string{recipe, s.ImageDigest, s.Bootstrap}, env...)
+	// Only when on, so the keys of Builds made before it stay; no
+	// Variable is named "docker:".
+	if s.Docker {
+		parts = append(parts, "docker:", "on")
+	}
+	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
@@ -170,8 +179,17 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 	bd := Build{Key: key, Repo: spec.Repo, ImageEnv: spec.ImageEnv, CreatedAt: time.Now()}
 	s := step{backend: b.backend, id: id, env: spec.ImageEnv, progress: progress}
 
-	out, _ := s.quiet(ctx, "sh", "-c", "ls /lib/ld-musl-* 2>/dev/null; command -v bash; command -v git; tmux -V 2>/dev/null; true")
+	out, _ := s.quiet(ctx, "sh", "-c", "ls /lib/ld-musl-* 2>/dev/null; command -v bash; command -v git; tmux -V 2>/dev/null; command -v dockerd; true")
 	bd.Musl = strings.Contains(out, "ld-musl")
+	if spec.Docker && !strings.Contains(out, "/dockerd") {
+		progress("installing Docker (the Environment turns it on)")
+		if err := s.run(ctx, nil, "sh", "-c", installScript([]string{dockerPackage})); err != nil {
+			return Build{}, fmt.Errorf("build: install Docker: %w", err)
+		}
+		if _, err := s.quiet(ctx, "sh", "-c", "command -v dockerd"); err != nil {
+			return Build{}, fmt.Errorf("build: the image's package manager installed Docker without dockerd: use an image whose packages have it (such as debian:12, whose docker.io does)")
+		}
+	}
 	if missing := lacks(out); len(missing) > 0 {
 		progress("installing " + strings.Join(missing, ", ") + " (Claude Code needs them)")
 		if err := s.run(ctx, nil, "sh", "-c", installScript(missing)); err != nil {

@@ -116,6 +116,34 @@ func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
 	}
 }
 
+// TestABuildWithDockerInstallsItWithTheImagesPackageManager: Debian's
+// docker.io, with apt from the image's own mirror, before the Bootstrap
+// script, which finds it.
+func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
+	b, be, base := builder(t, 3)
+	testkit.RequireDebianMirror(t)
+	ctx := context.Background()
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Docker: true,
+		Bootstrap: "dockerd --version > /etc/kndl-dockerd\ndocker-compose version --short >> /etc/kndl-dockerd\n"}
+	var lines []string
+	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if !slices.Contains(lines, "installing Docker (the Environment turns it on)") || !slices.Contains(lines, "installing with apt-get: docker.io docker-compose") {
+		t.Errorf("the progress does not say Docker was installed with apt-get:\n%s", strings.Join(lines, "\n"))
+	}
+	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(ctx, "session"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, be, "session", "cat", "/etc/kndl-dockerd"); !strings.HasPrefix(got, "Docker version ") || !strings.HasSuffix(got, "\n1.29.2\n") {
+		t.Errorf("the Bootstrap script's dockerd --version and docker-compose version printed %q, want Docker's and Debian 12's Compose 1.29.2", got)
+	}
+}
+
 func TestAFailedBuildEndsWithTheScriptsOutputAndLeavesNothing(t *testing.T) {
 	b, be, base := builder(t, 3)
 	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base,

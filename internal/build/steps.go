@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,24 +168,48 @@ func tmuxNewEnough(s string) bool {
 	return major > 3 || major == 3 && minor >= 2
 }
 
-// installScript installs pkgs with whichever package manager the image has.
+// managers are the package managers a Build knows, in the order it looks
+// for them: how each installs, and what it calls Docker (dockerd, its
+// client, containerd and runc) and Compose. Debian 12's docker-compose is
+// Compose 1 (docker-compose up); the others' are the CLI plugin (docker
+// compose up).
+var managers = []struct{ name, install, docker string }{
+	{"apt-get", "export DEBIAN_FRONTEND=noninteractive\n\tapt-get update -q && apt-get install -y -q --no-install-recommends %s ca-certificates\n\trm -rf /var/lib/apt/lists/*", "docker.io docker-compose"},
+	{"apk", "apk add --no-cache %s", "docker docker-cli-compose"},
+	{"dnf", "dnf install -y %s", "moby-engine docker-compose"},
+	{"microdnf", "microdnf install -y %s", "moby-engine docker-compose"},
+	{"yum", "yum install -y %s", "docker"},
+	{"zypper", "zypper -n install %s", "docker docker-compose"},
+	{"pacman", "pacman -Sy --noconfirm %s", "docker docker-compose"},
+}
+
+// dockerPackage stands, in installScript's list, for the package manager's
+// own name of Docker.
+const dockerPackage = "docker"
+
+// installScript installs pkgs with whichever package manager the image
+// has, each one's name for Docker put in for dockerPackage. With none, it
+// fails naming the ones it knows.
 func installScript(pkgs []string) string {
-	p := strings.Join(pkgs, " ")
-	return `set -e
-if command -v apt-get >/dev/null 2>&1; then
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q && apt-get install -y -q --no-install-recommends ` + p + ` ca-certificates
-	rm -rf /var/lib/apt/lists/*
-elif command -v apk >/dev/null 2>&1; then apk add --no-cache ` + p + `
-elif command -v dnf >/dev/null 2>&1; then dnf install -y ` + p + `
-elif command -v microdnf >/dev/null 2>&1; then microdnf install -y ` + p + `
-elif command -v yum >/dev/null 2>&1; then yum install -y ` + p + `
-elif command -v zypper >/dev/null 2>&1; then zypper -n install ` + p + `
-elif command -v pacman >/dev/null 2>&1; then pacman -Sy --noconfirm ` + p + `
-else
-	echo "the image has no package manager kndl knows (apt-get, apk, dnf, microdnf, yum, zypper, pacman): use an image with ` + p + `" >&2
-	exit 1
-fi`
+	var b strings.Builder
+	b.WriteString("set -e\n")
+	var names []string
+	for i, m := range managers {
+		names = append(names, m.name)
+		named := slices.Clone(pkgs)
+		if i := slices.Index(named, dockerPackage); i >= 0 {
+			named[i] = m.docker
+		}
+		kw := "elif"
+		if i == 0 {
+			kw = "if"
+		}
+		fmt.Fprintf(&b, "%s command -v %s >/dev/null 2>&1; then\n\techo 'installing with %s: %s'\n\t%s\n",
+			kw, m.name, m.name, strings.Join(named, " "), fmt.Sprintf(m.install, strings.Join(named, " ")))
+	}
+	fmt.Fprintf(&b, "else\n\techo \"the image has no package manager kndl knows (%s): use an image with %s\" >&2\n\texit 1\nfi\n",
+		strings.Join(names, ", "), strings.Join(pkgs, " "))
+	return b.String()
 }
 
 // withPath makes sure a command finds the image's tools even when the

@@ -83,10 +83,17 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
-		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start),
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
+		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 func scriptLines(s string) string {
@@ -108,6 +115,7 @@ func orNumber(v float64, unit string) string {
 type envEditFlags struct {
 	file, image, bootstrap, start *string
 	folders, nextTo               *string
+	docker                        *bool
 	cpus                          *float64
 	memory                        *int
 	set                           map[string]bool
@@ -118,6 +126,7 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.image = fs.String("image", "", "the image (tag or digest); \"\" for the Runner's default")
 	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
 	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
+	f.docker = fs.Bool("docker", false, "run Docker in each Sandbox, installed in the Build (--docker=false to turn it off)")
 	f.folders = fs.String("dependency-folders", "", "comma-separated names or globs of folders kept on the dependency disk, such as node_modules,.venv (\"\" for none)")
 	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
@@ -126,14 +135,14 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --dependency-folders, --next-to, --cpus or --memory")
+			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus or --memory")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "dependency-folders", "next-to", "cpus", "memory"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory"} {
 		if f.set[n] {
 			return true
 		}
@@ -180,6 +189,9 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 			return err
 		}
 		*dst = text
+	}
+	if f.set["docker"] {
+		s.Docker = *f.docker
 	}
 	if f.set["dependency-folders"] {
 		s.DependencyFolders = commaList(*f.folders)

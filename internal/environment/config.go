@@ -32,6 +32,11 @@ type Config struct {
 	Bootstrap string `json:"bootstrap,omitempty"`
 	// Start runs in /workspace in each new Sandbox, before Claude Code.
 	Start string `json:"start,omitempty"`
+	// Docker installs Docker in the Build and runs dockerd in each
+	// Sandbox, its data on a disk of the Sandbox's own, before the Start
+	// script. The Bootstrap script has no dockerd: the Build's own
+	// Sandbox keeps the strict profile.
+	Docker bool `json:"docker,omitempty"`
 	// DependencyFolders go on each Sandbox's dependency disk, bound at
 	// each boot: names or globs such as node_modules or .venv, matching a
 	// folder's name at any depth of /workspace, or with slashes, such as
@@ -161,7 +166,7 @@ func (c Config) JSON() string {
 type AtBuild struct{ Name, Value string }
 
 // BuildDigest names a Config's build inputs: the image, the scripts, the
-// Variables available at build, values included, and the dependency
+// Variables available at build, values included, Docker and the dependency
 // folders. Resources are not among them. A Test build's result holds for
 // exactly this digest.
 func (c Config) BuildDigest(vars []AtBuild) string {
@@ -178,6 +183,10 @@ func (c Config) BuildDigest(vars []AtBuild) string {
 		for _, file := range slices.Sorted(maps.Keys(c.NextTo)) {
 			parts = append(parts, file, c.NextTo[file])
 		}
+	}
+	// Likewise only when on, after the dependency folders' part.
+	if c.Docker {
+		parts = append(parts, "docker:", "on")
 	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
@@ -199,6 +208,9 @@ func Changes(a, b Config) []string {
 	var out []string
 	if a.Image != b.Image {
 		out = append(out, fmt.Sprintf("image: %s -> %s", orDefault(a.Image), orDefault(b.Image)))
+	}
+	if a.Docker != b.Docker {
+		out = append(out, fmt.Sprintf("docker: %s -> %s", onOff(a.Docker), onOff(b.Docker)))
 	}
 	for _, s := range []struct{ name, a, b string }{{"Bootstrap", a.Bootstrap, b.Bootstrap}, {"Start", a.Start, b.Start}} {
 		switch {
@@ -233,6 +245,13 @@ func orDefault(image string) string {
 		return "the Runner's default"
 	}
 	return image
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 func list(l []string) string {

@@ -92,6 +92,17 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			}
 			return c, vars
 		},
+		"docker": func() (Config, []AtBuild) { c := base; c.Docker = true; return c, vars },
+		"docker beside a folder": func() (Config, []AtBuild) {
+			c := base
+			c.DependencyFolders = []string{"node_modules"}
+			d := c
+			d.Docker = true
+			if c.BuildDigest(vars) == d.BuildDigest(vars) {
+				return base, vars
+			}
+			return d, vars
+		},
 		"boundary moved": func() (Config, []AtBuild) {
 			c := base
 			c.Bootstrap, c.Start = base.Bootstrap+"make", " deps\r\n"
@@ -103,9 +114,10 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			t.Errorf("%s: the digest did not change", name)
 		}
 	}
-	// A version made before the dependency folders keeps its digest.
+	// A version made before the dependency folders and Docker keeps its
+	// digest.
 	if want := "sha256:19a804fd2c2672b1e1a4b8bdf1838087503f4cb73264e1b20f55e508dc4989ec"; d != want {
-		t.Errorf("digest %s, want %s as main computed it before the dependency folders", d, want)
+		t.Errorf("digest %s, want %s as main computed it before the dependency folders and Docker", d, want)
 	}
 	same := base
 	same.CPUs, same.MemoryMiB = 4, 8192
@@ -116,8 +128,8 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 
 func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
 	got := Changes(Config{Bootstrap: "echo secret-one\n", NextTo: map[string]string{"pyproject.toml": ".venv", "package.json": "node_modules"}},
-		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2})
-	want := []string{"image: the Runner's default -> debian:12", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)",
+		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", Docker: true, DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2})
+	want := []string{"image: the Runner's default -> debian:12", "docker: off -> on", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)",
 		"dependency folders: none -> node_modules, .venv", "next to: package.json=node_modules, pyproject.toml=.venv -> none", "cpus: the Runner's default -> 2"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("changes %q, want %q", got, want)

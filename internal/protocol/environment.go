@@ -15,6 +15,8 @@ type Environment struct {
 	Image     string `json:"image,omitempty"`
 	Bootstrap string `json:"bootstrap,omitempty"`
 	Start     string `json:"start,omitempty"`
+	// Docker: the Build installs Docker and each Sandbox runs dockerd.
+	Docker bool `json:"docker,omitempty"`
 	// DependencyFolders and NextTo say which folders of /workspace go on
 	// the Sandbox's dependency disk (environment.Config has the rule).
 	DependencyFolders []string          `json:"dependency_folders,omitempty"`

@@ -30,7 +30,7 @@ import (
 //	  session.attachment over a stream; session.github_token and
 //	  .clone_token; session.start's mcp_servers, the Installations Claude
 //	  Code reaches through the Hub's Gateway; session.start's and
-//	  env.test's environment.dependency_folders and .next_to.
+//	  env.test's environment.dependency_folders, .next_to and .docker.
 const (
 	Version    = 2
 	MinVersion = 2

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/build"
+	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/protocol"
@@ -25,13 +26,17 @@ import (
 
 // buildFor pulls the Environment's image and makes or finds its Build.
 func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Environment, vars []protocol.Variable, logf func(string, ...any)) (build.Build, error) {
+	// Refused before the Build, which would install Docker for nothing.
+	if why := r.backend.Host().NoDocker; docker(env) && why != "" {
+		return build.Build{}, fmt.Errorf("%s: %w", why, sandbox.ErrNotSupported)
+	}
 	ref := r.cfg.Image
 	spec := build.Spec{Repo: repoURL}
 	if env != nil {
 		if env.Image != "" {
 			ref = env.Image
 		}
-		spec.Bootstrap = env.Bootstrap
+		spec.Bootstrap, spec.Docker = env.Bootstrap, env.Docker
 	}
 	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
 		Progress: func(p ociimage.Progress) { logf("%s", p) },
@@ -68,6 +73,28 @@ func (r *Runner) runStart(ctx context.Context, id string, env *protocol.Environm
 	return login, nil
 }
 
+// docker reports whether the Environment turns Docker on.
+func docker(env *protocol.Environment) bool { return env != nil && env.Docker }
+
+// withDockerDisk adds the Docker disk to disks when the Environment turns
+// Docker on: dockerd's data, kept across sleeps like the others.
+func withDockerDisk(env *protocol.Environment, disks []sandbox.Disk) []sandbox.Disk {
+	if docker(env) {
+		disks = append(disks, sandbox.Disk{Name: dockerd.Disk, Target: dockerd.DataDir})
+	}
+	return disks
+}
+
+// startDocker starts dockerd in a Sandbox just booted, before the Start
+// script, which may use it, when the Environment turns Docker on.
+func startDocker(ctx context.Context, b sandbox.Backend, id string, env *protocol.Environment, logf func(string, ...any)) error {
+	if !docker(env) {
+		return nil
+	}
+	logf("starting dockerd")
+	return dockerd.Start(ctx, b, id)
+}
+
 // resources are what an Environment asks for each Sandbox.
 func resources(env *protocol.Environment) sandbox.Resources {
 	if env == nil {
@@ -100,8 +127,8 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	id := "t-" + req.TestID
 	// Its dependency folders are bound as a Session's are, so the Start
 	// script's installs go where they will.
-	if err := r.backend.Create(ctx, sandbox.Spec{ID: id, Layers: bd.Layers, Resources: resources(&env),
-		Disks: []sandbox.Disk{{Name: depsDisk, Target: depsDir}},
+	if err := r.backend.Create(ctx, sandbox.Spec{ID: id, Layers: bd.Layers, Resources: resources(&env), Docker: env.Docker,
+		Disks: withDockerDisk(&env, []sandbox.Disk{{Name: depsDisk, Target: depsDir}}),
 		Binds: []sandbox.Bind{{Source: filepath.Join(dir, "workspace"), Target: workspaceDir}}}); err != nil {
 		return fmt.Errorf("create the Test build's Sandbox: %w", err)
 	}
@@ -112,6 +139,10 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	}
 	if err := r.backend.Start(ctx, id); err != nil {
 		return fmt.Errorf("start the Test build's Sandbox: %w", err)
+	}
+	if err := startDocker(ctx, r.backend, id, &env, logf); err != nil {
+		logf("%v", err)
+		return err
 	}
 	var vars []string
 	for _, v := range req.Variables {

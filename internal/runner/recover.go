@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
@@ -40,10 +41,20 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 			s.cancel()
 		}
 	}
-	if err := r.backend.Stop(ctx, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err := r.stopSandbox(ctx, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return fmt.Errorf("stop the Sandbox: %w", err)
 	}
 	return nil
+}
+
+// stopSandbox stops a Session's Sandbox, its Docker containers first (if
+// it runs dockerd), so databases in them shut down cleanly; one that won't
+// is killed with the Sandbox all the same.
+func (r *Runner) stopSandbox(ctx context.Context, id string) error {
+	if err := dockerd.StopContainers(ctx, r.backend, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) && !errors.Is(err, sandbox.ErrNotRunning) {
+		r.log.Warn("stop the Sandbox's containers", "sandbox", id, "err", err)
+	}
+	return r.backend.Stop(ctx, id)
 }
 
 // adopt finds the Sessions whose Claude Code still runs in their Sandboxes
@@ -71,7 +82,7 @@ func (r *Runner) adopt(ctx context.Context) {
 		}
 		if err := r.attach(ctx, id, st.Addr); err != nil {
 			r.log.Info("a Session's Claude Code is not running; stopping its Sandbox", "session", id, "why", err)
-			r.backend.Stop(ctx, st.ID)
+			r.stopSandbox(ctx, st.ID)
 			continue
 		}
 		r.log.Info("took a running Session back", "session", id)

@@ -301,11 +301,11 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		err = r.backend.Create(ctx, sandbox.Spec{
 			ID:     s.sandbox,
 			Layers: bd.Layers,
-			Disks: keptDisks(dir, []sandbox.Disk{
+			Disks: keptDisks(dir, withDockerDisk(env, []sandbox.Disk{
 				{Name: "claude", Target: claude.ConfigDir},
 				{Name: "cache", Target: cacheDir},
 				{Name: depsDisk, Target: depsDir},
-			}),
+			})),
 			Binds: []sandbox.Bind{
 				{Source: filepath.Join(dir, "workspace"), Target: workspaceDir},
 				{Source: bin.Dir, Target: claude.MountDir, ReadOnly: true},
@@ -314,6 +314,7 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 			},
 			Tmpfs:     []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
 			Resources: res,
+			Docker:    docker(env),
 		})
 		if err != nil {
 			return false, fmt.Errorf("create the Sandbox: %w", err)
@@ -332,6 +333,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		}
 		if err := r.backend.Start(ctx, s.sandbox); err != nil {
 			return false, fmt.Errorf("start the Sandbox: %w", err)
+		}
+		if err := startDocker(ctx, r.backend, s.sandbox, env, logf); err != nil {
+			return false, err
 		}
 	}
 	return created, nil

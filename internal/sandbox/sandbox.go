@@ -112,6 +112,10 @@ type Spec struct {
 	Resources Resources
 	// Hostname inside the Sandbox; defaults to the id.
 	Hostname string
+	// Docker relaxes the Sandbox's profile so that dockerd runs inside it,
+	// its containers nested in the Sandbox's own namespaces. A backend that
+	// cannot do that refuses the Create with ErrNotSupported, saying why.
+	Docker bool
 }
 
 // Disk is a persistent directory of the Sandbox's own.
@@ -168,6 +172,9 @@ type HostInfo struct {
 	// Relay is the host address ("ip:port") the Runner's relay must listen
 	// on for Sandboxes to reach it at RelayHost.
 	Relay string
+	// NoDocker, when set, is why this backend runs no Docker in a Sandbox,
+	// naming the way out: Create refuses a Spec with Docker, with it.
+	NoDocker string
 }
 
 // State is a Sandbox's life-cycle state.

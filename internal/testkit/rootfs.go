@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -22,6 +25,11 @@ import (
 const Suite = "bookworm"
 
 var Packages = []string{"bash", "tmux", "git", "ca-certificates", "procps", "busybox", "gh"}
+
+// DockerPackages are what DockerRootfs adds: Debian's Docker (dockerd,
+// containerd, runc, iptables) and Compose, as a Build installs them, and a
+// static busybox, a whole container image in one file.
+var DockerPackages = []string{"docker.io", "docker-compose", "busybox-static"}
 
 // CacheDir is where big test downloads are kept between runs:
 // $KNDL_TEST_CACHE, or ~/.cache/kndl-test.
@@ -44,16 +52,31 @@ func Rootfs(t testing.TB) string {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "debootstrap")
-	dir, err := buildRootfs(func(line string) { t.Log(line) })
+	dir, err := buildRootfs(Packages, func(line string) { t.Log(line) })
 	if err != nil {
 		t.Fatalf("build test rootfs: %v", err)
 	}
 	return dir
 }
 
-func buildRootfs(progress func(string)) (string, error) {
+// DockerRootfs is Rootfs with DockerPackages, busybox-static in busybox's
+// place, for tests of Docker in a Sandbox; cached beside it (about 45 s
+// the first time).
+func DockerRootfs(t testing.TB) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "debootstrap")
+	pkgs := append(slices.DeleteFunc(slices.Clone(Packages), func(p string) bool { return p == "busybox" }), DockerPackages...)
+	dir, err := buildRootfs(pkgs, func(line string) { t.Log(line) })
+	if err != nil {
+		t.Fatalf("build test rootfs with Docker: %v", err)
+	}
+	return dir
+}
+
+func buildRootfs(packages []string, progress func(string)) (string, error) {
 	mirror := DebianMirror()
-	sum := sha256.Sum256([]byte(Suite + "\x00" + strings.Join(Packages, ",")))
+	sum := sha256.Sum256([]byte(Suite + "\x00" + strings.Join(packages, ",")))
 	key := hex.EncodeToString(sum[:8])
 	cache := filepath.Join(CacheDir(), "rootfs")
 	dir := filepath.Join(cache, Suite+"-"+key)
@@ -77,7 +100,7 @@ func buildRootfs(progress func(string)) (string, error) {
 	os.RemoveAll(tmp)
 	progress(fmt.Sprintf("building the test rootfs (debootstrap %s from %s, about 30 s, cached in %s)", Suite, mirror, dir))
 	cmd := exec.Command("debootstrap", "--variant=minbase",
-		"--include="+strings.Join(Packages, ","), Suite, tmp, mirror)
+		"--include="+strings.Join(packages, ","), Suite, tmp, mirror)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		os.RemoveAll(tmp)
@@ -109,6 +132,28 @@ func DebianMirror() string {
 		return m
 	}
 	return "http://deb.debian.org/debian"
+}
+
+// RequireDebianMirror is for a test whose Sandbox installs packages with
+// apt (a Build with Docker on, a Bootstrap script): it lacks a host that
+// reaches DebianMirror.
+func RequireDebianMirror(t testing.TB) {
+	t.Helper()
+	m := DebianMirror()
+	port := "80"
+	if strings.HasPrefix(m, "https://") {
+		port = "443"
+	}
+	h, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(m, "http://"), "https://"), "/")
+	if !strings.Contains(h, ":") {
+		h = net.JoinHostPort(h, port)
+	}
+	c, err := net.DialTimeout("tcp", h, 5*time.Second)
+	if err != nil {
+		testenv.Lack(t, "a host that reaches the Debian mirror "+h)
+		return
+	}
+	c.Close()
 }
 
 // mirrorFrom returns the first URI in a deb822 .sources file (prefix

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,6 +117,18 @@ func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T)
 	}
 }
 
+// applyVersion applies the Repo's draft, which must become version n, and
+// checks that the change log has change.
+func (s *System) applyVersion(repo string, n int, change string) {
+	s.t.Helper()
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, fmt.Sprintf("Applied version %d", n)) {
+		s.t.Fatalf("kndl env apply: exit %d\n%s\n%s; want version %d", code, out, errOut, n)
+	}
+	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, change) {
+		s.t.Fatalf("kndl env log:\n%s\nwant %q", out, change)
+	}
+}
+
 func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.Event, bool) {
 	for _, e := range evs {
 		if match(e) {
@@ -160,6 +174,15 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	if settings := Eval[string](b, `document.getElementById("env-settings").textContent`); !strings.Contains(settings, "next to:            package.json=node_modules, pyproject.toml=.venv") {
 		t.Fatalf("the current version shows:\n%s\nwant its Next to files", settings)
 	}
+
+	// Docker is a build input: ticking it makes a draft that needs a Test
+	// build.
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.docker.checked = true; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the Docker draft saved", `document.getElementById("draft-state").textContent.includes("run a Test build before applying")`)
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
+	if d := env.Draft; d == nil || !d.Settings.Docker || !d.NeedsTest || !slices.Contains(d.Changes, "docker: off -> on") || d.Settings.Bootstrap != script {
+		t.Fatalf("the draft after ticking Docker: %+v, want Docker on, the rest kept, needing a Test build", d)
+	}
 }
 
 // sessionPageHTML is the Session view's page as the dev user gets it.
@@ -192,12 +215,7 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 || !strings.Contains(out, "dependency disk: bound 1 folder (web/node_modules)") {
 		t.Fatalf("kndl env test: exit %d\n%s\n%s; want web/node_modules bound", code, out, errOut)
 	}
-	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 1") {
-		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
-	}
-	if out, _, _ := s.kndl("", "env", "log", "--repo", repo); !strings.Contains(out, "dependency folders: none -> node_modules") {
-		t.Fatalf("kndl env log:\n%s\nwant the dependency folders' change", out)
-	}
+	s.applyVersion(repo, 1, "dependency folders: none -> node_modules")
 
 	s.Model.On(testkit.PromptContains("install"), testkit.Bash("mkdir /workspace/web/node_modules/x && echo installed > /workspace/web/node_modules/x/index.js && touch /root/upper-marker && "+
 		"grep -c ' /workspace/web/node_modules ' /proc/self/mountinfo"))

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -135,6 +136,24 @@ func removeCgroup(rel string) {
 	for _, d := range dirs {
 		unix.Rmdir(d)
 	}
+}
+
+// delegateCgroup hands a Sandbox's cgroup, in every v1 hierarchy, to its
+// root (host uid uid), so dockerd can make its containers' cgroups below
+// it: the directory and the files that take processes, never the files
+// of its own limits, which stay the host's. A child's limits cannot go
+// past its parent's.
+func delegateCgroup(rel string, uid int) error {
+	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", cgroupParent, rel))
+	var errs []error
+	for _, d := range dirs {
+		for _, p := range []string{d, filepath.Join(d, "cgroup.procs"), filepath.Join(d, "tasks")} {
+			if err := os.Lchown(p, uid, uid); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // oomKills is how many processes the kernel killed in a Sandbox's cgroup

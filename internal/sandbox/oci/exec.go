@@ -78,7 +78,7 @@ func (b *OCI) Exec(ctx context.Context, id string, c sandbox.Cmd) (sandbox.Proce
 			}
 		}
 	}
-	proc := sandboxProcess(args, c.Env, dir, uid, gid, groups)
+	proc := sandboxProcess(args, c.Env, dir, uid, gid, groups, sandboxCapabilities(rec.Spec))
 	if c.TTY != nil {
 		proc.Terminal = true
 		proc.ConsoleSize = &specs.Box{Height: uint(c.TTY.Rows), Width: uint(c.TTY.Cols)}

@@ -42,6 +42,20 @@ import (
 //   - cgroup limits are set by runsc on the Sandbox's whole sandbox process
 //     tree, on v1, v2 and hybrid hosts alike.
 
+// gvisorNoDocker is why a gVisor Sandbox runs no Docker yet. Measured with
+// runsc at gvisor.Version and Debian 12's docker.io (runsc run of a bundle
+// of the Docker test rootfs, --overlay2=none, /var/lib/docker a bind
+// mount): dockerd, runc and overlay2 work inside the Sentry once the
+// process holds every capability, /sys/fs/cgroup is mounted and runsc has
+// --net-raw, and a bridge container and a port published through
+// docker-proxy work with dockerd --iptables=false. Docker's own iptables
+// do not: Debian's iptables-nft finds no nf_tables ("Protocol not
+// supported") and iptables-legacy no MASQUERADE target, so a bridge
+// container has no NAT and reaches nothing outside the Sandbox. A Docker
+// profile for gVisor would need a runsc flag per Sandbox (--net-raw), its
+// own capability set and dockerd flags of its own: not made yet.
+const gvisorNoDocker = "Docker in a Sandbox needs the crun backend, and this Runner runs gVisor (runsc): set RUNNER_SANDBOX_BACKEND=crun on the Runner, or turn Docker off in the Repo's Environment"
+
 // runscFlags go before every runsc subcommand. sharedRoot holds what runsc
 // shares across its Sandboxes: the empty network namespace its gofers join
 // (pinNullNetns). runsc's other defaults are kept: --directfs and

@@ -47,15 +47,19 @@ var (
 const maxSlot = 1<<14 - 1
 
 const (
-	netnsDir   = "/run/netns"
+	netnsDir = "/run/netns"
+	// usernsDir holds, for a Docker Sandbox's slot, the user namespace
+	// that owns its network namespace (ownedNetns).
+	usernsDir  = "/run/kndl-userns"
 	netnsPre   = "kndl-"
 	vethPre    = "kv"
 	nftTable   = "kndl"
 	relayChain = "sandbox_in"
 )
 
-func vethName(slot int) string  { return vethPre + strconv.Itoa(slot) }
-func netnsPath(slot int) string { return filepath.Join(netnsDir, netnsPre+strconv.Itoa(slot)) }
+func vethName(slot int) string   { return vethPre + strconv.Itoa(slot) }
+func netnsPath(slot int) string  { return filepath.Join(netnsDir, netnsPre+strconv.Itoa(slot)) }
+func usernsPath(slot int) string { return filepath.Join(usernsDir, strconv.Itoa(slot)) }
 
 // slotAddrs returns the host's and the Sandbox's address in slot's /30.
 func slotAddrs(slot int) (host, guest netip.Addr) {
@@ -299,14 +303,25 @@ func denyRelay(veth string) error {
 // setUpNetwork gives slot its network namespace, veth pair, addresses,
 // routes and relay rule. The caller holds the host lock; on error, whatever
 // was made is torn down.
-func setUpNetwork(slot int, relay netip.AddrPort) (err error) {
+//
+// With docker, the network namespace is owned by a user namespace of the
+// slot's uid range, which the Sandbox then joins (ownedNetns): its root
+// holds CAP_NET_ADMIN over its own network, as dockerd needs for its
+// bridge, veths and NAT. The host's end, its firewall and rp_filter are
+// the same either way.
+func setUpNetwork(slot int, relay netip.AddrPort, docker bool) (err error) {
 	defer func() {
 		if err != nil {
 			tearDownNetwork(slot)
 		}
 	}()
 	host, guest := slotAddrs(slot)
-	h, err := createNetns(netnsPath(slot))
+	if docker {
+		if err := ownedNetns(netnsPath(slot), usernsPath(slot), slotUIDBase(slot)); err != nil {
+			return err
+		}
+	}
+	h, err := createNetns(netnsPath(slot), docker)
 	if err != nil {
 		return err
 	}
@@ -360,21 +375,32 @@ func setUpNetwork(slot int, relay netip.AddrPort) (err error) {
 	return allowRelay(veth.Name, relay)
 }
 
-// createNetns makes a network namespace bound at path, with its loopback
-// up and unprivileged ports and ping open to the Sandbox's users (the
-// Sandbox's root has no capability over a namespace the host owns). It
-// returns a netlink handle inside it. The namespace is made on a thread
-// locked for the purpose and thrown away after, so no other goroutine ever
-// runs in it.
-func createNetns(path string) (*netlink.Handle, error) {
-	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
-		return nil, err
+// createNetns makes a network namespace bound at path, or with made
+// takes the one ownedNetns bound there, with its loopback up and
+// unprivileged ports and ping open to the Sandbox's users (the Sandbox's
+// root has no capability over a namespace the host owns). It returns a
+// netlink handle inside it. The namespace is entered on a thread locked
+// for the purpose and thrown away after, so no other goroutine ever runs
+// in it.
+func createNetns(path string, made bool) (*netlink.Handle, error) {
+	var ns *os.File
+	if made {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		ns = f
+	} else {
+		if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+		if err != nil {
+			return nil, fmt.Errorf("netns %s: %w", path, err)
+		}
+		f.Close()
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
-	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", path, err)
-	}
-	f.Close()
 	type result struct {
 		h   *netlink.Handle
 		err error
@@ -383,10 +409,13 @@ func createNetns(path string) (*netlink.Handle, error) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 		h, err := func() (*netlink.Handle, error) {
-			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			if ns != nil {
+				if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+					return nil, fmt.Errorf("enter network namespace %s: %w", path, err)
+				}
+			} else if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 				return nil, fmt.Errorf("unshare network namespace: %w", err)
-			}
-			if err := unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, ""); err != nil {
+			} else if err := unix.Mount("/proc/thread-self/ns/net", path, "", unix.MS_BIND, ""); err != nil {
 				return nil, fmt.Errorf("bind network namespace at %s: %w", path, err)
 			}
 			for _, s := range []struct{ path, val string }{
@@ -420,6 +449,47 @@ func createNetns(path string) (*netlink.Handle, error) {
 	return r.h, r.err
 }
 
+// ownedNetns makes a user namespace mapping 0..65535 to base.. and a
+// network namespace it owns, in one helper process, and binds them at
+// userPath and netPath, where they stay after the helper is gone.
+func ownedNetns(netPath, userPath string, base uint32) (err error) {
+	for _, dir := range []string{netnsDir, usernsDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	// A user namespace a crash left bound is the slot's, whose lock the
+	// caller holds: it goes.
+	if exists(userPath) {
+		removeNetns(userPath)
+	}
+	for _, p := range []string{netPath, userPath} {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+		if err != nil {
+			return fmt.Errorf("namespace file %s: %w", p, err)
+		}
+		f.Close()
+	}
+	defer func() {
+		if err != nil {
+			removeNetns(netPath)
+			removeNetns(userPath)
+		}
+	}()
+	pid, done, err := namespaceHelper(unix.CLONE_NEWUSER|unix.CLONE_NEWNET, base)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for _, b := range []struct{ ns, path string }{{"user", userPath}, {"net", netPath}} {
+		src := fmt.Sprintf("/proc/%d/ns/%s", pid, b.ns)
+		if err := unix.Mount(src, b.path, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s namespace at %s: %w", b.ns, b.path, err)
+		}
+	}
+	return nil
+}
+
 func removeNetns(path string) {
 	unix.Unmount(path, unix.MNT_DETACH)
 	os.Remove(path)
@@ -440,6 +510,9 @@ func tearDownNetwork(slot int) error {
 		}
 	}
 	removeNetns(netnsPath(slot))
+	if exists(usernsPath(slot)) {
+		removeNetns(usernsPath(slot))
+	}
 	return errors.Join(errs...)
 }
 

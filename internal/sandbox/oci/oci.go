@@ -143,6 +143,9 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		MemoryMiB:    hostMemoryMiB(),
 		Relay:        b.relay.String(),
 	}
+	if gvisor {
+		b.host.NoDocker = gvisorNoDocker
+	}
 	b.host.Notes = append(b.host.Notes, "Disk use is not limited: a Sandbox's own writes and Disks grow on the state directory's filesystem.")
 	if len(opts.DNS) == 0 {
 		b.host.Notes = append(b.host.Notes, "The host has no resolver a Sandbox can reach (a loopback one is no use from another network namespace), so Sandboxes have no DNS; set the backend's DNS option.")
@@ -529,6 +532,9 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err := validate(spec); err != nil {
 		return err
 	}
+	if spec.Docker && b.host.NoDocker != "" {
+		return fmt.Errorf("sandbox %s: %s: %w", spec.ID, b.host.NoDocker, sandbox.ErrNotSupported)
+	}
 	d := b.dir(spec.ID)
 	unlockHost, err := b.lockHost()
 	if err != nil {
@@ -731,7 +737,7 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 				err = b.fw.ensure()
 			}
 			if err == nil {
-				err = setUpNetwork(rec.Slot, b.relay)
+				err = setUpNetwork(rec.Slot, b.relay, rec.Spec.Docker)
 			}
 			unlockHost()
 		}
@@ -776,6 +782,11 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	}
 	if err := writeJSON(d.run(), runRecord{PID: pid, StartTime: st}); err != nil {
 		return err
+	}
+	if rec.Spec.Docker {
+		if err := delegateCgroup(cgroupName(id, rec.Slot), int(slotUIDBase(rec.Slot))); err != nil {
+			return fmt.Errorf("hand the cgroup to dockerd: %w", err)
+		}
 	}
 	b.log.Debug("started sandbox", "sandbox", id, "rootfs", rootfsTime, "network", netTime, "runtime", time.Since(t2))
 	rec.Started = true

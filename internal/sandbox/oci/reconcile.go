@@ -166,6 +166,13 @@ func (b *OCI) reconcileHost() error {
 			}
 		}
 	}
+	if ns, err := os.ReadDir(usernsDir); err == nil {
+		for _, e := range ns {
+			if n, ok := numbered(e.Name(), ""); ok {
+				inUse[n] = true
+			}
+		}
+	}
 	if links, err := netlink.LinkList(); err == nil {
 		for _, l := range links {
 			if n, ok := numbered(l.Attrs().Name, vethPre); ok {

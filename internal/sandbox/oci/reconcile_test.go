@@ -72,10 +72,11 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	unix.Kill(run.PID, unix.SIGKILL)
 	testenv.Eventually(t, testenv.WaitShort, "PID 1 of died is gone", func() bool { return !run.alive() })
 
-	// A network and cgroup of a slot nobody holds.
+	// A network (a Docker Sandbox's, with the user namespace that owns
+	// it) and cgroup of a slot nobody holds.
 	const orphan = maxSlot - 7
 	unlock, _ = b.lockHost()
-	err = setUpNetwork(orphan, b.relay)
+	err = setUpNetwork(orphan, b.relay, true)
 	unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -89,11 +90,12 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	t.Cleanup(func() { tearDownNetwork(orphan); unix.Rmdir(cg) })
 
 	for what, ok := range map[string]bool{
-		"half's directory":         exists(string(half)),
-		"died's mount":             isMountPoint(b.rootfsDir(diedRec.Slot)),
-		"died's network namespace": exists(netnsPath(diedRec.Slot)),
-		"died's runtime container": b.rt.state(ctx, "died") != "",
-		"the orphan's veth":        linkExists(vethName(orphan)),
+		"half's directory":            exists(string(half)),
+		"died's mount":                isMountPoint(b.rootfsDir(diedRec.Slot)),
+		"died's network namespace":    exists(netnsPath(diedRec.Slot)),
+		"died's runtime container":    b.rt.state(ctx, "died") != "",
+		"the orphan's veth":           linkExists(vethName(orphan)),
+		"the orphan's user namespace": exists(usernsPath(orphan)),
 	} {
 		if !ok {
 			t.Fatalf("before reconciling, %s is missing; the checks below prove nothing", what)
@@ -119,6 +121,9 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	}
 	if b.rt.state(ctx, "died") != "" {
 		t.Error("died's runtime container is still there")
+	}
+	if exists(usernsPath(orphan)) {
+		t.Error("the orphan's user namespace is still there")
 	}
 	for _, slot := range []int{diedRec.Slot, orphan} {
 		if exists(netnsPath(slot)) {

@@ -50,30 +50,40 @@ const uidBase = 1 << 30
 // a descriptor of it. The helper that made it is gone by then: the
 // descriptor alone keeps the namespace.
 func usernsFor(base uint32) (int, error) {
+	pid, done, err := namespaceHelper(syscall.CLONE_NEWUSER, base)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	done()
+	if err != nil {
+		return -1, fmt.Errorf("open user namespace: %w", err)
+	}
+	return fd, nil
+}
+
+// namespaceHelper starts a helper in new namespaces (flags, a new user
+// namespace among them) mapping 0..65535 to base.., and returns its pid;
+// done ends it, once its namespaces are opened or bound.
+func namespaceHelper(flags uintptr, base uint32) (pid int, done func(), err error) {
 	cmd := exec.Command("/proc/self/exe", helperArg, helperUserns)
 	cmd.Env = []string{}
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: uidRange}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
+		Cloneflags:  flags,
 		UidMappings: m,
 		GidMappings: m,
 		Pdeathsig:   syscall.SIGKILL,
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return -1, err
+		return 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		stdin.Close()
-		return -1, fmt.Errorf("start user namespace helper: %w", err)
+		return 0, nil, fmt.Errorf("start user namespace helper: %w", err)
 	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	stdin.Close()
-	cmd.Wait()
-	if err != nil {
-		return -1, fmt.Errorf("open user namespace: %w", err)
-	}
-	return fd, nil
+	return cmd.Process.Pid, func() { stdin.Close(); cmd.Wait() }, nil
 }
 
 // usernsCache keeps one user namespace per uid base for the backend's

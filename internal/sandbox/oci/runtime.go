@@ -43,6 +43,24 @@ var capabilities = []string{
 	"CAP_SETUID", "CAP_SYS_CHROOT",
 }
 
+// dockerCapabilities are a Docker Sandbox's, all over its own user
+// namespace: dockerd, containerd and runc mount and make namespaces
+// (SYS_ADMIN) and set up their containers' networks (NET_ADMIN), and runc
+// gives each container Docker's default set, which has NET_RAW and MKNOD:
+// without them in the Sandbox's bounding set no container starts
+// (measured: "unable to apply caps"). No more is needed (measured:
+// TestDockerInASandbox passes with these alone).
+var dockerCapabilities = append(slices.Clone(capabilities),
+	"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_MKNOD")
+
+// sandboxCapabilities are what spec's processes hold.
+func sandboxCapabilities(spec sandbox.Spec) []string {
+	if spec.Docker {
+		return dockerCapabilities
+	}
+	return capabilities
+}
+
 // ociVersion is the runtime-spec version of config.json: crun 1.8 refuses
 // newer ones ("unknown version specified").
 const ociVersion = "1.0.2"
@@ -139,14 +157,14 @@ func tail(b []byte, n int) string {
 // sandboxProcess is the runtime's description of one process: PID 1 or an
 // Exec. Every process gets the same capabilities, limits and
 // no_new_privs; its environment is only ever given through a pipe.
-func sandboxProcess(args, env []string, cwd string, uid, gid uint32, groups []uint32) *specs.Process {
+func sandboxProcess(args, env []string, cwd string, uid, gid uint32, groups []uint32, caps []string) *specs.Process {
 	return &specs.Process{
 		User: specs.User{UID: uid, GID: gid, AdditionalGids: groups},
 		Args: args,
 		Env:  env,
 		Cwd:  cwd,
 		Capabilities: &specs.LinuxCapabilities{
-			Bounding: capabilities, Effective: capabilities, Permitted: capabilities,
+			Bounding: caps, Effective: caps, Permitted: caps,
 		},
 		Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile}},
 		NoNewPrivileges: true,
@@ -168,7 +186,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: cgroupMountOptions(rec.Spec)},
 		{Destination: initPath, Type: "bind", Source: b.opts.InitPath, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	}
 	// Files the backend writes for the Sandbox are owned by host root and
@@ -225,15 +243,20 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		res.Pids = &specs.LinuxPids{Limit: &limit}
 	}
 
+	userns := specs.LinuxNamespace{Type: specs.UserNamespace}
+	if rec.Spec.Docker {
+		// The user namespace that owns the network namespace, joined.
+		userns.Path = usernsPath(rec.Slot)
+	}
 	namespaces := []specs.LinuxNamespace{
 		{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
-		{Type: specs.MountNamespace}, {Type: specs.UserNamespace}, {Type: specs.CgroupNamespace},
+		{Type: specs.MountNamespace}, userns, {Type: specs.CgroupNamespace},
 		{Type: specs.NetworkNamespace, Path: netnsPath(rec.Slot)},
 	}
 
 	spec := &specs.Spec{
 		Version:  ociVersion,
-		Process:  sandboxProcess([]string{initPath, helperArg, helperInit}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil),
+		Process:  sandboxProcess([]string{initPath, helperArg, helperInit}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
 		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
 		Hostname: hostname,
 		Mounts:   mounts,
@@ -243,7 +266,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 			CgroupsPath: "/" + cgroupParent + "/" + cgroupName(id, rec.Slot),
 			Resources:   res,
 			Namespaces:  namespaces,
-			Seccomp:     seccompProfile(),
+			Seccomp:     seccompProfile(rec.Spec.Docker),
 			// The runtime's usual masks, and the network part of /sys: a
 			// user namespace cannot mount a sysfs for a network namespace
 			// the host owns, so the runtime binds the host's, whose
@@ -261,6 +284,16 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		gvisorSpec(spec, idmap)
 	}
 	return spec
+}
+
+// cgroupMountOptions: a Docker Sandbox's cgroups are writable, for dockerd
+// to make its containers' below the Sandbox's own.
+func cgroupMountOptions(spec sandbox.Spec) []string {
+	opts := []string{"nosuid", "noexec", "nodev", "relatime"}
+	if !spec.Docker {
+		opts = append(opts, "ro")
+	}
+	return opts
 }
 
 // cgroupName is a Sandbox's cgroup under cgroupParent: unique on the host

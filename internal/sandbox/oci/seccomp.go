@@ -19,30 +19,47 @@ import (
 // to clone, whose namespace flags are refused. This is the deny side of
 // Docker's default profile; anything not named is allowed.
 //
-// A Sandbox therefore cannot run bubblewrap, nested containers or Docker;
-// the vm backend is the one for those.
-func seccompProfile() *specs.LinuxSeccomp {
+// A Sandbox therefore cannot run bubblewrap or nested containers.
+//
+// A Docker Sandbox's profile (docker) lets namespaces and mounts through,
+// for dockerd, containerd and runc: the Sandbox's root, holding
+// dockerCapabilities over its own user namespace, makes its containers'
+// namespaces, mounts their overlays and sets up their network. The rest
+// stays refused; keyrings answer ENOSYS, which runc takes for "none here".
+func seccompProfile(docker bool) *specs.LinuxSeccomp {
 	eperm := uint(unix.EPERM)
 	enosys := uint(unix.ENOSYS)
 	denied := []string{
-		"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module",
-		"delete_module", "finit_module", "fsconfig", "fsmount", "fsopen", "fspick",
-		"get_kernel_syms", "init_module", "io_uring_enter", "io_uring_register",
-		"io_uring_setup", "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load",
-		"keyctl", "lookup_dcookie", "mount", "mount_setattr", "move_mount",
-		"name_to_handle_at", "nfsservctl", "open_by_handle_at", "open_tree",
-		"perf_event_open", "pivot_root", "quotactl", "quotactl_fd", "reboot",
-		"request_key", "setns", "settimeofday", "stime", "swapoff", "swapon",
-		"syslog", "umount", "umount2", "unshare", "uselib", "userfaultfd", "ustat",
+		"acct", "bpf", "clock_adjtime", "clock_settime", "create_module",
+		"delete_module", "finit_module", "get_kernel_syms", "init_module",
+		"io_uring_enter", "io_uring_register", "io_uring_setup", "ioperm", "iopl",
+		"kcmp", "kexec_file_load", "kexec_load", "lookup_dcookie",
+		"name_to_handle_at", "nfsservctl", "open_by_handle_at",
+		"perf_event_open", "quotactl", "quotactl_fd", "reboot",
+		"settimeofday", "stime", "swapoff", "swapon",
+		"syslog", "uselib", "userfaultfd", "ustat",
 		"vm86", "vm86old", "_sysctl", "sysfs",
+	}
+	// Keyrings are refused either way; a Docker Sandbox's with ENOSYS,
+	// which runc takes as "no keyrings here" where EPERM fails its start.
+	keyrings := []string{"add_key", "keyctl", "request_key"}
+	unsupported := []string{"clone3"}
+	if docker {
+		unsupported = append(unsupported, keyrings...)
+	} else {
+		denied = append(denied, keyrings...)
+		denied = append(denied, namespacesAndMounts...)
 	}
 	p := &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
 		Architectures: seccompArches(),
 		Syscalls: []specs.LinuxSyscall{
 			{Names: denied, Action: specs.ActErrno, ErrnoRet: &eperm},
-			{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+			{Names: unsupported, Action: specs.ActErrno, ErrnoRet: &enosys},
 		},
+	}
+	if docker {
+		return p
 	}
 	for _, flag := range []uint64{
 		unix.CLONE_NEWNS, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC, unix.CLONE_NEWUSER,
@@ -54,6 +71,13 @@ func seccompProfile() *specs.LinuxSeccomp {
 		})
 	}
 	return p
+}
+
+// namespacesAndMounts are the calls that make namespaces or mounts, refused
+// outside a Docker Sandbox.
+var namespacesAndMounts = []string{
+	"fsconfig", "fsmount", "fsopen", "fspick", "mount", "mount_setattr", "move_mount",
+	"open_tree", "pivot_root", "setns", "umount", "umount2", "unshare",
 }
 
 // seccompArches lists every ABI the host's CPU runs, so a syscall made

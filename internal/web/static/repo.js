@@ -17,6 +17,7 @@ function describe(s) {
     `image:              ${s.image || "the Runner's default"}`,
     `bootstrap:          ${lines(s.bootstrap)}`,
     `start:              ${lines(s.start)}`,
+    `docker:             ${s.docker ? "on" : "off"}`,
     `dependency folders: ${list(s.dependency_folders)}`,
     `next to:            ${list(nextToList(s.next_to))}`,
     `cpus:               ${s.cpus || "the Runner's default"}`,
@@ -51,6 +52,7 @@ async function load() {
   form.image.value = s.image || "";
   form.bootstrap.value = s.bootstrap || "";
   form.start.value = s.start || "";
+  form.docker.checked = !!s.docker;
   form.dependency_folders.value = (s.dependency_folders || []).join(", ");
   form.next_to.value = nextToList(s.next_to).join(", ");
   form.cpus.value = s.cpus || "";
@@ -77,6 +79,7 @@ function settings() {
     image: form.image.value.trim(),
     bootstrap: form.bootstrap.value,
     start: form.start.value,
+    docker: form.docker.checked,
     dependency_folders: commaList(form.dependency_folders.value),
     next_to: nextToMap(form.next_to.value),
     cpus: Number(form.cpus.value) || 0,
