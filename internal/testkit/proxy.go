@@ -121,10 +121,16 @@ func (p *Proxy) forward(down net.Conn) {
 	p.pipe(down, up)
 }
 
-// pipe copies src to dst, each chunk only while the line is open.
+// pipe copies src to dst, each chunk only while the line is open. An end
+// closed during a cut is not passed on: a silent line carries no FIN
+// either, and Restore closes what the cut held.
 func (p *Proxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
+	defer func() {
+		if !p.wasCut(src) {
+			dst.Close()
+			src.Close()
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
