@@ -82,6 +82,11 @@ type Backend interface {
 	// runs, ErrNotFound for an unknown id, and an errdefs.ErrInvalid for a
 	// bind Create would refuse.
 	SetDiskBinds(ctx context.Context, id string, binds []DiskBind) error
+	// PruneDisk deletes each entry at the top of a created or stopped
+	// Sandbox's Disk whose name keep refuses, with everything under it,
+	// and says what went and how much it held. Returns ErrRunning if it
+	// runs, ErrNotFound for an unknown id or a Disk it does not have.
+	PruneDisk(ctx context.Context, id, disk string, keep func(name string) bool) ([]Pruned, error)
 
 	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
 	Status(ctx context.Context, id string) (Status, error)
@@ -132,6 +137,13 @@ type DiskBind struct {
 	Target string // absolute path inside the Sandbox
 }
 
+// Pruned is an entry PruneDisk deleted: its name, and the bytes of disk
+// it held.
+type Pruned struct {
+	Name  string
+	Bytes int64
+}
+
 // Bind mounts a host directory into the Sandbox. Files the Sandbox's root
 // writes through a Bind are owned by the host's root.
 type Bind struct {
@@ -146,10 +158,16 @@ type Tmpfs struct {
 	Mode   os.FileMode
 }
 
-// Resources are CPU and memory limits. Zero means the backend's default.
+// Resources are CPU, memory and disk limits. Zero means the backend's
+// default.
 type Resources struct {
 	CPUs      float64
 	MemoryMiB int
+	// DiskMiB bounds what the Sandbox writes: its root filesystem's own
+	// writes and its Disks together (not its Binds, nor its Tmpfs, which
+	// count as memory). Fixed when the Sandbox is made: a Start keeps it.
+	// Zero where the backend gives no limit (HostInfo.DiskLimit).
+	DiskMiB int
 }
 
 // HostInfo says what a backend can enforce on this host.
@@ -162,6 +180,12 @@ type HostInfo struct {
 	// MaxCPUs and MaxMemoryMiB cap every Sandbox's Resources.
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// MaxDiskMiB caps every Sandbox's DiskMiB, and is what one gets that
+	// asks for none; 0: no cap, a Sandbox is limited only if it asks.
+	MaxDiskMiB int
+	// DiskLimit says how the host enforces a disk limit; empty where it
+	// cannot, and Notes say why.
+	DiskLimit string
 	// CPUs and MemoryMiB are the host's, which all its Sandboxes share.
 	CPUs      float64
 	MemoryMiB int
@@ -195,6 +219,12 @@ type Status struct {
 	// for want of memory since it last started (its memory limit reached);
 	// 0 where the backend can't say.
 	OOMKills int64
+	// DiskUsedMiB is how much of its disk limit (Resources.DiskMiB) the
+	// running Sandbox uses, and DiskFull says it is reached: a write then
+	// fails with ENOSPC. Both zero where there is no limit or the
+	// Sandbox is not running.
+	DiskUsedMiB int
+	DiskFull    bool
 }
 
 // Cmd is a process to Exec.

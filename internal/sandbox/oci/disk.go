@@ -1,0 +1,225 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Sandbox's disk limit. With one (record.DiskMiB > 0) everything the
+// Sandbox writes, its root filesystem's upper layer and its Disks
+// together, lives on an ext4 filesystem of that size in a sparse image
+// file of its own, <sandbox>/disk.img, loop-mounted at <sandbox>/own: a
+// write past it fails with ENOSPC inside the Sandbox, on crun and on
+// gVisor alike (the gofer gets the host's ENOSPC), and the host's
+// filesystem only ever holds what the Sandbox really wrote (sparse, and
+// mounted with discard, so deleted files give their blocks back).
+//
+// The image is mounted while the Sandbox runs, and for the length of an
+// operation that reads or writes its files while it is stopped (Create,
+// Snapshot, RemoveKeepingDisks, PruneDisk), under the Sandbox's lock; a
+// stopped Sandbox holds no loop device and no mount. The loop device is
+// set to clear itself on its last close (LO_FLAGS_AUTOCLEAR), so an
+// unmount, or a crash before the mount, frees it; reconcile unmounts what
+// a crash left and clears any loop device still backed by an image here.
+//
+// One image per Sandbox, not one per Disk, makes the limit the Sandbox's
+// whole: what it costs is that RemoveKeepingDisks copies each Disk out of
+// the image, and Create copies a kept one in (docs/performance.md).
+
+// diskImage and diskMount are a limited Sandbox's image and its mount point.
+func (d sandboxDir) diskImage() string { return d.path("disk.img") }
+func (d sandboxDir) diskMount() string { return d.path("own") }
+
+// own is the directory holding the Sandbox's upper, work and Disks: the
+// image's mount point with a disk limit, the Sandbox's directory without.
+func (d sandboxDir) own(rec record) sandboxDir {
+	if rec.DiskMiB > 0 {
+		return sandboxDir(d.diskMount())
+	}
+	return d
+}
+
+// diskEnforcer says how this host enforces a disk limit, or why it cannot.
+func diskEnforcer() (how string, err error) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		return "", errors.New("mkfs.ext4 is not installed (apt-get install e2fsprogs)")
+	}
+	fd, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("no loop devices (/dev/loop-control: %v)", err)
+	}
+	unix.Close(fd)
+	return "a sized ext4 image per Sandbox, loop-mounted: its own writes and its Disks together", nil
+}
+
+// makeDiskImage makes a sparse image of mib MiB at path with an empty ext4
+// on it. Lazy inode table and journal initialisation keep mkfs from
+// writing the whole of it; -m 0: no blocks kept for a root that is the
+// Sandbox's own.
+func makeDiskImage(ctx context.Context, path string, mib int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(int64(mib) << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", path)
+	cmd.Env = runtimeEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4 %s: %w: %s", path, err, tail(out, 400))
+	}
+	return nil
+}
+
+// mountDiskImage attaches img to a free loop device and mounts its ext4 at
+// target (made if missing). Mounted already is fine.
+func mountDiskImage(img, target string) error {
+	if isMountPoint(target) {
+		return nil
+	}
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return err
+	}
+	loop, err := attachLoop(img)
+	if err != nil {
+		return err
+	}
+	// The mount holds the device now: closing it leaves it attached until
+	// the unmount, when it clears itself.
+	defer loop.Close()
+	if err := unix.Mount(loop.Name(), target, "ext4", unix.MS_NODEV|unix.MS_NOSUID, "discard"); err != nil {
+		return fmt.Errorf("mount the disk image %s at %s: %w", img, target, err)
+	}
+	return nil
+}
+
+// attachLoop sets a free loop device over img, clearing itself on its
+// last close. Another process may take the free device between asking
+// and setting it (EBUSY): then it asks again.
+func attachLoop(img string) (*os.File, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer ctl.Close()
+	backing, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer backing.Close()
+	for range 10 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, fmt.Errorf("find a free loop device: %w", err)
+		}
+		dev, err := os.OpenFile("/dev/loop"+strconv.Itoa(n), os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Size: 4096} // Size: the block size, mkfs.ext4 -b's
+		// Direct I/O keeps the image's pages out of the host's page cache
+		// (the ext4 above caches them already).
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO
+		copy(cfg.Info.File_name[:], img)
+		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+		if err == nil {
+			return dev, nil
+		}
+		dev.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("attach %s to a loop device: %w", img, err)
+		}
+	}
+	return nil, fmt.Errorf("attach %s to a loop device: every free one was taken first", img)
+}
+
+// unmountDiskImage unmounts a Sandbox's image, if mounted, and removes the
+// mount point; its loop device clears itself.
+func unmountDiskImage(target string) error {
+	if isMountPoint(target) {
+		err := unix.Unmount(target, 0)
+		if errors.Is(err, unix.EBUSY) {
+			// Something of the Sandbox's still holds a file (a runtime
+			// process not yet reaped): the device goes once it lets go.
+			err = unix.Unmount(target, unix.MNT_DETACH)
+		}
+		if err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount the disk image at %s: %w", target, err)
+		}
+	}
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// withDisk runs fn with a stopped Sandbox's image mounted, unmounting it
+// after; without a disk limit it just runs fn.
+func withDisk(d sandboxDir, rec record, fn func() error) error {
+	if rec.DiskMiB == 0 {
+		return fn()
+	}
+	if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
+		return err
+	}
+	err := fn()
+	if uerr := unmountDiskImage(d.diskMount()); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// diskUse reports how many MiB of a mounted image of size MiB are used,
+// and whether it is full: less than 1% of it (and at least 1 MiB) left,
+// where ext4 starts refusing a file's next blocks.
+func diskUse(target string, size int) (used int, full bool) {
+	var st unix.Statfs_t
+	if !isMountPoint(target) || unix.Statfs(target, &st) != nil {
+		return 0, false
+	}
+	bs := uint64(st.Bsize)
+	left := st.Bavail * bs
+	return int((st.Blocks - st.Bfree) * bs >> 20), left < max(1<<20, uint64(size)<<20/100)
+}
+
+// loopsUnder maps each loop device backed by a file under dir to that
+// file: one whose image is not mounted is what a crash left attached past
+// its autoclear.
+func loopsUnder(dir string) map[string]string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if p := strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)"); strings.HasPrefix(p, dir+"/") {
+			out["/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f)))] = p
+		}
+	}
+	return out
+}
+
+// detachLoop clears a loop device; one still mounted is busy and stays.
+func detachLoop(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+}
