@@ -92,6 +92,7 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 		}
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
 	case "Stop":
+		r.noteDiskFull(s)
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
 	case "StopFailure":
 		s.inTurn.Store(false) // its turn_end is the hook's, below, not the transcript's
