@@ -24,8 +24,9 @@ import (
 // mounted with discard, so deleted files give their blocks back).
 //
 // The image is mounted while the Sandbox runs, and for the length of an
-// operation that reads or writes its files while it is stopped (Create,
-// Snapshot, RemoveKeepingDisks, PruneDisk), under the Sandbox's lock; a
+// operation that reads or writes its files while it is stopped (a Create
+// taking kept Disks in, Snapshot, RemoveKeepingDisks, PruneDisk), under
+// the Sandbox's lock; a
 // stopped Sandbox holds no loop device and no mount. The loop device is
 // set to clear itself on its last close (LO_FLAGS_AUTOCLEAR), so an
 // unmount, or a crash before the mount, frees it; reconcile unmounts what
@@ -61,11 +62,12 @@ func diskEnforcer() (how string, err error) {
 	return "a sized ext4 image per Sandbox, loop-mounted: its own writes and its Disks together", nil
 }
 
-// makeDiskImage makes a sparse image of mib MiB at path with an empty ext4
-// on it. Lazy inode table and journal initialisation keep mkfs from
-// writing the whole of it; -m 0: no blocks kept for a root that is the
-// Sandbox's own.
-func makeDiskImage(ctx context.Context, path string, mib int) error {
+// makeDiskImage makes a sparse image of mib MiB at path with an ext4 on
+// it holding a copy of the tree at dir (owners and modes kept), so that
+// Create need not mount it. Lazy inode table and journal initialisation
+// keep mkfs from writing the whole of it; -m 0: no blocks kept for a root
+// that is the Sandbox's own.
+func makeDiskImage(ctx context.Context, path string, mib int, dir string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -77,7 +79,7 @@ func makeDiskImage(ctx context.Context, path string, mib int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", path)
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", "-d", dir, path)
 	cmd.Env = runtimeEnv
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4 %s: %w: %s", path, err, tail(out, 400))

@@ -629,15 +629,17 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err != nil {
 		return err
 	}
+	// The Sandbox's own directories: made in place, or, with a disk limit,
+	// in a tree mkfs.ext4 copies into the new image, which is then mounted
+	// only to take kept Disks in.
+	tree := own
 	if disk > 0 {
-		if err := makeDiskImage(ctx, d.diskImage(), disk); err != nil {
-			return err
-		}
-		if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
+		tree = sandboxDir(d.path("own-tree"))
+		if err := os.Mkdir(string(tree), 0o755); err != nil {
 			return err
 		}
 	}
-	for _, p := range []string{own.upper(), own.work(), d.layers(), own.path("disks"), d.path("etc"), d.bundle()} {
+	for _, p := range []string{tree.upper(), tree.work(), d.layers(), tree.path("disks"), d.path("etc"), d.bundle()} {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return err
 		}
@@ -645,22 +647,42 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	// The upper's root is the root filesystem's "/": owned by the Sandbox's
 	// root and world-readable like any "/".
 	base := int(slotUIDBase(slot))
-	if err := os.Chown(own.upper(), base, base); err != nil {
+	if err := os.Chown(tree.upper(), base, base); err != nil {
 		return err
 	}
-	if err := os.Chmod(own.upper(), 0o755); err != nil {
+	if err := os.Chmod(tree.upper(), 0o755); err != nil {
 		return err
 	}
+	taking := false
 	for _, dk := range spec.Disks {
 		if dk.From != "" {
-			// Into a disk image, a copy (docs/performance.md).
-			if err := moveTree(ctx, dk.From, own.disk(dk.Name)); err != nil {
-				return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
-			}
+			taking = true
 			continue
 		}
-		if err := os.Mkdir(own.disk(dk.Name), 0o755); err != nil {
+		if err := os.Mkdir(tree.disk(dk.Name), 0o755); err != nil {
 			return err
+		}
+	}
+	if disk > 0 {
+		if err := makeDiskImage(ctx, d.diskImage(), disk, string(tree)); err != nil {
+			return err
+		}
+		if err := removeTree(string(tree)); err != nil {
+			return err
+		}
+		if taking {
+			if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, dk := range spec.Disks {
+		if dk.From == "" {
+			continue
+		}
+		// Into a disk image, a copy (docs/performance.md).
+		if err := moveTree(ctx, dk.From, own.disk(dk.Name)); err != nil {
+			return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
 		}
 	}
 	// Taken: the finished record names no path outside the state
