@@ -310,7 +310,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 			ID:     s.sandbox,
 			Layers: bd.Layers,
 			Disks: keptDisks(dir, []sandbox.Disk{
-				{Name: "claude", Target: claude.ConfigDir},
+				// Apart: Claude Code's transcript goes on being written
+				// when the Session has filled its disk limit.
+				{Name: "claude", Target: claude.ConfigDir, Apart: true},
 				{Name: "cache", Target: cacheDir},
 				{Name: depsDisk, Target: depsDir},
 			}),

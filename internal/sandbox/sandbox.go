@@ -123,6 +123,11 @@ type Spec struct {
 type Disk struct {
 	Name   string // [a-z0-9-], unique within the Sandbox
 	Target string // absolute path inside the Sandbox
+	// Apart, with a disk limit (Resources.DiskMiB), limits this Disk on
+	// its own, to the same size, instead of sharing the limit with the
+	// root filesystem and the other Disks: for Claude Code's state, which
+	// must stay writable when a Session's own writes have filled the rest.
+	Apart bool
 	// From, if set, is a Disk that RemoveKeepingDisks kept (its
 	// dir/<name>): Create moves it in, with everything on it, instead of
 	// making an empty one. A Create that fails puts it back.

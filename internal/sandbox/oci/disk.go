@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,7 +35,11 @@ import (
 //
 // One image per Sandbox, not one per Disk, makes the limit the Sandbox's
 // whole: what it costs is that RemoveKeepingDisks copies each Disk out of
-// the image, and Create copies a kept one in (docs/performance.md).
+// the image, and Create copies a kept one in (docs/performance.md). A
+// Disk.Apart has an image of its own, of the same size, mounted beside
+// (<sandbox>/disk-<name>.img at own-<name>, the Disk in its disk/): the
+// Runner's for Claude Code's state, whose transcript must go on being
+// written when the Session has filled the rest.
 
 // diskImage and diskMount are a limited Sandbox's image and its mount point.
 func (d sandboxDir) diskImage() string { return d.path("disk.img") }
@@ -47,6 +52,66 @@ func (d sandboxDir) own(rec record) sandboxDir {
 		return sandboxDir(d.diskMount())
 	}
 	return d
+}
+
+// image is one of a limited Sandbox's disk images and its mount point,
+// both right in the Sandbox's directory.
+type image struct{ file, mount string }
+
+// tree is where Create makes the image's first directories, for
+// mkfs.ext4 to copy in.
+func (im image) tree() string { return im.mount + "-tree" }
+
+// images are a Sandbox's disk images: the one its upper, work and Disks
+// share, then one for each Disk.Apart; none without a limit.
+func (d sandboxDir) images(rec record) []image {
+	if rec.DiskMiB == 0 {
+		return nil
+	}
+	out := []image{{d.diskImage(), d.diskMount()}}
+	for _, dk := range rec.Spec.Disks {
+		if dk.Apart {
+			out = append(out, image{d.path("disk-" + dk.Name + ".img"), d.path("own-" + dk.Name)})
+		}
+	}
+	return out
+}
+
+// diskDir is where Disk name's files are on the host: under own, or, for
+// an Apart Disk with a limit, in its own image (not at its root, which
+// has ext4's lost+found).
+func (d sandboxDir) diskDir(rec record, name string) string {
+	for _, dk := range rec.Spec.Disks {
+		if dk.Name == name && dk.Apart && rec.DiskMiB > 0 {
+			return d.path("own-"+name, "disk")
+		}
+	}
+	return d.own(rec).disk(name)
+}
+
+// mountImages mounts each image not mounted yet.
+func mountImages(images []image) error {
+	for _, im := range images {
+		if err := mountDiskImage(im.file, im.mount); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmountImages unmounts each image that is mounted.
+func unmountImages(images []image) error {
+	var errs []error
+	for _, im := range images {
+		if err := unmountDiskImage(im.mount); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func anyMounted(images []image) bool {
+	return slices.ContainsFunc(images, func(im image) bool { return isMountPoint(im.mount) })
 }
 
 // diskEnforcer says how this host enforces a disk limit, or why it cannot.
@@ -169,17 +234,16 @@ func unmountDiskImage(target string) error {
 	return nil
 }
 
-// withDisk runs fn with a stopped Sandbox's image mounted, unmounting it
-// after; without a disk limit it just runs fn.
+// withDisk runs fn with a stopped Sandbox's images mounted, unmounting
+// them after; without a disk limit it just runs fn.
 func withDisk(d sandboxDir, rec record, fn func() error) error {
-	if rec.DiskMiB == 0 {
-		return fn()
-	}
-	if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
+	images := d.images(rec)
+	if err := mountImages(images); err != nil {
+		unmountImages(images)
 		return err
 	}
 	err := fn()
-	if uerr := unmountDiskImage(d.diskMount()); err == nil {
+	if uerr := unmountImages(images); err == nil {
 		err = uerr
 	}
 	return err

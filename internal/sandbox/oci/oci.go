@@ -601,20 +601,20 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 		err = writeJSON(d.record(), rec)
 	}
 	unlockHost()
-	own := d.own(rec)
+	images := d.images(rec)
 	defer func() {
 		switch {
 		case err == nil:
 			// A stopped Sandbox holds no mount; Start retries one left.
-			if uerr := unmountDiskImage(d.diskMount()); uerr != nil {
-				b.log.Warn("unmount a new sandbox's disk image", "sandbox", spec.ID, "err", uerr)
+			if uerr := unmountImages(images); uerr != nil {
+				b.log.Warn("unmount a new sandbox's disk images", "sandbox", spec.ID, "err", uerr)
 			}
-		case putBack(context.WithoutCancel(ctx), spec, own) != nil:
+		case putBack(context.WithoutCancel(ctx), spec, func(name string) string { return d.diskDir(rec, name) }) != nil:
 			// A kept disk is still in the directory: it stays, unfinished,
 			// for reconcile to put back.
 			err = fmt.Errorf("create sandbox %s: %w; a kept disk could not be put back, and is under %s", spec.ID, err, d)
 		default:
-			unmountDiskImage(d.diskMount())
+			unmountImages(images)
 			removeTree(string(d))
 			if u, e := b.lockHost(); e == nil {
 				b.freeSlot(slot)
@@ -630,16 +630,26 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 		return err
 	}
 	// The Sandbox's own directories: made in place, or, with a disk limit,
-	// in a tree mkfs.ext4 copies into the new image, which is then mounted
-	// only to take kept Disks in.
-	tree := own
+	// in a tree per image that mkfs.ext4 copies into it, which is then
+	// mounted only to take kept Disks in.
+	tree := func(p string) string { return p }
 	if disk > 0 {
-		tree = sandboxDir(d.path("own-tree"))
-		if err := os.Mkdir(string(tree), 0o755); err != nil {
-			return err
+		tree = func(p string) string {
+			for _, im := range images {
+				if rel, ok := strings.CutPrefix(p, im.mount+"/"); ok {
+					return filepath.Join(im.tree(), rel)
+				}
+			}
+			return p
+		}
+		for _, im := range images {
+			if err := os.Mkdir(im.tree(), 0o755); err != nil {
+				return err
+			}
 		}
 	}
-	for _, p := range []string{tree.upper(), tree.work(), d.layers(), tree.path("disks"), d.path("etc"), d.bundle()} {
+	own := d.own(rec)
+	for _, p := range []string{tree(own.upper()), tree(own.work()), d.layers(), tree(own.path("disks")), d.path("etc"), d.bundle()} {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return err
 		}
@@ -647,10 +657,10 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	// The upper's root is the root filesystem's "/": owned by the Sandbox's
 	// root and world-readable like any "/".
 	base := int(slotUIDBase(slot))
-	if err := os.Chown(tree.upper(), base, base); err != nil {
+	if err := os.Chown(tree(own.upper()), base, base); err != nil {
 		return err
 	}
-	if err := os.Chmod(tree.upper(), 0o755); err != nil {
+	if err := os.Chmod(tree(own.upper()), 0o755); err != nil {
 		return err
 	}
 	taking := false
@@ -659,21 +669,21 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 			taking = true
 			continue
 		}
-		if err := os.Mkdir(tree.disk(dk.Name), 0o755); err != nil {
+		if err := os.Mkdir(tree(d.diskDir(rec, dk.Name)), 0o755); err != nil {
 			return err
 		}
 	}
-	if disk > 0 {
-		if err := makeDiskImage(ctx, d.diskImage(), disk, string(tree)); err != nil {
+	for _, im := range images {
+		if err := makeDiskImage(ctx, im.file, disk, im.tree()); err != nil {
 			return err
 		}
-		if err := removeTree(string(tree)); err != nil {
+		if err := removeTree(im.tree()); err != nil {
 			return err
 		}
-		if taking {
-			if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
-				return err
-			}
+	}
+	if taking {
+		if err := mountImages(images); err != nil {
+			return err
 		}
 	}
 	for _, dk := range spec.Disks {
@@ -681,7 +691,7 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 			continue
 		}
 		// Into a disk image, a copy (docs/performance.md).
-		if err := moveTree(ctx, dk.From, own.disk(dk.Name)); err != nil {
+		if err := moveTree(ctx, dk.From, d.diskDir(rec, dk.Name)); err != nil {
 			return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
 		}
 	}
@@ -698,14 +708,14 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 // putBack moves the Disks a Create took back (Disk.From) to where they
 // were, for a Create that failed or never finished: nothing of a kept disk
 // may go with the Sandbox's directory, so while it returns an error the
-// directory stays. d is where the Disks are (sandboxDir.own).
-func putBack(ctx context.Context, spec sandbox.Spec, d sandboxDir) error {
+// directory stays. dir says where each Disk is (sandboxDir.diskDir).
+func putBack(ctx context.Context, spec sandbox.Spec, dir func(name string) string) error {
 	var errs []error
 	for _, dk := range spec.Disks {
-		if dk.From == "" || !exists(d.disk(dk.Name)) || exists(dk.From) {
+		if dk.From == "" || !exists(dir(dk.Name)) || exists(dk.From) {
 			continue
 		}
-		if err := moveTree(ctx, d.disk(dk.Name), dk.From); err != nil {
+		if err := moveTree(ctx, dir(dk.Name), dk.From); err != nil {
 			errs = append(errs, fmt.Errorf("put disk %s back to %s: %w", dk.Name, dk.From, err))
 		}
 	}
@@ -799,13 +809,11 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
 		return err
 	}
-	if rec.DiskMiB > 0 {
-		if err := mountDiskImage(d.diskImage(), d.diskMount()); err != nil {
-			return err
-		}
+	if err := mountImages(d.images(rec)); err != nil {
+		return err
 	}
 	own := d.own(rec)
-	if err := makeDiskSubs(rec.Spec.DiskBinds, own); err != nil {
+	if err := makeDiskSubs(rec.Spec.DiskBinds, func(name string) string { return d.diskDir(rec, name) }); err != nil {
 		return err
 	}
 	// The root filesystem and the network are independent: made at once.
@@ -898,7 +906,7 @@ func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 	if err := b.removeRootfs(rec.Slot); err != nil {
 		errs = append(errs, err)
 	}
-	if err := unmountDiskImage(d.diskMount()); err != nil {
+	if err := unmountImages(d.images(rec)); err != nil {
 		errs = append(errs, err)
 	}
 	if unlock, err := b.lockHost(); err != nil {
@@ -967,9 +975,9 @@ func (b *OCI) Snapshot(ctx context.Context, id, dst string) error {
 // the Sandbox's to write, so whatever is at a subdirectory's name and is
 // not a directory, such as a symlink out to the host, goes first: the
 // runtime would follow it.
-func makeDiskSubs(binds []sandbox.DiskBind, d sandboxDir) error {
+func makeDiskSubs(binds []sandbox.DiskBind, dir func(name string) string) error {
 	for _, db := range binds {
-		p := filepath.Join(d.disk(db.Disk), db.Sub)
+		p := filepath.Join(dir(db.Disk), db.Sub)
 		if st, err := os.Lstat(p); err == nil && st.IsDir() {
 			continue
 		} else if err == nil {
@@ -1023,7 +1031,7 @@ func (b *OCI) PruneDisk(ctx context.Context, id, disk string, keep func(name str
 	}
 	var pruned []sandbox.Pruned
 	err = withDisk(d, rec, func() error {
-		dir := d.own(rec).disk(disk)
+		dir := d.diskDir(rec, disk)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err
@@ -1104,7 +1112,7 @@ func (b *OCI) RemoveKeepingDisks(ctx context.Context, id, dir string) error {
 	d := b.dir(id)
 	err = withDisk(d, rec, func() error {
 		for _, dk := range rec.Spec.Disks {
-			src, dst := d.own(rec).disk(dk.Name), filepath.Join(dir, dk.Name)
+			src, dst := d.diskDir(rec, dk.Name), filepath.Join(dir, dk.Name)
 			switch {
 			case !exists(src) && exists(dst):
 				continue // moved by a call cut short
@@ -1189,8 +1197,12 @@ func (b *OCI) status(id string, rec record) sandbox.Status {
 	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
 		st.State = sandbox.StateRunning
 		st.OOMKills = b.cgroups.oomKills(cgroupName(id, rec.Slot))
-		if rec.DiskMiB > 0 {
-			st.DiskUsedMiB, st.DiskFull = diskUse(b.dir(id).diskMount(), rec.DiskMiB)
+		for i, im := range b.dir(id).images(rec) {
+			used, full := diskUse(im.mount, rec.DiskMiB)
+			if i == 0 {
+				st.DiskUsedMiB = used
+			}
+			st.DiskFull = st.DiskFull || full
 		}
 	}
 	return st

@@ -84,7 +84,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		case hasRun && run.alive():
 			running[id] = true
 			slots[id] = rec.Slot
-		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)) || isMountPoint(d.diskMount()):
+		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)) || anyMounted(d.images(rec)):
 			b.log.Info("clearing what a stopped sandbox left running", "sandbox", id)
 			if err := b.tearDown(ctx, id, rec); err != nil {
 				b.log.Warn("clear stopped sandbox", "sandbox", id, "err", err)
@@ -102,16 +102,17 @@ func (b *OCI) reconcile(ctx context.Context) error {
 	}
 	// Layers attached by path are detached as soon as the overlay holds
 	// them, so any mount here is left from a crash.
-	// A running Sandbox's disk image is the one mount it keeps.
+	// A running Sandbox's disk images are the mounts it keeps, right in
+	// its directory.
 	for _, m := range mountsUnder(b.opts.StateDir) {
-		if id := filepath.Base(filepath.Dir(m)); running[id] && m == b.dir(id).diskMount() {
+		if id := filepath.Base(filepath.Dir(m)); running[id] && filepath.Dir(m) == string(b.dir(id)) {
 			continue
 		}
 		b.log.Info("unmounting an orphaned mount", "path", m)
 		unix.Unmount(m, unix.MNT_DETACH)
 	}
 	for dev, img := range loopsUnder(b.opts.StateDir) {
-		if id := filepath.Base(filepath.Dir(img)); running[id] && img == b.dir(id).diskImage() {
+		if id := filepath.Base(filepath.Dir(img)); running[id] && filepath.Dir(img) == string(b.dir(id)) {
 			continue
 		}
 		b.log.Info("detaching an orphaned loop device", "device", dev, "image", img)
@@ -150,7 +151,9 @@ func (b *OCI) reconcile(ctx context.Context) error {
 // came before mkfs.ext4 was done) never had a Disk moved in: then each one
 // taken from elsewhere must still be there.
 func putBackFromImage(ctx context.Context, rec record, d sandboxDir) error {
-	err := withDisk(d, rec, func() error { return putBack(ctx, rec.Spec, d.own(rec)) })
+	err := withDisk(d, rec, func() error {
+		return putBack(ctx, rec.Spec, func(name string) string { return d.diskDir(rec, name) })
+	})
 	if err != nil && !slices.ContainsFunc(rec.Spec.Disks, func(dk sandbox.Disk) bool { return dk.From != "" && !exists(dk.From) }) {
 		return nil
 	}

@@ -904,8 +904,9 @@ func (s *suite) testPruneDisk(t *testing.T) {
 
 // testDiskLimit: a Sandbox with a disk limit gets ENOSPC past it, in its
 // root filesystem and its Disks alike (they share it), while the host's
-// filesystem has room; Status says it is full, and freeing space makes
-// writes work again. What it wrote survives a Stop, a stopped Sandbox holds
+// filesystem has room and a Disk limited apart (Disk.Apart) is still
+// written; Status says it is full, and freeing space makes writes work
+// again. What it wrote survives a Stop, a stopped Sandbox holds
 // no mount, a new backend (a restarted Runner) reattaches a running one;
 // Snapshot and RemoveKeepingDisks read a stopped one's writes, a new
 // Sandbox with a limit takes its Disks back, and Remove leaves nothing.
@@ -934,8 +935,11 @@ func (s *suite) testDiskLimit(t *testing.T) {
 		}
 	}
 	const mib = 64
-	id := e.sandbox(sandbox.Spec{ID: "full", Resources: sandbox.Resources{DiskMiB: mib},
-		Disks: []sandbox.Disk{{Name: "data", Target: "/var/lib/data"}}})
+	disks := []sandbox.Disk{{Name: "data", Target: "/var/lib/data"}, {Name: "state", Target: "/var/lib/state", Apart: true}}
+	id := e.sandbox(sandbox.Spec{ID: "full", Resources: sandbox.Resources{DiskMiB: mib}, Disks: disks})
+	if got := e.must(id, "ls -A /var/lib/data /var/lib/state"); got != "/var/lib/data:\n\n/var/lib/state:" {
+		t.Errorf("new Disks: got %q, want both empty", got)
+	}
 	if st, err := e.b.Status(ctx, id); err != nil || st.Resources.DiskMiB != mib || st.DiskFull {
 		t.Fatalf("status: got %+v, %v; want %d MiB of disk, not full", st, err, mib)
 	}
@@ -947,6 +951,7 @@ func (s *suite) testDiskLimit(t *testing.T) {
 	if out, code := e.sh(id, "head -c 1M /dev/zero > /var/lib/data/more"); code == 0 {
 		t.Errorf("writing to a Disk with the limit reached: exit 0, %q; want ENOSPC", out)
 	}
+	e.must(id, "head -c 1M /dev/zero > /var/lib/state/apart")
 	var host syscall.Statfs_t
 	if err := syscall.Statfs(e.stateDir, &host); err != nil || host.Bavail*uint64(host.Bsize) < 100<<20 {
 		t.Errorf("the host's filesystem: %v, %d bytes free; want it to have room", err, host.Bavail*uint64(host.Bsize))
@@ -964,7 +969,7 @@ func (s *suite) testDiskLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := s.newBackend(t, e.stateDir)
-	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more"); got != "kept\n1048576" {
+	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more /var/lib/state/apart"); got != "kept\n1048576\n1048576" {
 		t.Errorf("after stop, start and a new backend: got %q, want the files kept", got)
 	}
 	if st, err := b2.Status(ctx, id); err != nil || st.State != sandbox.StateRunning || st.Resources.DiskMiB != mib {
@@ -981,10 +986,12 @@ func (s *suite) testDiskLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	left("after removing it, keeping its disks", true)
-	id = e.sandbox(sandbox.Spec{ID: "full", Layers: []string{snap, s.base}, Resources: sandbox.Resources{DiskMiB: mib},
-		Disks: []sandbox.Disk{{Name: "data", Target: "/var/lib/data", From: filepath.Join(kept, "data")}}})
-	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more"); got != "kept\n1048576" {
-		t.Errorf("a new Sandbox on its snapshot, with its disk: got %q, want both files", got)
+	for i := range disks {
+		disks[i].From = filepath.Join(kept, disks[i].Name)
+	}
+	id = e.sandbox(sandbox.Spec{ID: "full", Layers: []string{snap, s.base}, Resources: sandbox.Resources{DiskMiB: mib}, Disks: disks})
+	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more /var/lib/state/apart"); got != "kept\n1048576\n1048576" {
+		t.Errorf("a new Sandbox on its snapshot, with its disks: got %q, want the files", got)
 	}
 	if err := e.b.Remove(ctx, id); err != nil {
 		t.Fatal(err)
