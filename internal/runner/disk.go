@@ -10,8 +10,8 @@ import (
 // A Sandbox's disk limit (RUNNER_SANDBOX_MAX_DISK_MIB) is the backend's to
 // enforce: a write past it fails inside the Sandbox with "No space left on
 // device". The Runner says so in words: in the start log at each boot, and
-// in a note at the end of the Turn that filled it, once until it has room
-// again.
+// in a note after the tool call that filled it (or at the end of its
+// Turn), once until it has room again.
 
 // diskLine is the start log's line on a Sandbox's disk limit; "" without one.
 func diskLine(st sandbox.Status) string {
@@ -31,8 +31,9 @@ func diskFullNote(st sandbox.Status) string {
 }
 
 // noteDiskFull holds the note for a Session whose Sandbox's disk has just
-// been found full, at the end of a Turn, where a write that failed for it
-// is fresh; it says nothing again until the disk has had room.
+// been found full, after a tool call or at the end of a Turn, where a
+// write that failed for it is fresh; it says nothing again until the disk
+// has had room. A Status is a file read and a statfs.
 func (r *Runner) noteDiskFull(s *session) {
 	st, err := r.backend.Status(r.life, s.sandbox)
 	if err != nil || !st.DiskFull {

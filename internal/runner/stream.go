@@ -110,6 +110,7 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	case "PreToolUse":
 		return s.stopAnswer(ev), nil
 	case "PostToolUse":
+		r.noteDiskFull(s)
 		if ev.ToolName == agentTool {
 			r.agentLaunched(s, ev)
 		}

@@ -336,8 +336,9 @@ func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
 // TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing runs a
 // Runner with RUNNER_SANDBOX_MAX_DISK_MIB: the start log says the limit,
 // a Bash call writing past it fails with "No space left on device" while
-// the host's disk has room, the end of that Turn brings a note saying the
-// disk is full, and a sleep leaves no mount or loop device; the wake keeps
+// the host's disk has room, a note after it says the disk is full, and
+// Claude Code, its state on a disk of its own, goes on: the next call
+// frees the space. A sleep leaves no mount or loop device; the wake keeps
 // what the Sandbox wrote.
 func TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing(t *testing.T) {
 	const mib = 512
@@ -347,13 +348,14 @@ func TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing(t *testing.T) {
 		return e.Kind == protocol.EventLog && strings.Contains(e.Text, fmt.Sprintf("of %d MiB used", mib))
 	})
 	s.Model.On(testkit.PromptContains("fill the disk"), testkit.Bash("echo kept > /root/kept; head -c 600M /dev/zero > /root/big"))
-	s.Model.On(testkit.ToolResultContains("No space left on device"), testkit.Text("The disk is full."))
+	s.Model.On(testkit.ToolResultContains("No space left on device"), testkit.Bash("rm /root/big && echo freed-the-disk"))
+	s.Model.On(testkit.ToolResultContains("freed-the-disk"), testkit.Text("The disk has room again."))
 	s.prompt(v.ID, "fill the disk")
 	s.WaitEvent(v.ID, testenv.WaitLong, "the note that the disk is full", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventNote && strings.Contains(e.Text, "disk is full") && strings.Contains(e.Text, "RUNNER_SANDBOX_MAX_DISK_MIB")
 	})
-	s.WaitEvent(v.ID, testenv.WaitShort, "Claude's answer to the failed write", func(e protocol.Event) bool {
-		return e.Kind == protocol.EventText && e.Text == "The disk is full."
+	s.WaitEvent(v.ID, testenv.WaitLong, "Claude's answer once it freed the disk", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "The disk has room again."
 	})
 	var host syscall.Statfs_t
 	if err := syscall.Statfs(s.Home, &host); err != nil || host.Bavail*uint64(host.Bsize) < 1<<30 {
