@@ -115,6 +115,8 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 			r.agentLaunched(s, ev)
 		}
 		return s.stopAnswer(ev), nil
+	case "PostToolUseFailure":
+		r.noteDiskFull(s) // a write that failed for want of space fails its call
 	case "Notification":
 		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":
