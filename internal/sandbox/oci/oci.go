@@ -673,13 +673,8 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 			return err
 		}
 	}
-	for _, im := range images {
-		if err := makeDiskImage(ctx, im.file, disk, im.tree()); err != nil {
-			return err
-		}
-		if err := removeTree(im.tree()); err != nil {
-			return err
-		}
+	if err := makeDiskImages(ctx, images, disk); err != nil {
+		return err
 	}
 	if taking {
 		if err := mountImages(images); err != nil {
@@ -809,14 +804,9 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
 		return err
 	}
-	if err := mountImages(d.images(rec)); err != nil {
-		return err
-	}
 	own := d.own(rec)
-	if err := makeDiskSubs(rec.Spec.DiskBinds, func(name string) string { return d.diskDir(rec, name) }); err != nil {
-		return err
-	}
-	// The root filesystem and the network are independent: made at once.
+	// The root filesystem (on the disk images, if any) and the network
+	// are independent: made at once.
 	t0 := time.Now()
 	var rootfsTime, netTime time.Duration
 	netErr := make(chan error, 1)
@@ -836,7 +826,14 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		netTime = time.Since(t0)
 		netErr <- err
 	}()
-	userns, err := b.userns.get(slotUIDBase(rec.Slot))
+	err = mountImages(d.images(rec))
+	if err == nil {
+		err = makeDiskSubs(rec.Spec.DiskBinds, func(name string) string { return d.diskDir(rec, name) })
+	}
+	var userns int
+	if err == nil {
+		userns, err = b.userns.get(slotUIDBase(rec.Slot))
+	}
 	if err == nil {
 		err = b.makeRootfsDir(rec.Slot)
 	}
