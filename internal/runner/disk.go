@@ -33,8 +33,12 @@ func diskFullNote(st sandbox.Status) string {
 // noteDiskFull holds the note for a Session whose Sandbox's disk has just
 // been found full, after a tool call or at the end of a Turn, where a
 // write that failed for it is fresh; it says nothing again until the disk
-// has had room. A Status is a file read and a statfs.
+// has had room. A Status is a file read and a statfs, asked only of a
+// Sandbox with a limit.
 func (r *Runner) noteDiskFull(s *session) {
+	if !s.diskLimited.Load() {
+		return
+	}
 	st, err := r.backend.Status(r.life, s.sandbox)
 	if err != nil || !st.DiskFull {
 		s.diskFull.Store(false)

@@ -70,9 +70,9 @@ type session struct {
 	// turn_start to its turn_end, which Claude Code writes once the Turn is
 	// over, after its Stop hook.
 	inTurn atomic.Bool
-	// diskFull is set once the Session was told its Sandbox's disk is
-	// full, until it is not (disk.go).
-	diskFull atomic.Bool
+	// diskLimited says its Sandbox has a disk limit, and diskFull is set
+	// once the Session was told it is full, until it is not (disk.go).
+	diskLimited, diskFull atomic.Bool
 	// mirror relays the pane to the Hub's terminal tabs; ports is the last
 	// list of listening ports sent.
 	mirror mirror
@@ -176,6 +176,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 				logf("%s", n)
 			}
 		}
+		s.diskLimited.Store(st.Resources.DiskMiB > 0)
 		if line := diskLine(st); line != "" {
 			logf("%s", line)
 		}
