@@ -225,8 +225,8 @@ type Status struct {
 	// 0 where the backend can't say.
 	OOMKills int64
 	// DiskUsedMiB is how much of its disk limit (Resources.DiskMiB) the
-	// running Sandbox uses, and DiskFull says it is reached: a write then
-	// fails with ENOSPC. Both zero where there is no limit or the
+	// running Sandbox uses, and DiskFull says it is reached, or an Apart
+	// Disk's: a write there then fails with ENOSPC. Both zero where there is no limit or the
 	// Sandbox is not running.
 	DiskUsedMiB int
 	DiskFull    bool
