@@ -265,17 +265,16 @@ func withDisk(d sandboxDir, rec record, fn func() error) error {
 	return err
 }
 
-// diskUse reports how many MiB of a mounted image of size MiB are used,
-// and whether it is full: less than 1% of it (and at least 1 MiB) left,
-// where ext4 starts refusing a file's next blocks.
-func diskUse(target string, size int) (used int, full bool) {
+// diskUse reports how many MiB of a mounted image are used, and whether
+// it is full: less than 1 MiB left, as after a write ext4 refused for
+// want of space.
+func diskUse(target string) (used int, full bool) {
 	var st unix.Statfs_t
 	if !isMountPoint(target) || unix.Statfs(target, &st) != nil {
 		return 0, false
 	}
 	bs := uint64(st.Bsize)
-	left := st.Bavail * bs
-	return int((st.Blocks - st.Bfree) * bs >> 20), left < max(1<<20, uint64(size)<<20/100)
+	return int((st.Blocks - st.Bfree) * bs >> 20), st.Bavail*bs < 1<<20
 }
 
 // loopsUnder maps each loop device backed by a file under dir to that

@@ -1195,7 +1195,7 @@ func (b *OCI) status(id string, rec record) sandbox.Status {
 		st.State = sandbox.StateRunning
 		st.OOMKills = b.cgroups.oomKills(cgroupName(id, rec.Slot))
 		for i, im := range b.dir(id).images(rec) {
-			used, full := diskUse(im.mount, rec.DiskMiB)
+			used, full := diskUse(im.mount)
 			if i == 0 {
 				st.DiskUsedMiB = used
 			}
