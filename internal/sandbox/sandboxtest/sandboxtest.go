@@ -1,6 +1,6 @@
 // Package sandboxtest is the conformance suite every sandbox.Backend
-// passes: isolation, networking, limits, layers and snapshots, disks (kept
-// past their Sandbox too), secrets, terminals and restart recovery, each a
+// passes: isolation, networking, limits (a disk limit among them), layers
+// and snapshots, disks (kept past their Sandbox too, and pruned), secrets, terminals and restart recovery, each a
 // subtest that can fail. A backend that runs Sandboxes on a kernel of its own
 // says so (Options.OwnKernel), and names the subtests it cannot pass, with
 // why (Options.NotSupported). Only backends' tests import it.
