@@ -1,6 +1,6 @@
 // Package ports finds what listens on TCP in a Sandbox, from inside it: it
-// reads /proc/net/tcp and /proc/net/tcp6 and the process holding each
-// listening socket, watches for changes, and carries one connection to a
+// asks the kernel's sock_diag (or reads /proc/net/tcp and /proc/net/tcp6
+// where there is none) and finds the process holding each listening socket, watches for changes, and carries one connection to a
 // port over stdin and stdout. The kndl binary runs it in the Sandbox for the
 // Runner (kndl ports watch, kndl ports dial); internal/cli and
 // internal/runner import it.
@@ -52,8 +52,20 @@ func (o Options) proc() string {
 	return o.Proc
 }
 
-// sockets reads the listening sockets from tcp and tcp6.
+// sockets returns the listening sockets: from sock_diag when proc is this
+// machine's own /proc and the kernel has it, else from proc's net/tcp and
+// net/tcp6.
 func sockets(proc string) ([]socket, error) {
+	if proc == "/proc" {
+		if out, err := diagListeners(); err == nil {
+			return out, nil
+		}
+	}
+	return procSockets(proc)
+}
+
+// procSockets reads the listening sockets from proc's net/tcp and net/tcp6.
+func procSockets(proc string) ([]socket, error) {
 	var out []socket
 	for _, f := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile(filepath.Join(proc, "net", f))

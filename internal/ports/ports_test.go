@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,4 +161,52 @@ func TestDialCarriesOneConnection(t *testing.T) {
 	if err := Dial(context.Background(), Options{}, free, strings.NewReader(""), &out); err == nil || out.Len() > 0 {
 		t.Fatalf("dialling a closed port: %v, wrote %q", err, out.String())
 	}
+}
+
+// sock_diag, which Watch reads where the kernel has it, must name the same
+// listeners as /proc/net/tcp{,6}, which it reads where not (gVisor).
+func TestSockDiagNamesWhatProcNetNames(t *testing.T) {
+	listen(t, "127.0.0.1:0")
+	listen(t, "0.0.0.0:0")
+	listen(t, "[::1]:0")
+	listen(t, "[::]:0")
+	diag, err := diagListeners()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("sock_diag: %v", err)
+		}
+		t.Skipf("this kernel has no sock_diag: %v", err)
+	}
+	proc, err := procSockets("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(s []socket) []string {
+		var out []string
+		for _, x := range s {
+			out = append(out, net.JoinHostPort(x.addr, strconv.Itoa(x.port))+" "+x.inode)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if d, p := key(diag), key(proc); !slices.Equal(d, p) || len(d) < 4 {
+		t.Fatalf("sock_diag found\n%s\n/proc/net found\n%s", strings.Join(d, "\n"), strings.Join(p, "\n"))
+	}
+}
+
+func BenchmarkListeners(b *testing.B) {
+	b.Run("sock_diag", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := diagListeners(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("proc", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := procSockets("/proc"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -88,6 +88,11 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	if err := r.installBinary(); err != nil {
 		return nil, err
 	}
+	if note, err := roomForInotify(inotifyLimit, cfg.maxSessions(backend.Host())); err != nil {
+		log.Warn("Sessions past the host's inotify limit poll their transcripts, and their Claude Code can't watch files", "err", err)
+	} else if note != "" {
+		log.Info(note)
+	}
 	return r, nil
 }
 

@@ -13,9 +13,14 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 )
 
-// DefaultInterval is how often Follow polls. Polling costs a stat of each
-// file and a read of the subagents directory when nothing changed.
+// DefaultInterval is how often Follow polls where inotify can't tell it of
+// a change. Polling costs a stat of each file and a read of the subagents
+// directory when nothing changed, and waking the process 50 times a second.
 const DefaultInterval = 20 * time.Millisecond
+
+// QuietInterval is how often Follow polls anyway where inotify tells it of
+// changes: a safety net, as cheap as a poll a second.
+const QuietInterval = time.Second
 
 // Options say what Follow follows.
 type Options struct {
@@ -26,7 +31,9 @@ type Options struct {
 	// Offsets are where to resume, as the last Batch gave them; nil starts
 	// from the beginning.
 	Offsets Offsets
-	// Interval is the time between polls; default DefaultInterval.
+	// Interval is the longest time between polls, when nothing wakes
+	// Follow; default QuietInterval where inotify watches the transcript's
+	// directories, else DefaultInterval.
 	Interval time.Duration
 	// Stdin, when set, is read to its end: Follow returns when it closes,
 	// as it does when the Runner's exec that started Follow ends.
@@ -49,10 +56,6 @@ func Follow(ctx context.Context, opts Options, w io.Writer) error {
 		filepath.Base(opts.Conversation) != opts.Conversation || opts.Conversation == ".." {
 		return fmt.Errorf("follow transcript: want a config dir, a working directory and a conversation id: %w", errdefs.ErrInvalid)
 	}
-	interval := opts.Interval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opts.Stdin != nil {
@@ -64,6 +67,12 @@ func Follow(ctx context.Context, opts Options, w io.Writer) error {
 		}()
 	}
 	t := New(claude.TranscriptPath(opts.ConfigDir, opts.Cwd, opts.Conversation), opts.Offsets)
+	wk, werr := newWaker(opts.ConfigDir, t)
+	var wake <-chan struct{}
+	if werr == nil {
+		defer wk.close()
+		wake = wk.wake
+	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	timer := time.NewTimer(0)
@@ -73,6 +82,17 @@ func Follow(ctx context.Context, opts Options, w io.Writer) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+		case <-wake:
+			timer.Stop() // no stale tick after Stop, as of Go 1.23
+		}
+		interval := opts.Interval
+		if werr == nil && !wk.broken() {
+			wk.watch() // a directory made since: watched before it is read
+			if interval <= 0 {
+				interval = QuietInterval
+			}
+		} else if interval <= 0 {
+			interval = DefaultInterval
 		}
 		events, offsets, perr := t.Poll()
 		if len(events) > 0 {

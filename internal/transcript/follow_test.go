@@ -123,6 +123,46 @@ func TestFollowStreamsBatchesAndResumes(t *testing.T) {
 	}
 }
 
+// An idle follower sleeps until inotify says the transcript changed: with
+// no poll for an hour, each write still reaches the Runner at once, as
+// does a subagent's file in a directory made after Follow started.
+func TestFollowWakesOnEachWriteWithoutPolling(t *testing.T) {
+	config, cwd := t.TempDir(), "/workspace"
+	path := claude.TranscriptPath(config, cwd, conv)
+	opts := transcript.Options{ConfigDir: config, Cwd: cwd, Conversation: conv, Interval: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := startFollow(t, ctx, opts)
+	within := func(what string) transcript.Batch {
+		t.Helper()
+		select {
+		case b := <-r.batches:
+			return b
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no batch 2 s after %s", what)
+		}
+		return transcript.Batch{}
+	}
+	time.Sleep(50 * time.Millisecond) // Follow's first poll found nothing
+	appendTo(t, path, promptLine("one"))
+	if b := within("the transcript was made"); b.Events[len(b.Events)-1].Text != "one" {
+		t.Errorf("got %+v", b)
+	}
+	appendTo(t, path, promptLine("two"))
+	if b := within("a line was added"); b.Events[len(b.Events)-1].Text != "two" {
+		t.Errorf("got %+v", b)
+	}
+	sub := filepath.Join(filepath.Dir(path), conv, "subagents", "agent-a1.jsonl")
+	appendTo(t, sub, promptLine("three"))
+	if b := within("a subagent's file was made"); b.Events[len(b.Events)-1].Text != "three" {
+		t.Errorf("got %+v", b)
+	}
+	appendTo(t, sub, promptLine("four"))
+	if b := within("a subagent's line was added"); b.Events[len(b.Events)-1].Text != "four" {
+		t.Errorf("got %+v", b)
+	}
+}
+
 func TestFollowRefusesBadOptions(t *testing.T) {
 	for _, opts := range []transcript.Options{
 		{Cwd: "/workspace", Conversation: conv},

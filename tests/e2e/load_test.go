@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,6 +231,7 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 		t.Error(err)
 	}
 	if t.Failed() {
+		dumpGoroutines(t)
 		t.FailNow()
 	}
 	cpu1, ru3 := sandboxCPU(sessions), rusage()
@@ -827,4 +829,20 @@ func sandboxProcCPU(sessions []*loadSession, gvisor bool) map[string]time.Durati
 func liveViews() int {
 	buf := make([]byte, 64<<20)
 	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("hub.(*Hub).liveSession("))
+}
+
+// dumpGoroutines writes every goroutine's stack, the Hub's and the Runner's
+// among them, to artifacts/, to tell a stall from a slow machine.
+func dumpGoroutines(t *testing.T) {
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "artifacts"))
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, "load-goroutines.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Logf("goroutine dump: %v", err)
+		return
+	}
+	defer f.Close()
+	pprof.Lookup("goroutine").WriteTo(f, 2)
+	t.Logf("every goroutine's stack: %s", path)
 }
