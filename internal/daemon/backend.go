@@ -83,6 +83,7 @@ func newBackend(ctx context.Context, cfg runner.Config, log *slog.Logger) (sandb
 		RelayPort:    uint16(cfg.RelayPort),
 		MaxCPUs:      cfg.MaxCPUs,
 		MaxMemoryMiB: cfg.MaxMemoryMiB,
+		MaxDiskMiB:   cfg.MaxDiskMiB,
 		InitPath:     cfg.Binary,
 		Logger:       log,
 	})
@@ -92,6 +93,9 @@ func newBackend(ctx context.Context, cfg runner.Config, log *slog.Logger) (sandb
 	h := b.Host()
 	log.Info("sandbox backend ready", "backend", b.Name(), "why", c.why, "other", c.other,
 		"enforces", h.Limits, "max_cpus", h.MaxCPUs, "max_memory_mib", h.MaxMemoryMiB, "relay", h.Relay)
+	if h.DiskLimit != "" && h.MaxDiskMiB > 0 {
+		log.Info("sandbox backend: disk use limited", "max_disk_mib", h.MaxDiskMiB, "how", h.DiskLimit)
+	}
 	for _, n := range h.Notes {
 		log.Warn("sandbox backend: " + n)
 	}

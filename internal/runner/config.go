@@ -36,6 +36,13 @@ type Config struct {
 	// half the host's memory).
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// MaxDiskMiB limits what each Sandbox writes, its root filesystem's
+	// own writes and its disks together, enforced with a sized disk image
+	// where the host can (the start log says how, or why not).
+	// RUNNER_SANDBOX_MAX_DISK_MIB, default 0: no limit, since a new
+	// Sandbox for a new version then copies its disks in and out of the
+	// image (docs/performance.md).
+	MaxDiskMiB int
 	// MaxSessions is how many Sessions run here at once; the Hub places
 	// none beyond it. RUNNER_MAX_SESSIONS, default one per
 	// SessionMemoryMiB of the host's memory.
@@ -113,6 +120,7 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 	}{
 		{"RUNNER_RELAY_PORT", &c.RelayPort, 7391, "a port number"},
 		{"RUNNER_SANDBOX_MAX_MEMORY_MIB", &c.MaxMemoryMiB, 0, "a number of MiB"},
+		{"RUNNER_SANDBOX_MAX_DISK_MIB", &c.MaxDiskMiB, 0, "a number of MiB"},
 		{"RUNNER_SANDBOX_KEEP_BUILDS", &c.KeepBuilds, 3, "a count"},
 		{"RUNNER_MAX_SESSIONS", &c.MaxSessions, 0, "a count"},
 	}

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -26,8 +28,10 @@ import (
 // refuses mount, so nothing inside it could, and a stopped Sandbox cannot
 // change the tree while it is read. The disk is kept like the others: by
 // a sleep, and into a new Sandbox on any version, the patterns changed
-// or not; a folder no longer bound stays on it, unbound, for as long as
-// the Session does.
+// or not. A folder not bound at a boot stays on it, unbound, while a
+// pattern still maps to it (its package.json may come back with a
+// branch); at the first boot after the patterns change, the folders no
+// pattern maps to any more are deleted (pruneDependencies).
 
 // depsDisk is the dependency disk's name; depsDir is where the Sandbox
 // sees the whole of it.
@@ -130,6 +134,75 @@ func matchAny(patterns []string, rel, name string) bool {
 	}
 	return false
 }
+
+// depsPruned is the file of a Session's directory holding the patterns
+// its dependency disk was last pruned for.
+const depsPruned = "deps-pruned"
+
+// pruneDependencies deletes, at the first boot after the Environment's
+// patterns changed (or its first), each folder of a stopped Sandbox's
+// dependency disk that no pattern maps to any more, saying in the start
+// log and the Runner's what went and how much it held. A prune that fails
+// is said and the boot goes on: the folders stay, unbound, as before.
+func (r *Runner) pruneDependencies(ctx context.Context, id, dir string, env *protocol.Environment, logf func(string, ...any)) {
+	var folders []string
+	var nextTo map[string]string
+	if env != nil {
+		folders, nextTo = env.DependencyFolders, env.NextTo
+	}
+	key, _ := json.Marshal(struct {
+		Folders []string
+		NextTo  map[string]string // marshalled in key order
+	}{folders, nextTo})
+	if b, err := os.ReadFile(filepath.Join(dir, depsPruned)); err == nil && string(b) == string(key) {
+		return
+	}
+	pruned, err := r.backend.PruneDisk(ctx, id, depsDisk, func(sub string) bool { return mapped(sub, folders, nextTo) })
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return // a Sandbox made before dependency disks
+	case err != nil:
+		logf("dependency disk: could not delete the folders no pattern maps to any more: %v", err)
+		return
+	}
+	if len(pruned) > 0 {
+		var total int64
+		var names []string
+		for _, p := range pruned {
+			total += p.Bytes
+			rel, _ := url.PathUnescape(p.Name)
+			names = append(names, fmt.Sprintf("%s %s", rel, mib(p.Bytes)))
+		}
+		logf("dependency disk: deleted %d folder(s) no pattern maps to any more, %s in all (%s)", len(pruned), mib(total), strings.Join(names, ", "))
+		r.log.Info("pruned a dependency disk", "sandbox", id, "folders", len(pruned), "bytes", total)
+	}
+	if err := writeAtomic(filepath.Join(dir, depsPruned), key); err != nil {
+		logf("dependency disk: %v", err)
+	}
+}
+
+// mapped reports whether a dependency disk's entry is a folder a pattern
+// maps to: a name dependencyBinds gives (the escaped path from
+// /workspace) whose path a dependency folder pattern matches, or which
+// ends in a Next to file's folder.
+func mapped(sub string, folders []string, nextTo map[string]string) bool {
+	rel, err := url.PathUnescape(sub)
+	if err != nil || url.PathEscape(rel) != sub {
+		return false
+	}
+	if matchAny(folders, rel, path.Base(rel)) {
+		return true
+	}
+	for _, f := range nextTo {
+		if rel == f || strings.HasSuffix(rel, "/"+f) {
+			return true
+		}
+	}
+	return false
+}
+
+// mib says a number of bytes in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func emptyDir(p string) bool {
 	f, err := os.Open(p)

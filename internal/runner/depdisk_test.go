@@ -1,13 +1,21 @@
 package runner
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // TestDependencyFoldersAreFoundAndMadeBesideNextToFiles: a tree's matching
@@ -148,5 +156,103 @@ func TestASandboxMadeBeforeDependencyDisksIsReplacedOnlyForThem(t *testing.T) {
 		if got := stale(dir, now, c.wantsDeps); got != c.stale {
 			t.Errorf("made %q, wanting deps %v: stale %v, want %v", c.was, c.wantsDeps, got, c.stale)
 		}
+	}
+}
+
+// TestMappedTellsTheFoldersAPatternStillMapsTo: a dependency disk's entry
+// is kept while a folder pattern matches its path (or name) or it ends in
+// a Next to file's folder; anything else, names dependencyBinds never gives
+// among them, is not.
+func TestMappedTellsTheFoldersAPatternStillMapsTo(t *testing.T) {
+	folders := []string{".venv", "packages/*/build"}
+	nextTo := map[string]string{"package.json": "node_modules"}
+	for _, c := range []struct {
+		sub  string
+		want bool
+	}{
+		{"node_modules", true},
+		{"web%2Fnode_modules", true},
+		{"py%2F.venv", true},
+		{"packages%2Fone%2Fbuild", true},
+		{"other%2Fbuild", false},
+		{"target", false},
+		{"svc%2Ftarget", false},
+		{"web/node_modules", false}, // not escaped: not a name of ours
+		{"%zz", false},
+	} {
+		if got := mapped(c.sub, folders, nextTo); got != c.want {
+			t.Errorf("mapped(%q) = %v, want %v", c.sub, got, c.want)
+		}
+	}
+}
+
+// TestStaleDependencyFoldersArePrunedAtTheNextBoot: at the first boot after
+// the patterns change, the dependency disk's folders no pattern maps to
+// any more are deleted, with a line saying which and how much; those a
+// pattern still maps to stay. With the patterns as they were, nothing is
+// looked at again; with none left, every folder goes.
+func TestStaleDependencyFoldersArePrunedAtTheNextBoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	ctx := context.Background()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	discard := slog.New(slog.DiscardHandler)
+	be, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(t.TempDir(), "oci"), RelayPort: uint16(port), Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{backend: be, log: discard}
+	const id = "prune"
+	if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Disks: []sandbox.Disk{{Name: depsDisk, Target: depsDir}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Remove(ctx, id) })
+	sh := func(script string) string {
+		t.Helper()
+		if err := be.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		p, err := be.Exec(ctx, id, sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := p.Wait(); err != nil || code != 0 {
+			t.Fatalf("%s: exit %d, %v: %s", script, code, err, out.String())
+		}
+		if err := be.Stop(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	sh("cd " + depsDir + " && mkdir web%2Fnode_modules .venv target && head -c 1048576 /dev/zero > target/f")
+
+	var lines []string
+	logf := func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }
+	dir := t.TempDir()
+	env := &protocol.Environment{DependencyFolders: []string{".venv"}, NextTo: map[string]string{"package.json": "node_modules"}}
+	r.pruneDependencies(ctx, id, dir, env, logf)
+	if len(lines) != 1 || !strings.Contains(lines[0], "deleted 1 folder(s) no pattern maps to any more") || !strings.Contains(lines[0], "(target 1.0 MiB)") {
+		t.Errorf("the start log: %q, want one line naming target and its 1.0 MiB", lines)
+	}
+	if got := sh("ls -A " + depsDir + " && mkdir " + depsDir + "/stray"); got != ".venv\nweb%2Fnode_modules" {
+		t.Errorf("after pruning: %q, want the folders a pattern maps to", got)
+	}
+
+	lines = nil
+	r.pruneDependencies(ctx, id, dir, env, logf)
+	if got := sh("ls -A " + depsDir); len(lines) != 0 || got != ".venv\nstray\nweb%2Fnode_modules" {
+		t.Errorf("with the patterns unchanged: logged %q, left %q; want nothing done", lines, got)
+	}
+
+	r.pruneDependencies(ctx, id, dir, nil, logf)
+	if got := sh("ls -A " + depsDir); len(lines) != 1 || !strings.Contains(lines[0], "deleted 3 folder(s)") || got != "" {
+		t.Errorf("with no patterns: logged %q, left %q; want every folder deleted", lines, got)
 	}
 }

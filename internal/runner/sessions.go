@@ -70,6 +70,9 @@ type session struct {
 	// turn_start to its turn_end, which Claude Code writes once the Turn is
 	// over, after its Stop hook.
 	inTurn atomic.Bool
+	// diskLimited says its Sandbox has a disk limit, and diskFull is set
+	// once the Session was told it is full, until it is not (disk.go).
+	diskLimited, diskFull atomic.Bool
 	// mirror relays the pane to the Hub's terminal tabs; ports is the last
 	// list of listening ports sent.
 	mirror mirror
@@ -166,13 +169,19 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	if created {
-		// Where the backend gave less than the Environment asked.
-		if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
+	if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
+		if created {
+			// Where the backend gave less than the Environment asked.
 			for _, n := range st.Notes {
 				logf("%s", n)
 			}
 		}
+		s.diskLimited.Store(st.Resources.DiskMiB > 0)
+		if line := diskLine(st); line != "" {
+			logf("%s", line)
+		}
+	}
+	if created {
 		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
 		if err != nil {
 			return err
@@ -302,7 +311,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 			ID:     s.sandbox,
 			Layers: bd.Layers,
 			Disks: keptDisks(dir, withDockerDisk(env, []sandbox.Disk{
-				{Name: "claude", Target: claude.ConfigDir},
+				// Apart: Claude Code's transcript goes on being written
+				// when the Session has filled its disk limit.
+				{Name: "claude", Target: claude.ConfigDir, Apart: true},
 				{Name: "cache", Target: cacheDir},
 				{Name: depsDisk, Target: depsDir},
 			})),
@@ -328,6 +339,7 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		return false, err
 	}
 	if st.State != sandbox.StateRunning {
+		r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
 		if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
 			return false, err
 		}

@@ -92,6 +92,7 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 		}
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
 	case "Stop":
+		r.noteDiskFull(s)
 		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
 	case "StopFailure":
 		s.inTurn.Store(false) // its turn_end is the hook's, below, not the transcript's
@@ -109,10 +110,13 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	case "PreToolUse":
 		return s.stopAnswer(ev), nil
 	case "PostToolUse":
+		r.noteDiskFull(s)
 		if ev.ToolName == agentTool {
 			r.agentLaunched(s, ev)
 		}
 		return s.stopAnswer(ev), nil
+	case "PostToolUseFailure":
+		r.noteDiskFull(s) // a write that failed for want of space fails its call
 	case "Notification":
 		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":

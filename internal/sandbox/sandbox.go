@@ -82,6 +82,11 @@ type Backend interface {
 	// runs, ErrNotFound for an unknown id, and an errdefs.ErrInvalid for a
 	// bind Create would refuse.
 	SetDiskBinds(ctx context.Context, id string, binds []DiskBind) error
+	// PruneDisk deletes each entry at the top of a created or stopped
+	// Sandbox's Disk whose name keep refuses, with everything under it,
+	// and says what went and how much it held. Returns ErrRunning if it
+	// runs, ErrNotFound for an unknown id or a Disk it does not have.
+	PruneDisk(ctx context.Context, id, disk string, keep func(name string) bool) ([]Pruned, error)
 
 	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
 	Status(ctx context.Context, id string) (Status, error)
@@ -122,6 +127,11 @@ type Spec struct {
 type Disk struct {
 	Name   string // [a-z0-9-], unique within the Sandbox
 	Target string // absolute path inside the Sandbox
+	// Apart, with a disk limit (Resources.DiskMiB), limits this Disk on
+	// its own, to the same size, instead of sharing the limit with the
+	// root filesystem and the other Disks: for Claude Code's state, which
+	// must stay writable when a Session's own writes have filled the rest.
+	Apart bool
 	// From, if set, is a Disk that RemoveKeepingDisks kept (its
 	// dir/<name>): Create moves it in, with everything on it, instead of
 	// making an empty one. A Create that fails puts it back.
@@ -134,6 +144,13 @@ type DiskBind struct {
 	Disk   string // a Disk's Name
 	Sub    string // one path element: no slash, not . or ..
 	Target string // absolute path inside the Sandbox
+}
+
+// Pruned is an entry PruneDisk deleted: its name, and the bytes of disk
+// it held.
+type Pruned struct {
+	Name  string
+	Bytes int64
 }
 
 // Bind mounts a host directory into the Sandbox. Files the Sandbox's root
@@ -150,10 +167,16 @@ type Tmpfs struct {
 	Mode   os.FileMode
 }
 
-// Resources are CPU and memory limits. Zero means the backend's default.
+// Resources are CPU, memory and disk limits. Zero means the backend's
+// default.
 type Resources struct {
 	CPUs      float64
 	MemoryMiB int
+	// DiskMiB bounds what the Sandbox writes: its root filesystem's own
+	// writes and its Disks together (not its Binds, nor its Tmpfs, which
+	// count as memory). Fixed when the Sandbox is made: a Start keeps it.
+	// Zero where the backend gives no limit (HostInfo.DiskLimit).
+	DiskMiB int
 }
 
 // HostInfo says what a backend can enforce on this host.
@@ -166,6 +189,12 @@ type HostInfo struct {
 	// MaxCPUs and MaxMemoryMiB cap every Sandbox's Resources.
 	MaxCPUs      float64
 	MaxMemoryMiB int
+	// MaxDiskMiB caps every Sandbox's DiskMiB, and is what one gets that
+	// asks for none; 0: no cap, a Sandbox is limited only if it asks.
+	MaxDiskMiB int
+	// DiskLimit says how the host enforces a disk limit; empty where it
+	// cannot, and Notes say why.
+	DiskLimit string
 	// CPUs and MemoryMiB are the host's, which all its Sandboxes share.
 	CPUs      float64
 	MemoryMiB int
@@ -202,6 +231,12 @@ type Status struct {
 	// for want of memory since it last started (its memory limit reached);
 	// 0 where the backend can't say.
 	OOMKills int64
+	// DiskUsedMiB is how much of its disk limit (Resources.DiskMiB) the
+	// running Sandbox uses, and DiskFull says it is reached, or an Apart
+	// Disk's: a write there then fails with ENOSPC. Both zero where there is no limit or the
+	// Sandbox is not running.
+	DiskUsedMiB int
+	DiskFull    bool
 }
 
 // Cmd is a process to Exec.

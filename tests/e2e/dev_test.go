@@ -56,7 +56,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 		}
 		// What kndl dev leaves on purpose: its Sandboxes.
 		ctx := context.Background()
-		b, err := oci.New(ctx, sandboxOptions(t, filepath.Join(home, "runner"), relayPort, kndlBinary(t), slog.New(slog.DiscardHandler)))
+		b, err := oci.New(ctx, sandboxOptions(t, filepath.Join(home, "runner"), relayPort, kndlBinary(t), 0, slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Errorf("remove kndl dev's Sandboxes: %v", err)
 			return

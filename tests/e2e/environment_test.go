@@ -205,7 +205,8 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 // the first boot, before any install (in a Test build as in a Session);
 // what Claude's Bash installs there is on the disk, not in the Workspace
 // or in git status, and is still there after a sleep and a wake and on a
-// new Sandbox of the same Build (a resources-only change).
+// new Sandbox of the same Build (a resources-only change). Once the
+// patterns change, the next boot deletes it from the disk, saying so.
 func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
 	s := Start(t)
 	repo := s.RepoWith(map[string]string{"web/package.json": "{}\n"})
@@ -266,5 +267,29 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 	s.prompt(v.ID, "is it there on the new Sandbox?")
 	s.WaitEvent(v.ID, testenv.WaitMedium, "the new Sandbox's tool output", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "\ninstalled\n") && strings.Contains(e.Text, "upper-marker': No such file")
+	})
+	s.turnEnds(v.ID, 3)
+
+	// The patterns change: at the next boot the folder no pattern maps to
+	// any more is deleted from the disk, and the start log says so.
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", ".venv", "--next-to", ""); code != 0 {
+		t.Fatalf("kndl env edit --dependency-folders .venv: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 || !strings.Contains(out, "Applied version 3") {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "restart", v.ID); code != 0 {
+		t.Fatalf("kndl restart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.Model.On(testkit.PromptContains("is it gone"), testkit.Bash("ls -A /var/lib/kndl/deps; echo listed"))
+	s.prompt(v.ID, "is it gone now?")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the start log's line on the pruned folder", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && strings.Contains(e.Text, "dependency disk: deleted 1 folder(s) no pattern maps to any more") && strings.Contains(e.Text, "(web/node_modules ")
+	})
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the disk's listing", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "listed"
 	})
 }

@@ -96,7 +96,8 @@ func (s *System) promptCalls(text string) int {
 
 // sleepsLeavingNothing puts a Session to sleep and checks the host holds
 // nothing of its running Sandbox: the backend lists it stopped (its disks
-// kept), and there is no mount under the Runner's home, and neither the
+// kept), and there is no mount nor loop device over a file under the
+// Runner's home, and neither the
 // network namespace, the veth nor the relay rule of any slot this System's
 // Sandboxes had. (Other Systems' Sandboxes may share the host: each check
 // names this System's own.)
@@ -132,6 +133,12 @@ func (s *System) sleepsLeavingNothing(id string) {
 			if strings.Contains(l, s.Home) {
 				s.t.Errorf("a mount under the Runner's home after sleep: %s", l)
 			}
+		}
+	}
+	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range backing {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), s.Home) {
+			s.t.Errorf("a loop device over a file under the Runner's home after sleep: %s: %s", f, b)
 		}
 	}
 	links, err := exec.Command("ip", "-o", "link", "show").Output()
@@ -324,6 +331,43 @@ func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
 	})
 	once(t, s.Events(v.ID), protocol.EventPrompt, "use all the memory", "after the memory ran out")
 	s.sleepsLeavingNothing(v.ID)
+}
+
+// TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing runs a
+// Runner with RUNNER_SANDBOX_MAX_DISK_MIB: the start log says the limit,
+// a Bash call writing past it fails with "No space left on device" while
+// the host's disk has room, a note after it says the disk is full, and
+// Claude Code, its state on a disk of its own, goes on: the next call
+// frees the space. A sleep leaves no mount or loop device; the wake keeps
+// what the Sandbox wrote.
+func TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing(t *testing.T) {
+	const mib = 512
+	s := Start(t, WithSandboxDisk(mib))
+	v := s.Ready("before the disk fills", "Ready.")
+	s.WaitEvent(v.ID, testenv.WaitShort, "the start log's line on the disk", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventLog && strings.Contains(e.Text, fmt.Sprintf("of %d MiB used", mib))
+	})
+	s.Model.On(testkit.PromptContains("fill the disk"), testkit.Bash("echo kept > /root/kept; head -c 600M /dev/zero > /root/big"))
+	s.Model.On(testkit.ToolResultContains("No space left on device"), testkit.Bash("rm /root/big && echo freed-the-disk"))
+	s.Model.On(testkit.ToolResultContains("freed-the-disk"), testkit.Text("The disk has room again."))
+	s.prompt(v.ID, "fill the disk")
+	s.WaitEvent(v.ID, testenv.WaitLong, "the note that the disk is full", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && strings.Contains(e.Text, "disk is full") && strings.Contains(e.Text, "RUNNER_SANDBOX_MAX_DISK_MIB")
+	})
+	s.WaitEvent(v.ID, testenv.WaitLong, "Claude's answer once it freed the disk", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "The disk has room again."
+	})
+	var host syscall.Statfs_t
+	if err := syscall.Statfs(s.Home, &host); err != nil || host.Bavail*uint64(host.Bsize) < 1<<30 {
+		t.Errorf("the host's filesystem: %v, %d bytes free; want room", err, host.Bavail*uint64(host.Bsize))
+	}
+	s.sleepsLeavingNothing(v.ID)
+	s.Model.On(testkit.PromptContains("after the disk filled"), testkit.Bash("cat /root/kept"))
+	s.Model.On(testkit.ToolResultContains("kept"), testkit.Text("Still there after the wake."))
+	s.prompt(v.ID, "a prompt after the disk filled")
+	s.WaitEvent(v.ID, testenv.WaitLong, "the answer after the wake", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Still there after the wake."
+	})
 }
 
 // hostPID is the host's pid of the one process whose command line starts

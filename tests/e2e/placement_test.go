@@ -102,7 +102,7 @@ func TestSessionsSpreadOverRunnersByLoad(t *testing.T) {
 func removeSandboxes(t *testing.T, c runner.Config) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		b, err := oci.New(ctx, sandboxOptions(t, c.Home, c.RelayPort, kndlBinary(t), slog.New(slog.DiscardHandler)))
+		b, err := oci.New(ctx, sandboxOptions(t, c.Home, c.RelayPort, kndlBinary(t), 0, slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Errorf("%s's Sandboxes: %v", c.Name, err)
 			return

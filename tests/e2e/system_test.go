@@ -62,10 +62,10 @@ func sandboxEnv(t testing.TB) []string {
 
 // sandboxOptions are the backend's options for a Runner with home, as the
 // Runner itself makes them (daemon's newBackend).
-func sandboxOptions(t testing.TB, home string, relayPort int, bin string, log *slog.Logger) oci.Options {
+func sandboxOptions(t testing.TB, home string, relayPort int, bin string, maxDiskMiB int, log *slog.Logger) oci.Options {
 	runtime, path := sandboxRuntime(t)
 	return oci.Options{StateDir: filepath.Join(home, "sandboxes", oci.DirName(runtime)), Runtime: runtime, RuntimePath: path,
-		RelayPort: uint16(relayPort), InitPath: bin, Logger: log}
+		RelayPort: uint16(relayPort), InitPath: bin, MaxDiskMiB: maxDiskMiB, Logger: log}
 }
 
 func TestMain(m *testing.M) {
@@ -137,7 +137,7 @@ func (s *System) RestartRunner() {
 	s.t.Helper()
 	s.runnerCancel()
 	<-s.runnerDone
-	b, err := oci.New(s.ctx, sandboxOptions(s.t, s.runnerCfg.Home, s.runnerCfg.RelayPort, s.runnerCfg.Binary, s.log2))
+	b, err := oci.New(s.ctx, sandboxOptions(s.t, s.runnerCfg.Home, s.runnerCfg.RelayPort, s.runnerCfg.Binary, s.runnerCfg.MaxDiskMiB, s.log2))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -248,6 +248,7 @@ type options struct {
 	line        bool  // the Runner reaches the Hub through System.Line
 	hubDisk     int64 // bytes of the tmpfs the Hub's store is on; 0 for the test's own disk
 	maxSessions int
+	maxDiskMiB  int
 }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
@@ -272,6 +273,9 @@ func WithRunnerLine() Option { return func(o *options) { o.line = true } }
 // WithHubDisk puts the Hub's store on a tmpfs of size bytes of its own
 // (System.HubDisk), for a test to fill.
 func WithHubDisk(size int64) Option { return func(o *options) { o.hubDisk = size } }
+
+// WithSandboxDisk sets the Runner's RUNNER_SANDBOX_MAX_DISK_MIB.
+func WithSandboxDisk(mib int) Option { return func(o *options) { o.maxDiskMiB = mib } }
 
 // WithMaxSessions sets the Runner's RUNNER_MAX_SESSIONS.
 func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n } }
@@ -359,8 +363,8 @@ func Start(t testing.TB, opts ...Option) *System {
 		hubURL = "http://" + line.Addr()
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
-		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, Logger: log}
-	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, log))
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log}
+	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)
 	}

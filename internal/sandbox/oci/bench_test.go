@@ -38,15 +38,41 @@ func eachRuntime(b *testing.B, bench func(b *testing.B, be *oci.OCI, base string
 // median too, the figure the target (150 ms) is set on.
 //
 //	CGO_ENABLED=0 go test -run '^$' -bench CreateStartExec -benchtime 20x ./internal/sandbox/oci/
-func BenchmarkCreateStartExec(b *testing.B) { eachRuntime(b, benchCreateStartExec) }
+func BenchmarkCreateStartExec(b *testing.B) { eachRuntime(b, benchCreateStartExec(sandbox.Spec{})) }
 
-func benchCreateStartExec(b *testing.B, be *oci.OCI, base string) {
+// runnerDisks are the Disks a Runner gives a Session's Sandbox: Claude
+// Code's state (limited apart), the package cache, the dependency disk.
+var runnerDisks = []sandbox.Disk{{Name: "claude", Target: "/var/lib/kndl/claude", Apart: true},
+	{Name: "cache", Target: "/var/cache/kndl"}, {Name: "deps", Target: "/var/lib/kndl/deps"}}
+
+// BenchmarkCreateStartExecDiskLimit is BenchmarkCreateStartExec with a
+// Session's Disks, without and with a 10 GiB disk limit: what the sparse
+// images (two: one shared, one for Claude Code's state), their ext4 and
+// their loop mounts add (disk.go).
+//
+//	CGO_ENABLED=0 go test -run '^$' -bench CreateStartExecDiskLimit -benchtime 20x ./internal/sandbox/oci/
+func BenchmarkCreateStartExecDiskLimit(b *testing.B) {
+	b.Run("unlimited", func(b *testing.B) { eachRuntime(b, benchCreateStartExec(sandbox.Spec{Disks: runnerDisks})) })
+	b.Run("limited", func(b *testing.B) {
+		eachRuntime(b, benchCreateStartExec(sandbox.Spec{Disks: runnerDisks, Resources: sandbox.Resources{DiskMiB: 10 << 10}}))
+	})
+}
+
+// benchCreateStartExec runs benchCreateStartExecWith on Specs like spec.
+func benchCreateStartExec(spec sandbox.Spec) func(*testing.B, *oci.OCI, string) {
+	return func(b *testing.B, be *oci.OCI, base string) {
+		benchCreateStartExecWith(b, be, base, spec)
+	}
+}
+
+func benchCreateStartExecWith(b *testing.B, be *oci.OCI, base string, spec sandbox.Spec) {
 	ctx := context.Background()
 	var times []time.Duration
 	for i := 0; b.Loop(); i++ {
 		id := fmt.Sprintf("bench-%d", i)
 		start := time.Now()
-		if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}}); err != nil {
+		spec.ID, spec.Layers = id, []string{base}
+		if err := be.Create(ctx, spec); err != nil {
 			b.Fatal(err)
 		}
 		if err := be.Start(ctx, id); err != nil {
@@ -174,4 +200,57 @@ func cgroupMemory(b *testing.B, id string) (anon, pss, charged int64) {
 		}
 	}
 	return anon, pss, charged
+}
+
+// BenchmarkKeepDisks is a stopped Sandbox replaced by a new one that takes
+// its Disk back (RemoveKeepingDisks, then Create with Disk.From), as a
+// Session moving to a new Build is, with 100 MiB in 1000 files on the
+// Disk: a rename without a disk limit, a copy out of one image and into
+// another with one (disk.go). crun; the backend's runtime plays no part.
+//
+//	CGO_ENABLED=0 go test -run '^$' -bench KeepDisks -benchtime 5x ./internal/sandbox/oci/
+func BenchmarkKeepDisks(b *testing.B) {
+	base := requireOCI(b)
+	for _, c := range []struct {
+		name string
+		res  sandbox.Resources
+	}{{"unlimited", sandbox.Resources{}}, {"limited", sandbox.Resources{DiskMiB: 10 << 10}}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			be := newBackend(b, oci.Options{StateDir: b.TempDir() + "/state", RelayPort: freePort(b), Logger: quiet})
+			spec := sandbox.Spec{ID: "keep", Layers: []string{base}, Resources: c.res, Disks: []sandbox.Disk{{Name: "deps", Target: "/deps"}}}
+			if err := be.Create(ctx, spec); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { be.Remove(ctx, "keep") })
+			if err := be.Start(ctx, "keep"); err != nil {
+				b.Fatal(err)
+			}
+			p, err := be.Exec(ctx, "keep", sandbox.Cmd{Args: []string{"sh", "-c", "for i in $(seq 1000); do head -c 102400 /dev/urandom > /deps/$i; done"},
+				Env: []string{"PATH=/usr/bin:/bin"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if code, err := p.Wait(); err != nil || code != 0 {
+				b.Fatalf("fill the disk: exit %d, %v", code, err)
+			}
+			if err := be.Stop(ctx, "keep"); err != nil {
+				b.Fatal(err)
+			}
+			var times []time.Duration
+			for i := 0; b.Loop(); i++ {
+				kept := filepath.Join(b.TempDir(), "kept")
+				start := time.Now()
+				if err := be.RemoveKeepingDisks(ctx, "keep", kept); err != nil {
+					b.Fatal(err)
+				}
+				spec.Disks[0].From = filepath.Join(kept, "deps")
+				if err := be.Create(ctx, spec); err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+			}
+			b.ReportMetric(float64(median(times).Microseconds())/1000, "median-ms")
+		})
+	}
 }

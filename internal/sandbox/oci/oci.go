@@ -72,6 +72,11 @@ type Options struct {
 	// MaxMemoryMiB caps every Sandbox's memory. Environment:
 	// RUNNER_SANDBOX_MAX_MEMORY_MIB. Default: three quarters of the host's.
 	MaxMemoryMiB int
+	// MaxDiskMiB caps every Sandbox's disk, and is what one that asks for
+	// none gets (disk.go says how it is enforced). Environment:
+	// RUNNER_SANDBOX_MAX_DISK_MIB. Default 0: no cap, and a Sandbox is
+	// limited only if its Spec asks.
+	MaxDiskMiB int
 	// DNS are the resolvers Sandboxes use, the only private addresses they
 	// reach (port 53). Nil means the host's non-loopback IPv4 nameservers;
 	// empty means none.
@@ -98,6 +103,8 @@ type OCI struct {
 	relay   netip.AddrPort
 	fw      firewall
 	userns  usernsCache
+	// canLimitDisk says the host has what disk.go needs.
+	canLimitDisk bool
 }
 
 // New makes the backend over opts.StateDir, reconciling what an earlier
@@ -139,6 +146,7 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		Notes:        b.cgroups.notes(b.rt),
 		MaxCPUs:      opts.MaxCPUs,
 		MaxMemoryMiB: opts.MaxMemoryMiB,
+		MaxDiskMiB:   opts.MaxDiskMiB,
 		CPUs:         float64(runtime.NumCPU()),
 		MemoryMiB:    hostMemoryMiB(),
 		Relay:        b.relay.String(),
@@ -146,7 +154,17 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	if gvisor {
 		b.host.NoDocker = gvisorNoDocker
 	}
-	b.host.Notes = append(b.host.Notes, "Disk use is not limited: a Sandbox's own writes and Disks grow on the state directory's filesystem.")
+	how, err := diskEnforcer()
+	switch {
+	case err != nil:
+		b.host.Notes = append(b.host.Notes, fmt.Sprintf("Disk use cannot be limited here (%v): a Sandbox's own writes and Disks grow on the state directory's filesystem.", err))
+	case opts.MaxDiskMiB == 0:
+		b.canLimitDisk, b.host.DiskLimit = true, how
+		b.host.Notes = append(b.host.Notes, "Disk use is not limited (RUNNER_SANDBOX_MAX_DISK_MIB is unset): a Sandbox's own writes and Disks grow on the state directory's filesystem.")
+	default:
+		b.canLimitDisk, b.host.DiskLimit = true, how
+		b.host.Limits = append(b.host.Limits, "disk")
+	}
 	if len(opts.DNS) == 0 {
 		b.host.Notes = append(b.host.Notes, "The host has no resolver a Sandbox can reach (a loopback one is no use from another network namespace), so Sandboxes have no DNS; set the backend's DNS option.")
 	}
@@ -258,6 +276,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxMemoryMiB <= 0 {
 		o.MaxMemoryMiB = hostMemoryMiB() * 3 / 4
+	}
+	if o.MaxDiskMiB < 0 || (o.MaxDiskMiB > 0 && o.MaxDiskMiB < minDiskMiB) {
+		return fmt.Errorf("sandbox disk cap %d MiB: want 0 (none) or at least %d MiB: %w", o.MaxDiskMiB, minDiskMiB, errdefs.ErrInvalid)
 	}
 	if o.DNS == nil {
 		o.DNS = hostResolvers("/etc/resolv.conf")
@@ -496,6 +517,9 @@ func validate(spec sandbox.Spec) error {
 	if r.MemoryMiB > 0 && r.MemoryMiB < 16 {
 		return bad("memory %d MiB is below the 16 MiB a Sandbox needs", r.MemoryMiB)
 	}
+	if r.DiskMiB < 0 || (r.DiskMiB > 0 && r.DiskMiB < minDiskMiB) {
+		return bad("disk %d MiB: want 0 (the Runner's default) or at least %d MiB", r.DiskMiB, minDiskMiB)
+	}
 	if spec.Hostname != "" && !hostPattern.MatchString(spec.Hostname) {
 		return bad("hostname %q is not a valid host name", spec.Hostname)
 	}
@@ -527,6 +551,28 @@ func (b *OCI) give(asked sandbox.Resources) (sandbox.Resources, []string) {
 	return got, notes
 }
 
+// minDiskMiB is the smallest disk limit: an ext4 with its journal and a
+// root filesystem's first writes.
+const minDiskMiB = 32
+
+// giveDisk caps the disk a Spec asks for, at Create: an image's size is
+// fixed from then on.
+func (b *OCI) giveDisk(asked int) (int, []string) {
+	got := asked
+	if got == 0 {
+		got = b.opts.MaxDiskMiB
+	}
+	switch {
+	case got == 0:
+		return 0, nil
+	case !b.canLimitDisk:
+		return 0, []string{"This host cannot limit disk use (see the Runner's start log): the Sandbox's writes are bounded only by the host's disk."}
+	case b.opts.MaxDiskMiB > 0 && got > b.opts.MaxDiskMiB:
+		return b.opts.MaxDiskMiB, []string{fmt.Sprintf("Asked for %d MiB of disk; this Runner gives a Sandbox at most %d MiB (RUNNER_SANDBOX_MAX_DISK_MIB).", asked, b.opts.MaxDiskMiB)}
+	}
+	return got, nil
+}
+
 // Create makes a stopped Sandbox: its record, slot, upper layer and Disks.
 func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err := validate(spec); err != nil {
@@ -550,7 +596,8 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 		return err
 	}
 	given, notes := b.give(spec.Resources)
-	rec := record{Spec: spec, Slot: slot, Given: given, Notes: notes}
+	disk, diskNotes := b.giveDisk(spec.Resources.DiskMiB)
+	rec := record{Spec: spec, Slot: slot, Given: given, Notes: notes, DiskMiB: disk, DiskNotes: diskNotes}
 	var unlock func()
 	err = os.Mkdir(string(d), 0o700)
 	if err == nil {
@@ -560,14 +607,20 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 		err = writeJSON(d.record(), rec)
 	}
 	unlockHost()
+	images := d.images(rec)
 	defer func() {
 		switch {
 		case err == nil:
-		case putBack(context.WithoutCancel(ctx), spec, d) != nil:
+			// A stopped Sandbox holds no mount; Start retries one left.
+			if uerr := unmountImages(images); uerr != nil {
+				b.log.Warn("unmount a new sandbox's disk images", "sandbox", spec.ID, "err", uerr)
+			}
+		case putBack(context.WithoutCancel(ctx), spec, func(name string) string { return d.diskDir(rec, name) }) != nil:
 			// A kept disk is still in the directory: it stays, unfinished,
 			// for reconcile to put back.
 			err = fmt.Errorf("create sandbox %s: %w; a kept disk could not be put back, and is under %s", spec.ID, err, d)
 		default:
+			unmountImages(images)
 			removeTree(string(d))
 			if u, e := b.lockHost(); e == nil {
 				b.freeSlot(slot)
@@ -582,7 +635,27 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{d.upper(), d.work(), d.layers(), d.path("disks"), d.path("etc"), d.bundle()} {
+	// The Sandbox's own directories: made in place, or, with a disk limit,
+	// in a tree per image that mkfs.ext4 copies into it, which is then
+	// mounted only to take kept Disks in.
+	tree := func(p string) string { return p }
+	if disk > 0 {
+		tree = func(p string) string {
+			for _, im := range images {
+				if rel, ok := strings.CutPrefix(p, im.mount+"/"); ok {
+					return filepath.Join(im.tree(), rel)
+				}
+			}
+			return p
+		}
+		for _, im := range images {
+			if err := os.Mkdir(im.tree(), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	own := d.own(rec)
+	for _, p := range []string{tree(own.upper()), tree(own.work()), d.layers(), tree(own.path("disks")), d.path("etc"), d.bundle()} {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return err
 		}
@@ -590,21 +663,37 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 	// The upper's root is the root filesystem's "/": owned by the Sandbox's
 	// root and world-readable like any "/".
 	base := int(slotUIDBase(slot))
-	if err := os.Chown(d.upper(), base, base); err != nil {
+	if err := os.Chown(tree(own.upper()), base, base); err != nil {
 		return err
 	}
-	if err := os.Chmod(d.upper(), 0o755); err != nil {
+	if err := os.Chmod(tree(own.upper()), 0o755); err != nil {
 		return err
 	}
+	taking := false
 	for _, dk := range spec.Disks {
 		if dk.From != "" {
-			if err := moveTree(ctx, dk.From, d.disk(dk.Name)); err != nil {
-				return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
-			}
+			taking = true
 			continue
 		}
-		if err := os.Mkdir(d.disk(dk.Name), 0o755); err != nil {
+		if err := os.Mkdir(tree(d.diskDir(rec, dk.Name)), 0o755); err != nil {
 			return err
+		}
+	}
+	if err := makeDiskImages(ctx, images, disk); err != nil {
+		return err
+	}
+	if taking {
+		if err := mountImages(images); err != nil {
+			return err
+		}
+	}
+	for _, dk := range spec.Disks {
+		if dk.From == "" {
+			continue
+		}
+		// Into a disk image, a copy (docs/performance.md).
+		if err := moveTree(ctx, dk.From, d.diskDir(rec, dk.Name)); err != nil {
+			return fmt.Errorf("take back disk %s from %s: %w", dk.Name, dk.From, err)
 		}
 	}
 	// Taken: the finished record names no path outside the state
@@ -620,14 +709,14 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 // putBack moves the Disks a Create took back (Disk.From) to where they
 // were, for a Create that failed or never finished: nothing of a kept disk
 // may go with the Sandbox's directory, so while it returns an error the
-// directory stays.
-func putBack(ctx context.Context, spec sandbox.Spec, d sandboxDir) error {
+// directory stays. dir says where each Disk is (sandboxDir.diskDir).
+func putBack(ctx context.Context, spec sandbox.Spec, dir func(name string) string) error {
 	var errs []error
 	for _, dk := range spec.Disks {
-		if dk.From == "" || !exists(d.disk(dk.Name)) || exists(dk.From) {
+		if dk.From == "" || !exists(dir(dk.Name)) || exists(dk.From) {
 			continue
 		}
-		if err := moveTree(ctx, d.disk(dk.Name), dk.From); err != nil {
+		if err := moveTree(ctx, dir(dk.Name), dk.From); err != nil {
 			errs = append(errs, fmt.Errorf("put disk %s back to %s: %w", dk.Name, dk.From, err))
 		}
 	}
@@ -721,10 +810,9 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	if err := b.writeEtc(rec.Spec, rec.Slot, d); err != nil {
 		return err
 	}
-	if err := makeDiskSubs(rec.Spec.DiskBinds, d); err != nil {
-		return err
-	}
-	// The root filesystem and the network are independent: made at once.
+	own := d.own(rec)
+	// The root filesystem (on the disk images, if any) and the network
+	// are independent: made at once.
 	t0 := time.Now()
 	var rootfsTime, netTime time.Duration
 	netErr := make(chan error, 1)
@@ -744,12 +832,19 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		netTime = time.Since(t0)
 		netErr <- err
 	}()
-	userns, err := b.userns.get(slotUIDBase(rec.Slot))
+	err = mountImages(d.images(rec))
+	if err == nil {
+		err = makeDiskSubs(rec.Spec.DiskBinds, func(name string) string { return d.diskDir(rec, name) })
+	}
+	var userns int
+	if err == nil {
+		userns, err = b.userns.get(slotUIDBase(rec.Slot))
+	}
 	if err == nil {
 		err = b.makeRootfsDir(rec.Slot)
 	}
 	if err == nil {
-		err = mountRootfs(rec.Spec.Layers, d.upper(), d.work(), b.rootfsDir(rec.Slot), d.layers(), userns)
+		err = mountRootfs(rec.Spec.Layers, own.upper(), own.work(), b.rootfsDir(rec.Slot), d.layers(), userns)
 	}
 	rootfsTime = time.Since(t0)
 	if err2 := <-netErr; err == nil {
@@ -819,6 +914,9 @@ func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 	if err := b.removeRootfs(rec.Slot); err != nil {
 		errs = append(errs, err)
 	}
+	if err := unmountImages(d.images(rec)); err != nil {
+		errs = append(errs, err)
+	}
 	if unlock, err := b.lockHost(); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -868,7 +966,9 @@ func (b *OCI) Snapshot(ctx context.Context, id, dst string) error {
 	}
 	tmp := dst + ".tmp-snapshot"
 	os.RemoveAll(tmp)
-	if err := copyShifted(ctx, b.dir(id).upper(), tmp, slotUIDBase(rec.Slot)); err != nil {
+	d := b.dir(id)
+	err = withDisk(d, rec, func() error { return copyShifted(ctx, d.own(rec).upper(), tmp, slotUIDBase(rec.Slot)) })
+	if err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
@@ -883,9 +983,9 @@ func (b *OCI) Snapshot(ctx context.Context, id, dst string) error {
 // the Sandbox's to write, so whatever is at a subdirectory's name and is
 // not a directory, such as a symlink out to the host, goes first: the
 // runtime would follow it.
-func makeDiskSubs(binds []sandbox.DiskBind, d sandboxDir) error {
+func makeDiskSubs(binds []sandbox.DiskBind, dir func(name string) string) error {
 	for _, db := range binds {
-		p := filepath.Join(d.disk(db.Disk), db.Sub)
+		p := filepath.Join(dir(db.Disk), db.Sub)
 		if st, err := os.Lstat(p); err == nil && st.IsDir() {
 			continue
 		} else if err == nil {
@@ -918,6 +1018,70 @@ func (b *OCI) SetDiskBinds(ctx context.Context, id string, binds []sandbox.DiskB
 	}
 	rec.Spec = spec
 	return writeJSON(b.dir(id).record(), rec)
+}
+
+// PruneDisk deletes the entries of a stopped Sandbox's Disk that keep
+// refuses. Nothing is followed: a symlink the Sandbox put there goes
+// itself.
+func (b *OCI) PruneDisk(ctx context.Context, id, disk string, keep func(name string) bool) ([]sandbox.Pruned, error) {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	d := b.dir(id)
+	var run runRecord
+	if readJSON(d.run(), &run) == nil && run.alive() {
+		return nil, fmt.Errorf("prune disk %s of sandbox %s: %w", disk, id, sandbox.ErrRunning)
+	}
+	if !slices.ContainsFunc(rec.Spec.Disks, func(dk sandbox.Disk) bool { return dk.Name == disk }) {
+		return nil, fmt.Errorf("sandbox %s has no disk %q: %w", id, disk, sandbox.ErrNotFound)
+	}
+	var pruned []sandbox.Pruned
+	err = withDisk(d, rec, func() error {
+		dir := d.diskDir(rec, disk)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if keep(e.Name()) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			n := treeBytes(p)
+			if err := removeTree(p); err != nil {
+				return err
+			}
+			pruned = append(pruned, sandbox.Pruned{Name: e.Name(), Bytes: n})
+		}
+		return nil
+	})
+	if err != nil {
+		return pruned, fmt.Errorf("prune disk %s of sandbox %s: %w", disk, id, err)
+	}
+	return pruned, nil
+}
+
+// treeBytes is the disk a tree takes (its blocks, as du counts them),
+// without following symlinks or crossing into another filesystem.
+func treeBytes(root string) int64 {
+	var n int64
+	var dev uint64
+	filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
+		var st unix.Stat_t
+		if err != nil || unix.Lstat(p, &st) != nil {
+			return nil
+		}
+		if p == root {
+			dev = st.Dev
+		} else if st.Dev != dev {
+			return filepath.SkipDir
+		}
+		n += st.Blocks * 512
+		return nil
+	})
+	return n
 }
 
 // Remove stops the Sandbox and deletes it with its disks and slot.
@@ -954,17 +1118,24 @@ func (b *OCI) RemoveKeepingDisks(ctx context.Context, id, dir string) error {
 		return fmt.Errorf("remove sandbox %s: %w", id, err)
 	}
 	d := b.dir(id)
-	for _, dk := range rec.Spec.Disks {
-		src, dst := d.disk(dk.Name), filepath.Join(dir, dk.Name)
-		switch {
-		case !exists(src) && exists(dst):
-			continue // moved by a call cut short
-		case exists(dst):
-			return fmt.Errorf("keep disk %s of sandbox %s: %s already exists: %w", dk.Name, id, dst, errdefs.ErrConflict)
+	err = withDisk(d, rec, func() error {
+		for _, dk := range rec.Spec.Disks {
+			src, dst := d.diskDir(rec, dk.Name), filepath.Join(dir, dk.Name)
+			switch {
+			case !exists(src) && exists(dst):
+				continue // moved by a call cut short
+			case exists(dst):
+				return fmt.Errorf("keep disk %s of sandbox %s: %s already exists: %w", dk.Name, id, dst, errdefs.ErrConflict)
+			}
+			// Out of a disk image, a copy (docs/performance.md).
+			if err := moveTree(ctx, src, dst); err != nil {
+				return fmt.Errorf("keep disk %s of sandbox %s: %w", dk.Name, id, err)
+			}
 		}
-		if err := moveTree(ctx, src, dst); err != nil {
-			return fmt.Errorf("keep disk %s of sandbox %s: %w", dk.Name, id, err)
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return b.removeStopped(id, rec.Slot)
 }
@@ -1024,7 +1195,8 @@ func (b *OCI) Status(ctx context.Context, id string) (sandbox.Status, error) {
 }
 
 func (b *OCI) status(id string, rec record) sandbox.Status {
-	st := sandbox.Status{ID: id, State: sandbox.StateCreated, Resources: rec.Given, Notes: rec.Notes}
+	st := sandbox.Status{ID: id, State: sandbox.StateCreated, Resources: rec.Given, Notes: append(slices.Clone(rec.Notes), rec.DiskNotes...)}
+	st.Resources.DiskMiB = rec.DiskMiB
 	_, st.Addr = slotAddrs(rec.Slot) // its end of the veth: the relay sees it as the source
 	if rec.Started {
 		st.State = sandbox.StateStopped
@@ -1033,6 +1205,13 @@ func (b *OCI) status(id string, rec record) sandbox.Status {
 	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
 		st.State = sandbox.StateRunning
 		st.OOMKills = b.cgroups.oomKills(cgroupName(id, rec.Slot))
+		for i, im := range b.dir(id).images(rec) {
+			used, full := diskUse(im.mount)
+			if i == 0 {
+				st.DiskUsedMiB = used
+			}
+			st.DiskFull = st.DiskFull || full
+		}
 	}
 	return st
 }

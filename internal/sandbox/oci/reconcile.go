@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/sandbox"
 )
 
 // reconcile brings the host in line with the records, as New starts:
@@ -19,7 +22,8 @@ import (
 //     and any kept Disk it was taking back is put back (Disk.From);
 //   - a Sandbox whose PID 1 still runs is left running; one whose PID 1 is
 //     gone (a crash, a reboot) has what is left of its run torn down;
-//   - runtime containers, mounts under the state directory, network
+//   - runtime containers, mounts under the state directory (disk images
+//     among them, disk.go), loop devices over its disk images, network
 //     namespaces, veths, firewall rules and cgroups carrying the backend's
 //     names that no running Sandbox owns are removed;
 //   - slots whose owner no longer exists (its state directory deleted) are
@@ -61,7 +65,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 			if recErr != nil {
 				rec.Slot = b.slotOf(id)
 			}
-			if err := putBack(ctx, rec.Spec, d); err != nil {
+			if err := putBackFromImage(ctx, rec, d); err != nil {
 				b.log.Error("a sandbox whose create never finished holds a kept disk; left as it is", "sandbox", id, "err", err)
 				unlock()
 				continue
@@ -80,7 +84,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		case hasRun && run.alive():
 			running[id] = true
 			slots[id] = rec.Slot
-		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)):
+		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)) || anyMounted(d.images(rec)):
 			b.log.Info("clearing what a stopped sandbox left running", "sandbox", id)
 			if err := b.tearDown(ctx, id, rec); err != nil {
 				b.log.Warn("clear stopped sandbox", "sandbox", id, "err", err)
@@ -98,9 +102,23 @@ func (b *OCI) reconcile(ctx context.Context) error {
 	}
 	// Layers attached by path are detached as soon as the overlay holds
 	// them, so any mount here is left from a crash.
+	// A running Sandbox's disk images are the mounts it keeps, right in
+	// its directory.
 	for _, m := range mountsUnder(b.opts.StateDir) {
+		if id := filepath.Base(filepath.Dir(m)); running[id] && filepath.Dir(m) == string(b.dir(id)) {
+			continue
+		}
 		b.log.Info("unmounting an orphaned mount", "path", m)
 		unix.Unmount(m, unix.MNT_DETACH)
+	}
+	for dev, img := range loopsUnder(b.opts.StateDir) {
+		if id := filepath.Base(filepath.Dir(img)); running[id] && filepath.Dir(img) == string(b.dir(id)) {
+			continue
+		}
+		b.log.Info("detaching an orphaned loop device", "device", dev, "image", img)
+		if err := detachLoop(dev); err != nil {
+			b.log.Warn("detach orphaned loop device", "device", dev, "err", err)
+		}
 	}
 
 	unlock, err := b.lockHost()
@@ -126,6 +144,20 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// putBackFromImage is putBack for a Create that never finished, whose
+// Disks may be in its disk image. An image that does not mount (the crash
+// came before mkfs.ext4 was done) never had a Disk moved in: then each one
+// taken from elsewhere must still be there.
+func putBackFromImage(ctx context.Context, rec record, d sandboxDir) error {
+	err := withDisk(d, rec, func() error {
+		return putBack(ctx, rec.Spec, func(name string) string { return d.diskDir(rec, name) })
+	})
+	if err != nil && !slices.ContainsFunc(rec.Spec.Disks, func(dk sandbox.Disk) bool { return dk.From != "" && !exists(dk.From) }) {
+		return nil
+	}
+	return err
 }
 
 // slotOf finds the slot a Sandbox of this backend holds, from the registry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -19,8 +20,10 @@ import (
 // TestReconcileRemovesWhatACrashLeft makes what a Runner killed mid-way
 // leaves behind and checks a new backend clears it: a Create that never
 // finished (with its slot; a kept disk it took goes back), a Sandbox whose
-// PID 1 died with its network, mount and runtime state still up, and a
-// network and cgroup of a slot no Sandbox holds.
+// PID 1 died with its network, mounts (its disk image's among them) and
+// runtime state still up, a loop device left over a stopped Sandbox's
+// disk image, and a network and cgroup of a slot no Sandbox holds; a
+// running Sandbox keeps its disk image mounted.
 func TestReconcileRemovesWhatACrashLeft(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
@@ -58,7 +61,8 @@ func testReconcile(t *testing.T, base string, opts Options) {
 		Disks: []sandbox.Disk{{Name: "claude", Target: "/var/lib/kndl/claude", From: kept}}}, Slot: halfSlot})
 
 	// A running Sandbox whose PID 1 dies while the Runner is away.
-	if err := b.Create(ctx, sandbox.Spec{ID: "died", Layers: []string{base}}); err != nil {
+	limited := sandbox.Resources{DiskMiB: 64}
+	if err := b.Create(ctx, sandbox.Spec{ID: "died", Layers: []string{base}, Resources: limited}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Remove(ctx, "died") })
@@ -71,6 +75,21 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	readJSON(b.dir("died").record(), &diedRec)
 	unix.Kill(run.PID, unix.SIGKILL)
 	testenv.Eventually(t, testenv.WaitShort, "PID 1 of died is gone", func() bool { return !run.alive() })
+
+	// A running Sandbox with a disk image, and a stopped one whose image a
+	// crash left on a loop device (attached without autoclear, by losetup).
+	for _, id := range []string{"alive", "asleep"} {
+		if err := b.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Resources: limited}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Remove(ctx, id) })
+	}
+	if err := b.Start(ctx, "alive"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("losetup", "-f", b.dir("asleep").diskImage()).CombinedOutput(); err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
 
 	// A network (a Docker Sandbox's, with the user namespace that owns
 	// it) and cgroup of a slot nobody holds.
@@ -92,6 +111,8 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	for what, ok := range map[string]bool{
 		"half's directory":            exists(string(half)),
 		"died's mount":                isMountPoint(b.rootfsDir(diedRec.Slot)),
+		"died's disk image mount":     isMountPoint(b.dir("died").diskMount()),
+		"asleep's loop device":        len(loopsUnder(string(b.dir("asleep")))) == 1,
 		"died's network namespace":    exists(netnsPath(diedRec.Slot)),
 		"died's runtime container":    b.rt.state(ctx, "died") != "",
 		"the orphan's veth":           linkExists(vethName(orphan)),
@@ -124,6 +145,15 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	}
 	if exists(usernsPath(orphan)) {
 		t.Error("the orphan's user namespace is still there")
+	}
+	if isMountPoint(b.dir("died").diskMount()) {
+		t.Error("died's disk image is still mounted")
+	}
+	if loops := loopsUnder(opts.StateDir); len(loops) != 1 {
+		t.Errorf("loop devices over disk images: got %v, want alive's alone", loops)
+	}
+	if st, err := b.Status(ctx, "alive"); err != nil || st.State != sandbox.StateRunning || !isMountPoint(b.dir("alive").diskMount()) {
+		t.Errorf("alive: got %+v, %v, its disk image mounted %v; want it running on it", st, err, isMountPoint(b.dir("alive").diskMount()))
 	}
 	for _, slot := range []int{diedRec.Slot, orphan} {
 		if exists(netnsPath(slot)) {

@@ -27,6 +27,9 @@ import (
 //	                                 on kernels before 6.13 (rootfs.go)
 //	    disks/<name>/                the Spec's Disks, made empty or moved in
 //	                                 (Disk.From), moved out by RemoveKeepingDisks
+//	    disk.img                     with a disk limit (disk.go): an ext4 image
+//	                                 holding upper/, work/ and disks/ in place
+//	                                 of the three above, mounted at own/
 //	    etc/                         hosts, resolv.conf, hostname bound in
 //	    bundle/config.json           the runtime's config
 //	<HostDir>/lock                   flock for host-wide changes
@@ -44,6 +47,12 @@ type record struct {
 	// less than asked.
 	Given sandbox.Resources
 	Notes []string
+	// DiskMiB is the size of the Sandbox's disk image, 0 for none
+	// (disk.go); made by Create, it stays what it was (DiskNotes say
+	// where that is less than asked) while the caps of Given follow each
+	// Start.
+	DiskMiB   int
+	DiskNotes []string
 	// Complete is set when Create has finished; a record without it is a
 	// Create that crashed, removed by reconciliation.
 	Complete bool

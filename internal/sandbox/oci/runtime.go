@@ -196,7 +196,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 			Options: []string{"rbind", "idmap", "nosuid", "nodev"}})
 	}
 	for _, d := range rec.Spec.Disks {
-		mounts = append(mounts, specs.Mount{Destination: d.Target, Type: "bind", Source: dir.disk(d.Name),
+		mounts = append(mounts, specs.Mount{Destination: d.Target, Type: "bind", Source: dir.diskDir(rec, d.Name),
 			Options: []string{"rbind", "idmap", "nosuid", "nodev"}})
 	}
 	for _, bd := range rec.Spec.Binds {
@@ -211,7 +211,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 	diskBinds := slices.Clone(rec.Spec.DiskBinds)
 	slices.SortFunc(diskBinds, func(a, b sandbox.DiskBind) int { return strings.Compare(a.Target, b.Target) })
 	for _, db := range diskBinds {
-		mounts = append(mounts, specs.Mount{Destination: db.Target, Type: "bind", Source: filepath.Join(dir.disk(db.Disk), db.Sub),
+		mounts = append(mounts, specs.Mount{Destination: db.Target, Type: "bind", Source: filepath.Join(dir.diskDir(rec, db.Disk), db.Sub),
 			Options: []string{"rbind", "idmap", "nosuid", "nodev"}})
 	}
 	for _, t := range rec.Spec.Tmpfs {

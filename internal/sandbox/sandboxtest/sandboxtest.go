@@ -1,6 +1,6 @@
 // Package sandboxtest is the conformance suite every sandbox.Backend
-// passes: isolation, networking, limits, layers and snapshots, disks (kept
-// past their Sandbox too), secrets, terminals and restart recovery, each a
+// passes: isolation, networking, limits (a disk limit among them), layers
+// and snapshots, disks (kept past their Sandbox too, and pruned), secrets, terminals and restart recovery, each a
 // subtest that can fail. A backend that runs Sandboxes on a kernel of its own
 // says so (Options.OwnKernel), and names the subtests it cannot pass, with
 // why (Options.NotSupported). Only backends' tests import it.
@@ -87,6 +87,8 @@ func Run(t *testing.T, newBackend NewBackend, base string, opts Options) {
 		{"StopStartKeepsDisksAndUpper", s.testStopStart},
 		{"Binds", s.testBinds},
 		{"DiskBindsInABindFollowSetDiskBinds", s.testDiskBinds},
+		{"PruneDiskDeletesWhatKeepRefuses", s.testPruneDisk},
+		{"DiskLimitRefusesWritesPastIt", s.testDiskLimit},
 		{"SecretInEnvNotOnDiskOrCommandLine", s.testSecret},
 		{"TerminalAndResize", s.testPTY},
 		{"WaitIsNotHeldByBackgroundChildren", s.testBackgroundChild},
@@ -852,6 +854,151 @@ func (s *suite) testDiskBinds(t *testing.T) {
 	}
 }
 
+// testPruneDisk: PruneDisk deletes a stopped Sandbox's Disk entries keep
+// refuses, whole and without following a symlink, says how much each
+// held, and keeps the rest; it is refused while the Sandbox runs.
+func (s *suite) testPruneDisk(t *testing.T) {
+	e := s.env(t)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "host"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := e.sandbox(sandbox.Spec{ID: "prune", Disks: []sandbox.Disk{{Name: "deps", Target: "/var/lib/deps"}},
+		Binds: []sandbox.Bind{{Source: outside, Target: "/outside"}}})
+	e.must(id, "mkdir -p /var/lib/deps/keep /var/lib/deps/old/a && head -c 1048576 /dev/zero > /var/lib/deps/old/a/f && "+
+		"echo k > /var/lib/deps/keep/f && ln -s /outside /var/lib/deps/link")
+	keep := func(name string) bool { return name == "keep" }
+	if _, err := e.b.PruneDisk(ctx, id, "deps", keep); !errors.Is(err, sandbox.ErrRunning) {
+		t.Errorf("PruneDisk while running: got %v, want ErrRunning", err)
+	}
+	if err := e.b.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.PruneDisk(ctx, id, "nope", keep); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("PruneDisk of no such disk: got %v, want ErrNotFound", err)
+	}
+	pruned, err := e.b.PruneDisk(ctx, id, "deps", keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, p := range pruned {
+		got[p.Name] = p.Bytes
+	}
+	if len(got) != 2 || got["old"] < 1<<20 {
+		t.Errorf("pruned %+v, want old (at least 1 MiB) and link", pruned)
+	}
+	if _, ok := got["link"]; !ok {
+		t.Errorf("pruned %+v, want the symlink too", pruned)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "host")); err != nil {
+		t.Errorf("the file the symlink pointed at: %v, want it left", err)
+	}
+	if err := e.b.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.must(id, "ls -A /var/lib/deps; cat /var/lib/deps/keep/f"); got != "keep\nk" {
+		t.Errorf("the disk after pruning: got %q, want keep alone, as it was", got)
+	}
+}
+
+// testDiskLimit: a Sandbox with a disk limit gets ENOSPC past it, in its
+// root filesystem and its Disks alike (they share it), while the host's
+// filesystem has room and a Disk limited apart (Disk.Apart) is still
+// written; Status says it is full, and freeing space makes writes work
+// again. What it wrote survives a Stop, a stopped Sandbox holds
+// no mount, a new backend (a restarted Runner) reattaches a running one;
+// Snapshot and RemoveKeepingDisks read a stopped one's writes, a new
+// Sandbox with a limit takes its Disks back, and Remove leaves nothing.
+func (s *suite) testDiskLimit(t *testing.T) {
+	e := s.env(t)
+	if e.b.Host().DiskLimit == "" {
+		testenv.Lack(t, "a host that can limit a Sandbox's disk ("+strings.Join(e.b.Host().Notes, " ")+")")
+	}
+	// Only what the state directory holds is compared: on a host shared
+	// with other work, other Sandboxes come and go meanwhile.
+	before := snapHost(t, e.stateDir, "full")
+	left := func(when string, files bool) {
+		t.Helper()
+		after := snapHost(t, e.stateDir, "full")
+		var mounts []string
+		for _, m := range after.mounts {
+			if strings.HasPrefix(m, e.stateDir+"/") {
+				mounts = append(mounts, m)
+			}
+		}
+		if len(mounts)+len(after.loops) > 0 {
+			t.Errorf("%s: mounts %v and loop devices %v under the state directory, want none", when, mounts, after.loops)
+		}
+		if files && fmt.Sprint(before.files) != fmt.Sprint(after.files) {
+			t.Errorf("files in the state directory %s:\ngot  %v\nwant %v", when, after.files, before.files)
+		}
+	}
+	const mib = 64
+	disks := []sandbox.Disk{{Name: "data", Target: "/var/lib/data"}, {Name: "state", Target: "/var/lib/state", Apart: true}}
+	id := e.sandbox(sandbox.Spec{ID: "full", Resources: sandbox.Resources{DiskMiB: mib}, Disks: disks})
+	if got := e.must(id, "ls -A /var/lib/data /var/lib/state"); got != "/var/lib/data:\n\n/var/lib/state:" {
+		t.Errorf("new Disks: got %q, want both empty", got)
+	}
+	if st, err := e.b.Status(ctx, id); err != nil || st.Resources.DiskMiB != mib || st.DiskFull {
+		t.Fatalf("status: got %+v, %v; want %d MiB of disk, not full", st, err, mib)
+	}
+	e.must(id, "echo kept > /root/kept")
+	out, code := e.sh(id, "head -c 100M /dev/zero > /root/big")
+	if code == 0 || !strings.Contains(out, "No space left on device") {
+		t.Errorf("writing 100 MiB past a %d MiB limit: exit %d, %q; want ENOSPC", mib, code, out)
+	}
+	if out, code := e.sh(id, "head -c 1M /dev/zero > /var/lib/data/more"); code == 0 {
+		t.Errorf("writing to a Disk with the limit reached: exit 0, %q; want ENOSPC", out)
+	}
+	e.must(id, "head -c 1M /dev/zero > /var/lib/state/apart")
+	var host syscall.Statfs_t
+	if err := syscall.Statfs(e.stateDir, &host); err != nil || host.Bavail*uint64(host.Bsize) < 100<<20 {
+		t.Errorf("the host's filesystem: %v, %d bytes free; want it to have room", err, host.Bavail*uint64(host.Bsize))
+	}
+	st, err := e.b.Status(ctx, id)
+	if err != nil || !st.DiskFull || st.DiskUsedMiB < mib/2 {
+		t.Errorf("status with the limit reached: got %+v, %v; want full", st, err)
+	}
+	e.must(id, "rm /root/big && head -c 1M /dev/zero > /var/lib/data/more")
+	if err := e.b.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	left("with the Sandbox stopped", false)
+	if err := e.b.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b2 := s.newBackend(t, e.stateDir)
+	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more /var/lib/state/apart"); got != "kept\n1048576\n1048576" {
+		t.Errorf("after stop, start and a new backend: got %q, want the files kept", got)
+	}
+	if st, err := b2.Status(ctx, id); err != nil || st.State != sandbox.StateRunning || st.Resources.DiskMiB != mib {
+		t.Errorf("status from a new backend: got %+v, %v; want running with %d MiB of disk", st, err, mib)
+	}
+	if err := b2.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	snap, kept := filepath.Join(t.TempDir(), "snap"), filepath.Join(t.TempDir(), "kept")
+	if err := b2.Snapshot(ctx, id, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.RemoveKeepingDisks(ctx, id, kept); err != nil {
+		t.Fatal(err)
+	}
+	left("after removing it, keeping its disks", true)
+	for i := range disks {
+		disks[i].From = filepath.Join(kept, disks[i].Name)
+	}
+	id = e.sandbox(sandbox.Spec{ID: "full", Layers: []string{snap, s.base}, Resources: sandbox.Resources{DiskMiB: mib}, Disks: disks})
+	if got := e.must(id, "cat /root/kept; stat -c %s /var/lib/data/more /var/lib/state/apart"); got != "kept\n1048576\n1048576" {
+		t.Errorf("a new Sandbox on its snapshot, with its disks: got %q, want the files", got)
+	}
+	if err := e.b.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	left("after remove", true)
+}
+
 func (s *suite) testSecret(t *testing.T) {
 	e := s.env(t)
 	id := e.sandbox(sandbox.Spec{ID: "secret"})
@@ -1089,6 +1236,7 @@ func hostProcessUIDs(marker string) []int {
 // hostState is what a Sandbox could leave on the host.
 type hostState struct {
 	netns, links, mounts, cgroups, files []string
+	loops                                []string // loop devices over files in the state directory
 	nft                                  string
 }
 
@@ -1103,6 +1251,7 @@ func sameHost(t *testing.T, when string, before, after hostState, files bool) {
 		{"network namespaces", before.netns, after.netns},
 		{"network interfaces", before.links, after.links},
 		{"mounts", before.mounts, after.mounts},
+		{"loop devices", before.loops, after.loops},
 		{"cgroups", before.cgroups, after.cgroups},
 		{"nftables ruleset", before.nft, after.nft},
 	}
@@ -1159,10 +1308,16 @@ func snapHost(t *testing.T, stateDir, id string) hostState {
 		}
 		return nil
 	})
+	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range backing {
+		if b, err := os.ReadFile(f); err == nil && strings.HasPrefix(string(b), stateDir+"/") {
+			h.loops = append(h.loops, f+": "+strings.TrimSpace(string(b)))
+		}
+	}
 	if out, err := exec.Command("nft", "list", "ruleset").Output(); err == nil {
 		h.nft = string(out)
 	}
-	for _, l := range [][]string{h.netns, h.links, h.mounts, h.cgroups, h.files} {
+	for _, l := range [][]string{h.netns, h.links, h.mounts, h.cgroups, h.files, h.loops} {
 		sort.Strings(l)
 	}
 	return h
