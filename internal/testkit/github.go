@@ -426,10 +426,18 @@ func ghJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// randomToken is a token in GitHub's own shape: the prefix, then 36
+// letters and digits. Characters outside it (_ and -) would let Claude
+// Code's Markdown turn a token into something else on its screen, which no
+// real token does.
 func randomToken(prefix string) string {
-	b := make([]byte, 24)
+	const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, 36)
 	rand.Read(b)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
+	for i := range b {
+		b[i] = base62[int(b[i])%len(base62)]
+	}
+	return prefix + string(b)
 }
 
 func (g *GitHub) authorize(w http.ResponseWriter, r *http.Request) {
