@@ -144,22 +144,17 @@ func TestFollowWakesOnEachWriteWithoutPolling(t *testing.T) {
 		return transcript.Batch{}
 	}
 	time.Sleep(50 * time.Millisecond) // Follow's first poll found nothing
-	appendTo(t, path, promptLine("one"))
-	if b := within("the transcript was made"); b.Events[len(b.Events)-1].Text != "one" {
-		t.Errorf("got %+v", b)
-	}
-	appendTo(t, path, promptLine("two"))
-	if b := within("a line was added"); b.Events[len(b.Events)-1].Text != "two" {
-		t.Errorf("got %+v", b)
-	}
 	sub := filepath.Join(filepath.Dir(path), conv, "subagents", "agent-a1.jsonl")
-	appendTo(t, sub, promptLine("three"))
-	if b := within("a subagent's file was made"); b.Events[len(b.Events)-1].Text != "three" {
-		t.Errorf("got %+v", b)
-	}
-	appendTo(t, sub, promptLine("four"))
-	if b := within("a subagent's line was added"); b.Events[len(b.Events)-1].Text != "four" {
-		t.Errorf("got %+v", b)
+	for _, step := range []struct{ file, text, what string }{
+		{path, "one", "the transcript was made"},
+		{path, "two", "a line was added"},
+		{sub, "three", "a subagent's file was made"},
+		{sub, "four", "a subagent's line was added"},
+	} {
+		appendTo(t, step.file, promptLine(step.text))
+		if b := within(step.what); b.Events[len(b.Events)-1].Text != step.text {
+			t.Errorf("after %s: got %+v", step.what, b)
+		}
 	}
 }
 
