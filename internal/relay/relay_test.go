@@ -11,11 +11,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 type seen struct {
@@ -185,7 +185,7 @@ func TestWhatTheProxyLogsIsInTheRelaysLog(t *testing.T) {
 		}
 	}))
 	t.Cleanup(hub.Close)
-	var log lockedBuffer
+	var log testkit.Buffer
 	r, err := New(Options{HubURL: hub.URL, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 		Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }})
 	if err != nil {
@@ -202,23 +202,6 @@ func TestWhatTheProxyLogsIsInTheRelaysLog(t *testing.T) {
 	if got := log.String(); !strings.Contains(got, "component=relay") || !strings.Contains(got, "read error during body copy") {
 		t.Fatalf("the relay's log:\n%s\nwant the proxy's read error, with component=relay", got)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestHookEventsGoToTheRunner: a hook event is handed to the Runner for

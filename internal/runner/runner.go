@@ -55,7 +55,14 @@ type Runner struct {
 	outMu    sync.Mutex
 	outbox   []outgoing
 	outReady chan struct{}
+	// replyWait is how long the outbox waits for the Hub's reply to one
+	// message before saying so: every Session's messages wait behind it.
+	replyWait time.Duration
 }
+
+// replyWait's default: the Hub answers in milliseconds, and a batch it
+// can't store comes back as an error, not as silence.
+const replyWaitDefault = 30 * time.Second
 
 type outgoing struct {
 	typ  string
@@ -77,7 +84,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
-		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{}), replyWait: replyWaitDefault}
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -406,7 +413,14 @@ func (r *Runner) sendOutbox(ctx context.Context) {
 // The Hub takes a transcript batch it already has as a no-op, so one sent
 // again after a lost reply is not stored twice.
 func (r *Runner) deliverOne(ctx context.Context, c *protocol.Conn, m outgoing) error {
+	start := time.Now()
+	slow := time.AfterFunc(r.replyWait, func() {
+		r.log.Warn("the Hub has not answered a message yet; every Session's messages wait behind it", "type", m.typ, "waited", r.replyWait)
+	})
 	err := c.Request(ctx, m.typ, m.body, nil)
+	if !slow.Stop() {
+		r.log.Info("the Hub answered a message it held", "type", m.typ, "after", time.Since(start).Round(time.Millisecond))
+	}
 	for _, never := range []error{errdefs.ErrInvalid, errdefs.ErrNotFound, errdefs.ErrForbidden, errdefs.ErrTooLarge} {
 		if errors.Is(err, never) && c.Err() == nil {
 			r.log.Warn("the Hub refused a message; dropping it", "type", m.typ, "err", err)

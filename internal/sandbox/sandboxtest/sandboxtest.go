@@ -180,7 +180,7 @@ func (e *env) must(id, script string) string {
 
 func (e *env) exec(id string, c sandbox.Cmd) (string, int) {
 	e.t.Helper()
-	var out syncBuffer
+	var out testkit.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	p, err := e.b.Exec(ctx, id, c)
 	if err != nil {
@@ -212,23 +212,6 @@ func wait(p sandbox.Process, within time.Duration) (int, error) {
 		<-ch
 		return -1, fmt.Errorf("still running after %v", within)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func random() string {
@@ -1003,7 +986,7 @@ func (s *suite) testSecret(t *testing.T) {
 	e := s.env(t)
 	id := e.sandbox(sandbox.Spec{ID: "secret"})
 	value := "kndl-secret-" + random()
-	var out syncBuffer
+	var out testkit.Buffer
 	p, err := e.b.Exec(ctx, id, sandbox.Cmd{
 		Args:   []string{"bash", "-c", "echo ready; exec sleep 600"},
 		Env:    append([]string{"SECRET=" + value}, stdEnv...),
@@ -1099,7 +1082,7 @@ func (s *suite) testPTY(t *testing.T) {
 	e := s.env(t)
 	id := e.sandbox(sandbox.Spec{ID: "pty"})
 	stdinR, stdinW := io.Pipe()
-	var out syncBuffer
+	var out testkit.Buffer
 	p, err := e.b.Exec(ctx, id, sandbox.Cmd{
 		Args:  []string{"bash", "-c", `tty; test -t 0 && echo is-a-terminal; stty size; read line; stty size; echo "got:$line"`},
 		Env:   append([]string{"TERM=xterm"}, stdEnv...),
@@ -1147,7 +1130,7 @@ func (s *suite) testBackgroundChild(t *testing.T) {
 	e := s.env(t)
 	id := e.sandbox(sandbox.Spec{ID: "bg"})
 	for _, tty := range []*sandbox.WinSize{nil, {Cols: 80, Rows: 24}} {
-		var out syncBuffer
+		var out testkit.Buffer
 		// The child keeps the output (pipe or terminal) open for a minute.
 		p, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"bash", "-c", "sleep 60 & echo started"},
 			Env: stdEnv, TTY: tty, Stdout: &out, Stderr: &out})
@@ -1176,7 +1159,7 @@ func (s *suite) testRootNotHostRoot(t *testing.T) {
 		t.Errorf("root inside is root on the host: uid_map %v", fields)
 	}
 	marker := "kndl-uid-marker-" + random()
-	var out syncBuffer
+	var out testkit.Buffer
 	p, err := e.b.Exec(ctx, id, sandbox.Cmd{Args: []string{"bash", "-c", "exec -a " + marker + " sleep 600"}, Env: stdEnv, Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatal(err)
