@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,17 +75,12 @@ func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
 	}
 	s.turnEnds(v.ID, 1)
 
-	// A port a container publishes is listed as the Runner's ports watcher
-	// sees it (kndl ports watch, one list when its stdin is closed): held
-	// by docker-proxy in the Sandbox.
-	raw := s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox httpd -f -p 80 -h /etc >/dev/null &&
-		for i in $(seq 50); do wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done;
-		/opt/kndl/bin/kndl ports watch </dev/null`)
-	var ports []protocol.Port
-	if err := json.Unmarshal([]byte(raw), &ports); err != nil {
-		t.Fatalf("kndl ports watch: %v: %s", err, raw)
-	}
-	if i := slices.IndexFunc(ports, func(p protocol.Port) bool { return p.Port == 8080 }); i < 0 || ports[i].Process != "docker-proxy" {
+	// A port a container publishes is among the Session's open ports, as
+	// the Hub sends them to its view: held by docker-proxy in the Sandbox.
+	s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox httpd -f -p 80 -h /etc >/dev/null &&
+		for i in $(seq 50); do wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done`)
+	ports := viewPorts(t, s, v.ID, 8080)
+	if i := slices.IndexFunc(ports, func(p api.Port) bool { return p.Port.Port == 8080 }); i < 0 || ports[i].Process != "docker-proxy" {
 		t.Fatalf("open ports %+v: want 8080 held by docker-proxy", ports)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,13 +133,7 @@ func terminalBytes(t *testing.T, s *System, id, want string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/api/sessions/"+id+"/live",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(16 << 20)
+	ws := dialLive(t, ctx, s, id)
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"terminal.open"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +153,42 @@ func terminalBytes(t *testing.T, s *System, id, want string) []byte {
 		}
 	}
 	return got
+}
+
+// dialLive opens a Session's view WebSocket (/live) as its Creator; it
+// closes when the test ends.
+func dialLive(t *testing.T, ctx context.Context, s *System, id string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/api/sessions/"+id+"/live",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.cli}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	ws.SetReadLimit(16 << 20)
+	return ws
+}
+
+// viewPorts returns the open ports the Hub sends a Session's view, the
+// first list that has port (or the last one before a deadline).
+func viewPorts(t *testing.T, s *System, id string, port int) []api.Port {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
+	defer cancel()
+	ws := dialLive(t, ctx, s, id)
+	var last []api.Port
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			return last
+		}
+		var m api.LiveMessage
+		if json.Unmarshal(b, &m) != nil || m.Type != "ports" || m.Ports == nil {
+			continue
+		}
+		last = *m.Ports
+		if slices.ContainsFunc(last, func(p api.Port) bool { return p.Port.Port == port }) {
+			return last
+		}
+	}
 }
