@@ -22,6 +22,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -254,6 +255,33 @@ func (e *env) userOf(login string) store.User {
 	}
 	e.t.Fatalf("no member %s", login)
 	return store.User{}
+}
+
+// liveCredentials makes a live credential of each kind a route takes but
+// the metrics token: the Owner's sign-in cookie, and a Member's CLI token,
+// a Runner token, and the mod and Session tokens of an Active Session.
+func (e *env) liveCredentials() map[auth.Kind]string {
+	e.t.Helper()
+	ctx := context.Background()
+	owner := e.owner()
+	u := e.userOf("olivia")
+	cli, err := e.store.CreateCLIToken(ctx, u.ID, "laptop")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, runnerTok, err := e.store.CreateRunner(ctx, "r9", u.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s := e.session(u, "acme/app")
+	modTok, _ := e.store.IssueModToken(ctx, s.ID)
+	e.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	sessionTok, _ := auth.NewToken(auth.Session)
+	live := map[auth.Kind]string{auth.Cookie: e.cookieOf(owner), auth.CLI: cli, auth.Runner: runnerTok, auth.Mod: modTok, auth.Session: sessionTok}
+	if live[auth.Cookie] == "" {
+		e.t.Fatal("the owner has no sign-in cookie")
+	}
+	return live
 }
 
 // session records a Session of repo (owner/name on the fake GitHub) made by

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"kndl.dev/kndl/internal/auth"
-	"kndl.dev/kndl/internal/store"
 )
 
 // TestMetricsTakeOnlyTheMetricsToken: /metrics answers 401, with no
@@ -18,26 +17,13 @@ import (
 func TestMetricsTakeOnlyTheMetricsToken(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	owner := e.owner()
-	u := e.userOf("olivia")
-	cli, err := e.store.CreateCLIToken(ctx, u.ID, "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, runnerTok, err := e.store.CreateRunner(ctx, "r9", u.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := e.session(u, "acme/app")
-	modTok, _ := e.store.IssueModToken(ctx, s.ID)
-	e.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
-	sessionTok, _ := auth.NewToken(auth.Session)
+	live := e.liveCredentials()
 	neverMade, _ := auth.NewToken(auth.Metrics)
 	replaced, err := e.store.CreateMetricsToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := e.store.CreateMetricsToken(ctx)
+	metricsTok, err := e.store.CreateMetricsToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,21 +40,21 @@ func TestMetricsTakeOnlyTheMetricsToken(t *testing.T) {
 	refused("a malformed bearer", req{bearer: "not-a-token"})
 	refused("a metrics token never made", req{bearer: neverMade})
 	refused("a metrics token replaced by a newer one", req{bearer: replaced})
-	refused("a live sign-in cookie", req{cookie: e.cookieOf(owner)})
-	for what, tok := range map[string]string{"sign-in cookie": e.cookieOf(owner), "CLI": cli, "Runner": runnerTok, "mod": modTok, "Session": sessionTok} {
-		refused("a live "+what+" token as a bearer", req{bearer: tok})
+	refused("a live sign-in cookie", req{cookie: live[auth.Cookie]})
+	for k, tok := range live {
+		refused("a live "+k.String()+" token as a bearer", req{bearer: tok})
 	}
 
-	code, body := e.do(nil, req{method: "GET", path: "/metrics", bearer: live})
+	code, body := e.do(nil, req{method: "GET", path: "/metrics", bearer: metricsTok})
 	if code != http.StatusOK || !strings.Contains(body, `kndl_sessions{state="active"} 1`) {
 		t.Fatalf("the live metrics token: %d %.300s, want 200 and the metrics", code, body)
 	}
-	if e.stored(live) || !e.stored(string(auth.Hash(live))) {
+	if e.stored(metricsTok) || !e.stored(string(auth.Hash(metricsTok))) {
 		t.Error("the store holds the metrics token in the clear, or no SHA-256 of it")
 	}
 
 	if err := e.store.RevokeMetricsToken(ctx); err != nil {
 		t.Fatal(err)
 	}
-	refused("a revoked metrics token", req{bearer: live})
+	refused("a revoked metrics token", req{bearer: metricsTok})
 }
