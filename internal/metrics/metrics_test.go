@@ -92,23 +92,14 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 	g := &fakeGauges{sessions: map[string]int{"active": 1, "asleep": 0}, runners: 1}
 	m := New(g.gauges(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fams := scrape(t, m)
-	checks := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkValues(t, "before", fams, []want{
 		{"kndl_sessions", []string{"state", "active"}, 1},
 		{"kndl_sessions", []string{"state", "asleep"}, 0},
 		{"kndl_runners_connected", nil, 1},
 		{"kndl_turns_started_total", nil, 0},
 		{"kndl_turns_ended_total", nil, 0},
 		{"kndl_prompt_delivery_seconds", nil, 0},
-	}
-	for _, c := range checks {
-		if got, ok := value(fams, c.name, c.labels...); !ok || got != c.want {
-			t.Errorf("before: %s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
+	})
 
 	g.mu.Lock()
 	g.sessions = map[string]int{"active": 0, "asleep": 1}
@@ -122,11 +113,7 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 	m.GatewayRequest("unknown", http.StatusForbidden)
 	m.StoreCall("append_events", 2*time.Millisecond)
 	fams = scrape(t, m)
-	checks = []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
+	checkValues(t, "after", fams, []want{
 		{"kndl_sessions", []string{"state", "active"}, 0},
 		{"kndl_sessions", []string{"state", "asleep"}, 1},
 		{"kndl_runners_connected", nil, 0},
@@ -136,12 +123,7 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 		{"kndl_gateway_requests_total", []string{"installation", "inst-1", "code", "2xx"}, 2},
 		{"kndl_gateway_requests_total", []string{"installation", "unknown", "code", "4xx"}, 1},
 		{"kndl_store_call_seconds", []string{"op", "append_events"}, 1},
-	}
-	for _, c := range checks {
-		if got, ok := value(fams, c.name, c.labels...); !ok || got != c.want {
-			t.Errorf("after: %s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
+	})
 	h := fams["kndl_prompt_delivery_seconds"].Metric[0].Histogram
 	if h.GetSampleSum() != 0.3 {
 		t.Errorf("prompt delivery sum = %v s, want 0.3", h.GetSampleSum())
@@ -172,6 +154,23 @@ func TestStatusClass(t *testing.T) {
 	for _, tt := range tests {
 		if got := statusClass(tt.status); got != tt.want {
 			t.Errorf("statusClass(%d) = %q, want %q", tt.status, got, tt.want)
+		}
+	}
+}
+
+// want is a metric's expected value: a histogram's is its sample count.
+type want struct {
+	name   string
+	labels []string
+	value  float64
+}
+
+// checkValues reports each metric in wants whose value in fams differs.
+func checkValues(t *testing.T, when string, fams map[string]*dto.MetricFamily, wants []want) {
+	t.Helper()
+	for _, w := range wants {
+		if got, ok := value(fams, w.name, w.labels...); !ok || got != w.value {
+			t.Errorf("%s: %s%v = %v (present %v), want %v", when, w.name, w.labels, got, ok, w.value)
 		}
 	}
 }
