@@ -67,16 +67,7 @@ func (s step) run(ctx context.Context, env []string, args ...any) error {
 
 // quiet runs a command and returns its output.
 func (s step) quiet(ctx context.Context, args ...string) (string, error) {
-	var buf bytes.Buffer
-	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{Args: args, Env: withPath(s.env), Dir: "/", Stdout: &buf, Stderr: &buf})
-	if err != nil {
-		return "", err
-	}
-	code, err := p.Wait()
-	if err == nil && code != 0 {
-		err = fmt.Errorf("%s: exit status %d: %s", args[0], code, strings.TrimSpace(buf.String()))
-	}
-	return buf.String(), err
+	return sandbox.Output(ctx, s.backend, s.id, sandbox.Cmd{Args: args, Env: withPath(s.env), Dir: "/"})
 }
 
 // script runs a script: with its #! line if it has one, else with bash -e

@@ -6,10 +6,8 @@
 package dockerd
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"kndl.dev/kndl/internal/sandbox"
@@ -53,8 +51,8 @@ done`, DataDir, logPath, int(readyTimeout/(100*time.Millisecond)), readyTimeout)
 // answers; a dockerd already answering is left as it is. An error carries
 // the end of dockerd's log.
 func Start(ctx context.Context, b sandbox.Backend, id string) error {
-	if out, err := run(ctx, b, id, startScript); err != nil {
-		return fmt.Errorf("start dockerd in the Sandbox: %w: %s", err, out)
+	if err := run(ctx, b, id, startScript); err != nil {
+		return fmt.Errorf("start dockerd in the Sandbox: %w", err)
 	}
 	return nil
 }
@@ -70,21 +68,13 @@ ids=$(docker ps -q)
 // so that databases in them shut down cleanly before the Sandbox stops.
 // A Sandbox without a dockerd answering has none to stop.
 func StopContainers(ctx context.Context, b sandbox.Backend, id string) error {
-	if out, err := run(ctx, b, id, stopScript); err != nil {
-		return fmt.Errorf("docker stop in the Sandbox: %w: %s", err, out)
+	if err := run(ctx, b, id, stopScript); err != nil {
+		return fmt.Errorf("docker stop in the Sandbox: %w", err)
 	}
 	return nil
 }
 
-func run(ctx context.Context, b sandbox.Backend, id, script string) (string, error) {
-	var out bytes.Buffer
-	p, err := b.Exec(ctx, id, sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: path, Stdout: &out, Stderr: &out})
-	if err != nil {
-		return "", err
-	}
-	code, err := p.Wait()
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit status %d", code)
-	}
-	return strings.TrimSpace(out.String()), err
+func run(ctx context.Context, b sandbox.Backend, id, script string) error {
+	_, err := sandbox.Output(ctx, b, id, sandbox.Cmd{Args: []string{"sh", "-c", script}, Env: path})
+	return err
 }

@@ -518,14 +518,6 @@ func (r *Runner) sessionLog(id, line string) {
 }
 
 func (r *Runner) exec(ctx context.Context, id string, env []string, args ...string) error {
-	var out strings.Builder
-	p, err := r.backend.Exec(ctx, id, sandbox.Cmd{Args: args, Env: env, Stdout: &out, Stderr: &out})
-	if err != nil {
-		return err
-	}
-	code, err := p.Wait()
-	if err == nil && code != 0 {
-		err = fmt.Errorf("%s exited %d: %s", args[0], code, strings.TrimSpace(out.String()))
-	}
+	_, err := sandbox.Output(ctx, r.backend, id, sandbox.Cmd{Args: args, Env: env})
 	return err
 }

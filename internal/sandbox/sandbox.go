@@ -4,15 +4,19 @@
 // (oci, with crun or gVisor's runsc; later vm) and all pass the conformance
 // suite in sandboxtest.
 //
-// Only the Runner (internal/runner, internal/build) imports this package.
+// Only the Runner (internal/runner, internal/build, internal/dockerd)
+// imports this package.
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 )
 
 // Errors a Backend returns; wrap them with context, test with errors.Is.
@@ -272,6 +276,23 @@ type Process interface {
 	Resize(WinSize) error
 	// Kill kills the process.
 	Kill() error
+}
+
+// Output runs cmd in Sandbox id and returns what it wrote to stdout and
+// stderr, together. A non-zero exit is an error naming the command, its
+// exit code and that output.
+func Output(ctx context.Context, b Backend, id string, cmd Cmd) (string, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	p, err := b.Exec(ctx, id, cmd)
+	if err != nil {
+		return "", err
+	}
+	code, err := p.Wait()
+	if err == nil && code != 0 {
+		err = fmt.Errorf("%s exited %d: %s", cmd.Args[0], code, strings.TrimSpace(out.String()))
+	}
+	return out.String(), err
 }
 
 // BlockedNets are the IPv4 ranges no Sandbox reaches, whatever its
