@@ -129,6 +129,10 @@ type SessionEvents struct {
 	// directory) the Runner has read once these Events are stored, so a
 	// restarted Runner resumes there (transcript.Offsets).
 	Offsets map[string]int64 `json:"offsets,omitempty"`
+	// Typed, on a transcript batch, says one of its prompts is the one the
+	// Runner is typing, as Claude Code took it: the Hub takes that prompt
+	// as taken though its UserPromptSubmit hook may never come.
+	Typed bool `json:"typed,omitempty"`
 }
 
 // What a SessionEvents' Hook says.

@@ -32,8 +32,27 @@ func (c promptChange) say(n int) string {
 // describeChange says how took differs from sent: the known changes that
 // make one from the other, or else where they first differ.
 func describeChange(sent, took string) string {
+	if says, ok := knownChanges(sent, took); ok {
+		return strings.Join(says, ", ")
+	}
+	return firstDifference(sent, took)
+}
+
+// sameTaken reports whether took is sent as Claude Code takes it: the same,
+// or sent with some of the known changes made.
+func sameTaken(sent, took string) bool {
+	_, ok := knownChanges(sent, took)
+	return ok
+}
+
+// knownChanges returns the fewest known changes that make took from sent,
+// none when they are the same, and whether any set of them does.
+func knownChanges(sent, took string) ([]string, bool) {
+	if sent == took {
+		return nil, true
+	}
 	n := len(promptChanges)
-	// The fewest changes that explain it: 2^4 tries, each linear.
+	// 2^4 tries, each linear.
 	for size := 1; size <= n; size++ {
 		for set := 1; set < 1<<n; set++ {
 			if bitCount(set) != size {
@@ -51,11 +70,11 @@ func describeChange(sent, took string) string {
 				says = append(says, c.say(k))
 			}
 			if len(says) == size && cur == took {
-				return strings.Join(says, ", ")
+				return says, true
 			}
 		}
 	}
-	return firstDifference(sent, took)
+	return nil, false
 }
 
 func bitCount(x int) int {

@@ -175,15 +175,25 @@ func (r *Runner) holdLocked(s *session, ev protocol.Event, after func(protocol.E
 // transcript takes one batch the follower read: the held hook Events go
 // right after it.
 func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string]int64) {
+	m := protocol.SessionEvents{Events: evs, Offsets: offsets}
+	sent := s.sent.Load()
 	for _, ev := range evs {
-		if ev.Agent == "" && ev.Kind == protocol.EventTurnStart {
-			s.inTurn.Store(true)
+		if ev.Agent != "" {
+			continue
 		}
-		if ev.Agent == "" && ev.Kind == protocol.EventTurnEnd {
+		switch ev.Kind {
+		case protocol.EventTurnStart:
+			s.inTurn.Store(true)
+		case protocol.EventTurnEnd:
 			s.inTurn.Store(false)
+		case protocol.EventPrompt:
+			// Only the prompt being typed: a batch read late (written
+			// before a sleep, or while the Runner was away) can show an
+			// older one, which says nothing of this one.
+			m.Typed = m.Typed || sent != nil && sameTaken(*sent, ev.Text)
 		}
 	}
-	r.emit(s, protocol.SessionEvents{Events: evs, Offsets: offsets})
+	r.emit(s, m)
 }
 
 // emit sends the held Events after m's, in one message, through the

@@ -77,6 +77,35 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 	}
 }
 
+// TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped: a transcript batch
+// tells the Hub Claude Code took the prompt being typed only when one of
+// its prompts is that prompt, as Claude Code changes what it takes (a tab
+// to spaces here), not when it shows an older one read late, nor a
+// subagent's.
+func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
+	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	s := &session{id: "s1"}
+	r.sessions["s1"] = s
+	typing := "now\tthis one"
+	s.sent.Store(&typing)
+	off := int64(0)
+	batch := func(evs ...protocol.Event) bool {
+		off += 10
+		r.transcript(s, evs, map[string]int64{"s1.jsonl": off})
+		got := r.sent()
+		return got[len(got)-1].Typed
+	}
+	if batch(protocol.Event{Kind: protocol.EventPrompt, Text: "an older one"}, protocol.Event{Kind: protocol.EventTurnEnd}) {
+		t.Fatal("a batch with an older prompt is Typed")
+	}
+	if batch(protocol.Event{Kind: protocol.EventPrompt, Text: "now    this one", Agent: "a1"}) {
+		t.Fatal("a batch with a subagent's prompt is Typed")
+	}
+	if !batch(protocol.Event{Kind: protocol.EventTurnStart}, protocol.Event{Kind: protocol.EventPrompt, Text: "now    this one"}) {
+		t.Fatal("a batch with the prompt being typed, its tab made spaces, is not Typed")
+	}
+}
+
 func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}, outReady: make(chan struct{}, 1)}
 	if _, err := r.hook(context.Background(), "s2", []byte(`{"hook_event_name":"Stop"}`)); !errors.Is(err, errdefs.ErrNotFound) {

@@ -223,10 +223,10 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			}
 		}
 	}
-	if m.Offsets != nil && m.Hook != protocol.HookPromptSubmit && hasPrompt(m.Events) {
-		// The transcript says Claude Code took a prompt: the one being
-		// typed, whose hook may never come (the relay refusing), so it
-		// is not typed again.
+	if m.Typed && m.Hook != protocol.HookPromptSubmit {
+		// The transcript says Claude Code took the prompt being typed,
+		// whose hook may never come (the relay refusing), so it is not
+		// typed again.
 		o.acceptedIfTyping(s.ID)
 	}
 	switch {
@@ -236,16 +236,6 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		o.TurnEnded(s.ID)
 	}
 	return nil
-}
-
-// hasPrompt reports whether evs hold a prompt of the main conversation.
-func hasPrompt(evs []protocol.Event) bool {
-	for _, e := range evs {
-		if e.Kind == protocol.EventPrompt && e.Agent == "" {
-			return true
-		}
-	}
-	return false
 }
 
 // advances reports whether a batch read any transcript file further than

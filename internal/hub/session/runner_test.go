@@ -43,18 +43,37 @@ func TestATranscriptBatchSentAgainIsRecordedOnce(t *testing.T) {
 
 // TestAPromptTheTranscriptShowsTakenIsNotTypedAgain: the mod's
 // UserPromptSubmit hook never comes (the relay refusing), but the
-// transcript tells of the prompt: it is delivered, and not typed again.
+// transcript tells of the prompt, and the Runner says it is the one it
+// types: it is delivered, and not typed again.
 func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s, _ := f.active("hello")
 	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "hello"}},
-		Offsets: map[string]int64{s.ID + ".jsonl": 10}}
+		Offsets: map[string]int64{s.ID + ".jsonl": 10}, Typed: true}
 	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
 		t.Fatal(err)
 	}
 	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
 	if q := f.prompts(s.ID); len(q) != 0 {
 		t.Fatalf("queue = %v, want the prompt delivered", q)
+	}
+}
+
+// TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped: a batch read
+// late (written before a sleep, or while the Runner was away) shows a
+// prompt that is not the one being typed. The prompt typed stays on its
+// way, and is typed again when Claude Code does not take it.
+func TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "an older one"}},
+		Offsets: map[string]int64{s.ID + ".jsonl": 10}}
+	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
+		t.Fatal(err)
+	}
+	if d := f.runner.next(protocol.TypeSessionDeliver); !d.deliver.Retry || d.deliver.Text != "hello" {
+		t.Fatalf("sent %+v, want the prompt typed again", d.deliver)
 	}
 }
