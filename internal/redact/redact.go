@@ -7,8 +7,9 @@
 // runs with it, its Installations' header secret values, its current and
 // previous Sandbox tokens and its Creator's setup token. It may change while
 // streams run. Besides the value itself, a Set finds it trimmed, JSON-escaped,
-// URL-encoded and, for a multi-line value such as a key, each of its long
-// lines (LongLine characters or more). Matching skips terminal colour codes
+// URL-encoded, as Markdown may print it (without some of the * _ ~ ` it
+// holds) and, for a multi-line value such as a key, each of its long lines
+// (LongLine characters or more). Matching skips terminal colour codes
 // (any escape sequence, up to 256 skipped bytes in a row) and line breaks, so
 // a value wrapped on screen is still found; the text of a window title or a
 // hyperlink's URL is searched on its own. Claude's text and terminal output
@@ -190,8 +191,8 @@ func (s *Set) matcher() *matcher {
 }
 
 // forms returns the patterns v is looked for as: the content bytes of v, v
-// trimmed and each long line of v, each as it is, JSON-escaped and
-// URL-encoded.
+// trimmed and each long line of v, each as it is, as Markdown may print it,
+// JSON-escaped and URL-encoded.
 func forms(v string) []string {
 	bases := []string{v, strings.TrimSpace(v)}
 	if strings.ContainsAny(v, "\r\n") {
@@ -205,6 +206,7 @@ func forms(v string) []string {
 	}
 	var out []string
 	for _, b := range bases {
+		out = append(out, rendered(b)...)
 		j := jsonEscape(b, false)
 		out = append(out,
 			b,
@@ -230,6 +232,53 @@ func forms(v string) []string {
 		}
 	}
 	return kept
+}
+
+// markdownMarks are the characters Claude Code's Markdown may take for
+// emphasis, strikethrough or a code span and not print: in its terminal a
+// value that holds them can show without some of them, its text in italics
+// or bold (escape codes, which matching reads through).
+const markdownMarks = "*_~`"
+
+// maxMarks is the most marks a value may hold for each way of dropping them
+// to be looked for (2^6 - 1 forms); past it, only the value with all of them
+// dropped is.
+const maxMarks = 6
+
+// rendered returns v as its Markdown may print it: with each subset of its
+// marks dropped, or all of them past maxMarks; nothing when it has none.
+func rendered(v string) []string {
+	var at []int
+	for i := 0; i < len(v); i++ {
+		if strings.IndexByte(markdownMarks, v[i]) >= 0 {
+			at = append(at, i)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	drop := func(set int) string {
+		b := make([]byte, 0, len(v))
+		k := 0
+		for i := 0; i < len(v); i++ {
+			if k < len(at) && at[k] == i {
+				k++
+				if set&(1<<(k-1)) != 0 {
+					continue
+				}
+			}
+			b = append(b, v[i])
+		}
+		return string(b)
+	}
+	if len(at) > maxMarks {
+		return []string{drop(1<<len(at) - 1)}
+	}
+	out := make([]string, 0, 1<<len(at)-1)
+	for set := 1; set < 1<<len(at); set++ {
+		out = append(out, drop(set))
+	}
+	return out
 }
 
 // jsonEscape escapes s as the inside of a JSON string, with the short forms

@@ -24,15 +24,19 @@ import (
 // TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk: a
 // Repo's Sensitive Variable and a linked Shared one are in Claude Code's
 // environment (its Bash tool prints them), the transcript shows only *s
-// where they were, and no file of the Hub or the Runner holds them.
+// where they were, and no file of the Hub or the Runner holds them. One
+// value holds Markdown's marks, which Claude Code's terminal drops as it
+// prints the text in italics: none of it shows there either.
 func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testing.T) {
 	s := Start(t)
 	const repoSecret = "s3cr3t-repo-value-4e2e"
 	const sharedSecret = "sh4red-npm-token-value"
+	const markdownSecret = "mk-_it4l1c_-and-*b0ld*-9z"
 	repo := s.Repo()
 	var r store.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
 	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", api.VariableRequest{Value: repoSecret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MD_SECRET", api.VariableRequest{Value: markdownSecret, Sensitive: true}, &store.Variable{})
 	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", api.VariableRequest{Value: "eu-north-1"}, &store.Variable{})
 	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", api.VariableRequest{Value: sharedSecret, Sensitive: true}, &store.Variable{})
 	if code := s.Do(http.MethodPut, "/api/repos/"+r.ID+"/links/NPM_TOKEN", nil, nil); code != http.StatusNoContent {
@@ -47,7 +51,7 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	}
 
 	s.Model.On(testkit.PromptContains("show the env"), testkit.Bash("printenv MY_SECRET; printenv REGION; printenv NPM_TOKEN"))
-	s.Model.On(testkit.AfterToolResult(), testkit.Text("The repo secret is "+repoSecret+" and the JSON is {\"t\":\""+sharedSecret+"\"}."))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("The repo secret is "+repoSecret+" and the JSON is {\"t\":\""+sharedSecret+"\"}. The markdown one is "+markdownSecret+" here."))
 	v := s.NewSession(repo, "show the env")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && strings.Contains(e.Text, "repo secret")
@@ -66,14 +70,22 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	if result.Text != stars(repoSecret)+"\neu-north-1\n"+stars(sharedSecret) {
 		t.Errorf("tool output = %q, want the values masked and the plain one shown", result.Text)
 	}
-	if !strings.Contains(text.Text, "The repo secret is "+stars(repoSecret)) || strings.Contains(text.Text, sharedSecret) {
+	if !strings.Contains(text.Text, "The repo secret is "+stars(repoSecret)) || strings.Contains(text.Text, sharedSecret) || strings.Contains(text.Text, "it4l1c") {
 		t.Errorf("Claude's text = %q, want the values masked", text.Text)
 	}
 	// The terminal shows Claude Code's screen with the answer on it: its
 	// frames carry *s where the values were.
-	screen := terminalBytes(t, s, v.ID, "The repo secret is")
+	screen := terminalBytes(t, s, v.ID, " here.")
 	if bytes.Contains(screen, []byte(repoSecret)) || bytes.Contains(screen, []byte(sharedSecret)) {
 		t.Errorf("a terminal frame holds a Sensitive value")
+	}
+	if !bytes.Contains(screen, []byte(" here.")) {
+		t.Errorf("the terminal lacks the end of the answer; it showed:\n%q", screen)
+	}
+	for _, part := range []string{"it4l1c", "b0ld", "-9z"} {
+		if bytes.Contains(screen, []byte(part)) {
+			t.Errorf("a terminal frame holds part of the Sensitive value with Markdown's marks, %q:\n%q", part, screen)
+		}
 	}
 	if !bytes.Contains(screen, []byte("The repo secret is "+stars(repoSecret))) {
 		t.Errorf("the terminal lacks the masked answer; it showed:\n%s", screen)
@@ -104,7 +116,7 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 				return nil
 			}
 			b, _ := os.ReadFile(path)
-			if bytes.Contains(b, []byte(repoSecret)) || bytes.Contains(b, []byte(sharedSecret)) {
+			if bytes.Contains(b, []byte(repoSecret)) || bytes.Contains(b, []byte(sharedSecret)) || bytes.Contains(b, []byte(markdownSecret)) {
 				t.Errorf("%s holds a Sensitive value", path)
 			}
 			return nil
