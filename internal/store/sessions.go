@@ -79,13 +79,16 @@ type Session struct {
 	KeepAwake bool `json:"keep_awake,omitempty"`
 	// Transient marks a Failed start a retry may mend (its Runner was away,
 	// a registry did not answer).
-	Transient  bool      `json:"-"`
-	ArchivedAt time.Time `json:"archived_at,omitzero"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	Transient bool `json:"-"`
+	// StartRetries counts the Hub's retries of its start since it last
+	// came up (RetryStart).
+	StartRetries int       `json:"-"`
+	ArchivedAt   time.Time `json:"archived_at,omitzero"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.archived_at, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
@@ -93,7 +96,7 @@ func scanSession(row scanner) (Session, error) {
 	var created, updated int64
 	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &archived, &created, &updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &archived, &created, &updated)
 	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	return x, err
 }
@@ -142,7 +145,8 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 
 // MoveSession moves a Session from one state to another with a detail a
 // person reads (why it is asleep, what failed), and whether a Failed start
-// may mend on a retry. It returns ErrConflict if the Session is no longer
+// may mend on a retry. Active, a start that came up, ends the count of its
+// retries (RetryStart). It returns ErrConflict if the Session is no longer
 // in from, so two changes never both win; internal/hub/session is its one
 // caller.
 func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionState, detail string, transient bool) error {
@@ -152,7 +156,11 @@ func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionStat
 	if to == Archived {
 		archived = now
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
+	retries := ""
+	if to == Active {
+		retries = "start_retries = 0, "
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+retries+`state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
 		to, detail, transient, archived, now, id, from)
 	if err != nil {
 		return err
@@ -164,6 +172,15 @@ func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionStat
 		return fmt.Errorf("session %s is no longer %s: %w", id, from, errdefs.ErrConflict)
 	}
 	return nil
+}
+
+// RetryStart counts one more retry of a Session's start and returns the
+// count since the Session last came up (MoveSession to Active), which a
+// restart of the Hub keeps.
+func (s *Store) RetryStart(ctx context.Context, id string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `UPDATE sessions SET start_retries = start_retries + 1 WHERE id = ? RETURNING start_retries`, id).Scan(&n)
+	return n, notFound(err, "session "+id)
 }
 
 // SetKeepAwake sets a Session's Keep awake switch.
@@ -210,7 +227,7 @@ func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, e
 	var created, updated int64
 	var archived sql.NullInt64
 	err := row.Scan(&stored, &x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &archived, &created, &updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &archived, &created, &updated)
 	if err != nil || !auth.Equal(stored, hash) {
 		return Session{}, fmt.Errorf("mod token: %w", errdefs.ErrUnauthorized)
 	}

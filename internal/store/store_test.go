@@ -205,6 +205,44 @@ func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
 // TestTheQueueKeepsTheOrderItsCreatorSets: prompts go out in queue order;
 // one moved takes its place, one put back goes first, one on its way
 // can't move.
+// TestAStartsRetriesAreCountedUntilItComesUp: RetryStart counts on, kept
+// by a reopened store, until the Session moves Active; an unknown Session
+// is not found.
+func TestAStartsRetriesAreCountedUntilItComesUp(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, source := open(t)
+		ctx := context.Background()
+		x, _ := devSession(t, s)
+		if err := s.MoveSession(ctx, x.ID, Starting, Failed, "the start failed", true); err != nil {
+			t.Fatal(err)
+		}
+		for want := 1; want <= 2; want++ {
+			if n, err := s.RetryStart(ctx, x.ID); err != nil || n != want {
+				t.Fatalf("RetryStart = %d, %v, want %d", n, err, want)
+			}
+		}
+		s = openAt(t, source)
+		if n, err := s.RetryStart(ctx, x.ID); err != nil || n != 3 {
+			t.Fatalf("RetryStart after a reopen = %d, %v, want 3", n, err)
+		}
+		if got, _ := s.SessionByID(ctx, x.ID); got.StartRetries != 3 {
+			t.Fatalf("StartRetries = %d, want 3", got.StartRetries)
+		}
+		if err := s.MoveSession(ctx, x.ID, Failed, Starting, "retry 3", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MoveSession(ctx, x.ID, Starting, Active, "up", false); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.RetryStart(ctx, x.ID); err != nil || n != 1 {
+			t.Fatalf("RetryStart once it came up = %d, %v, want 1", n, err)
+		}
+		if _, err := s.RetryStart(ctx, "no-such-session"); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("RetryStart of an unknown Session: %v, want not found", err)
+		}
+	})
+}
+
 func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)

@@ -153,13 +153,10 @@ func (o *Owner) launch(id string, resume bool) {
 					return err
 				}
 				if transient {
-					o.retryLater(id)
+					o.retryLater(ctx, id)
 				}
 				return nil
 			}
-			o.mu.Lock()
-			delete(o.retries, id)
-			o.mu.Unlock()
 			return o.move(ctx, s, Active, "Claude Code is up", false)
 		})
 		if err != nil {
@@ -220,12 +217,14 @@ func (o *Owner) stopOnRunner(ctx context.Context, s *store.Session) error {
 }
 
 // retryLater retries a start that failed for a cause a retry may mend,
-// with backoff, each try in the start log.
-func (o *Owner) retryLater(id string) {
-	o.mu.Lock()
-	n := o.retries[id] + 1
-	o.retries[id] = n
-	o.mu.Unlock()
+// with backoff, each try in the start log. The count is the store's, so a
+// Hub restarted meanwhile goes on with it.
+func (o *Owner) retryLater(ctx context.Context, id string) {
+	n, err := o.store.RetryStart(ctx, id)
+	if err != nil {
+		o.log.Error("count a retry of a start", "session", id, "err", err)
+		return
+	}
 	if n > o.opts.RetryTries {
 		o.note(o.ctx, id, protocol.EventLog, fmt.Sprintf("Gave up retrying the start after %d tries: a prompt or kndl wake tries again.", o.opts.RetryTries))
 		return

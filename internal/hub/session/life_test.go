@@ -54,6 +54,35 @@ func TestATransientStartFailureIsRetriedWithBackoff(t *testing.T) {
 	}
 }
 
+// TestAHubRestartGoesOnWithTheStartsRetries: the count of a start's
+// retries is the store's, so after a restart of the Hub the next retry is
+// the second, with its longer backoff, not the first again; the start
+// coming up ends the count.
+func TestAHubRestartGoesOnWithTheStartsRetries(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.RetryMin, o.RetryMax = time.Hour, 4*time.Hour })
+	ctx := context.Background()
+	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+	s := f.create("hello")
+	testenv.Eventually(t, testenv.WaitShort, "the first retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 1 })
+	f.restartHub()
+	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+	f.o.RunnerBack(ctx, f.runnerID, nil)
+	f.runner.next(protocol.TypeSessionStart) // its Runner is back: tried again
+	testenv.Eventually(t, testenv.WaitShort, "the second retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 2 })
+	if logs := f.events(s.ID, protocol.EventLog); !strings.Contains(logs[0], "in 1h0m0s (try 1 of 8)") || !strings.Contains(logs[1], "in 2h0m0s (try 2 of 8)") {
+		t.Fatalf("start log = %q, want the count and the backoff to go on", logs)
+	}
+	f.runner.setStartErr(nil)
+	if err := f.o.Wake(ctx, s.ID, "its Creator woke it"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	f.waitState(s.ID, Active)
+	if got := f.session(s.ID).StartRetries; got != 0 {
+		t.Fatalf("retries after the start came up = %d, want 0", got)
+	}
+}
+
 // TestIdleSessionsSleepUnlessKeptAwake: with nothing running or queued, a
 // Session sleeps after Idle; with Keep awake on, it does not.
 func TestIdleSessionsSleepUnlessKeptAwake(t *testing.T) {

@@ -114,9 +114,6 @@ type Owner struct {
 	runs map[string]*run                     // by Session id, while it is awake
 	subs map[string]map[chan Update]struct{} // by Session id, while watched
 	lock map[string]*sync.Mutex              // one per Session, serialising its moves
-	// retries counts the retries of a start that failed for a cause a
-	// retry may mend, since its last success.
-	retries map[string]int
 }
 
 // run is what the Hub knows of an awake Session only while it is awake:
@@ -200,7 +197,7 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, retries: map[string]int{}}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}}
 	o.spawn(o.sweepIdle)
 	return o
 }
