@@ -362,6 +362,24 @@ func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[st
 	return Token{Value: got.Token, Expires: got.ExpiresAt}, nil
 }
 
+// RevokeToken ends an installation token at GitHub before its hour is up
+// (DELETE /installation/token, which the token itself authenticates). A
+// token GitHub no longer takes (401: expired or revoked) is ended already.
+func (c *Client) RevokeToken(ctx context.Context, token string) error {
+	req, err := c.apiRequest(ctx, http.MethodDelete, "/installation/token", "Bearer "+token, nil)
+	if err != nil {
+		return err
+	}
+	status, err := c.do(req, nil)
+	if status == http.StatusUnauthorized {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("revoke an installation token: %w", err)
+	}
+	return nil
+}
+
 // appJWT is the App's own credential: a JWT signed with its private key,
 // good for ten minutes (GitHub's limit), backdated a minute for clock skew.
 func (c *Client) appJWT() (string, error) {

@@ -199,6 +199,30 @@ func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
 	}
 }
 
+// TestARevokedTokenIsRefusedAtOnce: RevokeToken ends a token before its
+// expiry, so git is refused with it; revoking it again, or an expired
+// one, is no error: it is ended already.
+func TestARevokedTokenIsRefusedAtOnce(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	push, err := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RevokeToken(ctx, push.Value); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := gh.Token(push.Value); info.Revoked.IsZero() || !info.Revoked.Before(push.Expires) {
+		t.Fatalf("the fake's record of the token: %+v, want it revoked before its expiry", info)
+	}
+	if gitWith(t, src, gh.RepoURL("acme/app"), push.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/probe") {
+		t.Error("a push with a revoked token was accepted")
+	}
+	if err := c.RevokeToken(ctx, push.Value); err != nil {
+		t.Errorf("revoking it again: %v, want no error", err)
+	}
+}
+
 // createPull opens a pull request from head as the holder of tok would
 // with GitHub's REST API (gh api, say), and returns the status.
 func createPull(t *testing.T, gh *testkit.GitHub, tok, head, title string) int {

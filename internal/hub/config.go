@@ -84,6 +84,11 @@ type Config struct {
 	// queued stays awake, unless its Creator turned Keep awake on.
 	// HUB_SESSION_IDLE, a Go duration, default 30m.
 	SessionIdle time.Duration
+	// SandboxTokenGrace is how long a Session's previous Sandbox token
+	// still works after a refresh, so a git command that read it just
+	// before may finish; then the Hub revokes it at GitHub.
+	// HUB_SANDBOX_TOKEN_GRACE, a Go duration, default 1m.
+	SandboxTokenGrace time.Duration
 	// SessionEventsMax bounds the bytes of Events one Session's Runner
 	// makes the Hub store, in all, and a thirty-second of it in any minute;
 	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
@@ -156,6 +161,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_ATTACHMENT_MAX", func(n int64) { c.AttachmentMax = n })
 	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
 	dur("HUB_SUDO_MAX_AGE", func(d time.Duration) { c.SudoMaxAge = d })
+	dur("HUB_SANDBOX_TOKEN_GRACE", func(d time.Duration) { c.SandboxTokenGrace = d })
 	switch v := getenv("HUB_REDACT_SHAPES"); v {
 	case "", "marked":
 	case "all":
@@ -213,6 +219,9 @@ func (c *Config) Check() error {
 	}
 	if c.SudoMaxAge == 0 {
 		c.SudoMaxAge = defaultSudoMaxAge
+	}
+	if c.SandboxTokenGrace == 0 {
+		c.SandboxTokenGrace = time.Minute
 	}
 	if err := c.checkForward(u); err != nil {
 		return err

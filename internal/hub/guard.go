@@ -125,6 +125,7 @@ func (h *Hub) Close() {
 	<-h.guard.done
 	h.pulls.Close()
 	h.sessions.Close()
+	h.tokens.close()
 }
 
 // credentialCheckEvery is how often everyone connected has their sign-in or

@@ -36,6 +36,7 @@ type Hub struct {
 	sessions *session.Owner       // every Session's state, queue and live stream
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
+	tokens   *sandboxTokens       // each Session's Sandbox token, revoked once replaced: repotokens.go
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 	metrics  *metrics.Metrics     // what /metrics serves: ops.go
@@ -71,6 +72,8 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
+	h.tokens = newSandboxTokens(func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
+		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {

@@ -81,11 +81,13 @@ func (h *Hub) keepSet(sessionID string, rs *runSet) *redact.Set {
 }
 
 // Forget drops a Session's redaction set once it no longer runs: the next
-// start makes it afresh, without the values replaced meanwhile.
+// start makes it afresh, without the values replaced meanwhile. Its
+// Sandbox token, of no more use, is revoked.
 func (h *Hub) Forget(sessionID string) {
 	h.mu.Lock()
 	delete(h.sets, sessionID)
 	h.mu.Unlock()
+	h.tokens.stopped(sessionID)
 	if err := h.store.DropSessionMasks(context.Background(), sessionID); err != nil {
 		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
 	}

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -49,5 +51,96 @@ func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHu
 	if err := set.Add(tok.Token); err != nil {
 		return protocol.GitHubToken{}, err
 	}
+	h.tokens.minted(s.ID, tok.Token)
 	return tok, nil
+}
+
+// sandboxTokens ends each Session's Sandbox tokens at GitHub once they are
+// not its current one, so a copy taken from a Sandbox is good for minutes,
+// not the rest of its hour: the previous one grace after a refresh (a git
+// command that read it just before may finish), the last one when the
+// Session stops running. One minted before a Hub restart, or with a
+// revoke pending at a Hub's close, ends at its expiry.
+type sandboxTokens struct {
+	revoke func(ctx context.Context, token string) error
+	grace  time.Duration
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	current map[string]string // by Session id
+	pending map[*time.Timer]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+func newSandboxTokens(revoke func(context.Context, string) error, grace time.Duration, log *slog.Logger) *sandboxTokens {
+	return &sandboxTokens{revoke: revoke, grace: grace, log: log, current: map[string]string{}, pending: map[*time.Timer]struct{}{}}
+}
+
+// revokeTimeout bounds one revoke at GitHub.
+const revokeTimeout = 30 * time.Second
+
+// minted makes token the Session's current one; the one before it ends
+// after grace.
+func (t *sandboxTokens) minted(sessionID, token string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	prev := t.current[sessionID]
+	t.current[sessionID] = token
+	if prev == "" || t.closed {
+		return
+	}
+	var timer *time.Timer
+	timer = time.AfterFunc(t.grace, func() {
+		t.mu.Lock()
+		_, armed := t.pending[timer]
+		delete(t.pending, timer)
+		if armed {
+			t.wg.Add(1)
+		}
+		t.mu.Unlock()
+		if armed {
+			defer t.wg.Done()
+			t.end(sessionID, prev)
+		}
+	})
+	t.pending[timer] = struct{}{}
+}
+
+// stopped ends the Session's current token at once: it no longer runs.
+func (t *sandboxTokens) stopped(sessionID string) {
+	t.mu.Lock()
+	tok := t.current[sessionID]
+	delete(t.current, sessionID)
+	if tok == "" || t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.wg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.wg.Done()
+		t.end(sessionID, tok)
+	}()
+}
+
+func (t *sandboxTokens) end(sessionID, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	if err := t.revoke(ctx, token); err != nil {
+		t.log.Warn("a Session's Sandbox token was not revoked at GitHub; it ends at its expiry", "session", sessionID, "err", err)
+	}
+}
+
+// close drops the revokes still waiting for their grace and waits for the
+// ones under way.
+func (t *sandboxTokens) close() {
+	t.mu.Lock()
+	t.closed = true
+	for timer := range t.pending {
+		timer.Stop()
+	}
+	clear(t.pending)
+	t.mu.Unlock()
+	t.wg.Wait()
 }

@@ -83,7 +83,12 @@ type instToken struct {
 	repos   []string          // lower-case names under the installation's owner; nil for all of them
 	perms   map[string]string // permission -> read or write
 	expires time.Time
+	revoked time.Time // zero until DELETE /installation/token
 }
+
+// live reports whether GitHub still takes the token: not expired, nor
+// revoked.
+func (t instToken) live() bool { return t.revoked.IsZero() && time.Now().Before(t.expires) }
 
 // appPermissions are the permissions the App's installations are granted:
 // what the Hub asks for and nothing more (issues, say, is not granted).
@@ -153,6 +158,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /user", g.user)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", g.installation)
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", g.installationToken)
+	mux.HandleFunc("DELETE /installation/token", g.revokeToken)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}", g.collaborator)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
@@ -208,6 +214,8 @@ type TokenInfo struct {
 	Repos       []string
 	Permissions map[string]string
 	Expires     time.Time
+	// Revoked is when DELETE /installation/token ended it; zero if never.
+	Revoked time.Time
 }
 
 // Token describes an installation token the fake minted.
@@ -215,7 +223,7 @@ func (g *GitHub) Token(tok string) (TokenInfo, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.instTokens[tok]
-	return TokenInfo{Repos: t.repos, Permissions: t.perms, Expires: t.expires}, ok
+	return TokenInfo{Repos: t.repos, Permissions: t.perms, Expires: t.expires, Revoked: t.revoked}, ok
 }
 
 // Tokens lists every installation token minted so far, oldest first.
@@ -243,7 +251,7 @@ func (g *GitHub) allows(tok, ownerRepo, perm, level string) bool {
 	defer g.mu.Unlock()
 	t, ok := g.instTokens[tok]
 	inst, installed := g.installs[owner+"/"+name]
-	if !ok || !installed || t.inst != inst || time.Now().After(t.expires) {
+	if !ok || !installed || t.inst != inst || !t.live() {
 		return false
 	}
 	if t.repos != nil && !slices.Contains(t.repos, name) {
@@ -572,6 +580,28 @@ func (g *GitHub) installation(w http.ResponseWriter, r *http.Request) {
 		"permissions": map[string]string{"metadata": "read"}})
 }
 
+// revokeToken is DELETE /installation/token: the installation token the
+// request authenticates with stops working at once (204); one GitHub no
+// longer takes is refused, as GitHub does (401).
+func (g *GitHub) revokeToken(w http.ResponseWriter, r *http.Request) {
+	g.count("revoke_token")
+	authz := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(authz, "Bearer ")
+	if !ok {
+		tok, _ = strings.CutPrefix(authz, "token ")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.instTokens[tok]
+	if !ok || !t.live() {
+		ghError(w, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	t.revoked = time.Now()
+	g.instTokens[tok] = t
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	g.count("installation_token")
 	if !g.appAuthorized(r) {
@@ -644,7 +674,8 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	user := strings.ToLower(r.PathValue("user"))
 	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	_, okTok := g.instTokens[tok]
+	t, okTok := g.instTokens[tok]
+	okTok = okTok && t.live()
 	is, ro := g.collabs[repo][user], g.readOnly[repo][user]
 	g.mu.Unlock()
 	perm := "none"
@@ -671,7 +702,8 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
 	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	_, okTok := g.instTokens[tok]
+	t, okTok := g.instTokens[tok]
+	okTok = okTok && t.live()
 	is := g.collabs[repo][strings.ToLower(r.PathValue("user"))]
 	g.mu.Unlock()
 	switch {

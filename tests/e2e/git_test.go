@@ -66,14 +66,18 @@ func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
 		t.Errorf("gh auth token printed %q, want the Sandbox token", got)
 	}
 
-	// The refresh: a new token in the file, and the previous one, once
-	// expired, refused by GitHub, while git goes on pushing with the new.
+	// The refresh: a new token in the file, and the previous one, once the
+	// Hub's grace is over, revoked at GitHub before its expiry and refused
+	// there, while git goes on pushing with the new.
 	var fresh string
 	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
 		fresh = s.sandboxToken(id)
 		return fresh != tok
 	})
-	testenv.Eventually(t, 30*time.Second, "the previous token's expiry", func() bool { return time.Now().After(info.Expires) })
+	testenv.Eventually(t, 10*time.Second, "the previous token revoked", func() bool { return revokedAt(s, tok) != time.Time{} })
+	if at := revokedAt(s, tok); !at.Before(info.Expires) {
+		t.Errorf("the previous token was revoked at %s, not before its expiry at %s", at, info.Expires)
+	}
 	old := strings.Replace(s.GitHub.RepoURL("acme/app"), "://", "://x-access-token:"+tok+"@", 1)
 	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", old, "HEAD:refs/heads/with-the-old-token"); code == 0 {
 		t.Errorf("a push with the previous token after a refresh was accepted: %s", out)
@@ -84,6 +88,18 @@ func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
 	if got := s.GitHub.Branches(t, "acme/app"); slices.Contains(got, "with-the-old-token") || !slices.Contains(got, "after-refresh") {
 		t.Errorf("the fake GitHub's branches: %v, want after-refresh and not with-the-old-token", got)
 	}
+
+	// Asleep, the Session needs no token: its current one is revoked.
+	s.Do(http.MethodPost, "/api/sessions/"+id+"/sleep", nil, nil)
+	s.waitState(id, api.Asleep)
+	testenv.Eventually(t, 10*time.Second, "the current token revoked at sleep", func() bool { return revokedAt(s, fresh) != time.Time{} })
+}
+
+// revokedAt is when the fake GitHub revoked an installation token; zero if
+// it did not.
+func revokedAt(s *System, tok string) time.Time {
+	info, _ := s.GitHub.Token(tok)
+	return info.Revoked
 }
 
 // TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment: once git in the

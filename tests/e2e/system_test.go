@@ -330,6 +330,9 @@ func Start(t testing.TB, opts ...Option) *System {
 		}
 		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
 		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+		// Short, so a test sees a replaced Sandbox token revoked well
+		// within the fake's short token lives.
+		hcfg.SandboxTokenGrace = time.Second
 	}
 	h, err := hub.New(hcfg, st)
 	if err != nil {
