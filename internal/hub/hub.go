@@ -98,7 +98,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		h.sessions.Close()
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Changed: h.sessions.Changed, Logger: cfg.Logger}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}

@@ -1,14 +1,19 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/store"
 )
+
+// maxTitle is the most bytes a Session's title may have.
+const maxTitle = 200
 
 // updateSession renames a Session or changes its model and effort, which
 // its Claude Code takes only on its command line: an awake Session
@@ -33,8 +38,8 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	switch {
 	case err != nil:
-	case title == "" || len(title) > 200 || strings.ContainsAny(title, "\r\n"):
-		err = fmt.Errorf("a title is one line of 1 to 200 characters: %w", errdefs.ErrInvalid)
+	case title == "" || len(title) > maxTitle || strings.ContainsAny(title, "\r\n"):
+		err = fmt.Errorf("a title is one line of 1 to %d characters: %w", maxTitle, errdefs.ErrInvalid)
 	default:
 		err = checkModel(model, effort)
 	}
@@ -61,6 +66,30 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	h.writeSession(w, r, s, http.StatusOK)
+}
+
+// titleFromPull gives a Session its pull request's title, masked as its
+// text is, on one line and cut to maxTitle bytes, unless a person named it.
+func (h *Hub) titleFromPull(ctx context.Context, sessionID, title string) {
+	title = strings.Join(strings.Fields(h.RedactText(ctx, sessionID, title)), " ")
+	if len(title) > maxTitle {
+		cut := maxTitle - len("…")
+		for !utf8.RuneStart(title[cut]) {
+			cut--
+		}
+		title = title[:cut] + "…"
+	}
+	if title == "" {
+		return
+	}
+	changed, err := h.store.TitleFromPull(ctx, sessionID, title)
+	if err != nil {
+		h.log.Error("title a session from its pull request", "session", sessionID, "err", err)
+		return
+	}
+	if changed {
+		h.sessions.Changed(sessionID)
+	}
 }
 
 func or(s, def string) string {

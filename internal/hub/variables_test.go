@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
@@ -242,4 +243,44 @@ func (f *fixture) storedInTheClear(t *testing.T, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestASessionTakesItsPullRequestsTitleMaskedAndCut: the title of a pull
+// request becomes the Session's title with its Sensitive values masked, on
+// one line, cut to maxTitle bytes on a character's boundary; once a person
+// renames the Session, a pull request's title no longer does.
+func TestASessionTakesItsPullRequestsTitleMaskedAndCut(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+	var repo store.Repo
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &repo) != nil {
+		t.Fatalf("add repo: %d %s", code, body)
+	}
+	const secret = "pr-title-secret-42"
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"`+secret+`","sensitive":true}`)
+	dev, _ := f.store.DevUser(ctx)
+	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "from the prompt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	title := func() string {
+		got, _ := f.store.SessionByID(ctx, s.ID)
+		return got.Title
+	}
+	f.hub.titleFromPull(ctx, s.ID, "Rotate "+secret+"\nnow")
+	if got := title(); got != "Rotate "+strings.Repeat("*", len(secret))+" now" {
+		t.Fatalf("title %q, want the pull request's, masked, on one line", got)
+	}
+	f.hub.titleFromPull(ctx, s.ID, strings.Repeat("é", maxTitle))
+	if got := title(); len(got) > maxTitle || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Fatalf("a long title became %q (%d bytes), want it cut to %d on a character's boundary", got, len(got), maxTitle)
+	}
+	if code, body := f.call(t, http.MethodPatch, "/api/sessions/"+s.ID, `{"title":"Named by hand"}`); code != http.StatusOK {
+		t.Fatalf("rename: %d %s", code, body)
+	}
+	f.hub.titleFromPull(ctx, s.ID, "Another pull request")
+	if got := title(); got != "Named by hand" {
+		t.Fatalf("title %q after a rename, want the person's kept", got)
+	}
 }

@@ -343,6 +343,18 @@ func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map
 	return err
 }
 
+// TitleFromPull gives a Session its pull request's title, unless a person
+// named it (UpdateSession), and reports whether the title changed.
+func (s *Store) TitleFromPull(ctx context.Context, id, title string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET title = ?, updated_at = ? WHERE id = ? AND titled = 0 AND title <> ?`,
+		title, ms(s.now()), id, title)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
 // TranscriptOffsets returns how far a Session's transcript is stored.
 func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]int64, error) {
 	var raw string
@@ -353,10 +365,12 @@ func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]in
 	return m, json.Unmarshal([]byte(raw), &m)
 }
 
-// UpdateSession changes a Session's title, model and effort.
+// UpdateSession changes a Session's title, model and effort, as a person
+// asks: a title changed so no longer follows its pull request's
+// (TitleFromPull).
 func (s *Store) UpdateSession(ctx context.Context, id, title, model, effort string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
-		title, model, effort, ms(s.now()), id)
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET titled = CASE WHEN title <> ? THEN 1 ELSE titled END, title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
+		title, title, model, effort, ms(s.now()), id)
 	if err != nil {
 		return err
 	}

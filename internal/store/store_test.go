@@ -243,6 +243,42 @@ func TestAStartsRetriesAreCountedUntilItComesUp(t *testing.T) {
 	})
 }
 
+// TestATitleFollowsItsPullRequestUntilAPersonNamesIt: TitleFromPull sets
+// the title of a Session nobody named, and says so; once a person renames
+// it, the pull request's title no longer does; an update that keeps the
+// title is not a naming.
+func TestATitleFollowsItsPullRequestUntilAPersonNamesIt(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		x, _ := devSession(t, s)
+		title := func() string {
+			got, _ := s.SessionByID(ctx, x.ID)
+			return got.Title
+		}
+		if err := s.UpdateSession(ctx, x.ID, x.Title, "opus", ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			pull    string
+			changed bool
+		}{{"Add the thing", true}, {"Add the thing", false}} {
+			if changed, err := s.TitleFromPull(ctx, x.ID, tt.pull); err != nil || changed != tt.changed {
+				t.Fatalf("TitleFromPull(%q) = %v, %v, want %v", tt.pull, changed, err, tt.changed)
+			}
+		}
+		if got := title(); got != "Add the thing" {
+			t.Fatalf("title %q, want the pull request's", got)
+		}
+		if err := s.UpdateSession(ctx, x.ID, "Named by hand", "opus", ""); err != nil {
+			t.Fatal(err)
+		}
+		if changed, err := s.TitleFromPull(ctx, x.ID, "Another pull"); err != nil || changed || title() != "Named by hand" {
+			t.Fatalf("after a rename, TitleFromPull = %v, %v and the title is %q, want the person's kept", changed, err, title())
+		}
+	})
+}
+
 func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)

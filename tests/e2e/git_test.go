@@ -281,6 +281,11 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	if got := v.Branches[0].Pulls[0].Title; got != "Token "+strings.Repeat("*", len(tok)) {
 		t.Errorf("a pull request's title with the Sandbox token in it shows %q, want it masked", got)
 	}
+	// Nobody named the Session: it took its newest pull request's title,
+	// masked.
+	if v.Title != "Token "+strings.Repeat("*", len(tok)) {
+		t.Errorf("the Session's title is %q, want its newest pull request's, masked", v.Title)
+	}
 	if page := Eval[string](b, `document.getElementById("branches").textContent`); strings.Contains(page, tok) {
 		t.Error("the Session view shows the Sandbox token in a pull request's title")
 	}

@@ -1,8 +1,8 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
 // transcript's git push output names, and the pull requests opened from
 // them, which it reads from GitHub as the App when a push shows in the
-// transcript and on a slow timer, never per page view. Only internal/hub
-// imports it.
+// transcript and on a slow timer, never per page view; the newest one's
+// title is offered as the Session's. Only internal/hub imports it.
 package pulls
 
 import (
@@ -40,6 +40,10 @@ type Options struct {
 	// Changed is told when a Session's branches or pull requests changed,
 	// so its watchers get it again.
 	Changed func(sessionID string)
+	// Titled, if set, is told the title of the newest pull request of a
+	// Session's branch whose pull requests changed: the Session's title
+	// may take it.
+	Titled func(ctx context.Context, sessionID, title string)
 	// Every is how often every branch not archived is checked again;
 	// default 5 minutes.
 	Every  time.Duration
@@ -160,6 +164,9 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 			return
 		}
 		if string(j) != string(b.Pulls) {
+			if len(ps) > 0 && t.opts.Titled != nil {
+				t.opts.Titled(ctx, b.SessionID, ps[0].Title) // newest first
+			}
 			t.opts.Changed(b.SessionID)
 		}
 	}

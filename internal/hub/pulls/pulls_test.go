@@ -87,11 +87,18 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	}
 	var mu sync.Mutex
 	changed := 0
+	var titles []string
 	tr := New(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id == s.ID {
 			changed++
+		}
+	}, Titled: func(_ context.Context, id, title string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == s.ID {
+			titles = append(titles, title)
 		}
 	}})
 	defer tr.Close()
@@ -116,6 +123,11 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 		defer mu.Unlock()
 		return changed == 2
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(titles, []string{"Add the thing"}) {
+		t.Errorf("titles offered: %q, want the pull request's, once", titles)
+	}
 }
 
 func jsonText(v any) string {
