@@ -518,11 +518,7 @@ func (g *GitHub) accessToken(w http.ResponseWriter, r *http.Request) {
 
 func (g *GitHub) user(w http.ResponseWriter, r *http.Request) {
 	g.count("user")
-	authz := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(authz, "Bearer ")
-	if !ok {
-		tok, _ = strings.CutPrefix(authz, "token ")
-	}
+	tok := apiToken(r)
 	g.mu.Lock()
 	u := g.users[g.userTokens[tok]]
 	g.mu.Unlock()
@@ -585,11 +581,7 @@ func (g *GitHub) installation(w http.ResponseWriter, r *http.Request) {
 // longer takes is refused, as GitHub does (401).
 func (g *GitHub) revokeToken(w http.ResponseWriter, r *http.Request) {
 	g.count("revoke_token")
-	authz := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(authz, "Bearer ")
-	if !ok {
-		tok, _ = strings.CutPrefix(authz, "token ")
-	}
+	tok := apiToken(r)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.instTokens[tok]
@@ -718,8 +710,8 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// apiToken is the installation token a REST request carries, as
-// "token X" (what gh and the Hub send) or "Bearer X".
+// apiToken is the token a REST request carries, as "token X" (what gh and
+// the Hub send) or "Bearer X".
 func apiToken(r *http.Request) string {
 	authz := r.Header.Get("Authorization")
 	if tok, ok := strings.CutPrefix(authz, "token "); ok {
