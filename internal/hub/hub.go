@@ -72,7 +72,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
-	h.tokens = newSandboxTokens(func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
+	h.tokens = newSandboxTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,

@@ -10,6 +10,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -51,7 +52,9 @@ func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHu
 	if err := set.Add(tok.Token); err != nil {
 		return protocol.GitHubToken{}, err
 	}
-	h.tokens.minted(s.ID, tok.Token)
+	if err := h.tokens.minted(ctx, s.ID, tok.Token); err != nil {
+		return protocol.GitHubToken{}, err
+	}
 	return tok, nil
 }
 
@@ -59,36 +62,43 @@ func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHu
 // not its current one, so a copy taken from a Sandbox is good for minutes,
 // not the rest of its hour: the previous one grace after a refresh (a git
 // command that read it just before may finish), the last one when the
-// Session stops running. One minted before a Hub restart, or with a
-// revoke pending at a Hub's close, ends at its expiry.
+// Session stops running. The current one is in the store, sealed, so a
+// restarted Hub revokes it too; a revoke still waiting for its grace when
+// the Hub stops is dropped, and that token ends at its expiry.
 type sandboxTokens struct {
-	revoke func(ctx context.Context, token string) error
-	grace  time.Duration
-	log    *slog.Logger
+	store   *store.Store
+	secrets *seal.Box
+	revoke  func(ctx context.Context, token string) error
+	grace   time.Duration
+	log     *slog.Logger
 
 	mu      sync.Mutex
-	current map[string]string // by Session id
 	pending map[*time.Timer]struct{}
 	closed  bool
 	wg      sync.WaitGroup
 }
 
-func newSandboxTokens(revoke func(context.Context, string) error, grace time.Duration, log *slog.Logger) *sandboxTokens {
-	return &sandboxTokens{revoke: revoke, grace: grace, log: log, current: map[string]string{}, pending: map[*time.Timer]struct{}{}}
+func newSandboxTokens(st *store.Store, secrets *seal.Box, revoke func(context.Context, string) error, grace time.Duration, log *slog.Logger) *sandboxTokens {
+	return &sandboxTokens{store: st, secrets: secrets, revoke: revoke, grace: grace, log: log, pending: map[*time.Timer]struct{}{}}
 }
 
 // revokeTimeout bounds one revoke at GitHub.
 const revokeTimeout = 30 * time.Second
 
+// tokenSeal binds a stored Sandbox token to its Session.
+func tokenSeal(sessionID string) string { return "sandbox-token:" + sessionID }
+
 // minted makes token the Session's current one; the one before it ends
 // after grace.
-func (t *sandboxTokens) minted(sessionID, token string) {
+func (t *sandboxTokens) minted(ctx context.Context, sessionID, token string) error {
+	prev, err := t.swap(ctx, sessionID, t.secrets.Seal([]byte(token), tokenSeal(sessionID)))
+	if err != nil || prev == "" {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	prev := t.current[sessionID]
-	t.current[sessionID] = token
-	if prev == "" || t.closed {
-		return
+	if t.closed {
+		return nil
 	}
 	var timer *time.Timer
 	timer = time.AfterFunc(t.grace, func() {
@@ -105,14 +115,18 @@ func (t *sandboxTokens) minted(sessionID, token string) {
 		}
 	})
 	t.pending[timer] = struct{}{}
+	return nil
 }
 
 // stopped ends the Session's current token at once: it no longer runs.
 func (t *sandboxTokens) stopped(sessionID string) {
+	prev, err := t.swap(context.Background(), sessionID, nil)
+	if err != nil {
+		t.log.Error("forget a Session's Sandbox token", "session", sessionID, "err", err)
+		return
+	}
 	t.mu.Lock()
-	tok := t.current[sessionID]
-	delete(t.current, sessionID)
-	if tok == "" || t.closed {
+	if prev == "" || t.closed {
 		t.mu.Unlock()
 		return
 	}
@@ -120,8 +134,22 @@ func (t *sandboxTokens) stopped(sessionID string) {
 	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
-		t.end(sessionID, tok)
+		t.end(sessionID, prev)
 	}()
+}
+
+// swap keeps sealed as the Session's current token and returns the one
+// it replaces, opened.
+func (t *sandboxTokens) swap(ctx context.Context, sessionID string, sealed []byte) (string, error) {
+	prev, err := t.store.SwapSandboxToken(ctx, sessionID, sealed)
+	if err != nil || prev == nil {
+		return "", err
+	}
+	plain, err := t.secrets.Open(prev, tokenSeal(sessionID))
+	if err != nil {
+		return "", fmt.Errorf("the kept Sandbox token of session %s: %w", sessionID, err)
+	}
+	return string(plain), nil
 }
 
 func (t *sandboxTokens) end(sessionID, token string) {

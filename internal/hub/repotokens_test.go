@@ -2,12 +2,12 @@ package hub
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -32,28 +32,52 @@ func (r *revoked) list() []string {
 
 // TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops: after a
 // refresh the previous token is revoked once the grace is over, not
-// before; the current one when its Session stops, at once; a revoke still
-// in its grace at close is dropped.
+// before; the current one when its Session stops, at once, by a Hub
+// restarted since it was minted too (the store keeps it, sealed); a revoke
+// still in its grace at close is dropped.
 func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	const grace = 300 * time.Millisecond
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	repo, _ := f.store.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	session := func() string {
+		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
 	var r revoked
-	tokens := newSandboxTokens(r.revoke, grace, slog.New(slog.DiscardHandler))
-	tokens.minted("s1", "first")
-	tokens.minted("s1", "second")
+	tokens := newSandboxTokens(f.store, f.hub.secrets, r.revoke, grace, f.hub.log)
+	s1 := session()
+	for _, tok := range []string{"first", "second"} {
+		if err := tokens.minted(ctx, s1, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
 	time.Sleep(grace / 3)
 	if got := r.list(); len(got) != 0 {
 		t.Fatalf("revoked %q within the grace, want none yet", got)
 	}
 	testenv.Eventually(t, testenv.WaitShort, "the previous token revoked", func() bool { return slices.Equal(r.list(), []string{"first"}) })
-	tokens.stopped("s1")
+
+	// The Hub restarts: a new tracker over the same store.
+	tokens.close()
+	tokens = newSandboxTokens(f.store, f.hub.secrets, r.revoke, grace, f.hub.log)
+	tokens.stopped(s1)
 	testenv.Eventually(t, testenv.WaitShort, "the current token revoked as its Session stops", func() bool {
 		return slices.Equal(r.list(), []string{"first", "second"})
 	})
+	tokens.stopped(s1) // nothing left to revoke
+	if sealed, _ := f.store.SwapSandboxToken(ctx, s1, nil); sealed != nil {
+		t.Fatal("a stopped Session still holds a Sandbox token")
+	}
 
-	tokens.minted("s2", "third")
-	tokens.minted("s2", "fourth")
+	s2 := session()
+	tokens.minted(ctx, s2, "third")
+	tokens.minted(ctx, s2, "fourth")
 	tokens.close()
-	tokens.stopped("s2")
 	time.Sleep(2 * grace)
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)

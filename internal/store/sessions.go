@@ -183,6 +183,20 @@ func (s *Store) RetryStart(ctx context.Context, id string) (int, error) {
 	return n, notFound(err, "session "+id)
 }
 
+// SwapSandboxToken keeps sealed as a Session's current Sandbox token (nil:
+// none) and returns the one it replaces, nil if none.
+func (s *Store) SwapSandboxToken(ctx context.Context, id string, sealed []byte) ([]byte, error) {
+	var prev []byte
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT sandbox_token FROM sessions WHERE id = ?`, id).Scan(&prev); err != nil {
+			return notFound(err, "session "+id)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE sessions SET sandbox_token = ? WHERE id = ?`, sealed, id)
+		return err
+	})
+	return prev, err
+}
+
 // SetKeepAwake sets a Session's Keep awake switch.
 func (s *Store) SetKeepAwake(ctx context.Context, id string, on bool) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET keep_awake = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)

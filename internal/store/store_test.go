@@ -279,6 +279,25 @@ func TestATitleFollowsItsPullRequestUntilAPersonNamesIt(t *testing.T) {
 	})
 }
 
+// TestASessionKeepsOneSandboxTokenAtATime: SwapSandboxToken returns the
+// one it replaces, nil when there was none; an unknown Session is not
+// found.
+func TestASessionKeepsOneSandboxTokenAtATime(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		x, _ := devSession(t, s)
+		for _, step := range []struct{ put, want []byte }{{nil, nil}, {[]byte("a"), nil}, {[]byte("b"), []byte("a")}, {nil, []byte("b")}, {nil, nil}} {
+			if prev, err := s.SwapSandboxToken(ctx, x.ID, step.put); err != nil || string(prev) != string(step.want) || (prev == nil) != (step.want == nil) {
+				t.Fatalf("SwapSandboxToken(%q) = %q, %v, want %q", step.put, prev, err, step.want)
+			}
+		}
+		if _, err := s.SwapSandboxToken(ctx, "no-such-session", []byte("a")); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("an unknown Session: %v, want not found", err)
+		}
+	})
+}
+
 func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
