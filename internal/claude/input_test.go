@@ -76,15 +76,36 @@ func TestRealPromptInputPaths(t *testing.T) {
 		ways["editor"]("zero\u200bwidth and\u200e marks")
 		s.shown(t, "zero")
 		s.Keys("Enter")
-		testenv.Eventually(t, testenv.WaitShort, "Claude Code asks for a review", func() bool {
-			return strings.Contains(s.Screen(), "Removed 2 invisible characters · review and press Enter to send")
+		// It says one of two things (both seen on 2.1.328, from one run
+		// to the next): "· review and press Enter to send", or "from
+		// your prompt"; either way the cleaned prompt waits in the input.
+		testenv.Eventually(t, testenv.WaitShort, "Claude Code says it removed them", func() bool {
+			sc := s.Screen()
+			return strings.Contains(sc, "Removed 2 invisible characters · review and press Enter to send") ||
+				strings.Contains(sc, "Removed 2 invisible characters from your prompt")
 		})
 		if len(s.API.Turns()) != calls {
 			t.Fatal("the first Enter sent the prompt")
 		}
-		// Claude Code ignores an Enter within 150 ms of that one.
-		time.Sleep(300 * time.Millisecond)
-		if got := s.deliver(t, func() {}, ""); got != "zerowidth and marks" {
+		// Claude Code ignores an Enter within 150 ms of that one, and,
+		// after "from your prompt", at times the one at 300 ms too: Enter
+		// goes as the Runner presses it, at 300 ms, then each second the
+		// prompt is still not sent.
+		turns := s.turns()
+		enters, next := 0, time.Now().Add(300*time.Millisecond)
+		testenv.Eventually(t, testenv.WaitShort, "the cleaned prompt sent", func() bool {
+			if len(s.API.Turns()) > calls && s.turns() > turns {
+				return true
+			}
+			if time.Now().After(next) {
+				s.Keys("Enter")
+				enters, next = enters+1, time.Now().Add(time.Second)
+			}
+			return false
+		})
+		t.Logf("sent at Enter %d after the one that removed them", enters)
+		texts := s.API.Turns()[calls].LastUser().Texts()
+		if got := texts[len(texts)-1]; got != "zerowidth and marks" {
 			t.Fatalf("the model received %+q", got)
 		}
 	})

@@ -130,9 +130,8 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 }
 
 // submitted waits for the input box to empty after Enter. When Claude Code
-// removed invisible characters at that Enter instead of sending ("Removed
-// N invisible characters · review and press Enter to send", measured on
-// 2.1.328), it presses Enter once more. When the box still shows the
+// removed invisible characters at that Enter instead of sending
+// (invisibleRemoved), it presses Enter once more. When the box still shows the
 // prompt resendAfter later, that Enter was lost (seen right after Claude
 // Code started, while it connected its MCP servers: the Hub typed the
 // prompt again 15 s later, and that Enter took), and it presses Enter
@@ -147,7 +146,7 @@ func (r *Runner) submitted(ctx context.Context, s *session, text string) {
 			return
 		}
 		switch {
-		case !confirmed && time.Since(entered) >= confirmAfter && strings.Contains(hints, "press Enter to send"):
+		case !confirmed && time.Since(entered) >= confirmAfter && invisibleRemoved(hints):
 			confirmed = true
 			if r.keys(ctx, s, "Enter") != nil {
 				return
@@ -162,6 +161,15 @@ func (r *Runner) submitted(ctx context.Context, s *session, text string) {
 			return
 		}
 	}
+}
+
+// invisibleRemoved reports whether Claude Code's hints say it removed
+// invisible characters from the prompt at that Enter and kept it in the
+// input: "Removed N invisible characters · review and press Enter to send"
+// or "… from your prompt" (both on 2.1.328, from one run to the next).
+func invisibleRemoved(hints string) bool {
+	return strings.Contains(hints, "invisible character") &&
+		(strings.Contains(hints, "press Enter to send") || strings.Contains(hints, "from your prompt"))
 }
 
 // Escape, as Claude Code reads it alone. A bare ESC is the start of a

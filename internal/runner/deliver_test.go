@@ -32,6 +32,23 @@ func TestInputBoxIsBetweenTheLastTwoRules(t *testing.T) {
 	}
 }
 
+// TestBothInvisibleCharacterHintsAreRecognised: Claude Code says it
+// removed invisible characters in one of two ways, and the Runner presses
+// Enter again after either; not after the other hints of that kind.
+func TestBothInvisibleCharacterHintsAreRecognised(t *testing.T) {
+	for hint, want := range map[string]bool{
+		"Removed 2 invisible characters · review and press Enter to send": true,
+		"Removed 1 invisible character from your prompt":                  true,
+		"Removed 3 invisible characters · nothing left to send":           false,
+		"Removed 2 invisible characters from the pasted text":             false,
+		"⏵⏵ bypass permissions on (shift+tab to cycle)":                   false,
+	} {
+		if got := invisibleRemoved("        " + hint + "\n  ⏵⏵ bypass permissions on"); got != want {
+			t.Errorf("invisibleRemoved(%q) = %v, want %v", hint, got, want)
+		}
+	}
+}
+
 func TestHoldsComparesTheVisibleASCIITail(t *testing.T) {
 	long := strings.Repeat("line of a long prompt\twith a tab\n", 2000) + "THE END"
 	tests := []struct {

@@ -286,6 +286,7 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	if v.Title != "Token "+strings.Repeat("*", len(tok)) {
 		t.Errorf("the Session's title is %q, want its newest pull request's, masked", v.Title)
 	}
+	b.Wait(testenv.WaitShort, "the view's title, live", `document.getElementById("title").textContent === "Token `+strings.Repeat("*", len(tok))+`"`)
 	if page := Eval[string](b, `document.getElementById("branches").textContent`); strings.Contains(page, tok) {
 		t.Error("the Session view shows the Sandbox token in a pull request's title")
 	}
