@@ -34,7 +34,8 @@ func (r *revoked) list() []string {
 // refresh the previous token is revoked once the grace is over, not
 // before; the current one when its Session stops, at once, by a Hub
 // restarted since it was minted too (the store keeps it, sealed); a revoke
-// still in its grace at close is dropped.
+// still in its grace at close is dropped, and a Session stopped after
+// close keeps its token in the store, for the next Hub.
 func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	f := newFixture(t)
@@ -78,8 +79,12 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	tokens.minted(ctx, s2, "third")
 	tokens.minted(ctx, s2, "fourth")
 	tokens.close()
+	tokens.stopped(s2)
 	time.Sleep(2 * grace)
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)
+	}
+	if sealed, _ := f.store.SwapSandboxToken(ctx, s2, nil); sealed == nil {
+		t.Fatal("a Session stopped after close no longer holds its token, which nobody revoked")
 	}
 }
