@@ -310,6 +310,12 @@ func (s *System) refuseRelay(id string) (restore func()) {
 // Sandbox ran out of memory, and the next prompt wakes it into a fresh
 // Sandbox that answers.
 func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
+	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
+		// Measured: with the Sentry's cgroup lowered so, the tool ran for
+		// 2 minutes and nothing was killed.
+		t.Skip("on gVisor no host process is Claude Code's, and lowering the limit of a running Sandbox's cgroup killed nothing; " +
+			"a gVisor Sandbox past its memory limit is internal/sandbox/oci TestConformanceGVisor/KilledPastMemoryLimit's")
+	}
 	s := Start(t)
 	v := s.Ready("before the memory runs out", "Ready.")
 	s.Model.On(testkit.PromptContains("use all the memory"), testkit.Bash("tail /dev/zero"))

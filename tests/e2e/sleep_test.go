@@ -163,15 +163,13 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 	if got.Model != "opus" || got.Effort != "high" {
 		t.Fatalf("after the update: %+v", got.Session)
 	}
-	testenv.Eventually(t, testenv.WaitMedium, "Claude Code restarted with the new flags", func() bool {
-		for _, p := range claudeCmdlines() {
-			if strings.Contains(p, v.ID) && strings.Contains(p, "--model\x00opus") && strings.Contains(p, "--effort\x00high") && strings.Contains(p, "--resume") {
-				return true
-			}
-		}
-		return false
-	})
+	// The update restarted it before it answered: once Active, the Claude
+	// Code in its Sandbox is the new one.
 	s.waitState(v.ID, api.Active)
+	cmdline, _ := s.Exec(v.ID, "cat", "/proc/"+claudePID(t, s, v.ID)+"/cmdline")
+	if !strings.Contains(cmdline, "--model\x00opus") || !strings.Contains(cmdline, "--effort\x00high") || !strings.Contains(cmdline, "--resume") {
+		t.Fatalf("Claude Code runs with %q, want the new model and effort, resuming", cmdline)
+	}
 	s.Model.On(testkit.PromptContains("which colour"), testkit.Text("teal"))
 	s.prompt(v.ID, "which colour?")
 	s.turnEnds(v.ID, 2)
@@ -185,15 +183,3 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 	}
 }
 
-// claudeCmdlines lists the command lines of every Claude Code on the host.
-func claudeCmdlines() []string {
-	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, _ := os.ReadFile(p)
-		if strings.HasPrefix(string(b), "/opt/kndl/claude-code/claude\x00") {
-			out = append(out, string(b))
-		}
-	}
-	return out
-}
