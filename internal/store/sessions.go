@@ -237,17 +237,21 @@ func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, e
 	hash := auth.Hash(token)
 	var stored []byte
 	row := s.db.QueryRowContext(ctx, `SELECT s.mod_token_hash, `+sessionCols+sessionFrom+`WHERE s.mod_token_hash = ?`, hash)
-	var x Session
-	var created, updated int64
-	var archived sql.NullInt64
-	err := row.Scan(&stored, &x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &archived, &created, &updated)
+	x, err := scanSession(scanAfter{row, &stored})
 	if err != nil || !auth.Equal(stored, hash) {
 		return Session{}, fmt.Errorf("mod token: %w", errdefs.ErrUnauthorized)
 	}
-	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	return x, nil
 }
+
+// scanAfter is a row whose first column goes to first, the rest as its
+// scanner's caller asks.
+type scanAfter struct {
+	row   scanner
+	first any
+}
+
+func (r scanAfter) Scan(dest ...any) error { return r.row.Scan(append([]any{r.first}, dest...)...) }
 
 // Event is one stored Event of a Session's transcript. Data is the Event's
 // JSON, already redacted.
