@@ -86,9 +86,12 @@ type instToken struct {
 	revoked time.Time // zero until DELETE /installation/token
 }
 
-// live reports whether GitHub still takes the token: not expired, nor
-// revoked.
-func (t instToken) live() bool { return t.revoked.IsZero() && time.Now().Before(t.expires) }
+// liveToken returns the installation token tok if GitHub still takes it:
+// minted, not expired, nor revoked. Call with g.mu held.
+func (g *GitHub) liveToken(tok string) (instToken, bool) {
+	t, ok := g.instTokens[tok]
+	return t, ok && t.revoked.IsZero() && time.Now().Before(t.expires)
+}
 
 // appPermissions are the permissions the App's installations are granted:
 // what the Hub asks for and nothing more (issues, say, is not granted).
@@ -249,9 +252,9 @@ func (g *GitHub) allows(tok, ownerRepo, perm, level string) bool {
 	owner, name, _ := strings.Cut(strings.ToLower(ownerRepo), "/")
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t, ok := g.instTokens[tok]
+	t, ok := g.liveToken(tok)
 	inst, installed := g.installs[owner+"/"+name]
-	if !ok || !installed || t.inst != inst || !t.live() {
+	if !ok || !installed || t.inst != inst {
 		return false
 	}
 	if t.repos != nil && !slices.Contains(t.repos, name) {
@@ -584,8 +587,8 @@ func (g *GitHub) revokeToken(w http.ResponseWriter, r *http.Request) {
 	tok := apiToken(r)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t, ok := g.instTokens[tok]
-	if !ok || !t.live() {
+	t, ok := g.liveToken(tok)
+	if !ok {
 		ghError(w, http.StatusUnauthorized, "Bad credentials")
 		return
 	}
@@ -666,8 +669,7 @@ func (g *GitHub) permission(w http.ResponseWriter, r *http.Request) {
 	user := strings.ToLower(r.PathValue("user"))
 	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	t, okTok := g.instTokens[tok]
-	okTok = okTok && t.live()
+	_, okTok := g.liveToken(tok)
 	is, ro := g.collabs[repo][user], g.readOnly[repo][user]
 	g.mu.Unlock()
 	perm := "none"
@@ -694,8 +696,7 @@ func (g *GitHub) collaborator(w http.ResponseWriter, r *http.Request) {
 	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
 	live := g.allows(tok, repo, "metadata", "read")
 	g.mu.Lock()
-	t, okTok := g.instTokens[tok]
-	okTok = okTok && t.live()
+	_, okTok := g.liveToken(tok)
 	is := g.collabs[repo][strings.ToLower(r.PathValue("user"))]
 	g.mu.Unlock()
 	switch {
