@@ -103,15 +103,10 @@ func (t *sandboxTokens) minted(ctx context.Context, sessionID, token string) err
 	var timer *time.Timer
 	timer = time.AfterFunc(t.grace, func() {
 		t.mu.Lock()
-		_, armed := t.pending[timer]
-		delete(t.pending, timer)
-		if armed {
-			t.wg.Add(1)
-		}
-		t.mu.Unlock()
-		if armed {
-			defer t.wg.Done()
-			t.end(sessionID, prev)
+		defer t.mu.Unlock()
+		if _, armed := t.pending[timer]; armed {
+			delete(t.pending, timer)
+			t.goEnd(sessionID, prev)
 		}
 	})
 	t.pending[timer] = struct{}{}
@@ -133,16 +128,10 @@ func (t *sandboxTokens) stopped(sessionID string) {
 		return
 	}
 	t.mu.Lock()
-	if prev == "" || t.closed {
-		t.mu.Unlock()
-		return
+	defer t.mu.Unlock()
+	if prev != "" && !t.closed {
+		t.goEnd(sessionID, prev)
 	}
-	t.wg.Add(1)
-	t.mu.Unlock()
-	go func() {
-		defer t.wg.Done()
-		t.end(sessionID, prev)
-	}()
 }
 
 // swap keeps sealed as the Session's current token and returns the one
@@ -159,12 +148,18 @@ func (t *sandboxTokens) swap(ctx context.Context, sessionID string, sealed []byt
 	return string(plain), nil
 }
 
-func (t *sandboxTokens) end(sessionID, token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
-	defer cancel()
-	if err := t.revoke(ctx, token); err != nil {
-		t.log.Warn("a Session's Sandbox token was not revoked at GitHub; it ends at its expiry", "session", sessionID, "err", err)
-	}
+// goEnd revokes token at GitHub in a goroutine close waits for; call with
+// t.mu held.
+func (t *sandboxTokens) goEnd(sessionID, token string) {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+		defer cancel()
+		if err := t.revoke(ctx, token); err != nil {
+			t.log.Warn("a Session's Sandbox token was not revoked at GitHub; it ends at its expiry", "session", sessionID, "err", err)
+		}
+	}()
 }
 
 // close drops the revokes still waiting for their grace and waits for the
