@@ -33,8 +33,8 @@ type fixture struct {
 	st                *store.Store
 	owner, member     store.User
 	app, lib, ro, sec store.Repo
-	runner        string
-	logs          *bytes.Buffer
+	runner            string
+	logs              *bytes.Buffer
 }
 
 func newFixture(t testing.TB) *fixture {

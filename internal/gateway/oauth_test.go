@@ -63,6 +63,34 @@ func (f *fixture) connect(t testing.TB, u store.User, id string) {
 	}
 }
 
+// linearSession starts a Session of app and connects an MCP client to its
+// Installation linear through the Gateway.
+func (f *fixture) linearSession(t testing.TB) (store.Session, *mcp.ClientSession) {
+	t.Helper()
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := connect(t, f.hub(t, s)+"/gateway/linear", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cs
+}
+
+// postLinear posts to Installation linear through the Gateway at hub, and
+// returns the answer's status and body.
+func postLinear(t testing.TB, hub string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(hub+"/gateway/linear", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -91,14 +119,7 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 		t.Fatalf("the Installation shows %+v, want connected by Mia with a registered client", st)
 	}
 
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := connect(t, f.hub(t, s)+"/gateway/linear", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, cs := f.linearSession(t)
 	if got := echo(t, cs, "one"); got != "echo: one" {
 		t.Fatalf("got %q", got)
 	}
@@ -139,14 +160,8 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 	if _, err := cs.CallTool(ctx, callEcho("four")); err == nil {
 		t.Fatal("a call after a disconnect was answered")
 	}
-	resp, err := http.Post(f.hub(t, s)+"/gateway/linear", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "not connected") {
-		t.Fatalf("after a disconnect: %d %s, want 409 saying it is not connected", resp.StatusCode, body)
+	if code, body := postLinear(t, f.hub(t, s)); code != http.StatusConflict || !strings.Contains(body, "not connected") {
+		t.Fatalf("after a disconnect: %d %s, want 409 saying it is not connected", code, body)
 	}
 	if strings.Contains(f.logs.String(), "at-") || strings.Contains(f.logs.String(), "rt-") {
 		t.Fatalf("a token reached the log:\n%s", f.logs)
@@ -232,23 +247,10 @@ func TestAnyURLEditDropsTheTokensAndTheClient(t *testing.T) {
 	}
 	f.connect(t, f.member, "linear")
 	before, after := len(as.MCP.Seen()), len(moved.MCP.Seen())
-	resp, err := http.Post(f.hub(t, s)+"/gateway/linear", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
+	if code, body := postLinear(t, f.hub(t, s)); code != http.StatusConflict || !strings.Contains(body, "restart the Session") || len(as.MCP.Seen()) != before || len(moved.MCP.Seen()) != after {
+		t.Fatalf("a Session started before the move: %d %s; want 409 saying to restart, and no request at either URL", code, body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "restart the Session") || len(as.MCP.Seen()) != before || len(moved.MCP.Seen()) != after {
-		t.Fatalf("a Session started before the move: %d %s; want 409 saying to restart, and no request at either URL", resp.StatusCode, body)
-	}
-	next, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := connect(t, f.hub(t, next)+"/gateway/linear", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cs := f.linearSession(t)
 	defer cs.Close()
 	if got := echo(t, cs, "moved"); got != "echo: moved" {
 		t.Fatalf("a Session started after the move: %q", got)
