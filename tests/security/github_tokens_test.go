@@ -110,16 +110,6 @@ func TestASandboxTokenPushesOnlyForACreatorWhoMayPush(t *testing.T) {
 		}
 		return nil
 	}
-	openPull := func(tok string) int {
-		req, _ := http.NewRequest(http.MethodPost, e.gh.URL+"/repos/acme/app/pulls", strings.NewReader(`{"title":"t","head":"kndl/bob","base":"main"}`))
-		req.Header.Set("Authorization", "token "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	sandboxGit := func(b *browser, id string) string {
 		var v api.SessionView
 		code, body := e.do(b.Client, req{method: "GET", path: "/api/sessions/" + id})
@@ -151,7 +141,7 @@ func TestASandboxTokenPushesOnlyForACreatorWhoMayPush(t *testing.T) {
 	if err := push(ctok, "kndl/carol"); err == nil || slices.Contains(e.gh.Branches(t, "acme/app"), "kndl/carol") {
 		t.Fatalf("carol's read-only Sandbox pushed (%v); branches %v", err, e.gh.Branches(t, "acme/app"))
 	}
-	if code := openPull(ctok); code != http.StatusForbidden {
+	if code := e.gh.OpenPull(t, "acme/app", ctok, "kndl/bob", "t"); code != http.StatusForbidden {
 		t.Errorf("carol's read-only Sandbox opens a pull request: %d, want 403", code)
 	}
 	if got := sandboxGit(bob, sb.ID); got != "write" {
