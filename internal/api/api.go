@@ -61,6 +61,12 @@ type Session struct {
 	// Keep awake). Like Activity, it is left out while false or empty, so
 	// a Hub that does not send it yet answers as before.
 	KeepAwake bool `json:"keep_awake,omitempty"`
+	// SandboxGit is what git in its Sandbox may do with the Sandbox token
+	// the Hub last minted: "write" (push branches, open and merge pull
+	// requests), for a Creator GitHub gives push permission on the Repo;
+	// "read" (fetch, read pull requests) for a read-only Creator, asked
+	// again at each refresh; left out before any token.
+	SandboxGit string `json:"sandbox_git,omitempty"`
 	// ArchivedAt is when it was archived; its Workspace is purged
 	// RUNNER_ARCHIVE_KEEP later.
 	ArchivedAt time.Time `json:"archived_at,omitzero"`

@@ -208,7 +208,16 @@ func printSession(w io.Writer, s api.Session) {
 	case s.StateDetail != "":
 		fmt.Fprintf(w, "  why:        %s\n", s.StateDetail)
 	}
+	if g := sandboxGitPhrase[s.SandboxGit]; g != "" {
+		fmt.Fprintf(w, "  git:        %s\n", g)
+	}
 	fmt.Fprintf(w, "  keep awake: %s\n  model:      %s %s\n  created:    %s\n\n", keep, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+}
+
+// sandboxGitPhrase says what git in the Sandbox may do with its token.
+var sandboxGitPhrase = map[string]string{
+	"write": "push and pull requests",
+	"read":  "read-only, its Creator can't push to this Repo",
 }
 
 func sessionPrompt(ctx context.Context, io IO, args []string) error {

@@ -203,6 +203,19 @@ func TestShowSaysWhyASessionFailed(t *testing.T) {
 	}
 }
 
+// TestShowSaysWhetherTheSandboxsGitMayPush: a read-only Creator's Session
+// says its Sandbox's git is read-only and why; a pusher's that it pushes.
+func TestShowSaysWhetherTheSandboxsGitMayPush(t *testing.T) {
+	read, write := session("s-read", api.Active, "", "", false), session("s-write", api.Active, "", "", false)
+	read.SandboxGit, write.SandboxGit = "read", "write"
+	newFakeHub(t, read, write)
+	for id, want := range map[string]string{"s-read": "git:        read-only, its Creator can't push to this Repo\n", "s-write": "git:        push and pull requests\n"} {
+		if out, errOut, code := kndl("show", id); code != 0 || !strings.Contains(out, want) {
+			t.Errorf("kndl show %s: exit %d %s, lacks %q:\n%s", id, code, errOut, want, out)
+		}
+	}
+}
+
 // TestShowListsPushedBranchesAndTheirPullRequests: each branch with its
 // link, each pull request with its number, state, title and link.
 func TestShowListsPushedBranchesAndTheirPullRequests(t *testing.T) {

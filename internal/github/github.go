@@ -318,11 +318,13 @@ type Token struct {
 }
 
 // The permission sets the Hub mints repo tokens with: a Sandbox's, to
-// push branches and open pull requests, and a host clone's, to read the
-// code alone.
+// push branches and open pull requests, for a Creator with push permission
+// on the Repo; a read-only Creator's Sandbox's, to fetch and read pull
+// requests alone; and a host clone's, to read the code alone.
 var (
-	SandboxPermissions = map[string]string{"contents": "write", "pull_requests": "write"}
-	ClonePermissions   = map[string]string{"contents": "read"}
+	SandboxPermissions     = map[string]string{"contents": "write", "pull_requests": "write"}
+	SandboxReadPermissions = map[string]string{"contents": "read", "pull_requests": "read"}
+	ClonePermissions       = map[string]string{"contents": "read"}
 )
 
 // RepoToken mints a fresh installation token restricted to owner/repo with

@@ -1,9 +1,7 @@
 package github_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -223,21 +221,6 @@ func TestARevokedTokenIsRefusedAtOnce(t *testing.T) {
 	}
 }
 
-// createPull opens a pull request from head as the holder of tok would
-// with GitHub's REST API (gh api, say), and returns the status.
-func createPull(t *testing.T, gh *testkit.GitHub, tok, head, title string) int {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"title": title, "head": head, "base": "main"})
-	req, _ := http.NewRequest(http.MethodPost, gh.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
-	req.Header.Set("Authorization", "token "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	gh, c, src := servedApp(t)
 	ctx := context.Background()
@@ -248,15 +231,15 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 			t.Fatalf("push %s", br)
 		}
 	}
-	if code := createPull(t, gh, read.Value, "kndl/one", "Read-only"); code != http.StatusForbidden {
+	if code := gh.OpenPull(t, "acme/app", read.Value, "kndl/one", "Read-only"); code != http.StatusForbidden {
 		t.Errorf("a pull request with the read-only token: %d, want 403", code)
 	}
 	for _, title := range []string{"First", "Second"} {
-		if code := createPull(t, gh, push.Value, "kndl/one", title); code != http.StatusCreated {
+		if code := gh.OpenPull(t, "acme/app", push.Value, "kndl/one", title); code != http.StatusCreated {
 			t.Fatalf("open %q: %d", title, code)
 		}
 	}
-	createPull(t, gh, push.Value, "kndl/two", "Other branch")
+	gh.OpenPull(t, "acme/app", push.Value, "kndl/two", "Other branch")
 	gh.MergePull("acme/app", 1)
 	got, err := c.Pulls(ctx, "acme", "app", "kndl/one")
 	if err != nil {

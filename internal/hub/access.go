@@ -38,9 +38,10 @@ type accessEntry struct {
 // canAccess reports whether u has access to the Repo at repoURL: the dev
 // user to every Repo; anyone else when the GitHub App is installed on it
 // and GitHub says they are a collaborator. Answers are cached for
-// HUB_REPO_ACCESS_TTL_MS, a no for at most 30 s (refusalTTL). When GitHub can't answer,
-// people keep the access they had and nobody gains any. fresh skips the
-// cache, for the periodic re-check.
+// HUB_REPO_ACCESS_TTL_MS, a no for at most 30 s (refusalTTL). When GitHub
+// can't answer, people keep the access they had until GitHub's last answer
+// expires, and nobody gains any. fresh skips the cache, for the periodic
+// re-check.
 func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
 	return h.askGitHub(ctx, u, repoURL, fresh, false)
 }
@@ -70,14 +71,9 @@ func (h *Hub) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 	a.mu.Lock()
 	e, cached := a.m[key]
 	a.mu.Unlock()
-	if cached && !fresh {
-		ttl := h.cfg.RepoAccessTTL
-		if !e.ok {
-			ttl = h.refusalTTL()
-		}
-		if time.Since(e.at) < ttl {
-			return e.ok
-		}
+	live := cached && time.Since(e.at) < h.answerTTL(e.ok)
+	if live && !fresh {
+		return e.ok
 	}
 	ask := gh.IsCollaborator
 	if push {
@@ -85,13 +81,29 @@ func (h *Hub) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 	}
 	yes, err := ask(ctx, owner, name, u.GitHubLogin)
 	if err != nil {
-		h.log.Warn("GitHub can't answer on Repo access; keeping what each person had", "repo", key.repo, "err", err)
-		yes = cached && e.ok
+		// GitHub's last answer holds until it expires, and a failure never
+		// renews it: someone removed on GitHub during an outage is out
+		// within twice the TTL, as if GitHub had answered. Past it, a
+		// failure is a no, asked again after refusalTTL.
+		h.log.Warn("GitHub can't answer on Repo access; keeping each person's last answer until it expires", "repo", key.repo, "err", err)
+		if live {
+			return e.ok
+		}
+		yes = false
 	}
 	a.mu.Lock()
 	a.m[key] = accessEntry{ok: yes, at: time.Now()}
 	a.mu.Unlock()
 	return yes
+}
+
+// answerTTL is how long GitHub's answer is trusted: a yes for
+// HUB_REPO_ACCESS_TTL_MS, a no for refusalTTL.
+func (h *Hub) answerTTL(ok bool) time.Duration {
+	if ok {
+		return h.cfg.RepoAccessTTL
+	}
+	return h.refusalTTL()
 }
 
 // forget drops a person's cached answers.

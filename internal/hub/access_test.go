@@ -51,3 +51,51 @@ func TestRefusalsAreTrustedAtMost30Seconds(t *testing.T) {
 		}
 	}
 }
+
+// TestAFailedCheckKeepsTheLastAnswerOnlyUntilItExpires: while GitHub
+// fails, a yes holds, for the periodic re-check too, only until its TTL
+// from when GitHub gave it, since a failure never renews it; past that it
+// is a no.
+func TestAFailedCheckKeepsTheLastAnswerOnlyUntilItExpires(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	h := newFixture(t, withGitHub(gh, time.Hour)).hub
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "bob", true)
+	bob := store.User{ID: "bob-id", GitHubLogin: "bob"}
+	repo := gh.RepoURL("acme/app")
+	key := accessKey{user: bob.ID, repo: "acme/app"}
+	ctx := context.Background()
+	if !h.canAccess(ctx, bob, repo, false) {
+		t.Fatal("bob has no access with GitHub up")
+	}
+	given := time.Now().Add(-59 * time.Minute)
+	h.guard.access.mu.Lock()
+	h.guard.access.m[key] = accessEntry{ok: true, at: given}
+	h.guard.access.mu.Unlock()
+
+	gh.SetDown(true)
+	asked := gh.Calls("any")
+	for _, fresh := range []bool{true, false, true} {
+		if !h.canAccess(ctx, bob, repo, fresh) {
+			t.Fatalf("a yes 59 minutes old (TTL an hour) with GitHub down, fresh %v: refused, want kept", fresh)
+		}
+	}
+	if gh.Calls("any") == asked {
+		t.Fatal("the re-check did not ask GitHub: the test proves nothing")
+	}
+	h.guard.access.mu.Lock()
+	at := h.guard.access.m[key].at
+	h.guard.access.mu.Unlock()
+	if !at.Equal(given) {
+		t.Fatalf("a failed check moved the answer's time from %v to %v, want it kept", given, at)
+	}
+
+	h.guard.access.mu.Lock()
+	h.guard.access.m[key] = accessEntry{ok: true, at: time.Now().Add(-61 * time.Minute)}
+	h.guard.access.mu.Unlock()
+	for _, fresh := range []bool{true, false} {
+		if h.canAccess(ctx, bob, repo, fresh) {
+			t.Errorf("a yes 61 minutes old (TTL an hour) with GitHub down, fresh %v: kept, want refused", fresh)
+		}
+	}
+}

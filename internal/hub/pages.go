@@ -113,11 +113,11 @@ func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
-		ID, Repo, RepoID, State, StateDetail, Model, Effort, Creator string
-		IsCreator, Forward, KeepAwake                                bool
-		MCPServers                                                   []protocol.MCPServer
-		Environment, EnvironmentWaiting                              int
-	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID],
+		ID, Repo, RepoID, State, StateDetail, Model, Effort, Creator, SandboxGit string
+		IsCreator, Forward, KeepAwake                                            bool
+		MCPServers                                                               []protocol.MCPServer
+		Environment, EnvironmentWaiting                                          int
+	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.SandboxGit,
 		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp, envOn, envWaiting})
 }
 

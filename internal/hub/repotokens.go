@@ -36,11 +36,27 @@ func (h *Hub) repoToken(ctx context.Context, s store.Session, perms map[string]s
 // sandboxToken mints a Session's Sandbox token and masks it in the
 // Session's text from then on, as long as the Session runs: the set keeps
 // every token it was given, the previous one with the current, and the
-// store keeps it sealed so a restarted Hub goes on masking it.
+// store keeps it sealed so a restarted Hub goes on masking it. The token
+// pushes and writes pull requests only if the Session's Creator may push
+// to the Repo, asked of GitHub at each mint, so one who lost push gets a
+// read-only token at the next refresh; the Session's view says which.
 func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHubToken, error) {
-	tok, err := h.repoToken(ctx, s, github.SandboxPermissions)
+	creator, err := h.store.UserByID(ctx, s.CreatorID)
+	if err != nil {
+		return protocol.GitHubToken{}, err
+	}
+	perms, git := github.SandboxReadPermissions, gitRead
+	if h.askGitHub(ctx, creator, s.RepoURL, true, true) { // fresh: canPush without the cache
+		perms, git = github.SandboxPermissions, gitWrite
+	}
+	tok, err := h.repoToken(ctx, s, perms)
 	if err != nil {
 		return tok, err
+	}
+	if changed, err := h.store.SetSandboxGit(ctx, s.ID, git); err != nil {
+		return protocol.GitHubToken{}, err
+	} else if changed {
+		h.sessions.Changed(s.ID)
 	}
 	set, err := h.sessionSet(ctx, s.ID)
 	if err != nil {
@@ -57,6 +73,12 @@ func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHu
 	}
 	return tok, nil
 }
+
+// What a Sandbox token lets git do (store.Session.SandboxGit).
+const (
+	gitWrite = "write"
+	gitRead  = "read"
+)
 
 // sandboxTokens ends each Session's Sandbox tokens at GitHub once they are
 // not its current one, so a copy taken from a Sandbox is good for minutes,

@@ -7,7 +7,8 @@ import "time"
 // of the asking Runner, minting a fresh token each time.
 const (
 	// TypeSessionGitHubToken asks for the Sandbox token: the Session's Repo
-	// alone, contents and pull requests write. The Runner asks as the
+	// alone, contents and pull requests write if its Creator may push to
+	// it, read if not. The Runner asks as the
 	// Sandbox starts or wakes and again before it expires.
 	TypeSessionGitHubToken = "session.github_token"
 	// TypeSessionCloneToken asks for the host clone's token: the Session's

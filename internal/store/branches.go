@@ -32,23 +32,39 @@ func scanBranch(row scanner) (SessionBranch, error) {
 	return b, err
 }
 
-// AddSessionBranches records branches a Session pushed; one it has already
-// keeps its first push. It reports whether any was new.
-func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time) (bool, error) {
-	added := false
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+// AddSessionBranches records branches a Session pushed, keeping at most
+// max for it: one it has already keeps its first push, and new ones past
+// max are dropped. It returns how many it recorded and how many it dropped.
+func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error) {
+	err = s.InTx(ctx, func(tx *sql.Tx) error {
+		added, dropped = 0, 0
+		have, err := queryAll(ctx, tx, scanString, `SELECT branch FROM session_branches WHERE session_id = ?`, sessionID)
+		if err != nil {
+			return err
+		}
+		known := make(map[string]bool, len(have))
+		for _, br := range have {
+			known[br] = true
+		}
 		for _, br := range branches {
-			res, err := tx.ExecContext(ctx, `INSERT INTO session_branches (session_id, branch, pushed_at) VALUES (?, ?, ?)
-				ON CONFLICT (session_id, branch) DO NOTHING`, sessionID, br, ms(at))
-			if err != nil {
+			if known[br] {
+				continue
+			}
+			full := len(known) >= max // once full, known only grows by the dropped
+			known[br] = true
+			if full {
+				dropped++
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO session_branches (session_id, branch, pushed_at) VALUES (?, ?, ?)
+				ON CONFLICT (session_id, branch) DO NOTHING`, sessionID, br, ms(at)); err != nil {
 				return err
 			}
-			n, _ := res.RowsAffected()
-			added = added || n > 0
+			added++
 		}
 		return nil
 	})
-	return added, err
+	return added, dropped, err
 }
 
 // SessionBranches lists the branches a Session pushed, oldest first.

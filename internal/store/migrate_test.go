@@ -65,7 +65,7 @@ func filled(t *testing.T) (*Store, Session) {
 	must(err)
 	_, err = s.CreateSignin(ctx, u.ID)
 	must(err)
-	_, err = s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix"}, time.UnixMilli(1700000000000))
+	_, _, err = s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix"}, time.UnixMilli(1700000000000), 1)
 	must(err)
 	must(s.MoveSession(ctx, x.ID, x.State, Asleep, "idle", false))
 	return s, x

@@ -82,13 +82,17 @@ type Session struct {
 	Transient bool `json:"-"`
 	// StartRetries counts the Hub's retries of its start since it last
 	// came up (RetryStart).
-	StartRetries int       `json:"-"`
-	ArchivedAt   time.Time `json:"archived_at,omitzero"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	StartRetries int `json:"-"`
+	// SandboxGit is what its current Sandbox token lets git do: "write"
+	// (push, pull requests) or "read", "" until one is minted
+	// (SetSandboxGit).
+	SandboxGit string    `json:"sandbox_git,omitempty"`
+	ArchivedAt time.Time `json:"archived_at,omitzero"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.archived_at, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
@@ -96,7 +100,7 @@ func scanSession(row scanner) (Session, error) {
 	var created, updated int64
 	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &archived, &created, &updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &x.SandboxGit, &archived, &created, &updated)
 	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	return x, err
 }
@@ -195,6 +199,17 @@ func (s *Store) SwapSandboxToken(ctx context.Context, id string, sealed []byte) 
 		return err
 	})
 	return prev, err
+}
+
+// SetSandboxGit records what the Session's newest Sandbox token lets git
+// do ("write" or "read"), and reports whether that changed.
+func (s *Store) SetSandboxGit(ctx context.Context, id, git string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET sandbox_git = ? WHERE id = ? AND sandbox_git <> ?`, git, id, git)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
 }
 
 // SetKeepAwake sets a Session's Keep awake switch.

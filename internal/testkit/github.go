@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
@@ -781,6 +782,21 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	g.pulls[repo] = append(g.pulls[repo], p)
 	g.mu.Unlock()
 	ghJSON(w, http.StatusCreated, p)
+}
+
+// OpenPull opens a pull request of ownerRepo from head into main with
+// token tok, as gh would, and returns GitHub's status.
+func (g *GitHub) OpenPull(t testing.TB, ownerRepo, tok, head, title string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"title": title, "head": head, "base": "main"})
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/repos/"+ownerRepo+"/pulls", bytes.NewReader(body))
+	req.Header.Set("Authorization", "token "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // MergePull merges pull request n of owner/repo, as a person would on

@@ -2,16 +2,22 @@ package security
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
 )
 
 // githubToken asks the Hub for a Session's token of kind typ
@@ -76,5 +82,81 @@ func TestTheHubMintsGitHubTokensOnlyForTheAskingRunnersSessions(t *testing.T) {
 		if got, err := carols.githubToken(typ, s.ID); !errors.Is(err, errdefs.ErrForbidden) || got.Token != "" {
 			t.Errorf("%s for carol's Session asleep: %+v %v, want forbidden", typ, got, err)
 		}
+	}
+}
+
+// TestASandboxTokenPushesOnlyForACreatorWhoMayPush: a read-only
+// collaborator's Session gets a Sandbox token with contents and pull
+// requests read, which GitHub refuses a push and a pull request, and the
+// Session says so; a pusher's gets write, and pushes. A Creator who lost
+// push gets a read-only token at the next refresh, asked of GitHub then.
+func TestASandboxTokenPushesOnlyForACreatorWhoMayPush(t *testing.T) {
+	testenv.RequireCommand(t, "git")
+	e := newEnv(t)
+	_, bob, carol := e.team()
+	e.gh.SetReadOnly("acme/app", "carol", true)
+	src := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main", src}, {"-C", src, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	e.gh.ServeRepo(t, "acme/app", src)
+	push := func(tok, branch string) error {
+		url := strings.Replace(e.gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok+"@", 1)
+		out, err := exec.Command("git", "-C", src, "push", "-q", url, "HEAD:refs/heads/"+branch).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	sandboxGit := func(b *browser, id string) string {
+		var v api.SessionView
+		code, body := e.do(b.Client, req{method: "GET", path: "/api/sessions/" + id})
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &v) != nil {
+			t.Fatalf("GET the Session: %d %s", code, body)
+		}
+		return v.SandboxGit
+	}
+	token := func(r *fakeRunner, id string, want map[string]string) string {
+		t.Helper()
+		tok, err := r.githubToken(protocol.TypeSessionGitHubToken, id)
+		if err != nil {
+			t.Fatalf("the Sandbox token: %v", err)
+		}
+		if info, _ := e.gh.Token(tok.Token); !maps.Equal(info.Permissions, want) {
+			t.Fatalf("the Sandbox token's permissions: %v, want %v", info.Permissions, want)
+		}
+		return tok.Token
+	}
+	write := map[string]string{"contents": "write", "pull_requests": "write", "metadata": "read"}
+	read := map[string]string{"contents": "read", "pull_requests": "read", "metadata": "read"}
+
+	bobs, carols := e.pair(bob, "bobs-box"), e.pair(carol, "carols-box")
+	sb, sc := e.running(bob, bobs), e.running(carol, carols)
+	if err := push(token(bobs, sb.ID, write), "kndl/bob"); err != nil {
+		t.Fatalf("bob's Sandbox pushes: %v", err)
+	}
+	ctok := token(carols, sc.ID, read)
+	if err := push(ctok, "kndl/carol"); err == nil || slices.Contains(e.gh.Branches(t, "acme/app"), "kndl/carol") {
+		t.Fatalf("carol's read-only Sandbox pushed (%v); branches %v", err, e.gh.Branches(t, "acme/app"))
+	}
+	if code := e.gh.OpenPull(t, "acme/app", ctok, "kndl/bob", "t"); code != http.StatusForbidden {
+		t.Errorf("carol's read-only Sandbox opens a pull request: %d, want 403", code)
+	}
+	if got := sandboxGit(bob, sb.ID); got != "write" {
+		t.Errorf("bob's Session says its Sandbox's git is %q, want write", got)
+	}
+	if got := sandboxGit(bob, sc.ID); got != "read" {
+		t.Errorf("carol's Session says its Sandbox's git is %q, want read", got)
+	}
+
+	// Bob loses push; his cached yes does not outlive the next refresh.
+	e.gh.SetReadOnly("acme/app", "bob", true)
+	if err := push(token(bobs, sb.ID, read), "kndl/bob-again"); err == nil {
+		t.Error("bob's Sandbox pushed with the token minted after he lost push")
+	}
+	if got := sandboxGit(bob, sb.ID); got != "read" {
+		t.Errorf("bob's Session says its Sandbox's git is %q after he lost push, want read", got)
 	}
 }

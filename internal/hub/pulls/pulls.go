@@ -57,6 +57,18 @@ const DefaultEvery = 5 * time.Minute
 // well inside its rate limit; the ones asked longest ago go first.
 const checkBatch = 200
 
+// MaxBranches bounds the branches a Session records. What reads as git
+// push's output is whatever code in the Sandbox prints, so without a cap a
+// Session could make the Hub keep, and ask GitHub about, any number of
+// them; further ones are dropped, with one line in the Hub's log.
+const MaxBranches = 20
+
+// CheckGap is the least time between two questions to GitHub about one
+// branch after a push, asked or failed: a push seen sooner asks once the
+// gap is over. With MaxBranches it bounds what one Session's output can
+// make the Hub ask GitHub to 20 questions a minute.
+const CheckGap = time.Minute
+
 // Tracker records pushes and keeps their pull requests.
 type Tracker struct {
 	opts Options
@@ -67,21 +79,32 @@ type Tracker struct {
 	stop   context.CancelFunc
 	done   sync.WaitGroup
 	checks sync.Mutex // one round of GitHub calls at a time
+
+	mu     sync.Mutex
+	capped map[string]bool // Sessions whose dropped branches were logged
+	later  map[string]bool // Sessions with a check waiting for CheckGap
 }
 
 // New starts a Tracker; Close stops it.
 func New(opts Options) *Tracker {
+	t := newTracker(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.stop = cancel
+	t.done.Add(1)
+	go t.run(ctx)
+	return t
+}
+
+// newTracker makes a Tracker whose worker is not started.
+func newTracker(opts Options) *Tracker {
 	if opts.Every <= 0 {
 		opts.Every = DefaultEvery
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &Tracker{opts: opts, log: opts.Logger.With("component", "pulls"), soon: make(chan string, 64), stop: cancel}
-	t.done.Add(1)
-	go t.run(ctx)
-	return t
+	return &Tracker{opts: opts, log: opts.Logger.With("component", "pulls"), soon: make(chan string, 64),
+		capped: map[string]bool{}, later: map[string]bool{}}
 }
 
 // Close stops the Tracker and waits for it.
@@ -90,8 +113,8 @@ func (t *Tracker) Close() {
 	t.done.Wait()
 }
 
-// Pushed records the branches a Session's Events show it pushed, and asks
-// GitHub about them soon, without waiting for it.
+// Pushed records the branches a Session's Events show it pushed, up to
+// MaxBranches, and asks GitHub about them soon, without waiting for it.
 func (t *Tracker) Pushed(ctx context.Context, sessionID string, evs []protocol.Event) {
 	var branches []string
 	for _, e := range evs {
@@ -102,18 +125,58 @@ func (t *Tracker) Pushed(ctx context.Context, sessionID string, evs []protocol.E
 	if len(branches) == 0 {
 		return
 	}
-	added, err := t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now())
+	added, dropped, err := t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now(), MaxBranches)
 	if err != nil {
 		t.log.Error("record pushed branches", "session", sessionID, "err", err)
 		return
 	}
-	if added {
+	if dropped > 0 && t.firstCapped(sessionID) {
+		t.log.Warn("a Session pushed more branches than the Hub keeps; further ones are not recorded", "session", sessionID, "max", MaxBranches, "dropped", dropped)
+	}
+	if added > 0 {
 		t.opts.Changed(sessionID)
 	}
+	t.askSoon(sessionID)
+}
+
+// firstCapped reports whether this is the first time the Session's
+// branches were dropped, so the log says it once.
+func (t *Tracker) firstCapped(sessionID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.capped[sessionID] {
+		return false
+	}
+	t.capped[sessionID] = true
+	return true
+}
+
+// askSoon hands the Session to the worker; a full queue drops it, and the
+// timer catches up.
+func (t *Tracker) askSoon(sessionID string) {
 	select {
 	case t.soon <- sessionID:
 	default:
 	}
+}
+
+// askLater has the worker ask about the Session's branches again after d,
+// once however many pushes wait for it.
+func (t *Tracker) askLater(ctx context.Context, sessionID string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.later[sessionID] {
+		return
+	}
+	t.later[sessionID] = true
+	time.AfterFunc(d, func() {
+		t.mu.Lock()
+		delete(t.later, sessionID)
+		t.mu.Unlock()
+		if ctx.Err() == nil {
+			t.askSoon(sessionID)
+		}
+	})
 }
 
 func (t *Tracker) run(ctx context.Context) {
@@ -125,10 +188,7 @@ func (t *Tracker) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id := <-t.soon:
-			bs, err := t.opts.Store.SessionBranches(ctx, id)
-			if err == nil {
-				t.check(ctx, bs)
-			}
+			t.askDue(ctx, id)
 		case <-tick.C:
 			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
 			if err == nil {
@@ -136,6 +196,35 @@ func (t *Tracker) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// askDue asks GitHub about the Session's branches not asked about within
+// CheckGap, and about the others once it is over.
+func (t *Tracker) askDue(ctx context.Context, sessionID string) {
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
+	if err != nil {
+		t.log.Error("read a Session's pushed branches", "session", sessionID, "err", err)
+		return
+	}
+	due, wait := dueBranches(bs, time.Now())
+	t.check(ctx, due)
+	if wait > 0 {
+		t.askLater(ctx, sessionID, wait)
+	}
+}
+
+// dueBranches keeps the branches GitHub was last asked about CheckGap ago
+// or more, and says how long until the next of the others is due (0: none).
+func dueBranches(bs []store.SessionBranch, now time.Time) (due []store.SessionBranch, wait time.Duration) {
+	for _, b := range bs {
+		left := CheckGap - now.Sub(b.CheckedAt)
+		if b.CheckedAt.IsZero() || left <= 0 {
+			due = append(due, b)
+		} else if wait == 0 || left < wait {
+			wait = left
+		}
+	}
+	return due, wait
 }
 
 // check asks GitHub for each branch's pull requests and keeps what changed.
@@ -152,7 +241,15 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 		}
 		ps, err := t.opts.GitHub.Pulls(ctx, owner, name, b.Branch)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // closing
+			}
 			t.log.Warn("ask GitHub for a branch's pull requests", "session", b.SessionID, "err", err)
+			// A failed question counts for CheckGap as an answered one: a
+			// Sandbox pushing while GitHub fails asks it no more often.
+			if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, b.Pulls, time.Now()); err != nil {
+				t.log.Error("keep when GitHub was asked about a branch", "session", b.SessionID, "err", err)
+			}
 			return // GitHub is failing: the next round asks again
 		}
 		if ps == nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -73,18 +75,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 		t.Fatalf("open a pull request: %v %v", resp, err)
 	}
 
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	dev, _ := st.DevUser(ctx)
-	rn, _, _ := st.CreateRunner(ctx, "r", dev.ID)
-	repo, _ := st.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
-	s, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: rn.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	var mu sync.Mutex
 	changed := 0
 	var titles []string
@@ -127,6 +118,85 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(titles, []string{"Add the thing"}) {
 		t.Errorf("titles offered: %q, want the pull request's, once", titles)
+	}
+}
+
+// sessionOf opens a store with a Session of the Repo at repoURL.
+func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dev, _ := st.DevUser(ctx)
+	rn, _, _ := st.CreateRunner(ctx, "r", dev.ID)
+	repo, _ := st.EnsureRepo(ctx, repoURL, "acme/app")
+	s, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: rn.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, s
+}
+
+// TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap:
+// 5,000 push lines a Sandbox printed, twice over, record MaxBranches
+// branches, logged once, and ask GitHub about each once, not again for the
+// pushes seen within CheckGap; with GitHub failing, fifty pushes of one
+// branch ask it once.
+func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing.T) {
+	ctx := context.Background()
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	key, _ := github.ParsePrivateKey(gh.KeyPEM)
+	c, err := github.New(github.Config{URL: gh.URL, APIURL: gh.URL, AppID: gh.AppID, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, s := sessionOf(t, gh.RepoURL("acme/app"))
+	var log testkit.Buffer
+	// No worker: the test hands it each push, so what it asked is known.
+	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	push := func(id, text string) {
+		tr.Pushed(ctx, id, []protocol.Event{{Kind: protocol.EventToolResult, Text: text}})
+		for len(tr.soon) > 0 {
+			tr.askDue(ctx, <-tr.soon)
+		}
+	}
+
+	var lines strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&lines, " * [new branch]      HEAD -> kndl/b%d\n", i)
+	}
+	out := lines.String()
+	for range 2 {
+		for chunk := range slices.Chunk(strings.SplitAfter(out, "\n"), 500) {
+			push(s.ID, strings.Join(chunk, ""))
+		}
+	}
+	bs, _ := st.SessionBranches(ctx, s.ID)
+	if len(bs) != MaxBranches || bs[0].Branch != "kndl/b0" {
+		t.Errorf("recorded %d branches, want the first %d", len(bs), MaxBranches)
+	}
+	if n := gh.Calls("pulls"); n != MaxBranches {
+		t.Errorf("GitHub was asked %d times, want once for each of the %d branches", n, MaxBranches)
+	}
+	if n := strings.Count(log.String(), "more branches than the Hub keeps"); n != 1 {
+		t.Errorf("the cap is in the log %d times, want once:\n%s", n, log.String())
+	}
+
+	s2, err := st.CreateSession(ctx, store.Session{RepoID: s.RepoID, CreatorID: s.CreatorID, RunnerID: s.RunnerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.SetDown(true)
+	asked := gh.Calls("any")
+	for range 50 {
+		push(s2.ID, " * [new branch]      HEAD -> kndl/down")
+	}
+	if n := gh.Calls("any") - asked; n != 1 {
+		t.Errorf("fifty pushes with GitHub down asked it %d times, want once", n)
 	}
 }
 

@@ -342,6 +342,7 @@ function showSession(s) {
   document.getElementById("model").textContent = s.model || "default";
   document.getElementById("effort").textContent = s.effort || "default";
   document.getElementById("title").textContent = s.title;
+  showSandboxGit(document.getElementById("sandbox-git"), s.sandbox_git);
   showBranches(s.branches || []);
   if (isCreator) {
     showQueue(s.queue.filter((p) => p.state === "queued"));
@@ -361,6 +362,13 @@ function showSession(s) {
     if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
   }
   if (terminal) terminal.active(s.state === "active");
+}
+
+// showSandboxGit says what git in the Sandbox may do with its token: a
+// read-only Creator's Sandbox can't push.
+function showSandboxGit(span, git) {
+  span.hidden = !git;
+  span.textContent = git === "read" ? "Git: read-only, its Creator can't push to this Repo" : "Git: push and pull requests";
 }
 
 // link is an anchor to a GitHub page, or plain text for an address that
