@@ -1,7 +1,6 @@
 package security
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,13 +15,9 @@ import (
 func TestAWatcherDownloadsAWorkspaceFileMaskedAndItsCreatorAsItIs(t *testing.T) {
 	e := newEnv(t)
 	_, bob, carol := e.team()
-	code, body := e.do(bob.Client, req{method: "POST", path: "/api/repos", body: `{"url":"` + e.gh.RepoURL("acme/app") + `"}`, origin: "self"})
-	var repo struct{ ID string }
-	if json.Unmarshal([]byte(body), &repo); code != http.StatusOK {
-		t.Fatalf("bob adds acme/app: %d %s", code, body)
-	}
+	repo := e.addRepo(bob, "acme/app")
 	const value, shaped = "deploy-secret-value-5e8b", "ghp_0123456789abcdefghijABCDEFGHIJ012345"
-	e.must(bob.Client, req{method: "PUT", path: "/api/repos/" + repo.ID + "/variables/DEPLOY_KEY", body: `{"value":"` + value + `","sensitive":true}`, origin: "self"}, 200)
+	e.must(bob.Client, req{method: "PUT", path: "/api/repos/" + repo + "/variables/DEPLOY_KEY", body: `{"value":"` + value + `","sensitive":true}`, origin: "self"}, 200)
 	bobs := e.pair(bob, "bobs-box")
 	s := e.running(bob, bobs)
 	dotenv := "DEPLOY_KEY=" + value + "\nGITHUB_TOKEN=" + shaped + "\n"
