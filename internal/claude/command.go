@@ -30,8 +30,12 @@ type Launch struct {
 	// Base is the environment underneath, as KEY=VALUE: what the Start
 	// script gets (the image's login environment with the Environment's
 	// Variables over it). The variables that would sign Claude Code in some
-	// other way or send it elsewhere (KeptOut) are removed from it.
+	// other way, send it elsewhere or change what it loads (KeptOut) are
+	// removed from it.
 	Base []string
+	// Own is what the Runner itself sets in the Sandbox (the package
+	// caches, the editor), as KEY=VALUE: over Base, and never kept out.
+	Own []string
 	// SessionID is the kndl Session's id, KNDL_SESSION_ID.
 	SessionID string
 	// ConfigDir is CLAUDE_CONFIG_DIR as the process sees it; default
@@ -54,35 +58,56 @@ type Launch struct {
 	ModelEndpoint string
 }
 
-// KeptOut reports whether a variable is kept out of Claude Code's process
-// (the Start script still gets it). Two kinds are: those that would sign
-// Claude Code in some other way than the Creator's token or send it
-// elsewhere (ANTHROPIC_*, CLAUDE_*: kndl sets its own on top), and those
-// that change how Node, Bun, TLS, the dynamic loader, the shell's start-up
-// or name resolution behave, or where traffic goes. A Variable any
+// KeptOut reports whether a variable is kept out of Claude Code's process,
+// and so out of everything Claude runs (the Start script still gets it).
+// Two kinds are: those that would sign Claude Code in some other way than
+// the Creator's token or send it elsewhere (ANTHROPIC_*, CLAUDE_*: kndl sets
+// its own on top), and those that change how Claude Code or what it runs
+// loads code or reaches the network: the dynamic loader, Node, Bun and the
+// other interpreters' start-up, the shell's, git's (but for who commits),
+// npm's configuration, TLS, proxies and name resolution. A Variable any
 // collaborator sets on a Repo must not be able to make the Creator's
 // Claude Code trust another CA, load a library or go through a proxy, and
 // so hand over the Creator's token.
 func KeptOut(name string) bool {
 	upper := strings.ToUpper(name)
-	for _, p := range keptOutPrefixes {
-		if strings.HasPrefix(upper, p) {
-			return true
-		}
+	if hasPrefix(upper, passedPrefixes) {
+		return false
 	}
-	return slices.Contains(keptOutNames, upper)
+	return hasPrefix(upper, keptOutPrefixes) || slices.Contains(keptOutNames, upper)
 }
 
-// keptOutPrefixes and keptOutNames are KeptOut's table, upper-cased:
-// proxies go by either case.
+func hasPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
+}
+
+// keptOutPrefixes, keptOutNames and passedPrefixes are KeptOut's table,
+// upper-cased: proxies and npm's configuration go by either case.
 var (
-	keptOutPrefixes = []string{"ANTHROPIC_", "CLAUDE_", "NODE_", "BUN_", "LD_", "SSL_", "OTEL_"}
-	keptOutNames    = []string{
-		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
-		"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY",
-		"BASH_ENV", "ENV", "GLIBC_TUNABLES", "GCONV_PATH",
-		"HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
+	keptOutPrefixes = []string{
+		// Sign Claude Code in elsewhere, or report to elsewhere.
+		"ANTHROPIC_", "CLAUDE_", "OTEL_",
+		// What the loader, Node and Bun load, and the CAs they trust.
+		"LD_", "NODE_", "BUN_",
+		// git's config, ssh command, helpers, templates, exec path and TLS.
+		"GIT_",
+		// npm's registry, its scripts' shell and node options.
+		"NPM_CONFIG_",
+		// The CAs TLS trusts, OpenSSL's config and the engines it loads.
+		"SSL_", "OPENSSL_",
 	}
+	keptOutNames = []string{
+		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
+		"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CURL_HOME", "WGETRC",
+		"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
+		"GLIBC_TUNABLES", "GCONV_PATH",
+		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT",
+		"PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
+		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
+		"SSH_ASKPASS", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
+	}
+	// passedPrefixes are git's variables a team sets for who commits.
+	passedPrefixes = []string{"GIT_AUTHOR_", "GIT_COMMITTER_"}
 )
 
 // Efforts are the values --effort takes; Claude Code warns about another
@@ -123,15 +148,13 @@ func (l Launch) Command() (argv, env []string, err error) {
 	}
 
 	vars := map[string]string{}
-	for _, kv := range l.Base {
-		k, v, _ := strings.Cut(kv, "=")
-		vars[k] = v
-	}
+	setAll(vars, l.Base)
 	for k := range vars {
 		if KeptOut(k) {
 			delete(vars, k)
 		}
 	}
+	setAll(vars, l.Own)
 	configDir := l.ConfigDir
 	if configDir == "" {
 		configDir = ConfigDir
@@ -169,6 +192,14 @@ func (l Launch) Command() (argv, env []string, err error) {
 	return argv, env, nil
 }
 
+// setAll sets each KEY=VALUE of kvs in vars, a later one over an earlier.
+func setAll(vars map[string]string, kvs []string) {
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+}
+
 func (l Launch) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalid)...)
@@ -199,13 +230,13 @@ func (l Launch) check() error {
 			return bad("model endpoint %q is not an http(s) URL without credentials", l.ModelEndpoint)
 		}
 	}
-	for _, kv := range l.Base {
+	for _, kv := range slices.Concat(l.Base, l.Own) {
 		if k, _, ok := strings.Cut(kv, "="); !ok || !keyRE.MatchString(k) {
 			return bad("base environment entry %q is not KEY=VALUE", kv)
 		}
 	}
-	values := append([]string{l.Binary, l.ConfigDir, l.TZ, l.Conversation, l.Model, l.Effort,
-		l.SessionID, l.RelayURL, l.SessionToken, l.OAuthToken, l.ModelEndpoint}, append(l.PluginDirs, l.Base...)...)
+	values := slices.Concat([]string{l.Binary, l.ConfigDir, l.TZ, l.Conversation, l.Model, l.Effort,
+		l.SessionID, l.RelayURL, l.SessionToken, l.OAuthToken, l.ModelEndpoint}, l.PluginDirs, l.Base, l.Own)
 	for _, v := range values {
 		if strings.ContainsRune(v, 0) {
 			return bad("a value holds a NUL byte")

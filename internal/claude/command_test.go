@@ -68,7 +68,16 @@ func TestCommandEnv(t *testing.T) {
 		"NODE_EXTRA_CA_CERTS=/workspace/ca.pem", "NODE_OPTIONS=--require /workspace/x.js", "LD_PRELOAD=/workspace/x.so",
 		"LD_LIBRARY_PATH=/workspace", "BASH_ENV=/workspace/rc", "ENV=/workspace/rc", "SSL_CERT_FILE=/workspace/ca.pem",
 		"SSL_CERT_DIR=/workspace", "BUN_CONFIG_REGISTRY=http://evil.example", "OTEL_EXPORTER_OTLP_ENDPOINT=http://evil.example",
+		// These would make git, npm, OpenSSL, the shell or an interpreter
+		// run, load or connect to something else.
+		"GIT_SSH_COMMAND=/workspace/x", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.sshCommand", "GIT_CONFIG_VALUE_0=/workspace/x",
+		"GIT_CONFIG_GLOBAL=/workspace/gitconfig", "GIT_EXEC_PATH=/workspace", "GIT_ASKPASS=/workspace/x", "GIT_TEMPLATE_DIR=/workspace",
+		"OPENSSL_CONF=/workspace/openssl.cnf", "npm_config_registry=http://evil.example", "NPM_CONFIG_USERCONFIG=/workspace/npmrc",
+		"SHELLOPTS=xtrace", "PS4=$(/workspace/x)", "PYTHONPATH=/workspace", "PERL5OPT=-M/workspace/x", "RUBYOPT=-r/workspace/x",
+		"JAVA_TOOL_OPTIONS=-javaagent:/workspace/x.jar", "CURL_HOME=/workspace",
 		"EMPTY=", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept",
+		// Who commits passes.
+		"GIT_AUTHOR_NAME=Team Bot", "GIT_COMMITTER_EMAIL=bot@example.com",
 	}
 	ours := []string{
 		"CLAUDE_CODE_DISABLE_AGENT_VIEW=1",
@@ -84,7 +93,8 @@ func TestCommandEnv(t *testing.T) {
 		"KNDL_SESSION_ID=ses_1",
 		"KNDL_URL=http://host.microsandbox.internal:7070",
 	}
-	keep := []string{"EMPTY=", "HOME=/root", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept"}
+	keep := []string{"EMPTY=", "HOME=/root", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept",
+		"GIT_AUTHOR_NAME=Team Bot", "GIT_COMMITTER_EMAIL=bot@example.com"}
 	sorted := func(parts ...[]string) []string {
 		out := slices.Concat(parts...)
 		slices.Sort(out)
@@ -107,6 +117,10 @@ func TestCommandEnv(t *testing.T) {
 			slices.Concat(ours[:5], []string{"CLAUDE_CONFIG_DIR=/tmp/cfg"}, ours[6:])},
 		{"last of a duplicated base key", launch(func(l *Launch) { l.Base = []string{"A=1", "A=2"} }),
 			sorted(ours, []string{"A=2"})},
+		{"the Runner's own over base, never kept out", launch(func(l *Launch) {
+			l.Base = []string{"npm_config_cache=/workspace/npm", "XDG_CACHE_HOME=/workspace"}
+			l.Own = []string{"npm_config_cache=/var/cache/kndl/npm", "BUN_INSTALL_CACHE_DIR=/var/cache/kndl/bun"}
+		}), sorted(ours, []string{"BUN_INSTALL_CACHE_DIR=/var/cache/kndl/bun", "XDG_CACHE_HOME=/workspace", "npm_config_cache=/var/cache/kndl/npm"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

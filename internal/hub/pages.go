@@ -226,8 +226,43 @@ func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) 
 		return
 	}
 	defer conn.Close()
+	if s.CreatorID != p.User.ID {
+		h.downloadMasked(w, r, s.ID, info, conn)
+		return
+	}
 	serveDownload(w, info.Name, info.Size)
 	io.Copy(w, io.LimitReader(conn, info.Size))
+}
+
+// maskedFileMax bounds a Workspace file the Hub masks for a watcher. It is
+// masked whole, in memory, as an Event's text is: a value or a
+// credential's shape is found only where it is read in one piece.
+const maskedFileMax = 16 << 20
+
+// downloadMasked sends a Workspace file to someone who watches the Session
+// but isn't its Creator, masked as its Events are: a file Claude wrote from
+// Sensitive values (a .env) would otherwise show them, where only the
+// Creator sees the terminal. A file past maskedFileMax goes to nobody else.
+func (h *Hub) downloadMasked(w http.ResponseWriter, r *http.Request, sessionID string, info protocol.SessionFileInfo, conn net.Conn) {
+	mask, err := h.watcherMask(r.Context(), sessionID)
+	if err == nil && info.Size > maskedFileMax {
+		err = fmt.Errorf("%s is over %s, the most the Hub masks for someone other than the Session's Creator; its Creator can download it: %w",
+			info.Name, bytesText(maskedFileMax), errdefs.ErrTooLarge)
+	}
+	var data []byte
+	if err == nil {
+		data = make([]byte, info.Size)
+		if _, err = io.ReadFull(conn, data); err != nil {
+			err = fmt.Errorf("%s could not be read whole from the Runner (it may have changed meanwhile): %w", info.Name, errdefs.ErrUnavailable)
+		}
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	masked := mask(string(data))
+	serveDownload(w, info.Name, int64(len(masked)))
+	io.WriteString(w, masked)
 }
 
 // serveDownload sets the headers of every file a Session made that the Hub

@@ -163,15 +163,10 @@ func (h *Hub) maskNew(value string, which func(rs *runSet) bool) {
 // where a credential nobody told the Hub about may turn up. It is the one
 // place Session text is redacted before it is stored or shown.
 func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error {
-	set, err := h.sessionSet(ctx, sessionID)
+	mask, err := h.watcherMask(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	shapes := redact.ScrubMarked
-	if h.cfg.RedactAllShapes {
-		shapes = redact.Scrub
-	}
-	mask := func(text string) string { return shapes(set.Redact(text)) }
 	for i := range evs {
 		e := &evs[i]
 		for _, f := range []*string{&e.Text, &e.Tool, &e.ToolID, &e.Agent, &e.Parent, &e.Reason} {
@@ -192,6 +187,21 @@ func (h *Hub) RedactEvents(ctx context.Context, sessionID string, evs []protocol
 		}
 	}
 	return nil
+}
+
+// watcherMask returns how a Session's text is masked for everyone who may
+// watch it: by value with its redaction set, then by shape with the Marked
+// rules, or every rule if the Hub is told to (HUB_REDACT_SHAPES=all).
+func (h *Hub) watcherMask(ctx context.Context, sessionID string) (func(string) string, error) {
+	set, err := h.sessionSet(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	shapes := redact.ScrubMarked
+	if h.cfg.RedactAllShapes {
+		shapes = redact.Scrub
+	}
+	return func(text string) string { return shapes(set.Redact(text)) }, nil
 }
 
 // maskTitle masks what a Session's title must not show, before the title

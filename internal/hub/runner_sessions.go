@@ -61,9 +61,12 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
 		}
-		vars, err := h.sessionVariables(ctx, s)
+		vars, dropped, err := h.sessionVariables(ctx, s)
 		if err != nil {
 			return nil, err
+		}
+		if len(dropped) > 0 {
+			h.noteDropped(ctx, s.ID, dropped)
 		}
 		return protocol.SessionCredentials{ClaudeToken: tok, Variables: vars}, nil
 	})

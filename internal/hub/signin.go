@@ -91,13 +91,26 @@ func plainPath(p string) bool {
 // they brought: it says only that the Hub is invite-only, and nothing of
 // them is recorded. It counts against their address.
 func (h *Hub) refuse(w http.ResponseWriter, r *http.Request) {
-	h.guard.fails.take(clientAddr(r))
-	h.page(w, http.StatusForbidden, web.Refused, nil)
+	if !h.failedTooOften(w, r) {
+		h.page(w, http.StatusForbidden, web.Refused, nil)
+	}
 }
 
-// tooMany answers an address that has failed too often.
-func (h *Hub) tooMany(w http.ResponseWriter, r *http.Request) bool {
-	if !h.guard.fails.blocked(clientAddr(r)) {
+// signinFailed answers a sign-in that failed, and counts it against the
+// address it came from.
+func (h *Hub) signinFailed(w http.ResponseWriter, r *http.Request, title, text string) {
+	if !h.failedTooOften(w, r) {
+		h.message(w, http.StatusBadRequest, title, text)
+	}
+}
+
+// failedTooOften counts a failed sign-in against its address and, if the
+// address had no attempts left, answers it as too many and reports so.
+// Only failures count and only failures are refused, as on the API: junk
+// from an address shared with the team (a NAT, a proxy) never holds up a
+// valid sign-in from it.
+func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
+	if h.guard.fails.take(clientAddr(r)) {
 		return false
 	}
 	w.Header().Set("Retry-After", fmt.Sprint(int(failRefill/time.Second)))
@@ -190,9 +203,6 @@ func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) 
 // Member; the Owner, with the Setup link; someone with an Invite for their
 // login. Everyone else is refused alike.
 func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal) {
-	if h.tooMany(w, r) {
-		return
-	}
 	// Both trip cookies are used once, whatever happens next.
 	http.SetCookie(w, h.guard.cookie(oauthCookie, "", -1))
 	http.SetCookie(w, h.guard.cookie(claimCookie, "", -1))
@@ -203,12 +213,11 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 	}
 	q := r.URL.Query()
 	if err != nil || trip.State == "" || !auth.Equal([]byte(q.Get("state")), []byte(trip.State)) {
-		h.guard.fails.take(clientAddr(r))
-		h.message(w, http.StatusBadRequest, "Sign-in expired", "That sign-in expired or was not started here. Start again.")
+		h.signinFailed(w, r, "Sign-in expired", "That sign-in expired or was not started here. Start again.")
 		return
 	}
 	if q.Get("error") != "" || q.Get("code") == "" || h.guard.gh == nil {
-		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not sign you in. Start again.")
+		h.signinFailed(w, r, "Not signed in", "GitHub did not sign you in. Start again.")
 		return
 	}
 	ghUser, err := h.guard.gh.SignIn(r.Context(), q.Get("code"), h.redirectURI(), trip.Verifier)
@@ -218,8 +227,7 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		return
 	}
 	if err != nil {
-		h.guard.fails.take(clientAddr(r))
-		h.message(w, http.StatusBadRequest, "Not signed in", "GitHub did not confirm the sign-in. Start again.")
+		h.signinFailed(w, r, "Not signed in", "GitHub did not confirm the sign-in. Start again.")
 		return
 	}
 	claim := h.guard.read(r, claimCookie)

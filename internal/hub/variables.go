@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
+	"strings"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
@@ -17,6 +19,21 @@ import (
 const maxVariableBytes = 64 << 10
 
 var variableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// sandboxOwn are the variables a Sandbox's login environment sets, which
+// no Variable replaces: one would do so for every process in the Sandbox,
+// the Start script, Claude Code and all it runs, and a value isn't
+// expanded, so a PATH Variable can't add to PATH, only take it over.
+var sandboxOwn = []string{"PATH", "HOME", "SHELL"}
+
+// sandboxOwnError says why a Variable can't be named name, or is nil.
+func sandboxOwnError(name string) error {
+	if !slices.Contains(sandboxOwn, name) {
+		return nil
+	}
+	return fmt.Errorf("a Variable can't be named %s: the Sandbox sets %s itself, from its login environment (to add a directory to PATH, have the Environment's Bootstrap script add it in ~/.profile): %w",
+		name, strings.Join(sandboxOwn, ", "), errdefs.ErrInvalid)
+}
 
 // sealFor is what a Variable's value is sealed for: its Repo and name, so a
 // value moved to another row does not open.
@@ -173,6 +190,8 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 	case err != nil:
 	case !variableNameRE.MatchString(name):
 		err = fmt.Errorf("variable name %q: use letters, digits and _, not starting with a digit: %w", name, errdefs.ErrInvalid)
+	case sandboxOwnError(name) != nil:
+		err = sandboxOwnError(name)
 	case len(req.Value) > maxVariableBytes:
 		err = fmt.Errorf("the value is over %d bytes: %w", maxVariableBytes, errdefs.ErrTooLarge)
 	case req.Sensitive:
@@ -286,21 +305,37 @@ func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal
 	h.answerNoContent(w, r, err)
 }
 
-// sessionVariables opens what a Session runs with, for its Runner.
-func (h *Hub) sessionVariables(ctx context.Context, s store.Session) ([]protocol.Variable, error) {
+// sessionVariables opens what a Session runs with, for its Runner. One
+// stored under a name no Variable may have now (sandboxOwn) is left out,
+// and named in dropped.
+func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]protocol.Variable, 0, len(vars))
+	out = make([]protocol.Variable, 0, len(vars))
 	for _, v := range vars {
+		if sandboxOwnError(v.Name) != nil {
+			dropped = append(dropped, v.Name)
+			continue
+		}
 		value := v.Value
 		if v.Sensitive {
 			if value, err = h.openVariable(v); err != nil {
-				return nil, fmt.Errorf("variable %s: %w", v.Name, err)
+				return nil, nil, fmt.Errorf("variable %s: %w", v.Name, err)
 			}
 		}
 		out = append(out, protocol.Variable{Name: v.Name, Value: value, AtBuild: v.AtBuild})
 	}
-	return out, nil
+	return out, dropped, nil
+}
+
+// noteDropped says in a Session that the Variables named dropped, stored
+// before such names were refused, did not reach its Sandbox.
+func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []string) {
+	text := fmt.Sprintf("Not passed to the Sandbox: the Variable %s. The Sandbox sets %s itself, from its login environment; remove it from the Repo's Variables or the Shared variables it links.",
+		strings.Join(dropped, ", "), strings.Join(sandboxOwn, ", "))
+	if err := h.sessions.Record(ctx, sessionID, protocol.Event{Kind: protocol.EventNote, Text: text}); err != nil {
+		h.log.Error("note dropped variables", "session", sessionID, "err", err)
+	}
 }

@@ -246,8 +246,10 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		Model:        req.Model,
 		Effort:       req.Effort,
 		// The Environment's Variables over the login environment, and over
-		// them VISUAL, the editor prompts come through.
-		Base:         append(append(append(append([]string(nil), login...), cacheEnv...), env...), editorEnv),
+		// them the package caches and VISUAL, the editor prompts come
+		// through.
+		Base:         append(append([]string(nil), login...), env...),
+		Own:          append(append([]string(nil), cacheEnv...), editorEnv),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),

@@ -147,3 +147,28 @@ func TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress(t *testing.T) {
 		t.Fatal("a far peer rotating X-Forwarded-For was never cut off")
 	})
 }
+
+// TestJunkGitHubCallbacksNeverBlockAValidSignInFromTheSameAddress: an
+// outsider who shares an address with the team (a NAT, a proxy) and sends
+// junk sign-in callbacks is cut off, but a Member's real trip to GitHub
+// and back from that address still signs them in.
+func TestJunkGitHubCallbacksNeverBlockAValidSignInFromTheSameAddress(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	e.member(owner, "bob")
+	shared := nextAddr()
+	junk := req{method: "GET", path: "/signin/github/callback?state=x&code=y", from: shared}
+	for range 30 {
+		e.do(nil, junk)
+	}
+	if code, _ := e.do(nil, junk); code != http.StatusTooManyRequests {
+		t.Fatalf("a junk callback past the limit: %d, want 429", code)
+	}
+	again := &browser{Client: e.gh.NewBrowser("bob"), login: "bob"} // signed in at GitHub, not yet at the Hub
+	if code, body := e.do(again.Client, req{method: "GET", path: "/signin/github", from: shared}); code != http.StatusOK || e.cookieOf(again) == "" {
+		t.Fatalf("bob signs in from the address junk came from: %d %.300s, want signed in", code, body)
+	}
+	if code, _ := e.do(nil, junk); code != http.StatusTooManyRequests {
+		t.Fatalf("a junk callback after bob's sign-in: %d, want 429", code)
+	}
+}

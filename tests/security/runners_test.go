@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ type fakeRunner struct {
 	conn    *protocol.Conn
 	started chan string
 	starts  sync.Map // Session id -> the raw session.start it got last
+	files   sync.Map // a Workspace file's path -> the bytes it holds
 }
 
 // pair has b pair a Runner named name and connects it.
@@ -54,6 +56,11 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 		rn.started <- m.SessionID
 		return nil, nil
 	})
+	conn.Handle(protocol.TypeSessionFile, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var m protocol.SessionFile
+		json.Unmarshal(body, &m)
+		return rn.sendFile(ctx, e, m)
+	})
 	for _, typ := range []string{protocol.TypeSessionDeliver, protocol.TypeSessionStop, protocol.TypeSessionStopTurn, protocol.TypeSessionArchive, protocol.TypeSessionRestore} {
 		conn.Handle(typ, false, done)
 	}
@@ -63,6 +70,26 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 		e.t.Fatalf("runner %s hello: %v", name, err)
 	}
 	return &rn
+}
+
+// sendFile sends a file of rn.files over the stream the Hub asked for, as
+// a Runner does: it dials the stream back, answers with the size, then
+// writes the bytes.
+func (rn *fakeRunner) sendFile(ctx context.Context, e *env, m protocol.SessionFile) (any, error) {
+	data, ok := rn.files.Load(m.Path)
+	if !ok {
+		return nil, fmt.Errorf("no file %s in the Workspace: %w", m.Path, errdefs.ErrNotFound)
+	}
+	ws, _, err := websocket.Dial(ctx, e.wsURL("/runner/stream/"+m.Stream), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + rn.Token}}})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		nc.Write(data.([]byte))
+		nc.Close()
+	}()
+	return protocol.SessionFileInfo{Name: path.Base(m.Path), Size: int64(len(data.([]byte)))}, nil
 }
 
 // dialRunner opens a Runner's connection with token, not yet served.
