@@ -261,7 +261,7 @@ var roleTable = map[string]roleRoute{
 	// A Workspace file: the fake Runner sends no file, so a caller past the
 	// check gets the Runner's failure (passed). Issue 22 finding 7 masks a
 	// watcher's download; it stays allowed.
-	"GET /api/sessions/{id}/files/{path...}": {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/files/notes.txt", "")},
+	"GET /api/sessions/{id}/files/{path...}": {want: watchers, req: onSession("GET", "/files/notes.txt", "")},
 	"POST /api/sessions/{id}/attachments": {want: drivers, req: func(f *roleFixture, c string) req {
 		r := onSession("POST", "/attachments?name=notes.txt", "some notes")(f, c)
 		r.header = http.Header{"Content-Type": {"text/plain"}}
@@ -440,6 +440,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		for range e.runner.started {
 		}
 	}()
+	e.runner.files.Store("notes.txt", []byte("notes"))
 	e.runner.conn.Notify(context.Background(), protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.ID, Ports: []protocol.Port{{Port: 8080, Addresses: []string{"0.0.0.0"}}}})
 
 	var a api.Attachment
