@@ -11,6 +11,7 @@ import (
 
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -37,6 +38,9 @@ func withAuditKey(cfg *hub.Config, io cli.IO) error {
 	}
 	if err == nil && k == "" {
 		err = errors.New("HUB_SECRETS_KEY is not set: this records the act in the audit log, which is chained with a key derived from it; run it with the Hub's HUB_SECRETS_KEY")
+	}
+	if err == nil {
+		_, err = seal.ParseKey(k)
 	}
 	cfg.SecretsKey = k
 	return err
