@@ -380,9 +380,12 @@ func mcpClientSet(ctx context.Context, io IO, args []string) error {
 		return err
 	}
 	body := map[string]string{"client_id": *clientID, "client_secret": strings.TrimSuffix(string(secret), "\n")}
-	if err := call(ctx, http.MethodPut, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/client", body, &map[string]string{}); err != nil {
+	var out struct {
+		Issuer string `json:"issuer"`
+	}
+	if err := call(ctx, http.MethodPut, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/client", body, &out); err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Stdout, "Entered client %s for %s. Connect it now: kndl mcp connect %s\n", *clientID, pos[0], pos[0])
+	fmt.Fprintf(io.Stdout, "Entered client %s for %s, bound to authorization server %s. Connect it now: kndl mcp connect %s\n", *clientID, pos[0], out.Issuer, pos[0])
 	return nil
 }

@@ -24,14 +24,19 @@ type Sealer interface {
 }
 
 // Access reports whether u has access to the Repo at repoURL, as starting
-// a Session there needs.
+// a Session there needs, or, as Options.Push, may push to it.
 type Access func(ctx context.Context, u store.User, repoURL string) bool
 
 // Options configure a Gateway.
 type Options struct {
 	Store  *store.Store
 	Sealer Sealer
+	// Access lets u see a Repo's Installations.
 	Access Access
+	// Push lets u change what a Repo's Sessions reach through the Gateway:
+	// make, fill in, connect or turn off its Installations, as write
+	// (push) permission lets them change its Variables.
+	Push Access
 	// Transport calls the MCP servers and their authorization servers;
 	// default http.DefaultTransport. Neither follows a redirect.
 	Transport http.RoundTripper
@@ -59,6 +64,7 @@ type Gateway struct {
 	store      *store.Store
 	sealer     Sealer
 	access     Access
+	push       Access
 	log        *slog.Logger
 	proxy      *httputil.ReverseProxy
 	transport  http.RoundTripper
@@ -71,10 +77,10 @@ type Gateway struct {
 
 // New makes a Gateway.
 func New(o Options) (*Gateway, error) {
-	if o.Store == nil || o.Sealer == nil || o.Access == nil {
-		return nil, errors.New("gateway: a Store, a Sealer and an Access check are needed")
+	if o.Store == nil || o.Sealer == nil || o.Access == nil || o.Push == nil {
+		return nil, errors.New("gateway: a Store, a Sealer, an Access and a Push check are needed")
 	}
-	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, log: o.Logger.With("component", "gateway"),
+	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, push: o.Push, log: o.Logger.With("component", "gateway"),
 		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, metrics: o.Metrics, now: time.Now}
 	if g.transport == nil {
 		g.transport = http.DefaultTransport

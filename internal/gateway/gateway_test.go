@@ -26,14 +26,15 @@ import (
 )
 
 // fixture is a Gateway over a real store: the Owner, a Member, two Repos
-// the Member has access to (app, lib) and one they haven't (secret).
+// the Member may push to (app, lib), one they may only read (ro) and one
+// they haven't access to (secret). The Owner may push to each.
 type fixture struct {
-	g             *Gateway
-	st            *store.Store
-	owner, member store.User
-	app, lib, sec store.Repo
-	runner        string
-	logs          *bytes.Buffer
+	g                 *Gateway
+	st                *store.Store
+	owner, member     store.User
+	app, lib, ro, sec store.Repo
+	runner            string
+	logs              *bytes.Buffer
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -59,13 +60,17 @@ func newFixture(t testing.TB) *fixture {
 	}
 	f.app, _ = st.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	f.lib, _ = st.EnsureRepo(ctx, "https://github.com/acme/lib", "acme/lib")
+	f.ro, _ = st.EnsureRepo(ctx, "https://github.com/acme/ro", "acme/ro")
 	f.sec, _ = st.EnsureRepo(ctx, "https://github.com/acme/secret", "acme/secret")
 	rn, _, _ := st.CreateRunner(ctx, "r", f.owner.ID)
 	f.runner = rn.ID
 	access := func(_ context.Context, u store.User, repoURL string) bool {
 		return u.IsOwner || repoURL != f.sec.URL
 	}
-	f.g, err = New(Options{Store: st, Sealer: box, Access: access, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
+	push := func(ctx context.Context, u store.User, repoURL string) bool {
+		return access(ctx, u, repoURL) && (u.IsOwner || repoURL != f.ro.URL)
+	}
+	f.g, err = New(Options{Store: st, Sealer: box, Access: access, Push: push, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,14 +363,17 @@ func TestAStartFailsOnAMissingValueNamingTheWayOut(t *testing.T) {
 	}
 }
 
-func TestAURLEditClearsValuesAndAKeyEditClearsItsOwn(t *testing.T) {
+func TestAnyURLEditClearsValuesAndAKeyEditClearsItsOwn(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.server(t, "hub:docs", "https://docs.example/mcp")
 	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
 	f.install(t, f.member, api.InstallationRequest{ID: "docs-lib", Server: "hub:docs", Name: "Docs for lib", Repos: []string{f.lib.ID}})
-	f.setValue(t, f.member, "docs", "value-one")
-	f.setValue(t, f.member, "docs-lib", "value-two")
+	setBoth := func() {
+		f.setValue(t, f.member, "docs", "value-one")
+		f.setValue(t, f.member, "docs-lib", "value-two")
+	}
+	setBoth()
 	srv, _ := f.st.MCPServerByID(ctx, "hub:docs")
 	edit := apiServer(srv)
 
@@ -377,17 +385,23 @@ func TestAURLEditClearsValuesAndAKeyEditClearsItsOwn(t *testing.T) {
 		}
 		return n
 	}
-	// The same origin, another path: values stay.
-	edit.URL = "https://docs.example:443/v2/mcp"
+	// Saved as it is: values stay.
 	if out, err := f.g.EditServer(ctx, f.member, edit, false); err != nil || len(out.Clears) != 0 || stored() != 2 {
-		t.Fatalf("same origin: clears %v, %v, %d values stored; want none cleared", out.Clears, err, stored())
+		t.Fatalf("no change: clears %v, %v, %d values stored; want none cleared", out.Clears, err, stored())
 	}
-	// Another origin: a dry run says whose values go, and changes nothing.
-	edit.URL = "https://elsewhere.example/mcp"
+	// Another path on the same origin, as another server on a shared host
+	// would be: a dry run says whose values go, and changes nothing.
+	edit.URL = "https://docs.example/v2/mcp"
 	out, err := f.g.EditServer(ctx, f.member, edit, true)
 	if err != nil || len(out.Clears) != 2 || stored() != 2 {
 		t.Fatalf("dry run: clears %v, %v, %d stored; want both named and nothing changed", out.Clears, err, stored())
 	}
+	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil || stored() != 0 {
+		t.Fatalf("another path: %v, %d values stored; want every value cleared", err, stored())
+	}
+	// Another origin.
+	setBoth()
+	edit.URL = "https://elsewhere.example/mcp"
 	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil || stored() != 0 {
 		t.Fatalf("another origin: %v, %d values stored; want every value cleared", err, stored())
 	}
@@ -471,6 +485,118 @@ func TestWhoManagesInstallations(t *testing.T) {
 	}
 	if on, _, _ := f.g.on(ctx, f.lib.ID); len(on) != 1 || on[0].ID != "g" {
 		t.Fatalf("on in lib: %v, want the global g", on)
+	}
+}
+
+// TestARepoInstallationIsChangedOnlyWithPushOnEachRepo: someone who may
+// only read a Repo sees its Installations, but can't make one there, fill
+// one in, give it Repos or turn one off or on there; it reaches every
+// Creator's Sessions in the Repo.
+func TestARepoInstallationIsChangedOnlyWithPushOnEachRepo(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.server(t, "hub:docs", "https://docs.example/mcp")
+	f.server(t, "hub:other", "https://other.example/mcp")
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "write (push) permission") {
+			t.Errorf("%s: %v, want forbidden naming write permission", what, err)
+		}
+	}
+	_, err := f.g.Install(ctx, f.member, api.InstallationRequest{ID: "mine", Server: "hub:docs", Name: "Mine", Repos: []string{f.app.ID, f.ro.ID}})
+	forbidden("making one on a Repo they may only read", err)
+	f.install(t, f.owner, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.ro.ID}})
+	_, err = f.g.SetValue(ctx, f.member, "docs", "api-key", "their-own-key")
+	forbidden("filling it in", err)
+	_, err = f.g.SetRepos(ctx, f.member, "docs", []string{f.ro.ID, f.app.ID})
+	forbidden("giving it Repos", err)
+	f.install(t, f.owner, api.InstallationRequest{ID: "g", Server: "hub:other", Name: "G", Global: true})
+	_, err = f.g.SetOff(ctx, f.member, f.ro, "g", true)
+	forbidden("turning the global one off there", err)
+	if list, err := f.g.List(ctx, f.member, &f.ro); err != nil || len(list) != 2 || !list[0].On.On {
+		t.Fatalf("the reader lists %+v, %v; want both, on in ro", list, err)
+	}
+	if _, err := f.g.SetOff(ctx, f.member, f.app, "g", true); err != nil {
+		t.Fatalf("turning it off where they may push: %v", err)
+	}
+}
+
+// TestAServerIsEditedOnlyByWhoMayEditEachOfItsInstallations: the server
+// behind the Owner's global Installation, or behind one on a Repo a Member
+// may only read, is the Owner's to edit; one with no Installation, or
+// with ones the Member may edit, any Member's. A refused edit changes
+// nothing.
+func TestAServerIsEditedOnlyByWhoMayEditEachOfItsInstallations(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	edit := func(u store.User, id, url string) error {
+		_, err := f.g.EditServer(ctx, u, api.MCPServer{ID: id, Name: "Docs", URL: url, Auth: AuthHeaders,
+			Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, false)
+		return err
+	}
+	f.server(t, "hub:docs", "https://docs.example/mcp")
+	if err := edit(f.member, "hub:docs", "https://docs.example/v1/mcp"); err != nil {
+		t.Fatalf("a server without Installations: %v", err)
+	}
+	f.install(t, f.member, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{f.app.ID}})
+	if err := edit(f.member, "hub:docs", "https://docs.example/v2/mcp"); err != nil {
+		t.Fatalf("a server whose one Installation the Member may edit: %v", err)
+	}
+	for _, in := range []api.InstallationRequest{
+		{ID: "global", Server: "hub:global", Name: "Global", Global: true},
+		{ID: "read-only", Server: "hub:read-only", Name: "On ro", Repos: []string{f.ro.ID}},
+	} {
+		f.server(t, in.Server, "https://docs.example/mcp")
+		f.install(t, f.member, api.InstallationRequest{ID: in.ID + "-app", Server: in.Server, Name: "On app", Repos: []string{f.app.ID}})
+		f.install(t, f.owner, in)
+		if err := edit(f.member, in.Server, "https://attacker.example/mcp"); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), in.ID) {
+			t.Fatalf("the Member edits the server of %s: %v, want forbidden naming it", in.ID, err)
+		}
+		if srv, _ := f.st.MCPServerByID(ctx, in.Server); srv.URL != "https://docs.example/mcp" {
+			t.Fatalf("a refused edit moved the server to %s", srv.URL)
+		}
+		if err := edit(f.owner, in.Server, "https://docs.example/v2/mcp"); err != nil {
+			t.Fatalf("the Owner edits the server of %s: %v", in.ID, err)
+		}
+	}
+}
+
+// TestARunningSessionKeepsTheURLItStartedWith: an edit moving the server
+// reaches a Session at its next run (a wake or a Restart prepares it
+// again), never in between: its requests keep going, with the values it
+// started with, to the URL it started with, and the new one gets none.
+func TestARunningSessionKeepsTheURLItStartedWith(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, before := f.docsSession(t, "k-before", "k-before")
+	after := testkit.NewMCPServer(t, "k-after")
+	srv, _ := f.st.MCPServerByID(ctx, "hub:docs")
+	edit := apiServer(srv)
+	edit.URL = after.URL
+	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
+		t.Fatal(err)
+	}
+	hub := f.hub(t, s)
+	cs, err := connect(t, hub+"/gateway/docs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := echo(t, cs, "still"); got != "echo: still" || len(after.Seen()) != 0 {
+		t.Fatalf("after the edit: %q, %d requests at the new URL; want the one it started with to answer", got, len(after.Seen()))
+	}
+	cs.Close()
+	f.setValue(t, f.member, "docs", "k-after")
+	if _, err := f.g.Prepare(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	n := len(before.Seen())
+	cs, err = connect(t, hub+"/gateway/docs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := echo(t, cs, "moved"); got != "echo: moved" || len(before.Seen()) != n {
+		t.Fatalf("its next run: %q, %d requests at the old URL; want the new one to answer", got, len(before.Seen())-n)
 	}
 }
 

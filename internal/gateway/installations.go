@@ -24,7 +24,7 @@ const (
 )
 
 // Install makes an Installation. Only the Owner makes a global one; a
-// Repo-scoped one takes access to every Repo it lists.
+// Repo-scoped one takes write (push) permission on every Repo it lists.
 func (g *Gateway) Install(ctx context.Context, u store.User, req api.InstallationRequest) (api.Installation, error) {
 	if !installationIDRE.MatchString(req.ID) {
 		return api.Installation{}, fmt.Errorf("an Installation's id is lowercase letters, digits and -, not %q: %w", req.ID, errdefs.ErrInvalid)
@@ -50,7 +50,7 @@ func (g *Gateway) Install(ctx context.Context, u store.User, req api.Installatio
 }
 
 // SetRepos replaces the Repos a Repo-scoped Installation is on in. It
-// takes access to every Repo it lists now and will list.
+// takes write (push) permission on every Repo it lists now and will list.
 func (g *Gateway) SetRepos(ctx context.Context, u store.User, id string, repos []string) (api.Installation, error) {
 	in, err := g.installationFor(ctx, u, id)
 	if err != nil {
@@ -93,9 +93,12 @@ func (g *Gateway) SetValue(ctx context.Context, u store.User, id, key, value str
 	return g.view(ctx, u, in)
 }
 
-// SetOff turns an Installation off (or back on) for one Repo; anyone with
-// access to the Repo may. repo is a Repo the caller checked access to.
+// SetOff turns an Installation off (or back on) for one Repo; anyone who
+// may push to the Repo may. repo is a Repo the caller checked access to.
 func (g *Gateway) SetOff(ctx context.Context, u store.User, repo store.Repo, id string, off bool) (api.Installation, error) {
+	if err := g.mayPush(ctx, u, repo); err != nil {
+		return api.Installation{}, err
+	}
 	in, err := g.store.InstallationByID(ctx, id)
 	if err != nil {
 		return api.Installation{}, err
@@ -152,8 +155,9 @@ func (g *Gateway) installationFor(ctx context.Context, u store.User, id string) 
 }
 
 // mayEdit refuses u the Installation in unless they are the Owner, for a
-// global one, or have access to every Repo it lists. A refusal reads the
-// same whether a Repo exists or not.
+// global one, or may push to every Repo it lists: it reaches every
+// Creator's Sessions there. A refusal reads the same whether a Repo exists
+// or not.
 func (g *Gateway) mayEdit(ctx context.Context, u store.User, in store.Installation) error {
 	if in.Global {
 		if !u.IsOwner {
@@ -164,8 +168,20 @@ func (g *Gateway) mayEdit(ctx context.Context, u store.User, in store.Installati
 	for _, id := range in.Repos {
 		r, err := g.store.RepoByID(ctx, id)
 		if err != nil || !g.access(ctx, u, r.URL) {
-			return fmt.Errorf("no Repo %s that you have access to: an Installation takes access to every Repo it lists: %w", id, errdefs.ErrNotFound)
+			return fmt.Errorf("no Repo %s that you have access to: an Installation takes write (push) permission on every Repo it lists: %w", id, errdefs.ErrNotFound)
 		}
+		if err := g.mayPush(ctx, u, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayPush refuses u a change to what the Sessions of r, a Repo they have
+// access to, reach through the Gateway, unless they may push to it.
+func (g *Gateway) mayPush(ctx context.Context, u store.User, r store.Repo) error {
+	if !g.push(ctx, u, r.URL) {
+		return fmt.Errorf("changing the Installations of %s takes write (push) permission on it at GitHub; you may read it only: %w", r.URL, errdefs.ErrForbidden)
 	}
 	return nil
 }

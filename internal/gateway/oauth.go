@@ -37,7 +37,9 @@ const (
 
 // oauthClient is an Installation's OAuth client, sealed in the store: the
 // one the Hub registered (Registered) or the one someone entered, and the
-// authorization server's endpoints it was last used with.
+// authorization server it is bound to: the issuer and token endpoint it
+// was registered or entered for, and the authorization endpoint it was
+// last used with.
 type oauthClient struct {
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret,omitempty"`
@@ -131,17 +133,24 @@ func (r *refreshers) lock(id string) func() {
 
 // SetClient enters an OAuth client for an Installation whose authorization
 // server offers no Dynamic Client Registration; it takes the right to edit
-// the Installation. The secret is write-only: it goes only to the token
-// endpoint.
-func (g *Gateway) SetClient(ctx context.Context, u store.User, id, clientID, secret string) error {
+// the Installation. The client is bound to the authorization server the
+// MCP server names now, whose issuer it returns: the secret, write-only,
+// goes only to that issuer's token endpoint, and the client is cleared
+// once discovery names another (clientFor).
+func (g *Gateway) SetClient(ctx context.Context, u store.User, id, clientID, secret string) (string, error) {
 	in, err := g.oauthInstallation(ctx, u, id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if clientID == "" || len(clientID) > 512 || !printable(clientID) || len(secret) > 4096 || !printable(secret) {
-		return fmt.Errorf("a client id is 1 to 512 printable characters, its secret at most 4096: %w", errdefs.ErrInvalid)
+		return "", fmt.Errorf("a client id is 1 to 512 printable characters, its secret at most 4096: %w", errdefs.ErrInvalid)
 	}
-	return g.putClient(ctx, u, in.ID, oauthClient{ClientID: clientID, ClientSecret: secret}, "entered OAuth client "+clientID)
+	_, meta, err := g.authServer(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	c := oauthClient{ClientID: clientID, ClientSecret: secret, Issuer: meta.Issuer, AuthURL: meta.AuthorizationEndpoint, TokenURL: meta.TokenEndpoint}
+	return meta.Issuer, g.putClient(ctx, u, in.ID, c, "entered OAuth client "+clientID+" for authorization server "+meta.Issuer)
 }
 
 // Connect begins connecting an Installation to an account: it discovers
@@ -154,13 +163,9 @@ func (g *Gateway) Connect(ctx context.Context, u store.User, id string) (string,
 	if err != nil {
 		return "", err
 	}
-	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	srv, meta, err := g.authServer(ctx, in)
 	if err != nil {
 		return "", err
-	}
-	meta, err := g.discover(ctx, srv.URL)
-	if err != nil {
-		return "", fmt.Errorf("discover the authorization server of %s: %v: %w", srv.URL, err, errdefs.ErrUnavailable)
 	}
 	client, err := g.clientFor(ctx, u, in.ID, meta)
 	if err != nil {
@@ -227,6 +232,19 @@ func (g *Gateway) oauthInstallation(ctx context.Context, u store.User, id string
 	return in, err
 }
 
+// authServer discovers the authorization server of in's MCP server.
+func (g *Gateway) authServer(ctx context.Context, in store.Installation) (store.MCPServer, *oauthex.AuthServerMeta, error) {
+	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	if err != nil {
+		return srv, nil, err
+	}
+	meta, err := g.discover(ctx, srv.URL)
+	if err != nil {
+		return srv, nil, fmt.Errorf("discover the authorization server of %s: %v: %w", srv.URL, err, errdefs.ErrUnavailable)
+	}
+	return srv, meta, nil
+}
+
 // discover finds the authorization server of the MCP server at resource:
 // its protected resource metadata (RFC 9728), at the path-inserted
 // well-known URL then the origin's, names the issuer, whose metadata
@@ -258,16 +276,26 @@ func (g *Gateway) discover(ctx context.Context, resource string) (*oauthex.AuthS
 }
 
 // clientFor returns the Installation's client for the authorization server
-// meta describes: the one it has, else one registered with Dynamic Client
-// Registration, else an error saying to enter one.
+// meta describes: the one it has, if bound to that issuer and token
+// endpoint, else one registered with Dynamic Client Registration, else an
+// error saying to enter one. An entered client bound to another is
+// cleared, so its secret never goes to a token endpoint it wasn't entered
+// for.
 func (g *Gateway) clientFor(ctx context.Context, u store.User, id string, meta *oauthex.AuthServerMeta) (oauthClient, error) {
 	c, err := g.client(ctx, id)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return c, err
 	}
-	if err == nil && (!c.Registered || c.Issuer == meta.Issuer) {
-		c.Issuer, c.AuthURL, c.TokenURL = meta.Issuer, meta.AuthorizationEndpoint, meta.TokenEndpoint
+	if err == nil && c.Issuer == meta.Issuer && c.TokenURL == meta.TokenEndpoint {
+		c.AuthURL = meta.AuthorizationEndpoint
 		return c, g.putClient(ctx, u, id, c, "")
+	}
+	if err == nil && !c.Registered {
+		what := fmt.Sprintf("cleared entered OAuth client %s: its MCP server's authorization server is now %s (token endpoint %s), not %s (%s) it was entered for",
+			c.ClientID, meta.Issuer, meta.TokenEndpoint, c.Issuer, c.TokenURL)
+		if err := g.storeClient(ctx, u, id, nil, what); err != nil {
+			return c, err
+		}
 	}
 	if meta.RegistrationEndpoint == "" {
 		return c, fmt.Errorf("authorization server %s offers no Dynamic Client Registration: enter a client id and secret registered there for %s (kndl mcp client set): %w",
@@ -300,15 +328,21 @@ func (g *Gateway) client(ctx context.Context, id string) (oauthClient, error) {
 	return c, err
 }
 
-// putClient stores c. A new client (what says which, for the log, never
-// its secret) drops the tokens of the one before; the same client with the
-// endpoints it was used with keeps them.
+// putClient stores c, as storeClient does.
 func (g *Gateway) putClient(ctx context.Context, u store.User, id string, c oauthClient, what string) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	if err := g.store.SetInstallationClient(ctx, id, g.sealer.Seal(data, clientSeal(id)), u.ID, what); err != nil || what == "" {
+	return g.storeClient(ctx, u, id, g.sealer.Seal(data, clientSeal(id)), what)
+}
+
+// storeClient stores a sealed client, or with nil drops it. A change of
+// client (what says which, for the log, never its secret) drops the tokens
+// got with the one before; the same client with the endpoints it was used
+// with keeps them.
+func (g *Gateway) storeClient(ctx context.Context, u store.User, id string, sealed []byte, what string) error {
+	if err := g.store.SetInstallationClient(ctx, id, sealed, u.ID, what); err != nil || what == "" {
 		return err
 	}
 	return g.store.SetInstallationTokens(ctx, id, nil, u.ID, "")

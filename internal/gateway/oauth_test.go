@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,34 @@ func (f *fixture) connect(t testing.TB, u store.User, id string) {
 	}
 }
 
+// linearSession starts a Session of app and connects an MCP client to its
+// Installation linear through the Gateway.
+func (f *fixture) linearSession(t testing.TB) (store.Session, *mcp.ClientSession) {
+	t.Helper()
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := connect(t, f.hub(t, s)+"/gateway/linear", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cs
+}
+
+// postLinear posts to Installation linear through the Gateway at hub, and
+// returns the answer's status and body.
+func postLinear(t testing.TB, hub string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(hub+"/gateway/linear", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -90,14 +119,7 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 		t.Fatalf("the Installation shows %+v, want connected by Mia with a registered client", st)
 	}
 
-	s, err := f.session(t, f.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := connect(t, f.hub(t, s)+"/gateway/linear", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, cs := f.linearSession(t)
 	if got := echo(t, cs, "one"); got != "echo: one" {
 		t.Fatalf("got %q", got)
 	}
@@ -138,14 +160,8 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 	if _, err := cs.CallTool(ctx, callEcho("four")); err == nil {
 		t.Fatal("a call after a disconnect was answered")
 	}
-	resp, err := http.Post(f.hub(t, s)+"/gateway/linear", "application/json", strings.NewReader(`{}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "not connected") {
-		t.Fatalf("after a disconnect: %d %s, want 409 saying it is not connected", resp.StatusCode, body)
+	if code, body := postLinear(t, f.hub(t, s)); code != http.StatusConflict || !strings.Contains(body, "not connected") {
+		t.Fatalf("after a disconnect: %d %s, want 409 saying it is not connected", code, body)
 	}
 	if strings.Contains(f.logs.String(), "at-") || strings.Contains(f.logs.String(), "rt-") {
 		t.Fatalf("a token reached the log:\n%s", f.logs)
@@ -187,8 +203,8 @@ func TestWithoutDCRAnEnteredClientIsUsedAndStaysWriteOnly(t *testing.T) {
 	if _, err := f.g.Connect(ctx, f.member, "linear"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "client id and secret") {
 		t.Fatalf("connect without DCR or a client: %v, want the way out", err)
 	}
-	if err := f.g.SetClient(ctx, f.member, "linear", as.ClientID, as.ClientSecret); err != nil {
-		t.Fatal(err)
+	if issuer, err := f.g.SetClient(ctx, f.member, "linear", as.ClientID, as.ClientSecret); err != nil || issuer != as.URL {
+		t.Fatalf("entering the client: bound to %q, %v; want %s", issuer, err, as.URL)
 	}
 	f.connect(t, f.member, "linear")
 	list, _ := f.g.List(ctx, f.member, nil)
@@ -203,18 +219,87 @@ func TestWithoutDCRAnEnteredClientIsUsedAndStaysWriteOnly(t *testing.T) {
 	}
 }
 
-func TestAURLEditDropsTheTokensAndTheClient(t *testing.T) {
+// TestAnyURLEditDropsTheTokensAndTheClient: another path on the same
+// origin drops them as another origin does; a Session that started before
+// the move never sends the token got for the new URL to its old one, nor
+// reaches the new one before its next run.
+func TestAnyURLEditDropsTheTokensAndTheClient(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
 	f.oauthServer(t, as)
 	f.connect(t, f.member, "linear")
-	edit := api.MCPServer{ID: "hub:linear", Name: "Linear", URL: "https://elsewhere.example/mcp", Auth: AuthOAuth}
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL + "/v2", Auth: AuthOAuth}
 	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
 		t.Fatal(err)
 	}
 	if o, _ := f.st.InstallationOAuthOf(ctx, "linear"); o.Tokens != nil || o.Client != nil {
-		t.Fatal("tokens or the client outlived a move to another origin")
+		t.Fatal("tokens or the client outlived a move to another path")
+	}
+	moved := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
+	edit.URL = moved.MCP.URL
+	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
+		t.Fatal(err)
+	}
+	f.connect(t, f.member, "linear")
+	before, after := len(as.MCP.Seen()), len(moved.MCP.Seen())
+	if code, body := postLinear(t, f.hub(t, s)); code != http.StatusConflict || !strings.Contains(body, "restart the Session") || len(as.MCP.Seen()) != before || len(moved.MCP.Seen()) != after {
+		t.Fatalf("a Session started before the move: %d %s; want 409 saying to restart, and no request at either URL", code, body)
+	}
+	_, cs := f.linearSession(t)
+	defer cs.Close()
+	if got := echo(t, cs, "moved"); got != "echo: moved" {
+		t.Fatalf("a Session started after the move: %q", got)
+	}
+}
+
+// TestAnEnteredClientIsClearedWhenDiscoveryNamesAnotherIssuer: a client
+// entered is bound to the authorization server the MCP server named then;
+// once it names another, the client and its tokens are cleared, and the
+// Installation needs a client again, so the secret never reaches the
+// other's token endpoint.
+func TestAnEnteredClientIsClearedWhenDiscoveryNamesAnotherIssuer(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	first := testkit.NewOAuthServer(t, testkit.OAuthOptions{})
+	other := testkit.NewOAuthServer(t, testkit.OAuthOptions{})
+	var named atomic.Value
+	named.Store(first.URL)
+	var resource string
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"resource": resource, "authorization_servers": []string{named.Load().(string)}})
+	}))
+	defer rs.Close()
+	resource = rs.URL + "/mcp"
+	f.g.callback = "https://hub.example/mcp/oauth/callback"
+	if _, err := f.g.CreateServer(ctx, f.member, api.MCPServer{ID: "hub:linear", Name: "Linear", URL: resource, Auth: AuthOAuth}); err != nil {
+		t.Fatal(err)
+	}
+	f.install(t, f.member, api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{f.app.ID}})
+	if issuer, err := f.g.SetClient(ctx, f.member, "linear", first.ClientID, first.ClientSecret); err != nil || issuer != first.URL {
+		t.Fatalf("entering the client: bound to %q, %v; want %s", issuer, err, first.URL)
+	}
+	f.connect(t, f.member, "linear")
+
+	named.Store(other.URL)
+	if _, err := f.g.Connect(ctx, f.member, "linear"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "enter a client id and secret") {
+		t.Fatalf("connecting once another authorization server is named: %v, want it refused, saying to enter a client", err)
+	}
+	if o, _ := f.st.InstallationOAuthOf(ctx, "linear"); o.Client != nil || o.Tokens != nil {
+		t.Fatal("the entered client or its tokens outlived a change of authorization server")
+	}
+	list, _ := f.g.List(ctx, f.member, nil)
+	if st := list[0].OAuth; st.Connected || st.ClientID != "" {
+		t.Fatalf("the Installation shows %+v, want no client and not connected", st)
+	}
+	log, _ := f.g.Log(ctx, f.app)
+	if last := log[len(log)-1].What; !strings.Contains(last, "cleared entered OAuth client") || !strings.Contains(last, other.URL) || strings.Contains(last, first.ClientSecret) {
+		t.Fatalf("the Repo's log ends with %q, want the client cleared and the issuer named, never its secret", last)
 	}
 }
 

@@ -121,9 +121,10 @@ func (g *Gateway) newProxy(t http.RoundTripper) *httputil.ReverseProxy {
 // is the Session a live mod token named. It answers 403 for an
 // Installation the Session's run didn't start with or that is no longer
 // on for its Repo, 409 when the run has no value for a header secret the
-// server declares, 413 beyond MaxBodyBytes, and logs the Session,
-// Installation, method, status and time, never content or headers; Metrics
-// is told the Installation and status.
+// server declares or an OAuth Installation's server moved since, 413
+// beyond MaxBodyBytes, and logs the Session, Installation, method, status
+// and time, never content or headers; Metrics is told the Installation
+// and status.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, s store.Session, id string) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
@@ -197,21 +198,27 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 	if err != nil {
 		return internal(err)
 	}
-	target, err := url.Parse(srv.URL)
+	// The URL the run started with, as its values: an edit of the server
+	// reaches a Session at its next wake or Restart, never in between.
+	target, err := url.Parse(rows[i].URL)
 	if err != nil {
 		return internal(err)
 	}
 	out := outbound{target: target, headers: http.Header{}, started: true}
-	sameOrigin := origin(rows[i].URL) == origin(srv.URL)
 	for _, h := range srv.Headers {
 		out.drop = append(out.drop, h.Header)
 		j := slices.IndexFunc(snap.Headers, func(x snapHeader) bool { return x.Key == h.Key && strings.EqualFold(x.Header, h.Header) })
-		if j < 0 || !sameOrigin {
-			// A value goes only to the server and header it was entered
-			// for, and a request is never sent without one.
+		if j < 0 {
+			// A value goes only to the header it was entered for, and a
+			// request is never sent without one.
 			return vetted, http.StatusConflict, fmt.Sprintf("Installation %s has no value for its header secret %s as this Session started: set one, then restart the Session", id, h.Key)
 		}
 		out.headers.Set(h.Header, strings.Replace(h.Format, valueMark, snap.Headers[j].Value, 1))
+	}
+	if srv.Auth == AuthOAuth && rows[i].URL != srv.URL {
+		// The token is as it is now, got for the server's URL now: it
+		// never goes to the one the run started with.
+		return vetted, http.StatusConflict, fmt.Sprintf("Installation %s's MCP server moved since this Session started: restart the Session to reach it", id)
 	}
 	if srv.Auth == AuthOAuth {
 		// The token as it is now: a disconnect stops the Session at once.

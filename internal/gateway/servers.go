@@ -50,11 +50,14 @@ func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServe
 	return apiServer(row), err
 }
 
-// EditServer replaces an MCP server's name, URL and header secrets; any
-// Member may. Moving its URL to another origin clears every Installation's
-// values, OAuth tokens and client, and changing a header secret's key or
-// header clears its values, so an edit can't send a value elsewhere. With dryRun it changes nothing
-// and says whose values it would clear.
+// EditServer replaces an MCP server's name, URL and header secrets. A
+// server with Installations is edited only by someone who may edit each of
+// them, since the edit reaches every Session they are on for; one without
+// any, by any Member. Any change of its URL, its path included, clears
+// every Installation's values, OAuth tokens and client, and changing a
+// header secret's key or header clears its values, so an edit can't send a
+// value elsewhere; running Sessions keep the URL they started with. With
+// dryRun it changes nothing and says whose values it would clear.
 func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer, dryRun bool) (api.MCPServerEdit, error) {
 	old, err := g.store.MCPServerByID(ctx, m.ID)
 	if err != nil {
@@ -64,14 +67,24 @@ func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer,
 	if err != nil {
 		return api.MCPServerEdit{}, err
 	}
-	clearAll := origin(old.URL) != origin(row.URL)
+	ins, err := g.installationsOf(ctx, m.ID)
+	if err != nil {
+		return api.MCPServerEdit{}, err
+	}
+	for _, in := range ins {
+		if g.mayEdit(ctx, u, in) != nil {
+			return api.MCPServerEdit{}, fmt.Errorf("editing MCP server %s takes the right to edit each of its Installations, and you may not edit %s "+
+				"(the Owner edits a global one; a Repo-scoped one takes write (push) permission on each Repo it lists): %w", m.ID, in.ID, errdefs.ErrForbidden)
+		}
+	}
+	clearAll := old.URL != row.URL
 	var keys []string
 	for _, h := range old.Headers {
 		if clearAll || !slices.ContainsFunc(row.Headers, func(n store.HeaderSecret) bool { return n.Key == h.Key && strings.EqualFold(n.Header, h.Header) }) {
 			keys = append(keys, h.Key)
 		}
 	}
-	clears, err := g.valuesOf(ctx, m.ID, keys)
+	clears, err := g.valuesOf(ctx, ins, keys)
 	if err != nil {
 		return api.MCPServerEdit{}, err
 	}
@@ -91,18 +104,17 @@ func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer,
 	return out, nil
 }
 
-// valuesOf lists, per Installation of the server, which of keys it has a
-// value of.
-func (g *Gateway) valuesOf(ctx context.Context, serverID string, keys []string) ([]api.Cleared, error) {
-	ins, err := g.store.Installations(ctx)
-	if err != nil {
-		return nil, err
-	}
+// installationsOf lists the Installations of a server.
+func (g *Gateway) installationsOf(ctx context.Context, serverID string) ([]store.Installation, error) {
+	all, err := g.store.Installations(ctx)
+	return slices.DeleteFunc(all, func(in store.Installation) bool { return in.ServerID != serverID }), err
+}
+
+// valuesOf lists, per Installation of ins, which of keys it has a value
+// of.
+func (g *Gateway) valuesOf(ctx context.Context, ins []store.Installation, keys []string) ([]api.Cleared, error) {
 	out := []api.Cleared{}
 	for _, in := range ins {
-		if in.ServerID != serverID {
-			continue
-		}
 		vs, err := g.store.InstallationValues(ctx, in.ID)
 		if err != nil {
 			return nil, err
@@ -210,19 +222,6 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// origin is a URL's scheme, host and port, the port made explicit.
-func origin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 func apiServer(m store.MCPServer) api.MCPServer {

@@ -83,6 +83,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canAccess(ctx, u, repoURL, false)
 		},
+		Push:        h.canPush,
 		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics})
 	if err != nil {
 		return nil, err

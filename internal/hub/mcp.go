@@ -147,7 +147,7 @@ func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Pri
 }
 
 // turnInstallation turns an Installation off (or back on) for a Repo the
-// person has access to.
+// person may push to (the Gateway checks that).
 func (h *Hub) turnInstallation(off bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) {
 		repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
@@ -174,20 +174,22 @@ func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principa
 // oauthCallbackPath is where authorization servers send a browser back.
 const oauthCallbackPath = "/mcp/oauth/callback"
 
-// setInstallationClient enters an OAuth client; the secret is write-only.
+// setInstallationClient enters an OAuth client, bound to the authorization
+// server the answer names; the secret is write-only.
 func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
 	}
 	err := readJSON(r, &req)
+	var issuer string
 	if err == nil {
-		err = h.gateway.SetClient(r.Context(), p.User, r.PathValue("id"), req.ClientID, req.ClientSecret)
+		issuer, err = h.gateway.SetClient(r.Context(), p.User, r.PathValue("id"), req.ClientID, req.ClientSecret)
 	}
 	if err == nil {
-		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID)
+		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID+" for "+issuer)
 	}
-	h.reply(w, r, http.StatusOK, map[string]string{"client_id": req.ClientID}, err)
+	h.reply(w, r, http.StatusOK, map[string]string{"client_id": req.ClientID, "issuer": issuer}, err)
 }
 
 // connectInstallation begins connecting an account: the answer's url is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -371,5 +372,113 @@ func TestInstallationActsAreAuditedWithoutTheirValues(t *testing.T) {
 	}
 	if i < len(want) {
 		t.Fatalf("the audit log lacks %s (and what follows)", want[i])
+	}
+}
+
+// TestChangingARepoInstallationTakesWritePermission: a read-only
+// collaborator sees a Repo's Installations and their log, but can't make
+// one there (pointing its Sessions at their own server), fill one in,
+// give it Repos, enter its client, connect or disconnect it, turn one off
+// or on there, or edit the server behind it: each reaches every Creator's
+// Sessions in the Repo, as its Variables do. A collaborator who may push
+// can.
+func TestChangingARepoInstallationTakesWritePermission(t *testing.T) {
+	e, reader, writer, base := readerAndWriter(t)
+	g := &gatewayEnv{env: e}
+	repo := strings.TrimPrefix(base, "/api/repos/")
+	g.api(writer, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://docs.example/mcp", Auth: "headers",
+		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, nil)
+	g.api(writer, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{repo}}, nil)
+	g.api(writer, "PUT", "/api/mcp/installations/docs/secrets/api-key", map[string]string{"value": mcpKey}, nil)
+	g.api(writer, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: "https://linear.example/mcp", Auth: "oauth"}, nil)
+	g.api(writer, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear", Repos: []string{repo}}, nil)
+	g.api(reader, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:mine", Name: "Mine", URL: "https://reader.example/mcp", Auth: "none"}, nil)
+
+	mine, _ := json.Marshal(api.InstallationRequest{ID: "mine", Server: "hub:mine", Name: "Mine", Repos: []string{repo}})
+	edit, _ := json.Marshal(api.MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://reader.example/mcp", Auth: "headers",
+		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}})
+	for _, r := range []req{
+		{method: "POST", path: "/api/mcp/installations", body: string(mine)},
+		{method: "PUT", path: "/api/mcp/installations/docs/repos", body: `{"repos":["` + repo + `"]}`},
+		{method: "PUT", path: "/api/mcp/installations/docs/secrets/api-key", body: `{"value":"the-readers-own-key"}`},
+		{method: "PUT", path: "/api/mcp/installations/linear/client", body: `{"client_id":"readers","client_secret":"readers-secret"}`},
+		{method: "POST", path: "/api/mcp/installations/linear/connect"},
+		{method: "DELETE", path: "/api/mcp/installations/linear/connect"},
+		{method: "PUT", path: base + "/mcp/docs/off"},
+		{method: "DELETE", path: base + "/mcp/docs/off"},
+		{method: "PUT", path: "/api/mcp/servers/hub:docs", body: string(edit)},
+	} {
+		r.origin = "self"
+		if code, body := e.do(reader.Client, r); code != http.StatusForbidden || !strings.Contains(body, "write (push) permission") {
+			t.Errorf("reader %s %s: %d %s, want 403 naming write permission", r.method, r.path, code, body)
+		}
+	}
+	var list []api.Installation
+	g.api(reader, "GET", "/api/mcp/installations?repo="+repo, nil, &list)
+	if len(list) != 2 || list[0].Secrets[0].NeedsOne || !list[0].On.On {
+		t.Fatalf("the reader lists %+v, want docs on, its value as the writer set it", list)
+	}
+	g.api(reader, "GET", base+"/mcp/log", nil, nil)
+	g.api(writer, "PUT", base+"/mcp/docs/off", nil, nil)
+}
+
+// TestAMemberCantEditTheServerOfTheOwnersGlobalInstallation: the server
+// behind a global Installation reaches every Session on the Hub, so only
+// the Owner edits it, though a Member added it; the refused edit changes
+// nothing.
+func TestAMemberCantEditTheServerOfTheOwnersGlobalInstallation(t *testing.T) {
+	e := newGatewayEnv(t)
+	e.api(e.bob, "POST", "/api/mcp/servers", api.MCPServer{ID: "hub:wiki", Name: "Wiki", URL: "https://wiki.example/mcp", Auth: "none"}, nil)
+	e.api(e.owner, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "wiki", Server: "hub:wiki", Name: "Wiki", Global: true}, nil)
+	edit := func(b *browser, url string) (int, string) {
+		body, _ := json.Marshal(api.MCPServer{ID: "hub:wiki", Name: "Wiki", URL: url, Auth: "none"})
+		return e.do(b.Client, req{method: "PUT", path: "/api/mcp/servers/hub:wiki", body: string(body), origin: "self"})
+	}
+	if code, body := edit(e.bob, "https://bobs.example/mcp"); code != http.StatusForbidden || !strings.Contains(body, "wiki") {
+		t.Fatalf("bob edits the server of the Owner's global Installation: %d %s, want 403 naming it", code, body)
+	}
+	var servers []api.MCPServer
+	e.api(e.bob, "GET", "/api/mcp/servers", nil, &servers)
+	for _, s := range servers {
+		if s.ID == "hub:wiki" && s.URL != "https://wiki.example/mcp" {
+			t.Fatalf("a refused edit moved the server to %s", s.URL)
+		}
+	}
+	if code, body := edit(e.owner, "https://wiki.example/v2/mcp"); code != http.StatusOK {
+		t.Fatalf("the Owner edits it: %d %s", code, body)
+	}
+}
+
+// TestAPathEditClearsTheKeyAndARunningSessionKeepsItsURL: an edit that
+// keeps the origin and changes only the path clears the key, so it can't
+// follow the server to another path on a shared host; a Session running
+// since before the edit still reaches the URL it started with, with the
+// key it started with, and only a Session started after it reaches the
+// new path.
+func TestAPathEditClearsTheKeyAndARunningSessionKeepsItsURL(t *testing.T) {
+	e := newGatewayEnv(t)
+	_, start, _ := e.started()
+	moved := e.up.URL + "/v2"
+	e.api(e.bob, "PUT", "/api/mcp/servers/hub:docs", api.MCPServer{ID: "hub:docs", Name: "Docs", URL: moved, Auth: "headers",
+		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, nil)
+	var list []api.Installation
+	e.api(e.bob, "GET", "/api/mcp/installations", nil, &list)
+	if len(list) != 1 || !list[0].Secrets[0].NeedsOne {
+		t.Fatalf("after a path edit: %+v, want docs to need its key again", list)
+	}
+	if got := e.echoThrough("docs", start.ModToken, "still"); got != "echo: still" {
+		t.Fatalf("the running Session after the edit: %q", got)
+	}
+	e.api(e.bob, "PUT", "/api/mcp/installations/docs/secrets/api-key", map[string]string{"value": mcpKey}, nil)
+	_, next, _ := e.started()
+	resp := e.send(nil, req{method: "POST", path: "/gateway/docs", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
+		bearer: next.ModToken, from: nextAddr()})
+	resp.Body.Close()
+	var paths []string
+	for _, s := range e.up.Seen() {
+		paths = append(paths, s.Path)
+	}
+	if n := len(paths); n < 2 || paths[n-1] != "/mcp/v2" || slices.Contains(paths[:n-1], "/mcp/v2") {
+		t.Fatalf("the MCP server saw %v, want the running Session's calls at /mcp and only the next Session's at /mcp/v2", paths)
 	}
 }

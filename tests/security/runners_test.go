@@ -54,7 +54,7 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 		rn.started <- m.SessionID
 		return nil, nil
 	})
-	for _, typ := range []string{protocol.TypeSessionDeliver, protocol.TypeSessionStop, protocol.TypeSessionStopTurn} {
+	for _, typ := range []string{protocol.TypeSessionDeliver, protocol.TypeSessionStop, protocol.TypeSessionStopTurn, protocol.TypeSessionArchive, protocol.TypeSessionRestore} {
 		conn.Handle(typ, false, done)
 	}
 	go conn.Serve(context.Background())

@@ -114,6 +114,10 @@ type Owner struct {
 	runs map[string]*run                     // by Session id, while it is awake
 	subs map[string]map[chan Update]struct{} // by Session id, while watched
 	lock map[string]*sync.Mutex              // one per Session, serialising its moves
+	// order is one per Session, held from taking Events' sequence numbers
+	// to publishing them, so a watcher never sees a later one first. Apart
+	// from lock: a move records notes while it holds lock.
+	order map[string]*sync.Mutex
 }
 
 // run is what the Hub knows of an awake Session only while it is awake:
@@ -197,7 +201,7 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, order: map[string]*sync.Mutex{}}
 	o.spawn(o.sweepIdle)
 	return o
 }
@@ -276,13 +280,19 @@ func (o *Owner) stopTimer(t *time.Timer) {
 }
 
 // sessionLock returns the lock that serialises one Session's moves.
-func (o *Owner) sessionLock(id string) *sync.Mutex {
+func (o *Owner) sessionLock(id string) *sync.Mutex { return o.mutexOf(o.lock, id) }
+
+// orderLock returns the lock that keeps one Session's Events in order.
+func (o *Owner) orderLock(id string) *sync.Mutex { return o.mutexOf(o.order, id) }
+
+// mutexOf returns m's lock for a Session, making it the first time.
+func (o *Owner) mutexOf(m map[string]*sync.Mutex, id string) *sync.Mutex {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	l := o.lock[id]
+	l := m[id]
 	if l == nil {
 		l = &sync.Mutex{}
-		o.lock[id] = l
+		m[id] = l
 	}
 	return l
 }

@@ -92,6 +92,12 @@ func (o *Owner) record(ctx context.Context, id string, evs []protocol.Event) (en
 		}
 		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b}
 	}
+	// Numbered and published under one lock: two records at once (a
+	// Runner's batch and a timer's note) would otherwise publish 11 before
+	// 10, and a watcher, which skips what it has passed, would lose 10.
+	order := o.orderLock(id)
+	order.Lock()
+	defer order.Unlock()
 	rows, err = o.store.AppendEvents(ctx, id, rows)
 	if err != nil {
 		return false, err
