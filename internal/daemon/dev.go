@@ -132,22 +132,31 @@ func devEnv(getenv func(string) string, dir string) func(string) string {
 	}
 }
 
-// devSecretsKey is HUB_SECRETS_KEY, or a key kndl dev keeps in its home.
+// devSecretsKey is HUB_SECRETS_KEY, or a key kndl dev keeps in its home,
+// made at its first start.
 func devSecretsKey(dir string, getenv func(string) string) (string, error) {
+	k, err := secretsKey(dir, getenv)
+	if err != nil || k != "" {
+		return k, err
+	}
+	k = seal.NewKey()
+	return k, os.WriteFile(devKeyPath(dir), []byte(k), 0o600)
+}
+
+// secretsKey is HUB_SECRETS_KEY, or else the key kndl dev keeps in its
+// home if it made one; "" if neither.
+func secretsKey(dir string, getenv func(string) string) (string, error) {
 	if k := getenv("HUB_SECRETS_KEY"); k != "" {
 		return k, nil
 	}
-	path := filepath.Join(dir, "secrets.key")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return string(b), nil
+	b, err := os.ReadFile(devKeyPath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	k := seal.NewKey()
-	return k, os.WriteFile(path, []byte(k), 0o600)
+	return string(b), err
 }
+
+func devKeyPath(dir string) string { return filepath.Join(dir, "secrets.key") }
 
 // devSignIn points this machine's CLI at the dev Hub as the dev user: with
 // the CLI token an earlier start gave it, or a fresh one. Starting kndl dev

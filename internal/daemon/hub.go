@@ -11,6 +11,7 @@ import (
 
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -24,6 +25,25 @@ func storeOnThisMachine(ctx context.Context, io cli.IO) (*store.Store, hub.Confi
 	cfg := hub.FromEnv(io.Getenv, dir)
 	st, err := openStore(ctx, cfg)
 	return st, cfg, err
+}
+
+// withAuditKey sets cfg.SecretsKey for a command that records an act in the
+// audit log, which is chained with a key derived from it: HUB_SECRETS_KEY,
+// or the key kndl dev keeps in its home. It is asked for before the act.
+func withAuditKey(cfg *hub.Config, io cli.IO) error {
+	dir, err := home(io)
+	var k string
+	if err == nil {
+		k, err = secretsKey(dir, io.Getenv)
+	}
+	if err == nil && k == "" {
+		err = errors.New("HUB_SECRETS_KEY is not set: this records the act in the audit log, which is chained with a key derived from it; run it with the Hub's HUB_SECRETS_KEY")
+	}
+	if err == nil {
+		_, err = seal.ParseKey(k)
+	}
+	cfg.SecretsKey = k
+	return err
 }
 
 // openStore opens the store cfg names: PostgreSQL at HUB_DATABASE_URL, or
@@ -106,6 +126,9 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	if err := withAuditKey(&cfg, io); err != nil {
+		return err
+	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -115,7 +138,7 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditRunnerPaired, rn.Name, "Runner "+rn.ID+", with kndl runner token create"); err != nil {
+	if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditRunnerPaired, rn.Name, "Runner "+rn.ID+", with kndl runner token create"); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Paired Runner %s. Its token is shown only this once:\n\n  %s\n\nOn the Runner's machine, run:\n\n  RUNNER_TOKEN=%s KNDL_HUB_URL=%s kndl runner\n",
@@ -166,11 +189,14 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if err := withAuditKey(&cfg, io); err != nil {
+		return err
+	}
 	if *revoke {
 		if err := st.RevokeMetricsToken(ctx); err != nil {
 			return err
 		}
-		if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
+		if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
 			return err
 		}
 		fmt.Fprintln(io.Stdout, "Revoked the metrics token: /metrics answers 401 to it from now on.")
@@ -180,7 +206,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hub.AuditOnHubMachine(ctx, st, logger(io), hub.AuditMetricsMade, "the metrics token", "with kndl hub metrics-token; the one before, if any, ended"); err != nil {
+	if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditMetricsMade, "the metrics token", "with kndl hub metrics-token; the one before, if any, ended"); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Made the metrics token; the one before, if any, no longer works. It is shown only this once:\n\n  %s\n\n"+

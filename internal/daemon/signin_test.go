@@ -12,6 +12,8 @@ import (
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -51,7 +53,7 @@ func TestKndlDevSignsItsCLIInAtEachStart(t *testing.T) {
 func TestRunnerTokenCreateIsAudited(t *testing.T) {
 	home := t.TempDir()
 	var out, errOut bytes.Buffer
-	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error"}
+	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error", "HUB_SECRETS_KEY": seal.NewKey()}
 	code := cli.Run(context.Background(), []string{"runner", "token", "create", "--name", "box-1"}, cli.IO{Stdout: &out, Stderr: &errOut,
 		Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, Commands()...)
 	if code != 0 {
@@ -76,7 +78,7 @@ func TestRunnerTokenCreateIsAudited(t *testing.T) {
 // the first, --revoke ends it, and each is audited without the token.
 func TestHubMetricsTokenReplacesAndRevokesAndIsAudited(t *testing.T) {
 	home := t.TempDir()
-	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error"}
+	env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error", "HUB_SECRETS_KEY": seal.NewKey()}
 	run := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -122,5 +124,50 @@ func TestHubMetricsTokenReplacesAndRevokesAndIsAudited(t *testing.T) {
 		if e.Action != want || e.Via != "hub" || strings.Contains(e.Detail+e.Target, "kndlp_") {
 			t.Errorf("entry %d = %+v, want %s on the Hub's machine, no token", i, e, want)
 		}
+	}
+}
+
+// TestActsOnTheHubMachineAreChainedWithKndlDevsKey: where kndl dev keeps
+// its key in its home, kndl runner token create chains its entry with the
+// audit key derived from it, so the dev Hub's chain holds; with no key at
+// all, it refuses before pairing anything.
+func TestActsOnTheHubMachineAreChainedWithKndlDevsKey(t *testing.T) {
+	ctx := context.Background()
+	pair := func(home string) (int, string) {
+		var out, errOut bytes.Buffer
+		env := map[string]string{"KNDL_HOME": home, "KNDL_LOG_LEVEL": "error"}
+		code := cli.Run(ctx, []string{"runner", "token", "create", "--name", "box-1"}, cli.IO{Stdout: &out, Stderr: &errOut,
+			Stdin: strings.NewReader(""), Getenv: func(k string) string { return env[k] }}, Commands()...)
+		return code, errOut.String()
+	}
+	openStore := func(home string) *store.Store {
+		st, err := store.Open(ctx, filepath.Join(home, "hub.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+
+	dev := t.TempDir()
+	k, err := devSecretsKey(dev, func(string) string { return "" }) // as kndl dev's first start makes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, errOut := pair(dev); code != 0 {
+		t.Fatalf("kndl runner token create in kndl dev's home: %d %s", code, errOut)
+	}
+	key, _ := seal.ParseKey(k)
+	c, err := openStore(dev).VerifyAudit(ctx, hub.AuditKey(key))
+	if err != nil || c.Entries != 1 || c.BrokenAt != 0 {
+		t.Fatalf("the chain under kndl dev's key: %+v, %v; want its one entry, whole", c, err)
+	}
+
+	none := t.TempDir()
+	if code, errOut := pair(none); code == 0 || !strings.Contains(errOut, "HUB_SECRETS_KEY is not set") {
+		t.Fatalf("kndl runner token create with no key: %d %s, want a refusal naming HUB_SECRETS_KEY", code, errOut)
+	}
+	if rs, err := openStore(none).Runners(ctx); err != nil || len(rs) != 0 {
+		t.Fatalf("Runners after the refusal: %+v, %v; want none paired", rs, err)
 	}
 }

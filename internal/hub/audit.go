@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -21,7 +23,8 @@ import (
 // client address as the rate limits see it, clientAddr) and what it was
 // done to, by name: never a secret, a value, a token, a cookie or a link.
 // Handlers call Hub.audit once the act is done; appendAudit is the one
-// place entries are made. The store chains them by hash (store.AppendAudit).
+// place entries are made. The store chains them by an HMAC under a key
+// derived from HUB_SECRETS_KEY (AuditKey, store.AppendAudit).
 const (
 	auditInviteMade       = "invite.made"
 	auditInviteRevoked    = "invite.revoked"
@@ -55,7 +58,13 @@ const (
 	auditInstallationOff      = "installation.turned_off"
 	auditInstallationOn       = "installation.turned_on"
 	auditEnvironmentApply     = "environment.applied"
+	// A log chained without a key, by a Hub before the chain had one,
+	// chained again with the key.
+	auditChainKeyed = "audit_log.keyed"
 )
+
+// AuditKey is the audit chain's key, derived from HUB_SECRETS_KEY.
+func AuditKey(secretsKey []byte) []byte { return seal.DeriveKey(secretsKey, "audit chain") }
 
 // audit records that p, making request r, did action to target. A failure
 // to record is logged; the act stands.
@@ -67,18 +76,32 @@ func (h *Hub) audit(r *http.Request, p Principal, action, target, detail string)
 	case auth.CLI:
 		via = "cli"
 	}
-	err := appendAudit(r.Context(), h.store, h.log, store.AuditEntry{ActorID: p.User.ID, Actor: cmp.Or(p.User.GitHubLogin, p.User.Name),
+	err := appendAudit(r.Context(), h.store, h.auditKey, h.log, store.AuditEntry{ActorID: p.User.ID, Actor: cmp.Or(p.User.GitHubLogin, p.User.Name),
 		Via: via, Addr: clientAddr(r), Action: action, Target: target, Detail: detail})
 	if err != nil {
 		h.log.Error("record an act in the audit log", "action", action, "target", target, "err", err)
 	}
 }
 
+// onHubMachine is who does what the Hub's machine does.
+var onHubMachine = store.AuditEntry{Actor: "the Hub's machine", Via: "hub"}
+
 // AuditOnHubMachine records an act done on the Hub's machine itself, with
 // the operating system's authority, working on the store (kndl runner
-// token create, kndl hub metrics-token).
-func AuditOnHubMachine(ctx context.Context, st *store.Store, log *slog.Logger, action, target, detail string) error {
-	return appendAudit(ctx, st, log, store.AuditEntry{Actor: "the Hub's machine", Via: "hub", Action: action, Target: target, Detail: detail})
+// token create, kndl hub metrics-token). It chains the entry with a key
+// derived from secretsKey, the Hub's HUB_SECRETS_KEY.
+func AuditOnHubMachine(ctx context.Context, st *store.Store, secretsKey string, log *slog.Logger, action, target, detail string) error {
+	k, err := seal.ParseKey(secretsKey)
+	if err != nil {
+		return err
+	}
+	key := AuditKey(k)
+	if err := keyAuditLog(ctx, st, key, log); err != nil {
+		return err
+	}
+	e := onHubMachine
+	e.Action, e.Target, e.Detail = action, target, detail
+	return appendAudit(ctx, st, key, log, e)
 }
 
 // The actions AuditOnHubMachine records: a Runner paired there, the
@@ -92,15 +115,39 @@ const (
 // appendAudit is the one place an audit entry is made. Each entry's number
 // and hash go to the operator's log too: a copy of the chain's head kept
 // apart from the store, against which a log cut short is found.
-func appendAudit(ctx context.Context, st *store.Store, log *slog.Logger, e store.AuditEntry) error {
+func appendAudit(ctx context.Context, st *store.Store, key []byte, log *slog.Logger, e store.AuditEntry) error {
 	// The act is done: it is recorded even if its request ends now.
-	e, err := st.AppendAudit(context.WithoutCancel(ctx), e)
-	if err != nil {
-		return err
+	e, err := st.AppendAudit(context.WithoutCancel(ctx), key, e)
+	if err == nil {
+		logAudit(log, e)
 	}
+	return err
+}
+
+func logAudit(log *slog.Logger, e store.AuditEntry) {
 	log.Info("audit", "seq", e.Seq, "action", e.Action, "actor", e.Actor, "via", e.Via, "addr", e.Addr,
 		"target", e.Target, "hash", hex.EncodeToString(e.Hash))
-	return nil
+}
+
+// keyAuditLog chains a log left by a Hub from before the chain had a key
+// again with key, once, as the Hub's machine's act (store.KeyAuditChain).
+// The entry says how far and gives the head's hash before, which the
+// operator's log also has.
+func keyAuditLog(ctx context.Context, st *store.Store, key []byte, log *slog.Logger) error {
+	e, err := st.KeyAuditChain(ctx, key, func(rk store.AuditRekey) store.AuditEntry {
+		e := onHubMachine
+		e.Action, e.Target = auditChainKeyed, "the audit log"
+		e.Detail = fmt.Sprintf("entries 1 to %d chained again with a key derived from HUB_SECRETS_KEY; entry %d's hash before was %x",
+			rk.Rows, rk.Rows, rk.OldHead)
+		if rk.BrokenAt != 0 {
+			e.Detail += fmt.Sprintf("; the chain without a key broke at entry %d (%s), so it and the entries after it were left as they were", rk.BrokenAt, rk.Reason)
+		}
+		return e
+	})
+	if err == nil && e.Seq != 0 {
+		logAudit(log, e)
+	}
+	return err
 }
 
 // auditRefusal records a sign-in the Hub refused, by its address and what

@@ -74,7 +74,7 @@ func (h *Hub) verifyAudit(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, readsAudit)
 	var c store.AuditChain
 	if err == nil {
-		c, err = h.store.VerifyAudit(r.Context())
+		c, err = h.store.VerifyAudit(r.Context(), h.auditKey)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -96,7 +96,7 @@ func (h *Hub) auditLogPage(w http.ResponseWriter, r *http.Request, p Principal) 
 	es, err := h.auditEntries(r)
 	var c store.AuditChain
 	if err == nil {
-		c, err = h.store.VerifyAudit(r.Context())
+		c, err = h.store.VerifyAudit(r.Context(), h.auditKey)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -30,8 +30,9 @@ type Config struct {
 	// store in instead: postgres://user:password@host:port/database.
 	// HUB_DATABASE_URL, default none (SQLite at DatabasePath).
 	DatabaseURL string
-	// SecretsKey seals stored secrets such as setup tokens: 32 random bytes
-	// as hex or base64. HUB_SECRETS_KEY, required (kndl dev makes one).
+	// SecretsKey seals stored secrets such as setup tokens, and keys the
+	// audit log's chain (AuditKey): 32 random bytes as hex or base64.
+	// HUB_SECRETS_KEY, required (kndl dev makes one).
 	SecretsKey string
 	// Logger is the operator's log; a Session's own output never goes here.
 	Logger *slog.Logger

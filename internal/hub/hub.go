@@ -30,6 +30,7 @@ type Hub struct {
 	log      *slog.Logger
 	store    *store.Store
 	secrets  *seal.Box
+	auditKey []byte // chains the audit log: AuditKey
 	handler  http.Handler
 	guard    *guard               // sign-in, Repo access and who is connected: guard.go
 	web      *webState            // the web UI's live state: web.go
@@ -68,9 +69,12 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box,
+	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+	if err := keyAuditLog(context.Background(), st, h.auditKey, h.log); err != nil {
+		return nil, err
+	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
 	h.tokens = newSandboxTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)

@@ -147,9 +147,13 @@ func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 // setSharedVariable: any Member makes a Shared variable; only the Owner or
-// who set it changes it.
+// who set it changes it, with push permission in every Repo that links it.
 func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), false); err != nil {
+	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), false)
+	if err == nil {
+		err = h.mayChangeLinked(r.Context(), p, r.PathValue("name"))
+	}
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -179,6 +183,40 @@ func (h *Hub) mayChangeShared(ctx context.Context, p Principal, name string, mus
 		return fmt.Errorf("no Shared variable %s: %w", name, errdefs.ErrNotFound)
 	}
 	return nil
+}
+
+// mayChangeLinked refuses a change or removal of the Shared variable name
+// to anyone but the Owner and those with write (push) permission at GitHub
+// on every Repo that links it: the change reaches every Creator's Sessions
+// there, as a change of the Repo's own Variables does (repoToChange). The
+// refusal names the Repos the person sees, and no other.
+func (h *Hub) mayChangeLinked(ctx context.Context, p Principal, name string) error {
+	if p.User.IsOwner {
+		return nil
+	}
+	repos, err := h.reposLinking(ctx, name)
+	if err != nil {
+		return err
+	}
+	var cant []string
+	unseen := false
+	for _, repo := range repos {
+		switch {
+		case h.canPush(ctx, p.User, repo.URL):
+		case h.checkRepoAccess(ctx, p, repo.URL) == nil:
+			cant = append(cant, repo.URL)
+		default:
+			unseen = true
+		}
+	}
+	if unseen {
+		cant = append(cant, "a Repo you can't push to")
+	}
+	if len(cant) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the Shared variable %s is linked into %s: changing or removing it takes write (push) permission at GitHub on every Repo that links it, or the Owner: %w",
+		name, strings.Join(cant, ", "), errdefs.ErrForbidden)
 }
 
 func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
@@ -212,7 +250,11 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 	}
 	repos := map[string]bool{repoID: true}
 	if repoID == "" {
-		repos = h.reposLinking(ctx, name)
+		linking, _ := h.reposLinking(ctx, name) // masking does what it can
+		repos = map[string]bool{}
+		for _, repo := range linking {
+			repos[repo.ID] = true
+		}
 	}
 	if req.Sensitive {
 		// Running Sessions that could see it mask it from now on.
@@ -234,19 +276,22 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 	writeJSON(w, http.StatusOK, saved)
 }
 
-// reposLinking is the set of Repos that link the Shared variable name.
-func (h *Hub) reposLinking(ctx context.Context, name string) map[string]bool {
-	out := map[string]bool{}
-	repos, _ := h.store.Repos(ctx)
+// reposLinking lists the Repos that link the Shared variable name.
+func (h *Hub) reposLinking(ctx context.Context, name string) ([]store.Repo, error) {
+	repos, err := h.store.Repos(ctx)
+	var out []store.Repo
 	for _, repo := range repos {
-		linked, _ := h.store.LinkedVariables(ctx, repo.ID)
+		var linked []store.Variable
+		if linked, err = h.store.LinkedVariables(ctx, repo.ID); err != nil {
+			return nil, err
+		}
 		for _, v := range linked {
 			if v.Name == name {
-				out[repo.ID] = true
+				out = append(out, repo)
 			}
 		}
 	}
-	return out
+	return out, err
 }
 
 func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -262,6 +307,9 @@ func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Princ
 
 func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
+	if err == nil {
+		err = h.mayChangeLinked(r.Context(), p, r.PathValue("name"))
+	}
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
 	}

@@ -1,13 +1,17 @@
 // Package seal encrypts the Hub's stored secrets (setup tokens, Sensitive
 // Variables, header secrets) with AES-256-GCM under HUB_SECRETS_KEY. Each
 // sealed value is bound to what it is for (its associated data), so a value
-// copied into another row does not open. Only the Hub imports it.
+// copied into another row does not open. It also derives HUB_SECRETS_KEY's
+// other keys (DeriveKey), such as the audit log's. Only the Hub, and the
+// commands that work on its store, import it.
 package seal
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -37,6 +41,17 @@ func NewKey() string {
 	k := make([]byte, KeyBytes)
 	rand.Read(k)
 	return base64.StdEncoding.EncodeToString(k)
+}
+
+// DeriveKey derives from key a key of its own for purpose (HKDF-SHA256,
+// purpose as its info), so HUB_SECRETS_KEY keys more than sealing without
+// one use's key being another's.
+func DeriveKey(key []byte, purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, key, nil, "kndl "+purpose, KeyBytes)
+	if err != nil {
+		panic(err) // only for a length HKDF-SHA256 can't give, and KeyBytes isn't one
+	}
+	return k
 }
 
 // New makes a Box from a key.

@@ -50,3 +50,20 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// TestDerivedKeysAreApartFromTheKeyAndEachOther: a derived key is the same
+// for the same key and purpose, and differs from the key itself, from
+// another purpose's and from another key's.
+func TestDerivedKeysAreApartFromTheKeyAndEachOther(t *testing.T) {
+	key, _ := ParseKey(NewKey())
+	other, _ := ParseKey(NewKey())
+	a := DeriveKey(key, "audit chain")
+	if len(a) != KeyBytes || !bytes.Equal(a, DeriveKey(key, "audit chain")) {
+		t.Fatalf("derived key %x: want 32 bytes, the same each time", a)
+	}
+	for what, k := range map[string][]byte{"the key": key, "another purpose's": DeriveKey(key, "other"), "another key's": DeriveKey(other, "audit chain")} {
+		if bytes.Equal(a, k) {
+			t.Errorf("the derived key is %s", what)
+		}
+	}
+}

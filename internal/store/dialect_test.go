@@ -87,7 +87,7 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 				for i := range each {
 					_, err := s.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))}})
 					errs <- err
-					_, err = s.AppendAudit(ctx, AuditEntry{Actor: fmt.Sprint(w), Via: "hub", Action: "test", Target: fmt.Sprint(i)})
+					_, err = s.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: fmt.Sprint(w), Via: "hub", Action: "test", Target: fmt.Sprint(i)})
 					errs <- err
 				}
 			}()
@@ -108,7 +108,7 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 				t.Fatalf("Event %d is numbered %d, want %d", i, e.Seq, i+1)
 			}
 		}
-		c, err := s.VerifyAudit(ctx)
+		c, err := s.VerifyAudit(ctx, testAuditKey)
 		if err != nil || c.BrokenAt != 0 || c.Entries != writers*each || c.HeadSeq != writers*each {
 			t.Fatalf("audit chain %+v, %v; want %d rows, unbroken", c, err, writers*each)
 		}

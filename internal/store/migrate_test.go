@@ -52,7 +52,7 @@ func filled(t *testing.T) (*Store, Session) {
 	must(s.SetUserSecret(ctx, u.ID, "claude-token", []byte{0xde, 0xad, 0, 0xbe, 0xef}))
 	must(s.AddSessionMask(ctx, x.ID, []byte{1, 0, 1}))
 	for _, act := range []string{"invite.made", "member.joined", "runner.paired"} {
-		_, err := s.AppendAudit(ctx, AuditEntry{ActorID: u.ID, Actor: "dev", Via: "browser", Addr: "10.0.0.1", Action: act, Target: "t"})
+		_, err := s.AppendAudit(ctx, testAuditKey, AuditEntry{ActorID: u.ID, Actor: "dev", Via: "browser", Addr: "10.0.0.1", Action: act, Target: "t"})
 		must(err)
 	}
 	_, err = s.CreateMCPServer(ctx, MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://mcp.example/", Auth: "headers",
@@ -153,12 +153,12 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 	if err != nil || len(ps) != 2 || !bytes.Equal(ps[0].Sealed, []byte{0, 1, 2, 0xff, 'p'}) || ps[1].Text != "second" {
 		t.Fatalf("the queue in PostgreSQL: %+v, %v; want the sealed prompt, then the plain one", ps, err)
 	}
-	fromChain, _ := from.VerifyAudit(ctx)
-	toChain, err := to.VerifyAudit(ctx)
+	fromChain, _ := from.VerifyAudit(ctx, testAuditKey)
+	toChain, err := to.VerifyAudit(ctx, testAuditKey)
 	if err != nil || toChain.BrokenAt != 0 || toChain.HeadSeq != 3 || !bytes.Equal(toChain.HeadHash, fromChain.HeadHash) {
 		t.Fatalf("the audit chain in PostgreSQL: %+v, %v; want it whole, its head as in SQLite", toChain, err)
 	}
-	if e, err := to.AppendAudit(ctx, AuditEntry{Actor: "hub", Via: "hub", Action: "store.migrated"}); err != nil || e.Seq != 4 {
+	if e, err := to.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: "hub", Via: "hub", Action: "store.migrated"}); err != nil || e.Seq != 4 {
 		t.Fatalf("the next audit row: %d, %v; want 4", e.Seq, err)
 	}
 	must := func(err error) {

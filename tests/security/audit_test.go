@@ -3,17 +3,21 @@ package security
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/hub"
 )
 
 // auditLog is the whole audit log as the Owner's browser reads it through
@@ -326,5 +330,112 @@ func TestTheAuditChainFindsARowRemovedOrChanged(t *testing.T) {
 		if page := e.must(owner.Client, req{method: "GET", path: "/audit"}, 200); !strings.Contains(page, fmt.Sprintf("breaks at entry %d", s.broken)) {
 			t.Fatalf("%s: the page does not say where the chain breaks", s.what)
 		}
+	}
+}
+
+// rechainWithoutKey changes nothing but the audit chain's hashes from entry
+// from on, making each again as the SHA-256 of the entry before's hash and
+// the entry's content in the Hub's canonical encoding: how a Hub chained
+// them before the chain had a key, and all that anyone who can write the
+// store's file but lacks HUB_SECRETS_KEY can do.
+func (e *env) rechainWithoutKey(from int64) {
+	e.t.Helper()
+	db := e.raw()
+	rows, err := db.Query(`SELECT seq, at, actor_id, actor, via, addr, action, target, detail, hash FROM audit_log ORDER BY seq`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	type row struct {
+		seq, at int64
+		fields  [7]string
+		hash    []byte
+	}
+	var rs []row
+	for rows.Next() {
+		var r row
+		f := &r.fields
+		if err := rows.Scan(&r.seq, &r.at, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &r.hash); err != nil {
+			e.t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	rows.Close()
+	prev := make([]byte, sha256.Size)
+	for _, r := range rs {
+		if r.seq >= from {
+			h := sha256.New()
+			h.Write(prev)
+			h.Write([]byte("kndl-audit-1"))
+			for _, f := range append([]string{strconv.FormatInt(r.seq, 10), strconv.FormatInt(r.at, 10)}, r.fields[:]...) {
+				h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(f))))
+				h.Write([]byte(f))
+			}
+			r.hash = h.Sum(nil)
+			if _, err := db.Exec(`UPDATE audit_log SET hash = ? WHERE seq = ?`, r.hash, r.seq); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		prev = r.hash
+	}
+}
+
+// verifyAudit is GET /api/audit/verify, as the Owner asks it.
+func (e *env) verifyAudit(owner *browser) api.AuditChain {
+	e.t.Helper()
+	var c api.AuditChain
+	if err := json.Unmarshal([]byte(e.must(owner.Client, req{method: "GET", path: "/api/audit/verify"}, 200)), &c); err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// TestTheAuditChainCantBeMadeAgainWithoutTheKey: the chain is an HMAC under
+// a key derived from HUB_SECRETS_KEY, so someone who can write the store but
+// lacks the key, and changes an entry and makes the chain after it again
+// as plain SHA-256, is still found at that entry by verify.
+func TestTheAuditChainCantBeMadeAgainWithoutTheKey(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	e.member(owner, "bob")
+	e.member(owner, "carol")
+	if c := e.verifyAudit(owner); c.BrokenAt != 0 || c.Entries < 4 {
+		t.Fatalf("an untouched log: %+v, want the chain whole", c)
+	}
+	e.exec(`UPDATE audit_log SET target = '@mallory' WHERE seq = 3`)
+	e.rechainWithoutKey(3)
+	if c := e.verifyAudit(owner); c.BrokenAt != 3 {
+		t.Fatalf("entry 3 changed and the chain after it made again without the key: verify says %+v, want broken at 3", c)
+	}
+}
+
+// TestAHubChainsALogFromBeforeTheKeyAgainWithItAtStart: a log chained
+// without a key, as a Hub did before the chain had one, is chained again
+// with the key when a Hub starts on it, once, and an entry after it says so
+// and gives the hash its newest entry had, which the operator's log has too.
+func TestAHubChainsALogFromBeforeTheKeyAgainWithItAtStart(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	e.member(owner, "bob")
+	e.rechainWithoutKey(1)
+	before := e.auditLog(owner)
+	if c := e.verifyAudit(owner); c.BrokenAt != 1 {
+		t.Fatalf("a log chained without the key: verify says %+v, want broken at 1", c)
+	}
+	for range 2 { // a restart, and another
+		h, err := hub.New(e.cfg, e.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+	}
+	after := e.auditLog(owner)
+	last, head := after[len(after)-1], before[len(before)-1]
+	if len(after) != len(before)+1 || last.Action != "audit_log.keyed" || last.Via != "hub" ||
+		!strings.Contains(last.Detail, fmt.Sprintf("entries 1 to %d chained again", head.Seq)) || !strings.Contains(last.Detail, head.Hash) {
+		t.Fatalf("after two starts the log ends %+v (%d entries, %d before); want one entry saying entries 1 to %d were chained again, naming hash %s",
+			last, len(after), len(before), head.Seq, head.Hash)
+	}
+	if c := e.verifyAudit(owner); c.BrokenAt != 0 || c.Entries != int64(len(after)) {
+		t.Fatalf("after the start: verify says %+v, want the chain whole", c)
 	}
 }
