@@ -121,23 +121,6 @@ type roleRoute struct {
 	own bool
 }
 
-// pendingIssue22 names the rows whose answers issue 22 changes, which
-// fail until its change lands, by route and caller: which change, and
-// what main answered (7a8b05a).
-var pendingIssue22 = map[string]string{
-	"PUT /api/mcp/servers/{id} " + aReader:                     "issue 22 finding 1; main: 200",
-	"PUT /api/mcp/servers/{id} " + anOutsider:                  "issue 22 finding 1; main: 200",
-	"POST /api/mcp/installations " + aReader:                   "issue 22 finding 2; main: 200",
-	"PUT /api/mcp/installations/{id}/repos " + aReader:         "issue 22 finding 2; main: 200",
-	"PUT /api/mcp/installations/{id}/secrets/{key} " + aReader: "issue 22 finding 2; main: 200",
-	"PUT /api/mcp/installations/{id}/client " + aReader:        "issue 22 finding 2; main: 200",
-	"POST /api/mcp/installations/{id}/connect " + aReader:      "issue 22 finding 2; main: 200",
-	"DELETE /api/mcp/installations/{id}/connect " + aReader:    "issue 22 finding 2; main: 200",
-	// Not among issue 22's findings: the role test found it.
-	"PUT /api/repos/{repo}/mcp/{id}/off " + aReader:    "a new finding, turning an Installation off takes only access; main: 200",
-	"DELETE /api/repos/{repo}/mcp/{id}/off " + aReader: "a new finding, turning an Installation on takes only access; main: 200",
-}
-
 // roleTable is what every route answers each kind of caller. A route the
 // Hub serves that isn't here fails the test, and so does a row for a
 // route it no longer serves.
@@ -654,11 +637,7 @@ func TestEveryRouteAnswersEachCallerAsTheRoleTableSays(t *testing.T) {
 				r.from = nextAddr()
 				code, body := f.do(nil, r)
 				if want := row.want[caller]; !want.is(code, body) {
-					pending := ""
-					if was, ok := pendingIssue22[rt.Pattern+" "+caller]; ok {
-						pending = " (" + was + ")"
-					}
-					t.Errorf("%s: %d %.160s; want %s%s", caller, code, body, want, pending)
+					t.Errorf("%s: %d %.160s; want %s", caller, code, body, want)
 				}
 			}
 		})
