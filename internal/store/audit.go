@@ -76,7 +76,7 @@ func writeAuditRow(h hash.Hash, prev []byte, tag string, e AuditEntry) {
 // AppendAudit appends e to the audit log, numbered after the last row and
 // chained to it under key, at the store's time, and returns it as stored.
 func (s *Store) AppendAudit(ctx context.Context, key []byte, e AuditEntry) (AuditEntry, error) {
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, auditTurn, func(tx *sql.Tx) error {
 		var err error
 		e, err = s.appendAudit(ctx, tx, key, e)
 		return err
@@ -122,7 +122,7 @@ type AuditRekey struct {
 // the entry returned is the zero one.
 func (s *Store) KeyAuditChain(ctx context.Context, key []byte, record func(AuditRekey) AuditEntry) (AuditEntry, error) {
 	var done AuditEntry
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, auditTurn, func(tx *sql.Tx) error {
 		es, err := queryAll(ctx, tx, scanAudit, `SELECT `+auditCols+` FROM audit_log ORDER BY seq`)
 		zero := make([]byte, sha256.Size)
 		if err != nil || len(es) == 0 || es[0].Seq != 1 || !auth.Equal(es[0].Hash, unkeyedAuditHash(zero, es[0])) {

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,12 +27,11 @@ type dialect struct {
 	name string // sqlite or postgres, as in an error or a test's name
 	// schema turns a migration, written for SQLite, into this engine's.
 	schema func(string) string
-	// lock, run first in every migration and write transaction, makes
-	// writers take turns as SQLite's do (BEGIN IMMEDIATE): the store reads
-	// a Session's last Event seq or the audit log's head and writes the
-	// next one in one transaction, and those must stay gap-free and
-	// unique. Empty for SQLite.
-	lock string
+	// lock, run first in every migration and write transaction, is the
+	// statement (and its arguments) that waits for the transaction's turn
+	// (see turn); "" for SQLite, whose writers all take one turn at BEGIN
+	// IMMEDIATE.
+	lock func(turn) (string, []any)
 	// functions, if any, are made at every open: pgFunctions.
 	functions string
 	// unique reports whether err is a UNIQUE constraint refusing a row.
@@ -43,6 +43,7 @@ type dialect struct {
 var sqliteDialect = dialect{
 	name:   "sqlite",
 	schema: func(s string) string { return s },
+	lock:   func(turn) (string, []any) { return "", nil },
 	unique: func(err error) bool { return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") },
 	full: func(err error) bool {
 		var e *sqlite.Error
@@ -50,14 +51,67 @@ var sqliteDialect = dialect{
 	},
 }
 
-// pgWriterLock is the advisory lock key the Hub's writers take turns on:
-// "kndl" in ASCII.
-const pgWriterLock = 0x6b6e646c
+// A turn is what a write transaction waits for before it reads what it
+// then writes: a Session's last Event seq or its queue's last place, the
+// audit log's head, or anything else. Numbers so read and written stay
+// gap-free and unique only while no other writer reads the same between.
+type turn struct {
+	scope   turnScope
+	session string // the Session's id, for sessionScope
+}
+
+type turnScope int
+
+const (
+	// storeScope is the whole store: migrations, and every write that
+	// names no narrower turn, wait for every other writer, as all did
+	// before Sessions wrote in parallel.
+	storeScope turnScope = iota
+	// auditScope is the audit log's head and hash chain.
+	auditScope
+	// sessionScope is one Session's Events and prompt queue.
+	sessionScope
+)
+
+var (
+	storeTurn = turn{scope: storeScope}
+	auditTurn = turn{scope: auditScope}
+)
+
+func sessionTurn(id string) turn { return turn{scope: sessionScope, session: id} }
+
+// Advisory lock keys on PostgreSQL. pgWriterLock and pgAuditLock are
+// single (bigint) keys, pgSessionLocks the first of two int keys, whose
+// second is a hash of the Session's id: the two key spaces never meet.
+const (
+	pgWriterLock   = 0x6b6e646c // "kndl" in ASCII: the store's turn
+	pgAuditLock    = 0x6b6e6461 // "knda": the audit log's
+	pgSessionLocks = 0x6b6e6473 // "knds": a Session's
+	pgLeaseLock    = 0x6b6e6468 // "kndh": the Hub's lease (lease.go), held for its life
+)
+
+// pgLock takes t's turn: the store's lock exclusive, or shared with the
+// narrower one exclusive, so a migration still waits for every writer
+// while two Sessions' writers, or a Session's and the audit log's, run
+// side by side. The store's lock is always taken first (PostgreSQL
+// evaluates a SELECT's list in order), so no two writers wait on each
+// other in a circle.
+func pgLock(t turn) (string, []any) {
+	switch t.scope {
+	case auditScope:
+		return fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared(%d), pg_advisory_xact_lock(%d)`, pgWriterLock, pgAuditLock), nil
+	case sessionScope:
+		h := fnv.New32a()
+		h.Write([]byte(t.session))
+		return fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared(%d), pg_advisory_xact_lock(%d, ?)`, pgWriterLock, pgSessionLocks), []any{int32(h.Sum32())}
+	}
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, pgWriterLock), nil
+}
 
 var postgresDialect = dialect{
 	name:      "postgres",
 	schema:    postgresSchema,
-	lock:      fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, pgWriterLock),
+	lock:      pgLock,
 	functions: pgFunctions,
 	unique: func(err error) bool {
 		var pe *pgconn.PgError

@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/testenv"
@@ -68,24 +70,28 @@ func TestHubsStartingTogetherOnANewPostgresDatabase(t *testing.T) {
 	}
 }
 
-// TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps: Events
-// appended to one Session, and audit rows, by writers at once are numbered
-// 1, 2, 3, … with none twice and none missing, and the audit chain holds.
-// SQLite's writers take turns by its lock; PostgreSQL's by the store's.
+// TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps: Events and
+// prompts written to several Sessions, and audit rows, by writers at once
+// are numbered 1, 2, 3, … in each Session and in the log, with none twice
+// and none missing, and the audit chain holds. SQLite's writers take turns
+// by its lock; PostgreSQL's by each Session's and the audit log's.
 func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		x, _ := devSession(t, s)
-		const writers, each = 8, 10
+		sessions := moreSessions(t, s, 4)
+		const writers, each = 8, 12
 		var wg sync.WaitGroup
-		errs := make(chan error, 2*writers*each)
+		errs := make(chan error, 3*writers*each)
 		for w := range writers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := range each {
+					x := sessions[(w+i)%len(sessions)]
 					_, err := s.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))}})
+					errs <- err
+					_, err = s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: x.CreatorID, Text: fmt.Sprint(w, i)})
 					errs <- err
 					_, err = s.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: fmt.Sprint(w), Via: "hub", Action: "test", Target: fmt.Sprint(i)})
 					errs <- err
@@ -99,13 +105,24 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		evs, err := s.Events(ctx, x.ID, 0, 1000)
-		if err != nil || len(evs) != writers*each {
-			t.Fatalf("%d Events, %v; want %d", len(evs), err, writers*each)
-		}
-		for i, e := range evs {
-			if e.Seq != int64(i+1) {
-				t.Fatalf("Event %d is numbered %d, want %d", i, e.Seq, i+1)
+		for _, x := range sessions {
+			evs, err := s.Events(ctx, x.ID, 0, 1000)
+			if err != nil || len(evs) != writers*each/len(sessions) {
+				t.Fatalf("Session %s: %d Events, %v; want %d", x.ID, len(evs), err, writers*each/len(sessions))
+			}
+			for i, e := range evs {
+				if e.Seq != int64(i+1) {
+					t.Fatalf("Session %s: Event %d is numbered %d, want %d", x.ID, i, e.Seq, i+1)
+				}
+			}
+			places, err := queryAll(ctx, s.db, func(row scanner) (int64, error) {
+				var n int64
+				return n, row.Scan(&n)
+			}, `SELECT position FROM prompts WHERE session_id = ? ORDER BY position`, x.ID)
+			for i, n := range places {
+				if n != int64(i+1) {
+					t.Fatalf("Session %s: queue places %v, %v; want 1, 2, 3, …", x.ID, places, err)
+				}
 			}
 		}
 		c, err := s.VerifyAudit(ctx, testAuditKey)
@@ -113,6 +130,70 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 			t.Fatalf("audit chain %+v, %v; want %d rows, unbroken", c, err, writers*each)
 		}
 	})
+}
+
+// moreSessions makes n Sessions of the dev user on one Runner.
+func moreSessions(t *testing.T, s *Store, n int) []Session {
+	t.Helper()
+	x, _ := devSession(t, s)
+	out := []Session{x}
+	for len(out) < n {
+		y, err := s.CreateSession(context.Background(), Session{RepoID: x.RepoID, CreatorID: x.CreatorID, RunnerID: x.RunnerID, Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, y)
+	}
+	return out
+}
+
+// TestOneSessionsWriteDoesNotHoldUpAnothersOnPostgres: while a write
+// transaction of one Session is open, another Session's Events and the
+// audit log are written; that Session's own Events, and a write of the
+// whole store (a migration's turn), wait for it.
+func TestOneSessionsWriteDoesNotHoldUpAnothersOnPostgres(t *testing.T) {
+	s := openAt(t, testenv.Postgres(t))
+	ctx := context.Background()
+	sessions := moreSessions(t, s, 2)
+	a, b := sessions[0], sessions[1]
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- s.inTx(ctx, sessionTurn(a.ID), func(*sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	defer func() {
+		close(release)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	soon, cancel := context.WithTimeout(ctx, testenv.WaitShort)
+	defer cancel()
+	if _, err := s.AppendEvents(soon, b.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatalf("another Session's Events, while one Session writes: %v", err)
+	}
+	if _, err := s.AppendAudit(soon, testAuditKey, AuditEntry{Via: "hub", Action: "test"}); err != nil {
+		t.Fatalf("the audit log, while one Session writes: %v", err)
+	}
+	for what, write := range map[string]func(context.Context) error{
+		"the same Session's Events": func(ctx context.Context) error {
+			_, err := s.AppendEvents(ctx, a.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}})
+			return err
+		},
+		"a write of the whole store": func(ctx context.Context) error {
+			return s.InTx(ctx, func(*sql.Tx) error { return nil })
+		},
+	} {
+		brief, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if err := write(brief); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s, while the Session writes: %v; want it to wait", what, err)
+		}
+		cancel()
+	}
 }
 
 // TestTheTranscriptIsReadByItsEventsFields: the queries that read an

@@ -57,7 +57,7 @@ func scanPrompt(row scanner) (Prompt, error) {
 func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	defer s.timed("enqueue_prompt")()
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, sessionTurn(p.SessionID), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
 			p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.SessionID)
@@ -123,7 +123,7 @@ func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string, seal
 // being delivered.
 func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
 	defer s.timed("take_prompt")()
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		var busy int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID).Scan(&busy); err != nil || busy > 0 {
 			return err
@@ -168,7 +168,7 @@ func (s *Store) SetPromptState(ctx context.Context, id string, state PromptState
 // queue, or last when to is past its end. Returns ErrConflict once the
 // prompt is on its way or delivered.
 func (s *Store) MovePrompt(ctx context.Context, sessionID, id string, to int) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, position FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY position, rowid`, sessionID)
 		if err != nil {
 			return err

@@ -281,7 +281,7 @@ type Event struct {
 // numbered.
 func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event) ([]Event, error) {
 	defer s.timed("append_events")()
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		var last int64
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last); err != nil {
 			return err

@@ -144,14 +144,21 @@ func migrationVersion(name string) (int, error) {
 	return v, nil
 }
 
-// InTx runs fn in a write transaction, committing if it returns nil.
+// InTx runs fn in a write transaction, committing if it returns nil. It
+// takes the whole store's turn: use it for writes other than a Session's
+// Events and queue and the audit log.
 func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.inTx(ctx, storeTurn, fn)
+}
+
+// inTx runs fn in a write transaction that waits for t's turn first.
+func (s *Store) inTx(ctx context.Context, t turn, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if s.dialect.lock != "" {
-		if _, err := tx.ExecContext(ctx, s.dialect.lock); err != nil {
+	if lock, args := s.dialect.lock(t); lock != "" {
+		if _, err := tx.ExecContext(ctx, lock, args...); err != nil {
 			tx.Rollback()
 			return err
 		}
