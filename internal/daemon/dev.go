@@ -39,12 +39,12 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	hcfg := hub.FromEnv(getenv, dir)
 	hcfg.SecretsKey, hcfg.DevLogin = key, true
 	hcfg.Logger = logger(io)
-	st, err := openStore(ctx, hcfg)
+	st, err := holdStore(ctx, hcfg, hcfg.Logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	h, err := hub.New(hcfg, st)
+	h, err := hub.New(hcfg, st.Store)
 	if err != nil {
 		return err
 	}
@@ -64,10 +64,10 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 			return fmt.Errorf("CLAUDE_CODE_OAUTH_TOKEN: %w", err)
 		}
 	}
-	if err := devSignIn(ctx, st, dev, url); err != nil {
+	if err := devSignIn(ctx, st.Store, dev, url); err != nil {
 		return err
 	}
-	token, err := devRunnerToken(ctx, st, dev)
+	token, err := devRunnerToken(ctx, st.Store, dev)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := st.whileLeased(ctx)
 	defer cancel()
 	errs := make(chan error, 2)
 	go func() { errs <- h.Serve(ctx, ln) }()
@@ -100,7 +100,7 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	err = <-errs
 	cancel()
 	<-errs
-	return err
+	return leaseLost(ctx, err)
 }
 
 // devRunnerToken returns a fresh token for the dev Runner, pairing it on

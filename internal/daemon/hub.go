@@ -56,18 +56,19 @@ func openStore(ctx context.Context, cfg hub.Config) (*store.Store, error) {
 	return store.Open(ctx, src)
 }
 
-// openHub opens the Hub's store and makes the Hub.
-func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, *store.Store, error) {
+// openHub takes the lease on the Hub's store (holdStore), opens it and
+// makes the Hub.
+func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, heldStore, error) {
 	cfg := hub.FromEnv(io.Getenv, dir)
 	cfg.Logger = logger(io)
-	st, err := openStore(ctx, cfg)
+	st, err := holdStore(ctx, cfg, cfg.Logger)
 	if err != nil {
-		return nil, nil, err
+		return nil, heldStore{}, err
 	}
-	h, err := hub.New(cfg, st)
+	h, err := hub.New(cfg, st.Store)
 	if err != nil {
 		st.Close()
-		return nil, nil, err
+		return nil, heldStore{}, err
 	}
 	return h, st, nil
 }
@@ -106,7 +107,9 @@ func runHub(ctx context.Context, io cli.IO, args []string) error {
 	if link != "" {
 		fmt.Fprintf(io.Stdout, "\nThis Hub has no Owner yet. Open this Setup link to become it (it works once, and a restart makes a new one):\n\n  %s\n\n", link)
 	}
-	return h.Serve(ctx, ln)
+	ctx, stop := st.whileLeased(ctx)
+	defer stop()
+	return leaseLost(ctx, h.Serve(ctx, ln))
 }
 
 func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {

@@ -14,7 +14,12 @@ import (
 	"kndl.dev/kndl/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.PostgresMain(m)) }
+func TestMain(m *testing.M) {
+	if args := os.Getenv(asKndl); args != "" {
+		os.Exit(cli.Run(context.Background(), strings.Fields(args), cli.IO{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv}, Commands()...))
+	}
+	os.Exit(testenv.PostgresMain(m))
+}
 
 // kndl runs a command of Commands with env as its environment and returns
 // its exit code, stdout and stderr.
