@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -241,6 +242,15 @@ func hubMigrateStore(ctx context.Context, io cli.IO, args []string) error {
 	if !store.IsPostgres(*to) {
 		return errors.New("--to: want a PostgreSQL URL, postgres://user:password@host:port/database")
 	}
+	// A Hub running on it would go on writing what the copy misses.
+	lease, holder, err := store.TryLease(ctx, path, "kndl hub migrate-store, pid "+strconv.Itoa(os.Getpid()))
+	if err != nil {
+		return err
+	}
+	if lease == nil {
+		return fmt.Errorf("a Hub runs on %s (%s): stop it first, then copy", path, holder)
+	}
+	defer lease.Release()
 	src, err := store.Open(ctx, path)
 	if err != nil {
 		return err

@@ -33,7 +33,8 @@ func kndl(env map[string]string, args ...string) (int, string, string) {
 // TestHubMigrateStoreCopiesAHubToPostgres: kndl hub migrate-store copies a
 // SQLite Hub into PostgreSQL, where a Hub opening HUB_DATABASE_URL finds
 // its Runners and Sessions; asked again, it refuses the database now
-// holding rows, and kndl hub backup there says to use pg_dump.
+// holding rows, and the store of a Hub that runs; and kndl hub backup
+// there says to use pg_dump.
 func TestHubMigrateStoreCopiesAHubToPostgres(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "hub.db")
@@ -67,6 +68,15 @@ func TestHubMigrateStoreCopiesAHubToPostgres(t *testing.T) {
 
 	if code, _, errOut := kndl(nil, "hub", "migrate-store", "--from", "sqlite:"+path, "--to", url); code != 1 || !strings.Contains(errOut, "not empty") {
 		t.Fatalf("a second migrate-store into it: exit %d, %s; want refused as not empty", code, errOut)
+	}
+	running, _, err := store.TryLease(ctx, path, "kndl hub, pid 4242 on box-1")
+	if err != nil || running == nil {
+		t.Fatalf("a Hub's lease on the SQLite store: %v, %v", running, err)
+	}
+	code, _, errOut = kndl(nil, "hub", "migrate-store", "--from", "sqlite:"+path, "--to", testenv.Postgres(t))
+	running.Release()
+	if code != 1 || !strings.Contains(errOut, "a Hub runs on "+path+" (kndl hub, pid 4242 on box-1): stop it first") {
+		t.Fatalf("migrate-store from the store of a running Hub: exit %d, %s; want refused naming it", code, errOut)
 	}
 	if code, _, errOut := kndl(env, "hub", "backup", "--to", filepath.Join(t.TempDir(), "b.db")); code != 1 || !strings.Contains(errOut, "pg_dump") {
 		t.Fatalf("kndl hub backup on PostgreSQL: exit %d, %s; want refused naming pg_dump", code, errOut)

@@ -14,7 +14,7 @@ import (
 )
 
 // devSession makes a Session of the dev user's.
-func devSession(t *testing.T, s *Store) (Session, User) {
+func devSession(t testing.TB, s *Store) (Session, User) {
 	t.Helper()
 	ctx := context.Background()
 	u, _ := s.DevUser(ctx)

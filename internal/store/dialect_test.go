@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -133,7 +134,7 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 }
 
 // moreSessions makes n Sessions of the dev user on one Runner.
-func moreSessions(t *testing.T, s *Store, n int) []Session {
+func moreSessions(t testing.TB, s *Store, n int) []Session {
 	t.Helper()
 	x, _ := devSession(t, s)
 	out := []Session{x}
@@ -279,4 +280,44 @@ func TestASetupLinkIsUsedOnceByClaimsAtOnce(t *testing.T) {
 			t.Fatalf("%d claims won and %d Members made, want 1 each", won, len(owners))
 		}
 	})
+}
+
+// BenchmarkEightSessionsAppendingAtOnce: 8 writers at once, each
+// appending Events one at a time to a Session of its own, as a Hub's
+// Sessions record their transcripts. On PostgreSQL they no longer take
+// turns with each other.
+func BenchmarkEightSessionsAppendingAtOnce(b *testing.B) {
+	for _, e := range []struct {
+		name   string
+		source func(b *testing.B) string
+	}{
+		{"sqlite", func(b *testing.B) string { return filepath.Join(b.TempDir(), "hub.db") }},
+		{"postgres", func(b *testing.B) string { return testenv.Postgres(b) }},
+	} {
+		b.Run(e.name, func(b *testing.B) {
+			s, err := Open(context.Background(), e.source(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			sessions := moreSessions(b, s, 8)
+			ev := []Event{{Kind: "text", Data: json.RawMessage(`{"text":"a line of the transcript"}`)}}
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for w, x := range sessions {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += len(sessions) {
+						if _, err := s.AppendEvents(context.Background(), x.ID, ev); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+		})
+	}
 }
