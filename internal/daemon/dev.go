@@ -11,6 +11,7 @@ import (
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -119,14 +120,19 @@ func devRunnerToken(ctx context.Context, st *store.Store, dev store.User) (strin
 	return st.RotateRunnerToken(ctx, rn.ID)
 }
 
-// devEnv gives kndl dev's defaults: everything under $KNDL_HOME.
+// devEnv gives kndl dev's defaults: everything under $KNDL_HOME, and the
+// Hub's and Runner's own requests may reach loopback, since they are one
+// machine's and its MCP servers, registries and Repos often are on it.
 func devEnv(getenv func(string) string, dir string) func(string) string {
 	return func(k string) string {
 		if v := getenv(k); v != "" {
 			return v
 		}
-		if k == "RUNNER_HOME" {
+		switch k {
+		case "RUNNER_HOME":
 			return filepath.Join(dir, "runner")
+		case "HUB_OUTBOUND_ALLOW", "RUNNER_OUTBOUND_ALLOW":
+			return outbound.Loopback
 		}
 		return ""
 	}

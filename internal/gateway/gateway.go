@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"net/http/httputil"
 	"time"
 
+	outdial "kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -38,8 +40,13 @@ type Options struct {
 	// (push) permission lets them change its Variables.
 	Push Access
 	// Transport calls the MCP servers and their authorization servers;
-	// default http.DefaultTransport. Neither follows a redirect.
+	// default one through an outbound Dialer that opens nothing the
+	// table refuses. Neither follows a redirect.
 	Transport http.RoundTripper
+	// Timeout is how long an MCP server has to answer a request (its
+	// status and headers) before the Gateway answers 504 and lets go of
+	// the request's body; default DefaultTimeout.
+	Timeout time.Duration
 	// CallbackURL is where authorization servers send a browser back:
 	// HUB_PUBLIC_URL's /mcp/oauth/callback.
 	CallbackURL string
@@ -51,6 +58,10 @@ type Options struct {
 	Metrics Metrics
 	Logger  *slog.Logger
 }
+
+// DefaultTimeout is Options.Timeout's default (HUB_GATEWAY_TIMEOUT's): a
+// tool that answers in plain JSON after working a while still fits.
+const DefaultTimeout = 2 * time.Minute
 
 // Metrics is told of each Gateway request: the Installation it was for,
 // or "unknown" for an id the Session did not start with (a Sandbox may send
@@ -68,6 +79,7 @@ type Gateway struct {
 	log        *slog.Logger
 	proxy      *httputil.ReverseProxy
 	transport  http.RoundTripper
+	timeout    time.Duration
 	callback   string
 	masked     func(installationID string, values ...string)
 	metrics    Metrics
@@ -81,9 +93,10 @@ func New(o Options) (*Gateway, error) {
 		return nil, errors.New("gateway: a Store, a Sealer, an Access and a Push check are needed")
 	}
 	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, push: o.Push, log: o.Logger.With("component", "gateway"),
-		transport: o.Transport, callback: o.CallbackURL, masked: o.Masked, metrics: o.Metrics, now: time.Now}
+		transport: o.Transport, timeout: cmp.Or(o.Timeout, DefaultTimeout), callback: o.CallbackURL, masked: o.Masked,
+		metrics: o.Metrics, now: time.Now}
 	if g.transport == nil {
-		g.transport = http.DefaultTransport
+		g.transport = (&outdial.Dialer{}).Transport()
 	}
 	g.proxy = g.newProxy(retryTransport{g})
 	g.proxy.ErrorLog = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)

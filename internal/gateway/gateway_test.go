@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	outdial "kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
@@ -70,7 +71,9 @@ func newFixture(t testing.TB) *fixture {
 	push := func(ctx context.Context, u store.User, repoURL string) bool {
 		return access(ctx, u, repoURL) && (u.IsOwner || repoURL != f.ro.URL)
 	}
-	f.g, err = New(Options{Store: st, Sealer: box, Access: access, Push: push, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
+	// The test's MCP servers are on loopback, which kndl dev allows.
+	f.g, err = New(Options{Store: st, Sealer: box, Access: access, Push: push, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
+		Transport: (&outdial.Dialer{Allow: outdial.AllowLoopback}).Transport()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +292,51 @@ func TestTheGatewaysRefusals(t *testing.T) {
 			t.Errorf("on again: status %d, want 200", resp.StatusCode)
 		}
 	})
+}
+
+// TestAServerThatDoesNotAnswerIsCutAtTheTimeout: an MCP server that holds
+// a request unanswered gets the Gateway's timeout, not the Sandbox's
+// patience: the Sandbox gets 504 naming HUB_GATEWAY_TIMEOUT, and the Hub
+// lets go of the request.
+func TestAServerThatDoesNotAnswerIsCutAtTheTimeout(t *testing.T) {
+	f := newFixture(t)
+	f.g.timeout = 200 * time.Millisecond
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so the server sees the Gateway go away
+		<-r.Context().Done()
+	}))
+	t.Cleanup(slow.Close)
+	f.server(t, "hub:slow", slow.URL)
+	f.install(t, f.member, api.InstallationRequest{ID: "slow", Server: "hub:slow", Name: "Slow", Repos: []string{f.app.ID}})
+	f.setValue(t, f.member, "slow", "key-for-slow")
+	s, err := f.session(t, f.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := f.hub(t, s)
+	type answer struct {
+		status int
+		body   string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(hub+"/gateway/slow", "application/json", strings.NewReader(initialize))
+		if err != nil {
+			got <- answer{body: err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, string(b)}
+	}()
+	select {
+	case a := <-got:
+		if a.status != http.StatusGatewayTimeout || !strings.Contains(a.body, "HUB_GATEWAY_TIMEOUT") {
+			t.Fatalf("got %d %s, want 504 naming HUB_GATEWAY_TIMEOUT", a.status, a.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Gateway still waits for a server that does not answer, 10 s after its 200 ms timeout")
+	}
 }
 
 func TestHeadersFromTheSandboxNeverReachTheServer(t *testing.T) {

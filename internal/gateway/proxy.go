@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	outdial "kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -50,7 +51,7 @@ type outbound struct {
 type retryTransport struct{ g *Gateway }
 
 func (t retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.g.transport.RoundTrip(r)
+	resp, err := t.g.send(r)
 	out, _ := r.Context().Value(outboundKey{}).(outbound)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized || out.oauth == "" {
 		return resp, err
@@ -64,7 +65,45 @@ func (t retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	again := r.Clone(r.Context())
 	again.Body, again.ContentLength = io.NopCloser(bytes.NewReader(out.body)), int64(len(out.body))
 	again.Header.Set("Authorization", "Bearer "+tok)
-	return t.g.transport.RoundTrip(again)
+	return t.g.send(again)
+}
+
+// errSlow is why a request the MCP server did not answer in time ended.
+var errSlow = errors.New("the MCP server did not answer in time")
+
+// send sends r, giving the server g.timeout to answer it: a server that
+// never answers holds the request's body (up to MaxBodyBytes) no longer.
+// An answer that came in time, a stream maybe, goes on as long as r.
+func (g *Gateway) send(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(g.timeout, func() { cancel(errSlow) })
+	resp, err := g.transport.RoundTrip(r.WithContext(ctx))
+	if !timer.Stop() && err == nil {
+		resp.Body.Close()
+		err = errSlow
+	}
+	if err != nil {
+		cancel(nil)
+		if errors.Is(context.Cause(ctx), errSlow) {
+			return nil, refusal{http.StatusGatewayTimeout, fmt.Sprintf("the Installation's MCP server did not answer within %s (HUB_GATEWAY_TIMEOUT on the Hub)", g.timeout)}
+		}
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends its request's context once the proxy is done with
+// the answer.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // refusal is an answer the Gateway gives instead of the server's.
@@ -108,6 +147,11 @@ func (g *Gateway) newProxy(t http.RoundTripper) *httputil.ReverseProxy {
 			var rf refusal
 			if errors.As(err, &rf) {
 				refuse(w, rf.status, rf.msg)
+				return
+			}
+			var out *outdial.RefusedError
+			if errors.As(err, &out) {
+				refuse(w, http.StatusBadGateway, "the Installation's MCP server is refused by the Hub: "+out.Error())
 				return
 			}
 			g.log.Warn("MCP server unreachable", "err", err)

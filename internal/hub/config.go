@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -109,6 +110,18 @@ type Config struct {
 	// which misread more often. Logs, errors and notes always pass every
 	// shape. HUB_REDACT_SHAPES: marked (the default) or all.
 	RedactAllShapes bool
+	// Outbound is how the Hub connects on someone's behalf: the Gateway's
+	// requests to MCP servers, OAuth discovery, registration and tokens.
+	// It refuses loopback, private, link-local (cloud metadata) and the
+	// other ranges of outbound.RefusedV4 and RefusedV6, after DNS and on
+	// every redirect, except what its Allow opens: HUB_OUTBOUND_ALLOW, a
+	// comma-separated list of CIDRs, addresses and host:port; default
+	// none (kndl dev's: loopback).
+	Outbound outbound.Dialer
+	// GatewayTimeout is how long an MCP server has to answer a Gateway
+	// request (its status and headers). HUB_GATEWAY_TIMEOUT, a Go
+	// duration, default 2m.
+	GatewayTimeout time.Duration
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -163,6 +176,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
 	dur("HUB_SUDO_MAX_AGE", func(d time.Duration) { c.SudoMaxAge = d })
 	dur("HUB_SANDBOX_TOKEN_GRACE", func(d time.Duration) { c.SandboxTokenGrace = d })
+	dur("HUB_GATEWAY_TIMEOUT", func(d time.Duration) { c.GatewayTimeout = d })
+	c.Outbound.Setting = "HUB_OUTBOUND_ALLOW"
+	if allow, err := outbound.ParseAllow(getenv("HUB_OUTBOUND_ALLOW")); err != nil {
+		errs = append(errs, fmt.Errorf("HUB_OUTBOUND_ALLOW: %w", err))
+	} else {
+		c.Outbound.Allow = allow
+	}
 	switch v := getenv("HUB_REDACT_SHAPES"); v {
 	case "", "marked":
 	case "all":

@@ -84,7 +84,8 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 			return h.canAccess(ctx, u, repoURL, false)
 		},
 		Push:        h.canPush,
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics})
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
+		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -22,19 +22,27 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/outbound"
 )
 
 // platform is the only one Sandboxes run.
 var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
 // Options tune a Pull. The zero value pulls over HTTPS (plain HTTP for
-// loopback and private addresses) with Docker's credentials.
+// loopback and private addresses) with no credentials, through an
+// outbound.Dialer that opens nothing its table refuses.
 type Options struct {
 	// Insecure allows plain HTTP to any registry, not just local ones.
 	Insecure bool
-	// Keychain finds registry credentials; nil means authn.DefaultKeychain
-	// (~/.docker/config.json and its credential helpers).
+	// Keychain finds registry credentials; nil means none
+	// (authn.Anonymous). The host's own, authn.DefaultKeychain
+	// (~/.docker/config.json and its credential helpers), is the Runner
+	// owner's to give (RUNNER_REGISTRY_AUTH=host): whoever names an image
+	// could otherwise read any the host can.
 	Keychain authn.Keychain
+	// Transport reaches the registries, on every redirect too; nil is an
+	// outbound.Dialer's that opens nothing.
+	Transport http.RoundTripper
 	// Progress, if set, is called while layers download, at most about once
 	// a second, and once when they are all done.
 	Progress func(Progress)
@@ -102,11 +110,15 @@ func pull(ctx context.Context, ref, dir string, opts Options) (Image, error) {
 			return img, nil
 		}
 	}
-	keychain := opts.Keychain
-	if keychain == nil {
-		keychain = authn.DefaultKeychain
+	auth := remote.WithAuth(authn.Anonymous)
+	if opts.Keychain != nil {
+		auth = remote.WithAuthFromKeychain(opts.Keychain)
 	}
-	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain), remote.WithPlatform(platform)}
+	tr := opts.Transport
+	if tr == nil {
+		tr = (&outbound.Dialer{}).Transport()
+	}
+	ropts := []remote.Option{remote.WithContext(ctx), auth, remote.WithTransport(tr), remote.WithPlatform(platform)}
 	desc, err := remote.Get(r, ropts...)
 	if err != nil {
 		return Image{}, classify(err)
@@ -263,11 +275,15 @@ func classify(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	var refused *outbound.RefusedError
+	if errors.As(err, &refused) {
+		return err // errdefs.ErrForbidden, saying how to open the address
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("%w: %w (for a private image, docker login to the registry as root on the Runner's host)", errdefs.ErrUnauthorized, err)
+			return fmt.Errorf("%w: %w (the Runner pulls with no credentials: for a private image its owner sets RUNNER_REGISTRY_AUTH=host and logs in to the registry as root on its host)", errdefs.ErrUnauthorized, err)
 		case http.StatusNotFound:
 			return fmt.Errorf("%w: %w (check the image name and tag)", errdefs.ErrNotFound, err)
 		}

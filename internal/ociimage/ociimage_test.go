@@ -2,16 +2,24 @@ package ociimage_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -45,7 +53,7 @@ func TestPullPicksLinuxAmd64FromAnIndex(t *testing.T) {
 	if err := remote.WriteIndex(mustRef(t, ref), index); err != nil {
 		t.Fatal(err)
 	}
-	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{})
+	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +86,7 @@ func TestPullAgainDownloadsNothing(t *testing.T) {
 	ref := reg.push(t, "again:v1", image(t, []entry{file("a", "a")}, []entry{file("b", "b")}))
 	dir := t.TempDir()
 	ctx := context.Background()
-	first, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{})
+	first, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{Transport: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +96,7 @@ func TestPullAgainDownloadsNothing(t *testing.T) {
 
 	reg.blobGets.Store(0)
 	reg.manifests.Store(0)
-	second, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{})
+	second, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{Transport: loopback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +109,7 @@ func TestPullAgainDownloadsNothing(t *testing.T) {
 
 	reg.manifests.Store(0)
 	byDigest := strings.Split(ref, ":v1")[0] + "@" + first.Digest
-	if _, err := ociimage.Pull(ctx, byDigest, dir, ociimage.Options{}); err != nil {
+	if _, err := ociimage.Pull(ctx, byDigest, dir, ociimage.Options{Transport: loopback}); err != nil {
 		t.Fatal(err)
 	}
 	if b, m := reg.blobGets.Load(), reg.manifests.Load(); b != 0 || m != 0 {
@@ -117,7 +125,7 @@ func TestPullConcurrentlyDownloadsOnce(t *testing.T) {
 	imgs := make([]ociimage.Image, 4)
 	errs := make([]error, 4)
 	for i := range imgs {
-		wg.Go(func() { imgs[i], errs[i] = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{}) })
+		wg.Go(func() { imgs[i], errs[i] = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{Transport: loopback}) })
 	}
 	wg.Wait()
 	for i := range imgs {
@@ -157,7 +165,7 @@ func TestPullErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ref, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := ociimage.Pull(context.Background(), tt.ref, dir, ociimage.Options{})
+			_, err := ociimage.Pull(context.Background(), tt.ref, dir, ociimage.Options{Transport: loopback})
 			t.Log(err)
 			if !errors.Is(err, tt.wantClass) || !strings.Contains(err.Error(), tt.wantText) ||
 				!strings.HasPrefix(err.Error(), "pull "+tt.ref+": ") {
@@ -176,7 +184,7 @@ func TestPullTestImage(t *testing.T) {
 	ref := testkit.ImageRegistry(t)
 	var reports []ociimage.Progress
 	start := time.Now()
-	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{
+	img, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback,
 		Progress: func(p ociimage.Progress) { reports = append(reports, p) },
 	})
 	if err != nil {
@@ -212,7 +220,7 @@ func BenchmarkPull(b *testing.B) {
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
 			dir := filepath.Join(b.TempDir(), "images")
-			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{Transport: loopback}); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -222,13 +230,56 @@ func BenchmarkPull(b *testing.B) {
 	})
 	b.Run("warm", func(b *testing.B) {
 		dir := b.TempDir()
-		if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+		if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{Transport: loopback}); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{}); err != nil {
+			if _, err := ociimage.Pull(ctx, ref, dir, ociimage.Options{Transport: loopback}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// TestAPullUsesNoneOfTheHostsRegistryCredentialsUnlessGivenThem: root's
+// Docker login for a registry does not reach it from a Pull without a
+// Keychain, which fails as unauthorized; given the host's keychain (the
+// Runner's RUNNER_REGISTRY_AUTH=host), the same Pull logs in and succeeds.
+func TestAPullUsesNoneOfTheHostsRegistryCredentialsUnlessGivenThem(t *testing.T) {
+	reg := newRegistry(t)
+	ref := reg.push(t, "private:v1", image(t, []entry{file("a", "a")}))
+	const login = "root:host-registry-s3cret"
+	var sent atomic.Value
+	locked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if ok {
+			sent.Store(user + ":" + pass)
+		}
+		if !ok || user+":"+pass != login {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "login first", http.StatusUnauthorized)
+			return
+		}
+		(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: reg.host}) }}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(locked.Close)
+	host := strings.TrimPrefix(locked.URL, "http://")
+	docker := t.TempDir()
+	auths := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, host, base64.StdEncoding.EncodeToString([]byte(login)))
+	if err := os.WriteFile(filepath.Join(docker, "config.json"), []byte(auths), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", docker)
+	ref = host + strings.TrimPrefix(ref, reg.host)
+
+	_, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback})
+	if !errors.Is(err, errdefs.ErrUnauthorized) || !strings.Contains(err.Error(), "RUNNER_REGISTRY_AUTH=host") {
+		t.Errorf("a Pull with no keychain: got %v, want unauthorized naming RUNNER_REGISTRY_AUTH=host", err)
+	}
+	if s, _ := sent.Load().(string); s != "" {
+		t.Fatalf("a Pull with no keychain sent the host's login %q", s)
+	}
+	if _, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback, Keychain: authn.DefaultKeychain}); err != nil {
+		t.Fatalf("a Pull with the host's keychain: %v", err)
+	}
 }

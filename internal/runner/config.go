@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/sandbox"
 )
 
@@ -78,6 +79,17 @@ type Config struct {
 	// a Session's Sandbox token when it had none (no GitHub App, or GitHub
 	// failing). RUNNER_GITHUB_TOKEN_RETRY, a Go duration; default 5m.
 	GitHubTokenRetry time.Duration
+	// Outbound is how the Runner connects on someone's behalf: image
+	// pulls and the host clone. It refuses what the Hub's own requests
+	// refuse, except what its Allow opens: RUNNER_OUTBOUND_ALLOW, a
+	// comma-separated list of CIDRs, addresses and host:port; default
+	// none (kndl dev's: loopback).
+	Outbound outbound.Dialer
+	// RegistryAuth is which credentials image pulls use: "" (none) or
+	// "host", root's Docker logins and credential helpers, which then let
+	// anyone who may edit an Environment read any image they can.
+	// RUNNER_REGISTRY_AUTH, default none.
+	RegistryAuth string
 	// Binary is the kndl binary mounted read-only into every Sandbox at
 	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
 	// process's own executable.
@@ -85,6 +97,9 @@ type Config struct {
 	// Logger is the operator's log.
 	Logger *slog.Logger
 }
+
+// RegistryAuthHost is RUNNER_REGISTRY_AUTH's one value.
+const RegistryAuthHost = "host"
 
 // FromEnv reads a Runner's configuration; home is $KNDL_HOME.
 func FromEnv(getenv func(string) string, home string) (Config, error) {
@@ -100,7 +115,16 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 
 		SandboxBackend: getenv("RUNNER_SANDBOX_BACKEND"),
 		Runsc:          getenv("RUNNER_RUNSC"),
+		RegistryAuth:   getenv("RUNNER_REGISTRY_AUTH"),
 	}
+	if c.RegistryAuth != "" && c.RegistryAuth != RegistryAuthHost {
+		return c, fmt.Errorf("RUNNER_REGISTRY_AUTH=%q: want host (root's Docker logins) or leave it unset to pull with no credentials", c.RegistryAuth)
+	}
+	allow, err := outbound.ParseAllow(getenv("RUNNER_OUTBOUND_ALLOW"))
+	if err != nil {
+		return c, fmt.Errorf("RUNNER_OUTBOUND_ALLOW: %w", err)
+	}
+	c.Outbound = outbound.Dialer{Allow: allow, Setting: "RUNNER_OUTBOUND_ALLOW"}
 	switch c.SandboxBackend {
 	case "", "gvisor", "crun":
 	default:

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/errdefs"
@@ -38,9 +39,11 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 		}
 		spec.Bootstrap, spec.Docker = env.Bootstrap, env.Docker
 	}
-	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), ociimage.Options{
-		Progress: func(p ociimage.Progress) { logf("%s", p) },
-	})
+	opts := ociimage.Options{Transport: r.cfg.Outbound.Transport(), Progress: func(p ociimage.Progress) { logf("%s", p) }}
+	if r.cfg.RegistryAuth == RegistryAuthHost {
+		opts.Keychain = authn.DefaultKeychain
+	}
+	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), opts)
 	if err != nil {
 		return build.Build{}, err
 	}
@@ -120,7 +123,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	}
 	dir := filepath.Join(r.cfg.Home, "tests", req.TestID)
 	defer os.RemoveAll(dir)
-	if err := cloneWorkspace(ctx, req.RepoURL, req.CloneToken, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
+	if err := cloneWorkspace(ctx, &r.cfg.Outbound, req.RepoURL, req.CloneToken, filepath.Join(dir, "workspace"), func(line string) { logf("%s", line) }); err != nil {
 		logf("%v", err)
 		return err
 	}

@@ -161,7 +161,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		if err != nil {
 			return err
 		}
-		if err := cloneWorkspace(ctx, req.RepoURL, tok, ws, func(line string) { logf("%s", line) }); err != nil {
+		if err := cloneWorkspace(ctx, &r.cfg.Outbound, req.RepoURL, tok, ws, func(line string) { logf("%s", line) }); err != nil {
 			return err
 		}
 	}

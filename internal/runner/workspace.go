@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/redact"
 )
 
@@ -52,10 +55,25 @@ func cloned(dir string) bool {
 // off, nothing is written into the clone's config, so origin stays the
 // Repo's plain URL, and a clone that fails leaves nothing behind and fails
 // with git's message. A Workspace already there (a wake) is kept as it is.
-func cloneWorkspace(ctx context.Context, repo, token, dir string, progress func(string)) error {
+//
+// git connects only where out lets it: over http(s) through out's Proxy
+// (http.proxy), so each address, a redirect's too, is checked as git
+// connects; over ssh or git's own protocol, which no proxy sees, the
+// host's addresses are checked first.
+func cloneWorkspace(ctx context.Context, out *outbound.Dialer, repo, token, dir string, progress func(string)) error {
 	if cloned(dir) {
 		return nil
 	}
+	if host, port, ok := directRemote(repo); ok {
+		if _, err := out.Resolve(ctx, "tcp", host, port); err != nil {
+			return fmt.Errorf("git clone %s: %w", redact.Scrub(repo), err)
+		}
+	}
+	proxy, err := out.ListenProxy()
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
 	tmp := dir + ".clone"
 	os.RemoveAll(tmp)
 	progress("cloning " + redact.Scrub(repo))
@@ -68,7 +86,7 @@ func cloneWorkspace(ctx context.Context, repo, token, dir string, progress func(
 	// -c before the subcommand applies to this run only; --template= keeps
 	// git's sample hooks out of the clone.
 	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-		"-c", "protocol.ext.allow=never", "clone", "--quiet", "--template=", "--", repo, tmp)
+		"-c", "protocol.ext.allow=never", "-c", "http.proxy="+proxy.URL, "clone", "--quiet", "--template=", "--", repo, tmp)
 	cmd.Env = cloneEnv(home)
 	if token != "" {
 		cmd.Env = append(cmd.Env, cloneTokenEnv(token)...)
@@ -77,6 +95,9 @@ func cloneWorkspace(ctx context.Context, repo, token, dir string, progress func(
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		os.RemoveAll(tmp)
+		if refused := proxy.Refused(); refused != nil {
+			return fmt.Errorf("git clone %s failed: %w", redact.Scrub(repo), refused)
+		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
@@ -102,4 +123,32 @@ func cloneWorkspace(ctx context.Context, repo, token, dir string, progress func(
 	}
 	progress(fmt.Sprintf("cloned in %s", time.Since(start).Round(100*time.Millisecond)))
 	return nil
+}
+
+// directRemote is the host and port of a Repo git reaches over ssh or
+// git's own protocol (ssh://, git://, or scp-like user@host:path); ok is
+// false for http(s), which goes through the proxy, and local paths.
+func directRemote(repo string) (host string, port uint16, ok bool) {
+	if scheme, _, found := strings.Cut(repo, "://"); found {
+		u, err := url.Parse(repo)
+		if err != nil {
+			return "", 0, false
+		}
+		def := map[string]uint16{"ssh": 22, "git+ssh": 22, "ssh+git": 22, "git": 9418}[scheme]
+		if def == 0 {
+			return "", 0, false
+		}
+		port = def
+		if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+			port = uint16(p)
+		}
+		return u.Hostname(), port, true
+	}
+	// scp-like: a colon before any slash.
+	userHost, _, found := strings.Cut(repo, ":")
+	if !found || strings.Contains(userHost, "/") {
+		return "", 0, false
+	}
+	host = userHost[strings.LastIndex(userHost, "@")+1:]
+	return strings.Trim(host, "[]"), 22, true
 }

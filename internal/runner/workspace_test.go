@@ -2,17 +2,30 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
+
+// loopback lets a clone reach the tests' servers, on loopback, as kndl
+// dev's Runner does.
+var loopback = &outbound.Dialer{Allow: outbound.AllowLoopback}
 
 func gitRepo(t *testing.T) string {
 	t.Helper()
@@ -31,7 +44,7 @@ func gitRepo(t *testing.T) string {
 func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	src := gitRepo(t)
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), loopback, src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	hooks, _ := os.ReadDir(filepath.Join(dst, ".git", "hooks"))
@@ -51,7 +64,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 	}
 	// A wake keeps the Workspace as it is.
 	os.WriteFile(filepath.Join(dst, "work.txt"), []byte("unpushed"), 0o644)
-	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) { t.Error("cloned again") }); err != nil {
+	if err := cloneWorkspace(context.Background(), loopback, src, "", dst, func(string) { t.Error("cloned again") }); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "work.txt")); string(b) != "unpushed" {
@@ -62,7 +75,7 @@ func TestCloneRunsNoHooksAndExcludesWorktrees(t *testing.T) {
 func TestAFailedCloneSaysWhyWithoutItsCredentials(t *testing.T) {
 	testenv.RequireCommand(t, "git")
 	dst := filepath.Join(t.TempDir(), "workspace")
-	err := cloneWorkspace(context.Background(), "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", "", dst, func(string) {})
+	err := cloneWorkspace(context.Background(), loopback, "https://someone:s3cret-passw0rd@127.0.0.1:1/repo.git", "", dst, func(string) {})
 	if err == nil {
 		t.Fatal("a clone from a closed port succeeded")
 	}
@@ -98,7 +111,7 @@ func TestTheHostCloneGetsNoneOfTheRunnersEnvironmentOrGitConfig(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(t.TempDir(), "workspace")
-	if err := cloneWorkspace(context.Background(), src, "", dst, func(string) {}); err != nil {
+	if err := cloneWorkspace(context.Background(), loopback, src, "", dst, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(seen); err == nil {
@@ -136,12 +149,12 @@ func TestTheCloneTakesItsTokenFromItsEnvironmentAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo := gh.RepoURL("acme/app")
-	if err := cloneWorkspace(context.Background(), repo, "", filepath.Join(t.TempDir(), "w"), func(string) {}); err == nil {
+	if err := cloneWorkspace(context.Background(), loopback, repo, "", filepath.Join(t.TempDir(), "w"), func(string) {}); err == nil {
 		t.Fatal("the private Repo cloned without a token: this test proves nothing")
 	}
 	dst := filepath.Join(t.TempDir(), "workspace")
 	var said strings.Builder
-	if err := cloneWorkspace(context.Background(), repo, tok.Value, dst, func(l string) { said.WriteString(l) }); err != nil {
+	if err := cloneWorkspace(context.Background(), loopback, repo, tok.Value, dst, func(l string) { said.WriteString(l) }); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(said.String(), tok.Value) {
@@ -159,4 +172,72 @@ func TestTheCloneTakesItsTokenFromItsEnvironmentAlone(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// names maps test names to addresses, so no test asks a real DNS.
+type names map[string]string
+
+func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	a, ok := n[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []netip.Addr{netip.MustParseAddr(a)}, nil
+}
+
+// TestTheHostCloneReachesOnlyWhatTheRunnerAllows: git clones through the
+// Runner's outbound checks: over http a Repo whose name resolves to a
+// cloud's metadata address, or on loopback with nothing allowed, or that
+// redirects to such a name, is refused, naming RUNNER_OUTBOUND_ALLOW; over
+// ssh its host is checked before git runs; with loopback allowed the same
+// Repo clones. Nothing but loopback is connected to.
+func TestTheHostCloneReachesOnlyWhatTheRunnerAllows(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	gh.ServeRepo(t, "acme/app", gitRepo(t))
+	repo := gh.RepoURL("acme/app")
+	u, _ := url.Parse(repo)
+	port := u.Port()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://metadata.test:"+port+r.URL.Path+"?"+r.URL.RawQuery, http.StatusFound)
+	}))
+	t.Cleanup(moved.Close)
+	var mu sync.Mutex
+	var dialed []string
+	dialer := func(allow outbound.Allow) *outbound.Dialer {
+		return &outbound.Dialer{Allow: allow, Setting: "RUNNER_OUTBOUND_ALLOW",
+			Resolver: names{"metadata.test": "169.254.169.254", "git.test": "127.0.0.1"},
+			Connect: func(ctx context.Context, network, address string) (net.Conn, error) {
+				mu.Lock()
+				dialed = append(dialed, address)
+				mu.Unlock()
+				var d net.Dialer
+				return d.DialContext(ctx, network, address)
+			}}
+	}
+	for _, tt := range []struct{ repo, why string }{
+		{"http://metadata.test:" + port + u.Path, "169.254.0.0/16"},
+		{"http://git.test:" + port + u.Path, "127.0.0.0/8"},
+		{moved.URL + u.Path, "169.254.0.0/16"},
+		{"git@metadata.test:acme/app.git", "169.254.0.0/16"},
+		{"ssh://git@metadata.test:2222/acme/app.git", "169.254.0.0/16"},
+	} {
+		allow := outbound.Allow{}
+		if tt.repo == moved.URL+u.Path {
+			allow = outbound.AllowLoopback
+		}
+		err := cloneWorkspace(context.Background(), dialer(allow), tt.repo, "", filepath.Join(t.TempDir(), "w"), func(string) {})
+		if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), tt.why) || !strings.Contains(err.Error(), "RUNNER_OUTBOUND_ALLOW") {
+			t.Errorf("%s: got %v, want refused in %s naming RUNNER_OUTBOUND_ALLOW", tt.repo, err, tt.why)
+		}
+	}
+	if err := cloneWorkspace(context.Background(), dialer(outbound.AllowLoopback), "http://git.test:"+port+u.Path, "", filepath.Join(t.TempDir(), "w"), func(string) {}); err != nil {
+		t.Fatalf("a clone from an allowed loopback address: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range dialed {
+		if ap, err := netip.ParseAddrPort(a); err != nil || !ap.Addr().IsLoopback() {
+			t.Errorf("the clone connected to %s", a)
+		}
+	}
 }

@@ -294,26 +294,3 @@ func Output(ctx context.Context, b Backend, id string, cmd Cmd) (string, error) 
 	}
 	return out.String(), err
 }
-
-// BlockedNets are the IPv4 ranges no Sandbox reaches, whatever its
-// backend: "this" network, private, shared (carrier-grade NAT, where
-// Alibaba's metadata lives), loopback, link-local (cloud metadata),
-// IETF protocol assignments (Oracle's metadata), the benchmarking range,
-// Azure's wireserver, and multicast and reserved. The documentation
-// ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) are not in it:
-// some networks route real services there (measured: a package mirror).
-// A backend also keeps Sandboxes from one another and from the host, and
-// refuses IPv6 (its metadata and ULA ranges with it) unless it lists them.
-var BlockedNets = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("168.63.129.16/32"),
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.168.0.0/16"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("224.0.0.0/3"),
-}

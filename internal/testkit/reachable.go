@@ -17,7 +17,7 @@ import (
 
 // ListenForSandboxes listens where a Sandbox reaches a fake as it would a
 // service on the internet: on an address of 203.0.113.0/24 (TEST-NET-3,
-// outside sandbox.BlockedNets) in a network namespace of the test's own,
+// outside outbound.RefusedV4) in a network namespace of the test's own,
 // which the host routes to over a veth pair, so a Sandbox's traffic there
 // is forwarded as egress, past the firewall that keeps it from the host.
 // The host's end has no address of its own, so the address is not one of

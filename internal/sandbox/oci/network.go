@@ -19,7 +19,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/outbound"
 )
 
 // Every network address the backend uses, in one place.
@@ -34,12 +34,13 @@ var (
 	sandboxPool    = netip.MustParsePrefix("10.174.0.0/16")
 	DefaultRelayIP = netip.MustParseAddr("10.174.0.1")
 	// blockedNets are what no Sandbox reaches through the host: the one
-	// table every backend shares (sandbox.BlockedNets), the Sandbox pool
-	// itself (no Sandbox to Sandbox traffic), and the host's directly
-	// connected networks added at run time. The host's own addresses are
+	// table the Hub's and Runner's own requests refuse too
+	// (outbound.RefusedV4), the Sandbox pool itself (no Sandbox to Sandbox
+	// traffic), and the host's directly connected networks added at run
+	// time. The host's own addresses are
 	// closed by the input chain; the host's DNS resolvers are let through on
 	// port 53 only; IPv6 is refused whole.
-	blockedNets = append(slices.Clone(sandbox.BlockedNets), sandboxPool)
+	blockedNets = append(slices.Clone(outbound.RefusedV4), sandboxPool)
 )
 
 // maxSlot is the last slot: the pool holds 2^14 /30s, and slot n's uid

@@ -531,7 +531,7 @@ func (s *suite) testEgress(t *testing.T) {
 }
 
 // testBlockedNets gives the host a route to one address in each of
-// sandbox.BlockedNets, into a network namespace of the test's own that
+// outbound.RefusedV4, into a network namespace of the test's own that
 // answers on a port there, as a cloud's metadata service or a private
 // network would: the host reaches each, a Sandbox none. (Addresses a cloud
 // host may need itself, such as 169.254.169.254 and 168.63.129.16, are not
