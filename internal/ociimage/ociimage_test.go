@@ -125,7 +125,9 @@ func TestPullConcurrentlyDownloadsOnce(t *testing.T) {
 	imgs := make([]ociimage.Image, 4)
 	errs := make([]error, 4)
 	for i := range imgs {
-		wg.Go(func() { imgs[i], errs[i] = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{Transport: loopback}) })
+		wg.Go(func() {
+			imgs[i], errs[i] = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{Transport: loopback})
+		})
 	}
 	wg.Wait()
 	for i := range imgs {

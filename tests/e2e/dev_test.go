@@ -15,6 +15,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/sandbox/oci"
@@ -195,7 +196,7 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 	cmd := exec.Command(kndlBinary(t), "runner")
 	cmd.Env = append(os.Environ(), "KNDL_HUB_URL="+c.HubURL, "RUNNER_TOKEN="+c.Token, "RUNNER_NAME="+c.Name,
 		"RUNNER_HOME="+c.Home, fmt.Sprintf("RUNNER_RELAY_PORT=%d", c.RelayPort), "RUNNER_DEFAULT_IMAGE="+c.Image,
-		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint)
+		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint, "RUNNER_OUTBOUND_ALLOW="+outbound.Loopback)
 	cmd.Env = append(append(cmd.Env, sandboxEnv(t)...), env...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out

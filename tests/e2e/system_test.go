@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/runner"
 	"kndl.dev/kndl/internal/sandbox"
@@ -320,7 +321,11 @@ func Start(t testing.TB, opts ...Option) *System {
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle}
+	// The Hub and Runner reach the test's servers on loopback, as kndl
+	// dev's do.
+	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
+	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
+		Outbound: loopback}
 	var gh *testkit.GitHub
 	if o.github {
 		if o.reachable {
@@ -366,7 +371,8 @@ func Start(t testing.TB, opts ...Option) *System {
 		hubURL = "http://" + line.Addr()
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
-		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log}
+		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
+		Outbound: loopback}
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)

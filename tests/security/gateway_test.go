@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
@@ -30,8 +32,10 @@ type gatewayEnv struct {
 	repo       api.Repo
 }
 
-func newGatewayEnv(t *testing.T) *gatewayEnv {
-	e := &gatewayEnv{env: newEnv(t)}
+func newGatewayEnv(t *testing.T, opts ...func(*hub.Config)) *gatewayEnv {
+	// The tests' MCP and authorization servers are on loopback, which
+	// kndl dev's Hub allows; opts may change that.
+	e := &gatewayEnv{env: newEnv(t, append([]func(*hub.Config){allowLoopback}, opts...)...)}
 	e.owner, e.bob, _ = e.team()
 	e.runner = e.pair(e.bob, "bobs-box")
 	e.up = testkit.NewMCPServer(t, mcpKey)
@@ -41,6 +45,11 @@ func newGatewayEnv(t *testing.T) *gatewayEnv {
 	e.api(e.bob, "POST", "/api/mcp/installations", api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{e.repo.ID}}, nil)
 	e.api(e.bob, "PUT", "/api/mcp/installations/docs/secrets/api-key", map[string]string{"value": mcpKey}, nil)
 	return e
+}
+
+// allowLoopback gives the Hub kndl dev's HUB_OUTBOUND_ALLOW.
+func allowLoopback(c *hub.Config) {
+	c.Outbound = outbound.Dialer{Allow: outbound.AllowLoopback, Setting: "HUB_OUTBOUND_ALLOW"}
 }
 
 // linear adds an OAuth MCP server in front of a testkit authorization
