@@ -301,11 +301,16 @@ func TestTheGatewaysRefusals(t *testing.T) {
 func TestAServerThatDoesNotAnswerIsCutAtTheTimeout(t *testing.T) {
 	f := newFixture(t)
 	f.g.timeout = 200 * time.Millisecond
+	over := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // so the server sees the Gateway go away
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-over:
+		}
 	}))
 	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(over) })
 	f.server(t, "hub:slow", slow.URL)
 	f.install(t, f.member, api.InstallationRequest{ID: "slow", Server: "hub:slow", Name: "Slow", Repos: []string{f.app.ID}})
 	f.setValue(t, f.member, "slow", "key-for-slow")

@@ -171,11 +171,11 @@ func (e *RefusedError) Error() string {
 	if e.Host != at {
 		at = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
 	}
-	open := "it cannot be opened"
+	msg := fmt.Sprintf("%s is in %s, which no request made on someone's behalf reaches", at, e.Range)
 	if e.Setting != "" {
-		open = e.Setting + " opens it on purpose"
+		msg += " unless " + e.Setting + " opens it"
 	}
-	return fmt.Sprintf("%s is in %s, which is not connected to on anyone's behalf: %s", at, e.Range, open)
+	return msg
 }
 
 func (e *RefusedError) Unwrap() error { return errdefs.ErrForbidden }
