@@ -12,6 +12,7 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/outbound"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // refusedAddrs has one address in each refused range, and the forms of
@@ -94,20 +95,6 @@ func TestAnAllowOpensWhatItNamesAndNoMetadataServiceByItsRange(t *testing.T) {
 	}
 }
 
-// resolver maps names to addresses, so no test asks a real DNS.
-type resolver map[string][]string
-
-func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, s := range r[host] {
-		out = append(out, netip.MustParseAddr(s))
-	}
-	if out == nil {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return out, nil
-}
-
 // TestANameIsJudgedByTheAddressesItResolvesTo: a name that resolves into a
 // refused range is refused before any connection is made, one that
 // resolves to both is connected at its allowed address only, and a
@@ -129,19 +116,13 @@ func TestANameIsJudgedByTheAddressesItResolvesTo(t *testing.T) {
 	}()
 	port := l.Addr().(*net.TCPAddr).Port
 	allow, _ := outbound.ParseAllow("127.0.0.1/32,named.test:" + strconv.Itoa(port))
-	var dialed []string
-	d := &outbound.Dialer{Allow: allow, Setting: "HUB_OUTBOUND_ALLOW",
-		Resolver: resolver{
-			"metadata.test": {"169.254.169.254"},
-			"private.test":  {"10.0.0.5", "fd12::5"},
-			"mixed.test":    {"169.254.169.254", "127.0.0.1"},
-			"named.test":    {"127.0.0.1"},
-		},
-		Connect: func(ctx context.Context, network, address string) (net.Conn, error) {
-			dialed = append(dialed, address)
-			var nd net.Dialer
-			return nd.DialContext(ctx, network, address)
-		}}
+	var names testkit.Resolver
+	names.Set("metadata.test", "169.254.169.254")
+	names.Set("private.test", "10.0.0.5", "fd12::5")
+	names.Set("mixed.test", "169.254.169.254", "127.0.0.1")
+	names.Set("named.test", "127.0.0.1")
+	var dials testkit.Dials
+	d := &outbound.Dialer{Allow: allow, Setting: "HUB_OUTBOUND_ALLOW", Resolver: &names, Connect: dials.Connect}
 	for _, host := range []string{"metadata.test", "private.test", "169.254.169.254", "[::ffff:127.0.0.2]"} {
 		_, err := d.DialContext(context.Background(), "tcp", host+":"+strconv.Itoa(port))
 		var re *outbound.RefusedError
@@ -151,8 +132,8 @@ func TestANameIsJudgedByTheAddressesItResolvesTo(t *testing.T) {
 			t.Errorf("%s: the refusal %q does not say %s opens it", host, err, want)
 		}
 	}
-	if len(dialed) != 0 {
-		t.Fatalf("refused names were dialed: %v", dialed)
+	if got := dials.All(); len(got) != 0 {
+		t.Fatalf("refused names were dialed: %v", got)
 	}
 	for _, host := range []string{"mixed.test", "named.test", "127.0.0.1"} {
 		c, err := d.DialContext(context.Background(), "tcp", host+":"+strconv.Itoa(port))
@@ -162,7 +143,7 @@ func TestANameIsJudgedByTheAddressesItResolvesTo(t *testing.T) {
 		c.Close()
 	}
 	want := "127.0.0.1:" + strconv.Itoa(port)
-	if len(dialed) != 3 || slices.ContainsFunc(dialed, func(s string) bool { return s != want }) {
-		t.Errorf("dialed %v, want %s three times", dialed, want)
+	if got := dials.All(); len(got) != 3 || slices.ContainsFunc(got, func(s string) bool { return s != want }) {
+		t.Errorf("dialed %v, want %s three times", got, want)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -174,17 +172,6 @@ func TestTheCloneTakesItsTokenFromItsEnvironmentAlone(t *testing.T) {
 	})
 }
 
-// names maps test names to addresses, so no test asks a real DNS.
-type names map[string]string
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	a, ok := n[host]
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-	}
-	return []netip.Addr{netip.MustParseAddr(a)}, nil
-}
-
 // TestTheHostCloneReachesOnlyWhatTheRunnerAllows: git clones through the
 // Runner's outbound checks: over http a Repo whose name resolves to a
 // cloud's metadata address, or on loopback with nothing allowed, or that
@@ -201,18 +188,12 @@ func TestTheHostCloneReachesOnlyWhatTheRunnerAllows(t *testing.T) {
 		http.Redirect(w, r, "http://metadata.test:"+port+r.URL.Path+"?"+r.URL.RawQuery, http.StatusFound)
 	}))
 	t.Cleanup(moved.Close)
-	var mu sync.Mutex
-	var dialed []string
+	var names testkit.Resolver
+	names.Set("metadata.test", "169.254.169.254")
+	names.Set("git.test", "127.0.0.1")
+	var dials testkit.Dials
 	dialer := func(allow outbound.Allow) *outbound.Dialer {
-		return &outbound.Dialer{Allow: allow, Setting: "RUNNER_OUTBOUND_ALLOW",
-			Resolver: names{"metadata.test": "169.254.169.254", "git.test": "127.0.0.1"},
-			Connect: func(ctx context.Context, network, address string) (net.Conn, error) {
-				mu.Lock()
-				dialed = append(dialed, address)
-				mu.Unlock()
-				var d net.Dialer
-				return d.DialContext(ctx, network, address)
-			}}
+		return &outbound.Dialer{Allow: allow, Setting: "RUNNER_OUTBOUND_ALLOW", Resolver: &names, Connect: dials.Connect}
 	}
 	for _, tt := range []struct{ repo, why string }{
 		{"http://metadata.test:" + port + u.Path, "169.254.0.0/16"},
@@ -233,9 +214,7 @@ func TestTheHostCloneReachesOnlyWhatTheRunnerAllows(t *testing.T) {
 	if err := cloneWorkspace(context.Background(), dialer(outbound.AllowLoopback), "http://git.test:"+port+u.Path, "", filepath.Join(t.TempDir(), "w"), func(string) {}); err != nil {
 		t.Fatalf("a clone from an allowed loopback address: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, a := range dialed {
+	for _, a := range dials.All() {
 		if ap, err := netip.ParseAddrPort(a); err != nil || !ap.Addr().IsLoopback() {
 			t.Errorf("the clone connected to %s", a)
 		}

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -28,48 +26,9 @@ import (
 	"kndl.dev/kndl/internal/testkit"
 )
 
-// testNames is a resolver whose answers a test sets: no real DNS is asked,
-// and a name can be made to resolve anywhere without anything being sent
-// there.
-type testNames struct {
-	mu sync.Mutex
-	m  map[string]netip.Addr
-}
-
-func (n *testNames) set(host string, a netip.Addr) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.m[host] = a
-}
-
-func (n *testNames) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if a, ok := n.m[host]; ok {
-		return []netip.Addr{a}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-// connections records every address a Dialer connects to.
-type connections struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (c *connections) connect(ctx context.Context, network, address string) (net.Conn, error) {
-	c.mu.Lock()
-	c.all = append(c.all, address)
-	c.mu.Unlock()
-	var d net.Dialer
-	return d.DialContext(ctx, network, address)
-}
-
 // onlyLoopback fails t for any connection beyond 127.0.0.1.
-func (c *connections) onlyLoopback(t *testing.T) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, a := range c.all {
+func onlyLoopback(t *testing.T, d *testkit.Dials) {
+	for _, a := range d.All() {
 		if ap, err := netip.ParseAddrPort(a); err != nil || ap.Addr() != netip.MustParseAddr("127.0.0.1") {
 			t.Errorf("connected to %s", a)
 		}
@@ -103,16 +62,15 @@ func inEachRefusedRange() []netip.Addr {
 // address (HUB_OUTBOUND_ALLOW and RUNNER_OUTBOUND_ALLOW of 127.0.0.1) each
 // reaches its server. Nothing is connected to but 127.0.0.1.
 func TestTheHubAndRunnersOwnRequestsReachNoRefusedRange(t *testing.T) {
-	dns := &testNames{m: map[string]netip.Addr{}}
-	var conns connections
+	var dns testkit.Resolver
+	var conns testkit.Dials
 	allow, err := outbound.ParseAllow("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newGatewayEnv(t, func(c *hub.Config) {
-		c.Outbound = outbound.Dialer{Allow: allow, Setting: "HUB_OUTBOUND_ALLOW", Resolver: dns, Connect: conns.connect}
+		c.Outbound = outbound.Dialer{Allow: allow, Setting: "HUB_OUTBOUND_ALLOW", Resolver: &dns, Connect: conns.Connect}
 	})
-	loopback := netip.MustParseAddr("127.0.0.1")
 
 	// The Gateway: an Installation of the test's MCP server named by a
 	// name the test resolves.
@@ -133,7 +91,7 @@ func TestTheHubAndRunnersOwnRequestsReachNoRefusedRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcfg.Outbound.Resolver, rcfg.Outbound.Connect = dns, conns.connect
+	rcfg.Outbound.Resolver, rcfg.Outbound.Connect = &dns, conns.Connect
 	reg, redirecting := testRegistries(t)
 	pull := func(ref string) error {
 		_, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: rcfg.Outbound.Transport()})
@@ -141,8 +99,8 @@ func TestTheHubAndRunnersOwnRequestsReachNoRefusedRange(t *testing.T) {
 	}
 
 	for _, a := range inEachRefusedRange() {
-		dns.set("localhost", a)
-		dns.set("blobs.test", loopback)
+		dns.Set("localhost", a.String())
+		dns.Set("blobs.test", "127.0.0.1")
 		code, body := e.do(nil, req{method: "POST", path: "/gateway/far", body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`, bearer: start.ModToken, from: nextAddr()})
 		if code != http.StatusBadGateway || !strings.Contains(body, "HUB_OUTBOUND_ALLOW") {
 			t.Errorf("the Gateway to %s: got %d %s, want 502 naming HUB_OUTBOUND_ALLOW", a, code, body)
@@ -154,15 +112,15 @@ func TestTheHubAndRunnersOwnRequestsReachNoRefusedRange(t *testing.T) {
 		if err := pull("localhost:" + reg + "/img:v1"); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), "RUNNER_OUTBOUND_ALLOW") {
 			t.Errorf("a pull from %s: got %v, want refused naming RUNNER_OUTBOUND_ALLOW", a, err)
 		}
-		dns.set("localhost", loopback)
-		dns.set("blobs.test", a)
+		dns.Set("localhost", "127.0.0.1")
+		dns.Set("blobs.test", a.String())
 		if err := pull("localhost:" + redirecting + "/img:v1"); !errors.Is(err, errdefs.ErrForbidden) {
 			t.Errorf("a pull redirected to %s: got %v, want refused", a, err)
 		}
 	}
 
-	dns.set("localhost", loopback)
-	dns.set("blobs.test", loopback)
+	dns.Set("localhost", "127.0.0.1")
+	dns.Set("blobs.test", "127.0.0.1")
 	if got := e.echoThrough("far", start.ModToken, "near"); got != "echo: near" {
 		t.Errorf("the Gateway on the allowed address answered %q", got)
 	}
@@ -181,7 +139,7 @@ func TestTheHubAndRunnersOwnRequestsReachNoRefusedRange(t *testing.T) {
 			t.Errorf("a pull from the allowed address: %v", err)
 		}
 	}
-	conns.onlyLoopback(t)
+	onlyLoopback(t, &conns)
 }
 
 // testRegistries starts an in-process registry with img:v1 on 127.0.0.1,
