@@ -3,8 +3,12 @@ package outbound_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,5 +149,63 @@ func TestANameIsJudgedByTheAddressesItResolvesTo(t *testing.T) {
 	want := "127.0.0.1:" + strconv.Itoa(port)
 	if got := dials.All(); len(got) != 3 || slices.ContainsFunc(got, func(s string) bool { return s != want }) {
 		t.Errorf("dialed %v, want %s three times", got, want)
+	}
+}
+
+// TestTheProxyTunnelsAndForwardsOnlyThroughItsDialer: a client of the
+// Proxy (git, for the host clone) reaches an https server through a
+// CONNECT tunnel and an http one through forwarding, each by a name the
+// Dialer resolves and checks; a name that resolves into a refused range is
+// answered 403 over either, and the Proxy keeps that refusal for its
+// caller.
+func TestTheProxyTunnelsAndForwardsOnlyThroughItsDialer(t *testing.T) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	tlsSrv, plain := httptest.NewTLSServer(hello), httptest.NewServer(hello)
+	t.Cleanup(tlsSrv.Close)
+	t.Cleanup(plain.Close)
+	var names testkit.Resolver
+	names.Set("near.test", "127.0.0.1")
+	names.Set("metadata.test", "169.254.169.254")
+	var dials testkit.Dials
+	d := &outbound.Dialer{Allow: outbound.AllowLoopback, Setting: "RUNNER_OUTBOUND_ALLOW", Resolver: &names, Connect: dials.Connect}
+	p, err := d.ListenProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	proxyURL, _ := url.Parse(p.URL)
+	tr := tlsSrv.Client().Transport.(*http.Transport).Clone()
+	tr.Proxy = http.ProxyURL(proxyURL)
+	tr.TLSClientConfig.ServerName = "example.com" // the test certificate's name
+	c := &http.Client{Transport: tr}
+	port := func(s *httptest.Server) string { u, _ := url.Parse(s.URL); return u.Port() }
+	for _, u := range []string{"https://near.test:" + port(tlsSrv) + "/", "http://near.test:" + port(plain) + "/"} {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hello" {
+			t.Errorf("%s: got %d %q, want hello", u, resp.StatusCode, b)
+		}
+	}
+	if p.Refused() != nil {
+		t.Fatalf("a refusal before any: %v", p.Refused())
+	}
+	if resp, err := c.Get("http://metadata.test:" + port(plain) + "/"); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("http to the metadata address: %v %v, want 403", resp, err)
+	}
+	if _, err := c.Get("https://metadata.test:" + port(tlsSrv) + "/"); err == nil {
+		t.Error("https to the metadata address went through")
+	}
+	var re *outbound.RefusedError
+	if !errors.As(p.Refused(), &re) || re.Addr != netip.MustParseAddr("169.254.169.254") {
+		t.Errorf("the Proxy's refusal: %v", p.Refused())
+	}
+	for _, a := range dials.All() {
+		if ap, err := netip.ParseAddrPort(a); err != nil || !ap.Addr().IsLoopback() {
+			t.Errorf("connected to %s", a)
+		}
 	}
 }
