@@ -215,16 +215,22 @@ func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
 	}
 }
 
-// TestAHubClosedLeavesNoGoroutine: a Hub started and closed 100 times
-// leaves nothing running.
-func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+// bareStore opens a store of its own, closed once the test ends, with a
+// Config for Hubs over it that the test starts and closes itself.
+func bareStore(t *testing.T) (*store.Store, Config) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	cfg := Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(func() { st.Close() })
+	return st, Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// TestAHubClosedLeavesNoGoroutine: a Hub started and closed 100 times
+// leaves nothing running.
+func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
+	st, cfg := bareStore(t)
 	start := func() {
 		h, err := New(cfg, st)
 		if err != nil {
@@ -291,13 +297,7 @@ func TestAHubClosedMidTestBuildLeavesNoGoroutineOfItsOwn(t *testing.T) {
 // (a route table the mux refuses) or at sign-in's (a GitHub App key that
 // doesn't parse) closes what it started before, every time.
 func TestAHubThatFailsToStartLeavesNoGoroutine(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cfg := Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	st, cfg := bareStore(t)
 	badKey := cfg
 	badKey.GitHubClientID, badKey.GitHubClientSecret, badKey.GitHubAppID, badKey.GitHubAppKey = "id", "secret", 1, "not a key"
 	tests := []struct {
