@@ -128,12 +128,12 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	return h, nil
 }
 
-// Close stops the Hub's background work and waits for it: its own
-// goroutines, the credential checks, the pull request tracker, the Test
-// builds under way, the Sessions' timers and the token revokes. It closes
-// as much as New made when a step of New failed.
+// Close stops the Hub's background work and waits for it: the pull
+// request tracker, the Test builds under way, the Sessions' timers, the
+// token revokes, and last the Hub's own goroutines (the credential checks
+// among them), whose lifetime the others' last callbacks still use. It
+// closes as much as New made when a step of New failed.
 func (h *Hub) Close() {
-	h.life.Close() // the credential checks too: they run under it
 	if h.pulls != nil {
 		h.pulls.Close()
 	}
@@ -146,6 +146,7 @@ func (h *Hub) Close() {
 	if h.tokens != nil {
 		h.tokens.close()
 	}
+	h.life.Close()
 }
 
 // Runner returns a connected Runner for the Session owner, or nil.
