@@ -84,7 +84,7 @@ func (r *Runner) watchPorts(ctx context.Context, s *session) {
 		if err != nil {
 			r.log.Warn("ports watcher did not start", "session", s.id, "err", err)
 		} else {
-			go func() { p.Wait(); outW.Close() }()
+			r.spawn(func() { p.Wait(); outW.Close() })
 			stop := context.AfterFunc(ctx, func() { stdinW.Close() })
 			dec := ports.NewDecoder(outR)
 			for {
@@ -174,7 +174,7 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 		return fmt.Errorf("start the dialler in the Sandbox: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { p.Wait(); outW.Close(); close(exited) }()
+	r.spawn(func() { p.Wait(); outW.Close(); close(exited) })
 	fail := func(err error) error {
 		cancel()
 		stdinW.Close()
@@ -182,13 +182,13 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	}
 	out := bufio.NewReader(outR)
 	ready := make(chan error, 1)
-	go func() {
+	r.spawn(func() {
 		line, err := out.ReadString('\n')
 		if err == nil && strings.TrimSpace(line) != ports.DialReady {
 			err = fmt.Errorf("unexpected %q", line)
 		}
 		ready <- err
-	}()
+	})
 	select {
 	case err := <-ready:
 		if err != nil {
