@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
@@ -145,6 +146,7 @@ type fakeRunner struct {
 	id     string
 	mu     sync.Mutex
 	result error
+	hold   bool // answers only once the Hub gives up waiting
 	got    []protocol.EnvTest
 }
 
@@ -152,8 +154,12 @@ func (f *fakeRunner) Request(ctx context.Context, typ string, body, reply any) e
 	req := body.(protocol.EnvTest)
 	f.mu.Lock()
 	f.got = append(f.got, req)
-	res := f.result
+	res, hold := f.result, f.hold
 	f.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if err := f.svc.TestLog(ctx, f.id, protocol.EnvTestLog{TestID: req.TestID, Lines: []string{"building", "token ghp_" + strings.Repeat("A", 36)}}); err != nil {
 		return err
 	}
@@ -293,6 +299,48 @@ func TestATestBuildsLogComesOnlyFromItsRunnerAndARestartEndsIt(t *testing.T) {
 	got, _ := svc.TestBuild(ctx, repo.ID, tb.ID)
 	if got.State != store.TestFailed || strings.Contains(got.Log, "forged") || !strings.Contains(got.Detail, "restarted") {
 		t.Fatalf("after the Hub's restart: %+v, want failed, saying why", got)
+	}
+}
+
+// TestClosingEndsTheTestBuildsUnderWay: Close returns at once though a
+// Runner holds a Test build unanswered (up to testTimeout), recording it
+// failed as stopped; a Test build asked for after Close is refused and
+// recorded the same way, never left running.
+func TestClosingEndsTheTestBuildsUnderWay(t *testing.T) {
+	svc, st, fr, repo := newService(t)
+	ctx := context.Background()
+	if _, err := svc.Edit(ctx, repo.ID, Config{Bootstrap: "make\n"}, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	fr.hold = true
+	held, err := svc.Test(ctx, repo, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the Runner asked", func() bool {
+		fr.mu.Lock()
+		defer fr.mu.Unlock()
+		return len(fr.got) == 1
+	})
+	closed := make(chan struct{})
+	go func() { svc.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("Close waits for the Runner's answer")
+	}
+	if _, err := svc.Test(ctx, repo, "u1"); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("a Test build after Close: %v, want unavailable", err)
+	}
+	refused, err := st.LatestTestBuild(ctx, repo.ID, held.BuildDigest)
+	if err != nil || refused.ID == held.ID {
+		t.Fatalf("the refused Test build is not recorded: %+v, %v", refused, err)
+	}
+	held, _ = st.TestBuild(ctx, repo.ID, held.ID)
+	for _, tb := range []store.TestBuild{held, refused} {
+		if tb.State != store.TestFailed || !strings.Contains(tb.Detail, "Hub stopped") {
+			t.Errorf("Test build %s after Close: %s %q, want failed, saying the Hub stopped", tb.ID, tb.State, tb.Detail)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -38,10 +39,23 @@ type Deps struct {
 
 // Service is the one owner of Environments: drafts, versions, the Test
 // build gate, and what a Session starts on.
-type Service struct{ d Deps }
+type Service struct {
+	d Deps
+	// life is what the Test builds under way wait for their Runner's
+	// reply under; Close ends them.
+	life *lifetime.Group
+}
 
-// New returns a Service; Recover should run once as the Hub starts.
-func New(d Deps) *Service { return &Service{d: d} }
+// New returns a Service; Recover should run once as the Hub starts, and
+// Close once it stops.
+func New(d Deps) *Service { return &Service{d: d, life: lifetime.New()} }
+
+// Close stops waiting for the Test builds under way, recording each failed
+// as the Hub stopped, and returns once every one is recorded.
+func (s *Service) Close() { s.life.Close() }
+
+// stopped is a Test build's detail when the Hub stopped waiting for it.
+const stopped = "the Hub stopped while it ran: run it again"
 
 // testTimeout bounds a Test build, image pull and scripts included.
 const testTimeout = 30 * time.Minute
@@ -243,19 +257,34 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 		return store.TestBuild{}, err
 	}
 	req := protocol.EnvTest{TestID: t.ID, RepoURL: repo.URL, Environment: d.Settings.protocol(0), Variables: d.vars, CloneToken: clone}
-	go s.run(t, req, rc)
+	if !s.life.Go(func(life context.Context) { s.run(life, t, req, rc) }) {
+		s.end(ctx, t, errors.New(stopped))
+		return store.TestBuild{}, fmt.Errorf("the Hub is stopping: run the Test build again once it is back: %w", errdefs.ErrUnavailable)
+	}
 	return t, nil
 }
 
-// run waits for a Test build's reply and records its result.
-func (s *Service) run(t store.TestBuild, req protocol.EnvTest, rc Requester) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+// run waits for a Test build's reply, within testTimeout and the
+// Service's life, and records its result.
+func (s *Service) run(life context.Context, t store.TestBuild, req protocol.EnvTest, rc Requester) {
+	ctx, cancel := context.WithTimeout(life, testTimeout)
 	defer cancel()
+	err := rc.Request(ctx, protocol.TypeEnvTest, req, nil)
+	if err != nil && life.Err() != nil {
+		err = errors.New(stopped)
+	}
+	// The result is written though the wait was cut short: Close waits
+	// for it, and a build left running would say so until the next start.
+	s.end(context.WithoutCancel(ctx), t, err)
+}
+
+// end records a Test build's result: passed, or failed for err.
+func (s *Service) end(ctx context.Context, t store.TestBuild, err error) {
 	state, detail := store.TestPassed, ""
-	if err := rc.Request(ctx, protocol.TypeEnvTest, req, nil); err != nil {
+	if err != nil {
 		state, detail = store.TestFailed, s.d.Redact(ctx, t.RepoID, err.Error())
 	}
-	if err := s.d.Store.EndTestBuild(context.WithoutCancel(ctx), t.ID, state, detail); err != nil {
+	if err := s.d.Store.EndTestBuild(ctx, t.ID, state, detail); err != nil {
 		s.d.Log.Error("record a Test build's result", "test", t.ID, "err", err)
 	}
 }

@@ -275,15 +275,16 @@ func (h *Hub) handleAttachments(rc *runnerConn, welcomed <-chan struct{}) {
 			return nil, fmt.Errorf("attachment %q: %w", req.AttachmentID, errdefs.ErrNotFound)
 		}
 		stream, take := h.expectStream(rc)
-		go h.sendAttachment(a, take)
+		h.life.Go(func(life context.Context) { h.sendAttachment(life, a, take) })
 		return protocol.AttachmentStream{Stream: stream, Size: a.Size, SHA256: hex.EncodeToString(a.SHA256)}, nil
 	})
 }
 
 // sendAttachment writes an Attachment's bytes to the stream its Runner
-// dials back.
-func (h *Hub) sendAttachment(a store.Attachment, take func(context.Context) (net.Conn, error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), streamWait)
+// dials back, within life, the Hub's: the Runner's request is answered
+// before the stream comes.
+func (h *Hub) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
+	ctx, cancel := context.WithTimeout(life, streamWait)
 	conn, err := take(ctx)
 	cancel()
 	if err != nil {
@@ -292,7 +293,7 @@ func (h *Hub) sendAttachment(a store.Attachment, take func(context.Context) (net
 	}
 	defer conn.Close()
 	conn.SetWriteDeadline(time.Now().Add(attachmentSendTime))
-	if err := h.store.ReadAttachment(context.Background(), a.ID, conn); err != nil {
+	if err := h.store.ReadAttachment(life, a.ID, conn); err != nil {
 		h.log.Warn("attachment not sent", "session", a.SessionID, "attachment", a.ID, "err", err)
 	}
 }

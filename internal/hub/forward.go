@@ -74,7 +74,7 @@ func (h *Hub) sendPorts(ctx context.Context, v *view) {
 // portsChanged sends every view of the Session its list again.
 func (h *Hub) portsChanged(id string) {
 	for _, v := range h.viewsOf(id) {
-		h.sendPorts(context.Background(), v)
+		h.sendPorts(h.life.Context(), v)
 	}
 }
 

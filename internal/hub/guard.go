@@ -32,8 +32,6 @@ type guard struct {
 	conns   conns
 	access  repoAccess
 	devices devices
-	stop    context.CancelFunc
-	done    chan struct{}
 }
 
 // Defaults of the sign-in settings.
@@ -80,14 +78,13 @@ func (c *Config) checkSignIn() error {
 }
 
 // initGuard sets up sign-in and Repo access, and starts re-checking who is
-// connected; Close stops it.
+// connected for the Hub's life.
 func (h *Hub) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
 	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: originOf(pub),
 		secure: !(pub.Scheme == "http" && isLoopbackHost(pub.Hostname())),
-		fails:  newLimiter(failBurst, failRefill), starts: newLimiter(startBurst, startRefill),
-		done: make(chan struct{})}
+		fails:  newLimiter(failBurst, failRefill), starts: newLimiter(startBurst, startRefill)}
 	g.conns.set = map[*conn]struct{}{}
 	g.access.m = map[accessKey]accessEntry{}
 	g.devices.init()
@@ -112,20 +109,9 @@ func (h *Hub) initGuard() error {
 	if c.DevLogin && !isLoopbackHost(hostOf(c.Listen)) {
 		h.log.Warn("dev login is off: it works only with the Hub bound to loopback", "listen", c.Listen)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.stop = cancel
 	h.guard = g
-	go h.watchCredentials(ctx)
+	h.life.Go(h.watchCredentials)
 	return nil
-}
-
-// Close stops the Hub's background work.
-func (h *Hub) Close() {
-	h.guard.stop()
-	<-h.guard.done
-	h.pulls.Close()
-	h.sessions.Close()
-	h.tokens.close()
 }
 
 // credentialCheckEvery is how often everyone connected has their sign-in or
@@ -137,7 +123,6 @@ const credentialCheckEvery = 30 * time.Second
 // Repo access every HUB_REPO_ACCESS_TTL_MS, so someone who lost access on
 // GitHub is taken out of a Repo's Sessions within twice the TTL.
 func (h *Hub) watchCredentials(ctx context.Context) {
-	defer close(h.guard.done)
 	creds := time.NewTicker(min(credentialCheckEvery, h.cfg.RepoAccessTTL))
 	repos := time.NewTicker(h.cfg.RepoAccessTTL)
 	defer creds.Stop()

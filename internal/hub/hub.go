@@ -19,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/metrics"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -42,6 +43,9 @@ type Hub struct {
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 	metrics  *metrics.Metrics     // what /metrics serves: ops.go
 	healthz  http.Handler         // what /health answers: ops.go
+	// life is the Hub's own: work that outlives a request, such as an
+	// Attachment sent to a Runner, runs under it, and Close ends it.
+	life *lifetime.Group
 
 	// Serve's timeouts; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -56,8 +60,12 @@ type Hub struct {
 	sets    map[string]*runSet     // redaction sets by Session id, while it runs
 }
 
-// New makes a Hub over an open store.
-func New(cfg Config, st *store.Store) (*Hub, error) {
+// New makes a Hub over an open store; Close stops it.
+func New(cfg Config, st *store.Store) (*Hub, error) { return newHub(cfg, st, (*Hub).routes) }
+
+// newHub makes a Hub serving the route table routes returns. A step that
+// fails closes what the steps before it started.
+func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -70,9 +78,15 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
-		readTimeout: readTimeout, idleTimeout: idleTimeout,
+		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
-	if err := keyAuditLog(context.Background(), st, h.auditKey, h.log); err != nil {
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	ctx := h.life.Context()
+	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
@@ -90,18 +104,16 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		return nil, err
 	}
 	h.envs = h.newEnvironments()
-	if err := h.envs.Recover(context.Background()); err != nil {
+	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
 		MCPServers: h.prepareGateway, Metrics: h.metrics})
-	if err := h.sessions.Recover(context.Background()); err != nil {
-		h.sessions.Close()
+	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
 	}
 	if err := h.initGuard(); err != nil {
-		h.sessions.Close()
 		return nil, err
 	}
 	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
@@ -109,12 +121,33 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
-	mux, err := h.mux()
+	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err
 	}
 	h.handler = h.forwardHosts(mux)
 	return h, nil
+}
+
+// Close stops the Hub's background work and waits for it: the pull
+// request tracker, the Test builds under way, the Sessions' timers, the
+// token revokes, and last the Hub's own goroutines (the credential checks
+// among them), whose lifetime the others' last callbacks still use. It
+// closes as much as New made when a step of New failed.
+func (h *Hub) Close() {
+	if h.pulls != nil {
+		h.pulls.Close()
+	}
+	if h.envs != nil {
+		h.envs.Close()
+	}
+	if h.sessions != nil {
+		h.sessions.Close() // may still stop a Sandbox token: before tokens
+	}
+	if h.tokens != nil {
+		h.tokens.close()
+	}
+	h.life.Close()
 }
 
 // Runner returns a connected Runner for the Session owner, or nil.
@@ -156,15 +189,18 @@ const (
 func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: h.readTimeout, IdleTimeout: h.idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+	shut := make(chan struct{})
 	go func() {
+		defer close(shut)
 		<-ctx.Done()
 		h.closeRunners("hub shutting down")
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
 	err := srv.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
+		<-shut // Serve returns once Shutdown has waited
 		return nil
 	}
 	return err

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
@@ -214,16 +215,22 @@ func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
 	}
 }
 
-// TestAHubClosedLeavesNoGoroutine: a Hub started and closed 100 times
-// leaves nothing running.
-func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+// bareStore opens a store of its own, closed once the test ends, with a
+// Config for Hubs over it that the test starts and closes itself.
+func bareStore(t *testing.T) (*store.Store, Config) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hub.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	cfg := Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(func() { st.Close() })
+	return st, Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// TestAHubClosedLeavesNoGoroutine: a Hub started and closed 100 times
+// leaves nothing running.
+func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
+	st, cfg := bareStore(t)
 	start := func() {
 		h, err := New(cfg, st)
 		if err != nil {
@@ -237,6 +244,83 @@ func TestAHubClosedLeavesNoGoroutine(t *testing.T) {
 		start()
 	}
 	testenv.Eventually(t, testenv.WaitShort, "no goroutine left", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// background are the packages whose goroutines a Hub starts: Close ends
+// every one of them.
+var background = []string{"kndl.dev/kndl/internal/hub", "kndl.dev/kndl/internal/environment", "kndl.dev/kndl/internal/lifetime"}
+
+// TestAHubClosedMidTestBuildLeavesNoGoroutineOfItsOwn: Close returns at
+// once while a Runner holds an Environment's Test build unanswered (the
+// Hub would wait 30 minutes for it), records the build failed as stopped,
+// and leaves no goroutine of the Hub's running, though the Runner is
+// still connected.
+func TestAHubClosedMidTestBuildLeavesNoGoroutineOfItsOwn(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	asked := make(chan struct{})
+	hello(t, f, func(c *protocol.Conn) {
+		c.Handle(protocol.TypeEnvTest, false, func(ctx context.Context, _ json.RawMessage) (any, error) {
+			close(asked)
+			<-ctx.Done() // never answers while connected
+			return nil, ctx.Err()
+		})
+	})
+	testenv.Eventually(t, testenv.WaitShort, "the Hub sees the Runner", func() bool { return f.hub.Connected(f.runner.ID) })
+	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
+	if _, err := f.hub.envs.Edit(ctx, repo.ID, environment.Config{Bootstrap: "make\n"}, f.runner.CreatedBy); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := f.hub.envs.Test(ctx, repo, f.runner.CreatedBy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+
+	closed := make(chan struct{})
+	go func() { f.hub.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(testenv.WaitShort):
+		t.Fatalf("Close still waits after %v:\n\n%s", testenv.WaitShort, strings.Join(testenv.Leftover(background...), "\n\n"))
+	}
+	if left := testenv.Leftover(background...); len(left) > 0 {
+		t.Fatalf("%d goroutines of the Hub run after Close:\n\n%s", len(left), strings.Join(left, "\n\n"))
+	}
+	got, _ := f.store.TestBuild(ctx, repo.ID, tb.ID)
+	if got.State != store.TestFailed || !strings.Contains(got.Detail, "Hub stopped") {
+		t.Fatalf("the Test build after Close: %s %q, want failed, saying the Hub stopped", got.State, got.Detail)
+	}
+}
+
+// TestAHubThatFailsToStartLeavesNoGoroutine: New failing at its last step
+// (a route table the mux refuses) or at sign-in's (a GitHub App key that
+// doesn't parse) closes what it started before, every time.
+func TestAHubThatFailsToStartLeavesNoGoroutine(t *testing.T) {
+	st, cfg := bareStore(t)
+	badKey := cfg
+	badKey.GitHubClientID, badKey.GitHubClientSecret, badKey.GitHubAppID, badKey.GitHubAppKey = "id", "secret", 1, "not a key"
+	tests := []struct {
+		name   string
+		cfg    Config
+		routes func(*Hub) []route
+	}{
+		{"a route without a credential", cfg, func(h *Hub) []route {
+			return append(h.routes(), route{pattern: "GET /oops", handle: h.health})
+		}},
+		{"a GitHub App key that doesn't parse", badKey, (*Hub).routes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 10 {
+				if h, err := newHub(tt.cfg, st, tt.routes); err == nil {
+					h.Close()
+					t.Fatal("New did not fail")
+				}
+			}
+			testenv.NoLeftover(t, testenv.WaitShort, background...)
+		})
+	}
 }
 
 // TestServeClosesIdleAndSlowConnectionsButNotWebSockets: Serve closes a

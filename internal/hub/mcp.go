@@ -235,7 +235,7 @@ func (h *Hub) maskInstallation(installationID string, values ...string) {
 	}
 	h.mu.Unlock()
 	for _, id := range ids {
-		rows, err := h.store.SessionInstallations(context.Background(), id)
+		rows, err := h.store.SessionInstallations(h.life.Context(), id)
 		if err != nil {
 			h.log.Error("the Installations of a running Session", "session", id, "err", err)
 			continue

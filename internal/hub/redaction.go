@@ -87,8 +87,9 @@ func (h *Hub) Forget(sessionID string) {
 	h.mu.Lock()
 	delete(h.sets, sessionID)
 	h.mu.Unlock()
-	h.tokens.stopped(sessionID)
-	if err := h.store.DropSessionMasks(context.Background(), sessionID); err != nil {
+	ctx := h.life.Context()
+	h.tokens.stopped(ctx, sessionID)
+	if err := h.store.DropSessionMasks(ctx, sessionID); err != nil {
 		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
 	}
 }

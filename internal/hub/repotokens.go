@@ -137,14 +137,14 @@ func (t *sandboxTokens) minted(ctx context.Context, sessionID, token string) err
 
 // stopped ends the Session's current token at once: it no longer runs. A
 // closed tracker leaves it in the store, for the next Hub to revoke.
-func (t *sandboxTokens) stopped(sessionID string) {
+func (t *sandboxTokens) stopped(ctx context.Context, sessionID string) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
 	if closed {
 		return
 	}
-	prev, err := t.swap(context.Background(), sessionID, nil)
+	prev, err := t.swap(ctx, sessionID, nil)
 	if err != nil {
 		t.log.Error("forget a Session's Sandbox token", "session", sessionID, "err", err)
 		return

@@ -66,11 +66,11 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	// The Hub restarts: a new tracker over the same store.
 	tokens.close()
 	tokens = newSandboxTokens(f.store, f.hub.secrets, r.revoke, grace, f.hub.log)
-	tokens.stopped(s1)
+	tokens.stopped(ctx, s1)
 	testenv.Eventually(t, testenv.WaitShort, "the current token revoked as its Session stops", func() bool {
 		return slices.Equal(r.list(), []string{"first", "second"})
 	})
-	tokens.stopped(s1) // nothing left to revoke
+	tokens.stopped(ctx, s1) // nothing left to revoke
 	if sealed, _ := f.store.SwapSandboxToken(ctx, s1, nil); sealed != nil {
 		t.Fatal("a stopped Session still holds a Sandbox token")
 	}
@@ -79,7 +79,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	tokens.minted(ctx, s2, "third")
 	tokens.minted(ctx, s2, "fourth")
 	tokens.close()
-	tokens.stopped(s2)
+	tokens.stopped(ctx, s2)
 	time.Sleep(2 * grace)
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)

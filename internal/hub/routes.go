@@ -148,9 +148,6 @@ func (h *Hub) routes() []route {
 	}
 }
 
-// mux registers the route table.
-func (h *Hub) mux() (*http.ServeMux, error) { return h.muxOf(h.routes()) }
-
 // muxOf registers routes, refusing a route without a credential.
 func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {
 	mux := http.NewServeMux()

@@ -117,7 +117,7 @@ func (h *Hub) attach(rc *runnerConn) {
 	if old != nil {
 		old.conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
 	}
-	if err := h.store.TouchRunner(context.Background(), rc.runner.ID); err != nil {
+	if err := h.store.TouchRunner(h.life.Context(), rc.runner.ID); err != nil {
 		h.log.Error("record a runner seen", "runner", rc.runner.Name, "err", err)
 	}
 	h.log.Info("runner connected", "runner", rc.runner.Name, "version", rc.version,
@@ -132,7 +132,9 @@ func (h *Hub) detach(rc *runnerConn) {
 	}
 	h.mu.Unlock()
 	h.runnerGone(rc)
-	ctx := context.Background()
+	// Its request ended with its connection: what the Hub records of
+	// it runs for the Hub's life.
+	ctx := h.life.Context()
 	if gone {
 		h.sessions.RunnerGone(ctx, rc.runner.ID)
 	}

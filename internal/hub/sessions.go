@@ -494,7 +494,7 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 	}
 	st := &sessionStream{h: h, id: s.ID, after: after, state: s.State}
 	sendEvent := func(e store.Event) bool {
-		m, ok := st.event(e)
+		m, ok := st.event(ctx, e)
 		return !ok || send(m)
 	}
 	if m, _, ok := st.session(ctx); ok && !send(m) {

@@ -24,7 +24,7 @@ type sessionStream struct {
 
 // event returns the message for a stored Event, or false for one already
 // sent.
-func (st *sessionStream) event(e store.Event) (api.LiveMessage, bool) {
+func (st *sessionStream) event(ctx context.Context, e store.Event) (api.LiveMessage, bool) {
 	if e.Seq <= st.after {
 		return api.LiveMessage{}, false
 	}
@@ -35,7 +35,7 @@ func (st *sessionStream) event(e store.Event) (api.LiveMessage, bool) {
 	}
 	m := api.LiveMessage{Type: "event", Event: &ev}
 	if ev.Kind == protocol.EventPrompt {
-		m.Attachments = st.attachments(ev.Text)
+		m.Attachments = st.attachments(ctx, ev.Text)
 	}
 	if st.html {
 		m.HTML = st.h.web.md.rendered(st.id, ev)
@@ -45,12 +45,12 @@ func (st *sessionStream) event(e store.Event) (api.LiveMessage, bool) {
 
 // attachments are the files a prompt's text says it carried
 // (protocol.AttachedLine).
-func (st *sessionStream) attachments(text string) []api.Attachment {
+func (st *sessionStream) attachments(ctx context.Context, text string) []api.Attachment {
 	id, ok := protocol.AttachedPrompt(text)
 	if !ok {
 		return nil
 	}
-	as, err := st.h.store.PromptAttachments(context.Background(), st.id, id)
+	as, err := st.h.store.PromptAttachments(ctx, st.id, id)
 	if err != nil || len(as) == 0 {
 		return nil
 	}

@@ -67,7 +67,7 @@ func (h *Hub) expectStream(rc *runnerConn) (id string, take func(ctx context.Con
 		select {
 		case ws := <-ps.ch:
 			if ctx.Err() == nil {
-				return &streamConn{Conn: websocket.NetConn(context.Background(), ws, websocket.MessageBinary), done: ps.done}, nil
+				return &streamConn{Conn: websocket.NetConn(h.life.Context(), ws, websocket.MessageBinary), done: ps.done}, nil
 			}
 			ws.CloseNow()
 		case <-ctx.Done():

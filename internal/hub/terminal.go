@@ -98,7 +98,7 @@ func (h *Hub) closeTerminal(v *view) {
 	h.web.termCtl.Lock()
 	defer h.web.termCtl.Unlock()
 	if rc := h.dropTab(v); rc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		ctx, cancel := context.WithTimeout(h.life.Context(), closeWait)
 		defer cancel()
 		rc.conn.Request(ctx, protocol.TypeTerminalClose, protocol.SessionRef{SessionID: v.session}, nil)
 	}
@@ -194,7 +194,7 @@ func (h *Hub) terminalFrame(rc *runnerConn, f protocol.TerminalFrame) {
 	var set *redact.Set
 	if f.Snapshot {
 		var err error
-		if set, err = h.sessionSet(context.Background(), f.SessionID); err != nil {
+		if set, err = h.sessionSet(h.life.Context(), f.SessionID); err != nil {
 			// Never a frame that could not be masked.
 			h.log.Warn("terminal snapshot dropped: no redaction set", "session", f.SessionID, "err", err)
 			return
@@ -234,7 +234,9 @@ func (h *Hub) terminalFrame(rc *runnerConn, f protocol.TerminalFrame) {
 		}
 	}
 	if resync {
-		go rc.conn.Request(context.Background(), protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: f.SessionID}, nil)
+		h.life.Go(func(ctx context.Context) {
+			rc.conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: f.SessionID}, nil)
+		})
 	}
 }
 

@@ -127,7 +127,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	sendEvent := func(e store.Event) bool {
-		m, ok := st.event(e)
+		m, ok := st.event(ctx, e)
 		return !ok || v.send(m)
 	}
 	refresh()

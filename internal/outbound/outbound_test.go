@@ -168,7 +168,7 @@ func TestTheProxyTunnelsAndForwardsOnlyThroughItsDialer(t *testing.T) {
 	names.Set("metadata.test", "169.254.169.254")
 	var dials testkit.Dials
 	d := &outbound.Dialer{Allow: outbound.AllowLoopback, Setting: "RUNNER_OUTBOUND_ALLOW", Resolver: &names, Connect: dials.Connect}
-	p, err := d.ListenProxy()
+	p, err := d.ListenProxy(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,14 +26,15 @@ type Proxy struct {
 	refuse error // the first refusal, for the program's caller
 }
 
-// ListenProxy starts a Proxy; Close stops it and its tunnels.
-func (d *Dialer) ListenProxy() (*Proxy, error) {
+// ListenProxy starts a Proxy that lives within ctx; Close stops it and its
+// tunnels.
+func (d *Dialer) ListenProxy(ctx context.Context) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{URL: "http://" + ln.Addr().String()}
-	p.ctx, p.stop = context.WithCancel(context.Background())
+	p.ctx, p.stop = context.WithCancel(ctx)
 	fwd := &httputil.ReverseProxy{
 		Transport: d.Transport(),
 		Rewrite:   func(*httputil.ProxyRequest) {}, // a proxy request's URL is absolute already

@@ -30,7 +30,7 @@ func (r *Runner) follow(ctx context.Context, s *session, offsets map[string]int6
 		if err != nil {
 			r.log.Warn("transcript follower did not start", "session", s.id, "err", err)
 		} else {
-			go func() { p.Wait(); outW.Close() }()
+			r.spawn(func() { p.Wait(); outW.Close() })
 			context.AfterFunc(ctx, func() { stdinW.Close() })
 			dec := transcript.NewDecoder(outR)
 			for {

@@ -84,7 +84,7 @@ func (r *Runner) watchPorts(ctx context.Context, s *session) {
 		if err != nil {
 			r.log.Warn("ports watcher did not start", "session", s.id, "err", err)
 		} else {
-			go func() { p.Wait(); outW.Close() }()
+			r.spawn(func() { p.Wait(); outW.Close() })
 			stop := context.AfterFunc(ctx, func() { stdinW.Close() })
 			dec := ports.NewDecoder(outR)
 			for {
@@ -160,7 +160,8 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	if err != nil {
 		return err
 	}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The connection outlives the request that asked for it, not Run.
+	pctx, cancel := context.WithCancel(r.life)
 	stdinR, stdinW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr strings.Builder
@@ -173,7 +174,7 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 		return fmt.Errorf("start the dialler in the Sandbox: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { p.Wait(); outW.Close(); close(exited) }()
+	r.spawn(func() { p.Wait(); outW.Close(); close(exited) })
 	fail := func(err error) error {
 		cancel()
 		stdinW.Close()
@@ -181,13 +182,13 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	}
 	out := bufio.NewReader(outR)
 	ready := make(chan error, 1)
-	go func() {
+	r.spawn(func() {
 		line, err := out.ReadString('\n')
 		if err == nil && strings.TrimSpace(line) != ports.DialReady {
 			err = fmt.Errorf("unexpected %q", line)
 		}
 		ready <- err
-	}()
+	})
 	select {
 	case err := <-ready:
 		if err != nil {
@@ -206,15 +207,15 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 		return fail(err)
 	}
 	nc := websocket.NetConn(pctx, ws, websocket.MessageBinary)
-	go func() {
+	r.spawn(func() {
 		io.Copy(stdinW, nc)
 		stdinW.Close() // the Hub's side ended: half-close toward the port
-	}()
-	go func() {
+	})
+	r.spawn(func() {
 		io.Copy(nc, out)
 		nc.Close()
 		cancel()
-	}()
+	})
 	return nil
 }
 
@@ -256,9 +257,9 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 		f.Close()
 		return info, err
 	}
-	go func() {
+	r.spawn(func() {
 		defer f.Close()
-		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+		nc := websocket.NetConn(r.life, ws, websocket.MessageBinary)
 		// The Hub sends the size it was told as Content-Length: a file cut
 		// short meanwhile ends the stream with an error, never as if whole.
 		if n, err := io.Copy(nc, io.LimitReader(f, st.Size())); err != nil || n != st.Size() {
@@ -266,7 +267,7 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 			return
 		}
 		nc.Close()
-	}()
+	})
 	return protocol.SessionFileInfo{Name: path.Base(rel), Size: st.Size()}, nil
 }
 

@@ -223,13 +223,13 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	// waits for it before it starts Claude Code). On gVisor each costs a
 	// `runsc exec` and a process start in the Sentry.
 	seeded := make(chan error, 1)
-	go func() {
+	r.spawn(func() {
 		err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir)
 		if err != nil {
 			err = fmt.Errorf("seed Claude Code's config: %w", err)
 		}
 		seeded <- err
-	}()
+	})
 	st, err := r.backend.Status(ctx, s.sandbox)
 	if err != nil {
 		return err

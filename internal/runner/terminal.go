@@ -157,7 +157,7 @@ func (r *Runner) sendFrames(s *session, wake, stop chan struct{}) {
 			}
 			for _, q := range coalesce(batch) {
 				q.SessionID = s.id
-				if err := c.Notify(context.Background(), protocol.TypeTerminalFrame, q); err != nil {
+				if err := c.Notify(r.life, protocol.TypeTerminalFrame, q); err != nil {
 					m.close()
 					return
 				}

@@ -69,7 +69,7 @@ func cloneWorkspace(ctx context.Context, out *outbound.Dialer, repo, token, dir 
 			return fmt.Errorf("git clone %s: %w", redact.Scrub(repo), err)
 		}
 	}
-	proxy, err := out.ListenProxy()
+	proxy, err := out.ListenProxy(ctx)
 	if err != nil {
 		return err
 	}

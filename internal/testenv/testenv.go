@@ -10,6 +10,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,4 +89,44 @@ func ClosedWithin(c net.Conn, d time.Duration) bool {
 	_, err := io.Copy(io.Discard, c)
 	var ne net.Error
 	return !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// Leftover returns the stacks of the goroutines running now with a frame
+// of any of pkgs (package paths such as "kndl.dev/kndl/internal/hub"),
+// leaving out the tests' own (a fake's too) and the HTTP servers'
+// requests, which their servers own. A component closed should leave none
+// of its own.
+func Leftover(pkgs ...string) []string {
+	buf := make([]byte, 16<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "net/http.(*conn).serve") || testFrame.MatchString(g) {
+			continue
+		}
+		for _, p := range pkgs {
+			if strings.Contains(g, "\n"+p+".") || strings.Contains(g, "\n"+p+"/") {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// testFrame is a frame of a test function or of a function it declares.
+var testFrame = regexp.MustCompile(`\.Test[A-Z][^.(]*(\.func|\()`)
+
+// NoLeftover waits until no goroutine of pkgs is left (Leftover), then
+// fails naming those still running.
+func NoLeftover(t testing.TB, within time.Duration, pkgs ...string) {
+	t.Helper()
+	var left []string
+	deadline := time.Now().Add(within)
+	for left = Leftover(pkgs...); len(left) > 0 && time.Now().Before(deadline); left = Leftover(pkgs...) {
+		time.Sleep(tick)
+	}
+	if len(left) > 0 {
+		t.Fatalf("%d goroutines of %v still run after %v:\n\n%s", len(left), pkgs, within, strings.Join(left, "\n\n"))
+	}
 }

@@ -1,6 +1,7 @@
 // Package style checks the house style where a test can: every package has
-// exactly one package doc comment, saying what it is, and the CLI and the
-// wire types import none of the Hub, its store or the Runner.
+// exactly one package doc comment, saying what it is; the CLI and the wire
+// types import none of the Hub, its store or the Runner; and no root
+// context is made outside main, the daemons and tests.
 package style
 
 import (

@@ -17,6 +17,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -76,9 +77,8 @@ type Tracker struct {
 	// soon takes Sessions whose push was just seen, for the worker; a full
 	// one drops them, and the timer catches up.
 	soon   chan string
-	stop   context.CancelFunc
-	done   sync.WaitGroup
-	checks sync.Mutex // one round of GitHub calls at a time
+	life   *lifetime.Group // the worker's; Close ends it
+	checks sync.Mutex      // one round of GitHub calls at a time
 
 	mu     sync.Mutex
 	capped map[string]bool // Sessions whose dropped branches were logged
@@ -88,10 +88,8 @@ type Tracker struct {
 // New starts a Tracker; Close stops it.
 func New(opts Options) *Tracker {
 	t := newTracker(opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.stop = cancel
-	t.done.Add(1)
-	go t.run(ctx)
+	t.life = lifetime.New()
+	t.life.Go(t.run)
 	return t
 }
 
@@ -109,8 +107,7 @@ func newTracker(opts Options) *Tracker {
 
 // Close stops the Tracker and waits for it.
 func (t *Tracker) Close() {
-	t.stop()
-	t.done.Wait()
+	t.life.Close()
 }
 
 // Pushed records the branches a Session's Events show it pushed, up to
@@ -180,7 +177,6 @@ func (t *Tracker) askLater(ctx context.Context, sessionID string, d time.Duratio
 }
 
 func (t *Tracker) run(ctx context.Context) {
-	defer t.done.Done()
 	tick := time.NewTicker(t.opts.Every)
 	defer tick.Stop()
 	for {

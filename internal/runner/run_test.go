@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// noSandboxes is a backend with no Sandbox: enough for a Runner to
+// start, connect and stop.
+type noSandboxes struct{ sandbox.Backend }
+
+func (noSandboxes) Name() string { return "none" }
+func (noSandboxes) Host() sandbox.HostInfo {
+	return sandbox.HostInfo{Relay: "127.0.0.1:0", CPUs: 1, MemoryMiB: 1024}
+}
+func (noSandboxes) List(context.Context) ([]sandbox.Status, error) { return nil, nil }
+
+// TestARunnerStoppedMidDownloadLeavesNoGoroutine: Run returns once its
+// context is done, with no goroutine of the Runner's left, though a
+// Workspace file it was sending to the Hub was never read there.
+func TestARunnerStoppedMidDownloadLeavesNoGoroutine(t *testing.T) {
+	const id = "0c9f074e-a843-418d-ac33-25c5f87e7797"
+	home := t.TempDir()
+	ws := filepath.Join(home, "sessions", id, "workspace")
+	os.MkdirAll(ws, 0o755)
+	// Far more than the connection buffers hold: the send blocks.
+	if err := os.WriteFile(filepath.Join(ws, "big"), make([]byte, 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "kndl")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+
+	hubConn := make(chan *protocol.Conn, 1)
+	streaming := make(chan struct{})
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/runner/stream/") {
+			close(streaming)
+			<-r.Context().Done() // never reads the file
+			c.CloseNow()
+			return
+		}
+		conn := protocol.NewConn(c, slog.New(slog.DiscardHandler))
+		conn.Handle(protocol.TypeHello, false, func(context.Context, json.RawMessage) (any, error) {
+			return protocol.Welcome{Version: protocol.Version, RunnerID: "r1"}, nil
+		})
+		hubConn <- conn
+		conn.Serve(r.Context())
+	}))
+	t.Cleanup(hub.Close)
+	r, err := New(Config{HubURL: hub.URL, Token: "kndlr_test", Home: home, Binary: bin}, noSandboxes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	conn := <-hubConn
+	testenv.Eventually(t, testenv.WaitShort, "the Runner connected", r.Connected)
+	r.mu.Lock()
+	r.sessions[id] = &session{id: id}
+	r.mu.Unlock()
+	if err := conn.Request(ctx, protocol.TypeSessionFile, protocol.SessionFile{SessionID: id, Path: "big", Stream: "s1"}, nil); err != nil {
+		t.Fatalf("ask for the file: %v", err)
+	}
+	<-streaming
+
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(closeWait + testenv.WaitShort):
+		t.Fatal("Run did not return")
+	}
+	testenv.NoLeftover(t, testenv.WaitShort, "kndl.dev/kndl/internal/runner")
+}
