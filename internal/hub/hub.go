@@ -20,6 +20,7 @@ import (
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/metrics"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -53,7 +54,11 @@ type Hub struct {
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
-	sets    map[string]*runSet     // redaction sets by Session id, while it runs
+	// taken is what each Runner's lanes took last, by Runner id, kept
+	// across its connections: a message it sends again after a reply
+	// lost with its connection is taken once.
+	taken map[string]*protocol.Taken
+	sets  map[string]*runSet // redaction sets by Session id, while it runs
 }
 
 // New makes a Hub over an open store.
@@ -71,7 +76,7 @@ func New(cfg Config, st *store.Store) (*Hub, error) {
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
 		readTimeout: readTimeout, idleTimeout: idleTimeout,
-		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+		runners: map[string]*runnerConn{}, taken: map[string]*protocol.Taken{}, sets: map[string]*runSet{}, web: newWebState()}
 	if err := keyAuditLog(context.Background(), st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ type Conn struct {
 	// lanes holds the ordered frames waiting in each lane that has a
 	// goroutine handling them; taken the once each lane took last.
 	lanes  map[string][]Frame
-	taken  map[string]string
+	taken  *Taken
 	closed chan struct{}
 	err    error
 	// pingEvery is how often Serve asks the peer for a pong, and how long
@@ -59,7 +59,7 @@ const PingEvery = 10 * time.Second
 func NewConn(ws *websocket.Conn, log *slog.Logger) *Conn {
 	ws.SetReadLimit(MaxFrameBytes)
 	return &Conn{ws: ws, log: log, handlers: map[string]Handler{}, ordered: map[string]bool{},
-		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: map[string]string{}, closed: make(chan struct{}), pingEvery: PingEvery}
+		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery}
 }
 
 // Handle registers h for frames of type typ. Ordered handlers run one
@@ -68,6 +68,36 @@ func (c *Conn) Handle(typ string, ordered bool, h Handler) {
 	c.handlers[typ] = h
 	c.ordered[typ] = ordered
 }
+
+// Taken remembers the once each lane took last. A Conn keeps one of its
+// own unless given one that outlives it (the Hub keeps one per Runner), so
+// a message sent again on the next connection is taken once too.
+type Taken struct {
+	mu   sync.Mutex
+	once map[string]string
+}
+
+// again reports whether lane took once last.
+func (t *Taken) again(lane, once string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return once != "" && t.once[lane] == once
+}
+
+func (t *Taken) took(lane, once string) {
+	if once == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.once == nil {
+		t.once = map[string]string{}
+	}
+	t.once[lane] = once
+}
+
+// Remember makes c keep what its lanes took in t; call it before Serve.
+func (c *Conn) Remember(t *Taken) { c.taken = t }
 
 // Request sends a request and decodes the reply's body into reply (which may
 // be nil). It returns the peer's error with its class.
@@ -236,9 +266,8 @@ func (c *Conn) drain(ctx context.Context, lane string) {
 		}
 		f := q[0]
 		c.lanes[lane] = q[1:]
-		again := f.Once != "" && c.taken[lane] == f.Once
 		c.mu.Unlock()
-		if again {
+		if c.taken.again(lane, f.Once) {
 			c.answer(ctx, f, nil, nil)
 			continue
 		}
@@ -247,10 +276,8 @@ func (c *Conn) drain(ctx context.Context, lane string) {
 		pprof.Do(ctx, pprof.Labels("lane", lane, "type", f.Type), func(ctx context.Context) {
 			res, err = c.handlers[f.Type](ctx, f.Body)
 		})
-		if err == nil && f.Once != "" {
-			c.mu.Lock()
-			c.taken[lane] = f.Once
-			c.mu.Unlock()
+		if err == nil {
+			c.taken.took(lane, f.Once)
 		}
 		c.answer(ctx, f, res, err)
 	}

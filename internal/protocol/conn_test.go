@@ -252,27 +252,32 @@ func TestAGitHubTokensLifeIsReadOnTheReceiversClock(t *testing.T) {
 	}
 }
 
-// serveOrdered serves a Conn whose "ordered" type is handled by h, in
-// order per lane, beside the echo, and returns a raw client WebSocket.
-func serveOrdered(t *testing.T, h Handler) *websocket.Conn {
+// serveOrdered serves Conns whose "ordered" type is handled by h, in
+// order per lane, beside the echo, all remembering what their lanes took
+// in one Taken, and returns a dialler of raw client WebSockets.
+func serveOrdered(t *testing.T, h Handler) (dial func() *websocket.Conn) {
 	t.Helper()
+	var taken Taken
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
 		}
 		c := NewConn(ws, quiet)
+		c.Remember(&taken)
 		c.Handle("ordered", true, h)
 		c.Handle("echo", false, func(ctx context.Context, b json.RawMessage) (any, error) { return b, nil })
 		c.Serve(r.Context())
 	}))
 	t.Cleanup(srv.Close)
-	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
+	return func() *websocket.Conn {
+		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.CloseNow() })
+		return ws
 	}
-	t.Cleanup(func() { ws.CloseNow() })
-	return ws
 }
 
 // TestAHeldLaneDelaysNoOtherLaneNorARequest: an ordered frame whose
@@ -286,7 +291,7 @@ func TestAHeldLaneDelaysNoOtherLaneNorARequest(t *testing.T) {
 			<-release
 		}
 		return b, nil
-	})
+	})()
 	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","body":"held"}`)
 	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"2","lane":"a","body":"after"}`)
 	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"3","lane":"b","body":"other"}`)
@@ -309,19 +314,25 @@ func TestAHeldLaneDelaysNoOtherLaneNorARequest(t *testing.T) {
 
 // TestAMessageSentAgainUnderItsOnceIsHandledOnce: a request sent again in
 // its lane under the once it was taken with is answered without being
-// handled again; a new once is handled.
+// handled again, on the same connection or the next one that remembers in
+// the same Taken; a new once is handled.
 func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 	var handled atomic.Int32
-	ws := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
+	dial := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
 		handled.Add(1)
 		return nil, nil
 	})
-	for i, once := range []string{"x", "x", "y"} {
-		write(t, ws, websocket.MessageText, fmt.Sprintf(`{"type":"ordered","id":"%d","lane":"a","once":%q,"body":{}}`, i, once))
+	send := func(ws *websocket.Conn, once string) {
+		write(t, ws, websocket.MessageText, fmt.Sprintf(`{"type":"ordered","id":"1","lane":"a","once":%q,"body":{}}`, once))
 		if f := readFrame(t, ws); f.Error != nil {
-			t.Fatalf("reply %d: %v", i, f.Error)
+			t.Fatalf("once %s: %v", once, f.Error)
 		}
 	}
+	ws := dial()
+	send(ws, "x")
+	send(ws, "x")
+	send(ws, "y")
+	send(dial(), "y")
 	if n := handled.Load(); n != 2 {
 		t.Errorf("handled %d times, want 2: once x, once y", n)
 	}
