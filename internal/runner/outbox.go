@@ -85,7 +85,7 @@ func (o *outbox) start(ctx context.Context) {
 
 // sendLocked starts l's sender if none runs; o.mu is held.
 func (o *outbox) sendLocked(session string, l *lane) {
-	if o.ctx == nil || l.sending {
+	if o.ctx == nil || o.ctx.Err() != nil || l.sending {
 		return
 	}
 	l.sending = true
