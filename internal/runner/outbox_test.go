@@ -23,6 +23,12 @@ import (
 // side of it.
 func hubTaking(t *testing.T, take func(protocol.SessionEvents)) *protocol.Conn {
 	t.Helper()
+	return hubServing(t, func(_ *websocket.Conn, m protocol.SessionEvents) { take(m) })
+}
+
+// hubServing is hubTaking with the Hub's side of the WebSocket at hand.
+func hubServing(t *testing.T, take func(*websocket.Conn, protocol.SessionEvents)) *protocol.Conn {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -34,7 +40,7 @@ func hubTaking(t *testing.T, take func(protocol.SessionEvents)) *protocol.Conn {
 			if err := json.Unmarshal(b, &m); err != nil {
 				return nil, err
 			}
-			take(m)
+			take(ws, m)
 			return nil, nil
 		})
 		c.Serve(r.Context())
@@ -154,4 +160,28 @@ func TestAMessageHeldPastItsDeadlineGoesAgainNamedInTheLogAndKeepsItsPlace(t *te
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestAMessageInFlightWhenTheConnectionDropsGoesOnTheNext: a message whose
+// connection ends before the Hub answers stays first in its lane and goes
+// on the next connection, the one behind it after it.
+func TestAMessageInFlightWhenTheConnectionDropsGoesOnTheNext(t *testing.T) {
+	r := &Runner{changed: make(chan struct{})}
+	dropped := make(chan struct{})
+	r.setConn(hubServing(t, func(ws *websocket.Conn, m protocol.SessionEvents) {
+		ws.CloseNow() // unanswered
+		close(dropped)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	r.out = outbox{log: slog.New(slog.DiscardHandler), conn: r.liveConn, spawn: func(f func()) { wg.Go(f) }, replyWait: testenv.WaitLong}
+	r.out.start(ctx)
+	for _, text := range []string{"1", "2"} {
+		r.notify("a", protocol.TypeSessionEvents, logLine("a", text))
+	}
+	<-dropped
+	var tk taken
+	r.setConn(hubTaking(t, tk.add))
+	testenv.Eventually(t, testenv.WaitShort, "both messages on the next connection", func() bool { return tk.are("a:1", "a:2") })
 }
