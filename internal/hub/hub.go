@@ -21,6 +21,7 @@ import (
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/metrics"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -57,7 +58,11 @@ type Hub struct {
 
 	mu      sync.Mutex
 	runners map[string]*runnerConn // by Runner id, while connected
-	sets    map[string]*runSet     // redaction sets by Session id, while it runs
+	// taken is what each Runner's lanes took last, by Runner id, kept
+	// across its connections: a message it sends again after a reply
+	// lost with its connection is taken once.
+	taken map[string]*protocol.Taken
+	sets  map[string]*runSet // redaction sets by Session id, while it runs
 }
 
 // New makes a Hub over an open store; Close stops it.
@@ -79,7 +84,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
-		runners: map[string]*runnerConn{}, sets: map[string]*runSet{}, web: newWebState()}
+		runners: map[string]*runnerConn{}, taken: map[string]*protocol.Taken{}, sets: map[string]*runSet{}, web: newWebState()}
 	defer func() {
 		if err != nil {
 			h.Close()

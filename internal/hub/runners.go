@@ -35,6 +35,7 @@ func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	log := h.log.With("runner", p.Runner.Name)
 	conn := protocol.NewConn(ws, log)
+	conn.Remember(h.takenBy(p.Runner.ID))
 	rc := &runnerConn{conn: conn, runner: p.Runner, since: time.Now()}
 	hello := make(chan struct{})
 	conn.Handle(protocol.TypeHello, false, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -105,6 +106,19 @@ func clockNote(runner, now time.Time) string {
 	}
 	return fmt.Sprintf("Its clock is %s %s the Hub's: Sessions run, but the times of its Events are off by as much; set up time sync (NTP) on its machine.",
 		skew.Round(time.Second), way)
+}
+
+// takenBy returns what the Runner's lanes took, kept across its
+// connections.
+func (h *Hub) takenBy(runnerID string) *protocol.Taken {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.taken[runnerID]
+	if t == nil {
+		t = &protocol.Taken{}
+		h.taken[runnerID] = t
+	}
+	return t
 }
 
 // attach records a connected Runner, closing an older connection of the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,16 +25,22 @@ type Conn struct {
 	ws       *websocket.Conn
 	log      *slog.Logger
 	handlers map[string]Handler
-	// ordered types are handled one at a time in arrival order on the read
-	// loop (a Session's events); others each in their own goroutine.
+	// ordered types are handled one at a time in arrival order per lane
+	// (a Session's events), lanes side by side; others each in their own
+	// goroutine. The read loop never waits for a handler, so one held
+	// frame delays neither another lane nor a reply.
 	ordered map[string]bool
 
 	writeMu sync.Mutex
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[string]chan Frame
-	closed  chan struct{}
-	err     error
+	// lanes holds the ordered frames waiting in each lane that has a
+	// goroutine handling them; taken the once each lane took last.
+	lanes  map[string][]Frame
+	taken  *Taken
+	closed chan struct{}
+	err    error
 	// pingEvery is how often Serve asks the peer for a pong, and how long
 	// it waits for one.
 	pingEvery time.Duration
@@ -52,20 +59,62 @@ const PingEvery = 10 * time.Second
 func NewConn(ws *websocket.Conn, log *slog.Logger) *Conn {
 	ws.SetReadLimit(MaxFrameBytes)
 	return &Conn{ws: ws, log: log, handlers: map[string]Handler{}, ordered: map[string]bool{},
-		pending: map[string]chan Frame{}, closed: make(chan struct{}), pingEvery: PingEvery}
+		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery}
 }
 
-// Handle registers h for frames of type typ. Ordered handlers run on the
-// read loop, one frame at a time, so they must not block for long.
+// Handle registers h for frames of type typ. Ordered handlers run one
+// frame of a lane at a time, in arrival order.
 func (c *Conn) Handle(typ string, ordered bool, h Handler) {
 	c.handlers[typ] = h
 	c.ordered[typ] = ordered
 }
 
+// Taken remembers the once each lane took last. A Conn keeps one of its
+// own unless given one that outlives it (the Hub keeps one per Runner), so
+// a message sent again on the next connection is taken once too.
+type Taken struct {
+	mu   sync.Mutex
+	once map[string]string
+}
+
+// again reports whether lane took once last.
+func (t *Taken) again(lane, once string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return once != "" && t.once[lane] == once
+}
+
+func (t *Taken) took(lane, once string) {
+	if once == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.once == nil {
+		t.once = map[string]string{}
+	}
+	t.once[lane] = once
+}
+
+// Remember makes c keep what its lanes took in t; call it before Serve.
+func (c *Conn) Remember(t *Taken) { c.taken = t }
+
 // Request sends a request and decodes the reply's body into reply (which may
 // be nil). It returns the peer's error with its class.
 func (c *Conn) Request(ctx context.Context, typ string, body, reply any) error {
+	return c.request(ctx, Frame{Type: typ}, body, reply)
+}
+
+// RequestOnce is Request in a lane (see Frame), for a message that may be
+// sent again under the same once: the peer takes it once.
+func (c *Conn) RequestOnce(ctx context.Context, lane, once, typ string, body, reply any) error {
+	return c.request(ctx, Frame{Type: typ, Lane: lane, Once: once}, body, reply)
+}
+
+func (c *Conn) request(ctx context.Context, f Frame, body, reply any) error {
+	typ := f.Type
 	id := strconv.FormatUint(c.nextID.Add(1), 10)
+	f.ID = id
 	ch := make(chan Frame, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -79,7 +128,7 @@ func (c *Conn) Request(ctx context.Context, typ string, body, reply any) error {
 		delete(c.pending, id)
 		c.mu.Unlock()
 	}()
-	if err := c.send(ctx, Frame{Type: typ, ID: id}, body); err != nil {
+	if err := c.send(ctx, f, body); err != nil {
 		return err
 	}
 	select {
@@ -174,8 +223,7 @@ func (c *Conn) Serve(ctx context.Context) error {
 			continue
 		}
 		if c.ordered[f.Type] {
-			res, err := h(ctx, f.Body)
-			c.answer(ctx, f, res, err)
+			c.queue(ctx, &wg, f)
 			continue
 		}
 		wg.Add(1)
@@ -184,6 +232,54 @@ func (c *Conn) Serve(ctx context.Context) error {
 			res, err := h(ctx, f.Body)
 			c.answer(ctx, f, res, err)
 		}()
+	}
+}
+
+// queue adds an ordered frame to its lane, and starts the lane's
+// goroutine if none runs.
+func (c *Conn) queue(ctx context.Context, wg *sync.WaitGroup, f Frame) {
+	c.mu.Lock()
+	q, running := c.lanes[f.Lane]
+	c.lanes[f.Lane] = append(q, f)
+	c.mu.Unlock()
+	if running {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.drain(ctx, f.Lane)
+	}()
+}
+
+// drain handles a lane's frames in order until none waits. A frame whose
+// once the lane took last is answered without handling it again: it is
+// the same message sent again after a reply that came late.
+func (c *Conn) drain(ctx context.Context, lane string) {
+	for {
+		c.mu.Lock()
+		q := c.lanes[lane]
+		if len(q) == 0 || ctx.Err() != nil {
+			delete(c.lanes, lane)
+			c.mu.Unlock()
+			return
+		}
+		f := q[0]
+		c.lanes[lane] = q[1:]
+		c.mu.Unlock()
+		if c.taken.again(lane, f.Once) {
+			c.answer(ctx, f, nil, nil)
+			continue
+		}
+		var res any
+		var err error
+		pprof.Do(ctx, pprof.Labels("lane", lane, "type", f.Type), func(ctx context.Context) {
+			res, err = c.handlers[f.Type](ctx, f.Body)
+		})
+		if err == nil {
+			c.taken.took(lane, f.Once)
+		}
+		c.answer(ctx, f, res, err)
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,5 +249,91 @@ func TestAGitHubTokensLifeIsReadOnTheReceiversClock(t *testing.T) {
 	}
 	if got := (GitHubToken{ExpiresAt: hubSaid}).Expiry(received); !got.Equal(hubSaid) {
 		t.Errorf("Expiry without ExpiresIn = %v, want ExpiresAt", got)
+	}
+}
+
+// serveOrdered serves Conns whose "ordered" type is handled by h, in
+// order per lane, beside the echo, all remembering what their lanes took
+// in one Taken, and returns a dialler of raw client WebSockets.
+func serveOrdered(t *testing.T, h Handler) (dial func() *websocket.Conn) {
+	t.Helper()
+	var taken Taken
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := NewConn(ws, quiet)
+		c.Remember(&taken)
+		c.Handle("ordered", true, h)
+		c.Handle("echo", false, func(ctx context.Context, b json.RawMessage) (any, error) { return b, nil })
+		c.Serve(r.Context())
+	}))
+	t.Cleanup(srv.Close)
+	return func() *websocket.Conn {
+		ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.CloseNow() })
+		return ws
+	}
+}
+
+// TestAHeldLaneDelaysNoOtherLaneNorARequest: an ordered frame whose
+// handler has not returned holds the frames of its own lane, and nothing
+// else: another lane's frame and a request of another type are answered
+// at once, and the held lane's next frame after the held one.
+func TestAHeldLaneDelaysNoOtherLaneNorARequest(t *testing.T) {
+	release := make(chan struct{})
+	ws := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
+		if string(b) == `"held"` {
+			<-release
+		}
+		return b, nil
+	})()
+	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","body":"held"}`)
+	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"2","lane":"a","body":"after"}`)
+	write(t, ws, websocket.MessageText, `{"type":"ordered","id":"3","lane":"b","body":"other"}`)
+	write(t, ws, websocket.MessageText, `{"type":"echo","id":"4","body":"echo"}`)
+	var got []string
+	for range 2 {
+		got = append(got, readFrame(t, ws).ID)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"3", "4"}) {
+		t.Fatalf("answered %v while lane a is held, want 3 and 4", got)
+	}
+	close(release)
+	for _, want := range []string{"1", "2"} {
+		if f := readFrame(t, ws); f.ID != want {
+			t.Fatalf("answered %s, want %s: a lane's frames in order", f.ID, want)
+		}
+	}
+}
+
+// TestAMessageSentAgainUnderItsOnceIsHandledOnce: a request sent again in
+// its lane under the once it was taken with is answered without being
+// handled again, on the same connection or the next one that remembers in
+// the same Taken; a new once is handled.
+func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
+	var handled atomic.Int32
+	dial := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
+		handled.Add(1)
+		return nil, nil
+	})
+	send := func(ws *websocket.Conn, once string) {
+		write(t, ws, websocket.MessageText, fmt.Sprintf(`{"type":"ordered","id":"1","lane":"a","once":%q,"body":{}}`, once))
+		if f := readFrame(t, ws); f.Error != nil {
+			t.Fatalf("once %s: %v", once, f.Error)
+		}
+	}
+	ws := dial()
+	send(ws, "x")
+	send(ws, "x")
+	send(ws, "y")
+	send(dial(), "y")
+	if n := handled.Load(); n != 2 {
+		t.Errorf("handled %d times, want 2: once x, once y", n)
 	}
 }

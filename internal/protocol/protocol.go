@@ -31,8 +31,13 @@ import (
 //	  .clone_token; session.start's mcp_servers, the Installations Claude
 //	  Code reaches through the Hub's Gateway; session.start's and
 //	  env.test's environment.dependency_folders, .next_to and .docker.
+//	3 (2026-12-02, unreleased): a frame's lane and once: the Runner's
+//	  outbox sends each Session's messages in a lane of their own, the
+//	  Hub handles an ordered type's frames in order per lane and lanes
+//	  side by side, and takes a message sent again after a late reply
+//	  once. A version 2 peer leaves both out: one lane, as before.
 const (
-	Version    = 2
+	Version    = 3
 	MinVersion = 2
 )
 
@@ -54,8 +59,17 @@ const (
 // Frame is one message on the wire. A request has an ID and gets exactly one
 // reply with that ID; a notification has none.
 type Frame struct {
-	Type  string          `json:"type"`
-	ID    string          `json:"id,omitempty"`
+	Type string `json:"type"`
+	ID   string `json:"id,omitempty"`
+	// Lane names the order a frame keeps (a Session's id): the receiver
+	// handles an ordered type's frames of one lane one at a time, in
+	// arrival order, and different lanes side by side. Empty is a lane
+	// too.
+	Lane string `json:"lane,omitempty"`
+	// Once names a message that may be sent again (its reply late or
+	// lost): the receiver takes a once it took last in the frame's lane
+	// as done, without handling it again.
+	Once  string          `json:"once,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
 	Error *Error          `json:"error,omitempty"`
 }
@@ -76,8 +90,8 @@ func Decode(b []byte) (Frame, error) {
 	switch {
 	case !typeRE.MatchString(f.Type):
 		return Frame{}, fmt.Errorf("malformed frame: type %q: %w", truncate(f.Type, 64), errdefs.ErrInvalid)
-	case len(f.ID) > 64:
-		return Frame{}, fmt.Errorf("malformed frame: id longer than 64 bytes: %w", errdefs.ErrInvalid)
+	case len(f.ID) > 64 || len(f.Lane) > 64 || len(f.Once) > 64:
+		return Frame{}, fmt.Errorf("malformed frame: id, lane or once longer than 64 bytes: %w", errdefs.ErrInvalid)
 	case f.Type == TypeReply && f.ID == "":
 		return Frame{}, fmt.Errorf("malformed frame: reply without id: %w", errdefs.ErrInvalid)
 	}

@@ -102,7 +102,7 @@ func TestDescribeChangeNamesWhatClaudeCodeChanged(t *testing.T) {
 // note right after the prompt's record, once, and a prompt the Runner did not
 // type (a person's, at the terminal) is not compared.
 func TestUserPromptSubmitThatDiffersLeavesANote(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	sent := "a\tb  "

@@ -186,6 +186,6 @@ func (l *testLog) flush() {
 	l.lines, l.timer = nil, nil
 	l.mu.Unlock()
 	if len(lines) > 0 {
-		l.r.notify(protocol.TypeEnvTestLog, protocol.EnvTestLog{TestID: l.id, Lines: lines})
+		l.r.notify("", protocol.TypeEnvTestLog, protocol.EnvTestLog{TestID: l.id, Lines: lines})
 	}
 }

@@ -95,7 +95,7 @@ func (r *Runner) watchPorts(ctx context.Context, s *session) {
 				s.ports.mu.Lock()
 				s.ports.list, s.ports.sent = list, true
 				s.ports.mu.Unlock()
-				r.notify(protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
+				r.notify(s.id, protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
 			}
 			stop()
 			stdinW.Close()
@@ -122,7 +122,7 @@ func (r *Runner) resendPorts() {
 		list, sent := slices.Clone(s.ports.list), s.ports.sent
 		s.ports.mu.Unlock()
 		if sent {
-			r.notify(protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
+			r.notify(s.id, protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
 		}
 	}
 }

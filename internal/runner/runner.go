@@ -47,26 +47,12 @@ type Runner struct {
 
 	mu       sync.Mutex
 	conn     *protocol.Conn // while connected and welcomed
-	welcomed chan struct{}  // closed while conn is set
+	changed  chan struct{}  // closed when conn changes
 	sessions map[string]*session
 
-	// outbox keeps notifications in order until a connection takes them,
-	// so a Session's Events survive a dropped connection.
-	outMu    sync.Mutex
-	outbox   []outgoing
-	outReady chan struct{}
-	// replyWait is how long the outbox waits for the Hub's reply to one
-	// message before saying so: every Session's messages wait behind it.
-	replyWait time.Duration
-}
-
-// replyWait's default: the Hub answers in milliseconds, and a batch it
-// can't store comes back as an error, not as silence.
-const replyWaitDefault = 30 * time.Second
-
-type outgoing struct {
-	typ  string
-	body any
+	// out keeps what the Runner tells the Hub until a connection takes
+	// it, so a Session's Events survive a dropped connection.
+	out outbox
 }
 
 // New makes a Runner that runs Sandboxes with backend.
@@ -84,7 +70,8 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
-		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{}), replyWait: replyWaitDefault}
+		sessions: map[string]*session{}, changed: make(chan struct{})}
+	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -158,7 +145,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.life = ctx
 	defer r.waitGoroutines()
 	r.spawn(func() { r.relay.Serve(ctx, ln) })
-	r.spawn(func() { r.sendOutbox(ctx) })
+	r.out.start(ctx)
 	r.spawn(func() { r.archives.run(ctx) })
 	// Claude Code keeps running while the Runner restarts: take its
 	// Sessions back before saying hello.
@@ -307,17 +294,12 @@ func (r *Runner) handle(conn *protocol.Conn) {
 
 func (r *Runner) setConn(c *protocol.Conn) {
 	r.mu.Lock()
-	switch {
-	case c != nil && r.conn == nil:
-		close(r.welcomed)
-	case c == nil && r.conn != nil:
-		r.welcomed = make(chan struct{})
+	defer r.mu.Unlock()
+	if c != r.conn {
+		close(r.changed)
+		r.changed = make(chan struct{})
 	}
 	r.conn = c
-	r.mu.Unlock()
-	if c != nil {
-		r.wakeOutbox()
-	}
 }
 
 func (r *Runner) currentConn() *protocol.Conn {
@@ -338,11 +320,11 @@ const welcomeWait = 10 * time.Second
 // briefly for one.
 func (r *Runner) request(ctx context.Context, typ string, body, reply any) error {
 	r.mu.Lock()
-	c, welcomed := r.conn, r.welcomed
+	c, changed := r.conn, r.changed
 	r.mu.Unlock()
 	if c == nil {
 		select {
-		case <-welcomed:
+		case <-changed:
 			c = r.currentConn()
 		case <-ctx.Done():
 		case <-time.After(welcomeWait):
@@ -354,80 +336,28 @@ func (r *Runner) request(ctx context.Context, typ string, body, reply any) error
 	return c.Request(ctx, typ, body, reply)
 }
 
-// notify queues a one-way message to the Hub; the outbox sends it, in
-// order, once connected.
-func (r *Runner) notify(typ string, body any) {
-	r.outMu.Lock()
-	r.outbox = append(r.outbox, outgoing{typ, body})
-	r.outMu.Unlock()
-	r.wakeOutbox()
-}
-
-func (r *Runner) wakeOutbox() {
-	select {
-	case r.outReady <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Runner) sendOutbox(ctx context.Context) {
-	retry := backoffMin
+// liveConn waits for a connection that is up, and returns nil once ctx is
+// done.
+func (r *Runner) liveConn(ctx context.Context) *protocol.Conn {
 	for {
+		r.mu.Lock()
+		c, changed := r.conn, r.changed
+		r.mu.Unlock()
+		if c != nil && c.Err() == nil {
+			return c
+		}
 		select {
+		case <-changed:
 		case <-ctx.Done():
-			return
-		case <-r.outReady:
-		}
-		for {
-			c := r.currentConn()
-			r.outMu.Lock()
-			if c == nil || len(r.outbox) == 0 {
-				r.outMu.Unlock()
-				break
-			}
-			m := r.outbox[0]
-			r.outMu.Unlock()
-			if err := r.deliverOne(ctx, c, m); err != nil {
-				if c.Err() == nil && ctx.Err() == nil {
-					// The Hub is up but could not take it (its store
-					// failing, say): ask again in a while.
-					r.log.Warn("the Hub did not take a message; sending it again", "type", m.typ, "in", retry, "err", err)
-					time.AfterFunc(retry, r.wakeOutbox)
-					retry = min(retry*2, backoffMax)
-				}
-				break // kept; sent again later or on the next connection
-			}
-			retry = backoffMin
-			r.outMu.Lock()
-			r.outbox = r.outbox[1:]
-			r.outMu.Unlock()
-		}
-	}
-}
-
-// deliverOne sends an outbox message as a request and waits for the Hub's
-// reply: written to a socket is not taken, since a connection that dies
-// (a pulled cable, a Hub killed) loses what was in flight. It returns nil
-// once the Hub took it, or refused it for good (a message it can never
-// take is dropped, saying so, rather than holding up those behind it).
-// The Hub takes a transcript batch it already has as a no-op, so one sent
-// again after a lost reply is not stored twice.
-func (r *Runner) deliverOne(ctx context.Context, c *protocol.Conn, m outgoing) error {
-	start := time.Now()
-	slow := time.AfterFunc(r.replyWait, func() {
-		r.log.Warn("the Hub has not answered a message yet; every Session's messages wait behind it", "type", m.typ, "waited", r.replyWait)
-	})
-	err := c.Request(ctx, m.typ, m.body, nil)
-	if !slow.Stop() {
-		r.log.Info("the Hub answered a message it held", "type", m.typ, "after", time.Since(start).Round(time.Millisecond))
-	}
-	for _, never := range []error{errdefs.ErrInvalid, errdefs.ErrNotFound, errdefs.ErrForbidden, errdefs.ErrTooLarge} {
-		if errors.Is(err, never) && c.Err() == nil {
-			r.log.Warn("the Hub refused a message; dropping it", "type", m.typ, "err", err)
 			return nil
 		}
 	}
-	return err
+}
+
+// notify queues a message about session ("" for none) to the Hub; the
+// outbox sends it, in order with the Session's others, once connected.
+func (r *Runner) notify(session, typ string, body any) {
+	r.out.add(session, typ, body)
 }
 
 // relayPort is the relay's port, as Sandboxes reach it.

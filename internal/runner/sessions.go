@@ -511,12 +511,12 @@ func (r *Runner) watchExit(s *session) {
 			"a prompt wakes it, and the Repo's Environment can give it more memory", st.Resources.MemoryMiB, st.OOMKills)
 	}
 	r.log.Info("claude code exited", "session", s.id, "why", detail)
-	r.notify(protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})
+	r.notify(s.id, protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})
 }
 
 // sessionLog adds a line to a Session's start log.
 func (r *Runner) sessionLog(id, line string) {
-	r.notify(protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id, Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventLog, Text: line}}})
+	r.notify(id, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id, Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventLog, Text: line}}})
 }
 
 func (r *Runner) exec(ctx context.Context, id string, env []string, args ...string) error {

@@ -255,5 +255,5 @@ func (r *Runner) emit(s *session, m protocol.SessionEvents) {
 		return
 	}
 	m.SessionID = s.id
-	r.notify(protocol.TypeSessionEvents, m)
+	r.notify(s.id, protocol.TypeSessionEvents, m)
 }

@@ -10,14 +10,17 @@ import (
 	"kndl.dev/kndl/internal/testenv"
 )
 
-// sent returns the session.events messages in the outbox, in order.
+// sent returns the session.events messages in the outbox, in order (the
+// tests' Runners have one Session).
 func (r *Runner) sent() []protocol.SessionEvents {
-	r.outMu.Lock()
-	defer r.outMu.Unlock()
+	r.out.mu.Lock()
+	defer r.out.mu.Unlock()
 	var out []protocol.SessionEvents
-	for _, m := range r.outbox {
-		if m.typ == protocol.TypeSessionEvents {
-			out = append(out, m.body.(protocol.SessionEvents))
+	for _, l := range r.out.lanes {
+		for _, m := range l.queue {
+			if m.typ == protocol.TypeSessionEvents {
+				out = append(out, m.body.(protocol.SessionEvents))
+			}
 		}
 	}
 	return out
@@ -36,7 +39,7 @@ func kinds(m protocol.SessionEvents) []string {
 // subagent's start, which waits for the batch with its Agent call; a hook's
 // Turn signal goes at once; held Events go alone after holdMax.
 func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{
@@ -83,7 +86,7 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 // to spaces here), not when it shows an older one read late, nor a
 // subagent's.
 func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	typing := "now\tthis one"
@@ -107,7 +110,7 @@ func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 }
 
 func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}, outReady: make(chan struct{}, 1)}
+	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}}
 	if _, err := r.hook(context.Background(), "s2", []byte(`{"hook_event_name":"Stop"}`)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Session: err = %v, want not found", err)
 	}
@@ -126,7 +129,7 @@ func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
 func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1", ctx: sctx}
 	r.sessions["s1"] = s
 	ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
@@ -171,7 +174,7 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 // TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax: the wait for an
 // Agent call is bounded; the start goes with the hold's end.
 func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
@@ -189,7 +192,7 @@ func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
 // TestTheTranscriptSaysWhenATurnIsOver: a prompt's turn_start to its
 // turn_end (a subagent's don't count) is when delivery waits.
 func TestTheTranscriptSaysWhenATurnIsOver(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}}, nil)
 	if !s.inTurn.Load() {

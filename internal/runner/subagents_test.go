@@ -33,7 +33,7 @@ func launched(toolID, agent string) string {
 // call as its parent; one whose call never says so goes without, after
 // holdMax; SubagentStop's subagent_end carries it too.
 func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{
@@ -73,7 +73,7 @@ func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
 // denied (or its PostToolUse with continue false), once; the main
 // conversation's tool calls and other subagents' go on unanswered.
 func TestAStoppedSubagentIsAnsweredAtItsNextToolCall(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, outReady: make(chan struct{}, 1)}
+	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	if err := r.stopSubagent(protocol.SessionSubagent{SessionID: "s2", AgentID: "a1"}); !errors.Is(err, errdefs.ErrNotFound) {

@@ -843,6 +843,12 @@ func dumpGoroutines(t *testing.T) {
 		return
 	}
 	defer f.Close()
+	// Grouped by stack first, with labels: a Runner's outbox lane names
+	// the Session and message type it waits on, a Hub's lane the lane
+	// and type it handles, so a stalled lane names itself.
+	fmt.Fprintln(f, "# goroutines grouped by stack, with their labels")
+	pprof.Lookup("goroutine").WriteTo(f, 1)
+	fmt.Fprintln(f, "\n# every goroutine's stack")
 	pprof.Lookup("goroutine").WriteTo(f, 2)
 	t.Logf("every goroutine's stack: %s", path)
 }
