@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -37,7 +38,9 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	from := s.State
 	s.State, s.StateDetail, s.Transient = to, detail, transient
 
-	var requeue []string
+	// requeue is the prompts to put back, by the state each is in: the one
+	// on its way is Delivering, one taken is Delivered.
+	requeue := map[string]store.PromptState{}
 	var unanswered bool
 	o.mu.Lock()
 	r := o.runs[s.ID]
@@ -59,24 +62,24 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		// back, to be typed again once the Runner is back.
 		if r != nil {
 			r.ready = false
-			requeue = append(requeue, o.dropDelivery(r)...)
+			maps.Copy(requeue, o.dropDelivery(r))
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
 			unanswered = r.question
-			requeue = append(requeue, o.dropDelivery(r)...)
+			maps.Copy(requeue, o.dropDelivery(r))
 			if r.taken != "" {
 				// Claude Code took it but never wrote it down: it is not
 				// in the conversation a wake resumes.
-				requeue = append(requeue, r.taken)
+				requeue[r.taken] = store.Delivered
 			}
 			delete(o.runs, s.ID)
 		}
 	}
 	o.mu.Unlock()
 
-	for _, id := range requeue {
-		if err := o.store.SetPromptState(ctx, id, store.Queued); err != nil {
+	for id, from := range requeue {
+		if err := o.store.SetPromptState(ctx, id, from, store.Queued); err != nil {
 			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", id, "err", err)
 		}
 	}
@@ -108,7 +111,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 
 // dropDelivery ends the delivery on its way, if any, and returns its
 // prompt to put back in the queue; call with o.mu held.
-func (o *Owner) dropDelivery(r *run) []string {
+func (o *Owner) dropDelivery(r *run) map[string]store.PromptState {
 	if r.delivering.ID == "" {
 		return nil
 	}
@@ -116,7 +119,7 @@ func (o *Owner) dropDelivery(r *run) []string {
 	r.delivering = store.Prompt{}
 	o.stopTimer(r.timer)
 	r.timer = nil
-	return []string{id}
+	return map[string]store.PromptState{id: store.Delivering}
 }
 
 // locked runs f with the Session's lock held and the Session as stored.

@@ -229,7 +229,7 @@ func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
 // requeue puts a prompt back at the head of its queue (prompts are taken
 // oldest first).
 func (o *Owner) requeue(id, promptID string) {
-	if err := o.store.SetPromptState(o.ctx, promptID, store.Queued); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
 	o.changed(id)
@@ -294,7 +294,7 @@ func (o *Owner) delivered(id, promptID string) {
 
 func (o *Owner) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivered); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivering, store.Delivered); err != nil && o.ctx.Err() == nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
