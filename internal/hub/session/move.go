@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -38,9 +37,8 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	from := s.State
 	s.State, s.StateDetail, s.Transient = to, detail, transient
 
-	// requeue is the prompts to put back, by the state each is in: the one
-	// on its way is Delivering, one taken is Delivered.
-	requeue := map[string]store.PromptState{}
+	var requeue string // the prompt to put back, from requeueFrom
+	var requeueFrom store.PromptState
 	var unanswered bool
 	o.mu.Lock()
 	r := o.runs[s.ID]
@@ -62,25 +60,22 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		// back, to be typed again once the Runner is back.
 		if r != nil {
 			r.ready = false
-			maps.Copy(requeue, o.dropDelivery(r))
+			requeue, requeueFrom = o.dropDelivery(r, true)
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
 			unanswered = r.question
-			maps.Copy(requeue, o.dropDelivery(r))
-			if r.taken != "" {
-				// Claude Code took it but never wrote it down: it is not
-				// in the conversation a wake resumes.
-				requeue[r.taken] = store.Delivered
-			}
+			// One taken but never written down is not in the
+			// conversation a wake resumes.
+			requeue, requeueFrom = o.dropDelivery(r, false)
 			delete(o.runs, s.ID)
 		}
 	}
 	o.mu.Unlock()
 
-	for id, from := range requeue {
-		if err := o.store.SetPromptState(ctx, id, from, store.Queued); err != nil {
-			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", id, "err", err)
+	if requeue != "" {
+		if err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued); err != nil {
+			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
 		}
 	}
 	if !awake(to) {
@@ -97,7 +92,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		kind = protocol.EventError
 	}
 	line := fmt.Sprintf("%s: %s.", headline[to], why)
-	if len(requeue) > 0 && !awake(to) {
+	if requeue != "" && !awake(to) {
 		line += " The prompt it was on goes back to the head of the queue, since Claude Code never wrote it down."
 	}
 	if unanswered {
@@ -109,17 +104,13 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	return nil
 }
 
-// dropDelivery ends the delivery on its way, if any, and returns its
-// prompt to put back in the queue; call with o.mu held.
-func (o *Owner) dropDelivery(r *run) map[string]store.PromptState {
-	if r.delivering.ID == "" {
-		return nil
-	}
-	id := r.delivering.ID
-	r.delivering = store.Prompt{}
-	o.stopTimer(r.timer)
-	r.timer = nil
-	return map[string]store.PromptState{id: store.Delivering}
+// dropDelivery ends the delivery on its way, if any, and returns the
+// prompt to put back in the queue with the state it is in (delivery's
+// putBack); call with o.mu held.
+func (o *Owner) dropDelivery(r *run, keepTaken bool) (string, store.PromptState) {
+	o.stopTimer(r.delivery.timer)
+	r.delivery.timer = nil
+	return r.delivery.putBack(keepTaken)
 }
 
 // locked runs f with the Session's lock held and the Session as stored.

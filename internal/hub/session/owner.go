@@ -129,18 +129,8 @@ type run struct {
 	// question its Creator may answer through the Hub.
 	ready, busy, question bool
 	asked                 string
-	// delivering is the prompt typed but not yet taken by Claude Code
-	// (UserPromptSubmit); claimed is set while dispatch reads the queue.
-	delivering store.Prompt
-	claimed    bool
-	tries      int
-	timer      *time.Timer
-	// givenUp counts the prompts put back after their last try since
-	// Claude Code last took one: the wait before typing again doubles.
-	givenUp int
-	// taken is the last prompt Claude Code took whose text the transcript
-	// has not yet shown: a sleep that cuts it puts it back in the queue.
-	taken string
+	// delivery is where the prompt on its way is (delivery.go).
+	delivery delivery
 	// stopping is set while the Runner stops Claude Code for a sleep;
 	// wakeAfter is set by a prompt queued meanwhile.
 	stopping, wakeAfter bool
@@ -222,7 +212,7 @@ func (o *Owner) Close() {
 	}
 	o.mu.Lock()
 	for _, r := range o.runs {
-		r.timer = nil
+		r.delivery.timer = nil
 	}
 	o.mu.Unlock()
 	o.wg.Wait()

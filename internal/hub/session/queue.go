@@ -120,11 +120,10 @@ func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 func (o *Owner) dispatch(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || !r.ready || r.busy || r.stopping || r.claimed || r.delivering.ID != "" {
+	if r == nil || !r.ready || r.busy || r.stopping || !r.delivery.to(claimed) {
 		o.mu.Unlock()
 		return
 	}
-	r.claimed = true
 	o.mu.Unlock()
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
@@ -132,21 +131,22 @@ func (o *Owner) dispatch(id string) {
 		p, err = o.openPrompt(p)
 	}
 	o.mu.Lock()
-	r.claimed = false
 	if err != nil || !ok {
+		r.delivery.to(queued)
 		o.mu.Unlock()
 		if err != nil && o.ctx.Err() == nil {
 			o.log.Error("take a prompt", "session", id, "err", err)
 		}
 		return
 	}
-	if o.runs[id] != r || !r.ready || r.stopping {
+	if o.runs[id] != r || !r.ready || r.stopping || !r.delivery.to(typing) {
 		// It left Active while the queue was read.
+		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
 		return
 	}
-	r.delivering, r.tries = p, 0
+	r.delivery.p, r.delivery.try = p, 0
 	o.mu.Unlock()
 	o.changed(id)
 	o.deliver(id, p, false)
@@ -161,36 +161,35 @@ func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
 	}
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || r.delivering.ID != p.ID {
+	if r == nil || !r.delivery.typingOf(p.ID) {
 		o.mu.Unlock()
 		return // taken, or dropped by a move meanwhile
 	}
+	d := &r.delivery
 	if rc == nil {
 		// The Runner went mid-delivery: back to the head of the queue,
 		// typed again once it is back.
-		r.delivering = store.Prompt{}
+		o.stopTimer(d.timer)
+		d.timer = nil
+		d.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
 		return
 	}
-	r.tries++
-	o.stopTimer(r.timer)
-	r.timer = o.after(o.opts.DeliveryTimeout, func(context.Context) { o.deliveryTimedOut(id, p) })
+	d.try++
+	o.stopTimer(d.timer)
+	d.timer = o.after(o.opts.DeliveryTimeout, func(context.Context) { o.deliveryTimedOut(id, p) })
 	o.mu.Unlock()
 	o.spawn(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryTimeout)
 		defer cancel()
 		err := rc.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
 			Text: promptText(p), Retry: retry, Attachments: deliveredAttachments(p)}, nil)
-		switch {
-		case err != nil:
+		if err != nil {
 			o.log.Warn("prompt not typed", "session", id, "err", err)
-		case p.IsCommand:
-			// A slash command or bash-mode line fires no
-			// UserPromptSubmit (an unknown one shows only "Unknown
-			// command"): typed is delivered.
-			o.delivered(id, p.ID)
+			return
 		}
+		o.ack(id, fromReply, p.ID)
 	})
 }
 
@@ -199,17 +198,18 @@ func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
 func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || r.delivering.ID != p.ID {
+	if r == nil || !r.delivery.typingOf(p.ID) {
 		o.mu.Unlock()
 		return
 	}
-	r.timer = nil
-	tries := r.tries
+	d := &r.delivery
+	d.timer = nil
+	tries := d.try
 	var wait time.Duration
 	if tries >= o.opts.DeliveryTries {
-		r.delivering = store.Prompt{}
-		r.givenUp++
-		wait = min(2*o.opts.DeliveryTimeout<<(r.givenUp-1), o.opts.RetryMax)
+		d.to(queued)
+		d.givenUp++
+		wait = min(2*o.opts.DeliveryTimeout<<(d.givenUp-1), o.opts.RetryMax)
 	}
 	o.mu.Unlock()
 	if tries < o.opts.DeliveryTries {
@@ -226,8 +226,8 @@ func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
 	o.after(wait, func(context.Context) { o.dispatch(id) })
 }
 
-// requeue puts a prompt back at the head of its queue (prompts are taken
-// oldest first).
+// requeue puts a prompt on its way back at the head of its queue (prompts
+// are taken oldest first).
 func (o *Owner) requeue(id, promptID string) {
 	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
@@ -236,60 +236,60 @@ func (o *Owner) requeue(id, promptID string) {
 }
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
-// its way, and a Turn runs.
+// its way, if one is, and a Turn runs.
 func (o *Owner) Accepted(id string) {
-	var p store.Prompt
 	o.mu.Lock()
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
-		p = r.delivering
-		r.delivering, r.busy, r.question, r.since, r.givenUp = store.Prompt{}, true, false, time.Now(), 0
-		o.stopTimer(r.timer)
-		r.timer = nil
-		if p.ID != "" {
-			r.taken = p.ID
-		}
+		r.busy, r.question, r.since = true, false, time.Now()
 	}
 	o.mu.Unlock()
 	if started {
 		o.opts.Metrics.TurnStarted()
 	}
-	if p.ID != "" {
-		o.markDelivered(id, p)
-	}
+	o.ack(id, fromHook, "")
 	o.changed(id)
 }
 
-// acceptedIfTyping is Accepted for a prompt being typed, when the
-// transcript tells of it before (or without) the hook.
-func (o *Owner) acceptedIfTyping(id string) {
+// ack moves a Session's delivery by an acknowledgement from src (of
+// promptID, for the Runner's reply), with its effects: a Turn runs once a
+// prompt is taken; a prompt that leaves typing is recorded delivered; a
+// command done lets the next prompt go.
+func (o *Owner) ack(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	typing := r != nil && r.delivering.ID != "" && !r.delivering.IsCommand
-	o.mu.Unlock()
-	if typing {
-		o.Accepted(id)
-	}
-}
-
-// delivered records a command as delivered once typed, and lets the next
-// prompt go.
-func (o *Owner) delivered(id, promptID string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || r.delivering.ID != promptID {
+	if r == nil {
 		o.mu.Unlock()
 		return
 	}
-	p := r.delivering
-	r.delivering = store.Prompt{}
-	o.stopTimer(r.timer)
-	r.timer = nil
+	d := &r.delivery
+	from, ok := d.ack(src, promptID)
+	if !ok {
+		o.mu.Unlock()
+		return
+	}
+	p := d.p
+	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
+	started := turn && !r.busy
+	if turn {
+		r.busy, r.question, r.since = true, false, time.Now()
+	}
+	if from == typing {
+		o.stopTimer(d.timer)
+		d.timer, d.givenUp = nil, 0
+	}
 	o.mu.Unlock()
-	o.markDelivered(id, p)
+	if started {
+		o.opts.Metrics.TurnStarted()
+	}
+	if from == typing {
+		o.markDelivered(id, p)
+	}
 	o.changed(id)
-	o.dispatch(id)
+	if p.IsCommand {
+		o.dispatch(id)
+	}
 }
 
 func (o *Owner) markDelivered(id string, p store.Prompt) {

@@ -131,28 +131,41 @@ func TestRunnerGoneMidDeliveryThePromptGoesWhenItIsBack(t *testing.T) {
 
 // TestACutPromptIsNeverLost: a prompt Claude Code took but never wrote
 // down goes back to the head of the queue when a sleep cuts its Turn; one
-// it wrote down does not.
+// it wrote down does not, whichever told of it first: the hook, or the
+// transcript's batch that writes it down and says it was the one typed.
 func TestACutPromptIsNeverLost(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	for _, written := range []bool{false, true} {
+	hook := func(id string) { f.o.Accepted(id) }
+	written := func(id string) {
+		if err := f.o.Events(ctx, f.session(id), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}, Typed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		acks []func(id string)
+		back bool
+	}{
+		{"taken, never written", []func(string){hook}, true},
+		{"taken, then written", []func(string){hook, written}, false},
+		{"written, with no hook", []func(string){written}, false},
+		{"written, then the hook", []func(string){written, hook}, false},
+	} {
 		s, _ := f.active("do the thing")
-		f.o.Accepted(s.ID)
-		if written {
-			if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}}); err != nil {
-				t.Fatal(err)
-			}
+		for _, ack := range tt.acks {
+			ack(s.ID)
 		}
 		if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
 			t.Fatal(err)
 		}
 		f.runner.next(protocol.TypeSessionStop)
 		q := f.prompts(s.ID)[store.Queued]
-		if written && len(q) != 0 {
-			t.Errorf("written down, yet queued again: %q", q)
+		if !tt.back && len(q) != 0 {
+			t.Errorf("%s: written down, yet queued again: %q", tt.name, q)
 		}
-		if !written && (len(q) != 1 || q[0] != "do the thing") {
-			t.Errorf("not written down: queue = %q, want the prompt back", q)
+		if tt.back && (len(q) != 1 || q[0] != "do the thing") {
+			t.Errorf("%s: not written down: queue = %q, want the prompt back", tt.name, q)
 		}
 	}
 }
