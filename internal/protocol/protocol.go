@@ -31,9 +31,15 @@ import (
 //	  .clone_token; session.start's mcp_servers, the Installations Claude
 //	  Code reaches through the Hub's Gateway; session.start's and
 //	  env.test's environment.dependency_folders, .next_to and .docker.
+//	3 (2026-12-02, unreleased): the Runner owns typing a prompt again.
+//	  session.deliver carries within_ms, the time the Runner has, and
+//	  command (retry is gone): the Hub sends a prompt once, and the Runner
+//	  types it again at once each time Claude Code does not take it, and
+//	  replies session.delivered, taken or not. A version 2 Runner, which
+//	  types once and leaves typing again to the Hub, is refused.
 const (
-	Version    = 2
-	MinVersion = 2
+	Version    = 3
+	MinVersion = 3
 )
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection

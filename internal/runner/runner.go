@@ -266,12 +266,8 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.startSession(ctx, req)
 	})
-	conn.Handle(protocol.TypeSessionDeliver, false, func(ctx context.Context, body json.RawMessage) (any, error) {
-		var req protocol.SessionDeliver
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, fmt.Errorf("session.deliver: %v: %w", err, errdefs.ErrInvalid)
-		}
-		return nil, r.deliver(ctx, req)
+	handleAs(conn, protocol.TypeSessionDeliver, func(ctx context.Context, req protocol.SessionDeliver) (any, error) {
+		return r.deliver(ctx, req)
 	})
 	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef

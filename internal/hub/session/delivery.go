@@ -2,7 +2,6 @@ package session
 
 import (
 	"slices"
-	"time"
 
 	"kndl.dev/kndl/internal/store"
 )
@@ -22,7 +21,8 @@ const (
 	queued deliveryState = iota
 	// claimed: dispatch reads the queue for the next prompt.
 	claimed
-	// typing: the Runner types p, try times so far.
+	// typing: the Runner has p to type, as often as Claude Code does not
+	// take it, until the Hub's deadline.
 	typing
 	// taken: Claude Code took p, and its transcript has not written it
 	// down yet, so a sleep now puts it back in the queue: the
@@ -44,13 +44,13 @@ var deliveryNext = map[deliveryState][]deliveryState{
 	// An empty queue, or the Session left Active while it was read; or
 	// the prompt read is typed.
 	claimed: {queued, typing},
-	// Typed again; put back in the queue (given up, the Runner gone, a
-	// sleep); taken (the hook, the reply); written (the transcript, or a
-	// command typed).
-	typing: {typing, queued, taken, written},
-	// Written down; put back by a sleep; or the Turn ended before the
-	// transcript showed it, and the next prompt goes as it would have.
-	taken: {written, queued, claimed},
+	// Put back in the queue (not taken in time, the Runner gone, a
+	// sleep); taken (the reply, the hook); written (the transcript, or a
+	// command's reply).
+	typing: {queued, taken, written},
+	// Written down (the transcript, or its Turn's end: Claude Code
+	// writes a prompt down before it answers); or put back by a sleep.
+	taken: {written, queued},
 	// The next prompt; or a sleep, which has nothing to put back.
 	written: {claimed, queued},
 }
@@ -59,10 +59,7 @@ var deliveryNext = map[deliveryState][]deliveryState{
 type delivery struct {
 	state deliveryState
 	// p is the prompt typing, taken or written.
-	p   store.Prompt
-	try int
-	// timer types p again if nothing acknowledges it in time.
-	timer *time.Timer
+	p store.Prompt
 	// givenUp counts the prompts put back after their last try since
 	// Claude Code last took one: the wait before typing again doubles.
 	givenUp int
@@ -107,15 +104,15 @@ func (src ackSource) String() string { return ackNames[src] }
 // Runner's reply names one, promptID.
 //
 // A command (a slash command or a bash-mode line) fires no hook and is
-// never written as a prompt: typed is done, and only the reply tells of
-// it. A prompt's reply says only that it was typed: the hook or the
-// transcript says Claude Code took it.
+// never written as a prompt: only the reply tells of it, and it is done.
 func ackTarget(st deliveryState, p store.Prompt, src ackSource, promptID string) (deliveryState, bool) {
 	switch {
-	case src == fromReply && (st != typing || p.ID != promptID || !p.IsCommand):
+	case src == fromReply && (st != typing || p.ID != promptID):
 		return st, false
-	case src == fromReply:
+	case src == fromReply && p.IsCommand:
 		return written, true
+	case src == fromReply:
+		return taken, true
 	case p.IsCommand:
 		return st, false
 	case st == typing && src == fromHook:

@@ -14,8 +14,8 @@ func TestTheDeliveryTransitionTable(t *testing.T) {
 	allowed := map[[2]deliveryState]bool{
 		{queued, claimed}: true,
 		{claimed, queued}: true, {claimed, typing}: true,
-		{typing, typing}: true, {typing, queued}: true, {typing, taken}: true, {typing, written}: true,
-		{taken, written}: true, {taken, queued}: true, {taken, claimed}: true,
+		{typing, queued}: true, {typing, taken}: true, {typing, written}: true,
+		{taken, written}: true, {taken, queued}: true,
 		{written, claimed}: true, {written, queued}: true,
 	}
 	for _, from := range allDeliveryStates {
@@ -36,10 +36,11 @@ func TestTheDeliveryTransitionTable(t *testing.T) {
 }
 
 // TestEveryAcknowledgementMovesTheDeliveryAsItSays: each source, in each
-// state, for a prompt and for a command: the hook takes a prompt being
-// typed, the transcript writes one typed or taken down, the Runner's reply
-// ends a command's delivery and only that prompt's; everything else, an
-// acknowledgement of what is already past, moves nothing.
+// state, for a prompt and for a command: the Runner's reply (for that
+// prompt only) and the hook take a prompt being typed, the transcript
+// writes one typed or taken down, the reply ends a command's delivery;
+// everything else, an acknowledgement of what is already past, moves
+// nothing.
 func TestEveryAcknowledgementMovesTheDeliveryAsItSays(t *testing.T) {
 	type key struct {
 		state   deliveryState
@@ -50,6 +51,7 @@ func TestEveryAcknowledgementMovesTheDeliveryAsItSays(t *testing.T) {
 		{typing, fromHook, false}:       taken,
 		{typing, fromTranscript, false}: written,
 		{taken, fromTranscript, false}:  written,
+		{typing, fromReply, false}:      taken,
 		{typing, fromReply, true}:       written,
 	}
 	for _, st := range allDeliveryStates {

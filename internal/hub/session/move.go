@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -60,21 +62,27 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		// back, to be typed again once the Runner is back.
 		if r != nil {
 			r.ready = false
-			requeue, requeueFrom = o.dropDelivery(r, true)
+			requeue, requeueFrom = r.delivery.putBack(true)
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
 			unanswered = r.question
 			// One taken but never written down is not in the
 			// conversation a wake resumes.
-			requeue, requeueFrom = o.dropDelivery(r, false)
+			requeue, requeueFrom = r.delivery.putBack(false)
 			delete(o.runs, s.ID)
 		}
 	}
 	o.mu.Unlock()
 
 	if requeue != "" {
-		if err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued); err != nil {
+		err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued)
+		if errors.Is(err, errdefs.ErrConflict) && requeueFrom == store.Delivered {
+			// Taken, and not yet recorded so: ack records it after the
+			// lock, and then finds it queued.
+			err = o.store.SetPromptState(ctx, requeue, store.Delivering, store.Queued)
+		}
+		if err != nil {
 			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
 		}
 	}
@@ -102,15 +110,6 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	o.changed(s.ID)
 	o.log.Info("session moved", "session", s.ID, "from", from, "to", to, "why", detail)
 	return nil
-}
-
-// dropDelivery ends the delivery on its way, if any, and returns the
-// prompt to put back in the queue with the state it is in (delivery's
-// putBack); call with o.mu held.
-func (o *Owner) dropDelivery(r *run, keepTaken bool) (string, store.PromptState) {
-	o.stopTimer(r.delivery.timer)
-	r.delivery.timer = nil
-	return r.delivery.putBack(keepTaken)
 }
 
 // locked runs f with the Session's lock held and the Session as stored.

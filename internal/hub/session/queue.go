@@ -12,11 +12,12 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// The prompt queue: a Session's prompts wait in the store and are typed
-// one at a time, only while Claude Code is ready and between Turns. A typed
-// prompt is delivered once Claude Code takes it (the mod's
-// UserPromptSubmit); until then it is typed again every DeliveryTimeout,
-// DeliveryTries times at most, then put back at the head of the queue.
+// The prompt queue: a Session's prompts wait in the store and are sent to
+// its Runner one at a time, only while Claude Code is ready and between
+// Turns. The Runner types a prompt, again as often as Claude Code does not
+// take it, for DeliveryDeadline at most; not taken by then, it goes back to
+// the head of the queue. Where the prompt on its way is, is the delivery
+// machine's (delivery.go).
 
 // Prompt queues a prompt. It wakes an Asleep or Failed Session whose Runner
 // is connected; otherwise it waits for the Runner.
@@ -146,81 +147,73 @@ func (o *Owner) dispatch(id string) {
 		o.requeue(id, p.ID)
 		return
 	}
-	r.delivery.p, r.delivery.try = p, 0
+	r.delivery.p = p
 	o.mu.Unlock()
 	o.changed(id)
-	o.deliver(id, p, false)
+	o.deliver(id, p)
 }
 
-// deliver types a prompt and arms the timer that types it again.
-func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
+// replyGrace is how long past its deadline the Hub waits for the Runner's
+// answer to session.deliver: the answer's way back.
+const replyGrace = 10 * time.Second
+
+// deliver sends a prompt to the Session's Runner, once, with the time it
+// has to get Claude Code to take it, and takes its answer.
+func (o *Owner) deliver(id string, p store.Prompt) {
 	s, err := o.store.SessionByID(o.ctx, id)
 	var rc Requester
 	if err == nil {
 		rc = o.opts.Runners.Runner(s.RunnerID)
 	}
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || !r.delivery.typingOf(p.ID) {
-		o.mu.Unlock()
-		return // taken, or dropped by a move meanwhile
-	}
-	d := &r.delivery
 	if rc == nil {
-		// The Runner went mid-delivery: back to the head of the queue,
-		// typed again once it is back.
-		o.stopTimer(d.timer)
-		d.timer = nil
-		d.to(queued)
+		// The Runner went meanwhile: back to the head of the queue, sent
+		// again once it is back.
+		o.mu.Lock()
+		r := o.runs[id]
+		gone := r != nil && r.delivery.typingOf(p.ID) && r.delivery.to(queued)
 		o.mu.Unlock()
-		o.requeue(id, p.ID)
+		if gone {
+			o.requeue(id, p.ID)
+		}
 		return
 	}
-	d.try++
-	o.stopTimer(d.timer)
-	d.timer = o.after(o.opts.DeliveryTimeout, func(context.Context) { o.deliveryTimedOut(id, p) })
-	o.mu.Unlock()
 	o.spawn(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryTimeout)
+		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryDeadline+replyGrace)
 		defer cancel()
+		var got protocol.SessionDelivered
 		err := rc.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
-			Text: promptText(p), Retry: retry, Attachments: deliveredAttachments(p)}, nil)
-		if err != nil {
-			o.log.Warn("prompt not typed", "session", id, "err", err)
-			return
+			Text: promptText(p), Command: p.IsCommand, WithinMS: o.opts.DeliveryDeadline.Milliseconds(), Attachments: deliveredAttachments(p)}, &got)
+		switch {
+		case err != nil:
+			o.notTaken(id, p, "its Runner did not type it: "+err.Error())
+		case !got.Taken:
+			o.notTaken(id, p, got.Why)
+		default:
+			o.ack(id, fromReply, p.ID)
 		}
-		o.ack(id, fromReply, p.ID)
 	})
 }
 
-// deliveryTimedOut types a prompt Claude Code did not take again, or
-// after its last try puts it back at the head of the queue, saying so.
-func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
+// notTaken puts a prompt Claude Code did not take in the time given back
+// at the head of the queue, saying why, and sends it again after a wait
+// that doubles with each prompt put back since one was last taken.
+func (o *Owner) notTaken(id string, p store.Prompt, why string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || !r.delivery.typingOf(p.ID) {
+	if r == nil || !r.delivery.typingOf(p.ID) || !r.delivery.to(queued) {
+		// Taken meanwhile (the hook told of it first), or put back by a
+		// move.
 		o.mu.Unlock()
 		return
 	}
-	d := &r.delivery
-	d.timer = nil
-	tries := d.try
-	var wait time.Duration
-	if tries >= o.opts.DeliveryTries {
-		d.to(queued)
-		d.givenUp++
-		wait = min(2*o.opts.DeliveryTimeout<<(d.givenUp-1), o.opts.RetryMax)
-	}
+	r.delivery.givenUp++
+	wait := min(o.opts.DeliveryDeadline<<(r.delivery.givenUp-1), o.opts.RetryMax)
 	o.mu.Unlock()
-	if tries < o.opts.DeliveryTries {
-		o.log.Info("prompt not taken; typing it again", "session", id, "try", tries+1)
-		o.deliver(id, p, true)
-		return
-	}
-	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt after %d tries; it is back at the head of the queue, typed again in %s.",
-		tries, wait.Round(time.Millisecond)))
+	o.log.Warn("prompt not taken", "session", id, "prompt", p.ID, "why", why)
+	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt (%s); it is back at the head of the queue, sent again in %s.",
+		o.opts.Redactor.RedactText(o.ctx, id, why), wait.Round(time.Millisecond)))
 	o.requeue(id, p.ID)
-	// Typed again later even if nothing else happens (no Turn ends, no
+	// Sent again later even if nothing else happens (no Turn ends, no
 	// prompt comes): a Claude Code slow to take it, on a loaded host, is
 	// not left with its queue waiting for ever.
 	o.after(wait, func(context.Context) { o.dispatch(id) })
@@ -276,8 +269,7 @@ func (o *Owner) ack(id string, src ackSource, promptID string) {
 		r.busy, r.question, r.since = true, false, time.Now()
 	}
 	if from == typing {
-		o.stopTimer(d.timer)
-		d.timer, d.givenUp = nil, 0
+		d.givenUp = 0
 	}
 	o.mu.Unlock()
 	if started {
@@ -307,6 +299,9 @@ func (o *Owner) TurnEnded(id string) {
 	if r := o.runs[id]; r != nil {
 		was = r.busy
 		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
+		if r.delivery.state == taken {
+			r.delivery.to(written) // Claude Code writes a prompt down before it answers
+		}
 	}
 	o.mu.Unlock()
 	if was { // a Stop hook and the transcript's interrupt may both tell of one end

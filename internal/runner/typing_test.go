@@ -1,0 +1,169 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/tmux"
+)
+
+// fakePane is Claude Code's input box behind a tmux control client, as the
+// Runner drives it: Ctrl+G puts the staged prompt in the input, Enter
+// submits it (firing UserPromptSubmit) unless the pane is told to lose it,
+// and capture-pane draws the box.
+type fakePane struct {
+	mu     sync.Mutex
+	staged string // the file the editor copies
+	input  string
+	// lose is how many Enters to lose, the box keeping the prompt;
+	// unheard how many submits fire no hook.
+	lose, unheard int
+	// typed counts the times the editor put the prompt in, submitted the
+	// prompts taken.
+	typed     int
+	submitted []string
+	took      func(text string) // the UserPromptSubmit hook
+}
+
+// fakeSession is a running Session whose pane is a fakePane, on a Runner
+// with nothing else.
+func fakeSession(t *testing.T, p *fakePane) (*Runner, *session) {
+	home := t.TempDir()
+	r := &Runner{cfg: Config{Home: home}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), sessions: map[string]*session{},
+		outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+	s := &session{id: "s1"}
+	r.sessions[s.id] = s
+	os.MkdirAll(filepath.Join(r.sessionDir(s.id), "mod"), 0o700)
+	p.staged = filepath.Join(r.sessionDir(s.id), "mod", stagedPrompt)
+	p.took = func(text string) {
+		r.hook(context.Background(), s.id, fmt.Appendf(nil, `{"hook_event_name":"UserPromptSubmit","prompt":%q}`, text))
+	}
+	cmdR, cmdW := io.Pipe()
+	outR, outW := io.Pipe()
+	go p.serve(cmdR, outW)
+	ctl, err := tmux.NewControl(cmdW, outR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmdW.Close(); outW.Close() })
+	s.ctl = ctl
+	return r, s
+}
+
+// serve answers the control client's commands, as tmux does.
+func (p *fakePane) serve(cmds io.Reader, out io.Writer) {
+	io.WriteString(out, "%begin 0 0 0\n%end 0 0 0\n") // the client's own first command
+	sc := bufio.NewScanner(cmds)
+	for n := 1; sc.Scan(); n++ {
+		reply := p.run(sc.Text())
+		fmt.Fprintf(out, "%%begin %d %d 0\n%s%%end %d %d 0\n", n, n, reply, n, n)
+	}
+}
+
+func (p *fakePane) run(cmd string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rule := strings.Repeat("─", 40)
+	switch {
+	case strings.HasPrefix(cmd, "capture-pane"):
+		return "● earlier\n" + rule + "\n❯ " + p.input + "\n" + rule + "\n  ⏵⏵ bypass permissions on\n"
+	case strings.HasSuffix(cmd, `"C-g"`):
+		if b, err := os.ReadFile(p.staged); err == nil {
+			p.input = string(b)
+			p.typed++
+		}
+	case strings.HasSuffix(cmd, `"Enter"`):
+		if p.lose > 0 {
+			p.lose--
+			return ""
+		}
+		text := p.input
+		p.input = ""
+		p.submitted = append(p.submitted, text)
+		if p.unheard > 0 {
+			p.unheard--
+			return ""
+		}
+		go p.took(text)
+	}
+	return ""
+}
+
+func (p *fakePane) counts() (typed int, submitted []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.typed, p.submitted
+}
+
+// TestALostEnterIsPressedAgainWithinASecond: Claude Code keeps the prompt
+// in its input after an Enter; the Runner presses Enter again a second
+// later, and answers taken once UserPromptSubmit fires, the prompt typed
+// once.
+func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
+	p := &fakePane{lose: 1}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken {
+		t.Fatalf("deliver = %+v, %v; want taken", got, err)
+	}
+	if took := time.Since(start); took > resendAfter+time.Second {
+		t.Errorf("taken after %v, want about %v", took, resendAfter)
+	}
+	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
+		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+	}
+}
+
+// TestAPromptSubmittedUnheardIsTypedAgain: Claude Code's input emptied at
+// Enter but no UserPromptSubmit came (nor the transcript); after
+// unheardWait the Runner types the prompt again, and answers taken at the
+// hook of that second try, without the Hub.
+func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
+	p := &fakePane{unheard: 1}
+	r, _ := fakeSession(t, p)
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 2 {
+		t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
+	}
+	if typed, _ := p.counts(); typed != 2 {
+		t.Fatalf("typed %d times, want 2", typed)
+	}
+}
+
+// TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline: every Enter is
+// lost; the Runner keeps pressing it until the time the Hub gave is over,
+// then answers not taken, saying why, without an error.
+func TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline(t *testing.T) {
+	p := &fakePane{lose: 1 << 20}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
+	if err != nil || got.Taken || !strings.Contains(got.Why, "not taken") {
+		t.Fatalf("deliver = %+v, %v; want not taken, saying why", got, err)
+	}
+	if took := time.Since(start); took < 2500*time.Millisecond || took > 4*time.Second {
+		t.Errorf("answered after %v, want at the deadline, 2.5 s", took)
+	}
+}
+
+// TestACommandIsTakenOnceItsInputEmpties: a slash command fires no
+// UserPromptSubmit: its input emptying at Enter is Claude Code taking it.
+func TestACommandIsTakenOnceItsInputEmpties(t *testing.T) {
+	p := &fakePane{unheard: 1}
+	r, _ := fakeSession(t, p)
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 1 {
+		t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
+	}
+}
