@@ -85,10 +85,14 @@ func BenchmarkSessionsStartedTogether(b *testing.B) {
 	b.ReportMetric(float64(hubAgain)/float64(b.N), "hub-typed-again/op")
 }
 
-// What the Runner and the Hub log when they type a prompt again.
+// What the Runner logs when it types a prompt (or its Enter) again, and
+// the Hub when it sends one again: before protocol version 3 it typed it
+// again after 15 s ("prompt not taken; typing it again"), since, only a
+// prompt the Runner answers not taken goes back to the queue ("prompt not
+// taken").
 const (
-	msgRunnerTypesAgain = "Claude Code did not take the prompt; typing it again"
-	msgHubTypesAgain    = "prompt not taken; typing it again"
+	msgRunnerTypesAgain = `msg="Claude Code did not take the prompt; typing it again"`
+	msgHubTypesAgain    = `msg="prompt not taken`
 )
 
 // firstToolResult waits for a Session's first tool result and returns its
