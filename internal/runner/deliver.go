@@ -35,9 +35,9 @@ const (
 	// editorKey opens Claude Code's external editor (its default binding).
 	editorKey = "C-g"
 	// fillWait bounds how long one try waits for the prompt to show in the
-	// input box. The editor key is pressed again every fillRetry meanwhile
-	// (the editor replaces the input, so a second press does no harm):
-	// right after an interrupt Claude Code ignored it (measured). On a
+	// input box. The editor key is pressed again every fillRetry meanwhile,
+	// unless the editor runs (editorRunning): right after an interrupt
+	// Claude Code ignored it (measured). On a
 	// loaded host Claude Code takes seconds to run the editor and redraw
 	// (the load test, at load average 40 and more, gave up at 3 s on most
 	// of its first prompts); the next try starts over.
@@ -148,6 +148,11 @@ func (r *Runner) notTaken(ctx context.Context, out *protocol.SessionDelivered, w
 // again if the input still shows it, and returns nil once Claude Code took
 // it, or why this try failed.
 func (r *Runner) try(ctx context.Context, s *session, w *onItsWay, command, again bool) error {
+	select {
+	case <-w.took: // told of while the last try gave up
+		return nil
+	default:
+	}
 	box, _ := inputBox(r.screen(ctx, s))
 	if !(again && holds(box, "", w.text)) {
 		if err := r.fill(ctx, s, box, w.text); err != nil {
@@ -173,8 +178,10 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 	defer os.Remove(staged)
 	deadline := time.Now().Add(fillWait)
 	for {
-		if err := r.keys(ctx, s, editorKey); err != nil {
-			return fmt.Errorf("open Claude Code's editor: %w", err)
+		if box, _ := inputBox(r.screen(ctx, s)); !editorRunning(box) {
+			if err := r.keys(ctx, s, editorKey); err != nil {
+				return fmt.Errorf("open Claude Code's editor: %w", err)
+			}
 		}
 		for again := time.Now().Add(fillRetry); time.Now().Before(again); {
 			if box, _ := inputBox(r.screen(ctx, s)); holds(box, before, text) {
@@ -214,6 +221,10 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 			emptied = time.Time{}
 		}
 		switch {
+		case editorRunning(box):
+			// An Enter pressed meanwhile is lost: pressed again as soon
+			// as the input shows the prompt.
+			entered = time.Now().Add(-resendAfter)
 		case blank(box) && command:
 			return nil
 		case blank(box) && emptied.IsZero():
@@ -235,12 +246,31 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 		case time.Since(entered) >= resendAfter && !holds(box, "", w.text):
 			// The input shows something else (a person's keys): typed
 			// again from the start.
-			return fmt.Errorf("Claude Code's input no longer shows the prompt")
+			return fmt.Errorf("Claude Code's input shows %q, not the prompt", clip(box, 80))
 		}
 		if err := pause(ctx, pollEvery); err != nil {
 			return err
 		}
 	}
+}
+
+// editorRunning reports the input box Claude Code draws while its external
+// editor runs ("Save and close the editor to continue…", 2.1.328): an Enter
+// pressed then is lost, and an editor key is taken after it closes, running
+// the editor again. On a loaded host it ran for seconds, and the Runner's
+// second Ctrl+G and its Enter were both lost to it: the first prompts of
+// five Sessions started at once waited for the Hub to type them again.
+func editorRunning(box string) bool { return strings.Contains(box, "Save and close the editor") }
+
+// clip cuts s to at most n bytes, at a character's start, for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // invisibleRemoved reports whether Claude Code's hints say it removed

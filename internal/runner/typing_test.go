@@ -33,6 +33,37 @@ type fakePane struct {
 	typed     int
 	submitted []string
 	took      func(text string) // the UserPromptSubmit hook
+	// editorTakes is how long the editor runs (ms), Claude Code showing
+	// that it waits for it meanwhile, from editorFrom to editorUntil;
+	// editorNext counts the editor keys taken while it ran, each running
+	// it again editorGap after the last closed.
+	editorTakes, editorNext int
+	editorFrom, editorUntil time.Time
+}
+
+// editorGap is how long Claude Code shows the input between two runs of
+// its editor.
+const editorGap = 100 * time.Millisecond
+
+// editing reports whether the editor runs now, ending a run that is over
+// (copying what is staged then) and scheduling the next one asked for;
+// call with p.mu held.
+func (p *fakePane) editing() bool {
+	now := time.Now()
+	for !p.editorUntil.IsZero() && now.After(p.editorUntil) {
+		if b, err := os.ReadFile(p.staged); err == nil {
+			p.input = string(b)
+			p.typed++
+		}
+		ended := p.editorUntil
+		p.editorFrom, p.editorUntil = time.Time{}, time.Time{}
+		if p.editorNext > 0 {
+			p.editorNext--
+			p.editorFrom = ended.Add(editorGap)
+			p.editorUntil = p.editorFrom.Add(time.Duration(p.editorTakes) * time.Millisecond)
+		}
+	}
+	return !p.editorFrom.IsZero() && !now.Before(p.editorFrom)
 }
 
 // fakeSession is a running Session whose pane is a fakePane, on a Runner
@@ -74,14 +105,27 @@ func (p *fakePane) run(cmd string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rule := strings.Repeat("─", 40)
+	running := p.editing()
 	switch {
+	case strings.HasPrefix(cmd, "capture-pane") && running:
+		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
 	case strings.HasPrefix(cmd, "capture-pane"):
 		return "● earlier\n" + rule + "\n❯ " + p.input + "\n" + rule + "\n  ⏵⏵ bypass permissions on\n"
+	case strings.HasSuffix(cmd, `"C-g"`) && running:
+		p.editorNext++
+	case strings.HasSuffix(cmd, `"C-g"`) && !p.editorUntil.IsZero():
+		p.editorNext++ // between two runs
+	case strings.HasSuffix(cmd, `"C-g"`) && p.editorTakes > 0:
+		p.editorFrom = time.Now()
+		p.editorUntil = p.editorFrom.Add(time.Duration(p.editorTakes) * time.Millisecond)
 	case strings.HasSuffix(cmd, `"C-g"`):
 		if b, err := os.ReadFile(p.staged); err == nil {
 			p.input = string(b)
 			p.typed++
 		}
+	case strings.HasSuffix(cmd, `"Enter"`) && !p.editorFrom.IsZero():
+		// Lost to the editor: keys are taken in order, so one run asked
+		// for before this Enter starts first.
 	case strings.HasSuffix(cmd, `"Enter"`):
 		if p.lose > 0 {
 			p.lose--
@@ -122,6 +166,27 @@ func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 	}
 	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
 		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+	}
+}
+
+// TestASlowEditorIsNotOpenedTwice: Claude Code's editor takes longer than
+// the Runner's wait for the input to show the prompt, as on a loaded host
+// (5 Sessions started at once, 2 cores); the Runner presses no editor key
+// while it runs, which would run it again and lose the Enter to it, and the
+// prompt is taken at the first try.
+func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
+	p := &fakePane{editorTakes: 1200}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 1 {
+		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("taken after %v, want soon after the editor's 1.2 s", took)
+	}
+	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
+		t.Fatalf("the editor put the prompt in %d times, submitted %q; want once each", typed, submitted)
 	}
 }
 
