@@ -46,13 +46,15 @@ const (
 	// resendAfter is when an Enter the box still shows the prompt after is
 	// taken as lost, and pressed again.
 	resendAfter = time.Second
-	// unheardWait is how long a prompt Claude Code's input emptied at is
-	// waited on for its UserPromptSubmit or its transcript before it is
-	// typed again: the input emptying is Claude Code reading it, whose hook
-	// may be slow on a loaded host, and typing it again then would send it
-	// twice. An Enter lost while the editor still ran shows the prompt in
-	// the input again, and is pressed again after resendAfter.
-	unheardWait = 3 * time.Second
+	// unheardWaitDefault is how long a prompt Claude Code's input emptied
+	// at is waited on for its UserPromptSubmit or its transcript before it
+	// is typed again (Runner.unheardWait): the input emptying is Claude Code
+	// reading it, and typing it again would send it twice. At 3 s it did,
+	// at load average 30 after a Runner restart, the prompt's record in the
+	// transcript 2.9 s old; 15 s is the wait the Hub had before version 3.
+	// An Enter lost to the editor shows the prompt in the input again, and
+	// is pressed again after resendAfter.
+	unheardWaitDefault = 15 * time.Second
 	// confirmAfter is how long after Enter the Runner presses Enter again
 	// when Claude Code removed invisible characters instead of sending: it
 	// ignores an Enter within 150 ms of the one that removed them (2.1.328).
@@ -205,7 +207,7 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 // later, that Enter was lost (seen right after Claude Code started, while
 // it connected its MCP servers, and when the editor still ran), and it
 // presses Enter again. It returns why when the input emptied and nothing
-// told of the prompt for unheardWait: the caller types it again.
+// told of the prompt for r.unheardWait: the caller types it again.
 func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command bool) error {
 	entered := time.Now()
 	confirmed := false
@@ -229,8 +231,8 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 			return nil
 		case blank(box) && emptied.IsZero():
 			emptied = time.Now()
-		case blank(box) && time.Since(emptied) >= unheardWait:
-			return fmt.Errorf("Claude Code's input emptied at Enter, but no UserPromptSubmit or transcript told of the prompt within %s", unheardWait)
+		case blank(box) && time.Since(emptied) >= r.unheardWait:
+			return fmt.Errorf("Claude Code's input emptied at Enter, but no UserPromptSubmit or transcript told of the prompt within %s", r.unheardWait)
 		case blank(box):
 		case !confirmed && time.Since(entered) >= confirmAfter && invisibleRemoved(hints):
 			confirmed = true

@@ -58,6 +58,9 @@ type Runner struct {
 	// replyWait is how long the outbox waits for the Hub's reply to one
 	// message before saying so: every Session's messages wait behind it.
 	replyWait time.Duration
+	// unheardWait is how long a prompt typed is waited on once Claude
+	// Code's input emptied (deliver.go's unheardWaitDefault).
+	unheardWait time.Duration
 }
 
 // replyWait's default: the Hub answers in milliseconds, and a batch it
@@ -84,7 +87,8 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
-		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{}), replyWait: replyWaitDefault}
+		sessions: map[string]*session{}, outReady: make(chan struct{}, 1), welcomed: make(chan struct{}), replyWait: replyWaitDefault,
+		unheardWait: unheardWaitDefault}
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err

@@ -71,7 +71,7 @@ func (p *fakePane) editing() bool {
 func fakeSession(t *testing.T, p *fakePane) (*Runner, *session) {
 	home := t.TempDir()
 	r := &Runner{cfg: Config{Home: home}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), sessions: map[string]*session{},
-		outReady: make(chan struct{}, 1), welcomed: make(chan struct{})}
+		outReady: make(chan struct{}, 1), welcomed: make(chan struct{}), unheardWait: time.Second}
 	s := &session{id: "s1"}
 	r.sessions[s.id] = s
 	os.MkdirAll(filepath.Join(r.sessionDir(s.id), "mod"), 0o700)
@@ -192,8 +192,8 @@ func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 
 // TestAPromptSubmittedUnheardIsTypedAgain: Claude Code's input emptied at
 // Enter but no UserPromptSubmit came (nor the transcript); after
-// unheardWait the Runner types the prompt again, and answers taken at the
-// hook of that second try, without the Hub.
+// unheardWait (1 s here) the Runner types the prompt again, and answers
+// taken at the hook of that second try, without the Hub.
 func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
 	p := &fakePane{unheard: 1}
 	r, _ := fakeSession(t, p)
