@@ -177,7 +177,8 @@ func TestMetricsFollowASessionAndItsTurn(t *testing.T) {
 			var d protocol.SessionDeliver
 			json.Unmarshal(body, &d)
 			delivered <- d
-			return nil, nil
+			<-t.Context().Done() // still typing: the hook says it was taken
+			return protocol.SessionDelivered{}, nil
 		})
 		c.Handle(protocol.TypeSessionStop, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
 	})

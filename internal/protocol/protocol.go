@@ -31,14 +31,20 @@ import (
 //	  .clone_token; session.start's mcp_servers, the Installations Claude
 //	  Code reaches through the Hub's Gateway; session.start's and
 //	  env.test's environment.dependency_folders, .next_to and .docker.
-//	3 (2026-12-02, unreleased): a frame's lane and once: the Runner's
-//	  outbox sends each Session's messages in a lane of their own, the
-//	  Hub handles an ordered type's frames in order per lane and lanes
-//	  side by side, and takes a message sent again after a late reply
-//	  once. A version 2 peer leaves both out: one lane, as before.
+//	3 (2026-12-02, unreleased): the Runner owns typing a prompt again,
+//	  and a frame's lane and once.
+//	  session.deliver carries within_ms, the time the Runner has, and
+//	  command (retry is gone): the Hub sends a prompt once, and the Runner
+//	  types it again at once each time Claude Code does not take it, and
+//	  replies session.delivered, taken or not. A version 2 Runner, which
+//	  types once and leaves typing again to the Hub, is refused.
+//	  The Runner's outbox sends each Session's messages in a lane of their
+//	  own, the Hub handles an ordered type's frames in order per lane and
+//	  lanes side by side, and takes a message sent again after a late
+//	  reply once.
 const (
 	Version    = 3
-	MinVersion = 2
+	MinVersion = 3
 )
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection

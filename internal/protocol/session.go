@@ -74,20 +74,40 @@ type MCPServer struct {
 	Name         string `json:"name"` // its display name
 }
 
-// SessionDeliver asks the Runner to type a prompt into Claude Code. The
-// reply comes once it is typed; the Hub learns it was accepted from the
-// mod's UserPromptSubmit hook.
+// SessionDeliver asks the Runner to have Claude Code take a prompt: it
+// types it, and types it again at once as often as Claude Code does not
+// take it, for at most Within. The reply is SessionDelivered. The Hub sends
+// a prompt once (since version 3; before, it typed it again itself).
 type SessionDeliver struct {
 	SessionID string `json:"session_id"`
 	PromptID  string `json:"prompt_id"`
 	Text      string `json:"text"`
-	// Retry is set when an earlier delivery of this prompt was not
-	// confirmed: the Runner first checks whether the text still waits in
-	// Claude Code's input.
-	Retry bool `json:"retry,omitempty"`
+	// Command is set for a slash command or a bash-mode line, which fires
+	// no UserPromptSubmit and is never written down as a prompt: its input
+	// emptied at Enter is Claude Code taking it.
+	Command bool `json:"command,omitempty"`
+	// WithinMS is how long the Runner has, in milliseconds from when it
+	// reads the request: the Hub's deadline, on the Runner's own clock.
+	WithinMS int64 `json:"within_ms"`
 	// Attachments are the files the prompt carries: the Runner places each
 	// at AttachmentPath and adds its AttachedLine to the text before typing.
 	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Within is how long the Runner has to get the prompt taken.
+func (d SessionDeliver) Within() time.Duration { return time.Duration(d.WithinMS) * time.Millisecond }
+
+// SessionDelivered is the Runner's reply to session.deliver: whether
+// Claude Code took the prompt (its UserPromptSubmit, the transcript writing
+// it down, or for a command its input emptied) within the time it had, and
+// how many times it was typed. Not taken, Why says what the last try saw;
+// it was not typed again past the deadline, so the Hub may put it back in
+// the queue. An error reply (the Session not running here, an attachment
+// not fetched) is a prompt not taken too.
+type SessionDelivered struct {
+	Taken bool   `json:"taken"`
+	Tries int    `json:"tries"`
+	Why   string `json:"why,omitempty"`
 }
 
 // SessionRef names a Session: the body of session.stop_turn, .stop,

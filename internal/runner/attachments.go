@@ -42,7 +42,7 @@ func (r *Runner) placeAttachments(ctx context.Context, req protocol.SessionDeliv
 		return req.Text, nil
 	}
 	text, err := r.place(ctx, req)
-	if err != nil && !req.Retry {
+	if err != nil {
 		r.notify(req.SessionID, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: req.SessionID, Events: []protocol.Event{{At: time.Now(),
 			Kind: protocol.EventError, Text: "The prompt's attachments could not be placed in the Workspace: " + err.Error()}}})
 	}

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -32,21 +34,27 @@ const (
 	stagedPrompt = "prompt"
 	// editorKey opens Claude Code's external editor (its default binding).
 	editorKey = "C-g"
-	// fillWait bounds how long the prompt may take to show in the input
-	// box. The editor key is pressed again every fillRetry meanwhile (the
-	// editor replaces the input, so a second press does no harm): right
-	// after an interrupt Claude Code ignored it (measured). On a loaded
-	// host Claude Code takes seconds to run the editor and redraw (the load
-	// test, at load average 40 and more, gave up at 3 s on most of its
-	// first prompts); with the wait for the Turn before it and the one for
-	// Enter, it stays within the Hub's 15 s delivery timeout.
+	// fillWait bounds how long one try waits for the prompt to show in the
+	// input box. The editor key is pressed again every fillRetry meanwhile,
+	// unless the editor runs (editorRunning): right after an interrupt
+	// Claude Code ignored it (measured). On a
+	// loaded host Claude Code takes seconds to run the editor and redraw
+	// (the load test, at load average 40 and more, gave up at 3 s on most
+	// of its first prompts); the next try starts over.
 	fillWait  = 7 * time.Second
 	fillRetry = 500 * time.Millisecond
-	// submitWait bounds the wait for the input box to empty after Enter,
-	// and resendAfter is when an Enter the box still shows the prompt
-	// after is taken as lost.
-	submitWait  = 4 * time.Second
+	// resendAfter is when an Enter the box still shows the prompt after is
+	// taken as lost, and pressed again.
 	resendAfter = time.Second
+	// unheardWaitDefault is how long a prompt Claude Code's input emptied
+	// at is waited on for its UserPromptSubmit or its transcript before it
+	// is typed again (Runner.unheardWait): the input emptying is Claude Code
+	// reading it, and typing it again would send it twice. At 3 s it did,
+	// at load average 30 after a Runner restart, the prompt's record in the
+	// transcript 2.9 s old; 15 s is the wait the Hub had before version 3.
+	// An Enter lost to the editor shows the prompt in the input again, and
+	// is pressed again after resendAfter.
+	unheardWaitDefault = 15 * time.Second
 	// confirmAfter is how long after Enter the Runner presses Enter again
 	// when Claude Code removed invisible characters instead of sending: it
 	// ignores an Enter within 150 ms of the one that removed them (2.1.328).
@@ -63,16 +71,37 @@ const (
 // sees: delivery depends on it. Claude Code splits it at spaces.
 const editorEnv = "VISUAL=" + kndlBin + " claude editor " + modDir + "/" + stagedPrompt
 
-// deliver puts a prompt in Claude Code's input, presses Enter once the
-// input shows it (an Enter sent before then can be lost: measured 4 in 5
-// right after start), and waits for the input to empty.
-func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error {
+// msgTypeAgain is what the Runner logs each time it types a prompt again.
+const msgTypeAgain = "Claude Code did not take the prompt; typing it again"
+
+// onItsWay is the prompt being delivered, as the hook and the transcript
+// tell of Claude Code taking it.
+type onItsWay struct {
+	text string
+	took chan struct{} // closed once Claude Code took it
+	once sync.Once
+}
+
+func newOnItsWay(text string) *onItsWay { return &onItsWay{text: text, took: make(chan struct{})} }
+
+// taken records that Claude Code took it.
+func (w *onItsWay) taken() { w.once.Do(func() { close(w.took) }) }
+
+// deliver has Claude Code take a prompt: it puts the prompt in Claude
+// Code's input, presses Enter once the input shows it (an Enter sent before
+// then can be lost: measured 4 in 5 right after start), and waits for Claude
+// Code to take it; each try that fails, it types again at once, until
+// Claude Code takes it or the time the Hub gave is over.
+func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
+	var out protocol.SessionDelivered
 	s, err := r.session(req.SessionID)
 	if err != nil {
-		return err
+		return out, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, req.Within())
+	defer cancel()
 	if req.Text, err = r.placeAttachments(ctx, req); err != nil {
-		return err
+		return out, err
 	}
 	s.typing.Lock()
 	defer s.typing.Unlock()
@@ -82,21 +111,60 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) error
 	// e2e suite). Its transcript's turn_end says it is done.
 	for deadline := time.Now().Add(idleWait); s.inTurn.Load() && time.Now().Before(deadline); {
 		if err := pause(ctx, pollEvery); err != nil {
-			return err
+			return out, r.notTaken(ctx, &out, err)
 		}
 	}
-	s.sent.Store(&req.Text)
+	w := newOnItsWay(req.Text)
+	s.sent.Store(w)
+	var last error // why the last whole try failed
+	for {
+		out.Tries++
+		err := r.try(ctx, s, w, req.Command, out.Tries > 1)
+		if err == nil {
+			out.Taken = true
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			if last == nil {
+				last = err
+			}
+			return out, r.notTaken(ctx, &out, last)
+		}
+		last = err
+		r.log.Info(msgTypeAgain, "session", s.id, "try", out.Tries+1, "why", err)
+	}
+}
+
+// notTaken fills in the reply of a prompt the time given ran out for, with
+// why the last try failed; when the request's own context ended instead
+// (the connection gone), it returns why as the request's error.
+func (r *Runner) notTaken(ctx context.Context, out *protocol.SessionDelivered, why error) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return why
+	}
+	out.Why = fmt.Sprintf("not taken in the %d tries the time given allowed: %v", out.Tries, why)
+	return nil
+}
+
+// try types the prompt once, or on a try after the first presses Enter
+// again if the input still shows it, and returns nil once Claude Code took
+// it, or why this try failed.
+func (r *Runner) try(ctx context.Context, s *session, w *onItsWay, command, again bool) error {
+	select {
+	case <-w.took: // told of while the last try gave up
+		return nil
+	default:
+	}
 	box, _ := inputBox(r.screen(ctx, s))
-	if !(req.Retry && holds(box, "", req.Text)) {
-		if err := r.fill(ctx, s, box, req.Text); err != nil {
+	if !(again && holds(box, "", w.text)) {
+		if err := r.fill(ctx, s, box, w.text); err != nil {
 			return err
 		}
 	}
 	if err := r.keys(ctx, s, "Enter"); err != nil {
 		return fmt.Errorf("submit the prompt: %w", err)
 	}
-	r.submitted(ctx, s, req.Text)
-	return nil
+	return r.submitted(ctx, s, w, command)
 }
 
 // fill puts text in Claude Code's input through its external editor and
@@ -112,8 +180,10 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 	defer os.Remove(staged)
 	deadline := time.Now().Add(fillWait)
 	for {
-		if err := r.keys(ctx, s, editorKey); err != nil {
-			return fmt.Errorf("open Claude Code's editor: %w", err)
+		if box, _ := inputBox(r.screen(ctx, s)); !editorRunning(box) {
+			if err := r.keys(ctx, s, editorKey); err != nil {
+				return fmt.Errorf("open Claude Code's editor: %w", err)
+			}
 		}
 		for again := time.Now().Add(fillRetry); time.Now().Before(again); {
 			if box, _ := inputBox(r.screen(ctx, s)); holds(box, before, text) {
@@ -129,38 +199,80 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 	}
 }
 
-// submitted waits for the input box to empty after Enter. When Claude Code
-// removed invisible characters at that Enter instead of sending
-// (invisibleRemoved), it presses Enter once more. When the box still shows the
-// prompt resendAfter later, that Enter was lost (seen right after Claude
-// Code started, while it connected its MCP servers: the Hub typed the
-// prompt again 15 s later, and that Enter took), and it presses Enter
-// again. It gives up quietly after submitWait: the Hub types the prompt
-// again if UserPromptSubmit does not come.
-func (r *Runner) submitted(ctx context.Context, s *session, text string) {
+// submitted waits, after Enter, for Claude Code to take the prompt: its
+// UserPromptSubmit or its transcript (w.took), or for a command, which
+// fires no hook, its input emptying. When Claude Code removed invisible
+// characters at that Enter instead of sending (invisibleRemoved), it
+// presses Enter once more. When the box still shows the prompt resendAfter
+// later, that Enter was lost (seen right after Claude Code started, while
+// it connected its MCP servers, and when the editor still ran), and it
+// presses Enter again. It returns why when the input emptied and nothing
+// told of the prompt for r.unheardWait: the caller types it again.
+func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command bool) error {
 	entered := time.Now()
 	confirmed := false
-	for deadline := entered.Add(submitWait); time.Now().Before(deadline); {
+	var emptied time.Time
+	for {
+		select {
+		case <-w.took:
+			return nil
+		default:
+		}
 		box, hints := inputBox(r.screen(ctx, s))
-		if blank(box) {
-			return
+		if !blank(box) {
+			emptied = time.Time{}
 		}
 		switch {
+		case editorRunning(box):
+			// An Enter pressed meanwhile is lost: pressed again as soon
+			// as the input shows the prompt.
+			entered = time.Now().Add(-resendAfter)
+		case blank(box) && command:
+			return nil
+		case blank(box) && emptied.IsZero():
+			emptied = time.Now()
+		case blank(box) && time.Since(emptied) >= r.unheardWait:
+			return fmt.Errorf("Claude Code's input emptied at Enter, but no UserPromptSubmit or transcript told of the prompt within %s", r.unheardWait)
+		case blank(box):
 		case !confirmed && time.Since(entered) >= confirmAfter && invisibleRemoved(hints):
 			confirmed = true
-			if r.keys(ctx, s, "Enter") != nil {
-				return
+			if err := r.keys(ctx, s, "Enter"); err != nil {
+				return err
 			}
-		case time.Since(entered) >= resendAfter && holds(box, "", text):
-			entered = time.Now()
-			if r.keys(ctx, s, "Enter") != nil {
-				return
+		case time.Since(entered) >= resendAfter && holds(box, "", w.text):
+			r.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input a second after Enter")
+			entered, emptied = time.Now(), time.Time{}
+			if err := r.keys(ctx, s, "Enter"); err != nil {
+				return err
 			}
+		case time.Since(entered) >= resendAfter && !holds(box, "", w.text):
+			// The input shows something else (a person's keys): typed
+			// again from the start.
+			return fmt.Errorf("Claude Code's input shows %q, not the prompt", clip(box, 80))
 		}
-		if pause(ctx, pollEvery) != nil {
-			return
+		if err := pause(ctx, pollEvery); err != nil {
+			return err
 		}
 	}
+}
+
+// editorRunning reports the input box Claude Code draws while its external
+// editor runs ("Save and close the editor to continue…", 2.1.328): an Enter
+// pressed then is lost, and an editor key is taken after it closes, running
+// the editor again. On a loaded host it ran for seconds, and the Runner's
+// second Ctrl+G and its Enter were both lost to it: the first prompts of
+// five Sessions started at once waited for the Hub to type them again.
+func editorRunning(box string) bool { return strings.Contains(box, "Save and close the editor") }
+
+// clip cuts s to at most n bytes, at a character's start, for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // invisibleRemoved reports whether Claude Code's hints say it removed
@@ -211,15 +323,20 @@ func (r *Runner) keys(ctx context.Context, s *session, keys ...string) error {
 	return err
 }
 
-// tookPrompt is what the Runner makes of UserPromptSubmit's prompt: a note
-// saying how it differs from the prompt sent, or "" when it is the same or
-// no prompt of the Runner's is on its way (a person typed at the terminal).
+// tookPrompt is what the Runner makes of UserPromptSubmit's prompt: the
+// prompt on its way is taken, and the result is a note saying how what was
+// taken differs from it, or "" when it is the same or no prompt of the
+// Runner's is on its way (a person typed at the terminal).
 func (s *session) tookPrompt(took string) string {
-	sent := s.sent.Swap(nil)
-	if sent == nil || *sent == took {
+	w := s.sent.Swap(nil)
+	if w == nil {
 		return ""
 	}
-	return "The prompt Claude Code took differs from the one sent: " + describeChange(*sent, took) + "."
+	w.taken()
+	if w.text == took {
+		return ""
+	}
+	return "The prompt Claude Code took differs from the one sent: " + describeChange(w.text, took) + "."
 }
 
 // inputBox splits a screen of Claude Code into the text of its input box,

@@ -105,8 +105,7 @@ func TestUserPromptSubmitThatDiffersLeavesANote(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
-	sent := "a\tb  "
-	s.sent.Store(&sent)
+	s.sent.Store(newOnItsWay("a\tb  "))
 	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"UserPromptSubmit","prompt":"a\tb"}`))
 	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "a\tb"},
 		{Kind: protocol.EventText, Text: "ok"}, {Kind: protocol.EventTurnEnd}}, map[string]int64{"s1.jsonl": 10})

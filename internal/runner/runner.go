@@ -53,6 +53,9 @@ type Runner struct {
 	// out keeps what the Runner tells the Hub until a connection takes
 	// it, so a Session's Events survive a dropped connection.
 	out outbox
+	// unheardWait is how long a prompt typed is waited on once Claude
+	// Code's input emptied (deliver.go's unheardWaitDefault).
+	unheardWait time.Duration
 }
 
 // New makes a Runner that runs Sandboxes with backend.
@@ -70,7 +73,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
-		sessions: map[string]*session{}, changed: make(chan struct{})}
+		sessions: map[string]*session{}, changed: make(chan struct{}), unheardWait: unheardWaitDefault}
 	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
 	if err != nil {
@@ -253,12 +256,8 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.startSession(ctx, req)
 	})
-	conn.Handle(protocol.TypeSessionDeliver, false, func(ctx context.Context, body json.RawMessage) (any, error) {
-		var req protocol.SessionDeliver
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, fmt.Errorf("session.deliver: %v: %w", err, errdefs.ErrInvalid)
-		}
-		return nil, r.deliver(ctx, req)
+	handleAs(conn, protocol.TypeSessionDeliver, func(ctx context.Context, req protocol.SessionDeliver) (any, error) {
+		return r.deliver(ctx, req)
 	})
 	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef

@@ -63,9 +63,9 @@ type session struct {
 	// under it, is when stopTurn last sent Escape.
 	typing  sync.Mutex
 	escaped time.Time
-	// sent is the text of the prompt on its way, kept until Claude Code's
+	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
-	sent atomic.Pointer[string]
+	sent atomic.Pointer[onItsWay]
 	// inTurn is set while the transcript says a Turn runs: from a prompt's
 	// turn_start to its turn_end, which Claude Code writes once the Turn is
 	// over, after its Stop hook.

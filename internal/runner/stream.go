@@ -190,7 +190,10 @@ func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string
 			// Only the prompt being typed: a batch read late (written
 			// before a sleep, or while the Runner was away) can show an
 			// older one, which says nothing of this one.
-			m.Typed = m.Typed || sent != nil && sameTaken(*sent, ev.Text)
+			if sent != nil && sameTaken(sent.text, ev.Text) {
+				m.Typed = true
+				sent.taken()
+			}
 		}
 	}
 	r.emit(s, m)

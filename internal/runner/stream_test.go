@@ -89,8 +89,7 @@ func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
-	typing := "now\tthis one"
-	s.sent.Store(&typing)
+	s.sent.Store(newOnItsWay("now\tthis one"))
 	off := int64(0)
 	batch := func(evs ...protocol.Event) bool {
 		off += 10

@@ -146,22 +146,35 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 	return p, ok, err
 }
 
-// SetPromptState records a delivery's outcome: Delivered, or Queued again
-// at the head of the queue, to be delivered first.
-func (s *Store) SetPromptState(ctx context.Context, id string, state PromptState) error {
+// SetPromptState records a delivery's outcome, Delivered or Queued again
+// at the head of the queue (to be delivered first), only if the prompt is
+// still in state from: as MoveSession does, it returns ErrConflict naming
+// both when something moved it meanwhile (a person cancelled it, another
+// outcome was recorded), and ErrNotFound for no such prompt.
+func (s *Store) SetPromptState(ctx context.Context, id string, from, to PromptState) error {
 	defer s.timed("set_prompt_state")()
-	if state == Queued {
-		_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = 'queued', delivered_at = NULL,
+	q, args := `UPDATE prompts SET state = ?, delivered_at = ? WHERE id = ? AND state = ?`, []any{to, nil, id, from}
+	switch to {
+	case Queued:
+		q = `UPDATE prompts SET state = ?, delivered_at = ?,
 			position = (SELECT coalesce(min(q.position), 1) - 1 FROM prompts q WHERE q.session_id = prompts.session_id AND q.state = 'queued')
-			WHERE id = ?`, id)
+			WHERE id = ? AND state = ?`
+	case Delivered:
+		args[1] = ms(s.now())
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
 		return err
 	}
-	var delivered any
-	if state == Delivered {
-		delivered = ms(s.now())
+	if n, _ := res.RowsAffected(); n == 0 {
+		var state PromptState
+		err := s.db.QueryRowContext(ctx, `SELECT state FROM prompts WHERE id = ?`, id).Scan(&state)
+		if err != nil {
+			return notFound(err, "prompt "+id)
+		}
+		return fmt.Errorf("prompt %s is %s, not %s, so it cannot become %s: %w", id, state, from, to, errdefs.ErrConflict)
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE prompts SET state = ?, delivered_at = ? WHERE id = ?`, state, delivered, id)
-	return err
+	return nil
 }
 
 // MovePrompt moves a queued prompt to place to (from 1) in its Session's

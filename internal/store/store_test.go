@@ -350,10 +350,53 @@ func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 		if got := order(); got != "cdba" { // the one on its way listed first
 			t.Fatalf("queue with c on its way: %s", got)
 		}
-		s.SetPromptState(ctx, p.ID, Queued) // not taken: back at the head
+		if err := s.SetPromptState(ctx, p.ID, Delivering, Queued); err != nil { // not taken: back at the head
+			t.Fatal(err)
+		}
 		s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
 		if got := order(); got != "cdbae" {
 			t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
+		}
+	})
+}
+
+// TestAPromptMovesOnlyFromTheStateItsMoverExpects: a delivery's outcome is
+// recorded only for a prompt still in the state its caller saw, so two
+// acknowledgements, or one racing a person's cancel, can't undo each other.
+func TestAPromptMovesOnlyFromTheStateItsMoverExpects(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		x, u := devSession(t, s)
+		p, _ := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "a"})
+		state := func() PromptState {
+			t.Helper()
+			got, err := s.PromptByID(ctx, x.ID, p.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.State
+		}
+		if err := s.SetPromptState(ctx, p.ID, Delivering, Delivered); !errors.Is(err, errdefs.ErrConflict) {
+			t.Fatalf("delivering a queued prompt: %v, want a conflict", err)
+		}
+		if got := state(); got != Queued {
+			t.Fatalf("a refused move left it %s, want queued", got)
+		}
+		if _, ok, err := s.TakePrompt(ctx, x.ID); !ok || err != nil {
+			t.Fatalf("take: %v %v", ok, err)
+		}
+		if err := s.SetPromptState(ctx, p.ID, Delivering, Delivered); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPromptState(ctx, p.ID, Delivering, Queued); !errors.Is(err, errdefs.ErrConflict) {
+			t.Fatalf("putting back a delivered prompt: %v, want a conflict", err)
+		}
+		if got, _ := s.PromptByID(ctx, x.ID, p.ID); got.State != Delivered || got.DeliveredAt.IsZero() {
+			t.Fatalf("a refused requeue left it %s (delivered at %v), want delivered", got.State, got.DeliveredAt)
+		}
+		if err := s.SetPromptState(ctx, "no-such-prompt", Delivering, Queued); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("no such prompt: %v, want not found", err)
 		}
 	})
 }

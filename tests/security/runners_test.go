@@ -61,7 +61,10 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 		json.Unmarshal(body, &m)
 		return rn.sendFile(ctx, e, m)
 	})
-	for _, typ := range []string{protocol.TypeSessionDeliver, protocol.TypeSessionStop, protocol.TypeSessionStopTurn, protocol.TypeSessionArchive, protocol.TypeSessionRestore} {
+	conn.Handle(protocol.TypeSessionDeliver, false, func(context.Context, json.RawMessage) (any, error) {
+		return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
+	})
+	for _, typ := range []string{protocol.TypeSessionStop, protocol.TypeSessionStopTurn, protocol.TypeSessionArchive, protocol.TypeSessionRestore} {
 		conn.Handle(typ, false, done)
 	}
 	go conn.Serve(context.Background())

@@ -33,6 +33,8 @@ type fakeRunner struct {
 	// startErr, if set, is what each session.start answers.
 	mu       sync.Mutex
 	startErr error
+	// deliverWith answers each session.deliver; nil: taken at once.
+	deliverWith func(ctx context.Context) (protocol.SessionDelivered, error)
 	// kept are the archived Sessions whose disks and Workspace the Runner
 	// still has: until purge.
 	kept map[string]bool
@@ -101,7 +103,13 @@ func (f *fakeRunner) connect() {
 		var r protocol.SessionDeliver
 		json.Unmarshal(body, &r)
 		f.calls <- call{typ: protocol.TypeSessionDeliver, id: r.SessionID, deliver: r}
-		return nil, nil
+		f.mu.Lock()
+		with := f.deliverWith
+		f.mu.Unlock()
+		if with == nil {
+			return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
+		}
+		return with(ctx)
 	})
 	rc.Handle(protocol.TypeSessionAnswer, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var r protocol.SessionAnswer
@@ -131,6 +139,27 @@ func (f *fakeRunner) connect() {
 	go rc.Serve(context.Background())
 	f.t.Cleanup(func() { rc.Close(websocket.StatusNormalClosure, "test over") })
 	f.hubSide = <-hubSide
+}
+
+// answerDeliveries sets how each session.deliver is answered.
+func (f *fakeRunner) answerDeliveries(with func(ctx context.Context) (protocol.SessionDelivered, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deliverWith = with
+}
+
+// holdDeliveries answers no session.deliver until the test ends: the
+// Runner still typing.
+func (f *fakeRunner) holdDeliveries() {
+	over := make(chan struct{})
+	f.t.Cleanup(func() { close(over) })
+	f.answerDeliveries(func(ctx context.Context) (protocol.SessionDelivered, error) {
+		select {
+		case <-ctx.Done():
+		case <-over:
+		}
+		return protocol.SessionDelivered{}, fmt.Errorf("the test is over: %w", errdefs.ErrUnavailable)
+	})
 }
 
 // gone closes the connection, as a Runner going away does.
@@ -230,7 +259,7 @@ type fixture struct {
 
 // fast are the timings the tests run at: milliseconds, not minutes.
 func fast(o *Options) {
-	o.DeliveryTimeout = 150 * time.Millisecond
+	o.DeliveryDeadline = 150 * time.Millisecond
 	o.RetryMin, o.RetryMax = 50*time.Millisecond, 200*time.Millisecond
 }
 

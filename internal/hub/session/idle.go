@@ -22,7 +22,7 @@ func (o *Owner) sweepIdle(ctx context.Context) {
 		var idle []string
 		o.mu.Lock()
 		for id, r := range o.runs {
-			if r.ready && !r.busy && !r.question && !r.stopping && !r.claimed && r.delivering.ID == "" && time.Since(r.since) >= o.opts.Idle {
+			if r.ready && !r.busy && !r.question && !r.stopping && !r.delivery.onItsWay() && time.Since(r.since) >= o.opts.Idle {
 				idle = append(idle, id)
 			}
 		}

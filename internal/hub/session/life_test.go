@@ -270,18 +270,19 @@ func TestRestartStartsTheSameConversationAgain(t *testing.T) {
 	f.waitState(s.ID, Active)
 }
 
-// TestCloseEndsEveryGoroutine: an Owner with timers armed an hour off (a
-// delivery's, a start's retry) and a start in flight leaves nothing running
-// once closed, at once.
+// TestCloseEndsEveryGoroutine: an Owner with a delivery waiting an hour
+// for its Runner, a start's retry armed an hour off and a start in flight
+// leaves nothing running once closed, at once.
 func TestCloseEndsEveryGoroutine(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.DeliveryTimeout, o.RetryMin, o.RetryMax = time.Hour, time.Hour, time.Hour })
-	f.active("hello") // a delivery timer armed
+	f := newFixture(t, func(o *Options) { o.DeliveryDeadline, o.RetryMin, o.RetryMax = time.Hour, time.Hour, time.Hour })
+	f.runner.holdDeliveries()
+	f.active("hello") // a delivery waiting an hour for the Runner's answer
 	f.runner.setStartErr(fmt.Errorf("away: %w", errdefs.ErrUnavailable))
 	f.create("other") // a retry timer armed
-	testenv.Eventually(t, testenv.WaitShort, "the delivery's and the retry's timers armed", func() bool {
+	testenv.Eventually(t, testenv.WaitShort, "the retry's timer armed", func() bool {
 		f.o.wgMu.Lock()
 		defer f.o.wgMu.Unlock()
-		return len(f.o.timers) == 2
+		return len(f.o.timers) == 1
 	})
 	done := make(chan struct{})
 	go func() { f.o.Close(); close(done) }()

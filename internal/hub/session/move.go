@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -37,7 +39,8 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	from := s.State
 	s.State, s.StateDetail, s.Transient = to, detail, transient
 
-	var requeue []string
+	var requeue string // the prompt to put back, from requeueFrom
+	var requeueFrom store.PromptState
 	var unanswered bool
 	o.mu.Lock()
 	r := o.runs[s.ID]
@@ -59,25 +62,28 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		// back, to be typed again once the Runner is back.
 		if r != nil {
 			r.ready = false
-			requeue = append(requeue, o.dropDelivery(r)...)
+			requeue, requeueFrom = r.delivery.putBack(true)
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
 			unanswered = r.question
-			requeue = append(requeue, o.dropDelivery(r)...)
-			if r.taken != "" {
-				// Claude Code took it but never wrote it down: it is not
-				// in the conversation a wake resumes.
-				requeue = append(requeue, r.taken)
-			}
+			// One taken but never written down is not in the
+			// conversation a wake resumes.
+			requeue, requeueFrom = r.delivery.putBack(false)
 			delete(o.runs, s.ID)
 		}
 	}
 	o.mu.Unlock()
 
-	for _, id := range requeue {
-		if err := o.store.SetPromptState(ctx, id, store.Queued); err != nil {
-			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", id, "err", err)
+	if requeue != "" {
+		err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued)
+		if errors.Is(err, errdefs.ErrConflict) && requeueFrom == store.Delivered {
+			// Taken, and not yet recorded so: ack records it after the
+			// lock, and then finds it queued.
+			err = o.store.SetPromptState(ctx, requeue, store.Delivering, store.Queued)
+		}
+		if err != nil {
+			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
 		}
 	}
 	if !awake(to) {
@@ -94,7 +100,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		kind = protocol.EventError
 	}
 	line := fmt.Sprintf("%s: %s.", headline[to], why)
-	if len(requeue) > 0 && !awake(to) {
+	if requeue != "" && !awake(to) {
 		line += " The prompt it was on goes back to the head of the queue, since Claude Code never wrote it down."
 	}
 	if unanswered {
@@ -104,19 +110,6 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	o.changed(s.ID)
 	o.log.Info("session moved", "session", s.ID, "from", from, "to", to, "why", detail)
 	return nil
-}
-
-// dropDelivery ends the delivery on its way, if any, and returns its
-// prompt to put back in the queue; call with o.mu held.
-func (o *Owner) dropDelivery(r *run) []string {
-	if r.delivering.ID == "" {
-		return nil
-	}
-	id := r.delivering.ID
-	r.delivering = store.Prompt{}
-	o.stopTimer(r.timer)
-	r.timer = nil
-	return []string{id}
 }
 
 // locked runs f with the Session's lock held and the Session as stored.

@@ -56,11 +56,10 @@ type Options struct {
 	// Idle is how long a Session with no Turn running and nothing queued
 	// stays awake without Keep awake. HUB_SESSION_IDLE, default 30 min.
 	Idle time.Duration
-	// DeliveryTimeout is how long a typed prompt waits for Claude Code to
-	// take it before it is typed again, DeliveryTries how often it is
-	// typed before it goes back to the queue. Defaults 15 s and 3.
-	DeliveryTimeout time.Duration
-	DeliveryTries   int
+	// DeliveryDeadline is how long the Runner has to get a prompt taken
+	// by Claude Code, typing it again as often as it must, before the
+	// prompt goes back to the head of the queue. Default 45 s.
+	DeliveryDeadline time.Duration
 	// RetryMin and RetryMax bound the backoff between retries of a start
 	// that failed for a cause a retry may mend; RetryTries bounds them.
 	// Defaults 5 s, 5 min and 8.
@@ -129,18 +128,8 @@ type run struct {
 	// question its Creator may answer through the Hub.
 	ready, busy, question bool
 	asked                 string
-	// delivering is the prompt typed but not yet taken by Claude Code
-	// (UserPromptSubmit); claimed is set while dispatch reads the queue.
-	delivering store.Prompt
-	claimed    bool
-	tries      int
-	timer      *time.Timer
-	// givenUp counts the prompts put back after their last try since
-	// Claude Code last took one: the wait before typing again doubles.
-	givenUp int
-	// taken is the last prompt Claude Code took whose text the transcript
-	// has not yet shown: a sleep that cuts it puts it back in the queue.
-	taken string
+	// delivery is where the prompt on its way is (delivery.go).
+	delivery delivery
 	// stopping is set while the Runner stops Claude Code for a sleep;
 	// wakeAfter is set by a prompt queued meanwhile.
 	stopping, wakeAfter bool
@@ -178,11 +167,8 @@ func New(opts Options) *Owner {
 	if opts.EventsMax <= 0 {
 		opts.EventsMax = 1 << 30
 	}
-	if opts.DeliveryTimeout <= 0 {
-		opts.DeliveryTimeout = 15 * time.Second
-	}
-	if opts.DeliveryTries <= 0 {
-		opts.DeliveryTries = 3
+	if opts.DeliveryDeadline <= 0 {
+		opts.DeliveryDeadline = 45 * time.Second
 	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = 5 * time.Second
@@ -207,8 +193,8 @@ func New(opts Options) *Owner {
 }
 
 // Close stops every timer and waits for every goroutine the Owner
-// started. A timer still armed (a delivery's, a start's retry, which may be
-// minutes off) is stopped, not waited for.
+// started. A timer still armed (a prompt's or a start's retry, which may
+// be minutes off) is stopped, not waited for.
 func (o *Owner) Close() {
 	o.wgMu.Lock()
 	o.cancel()
@@ -220,11 +206,6 @@ func (o *Owner) Close() {
 			o.wg.Done()
 		}
 	}
-	o.mu.Lock()
-	for _, r := range o.runs {
-		r.timer = nil
-	}
-	o.mu.Unlock()
 	o.wg.Wait()
 }
 

@@ -12,11 +12,12 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// The prompt queue: a Session's prompts wait in the store and are typed
-// one at a time, only while Claude Code is ready and between Turns. A typed
-// prompt is delivered once Claude Code takes it (the mod's
-// UserPromptSubmit); until then it is typed again every DeliveryTimeout,
-// DeliveryTries times at most, then put back at the head of the queue.
+// The prompt queue: a Session's prompts wait in the store and are sent to
+// its Runner one at a time, only while Claude Code is ready and between
+// Turns. The Runner types a prompt, again as often as Claude Code does not
+// take it, for DeliveryDeadline at most; not taken by then, it goes back to
+// the head of the queue. Where the prompt on its way is, is the delivery
+// machine's (delivery.go).
 
 // Prompt queues a prompt. It wakes an Asleep or Failed Session whose Runner
 // is connected; otherwise it waits for the Runner.
@@ -120,11 +121,10 @@ func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 func (o *Owner) dispatch(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || !r.ready || r.busy || r.stopping || r.claimed || r.delivering.ID != "" {
+	if r == nil || !r.ready || r.busy || r.stopping || !r.delivery.to(claimed) {
 		o.mu.Unlock()
 		return
 	}
-	r.claimed = true
 	o.mu.Unlock()
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
@@ -132,169 +132,161 @@ func (o *Owner) dispatch(id string) {
 		p, err = o.openPrompt(p)
 	}
 	o.mu.Lock()
-	r.claimed = false
 	if err != nil || !ok {
+		r.delivery.to(queued)
 		o.mu.Unlock()
 		if err != nil && o.ctx.Err() == nil {
 			o.log.Error("take a prompt", "session", id, "err", err)
 		}
 		return
 	}
-	if o.runs[id] != r || !r.ready || r.stopping {
+	if o.runs[id] != r || !r.ready || r.stopping || !r.delivery.to(typing) {
 		// It left Active while the queue was read.
+		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
 		return
 	}
-	r.delivering, r.tries = p, 0
+	r.delivery.p = p
 	o.mu.Unlock()
 	o.changed(id)
-	o.deliver(id, p, false)
+	o.deliver(id, p)
 }
 
-// deliver types a prompt and arms the timer that types it again.
-func (o *Owner) deliver(id string, p store.Prompt, retry bool) {
+// replyGrace is how long past its deadline the Hub waits for the Runner's
+// answer to session.deliver: the answer's way back.
+const replyGrace = 10 * time.Second
+
+// deliver sends a prompt to the Session's Runner, once, with the time it
+// has to get Claude Code to take it, and takes its answer.
+func (o *Owner) deliver(id string, p store.Prompt) {
 	s, err := o.store.SessionByID(o.ctx, id)
 	var rc Requester
 	if err == nil {
 		rc = o.opts.Runners.Runner(s.RunnerID)
 	}
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || r.delivering.ID != p.ID {
-		o.mu.Unlock()
-		return // taken, or dropped by a move meanwhile
-	}
 	if rc == nil {
-		// The Runner went mid-delivery: back to the head of the queue,
-		// typed again once it is back.
-		r.delivering = store.Prompt{}
+		// The Runner went meanwhile: back to the head of the queue, sent
+		// again once it is back.
+		o.mu.Lock()
+		r := o.runs[id]
+		gone := r != nil && r.delivery.typingOf(p.ID) && r.delivery.to(queued)
 		o.mu.Unlock()
-		o.requeue(id, p.ID)
+		if gone {
+			o.requeue(id, p.ID)
+		}
 		return
 	}
-	r.tries++
-	o.stopTimer(r.timer)
-	r.timer = o.after(o.opts.DeliveryTimeout, func(context.Context) { o.deliveryTimedOut(id, p) })
-	o.mu.Unlock()
 	o.spawn(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryTimeout)
+		ctx, cancel := context.WithTimeout(ctx, o.opts.DeliveryDeadline+replyGrace)
 		defer cancel()
+		var got protocol.SessionDelivered
 		err := rc.Request(ctx, protocol.TypeSessionDeliver, protocol.SessionDeliver{SessionID: id, PromptID: p.ID,
-			Text: promptText(p), Retry: retry, Attachments: deliveredAttachments(p)}, nil)
+			Text: promptText(p), Command: p.IsCommand, WithinMS: o.opts.DeliveryDeadline.Milliseconds(), Attachments: deliveredAttachments(p)}, &got)
 		switch {
 		case err != nil:
-			o.log.Warn("prompt not typed", "session", id, "err", err)
-		case p.IsCommand:
-			// A slash command or bash-mode line fires no
-			// UserPromptSubmit (an unknown one shows only "Unknown
-			// command"): typed is delivered.
-			o.delivered(id, p.ID)
+			o.notTaken(id, p, "its Runner did not type it: "+err.Error())
+		case !got.Taken:
+			o.notTaken(id, p, got.Why)
+		default:
+			o.ack(id, fromReply, p.ID)
 		}
 	})
 }
 
-// deliveryTimedOut types a prompt Claude Code did not take again, or
-// after its last try puts it back at the head of the queue, saying so.
-func (o *Owner) deliveryTimedOut(id string, p store.Prompt) {
+// notTaken puts a prompt Claude Code did not take in the time given back
+// at the head of the queue, saying why, and sends it again after a wait
+// that doubles with each prompt put back since one was last taken.
+func (o *Owner) notTaken(id string, p store.Prompt, why string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || r.delivering.ID != p.ID {
+	if r == nil || !r.delivery.typingOf(p.ID) || !r.delivery.to(queued) {
+		// Taken meanwhile (the hook told of it first), or put back by a
+		// move.
 		o.mu.Unlock()
 		return
 	}
-	r.timer = nil
-	tries := r.tries
-	var wait time.Duration
-	if tries >= o.opts.DeliveryTries {
-		r.delivering = store.Prompt{}
-		r.givenUp++
-		wait = min(2*o.opts.DeliveryTimeout<<(r.givenUp-1), o.opts.RetryMax)
-	}
+	r.delivery.givenUp++
+	wait := min(o.opts.DeliveryDeadline<<(r.delivery.givenUp-1), o.opts.RetryMax)
 	o.mu.Unlock()
-	if tries < o.opts.DeliveryTries {
-		o.log.Info("prompt not taken; typing it again", "session", id, "try", tries+1)
-		o.deliver(id, p, true)
-		return
-	}
-	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt after %d tries; it is back at the head of the queue, typed again in %s.",
-		tries, wait.Round(time.Millisecond)))
+	o.log.Warn("prompt not taken", "session", id, "prompt", p.ID, "why", why)
+	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt (%s); it is back at the head of the queue, sent again in %s.",
+		o.opts.Redactor.RedactText(o.ctx, id, why), wait.Round(time.Millisecond)))
 	o.requeue(id, p.ID)
-	// Typed again later even if nothing else happens (no Turn ends, no
+	// Sent again later even if nothing else happens (no Turn ends, no
 	// prompt comes): a Claude Code slow to take it, on a loaded host, is
 	// not left with its queue waiting for ever.
 	o.after(wait, func(context.Context) { o.dispatch(id) })
 }
 
-// requeue puts a prompt back at the head of its queue (prompts are taken
-// oldest first).
+// requeue puts a prompt on its way back at the head of its queue (prompts
+// are taken oldest first).
 func (o *Owner) requeue(id, promptID string) {
-	if err := o.store.SetPromptState(o.ctx, promptID, store.Queued); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
 	o.changed(id)
 }
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
-// its way, and a Turn runs.
+// its way, if one is, and a Turn runs.
 func (o *Owner) Accepted(id string) {
-	var p store.Prompt
 	o.mu.Lock()
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
-		p = r.delivering
-		r.delivering, r.busy, r.question, r.since, r.givenUp = store.Prompt{}, true, false, time.Now(), 0
-		o.stopTimer(r.timer)
-		r.timer = nil
-		if p.ID != "" {
-			r.taken = p.ID
-		}
+		r.busy, r.question, r.since = true, false, time.Now()
 	}
 	o.mu.Unlock()
 	if started {
 		o.opts.Metrics.TurnStarted()
 	}
-	if p.ID != "" {
-		o.markDelivered(id, p)
-	}
+	o.ack(id, fromHook, "")
 	o.changed(id)
 }
 
-// acceptedIfTyping is Accepted for a prompt being typed, when the
-// transcript tells of it before (or without) the hook.
-func (o *Owner) acceptedIfTyping(id string) {
+// ack moves a Session's delivery by an acknowledgement from src (of
+// promptID, for the Runner's reply), with its effects: a Turn runs once a
+// prompt is taken; a prompt that leaves typing is recorded delivered; a
+// command done lets the next prompt go.
+func (o *Owner) ack(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	typing := r != nil && r.delivering.ID != "" && !r.delivering.IsCommand
-	o.mu.Unlock()
-	if typing {
-		o.Accepted(id)
-	}
-}
-
-// delivered records a command as delivered once typed, and lets the next
-// prompt go.
-func (o *Owner) delivered(id, promptID string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || r.delivering.ID != promptID {
+	if r == nil {
 		o.mu.Unlock()
 		return
 	}
-	p := r.delivering
-	r.delivering = store.Prompt{}
-	o.stopTimer(r.timer)
-	r.timer = nil
+	d := &r.delivery
+	from, ok := d.ack(src, promptID)
+	if !ok {
+		o.mu.Unlock()
+		return
+	}
+	p := d.p
+	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
+	started := turn && !r.busy
+	if turn {
+		r.busy, r.question, r.since = true, false, time.Now()
+	}
+	if from == typing {
+		d.givenUp = 0
+	}
 	o.mu.Unlock()
-	o.markDelivered(id, p)
+	if started {
+		o.opts.Metrics.TurnStarted()
+	}
+	if from == typing {
+		o.markDelivered(id, p)
+	}
 	o.changed(id)
-	o.dispatch(id)
+	if p.IsCommand {
+		o.dispatch(id)
+	}
 }
 
 func (o *Owner) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivered); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivering, store.Delivered); err != nil && o.ctx.Err() == nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
@@ -307,6 +299,9 @@ func (o *Owner) TurnEnded(id string) {
 	if r := o.runs[id]; r != nil {
 		was = r.busy
 		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
+		if r.delivery.state == taken {
+			r.delivery.to(written) // Claude Code writes a prompt down before it answers
+		}
 	}
 	o.mu.Unlock()
 	if was { // a Stop hook and the transcript's interrupt may both tell of one end

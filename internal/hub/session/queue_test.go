@@ -17,8 +17,8 @@ func TestDeliveryConfirmedThenTheNextGoesAfterTheTurn(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s, d := f.active("first\tline\r\n")
-	if d.deliver.Text != "first\tline\r\n" || d.deliver.Retry {
-		t.Fatalf("typed %+v, want the prompt exactly, first try", d.deliver)
+	if d.deliver.Text != "first\tline\r\n" || d.deliver.Command || d.deliver.Within() != f.o.opts.DeliveryDeadline {
+		t.Fatalf("sent %+v, want the prompt exactly, with the time the Runner has", d.deliver)
 	}
 	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "second"}); err != nil {
 		t.Fatal(err)
@@ -38,44 +38,51 @@ func TestDeliveryConfirmedThenTheNextGoesAfterTheTurn(t *testing.T) {
 	}
 }
 
-func TestDeliveryLostIsTypedAgain(t *testing.T) {
+// TestAPromptIsSentOnceAndTheRunnerTypesItAgain: the Hub sends a prompt
+// once, with the time its Runner has; while the Runner types it (again, as
+// often as Claude Code does not take it) the Hub sends it no more, however
+// long that is, and the hook delivers it.
+func TestAPromptIsSentOnceAndTheRunnerTypesItAgain(t *testing.T) {
 	f := newFixture(t)
-	s, d := f.active("hello")
-	again := f.runner.next(protocol.TypeSessionDeliver)
-	if again.deliver.PromptID != d.deliver.PromptID || !again.deliver.Retry {
-		t.Fatalf("second delivery = %+v, want the same prompt as a retry", again.deliver)
+	f.runner.holdDeliveries()
+	s, _ := f.active("hello")
+	f.runner.quiet(4 * f.o.opts.DeliveryDeadline)
+	if q := f.prompts(s.ID); len(q[store.Delivering]) != 1 {
+		t.Fatalf("queue = %v, want the prompt on its way", q)
 	}
 	f.o.Accepted(s.ID)
-	f.runner.quiet(2 * f.o.opts.DeliveryTimeout) // taken: never typed again
 	if q := f.prompts(s.ID); len(q) != 0 {
 		t.Fatalf("queue = %v, want it delivered", q)
 	}
 }
 
-func TestDeliveryGivenUpGoesBackToTheHeadOfTheQueue(t *testing.T) {
+// TestAPromptNotTakenGoesBackToTheHeadOfTheQueue: the Runner answers that
+// Claude Code did not take the prompt in the time given; it goes back to
+// the head of the queue, the history says why, and it is sent afresh after
+// a wait, even with nothing else happening.
+func TestAPromptNotTakenGoesBackToTheHeadOfTheQueue(t *testing.T) {
 	f := newFixture(t)
+	f.runner.answerDeliveries(func(context.Context) (protocol.SessionDelivered, error) {
+		return protocol.SessionDelivered{Tries: 9, Why: "the input never showed it"}, nil
+	})
 	s, _ := f.active("hello")
-	for range f.o.opts.DeliveryTries - 1 {
-		f.runner.next(protocol.TypeSessionDeliver)
-	}
 	testenv.Eventually(t, testenv.WaitShort, "the prompt back in the queue", func() bool {
 		return len(f.prompts(s.ID)[store.Queued]) == 1
 	})
-	errs := f.events(s.ID, protocol.EventError)
-	if len(errs) != 1 || !strings.Contains(errs[0], "after 3 tries") {
-		t.Fatalf("errors = %q, want one saying it gave up after 3 tries", errs)
-	}
-	// With nothing else happening (no Turn ends, no prompt comes), it is
-	// typed afresh after a wait.
 	gaveUp := time.Now()
-	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" || d.deliver.Retry {
-		t.Fatalf("typed %+v, want hello afresh", d.deliver)
+	errs := f.events(s.ID, protocol.EventError)
+	if len(errs) != 1 || !strings.Contains(errs[0], "the input never showed it") || !strings.Contains(errs[0], "back at the head of the queue") {
+		t.Fatalf("errors = %q, want one saying why it went back", errs)
 	}
-	if waited := time.Since(gaveUp); waited < f.o.opts.RetryMax/2 {
-		t.Errorf("typed again %s after giving up, want a wait (%s here)", waited, f.o.opts.RetryMax)
+	f.runner.answerDeliveries(nil)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
+		t.Fatalf("sent %+v, want hello afresh", d.deliver)
+	}
+	if waited := time.Since(gaveUp); waited < f.o.opts.DeliveryDeadline/2 {
+		t.Errorf("sent again %s after giving up, want a wait (%s here)", waited, f.o.opts.DeliveryDeadline)
 	}
 	f.o.Accepted(s.ID)
-	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
+	f.runner.quiet(2 * f.o.opts.DeliveryDeadline)
 	if q := f.prompts(s.ID); len(q) != 0 {
 		t.Fatalf("queue = %v, want it delivered", q)
 	}
@@ -84,6 +91,7 @@ func TestDeliveryGivenUpGoesBackToTheHeadOfTheQueue(t *testing.T) {
 func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	f.runner.holdDeliveries()
 	s, _ := f.active("hello")
 	if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
 		t.Fatal(err)
@@ -96,7 +104,7 @@ func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
 	if _, err := f.st.SessionByModToken(ctx, f.start.ModToken); err == nil {
 		t.Fatal("the mod token of a Session asleep still works")
 	}
-	f.runner.quiet(2 * f.o.opts.DeliveryTimeout) // no retry of a Session asleep
+	f.runner.quiet(2 * f.o.opts.DeliveryDeadline) // no retry of a Session asleep
 	if err := f.o.Wake(ctx, s.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +117,7 @@ func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
 func TestRunnerGoneMidDeliveryThePromptGoesWhenItIsBack(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	f.runner.holdDeliveries()
 	s, _ := f.active("hello")
 	f.runners.set(f.runnerID, nil)
 	f.runner.gone()
@@ -131,28 +140,41 @@ func TestRunnerGoneMidDeliveryThePromptGoesWhenItIsBack(t *testing.T) {
 
 // TestACutPromptIsNeverLost: a prompt Claude Code took but never wrote
 // down goes back to the head of the queue when a sleep cuts its Turn; one
-// it wrote down does not.
+// it wrote down does not, whichever told of it first: the hook, or the
+// transcript's batch that writes it down and says it was the one typed.
 func TestACutPromptIsNeverLost(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	for _, written := range []bool{false, true} {
+	hook := func(id string) { f.o.Accepted(id) }
+	written := func(id string) {
+		if err := f.o.Events(ctx, f.session(id), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}, Typed: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		acks []func(id string)
+		back bool
+	}{
+		{"taken, never written", []func(string){hook}, true},
+		{"taken, then written", []func(string){hook, written}, false},
+		{"written, with no hook", []func(string){written}, false},
+		{"written, then the hook", []func(string){written, hook}, false},
+	} {
 		s, _ := f.active("do the thing")
-		f.o.Accepted(s.ID)
-		if written {
-			if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "do the thing"}}}); err != nil {
-				t.Fatal(err)
-			}
+		for _, ack := range tt.acks {
+			ack(s.ID)
 		}
 		if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
 			t.Fatal(err)
 		}
 		f.runner.next(protocol.TypeSessionStop)
 		q := f.prompts(s.ID)[store.Queued]
-		if written && len(q) != 0 {
-			t.Errorf("written down, yet queued again: %q", q)
+		if !tt.back && len(q) != 0 {
+			t.Errorf("%s: written down, yet queued again: %q", tt.name, q)
 		}
-		if !written && (len(q) != 1 || q[0] != "do the thing") {
-			t.Errorf("not written down: queue = %q, want the prompt back", q)
+		if tt.back && (len(q) != 1 || q[0] != "do the thing") {
+			t.Errorf("%s: not written down: queue = %q, want the prompt back", tt.name, q)
 		}
 	}
 }

@@ -223,11 +223,11 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			}
 		}
 	}
-	if m.Typed && m.Hook != protocol.HookPromptSubmit {
+	if m.Typed {
 		// The transcript says Claude Code took the prompt being typed,
 		// whose hook may never come (the relay refusing), so it is not
 		// typed again.
-		o.acceptedIfTyping(s.ID)
+		o.ack(s.ID, fromTranscript, "")
 	}
 	switch {
 	case m.Hook == protocol.HookPromptSubmit:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
 )
 
 // TestATranscriptBatchSentAgainIsRecordedOnce: a Runner sends a batch again
@@ -54,7 +55,7 @@ func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
 	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
 		t.Fatal(err)
 	}
-	f.runner.quiet(2 * f.o.opts.DeliveryTimeout)
+	f.runner.quiet(2 * f.o.opts.DeliveryDeadline)
 	if q := f.prompts(s.ID); len(q) != 0 {
 		t.Fatalf("queue = %v, want the prompt delivered", q)
 	}
@@ -63,17 +64,18 @@ func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
 // TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped: a batch read
 // late (written before a sleep, or while the Runner was away) shows a
 // prompt that is not the one being typed. The prompt typed stays on its
-// way, and is typed again when Claude Code does not take it.
+// way, and no Turn runs.
 func TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
+	f.runner.holdDeliveries()
 	s, _ := f.active("hello")
 	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "an older one"}},
 		Offsets: map[string]int64{s.ID + ".jsonl": 10}}
 	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.runner.next(protocol.TypeSessionDeliver); !d.deliver.Retry || d.deliver.Text != "hello" {
-		t.Fatalf("sent %+v, want the prompt typed again", d.deliver)
+	if q := f.prompts(s.ID); len(q[store.Delivering]) != 1 || f.o.Activity(s.ID) != "" {
+		t.Fatalf("queue = %v, activity %q: want the prompt still on its way, no Turn", q, f.o.Activity(s.ID))
 	}
 }

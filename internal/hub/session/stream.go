@@ -132,8 +132,8 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 		}
 		switch ev.Kind {
 		case protocol.EventPrompt:
-			if ev.Agent == "" {
-				r.taken = "" // in the transcript: a wake resumes it
+			if ev.Agent == "" && r.delivery.state == taken {
+				r.delivery.to(written) // in the transcript: a wake resumes it
 			}
 		case protocol.EventSubagentStart:
 			if r.agents == nil {

@@ -1,0 +1,234 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/tmux"
+)
+
+// fakePane is Claude Code's input box behind a tmux control client, as the
+// Runner drives it: Ctrl+G puts the staged prompt in the input, Enter
+// submits it (firing UserPromptSubmit) unless the pane is told to lose it,
+// and capture-pane draws the box.
+type fakePane struct {
+	mu     sync.Mutex
+	staged string // the file the editor copies
+	input  string
+	// lose is how many Enters to lose, the box keeping the prompt;
+	// unheard how many submits fire no hook.
+	lose, unheard int
+	// typed counts the times the editor put the prompt in, submitted the
+	// prompts taken.
+	typed     int
+	submitted []string
+	took      func(text string) // the UserPromptSubmit hook
+	// editorTakes is how long the editor runs (ms), Claude Code showing
+	// that it waits for it meanwhile, from editorFrom to editorUntil;
+	// editorNext counts the editor keys taken while it ran, each running
+	// it again editorGap after the last closed.
+	editorTakes, editorNext int
+	editorFrom, editorUntil time.Time
+}
+
+// editorGap is how long Claude Code shows the input between two runs of
+// its editor.
+const editorGap = 100 * time.Millisecond
+
+// editing reports whether the editor runs now, ending a run that is over
+// (copying what is staged then) and scheduling the next one asked for;
+// call with p.mu held.
+func (p *fakePane) editing() bool {
+	now := time.Now()
+	for !p.editorUntil.IsZero() && now.After(p.editorUntil) {
+		if b, err := os.ReadFile(p.staged); err == nil {
+			p.input = string(b)
+			p.typed++
+		}
+		ended := p.editorUntil
+		p.editorFrom, p.editorUntil = time.Time{}, time.Time{}
+		if p.editorNext > 0 {
+			p.editorNext--
+			p.editorFrom = ended.Add(editorGap)
+			p.editorUntil = p.editorFrom.Add(time.Duration(p.editorTakes) * time.Millisecond)
+		}
+	}
+	return !p.editorFrom.IsZero() && !now.Before(p.editorFrom)
+}
+
+// fakeSession is a running Session whose pane is a fakePane, on a Runner
+// with nothing else.
+func fakeSession(t *testing.T, p *fakePane) (*Runner, *session) {
+	home := t.TempDir()
+	r := &Runner{cfg: Config{Home: home}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), sessions: map[string]*session{},
+		changed: make(chan struct{}), unheardWait: time.Second}
+	s := &session{id: "s1"}
+	r.sessions[s.id] = s
+	os.MkdirAll(filepath.Join(r.sessionDir(s.id), "mod"), 0o700)
+	p.staged = filepath.Join(r.sessionDir(s.id), "mod", stagedPrompt)
+	p.took = func(text string) {
+		r.hook(context.Background(), s.id, fmt.Appendf(nil, `{"hook_event_name":"UserPromptSubmit","prompt":%q}`, text))
+	}
+	cmdR, cmdW := io.Pipe()
+	outR, outW := io.Pipe()
+	go p.serve(cmdR, outW)
+	ctl, err := tmux.NewControl(cmdW, outR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmdW.Close(); outW.Close() })
+	s.ctl = ctl
+	return r, s
+}
+
+// serve answers the control client's commands, as tmux does.
+func (p *fakePane) serve(cmds io.Reader, out io.Writer) {
+	io.WriteString(out, "%begin 0 0 0\n%end 0 0 0\n") // the client's own first command
+	sc := bufio.NewScanner(cmds)
+	for n := 1; sc.Scan(); n++ {
+		reply := p.run(sc.Text())
+		fmt.Fprintf(out, "%%begin %d %d 0\n%s%%end %d %d 0\n", n, n, reply, n, n)
+	}
+}
+
+func (p *fakePane) run(cmd string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rule := strings.Repeat("─", 40)
+	running := p.editing()
+	switch {
+	case strings.HasPrefix(cmd, "capture-pane") && running:
+		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
+	case strings.HasPrefix(cmd, "capture-pane"):
+		return "● earlier\n" + rule + "\n❯ " + p.input + "\n" + rule + "\n  ⏵⏵ bypass permissions on\n"
+	case strings.HasSuffix(cmd, `"C-g"`) && running:
+		p.editorNext++
+	case strings.HasSuffix(cmd, `"C-g"`) && !p.editorUntil.IsZero():
+		p.editorNext++ // between two runs
+	case strings.HasSuffix(cmd, `"C-g"`) && p.editorTakes > 0:
+		p.editorFrom = time.Now()
+		p.editorUntil = p.editorFrom.Add(time.Duration(p.editorTakes) * time.Millisecond)
+	case strings.HasSuffix(cmd, `"C-g"`):
+		if b, err := os.ReadFile(p.staged); err == nil {
+			p.input = string(b)
+			p.typed++
+		}
+	case strings.HasSuffix(cmd, `"Enter"`) && !p.editorFrom.IsZero():
+		// Lost to the editor: keys are taken in order, so one run asked
+		// for before this Enter starts first.
+	case strings.HasSuffix(cmd, `"Enter"`):
+		if p.lose > 0 {
+			p.lose--
+			return ""
+		}
+		text := p.input
+		p.input = ""
+		p.submitted = append(p.submitted, text)
+		if p.unheard > 0 {
+			p.unheard--
+			return ""
+		}
+		go p.took(text)
+	}
+	return ""
+}
+
+func (p *fakePane) counts() (typed int, submitted []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.typed, p.submitted
+}
+
+// TestALostEnterIsPressedAgainWithinASecond: Claude Code keeps the prompt
+// in its input after an Enter; the Runner presses Enter again a second
+// later, and answers taken once UserPromptSubmit fires, the prompt typed
+// once.
+func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
+	p := &fakePane{lose: 1}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken {
+		t.Fatalf("deliver = %+v, %v; want taken", got, err)
+	}
+	if took := time.Since(start); took > resendAfter+time.Second {
+		t.Errorf("taken after %v, want about %v", took, resendAfter)
+	}
+	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
+		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+	}
+}
+
+// TestASlowEditorIsNotOpenedTwice: Claude Code's editor takes longer than
+// the Runner's wait for the input to show the prompt, as on a loaded host
+// (5 Sessions started at once, 2 cores); the Runner presses no editor key
+// while it runs, which would run it again and lose the Enter to it, and the
+// prompt is taken at the first try.
+func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
+	p := &fakePane{editorTakes: 1200}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 1 {
+		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("taken after %v, want soon after the editor's 1.2 s", took)
+	}
+	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
+		t.Fatalf("the editor put the prompt in %d times, submitted %q; want once each", typed, submitted)
+	}
+}
+
+// TestAPromptSubmittedUnheardIsTypedAgain: Claude Code's input emptied at
+// Enter but no UserPromptSubmit came (nor the transcript); after
+// unheardWait (1 s here) the Runner types the prompt again, and answers
+// taken at the hook of that second try, without the Hub.
+func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
+	p := &fakePane{unheard: 1}
+	r, _ := fakeSession(t, p)
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 2 {
+		t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
+	}
+	if typed, _ := p.counts(); typed != 2 {
+		t.Fatalf("typed %d times, want 2", typed)
+	}
+}
+
+// TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline: every Enter is
+// lost; the Runner keeps pressing it until the time the Hub gave is over,
+// then answers not taken, saying why, without an error.
+func TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline(t *testing.T) {
+	p := &fakePane{lose: 1 << 20}
+	r, _ := fakeSession(t, p)
+	start := time.Now()
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
+	if err != nil || got.Taken || !strings.Contains(got.Why, "not taken") {
+		t.Fatalf("deliver = %+v, %v; want not taken, saying why", got, err)
+	}
+	if took := time.Since(start); took < 2500*time.Millisecond || took > 4*time.Second {
+		t.Errorf("answered after %v, want at the deadline, 2.5 s", took)
+	}
+}
+
+// TestACommandIsTakenOnceItsInputEmpties: a slash command fires no
+// UserPromptSubmit: its input emptying at Enter is Claude Code taking it.
+func TestACommandIsTakenOnceItsInputEmpties(t *testing.T) {
+	p := &fakePane{unheard: 1}
+	r, _ := fakeSession(t, p)
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 1 {
+		t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
+	}
+}
