@@ -182,4 +182,3 @@ func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
 		t.Fatalf("a model that looks like a flag: %d, want 400", code)
 	}
 }
-
