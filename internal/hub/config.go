@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/store"
 )
@@ -91,6 +92,10 @@ type Config struct {
 	// before may finish; then the Hub revokes it at GitHub.
 	// HUB_SANDBOX_TOKEN_GRACE, a Go duration, default 1m.
 	SandboxTokenGrace time.Duration
+	// PullsCheckGap is the least time between two questions to GitHub
+	// about one pushed branch (pulls.Options.Gap).
+	// HUB_PULLS_CHECK_GAP, a Go duration, default 1m.
+	PullsCheckGap time.Duration
 	// SessionEventsMax bounds the bytes of Events one Session's Runner
 	// makes the Hub store, in all, and a thirty-second of it in any minute;
 	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
@@ -176,6 +181,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_SESSION_ATTACHMENTS_MAX", func(n int64) { c.SessionAttachmentsMax = n })
 	dur("HUB_SUDO_MAX_AGE", func(d time.Duration) { c.SudoMaxAge = d })
 	dur("HUB_SANDBOX_TOKEN_GRACE", func(d time.Duration) { c.SandboxTokenGrace = d })
+	dur("HUB_PULLS_CHECK_GAP", func(d time.Duration) { c.PullsCheckGap = d })
 	dur("HUB_GATEWAY_TIMEOUT", func(d time.Duration) { c.GatewayTimeout = d })
 	c.Outbound.Setting = "HUB_OUTBOUND_ALLOW"
 	if allow, err := outbound.ParseAllow(getenv("HUB_OUTBOUND_ALLOW")); err != nil {
@@ -243,6 +249,9 @@ func (c *Config) Check() error {
 	}
 	if c.SandboxTokenGrace == 0 {
 		c.SandboxTokenGrace = time.Minute
+	}
+	if c.PullsCheckGap == 0 {
+		c.PullsCheckGap = pulls.DefaultGap
 	}
 	if err := c.checkForward(u); err != nil {
 		return err

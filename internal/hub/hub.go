@@ -121,7 +121,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}

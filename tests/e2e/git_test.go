@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -246,8 +245,8 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 // Session pushed shows on its view with a link to GitHub; pull requests
 // opened from it (with the Sandbox token, as gh would) show, live, once a
 // later push in the transcript has the Hub ask GitHub again (about a
-// branch it asked about less than pulls.CheckGap ago, once the gap is
-// over), a title masked like any Session text; kndl show's API lists the
+// branch it asked about less than HUB_PULLS_CHECK_GAP ago, once the gap
+// is over), a title masked like any Session text; kndl show's API lists the
 // same.
 func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
@@ -271,7 +270,7 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	}
 	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
 	s.prompt(id, "push another")
-	b.Wait(pulls.CheckGap+testenv.WaitMedium, "the pull request and the second branch", `(() => {
+	b.Wait(testenv.WaitMedium, "the pull request and the second branch", `(() => {
 		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
 		return pr && pr.href === `+"`"+s.GitHub.URL+"/acme/app/pull/1`"+` &&
 			!!document.querySelector('#branches li[data-branch="kndl/second"]');

@@ -338,6 +338,8 @@ func Start(t testing.TB, opts ...Option) *System {
 		// Short, so a test sees a replaced Sandbox token revoked well
 		// within the fake's short token lives.
 		hcfg.SandboxTokenGrace = time.Second
+		// Short, so a later push asks GitHub again within a test's wait.
+		hcfg.PullsCheckGap = 2 * time.Second
 	}
 	h, err := hub.New(hcfg, st)
 	if err != nil {

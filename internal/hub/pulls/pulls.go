@@ -47,7 +47,10 @@ type Options struct {
 	Titled func(ctx context.Context, sessionID, title string)
 	// Every is how often every branch not archived is checked again;
 	// default 5 minutes.
-	Every  time.Duration
+	Every time.Duration
+	// Gap is the least time between two questions to GitHub about one
+	// branch after a push; default DefaultGap.
+	Gap    time.Duration
 	Logger *slog.Logger
 }
 
@@ -64,11 +67,11 @@ const checkBatch = 200
 // them; further ones are dropped, with one line in the Hub's log.
 const MaxBranches = 20
 
-// CheckGap is the least time between two questions to GitHub about one
+// DefaultGap is the least time between two questions to GitHub about one
 // branch after a push, asked or failed: a push seen sooner asks once the
 // gap is over. With MaxBranches it bounds what one Session's output can
 // make the Hub ask GitHub to 20 questions a minute.
-const CheckGap = time.Minute
+const DefaultGap = time.Minute
 
 // Tracker records pushes and keeps their pull requests.
 type Tracker struct {
@@ -82,7 +85,7 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	capped map[string]bool // Sessions whose dropped branches were logged
-	later  map[string]bool // Sessions with a check waiting for CheckGap
+	later  map[string]bool // Sessions with a check waiting for the gap
 }
 
 // New starts a Tracker; Close stops it.
@@ -97,6 +100,9 @@ func New(opts Options) *Tracker {
 func newTracker(opts Options) *Tracker {
 	if opts.Every <= 0 {
 		opts.Every = DefaultEvery
+	}
+	if opts.Gap <= 0 {
+		opts.Gap = DefaultGap
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -195,25 +201,25 @@ func (t *Tracker) run(ctx context.Context) {
 }
 
 // askDue asks GitHub about the Session's branches not asked about within
-// CheckGap, and about the others once it is over.
+// the gap, and about the others once it is over.
 func (t *Tracker) askDue(ctx context.Context, sessionID string) {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		t.log.Error("read a Session's pushed branches", "session", sessionID, "err", err)
 		return
 	}
-	due, wait := dueBranches(bs, time.Now())
+	due, wait := dueBranches(bs, time.Now(), t.opts.Gap)
 	t.check(ctx, due)
 	if wait > 0 {
 		t.askLater(ctx, sessionID, wait)
 	}
 }
 
-// dueBranches keeps the branches GitHub was last asked about CheckGap ago
-// or more, and says how long until the next of the others is due (0: none).
-func dueBranches(bs []store.SessionBranch, now time.Time) (due []store.SessionBranch, wait time.Duration) {
+// dueBranches keeps the branches GitHub was last asked about gap ago or
+// more, and says how long until the next of the others is due (0: none).
+func dueBranches(bs []store.SessionBranch, now time.Time, gap time.Duration) (due []store.SessionBranch, wait time.Duration) {
 	for _, b := range bs {
-		left := CheckGap - now.Sub(b.CheckedAt)
+		left := gap - now.Sub(b.CheckedAt)
 		if b.CheckedAt.IsZero() || left <= 0 {
 			due = append(due, b)
 		} else if wait == 0 || left < wait {
@@ -241,7 +247,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 				return // closing
 			}
 			t.log.Warn("ask GitHub for a branch's pull requests", "session", b.SessionID, "err", err)
-			// A failed question counts for CheckGap as an answered one: a
+			// A failed question counts for the gap as an answered one: a
 			// Sandbox pushing while GitHub fails asks it no more often.
 			if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, b.Pulls, time.Now()); err != nil {
 				t.log.Error("keep when GitHub was asked about a branch", "session", b.SessionID, "err", err)

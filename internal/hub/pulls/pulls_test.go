@@ -143,7 +143,7 @@ func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
 // TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap:
 // 5,000 push lines a Sandbox printed, twice over, record MaxBranches
 // branches, logged once, and ask GitHub about each once, not again for the
-// pushes seen within CheckGap; with GitHub failing, fifty pushes of one
+// pushes seen within the gap (DefaultGap); with GitHub failing, fifty pushes of one
 // branch ask it once.
 func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing.T) {
 	ctx := context.Background()
