@@ -146,6 +146,21 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 	return p, ok, err
 }
 
+// DeliveringPrompt returns the Session's prompt on its way (Delivering),
+// ok false when none is: what a Hub that restarted finds of a delivery it
+// has no memory of.
+func (s *Store) DeliveringPrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
+	p, err = scanPrompt(s.db.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID))
+	if err == sql.ErrNoRows {
+		return Prompt{}, false, nil
+	}
+	if err != nil {
+		return Prompt{}, false, err
+	}
+	p.Attachments, err = s.PromptAttachments(ctx, sessionID, p.ID)
+	return p, err == nil, err
+}
+
 // SetPromptState records a delivery's outcome, Delivered or Queued again
 // at the head of the queue (to be delivered first), only if the prompt is
 // still in state from: as MoveSession does, it returns ErrConflict naming

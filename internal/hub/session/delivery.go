@@ -135,6 +135,16 @@ func (d *delivery) ack(src ackSource, promptID string) (from deliveryState, ok b
 	return from, d.to(next)
 }
 
+// resumeTaken takes up p, which a Hub before this one sent and Claude
+// Code took, in a machine made afresh: taken, not yet known written.
+func (d *delivery) resumeTaken(p store.Prompt) bool {
+	if !d.to(claimed) || !d.to(typing) || !d.to(taken) {
+		return false
+	}
+	d.p = p
+	return true
+}
+
 // putBack ends the delivery for a Session that stops taking prompts (a
 // sleep, a freeze, the Runner gone) and returns the prompt to put back in
 // the queue with the store state it is in, if any: one typing, or one

@@ -99,14 +99,18 @@ func (o *Owner) Update(ctx context.Context, id, title, model, effort string) err
 // restart no Runner is connected yet, and each says on hello what still
 // runs. A Session whose Runner was removed for good while the Hub could
 // not fail it (it stopped between the two, or a migration revoked the
-// Runner) is Failed. Call it before serving.
+// Runner) is Failed. A prompt the store has on its way is settled
+// (takeUpDelivery). Call it before serving.
 func (o *Owner) Recover(ctx context.Context) error {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep}})
+	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
 		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+			if err := o.takeUpDelivery(ctx, s); err != nil {
+				return err
+			}
 			switch err := o.runnerKept(ctx, s); {
 			case errors.Is(err, errRemoved):
 				if !awake(s.State) && s.State != Asleep {
@@ -125,6 +129,35 @@ func (o *Owner) Recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// takeUpDelivery settles, at a Hub's start, the prompt the store has on
+// its way, which no one now types: the Runner's session.deliver ended with
+// the connection to the Hub before. The queue sends a prompt only between
+// Turns, so a Turn open in an awake Session's history says Claude Code
+// took it: it is delivered, and the machine has it taken (a sleep before
+// the transcript writes it down puts it back). Otherwise it goes back to
+// the head of the queue, as for a Runner gone mid-delivery.
+func (o *Owner) takeUpDelivery(ctx context.Context, s *store.Session) error {
+	p, ok, err := o.store.DeliveringPrompt(ctx, s.ID)
+	if err != nil || !ok {
+		return err
+	}
+	open := false
+	if awake(s.State) {
+		if open, err = o.store.TurnOpen(ctx, s.ID); err != nil {
+			return err
+		}
+	}
+	if !open {
+		o.requeue(s.ID, p.ID)
+		return nil
+	}
+	if p, err = o.openPrompt(p); err != nil {
+		return err
+	}
+	o.withRun(s.ID, func(r *run) { r.delivery.resumeTaken(p) })
+	return o.store.SetPromptState(ctx, p.ID, store.Delivering, store.Delivered)
 }
 
 // launch asks the Session's Runner, on a goroutine, to start its Claude

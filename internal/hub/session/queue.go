@@ -168,13 +168,7 @@ func (o *Owner) deliver(id string, p store.Prompt) {
 	if rc == nil {
 		// The Runner went meanwhile: back to the head of the queue, sent
 		// again once it is back.
-		o.mu.Lock()
-		r := o.runs[id]
-		gone := r != nil && r.delivery.typingOf(p.ID) && r.delivery.to(queued)
-		o.mu.Unlock()
-		if gone {
-			o.requeue(id, p.ID)
-		}
+		o.giveBack(id, p.ID, nil)
 		return
 	}
 	o.spawn(func(ctx context.Context) {
@@ -198,25 +192,43 @@ func (o *Owner) deliver(id string, p store.Prompt) {
 // at the head of the queue, saying why, and sends it again after a wait
 // that doubles with each prompt put back since one was last taken.
 func (o *Owner) notTaken(id string, p store.Prompt, why string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || !r.delivery.typingOf(p.ID) || !r.delivery.to(queued) {
-		// Taken meanwhile (the hook told of it first), or put back by a
-		// move.
-		o.mu.Unlock()
-		return
+	var wait time.Duration
+	if !o.giveBack(id, p.ID, func(d *delivery) {
+		d.givenUp++
+		wait = min(o.opts.DeliveryDeadline<<(d.givenUp-1), o.opts.RetryMax)
+	}) {
+		return // taken meanwhile (the hook told of it first), or put back by a move
 	}
-	r.delivery.givenUp++
-	wait := min(o.opts.DeliveryDeadline<<(r.delivery.givenUp-1), o.opts.RetryMax)
-	o.mu.Unlock()
 	o.log.Warn("prompt not taken", "session", id, "prompt", p.ID, "why", why)
 	o.note(o.ctx, id, protocol.EventError, fmt.Sprintf("Claude Code did not take a prompt (%s); it is back at the head of the queue, sent again in %s.",
 		o.opts.Redactor.RedactText(o.ctx, id, why), wait.Round(time.Millisecond)))
-	o.requeue(id, p.ID)
 	// Sent again later even if nothing else happens (no Turn ends, no
 	// prompt comes): a Claude Code slow to take it, on a loaded host, is
 	// not left with its queue waiting for ever.
 	o.after(wait, func(context.Context) { o.dispatch(id) })
+}
+
+// giveBack puts the prompt typing, promptID, back at the head of the
+// queue, in memory and in the store under the Session's lock, as move
+// does: a move that follows finds it queued in both, and one that came
+// first has put it back already (giveBack then reports false). also runs,
+// under the Owner's lock, on the delivery it put back.
+func (o *Owner) giveBack(id, promptID string, also func(d *delivery)) bool {
+	l := o.sessionLock(id)
+	l.Lock()
+	defer l.Unlock()
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || !r.delivery.typingOf(promptID) || !r.delivery.to(queued) {
+		o.mu.Unlock()
+		return false
+	}
+	if also != nil {
+		also(&r.delivery)
+	}
+	o.mu.Unlock()
+	o.requeue(id, promptID)
+	return true
 }
 
 // requeue puts a prompt on its way back at the head of its queue (prompts

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ func TestDeliveryConfirmedThenTheNextGoesAfterTheTurn(t *testing.T) {
 	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "second" {
 		t.Fatalf("typed %q, want second", d.deliver.Text)
 	}
-	if q := f.prompts(s.ID); len(q[store.Queued]) != 0 || len(q[store.Delivering]) != 1 {
+	// On its way, or delivered already: the fake's reply is at once.
+	if q := f.prompts(s.ID); len(q[store.Queued]) != 0 || slices.Contains(q[store.Delivering], "first\tline\r\n") {
 		t.Fatalf("queue = %v, want only the second on its way", q)
 	}
 }
@@ -135,6 +137,53 @@ func TestRunnerGoneMidDeliveryThePromptGoesWhenItIsBack(t *testing.T) {
 	f.waitState(s.ID, Active)
 	if d := back.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
 		t.Fatalf("typed %q once back, want hello", d.deliver.Text)
+	}
+}
+
+// TestAPromptOnItsWayWhenTheHubStopsIsNotLost: a prompt the Runner was
+// still typing when the Hub stopped (its session.deliver ends with the
+// connection) goes back to the head of the queue at the next start, and is
+// typed once the Runner is back; one whose Turn the history shows open was
+// taken, and only the prompt after it is typed, once that Turn ends.
+func TestAPromptOnItsWayWhenTheHubStopsIsNotLost(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		open   bool
+		queued []string // after the restart
+		typed  string   // first, once the Runner is back
+	}{
+		{"still typing", false, []string{"hello", "next"}, "hello"},
+		{"its Turn open", true, []string{"next"}, "next"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			f.runner.holdDeliveries()
+			s, _ := f.active("hello")
+			if tt.open {
+				if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "next"}); err != nil {
+				t.Fatal(err)
+			}
+			f.restartHub()
+			if q := f.prompts(s.ID); !slices.Equal(q[store.Queued], tt.queued) || len(q[store.Delivering]) != 0 {
+				t.Fatalf("after the restart: queue = %v, want queued %q and none on its way", q, tt.queued)
+			}
+			f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
+			f.waitState(s.ID, Active)
+			if tt.open {
+				f.runner.quiet(100 * time.Millisecond) // not during the Turn
+				if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != tt.typed {
+				t.Fatalf("typed %q once back, want %q", d.deliver.Text, tt.typed)
+			}
+		})
 	}
 }
 
