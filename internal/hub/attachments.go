@@ -84,7 +84,7 @@ func (h *Hub) uploadAttachment(w http.ResponseWriter, r *http.Request, p Princip
 		IsText: isText(head), CreatedBy: p.User.ID}
 	var src io.Reader = body
 	if a.IsText {
-		set, err := h.sessionSet(ctx, s.ID)
+		set, err := h.masks.Of(ctx, s.ID)
 		if err != nil {
 			h.writeError(w, r, err)
 			return

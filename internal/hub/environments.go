@@ -14,7 +14,6 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
@@ -47,19 +46,9 @@ func (h *Hub) newEnvironments() *environment.Service {
 			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
 			return tok.Token, err
 		},
-		Redact: h.redactRepoText,
+		Redact: h.masks.RepoText,
 		Log:    h.log,
 	})
-}
-
-// redactRepoText masks a Repo's Sensitive values and every credential
-// shape in a text the Hub keeps about the Repo, such as a Test build's log.
-func (h *Hub) redactRepoText(ctx context.Context, repoID, text string) string {
-	set := &redact.Set{}
-	if values, err := h.sensitiveValues(ctx, store.Session{RepoID: repoID}); err == nil {
-		set.Add(values...)
-	}
-	return redact.Scrub(set.Redact(text))
 }
 
 func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {

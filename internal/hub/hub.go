@@ -17,6 +17,7 @@ import (
 
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/lifetime"
@@ -39,7 +40,8 @@ type Hub struct {
 	sessions *session.Owner       // every Session's state, queue and live stream
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
-	tokens   *sandboxTokens       // each Session's Sandbox token, revoked once replaced: repotokens.go
+	masks    *masks.Sets          // each running Session's redaction set
+	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 	metrics  *metrics.Metrics     // what /metrics serves: ops.go
@@ -62,7 +64,6 @@ type Hub struct {
 	// across its connections: a message it sends again after a reply
 	// lost with its connection is taken once.
 	taken map[string]*protocol.Taken
-	sets  map[string]*runSet // redaction sets by Session id, while it runs
 }
 
 // New makes a Hub over an open store; Close stops it.
@@ -84,7 +85,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
-		runners: map[string]*runnerConn{}, taken: map[string]*protocol.Taken{}, sets: map[string]*runSet{}, web: newWebState()}
+		runners: map[string]*runnerConn{}, taken: map[string]*protocol.Taken{}, web: newWebState()}
 	defer func() {
 		if err != nil {
 			h.Close()
@@ -95,7 +96,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
-	h.tokens = newSandboxTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
+	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
@@ -112,8 +114,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
-	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
-		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
+	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
+		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
 		MCPServers: h.prepareGateway, Metrics: h.metrics})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
@@ -150,7 +152,7 @@ func (h *Hub) Close() {
 		h.sessions.Close() // may still stop a Sandbox token: before tokens
 	}
 	if h.tokens != nil {
-		h.tokens.close()
+		h.tokens.Close()
 	}
 	h.life.Close()
 }
@@ -161,14 +163,6 @@ func (h *Hub) Runner(id string) session.Requester {
 		return rc.conn
 	}
 	return nil
-}
-
-// sessionInactive drops what only an Active Session has: its open ports.
-func (h *Hub) sessionInactive(id string) {
-	h.web.mu.Lock()
-	delete(h.web.ports, id)
-	h.web.mu.Unlock()
-	h.portsChanged(id)
 }
 
 // Handler is the Hub's HTTP handler.

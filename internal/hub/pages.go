@@ -244,7 +244,7 @@ const maskedFileMax = 16 << 20
 // Sensitive values (a .env) would otherwise show them, where only the
 // Creator sees the terminal. A file past maskedFileMax goes to nobody else.
 func (h *Hub) downloadMasked(w http.ResponseWriter, r *http.Request, sessionID string, info protocol.SessionFileInfo, conn net.Conn) {
-	mask, err := h.watcherMask(r.Context(), sessionID)
+	mask, err := h.masks.WatcherMask(r.Context(), sessionID)
 	if err == nil && info.Size > maskedFileMax {
 		err = fmt.Errorf("%s is over %s, the most the Hub masks for someone other than the Session's Creator; its Creator can download it: %w",
 			info.Name, bytesText(maskedFileMax), errdefs.ErrTooLarge)

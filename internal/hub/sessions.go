@@ -145,7 +145,7 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
-	name, err := h.maskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
+	name, err := h.masks.MaskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
 	if err != nil {
 		h.writeError(w, r, err)
 		return

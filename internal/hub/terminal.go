@@ -194,7 +194,7 @@ func (h *Hub) terminalFrame(rc *runnerConn, f protocol.TerminalFrame) {
 	var set *redact.Set
 	if f.Snapshot {
 		var err error
-		if set, err = h.sessionSet(h.life.Context(), f.SessionID); err != nil {
+		if set, err = h.masks.Of(h.life.Context(), f.SessionID); err != nil {
 			// Never a frame that could not be masked.
 			h.log.Warn("terminal snapshot dropped: no redaction set", "session", f.SessionID, "err", err)
 			return
