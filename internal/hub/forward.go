@@ -20,13 +20,14 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
 // sessionPorts handles a Runner's list for one of its Sessions: kept in
 // memory only, while the Session is Active and its Runner connected.
-func (h *Hub) sessionPorts(ctx context.Context, rc *runnerConn, s store.Session, list []protocol.Port) {
+func (h *Hub) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Session, list []protocol.Port) {
 	h.web.mu.Lock()
 	if s.State == store.Active {
 		h.web.ports[s.ID] = portsEntry{rc: rc, list: list}
@@ -47,7 +48,7 @@ func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
 		return nil
 	}
 	s, err := h.store.SessionByID(ctx, id)
-	if err != nil || s.State != store.Active || h.runnerConn(s.RunnerID) != e.rc {
+	if err != nil || s.State != store.Active || h.runners.Get(s.RunnerID) != e.rc {
 		h.web.mu.Lock()
 		if cur, ok := h.web.ports[id]; ok && cur.rc == e.rc {
 			delete(h.web.ports, id)
@@ -309,11 +310,11 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 			if err != nil {
 				return nil, err
 			}
-			rc := h.runnerConn(s.RunnerID)
+			rc := h.runners.Get(s.RunnerID)
 			if rc == nil {
 				return nil, fmt.Errorf("the Session's Runner is not connected")
 			}
-			return h.openStream(ctx, rc, protocol.TypeSessionDial, func(stream string) any {
+			return h.runners.OpenStream(ctx, rc, protocol.TypeSessionDial, func(stream string) any {
 				return protocol.SessionDial{SessionID: session, Port: port, Stream: stream}
 			}, nil)
 		},
