@@ -21,6 +21,7 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/runners"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -99,7 +100,7 @@ func hubCookie(name string) bool {
 	for _, p := range []string{"__host-", "__secure-"} {
 		name = strings.TrimPrefix(name, p)
 	}
-	return name == signinCookie || strings.HasPrefix(name, signinCookie+"_")
+	return name == signin.Cookie || strings.HasPrefix(name, signin.Cookie+"_")
 }
 
 // Grant lifetimes: a code is used at once; a grant lasts at most as long
@@ -235,20 +236,20 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 	if r.URL.Path == "/.kndl/forward" {
 		gr, ok := h.web.grants.take(h.web.grants.codes, r.URL.Query().Get("code"), true)
 		if !ok || gr.session != session || gr.port != port {
-			h.guard.fails.take(clientAddr(r))
+			h.guard.fails.Take(signin.ClientAddr(r))
 			http.Error(w, "This link to a forwarded port expired or was used: open the port again from its Session.", http.StatusForbidden)
 			return
 		}
 		token := newSecret()
 		gr.expires = time.Now().Add(h.cfg.SigninMaxAge)
 		h.web.grants.put(h.web.grants.cookies, token, gr)
-		http.SetCookie(w, newCookie(forwardCookie, token, secure, 0))
+		http.SetCookie(w, signin.NewCookie(forwardCookie, token, secure, 0))
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	gr, ok := grant{}, false
-	if c, err := r.Cookie(cookieName(forwardCookie, secure)); err == nil {
+	if c, err := r.Cookie(signin.CookieName(forwardCookie, secure)); err == nil {
 		gr, ok = h.web.grants.take(h.web.grants.cookies, c.Value, false)
 	}
 	if ok && (gr.session != session || gr.port != port) {
@@ -259,7 +260,7 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 		ok = err == nil && live && h.canAccess(r.Context(), gr.user, h.repoOf(r.Context(), session), false)
 	}
 	if !ok {
-		if r.Method == http.MethodGet && wantsPage(r) {
+		if r.Method == http.MethodGet && signin.WantsPage(r) {
 			http.Redirect(w, r, strings.TrimSuffix(h.cfg.PublicURL, "/")+fmt.Sprintf("/sessions/%s/ports/%d?next=%s", session, port, url.QueryEscape(r.URL.RequestURI())), http.StatusSeeOther)
 			return
 		}

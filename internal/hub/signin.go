@@ -15,6 +15,7 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
@@ -110,10 +111,10 @@ func (h *Hub) signinFailed(w http.ResponseWriter, r *http.Request, title, text s
 // from an address shared with the team (a NAT, a proxy) never holds up a
 // valid sign-in from it.
 func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
-	if h.guard.fails.take(clientAddr(r)) {
+	if h.guard.fails.Take(signin.ClientAddr(r)) {
 		return false
 	}
-	w.Header().Set("Retry-After", fmt.Sprint(int(failRefill/time.Second)))
+	w.Header().Set("Retry-After", fmt.Sprint(int(signin.FailRefill/time.Second)))
 	h.message(w, http.StatusTooManyRequests, "Too many attempts", "Too many failed sign-ins from your address. Wait a minute and try again.")
 	return true
 }
@@ -284,7 +285,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.endCredential(p.cred, errSignedOut)
-	http.SetCookie(w, h.guard.cookie(signinCookie, "", -1))
+	http.SetCookie(w, h.guard.cookie(signin.Cookie, "", -1))
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
@@ -293,7 +294,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 // asked for a loopback name, and came through no proxy (a proxy on the
 // Hub's machine would make anyone look local).
 func (h *Hub) devLoginAnswers(r *http.Request) bool {
-	if !h.cfg.DevLogin || !isLoopbackHost(hostOf(h.cfg.Listen)) || !isLoopbackHost(hostOf(r.RemoteAddr)) || !isLoopbackHost(hostOf(r.Host)) {
+	if !h.cfg.DevLogin || !signin.IsLoopbackHost(signin.HostOf(h.cfg.Listen)) || !signin.IsLoopbackHost(signin.HostOf(r.RemoteAddr)) || !signin.IsLoopbackHost(signin.HostOf(r.Host)) {
 		return false
 	}
 	for _, hdr := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Forwarded"} {
