@@ -17,6 +17,7 @@ import (
 
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/forward"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
@@ -38,6 +39,7 @@ type Hub struct {
 	handler  http.Handler
 	guard    *guard               // sign-in, Repo access and who is connected: guard.go
 	web      *webState            // the web UI's live state: web.go
+	forward  *forward.Proxy       // the forward origins of Sessions' ports
 	sessions *session.Owner       // every Session's state, queue and live stream
 	runners  *runners.Conns       // the connected Runners
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
@@ -128,11 +130,12 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
+	h.forward = h.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err
 	}
-	h.handler = h.forwardHosts(mux)
+	h.handler = h.forward.Hosts(mux)
 	return h, nil
 }
 

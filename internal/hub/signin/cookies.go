@@ -7,6 +7,7 @@ package signin
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -58,4 +59,30 @@ func NeedsOrigin(r *http.Request) bool {
 // sent to sign in rather than answered 401.
 func WantsPage(r *http.Request) bool {
 	return r.Method == http.MethodGet && (r.Header.Get("Sec-Fetch-Mode") == "navigate" || strings.Contains(r.Header.Get("Accept"), "text/html"))
+}
+
+// LocalPath returns next if it is a path on this Hub, else "/": a sign-in
+// never sends the browser elsewhere. Browsers drop tabs and newlines from
+// a Location and read a backslash as a slash, so "/\t/evil.com" would take
+// them to //evil.com: next must start with a single "/" and hold nothing
+// but printable ASCII other than a backslash, as itself and once
+// percent-decoded (a path taken from a query is decoded once already).
+func LocalPath(next string) string {
+	dec, err := url.PathUnescape(next)
+	if err != nil || !plainPath(next) || !plainPath(dec) {
+		return "/"
+	}
+	return next
+}
+
+func plainPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
