@@ -300,9 +300,13 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	}
 }
 
+// markDelivered records a prompt Claude Code took. The record outlives a
+// Close begun meanwhile (which waits for the Runner's reply that told of
+// it): a prompt left Delivering would be typed again by the next Hub's
+// Recover, since no Turn may be in the store yet.
 func (o *queue) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivering, store.Delivered); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(context.WithoutCancel(o.ctx), p.ID, store.Delivering, store.Delivered); err != nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
