@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,22 +26,18 @@ import (
 // Turn runs a Bash command, and the build takes the models the Runner
 // offers", and what the mod and the Runner's prompt delivery rely on.
 
-// smokeTarget is the version under test: the pinned one, or
-// KNDL_SMOKE_VERSION with the integrity npm's registry gives for it and
-// the table the probe wrote to KNDL_SMOKE_MODELS (scripts/smoke sets both).
+// smokeTarget is the version under test and its table: the pinned one,
+// or KNDL_CLAUDE_VERSION and the table its probe wrote to
+// KNDL_CLAUDE_MODELS (scripts/smoke sets both).
 func smokeTarget(t *testing.T) (claude.Pin, claude.Table) {
 	t.Helper()
-	version := os.Getenv("KNDL_SMOKE_VERSION")
-	if version == "" || version == claude.Version {
-		return claude.Pinned(), claude.Models()
+	pin := targetPin(t)
+	if pin.Version == claude.Version {
+		return pin, claude.Models()
 	}
-	pin, err := claude.PinFromRegistry(t.Context(), version, claude.InstallOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := os.Getenv("KNDL_SMOKE_MODELS")
+	path := os.Getenv("KNDL_CLAUDE_MODELS")
 	if path == "" {
-		t.Fatalf("KNDL_SMOKE_VERSION=%s needs KNDL_SMOKE_MODELS, the table its probe wrote (scripts/probe-models %s)", version, version)
+		t.Fatalf("KNDL_CLAUDE_VERSION=%s needs KNDL_CLAUDE_MODELS, the table its probe wrote (scripts/probe-models %s)", pin.Version, pin.Version)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -49,10 +47,25 @@ func smokeTarget(t *testing.T) (claude.Pin, claude.Table) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if table.Version != version {
-		t.Fatalf("%s is the table of %s, not %s", path, table.Version, version)
+	if table.Version != pin.Version {
+		t.Fatalf("%s is the table of %s, not %s", path, table.Version, pin.Version)
 	}
 	return pin, table
+}
+
+// targetPin is the pinned version, or KNDL_CLAUDE_VERSION with the
+// integrity npm's registry gives for both its builds.
+func targetPin(t *testing.T) claude.Pin {
+	t.Helper()
+	version := os.Getenv("KNDL_CLAUDE_VERSION")
+	if version == "" || version == claude.Version {
+		return claude.Pinned()
+	}
+	pin, err := claude.PinFromRegistry(t.Context(), version, claude.InstallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pin
 }
 
 // smokeHooks are the mod's hooks a Turn with a tool must fire.
@@ -115,6 +128,8 @@ func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
 	if err := s.modelsTaken(table); err != nil {
 		t.Error(err)
 	}
+
+	muslRunsABashTool(t, s.Home, pin)
 	t.Logf("the smoke test of %s took %v", pin.Version, time.Since(start))
 }
 
@@ -207,4 +222,39 @@ func (s *System) modelTaken(m claude.Model) error {
 		return nil
 	}
 	return fmt.Errorf("%s: its Turn ended with no request to the model", m.Alias)
+}
+
+// muslLoader is what Debian's musl package installs, and what the musl
+// build names as its interpreter.
+const muslLoader = "/lib/ld-musl-x86_64.so.1"
+
+// muslRunsABashTool installs the musl build of pin as the Runner would for
+// a musl image, and runs a Turn with a Bash tool on it. There is no musl
+// image here to build a Sandbox from (the test image is Debian's), so it
+// runs on this host, on Debian's musl loader and C library: all the build
+// links against.
+func muslRunsABashTool(t *testing.T, home string, pin claude.Pin) {
+	t.Helper()
+	if _, err := os.Stat(muslLoader); err != nil {
+		testenv.Lack(t, "Debian's musl package ("+muslLoader+")")
+		return
+	}
+	bin, err := claude.Install(t.Context(), filepath.Join(home, "claude-code"), claude.Musl, claude.InstallOptions{Pin: pin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testkit.NewClaude(t, bin)
+	made := filepath.Join(c.Work, "made-by-musl")
+	c.API.On(testkit.PromptContains("musl smoke"), testkit.Bash("echo musl > "+made))
+	c.API.On(testkit.AfterToolResult(), testkit.Text("done on musl"))
+	argv, env := c.Command(false)
+	cmd := exec.CommandContext(t.Context(), argv[0], append(argv[1:], "-p", "musl smoke")...)
+	cmd.Dir, cmd.Env = c.Work, env
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "done on musl" {
+		t.Fatalf("the musl build's claude -p: %v\n%s", err, out)
+	}
+	if got, err := os.ReadFile(made); err != nil || string(got) != "musl\n" {
+		t.Errorf("the musl build's Bash tool made %q, %v", got, err)
+	}
 }
