@@ -3,11 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 
-	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
 )
 
 // auditList is kndl audit: the Hub's audit log, newest first (the Owner
@@ -24,12 +22,12 @@ func auditList(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 0 {
 		return ErrUsage
 	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
-	if *before > 0 {
-		q.Set("before", strconv.FormatInt(*before, 10))
+	c, err := apiclient.New()
+	if err != nil {
+		return err
 	}
-	var es []api.AuditEntry
-	if err := call(ctx, http.MethodGet, "/api/audit?"+q.Encode(), nil, &es); err != nil {
+	es, err := c.Audit(ctx, *before, *limit)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -60,8 +58,12 @@ func auditVerify(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 0 {
 		return ErrUsage
 	}
-	var c api.AuditChain
-	if err := call(ctx, http.MethodGet, "/api/audit/verify", nil, &c); err != nil {
+	hub, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	c, err := hub.VerifyAudit(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
