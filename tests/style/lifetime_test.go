@@ -12,17 +12,18 @@ import (
 	"testing"
 )
 
-// rootContextAllowed are where a root context may be made freely: the
-// command's main, the daemons that own a process's life, tests, and the
-// packages only tests import.
-var rootContextAllowed = []string{
-	"cmd/kndl/",
-	"internal/daemon/",
+// testOnly are tests and the packages only tests import.
+var testOnly = []string{
 	"tests/",
 	"internal/testkit/",
 	"internal/testenv/",
 	"internal/sandbox/sandboxtest/",
 }
+
+// rootContextAllowed are where a root context may be made freely: the
+// command's main, the daemons that own a process's life, and what only
+// tests build.
+var rootContextAllowed = append([]string{"cmd/kndl/", "internal/daemon/"}, testOnly...)
 
 // rootContextExceptions are the other places that make a root context, by
 // file and function, each with why its work must not end with a caller's
