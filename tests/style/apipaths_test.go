@@ -5,20 +5,13 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
-
-// apiPathsAllowed are where Go code may write an /api/ path besides the
-// Hub's route table: the CLI's client, which has one method per call, and
-// what only tests build.
-var apiPathsAllowed = append([]string{"internal/apiclient/"}, testOnly...)
 
 // apiPathExceptions are strings holding /api/ that are no path of the
 // Hub's API, each with what it is.
@@ -43,39 +36,21 @@ func TestAPIPathsAreWrittenOnce(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var tables []string // files whose /api/ strings are all route patterns
 	clientPaths := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && (d.Name() == "vendor" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		found := apiStrings(t, path)
-		if slices.ContainsFunc(apiPathsAllowed, func(dir string) bool { return strings.HasPrefix(rel, dir) }) {
-			if strings.HasPrefix(rel, "internal/apiclient/") {
-				clientPaths += len(found)
-			}
-			return nil
-		}
-		if len(found) > 0 && !slices.ContainsFunc(found, func(s apiString) bool { return !routePattern.MatchString(s.value) }) {
+	for _, rel := range goFiles(t, root) {
+		found := apiStrings(t, filepath.Join(root, rel))
+		switch {
+		case strings.HasPrefix(rel, "internal/apiclient/"):
+			clientPaths += len(found)
+			continue
+		case under(rel, testOnly):
+			continue
+		case len(found) > 0 && allRoutePatterns(found):
 			tables = append(tables, rel)
-			return nil
+			continue
 		}
 		for _, s := range found {
 			t.Errorf("%s:%d writes the API path %q: call internal/apiclient's method for it (or, in the Hub, add the route to its route table)", rel, s.line, s.value)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(tables) != 1 {
 		t.Errorf("found %d files whose /api/ strings are all route patterns (%v), want the Hub's one route table", len(tables), tables)
@@ -135,6 +110,16 @@ func apiStrings(t *testing.T, path string) []apiString {
 		return true
 	})
 	return out
+}
+
+// allRoutePatterns reports whether each of found is a route's pattern.
+func allRoutePatterns(found []apiString) bool {
+	for _, s := range found {
+		if !routePattern.MatchString(s.value) {
+			return false
+		}
+	}
+	return true
 }
 
 // apiLines lists the lines of a script or template that hold /api/
