@@ -58,25 +58,25 @@ func auditVerify(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 0 {
 		return ErrUsage
 	}
-	hub, err := apiclient.New()
+	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
-	c, err := hub.VerifyAudit(ctx)
+	chain, err := c.VerifyAudit(ctx)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		if err := printJSON(io, c); err != nil {
+		if err := printJSON(io, chain); err != nil {
 			return err
 		}
 	}
-	if c.BrokenAt != 0 {
-		return fmt.Errorf("the audit log's chain breaks at entry %d: %s", c.BrokenAt, c.Reason)
+	if chain.BrokenAt != 0 {
+		return fmt.Errorf("the audit log's chain breaks at entry %d: %s", chain.BrokenAt, chain.Reason)
 	}
 	if !*asJSON {
 		fmt.Fprintf(io.Stdout, "The audit log's chain holds: %d entries; the newest is %d, with hash %s.\n"+
-			"Keep that number and hash elsewhere: a log cut short since shows an older one.\n", c.Entries, c.HeadSeq, c.HeadHash)
+			"Keep that number and hash elsewhere: a log cut short since shows an older one.\n", chain.Entries, chain.HeadSeq, chain.HeadHash)
 	}
 	return nil
 }
