@@ -32,7 +32,6 @@ func BenchmarkAModelRequest(b *testing.B) {
 	if err := r.Hold("s1", creatorToken, placeholder); err != nil {
 		b.Fatal(err)
 	}
-	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
 	for _, mode := range []struct{ name, base, bearer string }{
 		{"sandbox", model.URL, creatorToken},
 		{"relay", srv.URL + "/model/" + tok, placeholder},
@@ -41,7 +40,7 @@ func BenchmarkAModelRequest(b *testing.B) {
 			// One client kept alive across requests, as Claude Code's is.
 			client := &http.Client{Transport: &http.Transport{}}
 			for b.Loop() {
-				req, _ := http.NewRequest(http.MethodPost, mode.base+"/v1/messages?beta=true", strings.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, mode.base+"/v1/messages?beta=true", strings.NewReader(messagesBody))
 				req.Header.Set("Authorization", "Bearer "+mode.bearer)
 				resp, err := client.Do(req)
 				if err != nil {

@@ -190,8 +190,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if run.modToken == "" {
 			// A restarted Runner knows the Session but not yet its new mod
 			// token: the mod retries.
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "kndl relay: Session not reconnected to the Hub yet; retry", http.StatusServiceUnavailable)
+			retryLater(w, "kndl relay: Session not reconnected to the Hub yet; retry")
 			return
 		}
 		if req.URL.Path == "/mod/hook" {
@@ -234,11 +233,17 @@ func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, 
 	if run.claudeToken == "" {
 		// A restarted Runner has not had the token from the Hub yet: Claude
 		// Code retries.
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "kndl relay: the Creator's token is not back from the Hub yet; retry", http.StatusServiceUnavailable)
+		retryLater(w, "kndl relay: the Creator's token is not back from the Hub yet; retry")
 		return
 	}
 	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken})
+}
+
+// retryLater answers 503 with a Retry-After of a second, which the mod
+// and Claude Code's API client both honour.
+func retryLater(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
 // takeHook hands a hook event to the Runner, and answers the hook with

@@ -67,7 +67,13 @@ func newRelayHooks(t *testing.T, hub, model string) (*httptest.Server, *Relay, <
 
 func do(t *testing.T, method, url, token string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader("{}"))
+	return doBody(t, method, url, token, "{}")
+}
+
+// doBody is do with a body of its own.
+func doBody(t *testing.T, method, url, token, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -434,16 +440,11 @@ const creatorToken = "sk-ant-oat01-relay-test-creator-token-0123456789abcdefABCD
 // with bearer as its credential.
 func doModel(t *testing.T, srv, tok, bearer string) *http.Response {
 	t.Helper()
-	body := `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
-	req, _ := http.NewRequest("POST", srv+"/model/"+tok+"/v1/messages?beta=true", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return doBody(t, "POST", srv+"/model/"+tok+"/v1/messages?beta=true", bearer, messagesBody)
 }
+
+// messagesBody is a streamed Messages request the fake Anthropic answers.
+const messagesBody = `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
 
 func TestTheModelRouteSwapsThePlaceholderForTheCreatorsTokenAndStreams(t *testing.T) {
 	model := testkit.NewAnthropic(t, creatorToken)
