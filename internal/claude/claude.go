@@ -13,23 +13,19 @@ import (
 
 // Version is the pinned Claude Code version every Sandbox runs.
 //
-// To bump it: check that both packages have it (`npm view
-// @anthropic-ai/claude-code-linux-x64 versions`), change it here and pin
-// both builds' integrity below, then re-check what /work/shared/notes/claude-code.md records against the new
-// build (the seed that skips every dialog, the endpoints it calls, the
-// transcript layout, hook payloads) and run the real-binary tests:
+// To move it, run scripts/pin-claude VERSION (README, "Maintainers"): it
+// probes the version's models into models.json, runs the smoke test, and
+// only when both pass rewrites this line, the integrity below and the
+// table. Then re-check what /work/shared/notes/claude-code.md records
+// against the new build and run the real-binary tests:
 //
 //	KNDL_E2E=1 go test -run Real ./internal/claude/
-//
-// The spec's smoke test (banner names the plan, /status answers, a Turn
-// runs a Bash command, the Runner's models are taken) must pass before the
-// bump is merged.
 const Version = "2.1.328"
 
 // The sha512 integrity of each build's npm tarball of Version, pinned here
 // beside it: Install checks the bytes against these, never against what
 // the registry serving them (RUNNER_NPM_REGISTRY, any mirror) says. Read
-// them from npm's own registry when bumping Version:
+// them from npm's own registry (scripts/pin-claude does):
 //
 //	npm view @anthropic-ai/claude-code-linux-x64@VERSION dist.integrity
 //	npm view @anthropic-ai/claude-code-linux-x64-musl@VERSION dist.integrity

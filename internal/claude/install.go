@@ -49,6 +49,30 @@ type InstallOptions struct {
 	// Progress, if set, gets a line as the download starts, about once a
 	// second while it runs, and when it is installed.
 	Progress func(string)
+	// Pin is the version and integrity hashes to install; the zero value
+	// is the one pinned beside Version. Only moving the pin (its probe
+	// and smoke test, scripts/pin-claude) installs another.
+	Pin Pin
+}
+
+// Pin is a Claude Code version with the sha512 integrity of each build's
+// npm tarball: what Install checks the bytes against.
+type Pin struct {
+	Version   string
+	Integrity map[Variant]string
+}
+
+// Pinned is the pin every Sandbox runs: Version and the integrity
+// constants beside it.
+func Pinned() Pin {
+	return Pin{Version: Version, Integrity: map[Variant]string{Glibc: pinned[Glibc], Musl: pinned[Musl]}}
+}
+
+func (o InstallOptions) pin() Pin {
+	if o.Pin.Version == "" {
+		return Pinned()
+	}
+	return o.Pin
 }
 
 // record is the install record kept beside the binary, so finding an
@@ -63,7 +87,7 @@ type record struct {
 
 const recordName = "kndl-install.json"
 
-// Install returns the pinned Version of variant's build under dir,
+// Install returns the pinned Version (or opts.Pin) of variant's build under dir,
 // downloading it from the npm registry first if it is not there.
 //
 // The tarball is checked against the integrity pinned beside Version while
@@ -76,10 +100,11 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 	if err := variant.check(); err != nil {
 		return Binary{}, err
 	}
-	pkg := variant.Package()
-	b := Binary{Dir: filepath.Join(dir, Version, string(variant)), Version: Version, Variant: variant}
+	pkg, pin := variant.Package(), opts.pin()
+	version, sum := pin.Version, pin.Integrity[variant]
+	b := Binary{Dir: filepath.Join(dir, version, string(variant)), Version: version, Variant: variant}
 	b.Path = filepath.Join(b.Dir, "claude")
-	if rec, ok := installed(b.Dir, pkg, pinned[variant]); ok {
+	if rec, ok := installed(b.Dir, pkg, version, sum); ok {
 		b.Integrity = rec.Integrity
 		return b, nil
 	}
@@ -89,14 +114,14 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 	}
 	unlock, err := lock(ctx, filepath.Join(parent, "."+string(variant)+".lock"), func() {
 		if opts.Progress != nil {
-			opts.Progress(fmt.Sprintf("waiting for another download of %s@%s", pkg, Version))
+			opts.Progress(fmt.Sprintf("waiting for another download of %s@%s", pkg, version))
 		}
 	})
 	if err != nil {
-		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, Version, err)
+		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, version, err)
 	}
 	defer unlock()
-	if rec, ok := installed(b.Dir, pkg, pinned[variant]); ok {
+	if rec, ok := installed(b.Dir, pkg, version, sum); ok {
 		b.Integrity = rec.Integrity
 		return b, nil
 	}
@@ -104,29 +129,29 @@ func Install(ctx context.Context, dir string, variant Variant, opts InstallOptio
 	stale, _ := filepath.Glob(filepath.Join(parent, "."+string(variant)+".tmp-*"))
 	for _, s := range append(stale, b.Dir) {
 		if err := os.RemoveAll(s); err != nil {
-			return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, Version, err)
+			return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, version, err)
 		}
 	}
 	start := time.Now()
-	rec, err := download(ctx, parent, b.Dir, pkg, pinned[variant], opts)
+	rec, err := download(ctx, parent, b.Dir, pkg, version, sum, opts)
 	if err != nil {
-		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, Version, err)
+		return Binary{}, fmt.Errorf("install %s@%s: %w", pkg, version, err)
 	}
 	if opts.Progress != nil {
-		opts.Progress(fmt.Sprintf("installed %s@%s in %s (%.1f s)", pkg, Version, b.Dir, time.Since(start).Seconds()))
+		opts.Progress(fmt.Sprintf("installed %s@%s in %s (%.1f s)", pkg, version, b.Dir, time.Since(start).Seconds()))
 	}
 	b.Integrity = rec.Integrity
 	return b, nil
 }
 
-// installed reports whether dir holds a complete install of pkg@Version
+// installed reports whether dir holds a complete install of pkg@version
 // from the tarball pin names: its record names them and the binary has the
 // recorded size. One made from other bytes (before the pin, trusting a
 // registry) is not.
-func installed(dir, pkg, pin string) (record, bool) {
+func installed(dir, pkg, version, pin string) (record, bool) {
 	var rec record
 	data, err := os.ReadFile(filepath.Join(dir, recordName))
-	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Package != pkg || rec.Version != Version || rec.Integrity != pin {
+	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Package != pkg || rec.Version != version || rec.Integrity != pin {
 		return record{}, false
 	}
 	fi, err := os.Stat(filepath.Join(dir, "claude"))
@@ -176,24 +201,14 @@ type meta struct {
 	} `json:"dist"`
 }
 
-// download fetches pkg@Version's tarball, unpacks package/claude into a
+// download fetches pkg@version's tarball, unpacks package/claude into a
 // temporary directory under parent, checks the tarball against pin, and
 // renames the directory to target.
-func download(ctx context.Context, parent, target, pkg, pin string, opts InstallOptions) (record, error) {
-	client := opts.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	registry := opts.Registry
-	if registry == "" {
-		registry = DefaultRegistry
-	}
-	var m meta
-	if err := getJSON(ctx, client, metadataURL(registry, pkg), &m); err != nil {
+func download(ctx context.Context, parent, target, pkg, version, pin string, opts InstallOptions) (record, error) {
+	client := opts.client()
+	m, err := metadata(ctx, client, opts.registry(), pkg, version)
+	if err != nil {
 		return record{}, err
-	}
-	if m.Name != pkg || m.Version != Version || m.Dist.Tarball == "" {
-		return record{}, fmt.Errorf("registry answered %s@%s with tarball %q, want %s@%s", m.Name, m.Version, m.Dist.Tarball, pkg, Version)
 	}
 	want, err := sha512SRI(pin)
 	if err != nil {
@@ -222,7 +237,7 @@ func download(ctx context.Context, parent, target, pkg, pin string, opts Install
 	if resp.StatusCode != http.StatusOK {
 		return record{}, fmt.Errorf("download %s: %s", m.Dist.Tarball, resp.Status)
 	}
-	meter := &meter{label: pkg + "@" + Version, total: resp.ContentLength, report: opts.Progress, now: time.Now}
+	meter := &meter{label: pkg + "@" + version, total: resp.ContentLength, report: opts.Progress, now: time.Now}
 	meter.start()
 	hash := sha512.New()
 	body := io.TeeReader(io.TeeReader(resp.Body, hash), meter)
@@ -249,7 +264,7 @@ func download(ctx context.Context, parent, target, pkg, pin string, opts Install
 		return record{}, fmt.Errorf("integrity mismatch: kndl pins %s, the download is %s; nothing installed",
 			pin, "sha512-"+base64.StdEncoding.EncodeToString(got))
 	}
-	rec.Package, rec.Version, rec.Integrity = pkg, Version, pin
+	rec.Package, rec.Version, rec.Integrity = pkg, version, pin
 	data, _ := json.MarshalIndent(rec, "", "  ")
 	if err := writeFileSync(filepath.Join(tmp, recordName), data, 0o644); err != nil {
 		return record{}, err
@@ -304,10 +319,55 @@ func unpack(r io.Reader, path string) (record, error) {
 	}
 }
 
-// metadataURL is where registry describes pkg@Version. npm's own client
+func (o InstallOptions) client() *http.Client {
+	if o.Client == nil {
+		return http.DefaultClient
+	}
+	return o.Client
+}
+
+func (o InstallOptions) registry() string {
+	if o.Registry == "" {
+		return DefaultRegistry
+	}
+	return o.Registry
+}
+
+// metadata is the registry's version document of pkg@version.
+func metadata(ctx context.Context, client *http.Client, registry, pkg, version string) (meta, error) {
+	var m meta
+	if err := getJSON(ctx, client, metadataURL(registry, pkg, version), &m); err != nil {
+		return meta{}, err
+	}
+	if m.Name != pkg || m.Version != version || m.Dist.Tarball == "" {
+		return meta{}, fmt.Errorf("registry answered %s@%s with tarball %q, want %s@%s", m.Name, m.Version, m.Dist.Tarball, pkg, version)
+	}
+	return m, nil
+}
+
+// PinFromRegistry reads version's integrity for both builds from the
+// registry: how a version not yet pinned is first trusted, as `npm view
+// PACKAGE@VERSION dist.integrity` would. Install then checks the bytes
+// against it. Use npm's own registry for this, never a mirror.
+func PinFromRegistry(ctx context.Context, version string, opts InstallOptions) (Pin, error) {
+	pin := Pin{Version: version, Integrity: map[Variant]string{}}
+	for _, v := range []Variant{Glibc, Musl} {
+		m, err := metadata(ctx, opts.client(), opts.registry(), v.Package(), version)
+		if err != nil {
+			return Pin{}, fmt.Errorf("pin claude code %s: %w", version, err)
+		}
+		if _, err := sha512SRI(m.Dist.Integrity); err != nil {
+			return Pin{}, fmt.Errorf("pin claude code %s: the registry's integrity %q for %s: %w", version, m.Dist.Integrity, v.Package(), err)
+		}
+		pin.Integrity[v] = m.Dist.Integrity
+	}
+	return pin, nil
+}
+
+// metadataURL is where registry describes pkg@version. npm's own client
 // asks for a scoped package as @scope%2fname.
-func metadataURL(registry, pkg string) string {
-	return strings.TrimSuffix(registry, "/") + "/" + strings.Replace(pkg, "/", "%2f", 1) + "/" + Version
+func metadataURL(registry, pkg, version string) string {
+	return strings.TrimSuffix(registry, "/") + "/" + strings.Replace(pkg, "/", "%2f", 1) + "/" + version
 }
 
 func getJSON(ctx context.Context, client *http.Client, url string, v any) error {

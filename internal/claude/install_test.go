@@ -413,7 +413,7 @@ func TestRealRegistryHasBothVariants(t *testing.T) {
 	for _, v := range []Variant{Glibc, Musl} {
 		ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
 		var m meta
-		err := getJSON(ctx, http.DefaultClient, metadataURL(DefaultRegistry, v.Package()), &m)
+		err := getJSON(ctx, http.DefaultClient, metadataURL(DefaultRegistry, v.Package(), Version), &m)
 		cancel()
 		var uerr *url.Error
 		if errors.As(err, &uerr) {

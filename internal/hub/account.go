@@ -58,7 +58,7 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	}
 	// The Creator's running Sessions mask the new token too; the old one
 	// stays masked while they run on it.
-	h.maskNew(tok, func(rs *runSet) bool { return rs.creatorID == userID })
+	h.masks.MaskNew(tok, func(_, creatorID string) bool { return creatorID == userID })
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
@@ -84,7 +85,7 @@ func (h *Hub) uploadAttachment(w http.ResponseWriter, r *http.Request, p Princip
 		IsText: isText(head), CreatedBy: p.User.ID}
 	var src io.Reader = body
 	if a.IsText {
-		set, err := h.sessionSet(ctx, s.ID)
+		set, err := h.masks.Of(ctx, s.ID)
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -259,9 +260,9 @@ func (h *Hub) promptAttachments(ctx context.Context, s store.Session, req api.Pr
 // of a Session of its own carries, while the Session is starting or
 // awake: the Hub answers with a stream id, and sends the bytes once the
 // Runner dials it.
-func (h *Hub) handleAttachments(rc *runnerConn, welcomed <-chan struct{}) {
+func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
-	rc.conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.AttachmentRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
 		if err != nil {
@@ -274,7 +275,7 @@ func (h *Hub) handleAttachments(rc *runnerConn, welcomed <-chan struct{}) {
 		if err != nil || a.PromptID == "" {
 			return nil, fmt.Errorf("attachment %q: %w", req.AttachmentID, errdefs.ErrNotFound)
 		}
-		stream, take := h.expectStream(rc)
+		stream, take := h.runners.ExpectStream(rc)
 		h.life.Go(func(life context.Context) { h.sendAttachment(life, a, take) })
 		return protocol.AttachmentStream{Stream: stream, Size: a.Size, SHA256: hex.EncodeToString(a.SHA256)}, nil
 	})
@@ -284,7 +285,7 @@ func (h *Hub) handleAttachments(rc *runnerConn, welcomed <-chan struct{}) {
 // dials back, within life, the Hub's: the Runner's request is answered
 // before the stream comes.
 func (h *Hub) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
-	ctx, cancel := context.WithTimeout(life, streamWait)
+	ctx, cancel := context.WithTimeout(life, runners.StreamWait)
 	conn, err := take(ctx)
 	cancel()
 	if err != nil {

@@ -340,9 +340,5 @@ func TestAttachmentsGoOnlyToTheSessionsOwnRunnerWhileItIsAwake(t *testing.T) {
 	if _, _, err := fetch(own, f.rtoken, named.ID); !errors.Is(err, errdefs.ErrForbidden) {
 		t.Fatalf("an asleep Session: %v, want forbidden", err)
 	}
-	testenv.Eventually(t, testenv.WaitShort, "no stream left waiting", func() bool {
-		f.hub.web.streams.mu.Lock()
-		defer f.hub.web.streams.mu.Unlock()
-		return len(f.hub.web.streams.m) == 0
-	})
+	testenv.Eventually(t, testenv.WaitShort, "no stream left waiting", func() bool { return f.hub.runners.Waiting() == 0 })
 }

@@ -14,6 +14,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -77,7 +78,7 @@ func (h *Hub) audit(r *http.Request, p Principal, action, target, detail string)
 		via = "cli"
 	}
 	err := appendAudit(r.Context(), h.store, h.auditKey, h.log, store.AuditEntry{ActorID: p.User.ID, Actor: cmp.Or(p.User.GitHubLogin, p.User.Name),
-		Via: via, Addr: clientAddr(r), Action: action, Target: target, Detail: detail})
+		Via: via, Addr: signin.ClientAddr(r), Action: action, Target: target, Detail: detail})
 	if err != nil {
 		h.log.Error("record an act in the audit log", "action", action, "target", target, "err", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/web"
 )
 
@@ -103,8 +104,8 @@ type CLILoginCode struct {
 }
 
 func (h *Hub) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
-	addr := clientAddr(r)
-	if h.guard.starts.blocked(addr) {
+	addr := signin.ClientAddr(r)
+	if h.guard.starts.Blocked(addr) {
 		h.writeError(w, r, fmt.Errorf("too many logins started from your address; wait a minute: %w", errdefs.ErrTooMany))
 		return
 	}
@@ -123,7 +124,7 @@ func (h *Hub) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal)
 		h.writeError(w, r, err)
 		return
 	}
-	h.guard.starts.take(addr)
+	h.guard.starts.Take(addr)
 	device := randomString()
 	d := &h.guard.devices
 	d.mu.Lock()
@@ -179,7 +180,7 @@ func (h *Hub) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) 
 	}
 	d.mu.Unlock()
 	if dr == nil {
-		if !h.guard.fails.take(clientAddr(r)) {
+		if !h.guard.fails.Take(signin.ClientAddr(r)) {
 			h.writeError(w, r, fmt.Errorf("too many wrong device codes from your address; wait a minute: %w", errdefs.ErrTooMany))
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/hub/pulls"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/store"
 )
@@ -276,7 +277,7 @@ func (c *Config) Check() error {
 // checks it: a wildcard first label, on a host other than the Hub's.
 func (c *Config) checkForward(pub *url.URL) error {
 	if c.ForwardURL == "" {
-		if pub.Scheme == "http" && isLoopbackHost(pub.Hostname()) {
+		if pub.Scheme == "http" && signin.IsLoopbackHost(pub.Hostname()) {
 			port := pub.Port()
 			if port == "" {
 				port = "80"

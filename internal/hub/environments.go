@@ -13,8 +13,8 @@ import (
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
@@ -38,7 +38,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if err != nil {
 				return "", nil, err
 			}
-			return rc.runner.ID, rc.conn, nil
+			return rc.Runner.ID, rc.Conn, nil
 		},
 		CloneToken: func(ctx context.Context, repoURL string) (string, error) {
 			if h.guard.gh == nil || !h.guard.gh.HasApp() {
@@ -47,19 +47,9 @@ func (h *Hub) newEnvironments() *environment.Service {
 			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
 			return tok.Token, err
 		},
-		Redact: h.redactRepoText,
+		Redact: h.masks.RepoText,
 		Log:    h.log,
 	})
-}
-
-// redactRepoText masks a Repo's Sensitive values and every credential
-// shape in a text the Hub keeps about the Repo, such as a Test build's log.
-func (h *Hub) redactRepoText(ctx context.Context, repoID, text string) string {
-	set := &redact.Set{}
-	if values, err := h.sensitiveValues(ctx, store.Session{RepoID: repoID}); err == nil {
-		set.Add(values...)
-	}
-	return redact.Scrub(set.Redact(text))
 }
 
 func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -135,8 +125,8 @@ func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal
 }
 
 // handleEnvironments registers what a Runner sends about its Test builds.
-func (h *Hub) handleEnvironments(rc *runnerConn, welcomed <-chan struct{}) {
-	rc.conn.Handle(protocol.TypeEnvTestLog, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+func (h *Hub) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
+	rc.Conn.Handle(protocol.TypeEnvTestLog, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		select {
 		case <-welcomed:
 		default:
@@ -146,7 +136,7 @@ func (h *Hub) handleEnvironments(rc *runnerConn, welcomed <-chan struct{}) {
 		if err := json.Unmarshal(body, &m); err != nil {
 			return nil, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
 		}
-		return nil, h.envs.TestLog(ctx, rc.runner.ID, m)
+		return nil, h.envs.TestLog(ctx, rc.Runner.ID, m)
 	})
 }
 

@@ -1,21 +1,19 @@
 package hub
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -27,8 +25,8 @@ type guard struct {
 	life    store.Lifetimes
 	origin  string // HUB_PUBLIC_URL's origin, as a browser sends it
 	secure  bool   // whether cookies are Secure
-	fails   *limiter
-	starts  *limiter
+	fails   *signin.Limiter
+	starts  *signin.Limiter
 	conns   conns
 	access  repoAccess
 	devices devices
@@ -82,9 +80,9 @@ func (c *Config) checkSignIn() error {
 func (h *Hub) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
-	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: originOf(pub),
-		secure: !(pub.Scheme == "http" && isLoopbackHost(pub.Hostname())),
-		fails:  newLimiter(failBurst, failRefill), starts: newLimiter(startBurst, startRefill)}
+	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
+		secure: !(pub.Scheme == "http" && signin.IsLoopbackHost(pub.Hostname())),
+		fails:  signin.NewLimiter(signin.FailBurst, signin.FailRefill), starts: signin.NewLimiter(signin.StartBurst, signin.StartRefill)}
 	g.conns.set = map[*conn]struct{}{}
 	g.access.m = map[accessKey]accessEntry{}
 	g.devices.init()
@@ -106,7 +104,7 @@ func (h *Hub) initGuard() error {
 	if g.secure && pub.Scheme == "http" {
 		h.log.Warn("HUB_PUBLIC_URL is plain http beyond loopback: browsers keep the Secure sign-in cookie only over https, so sign-in will not work there")
 	}
-	if c.DevLogin && !isLoopbackHost(hostOf(c.Listen)) {
+	if c.DevLogin && !signin.IsLoopbackHost(signin.HostOf(c.Listen)) {
 		h.log.Warn("dev login is off: it works only with the Hub bound to loopback", "listen", c.Listen)
 	}
 	h.guard = g
@@ -137,8 +135,8 @@ func (h *Hub) watchCredentials(ctx context.Context) {
 				h.log.Error("sweep ended sign-ins", "err", err)
 			}
 			h.guard.devices.sweep()
-			h.guard.fails.prune()
-			h.guard.starts.prune()
+			h.guard.fails.Prune()
+			h.guard.starts.Prune()
 		case <-repos.C:
 			h.recheckRepoAccess(ctx)
 		}
@@ -162,153 +160,60 @@ func (h *Hub) Routes() []RouteInfo {
 	return out
 }
 
-// Failed sign-ins and credential guesses per address: a burst, then one
-// more every refill. Starting CLI logins is limited the same way.
-const (
-	failBurst   = 20
-	failRefill  = 3 * time.Second
-	startBurst  = 10
-	startRefill = 30 * time.Second
-	// limiterCap bounds how many addresses are remembered at once.
-	limiterCap = 100_000
-)
-
-// limiter is a token bucket per address, counting only what it is told
-// to: a right credential is let in whatever its address did before, so
-// junk from one address (a NAT, a Runner's machine) never locks out the
-// Runners, Sessions and people behind it. IPv6 addresses count by their
-// /64, which one host usually has whole. When the table is full the entry
-// spent longest ago is forgotten: the limit never switches off.
-type limiter struct {
-	mu     sync.Mutex
-	burst  float64
-	refill time.Duration
-	cap    int
-	m      map[string]*list.Element // of *bucket, by limitKey
-	order  list.List                // least recently spent at the back
+// cookie makes one of the Hub's own cookies, Secure unless the Hub is on
+// loopback over HTTP.
+func (g *guard) cookie(base, value string, maxAge time.Duration) *http.Cookie {
+	return signin.NewCookie(base, value, g.secure, maxAge)
 }
 
-type bucket struct {
-	key    string
-	tokens float64
-	at     time.Time
-}
-
-func newLimiter(burst int, refill time.Duration) *limiter {
-	return &limiter{burst: float64(burst), refill: refill, cap: limiterCap, m: map[string]*list.Element{}}
-}
-
-// limitKey is what addr counts as: itself, or for IPv6 its /64.
-func limitKey(addr string) string {
-	ip, err := netip.ParseAddr(addr)
+// read is the value of the request's Hub cookie of base name, or "".
+func (g *guard) read(r *http.Request, base string) string {
+	c, err := r.Cookie(signin.CookieName(base, g.secure))
 	if err != nil {
-		return addr
+		return ""
 	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		p, _ := ip.WithZone("").Prefix(64)
-		return p.String()
-	}
-	return ip.String()
+	return c.Value
 }
 
-// level returns key's tokens brought up to now, a full burst for one it
-// doesn't remember; call with l.mu held.
-func (l *limiter) level(key string, now time.Time) float64 {
-	e := l.m[key]
-	if e == nil {
-		return l.burst
-	}
-	b := e.Value.(*bucket)
-	return min(l.burst, b.tokens+float64(now.Sub(b.at))/float64(l.refill))
-}
-
-// blocked reports whether addr has used up its attempts.
-func (l *limiter) blocked(addr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.level(limitKey(addr), time.Now()) < 1
-}
-
-// take spends one of addr's attempts, and reports whether it had one: a
-// failure from an address that had none left is refused as too many.
-func (l *limiter) take(addr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	key, now := limitKey(addr), time.Now()
-	tokens := l.level(key, now)
-	e := l.m[key]
-	if tokens < 1 {
-		l.order.MoveToFront(e) // still failing: the last to forget
-		return false
-	}
-	if e == nil {
-		if len(l.m) >= l.cap {
-			oldest := l.order.Back()
-			delete(l.m, oldest.Value.(*bucket).key)
-			l.order.Remove(oldest)
-		}
-		e = l.order.PushFront(&bucket{key: key})
-		l.m[key] = e
-	}
-	b := e.Value.(*bucket)
-	b.tokens, b.at = tokens-1, now
-	l.order.MoveToFront(e)
-	return true
-}
-
-// prune forgets addresses whose buckets are full again.
-func (l *limiter) prune() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	for key, e := range l.m {
-		if l.level(key, now) >= l.burst {
-			delete(l.m, key)
-			l.order.Remove(e)
-		}
-	}
-}
-
-// clientAddr is the address a request comes from: the peer's, or, from a
-// proxy on the Hub's own loopback, the one it appended to X-Forwarded-For.
-func clientAddr(r *http.Request) string {
-	host := hostOf(r.RemoteAddr)
-	if isLoopbackHost(host) {
-		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-			parts := strings.Split(xff[len(xff)-1], ",")
-			if last := strings.TrimSpace(parts[len(parts)-1]); net.ParseIP(last) != nil {
-				return last
-			}
-		}
-	}
-	return host
-}
-
-// hostOf is the host of host:port (or the whole string without a port).
-func hostOf(hostport string) string {
-	h, _, err := net.SplitHostPort(hostport)
+// startSignin signs the browser in as userID.
+func (h *Hub) startSignin(ctx context.Context, w http.ResponseWriter, userID string) error {
+	token, err := h.store.CreateSignin(ctx, userID)
 	if err != nil {
-		return hostport
+		return err
 	}
-	return h
+	// The cookie lives as long as the sign-in may; the Hub enforces both
+	// lifetimes itself on every request.
+	http.SetCookie(w, h.guard.cookie(signin.Cookie, token, h.cfg.SigninMaxAge))
+	return nil
 }
 
-// isLoopbackHost reports whether host names this machine's loopback.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
+// signinToken is the request's sign-in cookie value, if it has one.
+func (h *Hub) signinToken(r *http.Request) string {
+	v := h.guard.read(r, signin.Cookie)
+	if auth.KindOf(v) != auth.Cookie {
+		return ""
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return v
 }
 
-// originOf is a URL's origin as a browser sends it in Origin: scheme and
-// host, without a default port.
-func originOf(u *url.URL) string {
-	host := strings.ToLower(u.Host)
-	if (u.Scheme == "https" && strings.HasSuffix(host, ":443")) || (u.Scheme == "http" && strings.HasSuffix(host, ":80")) {
-		host = host[:strings.LastIndex(host, ":")]
+// cookiePrincipal resolves a sign-in cookie. A request that could change
+// something, and a WebSocket, must come from HUB_PUBLIC_URL's origin: the
+// cookie rides along on requests other sites make the browser send.
+func (h *Hub) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
+	u, err := h.store.UserBySignin(ctx, token, h.guard.life)
+	if err != nil {
+		return Principal{}, err
 	}
-	return strings.ToLower(u.Scheme) + "://" + host
+	if signin.NeedsOrigin(r) && !h.sameOrigin(r) {
+		return Principal{}, fmt.Errorf("a signed-in browser request that changes anything, or opens a WebSocket, must come from the Hub's own pages at %s: %w",
+			h.guard.origin, errdefs.ErrForbidden)
+	}
+	return Principal{Kind: auth.Cookie, User: u}, nil
+}
+
+// sameOrigin reports whether the browser says the request comes from
+// HUB_PUBLIC_URL's origin. Browsers send Origin on every POST, PUT, PATCH,
+// DELETE and WebSocket; its absence is refused.
+func (h *Hub) sameOrigin(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Origin"), h.guard.origin)
 }

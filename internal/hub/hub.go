@@ -17,7 +17,10 @@ import (
 
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/forward"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/metrics"
@@ -36,10 +39,13 @@ type Hub struct {
 	handler  http.Handler
 	guard    *guard               // sign-in, Repo access and who is connected: guard.go
 	web      *webState            // the web UI's live state: web.go
+	forward  *forward.Proxy       // the forward origins of Sessions' ports
 	sessions *session.Owner       // every Session's state, queue and live stream
+	runners  *runners.Conns       // the connected Runners
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
-	tokens   *sandboxTokens       // each Session's Sandbox token, revoked once replaced: repotokens.go
+	masks    *masks.Sets          // each running Session's redaction set
+	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
 	refusals refusals             // sign-in refusals the audit log recorded this minute: audit.go
 	metrics  *metrics.Metrics     // what /metrics serves: ops.go
@@ -55,14 +61,6 @@ type Hub struct {
 	// Session is stored, so two starts cannot both take a Runner's last
 	// place.
 	placing sync.Mutex
-
-	mu      sync.Mutex
-	runners map[string]*runnerConn // by Runner id, while connected
-	// taken is what each Runner's lanes took last, by Runner id, kept
-	// across its connections: a message it sends again after a reply
-	// lost with its connection is taken once.
-	taken map[string]*protocol.Taken
-	sets  map[string]*runSet // redaction sets by Session id, while it runs
 }
 
 // New makes a Hub over an open store; Close stops it.
@@ -84,7 +82,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
-		runners: map[string]*runnerConn{}, taken: map[string]*protocol.Taken{}, sets: map[string]*runSet{}, web: newWebState()}
+		web: newWebState()}
 	defer func() {
 		if err != nil {
 			h.Close()
@@ -95,7 +93,13 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
-	h.tokens = newSandboxTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
+	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
+		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
+			return h.sessions.RunnerBack(ctx, runnerID, running)
+		},
+		Handle: h.handleRunner, Gone: h.runnerLeft})
+	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
@@ -112,8 +116,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
-	h.sessions = session.New(session.Options{Store: st, Runners: h, Redactor: h, Sealer: box, Logger: cfg.Logger,
-		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Inactive: h.sessionInactive,
+	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
+		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
 		MCPServers: h.prepareGateway, Metrics: h.metrics})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
@@ -126,11 +130,12 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
+	h.forward = h.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err
 	}
-	h.handler = h.forwardHosts(mux)
+	h.handler = h.forward.Hosts(mux)
 	return h, nil
 }
 
@@ -150,26 +155,13 @@ func (h *Hub) Close() {
 		h.sessions.Close() // may still stop a Sandbox token: before tokens
 	}
 	if h.tokens != nil {
-		h.tokens.close()
+		h.tokens.Close()
 	}
 	h.life.Close()
 }
 
-// Runner returns a connected Runner for the Session owner, or nil.
-func (h *Hub) Runner(id string) session.Requester {
-	if rc := h.runnerConn(id); rc != nil {
-		return rc.conn
-	}
-	return nil
-}
-
-// sessionInactive drops what only an Active Session has: its open ports.
-func (h *Hub) sessionInactive(id string) {
-	h.web.mu.Lock()
-	delete(h.web.ports, id)
-	h.web.mu.Unlock()
-	h.portsChanged(id)
-}
+// Connected reports whether the Runner with that id is connected.
+func (h *Hub) Connected(id string) bool { return h.runners.Connected(id) }
 
 // Handler is the Hub's HTTP handler.
 func (h *Hub) Handler() http.Handler { return h.handler }
@@ -198,7 +190,7 @@ func (h *Hub) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		defer close(shut)
 		<-ctx.Done()
-		h.closeRunners("hub shutting down")
+		h.runners.CloseAll("hub shutting down")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)

@@ -38,7 +38,7 @@ func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.M
 	if err != nil {
 		return nil, err
 	}
-	set, err := h.sessionSet(ctx, s.ID)
+	set, err := h.masks.Of(ctx, s.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +228,7 @@ func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal)
 // maskInstallation adds an Installation's new OAuth token to the
 // redaction sets of the running Sessions that started with it.
 func (h *Hub) maskInstallation(installationID string, values ...string) {
-	h.mu.Lock()
-	ids := make([]string, 0, len(h.sets))
-	for id := range h.sets {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range h.masks.Running() {
 		rows, err := h.store.SessionInstallations(h.life.Context(), id)
 		if err != nil {
 			h.log.Error("the Installations of a running Session", "session", id, "err", err)
@@ -243,13 +237,8 @@ func (h *Hub) maskInstallation(installationID string, values ...string) {
 		if !slices.ContainsFunc(rows, func(r store.SessionInstallation) bool { return r.InstallationID == installationID }) {
 			continue
 		}
-		h.mu.Lock()
-		rs := h.sets[id]
-		h.mu.Unlock()
-		if rs != nil {
-			if err := rs.set.Add(values...); err != nil {
-				h.log.Error("mask an Installation's token", "session", id, "err", err)
-			}
+		if err := h.masks.Add(id, values...); err != nil {
+			h.log.Error("mask an Installation's token", "session", id, "err", err)
 		}
 	}
 }

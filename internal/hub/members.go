@@ -85,7 +85,7 @@ func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	h.guard.conns.end(errMemberGone, func(c *conn) bool { return c.user.ID == id })
 	h.guard.access.forget(id)
 	for _, rn := range runners {
-		h.disconnectRunner(rn.ID, "its owner was removed from the Hub")
+		h.runners.Disconnect(rn.ID, "its owner was removed from the Hub")
 		h.sessions.RunnerRemoved(ctx, rn.ID, session.RunnerOwnerRemoved)
 		h.log.Info("runner revoked with its owner", "runner", rn.Name)
 	}

@@ -51,9 +51,7 @@ func (h *Hub) newHealth() http.Handler {
 }
 
 func (h *Hub) runnersConnected() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.runners)
+	return len(h.runners.All())
 }
 
 func (h *Hub) health(w http.ResponseWriter, r *http.Request, _ Principal) { h.healthz.ServeHTTP(w, r) }

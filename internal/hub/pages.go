@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
@@ -207,7 +208,7 @@ func (h *Hub) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 // whatever it holds (serveDownload).
 func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
-	var rc *runnerConn
+	var rc *runners.Conn
 	if err == nil {
 		_, rc, err = h.activeOn(r.Context(), s.ID)
 		if errors.Is(err, errdefs.ErrConflict) {
@@ -217,7 +218,7 @@ func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) 
 	var info protocol.SessionFileInfo
 	var conn net.Conn
 	if err == nil {
-		conn, err = h.openStream(r.Context(), rc, protocol.TypeSessionFile, func(stream string) any {
+		conn, err = h.runners.OpenStream(r.Context(), rc, protocol.TypeSessionFile, func(stream string) any {
 			return protocol.SessionFile{SessionID: s.ID, Path: r.PathValue("path"), Stream: stream}
 		}, &info)
 	}
@@ -244,7 +245,7 @@ const maskedFileMax = 16 << 20
 // Sensitive values (a .env) would otherwise show them, where only the
 // Creator sees the terminal. A file past maskedFileMax goes to nobody else.
 func (h *Hub) downloadMasked(w http.ResponseWriter, r *http.Request, sessionID string, info protocol.SessionFileInfo, conn net.Conn) {
-	mask, err := h.watcherMask(r.Context(), sessionID)
+	mask, err := h.masks.WatcherMask(r.Context(), sessionID)
 	if err == nil && info.Size > maskedFileMax {
 		err = fmt.Errorf("%s is over %s, the most the Hub masks for someone other than the Session's Creator; its Creator can download it: %w",
 			info.Name, bytesText(maskedFileMax), errdefs.ErrTooLarge)

@@ -13,6 +13,7 @@ import (
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -172,7 +173,7 @@ func (h *Hub) authenticate(rt route) http.Handler {
 		if err != nil {
 			switch statusOf(err) {
 			case http.StatusUnauthorized:
-				if slices.Contains(rt.creds, auth.Cookie) && wantsPage(r) {
+				if slices.Contains(rt.creds, auth.Cookie) && signin.WantsPage(r) {
 					http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 					return
 				}
@@ -182,7 +183,7 @@ func (h *Hub) authenticate(rt route) http.Handler {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="kndl"`)
 				}
 			case http.StatusTooManyRequests:
-				w.Header().Set("Retry-After", strconv.Itoa(int(failRefill/time.Second)))
+				w.Header().Set("Retry-After", strconv.Itoa(int(signin.FailRefill/time.Second)))
 			}
 			h.writeError(w, r, err)
 			return
@@ -244,7 +245,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			return Principal{}, err
 		}
 	}
-	if token != "" && !h.guard.fails.take(clientAddr(r)) {
+	if token != "" && !h.guard.fails.Take(signin.ClientAddr(r)) {
 		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
 	}
 	return Principal{}, fmt.Errorf("this endpoint needs a valid %s credential: %w", kindList(kinds), errdefs.ErrUnauthorized)

@@ -7,13 +7,14 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
 // handleSessions registers what a Runner may send about its Sessions. Each
 // handler answers only for a Session on that Runner, and only after hello.
-func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
+func (h *Hub) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
 	// runnable decodes a request about a Session this Runner may run now:
 	// starting or awake, its Creator a Member, and the Runner one they may
@@ -31,20 +32,20 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		if _, err := h.store.UserByID(ctx, s.CreatorID); err != nil {
 			return s, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
 		}
-		if rn, err := h.store.RunnerByID(ctx, rc.runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
+		if rn, err := h.store.RunnerByID(ctx, rc.Runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
 			return s, fmt.Errorf("this Runner is not one the Session's Creator may use (neither theirs nor shared): %w", errdefs.ErrForbidden)
 		}
 		return s, nil
 	}
 
-	rc.conn.Handle(protocol.TypeSessionGitHubToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionGitHubToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		s, err := runnable(ctx, body)
 		if err != nil {
 			return nil, err
 		}
 		return h.sandboxToken(ctx, s)
 	})
-	rc.conn.Handle(protocol.TypeSessionCloneToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionCloneToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		s, err := runnable(ctx, body)
 		if err != nil {
 			return nil, err
@@ -52,7 +53,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		return h.repoToken(ctx, s, github.ClonePermissions)
 	})
 
-	rc.conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		s, err := runnable(ctx, body)
 		if err != nil {
 			return nil, err
@@ -71,7 +72,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
 	})
 
-	rc.conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionEvents
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
 		if err != nil {
@@ -90,7 +91,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 		return nil, nil
 	})
 
-	rc.conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionExited, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionExited
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
 		if err != nil {
@@ -103,7 +104,7 @@ func (h *Hub) handleSessions(rc *runnerConn, welcomed <-chan struct{}) {
 // ownSession returns a decoder of a Runner's message about a Session of its
 // own: it refuses one before hello, a malformed body, and a Session on
 // another Runner (as if it didn't exist).
-func (h *Hub) ownSession(rc *runnerConn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+func (h *Hub) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 	return func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 		select {
 		case <-welcomed:
@@ -114,7 +115,7 @@ func (h *Hub) ownSession(rc *runnerConn, welcomed <-chan struct{}) func(ctx cont
 			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
 		}
 		s, err := h.store.SessionByID(ctx, id())
-		if err != nil || s.RunnerID != rc.runner.ID {
+		if err != nil || s.RunnerID != rc.Runner.ID {
 			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
 		}
 		return s, nil
@@ -123,9 +124,9 @@ func (h *Hub) ownSession(rc *runnerConn, welcomed <-chan struct{}) func(ctx cont
 
 // handleLive registers what a Runner sends for the web UI: a Session's
 // open ports and its terminal's frames.
-func (h *Hub) handleLive(rc *runnerConn, welcomed <-chan struct{}) {
+func (h *Hub) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
-	rc.conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionPorts
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
 		if err != nil {
@@ -137,7 +138,7 @@ func (h *Hub) handleLive(rc *runnerConn, welcomed <-chan struct{}) {
 		h.sessionPorts(ctx, rc, s, req.Ports)
 		return nil, nil
 	})
-	rc.conn.Handle(protocol.TypeTerminalFrame, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+	rc.Conn.Handle(protocol.TypeTerminalFrame, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var f protocol.TerminalFrame
 		select {
 		case <-welcomed:

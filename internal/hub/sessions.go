@@ -18,6 +18,7 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/placement"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -128,7 +129,7 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	}
 	h.placing.Lock()
 	defer h.placing.Unlock()
-	var rc *runnerConn
+	var rc *runners.Conn
 	var knownRepo string // a new Repo has no Environment, and so reserves nothing
 	if err == nil {
 		knownRepo, err = h.repoIDOf(ctx, req.Repo)
@@ -145,12 +146,12 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 		h.writeError(w, r, err)
 		return
 	}
-	name, err := h.maskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
+	name, err := h.masks.MaskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.runner.ID,
+	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
 		Title: name, Model: req.Model, Effort: req.Effort},
 		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
 	if err != nil {
@@ -167,7 +168,7 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 // credentials. Runner names are no secret (every Member sees them on the
 // Runners page), so one named that is not theirs is refused as such, not
 // as missing.
-func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runnerConn, error) {
+func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
 	paired, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
@@ -182,12 +183,11 @@ func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID s
 			return nil, err
 		}
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var usable []*runnerConn
+	conns := h.runners.All()
+	var usable []*runners.Conn
 	var cands []placement.Runner
 	for _, rn := range paired {
-		rc := h.runners[rn.ID]
+		rc := conns[rn.ID]
 		switch {
 		case name != "" && rn.Name != name:
 			continue
@@ -230,12 +230,12 @@ type runnerLoads map[string][]placement.Ask
 
 // of is rc as placement sees it: its capacity and caps from its hello, and
 // its running Sessions' asks within those caps.
-func (l runnerLoads) of(rc *runnerConn) placement.Runner {
-	h := rc.hello.Host
-	r := placement.Runner{Name: rc.runner.Name,
+func (l runnerLoads) of(rc *runners.Conn) placement.Runner {
+	h := rc.Hello.Host
+	r := placement.Runner{Name: rc.Runner.Name,
 		Capacity: h.Capacity,
 		Caps:     placement.Ask{CPUs: h.MaxCPUs, MemoryMiB: h.MaxMemoryMiB}}
-	for _, a := range l[rc.runner.ID] {
+	for _, a := range l[rc.Runner.ID] {
 		r.Add(a)
 	}
 	return r
@@ -261,12 +261,6 @@ func (h *Hub) loads(ctx context.Context) (runnerLoads, error) {
 		out[s.RunnerID] = append(out[s.RunnerID], a)
 	}
 	return out, nil
-}
-
-func (h *Hub) runnerConn(id string) *runnerConn {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.runners[id]
 }
 
 // sessionFor returns a Session the person may see: one of a Repo they have

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
@@ -61,32 +61,6 @@ func (h *Hub) notice(w http.ResponseWriter, title, text string) {
 	h.page(w, http.StatusOK, web.Message.WithTitle(title), struct{ Text, Link string }{text, ""})
 }
 
-// localPath returns next if it is a path on this Hub, else "/": a sign-in
-// never sends the browser elsewhere. Browsers drop tabs and newlines from
-// a Location and read a backslash as a slash, so "/\t/evil.com" would take
-// them to //evil.com: next must start with a single "/" and hold nothing
-// but printable ASCII other than a backslash, as itself and once
-// percent-decoded (a path taken from a query is decoded once already).
-func localPath(next string) string {
-	dec, err := url.PathUnescape(next)
-	if err != nil || !plainPath(next) || !plainPath(dec) {
-		return "/"
-	}
-	return next
-}
-
-func plainPath(p string) bool {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] <= ' ' || p[i] >= 0x7f || p[i] == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
 // refuse is the one answer to everyone the Hub doesn't let in, whatever
 // they brought: it says only that the Hub is invite-only, and nothing of
 // them is recorded. It counts against their address.
@@ -110,10 +84,10 @@ func (h *Hub) signinFailed(w http.ResponseWriter, r *http.Request, title, text s
 // from an address shared with the team (a NAT, a proxy) never holds up a
 // valid sign-in from it.
 func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
-	if h.guard.fails.take(clientAddr(r)) {
+	if h.guard.fails.Take(signin.ClientAddr(r)) {
 		return false
 	}
-	w.Header().Set("Retry-After", fmt.Sprint(int(failRefill/time.Second)))
+	w.Header().Set("Retry-After", fmt.Sprint(int(signin.FailRefill/time.Second)))
 	h.message(w, http.StatusTooManyRequests, "Too many attempts", "Too many failed sign-ins from your address. Wait a minute and try again.")
 	return true
 }
@@ -121,7 +95,7 @@ func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
 func (h *Hub) signinPage(w http.ResponseWriter, r *http.Request, _ Principal) {
 	next := r.URL.Query().Get("next")
 	if next != "" {
-		next = localPath(next)
+		next = signin.LocalPath(next)
 	}
 	h.page(w, http.StatusOK, web.SignIn, struct {
 		GitHub, Dev bool
@@ -193,7 +167,7 @@ func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) 
 		h.message(w, http.StatusServiceUnavailable, "No GitHub sign-in", "This Hub has no GitHub sign-in set up: its operator sets GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.")
 		return
 	}
-	trip := oauthTrip{State: randomString(), Verifier: randomString(), Next: localPath(r.URL.Query().Get("next"))}
+	trip := oauthTrip{State: randomString(), Verifier: randomString(), Next: signin.LocalPath(r.URL.Query().Get("next"))}
 	b, _ := json.Marshal(trip)
 	http.SetCookie(w, h.guard.cookie(oauthCookie, base64.RawURLEncoding.EncodeToString(b), signinTrip))
 	http.Redirect(w, r, h.guard.gh.AuthorizeURL(h.redirectURI(), trip.State, github.Challenge(trip.Verifier)), http.StatusFound)
@@ -246,7 +220,7 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 		return
 	}
 	h.log.Info("signed in", "user", u.Name, "github", u.GitHubLogin)
-	http.Redirect(w, r, localPath(trip.Next), http.StatusSeeOther)
+	http.Redirect(w, r, signin.LocalPath(trip.Next), http.StatusSeeOther)
 }
 
 // admit decides whether who GitHub says signed in gets in: as a Member
@@ -284,7 +258,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	h.endCredential(p.cred, errSignedOut)
-	http.SetCookie(w, h.guard.cookie(signinCookie, "", -1))
+	http.SetCookie(w, h.guard.cookie(signin.Cookie, "", -1))
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
@@ -293,7 +267,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 // asked for a loopback name, and came through no proxy (a proxy on the
 // Hub's machine would make anyone look local).
 func (h *Hub) devLoginAnswers(r *http.Request) bool {
-	if !h.cfg.DevLogin || !isLoopbackHost(hostOf(h.cfg.Listen)) || !isLoopbackHost(hostOf(r.RemoteAddr)) || !isLoopbackHost(hostOf(r.Host)) {
+	if !h.cfg.DevLogin || !signin.IsLoopbackHost(signin.HostOf(h.cfg.Listen)) || !signin.IsLoopbackHost(signin.HostOf(r.RemoteAddr)) || !signin.IsLoopbackHost(signin.HostOf(r.Host)) {
 		return false
 	}
 	for _, hdr := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "Forwarded"} {
@@ -325,5 +299,5 @@ func (h *Hub) devSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
 		h.writeError(w, r, err)
 		return
 	}
-	http.Redirect(w, r, localPath(r.PostFormValue("next")), http.StatusSeeOther)
+	http.Redirect(w, r, signin.LocalPath(r.PostFormValue("next")), http.StatusSeeOther)
 }

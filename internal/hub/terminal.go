@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
@@ -17,7 +18,7 @@ import (
 // Creator's views get in (viewInput), and only these tabs are ever sent a
 // terminal frame.
 type terminal struct {
-	rc   *runnerConn
+	rc   *runners.Conn
 	tabs map[*view]*tab
 }
 
@@ -48,7 +49,7 @@ func (t tabSink) Write(p []byte) (int, error) {
 
 // activeOn returns the Session, its Runner's connection, and an error
 // unless it is Active there.
-func (h *Hub) activeOn(ctx context.Context, id string) (store.Session, *runnerConn, error) {
+func (h *Hub) activeOn(ctx context.Context, id string) (store.Session, *runners.Conn, error) {
 	s, err := h.store.SessionByID(ctx, id)
 	if err != nil {
 		return s, nil, err
@@ -56,7 +57,7 @@ func (h *Hub) activeOn(ctx context.Context, id string) (store.Session, *runnerCo
 	if s.State != store.Active {
 		return s, nil, fmt.Errorf("the Session is %s: its terminal is there only while it is active: %w", s.State, errdefs.ErrConflict)
 	}
-	rc := h.runnerConn(s.RunnerID)
+	rc := h.runners.Get(s.RunnerID)
 	if rc == nil {
 		return s, nil, fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
 	}
@@ -84,7 +85,7 @@ func (h *Hub) openTerminal(ctx context.Context, v *view) error {
 		t.tabs[v].live = false // a reopen waits for a fresh snapshot
 	}
 	h.web.mu.Unlock()
-	if err := rc.conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: v.session}, nil); err != nil {
+	if err := rc.Conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: v.session}, nil); err != nil {
 		h.dropTab(v)
 		return fmt.Errorf("open the terminal: %w", err)
 	}
@@ -100,7 +101,7 @@ func (h *Hub) closeTerminal(v *view) {
 	if rc := h.dropTab(v); rc != nil {
 		ctx, cancel := context.WithTimeout(h.life.Context(), closeWait)
 		defer cancel()
-		rc.conn.Request(ctx, protocol.TypeTerminalClose, protocol.SessionRef{SessionID: v.session}, nil)
+		rc.Conn.Request(ctx, protocol.TypeTerminalClose, protocol.SessionRef{SessionID: v.session}, nil)
 	}
 }
 
@@ -109,7 +110,7 @@ const closeWait = 5 * time.Second
 
 // dropTab removes the view's tab and returns the Runner's connection if it
 // was the last.
-func (h *Hub) dropTab(v *view) *runnerConn {
+func (h *Hub) dropTab(v *view) *runners.Conn {
 	h.web.mu.Lock()
 	defer h.web.mu.Unlock()
 	t := h.web.terms[v.session]
@@ -134,7 +135,7 @@ func (h *Hub) dropTab(v *view) *runnerConn {
 // tabOf returns the view's tab's terminal if the view opened it, and the
 // Session's Runner if the Session is Active: keystrokes and sizes come only
 // from such a tab.
-func (h *Hub) tabOf(ctx context.Context, v *view) (*runnerConn, error) {
+func (h *Hub) tabOf(ctx context.Context, v *view) (*runners.Conn, error) {
 	h.web.mu.Lock()
 	t := h.web.terms[v.session]
 	opened := t != nil && t.tabs[v] != nil
@@ -170,7 +171,7 @@ func (h *Hub) terminalInput(ctx context.Context, v *view, in viewIn) error {
 	if err != nil {
 		return err
 	}
-	return rc.conn.Request(ctx, protocol.TypeTerminalInput, protocol.TerminalInput{SessionID: v.session, Data: []byte(in.Data), Cols: in.Cols, Rows: in.Rows}, nil)
+	return rc.Conn.Request(ctx, protocol.TypeTerminalInput, protocol.TerminalInput{SessionID: v.session, Data: []byte(in.Data), Cols: in.Cols, Rows: in.Rows}, nil)
 }
 
 // terminalFit sets the pane to the size of the tab that pressed Fit to my
@@ -183,18 +184,18 @@ func (h *Hub) terminalFit(ctx context.Context, v *view, in viewIn) error {
 	if err != nil {
 		return err
 	}
-	return rc.conn.Request(ctx, protocol.TypeTerminalResize, protocol.TerminalResize{SessionID: v.session, Cols: in.Cols, Rows: in.Rows}, nil)
+	return rc.Conn.Request(ctx, protocol.TypeTerminalResize, protocol.TerminalResize{SessionID: v.session, Cols: in.Cols, Rows: in.Rows}, nil)
 }
 
 // terminalFrame hands a frame from the Runner to the tabs that opened the
 // terminal: a tab waiting for a snapshot is drawn from the next one of the
 // generation it gets; a drawn tab takes output of its generation, and waits
 // for a fresh snapshot when the Runner's output broke off.
-func (h *Hub) terminalFrame(rc *runnerConn, f protocol.TerminalFrame) {
+func (h *Hub) terminalFrame(rc *runners.Conn, f protocol.TerminalFrame) {
 	var set *redact.Set
 	if f.Snapshot {
 		var err error
-		if set, err = h.sessionSet(h.life.Context(), f.SessionID); err != nil {
+		if set, err = h.masks.Of(h.life.Context(), f.SessionID); err != nil {
 			// Never a frame that could not be masked.
 			h.log.Warn("terminal snapshot dropped: no redaction set", "session", f.SessionID, "err", err)
 			return
@@ -235,14 +236,14 @@ func (h *Hub) terminalFrame(rc *runnerConn, f protocol.TerminalFrame) {
 	}
 	if resync {
 		h.life.Go(func(ctx context.Context) {
-			rc.conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: f.SessionID}, nil)
+			rc.Conn.Request(ctx, protocol.TypeTerminalOpen, protocol.SessionRef{SessionID: f.SessionID}, nil)
 		})
 	}
 }
 
 // runnerGone drops what the Hub held for a Runner's Sessions: their open
 // ports, and their terminals, whose tabs are told to open them again.
-func (h *Hub) runnerGone(rc *runnerConn) {
+func (h *Hub) runnerGone(rc *runners.Conn) {
 	h.web.mu.Lock()
 	var closed []*view
 	for id, t := range h.web.terms {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -236,10 +237,7 @@ func TestAStreamIsTakenOnlyByTheRunnerAskedAndOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := &pendingStream{runnerID: f.runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
-	f.hub.web.streams.mu.Lock()
-	f.hub.web.streams.m["s1"] = ps
-	f.hub.web.streams.mu.Unlock()
+	s1, take := f.hub.runners.ExpectStream(&runners.Conn{Runner: f.runner})
 	dial := func(token, id string) int {
 		ctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
 		defer cancel()
@@ -253,17 +251,19 @@ func TestAStreamIsTakenOnlyByTheRunnerAskedAndOnce(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
-	if code := dial(other, "s1"); code != http.StatusNotFound {
+	if code := dial(other, s1); code != http.StatusNotFound {
 		t.Fatalf("another Runner took the stream: %d", code)
 	}
 	if code := dial(f.rtoken, "nope"); code != http.StatusNotFound {
 		t.Fatalf("a stream nobody asked for: %d", code)
 	}
-	if code := dial(f.rtoken, "s1"); code != http.StatusSwitchingProtocols {
+	if code := dial(f.rtoken, s1); code != http.StatusSwitchingProtocols {
 		t.Fatalf("the Runner asked: %d, want 101", code)
 	}
-	close(ps.done)
-	if code := dial(f.rtoken, "s1"); code != http.StatusNotFound {
+	if conn, err := take(ctx); err == nil {
+		conn.Close()
+	}
+	if code := dial(f.rtoken, s1); code != http.StatusNotFound {
 		t.Fatalf("the stream taken twice: %d", code)
 	}
 }

@@ -44,7 +44,7 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 		err = checkModel(model, effort)
 	}
 	if err == nil && title != s.Title {
-		title, err = h.maskTitle(ctx, s.RepoID, s.CreatorID, title)
+		title, err = h.masks.MaskTitle(ctx, s.RepoID, s.CreatorID, title)
 	}
 	if err == nil {
 		err = h.sessions.Update(ctx, s.ID, title, model, effort)
@@ -71,7 +71,7 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 // titleFromPull gives a Session its pull request's title, masked as its
 // text is, on one line and cut to maxTitle bytes, unless a person named it.
 func (h *Hub) titleFromPull(ctx context.Context, sessionID, title string) {
-	title = strings.Join(strings.Fields(h.RedactText(ctx, sessionID, title)), " ")
+	title = strings.Join(strings.Fields(h.masks.RedactText(ctx, sessionID, title)), " ")
 	if len(title) > maxTitle {
 		cut := maxTitle - len("…")
 		for !utf8.RuneStart(title[cut]) {

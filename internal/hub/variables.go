@@ -258,14 +258,14 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 	}
 	if req.Sensitive {
 		// Running Sessions that could see it mask it from now on.
-		h.maskNew(req.Value, func(rs *runSet) bool { return repos[rs.repoID] })
+		h.masks.MaskNew(req.Value, func(repoID, _ string) bool { return repos[repoID] })
 	}
 	if prev != nil && prev.Sensitive {
 		// The value it replaced stays masked in the Sessions that started
 		// with it, a Hub restart included.
 		old, err := h.openVariable(*prev)
 		if err == nil {
-			err = h.keepMasking(ctx, old, repos)
+			err = h.masks.KeepMasking(ctx, old, repos)
 		}
 		if err != nil {
 			h.log.Error("keep masking a replaced value", "repo", repoID, "name", name, "err", err)
@@ -334,7 +334,7 @@ func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) 
 		for _, v := range linked {
 			if v.Name == r.PathValue("name") && v.Sensitive {
 				if plain, err := h.openVariable(v); err == nil {
-					h.maskNew(plain, func(rs *runSet) bool { return rs.repoID == repo.ID })
+					h.masks.MaskNew(plain, func(repoID, _ string) bool { return repoID == repo.ID })
 				}
 			}
 		}
@@ -386,4 +386,28 @@ func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []strin
 	if err := h.sessions.Record(ctx, sessionID, protocol.Event{Kind: protocol.EventNote, Text: text}); err != nil {
 		h.log.Error("note dropped variables", "session", sessionID, "err", err)
 	}
+}
+
+// sensitiveValues opens the values a Session's text must never show.
+func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
+	vars, err := h.store.SessionVariables(ctx, s.RepoID)
+	if err != nil {
+		return nil, err
+	}
+	var values []string
+	for _, v := range vars {
+		if v.Sensitive {
+			plain, err := h.openVariable(v)
+			if err != nil {
+				return nil, err
+			}
+			values = append(values, plain)
+		}
+	}
+	if tok, err := h.claudeToken(ctx, s.CreatorID); err == nil {
+		values = append(values, tok)
+	}
+	// The header secret values its run started with: a server may echo one.
+	gw, err := h.gateway.Values(ctx, s.ID)
+	return append(values, gw...), err
 }

@@ -228,7 +228,7 @@ func TestAReplacedValueStaysMaskedAcrossAHubRestart(t *testing.T) {
 	if got := string(evs[len(evs)-1].Data); strings.Contains(got, "started-with-1") || strings.Contains(got, "replaced-by-2") {
 		t.Fatalf("after the restart: %s", got)
 	}
-	h.Forget(s.ID)
+	effects{h}.Stopped(s.ID)
 	if kept, _ := f.store.SessionMasks(ctx, s.ID); len(kept) != 0 {
 		t.Fatalf("%d masks kept after the Session stopped", len(kept))
 	}

@@ -32,7 +32,7 @@ func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt
 	// have written it.
 	for i := range bs {
 		for j := range bs[i].Pulls {
-			bs[i].Pulls[j].Title = h.RedactText(ctx, s.ID, bs[i].Pulls[j].Title)
+			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, s.ID, bs[i].Pulls[j].Title)
 		}
 	}
 	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt), Branches: bs}, err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/sandbox"
 )
@@ -70,6 +71,10 @@ type Config struct {
 	// NPMRegistry is where Claude Code is downloaded from.
 	// RUNNER_NPM_REGISTRY, default https://registry.npmjs.org/.
 	NPMRegistry string
+	// Claude is the Claude Code version and integrity hashes Sessions run;
+	// the zero value is the pinned one (claude.Pinned). Only a candidate
+	// pin's smoke test (scripts/smoke) sets another; no variable does.
+	Claude claude.Pin
 	// ModelEndpoint, when set, sends every model request of Claude Code to
 	// this URL instead of Anthropic, through the relay. It exists for tests
 	// and self-hosted model gateways; off by default, and loud in the log

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -102,7 +103,7 @@ func TestDescribeChangeNamesWhatClaudeCodeChanged(t *testing.T) {
 // note right after the prompt's record, once, and a prompt the Runner did not
 // type (a person's, at the terminal) is not compared.
 func TestUserPromptSubmitThatDiffersLeavesANote(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	s.sent.Store(newOnItsWay("a\tb  "))

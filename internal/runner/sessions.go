@@ -148,7 +148,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		variant = claude.Musl
 	}
 	bin, err := claude.Install(ctx, filepath.Join(r.cfg.Home, "claude-code"), variant, claude.InstallOptions{
-		Registry: r.cfg.NPMRegistry, Progress: func(line string) { logf("%s", line) },
+		Registry: r.cfg.NPMRegistry, Pin: r.cfg.Claude, Progress: func(line string) { logf("%s", line) },
 	})
 	if err != nil {
 		return err

@@ -79,6 +79,9 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	if s == nil {
 		return nil, fmt.Errorf("session %s is not running here: %w", sessionID, errdefs.ErrNotFound)
 	}
+	// Which hooks fire is the mod's contract with the pinned Claude Code,
+	// which its smoke test checks (tests/e2e TestThePinnedClaudeCodePassesTheSmokeTest).
+	r.log.Debug("a hook of the mod fired", "session", sessionID, "hook", ev.Name)
 	// Tool calls and Claude's text come from the transcript; their hooks
 	// carry nothing more.
 	switch ev.Name {

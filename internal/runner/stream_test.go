@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -39,7 +40,7 @@ func kinds(m protocol.SessionEvents) []string {
 // subagent's start, which waits for the batch with its Agent call; a hook's
 // Turn signal goes at once; held Events go alone after holdMax.
 func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{
@@ -86,7 +87,7 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 // to spaces here), not when it shows an older one read late, nor a
 // subagent's.
 func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	s.sent.Store(newOnItsWay("now\tthis one"))
@@ -109,7 +110,7 @@ func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 }
 
 func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}}
+	r := &Runner{sessions: map[string]*session{"s1": {id: "s1"}}, log: slog.New(slog.DiscardHandler)}
 	if _, err := r.hook(context.Background(), "s2", []byte(`{"hook_event_name":"Stop"}`)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Session: err = %v, want not found", err)
 	}
@@ -128,7 +129,7 @@ func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
 func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1", ctx: sctx}
 	r.sessions["s1"] = s
 	ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
@@ -173,7 +174,7 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 // TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax: the wait for an
 // Agent call is bounded; the start goes with the hold's end.
 func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
@@ -191,7 +192,7 @@ func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
 // TestTheTranscriptSaysWhenATurnIsOver: a prompt's turn_start to its
 // turn_end (a subagent's don't count) is when delivery waits.
 func TestTheTranscriptSaysWhenATurnIsOver(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}}, nil)
 	if !s.inTurn.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -33,7 +34,7 @@ func launched(toolID, agent string) string {
 // call as its parent; one whose call never says so goes without, after
 // holdMax; SubagentStop's subagent_end carries it too.
 func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	for _, ev := range []string{
@@ -73,7 +74,7 @@ func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
 // denied (or its PostToolUse with continue false), once; the main
 // conversation's tool calls and other subagents' go on unanswered.
 func TestAStoppedSubagentIsAnsweredAtItsNextToolCall(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}}
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
 	s := &session{id: "s1"}
 	r.sessions["s1"] = s
 	if err := r.stopSubagent(protocol.SessionSubagent{SessionID: "s2", AgentID: "a1"}); !errors.Is(err, errdefs.ErrNotFound) {

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
@@ -250,6 +251,7 @@ type options struct {
 	hubDisk     int64 // bytes of the tmpfs the Hub's store is on; 0 for the test's own disk
 	maxSessions int
 	maxDiskMiB  int
+	claude      claude.Pin
 	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
 	claudeTokenInSandbox bool
 }
@@ -286,6 +288,10 @@ func WithSandboxDisk(mib int) Option { return func(o *options) { o.maxDiskMiB = 
 
 // WithMaxSessions sets the Runner's RUNNER_MAX_SESSIONS.
 func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n } }
+
+// WithClaude has the Runner run another Claude Code than the pinned one:
+// a candidate pin's smoke test.
+func WithClaude(pin claude.Pin) Option { return func(o *options) { o.claude = pin } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -380,7 +386,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
-		Outbound: loopback}
+		Outbound: loopback, Claude: o.claude}
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)

@@ -127,6 +127,18 @@ func TestSecondPromptContinuesTheConversation(t *testing.T) {
 func TestPromptArrivesByteForByte(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("first", "ok")
+	s.promptsArrive(t, v.ID, 2, promptCases())
+}
+
+// promptCase is a prompt and what the model must receive of it: want, or
+// the text itself when want is empty; note is what the Session's history
+// must say right after it, if anything.
+type promptCase struct{ name, text, want, note string }
+
+// promptCases are prompts with what typing or pasting would change, and
+// those Claude Code changes itself (CR, trailing whitespace, invisible
+// characters: docs/claude-code.md).
+func promptCases() []promptCase {
 	var long strings.Builder
 	for i := 0; long.Len() < api.MaxPromptBytes; i++ {
 		fmt.Fprintf(&long, "%d\tcolumn\t«ünïcode» 𝄞 e\u0301 ✓  \n", i)
@@ -136,7 +148,7 @@ func TestPromptArrivesByteForByte(t *testing.T) {
 		body = body[:len(body)-1]
 	}
 	body += "END"
-	tests := []struct{ name, text, want, note string }{
+	return []promptCase{
 		{"multi-line with quotes and a backslash", "line one of three\n  \"double\" and 'single' quotes\nback\\slash and $HOME and ~ «ünïcode» ✓", "", ""},
 		{"tabs", "col1\tcol2\t\tcol3\n\tindented by a tab", "", ""},
 		{"leading whitespace", "\n  \t leading whitespace", "", ""},
@@ -151,7 +163,14 @@ func TestPromptArrivesByteForByte(t *testing.T) {
 		{"trailing whitespace", "trailing spaces and newlines \t\n\n", "trailing spaces and newlines", "4 trailing whitespace characters were removed"},
 		{"invisible characters", "zero\u200bwidth and\u200e marks", "zerowidth and marks", "2 invisible or control characters were removed"},
 	}
-	for i, tt := range tests {
+}
+
+// promptsArrive sends each case to the Session, whose next Turn is number
+// turn, and checks what the model received, byte for byte, and the notes
+// the Session's history has right after each prompt.
+func (s *System) promptsArrive(t *testing.T, id string, turn int, cases []promptCase) {
+	for i, tt := range cases {
+		n := turn + i
 		t.Run(tt.name, func(t *testing.T) {
 			want := tt.want
 			if want == "" {
@@ -159,8 +178,8 @@ func TestPromptArrivesByteForByte(t *testing.T) {
 			}
 			s.Model.On(func(r *testkit.Request) bool { u := r.LastUser().Texts(); return len(u) > 0 && u[len(u)-1] == want }, testkit.Text("received"))
 			start := time.Now()
-			s.prompt(v.ID, tt.text)
-			s.turnEnds(v.ID, i+2)
+			s.prompt(id, tt.text)
+			s.turnEnds(id, n)
 			t.Logf("%d bytes: turn ended %v after the prompt", len(tt.text), time.Since(start))
 			got := userPrompts(s.Model)
 			if last := got[len(got)-1]; last != want {
@@ -169,13 +188,13 @@ func TestPromptArrivesByteForByte(t *testing.T) {
 			// This prompt's notes, which go right after it.
 			var notes []string
 			prompts, after := 0, false
-			for _, e := range s.Events(v.ID) {
+			for _, e := range s.Events(id) {
 				if e.Kind == protocol.EventPrompt {
 					prompts++
 					after = true
 					continue
 				}
-				if prompts == i+2 && e.Kind == protocol.EventNote && strings.Contains(e.Text, "differs from the one sent") {
+				if prompts == n && e.Kind == protocol.EventNote && strings.Contains(e.Text, "differs from the one sent") {
 					if !after {
 						t.Fatalf("the note %q is not right after the prompt", e.Text)
 					}

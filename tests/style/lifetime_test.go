@@ -35,9 +35,9 @@ var rootContextExceptions = map[string]string{
 	// lock; Close cancels it and waits.
 	"internal/hub/session/owner.go New": "the Session Owner's lifetime",
 	// A revoke whose token was already taken out of the store must finish
-	// though the Hub is closing (close waits for it, revokeTimeout at
+	// though the Hub is closing (Close waits for it, revokeTimeout at
 	// most): cut short, the token would stay live until it expires.
-	"internal/hub/repotokens.go (*sandboxTokens).goEnd": "a revoke outlives Close",
+	"internal/hub/masks/tokens.go (*Tokens).goEnd": "a revoke outlives Close",
 	// Prometheus's Collect takes no context; scrapeTimeout bounds the read.
 	"internal/metrics/metrics.go gauges.Collect": "no context to take",
 	// The runtime's exec must not be killed with Exec's context: that

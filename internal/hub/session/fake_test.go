@@ -234,7 +234,6 @@ type plain struct{}
 
 func (plain) RedactEvents(context.Context, string, []protocol.Event) error { return nil }
 func (plain) RedactText(_ context.Context, _, text string) string          { return text }
-func (plain) Forget(string)                                                {}
 
 // logTo sends the Owner's log to the test's, shown when it fails.
 type logTo struct{ t *testing.T }

@@ -90,10 +90,10 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		if err := o.store.RevokeModToken(ctx, s.ID); err != nil {
 			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
 		}
-		o.opts.Redactor.Forget(s.ID)
+		o.opts.Effects.Stopped(s.ID)
 	}
 	if from == Active {
-		o.opts.Inactive(s.ID)
+		o.opts.Effects.LeftActive(s.ID)
 	}
 	kind := protocol.EventNote
 	if to == Failed {

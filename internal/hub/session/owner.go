@@ -21,13 +21,29 @@ type Runners interface {
 	Runner(id string) Requester
 }
 
-// Redactor masks a Session's values in its Events before they are stored
-// or shown, and forgets its set once the Session no longer runs.
+// Redactor masks a Session's values in its Events and in what the Owner
+// writes about it, before they are stored or shown.
 type Redactor interface {
 	RedactEvents(ctx context.Context, sessionID string, evs []protocol.Event) error
 	RedactText(ctx context.Context, sessionID, text string) string
-	Forget(sessionID string)
 }
+
+// Effects is told what happened to a Session, for what lives outside the
+// Owner: each listener ends its own part. Its methods are called as the
+// Session moves (move), with the Session's lock held.
+type Effects interface {
+	// Stopped: no Claude Code runs for the Session any more; it went
+	// Asleep, Failed or Archived.
+	Stopped(sessionID string)
+	// LeftActive: the Session left Active, for Frozen too.
+	LeftActive(sessionID string)
+}
+
+// noEffects is the Effects of an Owner given none.
+type noEffects struct{}
+
+func (noEffects) Stopped(string)    {}
+func (noEffects) LeftActive(string) {}
 
 // Sealer seals what the store keeps of a person's words, under
 // HUB_SECRETS_KEY, bound to ad (seal.Box is one).
@@ -69,9 +85,9 @@ type Options struct {
 	// Hub store, in all, and a thirty-second of it per minute.
 	// HUB_SESSION_EVENTS_MAX, default 1 GiB.
 	EventsMax int64
-	// Inactive is called when a Session leaves Active, Frozen included:
-	// the Hub drops its open ports and its terminal tabs.
-	Inactive func(sessionID string)
+	// Effects is told when a Session stops running or leaves Active.
+	// Nil: nobody is told.
+	Effects Effects
 	// MCPServers records, as a run of a Session starts, the Installations
 	// it runs with, and returns them for the Runner (the Gateway's
 	// Prepare). An error fails the start with its message. Nil: none.
@@ -179,8 +195,8 @@ func New(opts Options) *Owner {
 	if opts.RetryTries <= 0 {
 		opts.RetryTries = 8
 	}
-	if opts.Inactive == nil {
-		opts.Inactive = func(string) {}
+	if opts.Effects == nil {
+		opts.Effects = noEffects{}
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = uncounted{}

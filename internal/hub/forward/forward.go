@@ -1,4 +1,10 @@
-package hub
+// Package forward is the Hub's port-forward proxy: it serves a Session's
+// forwarded ports on origins of their own (HUB_FORWARD_URL), each to the
+// person a grant was handed to, through a stream the Session's Runner
+// dials back. The Hub (internal/hub) makes one, hands out grants from its
+// own origin and serves the proxy ahead of its routes; nothing else
+// imports it.
+package forward
 
 import (
 	"context"
@@ -11,71 +17,50 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
-	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
-// sessionPorts handles a Runner's list for one of its Sessions: kept in
-// memory only, while the Session is Active and its Runner connected.
-func (h *Hub) sessionPorts(ctx context.Context, rc *runnerConn, s store.Session, list []protocol.Port) {
-	h.web.mu.Lock()
-	if s.State == store.Active {
-		h.web.ports[s.ID] = portsEntry{rc: rc, list: list}
-	} else {
-		delete(h.web.ports, s.ID)
-	}
-	h.web.mu.Unlock()
-	h.portsChanged(s.ID)
+// Options configure a Proxy.
+type Options struct {
+	// URL is HUB_FORWARD_URL, "" for none; PublicURL is HUB_PUBLIC_URL.
+	URL, PublicURL string
+	// GrantMax is how long a grant lasts at most: as long as a sign-in
+	// may, HUB_SIGNIN_MAX_AGE.
+	GrantMax time.Duration
+	Log      *slog.Logger
+	// Allowed reports whether a grant still holds: the sign-in whose hash
+	// is cred lives, and user has access to the Session's Repo.
+	Allowed func(ctx context.Context, user store.User, cred []byte, sessionID string) bool
+	// Listed reports whether port is open in the Session's Sandbox now.
+	Listed func(ctx context.Context, sessionID string, port int) bool
+	// Dial connects to port in the Session's Sandbox.
+	Dial func(ctx context.Context, sessionID string, port int) (net.Conn, error)
+	// Failed counts a code that was wrong against the request's address.
+	Failed func(r *http.Request)
 }
 
-// portsOf returns a Session's open ports, dropping the list of a Session
-// no longer Active (Asleep, Frozen, Archived) or whose Runner went away.
-func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
-	h.web.mu.Lock()
-	e, ok := h.web.ports[id]
-	h.web.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	s, err := h.store.SessionByID(ctx, id)
-	if err != nil || s.State != store.Active || h.runnerConn(s.RunnerID) != e.rc {
-		h.web.mu.Lock()
-		if cur, ok := h.web.ports[id]; ok && cur.rc == e.rc {
-			delete(h.web.ports, id)
-		}
-		h.web.mu.Unlock()
-		return nil
-	}
-	return e.list
+// Proxy serves the forward origins.
+type Proxy struct {
+	opts   Options
+	grants grants
+
+	proxyOnce sync.Once
+	proxy     *httputil.ReverseProxy // to forwarded ports
 }
 
-// sendPorts sends a view its Session's open ports.
-func (h *Hub) sendPorts(ctx context.Context, v *view) {
-	list := h.portsOf(ctx, v.session)
-	out := make([]api.Port, len(list))
-	for i, p := range list {
-		out[i] = api.Port{Port: p}
-		if h.cfg.ForwardURL != "" {
-			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port)
-		}
-	}
-	v.send(viewMsg{Type: "ports", Ports: &out})
-}
-
-// portsChanged sends every view of the Session its list again.
-func (h *Hub) portsChanged(id string) {
-	for _, v := range h.viewsOf(id) {
-		h.sendPorts(h.life.Context(), v)
-	}
+// New makes a Proxy.
+func New(o Options) *Proxy {
+	p := &Proxy{opts: o}
+	p.grants.init()
+	return p
 }
 
 // Forwarding. A forwarded port is served on an origin of its own,
@@ -98,7 +83,7 @@ func hubCookie(name string) bool {
 	for _, p := range []string{"__host-", "__secure-"} {
 		name = strings.TrimPrefix(name, p)
 	}
-	return name == signinCookie || strings.HasPrefix(name, signinCookie+"_")
+	return name == signin.Cookie || strings.HasPrefix(name, signin.Cookie+"_")
 }
 
 // Grant lifetimes: a code is used at once; a grant lasts at most as long
@@ -158,15 +143,15 @@ func (g *grants) put(m map[string]grant, secret string, gr grant) {
 // forwardLabel is the forward origin's name for a Session's port.
 func forwardLabel(session string, port int) string { return fmt.Sprintf("p%d-%s", port, session) }
 
-// forwardOrigin is the origin a Session's port is served on.
-func (h *Hub) forwardOrigin(session string, port int) string {
-	return strings.Replace(h.cfg.ForwardURL, "*", forwardLabel(session, port), 1)
+// origin is the origin a Session's port is served on.
+func (p *Proxy) origin(session string, port int) string {
+	return strings.Replace(p.opts.URL, "*", forwardLabel(session, port), 1)
 }
 
-// forwardTarget reads the Session and port from a request's Host, if it
+// target reads the Session and port from a request's Host, if it
 // names a forward origin.
-func (h *Hub) forwardTarget(host string) (session string, port int, ok bool) {
-	suffix := h.forwardSuffix()
+func (p *Proxy) target(host string) (session string, port int, ok bool) {
+	suffix := p.suffix()
 	if suffix == "" {
 		return "", 0, false
 	}
@@ -188,85 +173,66 @@ func parseLabel(label string) (session string, port int, ok bool) {
 	return id, n, true
 }
 
-// openPort is GET /sessions/{id}/ports/{port} on the Hub's own origin: for
-// someone with access to the Session, it hands out a code for the port's
-// forward origin and sends the browser there.
-func (h *Hub) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
-	var port int
-	if err == nil {
-		port, err = strconv.Atoi(r.PathValue("port"))
-		if err != nil || !slices.ContainsFunc(h.portsOf(r.Context(), s.ID), func(x protocol.Port) bool { return x.Port == port }) {
-			err = fmt.Errorf("nothing listens on port %s in the Session's Sandbox now: %w", r.PathValue("port"), errdefs.ErrNotFound)
-		}
-	}
-	if err == nil && h.cfg.ForwardURL == "" {
-		err = fmt.Errorf("this Hub forwards no ports: its operator sets HUB_FORWARD_URL to a wildcard address such as https://*.kndl-ports.example.com: %w", errdefs.ErrUnavailable)
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
+// Open hands user a grant to a Session's port, made from the sign-in
+// whose hash is cred, and returns where to send their browser: the port's
+// forward origin, with a code used once, then next there (a path).
+func (p *Proxy) Open(user store.User, cred []byte, sessionID string, port int, next string) string {
 	code := newSecret()
-	h.web.grants.put(h.web.grants.codes, code, grant{user: p.User, cred: p.cred, session: s.ID, port: port, expires: time.Now().Add(codeTTL)})
-	next := localPath(r.URL.Query().Get("next"))
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, h.forwardOrigin(s.ID, port)+"/.kndl/forward?code="+url.QueryEscape(code)+"&next="+url.QueryEscape(next), http.StatusSeeOther)
+	p.grants.put(p.grants.codes, code, grant{user: user, cred: cred, session: sessionID, port: port, expires: time.Now().Add(codeTTL)})
+	next = signin.LocalPath(next)
+	return p.origin(sessionID, port) + "/.kndl/forward?code=" + url.QueryEscape(code) + "&next=" + url.QueryEscape(next)
 }
 
-// forwardHosts serves forward origins ahead of the Hub's own routes; any
-// other Host goes to next.
-func (h *Hub) forwardHosts(next http.Handler) http.Handler {
+// Hosts serves forward origins ahead of the Hub's own routes; any other
+// Host goes to next.
+func (p *Proxy) Hosts(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		session, port, ok := h.forwardTarget(r.Host)
+		session, port, ok := p.target(r.Host)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h.forward(w, r, session, port)
+		p.serve(w, r, session, port)
 	})
 }
 
-// forward serves one request on a forward origin.
-func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, port int) {
-	secure := strings.HasPrefix(h.cfg.ForwardURL, "https:")
+// serve serves one request on a forward origin.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, session string, port int) {
+	secure := strings.HasPrefix(p.opts.URL, "https:")
 	if r.URL.Path == "/.kndl/forward" {
-		gr, ok := h.web.grants.take(h.web.grants.codes, r.URL.Query().Get("code"), true)
+		gr, ok := p.grants.take(p.grants.codes, r.URL.Query().Get("code"), true)
 		if !ok || gr.session != session || gr.port != port {
-			h.guard.fails.take(clientAddr(r))
+			p.opts.Failed(r)
 			http.Error(w, "This link to a forwarded port expired or was used: open the port again from its Session.", http.StatusForbidden)
 			return
 		}
 		token := newSecret()
-		gr.expires = time.Now().Add(h.cfg.SigninMaxAge)
-		h.web.grants.put(h.web.grants.cookies, token, gr)
-		http.SetCookie(w, newCookie(forwardCookie, token, secure, 0))
+		gr.expires = time.Now().Add(p.opts.GrantMax)
+		p.grants.put(p.grants.cookies, token, gr)
+		http.SetCookie(w, signin.NewCookie(forwardCookie, token, secure, 0))
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
+		http.Redirect(w, r, signin.LocalPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	gr, ok := grant{}, false
-	if c, err := r.Cookie(cookieName(forwardCookie, secure)); err == nil {
-		gr, ok = h.web.grants.take(h.web.grants.cookies, c.Value, false)
+	if c, err := r.Cookie(signin.CookieName(forwardCookie, secure)); err == nil {
+		gr, ok = p.grants.take(p.grants.cookies, c.Value, false)
 	}
 	if ok && (gr.session != session || gr.port != port) {
 		ok = false
 	}
 	if ok {
-		live, err := h.store.SigninLive(r.Context(), gr.cred, h.guard.life)
-		ok = err == nil && live && h.canAccess(r.Context(), gr.user, h.repoOf(r.Context(), session), false)
+		ok = p.opts.Allowed(r.Context(), gr.user, gr.cred, session)
 	}
 	if !ok {
-		if r.Method == http.MethodGet && wantsPage(r) {
-			http.Redirect(w, r, strings.TrimSuffix(h.cfg.PublicURL, "/")+fmt.Sprintf("/sessions/%s/ports/%d?next=%s", session, port, url.QueryEscape(r.URL.RequestURI())), http.StatusSeeOther)
+		if r.Method == http.MethodGet && signin.WantsPage(r) {
+			http.Redirect(w, r, strings.TrimSuffix(p.opts.PublicURL, "/")+fmt.Sprintf("/sessions/%s/ports/%d?next=%s", session, port, url.QueryEscape(r.URL.RequestURI())), http.StatusSeeOther)
 			return
 		}
 		http.Error(w, "Open this forwarded port from its Session's page on the Hub.", http.StatusUnauthorized)
 		return
 	}
-	listed := slices.ContainsFunc(h.portsOf(r.Context(), session), func(x protocol.Port) bool { return x.Port == port })
-	if !listed {
+	if !p.opts.Listed(r.Context(), session, port) {
 		http.Error(w, fmt.Sprintf("Nothing listens on port %d in the Session's Sandbox now, or the Session is not active.", port), http.StatusBadGateway)
 		return
 	}
@@ -279,25 +245,16 @@ func (h *Hub) forward(w http.ResponseWriter, r *http.Request, session string, po
 	// closing it under it, which cuts the answer (as in the relay: see its
 	// forward).
 	rc.EnableFullDuplex()
-	h.web.proxyOnce.Do(func() { h.web.proxy = h.forwardProxy() })
-	h.web.proxy.ServeHTTP(w, r)
+	p.proxyOnce.Do(func() { p.proxy = p.newProxy() })
+	p.proxy.ServeHTTP(w, r)
 }
 
-// repoOf is a Session's Repo URL, or "" if there is no such Session.
-func (h *Hub) repoOf(ctx context.Context, id string) string {
-	s, err := h.store.SessionByID(ctx, id)
-	if err != nil {
-		return ""
-	}
-	return s.RepoURL
-}
-
-// forwardProxy proxies a forward origin's requests, WebSocket upgrades
+// newProxy proxies a forward origin's requests, WebSocket upgrades
 // included, to the port in the Sandbox: each connection is a stream the
 // Session's Runner dials back after connecting to the port from inside the
 // Sandbox. The forward cookie is taken out before the request goes on, and
 // nothing says who the viewer is or where they are.
-func (h *Hub) forwardProxy() *httputil.ReverseProxy {
+func (p *Proxy) newProxy() *httputil.ReverseProxy {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 			host, _, _ := net.SplitHostPort(addr)
@@ -305,17 +262,7 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 			if !ok {
 				return nil, fmt.Errorf("no forward target %s", addr)
 			}
-			s, err := h.store.SessionByID(ctx, session)
-			if err != nil {
-				return nil, err
-			}
-			rc := h.runnerConn(s.RunnerID)
-			if rc == nil {
-				return nil, fmt.Errorf("the Session's Runner is not connected")
-			}
-			return h.openStream(ctx, rc, protocol.TypeSessionDial, func(stream string) any {
-				return protocol.SessionDial{SessionID: session, Port: port, Stream: stream}
-			}, nil)
+			return p.opts.Dial(ctx, session, port)
 		},
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
@@ -325,9 +272,9 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 		Transport: tr,
 		// What the proxy logs itself (a body cut mid-copy) goes in the
 		// Hub's log, not the process's default logger.
-		ErrorLog: slog.NewLogLogger(h.log.With("proxy", "forward").Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(p.opts.Log.With("proxy", "forward").Handler(), slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			session, port, _ := h.forwardTarget(pr.In.Host)
+			session, port, _ := p.target(pr.In.Host)
 			pr.Out.URL.Scheme = "http"
 			// The transport pools connections by this name and dials the
 			// Session's port for it.
@@ -342,7 +289,7 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 				}
 			}
 			pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
-			pr.Out.Header.Set("X-Forwarded-Proto", strings.SplitN(h.cfg.ForwardURL, ":", 2)[0])
+			pr.Out.Header.Set("X-Forwarded-Proto", strings.SplitN(p.opts.URL, ":", 2)[0])
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The app's own cookies stay on its own origin: one for a
@@ -358,24 +305,24 @@ func (h *Hub) forwardProxy() *httputil.ReverseProxy {
 				session, port, _ := parseLabel(strings.TrimSuffix(resp.Request.URL.Hostname(), ".forward"))
 				for _, local := range []string{"http://localhost:", "http://127.0.0.1:"} {
 					if rest, ok := strings.CutPrefix(loc, local+strconv.Itoa(port)); ok {
-						resp.Header.Set("Location", h.forwardOrigin(session, port)+rest)
+						resp.Header.Set("Location", p.origin(session, port)+rest)
 					}
 				}
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			h.log.Info("forward failed", "host", r.Host, "err", err)
+			p.opts.Log.Info("forward failed", "host", r.Host, "err", err)
 			msg, _ := json.Marshal(err.Error())
 			http.Error(w, "The forwarded port did not answer: "+string(msg), http.StatusBadGateway)
 		},
 	}
 }
 
-// forwardSuffix is HUB_FORWARD_URL's host after its *, or "".
-func (h *Hub) forwardSuffix() string {
-	u, err := url.Parse(h.cfg.ForwardURL)
-	if h.cfg.ForwardURL == "" || err != nil {
+// suffix is HUB_FORWARD_URL's host after its *, or "".
+func (p *Proxy) suffix() string {
+	u, err := url.Parse(p.opts.URL)
+	if p.opts.URL == "" || err != nil {
 		return ""
 	}
 	return strings.ToLower(strings.TrimPrefix(u.Host, "*"))

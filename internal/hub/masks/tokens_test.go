@@ -1,4 +1,4 @@
-package hub
+package masks
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"kndl.dev/kndl/internal/testenv"
 )
 
-// revoked records the tokens a sandboxTokens revokes.
+// revoked records the tokens a Tokens revokes.
 type revoked struct {
 	mu   sync.Mutex
 	toks []string
@@ -50,10 +50,10 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 		return s.ID
 	}
 	var r revoked
-	tokens := newSandboxTokens(f.store, f.hub.secrets, r.revoke, grace, f.hub.log)
+	tokens := NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
 	s1 := session()
 	for _, tok := range []string{"first", "second"} {
-		if err := tokens.minted(ctx, s1, tok); err != nil {
+		if err := tokens.Minted(ctx, s1, tok); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,22 +64,22 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	testenv.Eventually(t, testenv.WaitShort, "the previous token revoked", func() bool { return slices.Equal(r.list(), []string{"first"}) })
 
 	// The Hub restarts: a new tracker over the same store.
-	tokens.close()
-	tokens = newSandboxTokens(f.store, f.hub.secrets, r.revoke, grace, f.hub.log)
-	tokens.stopped(ctx, s1)
+	tokens.Close()
+	tokens = NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
+	tokens.Stopped(ctx, s1)
 	testenv.Eventually(t, testenv.WaitShort, "the current token revoked as its Session stops", func() bool {
 		return slices.Equal(r.list(), []string{"first", "second"})
 	})
-	tokens.stopped(ctx, s1) // nothing left to revoke
+	tokens.Stopped(ctx, s1) // nothing left to revoke
 	if sealed, _ := f.store.SwapSandboxToken(ctx, s1, nil); sealed != nil {
 		t.Fatal("a stopped Session still holds a Sandbox token")
 	}
 
 	s2 := session()
-	tokens.minted(ctx, s2, "third")
-	tokens.minted(ctx, s2, "fourth")
-	tokens.close()
-	tokens.stopped(ctx, s2)
+	tokens.Minted(ctx, s2, "third")
+	tokens.Minted(ctx, s2, "fourth")
+	tokens.Close()
+	tokens.Stopped(ctx, s2)
 	time.Sleep(2 * grace)
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)

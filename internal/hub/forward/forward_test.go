@@ -1,6 +1,7 @@
-package hub
+package forward
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -9,37 +10,8 @@ import (
 	"time"
 )
 
-func TestForwardURL(t *testing.T) {
-	tests := []struct {
-		public, forward, want string
-		bad                   bool
-	}{
-		{public: "http://127.0.0.1:7380", want: "http://*.localhost:7380"},
-		{public: "http://localhost", want: "http://*.localhost:80"},
-		{public: "https://kndl.example.com", want: ""},
-		{public: "https://kndl.example.com", forward: "https://*.ports.example.com/", want: "https://*.ports.example.com"},
-		{public: "https://kndl.example.com", forward: "https://ports.example.com", bad: true},
-		{public: "https://kndl.example.com", forward: "https://*.*.example.com", bad: true},
-		{public: "https://kndl.example.com", forward: "ftp://*.example.com", bad: true},
-		{public: "https://kndl.example.com", forward: "https://*.example.com/path", bad: true},
-	}
-	for _, tt := range tests {
-		c := Config{Listen: "127.0.0.1:7380", PublicURL: tt.public, ForwardURL: tt.forward, SecretsKey: "x"}
-		err := c.Check()
-		if tt.bad {
-			if err == nil {
-				t.Errorf("%s: took it", tt.forward)
-			}
-			continue
-		}
-		if err != nil || c.ForwardURL != tt.want {
-			t.Errorf("public %s forward %q: got %q %v, want %q", tt.public, tt.forward, c.ForwardURL, err, tt.want)
-		}
-	}
-}
-
 func TestForwardTarget(t *testing.T) {
-	h := &Hub{cfg: Config{ForwardURL: "https://*.ports.example.com"}}
+	p := New(Options{URL: "https://*.ports.example.com"})
 	const id = "0c9f074e-a843-418d-ac33-25c5f87e7797"
 	tests := []struct {
 		host string
@@ -57,7 +29,7 @@ func TestForwardTarget(t *testing.T) {
 		{"kndl.example.com", 0},
 	}
 	for _, tt := range tests {
-		session, port, ok := h.forwardTarget(tt.host)
+		session, port, ok := p.target(tt.host)
 		if ok != (tt.port != 0) || port != tt.port || (ok && session != id) {
 			t.Errorf("%s: got %s %d %v, want port %d", tt.host, session, port, ok, tt.port)
 		}
@@ -70,16 +42,14 @@ func TestForwardTarget(t *testing.T) {
 // dropped from its answer, and the Hub's own never reach the app. The
 // forward's grant cookie is __Host- over https.
 func TestForwardedAppsCantPlantCookies(t *testing.T) {
-	f := newFixture(t, func(c *Config) {
-		c.PublicURL, c.ForwardURL = "https://kndl.example.com", "https://*.ports.example.com"
-	})
+	p := New(Options{URL: "https://*.ports.example.com", PublicURL: "https://kndl.example.com", Log: slog.New(slog.DiscardHandler)})
 	const id = "0c9f074e-a843-418d-ac33-25c5f87e7797"
 	host := forwardLabel(id, 8000) + ".ports.example.com"
 
 	code := newSecret()
-	f.hub.web.grants.put(f.hub.web.grants.codes, code, grant{session: id, port: 8000, expires: time.Now().Add(codeTTL)})
+	p.grants.put(p.grants.codes, code, grant{session: id, port: 8000, expires: time.Now().Add(codeTTL)})
 	rec := httptest.NewRecorder()
-	f.hub.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "https://"+host+"/.kndl/forward?code="+code+"&next=/app", nil))
+	p.Hosts(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "https://"+host+"/.kndl/forward?code="+code+"&next=/app", nil))
 	c, err := http.ParseSetCookie(rec.Header().Get("Set-Cookie"))
 	if err != nil || c.Name != "__Host-kndl_fwd" || !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly {
 		t.Errorf("the forward's grant cookie: %+v %v, want __Host-kndl_fwd, Secure, host-only on /", c, err)
@@ -97,7 +67,7 @@ func TestForwardedAppsCantPlantCookies(t *testing.T) {
 		"__host-kndl_fwd=x; Path=/; Secure",
 		"bad value=x",
 	}}}
-	if err := f.hub.forwardProxy().ModifyResponse(resp); err != nil {
+	if err := p.newProxy().ModifyResponse(resp); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(resp.Header.Values("Set-Cookie"), " | "), "app=1; Path=/ | __Host-app=2; Path=/; Secure"; got != want {
@@ -107,7 +77,7 @@ func TestForwardedAppsCantPlantCookies(t *testing.T) {
 	in := httptest.NewRequest("GET", "https://"+host+"/", nil)
 	in.Header.Set("Cookie", "app=1; __Host-kndl_fwd=grant; kndl=x; __Host-kndl=y")
 	out := in.Clone(in.Context())
-	f.hub.forwardProxy().Rewrite(&httputil.ProxyRequest{In: in, Out: out})
+	p.newProxy().Rewrite(&httputil.ProxyRequest{In: in, Out: out})
 	if got := out.Header.Get("Cookie"); got != "app=1" {
 		t.Errorf("the app was sent the cookies %q, want only its own", got)
 	}

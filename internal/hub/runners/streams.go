@@ -1,4 +1,4 @@
-package hub
+package runners
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // They are kept off the Runner's main connection so a large download or a
 // busy forwarded app never holds up a Session's Events or its terminal, and
 // each gets its own flow control. A stream id is 256 random bits, asked of
-// one Runner, used once, and waited for at most streamWait.
+// one Runner, used once, and waited for at most StreamWait.
 type streams struct {
 	mu sync.Mutex
 	m  map[string]*pendingStream
@@ -30,16 +30,16 @@ type pendingStream struct {
 	done     chan struct{}
 }
 
-// streamWait bounds how long a Runner takes to dial a stream back.
-const streamWait = 15 * time.Second
+// StreamWait bounds how long a Runner takes to dial a stream back.
+const StreamWait = 15 * time.Second
 
-// openStream asks rc for a stream with the request req makes of the stream
+// OpenStream asks rc for a stream with the request req makes of the stream
 // id, and returns it once both the reply and the stream have come.
-func (h *Hub) openStream(ctx context.Context, rc *runnerConn, typ string, req func(stream string) any, reply any) (net.Conn, error) {
-	id, take := h.expectStream(rc)
-	ctx, cancel := context.WithTimeout(ctx, streamWait)
+func (cs *Conns) OpenStream(ctx context.Context, rc *Conn, typ string, req func(stream string) any, reply any) (net.Conn, error) {
+	id, take := cs.ExpectStream(rc)
+	ctx, cancel := context.WithTimeout(ctx, StreamWait)
 	defer cancel()
-	if err := rc.conn.Request(ctx, typ, req(id), reply); err != nil {
+	if err := rc.Conn.Request(ctx, typ, req(id), reply); err != nil {
 		cancel()
 		take(ctx) // forgets it
 		return nil, err
@@ -47,14 +47,14 @@ func (h *Hub) openStream(ctx context.Context, rc *runnerConn, typ string, req fu
 	return take(ctx)
 }
 
-// expectStream makes a stream id only rc may dial back, and take, which
+// ExpectStream makes a stream id only rc may dial back, and take, which
 // waits for that stream until ctx is done and forgets the id either way;
 // call it once. The stream ends the request it serves when closed.
-func (h *Hub) expectStream(rc *runnerConn) (id string, take func(ctx context.Context) (net.Conn, error)) {
+func (cs *Conns) ExpectStream(rc *Conn) (id string, take func(ctx context.Context) (net.Conn, error)) {
 	id, _ = auth.NewToken(auth.Session)
 	id = id[len("kndls_"):]
-	ps := &pendingStream{runnerID: rc.runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
-	st := &h.web.streams
+	ps := &pendingStream{runnerID: rc.Runner.ID, ch: make(chan *websocket.Conn, 1), done: make(chan struct{})}
+	st := &cs.streams
 	st.mu.Lock()
 	st.m[id] = ps
 	st.mu.Unlock()
@@ -67,13 +67,13 @@ func (h *Hub) expectStream(rc *runnerConn) (id string, take func(ctx context.Con
 		select {
 		case ws := <-ps.ch:
 			if ctx.Err() == nil {
-				return &streamConn{Conn: websocket.NetConn(h.life.Context(), ws, websocket.MessageBinary), done: ps.done}, nil
+				return &streamConn{Conn: websocket.NetConn(cs.opts.Life, ws, websocket.MessageBinary), done: ps.done}, nil
 			}
 			ws.CloseNow()
 		case <-ctx.Done():
 		}
 		close(ps.done)
-		return nil, fmt.Errorf("the Runner did not connect the stream within %s: %w", streamWait, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("the Runner did not connect the stream within %s: %w", StreamWait, errdefs.ErrUnavailable)
 	}
 }
 
@@ -90,35 +90,43 @@ func (c *streamConn) Close() error {
 	return c.Conn.Close()
 }
 
-// runnerStream is where a Runner dials a stream back. Only the Runner it
-// was asked of can take it, and only once.
-func (h *Hub) runnerStream(w http.ResponseWriter, r *http.Request, p Principal) {
-	st := &h.web.streams
+// ServeStream is where the Runner runnerID dials a stream back. Only the
+// Runner it was asked of can take it, and only once: for any other it
+// returns ErrNotFound, having answered nothing.
+func (cs *Conns) ServeStream(w http.ResponseWriter, r *http.Request, runnerID string) error {
+	st := &cs.streams
 	st.mu.Lock()
 	ps := st.m[r.PathValue("id")]
-	if ps != nil && ps.runnerID == p.Runner.ID {
+	if ps != nil && ps.runnerID == runnerID {
 		delete(st.m, r.PathValue("id"))
 	} else {
 		ps = nil
 	}
 	st.mu.Unlock()
 	if ps == nil {
-		h.writeError(w, r, fmt.Errorf("no such stream is waiting for this Runner: %w", errdefs.ErrNotFound))
-		return
+		return fmt.Errorf("no such stream is waiting for this Runner: %w", errdefs.ErrNotFound)
 	}
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
-		return
+		return nil // Accept has answered
 	}
 	ws.SetReadLimit(-1)
 	select {
 	case ps.ch <- ws:
 	default:
 		ws.CloseNow()
-		return
+		return nil
 	}
 	select {
 	case <-ps.done:
 	case <-r.Context().Done():
 	}
+	return nil
+}
+
+// Waiting counts the streams asked of Runners and not yet taken.
+func (cs *Conns) Waiting() int {
+	cs.streams.mu.Lock()
+	defer cs.streams.mu.Unlock()
+	return len(cs.streams.m)
 }

@@ -1,0 +1,88 @@
+package claude
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+func TestTheModelsTableIsThePinnedVersions(t *testing.T) {
+	table := Models()
+	if table.Version != Version {
+		t.Fatalf("models.json was probed from %s, but the pin is %s: run scripts/pin-claude %s", table.Version, Version, Version)
+	}
+	def, ok := table.Default()
+	if !ok {
+		t.Fatal("no default model")
+	}
+	if got, ok := LookupModel(def.Alias); !ok || got.ID != def.ID {
+		t.Errorf("LookupModel(%q) = %+v, %v; want the default %+v", def.Alias, got, ok, def)
+	}
+	if got, ok := LookupModel(def.ID); !ok || got.Alias != def.Alias {
+		t.Errorf("LookupModel(%q) = %+v, %v; want the default %+v", def.ID, got, ok, def)
+	}
+	if _, ok := LookupModel("no-such-model"); ok {
+		t.Error("LookupModel found no-such-model")
+	}
+	// What callers get is theirs to change.
+	table.Models[0].Efforts = append(table.Models[0].Efforts[:0], "changed")
+	if slices.Contains(Models().Models[0].Efforts, "changed") {
+		t.Error("changing the table Models returned changed the pinned one")
+	}
+}
+
+func TestAModelTakesOnlyItsEfforts(t *testing.T) {
+	m := Model{Alias: "a", ID: "a-1", DisplayName: "A", Efforts: []string{"low", "high"}}
+	for effort, want := range map[string]bool{"low": true, "high": true, "medium": false, "": false} {
+		if got := m.TakesEffort(effort); got != want {
+			t.Errorf("TakesEffort(%q) = %v, want %v", effort, got, want)
+		}
+	}
+}
+
+func TestABrokenTableIsRefusedSayingWhy(t *testing.T) {
+	good := Table{Version: "1.0.0", Models: []Model{
+		{Alias: "sonnet", ID: "claude-sonnet-1", DisplayName: "Sonnet 1", Efforts: []string{"low", "max"}, Default: true},
+		{Alias: "haiku", ID: "claude-haiku-1", DisplayName: "Haiku 1"},
+	}}
+	data, err := good.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseTable(data)
+	if err != nil {
+		t.Fatalf("a marshalled table does not parse back: %v", err)
+	}
+	if m, ok := back.Lookup("claude-haiku-1"); !ok || m.Alias != "haiku" || len(m.Efforts) != 0 {
+		t.Errorf("Lookup(claude-haiku-1) = %+v, %v", m, ok)
+	}
+	tests := []struct {
+		name   string
+		change func(*Table)
+		want   string
+	}{
+		{"no version", func(t *Table) { t.Version = "" }, "no version"},
+		{"no models", func(t *Table) { t.Models = nil }, "no models"},
+		{"no id", func(t *Table) { t.Models[1].ID = "" }, "lacks an alias, id or display name"},
+		{"an alias twice", func(t *Table) { t.Models[1].Alias = "sonnet" }, `"sonnet" names two models`},
+		{"an alias that is another's id", func(t *Table) { t.Models[1].Alias = "claude-sonnet-1" }, "names two models"},
+		{"an unknown effort", func(t *Table) { t.Models[0].Efforts = []string{"extreme"} }, `takes effort "extreme"`},
+		{"two defaults", func(t *Table) { t.Models[1].Default = true }, "2 default models"},
+		{"no default", func(t *Table) { t.Models[0].Default = false }, "0 default models"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			broken := good.clone()
+			tt.change(&broken)
+			if _, err := broken.Marshal(); err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, errdefs.ErrInvalid) {
+				t.Errorf("Marshal: got %v, want ErrInvalid saying %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := ParseTable([]byte(`{"version":"1","models":[],"extra":1}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("a table with an unknown field: got %v", err)
+	}
+}

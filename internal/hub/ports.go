@@ -1,0 +1,134 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/forward"
+	"kndl.dev/kndl/internal/hub/runners"
+	"kndl.dev/kndl/internal/hub/signin"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// sessionPorts handles a Runner's list for one of its Sessions: kept in
+// memory only, while the Session is Active and its Runner connected.
+func (h *Hub) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Session, list []protocol.Port) {
+	h.web.mu.Lock()
+	if s.State == store.Active {
+		h.web.ports[s.ID] = portsEntry{rc: rc, list: list}
+	} else {
+		delete(h.web.ports, s.ID)
+	}
+	h.web.mu.Unlock()
+	h.portsChanged(s.ID)
+}
+
+// portsOf returns a Session's open ports, dropping the list of a Session
+// no longer Active (Asleep, Frozen, Archived) or whose Runner went away.
+func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
+	h.web.mu.Lock()
+	e, ok := h.web.ports[id]
+	h.web.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	s, err := h.store.SessionByID(ctx, id)
+	if err != nil || s.State != store.Active || h.runners.Get(s.RunnerID) != e.rc {
+		h.web.mu.Lock()
+		if cur, ok := h.web.ports[id]; ok && cur.rc == e.rc {
+			delete(h.web.ports, id)
+		}
+		h.web.mu.Unlock()
+		return nil
+	}
+	return e.list
+}
+
+// sendPorts sends a view its Session's open ports.
+func (h *Hub) sendPorts(ctx context.Context, v *view) {
+	list := h.portsOf(ctx, v.session)
+	out := make([]api.Port, len(list))
+	for i, p := range list {
+		out[i] = api.Port{Port: p}
+		if h.cfg.ForwardURL != "" {
+			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port)
+		}
+	}
+	v.send(viewMsg{Type: "ports", Ports: &out})
+}
+
+// portsChanged sends every view of the Session its list again.
+func (h *Hub) portsChanged(id string) {
+	for _, v := range h.viewsOf(id) {
+		h.sendPorts(h.life.Context(), v)
+	}
+}
+
+// openPort is GET /sessions/{id}/ports/{port} on the Hub's own origin: for
+// someone with access to the Session, it hands out a code for the port's
+// forward origin and sends the browser there.
+func (h *Hub) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	var port int
+	if err == nil {
+		port, err = strconv.Atoi(r.PathValue("port"))
+		if err != nil || !slices.ContainsFunc(h.portsOf(r.Context(), s.ID), func(x protocol.Port) bool { return x.Port == port }) {
+			err = fmt.Errorf("nothing listens on port %s in the Session's Sandbox now: %w", r.PathValue("port"), errdefs.ErrNotFound)
+		}
+	}
+	if err == nil && h.cfg.ForwardURL == "" {
+		err = fmt.Errorf("this Hub forwards no ports: its operator sets HUB_FORWARD_URL to a wildcard address such as https://*.kndl-ports.example.com: %w", errdefs.ErrUnavailable)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, h.forward.Open(p.User, p.cred, s.ID, port, r.URL.Query().Get("next")), http.StatusSeeOther)
+}
+
+// newForward makes the port-forward proxy: a grant holds while its
+// person's sign-in does and they keep access to the Session's Repo, and a
+// connection goes through a stream the Session's Runner dials back.
+func (h *Hub) newForward() *forward.Proxy {
+	return forward.New(forward.Options{URL: h.cfg.ForwardURL, PublicURL: h.cfg.PublicURL, GrantMax: h.cfg.SigninMaxAge, Log: h.log,
+		Allowed: func(ctx context.Context, u store.User, cred []byte, sessionID string) bool {
+			live, err := h.store.SigninLive(ctx, cred, h.guard.life)
+			return err == nil && live && h.canAccess(ctx, u, h.repoOf(ctx, sessionID), false)
+		},
+		Listed: func(ctx context.Context, sessionID string, port int) bool {
+			return slices.ContainsFunc(h.portsOf(ctx, sessionID), func(x protocol.Port) bool { return x.Port == port })
+		},
+		Dial: func(ctx context.Context, sessionID string, port int) (net.Conn, error) {
+			s, err := h.store.SessionByID(ctx, sessionID)
+			if err != nil {
+				return nil, err
+			}
+			rc := h.runners.Get(s.RunnerID)
+			if rc == nil {
+				return nil, fmt.Errorf("the Session's Runner is not connected")
+			}
+			return h.runners.OpenStream(ctx, rc, protocol.TypeSessionDial, func(stream string) any {
+				return protocol.SessionDial{SessionID: sessionID, Port: port, Stream: stream}
+			}, nil)
+		},
+		Failed: func(r *http.Request) { h.guard.fails.Take(signin.ClientAddr(r)) },
+	})
+}
+
+// repoOf is a Session's Repo URL, or "" if there is no such Session.
+func (h *Hub) repoOf(ctx context.Context, id string) string {
+	s, err := h.store.SessionByID(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return s.RepoURL
+}

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestTheProbeOfThePinnedVersionReadsTheCheckedInTable runs the probe
+// scripts/probe-models runs: in a Session's Sandbox, the version's /model
+// picker and one `claude -p` per model and effort. Of the pinned version it
+// must read the table checked in; with KNDL_PROBE_WRITE it writes what it
+// read there instead (scripts/probe-models VERSION).
+func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
+	pin := targetPin(t)
+	s := Start(t, WithClaude(pin))
+	s.Model.On(testkit.PromptContains("probe"), testkit.Text("probed"))
+	v := s.Ready("probe the models", "probed")
+
+	s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: "/model", IsCommand: true}, nil)
+	var rows []claude.PickerRow
+	var def string
+	testenv.Eventually(t, testenv.WaitShort, "the /model picker", func() bool {
+		var err error
+		rows, def, err = claude.ParsePicker(s.pane(v.ID))
+		return err == nil
+	})
+	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock send-keys -t claude Escape")
+
+	efforts, err := claude.ParseEffortWarning(s.probeRun(v.ID, def, "no-such-effort").stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claude.Table{Version: pin.Version}
+	for _, row := range rows {
+		m := claude.Model{Alias: row.Alias, DisplayName: row.DisplayName, Default: row.Alias == def}
+		for _, e := range efforts {
+			out := s.probeRun(v.ID, row.Alias, e)
+			run, err := claude.ParseProbeRun(out.stdout, out.stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Unknown {
+				t.Fatalf("the picker offers %s, but claude -p --model %s does not know it: %s", row.Alias, row.Alias, out.stderr)
+			}
+			m.ID = run.ID
+			if run.EffortActive && !run.EffortRefused {
+				m.Efforts = append(m.Efforts, e)
+			}
+		}
+		got.Models = append(got.Models, m)
+	}
+	data, err := got.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path := os.Getenv("KNDL_PROBE_WRITE"); path != "" {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote the table of %s to %s", pin.Version, path)
+		return
+	}
+	if _, want := smokeTarget(t); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the probe of %s read\n%s\nbut the table checked in differs: run scripts/pin-claude %s", pin.Version, data, pin.Version)
+	}
+}
+
+type probeOutput struct{ stdout, stderr string }
+
+// probeRun runs one `claude -p` in the Session's Sandbox with Claude
+// Code's own environment (read from its process, so the same token and
+// model endpoint), a new conversation each time.
+func (s *System) probeRun(id, model, effort string) probeOutput {
+	s.t.Helper()
+	pid := strings.TrimSpace(s.inSandbox(id, "tmux -S /run/kndl/tmux.sock display -p -t claude '#{pane_pid}'"))
+	environ := s.inSandbox(id, "cat /proc/"+pid+"/environ")
+	var stdout, stderr bytes.Buffer
+	p, err := s.Backend.Exec(context.Background(), "s-"+id, sandbox.Cmd{
+		Args: []string{claude.MountDir + "/claude", "-p", "probe", "--session-id", testkit.NewUUID(),
+			"--model", model, "--effort", effort, "--output-format", "stream-json", "--verbose"},
+		Env: strings.Split(strings.TrimRight(environ, "\x00"), "\x00"), Dir: claude.Workdir, Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if code, err := p.Wait(); err != nil || code != 0 {
+		s.t.Fatalf("claude -p --model %s --effort %s: exit %d, %v\n%s\n%s", model, effort, code, err, stdout.String(), stderr.String())
+	}
+	return probeOutput{stdout.String(), stderr.String()}
+}
