@@ -141,9 +141,7 @@ func canary(t *testing.T, relay bool) {
 // token is nowhere in a Session's Sandbox: not in Claude Code's
 // environment (env), which holds a placeholder of its shape instead, nor
 // any process's, nor any file. It searches for the token's secret part,
-// after its public prefix, which no placeholder shares; the search reads
-// it on its standard input, so no command line or file in the Sandbox
-// holds it.
+// after its public prefix, which no placeholder shares.
 func noCreatorsTokenInTheSandbox(t *testing.T, s *System, sessionID string, env []byte) {
 	t.Helper()
 	secret := strings.TrimPrefix(claudeToken, "sk-ant-oat01-")
@@ -164,23 +162,35 @@ func noCreatorsTokenInTheSandbox(t *testing.T, s *System, sessionID string, env 
 	} else if !strings.Contains(environs, placeholder) {
 		t.Fatal("no process in the Sandbox holds the placeholder: the search of their environments found nothing to look at")
 	}
+	if files := sandboxFilesHolding(t, s, sessionID, secret); len(files) > 0 {
+		t.Errorf("files in the Sandbox hold the Creator's token: %q", files)
+	}
+	// The same search finds what is there: Claude Code's config.
+	if files := sandboxFilesHolding(t, s, sessionID, "hasCompletedOnboarding"); len(files) == 0 {
+		t.Fatal("the search of the Sandbox's files found not even Claude Code's config")
+	}
+}
+
+// sandboxFilesHolding lists the files in a Session's Sandbox that hold
+// needle, but for /proc, /sys and /dev. grep reads needle on its standard
+// input, so no command line and no file holds it.
+func sandboxFilesHolding(t *testing.T, s *System, sessionID, needle string) []string {
+	t.Helper()
 	var out bytes.Buffer
 	p, err := s.Backend.Exec(context.Background(), "s-"+sessionID, sandbox.Cmd{
 		Args:  []string{"grep", "-rlaF", "-f", "-", "/", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev"},
 		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Stdin: strings.NewReader(secret + "\n"), Stdout: &out, Stderr: io.Discard,
+		Stdin: strings.NewReader(needle + "\n"), Stdout: &out, Stderr: io.Discard,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := time.AfterFunc(testenv.WaitMedium, func() { p.Kill() })
 	code, err := p.Wait()
-	if !done.Stop() {
-		t.Fatalf("the search of the Sandbox's files still ran after %v", testenv.WaitMedium)
+	if !done.Stop() || err != nil {
+		t.Fatalf("the search of the Sandbox's files (exit %d, %v) did not end within %v", code, err, testenv.WaitMedium)
 	}
-	// grep exits 1 when no file matched, 2 when some could not be read
-	// (sockets, a file gone meanwhile) and none matched.
-	if err != nil || code == 0 || out.Len() > 0 {
-		t.Errorf("files in the Sandbox holding the Creator's token (grep exit %d, %v):\n%s", code, err, out.String())
-	}
+	// grep exits 2 when some file could not be read (a socket, one gone
+	// meanwhile), whether or not others matched: the list says.
+	return strings.Fields(out.String())
 }
