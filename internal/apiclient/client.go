@@ -1,7 +1,9 @@
 // Package apiclient is the kndl CLI's client for the Hub's API, and the
-// CLI's config file that holds where the Hub is and the CLI token. Only
-// internal/cli, internal/daemon (kndl dev signs this machine in) and tests
-// import it.
+// CLI's config file that holds where the Hub is and the CLI token. Each
+// call the CLI makes is a method here, taking and returning internal/api's
+// types, so each /api/ path is written once: tests/style refuses one
+// anywhere else but the Hub's route table and tests. Only internal/cli,
+// internal/daemon (kndl dev signs this machine in) and tests import it.
 package apiclient
 
 import (

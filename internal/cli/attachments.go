@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,8 +59,7 @@ func attachFile(ctx context.Context, c *apiclient.Client, session, name string) 
 	if !fi.Mode().IsRegular() {
 		return a, fmt.Errorf("not a regular file")
 	}
-	path := "/api/sessions/" + url.PathEscape(session) + "/attachments?name=" + url.QueryEscape(filepath.Base(name))
-	return a, c.Upload(ctx, path, f, fi.Size(), &a)
+	return c.Attach(ctx, session, filepath.Base(name), f, fi.Size())
 }
 
 // attachedNote says what files a prompt carries, after its id.
@@ -95,8 +92,12 @@ func sessionAttachments(ctx context.Context, io IO, args []string) error {
 	default:
 		return ErrUsage
 	}
-	var as []api.Attachment
-	if err := call(ctx, http.MethodGet, "/api/sessions/"+url.PathEscape(pos[0])+"/attachments", nil, &as); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	as, err := c.Attachments(ctx, pos[0])
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -118,13 +119,12 @@ func attachmentGet(ctx context.Context, io IO, session, id, out string) error {
 	if err != nil {
 		return err
 	}
-	base := "/api/sessions/" + url.PathEscape(session) + "/attachments"
 	if out == "-" {
-		return c.Download(ctx, base+"/"+url.PathEscape(id), io.Stdout)
+		return c.DownloadAttachment(ctx, session, id, io.Stdout)
 	}
 	if out == "" {
-		var as []api.Attachment
-		if err := c.Do(ctx, http.MethodGet, base, nil, &as); err != nil {
+		as, err := c.Attachments(ctx, session)
+		if err != nil {
 			return err
 		}
 		var a api.Attachment
@@ -145,7 +145,7 @@ func attachmentGet(ctx context.Context, io IO, session, id, out string) error {
 	if err != nil {
 		return err
 	}
-	err = c.Download(ctx, base+"/"+url.PathEscape(id), f)
+	err = c.DownloadAttachment(ctx, session, id, f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -3,11 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 
-	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
 )
 
 // auditList is kndl audit: the Hub's audit log, newest first (the Owner
@@ -24,12 +22,12 @@ func auditList(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 0 {
 		return ErrUsage
 	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
-	if *before > 0 {
-		q.Set("before", strconv.FormatInt(*before, 10))
+	c, err := apiclient.New()
+	if err != nil {
+		return err
 	}
-	var es []api.AuditEntry
-	if err := call(ctx, http.MethodGet, "/api/audit?"+q.Encode(), nil, &es); err != nil {
+	es, err := c.Audit(ctx, *before, *limit)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -60,21 +58,25 @@ func auditVerify(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 0 {
 		return ErrUsage
 	}
-	var c api.AuditChain
-	if err := call(ctx, http.MethodGet, "/api/audit/verify", nil, &c); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	chain, err := c.VerifyAudit(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
-		if err := printJSON(io, c); err != nil {
+		if err := printJSON(io, chain); err != nil {
 			return err
 		}
 	}
-	if c.BrokenAt != 0 {
-		return fmt.Errorf("the audit log's chain breaks at entry %d: %s", c.BrokenAt, c.Reason)
+	if chain.BrokenAt != 0 {
+		return fmt.Errorf("the audit log's chain breaks at entry %d: %s", chain.BrokenAt, chain.Reason)
 	}
 	if !*asJSON {
 		fmt.Fprintf(io.Stdout, "The audit log's chain holds: %d entries; the newest is %d, with hash %s.\n"+
-			"Keep that number and hash elsewhere: a log cut short since shows an older one.\n", c.Entries, c.HeadSeq, c.HeadHash)
+			"Keep that number and hash elsewhere: a log cut short since shows an older one.\n", chain.Entries, chain.HeadSeq, chain.HeadHash)
 	}
 	return nil
 }

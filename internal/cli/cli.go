@@ -12,10 +12,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"kndl.dev/kndl/internal/apiclient"
 )
 
 // IO is what a command reads and writes; tests give their own.
@@ -49,21 +50,21 @@ func commands() []Command {
 		{Name: "queue", Usage: "ID [edit PROMPT_ID TEXT|- | mv PROMPT_ID N | cancel PROMPT_ID] [--json]", Summary: "list a Session's queued prompts, or edit, reorder or cancel one", Run: sessionQueue},
 		{Name: "cancel", Usage: "ID PROMPT_ID", Summary: "cancel a queued prompt", Run: sessionCancelPrompt},
 		{Name: "answer", Usage: "ID [--question QID] [--option N]... [TEXT]...", Summary: "answer the question Claude asks: each --option N, then each TEXT, answers its questions in order", Run: sessionAnswer},
-		{Name: "stop-turn", Usage: "ID [--json]", Summary: "interrupt the running Turn", Run: sessionAction("stop-turn", "Stopping the Turn.")},
+		{Name: "stop-turn", Usage: "ID [--json]", Summary: "interrupt the running Turn", Run: sessionAction(apiclient.StopTurn, "Stopping the Turn.")},
 		{Name: "stop-subagent", Usage: "ID AGENT_ID", Summary: "stop one of a Session's subagents (kndl show lists them) at its next tool call; the main conversation goes on", Run: sessionStopSubagent},
 		{Name: "update", Usage: "ID [--title T] [--model M] [--effort E]", Summary: "rename a Session, or change its model and effort (it restarts to take them)", Run: sessionUpdate},
-		{Name: "sleep", Usage: "ID [--json]", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction("sleep", "The Session is asleep.")},
-		{Name: "wake", Usage: "ID [--json]", Summary: "start an asleep Session again, or retry a failed one (a prompt wakes it too)", Run: sessionAction("wake", "Waking the Session.")},
-		{Name: "restart", Usage: "ID [--json]", Summary: "stop an active Session's Claude Code and start it again into the same conversation", Run: sessionAction("restart", "Restarting the Session into the same conversation.")},
+		{Name: "sleep", Usage: "ID [--json]", Summary: "stop a Session's Claude Code and Sandbox, keeping its disks", Run: sessionAction(apiclient.Sleep, "The Session is asleep.")},
+		{Name: "wake", Usage: "ID [--json]", Summary: "start an asleep Session again, or retry a failed one (a prompt wakes it too)", Run: sessionAction(apiclient.Wake, "Waking the Session.")},
+		{Name: "restart", Usage: "ID [--json]", Summary: "stop an active Session's Claude Code and start it again into the same conversation", Run: sessionAction(apiclient.Restart, "Restarting the Session into the same conversation.")},
 		{Name: "keep-awake", Usage: "ID on|off [--json]", Summary: "keep a Session awake while idle, or let it sleep after the Hub's idle time", Run: sessionKeepAwake},
-		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction("archive", "The Session is archived.")},
-		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction("restore", "The Session is restored and asleep.")},
+		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction(apiclient.Archive, "The Session is archived.")},
+		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction(apiclient.Restore, "The Session is restored and asleep.")},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
 		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
 		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},
-		{Name: "var rm", Usage: "(--repo URL | --shared) NAME", Summary: "remove a Variable", Run: varChange("var rm", http.MethodDelete, "variables", "Removed")},
-		{Name: "var link", Usage: "--repo URL NAME", Summary: "make a Repo use a Shared variable", Run: varChange("var link", http.MethodPut, "links", "Linked")},
-		{Name: "var unlink", Usage: "--repo URL NAME", Summary: "stop a Repo using a Shared variable", Run: varChange("var unlink", http.MethodDelete, "links", "Unlinked")},
+		{Name: "var rm", Usage: "(--repo URL | --shared) NAME", Summary: "remove a Variable", Run: varChange("var rm", (*apiclient.Client).DeleteVariable, false, "Removed")},
+		{Name: "var link", Usage: "--repo URL NAME", Summary: "make a Repo use a Shared variable", Run: varChange("var link", (*apiclient.Client).LinkVariable, true, "Linked")},
+		{Name: "var unlink", Usage: "--repo URL NAME", Summary: "stop a Repo using a Shared variable", Run: varChange("var unlink", (*apiclient.Client).UnlinkVariable, true, "Unlinked")},
 		{Name: "mcp server add", Usage: "hub:SLUG --name NAME --url URL [--header KEY:HEADER:FORMAT... | --oauth]", Summary: "add a remote MCP server behind the Hub's Gateway, with the header secrets it needs or behind OAuth", Run: mcpServerAdd},
 		{Name: "mcp server edit", Usage: "hub:SLUG --name NAME --url URL [--header KEY:HEADER:FORMAT... | --oauth] [--yes]", Summary: "change an MCP server; says whose values it clears, and saves that only with --yes", Run: mcpServerEdit},
 		{Name: "mcp server ls", Usage: "[--json]", Summary: "list the MCP servers", Run: mcpServerList},

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,9 +15,8 @@ import (
 	"kndl.dev/kndl/internal/apiclient"
 )
 
-// envCommand reads --repo and --json, then runs fn with the API path of
-// the Repo's Environment.
-func envCommand(name string, more func(fs *flag.FlagSet) func() error, fn func(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error) func(context.Context, IO, []string) error {
+// envCommand reads --repo and --json, then runs fn with the Repo's id.
+func envCommand(name string, more func(fs *flag.FlagSet) func() error, fn func(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
 		fs := Flags(io, name)
 		repo := fs.String("repo", "", "the Repo (its URL or path)")
@@ -43,17 +41,17 @@ func envCommand(name string, more func(fs *flag.FlagSet) func() error, fn func(c
 		if err != nil {
 			return err
 		}
-		path, err := varScope(ctx, c, *repo, false, "environment")
+		r, err := repoOf(ctx, c, *repo)
 		if err != nil {
 			return err
 		}
-		return fn(ctx, io, c, path, *asJSON)
+		return fn(ctx, io, c, r.ID, *asJSON)
 	}
 }
 
-func envShow(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
-	var e api.Environment
-	if err := c.Do(ctx, http.MethodGet, path, nil, &e); err != nil {
+func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	e, err := c.Environment(ctx, repo)
+	if err != nil {
 		return err
 	}
 	if asJSON {
@@ -150,9 +148,9 @@ func (f *envEditFlags) any() bool {
 	return false
 }
 
-func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
-	var e api.Environment
-	if err := c.Do(ctx, http.MethodGet, path, nil, &e); err != nil {
+func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	e, err := c.Environment(ctx, repo)
+	if err != nil {
 		return err
 	}
 	s := e.Current.Settings
@@ -215,13 +213,13 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, path
 	if f.set["memory"] {
 		s.MemoryMiB = *f.memory
 	}
-	if err := c.Do(ctx, http.MethodPut, path+"/draft", s, &e); err != nil {
+	if e, err = c.EditEnvironment(ctx, repo, s); err != nil {
 		return err
 	}
 	if asJSON {
 		return printJSON(io, e)
 	}
-	return envShow(ctx, io, c, path, false)
+	return envShow(ctx, io, c, repo, false)
 }
 
 // commaList splits a flag's comma-separated list; the Hub checks each
@@ -250,9 +248,9 @@ func readScript(io IO, file string) (string, error) {
 	return string(b), err
 }
 
-func envTest(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
-	var t api.TestBuild
-	if err := c.Do(ctx, http.MethodPost, path+"/tests", nil, &t); err != nil {
+func envTest(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	t, err := c.TestEnvironment(ctx, repo)
+	if err != nil {
 		return err
 	}
 	if !asJSON {
@@ -260,7 +258,7 @@ func envTest(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 	}
 	shown := 0
 	for {
-		if err := c.Do(ctx, http.MethodGet, path+"/tests/"+t.ID, nil, &t); err != nil {
+		if t, err = c.TestBuild(ctx, repo, t.ID); err != nil {
 			return err
 		}
 		if !asJSON && len(t.Log) > shown {
@@ -288,9 +286,9 @@ func envTest(ctx context.Context, io IO, c *apiclient.Client, path string, asJSO
 	return nil
 }
 
-func envApply(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
-	var v api.EnvironmentVersion
-	if err := c.Do(ctx, http.MethodPost, path+"/apply", nil, &v); err != nil {
+func envApply(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	v, err := c.ApplyEnvironment(ctx, repo)
+	if err != nil {
 		return err
 	}
 	if asJSON {
@@ -300,9 +298,9 @@ func envApply(ctx context.Context, io IO, c *apiclient.Client, path string, asJS
 	return nil
 }
 
-func envLog(ctx context.Context, io IO, c *apiclient.Client, path string, asJSON bool) error {
-	var log []api.EnvironmentVersion
-	if err := c.Do(ctx, http.MethodGet, path+"/log", nil, &log); err != nil {
+func envLog(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	log, err := c.EnvironmentLog(ctx, repo)
+	if err != nil {
 		return err
 	}
 	if asJSON {

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 
 	"kndl.dev/kndl/internal/api"
@@ -58,7 +56,11 @@ func mcpServerAdd(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := call(ctx, http.MethodPost, "/api/mcp/servers", m, &m); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if m, err = c.AddMCPServer(ctx, m); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Added MCP server %s. It does nothing until it has an Installation: kndl mcp install.\n", m.ID)
@@ -76,9 +78,8 @@ func mcpServerEdit(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	path := "/api/mcp/servers/" + url.PathEscape(m.ID)
-	var out api.MCPServerEdit
-	if err := c.Do(ctx, http.MethodPut, path+"?dry_run=1", m, &out); err != nil {
+	out, err := c.EditMCPServer(ctx, m, true)
+	if err != nil {
 		return err
 	}
 	for _, cl := range out.Clears {
@@ -87,7 +88,7 @@ func mcpServerEdit(ctx context.Context, io IO, args []string) error {
 	if len(out.Clears) > 0 && !yes {
 		return fmt.Errorf("not saved: run it again with --yes to clear those values")
 	}
-	if err := c.Do(ctx, http.MethodPut, path, m, &out); err != nil {
+	if _, err := c.EditMCPServer(ctx, m, false); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Saved MCP server %s. Sessions take it at their next start or wake.\n", m.ID)
@@ -100,8 +101,12 @@ func mcpServerList(ctx context.Context, io IO, args []string) error {
 	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
-	var out []api.MCPServer
-	if err := call(ctx, http.MethodGet, "/api/mcp/servers", nil, &out); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	out, err := c.MCPServers(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -154,8 +159,8 @@ func mcpInstall(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out api.Installation
-	if err := c.Do(ctx, http.MethodPost, "/api/mcp/installations", api.InstallationRequest{ID: pos[0], Server: *server, Name: *name, Global: *global, Repos: ids}, &out); err != nil {
+	out, err := c.Install(ctx, api.InstallationRequest{ID: pos[0], Server: *server, Name: *name, Global: *global, Repos: ids})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Installed %s as %s.\n", *server, out.ID)
@@ -182,7 +187,7 @@ func mcpInstallRepos(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Do(ctx, http.MethodPut, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/repos", map[string][]string{"repos": ids}, &api.Installation{}); err != nil {
+	if _, err := c.SetInstallationRepos(ctx, pos[0], ids); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Installation %s is on in %d Repos.\n", pos[0], len(ids))
@@ -202,8 +207,11 @@ func mcpSecretSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	path := "/api/mcp/installations/" + url.PathEscape(pos[0]) + "/secrets/" + url.PathEscape(pos[1])
-	if err := call(ctx, http.MethodPut, path, map[string]string{"value": strings.TrimSuffix(string(value), "\n")}, &api.Installation{}); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if _, err := c.SetInstallationSecret(ctx, pos[0], pos[1], strings.TrimSuffix(string(value), "\n")); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Set %s of %s. Sessions get it from their next start or wake.\n", pos[1], pos[0])
@@ -212,9 +220,9 @@ func mcpSecretSet(ctx context.Context, io IO, args []string) error {
 
 // mcpTurn turns an Installation off for a Repo, or back on.
 func mcpTurn(off bool) func(ctx context.Context, io IO, args []string) error {
-	name, method, done := "mcp on", http.MethodDelete, "on"
+	name, done := "mcp on", "on"
 	if off {
-		name, method, done = "mcp off", http.MethodPut, "off"
+		name, done = "mcp off", "off"
 	}
 	return func(ctx context.Context, io IO, args []string) error {
 		fs := Flags(io, name)
@@ -230,8 +238,8 @@ func mcpTurn(off bool) func(ctx context.Context, io IO, args []string) error {
 		if err != nil {
 			return err
 		}
-		var out api.Installation
-		if err := c.Do(ctx, method, "/api/repos/"+url.PathEscape(ids[0])+"/mcp/"+url.PathEscape(pos[0])+"/off", nil, &out); err != nil {
+		out, err := c.TurnInstallation(ctx, ids[0], pos[0], off)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(io.Stdout, "Turned %s %s for %s. Sessions take it at their next start or wake.\n", pos[0], done, *repo)
@@ -257,12 +265,12 @@ func mcpList(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	path := "/api/mcp/installations"
+	var repoID string // "": say of no Repo whether each is on there
 	if len(ids) > 0 {
-		path += "?repo=" + url.QueryEscape(ids[0])
+		repoID = ids[0]
 	}
-	var out []api.Installation
-	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+	out, err := c.Installations(ctx, repoID)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -313,8 +321,8 @@ func mcpLog(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out []api.InstallationChange
-	if err := c.Do(ctx, http.MethodGet, "/api/repos/"+url.PathEscape(ids[0])+"/mcp/log", nil, &out); err != nil {
+	out, err := c.InstallationLog(ctx, ids[0])
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -338,10 +346,12 @@ func mcpConnect(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return ErrUsage
 	}
-	var out struct {
-		URL string `json:"url"`
+	c, err := apiclient.New()
+	if err != nil {
+		return err
 	}
-	if err := call(ctx, http.MethodPost, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/connect", nil, &out); err != nil {
+	out, err := c.ConnectInstallation(ctx, pos[0])
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Open this in the browser where you are signed in to the Hub, within ten minutes, and sign in to the account %s acts as:\n%s\n", pos[0], out.URL)
@@ -356,7 +366,11 @@ func mcpDisconnect(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return ErrUsage
 	}
-	if err := call(ctx, http.MethodDelete, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/connect", nil, &map[string]string{}); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.DisconnectInstallation(ctx, pos[0]); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Disconnected %s: its running Sessions' next calls to it are refused.\n", pos[0])
@@ -379,11 +393,12 @@ func mcpClientSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]string{"client_id": *clientID, "client_secret": strings.TrimSuffix(string(secret), "\n")}
-	var out struct {
-		Issuer string `json:"issuer"`
+	c, err := apiclient.New()
+	if err != nil {
+		return err
 	}
-	if err := call(ctx, http.MethodPut, "/api/mcp/installations/"+url.PathEscape(pos[0])+"/client", body, &out); err != nil {
+	out, err := c.SetInstallationClient(ctx, pos[0], api.OAuthClient{ClientID: *clientID, ClientSecret: strings.TrimSuffix(string(secret), "\n")})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Entered client %s for %s, bound to authorization server %s. Connect it now: kndl mcp connect %s\n", *clientID, pos[0], out.Issuer, pos[0])

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -56,9 +54,12 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 {
 		return ErrUsage
 	}
-	var inv api.InviteCreated
-	body := map[string]any{"github_login": pos[0], "expires_in_hours": *hours}
-	if err := call(ctx, http.MethodPost, "/api/invites", body, &inv); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	inv, err := c.Invite(ctx, api.InviteRequest{GitHubLogin: pos[0], ExpiresInHours: *hours})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Invited %s until %s. Send them this link; it works once, for their GitHub login, and is shown only this once:\n\n  %s\n",
@@ -72,8 +73,12 @@ func inviteList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var invs []api.Invite
-	if err := call(ctx, http.MethodGet, "/api/invites", nil, &invs); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	invs, err := c.Invites(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -99,7 +104,11 @@ func inviteRevoke(ctx context.Context, io IO, args []string) error {
 	if len(args) != 1 {
 		return ErrUsage
 	}
-	return call(ctx, http.MethodDelete, "/api/invites/"+url.PathEscape(args[0]), nil, nil)
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	return c.RevokeInvite(ctx, args[0])
 }
 
 func memberList(ctx context.Context, io IO, args []string) error {
@@ -108,8 +117,12 @@ func memberList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var ms []api.User
-	if err := call(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	ms, err := c.Members(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -137,13 +150,13 @@ func memberRemove(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ms []api.User
-	if err := c.Do(ctx, http.MethodGet, "/api/members", nil, &ms); err != nil {
+	ms, err := c.Members(ctx)
+	if err != nil {
 		return err
 	}
 	for _, m := range ms {
 		if strings.EqualFold(m.GitHubLogin, strings.TrimPrefix(args[0], "@")) {
-			if err := c.Do(ctx, http.MethodDelete, "/api/members/"+url.PathEscape(m.ID), nil, nil); err != nil {
+			if err := c.RemoveMember(ctx, m.ID); err != nil {
 				return err
 			}
 			fmt.Fprintf(io.Stderr, "Removed %s: signed out everywhere.\n", m.GitHubLogin)

@@ -1,28 +1,16 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
-
-	"kndl.dev/kndl/internal/apiclient"
 )
 
 func printJSON(io IO, v any) error {
 	enc := json.NewEncoder(io.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// call makes one call to the Hub's API with this machine's CLI config.
-func call(ctx context.Context, method, path string, in, out any) error {
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	return c.Do(ctx, method, path, in, out)
 }
 
 // table prints a header and rows of tab-separated cells, aligned.

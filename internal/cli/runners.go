@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
 	"kndl.dev/kndl/internal/api"
@@ -17,8 +15,12 @@ func runnerList(ctx context.Context, io IO, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var rs []api.RunnerStatus
-	if err := call(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	rs, err := c.Runners(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -63,7 +65,7 @@ func runnerRevoke(ctx context.Context, io IO, args []string) error {
 		return ErrUsage
 	}
 	return withRunner(ctx, args[0], func(c *apiclient.Client, r api.RunnerStatus) error {
-		if err := c.Do(ctx, http.MethodDelete, "/api/runners/"+url.PathEscape(r.ID), nil, nil); err != nil {
+		if err := c.RevokeRunner(ctx, r.ID); err != nil {
 			return err
 		}
 		fmt.Fprintf(io.Stdout, "Revoked Runner %s; it is disconnected.\n", r.Name)
@@ -78,7 +80,7 @@ func runnerShare(shared bool) func(ctx context.Context, io IO, args []string) er
 			return ErrUsage
 		}
 		return withRunner(ctx, args[0], func(c *apiclient.Client, r api.RunnerStatus) error {
-			if err := c.Do(ctx, http.MethodPut, "/api/runners/"+url.PathEscape(r.ID)+"/shared", map[string]bool{"shared": shared}, nil); err != nil {
+			if err := c.ShareRunner(ctx, r.ID, shared); err != nil {
 				return err
 			}
 			if shared {
@@ -97,8 +99,8 @@ func withRunner(ctx context.Context, name string, fn func(*apiclient.Client, api
 	if err != nil {
 		return err
 	}
-	var rs []api.RunnerStatus
-	if err := c.Do(ctx, http.MethodGet, "/api/runners", nil, &rs); err != nil {
+	rs, err := c.Runners(ctx)
+	if err != nil {
 		return err
 	}
 	for _, r := range rs {

@@ -6,15 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
 	"golang.org/x/term"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
@@ -41,9 +38,12 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	if st, err := os.Stat(*repo); err == nil && st.IsDir() {
 		*repo, _ = filepath.Abs(*repo)
 	}
-	var s api.SessionView
-	if err := call(ctx, http.MethodPost, "/api/sessions", api.NewSession{Repo: *repo, Model: *model, Effort: *effort,
-		Prompt: prompt, IsCommand: *command, Runner: *runner}, &s); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	s, err := c.NewSession(ctx, api.NewSession{Repo: *repo, Model: *model, Effort: *effort, Prompt: prompt, IsCommand: *command, Runner: *runner})
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -85,8 +85,12 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
-	var ss []api.Session
-	if err := call(ctx, http.MethodGet, "/api/sessions", nil, &ss); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	ss, err := c.Sessions(ctx)
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -133,13 +137,12 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	id := url.PathEscape(pos[0])
-	var s api.SessionView
-	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); err != nil {
+	s, err := c.Session(ctx, pos[0])
+	if err != nil {
 		return err
 	}
-	var evs []api.Event
-	if err := c.Do(ctx, http.MethodGet, "/api/sessions/"+id+"/events", nil, &evs); err != nil {
+	evs, err := c.Events(ctx, pos[0])
+	if err != nil {
 		return err
 	}
 	agents := subagentsOf(evs)
@@ -241,8 +244,12 @@ func sessionPrompt(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	var p api.Prompt
-	if err := call(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/prompts", api.PromptRequest{Text: text, IsCommand: *command, Attachments: ids}, &p); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	p, err := c.QueuePrompt(ctx, pos[0], api.PromptRequest{Text: text, IsCommand: *command, Attachments: ids})
+	if err != nil {
 		return err
 	}
 	if *asJSON {
@@ -256,7 +263,11 @@ func sessionCancelPrompt(ctx context.Context, io IO, args []string) error {
 	if len(args) != 2 {
 		return ErrUsage
 	}
-	return done(io, call(ctx, http.MethodDelete, "/api/sessions/"+url.PathEscape(args[0])+"/prompts/"+url.PathEscape(args[1]), nil, nil), "Cancelled.")
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	return done(io, c.CancelPrompt(ctx, args[0], args[1]), "Cancelled.")
 }
 
 // sessionQueue lists a Session's queue, or changes one prompt in it:
@@ -273,10 +284,14 @@ func sessionQueue(ctx context.Context, io IO, args []string) error {
 	if len(pos) < 1 {
 		return ErrUsage
 	}
-	base := "/api/sessions/" + url.PathEscape(pos[0])
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
 	if len(pos) == 1 {
-		var s api.SessionView
-		if err := call(ctx, http.MethodGet, base, nil, &s); err != nil {
+		s, err := c.Session(ctx, id)
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -295,14 +310,14 @@ func sessionQueue(ctx context.Context, io IO, args []string) error {
 	if len(pos) < 3 {
 		return ErrUsage
 	}
-	prompt := base + "/prompts/" + url.PathEscape(pos[2])
+	prompt := pos[2]
 	switch pos[1] {
 	case "edit":
 		text, err := promptArg(io, pos[3:])
 		if err != nil {
 			return err
 		}
-		err = call(ctx, http.MethodPatch, prompt, api.PromptRequest{Text: text}, nil)
+		err = c.EditPrompt(ctx, id, prompt, api.PromptRequest{Text: text})
 		return done(io, err, "Edited.")
 	case "mv":
 		if len(pos) != 4 {
@@ -312,13 +327,13 @@ func sessionQueue(ctx context.Context, io IO, args []string) error {
 		if err != nil || n < 1 {
 			return fmt.Errorf("mv %s %q: give its new place in the queue, from 1", pos[2], pos[3])
 		}
-		err = call(ctx, http.MethodPost, prompt+"/move", api.PromptMove{Position: n}, nil)
+		err = c.MovePrompt(ctx, id, prompt, api.PromptMove{Position: n})
 		return done(io, err, fmt.Sprintf("Moved to place %d.", n))
 	case "cancel":
 		if len(pos) != 3 {
 			return ErrUsage
 		}
-		return done(io, call(ctx, http.MethodDelete, prompt, nil, nil), "Cancelled.")
+		return done(io, c.CancelPrompt(ctx, id, prompt), "Cancelled.")
 	}
 	return ErrUsage
 }
@@ -331,10 +346,11 @@ func done(io IO, err error, said string) error {
 	return err
 }
 
-// sessionAction is a command that POSTs to one of a Session's actions.
-func sessionAction(action, done string) func(context.Context, IO, []string) error {
+// sessionAction is a command that asks the Hub for one of a Session's
+// actions, the command's name.
+func sessionAction(action apiclient.SessionAction, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
-		fs := Flags(io, action)
+		fs := Flags(io, string(action))
 		asJSON := fs.Bool("json", false, "print the Session as it is after, as JSON")
 		pos, err := Parse(fs, args)
 		if err != nil {
@@ -343,7 +359,7 @@ func sessionAction(action, done string) func(context.Context, IO, []string) erro
 		if len(pos) != 1 {
 			return ErrUsage
 		}
-		return changeSession(ctx, io, pos[0], *asJSON, http.MethodPost, action, nil, done)
+		return changeSession(ctx, io, pos[0], *asJSON, func(c *apiclient.Client) error { return c.Act(ctx, pos[0], action) }, done)
 	}
 }
 
@@ -363,27 +379,25 @@ func sessionKeepAwake(ctx context.Context, io IO, args []string) error {
 	if on {
 		done = "Keep awake is on: the Session stays awake while idle, and wakes when its Runner is back."
 	}
-	return changeSession(ctx, io, pos[0], *asJSON, http.MethodPut, "keep-awake", map[string]bool{"on": on}, done)
+	return changeSession(ctx, io, pos[0], *asJSON, func(c *apiclient.Client) error { return c.KeepAwake(ctx, pos[0], on) }, done)
 }
 
-// changeSession sends one change of a Session (method, its path under the
-// Session, the body), then says done, or with asJSON prints the Session as
-// it is after.
-func changeSession(ctx context.Context, io IO, id string, asJSON bool, method, action string, body any, done string) error {
+// changeSession sends one change of the Session id, then says done, or
+// with asJSON prints the Session as it is after.
+func changeSession(ctx context.Context, io IO, id string, asJSON bool, change func(*apiclient.Client) error, done string) error {
 	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
-	path := "/api/sessions/" + url.PathEscape(id)
-	if err := c.Do(ctx, method, path+"/"+action, body, nil); err != nil {
+	if err := change(c); err != nil {
 		return err
 	}
 	if !asJSON {
 		fmt.Fprintln(io.Stdout, done)
 		return nil
 	}
-	var s api.SessionView
-	if err := c.Do(ctx, http.MethodGet, path, nil, &s); err != nil {
+	s, err := c.Session(ctx, id)
+	if err != nil {
 		return err
 	}
 	return printJSON(io, s)
@@ -407,7 +421,7 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	id := url.PathEscape(pos[0])
+	id := pos[0]
 	last := *after
 	for wait := 250 * time.Millisecond; ; wait = min(wait*2, 10*time.Second) {
 		done, err := watchOnce(ctx, c, id, &last, func(e protocol.Event) (bool, error) {
@@ -436,33 +450,20 @@ func sessionWatch(ctx context.Context, io IO, args []string) error {
 }
 
 func queueEmpty(ctx context.Context, c *apiclient.Client, id string) bool {
-	var s api.SessionView
-	return c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s) == nil && len(s.Queue) == 0
+	s, err := c.Session(ctx, id)
+	return err == nil && len(s.Queue) == 0
 }
 
 // watchOnce follows one WebSocket until it ends or each returns true.
 func watchOnce(ctx context.Context, c *apiclient.Client, id string, last *int64, each func(protocol.Event) (bool, error)) (bool, error) {
-	u := strings.Replace(c.BaseURL, "http", "ws", 1) + fmt.Sprintf("/api/sessions/%s/watch?after=%d", id, *last)
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
+	w, err := c.Watch(ctx, id, *last)
 	if err != nil {
-		if resp != nil && resp.StatusCode >= 400 {
-			// Ask the API once more for the sentence that says why.
-			var s api.SessionView
-			if aerr := c.Do(ctx, http.MethodGet, "/api/sessions/"+id, nil, &s); aerr != nil {
-				return false, aerr
-			}
-		}
 		return false, err
 	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(protocol.MaxFrameBytes)
+	defer w.Close()
 	for {
-		_, b, err := ws.Read(ctx)
+		m, err := w.Next(ctx)
 		if err != nil {
-			return false, err
-		}
-		var m api.LiveMessage
-		if err := json.Unmarshal(b, &m); err != nil {
 			return false, err
 		}
 		if m.Type != "event" || m.Event == nil {
@@ -582,8 +583,7 @@ func sessionAnswer(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	body := api.Answer{QuestionID: *question, Answers: choices}
-	if err := c.Do(ctx, http.MethodPost, "/api/sessions/"+url.PathEscape(pos[0])+"/answer", body, nil); err != nil {
+	if err := c.Answer(ctx, pos[0], api.Answer{QuestionID: *question, Answers: choices}); err != nil {
 		return err
 	}
 	fmt.Fprintln(io.Stdout, "Answered: Claude carries on.")
@@ -627,7 +627,11 @@ func tokenSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := call(ctx, http.MethodPut, "/api/account/claude-token", map[string]string{"token": strings.TrimSpace(string(tok))}, nil); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.SetClaudeToken(ctx, strings.TrimSpace(string(tok))); err != nil {
 		return err
 	}
 	fmt.Fprintln(io.Stdout, "Stored. Your Sessions run on it from their next start or wake.")
@@ -649,8 +653,12 @@ func sessionUpdate(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 1 || (req.Title == nil && req.Model == nil && req.Effort == nil) {
 		return ErrUsage
 	}
-	var s api.SessionView
-	if err := call(ctx, http.MethodPatch, "/api/sessions/"+url.PathEscape(pos[0]), req, &s); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	s, err := c.UpdateSession(ctx, pos[0], req)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Session %s: %q, model %s, effort %s.\n", s.ID, s.Title, or(s.Model, "default"), or(s.Effort, "default"))

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -112,8 +111,11 @@ func sessionStopSubagent(ctx context.Context, io IO, args []string) error {
 	if len(pos) != 2 {
 		return ErrUsage
 	}
-	path := "/api/sessions/" + url.PathEscape(pos[0]) + "/subagents/" + url.PathEscape(pos[1]) + "/stop"
-	if err := call(ctx, http.MethodPost, path, nil, nil); err != nil {
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	if err := c.StopSubagent(ctx, pos[0], pos[1]); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Asked subagent %s to stop: it stops at its next tool call (one it is running ends first). kndl show %s says when it has.\n", pos[1], pos[0])

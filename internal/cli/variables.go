@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,22 +12,19 @@ import (
 	"kndl.dev/kndl/internal/apiclient"
 )
 
-// varScope reads --repo or --shared and returns the API path of that
-// Environment's Variables.
-func varScope(ctx context.Context, c *apiclient.Client, repo string, shared bool, kind string) (string, error) {
+// varRepo reads --repo or --shared: the id of the Repo whose Variables a
+// command reads or changes, or "" for the Shared ones.
+func varRepo(ctx context.Context, c *apiclient.Client, repo string, shared bool) (string, error) {
 	switch {
 	case shared && repo != "":
 		return "", fmt.Errorf("give --repo URL or --shared, not both")
 	case shared:
-		return "/api/variables", nil
+		return "", nil
 	case repo == "":
 		return "", ErrUsage
 	}
 	r, err := repoOf(ctx, c, repo)
-	if err != nil {
-		return "", err
-	}
-	return "/api/repos/" + url.PathEscape(r.ID) + "/" + kind, nil
+	return r.ID, err
 }
 
 // repoOf returns the Hub's Repo for a URL or a local path, recording it if
@@ -38,9 +33,7 @@ func repoOf(ctx context.Context, c *apiclient.Client, repo string) (api.Repo, er
 	if st, err := os.Stat(repo); err == nil && st.IsDir() {
 		repo, _ = filepath.Abs(repo)
 	}
-	var r api.Repo
-	err := c.Do(ctx, http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	return r, err
+	return c.AddRepo(ctx, repo)
 }
 
 // readValue reads a secret value from stdin, never from the command line,
@@ -77,12 +70,12 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, err := varScope(ctx, c, *repo, *shared, "variables")
+	id, err := varRepo(ctx, c, *repo, *shared)
 	if err != nil {
 		return err
 	}
 	req := api.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
-	if err := c.Do(ctx, http.MethodPut, path+"/"+url.PathEscape(pos[0]), req, &api.Variable{}); err != nil {
+	if _, err := c.SetVariable(ctx, id, pos[0], req); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Set %s. Sessions get it from their next start or wake.\n", pos[0])
@@ -101,16 +94,16 @@ func varList(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	path, err := varScope(ctx, c, *repo, *shared, "variables")
+	id, err := varRepo(ctx, c, *repo, *shared)
 	if err != nil {
 		return err
 	}
 	var vars []api.Variable
 	if *shared {
-		err = c.Do(ctx, http.MethodGet, path, nil, &vars)
+		vars, err = c.SharedVariables(ctx)
 	} else {
 		var rv api.RepoVariables
-		if err = c.Do(ctx, http.MethodGet, path, nil, &rv); err == nil && *asJSON {
+		if rv, err = c.RepoVariables(ctx, id); err == nil && *asJSON {
 			return printJSON(io, rv)
 		}
 		vars = append(rv.Variables, rv.Links...)
@@ -136,13 +129,14 @@ func varList(ctx context.Context, io IO, args []string) error {
 	return table(io, "NAME\tVALUE\tAT BUILD\tSET", rows)
 }
 
-// varChange runs one of rm, link and unlink.
-func varChange(name, method, kind, done string) func(context.Context, IO, []string) error {
+// varChange runs one of rm, link and unlink: change, with the Repo's id
+// (or "" for a Shared variable, unless repoOnly) and the Variable's name.
+func varChange(name string, change func(c *apiclient.Client, ctx context.Context, repo, name string) error, repoOnly bool, done string) func(context.Context, IO, []string) error {
 	return func(ctx context.Context, io IO, args []string) error {
 		fs := Flags(io, name)
 		repo := fs.String("repo", "", "the Repo (its URL or path)")
 		shared := fs.Bool("shared", false, "a Shared variable")
-		if kind == "links" {
+		if repoOnly {
 			shared = new(bool)
 		}
 		pos, err := Parse(fs, args)
@@ -156,11 +150,11 @@ func varChange(name, method, kind, done string) func(context.Context, IO, []stri
 		if err != nil {
 			return err
 		}
-		path, err := varScope(ctx, c, *repo, *shared, kind)
+		id, err := varRepo(ctx, c, *repo, *shared)
 		if err != nil {
 			return err
 		}
-		if err := c.Do(ctx, method, path+"/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+		if err := change(c, ctx, id, pos[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(io.Stdout, "%s %s.\n", done, pos[0])

@@ -69,7 +69,7 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if len(dropped) > 0 {
 			variablesAPI{h.Hub}.noteDropped(ctx, s.ID, dropped)
 		}
-		return protocol.SessionCredentials{ClaudeToken: tok, Variables: vars}, nil
+		return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
 	})
 
 	rc.Conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {

@@ -252,7 +252,13 @@ type options struct {
 	maxSessions int
 	maxDiskMiB  int
 	claude      claude.Pin
+	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
+	claudeTokenInSandbox bool
 }
+
+// WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
+// Claude Code holds the Creator's token itself, as the spec has it.
+func WithClaudeTokenInSandbox() Option { return func(o *options) { o.claudeTokenInSandbox = true } }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
 func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle = d } }
@@ -331,7 +337,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	// dev's do.
 	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
-		Outbound: loopback}
+		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox}
 	var gh *testkit.GitHub
 	if o.github {
 		if o.reachable {

@@ -4,25 +4,15 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 )
 
 // rootContextAllowed are where a root context may be made freely: the
-// command's main, the daemons that own a process's life, tests, and the
-// packages only tests import.
-var rootContextAllowed = []string{
-	"cmd/kndl/",
-	"internal/daemon/",
-	"tests/",
-	"internal/testkit/",
-	"internal/testenv/",
-	"internal/sandbox/sandboxtest/",
-}
+// command's main, the daemons that own a process's life, and what only
+// tests build.
+var rootContextAllowed = append([]string{"cmd/kndl/", "internal/daemon/"}, testOnly...)
 
 // rootContextExceptions are the other places that make a root context, by
 // file and function, each with why its work must not end with a caller's
@@ -57,32 +47,17 @@ var rootContextExceptions = map[string]string{
 func TestNoRootContextOutsideMainDaemonsAndTests(t *testing.T) {
 	root := filepath.Join("..", "..")
 	found := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, rel := range goFiles(t, root) {
+		if under(rel, rootContextAllowed) {
+			continue
 		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && (d.Name() == "vendor" || strings.HasPrefix(d.Name(), ".") || slices.Contains(rootContextAllowed, rel+"/")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		for _, at := range rootContextCalls(t, path) {
+		for _, at := range rootContextCalls(t, filepath.Join(root, rel)) {
 			key := rel + " " + at
 			found[key] = true
 			if _, ok := rootContextExceptions[key]; !ok {
 				t.Errorf("%s makes a root context: use the request's, or its component's lifetime (internal/lifetime) that Close ends, or name it in rootContextExceptions with why", key)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(found) == 0 {
 		t.Fatalf("found no root context under %s: is the walk reading the code?", root)

@@ -3,6 +3,7 @@
 // each prompt's files in the transcript, as downloads. Names and sizes are
 // put in the page as text.
 import { api, el } from "./app.js";
+import * as paths from "./paths.js";
 
 // size is a file's size as people read it.
 export function size(n) {
@@ -28,7 +29,7 @@ export function fileList(session, files) {
   for (const a of files) {
     const li = el("li");
     const link = el("a", "attachment", a.name);
-    link.href = `/api/sessions/${encodeURIComponent(session)}/attachments/${encodeURIComponent(a.id)}`;
+    link.href = paths.attachment(session, a.id);
     link.setAttribute("download", "");
     li.append(link, el("span", "note", `${size(a.size)} · ${a.type}`));
     ul.append(li);
@@ -84,7 +85,7 @@ export function picker(session, zone, input, box) {
       for (const f of files) {
         if (!uploaded.has(f)) {
           status(`Uploading ${f.name}…`);
-          const a = await api("POST", `/api/sessions/${encodeURIComponent(session)}/attachments?name=${encodeURIComponent(f.name)}`, f);
+          const a = await api("POST", paths.upload(session, f.name), f);
           uploaded.set(f, a.id);
         }
         ids.push(uploaded.get(f));

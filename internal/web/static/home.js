@@ -1,11 +1,12 @@
 // The Sessions list: the new-Session form, and each Session's row kept
-// live over the list's WebSocket (GET /api/sessions/live): its state, what
+// live over the list's WebSocket (paths.sessionsLive): its state, what
 // it is doing and Keep awake change without a reload, a Session started
 // elsewhere appears, and one the person may no longer see goes.
 import { api, live, showActivity, showState, submit } from "./app.js";
+import * as paths from "./paths.js";
 
 submit(document.getElementById("new-session"), document.getElementById("new-session-error"), async (f) => {
-  const s = await api("POST", "/api/sessions", { repo: f.repo.trim(), prompt: f.prompt, model: f.model.trim(), effort: f.effort });
+  const s = await api("POST", paths.sessions, { repo: f.repo.trim(), prompt: f.prompt, model: f.model.trim(), effort: f.effort });
   location.assign("/sessions/" + encodeURIComponent(s.id));
 });
 
@@ -61,7 +62,7 @@ function drop(id) {
   if (!sec.querySelector("li[data-id]")) sec.remove();
 }
 
-live(() => "/api/sessions/live", {
+live(() => paths.sessionsLive, {
   open: () => repos.classList.remove("offline"),
   close: () => repos.classList.add("offline"),
   message: (msg) => {

@@ -1,11 +1,12 @@
 import { api, el, on, showError, submit } from "./app.js";
+import * as paths from "./paths.js";
 
 // The Repo page's Environment: its current version, the draft editor, a
 // Test build's log as it runs, and the change log. Every value is put in
 // the page as text.
 
 const card = document.getElementById("environment");
-const base = "/api/repos/" + encodeURIComponent(card.dataset.repo) + "/environment";
+const repo = card.dataset.repo;
 const errors = document.getElementById("env-error");
 const form = document.getElementById("draft");
 const testLog = document.getElementById("test-log");
@@ -42,7 +43,7 @@ function nextToMap(v) {
 }
 
 async function load() {
-  const env = await api("GET", base);
+  const env = await api("GET", paths.environment(repo));
   const cur = env.current;
   document.getElementById("env-current").textContent = cur.version
     ? `Version ${cur.version}, applied ${new Date(cur.created_at).toLocaleString()}.`
@@ -67,7 +68,7 @@ async function load() {
   }
   const tbody = document.querySelector("#env-log tbody");
   tbody.replaceChildren();
-  for (const v of await api("GET", base + "/log")) {
+  for (const v of await api("GET", paths.environmentLog(repo))) {
     const tr = el("tr");
     tr.append(el("td", "", String(v.version)), el("td", "note", new Date(v.created_at).toLocaleString()), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
     tbody.append(tr);
@@ -88,7 +89,7 @@ function settings() {
 }
 
 submit(form, errors, async () => {
-  await api("PUT", base + "/draft", settings());
+  await api("PUT", paths.environmentDraft(repo), settings());
   await load();
 });
 
@@ -96,7 +97,7 @@ submit(form, errors, async () => {
 async function follow(id) {
   testLog.hidden = false;
   for (;;) {
-    const t = await api("GET", base + "/tests/" + encodeURIComponent(id));
+    const t = await api("GET", paths.environmentTest(repo, id));
     testLog.textContent = t.log + (t.state === "running" ? "…" : `\nThe Test build ${t.state}${t.detail ? ": " + t.detail : "."}`);
     if (t.state !== "running") return;
     await new Promise((r) => setTimeout(r, 500));
@@ -107,8 +108,8 @@ on("env-test", async (button) => {
   showError(errors, null);
   button.disabled = true;
   try {
-    await api("PUT", base + "/draft", settings());
-    const t = await api("POST", base + "/tests");
+    await api("PUT", paths.environmentDraft(repo), settings());
+    const t = await api("POST", paths.environmentTests(repo));
     await follow(t.id);
     await load();
   } catch (err) {
@@ -121,7 +122,7 @@ on("env-test", async (button) => {
 on("env-apply", async () => {
   showError(errors, null);
   try {
-    await api("POST", base + "/apply");
+    await api("POST", paths.environmentApply(repo));
     await load();
   } catch (err) {
     showError(errors, err);

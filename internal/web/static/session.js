@@ -4,6 +4,7 @@
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
 import { api, el, live, on, showActivity, showError, showState } from "./app.js";
+import * as paths from "./paths.js";
 import { fileList, picker, promptText } from "./attachments.js";
 
 const root = document.getElementById("session");
@@ -91,7 +92,7 @@ function addEvent(ev, html, files) {
       const path = ev.input && typeof ev.input.file_path === "string" ? ev.input.file_path : "";
       if ((ev.tool === "Write" || ev.tool === "Edit") && path.startsWith("/workspace/")) {
         const a = el("a", "download", "Download " + path.slice("/workspace/".length));
-        a.href = `/api/sessions/${encodeURIComponent(id)}/files/${path.slice("/workspace/".length).split("/").map(encodeURIComponent).join("/")}`;
+        a.href = paths.file(id, path.slice("/workspace/".length));
         a.setAttribute("download", "");
         body.append(a);
       }
@@ -244,7 +245,7 @@ if (isCreator) {
     b.disabled = true;
     b.textContent = "Stopping…";
     try {
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/subagents/${encodeURIComponent(agent)}/stop`);
+      await api("POST", paths.stopSubagent(id, agent));
     } catch (err) {
       showError(error, err);
       b.disabled = false;
@@ -274,7 +275,7 @@ function addQuestion(ev) {
   const send = async () => {
     if (picks.some((p) => p === null)) return;
     try {
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/answer`, { question_id: ev.tool_id, answers: picks });
+      await api("POST", paths.answer(id), { question_id: ev.tool_id, answers: picks });
       status.textContent = "Sending…";
     } catch (err) {
       showError(status, err);
@@ -441,7 +442,7 @@ if (isCreator) {
     showError(error, null);
     try {
       const attachments = await files.upload((s) => (attachStatus.textContent = s));
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts`, { text: text.value, is_command: form.elements.command.checked, attachments });
+      await api("POST", paths.prompts(id), { text: text.value, is_command: form.elements.command.checked, attachments });
       text.value = "";
       form.elements.command.checked = false;
       files.clear();
@@ -462,12 +463,11 @@ if (isCreator) {
   });
   const settings = document.getElementById("settings-form");
   const settingsError = document.getElementById("settings-error");
-  const sessionPath = `/api/sessions/${encodeURIComponent(id)}`;
   settings.addEventListener("submit", async (e) => {
     e.preventDefault();
     showError(settingsError, null);
     try {
-      await api("PATCH", sessionPath, { model: settings.elements.model.value, effort: settings.elements.effort.value });
+      await api("PATCH", paths.session(id), { model: settings.elements.model.value, effort: settings.elements.effort.value });
     } catch (err) {
       showError(settingsError, err);
     }
@@ -479,7 +479,7 @@ if (isCreator) {
       showError(settingsError, null);
       b.disabled = true;
       try {
-        await api("POST", `${sessionPath}/${path}`);
+        await api("POST", paths.act(id, path));
       } catch (err) {
         showError(settingsError, err);
       } finally {
@@ -492,7 +492,7 @@ if (isCreator) {
     showError(settingsError, null);
     keep.disabled = true;
     try {
-      await api("PUT", `${sessionPath}/keep-awake`, { on: keep.checked });
+      await api("PUT", paths.keepAwake(id), { on: keep.checked });
     } catch (err) {
       keep.checked = !keep.checked;
       showError(settingsError, err);
@@ -502,7 +502,7 @@ if (isCreator) {
   });
   on("stop-turn", async () => {
     try {
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/stop-turn`);
+      await api("POST", paths.act(id, "stop-turn"));
     } catch (err) {
       showError(error, err);
     }
@@ -510,7 +510,7 @@ if (isCreator) {
   on("cancel-prompt", async (b) => {
     const pid = b.closest("li").dataset.id;
     try {
-      await api("DELETE", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(pid)}`);
+      await api("DELETE", paths.prompt(id, pid));
       b.closest("li").remove();
     } catch (err) {
       showError(error, err);
@@ -519,7 +519,7 @@ if (isCreator) {
   const move = (by) => async (b) => {
     const li = b.closest("li");
     try {
-      await api("POST", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}/move`, { position: Number(li.dataset.place) + by });
+      await api("POST", paths.movePrompt(id, li.dataset.id), { position: Number(li.dataset.place) + by });
     } catch (err) {
       showError(error, err);
     }
@@ -539,7 +539,7 @@ if (isCreator) {
     const li = b.closest("li");
     try {
       const text = li.querySelector("textarea").value;
-      await api("PATCH", `/api/sessions/${encodeURIComponent(id)}/prompts/${encodeURIComponent(li.dataset.id)}`, { text });
+      await api("PATCH", paths.prompt(id, li.dataset.id), { text });
       // Drawn again at once, buttons and all; the Session's next message
       // brings the queue as the Hub has it.
       li.querySelector("textarea").remove();
@@ -592,7 +592,7 @@ on("fit", () => terminal && terminal.fit());
 
 // --- The socket ---
 
-const send = live(() => `/api/sessions/${encodeURIComponent(id)}/live?after=${lastSeq}`, {
+const send = live(() => paths.sessionLive(id, lastSeq), {
   open: () => {
     root.classList.remove("offline");
     if (terminal) terminal.open(); // a reconnect waits for a fresh snapshot

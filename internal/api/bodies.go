@@ -1,0 +1,67 @@
+package api
+
+// The small bodies of single changes, named so a client sends them by
+// type rather than as maps of its own.
+
+// KeepAwake is the body of PUT /api/sessions/{id}/keep-awake.
+type KeepAwake struct {
+	On bool `json:"on"`
+}
+
+// ClaudeToken is the body of PUT /api/account/claude-token: the person's
+// setup token, which the Hub never sends back.
+type ClaudeToken struct {
+	Token string `json:"token"`
+}
+
+// RepoRequest is the body of POST /api/repos: a Repo by its URL or a path
+// on a Runner's host.
+type RepoRequest struct {
+	URL string `json:"url"`
+}
+
+// RunnerShare is the body of PUT /api/runners/{id}/shared.
+type RunnerShare struct {
+	Shared bool `json:"shared"`
+}
+
+// InviteRequest is the body of POST /api/invites; ExpiresInHours 0 is the
+// Hub's default.
+type InviteRequest struct {
+	GitHubLogin    string `json:"github_login"`
+	ExpiresInHours int    `json:"expires_in_hours,omitempty"`
+}
+
+// InstallationRepos is the body of PUT /api/mcp/installations/{id}/repos:
+// the ids of the Repos it is on in.
+type InstallationRepos struct {
+	Repos []string `json:"repos"`
+}
+
+// SecretValue is the body of PUT
+// /api/mcp/installations/{id}/secrets/{key}: a header secret's value,
+// write-only.
+type SecretValue struct {
+	Value string `json:"value"`
+}
+
+// OAuthClient is the body of PUT /api/mcp/installations/{id}/client: an
+// OAuth client an authorization server without Dynamic Client
+// Registration gave; the secret is write-only.
+type OAuthClient struct {
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+}
+
+// OAuthClientBound is the answer to entering an OAuth client: the client
+// and the authorization server it is bound to.
+type OAuthClientBound struct {
+	ClientID string `json:"client_id"`
+	Issuer   string `json:"issuer"`
+}
+
+// OAuthConnect is the answer to POST /api/mcp/installations/{id}/connect:
+// the URL to open in the browser signed in to the Hub.
+type OAuthConnect struct {
+	URL string `json:"url"`
+}
