@@ -145,6 +145,7 @@ func BenchmarkWriter(b *testing.B) {
 	values := benchValues()
 	s := mustSet(b, values...)
 	text := benchText(1<<20, values)
+	markedRules() // built once a process, not per stream
 	for _, shapes := range []string{"none", "marked", "all"} {
 		b.Run("shapes="+shapes, func(b *testing.B) {
 			b.ReportAllocs()

@@ -5,12 +5,14 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // A Class says how a rule knows a credential, and so how often it is wrong.
@@ -109,14 +111,107 @@ type allowRule struct {
 	// (^true|false|null$) would try at every byte of the target.
 	res       []*regexp.Regexp
 	stopwords []string
+	// branches are res's top-level alternatives apart, each run only
+	// where the target holds the strings its every match holds:
+	// generic-api-key's allowlist is 36 alternatives such as
+	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
+	// engine over every secret the rule found.
+	branches []branch
+	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
+	// them, each a substring search of every secret it finds): an
+	// automaton over those of two bytes or more with no upper-case
+	// letter, which a lower-cased secret can't hold.
+	stops *matcher
 }
 
 func (a allow) compile() allowRule {
 	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
 	for _, re := range a.regexes {
 		out.res = append(out.res, regexp.MustCompile(re))
+		out.branches = append(out.branches, branches(re)...)
+	}
+	var words []string
+	for _, w := range a.stopwords {
+		if len(w) < 2 || strings.ContainsAny(w, "\x1b\r\n") {
+			return out // read one by one
+		}
+		if strings.ToLower(w) == w {
+			words = append(words, w)
+		}
+	}
+	if len(words) > 0 {
+		out.stops = newMatcherDense(words, denseDepth, true)
 	}
 	return out
+}
+
+// A branch is one alternative of an allowlist's regexp, with the strings
+// its every match holds.
+type branch struct {
+	re    *regexp.Regexp
+	needs []literals
+}
+
+// branches splits pattern into its top-level alternatives: it matches
+// somewhere in a text where one of them does.
+func branches(pattern string) []branch {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		panic(fmt.Sprintf("redact: allowlist regexp %q: %v", pattern, err))
+	}
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	alts := []*syntax.Regexp{t}
+	if t.Op == syntax.OpAlternate {
+		alts = t.Sub
+	}
+	var out []branch
+	for _, a := range alts {
+		re := regexp.MustCompile(a.String())
+		out = append(out, branch{re, requiredLiterals(re.String())})
+	}
+	return out
+}
+
+// matches reports whether one of a's regexps matches target.
+func (a allowRule) matches(target string) bool {
+	for _, b := range a.branches {
+		if holdsAll(target, b.needs) && b.re.MatchString(target) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsAll reports whether s holds each of needs, read plainly: what a
+// rule's window is held to, and registry.holds answers as.
+func holdsAll(s string, needs []literals) bool {
+	return !slices.ContainsFunc(needs, func(l literals) bool { return !l.in(s) })
+}
+
+// stopped reports whether secret, lower-cased, holds one of a's stopwords.
+func (a allowRule) stopped(secret string) bool {
+	if a.stops == nil || indexNonASCII(secret) >= 0 {
+		// strings.ToLower makes ASCII of some runes beyond it (the
+		// Kelvin sign's k), which the automaton doesn't read.
+		low := strings.ToLower(secret)
+		return slices.ContainsFunc(a.stopwords, func(w string) bool { return strings.Contains(low, w) })
+	}
+	m := a.stops
+	var st uint32
+	for i := 0; i < len(secret); i++ {
+		t := m.step(st, m.cls[secret[i]])
+		switch {
+		case t&matchFlag != 0:
+			return true
+		case t&specialFlag != 0:
+			st = 0 // no stopword holds ESC, CR or LF
+		default:
+			st = t & idMask
+		}
+	}
+	return false
 }
 
 // secretRun is the fewest bytes a secret of pattern holds, if no secret
@@ -329,17 +424,8 @@ func (a allowRule) allows(t, secret string, m []int) bool {
 	case "line":
 		target = lineAt(t, m[0], m[1])
 	}
-	reOK := slices.ContainsFunc(a.res, func(re *regexp.Regexp) bool { return re.MatchString(target) })
-	stopOK := false
-	if len(a.stopwords) > 0 {
-		low := strings.ToLower(secret)
-		for _, w := range a.stopwords {
-			if strings.Contains(low, w) {
-				stopOK = true
-				break
-			}
-		}
-	}
+	reOK := a.matches(target)
+	stopOK := len(a.stopwords) > 0 && a.stopped(secret)
 	if a.and {
 		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
@@ -576,11 +662,12 @@ type registry struct {
 	lits   []literals
 	needAt []int
 	// starts3 has a bit for each triple of byte classes a needed word
-	// begins with (any third for a word of two bytes), or whose first is
-	// ESC, CR or LF, which the walk must see: text where no triple is set
-	// holds no word, and is passed over from the root or a state one byte
-	// deep (ids below shallow).
+	// begins with (any third for a word of two bytes): text where no
+	// triple is set holds no word, and is passed over from the root or a
+	// state one byte deep (ids below shallow). ESC, CR and LF need not
+	// stop it: no word holds one, and a hit finds its line's start itself.
 	starts3 []uint64
+	clsBits uint32 // the bits of a class in a triple's index
 	shallow uint32
 
 	scratch sync.Pool // of *scratch
@@ -715,15 +802,11 @@ func (r *registry) buildByState() {
 
 func (r *registry) buildStarts3(words []string) {
 	m, n := r.m, r.m.ncls
-	r.starts3 = make([]uint64, (n*n*n+63)/64)
+	r.clsBits = uint32(bits.Len32(n - 1))
+	r.starts3 = make([]uint64, max(1<<(3*r.clsBits)/64, 1))
 	set := func(a, b, c uint32) {
-		x := (a*n+b)*n + c
+		x := (a<<r.clsBits|b)<<r.clsBits | c
 		r.starts3[x/64] |= 1 << (x % 64)
-	}
-	for b := range n {
-		for c := range n {
-			set(uint32(m.special), b, c)
-		}
 	}
 	for _, w := range words {
 		a, b := uint32(m.cls[w[0]]), uint32(m.cls[w[1]])
@@ -743,17 +826,23 @@ func (r *registry) buildStarts3(words []string) {
 }
 
 // skip returns the first place from i on where a needed word may begin,
-// or ESC, CR or LF is, by starts3; near the end of text, where no triple
-// fits, i.
+// by starts3; near the end of text, where no triple
+// fits, i. The triple's index rolls: each byte shifts its class in, so a
+// byte is loaded once.
 func (r *registry) skip(text string, i int) int {
-	cls, n := &r.m.cls, r.m.ncls
-	for ; i+2 < len(text); i++ {
-		x := (uint32(cls[text[i]])*n+uint32(cls[text[i+1]]))*n + uint32(cls[text[i+2]])
-		if r.starts3[x/64]&(1<<(x%64)) != 0 {
-			return i
+	if i+2 >= len(text) {
+		return i
+	}
+	cls, sh, tab := &r.m.cls, r.clsBits, r.starts3
+	mask := uint32(len(tab)*64 - 1)
+	x := uint32(cls[text[i]])<<sh | uint32(cls[text[i+1]])
+	for j := i + 2; j < len(text); j++ {
+		x = (x<<sh | uint32(cls[text[j]])) & mask
+		if tab[x/64]&(1<<(x%64)) != 0 {
+			return j - 2
 		}
 	}
-	return i
+	return len(text) - 2
 }
 
 // The registries: every rule, and the Marked ones.
@@ -803,15 +892,20 @@ func Find(text string) []Finding { return allRules().find(text) }
 // before it to reach bytes after, within the line unless the rule spans
 // lines. A detector's windows don't overlap, so each reads a byte at most
 // once and the cost stays linear in len(text).
-func (r *registry) find(text string) []Finding {
-	var out []Finding
+func (r *registry) find(text string) []Finding { return r.appendFind(nil, text) }
+
+// appendFind is find appending to out, which a caller that finds in
+// every piece of a stream reuses.
+func (r *registry) appendFind(out []Finding, text string) []Finding {
 	m := r.m
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
 	done := sc.done // how far each detector has read
 	clear(done)
 	clear(sc.seen)
-	lineStart := 0
+	// The start of the line of the last hit, found at the hit from the
+	// text read back to scanned: the walk passes over line breaks.
+	lineStart, scanned := 0, 0
 	// The first line break from the last hit on (or len(text)), and where
 	// a '>' ends its line, spaces aside (else -1): found once a line.
 	nl, gt := -1, -1
@@ -839,9 +933,6 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		if t&specialFlag != 0 {
-			if c == '\n' {
-				lineStart = i + 1
-			}
 			st = 0
 			continue
 		}
@@ -850,6 +941,12 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
+		if hit > scanned {
+			if k := strings.LastIndexByte(text[scanned:hit], '\n'); k >= 0 {
+				lineStart = scanned + k + 1
+			}
+			scanned = hit
+		}
 		if nl < hit {
 			nl = len(text)
 			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
@@ -1171,9 +1268,10 @@ func (r *registry) scrub(text string) string {
 }
 
 // merged joins overlapping findings, sorted by Start, into one, named for
-// the first Marked rule among them if any, else the first.
+// the first Marked rule among them if any, else the first, in fs's own
+// array.
 func merged(fs []Finding) []Finding {
-	var out []Finding
+	out := fs[:0]
 	for _, f := range fs {
 		if n := len(out); n > 0 && f.Start <= out[n-1].End {
 			last := &out[n-1]
@@ -1188,14 +1286,35 @@ func merged(fs []Finding) []Finding {
 	return out
 }
 
-// maskWidth appends text to dst with each credential r finds replaced
+// A shaper masks credentials by shape in the pieces of one stream, with
+// the buffers it reuses from piece to piece, so a piece costs no
+// allocation once they have grown.
+type shaper struct {
+	r     *registry
+	view  []byte
+	found []Finding
+}
+
+// maskWidth appends text to dst with each credential s.r finds replaced
 // character for character: by its mark padded with '*', or by '*' alone
 // where the mark is longer, so a terminal keeps its columns. An escape
 // sequence's ESC reads as a space, so a coloured token is found too.
-func (r *registry) maskWidth(dst, text []byte) []byte {
-	view := bytes.ReplaceAll(text, []byte{0x1b}, []byte{' '})
+func (s *shaper) maskWidth(dst, text []byte) []byte {
+	s.view = append(s.view[:0], text...)
+	for k := 0; ; k++ {
+		e := bytes.IndexByte(s.view[k:], 0x1b)
+		if e < 0 {
+			break
+		}
+		k += e
+		s.view[k] = ' '
+	}
+	// The view is read as a string without a copy: it is not written
+	// until the next piece, and find keeps no part of it (a Finding is
+	// offsets).
+	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(s.view), len(s.view))))
 	cur := 0
-	for _, f := range merged(r.find(string(view))) {
+	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)
 		n, mark := utf8.RuneCount(text[f.Start:f.End]), Mark(f.Detector)
 		if len(mark) > n {
