@@ -1,8 +1,10 @@
 package redact
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"syscall"
@@ -203,6 +205,52 @@ func BenchmarkScrub(b *testing.B) {
 			loop(b, len(text), func() { Scrub(text) })
 		})
 	}
+	text := denseSecrets(512 << 10)
+	b.Run("dense/size=512KiB", func(b *testing.B) {
+		loop(b, len(text), func() { Scrub(text) })
+	})
+}
+
+// BenchmarkEvents: the Hub's path for a Session's Events, each text by
+// value and then by shape (the Marked rules, or all with
+// HUB_REDACT_SHAPES=all), over the terminal text as 16 KiB tool results.
+func BenchmarkEvents(b *testing.B) {
+	values := benchValues()
+	s := mustSet(b, values...)
+	text := string(benchText(1<<20, values))
+	for _, shapes := range []string{"marked", "all"} {
+		scrub := ScrubMarked
+		if shapes == "all" {
+			scrub = Scrub
+		}
+		b.Run("shapes="+shapes, func(b *testing.B) {
+			b.ReportAllocs()
+			loop(b, len(text), func() {
+				for i := 0; i < len(text); i += 16 << 10 {
+					scrub(s.Redact(text[i:min(i+16<<10, len(text))]))
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLogs: the operator's log, each record's message and attributes
+// through LogHandler (every rule) to a text handler, a line of the
+// terminal text and an error a record.
+func BenchmarkLogs(b *testing.B) {
+	lines := strings.Split(string(benchText(1<<20, benchValues())), "\r\n")
+	log := slog.New(LogHandler(slog.NewTextHandler(io.Discard, nil)))
+	err := errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
+	n := 0
+	for _, l := range lines {
+		n += len(l) + len(err.Error())
+	}
+	b.ReportAllocs()
+	loop(b, n, func() {
+		for _, l := range lines {
+			log.Info(l, "err", err)
+		}
+	})
 }
 
 // nearMisses is size bytes of what every rule reads and rejects, in lines

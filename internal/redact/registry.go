@@ -146,10 +146,35 @@ func (a allow) compile() allowRule {
 }
 
 // A branch is one alternative of an allowlist's regexp, with the strings
-// its every match holds.
+// its every match holds, and the byte pairs of each of those strings
+// (pairKey), which a target must hold before the strings are looked for.
 type branch struct {
 	re    *regexp.Regexp
 	needs []literals
+	pairs [][][]uint16 // by need, by string
+}
+
+// pairs is a set of pairKeys: the byte pairs a text holds, in any case.
+type pairs [1 << 12 / 64]uint64
+
+func pairKey(a, b byte) uint16 { return (uint16(a|0x20)<<5 ^ uint16(b|0x20)) & (1<<12 - 1) }
+
+// read makes p the pairs of s.
+func (p *pairs) read(s string) {
+	clear(p[:])
+	for i := 1; i < len(s); i++ {
+		k := pairKey(s[i-1], s[i])
+		p[k/64] |= 1 << (k % 64)
+	}
+}
+
+// mayHold reports whether a text with pairs p may hold one of the strings
+// whose pairs are strs: one of them has every pair in p, or is too short
+// to have any.
+func (p *pairs) mayHold(strs [][]uint16) bool {
+	return slices.ContainsFunc(strs, func(ks []uint16) bool {
+		return !slices.ContainsFunc(ks, func(k uint16) bool { return p[k/64]&(1<<(k%64)) == 0 })
+	})
 }
 
 // branches splits pattern into its top-level alternatives: it matches
@@ -168,21 +193,47 @@ func branches(pattern string) []branch {
 	}
 	var out []branch
 	for _, a := range alts {
-		re := regexp.MustCompile(a.String())
-		out = append(out, branch{re, requiredLiterals(re.String())})
+		b := branch{re: regexp.MustCompile(a.String())}
+		b.needs = requiredLiterals(b.re.String())
+		for _, l := range b.needs {
+			var strs [][]uint16
+			for _, alt := range l.alts {
+				ks := []uint16{}
+				for i := 1; i < len(alt); i++ {
+					ks = append(ks, pairKey(alt[i-1], alt[i]))
+				}
+				strs = append(strs, ks)
+			}
+			b.pairs = append(b.pairs, strs)
+		}
+		out = append(out, b)
 	}
 	return out
 }
 
 // matches reports whether one of a's regexps matches target.
 func (a allowRule) matches(target string) bool {
+	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
+	// sign), which the pairs don't read: then only the strings are looked
+	// for.
+	var p *pairs
+	if len(a.branches) > 1 && indexNonASCII(target) < 0 {
+		p = pairsPool.Get().(*pairs)
+		defer pairsPool.Put(p)
+		p.read(target)
+	}
 	for _, b := range a.branches {
+		if p != nil && slices.ContainsFunc(b.pairs, func(strs [][]uint16) bool { return !p.mayHold(strs) }) {
+			continue
+		}
 		if holdsAll(target, b.needs) && b.re.MatchString(target) {
 			return true
 		}
 	}
 	return false
 }
+
+var pairsPool = sync.Pool{New: func() any { return new(pairs) }}
 
 // holdsAll reports whether s holds each of needs, read plainly: what a
 // rule's window is held to, and registry.holds answers as.
