@@ -952,8 +952,13 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
 	done := sc.done // how far each detector has read
-	clear(done)
-	clear(sc.seen)
+	if sc.dirty {
+		// Kept clean for a text with no hit, such as most log messages,
+		// which are shorter than what clearing costs.
+		clear(done)
+		clear(sc.seen)
+		sc.dirty = false
+	}
 	// The start of the line of the last hit, found at the hit from the
 	// text read back to scanned: the walk passes over line breaks.
 	lineStart, scanned := 0, 0
@@ -1008,6 +1013,7 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 				gt = -1
 			}
 		}
+		sc.dirty = true
 		for _, cand := range r.byState[st/m.ncls] {
 			di := cand.d
 			d := r.ds[di]
@@ -1053,9 +1059,10 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 // scratch is what a find keeps per detector and per needed literal,
 // pooled: Scrub is called on every log record.
 type scratch struct {
-	done []int
-	seen []seen
-	runs lineRuns
+	done  []int
+	seen  []seen
+	runs  lineRuns
+	dirty bool // done or seen holds what a find wrote
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
