@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -175,4 +176,35 @@ func TestAllowlistsAnswerAsTheirPlainReads(t *testing.T) {
 		t.Fatal("no allowlist freed anything: the test reads nothing")
 	}
 	t.Logf("%d lines, %d secrets freed", len(lines), freed)
+}
+
+// TestEntropyIsAsItWas holds entropy, which adds a term only for the bytes
+// a secret holds, to the sum over all 256 it was, to the last bit: a rule
+// keeps a secret whose entropy exceeds its bound, so a rounding could
+// change what it masks.
+func TestEntropyIsAsItWas(t *testing.T) {
+	plain := func(s string) float64 {
+		var n [256]int
+		for i := 0; i < len(s); i++ {
+			n[s[i]]++
+		}
+		h := 0.0
+		for _, c := range n {
+			if c > 0 {
+				p := float64(c) / float64(len(s))
+				h -= p * math.Log2(p)
+			}
+		}
+		return h
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 20000 {
+		b := make([]byte, 1+r.IntN(200))
+		for i := range b {
+			b[i] = byte(r.IntN(1 + r.IntN(256)))
+		}
+		if got, want := entropy(string(b)), plain(string(b)); got != want {
+			t.Fatalf("entropy(%q): got %v, want %v", b, got, want)
+		}
+	}
 }
