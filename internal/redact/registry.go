@@ -1004,11 +1004,14 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
-		if hit > scanned {
-			if k := strings.LastIndexByte(text[scanned:hit], '\n'); k >= 0 {
-				lineStart = scanned + k + 1
+		for scanned < hit {
+			k := strings.IndexByte(text[scanned:hit], '\n')
+			if k < 0 {
+				scanned = hit
+				break
 			}
-			scanned = hit
+			lineStart = scanned + k + 1
+			scanned = lineStart
 		}
 		if nl < hit {
 			nl = len(text)
