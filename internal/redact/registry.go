@@ -472,15 +472,24 @@ func width(t *syntax.Regexp) int {
 // allows reports whether a says the secret, found as the match m of t, is
 // no credential.
 func (a allowRule) allows(t, secret string, m []int) bool {
-	target := secret
+	return a.frees(a.matches(a.targetOf(t, secret, m)), len(a.stopwords) > 0 && a.stopped(secret))
+}
+
+// targetOf is what a's regexps read for the secret found as the match m
+// of t: the secret, the match or its line.
+func (a allowRule) targetOf(t, secret string, m []int) string {
 	switch a.target {
 	case "match":
-		target = t[m[0]:m[1]]
+		return t[m[0]:m[1]]
 	case "line":
-		target = lineAt(t, m[0], m[1])
+		return lineAt(t, m[0], m[1])
 	}
-	reOK := a.matches(target)
-	stopOK := len(a.stopwords) > 0 && a.stopped(secret)
+	return secret
+}
+
+// frees reports whether a frees a secret, given whether one of its regexps
+// matched and whether the secret holds one of its stopwords.
+func (a allowRule) frees(reOK, stopOK bool) bool {
 	if a.and {
 		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}

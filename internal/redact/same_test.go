@@ -99,13 +99,7 @@ func TestEveryPathMasksTheBytesItMaskedBefore(t *testing.T) {
 // branch and its stopwords by automaton: each regexp whole, each
 // stopword a substring search.
 func allowsPlain(a allowRule, t, secret string, m []int) bool {
-	target := secret
-	switch a.target {
-	case "match":
-		target = t[m[0]:m[1]]
-	case "line":
-		target = lineAt(t, m[0], m[1])
-	}
+	target := a.targetOf(t, secret, m)
 	reOK := false
 	for _, re := range a.res {
 		reOK = reOK || re.MatchString(target)
@@ -115,10 +109,7 @@ func allowsPlain(a allowRule, t, secret string, m []int) bool {
 	for _, w := range a.stopwords {
 		stopOK = stopOK || strings.Contains(low, w)
 	}
-	if a.and {
-		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
-	}
-	return reOK || stopOK
+	return a.frees(reOK, stopOK)
 }
 
 // TestAllowlistsAnswerAsTheirPlainReads holds every rule's allowlists,
