@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -226,7 +225,7 @@ func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, 
 	if presented == "" {
 		presented = req.Header.Get("X-Api-Key")
 	}
-	if subtle.ConstantTimeCompare([]byte(presented), []byte(run.placeholder)) != 1 {
+	if !auth.Equal([]byte(presented), []byte(run.placeholder)) {
 		http.Error(w, "kndl relay: not this Session's placeholder token", http.StatusUnauthorized)
 		return
 	}
