@@ -44,6 +44,11 @@ var Presets = map[string][]string{
 	"crates": {"crates.io", "*.crates.io", "static.rust-lang.org"},
 }
 
+// Always are on every allowlist: Claude Code's own API, which it calls
+// directly with the Creator's token when the Hub runs with
+// HUB_CLAUDE_TOKEN=sandbox (the relay carries it otherwise).
+var Always = []string{"api.anthropic.com"}
+
 // DefaultPreset is on in every allowlist unless the list names
 // "-github": git fetch and push with the Sandbox token work out of the box.
 const DefaultPreset = "github"
@@ -141,13 +146,13 @@ func validName(host string) bool {
 	return !digits
 }
 
-// Hosts is the allowlist with its presets expanded and the default preset
-// in unless left out, sorted, each once; nil for an open Policy.
+// Hosts is the allowlist with its presets expanded, the default preset in
+// unless left out and Always in, sorted, each once; nil for an open Policy.
 func (p Policy) Hosts() []string {
 	if !p.Restricted() {
 		return nil
 	}
-	var out []string
+	out := slices.Clone(Always)
 	if !slices.Contains(p.Allow, "-"+DefaultPreset) {
 		out = append(out, Presets[DefaultPreset]...)
 	}

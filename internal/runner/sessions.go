@@ -118,6 +118,7 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		delete(r.sessions, s.id)
 		r.mu.Unlock()
 		r.relay.Revoke(s.id)
+		r.egress.forget(s.id)
 		if s.cancel != nil {
 			s.stopping.Store(true)
 			s.cancel()
@@ -170,17 +171,23 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
-		if created {
-			// Where the backend gave less than the Environment asked.
-			for _, n := range st.Notes {
-				logf("%s", n)
-			}
+	st, err := r.backend.Status(ctx, s.sandbox)
+	if err != nil {
+		return err
+	}
+	// Before the Start script, which its allowlist holds to.
+	if err := r.egress.set(dir, s.id, st.Addr, envEgress(req.Environment)); err != nil {
+		return err
+	}
+	if created {
+		// Where the backend gave less than the Environment asked.
+		for _, n := range st.Notes {
+			logf("%s", n)
 		}
-		s.diskLimited.Store(st.Resources.DiskMiB > 0)
-		if line := diskLine(st); line != "" {
-			logf("%s", line)
-		}
+	}
+	s.diskLimited.Store(st.Resources.DiskMiB > 0)
+	if line := diskLine(st); line != "" {
+		logf("%s", line)
 	}
 	if created {
 		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
@@ -231,10 +238,6 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		}
 		seeded <- err
 	})
-	st, err := r.backend.Status(ctx, s.sandbox)
-	if err != nil {
-		return err
-	}
 	token := r.relay.Issue(s.id, st.Addr)
 	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
 		return err
@@ -335,9 +338,10 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 				{Source: filepath.Join(r.cfg.Home, "bin"), Target: binDir, ReadOnly: true},
 				{Source: filepath.Join(dir, "mod"), Target: modDir, ReadOnly: true},
 			},
-			Tmpfs:     []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
-			Resources: res,
-			Docker:    docker(env),
+			Tmpfs:          []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Resources:      res,
+			Docker:         docker(env),
+			RestrictEgress: envEgress(env).Restricted(),
 		})
 		if err != nil {
 			return false, fmt.Errorf("create the Sandbox: %w", err)
@@ -351,6 +355,11 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 		return false, err
 	}
 	if st.State != sandbox.StateRunning {
+		// The egress policy is not the Build's: a wake takes the
+		// Environment's as it is now.
+		if err := r.backend.SetEgress(ctx, s.sandbox, envEgress(env).Restricted()); err != nil {
+			return false, err
+		}
 		r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
 		if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
 			return false, err
@@ -511,6 +520,7 @@ func (r *Runner) watchExit(s *session) {
 	}
 	r.mu.Unlock()
 	r.relay.Revoke(s.id)
+	r.egress.forget(s.id)
 	if s.stopping.Load() {
 		return
 	}

@@ -95,7 +95,7 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	// it) and cgroup of a slot nobody holds.
 	const orphan = maxSlot - 7
 	unlock, _ = b.lockHost()
-	err = setUpNetwork(orphan, b.relay, true)
+	err = setUpNetwork(orphan, b.relay, true, nil)
 	unlock()
 	if err != nil {
 		t.Fatal(err)
