@@ -81,7 +81,7 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn) {
 	}
 	port := dst.Port()
 	if !isProxied(port) {
-		refuse(dst.String(), fmt.Sprintf("only ports 80 and 443 of listed hosts are open, not %d", port))
+		refuse(dst.String(), fmt.Sprintf("an allowlist opens HTTP and HTTPS, ports 80 and 443, not %d", port))
 		return
 	}
 	c.SetReadDeadline(time.Now().Add(sniffTimeout))
@@ -93,7 +93,7 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn) {
 	}
 	dest := net.JoinHostPort(host, strconv.Itoa(int(port)))
 	if !m.Allows(host) {
-		refuse(dest, "not on the Environment's egress allowlist")
+		refuse(dest, "off the Environment's egress allowlist; kndl env edit --allow adds it")
 		return
 	}
 	up, err := p.Dial(ctx, "tcp4", dest)

@@ -139,9 +139,9 @@ func (g *egressGate) note(src netip.Addr, dest, why string, now time.Time) (sess
 	}
 	r.noted++
 	r.seen[dest] = true
-	text = fmt.Sprintf("blocked: %s (%s); the Repo's Environment can allow it: kndl env edit --egress allowlist --allow HOST", dest, why)
+	text = fmt.Sprintf("blocked: %s (%s)", dest, why)
 	if r.missed > 0 {
-		text += fmt.Sprintf(" (%d more blocked connections were not noted)", r.missed)
+		text += fmt.Sprintf("; %d more blocks since were not noted", r.missed)
 		r.missed = 0
 	}
 	return r.session, text
@@ -172,7 +172,7 @@ func (r *Runner) serveEgress(ctx context.Context) error {
 			return r.cfg.Outbound.Resolve(ctx, "tcp4", host, 443)
 		},
 		Blocked: func(src netip.Addr, name string) {
-			r.blocked(src, name, "a DNS lookup of a name not on the Environment's egress allowlist")
+			r.blocked(src, name, "a DNS lookup of a name off the Environment's egress allowlist; kndl env edit --allow adds it")
 		}}
 	pl, err := net.Listen("tcp", h.EgressProxy)
 	if err != nil {
