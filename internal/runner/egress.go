@@ -147,6 +147,21 @@ func (g *egressGate) note(src netip.Addr, dest, why string, now time.Time) (sess
 	return r.session, text
 }
 
+// judgeEgress has the proxy and the DNS server judge the Session's
+// Sandbox by the policy it booted with: the Environment's when it just
+// booted (before dockerd and the Start script, which it holds to), the one
+// kept when it was running already.
+func (r *Runner) judgeEgress(ctx context.Context, s *session, dir string, env *protocol.Environment, booted bool) error {
+	st, err := r.backend.Status(ctx, s.sandbox)
+	if err != nil {
+		return err
+	}
+	if booted {
+		return r.egress.set(dir, s.id, st.Addr, envEgress(env))
+	}
+	return r.egress.adopt(dir, s.id, st.Addr)
+}
+
 // blocked reports a refused connection or name in its Session's history.
 func (r *Runner) blocked(src netip.Addr, dest, why string) {
 	id, text := r.egress.note(src, dest, why, time.Now())

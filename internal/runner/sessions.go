@@ -175,10 +175,6 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	// Before the Start script, which its allowlist holds to.
-	if err := r.egress.set(dir, s.id, st.Addr, envEgress(req.Environment)); err != nil {
-		return err
-	}
 	if created {
 		// Where the backend gave less than the Environment asked.
 		for _, n := range st.Notes {
@@ -354,22 +350,26 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	} else if err != nil {
 		return false, err
 	}
-	if st.State != sandbox.StateRunning {
-		// The egress policy is not the Build's: a wake takes the
-		// Environment's as it is now.
-		if err := r.backend.SetEgress(ctx, s.sandbox, envEgress(env).Restricted()); err != nil {
-			return false, err
-		}
-		r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
-		if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
-			return false, err
-		}
-		if err := r.backend.Start(ctx, s.sandbox); err != nil {
-			return false, fmt.Errorf("start the Sandbox: %w", err)
-		}
-		if err := startDocker(ctx, r.backend, s.sandbox, env, logf); err != nil {
-			return false, err
-		}
+	if st.State == sandbox.StateRunning {
+		return created, r.judgeEgress(ctx, s, dir, env, false)
+	}
+	// The egress policy is not the Build's: a wake takes the
+	// Environment's as it is now.
+	if err := r.backend.SetEgress(ctx, s.sandbox, envEgress(env).Restricted()); err != nil {
+		return false, err
+	}
+	r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
+	if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
+		return false, err
+	}
+	if err := r.backend.Start(ctx, s.sandbox); err != nil {
+		return false, fmt.Errorf("start the Sandbox: %w", err)
+	}
+	if err := r.judgeEgress(ctx, s, dir, env, true); err != nil {
+		return false, err
+	}
+	if err := startDocker(ctx, r.backend, s.sandbox, env, logf); err != nil {
+		return false, err
 	}
 	return created, nil
 }

@@ -26,7 +26,8 @@ import (
 // terminated it); a name off the list does not resolve, a connection with
 // another name's SNI to the same address is reset, as is a raw TCP
 // connection to the allowed address on another port, and the Session's
-// history notes each block.
+// history notes each block. Set open again, the Session's Sandbox is open
+// from its next wake.
 func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t *testing.T) {
 	lns := testkit.ListenForSandboxesOn(t, 443, 80, 8443)
 	addr := lns[0].Addr().(*net.TCPAddr).IP.String()
@@ -122,6 +123,21 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want, func(e protocol.Event) bool {
 			return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, want)
 		})
+	}
+
+	// Opened again, the Session's Sandbox is open from its next wake:
+	// the raw service answers.
+	s.kndl("", "env", "edit", "--repo", repo, "--egress", "open")
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+		t.Fatalf("kndl env apply of egress open: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/wake", nil, nil)
+	s.waitState(v.ID, api.Active)
+	if out, _ := sh("exec 3<>/dev/tcp/" + addr + "/8443 && timeout 5 cat <&3"); !strings.Contains(out, "raw service says hi") {
+		t.Fatalf("after the wake on egress open, port 8443 gave %q, want the raw service", out)
 	}
 }
 

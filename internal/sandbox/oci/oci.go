@@ -84,8 +84,7 @@ type Options struct {
 	// EgressPort is where, on the relay's address, the Runner's egress
 	// proxy listens for a restricted Sandbox's connections (TCP), and
 	// EgressPort+1 where its DNS server answers (UDP and TCP); see
-	// Spec.RestrictEgress. Environment: RUNNER_EGRESS_PORT. Default
-	// RelayPort+1.
+	// Spec.RestrictEgress. Default RelayPort+1, as the Runner leaves it.
 	EgressPort uint16
 	// Logger gets the backend's operational log; default slog.Default().
 	Logger *slog.Logger
