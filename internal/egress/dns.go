@@ -65,44 +65,31 @@ func (d *DNS) ServeUDP(ctx context.Context, pc net.PacketConn) error {
 // ServeTCP answers queries over TCP (RFC 7766's two-byte length before
 // each message) on ln until it is closed.
 func (d *DNS) ServeTCP(ctx context.Context, ln net.Listener) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
+	return acceptEach(ln, func(c net.Conn) {
+		defer c.Close()
+		src := addrOf(c.RemoteAddr())
+		for {
+			c.SetReadDeadline(time.Now().Add(sniffTimeout))
+			var n uint16
+			if binary.Read(c, binary.BigEndian, &n) != nil {
+				return
 			}
-			return err
+			q := make([]byte, n)
+			if _, err := io.ReadFull(c, q); err != nil {
+				return
+			}
+			out := d.answer(ctx, src, q)
+			if out == nil {
+				return
+			}
+			if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(out)))); err != nil {
+				return
+			}
+			if _, err := c.Write(out); err != nil {
+				return
+			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			src := addrOf(c.RemoteAddr())
-			for {
-				c.SetReadDeadline(time.Now().Add(sniffTimeout))
-				var n uint16
-				if binary.Read(c, binary.BigEndian, &n) != nil {
-					return
-				}
-				q := make([]byte, n)
-				if _, err := io.ReadFull(c, q); err != nil {
-					return
-				}
-				out := d.answer(ctx, src, q)
-				if out == nil {
-					return
-				}
-				if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(out)))); err != nil {
-					return
-				}
-				if _, err := c.Write(out); err != nil {
-					return
-				}
-			}
-		}()
-	}
+	})
 }
 
 // answer returns the reply to query q from src, nil for none (a source

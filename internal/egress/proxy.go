@@ -43,6 +43,12 @@ type Proxy struct {
 
 // Serve accepts connections on ln until it is closed.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	return acceptEach(ln, func(c net.Conn) { p.handle(ctx, c.(*net.TCPConn)) })
+}
+
+// acceptEach handles each connection ln accepts on a goroutine of its
+// own, until ln is closed; it returns once every one is handled.
+func acceptEach(ln net.Listener, handle func(net.Conn)) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -56,7 +62,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.handle(ctx, c.(*net.TCPConn))
+			handle(c)
 		}()
 	}
 }

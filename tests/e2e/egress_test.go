@@ -146,13 +146,7 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 // at once, the current version shows the list as the CLI does, and a later
 // save of another field keeps it.
 func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing.T) {
-	s := Start(t)
-	b := NewBrowser(t)
-	s.SignInDev(b)
-	var repo api.Repo
-	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
-	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
-	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
+	s, b, repo := repoPage(t)
 	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.egress.value = "allowlist"; f.egress_allow.value = "npm, *.example.com"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("applies at once")`)
 	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)

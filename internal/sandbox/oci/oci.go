@@ -1021,26 +1021,17 @@ func makeDiskSubs(binds []sandbox.DiskBind, dir func(name string) string) error 
 
 // SetDiskBinds replaces a stopped Sandbox's DiskBinds in its record.
 func (b *OCI) SetDiskBinds(ctx context.Context, id string, binds []sandbox.DiskBind) error {
-	rec, unlock, err := b.lockSandbox(id)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	var run runRecord
-	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
-		return fmt.Errorf("set the disk binds of sandbox %s: %w", id, sandbox.ErrRunning)
-	}
-	spec := rec.Spec
-	spec.DiskBinds = slices.Clone(binds)
-	if err := validate(spec); err != nil {
-		return err
-	}
-	rec.Spec = spec
-	return writeJSON(b.dir(id).record(), rec)
+	return b.setSpec(id, "disk binds", func(spec *sandbox.Spec) { spec.DiskBinds = slices.Clone(binds) })
 }
 
 // SetEgress sets a stopped Sandbox's RestrictEgress in its record.
 func (b *OCI) SetEgress(ctx context.Context, id string, restrict bool) error {
+	return b.setSpec(id, "egress", func(spec *sandbox.Spec) { spec.RestrictEgress = restrict })
+}
+
+// setSpec changes a stopped Sandbox's Spec in its record, for its next
+// Start; what names the change in the error for a running one.
+func (b *OCI) setSpec(id, what string, change func(*sandbox.Spec)) error {
 	rec, unlock, err := b.lockSandbox(id)
 	if err != nil {
 		return err
@@ -1048,9 +1039,14 @@ func (b *OCI) SetEgress(ctx context.Context, id string, restrict bool) error {
 	defer unlock()
 	var run runRecord
 	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
-		return fmt.Errorf("set the egress of sandbox %s: %w", id, sandbox.ErrRunning)
+		return fmt.Errorf("set the %s of sandbox %s: %w", what, id, sandbox.ErrRunning)
 	}
-	rec.Spec.RestrictEgress = restrict
+	spec := rec.Spec
+	change(&spec)
+	if err := validate(spec); err != nil {
+		return err
+	}
+	rec.Spec = spec
 	return writeJSON(b.dir(id).record(), rec)
 }
 
