@@ -26,7 +26,8 @@ import (
 // terminated it); a name off the list does not resolve, a connection with
 // another name's SNI to the same address is reset, as is a raw TCP
 // connection to the allowed address on another port, and the Session's
-// history notes each block. Set open again, the Session's Sandbox is open
+// history notes each block. A restarted Runner judges it as before. Set
+// open again, the Session's Sandbox is open
 // from its next wake.
 func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t *testing.T) {
 	lns := testkit.ListenForSandboxesOn(t, 443, 80, 8443)
@@ -123,6 +124,16 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want, func(e protocol.Event) bool {
 			return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, want)
 		})
+	}
+
+	// A restarted Runner judges the running Sandbox as before.
+	s.RestartRunner()
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects again", s.Runner.Connected)
+	if out, code := sh(`exec 3<>/dev/tcp/pkg.allowed.test/80 && printf 'GET /again HTTP/1.0\r\nHost: pkg.allowed.test\r\n\r\n' >&3 && cat <&3`); code != 0 || !strings.Contains(out, "served to pkg.allowed.test") {
+		t.Fatalf("HTTP to the allowed host after a Runner restart: exit %d\n%s", code, out)
+	}
+	if out, code := sh("getent hosts denied.test"); code == 0 {
+		t.Fatalf("denied.test resolved after a Runner restart: %s", out)
 	}
 
 	// Opened again, the Session's Sandbox is open from its next wake:
