@@ -46,6 +46,9 @@ import (
 //	  without it the Runner's relay holds the Creator's token and Claude
 //	  Code gets a placeholder. A version 3 Runner, which would give the
 //	  token to Claude Code's process whatever the Hub says, is refused.
+//	  session.start's environment.egress: the Session's Sandbox reaches
+//	  the internet (open, or absent) or only its allowlist; a version 3
+//	  Runner, refused, would leave it open.
 const (
 	Version    = 4
 	MinVersion = 4

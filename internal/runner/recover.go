@@ -26,6 +26,7 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 	delete(r.sessions, id)
 	r.mu.Unlock()
 	r.relay.Revoke(id)
+	r.egress.forget(id)
 	if s != nil {
 		s.stopping.Store(true)
 		if s.ctl != nil {
@@ -154,6 +155,10 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 		// It sleeps, and wakes with the editor.
 		cancel()
 		return fmt.Errorf("Claude Code runs without kndl's editor, which prompts come through")
+	}
+	if err := r.egress.adopt(r.sessionDir(id), id, from); err != nil {
+		cancel()
+		return err
 	}
 	r.relay.Adopt(id, token, from)
 	if oauth != "" && strings.HasSuffix(base, "/model/"+token) {
