@@ -128,6 +128,12 @@ type Config struct {
 	// request (its status and headers). HUB_GATEWAY_TIMEOUT, a Go
 	// duration, default 2m.
 	GatewayTimeout time.Duration
+	// ClaudeTokenInSandbox gives each Session's Claude Code the Creator's
+	// setup token itself, where anything in the Sandbox can read it (the
+	// spec's way). By default the Runner's relay holds it and Claude Code
+	// gets a placeholder worth nothing elsewhere. HUB_CLAUDE_TOKEN: relay
+	// (the default) or sandbox.
+	ClaudeTokenInSandbox bool
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -189,6 +195,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 		errs = append(errs, fmt.Errorf("HUB_OUTBOUND_ALLOW: %w", err))
 	} else {
 		c.Outbound.Allow = allow
+	}
+	switch v := getenv("HUB_CLAUDE_TOKEN"); v {
+	case "", "relay":
+	case "sandbox":
+		c.ClaudeTokenInSandbox = true
+	default:
+		errs = append(errs, fmt.Errorf("HUB_CLAUDE_TOKEN %q: want relay (the Runner holds the Creator's token) or sandbox (Claude Code's process does)", v))
 	}
 	switch v := getenv("HUB_REDACT_SHAPES"); v {
 	case "", "marked":

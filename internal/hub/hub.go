@@ -92,13 +92,13 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
-	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
+	h.metrics, h.healthz = opsAPI{h}.newMetrics(), opsAPI{h}.newHealth()
 	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
-		Handle: h.handleRunner, Gone: h.runnerLeft})
-	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+		Handle: runnersAPI{h}.handleRunner, Gone: runnersAPI{h}.runnerLeft})
+	h.masks = masks.NewSets(st, box, variablesAPI{h}.sensitiveValues, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
@@ -107,30 +107,30 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 			return h.canAccess(ctx, u, repoURL, false)
 		},
 		Push:        h.canPush,
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: mcpAPI{h}.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
 		return nil, err
 	}
-	h.envs = h.newEnvironments()
+	h.envs = environmentsAPI{h}.newEnvironments()
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
-		MCPServers: h.prepareGateway, Metrics: h.metrics})
+		MCPServers: mcpAPI{h}.prepareGateway, Metrics: h.metrics})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
 	}
-	if err := h.initGuard(); err != nil {
+	if err := (signinAPI{h}).initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
-	h.forward = h.newForward()
+	h.forward = viewAPI{h}.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err

@@ -252,7 +252,15 @@ type options struct {
 	maxSessions int
 	maxDiskMiB  int
 	claude      claude.Pin
+	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
+	claudeTokenInSandbox bool
+	// resolver is the Runner's, for names the test serves
+	resolver outbound.Resolver
 }
+
+// WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
+// Claude Code holds the Creator's token itself, as the spec has it.
+func WithClaudeTokenInSandbox() Option { return func(o *options) { o.claudeTokenInSandbox = true } }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
 func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle = d } }
@@ -286,6 +294,10 @@ func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n
 // WithClaude has the Runner run another Claude Code than the pinned one:
 // a candidate pin's smoke test.
 func WithClaude(pin claude.Pin) Option { return func(o *options) { o.claude = pin } }
+
+// WithRunnerResolver has the Runner resolve names with r: the names a
+// test serves where Sandboxes reach them, with no real DNS asked.
+func WithRunnerResolver(r outbound.Resolver) Option { return func(o *options) { o.resolver = r } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -331,7 +343,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	// dev's do.
 	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
-		Outbound: loopback}
+		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox}
 	var gh *testkit.GitHub
 	if o.github {
 		if o.reachable {
@@ -381,6 +393,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
 		Outbound: loopback, Claude: o.claude}
+	rcfg.Outbound.Resolver = o.resolver
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,15 @@ function describe(s) {
     `next to:            ${list(nextToList(s.next_to))}`,
     `cpus:               ${s.cpus || "the Runner's default"}`,
     `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
+    `egress:             ${egressLine(s.egress)}`,
   ].join("\n");
+}
+
+// egressLine is the egress policy as the CLI shows it (api.EgressLine).
+function egressLine(e) {
+  if (!e || e.mode !== "allowlist") return "open";
+  const allow = e.allow || [];
+  return "allowlist: " + (allow.includes("-github") ? allow : ["github", ...allow]).join(", ");
 }
 
 // commaList is the field's comma-separated list; the Hub checks each entry.
@@ -62,6 +70,8 @@ async function load() {
   form.next_to.value = nextToList(s.next_to).join(", ");
   form.cpus.value = s.cpus || "";
   form.memory_mib.value = s.memory_mib || "";
+  form.egress.value = (s.egress && s.egress.mode) || "open";
+  form.egress_allow.value = ((s.egress && s.egress.allow) || []).join(", ");
   const state = document.getElementById("draft-state");
   const d = env.draft;
   if (!d) state.textContent = "No draft: the form shows the current version.";
@@ -92,6 +102,8 @@ function settings() {
     next_to: nextToMap(form.next_to.value),
     cpus: Number(form.cpus.value) || 0,
     memory_mib: Number(form.memory_mib.value) || 0,
+    // Open has no list: the Hub refuses one.
+    egress: form.egress.value === "allowlist" ? { mode: "allowlist", allow: commaList(form.egress_allow.value) } : {},
   };
 }
 
