@@ -2,9 +2,10 @@
 // live over the list's WebSocket (paths.sessionsLive): its state, what
 // it is doing and Keep awake change without a reload, a Session started
 // elsewhere appears, and one the person may no longer see goes.
-import { api, live, showActivity, showError, showState, submit } from "./app.js";
+import { api, live, showActivity, showError, showState, showTime, submit } from "./app.js";
 import { modelPicker } from "./models.js";
 import * as paths from "./paths.js";
+import { take } from "./waiting.js";
 
 const newSession = document.getElementById("new-session");
 const newSessionError = document.getElementById("new-session-error");
@@ -15,12 +16,6 @@ submit(newSession, newSessionError, async (f) => {
 });
 
 const repos = document.getElementById("repos");
-
-// when is a time as the Hub's pages show it: 2006-01-02 15:04 UTC.
-function when(t) {
-  const d = new Date(t);
-  return isNaN(d) ? "" : d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
-}
 
 function rowOf(id) {
   return [...repos.querySelectorAll("li[data-id]")].find((li) => li.dataset.id === id);
@@ -55,7 +50,7 @@ function show(s, names) {
   showActivity(li.querySelector(".activity"), s);
   li.querySelector(".keep-awake").hidden = !s.keep_awake;
   if (names[s.creator_id]) li.querySelector(".creator").textContent = names[s.creator_id];
-  li.querySelector(".updated").textContent = when(s.updated_at);
+  showTime(li.querySelector(".updated"), s.updated_at);
 }
 
 function drop(id) {
@@ -70,6 +65,7 @@ live(() => paths.sessionsLive, {
   open: () => repos.classList.remove("offline"),
   close: () => repos.classList.add("offline"),
   message: (msg) => {
+    take(msg);
     const sessions = msg.sessions || [];
     if (msg.type === "list") {
       const listed = new Set(sessions.map((s) => s.id));
