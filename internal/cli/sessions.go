@@ -55,21 +55,9 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 
 // modelList lists the models the Hub offers the caller's Sessions.
 func modelList(ctx context.Context, io IO, args []string) error {
-	fs := Flags(io, "models")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	offer, asTable, err := listing(ctx, io, "models", args, (*apiclient.Client).Models)
+	if !asTable {
 		return err
-	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	offer, err := c.Models(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(io, offer)
 	}
 	if len(offer.Models) == 0 {
 		fmt.Fprintln(io.Stdout, "No Runner you may use is connected, so none offers a model: start one (kndl runner ls lists them).")
