@@ -59,7 +59,9 @@ type Detector struct {
 	// begins with one of its words (startsWithWord) has re anchored as
 	// its tail, set by newRegistry.
 	tail *regexp.Regexp
-	back int
+	// split is tail read as an assignment (splitAssign), if it is one.
+	split *assignTail
+	back  int
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -648,6 +650,7 @@ func (r rule) detector(global allowRule) *Detector {
 	for _, f := range tailForms {
 		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
 			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
+			d.split = splitAssign(d.tail)
 			break
 		}
 	}
@@ -1393,7 +1396,12 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
-	m := d.tail.FindStringSubmatchIndex(text[hit:to])
+	var m []int
+	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
+		m = d.split.find(s)
+	} else {
+		m = d.tail.FindStringSubmatchIndex(s)
+	}
 	if m == nil {
 		return out, done
 	}

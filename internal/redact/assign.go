@@ -1,0 +1,270 @@
+package redact
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+)
+
+// gitleaks' named rules (its GenerateSemiGenericRegex, 95 of them) share
+// what lies between the name and the secret: a few name bytes, spaces or
+// quotes, an operator, quotes or spaces again. assignSeparators is that
+// part as their tails hold it, after the name's alternatives.
+const assignSeparators = `(?i)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}`
+
+// An assignTail is a named rule's tail split where its secret begins: the
+// name's regexp, the separators read by hand (Go's backtracker paid for
+// their bounded repeats at every byte they might end on, about 6 µs a
+// run of generic-api-key's tail), and the secret with what must follow it
+// as a regexp tried only where the separators can end. It finds the match
+// the whole tail finds, the first in the order a backtracking search tries
+// them: the longest run of name bytes first, then of spaces, the
+// operators in their order, and the longest run after the operator.
+type assignTail struct {
+	name   *regexp.Regexp // ^(?:name), whose matches are prefix-free
+	secret *regexp.Regexp // ^(secret)(?:end)
+}
+
+// splitAssign returns tail as an assignTail, or nil where tail is not of
+// the shared form or its name could match in two lengths at one place.
+func splitAssign(tail *regexp.Regexp) *assignTail {
+	t, err := syntax.Parse(tail.String(), syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	subs := flatConcat(t)
+	seps := flatConcat(mustParse(assignSeparators))
+	// ^, the name, the separators, the secret, what ends it.
+	k := 1
+	for k+len(seps)+2 <= len(subs) && !equalAll(subs[k:k+len(seps)], seps) {
+		k++
+	}
+	if subs[0].Op != syntax.OpBeginText || k == 1 || k+len(seps)+2 != len(subs) || subs[k+len(seps)].Op != syntax.OpCapture {
+		return nil
+	}
+	name := &syntax.Regexp{Op: syntax.OpConcat, Sub: subs[1:k]}
+	secret, end := subs[len(subs)-2], subs[len(subs)-1]
+	words, ok := finiteStrings(name)
+	// A capture would number the groups otherwise, and an assertion about
+	// the byte before the secret can't be read from where it begins.
+	if !ok || hasOp(name, syntax.OpCapture) || hasOp(end, syntax.OpCapture) || !prefixFree(words) ||
+		hasOp(secret, syntax.OpWordBoundary) || hasOp(secret, syntax.OpNoWordBoundary) || hasOp(secret, syntax.OpBeginLine) {
+		return nil
+	}
+	return &assignTail{
+		name:   regexp.MustCompile(`^(?:` + name.String() + `)`),
+		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
+	}
+}
+
+func equalAll(a, b []*syntax.Regexp) bool {
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func mustParse(pattern string) *syntax.Regexp {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// flatConcat is t's sequence of elements, through nested concatenations.
+func flatConcat(t *syntax.Regexp) []*syntax.Regexp {
+	if t.Op != syntax.OpConcat {
+		return []*syntax.Regexp{t}
+	}
+	var out []*syntax.Regexp
+	for _, s := range t.Sub {
+		out = append(out, flatConcat(s)...)
+	}
+	return out
+}
+
+func hasOp(t *syntax.Regexp, op syntax.Op) bool {
+	if t.Op == op {
+		return true
+	}
+	for _, s := range t.Sub {
+		if hasOp(s, op) {
+			return true
+		}
+	}
+	return false
+}
+
+// finiteStrings is every string t matches, lower-cased, if they are few
+// (a name's alternatives: passw(?:or)?d, (?-i:[Aa]pi|API)).
+func finiteStrings(t *syntax.Regexp) ([]string, bool) {
+	const most = 64
+	switch t.Op {
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(t.Rune))}, true
+	case syntax.OpCharClass:
+		var out []string
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for r := t.Rune[i]; r <= t.Rune[i+1]; r++ {
+				if out = append(out, strings.ToLower(string(r))); len(out) > most {
+					return nil, false
+				}
+			}
+		}
+		return out, true
+	case syntax.OpEmptyMatch:
+		return []string{""}, true
+	case syntax.OpCapture:
+		return finiteStrings(t.Sub[0])
+	case syntax.OpQuest:
+		s, ok := finiteStrings(t.Sub[0])
+		return append(s, ""), ok
+	case syntax.OpAlternate, syntax.OpConcat:
+		out := []string{""}
+		if t.Op == syntax.OpAlternate {
+			out = nil
+		}
+		for _, sub := range t.Sub {
+			s, ok := finiteStrings(sub)
+			if !ok {
+				return nil, false
+			}
+			if t.Op == syntax.OpAlternate {
+				out = append(out, s...)
+				continue
+			}
+			var prod []string
+			for _, a := range out {
+				for _, b := range s {
+					prod = append(prod, a+b)
+				}
+			}
+			out = prod
+		}
+		return out, len(out) <= most
+	}
+	return nil, false
+}
+
+// prefixFree reports whether no string of words begins another (lower
+// case): then a name matches in at most one length at a place of ASCII
+// text.
+func prefixFree(words []string) bool {
+	for i, a := range words {
+		for j, b := range words {
+			if i != j && strings.HasPrefix(b, a) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// The byte classes of the separators.
+var (
+	nameByte  = byteClass(" \t.-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+	spaceByte = byteClass("\t\n\f\r '\"")
+	afterOp   = byteClass("`'\"\t\n\f\r =")
+)
+
+func byteClass(s string) (c [256]bool) {
+	for i := 0; i < len(s); i++ {
+		c[s[i]] = true
+	}
+	return c
+}
+
+// find returns the submatch indexes of the tail's first match in s, as
+// FindStringSubmatchIndex does, or nil. s must be ASCII: beyond it, (?i)
+// makes \w hold the Kelvin sign.
+func (a *assignTail) find(s string) []int {
+	nm := a.name.FindStringIndex(s)
+	if nm == nil {
+		return nil
+	}
+	// failed[k]: the secret was tried at start+k and is not there; the
+	// same place is reached by many ways of reading the separators.
+	start := nm[1]
+	var failed [20 + 3 + 4 + 5 + 1]bool
+	secretAt := func(p int) []int {
+		if failed[p-start] {
+			return nil
+		}
+		m := a.secret.FindStringSubmatchIndex(s[p:])
+		if m == nil {
+			failed[p-start] = true
+			return nil
+		}
+		for i := range m {
+			m[i] += p
+		}
+		m[0] = 0
+		return m
+	}
+	n1 := run(s, start, 20, &nameByte)
+	for b := start + n1; b >= start; b-- {
+		n2 := run(s, b, 3, &spaceByte)
+		for c := b + n2; c >= b; c-- {
+			ends, n := operatorEnds(s, c)
+			for _, d := range ends[:n] {
+				n3 := run(s, d, 5, &afterOp)
+				for p := d + n3; p >= d; p-- {
+					if m := secretAt(p); m != nil {
+						return m
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// run is how many of the bytes of s from i on, at most n, are in class.
+func run(s string, i, n int, class *[256]bool) int {
+	k := i
+	for k < len(s) && k < i+n && class[s[k]] {
+		k++
+	}
+	return k - i
+}
+
+// operatorEnds is where each operator that s holds at c ends, in the
+// order the tail tries them: =, >, :{1,3}= (three colons first), ||, :,
+// =>, ?=, and ','.
+func operatorEnds(s string, c int) (ends [8]int, n int) {
+	at := func(i int, b byte) bool { return i < len(s) && s[i] == b }
+	out := ends[:0]
+	if at(c, '=') {
+		out = append(out, c+1)
+	}
+	if at(c, '>') {
+		out = append(out, c+1)
+	}
+	colons := run(s, c, 3, &colonByte)
+	for k := colons; k >= 1; k-- {
+		if at(c+k, '=') {
+			out = append(out, c+k+1)
+		}
+	}
+	if at(c, '|') && at(c+1, '|') {
+		out = append(out, c+2)
+	}
+	if at(c, ':') {
+		out = append(out, c+1)
+	}
+	if at(c, '=') && at(c+1, '>') {
+		out = append(out, c+2)
+	}
+	if at(c, '?') && at(c+1, '=') {
+		out = append(out, c+2)
+	}
+	if at(c, ',') {
+		out = append(out, c+1)
+	}
+	return ends, len(out)
+}
+
+var colonByte = byteClass(":")
