@@ -13,15 +13,7 @@ import (
 // examples, and in assignments made of its name, every operator, runs of
 // spaces, quotes and name bytes, and values of many lengths and ends.
 func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
-	in := maskInputs(t)
-	var lines []string
-	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
-		text := in[name]
-		if len(text) > 64<<10 {
-			text = text[:64<<10]
-		}
-		lines = append(lines, strings.Split(text, "\n")...)
-	}
+	lines := maskLines(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	pieces := []string{" ", "\t", "'", `"`, "`", "=", ":", "::", ":::", ">", "|", "||", "?", ",", "=>", "?=", "_", ".", "-", "a", "Z", "9",
 		"\\n", "\\r", ";", "0123456789", "abcdefABCDEF0123456789abcdef", "AbC0/+xyz9876543210==", "\r", "\n"}

@@ -50,6 +50,21 @@ func maskInputs(t *testing.T) map[string]string {
 	return in
 }
 
+// maskLines are the lines of the first 64 KiB of each of maskInputs but
+// the terminal text.
+func maskLines(t *testing.T) []string {
+	in := maskInputs(t)
+	var lines []string
+	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
+		text := in[name]
+		if len(text) > 64<<10 {
+			text = text[:64<<10]
+		}
+		lines = append(lines, strings.Split(text, "\n")...)
+	}
+	return lines
+}
+
 // written is what a Writer with no values and the shapes makes of text
 // written in 4 KiB pieces.
 func written(t *testing.T, text string, all bool) string {
@@ -118,15 +133,7 @@ func allowsPlain(a allowRule, t, secret string, m []int) bool {
 // generated and ordinary texts, each of its words taken for the secret,
 // and on the words of the allowlists themselves.
 func TestAllowlistsAnswerAsTheirPlainReads(t *testing.T) {
-	in := maskInputs(t)
-	var lines []string
-	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
-		text := in[name]
-		if len(text) > 64<<10 {
-			text = text[:64<<10]
-		}
-		lines = append(lines, strings.Split(text, "\n")...)
-	}
+	lines := maskLines(t)
 	var rules []allowRule
 	for _, r := range gitleaksRules {
 		for _, a := range r.allow {
