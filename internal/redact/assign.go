@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"unicode/utf8"
 )
 
 // gitleaks' named rules (its GenerateSemiGenericRegex, 95 of them) share
@@ -23,6 +24,19 @@ const assignSeparators = `(?i)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||
 type assignTail struct {
 	name   *regexp.Regexp // ^(?:name), whose matches are prefix-free
 	secret *regexp.Regexp // ^(secret)(?:end)
+	// parts, if set, are the secret's alternatives read by hand, each a run
+	// of one class's bytes (generic-api-key's [\w.=-]{10,150}) or a
+	// regexp ^(alternative)(?:end); ends says the end is gitleaks' usual
+	// one, a quote, space or ';', \n or \r written out, or the text's end
+	// (foldEnd: \N and \R too).
+	parts   []secretPart
+	foldEnd bool
+}
+
+type secretPart struct {
+	class    *[256]bool
+	min, max int // max -1: no bound
+	re       *regexp.Regexp
 }
 
 // splitAssign returns tail as an assignTail, or nil where tail is not of
@@ -51,11 +65,100 @@ func splitAssign(tail *regexp.Regexp) *assignTail {
 		hasOp(secret, syntax.OpWordBoundary) || hasOp(secret, syntax.OpNoWordBoundary) || hasOp(secret, syntax.OpBeginLine) {
 		return nil
 	}
-	return &assignTail{
+	a := &assignTail{
 		name:   regexp.MustCompile(`^(?:` + name.String() + `)`),
 		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
 	}
+	a.splitSecret(secret.Sub[0], end)
+	return a
 }
+
+// splitSecret sets a.parts where end is gitleaks' usual one.
+func (a *assignTail) splitSecret(secret, end *syntax.Regexp) {
+	switch {
+	case end.Equal(mustParse(secretEnd)):
+	case end.Equal(mustParse(`(?i)` + secretEnd)):
+		a.foldEnd = true
+	default:
+		return
+	}
+	alts := []*syntax.Regexp{secret}
+	if secret.Op == syntax.OpAlternate {
+		alts = secret.Sub
+	}
+	for _, alt := range alts {
+		r := secretPart{min: alt.Min, max: alt.Max}
+		switch alt.Op {
+		case syntax.OpPlus:
+			r.min, r.max = 1, -1
+		case syntax.OpStar:
+			r.min, r.max = 0, -1
+		}
+		if (alt.Op == syntax.OpRepeat || alt.Op == syntax.OpPlus || alt.Op == syntax.OpStar) &&
+			alt.Flags&syntax.NonGreedy == 0 && alt.Sub[0].Op == syntax.OpCharClass {
+			r.class = asciiClass(alt.Sub[0])
+		} else {
+			r.re = regexp.MustCompile(`^(` + alt.String() + `)(?:` + end.String() + `)`)
+		}
+		a.parts = append(a.parts, r)
+	}
+}
+
+// secretEnd is what follows the secret in gitleaks' named rules.
+const secretEnd = `(?:[\x60'"\s;]|\\[nr]|$)`
+
+// asciiClass is the ASCII bytes of a character class.
+func asciiClass(t *syntax.Regexp) *[256]bool {
+	var c [256]bool
+	for i := 0; i+1 < len(t.Rune); i += 2 {
+		for r := t.Rune[i]; r <= t.Rune[i+1] && r < utf8.RuneSelf; r++ {
+			c[r] = true
+		}
+	}
+	return &c
+}
+
+// secretIn returns the submatch indexes of the secret and its end at
+// s[p:], by hand, as a.secret finds them.
+func (a *assignTail) secretIn(s string, p int) []int {
+	for _, r := range a.parts {
+		if r.re != nil {
+			if m := r.re.FindStringSubmatchIndex(s[p:]); m != nil {
+				for i := range m {
+					m[i] += p
+				}
+				return m
+			}
+			continue
+		}
+		n := len(s) - p
+		if r.max >= 0 {
+			n = min(n, r.max)
+		}
+		n = run(s, p, n, r.class)
+		for k := n; k >= r.min; k-- {
+			if e := a.endAt(s, p+k); e >= 0 {
+				return []int{p, e, p, p + k}
+			}
+		}
+	}
+	return nil
+}
+
+// endAt is where the secret's end that begins at s[i] ends, or -1.
+func (a *assignTail) endAt(s string, i int) int {
+	switch {
+	case i == len(s):
+		return i
+	case secretEndByte[s[i]]:
+		return i + 1
+	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || a.foldEnd && (s[i+1] == 'N' || s[i+1] == 'R')):
+		return i + 2
+	}
+	return -1
+}
+
+var secretEndByte = byteClass("`'\"\t\n\f\r ;")
 
 func equalAll(a, b []*syntax.Regexp) bool {
 	for i := range a {
@@ -149,13 +252,13 @@ func finiteStrings(t *syntax.Regexp) ([]string, bool) {
 	return nil, false
 }
 
-// prefixFree reports whether no string of words begins another (lower
-// case): then a name matches in at most one length at a place of ASCII
-// text.
+// prefixFree reports whether no string of words begins a longer one
+// (lower case): then a name matches in at most one length at a place of
+// ASCII text ((?-i:[Aa]pi|API) matches in one).
 func prefixFree(words []string) bool {
-	for i, a := range words {
-		for j, b := range words {
-			if i != j && strings.HasPrefix(b, a) {
+	for _, a := range words {
+		for _, b := range words {
+			if len(a) < len(b) && strings.HasPrefix(b, a) {
 				return false
 			}
 		}
@@ -193,13 +296,17 @@ func (a *assignTail) find(s string) []int {
 		if failed[p-start] {
 			return nil
 		}
-		m := a.secret.FindStringSubmatchIndex(s[p:])
+		var m []int
+		if a.parts != nil {
+			m = a.secretIn(s, p)
+		} else if m = a.secret.FindStringSubmatchIndex(s[p:]); m != nil {
+			for i := range m {
+				m[i] += p
+			}
+		}
 		if m == nil {
 			failed[p-start] = true
 			return nil
-		}
-		for i := range m {
-			m[i] += p
 		}
 		m[0] = 0
 		return m

@@ -16,7 +16,7 @@ func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
 	lines := maskLines(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	pieces := []string{" ", "\t", "'", `"`, "`", "=", ":", "::", ":::", ">", "|", "||", "?", ",", "=>", "?=", "_", ".", "-", "a", "Z", "9",
-		"\\n", "\\r", ";", "0123456789", "abcdefABCDEF0123456789abcdef", "AbC0/+xyz9876543210==", "\r", "\n"}
+		"\\n", "\\r", "\\N", "\\R", ";", "0123456789", "abcdefABCDEF0123456789abcdef", "AbC0/+xyz9876543210==", "\r", "\n"}
 	operators := []string{"=", ">", ":=", "::=", ":::=", "||", ":", "=>", "?=", ","}
 	split, checked, matched := 0, 0, 0
 	for _, d := range allRules().ds {
