@@ -22,7 +22,11 @@ const assignSeparators = `(?i)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||
 // them: the longest run of name bytes first, then of spaces, the
 // operators in their order, and the longest run after the operator.
 type assignTail struct {
-	name   *regexp.Regexp // ^(?:name), whose matches are prefix-free
+	// name is ^(?:name)$, held to the one of words, lower case, that
+	// begins the text: no word begins a longer one, so the name matches
+	// in one length at most (and no slice is made for where).
+	name   *regexp.Regexp
+	words  []string
 	secret *regexp.Regexp // ^(secret)(?:end)
 	// parts, if set, are the secret's alternatives read by hand, each a run
 	// of one class's bytes (generic-api-key's [\w.=-]{10,150}) or a
@@ -66,7 +70,8 @@ func splitAssign(tail *regexp.Regexp) *assignTail {
 		return nil
 	}
 	a := &assignTail{
-		name:   regexp.MustCompile(`^(?:` + name.String() + `)`),
+		name:   regexp.MustCompile(`^(?:` + name.String() + `)$`),
+		words:  words,
 		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
 	}
 	a.splitSecret(secret.Sub[0], end)
@@ -284,13 +289,12 @@ func byteClass(s string) (c [256]bool) {
 // FindStringSubmatchIndex does, or nil. s must be ASCII: beyond it, (?i)
 // makes \w hold the Kelvin sign.
 func (a *assignTail) find(s string) []int {
-	nm := a.name.FindStringIndex(s)
-	if nm == nil {
+	start := a.nameEnd(s)
+	if start < 0 {
 		return nil
 	}
 	// failed[k]: the secret was tried at start+k and is not there; the
 	// same place is reached by many ways of reading the separators.
-	start := nm[1]
 	var failed [20 + 3 + 4 + 5 + 1]bool
 	secretAt := func(p int) []int {
 		if failed[p-start] {
@@ -327,6 +331,19 @@ func (a *assignTail) find(s string) []int {
 		}
 	}
 	return nil
+}
+
+// nameEnd is where the name that begins s ends, or -1.
+func (a *assignTail) nameEnd(s string) int {
+	for _, w := range a.words {
+		if len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) {
+			if a.name.MatchString(s[:len(w)]) {
+				return len(w)
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // run is how many of the bytes of s from i on, at most n, are in class.
