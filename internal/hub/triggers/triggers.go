@@ -101,13 +101,6 @@ func Verify(secret, body []byte, header string) bool {
 	return auth.Equal(got, mac.Sum(nil))
 }
 
-// Sign is the X-Hub-Signature-256 header GitHub sends with body.
-func Sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
 // Take reads and checks a delivery, records its id, and acts on it after
 // the caller has answered. It returns ErrUnauthorized for a bad
 // signature, ErrTooLarge for a body over MaxBody, ErrInvalid for a
