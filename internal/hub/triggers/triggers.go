@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
@@ -69,11 +68,18 @@ type Options struct {
 type Receiver struct {
 	opts Options
 	log  *slog.Logger
-	life *lifetime.Group // the work after each answer; Close ends it
-	one  sync.Mutex      // deliveries are acted on one at a time, in order
+	// work is the deliveries taken, acted on by one worker in the order
+	// they came, so a Creator's mention right after the one that started
+	// their Session finds it.
+	work chan func(context.Context)
+	life *lifetime.Group // the worker's; Close ends it
 }
 
-// New makes a Receiver; Close stops its work.
+// queued bounds the deliveries waiting for the worker; past it an answer
+// waits, within GitHub's 10 s, for room.
+const queued = 256
+
+// New starts a Receiver; Close stops it.
 func New(opts Options) *Receiver {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -81,10 +87,24 @@ func New(opts Options) *Receiver {
 	if opts.Ignored == nil {
 		opts.Ignored = func(string) {}
 	}
-	return &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), life: lifetime.New()}
+	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), work: make(chan func(context.Context), queued),
+		life: lifetime.New()}
+	r.life.Go(func(ctx context.Context) {
+		for {
+			select {
+			case do := <-r.work:
+				do(ctx)
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return r
 }
 
-// Close stops the work of deliveries taken and waits for it.
+// Close stops the worker and waits for it; deliveries taken and not yet
+// acted on are dropped (GitHub's redelivery of one is a new delivery id
+// only when a person asks for it).
 func (r *Receiver) Close() { r.life.Close() }
 
 // Verify reports whether header (X-Hub-Signature-256: sha256=HEX) is
@@ -133,16 +153,19 @@ func (r *Receiver) Take(req *http.Request) error {
 		r.opts.Ignored(event)
 		return nil
 	}
-	if !r.life.Go(func(ctx context.Context) {
-		r.one.Lock()
-		defer r.one.Unlock()
+	do := func(ctx context.Context) {
 		if err := act(r, ctx, body); err != nil {
 			r.log.Warn("a GitHub delivery's work failed", "delivery", id, "event", event, "err", err)
 		}
-	}) {
-		return fmt.Errorf("the Hub is shutting down: %w", errdefs.ErrUnavailable)
 	}
-	return nil
+	select {
+	case r.work <- do:
+		return nil
+	case <-req.Context().Done():
+	case <-r.life.Context().Done():
+	}
+	r.log.Warn("a GitHub delivery was taken but dropped: the Hub is shutting down or behind", "delivery", id, "event", event)
+	return fmt.Errorf("the Hub could not queue the delivery: %w", errdefs.ErrUnavailable)
 }
 
 // actions are the events the Hub acts on; "ping" is GitHub's hello when
