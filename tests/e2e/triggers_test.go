@@ -114,9 +114,10 @@ func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t 
 	if n := s.countSessions(); n != 1 {
 		t.Errorf("%d Sessions, want the one", n)
 	}
-	if n := len(s.replies(issue)); n != 1 {
-		t.Errorf("%d replies from the App, want one per Session", n)
-	}
+	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && r[0].Edits == 1
+	})
 }
 
 func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {

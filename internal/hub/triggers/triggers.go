@@ -47,6 +47,7 @@ type GitHub interface {
 	AppSlug(ctx context.Context) (string, error)
 	CanPush(ctx context.Context, owner, repo, login string) (bool, error)
 	Comment(ctx context.Context, owner, repo string, n int, body string) (int64, error)
+	EditComment(ctx context.Context, owner, repo string, id int64, body string) error
 }
 
 // Options configure a Receiver.
@@ -245,11 +246,14 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	if !ok {
 		return r.refuse(ctx, th, p.Comment.User)
 	}
-	if id, err := r.creatorsSession(ctx, th, creator); err != nil || id != "" {
+	if t, err := r.creatorsSession(ctx, th, creator); err != nil || t.SessionID != "" {
 		if err != nil {
 			return err
 		}
-		return r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment))
+		if err := r.opts.Sessions.Prompt(ctx, creator, t.SessionID, laterPrompt(th, p.Comment)); err != nil {
+			return err
+		}
+		return r.opts.GitHub.EditComment(ctx, th.owner, th.name, t.ReplyID, r.reply(creator, t.SessionID, p.Comment.HTMLURL))
 	}
 	return r.start(ctx, th, creator, firstPrompt(th, p.Comment.User, p.Comment.Body, p.Comment.HTMLURL))
 }
@@ -326,20 +330,20 @@ func (r *Receiver) creator(ctx context.Context, who ghUser, th thread) (store.Us
 	return u, err == nil && push
 }
 
-// creatorsSession is the newest Session creator started from this thread,
-// "" for none.
-func (r *Receiver) creatorsSession(ctx context.Context, th thread, creator store.User) (string, error) {
+// creatorsSession is the newest Session creator started from this thread
+// and has not archived, with the Hub's reply there; none has no SessionID.
+func (r *Receiver) creatorsSession(ctx context.Context, th thread, creator store.User) (store.Thread, error) {
 	threads, err := r.opts.Store.ThreadSessions(ctx, th.repo(), th.issue.Number)
 	if err != nil {
-		return "", err
+		return store.Thread{}, err
 	}
 	for _, t := range threads {
 		s, err := r.opts.Store.SessionByID(ctx, t.SessionID)
-		if err == nil && s.CreatorID == creator.ID && s.State != store.Archived {
-			return s.ID, nil
+		if err == nil && s.CreatorID == creator.ID && s.State != store.Archived && t.ReplyID != 0 {
+			return t, nil
 		}
 	}
-	return "", nil
+	return store.Thread{}, nil
 }
 
 // start starts the Session and replies once in the thread with its link.
@@ -353,14 +357,23 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
 		return err
 	}
-	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/sessions/" + id
-	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number,
-		fmt.Sprintf("@%s started a kndl Session from this, on their Claude account: %s\n\nA later comment of theirs that mentions the App here is a prompt to it.",
-			creator.GitHubLogin, link))
+	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, r.reply(creator, id, ""))
 	if err != nil {
 		return err
 	}
 	return r.opts.Store.SetThreadReply(ctx, id, reply)
+}
+
+// reply is the Hub's one comment in a Session's thread: the Session's
+// link, and the latest comment of the Creator's it took as a prompt.
+func (r *Receiver) reply(creator store.User, sessionID, latest string) string {
+	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/sessions/" + sessionID
+	s := fmt.Sprintf("@%s started a kndl Session from this, on their Claude account: %s\n\nA later comment of theirs that mentions the App here is a prompt to it.",
+		creator.GitHubLogin, link)
+	if latest != "" {
+		s += " The latest it took: " + latest
+	}
+	return s
 }
 
 // refuseText is the one reply to anyone the Creator rule turns down, alike

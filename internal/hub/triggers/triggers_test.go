@@ -295,8 +295,9 @@ func TestAMembersMentionStartsOneSessionWithTheIssueAndALaterMentionIsItsPrompt(
 	if started, prompts := f.settle(); started != 0 || prompts != 1 {
 		t.Errorf("after the restart: %d Sessions started and %d prompts, want 0 and 1", started, prompts)
 	}
-	if n := len(f.replies()); n != 1 {
-		t.Errorf("the App replied %d times, want once per Session", n)
+	replies = f.replies()
+	if len(replies) != 1 || replies[0].Edits != 1 || !strings.Contains(replies[0].Body, "The latest it took: ") {
+		t.Errorf("the App's replies: %+v, want the one, edited once to name the later prompt", replies)
 	}
 }
 
