@@ -229,6 +229,13 @@ type NewSession struct {
 	Runner string `json:"runner,omitempty"`
 }
 
+// TriggerLabel is the body of PUT /api/repos/{repo}/trigger-label: the
+// label that, added to one of the Repo's issues, starts a Session from it;
+// "" for none.
+type TriggerLabel struct {
+	Label string `json:"label"`
+}
+
 // PromptRequest is the body that queues or edits a prompt.
 type PromptRequest struct {
 	Text      string `json:"text"`

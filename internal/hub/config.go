@@ -68,6 +68,11 @@ type Config struct {
 	GitHubAppID      int64
 	GitHubAppKey     string
 	GitHubAppKeyFile string
+	// GitHubWebhookSecret is the App's webhook secret: a delivery to
+	// POST /github/webhook is taken only with its signature under it.
+	// GITHUB_WEBHOOK_SECRET, default none: the route refuses every
+	// delivery, and nothing starts from GitHub.
+	GitHubWebhookSecret string
 	// RepoAccessTTL is how long GitHub's yes on Repo access is trusted
 	// before asking again; a no is trusted for at most 30 s. Everyone
 	// connected is checked again this often. HUB_REPO_ACCESS_TTL_MS,
@@ -158,6 +163,8 @@ func FromEnv(getenv func(string) string, home string) Config {
 		GitHubClientSecret: getenv("GITHUB_CLIENT_SECRET"),
 		GitHubAppKey:       getenv("GITHUB_APP_PRIVATE_KEY"),
 		GitHubAppKeyFile:   getenv("GITHUB_APP_PRIVATE_KEY_FILE"),
+
+		GitHubWebhookSecret: getenv("GITHUB_WEBHOOK_SECRET"),
 	}
 	var errs []error
 	num := func(name string, set func(int64)) {

@@ -22,6 +22,7 @@ import (
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/hub/triggers"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/metrics"
 	"kndl.dev/kndl/internal/protocol"
@@ -44,6 +45,7 @@ type Hub struct {
 	runners  *runners.Conns       // the connected Runners
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
+	triggers *triggers.Receiver   // the App's webhook: Sessions started from GitHub
 	masks    *masks.Sets          // each running Session's redaction set
 	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
@@ -130,6 +132,12 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
+	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
+		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
+	if h.guard.gh != nil {
+		to.GitHub = h.guard.gh
+	}
+	h.triggers = triggers.New(to)
 	h.forward = viewAPI{h}.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
@@ -139,12 +147,15 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	return h, nil
 }
 
-// Close stops the Hub's background work and waits for it: the pull
-// request tracker, the Test builds under way, the Sessions' timers, the
+// Close stops the Hub's background work and waits for it: the webhook's
+// work under way, the pull request tracker, the Test builds under way, the Sessions' timers, the
 // token revokes, and last the Hub's own goroutines (the credential checks
 // among them), whose lifetime the others' last callbacks still use. It
 // closes as much as New made when a step of New failed.
 func (h *Hub) Close() {
+	if h.triggers != nil {
+		h.triggers.Close() // may still start a Session: before sessions
+	}
 	if h.pulls != nil {
 		h.pulls.Close()
 	}

@@ -60,6 +60,7 @@ func (h *Hub) routes() []route {
 		audit   = auditAPI{h}
 		ops     = opsAPI{h}
 		pages   = pagesAPI{h}
+		gh      = triggersAPI{h}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -162,6 +163,8 @@ func (h *Hub) routes() []route {
 		{"GET /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /gateway/{installation}", mod, mcp.gatewayServe},
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
+		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
+		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
 	}
 }
 
@@ -221,6 +224,10 @@ func (h *Hub) authenticate(rt route) http.Handler {
 func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind) (Principal, error) {
 	if slices.Contains(kinds, auth.Public) {
 		return Principal{Kind: auth.Public}, nil
+	}
+	if slices.Contains(kinds, auth.Webhook) {
+		// Signed over the body: triggers.Receiver.Take checks it first.
+		return Principal{Kind: auth.Webhook}, nil
 	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {

@@ -141,7 +141,17 @@ func (h sessionsAPI) createSession(w http.ResponseWriter, r *http.Request, p Pri
 		h.writeError(w, r, err)
 		return
 	}
-	ctx := r.Context()
+	s, err := h.start(r.Context(), p, req, title(req.Prompt))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.writeSession(w, r, s, http.StatusCreated)
+}
+
+// start starts a Session as p asks, titled name (masked like any title):
+// the API's and a GitHub trigger's way alike.
+func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession, name string) (store.Session, error) {
 	err := h.checkModel(ctx, p.User, req.Model, req.Effort)
 	if err == nil {
 		err = checkPrompt(req.Prompt)
@@ -171,28 +181,19 @@ func (h sessionsAPI) createSession(w http.ResponseWriter, r *http.Request, p Pri
 	if err == nil {
 		rc, err = h.pickRunner(ctx, p.User, req.Runner, knownRepo)
 	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
+	var repo store.Repo
+	if err == nil {
+		repo, err = h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
 	}
-	repo, err := h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
-	if err != nil {
-		h.writeError(w, r, err)
-		return
+	if err == nil {
+		name, err = h.masks.MaskTitle(ctx, repo.ID, p.User.ID, name)
 	}
-	name, err := h.masks.MaskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return store.Session{}, err
 	}
-	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
+	return h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
 		Title: name, Model: req.Model, Effort: req.Effort},
 		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeSession(w, r, s, http.StatusCreated)
 }
 
 // pickRunner returns a connected Runner the Creator may use (theirs, or

@@ -85,6 +85,10 @@ func TestMain(m *testing.M) {
 // model accepts only it.
 const claudeToken = "sk-ant-oat01-e2e-test-token-0123456789abcdef"
 
+// webhookSecret is the fake GitHub App's webhook secret, the Hub's
+// GITHUB_WEBHOOK_SECRET.
+const webhookSecret = "e2e-webhook-secret"
+
 // System is a Hub and a Runner with one signed-in dev user.
 type System struct {
 	t       testing.TB
@@ -353,6 +357,8 @@ func Start(t testing.TB, opts ...Option) *System {
 		}
 		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
 		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+		hcfg.GitHubWebhookSecret = webhookSecret
+		gh.SetWebhook(url+"/github/webhook", webhookSecret)
 		// Short, so a test sees a replaced Sandbox token revoked well
 		// within the fake's short token lives.
 		hcfg.SandboxTokenGrace = time.Second
