@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
 )
 
 // call sends one JSON request and decodes the answer as a T.
@@ -22,6 +23,12 @@ func sessionPath(id string) string { return "/api/sessions/" + url.PathEscape(id
 // NewSession starts a Session with its first prompt.
 func (c *Client) NewSession(ctx context.Context, req api.NewSession) (api.SessionView, error) {
 	return call[api.SessionView](ctx, c, http.MethodPost, "/api/sessions", req)
+}
+
+// Models is the models the caller's Sessions may run: what every
+// connected Runner they may use takes.
+func (c *Client) Models(ctx context.Context) (claude.Table, error) {
+	return call[claude.Table](ctx, c, http.MethodGet, "/api/models", nil)
 }
 
 // Sessions lists the Sessions the caller sees.

@@ -91,10 +91,12 @@ func ParseTable(data []byte) (Table, error) {
 	if err := dec.Decode(&t); err != nil {
 		return Table{}, fmt.Errorf("read the models table: %w: %w", err, errdefs.ErrInvalid)
 	}
-	return t, t.check()
+	return t, t.Check()
 }
 
-func (t Table) check() error {
+// Check checks a table as ParseTable does: one a Runner reports in its
+// hello, or the probe wrote.
+func (t Table) Check() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("the models table of %q: %s: %w", t.Version, fmt.Sprintf(format, args...), errdefs.ErrInvalid)
 	}
@@ -130,10 +132,78 @@ func (t Table) check() error {
 	return nil
 }
 
+// Common is what every one of tables offers: each model whose alias
+// resolves to the same id in all of them, with the efforts all of them
+// take, and the default where it is every table's default. Its Version is
+// theirs when they agree, "" when not; with no tables it offers nothing.
+func Common(tables []Table) Table {
+	if len(tables) == 0 {
+		return Table{}
+	}
+	out := tables[0].clone()
+	out.Models = slices.DeleteFunc(out.Models, func(m Model) bool {
+		for _, t := range tables[1:] {
+			o, ok := t.Lookup(m.Alias)
+			if !ok || o.ID != m.ID {
+				return true
+			}
+		}
+		return false
+	})
+	for i := range out.Models {
+		m := &out.Models[i]
+		for _, t := range tables[1:] {
+			o, _ := t.Lookup(m.Alias)
+			m.Efforts = slices.DeleteFunc(m.Efforts, func(e string) bool { return !o.TakesEffort(e) })
+			m.Default = m.Default && o.Default
+		}
+	}
+	if slices.ContainsFunc(tables, func(t Table) bool { return t.Version != out.Version }) {
+		out.Version = ""
+	}
+	return out
+}
+
+// Takes checks that a Session of model and effort runs on what t offers:
+// model is "" (Claude Code's default) or an alias or id in t, and effort
+// is "" or one the model takes (the default model's, for model ""). Its
+// error names what they may be.
+func (t Table) Takes(model, effort string) error {
+	m, ok := t.Default()
+	if model != "" {
+		if m, ok = t.Lookup(model); !ok {
+			return fmt.Errorf("model %q is not offered: use %s: %w", model, t.names(), errdefs.ErrInvalid)
+		}
+	}
+	switch {
+	case effort == "":
+		return nil
+	case !ok && slices.Contains(Efforts, effort):
+		return nil // no default the Runners agree on: Claude Code's own takes it or warns
+	case !ok:
+		return fmt.Errorf("effort %q: use %s, or \"\" for the model's default: %w", effort, strings.Join(Efforts, ", "), errdefs.ErrInvalid)
+	case len(m.Efforts) == 0:
+		return fmt.Errorf("model %s takes no effort: leave the effort to its default: %w", m.Alias, errdefs.ErrInvalid)
+	case !m.TakesEffort(effort):
+		return fmt.Errorf("effort %q: model %s takes %s, or \"\" for its default: %w", effort, m.Alias, strings.Join(m.Efforts, ", "), errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// names lists what a model may be: each model's alias with its id, and
+// "" for the default.
+func (t Table) names() string {
+	var out []string
+	for _, m := range t.Models {
+		out = append(out, fmt.Sprintf("%s (%s)", m.Alias, m.ID))
+	}
+	return strings.Join(append(out, `"" for the default`), ", ")
+}
+
 // Marshal is the table as the probe writes it: indented JSON with a final
 // newline, so a moved pin's diff reads line by line.
 func (t Table) Marshal() ([]byte, error) {
-	if err := t.check(); err != nil {
+	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	b, err := json.MarshalIndent(t, "", "  ")

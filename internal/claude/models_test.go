@@ -2,6 +2,7 @@ package claude
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -84,5 +85,60 @@ func TestABrokenTableIsRefusedSayingWhy(t *testing.T) {
 	}
 	if _, err := ParseTable([]byte(`{"version":"1","models":[],"extra":1}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Errorf("a table with an unknown field: got %v", err)
+	}
+}
+
+func TestRunnersOfferOnlyTheModelsAndEffortsTheyAllTake(t *testing.T) {
+	a := Table{Version: "1", Models: []Model{
+		{Alias: "sonnet", ID: "s-1", DisplayName: "S", Efforts: []string{"low", "high", "max"}, Default: true},
+		{Alias: "opus", ID: "o-1", DisplayName: "O", Efforts: []string{"low"}},
+		{Alias: "haiku", ID: "h-1", DisplayName: "H"},
+	}}
+	b := Table{Version: "2", Models: []Model{
+		{Alias: "opus", ID: "o-2", DisplayName: "O", Efforts: []string{"low"}, Default: true}, // another id: not the same model
+		{Alias: "sonnet", ID: "s-1", DisplayName: "S", Efforts: []string{"low", "high"}},
+		{Alias: "haiku", ID: "h-1", DisplayName: "H"},
+	}}
+	got := Common([]Table{a, b})
+	want := Table{Models: []Model{
+		{Alias: "sonnet", ID: "s-1", DisplayName: "S", Efforts: []string{"low", "high"}},
+		{Alias: "haiku", ID: "h-1", DisplayName: "H"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Common = %+v\nwant %+v", got, want)
+	}
+	if got := Common([]Table{a, a}); !reflect.DeepEqual(got, a) {
+		t.Errorf("Common of one table twice = %+v, want it whole %+v", got, a)
+	}
+	if got := Common(nil); len(got.Models) != 0 {
+		t.Errorf("Common of no Runners offers %+v, want nothing", got.Models)
+	}
+}
+
+func TestASessionTakesOnlyAnOfferedModelAndItsEfforts(t *testing.T) {
+	offer := Models()
+	def, _ := offer.Default()
+	for _, tt := range []struct{ model, effort, refused string }{
+		{"", "", ""},
+		{def.Alias, def.Efforts[0], ""},
+		{def.ID, "", ""},
+		{"", def.Efforts[0], ""},
+		{"no-such-model", "", `model "no-such-model" is not offered: use ` + def.Alias + " (" + def.ID + ")"},
+		{def.Alias, "warp", `effort "warp": model ` + def.Alias + " takes " + strings.Join(def.Efforts, ", ")},
+	} {
+		err := offer.Takes(tt.model, tt.effort)
+		switch {
+		case tt.refused == "" && err != nil:
+			t.Errorf("Takes(%q, %q) = %v, want taken", tt.model, tt.effort, err)
+		case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused) || !errors.Is(err, errdefs.ErrInvalid)):
+			t.Errorf("Takes(%q, %q) = %v, want invalid saying %q", tt.model, tt.effort, err, tt.refused)
+		}
+	}
+	noEffort := Table{Models: []Model{{Alias: "h", ID: "h-1", DisplayName: "H", Default: true}}}
+	if err := noEffort.Takes("h", "low"); err == nil || !strings.Contains(err.Error(), "takes no effort") {
+		t.Errorf("an effort for a model that takes none: %v", err)
+	}
+	if err := (Table{}).Takes("sonnet", ""); err == nil || !strings.Contains(err.Error(), `use "" for the default`) {
+		t.Errorf("a model when nothing is offered: %v", err)
 	}
 }

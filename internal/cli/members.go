@@ -68,21 +68,9 @@ func inviteCreate(ctx context.Context, io IO, args []string) error {
 }
 
 func inviteList(ctx context.Context, io IO, args []string) error {
-	fs := Flags(io, "invite ls")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	invs, asTable, err := listing(ctx, io, "invite ls", args, (*apiclient.Client).Invites)
+	if !asTable {
 		return err
-	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	invs, err := c.Invites(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(io, invs)
 	}
 	var rows [][]string
 	for _, inv := range invs {

@@ -10,21 +10,9 @@ import (
 )
 
 func runnerList(ctx context.Context, io IO, args []string) error {
-	fs := Flags(io, "runner ls")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	rs, asTable, err := listing(ctx, io, "runner ls", args, (*apiclient.Client).Runners)
+	if !asTable {
 		return err
-	}
-	c, err := apiclient.New()
-	if err != nil {
-		return err
-	}
-	rs, err := c.Runners(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(io, rs)
 	}
 	var rows [][]string
 	for _, r := range rs {

@@ -21,8 +21,8 @@ import (
 func sessionNew(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "new")
 	repo := fs.String("repo", "", "the repository: a git URL, or a path on the Runner's host")
-	model := fs.String("model", "", "the model: sonnet, opus, haiku or a full model id")
-	effort := fs.String("effort", "", "the effort: low, medium, high, xhigh or max")
+	model := fs.String("model", "", "the model: an alias or id kndl models lists (default: Claude Code's)")
+	effort := fs.String("effort", "", "the effort: one the model takes, as kndl models lists (default: the model's)")
 	runner := fs.String("runner", "", "the Runner to use, yours or a shared one (default: the least loaded connected one of those with room)")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -51,6 +51,27 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	}
 	fmt.Fprintf(io.Stdout, "Session %s is starting on %s.\nWatch it with: kndl watch %s\n", s.ID, s.RepoURL, s.ID)
 	return nil
+}
+
+// modelList lists the models the Hub offers the caller's Sessions.
+func modelList(ctx context.Context, io IO, args []string) error {
+	offer, asTable, err := listing(ctx, io, "models", args, (*apiclient.Client).Models)
+	if !asTable {
+		return err
+	}
+	if len(offer.Models) == 0 {
+		fmt.Fprintln(io.Stdout, "No Runner you may use is connected, so none offers a model: start one (kndl runner ls lists them).")
+		return nil
+	}
+	var rows [][]string
+	for _, m := range offer.Models {
+		def := ""
+		if m.Default {
+			def = "default"
+		}
+		rows = append(rows, []string{m.Alias, m.ID, m.DisplayName, or(strings.Join(m.Efforts, ", "), "none"), def})
+	}
+	return table(io, "ALIAS\tID\tNAME\tEFFORTS\tDEFAULT", rows)
 }
 
 // promptArg is the prompt from the arguments, or stdin when there is none
@@ -644,8 +665,8 @@ func sessionUpdate(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "update")
 	var req api.SessionUpdate
 	fs.Func("title", "the Session's title", func(v string) error { req.Title = &v; return nil })
-	fs.Func("model", "the model: sonnet, opus, haiku, a full id, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
-	fs.Func("effort", "low, medium, high, xhigh, max, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
+	fs.Func("model", "the model: an alias or id kndl models lists, or \"\" for the default", func(v string) error { req.Model = &v; return nil })
+	fs.Func("effort", "one the model takes, as kndl models lists, or \"\" for the default", func(v string) error { req.Effort = &v; return nil })
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
@@ -125,7 +126,7 @@ func helloWith(t *testing.T, f *fixture, token string, running []string, handle 
 	t.Helper()
 	c := connectRunner(t, f, token, handle...)
 	var w protocol.Welcome
-	err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1", Sessions: running}, &w)
+	err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Models: claude.Models(), Name: "r1", Sessions: running}, &w)
 	if err != nil {
 		t.Fatalf("hello: %v", err)
 	}
@@ -395,7 +396,7 @@ func TestARunnersClockFarFromTheHubsIsNoted(t *testing.T) {
 		f := newFixture(t)
 		c := connectRunner(t, f, f.rtoken)
 		var w protocol.Welcome
-		if err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1",
+		if err := c.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Models: claude.Models(), Name: "r1",
 			Clock: time.Now().Add(tt.off)}, &w); err != nil {
 			t.Fatalf("hello with a clock %s off: %v", tt.off, err)
 		}

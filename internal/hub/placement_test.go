@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -26,7 +27,7 @@ func TestARunnersLoadCountsItsSessionsReservations(t *testing.T) {
 	c := connectRunner(t, f, f.rtoken)
 	host := protocol.HostInfo{Backend: "crun", MaxCPUs: 1.5, MaxMemoryMiB: 1024,
 		Capacity: protocol.Amount{Sessions: 10, CPUs: 2, MemoryMiB: 4096}}
-	if err := c.Request(ctx, protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: "r1", Host: host}, nil); err != nil {
+	if err := c.Request(ctx, protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Models: claude.Models(), Name: "r1", Host: host}, nil); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, testenv.WaitShort, "the Hub sees the Runner", func() bool { return f.hub.Connected(f.runner.ID) })

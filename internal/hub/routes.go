@@ -95,6 +95,7 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/invites/{id}", person, members.revokeInvite},
 		{"GET /runner/connect", []auth.Kind{auth.Runner}, runs.runnerConnect},
 		{"GET /runner/stream/{id}", []auth.Kind{auth.Runner}, runs.runnerStream},
+		{"GET /api/models", person, sess.models},
 		{"GET /api/runners", person, runs.listRunners},
 		{"POST /api/runners", person, h.recent(runs.createRunner)},
 		{"DELETE /api/runners/{id}", person, runs.revokeRunner},

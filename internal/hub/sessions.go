@@ -10,12 +10,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/placement"
 	"kndl.dev/kndl/internal/hub/runners"
@@ -27,17 +27,46 @@ import (
 // list.go); every change goes to the Session Owner. It shares the Hub's state and helpers.
 type sessionsAPI struct{ *Hub }
 
-var (
-	modelRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.\-\[\]]{0,63}$`)
-	efforts = map[string]bool{"": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
-)
-
-func checkModel(model, effort string) error {
-	if model != "" && !modelRE.MatchString(model) {
-		return fmt.Errorf("model %q: use a name such as sonnet, opus or haiku, or a full model id: %w", model, errdefs.ErrInvalid)
+// offer is the models a Session of creator may run: what every connected
+// Runner they may use takes (claude.Common); nothing while none is.
+func (h sessionsAPI) offer(ctx context.Context, creator store.User) (claude.Table, error) {
+	paired, err := h.store.Runners(ctx)
+	if err != nil {
+		return claude.Table{}, err
 	}
-	if !efforts[effort] {
-		return fmt.Errorf("effort %q: use low, medium, high, xhigh or max: %w", effort, errdefs.ErrInvalid)
+	conns := h.runners.All()
+	var tables []claude.Table
+	for _, rn := range paired {
+		if rc := conns[rn.ID]; rc != nil && rn.UsableBy(creator.ID) {
+			tables = append(tables, rc.Hello.Models)
+		}
+	}
+	return claude.Common(tables), nil
+}
+
+// models answers the offer to the person asking.
+func (h sessionsAPI) models(w http.ResponseWriter, r *http.Request, p Principal) {
+	offer, err := h.offer(r.Context(), p.User)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, offer)
+}
+
+// checkModel refuses a model or effort the Runners creator may use don't
+// all offer, naming what they offer: a Session on it would fail its
+// first Turn.
+func (h sessionsAPI) checkModel(ctx context.Context, creator store.User, model, effort string) error {
+	offer, err := h.offer(ctx, creator)
+	if err != nil {
+		return err
+	}
+	if model != "" && len(offer.Models) == 0 {
+		return fmt.Errorf("model %q: no Runner you may use is connected to offer it: start one, or leave the model to the default: %w", model, errdefs.ErrUnavailable)
+	}
+	if err := offer.Takes(model, effort); err != nil {
+		return fmt.Errorf("the Runners you may use: %w", err)
 	}
 	return nil
 }
@@ -123,7 +152,7 @@ func (h sessionsAPI) createSession(w http.ResponseWriter, r *http.Request, p Pri
 // start starts a Session as p asks, titled name (masked like any title):
 // the API's and a GitHub trigger's way alike.
 func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession, name string) (store.Session, error) {
-	err := checkModel(req.Model, req.Effort)
+	err := h.checkModel(ctx, p.User, req.Model, req.Effort)
 	if err == nil {
 		err = checkPrompt(req.Prompt)
 	}

@@ -2,14 +2,17 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -195,6 +198,87 @@ func TestALocalPathThatIsNoRepositoryIsRefused(t *testing.T) {
 		err := checkLocalRepo(tt.repo)
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, errdefs.ErrInvalid)) {
 			t.Errorf("checkLocalRepo(%q) = %v, want ok=%v", tt.repo, err, tt.ok)
+		}
+	}
+}
+
+// TestTheHubOffersOnlyTheModelsEveryRunnerTakesAndRefusesAnyOther: with
+// two Runners the Creator may use, one whose Claude Code lacks a model of
+// the other's, the offer is what both take; a Session asked for on any
+// other model or effort is refused naming the offer, and none is made;
+// changing a Session's model is held to the same offer.
+func TestTheHubOffersOnlyTheModelsEveryRunnerTakesAndRefusesAnyOther(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pinned := claude.Models()
+	older := claude.Table{Version: "older", Models: pinned.Models[:len(pinned.Models)-1]}
+	gone := pinned.Models[len(pinned.Models)-1]
+	hello(t, f)
+	_, token2, err := f.store.CreateRunner(ctx, "r2", f.runner.CreatedBy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := connectRunner(t, f, token2)
+	if err := c2.Request(ctx, protocol.TypeHello, protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: "r2", Models: older}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	code, body := f.call(t, http.MethodGet, "/api/models", "")
+	var offer claude.Table
+	if err := json.Unmarshal([]byte(body), &offer); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/models: %d %s", code, body)
+	}
+	if !reflect.DeepEqual(offer.Models, older.Models) || offer.Version != "" {
+		t.Fatalf("the offer is %+v, want what both Runners take, %+v, of no one version", offer, older.Models)
+	}
+
+	def, _ := pinned.Default()
+	for _, req := range []string{
+		`{"repo":"https://github.com/acme/app.git","prompt":"hi","model":"` + gone.Alias + `"}`,
+		`{"repo":"https://github.com/acme/app.git","prompt":"hi","model":"no-such-model"}`,
+		`{"repo":"https://github.com/acme/app.git","prompt":"hi","model":"` + def.Alias + `","effort":"warp"}`,
+	} {
+		code, body := f.call(t, http.MethodPost, "/api/sessions", req)
+		if code != http.StatusBadRequest || !strings.Contains(body, def.Alias+" ("+def.ID+")") && !strings.Contains(body, strings.Join(def.Efforts, ", ")) {
+			t.Errorf("POST /api/sessions %s: %d %s, want 400 naming what is offered", req, code, body)
+		}
+	}
+	if ss, _ := f.store.Sessions(ctx, store.SessionFilter{}); len(ss) != 0 {
+		t.Fatalf("a refused Session was made: %+v", ss)
+	}
+
+	dev, _ := f.store.DevUser(ctx)
+	repo, _ := f.store.EnsureRepo(ctx, "/srv/app", "app")
+	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := f.call(t, http.MethodPatch, "/api/sessions/"+s.ID, `{"model":"`+gone.Alias+`"}`); code != http.StatusBadRequest || !strings.Contains(body, "is not offered") {
+		t.Errorf("PATCH to a model one Runner lacks: %d %s, want 400", code, body)
+	}
+	if code, body := f.call(t, http.MethodPatch, "/api/sessions/"+s.ID, `{"model":"`+def.ID+`","effort":"`+def.Efforts[0]+`"}`); code != http.StatusOK {
+		t.Errorf("PATCH to an offered model by its id: %d %s, want 200", code, body)
+	}
+}
+
+// TestAHelloWithoutItsModelsIsRefused: a Runner of this protocol version
+// always reports its models, and one of version 4, which reports none, is
+// refused for its version; neither counts as connected.
+func TestAHelloWithoutItsModelsIsRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, tt := range []struct {
+		hello protocol.Hello
+		want  string
+	}{
+		{protocol.Hello{MinVersion: 4, MaxVersion: 4, Name: "r1"}, "no common protocol version"},
+		{protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: "r1"}, "the Runner's models"},
+	} {
+		c := connectRunner(t, f, f.rtoken)
+		if err := c.Request(context.Background(), protocol.TypeHello, tt.hello, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("hello %+v: %v, want refused saying %q", tt.hello, err, tt.want)
+		}
+		if f.hub.Connected(f.runner.ID) {
+			t.Fatalf("hello %+v counts as connected", tt.hello)
 		}
 	}
 }

@@ -40,8 +40,8 @@ func (h sessionsAPI) updateSession(w http.ResponseWriter, r *http.Request, p Pri
 	case err != nil:
 	case title == "" || len(title) > maxTitle || strings.ContainsAny(title, "\r\n"):
 		err = fmt.Errorf("a title is one line of 1 to %d characters: %w", maxTitle, errdefs.ErrInvalid)
-	default:
-		err = checkModel(model, effort)
+	case model != s.Model || effort != s.Effort:
+		err = h.checkModel(ctx, p.User, model, effort)
 	}
 	if err == nil && title != s.Title {
 		title, err = h.masks.MaskTitle(ctx, s.RepoID, s.CreatorID, title)

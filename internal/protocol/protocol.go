@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 )
 
@@ -49,9 +50,14 @@ import (
 //	  session.start's environment.egress: the Session's Sandbox reaches
 //	  the internet (open, or absent) or only its allowlist; a version 3
 //	  Runner, refused, would leave it open.
+//	5 (2026-12-02, unreleased): hello's models, the table of the models
+//	  and efforts the Runner's pinned Claude Code takes; the Hub offers a
+//	  Creator only what every Runner they may use takes, and refuses a
+//	  hello without one. A version 4 Runner, which reports none, is
+//	  refused: the Hub could not say what it runs.
 const (
-	Version    = 4
-	MinVersion = 4
+	Version    = 5
+	MinVersion = 5
 )
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection
@@ -174,6 +180,10 @@ type Hello struct {
 	// Clock is the Runner's time as it sent the hello, so the Hub can say
 	// when the two clocks are apart.
 	Clock time.Time `json:"clock,omitzero"`
+	// Models are the models and efforts the Runner's Claude Code takes
+	// (claude.Models), which the Hub offers only where every Runner a
+	// Creator may use takes them.
+	Models claude.Table `json:"models"`
 }
 
 // HostInfo is a Runner's sandbox backend and what it can enforce.

@@ -194,6 +194,7 @@ var roleTable = map[string]roleRoute{
 	// only a stream the Hub asked of it (none waits here).
 	"GET /runner/connect":     {want: nobody.but(aRunner, passed), req: get("/runner/connect")},
 	"GET /runner/stream/{id}": {want: nobody.but(aRunner, missing), req: get("/runner/stream/nothing-waits")},
+	"GET /api/models":         {want: everyone, req: get("/api/models")},
 	"GET /api/runners":        {want: everyone, req: get("/api/runners")},
 	"POST /api/runners": {want: everyone, req: func(f *roleFixture, c string) req {
 		return send("POST", "/api/runners", fmt.Sprintf(`{"name":"box-%d"}`, f.next()))(f, c)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -69,7 +70,7 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 	}
 	go conn.Serve(context.Background())
 	e.t.Cleanup(func() { conn.Close(websocket.StatusNormalClosure, "test over") })
-	if err := conn.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Name: name}, nil); err != nil {
+	if err := conn.Request(context.Background(), protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Models: claude.Models(), Name: name}, nil); err != nil {
 		e.t.Fatalf("runner %s hello: %v", name, err)
 	}
 	return &rn

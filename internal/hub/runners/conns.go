@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
@@ -95,6 +96,9 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 		v, err := protocol.Negotiate(hm)
 		if err != nil {
 			return nil, err
+		}
+		if err := hm.Models.Check(); err != nil {
+			return nil, fmt.Errorf("hello: the Runner's models: %w; upgrade the Runner", err)
 		}
 		if note := clockNote(hm.Clock, time.Now()); note != "" {
 			log.Warn(note)
@@ -230,6 +234,15 @@ func (cs *Conns) Runner(id string) session.Requester {
 		return rc.Conn
 	}
 	return nil
+}
+
+// Models is the table of models a connected Runner reported in its
+// hello; empty for one not connected.
+func (cs *Conns) Models(id string) claude.Table {
+	if rc := cs.Get(id); rc != nil {
+		return rc.Hello.Models
+	}
+	return claude.Table{}
 }
 
 var _ session.Runners = (*Conns)(nil)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
@@ -211,6 +212,28 @@ func (f *fakeRunner) quiet(d time.Duration) {
 type runners struct {
 	mu   sync.Mutex
 	conn map[string]*fakeRunner
+	// tables are the models a Runner reported, where not the pinned
+	// version's.
+	tables map[string]claude.Table
+}
+
+func (rs *runners) Models(id string) claude.Table {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if t, ok := rs.tables[id]; ok {
+		return t
+	}
+	if rs.conn[id] == nil {
+		return claude.Table{}
+	}
+	return claude.Models()
+}
+
+// report makes the Runner id report table as its models.
+func (rs *runners) report(id string, table claude.Table) {
+	rs.mu.Lock()
+	rs.tables[id] = table
+	rs.mu.Unlock()
 }
 
 func (rs *runners) Runner(id string) Requester {
@@ -276,7 +299,7 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	repo, _ := st.EnsureRepo(ctx, "/srv/repo", "repo")
-	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}}, runnerID: rn.ID, user: u, repo: repo}
+	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}, tables: map[string]claude.Table{}}, runnerID: rn.ID, user: u, repo: repo}
 	f.runner = newFakeRunner(t)
 	f.runners.set(rn.ID, f.runner)
 	key, _ := seal.ParseKey(seal.NewKey())

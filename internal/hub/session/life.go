@@ -214,6 +214,14 @@ func (o *life) startOnRunner(ctx context.Context, id string, resume bool) error 
 	if rc == nil {
 		return fmt.Errorf("its Runner is not connected: %w", errdefs.ErrUnavailable)
 	}
+	if err := o.opts.Runners.Models(s.RunnerID).Takes(s.Model, s.Effort); err != nil {
+		// Fail, not fall back to the default: a team picks a model for its
+		// cost and its strength, and a Session should not change either
+		// on its own.
+		err = fmt.Errorf("its Runner no longer takes its model and effort (%w); choose a model it offers with kndl update --model or in the Session's settings, then wake it", err)
+		o.note(ctx, id, protocol.EventLog, "The start failed: "+err.Error())
+		return err
+	}
 	var servers []protocol.MCPServer
 	if o.opts.MCPServers != nil {
 		if servers, err = o.opts.MCPServers(ctx, s); err != nil {

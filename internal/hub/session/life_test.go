@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -35,6 +36,50 @@ func TestAFailedStartIsFailedWithItsReasonAndAWakeRetriesIt(t *testing.T) {
 	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
 		t.Fatalf("typed %q, want the first prompt", d.deliver.Text)
 	}
+}
+
+// TestASessionWhoseModelItsRunnerNoLongerOffersFailsSayingTheWayOut: a
+// Runner that comes back with a Claude Code that no longer takes the
+// Session's model gets no start: the Session is Failed, not retried, with
+// a note naming the model and how to choose another, and once its Creator
+// does, a wake starts it on the new one.
+func TestASessionWhoseModelItsRunnerNoLongerOffersFailsSayingTheWayOut(t *testing.T) {
+	f := newFixture(t)
+	pinned := claude.Models()
+	def, _ := pinned.Default()
+	var older claude.Table // the pinned version's table without its last model
+	older.Version, older.Models = "older", pinned.Models[:len(pinned.Models)-1]
+	gone := pinned.Models[len(pinned.Models)-1]
+	f.runners.report(f.runnerID, older)
+	s, err := f.o.Create(context.Background(), store.Session{RepoID: f.repo.ID, CreatorID: f.user.ID, RunnerID: f.runnerID, Title: "t", Model: gone.Alias},
+		store.Prompt{AuthorID: f.user.ID, Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.waitState(s.ID, Failed)
+	for _, want := range []string{`model "` + gone.Alias + `" is not offered`, def.Alias, "kndl update --model"} {
+		if !strings.Contains(got.StateDetail, want) {
+			t.Errorf("failed with %q, want it to say %q", got.StateDetail, want)
+		}
+	}
+	if got.Transient {
+		t.Error("a model the Runner does not take is retried, as if it might mend on its own")
+	}
+	if notes := f.events(s.ID, protocol.EventLog); len(notes) != 1 || !strings.Contains(notes[0], "kndl update --model") {
+		t.Errorf("the Session's history says %q, want a note naming the way out", notes)
+	}
+	f.runner.quiet(3 * f.o.opts.RetryMin)
+
+	if err := f.o.Update(context.Background(), s.ID, "t", def.Alias, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
+		t.Fatal(err)
+	}
+	if start := f.runner.next(protocol.TypeSessionStart).start; start.Model != def.Alias {
+		t.Fatalf("started with model %q, want %q", start.Model, def.Alias)
+	}
+	f.waitState(s.ID, Active)
 }
 
 // TestATransientStartFailureIsRetriedWithBackoff: a cause a retry may mend

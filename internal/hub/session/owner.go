@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -19,6 +20,9 @@ type Requester interface {
 // not connected.
 type Runners interface {
 	Runner(id string) Requester
+	// Models is the table of models a connected Runner reported in its
+	// hello; empty for one not connected.
+	Models(id string) claude.Table
 }
 
 // Redactor masks a Session's values in its Events and in what the Owner

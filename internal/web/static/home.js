@@ -2,12 +2,16 @@
 // live over the list's WebSocket (paths.sessionsLive): its state, what
 // it is doing and Keep awake change without a reload, a Session started
 // elsewhere appears, and one the person may no longer see goes.
-import { api, live, showActivity, showState, showTime, submit } from "./app.js";
+import { api, live, showActivity, showError, showState, showTime, submit } from "./app.js";
+import { modelPicker } from "./models.js";
 import * as paths from "./paths.js";
 import { take } from "./waiting.js";
 
-submit(document.getElementById("new-session"), document.getElementById("new-session-error"), async (f) => {
-  const s = await api("POST", paths.sessions, { repo: f.repo.trim(), prompt: f.prompt, model: f.model.trim(), effort: f.effort });
+const newSession = document.getElementById("new-session");
+const newSessionError = document.getElementById("new-session-error");
+modelPicker(newSession).catch((err) => showError(newSessionError, err));
+submit(newSession, newSessionError, async (f) => {
+  const s = await api("POST", paths.sessions, { repo: f.repo.trim(), prompt: f.prompt, model: f.model, effort: f.effort });
   location.assign("/sessions/" + encodeURIComponent(s.id));
 });
 

@@ -26,6 +26,10 @@ export const attachments = (id) => `${session(id)}/attachments`;
 export const upload = (id, name) => `${attachments(id)}?name=${seg(name)}`;
 export const attachment = (id, attachmentID) => `${attachments(id)}/${seg(attachmentID)}`;
 
+// models is what a Session may run: what every Runner the person may use
+// takes.
+export const models = "/api/models";
+
 export const claudeToken = "/api/account/claude-token";
 
 export const runners = "/api/runners";

@@ -7,10 +7,13 @@ import { api, el, live, on, showActivity, showError, showState, showTime } from 
 import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
+import { modelPicker } from "./models.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
 const isCreator = root.dataset.creator === "true";
+// modelChoice fills the Creator's model and effort selects from the Hub's offer.
+const modelChoice = isCreator ? modelPicker(document.getElementById("settings-form")) : null;
 const transcript = document.getElementById("transcript");
 const tools = new Map(); // tool_id -> the tool call's element
 const agentCalls = new Map(); // an Agent tool call's tool_id -> its input
@@ -351,12 +354,9 @@ function showSession(s) {
   if (isCreator) {
     showQueue(s.queue.filter((p) => p.state === "queued"));
     const settings = document.getElementById("settings-form");
-    if (!settings.contains(document.activeElement)) {
-      const models = settings.elements.model;
-      if (s.model && ![...models.options].some((o) => o.value === s.model)) models.append(new Option(s.model, s.model));
-      models.value = s.model || "";
-      settings.elements.effort.value = s.effort || "";
-    }
+    modelChoice.then((set) => {
+      if (!settings.contains(document.activeElement)) set(s.model, s.effort);
+    }, () => {}); // the settings say why, below
     document.getElementById("sleep").hidden = !(s.state === "active" || s.state === "frozen");
     document.getElementById("wake").hidden = s.state !== "asleep"; // a failed one has Retry
     document.getElementById("restart").hidden = s.state !== "active";
@@ -466,6 +466,7 @@ if (isCreator) {
   });
   const settings = document.getElementById("settings-form");
   const settingsError = document.getElementById("settings-error");
+  modelChoice.catch((err) => showError(settingsError, err));
   settings.addEventListener("submit", async (e) => {
     e.preventDefault();
     showError(settingsError, null);
