@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/egress"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -225,6 +227,13 @@ type NewSession struct {
 	// one; empty picks the connected one of those with the fewest running
 	// Sessions.
 	Runner string `json:"runner,omitempty"`
+}
+
+// TriggerLabel is the body of PUT /api/repos/{repo}/trigger-label: the
+// label that, added to one of the Repo's issues, starts a Session from it;
+// "" for none.
+type TriggerLabel struct {
+	Label string `json:"label"`
 }
 
 // PromptRequest is the body that queues or edits a prompt.
@@ -523,6 +532,22 @@ type EnvironmentSettings struct {
 	NextTo            map[string]string `json:"next_to,omitempty"`
 	CPUs              float64           `json:"cpus,omitempty"`
 	MemoryMiB         int               `json:"memory_mib,omitempty"`
+	// Egress is open (the zero Policy) or an allowlist of hosts,
+	// wildcard domains and presets (internal/egress).
+	Egress egress.Policy `json:"egress,omitzero"`
+}
+
+// EgressLine is an egress Policy as people read it: open, or allowlist
+// with its entries and the default preset.
+func EgressLine(p egress.Policy) string {
+	if !p.Restricted() {
+		return egress.ModeOpen
+	}
+	entries := slices.Clone(p.Allow)
+	if !slices.Contains(entries, "-"+egress.DefaultPreset) {
+		entries = append([]string{egress.DefaultPreset}, entries...)
+	}
+	return egress.ModeAllowlist + ": " + strings.Join(entries, ", ")
 }
 
 // NextToList is a NextTo as people write it: file=folder, by file.

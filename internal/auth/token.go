@@ -42,10 +42,14 @@ const (
 	// Hub's machine for a Prometheus scraper: it reads /metrics and nothing
 	// else.
 	Metrics
+	// Webhook is a GitHub webhook delivery's signature (X-Hub-Signature-256)
+	// under the App's webhook secret. It is over the body, so the route's
+	// handler checks it, before it acts on anything.
+	Webhook
 )
 
 var kindNames = map[Kind]string{Public: "public", Cookie: "cookie", CLI: "cli", Runner: "runner", Mod: "mod", Session: "session",
-	Setup: "setup link", Invite: "invite", Metrics: "metrics"}
+	Setup: "setup link", Invite: "invite", Metrics: "metrics", Webhook: "GitHub webhook signature"}
 
 func (k Kind) String() string {
 	if n, ok := kindNames[k]; ok {

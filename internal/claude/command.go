@@ -47,14 +47,15 @@ type Launch struct {
 	RelayURL string
 	// SessionToken is the Session token the mod holds, KNDL_MOD_TOKEN.
 	SessionToken string
-	// OAuthToken is the Creator's setup token, CLAUDE_CODE_OAUTH_TOKEN.
-	// Claude Code never starts without it.
+	// OAuthToken is CLAUDE_CODE_OAUTH_TOKEN: the placeholder the Runner's
+	// relay swaps for the Creator's setup token (HUB_CLAUDE_TOKEN=relay),
+	// or the token itself (sandbox). Claude Code never starts without it.
 	OAuthToken string
 	// ModelEndpoint, when set, becomes ANTHROPIC_BASE_URL: every model call
 	// goes there instead of to Anthropic. It is the only way a base URL
-	// reaches Claude Code (one in Base is removed), for tests and
-	// self-hosted model gateways; a Runner leaves it empty unless its
-	// operator sets it.
+	// reaches Claude Code (one in Base is removed): the relay's model route,
+	// when the relay holds the Creator's token or the Runner's operator set
+	// a model endpoint.
 	ModelEndpoint string
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/egress"
 )
 
 // envCommand reads --repo and --json, then runs fn with the Repo's id.
@@ -81,10 +82,10 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n",
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n",
 		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
-		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"))
+		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress))
 }
 
 func onOff(on bool) string {
@@ -116,6 +117,8 @@ type envEditFlags struct {
 	docker                        *bool
 	cpus                          *float64
 	memory                        *int
+	egress                        *string
+	allow                         []string
 	set                           map[string]bool
 }
 
@@ -129,18 +132,23 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
 	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
+	f.egress = fs.String("egress", "", "what each Sandbox reaches: open (the internet) or allowlist (its relay and the --allow hosts only)")
+	fs.Func("allow", "under --egress allowlist, a host, a wildcard domain (*.example.com) or a preset (debian, npm, pypi, go, github, crates); repeat it or separate with commas; github is on unless you give -github; the list replaces the draft's (\"\" for none)", func(v string) error {
+		f.allow = append(f.allow, commaList(v)...)
+		return nil
+	})
 	return func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus or --memory")
+			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress or --allow")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory", "egress", "allow"} {
 		if f.set[n] {
 			return true
 		}
@@ -212,6 +220,15 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo
 	}
 	if f.set["memory"] {
 		s.MemoryMiB = *f.memory
+	}
+	if f.set["egress"] {
+		s.Egress.Mode = *f.egress
+		if *f.egress == egress.ModeOpen {
+			s.Egress = egress.Policy{} // open has no list
+		}
+	}
+	if f.set["allow"] {
+		s.Egress.Allow = f.allow
 	}
 	if e, err = c.EditEnvironment(ctx, repo, s); err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/egress"
 	"kndl.dev/kndl/internal/errdefs"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	// Zero is the Runner's default.
 	CPUs      float64 `json:"cpus,omitempty"`
 	MemoryMiB int     `json:"memory_mib,omitempty"`
+	// Egress is what each Sandbox reaches: open (the zero Policy) or an
+	// allowlist. Not a build input: a change applies without a Test
+	// build, to each Session at its next start or wake.
+	Egress egress.Policy `json:"egress,omitzero"`
 }
 
 // Limits on a Config.
@@ -101,7 +106,7 @@ func (c Config) Check() error {
 	if c.MemoryMiB < 0 || c.MemoryMiB > MaxMemoryMiB {
 		return fmt.Errorf("memory %d MiB: want 0 (the Runner's default) up to %d: %w", c.MemoryMiB, MaxMemoryMiB, errdefs.ErrInvalid)
 	}
-	return nil
+	return c.Egress.Check()
 }
 
 // checkPatterns refuses a pattern that could reach out of /workspace or
@@ -236,6 +241,9 @@ func Changes(a, b Config) []string {
 	}
 	if a.MemoryMiB != b.MemoryMiB {
 		out = append(out, fmt.Sprintf("memory: %s -> %s", resource(float64(a.MemoryMiB)), resource(float64(b.MemoryMiB))))
+	}
+	if ea, eb := api.EgressLine(a.Egress), api.EgressLine(b.Egress); ea != eb {
+		out = append(out, fmt.Sprintf("egress: %s -> %s", ea, eb))
 	}
 	return out
 }

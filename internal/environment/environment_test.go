@@ -5,11 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/egress"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -46,6 +48,10 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"next_to":{"package.json":"node_*"}}`, "is a glob"},
 		{`{"next_to":{"package.json":".."}}`, ". or .. element"},
 		{`{"next_to":["package.json"]}`, "not one"},
+		{`{"egress":{"mode":"allowlist","allow":["npm","*.example.com","-github"]}}`, ""},
+		{`{"egress":{"mode":"allowlist","allow":["http://x.example.com"]}}`, "egress allow \"http://x.example.com\" is not a host name"},
+		{`{"egress":{"mode":"closed"}}`, "want open or allowlist"},
+		{`{"egress":{"allow":["npm"]}}`, "while egress is open"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -122,8 +128,9 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 	}
 	same := base
 	same.CPUs, same.MemoryMiB = 4, 8192
+	same.Egress = egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}
 	if same.BuildDigest([]AtBuild{{"B", "2"}, {"A", "1"}}) != d {
-		t.Error("resources or the Variables' order changed the digest")
+		t.Error("resources, the egress policy or the Variables' order changed the digest")
 	}
 }
 
@@ -358,7 +365,11 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 	if env, err := svc.ForStart(ctx, x.ID, repo.ID); err != nil || env != nil {
 		t.Fatalf("with no version: %+v, %v; want the Runner's defaults", env, err)
 	}
-	svc.Edit(ctx, repo.ID, Config{CPUs: 2}, u.ID)
+	allow := egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"pypi"}}
+	v, _ := svc.Edit(ctx, repo.ID, Config{CPUs: 2, Egress: allow}, u.ID)
+	if v.Draft == nil || v.Draft.NeedsTest || !slices.Contains(v.Draft.Changes, "egress: open -> allowlist: github, pypi") {
+		t.Fatalf("the draft: %+v; want the egress change, applying without a Test build", v.Draft)
+	}
 	if _, err := svc.Apply(ctx, repo.ID, u.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +377,7 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 		t.Fatalf("before its next start: on %d, waiting %d, %v; want 0 and 1", on, waiting, err)
 	}
 	env, err := svc.ForStart(ctx, x.ID, repo.ID)
-	if err != nil || env == nil || env.Version != 1 || env.CPUs != 2 {
+	if err != nil || env == nil || env.Version != 1 || env.CPUs != 2 || !slices.Equal(env.Egress.Allow, allow.Allow) || !env.Egress.Restricted() {
 		t.Fatalf("its next start: %+v, %v; want version 1", env, err)
 	}
 	if on, waiting, _ := svc.OfSession(ctx, x.ID, repo.ID); on != 1 || waiting != 0 {

@@ -359,5 +359,5 @@ func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, 
 
 func (c Config) protocol(version int) protocol.Environment {
 	return protocol.Environment{Version: version, Image: c.Image, Bootstrap: c.Bootstrap, Start: c.Start, Docker: c.Docker,
-		DependencyFolders: c.DependencyFolders, NextTo: c.NextTo, CPUs: c.CPUs, MemoryMiB: c.MemoryMiB}
+		DependencyFolders: c.DependencyFolders, NextTo: c.NextTo, CPUs: c.CPUs, MemoryMiB: c.MemoryMiB, Egress: c.Egress}
 }

@@ -54,6 +54,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	tokens map[int64]installToken // by installation id
+	slug   string                 // the App's, once asked: AppSlug
 }
 
 type installToken struct {
@@ -482,4 +483,84 @@ func (c *Client) ParseRepo(repoURL string) (owner, name string, ok bool) {
 		return "", "", false
 	}
 	return strings.ToLower(owner), strings.ToLower(name), true
+}
+
+// IssuePermissions are what a token for the Hub's replies in a thread
+// may do: write issue and pull request comments, nothing else.
+var IssuePermissions = map[string]string{"issues": "write"}
+
+// Comment adds a comment to issue (or pull request) number n of owner/repo
+// as the App (POST /repos/{owner}/{repo}/issues/{n}/comments), and returns
+// its id. The token it mints for this is revoked once done.
+func (c *Client) Comment(ctx context.Context, owner, repo string, n int, body string) (int64, error) {
+	var got struct {
+		ID int64 `json:"id"`
+	}
+	err := c.withIssueToken(ctx, owner, repo, http.MethodPost, "/issues/"+strconv.Itoa(n)+"/comments", body, &got)
+	if err != nil {
+		return 0, fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, n, err)
+	}
+	return got.ID, nil
+}
+
+// EditComment replaces the body of the App's comment id on owner/repo
+// (PATCH /repos/{owner}/{repo}/issues/comments/{id}).
+func (c *Client) EditComment(ctx context.Context, owner, repo string, id int64, body string) error {
+	err := c.withIssueToken(ctx, owner, repo, http.MethodPatch, "/issues/comments/"+strconv.FormatInt(id, 10), body, nil)
+	if err != nil {
+		return fmt.Errorf("edit comment %d on %s/%s: %w", id, owner, repo, err)
+	}
+	return nil
+}
+
+// withIssueToken sends a comment's body to path under /repos/owner/repo
+// with a token minted for it alone, revoked after.
+func (c *Client) withIssueToken(ctx context.Context, owner, repo, method, path, body string, out any) error {
+	tok, err := c.RepoToken(ctx, owner, repo, IssuePermissions)
+	if err != nil {
+		return err
+	}
+	defer c.RevokeToken(context.WithoutCancel(ctx), tok.Value)
+	b, _ := json.Marshal(map[string]string{"body": body})
+	req, err := c.apiRequest(ctx, method, "/repos/"+owner+"/"+repo+path, "token "+tok.Value, strings.NewReader(string(b)))
+	if err != nil {
+		return err
+	}
+	_, err = c.do(req, out)
+	return err
+}
+
+// AppSlug returns the App's slug, the name people mention it by
+// (@SLUG), asked once of GitHub (GET /app) and kept.
+func (c *Client) AppSlug(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	slug := c.slug
+	c.mu.Unlock()
+	if slug != "" {
+		return slug, nil
+	}
+	if !c.HasApp() {
+		return "", fmt.Errorf("no GitHub App is set up (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+	}
+	jwt, err := c.appJWT()
+	if err != nil {
+		return "", err
+	}
+	req, err := c.apiRequest(ctx, http.MethodGet, "/app", "Bearer "+jwt, nil)
+	if err != nil {
+		return "", err
+	}
+	var app struct {
+		Slug string `json:"slug"`
+	}
+	if _, err := c.do(req, &app); err != nil {
+		return "", fmt.Errorf("ask GitHub for the App's name: %w", err)
+	}
+	if app.Slug == "" {
+		return "", fmt.Errorf("GitHub's /app answer has no slug: %w", errdefs.ErrUnavailable)
+	}
+	c.mu.Lock()
+	c.slug = app.Slug
+	c.mu.Unlock()
+	return app.Slug, nil
 }

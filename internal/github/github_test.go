@@ -186,7 +186,7 @@ func TestRepoTokenIsForOneRepoWithWhatWasAsked(t *testing.T) {
 	if got := gh.Branches(t, "acme/app"); !slices.Contains(got, "probe") {
 		t.Errorf("acme/app's branches %v, want the pushed probe", got)
 	}
-	if _, err := c.RepoToken(ctx, "acme", "app", map[string]string{"issues": "write"}); err == nil {
+	if _, err := c.RepoToken(ctx, "acme", "app", map[string]string{"checks": "write"}); err == nil {
 		t.Error("a token with a permission the installation lacks was minted")
 	}
 	if _, err := c.RepoToken(ctx, "acme", "absent", github.ClonePermissions); !errors.Is(err, errdefs.ErrNotFound) {

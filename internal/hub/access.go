@@ -169,3 +169,28 @@ func (h *Hub) recheckRepoAccess(ctx context.Context) {
 		}
 	}
 }
+
+// repoToChange returns a Repo whose Variables or Environment (what) the
+// person may change: one they have access to (else a refusal as for one
+// that doesn't exist), and write permission on at GitHub, since either
+// reaches every Creator's Sessions there.
+func (h *Hub) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
+	r, err := h.repoFor(ctx, p, id)
+	if err == nil && !h.canPush(ctx, p.User, r.URL) {
+		err = fmt.Errorf("changing the %s of %s takes write (push) permission on it at GitHub; you may read it only: %w", what, r.URL, errdefs.ErrForbidden)
+	}
+	return r, err
+}
+
+// repoFor returns a Repo the person has access to; a refusal reads the
+// same whether the Repo exists or not.
+func (h *Hub) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
+	r, err := h.store.RepoByID(ctx, id)
+	if err == nil {
+		err = h.checkRepoAccess(ctx, p, r.URL)
+	}
+	if err != nil {
+		return store.Repo{}, fmt.Errorf("no Repo %s that you have access to: %w", id, errdefs.ErrNotFound)
+	}
+	return r, nil
+}

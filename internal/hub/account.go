@@ -13,7 +13,7 @@ import (
 // claudeTokenSecret names a person's Claude setup token among their secrets.
 const claudeTokenSecret = "claude-token"
 
-func (h *Hub) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
 	a := api.Account{ID: p.User.ID, Name: p.User.Name}
 	_, a.ClaudeTokenSetAt, _ = h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
 	writeJSON(w, http.StatusOK, a)
@@ -21,7 +21,7 @@ func (h *Hub) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // setClaudeToken stores a person's setup token, sealed; it is never sent
 // back.
-func (h *Hub) setClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) setClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		Token string `json:"token"`
 	}
@@ -62,7 +62,7 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	return nil
 }
 
-func (h *Hub) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err := h.store.DeleteUserSecret(r.Context(), p.User.ID, claudeTokenSecret); err != nil {
 		h.writeError(w, r, err)
 		return

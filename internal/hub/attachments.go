@@ -24,6 +24,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// attachmentsAPI serves prompts' Attachments: upload, list, download and a Runner's
+// fetch. It shares the Hub's state and helpers.
+type attachmentsAPI struct{ *Hub }
+
 // Attachments. The Creator uploads a file to the Session (POST
 // /api/sessions/{id}/attachments?name=NAME, the bytes as the body), then
 // names it in a prompt; the Runner fetches it over a stream before it types
@@ -55,7 +59,7 @@ const sniffBytes = 8000
 // maxAttachmentName bounds the name an Attachment is shown with, in bytes.
 const maxAttachmentName = 255
 
-func (h *Hub) uploadAttachment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h attachmentsAPI) uploadAttachment(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	name, err := attachmentName(r.URL.Query().Get("name"))
 	var s store.Session
@@ -108,7 +112,7 @@ func (h *Hub) uploadAttachment(w http.ResponseWriter, r *http.Request, p Princip
 	writeJSON(w, http.StatusCreated, apiAttachment(a))
 }
 
-func (h *Hub) attachmentTooBig(name string) error {
+func (h attachmentsAPI) attachmentTooBig(name string) error {
 	return fmt.Errorf("%s is over %s, the limit for one attachment (HUB_ATTACHMENT_MAX on the Hub); nothing was kept: %w",
 		name, bytesText(h.cfg.AttachmentMax), errdefs.ErrTooLarge)
 }
@@ -192,7 +196,7 @@ func (x *redactReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (h *Hub) listAttachments(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h attachmentsAPI) listAttachments(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	var as []store.Attachment
 	if err == nil {
@@ -207,7 +211,7 @@ func (h *Hub) listAttachments(w http.ResponseWriter, r *http.Request, p Principa
 
 // downloadAttachment sends an Attachment to someone with access to its
 // Session, as a download whatever it holds (serveDownload).
-func (h *Hub) downloadAttachment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h attachmentsAPI) downloadAttachment(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	var a store.Attachment
 	if err == nil {
@@ -228,7 +232,7 @@ func (h *Hub) downloadAttachment(w http.ResponseWriter, r *http.Request, p Princ
 // share the prompt's folder in the Sandbox), and none on a command. The
 // store takes them only if they are the author's, of the Session, and on
 // no other prompt.
-func (h *Hub) promptAttachments(ctx context.Context, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
+func (h attachmentsAPI) promptAttachments(ctx context.Context, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
 	switch {
 	case len(req.Attachments) == 0:
 		return nil, nil
@@ -260,8 +264,8 @@ func (h *Hub) promptAttachments(ctx context.Context, s store.Session, req api.Pr
 // of a Session of its own carries, while the Session is starting or
 // awake: the Hub answers with a stream id, and sends the bytes once the
 // Runner dials it.
-func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := h.ownSession(rc, welcomed)
+func (h attachmentsAPI) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
+	own := runnersAPI{h.Hub}.ownSession(rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.AttachmentRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
@@ -284,7 +288,7 @@ func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
 // sendAttachment writes an Attachment's bytes to the stream its Runner
 // dials back, within life, the Hub's: the Runner's request is answered
 // before the stream comes.
-func (h *Hub) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
+func (h attachmentsAPI) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
 	ctx, cancel := context.WithTimeout(life, runners.StreamWait)
 	conn, err := take(ctx)
 	cancel()

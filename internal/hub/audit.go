@@ -213,7 +213,7 @@ func plural(n int, what string) string {
 
 // memberTarget names a Member, and the Runners of theirs removing them
 // revokes, before they are removed.
-func (h *Hub) memberTarget(ctx context.Context, id string) (string, string) {
+func (h membersAPI) memberTarget(ctx context.Context, id string) (string, string) {
 	u, err := h.store.UserByID(ctx, id)
 	if err != nil {
 		return id, ""
@@ -236,7 +236,7 @@ func (h *Hub) memberTarget(ctx context.Context, id string) (string, string) {
 }
 
 // inviteTarget names an Invite by the login it is for.
-func (h *Hub) inviteTarget(ctx context.Context, id string) string {
+func (h membersAPI) inviteTarget(ctx context.Context, id string) string {
 	invs, _ := h.store.Invites(ctx)
 	for _, in := range invs {
 		if in.ID == id {
@@ -247,7 +247,7 @@ func (h *Hub) inviteTarget(ctx context.Context, id string) string {
 }
 
 // variableTarget names a Variable: Shared, or by its Repo.
-func (h *Hub) variableTarget(ctx context.Context, repoID, name string) string {
+func (h variablesAPI) variableTarget(ctx context.Context, repoID, name string) string {
 	if repoID == "" {
 		return "Shared " + name
 	}

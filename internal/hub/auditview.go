@@ -12,6 +12,9 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
+// auditAPI serves the audit log: its list, its check and its page. It shares the Hub's state and helpers.
+type auditAPI struct{ *Hub }
+
 // Entries of the audit log one answer or page shows: by default, and at
 // most.
 const (
@@ -33,7 +36,7 @@ func apiAuditChain(c store.AuditChain) api.AuditChain {
 
 // auditEntries reads ?before=SEQ&limit=N: the entries numbered below
 // before (default: from the newest), newest first.
-func (h *Hub) auditEntries(r *http.Request) ([]store.AuditEntry, error) {
+func (h auditAPI) auditEntries(r *http.Request) ([]store.AuditEntry, error) {
 	q := r.URL.Query()
 	var before int64
 	limit := auditPage
@@ -55,7 +58,7 @@ func (h *Hub) auditEntries(r *http.Request) ([]store.AuditEntry, error) {
 }
 
 // listAudit is GET /api/audit, for the Owner alone.
-func (h *Hub) listAudit(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h auditAPI) listAudit(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, readsAudit)
 	var es []store.AuditEntry
 	if err == nil {
@@ -70,7 +73,7 @@ func (h *Hub) listAudit(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // verifyAudit is GET /api/audit/verify, for the Owner alone: it walks the
 // whole chain and says where it first breaks.
-func (h *Hub) verifyAudit(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h auditAPI) verifyAudit(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, readsAudit)
 	var c store.AuditChain
 	if err == nil {
@@ -85,7 +88,7 @@ func (h *Hub) verifyAudit(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // auditLogPage shows the Owner the audit log, newest first, and whether its
 // chain holds.
-func (h *Hub) auditLogPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h auditAPI) auditLogPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err := ownerOnly(p, readsAudit); err != nil {
 		if err := web.Render(w, http.StatusForbidden, web.Message.WithTitle("Owner only"), navOf(p),
 			struct{ Text, Link string }{"Only the Hub's Owner reads the audit log.", ""}); err != nil {

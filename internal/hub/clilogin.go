@@ -103,7 +103,7 @@ type CLILoginCode struct {
 	Interval        int    `json:"interval"`
 }
 
-func (h *Hub) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
 	addr := signin.ClientAddr(r)
 	if h.guard.starts.Blocked(addr) {
 		h.writeError(w, r, fmt.Errorf("too many logins started from your address; wait a minute: %w", errdefs.ErrTooMany))
@@ -152,7 +152,7 @@ type CLILoginStatus struct {
 	Status string `json:"status"`
 }
 
-func (h *Hub) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
 	var req struct {
 		DeviceCode string `json:"device_code"`
 	}
@@ -195,7 +195,7 @@ type cliLoginView struct {
 	Code, Machine, Address string
 }
 
-func (h *Hub) waitingLogin(code string) (cliLoginView, bool) {
+func (h signinAPI) waitingLogin(code string) (cliLoginView, bool) {
 	d := &h.guard.devices
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -207,7 +207,7 @@ func (h *Hub) waitingLogin(code string) (cliLoginView, bool) {
 }
 
 // cliLoginPage shows a waiting login for a signed-in browser to approve.
-func (h *Hub) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h signinAPI) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	data := struct {
 		User    string
 		Request *cliLoginView
@@ -231,7 +231,7 @@ func (h *Hub) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) 
 
 // cliLoginDecide approves or denies a waiting login. Only a signed-in
 // browser can, from the Hub's own page.
-func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
 		h.message(w, http.StatusBadRequest, "Not understood", "The form was not understood.")
@@ -291,7 +291,7 @@ func (h *Hub) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal
 
 // cliLogout revokes the CLI token it is called with, and ends what it
 // opened.
-func (h *Hub) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h signinAPI) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
 	tok, _ := bearer(r)
 	if err := h.store.RevokeCLIToken(r.Context(), tok); err != nil {
 		h.writeError(w, r, err)

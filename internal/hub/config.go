@@ -68,6 +68,11 @@ type Config struct {
 	GitHubAppID      int64
 	GitHubAppKey     string
 	GitHubAppKeyFile string
+	// GitHubWebhookSecret is the App's webhook secret: a delivery to
+	// POST /github/webhook is taken only with its signature under it.
+	// GITHUB_WEBHOOK_SECRET, default none: the route refuses every
+	// delivery, and nothing starts from GitHub.
+	GitHubWebhookSecret string
 	// RepoAccessTTL is how long GitHub's yes on Repo access is trusted
 	// before asking again; a no is trusted for at most 30 s. Everyone
 	// connected is checked again this often. HUB_REPO_ACCESS_TTL_MS,
@@ -128,6 +133,12 @@ type Config struct {
 	// request (its status and headers). HUB_GATEWAY_TIMEOUT, a Go
 	// duration, default 2m.
 	GatewayTimeout time.Duration
+	// ClaudeTokenInSandbox gives each Session's Claude Code the Creator's
+	// setup token itself, where anything in the Sandbox can read it (the
+	// spec's way). By default the Runner's relay holds it and Claude Code
+	// gets a placeholder worth nothing elsewhere. HUB_CLAUDE_TOKEN: relay
+	// (the default) or sandbox.
+	ClaudeTokenInSandbox bool
 	// DevLogin turns on dev login (kndl dev sets it): signing in as the dev
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
@@ -152,6 +163,8 @@ func FromEnv(getenv func(string) string, home string) Config {
 		GitHubClientSecret: getenv("GITHUB_CLIENT_SECRET"),
 		GitHubAppKey:       getenv("GITHUB_APP_PRIVATE_KEY"),
 		GitHubAppKeyFile:   getenv("GITHUB_APP_PRIVATE_KEY_FILE"),
+
+		GitHubWebhookSecret: getenv("GITHUB_WEBHOOK_SECRET"),
 	}
 	var errs []error
 	num := func(name string, set func(int64)) {
@@ -189,6 +202,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 		errs = append(errs, fmt.Errorf("HUB_OUTBOUND_ALLOW: %w", err))
 	} else {
 		c.Outbound.Allow = allow
+	}
+	switch v := getenv("HUB_CLAUDE_TOKEN"); v {
+	case "", "relay":
+	case "sandbox":
+		c.ClaudeTokenInSandbox = true
+	default:
+		errs = append(errs, fmt.Errorf("HUB_CLAUDE_TOKEN %q: want relay (the Runner holds the Creator's token) or sandbox (Claude Code's process does)", v))
 	}
 	switch v := getenv("HUB_REDACT_SHAPES"); v {
 	case "", "marked":

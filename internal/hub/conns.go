@@ -108,13 +108,13 @@ func (c *conn) repoURLs() []string {
 }
 
 // endCredential ends every request made with one credential, by its hash.
-func (h *Hub) endCredential(hash []byte, why error) {
+func (h signinAPI) endCredential(hash []byte, why error) {
 	h.guard.conns.end(why, func(c *conn) bool { return c.hash == string(hash) })
 }
 
 // recheckCredentials reads each connection's credential again, without
 // counting it as a use, and ends those whose credential has ended.
-func (h *Hub) recheckCredentials(ctx context.Context) {
+func (h signinAPI) recheckCredentials(ctx context.Context) {
 	for _, c := range h.guard.conns.snapshot() {
 		var live bool
 		var err error

@@ -26,7 +26,7 @@ func (e effects) LeftActive(sessionID string) {
 	h.web.mu.Lock()
 	delete(h.web.ports, sessionID)
 	h.web.mu.Unlock()
-	h.portsChanged(sessionID)
+	viewAPI{h}.portsChanged(sessionID)
 }
 
 var _ session.Effects = effects{}

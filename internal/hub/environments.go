@@ -19,14 +19,18 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
+// environmentsAPI serves a Repo's Environment routes and page, thin over
+// internal/environment. It shares the Hub's state and helpers.
+type environmentsAPI struct{ *Hub }
+
 // The Hub's side of Environments: the routes and the Runner's Test build
 // log. The rules are internal/environment's.
 
-func (h *Hub) newEnvironments() *environment.Service {
+func (h environmentsAPI) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
 		Store: h.store,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
-			vars, _, err := h.sessionVariables(ctx, store.Session{RepoID: repoID})
+			vars, _, err := variablesAPI{h.Hub}.sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {
@@ -34,7 +38,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if err != nil {
 				return "", nil, err
 			}
-			rc, err := h.pickRunner(ctx, u, "", "")
+			rc, err := sessionsAPI{h.Hub}.pickRunner(ctx, u, "", "")
 			if err != nil {
 				return "", nil, err
 			}
@@ -44,7 +48,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if h.guard.gh == nil || !h.guard.gh.HasApp() {
 				return "", nil
 			}
-			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
+			tok, err := runnersAPI{h.Hub}.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
 			return tok.Token, err
 		},
 		Redact: h.masks.RepoText,
@@ -52,7 +56,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 	})
 }
 
-func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
 	var v environment.View
 	if err == nil {
@@ -62,7 +66,7 @@ func (h *Hub) showEnvironment(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 // editEnvironment makes the body, a whole Config, the Repo's draft.
-func (h *Hub) editEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) editEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var c environment.Config
 	if err == nil {
@@ -85,7 +89,7 @@ func readConfig(r *http.Request) (environment.Config, error) {
 	return environment.Parse(b)
 }
 
-func (h *Hub) testEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) testEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var t store.TestBuild
 	if err == nil {
@@ -94,7 +98,7 @@ func (h *Hub) testEnvironment(w http.ResponseWriter, r *http.Request, p Principa
 	h.reply(w, r, http.StatusAccepted, t, err)
 }
 
-func (h *Hub) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
 	var t store.TestBuild
 	if err == nil {
@@ -103,7 +107,7 @@ func (h *Hub) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal)
 	h.reply(w, r, http.StatusOK, t, err)
 }
 
-func (h *Hub) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var v environment.Version
 	if err == nil {
@@ -115,7 +119,7 @@ func (h *Hub) applyEnvironment(w http.ResponseWriter, r *http.Request, p Princip
 	h.reply(w, r, http.StatusOK, v, err)
 }
 
-func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
 	var log []environment.Version
 	if err == nil {
@@ -125,7 +129,7 @@ func (h *Hub) environmentLog(w http.ResponseWriter, r *http.Request, p Principal
 }
 
 // handleEnvironments registers what a Runner sends about its Test builds.
-func (h *Hub) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
+func (h environmentsAPI) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
 	rc.Conn.Handle(protocol.TypeEnvTestLog, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		select {
 		case <-welcomed:
@@ -142,7 +146,7 @@ func (h *Hub) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
 
 // repoPage is a Repo's page: its Sessions, its Environment (repo.js edits
 // it through the API) and its Variables, Sensitive values never shown.
-func (h *Hub) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
 	if errors.Is(err, errdefs.ErrNotFound) {

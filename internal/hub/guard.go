@@ -77,7 +77,7 @@ func (c *Config) checkSignIn() error {
 
 // initGuard sets up sign-in and Repo access, and starts re-checking who is
 // connected for the Hub's life.
-func (h *Hub) initGuard() error {
+func (h signinAPI) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
 	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
@@ -104,6 +104,9 @@ func (h *Hub) initGuard() error {
 	if g.secure && pub.Scheme == "http" {
 		h.log.Warn("HUB_PUBLIC_URL is plain http beyond loopback: browsers keep the Secure sign-in cookie only over https, so sign-in will not work there")
 	}
+	if g.gh == nil || !g.gh.HasApp() {
+		h.log.Warn(noGitHubApp)
+	}
 	if c.DevLogin && !signin.IsLoopbackHost(signin.HostOf(c.Listen)) {
 		h.log.Warn("dev login is off: it works only with the Hub bound to loopback", "listen", c.Listen)
 	}
@@ -111,6 +114,11 @@ func (h *Hub) initGuard() error {
 	h.life.Go(h.watchCredentials)
 	return nil
 }
+
+// noGitHubApp is what a Hub without a GitHub App says once, at start, in
+// place of a warning at each Session's start (its Runner asks for a
+// Sandbox token all the same, and is told quietly there is none).
+const noGitHubApp = "this Hub has no GitHub App: nobody signs in with GitHub, Sandboxes get no GitHub token for git and gh, and Runners clone with their host's git credentials; to add one, set GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET, GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY_FILE (docs/operating.md, GitHub)"
 
 // credentialCheckEvery is how often everyone connected has their sign-in or
 // CLI token read again, catching an ending nobody announces, such as an
@@ -120,7 +128,7 @@ const credentialCheckEvery = 30 * time.Second
 // watchCredentials re-checks every connection's credential often, and its
 // Repo access every HUB_REPO_ACCESS_TTL_MS, so someone who lost access on
 // GitHub is taken out of a Repo's Sessions within twice the TTL.
-func (h *Hub) watchCredentials(ctx context.Context) {
+func (h signinAPI) watchCredentials(ctx context.Context) {
 	creds := time.NewTicker(min(credentialCheckEvery, h.cfg.RepoAccessTTL))
 	repos := time.NewTicker(h.cfg.RepoAccessTTL)
 	defer creds.Stop()
@@ -176,7 +184,7 @@ func (g *guard) read(r *http.Request, base string) string {
 }
 
 // startSignin signs the browser in as userID.
-func (h *Hub) startSignin(ctx context.Context, w http.ResponseWriter, userID string) error {
+func (h signinAPI) startSignin(ctx context.Context, w http.ResponseWriter, userID string) error {
 	token, err := h.store.CreateSignin(ctx, userID)
 	if err != nil {
 		return err
@@ -188,7 +196,7 @@ func (h *Hub) startSignin(ctx context.Context, w http.ResponseWriter, userID str
 }
 
 // signinToken is the request's sign-in cookie value, if it has one.
-func (h *Hub) signinToken(r *http.Request) string {
+func (h signinAPI) signinToken(r *http.Request) string {
 	v := h.guard.read(r, signin.Cookie)
 	if auth.KindOf(v) != auth.Cookie {
 		return ""
@@ -199,7 +207,7 @@ func (h *Hub) signinToken(r *http.Request) string {
 // cookiePrincipal resolves a sign-in cookie. A request that could change
 // something, and a WebSocket, must come from HUB_PUBLIC_URL's origin: the
 // cookie rides along on requests other sites make the browser send.
-func (h *Hub) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
+func (h signinAPI) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
 	u, err := h.store.UserBySignin(ctx, token, h.guard.life)
 	if err != nil {
 		return Principal{}, err
@@ -214,6 +222,6 @@ func (h *Hub) cookiePrincipal(ctx context.Context, r *http.Request, token string
 // sameOrigin reports whether the browser says the request comes from
 // HUB_PUBLIC_URL's origin. Browsers send Origin on every POST, PUT, PATCH,
 // DELETE and WebSocket; its absence is refused.
-func (h *Hub) sameOrigin(r *http.Request) bool {
+func (h signinAPI) sameOrigin(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Origin"), h.guard.origin)
 }

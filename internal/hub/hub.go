@@ -22,6 +22,7 @@ import (
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/hub/triggers"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/metrics"
 	"kndl.dev/kndl/internal/protocol"
@@ -44,6 +45,7 @@ type Hub struct {
 	runners  *runners.Conns       // the connected Runners
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
+	triggers *triggers.Receiver   // the App's webhook: Sessions started from GitHub
 	masks    *masks.Sets          // each running Session's redaction set
 	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
@@ -92,13 +94,13 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
-	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
+	h.metrics, h.healthz = opsAPI{h}.newMetrics(), opsAPI{h}.newHealth()
 	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
-		Handle: h.handleRunner, Gone: h.runnerLeft})
-	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+		Handle: runnersAPI{h}.handleRunner, Gone: runnersAPI{h}.runnerLeft})
+	h.masks = masks.NewSets(st, box, variablesAPI{h}.sensitiveValues, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
@@ -107,30 +109,36 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 			return h.canAccess(ctx, u, repoURL, false)
 		},
 		Push:        h.canPush,
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: mcpAPI{h}.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
 		return nil, err
 	}
-	h.envs = h.newEnvironments()
+	h.envs = environmentsAPI{h}.newEnvironments()
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
-		MCPServers: h.prepareGateway, Metrics: h.metrics})
+		MCPServers: mcpAPI{h}.prepareGateway, Metrics: h.metrics})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
 	}
-	if err := h.initGuard(); err != nil {
+	if err := (signinAPI{h}).initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: h.titleFromPull, Logger: cfg.Logger}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
-	h.forward = h.newForward()
+	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
+		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
+	if h.guard.gh != nil {
+		to.GitHub = h.guard.gh
+	}
+	h.triggers = triggers.New(to)
+	h.forward = viewAPI{h}.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err
@@ -139,12 +147,15 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	return h, nil
 }
 
-// Close stops the Hub's background work and waits for it: the pull
-// request tracker, the Test builds under way, the Sessions' timers, the
+// Close stops the Hub's background work and waits for it: the webhook's
+// work under way, the pull request tracker, the Test builds under way, the Sessions' timers, the
 // token revokes, and last the Hub's own goroutines (the credential checks
 // among them), whose lifetime the others' last callbacks still use. It
 // closes as much as New made when a step of New failed.
 func (h *Hub) Close() {
+	if h.triggers != nil {
+		h.triggers.Close() // may still start a Session: before sessions
+	}
 	if h.pulls != nil {
 		h.pulls.Close()
 	}

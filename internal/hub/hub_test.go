@@ -81,7 +81,7 @@ func withGitHub(gh *testkit.GitHub, ttl time.Duration) func(*Config) {
 
 func TestRouteWithoutCredentialDoesNotRegister(t *testing.T) {
 	f := newFixture(t)
-	rt := route{pattern: "GET /oops", handle: f.hub.health}
+	rt := route{pattern: "GET /oops", handle: opsAPI{f.hub}.health}
 	h := &Hub{log: f.hub.log, store: f.store}
 	if _, err := h.muxOf([]route{rt}); err == nil {
 		t.Fatal("a route with no credential registered")
@@ -306,7 +306,7 @@ func TestAHubThatFailsToStartLeavesNoGoroutine(t *testing.T) {
 		routes func(*Hub) []route
 	}{
 		{"a route without a credential", cfg, func(h *Hub) []route {
-			return append(h.routes(), route{pattern: "GET /oops", handle: h.health})
+			return append(h.routes(), route{pattern: "GET /oops", handle: opsAPI{h}.health})
 		}},
 		{"a GitHub App key that doesn't parse", badKey, (*Hub).routes},
 	}

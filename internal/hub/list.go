@@ -30,7 +30,7 @@ type listMsg struct {
 // Sessions of Repos the person has access to, read again at each change;
 // losing access to a Repo it sent a row of ends it (readsRepo), and the tab
 // reconnects to a list without them. It takes nothing from the tab.
-func (h *Hub) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) {
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered
@@ -45,7 +45,7 @@ func (h *Hub) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 		ws.Close(websocket.StatusInternalError, "the Hub could not read its Sessions")
 		return
 	}
-	names := h.names(ctx)
+	names := pagesAPI{h.Hub}.names(ctx)
 	sent := map[string]string{} // by id, the row last sent, as JSON
 	send := func(typ string, rows []api.Session, gone []string) error {
 		if rows == nil {
@@ -55,7 +55,7 @@ func (h *Hub) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 		reread := false
 		for _, a := range rows {
 			if _, ok := names[a.CreatorID]; !ok && !reread {
-				names, reread = h.names(ctx), true // a Member who joined since
+				names, reread = pagesAPI{h.Hub}.names(ctx), true // a Member who joined since
 			}
 			m.Names[a.CreatorID] = names[a.CreatorID]
 		}

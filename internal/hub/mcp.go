@@ -14,13 +14,17 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
+// mcpAPI serves the Gateway's admin routes and page and its proxy, thin over
+// internal/gateway. It shares the Hub's state and helpers.
+type mcpAPI struct{ *Hub }
+
 // The routes of MCP servers and Installations hand each request to the
 // Gateway (internal/gateway), which owns their rules; these only read the
 // request and write the answer.
 
 // gatewayServe is Claude Code's MCP traffic, through the mod relay, with
 // the Session's mod token.
-func (h *Hub) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.gateway.Serve(w, r, p.Session, r.PathValue("installation"))
 }
 
@@ -29,7 +33,7 @@ func (h *Hub) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal) 
 // Only adding them to a set already kept is not enough: one made from the
 // store before the record (a request for the Session's view as it starts)
 // may be kept just after it, without them.
-func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
+func (h mcpAPI) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
 	servers, err := h.gateway.Prepare(ctx, s)
 	if err != nil {
 		return nil, err
@@ -48,12 +52,12 @@ func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.M
 	return servers, nil
 }
 
-func (h *Hub) listMCPServers(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) listMCPServers(w http.ResponseWriter, r *http.Request, p Principal) {
 	out, err := h.gateway.Servers(r.Context())
 	h.reply(w, r, http.StatusOK, out, err)
 }
 
-func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) createMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.MCPServer
 	err := readJSON(r, &req)
 	var out api.MCPServer
@@ -68,7 +72,7 @@ func (h *Hub) createMCPServer(w http.ResponseWriter, r *http.Request, p Principa
 
 // editMCPServer edits a server; with ?dry_run=1 it only says whose values
 // the edit would clear.
-func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.MCPServer
 	err := readJSON(r, &req)
 	var out api.MCPServerEdit
@@ -88,7 +92,7 @@ func (h *Hub) editMCPServer(w http.ResponseWriter, r *http.Request, p Principal)
 
 // listInstallations lists every Installation; with ?repo=ID, one the
 // person has access to, each says whether it is on there.
-func (h *Hub) listInstallations(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) listInstallations(w http.ResponseWriter, r *http.Request, p Principal) {
 	var repo *store.Repo
 	var err error
 	if id := r.URL.Query().Get("repo"); id != "" {
@@ -103,7 +107,7 @@ func (h *Hub) listInstallations(w http.ResponseWriter, r *http.Request, p Princi
 	h.reply(w, r, http.StatusOK, out, err)
 }
 
-func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) install(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.InstallationRequest
 	err := readJSON(r, &req)
 	var out api.Installation
@@ -116,7 +120,7 @@ func (h *Hub) install(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.reply(w, r, http.StatusOK, out, err)
 }
 
-func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		Repos []string `json:"repos"`
 	}
@@ -131,7 +135,7 @@ func (h *Hub) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Pri
 	h.reply(w, r, http.StatusOK, out, err)
 }
 
-func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		Value string `json:"value"`
 	}
@@ -148,7 +152,7 @@ func (h *Hub) setInstallationValue(w http.ResponseWriter, r *http.Request, p Pri
 
 // turnInstallation turns an Installation off (or back on) for a Repo the
 // person may push to (the Gateway checks that).
-func (h *Hub) turnInstallation(off bool) handlerFunc {
+func (h mcpAPI) turnInstallation(off bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) {
 		repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
 		var out api.Installation
@@ -162,7 +166,7 @@ func (h *Hub) turnInstallation(off bool) handlerFunc {
 	}
 }
 
-func (h *Hub) installationLog(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) installationLog(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
 	var out []api.InstallationChange
 	if err == nil {
@@ -176,7 +180,7 @@ const oauthCallbackPath = "/mcp/oauth/callback"
 
 // setInstallationClient enters an OAuth client, bound to the authorization
 // server the answer names; the secret is write-only.
-func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
@@ -194,12 +198,12 @@ func (h *Hub) setInstallationClient(w http.ResponseWriter, r *http.Request, p Pr
 
 // connectInstallation begins connecting an account: the answer's url is
 // where the person's browser goes, signed in to the Hub, to consent.
-func (h *Hub) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
 	u, err := h.gateway.Connect(r.Context(), p.User, r.PathValue("id"))
 	h.reply(w, r, http.StatusOK, map[string]string{"url": u}, err)
 }
 
-func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := h.gateway.Disconnect(r.Context(), p.User, r.PathValue("id"))
 	if err == nil {
 		h.audit(r, p, auditInstallationDisconn, r.PathValue("id"), "")
@@ -209,7 +213,7 @@ func (h *Hub) disconnectInstallation(w http.ResponseWriter, r *http.Request, p P
 
 // oauthCallback is where the authorization server sends the browser of
 // whoever began connecting back; the state is theirs alone.
-func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal) {
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
 		h.writeError(w, r, fmt.Errorf("the authorization server did not connect the account (%.100s): %w", e, errdefs.ErrConflict))
@@ -227,7 +231,7 @@ func (h *Hub) oauthCallback(w http.ResponseWriter, r *http.Request, p Principal)
 
 // maskInstallation adds an Installation's new OAuth token to the
 // redaction sets of the running Sessions that started with it.
-func (h *Hub) maskInstallation(installationID string, values ...string) {
+func (h mcpAPI) maskInstallation(installationID string, values ...string) {
 	for _, id := range h.masks.Running() {
 		rows, err := h.store.SessionInstallations(h.life.Context(), id)
 		if err != nil {
@@ -246,7 +250,7 @@ func (h *Hub) maskInstallation(installationID string, values ...string) {
 // mcpPage lists the MCP servers and Installations, each Installation's
 // credentials by who set them and when, and, for a Repo the person picks,
 // whether each is on there.
-func (h *Hub) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h mcpAPI) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	type repoRow struct {
 		ID, Name string

@@ -13,6 +13,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// membersAPI serves Members, Invites and a person's account (members.go,
+// account.go). It shares the Hub's state and helpers.
+type membersAPI struct{ *Hub }
+
 // Invite lifetimes: the default, and the most the Owner may ask for.
 const (
 	defaultInviteTTL = 7 * 24 * time.Hour
@@ -35,7 +39,7 @@ func ownerOnly(p Principal, does string) error {
 // inviteAndRemove is what ownerOnly says of Members and Invites.
 const inviteAndRemove = "invites and removes Members"
 
-func (h *Hub) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h membersAPI) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
 	ms, err := h.store.Members(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
@@ -47,7 +51,7 @@ func (h *Hub) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
 	writeJSON(w, http.StatusOK, ms)
 }
 
-func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) removeMember(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, inviteAndRemove)
 	id := r.PathValue("id")
 	if err == nil && id == p.User.ID {
@@ -70,7 +74,7 @@ func (h *Hub) removeMember(w http.ResponseWriter, r *http.Request, p Principal) 
 // at once, their open connections close, the Runners they paired are
 // revoked (disconnected, and every Session there Failed, whoever's), and
 // their other awake Sessions go to sleep. The Owner can't be removed.
-func (h *Hub) RemoveMember(ctx context.Context, id string) error {
+func (h membersAPI) RemoveMember(ctx context.Context, id string) error {
 	u, err := h.store.UserByID(ctx, id)
 	if err == nil && u.IsOwner {
 		err = fmt.Errorf("the Owner can't be removed: %w", errdefs.ErrConflict)
@@ -93,7 +97,7 @@ func (h *Hub) RemoveMember(ctx context.Context, id string) error {
 	return nil
 }
 
-func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) createInvite(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		GitHubLogin    string `json:"github_login"`
 		ExpiresInHours int    `json:"expires_in_hours,omitempty"`
@@ -123,7 +127,7 @@ func (h *Hub) createInvite(w http.ResponseWriter, r *http.Request, p Principal) 
 	writeJSON(w, http.StatusCreated, api.InviteCreated{Invite: apiInvite(inv), URL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/invite#" + secret})
 }
 
-func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, inviteAndRemove)
 	var invs []store.Invite
 	if err == nil {
@@ -139,7 +143,7 @@ func (h *Hub) listInvites(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, invs)
 }
 
-func (h *Hub) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h membersAPI) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, inviteAndRemove)
 	if err == nil {
 		err = h.store.RevokeInvite(r.Context(), r.PathValue("id"))

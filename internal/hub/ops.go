@@ -9,9 +9,12 @@ import (
 	"kndl.dev/kndl/internal/metrics"
 )
 
+// opsAPI serves /health and /metrics. It shares the Hub's state and helpers.
+type opsAPI struct{ *Hub }
+
 // newMetrics makes the Hub's metrics, reading Sessions by state from the
 // store and Runners from who is connected at each scrape.
-func (h *Hub) newMetrics() *metrics.Metrics {
+func (h opsAPI) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Gauges{
 		SessionsByState: func(ctx context.Context) (map[string]int, error) {
 			counts, err := h.store.SessionCounts(ctx)
@@ -31,7 +34,7 @@ func (h *Hub) newMetrics() *metrics.Metrics {
 // newHealth makes /health's checks: the store answers a trivial query, its
 // migrations are this binary's, and how many Runners are connected (none
 // is no fault: a Hub serves its pages and API without any).
-func (h *Hub) newHealth() http.Handler {
+func (h opsAPI) newHealth() http.Handler {
 	return health.Handler(h.cfg.Logger,
 		health.Check{Name: "store", Run: func(ctx context.Context) (any, error) { return nil, h.store.Ping(ctx) }},
 		health.Check{Name: "migrations", Run: func(ctx context.Context) (any, error) {
@@ -50,12 +53,14 @@ func (h *Hub) newHealth() http.Handler {
 	)
 }
 
-func (h *Hub) runnersConnected() int {
+func (h opsAPI) runnersConnected() int {
 	return len(h.runners.All())
 }
 
-func (h *Hub) health(w http.ResponseWriter, r *http.Request, _ Principal) { h.healthz.ServeHTTP(w, r) }
+func (h opsAPI) health(w http.ResponseWriter, r *http.Request, _ Principal) {
+	h.healthz.ServeHTTP(w, r)
+}
 
-func (h *Hub) serveMetrics(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h opsAPI) serveMetrics(w http.ResponseWriter, r *http.Request, _ Principal) {
 	h.metrics.ServeHTTP(w, r)
 }

@@ -19,6 +19,9 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
+// pagesAPI serves the web UI's pages and a Session's file downloads. It shares the Hub's state and helpers.
+type pagesAPI struct{ *Hub }
+
 // appPage renders a page a signed-in person uses, with its navigation.
 func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
 	if err := web.Render(w, http.StatusOK, page, navOf(p), data); err != nil {
@@ -29,7 +32,7 @@ func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data an
 // navOf is an app page's navigation for p: the audit log's link is the
 // Owner's alone (and the dev user's, who stands in for one).
 func navOf(p Principal) *web.Nav {
-	return &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner, Audit: isOwner(p)}
+	return &web.Nav{ID: p.User.ID, Name: p.User.Name, Owner: p.User.IsOwner, Audit: isOwner(p)}
 }
 
 // when is a time as the pages show it.
@@ -41,7 +44,7 @@ func when(t time.Time) string {
 }
 
 // names maps user ids to names, for showing who made what.
-func (h *Hub) names(ctx context.Context) map[string]string {
+func (h pagesAPI) names(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	ms, _ := h.store.Members(ctx)
 	for _, m := range ms {
@@ -51,7 +54,7 @@ func (h *Hub) names(ctx context.Context) map[string]string {
 }
 
 // home lists the Repos the person has access to, each with its Sessions.
-func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -89,7 +92,7 @@ func (h *Hub) home(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // sessionPage is a Session's view. What only its Creator may do is left out
 // of the page for anyone else, and refused by the API all the same.
-func (h *Hub) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		h.notFoundPage(w, p)
@@ -131,8 +134,8 @@ func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {
 
 // runnersPage lists the Runners: whose each is and who may use it, with
 // Share and Unshare for the Owner and Remove for its owner and the Owner.
-func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	rs, err := h.runnerStatuses(r.Context(), p)
+func (h pagesAPI) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	rs, err := runnersAPI{h.Hub}.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -157,7 +160,7 @@ func (h *Hub) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}{out, isOwner(p), h.cfg.PublicURL})
 }
 
-func (h *Hub) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h pagesAPI) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	_, at, err := h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
 	h.appPage(w, p, web.Account, struct {
 		TokenSet   bool
@@ -165,7 +168,7 @@ func (h *Hub) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}{err == nil, when(at)})
 }
 
-func (h *Hub) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h pagesAPI) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	ms, err := h.store.Members(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
@@ -206,11 +209,11 @@ func (h *Hub) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
 // downloadFile sends a file of a Session's Workspace to someone with access
 // to the Session, as a download: never a document on the Hub's origin,
 // whatever it holds (serveDownload).
-func (h *Hub) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h pagesAPI) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	var rc *runners.Conn
 	if err == nil {
-		_, rc, err = h.activeOn(r.Context(), s.ID)
+		_, rc, err = viewAPI{h.Hub}.activeOn(r.Context(), s.ID)
 		if errors.Is(err, errdefs.ErrConflict) {
 			err = fmt.Errorf("the Session is %s: its Workspace's files can be downloaded while it is active: %w", s.State, errdefs.ErrConflict)
 		}
@@ -244,7 +247,7 @@ const maskedFileMax = 16 << 20
 // but isn't its Creator, masked as its Events are: a file Claude wrote from
 // Sensitive values (a .env) would otherwise show them, where only the
 // Creator sees the terminal. A file past maskedFileMax goes to nobody else.
-func (h *Hub) downloadMasked(w http.ResponseWriter, r *http.Request, sessionID string, info protocol.SessionFileInfo, conn net.Conn) {
+func (h pagesAPI) downloadMasked(w http.ResponseWriter, r *http.Request, sessionID string, info protocol.SessionFileInfo, conn net.Conn) {
 	mask, err := h.masks.WatcherMask(r.Context(), sessionID)
 	if err == nil && info.Size > maskedFileMax {
 		err = fmt.Errorf("%s is over %s, the most the Hub masks for someone other than the Session's Creator; its Creator can download it: %w",

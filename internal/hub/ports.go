@@ -19,7 +19,7 @@ import (
 
 // sessionPorts handles a Runner's list for one of its Sessions: kept in
 // memory only, while the Session is Active and its Runner connected.
-func (h *Hub) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Session, list []protocol.Port) {
+func (h viewAPI) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Session, list []protocol.Port) {
 	h.web.mu.Lock()
 	if s.State == store.Active {
 		h.web.ports[s.ID] = portsEntry{rc: rc, list: list}
@@ -32,7 +32,7 @@ func (h *Hub) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Sessio
 
 // portsOf returns a Session's open ports, dropping the list of a Session
 // no longer Active (Asleep, Frozen, Archived) or whose Runner went away.
-func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
+func (h viewAPI) portsOf(ctx context.Context, id string) []protocol.Port {
 	h.web.mu.Lock()
 	e, ok := h.web.ports[id]
 	h.web.mu.Unlock()
@@ -52,7 +52,7 @@ func (h *Hub) portsOf(ctx context.Context, id string) []protocol.Port {
 }
 
 // sendPorts sends a view its Session's open ports.
-func (h *Hub) sendPorts(ctx context.Context, v *view) {
+func (h viewAPI) sendPorts(ctx context.Context, v *view) {
 	list := h.portsOf(ctx, v.session)
 	out := make([]api.Port, len(list))
 	for i, p := range list {
@@ -65,7 +65,7 @@ func (h *Hub) sendPorts(ctx context.Context, v *view) {
 }
 
 // portsChanged sends every view of the Session its list again.
-func (h *Hub) portsChanged(id string) {
+func (h viewAPI) portsChanged(id string) {
 	for _, v := range h.viewsOf(id) {
 		h.sendPorts(h.life.Context(), v)
 	}
@@ -74,7 +74,7 @@ func (h *Hub) portsChanged(id string) {
 // openPort is GET /sessions/{id}/ports/{port} on the Hub's own origin: for
 // someone with access to the Session, it hands out a code for the port's
 // forward origin and sends the browser there.
-func (h *Hub) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h viewAPI) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	var port int
 	if err == nil {
@@ -98,7 +98,7 @@ func (h *Hub) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
 // newForward makes the port-forward proxy: a grant holds while its
 // person's sign-in does and they keep access to the Session's Repo, and a
 // connection goes through a stream the Session's Runner dials back.
-func (h *Hub) newForward() *forward.Proxy {
+func (h viewAPI) newForward() *forward.Proxy {
 	return forward.New(forward.Options{URL: h.cfg.ForwardURL, PublicURL: h.cfg.PublicURL, GrantMax: h.cfg.SigninMaxAge, Log: h.log,
 		Allowed: func(ctx context.Context, u store.User, cred []byte, sessionID string) bool {
 			live, err := h.store.SigninLive(ctx, cred, h.guard.life)
@@ -125,7 +125,7 @@ func (h *Hub) newForward() *forward.Proxy {
 }
 
 // repoOf is a Session's Repo URL, or "" if there is no such Session.
-func (h *Hub) repoOf(ctx context.Context, id string) string {
+func (h viewAPI) repoOf(ctx context.Context, id string) string {
 	s, err := h.store.SessionByID(ctx, id)
 	if err != nil {
 		return ""

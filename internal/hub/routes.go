@@ -46,106 +46,124 @@ func (h *Hub) routes() []route {
 	public := []auth.Kind{auth.Public}
 	browser := []auth.Kind{auth.Cookie}
 	mod := []auth.Kind{auth.Mod}
+	// The handlers, by resource, each sharing the Hub's state.
+	var (
+		sess    = sessionsAPI{h}
+		view    = viewAPI{h}
+		runs    = runnersAPI{h}
+		atts    = attachmentsAPI{h}
+		envs    = environmentsAPI{h}
+		vars    = variablesAPI{h}
+		members = membersAPI{h}
+		signins = signinAPI{h}
+		mcp     = mcpAPI{h}
+		audit   = auditAPI{h}
+		ops     = opsAPI{h}
+		pages   = pagesAPI{h}
+		gh      = triggersAPI{h}
+	)
 	return []route{
-		{"GET /health", public, h.health},
-		{"GET /metrics", []auth.Kind{auth.Metrics}, h.serveMetrics},
-		{"GET /static/{file...}", public, h.static},
-		{"GET /signin", public, h.signinPage},
-		{"GET /signin/github", public, h.githubSignin},
-		{"GET /signin/github/callback", public, h.githubCallback},
-		{"POST /signin/claim", public, h.claim},
-		{"POST /signin/dev", public, h.devSignin},
-		{"GET /setup", public, h.setupPage},
-		{"GET /invite", public, h.invitePage},
-		{"POST /signout", browser, h.signout},
-		{"GET /{$}", browser, h.home},
-		{"GET /sessions/{id}", browser, h.sessionPage},
-		{"GET /sessions/{id}/ports/{port}", browser, h.openPort},
-		{"GET /runners", browser, h.runnersPage},
-		{"GET /repos/{repo}", browser, h.repoPage},
-		{"GET /account", browser, h.accountPage},
-		{"GET /members", browser, h.membersPage},
-		{"GET /audit", browser, h.auditLogPage},
-		{"GET /mcp", browser, h.mcpPage},
-		{"POST /api/cli/login", public, h.cliLoginStart},
-		{"POST /api/cli/login/poll", public, h.cliLoginPoll},
-		{"GET /cli/login", browser, h.cliLoginPage},
-		{"POST /cli/login", browser, h.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
-		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, h.cliLogout},
-		{"GET /api/members", person, h.listMembers},
-		{"DELETE /api/members/{id}", person, h.recent(h.removeMember)},
-		{"GET /api/invites", person, h.listInvites},
-		{"POST /api/invites", person, h.recent(h.createInvite)},
-		{"DELETE /api/invites/{id}", person, h.revokeInvite},
-		{"GET /runner/connect", []auth.Kind{auth.Runner}, h.runnerConnect},
-		{"GET /runner/stream/{id}", []auth.Kind{auth.Runner}, h.runnerStream},
-		{"GET /api/runners", person, h.listRunners},
-		{"POST /api/runners", person, h.recent(h.createRunner)},
-		{"DELETE /api/runners/{id}", person, h.revokeRunner},
-		{"PUT /api/runners/{id}/shared", person, h.recent(h.shareRunner)},
-		{"GET /api/account", person, h.showAccount},
-		{"PUT /api/account/claude-token", person, h.recent(h.setClaudeToken)},
-		{"DELETE /api/account/claude-token", person, h.deleteClaudeToken},
-		{"POST /api/sessions", person, h.createSession},
-		{"GET /api/sessions", person, h.listSessions},
-		{"GET /api/sessions/live", person, h.liveSessions},
-		{"GET /api/sessions/{id}", person, h.showSession},
-		{"POST /api/sessions/{id}/prompts", person, h.queuePrompt},
-		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, h.editPrompt},
-		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, h.cancelPrompt},
-		{"POST /api/sessions/{id}/prompts/{prompt}/move", person, h.movePrompt},
-		{"POST /api/sessions/{id}/stop-turn", person, h.stopTurn},
-		{"PATCH /api/sessions/{id}", person, h.updateSession},
-		{"POST /api/sessions/{id}/sleep", person, h.lifeHandler(h.sessions.Sleep, "its Creator put it to sleep")},
-		{"POST /api/sessions/{id}/wake", person, h.lifeHandler(h.sessions.Wake, "its Creator woke it")},
-		{"POST /api/sessions/{id}/restart", person, h.lifeHandler(h.sessions.Restart, "its Creator restarted it")},
-		{"POST /api/sessions/{id}/archive", person, h.lifeHandler(h.sessions.Archive, "its Creator archived it")},
-		{"POST /api/sessions/{id}/restore", person, h.lifeHandler(h.sessions.Restore, "its Creator restored it")},
-		{"PUT /api/sessions/{id}/keep-awake", person, h.keepAwakeHandler},
-		{"POST /api/sessions/{id}/answer", person, h.answerHandler},
-		{"POST /api/sessions/{id}/subagents/{agent}/stop", person, h.stopSubagent},
-		{"GET /api/sessions/{id}/events", person, h.listEvents},
-		{"GET /api/sessions/{id}/watch", person, h.watchSession},
-		{"GET /api/repos", person, h.listRepos},
-		{"POST /api/repos", person, h.addRepo},
-		{"GET /api/repos/{repo}/variables", person, h.listRepoVariables},
-		{"PUT /api/repos/{repo}/variables/{name}", person, h.setRepoVariable},
-		{"DELETE /api/repos/{repo}/variables/{name}", person, h.deleteRepoVariable},
-		{"PUT /api/repos/{repo}/links/{name}", person, h.linkVariable},
-		{"DELETE /api/repos/{repo}/links/{name}", person, h.unlinkVariable},
-		{"GET /api/repos/{repo}/environment", person, h.showEnvironment},
-		{"PUT /api/repos/{repo}/environment/draft", person, h.editEnvironment},
-		{"POST /api/repos/{repo}/environment/tests", person, h.testEnvironment},
-		{"GET /api/repos/{repo}/environment/tests/{test}", person, h.showTestBuild},
-		{"POST /api/repos/{repo}/environment/apply", person, h.applyEnvironment},
-		{"GET /api/repos/{repo}/environment/log", person, h.environmentLog},
-		{"GET /api/variables", person, h.listSharedVariables},
-		{"PUT /api/variables/{name}", person, h.setSharedVariable},
-		{"DELETE /api/variables/{name}", person, h.deleteSharedVariable},
-		{"GET /api/sessions/{id}/live", person, h.liveSession},
-		{"GET /api/sessions/{id}/files/{path...}", person, h.downloadFile},
-		{"POST /api/sessions/{id}/attachments", person, h.uploadAttachment},
-		{"GET /api/sessions/{id}/attachments", person, h.listAttachments},
-		{"GET /api/sessions/{id}/attachments/{attachment}", person, h.downloadAttachment},
-		{"GET /api/audit", person, h.listAudit},
-		{"GET /api/audit/verify", person, h.verifyAudit},
-		{"GET /api/mcp/servers", person, h.listMCPServers},
-		{"POST /api/mcp/servers", person, h.createMCPServer},
-		{"PUT /api/mcp/servers/{id}", person, h.editMCPServer},
-		{"GET /api/mcp/installations", person, h.listInstallations},
-		{"POST /api/mcp/installations", person, h.install},
-		{"PUT /api/mcp/installations/{id}/repos", person, h.setInstallationRepos},
-		{"PUT /api/mcp/installations/{id}/secrets/{key}", person, h.setInstallationValue},
-		{"PUT /api/mcp/installations/{id}/client", person, h.setInstallationClient},
-		{"POST /api/mcp/installations/{id}/connect", person, h.connectInstallation},
-		{"DELETE /api/mcp/installations/{id}/connect", person, h.disconnectInstallation},
-		{"GET " + oauthCallbackPath, browser, h.oauthCallback},
-		{"PUT /api/repos/{repo}/mcp/{id}/off", person, h.turnInstallation(true)},
-		{"DELETE /api/repos/{repo}/mcp/{id}/off", person, h.turnInstallation(false)},
-		{"GET /api/repos/{repo}/mcp/log", person, h.installationLog},
-		{"GET /gateway/{installation}", mod, h.gatewayServe},
-		{"POST /gateway/{installation}", mod, h.gatewayServe},
-		{"DELETE /gateway/{installation}", mod, h.gatewayServe},
+		{"GET /health", public, ops.health},
+		{"GET /metrics", []auth.Kind{auth.Metrics}, ops.serveMetrics},
+		{"GET /static/{file...}", public, signins.static},
+		{"GET /signin", public, signins.signinPage},
+		{"GET /signin/github", public, signins.githubSignin},
+		{"GET /signin/github/callback", public, signins.githubCallback},
+		{"POST /signin/claim", public, signins.claim},
+		{"POST /signin/dev", public, signins.devSignin},
+		{"GET /setup", public, signins.setupPage},
+		{"GET /invite", public, signins.invitePage},
+		{"POST /signout", browser, signins.signout},
+		{"GET /{$}", browser, pages.home},
+		{"GET /sessions/{id}", browser, pages.sessionPage},
+		{"GET /sessions/{id}/ports/{port}", browser, view.openPort},
+		{"GET /runners", browser, pages.runnersPage},
+		{"GET /repos/{repo}", browser, envs.repoPage},
+		{"GET /account", browser, pages.accountPage},
+		{"GET /members", browser, pages.membersPage},
+		{"GET /audit", browser, audit.auditLogPage},
+		{"GET /mcp", browser, mcp.mcpPage},
+		{"POST /api/cli/login", public, signins.cliLoginStart},
+		{"POST /api/cli/login/poll", public, signins.cliLoginPoll},
+		{"GET /cli/login", browser, signins.cliLoginPage},
+		{"POST /cli/login", browser, signins.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
+		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, signins.cliLogout},
+		{"GET /api/members", person, members.listMembers},
+		{"DELETE /api/members/{id}", person, h.recent(members.removeMember)},
+		{"GET /api/invites", person, members.listInvites},
+		{"POST /api/invites", person, h.recent(members.createInvite)},
+		{"DELETE /api/invites/{id}", person, members.revokeInvite},
+		{"GET /runner/connect", []auth.Kind{auth.Runner}, runs.runnerConnect},
+		{"GET /runner/stream/{id}", []auth.Kind{auth.Runner}, runs.runnerStream},
+		{"GET /api/runners", person, runs.listRunners},
+		{"POST /api/runners", person, h.recent(runs.createRunner)},
+		{"DELETE /api/runners/{id}", person, runs.revokeRunner},
+		{"PUT /api/runners/{id}/shared", person, h.recent(runs.shareRunner)},
+		{"GET /api/account", person, members.showAccount},
+		{"PUT /api/account/claude-token", person, h.recent(members.setClaudeToken)},
+		{"DELETE /api/account/claude-token", person, members.deleteClaudeToken},
+		{"POST /api/sessions", person, sess.createSession},
+		{"GET /api/sessions", person, sess.listSessions},
+		{"GET /api/sessions/live", person, sess.liveSessions},
+		{"GET /api/sessions/{id}", person, sess.showSession},
+		{"POST /api/sessions/{id}/prompts", person, sess.queuePrompt},
+		{"PATCH /api/sessions/{id}/prompts/{prompt}", person, sess.editPrompt},
+		{"DELETE /api/sessions/{id}/prompts/{prompt}", person, sess.cancelPrompt},
+		{"POST /api/sessions/{id}/prompts/{prompt}/move", person, sess.movePrompt},
+		{"POST /api/sessions/{id}/stop-turn", person, sess.stopTurn},
+		{"PATCH /api/sessions/{id}", person, sess.updateSession},
+		{"POST /api/sessions/{id}/sleep", person, sess.lifeHandler(h.sessions.Sleep, "its Creator put it to sleep")},
+		{"POST /api/sessions/{id}/wake", person, sess.lifeHandler(h.sessions.Wake, "its Creator woke it")},
+		{"POST /api/sessions/{id}/restart", person, sess.lifeHandler(h.sessions.Restart, "its Creator restarted it")},
+		{"POST /api/sessions/{id}/archive", person, sess.lifeHandler(h.sessions.Archive, "its Creator archived it")},
+		{"POST /api/sessions/{id}/restore", person, sess.lifeHandler(h.sessions.Restore, "its Creator restored it")},
+		{"PUT /api/sessions/{id}/keep-awake", person, sess.keepAwakeHandler},
+		{"POST /api/sessions/{id}/answer", person, sess.answerHandler},
+		{"POST /api/sessions/{id}/subagents/{agent}/stop", person, sess.stopSubagent},
+		{"GET /api/sessions/{id}/events", person, sess.listEvents},
+		{"GET /api/sessions/{id}/watch", person, sess.watchSession},
+		{"GET /api/repos", person, vars.listRepos},
+		{"POST /api/repos", person, vars.addRepo},
+		{"GET /api/repos/{repo}/variables", person, vars.listRepoVariables},
+		{"PUT /api/repos/{repo}/variables/{name}", person, vars.setRepoVariable},
+		{"DELETE /api/repos/{repo}/variables/{name}", person, vars.deleteRepoVariable},
+		{"PUT /api/repos/{repo}/links/{name}", person, vars.linkVariable},
+		{"DELETE /api/repos/{repo}/links/{name}", person, vars.unlinkVariable},
+		{"GET /api/repos/{repo}/environment", person, envs.showEnvironment},
+		{"PUT /api/repos/{repo}/environment/draft", person, envs.editEnvironment},
+		{"POST /api/repos/{repo}/environment/tests", person, envs.testEnvironment},
+		{"GET /api/repos/{repo}/environment/tests/{test}", person, envs.showTestBuild},
+		{"POST /api/repos/{repo}/environment/apply", person, envs.applyEnvironment},
+		{"GET /api/repos/{repo}/environment/log", person, envs.environmentLog},
+		{"GET /api/variables", person, vars.listSharedVariables},
+		{"PUT /api/variables/{name}", person, vars.setSharedVariable},
+		{"DELETE /api/variables/{name}", person, vars.deleteSharedVariable},
+		{"GET /api/sessions/{id}/live", person, view.liveSession},
+		{"GET /api/sessions/{id}/files/{path...}", person, pages.downloadFile},
+		{"POST /api/sessions/{id}/attachments", person, atts.uploadAttachment},
+		{"GET /api/sessions/{id}/attachments", person, atts.listAttachments},
+		{"GET /api/sessions/{id}/attachments/{attachment}", person, atts.downloadAttachment},
+		{"GET /api/audit", person, audit.listAudit},
+		{"GET /api/audit/verify", person, audit.verifyAudit},
+		{"GET /api/mcp/servers", person, mcp.listMCPServers},
+		{"POST /api/mcp/servers", person, mcp.createMCPServer},
+		{"PUT /api/mcp/servers/{id}", person, mcp.editMCPServer},
+		{"GET /api/mcp/installations", person, mcp.listInstallations},
+		{"POST /api/mcp/installations", person, mcp.install},
+		{"PUT /api/mcp/installations/{id}/repos", person, mcp.setInstallationRepos},
+		{"PUT /api/mcp/installations/{id}/secrets/{key}", person, mcp.setInstallationValue},
+		{"PUT /api/mcp/installations/{id}/client", person, mcp.setInstallationClient},
+		{"POST /api/mcp/installations/{id}/connect", person, mcp.connectInstallation},
+		{"DELETE /api/mcp/installations/{id}/connect", person, mcp.disconnectInstallation},
+		{"GET " + oauthCallbackPath, browser, mcp.oauthCallback},
+		{"PUT /api/repos/{repo}/mcp/{id}/off", person, mcp.turnInstallation(true)},
+		{"DELETE /api/repos/{repo}/mcp/{id}/off", person, mcp.turnInstallation(false)},
+		{"GET /api/repos/{repo}/mcp/log", person, mcp.installationLog},
+		{"GET /gateway/{installation}", mod, mcp.gatewayServe},
+		{"POST /gateway/{installation}", mod, mcp.gatewayServe},
+		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
+		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
+		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
 	}
 }
 
@@ -206,9 +224,13 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	if slices.Contains(kinds, auth.Public) {
 		return Principal{Kind: auth.Public}, nil
 	}
+	if slices.Contains(kinds, auth.Webhook) {
+		// Signed over the body: triggers.Receiver.Take checks it first.
+		return Principal{Kind: auth.Webhook}, nil
+	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
-		token = h.signinToken(r)
+		token = signinAPI{h}.signinToken(r)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
@@ -236,7 +258,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			}
 		}
 	} else if token != "" {
-		p, err := h.cookiePrincipal(ctx, r, token)
+		p, err := signinAPI{h}.cookiePrincipal(ctx, r, token)
 		if err == nil {
 			p.cred = auth.Hash(token)
 			return p, nil

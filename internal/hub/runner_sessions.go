@@ -14,7 +14,7 @@ import (
 
 // handleSessions registers what a Runner may send about its Sessions. Each
 // handler answers only for a Session on that Runner, and only after hello.
-func (h *Hub) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
+func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
 	// runnable decodes a request about a Session this Runner may run now:
 	// starting or awake, its Creator a Member, and the Runner one they may
@@ -62,14 +62,14 @@ func (h *Hub) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
 		}
-		vars, dropped, err := h.sessionVariables(ctx, s)
+		vars, dropped, err := variablesAPI{h.Hub}.sessionVariables(ctx, s)
 		if err != nil {
 			return nil, err
 		}
 		if len(dropped) > 0 {
-			h.noteDropped(ctx, s.ID, dropped)
+			variablesAPI{h.Hub}.noteDropped(ctx, s.ID, dropped)
 		}
-		return protocol.SessionCredentials{ClaudeToken: tok, Variables: vars}, nil
+		return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
 	})
 
 	rc.Conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -104,7 +104,7 @@ func (h *Hub) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 // ownSession returns a decoder of a Runner's message about a Session of its
 // own: it refuses one before hello, a malformed body, and a Session on
 // another Runner (as if it didn't exist).
-func (h *Hub) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+func (h runnersAPI) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 	return func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 		select {
 		case <-welcomed:
@@ -124,7 +124,7 @@ func (h *Hub) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(ctx co
 
 // handleLive registers what a Runner sends for the web UI: a Session's
 // open ports and its terminal's frames.
-func (h *Hub) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
+func (h runnersAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 	own := h.ownSession(rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionPorts
@@ -135,7 +135,7 @@ func (h *Hub) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 		if len(req.Ports) > maxPorts {
 			return nil, fmt.Errorf("%d ports: at most %d are listed: %w", len(req.Ports), maxPorts, errdefs.ErrInvalid)
 		}
-		h.sessionPorts(ctx, rc, s, req.Ports)
+		viewAPI{h.Hub}.sessionPorts(ctx, rc, s, req.Ports)
 		return nil, nil
 	})
 	rc.Conn.Handle(protocol.TypeTerminalFrame, true, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -150,7 +150,7 @@ func (h *Hub) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 		}
 		// Frames go only to a terminal opened on this connection
 		// (terminalFrame checks), so no store read is needed per frame.
-		h.terminalFrame(rc, f)
+		viewAPI{h.Hub}.terminalFrame(rc, f)
 		return nil, nil
 	})
 }

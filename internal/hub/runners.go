@@ -13,37 +13,42 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// runnersAPI serves the Runner endpoint and what a Runner may send about its
+// Sessions and their tokens (runners.go, runner_sessions.go,
+// sandboxtokens.go), and a person's Runner routes. It shares the Hub's state and helpers.
+type runnersAPI struct{ *Hub }
+
 // runnerConnect is where a Runner connects (runners.Conns.Serve).
-func (h *Hub) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.runners.Serve(w, r, p.Runner)
 }
 
 // runnerStream is where a Runner dials a stream back
 // (runners.Conns.ServeStream).
-func (h *Hub) runnerStream(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) runnerStream(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err := h.runners.ServeStream(w, r, p.Runner.ID); err != nil {
 		h.writeError(w, r, err)
 	}
 }
 
 // handleRunner registers what a Runner may send on a new connection.
-func (h *Hub) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
+func (h runnersAPI) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
 	h.handleSessions(rc, welcomed)
 	h.handleLive(rc, welcomed)
-	h.handleAttachments(rc, welcomed)
-	h.handleEnvironments(rc, welcomed)
+	attachmentsAPI{h.Hub}.handleAttachments(rc, welcomed)
+	environmentsAPI{h.Hub}.handleEnvironments(rc, welcomed)
 }
 
 // runnerGone drops what the Hub held for a Runner's connection once it
 // ended, and, if it was the Runner's current one, tells the Owner.
-func (h *Hub) runnerLeft(rc *runners.Conn, current bool) {
-	h.runnerGone(rc)
+func (h runnersAPI) runnerLeft(rc *runners.Conn, current bool) {
+	viewAPI{h.Hub}.runnerGone(rc)
 	if current {
 		h.sessions.RunnerGone(h.life.Context(), rc.Runner.ID)
 	}
 }
 
-func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
 	out, err := h.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -54,7 +59,7 @@ func (h *Hub) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // runnerStatuses lists the live Runners as p sees them: whose each is,
 // whether p may use it, and a connected one's backend, load and capacity.
-func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
+func (h runnersAPI) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
 	rs, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
@@ -67,7 +72,7 @@ func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStat
 	for _, m := range ms {
 		logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
 	}
-	loads, err := h.loads(ctx)
+	loads, err := sessionsAPI{h.Hub}.loads(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +91,7 @@ func (h *Hub) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStat
 	return out, nil
 }
 
-func (h *Hub) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		Name string `json:"name"`
 	}
@@ -113,7 +118,7 @@ func mayRemoveRunner(p Principal, createdBy string) bool {
 
 // runnerToRemove returns the live Runner with that id if p may remove it
 // (mayRemoveRunner).
-func (h *Hub) runnerToRemove(ctx context.Context, p Principal, id string) (store.Runner, error) {
+func (h runnersAPI) runnerToRemove(ctx context.Context, p Principal, id string) (store.Runner, error) {
 	rn, err := h.store.RunnerByID(ctx, id)
 	if err == nil && !rn.RevokedAt.IsZero() {
 		err = fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
@@ -124,7 +129,7 @@ func (h *Hub) runnerToRemove(ctx context.Context, p Principal, id string) (store
 	return rn, err
 }
 
-func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {
 	rn, err := h.runnerToRemove(r.Context(), p, r.PathValue("id"))
 	if err == nil {
 		err = h.store.RevokeRunner(r.Context(), rn.ID)
@@ -144,7 +149,7 @@ func (h *Hub) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) 
 // Member who paired it: the Owner's alone. Taken back, the awake Sessions
 // there of anyone else go to sleep, and can't wake there while it stays
 // so (session.Owner.RunnerNarrowed).
-func (h *Hub) shareRunner(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h runnersAPI) shareRunner(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		Shared *bool `json:"shared"`
 	}

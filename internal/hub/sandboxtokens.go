@@ -14,7 +14,7 @@ import (
 // repoToken mints a token of the Hub's GitHub App for a Session's Repo
 // alone, with perms: fresh for each request, never cached or shared. It
 // returns ErrNotFound without the App or with the App not on the Repo.
-func (h *Hub) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
+func (h runnersAPI) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
 	gh := h.guard.gh
 	if gh == nil || !gh.HasApp() {
 		return protocol.GitHubToken{}, fmt.Errorf("this Hub has no GitHub App (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
@@ -37,7 +37,7 @@ func (h *Hub) repoToken(ctx context.Context, s store.Session, perms map[string]s
 // pushes and writes pull requests only if the Session's Creator may push
 // to the Repo, asked of GitHub at each mint, so one who lost push gets a
 // read-only token at the next refresh; the Session's view says which.
-func (h *Hub) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHubToken, error) {
+func (h runnersAPI) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHubToken, error) {
 	creator, err := h.store.UserByID(ctx, s.CreatorID)
 	if err != nil {
 		return protocol.GitHubToken{}, err

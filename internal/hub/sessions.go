@@ -22,6 +22,11 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// sessionsAPI serves a person's Session routes: start, list, show, the queue, life moves,
+// renames and the Sessions list's socket (sessions.go, sleep.go, update.go,
+// list.go); every change goes to the Session Owner. It shares the Hub's state and helpers.
+type sessionsAPI struct{ *Hub }
+
 var (
 	modelRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9.\-\[\]]{0,63}$`)
 	efforts = map[string]bool{"": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true}
@@ -101,13 +106,23 @@ func checkPrompt(text string) error {
 	return nil
 }
 
-func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) createSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.NewSession
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	ctx := r.Context()
+	s, err := h.start(r.Context(), p, req, title(req.Prompt))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.writeSession(w, r, s, http.StatusCreated)
+}
+
+// start starts a Session as p asks, titled name (masked like any title):
+// the API's and a GitHub trigger's way alike.
+func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession, name string) (store.Session, error) {
 	err := checkModel(req.Model, req.Effort)
 	if err == nil {
 		err = checkPrompt(req.Prompt)
@@ -137,28 +152,19 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 	if err == nil {
 		rc, err = h.pickRunner(ctx, p.User, req.Runner, knownRepo)
 	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return
+	var repo store.Repo
+	if err == nil {
+		repo, err = h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
 	}
-	repo, err := h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
-	if err != nil {
-		h.writeError(w, r, err)
-		return
+	if err == nil {
+		name, err = h.masks.MaskTitle(ctx, repo.ID, p.User.ID, name)
 	}
-	name, err := h.masks.MaskTitle(ctx, repo.ID, p.User.ID, title(req.Prompt))
 	if err != nil {
-		h.writeError(w, r, err)
-		return
+		return store.Session{}, err
 	}
-	s, err := h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
+	return h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
 		Title: name, Model: req.Model, Effort: req.Effort},
 		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.writeSession(w, r, s, http.StatusCreated)
 }
 
 // pickRunner returns a connected Runner the Creator may use (theirs, or
@@ -168,7 +174,7 @@ func (h *Hub) createSession(w http.ResponseWriter, r *http.Request, p Principal)
 // credentials. Runner names are no secret (every Member sees them on the
 // Runners page), so one named that is not theirs is refused as such, not
 // as missing.
-func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
+func (h sessionsAPI) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
 	paired, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
@@ -215,7 +221,7 @@ func (h *Hub) pickRunner(ctx context.Context, creator store.User, name, repoID s
 }
 
 // repoIDOf returns the ID of the Repo at url, or "" when none is known.
-func (h *Hub) repoIDOf(ctx context.Context, url string) (string, error) {
+func (h sessionsAPI) repoIDOf(ctx context.Context, url string) (string, error) {
 	repos, err := h.store.Repos(ctx)
 	for _, r := range repos {
 		if r.URL == url {
@@ -243,7 +249,7 @@ func (l runnerLoads) of(rc *runners.Conn) placement.Runner {
 
 // loads reads the running (Starting or Active) Sessions and what each asks:
 // its Repo's current Environment's reservation.
-func (h *Hub) loads(ctx context.Context) (runnerLoads, error) {
+func (h sessionsAPI) loads(ctx context.Context) (runnerLoads, error) {
 	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
 	if err != nil {
 		return nil, err
@@ -287,7 +293,7 @@ func (h *Hub) drivableSession(ctx context.Context, p Principal, id string) (stor
 	return s, err
 }
 
-func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Session, status int) {
+func (h sessionsAPI) writeSession(w http.ResponseWriter, r *http.Request, s store.Session, status int) {
 	q, err := h.sessions.Queue(r.Context(), s.ID)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -311,7 +317,7 @@ func (h *Hub) writeSession(w http.ResponseWriter, r *http.Request, s store.Sessi
 	writeJSON(w, status, v)
 }
 
-func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
 	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -320,7 +326,7 @@ func (h *Hub) listSessions(w http.ResponseWriter, r *http.Request, p Principal) 
 	writeJSON(w, http.StatusOK, apiAll(h.visibleSessions(r.Context(), p, ss), h.apiSessionNow))
 }
 
-func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		h.writeError(w, r, err)
@@ -329,7 +335,7 @@ func (h *Hub) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.writeSession(w, r, s, http.StatusOK)
 }
 
-func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
@@ -341,7 +347,7 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	var atts []store.Attachment
 	if err == nil {
-		atts, err = h.promptAttachments(r.Context(), s, req)
+		atts, err = attachmentsAPI{h.Hub}.promptAttachments(r.Context(), s, req)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -355,7 +361,7 @@ func (h *Hub) queuePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusCreated, apiPrompt(pr))
 }
 
-func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.PromptRequest
 	err := readJSON(r, &req)
 	if err == nil {
@@ -367,7 +373,7 @@ func (h *Hub) editPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.changePrompt(w, r, p, req.Text, err)
 }
 
-func (h *Hub) movePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) movePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.PromptMove
 	err := readJSON(r, &req)
 	if err == nil && req.Position < 1 {
@@ -383,12 +389,12 @@ func (h *Hub) movePrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) cancelPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) cancelPrompt(w http.ResponseWriter, r *http.Request, p Principal) {
 	h.changePrompt(w, r, p, "", nil)
 }
 
 // changePrompt edits a queued prompt's text, or cancels it for "".
-func (h *Hub) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, text string, err error) {
+func (h sessionsAPI) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, text string, err error) {
 	var s store.Session
 	if err == nil {
 		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
@@ -403,7 +409,7 @@ func (h *Hub) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *Hub) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
 	if err == nil {
 		err = h.sessions.StopTurn(r.Context(), s.ID)
@@ -413,7 +419,7 @@ func (h *Hub) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // acceptSessionSocket opens a WebSocket on a Session the person may see,
 // reading ?after=SEQ; it has answered the request when ok is false.
-func (h *Hub) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
+func (h sessionsAPI) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
 	after, err := afterParam(r)
 	if err == nil {
 		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
@@ -444,7 +450,7 @@ func afterParam(r *http.Request) (int64, error) {
 // eventPage is how many Events one read returns.
 const eventPage = 500
 
-func (h *Hub) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
 	after, err := afterParam(r)
 	var s store.Session
 	if err == nil {
@@ -472,7 +478,7 @@ func (h *Hub) listEvents(w http.ResponseWriter, r *http.Request, p Principal) {
 // then each new one as it is recorded, and the Session with its queue
 // whenever it changes. A watcher that falls behind is closed and resumes by
 // sequence number.
-func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
@@ -486,7 +492,7 @@ func (h *Hub) watchSession(w http.ResponseWriter, r *http.Request, p Principal) 
 		b, _ := json.Marshal(m)
 		return ws.Write(ctx, websocket.MessageText, b) == nil
 	}
-	st := &sessionStream{h: h, id: s.ID, after: after, state: s.State}
+	st := &sessionStream{h: h.Hub, id: s.ID, after: after, state: s.State}
 	sendEvent := func(e store.Event) bool {
 		m, ok := st.event(ctx, e)
 		return !ok || send(m)

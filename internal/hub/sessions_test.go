@@ -78,8 +78,8 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ask(f.rtoken)
-	if err != nil || got.ClaudeToken != setupToken {
-		t.Fatalf("own Runner: %+v, %v", got, err)
+	if err != nil || got.ClaudeToken != setupToken || got.ClaudeTokenInSandbox {
+		t.Fatalf("own Runner: %+v, %v, want the token, for the relay to hold (HUB_CLAUDE_TOKEN's default)", got, err)
 	}
 	if _, err := ask(otherToken); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Runner: err = %v, want not found", err)

@@ -19,6 +19,11 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
+// signinAPI serves sign-in: its pages, GitHub's and the dev sign-in, CLI login,
+// signing out, and the credential checks that end what a lost credential
+// opened (signin.go, clilogin.go, guard.go, conns.go). It shares the Hub's state and helpers.
+type signinAPI struct{ *Hub }
+
 // Cookies that carry a sign-in across the trip to GitHub and back: the
 // OAuth state, and the Setup link's or Invite's secret. Both live at most
 // signinTrip, and are cleared as the browser comes back.
@@ -44,7 +49,7 @@ func (h *Hub) SetupLink(ctx context.Context) (string, error) {
 }
 
 // page renders a page, logging a failure to.
-func (h *Hub) page(w http.ResponseWriter, status int, p web.Page, data any) {
+func (h signinAPI) page(w http.ResponseWriter, status int, p web.Page, data any) {
 	if err := web.Render(w, status, p, nil, data); err != nil {
 		h.log.Error("render page", "err", err)
 	}
@@ -52,19 +57,19 @@ func (h *Hub) page(w http.ResponseWriter, status int, p web.Page, data any) {
 
 // message renders a page that says what went wrong, with a link to start
 // again.
-func (h *Hub) message(w http.ResponseWriter, status int, title, text string) {
+func (h signinAPI) message(w http.ResponseWriter, status int, title, text string) {
 	h.page(w, status, web.Message.WithTitle(title), struct{ Text, Link string }{text, "/signin"})
 }
 
 // notice renders a page that says what happened.
-func (h *Hub) notice(w http.ResponseWriter, title, text string) {
+func (h signinAPI) notice(w http.ResponseWriter, title, text string) {
 	h.page(w, http.StatusOK, web.Message.WithTitle(title), struct{ Text, Link string }{text, ""})
 }
 
 // refuse is the one answer to everyone the Hub doesn't let in, whatever
 // they brought: it says only that the Hub is invite-only, and nothing of
 // them is recorded. It counts against their address.
-func (h *Hub) refuse(w http.ResponseWriter, r *http.Request) {
+func (h signinAPI) refuse(w http.ResponseWriter, r *http.Request) {
 	if !h.failedTooOften(w, r) {
 		h.page(w, http.StatusForbidden, web.Refused, nil)
 	}
@@ -72,7 +77,7 @@ func (h *Hub) refuse(w http.ResponseWriter, r *http.Request) {
 
 // signinFailed answers a sign-in that failed, and counts it against the
 // address it came from.
-func (h *Hub) signinFailed(w http.ResponseWriter, r *http.Request, title, text string) {
+func (h signinAPI) signinFailed(w http.ResponseWriter, r *http.Request, title, text string) {
 	if !h.failedTooOften(w, r) {
 		h.message(w, http.StatusBadRequest, title, text)
 	}
@@ -83,7 +88,7 @@ func (h *Hub) signinFailed(w http.ResponseWriter, r *http.Request, title, text s
 // Only failures count and only failures are refused, as on the API: junk
 // from an address shared with the team (a NAT, a proxy) never holds up a
 // valid sign-in from it.
-func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
+func (h signinAPI) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
 	if h.guard.fails.Take(signin.ClientAddr(r)) {
 		return false
 	}
@@ -92,7 +97,7 @@ func (h *Hub) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (h *Hub) signinPage(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) signinPage(w http.ResponseWriter, r *http.Request, _ Principal) {
 	next := r.URL.Query().Get("next")
 	if next != "" {
 		next = signin.LocalPath(next)
@@ -103,15 +108,15 @@ func (h *Hub) signinPage(w http.ResponseWriter, r *http.Request, _ Principal) {
 	}{h.guard.gh != nil, h.devLoginAnswers(r), next})
 }
 
-func (h *Hub) setupPage(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) setupPage(w http.ResponseWriter, r *http.Request, _ Principal) {
 	h.page(w, http.StatusOK, web.Setup, struct{ Setup bool }{true})
 }
 
-func (h *Hub) invitePage(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) invitePage(w http.ResponseWriter, r *http.Request, _ Principal) {
 	h.page(w, http.StatusOK, web.Invited, struct{ Setup bool }{false})
 }
 
-func (h *Hub) static(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) static(w http.ResponseWriter, r *http.Request, _ Principal) {
 	web.Static().ServeHTTP(w, r)
 }
 
@@ -119,7 +124,7 @@ func (h *Hub) static(w http.ResponseWriter, r *http.Request, _ Principal) {
 // script, just before it goes to GitHub, and holds it in a cookie until
 // GitHub sends the browser back. Whether it is any good is decided then,
 // with who GitHub says signed in, and refused alike.
-func (h *Hub) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
 	if !h.sameOrigin(r) {
 		h.writeError(w, r, fmt.Errorf("this must come from the Hub's own page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
@@ -156,13 +161,13 @@ func randomString() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (h *Hub) redirectURI() string {
+func (h signinAPI) redirectURI() string {
 	return strings.TrimSuffix(h.cfg.PublicURL, "/") + "/signin/github/callback"
 }
 
 // githubSignin sends the browser to GitHub, with a state and a PKCE
 // verifier only this browser holds.
-func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
 	if h.guard.gh == nil {
 		h.message(w, http.StatusServiceUnavailable, "No GitHub sign-in", "This Hub has no GitHub sign-in set up: its operator sets GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.")
 		return
@@ -176,7 +181,7 @@ func (h *Hub) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) 
 // githubCallback is where GitHub sends the browser back. The Hub lets in a
 // Member; the Owner, with the Setup link; someone with an Invite for their
 // login. Everyone else is refused alike.
-func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal) {
 	// Both trip cookies are used once, whatever happens next.
 	http.SetCookie(w, h.guard.cookie(oauthCookie, "", -1))
 	http.SetCookie(w, h.guard.cookie(claimCookie, "", -1))
@@ -227,7 +232,7 @@ func (h *Hub) githubCallback(w http.ResponseWriter, r *http.Request, _ Principal
 // already, as the Owner with the Setup link, or with an Invite for their
 // login. Anyone else is ErrUnauthorized, and nothing of them is recorded.
 // Who joins is recorded in the audit log.
-func (h *Hub) admit(r *http.Request, gh store.GitHubIdentity, claim string) (store.User, error) {
+func (h signinAPI) admit(r *http.Request, gh store.GitHubIdentity, claim string) (store.User, error) {
 	ctx := r.Context()
 	u, err := h.store.MemberByGitHub(ctx, gh)
 	if !errors.Is(err, errdefs.ErrNotFound) {
@@ -252,7 +257,7 @@ func (h *Hub) admit(r *http.Request, gh store.GitHubIdentity, claim string) (sto
 }
 
 // signout ends the browser's sign-in at once, and everything it opened.
-func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h signinAPI) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err := h.store.EndSignin(r.Context(), h.signinToken(r)); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -266,7 +271,7 @@ func (h *Hub) signout(w http.ResponseWriter, r *http.Request, p Principal) {
 // (kndl dev), the Hub is bound to loopback, and the caller is on loopback,
 // asked for a loopback name, and came through no proxy (a proxy on the
 // Hub's machine would make anyone look local).
-func (h *Hub) devLoginAnswers(r *http.Request) bool {
+func (h signinAPI) devLoginAnswers(r *http.Request) bool {
 	if !h.cfg.DevLogin || !signin.IsLoopbackHost(signin.HostOf(h.cfg.Listen)) || !signin.IsLoopbackHost(signin.HostOf(r.RemoteAddr)) || !signin.IsLoopbackHost(signin.HostOf(r.Host)) {
 		return false
 	}
@@ -280,7 +285,7 @@ func (h *Hub) devLoginAnswers(r *http.Request) bool {
 
 // devSignin signs the browser in as the dev user. Where dev login doesn't
 // answer, it is as if there were no such route.
-func (h *Hub) devSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h signinAPI) devSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
 	if !h.devLoginAnswers(r) {
 		http.NotFound(w, r)
 		return

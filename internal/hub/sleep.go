@@ -17,7 +17,7 @@ import (
 // lifeHandler answers a change of a Session's life (sleep, wake, restart,
 // archive, restore): only its Creator may ask, and the owner makes it,
 // saying why.
-func (h *Hub) lifeHandler(change func(ctx context.Context, id, why string) error, why string) handlerFunc {
+func (h sessionsAPI) lifeHandler(change func(ctx context.Context, id, why string) error, why string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) {
 		s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
 		if err == nil {
@@ -27,7 +27,7 @@ func (h *Hub) lifeHandler(change func(ctx context.Context, id, why string) error
 	}
 }
 
-func (h *Hub) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		On *bool `json:"on"`
 	}
@@ -44,7 +44,7 @@ func (h *Hub) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Princip
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) answerHandler(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) answerHandler(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.Answer
 	err := readJSON(r, &req)
 	var s store.Session
@@ -62,7 +62,7 @@ func (h *Hub) answerHandler(w http.ResponseWriter, r *http.Request, p Principal)
 }
 
 // stopSubagent stops one subagent of the Session: its Creator alone.
-func (h *Hub) stopSubagent(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) stopSubagent(w http.ResponseWriter, r *http.Request, p Principal) {
 	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
 	if err == nil {
 		err = h.sessions.StopSubagent(r.Context(), s.ID, r.PathValue("agent"))

@@ -35,7 +35,7 @@ type tab struct {
 // (Marked, or all with HUB_REDACT_SHAPES=all), each masked in its own
 // width; redact.Writer holds back at most 100 ms of a piece that could
 // start a value or a token.
-func (h *Hub) terminalWriter(set *redact.Set, w io.Writer) io.WriteCloser {
+func (h viewAPI) terminalWriter(set *redact.Set, w io.Writer) io.WriteCloser {
 	return redact.NewWriter(set, w).MaskShapes(h.cfg.RedactAllShapes)
 }
 
@@ -49,7 +49,7 @@ func (t tabSink) Write(p []byte) (int, error) {
 
 // activeOn returns the Session, its Runner's connection, and an error
 // unless it is Active there.
-func (h *Hub) activeOn(ctx context.Context, id string) (store.Session, *runners.Conn, error) {
+func (h viewAPI) activeOn(ctx context.Context, id string) (store.Session, *runners.Conn, error) {
 	s, err := h.store.SessionByID(ctx, id)
 	if err != nil {
 		return s, nil, err
@@ -66,7 +66,7 @@ func (h *Hub) activeOn(ctx context.Context, id string) (store.Session, *runners.
 
 // openTerminal adds the view's tab and asks the Runner for a snapshot; the
 // tab is drawn from it and then takes the pane's output.
-func (h *Hub) openTerminal(ctx context.Context, v *view) error {
+func (h viewAPI) openTerminal(ctx context.Context, v *view) error {
 	_, rc, err := h.activeOn(ctx, v.session)
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (h *Hub) openTerminal(ctx context.Context, v *view) error {
 // closeTerminal removes the view's tab; the last one out tells the Runner
 // to stop relaying. Opens and closes reach the Runner in the order the Hub
 // decided them (termCtl), so a close never lands after a later open.
-func (h *Hub) closeTerminal(v *view) {
+func (h viewAPI) closeTerminal(v *view) {
 	h.web.termCtl.Lock()
 	defer h.web.termCtl.Unlock()
 	if rc := h.dropTab(v); rc != nil {
@@ -110,7 +110,7 @@ const closeWait = 5 * time.Second
 
 // dropTab removes the view's tab and returns the Runner's connection if it
 // was the last.
-func (h *Hub) dropTab(v *view) *runners.Conn {
+func (h viewAPI) dropTab(v *view) *runners.Conn {
 	h.web.mu.Lock()
 	defer h.web.mu.Unlock()
 	t := h.web.terms[v.session]
@@ -135,7 +135,7 @@ func (h *Hub) dropTab(v *view) *runners.Conn {
 // tabOf returns the view's tab's terminal if the view opened it, and the
 // Session's Runner if the Session is Active: keystrokes and sizes come only
 // from such a tab.
-func (h *Hub) tabOf(ctx context.Context, v *view) (*runners.Conn, error) {
+func (h viewAPI) tabOf(ctx context.Context, v *view) (*runners.Conn, error) {
 	h.web.mu.Lock()
 	t := h.web.terms[v.session]
 	opened := t != nil && t.tabs[v] != nil
@@ -158,7 +158,7 @@ func checkSize(cols, rows int) error {
 
 // terminalInput relays keystrokes from the Creator's tab that opened the
 // terminal, with that tab's size: the tab that types sets the size.
-func (h *Hub) terminalInput(ctx context.Context, v *view, in viewIn) error {
+func (h viewAPI) terminalInput(ctx context.Context, v *view, in viewIn) error {
 	if in.Data == "" {
 		return nil
 	}
@@ -176,7 +176,7 @@ func (h *Hub) terminalInput(ctx context.Context, v *view, in viewIn) error {
 
 // terminalFit sets the pane to the size of the tab that pressed Fit to my
 // window.
-func (h *Hub) terminalFit(ctx context.Context, v *view, in viewIn) error {
+func (h viewAPI) terminalFit(ctx context.Context, v *view, in viewIn) error {
 	if err := checkSize(in.Cols, in.Rows); err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (h *Hub) terminalFit(ctx context.Context, v *view, in viewIn) error {
 // terminal: a tab waiting for a snapshot is drawn from the next one of the
 // generation it gets; a drawn tab takes output of its generation, and waits
 // for a fresh snapshot when the Runner's output broke off.
-func (h *Hub) terminalFrame(rc *runners.Conn, f protocol.TerminalFrame) {
+func (h viewAPI) terminalFrame(rc *runners.Conn, f protocol.TerminalFrame) {
 	var set *redact.Set
 	if f.Snapshot {
 		var err error
@@ -243,7 +243,7 @@ func (h *Hub) terminalFrame(rc *runners.Conn, f protocol.TerminalFrame) {
 
 // runnerGone drops what the Hub held for a Runner's Sessions: their open
 // ports, and their terminals, whose tabs are told to open them again.
-func (h *Hub) runnerGone(rc *runners.Conn) {
+func (h viewAPI) runnerGone(rc *runners.Conn) {
 	h.web.mu.Lock()
 	var closed []*view
 	for id, t := range h.web.terms {

@@ -18,7 +18,7 @@ const maxTitle = 200
 // updateSession renames a Session or changes its model and effort, which
 // its Claude Code takes only on its command line: an awake Session
 // restarts into the same conversation to take them.
-func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h sessionsAPI) updateSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	var req api.SessionUpdate
 	err := readJSON(r, &req)
@@ -70,7 +70,7 @@ func (h *Hub) updateSession(w http.ResponseWriter, r *http.Request, p Principal)
 
 // titleFromPull gives a Session its pull request's title, masked as its
 // text is, on one line and cut to maxTitle bytes, unless a person named it.
-func (h *Hub) titleFromPull(ctx context.Context, sessionID, title string) {
+func (h sessionsAPI) titleFromPull(ctx context.Context, sessionID, title string) {
 	title = strings.Join(strings.Fields(h.masks.RedactText(ctx, sessionID, title)), " ")
 	if len(title) > maxTitle {
 		cut := maxTitle - len("…")

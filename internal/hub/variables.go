@@ -15,6 +15,9 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// variablesAPI serves Repos and Variables: a Repo's, shared ones and their links. It shares the Hub's state and helpers.
+type variablesAPI struct{ *Hub }
+
 // maxVariableBytes bounds one Variable's value.
 const maxVariableBytes = 64 << 10
 
@@ -39,37 +42,12 @@ func sandboxOwnError(name string) error {
 // value moved to another row does not open.
 func sealFor(repoID, name string) string { return "variable:" + repoID + ":" + name }
 
-func (h *Hub) openVariable(v store.Variable) (string, error) {
+func (h variablesAPI) openVariable(v store.Variable) (string, error) {
 	b, err := h.secrets.Open(v.Sealed, sealFor(v.RepoID, v.Name))
 	return string(b), err
 }
 
-// repoToChange returns a Repo whose Variables or Environment (what) the
-// person may change: one they have access to (else a refusal as for one
-// that doesn't exist), and write permission on at GitHub, since either
-// reaches every Creator's Sessions there.
-func (h *Hub) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
-	r, err := h.repoFor(ctx, p, id)
-	if err == nil && !h.canPush(ctx, p.User, r.URL) {
-		err = fmt.Errorf("changing the %s of %s takes write (push) permission on it at GitHub; you may read it only: %w", what, r.URL, errdefs.ErrForbidden)
-	}
-	return r, err
-}
-
-// repoFor returns a Repo the person has access to; a refusal reads the
-// same whether the Repo exists or not.
-func (h *Hub) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
-	r, err := h.store.RepoByID(ctx, id)
-	if err == nil {
-		err = h.checkRepoAccess(ctx, p, r.URL)
-	}
-	if err != nil {
-		return store.Repo{}, fmt.Errorf("no Repo %s that you have access to: %w", id, errdefs.ErrNotFound)
-	}
-	return r, nil
-}
-
-func (h *Hub) listRepos(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Principal) {
 	rs, err := h.store.Repos(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
@@ -86,7 +64,7 @@ func (h *Hub) listRepos(w http.ResponseWriter, r *http.Request, p Principal) {
 
 // addRepo records a Repo by its URL (to give it Variables before its first
 // Session), or returns the one there is.
-func (h *Hub) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req struct {
 		URL string `json:"url"`
 	}
@@ -108,7 +86,7 @@ func (h *Hub) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, repo)
 }
 
-func (h *Hub) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
 	var vars, links []store.Variable
@@ -125,7 +103,7 @@ func (h *Hub) listRepoVariables(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, api.RepoVariables{Repo: apiRepo(repo), Variables: apiAll(vars, apiVariable), Links: apiAll(links, apiVariable)})
 }
 
-func (h *Hub) listSharedVariables(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) listSharedVariables(w http.ResponseWriter, r *http.Request, p Principal) {
 	vs, err := h.store.Variables(r.Context(), "")
 	if err != nil {
 		h.writeError(w, r, err)
@@ -137,7 +115,7 @@ func (h *Hub) listSharedVariables(w http.ResponseWriter, r *http.Request, p Prin
 	writeJSON(w, http.StatusOK, vs)
 }
 
-func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err != nil {
 		h.writeError(w, r, err)
@@ -148,7 +126,7 @@ func (h *Hub) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principa
 
 // setSharedVariable: any Member makes a Shared variable; only the Owner or
 // who set it changes it, with push permission in every Repo that links it.
-func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) setSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), false)
 	if err == nil {
 		err = h.mayChangeLinked(r.Context(), p, r.PathValue("name"))
@@ -165,7 +143,7 @@ func (h *Hub) setSharedVariable(w http.ResponseWriter, r *http.Request, p Princi
 // set it: otherwise any Member could link someone's Sensitive Shared
 // variable into a Repo they control and print it from a Session. must says
 // whether it has to exist.
-func (h *Hub) mayChangeShared(ctx context.Context, p Principal, name string, must bool) error {
+func (h variablesAPI) mayChangeShared(ctx context.Context, p Principal, name string, must bool) error {
 	vars, err := h.store.Variables(ctx, "")
 	if err != nil {
 		return err
@@ -190,7 +168,7 @@ func (h *Hub) mayChangeShared(ctx context.Context, p Principal, name string, mus
 // on every Repo that links it: the change reaches every Creator's Sessions
 // there, as a change of the Repo's own Variables does (repoToChange). The
 // refusal names the Repos the person sees, and no other.
-func (h *Hub) mayChangeLinked(ctx context.Context, p Principal, name string) error {
+func (h variablesAPI) mayChangeLinked(ctx context.Context, p Principal, name string) error {
 	if p.User.IsOwner {
 		return nil
 	}
@@ -219,7 +197,7 @@ func (h *Hub) mayChangeLinked(ctx context.Context, p Principal, name string) err
 		name, strings.Join(cant, ", "), errdefs.ErrForbidden)
 }
 
-func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
+func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Principal, repoID string) {
 	ctx := r.Context()
 	name := r.PathValue("name")
 	var req api.VariableRequest
@@ -277,7 +255,7 @@ func (h *Hub) setVariable(w http.ResponseWriter, r *http.Request, p Principal, r
 }
 
 // reposLinking lists the Repos that link the Shared variable name.
-func (h *Hub) reposLinking(ctx context.Context, name string) ([]store.Repo, error) {
+func (h variablesAPI) reposLinking(ctx context.Context, name string) ([]store.Repo, error) {
 	repos, err := h.store.Repos(ctx)
 	var out []store.Repo
 	for _, repo := range repos {
@@ -294,7 +272,7 @@ func (h *Hub) reposLinking(ctx context.Context, name string) ([]store.Repo, erro
 	return out, err
 }
 
-func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
@@ -305,7 +283,7 @@ func (h *Hub) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Princ
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	if err == nil {
 		err = h.mayChangeLinked(r.Context(), p, r.PathValue("name"))
@@ -319,7 +297,7 @@ func (h *Hub) deleteSharedVariable(w http.ResponseWriter, r *http.Request, p Pri
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
@@ -342,7 +320,7 @@ func (h *Hub) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) 
 	h.answerNoContent(w, r, err)
 }
 
-func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
@@ -356,7 +334,7 @@ func (h *Hub) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal
 // sessionVariables opens what a Session runs with, for its Runner. One
 // stored under a name no Variable may have now (sandboxOwn) is left out,
 // and named in dropped.
-func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
+func (h variablesAPI) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, nil, err
@@ -380,7 +358,7 @@ func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []prot
 
 // noteDropped says in a Session that the Variables named dropped, stored
 // before such names were refused, did not reach its Sandbox.
-func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []string) {
+func (h variablesAPI) noteDropped(ctx context.Context, sessionID string, dropped []string) {
 	text := fmt.Sprintf("Not passed to the Sandbox: the Variable %s. The Sandbox sets %s itself, from its login environment; remove it from the Repo's Variables or the Shared variables it links.",
 		strings.Join(dropped, ", "), strings.Join(sandboxOwn, ", "))
 	if err := h.sessions.Record(ctx, sessionID, protocol.Event{Kind: protocol.EventNote, Text: text}); err != nil {
@@ -389,7 +367,7 @@ func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []strin
 }
 
 // sensitiveValues opens the values a Session's text must never show.
-func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
+func (h variablesAPI) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, err

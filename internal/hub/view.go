@@ -14,6 +14,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// viewAPI serves the Session view's socket, its terminal and its open ports
+// (view.go, terminal.go, ports.go). It shares the Hub's state and helpers.
+type viewAPI struct{ *Hub }
+
 // view is one open Session view: a browser tab's WebSocket at
 // GET /api/sessions/{id}/live. The Hub sends it the Session's Events (with
 // Claude's Markdown rendered), the Session with its queue when either
@@ -68,8 +72,8 @@ func (v *view) close() { v.drop.Do(func() { close(v.gone) }) }
 const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
-func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
+func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	s, after, ws, ok := sessionsAPI{h.Hub}.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
 	}
@@ -117,7 +121,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 
 	ch, unsubscribe := h.sessions.Subscribe(s.ID)
 	defer unsubscribe()
-	st := &sessionStream{h: h, id: s.ID, after: after, html: true, state: s.State}
+	st := &sessionStream{h: h.Hub, id: s.ID, after: after, html: true, state: s.State}
 	refresh := func() {
 		if m, moved, ok := st.session(ctx); ok {
 			v.send(m)
@@ -160,7 +164,7 @@ func (h *Hub) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 }
 
-func (h *Hub) addView(v *view) {
+func (h viewAPI) addView(v *view) {
 	h.web.mu.Lock()
 	defer h.web.mu.Unlock()
 	vs := h.web.views[v.session]
@@ -172,7 +176,7 @@ func (h *Hub) addView(v *view) {
 }
 
 // dropView forgets a view and closes what it had open.
-func (h *Hub) dropView(v *view) {
+func (h viewAPI) dropView(v *view) {
 	h.web.mu.Lock()
 	if vs := h.web.views[v.session]; vs != nil {
 		delete(vs, v)
@@ -186,7 +190,7 @@ func (h *Hub) dropView(v *view) {
 }
 
 // viewsOf returns the Session's open views.
-func (h *Hub) viewsOf(id string) []*view {
+func (h viewAPI) viewsOf(id string) []*view {
 	h.web.mu.Lock()
 	defer h.web.mu.Unlock()
 	out := make([]*view, 0, len(h.web.views[id]))
@@ -198,7 +202,7 @@ func (h *Hub) viewsOf(id string) []*view {
 
 // viewInput handles a message from a tab: the terminal's. Each is refused
 // to anyone but the Session's Creator, whatever they send.
-func (h *Hub) viewInput(ctx context.Context, v *view, in viewIn) error {
+func (h viewAPI) viewInput(ctx context.Context, v *view, in viewIn) error {
 	switch in.Type {
 	case "terminal.open", "terminal.input", "terminal.fit", "terminal.close":
 	default:

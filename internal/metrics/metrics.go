@@ -35,6 +35,7 @@ type Metrics struct {
 	turnsEnded    prometheus.Counter
 	promptLatency prometheus.Histogram
 	gateway       *prometheus.CounterVec
+	webhooks      *prometheus.CounterVec
 	store         *prometheus.HistogramVec
 }
 
@@ -57,12 +58,15 @@ func New(g Gauges, log *slog.Logger) *Metrics {
 		gateway: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kndl_gateway_requests_total",
 			Help: "Requests to the MCP Gateway, by Installation id (unknown for one the Session did not start with) and the answer's status class."},
 			[]string{"installation", "code"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kndl_webhook_ignored_total",
+			Help: "GitHub webhook deliveries, signed and new, of an event the Hub does not act on, by event."},
+			[]string{"event"}),
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kndl_store_call_seconds",
 			Help:    "Latency of the store's hot calls, by call.",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}},
 			[]string{"op"}),
 	}
-	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.promptLatency, m.gateway, m.store, gauges{g},
+	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.promptLatency, m.gateway, m.webhooks, m.store, gauges{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(log.With("component", "metrics").Handler(), slog.LevelWarn)})
@@ -86,6 +90,11 @@ func (m *Metrics) PromptDelivered(d time.Duration) { m.promptLatency.Observe(d.S
 func (m *Metrics) GatewayRequest(installation string, status int) {
 	m.gateway.WithLabelValues(installation, statusClass(status)).Inc()
 }
+
+// WebhookIgnored counts a GitHub webhook delivery of an event the Hub
+// does not act on. Only signed deliveries count, so only the App's events
+// name a series.
+func (m *Metrics) WebhookIgnored(event string) { m.webhooks.WithLabelValues(event).Inc() }
 
 // StoreCall records how long the store call op took.
 func (m *Metrics) StoreCall(op string, d time.Duration) {

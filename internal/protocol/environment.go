@@ -1,5 +1,7 @@
 package protocol
 
+import "kndl.dev/kndl/internal/egress"
+
 // Environment messages. session.start carries the Environment a Session
 // starts on; env.test asks a Runner for a Test build, whose log comes back
 // in env.test_log notifications before the reply.
@@ -23,6 +25,9 @@ type Environment struct {
 	NextTo            map[string]string `json:"next_to,omitempty"`
 	CPUs              float64           `json:"cpus,omitempty"`
 	MemoryMiB         int               `json:"memory_mib,omitempty"`
+	// Egress is what the Session's Sandbox reaches: the zero Policy is
+	// open; an allowlist restricts it (internal/egress).
+	Egress egress.Policy `json:"egress,omitzero"`
 }
 
 // EnvTest asks for a Test build of a draft: its Build, then its Start

@@ -42,9 +42,16 @@ import (
 //	  own, the Hub handles an ordered type's frames in order per lane and
 //	  lanes side by side, and takes a message sent again after a late
 //	  reply once.
+//	4 (2026-12-02, unreleased): session.credentials' claude_token_in_sandbox;
+//	  without it the Runner's relay holds the Creator's token and Claude
+//	  Code gets a placeholder. A version 3 Runner, which would give the
+//	  token to Claude Code's process whatever the Hub says, is refused.
+//	  session.start's environment.egress: the Session's Sandbox reaches
+//	  the internet (open, or absent) or only its allowlist; a version 3
+//	  Runner, refused, would leave it open.
 const (
-	Version    = 3
-	MinVersion = 3
+	Version    = 4
+	MinVersion = 4
 )
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection

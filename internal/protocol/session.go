@@ -120,6 +120,10 @@ type SessionRef struct {
 // Session's Claude Code runs on. Sent only to the Session's own Runner.
 type SessionCredentials struct {
 	ClaudeToken string `json:"claude_token"`
+	// ClaudeTokenInSandbox gives the token to Claude Code's process, as
+	// the spec has it (HUB_CLAUDE_TOKEN=sandbox). Otherwise the Runner's
+	// relay holds it and Claude Code gets a placeholder.
+	ClaudeTokenInSandbox bool `json:"claude_token_in_sandbox,omitempty"`
 	// Variables are the Repo's Variables and the Shared ones it links,
 	// Sensitive values included: the Runner keeps them in memory and gives
 	// them to the processes it starts in the Sandbox, in their environment.

@@ -5,12 +5,15 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // A Class says how a rule knows a credential, and so how often it is wrong.
@@ -56,7 +59,9 @@ type Detector struct {
 	// begins with one of its words (startsWithWord) has re anchored as
 	// its tail, set by newRegistry.
 	tail *regexp.Regexp
-	back int
+	// split is tail read as an assignment (splitAssign), if it is one.
+	split *assignTail
+	back  int
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -109,14 +114,292 @@ type allowRule struct {
 	// (^true|false|null$) would try at every byte of the target.
 	res       []*regexp.Regexp
 	stopwords []string
+	// branches are res's top-level alternatives apart, each run only
+	// where the target holds the strings its every match holds:
+	// generic-api-key's allowlist is 36 alternatives such as
+	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
+	// engine over every secret the rule found.
+	branches []branch
+	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
+	// them, each a substring search of every secret it finds): an
+	// automaton over those of two bytes or more with no upper-case
+	// letter, which a lower-cased secret can't hold.
+	stops *matcher
 }
 
 func (a allow) compile() allowRule {
 	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
 	for _, re := range a.regexes {
 		out.res = append(out.res, regexp.MustCompile(re))
+		out.branches = append(out.branches, branches(re)...)
+	}
+	var words []string
+	longest := 0
+	for _, w := range a.stopwords {
+		if len(w) < 2 || strings.ContainsAny(w, "\x1b\r\n") {
+			return out // read one by one
+		}
+		if strings.ToLower(w) == w {
+			words = append(words, w)
+			longest = max(longest, len(w))
+		}
+	}
+	if len(words) > 0 {
+		// Every state dense, a step one load: 670 KiB for
+		// generic-api-key's, once a process.
+		out.stops = newMatcherDense(words, int32(longest), true)
 	}
 	return out
+}
+
+// A branch is one alternative of an allowlist's regexp, with the strings
+// its every match holds, and the byte pairs of each of those strings
+// (pairKey), which a target must hold before the strings are looked for.
+type branch struct {
+	re    *regexp.Regexp
+	needs []literals
+	pairs [][][]uint16 // by need, by string
+	// first, for a branch anchored at the target's start (most of the
+	// global allowlist's: ^\$, ^%, ^/), has a bit for each byte its match
+	// may begin with; a target beginning with another is passed over
+	// before anything else is read.
+	first *byteSet
+}
+
+// A byteSet has a bit for each byte value.
+type byteSet [4]uint64
+
+func (s *byteSet) has(c byte) bool { return s[c/64]&(1<<(c%64)) != 0 }
+func (s *byteSet) add(lo, hi rune) {
+	for c := max(lo, 0); c <= min(hi, 0xff); c++ {
+		s[c/64] |= 1 << (c % 64)
+	}
+}
+
+// leading returns the bytes a match of t may begin with, and whether
+// every match holds a byte (else those of what follows t may begin it
+// too). A rune beyond ASCII may begin with any byte from 0x80 on, as may
+// a byte that isn't UTF-8 (read as U+FFFD).
+func leading(t *syntax.Regexp) (s byteSet, nonEmpty bool) {
+	addRune := func(r rune) {
+		if r >= utf8.RuneSelf {
+			r = 0x80
+			s.add(0x80, 0xff)
+		}
+		s.add(r, r)
+	}
+	switch t.Op {
+	case syntax.OpLiteral:
+		if len(t.Rune) == 0 {
+			return s, false
+		}
+		r := t.Rune[0]
+		addRune(r)
+		if t.Flags&syntax.FoldCase != 0 {
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				addRune(f)
+			}
+		}
+		return s, true
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			s.add(t.Rune[i], t.Rune[i+1])
+			if t.Rune[i+1] >= utf8.RuneSelf {
+				s.add(0x80, 0xff)
+			}
+		}
+		return s, true
+	case syntax.OpCapture, syntax.OpPlus:
+		return leading(t.Sub[0])
+	case syntax.OpRepeat:
+		s, nonEmpty = leading(t.Sub[0])
+		return s, nonEmpty && t.Min > 0
+	case syntax.OpStar, syntax.OpQuest:
+		s, _ = leading(t.Sub[0])
+		return s, false
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEmptyMatch:
+		return s, false
+	case syntax.OpConcat:
+		for _, sub := range t.Sub {
+			ss, ne := leading(sub)
+			for i := range s {
+				s[i] |= ss[i]
+			}
+			if ne {
+				return s, true
+			}
+		}
+		return s, false
+	case syntax.OpAlternate:
+		nonEmpty = true
+		for _, sub := range t.Sub {
+			ss, ne := leading(sub)
+			for i := range s {
+				s[i] |= ss[i]
+			}
+			nonEmpty = nonEmpty && ne
+		}
+		return s, nonEmpty
+	}
+	s.add(0, 0xff)
+	return s, false
+}
+
+// anchoredFirst is the bytes a match of t may begin with, if t matches
+// only at the start of a text and each match holds a byte, else nil.
+func anchoredFirst(t *syntax.Regexp) *byteSet {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) == 0 || t.Sub[0].Op != syntax.OpBeginText {
+		return nil
+	}
+	s, nonEmpty := leading(t)
+	if !nonEmpty {
+		return nil
+	}
+	return &s
+}
+
+// pairs is a set of pairKeys: the byte pairs a text holds, in any case.
+type pairs [1 << 12 / 64]uint64
+
+func pairKey(a, b byte) uint16 { return (uint16(a|0x20)<<5 ^ uint16(b|0x20)) & (1<<12 - 1) }
+
+// read makes p the pairs of s.
+func (p *pairs) read(s string) {
+	clear(p[:])
+	for i := 1; i < len(s); i++ {
+		k := pairKey(s[i-1], s[i])
+		p[k/64] |= 1 << (k % 64)
+	}
+}
+
+// mayHold reports whether a text with pairs p may hold one of the strings
+// whose pairs are strs: one of them has every pair in p, or is too short
+// to have any.
+func (p *pairs) mayHold(strs [][]uint16) bool {
+	for _, ks := range strs {
+		if p.holdsAll(ks) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldEach reports whether a text with pairs p may hold each of needs,
+// given by the pairs of their strings.
+func (p *pairs) mayHoldEach(needs [][][]uint16) bool {
+	for _, strs := range needs {
+		if !p.mayHold(strs) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsAll reports whether p holds each of ks.
+func (p *pairs) holdsAll(ks []uint16) bool {
+	for _, k := range ks {
+		if p[k/64]&(1<<(k%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// branches splits pattern into its top-level alternatives: it matches
+// somewhere in a text where one of them does.
+func branches(pattern string) []branch {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		panic(fmt.Sprintf("redact: allowlist regexp %q: %v", pattern, err))
+	}
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	alts := []*syntax.Regexp{t}
+	if t.Op == syntax.OpAlternate {
+		alts = t.Sub
+	}
+	var out []branch
+	for _, a := range alts {
+		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a)}
+		b.needs = requiredLiterals(b.re.String())
+		for _, l := range b.needs {
+			var strs [][]uint16
+			for _, alt := range l.alts {
+				ks := []uint16{}
+				for i := 1; i < len(alt); i++ {
+					ks = append(ks, pairKey(alt[i-1], alt[i]))
+				}
+				strs = append(strs, ks)
+			}
+			b.pairs = append(b.pairs, strs)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// matches reports whether one of a's regexps matches target.
+func (a allowRule) matches(target string) bool {
+	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
+	// sign), which the pairs don't read: then only the strings are looked
+	// for.
+	var p *pairs
+	read := len(a.branches) > 1 && indexNonASCII(target) < 0
+	for _, b := range a.branches {
+		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
+			continue
+		}
+		if read && len(b.pairs) > 0 && p == nil {
+			// Read once, for the first branch that needs strings.
+			p = pairsPool.Get().(*pairs)
+			defer pairsPool.Put(p)
+			p.read(target)
+		}
+		if p != nil && !p.mayHoldEach(b.pairs) {
+			continue
+		}
+		if holdsAll(target, b.needs) && b.re.MatchString(target) {
+			return true
+		}
+	}
+	return false
+}
+
+var pairsPool = sync.Pool{New: func() any { return new(pairs) }}
+
+// holdsAll reports whether s holds each of needs, read plainly: what a
+// rule's window is held to, and registry.holds answers as.
+func holdsAll(s string, needs []literals) bool {
+	return !slices.ContainsFunc(needs, func(l literals) bool { return !l.in(s) })
+}
+
+// stopped reports whether secret, lower-cased, holds one of a's stopwords.
+func (a allowRule) stopped(secret string) bool {
+	if a.stops == nil || indexNonASCII(secret) >= 0 {
+		// strings.ToLower makes ASCII of some runes beyond it (the
+		// Kelvin sign's k), which the automaton doesn't read.
+		low := strings.ToLower(secret)
+		return slices.ContainsFunc(a.stopwords, func(w string) bool { return strings.Contains(low, w) })
+	}
+	m := a.stops
+	var st uint32
+	for i := 0; i < len(secret); i++ {
+		t := m.dense[st+uint32(m.cls[secret[i]])]
+		switch {
+		case t&matchFlag != 0:
+			return true
+		case t&specialFlag != 0:
+			st = 0 // no stopword holds ESC, CR or LF
+		default:
+			st = t & idMask
+		}
+	}
+	return false
 }
 
 // secretRun is the fewest bytes a secret of pattern holds, if no secret
@@ -322,24 +605,24 @@ func width(t *syntax.Regexp) int {
 // allows reports whether a says the secret, found as the match m of t, is
 // no credential.
 func (a allowRule) allows(t, secret string, m []int) bool {
-	target := secret
+	return a.frees(a.matches(a.targetOf(t, secret, m)), len(a.stopwords) > 0 && a.stopped(secret))
+}
+
+// targetOf is what a's regexps read for the secret found as the match m
+// of t: the secret, the match or its line.
+func (a allowRule) targetOf(t, secret string, m []int) string {
 	switch a.target {
 	case "match":
-		target = t[m[0]:m[1]]
+		return t[m[0]:m[1]]
 	case "line":
-		target = lineAt(t, m[0], m[1])
+		return lineAt(t, m[0], m[1])
 	}
-	reOK := slices.ContainsFunc(a.res, func(re *regexp.Regexp) bool { return re.MatchString(target) })
-	stopOK := false
-	if len(a.stopwords) > 0 {
-		low := strings.ToLower(secret)
-		for _, w := range a.stopwords {
-			if strings.Contains(low, w) {
-				stopOK = true
-				break
-			}
-		}
-	}
+	return secret
+}
+
+// frees reports whether a frees a secret, given whether one of its regexps
+// matched and whether the secret holds one of its stopwords.
+func (a allowRule) frees(reOK, stopOK bool) bool {
 	if a.and {
 		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
@@ -367,6 +650,7 @@ func (r rule) detector(global allowRule) *Detector {
 	for _, f := range tailForms {
 		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
 			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
+			d.split = splitAssign(d.tail)
 			break
 		}
 	}
@@ -545,17 +829,32 @@ func lineAt(t string, a, b int) string {
 // maxLine bounds how much of a line around a match an allowlist reads.
 const maxLine = 4 << 10
 
-// entropy is the Shannon entropy of s's bytes, in bits.
+// entropy is the Shannon entropy of s's bytes, in bits: a term for each
+// byte s holds, added in the order of their values.
 func entropy(s string) float64 {
 	var n [256]int
+	var held [4]uint64
 	for i := 0; i < len(s); i++ {
 		n[s[i]]++
+		held[s[i]/64] |= 1 << (s[i] % 64)
 	}
+	// Most bytes of a secret occur a few times each: the logarithm for
+	// such a count is worked out once.
+	var logs [16]float64
+	var known uint16
 	h := 0.0
-	for _, c := range n {
-		if c > 0 {
+	for k, w := range held {
+		for ; w != 0; w &= w - 1 {
+			c := n[k*64+bits.TrailingZeros64(w)]
 			p := float64(c) / float64(len(s))
-			h -= p * math.Log2(p)
+			if c >= len(logs) {
+				h -= p * math.Log2(p)
+				continue
+			}
+			if known&(1<<c) == 0 {
+				logs[c], known = math.Log2(p), known|1<<c
+			}
+			h -= p * logs[c]
 		}
 	}
 	return h
@@ -576,11 +875,12 @@ type registry struct {
 	lits   []literals
 	needAt []int
 	// starts3 has a bit for each triple of byte classes a needed word
-	// begins with (any third for a word of two bytes), or whose first is
-	// ESC, CR or LF, which the walk must see: text where no triple is set
-	// holds no word, and is passed over from the root or a state one byte
-	// deep (ids below shallow).
+	// begins with (any third for a word of two bytes): text where no
+	// triple is set holds no word, and is passed over from the root or a
+	// state one byte deep (ids below shallow). ESC, CR and LF need not
+	// stop it: no word holds one, and a hit finds its line's start itself.
 	starts3 []uint64
+	clsBits uint32 // the bits of a class in a triple's index
 	shallow uint32
 
 	scratch sync.Pool // of *scratch
@@ -715,15 +1015,11 @@ func (r *registry) buildByState() {
 
 func (r *registry) buildStarts3(words []string) {
 	m, n := r.m, r.m.ncls
-	r.starts3 = make([]uint64, (n*n*n+63)/64)
+	r.clsBits = uint32(bits.Len32(n - 1))
+	r.starts3 = make([]uint64, max(1<<(3*r.clsBits)/64, 1))
 	set := func(a, b, c uint32) {
-		x := (a*n+b)*n + c
+		x := (a<<r.clsBits|b)<<r.clsBits | c
 		r.starts3[x/64] |= 1 << (x % 64)
-	}
-	for b := range n {
-		for c := range n {
-			set(uint32(m.special), b, c)
-		}
 	}
 	for _, w := range words {
 		a, b := uint32(m.cls[w[0]]), uint32(m.cls[w[1]])
@@ -743,17 +1039,23 @@ func (r *registry) buildStarts3(words []string) {
 }
 
 // skip returns the first place from i on where a needed word may begin,
-// or ESC, CR or LF is, by starts3; near the end of text, where no triple
-// fits, i.
+// by starts3; near the end of text, where no triple
+// fits, i. The triple's index rolls: each byte shifts its class in, so a
+// byte is loaded once.
 func (r *registry) skip(text string, i int) int {
-	cls, n := &r.m.cls, r.m.ncls
-	for ; i+2 < len(text); i++ {
-		x := (uint32(cls[text[i]])*n+uint32(cls[text[i+1]]))*n + uint32(cls[text[i+2]])
-		if r.starts3[x/64]&(1<<(x%64)) != 0 {
-			return i
+	if i+2 >= len(text) {
+		return i
+	}
+	cls, sh, tab := &r.m.cls, r.clsBits, r.starts3
+	mask := uint32(len(tab)*64 - 1)
+	x := uint32(cls[text[i]])<<sh | uint32(cls[text[i+1]])
+	for j := i + 2; j < len(text); j++ {
+		x = (x<<sh | uint32(cls[text[j]])) & mask
+		if tab[x/64]&(1<<(x%64)) != 0 {
+			return j - 2
 		}
 	}
-	return i
+	return len(text) - 2
 }
 
 // The registries: every rule, and the Marked ones.
@@ -803,15 +1105,25 @@ func Find(text string) []Finding { return allRules().find(text) }
 // before it to reach bytes after, within the line unless the rule spans
 // lines. A detector's windows don't overlap, so each reads a byte at most
 // once and the cost stays linear in len(text).
-func (r *registry) find(text string) []Finding {
-	var out []Finding
+func (r *registry) find(text string) []Finding { return r.appendFind(nil, text) }
+
+// appendFind is find appending to out, which a caller that finds in
+// every piece of a stream reuses.
+func (r *registry) appendFind(out []Finding, text string) []Finding {
 	m := r.m
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
 	done := sc.done // how far each detector has read
-	clear(done)
-	clear(sc.seen)
-	lineStart := 0
+	if sc.dirty {
+		// Kept clean for a text with no hit, such as most log messages,
+		// which are shorter than what clearing costs.
+		clear(done)
+		clear(sc.seen)
+		sc.dirty = false
+	}
+	// The start of the line of the last hit, found at the hit from the
+	// text read back to scanned: the walk passes over line breaks.
+	lineStart, scanned := 0, 0
 	// The first line break from the last hit on (or len(text)), and where
 	// a '>' ends its line, spaces aside (else -1): found once a line.
 	nl, gt := -1, -1
@@ -839,9 +1151,6 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		if t&specialFlag != 0 {
-			if c == '\n' {
-				lineStart = i + 1
-			}
 			st = 0
 			continue
 		}
@@ -850,6 +1159,15 @@ func (r *registry) find(text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
+		for scanned < hit {
+			k := strings.IndexByte(text[scanned:hit], '\n')
+			if k < 0 {
+				scanned = hit
+				break
+			}
+			lineStart = scanned + k + 1
+			scanned = lineStart
+		}
 		if nl < hit {
 			nl = len(text)
 			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
@@ -860,6 +1178,7 @@ func (r *registry) find(text string) []Finding {
 				gt = -1
 			}
 		}
+		sc.dirty = true
 		for _, cand := range r.byState[st/m.ncls] {
 			di := cand.d
 			d := r.ds[di]
@@ -905,9 +1224,10 @@ func (r *registry) find(text string) []Finding {
 // scratch is what a find keeps per detector and per needed literal,
 // pooled: Scrub is called on every log record.
 type scratch struct {
-	done []int
-	seen []seen
-	runs lineRuns
+	done  []int
+	seen  []seen
+	runs  lineRuns
+	dirty bool // done or seen holds what a find wrote
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
@@ -1076,7 +1396,12 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
-	m := d.tail.FindStringSubmatchIndex(text[hit:to])
+	var m []int
+	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
+		m = d.split.find(s)
+	} else {
+		m = d.tail.FindStringSubmatchIndex(s)
+	}
 	if m == nil {
 		return out, done
 	}
@@ -1171,9 +1496,10 @@ func (r *registry) scrub(text string) string {
 }
 
 // merged joins overlapping findings, sorted by Start, into one, named for
-// the first Marked rule among them if any, else the first.
+// the first Marked rule among them if any, else the first, in fs's own
+// array.
 func merged(fs []Finding) []Finding {
-	var out []Finding
+	out := fs[:0]
 	for _, f := range fs {
 		if n := len(out); n > 0 && f.Start <= out[n-1].End {
 			last := &out[n-1]
@@ -1188,14 +1514,35 @@ func merged(fs []Finding) []Finding {
 	return out
 }
 
-// maskWidth appends text to dst with each credential r finds replaced
+// A shaper masks credentials by shape in the pieces of one stream, with
+// the buffers it reuses from piece to piece, so a piece costs no
+// allocation once they have grown.
+type shaper struct {
+	r     *registry
+	view  []byte
+	found []Finding
+}
+
+// maskWidth appends text to dst with each credential s.r finds replaced
 // character for character: by its mark padded with '*', or by '*' alone
 // where the mark is longer, so a terminal keeps its columns. An escape
 // sequence's ESC reads as a space, so a coloured token is found too.
-func (r *registry) maskWidth(dst, text []byte) []byte {
-	view := bytes.ReplaceAll(text, []byte{0x1b}, []byte{' '})
+func (s *shaper) maskWidth(dst, text []byte) []byte {
+	s.view = append(s.view[:0], text...)
+	for k := 0; ; k++ {
+		e := bytes.IndexByte(s.view[k:], 0x1b)
+		if e < 0 {
+			break
+		}
+		k += e
+		s.view[k] = ' '
+	}
+	// The view is read as a string without a copy: it is not written
+	// until the next piece, and find keeps no part of it (a Finding is
+	// offsets).
+	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(s.view), len(s.view))))
 	cur := 0
-	for _, f := range merged(r.find(string(view))) {
+	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)
 		n, mark := utf8.RuneCount(text[f.Start:f.End]), Mark(f.Detector)
 		if len(mark) > n {

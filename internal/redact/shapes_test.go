@@ -369,14 +369,3 @@ func TestScrubFindsATokenEndingPastAnEarlierWindow(t *testing.T) {
 		}
 	}
 }
-
-// holdsAll reports whether s holds each of needs, read plainly: what a
-// rule's window is held to, and registry.holds answers as.
-func holdsAll(s string, needs []literals) bool {
-	for _, l := range needs {
-		if !l.in(s) {
-			return false
-		}
-	}
-	return true
-}

@@ -30,8 +30,8 @@ type Writer struct {
 	s      *Stream
 	w      io.Writer
 	buf    []byte
-	shapes *registry // or nil
-	tail   []byte    // an unfinished token the shapes hold back
+	shapes *shaper // or nil
+	tail   []byte  // an unfinished token the shapes hold back
 	shaped []byte
 	due    time.Time // when the oldest held byte must go
 	timer  *time.Timer
@@ -53,9 +53,9 @@ func NewWriter(set *Set, w io.Writer) *Writer {
 // is held back, under the same deadline as a value's start. Call it before
 // the first Write.
 func (w *Writer) MaskShapes(all bool) *Writer {
-	w.shapes = markedRules()
+	w.shapes = &shaper{r: markedRules()}
 	if all {
-		w.shapes = allRules()
+		w.shapes.r = allRules()
 	}
 	return w
 }
@@ -79,7 +79,7 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 			cut--
 		}
 		cut = afterEscape(data, cut)
-		if len(data)-cut >= maxToken || !w.shapes.mayStart(data[cut:]) {
+		if len(data)-cut >= maxToken || !w.shapes.r.mayStart(data[cut:]) {
 			cut = len(data)
 		}
 	}

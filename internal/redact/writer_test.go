@@ -2,6 +2,7 @@ package redact
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -190,4 +191,27 @@ func TestWriterReleasesAHeldTokenAfterTheDeadline(t *testing.T) {
 	testenv.Eventually(t, testenv.WaitShort, "the held token start is released", func() bool {
 		return out.String() == "building xoxb-7812365"
 	})
+}
+
+// TestAWriterMasksShapesWithoutAllocatingPerPiece: a MiB of terminal
+// output in 4 KiB pieces through a Writer with 50 values and the Marked
+// shapes, the Hub's default for terminal frames, allocates for its
+// buffers as they grow and for the few credentials in it, not for each
+// piece or each byte (it allocated 531 times a MiB, two a piece).
+func TestAWriterMasksShapesWithoutAllocatingPerPiece(t *testing.T) {
+	values := benchValues()
+	s := mustSet(t, values...)
+	text := benchText(1<<20, values)
+	for _, all := range []bool{false, true} {
+		allocs := testing.AllocsPerRun(3, func() {
+			w := NewWriter(s, io.Discard).MaskShapes(all)
+			for i := 0; i < len(text); i += 4 << 10 {
+				w.Write(text[i:min(i+4<<10, len(text))])
+			}
+			w.Close()
+		})
+		if allocs > 64 {
+			t.Errorf("all=%v: got %.0f allocations for 1 MiB in %d pieces, want at most 64", all, allocs, len(text)/(4<<10))
+		}
+	}
 }

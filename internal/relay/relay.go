@@ -4,12 +4,15 @@
 // which merges them into the Session's one stream of Events, relays the
 // mod's other /mod/* calls and Claude Code's MCP traffic to the Hub's
 // Gateway (/gateway/*) to the Hub with the Session's mod token swapped in,
-// and nothing else but, when a Runner is set up for it, a model endpoint
-// under /model/. Only internal/runner imports it.
+// and Claude Code's model requests (/model/<Session token>/*) to
+// Anthropic's API with the Creator's token swapped in for the placeholder
+// Claude Code holds (or, when a Runner is set up for it, to another model
+// endpoint). Only internal/runner imports it.
 package relay
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -30,9 +33,13 @@ import (
 // Relay is the mod relay.
 type Relay struct {
 	hub   *url.URL
-	model *url.URL // nil unless the Runner points Claude Code elsewhere
-	log   *slog.Logger
-	proxy *httputil.ReverseProxy
+	model *url.URL // AnthropicAPI unless the Runner points Claude Code elsewhere
+	// modelSet: the Runner set a model endpoint, which takes a Session's
+	// model requests as they come when the relay holds no Creator's token
+	// for it (HUB_CLAUDE_TOKEN=sandbox).
+	modelSet bool
+	log      *slog.Logger
+	proxy    *httputil.ReverseProxy
 
 	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 
@@ -46,13 +53,18 @@ type Relay struct {
 }
 
 // run is one run of one Session: its Session token's hash, the mod token
-// it stands in for (empty until the Hub has given one), and the address
-// its Sandbox's connections come from (unset if the backend can't say).
+// it stands in for (empty until the Hub has given one), the address its
+// Sandbox's connections come from (unset if the backend can't say) and,
+// when the relay holds it, the Creator's token and the placeholder Claude
+// Code has in its place (a placeholder with no token yet: a restarted
+// Runner waiting for the Hub's).
 type run struct {
-	sessionID string
-	hash      [32]byte
-	modToken  string
-	from      netip.Addr
+	sessionID   string
+	hash        [32]byte
+	modToken    string
+	from        netip.Addr
+	claudeToken string
+	placeholder string
 }
 
 // Serve's limits. Each Sandbox reaches the relay from its own address (the
@@ -74,7 +86,9 @@ type Options struct {
 	// HubURL is where /mod/* goes.
 	HubURL string
 	// ModelURL, when set, is the model endpoint /model/<session token>/…
-	// forwards to, unchanged. Off by default; see runner.Config.
+	// forwards to instead of AnthropicAPI, and forwards to unchanged for a
+	// Session whose Creator's token the relay doesn't hold. Off by
+	// default; see runner.Config.
 	ModelURL string
 	// Hook takes one hook event (the JSON Claude Code gave the mod) for a
 	// Session with a live token, for the Runner's stream of its Events, and
@@ -83,6 +97,10 @@ type Options struct {
 	Hook   func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 	Logger *slog.Logger
 }
+
+// AnthropicAPI is the origin Claude Code's model requests go to, and the
+// only one the relay sends a Creator's token to unless ModelURL is set.
+const AnthropicAPI = "https://api.anthropic.com"
 
 // MaxHookBytes bounds one hook event.
 const MaxHookBytes = 1 << 20
@@ -98,10 +116,12 @@ func New(o Options) (*Relay, error) {
 	}
 	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
+	model := AnthropicAPI
 	if o.ModelURL != "" {
-		if r.model, err = url.Parse(o.ModelURL); err != nil {
-			return nil, fmt.Errorf("relay: model URL: %w", err)
-		}
+		model, r.modelSet = o.ModelURL, true
+	}
+	if r.model, err = url.Parse(model); err != nil {
+		return nil, fmt.Errorf("relay: model URL: %w", err)
 	}
 	// One proxy; Rewrite picks the upstream per request. FlushInterval -1
 	// streams SSE and long polls as they come. What the proxy logs itself
@@ -123,9 +143,10 @@ type ctxKey struct{}
 // upstream is what a request was routed to, carried from ServeHTTP to
 // rewrite.
 type upstream struct {
-	base     *url.URL
-	path     string
-	modToken string // set for /mod/*: replaces the Session token
+	base        *url.URL
+	path        string
+	modToken    string // set for /mod/*: replaces the Session token
+	claudeToken string // set for /model/* when held: replaces the placeholder
 }
 
 func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
@@ -139,14 +160,25 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 	if up.modToken != "" {
 		pr.Out.Header.Set("Authorization", "Bearer "+up.modToken)
 	}
+	if up.claudeToken != "" {
+		pr.Out.Header.Del("X-Api-Key")
+		pr.Out.Header.Set("Authorization", "Bearer "+up.claudeToken)
+	}
 }
 
 // ServeHTTP routes /mod/* and /gateway/* (Session token in
-// Authorization) and /model/<Session token>/* (when a model endpoint is
-// set); everything else is 404, and a request without a live Session
-// token, or with one from another address than its Sandbox's, is 401.
+// Authorization) and /model/<Session token>/* (when the relay holds the
+// Session's Creator's token, or a model endpoint is set); everything else
+// is 404. A request without a live Session token, or with one from another
+// address than its Sandbox's, or a model request without its Session's
+// own placeholder, is 401; one for another origin (a proxy's request,
+// CONNECT or an absolute URL) is 403.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
+	case req.Method == http.MethodConnect || req.URL.Host != "":
+		// The relay is no proxy: what it forwards goes only to the Hub and
+		// the model endpoint, whatever the request names.
+		http.Error(w, "kndl relay: a request for another origin is refused; the relay forwards only to the Hub and the model endpoint", http.StatusForbidden)
 	case strings.HasPrefix(req.URL.Path, "/mod/"), strings.HasPrefix(req.URL.Path, "/gateway/"):
 		tok, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 		run, ok := r.lookup(tok, req.RemoteAddr)
@@ -157,8 +189,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if run.modToken == "" {
 			// A restarted Runner knows the Session but not yet its new mod
 			// token: the mod retries.
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "kndl relay: Session not reconnected to the Hub yet; retry", http.StatusServiceUnavailable)
+			retryLater(w, "kndl relay: Session not reconnected to the Hub yet; retry")
 			return
 		}
 		if req.URL.Path == "/mod/hook" {
@@ -166,17 +197,52 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		r.forward(w, req, upstream{base: r.hub, path: req.URL.Path, modToken: run.modToken})
-	case strings.HasPrefix(req.URL.Path, "/model/") && r.model != nil:
+	case strings.HasPrefix(req.URL.Path, "/model/"):
 		tok, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/model/"), "/")
-		if _, ok := r.lookup(tok, req.RemoteAddr); !ok {
+		run, ok := r.lookup(tok, req.RemoteAddr)
+		switch {
+		case !ok:
 			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
-			return
+		case run.placeholder != "":
+			r.forwardModel(w, req, run, rest)
+		case r.modelSet:
+			// The Creator's token is in the Sandbox: the request goes on as
+			// it came, its own credential included.
+			r.forward(w, req, upstream{base: r.model, path: "/" + rest})
+		default:
+			http.NotFound(w, req)
 		}
-		// The model request goes on as it came, its own credential included.
-		r.forward(w, req, upstream{base: r.model, path: "/" + rest})
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// forwardModel sends a model request on with the Creator's token in place
+// of the placeholder, which must be the run's own: another Session's, or
+// the token itself, is refused.
+func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, rest string) {
+	presented, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if presented == "" {
+		presented = req.Header.Get("X-Api-Key")
+	}
+	if !auth.Equal([]byte(presented), []byte(run.placeholder)) {
+		http.Error(w, "kndl relay: not this Session's placeholder token", http.StatusUnauthorized)
+		return
+	}
+	if run.claudeToken == "" {
+		// A restarted Runner has not had the token from the Hub yet: Claude
+		// Code retries.
+		retryLater(w, "kndl relay: the Creator's token is not back from the Hub yet; retry")
+		return
+	}
+	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken})
+}
+
+// retryLater answers 503 with a Retry-After of a second, which the mod
+// and Claude Code's API client both honour.
+func retryLater(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
 // takeHook hands a hook event to the Runner, and answers the hook with
@@ -270,6 +336,54 @@ func (r *Relay) SetModToken(sessionID, modToken string) error {
 	}
 	x.modToken = modToken
 	return nil
+}
+
+// Placeholder makes what Claude Code holds in place of the Creator's
+// token: the setup token's shape (its prefix and length, base64url), from
+// fresh random bytes, so it is worth nothing but to this relay and only
+// for the run it is held for.
+func Placeholder(claudeToken string) string {
+	const prefix = "sk-ant-oat01-"
+	n := max(len(claudeToken)-len(prefix), 43)
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for i := range b {
+		b[i] = alphabet[b[i]&63]
+	}
+	return prefix + string(b)
+}
+
+// Hold keeps a Session's Creator's token for its run, in memory alone,
+// until the run's Session token is revoked: the model route puts it in
+// place of placeholder, and takes no other. An empty claudeToken holds
+// the placeholder alone (a restarted Runner's read back from Claude Code)
+// and answers 503 until Hold is called again with the token.
+func (r *Relay) Hold(sessionID, claudeToken, placeholder string) error {
+	if placeholder == "" {
+		return errors.New("relay: an empty placeholder would take any model request")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.bySessID[sessionID]
+	if x == nil {
+		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
+	}
+	x.claudeToken, x.placeholder = claudeToken, placeholder
+	return nil
+}
+
+// Awaits returns the placeholder of a Session's run that holds one whose
+// token the Hub has yet to give (Hold with an empty token), and whether
+// there is one.
+func (r *Relay) Awaits(sessionID string) (placeholder string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.bySessID[sessionID]
+	if x == nil || x.placeholder == "" || x.claudeToken != "" {
+		return "", false
+	}
+	return x.placeholder, true
 }
 
 // Revoke ends a Session's token: at sleep, stop, archive or exit.

@@ -67,7 +67,13 @@ func newRelayHooks(t *testing.T, hub, model string) (*httptest.Server, *Relay, <
 
 func do(t *testing.T, method, url, token string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader("{}"))
+	return doBody(t, method, url, token, "{}")
+}
+
+// doBody is do with a body of its own.
+func doBody(t *testing.T, method, url, token, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -425,4 +431,146 @@ func TestServeCapsConnectionsPerAddressAndClosesIdleOnes(t *testing.T) {
 		c.Close()
 		return strings.HasPrefix(line, "HTTP/1.1 404")
 	})
+}
+
+// creatorToken is a Creator's setup token in these tests.
+const creatorToken = "sk-ant-oat01-relay-test-creator-token-0123456789abcdefABCDEF"
+
+// doModel posts a Messages request to the model route of session token tok
+// with bearer as its credential.
+func doModel(t *testing.T, srv, tok, bearer string) *http.Response {
+	t.Helper()
+	return doBody(t, "POST", srv+"/model/"+tok+"/v1/messages?beta=true", bearer, messagesBody)
+}
+
+// messagesBody is a streamed Messages request the fake Anthropic answers.
+const messagesBody = `{"model":"claude-sonnet-5-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+
+func TestTheModelRouteSwapsThePlaceholderForTheCreatorsTokenAndStreams(t *testing.T) {
+	model := testkit.NewAnthropic(t, creatorToken)
+	model.On(testkit.PromptContains("hello"), testkit.Text("hi from the model"))
+	srv, r := newRelay(t, "http://127.0.0.1:9", model.URL)
+	tok := r.Issue("s1", netip.Addr{})
+	placeholder := Placeholder(creatorToken)
+	if err := r.Hold("s1", creatorToken, placeholder); err != nil {
+		t.Fatal(err)
+	}
+	resp := doModel(t, srv.URL, tok, placeholder)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"text":"hi from the "`) || !strings.Contains(string(b), "event: message_stop") {
+		t.Fatalf("through the relay: %d %s, want the model's stream", resp.StatusCode, b)
+	}
+	// Sent to the model directly, the placeholder is an unknown token.
+	resp = doModel(t, model.URL, tok, placeholder)
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 401 || !strings.Contains(string(b), "authentication_error") {
+		t.Fatalf("the placeholder sent to the model directly: %d %s, want 401 authentication_error", resp.StatusCode, b)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 || reqs[0].Header.Get("Authorization") != "Bearer "+creatorToken || reqs[0].Path != "/v1/messages" || reqs[0].RawQuery != "beta=true" {
+		t.Fatalf("the model saw %+v, want the request with the Creator's token", reqs)
+	}
+}
+
+func TestAPlaceholderHasTheTokensShapeAndNothingOfIt(t *testing.T) {
+	a, b := Placeholder(creatorToken), Placeholder(creatorToken)
+	if a == b || len(a) != len(creatorToken) || !strings.HasPrefix(a, "sk-ant-oat01-") {
+		t.Fatalf("placeholders %q and %q: want two different ones of the token's length and prefix", a, b)
+	}
+	if rest := strings.TrimPrefix(creatorToken, "sk-ant-oat01-"); strings.Contains(a, rest[:8]) {
+		t.Fatalf("placeholder %q holds part of the token", a)
+	}
+	if got := Placeholder("short"); len(got) < len("sk-ant-oat01-")+43 {
+		t.Fatalf("placeholder of a short token %q: want at least 256 random bits", got)
+	}
+}
+
+func TestModelRequestsAreRefusedWithoutALiveTokenAndTheirSessionsOwnPlaceholder(t *testing.T) {
+	got := make(chan seen, 10)
+	model := upstreamServer(t, got)
+	srv, r := newRelay(t, "http://127.0.0.1:9", model.URL)
+	hold := func(id string) (tok, placeholder string) {
+		tok, placeholder = r.Issue(id, netip.Addr{}), Placeholder(creatorToken)
+		if err := r.Hold(id, creatorToken, placeholder); err != nil {
+			t.Fatal(err)
+		}
+		return tok, placeholder
+	}
+	oldTok, oldPlaceholder := hold("s1")
+	tok, placeholder := hold("s1") // a new run: the old one's token and placeholder are gone
+	_, otherPlaceholder := hold("s2")
+	deadTok, deadPlaceholder := hold("s3")
+	r.Revoke("s3") // the Session slept
+	tests := []struct {
+		name, tok, bearer string
+		want              int
+	}{
+		{"another Session's placeholder", tok, otherPlaceholder, 401},
+		{"the Creator's token itself", tok, creatorToken, 401},
+		{"no credential", tok, "", 401},
+		{"a dead Session token with its placeholder", deadTok, deadPlaceholder, 401},
+		{"the previous run's token and placeholder", oldTok, oldPlaceholder, 401},
+		{"the previous run's placeholder", tok, oldPlaceholder, 401},
+		{"another Session's placeholder on no token", "kndls_nope", otherPlaceholder, 401},
+	}
+	for _, tt := range tests {
+		if resp := doModel(t, srv.URL, tt.tok, tt.bearer); resp.StatusCode != tt.want {
+			t.Errorf("%s: status %d, want %d", tt.name, resp.StatusCode, tt.want)
+		}
+	}
+	// A request for another origin, as a proxy would take it, goes nowhere.
+	for _, line := range []string{"POST http://evil.example/model/" + tok + "/v1/messages HTTP/1.1", "CONNECT evil.example:443 HTTP/1.1"} {
+		c := dialFrom(t, "127.0.0.1", srv.Listener.Addr().String())
+		fmt.Fprintf(c, "%s\r\nHost: evil.example\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", line, placeholder)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403", line, resp.StatusCode)
+		}
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("a refused request reached the model: %+v", s)
+	default:
+	}
+	if resp := doModel(t, srv.URL, tok, placeholder); resp.StatusCode != 200 {
+		t.Fatalf("the run's own placeholder: status %d, want 200", resp.StatusCode)
+	}
+	if s := <-got; s.auth != "Bearer "+creatorToken {
+		t.Fatalf("the model saw %+v, want the Creator's token", s)
+	}
+}
+
+func TestAPlaceholderReadBackWaitsForTheCreatorsToken(t *testing.T) {
+	got := make(chan seen, 10)
+	model := upstreamServer(t, got)
+	srv, r := newRelay(t, "http://127.0.0.1:9", model.URL)
+	r.Adopt("s1", "kndls_readback", netip.Addr{})
+	placeholder := Placeholder(creatorToken)
+	r.Hold("s1", "", placeholder)
+	if p, ok := r.Awaits("s1"); !ok || p != placeholder {
+		t.Fatalf("Awaits: %q %v, want the placeholder", p, ok)
+	}
+	if resp := doModel(t, srv.URL, "kndls_readback", placeholder); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("before the token: status %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	r.Hold("s1", creatorToken, placeholder)
+	if _, ok := r.Awaits("s1"); ok {
+		t.Fatal("Awaits after the token came: want false")
+	}
+	if resp := doModel(t, srv.URL, "kndls_readback", placeholder); resp.StatusCode != 200 {
+		t.Fatalf("after the token: status %d, want 200", resp.StatusCode)
+	}
+	if s := <-got; s.auth != "Bearer "+creatorToken {
+		t.Fatalf("the model saw %+v, want the Creator's token", s)
+	}
+}
+
+func TestWithNoModelEndpointTheCreatorsTokenGoesOnlyToAnthropic(t *testing.T) {
+	_, r := newRelay(t, "http://127.0.0.1:9", "")
+	if r.model.String() != AnthropicAPI || r.modelSet {
+		t.Fatalf("model upstream %s (set %v), want %s", r.model, r.modelSet, AnthropicAPI)
+	}
 }

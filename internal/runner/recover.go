@@ -26,6 +26,7 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 	delete(r.sessions, id)
 	r.mu.Unlock()
 	r.relay.Revoke(id)
+	r.egress.forget(id)
 	if s != nil {
 		s.stopping.Store(true)
 		if s.ctl != nil {
@@ -131,11 +132,17 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	if err == nil {
 		_, err = p.Wait()
 	}
-	var token string
+	var token, oauth, base string
 	editor := false
 	for _, kv := range strings.Split(env.String(), "\x00") {
-		if v, ok := strings.CutPrefix(kv, "KNDL_MOD_TOKEN="); ok {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "KNDL_MOD_TOKEN":
 			token = v
+		case "CLAUDE_CODE_OAUTH_TOKEN":
+			oauth = v
+		case "ANTHROPIC_BASE_URL":
+			base = v
 		}
 		editor = editor || kv == editorEnv
 	}
@@ -149,11 +156,34 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 		cancel()
 		return fmt.Errorf("Claude Code runs without kndl's editor, which prompts come through")
 	}
+	if err := r.egress.adopt(r.sessionDir(id), id, from); err != nil {
+		cancel()
+		return err
+	}
 	r.relay.Adopt(id, token, from)
+	if oauth != "" && strings.HasSuffix(base, "/model/"+token) {
+		// Its model requests come through the relay with what it holds in
+		// place of the Creator's token, which went with the old process:
+		// they wait for the Hub's (resume).
+		r.relay.Hold(id, "", oauth)
+	}
 	r.mu.Lock()
 	r.sessions[id] = s
 	r.mu.Unlock()
 	return nil
+}
+
+// holdAgain gives the relay a taken-back Session's Creator's token again,
+// from the Hub, for the placeholder its Claude Code holds.
+func (r *Runner) holdAgain(ctx context.Context, id, placeholder string) {
+	var creds protocol.SessionCredentials
+	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: id}, &creds); err != nil {
+		r.log.Warn("the Hub gave no Creator's token for a Session taken back; its model requests wait", "session", id, "err", err)
+		return
+	}
+	if err := r.relay.Hold(id, creds.ClaudeToken, placeholder); err != nil {
+		r.log.Warn("resume session", "session", id, "err", err)
+	}
 }
 
 // running lists the Sessions whose Claude Code runs here, for the hello.
@@ -185,6 +215,9 @@ func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welco
 		if err := r.relay.SetModToken(rs.SessionID, rs.ModToken); err != nil {
 			r.log.Warn("resume session", "session", rs.SessionID, "err", err)
 			continue
+		}
+		if placeholder, ok := r.relay.Awaits(rs.SessionID); ok {
+			r.holdAgain(ctx, rs.SessionID, placeholder)
 		}
 		if !s.following.Swap(true) {
 			r.watch(s, rs.Offsets)

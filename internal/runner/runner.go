@@ -35,6 +35,8 @@ type Runner struct {
 	backend sandbox.Backend
 	builder *build.Builder
 	relay   *relay.Relay
+	// egress judges restricted Sandboxes' connections (egress.go).
+	egress egressGate
 	// archives marks the Sessions archived here and purges them.
 	archives *archives
 	// clones keeps the host clone's read-only tokens.
@@ -151,6 +153,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.life = ctx
 	defer r.waitGoroutines()
+	if err := r.serveEgress(ctx); err != nil {
+		ln.Close()
+		return err
+	}
 	r.spawn(func() { r.relay.Serve(ctx, ln) })
 	r.out.start(ctx)
 	r.spawn(func() { r.archives.run(ctx) })

@@ -19,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/relay"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
 )
@@ -117,6 +118,7 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		delete(r.sessions, s.id)
 		r.mu.Unlock()
 		r.relay.Revoke(s.id)
+		r.egress.forget(s.id)
 		if s.cancel != nil {
 			s.stopping.Store(true)
 			s.cancel()
@@ -169,17 +171,19 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	if st, err := r.backend.Status(ctx, s.sandbox); err == nil {
-		if created {
-			// Where the backend gave less than the Environment asked.
-			for _, n := range st.Notes {
-				logf("%s", n)
-			}
+	st, err := r.backend.Status(ctx, s.sandbox)
+	if err != nil {
+		return err
+	}
+	if created {
+		// Where the backend gave less than the Environment asked.
+		for _, n := range st.Notes {
+			logf("%s", n)
 		}
-		s.diskLimited.Store(st.Resources.DiskMiB > 0)
-		if line := diskLine(st); line != "" {
-			logf("%s", line)
-		}
+	}
+	s.diskLimited.Store(st.Resources.DiskMiB > 0)
+	if line := diskLine(st); line != "" {
+		logf("%s", line)
 	}
 	if created {
 		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
@@ -230,10 +234,6 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		}
 		seeded <- err
 	})
-	st, err := r.backend.Status(ctx, s.sandbox)
-	if err != nil {
-		return err
-	}
 	token := r.relay.Issue(s.id, st.Addr)
 	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
 		return err
@@ -257,15 +257,24 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		SessionToken: token,
 		OAuthToken:   creds.ClaudeToken,
 	}
+	if !creds.ClaudeTokenInSandbox {
+		// The relay holds the Creator's token while the Session is awake;
+		// Claude Code holds a placeholder, worth nothing outside this run.
+		launch.OAuthToken = relay.Placeholder(creds.ClaudeToken)
+		if err := r.relay.Hold(s.id, creds.ClaudeToken, launch.OAuthToken); err != nil {
+			return err
+		}
+	}
 	for _, p := range mod.Plugins {
 		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+p)
 	}
 	if len(installations) > 0 {
 		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+mod.GatewayPlugin)
 	}
-	if r.cfg.ModelEndpoint != "" {
-		// The relay forwards /model/<Session token>/… to the endpoint, so the
-		// Sandbox reaches nothing on the host but the relay.
+	if !creds.ClaudeTokenInSandbox || r.cfg.ModelEndpoint != "" {
+		// The relay forwards /model/<Session token>/… to Anthropic or the
+		// Runner's endpoint, so the Sandbox reaches nothing on the host but
+		// the relay.
 		launch.ModelEndpoint = relayURL + "/model/" + token
 	}
 	argv, env, err := launch.Command()
@@ -397,9 +406,10 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 				{Source: filepath.Join(r.cfg.Home, "bin"), Target: binDir, ReadOnly: true},
 				{Source: filepath.Join(dir, "mod"), Target: modDir, ReadOnly: true},
 			},
-			Tmpfs:     []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
-			Resources: res,
-			Docker:    docker(env),
+			Tmpfs:          []sandbox.Tmpfs{{Target: runDir, Mode: 0o700}},
+			Resources:      res,
+			Docker:         docker(env),
+			RestrictEgress: envEgress(env).Restricted(),
 		})
 		if err != nil {
 			return false, fmt.Errorf("create the Sandbox: %w", err)
@@ -412,17 +422,26 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	} else if err != nil {
 		return false, err
 	}
-	if st.State != sandbox.StateRunning {
-		r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
-		if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
-			return false, err
-		}
-		if err := r.backend.Start(ctx, s.sandbox); err != nil {
-			return false, fmt.Errorf("start the Sandbox: %w", err)
-		}
-		if err := startDocker(ctx, r.backend, s.sandbox, env, logf); err != nil {
-			return false, err
-		}
+	if st.State == sandbox.StateRunning {
+		return created, r.judgeEgress(ctx, s, dir, env, false)
+	}
+	// The egress policy is not the Build's: a wake takes the
+	// Environment's as it is now.
+	if err := r.backend.SetEgress(ctx, s.sandbox, envEgress(env).Restricted()); err != nil {
+		return false, err
+	}
+	r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
+	if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
+		return false, err
+	}
+	if err := r.backend.Start(ctx, s.sandbox); err != nil {
+		return false, fmt.Errorf("start the Sandbox: %w", err)
+	}
+	if err := r.judgeEgress(ctx, s, dir, env, true); err != nil {
+		return false, err
+	}
+	if err := startDocker(ctx, r.backend, s.sandbox, env, logf); err != nil {
+		return false, err
 	}
 	return created, nil
 }
@@ -573,6 +592,7 @@ func (r *Runner) watchExit(s *session) {
 	}
 	r.mu.Unlock()
 	r.relay.Revoke(s.id)
+	r.egress.forget(s.id)
 	if s.stopping.Load() {
 		return
 	}

@@ -91,6 +91,10 @@ type Backend interface {
 	// and says what went and how much it held. Returns ErrRunning if it
 	// runs, ErrNotFound for an unknown id or a Disk it does not have.
 	PruneDisk(ctx context.Context, id, disk string, keep func(name string) bool) ([]Pruned, error)
+	// SetEgress sets the Spec's RestrictEgress of a created or stopped
+	// Sandbox, for its next Start and those after. Returns ErrRunning if
+	// it runs, ErrNotFound for an unknown id.
+	SetEgress(ctx context.Context, id string, restrict bool) error
 
 	// Status reports one Sandbox. Returns ErrNotFound for an unknown id.
 	Status(ctx context.Context, id string) (Status, error)
@@ -125,6 +129,13 @@ type Spec struct {
 	// its containers nested in the Sandbox's own namespaces. A backend that
 	// cannot do that refuses the Create with ErrNotSupported, saying why.
 	Docker bool
+	// RestrictEgress sends each TCP connection the Sandbox makes (but the
+	// relay's) to the Runner's egress proxy (HostInfo.EgressProxy) and
+	// each DNS query to its DNS server (HostInfo.EgressDNS), and refuses
+	// everything else it sends, at the host's end of its network, out of
+	// its processes' reach: the Runner's allowlist decides what passes.
+	// Set again before a boot (SetEgress).
+	RestrictEgress bool
 }
 
 // Disk is a persistent directory of the Sandbox's own.
@@ -205,6 +216,10 @@ type HostInfo struct {
 	// Relay is the host address ("ip:port") the Runner's relay must listen
 	// on for Sandboxes to reach it at RelayHost.
 	Relay string
+	// EgressProxy and EgressDNS are the host addresses ("ip:port") where
+	// the Runner's egress proxy (TCP) and DNS server (UDP and TCP) must
+	// listen for restricted Sandboxes (Spec.RestrictEgress).
+	EgressProxy, EgressDNS string
 	// NoDocker, when set, is why this backend runs no Docker in a Sandbox,
 	// naming the way out: Create refuses a Spec with Docker, with it.
 	NoDocker string

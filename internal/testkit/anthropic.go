@@ -350,7 +350,9 @@ func (a *Anthropic) serve(w http.ResponseWriter, req *http.Request) {
 	reply := Reply{}
 	switch {
 	case a.token != "" && req.Header.Get("Authorization") != "Bearer "+a.token:
-		rec.Status, answer = http.StatusUnauthorized, errorBody("authentication_error", "testkit: authorization is not Bearer of the expected token")
+		// As the real API answers a token it does not know, a placeholder
+		// sent past the relay among them.
+		rec.Status, answer = http.StatusUnauthorized, errorBody("authentication_error", "Invalid bearer token")
 	case req.Method != http.MethodPost || (rec.Path != "/v1/messages" && rec.Path != "/v1/messages/count_tokens"):
 		rec.Status, answer = http.StatusNotFound, errorBody("not_found_error", "testkit: no fake for "+req.Method+" "+rec.Path)
 	case json.Unmarshal(body, &rec.Params) != nil:

@@ -33,8 +33,9 @@ import (
 // GitHub App's OAuth user flow (authorize, access_token), GET /user, and as
 // the App GET /repos/{owner}/{repo}/installation, POST
 // /app/installations/{id}/access_tokens and GET
-// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; and
-// its Repos over git's smart HTTP (ServeRepo). It checks what GitHub
+// /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; its
+// Repos over git's smart HTTP (ServeRepo); and issues, their comments and
+// the App's signed webhook deliveries (github_issues.go). It checks what GitHub
 // checks: client credentials, single-use codes bound to their redirect URI
 // and PKCE challenge, the App's RS256 JWT, and that an installation token
 // is live, for the Repo, and carries the permission the request needs.
@@ -67,7 +68,8 @@ type GitHub struct {
 	down       bool
 	calls      map[string]int
 	mux        *http.ServeMux
-	gitRoot    string // bare repositories served over git's smart HTTP
+	gitRoot    string     // bare repositories served over git's smart HTTP
+	iss        fakeIssues // issues, comments and the webhook: github_issues.go
 }
 
 // GitHubUser is a GitHub account.
@@ -95,8 +97,9 @@ func (g *GitHub) liveToken(tok string) (instToken, bool) {
 }
 
 // appPermissions are the permissions the App's installations are granted:
-// what the Hub asks for and nothing more (issues, say, is not granted).
-var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}
+// what the Hub asks for and nothing more (checks, say, is not granted).
+// Issues write is for the Hub's replies in a thread.
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write"}
 
 // fakePull is a pull request on the fake.
 type fakePull struct {
@@ -167,6 +170,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
+	g.serveIssues(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +25,14 @@ import (
 // the host's connected networks, which Sandboxes are kept from. The host
 // reaches it too. It needs root and ip.
 func ListenForSandboxes(t testing.TB) net.Listener {
+	t.Helper()
+	return ListenForSandboxesOn(t, 0)[0]
+}
+
+// ListenForSandboxesOn is ListenForSandboxes on each of ports (0: any
+// free one), all on the one address: a service on well-known ports, such
+// as HTTPS's 443.
+func ListenForSandboxesOn(t testing.TB, ports ...int) []net.Listener {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
@@ -72,11 +81,15 @@ func ListenForSandboxes(t testing.TB) net.Listener {
 			t.Fatal(err)
 		}
 	}
-	ln, err := listenInNetns(ns, addr+":0")
-	if err != nil {
-		t.Fatal(err)
+	var lns []net.Listener
+	for _, port := range ports {
+		ln, err := listenInNetns(ns, net.JoinHostPort(addr, strconv.Itoa(port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
 	}
-	return ln
+	return lns
 }
 
 // listenInNetns opens a listener inside the network namespace ns: the

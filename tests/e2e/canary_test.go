@@ -1,15 +1,20 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -23,9 +28,22 @@ import (
 // sign-in cookie pasted into a prompt. Each is echoed every way a Session can: printed by
 // a tool from the environment, pasted into a prompt, repeated in Claude's
 // text. Then every file of the Hub's store, every line of the log and
-// every Event are searched for each: none may hold one in the clear.
+// every Event are searched for each: none may hold one in the clear. It
+// runs in both of HUB_CLAUDE_TOKEN's modes; in relay mode, where the
+// Creator's token never reaches the Sandbox (and so no model can repeat
+// it), Claude Code's environment, every process's in the Sandbox and every
+// file there are searched for it too.
 func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
-	s := Start(t)
+	t.Run("relay", func(t *testing.T) { canary(t, true) })
+	t.Run("sandbox", func(t *testing.T) { canary(t, false) })
+}
+
+func canary(t *testing.T, relay bool) {
+	var opts []Option
+	if !relay {
+		opts = append(opts, WithClaudeTokenInSandbox())
+	}
+	s := Start(t, opts...)
 	const variable = "canary-variable-v4lue-e2e"
 	repo := s.Repo()
 	var r store.Repo
@@ -48,7 +66,10 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 		prompt.WriteString(what + " is " + v + "; ")
 	}
 	s.Model.On(testkit.PromptContains("canary check"), testkit.Bash("env; printenv CANARY; tr '\\0' '\\n' < /proc/self/environ | grep -a KNDL_MOD_TOKEN; echo done-echoing"))
-	reply := "Echoing: " + claudeToken + " " + variable + " " + mcpValue
+	reply := "Echoing: " + variable + " " + mcpValue
+	if !relay {
+		reply += " " + claudeToken
+	}
 	for _, v := range pasted {
 		reply += " " + v
 	}
@@ -78,6 +99,9 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 	}
 	if strings.Contains(string(env), mcpValue) {
 		t.Error("the Installation's header secret is in Claude Code's environment")
+	}
+	if relay {
+		noCreatorsTokenInTheSandbox(t, s, v.ID, env)
 	}
 	secrets := map[string]string{"the setup token": claudeToken, "the Sensitive Variable": variable, "the Session token": sessionToken,
 		"the Installation's header secret": mcpValue}
@@ -111,4 +135,62 @@ func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
 			}
 		}
 	}
+}
+
+// noCreatorsTokenInTheSandbox checks, in relay mode, that the Creator's
+// token is nowhere in a Session's Sandbox: not in Claude Code's
+// environment (env), which holds a placeholder of its shape instead, nor
+// any process's, nor any file. It searches for the token's secret part,
+// after its public prefix, which no placeholder shares.
+func noCreatorsTokenInTheSandbox(t *testing.T, s *System, sessionID string, env []byte) {
+	t.Helper()
+	secret := strings.TrimPrefix(claudeToken, "sk-ant-oat01-")
+	var placeholder string
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "CLAUDE_CODE_OAUTH_TOKEN="); ok {
+			placeholder = v
+		}
+	}
+	if !isPlaceholder(placeholder) {
+		t.Errorf("Claude Code's CLAUDE_CODE_OAUTH_TOKEN is %q, want a placeholder of the token's shape", placeholder)
+	}
+	if strings.Contains(string(env), secret) {
+		t.Error("the Creator's token is in Claude Code's environment")
+	}
+	if environs, _ := s.Exec(sessionID, "bash", "-c", "cat /proc/[0-9]*/environ 2>/dev/null"); strings.Contains(environs, secret) {
+		t.Error("a process in the Sandbox holds the Creator's token in its environment")
+	} else if !strings.Contains(environs, placeholder) {
+		t.Fatal("no process in the Sandbox holds the placeholder: the search of their environments found nothing to look at")
+	}
+	if files := sandboxFilesHolding(t, s, sessionID, secret); len(files) > 0 {
+		t.Errorf("files in the Sandbox hold the Creator's token: %q", files)
+	}
+	// The same search finds what is there: Claude Code's config.
+	if files := sandboxFilesHolding(t, s, sessionID, "hasCompletedOnboarding"); len(files) == 0 {
+		t.Fatal("the search of the Sandbox's files found not even Claude Code's config")
+	}
+}
+
+// sandboxFilesHolding lists the files in a Session's Sandbox that hold
+// needle, but for /proc, /sys and /dev. grep reads needle on its standard
+// input, so no command line and no file holds it.
+func sandboxFilesHolding(t *testing.T, s *System, sessionID, needle string) []string {
+	t.Helper()
+	var out bytes.Buffer
+	p, err := s.Backend.Exec(context.Background(), "s-"+sessionID, sandbox.Cmd{
+		Args:  []string{"grep", "-rlaF", "-f", "-", "/", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev"},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Stdin: strings.NewReader(needle + "\n"), Stdout: &out, Stderr: io.Discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := time.AfterFunc(testenv.WaitMedium, func() { p.Kill() })
+	code, err := p.Wait()
+	if !done.Stop() || err != nil {
+		t.Fatalf("the search of the Sandbox's files (exit %d, %v) did not end within %v", code, err, testenv.WaitMedium)
+	}
+	// grep exits 2 when some file could not be read (a socket, one gone
+	// meanwhile), whether or not others matched: the list says.
+	return strings.Fields(out.String())
 }

@@ -75,10 +75,11 @@ func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
 // TestNoModTokenInTheSandbox checks every process's environment and command
 // line on the host (Sandboxes' processes included) and every file of the
 // Runner's and the runtime's state for a mod token: it lives in the Runner's
-// memory alone. The Creator's setup token and the Session token reach
-// Claude Code's environment by design, never a disk.
+// memory alone. The Creator's setup token (with HUB_CLAUDE_TOKEN=sandbox)
+// and the Session token reach Claude Code's environment by design, never a
+// disk.
 func TestNoModTokenInTheSandbox(t *testing.T) {
-	s := Start(t)
+	s := Start(t, WithClaudeTokenInSandbox())
 	v := s.Ready("token check", "ok")
 
 	// The Session token is where it must be, so the search below is real.

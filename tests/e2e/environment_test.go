@@ -143,13 +143,7 @@ func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.
 // build, runs one and sees its log there, and applies it; the change log
 // shows the version.
 func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
-	s := Start(t)
-	b := NewBrowser(t)
-	s.SignInDev(b)
-	var repo api.Repo
-	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
-	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
-	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
+	s, b, repo := repoPage(t)
 	// A script of this run's own, so the Build is made fresh.
 	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
 	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.bootstrap.value = `+strconv.Quote(script)+`; f.cpus.value = "1"; `+
@@ -183,6 +177,19 @@ func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
 	if d := env.Draft; d == nil || !d.Settings.Docker || !d.NeedsTest || !slices.Contains(d.Changes, "docker: off -> on") || d.Settings.Bootstrap != script {
 		t.Fatalf("the draft after ticking Docker: %+v, want Docker on, the rest kept, needing a Test build", d)
 	}
+}
+
+// repoPage is a new Repo's page, its Environment with no version yet, in
+// a browser signed in as the dev user.
+func repoPage(t *testing.T) (*System, *Browser, api.Repo) {
+	s := Start(t)
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	var repo api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &repo)
+	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
+	b.Wait(testenv.WaitMedium, "the current version", `document.getElementById("env-current").textContent.includes("No version yet")`)
+	return s, b, repo
 }
 
 // sessionPageHTML is the Session view's page as the dev user gets it.

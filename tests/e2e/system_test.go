@@ -85,6 +85,10 @@ func TestMain(m *testing.M) {
 // model accepts only it.
 const claudeToken = "sk-ant-oat01-e2e-test-token-0123456789abcdef"
 
+// webhookSecret is the fake GitHub App's webhook secret, the Hub's
+// GITHUB_WEBHOOK_SECRET.
+const webhookSecret = "e2e-webhook-secret"
+
 // System is a Hub and a Runner with one signed-in dev user.
 type System struct {
 	t       testing.TB
@@ -252,9 +256,17 @@ type options struct {
 	maxSessions int
 	maxDiskMiB  int
 	claude      claude.Pin
-	cold        bool // no image or Build cached for the Runner
-	crunBuilds  bool // Builds on a crun backend of their own
+	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
+	claudeTokenInSandbox bool
+	// resolver is the Runner's, for names the test serves
+	resolver   outbound.Resolver
+	cold       bool // no image or Build cached for the Runner
+	crunBuilds bool // Builds on a crun backend of their own
 }
+
+// WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
+// Claude Code holds the Creator's token itself, as the spec has it.
+func WithClaudeTokenInSandbox() Option { return func(o *options) { o.claudeTokenInSandbox = true } }
 
 // WithColdRunner gives the Runner an empty image store and no Build, as on
 // a host's first Session; Claude Code still comes from the test cache.
@@ -296,6 +308,10 @@ func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n
 // WithClaude has the Runner run another Claude Code than the pinned one:
 // a candidate pin's smoke test.
 func WithClaude(pin claude.Pin) Option { return func(o *options) { o.claude = pin } }
+
+// WithRunnerResolver has the Runner resolve names with r: the names a
+// test serves where Sandboxes reach them, with no real DNS asked.
+func WithRunnerResolver(r outbound.Resolver) Option { return func(o *options) { o.resolver = r } }
 
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
@@ -341,7 +357,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	// dev's do.
 	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
-		Outbound: loopback}
+		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox}
 	var gh *testkit.GitHub
 	if o.github {
 		if o.reachable {
@@ -351,6 +367,8 @@ func Start(t testing.TB, opts ...Option) *System {
 		}
 		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
 		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+		hcfg.GitHubWebhookSecret = webhookSecret
+		gh.SetWebhook(url+"/github/webhook", webhookSecret)
 		// Short, so a test sees a replaced Sandbox token revoked well
 		// within the fake's short token lives.
 		hcfg.SandboxTokenGrace = time.Second
@@ -395,6 +413,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
 		Outbound: loopback, Claude: o.claude}
+	rcfg.Outbound.Resolver = o.resolver
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)

@@ -139,6 +139,9 @@ var roleTable = map[string]roleRoute{
 	"POST /api/cli/login/poll":    {want: nil},
 	// The metrics token's route is TestMetricsTakeOnlyTheMetricsToken's.
 	"GET /metrics": {want: nobody, req: get("/metrics")},
+	// The GitHub App's webhook takes its signature alone: no caller's
+	// credential is one.
+	"POST /github/webhook": {want: nobody, req: send("POST", "/github/webhook", `{"action":"created"}`)},
 
 	// Pages.
 	"POST /signout": {want: everyone, req: func(f *roleFixture, c string) req {
@@ -259,6 +262,7 @@ var roleTable = map[string]roleRoute{
 	}},
 	"GET /api/repos/{repo}/variables":           {want: watchers, req: onRepo("GET", "/variables", "")},
 	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test"}`)},
+	"PUT /api/repos/{repo}/trigger-label":       {want: pushers, req: onRepo("PUT", "/trigger-label", `{"label":"kndl"}`)},
 	"DELETE /api/repos/{repo}/variables/{name}": {want: pushers, req: func(f *roleFixture, c string) req { return onRepo("DELETE", "/variables/"+f.freshVariable(), "")(f, c) }},
 	// Linking a Shared variable takes push in the Repo, and being its
 	// setter (the Creator here) or the Owner.

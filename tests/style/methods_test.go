@@ -15,19 +15,6 @@ import (
 // with a small interface (../../docs/architecture.md).
 const maxMethods = 40
 
-// bigTypes are the types still past maxMethods, each with the count it may
-// not grow beyond: the split of internal/hub goes on, and a type leaves
-// this list once it is down to maxMethods.
-var bigTypes = map[string]int{
-	// The Hub's HTTP handlers, still on *Hub; the Runner connections, the
-	// redaction sets and token revokes, the cookies and limiter and the
-	// port-forward proxy left it for packages of their own.
-	"internal/hub.Hub": 208,
-	// The one owner of every Session's state: its states, moves, queue,
-	// delivery and stream.
-	"internal/hub/session.Owner": 70,
-}
-
 // TestNoTypeInTheHubHasMoreThan40Methods counts the methods each non-test
 // type in internal/hub/... declares.
 func TestNoTypeInTheHubHasMoreThan40Methods(t *testing.T) {
@@ -58,12 +45,8 @@ func TestNoTypeInTheHubHasMoreThan40Methods(t *testing.T) {
 		t.Fatal("counted no methods of session.Owner: the walk found nothing")
 	}
 	for typ, n := range counts {
-		limit, big := bigTypes[typ]
-		if !big {
-			limit = maxMethods
-		}
-		if n > limit {
-			t.Errorf("%s declares %d methods, want at most %d: give what it grew a package of its own", typ, n, limit)
+		if n > maxMethods {
+			t.Errorf("%s declares %d methods, want at most %d: give what it grew a package of its own", typ, n, maxMethods)
 		}
 	}
 }

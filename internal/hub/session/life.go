@@ -11,6 +11,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// life starts, wakes, sleeps, restarts, archives and restores Sessions,
+// through move.
+type life struct{ *Owner }
+
 // Timeouts of what the owner asks a Runner.
 const (
 	startTimeout   = 30 * time.Minute // a cold Build and a Claude Code download
@@ -36,7 +40,7 @@ var errRemoved = fmt.Errorf("%s: %w", removedWhy, errdefs.ErrConflict)
 
 // runnerOf returns the Session's Runner, or errRemoved if it was removed
 // for good.
-func (o *Owner) runnerOf(ctx context.Context, s *store.Session) (store.Runner, error) {
+func (o *life) runnerOf(ctx context.Context, s *store.Session) (store.Runner, error) {
 	rn, err := o.store.RunnerByID(ctx, s.RunnerID)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
@@ -51,7 +55,7 @@ func (o *Owner) runnerOf(ctx context.Context, s *store.Session) (store.Runner, e
 
 // runnerKept returns errRemoved if the Session's Runner was removed for
 // good.
-func (o *Owner) runnerKept(ctx context.Context, s *store.Session) error {
+func (o *life) runnerKept(ctx context.Context, s *store.Session) error {
 	_, err := o.runnerOf(ctx, s)
 	return err
 }
@@ -60,7 +64,7 @@ func (o *Owner) runnerKept(ctx context.Context, s *store.Session) error {
 // use (store.Runner.UsableBy: neither theirs nor shared, as after the
 // Owner unshared it): it may not start there, since its Runner would get
 // the Creator's setup token and Sensitive Variables.
-func (o *Owner) runnerUsable(ctx context.Context, s *store.Session) error {
+func (o *life) runnerUsable(ctx context.Context, s *store.Session) error {
 	rn, err := o.runnerOf(ctx, s)
 	if err == nil && !rn.UsableBy(s.CreatorID) {
 		err = fmt.Errorf("its Runner %s is no longer shared, and it is not its Creator's: it can wake there once the Owner shares the Runner again (its Workspace is on that machine): %w", rn.Name, errdefs.ErrConflict)
@@ -69,7 +73,7 @@ func (o *Owner) runnerUsable(ctx context.Context, s *store.Session) error {
 }
 
 // Create records a new Session with its first prompt and starts it.
-func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
+func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
 	s, err := o.store.CreateSession(ctx, s)
 	if err != nil {
 		return s, err
@@ -87,7 +91,7 @@ func (o *Owner) Create(ctx context.Context, s store.Session, first store.Prompt)
 // Update records a Session's title, model and effort, and tells its
 // watchers. Claude Code reads the model and effort only as it starts: the
 // caller restarts an Active Session to make them take.
-func (o *Owner) Update(ctx context.Context, id, title, model, effort string) error {
+func (o *life) Update(ctx context.Context, id, title, model, effort string) error {
 	if err := o.store.UpdateSession(ctx, id, title, model, effort); err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func (o *Owner) Update(ctx context.Context, id, title, model, effort string) err
 // not fail it (it stopped between the two, or a migration revoked the
 // Runner) is Failed. A prompt the store has on its way is settled
 // (takeUpDelivery). Call it before serving.
-func (o *Owner) Recover(ctx context.Context) error {
+func (o *life) Recover(ctx context.Context) error {
 	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
 	if err != nil {
 		return err
@@ -138,7 +142,7 @@ func (o *Owner) Recover(ctx context.Context) error {
 // took it: it is delivered, and the machine has it taken (a sleep before
 // the transcript writes it down puts it back). Otherwise it goes back to
 // the head of the queue, as for a Runner gone mid-delivery.
-func (o *Owner) takeUpDelivery(ctx context.Context, s *store.Session) error {
+func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 	p, ok, err := o.store.DeliveringPrompt(ctx, s.ID)
 	if err != nil || !ok {
 		return err
@@ -163,7 +167,7 @@ func (o *Owner) takeUpDelivery(ctx context.Context, s *store.Session) error {
 // launch asks the Session's Runner, on a goroutine, to start its Claude
 // Code (resuming the conversation if asked), and moves it Active, or
 // Failed with the reason. The Session is Starting.
-func (o *Owner) launch(id string, resume bool) {
+func (o *life) launch(id string, resume bool) {
 	o.spawn(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, startTimeout)
 		defer cancel()
@@ -201,7 +205,7 @@ func (o *Owner) launch(id string, resume bool) {
 
 // startOnRunner is the start itself: the Installations this run takes, a
 // fresh mod token, then the Runner's session.start.
-func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error {
+func (o *life) startOnRunner(ctx context.Context, id string, resume bool) error {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
 		return err
@@ -236,7 +240,7 @@ func (o *Owner) startOnRunner(ctx context.Context, id string, resume bool) error
 
 // stopOnRunner asks the Session's Runner to stop its Claude Code and
 // Sandbox, if the Runner is connected.
-func (o *Owner) stopOnRunner(ctx context.Context, s *store.Session) error {
+func (o *life) stopOnRunner(ctx context.Context, s *store.Session) error {
 	rc := o.opts.Runners.Runner(s.RunnerID)
 	if rc == nil {
 		return nil // it stops the Session when it is back: the Hub does not take it back
@@ -252,7 +256,7 @@ func (o *Owner) stopOnRunner(ctx context.Context, s *store.Session) error {
 // retryLater retries a start that failed for a cause a retry may mend,
 // with backoff, each try in the start log. The count is the store's, so a
 // Hub restarted meanwhile goes on with it.
-func (o *Owner) retryLater(ctx context.Context, id string) {
+func (o *life) retryLater(ctx context.Context, id string) {
 	n, err := o.store.RetryStart(ctx, id)
 	if err != nil {
 		o.log.Error("count a retry of a start", "session", id, "err", err)
@@ -274,13 +278,13 @@ func (o *Owner) retryLater(ctx context.Context, id string) {
 
 // Wake starts an Asleep or Failed Session's Claude Code again, resuming
 // its conversation if Claude Code wrote it down.
-func (o *Owner) Wake(ctx context.Context, id, why string) error {
+func (o *life) Wake(ctx context.Context, id, why string) error {
 	return o.wake(ctx, id, why, nil)
 }
 
 // wake moves a Session Starting and launches it; if only is set, it wakes
 // only a Session only accepts.
-func (o *Owner) wake(ctx context.Context, id, why string, only func(*store.Session) bool) error {
+func (o *life) wake(ctx context.Context, id, why string, only func(*store.Session) bool) error {
 	return o.locked(ctx, id, func(s *store.Session) error {
 		if only != nil && !only(s) {
 			return fmt.Errorf("the Session is %s: %w", s.State, errdefs.ErrConflict)
@@ -289,7 +293,7 @@ func (o *Owner) wake(ctx context.Context, id, why string, only func(*store.Sessi
 	})
 }
 
-func (o *Owner) wakeLocked(ctx context.Context, s *store.Session, why string) error {
+func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) error {
 	if s.State != Asleep && s.State != Failed {
 		return fmt.Errorf("the Session is %s, not asleep or failed: %w", s.State, errdefs.ErrConflict)
 	}
@@ -313,7 +317,7 @@ func (o *Owner) wakeLocked(ctx context.Context, s *store.Session, why string) er
 // Sleep stops an awake Session's Claude Code and Sandbox, keeping its disks
 // and Workspace, even mid-Turn; it is Asleep once its Runner says it has
 // stopped. A prompt queued meanwhile wakes it again.
-func (o *Owner) Sleep(ctx context.Context, id, why string) error {
+func (o *life) Sleep(ctx context.Context, id, why string) error {
 	var wakeAfter bool
 	err := o.locked(ctx, id, func(s *store.Session) error {
 		var err error
@@ -329,7 +333,7 @@ func (o *Owner) Sleep(ctx context.Context, id, why string) error {
 	return err
 }
 
-func (o *Owner) sleepLocked(ctx context.Context, s *store.Session, why string) (wakeAfter bool, err error) {
+func (o *life) sleepLocked(ctx context.Context, s *store.Session, why string) (wakeAfter bool, err error) {
 	if !awake(s.State) {
 		return false, fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
 	}
@@ -356,7 +360,7 @@ func (o *Owner) sleepLocked(ctx context.Context, s *store.Session, why string) (
 // Restart stops an Active Session's Claude Code and starts it again into
 // the same conversation, with what the Session says now (its model and
 // effort, a fresh mod).
-func (o *Owner) Restart(ctx context.Context, id, why string) error {
+func (o *life) Restart(ctx context.Context, id, why string) error {
 	return o.locked(ctx, id, func(s *store.Session) error {
 		if s.State != Active {
 			return fmt.Errorf("the Session is %s, not active: %w", s.State, errdefs.ErrConflict)
@@ -374,7 +378,7 @@ func (o *Owner) Restart(ctx context.Context, id, why string) error {
 // first, in the same hold of its lock, so nothing wakes it between. Its
 // Runner must be connected; a Session whose Runner was removed for good
 // has nothing left to keep there, and is Archived at once.
-func (o *Owner) Archive(ctx context.Context, id, why string) error {
+func (o *life) Archive(ctx context.Context, id, why string) error {
 	return o.locked(ctx, id, func(s *store.Session) error {
 		if s.State == Archived {
 			return fmt.Errorf("the Session is already archived: %w", errdefs.ErrConflict)
@@ -412,7 +416,7 @@ func (o *Owner) Archive(ctx context.Context, id, why string) error {
 // disks and Workspace as they were: a prompt wakes it into the same
 // conversation. Once its Runner has purged it, the restore is refused with
 // the Runner's words and the Session stays Archived.
-func (o *Owner) Restore(ctx context.Context, id, why string) error {
+func (o *life) Restore(ctx context.Context, id, why string) error {
 	return o.locked(ctx, id, func(s *store.Session) error {
 		if s.State != Archived {
 			return fmt.Errorf("the Session is %s, not archived: %w", s.State, errdefs.ErrConflict)
@@ -436,7 +440,7 @@ func (o *Owner) Restore(ctx context.Context, id, why string) error {
 // SleepAllOf puts a person's awake Sessions to sleep, saying why: when
 // they are removed as a Member, or their setup token is removed or
 // replaced. A failure is logged and the others still sleep.
-func (o *Owner) SleepAllOf(ctx context.Context, creatorID, why string) {
+func (o *life) SleepAllOf(ctx context.Context, creatorID, why string) {
 	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen}})
 	if err != nil {
 		o.log.Error("list sessions to sleep", "err", err)
@@ -453,7 +457,7 @@ func (o *Owner) SleepAllOf(ctx context.Context, creatorID, why string) {
 }
 
 // SetKeepAwake sets the Creator's Keep awake switch.
-func (o *Owner) SetKeepAwake(ctx context.Context, id string, on bool) error {
+func (o *life) SetKeepAwake(ctx context.Context, id string, on bool) error {
 	if err := o.store.SetKeepAwake(ctx, id, on); err != nil {
 		return err
 	}
@@ -462,7 +466,7 @@ func (o *Owner) SetKeepAwake(ctx context.Context, id string, on bool) error {
 }
 
 // StopTurn interrupts the Turn that runs.
-func (o *Owner) StopTurn(ctx context.Context, id string) error {
+func (o *life) StopTurn(ctx context.Context, id string) error {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
 		return err

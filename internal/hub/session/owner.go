@@ -113,8 +113,16 @@ func (uncounted) TurnEnded()                    {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
-// goroutine; none holds its lock across a store call.
+// goroutine; none holds its lock across a store call. Its jobs are types of
+// their own over its one state and locks: a Session's life moves (life.go),
+// its prompt queue and their delivery (queue.go), its live stream
+// (stream.go); what a Runner says of its Sessions, the moves themselves
+// (move) and the locks are the Owner's.
 type Owner struct {
+	*life
+	*queue
+	*stream
+
 	opts  Options
 	store *store.Store
 	log   *slog.Logger
@@ -204,6 +212,7 @@ func New(opts Options) *Owner {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
 		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, order: map[string]*sync.Mutex{}}
+	o.life, o.queue, o.stream = &life{o}, &queue{o}, &stream{o}
 	o.spawn(o.sweepIdle)
 	return o
 }

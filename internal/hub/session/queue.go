@@ -12,6 +12,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// queue is the prompt queue of every Session and the delivery of the
+// prompt on its way.
+type queue struct{ *Owner }
+
 // The prompt queue: a Session's prompts wait in the store and are sent to
 // its Runner one at a time, only while Claude Code is ready and between
 // Turns. The Runner types a prompt, again as often as Claude Code does not
@@ -21,7 +25,7 @@ import (
 
 // Prompt queues a prompt. It wakes an Asleep or Failed Session whose Runner
 // is connected; otherwise it waits for the Runner.
-func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (store.Prompt, error) {
+func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (store.Prompt, error) {
 	if s.State == Archived {
 		return store.Prompt{}, fmt.Errorf("the Session is archived: restore it first (kndl restore): %w", errdefs.ErrConflict)
 	}
@@ -52,7 +56,7 @@ func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 }
 
 // EditPrompt changes a queued prompt's text, or cancels it for "".
-func (o *Owner) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
+func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
 	var sealed []byte
 	if text != "" {
 		sealed = o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed
@@ -65,7 +69,7 @@ func (o *Owner) EditPrompt(ctx context.Context, sessionID, promptID, text string
 }
 
 // MovePrompt moves a queued prompt to place to (from 1) in the queue.
-func (o *Owner) MovePrompt(ctx context.Context, sessionID, promptID string, to int) error {
+func (o *queue) MovePrompt(ctx context.Context, sessionID, promptID string, to int) error {
 	if err := o.store.MovePrompt(ctx, sessionID, promptID, to); err != nil {
 		return err
 	}
@@ -77,14 +81,14 @@ func (o *Owner) MovePrompt(ctx context.Context, sessionID, promptID string, to i
 func promptSeal(sessionID string) string { return "prompt:" + sessionID }
 
 // sealPrompt seals a prompt's text for the store.
-func (o *Owner) sealPrompt(p store.Prompt) store.Prompt {
+func (o *queue) sealPrompt(p store.Prompt) store.Prompt {
 	p.Sealed, p.Text = o.opts.Sealer.Seal([]byte(p.Text), promptSeal(p.SessionID)), ""
 	return p
 }
 
 // openPrompt opens a stored prompt's text; one stored before prompts were
 // sealed has it in the clear.
-func (o *Owner) openPrompt(p store.Prompt) (store.Prompt, error) {
+func (o *queue) openPrompt(p store.Prompt) (store.Prompt, error) {
 	if p.Sealed == nil {
 		return p, nil
 	}
@@ -98,7 +102,7 @@ func (o *Owner) openPrompt(p store.Prompt) (store.Prompt, error) {
 
 // Queue is a Session's waiting prompts as the API shows them: opened, and
 // masked like its Events (a watcher sees the queue too).
-func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
+func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 	q, err := o.store.Prompts(ctx, id)
 	if err != nil {
 		return nil, err
@@ -118,7 +122,7 @@ func (o *Owner) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 // dispatch types the Session's next queued prompt if Claude Code is ready
 // and between Turns. Only one prompt is on its way at a time; the queue is
 // read without the Owner's lock held.
-func (o *Owner) dispatch(id string) {
+func (o *queue) dispatch(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	if r == nil || !r.ready || r.busy || r.stopping || !r.delivery.to(claimed) {
@@ -159,7 +163,7 @@ const replyGrace = 10 * time.Second
 
 // deliver sends a prompt to the Session's Runner, once, with the time it
 // has to get Claude Code to take it, and takes its answer.
-func (o *Owner) deliver(id string, p store.Prompt) {
+func (o *queue) deliver(id string, p store.Prompt) {
 	s, err := o.store.SessionByID(o.ctx, id)
 	var rc Requester
 	if err == nil {
@@ -191,7 +195,7 @@ func (o *Owner) deliver(id string, p store.Prompt) {
 // notTaken puts a prompt Claude Code did not take in the time given back
 // at the head of the queue, saying why, and sends it again after a wait
 // that doubles with each prompt put back since one was last taken.
-func (o *Owner) notTaken(id string, p store.Prompt, why string) {
+func (o *queue) notTaken(id string, p store.Prompt, why string) {
 	var wait time.Duration
 	if !o.giveBack(id, p.ID, func(d *delivery) {
 		d.givenUp++
@@ -213,7 +217,7 @@ func (o *Owner) notTaken(id string, p store.Prompt, why string) {
 // does: a move that follows finds it queued in both, and one that came
 // first has put it back already (giveBack then reports false). also runs,
 // under the Owner's lock, on the delivery it put back.
-func (o *Owner) giveBack(id, promptID string, also func(d *delivery)) bool {
+func (o *queue) giveBack(id, promptID string, also func(d *delivery)) bool {
 	l := o.sessionLock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -233,7 +237,7 @@ func (o *Owner) giveBack(id, promptID string, also func(d *delivery)) bool {
 
 // requeue puts a prompt on its way back at the head of its queue (prompts
 // are taken oldest first).
-func (o *Owner) requeue(id, promptID string) {
+func (o *queue) requeue(id, promptID string) {
 	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
@@ -242,7 +246,7 @@ func (o *Owner) requeue(id, promptID string) {
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
-func (o *Owner) Accepted(id string) {
+func (o *queue) Accepted(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
@@ -261,7 +265,7 @@ func (o *Owner) Accepted(id string) {
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
 // prompt is taken; a prompt that leaves typing is recorded delivered; a
 // command done lets the next prompt go.
-func (o *Owner) ack(id string, src ackSource, promptID string) {
+func (o *queue) ack(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	if r == nil {
@@ -296,16 +300,20 @@ func (o *Owner) ack(id string, src ackSource, promptID string) {
 	}
 }
 
-func (o *Owner) markDelivered(id string, p store.Prompt) {
+// markDelivered records a prompt Claude Code took. The record outlives a
+// Close begun meanwhile (which waits for the Runner's reply that told of
+// it): a prompt left Delivering would be typed again by the next Hub's
+// Recover, since no Turn may be in the store yet.
+func (o *queue) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(o.ctx, p.ID, store.Delivering, store.Delivered); err != nil && o.ctx.Err() == nil {
+	if err := o.store.SetPromptState(context.WithoutCancel(o.ctx), p.ID, store.Delivering, store.Delivered); err != nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
 
 // TurnEnded is the end of a Turn (the mod's Stop or StopFailure, or an
 // interrupt in the transcript): the next prompt may go.
-func (o *Owner) TurnEnded(id string) {
+func (o *queue) TurnEnded(id string) {
 	var was bool
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {

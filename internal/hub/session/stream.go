@@ -9,6 +9,10 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// stream is the live stream of every Session's Events and changes, which
+// every socket reads.
+type stream struct{ *Owner }
+
 // streamBuffer bounds what waits for one slow watcher; past it the watcher
 // is dropped (its channel closed) and resumes from the store by sequence
 // number.
@@ -16,7 +20,7 @@ const streamBuffer = 256
 
 // Subscribe returns a channel of a Session's live stream and a cancel
 // func. Subscribe before reading the store, so nothing falls between.
-func (o *Owner) Subscribe(id string) (<-chan Update, func()) {
+func (o *stream) Subscribe(id string) (<-chan Update, func()) {
 	ch := make(chan Update, streamBuffer)
 	o.mu.Lock()
 	if o.subs[id] == nil {
@@ -38,7 +42,7 @@ func (o *Owner) Subscribe(id string) (<-chan Update, func()) {
 }
 
 // publish sends updates to a Session's watchers; call with o.mu held.
-func (o *Owner) publish(id string, us ...Update) {
+func (o *stream) publish(id string, us ...Update) {
 	for ch := range o.subs[id] {
 		for _, u := range us {
 			select {
@@ -55,10 +59,10 @@ func (o *Owner) publish(id string, us ...Update) {
 
 // Changed tells a Session's watchers that what they show of it changed
 // outside the Owner: the branches it pushed, say.
-func (o *Owner) Changed(id string) { o.changed(id) }
+func (o *stream) Changed(id string) { o.changed(id) }
 
 // changed tells a Session's watchers that it or its queue changed.
-func (o *Owner) changed(id string) {
+func (o *stream) changed(id string) {
 	o.mu.Lock()
 	o.publish(id, Update{ID: id, Changed: true})
 	o.publish(All, Update{ID: id, Changed: true})
@@ -67,7 +71,7 @@ func (o *Owner) changed(id string) {
 
 // Record stores a Session's Events, redacted, and sends them to its
 // watchers. It is the one path by which Session text reaches the store.
-func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) error {
+func (o *stream) Record(ctx context.Context, id string, evs ...protocol.Event) error {
 	_, err := o.record(ctx, id, evs)
 	return err
 }
@@ -76,7 +80,7 @@ func (o *Owner) Record(ctx context.Context, id string, evs ...protocol.Event) er
 // (whichever path they came by: the transcript, or the mod's hooks through
 // the Hub); it reports whether they end a Turn by an interrupt, which fires
 // no hook.
-func (o *Owner) record(ctx context.Context, id string, evs []protocol.Event) (ended bool, err error) {
+func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (ended bool, err error) {
 	if err := o.opts.Redactor.RedactEvents(ctx, id, evs); err != nil {
 		return false, err
 	}
@@ -167,7 +171,7 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 
 // note records what the Hub says about a Session, logging a failure: a
 // note lost must not stop the change it tells of.
-func (o *Owner) note(ctx context.Context, id, kind, text string) {
+func (o *stream) note(ctx context.Context, id, kind, text string) {
 	if err := o.Record(ctx, id, protocol.Event{Kind: kind, Text: text}); err != nil {
 		o.log.Error("record a note", "session", id, "err", err)
 	}

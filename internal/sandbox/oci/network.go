@@ -56,7 +56,14 @@ const (
 	vethPre    = "kv"
 	nftTable   = "kndl"
 	relayChain = "sandbox_in"
+	// natChain and denyChain hold a restricted Sandbox's rules (egress
+	// below); like relayChain's, each carries its veth's name.
+	natChain  = "sandbox_nat"
+	denyChain = "sandbox_deny"
 )
+
+// sandboxChains are the chains whose rules are a Sandbox's own.
+var sandboxChains = []string{relayChain, natChain, denyChain}
 
 func vethName(slot int) string   { return vethPre + strconv.Itoa(slot) }
 func netnsPath(slot int) string  { return filepath.Join(netnsDir, netnsPre+strconv.Itoa(slot)) }
@@ -158,6 +165,10 @@ func enableHostNetworking(relayIP netip.Addr) (notes []string, err error) {
 //	sandbox_out: IPv6 rejected; DNS to the resolvers accepted; blockedNets
 //	            rejected; the rest (the internet) accepted
 //	postrouting: the pool masqueraded on its way out
+//	prerouting: from a kv* veth, jump to sandbox_nat (a restricted
+//	            Sandbox's redirections, see egressRules)
+//	forward, first: from a kv* veth, jump to sandbox_deny (a restricted
+//	            Sandbox's refusal of whatever is not redirected)
 //
 // Rejecting rather than dropping makes a refused connection fail at once.
 type firewall struct {
@@ -186,7 +197,11 @@ func (fw firewall) ensure() error {
 	out := c.AddChain(&nftables.Chain{Name: "sandbox_out", Table: t})
 	post := c.AddChain(&nftables.Chain{Name: "postrouting", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
-	for _, ch := range []*nftables.Chain{input, forward, out, post} {
+	pre := c.AddChain(&nftables.Chain{Name: "prerouting", Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	c.AddChain(&nftables.Chain{Name: natChain, Table: t})
+	c.AddChain(&nftables.Chain{Name: denyChain, Table: t})
+	for _, ch := range []*nftables.Chain{input, forward, out, post, pre} {
 		c.FlushChain(ch)
 	}
 	rule := func(ch *nftables.Chain, e ...[]expr.Any) {
@@ -201,6 +216,8 @@ func (fw firewall) ensure() error {
 	rule(input, ifPrefix(unix.NFT_META_IIFNAME, vethPre), rejectTCP())
 	rule(input, ifPrefix(unix.NFT_META_IIFNAME, vethPre), rejectAny())
 
+	rule(pre, ifPrefix(unix.NFT_META_IIFNAME, vethPre), jump(natChain))
+	rule(forward, ifPrefix(unix.NFT_META_IIFNAME, vethPre), jump(denyChain))
 	rule(forward, ifPrefix(unix.NFT_META_IIFNAME, vethPre), jump("sandbox_out"))
 	rule(forward, ifPrefix(unix.NFT_META_OIFNAME, vethPre), ctReply(), verdict(expr.VerdictAccept))
 	rule(forward, ifPrefix(unix.NFT_META_OIFNAME, vethPre), verdict(expr.VerdictDrop))
@@ -224,63 +241,106 @@ func (fw firewall) ensure() error {
 	return nil
 }
 
-// firewallExists reports whether the table and its per-Sandbox chain are
-// there.
+// firewallExists reports whether the table and its per-Sandbox chains are
+// there (a table an older kndl made lacks the later ones).
 func firewallExists() bool {
 	c, err := nftables.New()
 	if err != nil {
 		return false
 	}
-	_, err = c.ListChain(nftKndl(), relayChain)
-	return err == nil
+	for _, name := range sandboxChains {
+		if _, err := c.ListChain(nftKndl(), name); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
+// egressPorts are where a restricted Sandbox's connections and DNS
+// queries go: the Runner's egress proxy and DNS server, on the relay's
+// address.
+type egressPorts struct{ proxy, dns uint16 }
+
 // allowRelay lets the Sandbox on veth reach relay and nothing else of the
-// host. The rule carries the veth's name as its comment, so it can be
-// found and removed with the Sandbox.
-func allowRelay(veth string, relay netip.AddrPort) error {
+// host, and with egress set, restricts it (egressRules). The rules carry
+// the veth's name as their comment, so they can be found and removed with
+// the Sandbox; they are written in one transaction.
+func allowRelay(veth string, relay netip.AddrPort, egress *egressPorts) error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
 	t := nftKndl()
-	var e []expr.Any
-	e = append(e, ifExact(unix.NFT_META_IIFNAME, veth)...)
-	e = append(e, ip4Dst(netip.PrefixFrom(relay.Addr(), 32))...)
-	e = append(e, l4Port(unix.IPPROTO_TCP, relay.Port())...)
-	e = append(e, verdict(expr.VerdictAccept)...)
-	c.InsertRule(&nftables.Rule{Table: t, Chain: &nftables.Chain{Name: relayChain, Table: t}, Exprs: e,
-		UserData: userdata.AppendString(nil, userdata.TypeComment, veth)})
+	add := func(chain string, e ...[]expr.Any) {
+		all := ifExact(unix.NFT_META_IIFNAME, veth)
+		for _, x := range e {
+			all = append(all, x...)
+		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: &nftables.Chain{Name: chain, Table: t}, Exprs: all,
+			UserData: userdata.AppendString(nil, userdata.TypeComment, veth)})
+	}
+	relayDst := ip4Dst(netip.PrefixFrom(relay.Addr(), 32))
+	add(relayChain, relayDst, l4Port(unix.IPPROTO_TCP, relay.Port()), verdict(expr.VerdictAccept))
+	if egress != nil {
+		egressRules(add, relay.Addr(), *egress)
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("allow relay for %s: %w", veth, err)
 	}
 	return nil
 }
 
-// relayRules returns the veth names that have a relay rule.
+// egressRules restrict a Sandbox to its relay and the Runner's egress
+// proxy and DNS server, on the host's end of its veth, where neither the
+// Sandbox's root nor gVisor's own network stack can change them, and
+// whatever its processes make of HTTPS_PROXY:
+//
+//	sandbox_nat:  DNS (UDP and TCP port 53, to any server) to the DNS
+//	              server; the relay's address left alone; every other
+//	              TCP connection to the proxy, which reads where it was
+//	              going (SO_ORIGINAL_DST) and its SNI or Host
+//	sandbox_in:   the proxy's and the DNS server's ports accepted
+//	sandbox_deny: everything else it would send on (UDP, ICMP) rejected
+func egressRules(add func(chain string, e ...[]expr.Any), relay netip.Addr, p egressPorts) {
+	relayDst := ip4Dst(netip.PrefixFrom(relay, 32))
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		add(natChain, nfproto(unix.NFPROTO_IPV4), l4Port(proto, 53), dnat(relay, p.dns))
+		add(relayChain, relayDst, l4Port(proto, p.dns), verdict(expr.VerdictAccept))
+	}
+	add(natChain, relayDst, verdict(expr.VerdictAccept))
+	add(natChain, nfproto(unix.NFPROTO_IPV4), l4Proto(unix.IPPROTO_TCP), dnat(relay, p.proxy))
+	add(relayChain, relayDst, l4Port(unix.IPPROTO_TCP, p.proxy), verdict(expr.VerdictAccept))
+	add(denyChain, rejectTCP())
+	add(denyChain, rejectAny())
+}
+
+// relayRules returns each veth's rules in the per-Sandbox chains, by the
+// veth's name.
 func relayRules() (map[string][]*nftables.Rule, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
 	t := nftKndl()
-	rules, err := c.GetRules(t, &nftables.Chain{Name: relayChain, Table: t})
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list relay rules: %w", err)
-	}
 	out := map[string][]*nftables.Rule{}
-	for _, r := range rules {
-		if name, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok {
-			out[name] = append(out[name], r)
+	for _, chain := range sandboxChains {
+		rules, err := c.GetRules(t, &nftables.Chain{Name: chain, Table: t})
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, fmt.Errorf("list the rules of %s: %w", chain, err)
+		}
+		for _, r := range rules {
+			if name, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok {
+				out[name] = append(out[name], r)
+			}
 		}
 	}
 	return out, nil
 }
 
-// denyRelay removes veth's relay rules.
+// denyRelay removes veth's rules.
 func denyRelay(veth string) error {
 	all, err := relayRules()
 	if err != nil || len(all[veth]) == 0 {
@@ -310,7 +370,7 @@ func denyRelay(veth string) error {
 // holds CAP_NET_ADMIN over its own network, as dockerd needs for its
 // bridge, veths and NAT. The host's end, its firewall and rp_filter are
 // the same either way.
-func setUpNetwork(slot int, relay netip.AddrPort, docker bool) (err error) {
+func setUpNetwork(slot int, relay netip.AddrPort, docker bool, egress *egressPorts) (err error) {
 	defer func() {
 		if err != nil {
 			tearDownNetwork(slot)
@@ -373,7 +433,7 @@ func setUpNetwork(slot int, relay netip.AddrPort, docker bool) (err error) {
 	if err := h.RouteAdd(&netlink.Route{LinkIndex: gl.Attrs().Index, Gw: host.AsSlice()}); err != nil {
 		return fmt.Errorf("default route of the Sandbox: %w", err)
 	}
-	return allowRelay(veth.Name, relay)
+	return allowRelay(veth.Name, relay, egress)
 }
 
 // createNetns makes a network namespace bound at path, or with made
@@ -575,6 +635,23 @@ func l4Port(proto byte, port uint16) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{byte(port >> 8), byte(port)}},
+	}
+}
+
+func l4Proto(proto byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+	}
+}
+
+// dnat sends the packet to addr:port (nft's dnat ip to addr:port).
+func dnat(addr netip.Addr, port uint16) []expr.Any {
+	a := addr.As4()
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: a[:]},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	}
 }
 

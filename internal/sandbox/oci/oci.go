@@ -81,6 +81,11 @@ type Options struct {
 	// reach (port 53). Nil means the host's non-loopback IPv4 nameservers;
 	// empty means none.
 	DNS []netip.Addr
+	// EgressPort is where, on the relay's address, the Runner's egress
+	// proxy listens for a restricted Sandbox's connections (TCP), and
+	// EgressPort+1 where its DNS server answers (UDP and TCP); see
+	// Spec.RestrictEgress. Default RelayPort+1, as the Runner leaves it.
+	EgressPort uint16
 	// Logger gets the backend's operational log; default slog.Default().
 	Logger *slog.Logger
 }
@@ -150,6 +155,8 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 		CPUs:         float64(runtime.NumCPU()),
 		MemoryMiB:    hostMemoryMiB(),
 		Relay:        b.relay.String(),
+		EgressProxy:  netip.AddrPortFrom(opts.RelayIP, opts.EgressPort).String(),
+		EgressDNS:    netip.AddrPortFrom(opts.RelayIP, opts.EgressPort+1).String(),
 	}
 	if gvisor {
 		b.host.NoDocker = gvisorNoDocker
@@ -270,6 +277,12 @@ func (o *Options) fill() error {
 	}
 	if o.RelayPort == 0 {
 		o.RelayPort = DefaultRelayPort
+	}
+	if o.EgressPort == 0 {
+		o.EgressPort = o.RelayPort + 1
+	}
+	if o.EgressPort == o.RelayPort || o.EgressPort+1 == o.RelayPort || o.EgressPort == 65535 {
+		return fmt.Errorf("egress port %d: want a port whose next one is free too, neither the relay's %d: %w", o.EgressPort, o.RelayPort, errdefs.ErrInvalid)
 	}
 	if o.MaxCPUs <= 0 || math.IsNaN(o.MaxCPUs) {
 		o.MaxCPUs = float64(runtime.NumCPU())
@@ -735,7 +748,13 @@ func (b *OCI) writeEtc(spec sandbox.Spec, slot int, d sandboxDir) error {
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n%s\t%s\n",
 		guest, hostname, b.opts.RelayIP, sandbox.RelayHost)
 	var resolv strings.Builder
-	for _, ns := range b.opts.DNS {
+	dns := b.opts.DNS
+	if spec.RestrictEgress {
+		// Any server would do (the firewall sends port 53 to the
+		// Runner's), and the host may name none a Sandbox can use.
+		dns = []netip.Addr{b.opts.RelayIP}
+	}
+	for _, ns := range dns {
 		fmt.Fprintf(&resolv, "nameserver %s\n", ns)
 	}
 	for name, content := range map[string]string{"hosts": hosts, "resolv.conf": resolv.String(), "hostname": hostname + "\n"} {
@@ -825,7 +844,7 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 				err = b.fw.ensure()
 			}
 			if err == nil {
-				err = setUpNetwork(rec.Slot, b.relay, rec.Spec.Docker)
+				err = setUpNetwork(rec.Slot, b.relay, rec.Spec.Docker, b.egressFor(rec.Spec.RestrictEgress))
 			}
 			unlockHost()
 		}
@@ -1002,6 +1021,17 @@ func makeDiskSubs(binds []sandbox.DiskBind, dir func(name string) string) error 
 
 // SetDiskBinds replaces a stopped Sandbox's DiskBinds in its record.
 func (b *OCI) SetDiskBinds(ctx context.Context, id string, binds []sandbox.DiskBind) error {
+	return b.setSpec(id, "disk binds", func(spec *sandbox.Spec) { spec.DiskBinds = slices.Clone(binds) })
+}
+
+// SetEgress sets a stopped Sandbox's RestrictEgress in its record.
+func (b *OCI) SetEgress(ctx context.Context, id string, restrict bool) error {
+	return b.setSpec(id, "egress", func(spec *sandbox.Spec) { spec.RestrictEgress = restrict })
+}
+
+// setSpec changes a stopped Sandbox's Spec in its record, for its next
+// Start; what names the change in the error for a running one.
+func (b *OCI) setSpec(id, what string, change func(*sandbox.Spec)) error {
 	rec, unlock, err := b.lockSandbox(id)
 	if err != nil {
 		return err
@@ -1009,15 +1039,24 @@ func (b *OCI) SetDiskBinds(ctx context.Context, id string, binds []sandbox.DiskB
 	defer unlock()
 	var run runRecord
 	if readJSON(b.dir(id).run(), &run) == nil && run.alive() {
-		return fmt.Errorf("set the disk binds of sandbox %s: %w", id, sandbox.ErrRunning)
+		return fmt.Errorf("set the %s of sandbox %s: %w", what, id, sandbox.ErrRunning)
 	}
 	spec := rec.Spec
-	spec.DiskBinds = slices.Clone(binds)
+	change(&spec)
 	if err := validate(spec); err != nil {
 		return err
 	}
 	rec.Spec = spec
 	return writeJSON(b.dir(id).record(), rec)
+}
+
+// egressFor returns the ports a restricted Sandbox's firewall sends it
+// to, nil for an open one.
+func (b *OCI) egressFor(restrict bool) *egressPorts {
+	if !restrict {
+		return nil
+	}
+	return &egressPorts{proxy: b.opts.EgressPort, dns: b.opts.EgressPort + 1}
 }
 
 // PruneDisk deletes the entries of a stopped Sandbox's Disk that keep

@@ -46,6 +46,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 	}
 	running := map[string]bool{}
 	slots := map[string]int{} // of the Sandboxes found running
+	restricted := map[string]bool{}
 	for _, e := range entries {
 		id := e.Name()
 		if validID(id) != nil {
@@ -84,6 +85,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		case hasRun && run.alive():
 			running[id] = true
 			slots[id] = rec.Slot
+			restricted[id] = rec.Spec.RestrictEgress
 		case hasRun || containers[id] || isMountPoint(b.rootfsDir(rec.Slot)) || anyMounted(d.images(rec)):
 			b.log.Info("clearing what a stopped sandbox left running", "sandbox", id)
 			if err := b.tearDown(ctx, id, rec); err != nil {
@@ -130,7 +132,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		return err
 	}
 	// A running Sandbox whose relay rule went (the host's ruleset flushed
-	// while the Runner was away) gets it back.
+	// while the Runner was away) gets it back, with its egress rules.
 	rules, err := relayRules()
 	if err != nil {
 		return err
@@ -138,7 +140,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 	for id, slot := range slots {
 		if len(rules[vethName(slot)]) == 0 {
 			b.log.Info("restoring a running sandbox's relay rule", "sandbox", id)
-			if err := allowRelay(vethName(slot), b.relay); err != nil {
+			if err := allowRelay(vethName(slot), b.relay, b.egressFor(restricted[id])); err != nil {
 				return err
 			}
 		}

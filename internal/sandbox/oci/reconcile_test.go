@@ -95,7 +95,7 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	// it) and cgroup of a slot nobody holds.
 	const orphan = maxSlot - 7
 	unlock, _ = b.lockHost()
-	err = setUpNetwork(orphan, b.relay, true)
+	err = setUpNetwork(orphan, b.relay, true, nil)
 	unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -214,8 +214,9 @@ func linkExists(name string) bool {
 
 // TestFirewallComesBack flushes the backend's nftables table, as a host
 // firewall reloading its ruleset does, under a running Sandbox: a new
-// backend restores the table and the Sandbox's relay rule, and a Start
-// works.
+// backend restores the table and the Sandbox's relay rule with its
+// egress rules (it is restricted), and a Start works; Remove takes them
+// all.
 func TestFirewallComesBack(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
@@ -226,7 +227,7 @@ func TestFirewallComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Create(ctx, sandbox.Spec{ID: "up", Layers: []string{base}}); err != nil {
+	if err := b.Create(ctx, sandbox.Spec{ID: "up", Layers: []string{base}, RestrictEgress: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Remove(ctx, "up") })
@@ -235,6 +236,11 @@ func TestFirewallComesBack(t *testing.T) {
 	}
 	var rec record
 	readJSON(b.dir("up").record(), &rec)
+	rules, _ := relayRules()
+	restricted := len(rules[vethName(rec.Slot)])
+	if restricted < 2 {
+		t.Fatalf("a restricted Sandbox has %d rules, want its relay rule and its egress rules", restricted)
+	}
 
 	c, err := nftables.New()
 	if err != nil {
@@ -252,8 +258,14 @@ func TestFirewallComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules, _ := relayRules(); len(rules[vethName(rec.Slot)]) != 1 {
-		t.Errorf("relay rules of the running sandbox after reconciling: got %d, want 1", len(rules[vethName(rec.Slot)]))
+	if rules, _ := relayRules(); len(rules[vethName(rec.Slot)]) != restricted {
+		t.Errorf("rules of the running restricted sandbox after reconciling: got %d, want %d", len(rules[vethName(rec.Slot)]), restricted)
+	}
+	if err := b2.Remove(ctx, "up"); err != nil {
+		t.Fatal(err)
+	}
+	if rules, _ := relayRules(); len(rules[vethName(rec.Slot)]) != 0 {
+		t.Errorf("the removed Sandbox's veth still has %d rules", len(rules[vethName(rec.Slot)]))
 	}
 	c.DelTable(nftKndl())
 	if err := c.Flush(); err != nil {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"kndl.dev/kndl/internal/egress"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
@@ -79,6 +80,7 @@ func Run(t *testing.T, newBackend NewBackend, base string, opts Options) {
 		{"ReachesRelayByName", s.testRelay},
 		{"CannotReachOtherHostPorts", s.testHostPorts},
 		{"ReachesTheInternet", s.testEgress},
+		{"RestrictedEgressGoesOnlyToTheRunnersProxyAndDNS", s.testRestrictedEgress},
 		{"CannotReachBlockedNetworks", s.testBlockedNets},
 		{"KilledPastMemoryLimit", s.testMemoryLimit},
 		{"CapsResourcesWithNote", s.testCaps},
@@ -527,6 +529,77 @@ func (s *suite) testEgress(t *testing.T) {
 	id := e.sandbox(sandbox.Spec{ID: "egress"})
 	if !e.connects(id, host, 80) {
 		t.Errorf("the sandbox cannot reach %s:80, which the host reaches", host)
+	}
+}
+
+// testRestrictedEgress: a restricted Sandbox's TCP connections, to any
+// address and port, land at the egress proxy's address, which reads where
+// each was going; its DNS queries, to any server, land at the egress DNS
+// server's; the relay is reached as before, and resolv.conf names the
+// relay's address. Opened again while stopped (SetEgress), its next boot
+// goes around the proxy.
+func (s *suite) testRestrictedEgress(t *testing.T) {
+	e := s.env(t)
+	h := e.b.Host()
+	if h.EgressProxy == "" {
+		t.Fatalf("Host() gives no egress proxy address: a backend must restrict a Sandbox's egress")
+	}
+	listenSaying(t, h.EgressProxy, func(c net.Conn) string {
+		dst, err := egress.OriginalDst(c.(*net.TCPConn))
+		if err != nil {
+			return "proxy, no original destination: " + err.Error()
+		}
+		return "proxy " + dst.String()
+	})
+	greeting := "relay-" + random()
+	listenSaying(t, h.Relay, func(net.Conn) string { return greeting })
+	dns, err := net.ListenPacket("udp4", h.EgressDNS)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", h.EgressDNS, err)
+	}
+	t.Cleanup(func() { dns.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := dns.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			dns.WriteTo([]byte("dns\n"), from)
+		}
+	}()
+	_, relayPort, _ := net.SplitHostPort(h.Relay)
+	relayIP, _, _ := net.SplitHostPort(h.EgressProxy)
+
+	id := e.sandbox(sandbox.Spec{ID: "restricted", RestrictEgress: true})
+	for _, dest := range []string{"192.0.2.1:443", "192.0.2.1:80", "198.51.100.7:22"} {
+		host, port, _ := net.SplitHostPort(dest)
+		if got := e.must(id, fmt.Sprintf("exec 3<>/dev/tcp/%s/%s && timeout 5 head -1 <&3", host, port)); got != "proxy "+dest {
+			t.Errorf("a connection to %s got %q, want it at the proxy, its destination kept", dest, got)
+		}
+	}
+	if got := e.must(id, "exec 3<>/dev/udp/192.0.2.1/53 && echo query >&3 && timeout 5 head -1 <&3"); got != "dns" {
+		t.Errorf("a DNS query to 192.0.2.1 got %q, want the egress DNS server's answer", got)
+	}
+	if got := e.must(id, fmt.Sprintf("exec 3<>/dev/tcp/%s/%s && timeout 5 head -1 <&3", sandbox.RelayHost, relayPort)); got != greeting {
+		t.Errorf("the relay: got %q, want %q", got, greeting)
+	}
+	if got := e.must(id, "cat /etc/resolv.conf"); got != "nameserver "+relayIP {
+		t.Errorf("resolv.conf: %q, want the relay's address", got)
+	}
+
+	if err := e.b.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.SetEgress(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := e.sh(id, "exec 3<>/dev/tcp/192.0.2.1/443 && timeout 5 head -1 <&3")
+	if strings.Contains(out, "proxy") {
+		t.Errorf("opened again, a connection still reached the proxy: %q", out)
 	}
 }
 

@@ -1,4 +1,4 @@
-import { api, el, on, showError, submit } from "./app.js";
+import { api, el, on, showError, showTime, submit } from "./app.js";
 import * as paths from "./paths.js";
 
 // The Repo page's Environment: its current version, the draft editor, a
@@ -23,7 +23,15 @@ function describe(s) {
     `next to:            ${list(nextToList(s.next_to))}`,
     `cpus:               ${s.cpus || "the Runner's default"}`,
     `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
+    `egress:             ${egressLine(s.egress)}`,
   ].join("\n");
+}
+
+// egressLine is the egress policy as the CLI shows it (api.EgressLine).
+function egressLine(e) {
+  if (!e || e.mode !== "allowlist") return "open";
+  const allow = e.allow || [];
+  return "allowlist: " + (allow.includes("-github") ? allow : ["github", ...allow]).join(", ");
 }
 
 // commaList is the field's comma-separated list; the Hub checks each entry.
@@ -45,9 +53,13 @@ function nextToMap(v) {
 async function load() {
   const env = await api("GET", paths.environment(repo));
   const cur = env.current;
-  document.getElementById("env-current").textContent = cur.version
-    ? `Version ${cur.version}, applied ${new Date(cur.created_at).toLocaleString()}.`
-    : "No version yet: Sessions run on the Runner's defaults.";
+  const current = document.getElementById("env-current");
+  current.textContent = cur.version ? `Version ${cur.version}, applied ` : "No version yet: Sessions run on the Runner's defaults.";
+  if (cur.version) {
+    const at = el("time");
+    showTime(at, cur.created_at);
+    current.append(at, ".");
+  }
   document.getElementById("env-settings").textContent = describe(cur.settings);
   const s = env.draft ? env.draft.settings : cur.settings;
   form.image.value = s.image || "";
@@ -58,6 +70,8 @@ async function load() {
   form.next_to.value = nextToList(s.next_to).join(", ");
   form.cpus.value = s.cpus || "";
   form.memory_mib.value = s.memory_mib || "";
+  form.egress.value = (s.egress && s.egress.mode) || "open";
+  form.egress_allow.value = ((s.egress && s.egress.allow) || []).join(", ");
   const state = document.getElementById("draft-state");
   const d = env.draft;
   if (!d) state.textContent = "No draft: the form shows the current version.";
@@ -70,7 +84,10 @@ async function load() {
   tbody.replaceChildren();
   for (const v of await api("GET", paths.environmentLog(repo))) {
     const tr = el("tr");
-    tr.append(el("td", "", String(v.version)), el("td", "note", new Date(v.created_at).toLocaleString()), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
+    const at = el("time");
+    showTime(at, v.created_at);
+    tr.append(el("td", "", String(v.version)), el("td", "note"), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
+    tr.children[1].append(at);
     tbody.append(tr);
   }
 }
@@ -85,6 +102,8 @@ function settings() {
     next_to: nextToMap(form.next_to.value),
     cpus: Number(form.cpus.value) || 0,
     memory_mib: Number(form.memory_mib.value) || 0,
+    // Open has no list: the Hub refuses one.
+    egress: form.egress.value === "allowlist" ? { mode: "allowlist", allow: commaList(form.egress_allow.value) } : {},
   };
 }
 

@@ -1,0 +1,226 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+func TestAWildcardMatchesNamesUnderItsDomainNotTheDomainItself(t *testing.T) {
+	m := Policy{Mode: ModeAllowlist, Allow: []string{"*.example.com", "api.other.org", "-github"}}.Matcher()
+	tests := []struct {
+		host string
+		want bool
+	}{
+		{"a.example.com", true},
+		{"a.b.example.com", true},
+		{"A.Example.COM.", true},
+		{"example.com", false},
+		{"badexample.com", false},
+		{"example.com.evil.net", false},
+		{"api.other.org", true},
+		{"www.api.other.org", false},
+		{"other.org", false},
+		{"github.com", false},
+	}
+	for _, tt := range tests {
+		if got := m.Allows(tt.host); got != tt.want {
+			t.Errorf("Allows(%q) = %v, want %v", tt.host, got, tt.want)
+		}
+	}
+}
+
+func TestAnAllowlistHasTheGitHubPresetUnlessItLeavesItOut(t *testing.T) {
+	on := Policy{Mode: ModeAllowlist}.Matcher()
+	for _, h := range []string{"github.com", "api.github.com", "codeload.github.com", "objects.githubusercontent.com"} {
+		if !on.Allows(h) {
+			t.Errorf("the default allowlist refuses %s, which git and gh need", h)
+		}
+	}
+	if off := (Policy{Mode: ModeAllowlist, Allow: []string{"-github"}}).Matcher(); off.Allows("github.com") {
+		t.Errorf("an allowlist naming -github allows github.com")
+	}
+	if open := (Policy{}).Matcher(); open.Allows("github.com") {
+		t.Errorf("an open Policy's Matcher allows github.com; it should allow nothing, open Sandboxes bypass the proxy")
+	}
+}
+
+func TestEachPresetExpandsToItsRegistries(t *testing.T) {
+	tests := []struct{ preset, host string }{
+		{"debian", "deb.debian.org"},
+		{"npm", "registry.npmjs.org"},
+		{"pypi", "files.pythonhosted.org"},
+		{"go", "proxy.golang.org"},
+		{"github", "github.com"},
+		{"crates", "static.crates.io"},
+	}
+	for _, tt := range tests {
+		p := Policy{Mode: ModeAllowlist, Allow: []string{tt.preset, "-github"}}
+		if err := p.Check(); err != nil {
+			t.Errorf("%s: %v", tt.preset, err)
+		}
+		if !p.Matcher().Allows(tt.host) {
+			t.Errorf("preset %s: %s refused; its hosts are %v", tt.preset, tt.host, p.Hosts())
+		}
+		if tt.preset != "debian" && p.Matcher().Allows("deb.debian.org") {
+			t.Errorf("preset %s allows deb.debian.org", tt.preset)
+		}
+	}
+}
+
+func TestAPolicyRefusesWhatItCannotEnforce(t *testing.T) {
+	tests := []struct {
+		p    Policy
+		want string
+	}{
+		{Policy{Mode: "closed"}, "want open or allowlist"},
+		{Policy{Allow: []string{"a.example.com"}}, "while egress is open"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"localhost"}}, "neither a host name"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"10.0.0.1"}}, "is not a host name"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"Example.com"}}, "is not a host name"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"*.*.example.com"}}, "wildcard domain"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"example.com:8080"}}, "is not a host name"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"-npm"}}, "not on by default"},
+	}
+	for _, tt := range tests {
+		err := tt.p.Check()
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, errdefs.ErrInvalid) {
+			t.Errorf("Check(%+v) = %v, want an ErrInvalid saying %q", tt.p, err, tt.want)
+		}
+	}
+	for _, ok := range []Policy{{}, {Mode: ModeOpen}, {Mode: ModeAllowlist, Allow: []string{"npm", "*.example.com", "x-1.example.com", "-github"}}} {
+		if err := ok.Check(); err != nil {
+			t.Errorf("Check(%+v) = %v", ok, err)
+		}
+	}
+}
+
+// clientHello is what a real TLS client sends first for serverName.
+func clientHello(t *testing.T, serverName string) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	go func() {
+		tls.Client(a, &tls.Config{ServerName: serverName, InsecureSkipVerify: true}).Handshake()
+	}()
+	got := make(chan []byte)
+	go func() {
+		host, read, err := Sniff(b)
+		if err != nil || host != serverName {
+			t.Errorf("Sniff = %q, %v; want %q", host, err, serverName)
+		}
+		got <- read
+	}()
+	r := <-got
+	a.Close()
+	b.Close()
+	return r
+}
+
+func TestSniffReadsTheServerNameOfATLSClientHelloAndKeepsItsBytes(t *testing.T) {
+	read := clientHello(t, "registry.npmjs.org")
+	if len(read) < 5 || read[0] != 0x16 || !bytes.Contains(read, []byte("registry.npmjs.org")) {
+		t.Fatalf("Sniff kept %d bytes %x, want the ClientHello record", len(read), read[:min(len(read), 16)])
+	}
+}
+
+func TestSniffReadsTheHostOfAnHTTPRequest(t *testing.T) {
+	req := "GET /simple/ HTTP/1.1\r\nHost: pypi.org:80\r\nUser-Agent: pip\r\n\r\n"
+	host, read, err := Sniff(strings.NewReader(req))
+	if err != nil || host != "pypi.org" || string(read) != req {
+		t.Fatalf("Sniff = %q, %q, %v; want pypi.org and the request as sent", host, read, err)
+	}
+}
+
+func TestSniffRefusesAConnectionThatNamesNoHost(t *testing.T) {
+	for name, in := range map[string]string{
+		"raw bytes":        "SSH-2.0-OpenSSH_9.2\r\n",
+		"HTTP/1.0 no Host": "GET / HTTP/1.0\r\n\r\n",
+	} {
+		if host, _, err := Sniff(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: Sniff = %q, want an error", name, host)
+		}
+	}
+	a, b := net.Pipe()
+	go tls.Client(a, &tls.Config{InsecureSkipVerify: true}).Handshake() // no ServerName: no SNI
+	_, _, err := Sniff(b)
+	a.Close()
+	if err == nil || !strings.Contains(err.Error(), "no SNI") {
+		t.Errorf("a ClientHello without SNI: %v, want no SNI", err)
+	}
+}
+
+func query(t *testing.T, name string, typ dnsmessage.Type) []byte {
+	t.Helper()
+	m := dnsmessage.Message{Header: dnsmessage.Header{ID: 7, RecursionDesired: true},
+		Questions: []dnsmessage.Question{{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET}}}
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestTheDNSServerAnswersAllowedNamesAndRefusesTheRestWithoutAskingAnyone(t *testing.T) {
+	sandbox := netip.MustParseAddr("10.174.0.6")
+	var asked, blocked []string
+	d := &DNS{
+		Policy: func(src netip.Addr) (Matcher, bool) {
+			return Policy{Mode: ModeAllowlist, Allow: []string{"*.example.com"}}.Matcher(), src == sandbox
+		},
+		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+			asked = append(asked, host)
+			return []netip.Addr{netip.MustParseAddr("203.0.113.9")}, nil
+		},
+		Blocked: func(_ netip.Addr, name string) { blocked = append(blocked, name) },
+	}
+	parse := func(b []byte) dnsmessage.Message {
+		var m dnsmessage.Message
+		if err := m.Unpack(b); err != nil {
+			t.Fatalf("unpack the answer: %v", err)
+		}
+		return m
+	}
+	ok := parse(d.answer(context.Background(), sandbox, query(t, "a.example.com.", dnsmessage.TypeA)))
+	if ok.RCode != dnsmessage.RCodeSuccess || len(ok.Answers) != 1 || ok.Answers[0].Body.(*dnsmessage.AResource).A != [4]byte{203, 0, 113, 9} || ok.ID != 7 {
+		t.Errorf("a.example.com: %+v, want 203.0.113.9", ok)
+	}
+	v6 := parse(d.answer(context.Background(), sandbox, query(t, "a.example.com.", dnsmessage.TypeAAAA)))
+	if v6.RCode != dnsmessage.RCodeSuccess || len(v6.Answers) != 0 {
+		t.Errorf("AAAA of a.example.com: %+v, want no answer", v6)
+	}
+	no := parse(d.answer(context.Background(), sandbox, query(t, "secret-data.evil.net.", dnsmessage.TypeA)))
+	if no.RCode != dnsmessage.RCodeNameError {
+		t.Errorf("evil.net: %v, want NXDOMAIN", no.RCode)
+	}
+	if !slices.Equal(asked, []string{"a.example.com"}) || !slices.Equal(blocked, []string{"secret-data.evil.net"}) {
+		t.Errorf("asked %v, blocked %v; want only a.example.com asked and the evil name blocked", asked, blocked)
+	}
+	if out := d.answer(context.Background(), netip.MustParseAddr("10.174.0.10"), query(t, "a.example.com.", dnsmessage.TypeA)); out != nil {
+		t.Errorf("a source that is no restricted Sandbox's got an answer")
+	}
+}
+
+func TestSniffLeavesAnHTTPRequestWhole(t *testing.T) {
+	// What the proxy sends on is the request as a server reads it.
+	_, read, err := Sniff(strings.NewReader("POST /x HTTP/1.1\r\nHost: a.example.com\r\nContent-Length: 2\r\n\r\nhi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.ReadRequest(bufioReader(read))
+	if err != nil || req.Host != "a.example.com" || req.ContentLength != 2 {
+		t.Fatalf("the bytes sent on read as %+v, %v", req, err)
+	}
+}
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

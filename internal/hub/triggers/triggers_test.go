@@ -1,0 +1,396 @@
+package triggers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+const secret = "the-webhook-secret"
+
+func TestASignatureIsTheBodysHMACUnderTheSecret(t *testing.T) {
+	body := []byte(`{"action":"created"}`)
+	good := testkit.SignWebhook([]byte(secret), body)
+	tests := []struct {
+		name         string
+		secret, body []byte
+		header       string
+		want         bool
+	}{
+		{"GitHub's signature", []byte(secret), body, good, true},
+		{"another secret's", []byte("another"), body, good, false},
+		{"the body changed", []byte(secret), []byte(`{"action":"deleted"}`), good, false},
+		{"no sha256= prefix", []byte(secret), body, strings.TrimPrefix(good, "sha256="), false},
+		{"not hex", []byte(secret), body, "sha256=zz", false},
+		{"cut short", []byte(secret), body, good[:len(good)-2], false},
+		{"none", []byte(secret), body, "", false},
+		{"no secret set, signed with none", nil, body, testkit.SignWebhook(nil, body), false},
+	}
+	for _, tt := range tests {
+		if got := Verify(tt.secret, tt.body, tt.header); got != tt.want {
+			t.Errorf("%s: Verify = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAMentionIsTheAppsNameAlone(t *testing.T) {
+	tests := []struct {
+		text string
+		want bool
+	}{
+		{"@kndl-test fix this", true},
+		{"please, @KNDL-test.", true},
+		{"(@kndl-test)", true},
+		{"@kndl-testing fix this", false},
+		{"mail me@kndl-test", false},
+		{"see acme/@kndl-test", false},
+		{"kndl-test fix this", false},
+	}
+	for _, tt := range tests {
+		if got := Mentions(tt.text, "kndl-test"); got != tt.want {
+			t.Errorf("Mentions(%q) = %v, want %v", tt.text, got, tt.want)
+		}
+	}
+}
+
+func TestTheFirstPromptFitsAPromptAndKeepsTheComment(t *testing.T) {
+	th := thread{owner: "acme", name: "app", issue: ghIssue{Number: 7, Title: "Crash on start", Body: strings.Repeat("é", api.MaxPromptBytes)}}
+	p := firstPrompt(th, ghUser{Login: "alice"}, "@kndl-test please fix", "https://github.example/acme/app/issues/7#c1")
+	if len(p) > api.MaxPromptBytes || !strings.Contains(p, "please fix") || !strings.Contains(p, "From GitHub: @alice on acme/app#7") ||
+		!strings.Contains(p, "cut here") || !strings.Contains(p, "https://github.example/acme/app/issues/7#c1") {
+		t.Fatalf("the first prompt (%d bytes, limit %d) starts %.200q and ends %.200q", len(p), api.MaxPromptBytes, p, p[max(0, len(p)-200):])
+	}
+	if !strings.HasPrefix(strings.ToValidUTF8(p, "?"), p) {
+		t.Error("the cut left a broken character")
+	}
+}
+
+// fixture is a Receiver over a real store and the fake GitHub, reached as
+// GitHub reaches the Hub, with Sessions that only record.
+type fixture struct {
+	t        *testing.T
+	gh       *testkit.GitHub
+	st       *store.Store
+	db       string
+	recv     *Receiver
+	sessions *recorder
+	owner    string // alice's user id
+	ignored  []string
+	mu       sync.Mutex
+}
+
+// recorder stands in for the Hub's Sessions: a start is a stored Session
+// (the Receiver reads its Creator), a prompt a line.
+type recorder struct {
+	st      *store.Store
+	runner  string
+	mu      sync.Mutex
+	started []string // the first prompts
+	prompts []string // "session: text"
+	tokens  map[string]bool
+}
+
+func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error) {
+	repo, err := r.st.EnsureRepo(ctx, repoURL, "app")
+	if err != nil {
+		return "", err
+	}
+	s, err := r.st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: r.runner, Title: title})
+	r.mu.Lock()
+	r.started = append(r.started, prompt)
+	r.mu.Unlock()
+	return s.ID, err
+}
+
+func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prompts = append(r.prompts, id+": "+text)
+	return nil
+}
+
+func (r *recorder) HasClaudeToken(ctx context.Context, u store.User) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tokens[u.GitHubLogin]
+}
+
+func (r *recorder) counts() (started, prompts int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.started), len(r.prompts)
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	gh.OpenIssue("acme/app", "carol", "Crash on start", "It crashes when HOME is unset.")
+	f := &fixture{t: t, gh: gh, db: filepath.Join(t.TempDir(), "hub.db")}
+	f.open()
+	owner := f.member("alice", true)
+	f.owner = owner.ID
+	rn, _, err := f.st.CreateRunner(t.Context(), "r1", owner.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sessions.runner = rn.ID
+	return f
+}
+
+// open opens the store and starts a Receiver on it, behind a server that
+// answers as the Hub's route does; the fake GitHub delivers there.
+func (f *fixture) open() {
+	t := f.t
+	st, err := store.Open(t.Context(), f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := github.ParsePrivateKey(f.gh.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := github.New(github.Config{URL: f.gh.URL, APIURL: f.gh.URL, AppID: f.gh.AppID, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{st: st, tokens: map[string]bool{}}
+	if f.sessions != nil {
+		rec.runner, rec.tokens = f.sessions.runner, f.sessions.tokens
+	}
+	f.st, f.sessions = st, rec
+	f.recv = New(Options{Secret: []byte(secret), Store: st, GitHub: c, Sessions: rec, PublicURL: "https://hub.example",
+		Ignored: func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
+		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil))})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status(f.recv.Take(r)))
+	}))
+	f.gh.SetWebhook(srv.URL, secret)
+	t.Cleanup(func() { f.recv.Close(); srv.Close(); st.Close() })
+}
+
+// status is the Hub's answer to Take's error (hub.statusOf's, for these).
+func status(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusAccepted
+	case errors.Is(err, errdefs.ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, errdefs.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errdefs.ErrInvalid):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// member makes login a GitHub user, a Member of the Hub, and a
+// collaborator with push on acme/app; withToken stores their setup token.
+func (f *fixture) member(login string, withToken bool) store.User {
+	f.t.Helper()
+	ctx := f.t.Context()
+	gu := f.gh.AddUser(login)
+	f.gh.SetCollaborator("acme/app", login, true)
+	id := store.GitHubIdentity{ID: gu.ID, Login: gu.Login}
+	var u store.User
+	if owner, _ := f.st.HasOwner(ctx); !owner {
+		link, err := f.st.NewSetupLink(ctx)
+		if err == nil {
+			u, err = f.st.ClaimSetupLink(ctx, link, id)
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	} else {
+		_, secret, err := f.st.CreateInvite(ctx, login, f.owner, time.Hour)
+		if err == nil {
+			u, err = f.st.RedeemInvite(ctx, secret, id)
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.sessions.mu.Lock()
+	f.sessions.tokens[login] = withToken
+	f.sessions.mu.Unlock()
+	return u
+}
+
+// settle waits for the work of every delivery taken, returns the Sessions
+// it started and the prompts it queued, and starts a new Receiver on the
+// same store, as a restarted Hub would.
+func (f *fixture) settle() (started, prompts int) {
+	done := make(chan struct{})
+	f.recv.work <- func(context.Context) { close(done) }
+	<-done
+	f.recv.Close()
+	f.st.Close()
+	started, prompts = f.sessions.counts()
+	f.open()
+	return started, prompts
+}
+
+// replies are the App's comments on issue 1.
+func (f *fixture) replies() []testkit.IssueComment {
+	var out []testkit.IssueComment
+	for _, c := range f.gh.Comments("acme/app", 1) {
+		if c.Author == testkit.AppSlug+"[bot]" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (f *fixture) waitReplies(n int) []testkit.IssueComment {
+	f.t.Helper()
+	testenv.Eventually(f.t, testenv.WaitShort, "the App's replies in the thread", func() bool { return len(f.replies()) >= n })
+	return f.replies()
+}
+
+func TestAMembersMentionStartsOneSessionWithTheIssueAndALaterMentionIsItsPrompt(t *testing.T) {
+	f := newFixture(t)
+	d, code := f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
+	if code != http.StatusAccepted {
+		t.Fatalf("the delivery got %d, want 202", code)
+	}
+	replies := f.waitReplies(1)
+	if !strings.Contains(replies[0].Body, "https://hub.example/sessions/") {
+		t.Errorf("the reply %q has no link to the Session", replies[0].Body)
+	}
+	f.sessions.mu.Lock()
+	first := f.sessions.started[0]
+	f.sessions.mu.Unlock()
+	for _, want := range []string{"From GitHub: @alice on acme/app#1", "Crash on start", "It crashes when HOME is unset.", "please fix this"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the first prompt %q lacks %q", first, want)
+		}
+	}
+
+	// Redelivered, now and after a restart: nothing more.
+	if code := f.gh.Deliver(t, d); code != http.StatusAccepted {
+		t.Errorf("the redelivery got %d, want 202 (taken, with nothing to do)", code)
+	}
+	if started, _ := f.settle(); started != 1 {
+		t.Errorf("%d Sessions started from one delivery sent twice, want 1", started)
+	}
+	if code := f.gh.Deliver(t, d); code != http.StatusAccepted {
+		t.Errorf("the redelivery after a restart got %d, want 202", code)
+	}
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test also the tests, please")
+	f.gh.Comment(t, "acme/app", 1, "alice", "a note to myself, no mention")
+	if started, prompts := f.settle(); started != 0 || prompts != 1 {
+		t.Errorf("after the restart: %d Sessions started and %d prompts, want 0 and 1", started, prompts)
+	}
+	replies = f.replies()
+	if len(replies) != 1 || replies[0].Edits != 1 || !strings.Contains(replies[0].Body, "The latest it took: ") {
+		t.Errorf("the App's replies: %+v, want the one, edited once to name the later prompt", replies)
+	}
+}
+
+func TestOnlyAMemberWithATokenAndPushStartsASessionAndAnyoneElseGetsTheSameReply(t *testing.T) {
+	f := newFixture(t)
+	f.member("nobody-token", false)
+	f.member("reader", true)
+	f.gh.SetReadOnly("acme/app", "reader", true)
+	f.gh.AddUser("stranger")
+	for i, login := range []string{"stranger", "nobody-token", "reader"} {
+		f.gh.Comment(t, "acme/app", 1, login, "@kndl-test do it")
+		replies := f.waitReplies(i + 1)
+		want := strings.Replace(refuseText, "%s", login, 1)
+		if got := replies[i].Body; got != want {
+			t.Errorf("%s got the reply %q, want %q", login, got, want)
+		}
+	}
+	if started, prompts := f.settle(); started != 0 || prompts != 0 {
+		t.Fatalf("%d Sessions started and %d prompts, want none", started, prompts)
+	}
+	if n := len(f.replies()); n != 3 {
+		t.Errorf("%d replies, want one per refused comment (3): the App's own are never triggers", n)
+	}
+	// The same comment from a Member with a token and push starts one.
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test do it")
+	if started, _ := f.settle(); started != 1 {
+		t.Errorf("alice's mention started %d Sessions, want 1", started)
+	}
+}
+
+func TestTheRepositorysTriggerLabelStartsASessionAsWhoAddedIt(t *testing.T) {
+	f := newFixture(t)
+	f.gh.Label(t, "acme/app", 1, "alice", "kndl")
+	if started, _ := f.settle(); started != 0 {
+		t.Fatal("a label started a Session on a Repo with no trigger label")
+	}
+	repo, err := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	if err == nil {
+		err = f.st.SetTriggerLabel(t.Context(), repo.ID, "kndl")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gh.Label(t, "acme/app", 1, "alice", "bug")
+	f.gh.Label(t, "acme/app", 1, "alice", "KNDL")
+	if started, _ := f.settle(); started != 1 {
+		t.Errorf("%d Sessions started, want 1", started)
+	}
+	if n := len(f.replies()); n != 1 {
+		t.Fatalf("%d replies, want the one Session's", n)
+	}
+	sessions, err := f.st.ThreadSessions(t.Context(), "acme/app", 1)
+	if err != nil || len(sessions) != 1 || sessions[0].ReplyID == 0 {
+		t.Errorf("the threads: %+v %v, want one Session with its reply", sessions, err)
+	}
+}
+
+func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.gh.Comment(t, "acme/app", 1, "stranger", "no mention")
+	forged := c
+	forged.ID, forged.Body = "forged-1", []byte(strings.Replace(string(c.Body), "no mention", "@kndl-test go", 1))
+	if code := f.gh.Deliver(t, forged); code != http.StatusUnauthorized {
+		t.Errorf("a forged body got %d, want 401", code)
+	}
+	wrong := forged
+	wrong.Signature = testkit.SignWebhook([]byte("a guess"), forged.Body)
+	if code := f.gh.Deliver(t, wrong); code != http.StatusUnauthorized {
+		t.Errorf("a body signed with another secret got %d, want 401", code)
+	}
+	// The id a refused delivery carried is not taken.
+	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment"); err != nil || !fresh {
+		t.Errorf("the forged delivery's id was taken (%v, %v)", fresh, err)
+	}
+	big := testkit.Delivery{ID: "big-1", Event: "issue_comment", Body: make([]byte, MaxBody+1)}
+	big.Signature = testkit.SignWebhook([]byte(secret), big.Body)
+	if code := f.gh.Deliver(t, big); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over 25 MiB got %d, want 413", code)
+	}
+	if started, prompts := f.settle(); started != 0 || prompts != 0 || len(f.replies()) != 0 {
+		t.Errorf("%d started, %d prompts, %d replies: want nothing", started, prompts, len(f.replies()))
+	}
+}
+
+func TestAnEventTheHubDoesNotActOnIsCounted(t *testing.T) {
+	f := newFixture(t)
+	body := []byte(`{"action":"completed"}`)
+	d := testkit.Delivery{ID: "check-1", Event: "check_run", Body: body, Signature: testkit.SignWebhook([]byte(secret), body)}
+	f.gh.Deliver(t, d)
+	f.gh.Deliver(t, d)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.ignored) != 1 || f.ignored[0] != "check_run" {
+		t.Errorf("ignored: %v, want check_run once", f.ignored)
+	}
+}

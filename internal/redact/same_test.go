@@ -1,0 +1,279 @@
+package redact
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/shapes/masked.golden from this code's output")
+
+// denseSecrets is size bytes of lines nearly every one of which holds a
+// credential: the examples of every rule, in an order of their own, over
+// and over, as a file of keys or a dump of a process's environment
+// would be.
+func denseSecrets(size int) string {
+	var lines []string
+	for _, d := range Detectors() {
+		lines = append(lines, d.Examples...)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	r.Shuffle(len(lines), func(i, j int) { lines[i], lines[j] = lines[j], lines[i] })
+	unit := strings.Join(lines, "\n") + "\n"
+	return strings.Repeat(unit, size/len(unit)+1)[:size]
+}
+
+// maskInputs are the texts masked.golden holds what each path made of,
+// generated or read from testdata: text dense with credentials, terminal
+// output with one every 64 KiB, near misses of every rule, and ordinary
+// text and code that must keep every byte.
+func maskInputs(t *testing.T) map[string]string {
+	in := map[string]string{
+		"dense":       denseSecrets(256 << 10),
+		"terminal":    string(benchText(1<<20, []string{"ghp_O9hFAiOh29oB93c0F6UJ5YtuALNUEJMUUqAs", "Authorization: Bearer hpODtmtyS9z8iLtoJ22zT4fNH2pdh6uLdVgq", "postgres://app:NVWTBxUPds5tYOodx@db/app"})),
+		"near-misses": nearMisses(256 << 10),
+	}
+	for name, path := range map[string]string{"negative": "testdata/shapes/negative.txt", "positive": "testdata/shapes/positive.txt", "code": "testdata/gitleaks/validate.go"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in[name] = string(b)
+	}
+	return in
+}
+
+// maskLines are the lines of the first 64 KiB of each of maskInputs but
+// the terminal text.
+func maskLines(t *testing.T) []string {
+	in := maskInputs(t)
+	var lines []string
+	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
+		text := in[name]
+		if len(text) > 64<<10 {
+			text = text[:64<<10]
+		}
+		lines = append(lines, strings.Split(text, "\n")...)
+	}
+	return lines
+}
+
+// written is what a Writer with no values and the shapes makes of text
+// written in 4 KiB pieces.
+func written(t *testing.T, text string, all bool) string {
+	var out bytes.Buffer
+	w := NewWriter(&Set{}, &out).MaskShapes(all)
+	for i := 0; i < len(text); i += 4 << 10 {
+		if _, err := w.Write([]byte(text[i:min(i+4<<10, len(text))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func digest(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s)))[:16] }
+
+// TestEveryPathMasksTheBytesItMaskedBefore holds Scrub, ScrubMarked and a
+// Writer's shapes to what they made of generated and ordinary texts
+// before the registry was made to do its work per match (main at
+// 645a05e): masked.golden has a digest of each output and how many marks
+// Scrub made.
+func TestEveryPathMasksTheBytesItMaskedBefore(t *testing.T) {
+	in := maskInputs(t)
+	var got strings.Builder
+	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive", "terminal"} {
+		text := in[name]
+		fmt.Fprintf(&got, "%s marks=%d scrub=%s marked=%s writer-marked=%s writer-all=%s\n", name,
+			len(merged(Find(text))), digest(Scrub(text)), digest(ScrubMarked(text)), digest(written(t, text, false)), digest(written(t, text, true)))
+	}
+	const golden = "testdata/shapes/masked.golden"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("got\n%s\nwant\n%s", got.String(), want)
+	}
+}
+
+// allowsPlain is allowRule.allows as it was before its regexps ran by
+// branch and its stopwords by automaton: each regexp whole, each
+// stopword a substring search.
+func allowsPlain(a allowRule, t, secret string, m []int) bool {
+	target := a.targetOf(t, secret, m)
+	reOK := false
+	for _, re := range a.res {
+		reOK = reOK || re.MatchString(target)
+	}
+	stopOK := false
+	low := strings.ToLower(secret)
+	for _, w := range a.stopwords {
+		stopOK = stopOK || strings.Contains(low, w)
+	}
+	return a.frees(reOK, stopOK)
+}
+
+// TestAllowlistsAnswerAsTheirPlainReads holds every rule's allowlists,
+// read by branch and by automaton, to the plain reads on each line of the
+// generated and ordinary texts, each of its words taken for the secret,
+// and on the words of the allowlists themselves.
+func TestAllowlistsAnswerAsTheirPlainReads(t *testing.T) {
+	lines := maskLines(t)
+	var rules []allowRule
+	for _, r := range gitleaksRules {
+		for _, a := range r.allow {
+			rules = append(rules, a.compile())
+			// The stopwords and the alternatives of the regexps, alone and
+			// inside a secret, where they must free it.
+			for _, w := range a.stopwords {
+				lines = append(lines, w, "api_key = x"+strings.ToUpper(w)+"9Q", "K\u212aey_"+w)
+			}
+			for _, re := range a.regexes {
+				for _, b := range branches(re) {
+					for _, l := range b.needs {
+						for _, alt := range l.alts {
+							lines = append(lines, "token_"+alt+"_file = 0123456789abcdef", alt+"=\n"+alt+"=\n")
+						}
+					}
+				}
+			}
+		}
+	}
+	rules = append(rules, gitleaksAllow.compile())
+	freed := 0
+	for _, line := range lines {
+		for _, secret := range append(strings.Fields(line), line) {
+			i := strings.Index(line, secret)
+			m := []int{i, i + len(secret)}
+			for _, a := range rules {
+				got, want := a.allows(line, secret, m), allowsPlain(a, line, secret, m)
+				if got != want {
+					t.Fatalf("allows(%q, secret %q) with %q: got %v, want %v", line, secret, a.res, got, want)
+				}
+				if want {
+					freed++
+				}
+			}
+		}
+	}
+	if freed == 0 {
+		t.Fatal("no allowlist freed anything: the test reads nothing")
+	}
+	t.Logf("%d lines, %d secrets freed", len(lines), freed)
+}
+
+// TestAnAnchoredBranchIsPassedOverOnlyWhereItCannotMatch holds each
+// allowlist branch's first bytes (leading) to its regexp: every target it
+// matches begins with one of them, whatever byte, case or rune beyond
+// ASCII a matching target begins with instead.
+func TestAnAnchoredBranchIsPassedOverOnlyWhereItCannotMatch(t *testing.T) {
+	all := []allow{gitleaksAllow}
+	for _, r := range gitleaksRules {
+		all = append(all, r.allow...)
+	}
+	matching := strings.Fields("true TRUE null false aaaa *** $1 ${2} $HOME $home ${PATH} {{ x.y }} ${{ secrets.TOKEN }} %PATH% %s %+v {12} @VAR@ " +
+		"/Users/Bob/src/x /usr/local/bin keyword kelvin access_id CSRF_token api_version Monkey")
+	anchored, checked := 0, 0
+	for _, a := range all {
+		for _, re := range a.regexes {
+			for _, b := range branches(re) {
+				if b.first == nil {
+					continue
+				}
+				anchored++
+				for _, m := range matching {
+					_, n := utf8.DecodeRuneInString(m)
+					rest := m[n:]
+					variants := []string{m, "\u212a" + rest, "\u017f" + rest, "\xff" + rest}
+					for c := range 256 {
+						variants = append(variants, string([]byte{byte(c)})+rest)
+					}
+					for _, v := range variants {
+						if b.re.MatchString(v) {
+							checked++
+							if !b.first.has(v[0]) {
+								t.Fatalf("%q matches %q, but its first bytes leave out %#x", b.re, v, v[0])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if anchored < 10 || checked < 50 {
+		t.Fatalf("%d anchored branches, %d matches checked: the test reads too little", anchored, checked)
+	}
+	t.Logf("%d anchored branches, %d matches checked", anchored, checked)
+}
+
+// TestEntropyIsAsItWas holds entropy, which adds a term only for the bytes
+// a secret holds, to the sum over all 256 it was, to the last bit: a rule
+// keeps a secret whose entropy exceeds its bound, so a rounding could
+// change what it masks.
+func TestEntropyIsAsItWas(t *testing.T) {
+	plain := func(s string) float64 {
+		var n [256]int
+		for i := 0; i < len(s); i++ {
+			n[s[i]]++
+		}
+		h := 0.0
+		for _, c := range n {
+			if c > 0 {
+				p := float64(c) / float64(len(s))
+				h -= p * math.Log2(p)
+			}
+		}
+		return h
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 20000 {
+		b := make([]byte, 1+r.IntN(200))
+		for i := range b {
+			b[i] = byte(r.IntN(1 + r.IntN(256)))
+		}
+		if got, want := entropy(string(b)), plain(string(b)); got != want {
+			t.Fatalf("entropy(%q): got %v, want %v", b, got, want)
+		}
+	}
+}
+
+// TestXRunIsAsTheLowerCasedRead holds xRun to the read it replaces,
+// strings.ToLower's copy searched for "xxxx", on random text of x's, X's,
+// other letters and runes beyond ASCII.
+func TestXRunIsAsTheLowerCasedRead(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	parts := []string{"x", "X", "a", "\u212a", "\u0445", "\xff", "xx", "XX"}
+	found := 0
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + r.IntN(12) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		v := b.String()
+		want := strings.Contains(strings.ToLower(v), "xxxx")
+		if got := xRun(v, 4); got != want {
+			t.Fatalf("xRun(%q): got %v, want %v", v, got, want)
+		}
+		if want {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatal("no text held a run: the test reads nothing")
+	}
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// deliveryKeep is how long a webhook delivery's id is kept: past GitHub's
+// three days of redeliveries, with room.
+const deliveryKeep = 7 * 24 * time.Hour
+
+// TakeDelivery records a GitHub webhook delivery's id and reports whether
+// it is new: false for one taken before, which the caller then ignores.
+func (s *Store) TakeDelivery(ctx context.Context, id, event string) (bool, error) {
+	var fresh bool
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep))); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			id, event, ms(now))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		fresh = n == 1
+		return err
+	})
+	return fresh, err
+}
+
+// Thread is a GitHub issue or pull request a Session was started from.
+type Thread struct {
+	SessionID string
+	Repo      string // lower-case owner/name
+	Issue     int
+	ReplyID   int64 // the Hub's comment in the thread; 0 until posted
+}
+
+// AddThread records the thread a Session was started from.
+func (s *Store) AddThread(ctx context.Context, t Thread) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO session_threads (session_id, repo, issue, reply_id, created_at) VALUES (?, ?, ?, ?, ?)`,
+		t.SessionID, t.Repo, t.Issue, t.ReplyID, ms(s.now()))
+	return err
+}
+
+// SetThreadReply records the Hub's comment in a Session's thread.
+func (s *Store) SetThreadReply(ctx context.Context, sessionID string, replyID int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET reply_id = ? WHERE session_id = ?`, replyID, sessionID)
+	return err
+}
+
+// ThreadSessions lists the Sessions started from issue number issue of
+// repo (lower-case owner/name), newest first.
+func (s *Store) ThreadSessions(ctx context.Context, repo string, issue int) ([]Thread, error) {
+	return queryAll(ctx, s.db, func(row scanner) (Thread, error) {
+		var t Thread
+		return t, row.Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID)
+	}, `SELECT session_id, repo, issue, reply_id FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
+}
+
+// TriggerLabel returns the Repo's trigger label, "" for none.
+func (s *Store) TriggerLabel(ctx context.Context, repoID string) (string, error) {
+	var label string
+	err := s.db.QueryRowContext(ctx, `SELECT trigger_label FROM repos WHERE id = ?`, repoID).Scan(&label)
+	return label, notFound(err, "repo "+repoID)
+}
+
+// SetTriggerLabel sets the Repo's trigger label; "" turns it off.
+func (s *Store) SetTriggerLabel(ctx context.Context, repoID, label string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE repos SET trigger_label = ? WHERE id = ?`, label, repoID)
+	return err
+}
+
+// MemberByGitHubID returns the live Member with GitHub's user id, or
+// ErrNotFound. Unlike MemberByGitHub it changes nothing: a webhook's word
+// on someone's login is not a sign-in.
+func (s *Store) MemberByGitHubID(ctx context.Context, id int64) (User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE github_id = ? AND removed_at IS NULL`, id))
+	return u, notFound(err, "member")
+}

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy:
+// the test serves pkg.allowed.test itself (HTTPS on 443, HTTP on 80, a raw
+// TCP service on 8443) in a network namespace of its own, under names
+// only the Runner's resolver knows, so nothing leaves this machine. With
+// the Repo's Environment set to an allowlist of *.allowed.test (applied
+// without a Test build), a Session's Sandbox gets HTTPS and HTTP through
+// to it, the TLS the server's own (the proxy read the SNI and never
+// terminated it); a name off the list does not resolve, a connection with
+// another name's SNI to the same address is reset, as is a raw TCP
+// connection to the allowed address on another port, and the Session's
+// history notes each block. A restarted Runner judges it as before. Set
+// open again, the Session's Sandbox is open
+// from its next wake.
+func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t *testing.T) {
+	lns := testkit.ListenForSandboxesOn(t, 443, 80, 8443)
+	addr := lns[0].Addr().(*net.TCPAddr).IP.String()
+	names := &testkit.Resolver{}
+	names.Set("pkg.allowed.test", addr)
+	names.Set("denied.test", addr)
+
+	var mu sync.Mutex
+	var seen []string // "sni host path" of each request the server had
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		sni := "-"
+		if r.TLS != nil {
+			sni = r.TLS.ServerName
+		}
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %s %s", sni, r.Host, r.URL.Path))
+		mu.Unlock()
+		fmt.Fprintf(w, "served to %s\n", r.Host)
+	}
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(serve))
+	tlsSrv.Listener = lns[0]
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	plain := &http.Server{Handler: http.HandlerFunc(serve)}
+	go plain.Serve(lns[1])
+	t.Cleanup(func() { plain.Close() })
+	rawCount := 0
+	go func() {
+		for {
+			c, err := lns[2].Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			rawCount++
+			mu.Unlock()
+			fmt.Fprintf(c, "raw service says hi\n")
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { lns[2].Close() })
+
+	s := Start(t, WithRunnerResolver(names))
+	repo := s.Repo()
+	out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--egress", "allowlist", "--allow", "*.allowed.test")
+	if code != 0 || !strings.Contains(out, "egress: open -> allowlist: github, *.allowed.test") || !strings.Contains(out, "kndl env apply applies it now") {
+		t.Fatalf("kndl env edit --egress allowlist: exit %d\n%s\n%s\nwant the change, applying without a Test build", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, _ := s.kndl("", "env", "show", "--repo", repo); !strings.Contains(out, "egress:             allowlist: github, *.allowed.test") {
+		t.Fatalf("kndl env show:\n%s\nwant the allowlist", out)
+	}
+
+	s.Model.On(testkit.PromptContains("egress"), testkit.Text("Ready."))
+	v := s.NewSession(repo, "egress")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the first turn's end", kind(protocol.EventTurnEnd))
+
+	// HTTPS and HTTP to the listed host pass, the TLS end to end.
+	sh := func(script string) (string, int) { return s.Exec(v.ID, "bash", "-c", script) }
+	if out, code := sh("git -c http.sslVerify=false ls-remote https://pkg.allowed.test/repo.git 2>&1"); strings.Contains(out, "unable to access") {
+		t.Fatalf("git over HTTPS to the allowed host: exit %d\n%s", code, out)
+	}
+	if out, code := sh(`exec 3<>/dev/tcp/pkg.allowed.test/80 && printf 'GET /plain HTTP/1.0\r\nHost: pkg.allowed.test\r\n\r\n' >&3 && cat <&3`); code != 0 || !strings.Contains(out, "served to pkg.allowed.test") {
+		t.Fatalf("HTTP to the allowed host: exit %d\n%s", code, out)
+	}
+	mu.Lock()
+	got := strings.Join(seen, "\n")
+	mu.Unlock()
+	if !strings.Contains(got, "pkg.allowed.test pkg.allowed.test /repo.git/info/refs") || !strings.Contains(got, "- pkg.allowed.test /plain") {
+		t.Fatalf("the server had:\n%s\nwant git's HTTPS request with its SNI, and the HTTP one", got)
+	}
+
+	// A name off the list does not resolve; its SNI to the allowed
+	// address is reset; another port of the allowed address is too.
+	if out, code := sh("getent hosts denied.test"); code == 0 {
+		t.Fatalf("denied.test resolved in the Sandbox: %s", out)
+	}
+	if out, code := sh("git -c http.sslVerify=false -c http.curloptResolve=denied.test:443:" + addr + " ls-remote https://denied.test/repo.git 2>&1"); code == 0 || strings.Contains(out, "repo.git/info/refs") {
+		t.Fatalf("git to denied.test at the allowed address: exit %d\n%s\nwant it refused", code, out)
+	}
+	if out, _ := sh("exec 3<>/dev/tcp/" + addr + "/8443 && timeout 5 cat <&3"); strings.Contains(out, "raw service says hi") {
+		t.Fatalf("a raw TCP connection to the allowed address's port 8443 got through: %s", out)
+	}
+	mu.Lock()
+	if strings.Contains(strings.Join(seen, "\n"), "denied.test") || rawCount != 0 {
+		t.Fatalf("the server had %v and %d raw connections; want nothing of denied.test, no raw connection", seen, rawCount)
+	}
+	mu.Unlock()
+
+	for _, want := range []string{"blocked: denied.test (", "blocked: denied.test:443 (", "blocked: " + addr + ":8443 ("} {
+		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want, func(e protocol.Event) bool {
+			return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, want)
+		})
+	}
+
+	// A restarted Runner judges the running Sandbox as before.
+	s.RestartRunner()
+	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects again", s.Runner.Connected)
+	if out, code := sh(`exec 3<>/dev/tcp/pkg.allowed.test/80 && printf 'GET /again HTTP/1.0\r\nHost: pkg.allowed.test\r\n\r\n' >&3 && cat <&3`); code != 0 || !strings.Contains(out, "served to pkg.allowed.test") {
+		t.Fatalf("HTTP to the allowed host after a Runner restart: exit %d\n%s", code, out)
+	}
+	if out, code := sh("getent hosts denied.test"); code == 0 {
+		t.Fatalf("denied.test resolved after a Runner restart: %s", out)
+	}
+
+	// Opened again, the Session's Sandbox is open from its next wake:
+	// the raw service answers.
+	s.kndl("", "env", "edit", "--repo", repo, "--egress", "open")
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+		t.Fatalf("kndl env apply of egress open: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: %d", code)
+	}
+	s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/wake", nil, nil)
+	s.waitState(v.ID, api.Active)
+	if out, _ := sh("exec 3<>/dev/tcp/" + addr + "/8443 && timeout 5 cat <&3"); !strings.Contains(out, "raw service says hi") {
+		t.Fatalf("after the wake on egress open, port 8443 gave %q, want the raw service", out)
+	}
+}
+
+// TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild: on the
+// Repo's page a person picks allowlist and lists hosts; the draft applies
+// at once, the current version shows the list as the CLI does, and a later
+// save of another field keeps it.
+func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing.T) {
+	s, b, repo := repoPage(t)
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.egress.value = "allowlist"; f.egress_allow.value = "npm, *.example.com"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("applies at once")`)
+	Eval[bool](b, `(document.querySelector('[data-action="env-apply"]').click(), true)`)
+	b.Wait(testenv.WaitMedium, "version 1", `document.getElementById("env-current").textContent.includes("Version 1")`)
+	if settings := Eval[string](b, `document.getElementById("env-settings").textContent`); !strings.Contains(settings, "egress:             allowlist: github, npm, *.example.com") {
+		t.Fatalf("the current version shows:\n%s\nwant its allowlist", settings)
+	}
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.cpus.value = "1"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the second draft saved", `document.getElementById("draft-state").textContent.includes("cpus")`)
+	var env api.Environment
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
+	if d := env.Draft; d == nil || !d.Settings.Egress.Restricted() || strings.Join(d.Settings.Egress.Allow, " ") != "npm *.example.com" || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.HasPrefix(c, "egress") }) {
+		t.Fatalf("the draft after changing the CPUs: %+v, want the allowlist kept", d)
+	}
+}

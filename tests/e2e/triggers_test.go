@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// issueBody is the body of the issue the tests below comment on.
+const issueBody = "Starting with HOME unset crashes in config.Load."
+
+// triggerRepo serves acme/app on the fake GitHub with an issue open on it,
+// shares the System's Runner, and makes alice a Member with push and a
+// Claude setup token: who may start a Session from GitHub.
+func (s *System) triggerRepo() (issue int, alice store.User) {
+	s.t.Helper()
+	ctx := s.t.Context()
+	s.GitHubRepo("acme/app")
+	dev, err := s.Store.DevUser(ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	gu := s.GitHub.AddUser("alice")
+	s.GitHub.SetCollaborator("acme/app", "alice", true)
+	_, secret, err := s.Store.CreateInvite(ctx, "alice", dev.ID, time.Hour)
+	if err == nil {
+		alice, err = s.Store.RedeemInvite(ctx, secret, store.GitHubIdentity{ID: gu.ID, Login: gu.Login})
+	}
+	if err == nil {
+		err = s.Hub.StoreClaudeToken(ctx, alice.ID, claudeToken)
+	}
+	runners, err2 := s.Store.Runners(ctx)
+	for _, rn := range runners {
+		if err == nil && err2 == nil {
+			err = s.Store.SetRunnerShared(ctx, rn.ID, true)
+		}
+	}
+	if err != nil || err2 != nil {
+		s.t.Fatal(err, err2)
+	}
+	return s.GitHub.OpenIssue("acme/app", "carol", "Crash when HOME is unset", issueBody), alice
+}
+
+// replies are the App's comments on the issue.
+func (s *System) replies(issue int) []testkit.IssueComment {
+	var out []testkit.IssueComment
+	for _, c := range s.GitHub.Comments("acme/app", issue) {
+		if c.Author == testkit.AppSlug+"[bot]" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// countSessions is how many Sessions the Hub has.
+func (s *System) countSessions() int {
+	s.t.Helper()
+	all, err := s.Store.Sessions(s.t.Context(), store.SessionFilter{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return len(all)
+}
+
+func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t *testing.T) {
+	s := Start(t, WithGitHub())
+	issue, alice := s.triggerRepo()
+	s.Model.On(testkit.PromptContains(issueBody), testkit.Text("Looking into the crash."))
+	d, code := s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" please fix this")
+	if code != http.StatusAccepted {
+		t.Fatalf("the delivery got %d, want 202", code)
+	}
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply with the Session's link", func() bool { return len(s.replies(issue)) == 1 })
+	reply := s.replies(issue)[0].Body
+	_, id, ok := strings.Cut(reply, s.URL+"/sessions/")
+	id, _, _ = strings.Cut(id, "\n")
+	if !ok || id == "" {
+		t.Fatalf("the reply %q has no link to the Session", reply)
+	}
+	sess, err := s.Store.SessionByID(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.Title != "Crash when HOME is unset" || sess.CreatorID != alice.ID {
+		t.Errorf("the Session's title %q and Creator %s, want the issue's and alice (%s)", sess.Title, sess.CreatorID, alice.ID)
+	}
+	s.WaitEvent(id, testenv.WaitBuild, "Claude's answer to the issue", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Looking into the crash."
+	})
+	prompt := s.WaitEvent(id, testenv.WaitShort, "the first prompt", kind(protocol.EventPrompt))
+	for _, want := range []string{"From GitHub: @alice on acme/app#", issueBody, "please fix this"} {
+		if !strings.Contains(prompt.Text, want) {
+			t.Errorf("the first prompt %q lacks %q", prompt.Text, want)
+		}
+	}
+
+	// GitHub sends the same delivery again: nothing more starts.
+	if code := s.GitHub.Deliver(t, d); code != http.StatusAccepted {
+		t.Errorf("the redelivery got %d, want 202", code)
+	}
+	// A later mention by alice is a prompt to the same Session, and is
+	// acted on after the redelivery, so once it shows nothing else will.
+	s.Model.On(testkit.PromptContains("also add a test"), testkit.Text("Adding a test."))
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" also add a test")
+	s.WaitEvent(id, testenv.WaitMedium, "the answer to the later mention", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Adding a test."
+	})
+	if n := s.countSessions(); n != 1 {
+		t.Errorf("%d Sessions, want the one", n)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && r[0].Edits == 1
+	})
+}
+
+func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
+	s := Start(t, WithGitHub())
+	issue, _ := s.triggerRepo()
+	s.GitHub.AddUser("mallory")
+	s.GitHub.SetCollaborator("acme/app", "mallory", true)
+
+	d, _ := s.GitHub.Comment(t, "acme/app", issue, "mallory", "@"+testkit.AppSlug+" run this")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply to mallory", func() bool { return len(s.replies(issue)) == 1 })
+	if got := s.replies(issue)[0].Body; !strings.Contains(got, "@mallory") || !strings.Contains(got, "nothing was started") {
+		t.Errorf("the reply to a non-Member: %q", got)
+	}
+	// The same words as alice's, not signed with the secret.
+	forged := d
+	forged.ID = "forged-" + d.ID
+	forged.Body = []byte(strings.ReplaceAll(string(d.Body), "mallory", "alice"))
+	if code := s.GitHub.Deliver(t, forged); code != http.StatusUnauthorized {
+		t.Errorf("a forged delivery got %d, want 401", code)
+	}
+	// The two deliveries' work is done in order: a third's reply shows it.
+	s.GitHub.Comment(t, "acme/app", issue, "mallory", "@"+testkit.AppSlug+" again")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's second reply", func() bool { return len(s.replies(issue)) == 2 })
+	if n := s.countSessions(); n != 0 {
+		t.Errorf("%d Sessions, want none", n)
+	}
+	if n := len(s.replies(issue)); n != 2 {
+		t.Errorf("%d replies, want one per mallory's comment", n)
+	}
+}
