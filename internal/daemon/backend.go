@@ -76,17 +76,7 @@ func newBackend(ctx context.Context, cfg runner.Config, log *slog.Logger) (sandb
 	if err != nil {
 		return nil, fmt.Errorf("sandbox backend: %w", err)
 	}
-	b, err := oci.New(ctx, oci.Options{
-		StateDir:     filepath.Join(cfg.Home, "sandboxes", oci.DirName(c.runtime)),
-		Runtime:      c.runtime,
-		RuntimePath:  c.path,
-		RelayPort:    uint16(cfg.RelayPort),
-		MaxCPUs:      cfg.MaxCPUs,
-		MaxMemoryMiB: cfg.MaxMemoryMiB,
-		MaxDiskMiB:   cfg.MaxDiskMiB,
-		InitPath:     cfg.Binary,
-		Logger:       log,
-	})
+	b, err := oci.New(ctx, ociOptions(cfg, c, log))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox backend: %w", err)
 	}
@@ -99,5 +89,44 @@ func newBackend(ctx context.Context, cfg runner.Config, log *slog.Logger) (sandb
 	for _, n := range h.Notes {
 		log.Warn("sandbox backend: " + n)
 	}
+	return b, nil
+}
+
+// ociOptions are the backend's options for runtime c on the Runner cfg
+// configures.
+func ociOptions(cfg runner.Config, c backendChoice, log *slog.Logger) oci.Options {
+	return oci.Options{
+		StateDir:     filepath.Join(cfg.Home, "sandboxes", oci.DirName(c.runtime)),
+		Runtime:      c.runtime,
+		RuntimePath:  c.path,
+		RelayPort:    uint16(cfg.RelayPort),
+		MaxCPUs:      cfg.MaxCPUs,
+		MaxMemoryMiB: cfg.MaxMemoryMiB,
+		MaxDiskMiB:   cfg.MaxDiskMiB,
+		InitPath:     cfg.Binary,
+		Logger:       log,
+	}
+}
+
+// buildsOnCrun says whether Builds run on a crun backend of their own:
+// RUNNER_BUILD_BACKEND=crun while Sessions run on gVisor. On crun
+// Sessions, Builds are on crun already.
+func buildsOnCrun(cfg runner.Config, sessions sandbox.Backend) bool {
+	return cfg.BuildBackend == "crun" && sessions.Name() == "gvisor"
+}
+
+// newBuildBackend makes the backend Builds run on when it is not the
+// Sessions' (buildsOnCrun); nil when it is. Both share the host's slots,
+// networks and firewall (oci.Options.HostDir) and keep their Sandboxes
+// apart, so a Build's layer is one a gVisor Session boots from.
+func newBuildBackend(ctx context.Context, cfg runner.Config, sessions sandbox.Backend, log *slog.Logger) (sandbox.Backend, error) {
+	if !buildsOnCrun(cfg, sessions) {
+		return nil, nil
+	}
+	b, err := oci.New(ctx, ociOptions(cfg, backendChoice{runtime: "crun"}, log))
+	if err != nil {
+		return nil, fmt.Errorf("RUNNER_BUILD_BACKEND=crun: %w", err)
+	}
+	log.Info("Builds run on crun (RUNNER_BUILD_BACKEND=crun): the image's setup and the Bootstrap script share the host's kernel, within seccomp; Sessions run on gVisor")
 	return b, nil
 }

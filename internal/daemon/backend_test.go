@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/runner"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -44,6 +47,59 @@ func TestChooseBackend(t *testing.T) {
 		c, err := chooseBackend(ctx, runner.Config{SandboxBackend: backend, Runsc: runsc})
 		if err != nil || c.runtime != "runsc" || c.path != runsc {
 			t.Errorf("RUNNER_SANDBOX_BACKEND=%q with a working runsc: got %+v, %v, want runsc", backend, c, err)
+		}
+	}
+}
+
+// TestBuildsRunOnCrunOnlyWhenAskedWhileSessionsRunOnGVisor:
+// RUNNER_BUILD_BACKEND=crun gives a gVisor Runner's Builds a crun backend
+// of their own, in a state directory apart from the Sessions'; unset, or
+// on a crun Runner, Builds run on the Sessions' backend.
+func TestBuildsRunOnCrunOnlyWhenAskedWhileSessionsRunOnGVisor(t *testing.T) {
+	ctx := context.Background()
+	runsc := testkit.Runsc(t)
+	home := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	backend := func(name string) sandbox.Backend {
+		cfg := runner.Config{Home: home, SandboxBackend: name, Runsc: runsc}
+		c, err := chooseBackend(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := oci.New(ctx, ociOptions(cfg, c, log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	gv, cr := backend("gvisor"), backend("crun")
+	for _, tc := range []struct {
+		build    string
+		sessions sandbox.Backend
+		want     string // the Builds' backend's name; "" for none of their own
+	}{{"", gv, ""}, {"crun", cr, ""}, {"crun", gv, "crun"}} {
+		cfg := runner.Config{Home: home, BuildBackend: tc.build}
+		b, err := newBuildBackend(ctx, cfg, tc.sessions, log)
+		if err != nil {
+			t.Fatalf("RUNNER_BUILD_BACKEND=%q on %s: %v", tc.build, tc.sessions.Name(), err)
+		}
+		got := ""
+		if b != nil {
+			got = b.Name()
+		}
+		if got != tc.want {
+			t.Errorf("RUNNER_BUILD_BACKEND=%q on %s: Builds on their own %q backend, want %q", tc.build, tc.sessions.Name(), got, tc.want)
+		}
+		if b != nil {
+			// Each backend reconciles only its own state directory: the
+			// crun one must not be the gVisor one's.
+			if err := b.Create(ctx, sandbox.Spec{ID: "apart", Layers: []string{t.TempDir()}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.sessions.Status(ctx, "apart"); err == nil {
+				t.Error("a Sandbox of the Builds' backend is one of the Sessions' backend too")
+			}
+			b.Remove(ctx, "apart")
 		}
 	}
 }

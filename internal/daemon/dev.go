@@ -81,6 +81,9 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	if rcfg.Builds, err = newBuildBackend(ctx, rcfg, b, rcfg.Logger); err != nil {
+		return err
+	}
 	r, err := runner.New(rcfg, b)
 	if err != nil {
 		return err

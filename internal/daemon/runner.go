@@ -24,6 +24,9 @@ func runRunner(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Builds, err = newBuildBackend(ctx, cfg, b, cfg.Logger); err != nil {
+		return err
+	}
 	r, err := runner.New(cfg, b)
 	if err != nil {
 		return err

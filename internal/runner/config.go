@@ -56,6 +56,15 @@ type Config struct {
 	// Runsc is runsc's path for the gvisor backend. RUNNER_RUNSC, default
 	// runsc on PATH.
 	Runsc string
+	// BuildBackend is where Builds run when Sessions run on gVisor:
+	// RUNNER_BUILD_BACKEND, "crun" to make them on crun (a Build's package
+	// manager pays gVisor's cost on every system call; docs/security.md
+	// says what the boundary is then), or empty, the default, for the
+	// Sessions' backend.
+	BuildBackend string
+	// Builds is the backend Builds run on, when not the Sessions': the
+	// daemon makes it from BuildBackend. Nil: the Sessions' backend.
+	Builds sandbox.Backend
 	// KeepBuilds is how many Builds of each Repo to keep.
 	// RUNNER_SANDBOX_KEEP_BUILDS, default 3.
 	KeepBuilds int
@@ -120,6 +129,7 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 
 		SandboxBackend: getenv("RUNNER_SANDBOX_BACKEND"),
 		Runsc:          getenv("RUNNER_RUNSC"),
+		BuildBackend:   getenv("RUNNER_BUILD_BACKEND"),
 		RegistryAuth:   getenv("RUNNER_REGISTRY_AUTH"),
 	}
 	if c.RegistryAuth != "" && c.RegistryAuth != RegistryAuthHost {
@@ -134,6 +144,9 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 	case "", "gvisor", "crun":
 	default:
 		return c, fmt.Errorf("RUNNER_SANDBOX_BACKEND=%q: want gvisor or crun, or leave it unset to use gVisor where runsc runs here", c.SandboxBackend)
+	}
+	if c.BuildBackend != "" && c.BuildBackend != "crun" {
+		return c, fmt.Errorf("RUNNER_BUILD_BACKEND=%q: want crun (Builds on crun while Sessions run on gVisor) or leave it unset to build on the Sessions' backend", c.BuildBackend)
 	}
 	if c.Image == "" {
 		c.Image = "docker.io/library/debian:bookworm"

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/sandbox"
@@ -21,6 +22,29 @@ func TestSandboxBackendFromEnv(t *testing.T) {
 		}
 		if !tc.wantErr && (c.SandboxBackend != tc.env || c.Runsc != "/opt/runsc") {
 			t.Errorf("RUNNER_SANDBOX_BACKEND=%q: got %q, runsc %q", tc.env, c.SandboxBackend, c.Runsc)
+		}
+	}
+}
+
+// TestBuildBackendFromEnv: RUNNER_BUILD_BACKEND takes crun or nothing,
+// and refuses anything else, naming what it takes, before the Runner
+// starts.
+func TestBuildBackendFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env     string
+		wantErr bool
+	}{{"", false}, {"crun", false}, {"gvisor", true}, {"runc", true}} {
+		env := map[string]string{"RUNNER_BUILD_BACKEND": tc.env}
+		c, err := FromEnv(func(k string) string { return env[k] }, t.TempDir())
+		if (err != nil) != tc.wantErr {
+			t.Errorf("RUNNER_BUILD_BACKEND=%q: err %v, want error %v", tc.env, err, tc.wantErr)
+			continue
+		}
+		if tc.wantErr && !strings.Contains(err.Error(), "want crun") {
+			t.Errorf("RUNNER_BUILD_BACKEND=%q: %v does not say what it takes", tc.env, err)
+		}
+		if !tc.wantErr && c.BuildBackend != tc.env {
+			t.Errorf("RUNNER_BUILD_BACKEND=%q: got %q", tc.env, c.BuildBackend)
 		}
 	}
 }

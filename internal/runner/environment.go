@@ -25,8 +25,10 @@ import (
 // clone behind; the Build it made stays, so a Session of the version the
 // draft becomes starts warm.
 
-// buildFor pulls the Environment's image and makes or finds its Build.
-func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Environment, vars []protocol.Variable, logf func(string, ...any)) (build.Build, error) {
+// buildFor pulls the Environment's image and makes or finds its Build;
+// pulled, if not nil, gets the image's unpacked root filesystem as soon as
+// it is there, before the Build.
+func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Environment, vars []protocol.Variable, logf func(string, ...any), pulled func(rootfs string)) (build.Build, error) {
 	// Refused before the Build, which would install Docker for nothing.
 	if why := r.backend.Host().NoDocker; docker(env) && why != "" {
 		return build.Build{}, fmt.Errorf("%s: %w", why, sandbox.ErrNotSupported)
@@ -48,6 +50,9 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 		return build.Build{}, err
 	}
 	spec.ImageDigest, spec.ImageRootfs, spec.ImageEnv = img.Digest, img.Rootfs, img.Config.Env
+	if pulled != nil {
+		pulled(img.Rootfs)
+	}
 	for _, v := range vars {
 		if v.AtBuild {
 			spec.Env = append(spec.Env, v.Name+"="+v.Value)
@@ -116,7 +121,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	defer log.flush()
 	logf := func(format string, args ...any) { log.line(fmt.Sprintf(format, args...)) }
 	env := req.Environment
-	bd, err := r.buildFor(ctx, req.RepoURL, &env, req.Variables, logf)
+	bd, err := r.buildFor(ctx, req.RepoURL, &env, req.Variables, logf, nil)
 	if err != nil {
 		logf("%v", err)
 		return err

@@ -70,7 +70,11 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		cfg.Name, _ = os.Hostname()
 	}
 	log := cfg.Logger.With("component", "runner")
-	b, err := build.New(backend, filepath.Join(cfg.Home, "builds"), cfg.KeepBuilds, cfg.Logger)
+	builds := backend
+	if cfg.Builds != nil {
+		builds = cfg.Builds
+	}
+	b, err := build.New(builds, filepath.Join(cfg.Home, "builds"), cfg.KeepBuilds, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -140,32 +140,32 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	for _, v := range creds.Variables {
 		env = append(env, v.Name+"="+v.Value)
 	}
-	bd, err := r.buildFor(ctx, req.RepoURL, req.Environment, creds.Variables, logf)
-	if err != nil {
-		return err
-	}
-	variant := claude.Glibc
-	if bd.Musl {
-		variant = claude.Musl
-	}
-	bin, err := claude.Install(ctx, filepath.Join(r.cfg.Home, "claude-code"), variant, claude.InstallOptions{
-		Registry: r.cfg.NPMRegistry, Pin: r.cfg.Claude, Progress: func(line string) { logf("%s", line) },
-	})
-	if err != nil {
-		return err
-	}
 	dir := r.sessionDir(s.id)
 	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
 		return err
 	}
-	if ws := filepath.Join(dir, "workspace"); !cloned(ws) {
-		tok, err := r.cloneToken(ctx, s.id, req.RepoURL)
-		if err != nil {
-			return err
-		}
-		if err := cloneWorkspace(ctx, &r.cfg.Outbound, req.RepoURL, tok, ws, func(line string) { logf("%s", line) }); err != nil {
-			return err
-		}
+	// A cold start's slow steps run at once where one does not need
+	// another, each with its own lines in the log: the Workspace's clone
+	// beside the image's pull and Build, and Claude Code's download from
+	// the moment the pull shows the image's C library.
+	clone := make(chan error, 1)
+	cloneCtx, stopClone := context.WithCancel(ctx)
+	defer stopClone()
+	go func() { clone <- r.cloneFor(cloneCtx, s.id, req.RepoURL, filepath.Join(dir, "workspace"), logf) }()
+	fetch := claudeFetch{r: r, logf: logf}
+	bd, err := r.buildFor(ctx, req.RepoURL, req.Environment, creds.Variables, logf, func(rootfs string) { fetch.start(ctx, muslRootfs(rootfs)) })
+	var bin claude.Binary
+	if err == nil {
+		bin, err = fetch.result(ctx, bd.Musl)
+	} else {
+		fetch.stop()
+		stopClone()
+	}
+	if cerr := <-clone; err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
 	}
 	created, err := r.ensureSandbox(ctx, s, bd, bin, dir, req.Environment, logf)
 	if err != nil {
@@ -296,6 +296,78 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	s.following.Store(true)
 	r.watch(s, req.Offsets)
 	return nil
+}
+
+// cloneFor clones the Session's Repo into ws, unless a wake finds it there.
+func (r *Runner) cloneFor(ctx context.Context, sessionID, repo, ws string, logf func(string, ...any)) error {
+	if cloned(ws) {
+		return nil
+	}
+	tok, err := r.cloneToken(ctx, sessionID, repo)
+	if err != nil {
+		return err
+	}
+	return cloneWorkspace(ctx, &r.cfg.Outbound, repo, tok, ws, func(line string) { logf("%s", line) })
+}
+
+// claudeFetch is Claude Code's install for a Session's start, begun beside
+// the Build for the C library the pulled image shows; the Build's own probe
+// has the last word (result).
+type claudeFetch struct {
+	r      *Runner
+	logf   func(string, ...any)
+	musl   bool
+	cancel context.CancelFunc
+	done   chan struct{} // nil until start
+	bin    claude.Binary
+	err    error
+}
+
+func (f *claudeFetch) start(ctx context.Context, musl bool) {
+	ctx, f.cancel = context.WithCancel(ctx)
+	f.musl, f.done = musl, make(chan struct{})
+	go func() {
+		defer close(f.done)
+		f.bin, f.err = f.install(ctx, musl)
+	}()
+}
+
+// result is Claude Code for an image that is musl or not: the one begun,
+// or, if the image's files misled the guess, the other, installed now.
+func (f *claudeFetch) result(ctx context.Context, musl bool) (claude.Binary, error) {
+	if f.done != nil {
+		<-f.done
+		f.cancel()
+		if f.musl == musl {
+			return f.bin, f.err
+		}
+	}
+	return f.install(ctx, musl)
+}
+
+// stop ends a download begun, for a start that failed.
+func (f *claudeFetch) stop() {
+	if f.done != nil {
+		f.cancel()
+		<-f.done
+	}
+}
+
+func (f *claudeFetch) install(ctx context.Context, musl bool) (claude.Binary, error) {
+	variant := claude.Glibc
+	if musl {
+		variant = claude.Musl
+	}
+	return claude.Install(ctx, filepath.Join(f.r.cfg.Home, "claude-code"), variant, claude.InstallOptions{
+		Registry: f.r.cfg.NPMRegistry, Pin: f.r.cfg.Claude, Progress: func(line string) { f.logf("%s", line) },
+	})
+}
+
+// muslRootfs says whether an unpacked image's C library looks like musl,
+// from its dynamic loader's name, as the Build's probe asks inside.
+func muslRootfs(rootfs string) bool {
+	m, _ := filepath.Glob(filepath.Join(rootfs, "lib", "ld-musl-*"))
+	return len(m) > 0
 }
 
 // ensureSandbox makes and boots the Session's Sandbox, or boots the one it

@@ -259,12 +259,22 @@ type options struct {
 	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
 	claudeTokenInSandbox bool
 	// resolver is the Runner's, for names the test serves
-	resolver outbound.Resolver
+	resolver   outbound.Resolver
+	cold       bool // no image or Build cached for the Runner
+	crunBuilds bool // Builds on a crun backend of their own
 }
 
 // WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
 // Claude Code holds the Creator's token itself, as the spec has it.
 func WithClaudeTokenInSandbox() Option { return func(o *options) { o.claudeTokenInSandbox = true } }
+
+// WithColdRunner gives the Runner an empty image store and no Build, as on
+// a host's first Session; Claude Code still comes from the test cache.
+func WithColdRunner() Option { return func(o *options) { o.cold = true } }
+
+// WithBuildsOnCrun makes the Runner's Builds on crun while its Sessions run
+// on KNDL_E2E_SANDBOX's backend, as RUNNER_BUILD_BACKEND=crun does.
+func WithBuildsOnCrun() Option { return func(o *options) { o.crunBuilds = true } }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
 func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle = d } }
@@ -386,7 +396,11 @@ func Start(t testing.TB, opts ...Option) *System {
 	model := testkit.NewAnthropic(t, claudeToken)
 	home := filepath.Join(dir, "runner")
 	os.MkdirAll(home, 0o700)
-	for _, name := range []string{"images", "builds", "claude-code"} {
+	cache := []string{"images", "builds", "claude-code"}
+	if o.cold {
+		cache = []string{"claude-code"}
+	}
+	for _, name := range cache {
 		cached(t, home, name)
 	}
 	bin := kndlBinary(t)
@@ -403,6 +417,13 @@ func Start(t testing.TB, opts ...Option) *System {
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.crunBuilds {
+		opts := sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log)
+		opts.Runtime, opts.RuntimePath, opts.StateDir = "crun", "", filepath.Join(home, "sandboxes", oci.DirName("crun"))
+		if rcfg.Builds, err = oci.New(ctx, opts); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, HubDisk: hubDisk, cli: cli, log: logBuf, logw: logw, db: db,
 		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
