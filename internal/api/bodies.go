@@ -65,3 +65,32 @@ type OAuthClientBound struct {
 type OAuthConnect struct {
 	URL string `json:"url"`
 }
+
+// CLILoginStart is the body of POST /api/cli/login: a CLI signing in the
+// device-code way.
+type CLILoginStart struct {
+	// Machine names the machine signing in, as the person will see it.
+	Machine string `json:"machine"`
+	// TokenSHA256 is the hex SHA-256 of the CLI token the CLI made.
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// CLILoginCode is the answer: the code to show and where to approve it.
+type CLILoginCode struct {
+	DeviceCode      string `json:"device_code"`
+	UserCode        string `json:"user_code"`
+	VerificationURL string `json:"verification_url"`
+	ExpiresIn       int    `json:"expires_in"`
+	Interval        int    `json:"interval"`
+}
+
+// CLILoginPoll is the body of POST /api/cli/login/poll.
+type CLILoginPoll struct {
+	DeviceCode string `json:"device_code"`
+}
+
+// CLILoginStatus is the answer to a poll: pending, approved, denied or
+// expired. Once approved, the token the CLI made works.
+type CLILoginStatus struct {
+	Status string `json:"status"`
+}
