@@ -13,10 +13,10 @@ import (
 
 // Version is the pinned Claude Code version every Sandbox runs.
 //
-// To move it, run scripts/pin-claude VERSION (README, "Maintainers"): it
-// probes the version's models into models.json, runs the smoke test, and
-// only when both pass rewrites this line, the integrity below and the
-// table. Then re-check what /work/shared/notes/claude-code.md records
+// To move it, run scripts/pin-claude VERSION (docs/claude-code.md,
+// "Moving the pinned Claude Code"): it probes the version's models into
+// models.json, runs the smoke test, and only when both pass rewrites this
+// line, the integrity below and the table. Then re-check what /work/shared/notes/claude-code.md records
 // against the new build and run the real-binary tests:
 //
 //	KNDL_E2E=1 go test -run Real ./internal/claude/

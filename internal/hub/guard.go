@@ -104,6 +104,9 @@ func (h signinAPI) initGuard() error {
 	if g.secure && pub.Scheme == "http" {
 		h.log.Warn("HUB_PUBLIC_URL is plain http beyond loopback: browsers keep the Secure sign-in cookie only over https, so sign-in will not work there")
 	}
+	if g.gh == nil || !g.gh.HasApp() {
+		h.log.Warn(noGitHubApp)
+	}
 	if c.DevLogin && !signin.IsLoopbackHost(signin.HostOf(c.Listen)) {
 		h.log.Warn("dev login is off: it works only with the Hub bound to loopback", "listen", c.Listen)
 	}
@@ -111,6 +114,11 @@ func (h signinAPI) initGuard() error {
 	h.life.Go(h.watchCredentials)
 	return nil
 }
+
+// noGitHubApp is what a Hub without a GitHub App says once, at start, in
+// place of a warning at each Session's start (its Runner asks for a
+// Sandbox token all the same, and is told quietly there is none).
+const noGitHubApp = "this Hub has no GitHub App: nobody signs in with GitHub, Sandboxes get no GitHub token for git and gh, and Runners clone with their host's git credentials; to add one, set GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET, GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY_FILE (docs/operating.md, GitHub)"
 
 // credentialCheckEvery is how often everyone connected has their sign-in or
 // CLI token read again, catching an ending nobody announces, such as an

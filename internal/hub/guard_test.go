@@ -1,9 +1,12 @@
 package hub
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"kndl.dev/kndl/internal/testkit"
 )
 
 func TestSignInConfigFromEnv(t *testing.T) {
@@ -43,6 +46,31 @@ func TestSignInConfigFromEnv(t *testing.T) {
 			t.Errorf("%v: %v", tt.env, err)
 		case tt.check != nil && err == nil && !tt.check(c):
 			t.Errorf("%v: config %+v", tt.env, c)
+		}
+	}
+}
+
+// TestAHubWithoutAGitHubAppSaysSoOnceAtStart: a Hub started with no GitHub
+// App logs, once, what it lacks and the settings that add one; a Hub with
+// one says nothing of it.
+func TestAHubWithoutAGitHubAppSaysSoOnceAtStart(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		app  bool
+		want int
+	}{{"no App", false, 1}, {"an App", true, 0}} {
+		var log testkit.Buffer
+		tune := []func(*Config){func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&log, nil)) }}
+		if tt.app {
+			tune = append(tune, withGitHub(testkit.NewGitHub(t), time.Minute))
+		}
+		newFixture(t, tune...)
+		got := log.String()
+		if n := strings.Count(got, "this Hub has no GitHub App"); n != tt.want {
+			t.Errorf("%s: the start log says the Hub has no GitHub App %d times, want %d:\n%s", tt.name, n, tt.want, got)
+		}
+		if tt.want == 1 && (!strings.Contains(got, `level=WARN msg="this Hub has no GitHub App`) || !strings.Contains(got, "GITHUB_APP_ID")) {
+			t.Errorf("%s: want a warning naming GITHUB_APP_ID, the start log is:\n%s", tt.name, got)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data an
 // navOf is an app page's navigation for p: the audit log's link is the
 // Owner's alone (and the dev user's, who stands in for one).
 func navOf(p Principal) *web.Nav {
-	return &web.Nav{Name: p.User.Name, Owner: p.User.IsOwner, Audit: isOwner(p)}
+	return &web.Nav{ID: p.User.ID, Name: p.User.Name, Owner: p.User.IsOwner, Audit: isOwner(p)}
 }
 
 // when is a time as the pages show it.

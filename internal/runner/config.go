@@ -35,7 +35,7 @@ type Config struct {
 	RelayPort int
 	// MaxCPUs and MaxMemoryMiB cap every Sandbox. RUNNER_SANDBOX_MAX_CPUS
 	// (default: the host's CPUs) and RUNNER_SANDBOX_MAX_MEMORY_MIB (default:
-	// half the host's memory).
+	// three quarters of the host's memory).
 	MaxCPUs      float64
 	MaxMemoryMiB int
 	// MaxDiskMiB limits what each Sandbox writes, its root filesystem's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +69,15 @@ func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Durat
 	}
 	if err != nil {
 		if !s.tokenFailing.Swap(true) {
-			r.log.Warn("no GitHub token for a Session's Sandbox; asking again", "session", s.id, "every", r.cfg.GitHubTokenRetry, "err", err)
+			// ErrNotFound is the Hub having no token to give: no GitHub
+			// App, which the Hub says once at start, or none on this
+			// Repo, which the Session's own log says below. A warning at
+			// each Session's start would only repeat it.
+			level := slog.LevelWarn
+			if errors.Is(err, errdefs.ErrNotFound) {
+				level = slog.LevelDebug
+			}
+			r.log.Log(ctx, level, "no GitHub token for a Session's Sandbox; asking again", "session", s.id, "every", r.cfg.GitHubTokenRetry, "err", err)
 			r.sessionLog(s.id, fmt.Sprintf("git and gh in the Sandbox have no GitHub token: %v (asking again every %s)", err, r.cfg.GitHubTokenRetry))
 		}
 		return r.cfg.GitHubTokenRetry

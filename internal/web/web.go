@@ -51,6 +51,9 @@ var (
 
 // Nav is who is signed in, for an app page's navigation.
 type Nav struct {
+	// ID is the person's user id, for the scripts to tell their own
+	// Sessions (waiting.js).
+	ID    string
 	Name  string
 	Owner bool
 	// Audit shows the audit log's link: the Owner's alone.

@@ -241,6 +241,30 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 	}
 }
 
+// TestAHubWithoutAGitHubAppSaysSoOnceNotAtEachSessionStart: with no GitHub
+// App, the log says what the Hub lacks once, at its start, and two
+// Sessions' starts add no warning of their own; each Session's start log
+// still says its Sandbox has no GitHub token.
+func TestAHubWithoutAGitHubAppSaysSoOnceNotAtEachSessionStart(t *testing.T) {
+	s := Start(t)
+	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
+	for range 2 {
+		v := s.NewSession(s.Repo(), "hello")
+		s.turnEnds(v.ID, 1)
+		noted := slices.ContainsFunc(s.Events(v.ID), func(e protocol.Event) bool { return strings.Contains(e.Text, "have no GitHub token") })
+		if !noted {
+			t.Errorf("session %s: its start log does not say its Sandbox has no GitHub token", v.ID)
+		}
+	}
+	log := s.logText()
+	if n := strings.Count(log, `level=WARN msg="this Hub has no GitHub App`); n != 1 {
+		t.Errorf("the log says the Hub has no GitHub App %d times, want once", n)
+	}
+	if n := strings.Count(log, `level=WARN msg="no GitHub token for a Session's Sandbox`); n != 0 {
+		t.Errorf("the log warns %d times that a Session's Sandbox has no GitHub token, want none", n)
+	}
+}
+
 // TestTheSessionViewListsPushedBranchesAndPullRequests: the branch the
 // Session pushed shows on its view with a link to GitHub; pull requests
 // opened from it (with the Sandbox token, as gh would) show, live, once a

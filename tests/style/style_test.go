@@ -1,7 +1,8 @@
 // Package style checks the house style where a test can: every package has
 // exactly one package doc comment, saying what it is; the CLI and the wire
-// types import none of the Hub, its store or the Runner; and no root
-// context is made outside main, the daemons and tests.
+// types import none of the Hub, its store or the Runner; no root context
+// is made outside main, the daemons and tests; and docs/configuration.md
+// lists every setting the code reads.
 package style
 
 import (

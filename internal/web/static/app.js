@@ -124,3 +124,64 @@ export function showActivity(badge, s) {
   badge.className = "activity activity-" + a;
   badge.hidden = !activities[a];
 }
+
+// --- Times ---
+
+// Relative times ("3 min ago") are kept fresh this often.
+const refreshEvery = 30 * 1000;
+
+// ago says how long before now t was, as people say it; a time ahead of
+// this browser's clock, by a little skew, is "just now" too.
+export function ago(t, now = Date.now()) {
+  const s = (now - t) / 1000;
+  if (s < 45) return "just now";
+  let n = s / 60;
+  for (const [unit, size] of [["min", 60], ["h", 24], ["d", Infinity]]) {
+    if (Math.round(n) < size) return `${Math.round(n)} ${unit} ago`;
+    n /= size;
+  }
+}
+
+// showTime writes a time into el as "3 min ago", the exact time on hover,
+// and keeps it fresh; t is what the API sends (RFC 3339), or a Date.
+export function showTime(el, t) {
+  const d = new Date(t);
+  if (isNaN(d)) {
+    el.textContent = "";
+    return;
+  }
+  el.dataset.at = d.toISOString();
+  el.title = d.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" });
+  el.textContent = ago(d);
+}
+
+// The pages' server-rendered times (<time> elements) are in the Hub's
+// format, 2006-01-02 15:04 UTC (hub.when): each is shown as showTime does.
+for (const t of document.querySelectorAll("time:not([data-at])")) {
+  const m = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) UTC$/.exec(t.textContent.trim());
+  if (m) showTime(t, `${m[1]}T${m[2]}:00Z`);
+}
+
+setInterval(() => {
+  for (const t of document.querySelectorAll("[data-at]")) t.textContent = ago(new Date(t.dataset.at));
+}, refreshEvery);
+
+// --- Keys ---
+
+// "/" focuses the page's prompt (the textarea marked data-key-focus), as
+// in chat and search pages, unless a field has the keys already; Esc in
+// it leaves it, so "/" and the page's keys work again. Esc elsewhere (the
+// terminal's own field) is left alone.
+document.addEventListener("keydown", (e) => {
+  const prompt = document.querySelector("[data-key-focus]");
+  if (!prompt || e.ctrlKey || e.metaKey || e.altKey) return;
+  if (e.key === "Escape" && e.target === prompt) {
+    prompt.blur();
+    return;
+  }
+  const typing = e.target.closest?.("input, textarea, select, [contenteditable]");
+  if (e.key === "/" && !typing && !prompt.closest("[hidden]")) {
+    e.preventDefault();
+    prompt.focus();
+  }
+});

@@ -2,8 +2,9 @@
 // live over the list's WebSocket (paths.sessionsLive): its state, what
 // it is doing and Keep awake change without a reload, a Session started
 // elsewhere appears, and one the person may no longer see goes.
-import { api, live, showActivity, showState, submit } from "./app.js";
+import { api, live, showActivity, showState, showTime, submit } from "./app.js";
 import * as paths from "./paths.js";
+import { take } from "./waiting.js";
 
 submit(document.getElementById("new-session"), document.getElementById("new-session-error"), async (f) => {
   const s = await api("POST", paths.sessions, { repo: f.repo.trim(), prompt: f.prompt, model: f.model.trim(), effort: f.effort });
@@ -11,12 +12,6 @@ submit(document.getElementById("new-session"), document.getElementById("new-sess
 });
 
 const repos = document.getElementById("repos");
-
-// when is a time as the Hub's pages show it: 2006-01-02 15:04 UTC.
-function when(t) {
-  const d = new Date(t);
-  return isNaN(d) ? "" : d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
-}
 
 function rowOf(id) {
   return [...repos.querySelectorAll("li[data-id]")].find((li) => li.dataset.id === id);
@@ -51,7 +46,7 @@ function show(s, names) {
   showActivity(li.querySelector(".activity"), s);
   li.querySelector(".keep-awake").hidden = !s.keep_awake;
   if (names[s.creator_id]) li.querySelector(".creator").textContent = names[s.creator_id];
-  li.querySelector(".updated").textContent = when(s.updated_at);
+  showTime(li.querySelector(".updated"), s.updated_at);
 }
 
 function drop(id) {
@@ -66,6 +61,7 @@ live(() => paths.sessionsLive, {
   open: () => repos.classList.remove("offline"),
   close: () => repos.classList.add("offline"),
   message: (msg) => {
+    take(msg);
     const sessions = msg.sessions || [];
     if (msg.type === "list") {
       const listed = new Set(sessions.map((s) => s.id));

@@ -1,4 +1,4 @@
-import { api, el, on, showError, submit } from "./app.js";
+import { api, el, on, showError, showTime, submit } from "./app.js";
 import * as paths from "./paths.js";
 
 // The Repo page's Environment: its current version, the draft editor, a
@@ -53,9 +53,13 @@ function nextToMap(v) {
 async function load() {
   const env = await api("GET", paths.environment(repo));
   const cur = env.current;
-  document.getElementById("env-current").textContent = cur.version
-    ? `Version ${cur.version}, applied ${new Date(cur.created_at).toLocaleString()}.`
-    : "No version yet: Sessions run on the Runner's defaults.";
+  const current = document.getElementById("env-current");
+  current.textContent = cur.version ? `Version ${cur.version}, applied ` : "No version yet: Sessions run on the Runner's defaults.";
+  if (cur.version) {
+    const at = el("time");
+    showTime(at, cur.created_at);
+    current.append(at, ".");
+  }
   document.getElementById("env-settings").textContent = describe(cur.settings);
   const s = env.draft ? env.draft.settings : cur.settings;
   form.image.value = s.image || "";
@@ -80,7 +84,10 @@ async function load() {
   tbody.replaceChildren();
   for (const v of await api("GET", paths.environmentLog(repo))) {
     const tr = el("tr");
-    tr.append(el("td", "", String(v.version)), el("td", "note", new Date(v.created_at).toLocaleString()), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
+    const at = el("time");
+    showTime(at, v.created_at);
+    tr.append(el("td", "", String(v.version)), el("td", "note"), el("td", "", v.created_by), el("td", "", v.changes.replaceAll("\n", "; ")));
+    tr.children[1].append(at);
     tbody.append(tr);
   }
 }

@@ -3,8 +3,9 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, live, on, showActivity, showError, showState } from "./app.js";
+import { api, el, live, on, showActivity, showError, showState, showTime } from "./app.js";
 import * as paths from "./paths.js";
+import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
 
 const root = document.getElementById("session");
@@ -54,9 +55,11 @@ function item(ev, cls) {
   return li;
 }
 
-function time(ev) {
-  const t = new Date(ev.at);
-  return isNaN(t) ? "" : t.toLocaleTimeString();
+// turnLine writes a Turn's start or end, with when, as showTime does.
+function turnLine(li, text, ev) {
+  const at = el("time");
+  showTime(at, ev.at);
+  li.append(text + " · ", at);
 }
 
 function addEvent(ev, html, files) {
@@ -115,10 +118,10 @@ function addEvent(ev, html, files) {
       break;
     }
     case "turn_start":
-      item(ev, "turn").textContent = "Turn started · " + time(ev);
+      turnLine(item(ev, "turn"), "Turn started", ev);
       break;
     case "turn_end":
-      item(ev, "turn " + (ev.reason || "done")).textContent = `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"} · ${time(ev)}`;
+      turnLine(item(ev, "turn " + (ev.reason || "done")), `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"}`, ev);
       break;
     case "subagent_start":
       item(ev, "note").textContent = "Subagent started" + (ev.text ? " · " + ev.text : "");
@@ -623,3 +626,6 @@ const send = live(() => paths.sessionLive(id, lastSeq), {
     }
   },
 });
+
+// The title counts your Sessions that wait on you, this one among them.
+follow();
