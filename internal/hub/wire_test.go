@@ -3,6 +3,7 @@ package hub
 import (
 	"cmp"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -125,5 +126,17 @@ func fill(v reflect.Value) {
 	case v.Kind() == reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(v.Index(0))
+	}
+}
+
+// TestAYesOrNoBodyThatLeavesItOutIsRefused: keep-awake and a Runner's
+// sharing are read into api types whose switch is a pointer, so a body
+// without it is refused rather than read as off.
+func TestAYesOrNoBodyThatLeavesItOutIsRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/api/sessions/none/keep-awake", "/api/runners/" + f.runner.ID + "/shared"} {
+		if code, body := f.call(t, http.MethodPut, path, `{}`); code != http.StatusBadRequest || !strings.Contains(body, "say {") {
+			t.Errorf("PUT %s {}: %d %s, want 400 naming the field", path, code, body)
+		}
 	}
 }
