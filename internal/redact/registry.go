@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -58,7 +59,9 @@ type Detector struct {
 	// begins with one of its words (startsWithWord) has re anchored as
 	// its tail, set by newRegistry.
 	tail *regexp.Regexp
-	back int
+	// split is tail read as an assignment (splitAssign), if it is one.
+	split *assignTail
+	back  int
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -156,6 +159,107 @@ type branch struct {
 	re    *regexp.Regexp
 	needs []literals
 	pairs [][][]uint16 // by need, by string
+	// first, for a branch anchored at the target's start (most of the
+	// global allowlist's: ^\$, ^%, ^/), has a bit for each byte its match
+	// may begin with; a target beginning with another is passed over
+	// before anything else is read.
+	first *byteSet
+}
+
+// A byteSet has a bit for each byte value.
+type byteSet [4]uint64
+
+func (s *byteSet) has(c byte) bool { return s[c/64]&(1<<(c%64)) != 0 }
+func (s *byteSet) add(lo, hi rune) {
+	for c := max(lo, 0); c <= min(hi, 0xff); c++ {
+		s[c/64] |= 1 << (c % 64)
+	}
+}
+
+// leading returns the bytes a match of t may begin with, and whether
+// every match holds a byte (else those of what follows t may begin it
+// too). A rune beyond ASCII may begin with any byte from 0x80 on, as may
+// a byte that isn't UTF-8 (read as U+FFFD).
+func leading(t *syntax.Regexp) (s byteSet, nonEmpty bool) {
+	addRune := func(r rune) {
+		if r >= utf8.RuneSelf {
+			r = 0x80
+			s.add(0x80, 0xff)
+		}
+		s.add(r, r)
+	}
+	switch t.Op {
+	case syntax.OpLiteral:
+		if len(t.Rune) == 0 {
+			return s, false
+		}
+		r := t.Rune[0]
+		addRune(r)
+		if t.Flags&syntax.FoldCase != 0 {
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				addRune(f)
+			}
+		}
+		return s, true
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			s.add(t.Rune[i], t.Rune[i+1])
+			if t.Rune[i+1] >= utf8.RuneSelf {
+				s.add(0x80, 0xff)
+			}
+		}
+		return s, true
+	case syntax.OpCapture, syntax.OpPlus:
+		return leading(t.Sub[0])
+	case syntax.OpRepeat:
+		s, nonEmpty = leading(t.Sub[0])
+		return s, nonEmpty && t.Min > 0
+	case syntax.OpStar, syntax.OpQuest:
+		s, _ = leading(t.Sub[0])
+		return s, false
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpEmptyMatch:
+		return s, false
+	case syntax.OpConcat:
+		for _, sub := range t.Sub {
+			ss, ne := leading(sub)
+			for i := range s {
+				s[i] |= ss[i]
+			}
+			if ne {
+				return s, true
+			}
+		}
+		return s, false
+	case syntax.OpAlternate:
+		nonEmpty = true
+		for _, sub := range t.Sub {
+			ss, ne := leading(sub)
+			for i := range s {
+				s[i] |= ss[i]
+			}
+			nonEmpty = nonEmpty && ne
+		}
+		return s, nonEmpty
+	}
+	s.add(0, 0xff)
+	return s, false
+}
+
+// anchoredFirst is the bytes a match of t may begin with, if t matches
+// only at the start of a text and each match holds a byte, else nil.
+func anchoredFirst(t *syntax.Regexp) *byteSet {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) == 0 || t.Sub[0].Op != syntax.OpBeginText {
+		return nil
+	}
+	s, nonEmpty := leading(t)
+	if !nonEmpty {
+		return nil
+	}
+	return &s
 }
 
 // pairs is a set of pairKeys: the byte pairs a text holds, in any case.
@@ -176,9 +280,33 @@ func (p *pairs) read(s string) {
 // whose pairs are strs: one of them has every pair in p, or is too short
 // to have any.
 func (p *pairs) mayHold(strs [][]uint16) bool {
-	return slices.ContainsFunc(strs, func(ks []uint16) bool {
-		return !slices.ContainsFunc(ks, func(k uint16) bool { return p[k/64]&(1<<(k%64)) == 0 })
-	})
+	for _, ks := range strs {
+		if p.holdsAll(ks) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldEach reports whether a text with pairs p may hold each of needs,
+// given by the pairs of their strings.
+func (p *pairs) mayHoldEach(needs [][][]uint16) bool {
+	for _, strs := range needs {
+		if !p.mayHold(strs) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsAll reports whether p holds each of ks.
+func (p *pairs) holdsAll(ks []uint16) bool {
+	for _, k := range ks {
+		if p[k/64]&(1<<(k%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // branches splits pattern into its top-level alternatives: it matches
@@ -197,7 +325,7 @@ func branches(pattern string) []branch {
 	}
 	var out []branch
 	for _, a := range alts {
-		b := branch{re: regexp.MustCompile(a.String())}
+		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a)}
 		b.needs = requiredLiterals(b.re.String())
 		for _, l := range b.needs {
 			var strs [][]uint16
@@ -221,13 +349,18 @@ func (a allowRule) matches(target string) bool {
 	// sign), which the pairs don't read: then only the strings are looked
 	// for.
 	var p *pairs
-	if len(a.branches) > 1 && indexNonASCII(target) < 0 {
-		p = pairsPool.Get().(*pairs)
-		defer pairsPool.Put(p)
-		p.read(target)
-	}
+	read := len(a.branches) > 1 && indexNonASCII(target) < 0
 	for _, b := range a.branches {
-		if p != nil && slices.ContainsFunc(b.pairs, func(strs [][]uint16) bool { return !p.mayHold(strs) }) {
+		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
+			continue
+		}
+		if read && len(b.pairs) > 0 && p == nil {
+			// Read once, for the first branch that needs strings.
+			p = pairsPool.Get().(*pairs)
+			defer pairsPool.Put(p)
+			p.read(target)
+		}
+		if p != nil && !p.mayHoldEach(b.pairs) {
 			continue
 		}
 		if holdsAll(target, b.needs) && b.re.MatchString(target) {
@@ -517,6 +650,7 @@ func (r rule) detector(global allowRule) *Detector {
 	for _, f := range tailForms {
 		if rest, ok := strings.CutPrefix(r.pattern, f.prefix); ok && namesAre(rest, r.keywords) {
 			d.tail, d.back, d.assign = regexp.MustCompile(f.anchor+rest), f.back, true
+			d.split = splitAssign(d.tail)
 			break
 		}
 	}
@@ -704,11 +838,23 @@ func entropy(s string) float64 {
 		n[s[i]]++
 		held[s[i]/64] |= 1 << (s[i] % 64)
 	}
+	// Most bytes of a secret occur a few times each: the logarithm for
+	// such a count is worked out once.
+	var logs [16]float64
+	var known uint16
 	h := 0.0
 	for k, w := range held {
 		for ; w != 0; w &= w - 1 {
-			p := float64(n[k*64+bits.TrailingZeros64(w)]) / float64(len(s))
-			h -= p * math.Log2(p)
+			c := n[k*64+bits.TrailingZeros64(w)]
+			p := float64(c) / float64(len(s))
+			if c >= len(logs) {
+				h -= p * math.Log2(p)
+				continue
+			}
+			if known&(1<<c) == 0 {
+				logs[c], known = math.Log2(p), known|1<<c
+			}
+			h -= p * logs[c]
 		}
 	}
 	return h
@@ -1250,7 +1396,12 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
-	m := d.tail.FindStringSubmatchIndex(text[hit:to])
+	var m []int
+	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
+		m = d.split.find(s)
+	} else {
+		m = d.tail.FindStringSubmatchIndex(s)
+	}
 	if m == nil {
 		return out, done
 	}

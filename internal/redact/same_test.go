@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/shapes/masked.golden from this code's output")
@@ -47,6 +48,21 @@ func maskInputs(t *testing.T) map[string]string {
 		in[name] = string(b)
 	}
 	return in
+}
+
+// maskLines are the lines of the first 64 KiB of each of maskInputs but
+// the terminal text.
+func maskLines(t *testing.T) []string {
+	in := maskInputs(t)
+	var lines []string
+	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
+		text := in[name]
+		if len(text) > 64<<10 {
+			text = text[:64<<10]
+		}
+		lines = append(lines, strings.Split(text, "\n")...)
+	}
+	return lines
 }
 
 // written is what a Writer with no values and the shapes makes of text
@@ -117,15 +133,7 @@ func allowsPlain(a allowRule, t, secret string, m []int) bool {
 // generated and ordinary texts, each of its words taken for the secret,
 // and on the words of the allowlists themselves.
 func TestAllowlistsAnswerAsTheirPlainReads(t *testing.T) {
-	in := maskInputs(t)
-	var lines []string
-	for _, name := range []string{"code", "dense", "near-misses", "negative", "positive"} {
-		text := in[name]
-		if len(text) > 64<<10 {
-			text = text[:64<<10]
-		}
-		lines = append(lines, strings.Split(text, "\n")...)
-	}
+	lines := maskLines(t)
 	var rules []allowRule
 	for _, r := range gitleaksRules {
 		for _, a := range r.allow {
@@ -169,6 +177,50 @@ func TestAllowlistsAnswerAsTheirPlainReads(t *testing.T) {
 	t.Logf("%d lines, %d secrets freed", len(lines), freed)
 }
 
+// TestAnAnchoredBranchIsPassedOverOnlyWhereItCannotMatch holds each
+// allowlist branch's first bytes (leading) to its regexp: every target it
+// matches begins with one of them, whatever byte, case or rune beyond
+// ASCII a matching target begins with instead.
+func TestAnAnchoredBranchIsPassedOverOnlyWhereItCannotMatch(t *testing.T) {
+	all := []allow{gitleaksAllow}
+	for _, r := range gitleaksRules {
+		all = append(all, r.allow...)
+	}
+	matching := strings.Fields("true TRUE null false aaaa *** $1 ${2} $HOME $home ${PATH} {{ x.y }} ${{ secrets.TOKEN }} %PATH% %s %+v {12} @VAR@ " +
+		"/Users/Bob/src/x /usr/local/bin keyword kelvin access_id CSRF_token api_version Monkey")
+	anchored, checked := 0, 0
+	for _, a := range all {
+		for _, re := range a.regexes {
+			for _, b := range branches(re) {
+				if b.first == nil {
+					continue
+				}
+				anchored++
+				for _, m := range matching {
+					_, n := utf8.DecodeRuneInString(m)
+					rest := m[n:]
+					variants := []string{m, "\u212a" + rest, "\u017f" + rest, "\xff" + rest}
+					for c := range 256 {
+						variants = append(variants, string([]byte{byte(c)})+rest)
+					}
+					for _, v := range variants {
+						if b.re.MatchString(v) {
+							checked++
+							if !b.first.has(v[0]) {
+								t.Fatalf("%q matches %q, but its first bytes leave out %#x", b.re, v, v[0])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if anchored < 10 || checked < 50 {
+		t.Fatalf("%d anchored branches, %d matches checked: the test reads too little", anchored, checked)
+	}
+	t.Logf("%d anchored branches, %d matches checked", anchored, checked)
+}
+
 // TestEntropyIsAsItWas holds entropy, which adds a term only for the bytes
 // a secret holds, to the sum over all 256 it was, to the last bit: a rule
 // keeps a secret whose entropy exceeds its bound, so a rounding could
@@ -197,5 +249,31 @@ func TestEntropyIsAsItWas(t *testing.T) {
 		if got, want := entropy(string(b)), plain(string(b)); got != want {
 			t.Fatalf("entropy(%q): got %v, want %v", b, got, want)
 		}
+	}
+}
+
+// TestXRunIsAsTheLowerCasedRead holds xRun to the read it replaces,
+// strings.ToLower's copy searched for "xxxx", on random text of x's, X's,
+// other letters and runes beyond ASCII.
+func TestXRunIsAsTheLowerCasedRead(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	parts := []string{"x", "X", "a", "\u212a", "\u0445", "\xff", "xx", "XX"}
+	found := 0
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + r.IntN(12) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		v := b.String()
+		want := strings.Contains(strings.ToLower(v), "xxxx")
+		if got := xRun(v, 4); got != want {
+			t.Fatalf("xRun(%q): got %v, want %v", v, got, want)
+		}
+		if want {
+			found++
+		}
+	}
+	if found == 0 {
+		t.Fatal("no text held a run: the test reads nothing")
 	}
 }

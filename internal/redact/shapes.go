@@ -299,7 +299,22 @@ func template(v string) bool {
 // madeUp reports the marks of a value someone typed to stand for a
 // secret: xxxx, or a run such as abcdef or 123456.
 func madeUp(v string) bool {
-	return strings.Contains(strings.ToLower(v), "xxxx") || sequence(v, 6)
+	return xRun(v, 4) || sequence(v, 6)
+}
+
+// xRun reports whether v holds n x's in a row, in either case: what
+// strings.ToLower(v) holding them says, since only X lower-cases to x,
+// read without making the lower-cased copy.
+func xRun(v string, n int) bool {
+	run := 0
+	for i := 0; i < len(v); i++ {
+		if v[i]|0x20 != 'x' {
+			run = 0
+		} else if run++; run >= n {
+			return true
+		}
+	}
+	return false
 }
 
 // sequence reports whether v holds n characters in a row that each follow

@@ -1,0 +1,394 @@
+package redact
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+)
+
+// gitleaks' named rules (its GenerateSemiGenericRegex, 95 of them) share
+// what lies between the name and the secret: a few name bytes, spaces or
+// quotes, an operator, quotes or spaces again. assignSeparators is that
+// part as their tails hold it, after the name's alternatives.
+const assignSeparators = `(?i)(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}`
+
+// An assignTail is a named rule's tail split where its secret begins: the
+// name's regexp, the separators read by hand (Go's backtracker paid for
+// their bounded repeats at every byte they might end on, about 6 µs a
+// run of generic-api-key's tail), and the secret with what must follow it
+// as a regexp tried only where the separators can end. It finds the match
+// the whole tail finds, the first in the order a backtracking search tries
+// them: the longest run of name bytes first, then of spaces, the
+// operators in their order, and the longest run after the operator.
+type assignTail struct {
+	// name is ^(?:name)$, held to the one of words, lower case, that
+	// begins the text: no word begins a longer one, so the name matches
+	// in one length at most (and no slice is made for where).
+	name   *regexp.Regexp
+	words  []string
+	secret *regexp.Regexp // ^(secret)(?:end)
+	// parts, if set, are the secret's alternatives read by hand, each a run
+	// of one class's bytes (generic-api-key's [\w.=-]{10,150}) or a
+	// regexp ^(alternative)(?:end); ends says the end is gitleaks' usual
+	// one, a quote, space or ';', \n or \r written out, or the text's end
+	// (foldEnd: \N and \R too).
+	parts   []secretPart
+	foldEnd bool
+}
+
+type secretPart struct {
+	class    *[256]bool
+	min, max int // max -1: no bound
+	re       *regexp.Regexp
+}
+
+// splitAssign returns tail as an assignTail, or nil where tail is not of
+// the shared form or its name could match in two lengths at one place.
+func splitAssign(tail *regexp.Regexp) *assignTail {
+	t, err := syntax.Parse(tail.String(), syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	subs := flatConcat(t)
+	seps := flatConcat(mustParse(assignSeparators))
+	// ^, the name, the separators, the secret, what ends it.
+	k := 1
+	for k+len(seps)+2 <= len(subs) && !equalAll(subs[k:k+len(seps)], seps) {
+		k++
+	}
+	if subs[0].Op != syntax.OpBeginText || k == 1 || k+len(seps)+2 != len(subs) || subs[k+len(seps)].Op != syntax.OpCapture {
+		return nil
+	}
+	name := &syntax.Regexp{Op: syntax.OpConcat, Sub: subs[1:k]}
+	secret, end := subs[len(subs)-2], subs[len(subs)-1]
+	words, ok := finiteStrings(name)
+	// A capture would number the groups otherwise, and an assertion about
+	// the byte before the secret can't be read from where it begins.
+	if !ok || hasOp(name, syntax.OpCapture) || hasOp(end, syntax.OpCapture) || !prefixFree(words) ||
+		hasOp(secret, syntax.OpWordBoundary) || hasOp(secret, syntax.OpNoWordBoundary) || hasOp(secret, syntax.OpBeginLine) {
+		return nil
+	}
+	a := &assignTail{
+		name:   regexp.MustCompile(`^(?:` + name.String() + `)$`),
+		words:  words,
+		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
+	}
+	a.splitSecret(secret.Sub[0], end)
+	return a
+}
+
+// splitSecret sets a.parts where end is gitleaks' usual one.
+func (a *assignTail) splitSecret(secret, end *syntax.Regexp) {
+	switch {
+	case end.Equal(mustParse(secretEnd)):
+	case end.Equal(mustParse(`(?i)` + secretEnd)):
+		a.foldEnd = true
+	default:
+		return
+	}
+	alts := []*syntax.Regexp{secret}
+	if secret.Op == syntax.OpAlternate {
+		alts = secret.Sub
+	}
+	for _, alt := range alts {
+		r := secretPart{min: alt.Min, max: alt.Max}
+		switch alt.Op {
+		case syntax.OpPlus:
+			r.min, r.max = 1, -1
+		case syntax.OpStar:
+			r.min, r.max = 0, -1
+		}
+		if (alt.Op == syntax.OpRepeat || alt.Op == syntax.OpPlus || alt.Op == syntax.OpStar) &&
+			alt.Flags&syntax.NonGreedy == 0 && alt.Sub[0].Op == syntax.OpCharClass {
+			r.class = asciiClass(alt.Sub[0])
+		} else {
+			r.re = regexp.MustCompile(`^(` + alt.String() + `)(?:` + end.String() + `)`)
+		}
+		a.parts = append(a.parts, r)
+	}
+}
+
+// secretEnd is what follows the secret in gitleaks' named rules.
+const secretEnd = `(?:[\x60'"\s;]|\\[nr]|$)`
+
+// asciiClass is the ASCII bytes of a character class.
+func asciiClass(t *syntax.Regexp) *[256]bool {
+	var c [256]bool
+	for i := 0; i+1 < len(t.Rune); i += 2 {
+		for r := t.Rune[i]; r <= t.Rune[i+1] && r < utf8.RuneSelf; r++ {
+			c[r] = true
+		}
+	}
+	return &c
+}
+
+// secretIn returns the submatch indexes of the secret and its end at
+// s[p:], by hand, as a.secret finds them.
+func (a *assignTail) secretIn(s string, p int) []int {
+	for _, r := range a.parts {
+		if r.re != nil {
+			if m := r.re.FindStringSubmatchIndex(s[p:]); m != nil {
+				for i := range m {
+					m[i] += p
+				}
+				return m
+			}
+			continue
+		}
+		n := len(s) - p
+		if r.max >= 0 {
+			n = min(n, r.max)
+		}
+		n = run(s, p, n, r.class)
+		for k := n; k >= r.min; k-- {
+			if e := a.endAt(s, p+k); e >= 0 {
+				return []int{p, e, p, p + k}
+			}
+		}
+	}
+	return nil
+}
+
+// endAt is where the secret's end that begins at s[i] ends, or -1.
+func (a *assignTail) endAt(s string, i int) int {
+	switch {
+	case i == len(s):
+		return i
+	case secretEndByte[s[i]]:
+		return i + 1
+	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || a.foldEnd && (s[i+1] == 'N' || s[i+1] == 'R')):
+		return i + 2
+	}
+	return -1
+}
+
+var secretEndByte = byteClass("`'\"\t\n\f\r ;")
+
+func equalAll(a, b []*syntax.Regexp) bool {
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func mustParse(pattern string) *syntax.Regexp {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// flatConcat is t's sequence of elements, through nested concatenations.
+func flatConcat(t *syntax.Regexp) []*syntax.Regexp {
+	if t.Op != syntax.OpConcat {
+		return []*syntax.Regexp{t}
+	}
+	var out []*syntax.Regexp
+	for _, s := range t.Sub {
+		out = append(out, flatConcat(s)...)
+	}
+	return out
+}
+
+func hasOp(t *syntax.Regexp, op syntax.Op) bool {
+	if t.Op == op {
+		return true
+	}
+	for _, s := range t.Sub {
+		if hasOp(s, op) {
+			return true
+		}
+	}
+	return false
+}
+
+// finiteStrings is every string t matches, lower-cased, if they are few
+// (a name's alternatives: passw(?:or)?d, (?-i:[Aa]pi|API)).
+func finiteStrings(t *syntax.Regexp) ([]string, bool) {
+	const most = 64
+	switch t.Op {
+	case syntax.OpLiteral:
+		return []string{strings.ToLower(string(t.Rune))}, true
+	case syntax.OpCharClass:
+		var out []string
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for r := t.Rune[i]; r <= t.Rune[i+1]; r++ {
+				if out = append(out, strings.ToLower(string(r))); len(out) > most {
+					return nil, false
+				}
+			}
+		}
+		return out, true
+	case syntax.OpEmptyMatch:
+		return []string{""}, true
+	case syntax.OpCapture:
+		return finiteStrings(t.Sub[0])
+	case syntax.OpQuest:
+		s, ok := finiteStrings(t.Sub[0])
+		return append(s, ""), ok
+	case syntax.OpAlternate, syntax.OpConcat:
+		out := []string{""}
+		if t.Op == syntax.OpAlternate {
+			out = nil
+		}
+		for _, sub := range t.Sub {
+			s, ok := finiteStrings(sub)
+			if !ok {
+				return nil, false
+			}
+			if t.Op == syntax.OpAlternate {
+				out = append(out, s...)
+				continue
+			}
+			var prod []string
+			for _, a := range out {
+				for _, b := range s {
+					prod = append(prod, a+b)
+				}
+			}
+			out = prod
+		}
+		return out, len(out) <= most
+	}
+	return nil, false
+}
+
+// prefixFree reports whether no string of words begins a longer one
+// (lower case): then a name matches in at most one length at a place of
+// ASCII text ((?-i:[Aa]pi|API) matches in one).
+func prefixFree(words []string) bool {
+	for _, a := range words {
+		for _, b := range words {
+			if len(a) < len(b) && strings.HasPrefix(b, a) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// The byte classes of the separators.
+var (
+	nameByte  = byteClass(" \t.-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+	spaceByte = byteClass("\t\n\f\r '\"")
+	afterOp   = byteClass("`'\"\t\n\f\r =")
+)
+
+func byteClass(s string) (c [256]bool) {
+	for i := 0; i < len(s); i++ {
+		c[s[i]] = true
+	}
+	return c
+}
+
+// find returns the submatch indexes of the tail's first match in s, as
+// FindStringSubmatchIndex does, or nil. s must be ASCII: beyond it, (?i)
+// makes \w hold the Kelvin sign.
+func (a *assignTail) find(s string) []int {
+	start := a.nameEnd(s)
+	if start < 0 {
+		return nil
+	}
+	// failed[k]: the secret was tried at start+k and is not there; the
+	// same place is reached by many ways of reading the separators.
+	var failed [20 + 3 + 4 + 5 + 1]bool
+	secretAt := func(p int) []int {
+		if failed[p-start] {
+			return nil
+		}
+		var m []int
+		if a.parts != nil {
+			m = a.secretIn(s, p)
+		} else if m = a.secret.FindStringSubmatchIndex(s[p:]); m != nil {
+			for i := range m {
+				m[i] += p
+			}
+		}
+		if m == nil {
+			failed[p-start] = true
+			return nil
+		}
+		m[0] = 0
+		return m
+	}
+	n1 := run(s, start, 20, &nameByte)
+	for b := start + n1; b >= start; b-- {
+		n2 := run(s, b, 3, &spaceByte)
+		for c := b + n2; c >= b; c-- {
+			ends, n := operatorEnds(s, c)
+			for _, d := range ends[:n] {
+				n3 := run(s, d, 5, &afterOp)
+				for p := d + n3; p >= d; p-- {
+					if m := secretAt(p); m != nil {
+						return m
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// nameEnd is where the name that begins s ends, or -1.
+func (a *assignTail) nameEnd(s string) int {
+	for _, w := range a.words {
+		if len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) {
+			if a.name.MatchString(s[:len(w)]) {
+				return len(w)
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// run is how many of the bytes of s from i on, at most n, are in class.
+func run(s string, i, n int, class *[256]bool) int {
+	k := i
+	for k < len(s) && k < i+n && class[s[k]] {
+		k++
+	}
+	return k - i
+}
+
+// operatorEnds is where each operator that s holds at c ends, in the
+// order the tail tries them: =, >, :{1,3}= (three colons first), ||, :,
+// =>, ?=, and ','.
+func operatorEnds(s string, c int) (ends [8]int, n int) {
+	at := func(i int, b byte) bool { return i < len(s) && s[i] == b }
+	out := ends[:0]
+	if at(c, '=') {
+		out = append(out, c+1)
+	}
+	if at(c, '>') {
+		out = append(out, c+1)
+	}
+	colons := run(s, c, 3, &colonByte)
+	for k := colons; k >= 1; k-- {
+		if at(c+k, '=') {
+			out = append(out, c+k+1)
+		}
+	}
+	if at(c, '|') && at(c+1, '|') {
+		out = append(out, c+2)
+	}
+	if at(c, ':') {
+		out = append(out, c+1)
+	}
+	if at(c, '=') && at(c+1, '>') {
+		out = append(out, c+2)
+	}
+	if at(c, '?') && at(c+1, '=') {
+		out = append(out, c+2)
+	}
+	if at(c, ',') {
+		out = append(out, c+1)
+	}
+	return ends, len(out)
+}
+
+var colonByte = byteClass(":")

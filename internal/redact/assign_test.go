@@ -1,0 +1,81 @@
+package redact
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAnAssignmentReadByHandMatchesAsItsTail holds each named rule's
+// split tail (splitAssign) to the tail's regexp: the same match and
+// secret, or none, wherever one of the rule's words is in the test texts, in its
+// examples, and in assignments made of its name, every operator, runs of
+// spaces, quotes and name bytes, and values of many lengths and ends.
+func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
+	lines := maskLines(t)
+	r := rand.New(rand.NewPCG(13, 14))
+	pieces := []string{" ", "\t", "'", `"`, "`", "=", ":", "::", ":::", ">", "|", "||", "?", ",", "=>", "?=", "_", ".", "-", "a", "Z", "9",
+		"\\n", "\\r", "\\N", "\\R", ";", "0123456789", "abcdefABCDEF0123456789abcdef", "AbC0/+xyz9876543210==", "\r", "\n"}
+	operators := []string{"=", ">", ":=", "::=", ":::=", "||", ":", "=>", "?=", ","}
+	split, checked, matched := 0, 0, 0
+	for _, d := range allRules().ds {
+		if d.split == nil {
+			continue
+		}
+		split++
+		texts := slices.Clone(d.Examples)
+		// The secrets of its examples, behind separators of every kind.
+		secrets := []string{"0123456789abcdef0123456789abcdef"}
+		for _, e := range d.Examples {
+			for i := range e {
+				if m := d.tail.FindStringSubmatchIndex(e[i:]); m != nil {
+					secrets = append(secrets, e[i+m[2]:i+m[3]])
+					break
+				}
+			}
+		}
+		some := func(b *strings.Builder, n int) {
+			for range r.IntN(n) {
+				b.WriteString(pieces[r.IntN(len(pieces))])
+			}
+		}
+		for _, w := range d.need {
+			for range 300 {
+				var b strings.Builder
+				b.WriteString(w)
+				some(&b, 5)
+				b.WriteString(operators[r.IntN(len(operators))])
+				some(&b, 4)
+				b.WriteString(secrets[r.IntN(len(secrets))])
+				some(&b, 3)
+				texts = append(texts, b.String())
+			}
+		}
+		texts = append(texts, lines...)
+		for _, text := range texts {
+			for i := 0; i < len(text); i++ {
+				s := text[i:]
+				// Where the registry tries the tail: at a needed word.
+				atWord := slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) })
+				if indexNonASCII(s) >= 0 || !atWord {
+					continue
+				}
+				for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
+					got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
+					}
+					checked++
+					if want != nil {
+						matched++
+					}
+				}
+			}
+		}
+	}
+	if split < 70 || matched < 3000 {
+		t.Fatalf("%d rules split, %d matches: the test reads too little", split, matched)
+	}
+	t.Logf("%d rules split; %d places checked, %d matched", split, checked, matched)
+}
