@@ -1,10 +1,9 @@
 // Package api is the Hub's HTTP API on the wire: the JSON bodies the Hub
 // sends and takes at /api/, which the CLI and the web UI read and write
 // (coder's codersdk). It holds no store rows and imports neither
-// internal/store nor internal/hub, so a client imports it alone. Where the
-// Hub still writes a store row as it is (a Session, an Event, a User), the
-// row's JSON is the type's here; internal/hub's wire_test.go holds each
-// pair to it.
+// internal/store nor internal/hub, so a client imports it alone. Store
+// rows carry no json tags: the Hub converts each row to its type here in
+// one place (internal/hub/wire.go), whose wire_test.go pins the JSON.
 package api
 
 import (
@@ -516,26 +515,9 @@ type InstallationChange struct {
 	What         string    `json:"what"`
 }
 
-// EnvironmentSettings is one version's settings of a Repo's Environment
-// (environment.Config). Zero fields are the Runner's defaults.
-type EnvironmentSettings struct {
-	Image     string `json:"image,omitempty"`
-	Bootstrap string `json:"bootstrap,omitempty"`
-	Start     string `json:"start,omitempty"`
-	// Docker runs dockerd in each Sandbox, installed in the Build.
-	Docker bool `json:"docker,omitempty"`
-	// DependencyFolders are names or globs of folders of /workspace kept
-	// on the Sandbox's dependency disk; NextTo maps a file (package.json)
-	// to the dependency folder bound beside it before it exists
-	// (node_modules).
-	DependencyFolders []string          `json:"dependency_folders,omitempty"`
-	NextTo            map[string]string `json:"next_to,omitempty"`
-	CPUs              float64           `json:"cpus,omitempty"`
-	MemoryMiB         int               `json:"memory_mib,omitempty"`
-	// Egress is open (the zero Policy) or an allowlist of hosts,
-	// wildcard domains and presets (internal/egress).
-	Egress egress.Policy `json:"egress,omitzero"`
-}
+// EnvironmentSettings is one version's settings of a Repo's Environment,
+// as the Runner gets them. Zero fields are the Runner's defaults.
+type EnvironmentSettings = protocol.EnvironmentSettings
 
 // EgressLine is an egress Policy as people read it: open, or allowlist
 // with its entries and the default preset.
@@ -564,7 +546,6 @@ func NextToList(m map[string]string) []string {
 type EnvironmentVersion struct {
 	RepoID       string              `json:"repo_id"`
 	Version      int                 `json:"version"`
-	Config       string              `json:"config"`
 	BuildDigest  string              `json:"build_digest"`
 	BuildVersion int                 `json:"build_version"`
 	Changes      string              `json:"changes"`
@@ -592,7 +573,6 @@ type TestBuild struct {
 type EnvironmentDraft struct {
 	RepoID      string              `json:"repo_id"`
 	BaseVersion int                 `json:"base_version"`
-	Config      string              `json:"config"`
 	UpdatedBy   string              `json:"updated_by"`
 	UpdatedAt   time.Time           `json:"updated_at"`
 	Settings    EnvironmentSettings `json:"settings"`

@@ -3,9 +3,10 @@ package api
 // The small bodies of single changes, named so a client sends them by
 // type rather than as maps of its own.
 
-// KeepAwake is the body of PUT /api/sessions/{id}/keep-awake.
+// KeepAwake is the body of PUT /api/sessions/{id}/keep-awake. On is a
+// pointer so a body that leaves it out is refused, not read as off.
 type KeepAwake struct {
-	On bool `json:"on"`
+	On *bool `json:"on"`
 }
 
 // ClaudeToken is the body of PUT /api/account/claude-token: the person's
@@ -20,9 +21,22 @@ type RepoRequest struct {
 	URL string `json:"url"`
 }
 
-// RunnerShare is the body of PUT /api/runners/{id}/shared.
+// RunnerShare is the body of PUT /api/runners/{id}/shared; like
+// KeepAwake's On, Shared must be said.
 type RunnerShare struct {
-	Shared bool `json:"shared"`
+	Shared *bool `json:"shared"`
+}
+
+// RunnerRequest is the body of POST /api/runners: pairing a Runner by the
+// name it will go by.
+type RunnerRequest struct {
+	Name string `json:"name"`
+}
+
+// Claim is the body of POST /signin/claim: the secret of a Setup link or an
+// Invite, from the fragment of the link the browser opened.
+type Claim struct {
+	Secret string `json:"secret"`
 }
 
 // InviteRequest is the body of POST /api/invites; ExpiresInHours 0 is the
@@ -64,4 +78,33 @@ type OAuthClientBound struct {
 // the URL to open in the browser signed in to the Hub.
 type OAuthConnect struct {
 	URL string `json:"url"`
+}
+
+// CLILoginStart is the body of POST /api/cli/login: a CLI signing in the
+// device-code way.
+type CLILoginStart struct {
+	// Machine names the machine signing in, as the person will see it.
+	Machine string `json:"machine"`
+	// TokenSHA256 is the hex SHA-256 of the CLI token the CLI made.
+	TokenSHA256 string `json:"token_sha256"`
+}
+
+// CLILoginCode is the answer: the code to show and where to approve it.
+type CLILoginCode struct {
+	DeviceCode      string `json:"device_code"`
+	UserCode        string `json:"user_code"`
+	VerificationURL string `json:"verification_url"`
+	ExpiresIn       int    `json:"expires_in"`
+	Interval        int    `json:"interval"`
+}
+
+// CLILoginPoll is the body of POST /api/cli/login/poll.
+type CLILoginPoll struct {
+	DeviceCode string `json:"device_code"`
+}
+
+// CLILoginStatus is the answer to a poll: pending, approved, denied or
+// expired. Once approved, the token the CLI made works.
+type CLILoginStatus struct {
+	Status string `json:"status"`
 }

@@ -10,22 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 )
-
-// loginStart and loginCode mirror the Hub's POST /api/cli/login.
-type loginStart struct {
-	Machine     string `json:"machine"`
-	TokenSHA256 string `json:"token_sha256"`
-}
-
-type loginCode struct {
-	DeviceCode      string `json:"device_code"`
-	UserCode        string `json:"user_code"`
-	VerificationURL string `json:"verification_url"`
-	ExpiresIn       int    `json:"expires_in"`
-	Interval        int    `json:"interval"`
-}
 
 // Login signs this machine's CLI in to the Hub at hubURL through a browser,
 // the device-code way: it makes a CLI token here and sends the Hub only its
@@ -40,18 +27,16 @@ func Login(ctx context.Context, hubURL, machine string, show func(code, approveU
 	}
 	c := &Client{BaseURL: u.String(), HTTP: http.DefaultClient}
 	token, hash := auth.NewToken(auth.CLI)
-	var code loginCode
-	if err := c.Do(ctx, http.MethodPost, "/api/cli/login", loginStart{Machine: machine, TokenSHA256: hex.EncodeToString(hash)}, &code); err != nil {
+	var code api.CLILoginCode
+	if err := c.Do(ctx, http.MethodPost, "/api/cli/login", api.CLILoginStart{Machine: machine, TokenSHA256: hex.EncodeToString(hash)}, &code); err != nil {
 		return fmt.Errorf("start signing in: %w", err)
 	}
 	show(code.UserCode, code.VerificationURL)
 	interval := max(time.Duration(code.Interval)*time.Second, 100*time.Millisecond)
 	deadline := time.Now().Add(time.Duration(code.ExpiresIn) * time.Second)
 	for {
-		var st struct {
-			Status string `json:"status"`
-		}
-		if err := c.Do(ctx, http.MethodPost, "/api/cli/login/poll", map[string]string{"device_code": code.DeviceCode}, &st); err != nil {
+		var st api.CLILoginStatus
+		if err := c.Do(ctx, http.MethodPost, "/api/cli/login/poll", api.CLILoginPoll{DeviceCode: code.DeviceCode}, &st); err != nil {
 			return fmt.Errorf("wait for the browser: %w", err)
 		}
 		switch st.Status {

@@ -52,7 +52,7 @@ func (c *Client) RevokeRunner(ctx context.Context, id string) error {
 // ShareRunner shares a Runner with every Member, or keeps it to the Member
 // who paired it.
 func (c *Client) ShareRunner(ctx context.Context, id string, shared bool) error {
-	return c.Do(ctx, http.MethodPut, "/api/runners/"+url.PathEscape(id)+"/shared", api.RunnerShare{Shared: shared}, nil)
+	return c.Do(ctx, http.MethodPut, "/api/runners/"+url.PathEscape(id)+"/shared", api.RunnerShare{Shared: &shared}, nil)
 }
 
 // Audit lists at most limit entries of the Hub's audit log, newest first,

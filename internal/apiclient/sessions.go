@@ -72,7 +72,7 @@ func (c *Client) Act(ctx context.Context, id string, action SessionAction) error
 
 // KeepAwake sets a Session's Keep awake switch.
 func (c *Client) KeepAwake(ctx context.Context, id string, on bool) error {
-	return c.Do(ctx, http.MethodPut, sessionPath(id)+"/keep-awake", api.KeepAwake{On: on}, nil)
+	return c.Do(ctx, http.MethodPut, sessionPath(id)+"/keep-awake", api.KeepAwake{On: &on}, nil)
 }
 
 // QueuePrompt queues a prompt on a Session.

@@ -19,43 +19,13 @@ import (
 	"unicode/utf8"
 
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/egress"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
 )
 
-// Config is one version's settings.
-type Config struct {
-	// Image is an OCI image reference (tag or digest); empty is the
-	// Runner's RUNNER_DEFAULT_IMAGE.
-	Image string `json:"image,omitempty"`
-	// Bootstrap runs once per Build, as root, with the Variables available
-	// at build; what it leaves is in every Sandbox of the Build.
-	Bootstrap string `json:"bootstrap,omitempty"`
-	// Start runs in /workspace in each new Sandbox, before Claude Code.
-	Start string `json:"start,omitempty"`
-	// Docker installs Docker in the Build and runs dockerd in each
-	// Sandbox, its data on a disk of the Sandbox's own, before the Start
-	// script. The Bootstrap script has no dockerd: the Build's own
-	// Sandbox keeps the strict profile.
-	Docker bool `json:"docker,omitempty"`
-	// DependencyFolders go on each Sandbox's dependency disk, bound at
-	// each boot: names or globs such as node_modules or .venv, matching a
-	// folder's name at any depth of /workspace, or with slashes, such as
-	// packages/*/target, its path from /workspace.
-	DependencyFolders []string `json:"dependency_folders,omitempty"`
-	// NextTo maps a file name or glob, such as package.json, to the
-	// dependency folder beside it, such as node_modules: one is bound there
-	// even before it exists, so the first install lands on the disk.
-	NextTo map[string]string `json:"next_to,omitempty"`
-	// CPUs and MemoryMiB are asked for each Sandbox; the Runner caps them.
-	// Zero is the Runner's default.
-	CPUs      float64 `json:"cpus,omitempty"`
-	MemoryMiB int     `json:"memory_mib,omitempty"`
-	// Egress is what each Sandbox reaches: open (the zero Policy) or an
-	// allowlist. Not a build input: a change applies without a Test
-	// build, to each Session at its next start or wake.
-	Egress egress.Policy `json:"egress,omitzero"`
-}
+// Config is one version's settings, with the Hub's rules for them: the
+// fields are protocol.EnvironmentSettings', declared there once.
+type Config protocol.EnvironmentSettings
 
 // Limits on a Config.
 const (

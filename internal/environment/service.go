@@ -63,20 +63,20 @@ const testTimeout = 30 * time.Minute
 // Version is an applied version, its Config read.
 type Version struct {
 	store.EnvironmentVersion
-	Settings Config `json:"settings"`
+	Settings Config
 }
 
 // Draft is a draft, its Config read, with what it changes and whether it
 // may be applied.
 type Draft struct {
 	store.EnvironmentDraft
-	Settings Config   `json:"settings"`
-	Changes  []string `json:"changes"`
+	Settings Config
+	Changes  []string
 	// NeedsTest: it changes the Build, so it applies only after a Test
 	// build of exactly it has passed.
-	NeedsTest bool `json:"needs_test"`
+	NeedsTest bool
 	// Test is the newest Test build of its build inputs, if any.
-	Test *store.TestBuild `json:"test,omitempty"`
+	Test *store.TestBuild
 	// digest names its build inputs with vars, the Variables available at
 	// build as they were read for it: Apply records, and Test sends,
 	// exactly what the gate looked at.
@@ -86,9 +86,9 @@ type Draft struct {
 
 // View is a Repo's Environment as a person sees it.
 type View struct {
-	RepoID  string  `json:"repo_id"`
-	Current Version `json:"current"` // version 0: the Runner's defaults
-	Draft   *Draft  `json:"draft,omitempty"`
+	RepoID  string
+	Current Version // version 0: the Runner's defaults
+	Draft   *Draft
 }
 
 // Recover fails the Test builds a previous run of the Hub left running.
@@ -358,6 +358,5 @@ func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, 
 }
 
 func (c Config) protocol(version int) protocol.Environment {
-	return protocol.Environment{Version: version, Image: c.Image, Bootstrap: c.Bootstrap, Start: c.Start, Docker: c.Docker,
-		DependencyFolders: c.DependencyFolders, NextTo: c.NextTo, CPUs: c.CPUs, MemoryMiB: c.MemoryMiB, Egress: c.Egress}
+	return protocol.Environment{Version: version, EnvironmentSettings: protocol.EnvironmentSettings(c)}
 }

@@ -22,9 +22,7 @@ func (h membersAPI) showAccount(w http.ResponseWriter, r *http.Request, p Princi
 // setClaudeToken stores a person's setup token, sealed; it is never sent
 // back.
 func (h membersAPI) setClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		Token string `json:"token"`
-	}
+	var req api.ClaudeToken
 	err := readJSON(r, &req)
 	if err == nil {
 		err = h.StoreClaudeToken(r.Context(), p.User.ID, req.Token)

@@ -30,7 +30,7 @@ func attachSession(t *testing.T, f *fixture) (store.Session, string) {
 	dev, _ := f.store.DevUser(ctx)
 	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
 	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo store.Repo
+	var repo api.Repo
 	json.Unmarshal([]byte(body), &repo)
 	const secret = "attached-secret-value-42"
 	if code, body := f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"`+secret+`","sensitive":true}`); code != http.StatusOK {

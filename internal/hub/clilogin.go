@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/signin"
@@ -86,30 +87,13 @@ func normalCode(s string) string {
 	return c[:4] + "-" + c[4:]
 }
 
-// CLILoginStart is the body of POST /api/cli/login.
-type CLILoginStart struct {
-	// Machine names the machine signing in, as the person will see it.
-	Machine string `json:"machine"`
-	// TokenSHA256 is the hex SHA-256 of the CLI token the CLI made.
-	TokenSHA256 string `json:"token_sha256"`
-}
-
-// CLILoginCode is the answer: the code to show and where to approve it.
-type CLILoginCode struct {
-	DeviceCode      string `json:"device_code"`
-	UserCode        string `json:"user_code"`
-	VerificationURL string `json:"verification_url"`
-	ExpiresIn       int    `json:"expires_in"`
-	Interval        int    `json:"interval"`
-}
-
 func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
 	addr := signin.ClientAddr(r)
 	if h.guard.starts.Blocked(addr) {
 		h.writeError(w, r, fmt.Errorf("too many logins started from your address; wait a minute: %w", errdefs.ErrTooMany))
 		return
 	}
-	var req CLILoginStart
+	var req api.CLILoginStart
 	err := readJSON(r, &req)
 	hash, herr := hex.DecodeString(req.TokenSHA256)
 	req.Machine = strings.TrimSpace(req.Machine)
@@ -141,21 +125,13 @@ func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Princ
 	d.byCode[code] = dr
 	d.byDevice[string(auth.Hash(device))] = dr
 	d.mu.Unlock()
-	writeJSON(w, http.StatusOK, CLILoginCode{DeviceCode: device, UserCode: code,
+	writeJSON(w, http.StatusOK, api.CLILoginCode{DeviceCode: device, UserCode: code,
 		VerificationURL: strings.TrimSuffix(h.cfg.PublicURL, "/") + "/cli/login?code=" + code,
 		ExpiresIn:       int(deviceTTL / time.Second), Interval: int(devicePoll / time.Second)})
 }
 
-// CLILoginStatus is the answer to a poll: pending, approved, denied or
-// expired. Once approved, the token the CLI made works.
-type CLILoginStatus struct {
-	Status string `json:"status"`
-}
-
 func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
-	var req struct {
-		DeviceCode string `json:"device_code"`
-	}
+	var req api.CLILoginPoll
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -187,7 +163,7 @@ func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Princi
 		h.writeError(w, r, fmt.Errorf("no such login waiting: run kndl login again: %w", errdefs.ErrNotFound))
 		return
 	}
-	writeJSON(w, http.StatusOK, CLILoginStatus{Status: state})
+	writeJSON(w, http.StatusOK, api.CLILoginStatus{Status: state})
 }
 
 // cliLoginView is what the approval page shows of a waiting login.

@@ -62,7 +62,7 @@ func (h environmentsAPI) showEnvironment(w http.ResponseWriter, r *http.Request,
 	if err == nil {
 		v, err = h.envs.Show(r.Context(), repo.ID)
 	}
-	h.reply(w, r, http.StatusOK, v, err)
+	h.reply(w, r, http.StatusOK, apiEnvironment(v), err)
 }
 
 // editEnvironment makes the body, a whole Config, the Repo's draft.
@@ -76,7 +76,7 @@ func (h environmentsAPI) editEnvironment(w http.ResponseWriter, r *http.Request,
 	if err == nil {
 		v, err = h.envs.Edit(r.Context(), repo.ID, c, p.User.ID)
 	}
-	h.reply(w, r, http.StatusOK, v, err)
+	h.reply(w, r, http.StatusOK, apiEnvironment(v), err)
 }
 
 // readConfig reads a Config body as environment.Parse does: unknown
@@ -95,7 +95,7 @@ func (h environmentsAPI) testEnvironment(w http.ResponseWriter, r *http.Request,
 	if err == nil {
 		t, err = h.envs.Test(r.Context(), repo, p.User.ID)
 	}
-	h.reply(w, r, http.StatusAccepted, t, err)
+	h.reply(w, r, http.StatusAccepted, apiTestBuild(t), err)
 }
 
 func (h environmentsAPI) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -104,7 +104,7 @@ func (h environmentsAPI) showTestBuild(w http.ResponseWriter, r *http.Request, p
 	if err == nil {
 		t, err = h.envs.TestBuild(r.Context(), repo.ID, r.PathValue("test"))
 	}
-	h.reply(w, r, http.StatusOK, t, err)
+	h.reply(w, r, http.StatusOK, apiTestBuild(t), err)
 }
 
 func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -116,7 +116,7 @@ func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request
 	if err == nil {
 		h.audit(r, p, auditEnvironmentApply, repo.URL, fmt.Sprintf("version %d: %s", v.Version, strings.ReplaceAll(v.Changes, "\n", "; ")))
 	}
-	h.reply(w, r, http.StatusOK, v, err)
+	h.reply(w, r, http.StatusOK, apiEnvironmentVersion(v), err)
 }
 
 func (h environmentsAPI) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -125,7 +125,7 @@ func (h environmentsAPI) environmentLog(w http.ResponseWriter, r *http.Request, 
 	if err == nil {
 		log, err = h.envs.Log(r.Context(), repo.ID)
 	}
-	h.reply(w, r, http.StatusOK, log, err)
+	h.reply(w, r, http.StatusOK, apiAll(log, apiEnvironmentVersion), err)
 }
 
 // handleEnvironments registers what a Runner sends about its Test builds.

@@ -121,9 +121,7 @@ func (h mcpAPI) install(w http.ResponseWriter, r *http.Request, p Principal) {
 }
 
 func (h mcpAPI) setInstallationRepos(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		Repos []string `json:"repos"`
-	}
+	var req api.InstallationRepos
 	err := readJSON(r, &req)
 	var out api.Installation
 	if err == nil {
@@ -136,9 +134,7 @@ func (h mcpAPI) setInstallationRepos(w http.ResponseWriter, r *http.Request, p P
 }
 
 func (h mcpAPI) setInstallationValue(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		Value string `json:"value"`
-	}
+	var req api.SecretValue
 	err := readJSON(r, &req)
 	var out api.Installation
 	if err == nil {
@@ -181,10 +177,7 @@ const oauthCallbackPath = "/mcp/oauth/callback"
 // setInstallationClient enters an OAuth client, bound to the authorization
 // server the answer names; the secret is write-only.
 func (h mcpAPI) setInstallationClient(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		ClientID     string `json:"client_id"`
-		ClientSecret string `json:"client_secret"`
-	}
+	var req api.OAuthClient
 	err := readJSON(r, &req)
 	var issuer string
 	if err == nil {
@@ -193,14 +186,14 @@ func (h mcpAPI) setInstallationClient(w http.ResponseWriter, r *http.Request, p 
 	if err == nil {
 		h.audit(r, p, auditInstallationClient, r.PathValue("id"), "client "+req.ClientID+" for "+issuer)
 	}
-	h.reply(w, r, http.StatusOK, map[string]string{"client_id": req.ClientID, "issuer": issuer}, err)
+	h.reply(w, r, http.StatusOK, api.OAuthClientBound{ClientID: req.ClientID, Issuer: issuer}, err)
 }
 
 // connectInstallation begins connecting an account: the answer's url is
 // where the person's browser goes, signed in to the Hub, to consent.
 func (h mcpAPI) connectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {
 	u, err := h.gateway.Connect(r.Context(), p.User, r.PathValue("id"))
-	h.reply(w, r, http.StatusOK, map[string]string{"url": u}, err)
+	h.reply(w, r, http.StatusOK, api.OAuthConnect{URL: u}, err)
 }
 
 func (h mcpAPI) disconnectInstallation(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -45,10 +45,7 @@ func (h membersAPI) listMembers(w http.ResponseWriter, r *http.Request, _ Princi
 		h.writeError(w, r, err)
 		return
 	}
-	if ms == nil {
-		ms = []store.User{}
-	}
-	writeJSON(w, http.StatusOK, ms)
+	writeJSON(w, http.StatusOK, apiAll(ms, apiUser))
 }
 
 func (h membersAPI) removeMember(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -98,10 +95,7 @@ func (h membersAPI) RemoveMember(ctx context.Context, id string) error {
 }
 
 func (h membersAPI) createInvite(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		GitHubLogin    string `json:"github_login"`
-		ExpiresInHours int    `json:"expires_in_hours,omitempty"`
-	}
+	var req api.InviteRequest
 	err := ownerOnly(p, inviteAndRemove)
 	if err == nil {
 		err = readJSON(r, &req)
@@ -137,10 +131,7 @@ func (h membersAPI) listInvites(w http.ResponseWriter, r *http.Request, p Princi
 		h.writeError(w, r, err)
 		return
 	}
-	if invs == nil {
-		invs = []store.Invite{}
-	}
-	writeJSON(w, http.StatusOK, invs)
+	writeJSON(w, http.StatusOK, apiAll(invs, apiInvite))
 }
 
 func (h membersAPI) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -92,9 +92,7 @@ func (h runnersAPI) runnerStatuses(ctx context.Context, p Principal) ([]api.Runn
 }
 
 func (h runnersAPI) createRunner(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		Name string `json:"name"`
-	}
+	var req api.RunnerRequest
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -150,9 +148,7 @@ func (h runnersAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p Princ
 // there of anyone else go to sleep, and can't wake there while it stays
 // so (session.Owner.RunnerNarrowed).
 func (h runnersAPI) shareRunner(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		Shared *bool `json:"shared"`
-	}
+	var req api.RunnerShare
 	err := ownerOnly(p, "shares Runners")
 	if err == nil {
 		err = readJSON(r, &req)

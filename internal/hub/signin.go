@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
@@ -129,9 +130,7 @@ func (h signinAPI) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
 		h.writeError(w, r, fmt.Errorf("this must come from the Hub's own page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
 	}
-	var req struct {
-		Secret string `json:"secret"`
-	}
+	var req api.Claim
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return

@@ -28,9 +28,7 @@ func (h sessionsAPI) lifeHandler(change func(ctx context.Context, id, why string
 }
 
 func (h sessionsAPI) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		On *bool `json:"on"`
-	}
+	var req api.KeepAwake
 	err := readJSON(r, &req)
 	if err == nil && req.On == nil {
 		err = fmt.Errorf(`say {"on": true} or {"on": false}: %w`, errdefs.ErrInvalid)

@@ -53,10 +53,10 @@ func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Princi
 		h.writeError(w, r, err)
 		return
 	}
-	out := []store.Repo{}
+	out := []api.Repo{}
 	for _, repo := range rs {
 		if h.checkRepoAccess(r.Context(), p, repo.URL) == nil {
-			out = append(out, repo)
+			out = append(out, apiRepo(repo))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -65,9 +65,7 @@ func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Princi
 // addRepo records a Repo by its URL (to give it Variables before its first
 // Session), or returns the one there is.
 func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req struct {
-		URL string `json:"url"`
-	}
+	var req api.RepoRequest
 	err := readJSON(r, &req)
 	if err == nil {
 		err = checkRepo(req.URL)
@@ -83,7 +81,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, repo)
+	writeJSON(w, http.StatusOK, apiRepo(repo))
 }
 
 func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -109,10 +107,7 @@ func (h variablesAPI) listSharedVariables(w http.ResponseWriter, r *http.Request
 		h.writeError(w, r, err)
 		return
 	}
-	if vs == nil {
-		vs = []store.Variable{}
-	}
-	writeJSON(w, http.StatusOK, vs)
+	writeJSON(w, http.StatusOK, apiAll(vs, apiVariable))
 }
 
 func (h variablesAPI) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -251,7 +246,7 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	h.log.Info("variable set", "repo", repoID, "name", name, "sensitive", req.Sensitive, "by", p.User.Name)
 	h.audit(r, p, auditVariableSet, h.variableTarget(ctx, repoID, name), variableDetail(req, prev != nil))
-	writeJSON(w, http.StatusOK, saved)
+	writeJSON(w, http.StatusOK, apiVariable(saved))
 }
 
 // reposLinking lists the Repos that link the Shared variable name.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -39,7 +40,7 @@ func (f *fixture) send(t *testing.T, req *http.Request) (*http.Response, []byte)
 func TestSensitiveVariablesAreSealedWriteOnlyAndChecked(t *testing.T) {
 	f := newFixture(t)
 	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo store.Repo
+	var repo api.Repo
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &repo) != nil {
 		t.Fatalf("add repo: %d %s", code, body)
 	}
@@ -87,7 +88,7 @@ func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	dev, _ := f.store.DevUser(ctx)
 	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
 	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo store.Repo
+	var repo api.Repo
 	json.Unmarshal([]byte(body), &repo)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"first-value-1","sensitive":true}`)
 	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
@@ -141,7 +142,7 @@ func TestEventsAreMaskedByShape(t *testing.T) {
 		ctx := context.Background()
 		dev, _ := f.store.DevUser(ctx)
 		_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-		var repo store.Repo
+		var repo api.Repo
 		json.Unmarshal([]byte(body), &repo)
 		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 		if err != nil {
@@ -205,7 +206,7 @@ func TestAReplacedValueStaysMaskedAcrossAHubRestart(t *testing.T) {
 	ctx := context.Background()
 	dev, _ := f.store.DevUser(ctx)
 	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo store.Repo
+	var repo api.Repo
 	json.Unmarshal([]byte(body), &repo)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"started-with-1","sensitive":true}`)
 	s, _ := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
@@ -253,7 +254,7 @@ func TestASessionTakesItsPullRequestsTitleMaskedAndCut(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo store.Repo
+	var repo api.Repo
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &repo) != nil {
 		t.Fatalf("add repo: %d %s", code, body)
 	}

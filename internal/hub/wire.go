@@ -4,12 +4,14 @@ import (
 	"context"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/store"
 )
 
 // These turn store rows into the api types the Hub answers with, field by
-// field (coder's db2sdk). wire_test.go holds each to the row's own JSON,
-// which is what the Hub sends where it writes a row as it is.
+// field (coder's db2sdk), one function per row: store rows carry no json
+// tags (tests/style keeps it so), so every answer goes through here.
+// wire_test.go pins the JSON each one makes.
 
 func apiSession(s store.Session) api.Session {
 	return api.Session{ID: s.ID, RepoID: s.RepoID, RepoURL: s.RepoURL, CreatorID: s.CreatorID, RunnerID: s.RunnerID,
@@ -70,6 +72,41 @@ func apiRepo(r store.Repo) api.Repo {
 func apiVariable(v store.Variable) api.Variable {
 	return api.Variable{ID: v.ID, RepoID: v.RepoID, Name: v.Name, Value: v.Value, Sensitive: v.Sensitive,
 		AtBuild: v.AtBuild, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared}
+}
+
+func apiUser(u store.User) api.User {
+	return api.User{ID: u.ID, GitHubLogin: u.GitHubLogin, Name: u.Name, IsOwner: u.IsOwner, IsDev: u.IsDev, CreatedAt: u.CreatedAt}
+}
+
+func apiTestBuild(t store.TestBuild) api.TestBuild {
+	return api.TestBuild{ID: t.ID, RepoID: t.RepoID, BuildDigest: t.BuildDigest, RunnerID: t.RunnerID, State: t.State,
+		Detail: t.Detail, Log: t.Log, StartedBy: t.StartedBy, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+}
+
+// apiEnvironment carries each version's settings once, read; the Config
+// string the store keeps them as stays in the Hub.
+func apiEnvironment(v environment.View) api.Environment {
+	a := api.Environment{RepoID: v.RepoID, Current: apiEnvironmentVersion(v.Current)}
+	if v.Draft != nil {
+		d := apiEnvironmentDraft(*v.Draft)
+		a.Draft = &d
+	}
+	return a
+}
+
+func apiEnvironmentVersion(v environment.Version) api.EnvironmentVersion {
+	return api.EnvironmentVersion{RepoID: v.RepoID, Version: v.Version, BuildDigest: v.BuildDigest, BuildVersion: v.BuildVersion,
+		Changes: v.Changes, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Settings: api.EnvironmentSettings(v.Settings)}
+}
+
+func apiEnvironmentDraft(d environment.Draft) api.EnvironmentDraft {
+	a := api.EnvironmentDraft{RepoID: d.RepoID, BaseVersion: d.BaseVersion, UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt,
+		Settings: api.EnvironmentSettings(d.Settings), Changes: d.Changes, NeedsTest: d.NeedsTest}
+	if d.Test != nil {
+		t := apiTestBuild(*d.Test)
+		a.Test = &t
+	}
+	return a
 }
 
 // apiAll converts a list; never nil, so the list is [] in JSON, not null.

@@ -11,22 +11,46 @@ const (
 )
 
 // Environment is what a Sandbox is built from and starts with: one version
-// of its Repo's Environment. Zero fields are the Runner's defaults.
+// of its Repo's Environment, its settings inline.
 type Environment struct {
-	Version   int    `json:"version"`
-	Image     string `json:"image,omitempty"`
+	Version int `json:"version"`
+	EnvironmentSettings
+}
+
+// EnvironmentSettings is one version's settings of a Repo's Environment,
+// declared once: the Hub checks them (environment.Config), the API shows
+// and takes them (api.EnvironmentSettings) and the Runner applies them.
+// Zero fields are the Runner's defaults.
+type EnvironmentSettings struct {
+	// Image is an OCI image reference (tag or digest); empty is the
+	// Runner's RUNNER_DEFAULT_IMAGE.
+	Image string `json:"image,omitempty"`
+	// Bootstrap runs once per Build, as root, with the Variables available
+	// at build; what it leaves is in every Sandbox of the Build.
 	Bootstrap string `json:"bootstrap,omitempty"`
-	Start     string `json:"start,omitempty"`
-	// Docker: the Build installs Docker and each Sandbox runs dockerd.
+	// Start runs in /workspace in each new Sandbox, before Claude Code.
+	Start string `json:"start,omitempty"`
+	// Docker installs Docker in the Build and runs dockerd in each
+	// Sandbox, its data on a disk of the Sandbox's own, before the Start
+	// script. The Bootstrap script has no dockerd: the Build's own
+	// Sandbox keeps the strict profile.
 	Docker bool `json:"docker,omitempty"`
-	// DependencyFolders and NextTo say which folders of /workspace go on
-	// the Sandbox's dependency disk (environment.Config has the rule).
-	DependencyFolders []string          `json:"dependency_folders,omitempty"`
-	NextTo            map[string]string `json:"next_to,omitempty"`
-	CPUs              float64           `json:"cpus,omitempty"`
-	MemoryMiB         int               `json:"memory_mib,omitempty"`
-	// Egress is what the Session's Sandbox reaches: the zero Policy is
-	// open; an allowlist restricts it (internal/egress).
+	// DependencyFolders go on each Sandbox's dependency disk, bound at
+	// each boot: names or globs such as node_modules or .venv, matching a
+	// folder's name at any depth of /workspace, or with slashes, such as
+	// packages/*/target, its path from /workspace.
+	DependencyFolders []string `json:"dependency_folders,omitempty"`
+	// NextTo maps a file name or glob, such as package.json, to the
+	// dependency folder beside it, such as node_modules: one is bound there
+	// even before it exists, so the first install lands on the disk.
+	NextTo map[string]string `json:"next_to,omitempty"`
+	// CPUs and MemoryMiB are asked for each Sandbox; the Runner caps them.
+	// Zero is the Runner's default.
+	CPUs      float64 `json:"cpus,omitempty"`
+	MemoryMiB int     `json:"memory_mib,omitempty"`
+	// Egress is what each Sandbox reaches: open (the zero Policy) or an
+	// allowlist (internal/egress). Not a build input: a change applies
+	// without a Test build, to each Session at its next start or wake.
 	Egress egress.Policy `json:"egress,omitzero"`
 }
 

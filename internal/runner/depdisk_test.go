@@ -236,7 +236,7 @@ func TestStaleDependencyFoldersArePrunedAtTheNextBoot(t *testing.T) {
 	var lines []string
 	logf := func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }
 	dir := t.TempDir()
-	env := &protocol.Environment{DependencyFolders: []string{".venv"}, NextTo: map[string]string{"package.json": "node_modules"}}
+	env := &protocol.Environment{EnvironmentSettings: protocol.EnvironmentSettings{DependencyFolders: []string{".venv"}, NextTo: map[string]string{"package.json": "node_modules"}}}
 	r.pruneDependencies(ctx, id, dir, env, logf)
 	if len(lines) != 1 || !strings.Contains(lines[0], "deleted 1 folder(s) no pattern maps to any more") || !strings.Contains(lines[0], "(target 1.0 MiB)") {
 		t.Errorf("the start log: %q, want one line naming target and its 1.0 MiB", lines)

@@ -16,23 +16,23 @@ import (
 // Attachment is a file a Session's Creator attached to a prompt. Its bytes
 // are kept apart, in chunks (PutAttachment, ReadAttachment).
 type Attachment struct {
-	ID        string `json:"id"`
-	SessionID string `json:"session_id"`
+	ID        string
+	SessionID string
 	// PromptID is the prompt that carries it, once one names it.
-	PromptID string `json:"prompt_id,omitempty"`
+	PromptID string
 	// Name is the name it was uploaded with, for display; File its name
 	// in the Sandbox, made safe.
-	Name string `json:"name"`
-	File string `json:"file"`
+	Name string
+	File string
 	// MediaType is sniffed from its bytes, for display only.
-	MediaType string `json:"type"`
-	Size      int64  `json:"size"`
-	SHA256    []byte `json:"-"`
+	MediaType string
+	Size      int64
+	SHA256    []byte
 	// IsText is set when it was stored as text, through the Session's
 	// redaction set.
-	IsText    bool      `json:"text,omitempty"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
+	IsText    bool
+	CreatedBy string
+	CreatedAt time.Time
 }
 
 const attachmentCols = `id, session_id, prompt_id, name, file, media_type, size, sha256, is_text, created_by, created_at`

@@ -12,39 +12,39 @@ import (
 // EnvironmentVersion is one applied version of a Repo's Environment. The
 // store keeps its Config as the JSON it is given (environment.Config).
 type EnvironmentVersion struct {
-	RepoID      string `json:"repo_id"`
-	Version     int    `json:"version"`
-	Config      string `json:"config"`
-	BuildDigest string `json:"build_digest"`
+	RepoID      string
+	Version     int
+	Config      string
+	BuildDigest string
 	// BuildVersion is the version that last changed the Build: Builds are
 	// keyed by it, so a change of resources alone makes none.
-	BuildVersion int       `json:"build_version"`
-	Changes      string    `json:"changes"`
-	CreatedBy    string    `json:"created_by"`
-	CreatedAt    time.Time `json:"created_at"`
+	BuildVersion int
+	Changes      string
+	CreatedBy    string
+	CreatedAt    time.Time
 }
 
 // EnvironmentDraft is the next version being made, from BaseVersion.
 type EnvironmentDraft struct {
-	RepoID      string    `json:"repo_id"`
-	BaseVersion int       `json:"base_version"`
-	Config      string    `json:"config"`
-	UpdatedBy   string    `json:"updated_by"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	RepoID      string
+	BaseVersion int
+	Config      string
+	UpdatedBy   string
+	UpdatedAt   time.Time
 }
 
 // TestBuild is a run of a draft's build inputs, named by their digest.
 type TestBuild struct {
-	ID          string    `json:"id"`
-	RepoID      string    `json:"repo_id"`
-	BuildDigest string    `json:"build_digest"`
-	RunnerID    string    `json:"runner_id"`
-	State       string    `json:"state"`
-	Detail      string    `json:"detail,omitempty"`
-	Log         string    `json:"log"`
-	StartedBy   string    `json:"started_by"`
-	StartedAt   time.Time `json:"started_at"`
-	EndedAt     time.Time `json:"ended_at,omitzero"`
+	ID          string
+	RepoID      string
+	BuildDigest string
+	RunnerID    string
+	State       string
+	Detail      string
+	Log         string
+	StartedBy   string
+	StartedAt   time.Time
+	EndedAt     time.Time
 }
 
 // The states of a Test build.

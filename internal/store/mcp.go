@@ -12,35 +12,35 @@ import (
 
 // MCPServer is a remote MCP server's definition (ADR 0020).
 type MCPServer struct {
-	ID      string         `json:"id"` // hub:<slug>
-	Name    string         `json:"name"`
-	URL     string         `json:"url"`
-	Auth    string         `json:"auth"` // none, headers or oauth
-	Headers []HeaderSecret `json:"headers"`
+	ID      string // hub:<slug>
+	Name    string
+	URL     string
+	Auth    string // none, headers or oauth
+	Headers []HeaderSecret
 	// CreatedBy is the User who made it.
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // HeaderSecret is one header secret a server declares: Header is sent as
 // Format with {value} replaced by an Installation's value of Key.
 type HeaderSecret struct {
-	Key    string `json:"key"`
-	Header string `json:"header"`
-	Format string `json:"format"`
+	Key    string
+	Header string
+	Format string
 }
 
 // Installation is a named, configured copy of one MCP server: Global (on
 // in every Repo) or on in Repos (their ids).
 type Installation struct {
-	ID        string    `json:"id"`
-	ServerID  string    `json:"server_id"`
-	Name      string    `json:"name"`
-	Global    bool      `json:"global"`
-	Repos     []string  `json:"repos"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string
+	ServerID  string
+	Name      string
+	Global    bool
+	Repos     []string
+	CreatedBy string
+	CreatedAt time.Time
 }
 
 // InstallationValue is one header secret value of an Installation, sealed.
@@ -54,12 +54,12 @@ type InstallationValue struct {
 // InstallationChange is one row of a Repo's log of Installation changes;
 // RepoID is empty for a change to a global Installation.
 type InstallationChange struct {
-	Seq            int64     `json:"seq"`
-	RepoID         string    `json:"repo_id,omitempty"`
-	InstallationID string    `json:"installation_id"`
-	At             time.Time `json:"at"`
-	ActorID        string    `json:"actor_id"`
-	What           string    `json:"what"`
+	Seq            int64
+	RepoID         string
+	InstallationID string
+	At             time.Time
+	ActorID        string
+	What           string
 }
 
 // SessionInstallation is an Installation as a Session's run started with

@@ -142,13 +142,13 @@ func (s *Store) ClaimSetupLink(ctx context.Context, secret string, gh GitHubIden
 
 // Invite is an Invite as the Owner sees it; never its secret.
 type Invite struct {
-	ID          string    `json:"id"`
-	GitHubLogin string    `json:"github_login"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	UsedAt      time.Time `json:"used_at,omitzero"`
-	RevokedAt   time.Time `json:"revoked_at,omitzero"`
+	ID          string
+	GitHubLogin string
+	CreatedBy   string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	UsedAt      time.Time
+	RevokedAt   time.Time
 }
 
 // CreateInvite makes an Invite for one GitHub login, lasting ttl, and

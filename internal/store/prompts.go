@@ -23,20 +23,20 @@ const (
 
 // Prompt is a prompt waiting for, or given to, a Session.
 type Prompt struct {
-	ID          string      `json:"id"`
-	SessionID   string      `json:"session_id"`
-	AuthorID    string      `json:"author_id"`
-	Text        string      `json:"text"`
-	IsCommand   bool        `json:"is_command,omitempty"`
-	State       PromptState `json:"state"`
-	CreatedAt   time.Time   `json:"created_at"`
-	DeliveredAt time.Time   `json:"delivered_at,omitempty"`
+	ID          string
+	SessionID   string
+	AuthorID    string
+	Text        string
+	IsCommand   bool
+	State       PromptState
+	CreatedAt   time.Time
+	DeliveredAt time.Time
 	// Sealed is the text sealed under HUB_SECRETS_KEY (internal/hub/session
 	// seals and opens it); Text is then empty in the store.
-	Sealed []byte `json:"-"`
+	Sealed []byte
 	// Attachments are the files it carries, which the Runner places in
 	// the Sandbox before typing it. EnqueuePrompt takes them by ID.
-	Attachments []Attachment `json:"attachments,omitempty"`
+	Attachments []Attachment
 }
 
 const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at, sealed`

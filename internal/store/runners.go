@@ -14,13 +14,13 @@ import (
 // Runner is a paired Runner. It belongs to the Member who paired it
 // (CreatedBy); a shared one, every Member may use.
 type Runner struct {
-	ID         string    `json:"id"`
-	Name       string    `json:"name"`
-	CreatedBy  string    `json:"created_by,omitempty"`
-	Shared     bool      `json:"shared,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	LastSeenAt time.Time `json:"last_seen_at,omitempty"`
-	RevokedAt  time.Time `json:"revoked_at,omitempty"`
+	ID         string
+	Name       string
+	CreatedBy  string
+	Shared     bool
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	RevokedAt  time.Time
 }
 
 // UsableBy reports whether a Session of userID's may run on the Runner:

@@ -15,10 +15,10 @@ import (
 
 // Repo is a repository Sessions run on.
 type Repo struct {
-	ID        string    `json:"id"`
-	URL       string    `json:"url"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string
+	URL       string
+	Name      string
+	CreatedAt time.Time
 }
 
 const repoCols = `id, url, name, created_at`
@@ -61,35 +61,35 @@ const (
 
 // Session is one conversation of Claude Code in its own Sandbox.
 type Session struct {
-	ID          string       `json:"id"`
-	RepoID      string       `json:"repo_id"`
-	RepoURL     string       `json:"repo_url"`
-	CreatorID   string       `json:"creator_id"`
-	RunnerID    string       `json:"runner_id"`
-	Title       string       `json:"title"`
-	Model       string       `json:"model,omitempty"`
-	Effort      string       `json:"effort,omitempty"`
-	State       SessionState `json:"state"`
-	StateDetail string       `json:"state_detail,omitempty"`
+	ID          string
+	RepoID      string
+	RepoURL     string
+	CreatorID   string
+	RunnerID    string
+	Title       string
+	Model       string
+	Effort      string
+	State       SessionState
+	StateDetail string
 	// Conversation is whether Claude Code has written the conversation
 	// down, so a wake resumes it.
-	Conversation bool `json:"conversation"`
+	Conversation bool
 	// KeepAwake is the Creator's switch: on, the Session never sleeps for
 	// being idle, and wakes when its Runner connects.
-	KeepAwake bool `json:"keep_awake,omitempty"`
+	KeepAwake bool
 	// Transient marks a Failed start a retry may mend (its Runner was away,
 	// a registry did not answer).
-	Transient bool `json:"-"`
+	Transient bool
 	// StartRetries counts the Hub's retries of its start since it last
 	// came up (RetryStart).
-	StartRetries int `json:"-"`
+	StartRetries int
 	// SandboxGit is what its current Sandbox token lets git do: "write"
 	// (push, pull requests) or "read", "" until one is minted
 	// (SetSandboxGit).
-	SandboxGit string    `json:"sandbox_git,omitempty"`
-	ArchivedAt time.Time `json:"archived_at,omitzero"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	SandboxGit string
+	ArchivedAt time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.archived_at, s.created_at, s.updated_at`
@@ -271,10 +271,10 @@ func (r scanAfter) Scan(dest ...any) error { return r.row.Scan(append([]any{r.fi
 // Event is one stored Event of a Session's transcript. Data is the Event's
 // JSON, already redacted.
 type Event struct {
-	Seq  int64           `json:"seq"`
-	At   time.Time       `json:"at"`
-	Kind string          `json:"kind"`
-	Data json.RawMessage `json:"data"`
+	Seq  int64
+	At   time.Time
+	Kind string
+	Data json.RawMessage
 }
 
 // AppendEvents stores events after the Session's last one and returns them

@@ -13,12 +13,12 @@ import (
 
 // User is a person who can sign in.
 type User struct {
-	ID          string    `json:"id"`
-	GitHubLogin string    `json:"github_login,omitempty"`
-	Name        string    `json:"name"`
-	IsOwner     bool      `json:"is_owner"`
-	IsDev       bool      `json:"is_dev"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          string
+	GitHubLogin string
+	Name        string
+	IsOwner     bool
+	IsDev       bool
+	CreatedAt   time.Time
 }
 
 const userCols = `id, coalesce(github_login, ''), name, is_owner, is_dev, created_at`

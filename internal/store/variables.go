@@ -14,18 +14,18 @@ import (
 // Variable is a Repo's Variable or a Shared one (RepoID empty). A Sensitive
 // Variable's value is never in Value: Sealed holds it, for the Hub alone.
 type Variable struct {
-	ID        string    `json:"id"`
-	RepoID    string    `json:"repo_id,omitempty"`
-	Name      string    `json:"name"`
-	Value     string    `json:"value,omitempty"`
-	Sensitive bool      `json:"sensitive"`
-	AtBuild   bool      `json:"at_build"`
-	SetBy     string    `json:"set_by"`
-	SetAt     time.Time `json:"set_at"`
+	ID        string
+	RepoID    string
+	Name      string
+	Value     string
+	Sensitive bool
+	AtBuild   bool
+	SetBy     string
+	SetAt     time.Time
 	// Shared is set on a Shared variable a Repo links, in SessionVariables
 	// and LinkedVariables.
-	Shared bool   `json:"shared,omitempty"`
-	Sealed []byte `json:"-"`
+	Shared bool
+	Sealed []byte
 }
 
 const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, set_by, set_at`

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -54,9 +53,9 @@ func TestAttachedFilesReachClaudeAndEveryoneWithAccessDownloadsThem(t *testing.T
 	repo := s.GitHubRepo("acme/app")
 	s.GitHub.SetCollaborator("acme/app", "bob", true)
 	const secret = "att4ch-s3cret-value-e2e"
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/NOTES_SECRET", api.VariableRequest{Value: secret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/NOTES_SECRET", api.VariableRequest{Value: secret, Sensitive: true}, &api.Variable{})
 	s.Model.On(testkit.PromptContains("say hello"), testkit.Text("Hello."))
 	s.Model.On(testkit.PromptContains("look at these"), testkit.Text("I see a picture and your notes."))
 	s.Model.On(testkit.PromptContains("from the page"), testkit.Text("Got the page's file too."))

@@ -8,7 +8,6 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -26,7 +25,7 @@ func BenchmarkBashTurn(b *testing.B) {
 	var turns, tools []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
-		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: fmt.Sprintf("bash bench %d", i)}, &store.Prompt{})
+		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: fmt.Sprintf("bash bench %d", i)}, &api.Prompt{})
 		use := next(b, protocol.EventToolUse)
 		result := next(b, protocol.EventToolResult)
 		end := next(b, protocol.EventTurnEnd)

@@ -14,7 +14,6 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -115,7 +114,7 @@ func BenchmarkPromptToFirstEvent(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				text := benchPrompt(fmt.Sprintf("bench prompt %s %d", size.name, i), size.bytes)
 				start := time.Now()
-				s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: text}, &store.Prompt{})
+				s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: text}, &api.Prompt{})
 				next(b, protocol.EventTurnStart)
 				ds = append(ds, time.Since(start))
 				b.StopTimer()

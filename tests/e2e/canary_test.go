@@ -15,7 +15,6 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -46,9 +45,9 @@ func canary(t *testing.T, relay bool) {
 	s := Start(t, opts...)
 	const variable = "canary-variable-v4lue-e2e"
 	repo := s.Repo()
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/CANARY", api.VariableRequest{Value: variable, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/CANARY", api.VariableRequest{Value: variable, Sensitive: true}, &api.Variable{})
 	// An Installation's header secret, which only the Hub holds: the tool
 	// call through the Gateway carries it to the MCP server.
 	const mcpValue = "canary-mcp-v4lue-e2e-0042"

@@ -9,7 +9,6 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -26,7 +25,7 @@ func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
 	const key = "mcp-e2e-key-7d1f0c5a9b"
 	up := testkit.NewMCPServer(t, key)
 	repo := s.Repo()
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
 	s.Do(http.MethodPost, "/api/mcp/servers", api.MCPServer{ID: "hub:docs", Name: "Docs", URL: up.URL, Auth: "headers",
 		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}, &api.MCPServer{})
@@ -94,7 +93,7 @@ func TestAnOAuthInstallationRefreshesUnnoticedAndADisconnectStopsIt(t *testing.T
 	s := Start(t)
 	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
 	repo := s.Repo()
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
 	s.Do(http.MethodPost, "/api/mcp/servers", api.MCPServer{ID: "hub:linear", Name: "Linear", URL: as.MCP.URL, Auth: "oauth"}, &api.MCPServer{})
 	s.Do(http.MethodPost, "/api/mcp/installations", api.InstallationRequest{ID: "linear", Server: "hub:linear", Name: "Linear Work", Repos: []string{r.ID}}, &api.Installation{})

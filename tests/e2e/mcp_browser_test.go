@@ -7,7 +7,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -21,7 +20,7 @@ func TestTheMCPPageAddsInstallsAndSwitchesAnInstallation(t *testing.T) {
 	b := NewBrowser(t)
 	s.SignInDev(b)
 	up := testkit.NewMCPServer(t, "mcp-page-key-0c4f")
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": s.Repo()}, &r)
 	// Each change reloads the page: mark the page before it, and wait for
 	// the new one to show sel.

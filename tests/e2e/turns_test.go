@@ -13,15 +13,14 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
 // prompt queues a prompt and returns it.
-func (s *System) prompt(id, text string) store.Prompt {
+func (s *System) prompt(id, text string) api.Prompt {
 	s.t.Helper()
-	var p store.Prompt
+	var p api.Prompt
 	s.Do(http.MethodPost, "/api/sessions/"+id+"/prompts", api.PromptRequest{Text: text}, &p)
 	return p
 }
@@ -345,7 +344,7 @@ func TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("before the commands", "ok")
 	for _, cmd := range []string{"/context", "/no-such-command here"} {
-		var p store.Prompt
+		var p api.Prompt
 		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: cmd, IsCommand: true}, &p)
 	}
 	s.Model.On(testkit.PromptContains("after the commands"), testkit.Text("still here"))

@@ -16,7 +16,6 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox/oci"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -33,12 +32,12 @@ func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testin
 	const sharedSecret = "sh4red-npm-token-value"
 	const markdownSecret = "mk-_it4l1c_-and-*b0ld*-9z"
 	repo := s.Repo()
-	var r store.Repo
+	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", api.VariableRequest{Value: repoSecret, Sensitive: true}, &store.Variable{})
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MD_SECRET", api.VariableRequest{Value: markdownSecret, Sensitive: true}, &store.Variable{})
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", api.VariableRequest{Value: "eu-north-1"}, &store.Variable{})
-	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", api.VariableRequest{Value: sharedSecret, Sensitive: true}, &store.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MY_SECRET", api.VariableRequest{Value: repoSecret, Sensitive: true}, &api.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/MD_SECRET", api.VariableRequest{Value: markdownSecret, Sensitive: true}, &api.Variable{})
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", api.VariableRequest{Value: "eu-north-1"}, &api.Variable{})
+	s.Do(http.MethodPut, "/api/variables/NPM_TOKEN", api.VariableRequest{Value: sharedSecret, Sensitive: true}, &api.Variable{})
 	if code := s.Do(http.MethodPut, "/api/repos/"+r.ID+"/links/NPM_TOKEN", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("link: %d", code)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub"
-	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -54,7 +53,7 @@ func (e *env) answersAsMissing(t *testing.T, b *browser, id string) {
 func listed(t *testing.T, e *env, b *browser, id string) bool {
 	t.Helper()
 	code, body := e.do(b.Client, req{method: "GET", path: "/api/sessions"})
-	var ss []store.Session
+	var ss []api.Session
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &ss) != nil {
 		t.Fatalf("list: %d %s", code, body)
 	}

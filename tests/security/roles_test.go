@@ -435,7 +435,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatalf("bob attaches a file: %d %s", code, body)
 	}
 	f.attachment = a.ID
-	var tb store.TestBuild
+	var tb api.TestBuild
 	f.draft()
 	code, body = e.do(e.bob.Client, req{method: "POST", path: "/api/repos/" + e.repo.ID + "/environment/tests", origin: "self"})
 	if json.Unmarshal([]byte(body), &tb); code >= 300 || tb.ID == "" {
