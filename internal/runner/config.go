@@ -84,6 +84,10 @@ type Config struct {
 	// the zero value is the pinned one (claude.Pinned). Only a candidate
 	// pin's smoke test (scripts/smoke) sets another; no variable does.
 	Claude claude.Pin
+	// Models is the table of models the Runner offers in its hello; the
+	// zero value is the pinned one's (claude.Models). Only a candidate's
+	// smoke test sets another, with Claude.
+	Models claude.Table
 	// ModelEndpoint, when set, sends every model request of Claude Code to
 	// this URL instead of Anthropic, through the relay. It exists for tests
 	// and self-hosted model gateways; off by default, and loud in the log
@@ -242,4 +246,13 @@ func (c *Config) check() error {
 		c.GitHubTokenRetry = DefaultGitHubTokenRetry
 	}
 	return nil
+}
+
+// models is the table the Runner offers: the pinned one's unless a
+// candidate's smoke test set another.
+func (c *Config) models() claude.Table {
+	if len(c.Models.Models) == 0 {
+		return claude.Models()
+	}
+	return c.Models
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/build"
-	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/relay"
@@ -242,7 +241,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		Host: protocol.HostInfo{Backend: r.backend.Name(), Limits: host.Limits, Notes: host.Notes,
 			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB,
 			Capacity: protocol.Amount{Sessions: r.cfg.maxSessions(host), CPUs: host.CPUs, MemoryMiB: host.MemoryMiB}},
-		Sessions: running, Clock: time.Now(), Models: claude.Models(),
+		Sessions: running, Clock: time.Now(), Models: r.cfg.models(),
 	}, &welcome)
 	if err != nil {
 		conn.Close(websocket.StatusNormalClosure, "hello failed")

@@ -80,7 +80,7 @@ const smokePlan = "Claude API"
 func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
 	pin, table := smokeTarget(t)
 	start := time.Now()
-	s := Start(t, WithClaude(pin))
+	s := Start(t, WithClaude(pin), WithModels(table))
 
 	// A Turn runs a Bash command, and its output reaches the transcript.
 	marker := "kndl-smoke-" + testkit.NewUUID()[:8]
@@ -145,12 +145,15 @@ func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
 // resolves to another id than the build sends, or whose alias the build
 // does not know, fails the smoke test's model step.
 func TestTheSmokeTestFailsOnATableTheBuildDoesNotMatch(t *testing.T) {
-	s := Start(t)
 	def, _ := claude.Models().Default()
 	wrongID, unknown := def, def
 	wrongID.ID = "claude-not-what-it-resolves-to"
 	unknown.Alias, unknown.ID, unknown.Default = "no-such-alias", "claude-no-such-model", false
-	err := s.modelsTaken(claude.Table{Version: claude.Version, Models: []claude.Model{wrongID, unknown}})
+	broken := claude.Table{Version: claude.Version, Models: []claude.Model{wrongID, unknown}}
+	// The Runner offers the table under test, as a candidate's does, so
+	// the Hub lets each model through to Claude Code.
+	s := Start(t, WithModels(broken))
+	err := s.modelsTaken(broken)
 	if err == nil {
 		t.Fatal("a broken table passed the smoke test's model step")
 	}

@@ -256,6 +256,7 @@ type options struct {
 	maxSessions int
 	maxDiskMiB  int
 	claude      claude.Pin
+	models      claude.Table
 	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
 	claudeTokenInSandbox bool
 	// resolver is the Runner's, for names the test serves
@@ -308,6 +309,9 @@ func WithMaxSessions(n int) Option { return func(o *options) { o.maxSessions = n
 // WithClaude has the Runner run another Claude Code than the pinned one:
 // a candidate pin's smoke test.
 func WithClaude(pin claude.Pin) Option { return func(o *options) { o.claude = pin } }
+
+// WithModels has the Runner offer table instead of the pinned one's.
+func WithModels(table claude.Table) Option { return func(o *options) { o.models = table } }
 
 // WithRunnerResolver has the Runner resolve names with r: the names a
 // test serves where Sandboxes reach them, with no real DNS asked.
@@ -412,7 +416,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
-		Outbound: loopback, Claude: o.claude}
+		Outbound: loopback, Claude: o.claude, Models: o.models}
 	rcfg.Outbound.Resolver = o.resolver
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {
