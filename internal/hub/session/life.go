@@ -160,7 +160,11 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 	if p, err = o.openPrompt(p); err != nil {
 		return err
 	}
-	o.withRun(s.ID, func(r *run) { r.delivery.resumeTaken(p) })
+	var resumed bool
+	o.withRun(s.ID, func(r *run) { resumed = r.delivery.resumeTaken(p) })
+	if !resumed {
+		return fmt.Errorf("prompt %s is on its way in the store, yet this Hub's delivery for the Session has moved on already: %w", p.ID, errdefs.ErrConflict)
+	}
 	return o.store.SetPromptState(ctx, p.ID, store.Delivering, store.Delivered)
 }
 
