@@ -42,6 +42,8 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var requeue string // the prompt to put back, from requeueFrom
 	var requeueFrom store.PromptState
 	var unanswered bool
+	var took time.Duration // of a Turn cut by the move
+	var cut *time.Timer
 	o.mu.Lock()
 	r := o.runs[s.ID]
 	switch to {
@@ -70,6 +72,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			// One taken but never written down is not in the
 			// conversation a wake resumes.
 			requeue, requeueFrom = r.delivery.putBack(false)
+			took, cut = r.turnDone()
 			delete(o.runs, s.ID)
 		}
 	}
@@ -91,6 +94,11 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
 		}
 		o.opts.Effects.Stopped(s.ID)
+		o.addTurnTime(ctx, s.ID, took, cut)
+	}
+	if awake(from) && !awake(to) && o.opts.MemberMaxAwake > 0 {
+		creator := s.CreatorID
+		o.spawn(func(ctx context.Context) { o.wakeFromLine(ctx, creator) })
 	}
 	if from == Active {
 		o.opts.Effects.LeftActive(s.ID)

@@ -99,6 +99,13 @@ type Options struct {
 	// Metrics counts Turns and times prompt delivery (internal/metrics
 	// is one). Nil: nothing is counted.
 	Metrics Metrics
+	// MemberMaxAwake is how many of a Member's Sessions may be awake at
+	// once; a start or wake past it waits in line (limits.go).
+	// HUB_MEMBER_MAX_AWAKE, 0 for no limit.
+	MemberMaxAwake int
+	// Limited is told, with the history's words, when a Turn limit put a
+	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
+	Limited func(sessionID, text string)
 }
 
 // Metrics is told of the Turns and deliveries the Owner sees.
@@ -137,6 +144,11 @@ type Owner struct {
 	wg     sync.WaitGroup
 	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
 
+	// admit is held from counting a Member's awake Sessions to moving one
+	// Starting, so two wakes cannot both take their last awake place.
+	// Taken after a Session's lock, never before one.
+	admit sync.Mutex
+
 	mu   sync.Mutex
 	runs map[string]*run                     // by Session id, while it is awake
 	subs map[string]map[chan Update]struct{} // by Session id, while watched
@@ -171,6 +183,10 @@ type run struct {
 	budget budget
 	// agents are the subagents the transcript says run, by agent id.
 	agents map[string]*subagent
+	// turnAt is when the Turn that runs began, as the Hub heard; cut is
+	// armed to stop it at its Turn time limit (limits.go).
+	turnAt time.Time
+	cut    *time.Timer
 }
 
 // Update is one message of a Session's live stream: a new Event, or word

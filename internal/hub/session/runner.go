@@ -109,6 +109,8 @@ func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
 		why = "its Runner is back and Keep awake is on"
 	case s.State == Failed:
 		why = "its Runner is back, so its start is tried again"
+	case s.Place > 0:
+		why = "its Runner is back and it waits in line"
 	default:
 		return
 	}
