@@ -6,10 +6,13 @@ import (
 )
 
 // placeCol is a Session's place in its Creator's line (sessionCols): how
-// many of the Creator's Sessions took a place no later than it, ties by
-// id; 0 while it is in none.
-const placeCol = `CASE WHEN s.waiting_at IS NULL THEN 0 ELSE (SELECT count(*) FROM sessions w WHERE w.creator_id = s.creator_id
-	AND w.waiting_at IS NOT NULL AND (w.waiting_at < s.waiting_at OR (w.waiting_at = s.waiting_at AND w.id <= s.id))) END`
+// many of the Creator's Sessions took a place no later than it; 0 while it
+// is in none.
+const placeCol = `CASE WHEN s.line_seq IS NULL THEN 0 ELSE (SELECT count(*) FROM sessions w WHERE w.creator_id = s.creator_id
+	AND w.line_seq <= s.line_seq) END`
+
+// nextInLine is the number a Session joining a line takes.
+const nextInLine = `(SELECT coalesce(max(line_seq), 0) + 1 FROM sessions)`
 
 // RepoLimits are the limits a Repo's triggered Sessions run under; 0 is
 // none.
@@ -66,8 +69,8 @@ func (s *Store) AwakeOf(ctx context.Context, creatorID string) (int, error) {
 // line for an awake place, keeping the place of one in it already.
 // MoveSession takes it out as it wakes or is archived.
 func (s *Store) SetWaiting(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET waiting_at = coalesce(waiting_at, ?), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
-		ms(s.now()), ms(s.now()), id, Asleep, Failed)
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = coalesce(line_seq, `+nextInLine+`), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
+		ms(s.now()), id, Asleep, Failed)
 	return err
 }
 
@@ -80,12 +83,12 @@ func (s *Store) Line(ctx context.Context, creatorID string) ([]Waiting, error) {
 	return queryAll(ctx, s.db, func(row scanner) (Waiting, error) {
 		var w Waiting
 		return w, row.Scan(&w.SessionID, &w.RunnerID)
-	}, `SELECT id, runner_id FROM sessions WHERE waiting_at IS NOT NULL AND creator_id = ? ORDER BY waiting_at, id`, creatorID)
+	}, `SELECT id, runner_id FROM sessions WHERE line_seq IS NOT NULL AND creator_id = ? ORDER BY line_seq`, creatorID)
 }
 
 // LeaveLine takes a Session out of its Creator's line.
 func (s *Store) LeaveLine(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET waiting_at = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }
 

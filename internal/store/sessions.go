@@ -117,16 +117,20 @@ func scanSession(row scanner) (Session, error) {
 	return x, err
 }
 
-// CreateSession records a new Session in state Starting, or Asleep if x
-// says so, and returns it.
+// CreateSession records a new Session in state Starting and returns it;
+// one x says is Asleep is recorded so, at the end of its Creator's line
+// for an awake place (SetWaiting).
 func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	now := s.now()
-	if x.State != Asleep {
+	line := "NULL"
+	if x.State == Asleep {
+		line = nextInLine
+	} else {
 		x.State = Starting
 	}
 	x.ID, x.CreatedAt, x.UpdatedAt = uuid.NewString(), now, now
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, triggered, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, x.Triggered, ms(now), ms(now))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, triggered, line_seq, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, `+line+`, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, x.Triggered, ms(now), ms(now))
 	if err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)
 	}
@@ -181,7 +185,7 @@ func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionStat
 		retries = "start_retries = 0, "
 	}
 	if to != Asleep && to != Failed {
-		retries += "waiting_at = NULL, " // awake or archived: out of the line
+		retries += "line_seq = NULL, " // awake or archived: out of the line
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+retries+`state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
 		to, detail, transient, archived, now, id, from)

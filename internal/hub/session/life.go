@@ -92,12 +92,8 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 		return s, err
 	}
 	if !room {
-		err := o.locked(ctx, s.ID, func(cur *store.Session) error {
-			err := o.waitInLine(ctx, cur)
-			s = *cur
-			return err
-		})
-		return s, err
+		o.saidInLine(ctx, s)
+		return s, nil
 	}
 	o.withRun(s.ID, func(*run) {})
 	o.changed(s.ID) // a new row in the Sessions list

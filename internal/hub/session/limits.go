@@ -104,7 +104,7 @@ func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
 func (o *Owner) turnBegan(id string) {
 	at := time.Now()
 	o.mu.Lock()
-	if r := o.runs[id]; r != nil {
+	if r := o.runs[id]; r != nil && r.busy { // not if it ended already
 		r.turnAt = at
 	}
 	o.mu.Unlock()
@@ -191,7 +191,9 @@ func (o *Owner) admits(ctx context.Context, creatorID, id string) (bool, error) 
 }
 
 // waitInLine puts an asleep or failed Session in its Creator's line, and
-// the first time, says so with its place. Call with its lock held.
+// the first time, says so with its place. Call with its lock and o.admit
+// held: a Session of the Creator's that stops being awake after finds it
+// in line.
 func (o *Owner) waitInLine(ctx context.Context, s *store.Session) error {
 	was := s.Place
 	if err := o.store.SetWaiting(ctx, s.ID); err != nil {
@@ -203,12 +205,18 @@ func (o *Owner) waitInLine(ctx context.Context, s *store.Session) error {
 	}
 	*s = cur
 	if was == 0 {
-		o.note(ctx, s.ID, protocol.EventLimit, fmt.Sprintf(
-			"Waiting in line, place %d: %d of its Creator's Sessions are awake, the Hub's limit (HUB_MEMBER_MAX_AWAKE). The first in line wakes when one of them sleeps or ends; putting one to sleep (kndl sleep) makes room.",
-			s.Place, o.opts.MemberMaxAwake))
+		o.saidInLine(ctx, *s)
 	}
-	o.changed(s.ID)
 	return nil
+}
+
+// saidInLine tells the history, and the Session's watchers, its place in
+// line.
+func (o *Owner) saidInLine(ctx context.Context, s store.Session) {
+	o.note(ctx, s.ID, protocol.EventLimit, fmt.Sprintf(
+		"Waiting in line, place %d: %d of its Creator's Sessions are awake, the Hub's limit (HUB_MEMBER_MAX_AWAKE). The first in line wakes when one of them sleeps or ends; putting one to sleep (kndl sleep) makes room.",
+		s.Place, o.opts.MemberMaxAwake))
+	o.changed(s.ID)
 }
 
 // wakeFromLine wakes the first of creator's Sessions in line, and the next

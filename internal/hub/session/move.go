@@ -33,7 +33,15 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		return err
 	}
 	detail := o.opts.Redactor.RedactText(ctx, s.ID, why)
-	if err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient); err != nil {
+	freeing := awake(s.State) && !awake(to) && o.opts.MemberMaxAwake > 0
+	if freeing { // a wake counting the Creator's awake Sessions sees this one's move, or is in line before it
+		o.admit.Lock()
+	}
+	err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient)
+	if freeing {
+		o.admit.Unlock()
+	}
+	if err != nil {
 		return err
 	}
 	from := s.State
@@ -96,7 +104,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		o.opts.Effects.Stopped(s.ID)
 		o.addTurnTime(ctx, s.ID, took, cut)
 	}
-	if awake(from) && !awake(to) && o.opts.MemberMaxAwake > 0 {
+	if freeing {
 		creator := s.CreatorID
 		o.spawn(func(ctx context.Context) { o.wakeFromLine(ctx, creator) })
 	}

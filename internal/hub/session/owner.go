@@ -124,8 +124,9 @@ func (uncounted) TurnEnded()                    {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
-// goroutine; none holds its lock across a store call. Its jobs are types of
-// their own over its one state and locks: a Session's life moves (life.go),
+// goroutine; none holds its lock across a store call (admit, the awake
+// count's, is held only across the store calls that count and move). Its
+// jobs are types of their own over its one state and locks: a Session's life moves (life.go),
 // its prompt queue and their delivery (queue.go), its live stream
 // (stream.go); what a Runner says of its Sessions, the moves themselves
 // (move) and the locks are the Owner's.

@@ -262,9 +262,11 @@ func (o *queue) Accepted(id string) {
 	o.mu.Unlock()
 	if started {
 		o.opts.Metrics.TurnStarted()
-		o.turnBegan(id)
 	}
 	o.ack(id, fromHook, "")
+	if started {
+		o.turnBegan(id)
+	}
 	o.changed(id)
 }
 
@@ -297,10 +299,12 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	o.mu.Unlock()
 	if started {
 		o.opts.Metrics.TurnStarted()
-		o.turnBegan(id)
 	}
 	if from == typing {
 		o.markDelivered(id, p)
+	}
+	if started {
+		o.turnBegan(id)
 	}
 	o.changed(id)
 	if p.IsCommand {

@@ -9,8 +9,9 @@ ALTER TABLE sessions ADD COLUMN turn_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE repos ADD COLUMN max_turns INTEGER NOT NULL DEFAULT 20;
 ALTER TABLE repos ADD COLUMN max_turn_ms INTEGER NOT NULL DEFAULT 7200000;
 
--- A Member's line for an awake place (HUB_MEMBER_MAX_AWAKE): when the
--- Session took its place in it, NULL while it is in none. In the store, so
--- the line outlives a Hub restart.
-ALTER TABLE sessions ADD COLUMN waiting_at INTEGER;
-CREATE INDEX sessions_line ON sessions(creator_id, waiting_at);
+-- A Member's line for an awake place (HUB_MEMBER_MAX_AWAKE): the number
+-- the Session took as it joined a line, one count for all (two joining in
+-- one millisecond still have an order), NULL while it is in none. In the
+-- store, so the line outlives a Hub restart.
+ALTER TABLE sessions ADD COLUMN line_seq INTEGER;
+CREATE INDEX sessions_line ON sessions(creator_id, line_seq);
