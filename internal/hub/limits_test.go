@@ -15,10 +15,9 @@ import (
 // a body with a field it does not know, changes nothing.
 func TestARepositorysLimitsDefaultTo20TurnsAnd2HoursAndChangeOneAtATime(t *testing.T) {
 	f := newFixture(t)
-	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
-	var repo api.Repo
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &repo) != nil {
-		t.Fatalf("add repo: %d %s", code, body)
+	repo, err := f.store.EnsureRepo(context.Background(), "/srv/app", "app")
+	if err != nil {
+		t.Fatal(err)
 	}
 	path := "/api/repos/" + repo.ID + "/limits"
 	limits := func(code int, body string) api.RepoLimits {

@@ -201,13 +201,7 @@ func TestWithOneAwakeASecondSessionWaitsInLineAndStartsWhenTheFirstSleeps(t *tes
 		t.Fatalf("c is %s at place %d: want it still second in line, said once", c.State, c.Place)
 	}
 
-	if err := f.o.Sleep(ctx, a.ID, "its Creator put it to sleep"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionStop)
-	if st := f.runner.next(protocol.TypeSessionStart); st.id != b.ID {
-		t.Fatalf("started %s, want b, the first in line", st.id)
-	}
+	f.sleepThenStarts(a.ID, b.ID)
 	f.waitState(b.ID, Active)
 	if b, c := f.session(b.ID), f.session(c.ID); b.Place != 0 || c.Place != 1 || c.State != Asleep {
 		t.Fatalf("b place %d, c %s place %d: want b out of line and c first", b.Place, c.State, c.Place)
@@ -229,11 +223,17 @@ func TestAMembersLineSurvivesAHubRestart(t *testing.T) {
 	if b := f.session(b.ID); b.State != Asleep || b.Place != 1 {
 		t.Fatalf("b is %s at place %d after the restart, want asleep at place 1", b.State, b.Place)
 	}
-	if err := f.o.Sleep(ctx, a.ID, "its Creator put it to sleep"); err != nil {
-		t.Fatal(err)
+	f.sleepThenStarts(a.ID, b.ID)
+}
+
+// sleepThenStarts puts awake to sleep, and sees next, first in line, start.
+func (f *fixture) sleepThenStarts(awake, next string) {
+	f.t.Helper()
+	if err := f.o.Sleep(context.Background(), awake, "its Creator put it to sleep"); err != nil {
+		f.t.Fatal(err)
 	}
 	f.runner.next(protocol.TypeSessionStop)
-	if st := f.runner.next(protocol.TypeSessionStart); st.id != b.ID {
-		t.Fatalf("started %s, want b", st.id)
+	if st := f.runner.next(protocol.TypeSessionStart); st.id != next {
+		f.t.Fatalf("started %s, want %s, the first in line", st.id, next)
 	}
 }
