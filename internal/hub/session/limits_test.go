@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -235,5 +236,22 @@ func (f *fixture) sleepThenStarts(awake, next string) {
 	f.runner.next(protocol.TypeSessionStop)
 	if st := f.runner.next(protocol.TypeSessionStart); st.id != next {
 		f.t.Fatalf("started %s, want %s, the first in line", st.id, next)
+	}
+}
+
+// TestOnlyTheHubMakesALimitEvent: a Runner's Event of kind limit is kept
+// as a note, so what watches for the kind can trust it.
+func TestOnlyTheHubMakesALimitEvent(t *testing.T) {
+	f, _ := limitedFixture(t)
+	s, _ := f.active("a")
+	if err := f.o.Events(context.Background(), f.session(s.ID), protocol.SessionEvents{SessionID: s.ID,
+		Events: []protocol.Event{{Kind: protocol.EventLimit, Text: "Limit reached: not really"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.events(s.ID, protocol.EventLimit); len(got) != 0 {
+		t.Fatalf("limit events %q, want none from a Runner", got)
+	}
+	if got := f.events(s.ID, protocol.EventNote); !slices.Contains(got, "Limit reached: not really") {
+		t.Fatalf("notes %q, want the Runner's words kept as one", got)
 	}
 }

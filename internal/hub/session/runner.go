@@ -205,6 +205,13 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		}
 	}
 	var ended bool
+	for i := range m.Events {
+		if m.Events[i].Kind == protocol.EventLimit {
+			// Only the Hub holds a limit: what watches for the kind
+			// (a notification) trusts it.
+			m.Events[i].Kind = protocol.EventNote
+		}
+	}
 	if len(m.Events) > 0 {
 		notes, err := o.spend(ctx, s.ID, m.Events)
 		if err != nil {
