@@ -272,8 +272,8 @@ func (o *queue) Accepted(id string) {
 
 // ack moves a Session's delivery by an acknowledgement from src (of
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
-// prompt is taken; a prompt that leaves typing is recorded delivered; a
-// command done lets the next prompt go.
+// prompt is taken; a prompt that leaves typing is recorded delivered; then
+// the next prompt may go.
 func (o *queue) ack(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
@@ -307,9 +307,10 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 		o.turnBegan(id)
 	}
 	o.changed(id)
-	if p.IsCommand {
-		o.dispatch(id)
-	}
+	// A command done lets the next prompt go; so does a Turn that ended
+	// while the store was written, since TakePrompt passes over a prompt
+	// still delivering. While the Turn runs, dispatch does nothing.
+	o.dispatch(id)
 }
 
 // markDelivered records a prompt Claude Code took. The record outlives a
