@@ -589,3 +589,8 @@ type Environment struct {
 	Current EnvironmentVersion `json:"current"`
 	Draft   *EnvironmentDraft  `json:"draft,omitempty"`
 }
+
+// Changes is a Session's work in its Workspace against the branch it
+// started from, as the Changes tab and kndl diff show it: computed by its
+// Runner, masked as its Events are (GET /api/sessions/{id}/changes).
+type Changes = protocol.Changes

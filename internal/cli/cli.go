@@ -45,6 +45,7 @@ func commands() []Command {
 		{Name: "new", Usage: "--repo URL_OR_PATH [--runner NAME] [--model M] [--effort E] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -)", Run: sessionNew},
 		{Name: "ls", Usage: "[--json]", Summary: "list Sessions", Run: sessionList},
 		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
+		{Name: "diff", Usage: "ID [--json]", Summary: "show a Session's changes against the branch it started from: its files' diffs and its commits", Run: sessionDiff},
 		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},
 		{Name: "prompt", Usage: "ID [--attach FILE]... [TEXT | -]", Summary: "queue a prompt (from stdin with - or no TEXT), with files for Claude to read", Run: sessionPrompt},
 		{Name: "attachments", Usage: "ID [get ATTACHMENT_ID [-o FILE|-]] [--json]", Summary: "list the files attached to a Session's prompts, or download one", Run: sessionAttachments},
