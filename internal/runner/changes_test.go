@@ -2,14 +2,24 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
 )
 
 // clonedWorkspace clones a Repo with one file, readme.md, as a Session's
@@ -182,5 +192,77 @@ func TestAWorkspaceClonedBeforeItsBaseWasRecordedSaysSo(t *testing.T) {
 	os.Remove(base)
 	if _, err := workspaceChanges(context.Background(), ws, base); err == nil || !strings.Contains(err.Error(), "recorded where it starts") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestTheRunnerAnswersSessionDiffOverAStreamFromAnAsleepSessionsWorkspace:
+// the protocol's round trip. The Hub asks session.diff of a Session that
+// does not run here (asleep); the Runner answers with the size and sends
+// that many bytes of the Workspace's Changes as JSON on the stream it
+// dials back.
+func TestTheRunnerAnswersSessionDiffOverAStreamFromAnAsleepSessionsWorkspace(t *testing.T) {
+	const id = "0c9f074e-a843-418d-ac33-25c5f87e7797"
+	home := t.TempDir()
+	ws, _ := clonedWorkspace(t)
+	dir := filepath.Join(home, "sessions", id)
+	os.MkdirAll(filepath.Dir(dir), 0o755)
+	if err := os.Rename(filepath.Dir(ws), dir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "workspace", "readme.md"), []byte("hello\nagain\n"), 0o644)
+	bin := filepath.Join(t.TempDir(), "kndl")
+	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
+
+	hubConn := make(chan *protocol.Conn, 1)
+	streamed := make(chan []byte, 1)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		if r.URL.Path == "/runner/stream/s1" {
+			b, _ := io.ReadAll(websocket.NetConn(r.Context(), c, websocket.MessageBinary))
+			streamed <- b
+			return
+		}
+		conn := protocol.NewConn(c, slog.New(slog.DiscardHandler))
+		conn.Handle(protocol.TypeHello, false, func(context.Context, json.RawMessage) (any, error) {
+			return protocol.Welcome{Version: protocol.Version, RunnerID: "r1"}, nil
+		})
+		hubConn <- conn
+		conn.Serve(r.Context())
+	}))
+	t.Cleanup(hub.Close)
+	r, err := New(Config{HubURL: hub.URL, Token: "kndlr_test", Home: home, Binary: bin}, noSandboxes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	conn := <-hubConn
+	testenv.Eventually(t, testenv.WaitShort, "the Runner connected", r.Connected)
+
+	var info protocol.SessionDiffInfo
+	if err := conn.Request(ctx, protocol.TypeSessionDiff, protocol.SessionDiff{SessionID: id, Stream: "s1"}, &info); err != nil {
+		t.Fatalf("session.diff: %v", err)
+	}
+	var data []byte
+	select {
+	case data = <-streamed:
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("no stream")
+	}
+	var ch protocol.Changes
+	if int64(len(data)) != info.Size || json.Unmarshal(data, &ch) != nil {
+		t.Fatalf("streamed %d bytes, told %d: %.200s", len(data), info.Size, data)
+	}
+	if len(ch.Files) != 1 || ch.Files[0].Path != "readme.md" || !strings.Contains(ch.Files[0].Diff, "+again\n") {
+		t.Errorf("changes %+v, want readme.md with +again", ch)
+	}
+	err = conn.Request(ctx, protocol.TypeSessionDiff, protocol.SessionDiff{SessionID: "9c9f074e-a843-418d-ac33-25c5f87e7797", Stream: "s2"}, nil)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a Session with no Workspace here: got %v, want not found", err)
 	}
 }
