@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,26 +211,11 @@ func TestTheRunnerAnswersSessionDiffOverAStreamFromAnAsleepSessionsWorkspace(t *
 	bin := filepath.Join(t.TempDir(), "kndl")
 	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
 
-	hubConn := make(chan *protocol.Conn, 1)
 	streamed := make(chan []byte, 1)
-	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		if r.URL.Path == "/runner/stream/s1" {
-			b, _ := io.ReadAll(websocket.NetConn(r.Context(), c, websocket.MessageBinary))
-			streamed <- b
-			return
-		}
-		conn := protocol.NewConn(c, slog.New(slog.DiscardHandler))
-		conn.Handle(protocol.TypeHello, false, func(context.Context, json.RawMessage) (any, error) {
-			return protocol.Welcome{Version: protocol.Version, RunnerID: "r1"}, nil
-		})
-		hubConn <- conn
-		conn.Serve(r.Context())
-	}))
-	t.Cleanup(hub.Close)
+	hub, hubConn := testHub(t, func(r *http.Request, c *websocket.Conn) {
+		b, _ := io.ReadAll(websocket.NetConn(r.Context(), c, websocket.MessageBinary))
+		streamed <- b
+	})
 	r, err := New(Config{HubURL: hub.URL, Token: "kndlr_test", Home: home, Binary: bin}, noSandboxes{})
 	if err != nil {
 		t.Fatal(err)

@@ -22,12 +22,8 @@ import (
 // from the Workspace on its Runner's disk.
 func TestTheChangesTabShowsEditedAndCommittedFilesMaskedLiveAndToAWatcher(t *testing.T) {
 	s := Start(t, WithGitHub())
-	repo := s.GitHubRepo("acme/app")
-	s.GitHub.SetCollaborator("acme/app", "bob", true)
 	const secret = "chang3s-s3cret-value-e2e"
-	var r api.Repo
-	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/DEPLOY_KEY", api.VariableRequest{Value: secret, Sensitive: true}, &api.Variable{})
+	repo := s.WatchedRepo("DEPLOY_KEY", secret)
 	s.Model.On(testkit.PromptContains("say hello"), testkit.Text("Hello."))
 	s.Model.On(testkit.PromptContains("edit two files"), testkit.Bash(`cd /workspace && echo 'a committed line' >> README.md && `+
 		`git -c user.name=claude -c user.email=claude@example.com commit -qam 'Say more in the readme' && `+

@@ -16,20 +16,17 @@ import (
 // name, a commit's subject), to its Creator and to a watcher alike.
 func TestASessionsChangesShowMaskedAsItsEventsToEveryoneWhoWatchesIt(t *testing.T) {
 	e := newEnv(t)
-	_, bob, carol := e.team()
-	repo := e.addRepo(bob, "acme/app")
-	const value, shaped = "deploy-secret-value-5e8b", "ghp_0123456789abcdefghijABCDEFGHIJ012345"
-	e.must(bob.Client, req{method: "PUT", path: "/api/repos/" + repo + "/variables/DEPLOY_KEY", body: `{"value":"` + value + `","sensitive":true}`, origin: "self"}, 200)
-	bobs := e.pair(bob, "bobs-box")
-	s := e.running(bob, bobs)
-	bobs.changes.Store(s.ID, protocol.Changes{Base: "main", BaseCommit: strings.Repeat("a", 40),
+	w := e.watchedSecret()
+	const value, shaped = secretValue, secretShaped
+	s := w.session
+	w.runner.changes.Store(s.ID, protocol.Changes{Base: "main", BaseCommit: strings.Repeat("a", 40),
 		Files: []protocol.ChangedFile{
 			{Path: ".env", Status: "added", Additions: 2, Diff: "diff --git a/.env b/.env\n+DEPLOY_KEY=" + value + "\n+GITHUB_TOKEN=" + shaped + "\n"},
 			{Path: "keys/" + value + ".txt", Status: "added", Diff: "diff --git a/keys b/keys\n"},
 		},
 		Commits: []protocol.Commit{{Hash: strings.Repeat("b", 40), Subject: "use " + value, Pushed: true}},
 	})
-	for _, b := range []*browser{bob, carol} {
+	for _, b := range []*browser{w.bob, w.carol} {
 		code, body := e.do(b.Client, req{method: "GET", path: "/api/sessions/" + s.ID + "/changes"})
 		var ch api.Changes
 		if code != http.StatusOK || json.Unmarshal([]byte(body), &ch) != nil || len(ch.Files) != 2 || len(ch.Commits) != 1 {
