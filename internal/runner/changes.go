@@ -210,10 +210,7 @@ func workspaceChanges(ctx context.Context, ws, base string) (protocol.Changes, e
 	if _, err := g.output(ctx, "add", "--intent-to-add", "--all", "--", "."); err != nil {
 		return ch, err
 	}
-	if ch.Files, err = g.changedFiles(ctx, commit); err != nil {
-		return ch, err
-	}
-	if ch.Cut, err = g.patches(ctx, commit, ch.Files); err != nil {
+	if ch.Files, ch.Cut, err = g.diff(ctx, commit); err != nil {
 		return ch, err
 	}
 	if ch.Commits, err = g.commits(ctx, commit); err != nil {
@@ -222,51 +219,26 @@ func workspaceChanges(ctx context.Context, ws, base string) (protocol.Changes, e
 	return ch, nil
 }
 
-var statuses = map[byte]string{'A': "added", 'M': "modified", 'D': "deleted", 'R': "renamed", 'C': "copied", 'T': "changed"}
-
-// changedFiles lists the files that differ from commit, in git's order.
-func (g *workspaceGit) changedFiles(ctx context.Context, commit string) ([]protocol.ChangedFile, error) {
-	out, err := g.output(ctx, append(append([]string{"diff", "--name-status", "-z"}, diffFlags...), commit, "--")...)
-	if err != nil {
-		return nil, err
-	}
-	fields := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	files := []protocol.ChangedFile{}
-	for i := 0; i < len(fields) && fields[i] != ""; i++ {
-		st := fields[i]
-		f := protocol.ChangedFile{Status: statuses[st[0]]}
-		if f.Status == "" {
-			f.Status = "changed"
-		}
-		if (st[0] == 'R' || st[0] == 'C') && i+2 < len(fields) {
-			f.OldPath, f.Path = fields[i+1], fields[i+2]
-			i += 2
-		} else if i+1 < len(fields) {
-			f.Path = fields[i+1]
-			i++
-		}
-		files = append(files, f)
-	}
-	return files, nil
-}
-
-// patches fills in each file's diff, in the order changedFiles listed
-// them, until protocol.DiffMax; it returns the note for the files left
-// out. A file the limit cuts in the middle is left out whole.
-func (g *workspaceGit) patches(ctx context.Context, commit string, files []protocol.ChangedFile) (cut string, err error) {
+// diff lists the files that differ from commit, in git's order, each
+// with its diff until protocol.DiffMax, and returns the note for the files
+// left out. One git run says both: first each file's raw line (its status
+// and paths, NUL-separated), an empty field, then the patch. A file the
+// limit cuts in the middle is left out whole.
+func (g *workspaceGit) diff(ctx context.Context, commit string) (files []protocol.ChangedFile, cut string, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := g.cmd(ctx, append(append([]string{"diff", "--patch"}, diffFlags...), commit, "--")...)
+	cmd := g.cmd(ctx, append(append([]string{"diff", "--patch-with-raw", "-z"}, diffFlags...), commit, "--")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	rd := bufio.NewReader(out)
+	files = rawFiles(rd)
 	i, total := -1, 0
 	var cur strings.Builder
 	for {
@@ -281,7 +253,7 @@ func (g *workspaceGit) patches(ctx context.Context, commit string, files []proto
 		if total += len(line); total > protocol.DiffMax {
 			cancel()
 			cmd.Wait()
-			return omitFrom(files, max(i, 0), commit), nil
+			return files, omitFrom(files, max(i, 0), commit), nil
 		}
 		cur.WriteString(line)
 		if i >= 0 && i < len(files) {
@@ -295,9 +267,38 @@ func (g *workspaceGit) patches(ctx context.Context, commit string, files []proto
 		files[i].Diff = cur.String()
 	}
 	if err := cmd.Wait(); err != nil {
-		return "", fmt.Errorf("git diff: %s", firstLine(stderr.String(), err))
+		return nil, "", fmt.Errorf("git diff: %s", firstLine(stderr.String(), err))
 	}
-	return "", nil
+	return files, "", nil
+}
+
+var statuses = map[byte]string{'A': "added", 'M': "modified", 'D': "deleted", 'R': "renamed", 'C': "copied", 'T': "changed"}
+
+// rawFiles reads git diff -z's raw lines up to the empty field that ends
+// them: ":oldmode newmode old new STATUS", then the path, or for a rename
+// or copy the old path and the new.
+func rawFiles(rd *bufio.Reader) []protocol.ChangedFile {
+	files := []protocol.ChangedFile{}
+	field := func() string {
+		f, _ := rd.ReadString(0)
+		return strings.TrimSuffix(f, "\x00")
+	}
+	for {
+		raw := field()
+		if !strings.HasPrefix(raw, ":") {
+			return files // the empty field, or the end
+		}
+		st := raw[strings.LastIndexByte(raw, ' ')+1:]
+		f := protocol.ChangedFile{Status: statuses[st[0]]}
+		if f.Status == "" {
+			f.Status = "changed"
+		}
+		if st[0] == 'R' || st[0] == 'C' {
+			f.OldPath = field()
+		}
+		f.Path = field()
+		files = append(files, f)
+	}
 }
 
 // omitFrom leaves out the diffs of files[from:] and says so.

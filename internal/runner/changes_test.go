@@ -290,3 +290,27 @@ func BenchmarkWorkspaceChanges(b *testing.B) {
 	data, _ := json.Marshal(ch)
 	b.ReportMetric(float64(len(data)), "json-bytes")
 }
+
+func TestARenamedFileShowsWithItsOldPathAndADeletedOneAsDeleted(t *testing.T) {
+	ws, base := clonedWorkspace(t)
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte(strings.Repeat("the same line\n", 20)), 0o644)
+	inGit(t, ws, "add", "keep.txt")
+	inGit(t, ws, "commit", "-q", "-m", "keep")
+	inGit(t, ws, "mv", "keep.txt", "kept.txt")
+	inGit(t, ws, "rm", "-q", "readme.md")
+	ch := changesOf(t, ws, base)
+	var got []string
+	for _, f := range ch.Files {
+		got = append(got, f.Status+" "+f.OldPath+" "+f.Path)
+	}
+	// keep.txt is new since the base, so it is added as kept.txt.
+	if strings.Join(got, ",") != "added  kept.txt,deleted  readme.md" {
+		t.Errorf("files %q", got)
+	}
+	inGit(t, ws, "commit", "-q", "-m", "move")
+	os.WriteFile(filepath.Join(ws, "moved.md"), []byte("hello\n"), 0o644)
+	ch = changesOf(t, ws, base)
+	if f, ok := fileOf(ch, "moved.md"); !ok || f.Status != "renamed" || f.OldPath != "readme.md" || !strings.Contains(f.Diff, "rename from readme.md") {
+		t.Errorf("an untracked copy of a deleted file: %+v, want renamed from readme.md", ch.Files)
+	}
+}
