@@ -39,8 +39,19 @@ func (h changesAPI) showChanges(w http.ResponseWriter, r *http.Request, p Princi
 	writeJSON(w, http.StatusOK, ch)
 }
 
-// changes fetches a Session's Changes from its Runner and masks them.
+// changes fetches a Session's Changes from its Runner and masks them,
+// once for everyone asking at the same time; a caller who leaves does not
+// cut the others' answer short.
 func (h changesAPI) changes(ctx context.Context, s store.Session) (api.Changes, error) {
+	v, err, _ := h.diffs.Do(s.ID, func() (any, error) { return h.fetchChanges(context.WithoutCancel(ctx), s) })
+	if err != nil {
+		return api.Changes{}, err
+	}
+	return v.(api.Changes), nil
+}
+
+// fetchChanges asks the Session's Runner for its Changes and masks them.
+func (h changesAPI) fetchChanges(ctx context.Context, s store.Session) (api.Changes, error) {
 	var ch api.Changes
 	if s.RunnerID == "" {
 		return ch, fmt.Errorf("the Session has no Workspace yet: no Runner has taken it: %w", errdefs.ErrConflict)

@@ -41,6 +41,11 @@ const baseFile = "base"
 // emptyTree is git's empty tree: the base of a Repo cloned with no commit.
 const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
+// diffWithin bounds git's work for one session.diff: the Hub waits 15 s
+// for the reply and the stream (runners.StreamWait), so git past that
+// works for nobody.
+const diffWithin = 15 * time.Second
+
 // commitsMax bounds the commits Changes lists, newest first.
 const commitsMax = 200
 
@@ -374,7 +379,9 @@ func (r *Runner) sendChanges(ctx context.Context, req protocol.SessionDiff) (pro
 	if !cloned(ws) {
 		return protocol.SessionDiffInfo{}, fmt.Errorf("this Runner has no Workspace of session %s (not cloned yet, or deleted once archived long enough): %w", req.SessionID, errdefs.ErrNotFound)
 	}
-	ch, err := workspaceChanges(ctx, ws, filepath.Join(dir, baseFile))
+	gctx, cancel := context.WithTimeout(ctx, diffWithin)
+	defer cancel()
+	ch, err := workspaceChanges(gctx, ws, filepath.Join(dir, baseFile))
 	if err != nil {
 		return protocol.SessionDiffInfo{}, err
 	}
