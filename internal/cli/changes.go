@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/apiclient"
 )
 
 // sessionDiff prints a Session's changes: its commits, each file with its
@@ -14,14 +13,7 @@ import (
 func sessionDiff(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "diff")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := Parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return ErrUsage
-	}
-	c, err := apiclient.New()
+	pos, c, err := ParseFor(fs, args, 1)
 	if err != nil {
 		return err
 	}

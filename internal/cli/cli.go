@@ -171,6 +171,21 @@ func Flags(io IO, name string) *flag.FlagSet {
 	return fs
 }
 
+// ParseFor parses args as Parse does, wants exactly n positional
+// arguments (ErrUsage otherwise), and makes the Hub's client for the
+// command.
+func ParseFor(fs *flag.FlagSet, args []string, n int) ([]string, *apiclient.Client, error) {
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) != n {
+		return nil, nil, ErrUsage
+	}
+	c, err := apiclient.New()
+	return pos, c, err
+}
+
 // Parse parses flags anywhere among the arguments (kndl show ID --json) and
 // returns the positional ones; "--" ends the flags.
 func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
