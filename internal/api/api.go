@@ -613,3 +613,8 @@ type RepoLimitsChange struct {
 	MaxTurns     *int     `json:"max_turns,omitempty"`
 	MaxTurnHours *float64 `json:"max_turn_hours,omitempty"`
 }
+
+// Changes is a Session's work in its Workspace against the branch it
+// started from, as the Changes tab and kndl diff show it: computed by its
+// Runner, masked as its Events are (GET /api/sessions/{id}/changes).
+type Changes = protocol.Changes

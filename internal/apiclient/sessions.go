@@ -127,3 +127,9 @@ func (c *Client) Attachments(ctx context.Context, id string) ([]api.Attachment, 
 func (c *Client) DownloadAttachment(ctx context.Context, id, attachment string, w io.Writer) error {
 	return c.Download(ctx, sessionPath(id)+"/attachments/"+url.PathEscape(attachment), w)
 }
+
+// Changes is a Session's Workspace's changes against the branch it
+// started from, masked, as its Runner computes them.
+func (c *Client) Changes(ctx context.Context, id string) (api.Changes, error) {
+	return call[api.Changes](ctx, c, http.MethodGet, sessionPath(id)+"/changes", nil)
+}

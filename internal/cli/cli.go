@@ -45,6 +45,7 @@ func commands() []Command {
 		{Name: "new", Usage: "--repo URL_OR_PATH [--runner NAME] [--model M] [--effort E] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -)", Run: sessionNew},
 		{Name: "ls", Usage: "[--json]", Summary: "list Sessions", Run: sessionList},
 		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
+		{Name: "diff", Usage: "ID [--json]", Summary: "show a Session's changes against the branch it started from: its files' diffs and its commits", Run: sessionDiff},
 		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},
 		{Name: "prompt", Usage: "ID [--attach FILE]... [TEXT | -]", Summary: "queue a prompt (from stdin with - or no TEXT), with files for Claude to read", Run: sessionPrompt},
 		{Name: "attachments", Usage: "ID [get ATTACHMENT_ID [-o FILE|-]] [--json]", Summary: "list the files attached to a Session's prompts, or download one", Run: sessionAttachments},
@@ -169,6 +170,21 @@ func Flags(io IO, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("kndl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Stderr)
 	return fs
+}
+
+// ParseFor parses args as Parse does, wants exactly n positional
+// arguments (ErrUsage otherwise), and makes the Hub's client for the
+// command.
+func ParseFor(fs *flag.FlagSet, args []string, n int) ([]string, *apiclient.Client, error) {
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) != n {
+		return nil, nil, ErrUsage
+	}
+	c, err := apiclient.New()
+	return pos, c, err
 }
 
 // Parse parses flags anywhere among the arguments (kndl show ID --json) and

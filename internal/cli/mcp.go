@@ -339,14 +339,7 @@ func mcpLog(ctx context.Context, io IO, args []string) error {
 // URL it prints is opened in the browser signed in to the Hub as the same
 // person.
 func mcpConnect(ctx context.Context, io IO, args []string) error {
-	pos, err := Parse(Flags(io, "mcp connect"), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return ErrUsage
-	}
-	c, err := apiclient.New()
+	pos, c, err := ParseFor(Flags(io, "mcp connect"), args, 1)
 	if err != nil {
 		return err
 	}
@@ -359,14 +352,7 @@ func mcpConnect(ctx context.Context, io IO, args []string) error {
 }
 
 func mcpDisconnect(ctx context.Context, io IO, args []string) error {
-	pos, err := Parse(Flags(io, "mcp disconnect"), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return ErrUsage
-	}
-	c, err := apiclient.New()
+	pos, c, err := ParseFor(Flags(io, "mcp disconnect"), args, 1)
 	if err != nil {
 		return err
 	}

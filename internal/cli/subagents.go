@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -103,15 +102,7 @@ func printSubagents(w io.Writer, id string, agents []subagent) {
 
 // sessionStopSubagent asks the Hub to stop one subagent.
 func sessionStopSubagent(ctx context.Context, io IO, args []string) error {
-	fs := Flags(io, "stop-subagent")
-	pos, err := Parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 {
-		return ErrUsage
-	}
-	c, err := apiclient.New()
+	pos, c, err := ParseFor(Flags(io, "stop-subagent"), args, 2)
 	if err != nil {
 		return err
 	}

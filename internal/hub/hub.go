@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/forward"
@@ -63,6 +64,10 @@ type Hub struct {
 	// Session is stored, so two starts cannot both take a Runner's last
 	// place.
 	placing sync.Mutex
+
+	// diffs shares one Runner's session.diff among everyone asking for a
+	// Session's changes at once: every watcher's tab asks at a Turn's end.
+	diffs singleflight.Group
 }
 
 // New makes a Hub over an open store; Close stops it.

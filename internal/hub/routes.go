@@ -61,6 +61,7 @@ func (h *Hub) routes() []route {
 		ops     = opsAPI{h}
 		pages   = pagesAPI{h}
 		gh      = triggersAPI{h}
+		changes = changesAPI{h}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -141,6 +142,7 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/variables/{name}", person, vars.deleteSharedVariable},
 		{"GET /api/sessions/{id}/live", person, view.liveSession},
 		{"GET /api/sessions/{id}/files/{path...}", person, pages.downloadFile},
+		{"GET /api/sessions/{id}/changes", person, changes.showChanges},
 		{"POST /api/sessions/{id}/attachments", person, atts.uploadAttachment},
 		{"GET /api/sessions/{id}/attachments", person, atts.listAttachments},
 		{"GET /api/sessions/{id}/attachments/{attachment}", person, atts.downloadAttachment},

@@ -55,8 +55,12 @@ import (
 //	  Creator only what every Runner they may use takes, and refuses a
 //	  hello without one. A version 4 Runner, which reports none, is
 //	  refused: the Hub could not say what it runs.
+//	6 (2026-12-02, unreleased): session.diff, a Session's changes that
+//	  the Runner computes with git in the Workspace on its host, sent over
+//	  a stream. A version 5 Runner is still taken: it lacks only this,
+//	  and the Hub says its Sessions' changes wait for the Runner's update.
 const (
-	Version    = 5
+	Version    = 6
 	MinVersion = 5
 )
 

@@ -28,7 +28,7 @@ import (
 )
 
 // handleLive registers what the Hub asks for the web UI: the terminal
-// mirror, forwarded ports and Workspace files.
+// mirror, forwarded ports, Workspace files and changes.
 func (r *Runner) handleLive(conn *protocol.Conn) {
 	handleAs(conn, protocol.TypeTerminalOpen, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.terminalOpen(ctx, req.SessionID)
@@ -47,6 +47,9 @@ func (r *Runner) handleLive(conn *protocol.Conn) {
 	})
 	handleAs(conn, protocol.TypeSessionFile, func(ctx context.Context, req protocol.SessionFile) (any, error) {
 		return r.sendFile(ctx, req)
+	})
+	handleAs(conn, protocol.TypeSessionDiff, func(ctx context.Context, req protocol.SessionDiff) (any, error) {
+		return r.sendChanges(ctx, req)
 	})
 }
 

@@ -28,6 +28,31 @@ func (noSandboxes) Host() sandbox.HostInfo {
 }
 func (noSandboxes) List(context.Context) ([]sandbox.Status, error) { return nil, nil }
 
+// testHub serves a Hub's Runner endpoint: it welcomes the Runner's hello
+// and hands over the connection, and gives each stream the Runner dials
+// back (/runner/stream/{id}) to stream.
+func testHub(t *testing.T, stream func(r *http.Request, c *websocket.Conn)) (*httptest.Server, chan *protocol.Conn) {
+	hubConn := make(chan *protocol.Conn, 1)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/runner/stream/") {
+			stream(r, c)
+			return
+		}
+		conn := protocol.NewConn(c, slog.New(slog.DiscardHandler))
+		conn.Handle(protocol.TypeHello, false, func(context.Context, json.RawMessage) (any, error) {
+			return protocol.Welcome{Version: protocol.Version, RunnerID: "r1"}, nil
+		})
+		hubConn <- conn
+		conn.Serve(r.Context())
+	}))
+	t.Cleanup(hub.Close)
+	return hub, hubConn
+}
+
 // TestARunnerStoppedMidDownloadLeavesNoGoroutine: Run returns once its
 // context is done, with no goroutine of the Runner's left, though a
 // Workspace file it was sending to the Hub was never read there.
@@ -43,27 +68,12 @@ func TestARunnerStoppedMidDownloadLeavesNoGoroutine(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "kndl")
 	os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755)
 
-	hubConn := make(chan *protocol.Conn, 1)
 	streaming := make(chan struct{})
-	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, "/runner/stream/") {
-			close(streaming)
-			<-r.Context().Done() // never reads the file
-			c.CloseNow()
-			return
-		}
-		conn := protocol.NewConn(c, slog.New(slog.DiscardHandler))
-		conn.Handle(protocol.TypeHello, false, func(context.Context, json.RawMessage) (any, error) {
-			return protocol.Welcome{Version: protocol.Version, RunnerID: "r1"}, nil
-		})
-		hubConn <- conn
-		conn.Serve(r.Context())
-	}))
-	t.Cleanup(hub.Close)
+	hub, hubConn := testHub(t, func(r *http.Request, c *websocket.Conn) {
+		close(streaming)
+		<-r.Context().Done() // never reads the file
+		c.CloseNow()
+	})
 	r, err := New(Config{HubURL: hub.URL, Token: "kndlr_test", Home: home, Binary: bin}, noSandboxes{})
 	if err != nil {
 		t.Fatal(err)

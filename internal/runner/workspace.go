@@ -31,6 +31,11 @@ func cloneEnv(home string) []string {
 	return env
 }
 
+// safeGitConfig goes before the subcommand of every git the Runner runs on
+// a Workspace, for that run only: no hook, no fsmonitor (each a command
+// git would run) and no ext:: transport.
+var safeGitConfig = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}
+
 // cloneTokenEnv gives the clone a read-only token through its environment
 // alone: a credential helper set by GIT_CONFIG_* (command-line config,
 // which GIT_CONFIG_NOSYSTEM and GIT_CONFIG_GLOBAL leave on) that prints the
@@ -85,8 +90,8 @@ func cloneWorkspace(ctx context.Context, out *outbound.Dialer, repo, token, dir 
 	defer os.RemoveAll(home)
 	// -c before the subcommand applies to this run only; --template= keeps
 	// git's sample hooks out of the clone.
-	cmd := exec.CommandContext(ctx, "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-		"-c", "protocol.ext.allow=never", "-c", "http.proxy="+proxy.URL, "clone", "--quiet", "--template=", "--", repo, tmp)
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, safeGitConfig...),
+		"-c", "http.proxy="+proxy.URL, "clone", "--quiet", "--template=", "--", repo, tmp)...)
 	cmd.Env = cloneEnv(home)
 	if token != "" {
 		cmd.Env = append(cmd.Env, cloneTokenEnv(token)...)
@@ -116,6 +121,9 @@ func cloneWorkspace(ctx context.Context, out *outbound.Dialer, repo, token, dir 
 	_, err = f.WriteString("\n.claude/worktrees/\n")
 	f.Close()
 	if err != nil {
+		return err
+	}
+	if err := recordBase(ctx, tmp, filepath.Join(filepath.Dir(dir), baseFile)); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {

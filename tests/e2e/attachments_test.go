@@ -41,6 +41,19 @@ func sha(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// WatchedRepo serves acme/app on the fake GitHub with bob a collaborator
+// (a watcher of the dev user's Sessions there), adds it to the Hub with a
+// Sensitive Variable name of value, and returns its clone URL.
+func (s *System) WatchedRepo(name, value string) string {
+	s.t.Helper()
+	repo := s.GitHubRepo("acme/app")
+	s.GitHub.SetCollaborator("acme/app", "bob", true)
+	var r api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/"+name, api.VariableRequest{Value: value, Sensitive: true}, &api.Variable{})
+	return repo
+}
+
 // TestAttachedFilesReachClaudeAndEveryoneWithAccessDownloadsThem: an image
 // and a text file attached to a prompt with kndl prompt --attach reach the
 // model with the prompt, the image as an image block, the text with the
@@ -50,12 +63,8 @@ func sha(b []byte) string {
 // file from the page's file picker, and it reaches the model too.
 func TestAttachedFilesReachClaudeAndEveryoneWithAccessDownloadsThem(t *testing.T) {
 	s := Start(t, WithGitHub())
-	repo := s.GitHubRepo("acme/app")
-	s.GitHub.SetCollaborator("acme/app", "bob", true)
 	const secret = "att4ch-s3cret-value-e2e"
-	var r api.Repo
-	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
-	s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/NOTES_SECRET", api.VariableRequest{Value: secret, Sensitive: true}, &api.Variable{})
+	repo := s.WatchedRepo("NOTES_SECRET", secret)
 	s.Model.On(testkit.PromptContains("say hello"), testkit.Text("Hello."))
 	s.Model.On(testkit.PromptContains("look at these"), testkit.Text("I see a picture and your notes."))
 	s.Model.On(testkit.PromptContains("from the page"), testkit.Text("Got the page's file too."))

@@ -4,7 +4,32 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"kndl.dev/kndl/internal/api"
 )
+
+// The Sensitive Variable's value of watchedSecret's Repo, and a token of a
+// Marked shape nobody told the Hub about.
+const secretValue, secretShaped = "deploy-secret-value-5e8b", "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+
+// watched is bob's running Session, on his own Runner, in a Repo with a
+// Sensitive Variable, which carol watches.
+type watched struct {
+	bob, carol *browser
+	runner     *fakeRunner
+	session    api.Session
+}
+
+// watchedSecret makes the team, bob's Repo with DEPLOY_KEY=secretValue
+// (Sensitive), his Runner and his running Session there.
+func (e *env) watchedSecret() watched {
+	e.t.Helper()
+	_, bob, carol := e.team()
+	repo := e.addRepo(bob, "acme/app")
+	e.must(bob.Client, req{method: "PUT", path: "/api/repos/" + repo + "/variables/DEPLOY_KEY", body: `{"value":"` + secretValue + `","sensitive":true}`, origin: "self"}, 200)
+	bobs := e.pair(bob, "bobs-box")
+	return watched{bob: bob, carol: carol, runner: bobs, session: e.running(bob, bobs)}
+}
 
 // TestAWatcherDownloadsAWorkspaceFileMaskedAndItsCreatorAsItIs: a file in
 // a Session's Workspace, such as a .env Claude wrote from Sensitive values,
@@ -14,12 +39,9 @@ import (
 // so.
 func TestAWatcherDownloadsAWorkspaceFileMaskedAndItsCreatorAsItIs(t *testing.T) {
 	e := newEnv(t)
-	_, bob, carol := e.team()
-	repo := e.addRepo(bob, "acme/app")
-	const value, shaped = "deploy-secret-value-5e8b", "ghp_0123456789abcdefghijABCDEFGHIJ012345"
-	e.must(bob.Client, req{method: "PUT", path: "/api/repos/" + repo + "/variables/DEPLOY_KEY", body: `{"value":"` + value + `","sensitive":true}`, origin: "self"}, 200)
-	bobs := e.pair(bob, "bobs-box")
-	s := e.running(bob, bobs)
+	w := e.watchedSecret()
+	bob, carol, bobs, s := w.bob, w.carol, w.runner, w.session
+	const value, shaped = secretValue, secretShaped
 	dotenv := "DEPLOY_KEY=" + value + "\nGITHUB_TOKEN=" + shaped + "\n"
 	bobs.files.Store(".env", []byte(dotenv))
 	big := strings.Repeat("x", 16<<20+1)

@@ -247,6 +247,8 @@ var roleTable = map[string]roleRoute{
 	// check gets the Runner's failure (passed). Issue 22 finding 7 masks a
 	// watcher's download; it stays allowed.
 	"GET /api/sessions/{id}/files/{path...}": {want: watchers, req: onSession("GET", "/files/notes.txt", "")},
+	// Its changes, like its transcript.
+	"GET /api/sessions/{id}/changes": {want: watchers, req: onSession("GET", "/changes", "")},
 	"POST /api/sessions/{id}/attachments": {want: drivers, req: func(f *roleFixture, c string) req {
 		r := onSession("POST", "/attachments?name=notes.txt", "some notes")(f, c)
 		r.header = http.Header{"Content-Type": {"text/plain"}}
@@ -429,6 +431,7 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		}
 	}()
 	e.runner.files.Store("notes.txt", []byte("notes"))
+	e.runner.changes.Store(s.ID, protocol.Changes{})
 	e.runner.conn.Notify(context.Background(), protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.ID, Ports: []protocol.Port{{Port: 8080, Addresses: []string{"0.0.0.0"}}}})
 
 	var a api.Attachment

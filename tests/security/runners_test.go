@@ -34,6 +34,8 @@ type fakeRunner struct {
 	started chan string
 	starts  sync.Map // Session id -> the raw session.start it got last
 	files   sync.Map // a Workspace file's path -> the bytes it holds
+	// changes is what it answers session.diff with, as JSON.
+	changes sync.Map // Session id -> protocol.Changes
 }
 
 // pair has b pair a Runner named name and connects it.
@@ -62,6 +64,19 @@ func (e *env) pair(b *browser, name string) *fakeRunner {
 		json.Unmarshal(body, &m)
 		return rn.sendFile(ctx, e, m)
 	})
+	conn.Handle(protocol.TypeSessionDiff, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var m protocol.SessionDiff
+		json.Unmarshal(body, &m)
+		ch, ok := rn.changes.Load(m.SessionID)
+		if !ok {
+			return nil, fmt.Errorf("no Workspace of session %s here: %w", m.SessionID, errdefs.ErrNotFound)
+		}
+		data, _ := json.Marshal(ch)
+		if err := rn.sendStream(ctx, e, m.Stream, data); err != nil {
+			return nil, err
+		}
+		return protocol.SessionDiffInfo{Size: int64(len(data))}, nil
+	})
 	conn.Handle(protocol.TypeSessionDeliver, false, func(context.Context, json.RawMessage) (any, error) {
 		return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
 	})
@@ -84,16 +99,24 @@ func (rn *fakeRunner) sendFile(ctx context.Context, e *env, m protocol.SessionFi
 	if !ok {
 		return nil, fmt.Errorf("no file %s in the Workspace: %w", m.Path, errdefs.ErrNotFound)
 	}
-	ws, _, err := websocket.Dial(ctx, e.wsURL("/runner/stream/"+m.Stream), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + rn.Token}}})
-	if err != nil {
+	if err := rn.sendStream(ctx, e, m.Stream, data.([]byte)); err != nil {
 		return nil, err
+	}
+	return protocol.SessionFileInfo{Name: path.Base(m.Path), Size: int64(len(data.([]byte)))}, nil
+}
+
+// sendStream dials the stream back and writes data on it.
+func (rn *fakeRunner) sendStream(ctx context.Context, e *env, stream string, data []byte) error {
+	ws, _, err := websocket.Dial(ctx, e.wsURL("/runner/stream/"+stream), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + rn.Token}}})
+	if err != nil {
+		return err
 	}
 	go func() {
 		nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-		nc.Write(data.([]byte))
+		nc.Write(data)
 		nc.Close()
 	}()
-	return protocol.SessionFileInfo{Name: path.Base(m.Path), Size: int64(len(data.([]byte)))}, nil
+	return nil
 }
 
 // dialRunner opens a Runner's connection with token, not yet served.

@@ -21,6 +21,8 @@ export const answer = (id) => `${session(id)}/answer`;
 export const stopSubagent = (id, agent) => `${session(id)}/subagents/${seg(agent)}/stop`;
 // file is a file of the Session's /workspace, by its path there.
 export const file = (id, path) => `${session(id)}/files/${path.split("/").map(seg).join("/")}`;
+// changes is a Session's Workspace's changes (the Changes tab).
+export const changes = (id) => `${session(id)}/changes`;
 export const attachments = (id) => `${session(id)}/attachments`;
 // upload takes a file's bytes as the body, the name in the query.
 export const upload = (id, name) => `${attachments(id)}?name=${seg(name)}`;

@@ -8,6 +8,7 @@ import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
 import { modelPicker } from "./models.js";
+import * as changesTab from "./changes.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
@@ -22,6 +23,7 @@ const agentParents = new Map(); // agent id -> its Agent tool call, from any of 
 let lastSeq = 0;
 let state = document.getElementById("state").textContent;
 let terminal = null; // the terminal module, once its tab is opened
+const changes = changesTab.mount(document.getElementById("pane-changes"), id);
 
 // --- The transcript ---
 
@@ -125,6 +127,7 @@ function addEvent(ev, html, files) {
       break;
     case "turn_end":
       turnLine(item(ev, "turn " + (ev.reason || "done")), `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"}`, ev);
+      changes.turnEnded();
       break;
     case "subagent_start":
       item(ev, "note").textContent = "Subagent started" + (ev.text ? " · " + ev.text : "");
@@ -585,6 +588,7 @@ function showPorts(ports) {
 on("tab", async (b) => {
   for (const t of document.querySelectorAll(".tab")) t.classList.toggle("active", t === b);
   for (const p of document.querySelectorAll(".pane")) p.hidden = p.id !== "pane-" + b.dataset.tab;
+  if (b.dataset.tab === "changes") changes.shown();
   if (b.dataset.tab === "terminal" && !terminal) {
     const mod = await import("./terminal.js");
     terminal = mod.mount(document.getElementById("terminal"), document.getElementById("terminal-box"), document.getElementById("terminal-status"), send);
@@ -593,6 +597,7 @@ on("tab", async (b) => {
   }
 });
 on("fit", () => terminal && terminal.fit());
+on("changes-refresh", () => changes.refresh());
 
 // --- The socket ---
 

@@ -1,0 +1,402 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+)
+
+// A Session's changes, computed by git on the Runner's host in the
+// Workspace, never by anything in the Sandbox. Everything under the
+// Workspace's .git is the Sandbox's to write, its config above all: a
+// filter, diff driver, textconv or fsmonitor named there is a command the
+// host's git would run. So git here reads none of it as config. It runs
+// with a git directory of its own, made for the one diff: a config that
+// sets nothing, copies of the Workspace's HEAD, refs, index and
+// info/exclude (regular files only), and the Workspace's objects read
+// where they are. A .gitattributes still names drivers, but no config
+// defines one, so git's own diff and no filter run. The host's system and
+// global config stay off as for the clone (cloneEnv, safeGitConfig).
+
+// baseFile, in the Session's directory beside its Workspace and out of
+// the Sandbox's reach, records where the Workspace started: the commit
+// and the branch cloned.
+const baseFile = "base"
+
+// emptyTree is git's empty tree: the base of a Repo cloned with no commit.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// diffWithin bounds git's work for one session.diff: the Hub waits 15 s
+// for the reply and the stream (runners.StreamWait), so git past that
+// works for nobody.
+const diffWithin = 15 * time.Second
+
+// commitsMax bounds the commits Changes lists, newest first.
+const commitsMax = 200
+
+// recordBase writes where the fresh clone in ws starts into base: its
+// HEAD's commit (none for an empty Repo) and branch.
+func recordBase(ctx context.Context, ws, base string) error {
+	g := &workspaceGit{env: append(cloneEnv(os.TempDir()), "GIT_DIR="+filepath.Join(ws, ".git"), "GIT_WORK_TREE="+ws)}
+	commit, err := g.output(ctx, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if err != nil {
+		commit = nil // an empty Repo
+	}
+	branch, _ := g.output(ctx, "symbolic-ref", "--short", "HEAD")
+	return os.WriteFile(base, []byte(strings.TrimSpace(string(commit))+"\t"+strings.TrimSpace(string(branch))+"\n"), 0o600)
+}
+
+// readBase reads what recordBase wrote.
+func readBase(base string) (commit, branch string, err error) {
+	b, err := os.ReadFile(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("this Workspace was cloned before its Runner recorded where it starts, so its changes can't be told: %w", errdefs.ErrNotFound)
+	} else if err != nil {
+		return "", "", err
+	}
+	commit, branch, _ = strings.Cut(strings.TrimSpace(string(b)), "\t")
+	if commit == "" {
+		commit = emptyTree
+	}
+	return commit, branch, nil
+}
+
+// workspaceGit runs git on a Workspace with a git directory of its own.
+type workspaceGit struct {
+	env []string
+}
+
+// openWorkspaceGit makes the git directory for one look at the Workspace
+// ws; done removes it. A .git, its objects or their alternates that lead
+// out of the Workspace are refused: git would read another place on the
+// host as this Workspace's history.
+func openWorkspaceGit(ws string) (g *workspaceGit, done func(), err error) {
+	dotGit := filepath.Join(ws, ".git")
+	for _, d := range []string{dotGit, filepath.Join(dotGit, "objects")} {
+		if st, err := os.Lstat(d); err != nil || !st.IsDir() {
+			return nil, nil, fmt.Errorf("the Workspace has no git repository of its own (%s is not a folder): %w", d[len(ws)+1:], errdefs.ErrConflict)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dotGit, "objects", "info", "alternates")); err == nil {
+		return nil, nil, fmt.Errorf("the Workspace's git borrows objects from elsewhere (.git/objects/info/alternates), which the Runner does not read: %w", errdefs.ErrConflict)
+	}
+	dir, err := os.MkdirTemp("", "kndl-diff-")
+	if err != nil {
+		return nil, nil, err
+	}
+	done = func() { os.RemoveAll(dir) }
+	if err := copyGitState(dotGit, dir); err != nil {
+		done()
+		return nil, nil, err
+	}
+	env := append(cloneEnv(filepath.Join(dir, "home")),
+		"GIT_DIR="+dir, "GIT_WORK_TREE="+ws, "GIT_OBJECT_DIRECTORY="+filepath.Join(dotGit, "objects"),
+		"GIT_INDEX_FILE="+filepath.Join(dir, "index"))
+	return &workspaceGit{env: env}, done, nil
+}
+
+// copyGitState makes dir a git directory with the Workspace's HEAD, refs,
+// index and info/exclude, and a config of its own.
+func copyGitState(dotGit, dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "config"), []byte("[core]\n\trepositoryformatversion = 0\n\tbare = false\n"), 0o600); err != nil {
+		return err
+	}
+	for _, name := range []string{"HEAD", "packed-refs", "index", filepath.Join("info", "exclude")} {
+		if err := copyRegular(filepath.Join(dotGit, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "refs"), 0o700); err != nil {
+		return err
+	}
+	refs := filepath.Join(dotGit, "refs")
+	return filepath.WalkDir(refs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == refs || !d.Type().IsRegular() {
+			return nil // a link or oddity is no ref of ours
+		}
+		return copyRegular(p, filepath.Join(dir, "refs", p[len(refs):]))
+	})
+}
+
+// copyRegular copies src to dst if src is a regular file; anything else
+// (missing, a link, a FIFO) is skipped.
+func copyRegular(src, dst string) error {
+	st, err := os.Lstat(src)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	data, err := readRegular(src)
+	if err != nil {
+		return nil // it changed meanwhile
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o600)
+}
+
+// readRegular reads src without following a link swapped in and without
+// blocking on a FIFO.
+func readRegular(src string) ([]byte, error) {
+	f, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", src)
+	}
+	return io.ReadAll(f)
+}
+
+// cmd is git with args, the safe settings first.
+func (g *workspaceGit) cmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, safeGitConfig...), args...)...)
+	cmd.Env = g.env
+	return cmd
+}
+
+// output runs git and returns what it printed, or its message as the error.
+func (g *workspaceGit) output(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := g.cmd(ctx, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %s", args[0], firstLine(stderr.String(), err))
+	}
+	return out, nil
+}
+
+func firstLine(s string, err error) string {
+	if line, _, _ := strings.Cut(strings.TrimSpace(s), "\n"); line != "" {
+		return line
+	}
+	return err.Error()
+}
+
+// diffFlags keep git's own diff whatever the Workspace says: no external
+// diff and no textconv, besides no config that would name one.
+var diffFlags = []string{"--no-ext-diff", "--no-textconv", "--no-color", "-M"}
+
+// workspaceChanges computes the Changes of the Workspace ws, which started
+// where the file base says.
+func workspaceChanges(ctx context.Context, ws, base string) (protocol.Changes, error) {
+	commit, branch, err := readBase(base)
+	if err != nil {
+		return protocol.Changes{}, err
+	}
+	g, done, err := openWorkspaceGit(ws)
+	if err != nil {
+		return protocol.Changes{}, err
+	}
+	defer done()
+	ch := protocol.Changes{Base: branch, BaseCommit: commit, Files: []protocol.ChangedFile{}, Commits: []protocol.Commit{}}
+	if b, err := g.output(ctx, "symbolic-ref", "--quiet", "--short", "HEAD"); err == nil {
+		ch.Branch = strings.TrimSpace(string(b))
+	}
+	// New files join the index copy as intent-to-add, so the diff against
+	// the base shows them with the rest; the Workspace's index is untouched.
+	if _, err := g.output(ctx, "add", "--intent-to-add", "--all", "--", "."); err != nil {
+		return ch, err
+	}
+	if ch.Files, ch.Cut, err = g.diff(ctx, commit); err != nil {
+		return ch, err
+	}
+	if ch.Commits, err = g.commits(ctx, commit); err != nil {
+		return ch, err
+	}
+	return ch, nil
+}
+
+// diff lists the files that differ from commit, in git's order, each
+// with its diff until protocol.DiffMax, and returns the note for the files
+// left out. One git run says both: first each file's raw line (its status
+// and paths, NUL-separated), an empty field, then the patch. A file the
+// limit cuts in the middle is left out whole.
+func (g *workspaceGit) diff(ctx context.Context, commit string) (files []protocol.ChangedFile, cut string, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := g.cmd(ctx, append(append([]string{"diff", "--patch-with-raw", "-z"}, diffFlags...), commit, "--")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	rd := bufio.NewReader(out)
+	files = rawFiles(rd)
+	i, total := -1, 0
+	var cur strings.Builder
+	for {
+		line, rerr := rd.ReadString('\n')
+		if strings.HasPrefix(line, "diff --git ") {
+			if i >= 0 && i < len(files) {
+				files[i].Diff = cur.String()
+			}
+			cur.Reset()
+			i++
+		}
+		if total += len(line); total > protocol.DiffMax {
+			cancel()
+			cmd.Wait()
+			return files, omitFrom(files, max(i, 0), commit), nil
+		}
+		cur.WriteString(line)
+		if i >= 0 && i < len(files) {
+			countLine(&files[i], line)
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	if i >= 0 && i < len(files) {
+		files[i].Diff = cur.String()
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, "", fmt.Errorf("git diff: %s", firstLine(stderr.String(), err))
+	}
+	return files, "", nil
+}
+
+var statuses = map[byte]string{'A': "added", 'M': "modified", 'D': "deleted", 'R': "renamed", 'C': "copied", 'T': "changed"}
+
+// rawFiles reads git diff -z's raw lines up to the empty field that ends
+// them: ":oldmode newmode old new STATUS", then the path, or for a rename
+// or copy the old path and the new.
+func rawFiles(rd *bufio.Reader) []protocol.ChangedFile {
+	files := []protocol.ChangedFile{}
+	field := func() string {
+		f, _ := rd.ReadString(0)
+		return strings.TrimSuffix(f, "\x00")
+	}
+	for {
+		raw := field()
+		if !strings.HasPrefix(raw, ":") {
+			return files // the empty field, or the end
+		}
+		st := raw[strings.LastIndexByte(raw, ' ')+1:]
+		f := protocol.ChangedFile{Status: statuses[st[0]]}
+		if f.Status == "" {
+			f.Status = "changed"
+		}
+		if st[0] == 'R' || st[0] == 'C' {
+			f.OldPath = field()
+		}
+		f.Path = field()
+		files = append(files, f)
+	}
+}
+
+// omitFrom leaves out the diffs of files[from:] and says so.
+func omitFrom(files []protocol.ChangedFile, from int, commit string) string {
+	for j := from; j < len(files); j++ {
+		files[j] = protocol.ChangedFile{Path: files[j].Path, OldPath: files[j].OldPath, Status: files[j].Status, Omitted: true}
+	}
+	return fmt.Sprintf("The diff is over %d MiB, so it stops here: %d of %d files are listed without theirs. See them with git diff %s in the Session's terminal.",
+		protocol.DiffMax>>20, len(files)-from, len(files), shortHash(commit))
+}
+
+// countLine counts a diff line in its file: an added or removed line, or
+// the mark of a binary file.
+func countLine(f *protocol.ChangedFile, line string) {
+	switch {
+	case strings.HasPrefix(line, "+++ "), strings.HasPrefix(line, "--- "):
+	case strings.HasPrefix(line, "+"):
+		f.Additions++
+	case strings.HasPrefix(line, "-"):
+		f.Deletions++
+	case strings.HasPrefix(line, "Binary files "):
+		f.Binary = true
+	}
+}
+
+func shortHash(h string) string { return h[:min(len(h), 12)] }
+
+// commits lists the commits on the Workspace's branches and HEAD that are
+// not in commit, newest first, each marked pushed if a remote-tracking
+// branch holds it.
+func (g *workspaceGit) commits(ctx context.Context, commit string) ([]protocol.Commit, error) {
+	not := []string{"--not", commit}
+	if commit == emptyTree {
+		not = nil
+	}
+	args := append([]string{"log", "--no-show-signature", "--format=%H%x00%s%x00%an%x00%aI", fmt.Sprintf("--max-count=%d", commitsMax), "HEAD", "--branches"}, not...)
+	out, err := g.output(ctx, append(args, "--")...)
+	if err != nil {
+		if bytes.Contains([]byte(err.Error()), []byte("HEAD")) {
+			return []protocol.Commit{}, nil // no commit yet
+		}
+		return nil, err
+	}
+	unpushed, err := g.output(ctx, append(append([]string{"rev-list", "HEAD", "--branches"}, not...), "--remotes", "--")...)
+	if err != nil {
+		return nil, err
+	}
+	left := map[string]bool{}
+	for _, h := range strings.Fields(string(unpushed)) {
+		left[h] = true
+	}
+	cs := []protocol.Commit{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\x00")
+		if len(f) != 4 {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339, f[3])
+		cs = append(cs, protocol.Commit{Hash: f[0], Subject: f[1], Author: f[2], At: at, Pushed: !left[f[0]]})
+	}
+	return cs, nil
+}
+
+// sendChanges answers session.diff: the Changes of a Session's Workspace
+// on this host, whether the Session runs, sleeps or is archived, sent as
+// JSON over the stream the Hub named.
+func (r *Runner) sendChanges(ctx context.Context, req protocol.SessionDiff) (protocol.SessionDiffInfo, error) {
+	if !protocol.ValidSessionID(req.SessionID) {
+		return protocol.SessionDiffInfo{}, fmt.Errorf("session id %q: %w", req.SessionID, errdefs.ErrInvalid)
+	}
+	dir := r.sessionDir(req.SessionID)
+	ws := filepath.Join(dir, "workspace")
+	if !cloned(ws) {
+		return protocol.SessionDiffInfo{}, fmt.Errorf("this Runner has no Workspace of session %s (not cloned yet, or deleted once archived long enough): %w", req.SessionID, errdefs.ErrNotFound)
+	}
+	gctx, cancel := context.WithTimeout(ctx, diffWithin)
+	defer cancel()
+	ch, err := workspaceChanges(gctx, ws, filepath.Join(dir, baseFile))
+	if err != nil {
+		return protocol.SessionDiffInfo{}, err
+	}
+	data, err := json.Marshal(ch)
+	if err != nil {
+		return protocol.SessionDiffInfo{}, err
+	}
+	ws2, err := r.dialStream(ctx, req.Stream)
+	if err != nil {
+		return protocol.SessionDiffInfo{}, err
+	}
+	r.spawn(func() {
+		nc := websocket.NetConn(r.life, ws2, websocket.MessageBinary)
+		nc.Write(data)
+		nc.Close()
+	})
+	return protocol.SessionDiffInfo{Size: int64(len(data))}, nil
+}
