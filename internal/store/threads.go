@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 )
 
@@ -10,17 +11,19 @@ import (
 // three days of redeliveries, with room.
 const deliveryKeep = 7 * 24 * time.Hour
 
-// TakeDelivery records a GitHub webhook delivery's id and reports whether
+// TakeDelivery records a GitHub webhook delivery's id with its work (the
+// body to act on; nil for none), in one transaction, and reports whether
 // it is new: false for one taken before, which the caller then ignores.
-func (s *Store) TakeDelivery(ctx context.Context, id, event string) (bool, error) {
+// Work recorded stays pending until DoneDelivery, across a restart too.
+func (s *Store) TakeDelivery(ctx context.Context, id, event string, work []byte) (bool, error) {
 	var fresh bool
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep))); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			id, event, ms(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			id, event, ms(now), work)
 		if err != nil {
 			return err
 		}
@@ -29,6 +32,30 @@ func (s *Store) TakeDelivery(ctx context.Context, id, event string) (bool, error
 		return err
 	})
 	return fresh, err
+}
+
+// Delivery is a webhook delivery whose work is not done yet.
+type Delivery struct {
+	ID, Event string
+	Work      []byte
+}
+
+// NextDelivery returns the oldest delivery whose work is not done; ok is
+// false when there is none.
+func (s *Store) NextDelivery(ctx context.Context) (d Delivery, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT id, event, work FROM webhook_deliveries WHERE work IS NOT NULL ORDER BY received_at, rowid LIMIT 1`).
+		Scan(&d.ID, &d.Event, &d.Work)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, false, nil
+	}
+	return d, err == nil, err
+}
+
+// DoneDelivery records that a delivery's work is done, dropping it; its
+// id stays taken.
+func (s *Store) DoneDelivery(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE webhook_deliveries SET work = NULL WHERE id = ?`, id)
+	return err
 }
 
 // Thread is a GitHub issue or pull request a Session was started from.

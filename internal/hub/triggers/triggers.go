@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
@@ -69,18 +70,19 @@ type Options struct {
 type Receiver struct {
 	opts Options
 	log  *slog.Logger
-	// work is the deliveries taken, acted on by one worker in the order
-	// they came, so a Creator's mention right after the one that started
-	// their Session finds it.
-	work chan func(context.Context)
+	// poke wakes the worker, which acts on the deliveries recorded and not
+	// done, one at a time in the order they came, so a Creator's mention
+	// right after the one that started their Session finds it.
+	poke chan struct{}
 	life *lifetime.Group // the worker's; Close ends it
 }
 
-// queued bounds the deliveries waiting for the worker; past it an answer
-// waits, within GitHub's 10 s, for room.
-const queued = 256
+// workTimeout bounds one delivery's work, which a stop waits for rather
+// than cut in half.
+const workTimeout = time.Minute
 
-// New starts a Receiver; Close stops it.
+// New starts a Receiver, whose worker first acts on the deliveries a
+// Hub before it took and did not act on; Close stops it.
 func New(opts Options) *Receiver {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -88,25 +90,49 @@ func New(opts Options) *Receiver {
 	if opts.Ignored == nil {
 		opts.Ignored = func(string) {}
 	}
-	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), work: make(chan func(context.Context), queued),
+	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), poke: make(chan struct{}, 1),
 		life: lifetime.New()}
-	r.life.Go(func(ctx context.Context) {
-		for {
-			select {
-			case do := <-r.work:
-				do(ctx)
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
+	r.life.Go(r.run)
 	return r
 }
 
-// Close stops the worker and waits for it; deliveries taken and not yet
-// acted on are dropped (GitHub's redelivery of one is a new delivery id
-// only when a person asks for it).
+// Close stops the worker and waits for the work under way; deliveries
+// taken and not yet acted on stay recorded for the next start.
 func (r *Receiver) Close() { r.life.Close() }
+
+// run acts on each delivery recorded and not done, oldest first, until
+// Close.
+func (r *Receiver) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		d, ok, err := r.opts.Store.NextDelivery(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Error("read the next GitHub delivery to act on; the next delivery tries again", "err", err)
+		}
+		if err == nil && ok {
+			r.do(ctx, d)
+			continue
+		}
+		select {
+		case <-r.poke:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// do acts on one delivery to its end, a stop notwithstanding, and records
+// it done.
+func (r *Receiver) do(ctx context.Context, d store.Delivery) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workTimeout)
+	defer cancel()
+	if act := actions[d.Event]; act != nil {
+		if err := act(r, ctx, d.Work); err != nil {
+			r.log.Warn("a GitHub delivery's work failed", "delivery", d.ID, "event", d.Event, "err", err)
+		}
+	}
+	if err := r.opts.Store.DoneDelivery(ctx, d.ID); err != nil {
+		r.log.Error("record a GitHub delivery's work done", "delivery", d.ID, "err", err)
+	}
+}
 
 // Verify reports whether header (X-Hub-Signature-256: sha256=HEX) is
 // body's HMAC-SHA256 under secret, compared in constant time. An empty
@@ -122,8 +148,8 @@ func Verify(secret, body []byte, header string) bool {
 	return auth.Equal(got, mac.Sum(nil))
 }
 
-// Take reads and checks a delivery, records its id, and acts on it after
-// the caller has answered. It returns ErrUnauthorized for a bad
+// Take reads and checks a delivery, records its id with its work in one
+// transaction, and has the worker act on it after the caller has answered. It returns ErrUnauthorized for a bad
 // signature, ErrTooLarge for a body over MaxBody, ErrInvalid for a
 // delivery without its id or event; a delivery taken before is no error,
 // and changes nothing.
@@ -145,28 +171,23 @@ func (r *Receiver) Take(req *http.Request) error {
 	if id == "" || event == "" || len(id) > 100 || len(event) > 100 {
 		return fmt.Errorf("the delivery has no X-GitHub-Delivery or X-GitHub-Event header: %w", errdefs.ErrInvalid)
 	}
-	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event)
+	var work []byte
+	if _, known := actions[event]; known {
+		work = body
+	}
+	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event, work)
 	if err != nil || !fresh {
 		return err
 	}
-	act, known := actions[event]
-	if !known {
+	if work == nil {
 		r.opts.Ignored(event)
 		return nil
 	}
-	do := func(ctx context.Context) {
-		if err := act(r, ctx, body); err != nil {
-			r.log.Warn("a GitHub delivery's work failed", "delivery", id, "event", event, "err", err)
-		}
-	}
 	select {
-	case r.work <- do:
-		return nil
-	case <-req.Context().Done():
-	case <-r.life.Context().Done():
+	case r.poke <- struct{}{}:
+	default: // the worker is poked already
 	}
-	r.log.Warn("a GitHub delivery was taken but dropped: the Hub is shutting down or behind", "delivery", id, "event", event)
-	return fmt.Errorf("the Hub could not queue the delivery: %w", errdefs.ErrUnavailable)
+	return nil
 }
 
 // actions are the events the Hub acts on; "ping" is GitHub's hello when

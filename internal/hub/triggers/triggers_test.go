@@ -102,9 +102,16 @@ type recorder struct {
 	started []string // the first prompts
 	prompts []string // "session: text"
 	tokens  map[string]bool
+	// gate, if set, holds each start until it is closed, the worker
+	// busy, once it has said so on holding.
+	gate, holding chan struct{}
 }
 
 func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error) {
+	if r.gate != nil {
+		r.holding <- struct{}{}
+		<-r.gate
+	}
 	repo, err := r.st.EnsureRepo(ctx, repoURL, "app")
 	if err != nil {
 		return "", err
@@ -234,9 +241,10 @@ func (f *fixture) member(login string, withToken bool) store.User {
 // it started and the prompts it queued, and starts a new Receiver on the
 // same store, as a restarted Hub would.
 func (f *fixture) settle() (started, prompts int) {
-	done := make(chan struct{})
-	f.recv.work <- func(context.Context) { close(done) }
-	<-done
+	testenv.Eventually(f.t, testenv.WaitShort, "every delivery's work done", func() bool {
+		_, pending, err := f.st.NextDelivery(f.t.Context())
+		return err == nil && !pending
+	})
 	f.recv.Close()
 	f.st.Close()
 	started, prompts = f.sessions.counts()
@@ -298,6 +306,48 @@ func TestAMembersMentionStartsOneSessionWithTheIssueAndALaterMentionIsItsPrompt(
 	replies = f.replies()
 	if len(replies) != 1 || replies[0].Edits != 1 || !strings.Contains(replies[0].Body, "The latest it took: ") {
 		t.Errorf("the App's replies: %+v, want the one, edited once to name the later prompt", replies)
+	}
+}
+
+func TestADeliveryTakenAsTheHubStopsIsActedOnOnceByTheNextHub(t *testing.T) {
+	f := newFixture(t)
+	f.gh.OpenIssue("acme/app", "carol", "Slow tests", "They take an hour.")
+	gate := make(chan struct{})
+	f.sessions.gate, f.sessions.holding = gate, make(chan struct{}, 1)
+	// The first delivery's work holds the worker; the second is taken,
+	// answered, and waits behind it.
+	if _, code := f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test fix the crash"); code != http.StatusAccepted {
+		t.Fatalf("the first delivery got %d, want 202", code)
+	}
+	<-f.sessions.holding
+	if _, code := f.gh.Comment(t, "acme/app", 2, "alice", "@kndl-test speed them up"); code != http.StatusAccepted {
+		t.Fatalf("the second delivery got %d, want 202", code)
+	}
+	// The Hub stops: the work under way ends, the waiting work does not
+	// start.
+	closed := make(chan struct{})
+	go func() { f.recv.Close(); close(closed) }()
+	<-f.recv.life.Context().Done()
+	close(gate)
+	<-closed
+	f.st.Close()
+	started, _ := f.sessions.counts()
+	if started != 1 {
+		t.Errorf("%d Sessions started before the stop, want the first delivery's alone: the work under way ends", started)
+	}
+
+	// A new Hub on the same store acts on the second, once.
+	f.open()
+	if started, _ := f.settle(); started != 1 {
+		t.Errorf("the next Hub started %d Sessions, want the second delivery's, once", started)
+	}
+	if started, _ := f.settle(); started != 0 {
+		t.Errorf("a third Hub started %d Sessions, want none: the work was done", started)
+	}
+	for n := 1; n <= 2; n++ {
+		if threads, err := f.st.ThreadSessions(t.Context(), "acme/app", n); err != nil || len(threads) != 1 {
+			t.Errorf("issue %d's Sessions: %+v (%v), want one", n, threads, err)
+		}
 	}
 }
 
@@ -369,7 +419,7 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 		t.Errorf("a body signed with another secret got %d, want 401", code)
 	}
 	// The id a refused delivery carried is not taken.
-	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment"); err != nil || !fresh {
+	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", nil); err != nil || !fresh {
 		t.Errorf("the forged delivery's id was taken (%v, %v)", fresh, err)
 	}
 	big := testkit.Delivery{ID: "big-1", Event: "issue_comment", Body: make([]byte, MaxBody+1)}
