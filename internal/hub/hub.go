@@ -138,6 +138,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		to.GitHub = h.guard.gh
 	}
 	h.triggers = triggers.New(to)
+	h.life.Go(triggersAPI{h}.followSessions)
 	h.forward = viewAPI{h}.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {

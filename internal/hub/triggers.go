@@ -9,6 +9,8 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/hub/triggers"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -69,4 +71,49 @@ func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, tex
 func (h triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
 	_, _, err := h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
+}
+
+// Progress is how the Session goes, for its reply in the thread: its state,
+// what the Owner says it does, and its pull requests.
+func (h triggerSessions) Progress(ctx context.Context, id string) (triggers.Progress, error) {
+	s, err := h.store.SessionByID(ctx, id)
+	if err != nil {
+		return triggers.Progress{}, err
+	}
+	p := triggers.Progress{State: s.State, Activity: h.sessions.Activity(id)}
+	bs, err := h.pulls.Branches(ctx, id)
+	for _, b := range bs {
+		for _, pull := range b.Pulls {
+			p.Pulls = append(p.Pulls, pull.URL)
+		}
+	}
+	return p, err
+}
+
+// followSessions tells the webhook's Receiver of every change the Session
+// Owner publishes, so a Session's reply in its thread follows it; the
+// Owner stays the one that moves it.
+func (h triggersAPI) followSessions(ctx context.Context) {
+	for ctx.Err() == nil {
+		changes, cancel := h.sessions.Subscribe(session.All)
+		h.relay(ctx, changes)
+		cancel()
+	}
+}
+
+// relay hands changes to the Receiver until ctx ends or the Owner drops
+// the subscription as too slow (then the caller subscribes again).
+func (h triggersAPI) relay(ctx context.Context, changes <-chan session.Update) {
+	for {
+		select {
+		case u, ok := <-changes:
+			if !ok {
+				h.log.Warn("the Sessions' changes came faster than GitHub replies followed; following again")
+				return
+			}
+			h.triggers.Changed(u.ID)
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -64,6 +64,16 @@ type Thread struct {
 	Repo      string // lower-case owner/name
 	Issue     int
 	ReplyID   int64 // the Hub's comment in the thread; 0 until posted
+	// Note is what the reply says of the thread's own events, under the
+	// Session's status.
+	Note string
+}
+
+const threadCols = `session_id, repo, issue, reply_id, note`
+
+func scanThread(row scanner) (Thread, error) {
+	var t Thread
+	return t, row.Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID, &t.Note)
 }
 
 // AddThread records the thread a Session was started from.
@@ -82,10 +92,21 @@ func (s *Store) SetThreadReply(ctx context.Context, sessionID string, replyID in
 // ThreadSessions lists the Sessions started from issue number issue of
 // repo (lower-case owner/name), newest first.
 func (s *Store) ThreadSessions(ctx context.Context, repo string, issue int) ([]Thread, error) {
-	return queryAll(ctx, s.db, func(row scanner) (Thread, error) {
-		var t Thread
-		return t, row.Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID)
-	}, `SELECT session_id, repo, issue, reply_id FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
+	return queryAll(ctx, s.db, scanThread, `SELECT `+threadCols+` FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
+}
+
+// SessionThread returns the thread a Session was started from, or
+// ErrNotFound for one started otherwise.
+func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
+	t, err := scanThread(s.db.QueryRowContext(ctx, `SELECT `+threadCols+` FROM session_threads WHERE session_id = ?`, sessionID))
+	return t, notFound(err, "thread of session "+sessionID)
+}
+
+// SetThreadNote records what the Hub's reply in a Session's thread says
+// of the thread's own events.
+func (s *Store) SetThreadNote(ctx context.Context, sessionID, note string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET note = ? WHERE session_id = ?`, note, sessionID)
+	return err
 }
 
 // TriggerLabel returns the Repo's trigger label, "" for none.

@@ -114,9 +114,9 @@ func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t 
 	if n := s.countSessions(); n != 1 {
 		t.Errorf("%d Sessions, want the one", n)
 	}
-	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt", func() bool {
+	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt and say the Turn ended", func() bool {
 		r := s.replies(issue)
-		return len(r) == 1 && r[0].Edits == 1
+		return len(r) == 1 && strings.Contains(r[0].Body, "The latest it took: ") && strings.Contains(r[0].Body, "**Its Turn ended")
 	})
 }
 

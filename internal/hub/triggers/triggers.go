@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
@@ -39,6 +40,8 @@ type Sessions interface {
 	Prompt(ctx context.Context, creator store.User, id, text string) error
 	// HasClaudeToken reports whether u stored a Claude setup token.
 	HasClaudeToken(ctx context.Context, u store.User) bool
+	// Progress says how the Session id goes, for its reply in the thread.
+	Progress(ctx context.Context, id string) (Progress, error)
 }
 
 // GitHub is what a trigger asks of GitHub as the App (a *github.Client).
@@ -63,6 +66,9 @@ type Options struct {
 	PublicURL string
 	// Ignored, if set, counts a delivery of an event the Hub does not act on.
 	Ignored func(event string)
+	// EditGap is the least time between two edits of a Session's reply as
+	// it goes; default DefaultEditGap.
+	EditGap time.Duration
 	Logger  *slog.Logger
 }
 
@@ -74,7 +80,11 @@ type Receiver struct {
 	// done, one at a time in the order they came, so a Creator's mention
 	// right after the one that started their Session finds it.
 	poke chan struct{}
-	life *lifetime.Group // the worker's; Close ends it
+	life *lifetime.Group // the worker's and the replies' edits; Close ends them
+
+	mu   sync.Mutex
+	due  map[string]bool   // Sessions whose reply is to be edited after the gap
+	said map[string]string // each Session's reply as last posted or edited
 }
 
 // workTimeout bounds one delivery's work, which a stop waits for rather
@@ -90,8 +100,11 @@ func New(opts Options) *Receiver {
 	if opts.Ignored == nil {
 		opts.Ignored = func(string) {}
 	}
+	if opts.EditGap <= 0 {
+		opts.EditGap = DefaultEditGap
+	}
 	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), poke: make(chan struct{}, 1),
-		life: lifetime.New()}
+		life: lifetime.New(), due: map[string]bool{}, said: map[string]string{}}
 	r.life.Go(r.run)
 	return r
 }
@@ -193,9 +206,11 @@ func (r *Receiver) Take(req *http.Request) error {
 // actions are the events the Hub acts on; "ping" is GitHub's hello when
 // the webhook is set up, taken with nothing to do.
 var actions = map[string]func(*Receiver, context.Context, []byte) error{
-	"ping":          func(*Receiver, context.Context, []byte) error { return nil },
-	"issue_comment": (*Receiver).issueComment,
-	"issues":        (*Receiver).issueLabeled,
+	"ping":                func(*Receiver, context.Context, []byte) error { return nil },
+	"issue_comment":       (*Receiver).issueComment,
+	"issues":              (*Receiver).issueLabeled,
+	"check_run":           (*Receiver).checkRun,
+	"pull_request_review": (*Receiver).review,
 }
 
 // The parts of GitHub's issue_comment and issues payloads a trigger reads.
@@ -218,8 +233,10 @@ type (
 		User    ghUser `json:"user"`
 	}
 	ghRepo struct {
+		ID       int64  `json:"id"`
 		FullName string `json:"full_name"`
 		CloneURL string `json:"clone_url"`
+		HTMLURL  string `json:"html_url"`
 	}
 	payload struct {
 		Action     string                `json:"action"`
@@ -234,7 +251,9 @@ type (
 // thread is where a trigger happened: the Repo and the issue.
 type thread struct {
 	owner, name string
-	repoURL     string // the Hub's Repo's URL, or GitHub's clone URL for a new one
+	repoURL     string     // the Hub's Repo's URL, or GitHub's clone URL for a new one
+	webURL      string     // the repository's page on GitHub
+	hub         store.Repo // the Hub's Repo; no ID for none
 	issue       ghIssue
 }
 
@@ -274,7 +293,7 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 		if err := r.opts.Sessions.Prompt(ctx, creator, t.SessionID, laterPrompt(th, p.Comment)); err != nil {
 			return err
 		}
-		return r.opts.GitHub.EditComment(ctx, th.owner, th.name, t.ReplyID, r.reply(creator, t.SessionID, p.Comment.HTMLURL))
+		return r.note(ctx, t.SessionID, "The latest it took: "+p.Comment.HTMLURL)
 	}
 	return r.start(ctx, th, creator, firstPrompt(th, p.Comment.User, p.Comment.Body, p.Comment.HTMLURL))
 }
@@ -307,16 +326,25 @@ func (r *Receiver) issueLabeled(ctx context.Context, body []byte) error {
 // threadOf finds the thread's Repo among the Hub's, by its owner and name
 // on GitHub, or else takes GitHub's clone URL for it.
 func (r *Receiver) threadOf(ctx context.Context, p payload) (thread, error) {
-	th := thread{repoURL: p.Repository.CloneURL, issue: p.Issue}
+	th, err := r.repoOf(ctx, p.Repository)
+	th.issue = p.Issue
+	return th, err
+}
+
+// repoOf is a delivery's repository as a thread with no issue yet: its
+// owner and name on GitHub, and the Hub's Repo for it (hub.ID "" for none,
+// then repoURL is GitHub's clone URL).
+func (r *Receiver) repoOf(ctx context.Context, repo ghRepo) (thread, error) {
+	th := thread{repoURL: repo.CloneURL, webURL: repo.HTMLURL}
 	var ok bool
-	th.owner, th.name, ok = r.opts.GitHub.ParseRepo(p.Repository.CloneURL)
+	th.owner, th.name, ok = r.opts.GitHub.ParseRepo(repo.CloneURL)
 	if !ok {
-		return th, fmt.Errorf("the delivery's repository %q is not on this Hub's GitHub", p.Repository.CloneURL)
+		return th, fmt.Errorf("the delivery's repository %q is not on this Hub's GitHub", repo.CloneURL)
 	}
 	repos, err := r.opts.Store.Repos(ctx)
-	for _, repo := range repos {
-		if o, n, ok := r.opts.GitHub.ParseRepo(repo.URL); ok && o == th.owner && n == th.name {
-			th.repoURL = repo.URL
+	for _, hub := range repos {
+		if o, n, ok := r.opts.GitHub.ParseRepo(hub.URL); ok && o == th.owner && n == th.name {
+			th.repoURL, th.hub = hub.URL, hub
 			break
 		}
 	}
@@ -326,13 +354,10 @@ func (r *Receiver) threadOf(ctx context.Context, p payload) (thread, error) {
 // triggerLabel is the thread's Repo's trigger label; "" for a Repo the Hub
 // does not know, or one with none.
 func (r *Receiver) triggerLabel(ctx context.Context, th thread) (string, error) {
-	repos, err := r.opts.Store.Repos(ctx)
-	for _, repo := range repos {
-		if repo.URL == th.repoURL {
-			return r.opts.Store.TriggerLabel(ctx, repo.ID)
-		}
+	if th.hub.ID == "" {
+		return "", nil
 	}
-	return "", err
+	return r.opts.Store.TriggerLabel(ctx, th.hub.ID)
 }
 
 // creator is the Creator rule: the GitHub user who triggered is a Member,
@@ -378,23 +403,27 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
 		return err
 	}
-	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, r.reply(creator, id, ""))
+	body := r.reply(creator.GitHubLogin, id, Progress{State: store.Starting}, "")
+	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, body)
 	if err != nil {
 		return err
 	}
-	return r.opts.Store.SetThreadReply(ctx, id, reply)
+	if err := r.opts.Store.SetThreadReply(ctx, id, reply); err != nil {
+		return err
+	}
+	r.remember(id, body)
+	// It may have moved on before its reply was recorded.
+	r.Changed(id)
+	return nil
 }
 
-// reply is the Hub's one comment in a Session's thread: the Session's
-// link, and the latest comment of the Creator's it took as a prompt.
-func (r *Receiver) reply(creator store.User, sessionID, latest string) string {
-	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/sessions/" + sessionID
-	s := fmt.Sprintf("@%s started a kndl Session from this, on their Claude account: %s\n\nA later comment of theirs that mentions the App here is a prompt to it.",
-		creator.GitHubLogin, link)
-	if latest != "" {
-		s += " The latest it took: " + latest
+// note records what the Session's reply says of its thread's own latest,
+// and edits the reply at once to say it.
+func (r *Receiver) note(ctx context.Context, sessionID, text string) error {
+	if err := r.opts.Store.SetThreadNote(ctx, sessionID, text); err != nil {
+		return err
 	}
-	return s
+	return r.editReply(ctx, sessionID)
 }
 
 // refuseText is the one reply to anyone the Creator rule turns down, alike
