@@ -51,6 +51,61 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 	writeJSON(w, http.StatusOK, req)
 }
 
+// showAutoFix answers a Repo's auto-fix settings to anyone who may see it.
+func (h triggersAPI) showAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var a store.AutoFix
+	if err == nil {
+		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiAutoFix(a))
+}
+
+// editAutoFix changes the settings said of a Repo's auto-fix. It takes
+// push permission, as the Repo's other settings do.
+func (h triggersAPI) editAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.AutoFixChange
+	err := readJSON(r, &req)
+	if err == nil && req.Max != nil && (*req.Max < 1 || *req.Max > api.MaxAutoFixes) {
+		err = fmt.Errorf("auto-fix's most per pull request is %d; it takes 1 to %d: %w", *req.Max, api.MaxAutoFixes, errdefs.ErrInvalid)
+	}
+	var repo store.Repo
+	if err == nil {
+		repo, err = h.repoToChange(r.Context(), p, r.PathValue("repo"), "auto-fix")
+	}
+	var a store.AutoFix
+	if err == nil {
+		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+	}
+	if err == nil {
+		a = changeAutoFix(a, req)
+		err = h.store.SetRepoAutoFix(r.Context(), repo.ID, a)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiAutoFix(a))
+}
+
+// changeAutoFix is a with what req says.
+func changeAutoFix(a store.AutoFix, req api.AutoFixChange) store.AutoFix {
+	if req.CI != nil {
+		a.CI = *req.CI
+	}
+	if req.Reviews != nil {
+		a.Reviews = *req.Reviews
+	}
+	if req.Max != nil {
+		a.Max = *req.Max
+	}
+	return a
+}
+
 // triggerSessions is the Hub's Sessions as a GitHub trigger starts and
 // prompts them: as their Creator would through the API.
 type triggerSessions struct{ *Hub }

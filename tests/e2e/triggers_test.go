@@ -148,3 +148,56 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 		t.Errorf("%d replies, want one per mallory's comment", n)
 	}
 }
+
+// TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows:
+// a Session started from an issue pushes a branch and a pull request is
+// opened from it; the Hub's one reply in the issue gains the pull request's
+// link; with auto-fix CI turned on by kndl repo edit, a check failing on
+// that pull request is a prompt to the same Session, which the reply says.
+func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	issue, _ := s.triggerRepo()
+	s.Model.On(testkit.PromptContains(issueBody), testkit.Bash(pushScript))
+	s.Model.On(testkit.PromptContains("push again"), testkit.Bash("cd /workspace && git commit --allow-empty -m y && git push"))
+	s.Model.On(testkit.PromptContains(`The check "ci/test" concluded failure`), testkit.Text("Fixing the failing check."))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Pushed."))
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" please fix this")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply with the Session's link", func() bool { return len(s.replies(issue)) == 1 })
+	_, id, _ := strings.Cut(s.replies(issue)[0].Body, s.URL+"/sessions/")
+	id, _, _ = strings.Cut(id, "\n")
+	s.WaitEvent(id, testenv.WaitBuild, "the push", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Pushed." })
+
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", s.GitHub.RepoURL("acme/app"), "--auto-fix-ci"); code != 0 || !strings.Contains(out, "failing checks:             on") {
+		t.Fatalf("kndl repo edit --auto-fix-ci: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code := s.GitHub.OpenPull(t, "acme/app", s.sandboxToken(id), "kndl/test", "Fix the crash"); code != http.StatusCreated {
+		t.Fatalf("open the pull request: %d", code)
+	}
+	// A later push has the Hub ask GitHub about the branch again.
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" push again")
+	pull := s.GitHub.URL + "/acme/app/pull/1"
+	testenv.Eventually(t, testenv.WaitMedium, "the reply with the pull request's link, the Turn ended", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && strings.Contains(r[0].Body, "Pull request: "+pull) && strings.Contains(r[0].Body, "**Its Turn ended")
+	})
+
+	s.GitHub.CheckRun(t, "acme/app", 1, "ci/test", "failure", "TestLoad: HOME unset")
+	prompt := s.WaitEvent(id, testenv.WaitMedium, "the check's prompt", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventPrompt && strings.Contains(e.Text, "ci/test")
+	})
+	for _, want := range []string{"TestLoad: HOME unset", "Its log: https://ci.example/acme/app/runs/", pull} {
+		if !strings.Contains(prompt.Text, want) {
+			t.Errorf("the check's prompt %q lacks %q", prompt.Text, want)
+		}
+	}
+	s.WaitEvent(id, testenv.WaitMedium, "the answer to it", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Fixing the failing check."
+	})
+	testenv.Eventually(t, testenv.WaitShort, "the reply saying the check was sent back", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && strings.Contains(r[0].Body, "sent to the Session (1 of 3)")
+	})
+	if n := s.countSessions(); n != 1 {
+		t.Errorf("%d Sessions, want the one", n)
+	}
+}
