@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -200,4 +201,23 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 	if n := s.countSessions(); n != 1 {
 		t.Errorf("%d Sessions, want the one", n)
 	}
+}
+
+// TestTheRepoPageTurnsAutoFixOn: a new Repo's page shows auto-fix off, at
+// most 3 per pull request; ticking failing checks and saving turns it on
+// for the API too, and a most out of bounds is refused on the page.
+func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
+	s, b, repo := repoPage(t)
+	if off := Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); return !f.ci.checked && !f.reviews.checked && f.max.value === "3" })()`); !off {
+		t.Fatal("a new Repo's page does not show auto-fix off, at most 3")
+	}
+	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.ci.checked = true; f.max.value = "5"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "auto-fix saved", `!document.getElementById("auto-fix-saved").hidden`)
+	var a api.AutoFix
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/auto-fix", nil, &a)
+	if a != (api.AutoFix{CI: true, Max: 5}) {
+		t.Errorf("the Repo's auto-fix after the page saved it: %+v, want failing checks on, at most 5", a)
+	}
+	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.max.noValidate = true; f.noValidate = true; f.max.value = "99"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the most refused", `!document.getElementById("auto-fix-error").hidden && document.getElementById("auto-fix-error").textContent.includes("1 to 20")`)
 }

@@ -149,3 +149,19 @@ on("env-apply", async () => {
 });
 
 load().catch((err) => showError(errors, err));
+
+// The Repo's auto-fix settings, as the page was rendered with them.
+const autoFix = document.getElementById("auto-fix");
+const autoFixSaved = document.getElementById("auto-fix-saved");
+submit(autoFix, document.getElementById("auto-fix-error"), async () => {
+  autoFixSaved.hidden = true;
+  const a = await api("PATCH", paths.autoFix(repo), {
+    ci: autoFix.ci.checked,
+    reviews: autoFix.reviews.checked,
+    max: Number(autoFix.max.value),
+  });
+  autoFix.ci.checked = a.ci;
+  autoFix.reviews.checked = a.reviews;
+  autoFix.max.value = a.max;
+  autoFixSaved.hidden = false;
+});
