@@ -34,7 +34,7 @@ func (g *GitHub) CheckRun(t testing.TB, ownerRepo string, pull int, name, conclu
 			"output":      map[string]any{"title": name + ": " + conclusion, "summary": summary, "text": nil, "annotations_count": 0},
 			"check_suite": map[string]any{"id": id, "head_branch": p.Head.Ref, "head_sha": sha, "status": "completed", "conclusion": conclusion},
 			"pull_requests": []any{map[string]any{"url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, ownerRepo, pull), "id": pull, "number": pull,
-				"head": map[string]any{"ref": p.Head.Ref, "sha": sha, "repo": g.shortRepoPayload(ownerRepo)},
+				"head": map[string]any{"ref": p.Head.Ref, "sha": sha, "repo": g.shortRepoPayload(headRepo(p, ownerRepo))},
 				"base": map[string]any{"ref": p.Base.Ref, "sha": sha, "repo": g.shortRepoPayload(ownerRepo)}}}},
 		"repository": g.repoPayload(ownerRepo), "sender": g.userPayload("ci-bot", true)}
 	d := g.newDelivery("check_run", payload)
@@ -52,14 +52,14 @@ func (g *GitHub) Review(t testing.TB, ownerRepo string, pull int, login, state, 
 	p := g.pull(t, repo, pull)
 	g.iss.nextComment++
 	id := g.iss.nextComment
-	repoFull := g.repoPayload(ownerRepo)
+	repoFull, headFull := g.repoPayload(ownerRepo), g.repoPayload(headRepo(p, ownerRepo))
 	payload := map[string]any{"action": "submitted",
 		"review": map[string]any{"id": id, "user": g.userPayload(login, false), "body": body, "state": state,
 			"submitted_at": time.Now().UTC().Format(time.RFC3339), "author_association": "COLLABORATOR",
 			"html_url":         fmt.Sprintf("%s#pullrequestreview-%d", p.HTMLURL, id),
 			"pull_request_url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, ownerRepo, pull)},
 		"pull_request": map[string]any{"number": pull, "title": p.Title, "state": p.State, "html_url": p.HTMLURL,
-			"head": map[string]any{"ref": p.Head.Ref, "label": p.Head.Label, "repo": repoFull},
+			"head": map[string]any{"ref": p.Head.Ref, "label": p.Head.Label, "repo": headFull},
 			"base": map[string]any{"ref": p.Base.Ref, "label": p.Base.Label, "repo": repoFull}},
 		"repository": repoFull, "sender": g.userPayload(login, false)}
 	d := g.newDelivery("pull_request_review", payload)
@@ -69,16 +69,29 @@ func (g *GitHub) Review(t testing.TB, ownerRepo string, pull int, login, state, 
 
 // AddPull opens a pull request of ownerRepo from head into main as login
 // would on GitHub's site, without checking its branches, and returns its
-// number.
+// number. A head "fork-owner:branch" is a branch of that owner's fork.
 func (g *GitHub) AddPull(ownerRepo, login, head, title string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	owner, _, _ := strings.Cut(ownerRepo, "/")
+	owner, name, _ := strings.Cut(ownerRepo, "/")
 	repo := strings.ToLower(ownerRepo)
 	n := len(g.pulls[repo]) + 1
+	headOwner, branch, fork := strings.Cut(head, ":")
+	if !fork {
+		headOwner, branch = owner, head
+	}
 	g.pulls[repo] = append(g.pulls[repo], fakePull{Number: n, Title: title, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
-		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: "main", Label: owner + ":main"}})
+		Head: pullRef{Ref: branch, Label: headOwner + ":" + branch, repo: headOwner + "/" + name}, Base: pullRef{Ref: "main", Label: owner + ":main"}})
 	return n
+}
+
+// headRepo is the repository a pull request's head branch is in: a fork's,
+// or ownerRepo.
+func headRepo(p fakePull, ownerRepo string) string {
+	if p.Head.repo != "" {
+		return p.Head.repo
+	}
+	return ownerRepo
 }
 
 // pull is pull request n of repo. Call with g.mu held.
