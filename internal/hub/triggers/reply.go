@@ -50,6 +50,10 @@ func (r *Receiver) Changed(sessionID string) {
 // goes now, if that changed; a Session with no thread or no reply yet has
 // nothing to edit.
 func (r *Receiver) editReply(ctx context.Context, sessionID string) error {
+	// One at a time: two edits of a reply at once could land in the
+	// wrong order, and GitHub asks for content changes one at a time.
+	r.editing.Lock()
+	defer r.editing.Unlock()
 	t, err := r.opts.Store.SessionThread(ctx, sessionID)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) {
 		return nil

@@ -82,9 +82,10 @@ type Receiver struct {
 	poke chan struct{}
 	life *lifetime.Group // the worker's and the replies' edits; Close ends them
 
-	mu   sync.Mutex
-	due  map[string]bool   // Sessions whose reply is to be edited after the gap
-	said map[string]string // each Session's reply as last posted or edited
+	editing sync.Mutex // held across an edit of a reply
+	mu      sync.Mutex
+	due     map[string]bool   // Sessions whose reply is to be edited after the gap
+	said    map[string]string // each Session's reply as last posted or edited
 }
 
 // workTimeout bounds one delivery's work, which a stop waits for rather
