@@ -100,3 +100,14 @@ func (c *Client) AutoFix(ctx context.Context, repo string) (api.AutoFix, error) 
 func (c *Client) EditAutoFix(ctx context.Context, repo string, change api.AutoFixChange) (api.AutoFix, error) {
 	return call[api.AutoFix](ctx, c, http.MethodPatch, repoPath(repo)+"/auto-fix", change)
 }
+
+// RepoLimits returns the limits the Repo's Sessions started from GitHub
+// run under.
+func (c *Client) RepoLimits(ctx context.Context, repo string) (api.RepoLimits, error) {
+	return call[api.RepoLimits](ctx, c, http.MethodGet, repoPath(repo)+"/limits", nil)
+}
+
+// ChangeRepoLimits sets the limits change gives, keeping the others.
+func (c *Client) ChangeRepoLimits(ctx context.Context, repo string, change api.RepoLimitsChange) (api.RepoLimits, error) {
+	return call[api.RepoLimits](ctx, c, http.MethodPatch, repoPath(repo)+"/limits", change)
+}

@@ -96,7 +96,8 @@ func (s *Store) ThreadSessions(ctx context.Context, repo string, issue int) ([]T
 }
 
 // SessionThread returns the thread a Session was started from, or
-// ErrNotFound for one started otherwise.
+// ErrNotFound for one a person started: where its reply follows it, and a
+// limit it reached or a check sent back to it is told.
 func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
 	t, err := scanThread(s.db.QueryRowContext(ctx, `SELECT `+threadCols+` FROM session_threads WHERE session_id = ?`, sessionID))
 	return t, notFound(err, "thread of session "+sessionID)

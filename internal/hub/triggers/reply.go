@@ -46,6 +46,17 @@ func (r *Receiver) Changed(sessionID string) {
 	})
 }
 
+// Tell puts text (a limit the Session reached, as its history says it) in
+// the Hub's one reply in the thread the Session was started from, if it
+// was, as the thread's latest. It never waits.
+func (r *Receiver) Tell(sessionID, text string) {
+	r.life.Go(func(ctx context.Context) {
+		if err := r.note(ctx, sessionID, text); err != nil {
+			r.log.Warn("could not tell a Session's thread", "session", sessionID, "err", err)
+		}
+	})
+}
+
 // editReply edits the Hub's reply in the Session's thread to say how it
 // goes now, if that changed; a Session with no thread or no reply yet has
 // nothing to edit.
@@ -55,8 +66,8 @@ func (r *Receiver) editReply(ctx context.Context, sessionID string) error {
 	r.editing.Lock()
 	defer r.editing.Unlock()
 	t, err := r.opts.Store.SessionThread(ctx, sessionID)
-	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) {
-		return nil
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) || r.opts.GitHub == nil {
+		return nil // not from a thread, or no reply there to edit
 	}
 	if err != nil {
 		return err
