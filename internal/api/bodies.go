@@ -108,3 +108,25 @@ type CLILoginPoll struct {
 type CLILoginStatus struct {
 	Status string `json:"status"`
 }
+
+// AutoFix is a Repo's auto-fix settings (GET /api/repos/{repo}/auto-fix):
+// whether a failing check (CI) or a review requesting changes (Reviews)
+// on a pull request a Session opened is sent back to the Session as a
+// prompt, at most Max times per pull request.
+type AutoFix struct {
+	CI      bool `json:"ci"`
+	Reviews bool `json:"reviews"`
+	Max     int  `json:"max"`
+}
+
+// AutoFixChange is the body of PATCH /api/repos/{repo}/auto-fix: each
+// setting said changes, the others stay.
+type AutoFixChange struct {
+	CI      *bool `json:"ci,omitempty"`
+	Reviews *bool `json:"reviews,omitempty"`
+	Max     *int  `json:"max,omitempty"`
+}
+
+// MaxAutoFixes bounds a Repo's auto-fix Max: each is a Turn of a Session
+// no person asked for.
+const MaxAutoFixes = 20

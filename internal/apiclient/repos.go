@@ -91,6 +91,16 @@ func (c *Client) EnvironmentLog(ctx context.Context, repo string) ([]api.Environ
 	return call[[]api.EnvironmentVersion](ctx, c, http.MethodGet, environmentPath(repo)+"/log", nil)
 }
 
+// AutoFix shows a Repo's auto-fix settings.
+func (c *Client) AutoFix(ctx context.Context, repo string) (api.AutoFix, error) {
+	return call[api.AutoFix](ctx, c, http.MethodGet, repoPath(repo)+"/auto-fix", nil)
+}
+
+// EditAutoFix changes the auto-fix settings change says of a Repo.
+func (c *Client) EditAutoFix(ctx context.Context, repo string, change api.AutoFixChange) (api.AutoFix, error) {
+	return call[api.AutoFix](ctx, c, http.MethodPatch, repoPath(repo)+"/auto-fix", change)
+}
+
 // RepoLimits returns the limits the Repo's Sessions started from GitHub
 // run under.
 func (c *Client) RepoLimits(ctx context.Context, repo string) (api.RepoLimits, error) {

@@ -15,45 +15,73 @@ func repoEditCommand() func(context.Context, IO, []string) error {
 	return envCommand("repo edit", f.define, f.run)
 }
 
-// repoEditFlags are kndl repo edit's: the limits to set, each only if
-// given.
+// repoEditFlags are kndl repo edit's: the limits and the auto-fix settings
+// to set, each only if given.
 type repoEditFlags struct {
-	change api.RepoLimitsChange
+	limits  api.RepoLimitsChange
+	autoFix api.AutoFixChange
 }
 
 func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 	turns := fs.Int("max-turns", 0, "at most this many Turns for a Session started from GitHub (0: no limit)")
 	hours := fs.Float64("max-turn-hours", 0, "at most this many hours of Turn time for a Session started from GitHub (0: no limit)")
+	ci := fs.Bool("auto-fix-ci", false, "send a check that fails on a pull request a Session opened back to the Session (--auto-fix-ci=false: stop)")
+	reviews := fs.Bool("auto-fix-reviews", false, "send a review requesting changes on such a pull request back too (--auto-fix-reviews=false: stop)")
+	most := fs.Int("auto-fix-max", 0, fmt.Sprintf("send back at most this many per pull request (1 to %d)", api.MaxAutoFixes))
 	return func() error {
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
 			case "max-turns":
-				f.change.MaxTurns = turns
+				f.limits.MaxTurns = turns
 			case "max-turn-hours":
-				f.change.MaxTurnHours = hours
+				f.limits.MaxTurnHours = hours
+			case "auto-fix-ci":
+				f.autoFix.CI = ci
+			case "auto-fix-reviews":
+				f.autoFix.Reviews = reviews
+			case "auto-fix-max":
+				f.autoFix.Max = most
 			}
 		})
 		return nil
 	}
 }
 
-// run sets the limits given, or with none shows them.
+// repoSettings is what kndl repo edit --json prints: the limits' fields,
+// and the auto-fix settings.
+type repoSettings struct {
+	api.RepoLimits
+	AutoFix api.AutoFix `json:"auto_fix"`
+}
+
+// run sets the settings given and shows them all.
 func (f *repoEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
-	var l api.RepoLimits
+	var s repoSettings
 	var err error
-	if f.change == (api.RepoLimitsChange{}) {
-		l, err = c.RepoLimits(ctx, repo)
+	if f.limits == (api.RepoLimitsChange{}) {
+		s.RepoLimits, err = c.RepoLimits(ctx, repo)
 	} else {
-		l, err = c.ChangeRepoLimits(ctx, repo, f.change)
+		s.RepoLimits, err = c.ChangeRepoLimits(ctx, repo, f.limits)
+	}
+	if err != nil {
+		return err
+	}
+	if f.autoFix == (api.AutoFixChange{}) {
+		s.AutoFix, err = c.AutoFix(ctx, repo)
+	} else {
+		s.AutoFix, err = c.EditAutoFix(ctx, repo, f.autoFix)
 	}
 	if err != nil {
 		return err
 	}
 	if asJSON {
-		return printJSON(io, l)
+		return printJSON(io, s)
 	}
+	l, a := s.RepoLimits, s.AutoFix
 	fmt.Fprintf(io.Stdout, "A Session started from GitHub on this Repo runs %s and %s; past either it sleeps, saying so.\n",
 		limitText(float64(l.MaxTurns), "Turns", "any number of Turns"), limitText(l.MaxTurnHours, "hours of Turn time", "Turns of any length"))
+	fmt.Fprintf(io.Stdout, "Sent back to the Session that opened the pull request, at most %d times per pull request:\n  failing checks:             %s\n  reviews requesting changes: %s\n",
+		a.Max, onOff(a.CI), onOff(a.Reviews))
 	return nil
 }
 

@@ -168,6 +168,10 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	if err == nil {
 		mcp, err = h.gateway.List(ctx, p.User, &repo)
 	}
+	var fix store.AutoFix
+	if err == nil {
+		fix, err = h.store.RepoAutoFix(ctx, repo.ID)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -193,6 +197,8 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 		Sessions      []session
 		Variables     []variable
 		Installations []api.Installation
+		AutoFix       api.AutoFix
+		MaxAutoFixes  int
 		CanChange     bool
-	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, h.canPush(ctx, p.User, repo.URL)})
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, apiAutoFix(fix), api.MaxAutoFixes, h.canPush(ctx, p.User, repo.URL)})
 }

@@ -138,18 +138,21 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
-	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
-		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
-	if h.guard.gh != nil {
-		to.GitHub = h.guard.gh
-	}
-	h.triggers = triggers.New(to)
 	h.forward = viewAPI{h}.newForward()
 	mux, err := h.muxOf(routes(h))
 	if err != nil {
 		return nil, err
 	}
 	h.handler = h.forward.Hosts(mux)
+	// Last: its worker at once acts on the deliveries a Hub before took
+	// and did not, which may start Sessions through all of the above.
+	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
+		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
+	if h.guard.gh != nil {
+		to.GitHub = h.guard.gh
+	}
+	h.triggers = triggers.New(to)
+	h.life.Go(triggersAPI{h}.followSessions)
 	return h, nil
 }
 

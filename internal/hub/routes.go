@@ -167,6 +167,8 @@ func (h *Hub) routes() []route {
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
+		{"GET /api/repos/{repo}/auto-fix", person, gh.showAutoFix},
+		{"PATCH /api/repos/{repo}/auto-fix", person, gh.editAutoFix},
 
 		// A Repo's limits for the Sessions started from GitHub.
 		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},

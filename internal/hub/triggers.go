@@ -9,6 +9,8 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/hub/triggers"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -49,6 +51,61 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 	writeJSON(w, http.StatusOK, req)
 }
 
+// showAutoFix answers a Repo's auto-fix settings to anyone who may see it.
+func (h triggersAPI) showAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var a store.AutoFix
+	if err == nil {
+		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiAutoFix(a))
+}
+
+// editAutoFix changes the settings said of a Repo's auto-fix. It takes
+// push permission, as the Repo's other settings do.
+func (h triggersAPI) editAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
+	var req api.AutoFixChange
+	err := readJSON(r, &req)
+	if err == nil && req.Max != nil && (*req.Max < 1 || *req.Max > api.MaxAutoFixes) {
+		err = fmt.Errorf("auto-fix's most per pull request is %d; it takes 1 to %d: %w", *req.Max, api.MaxAutoFixes, errdefs.ErrInvalid)
+	}
+	var repo store.Repo
+	if err == nil {
+		repo, err = h.repoToChange(r.Context(), p, r.PathValue("repo"), "auto-fix")
+	}
+	var a store.AutoFix
+	if err == nil {
+		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+	}
+	if err == nil {
+		a = changeAutoFix(a, req)
+		err = h.store.SetRepoAutoFix(r.Context(), repo.ID, a)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiAutoFix(a))
+}
+
+// changeAutoFix is a with what req says.
+func changeAutoFix(a store.AutoFix, req api.AutoFixChange) store.AutoFix {
+	if req.CI != nil {
+		a.CI = *req.CI
+	}
+	if req.Reviews != nil {
+		a.Reviews = *req.Reviews
+	}
+	if req.Max != nil {
+		a.Max = *req.Max
+	}
+	return a
+}
+
 // triggerSessions is the Hub's Sessions as a GitHub trigger starts and
 // prompts them: as their Creator would through the API.
 type triggerSessions struct{ *Hub }
@@ -69,4 +126,49 @@ func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, tex
 func (h triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
 	_, _, err := h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
+}
+
+// Progress is how the Session goes, for its reply in the thread: its state,
+// what the Owner says it does, and its pull requests.
+func (h triggerSessions) Progress(ctx context.Context, id string) (triggers.Progress, error) {
+	s, err := h.store.SessionByID(ctx, id)
+	if err != nil {
+		return triggers.Progress{}, err
+	}
+	p := triggers.Progress{State: s.State, Activity: h.sessions.Activity(id)}
+	bs, err := h.pulls.Branches(ctx, id)
+	for _, b := range bs {
+		for _, pull := range b.Pulls {
+			p.Pulls = append(p.Pulls, pull.URL)
+		}
+	}
+	return p, err
+}
+
+// followSessions tells the webhook's Receiver of every change the Session
+// Owner publishes, so a Session's reply in its thread follows it; the
+// Owner stays the one that moves it.
+func (h triggersAPI) followSessions(ctx context.Context) {
+	for ctx.Err() == nil {
+		changes, cancel := h.sessions.Subscribe(session.All)
+		h.relay(ctx, changes)
+		cancel()
+	}
+}
+
+// relay hands changes to the Receiver until ctx ends or the Owner drops
+// the subscription as too slow (then the caller subscribes again).
+func (h triggersAPI) relay(ctx context.Context, changes <-chan session.Update) {
+	for {
+		select {
+		case u, ok := <-changes:
+			if !ok {
+				h.log.Warn("the Sessions' changes came faster than GitHub replies followed; following again")
+				return
+			}
+			h.triggers.Changed(u.ID)
+		case <-ctx.Done():
+			return
+		}
+	}
 }

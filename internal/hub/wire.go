@@ -122,3 +122,7 @@ func apiAll[R, A any](rows []R, f func(R) A) []A {
 	}
 	return out
 }
+
+func apiAutoFix(a store.AutoFix) api.AutoFix {
+	return api.AutoFix{CI: a.CI, Reviews: a.Reviews, Max: a.Max}
+}

@@ -39,6 +39,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		{"Environment", pinned(apiEnvironment)},
 		{"EnvironmentDraft", pinned(apiEnvironmentDraft)},
 		{"EnvironmentVersion", pinned(apiEnvironmentVersion)},
+		{"AutoFix", pinned(apiAutoFix)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, tt.name) })

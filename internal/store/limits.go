@@ -91,12 +91,3 @@ func (s *Store) LeaveLine(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }
-
-// SessionThread returns the thread a Session was started from, or
-// ErrNotFound for one a person started: where a limit it reached is told.
-func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
-	var t Thread
-	err := s.db.QueryRowContext(ctx, `SELECT session_id, repo, issue, reply_id FROM session_threads WHERE session_id = ?`, sessionID).
-		Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID)
-	return t, notFound(err, "thread of session "+sessionID)
-}

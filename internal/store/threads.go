@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 )
 
@@ -10,17 +11,19 @@ import (
 // three days of redeliveries, with room.
 const deliveryKeep = 7 * 24 * time.Hour
 
-// TakeDelivery records a GitHub webhook delivery's id and reports whether
+// TakeDelivery records a GitHub webhook delivery's id with its work (the
+// body to act on; nil for none), in one transaction, and reports whether
 // it is new: false for one taken before, which the caller then ignores.
-func (s *Store) TakeDelivery(ctx context.Context, id, event string) (bool, error) {
+// Work recorded stays pending until DoneDelivery, across a restart too.
+func (s *Store) TakeDelivery(ctx context.Context, id, event string, work []byte) (bool, error) {
 	var fresh bool
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep))); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			id, event, ms(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			id, event, ms(now), work)
 		if err != nil {
 			return err
 		}
@@ -31,12 +34,46 @@ func (s *Store) TakeDelivery(ctx context.Context, id, event string) (bool, error
 	return fresh, err
 }
 
+// Delivery is a webhook delivery whose work is not done yet.
+type Delivery struct {
+	ID, Event string
+	Work      []byte
+}
+
+// NextDelivery returns the oldest delivery whose work is not done; ok is
+// false when there is none.
+func (s *Store) NextDelivery(ctx context.Context) (d Delivery, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT id, event, work FROM webhook_deliveries WHERE work IS NOT NULL ORDER BY received_at, rowid LIMIT 1`).
+		Scan(&d.ID, &d.Event, &d.Work)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, false, nil
+	}
+	return d, err == nil, err
+}
+
+// DoneDelivery records that a delivery's work is done, dropping it; its
+// id stays taken.
+func (s *Store) DoneDelivery(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE webhook_deliveries SET work = NULL WHERE id = ?`, id)
+	return err
+}
+
 // Thread is a GitHub issue or pull request a Session was started from.
 type Thread struct {
 	SessionID string
 	Repo      string // lower-case owner/name
 	Issue     int
 	ReplyID   int64 // the Hub's comment in the thread; 0 until posted
+	// Note is what the reply says of the thread's own events, under the
+	// Session's status.
+	Note string
+}
+
+const threadCols = `session_id, repo, issue, reply_id, note`
+
+func scanThread(row scanner) (Thread, error) {
+	var t Thread
+	return t, row.Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID, &t.Note)
 }
 
 // AddThread records the thread a Session was started from.
@@ -55,10 +92,22 @@ func (s *Store) SetThreadReply(ctx context.Context, sessionID string, replyID in
 // ThreadSessions lists the Sessions started from issue number issue of
 // repo (lower-case owner/name), newest first.
 func (s *Store) ThreadSessions(ctx context.Context, repo string, issue int) ([]Thread, error) {
-	return queryAll(ctx, s.db, func(row scanner) (Thread, error) {
-		var t Thread
-		return t, row.Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID)
-	}, `SELECT session_id, repo, issue, reply_id FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
+	return queryAll(ctx, s.db, scanThread, `SELECT `+threadCols+` FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
+}
+
+// SessionThread returns the thread a Session was started from, or
+// ErrNotFound for one a person started: where its reply follows it, and a
+// limit it reached or a check sent back to it is told.
+func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
+	t, err := scanThread(s.db.QueryRowContext(ctx, `SELECT `+threadCols+` FROM session_threads WHERE session_id = ?`, sessionID))
+	return t, notFound(err, "thread of session "+sessionID)
+}
+
+// SetThreadNote records what the Hub's reply in a Session's thread says
+// of the thread's own events.
+func (s *Store) SetThreadNote(ctx context.Context, sessionID, note string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET note = ? WHERE session_id = ?`, note, sessionID)
+	return err
 }
 
 // TriggerLabel returns the Repo's trigger label, "" for none.

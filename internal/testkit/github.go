@@ -35,7 +35,8 @@ import (
 // /app/installations/{id}/access_tokens and GET
 // /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; its
 // Repos over git's smart HTTP (ServeRepo); and issues, their comments and
-// the App's signed webhook deliveries (github_issues.go). It checks what GitHub
+// the App's signed webhook deliveries (github_issues.go), and check runs and
+// reviews on pull requests, delivered the same way (github_checks.go). It checks what GitHub
 // checks: client credentials, single-use codes bound to their redirect URI
 // and PKCE challenge, the App's RS256 JWT, and that an installation token
 // is live, for the Repo, and carries the permission the request needs.
@@ -117,6 +118,7 @@ type fakePull struct {
 type pullRef struct {
 	Ref   string `json:"ref"`
 	Label string `json:"label"` // OWNER:BRANCH
+	repo  string // a fork's owner/name, for a head from one; "" for the pull request's own
 }
 
 type grant struct {

@@ -213,7 +213,7 @@ func (g *GitHub) issuePayload(repo string, is *Issue) map[string]any {
 
 func (g *GitHub) repoPayload(ownerRepo string) map[string]any {
 	owner, name, _ := strings.Cut(ownerRepo, "/")
-	return map[string]any{"name": name, "full_name": ownerRepo, "owner": map[string]any{"login": owner},
+	return map[string]any{"id": repoID(ownerRepo), "name": name, "full_name": ownerRepo, "owner": map[string]any{"login": owner},
 		"html_url": g.URL + "/" + ownerRepo, "clone_url": g.RepoURL(ownerRepo)}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -114,9 +115,9 @@ func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t 
 	if n := s.countSessions(); n != 1 {
 		t.Errorf("%d Sessions, want the one", n)
 	}
-	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt", func() bool {
+	testenv.Eventually(t, testenv.WaitShort, "the App's one reply edited to name the later prompt and say the Turn ended", func() bool {
 		r := s.replies(issue)
-		return len(r) == 1 && r[0].Edits == 1
+		return len(r) == 1 && strings.Contains(r[0].Body, "The latest it took: ") && strings.Contains(r[0].Body, "**Its Turn ended")
 	})
 }
 
@@ -147,4 +148,76 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 	if n := len(s.replies(issue)); n != 2 {
 		t.Errorf("%d replies, want one per mallory's comment", n)
 	}
+}
+
+// TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows:
+// a Session started from an issue pushes a branch and a pull request is
+// opened from it; the Hub's one reply in the issue gains the pull request's
+// link; with auto-fix CI turned on by kndl repo edit, a check failing on
+// that pull request is a prompt to the same Session, which the reply says.
+func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute))
+	issue, _ := s.triggerRepo()
+	s.Model.On(testkit.PromptContains(issueBody), testkit.Bash(pushScript))
+	s.Model.On(testkit.PromptContains("push again"), testkit.Bash("cd /workspace && git commit --allow-empty -m y && git push"))
+	s.Model.On(testkit.PromptContains(`The check "ci/test" concluded failure`), testkit.Text("Fixing the failing check."))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Pushed."))
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" please fix this")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply with the Session's link", func() bool { return len(s.replies(issue)) == 1 })
+	_, id, _ := strings.Cut(s.replies(issue)[0].Body, s.URL+"/sessions/")
+	id, _, _ = strings.Cut(id, "\n")
+	s.WaitEvent(id, testenv.WaitBuild, "the push", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Pushed." })
+
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", s.GitHub.RepoURL("acme/app"), "--auto-fix-ci"); code != 0 || !strings.Contains(out, "failing checks:             on") {
+		t.Fatalf("kndl repo edit --auto-fix-ci: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code := s.GitHub.OpenPull(t, "acme/app", s.sandboxToken(id), "kndl/test", "Fix the crash"); code != http.StatusCreated {
+		t.Fatalf("open the pull request: %d", code)
+	}
+	// A later push has the Hub ask GitHub about the branch again.
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" push again")
+	pull := s.GitHub.URL + "/acme/app/pull/1"
+	testenv.Eventually(t, testenv.WaitMedium, "the reply with the pull request's link, the Turn ended", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && strings.Contains(r[0].Body, "Pull request: "+pull) && strings.Contains(r[0].Body, "**Its Turn ended")
+	})
+
+	s.GitHub.CheckRun(t, "acme/app", 1, "ci/test", "failure", "TestLoad: HOME unset")
+	prompt := s.WaitEvent(id, testenv.WaitMedium, "the check's prompt", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventPrompt && strings.Contains(e.Text, "ci/test")
+	})
+	for _, want := range []string{"TestLoad: HOME unset", "Its log: https://ci.example/acme/app/runs/", pull} {
+		if !strings.Contains(prompt.Text, want) {
+			t.Errorf("the check's prompt %q lacks %q", prompt.Text, want)
+		}
+	}
+	s.WaitEvent(id, testenv.WaitMedium, "the answer to it", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Fixing the failing check."
+	})
+	testenv.Eventually(t, testenv.WaitShort, "the reply saying the check was sent back", func() bool {
+		r := s.replies(issue)
+		return len(r) == 1 && strings.Contains(r[0].Body, "sent to the Session (1 of 3)")
+	})
+	if n := s.countSessions(); n != 1 {
+		t.Errorf("%d Sessions, want the one", n)
+	}
+}
+
+// TestTheRepoPageTurnsAutoFixOn: a new Repo's page shows auto-fix off, at
+// most 3 per pull request; ticking failing checks and saving turns it on
+// for the API too, and a most out of bounds is refused on the page.
+func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
+	s, b, repo := repoPage(t)
+	if off := Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); return !f.ci.checked && !f.reviews.checked && f.max.value === "3" })()`); !off {
+		t.Fatal("a new Repo's page does not show auto-fix off, at most 3")
+	}
+	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.ci.checked = true; f.max.value = "5"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "auto-fix saved", `!document.getElementById("auto-fix-saved").hidden`)
+	var a api.AutoFix
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/auto-fix", nil, &a)
+	if a != (api.AutoFix{CI: true, Max: 5}) {
+		t.Errorf("the Repo's auto-fix after the page saved it: %+v, want failing checks on, at most 5", a)
+	}
+	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.max.noValidate = true; f.noValidate = true; f.max.value = "99"; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the most refused", `!document.getElementById("auto-fix-error").hidden && document.getElementById("auto-fix-error").textContent.includes("1 to 20")`)
 }

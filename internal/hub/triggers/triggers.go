@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
@@ -38,6 +40,8 @@ type Sessions interface {
 	Prompt(ctx context.Context, creator store.User, id, text string) error
 	// HasClaudeToken reports whether u stored a Claude setup token.
 	HasClaudeToken(ctx context.Context, u store.User) bool
+	// Progress says how the Session id goes, for its reply in the thread.
+	Progress(ctx context.Context, id string) (Progress, error)
 }
 
 // GitHub is what a trigger asks of GitHub as the App (a *github.Client).
@@ -62,6 +66,9 @@ type Options struct {
 	PublicURL string
 	// Ignored, if set, counts a delivery of an event the Hub does not act on.
 	Ignored func(event string)
+	// EditGap is the least time between two edits of a Session's reply as
+	// it goes; default DefaultEditGap.
+	EditGap time.Duration
 	Logger  *slog.Logger
 }
 
@@ -69,18 +76,24 @@ type Options struct {
 type Receiver struct {
 	opts Options
 	log  *slog.Logger
-	// work is the deliveries taken, acted on by one worker in the order
-	// they came, so a Creator's mention right after the one that started
-	// their Session finds it.
-	work chan func(context.Context)
-	life *lifetime.Group // the worker's; Close ends it
+	// poke wakes the worker, which acts on the deliveries recorded and not
+	// done, one at a time in the order they came, so a Creator's mention
+	// right after the one that started their Session finds it.
+	poke chan struct{}
+	life *lifetime.Group // the worker's and the replies' edits; Close ends them
+
+	editing sync.Mutex // held across an edit of a reply
+	mu      sync.Mutex
+	due     map[string]bool   // Sessions whose reply is to be edited after the gap
+	said    map[string]string // each Session's reply as last posted or edited
 }
 
-// queued bounds the deliveries waiting for the worker; past it an answer
-// waits, within GitHub's 10 s, for room.
-const queued = 256
+// workTimeout bounds one delivery's work, which a stop waits for rather
+// than cut in half.
+const workTimeout = time.Minute
 
-// New starts a Receiver; Close stops it.
+// New starts a Receiver, whose worker first acts on the deliveries a
+// Hub before it took and did not act on; Close stops it.
 func New(opts Options) *Receiver {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -88,25 +101,52 @@ func New(opts Options) *Receiver {
 	if opts.Ignored == nil {
 		opts.Ignored = func(string) {}
 	}
-	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), work: make(chan func(context.Context), queued),
-		life: lifetime.New()}
-	r.life.Go(func(ctx context.Context) {
-		for {
-			select {
-			case do := <-r.work:
-				do(ctx)
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
+	if opts.EditGap <= 0 {
+		opts.EditGap = DefaultEditGap
+	}
+	r := &Receiver{opts: opts, log: opts.Logger.With("component", "triggers"), poke: make(chan struct{}, 1),
+		life: lifetime.New(), due: map[string]bool{}, said: map[string]string{}}
+	r.life.Go(r.run)
 	return r
 }
 
-// Close stops the worker and waits for it; deliveries taken and not yet
-// acted on are dropped (GitHub's redelivery of one is a new delivery id
-// only when a person asks for it).
+// Close stops the worker and waits for the work under way; deliveries
+// taken and not yet acted on stay recorded for the next start.
 func (r *Receiver) Close() { r.life.Close() }
+
+// run acts on each delivery recorded and not done, oldest first, until
+// Close.
+func (r *Receiver) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		d, ok, err := r.opts.Store.NextDelivery(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Error("read the next GitHub delivery to act on; the next delivery tries again", "err", err)
+		}
+		if err == nil && ok {
+			r.do(ctx, d)
+			continue
+		}
+		select {
+		case <-r.poke:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// do acts on one delivery to its end, a stop notwithstanding, and records
+// it done.
+func (r *Receiver) do(ctx context.Context, d store.Delivery) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workTimeout)
+	defer cancel()
+	if act := actions[d.Event]; act != nil {
+		if err := act(r, ctx, d.Work); err != nil {
+			r.log.Warn("a GitHub delivery's work failed", "delivery", d.ID, "event", d.Event, "err", err)
+		}
+	}
+	if err := r.opts.Store.DoneDelivery(ctx, d.ID); err != nil {
+		r.log.Error("record a GitHub delivery's work done", "delivery", d.ID, "err", err)
+	}
+}
 
 // Verify reports whether header (X-Hub-Signature-256: sha256=HEX) is
 // body's HMAC-SHA256 under secret, compared in constant time. An empty
@@ -122,8 +162,8 @@ func Verify(secret, body []byte, header string) bool {
 	return auth.Equal(got, mac.Sum(nil))
 }
 
-// Take reads and checks a delivery, records its id, and acts on it after
-// the caller has answered. It returns ErrUnauthorized for a bad
+// Take reads and checks a delivery, records its id with its work in one
+// transaction, and has the worker act on it after the caller has answered. It returns ErrUnauthorized for a bad
 // signature, ErrTooLarge for a body over MaxBody, ErrInvalid for a
 // delivery without its id or event; a delivery taken before is no error,
 // and changes nothing.
@@ -145,36 +185,33 @@ func (r *Receiver) Take(req *http.Request) error {
 	if id == "" || event == "" || len(id) > 100 || len(event) > 100 {
 		return fmt.Errorf("the delivery has no X-GitHub-Delivery or X-GitHub-Event header: %w", errdefs.ErrInvalid)
 	}
-	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event)
+	var work []byte
+	if _, known := actions[event]; known {
+		work = body
+	}
+	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event, work)
 	if err != nil || !fresh {
 		return err
 	}
-	act, known := actions[event]
-	if !known {
+	if work == nil {
 		r.opts.Ignored(event)
 		return nil
 	}
-	do := func(ctx context.Context) {
-		if err := act(r, ctx, body); err != nil {
-			r.log.Warn("a GitHub delivery's work failed", "delivery", id, "event", event, "err", err)
-		}
-	}
 	select {
-	case r.work <- do:
-		return nil
-	case <-req.Context().Done():
-	case <-r.life.Context().Done():
+	case r.poke <- struct{}{}:
+	default: // the worker is poked already
 	}
-	r.log.Warn("a GitHub delivery was taken but dropped: the Hub is shutting down or behind", "delivery", id, "event", event)
-	return fmt.Errorf("the Hub could not queue the delivery: %w", errdefs.ErrUnavailable)
+	return nil
 }
 
 // actions are the events the Hub acts on; "ping" is GitHub's hello when
 // the webhook is set up, taken with nothing to do.
 var actions = map[string]func(*Receiver, context.Context, []byte) error{
-	"ping":          func(*Receiver, context.Context, []byte) error { return nil },
-	"issue_comment": (*Receiver).issueComment,
-	"issues":        (*Receiver).issueLabeled,
+	"ping":                func(*Receiver, context.Context, []byte) error { return nil },
+	"issue_comment":       (*Receiver).issueComment,
+	"issues":              (*Receiver).issueLabeled,
+	"check_run":           (*Receiver).checkRun,
+	"pull_request_review": (*Receiver).review,
 }
 
 // The parts of GitHub's issue_comment and issues payloads a trigger reads.
@@ -197,8 +234,10 @@ type (
 		User    ghUser `json:"user"`
 	}
 	ghRepo struct {
+		ID       int64  `json:"id"`
 		FullName string `json:"full_name"`
 		CloneURL string `json:"clone_url"`
+		HTMLURL  string `json:"html_url"`
 	}
 	payload struct {
 		Action     string                `json:"action"`
@@ -213,7 +252,9 @@ type (
 // thread is where a trigger happened: the Repo and the issue.
 type thread struct {
 	owner, name string
-	repoURL     string // the Hub's Repo's URL, or GitHub's clone URL for a new one
+	repoURL     string     // the Hub's Repo's URL, or GitHub's clone URL for a new one
+	webURL      string     // the repository's page on GitHub
+	hub         store.Repo // the Hub's Repo; no ID for none
 	issue       ghIssue
 }
 
@@ -253,7 +294,7 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 		if err := r.opts.Sessions.Prompt(ctx, creator, t.SessionID, laterPrompt(th, p.Comment)); err != nil {
 			return err
 		}
-		return r.opts.GitHub.EditComment(ctx, th.owner, th.name, t.ReplyID, r.reply(creator, t.SessionID, p.Comment.HTMLURL))
+		return r.note(ctx, t.SessionID, "The latest it took: "+p.Comment.HTMLURL)
 	}
 	return r.start(ctx, th, creator, firstPrompt(th, p.Comment.User, p.Comment.Body, p.Comment.HTMLURL))
 }
@@ -286,16 +327,25 @@ func (r *Receiver) issueLabeled(ctx context.Context, body []byte) error {
 // threadOf finds the thread's Repo among the Hub's, by its owner and name
 // on GitHub, or else takes GitHub's clone URL for it.
 func (r *Receiver) threadOf(ctx context.Context, p payload) (thread, error) {
-	th := thread{repoURL: p.Repository.CloneURL, issue: p.Issue}
+	th, err := r.repoOf(ctx, p.Repository)
+	th.issue = p.Issue
+	return th, err
+}
+
+// repoOf is a delivery's repository as a thread with no issue yet: its
+// owner and name on GitHub, and the Hub's Repo for it (hub.ID "" for none,
+// then repoURL is GitHub's clone URL).
+func (r *Receiver) repoOf(ctx context.Context, repo ghRepo) (thread, error) {
+	th := thread{repoURL: repo.CloneURL, webURL: repo.HTMLURL}
 	var ok bool
-	th.owner, th.name, ok = r.opts.GitHub.ParseRepo(p.Repository.CloneURL)
+	th.owner, th.name, ok = r.opts.GitHub.ParseRepo(repo.CloneURL)
 	if !ok {
-		return th, fmt.Errorf("the delivery's repository %q is not on this Hub's GitHub", p.Repository.CloneURL)
+		return th, fmt.Errorf("the delivery's repository %q is not on this Hub's GitHub", repo.CloneURL)
 	}
 	repos, err := r.opts.Store.Repos(ctx)
-	for _, repo := range repos {
-		if o, n, ok := r.opts.GitHub.ParseRepo(repo.URL); ok && o == th.owner && n == th.name {
-			th.repoURL = repo.URL
+	for _, hub := range repos {
+		if o, n, ok := r.opts.GitHub.ParseRepo(hub.URL); ok && o == th.owner && n == th.name {
+			th.repoURL, th.hub = hub.URL, hub
 			break
 		}
 	}
@@ -305,13 +355,10 @@ func (r *Receiver) threadOf(ctx context.Context, p payload) (thread, error) {
 // triggerLabel is the thread's Repo's trigger label; "" for a Repo the Hub
 // does not know, or one with none.
 func (r *Receiver) triggerLabel(ctx context.Context, th thread) (string, error) {
-	repos, err := r.opts.Store.Repos(ctx)
-	for _, repo := range repos {
-		if repo.URL == th.repoURL {
-			return r.opts.Store.TriggerLabel(ctx, repo.ID)
-		}
+	if th.hub.ID == "" {
+		return "", nil
 	}
-	return "", err
+	return r.opts.Store.TriggerLabel(ctx, th.hub.ID)
 }
 
 // creator is the Creator rule: the GitHub user who triggered is a Member,
@@ -357,23 +404,27 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
 		return err
 	}
-	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, r.reply(creator, id, ""))
+	body := r.reply(creator.GitHubLogin, id, Progress{State: store.Starting}, "")
+	reply, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, body)
 	if err != nil {
 		return err
 	}
-	return r.opts.Store.SetThreadReply(ctx, id, reply)
+	if err := r.opts.Store.SetThreadReply(ctx, id, reply); err != nil {
+		return err
+	}
+	r.remember(id, body)
+	// It may have moved on before its reply was recorded.
+	r.Changed(id)
+	return nil
 }
 
-// reply is the Hub's one comment in a Session's thread: the Session's
-// link, and the latest comment of the Creator's it took as a prompt.
-func (r *Receiver) reply(creator store.User, sessionID, latest string) string {
-	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/sessions/" + sessionID
-	s := fmt.Sprintf("@%s started a kndl Session from this, on their Claude account: %s\n\nA later comment of theirs that mentions the App here is a prompt to it.",
-		creator.GitHubLogin, link)
-	if latest != "" {
-		s += " The latest it took: " + latest
+// note records what the Session's reply says of its thread's own latest,
+// and edits the reply at once to say it.
+func (r *Receiver) note(ctx context.Context, sessionID, text string) error {
+	if err := r.opts.Store.SetThreadNote(ctx, sessionID, text); err != nil {
+		return err
 	}
-	return s
+	return r.editReply(ctx, sessionID)
 }
 
 // refuseText is the one reply to anyone the Creator rule turns down, alike
@@ -398,41 +449,4 @@ func title(is ghIssue) string {
 		return string(r[:79]) + "…"
 	}
 	return is.Title
-}
-
-// Tell adds text (a limit the Session reached, as its history says it) to
-// the Hub's one reply in the thread the Session was started from, if it
-// was. It runs on the worker, after the deliveries taken before it, and
-// never waits: past a full queue it is dropped, and logged.
-func (r *Receiver) Tell(sessionID, text string) {
-	do := func(ctx context.Context) {
-		if err := r.tell(ctx, sessionID, text); err != nil {
-			r.log.Warn("could not tell a Session's thread", "session", sessionID, "err", err)
-		}
-	}
-	select {
-	case r.work <- do:
-	default:
-		r.log.Warn("a Session's thread was not told: the webhook's work is behind", "session", sessionID)
-	}
-}
-
-func (r *Receiver) tell(ctx context.Context, sessionID, text string) error {
-	t, err := r.opts.Store.SessionThread(ctx, sessionID)
-	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) || r.opts.GitHub == nil {
-		return nil // not from a thread, or no reply there to edit
-	}
-	if err != nil {
-		return err
-	}
-	s, err := r.opts.Store.SessionByID(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	creator, err := r.opts.Store.UserByID(ctx, s.CreatorID)
-	if err != nil {
-		return err
-	}
-	owner, name, _ := strings.Cut(t.Repo, "/")
-	return r.opts.GitHub.EditComment(ctx, owner, name, t.ReplyID, r.reply(creator, sessionID, "")+"\n\n"+text)
 }

@@ -55,6 +55,7 @@ const repo = (id) => `/api/repos/${seg(id)}`;
 // installationOff is an Installation's switch in a Repo: PUT turns it off,
 // DELETE back on.
 export const installationOff = (repoID, id) => `${repo(repoID)}/mcp/${seg(id)}/off`;
+export const autoFix = (repoID) => `${repo(repoID)}/auto-fix`;
 export const environment = (repoID) => `${repo(repoID)}/environment`;
 export const repoLimits = (repoID) => `${repo(repoID)}/limits`;
 export const environmentDraft = (repoID) => `${environment(repoID)}/draft`;

@@ -163,3 +163,19 @@ submit(limits, limitsError, async (f) =>
   showLimits(await api("PATCH", paths.repoLimits(repo), { max_turns: Number(f.max_turns), max_turn_hours: Number(f.max_turn_hours) })),
 );
 api("GET", paths.repoLimits(repo)).then(showLimits, (err) => showError(limitsError, err));
+
+// The Repo's auto-fix settings, as the page was rendered with them.
+const autoFix = document.getElementById("auto-fix");
+const autoFixSaved = document.getElementById("auto-fix-saved");
+submit(autoFix, document.getElementById("auto-fix-error"), async () => {
+  autoFixSaved.hidden = true;
+  const a = await api("PATCH", paths.autoFix(repo), {
+    ci: autoFix.ci.checked,
+    reviews: autoFix.reviews.checked,
+    max: Number(autoFix.max.value),
+  });
+  autoFix.ci.checked = a.ci;
+  autoFix.reviews.checked = a.reviews;
+  autoFix.max.value = a.max;
+  autoFixSaved.hidden = false;
+});

@@ -1,0 +1,183 @@
+package triggers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/store"
+)
+
+// The parts of GitHub's check_run and pull_request_review payloads a fix
+// reads.
+type (
+	ghPull struct {
+		Number int `json:"number"`
+		Head   struct {
+			Ref  string `json:"ref"`
+			Repo ghRepo `json:"repo"`
+		} `json:"head"`
+	}
+	checkRunPayload struct {
+		Action   string `json:"action"`
+		CheckRun struct {
+			Name       string `json:"name"`
+			Conclusion string `json:"conclusion"`
+			HTMLURL    string `json:"html_url"`
+			DetailsURL string `json:"details_url"`
+			Output     struct {
+				Title   string `json:"title"`
+				Summary string `json:"summary"`
+			} `json:"output"`
+			PullRequests []ghPull `json:"pull_requests"`
+		} `json:"check_run"`
+		Repository ghRepo `json:"repository"`
+	}
+	reviewPayload struct {
+		Action string `json:"action"`
+		Review struct {
+			State   string `json:"state"`
+			Body    string `json:"body"`
+			HTMLURL string `json:"html_url"`
+			User    ghUser `json:"user"`
+		} `json:"review"`
+		PullRequest ghPull `json:"pull_request"`
+		Repository  ghRepo `json:"repository"`
+	}
+)
+
+// failing are the conclusions of a check run that failed.
+var failing = map[string]bool{"failure": true, "timed_out": true}
+
+// checkRun: a check run that completed with a failure on a pull request a
+// Session opened is a prompt to that Session, if its Repo sends CI
+// failures back.
+func (r *Receiver) checkRun(ctx context.Context, body []byte) error {
+	var p checkRunPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return fmt.Errorf("read the check_run payload: %w", err)
+	}
+	c := p.CheckRun
+	if p.Action != "completed" || !failing[c.Conclusion] {
+		return nil
+	}
+	log := c.DetailsURL
+	if log == "" {
+		log = c.HTMLURL
+	}
+	summary := strings.TrimSpace(c.Output.Title + "\n\n" + c.Output.Summary)
+	for _, pull := range c.PullRequests {
+		f := fix{pull: pull, what: fmt.Sprintf("The check %q concluded %s", c.Name, c.Conclusion),
+			intro: "Its summary:\n", text: summary, tail: "\n\nIts log: " + log}
+		if err := r.sendBack(ctx, p.Repository, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// review: a review that requests changes on a pull request a Session
+// opened, by someone who may push to the Repo, is a prompt to that
+// Session, if its Repo sends reviews back.
+func (r *Receiver) review(ctx context.Context, body []byte) error {
+	var p reviewPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return fmt.Errorf("read the pull_request_review payload: %w", err)
+	}
+	if p.Action != "submitted" || !strings.EqualFold(p.Review.State, "changes_requested") || p.Review.User.Type == "Bot" {
+		return nil
+	}
+	f := fix{pull: p.PullRequest, reviews: true, reviewer: p.Review.User.Login,
+		what:  fmt.Sprintf("@%s requested changes (%s)", p.Review.User.Login, p.Review.HTMLURL),
+		intro: "Their review:\n", text: p.Review.Body}
+	return r.sendBack(ctx, p.Repository, f)
+}
+
+// fix is a failure on a pull request to send back to its Session.
+type fix struct {
+	pull     ghPull
+	reviews  bool   // a review (the Repo's reviews setting), not a check (its CI one)
+	reviewer string // the review's author, who must have push
+	what     string // the failure, in a line
+	// What GitHub said of it: text, cut to fit the prompt, between intro
+	// and tail.
+	intro, text, tail string
+}
+
+// sendBack queues the failure as a prompt to the Session that opened the
+// pull request, if the Repo sends such failures back and the pull request
+// has not had its Repo's most, and says so in the Session's thread.
+func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
+	th, err := r.repoOf(ctx, repo)
+	if err != nil || th.hub.ID == "" || f.pull.Head.Repo.ID != repo.ID {
+		return err // a Repo the Hub does not have, or a fork's branch: no Session's
+	}
+	settings, err := r.opts.Store.RepoAutoFix(ctx, th.hub.ID)
+	if err != nil || (f.reviews && !settings.Reviews) || (!f.reviews && !settings.CI) {
+		return err
+	}
+	s, creator, ok, err := r.pullSession(ctx, th, f.pull)
+	if err != nil || !ok {
+		return err
+	}
+	if f.reviewer != "" {
+		if push, err := r.opts.GitHub.CanPush(ctx, th.owner, th.name, f.reviewer); err != nil || !push {
+			return err // a review by someone who may not push is no prompt
+		}
+	}
+	n, err := r.opts.Store.CountFix(ctx, th.repo(), f.pull.Number)
+	if err != nil || n > settings.Max+1 {
+		return err
+	}
+	link := fmt.Sprintf("%s/pull/%d", strings.TrimSuffix(th.webURL, "/"), f.pull.Number)
+	if n == settings.Max+1 {
+		return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; not sent to the Session: this pull request had its %d.", f.what, link, settings.Max))
+	}
+	prompt := fixPrompt(th, f, link, n, settings.Max)
+	if err := r.opts.Sessions.Prompt(ctx, creator, s.ID, prompt); err != nil {
+		return err
+	}
+	return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; sent to the Session (%d of %d).", f.what, link, n, settings.Max))
+}
+
+// pullSession is the Session that opened the pull request: the newest not
+// archived that pushed its branch to the Repo.
+func (r *Receiver) pullSession(ctx context.Context, th thread, pull ghPull) (store.Session, store.User, bool, error) {
+	bs, err := r.opts.Store.BranchSessions(ctx, pull.Head.Ref)
+	if err != nil {
+		return store.Session{}, store.User{}, false, err
+	}
+	for _, b := range bs {
+		if b.RepoURL != th.repoURL {
+			continue
+		}
+		s, err := r.opts.Store.SessionByID(ctx, b.SessionID)
+		if err != nil {
+			return s, store.User{}, false, err
+		}
+		u, err := r.opts.Store.UserByID(ctx, s.CreatorID)
+		return s, u, err == nil, err
+	}
+	return store.Session{}, store.User{}, false, nil
+}
+
+// tell says what was done with a failure: in the Session's reply if it
+// was started from a thread, else once on the pull request (the cap
+// bounds how often).
+func (r *Receiver) tell(ctx context.Context, th thread, pull int, s store.Session, creator store.User, text string) error {
+	if t, err := r.opts.Store.SessionThread(ctx, s.ID); err == nil && t.ReplyID != 0 {
+		return r.note(ctx, s.ID, text)
+	}
+	_, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, pull, fmt.Sprintf("@%s, kndl: %s", creator.GitHubLogin, text))
+	return err
+}
+
+// fixPrompt is a failure as a prompt to its Session, marked as from
+// GitHub as a comment's is.
+func fixPrompt(th thread, f fix, link string, n, most int) string {
+	head := fmt.Sprintf("From GitHub: %s on pull request %s#%d (%s), which this Session opened. This is %d of at most %d sent back for it.\n\n",
+		f.what, th.repo(), f.pull.Number, link, n, most)
+	return head + f.intro + cut(f.text, api.MaxPromptBytes-len(head)-len(f.intro)-len(f.tail)) + f.tail
+}

@@ -1,0 +1,53 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+)
+
+// AutoFix is a Repo's auto-fix settings: whether a failing check (CI) or a
+// review requesting changes (Reviews) on a pull request a Session opened
+// is sent back to the Session, at most Max times per pull request.
+type AutoFix struct {
+	CI, Reviews bool
+	Max         int
+}
+
+// DefaultAutoFixMax is how many times a pull request's failures are sent
+// back to its Session unless the Repo says otherwise.
+const DefaultAutoFixMax = 3
+
+// RepoAutoFix returns the Repo's auto-fix settings.
+func (s *Store) RepoAutoFix(ctx context.Context, repoID string) (AutoFix, error) {
+	var a AutoFix
+	err := s.db.QueryRowContext(ctx, `SELECT auto_fix_ci, auto_fix_reviews, auto_fix_max FROM repos WHERE id = ?`, repoID).
+		Scan(&a.CI, &a.Reviews, &a.Max)
+	return a, notFound(err, "repo "+repoID)
+}
+
+// SetRepoAutoFix sets the Repo's auto-fix settings.
+func (s *Store) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE repos SET auto_fix_ci = ?, auto_fix_reviews = ?, auto_fix_max = ? WHERE id = ?`,
+		a.CI, a.Reviews, a.Max, repoID)
+	return err
+}
+
+// CountFix counts one more failure of pull request pull of repo (lower-case
+// owner/name) and returns how many it has had.
+func (s *Store) CountFix(ctx context.Context, repo string, pull int) (int, error) {
+	var n int
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO pull_fixes (repo, pull, count) VALUES (?, ?, 1)
+			ON CONFLICT (repo, pull) DO UPDATE SET count = count + 1`, repo, pull); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT count FROM pull_fixes WHERE repo = ? AND pull = ?`, repo, pull).Scan(&n)
+	})
+	return n, err
+}
+
+// BranchSessions lists the Sessions not archived that pushed branch,
+// newest push first, each with its Repo's URL.
+func (s *Store) BranchSessions(ctx context.Context, branch string) ([]SessionBranch, error) {
+	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.branch = ? AND s.state <> ? ORDER BY b.pushed_at DESC`, branch, Archived)
+}
