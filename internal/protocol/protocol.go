@@ -55,8 +55,12 @@ import (
 //	  Creator only what every Runner they may use takes, and refuses a
 //	  hello without one. A version 4 Runner, which reports none, is
 //	  refused: the Hub could not say what it runs.
+//	6 (2026-12-02, unreleased): version 6 also adds session.egress: an
+//	  awake Session's allowlist, its hosts changed, swaps in its Runner's
+//	  egress gate at once; a switch between open and allowlist applies at
+//	  the next wake.
 const (
-	Version    = 5
+	Version    = 6
 	MinVersion = 5
 )
 
