@@ -173,3 +173,64 @@ func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing
 		t.Fatalf("the draft after changing the CPUs: %+v, want the allowlist kept", d)
 	}
 }
+
+// TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce: with the Repo's
+// Environment set to an allowlist, an awake Session's git over HTTPS to a
+// host off the list is refused; once kndl env edit --allow adds the host
+// and the version applies, the same Session's next request passes with no
+// sleep or wake, and its history says the allowlist applied now: the
+// Session runs on the new version.
+func TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce(t *testing.T) {
+	ln := testkit.ListenForSandboxesOn(t, 443)[0]
+	names := &testkit.Resolver{}
+	names.Set("later.test", ln.Addr().(*net.TCPAddr).IP.String())
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+r.URL.Path)
+		mu.Unlock()
+	}))
+	srv.Listener = ln
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	s := Start(t, WithRunnerResolver(names))
+	repo := s.Repo()
+	allow := func(list string) {
+		t.Helper()
+		if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--egress", "allowlist", "--allow", list); code != 0 {
+			t.Fatalf("kndl env edit --allow %s: exit %d\n%s\n%s", list, code, out, errOut)
+		}
+		if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+			t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+	}
+	allow("*.allowed.test")
+	s.Model.On(testkit.PromptContains("egress"), testkit.Text("Ready."))
+	v := s.NewSession(repo, "egress")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the first turn's end", kind(protocol.EventTurnEnd))
+
+	fetch := func() (string, int) {
+		return s.Exec(v.ID, "bash", "-c", "git -c http.sslVerify=false ls-remote https://later.test/repo.git 2>&1")
+	}
+	if out, code := fetch(); !strings.Contains(out, "Could not resolve host") {
+		t.Fatalf("git to later.test, off the list: exit %d\n%s\nwant its name unresolved", code, out)
+	}
+	allow("*.allowed.test,later.test")
+	if out, code := fetch(); strings.Contains(out, "unable to access") {
+		t.Fatalf("git to later.test once the list has it, in the same awake Session: exit %d\n%s", code, out)
+	}
+	mu.Lock()
+	if !slices.Contains(seen, "later.test/repo.git/info/refs") {
+		t.Fatalf("the server had %v; want git's request", seen)
+	}
+	mu.Unlock()
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the note that the allowlist applied", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && e.Text == "egress: Environment version 2's allowlist: github, *.allowed.test, later.test applies now"
+	})
+	var now api.SessionView
+	if code := s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &now); code != http.StatusOK || now.State != api.Active || now.EnvironmentVersion != 2 || now.EnvironmentWaiting != 0 {
+		t.Fatalf("the Session after the change: %d, %s, on version %d, waiting %d; want it awake still, on version 2", code, now.State, now.EnvironmentVersion, now.EnvironmentWaiting)
+	}
+}
