@@ -58,7 +58,8 @@ import (
 //	6 (2026-12-02, unreleased): version 6 also adds session.egress: an
 //	  awake Session's allowlist, its hosts changed, swaps in its Runner's
 //	  egress gate at once; a switch between open and allowlist applies at
-//	  the next wake.
+//	  the next wake. Additive: a version 5 Runner refuses the unknown
+//	  request, and its Sessions take the change at their next wake.
 const (
 	Version    = 6
 	MinVersion = 5

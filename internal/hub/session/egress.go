@@ -2,10 +2,8 @@ package session
 
 import (
 	"context"
-	"fmt"
 
 	"kndl.dev/kndl/internal/egress"
-	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -14,16 +12,9 @@ import (
 // refuses a switch between open and allowlist, which applies at the next
 // wake.
 func (o *Owner) Egress(ctx context.Context, id string, p egress.Policy) error {
-	s, err := o.store.SessionByID(ctx, id)
+	rc, err := o.runnerOfActive(ctx, id, "")
 	if err != nil {
 		return err
-	}
-	if s.State != Active {
-		return fmt.Errorf("the Session is %s, not active: %w", s.State, errdefs.ErrConflict)
-	}
-	rc := o.opts.Runners.Runner(s.RunnerID)
-	if rc == nil {
-		return fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
 	}
 	return rc.Request(ctx, protocol.TypeSessionEgress, protocol.SessionEgress{SessionID: id, Egress: p}, nil)
 }
