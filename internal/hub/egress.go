@@ -17,10 +17,10 @@ const swapWait = 10 * time.Second
 // egressNow takes an applied version's egress to the awake Sessions of
 // its Repo before the apply answers (environment.Service.EgressNow), and
 // notes in each Session's history whether it applied now or waits for
-// the next wake. A failure is logged: the version is applied, and each
+// the next wake: a Frozen one's Runner is away, so it waits. A failure is logged: the version is applied, and each
 // Session gets it at its next wake regardless.
 func (h environmentsAPI) egressNow(ctx context.Context, applied environment.Version) {
-	awake, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{session.Active}})
+	awake, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{session.Active, session.Frozen}})
 	if err != nil {
 		h.log.Error("the awake sessions of an applied environment", "repo", applied.RepoID, "err", err)
 		return
