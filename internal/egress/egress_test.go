@@ -64,6 +64,7 @@ func TestEachPresetExpandsToItsRegistries(t *testing.T) {
 		{"go", "proxy.golang.org"},
 		{"github", "github.com"},
 		{"crates", "static.crates.io"},
+		{"docker", "registry-1.docker.io"},
 	}
 	for _, tt := range tests {
 		p := Policy{Mode: ModeAllowlist, Allow: []string{tt.preset, "-github"}}
@@ -75,6 +76,25 @@ func TestEachPresetExpandsToItsRegistries(t *testing.T) {
 		}
 		if tt.preset != "debian" && p.Matcher().Allows("deb.debian.org") {
 			t.Errorf("preset %s allows deb.debian.org", tt.preset)
+		}
+	}
+}
+
+// TestTheDockerPresetHasWhatAPullFromDockerHubReaches: the registry, its
+// token service, and the CDN and bucket hosts its blob requests redirect
+// to, as Docker's allowlist documentation names them; not Docker Hub's
+// web site, nor any other bucket on the same storage service.
+func TestTheDockerPresetHasWhatAPullFromDockerHubReaches(t *testing.T) {
+	m := Policy{Mode: ModeAllowlist, Allow: []string{"docker", "-github"}}.Matcher()
+	for _, host := range []string{"registry-1.docker.io", "auth.docker.io", "index.docker.io", "production.cloudflare.docker.com",
+		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"} {
+		if !m.Allows(host) {
+			t.Errorf("the docker preset refuses %s", host)
+		}
+	}
+	for _, host := range []string{"docker.io", "hub.docker.com", "attacker.r2.cloudflarestorage.com", "r2.cloudflarestorage.com", "github.com"} {
+		if m.Allows(host) {
+			t.Errorf("the docker preset allows %s", host)
 		}
 	}
 }

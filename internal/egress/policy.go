@@ -42,6 +42,11 @@ var Presets = map[string][]string{
 	// GitHub serves files and archives from.
 	"github": {"github.com", "*.github.com", "*.githubusercontent.com"},
 	"crates": {"crates.io", "*.crates.io", "static.rust-lang.org"},
+	// docker: a pull from Docker Hub (dockerd in a Sandbox with Docker
+	// on): the registry, its token service, and the hosts it redirects
+	// blobs to, Docker's own R2 bucket by its full name, not all of R2.
+	"docker": {"registry-1.docker.io", "auth.docker.io", "*.docker.io", "production.cloudflare.docker.com",
+		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"},
 }
 
 // Always are on every allowlist: Claude Code's own API, which it calls

@@ -380,3 +380,85 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 		t.Fatalf("after it: on %d, waiting %d; want 1 and none", on, waiting)
 	}
 }
+
+func TestAnAllowlistsNewHostsReachAnAwakeSessionNowAndASwitchOfModeWaitsForItsWake(t *testing.T) {
+	svc, st, _, repo := newService(t)
+	ctx := context.Background()
+	u, _ := st.DevUser(ctx)
+	rn, _, _ := st.CreateRunner(ctx, "r", u.ID)
+	session := func() string {
+		x, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.ForStart(ctx, x.ID, repo.ID); err != nil {
+			t.Fatal(err)
+		}
+		return x.ID
+	}
+	apply := func(c Config) Version {
+		t.Helper()
+		if _, err := svc.Edit(ctx, repo.ID, c, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		v, err := svc.Apply(ctx, repo.ID, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	open := session()
+	apply(Config{Egress: egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}})
+	listed := session()
+	swapped := map[string][]string{}
+	swap := func(_ context.Context, id string, p egress.Policy) error {
+		swapped[id] = p.Allow
+		return nil
+	}
+
+	// New hosts: the Session under the allowlist takes them now and runs
+	// on the new version; the open one waits for its wake.
+	v2 := apply(Config{Egress: egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm", "pypi"}}})
+	notes, err := svc.EgressNow(ctx, v2, []string{open, listed}, swap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(swapped[listed], []string{"npm", "pypi"}) || swapped[open] != nil {
+		t.Fatalf("swapped %v; want the listed Session's allowlist swapped, the open one's not", swapped)
+	}
+	if notes[listed] != "egress: Environment version 2's allowlist: github, npm, pypi applies now" || !strings.Contains(notes[open], "applies at the next wake") {
+		t.Fatalf("notes %q", notes)
+	}
+	if on, waiting, _ := svc.OfSession(ctx, listed, repo.ID); on != 2 || waiting != 0 {
+		t.Fatalf("the swapped Session: on %d, waiting %d; want on version 2", on, waiting)
+	}
+
+	// A version that changes the CPUs too: the hosts swap now, the
+	// Session still waits for the version.
+	v3 := apply(Config{CPUs: 2, Egress: egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"pypi"}}})
+	notes, _ = svc.EgressNow(ctx, v3, []string{listed}, swap)
+	if !slices.Equal(swapped[listed], []string{"pypi"}) || !strings.HasSuffix(notes[listed], "applies now") {
+		t.Fatalf("swapped %v, notes %q; want pypi's now", swapped, notes)
+	}
+	if on, waiting, _ := svc.OfSession(ctx, listed, repo.ID); on != 2 || waiting != 3 {
+		t.Fatalf("after a version with its CPUs changed: on %d, waiting %d; want 2, waiting for 3", on, waiting)
+	}
+
+	// A Runner that does not take it, and a switch to open: each at the
+	// next wake; a version that leaves egress alone notes nothing.
+	refuse := func(context.Context, string, egress.Policy) error {
+		return errors.New("the Session's Runner is not connected")
+	}
+	v4 := apply(Config{CPUs: 2, Egress: egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"go"}}})
+	if notes, _ := svc.EgressNow(ctx, v4, []string{listed}, refuse); !strings.Contains(notes[listed], "applies at the next wake: the Runner did not take it now (the Session's Runner is not connected)") {
+		t.Fatalf("notes %q; want it at the next wake, saying why", notes)
+	}
+	v5 := apply(Config{CPUs: 2})
+	if notes, _ := svc.EgressNow(ctx, v5, []string{listed}, refuse); !strings.Contains(notes[listed], "version 5's open applies at the next wake: a switch between open and allowlist") {
+		t.Fatalf("notes %q; want the switch to open at the next wake", notes)
+	}
+	v6 := apply(Config{CPUs: 3})
+	if notes, err := svc.EgressNow(ctx, v6, []string{listed, open}, refuse); len(notes) != 0 || err != nil {
+		t.Fatalf("a version that leaves egress alone: %q, %v", notes, err)
+	}
+}

@@ -114,6 +114,7 @@ func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request
 		v, err = h.envs.Apply(r.Context(), repo.ID, p.User.ID)
 	}
 	if err == nil {
+		h.egressNow(r.Context(), v)
 		h.audit(r, p, auditEnvironmentApply, repo.URL, fmt.Sprintf("version %d: %s", v.Version, strings.ReplaceAll(v.Changes, "\n", "; ")))
 	}
 	h.reply(w, r, http.StatusOK, apiEnvironmentVersion(v), err)

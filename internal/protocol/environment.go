@@ -50,8 +50,23 @@ type EnvironmentSettings struct {
 	MemoryMiB int     `json:"memory_mib,omitempty"`
 	// Egress is what each Sandbox reaches: open (the zero Policy) or an
 	// allowlist (internal/egress). Not a build input: a change applies
-	// without a Test build, to each Session at its next start or wake.
+	// without a Test build, to each Session at its next start or wake;
+	// an allowlist's hosts changed apply to an awake Session's Sandbox
+	// under an allowlist at once (session.egress).
 	Egress egress.Policy `json:"egress,omitzero"`
+}
+
+// TypeSessionEgress (Hub -> Runner, request, since version 6) swaps the
+// allowlist an awake Session's restricted Sandbox is judged by
+// (SessionEgress), from its next connection and DNS query. A Sandbox that
+// is open, or an open Egress, is refused (conflict): the switch changes
+// the Sandbox's network rules, which are set as it boots.
+const TypeSessionEgress = "session.egress"
+
+// SessionEgress is an awake Session's new allowlist.
+type SessionEgress struct {
+	SessionID string        `json:"session_id"`
+	Egress    egress.Policy `json:"egress"`
 }
 
 // EnvTest asks for a Test build of a draft: its Build, then its Start

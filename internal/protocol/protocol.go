@@ -59,6 +59,10 @@ import (
 //	  the Runner computes with git in the Workspace on its host, sent over
 //	  a stream. A version 5 Runner is still taken: it lacks only this,
 //	  and the Hub says its Sessions' changes wait for the Runner's update.
+//	  Also session.egress: an awake Session's allowlist, its hosts changed, swaps in its Runner's
+//	  egress gate at once; a switch between open and allowlist applies at
+//	  the next wake. Additive: a version 5 Runner refuses the unknown
+//	  request, and its Sessions take the change at their next wake.
 const (
 	Version    = 6
 	MinVersion = 5

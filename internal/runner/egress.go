@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/egress"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -81,6 +82,27 @@ func (g *egressGate) set(dir, id string, addr netip.Addr, p egress.Policy) error
 	g.by[addr] = &restricted{session: id, match: p.Matcher()}
 	b, _ := json.Marshal(p)
 	return writeAtomic(filepath.Join(dir, egressFile), b)
+}
+
+// swap has the Proxy and the DNS server judge Session id's restricted
+// Sandbox by p from its next connection, and keeps p in the Session's
+// directory for a Runner restart. Only an allowlist swaps for an
+// allowlist: a switch between open and allowlist changes the Sandbox's
+// network rules, which are set as it boots.
+func (g *egressGate) swap(dir, id string, p egress.Policy) error {
+	if !p.Restricted() {
+		return fmt.Errorf("egress open applies to the Session's Sandbox at its next wake, not now: %w", errdefs.ErrConflict)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.by {
+		if r.session == id {
+			r.match = p.Matcher()
+			b, _ := json.Marshal(p)
+			return writeAtomic(filepath.Join(dir, egressFile), b)
+		}
+	}
+	return fmt.Errorf("session %s has no Sandbox running here under an allowlist (it is asleep, or its egress is open): an allowlist applies at its next wake: %w", id, errdefs.ErrConflict)
 }
 
 // adopt takes back a running Sandbox's policy after a Runner restart.
@@ -160,6 +182,18 @@ func (r *Runner) judgeEgress(ctx context.Context, s *session, dir string, env *p
 		return r.egress.set(dir, s.id, st.Addr, envEgress(env))
 	}
 	return r.egress.adopt(dir, s.id, st.Addr)
+}
+
+// swapEgress is session.egress: an awake Session's allowlist changed.
+func (r *Runner) swapEgress(req protocol.SessionEgress) error {
+	if err := req.Egress.Check(); err != nil {
+		return err
+	}
+	if err := r.egress.swap(r.sessionDir(req.SessionID), req.SessionID, req.Egress); err != nil {
+		return err
+	}
+	r.log.Info("egress allowlist swapped", "session", req.SessionID, "hosts", len(req.Egress.Hosts()))
+	return nil
 }
 
 // blocked reports a refused connection or name in its Session's history.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/egress"
+	"kndl.dev/kndl/internal/errdefs"
 )
 
 func TestBlockNotesAreOnePerDestinationAndAtMostABurstAMinute(t *testing.T) {
@@ -65,5 +67,46 @@ func TestARestartedRunnerJudgesARunningSandboxByItsKeptPolicy(t *testing.T) {
 	}
 	if _, ok := again.policy(addr); ok {
 		t.Fatalf("an open Sandbox is judged by an allowlist after a restart")
+	}
+}
+
+func TestAnAllowlistSwappedForAnAwakeSandboxJudgesItsNextConnectionAndOutlastsARestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := netip.MustParseAddr("10.174.0.6")
+	var g egressGate
+	if err := g.set(dir, "s1", addr, egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.note(addr, "pypi.org:443", "off the list", time.Now())
+	if err := g.swap(dir, "s1", egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"pypi"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := g.policy(addr)
+	if !ok || !m.Allows("pypi.org") || m.Allows("registry.npmjs.org") {
+		t.Fatalf("after the swap the Sandbox's allowlist is %v (%v), want pypi's and not npm's", m, ok)
+	}
+	// The swap keeps the block notes' window: the same block is not
+	// noted twice in it.
+	if _, text := g.note(addr, "pypi.org:443", "off the list", time.Now()); text != "" {
+		t.Fatalf("a block noted again in its window after the swap: %q", text)
+	}
+	var after egressGate
+	if err := after.adopt(dir, "s1", addr); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := after.policy(addr); !ok || !m.Allows("pypi.org") || m.Allows("registry.npmjs.org") {
+		t.Fatalf("after a restart the Sandbox's allowlist is %v (%v), want the swapped one", m, ok)
+	}
+
+	// Open is no swap, and a Session with no restricted Sandbox here has
+	// none to swap: each applies at the next wake.
+	if err := g.swap(dir, "s1", egress.Policy{}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a swap to open: %v, want a conflict", err)
+	}
+	if m, _ := g.policy(addr); !m.Allows("pypi.org") {
+		t.Fatalf("a refused swap changed the allowlist")
+	}
+	if err := g.swap(t.TempDir(), "s2", egress.Policy{Mode: egress.ModeAllowlist}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Fatalf("a swap for a Session with no restricted Sandbox: %v, want a conflict", err)
 	}
 }

@@ -295,6 +295,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	handleAs(conn, protocol.TypeEnvTest, func(ctx context.Context, req protocol.EnvTest) (any, error) {
 		return nil, r.testBuild(ctx, req)
 	})
+	handleAs(conn, protocol.TypeSessionEgress, func(ctx context.Context, req protocol.SessionEgress) (any, error) {
+		return nil, r.swapEgress(req)
+	})
 	handleAs(conn, protocol.TypeSessionRestore, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.restoreSession(req.SessionID)
 	})

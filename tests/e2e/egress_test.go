@@ -27,8 +27,8 @@ import (
 // another name's SNI to the same address is reset, as is a raw TCP
 // connection to the allowed address on another port, and the Session's
 // history notes each block. A restarted Runner judges it as before. Set
-// open again, the Session's Sandbox is open
-// from its next wake.
+// open again, the Session's Sandbox is open from its next wake, and its
+// history says so.
 func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t *testing.T) {
 	lns := testkit.ListenForSandboxesOn(t, 443, 80, 8443)
 	addr := lns[0].Addr().(*net.TCPAddr).IP.String()
@@ -142,6 +142,9 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
 		t.Fatalf("kndl env apply of egress open: exit %d\n%s\n%s", code, out, errOut)
 	}
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the note that open waits for the wake", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, "egress: Environment version 2's open applies at the next wake: a switch between open and allowlist")
+	})
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("sleep: %d", code)
 	}
@@ -171,5 +174,118 @@ func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing
 	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
 	if d := env.Draft; d == nil || !d.Settings.Egress.Restricted() || strings.Join(d.Settings.Egress.Allow, " ") != "npm *.example.com" || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.HasPrefix(c, "egress") }) {
 		t.Fatalf("the draft after changing the CPUs: %+v, want the allowlist kept", d)
+	}
+}
+
+// TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce: with the Repo's
+// Environment set to an allowlist, an awake Session's git over HTTPS to a
+// host off the list is refused; once kndl env edit --allow adds the host
+// and the version applies, the same Session's next request passes with no
+// sleep or wake, and its history says the allowlist applied now: the
+// Session runs on the new version.
+func TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce(t *testing.T) {
+	ln := testkit.ListenForSandboxesOn(t, 443)[0]
+	names := &testkit.Resolver{}
+	names.Set("later.test", ln.Addr().(*net.TCPAddr).IP.String())
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+r.URL.Path)
+		mu.Unlock()
+	}))
+	srv.Listener = ln
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	s := Start(t, WithRunnerResolver(names))
+	repo := s.Repo()
+	allow := func(list string) {
+		t.Helper()
+		if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--egress", "allowlist", "--allow", list); code != 0 {
+			t.Fatalf("kndl env edit --allow %s: exit %d\n%s\n%s", list, code, out, errOut)
+		}
+		if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+			t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+	}
+	allow("*.allowed.test")
+	s.Model.On(testkit.PromptContains("egress"), testkit.Text("Ready."))
+	v := s.NewSession(repo, "egress")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the first turn's end", kind(protocol.EventTurnEnd))
+
+	fetch := func() (string, int) {
+		return s.Exec(v.ID, "bash", "-c", "git -c http.sslVerify=false ls-remote https://later.test/repo.git 2>&1")
+	}
+	if out, code := fetch(); !strings.Contains(out, "Could not resolve host") {
+		t.Fatalf("git to later.test, off the list: exit %d\n%s\nwant its name unresolved", code, out)
+	}
+	allow("*.allowed.test,later.test")
+	if out, code := fetch(); strings.Contains(out, "unable to access") {
+		t.Fatalf("git to later.test once the list has it, in the same awake Session: exit %d\n%s", code, out)
+	}
+	mu.Lock()
+	if !slices.Contains(seen, "later.test/repo.git/info/refs") {
+		t.Fatalf("the server had %v; want git's request", seen)
+	}
+	mu.Unlock()
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the note that the allowlist applied", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && e.Text == "egress: Environment version 2's allowlist: github, *.allowed.test, later.test applies now"
+	})
+	var now api.SessionView
+	if code := s.Do(http.MethodGet, "/api/sessions/"+v.ID, nil, &now); code != http.StatusOK || now.State != api.Active || now.EnvironmentVersion != 2 || now.EnvironmentWaiting != 0 {
+		t.Fatalf("the Session after the change: %d, %s, on version %d, waiting %d; want it awake still, on version 2", code, now.State, now.EnvironmentVersion, now.EnvironmentWaiting)
+	}
+}
+
+// TestUnderAnAllowlistTheSandboxTokensGitFetchAndPushToGitHubPass: the fake
+// GitHub is github.com to the Runner and its Sandboxes (the test's
+// resolver, on an address on this machine), and the Hub's GITHUB_URL is
+// http://github.com. Under an allowlist that names nothing, the default
+// github preset lets the first Turn's git push with the Sandbox token, and
+// a fetch after it, through the Runner's proxy, which judged the request's
+// Host; the same server asked for by its address is refused and noted.
+//
+// It is HTTP on port 80, not HTTPS: the host clone's git trusts the host's
+// certificate authorities alone, and none can vouch for a github.com served
+// here. The proxy's reading of HTTPS by its SNI is
+// TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy's.
+func TestUnderAnAllowlistTheSandboxTokensGitFetchAndPushToGitHubPass(t *testing.T) {
+	s := Start(t, WithGitHubCom(&testkit.Resolver{}))
+	s.GitHub.ServeRepo(t, "acme/app", s.Repo())
+	s.GitHub.InstallApp("acme/app")
+	repo := "http://github.com/acme/app.git"
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--egress", "allowlist"); code != 0 || !strings.Contains(out, "egress: open -> allowlist: github") {
+		t.Fatalf("kndl env edit --egress allowlist: exit %d\n%s\n%s\nwant the github preset alone", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "apply", "--repo", repo); code != 0 {
+		t.Fatalf("kndl env apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	s.Model.On(testkit.PromptContains("push a branch"), testkit.Bash(pushScript))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("Pushed."))
+	v := s.NewSession(repo, "push a branch")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Pushed." })
+	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, "kndl/test") {
+		t.Fatalf("the fake GitHub's branches: %v, want kndl/test pushed from the Sandbox\nevents:\n%s", got, dump(s.Events(v.ID)))
+	}
+	if out, code := s.Exec(v.ID, "git", "-C", "/workspace", "fetch", "origin"); code != 0 {
+		t.Fatalf("git fetch origin: exit %d\n%s", code, out)
+	}
+	if out, _ := s.Exec(v.ID, "git", "-C", "/workspace", "branch", "-r"); !strings.Contains(out, "origin/kndl/test") {
+		t.Fatalf("the Workspace's remote branches after the fetch:\n%s\nwant origin/kndl/test", out)
+	}
+
+	byAddr := strings.TrimPrefix(s.GitHub.URL, "http://")
+	if out, code := s.Exec(v.ID, "git", "-C", "/workspace", "ls-remote", "http://"+byAddr+"/acme/app.git"); code == 0 {
+		t.Fatalf("git to the fake GitHub by its address got through: %s", out)
+	}
+	s.WaitEvent(v.ID, testenv.WaitMedium, "the block of the address", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, "blocked: "+byAddr+" (")
+	})
+	for _, e := range s.Events(v.ID) {
+		if e.Kind == protocol.EventNote && strings.Contains(e.Text, "blocked: github.com") {
+			t.Fatalf("github.com was blocked: %s", e.Text)
+		}
 	}
 }

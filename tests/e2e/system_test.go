@@ -263,6 +263,9 @@ type options struct {
 	resolver   outbound.Resolver
 	cold       bool // no image or Build cached for the Runner
 	crunBuilds bool // Builds on a crun backend of their own
+	// githubCom, the Runner's resolver too, names the fake GitHub
+	// github.com (WithGitHubCom)
+	githubCom *testkit.Resolver
 }
 
 // WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
@@ -317,6 +320,18 @@ func WithModels(table claude.Table) Option { return func(o *options) { o.models 
 // test serves where Sandboxes reach them, with no real DNS asked.
 func WithRunnerResolver(r outbound.Resolver) Option { return func(o *options) { o.resolver = r } }
 
+// WithGitHubCom is WithSandboxGitHub with the fake GitHub on port 80 of an
+// address Sandboxes reach, named github.com by names, which becomes the
+// Runner's resolver: the Hub's GITHUB_URL is http://github.com, so the
+// host clone, the Sandbox token's credential helper and git in the
+// Sandbox use that name, as with the real one, and an egress allowlist's
+// github preset judges them.
+func WithGitHubCom(names *testkit.Resolver) Option {
+	return func(o *options) {
+		o.github, o.reachable, o.githubCom, o.tokenRetry, o.resolver = true, true, names, time.Minute, names
+	}
+}
+
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
 func WithArchiveKeep(d time.Duration) Option { return func(o *options) { o.archiveKeep = d } }
@@ -364,13 +379,21 @@ func Start(t testing.TB, opts ...Option) *System {
 		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox}
 	var gh *testkit.GitHub
 	if o.github {
-		if o.reachable {
+		switch {
+		case o.githubCom != nil:
+			ln := testkit.ListenForSandboxesOn(t, 80)[0]
+			o.githubCom.Set("github.com", ln.Addr().(*net.TCPAddr).IP.String())
+			gh = testkit.NewGitHubOn(t, ln)
+		case o.reachable:
 			gh = testkit.NewGitHubOn(t, testkit.ListenForSandboxes(t))
-		} else {
+		default:
 			gh = testkit.NewGitHub(t)
 		}
 		hcfg.GitHubURL, hcfg.GitHubAPIURL, hcfg.GitHubClientID, hcfg.GitHubClientSecret = gh.URL, gh.URL, gh.ClientID, gh.ClientSecret
 		hcfg.GitHubAppID, hcfg.GitHubAppKey = gh.AppID, string(gh.KeyPEM)
+		if o.githubCom != nil {
+			hcfg.GitHubURL = "http://github.com"
+		}
 		hcfg.GitHubWebhookSecret = webhookSecret
 		gh.SetWebhook(url+"/github/webhook", webhookSecret)
 		// Short, so a test sees a replaced Sandbox token revoked well

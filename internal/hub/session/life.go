@@ -512,16 +512,27 @@ func (o *life) SetKeepAwake(ctx context.Context, id string, on bool) error {
 
 // StopTurn interrupts the Turn that runs.
 func (o *life) StopTurn(ctx context.Context, id string) error {
-	s, err := o.store.SessionByID(ctx, id)
+	rc, err := o.runnerOfActive(ctx, id, ": no Turn runs")
 	if err != nil {
 		return err
 	}
+	return rc.Request(ctx, protocol.TypeSessionStopTurn, protocol.SessionRef{SessionID: id}, nil)
+}
+
+// runnerOfActive returns the Runner of an Active Session; otherwise an
+// error saying it is not active (why: what that means) or its
+// Runner is not connected.
+func (o *life) runnerOfActive(ctx context.Context, id, why string) (Requester, error) {
+	s, err := o.store.SessionByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	if s.State != Active {
-		return fmt.Errorf("the Session is %s, not active: no Turn runs: %w", s.State, errdefs.ErrConflict)
+		return nil, fmt.Errorf("the Session is %s, not active%s: %w", s.State, why, errdefs.ErrConflict)
 	}
 	rc := o.opts.Runners.Runner(s.RunnerID)
 	if rc == nil {
-		return fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("the Session's Runner is not connected: %w", errdefs.ErrUnavailable)
 	}
-	return rc.Request(ctx, protocol.TypeSessionStopTurn, protocol.SessionRef{SessionID: id}, nil)
+	return rc, nil
 }
