@@ -225,6 +225,37 @@ type Event struct {
 	// subagent did (SubagentStopped, SubagentInterrupted; empty when it
 	// finished).
 	Reason string `json:"reason,omitempty"`
+	// Usage is the tokens of the model reply an Event of Claude's came
+	// from (text, thinking, tool_use), read from the transcript; Claude
+	// Code writes a reply's blocks as records of their own, each with the
+	// reply's usage, so the Hub counts a reply once by its Message id. Left
+	// out by a Runner before it was added: an optional field, no version
+	// step.
+	Usage *Usage `json:"usage,omitempty"`
+	// TurnUsage, on a turn_end, is what the Turn spent, by model: set by
+	// the Hub as it stores the Event, never taken from a Runner.
+	TurnUsage []Usage `json:"turn_usage,omitempty"`
+}
+
+// Usage is the tokens model replies used, as the Messages API reports them
+// (its usage object's four counts), for one model.
+type Usage struct {
+	// Message is the reply's id (msg_…): set on a reply's own usage, empty
+	// on a sum.
+	Message    string `json:"message,omitempty"`
+	Model      string `json:"model"`
+	Input      int64  `json:"input_tokens"`
+	Output     int64  `json:"output_tokens"`
+	CacheRead  int64  `json:"cache_read_input_tokens"`
+	CacheWrite int64  `json:"cache_creation_input_tokens"`
+}
+
+// Add adds u's counts to s's.
+func (s *Usage) Add(u Usage) {
+	s.Input += u.Input
+	s.Output += u.Output
+	s.CacheRead += u.CacheRead
+	s.CacheWrite += u.CacheWrite
 }
 
 // ValidSessionID reports whether id has the form of a Session id: a UUID in
