@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"time"
+
+	"kndl.dev/kndl/internal/claude"
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
@@ -237,25 +239,13 @@ type Event struct {
 	TurnUsage []Usage `json:"turn_usage,omitempty"`
 }
 
-// Usage is the tokens model replies used, as the Messages API reports them
-// (its usage object's four counts), for one model.
+// Usage is the tokens model replies of one model used.
 type Usage struct {
 	// Message is the reply's id (msg_…): set on a reply's own usage, empty
 	// on a sum.
-	Message    string `json:"message,omitempty"`
-	Model      string `json:"model"`
-	Input      int64  `json:"input_tokens"`
-	Output     int64  `json:"output_tokens"`
-	CacheRead  int64  `json:"cache_read_input_tokens"`
-	CacheWrite int64  `json:"cache_creation_input_tokens"`
-}
-
-// Add adds u's counts to s's.
-func (s *Usage) Add(u Usage) {
-	s.Input += u.Input
-	s.Output += u.Output
-	s.CacheRead += u.CacheRead
-	s.CacheWrite += u.CacheWrite
+	Message string `json:"message,omitempty"`
+	Model   string `json:"model"`
+	claude.Tokens
 }
 
 // ValidSessionID reports whether id has the form of a Session id: a UUID in

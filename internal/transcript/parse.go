@@ -65,6 +65,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -111,15 +112,10 @@ type record struct {
 	Origin                    *origin `json:"origin"`
 
 	Message *struct {
-		ID      string  `json:"id"`
-		Model   string  `json:"model"`
-		Content content `json:"content"`
-		Usage   *struct {
-			Input      int64 `json:"input_tokens"`
-			Output     int64 `json:"output_tokens"`
-			CacheRead  int64 `json:"cache_read_input_tokens"`
-			CacheWrite int64 `json:"cache_creation_input_tokens"`
-		} `json:"usage"`
+		ID      string         `json:"id"`
+		Model   string         `json:"model"`
+		Content content        `json:"content"`
+		Usage   *claude.Tokens `json:"usage"`
 	} `json:"message"`
 	// Content is a system record's text.
 	Content         json.RawMessage `json:"content"`
@@ -296,8 +292,7 @@ func (r *record) usage() *protocol.Usage {
 	if id == "" {
 		return nil // nothing to count it once by
 	}
-	return &protocol.Usage{Message: id, Model: m.Model, Input: m.Usage.Input, Output: m.Usage.Output,
-		CacheRead: m.Usage.CacheRead, CacheWrite: m.Usage.CacheWrite}
+	return &protocol.Usage{Message: id, Model: m.Model, Tokens: *m.Usage}
 }
 
 func (p *parser) user(r *record) {
