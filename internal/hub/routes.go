@@ -61,6 +61,7 @@ func (h *Hub) routes() []route {
 		ops     = opsAPI{h}
 		pages   = pagesAPI{h}
 		gh      = triggersAPI{h}
+		usage   = usageAPI{h}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -165,6 +166,11 @@ func (h *Hub) routes() []route {
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
+
+		// What Sessions spent.
+		{"GET /usage", browser, usage.usagePage},
+		{"GET /api/usage", person, usage.usageReport},
+		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
 	}
 }
 
