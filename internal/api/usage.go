@@ -81,11 +81,13 @@ type UsageReport struct {
 
 // UsageDay is what one Member's Sessions in one Repo spent on one day.
 type UsageDay struct {
-	Day         string `json:"day"` // 2006-01-02, in UTC
-	MemberID    string `json:"member_id"`
-	MemberLogin string `json:"member_login"`
-	RepoID      string `json:"repo_id"`
-	RepoName    string `json:"repo_name"`
+	Day      string `json:"day"` // 2006-01-02, in UTC
+	MemberID string `json:"member_id"`
+	// Member is the Member's GitHub login, or their name where they have
+	// none (kndl dev's user).
+	Member   string `json:"member"`
+	RepoID   string `json:"repo_id"`
+	RepoName string `json:"repo_name"`
 	Spent
 }
 

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -102,7 +103,7 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 	logins, repos := map[string]string{}, map[string]string{}
 	if ms, err := h.store.Members(ctx); err == nil {
 		for _, m := range ms {
-			logins[m.ID] = m.GitHubLogin
+			logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
 		}
 	}
 	if rs, err := h.store.Repos(ctx); err == nil {
@@ -120,7 +121,7 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 			j++
 		}
 		d := rows[i]
-		out.Days = append(out.Days, api.UsageDay{Day: d.Day.Format(time.DateOnly), MemberID: d.CreatorID, MemberLogin: logins[d.CreatorID],
+		out.Days = append(out.Days, api.UsageDay{Day: d.Day.Format(time.DateOnly), MemberID: d.CreatorID, Member: logins[d.CreatorID],
 			RepoID: d.RepoID, RepoName: repos[d.RepoID], Spent: spentOf(sums)})
 		total = append(total, sums...)
 		i = j
@@ -164,7 +165,7 @@ func (h usageAPI) usagePage(w http.ResponseWriter, r *http.Request, p Principal)
 	rows := make([]row, len(rep.Days))
 	for i, d := range rep.Days {
 		rows[i] = cells(d.Spent)
-		rows[i].Day, rows[i].Member, rows[i].Repo = d.Day, d.MemberLogin, d.RepoName
+		rows[i].Day, rows[i].Member, rows[i].Repo = d.Day, d.Member, d.RepoName
 	}
 	h.appPage(w, p, web.Usage, struct {
 		All, Owner bool
