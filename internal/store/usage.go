@@ -43,9 +43,11 @@ func countReplies(ctx context.Context, tx *sql.Tx, sessionID string, last int64,
 	if !needsTurn(evs) {
 		return nil
 	}
+	// By the index of Turn starts (migration 0022).
 	var turn int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ? AND kind = 'turn_start'`,
-		sessionID).Scan(&turn); err != nil {
+	err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE session_id = ? AND kind = 'turn_start' ORDER BY seq DESC LIMIT 1`,
+		sessionID).Scan(&turn)
+	if err != nil && err != sql.ErrNoRows {
 		return err
 	}
 	for i := range evs {

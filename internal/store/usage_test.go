@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -96,4 +97,30 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 			t.Errorf("UsageByDay since the next day: got %+v, %v, want %+v", got, err, []UsageDay{theirs})
 		}
 	})
+}
+
+// BenchmarkAppendingAReplyCountsItsUsage: one Session appending its
+// transcript an Event at a time, each a reply of its own whose usage is
+// counted (a row upserted in the same transaction), against the same
+// Events with no usage.
+func BenchmarkAppendingAReplyCountsItsUsage(b *testing.B) {
+	for _, e := range benchEngines {
+		for _, counted := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/counted=%v", e.name, counted), func(b *testing.B) {
+				s := e.open(b)
+				x, _ := devSession(b, s)
+				ev := Event{Kind: "text", Data: json.RawMessage(`{"text":"a line of the transcript"}`)}
+				b.ResetTimer()
+				for i := range b.N {
+					if counted {
+						ev.Reply = &Reply{Message: fmt.Sprintf("msg_%d", i), Usage: Usage{Model: "m", Input: 1000, Output: 50, CacheRead: 9000, CacheWrite: 10}}
+					}
+					if _, err := s.AppendEvents(context.Background(), x.ID, []Event{ev}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+			})
+		}
+	}
 }

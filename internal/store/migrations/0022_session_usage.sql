@@ -17,3 +17,6 @@ CREATE TABLE session_usage (
 	PRIMARY KEY (session_id, message)
 ) WITHOUT ROWID;
 CREATE INDEX session_usage_by_time ON session_usage(at);
+-- Each Session's Turn starts, so the Turn a reply comes in is found
+-- without reading the transcript back to it.
+CREATE INDEX events_turn_starts ON events(session_id, seq) WHERE kind = 'turn_start';
