@@ -171,6 +171,10 @@ func (h *Hub) routes() []route {
 		{"GET /usage", browser, usage.usagePage},
 		{"GET /api/usage", person, usage.usageReport},
 		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
+
+		// A Repo's limits for the Sessions started from GitHub.
+		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},
+		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h}.changeLimits},
 	}
 }
 
