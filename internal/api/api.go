@@ -99,6 +99,8 @@ type SessionView struct {
 	// Branches are the branches the Session pushed, each with the pull
 	// requests opened from it, as GitHub last said.
 	Branches []Branch `json:"branches,omitempty"`
+	// Usage is what it spent, with an estimated cost.
+	Usage Spent `json:"usage"`
 }
 
 // Branch is a branch a Session pushed to its Repo.
@@ -179,6 +181,9 @@ type LiveMessage struct {
 	// Claude's Markdown rendered (the Session view's only).
 	Event *Event `json:"event,omitempty"`
 	HTML  string `json:"html,omitempty"`
+	// Spent is, with a turn_end, what its Turn spent with an estimated
+	// cost.
+	Spent *Spent `json:"spent,omitempty"`
 	// Session is the Session with its queue, sent whenever it changes.
 	Session *SessionView `json:"session,omitempty"`
 	Ports   *[]Port      `json:"ports,omitempty"`

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -140,5 +141,25 @@ func TestASessionTakesOnlyAnOfferedModelAndItsEfforts(t *testing.T) {
 	}
 	if err := (Table{}).Takes("sonnet", ""); err == nil || !strings.Contains(err.Error(), `use "" for the default`) {
 		t.Errorf("a model when nothing is offered: %v", err)
+	}
+}
+
+func TestEveryModelOfTheTableHasAPrice(t *testing.T) {
+	for _, m := range Models().Models {
+		if _, ok := PriceOf(m.ID); !ok {
+			t.Errorf("model %s (%s) has no row in prices.json", m.Alias, m.ID)
+		}
+	}
+}
+
+func TestACostIsTheTokensOfEachKindAtTheirPrice(t *testing.T) {
+	u := Tokens{Input: 2_000_000, Output: 100_000, CacheRead: 1_000_000, CacheWrite: 400_000}
+	got, ok := EstimatedCost("claude-opus-5-5-20261101", u)
+	// 2 x 5 + 0.1 x 25 + 1 x 0.5 + 0.4 x 6.25, by prices.json's row for the undated id.
+	if want := 10 + 2.5 + 0.5 + 2.5; !ok || math.Abs(got-want) > 1e-9 {
+		t.Errorf("got %v, %v, want %v, true", got, ok, want)
+	}
+	if _, ok := EstimatedCost("claude-sonnet-5-50", Tokens{Input: 1}); ok {
+		t.Error("a model the table does not name is priced, want none")
 	}
 }

@@ -183,7 +183,7 @@ func sessionShow(ctx context.Context, io IO, args []string) error {
 			Subagents []subagent  `json:"subagents"`
 		}{s, evs, agents})
 	}
-	printSession(io.Stdout, s.Session)
+	printSession(io.Stdout, s)
 	if s.EnvironmentWaiting > 0 {
 		fmt.Fprintf(io.Stdout, "  Environment: version %d; version %d waits for its next wake or restart\n\n", s.EnvironmentVersion, s.EnvironmentWaiting)
 	}
@@ -224,8 +224,9 @@ func printBranches(w io.Writer, bs []api.Branch) {
 }
 
 // printSession writes a Session's head: where it runs, its state and
-// why, what it is doing, Keep awake, its model.
-func printSession(w io.Writer, s api.Session) {
+// why, what it is doing, Keep awake, its model, what it spent.
+func printSession(w io.Writer, v api.SessionView) {
+	s := v.Session
 	state := stateInLine(s)
 	if d := doing(s); d != "" {
 		state += ": " + doingPhrase[d]
@@ -244,7 +245,12 @@ func printSession(w io.Writer, s api.Session) {
 	if g := sandboxGitPhrase[s.SandboxGit]; g != "" {
 		fmt.Fprintf(w, "  git:        %s\n", g)
 	}
-	fmt.Fprintf(w, "  keep awake: %s\n  model:      %s %s\n  created:    %s\n\n", keep, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  keep awake: %s\n  model:      %s %s\n  created:    %s\n", keep, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  spent:      %s\n", v.Usage.Summary())
+	for _, m := range v.Usage.Models {
+		fmt.Fprintf(w, "              %s: %s\n", m.Model, api.Spent{Tokens: m.Tokens, EstimatedUSD: m.EstimatedUSD}.Summary())
+	}
+	fmt.Fprintln(w)
 }
 
 // sandboxGitPhrase says what git in the Sandbox may do with its token.
@@ -532,6 +538,9 @@ func printEvent(w io.Writer, ev protocol.Event) {
 		fmt.Fprintf(w, "%s %s-- turn started\n", at, indent)
 	case protocol.EventTurnEnd:
 		fmt.Fprintf(w, "%s %s-- turn ended (%s)\n", at, indent, ev.Reason)
+		if len(ev.TurnUsage) > 0 {
+			fmt.Fprintf(w, "%s %s   spent %s\n", at, indent, api.SpentOf(ev.TurnUsage).Summary())
+		}
 	case protocol.EventError:
 		fmt.Fprintf(w, "%s %serror: %s\n", at, indent, ev.Text)
 	case protocol.EventQuestion:

@@ -16,6 +16,8 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // fakeHub answers the Session routes of the Hub's API with the JSON the
@@ -28,6 +30,7 @@ type fakeHub struct {
 	// each pushed.
 	events   map[string][]api.Event
 	branches map[string][]api.Branch
+	spent    map[string]api.Spent // what each spent
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
@@ -41,12 +44,12 @@ const fakeToken = "kndlc_fake-cli-token"
 // newFakeHub serves sessions and points this test's CLI config at it.
 func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	t.Helper()
-	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}, branches: map[string][]api.Branch{}}
+	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}, branches: map[string][]api.Branch{}, spent: map[string]api.Spent{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
 	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if s, ok := h.session(r.PathValue("id")); ok {
-			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}, Branches: h.branches[s.ID]})
+			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}, Branches: h.branches[s.ID], Usage: h.spent[s.ID]})
 			return
 		}
 		h.notFound(w)
@@ -318,5 +321,26 @@ func TestQueueEditsReordersAndCancelsAPrompt(t *testing.T) {
 	out, _, code := kndl("queue", "s1")
 	if code != 0 || !strings.Contains(out, "The queue is empty.") {
 		t.Fatalf("kndl queue: %d %q", code, out)
+	}
+}
+
+// TestShowSaysWhatTheSessionAndEachTurnSpentAsAnEstimate: the head names
+// the Session's tokens of each kind and their cost, by model too, and a
+// Turn's end what the Turn spent; each cost is called an estimate.
+func TestShowSaysWhatTheSessionAndEachTurnSpentAsAnEstimate(t *testing.T) {
+	h := newFakeHub(t, session("s-1", api.Active, "idle", "", false))
+	turn := []protocol.Usage{{Model: "claude-sonnet-5-5", Tokens: claude.Tokens{Input: 1_000_000, Output: 20_000, CacheRead: 300, CacheWrite: 4000}}}
+	h.spent["s-1"] = api.SpentOf(turn)
+	h.events["s-1"] = []api.Event{{Kind: protocol.EventTurnEnd, Reason: "done", TurnUsage: turn}}
+	out, errOut, code := kndl("show", "s-1")
+	if code != 0 {
+		t.Fatalf("kndl show: exit %d, %s", code, errOut)
+	}
+	// 1 x 3 + 0.02 x 15 + 0.0003 x 0.3 + 0.004 x 3.75 = 3.31509
+	line := "1,000,000 input · 20,000 output · 300 cache read · 4,000 cache write tokens · $3.32 estimated"
+	for _, want := range []string{"spent:      " + line + "\n", "claude-sonnet-5-5: " + line + "\n", "-- turn ended (done)\n", "spent " + line + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kndl show lacks %q:\n%s", want, out)
+		}
 	}
 }

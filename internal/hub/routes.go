@@ -62,6 +62,7 @@ func (h *Hub) routes() []route {
 		pages   = pagesAPI{h}
 		gh      = triggersAPI{h}
 		changes = changesAPI{h}
+		usage   = usageAPI{h}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -169,6 +170,11 @@ func (h *Hub) routes() []route {
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
 		{"GET /api/repos/{repo}/auto-fix", person, gh.showAutoFix},
 		{"PATCH /api/repos/{repo}/auto-fix", person, gh.editAutoFix},
+
+		// What Sessions spent.
+		{"GET /usage", browser, usage.usagePage},
+		{"GET /api/usage", person, usage.usageReport},
+		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
 
 		// A Repo's limits for the Sessions started from GitHub.
 		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},

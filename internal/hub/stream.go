@@ -37,6 +37,10 @@ func (st *sessionStream) event(ctx context.Context, e store.Event) (api.LiveMess
 	if ev.Kind == protocol.EventPrompt {
 		m.Attachments = st.attachments(ctx, ev.Text)
 	}
+	if len(ev.TurnUsage) > 0 {
+		spent := api.SpentOf(ev.TurnUsage)
+		m.Spent = &spent
+	}
 	if st.html {
 		m.HTML = st.h.web.md.rendered(st.id, ev)
 	}

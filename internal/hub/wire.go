@@ -42,7 +42,11 @@ func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt
 			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, s.ID, bs[i].Pulls[j].Title)
 		}
 	}
-	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt), Branches: bs}, err
+	if err != nil {
+		return api.SessionView{}, err
+	}
+	spent, err := h.sessionSpent(ctx, s.ID)
+	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
 }
 
 func apiPrompt(p store.Prompt) api.Prompt {

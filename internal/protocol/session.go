@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"time"
+
+	"kndl.dev/kndl/internal/claude"
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
@@ -230,6 +232,25 @@ type Event struct {
 	// subagent did (SubagentStopped, SubagentInterrupted; empty when it
 	// finished).
 	Reason string `json:"reason,omitempty"`
+	// Usage is the tokens of the model reply an Event of Claude's came
+	// from (text, thinking, tool_use), read from the transcript; Claude
+	// Code writes a reply's blocks as records of their own, each with the
+	// reply's usage, so the Hub counts a reply once by its Message id. Left
+	// out by a Runner before it was added: an optional field, no version
+	// step.
+	Usage *Usage `json:"usage,omitempty"`
+	// TurnUsage, on a turn_end, is what the Turn spent, by model: set by
+	// the Hub as it stores the Event, never taken from a Runner.
+	TurnUsage []Usage `json:"turn_usage,omitempty"`
+}
+
+// Usage is the tokens model replies of one model used.
+type Usage struct {
+	// Message is the reply's id (msg_…): set on a reply's own usage, empty
+	// on a sum.
+	Message string `json:"message,omitempty"`
+	Model   string `json:"model"`
+	claude.Tokens
 }
 
 // ValidSessionID reports whether id has the form of a Session id: a UUID in

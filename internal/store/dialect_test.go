@@ -282,24 +282,36 @@ func TestASetupLinkIsUsedOnceByClaimsAtOnce(t *testing.T) {
 	})
 }
 
+// benchEngine is an engine a benchmark runs on, as engines are a test's.
+type benchEngine struct {
+	name   string
+	source func(b *testing.B) string
+}
+
+// open opens a new store on the engine, closed when the benchmark ends.
+func (e benchEngine) open(b *testing.B) *Store {
+	s, err := Open(context.Background(), e.source(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// benchEngines are the engines a benchmark runs on.
+var benchEngines = []benchEngine{
+	{"sqlite", func(b *testing.B) string { return filepath.Join(b.TempDir(), "hub.db") }},
+	{"postgres", func(b *testing.B) string { return testenv.Postgres(b) }},
+}
+
 // BenchmarkEightSessionsAppendingAtOnce: 8 writers at once, each
 // appending Events one at a time to a Session of its own, as a Hub's
 // Sessions record their transcripts. On PostgreSQL they no longer take
 // turns with each other.
 func BenchmarkEightSessionsAppendingAtOnce(b *testing.B) {
-	for _, e := range []struct {
-		name   string
-		source func(b *testing.B) string
-	}{
-		{"sqlite", func(b *testing.B) string { return filepath.Join(b.TempDir(), "hub.db") }},
-		{"postgres", func(b *testing.B) string { return testenv.Postgres(b) }},
-	} {
+	for _, e := range benchEngines {
 		b.Run(e.name, func(b *testing.B) {
-			s, err := Open(context.Background(), e.source(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := e.open(b)
 			sessions := moreSessions(b, s, 8)
 			ev := []Event{{Kind: "text", Data: json.RawMessage(`{"text":"a line of the transcript"}`)}}
 			var wg sync.WaitGroup

@@ -298,6 +298,12 @@ type Event struct {
 	At   time.Time
 	Kind string
 	Data json.RawMessage
+	// Reply, on append, is the usage of the model reply the Event came
+	// from, counted in its Turn once by its id (usage.go).
+	Reply *Reply
+	// SumTurn, on append (a turn_end), makes the Event's Data from what
+	// its Turn spent, by model, read in the same transaction.
+	SumTurn func([]Usage) (json.RawMessage, error)
 }
 
 // AppendEvents stores events after the Session's last one and returns them
@@ -310,11 +316,16 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event)
 			return err
 		}
 		for i := range evs {
-			last++
-			evs[i].Seq = last
 			if evs[i].At.IsZero() {
 				evs[i].At = s.now()
 			}
+		}
+		if err := countReplies(ctx, tx, sessionID, last, evs); err != nil {
+			return err
+		}
+		for i := range evs {
+			last++
+			evs[i].Seq = last
 			if _, err := tx.ExecContext(ctx, `INSERT INTO events (session_id, seq, at, kind, data) VALUES (?, ?, ?, ?, ?)`,
 				sessionID, last, ms(evs[i].At), evs[i].Kind, string(evs[i].Data)); err != nil {
 				return err

@@ -282,6 +282,22 @@ type Reply struct {
 	Pace time.Duration
 	// Err, when set, answers with this API error instead of a message.
 	Err *APIError
+	// Usage, when set, is the usage the reply reports (WithUsage);
+	// otherwise it counts the request's and the reply's bytes roughly.
+	Usage *Usage
+}
+
+// Usage is the token counts a reply reports, as the real API does: the
+// input and cache counts in message_start, the output count in
+// message_delta (and all of them in a non-streaming answer).
+type Usage struct {
+	Input, Output, CacheRead, CacheWrite int
+}
+
+// WithUsage returns r reporting u as its usage.
+func (r Reply) WithUsage(u Usage) Reply {
+	r.Usage = &u
+	return r
 }
 
 // ReplyBlock is a text block (Text), a tool use (Tool, Input) or, with
@@ -411,6 +427,9 @@ type message struct {
 	deltas        [][]map[string]any
 	stopReason    string
 	input, output int
+	// cacheRead and cacheWrite are cache_read_input_tokens and
+	// cache_creation_input_tokens.
+	cacheRead, cacheWrite int
 }
 
 func newMessage(seq int, model string, r Reply, input int) *message {
@@ -456,12 +475,15 @@ func newMessage(seq int, model string, r Reply, input int) *message {
 		})
 		m.output += len(input)/4 + 1
 	}
+	if u := r.Usage; u != nil {
+		m.input, m.output, m.cacheRead, m.cacheWrite = u.Input, u.Output, u.CacheRead, u.CacheWrite
+	}
 	return m
 }
 
 func (m *message) usage(output int) map[string]any {
 	return map[string]any{"input_tokens": m.input, "output_tokens": output,
-		"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "service_tier": "standard"}
+		"cache_creation_input_tokens": m.cacheWrite, "cache_read_input_tokens": m.cacheRead, "service_tier": "standard"}
 }
 
 // final is the whole message, as a non-streaming answer.

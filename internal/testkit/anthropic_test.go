@@ -283,3 +283,22 @@ func TestAnthropicSlowReplies(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestAReplyReportsTheUsageItIsGiven: the input and cache counts come in
+// message_start, the output count in message_delta, as the real API
+// streams them; a whole message carries all four.
+func TestAReplyReportsTheUsageItIsGiven(t *testing.T) {
+	a := NewAnthropic(t, "")
+	a.On(PromptContains("make the file"), Text("Done.").WithUsage(Usage{Input: 1200, Output: 34, CacheRead: 5600, CacheWrite: 78}))
+	_, events, _ := call(t, a, "anything", request(true, prompt))
+	start := events[0].data["message"].(map[string]any)["usage"].(map[string]any)
+	delta := events[len(events)-2].data["usage"].(map[string]any)
+	if start["input_tokens"] != 1200.0 || start["cache_read_input_tokens"] != 5600.0 || start["cache_creation_input_tokens"] != 78.0 || delta["output_tokens"] != 34.0 {
+		t.Errorf("message_start's usage %v and message_delta's %v, want the given counts", start, delta)
+	}
+	_, _, body := call(t, a, "anything", request(false, prompt))
+	want := map[string]any{"input_tokens": 1200.0, "output_tokens": 34.0, "cache_read_input_tokens": 5600.0, "cache_creation_input_tokens": 78.0, "service_tier": "standard"}
+	if got := body["usage"].(map[string]any); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("a whole message's usage: got %v, want %v", got, want)
+	}
+}

@@ -40,6 +40,9 @@
 //     does) ends it with subagent_end, Reason "stopped" and the hook's
 //     stopReason as Text: no SubagentStop hook fires then.
 //
+// Each model reply's token usage (message.usage) rides on the last Event
+// its record makes, as Event.Usage with the reply's id.
+//
 // Left out: everything the Hub makes from hooks (ready, turn_start, the
 // turn_end of a finished Turn, the error of a failed one: its synthetic
 // "API Error: …" line is dropped in the main transcript), the synthetic
@@ -62,6 +65,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -99,6 +103,7 @@ type record struct {
 	Type      string `json:"type"`
 	Subtype   string `json:"subtype"`
 	Timestamp string `json:"timestamp"`
+	UUID      string `json:"uuid"`
 
 	IsMeta                    bool    `json:"isMeta"`
 	IsCompactSummary          bool    `json:"isCompactSummary"`
@@ -107,8 +112,10 @@ type record struct {
 	Origin                    *origin `json:"origin"`
 
 	Message *struct {
-		Model   string  `json:"model"`
-		Content content `json:"content"`
+		ID      string         `json:"id"`
+		Model   string         `json:"model"`
+		Content content        `json:"content"`
+		Usage   *claude.Tokens `json:"usage"`
 	} `json:"message"`
 	// Content is a system record's text.
 	Content         json.RawMessage `json:"content"`
@@ -247,6 +254,7 @@ func (p *parser) assistant(r *record) {
 	if r.Message.Model == "<synthetic>" {
 		return // "No response requested." after a resume: not Claude's
 	}
+	first := len(p.events)
 	for _, b := range r.Message.Content {
 		switch b.Type {
 		case "text":
@@ -261,6 +269,30 @@ func (p *parser) assistant(r *record) {
 			p.add(protocol.Event{Kind: protocol.EventToolUse, Tool: b.Name, ToolID: b.ID, Input: capInput(b.Input)})
 		}
 	}
+	if u := r.usage(); u != nil && len(p.events) > first {
+		p.events[len(p.events)-1].Usage = u
+	}
+}
+
+// usage is the model reply's usage an assistant record carries, keyed by
+// the reply's id (the record's own id where it names none). Claude Code
+// writes each of a reply's blocks as a record with the reply's usage, so
+// the last Event of each carries it and the Hub counts the reply once; a
+// record that makes no Event (a redacted thinking block) leaves it to its
+// reply's other records.
+func (r *record) usage() *protocol.Usage {
+	m := r.Message
+	if m.Usage == nil {
+		return nil
+	}
+	id := m.ID
+	if id == "" {
+		id = r.UUID
+	}
+	if id == "" {
+		return nil // nothing to count it once by
+	}
+	return &protocol.Usage{Message: id, Model: m.Model, Tokens: *m.Usage}
 }
 
 func (p *parser) user(r *record) {

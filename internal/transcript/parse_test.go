@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -29,6 +30,13 @@ func TestParse(t *testing.T) {
 			Source{}, []protocol.Event{ev(protocol.Event{Kind: "turn_start"}), ev(protocol.Event{Kind: "prompt", Text: "What is this?\n[image]"})}},
 		{"text block", `{"parentUuid":"x","message":{"content":[{"text":"Hello there.","type":"text"}],"id":"msg_1","model":"claude-sonnet-5-5","role":"assistant","stop_reason":"end_turn"},"apiBlockIndex":0,"type":"assistant",` + ts + `}`,
 			Source{}, []protocol.Event{ev(protocol.Event{Kind: "text", Text: "Hello there."})}},
+		{"a reply's usage on its record's last Event", `{"uuid":"u1","message":{"content":[{"type":"thinking","thinking":"Hm."},{"text":"Done.","type":"text"}],"id":"msg_2","model":"claude-sonnet-5-5","role":"assistant","usage":{"input_tokens":1200,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":56,"service_tier":"standard"}},"type":"assistant",` + ts + `}`,
+			Source{}, []protocol.Event{ev(protocol.Event{Kind: "thinking", Text: "Hm."}), ev(protocol.Event{Kind: "text", Text: "Done.",
+				Usage: &protocol.Usage{Message: "msg_2", Model: "claude-sonnet-5-5", Tokens: claude.Tokens{Input: 1200, Output: 56, CacheRead: 4000, CacheWrite: 300}}})}},
+		{"a reply with no id counted by its record's", `{"uuid":"u2","message":{"content":[{"text":"Hi.","type":"text"}],"model":"m","role":"assistant","usage":{"input_tokens":7,"output_tokens":2}},"type":"assistant",` + ts + `}`,
+			sub, []protocol.Event{subEv(protocol.Event{Kind: "text", Text: "Hi.", Usage: &protocol.Usage{Message: "u2", Model: "m", Tokens: claude.Tokens{Input: 7, Output: 2}}})}},
+		{"an API error's usage not counted", `{"type":"assistant","uuid":"u3",` + ts + `,"message":{"id":"x","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: 500"}],"usage":{"input_tokens":0,"output_tokens":0}},"isApiErrorMessage":true}`,
+			sub, []protocol.Event{subEv(protocol.Event{Kind: "error", Text: "API Error: 500", IsError: true})}},
 		{"blank text block", `{"message":{"content":[{"text":"\n\n","type":"text"}],"model":"m","role":"assistant"},"type":"assistant",` + ts + `}`,
 			Source{}, nil},
 		{"thinking", `{"message":{"content":[{"signature":"sig","thinking":"Let me weigh this.","type":"thinking"}],"model":"m","role":"assistant"},"type":"assistant",` + ts + `}`,

@@ -47,6 +47,7 @@ var (
 	Audit   = Page{"audit", "Audit log", "", true}
 	MCP     = Page{"mcp", "MCP servers", "mcp.js", true}
 	Repo    = Page{"repo", "Repo", "repo.js", true}
+	Usage   = Page{"usage", "Usage", "", true}
 )
 
 // Nav is who is signed in, for an app page's navigation.

@@ -285,6 +285,12 @@ var roleTable = map[string]roleRoute{
 	}},
 	"GET /api/repos/{repo}/environment/log": {want: watchers, req: onRepo("GET", "/environment/log", "")},
 
+	// What Sessions spent: a Session's, by everyone who sees it; a report
+	// of one's own, by everyone; everyone's, by the Owner alone.
+	"GET /usage":                   {want: everyone, req: get("/usage")},
+	"GET /api/usage":               {want: ownerOnly, req: get("/api/usage?all=1")},
+	"GET /api/sessions/{id}/usage": {want: watchers, req: onSession("GET", "/usage", "")},
+
 	// Shared variables: any Member manages them. Changing or removing one
 	// takes being its setter or the Owner, and (issue 22 finding 9) push
 	// in each Repo it is linked to: the reader sets each, which the Owner

@@ -87,13 +87,14 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 	return notes, nil
 }
 
-// summarized is an Event past the budget: its kind, agent and tool call
-// kept, its text and input dropped, saying how much.
+// summarized is an Event past the budget: its kind, agent, tool call and
+// the usage of the reply it came from kept (the tokens were spent all the
+// same), its text and input dropped, saying how much.
 func summarized(ev protocol.Event, n int64) protocol.Event {
 	what := ev.Kind
 	if ev.Kind == protocol.EventToolResult {
 		what = "tool output"
 	}
 	return protocol.Event{At: ev.At, Kind: ev.Kind, ToolID: ev.ToolID, Agent: ev.Agent, Parent: ev.Parent, Reason: ev.Reason,
-		Tool: ev.Tool, IsError: ev.IsError, Text: fmt.Sprintf("[%d bytes of %s dropped: the Session is over its Event budget]", n, what)}
+		Tool: ev.Tool, IsError: ev.IsError, Usage: ev.Usage, Text: fmt.Sprintf("[%d bytes of %s dropped: the Session is over its Event budget]", n, what)}
 }

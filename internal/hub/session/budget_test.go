@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -21,6 +22,14 @@ func TestASessionPastItsEventBudgetIsSummarized(t *testing.T) {
 		if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventToolResult, ToolID: "t1", Text: big}}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A reply past the budget is summarized, and what it spent still counts.
+	spent := &protocol.Usage{Message: "msg_late", Model: "m", Tokens: claude.Tokens{Input: 9, Output: 4}}
+	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: big, Usage: spent}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.st.SessionUsage(ctx, s.ID); len(got) != 1 || got[0] != (store.Usage{Model: "m", Input: 9, Output: 4}) {
+		t.Errorf("the summarized reply's usage: got %+v, want it counted", got)
 	}
 	results := f.events(s.ID, protocol.EventToolResult)
 	if len(results) != 6 {

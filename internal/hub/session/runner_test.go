@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -77,5 +79,46 @@ func TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped(t *testing.T) {
 	}
 	if q := f.prompts(s.ID); len(q[store.Delivering]) != 1 || f.o.Activity(s.ID) != "" {
 		t.Fatalf("queue = %v, activity %q: want the prompt still on its way, no Turn", q, f.o.Activity(s.ID))
+	}
+}
+
+// TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd: a reply's usage comes
+// on each of its records' Events, and a batch comes again after a
+// reconnect; each reply counts once in the Session's sums, and the Turn's
+// end carries the Turn's sums by model, the Hub's own and not what a
+// Runner put on it.
+func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("hello")
+	main := s.ID + ".jsonl"
+	usage := func(id, model string, in, out int64) *protocol.Usage {
+		return &protocol.Usage{Message: id, Model: model, Tokens: claude.Tokens{Input: in, Output: out, CacheRead: 2 * in, CacheWrite: 3}}
+	}
+	batches := []protocol.SessionEvents{
+		{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "go"},
+			{Kind: protocol.EventThinking, Text: "hm", Usage: usage("msg_1", "claude-sonnet-5-5", 1000, 20)}},
+			Offsets: map[string]int64{main: 10}},
+		{Events: []protocol.Event{{Kind: protocol.EventText, Text: "one", Usage: usage("msg_1", "claude-sonnet-5-5", 1000, 20)},
+			{Kind: protocol.EventText, Text: "sub", Agent: "a1", Usage: usage("msg_2", "claude-haiku-5-5", 50, 5)},
+			{Kind: protocol.EventTurnEnd, Reason: "done", TurnUsage: []protocol.Usage{{Model: "forged", Tokens: claude.Tokens{Input: 1}}}}},
+			Offsets: map[string]int64{main: 20}},
+	}
+	for _, b := range batches {
+		for range 2 { // the second time, sent again after a reconnect
+			if err := f.o.Events(ctx, f.session(s.ID), b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sonnet := store.Usage{Model: "claude-sonnet-5-5", Input: 1000, Output: 20, CacheRead: 2000, CacheWrite: 3}
+	haiku := store.Usage{Model: "claude-haiku-5-5", Input: 50, Output: 5, CacheRead: 100, CacheWrite: 3}
+	if got, err := f.st.SessionUsage(ctx, s.ID); err != nil || !slices.Equal(got, []store.Usage{haiku, sonnet}) {
+		t.Errorf("the Session's sums: got %+v, %v, want %+v", got, err, []store.Usage{haiku, sonnet})
+	}
+	ends := f.eventsOf(s.ID, protocol.EventTurnEnd)
+	want := apiUsage([]store.Usage{haiku, sonnet})
+	if len(ends) != 1 || !reflect.DeepEqual(ends[0].TurnUsage, want) {
+		t.Errorf("the turn_ends: got %+v, want one with %+v", ends, want)
 	}
 }

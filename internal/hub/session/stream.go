@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -89,12 +90,18 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 		if ev.At.IsZero() {
 			ev.At = time.Now()
 		}
-		ev.Seq = 0
+		ev.Seq, ev.TurnUsage = 0, nil
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return false, err
 		}
-		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b}
+		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b, Reply: storeReply(ev.Usage)}
+		if ev.Kind == protocol.EventTurnEnd && ev.Agent == "" {
+			rows[i].SumTurn = func(sums []store.Usage) (json.RawMessage, error) {
+				ev.TurnUsage = apiUsage(sums)
+				return json.Marshal(ev)
+			}
+		}
 	}
 	// Numbered and published under one lock: two records at once (a
 	// Runner's batch and a timer's note) would otherwise publish 11 before
@@ -175,4 +182,22 @@ func (o *stream) note(ctx context.Context, id, kind, text string) {
 	if err := o.Record(ctx, id, protocol.Event{Kind: kind, Text: text}); err != nil {
 		o.log.Error("record a note", "session", id, "err", err)
 	}
+}
+
+// storeReply is a reply's usage as the store counts it, nil for none.
+func storeReply(u *protocol.Usage) *store.Reply {
+	if u == nil || u.Message == "" {
+		return nil
+	}
+	return &store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
+		Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}}
+}
+
+// apiUsage is the store's sums by model as Events carry them.
+func apiUsage(sums []store.Usage) []protocol.Usage {
+	var out []protocol.Usage
+	for _, u := range sums {
+		out = append(out, protocol.Usage{Model: u.Model, Tokens: claude.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}})
+	}
+	return out
 }

@@ -186,3 +186,20 @@ document.addEventListener("keydown", (e) => {
     prompt.focus();
   }
 });
+
+// spentText is what replies spent (an api.Spent) in a line, as the Hub's
+// Spent.Summary puts it: each kind of tokens, then the cost, marked an
+// estimate.
+export function spentText(s) {
+  const n = (v) => (v || 0).toLocaleString("en-US");
+  const usd = s.estimated_usd || 0;
+  let cost = "$" + usd.toFixed(usd > 0 && usd < 0.01 ? 4 : 2) + " estimated";
+  if (s.unpriced && s.unpriced.length) cost += " (no price for " + s.unpriced.join(", ") + ")";
+  return `${n(s.input_tokens)} input · ${n(s.output_tokens)} output · ${n(s.cache_read_input_tokens)} cache read · ` +
+    `${n(s.cache_creation_input_tokens)} cache write tokens · ${cost}`;
+}
+
+// spentByModel is a title naming what each model spent.
+export function spentByModel(s) {
+  return (s.models || []).map((m) => `${m.model}: ${spentText(m)}`).join("\n");
+}

@@ -3,7 +3,7 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, live, on, showActivity, showError, showState, showTime } from "./app.js";
+import { api, el, live, on, showActivity, showError, showState, showTime, spentByModel, spentText } from "./app.js";
 import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
@@ -67,7 +67,7 @@ function turnLine(li, text, ev) {
   li.append(text + " · ", at);
 }
 
-function addEvent(ev, html, files) {
+function addEvent(ev, html, files, spent) {
   if (ev.seq <= lastSeq) return;
   lastSeq = ev.seq;
   trackAgent(ev);
@@ -125,10 +125,17 @@ function addEvent(ev, html, files) {
     case "turn_start":
       turnLine(item(ev, "turn"), "Turn started", ev);
       break;
-    case "turn_end":
-      turnLine(item(ev, "turn " + (ev.reason || "done")), `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"}`, ev);
+    case "turn_end": {
+      const li = item(ev, "turn " + (ev.reason || "done"));
+      turnLine(li, `Turn ${ev.reason === "interrupted" ? "interrupted" : ev.reason === "error" ? "failed" : "ended"}`, ev);
+      if (spent) {
+        const s = el("span", "spent", " · " + spentText(spent));
+        s.title = spentByModel(spent);
+        li.append(s);
+      }
       changes.turnEnded();
       break;
+    }
     case "subagent_start":
       item(ev, "note").textContent = "Subagent started" + (ev.text ? " · " + ev.text : "");
       break;
@@ -353,6 +360,7 @@ function showSession(s) {
   document.getElementById("effort").textContent = s.effort || "default";
   document.getElementById("title").textContent = s.title;
   showSandboxGit(document.getElementById("sandbox-git"), s.sandbox_git);
+  showSpent(document.getElementById("usage"), s.usage);
   showBranches(s.branches || []);
   if (isCreator) {
     showQueue(s.queue.filter((p) => p.state === "queued"));
@@ -369,6 +377,15 @@ function showSession(s) {
     if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
   }
   if (terminal) terminal.active(s.state === "active");
+}
+
+// showSpent says what the Session spent, once it spent anything.
+function showSpent(span, spent) {
+  const any = spent && spent.models && spent.models.length > 0;
+  span.hidden = !any;
+  if (!any) return;
+  span.textContent = "spent " + spentText(spent);
+  span.title = spentByModel(spent);
 }
 
 // showSandboxGit says what git in the Sandbox may do with its token: a
@@ -613,7 +630,7 @@ const send = live(() => paths.sessionLive(id, lastSeq), {
   message: (msg) => {
     switch (msg.type) {
       case "event":
-        addEvent(msg.event, msg.html || "", msg.attachments || []);
+        addEvent(msg.event, msg.html || "", msg.attachments || [], msg.spent);
         break;
       case "session":
         showSession(msg.session);
