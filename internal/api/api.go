@@ -73,6 +73,10 @@ type Session struct {
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+
+	// Pull is the newest pull request opened from a branch it pushed, as
+	// GitHub last said: the Sessions list's badge. Left out while none.
+	Pull *Pull `json:"pull,omitempty"`
 }
 
 // SessionView is a Session with its waiting prompts, the answer to

@@ -3,7 +3,7 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, live, on, showActivity, showError, showState, showTime } from "./app.js";
+import { api, el, live, on, pullState, showActivity, showError, showState, showTime } from "./app.js";
 import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
@@ -395,10 +395,9 @@ function showBranches(branches) {
     li.dataset.branch = b.name;
     li.append(link(b.url, b.name));
     for (const p of b.pulls || []) {
-      const state = p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
       const pr = link(p.url, `#${p.number} ${p.title}`);
       pr.classList.add("pull");
-      li.append(pr, el("span", "note", state));
+      li.append(pr, el("span", "note", pullState(p)));
     }
     return li;
   }));
