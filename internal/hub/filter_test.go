@@ -1,8 +1,10 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,25 +17,43 @@ import (
 	"kndl.dev/kndl/internal/testkit"
 )
 
-// listAs asks GET /api/sessions with query as the holder of token: the
-// rows, and the answer as text (an error's message).
-func listAs(t *testing.T, f *fixture, token, query string) (int, []api.Session, string) {
+// askAs sends a request as the holder of token, body as JSON if not nil,
+// and returns the status and the answer.
+func askAs(t *testing.T, f *fixture, token, method, path string, body any) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/api/sessions"+query, nil)
+	var in io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		in = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, f.srv.URL+path, in)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var raw json.RawMessage
-	json.NewDecoder(resp.Body).Decode(&raw)
-	var ss []api.Session
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// messageOf is an error answer's message, or the answer as it is.
+func messageOf(raw []byte) string {
 	var e struct{ Message string }
-	if json.Unmarshal(raw, &ss) != nil && json.Unmarshal(raw, &e) == nil {
-		return resp.StatusCode, nil, e.Message
+	if json.Unmarshal(raw, &e) == nil && e.Message != "" {
+		return e.Message
 	}
-	return resp.StatusCode, ss, string(raw)
+	return string(raw)
+}
+
+// listAs asks GET /api/sessions with query as the holder of token: the
+// rows, and the answer as text (an error's message).
+func listAs(t *testing.T, f *fixture, token, query string) (int, []api.Session, string) {
+	t.Helper()
+	status, raw := askAs(t, f, token, http.MethodGet, "/api/sessions"+query, nil)
+	var ss []api.Session
+	json.Unmarshal(raw, &ss)
+	return status, ss, messageOf(raw)
 }
 
 // TestTheSessionsListFiltersByWhoseRepoStateAndTitle: with Sessions of two
