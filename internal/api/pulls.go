@@ -17,3 +17,15 @@ const (
 	MaxPullTitle = 256
 	MaxPullBody  = 60000
 )
+
+// Status is the pull request's state as a person reads it: merged, draft,
+// open or closed (the web UI's pullState says the same).
+func (p Pull) Status() string {
+	switch {
+	case p.Merged:
+		return "merged"
+	case p.Draft && p.State == "open":
+		return "draft"
+	}
+	return p.State
+}

@@ -222,14 +222,7 @@ func printBranches(w io.Writer, bs []api.Branch) {
 	for _, b := range bs {
 		fmt.Fprintf(w, "  %s  %s\n", b.Name, b.URL)
 		for _, p := range b.Pulls {
-			state := p.State
-			switch {
-			case p.Merged:
-				state = "merged"
-			case p.Draft && p.State == "open":
-				state = "draft"
-			}
-			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, state, oneLine(p.Title, 60), p.URL)
+			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Status(), oneLine(p.Title, 60), p.URL)
 		}
 	}
 }

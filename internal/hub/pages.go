@@ -142,20 +142,12 @@ type pullBadge struct {
 	URL, State string
 }
 
-// badgeOf is the badge of a pull request, nil for none. Its state reads as
-// home.js's pullState does.
+// badgeOf is the badge of a pull request, nil for none.
 func badgeOf(p *api.Pull) *pullBadge {
 	if p == nil {
 		return nil
 	}
-	state := p.State
-	switch {
-	case p.Merged:
-		state = "merged"
-	case p.Draft && p.State == "open":
-		state = "draft"
-	}
-	return &pullBadge{p.Number, p.URL, state}
+	return &pullBadge{p.Number, p.URL, p.Status()}
 }
 
 // sessionPage is a Session's view. What only its Creator may do is left out
