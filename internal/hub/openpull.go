@@ -102,7 +102,7 @@ func (h sessionsAPI) pullRepo(ctx context.Context, u store.User, s store.Session
 
 // authorLine ends a pull request's body: the App opened it, for whom and
 // from which Session.
-func (h *Hub) authorLine(u store.User, sessionID string) string {
+func (h sessionsAPI) authorLine(u store.User, sessionID string) string {
 	who := u.Name
 	if u.GitHubLogin != "" {
 		who = "@" + u.GitHubLogin

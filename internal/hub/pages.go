@@ -73,7 +73,7 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	ss = h.visibleSessions(ctx, p, ss)
 	query := r.URL.Query()
-	q, qerr := h.sessionQueryOf(ctx, p, query)
+	q, qerr := sessionsAPI{h.Hub}.sessionQueryOf(ctx, p, query)
 	type row struct {
 		ID, Title, State, StateDetail, Creator, Updated string
 		KeepAwake                                       bool

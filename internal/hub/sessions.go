@@ -359,7 +359,7 @@ func (h sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request, p Prin
 }
 
 // listed is the Sessions list for p as query filters it, newest first.
-func (h *Hub) listed(ctx context.Context, p Principal, query url.Values) ([]api.Session, error) {
+func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) ([]api.Session, error) {
 	q, err := h.sessionQueryOf(ctx, p, query)
 	if err != nil {
 		return nil, err
