@@ -81,6 +81,10 @@ type Session struct {
 	Place     int  `json:"place,omitempty"`
 	Triggered bool `json:"triggered,omitempty"`
 	Turns     int  `json:"turns,omitempty"`
+
+	// Pull is the newest pull request opened from a branch it pushed, as
+	// GitHub last said: the Sessions list's badge. Left out while none.
+	Pull *Pull `json:"pull,omitempty"`
 }
 
 // SessionView is a Session with its waiting prompts, the answer to

@@ -67,7 +67,10 @@ func TestEachCallSendsItsRequestToItsRoute(t *testing.T) {
 		{func() error {
 			return ignore(c.NewSession(ctx, api.NewSession{Repo: "r", Prompt: "hi"}))
 		}, `POST /api/sessions {"repo":"r","prompt":"hi"}`},
-		{func() error { return ignore(c.Sessions(ctx)) }, "GET /api/sessions"},
+		{func() error { return ignore(c.Sessions(ctx, api.SessionFilter{})) }, "GET /api/sessions"},
+		{func() error {
+			return ignore(c.Sessions(ctx, api.SessionFilter{Mine: true, States: []api.SessionState{api.Active, api.Asleep}, Search: "a b"}))
+		}, "GET /api/sessions?mine=true&search=a+b&state=active%2Casleep"},
 		{func() error { return ignore(c.Session(ctx, "s1")) }, "GET /api/sessions/s1"},
 		{func() error { return ignore(c.Session(ctx, "a/b c")) }, "GET /api/sessions/a%2Fb%20c"},
 		{func() error { return ignore(c.Events(ctx, "s1")) }, "GET /api/sessions/s1/events"},

@@ -31,9 +31,13 @@ func (c *Client) Models(ctx context.Context) (claude.Table, error) {
 	return call[claude.Table](ctx, c, http.MethodGet, "/api/models", nil)
 }
 
-// Sessions lists the Sessions the caller sees.
-func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
-	return call[[]api.Session](ctx, c, http.MethodGet, "/api/sessions", nil)
+// Sessions lists the Sessions the caller sees that f keeps.
+func (c *Client) Sessions(ctx context.Context, f api.SessionFilter) ([]api.Session, error) {
+	path := "/api/sessions"
+	if q := f.Query(); len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return call[[]api.Session](ctx, c, http.MethodGet, path, nil)
 }
 
 // Session shows one Session, with its queue.

@@ -43,7 +43,7 @@ func commands() []Command {
 		{Name: "runner unshare", Usage: "NAME", Summary: "keep a Runner to the Member who paired it; the others' Sessions there sleep (Owner only)", Run: runnerShare(false)},
 		{Name: "models", Summary: "list the models and efforts your Sessions may run: what every Runner you may use takes", Run: modelList},
 		{Name: "new", Usage: "--repo URL_OR_PATH [--runner NAME] [--model M] [--effort E] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -)", Run: sessionNew},
-		{Name: "ls", Usage: "[--json]", Summary: "list Sessions", Run: sessionList},
+		{Name: "ls", Usage: "[--mine] [--waiting] [--repo URL] [--state S,...] [--creator LOGIN] [--search TEXT] [--json]", Summary: "list Sessions, filtered as the Sessions page filters them", Run: sessionList},
 		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
 		{Name: "diff", Usage: "ID [--json]", Summary: "show a Session's changes against the branch it started from: its files' diffs and its commits", Run: sessionDiff},
 		{Name: "watch", Usage: "ID [--after SEQ] [--until-idle] [--json]", Summary: "follow a Session's transcript live", Run: sessionWatch},

@@ -103,14 +103,25 @@ func readAllLimited(r io.Reader, n int64) ([]byte, error) {
 func sessionList(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "ls")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var f api.SessionFilter
+	var states string
+	fs.BoolVar(&f.Mine, "mine", false, "only your Sessions")
+	fs.BoolVar(&f.Waiting, "waiting", false, "only your Sessions that wait on you: awake, with no Turn running")
+	fs.StringVar(&f.Repo, "repo", "", "only a Repo's Sessions: its clone URL or id")
+	fs.StringVar(&states, "state", "", "only Sessions in these states, comma-separated: "+strings.Join(api.StateNames(), ", "))
+	fs.StringVar(&f.Creator, "creator", "", "only Sessions a Member started: their GitHub login or id")
+	fs.StringVar(&f.Search, "search", "", "only Sessions whose title holds this text, in any case")
 	if _, err := Parse(fs, args); err != nil {
 		return err
+	}
+	for _, st := range commaList(states) {
+		f.States = append(f.States, api.SessionState(st))
 	}
 	c, err := apiclient.New()
 	if err != nil {
 		return err
 	}
-	ss, err := c.Sessions(ctx)
+	ss, err := c.Sessions(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -211,14 +222,7 @@ func printBranches(w io.Writer, bs []api.Branch) {
 	for _, b := range bs {
 		fmt.Fprintf(w, "  %s  %s\n", b.Name, b.URL)
 		for _, p := range b.Pulls {
-			state := p.State
-			switch {
-			case p.Merged:
-				state = "merged"
-			case p.Draft && p.State == "open":
-				state = "draft"
-			}
-			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, state, oneLine(p.Title, 60), p.URL)
+			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Status(), oneLine(p.Title, 60), p.URL)
 		}
 	}
 }

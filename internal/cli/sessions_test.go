@@ -34,6 +34,8 @@ type fakeHub struct {
 
 	mu      sync.Mutex
 	changes []string // "METHOD PATH BODY"
+	// listQuery is the query of the last GET /api/sessions.
+	listQuery string
 	// attached are the files uploaded, with their bytes (attachments_test.go).
 	attached []api.Attachment
 	files    map[string][]byte
@@ -46,7 +48,17 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	t.Helper()
 	h := &fakeHub{t: t, sessions: sessions, events: map[string][]api.Event{}, branches: map[string][]api.Branch{}, spent: map[string]api.Spent{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.sessions) })
+	mux.HandleFunc("GET /api/sessions", func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.listQuery = r.URL.RawQuery
+		h.mu.Unlock()
+		if r.URL.Query().Get(api.FilterState) == "nope" { // as the Hub refuses a filter
+			w.WriteHeader(http.StatusBadRequest)
+			h.reply(w, map[string]string{"message": `no Session state "nope": use one of starting, active, frozen, asleep, failed, archived`})
+			return
+		}
+		h.reply(w, h.sessions)
+	})
 	mux.HandleFunc("GET /api/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if s, ok := h.session(r.PathValue("id")); ok {
 			h.reply(w, api.SessionView{Session: s, Queue: []api.Prompt{}, Branches: h.branches[s.ID], Usage: h.spent[s.ID]})
@@ -171,6 +183,25 @@ func TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake(t *testing.T) {
 	var ss []api.Session
 	if err := json.Unmarshal([]byte(out), &ss); err != nil || len(ss) != 5 || ss[0].Activity != "turn" || !ss[2].KeepAwake {
 		t.Fatalf("kndl ls --json: %v %+v", err, ss)
+	}
+}
+
+// TestLsFiltersAsTheSessionsPageDoes: kndl ls's flags are the list API's
+// filter, and the Hub's refusal of one is what kndl ls says.
+func TestLsFiltersAsTheSessionsPageDoes(t *testing.T) {
+	h := newFakeHub(t, session("s-idle", api.Active, "", "", false))
+	if _, errOut, code := kndl("ls", "--mine", "--waiting", "--repo", "https://github.com/acme/app.git", "--state", "active, asleep", "--creator", "bob", "--search", "login page"); code != 0 {
+		t.Fatalf("kndl ls with every filter: exit %d, %s", code, errOut)
+	}
+	h.mu.Lock()
+	got := h.listQuery
+	h.mu.Unlock()
+	if want := "creator=bob&mine=true&repo=https%3A%2F%2Fgithub.com%2Facme%2Fapp.git&search=login+page&state=active%2Casleep&waiting=true"; got != want {
+		t.Errorf("the Hub was asked ?%s, want ?%s", got, want)
+	}
+	_, errOut, code := kndl("ls", "--state", "nope")
+	if code == 0 || !strings.Contains(errOut, `no Session state "nope"`) {
+		t.Errorf("kndl ls --state nope: exit %d, %q; want the Hub's refusal", code, errOut)
 	}
 }
 

@@ -431,11 +431,7 @@ func (c *Client) do(req *http.Request, out any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("read GitHub's answer: %v: %w", err, errdefs.ErrUnavailable)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Message string `json:"message"`
-		}
-		json.Unmarshal(body, &e)
-		return resp.StatusCode, fmt.Errorf("GitHub answered %s: %q: %w", resp.Status, e.Message, errdefs.ErrUnavailable)
+		return resp.StatusCode, fmt.Errorf("GitHub answered %s: %w: %w", resp.Status, refusalOf(body), errdefs.ErrUnavailable)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
 		if err := json.Unmarshal(body, out); err != nil {
@@ -563,4 +559,95 @@ func (c *Client) AppSlug(ctx context.Context) (string, error) {
 	c.slug = app.Slug
 	c.mu.Unlock()
 	return app.Slug, nil
+}
+
+// Refusal is what GitHub said when it refused a request: its message and,
+// for a 422, each field's error ("Validation Failed: A pull request
+// already exists for acme:fix."), so a person reads GitHub's own reason.
+type Refusal struct{ Text string }
+
+func (r *Refusal) Error() string { return strconv.Quote(r.Text) }
+
+// refusalOf reads a refusal's body, in GitHub's error shape: message, and
+// errors, each with a message or a field and code.
+func refusalOf(body []byte) *Refusal {
+	var e struct {
+		Message string `json:"message"`
+		Errors  []struct {
+			Field   string `json:"field"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	json.Unmarshal(body, &e)
+	text := e.Message
+	for _, fe := range e.Errors {
+		switch {
+		case fe.Message != "":
+			text += ": " + fe.Message
+		case fe.Field != "":
+			text += ": " + fe.Field + " " + fe.Code
+		}
+	}
+	return &Refusal{text}
+}
+
+// PullPermissions are what a token for opening a pull request from the
+// Hub may do: that, and nothing else.
+var PullPermissions = map[string]string{"pull_requests": "write"}
+
+// NewPull is a pull request to open: from branch Head into Base, a branch
+// of the same Repo; Base "" is the Repo's default branch.
+type NewPull struct {
+	Title, Body, Head, Base string
+}
+
+// OpenPull opens a pull request on owner/repo as the App (POST
+// /repos/{owner}/{repo}/pulls), on a token minted for it alone and revoked
+// after; with no Base, into the Repo's default branch (GET
+// /repos/{owner}/{repo}). GitHub's refusal (422: a branch that is not
+// there, one open already, no commits between them) is ErrInvalid, in
+// GitHub's words; no App on the Repo is ErrNotFound.
+func (c *Client) OpenPull(ctx context.Context, owner, repo string, p NewPull) (Pull, error) {
+	tok, err := c.RepoToken(ctx, owner, repo, PullPermissions)
+	if err != nil {
+		return Pull{}, err
+	}
+	defer c.RevokeToken(context.WithoutCancel(ctx), tok.Value)
+	send := func(method, path string, in, out any) (int, error) {
+		var body io.Reader
+		if in != nil {
+			b, _ := json.Marshal(in)
+			body = strings.NewReader(string(b))
+		}
+		req, err := c.apiRequest(ctx, method, "/repos/"+owner+"/"+repo+path, "token "+tok.Value, body)
+		if err != nil {
+			return 0, err
+		}
+		return c.do(req, out)
+	}
+	if p.Base == "" {
+		var r struct {
+			DefaultBranch string `json:"default_branch"`
+		}
+		if _, err := send(http.MethodGet, "", nil, &r); err != nil {
+			return Pull{}, fmt.Errorf("read %s/%s's default branch: %w", owner, repo, err)
+		}
+		p.Base = r.DefaultBranch
+	}
+	var got struct {
+		Pull
+		MergedAt *time.Time `json:"merged_at"`
+	}
+	in := map[string]string{"title": p.Title, "body": p.Body, "head": owner + ":" + p.Head, "base": p.Base}
+	status, err := send(http.MethodPost, "/pulls", in, &got)
+	var r *Refusal
+	if status == http.StatusUnprocessableEntity && errors.As(err, &r) {
+		return Pull{}, fmt.Errorf("GitHub refused a pull request from %s into %s: %s: %w", p.Head, p.Base, r.Text, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return Pull{}, fmt.Errorf("open a pull request on %s/%s from %s: %w", owner, repo, p.Head, err)
+	}
+	got.Pull.Merged = got.MergedAt != nil
+	return got.Pull, nil
 }

@@ -234,13 +234,17 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	if code := gh.OpenPull(t, "acme/app", read.Value, "kndl/one", "Read-only"); code != http.StatusForbidden {
 		t.Errorf("a pull request with the read-only token: %d, want 403", code)
 	}
-	for _, title := range []string{"First", "Second"} {
+	// GitHub opens one pull request at a time from a branch into another:
+	// the first is merged before the second.
+	for i, title := range []string{"First", "Second"} {
 		if code := gh.OpenPull(t, "acme/app", push.Value, "kndl/one", title); code != http.StatusCreated {
 			t.Fatalf("open %q: %d", title, code)
 		}
+		if i == 0 {
+			gh.MergePull("acme/app", 1)
+		}
 	}
 	gh.OpenPull(t, "acme/app", push.Value, "kndl/two", "Other branch")
-	gh.MergePull("acme/app", 1)
 	got, err := c.Pulls(ctx, "acme", "app", "kndl/one")
 	if err != nil {
 		t.Fatal(err)
@@ -254,5 +258,55 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	}
 	if got, err := client(t, gh, false).Pulls(ctx, "acme", "app", "kndl/one"); err != nil || len(got) != 0 {
 		t.Errorf("without the App: %v %v, want none", got, err)
+	}
+}
+
+// TestOpenPullOpensAsTheAppIntoTheDefaultBranchAndSaysWhyGitHubRefused:
+// the App opens the pull request on a token of its own, pull requests
+// write alone, revoked once done; with no base, into the Repo's default
+// branch; GitHub's refusals come back as ErrInvalid in GitHub's words.
+func TestOpenPullOpensAsTheAppIntoTheDefaultBranchAndSaysWhyGitHubRefused(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	push, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if !gitWith(t, src, gh.RepoURL("acme/app"), push.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/kndl/fix") {
+		t.Fatal("push kndl/fix")
+	}
+	before := len(gh.Tokens())
+	p, err := c.OpenPull(ctx, "acme", "app", github.NewPull{Title: "Fix it", Body: "Why.", Head: "kndl/fix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Number != 1 || p.State != "open" || p.URL != gh.URL+"/acme/app/pull/1" {
+		t.Errorf("the pull request: %+v, want #1, open, with its link", p)
+	}
+	got := gh.Pulls("acme/app")
+	if len(got) != 1 || got[0].Head != "kndl/fix" || got[0].Base != "main" || got[0].Body != "Why." || got[0].By != testkit.AppSlug+"[bot]" {
+		t.Errorf("the fake received %+v, want kndl/fix into main, opened by the App", got)
+	}
+	toks := gh.Tokens()[before:]
+	if len(toks) != 1 {
+		t.Fatalf("tokens minted to open it: %d, want 1", len(toks))
+	}
+	if info, _ := gh.Token(toks[0]); info.Permissions["pull_requests"] != "write" || len(info.Permissions) != 2 || info.Revoked.IsZero() {
+		t.Errorf("the token it opened with: %+v, want pull requests write (and metadata) alone, revoked", info)
+	}
+
+	refusals := []struct {
+		pull github.NewPull
+		says string
+	}{
+		{github.NewPull{Title: "Again", Head: "kndl/fix", Base: "main"}, "A pull request already exists for acme:kndl/fix."},
+		{github.NewPull{Title: "Nowhere", Head: "kndl/none", Base: "main"}, "head invalid"},
+		{github.NewPull{Title: "Into nothing", Head: "kndl/fix", Base: "nope"}, "base invalid"},
+	}
+	for _, tt := range refusals {
+		_, err := c.OpenPull(ctx, "acme", "app", tt.pull)
+		if !errors.Is(err, errdefs.ErrInvalid) || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%+v: %v, want ErrInvalid saying %q", tt.pull, err, tt.says)
+		}
+	}
+	if _, err := c.OpenPull(ctx, "acme", "other", github.NewPull{Title: "x", Head: "kndl/fix"}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a Repo without the App: %v, want ErrNotFound", err)
 	}
 }

@@ -29,8 +29,17 @@ type listMsg struct {
 // the Session's state, queue, Keep awake or activity changes, only for
 // Sessions of Repos the person has access to, read again at each change;
 // losing access to a Repo it sent a row of ends it (readsRepo), and the tab
-// reconnects to a list without them. It takes nothing from the tab.
+// reconnects to a list without them. It takes the list's filter
+// (api.SessionFilter) as query parameters, refused before the socket opens
+// when wrong, and sends only the rows it keeps: a Session that stops
+// matching (its state changed, say) goes as gone, one that starts matching
+// comes as changed. It takes nothing from the tab.
 func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) {
+	q, err := h.sessionQueryOf(r.Context(), p, r.URL.Query())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered
@@ -63,18 +72,20 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		return ws.Write(ctx, websocket.MessageText, b)
 	}
 	// row is the Session as sent, and whether it differs from the last one.
-	row := func(s store.Session) (api.Session, bool) {
-		a := h.apiSessionNow(s)
+	row := func(a api.Session) (api.Session, bool) {
+		a = h.withPull(ctx, a)
 		b, _ := json.Marshal(a)
-		was, ok := sent[s.ID]
-		sent[s.ID] = string(b)
+		was, ok := sent[a.ID]
+		sent[a.ID] = string(b)
 		return a, !ok || was != string(b)
 	}
 	rows := []api.Session{}
 	for _, s := range h.visibleSessions(ctx, p, ss) {
 		readsRepo(ctx, s.RepoURL)
-		a, _ := row(s)
-		rows = append(rows, a)
+		if a := h.apiSessionNow(s); q.match(a) {
+			a, _ = row(a)
+			rows = append(rows, a)
+		}
 	}
 	if send("list", rows, nil) != nil {
 		return
@@ -104,14 +115,18 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		var gone []string
 		for id := range ids {
 			s, err := h.sessionFor(ctx, p, id) // access, asked again
-			if err != nil {
-				if _, was := sent[id]; was && errors.Is(err, errdefs.ErrNotFound) {
+			var a api.Session
+			if err == nil {
+				a = h.apiSessionNow(s)
+			}
+			if err != nil || !q.match(a) {
+				if _, was := sent[id]; was && (err == nil || errors.Is(err, errdefs.ErrNotFound)) {
 					delete(sent, id)
 					gone = append(gone, id)
 				}
 				continue
 			}
-			if a, diff := row(s); diff {
+			if a, diff := row(a); diff {
 				changed = append(changed, a)
 			}
 		}

@@ -25,9 +25,15 @@ type listConn struct {
 
 func openList(t *testing.T, f *fixture, token string) *listConn {
 	t.Helper()
+	return openListOf(t, f, token, "")
+}
+
+// openListOf opens the list's WebSocket with a filter, query ("?state=active").
+func openListOf(t *testing.T, f *fixture, token, query string) *listConn {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/api/sessions/live",
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/api/sessions/live"+query,
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		t.Fatal(err)

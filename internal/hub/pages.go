@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
@@ -53,41 +55,99 @@ func (h pagesAPI) names(ctx context.Context) map[string]string {
 	return out
 }
 
-// home lists the Repos the person has access to, each with its Sessions.
+// home lists the Repos the person has access to, each with its Sessions
+// that the page's filter keeps: the same query parameters as GET
+// /api/sessions, so a filtered list is a link to share. A wrong filter
+// shows why, and no rows.
 func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
-	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
+	ctx := r.Context()
+	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	ss = h.visibleSessions(r.Context(), p, ss)
+	members, err := h.store.Members(ctx)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ss = h.visibleSessions(ctx, p, ss)
+	query := r.URL.Query()
+	q, qerr := sessionsAPI{h.Hub}.sessionQueryOf(ctx, p, query)
 	type row struct {
 		ID, Title, State, StateDetail, Creator, Updated string
 		KeepAwake                                       bool
+		Pull                                            *pullBadge
 	}
 	type repo struct {
 		ID, URL, Name string
 		Sessions      []row
 	}
-	names := h.names(r.Context())
-	var repos []*repo
+	type option struct {
+		Value, Label string
+		Selected     bool
+	}
+	names := h.names(ctx)
+	var repos, shown []*repo
 	byURL := map[string]*repo{}
+	var repoOpts []option
 	for _, s := range ss {
 		rp := byURL[s.RepoURL]
 		if rp == nil {
 			rp = &repo{ID: s.RepoID, URL: s.RepoURL, Name: repoName(s.RepoURL)}
 			byURL[s.RepoURL] = rp
 			repos = append(repos, rp)
+			repoOpts = append(repoOpts, option{s.RepoID, rp.Name + " (" + s.RepoURL + ")", s.RepoID == q.repoID})
 		}
-		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), s.StateDetail, names[s.CreatorID], when(s.UpdatedAt), s.KeepAwake})
+		a := h.apiSessionNow(s)
+		if qerr != nil || !q.match(a) {
+			continue
+		}
+		if len(rp.Sessions) == 0 {
+			shown = append(shown, rp)
+		}
+		a = h.withPull(ctx, a)
+		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), s.StateDetail, names[s.CreatorID], when(s.UpdatedAt), s.KeepAwake, badgeOf(a.Pull)})
+	}
+	var creatorOpts []option
+	for _, m := range members {
+		v := cmp.Or(m.GitHubLogin, m.ID)
+		creatorOpts = append(creatorOpts, option{v, m.Name, m.ID == q.creatorID})
+	}
+	var stateOpts []option
+	for _, st := range api.SessionStates {
+		stateOpts = append(stateOpts, option{string(st), string(st), query.Get(api.FilterState) == string(st)})
+	}
+	filterErr := ""
+	if qerr != nil {
+		filterErr = qerr.Error()
 	}
 	// Blank and BlankRow are what the page's script fills for a Session
 	// that starts while it is open (home.js).
 	h.appPage(w, p, web.Home, struct {
-		Repos    []*repo
-		Blank    repo
-		BlankRow row
-	}{Repos: repos})
+		Repos, Shown                     []*repo
+		Blank                            repo
+		BlankRow                         row
+		Mine, Waiting, Filtered          bool
+		Search, FilterError              string
+		RepoOpts, StateOpts, CreatorOpts []option
+	}{Repos: repos, Shown: shown, Mine: q.mine, Waiting: q.waiting, Filtered: qerr == nil && q.filtered(),
+		Search: query.Get(api.FilterSearch), FilterError: filterErr, RepoOpts: repoOpts, StateOpts: stateOpts, CreatorOpts: creatorOpts})
+}
+
+// pullBadge is a Sessions list row's pull request: its number, link and
+// state as a person reads it.
+type pullBadge struct {
+	Number     int
+	URL, State string
+}
+
+// badgeOf is the badge of a pull request, nil for none.
+func badgeOf(p *api.Pull) *pullBadge {
+	if p == nil {
+		return nil
+	}
+	return &pullBadge{p.Number, p.URL, p.Status()}
 }
 
 // sessionPage is a Session's view. What only its Creator may do is left out

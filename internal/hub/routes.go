@@ -179,6 +179,9 @@ func (h *Hub) routes() []route {
 		// A Repo's limits for the Sessions started from GitHub.
 		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},
 		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h}.changeLimits},
+
+		// A pull request from the Session view: its Creator's alone (openpull.go).
+		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
 	}
 }
 

@@ -347,13 +347,34 @@ func (h sessionsAPI) writeSession(w http.ResponseWriter, r *http.Request, s stor
 	writeJSON(w, status, v)
 }
 
+// listSessions answers the Sessions the person may see that the query's
+// filter (api.SessionFilter) keeps.
 func (h sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request, p Principal) {
-	ss, err := h.store.Sessions(r.Context(), store.SessionFilter{})
+	rows, err := h.listed(r.Context(), p, r.URL.Query())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiAll(h.visibleSessions(r.Context(), p, ss), h.apiSessionNow))
+	writeJSON(w, http.StatusOK, rows)
+}
+
+// listed is the Sessions list for p as query filters it, newest first.
+func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) ([]api.Session, error) {
+	q, err := h.sessionQueryOf(ctx, p, query)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
+	if err != nil {
+		return nil, err
+	}
+	rows := []api.Session{}
+	for _, s := range h.visibleSessions(ctx, p, ss) {
+		if a := h.apiSessionNow(s); q.match(a) {
+			rows = append(rows, h.withPull(ctx, a))
+		}
+	}
+	return rows, nil
 }
 
 func (h sessionsAPI) showSession(w http.ResponseWriter, r *http.Request, p Principal) {

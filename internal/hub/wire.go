@@ -31,22 +31,53 @@ func (h *Hub) apiSessionNow(s store.Session) api.Session {
 	return a
 }
 
-// sessionView is a Session with its queue, what it is doing now, and the
-// branches it pushed.
+// sessionView is a Session with its queue, what it is doing now, the
+// branches it pushed, and what it spent.
 func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt) (api.SessionView, error) {
-	bs, err := h.pulls.Branches(ctx, s.ID)
-	// A pull request's title is text of the Session's too: Claude may
-	// have written it.
-	for i := range bs {
-		for j := range bs[i].Pulls {
-			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, s.ID, bs[i].Pulls[j].Title)
-		}
-	}
+	bs, err := h.branches(ctx, s.ID)
 	if err != nil {
 		return api.SessionView{}, err
 	}
 	spent, err := h.sessionSpent(ctx, s.ID)
-	return api.SessionView{Session: h.apiSessionNow(s), Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
+	a := h.apiSessionNow(s)
+	a.Pull = newestPull(bs)
+	return api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
+}
+
+// withPull is a Session as the Sessions list shows it: with its newest
+// pull request.
+func (h *Hub) withPull(ctx context.Context, a api.Session) api.Session {
+	if bs, err := h.branches(ctx, a.ID); err == nil {
+		a.Pull = newestPull(bs)
+	}
+	return a
+}
+
+// branches are the branches a Session pushed, with their pull requests.
+// A pull request's title is text of the Session's too: Claude may have
+// written it, so it is masked.
+func (h *Hub) branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
+	bs, err := h.pulls.Branches(ctx, sessionID)
+	for i := range bs {
+		for j := range bs[i].Pulls {
+			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, sessionID, bs[i].Pulls[j].Title)
+		}
+	}
+	return bs, err
+}
+
+// newestPull is the highest-numbered of the branches' pull requests
+// (GitHub numbers them in the order they are opened), nil for none.
+func newestPull(bs []api.Branch) *api.Pull {
+	var newest *api.Pull
+	for _, b := range bs {
+		for i := range b.Pulls {
+			if newest == nil || b.Pulls[i].Number > newest.Number {
+				newest = &b.Pulls[i]
+			}
+		}
+	}
+	return newest
 }
 
 func apiPrompt(p store.Prompt) api.Prompt {

@@ -113,6 +113,12 @@ type fakePull struct {
 	MergedAt *time.Time `json:"merged_at"`
 	Head     pullRef    `json:"head"`
 	Base     pullRef    `json:"base"`
+	User     pullUser   `json:"user"` // who opened it: an installation token's is the App's bot
+}
+
+type pullUser struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
 }
 
 type pullRef struct {
@@ -172,6 +178,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
@@ -757,7 +764,11 @@ func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 }
 
 // createPull answers POST /repos/{owner}/{repo}/pulls for a token with pull
-// requests write: head must be a branch of the Repo, base another.
+// requests write, refusing as GitHub does, with 422 "Validation Failed"
+// and its errors: a title, head or base missing (missing_field); a head
+// (BRANCH, or OWNER:BRANCH of this Repo's owner) or base that is not a
+// branch of the Repo (invalid); a pull request from head into base open
+// already (custom, "A pull request already exists for OWNER:BRANCH.").
 func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	g.count("create_pull")
 	owner, repo := r.PathValue("owner"), strings.ToLower(r.PathValue("owner")+"/"+r.PathValue("repo"))
@@ -766,28 +777,88 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct{ Title, Head, Base, Body string }
-	if json.NewDecoder(r.Body).Decode(&req) != nil || req.Title == "" || req.Head == "" || req.Base == "" {
-		ghError(w, http.StatusUnprocessableEntity, "Validation Failed")
+	if json.NewDecoder(r.Body).Decode(&req) != nil {
+		ghError(w, http.StatusBadRequest, "Problems parsing JSON")
 		return
 	}
+	for _, f := range [][2]string{{"title", req.Title}, {"head", req.Head}, {"base", req.Base}} {
+		if f[1] == "" {
+			ghInvalid(w, map[string]string{"resource": "PullRequest", "field": f[0], "code": "missing_field"})
+			return
+		}
+	}
 	head := req.Head
-	if _, branch, ok := strings.Cut(head, ":"); ok {
+	if o, branch, ok := strings.Cut(head, ":"); ok {
+		if !strings.EqualFold(o, owner) {
+			ghInvalid(w, map[string]string{"resource": "PullRequest", "field": "head", "code": "invalid"})
+			return
+		}
 		head = branch
 	}
 	bare := filepath.Join(g.gitRoot, repo+".git")
-	for _, br := range []string{head, req.Base} {
-		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+br).Run() != nil {
-			ghError(w, http.StatusUnprocessableEntity, "Validation Failed: no branch "+br)
+	for _, f := range [][2]string{{"head", head}, {"base", req.Base}} {
+		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+f[1]).Run() != nil {
+			ghInvalid(w, map[string]string{"resource": "PullRequest", "field": f[0], "code": "invalid"})
 			return
 		}
 	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.pulls[repo] {
+		if p.State == "open" && p.Head.Ref == head && p.Base.Ref == req.Base {
+			ghInvalid(w, map[string]string{"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for " + owner + ":" + head + "."})
+			return
+		}
+	}
 	n := len(g.pulls[repo]) + 1
 	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
-		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base}}
+		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
+		User: pullUser{Login: AppSlug + "[bot]", Type: "Bot"}}
 	g.pulls[repo] = append(g.pulls[repo], p)
-	g.mu.Unlock()
 	ghJSON(w, http.StatusCreated, p)
+}
+
+// ghInvalid answers 422 as GitHub's REST API refuses a request whose
+// fields it cannot take.
+func ghInvalid(w http.ResponseWriter, errs ...map[string]string) {
+	ghJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": errs,
+		"documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request", "status": "422"})
+}
+
+// repo answers GET /repos/{owner}/{repo} for a token on it: its name and
+// default branch (the bare repository's HEAD).
+func (g *GitHub) repo(w http.ResponseWriter, r *http.Request) {
+	g.count("repo")
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, "metadata", "read") {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, repo+".git"), "symbolic-ref", "--short", "HEAD").Output()
+	if err != nil {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	ghJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("repo"), "full_name": repo, "default_branch": strings.TrimSpace(string(out))})
+}
+
+// OpenedPull is a pull request as the fake received it.
+type OpenedPull struct {
+	Number                  int
+	Title, Body, Head, Base string
+	State                   string
+	By                      string // the login that opened it: the App's bot for an installation token
+}
+
+// Pulls lists the pull requests opened on ownerRepo, oldest first.
+func (g *GitHub) Pulls(ownerRepo string) []OpenedPull {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []OpenedPull
+	for _, p := range g.pulls[strings.ToLower(ownerRepo)] {
+		out = append(out, OpenedPull{p.Number, p.Title, p.Body, p.Head.Ref, p.Base.Ref, p.State, p.User.Login})
+	}
+	return out
 }
 
 // OpenPull opens a pull request of ownerRepo from head into main with

@@ -284,7 +284,10 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 
 	// The second's title holds the Sandbox token, which the view masks.
 	tok := s.sandboxToken(id)
-	for _, title := range []string{"Add the thing", "Token " + tok} {
+	for i, title := range []string{"Add the thing", "Token " + tok} {
+		if i > 0 {
+			s.GitHub.MergePull("acme/app", i) // GitHub opens one at a time from a branch into another
+		}
 		body, _ := json.Marshal(map[string]string{"title": title, "head": "kndl/test", "base": "main"})
 		req, _ := http.NewRequest(http.MethodPost, s.GitHub.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
 		req.Header.Set("Authorization", "token "+tok)

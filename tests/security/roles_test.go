@@ -238,8 +238,11 @@ var roleTable = map[string]roleRoute{
 	// check that refuses others to the Session's own 404 (absent).
 	"POST /api/sessions/{id}/answer":                 {want: drivers.but(theCreator, absent), req: onSession("POST", "/answer", `{"answers":[{"option":1}]}`)},
 	"POST /api/sessions/{id}/subagents/{agent}/stop": {want: drivers.but(theCreator, absent), req: onSession("POST", "/subagents/a1/stop", "")},
-	"GET /api/sessions/{id}/events":                  {want: watchers, req: onSession("GET", "/events", "")},
-	"GET /api/sessions/{id}/watch":                   {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/watch", "")},
+	// A pull request from the view: the Creator alone. The Session pushed
+	// no such branch, so the Creator gets past the check to a 400 (passed).
+	"POST /api/sessions/{id}/pulls": {want: drivers.but(theCreator, passed), req: onSession("POST", "/pulls", `{"branch":"kndl/none","title":"t"}`)},
+	"GET /api/sessions/{id}/events": {want: watchers, req: onSession("GET", "/events", "")},
+	"GET /api/sessions/{id}/watch":  {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/watch", "")},
 	// The terminal's WebSocket: a watcher sees the Session, the terminal
 	// being the Creator's is decided inside it.
 	"GET /api/sessions/{id}/live": {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/live", "")},

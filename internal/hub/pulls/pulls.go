@@ -271,6 +271,32 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 	}
 }
 
+// Opened keeps a pull request the Hub just opened from a Session's branch,
+// newest first among the branch's, and tells the Session's watchers, so
+// the view shows it without waiting for the next question to GitHub.
+func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github.Pull) error {
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	for _, b := range bs {
+		if b.Branch != branch {
+			continue
+		}
+		var ps []github.Pull
+		json.Unmarshal(b.Pulls, &ps)
+		j, _ := json.Marshal(append([]github.Pull{p}, ps...))
+		if err := t.opts.Store.SetBranchPulls(ctx, sessionID, branch, j, time.Now()); err != nil {
+			return err
+		}
+		if t.opts.Titled != nil {
+			t.opts.Titled(ctx, sessionID, p.Title)
+		}
+		t.opts.Changed(sessionID)
+	}
+	return nil
+}
+
 // Branches is what a Session pushed, as the API shows it.
 func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)

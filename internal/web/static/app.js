@@ -126,6 +126,12 @@ export function showActivity(badge, s) {
   badge.hidden = !activities[a];
 }
 
+// pullState is a pull request's state as a person reads it: merged, draft,
+// open or closed.
+export function pullState(p) {
+  return p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
+}
+
 // --- Times ---
 
 // Relative times ("3 min ago") are kept fresh this often.

@@ -1,11 +1,14 @@
-// The Sessions list: the new-Session form, and each Session's row kept
-// live over the list's WebSocket (paths.sessionsLive): its state, what
-// it is doing and Keep awake change without a reload, a Session started
-// elsewhere appears, and one the person may no longer see goes.
-import { api, live, showActivity, showError, showState, showTime, submit } from "./app.js";
+// The Sessions list: the new-Session form, the filter, and each Session's
+// row kept live over the list's WebSocket (paths.sessionsLive): its state,
+// what it is doing, Keep awake and its pull request change without a
+// reload, a Session started elsewhere appears, and one the person may no
+// longer see, or that the filter no longer keeps, goes. The filter is the
+// page's query, which the WebSocket takes as it is, so a filtered list is
+// a link to share.
+import { api, live, pullState, showActivity, showError, showState, showTime, submit } from "./app.js";
 import { modelPicker } from "./models.js";
 import * as paths from "./paths.js";
-import { take } from "./waiting.js";
+import { follow, take } from "./waiting.js";
 
 const newSession = document.getElementById("new-session");
 const newSessionError = document.getElementById("new-session-error");
@@ -16,6 +19,25 @@ submit(newSession, newSessionError, async (f) => {
 });
 
 const repos = document.getElementById("repos");
+
+// The filter goes into the page's address, with only the fields set, and
+// a choice applies at once; the search, on Enter.
+const filters = document.getElementById("filters");
+filters.addEventListener("submit", (e) => {
+  e.preventDefault();
+  const q = new URLSearchParams();
+  for (const [k, v] of new FormData(filters)) if (v.trim()) q.set(k, v.trim());
+  location.assign(q.size ? "/?" + q : "/");
+});
+for (const input of filters.querySelectorAll("select, input[type=checkbox]")) {
+  input.addEventListener("change", () => filters.requestSubmit());
+}
+// A filtered list is not all of the person's Sessions: the title counts
+// the ones waiting on them over a WebSocket of its own. A filter the Hub
+// refused (the page says why) has no live list.
+const refused = !document.getElementById("filter-error").hidden;
+const filtered = refused || filters.hasAttribute("data-filtered");
+if (filtered) follow();
 
 function rowOf(id) {
   return [...repos.querySelectorAll("li[data-id]")].find((li) => li.dataset.id === id);
@@ -51,6 +73,13 @@ function show(s, names) {
   li.querySelector(".keep-awake").hidden = !s.keep_awake;
   if (names[s.creator_id]) li.querySelector(".creator").textContent = names[s.creator_id];
   showTime(li.querySelector(".updated"), s.updated_at);
+  const pr = li.querySelector(".pull");
+  pr.hidden = !s.pull;
+  if (s.pull) {
+    pr.href = /^https?:\/\//.test(s.pull.url) ? s.pull.url : "";
+    pr.dataset.state = pullState(s.pull);
+    pr.textContent = `#${s.pull.number} ${pullState(s.pull)}`;
+  }
 }
 
 function drop(id) {
@@ -61,11 +90,11 @@ function drop(id) {
   if (!sec.querySelector("li[data-id]")) sec.remove();
 }
 
-live(() => paths.sessionsLive, {
+if (!refused) live(() => paths.sessionsLive + location.search, {
   open: () => repos.classList.remove("offline"),
   close: () => repos.classList.add("offline"),
   message: (msg) => {
-    take(msg);
+    if (!filtered) take(msg);
     const sessions = msg.sessions || [];
     if (msg.type === "list") {
       const listed = new Set(sessions.map((s) => s.id));

@@ -19,6 +19,8 @@ export const prompt = (id, promptID) => `${prompts(id)}/${seg(promptID)}`;
 export const movePrompt = (id, p) => `${prompt(id, p)}/move`;
 export const answer = (id) => `${session(id)}/answer`;
 export const stopSubagent = (id, agent) => `${session(id)}/subagents/${seg(agent)}/stop`;
+// pulls opens a pull request from a branch the Session pushed.
+export const pulls = (id) => `${session(id)}/pulls`;
 // file is a file of the Session's /workspace, by its path there.
 export const file = (id, path) => `${session(id)}/files/${path.split("/").map(seg).join("/")}`;
 // changes is a Session's Workspace's changes (the Changes tab).

@@ -3,7 +3,7 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, live, on, showActivity, showError, showState, showTime, spentByModel, spentText } from "./app.js";
+import { api, el, live, on, pullState, showActivity, showError, showState, showTime, spentByModel, spentText, submit } from "./app.js";
 import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
@@ -71,6 +71,7 @@ function addEvent(ev, html, files, spent) {
   if (ev.seq <= lastSeq) return;
   lastSeq = ev.seq;
   trackAgent(ev);
+  trackTurnText(ev);
   switch (ev.kind) {
     case "prompt": {
       const li = item(ev, "prompt");
@@ -406,6 +407,36 @@ function link(href, text) {
   return a;
 }
 
+// The pull request form, on the Creator's page alone: a branch without an
+// open pull request gets a button that opens it, prefilled with the
+// Session's title and its last Turn's text.
+const pullForm = document.getElementById("pull-form");
+let lastTurnText = []; // the main conversation's text since the last prompt
+
+function trackTurnText(ev) {
+  if (ev.agent) return; // a subagent's
+  if (ev.kind === "prompt") lastTurnText = [];
+  if (ev.kind === "text") lastTurnText.push(ev.text);
+}
+
+function openPullForm(branch) {
+  pullForm.dataset.branch = branch;
+  document.getElementById("pull-branch").textContent = branch;
+  pullForm.elements.title.value = document.getElementById("title").textContent;
+  pullForm.elements.body.value = lastTurnText.join("\n\n");
+  showError(document.getElementById("pull-error"), null);
+  pullForm.hidden = false;
+  pullForm.elements.title.focus();
+}
+
+if (pullForm) {
+  submit(pullForm, document.getElementById("pull-error"), async (f) => {
+    await api("POST", paths.pulls(id), { branch: pullForm.dataset.branch, title: f.title, body: f.body, base: f.base.trim() });
+    pullForm.hidden = true; // the branch's pull request comes over the WebSocket
+  });
+  document.getElementById("pull-cancel").addEventListener("click", () => (pullForm.hidden = true));
+}
+
 // showBranches lists the branches the Session pushed, each with the pull
 // requests opened from it.
 function showBranches(branches) {
@@ -415,10 +446,15 @@ function showBranches(branches) {
     li.dataset.branch = b.name;
     li.append(link(b.url, b.name));
     for (const p of b.pulls || []) {
-      const state = p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
       const pr = link(p.url, `#${p.number} ${p.title}`);
       pr.classList.add("pull");
-      li.append(pr, el("span", "note", state));
+      li.append(pr, el("span", "note", pullState(p)));
+    }
+    if (pullForm && !(b.pulls || []).some((p) => p.state === "open")) {
+      const open = el("button", "quiet open-pull", "Open pull request");
+      open.type = "button";
+      open.addEventListener("click", () => openPullForm(b.name));
+      li.append(open);
     }
     return li;
   }));
