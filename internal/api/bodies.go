@@ -108,3 +108,11 @@ type CLILoginPoll struct {
 type CLILoginStatus struct {
 	Status string `json:"status"`
 }
+
+// NotifyWebhookRequest is the body of POST /api/account/webhooks and PUT
+// /api/account/webhooks/{id}: where to post, and in which format (json or
+// slack).
+type NotifyWebhookRequest struct {
+	URL    string `json:"url"`
+	Format string `json:"format"`
+}

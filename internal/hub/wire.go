@@ -117,3 +117,8 @@ func apiAll[R, A any](rows []R, f func(R) A) []A {
 	}
 	return out
 }
+
+func apiNotifyWebhook(w store.NotifyWebhook) api.NotifyWebhook {
+	return api.NotifyWebhook{ID: w.ID, URL: w.URL, Format: w.Format, FailingSince: w.FailingSince, LastError: w.LastError,
+		StoppedAt: w.StoppedAt, CreatedAt: w.CreatedAt}
+}
