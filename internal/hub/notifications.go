@@ -5,6 +5,8 @@ import (
 	"net/url"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/store"
 )
 
 // notifyAPI serves a Member's notification webhooks (internal/hub/notify):
@@ -23,32 +25,34 @@ func (h notifyAPI) listWebhooks(w http.ResponseWriter, r *http.Request, p Princi
 // addWebhook adds a webhook and answers with its secret, this once.
 func (h notifyAPI) addWebhook(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.NotifyWebhookRequest
+	var added notify.Added
 	err := readJSON(r, &req)
 	if err == nil {
-		added, err := h.notify.Add(r.Context(), p.User.ID, req.URL, req.Format)
-		if err == nil {
-			h.audit(r, p, auditWebhookAdded, hostOf(req.URL), "")
-			writeJSON(w, http.StatusCreated, api.NotifyWebhookCreated{NotifyWebhook: apiNotifyWebhook(added.Webhook), Secret: added.Secret})
-			return
-		}
+		added, err = h.notify.Add(r.Context(), p.User.ID, req.URL, req.Format)
 	}
-	h.writeError(w, r, err)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.audit(r, p, auditWebhookAdded, hostOf(req.URL), "")
+	writeJSON(w, http.StatusCreated, api.NotifyWebhookCreated{NotifyWebhook: apiNotifyWebhook(added.Webhook), Secret: added.Secret})
 }
 
 // editWebhook changes a webhook's URL and format; it clears its failures,
 // so a stopped webhook posts again.
 func (h notifyAPI) editWebhook(w http.ResponseWriter, r *http.Request, p Principal) {
 	var req api.NotifyWebhookRequest
+	var edited store.NotifyWebhook
 	err := readJSON(r, &req)
 	if err == nil {
-		wh, err := h.notify.Edit(r.Context(), p.User.ID, r.PathValue("id"), req.URL, req.Format)
-		if err == nil {
-			h.audit(r, p, auditWebhookEdited, hostOf(req.URL), "")
-			writeJSON(w, http.StatusOK, apiNotifyWebhook(wh))
-			return
-		}
+		edited, err = h.notify.Edit(r.Context(), p.User.ID, r.PathValue("id"), req.URL, req.Format)
 	}
-	h.writeError(w, r, err)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.audit(r, p, auditWebhookEdited, hostOf(req.URL), "")
+	writeJSON(w, http.StatusOK, apiNotifyWebhook(edited))
 }
 
 func (h notifyAPI) removeWebhook(w http.ResponseWriter, r *http.Request, p Principal) {
