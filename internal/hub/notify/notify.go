@@ -25,11 +25,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -111,8 +111,7 @@ type Notifier struct {
 	log    *slog.Logger
 	client *http.Client
 	wake   chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	life   *lifetime.Group // the worker's; Close ends it
 }
 
 // New makes a Notifier and starts its worker, which posts what the store
@@ -126,22 +125,14 @@ func New(opts Options) *Notifier {
 			// A redirect is a failure: the URL a Member added is the one
 			// posted to.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.run(ctx)
-	}()
+	n.life = lifetime.New()
+	n.life.Go(n.run)
 	return n
 }
 
 // Close stops the worker and waits for it; what is left waits in the
 // store for the next start.
-func (n *Notifier) Close() {
-	n.cancel()
-	n.wg.Wait()
-}
+func (n *Notifier) Close() { n.life.Close() }
 
 // Added is a webhook just added, with its secret, which is shown this
 // once.
