@@ -45,7 +45,7 @@ func (e effects) LeftActive(sessionID string) {
 // Recorded: a Session's Events were stored, redacted. Its Creator's
 // webhooks are told of a question waiting and of a Turn's end.
 func (e effects) Recorded(sessionID string, evs []protocol.Event) {
-	kinds, texts := notify.Of(evs)
+	kinds, texts := notify.FromEvents(evs)
 	if len(kinds) == 0 {
 		return
 	}

@@ -400,3 +400,40 @@ func TestOnlyTheCreatorsOwnSessionsNotifyThem(t *testing.T) {
 		t.Fatalf("alice's webhook changed: %+v", ws)
 	}
 }
+
+// TestASessionFailedForGoodIsToldAndARetriedStartIsNot: a start that
+// fails for want of its Runner, which the Hub retries itself, tells the
+// webhook nothing; a Session failed because its Runner was removed is
+// told, with the reason.
+func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
+	f := newFixture(t, loopbackHooks(time.Second))
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	repo := f.repo(t)
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+
+	retried, err := f.hub.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "no runner"},
+		store.Prompt{AuthorID: dev.ID, Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _ := f.store.SessionByID(ctx, retried.ID); s.State == store.Failed && s.Transient {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the start without a Runner is %s (transient %v), want a Failed start to retry", s.State, s.Transient)
+		}
+	}
+	ep.none(t, 300*time.Millisecond)
+
+	gone := f.sessionOf(t, repo.ID, dev.ID)
+	f.hub.sessions.RunnerRemoved(ctx, f.runner.ID, "its Runner was removed")
+	p := ep.next(t)
+	var ev notify.Event
+	json.Unmarshal(p.body, &ev)
+	if ev.Kind != notify.SessionFailed || ev.Session.ID != gone.ID || !strings.Contains(ev.Text, "Runner was removed") {
+		t.Fatalf("the failure's post: %s", p.body)
+	}
+	ep.none(t, 200*time.Millisecond)
+}

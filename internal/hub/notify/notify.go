@@ -274,9 +274,9 @@ func Sign(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Of reads a Session's Events, redacted and stored, for what a webhook is
+// FromEvents reads a Session's Events, redacted and stored, for what a webhook is
 // told: a question of Claude's own (not a subagent's), a Turn's end.
-func Of(evs []protocol.Event) (kinds, texts []string) {
+func FromEvents(evs []protocol.Event) (kinds, texts []string) {
 	for _, ev := range evs {
 		if ev.Agent != "" {
 			continue
