@@ -15,6 +15,7 @@ import (
 	"kndl.dev/kndl/internal/hub"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 )
 
 // TestKndlDevSignsItsCLIInAtEachStart: starting kndl dev counts as a
@@ -22,11 +23,7 @@ import (
 // and kndl invite work for HUB_SUDO_MAX_AGE after each start.
 func TestKndlDevSignsItsCLIInAtEachStart(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t)
 	t.Setenv("KNDL_CONFIG", filepath.Join(t.TempDir(), "cli.json"))
 	dev, _ := st.DevUser(ctx)
 	const url = "http://127.0.0.1:7380"

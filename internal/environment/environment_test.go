@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -176,11 +176,7 @@ func (f *fakeRunner) Request(ctx context.Context, typ string, body, reply any) e
 func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	repo, err := st.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	if err != nil {
 		t.Fatal(err)

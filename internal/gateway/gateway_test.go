@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	outdial "kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -41,11 +41,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	box, err := seal.New(bytes.Repeat([]byte{7}, seal.KeyBytes))
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer,
 	if dryRun {
 		return out, nil
 	}
-	if err := g.store.UpdateMCPServer(ctx, row, clearAll, keys); err != nil {
+	if err := g.store.UpdateMCPServer(ctx, old, ins, row, clearAll, keys); err != nil {
 		return out, err
 	}
 	for _, c := range clears {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -109,10 +110,16 @@ func putHeaders(ctx context.Context, tx *sql.Tx, serverID string, hs []HeaderSec
 // UpdateMCPServer replaces a server's name, URL, auth and header secrets,
 // and, in the same transaction, drops the values of every Installation of
 // it whose key is in clear (all of them, and every OAuth client and token,
-// when clearAll). It returns
-// ErrNotFound for a server there is not.
-func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, clearAll bool, clear []string) error {
+// when clearAll). was and ins are the server and its Installations as the
+// caller read them to decide clear and who may edit: if either changed
+// since, it returns ErrConflict and changes nothing, so an edit never
+// clears values on a URL, header or Installation it did not see. It
+// returns ErrNotFound for a server there is not.
+func (s *Store) UpdateMCPServer(ctx context.Context, was MCPServer, ins []Installation, m MCPServer, clearAll bool, clear []string) error {
 	return s.InTx(ctx, func(tx *sql.Tx) error {
+		if err := sameServer(ctx, tx, was, ins); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE mcp_servers SET name = ?, url = ?, auth = ?, updated_at = ? WHERE id = ?`, m.Name, m.URL, m.Auth, ms(s.now()), m.ID)
 		if err != nil {
 			return err
@@ -140,13 +147,44 @@ func (s *Store) UpdateMCPServer(ctx context.Context, m MCPServer, clearAll bool,
 	})
 }
 
+// sameServer returns ErrConflict unless server was.ID has was's URL and
+// header secrets and exactly the Installations ins, each on the same
+// Repos, as tx sees them.
+func sameServer(ctx context.Context, tx *sql.Tx, was MCPServer, ins []Installation) error {
+	now, err := scanMCPServer(tx.QueryRowContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE id = ?`, was.ID))
+	if err != nil {
+		return notFound(err, "MCP server "+was.ID)
+	}
+	if now.Headers, err = headersOf(ctx, tx, was.ID); err != nil {
+		return err
+	}
+	nowIns, err := queryAll(ctx, tx, scanInstallation, `SELECT `+installationCols+` FROM installations WHERE server_id = ? ORDER BY id`, was.ID)
+	for i := range nowIns {
+		if err != nil {
+			break
+		}
+		nowIns[i].Repos, err = reposOf(ctx, tx, nowIns[i].ID)
+	}
+	if err != nil {
+		return err
+	}
+	sameIn := func(a, b Installation) bool {
+		return a.ID == b.ID && a.Global == b.Global && slices.Equal(a.Repos, b.Repos)
+	}
+	if now.URL != was.URL || !slices.Equal(now.Headers, was.Headers) || !slices.EqualFunc(nowIns, ins, sameIn) {
+		return fmt.Errorf("MCP server %s changed while you edited it (its URL, its header secrets, or its Installations and their Repos); "+
+			"look at it again and repeat the edit: %w", was.ID, errdefs.ErrConflict)
+	}
+	return nil
+}
+
 // MCPServerByID returns a server with its header secrets, or ErrNotFound.
 func (s *Store) MCPServerByID(ctx context.Context, id string) (MCPServer, error) {
 	m, err := scanMCPServer(s.db.QueryRowContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE id = ?`, id))
 	if err != nil {
 		return m, notFound(err, "MCP server "+id)
 	}
-	m.Headers, err = s.headersOf(ctx, id)
+	m.Headers, err = headersOf(ctx, s.db, id)
 	return m, err
 }
 
@@ -157,13 +195,13 @@ func (s *Store) MCPServers(ctx context.Context) ([]MCPServer, error) {
 		if err != nil {
 			break
 		}
-		ms[i].Headers, err = s.headersOf(ctx, ms[i].ID)
+		ms[i].Headers, err = headersOf(ctx, s.db, ms[i].ID)
 	}
 	return ms, err
 }
 
-func (s *Store) headersOf(ctx context.Context, serverID string) ([]HeaderSecret, error) {
-	return queryAll(ctx, s.db, func(row scanner) (HeaderSecret, error) {
+func headersOf(ctx context.Context, db querier, serverID string) ([]HeaderSecret, error) {
+	return queryAll(ctx, db, func(row scanner) (HeaderSecret, error) {
 		var h HeaderSecret
 		return h, row.Scan(&h.Key, &h.Header, &h.Format)
 	}, `SELECT key, header, format FROM mcp_server_headers WHERE server_id = ? ORDER BY key`, serverID)

@@ -73,10 +73,17 @@ func RequireCommand(t testing.TB, names ...string) string {
 // fails with msg.
 func Eventually(t testing.TB, within time.Duration, msg string, cond func() bool) {
 	t.Helper()
+	EventuallyShowing(t, within, cond, func() string { return msg })
+}
+
+// EventuallyShowing is Eventually whose failure message is made when it
+// fails, so it can show what cond last saw.
+func EventuallyShowing(t testing.TB, within time.Duration, cond func() bool, msg func() string) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, msg)
+			t.Fatalf("not within %v: %s", within, msg())
 		}
 		time.Sleep(tick)
 	}

@@ -28,13 +28,16 @@ func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
 	v := s.Ready("probe the models", "probed")
 
 	s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: "/model", IsCommand: true}, nil)
+	// Queued behind the Turn before it, as any prompt (and /status in the
+	// smoke test): on a loaded host it was seen past 5 s.
 	var rows []claude.PickerRow
-	var def string
-	testenv.Eventually(t, testenv.WaitShort, "the /model picker", func() bool {
+	var def, pane string
+	testenv.EventuallyShowing(t, testenv.WaitMedium, func() bool {
 		var err error
-		rows, def, err = claude.ParsePicker(s.pane(v.ID))
+		pane = s.pane(v.ID)
+		rows, def, err = claude.ParsePicker(pane)
 		return err == nil
-	})
+	}, func() string { return "the /model picker; the screen:\n" + pane })
 	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock send-keys -t claude Escape")
 
 	efforts, err := claude.ParseEffortWarning(s.probeRun(v.ID, def, "no-such-effort").stderr)

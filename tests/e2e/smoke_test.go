@@ -121,11 +121,9 @@ func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
 		return regexp.MustCompile(`Version:\s+`+regexp.QuoteMeta(pin.Version)).MatchString(pane) &&
 			regexp.MustCompile(`Auth token:\s+CLAUDE_CODE_OAUTH_TOKEN`).MatchString(pane)
 	}
-	for deadline := time.Now().Add(testenv.WaitMedium); !statusAnswers(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("/status did not answer within %v; the screen:\n%s", testenv.WaitMedium, pane)
-		}
-	}
+	testenv.EventuallyShowing(t, testenv.WaitMedium, statusAnswers, func() string {
+		return "/status answers; the screen:\n" + pane
+	})
 	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock send-keys -t claude Escape")
 
 	if missing := s.hooksMissing(v.ID, smokeHooks); len(missing) > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 )
 
 // fixture is a real store, the Hub's Sealer over a fresh key, and the
@@ -26,11 +26,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	key, err := seal.ParseKey(seal.NewKey())
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -135,11 +135,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	dev, _ := st.DevUser(ctx)
 	rn, _, _ := st.CreateRunner(ctx, "r", dev.ID)
 	repo, _ := st.EnsureRepo(ctx, repoURL, "acme/app")

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/store/storetest"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -288,11 +288,7 @@ func fast(o *Options) {
 func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	u, _ := st.DevUser(ctx)
 	rn, _, err := st.CreateRunner(ctx, "r1", u.ID)
 	if err != nil {
