@@ -437,3 +437,24 @@ func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
 	}
 	ep.none(t, 200*time.Millisecond)
 }
+
+// TestALimitReachedIsToldToTheCreator: Notifier.Limit, which a limit that
+// holds a Session back calls, reaches its Creator's webhook as
+// limit_reached, masked as every text is.
+func TestALimitReachedIsToldToTheCreator(t *testing.T) {
+	f := newFixture(t, loopbackHooks(time.Second))
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	repo := f.repo(t)
+	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"limit-secret-value-9","sensitive":true}`)
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+	s := f.sessionOf(t, repo.ID, dev.ID)
+	f.hub.notify.Limit(ctx, s, "20 Turns reached (limit-secret-value-9): the Session sleeps.")
+	p := ep.next(t)
+	var ev notify.Event
+	json.Unmarshal(p.body, &ev)
+	if ev.Kind != notify.LimitReached || p.kind != notify.LimitReached || !strings.Contains(ev.Text, "20 Turns reached") || strings.Contains(ev.Text, "limit-secret-value-9") {
+		t.Fatalf("the limit's post: %s", p.body)
+	}
+}
