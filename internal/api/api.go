@@ -73,6 +73,14 @@ type Session struct {
 	ArchivedAt time.Time `json:"archived_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+
+	// The limits (HUB_MEMBER_MAX_AWAKE, the Repo's Turn limits). Place is
+	// its place in its Creator's line for an awake place, from 1, left out
+	// while it waits in none. Triggered marks a Session a GitHub trigger
+	// started, which its Repo's Turn limits hold; Turns counts its Turns.
+	Place     int  `json:"place,omitempty"`
+	Triggered bool `json:"triggered,omitempty"`
+	Turns     int  `json:"turns,omitempty"`
 }
 
 // SessionView is a Session with its waiting prompts, the answer to
@@ -588,6 +596,22 @@ type Environment struct {
 	RepoID  string             `json:"repo_id"`
 	Current EnvironmentVersion `json:"current"`
 	Draft   *EnvironmentDraft  `json:"draft,omitempty"`
+}
+
+// RepoLimits are the limits a Repo's Sessions started from GitHub run
+// under (GET /api/repos/{repo}/limits): past MaxTurns Turns, or
+// MaxTurnHours of Turn time, such a Session sleeps, saying so. 0 is no
+// limit.
+type RepoLimits struct {
+	MaxTurns     int     `json:"max_turns"`
+	MaxTurnHours float64 `json:"max_turn_hours"`
+}
+
+// RepoLimitsChange is the body of PATCH /api/repos/{repo}/limits: each
+// limit given is set, each left out kept.
+type RepoLimitsChange struct {
+	MaxTurns     *int     `json:"max_turns,omitempty"`
+	MaxTurnHours *float64 `json:"max_turn_hours,omitempty"`
 }
 
 // Notification webhooks (internal/hub/notify).

@@ -90,3 +90,14 @@ func (c *Client) ApplyEnvironment(ctx context.Context, repo string) (api.Environ
 func (c *Client) EnvironmentLog(ctx context.Context, repo string) ([]api.EnvironmentVersion, error) {
 	return call[[]api.EnvironmentVersion](ctx, c, http.MethodGet, environmentPath(repo)+"/log", nil)
 }
+
+// RepoLimits returns the limits the Repo's Sessions started from GitHub
+// run under.
+func (c *Client) RepoLimits(ctx context.Context, repo string) (api.RepoLimits, error) {
+	return call[api.RepoLimits](ctx, c, http.MethodGet, repoPath(repo)+"/limits", nil)
+}
+
+// ChangeRepoLimits sets the limits change gives, keeping the others.
+func (c *Client) ChangeRepoLimits(ctx context.Context, repo string, change api.RepoLimitsChange) (api.RepoLimits, error) {
+	return call[api.RepoLimits](ctx, c, http.MethodPatch, repoPath(repo)+"/limits", change)
+}

@@ -84,6 +84,7 @@ func commands() []Command {
 		{Name: "env test", Usage: "--repo URL [--json]", Summary: "run a Test build of the draft on a Runner of yours, its log live", Run: envCommand("env test", nil, envTest)},
 		{Name: "env apply", Usage: "--repo URL [--json]", Summary: "make the draft the next version (one that changes the Build needs a passed Test build)", Run: envCommand("env apply", nil, envApply)},
 		{Name: "env log", Usage: "--repo URL [--json]", Summary: "list a Repo's Environment versions: who changed what, when", Run: envCommand("env log", nil, envLog)},
+		{Name: "repo edit", Usage: "--repo URL [--max-turns N] [--max-turn-hours H] [--json]", Summary: "set the limits a Repo's Sessions started from GitHub run under (0: no limit), or with none show them", Run: repoEditCommand()},
 		{Name: "login", Usage: "HUB_URL", Summary: "sign this machine in to a Hub through your browser", Run: login},
 		{Name: "logout", Summary: "revoke this machine's CLI token and forget it", Run: logout},
 		{Name: "invite", Usage: "GITHUB_LOGIN [--hours N]", Summary: "invite someone (Owner only): print their link, once", Run: inviteCreate},

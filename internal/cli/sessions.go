@@ -123,9 +123,18 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 		if s.KeepAwake {
 			keep = "on"
 		}
-		rows = append(rows, []string{s.ID, string(s.State), or(doing(s), "-"), keep, s.RepoURL, s.Title, ago(s.CreatedAt)})
+		rows = append(rows, []string{s.ID, stateInLine(s), or(doing(s), "-"), keep, s.RepoURL, s.Title, ago(s.CreatedAt)})
 	}
 	return table(io, "ID\tSTATE\tDOING\tKEEP AWAKE\tREPO\tTITLE\tCREATED", rows)
+}
+
+// stateInLine is a Session's state, with its place in its Creator's line
+// for an awake place (HUB_MEMBER_MAX_AWAKE) while it waits in one.
+func stateInLine(s api.Session) string {
+	if s.Place > 0 {
+		return fmt.Sprintf("%s, in line: place %d", s.State, s.Place)
+	}
+	return string(s.State)
 }
 
 // doing says, in a word, what an Active Session is doing: "turn" while a
@@ -217,7 +226,7 @@ func printBranches(w io.Writer, bs []api.Branch) {
 // printSession writes a Session's head: where it runs, its state and
 // why, what it is doing, Keep awake, its model.
 func printSession(w io.Writer, s api.Session) {
-	state := string(s.State)
+	state := stateInLine(s)
 	if d := doing(s); d != "" {
 		state += ": " + doingPhrase[d]
 	}

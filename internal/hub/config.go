@@ -93,6 +93,12 @@ type Config struct {
 	// queued stays awake, unless its Creator turned Keep awake on.
 	// HUB_SESSION_IDLE, a Go duration, default 30m.
 	SessionIdle time.Duration
+	// MemberMaxAwake is how many of one Member's Sessions may be awake at
+	// once; a start or wake past it waits in the Member's line, its place
+	// shown, until one of theirs sleeps or ends. HUB_MEMBER_MAX_AWAKE, a
+	// whole number; unset, no limit: a Runner's capacity already bounds
+	// what runs, and what a Member may spend is the team's choice.
+	MemberMaxAwake int
 	// SandboxTokenGrace is how long a Session's previous Sandbox token
 	// still works after a refresh, so a git command that read it just
 	// before may finish; then the Hub revokes it at GitHub.
@@ -192,6 +198,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("GITHUB_APP_ID", func(n int64) { c.GitHubAppID = n })
 	num("HUB_REPO_ACCESS_TTL_MS", func(n int64) { c.RepoAccessTTL = time.Duration(n) * time.Millisecond })
 	num("HUB_SESSION_EVENTS_MAX", func(n int64) { c.SessionEventsMax = n })
+	num("HUB_MEMBER_MAX_AWAKE", func(n int64) { c.MemberMaxAwake = int(n) })
 	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
 	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
 	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })

@@ -438,9 +438,10 @@ func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
 	ep.none(t, 200*time.Millisecond)
 }
 
-// TestALimitReachedIsToldToTheCreator: Notifier.Limit, which a limit that
-// holds a Session back calls, reaches its Creator's webhook as
-// limit_reached, masked as every text is.
+// TestALimitReachedIsToldToTheCreator: the limit Event the Hub records
+// where a limit holds a Session reaches its Creator's webhook as
+// limit_reached, masked as every text is; one a Runner sends is a note,
+// and tells nothing.
 func TestALimitReachedIsToldToTheCreator(t *testing.T) {
 	f := newFixture(t, loopbackHooks(time.Second))
 	ctx := context.Background()
@@ -450,11 +451,15 @@ func TestALimitReachedIsToldToTheCreator(t *testing.T) {
 	ep := newEndpoint(t, nil)
 	f.addWebhook(t, f.cli, ep.URL, "json")
 	s := f.sessionOf(t, repo.ID, dev.ID)
-	f.hub.notify.Limit(ctx, s, "20 Turns reached (limit-secret-value-9): the Session sleeps.")
+	if err := f.hub.sessions.Events(ctx, s, protocol.SessionEvents{SessionID: s.ID, Events: []protocol.Event{{Kind: protocol.EventLimit, Text: "a Runner's own limit"}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.hub.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventLimit, Text: "Limit reached: 20 Turns (limit-secret-value-9), so it sleeps."})
 	p := ep.next(t)
 	var ev notify.Event
 	json.Unmarshal(p.body, &ev)
-	if ev.Kind != notify.LimitReached || p.kind != notify.LimitReached || !strings.Contains(ev.Text, "20 Turns reached") || strings.Contains(ev.Text, "limit-secret-value-9") {
+	if ev.Kind != notify.LimitReached || p.kind != notify.LimitReached || !strings.Contains(ev.Text, "20 Turns") || strings.Contains(ev.Text, "limit-secret-value-9") {
 		t.Fatalf("the limit's post: %s", p.body)
 	}
+	ep.none(t, 200*time.Millisecond)
 }

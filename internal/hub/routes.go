@@ -172,6 +172,10 @@ func (h *Hub) routes() []route {
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
+
+		// A Repo's limits for the Sessions started from GitHub.
+		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},
+		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h}.changeLimits},
 	}
 }
 

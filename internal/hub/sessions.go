@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/placement"
@@ -192,7 +193,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 		return store.Session{}, err
 	}
 	return h.sessions.Create(ctx, store.Session{RepoID: repo.ID, CreatorID: p.User.ID, RunnerID: rc.Runner.ID,
-		Title: name, Model: req.Model, Effort: req.Effort},
+		Title: name, Model: req.Model, Effort: req.Effort, Triggered: p.Kind == auth.Webhook},
 		store.Prompt{AuthorID: p.User.ID, Text: req.Prompt, IsCommand: req.IsCommand})
 }
 

@@ -16,7 +16,12 @@ import (
 func apiSession(s store.Session) api.Session {
 	return api.Session{ID: s.ID, RepoID: s.RepoID, RepoURL: s.RepoURL, CreatorID: s.CreatorID, RunnerID: s.RunnerID,
 		Title: s.Title, Model: s.Model, Effort: s.Effort, State: api.SessionState(s.State), StateDetail: s.StateDetail,
-		KeepAwake: s.KeepAwake, SandboxGit: s.SandboxGit, Conversation: s.Conversation, ArchivedAt: s.ArchivedAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		KeepAwake: s.KeepAwake, SandboxGit: s.SandboxGit, Conversation: s.Conversation, ArchivedAt: s.ArchivedAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Place: s.Place, Triggered: s.Triggered, Turns: s.Turns}
+}
+
+func apiRepoLimits(l store.RepoLimits) api.RepoLimits {
+	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours}
 }
 
 // apiSessionNow is a Session as the API shows it, with what it is doing now.

@@ -32,6 +32,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		{"Runner", pinned(apiRunner)},
 		{"Invite", pinned(apiInvite)},
 		{"Repo", pinned(apiRepo)},
+		{"RepoLimits", pinned(apiRepoLimits)},
 		{"Variable", pinned(apiVariable)},
 		{"User", pinned(apiUser)},
 		{"TestBuild", pinned(apiTestBuild)},

@@ -189,6 +189,11 @@ const (
 	EventNotification  = "notification" // Claude Code wants attention
 	EventError         = "error"        // something failed: the start, the model API
 	EventNote          = "note"         // something the Hub or Runner says about the Session
+	// EventLimit is the Hub holding the Session at one of its limits: a
+	// triggered Session's Turns or Turn time reached (it sleeps), or its
+	// Creator's awake Sessions at HUB_MEMBER_MAX_AWAKE (it waits in line).
+	// Its text names the limit and the way on.
+	EventLimit = "limit"
 )
 
 // A subagent's life in Events: subagent_start (agent its id, parent the

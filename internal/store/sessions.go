@@ -87,30 +87,50 @@ type Session struct {
 	// (push, pull requests) or "read", "" until one is minted
 	// (SetSandboxGit).
 	SandboxGit string
+	// Triggered marks a Session a GitHub trigger started: it runs
+	// unattended, so its Repo's Turn limits hold it (RepoLimits).
+	Triggered bool
+	// Turns and TurnTime count its Turns and their time, as the Hub saw
+	// them start and end (CountTurn, AddTurnTime).
+	Turns    int
+	TurnTime time.Duration
+	// Place is its place in its Creator's line for an awake place (from
+	// 1), 0 while it is in none (SetWaiting).
+	Place      int
 	ArchivedAt time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.archived_at, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.triggered, s.turns, s.turn_ms, ` + placeCol + `, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
 	var x Session
-	var created, updated int64
+	var created, updated, turnMS int64
 	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
-		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &x.SandboxGit, &archived, &created, &updated)
+		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &x.SandboxGit,
+		&x.Triggered, &x.Turns, &turnMS, &x.Place, &archived, &created, &updated)
 	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
+	x.TurnTime = time.Duration(turnMS) * time.Millisecond
 	return x, err
 }
 
-// CreateSession records a new Session in state Starting and returns it.
+// CreateSession records a new Session in state Starting and returns it;
+// one x says is Asleep is recorded so, at the end of its Creator's line
+// for an awake place (SetWaiting).
 func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	now := s.now()
-	x.ID, x.State, x.CreatedAt, x.UpdatedAt = uuid.NewString(), Starting, now, now
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, ms(now), ms(now))
+	line := "NULL"
+	if x.State == Asleep {
+		line = nextInLine
+	} else {
+		x.State = Starting
+	}
+	x.ID, x.CreatedAt, x.UpdatedAt = uuid.NewString(), now, now
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, triggered, line_seq, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, `+line+`, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, x.Triggered, ms(now), ms(now))
 	if err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)
 	}
@@ -163,6 +183,9 @@ func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionStat
 	retries := ""
 	if to == Active {
 		retries = "start_retries = 0, "
+	}
+	if to != Asleep && to != Failed {
+		retries += "line_seq = NULL, " // awake or archived: out of the line
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+retries+`state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
 		to, detail, transient, archived, now, id, from)

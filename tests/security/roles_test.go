@@ -274,6 +274,8 @@ var roleTable = map[string]roleRoute{
 	"GET /api/repos/{repo}/variables":           {want: watchers, req: onRepo("GET", "/variables", "")},
 	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test"}`)},
 	"PUT /api/repos/{repo}/trigger-label":       {want: pushers, req: onRepo("PUT", "/trigger-label", `{"label":"kndl"}`)},
+	"GET /api/repos/{repo}/limits":              {want: watchers, req: onRepo("GET", "/limits", "")},
+	"PATCH /api/repos/{repo}/limits":            {want: pushers, req: onRepo("PATCH", "/limits", `{"max_turns":30}`)},
 	"DELETE /api/repos/{repo}/variables/{name}": {want: pushers, req: func(f *roleFixture, c string) req { return onRepo("DELETE", "/variables/"+f.freshVariable(), "")(f, c) }},
 	// Linking a Shared variable takes push in the Repo, and being its
 	// setter (the Creator here) or the Owner.

@@ -41,7 +41,7 @@ const (
 	TurnEnded       = "turn_ended"       // a Turn finished, was interrupted, or failed
 	PullOpened      = "pull_request_opened"
 	SessionFailed   = "session_failed" // the Session moved to Failed for a cause a retry won't mend
-	LimitReached    = "limit_reached"  // a limit on the Session or its Creator held it back
+	LimitReached    = "limit_reached"  // a limit on the Session or its Creator held it back: the Hub's limit Event
 )
 
 // Formats a webhook takes.
@@ -206,12 +206,6 @@ func (n *Notifier) Session(ctx context.Context, s store.Session, kind, text stri
 	}
 }
 
-// Limit tells the Session's Creator that a limit held it back: text says
-// which and what happens now. The limits call it where they hold.
-func (n *Notifier) Limit(ctx context.Context, s store.Session, text string) {
-	n.Session(ctx, s, LimitReached, text)
-}
-
 func (n *Notifier) queue(ctx context.Context, s store.Session, kind, text string) error {
 	ws, err := n.opts.Store.NotifyWebhooks(ctx, s.CreatorID)
 	if err != nil || len(ws) == 0 {
@@ -274,8 +268,10 @@ func Sign(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// FromEvents reads a Session's Events, redacted and stored, for what a webhook is
-// told: a question of Claude's own (not a subagent's), a Turn's end.
+// FromEvents reads a Session's Events, redacted and stored, for what a
+// webhook is told: a question of Claude's own (not a subagent's), a Turn's
+// end, a limit the Hub held the Session at (a Runner's limit Event is
+// recorded as a note, so this one is the Hub's).
 func FromEvents(evs []protocol.Event) (kinds, texts []string) {
 	for _, ev := range evs {
 		if ev.Agent != "" {
@@ -286,6 +282,8 @@ func FromEvents(evs []protocol.Event) (kinds, texts []string) {
 			kinds, texts = append(kinds, QuestionWaiting), append(texts, questionText(ev))
 		case protocol.EventTurnEnd:
 			kinds, texts = append(kinds, TurnEnded), append(texts, "The Turn ended ("+cmp.Or(ev.Reason, "done")+").")
+		case protocol.EventLimit:
+			kinds, texts = append(kinds, LimitReached), append(texts, ev.Text)
 		}
 	}
 	return kinds, texts

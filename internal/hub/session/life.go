@@ -72,15 +72,28 @@ func (o *life) runnerUsable(ctx context.Context, s *store.Session) error {
 	return err
 }
 
-// Create records a new Session with its first prompt and starts it.
+// Create records a new Session with its first prompt and starts it, or,
+// past its Creator's awake Sessions, records it asleep in their line.
 func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
-	s, err := o.store.CreateSession(ctx, s)
+	o.admit.Lock()
+	room, err := o.admits(ctx, s.CreatorID, "")
+	if err == nil {
+		if !room {
+			s.State = Asleep
+		}
+		s, err = o.store.CreateSession(ctx, s)
+	}
+	o.admit.Unlock()
 	if err != nil {
 		return s, err
 	}
 	first.SessionID = s.ID
 	if _, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(first)); err != nil {
 		return s, err
+	}
+	if !room {
+		o.saidInLine(ctx, s)
+		return s, nil
 	}
 	o.withRun(s.ID, func(*run) {})
 	o.changed(s.ID) // a new row in the Sessions list
@@ -312,8 +325,28 @@ func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) err
 	if err := o.runnerUsable(ctx, s); err != nil {
 		return err
 	}
+	switch why, err := o.limitReached(ctx, *s); {
+	case err != nil:
+		return err
+	case why != "":
+		if s.Place > 0 { // it would hold up its Creator's others in line
+			if err := o.store.LeaveLine(ctx, s.ID); err != nil {
+				return err
+			}
+			o.changed(s.ID)
+		}
+		return limitedWake(why)
+	}
 	if o.opts.Runners.Runner(s.RunnerID) == nil {
 		return fmt.Errorf("the Session's Runner is not connected; it wakes when the Runner is back and a prompt waits: %w", errdefs.ErrUnavailable)
+	}
+	o.admit.Lock()
+	defer o.admit.Unlock()
+	switch room, err := o.admits(ctx, s.CreatorID, s.ID); {
+	case err != nil:
+		return err
+	case !room:
+		return o.waitInLine(ctx, s)
 	}
 	from := s.State
 	if err := o.move(ctx, s, Starting, why, false); err != nil {
@@ -338,8 +371,8 @@ func (o *life) Sleep(ctx context.Context, id, why string) error {
 	})
 	if err == nil && wakeAfter {
 		err = o.Wake(ctx, id, "a prompt came while it went to sleep")
-		if errors.Is(err, errdefs.ErrUnavailable) {
-			err = nil // it wakes when its Runner is back
+		if errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errLimited) {
+			err = nil // it wakes when its Runner is back, or its limit is raised
 		}
 	}
 	return err

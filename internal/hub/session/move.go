@@ -33,7 +33,15 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		return err
 	}
 	detail := o.opts.Redactor.RedactText(ctx, s.ID, why)
-	if err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient); err != nil {
+	freeing := awake(s.State) && !awake(to) && o.opts.MemberMaxAwake > 0
+	if freeing { // a wake counting the Creator's awake Sessions sees this one's move, or is in line before it
+		o.admit.Lock()
+	}
+	err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient)
+	if freeing {
+		o.admit.Unlock()
+	}
+	if err != nil {
 		return err
 	}
 	from := s.State
@@ -42,6 +50,8 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var requeue string // the prompt to put back, from requeueFrom
 	var requeueFrom store.PromptState
 	var unanswered bool
+	var took time.Duration // of a Turn cut by the move
+	var cut *time.Timer
 	o.mu.Lock()
 	r := o.runs[s.ID]
 	switch to {
@@ -70,6 +80,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			// One taken but never written down is not in the
 			// conversation a wake resumes.
 			requeue, requeueFrom = r.delivery.putBack(false)
+			took, cut = r.turnDone()
 			delete(o.runs, s.ID)
 		}
 	}
@@ -91,6 +102,11 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
 		}
 		o.opts.Effects.Stopped(s.ID)
+		o.addTurnTime(ctx, s.ID, took, cut)
+	}
+	if freeing {
+		creator := s.CreatorID
+		o.spawn(func(ctx context.Context) { o.wakeFromLine(ctx, creator) })
 	}
 	if from == Active {
 		o.opts.Effects.LeftActive(s.ID)

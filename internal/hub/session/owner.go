@@ -104,6 +104,13 @@ type Options struct {
 	// Metrics counts Turns and times prompt delivery (internal/metrics
 	// is one). Nil: nothing is counted.
 	Metrics Metrics
+	// MemberMaxAwake is how many of a Member's Sessions may be awake at
+	// once; a start or wake past it waits in line (limits.go).
+	// HUB_MEMBER_MAX_AWAKE, 0 for no limit.
+	MemberMaxAwake int
+	// Limited is told, with the history's words, when a Turn limit put a
+	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
+	Limited func(sessionID, text string)
 }
 
 // Metrics is told of the Turns and deliveries the Owner sees.
@@ -122,8 +129,9 @@ func (uncounted) TurnEnded()                    {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
-// goroutine; none holds its lock across a store call. Its jobs are types of
-// their own over its one state and locks: a Session's life moves (life.go),
+// goroutine; none holds its lock across a store call (admit, the awake
+// count's, is held only across the store calls that count and move). Its
+// jobs are types of their own over its one state and locks: a Session's life moves (life.go),
 // its prompt queue and their delivery (queue.go), its live stream
 // (stream.go); what a Runner says of its Sessions, the moves themselves
 // (move) and the locks are the Owner's.
@@ -141,6 +149,11 @@ type Owner struct {
 	wgMu   sync.Mutex // no goroutine is added once Close has begun
 	wg     sync.WaitGroup
 	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
+
+	// admit is held from counting a Member's awake Sessions to moving one
+	// Starting, so two wakes cannot both take their last awake place.
+	// Taken after a Session's lock, never before one.
+	admit sync.Mutex
 
 	mu   sync.Mutex
 	runs map[string]*run                     // by Session id, while it is awake
@@ -176,6 +189,10 @@ type run struct {
 	budget budget
 	// agents are the subagents the transcript says run, by agent id.
 	agents map[string]*subagent
+	// turnAt is when the Turn that runs began, as the Hub heard; cut is
+	// armed to stop it at its Turn time limit (limits.go).
+	turnAt time.Time
+	cut    *time.Timer
 }
 
 // Update is one message of a Session's live stream: a new Event, or word

@@ -130,6 +130,12 @@ func (o *queue) dispatch(id string) {
 		return
 	}
 	o.mu.Unlock()
+	if o.heldAtLimit(id) { // the Turn past a limit never starts
+		o.mu.Lock()
+		r.delivery.to(queued)
+		o.mu.Unlock()
+		return
+	}
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
 	if err == nil && ok {
@@ -258,13 +264,16 @@ func (o *queue) Accepted(id string) {
 		o.opts.Metrics.TurnStarted()
 	}
 	o.ack(id, fromHook, "")
+	if started {
+		o.turnBegan(id)
+	}
 	o.changed(id)
 }
 
 // ack moves a Session's delivery by an acknowledgement from src (of
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
-// prompt is taken; a prompt that leaves typing is recorded delivered; a
-// command done lets the next prompt go.
+// prompt is taken; a prompt that leaves typing is recorded delivered; then
+// the next prompt may go.
 func (o *queue) ack(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
@@ -294,10 +303,14 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	if from == typing {
 		o.markDelivered(id, p)
 	}
-	o.changed(id)
-	if p.IsCommand {
-		o.dispatch(id)
+	if started {
+		o.turnBegan(id)
 	}
+	o.changed(id)
+	// A command done lets the next prompt go; so does a Turn that ended
+	// while the store was written, since TakePrompt passes over a prompt
+	// still delivering. While the Turn runs, dispatch does nothing.
+	o.dispatch(id)
 }
 
 // markDelivered records a prompt Claude Code took. The record outlives a
@@ -315,9 +328,12 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 // interrupt in the transcript): the next prompt may go.
 func (o *queue) TurnEnded(id string) {
 	var was bool
+	var took time.Duration
+	var cut *time.Timer
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
 		was = r.busy
+		took, cut = r.turnDone()
 		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
@@ -327,6 +343,7 @@ func (o *queue) TurnEnded(id string) {
 	if was { // a Stop hook and the transcript's interrupt may both tell of one end
 		o.opts.Metrics.TurnEnded()
 	}
+	o.addTurnTime(o.ctx, id, took, cut)
 	o.changed(id)
 	o.dispatch(id)
 }

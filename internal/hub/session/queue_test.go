@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -300,6 +302,32 @@ func TestWhatASessionDoesReachesTheSessionsList(t *testing.T) {
 		}
 		if changed != tt.change {
 			t.Errorf("%s: the list told of a change: %v, want %v", tt.name, changed, tt.change)
+		}
+	}
+}
+
+// TestATurnThatEndsWhileItsPromptIsRecordedLetsTheNextGo: a Turn can end
+// (the Stop hook) while the Hub is still writing down that its prompt was
+// taken. The next prompt goes all the same, not at the next event that
+// happens to look at the queue. The window is the store write's, so each
+// round ends the Turn as soon as the Turn shows begun.
+func TestATurnThatEndsWhileItsPromptIsRecordedLetsTheNextGo(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.runner.holdDeliveries()
+	s, _ := f.active("round 0")
+	for i := 1; i <= 30; i++ {
+		next := fmt.Sprintf("round %d", i)
+		if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: next}); err != nil {
+			t.Fatal(err)
+		}
+		go f.o.Accepted(s.ID)
+		for f.o.Activity(s.ID) != "turn" {
+			runtime.Gosched()
+		}
+		f.o.TurnEnded(s.ID)
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != next {
+			t.Fatalf("typed %q after round %d's Turn, want %q", d.deliver.Text, i-1, next)
 		}
 	}
 }

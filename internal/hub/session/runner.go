@@ -109,6 +109,8 @@ func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
 		why = "its Runner is back and Keep awake is on"
 	case s.State == Failed:
 		why = "its Runner is back, so its start is tried again"
+	case s.Place > 0:
+		why = "its Runner is back and it waits in line"
 	default:
 		return
 	}
@@ -203,6 +205,13 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		}
 	}
 	var ended bool
+	for i := range m.Events {
+		if m.Events[i].Kind == protocol.EventLimit {
+			// Only the Hub holds a limit: what watches for the kind
+			// (a notification) trusts it.
+			m.Events[i].Kind = protocol.EventNote
+		}
+	}
 	if len(m.Events) > 0 {
 		notes, err := o.spend(ctx, s.ID, m.Events)
 		if err != nil {

@@ -399,3 +399,40 @@ func title(is ghIssue) string {
 	}
 	return is.Title
 }
+
+// Tell adds text (a limit the Session reached, as its history says it) to
+// the Hub's one reply in the thread the Session was started from, if it
+// was. It runs on the worker, after the deliveries taken before it, and
+// never waits: past a full queue it is dropped, and logged.
+func (r *Receiver) Tell(sessionID, text string) {
+	do := func(ctx context.Context) {
+		if err := r.tell(ctx, sessionID, text); err != nil {
+			r.log.Warn("could not tell a Session's thread", "session", sessionID, "err", err)
+		}
+	}
+	select {
+	case r.work <- do:
+	default:
+		r.log.Warn("a Session's thread was not told: the webhook's work is behind", "session", sessionID)
+	}
+}
+
+func (r *Receiver) tell(ctx context.Context, sessionID, text string) error {
+	t, err := r.opts.Store.SessionThread(ctx, sessionID)
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) || r.opts.GitHub == nil {
+		return nil // not from a thread, or no reply there to edit
+	}
+	if err != nil {
+		return err
+	}
+	s, err := r.opts.Store.SessionByID(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	creator, err := r.opts.Store.UserByID(ctx, s.CreatorID)
+	if err != nil {
+		return err
+	}
+	owner, name, _ := strings.Cut(t.Repo, "/")
+	return r.opts.GitHub.EditComment(ctx, owner, name, t.ReplyID, r.reply(creator, sessionID, "")+"\n\n"+text)
+}

@@ -109,7 +109,8 @@ export function live(path, on) {
 // showState puts a Session's state in its badge, with why it is so as the
 // badge's tooltip.
 export function showState(badge, s) {
-  badge.textContent = s.state;
+  // place: in its Creator's line for an awake place (HUB_MEMBER_MAX_AWAKE).
+  badge.textContent = s.place ? `${s.state}, in line: place ${s.place}` : s.state;
   badge.className = "state state-" + s.state;
   badge.title = s.state_detail || "";
 }

@@ -56,6 +56,7 @@ const repo = (id) => `/api/repos/${seg(id)}`;
 // DELETE back on.
 export const installationOff = (repoID, id) => `${repo(repoID)}/mcp/${seg(id)}/off`;
 export const environment = (repoID) => `${repo(repoID)}/environment`;
+export const repoLimits = (repoID) => `${repo(repoID)}/limits`;
 export const environmentDraft = (repoID) => `${environment(repoID)}/draft`;
 export const environmentTests = (repoID) => `${environment(repoID)}/tests`;
 export const environmentTest = (repoID, id) => `${environmentTests(repoID)}/${seg(id)}`;

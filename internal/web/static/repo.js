@@ -149,3 +149,17 @@ on("env-apply", async () => {
 });
 
 load().catch((err) => showError(errors, err));
+
+// The Repo's limits for its Sessions started from GitHub.
+const limits = document.getElementById("limits");
+const limitsError = document.getElementById("limits-error");
+
+function showLimits(l) {
+  limits.max_turns.value = l.max_turns;
+  limits.max_turn_hours.value = l.max_turn_hours;
+}
+
+submit(limits, limitsError, async (f) =>
+  showLimits(await api("PATCH", paths.repoLimits(repo), { max_turns: Number(f.max_turns), max_turn_hours: Number(f.max_turn_hours) })),
+);
+api("GET", paths.repoLimits(repo)).then(showLimits, (err) => showError(limitsError, err));

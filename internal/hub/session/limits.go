@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// The limits that fail closed, held here where a Session's state changes
+// so no path goes around them:
+//
+//   - A Session a GitHub trigger started runs unattended, so its Repo's
+//     limits hold it: at most MaxTurns Turns and MaxTurnHours of Turn time.
+//     The Turn past the limit never starts: the queue sends no prompt and a
+//     wake starts no Claude Code; Turn time is cut at the limit, mid-Turn,
+//     since one Turn has no other bound. It then sleeps, saying so in an
+//     EventLimit, and Options.Limited tells its thread.
+//   - A Member has at most MemberMaxAwake awake Sessions. A start or wake
+//     past it waits in the Member's line, kept in the store, with its place;
+//     when one of their Sessions sleeps or ends, the first in line wakes.
+
+// errLimited marks a wake a Turn limit refused.
+var errLimited = errors.New("limited")
+
+// limitWayOn is what a person can do once a Turn limit holds a Session.
+const limitWayOn = "To go on, someone who may push to the Repo raises its limits (kndl repo edit --repo URL --max-turns N --max-turn-hours H, or the Repo page; 0 is no limit), then wakes the Session or sends it a prompt."
+
+// limitReached says which of its Repo's limits a triggered Session has
+// reached, "" for none (or for a Session started by a person). A limit that
+// cannot be read holds it: the error.
+func (o *Owner) limitReached(ctx context.Context, s store.Session) (string, error) {
+	if !s.Triggered {
+		return "", nil
+	}
+	l, err := o.store.RepoLimits(ctx, s.RepoID)
+	if err != nil {
+		return "", fmt.Errorf("read the Repo's limits for a Session started from GitHub: %w", err)
+	}
+	switch {
+	case l.MaxTurns > 0 && s.Turns >= l.MaxTurns:
+		return fmt.Sprintf("it ran its Repo's limit of %d Turns for a Session started from GitHub", l.MaxTurns), nil
+	case l.MaxTurnHours > 0 && s.TurnTime >= l.TurnTime():
+		return fmt.Sprintf("its Turns ran its Repo's limit of %s hours for a Session started from GitHub",
+			strconv.FormatFloat(l.MaxTurnHours, 'f', -1, 64)), nil
+	}
+	return "", nil
+}
+
+// limitedWake is wake's answer for a Session at its Turn limit.
+func limitedWake(why string) error {
+	return fmt.Errorf("the Session stays asleep: %s. %s: %w", why, limitWayOn, errors.Join(errLimited, errdefs.ErrConflict))
+}
+
+// heldAtLimit reports whether the queue must send the Session no prompt
+// now: it is at its Turn limit, or its limit could not be read. With a
+// prompt waiting, the Session goes to sleep saying why.
+func (o *queue) heldAtLimit(id string) bool {
+	s, err := o.store.SessionByID(o.ctx, id)
+	why := ""
+	if err == nil {
+		why, err = o.limitReached(o.ctx, s)
+	}
+	if err != nil {
+		if o.ctx.Err() == nil {
+			o.log.Error("check a session's limits before a turn", "session", id, "err", err)
+		}
+		return true
+	}
+	if why == "" {
+		return false
+	}
+	if q, err := o.store.Prompts(o.ctx, id); err == nil && len(q) > 0 {
+		o.spawn(func(ctx context.Context) { o.stopAtLimit(ctx, id, why) })
+	}
+	return true
+}
+
+// stopAtLimit puts a Session at a Turn limit to sleep, and once it is, says
+// why in its history and its thread. A second stop finds it asleep, and
+// says nothing more.
+func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
+	err := o.Sleep(ctx, id, why)
+	if err != nil && !errors.Is(err, errLimited) {
+		if !errors.Is(err, errdefs.ErrConflict) {
+			o.log.Warn("a session at its limit did not go to sleep", "session", id, "err", err)
+		}
+		return
+	}
+	text := "Limit reached: " + why + ", so it sleeps and starts no more Turns. " + limitWayOn
+	o.note(ctx, id, protocol.EventLimit, text)
+	if o.opts.Limited != nil {
+		o.opts.Limited(id, text)
+	}
+}
+
+// turnBegan counts a Turn that started, and arms the cut at the Turn time
+// limit of a triggered Session.
+func (o *Owner) turnBegan(id string) {
+	at := time.Now()
+	o.mu.Lock()
+	if r := o.runs[id]; r != nil && r.busy { // not if it ended already
+		r.turnAt = at
+	}
+	o.mu.Unlock()
+	if _, err := o.store.CountTurn(o.ctx, id); err != nil {
+		o.log.Error("count a turn", "session", id, "err", err)
+		return
+	}
+	s, err := o.store.SessionByID(o.ctx, id)
+	if err != nil || !s.Triggered {
+		return
+	}
+	l, err := o.store.RepoLimits(o.ctx, s.RepoID)
+	if err != nil || l.MaxTurnHours <= 0 {
+		return
+	}
+	t := o.after(max(l.TurnTime()-s.TurnTime, 0), func(ctx context.Context) {
+		o.mu.Lock()
+		r := o.runs[id]
+		same := r != nil && r.busy && r.turnAt.Equal(at)
+		o.mu.Unlock()
+		if same {
+			o.stopAtLimit(ctx, id, fmt.Sprintf("its Turns ran its Repo's limit of %s hours for a Session started from GitHub",
+				strconv.FormatFloat(l.MaxTurnHours, 'f', -1, 64)))
+		}
+	})
+	o.mu.Lock()
+	r := o.runs[id]
+	if r != nil && r.turnAt.Equal(at) && r.busy {
+		r.cut = t
+		t = nil
+	}
+	o.mu.Unlock()
+	o.stopTimer(t) // the Turn ended meanwhile
+}
+
+// turnDone takes a run's Turn as ended: its time, and the cut no longer
+// armed. Call with o.mu held; then addTurnTime with its answer.
+func (r *run) turnDone() (time.Duration, *time.Timer) {
+	var d time.Duration
+	if !r.turnAt.IsZero() {
+		d = time.Since(r.turnAt)
+	}
+	t := r.cut
+	r.turnAt, r.cut = time.Time{}, nil
+	return d, t
+}
+
+// addTurnTime records a Turn's time and stops its cut.
+func (o *Owner) addTurnTime(ctx context.Context, id string, d time.Duration, cut *time.Timer) {
+	o.stopTimer(cut)
+	if d <= 0 {
+		return
+	}
+	if err := o.store.AddTurnTime(context.WithoutCancel(ctx), id, d); err != nil {
+		o.log.Error("record a turn's time", "session", id, "err", err)
+	}
+}
+
+// admits reports whether a Session of creator's may take an awake place:
+// fewer than MemberMaxAwake of theirs are awake, counting those ahead of it
+// in their line whose Runner is connected (a Session whose Runner is away
+// keeps its place without holding up the others). Call with o.admit held.
+func (o *Owner) admits(ctx context.Context, creatorID, id string) (bool, error) {
+	if o.opts.MemberMaxAwake <= 0 {
+		return true, nil
+	}
+	n, err := o.store.AwakeOf(ctx, creatorID)
+	if err != nil {
+		return false, err
+	}
+	line, err := o.store.Line(ctx, creatorID)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range line {
+		if w.SessionID == id {
+			break
+		}
+		if o.opts.Runners.Runner(w.RunnerID) != nil {
+			n++
+		}
+	}
+	return n < o.opts.MemberMaxAwake, nil
+}
+
+// waitInLine puts an asleep or failed Session in its Creator's line, and
+// the first time, says so with its place. Call with its lock and o.admit
+// held: a Session of the Creator's that stops being awake after finds it
+// in line.
+func (o *Owner) waitInLine(ctx context.Context, s *store.Session) error {
+	was := s.Place
+	if err := o.store.SetWaiting(ctx, s.ID); err != nil {
+		return err
+	}
+	cur, err := o.store.SessionByID(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	*s = cur
+	if was == 0 {
+		o.saidInLine(ctx, *s)
+	}
+	return nil
+}
+
+// saidInLine tells the history, and the Session's watchers, its place in
+// line.
+func (o *Owner) saidInLine(ctx context.Context, s store.Session) {
+	o.note(ctx, s.ID, protocol.EventLimit, fmt.Sprintf(
+		"Waiting in line, place %d: %d of its Creator's Sessions are awake, the Hub's limit (HUB_MEMBER_MAX_AWAKE). The first in line wakes when one of them sleeps or ends; putting one to sleep (kndl sleep) makes room.",
+		s.Place, o.opts.MemberMaxAwake))
+	o.changed(s.ID)
+}
+
+// wakeFromLine wakes the first of creator's Sessions in line, and the next
+// while there is room. One whose Runner is away keeps its place: it wakes
+// when its Runner is back.
+func (o *Owner) wakeFromLine(ctx context.Context, creatorID string) {
+	line, err := o.store.Line(ctx, creatorID)
+	if err != nil {
+		o.log.Error("read a member's line", "member", creatorID, "err", err)
+		return
+	}
+	for _, w := range line {
+		defer o.changed(w.SessionID) // places moved up
+	}
+	for _, w := range line {
+		if o.opts.Runners.Runner(w.RunnerID) == nil {
+			continue
+		}
+		err := o.wake(ctx, w.SessionID, "its place in line came: one of its Creator's awake Sessions slept or ended",
+			func(s *store.Session) bool { return s.Place > 0 })
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrConflict) {
+				o.log.Warn("wake a session from its line", "session", w.SessionID, "err", err)
+			}
+			continue
+		}
+		if s, err := o.store.SessionByID(ctx, w.SessionID); err != nil || s.Place > 0 {
+			return // no more room
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// placeCol is a Session's place in its Creator's line (sessionCols): how
+// many of the Creator's Sessions took a place no later than it; 0 while it
+// is in none.
+const placeCol = `CASE WHEN s.line_seq IS NULL THEN 0 ELSE (SELECT count(*) FROM sessions w WHERE w.creator_id = s.creator_id
+	AND w.line_seq <= s.line_seq) END`
+
+// nextInLine is the number a Session joining a line takes.
+const nextInLine = `(SELECT coalesce(max(line_seq), 0) + 1 FROM sessions)`
+
+// RepoLimits are the limits a Repo's triggered Sessions run under; 0 is
+// none.
+type RepoLimits struct {
+	MaxTurns     int
+	MaxTurnHours float64
+}
+
+// TurnTime is MaxTurnHours as a duration.
+func (l RepoLimits) TurnTime() time.Duration {
+	return time.Duration(l.MaxTurnHours * float64(time.Hour))
+}
+
+// RepoLimits returns the Repo's limits, or ErrNotFound.
+func (s *Store) RepoLimits(ctx context.Context, repoID string) (RepoLimits, error) {
+	var l RepoLimits
+	var turnMS int64
+	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms FROM repos WHERE id = ?`, repoID).Scan(&l.MaxTurns, &turnMS)
+	l.MaxTurnHours = float64(turnMS) / float64(time.Hour/time.Millisecond)
+	return l, notFound(err, "repo "+repoID)
+}
+
+// SetRepoLimits sets the Repo's limits; its hours are kept to the
+// millisecond.
+func (s *Store) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ? WHERE id = ?`,
+		l.MaxTurns, l.TurnTime().Milliseconds(), repoID)
+	return err
+}
+
+// CountTurn counts a Turn the Session started and returns its Turns.
+func (s *Store) CountTurn(ctx context.Context, id string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `UPDATE sessions SET turns = turns + 1 WHERE id = ? RETURNING turns`, id).Scan(&n)
+	return n, notFound(err, "session "+id)
+}
+
+// AddTurnTime adds a Turn's time to the Session's.
+func (s *Store) AddTurnTime(ctx context.Context, id string, d time.Duration) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET turn_ms = turn_ms + ? WHERE id = ?`, d.Milliseconds(), id)
+	return err
+}
+
+// AwakeOf counts the creator's awake Sessions (starting, active or
+// frozen).
+func (s *Store) AwakeOf(ctx context.Context, creatorID string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE creator_id = ? AND state IN (?, ?, ?)`,
+		creatorID, Starting, Active, Frozen).Scan(&n)
+	return n, err
+}
+
+// SetWaiting puts an asleep or failed Session at the end of its Creator's
+// line for an awake place, keeping the place of one in it already.
+// MoveSession takes it out as it wakes or is archived.
+func (s *Store) SetWaiting(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = coalesce(line_seq, `+nextInLine+`), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
+		ms(s.now()), id, Asleep, Failed)
+	return err
+}
+
+// Waiting is a Session in its Creator's line, and the Runner it wakes on.
+type Waiting struct{ SessionID, RunnerID string }
+
+// Line lists the creator's Sessions waiting for an awake place, first
+// first.
+func (s *Store) Line(ctx context.Context, creatorID string) ([]Waiting, error) {
+	return queryAll(ctx, s.db, func(row scanner) (Waiting, error) {
+		var w Waiting
+		return w, row.Scan(&w.SessionID, &w.RunnerID)
+	}, `SELECT id, runner_id FROM sessions WHERE line_seq IS NOT NULL AND creator_id = ? ORDER BY line_seq`, creatorID)
+}
+
+// LeaveLine takes a Session out of its Creator's line.
+func (s *Store) LeaveLine(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
+	return err
+}
+
+// SessionThread returns the thread a Session was started from, or
+// ErrNotFound for one a person started: where a limit it reached is told.
+func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
+	var t Thread
+	err := s.db.QueryRowContext(ctx, `SELECT session_id, repo, issue, reply_id FROM session_threads WHERE session_id = ?`, sessionID).
+		Scan(&t.SessionID, &t.Repo, &t.Issue, &t.ReplyID)
+	return t, notFound(err, "thread of session "+sessionID)
+}
