@@ -627,3 +627,27 @@ type RepoLimitsChange struct {
 // started from, as the Changes tab and kndl diff show it: computed by its
 // Runner, masked as its Events are (GET /api/sessions/{id}/changes).
 type Changes = protocol.Changes
+
+// Notification webhooks (internal/hub/notify).
+
+// NotifyWebhook is one of a Member's notification webhooks; its secret is
+// shown only in NotifyWebhookCreated.
+type NotifyWebhook struct {
+	ID     string `json:"id"`
+	URL    string `json:"url"`
+	Format string `json:"format"` // json or slack
+	// FailingSince is the first failure since the last delivery, and
+	// LastError the latest's; StoppedAt is when the Hub stopped posting
+	// to it after a day of failures (editing it starts it again).
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	LastError    string    `json:"last_error,omitempty"`
+	StoppedAt    time.Time `json:"stopped_at,omitzero"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// NotifyWebhookCreated is a webhook just added, with the secret that signs
+// its posts (X-Kndl-Signature-256), shown this once.
+type NotifyWebhookCreated struct {
+	NotifyWebhook
+	Secret string `json:"secret"`
+}

@@ -130,3 +130,11 @@ type AutoFixChange struct {
 // MaxAutoFixes bounds a Repo's auto-fix Max: each is a Turn of a Session
 // no person asked for.
 const MaxAutoFixes = 20
+
+// NotifyWebhookRequest is the body of POST /api/account/webhooks and PUT
+// /api/account/webhooks/{id}: where to post, and in which format (json or
+// slack).
+type NotifyWebhookRequest struct {
+	URL    string `json:"url"`
+	Format string `json:"format"`
+}

@@ -70,3 +70,27 @@ func (c *Client) Audit(ctx context.Context, before int64, limit int) ([]api.Audi
 func (c *Client) VerifyAudit(ctx context.Context) (api.AuditChain, error) {
 	return call[api.AuditChain](ctx, c, http.MethodGet, "/api/audit/verify", nil)
 }
+
+// Notification webhooks.
+
+// Webhooks lists the caller's notification webhooks.
+func (c *Client) Webhooks(ctx context.Context) ([]api.NotifyWebhook, error) {
+	return call[[]api.NotifyWebhook](ctx, c, http.MethodGet, "/api/account/webhooks", nil)
+}
+
+// AddWebhook adds a notification webhook; the answer's secret is shown
+// only this once.
+func (c *Client) AddWebhook(ctx context.Context, req api.NotifyWebhookRequest) (api.NotifyWebhookCreated, error) {
+	return call[api.NotifyWebhookCreated](ctx, c, http.MethodPost, "/api/account/webhooks", req)
+}
+
+// EditWebhook points a notification webhook elsewhere or changes its
+// format; a webhook the Hub stopped posts again.
+func (c *Client) EditWebhook(ctx context.Context, id string, req api.NotifyWebhookRequest) (api.NotifyWebhook, error) {
+	return call[api.NotifyWebhook](ctx, c, http.MethodPut, "/api/account/webhooks/"+url.PathEscape(id), req)
+}
+
+// RemoveWebhook removes a notification webhook.
+func (c *Client) RemoveWebhook(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/api/account/webhooks/"+url.PathEscape(id), nil, nil)
+}

@@ -59,6 +59,10 @@ const (
 	auditInstallationOff      = "installation.turned_off"
 	auditInstallationOn       = "installation.turned_on"
 	auditEnvironmentApply     = "environment.applied"
+	// A notification webhook, named by its host alone: a Slack webhook's
+	// path is its credential.
+	auditWebhookAdded  = "notify_webhook.added"
+	auditWebhookEdited = "notify_webhook.edited"
 	// A log chained without a key, by a Hub before the chain had one,
 	// chained again with the key.
 	auditChainKeyed = "audit_log.keyed"

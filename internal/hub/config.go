@@ -108,6 +108,10 @@ type Config struct {
 	// about one pushed branch (pulls.Options.Gap).
 	// HUB_PULLS_CHECK_GAP, a Go duration, default 1m.
 	PullsCheckGap time.Duration
+	// NotifyRetry is the wait before a failed notification's first retry,
+	// doubled at each after, up to an hour (notify.Options.Retry).
+	// HUB_NOTIFY_RETRY, a Go duration, default 30s.
+	NotifyRetry time.Duration
 	// SessionEventsMax bounds the bytes of Events one Session's Runner
 	// makes the Hub store, in all, and a thirty-second of it in any minute;
 	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
@@ -204,6 +208,7 @@ func FromEnv(getenv func(string) string, home string) Config {
 	dur("HUB_SANDBOX_TOKEN_GRACE", func(d time.Duration) { c.SandboxTokenGrace = d })
 	dur("HUB_PULLS_CHECK_GAP", func(d time.Duration) { c.PullsCheckGap = d })
 	dur("HUB_GATEWAY_TIMEOUT", func(d time.Duration) { c.GatewayTimeout = d })
+	dur("HUB_NOTIFY_RETRY", func(d time.Duration) { c.NotifyRetry = d })
 	c.Outbound.Setting = "HUB_OUTBOUND_ALLOW"
 	if allow, err := outbound.ParseAllow(getenv("HUB_OUTBOUND_ALLOW")); err != nil {
 		errs = append(errs, fmt.Errorf("HUB_OUTBOUND_ALLOW: %w", err))

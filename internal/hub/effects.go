@@ -1,18 +1,31 @@
 package hub
 
-import "kndl.dev/kndl/internal/hub/session"
+import (
+	"context"
+	"fmt"
+
+	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
 
 // effects is what the Hub does when the Session Owner says what happened
 // to a Session: each room ends its own part, here and nowhere else.
 type effects struct{ h *Hub }
 
-// Stopped: a Session no longer runs. Its redaction set goes, to be made
-// afresh at its next start without the values replaced meanwhile, with the
-// masks the store kept for it; its Sandbox token, of no more use, is
-// revoked at GitHub.
+// Stopped: a Session no longer runs. Its Creator's webhooks are told if it
+// failed for good (not a start the Hub retries). Its redaction set goes, to
+// be made afresh at its next start without the values replaced meanwhile,
+// with the masks the store kept for it; its Sandbox token, of no more use,
+// is revoked at GitHub.
 func (e effects) Stopped(sessionID string) {
 	h := e.h
 	ctx := h.life.Context()
+	if s, err := h.store.SessionByID(ctx, sessionID); err == nil && s.State == session.Failed && !s.Transient {
+		h.notify.Session(ctx, s, notify.SessionFailed, s.StateDetail)
+	}
 	if err := h.masks.Drop(ctx, sessionID); err != nil {
 		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
 	}
@@ -27,6 +40,38 @@ func (e effects) LeftActive(sessionID string) {
 	delete(h.web.ports, sessionID)
 	h.web.mu.Unlock()
 	viewAPI{h}.portsChanged(sessionID)
+}
+
+// Recorded: a Session's Events were stored, redacted. Its Creator's
+// webhooks are told of a question waiting and of a Turn's end.
+func (e effects) Recorded(sessionID string, evs []protocol.Event) {
+	kinds, texts := notify.FromEvents(evs)
+	if len(kinds) == 0 {
+		return
+	}
+	e.tell(e.h.life.Context(), sessionID, func(s store.Session) {
+		for i, kind := range kinds {
+			e.h.notify.Session(e.h.life.Context(), s, kind, texts[i])
+		}
+	})
+}
+
+// pullOpened: the pull request tracker found a new pull request from a
+// Session's branch.
+func (e effects) pullOpened(ctx context.Context, sessionID string, p github.Pull) {
+	e.tell(ctx, sessionID, func(s store.Session) {
+		e.h.notify.Session(ctx, s, notify.PullOpened, fmt.Sprintf("#%d %s %s", p.Number, p.Title, p.URL))
+	})
+}
+
+// tell calls f with the Session as stored, logging a failure to read it.
+func (e effects) tell(ctx context.Context, sessionID string, f func(store.Session)) {
+	s, err := e.h.store.SessionByID(ctx, sessionID)
+	if err != nil {
+		e.h.log.Error("read a session to notify of it", "session", sessionID, "err", err)
+		return
+	}
+	f(s)
 }
 
 var _ session.Effects = effects{}

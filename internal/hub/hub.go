@@ -20,6 +20,7 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/forward"
 	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
@@ -47,6 +48,7 @@ type Hub struct {
 	envs     *environment.Service // each Repo's Environment, its versions and Test builds
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
 	triggers *triggers.Receiver   // the App's webhook: Sessions started from GitHub
+	notify   *notify.Notifier     // each Member's notification webhooks: effects.go
 	masks    *masks.Sets          // each running Session's redaction set
 	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
@@ -123,6 +125,9 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
+	// Before the Sessions, whose Events it is told of.
+	h.notify = notify.New(notify.Options{Store: st, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
+		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
 		MCPServers: mcpAPI{h}.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
@@ -133,7 +138,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := (signinAPI{h}).initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull, Logger: cfg.Logger}
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull,
+		Opened: effects{h}.pullOpened, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}
@@ -158,7 +164,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 
 // Close stops the Hub's background work and waits for it: the webhook's
 // work under way, the pull request tracker, the Test builds under way, the Sessions' timers, the
-// token revokes, and last the Hub's own goroutines (the credential checks
+// token revokes, the notifications' worker, and last the Hub's own goroutines (the credential checks
 // among them), whose lifetime the others' last callbacks still use. It
 // closes as much as New made when a step of New failed.
 func (h *Hub) Close() {
@@ -176,6 +182,9 @@ func (h *Hub) Close() {
 	}
 	if h.tokens != nil {
 		h.tokens.Close()
+	}
+	if h.notify != nil {
+		h.notify.Close() // after sessions and pulls, which queue for it
 	}
 	h.life.Close()
 }

@@ -222,10 +222,22 @@ func (h pagesAPI) runnersPage(w http.ResponseWriter, r *http.Request, p Principa
 
 func (h pagesAPI) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	_, at, err := h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
-	h.appPage(w, p, web.Account, struct {
+	ws, werr := h.store.NotifyWebhooks(r.Context(), p.User.ID)
+	if werr != nil {
+		h.writeError(w, r, werr)
+		return
+	}
+	type webhook struct{ ID, URL, Format, FailingSince, LastError, Stopped, Created string }
+	data := struct {
 		TokenSet   bool
 		TokenSetAt string
-	}{err == nil, when(at)})
+		Webhooks   []webhook
+	}{TokenSet: err == nil, TokenSetAt: when(at)}
+	for _, x := range ws {
+		data.Webhooks = append(data.Webhooks, webhook{ID: x.ID, URL: x.URL, Format: x.Format, FailingSince: when(x.FailingSince),
+			LastError: x.LastError, Stopped: when(x.StoppedAt), Created: when(x.CreatedAt)})
+	}
+	h.appPage(w, p, web.Account, data)
 }
 
 func (h pagesAPI) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {

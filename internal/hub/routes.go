@@ -60,6 +60,7 @@ func (h *Hub) routes() []route {
 		audit   = auditAPI{h}
 		ops     = opsAPI{h}
 		pages   = pagesAPI{h}
+		notes   = notifyAPI{h}
 		gh      = triggersAPI{h}
 		changes = changesAPI{h}
 		usage   = usageAPI{h}
@@ -105,6 +106,12 @@ func (h *Hub) routes() []route {
 		{"GET /api/account", person, members.showAccount},
 		{"PUT /api/account/claude-token", person, h.recent(members.setClaudeToken)},
 		{"DELETE /api/account/claude-token", person, members.deleteClaudeToken},
+		// A Member's notification webhooks: adding or pointing one
+		// elsewhere sends their Sessions' words out, a privileged act.
+		{"GET /api/account/webhooks", person, notes.listWebhooks},
+		{"POST /api/account/webhooks", person, h.recent(notes.addWebhook)},
+		{"PUT /api/account/webhooks/{id}", person, h.recent(notes.editWebhook)},
+		{"DELETE /api/account/webhooks/{id}", person, notes.removeWebhook},
 		{"POST /api/sessions", person, sess.createSession},
 		{"GET /api/sessions", person, sess.listSessions},
 		{"GET /api/sessions/live", person, sess.liveSessions},

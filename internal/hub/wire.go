@@ -161,3 +161,8 @@ func apiAll[R, A any](rows []R, f func(R) A) []A {
 func apiAutoFix(a store.AutoFix) api.AutoFix {
 	return api.AutoFix{CI: a.CI, Reviews: a.Reviews, Max: a.Max}
 }
+
+func apiNotifyWebhook(w store.NotifyWebhook) api.NotifyWebhook {
+	return api.NotifyWebhook{ID: w.ID, URL: w.URL, Format: w.Format, FailingSince: w.FailingSince, LastError: w.LastError,
+		StoppedAt: w.StoppedAt, CreatedAt: w.CreatedAt}
+}

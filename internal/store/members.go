@@ -224,9 +224,9 @@ func (s *Store) Members(ctx context.Context) ([]User, error) {
 }
 
 // RemoveMember removes a live user and, in the same transaction, ends every
-// sign-in and CLI token of theirs and revokes the Runners they paired,
-// which it returns: the caller closes their connections and fails their
-// Sessions. Returns ErrNotFound for no such Member.
+// sign-in and CLI token of theirs, drops their notification webhooks, and
+// revokes the Runners they paired, which it returns: the caller closes
+// their connections and fails their Sessions. Returns ErrNotFound for no such Member.
 func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, error) {
 	var u User
 	var runners []Runner
@@ -250,8 +250,12 @@ func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, er
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM signins WHERE user_id = ?`, id)
-		return err
+		for _, q := range []string{`DELETE FROM signins WHERE user_id = ?`, `DELETE FROM notify_webhooks WHERE user_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return u, runners, err
 }

@@ -212,6 +212,16 @@ var roleTable = map[string]roleRoute{
 		return send("PUT", "/api/account/claude-token", fmt.Sprintf(`{"token":%q}`, fmt.Sprintf(tokenOf, "again")))(f, c)
 	}},
 	"DELETE /api/account/claude-token": {want: everyone, own: true, req: send("DELETE", "/api/account/claude-token", "")},
+	// One's own notification webhooks; another's answer as missing
+	// (TestAMembersWebhookIsTheirsAlone).
+	"GET /api/account/webhooks":  {want: everyone, req: get("/api/account/webhooks")},
+	"POST /api/account/webhooks": {want: everyone, req: send("POST", "/api/account/webhooks", `{"url":"https://203.0.113.7/hook","format":"json"}`)},
+	"PUT /api/account/webhooks/{id}": {want: everyone, req: func(f *roleFixture, c string) req {
+		return send("PUT", "/api/account/webhooks/"+f.freshWebhook(c), `{"url":"https://203.0.113.8/hook","format":"slack"}`)(f, c)
+	}},
+	"DELETE /api/account/webhooks/{id}": {want: everyone, req: func(f *roleFixture, c string) req {
+		return send("DELETE", "/api/account/webhooks/"+f.freshWebhook(c), "")(f, c)
+	}},
 
 	// Sessions: everyone with access to the Repo starts and watches them;
 	// the Creator alone drives one.
@@ -539,6 +549,21 @@ func (f *roleFixture) freshInvite() string {
 // freshRunner is a Runner bob paired, of its own.
 func (f *roleFixture) freshRunner() string {
 	return f.pair(f.bob, fmt.Sprintf("spare-%d", f.next())).ID
+}
+
+// freshWebhook is a notification webhook of the caller's own, or an id of
+// none for a caller who is no person.
+func (f *roleFixture) freshWebhook(caller string) string {
+	b, ok := f.people[caller]
+	if !ok {
+		return "none"
+	}
+	w, err := f.store.AddNotifyWebhook(context.Background(), store.NotifyWebhook{ID: fmt.Sprintf("hook-%d", f.next()),
+		UserID: f.userOf(b.login).ID, URL: "https://203.0.113.7/hook", Format: "json", Secret: []byte("sealed")})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return w.ID
 }
 
 // freshCookie is a sign-in of its own for a person.

@@ -34,17 +34,19 @@ func privileged(bobID, boxID string) []req {
 		{method: "POST", path: "/api/runners", body: `{"name":"box-2"}`},
 		{method: "PUT", path: "/api/runners/" + boxID + "/shared", body: `{"shared":true}`},
 		{method: "PUT", path: "/api/account/claude-token", body: `{"token":"sk-ant-oat01-a-setup-token-stored-late-0123456789"}`},
+		{method: "POST", path: "/api/account/webhooks", body: `{"url":"https://203.0.113.7/hook","format":"json"}`},
 	}
 }
 
 // state is what the privileged acts would change: Members, Invites,
-// Runners and the Owner's setup token.
+// Runners, the Owner's setup token and webhooks.
 func (e *env) state() string {
 	e.t.Helper()
 	rs, _ := e.store.Runners(context.Background())
 	_, at, _ := e.store.UserSecret(context.Background(), e.userOf("olivia").ID, "claude-token")
+	ws, _ := e.store.NotifyWebhooks(context.Background(), e.userOf("olivia").ID)
 	b, _ := json.Marshal(rs)
-	return e.snapshot() + string(b) + at.String()
+	return e.snapshot() + string(b) + at.String() + fmt.Sprint(len(ws))
 }
 
 // startLogin starts a kndl login as the CLI does and returns its user

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type Options struct {
 	// Session's branch whose pull requests changed: the Session's title
 	// may take it.
 	Titled func(ctx context.Context, sessionID, title string)
+	// Opened, if set, is told of each pull request a check finds on a
+	// Session's branch that the one before did not.
+	Opened func(ctx context.Context, sessionID string, p github.Pull)
 	// Every is how often every branch not archived is checked again;
 	// default 5 minutes.
 	Every time.Duration
@@ -263,6 +267,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 			return
 		}
 		if string(j) != string(b.Pulls) {
+			t.opened(ctx, b, ps)
 			if len(ps) > 0 && t.opts.Titled != nil {
 				t.opts.Titled(ctx, b.SessionID, ps[0].Title) // newest first
 			}
@@ -273,7 +278,8 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 
 // Opened keeps a pull request the Hub just opened from a Session's branch,
 // newest first among the branch's, and tells the Session's watchers, so
-// the view shows it without waiting for the next question to GitHub.
+// the view shows it without waiting for the next question to GitHub, and
+// opts.Opened, since that check will find it kept already.
 func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github.Pull) error {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
@@ -292,9 +298,27 @@ func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github
 		if t.opts.Titled != nil {
 			t.opts.Titled(ctx, sessionID, p.Title)
 		}
+		if t.opts.Opened != nil {
+			t.opts.Opened(ctx, sessionID, p)
+		}
 		t.opts.Changed(sessionID)
 	}
 	return nil
+}
+
+// opened tells opts.Opened of the pull requests in ps that b's last check did
+// not find.
+func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []github.Pull) {
+	if t.opts.Opened == nil {
+		return
+	}
+	var before []github.Pull
+	json.Unmarshal(b.Pulls, &before) // none yet: every one is new
+	for _, p := range ps {
+		if !slices.ContainsFunc(before, func(q github.Pull) bool { return q.Number == p.Number }) {
+			t.opts.Opened(ctx, b.SessionID, p)
+		}
+	}
 }
 
 // Branches is what a Session pushed, as the API shows it.

@@ -44,8 +44,8 @@ func TestPushedBranchesReadsGitPushOutput(t *testing.T) {
 
 // TestATrackedPushShowsItsPullRequests: a push in a Session's tool output
 // records its branch at once, with a link, and its pull requests once
-// GitHub is asked, each change told to the Session's watchers; failed
-// tool output records nothing.
+// GitHub is asked, each change told to the Session's watchers and the new
+// pull request told as opened, once; failed tool output records nothing.
 func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	testenv.RequireCommand(t, "git")
 	ctx := context.Background()
@@ -79,6 +79,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	var mu sync.Mutex
 	changed := 0
 	var titles []string
+	var opened []int
 	tr := New(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -90,6 +91,12 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 		defer mu.Unlock()
 		if id == s.ID {
 			titles = append(titles, title)
+		}
+	}, Opened: func(_ context.Context, id string, p github.Pull) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id == s.ID {
+			opened = append(opened, p.Number)
 		}
 	}})
 	defer tr.Close()
@@ -114,10 +121,18 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 		defer mu.Unlock()
 		return changed == 2
 	})
+	// One the Hub opens from the view is told as opened too: the next
+	// check finds it kept already, so it would not be.
+	if err := tr.Opened(ctx, s.ID, "kndl/test", github.Pull{Number: 2, Title: "From the view", State: "open"}); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(titles, []string{"Add the thing"}) {
-		t.Errorf("titles offered: %q, want the pull request's, once", titles)
+	if !slices.Equal(titles, []string{"Add the thing", "From the view"}) {
+		t.Errorf("titles offered: %q, want each pull request's, once", titles)
+	}
+	if !slices.Equal(opened, []int{1, 2}) {
+		t.Errorf("pull requests told as opened: %v, want #1 and #2, once each", opened)
 	}
 }
 

@@ -41,13 +41,18 @@ type Effects interface {
 	Stopped(sessionID string)
 	// LeftActive: the Session left Active, for Frozen too.
 	LeftActive(sessionID string)
+	// Recorded: the Session's Events, redacted, were stored and sent to
+	// its watchers. Called with no Owner lock but the Session's order
+	// held, so in the order they were numbered.
+	Recorded(sessionID string, evs []protocol.Event)
 }
 
 // noEffects is the Effects of an Owner given none.
 type noEffects struct{}
 
-func (noEffects) Stopped(string)    {}
-func (noEffects) LeftActive(string) {}
+func (noEffects) Stopped(string)                    {}
+func (noEffects) LeftActive(string)                 {}
+func (noEffects) Recorded(string, []protocol.Event) {}
 
 // Sealer seals what the store keeps of a person's words, under
 // HUB_SECRETS_KEY, bound to ad (seal.Box is one).
@@ -89,8 +94,8 @@ type Options struct {
 	// Hub store, in all, and a thirty-second of it per minute.
 	// HUB_SESSION_EVENTS_MAX, default 1 GiB.
 	EventsMax int64
-	// Effects is told when a Session stops running or leaves Active.
-	// Nil: nobody is told.
+	// Effects is told when a Session stops running or leaves Active, and
+	// of the Events it records. Nil: nobody is told.
 	Effects Effects
 	// MCPServers records, as a run of a Session starts, the Installations
 	// it runs with, and returns them for the Runner (the Gateway's

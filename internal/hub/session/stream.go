@@ -118,7 +118,6 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 		us[i] = Update{ID: id, Event: &rows[i]}
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	var was, now string
 	if r := o.runs[id]; r != nil { // none once it sleeps: its notes move nothing
 		was = r.activity()
@@ -130,6 +129,8 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 		o.publish(id, Update{ID: id, Changed: true})
 		o.publish(All, Update{ID: id, Changed: true})
 	}
+	o.mu.Unlock()
+	o.opts.Effects.Recorded(id, evs)
 	return ended, nil
 }
 

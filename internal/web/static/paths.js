@@ -35,6 +35,8 @@ export const attachment = (id, attachmentID) => `${attachments(id)}/${seg(attach
 export const models = "/api/models";
 
 export const claudeToken = "/api/account/claude-token";
+export const webhooks = "/api/account/webhooks";
+export const webhook = (id) => `${webhooks}/${seg(id)}`;
 
 export const runners = "/api/runners";
 export const runner = (id) => `${runners}/${seg(id)}`;

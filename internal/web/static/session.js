@@ -293,7 +293,8 @@ function addQuestion(ev) {
     if (picks.some((p) => p === null)) return;
     try {
       await api("POST", paths.answer(id), { question_id: ev.tool_id, answers: picks });
-      status.textContent = "Sending…";
+      // The answer's Event may have come first, over the WebSocket.
+      if (!li.classList.contains("answered")) status.textContent = "Sending…";
     } catch (err) {
       showError(status, err);
     }
