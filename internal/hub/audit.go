@@ -73,7 +73,7 @@ func AuditKey(secretsKey []byte) []byte { return seal.DeriveKey(secretsKey, "aud
 
 // audit records that p, making request r, did action to target. A failure
 // to record is logged; the act stands.
-func (h *Hub) audit(r *http.Request, p Principal, action, target, detail string) {
+func (h core) audit(r *http.Request, p Principal, action, target, detail string) {
 	via := "github" // a sign-in: someone let in, or refused
 	switch p.Kind {
 	case auth.Cookie:

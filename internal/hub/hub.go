@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -34,13 +33,9 @@ import (
 
 // Hub serves the API, the web UI and Runners.
 type Hub struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *store.Store
+	core
 	secrets  *seal.Box
-	auditKey []byte // chains the audit log: AuditKey
 	handler  http.Handler
-	guard    *guard               // sign-in, Repo access and who is connected: guard.go
 	web      *webState            // the web UI's live state: web.go
 	forward  *forward.Proxy       // the forward origins of Sessions' ports
 	sessions *session.Owner       // every Session's state, queue and live stream
@@ -89,7 +84,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
+	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, auditKey: AuditKey(key)}, secrets: box,
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		web: newWebState()}
 	defer func() {
@@ -115,7 +110,9 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canAccess(ctx, u, repoURL, false)
 		},
-		Push:        h.canPush,
+		Push: func(ctx context.Context, u store.User, repoURL string) bool {
+			return h.canPush(ctx, u, repoURL) // a method value would copy the core before the guard is set
+		},
 		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: mcpAPI{h}.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
