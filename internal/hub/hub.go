@@ -96,7 +96,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
-	h.metrics, h.healthz = opsAPI{h}.newMetrics(), opsAPI{h}.newHealth()
+	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
 	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)

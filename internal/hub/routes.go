@@ -58,7 +58,7 @@ func (h *Hub) routes() []route {
 		signins = signinAPI{h}
 		mcp     = mcpAPI{h}
 		audit   = auditAPI{h}
-		ops     = opsAPI{h}
+		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
 		notes   = notifyAPI{h}
 		gh      = triggersAPI{h}
