@@ -184,8 +184,8 @@ func (h *Hub) routes() []route {
 		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
 
 		// A Repo's limits for the Sessions started from GitHub.
-		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},
-		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h}.changeLimits},
+		{"GET /api/repos/{repo}/limits", person, limitsAPI{h.core}.showLimits},
+		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h.core}.changeLimits},
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
 		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
