@@ -13,7 +13,7 @@ import (
 )
 
 // auditAPI serves the audit log: its list, its check and its page. It shares the Hub's state and helpers.
-type auditAPI struct{ *Hub }
+type auditAPI struct{ core }
 
 // Entries of the audit log one answer or page shows: by default, and at
 // most.

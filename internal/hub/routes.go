@@ -57,13 +57,14 @@ func (h *Hub) routes() []route {
 		members = membersAPI{h}
 		signins = signinAPI{h}
 		mcp     = mcpAPI{h}
-		audit   = auditAPI{h}
+		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
 		notes   = notifyAPI{h}
 		gh      = triggersAPI{h}
 		changes = changesAPI{h}
-		usage   = usageAPI{h}
+		usage   = usageAPI{h.core}
+		limits  = limitsAPI{h.core}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -184,8 +185,8 @@ func (h *Hub) routes() []route {
 		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
 
 		// A Repo's limits for the Sessions started from GitHub.
-		{"GET /api/repos/{repo}/limits", person, limitsAPI{h.core}.showLimits},
-		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h.core}.changeLimits},
+		{"GET /api/repos/{repo}/limits", person, limits.showLimits},
+		{"PATCH /api/repos/{repo}/limits", person, limits.changeLimits},
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
 		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
