@@ -60,9 +60,9 @@ func (h *Hub) routes() []route {
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
-		notes   = notifyAPI{h}
+		notes   = notifyAPI{core: h.core, notify: h.notify}
 		gh      = triggersAPI{h}
-		changes = changesAPI{h}
+		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
 		usage   = usageAPI{h.core}
 		limits  = limitsAPI{h.core}
 	)
