@@ -54,7 +54,7 @@ func (h *Hub) routes() []route {
 		atts    = attachmentsAPI{h}
 		envs    = environmentsAPI{h}
 		vars    = variablesAPI{h}
-		members = membersAPI{h}
+		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
 		signins = signinAPI{h}
 		mcp     = mcpAPI{h}
 		audit   = auditAPI{h.core}
