@@ -142,20 +142,22 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	}
 	h.pulls = pulls.New(po)
 	h.forward = viewAPI{h}.newForward()
-	mux, err := h.muxOf(routes(h))
-	if err != nil {
-		return nil, err
-	}
-	h.handler = h.forward.Hosts(mux)
-	// Last: its worker at once acts on the deliveries a Hub before took
-	// and did not, which may start Sessions through all of the above.
+	// Its worker at once acts on the deliveries a Hub before took and did
+	// not, which may start Sessions through all of the above.
 	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
 		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		to.GitHub = h.guard.gh
 	}
 	h.triggers = triggers.New(to)
-	h.life.Go(triggersAPI{h}.followSessions)
+	h.life.Go(h.followSessions)
+	// Last: each handler type takes the parts of the Hub it uses, which
+	// are all made by now.
+	mux, err := h.muxOf(routes(h))
+	if err != nil {
+		return nil, err
+	}
+	h.handler = h.forward.Hosts(mux)
 	return h, nil
 }
 

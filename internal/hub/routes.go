@@ -61,7 +61,7 @@ func (h *Hub) routes() []route {
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
 		notes   = notifyAPI{core: h.core, notify: h.notify}
-		gh      = triggersAPI{h}
+		gh      = triggersAPI{core: h.core, triggers: h.triggers}
 		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
 		usage   = usageAPI{h.core}
 		limits  = limitsAPI{h.core}
