@@ -113,7 +113,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		Push: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canPush(ctx, u, repoURL) // a method value would copy the core before the guard is set
 		},
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: mcpAPI{h}.maskInstallation, Metrics: h.metrics,
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
-		MCPServers: mcpAPI{h}.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
+		MCPServers: h.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
 		Limited: func(id, text string) { h.triggers.Tell(id, text) }})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)

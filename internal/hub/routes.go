@@ -56,7 +56,7 @@ func (h *Hub) routes() []route {
 		vars    = variablesAPI{h}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
 		signins = signinAPI{h}
-		mcp     = mcpAPI{h}
+		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
