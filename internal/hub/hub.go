@@ -132,7 +132,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
 	}
-	if err := (signinAPI{h}).initGuard(); err != nil {
+	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
 	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull,

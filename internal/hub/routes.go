@@ -55,7 +55,7 @@ func (h *Hub) routes() []route {
 		envs    = environmentsAPI{h}
 		vars    = variablesAPI{h}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
-		signins = signinAPI{h}
+		signins = signinAPI{core: h.core, refusals: &h.refusals}
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
@@ -256,7 +256,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
-		token = signinAPI{h}.signinToken(r)
+		token = h.signinToken(r)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
@@ -284,7 +284,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			}
 		}
 	} else if token != "" {
-		p, err := signinAPI{h}.cookiePrincipal(ctx, r, token)
+		p, err := h.cookiePrincipal(ctx, r, token)
 		if err == nil {
 			p.cred = auth.Hash(token)
 			return p, nil

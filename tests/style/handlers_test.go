@@ -19,7 +19,6 @@ var wholeHubHandlers = map[string]bool{
 	"pagesAPI":        true,
 	"runnersAPI":      true,
 	"sessionsAPI":     true,
-	"signinAPI":       true,
 	"variablesAPI":    true,
 	"viewAPI":         true,
 }
