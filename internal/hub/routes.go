@@ -51,7 +51,7 @@ func (h *Hub) routes() []route {
 		sess    = sessionsAPI{h}
 		view    = viewAPI{h}
 		runs    = runnersAPI{h}
-		atts    = attachmentsAPI{h}
+		atts    = attachmentsAPI{core: h.core, masks: h.masks}
 		envs    = environmentsAPI{h}
 		vars    = variablesAPI{h}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}

@@ -398,7 +398,7 @@ func (h sessionsAPI) queuePrompt(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var atts []store.Attachment
 	if err == nil {
-		atts, err = attachmentsAPI{h.Hub}.promptAttachments(r.Context(), s, req)
+		atts, err = promptAttachments(r.Context(), h.store, s, req)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -14,7 +14,6 @@ import (
 // wholeHubHandlers are the handler types that still hold the whole Hub,
 // each waiting to be given only the parts it uses (issue 23).
 var wholeHubHandlers = map[string]bool{
-	"attachmentsAPI":  true,
 	"environmentsAPI": true,
 	"pagesAPI":        true,
 	"runnersAPI":      true,
