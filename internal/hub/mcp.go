@@ -16,7 +16,7 @@ import (
 )
 
 // mcpAPI serves the Gateway's admin routes and page and its proxy, thin over
-// internal/gateway. It shares the Hub's state and helpers.
+// internal/gateway.
 type mcpAPI struct {
 	core
 	gateway *gateway.Gateway
