@@ -3,6 +3,7 @@ package hub
 import (
 	"log/slog"
 
+	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -17,4 +18,10 @@ type core struct {
 	store    *store.Store
 	auditKey []byte // chains the audit log: AuditKey
 	guard    *guard // sign-in, Repo access and who is connected: guard.go
+}
+
+// vault opens and seals what the store keeps sealed: the Hub's, and the
+// Variables' handlers' too.
+type vault struct {
+	secrets *seal.Box
 }

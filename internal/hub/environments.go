@@ -30,7 +30,7 @@ func (h environmentsAPI) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
 		Store: h.store,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
-			vars, _, err := variablesAPI{h.Hub}.sessionVariables(ctx, store.Session{RepoID: repoID})
+			vars, _, err := h.sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {

@@ -34,7 +34,7 @@ import (
 // Hub serves the API, the web UI and Runners.
 type Hub struct {
 	core
-	secrets  *seal.Box
+	vault
 	handler  http.Handler
 	web      *webState            // the web UI's live state: web.go
 	forward  *forward.Proxy       // the forward origins of Sessions' ports
@@ -84,7 +84,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, auditKey: AuditKey(key)}, secrets: box,
+	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, auditKey: AuditKey(key)}, vault: vault{box},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		web: newWebState()}
 	defer func() {
@@ -102,7 +102,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
 		Handle: runnersAPI{h}.handleRunner, Gone: runnersAPI{h}.runnerLeft})
-	h.masks = masks.NewSets(st, box, variablesAPI{h}.sensitiveValues, cfg.RedactAllShapes)
+	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)

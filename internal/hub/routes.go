@@ -53,7 +53,7 @@ func (h *Hub) routes() []route {
 		runs    = runnersAPI{h}
 		atts    = attachmentsAPI{core: h.core, masks: h.masks}
 		envs    = environmentsAPI{h}
-		vars    = variablesAPI{h}
+		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
 		signins = signinAPI{core: h.core, refusals: &h.refusals}
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}

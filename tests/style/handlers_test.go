@@ -18,7 +18,6 @@ var wholeHubHandlers = map[string]bool{
 	"pagesAPI":        true,
 	"runnersAPI":      true,
 	"sessionsAPI":     true,
-	"variablesAPI":    true,
 	"viewAPI":         true,
 }
 
