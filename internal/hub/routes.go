@@ -52,7 +52,7 @@ func (h *Hub) routes() []route {
 		view    = viewAPI{h}
 		runs    = runnersAPI{h}
 		atts    = attachmentsAPI{core: h.core, masks: h.masks}
-		envs    = environmentsAPI{h}
+		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
 		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
 		signins = signinAPI{core: h.core, refusals: &h.refusals}

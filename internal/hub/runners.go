@@ -36,7 +36,7 @@ func (h runnersAPI) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
 	h.handleSessions(rc, welcomed)
 	h.handleLive(rc, welcomed)
 	h.handleAttachments(rc, welcomed)
-	environmentsAPI{h.Hub}.handleEnvironments(rc, welcomed)
+	h.handleEnvironments(rc, welcomed)
 }
 
 // runnerGone drops what the Hub held for a Runner's connection once it

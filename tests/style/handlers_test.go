@@ -14,11 +14,10 @@ import (
 // wholeHubHandlers are the handler types that still hold the whole Hub,
 // each waiting to be given only the parts it uses (issue 23).
 var wholeHubHandlers = map[string]bool{
-	"environmentsAPI": true,
-	"pagesAPI":        true,
-	"runnersAPI":      true,
-	"sessionsAPI":     true,
-	"viewAPI":         true,
+	"pagesAPI":    true,
+	"runnersAPI":  true,
+	"sessionsAPI": true,
+	"viewAPI":     true,
 }
 
 // TestNoHandlerTypeInTheHubHoldsTheWholeHub: a type whose methods the
