@@ -68,6 +68,24 @@ func filled(t *testing.T) (*Store, Session) {
 	_, _, err = s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix"}, time.UnixMilli(1700000000000), 1)
 	must(err)
 	must(s.MoveSession(ctx, x.ID, x.State, Asleep, "idle", false))
+	must(s.SetWaiting(ctx, x.ID))
+	_, err = s.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`),
+		Reply: &Reply{Message: "msg_1", Usage: Usage{Model: "sonnet", Input: 3, Output: 5, CacheRead: 7, CacheWrite: 11}}}})
+	must(err)
+	must(s.AddThread(ctx, Thread{SessionID: x.ID, Repo: "o/r", Issue: 4, ReplyID: 9}))
+	must(s.SetThreadNote(ctx, x.ID, "a check sent back"))
+	for _, d := range []struct {
+		id   string
+		work []byte
+	}{{"d-1", []byte{0, '{', 0xff}}, {"d-2", nil}, {"d-3", []byte(`{}`)}} {
+		_, err := s.TakeDelivery(ctx, d.id, "issues", d.work)
+		must(err)
+	}
+	_, err = s.CountFix(ctx, "o/r", 7)
+	must(err)
+	w, err := s.AddNotifyWebhook(ctx, NotifyWebhook{ID: "wh", UserID: u.ID, URL: "https://hooks.example/", Format: "json", Secret: []byte{5, 0, 5}})
+	must(err)
+	must(s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "question", Body: []byte(`{"q":1}`)}}))
 	return s, x
 }
 
@@ -126,7 +144,8 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 			t.Errorf("table %s: PostgreSQL holds %v, want %v (%d counted)", c.Table, got, want, c.Rows)
 		}
 	}
-	for _, table := range []string{"users", "sessions", "events", "prompts", "attachment_chunks", "variables", "user_secrets", "audit_log", "installation_values", "installation_log"} {
+	for _, table := range []string{"users", "sessions", "events", "prompts", "attachment_chunks", "variables", "user_secrets", "audit_log", "installation_values", "installation_log",
+		"session_usage", "webhook_deliveries", "session_threads", "pull_fixes", "notify_webhooks", "notify_outbox"} {
 		if slicesIndex(counts, table) < 0 {
 			t.Errorf("the filled store left %s empty: fill it, so its copy is checked", table)
 		}
@@ -141,6 +160,19 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 	got, err := to.SessionByID(ctx, x.ID)
 	if want, _ := from.SessionByID(ctx, x.ID); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("the Session in PostgreSQL: %+v, %v; want %+v", got, err, want)
+	}
+	if got.Place != 1 {
+		t.Fatalf("the Session's place in line in PostgreSQL: %d, want 1", got.Place)
+	}
+	fromNext, _, _ := from.NextDelivery(ctx)
+	if d, ok, err := to.NextDelivery(ctx); err != nil || !ok || !reflect.DeepEqual(d, fromNext) {
+		t.Fatalf("the next delivery's work in PostgreSQL: %+v, %v, %v; want %+v", d, ok, err, fromNext)
+	}
+	if u, err := to.SessionUsage(ctx, x.ID); err != nil || len(u) != 1 || u[0].CacheWrite != 11 {
+		t.Fatalf("the Session's usage in PostgreSQL: %+v, %v; want the one reply's", u, err)
+	}
+	if n, err := to.CountFix(ctx, "o/r", 7); err != nil || n != 2 {
+		t.Fatalf("the pull request's next failure in PostgreSQL: counted %d, %v; want 2", n, err)
 	}
 	if sealed, _, err := to.UserSecret(ctx, x.CreatorID, "claude-token"); err != nil || !bytes.Equal(sealed, []byte{0xde, 0xad, 0, 0xbe, 0xef}) {
 		t.Fatalf("the sealed secret in PostgreSQL: %x, %v; want it byte for byte", sealed, err)
