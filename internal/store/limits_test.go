@@ -10,21 +10,6 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 )
 
-// invited makes a Member by an invite of inviter's, as a Hub admits one.
-func invited(t *testing.T, s *Store, inviterID, login string, githubID int64) User {
-	t.Helper()
-	ctx := context.Background()
-	_, secret, err := s.CreateInvite(ctx, login, inviterID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: githubID, Login: login})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 // TestTheAwakeLineGivesPlacesInOrderAndSurvivesAReopen: a Member's
 // Sessions waiting for an awake place are in the order they joined, one
 // already in line keeps its place, one created asleep joins at the end,
