@@ -22,24 +22,18 @@ func TestTheAwakeLineGivesPlacesInOrderAndSurvivesAReopen(t *testing.T) {
 		ctx := context.Background()
 		xs := moreSessions(t, s, 3)
 		a, b, c := xs[0], xs[1], xs[2]
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		for _, x := range []Session{a, b} {
-			must(s.MoveSession(ctx, x.ID, Starting, Asleep, "", false))
+			must(t, s.MoveSession(ctx, x.ID, Starting, Asleep, "", false))
 		}
-		must(s.SetWaiting(ctx, b.ID))
-		must(s.SetWaiting(ctx, a.ID))
-		must(s.SetWaiting(ctx, b.ID)) // already in line: keeps its place
-		must(s.SetWaiting(ctx, c.ID)) // starting: not one to wait
+		must(t, s.SetWaiting(ctx, b.ID))
+		must(t, s.SetWaiting(ctx, a.ID))
+		must(t, s.SetWaiting(ctx, b.ID)) // already in line: keeps its place
+		must(t, s.SetWaiting(ctx, c.ID)) // starting: not one to wait
 		d, err := s.CreateSession(ctx, Session{RepoID: a.RepoID, CreatorID: a.CreatorID, RunnerID: a.RunnerID, Title: "t", State: Asleep})
-		must(err)
+		must(t, err)
 		other := invited(t, s, a.CreatorID, "octo", 7)
 		o, err := s.CreateSession(ctx, Session{RepoID: a.RepoID, CreatorID: other.ID, RunnerID: a.RunnerID, Title: "t", State: Asleep})
-		must(err)
+		must(t, err)
 
 		line := func(s *Store, creatorID string, want ...Session) {
 			t.Helper()
@@ -70,9 +64,9 @@ func TestTheAwakeLineGivesPlacesInOrderAndSurvivesAReopen(t *testing.T) {
 		s = openAt(t, source)
 		line(s, a.CreatorID, b, a, d)
 
-		must(s.MoveSession(ctx, b.ID, Asleep, Starting, "", false))
+		must(t, s.MoveSession(ctx, b.ID, Asleep, Starting, "", false))
 		line(s, a.CreatorID, a, d)
-		must(s.LeaveLine(ctx, d.ID))
+		must(t, s.LeaveLine(ctx, d.ID))
 		line(s, a.CreatorID, a)
 		if n, err := s.AwakeOf(ctx, a.CreatorID); err != nil || n != 2 {
 			t.Fatalf("awake after one woke: %d, %v; want 2", n, err)

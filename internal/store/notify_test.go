@@ -22,16 +22,10 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		ctx := context.Background()
 		now := time.UnixMilli(1700000000000)
 		s.now = func() time.Time { return now }
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		u, _ := s.DevUser(ctx)
 		secret := []byte{0, 0xff, 's', 0}
 		w, err := s.AddNotifyWebhook(ctx, NotifyWebhook{ID: "wh1", UserID: u.ID, URL: "https://hooks.example/a", Format: "json", Secret: secret})
-		must(err)
+		must(t, err)
 		ws, err := s.NotifyWebhooks(ctx, u.ID)
 		if err != nil || len(ws) != 1 || ws[0].ID != w.ID || !bytes.Equal(ws[0].Secret, secret) || !ws[0].CreatedAt.Equal(now) || !ws[0].FailingSince.IsZero() {
 			t.Fatalf("the Member's webhooks: %+v, %v; want the one, its secret byte for byte", ws, err)
@@ -40,9 +34,9 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 			t.Fatalf("with none waiting, one is due: %v, %v", ok, err)
 		}
 
-		must(s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "question", Body: []byte(`{"n":1}`)}}))
+		must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "question", Body: []byte(`{"n":1}`)}}))
 		now = now.Add(time.Millisecond)
-		must(s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "turn_end", Body: []byte(`{"n":2}`)}}))
+		must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "turn_end", Body: []byte(`{"n":2}`)}}))
 		if due, ok, err := s.NextNotificationDue(ctx); !ok || err != nil || !due.Equal(now.Add(-time.Millisecond)) {
 			t.Fatalf("the next due: %v, %v, %v; want the first's time", due, ok, err)
 		}
@@ -56,14 +50,14 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		}
 
 		retry := now.Add(time.Minute)
-		must(s.NotificationFailed(ctx, ns[0], "502 Bad Gateway", retry, false))
+		must(t, s.NotificationFailed(ctx, ns[0], "502 Bad Gateway", retry, false))
 		if due, err := s.DueNotifications(ctx, now, 10); err != nil || len(due) != 1 || due[0].ID != ns[1].ID {
 			t.Fatalf("due after a failure: %+v, %v; want only the one not tried", due, err)
 		}
 		if ws, err := s.NotifyWebhooks(ctx, u.ID); err != nil || ws[0].LastError != "502 Bad Gateway" || !ws[0].FailingSince.Equal(now) {
 			t.Fatalf("the webhook after a failure: %+v, %v; want its error and since when", ws, err)
 		}
-		must(s.NotificationSent(ctx, ns[1]))
+		must(t, s.NotificationSent(ctx, ns[1]))
 		if ws, err := s.NotifyWebhooks(ctx, u.ID); err != nil || ws[0].LastError != "" || !ws[0].FailingSince.IsZero() {
 			t.Fatalf("the webhook after a delivery: %+v, %v; want its failures cleared", ws, err)
 		}
@@ -76,7 +70,7 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		}
 
 		now = retry
-		must(s.NotificationFailed(ctx, again[0], "timeout", retry.Add(time.Hour), true))
+		must(t, s.NotificationFailed(ctx, again[0], "timeout", retry.Add(time.Hour), true))
 		if _, ok, err := s.NextNotificationDue(ctx); ok || err != nil {
 			t.Fatalf("a stopped webhook's notifications still wait: %v, %v", ok, err)
 		}
@@ -92,11 +86,11 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 			t.Fatalf("the edited webhook: %+v, %v; want the new URL and format, posting again", e, err)
 		}
 
-		must(s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "failed", Body: []byte(`{}`)}}))
+		must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "failed", Body: []byte(`{}`)}}))
 		if err := s.DeleteNotifyWebhook(ctx, other.ID, w.ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("another Member's delete: %v, want ErrNotFound", err)
 		}
-		must(s.DeleteNotifyWebhook(ctx, u.ID, w.ID))
+		must(t, s.DeleteNotifyWebhook(ctx, u.ID, w.ID))
 		if ws, _ := s.NotifyWebhooks(ctx, u.ID); len(ws) != 0 {
 			t.Fatalf("after the delete: %+v; want none", ws)
 		}
@@ -105,9 +99,9 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		}
 
 		_, err = s.AddNotifyWebhook(ctx, NotifyWebhook{ID: "wh2", UserID: other.ID, URL: "https://hooks.example/c", Format: "json", Secret: secret})
-		must(err)
+		must(t, err)
 		_, _, err = s.RemoveMember(ctx, other.ID)
-		must(err)
+		must(t, err)
 		if ws, err := s.NotifyWebhooks(ctx, other.ID); err != nil || len(ws) != 0 {
 			t.Fatalf("a removed Member's webhooks: %+v, %v; want none", ws, err)
 		}

@@ -505,6 +505,14 @@ func TestTheRunnerOwnersMigration(t *testing.T) {
 	})
 }
 
+// must fails t at once on an error.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // invited makes a Member by an invite of inviter's, as a Hub admits one.
 func invited(t *testing.T, s *Store, inviterID, login string, githubID int64) User {
 	t.Helper()

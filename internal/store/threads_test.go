@@ -66,17 +66,11 @@ func TestASessionsThreadKeepsItsReplyAndNote(t *testing.T) {
 		now := time.UnixMilli(1700000000000)
 		s.now = func() time.Time { return now }
 		xs := moreSessions(t, s, 3)
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		must(s.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
+		must(t, s.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
 		now = now.Add(time.Second)
-		must(s.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
-		must(s.SetThreadReply(ctx, xs[0].ID, 1<<40))
-		must(s.SetThreadNote(ctx, xs[0].ID, "a check sent back"))
+		must(t, s.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
+		must(t, s.SetThreadReply(ctx, xs[0].ID, 1<<40))
+		must(t, s.SetThreadNote(ctx, xs[0].ID, "a check sent back"))
 		want := Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4, ReplyID: 1 << 40, Note: "a check sent back"}
 		if th, err := s.SessionThread(ctx, xs[0].ID); err != nil || th != want {
 			t.Fatalf("the Session's thread: %+v, %v; want %+v", th, err, want)
