@@ -1,9 +1,6 @@
 package store
 
-import (
-	"context"
-	"database/sql"
-)
+import "context"
 
 // AutoFix is a Repo's auto-fix settings: whether a failing check (CI) or a
 // review requesting changes (Reviews) on a pull request a Session opened
@@ -33,16 +30,13 @@ func (s *Store) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) er
 }
 
 // CountFix counts one more failure of pull request pull of repo (lower-case
-// owner/name) and returns how many it has had.
+// owner/name) and returns how many it has had. The count is named by its
+// table: PostgreSQL's upsert would take a bare one for the row proposed
+// as well as the row kept.
 func (s *Store) CountFix(ctx context.Context, repo string, pull int) (int, error) {
 	var n int
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO pull_fixes (repo, pull, count) VALUES (?, ?, 1)
-			ON CONFLICT (repo, pull) DO UPDATE SET count = count + 1`, repo, pull); err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, `SELECT count FROM pull_fixes WHERE repo = ? AND pull = ?`, repo, pull).Scan(&n)
-	})
+	err := s.db.QueryRowContext(ctx, `INSERT INTO pull_fixes (repo, pull, count) VALUES (?, ?, 1)
+		ON CONFLICT (repo, pull) DO UPDATE SET count = pull_fixes.count + 1 RETURNING pull_fixes.count`, repo, pull).Scan(&n)
 	return n, err
 }
 

@@ -18,32 +18,26 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
 		u, err := s.DevUser(ctx)
-		must(err)
+		must(t, err)
 		a, err := s.EnsureRepo(ctx, "https://github.com/acme/a", "acme/a")
-		must(err)
+		must(t, err)
 		b, err := s.EnsureRepo(ctx, "https://github.com/acme/b", "acme/b")
-		must(err)
+		must(t, err)
 		c, err := s.EnsureRepo(ctx, "https://github.com/acme/c", "acme/c")
-		must(err)
+		must(t, err)
 		_, err = s.CreateMCPServer(ctx, MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://mcp.example/", Auth: "headers",
 			Headers: []HeaderSecret{{Key: "token", Header: "Authorization", Format: "Bearer {value}"}}, CreatedBy: u.ID})
-		must(err)
+		must(t, err)
 		_, err = s.CreateInstallation(ctx, Installation{ID: "on-a", ServerID: "hub:docs", Name: "On a", Repos: []string{a.ID}, CreatedBy: u.ID}, u.ID, "installed it")
-		must(err)
-		must(s.SetInstallationValue(ctx, "on-a", "token", []byte{1}, u.ID))
+		must(t, err)
+		must(t, s.SetInstallationValue(ctx, "on-a", "token", []byte{1}, u.ID))
 
 		read := func() (MCPServer, []Installation) {
 			srv, err := s.MCPServerByID(ctx, "hub:docs")
-			must(err)
+			must(t, err)
 			all, err := s.Installations(ctx)
-			must(err)
+			must(t, err)
 			return srv, all
 		}
 		edited := MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://elsewhere.example/", Auth: "headers",
@@ -52,7 +46,7 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 			n := 0
 			for _, id := range []string{"on-a", "on-b"} {
 				vs, err := s.InstallationValues(ctx, id)
-				must(err)
+				must(t, err)
 				n += len(vs)
 			}
 			return n
@@ -64,17 +58,17 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 		}{
 			{"an Installation added", func() {
 				_, err := s.CreateInstallation(ctx, Installation{ID: "on-b", ServerID: "hub:docs", Name: "On b", Repos: []string{b.ID}, CreatedBy: u.ID}, u.ID, "installed it")
-				must(err)
-				must(s.SetInstallationValue(ctx, "on-b", "token", []byte{2}, u.ID))
+				must(t, err)
+				must(t, s.SetInstallationValue(ctx, "on-b", "token", []byte{2}, u.ID))
 			}},
 			{"an Installation moved to another Repo", func() {
-				must(s.SetInstallationRepos(ctx, "on-a", []string{a.ID, c.ID}, u.ID, "moved it"))
+				must(t, s.SetInstallationRepos(ctx, "on-a", []string{a.ID, c.ID}, u.ID, "moved it"))
 			}},
 			{"the URL changed", func() {
 				srv, ins := read()
 				moved := srv
 				moved.URL = "https://mcp.example/v2/"
-				must(s.UpdateMCPServer(ctx, srv, ins, moved, false, nil))
+				must(t, s.UpdateMCPServer(ctx, srv, ins, moved, false, nil))
 			}},
 		} {
 			srv, ins := read()
@@ -93,7 +87,7 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 		}
 		// Read again, the same edit goes through and clears them.
 		srv, ins := read()
-		must(s.UpdateMCPServer(ctx, srv, ins, edited, true, nil))
+		must(t, s.UpdateMCPServer(ctx, srv, ins, edited, true, nil))
 		if left := valuesLeft(); left != 0 {
 			t.Fatalf("%d values left after an edit of the URL, want none", left)
 		}

@@ -23,51 +23,63 @@ func filled(t *testing.T) (*Store, Session) {
 	s, _ := open(t)
 	ctx := context.Background()
 	x, u := devSession(t, s)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	_, err := s.AppendEvents(ctx, x.ID, []Event{
 		{Kind: "turn_start", Data: json.RawMessage(`{}`)},
 		{Kind: "text", Data: json.RawMessage(`{"text":"héllo \u0001","n":1}`)},
 		{Kind: "turn_end", Data: json.RawMessage(`{}`)},
 	})
-	must(err)
+	must(t, err)
 	_, err = s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Sealed: []byte{0, 1, 2, 0xff, 'p'}})
-	must(err)
+	must(t, err)
 	_, err = s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "second"})
-	must(err)
+	must(t, err)
 	_, err = s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "a.bin", File: "a.bin", MediaType: "application/octet-stream", CreatedBy: u.ID},
 		bytes.NewReader(bytes.Repeat([]byte{0, 0xfe}, chunkBytes)), 1<<30)
-	must(err)
+	must(t, err)
 	_, _, err = s.SetVariable(ctx, Variable{RepoID: x.RepoID, Name: "DB_URL", Sealed: []byte{9, 0, 8, 0xaa}, Sensitive: true, SetBy: u.ID})
-	must(err)
+	must(t, err)
 	_, _, err = s.SetVariable(ctx, Variable{RepoID: x.RepoID, Name: "REGION", Value: "eu", AtBuild: true, SetBy: u.ID})
-	must(err)
+	must(t, err)
 	_, _, err = s.SetVariable(ctx, Variable{Name: "NPM_TOKEN", Sealed: []byte("sealed"), Sensitive: true, SetBy: u.ID})
-	must(err)
-	must(s.LinkVariable(ctx, x.RepoID, "NPM_TOKEN", u.ID))
-	must(s.SetUserSecret(ctx, u.ID, "claude-token", []byte{0xde, 0xad, 0, 0xbe, 0xef}))
-	must(s.AddSessionMask(ctx, x.ID, []byte{1, 0, 1}))
+	must(t, err)
+	must(t, s.LinkVariable(ctx, x.RepoID, "NPM_TOKEN", u.ID))
+	must(t, s.SetUserSecret(ctx, u.ID, "claude-token", []byte{0xde, 0xad, 0, 0xbe, 0xef}))
+	must(t, s.AddSessionMask(ctx, x.ID, []byte{1, 0, 1}))
 	for _, act := range []string{"invite.made", "member.joined", "runner.paired"} {
 		_, err := s.AppendAudit(ctx, testAuditKey, AuditEntry{ActorID: u.ID, Actor: "dev", Via: "browser", Addr: "10.0.0.1", Action: act, Target: "t"})
-		must(err)
+		must(t, err)
 	}
 	_, err = s.CreateMCPServer(ctx, MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://mcp.example/", Auth: "headers",
 		Headers: []HeaderSecret{{Key: "token", Header: "Authorization", Format: "Bearer {value}"}}, CreatedBy: u.ID})
-	must(err)
+	must(t, err)
 	_, err = s.CreateInstallation(ctx, Installation{ID: "docs", ServerID: "hub:docs", Name: "Docs", Global: true, CreatedBy: u.ID}, u.ID, "installed it")
-	must(err)
-	must(s.SetInstallationValue(ctx, "docs", "token", []byte{7, 0, 7}, u.ID))
+	must(t, err)
+	must(t, s.SetInstallationValue(ctx, "docs", "token", []byte{7, 0, 7}, u.ID))
 	_, err = s.ApplyDraft(ctx, EnvironmentVersion{RepoID: x.RepoID, Config: `{"cpus":2}`, CreatedBy: u.ID}, 0)
-	must(err)
+	must(t, err)
 	_, err = s.CreateSignin(ctx, u.ID)
-	must(err)
+	must(t, err)
 	_, _, err = s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix"}, time.UnixMilli(1700000000000), 1)
-	must(err)
-	must(s.MoveSession(ctx, x.ID, x.State, Asleep, "idle", false))
+	must(t, err)
+	must(t, s.MoveSession(ctx, x.ID, x.State, Asleep, "idle", false))
+	must(t, s.SetWaiting(ctx, x.ID))
+	_, err = s.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`),
+		Reply: &Reply{Message: "msg_1", Usage: Usage{Model: "sonnet", Input: 3, Output: 5, CacheRead: 7, CacheWrite: 11}}}})
+	must(t, err)
+	must(t, s.AddThread(ctx, Thread{SessionID: x.ID, Repo: "o/r", Issue: 4, ReplyID: 9}))
+	must(t, s.SetThreadNote(ctx, x.ID, "a check sent back"))
+	for _, d := range []struct {
+		id   string
+		work []byte
+	}{{"d-1", []byte{0, '{', 0xff}}, {"d-2", nil}, {"d-3", []byte(`{}`)}} {
+		_, err := s.TakeDelivery(ctx, d.id, "issues", d.work)
+		must(t, err)
+	}
+	_, err = s.CountFix(ctx, "o/r", 7)
+	must(t, err)
+	w, err := s.AddNotifyWebhook(ctx, NotifyWebhook{ID: "wh", UserID: u.ID, URL: "https://hooks.example/", Format: "json", Secret: []byte{5, 0, 5}})
+	must(t, err)
+	must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: w.ID, Kind: "question", Body: []byte(`{"q":1}`)}}))
 	return s, x
 }
 
@@ -126,7 +138,8 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 			t.Errorf("table %s: PostgreSQL holds %v, want %v (%d counted)", c.Table, got, want, c.Rows)
 		}
 	}
-	for _, table := range []string{"users", "sessions", "events", "prompts", "attachment_chunks", "variables", "user_secrets", "audit_log", "installation_values", "installation_log"} {
+	for _, table := range []string{"users", "sessions", "events", "prompts", "attachment_chunks", "variables", "user_secrets", "audit_log", "installation_values", "installation_log",
+		"session_usage", "webhook_deliveries", "session_threads", "pull_fixes", "notify_webhooks", "notify_outbox"} {
 		if slicesIndex(counts, table) < 0 {
 			t.Errorf("the filled store left %s empty: fill it, so its copy is checked", table)
 		}
@@ -141,6 +154,19 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 	got, err := to.SessionByID(ctx, x.ID)
 	if want, _ := from.SessionByID(ctx, x.ID); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("the Session in PostgreSQL: %+v, %v; want %+v", got, err, want)
+	}
+	if got.Place != 1 {
+		t.Fatalf("the Session's place in line in PostgreSQL: %d, want 1", got.Place)
+	}
+	fromNext, _, _ := from.NextDelivery(ctx)
+	if d, ok, err := to.NextDelivery(ctx); err != nil || !ok || !reflect.DeepEqual(d, fromNext) {
+		t.Fatalf("the next delivery's work in PostgreSQL: %+v, %v, %v; want %+v", d, ok, err, fromNext)
+	}
+	if u, err := to.SessionUsage(ctx, x.ID); err != nil || len(u) != 1 || u[0].CacheWrite != 11 {
+		t.Fatalf("the Session's usage in PostgreSQL: %+v, %v; want the one reply's", u, err)
+	}
+	if n, err := to.CountFix(ctx, "o/r", 7); err != nil || n != 2 {
+		t.Fatalf("the pull request's next failure in PostgreSQL: counted %d, %v; want 2", n, err)
 	}
 	if sealed, _, err := to.UserSecret(ctx, x.CreatorID, "claude-token"); err != nil || !bytes.Equal(sealed, []byte{0xde, 0xad, 0, 0xbe, 0xef}) {
 		t.Fatalf("the sealed secret in PostgreSQL: %x, %v; want it byte for byte", sealed, err)
@@ -161,13 +187,7 @@ func TestAStoreCopiedToPostgresHoldsTheSameRows(t *testing.T) {
 	if e, err := to.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: "hub", Via: "hub", Action: "store.migrated"}); err != nil || e.Seq != 4 {
 		t.Fatalf("the next audit row: %d, %v; want 4", e.Seq, err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(to.LogInstallationChange(ctx, "docs", x.CreatorID, "changed it"))
+	must(t, to.LogInstallationChange(ctx, "docs", x.CreatorID, "changed it"))
 	log, err := to.InstallationLog(ctx, x.RepoID)
 	if n := len(log); err != nil || n < 2 || log[n-1].What != "changed it" || log[n-1].Seq != log[n-2].Seq+1 {
 		t.Fatalf("the Installation log after a change in PostgreSQL: %+v, %v; want a new row numbered after the copied one", log, err)

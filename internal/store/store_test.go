@@ -505,6 +505,29 @@ func TestTheRunnerOwnersMigration(t *testing.T) {
 	})
 }
 
+// must fails t at once on an error.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// invited makes a Member by an invite of inviter's, as a Hub admits one.
+func invited(t *testing.T, s *Store, inviterID, login string, githubID int64) User {
+	t.Helper()
+	ctx := context.Background()
+	_, secret, err := s.CreateInvite(ctx, login, inviterID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: githubID, Login: login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func mustSetupLink(t *testing.T, s *Store) string {
 	t.Helper()
 	secret, err := s.NewSetupLink(context.Background())
@@ -564,13 +587,7 @@ func TestAMemberSigningInAgainKeepsTheirRole(t *testing.T) {
 		if err != nil || !owner.IsOwner {
 			t.Fatalf("claim: %+v, %v", owner, err)
 		}
-		_, secret, err := s.CreateInvite(ctx, "bob", owner.ID, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: 2, Login: "bob"}); err != nil {
-			t.Fatal(err)
-		}
+		invited(t, s, owner.ID, "bob", 2)
 		for _, tt := range []struct {
 			gh    GitHubIdentity
 			owner bool

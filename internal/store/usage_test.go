@@ -67,14 +67,7 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 		}
 
 		// Another Member's Session in another Repo.
-		_, secret, err := s.CreateInvite(ctx, "octo", u.ID, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: 7, Login: "octo"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		other := invited(t, s, u.ID, "octo", 7)
 		repo, _ := s.EnsureRepo(ctx, "/srv/other", "other")
 		y, err := s.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: other.ID, RunnerID: x.RunnerID, Title: "t"})
 		if err != nil {

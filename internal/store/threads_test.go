@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/errdefs"
+)
+
+// TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone: a
+// delivery taken with work waits until it is done, the oldest first (two
+// taken in one millisecond in the order taken); its id stays taken once
+// done, and a delivery with no work is never pending.
+func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		now := time.UnixMilli(1700000000000)
+		s.now = func() time.Time { return now }
+		take := func(id, event string, work []byte, fresh bool) {
+			t.Helper()
+			if got, err := s.TakeDelivery(ctx, id, event, work); err != nil || got != fresh {
+				t.Fatalf("taking delivery %s: new %v, %v; want %v", id, got, err, fresh)
+			}
+		}
+		next := func(want ...Delivery) {
+			t.Helper()
+			d, ok, err := s.NextDelivery(ctx)
+			if err != nil || ok != (len(want) == 1) || (ok && !reflect.DeepEqual(d, want[0])) {
+				t.Fatalf("the next delivery: %+v, %v, %v; want %+v", d, ok, err, want)
+			}
+		}
+		next()
+		take("d-b", "issue_comment", []byte(`{"b":1}`), true)
+		take("d-a", "issues", []byte(`{"a":1}`), true)
+		take("d-ping", "ping", nil, true)
+		now = now.Add(time.Second)
+		take("d-c", "check_run", []byte(`{"c":1}`), true)
+		take("d-b", "issue_comment", []byte(`{"b":2}`), false)
+
+		next(Delivery{"d-b", "issue_comment", []byte(`{"b":1}`)})
+		if err := s.DoneDelivery(ctx, "d-b"); err != nil {
+			t.Fatal(err)
+		}
+		next(Delivery{"d-a", "issues", []byte(`{"a":1}`)})
+		s.DoneDelivery(ctx, "d-a")
+		next(Delivery{"d-c", "check_run", []byte(`{"c":1}`)})
+		s.DoneDelivery(ctx, "d-c")
+		next()
+		take("d-b", "issue_comment", []byte(`{"b":3}`), false)
+		next()
+	})
+}
+
+// TestASessionsThreadKeepsItsReplyAndNote: the thread a Session was
+// started from is read back by the Session with the Hub's reply and its
+// note, and by the issue, newest Session first; a Session a person
+// started has none.
+func TestASessionsThreadKeepsItsReplyAndNote(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		now := time.UnixMilli(1700000000000)
+		s.now = func() time.Time { return now }
+		xs := moreSessions(t, s, 3)
+		must(t, s.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
+		now = now.Add(time.Second)
+		must(t, s.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
+		must(t, s.SetThreadReply(ctx, xs[0].ID, 1<<40))
+		must(t, s.SetThreadNote(ctx, xs[0].ID, "a check sent back"))
+		want := Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4, ReplyID: 1 << 40, Note: "a check sent back"}
+		if th, err := s.SessionThread(ctx, xs[0].ID); err != nil || th != want {
+			t.Fatalf("the Session's thread: %+v, %v; want %+v", th, err, want)
+		}
+		ths, err := s.ThreadSessions(ctx, "o/r", 4)
+		if err != nil || len(ths) != 2 || ths[0].SessionID != xs[1].ID || ths[1] != want {
+			t.Fatalf("the issue's Sessions: %+v, %v; want the newest first, then %+v", ths, err, want)
+		}
+		if _, err := s.SessionThread(ctx, xs[2].ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("the thread of a Session a person started: %v, want ErrNotFound", err)
+		}
+	})
+}
