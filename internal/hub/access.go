@@ -15,7 +15,7 @@ import (
 // (which the default 5-minute TTL gives).
 const maxRefusalTTL = 30 * time.Second
 
-func (h *Hub) refusalTTL() time.Duration { return min(maxRefusalTTL, h.cfg.RepoAccessTTL/10) }
+func (h core) refusalTTL() time.Duration { return min(maxRefusalTTL, h.cfg.RepoAccessTTL/10) }
 
 // repoAccess caches GitHub's answers on who may access which Repo.
 type repoAccess struct {
@@ -42,19 +42,19 @@ type accessEntry struct {
 // can't answer, people keep the access they had until GitHub's last answer
 // expires, and nobody gains any. fresh skips the cache, for the periodic
 // re-check.
-func (h *Hub) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
+func (h core) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
 	return h.askGitHub(ctx, u, repoURL, fresh, false)
 }
 
 // canPush reports whether u may change the Repo at repoURL's Variables:
 // the dev user always; anyone else when GitHub gives them write (push)
 // permission on it, cached as canAccess caches access.
-func (h *Hub) canPush(ctx context.Context, u store.User, repoURL string) bool {
+func (h core) canPush(ctx context.Context, u store.User, repoURL string) bool {
 	return h.askGitHub(ctx, u, repoURL, false, true)
 }
 
 // askGitHub answers canAccess's and canPush's question, cached.
-func (h *Hub) askGitHub(ctx context.Context, u store.User, repoURL string, fresh, push bool) bool {
+func (h core) askGitHub(ctx context.Context, u store.User, repoURL string, fresh, push bool) bool {
 	if u.IsDev {
 		return true
 	}
@@ -99,7 +99,7 @@ func (h *Hub) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 
 // answerTTL is how long GitHub's answer is trusted: a yes for
 // HUB_REPO_ACCESS_TTL_MS, a no for refusalTTL.
-func (h *Hub) answerTTL(ok bool) time.Duration {
+func (h core) answerTTL(ok bool) time.Duration {
 	if ok {
 		return h.cfg.RepoAccessTTL
 	}
@@ -125,7 +125,7 @@ func notFoundSession(id string) error {
 
 // checkRepoAccess refuses someone without access to the Repo at repoURL,
 // alike whether it exists or not, as starting a Session on it needs.
-func (h *Hub) checkRepoAccess(ctx context.Context, p Principal, repoURL string) error {
+func (h core) checkRepoAccess(ctx context.Context, p Principal, repoURL string) error {
 	if h.canAccess(ctx, p.User, repoURL, false) {
 		return nil
 	}
@@ -133,7 +133,7 @@ func (h *Hub) checkRepoAccess(ctx context.Context, p Principal, repoURL string) 
 }
 
 // visibleSessions keeps the Sessions of Repos the person has access to.
-func (h *Hub) visibleSessions(ctx context.Context, p Principal, ss []store.Session) []store.Session {
+func (h core) visibleSessions(ctx context.Context, p Principal, ss []store.Session) []store.Session {
 	seen := map[string]bool{}
 	out := ss[:0:0]
 	for _, s := range ss {
@@ -174,7 +174,7 @@ func (h *Hub) recheckRepoAccess(ctx context.Context) {
 // person may change: one they have access to (else a refusal as for one
 // that doesn't exist), and write permission on at GitHub, since either
 // reaches every Creator's Sessions there.
-func (h *Hub) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
+func (h core) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
 	r, err := h.repoFor(ctx, p, id)
 	if err == nil && !h.canPush(ctx, p.User, r.URL) {
 		err = fmt.Errorf("changing the %s of %s takes write (push) permission on it at GitHub; you may read it only: %w", what, r.URL, errdefs.ErrForbidden)
@@ -184,7 +184,7 @@ func (h *Hub) repoToChange(ctx context.Context, p Principal, id, what string) (s
 
 // repoFor returns a Repo the person has access to; a refusal reads the
 // same whether the Repo exists or not.
-func (h *Hub) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
+func (h core) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
 	r, err := h.store.RepoByID(ctx, id)
 	if err == nil {
 		err = h.checkRepoAccess(ctx, p, r.URL)

@@ -25,7 +25,7 @@ func (h membersAPI) setClaudeToken(w http.ResponseWriter, r *http.Request, p Pri
 	var req api.ClaudeToken
 	err := readJSON(r, &req)
 	if err == nil {
-		err = h.StoreClaudeToken(r.Context(), p.User.ID, req.Token)
+		err = h.storeClaudeToken(r.Context(), p.User.ID, req.Token)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -18,15 +18,19 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 )
 
-// attachmentsAPI serves prompts' Attachments: upload, list, download and a Runner's
-// fetch. It shares the Hub's state and helpers.
-type attachmentsAPI struct{ *Hub }
+// attachmentsAPI serves prompts' Attachments: upload, list and download.
+// A Runner's fetch is the Hub's (handleAttachments).
+type attachmentsAPI struct {
+	core
+	masks *masks.Sets
+}
 
 // Attachments. The Creator uploads a file to the Session (POST
 // /api/sessions/{id}/attachments?name=NAME, the bytes as the body), then
@@ -232,7 +236,7 @@ func (h attachmentsAPI) downloadAttachment(w http.ResponseWriter, r *http.Reques
 // share the prompt's folder in the Sandbox), and none on a command. The
 // store takes them only if they are the author's, of the Session, and on
 // no other prompt.
-func (h attachmentsAPI) promptAttachments(ctx context.Context, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
+func promptAttachments(ctx context.Context, st *store.Store, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
 	switch {
 	case len(req.Attachments) == 0:
 		return nil, nil
@@ -244,7 +248,7 @@ func (h attachmentsAPI) promptAttachments(ctx context.Context, s store.Session, 
 	var out []store.Attachment
 	files := map[string]bool{}
 	for _, id := range req.Attachments {
-		a, err := h.store.AttachmentByID(ctx, s.ID, id)
+		a, err := st.AttachmentByID(ctx, s.ID, id)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, fmt.Errorf("attachment %q: no such file was attached to this Session (upload it first; one no prompt names within a day is deleted): %w", id, errdefs.ErrInvalid)
 		}
@@ -264,8 +268,8 @@ func (h attachmentsAPI) promptAttachments(ctx context.Context, s store.Session, 
 // of a Session of its own carries, while the Session is starting or
 // awake: the Hub answers with a stream id, and sends the bytes once the
 // Runner dials it.
-func (h attachmentsAPI) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := runnersAPI{h.Hub}.ownSession(rc, welcomed)
+func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
+	own := runnersAPI{h}.ownSession(rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.AttachmentRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
@@ -288,7 +292,7 @@ func (h attachmentsAPI) handleAttachments(rc *runners.Conn, welcomed <-chan stru
 // sendAttachment writes an Attachment's bytes to the stream its Runner
 // dials back, within life, the Hub's: the Runner's request is answered
 // before the stream comes.
-func (h attachmentsAPI) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
+func (h *Hub) sendAttachment(life context.Context, a store.Attachment, take func(context.Context) (net.Conn, error)) {
 	ctx, cancel := context.WithTimeout(life, runners.StreamWait)
 	conn, err := take(ctx)
 	cancel()

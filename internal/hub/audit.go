@@ -73,7 +73,7 @@ func AuditKey(secretsKey []byte) []byte { return seal.DeriveKey(secretsKey, "aud
 
 // audit records that p, making request r, did action to target. A failure
 // to record is logged; the act stands.
-func (h *Hub) audit(r *http.Request, p Principal, action, target, detail string) {
+func (h core) audit(r *http.Request, p Principal, action, target, detail string) {
 	via := "github" // a sign-in: someone let in, or refused
 	switch p.Kind {
 	case auth.Cookie:
@@ -160,7 +160,7 @@ func keyAuditLog(ctx context.Context, st *store.Store, key []byte, log *slog.Log
 // was: nothing of someone it doesn't let in is kept. Refusals cost nothing
 // to make, so at most refusalsPerMinute are recorded a minute; the next
 // one recorded says how many were not.
-func (h *Hub) auditRefusal(r *http.Request, claim string) {
+func (h signinAPI) auditRefusal(r *http.Request, claim string) {
 	ok, skipped := h.refusals.take(time.Now())
 	if !ok {
 		return

@@ -12,8 +12,8 @@ import (
 	"kndl.dev/kndl/internal/web"
 )
 
-// auditAPI serves the audit log: its list, its check and its page. It shares the Hub's state and helpers.
-type auditAPI struct{ *Hub }
+// auditAPI serves the audit log: its list, its check and its page..
+type auditAPI struct{ core }
 
 // Entries of the audit log one answer or page shows: by default, and at
 // most.

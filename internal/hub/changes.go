@@ -7,15 +7,23 @@ import (
 	"io"
 	"net/http"
 
+	"golang.org/x/sync/singleflight"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
 // changesAPI serves a Session's changes (the Changes tab, kndl diff) to
 // everyone with access to its Repo, as its transcript is.
-type changesAPI struct{ *Hub }
+type changesAPI struct {
+	core
+	runners *runners.Conns
+	masks   *masks.Sets
+	diffs   *singleflight.Group // the Hub's: one Runner's answer shared among everyone asking at once
+}
 
 // changesMax bounds the JSON the Hub reads of a Runner's Changes: the diff
 // text is at most protocol.DiffMax, and JSON escapes it at most sixfold

@@ -114,7 +114,7 @@ func (h signinAPI) endCredential(hash []byte, why error) {
 
 // recheckCredentials reads each connection's credential again, without
 // counting it as a use, and ends those whose credential has ended.
-func (h signinAPI) recheckCredentials(ctx context.Context) {
+func (h *Hub) recheckCredentials(ctx context.Context) {
 	for _, c := range h.guard.conns.snapshot() {
 		var live bool
 		var err error

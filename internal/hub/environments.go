@@ -12,25 +12,33 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/hub/runners"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
 
 // environmentsAPI serves a Repo's Environment routes and page, thin over
-// internal/environment. It shares the Hub's state and helpers.
-type environmentsAPI struct{ *Hub }
+// internal/environment. The Service's callbacks and a Runner's Test build
+// log are the Hub's (newEnvironments, handleEnvironments).
+type environmentsAPI struct {
+	core
+	envs     *environment.Service
+	sessions *session.Owner
+	gateway  *gateway.Gateway
+}
 
 // The Hub's side of Environments: the routes and the Runner's Test build
 // log. The rules are internal/environment's.
 
-func (h environmentsAPI) newEnvironments() *environment.Service {
+func (h *Hub) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
 		Store: h.store,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
-			vars, _, err := variablesAPI{h.Hub}.sessionVariables(ctx, store.Session{RepoID: repoID})
+			vars, _, err := h.sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {
@@ -38,7 +46,7 @@ func (h environmentsAPI) newEnvironments() *environment.Service {
 			if err != nil {
 				return "", nil, err
 			}
-			rc, err := sessionsAPI{h.Hub}.pickRunner(ctx, u, "", "")
+			rc, err := sessionsAPI{h}.pickRunner(ctx, u, "", "")
 			if err != nil {
 				return "", nil, err
 			}
@@ -48,7 +56,7 @@ func (h environmentsAPI) newEnvironments() *environment.Service {
 			if h.guard.gh == nil || !h.guard.gh.HasApp() {
 				return "", nil
 			}
-			tok, err := runnersAPI{h.Hub}.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
+			tok, err := runnersAPI{h}.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
 			return tok.Token, err
 		},
 		Redact: h.masks.RepoText,
@@ -130,7 +138,7 @@ func (h environmentsAPI) environmentLog(w http.ResponseWriter, r *http.Request, 
 }
 
 // handleEnvironments registers what a Runner sends about its Test builds.
-func (h environmentsAPI) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
+func (h *Hub) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
 	rc.Conn.Handle(protocol.TypeEnvTestLog, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		select {
 		case <-welcomed:

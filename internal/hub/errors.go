@@ -39,7 +39,7 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (h core) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	msg := err.Error()
 	if h.store.Full(err) {
@@ -56,7 +56,7 @@ func (h *Hub) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // reply writes err, or v with status: the end of every handler that
 // calls one thing and answers what it gave.
-func (h *Hub) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+func (h core) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -65,7 +65,7 @@ func (h *Hub) reply(w http.ResponseWriter, r *http.Request, status int, v any, e
 }
 
 // answerNoContent writes err, or 204.
-func (h *Hub) answerNoContent(w http.ResponseWriter, r *http.Request, err error) {
+func (h core) answerNoContent(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -77,7 +77,7 @@ func (c *Config) checkSignIn() error {
 
 // initGuard sets up sign-in and Repo access, and starts re-checking who is
 // connected for the Hub's life.
-func (h signinAPI) initGuard() error {
+func (h *Hub) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
 	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
@@ -128,7 +128,7 @@ const credentialCheckEvery = 30 * time.Second
 // watchCredentials re-checks every connection's credential often, and its
 // Repo access every HUB_REPO_ACCESS_TTL_MS, so someone who lost access on
 // GitHub is taken out of a Repo's Sessions within twice the TTL.
-func (h signinAPI) watchCredentials(ctx context.Context) {
+func (h *Hub) watchCredentials(ctx context.Context) {
 	creds := time.NewTicker(min(credentialCheckEvery, h.cfg.RepoAccessTTL))
 	repos := time.NewTicker(h.cfg.RepoAccessTTL)
 	defer creds.Stop()
@@ -196,7 +196,7 @@ func (h signinAPI) startSignin(ctx context.Context, w http.ResponseWriter, userI
 }
 
 // signinToken is the request's sign-in cookie value, if it has one.
-func (h signinAPI) signinToken(r *http.Request) string {
+func (h core) signinToken(r *http.Request) string {
 	v := h.guard.read(r, signin.Cookie)
 	if auth.KindOf(v) != auth.Cookie {
 		return ""
@@ -207,7 +207,7 @@ func (h signinAPI) signinToken(r *http.Request) string {
 // cookiePrincipal resolves a sign-in cookie. A request that could change
 // something, and a WebSocket, must come from HUB_PUBLIC_URL's origin: the
 // cookie rides along on requests other sites make the browser send.
-func (h signinAPI) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
+func (h core) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
 	u, err := h.store.UserBySignin(ctx, token, h.guard.life)
 	if err != nil {
 		return Principal{}, err
@@ -222,6 +222,6 @@ func (h signinAPI) cookiePrincipal(ctx context.Context, r *http.Request, token s
 // sameOrigin reports whether the browser says the request comes from
 // HUB_PUBLIC_URL's origin. Browsers send Origin on every POST, PUT, PATCH,
 // DELETE and WebSocket; its absence is refused.
-func (h signinAPI) sameOrigin(r *http.Request) bool {
+func (h core) sameOrigin(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Origin"), h.guard.origin)
 }

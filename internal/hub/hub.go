@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -34,13 +33,9 @@ import (
 
 // Hub serves the API, the web UI and Runners.
 type Hub struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *store.Store
-	secrets  *seal.Box
-	auditKey []byte // chains the audit log: AuditKey
+	core
+	vault
 	handler  http.Handler
-	guard    *guard               // sign-in, Repo access and who is connected: guard.go
 	web      *webState            // the web UI's live state: web.go
 	forward  *forward.Proxy       // the forward origins of Sessions' ports
 	sessions *session.Owner       // every Session's state, queue and live stream
@@ -89,7 +84,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, secrets: box, auditKey: AuditKey(key),
+	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, auditKey: AuditKey(key)}, vault: vault{box},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		web: newWebState()}
 	defer func() {
@@ -101,13 +96,13 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
-	h.metrics, h.healthz = opsAPI{h}.newMetrics(), opsAPI{h}.newHealth()
+	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
 	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
 		Handle: runnersAPI{h}.handleRunner, Gone: runnersAPI{h}.runnerLeft})
-	h.masks = masks.NewSets(st, box, variablesAPI{h}.sensitiveValues, cfg.RedactAllShapes)
+	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
@@ -115,13 +110,15 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.canAccess(ctx, u, repoURL, false)
 		},
-		Push:        h.canPush,
-		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: mcpAPI{h}.maskInstallation, Metrics: h.metrics,
+		Push: func(ctx context.Context, u store.User, repoURL string) bool {
+			return h.canPush(ctx, u, repoURL) // a method value would copy the core before the guard is set
+		},
+		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})
 	if err != nil {
 		return nil, err
 	}
-	h.envs = environmentsAPI{h}.newEnvironments()
+	h.envs = h.newEnvironments()
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
@@ -130,12 +127,12 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
-		MCPServers: mcpAPI{h}.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
+		MCPServers: h.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
 		Limited: func(id, text string) { h.triggers.Tell(id, text) }})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)
 	}
-	if err := (signinAPI{h}).initGuard(); err != nil {
+	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
 	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull,
@@ -145,20 +142,22 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	}
 	h.pulls = pulls.New(po)
 	h.forward = viewAPI{h}.newForward()
-	mux, err := h.muxOf(routes(h))
-	if err != nil {
-		return nil, err
-	}
-	h.handler = h.forward.Hosts(mux)
-	// Last: its worker at once acts on the deliveries a Hub before took
-	// and did not, which may start Sessions through all of the above.
+	// Its worker at once acts on the deliveries a Hub before took and did
+	// not, which may start Sessions through all of the above.
 	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
 		Ignored: h.metrics.WebhookIgnored, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		to.GitHub = h.guard.gh
 	}
 	h.triggers = triggers.New(to)
-	h.life.Go(triggersAPI{h}.followSessions)
+	h.life.Go(h.followSessions)
+	// Last: each handler type takes the parts of the Hub it uses, which
+	// are all made by now.
+	mux, err := h.muxOf(routes(h))
+	if err != nil {
+		return nil, err
+	}
+	h.handler = h.forward.Hosts(mux)
 	return h, nil
 }
 

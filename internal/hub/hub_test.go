@@ -83,8 +83,8 @@ func withGitHub(gh *testkit.GitHub, ttl time.Duration) func(*Config) {
 
 func TestRouteWithoutCredentialDoesNotRegister(t *testing.T) {
 	f := newFixture(t)
-	rt := route{pattern: "GET /oops", handle: opsAPI{f.hub}.health}
-	h := &Hub{log: f.hub.log, store: f.store}
+	rt := route{pattern: "GET /oops", handle: opsAPI{healthz: f.hub.healthz}.health}
+	h := &Hub{core: core{log: f.hub.log, store: f.store}}
 	if _, err := h.muxOf([]route{rt}); err == nil {
 		t.Fatal("a route with no credential registered")
 	}
@@ -304,7 +304,7 @@ func TestAHubThatFailsToStartLeavesNoGoroutine(t *testing.T) {
 		routes func(*Hub) []route
 	}{
 		{"a route without a credential", cfg, func(h *Hub) []route {
-			return append(h.routes(), route{pattern: "GET /oops", handle: opsAPI{h}.health})
+			return append(h.routes(), route{pattern: "GET /oops", handle: opsAPI{healthz: h.healthz}.health})
 		}},
 		{"a GitHub App key that doesn't parse", badKey, (*Hub).routes},
 	}

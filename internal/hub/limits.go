@@ -12,7 +12,7 @@ import (
 
 // limitsAPI serves a Repo's limits for its Sessions started from GitHub,
 // which internal/hub/session holds.
-type limitsAPI struct{ *Hub }
+type limitsAPI struct{ core }
 
 // Bounds of a Repo's limits: past them a limit is no limit, which 0 says.
 const (

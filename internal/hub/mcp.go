@@ -9,14 +9,18 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
 
 // mcpAPI serves the Gateway's admin routes and page and its proxy, thin over
-// internal/gateway. It shares the Hub's state and helpers.
-type mcpAPI struct{ *Hub }
+// internal/gateway.
+type mcpAPI struct {
+	core
+	gateway *gateway.Gateway
+}
 
 // The routes of MCP servers and Installations hand each request to the
 // Gateway (internal/gateway), which owns their rules; these only read the
@@ -33,7 +37,7 @@ func (h mcpAPI) gatewayServe(w http.ResponseWriter, r *http.Request, p Principal
 // Only adding them to a set already kept is not enough: one made from the
 // store before the record (a request for the Session's view as it starts)
 // may be kept just after it, without them.
-func (h mcpAPI) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
+func (h *Hub) prepareGateway(ctx context.Context, s store.Session) ([]protocol.MCPServer, error) {
 	servers, err := h.gateway.Prepare(ctx, s)
 	if err != nil {
 		return nil, err
@@ -224,7 +228,7 @@ func (h mcpAPI) oauthCallback(w http.ResponseWriter, r *http.Request, p Principa
 
 // maskInstallation adds an Installation's new OAuth token to the
 // redaction sets of the running Sessions that started with it.
-func (h mcpAPI) maskInstallation(installationID string, values ...string) {
+func (h *Hub) maskInstallation(installationID string, values ...string) {
 	for _, id := range h.masks.Running() {
 		rows, err := h.store.SessionInstallations(h.life.Context(), id)
 		if err != nil {

@@ -9,13 +9,20 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
 )
 
 // membersAPI serves Members, Invites and a person's account (members.go,
-// account.go). It shares the Hub's state and helpers.
-type membersAPI struct{ *Hub }
+// account.go).
+type membersAPI struct {
+	core
+	runners  *runners.Conns
+	sessions *session.Owner
+	// storeClaudeToken is the Hub's StoreClaudeToken.
+	storeClaudeToken func(ctx context.Context, userID, token string) error
+}
 
 // Invite lifetimes: the default, and the most the Owner may ask for.
 const (

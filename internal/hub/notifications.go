@@ -11,7 +11,10 @@ import (
 
 // notifyAPI serves a Member's notification webhooks (internal/hub/notify):
 // each Member sees and changes only their own.
-type notifyAPI struct{ *Hub }
+type notifyAPI struct {
+	core
+	notify *notify.Notifier
+}
 
 func (h notifyAPI) listWebhooks(w http.ResponseWriter, r *http.Request, p Principal) {
 	ws, err := h.store.NotifyWebhooks(r.Context(), p.User.ID)

@@ -9,12 +9,15 @@ import (
 	"kndl.dev/kndl/internal/metrics"
 )
 
-// opsAPI serves /health and /metrics. It shares the Hub's state and helpers.
-type opsAPI struct{ *Hub }
+// opsAPI serves /health and /metrics, which the Hub makes as it starts.
+type opsAPI struct {
+	healthz http.Handler     // what /health answers: newHealth
+	metrics *metrics.Metrics // what /metrics serves: newMetrics
+}
 
 // newMetrics makes the Hub's metrics, reading Sessions by state from the
 // store and Runners from who is connected at each scrape.
-func (h opsAPI) newMetrics() *metrics.Metrics {
+func (h *Hub) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Gauges{
 		SessionsByState: func(ctx context.Context) (map[string]int, error) {
 			counts, err := h.store.SessionCounts(ctx)
@@ -34,7 +37,7 @@ func (h opsAPI) newMetrics() *metrics.Metrics {
 // newHealth makes /health's checks: the store answers a trivial query, its
 // migrations are this binary's, and how many Runners are connected (none
 // is no fault: a Hub serves its pages and API without any).
-func (h opsAPI) newHealth() http.Handler {
+func (h *Hub) newHealth() http.Handler {
 	return health.Handler(h.cfg.Logger,
 		health.Check{Name: "store", Run: func(ctx context.Context) (any, error) { return nil, h.store.Ping(ctx) }},
 		health.Check{Name: "migrations", Run: func(ctx context.Context) (any, error) {
@@ -53,7 +56,7 @@ func (h opsAPI) newHealth() http.Handler {
 	)
 }
 
-func (h opsAPI) runnersConnected() int {
+func (h *Hub) runnersConnected() int {
 	return len(h.runners.All())
 }
 

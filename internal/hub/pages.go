@@ -25,7 +25,7 @@ import (
 type pagesAPI struct{ *Hub }
 
 // appPage renders a page a signed-in person uses, with its navigation.
-func (h *Hub) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
+func (h core) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
 	if err := web.Render(w, http.StatusOK, page, navOf(p), data); err != nil {
 		h.log.Error("render page", "err", err)
 	}
@@ -185,7 +185,7 @@ func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principa
 		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp, envOn, envWaiting})
 }
 
-func (h *Hub) notFoundPage(w http.ResponseWriter, p Principal) {
+func (h core) notFoundPage(w http.ResponseWriter, p Principal) {
 	if err := web.Render(w, http.StatusNotFound, web.Message.WithTitle("No such Session"), navOf(p),
 		struct{ Text, Link string }{"There is no such Session, or it is on a Repo you have no access to.", ""}); err != nil {
 		h.log.Error("render page", "err", err)

@@ -51,19 +51,20 @@ func (h *Hub) routes() []route {
 		sess    = sessionsAPI{h}
 		view    = viewAPI{h}
 		runs    = runnersAPI{h}
-		atts    = attachmentsAPI{h}
-		envs    = environmentsAPI{h}
-		vars    = variablesAPI{h}
-		members = membersAPI{h}
-		signins = signinAPI{h}
-		mcp     = mcpAPI{h}
-		audit   = auditAPI{h}
-		ops     = opsAPI{h}
+		atts    = attachmentsAPI{core: h.core, masks: h.masks}
+		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
+		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
+		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
+		signins = signinAPI{core: h.core, refusals: &h.refusals}
+		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
+		audit   = auditAPI{h.core}
+		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
-		notes   = notifyAPI{h}
-		gh      = triggersAPI{h}
-		changes = changesAPI{h}
-		usage   = usageAPI{h}
+		notes   = notifyAPI{core: h.core, notify: h.notify}
+		gh      = triggersAPI{core: h.core, triggers: h.triggers}
+		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
+		usage   = usageAPI{h.core}
+		limits  = limitsAPI{h.core}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -184,8 +185,8 @@ func (h *Hub) routes() []route {
 		{"GET /api/sessions/{id}/usage", person, usage.sessionUsage},
 
 		// A Repo's limits for the Sessions started from GitHub.
-		{"GET /api/repos/{repo}/limits", person, limitsAPI{h}.showLimits},
-		{"PATCH /api/repos/{repo}/limits", person, limitsAPI{h}.changeLimits},
+		{"GET /api/repos/{repo}/limits", person, limits.showLimits},
+		{"PATCH /api/repos/{repo}/limits", person, limits.changeLimits},
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
 		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
@@ -255,7 +256,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
-		token = signinAPI{h}.signinToken(r)
+		token = h.signinToken(r)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
@@ -283,7 +284,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			}
 		}
 	} else if token != "" {
-		p, err := signinAPI{h}.cookiePrincipal(ctx, r, token)
+		p, err := h.cookiePrincipal(ctx, r, token)
 		if err == nil {
 			p.cred = auth.Hash(token)
 			return p, nil

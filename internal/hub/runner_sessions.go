@@ -62,12 +62,12 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
 		}
-		vars, dropped, err := variablesAPI{h.Hub}.sessionVariables(ctx, s)
+		vars, dropped, err := h.sessionVariables(ctx, s)
 		if err != nil {
 			return nil, err
 		}
 		if len(dropped) > 0 {
-			variablesAPI{h.Hub}.noteDropped(ctx, s.ID, dropped)
+			h.noteDropped(ctx, s.ID, dropped)
 		}
 		return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
 	})

@@ -35,8 +35,8 @@ func (h runnersAPI) runnerStream(w http.ResponseWriter, r *http.Request, p Princ
 func (h runnersAPI) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
 	h.handleSessions(rc, welcomed)
 	h.handleLive(rc, welcomed)
-	attachmentsAPI{h.Hub}.handleAttachments(rc, welcomed)
-	environmentsAPI{h.Hub}.handleEnvironments(rc, welcomed)
+	h.handleAttachments(rc, welcomed)
+	h.handleEnvironments(rc, welcomed)
 }
 
 // runnerGone drops what the Hub held for a Runner's connection once it

@@ -301,7 +301,7 @@ func (h sessionsAPI) loads(ctx context.Context) (runnerLoads, error) {
 
 // sessionFor returns a Session the person may see: one of a Repo they have
 // access to. Any other answers exactly as a Session that doesn't exist.
-func (h *Hub) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
+func (h core) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
 	s, err := h.store.SessionByID(ctx, id)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && !h.canAccess(ctx, p.User, s.RepoURL, false)) {
 		return store.Session{}, notFoundSession(id)
@@ -315,7 +315,7 @@ func (h *Hub) sessionFor(ctx context.Context, p Principal, id string) (store.Ses
 
 // drivableSession returns a Session the person may drive: its Creator
 // alone. Others get ErrForbidden; those who can't see it ErrNotFound.
-func (h *Hub) drivableSession(ctx context.Context, p Principal, id string) (store.Session, error) {
+func (h core) drivableSession(ctx context.Context, p Principal, id string) (store.Session, error) {
 	s, err := h.sessionFor(ctx, p, id)
 	if err == nil && s.CreatorID != p.User.ID {
 		err = fmt.Errorf("only the Session's Creator drives it: %w", errdefs.ErrForbidden)
@@ -398,7 +398,7 @@ func (h sessionsAPI) queuePrompt(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var atts []store.Attachment
 	if err == nil {
-		atts, err = attachmentsAPI{h.Hub}.promptAttachments(r.Context(), s, req)
+		atts, err = promptAttachments(r.Context(), h.store, s, req)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -22,8 +22,11 @@ import (
 
 // signinAPI serves sign-in: its pages, GitHub's and the dev sign-in, CLI login,
 // signing out, and the credential checks that end what a lost credential
-// opened (signin.go, clilogin.go, guard.go, conns.go). It shares the Hub's state and helpers.
-type signinAPI struct{ *Hub }
+// opened (signin.go, clilogin.go, guard.go, conns.go).
+type signinAPI struct {
+	core
+	refusals *refusals // the Hub's: sign-in refusals the audit log recorded this minute
+}
 
 // Cookies that carry a sign-in across the trip to GitHub and back: the
 // OAuth state, and the Setup link's or Invite's secret. Both live at most

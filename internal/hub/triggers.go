@@ -16,7 +16,10 @@ import (
 
 // triggersAPI serves the GitHub App's webhook (internal/hub/triggers) and
 // each Repo's trigger label.
-type triggersAPI struct{ *Hub }
+type triggersAPI struct {
+	core
+	triggers *triggers.Receiver
+}
 
 // webhook takes a delivery and answers at once: what it asks for is done
 // after, under the Receiver's lifetime.
@@ -148,7 +151,7 @@ func (h triggerSessions) Progress(ctx context.Context, id string) (triggers.Prog
 // followSessions tells the webhook's Receiver of every change the Session
 // Owner publishes, so a Session's reply in its thread follows it; the
 // Owner stays the one that moves it.
-func (h triggersAPI) followSessions(ctx context.Context) {
+func (h *Hub) followSessions(ctx context.Context) {
 	for ctx.Err() == nil {
 		changes, cancel := h.sessions.Subscribe(session.All)
 		h.relay(ctx, changes)
@@ -158,7 +161,7 @@ func (h triggersAPI) followSessions(ctx context.Context) {
 
 // relay hands changes to the Receiver until ctx ends or the Owner drops
 // the subscription as too slow (then the caller subscribes again).
-func (h triggersAPI) relay(ctx context.Context, changes <-chan session.Update) {
+func (h *Hub) relay(ctx context.Context, changes <-chan session.Update) {
 	for {
 		select {
 		case u, ok := <-changes:

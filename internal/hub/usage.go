@@ -19,7 +19,7 @@ import (
 
 // usageAPI answers what Sessions spent: a Session's in all and by Turn,
 // and a report by day, Member and Repo (the Usage page's).
-type usageAPI struct{ *Hub }
+type usageAPI struct{ core }
 
 // defaultUsageDays is how far back a report reaches when not asked.
 const defaultUsageDays = 30
@@ -35,7 +35,7 @@ func spentOf(sums []store.Usage) api.Spent {
 }
 
 // sessionSpent is what a Session spent.
-func (h *Hub) sessionSpent(ctx context.Context, id string) (api.Spent, error) {
+func (h core) sessionSpent(ctx context.Context, id string) (api.Spent, error) {
 	sums, err := h.store.SessionUsage(ctx, id)
 	return spentOf(sums), err
 }

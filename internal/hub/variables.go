@@ -10,13 +10,20 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
 )
 
-// variablesAPI serves Repos and Variables: a Repo's, shared ones and their links. It shares the Hub's state and helpers.
-type variablesAPI struct{ *Hub }
+// variablesAPI serves Repos and Variables: a Repo's, shared ones and their
+// links. What a Session runs with and must never show is the Hub's
+// (sessionVariables, sensitiveValues).
+type variablesAPI struct {
+	core
+	vault
+	masks *masks.Sets
+}
 
 // maxVariableBytes bounds one Variable's value.
 const maxVariableBytes = 64 << 10
@@ -42,7 +49,7 @@ func sandboxOwnError(name string) error {
 // value moved to another row does not open.
 func sealFor(repoID, name string) string { return "variable:" + repoID + ":" + name }
 
-func (h variablesAPI) openVariable(v store.Variable) (string, error) {
+func (h vault) openVariable(v store.Variable) (string, error) {
 	b, err := h.secrets.Open(v.Sealed, sealFor(v.RepoID, v.Name))
 	return string(b), err
 }
@@ -329,7 +336,7 @@ func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p P
 // sessionVariables opens what a Session runs with, for its Runner. One
 // stored under a name no Variable may have now (sandboxOwn) is left out,
 // and named in dropped.
-func (h variablesAPI) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
+func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, nil, err
@@ -353,7 +360,7 @@ func (h variablesAPI) sessionVariables(ctx context.Context, s store.Session) (ou
 
 // noteDropped says in a Session that the Variables named dropped, stored
 // before such names were refused, did not reach its Sandbox.
-func (h variablesAPI) noteDropped(ctx context.Context, sessionID string, dropped []string) {
+func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []string) {
 	text := fmt.Sprintf("Not passed to the Sandbox: the Variable %s. The Sandbox sets %s itself, from its login environment; remove it from the Repo's Variables or the Shared variables it links.",
 		strings.Join(dropped, ", "), strings.Join(sandboxOwn, ", "))
 	if err := h.sessions.Record(ctx, sessionID, protocol.Event{Kind: protocol.EventNote, Text: text}); err != nil {
@@ -362,7 +369,7 @@ func (h variablesAPI) noteDropped(ctx context.Context, sessionID string, dropped
 }
 
 // sensitiveValues opens the values a Session's text must never show.
-func (h variablesAPI) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
+func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,27 @@
+package hub
+
+import (
+	"log/slog"
+
+	"kndl.dev/kndl/internal/seal"
+	"kndl.dev/kndl/internal/store"
+)
+
+// core is what every handler type shares, and all the helpers they call
+// need: replying (errors.go), rendering a page, recording an act in the
+// audit log, and finding a Repo or Session the caller may see (access.go).
+// The Hub embeds it; each handler type embeds a copy with the parts of the
+// Hub it uses beside it, so no handler reaches the whole Hub.
+type core struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	auditKey []byte // chains the audit log: AuditKey
+	guard    *guard // sign-in, Repo access and who is connected: guard.go
+}
+
+// vault opens and seals what the store keeps sealed: the Hub's, and the
+// Variables' handlers' too.
+type vault struct {
+	secrets *seal.Box
+}
