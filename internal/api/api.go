@@ -85,6 +85,10 @@ type Session struct {
 	// Pull is the newest pull request opened from a branch it pushed, as
 	// GitHub last said: the Sessions list's badge. Left out while none.
 	Pull *Pull `json:"pull,omitempty"`
+	// Spent is what it spent, with the estimated cost, in the Sessions
+	// list; left out while nothing, and in a Session's view, which has
+	// SessionView.Usage.
+	Spent *Spent `json:"spent,omitempty"`
 }
 
 // SessionView is a Session with its waiting prompts, the answer to

@@ -197,3 +197,49 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 		t.Errorf("the live list with a wrong filter: %d %s, want 400", status, raw)
 	}
 }
+
+// TestEachRowOfTheSessionsListSaysWhatItsSessionSpent: GET /api/sessions
+// gives each Session what its replies spent, by model, with the estimated
+// cost, and none for a Session that spent nothing.
+func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	f := newFixture(t, withGitHub(gh, time.Minute))
+	ctx := context.Background()
+	bob, bobTok := member(t, f, "bob")
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "bob", true)
+	r, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	var ids []string
+	for range 2 {
+		s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	reply := func(id string, in, out int64) store.Event {
+		return store.Event{At: time.Now(), Kind: "text", Data: json.RawMessage(`{}`),
+			Reply: &store.Reply{Message: id, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: in, Output: out}}}
+	}
+	if _, err := f.store.AppendEvents(ctx, ids[0], []store.Event{reply("msg_a", 1_000_000, 0), reply("msg_b", 0, 100_000)}); err != nil {
+		t.Fatal(err)
+	}
+	status, ss, raw := listAs(t, f, bobTok, "")
+	if status != http.StatusOK || len(ss) != 2 {
+		t.Fatalf("the list: %d %s", status, raw)
+	}
+	for _, s := range ss {
+		switch s.ID {
+		case ids[0]:
+			// $3 a million input tokens, $15 a million output.
+			if s.Spent == nil || s.Spent.Input != 1_000_000 || s.Spent.Output != 100_000 || s.Spent.Estimate() != "$4.50 estimated" ||
+				len(s.Spent.Models) != 1 || s.Spent.Models[0].Model != "claude-sonnet-5-5" {
+				t.Errorf("the row of the Session that spent: %+v, want 1,000,000 input and 100,000 output tokens, $4.50 estimated", s.Spent)
+			}
+		case ids[1]:
+			if s.Spent != nil {
+				t.Errorf("the row of the Session that spent nothing: %+v, want none", s.Spent)
+			}
+		}
+	}
+}

@@ -44,13 +44,28 @@ func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt
 	return api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
 }
 
-// withPull is a Session as the Sessions list shows it: with its newest
-// pull request.
-func (h *Hub) withPull(ctx context.Context, a api.Session) api.Session {
-	if bs, err := h.branches(ctx, a.ID); err == nil {
-		a.Pull = newestPull(bs)
+// listRows are Sessions as the Sessions list shows them, changed in
+// place: each with its newest pull request and what it spent, the sums of
+// every row read in one query rather than one a row.
+func (h *Hub) listRows(ctx context.Context, rows []api.Session) []api.Session {
+	ids := make([]string, len(rows))
+	for i, a := range rows {
+		ids[i] = a.ID
 	}
-	return a
+	sums, err := h.store.SessionsUsage(ctx, ids)
+	if err != nil {
+		h.log.Error("read what the listed Sessions spent", "err", err) // the rows show without it
+	}
+	for i := range rows {
+		if bs, err := h.branches(ctx, rows[i].ID); err == nil {
+			rows[i].Pull = newestPull(bs)
+		}
+		if u := sums[rows[i].ID]; len(u) > 0 {
+			spent := spentOf(u)
+			rows[i].Spent = &spent
+		}
+	}
+	return rows
 }
 
 // branches are the branches a Session pushed, with their pull requests.

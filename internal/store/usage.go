@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -134,4 +135,41 @@ func (s *Store) UsageByDay(ctx context.Context, since time.Time, creatorID strin
 		WHERE u.at >= ? AND (? = '' OR s.creator_id = ?)
 		GROUP BY 1, 2, 3, 4 ORDER BY 1 DESC, 2, 3, 4`,
 		ms(since.UTC().Truncate(day)), creatorID, creatorID)
+}
+
+// usageChunk bounds the Sessions one query of SessionsUsage names, inside
+// both engines' limits on a statement's parameters.
+const usageChunk = 500
+
+// SessionsUsage is what each of the Sessions spent, by model, keyed by
+// Session id (none for one that spent nothing): one query for a list's
+// rows, not one a row, up to usageChunk of them.
+func (s *Store) SessionsUsage(ctx context.Context, ids []string) (map[string][]Usage, error) {
+	out := map[string][]Usage{}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), usageChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		type idUsage struct {
+			id string
+			Usage
+		}
+		rows, err := queryAll(ctx, s.db, func(row scanner) (idUsage, error) {
+			var r idUsage
+			var err error
+			r.Usage, err = scanUsage(row, &r.id)
+			return r, err
+		}, `SELECT u.session_id, `+usageCols+` FROM session_usage u WHERE u.session_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+`)
+			GROUP BY u.session_id, u.model ORDER BY u.session_id, u.model`, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[r.id] = append(out[r.id], r.Usage)
+		}
+	}
+	return out, nil
 }
