@@ -128,6 +128,12 @@ type Pull struct {
 	State  string `json:"state"`
 	Merged bool   `json:"merged,omitempty"`
 	Draft  bool   `json:"draft,omitempty"`
+	// Checks is its head commit's check runs in a word (passing, failing,
+	// pending; "" for none or not known), Review its review decision
+	// (approved, changes_requested; "" for none), as GitHub last said
+	// while it was open.
+	Checks string `json:"checks,omitempty"`
+	Review string `json:"review,omitempty"`
 }
 
 // Prompt is a prompt waiting for, or given to, a Session.

@@ -71,6 +71,7 @@ type GitHub struct {
 	mux        *http.ServeMux
 	gitRoot    string     // bare repositories served over git's smart HTTP
 	iss        fakeIssues // issues, comments and the webhook: github_issues.go
+	checks     fakeChecks // check runs and reviews: github_checks.go
 }
 
 // GitHubUser is a GitHub account.
@@ -98,9 +99,10 @@ func (g *GitHub) liveToken(tok string) (instToken, bool) {
 }
 
 // appPermissions are the permissions the App's installations are granted:
-// what the Hub asks for and nothing more (checks, say, is not granted).
-// Issues write is for the Hub's replies in a thread.
-var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write"}
+// what the Hub asks for and nothing more (checks write, say, is not
+// granted). Issues write is for the Hub's replies in a thread, checks read
+// for a pull request's checks.
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read"}
 
 // fakePull is a pull request on the fake.
 type fakePull struct {
@@ -124,6 +126,7 @@ type pullUser struct {
 type pullRef struct {
 	Ref   string `json:"ref"`
 	Label string `json:"label"` // OWNER:BRANCH
+	SHA   string `json:"sha"`   // the commit it was at when opened; headSHA says where it is now
 	repo  string // a fork's owner/name, for a head from one; "" for the pull request's own
 }
 
@@ -180,6 +183,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
+	g.serveChecks(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -757,6 +761,7 @@ func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 	for i := len(all) - 1; i >= 0; i-- {
 		p := all[i]
 		if (head == "" || strings.EqualFold(p.Head.Label, head)) && (state == "all" || p.State == state) {
+			p.Head.SHA = g.headSHA(repo, p)
 			out = append(out, p)
 		}
 	}
@@ -796,10 +801,15 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 		head = branch
 	}
 	bare := filepath.Join(g.gitRoot, repo+".git")
+	var sha string
 	for _, f := range [][2]string{{"head", head}, {"base", req.Base}} {
-		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+f[1]).Run() != nil {
+		out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+f[1]).Output()
+		if err != nil {
 			ghInvalid(w, map[string]string{"resource": "PullRequest", "field": f[0], "code": "invalid"})
 			return
+		}
+		if f[0] == "head" {
+			sha = strings.TrimSpace(string(out))
 		}
 	}
 	g.mu.Lock()
@@ -812,7 +822,7 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	}
 	n := len(g.pulls[repo]) + 1
 	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
-		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
+		Head: pullRef{Ref: head, Label: owner + ":" + head, SHA: sha}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
 		User: pullUser{Login: AppSlug + "[bot]", Type: "Bot"}}
 	g.pulls[repo] = append(g.pulls[repo], p)
 	ghJSON(w, http.StatusCreated, p)

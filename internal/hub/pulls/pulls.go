@@ -1,8 +1,9 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
 // transcript's git push output names, and the pull requests opened from
-// them, which it reads from GitHub as the App when a push shows in the
-// transcript and on a slow timer, never per page view; the newest one's
-// title is offered as the Session's. Only internal/hub imports it.
+// them, with an open one's checks and review decision, which it reads from
+// GitHub as the App when a push shows in the transcript and on a slow
+// timer, never per page view; the newest one's title is offered as the
+// Session's. Only internal/hub imports it.
 package pulls
 
 import (
@@ -29,6 +30,10 @@ type GitHub interface {
 	// Pulls lists the pull requests opened from branch, none without the
 	// App on the Repo.
 	Pulls(ctx context.Context, owner, repo, branch string) ([]github.Pull, error)
+	// ChecksOf is the combined state of the check runs on a commit.
+	ChecksOf(ctx context.Context, owner, repo, ref string) (string, error)
+	// ReviewOf is a pull request's review decision.
+	ReviewOf(ctx context.Context, owner, repo string, n int) (string, error)
 }
 
 // Options configure a Tracker.
@@ -261,6 +266,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 		if ps == nil {
 			ps = []github.Pull{}
 		}
+		t.readStatus(ctx, owner, name, b, ps)
 		j, _ := json.Marshal(ps)
 		if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
 			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
@@ -272,6 +278,33 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 				t.opts.Titled(ctx, b.SessionID, ps[0].Title) // newest first
 			}
 			t.opts.Changed(b.SessionID)
+		}
+	}
+}
+
+// readStatus gives each open pull request of ps its checks and review
+// decision, two questions to GitHub each; a closed one keeps what was read
+// of it while it was open, and so does one GitHub did not answer about.
+func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []github.Pull) {
+	var before []github.Pull
+	json.Unmarshal(b.Pulls, &before) // none yet: nothing to keep
+	for i := range ps {
+		p := &ps[i]
+		if j := slices.IndexFunc(before, func(q github.Pull) bool { return q.Number == p.Number }); j >= 0 {
+			p.Checks, p.Review = before[j].Checks, before[j].Review
+		}
+		if p.State != "open" {
+			continue
+		}
+		if checks, err := t.opts.GitHub.ChecksOf(ctx, owner, name, p.Head.SHA); err == nil {
+			p.Checks = checks
+		} else {
+			t.log.Warn("ask GitHub for a pull request's checks", "session", b.SessionID, "pull", p.Number, "err", err)
+		}
+		if review, err := t.opts.GitHub.ReviewOf(ctx, owner, name, p.Number); err == nil {
+			p.Review = review
+		} else {
+			t.log.Warn("ask GitHub for a pull request's reviews", "session", b.SessionID, "pull", p.Number, "err", err)
 		}
 	}
 }
@@ -338,7 +371,8 @@ func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch,
 		var ps []github.Pull
 		json.Unmarshal(b.Pulls, &ps)
 		for _, p := range ps {
-			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft})
+			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft,
+				Checks: p.Checks, Review: p.Review})
 		}
 		out = append(out, ab)
 	}
