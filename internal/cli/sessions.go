@@ -226,7 +226,7 @@ func printBranches(w io.Writer, bs []api.Branch) {
 	for _, b := range bs {
 		fmt.Fprintf(w, "  %s  %s\n", b.Name, b.URL)
 		for _, p := range b.Pulls {
-			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Status(), oneLine(p.Title, 60), p.URL)
+			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Line(), oneLine(p.Title, 60), p.URL)
 		}
 	}
 }

@@ -146,11 +146,11 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		Search: query.Get(api.FilterSearch), FilterError: filterErr, RepoOpts: repoOpts, StateOpts: stateOpts, CreatorOpts: creatorOpts})
 }
 
-// pullBadge is a Sessions list row's pull request: its number, link and
-// state as a person reads it.
+// pullBadge is a Sessions list row's pull request: its number, link, its
+// state as a person reads it, and that with its checks and review (Line).
 type pullBadge struct {
-	Number     int
-	URL, State string
+	Number                   int
+	URL, State, Checks, Line string
 }
 
 // badgeOf is the badge of a pull request, nil for none.
@@ -158,7 +158,7 @@ func badgeOf(p *api.Pull) *pullBadge {
 	if p == nil {
 		return nil
 	}
-	return &pullBadge{p.Number, p.URL, p.Status()}
+	return &pullBadge{p.Number, p.URL, p.Status(), p.Checks, p.Line()}
 }
 
 // sessionPage is a Session's view. What only its Creator may do is left out

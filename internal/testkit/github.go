@@ -69,9 +69,10 @@ type GitHub struct {
 	down       bool
 	calls      map[string]int
 	mux        *http.ServeMux
-	gitRoot    string     // bare repositories served over git's smart HTTP
-	iss        fakeIssues // issues, comments and the webhook: github_issues.go
-	checks     fakeChecks // check runs and reviews: github_checks.go
+	gitRoot    string            // bare repositories served over git's smart HTTP
+	iss        fakeIssues        // issues, comments and the webhook: github_issues.go
+	checks     fakeChecks        // check runs and reviews: github_checks.go
+	granted    map[string]string // the App's permissions: appPermissions unless Grant changed them
 }
 
 // GitHubUser is a GitHub account.
@@ -169,7 +170,8 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
 		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
 		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{},
-		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
+		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{},
+		granted: maps.Clone(appPermissions)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", g.accessToken)
@@ -402,6 +404,19 @@ func (g *GitHub) SetReadOnly(ownerRepo, login string, ro bool) {
 		g.readOnly[r] = map[string]bool{}
 	}
 	g.readOnly[r][strings.ToLower(login)] = ro
+}
+
+// Grant sets the App's permission perm to level (read or write; "" takes
+// it away), as its owner would in the App's settings: tokens minted from
+// then on may have it, or not.
+func (g *GitHub) Grant(perm, level string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if level == "" {
+		delete(g.granted, perm)
+		return
+	}
+	g.granted[perm] = level
 }
 
 // SetDown makes every endpoint answer 503, as GitHub does in an outage.
@@ -655,10 +670,10 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	}
 	perms := req.Permissions
 	if perms == nil {
-		perms = appPermissions
+		perms = g.granted
 	}
 	for k, v := range perms {
-		granted := appPermissions[k]
+		granted := g.granted[k]
 		if (v != "read" && v != "write") || granted == "" || (v == "write" && granted != "write") {
 			ghError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
 			return

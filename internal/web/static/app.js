@@ -132,6 +132,15 @@ export function pullState(p) {
   return p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
 }
 
+// pullLine is a pull request's state with its checks and review decision,
+// as the Hub's Pull.Line puts it: "open · checks failing · approved".
+export function pullLine(p) {
+  const parts = [pullState(p)];
+  if (p.checks) parts.push("checks " + p.checks);
+  if (p.review) parts.push(p.review.replaceAll("_", " "));
+  return parts.join(" · ");
+}
+
 // --- Times ---
 
 // Relative times ("3 min ago") are kept fresh this often.
