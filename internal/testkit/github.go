@@ -755,14 +755,31 @@ func apiToken(r *http.Request) string {
 	return tok
 }
 
+// readable counts a REST request as endpoint's and returns the Repo it
+// names, lower-case, if its token may read perm there; otherwise it
+// refuses it with refused, as GitHub does that endpoint: 404 where it
+// hides the Repo, 403 "Resource not accessible by integration" where it
+// says the App lacks the permission.
+func (g *GitHub) readable(w http.ResponseWriter, r *http.Request, endpoint, perm string, refused int) (string, bool) {
+	g.count(endpoint)
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, perm, "read") {
+		msg := "Not Found"
+		if refused == http.StatusForbidden {
+			msg = "Resource not accessible by integration"
+		}
+		ghError(w, refused, msg)
+		return "", false
+	}
+	return repo, true
+}
+
 // listPulls answers GET /repos/{owner}/{repo}/pulls with head and state
 // (open, closed or all) filters, newest first, for a token with pull
 // requests read.
 func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
-	g.count("pulls")
-	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
-	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
-		ghError(w, http.StatusNotFound, "Not Found")
+	repo, ok := g.readable(w, r, "pulls", "pull_requests", http.StatusNotFound)
+	if !ok {
 		return
 	}
 	head, state := r.URL.Query().Get("head"), r.URL.Query().Get("state")

@@ -160,10 +160,8 @@ func (g *GitHub) headSHA(ownerRepo string, p fakePull) string {
 // for a token with checks read: the latest run of each name on the commit
 // (GitHub's filter=latest, its default), newest first.
 func (g *GitHub) listCheckRuns(w http.ResponseWriter, r *http.Request) {
-	g.count("check_runs")
-	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
-	if !g.allows(apiToken(r), repo, "checks", "read") {
-		ghError(w, http.StatusForbidden, "Resource not accessible by integration")
+	repo, ok := g.readable(w, r, "check_runs", "checks", http.StatusForbidden)
+	if !ok {
 		return
 	}
 	g.mu.Lock()
@@ -193,10 +191,8 @@ func (g *GitHub) listCheckRuns(w http.ResponseWriter, r *http.Request) {
 // the REST API's capitals (APPROVED, CHANGES_REQUESTED, COMMENTED,
 // DISMISSED).
 func (g *GitHub) listReviews(w http.ResponseWriter, r *http.Request) {
-	g.count("reviews")
-	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
-	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
-		ghError(w, http.StatusNotFound, "Not Found")
+	repo, ok := g.readable(w, r, "reviews", "pull_requests", http.StatusNotFound)
+	if !ok {
 		return
 	}
 	g.mu.Lock()
