@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,7 +202,8 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 
 // TestEachRowOfTheSessionsListSaysWhatItsSessionSpent: GET /api/sessions
 // gives each Session what its replies spent, by model, with the estimated
-// cost, and none for a Session that spent nothing.
+// cost, and none for a Session that spent nothing; the list of 22
+// Sessions, each with a branch, asks the store as often as the list of 2.
 func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 	gh := testkit.NewGitHub(t)
 	f := newFixture(t, withGitHub(gh, time.Minute))
@@ -210,13 +213,19 @@ func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 	gh.SetCollaborator("acme/app", "bob", true)
 	r, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	var ids []string
-	for range 2 {
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
-		if err != nil {
-			t.Fatal(err)
+	add := func(n int) {
+		for range n {
+			s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
+			if err == nil {
+				_, _, err = f.store.AddSessionBranches(ctx, s.ID, []string{"kndl/x"}, time.Now(), 20)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, s.ID)
 		}
-		ids = append(ids, s.ID)
 	}
+	add(2)
 	reply := func(id string, in, out int64) store.Event {
 		return store.Event{At: time.Now(), Kind: "text", Data: json.RawMessage(`{}`),
 			Reply: &store.Reply{Message: id, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: in, Output: out}}}
@@ -241,5 +250,25 @@ func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 				t.Errorf("the row of the Session that spent nothing: %+v, want none", s.Spent)
 			}
 		}
+	}
+
+	calls := func() map[string]int {
+		var mu sync.Mutex
+		n := map[string]int{}
+		f.store.Observe(func(op string, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			n[op]++
+		})
+		defer f.store.Observe(nil)
+		if status, ss, raw := listAs(t, f, bobTok, ""); status != http.StatusOK || len(ss) != len(ids) {
+			t.Fatalf("the list of %d: %d %s", len(ids), status, raw)
+		}
+		return n
+	}
+	few := calls()
+	add(20)
+	if many := calls(); !maps.Equal(few, many) {
+		t.Errorf("the store's calls for a list of 2 Sessions %v and of 22 %v, want the same", few, many)
 	}
 }

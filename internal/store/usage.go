@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"strings"
 	"time"
 )
 
@@ -137,22 +136,13 @@ func (s *Store) UsageByDay(ctx context.Context, since time.Time, creatorID strin
 		ms(since.UTC().Truncate(day)), creatorID, creatorID)
 }
 
-// usageChunk bounds the Sessions one query of SessionsUsage names, inside
-// both engines' limits on a statement's parameters.
-const usageChunk = 500
-
 // SessionsUsage is what each of the Sessions spent, by model, keyed by
 // Session id (none for one that spent nothing): one query for a list's
-// rows, not one a row, up to usageChunk of them.
+// rows, not one a row, up to idChunk of them.
 func (s *Store) SessionsUsage(ctx context.Context, ids []string) (map[string][]Usage, error) {
+	defer s.timed("sessions_usage")()
 	out := map[string][]Usage{}
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), usageChunk)]
-		ids = ids[len(chunk):]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
+	err := eachChunk(ids, func(in string, args []any) error {
 		type idUsage struct {
 			id string
 			Usage
@@ -162,14 +152,12 @@ func (s *Store) SessionsUsage(ctx context.Context, ids []string) (map[string][]U
 			var err error
 			r.Usage, err = scanUsage(row, &r.id)
 			return r, err
-		}, `SELECT u.session_id, `+usageCols+` FROM session_usage u WHERE u.session_id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")+`)
+		}, `SELECT u.session_id, `+usageCols+` FROM session_usage u WHERE u.session_id IN (`+in+`)
 			GROUP BY u.session_id, u.model ORDER BY u.session_id, u.model`, args...)
-		if err != nil {
-			return nil, err
-		}
 		for _, r := range rows {
 			out[r.id] = append(out[r.id], r.Usage)
 		}
-	}
-	return out, nil
+		return err
+	})
+	return out, err
 }

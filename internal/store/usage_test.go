@@ -85,11 +85,11 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 		if _, err := s.AppendEvents(ctx, y.ID, []Event{next}); err != nil {
 			t.Fatal(err)
 		}
-		// The list's sums: every row's in one query a usageChunk of
+		// The list's sums: every row's in one query an idChunk of
 		// Sessions, past a chunk's end too; none for a Session that spent
 		// nothing.
 		ids := []string{x.ID}
-		for i := range usageChunk {
+		for i := range idChunk {
 			ids = append(ids, fmt.Sprintf("no-such-session-%d", i))
 		}
 		want := map[string][]Usage{x.ID: {haiku, sonnet}, y.ID: {{Model: "sonnet", Input: 1, Output: 2, CacheRead: 10, CacheWrite: 1}}}

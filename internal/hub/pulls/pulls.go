@@ -357,8 +357,27 @@ func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []github
 // Branches is what a Session pushed, as the API shows it.
 func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
-	if err != nil || len(bs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return t.apiBranches(bs), nil
+}
+
+// BranchesOf is Branches of each of the Sessions, keyed by id, read in
+// one query for a list's rows.
+func (t *Tracker) BranchesOf(ctx context.Context, ids []string) (map[string][]api.Branch, error) {
+	bs, err := t.opts.Store.SessionsBranches(ctx, ids)
+	out := make(map[string][]api.Branch, len(bs))
+	for id, b := range bs {
+		out[id] = t.apiBranches(b)
+	}
+	return out, err
+}
+
+// apiBranches are branches as the API shows them; nil for none.
+func (t *Tracker) apiBranches(bs []store.SessionBranch) []api.Branch {
+	if len(bs) == 0 {
+		return nil
 	}
 	out := make([]api.Branch, 0, len(bs))
 	for _, b := range bs {
@@ -376,7 +395,7 @@ func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch,
 		}
 		out = append(out, ab)
 	}
-	return out, nil
+	return out
 }
 
 func escapeBranch(b string) string {
