@@ -66,8 +66,10 @@ type Options struct {
 // DefaultEvery is how often the Tracker asks GitHub about every branch.
 const DefaultEvery = 5 * time.Minute
 
-// checkBatch bounds the branches one round asks GitHub about, to stay
-// well inside its rate limit; the ones asked longest ago go first.
+// checkBatch bounds the questions one round asks GitHub, a branch's pull
+// requests and an open one's checks and reviews each one, to stay well
+// inside its rate limit (200 every 5 minutes is 2,400 an hour of an
+// installation's 5,000); the branches asked about longest ago go first.
 const checkBatch = 200
 
 // MaxBranches bounds the branches a Session records. What reads as git
@@ -203,7 +205,7 @@ func (t *Tracker) run(ctx context.Context) {
 		case <-tick.C:
 			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
 			if err == nil {
-				t.check(ctx, bs)
+				t.check(ctx, bs, checkBatch)
 			}
 		}
 	}
@@ -218,7 +220,7 @@ func (t *Tracker) askDue(ctx context.Context, sessionID string) {
 		return
 	}
 	due, wait := dueBranches(bs, time.Now(), t.opts.Gap)
-	t.check(ctx, due)
+	t.check(ctx, due, 0)
 	if wait > 0 {
 		t.askLater(ctx, sessionID, wait)
 	}
@@ -238,19 +240,27 @@ func dueBranches(bs []store.SessionBranch, now time.Time, gap time.Duration) (du
 	return due, wait
 }
 
-// check asks GitHub for each branch's pull requests and keeps what changed.
-func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
+// check asks GitHub for each branch's pull requests, with an open one's
+// checks and reviews, and keeps what changed; with a budget (not 0) it
+// stops once it asked GitHub that many questions, leaving the other
+// branches to the next round.
+func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget int) {
 	if t.opts.GitHub == nil {
 		return
 	}
 	t.checks.Lock()
 	defer t.checks.Unlock()
+	asked := 0
 	for _, b := range bs {
+		if budget > 0 && asked >= budget {
+			return
+		}
 		owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL)
 		if !ok {
 			continue
 		}
 		ps, err := t.opts.GitHub.Pulls(ctx, owner, name, b.Branch)
+		asked++
 		if err != nil {
 			if ctx.Err() != nil {
 				return // closing
@@ -266,7 +276,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 		if ps == nil {
 			ps = []github.Pull{}
 		}
-		t.readStatus(ctx, owner, name, b, ps)
+		asked += t.readStatus(ctx, owner, name, b, ps)
 		j, _ := json.Marshal(ps)
 		if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
 			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
@@ -283,9 +293,10 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 }
 
 // readStatus gives each open pull request of ps its checks and review
-// decision, two questions to GitHub each; a closed one keeps what was read
-// of it while it was open, and so does one GitHub did not answer about.
-func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []github.Pull) {
+// decision, two questions to GitHub each, and says how many it asked; a
+// closed one keeps what was read of it while it was open, and so does one
+// GitHub did not answer about.
+func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []github.Pull) (asked int) {
 	var before []github.Pull
 	json.Unmarshal(b.Pulls, &before) // none yet: nothing to keep
 	for i := range ps {
@@ -296,6 +307,7 @@ func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.Se
 		if p.State != "open" {
 			continue
 		}
+		asked += 2
 		if checks, err := t.opts.GitHub.ChecksOf(ctx, owner, name, p.Head.SHA); err == nil {
 			p.Checks = checks
 		} else {
@@ -307,6 +319,7 @@ func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.Se
 			t.log.Warn("ask GitHub for a pull request's reviews", "session", b.SessionID, "pull", p.Number, "err", err)
 		}
 	}
+	return asked
 }
 
 // Opened keeps a pull request the Hub just opened from a Session's branch,

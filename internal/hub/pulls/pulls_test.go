@@ -249,7 +249,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	checked := func() api.Pull {
 		t.Helper()
 		bs, _ := st.SessionBranches(ctx, s.ID)
-		tr.check(ctx, bs)
+		tr.check(ctx, bs, 0)
 		got, _ := tr.Branches(ctx, s.ID)
 		if len(got) != 1 || len(got[0].Pulls) != 1 {
 			t.Fatalf("branches %+v, want kndl/test with its pull request", got)
@@ -286,5 +286,32 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	}
 	if runs, reviews := gh.Calls("check_runs"), gh.Calls("reviews"); runs != 4 || reviews != 4 {
 		t.Errorf("a merged pull request's checks and reviews were asked for (%d, %d), want no more", runs, reviews)
+	}
+}
+
+// TestARoundAsksGitHubAtMostItsBudget: a timer's round counts each
+// question, a branch's pull requests and an open one's checks and
+// reviews, and stops at its budget, the branches after left for the next.
+func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
+	ctx := context.Background()
+	gh, c := pushedWithPull(t)
+	st, s := sessionOf(t, gh.RepoURL("acme/app"))
+	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: " * [new branch]      kndl/test -> kndl/test\n * [new branch]      kndl/x -> kndl/x\n * [new branch]      kndl/y -> kndl/y"}})
+	bs, _ := st.SessionBranches(ctx, s.ID)
+	if len(bs) != 3 || bs[0].Branch != "kndl/test" {
+		t.Fatalf("branches %+v, want kndl/test first of three", bs)
+	}
+	for _, tt := range []struct{ budget, pulls, questions int }{
+		{2, 1, 3}, // kndl/test's pull requests, its open one's checks and reviews: over the budget
+		{4, 2, 4}, // and kndl/x's
+		{0, 3, 5}, // every branch
+	} {
+		before := gh.Calls("pulls") + gh.Calls("check_runs") + gh.Calls("reviews")
+		pulls := gh.Calls("pulls")
+		tr.check(ctx, bs, tt.budget)
+		if got, asked := gh.Calls("pulls")-pulls, gh.Calls("pulls")+gh.Calls("check_runs")+gh.Calls("reviews")-before; got != tt.pulls || asked != tt.questions {
+			t.Errorf("a round of budget %d asked about %d branches in %d questions, want %d in %d", tt.budget, got, asked, tt.pulls, tt.questions)
+		}
 	}
 }
