@@ -142,6 +142,16 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 	return gh, c
 }
 
+// trackedPushes is pushedWithPull's GitHub, a Session of its acme/app,
+// and a Tracker without its worker that saw the Session's push output.
+func trackedPushes(t *testing.T, output string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
+	gh, c := pushedWithPull(t)
+	st, s := sessionOf(t, gh.RepoURL("acme/app"))
+	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr.Pushed(context.Background(), s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: output}})
+	return gh, st, s, tr
+}
+
 // sessionOf opens a store with a Session of the Repo at repoURL.
 func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
 	t.Helper()
@@ -242,10 +252,7 @@ func BenchmarkPushedBranches(b *testing.B) {
 // the branch; a merged one keeps what was last read, asking no more.
 func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	ctx := context.Background()
-	gh, c := pushedWithPull(t)
-	st, s := sessionOf(t, gh.RepoURL("acme/app"))
-	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
-	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: " * [new branch]      kndl/test -> kndl/test"}})
+	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test")
 	checked := func() api.Pull {
 		t.Helper()
 		bs, _ := st.SessionBranches(ctx, s.ID)
@@ -294,10 +301,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 // reviews, and stops at its budget, the branches after left for the next.
 func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
 	ctx := context.Background()
-	gh, c := pushedWithPull(t)
-	st, s := sessionOf(t, gh.RepoURL("acme/app"))
-	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
-	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: " * [new branch]      kndl/test -> kndl/test\n * [new branch]      kndl/x -> kndl/x\n * [new branch]      kndl/y -> kndl/y"}})
+	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test\n * [new branch]      kndl/x -> kndl/x\n * [new branch]      kndl/y -> kndl/y")
 	bs, _ := st.SessionBranches(ctx, s.ID)
 	if len(bs) != 3 || bs[0].Branch != "kndl/test" {
 		t.Fatalf("branches %+v, want kndl/test first of three", bs)
