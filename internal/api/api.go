@@ -85,6 +85,10 @@ type Session struct {
 	// Pull is the newest pull request opened from a branch it pushed, as
 	// GitHub last said: the Sessions list's badge. Left out while none.
 	Pull *Pull `json:"pull,omitempty"`
+	// Spent is what it spent, with the estimated cost, in the Sessions
+	// list; left out while nothing, and in a Session's view, which has
+	// SessionView.Usage.
+	Spent *Spent `json:"spent,omitempty"`
 }
 
 // SessionView is a Session with its waiting prompts, the answer to
@@ -124,6 +128,12 @@ type Pull struct {
 	State  string `json:"state"`
 	Merged bool   `json:"merged,omitempty"`
 	Draft  bool   `json:"draft,omitempty"`
+	// Checks is its head commit's check runs in a word (passing, failing,
+	// pending; "" for none or not known), Review its review decision
+	// (approved, changes_requested; "" for none), as GitHub last said
+	// while it was open.
+	Checks string `json:"checks,omitempty"`
+	Review string `json:"review,omitempty"`
 }
 
 // Prompt is a prompt waiting for, or given to, a Session.

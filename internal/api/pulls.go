@@ -1,5 +1,7 @@
 package api
 
+import "strings"
+
 // NewPull is POST /api/sessions/{id}/pulls's body: a pull request for the
 // Hub to open, as the GitHub App on the Creator's behalf, from a branch
 // the Session pushed.
@@ -28,4 +30,18 @@ func (p Pull) Status() string {
 		return "draft"
 	}
 	return p.State
+}
+
+// Line is the pull request's state with its checks and review decision,
+// as a person reads them: "open · checks failing · changes requested"
+// (the web UI's pullLine says the same).
+func (p Pull) Line() string {
+	parts := []string{p.Status()}
+	if p.Checks != "" {
+		parts = append(parts, "checks "+p.Checks)
+	}
+	if p.Review != "" {
+		parts = append(parts, strings.ReplaceAll(p.Review, "_", " "))
+	}
+	return strings.Join(parts, " · ")
 }

@@ -134,9 +134,13 @@ func sessionList(ctx context.Context, io IO, args []string) error {
 		if s.KeepAwake {
 			keep = "on"
 		}
-		rows = append(rows, []string{s.ID, stateInLine(s), or(doing(s), "-"), keep, s.RepoURL, s.Title, ago(s.CreatedAt)})
+		spent := "-"
+		if s.Spent != nil {
+			spent = s.Spent.Estimate()
+		}
+		rows = append(rows, []string{s.ID, stateInLine(s), or(doing(s), "-"), keep, s.RepoURL, s.Title, ago(s.CreatedAt), spent})
 	}
-	return table(io, "ID\tSTATE\tDOING\tKEEP AWAKE\tREPO\tTITLE\tCREATED", rows)
+	return table(io, "ID\tSTATE\tDOING\tKEEP AWAKE\tREPO\tTITLE\tCREATED\tSPENT", rows)
 }
 
 // stateInLine is a Session's state, with its place in its Creator's line
@@ -222,7 +226,7 @@ func printBranches(w io.Writer, bs []api.Branch) {
 	for _, b := range bs {
 		fmt.Fprintf(w, "  %s  %s\n", b.Name, b.URL)
 		for _, p := range b.Pulls {
-			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Status(), oneLine(p.Title, 60), p.URL)
+			fmt.Fprintf(w, "    #%d %s  %s  %s\n", p.Number, p.Line(), oneLine(p.Title, 60), p.URL)
 		}
 	}
 }

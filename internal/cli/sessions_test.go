@@ -146,14 +146,21 @@ func session(id string, state api.SessionState, activity, detail string, keep bo
 		StateDetail: detail, KeepAwake: keep, CreatedAt: created, UpdatedAt: created}
 }
 
+// spent gives s what it spent, at an estimated cost of usd.
+func spent(s api.Session, usd float64) api.Session {
+	s.Spent = &api.Spent{EstimatedUSD: usd}
+	return s
+}
+
 // TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake: each row has the
 // Session's state, for an Active one whether a Turn runs, Claude waits on
-// a question or it is idle, and Keep awake; --json is the Hub's list.
+// a question or it is idle, Keep awake, and what it spent (an estimate);
+// --json is the Hub's list.
 func TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake(t *testing.T) {
 	newFakeHub(t,
 		session("s-turn", api.Active, "turn", "", false),
 		session("s-question", api.Active, "question", "", false),
-		session("s-idle", api.Active, "", "", true),
+		spent(session("s-idle", api.Active, "", "", true), 1.5),
 		session("s-asleep", api.Asleep, "", "it was idle for 30m0s", false),
 		session("s-failed", api.Failed, "", "the start failed: clone: no such repository", true),
 	)
@@ -165,17 +172,20 @@ func TestLsSaysWhatEachSessionDoesAndWhetherItIsKeptAwake(t *testing.T) {
 	if head := strings.Fields(lines[0]); strings.Join(head[:5], " ") != "ID STATE DOING KEEP AWAKE" {
 		t.Fatalf("header %q", lines[0])
 	}
-	tests := []struct{ id, state, doing, keep string }{
-		{"s-turn", "active", "turn", "-"},
-		{"s-question", "active", "question", "-"},
-		{"s-idle", "active", "idle", "on"},
-		{"s-asleep", "asleep", "-", "-"},
-		{"s-failed", "failed", "-", "on"},
+	tests := []struct{ id, state, doing, keep, spent string }{
+		{"s-turn", "active", "turn", "-", "-"},
+		{"s-question", "active", "question", "-", "-"},
+		{"s-idle", "active", "idle", "on", "$1.50 estimated"},
+		{"s-asleep", "asleep", "-", "-", "-"},
+		{"s-failed", "failed", "-", "on", "-"},
 	}
 	for i, tt := range tests {
 		got := strings.Fields(lines[i+1])
 		if len(got) < 4 || got[0] != tt.id || got[1] != tt.state || got[2] != tt.doing || got[3] != tt.keep {
 			t.Errorf("row %q, want %s %s %s %s first", lines[i+1], tt.id, tt.state, tt.doing, tt.keep)
+		}
+		if !strings.HasSuffix(lines[i+1], " "+tt.spent) {
+			t.Errorf("row %q, want what it spent last: %s", lines[i+1], tt.spent)
 		}
 	}
 

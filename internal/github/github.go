@@ -53,8 +53,8 @@ type Client struct {
 	http *http.Client
 
 	mu     sync.Mutex
-	tokens map[int64]installToken // by installation id
-	slug   string                 // the App's, once asked: AppSlug
+	tokens map[string]installToken // by installation id and permissions
+	slug   string                  // the App's, once asked: AppSlug
 }
 
 type installToken struct {
@@ -76,7 +76,7 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{Timeout: 10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Client{cfg: cfg, http: hc, tokens: map[int64]installToken{}}, nil
+	return &Client{cfg: cfg, http: hc, tokens: map[string]installToken{}}, nil
 }
 
 // ParsePrivateKey reads the App's private key as GitHub hands it out: a PEM
@@ -198,6 +198,11 @@ func (c *Client) IsCollaborator(ctx context.Context, owner, repo, login string) 
 // installation on it, decoding the answer into out. Status 0 and no error
 // mean there is no App, or it is not installed on the Repo.
 func (c *Client) asInstallation(ctx context.Context, owner, repo, path string, out any) (int, error) {
+	return c.asInstallationWith(ctx, hubReadPermissions, owner, repo, path, out)
+}
+
+// asInstallationWith is asInstallation on a token with perms.
+func (c *Client) asInstallationWith(ctx context.Context, perms map[string]string, owner, repo, path string, out any) (int, error) {
 	if !c.HasApp() {
 		return 0, nil
 	}
@@ -208,7 +213,7 @@ func (c *Client) asInstallation(ctx context.Context, owner, repo, path string, o
 	if err != nil {
 		return 0, err
 	}
-	tok, err := c.installationToken(ctx, inst)
+	tok, err := c.installationToken(ctx, inst, perms)
 	if err != nil {
 		return 0, err
 	}
@@ -243,13 +248,27 @@ func (c *Client) installation(ctx context.Context, owner, repo string) (int64, e
 	return inst.ID, nil
 }
 
-// installationToken returns the Hub's own token for the installation, to
-// read who may access a Repo and the pull requests opened on it (metadata
-// and pull requests read, nothing else), minted once and used until five
-// minutes before it expires. It never leaves the Hub.
-func (c *Client) installationToken(ctx context.Context, id int64) (string, error) {
+// The permissions of the Hub's own installation tokens: what it reads of
+// every Repo (who may access it, the pull requests opened on it and their
+// reviews), and, on a token apart, check runs: an App set up without the
+// Checks permission still gets the first, since GitHub refuses a token
+// that asks for a permission the App was not granted.
+var (
+	hubReadPermissions = map[string]string{"metadata": "read", "pull_requests": "read"}
+	checksPermissions  = map[string]string{"checks": "read"}
+)
+
+// errNotGranted is GitHub's refusal of a token asking for a permission
+// the App's installation was not granted.
+var errNotGranted = errors.New("the GitHub App was not granted a permission the Hub asked for")
+
+// installationToken returns the Hub's own token for the installation with
+// perms, minted once and used until five minutes before it expires. It
+// never leaves the Hub.
+func (c *Client) installationToken(ctx context.Context, id int64, perms map[string]string) (string, error) {
+	key := fmt.Sprint(id, perms) // fmt prints a map's keys sorted
 	c.mu.Lock()
-	t, ok := c.tokens[id]
+	t, ok := c.tokens[key]
 	c.mu.Unlock()
 	if ok && time.Until(t.expires) > 5*time.Minute {
 		return t.token, nil
@@ -258,8 +277,9 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 	if err != nil {
 		return "", err
 	}
+	body, _ := json.Marshal(map[string]any{"permissions": perms})
 	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(id, 10)+"/access_tokens", "Bearer "+jwt,
-		strings.NewReader(`{"permissions":{"metadata":"read","pull_requests":"read"}}`))
+		strings.NewReader(string(body)))
 	if err != nil {
 		return "", err
 	}
@@ -267,11 +287,15 @@ func (c *Client) installationToken(ctx context.Context, id int64) (string, error
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	if _, err := c.do(req, &got); err != nil {
+	status, err := c.do(req, &got)
+	if status == http.StatusUnprocessableEntity {
+		return "", fmt.Errorf("mint a token for the GitHub App's installation %d with %v: %w: %w", id, perms, errNotGranted, err)
+	}
+	if err != nil {
 		return "", fmt.Errorf("mint a token for the GitHub App's installation %d: %w", id, err)
 	}
 	c.mu.Lock()
-	c.tokens[id] = installToken{got.Token, got.ExpiresAt}
+	c.tokens[key] = installToken{got.Token, got.ExpiresAt}
 	c.mu.Unlock()
 	return got.Token, nil
 }
@@ -285,6 +309,123 @@ type Pull struct {
 	State  string `json:"state"`
 	Merged bool   `json:"merged,omitempty"`
 	Draft  bool   `json:"draft,omitempty"`
+	// Head is the commit its branch is at, whose checks are its own.
+	Head PullHead `json:"head"`
+	// Checks and Review are what the Hub read of its checks (ChecksOf)
+	// and its reviews (ReviewOf); GitHub's pull request carries neither.
+	Checks string `json:"checks,omitempty"`
+	Review string `json:"review,omitempty"`
+}
+
+// PullHead is a pull request's head commit.
+type PullHead struct {
+	SHA string `json:"sha"`
+}
+
+// A pull request's checks, combined: one failing makes them failing, else
+// one not done makes them pending; "" is no check runs, or not known.
+const (
+	ChecksPassing = "passing"
+	ChecksFailing = "failing"
+	ChecksPending = "pending"
+)
+
+// A pull request's review decision: "" is none yet.
+const (
+	ReviewApproved         = "approved"
+	ReviewChangesRequested = "changes_requested"
+)
+
+// ChecksOf is the combined state of the check runs on ref (a commit) of
+// owner/repo, read as the App (GET
+// /repos/{owner}/{repo}/commits/{ref}/check-runs, the latest run of each
+// name, up to 100): "" when there are none, and when the App may not read
+// them (its installation lacks the Checks permission), which is not an
+// error the Hub can mend.
+func (c *Client) ChecksOf(ctx context.Context, owner, repo, ref string) (string, error) {
+	var got struct {
+		CheckRuns []CheckRun `json:"check_runs"`
+	}
+	_, err := c.asInstallationWith(ctx, checksPermissions, owner, repo, "/commits/"+url.PathEscape(ref)+"/check-runs?per_page=100", &got)
+	if errors.Is(err, errNotGranted) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the checks of %s/%s at %s: %w", owner, repo, ref, err)
+	}
+	return CombinedChecks(got.CheckRuns), nil
+}
+
+// CheckRun is a check run as GitHub lists it.
+type CheckRun struct {
+	// Status is queued, in_progress, completed (or waiting, requested,
+	// pending); Conclusion is set once completed.
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion"`
+}
+
+// CombinedChecks is the check runs' state in a word, as GitHub's pull
+// request page sums them: any completed without success (success, neutral
+// or skipped) failing, else any not completed pending, else passing.
+func CombinedChecks(runs []CheckRun) string {
+	if len(runs) == 0 {
+		return ""
+	}
+	state := ChecksPassing
+	for _, r := range runs {
+		switch {
+		case r.Status != "completed":
+			state = ChecksPending
+		case r.Conclusion != "success" && r.Conclusion != "neutral" && r.Conclusion != "skipped":
+			return ChecksFailing
+		}
+	}
+	return state
+}
+
+// ReviewOf is pull request n's review decision, read as the App (GET
+// /repos/{owner}/{repo}/pulls/{n}/reviews, the first 100): changes
+// requested while any reviewer's latest review requests them, else
+// approved while any reviewer's approves, else "". It leaves out what
+// GitHub's own decision adds from the Repo's rules (required reviewers,
+// code owners), which the App does not read.
+func (c *Client) ReviewOf(ctx context.Context, owner, repo string, n int) (string, error) {
+	var got []Review
+	if _, err := c.asInstallation(ctx, owner, repo, "/pulls/"+strconv.Itoa(n)+"/reviews?per_page=100", &got); err != nil {
+		return "", fmt.Errorf("read the reviews of %s/%s#%d: %w", owner, repo, n, err)
+	}
+	return ReviewDecision(got), nil
+}
+
+// Review is a review as GitHub's REST API lists it.
+type Review struct {
+	User struct {
+		Login string `json:"login"`
+	} `json:"user"`
+	// State is APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED or
+	// PENDING.
+	State string `json:"state"`
+}
+
+// ReviewDecision sums reviews, oldest first, as ReviewOf says.
+func ReviewDecision(reviews []Review) string {
+	latest := map[string]string{} // each reviewer's last approval, request or dismissal
+	for _, r := range reviews {
+		switch r.State {
+		case "APPROVED", "CHANGES_REQUESTED", "DISMISSED":
+			latest[strings.ToLower(r.User.Login)] = r.State
+		}
+	}
+	decision := ""
+	for _, st := range latest {
+		switch {
+		case st == "CHANGES_REQUESTED":
+			return ReviewChangesRequested
+		case st == "APPROVED":
+			decision = ReviewApproved
+		}
+	}
+	return decision
 }
 
 // Pulls lists the pull requests opened from branch of owner/repo, open and

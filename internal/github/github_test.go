@@ -249,15 +249,110 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	head := github.PullHead{SHA: headOf(t, src)}
 	want := []github.Pull{
-		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open"},
-		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true},
+		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open", Head: head},
+		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true, Head: head},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("pulls from kndl/one: %+v, want %+v", got, want)
 	}
 	if got, err := client(t, gh, false).Pulls(ctx, "acme", "app", "kndl/one"); err != nil || len(got) != 0 {
 		t.Errorf("without the App: %v %v, want none", got, err)
+	}
+}
+
+// headOf is the commit the repository at dir is at.
+func headOf(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestChecksAndReviewsAreReadAsTheAppWithOrWithoutTheChecksPermission: a
+// pull request's head commit's check runs sum to a word and its reviews
+// to a decision, read as the App; an App whose owner did not grant it
+// Checks reads no checks (none, no error) and everything else as before.
+func TestChecksAndReviewsAreReadAsTheAppWithOrWithoutTheChecksPermission(t *testing.T) {
+	gh, c, src := servedApp(t)
+	ctx := context.Background()
+	push, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if !gitWith(t, src, gh.RepoURL("acme/app"), push.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/kndl/one") ||
+		gh.OpenPull(t, "acme/app", push.Value, "kndl/one", "One") != http.StatusCreated {
+		t.Fatal("push kndl/one and open its pull request")
+	}
+	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "timed_out")
+	gh.AddReview(t, "acme/app", 1, "bob", "approved")
+	sha := headOf(t, src)
+	if got, err := c.ChecksOf(ctx, "acme", "app", sha); err != nil || got != github.ChecksFailing {
+		t.Errorf("checks with a timed-out build: %q %v, want failing", got, err)
+	}
+	if got, err := c.ReviewOf(ctx, "acme", "app", 1); err != nil || got != github.ReviewApproved {
+		t.Errorf("review with bob's approval: %q %v, want approved", got, err)
+	}
+
+	gh2, c2, src2 := servedApp(t)
+	gh2.Grant("checks", "")
+	push2, _ := c2.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	if !gitWith(t, src2, gh2.RepoURL("acme/app"), push2.Value, "push", "-q", "REMOTE", "HEAD:refs/heads/kndl/one") ||
+		gh2.OpenPull(t, "acme/app", push2.Value, "kndl/one", "One") != http.StatusCreated {
+		t.Fatal("push kndl/one and open its pull request")
+	}
+	gh2.AddCheckRun(t, "acme/app", 1, "build", "completed", "failure")
+	if got, err := c2.ChecksOf(ctx, "acme", "app", headOf(t, src2)); err != nil || got != "" {
+		t.Errorf("checks without the Checks permission: %q %v, want none and no error", got, err)
+	}
+	if ps, err := c2.Pulls(ctx, "acme", "app", "kndl/one"); err != nil || len(ps) != 1 {
+		t.Errorf("pull requests without the Checks permission: %v %v, want the one", ps, err)
+	}
+}
+
+// TestCheckRunsSumToAWordAndReviewsToADecision: one failing run makes the
+// checks failing, else one not done pending; each reviewer's latest
+// approval, request for changes or dismissal counts, a request for
+// changes over any approval.
+func TestCheckRunsSumToAWordAndReviewsToADecision(t *testing.T) {
+	run := func(status, conclusion string) github.CheckRun {
+		return github.CheckRun{Status: status, Conclusion: conclusion}
+	}
+	checks := []struct {
+		runs []github.CheckRun
+		want string
+	}{
+		{nil, ""},
+		{[]github.CheckRun{run("completed", "success"), run("completed", "skipped"), run("completed", "neutral")}, github.ChecksPassing},
+		{[]github.CheckRun{run("completed", "success"), run("in_progress", "")}, github.ChecksPending},
+		{[]github.CheckRun{run("queued", ""), run("completed", "cancelled")}, github.ChecksFailing},
+	}
+	for _, tt := range checks {
+		if got := github.CombinedChecks(tt.runs); got != tt.want {
+			t.Errorf("CombinedChecks(%+v) = %q, want %q", tt.runs, got, tt.want)
+		}
+	}
+	review := func(login, state string) github.Review {
+		var r github.Review
+		r.User.Login, r.State = login, state
+		return r
+	}
+	reviews := []struct {
+		name string
+		rs   []github.Review
+		want string
+	}{
+		{"none", nil, ""},
+		{"a comment alone", []github.Review{review("bob", "COMMENTED")}, ""},
+		{"an approval, then a comment", []github.Review{review("bob", "APPROVED"), review("bob", "COMMENTED")}, github.ReviewApproved},
+		{"changes requested, then approved by the same reviewer", []github.Review{review("bob", "CHANGES_REQUESTED"), review("Bob", "APPROVED")}, github.ReviewApproved},
+		{"one approves, another requests changes", []github.Review{review("bob", "APPROVED"), review("carol", "CHANGES_REQUESTED")}, github.ReviewChangesRequested},
+		{"a request for changes dismissed", []github.Review{review("carol", "CHANGES_REQUESTED"), review("carol", "DISMISSED")}, ""},
+	}
+	for _, tt := range reviews {
+		if got := github.ReviewDecision(tt.rs); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +197,78 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 	// A wrong filter is refused before the socket opens.
 	if status, _, raw := listAs(t, f, bobTok, "/live?state=nope"); status != http.StatusBadRequest {
 		t.Errorf("the live list with a wrong filter: %d %s, want 400", status, raw)
+	}
+}
+
+// TestEachRowOfTheSessionsListSaysWhatItsSessionSpent: GET /api/sessions
+// gives each Session what its replies spent, by model, with the estimated
+// cost, and none for a Session that spent nothing; the list of 22
+// Sessions, each with a branch, asks the store as often as the list of 2.
+func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	f := newFixture(t, withGitHub(gh, time.Minute))
+	ctx := context.Background()
+	bob, bobTok := member(t, f, "bob")
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "bob", true)
+	r, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	var ids []string
+	add := func(n int) {
+		for range n {
+			s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
+			if err == nil {
+				_, _, err = f.store.AddSessionBranches(ctx, s.ID, []string{"kndl/x"}, time.Now(), 20)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, s.ID)
+		}
+	}
+	add(2)
+	reply := func(id string, in, out int64) store.Event {
+		return store.Event{At: time.Now(), Kind: "text", Data: json.RawMessage(`{}`),
+			Reply: &store.Reply{Message: id, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: in, Output: out}}}
+	}
+	if _, err := f.store.AppendEvents(ctx, ids[0], []store.Event{reply("msg_a", 1_000_000, 0), reply("msg_b", 0, 100_000)}); err != nil {
+		t.Fatal(err)
+	}
+	status, ss, raw := listAs(t, f, bobTok, "")
+	if status != http.StatusOK || len(ss) != 2 {
+		t.Fatalf("the list: %d %s", status, raw)
+	}
+	for _, s := range ss {
+		switch s.ID {
+		case ids[0]:
+			// $3 a million input tokens, $15 a million output.
+			if s.Spent == nil || s.Spent.Input != 1_000_000 || s.Spent.Output != 100_000 || s.Spent.Estimate() != "$4.50 estimated" ||
+				len(s.Spent.Models) != 1 || s.Spent.Models[0].Model != "claude-sonnet-5-5" {
+				t.Errorf("the row of the Session that spent: %+v, want 1,000,000 input and 100,000 output tokens, $4.50 estimated", s.Spent)
+			}
+		case ids[1]:
+			if s.Spent != nil {
+				t.Errorf("the row of the Session that spent nothing: %+v, want none", s.Spent)
+			}
+		}
+	}
+
+	calls := func() map[string]int {
+		var mu sync.Mutex
+		n := map[string]int{}
+		f.store.Observe(func(op string, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			n[op]++
+		})
+		defer f.store.Observe(nil)
+		if status, ss, raw := listAs(t, f, bobTok, ""); status != http.StatusOK || len(ss) != len(ids) {
+			t.Fatalf("the list of %d: %d %s", len(ids), status, raw)
+		}
+		return n
+	}
+	few := calls()
+	add(20)
+	if many := calls(); !maps.Equal(few, many) {
+		t.Errorf("the store's calls for a list of 2 Sessions %v and of 22 %v, want the same", few, many)
 	}
 }

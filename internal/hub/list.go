@@ -71,21 +71,23 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		b, _ := json.Marshal(m)
 		return ws.Write(ctx, websocket.MessageText, b)
 	}
-	// row is the Session as sent, and whether it differs from the last one.
-	row := func(a api.Session) (api.Session, bool) {
-		a = h.withPull(ctx, a)
+	// differs keeps the row as sent, and reports whether it differs from
+	// the last one.
+	differs := func(a api.Session) bool {
 		b, _ := json.Marshal(a)
 		was, ok := sent[a.ID]
 		sent[a.ID] = string(b)
-		return a, !ok || was != string(b)
+		return !ok || was != string(b)
 	}
 	rows := []api.Session{}
 	for _, s := range h.visibleSessions(ctx, p, ss) {
 		readsRepo(ctx, s.RepoURL)
 		if a := h.apiSessionNow(s); q.match(a) {
-			a, _ = row(a)
 			rows = append(rows, a)
 		}
+	}
+	for _, a := range h.listRows(ctx, rows) {
+		differs(a)
 	}
 	if send("list", rows, nil) != nil {
 		return
@@ -111,7 +113,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 			}
 			return
 		}
-		var changed []api.Session
+		var kept, changed []api.Session
 		var gone []string
 		for id := range ids {
 			s, err := h.sessionFor(ctx, p, id) // access, asked again
@@ -126,7 +128,10 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 				}
 				continue
 			}
-			if a, diff := row(a); diff {
+			kept = append(kept, a)
+		}
+		for _, a := range h.listRows(ctx, kept) {
+			if differs(a) {
 				changed = append(changed, a)
 			}
 		}

@@ -78,6 +78,9 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		ID, Title, State, StateDetail, Creator, Updated string
 		KeepAwake                                       bool
 		Pull                                            *pullBadge
+		// Spent is the estimated cost, SpentDetail each kind of tokens
+		// too; "" while nothing.
+		Spent, SpentDetail string
 	}
 	type repo struct {
 		ID, URL, Name string
@@ -91,6 +94,8 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	var repos, shown []*repo
 	byURL := map[string]*repo{}
 	var repoOpts []option
+	var listed []api.Session
+	var listedIn []*repo
 	for _, s := range ss {
 		rp := byURL[s.RepoURL]
 		if rp == nil {
@@ -103,11 +108,17 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		if qerr != nil || !q.match(a) {
 			continue
 		}
-		if len(rp.Sessions) == 0 {
+		if !slices.Contains(shown, rp) {
 			shown = append(shown, rp)
 		}
-		a = h.withPull(ctx, a)
-		rp.Sessions = append(rp.Sessions, row{s.ID, s.Title, string(s.State), s.StateDetail, names[s.CreatorID], when(s.UpdatedAt), s.KeepAwake, badgeOf(a.Pull)})
+		listed, listedIn = append(listed, a), append(listedIn, rp)
+	}
+	for i, a := range h.listRows(ctx, listed) {
+		rw := row{a.ID, a.Title, string(a.State), a.StateDetail, names[a.CreatorID], when(a.UpdatedAt), a.KeepAwake, badgeOf(a.Pull), "", ""}
+		if a.Spent != nil {
+			rw.Spent, rw.SpentDetail = a.Spent.Estimate(), a.Spent.Summary()
+		}
+		listedIn[i].Sessions = append(listedIn[i].Sessions, rw)
 	}
 	var creatorOpts []option
 	for _, m := range members {
@@ -135,11 +146,11 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		Search: query.Get(api.FilterSearch), FilterError: filterErr, RepoOpts: repoOpts, StateOpts: stateOpts, CreatorOpts: creatorOpts})
 }
 
-// pullBadge is a Sessions list row's pull request: its number, link and
-// state as a person reads it.
+// pullBadge is a Sessions list row's pull request: its number, link, its
+// state as a person reads it, and that with its checks and review (Line).
 type pullBadge struct {
-	Number     int
-	URL, State string
+	Number                   int
+	URL, State, Checks, Line string
 }
 
 // badgeOf is the badge of a pull request, nil for none.
@@ -147,7 +158,7 @@ func badgeOf(p *api.Pull) *pullBadge {
 	if p == nil {
 		return nil
 	}
-	return &pullBadge{p.Number, p.URL, p.Status()}
+	return &pullBadge{p.Number, p.URL, p.Status(), p.Checks, p.Line()}
 }
 
 // sessionPage is a Session's view. What only its Creator may do is left out

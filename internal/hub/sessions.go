@@ -371,10 +371,10 @@ func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) 
 	rows := []api.Session{}
 	for _, s := range h.visibleSessions(ctx, p, ss) {
 		if a := h.apiSessionNow(s); q.match(a) {
-			rows = append(rows, h.withPull(ctx, a))
+			rows = append(rows, a)
 		}
 	}
-	return rows, nil
+	return h.listRows(ctx, rows), nil
 }
 
 func (h sessionsAPI) showSession(w http.ResponseWriter, r *http.Request, p Principal) {

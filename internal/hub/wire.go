@@ -44,13 +44,31 @@ func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt
 	return api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
 }
 
-// withPull is a Session as the Sessions list shows it: with its newest
-// pull request.
-func (h *Hub) withPull(ctx context.Context, a api.Session) api.Session {
-	if bs, err := h.branches(ctx, a.ID); err == nil {
-		a.Pull = newestPull(bs)
+// listRows are Sessions as the Sessions list shows them, changed in
+// place: each with its newest pull request and what it spent, each read
+// for every row in one query rather than one a row.
+func (h *Hub) listRows(ctx context.Context, rows []api.Session) []api.Session {
+	ids := make([]string, len(rows))
+	for i, a := range rows {
+		ids[i] = a.ID
 	}
-	return a
+	// A row shows without what could not be read.
+	sums, err := h.store.SessionsUsage(ctx, ids)
+	if err != nil {
+		h.log.Error("read what the listed Sessions spent", "err", err)
+	}
+	branches, err := h.pulls.BranchesOf(ctx, ids)
+	if err != nil {
+		h.log.Error("read the listed Sessions' branches", "err", err)
+	}
+	for i := range rows {
+		rows[i].Pull = newestPull(h.maskPulls(ctx, rows[i].ID, branches[rows[i].ID]))
+		if u := sums[rows[i].ID]; len(u) > 0 {
+			spent := spentOf(u)
+			rows[i].Spent = &spent
+		}
+	}
+	return rows
 }
 
 // branches are the branches a Session pushed, with their pull requests.
@@ -58,12 +76,18 @@ func (h *Hub) withPull(ctx context.Context, a api.Session) api.Session {
 // written it, so it is masked.
 func (h *Hub) branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
 	bs, err := h.pulls.Branches(ctx, sessionID)
+	return h.maskPulls(ctx, sessionID, bs), err
+}
+
+// maskPulls masks the titles of the pull requests of a Session's
+// branches, in place.
+func (h *Hub) maskPulls(ctx context.Context, sessionID string, bs []api.Branch) []api.Branch {
 	for i := range bs {
 		for j := range bs[i].Pulls {
 			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, sessionID, bs[i].Pulls[j].Title)
 		}
 	}
-	return bs, err
+	return bs
 }
 
 // newestPull is the highest-numbered of the branches' pull requests

@@ -69,7 +69,23 @@ func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branch
 
 // SessionBranches lists the branches a Session pushed, oldest first.
 func (s *Store) SessionBranches(ctx context.Context, sessionID string) ([]SessionBranch, error) {
+	defer s.timed("session_branches")()
 	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.session_id = ? ORDER BY b.pushed_at, b.branch`, sessionID)
+}
+
+// SessionsBranches is SessionBranches of each of the Sessions, keyed by
+// Session id: one query for a list's rows, up to idChunk of them.
+func (s *Store) SessionsBranches(ctx context.Context, ids []string) (map[string][]SessionBranch, error) {
+	defer s.timed("sessions_branches")()
+	out := map[string][]SessionBranch{}
+	err := eachChunk(ids, func(in string, args []any) error {
+		bs, err := queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.session_id IN (`+in+`) ORDER BY b.session_id, b.pushed_at, b.branch`, args...)
+		for _, b := range bs {
+			out[b.SessionID] = append(out[b.SessionID], b)
+		}
+		return err
+	})
+	return out, err
 }
 
 // BranchesToCheck lists the branches of Sessions not archived, those GitHub

@@ -179,6 +179,28 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// idChunk bounds the ids one query's IN list names, inside both engines'
+// limits on a statement's parameters.
+const idChunk = 500
+
+// eachChunk calls f with each run of up to idChunk of ids as an IN list's
+// placeholders and arguments: a list's rows read in a query or a few,
+// however many.
+func eachChunk(ids []string, f func(in string, args []any) error) error {
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), idChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		if err := f(strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", "), args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // queryAll runs a query and scans each row with scan.
 func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)

@@ -135,3 +135,29 @@ func (s *Store) UsageByDay(ctx context.Context, since time.Time, creatorID strin
 		GROUP BY 1, 2, 3, 4 ORDER BY 1 DESC, 2, 3, 4`,
 		ms(since.UTC().Truncate(day)), creatorID, creatorID)
 }
+
+// SessionsUsage is what each of the Sessions spent, by model, keyed by
+// Session id (none for one that spent nothing): one query for a list's
+// rows, not one a row, up to idChunk of them.
+func (s *Store) SessionsUsage(ctx context.Context, ids []string) (map[string][]Usage, error) {
+	defer s.timed("sessions_usage")()
+	out := map[string][]Usage{}
+	err := eachChunk(ids, func(in string, args []any) error {
+		type idUsage struct {
+			id string
+			Usage
+		}
+		rows, err := queryAll(ctx, s.db, func(row scanner) (idUsage, error) {
+			var r idUsage
+			var err error
+			r.Usage, err = scanUsage(row, &r.id)
+			return r, err
+		}, `SELECT u.session_id, `+usageCols+` FROM session_usage u WHERE u.session_id IN (`+in+`)
+			GROUP BY u.session_id, u.model ORDER BY u.session_id, u.model`, args...)
+		for _, r := range rows {
+			out[r.id] = append(out[r.id], r.Usage)
+		}
+		return err
+	})
+	return out, err
+}

@@ -78,6 +78,17 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 		if _, err := s.AppendEvents(ctx, y.ID, []Event{next}); err != nil {
 			t.Fatal(err)
 		}
+		// The list's sums: every row's in one query an idChunk of
+		// Sessions, past a chunk's end too; none for a Session that spent
+		// nothing.
+		ids := []string{x.ID}
+		for i := range idChunk {
+			ids = append(ids, fmt.Sprintf("no-such-session-%d", i))
+		}
+		want := map[string][]Usage{x.ID: {haiku, sonnet}, y.ID: {{Model: "sonnet", Input: 1, Output: 2, CacheRead: 10, CacheWrite: 1}}}
+		if got, err := s.SessionsUsage(ctx, append(ids, y.ID)); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("SessionsUsage: got %+v, %v, want %+v", got, err, want)
+		}
 		mine := []UsageDay{{day.Truncate(24 * time.Hour), u.ID, x.RepoID, haiku}, {day.Truncate(24 * time.Hour), u.ID, x.RepoID, sonnet}}
 		theirs := UsageDay{day.Truncate(24 * time.Hour).Add(24 * time.Hour), other.ID, repo.ID, Usage{Model: "sonnet", Input: 1, Output: 2, CacheRead: 10, CacheWrite: 1}}
 		if got, err := s.UsageByDay(ctx, day.Add(-time.Hour), u.ID); err != nil || !reflect.DeepEqual(got, mine) {

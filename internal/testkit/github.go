@@ -69,8 +69,10 @@ type GitHub struct {
 	down       bool
 	calls      map[string]int
 	mux        *http.ServeMux
-	gitRoot    string     // bare repositories served over git's smart HTTP
-	iss        fakeIssues // issues, comments and the webhook: github_issues.go
+	gitRoot    string            // bare repositories served over git's smart HTTP
+	iss        fakeIssues        // issues, comments and the webhook: github_issues.go
+	checks     fakeChecks        // check runs and reviews: github_checks.go
+	granted    map[string]string // the App's permissions: appPermissions unless Grant changed them
 }
 
 // GitHubUser is a GitHub account.
@@ -98,9 +100,10 @@ func (g *GitHub) liveToken(tok string) (instToken, bool) {
 }
 
 // appPermissions are the permissions the App's installations are granted:
-// what the Hub asks for and nothing more (checks, say, is not granted).
-// Issues write is for the Hub's replies in a thread.
-var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write"}
+// what the Hub asks for and nothing more (checks write, say, is not
+// granted). Issues write is for the Hub's replies in a thread, checks read
+// for a pull request's checks.
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read"}
 
 // fakePull is a pull request on the fake.
 type fakePull struct {
@@ -124,6 +127,7 @@ type pullUser struct {
 type pullRef struct {
 	Ref   string `json:"ref"`
 	Label string `json:"label"` // OWNER:BRANCH
+	SHA   string `json:"sha"`   // the commit it was at when opened; headSHA says where it is now
 	repo  string // a fork's owner/name, for a head from one; "" for the pull request's own
 }
 
@@ -166,7 +170,8 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
 		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
 		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{},
-		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{}}
+		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{},
+		granted: maps.Clone(appPermissions)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login/oauth/authorize", g.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", g.accessToken)
@@ -180,6 +185,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
+	g.serveChecks(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -398,6 +404,19 @@ func (g *GitHub) SetReadOnly(ownerRepo, login string, ro bool) {
 		g.readOnly[r] = map[string]bool{}
 	}
 	g.readOnly[r][strings.ToLower(login)] = ro
+}
+
+// Grant sets the App's permission perm to level (read or write; "" takes
+// it away), as its owner would in the App's settings: tokens minted from
+// then on may have it, or not.
+func (g *GitHub) Grant(perm, level string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if level == "" {
+		delete(g.granted, perm)
+		return
+	}
+	g.granted[perm] = level
 }
 
 // SetDown makes every endpoint answer 503, as GitHub does in an outage.
@@ -651,10 +670,10 @@ func (g *GitHub) installationToken(w http.ResponseWriter, r *http.Request) {
 	}
 	perms := req.Permissions
 	if perms == nil {
-		perms = appPermissions
+		perms = g.granted
 	}
 	for k, v := range perms {
-		granted := appPermissions[k]
+		granted := g.granted[k]
 		if (v != "read" && v != "write") || granted == "" || (v == "write" && granted != "write") {
 			ghError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
 			return
@@ -736,14 +755,31 @@ func apiToken(r *http.Request) string {
 	return tok
 }
 
+// readable counts a REST request as endpoint's and returns the Repo it
+// names, lower-case, if its token may read perm there; otherwise it
+// refuses it with refused, as GitHub does that endpoint: 404 where it
+// hides the Repo, 403 "Resource not accessible by integration" where it
+// says the App lacks the permission.
+func (g *GitHub) readable(w http.ResponseWriter, r *http.Request, endpoint, perm string, refused int) (string, bool) {
+	g.count(endpoint)
+	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
+	if !g.allows(apiToken(r), repo, perm, "read") {
+		msg := "Not Found"
+		if refused == http.StatusForbidden {
+			msg = "Resource not accessible by integration"
+		}
+		ghError(w, refused, msg)
+		return "", false
+	}
+	return repo, true
+}
+
 // listPulls answers GET /repos/{owner}/{repo}/pulls with head and state
 // (open, closed or all) filters, newest first, for a token with pull
 // requests read.
 func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
-	g.count("pulls")
-	repo := strings.ToLower(r.PathValue("owner") + "/" + r.PathValue("repo"))
-	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
-		ghError(w, http.StatusNotFound, "Not Found")
+	repo, ok := g.readable(w, r, "pulls", "pull_requests", http.StatusNotFound)
+	if !ok {
 		return
 	}
 	head, state := r.URL.Query().Get("head"), r.URL.Query().Get("state")
@@ -757,6 +793,7 @@ func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 	for i := len(all) - 1; i >= 0; i-- {
 		p := all[i]
 		if (head == "" || strings.EqualFold(p.Head.Label, head)) && (state == "all" || p.State == state) {
+			p.Head.SHA = g.headSHA(repo, p)
 			out = append(out, p)
 		}
 	}
@@ -796,10 +833,15 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 		head = branch
 	}
 	bare := filepath.Join(g.gitRoot, repo+".git")
+	var sha string
 	for _, f := range [][2]string{{"head", head}, {"base", req.Base}} {
-		if exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+f[1]).Run() != nil {
+		out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "-q", "refs/heads/"+f[1]).Output()
+		if err != nil {
 			ghInvalid(w, map[string]string{"resource": "PullRequest", "field": f[0], "code": "invalid"})
 			return
+		}
+		if f[0] == "head" {
+			sha = strings.TrimSpace(string(out))
 		}
 	}
 	g.mu.Lock()
@@ -812,7 +854,7 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	}
 	n := len(g.pulls[repo]) + 1
 	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
-		Head: pullRef{Ref: head, Label: owner + ":" + head}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
+		Head: pullRef{Ref: head, Label: owner + ":" + head, SHA: sha}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
 		User: pullUser{Login: AppSlug + "[bot]", Type: "Bot"}}
 	g.pulls[repo] = append(g.pulls[repo], p)
 	ghJSON(w, http.StatusCreated, p)

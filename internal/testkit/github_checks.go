@@ -3,6 +3,10 @@ package testkit
 import (
 	"fmt"
 	"hash/fnv"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +16,42 @@ import (
 // the App's webhook as GitHub delivers them: check_run (completed) and
 // pull_request_review (submitted), signed like every delivery.
 
+// fakeChecks are the check runs and reviews the fake keeps, for the REST
+// API to list as GitHub does.
+type fakeChecks struct {
+	runs    map[string][]fakeCheckRun // by lower-case owner/repo, oldest first
+	reviews map[string][]fakeReview   // by lower-case owner/repo and "#N"
+}
+
+type fakeCheckRun struct {
+	id                     int64
+	name, sha              string
+	status, conclusion, at string
+}
+
+type fakeReview struct {
+	id                 int64
+	login, state, body string
+	at, sha            string
+}
+
+func (g *GitHub) serveChecks(mux *http.ServeMux) {
+	g.checks = fakeChecks{runs: map[string][]fakeCheckRun{}, reviews: map[string][]fakeReview{}}
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", g.listCheckRuns)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}/reviews", g.listReviews)
+}
+
 // CheckRun delivers the check_run event of a check named name completing
 // with conclusion (failure, timed_out, success, ...) and summary on pull
 // request pull of ownerRepo, returning the delivery and the Hub's status.
-// Its log is at the check's details URL, the CI's own page.
+// Its log is at the check's details URL, the CI's own page. The REST API
+// lists it on the pull request's head commit from then on.
 func (g *GitHub) CheckRun(t testing.TB, ownerRepo string, pull int, name, conclusion, summary string) (Delivery, int) {
 	t.Helper()
+	p, sha := g.pullHead(t, ownerRepo, pull)
 	g.mu.Lock()
-	repo := strings.ToLower(ownerRepo)
-	p := g.pull(t, repo, pull)
-	g.iss.nextComment++ // ids from one counter: unique is all a check run's id needs
-	id := g.iss.nextComment
-	now := time.Now().UTC().Format(time.RFC3339)
-	sha := fmt.Sprintf("%040x", id)
+	run := g.addCheckRun(ownerRepo, sha, name, "completed", conclusion)
+	id, now := run.id, run.at
 	payload := map[string]any{"action": "completed",
 		"check_run": map[string]any{"id": id, "name": name, "head_sha": sha, "status": "completed", "conclusion": conclusion,
 			"started_at": now, "completed_at": now,
@@ -42,21 +69,40 @@ func (g *GitHub) CheckRun(t testing.TB, ownerRepo string, pull int, name, conclu
 	return d, g.Deliver(t, d)
 }
 
+// AddCheckRun records a check run named name on pull request pull's head
+// commit, with status (queued, in_progress, completed) and, once
+// completed, conclusion, as a CI would through the Checks API, without a
+// webhook delivery.
+func (g *GitHub) AddCheckRun(t testing.TB, ownerRepo string, pull int, name, status, conclusion string) {
+	t.Helper()
+	_, sha := g.pullHead(t, ownerRepo, pull)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.addCheckRun(ownerRepo, sha, name, status, conclusion)
+}
+
+// addCheckRun keeps a check run. Call with g.mu held.
+func (g *GitHub) addCheckRun(ownerRepo, sha, name, status, conclusion string) fakeCheckRun {
+	g.iss.nextComment++ // ids from one counter: unique is all a check run's id needs
+	run := fakeCheckRun{id: g.iss.nextComment, name: name, sha: sha, status: status, conclusion: conclusion, at: time.Now().UTC().Format(time.RFC3339)}
+	repo := strings.ToLower(ownerRepo)
+	g.checks.runs[repo] = append(g.checks.runs[repo], run)
+	return run
+}
+
 // Review delivers the pull_request_review event of login submitting a
 // review in state (changes_requested, approved, commented) with body on
-// pull request pull of ownerRepo.
+// pull request pull of ownerRepo. The REST API lists it from then on.
 func (g *GitHub) Review(t testing.TB, ownerRepo string, pull int, login, state, body string) (Delivery, int) {
 	t.Helper()
+	p, sha := g.pullHead(t, ownerRepo, pull)
 	g.mu.Lock()
-	repo := strings.ToLower(ownerRepo)
-	p := g.pull(t, repo, pull)
-	g.iss.nextComment++
-	id := g.iss.nextComment
+	rv := g.addReview(ownerRepo, pull, sha, login, state, body)
 	repoFull, headFull := g.repoPayload(ownerRepo), g.repoPayload(headRepo(p, ownerRepo))
 	payload := map[string]any{"action": "submitted",
-		"review": map[string]any{"id": id, "user": g.userPayload(login, false), "body": body, "state": state,
-			"submitted_at": time.Now().UTC().Format(time.RFC3339), "author_association": "COLLABORATOR",
-			"html_url":         fmt.Sprintf("%s#pullrequestreview-%d", p.HTMLURL, id),
+		"review": map[string]any{"id": rv.id, "user": g.userPayload(login, false), "body": body, "state": state,
+			"submitted_at": rv.at, "author_association": "COLLABORATOR",
+			"html_url":         fmt.Sprintf("%s#pullrequestreview-%d", p.HTMLURL, rv.id),
 			"pull_request_url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, ownerRepo, pull)},
 		"pull_request": map[string]any{"number": pull, "title": p.Title, "state": p.State, "html_url": p.HTMLURL,
 			"head": map[string]any{"ref": p.Head.Ref, "label": p.Head.Label, "repo": headFull},
@@ -65,6 +111,99 @@ func (g *GitHub) Review(t testing.TB, ownerRepo string, pull int, login, state, 
 	d := g.newDelivery("pull_request_review", payload)
 	g.mu.Unlock()
 	return d, g.Deliver(t, d)
+}
+
+// AddReview records login's review of pull request pull in state
+// (approved, changes_requested, commented, dismissed), without a webhook
+// delivery.
+func (g *GitHub) AddReview(t testing.TB, ownerRepo string, pull int, login, state string) {
+	t.Helper()
+	_, sha := g.pullHead(t, ownerRepo, pull)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.addReview(ownerRepo, pull, sha, login, state, "")
+}
+
+// addReview keeps a review. Call with g.mu held.
+func (g *GitHub) addReview(ownerRepo string, pull int, sha, login, state, body string) fakeReview {
+	g.iss.nextComment++
+	rv := fakeReview{id: g.iss.nextComment, login: login, state: state, body: body, at: time.Now().UTC().Format(time.RFC3339), sha: sha}
+	key := fmt.Sprintf("%s#%d", strings.ToLower(ownerRepo), pull)
+	g.checks.reviews[key] = append(g.checks.reviews[key], rv)
+	return rv
+}
+
+// pullHead is pull request n of ownerRepo with the commit its head branch
+// is at now.
+func (g *GitHub) pullHead(t testing.TB, ownerRepo string, n int) (fakePull, string) {
+	t.Helper()
+	g.mu.Lock()
+	p := g.pull(t, strings.ToLower(ownerRepo), n)
+	g.mu.Unlock()
+	return p, g.headSHA(ownerRepo, p)
+}
+
+// headSHA is the commit a pull request's head branch is at: the served
+// repository's branch when there is one (a push moves it, as on GitHub),
+// else the one the pull request was opened with.
+func (g *GitHub) headSHA(ownerRepo string, p fakePull) string {
+	if p.Head.repo == "" || strings.EqualFold(p.Head.repo, ownerRepo) {
+		out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, strings.ToLower(ownerRepo)+".git"), "rev-parse", "--verify", "-q", "refs/heads/"+p.Head.Ref).Output()
+		if err == nil {
+			return strings.TrimSpace(string(out))
+		}
+	}
+	return p.Head.SHA
+}
+
+// listCheckRuns answers GET /repos/{owner}/{repo}/commits/{ref}/check-runs
+// for a token with checks read: the latest run of each name on the commit
+// (GitHub's filter=latest, its default), newest first.
+func (g *GitHub) listCheckRuns(w http.ResponseWriter, r *http.Request) {
+	repo, ok := g.readable(w, r, "check_runs", "checks", http.StatusForbidden)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	runs := slices.Clone(g.checks.runs[repo])
+	g.mu.Unlock()
+	out := []map[string]any{}
+	seen := map[string]bool{}
+	for i := len(runs) - 1; i >= 0; i-- {
+		c := runs[i]
+		if c.sha != r.PathValue("ref") || seen[c.name] {
+			continue
+		}
+		seen[c.name] = true
+		var conclusion, completed any
+		if c.status == "completed" {
+			conclusion, completed = c.conclusion, c.at
+		}
+		out = append(out, map[string]any{"id": c.id, "name": c.name, "head_sha": c.sha, "status": c.status, "conclusion": conclusion,
+			"started_at": c.at, "completed_at": completed, "details_url": fmt.Sprintf("https://ci.example/%s/runs/%d", repo, c.id),
+			"html_url": fmt.Sprintf("%s/%s/runs/%d", g.URL, repo, c.id), "app": map[string]any{"slug": "ci"}})
+	}
+	ghJSON(w, http.StatusOK, map[string]any{"total_count": len(out), "check_runs": out})
+}
+
+// listReviews answers GET /repos/{owner}/{repo}/pulls/{n}/reviews for a
+// token with pull requests read: every review, oldest first, its state in
+// the REST API's capitals (APPROVED, CHANGES_REQUESTED, COMMENTED,
+// DISMISSED).
+func (g *GitHub) listReviews(w http.ResponseWriter, r *http.Request) {
+	repo, ok := g.readable(w, r, "reviews", "pull_requests", http.StatusNotFound)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	rvs := slices.Clone(g.checks.reviews[repo+"#"+r.PathValue("n")])
+	g.mu.Unlock()
+	out := []map[string]any{}
+	for _, rv := range rvs {
+		out = append(out, map[string]any{"id": rv.id, "user": map[string]any{"login": rv.login, "type": "User"}, "body": rv.body,
+			"state": strings.ToUpper(rv.state), "submitted_at": rv.at, "commit_id": rv.sha, "author_association": "COLLABORATOR"})
+	}
+	ghJSON(w, http.StatusOK, out)
 }
 
 // AddPull opens a pull request of ownerRepo from head into main as login
@@ -81,7 +220,7 @@ func (g *GitHub) AddPull(ownerRepo, login, head, title string) int {
 		headOwner, branch = owner, head
 	}
 	g.pulls[repo] = append(g.pulls[repo], fakePull{Number: n, Title: title, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
-		Head: pullRef{Ref: branch, Label: headOwner + ":" + branch, repo: headOwner + "/" + name}, Base: pullRef{Ref: "main", Label: owner + ":main"}})
+		Head: pullRef{Ref: branch, Label: headOwner + ":" + branch, SHA: fmt.Sprintf("%040x", repoID(head)<<8+int64(n)), repo: headOwner + "/" + name}, Base: pullRef{Ref: "main", Label: owner + ":main"}})
 	return n
 }
 

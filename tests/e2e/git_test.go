@@ -270,8 +270,9 @@ func TestAHubWithoutAGitHubAppSaysSoOnceNotAtEachSessionStart(t *testing.T) {
 // opened from it (with the Sandbox token, as gh would) show, live, once a
 // later push in the transcript has the Hub ask GitHub again (about a
 // branch it asked about less than HUB_PULLS_CHECK_GAP ago, once the gap
-// is over), a title masked like any Session text; kndl show's API lists the
-// same.
+// is over), a title masked like any Session text, the open one with its
+// checks and review (a failing check, an approval), on the view and the
+// Sessions list's badge; kndl show's API lists the same.
 func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
@@ -295,12 +296,20 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 			t.Fatalf("open a pull request with the Sandbox token: %v %v", resp, err)
 		}
 	}
+	s.GitHub.AddCheckRun(t, "acme/app", 2, "lint", "completed", "success")
+	s.GitHub.AddCheckRun(t, "acme/app", 2, "build", "completed", "failure")
+	s.GitHub.AddReview(t, "acme/app", 2, "bob", "approved")
 	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
 	s.prompt(id, "push another")
 	b.Wait(testenv.WaitMedium, "the pull request and the second branch", `(() => {
 		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
 		return pr && pr.href === `+"`"+s.GitHub.URL+"/acme/app/pull/1`"+` &&
 			!!document.querySelector('#branches li[data-branch="kndl/second"]');
+	})()`)
+	b.Wait(testenv.WaitShort, "the open pull request's checks and review", `(() => {
+		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent.startsWith("#2 "));
+		const note = pr && pr.nextElementSibling;
+		return note && note.textContent === "open · checks failing · approved" && note.dataset.checks === "failing";
 	})()`)
 	var v api.SessionView
 	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
@@ -309,6 +318,9 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	}
 	if got := v.Branches[0].Pulls[0].Title; got != "Token "+strings.Repeat("*", len(tok)) {
 		t.Errorf("a pull request's title with the Sandbox token in it shows %q, want it masked", got)
+	}
+	if p := v.Branches[0].Pulls[0]; p.Checks != "failing" || p.Review != "approved" {
+		t.Errorf("the open pull request's checks %q and review %q, want failing, approved", p.Checks, p.Review)
 	}
 	// Nobody named the Session: it took its newest pull request's title,
 	// masked.
@@ -320,6 +332,12 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 		t.Error("the Session view shows the Sandbox token in a pull request's title")
 	}
 	b.Screenshot("session-branches.png")
+
+	// The Sessions list's badge says the same.
+	b.Go(s.URL+"/", `#repos li[data-id="`+id+`"] a.pull`)
+	if got := Eval[string](b, `document.querySelector('#repos li[data-id="`+id+`"] a.pull').textContent`); got != "#2 open · checks failing · approved" {
+		t.Errorf("the list's badge reads %q, want #2 open · checks failing · approved", got)
+	}
 }
 
 // TestARestartedRunnerAsksForTheSandboxTokenAgain: a Runner that restarts

@@ -108,4 +108,15 @@ func TestWhatASessionSpentShowsInTheCLITheAPITheViewAndTheUsagePage(t *testing.T
 		t.Error("the Usage page does not say its cost is an estimate")
 	}
 	b.Screenshot("usage-page.png")
+
+	// The Sessions list's row: the estimated cost, each kind of tokens on
+	// hover; and kndl ls's.
+	cost := api.Spent{EstimatedUSD: usd}.Estimate()
+	b.Go(s.URL+"/", `#repos li[data-id="`+v.ID+`"] .spent`)
+	if got := Eval[string](b, `(() => { const e = document.querySelector('#repos li[data-id="`+v.ID+`"] .spent'); return e.hidden ? "" : e.textContent + " | " + e.title; })()`); !strings.HasPrefix(got, cost+" | "+line) {
+		t.Errorf("the Sessions list's row says it spent %q, want %s with each kind of tokens", got, cost)
+	}
+	if out, _, _ := s.kndl("", "ls"); !strings.Contains(out, cost) {
+		t.Errorf("kndl ls does not say the Session spent %s:\n%s", cost, out)
+	}
 }

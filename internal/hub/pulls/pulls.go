@@ -1,8 +1,9 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
 // transcript's git push output names, and the pull requests opened from
-// them, which it reads from GitHub as the App when a push shows in the
-// transcript and on a slow timer, never per page view; the newest one's
-// title is offered as the Session's. Only internal/hub imports it.
+// them, with an open one's checks and review decision, which it reads from
+// GitHub as the App when a push shows in the transcript and on a slow
+// timer, never per page view; the newest one's title is offered as the
+// Session's. Only internal/hub imports it.
 package pulls
 
 import (
@@ -29,6 +30,10 @@ type GitHub interface {
 	// Pulls lists the pull requests opened from branch, none without the
 	// App on the Repo.
 	Pulls(ctx context.Context, owner, repo, branch string) ([]github.Pull, error)
+	// ChecksOf is the combined state of the check runs on a commit.
+	ChecksOf(ctx context.Context, owner, repo, ref string) (string, error)
+	// ReviewOf is a pull request's review decision.
+	ReviewOf(ctx context.Context, owner, repo string, n int) (string, error)
 }
 
 // Options configure a Tracker.
@@ -61,8 +66,10 @@ type Options struct {
 // DefaultEvery is how often the Tracker asks GitHub about every branch.
 const DefaultEvery = 5 * time.Minute
 
-// checkBatch bounds the branches one round asks GitHub about, to stay
-// well inside its rate limit; the ones asked longest ago go first.
+// checkBatch bounds the questions one round asks GitHub, a branch's pull
+// requests and an open one's checks and reviews each one, to stay well
+// inside its rate limit (200 every 5 minutes is 2,400 an hour of an
+// installation's 5,000); the branches asked about longest ago go first.
 const checkBatch = 200
 
 // MaxBranches bounds the branches a Session records. What reads as git
@@ -198,7 +205,7 @@ func (t *Tracker) run(ctx context.Context) {
 		case <-tick.C:
 			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
 			if err == nil {
-				t.check(ctx, bs)
+				t.check(ctx, bs, checkBatch)
 			}
 		}
 	}
@@ -213,7 +220,7 @@ func (t *Tracker) askDue(ctx context.Context, sessionID string) {
 		return
 	}
 	due, wait := dueBranches(bs, time.Now(), t.opts.Gap)
-	t.check(ctx, due)
+	t.check(ctx, due, 0)
 	if wait > 0 {
 		t.askLater(ctx, sessionID, wait)
 	}
@@ -233,19 +240,27 @@ func dueBranches(bs []store.SessionBranch, now time.Time, gap time.Duration) (du
 	return due, wait
 }
 
-// check asks GitHub for each branch's pull requests and keeps what changed.
-func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
+// check asks GitHub for each branch's pull requests, with an open one's
+// checks and reviews, and keeps what changed; with a budget (not 0) it
+// stops once it asked GitHub that many questions, leaving the other
+// branches to the next round.
+func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget int) {
 	if t.opts.GitHub == nil {
 		return
 	}
 	t.checks.Lock()
 	defer t.checks.Unlock()
+	asked := 0
 	for _, b := range bs {
+		if budget > 0 && asked >= budget {
+			return
+		}
 		owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL)
 		if !ok {
 			continue
 		}
 		ps, err := t.opts.GitHub.Pulls(ctx, owner, name, b.Branch)
+		asked++
 		if err != nil {
 			if ctx.Err() != nil {
 				return // closing
@@ -261,6 +276,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 		if ps == nil {
 			ps = []github.Pull{}
 		}
+		asked += t.readStatus(ctx, owner, name, b, ps)
 		j, _ := json.Marshal(ps)
 		if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
 			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
@@ -274,6 +290,36 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch) {
 			t.opts.Changed(b.SessionID)
 		}
 	}
+}
+
+// readStatus gives each open pull request of ps its checks and review
+// decision, two questions to GitHub each, and says how many it asked; a
+// closed one keeps what was read of it while it was open, and so does one
+// GitHub did not answer about.
+func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []github.Pull) (asked int) {
+	var before []github.Pull
+	json.Unmarshal(b.Pulls, &before) // none yet: nothing to keep
+	for i := range ps {
+		p := &ps[i]
+		if j := slices.IndexFunc(before, func(q github.Pull) bool { return q.Number == p.Number }); j >= 0 {
+			p.Checks, p.Review = before[j].Checks, before[j].Review
+		}
+		if p.State != "open" {
+			continue
+		}
+		asked += 2
+		if checks, err := t.opts.GitHub.ChecksOf(ctx, owner, name, p.Head.SHA); err == nil {
+			p.Checks = checks
+		} else {
+			t.log.Warn("ask GitHub for a pull request's checks", "session", b.SessionID, "pull", p.Number, "err", err)
+		}
+		if review, err := t.opts.GitHub.ReviewOf(ctx, owner, name, p.Number); err == nil {
+			p.Review = review
+		} else {
+			t.log.Warn("ask GitHub for a pull request's reviews", "session", b.SessionID, "pull", p.Number, "err", err)
+		}
+	}
+	return asked
 }
 
 // Opened keeps a pull request the Hub just opened from a Session's branch,
@@ -324,8 +370,27 @@ func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []github
 // Branches is what a Session pushed, as the API shows it.
 func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
-	if err != nil || len(bs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return t.apiBranches(bs), nil
+}
+
+// BranchesOf is Branches of each of the Sessions, keyed by id, read in
+// one query for a list's rows.
+func (t *Tracker) BranchesOf(ctx context.Context, ids []string) (map[string][]api.Branch, error) {
+	bs, err := t.opts.Store.SessionsBranches(ctx, ids)
+	out := make(map[string][]api.Branch, len(bs))
+	for id, b := range bs {
+		out[id] = t.apiBranches(b)
+	}
+	return out, err
+}
+
+// apiBranches are branches as the API shows them; nil for none.
+func (t *Tracker) apiBranches(bs []store.SessionBranch) []api.Branch {
+	if len(bs) == 0 {
+		return nil
 	}
 	out := make([]api.Branch, 0, len(bs))
 	for _, b := range bs {
@@ -338,11 +403,12 @@ func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch,
 		var ps []github.Pull
 		json.Unmarshal(b.Pulls, &ps)
 		for _, p := range ps {
-			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft})
+			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft,
+				Checks: p.Checks, Review: p.Review})
 		}
 		out = append(out, ab)
 	}
-	return out, nil
+	return out
 }
 
 func escapeBranch(b string) string {

@@ -1,7 +1,6 @@
 package pulls
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,34 +46,8 @@ func TestPushedBranchesReadsGitPushOutput(t *testing.T) {
 // GitHub is asked, each change told to the Session's watchers and the new
 // pull request told as opened, once; failed tool output records nothing.
 func TestATrackedPushShowsItsPullRequests(t *testing.T) {
-	testenv.RequireCommand(t, "git")
 	ctx := context.Background()
-	gh := testkit.NewGitHub(t)
-	gh.InstallApp("acme/app")
-	src := t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main", src}, {"-C", src, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"}} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	gh.ServeRepo(t, "acme/app", src)
-	key, _ := github.ParsePrivateKey(gh.KeyPEM)
-	c, err := github.New(github.Config{URL: gh.URL, APIURL: gh.URL, AppID: gh.AppID, PrivateKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
-	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1), "HEAD:refs/heads/kndl/test")
-	if out, err := push.CombinedOutput(); err != nil {
-		t.Fatalf("push: %v %s", err, out)
-	}
-	body, _ := json.Marshal(map[string]string{"title": "Add the thing", "head": "kndl/test", "base": "main"})
-	req, _ := http.NewRequest(http.MethodPost, gh.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
-	req.Header.Set("Authorization", "token "+tok.Value)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("open a pull request: %v %v", resp, err)
-	}
-
+	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	var mu sync.Mutex
 	changed := 0
@@ -134,6 +107,49 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	if !slices.Equal(opened, []int{1, 2}) {
 		t.Errorf("pull requests told as opened: %v, want #1 and #2, once each", opened)
 	}
+}
+
+// pushedWithPull serves acme/app on a fake GitHub with the App on it,
+// and pushes its branch kndl/test with a pull request, #1 "Add the
+// thing", open from it; c is the Hub's client of that GitHub.
+func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
+	t.Helper()
+	testenv.RequireCommand(t, "git")
+	ctx := context.Background()
+	gh = testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	src := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main", src}, {"-C", src, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	gh.ServeRepo(t, "acme/app", src)
+	key, _ := github.ParsePrivateKey(gh.KeyPEM)
+	var err error
+	c, err = github.New(github.Config{URL: gh.URL, APIURL: gh.URL, AppID: gh.AppID, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
+	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1), "HEAD:refs/heads/kndl/test")
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("push: %v %s", err, out)
+	}
+	if status := gh.OpenPull(t, "acme/app", tok.Value, "kndl/test", "Add the thing"); status != http.StatusCreated {
+		t.Fatalf("open a pull request: %d", status)
+	}
+	return gh, c
+}
+
+// trackedPushes is pushedWithPull's GitHub, a Session of its acme/app,
+// and a Tracker without its worker that saw the Session's push output.
+func trackedPushes(t *testing.T, output string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
+	gh, c := pushedWithPull(t)
+	st, s := sessionOf(t, gh.RepoURL("acme/app"))
+	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr.Pushed(context.Background(), s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: output}})
+	return gh, st, s, tr
 }
 
 // sessionOf opens a store with a Session of the Repo at repoURL.
@@ -224,6 +240,82 @@ func BenchmarkPushedBranches(b *testing.B) {
 	for b.Loop() {
 		if len(PushedBranches(out)) != 1 {
 			b.Fatal("no branch")
+		}
+	}
+}
+
+// TestAPullRequestsChecksAndReviewShowOnItsBranch: an open pull request
+// shows its head commit's checks in a word (a failing run failing however
+// many pass, one running pending, all passed passing) and its review
+// decision (an approval approved, a later request for changes by another
+// reviewer changes requested), each question to GitHub once a check of
+// the branch; a merged one keeps what was last read, asking no more.
+func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
+	ctx := context.Background()
+	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test")
+	checked := func() api.Pull {
+		t.Helper()
+		bs, _ := st.SessionBranches(ctx, s.ID)
+		tr.check(ctx, bs, 0)
+		got, _ := tr.Branches(ctx, s.ID)
+		if len(got) != 1 || len(got[0].Pulls) != 1 {
+			t.Fatalf("branches %+v, want kndl/test with its pull request", got)
+		}
+		return got[0].Pulls[0]
+	}
+	if p := checked(); p.Checks != "" || p.Review != "" {
+		t.Errorf("with no check runs nor reviews: checks %q, review %q, want none", p.Checks, p.Review)
+	}
+
+	gh.AddCheckRun(t, "acme/app", 1, "lint", "completed", "success")
+	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "failure")
+	gh.AddReview(t, "acme/app", 1, "bob", "commented")
+	gh.AddReview(t, "acme/app", 1, "bob", "approved")
+	if p := checked(); p.Checks != github.ChecksFailing || p.Review != github.ReviewApproved {
+		t.Errorf("a failing build and bob's approval: checks %q, review %q, want failing, approved", p.Checks, p.Review)
+	}
+	gh.AddCheckRun(t, "acme/app", 1, "build", "in_progress", "")
+	if p := checked(); p.Checks != github.ChecksPending {
+		t.Errorf("the build run again: checks %q, want pending", p.Checks)
+	}
+	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "success")
+	gh.AddReview(t, "acme/app", 1, "carol", "changes_requested")
+	if p := checked(); p.Checks != github.ChecksPassing || p.Review != github.ReviewChangesRequested {
+		t.Errorf("the build passed, carol requests changes: checks %q, review %q, want passing, changes_requested", p.Checks, p.Review)
+	}
+	if runs, reviews := gh.Calls("check_runs"), gh.Calls("reviews"); runs != 4 || reviews != 4 {
+		t.Errorf("GitHub was asked for checks %d and reviews %d times, want once each a check of the branch (4)", runs, reviews)
+	}
+
+	gh.MergePull("acme/app", 1)
+	if p := checked(); p.Status() != "merged" || p.Checks != github.ChecksPassing || p.Review != github.ReviewChangesRequested {
+		t.Errorf("merged: %+v, want merged, keeping passing and changes_requested", p)
+	}
+	if runs, reviews := gh.Calls("check_runs"), gh.Calls("reviews"); runs != 4 || reviews != 4 {
+		t.Errorf("a merged pull request's checks and reviews were asked for (%d, %d), want no more", runs, reviews)
+	}
+}
+
+// TestARoundAsksGitHubAtMostItsBudget: a timer's round counts each
+// question, a branch's pull requests and an open one's checks and
+// reviews, and stops at its budget, the branches after left for the next.
+func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
+	ctx := context.Background()
+	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test\n * [new branch]      kndl/x -> kndl/x\n * [new branch]      kndl/y -> kndl/y")
+	bs, _ := st.SessionBranches(ctx, s.ID)
+	if len(bs) != 3 || bs[0].Branch != "kndl/test" {
+		t.Fatalf("branches %+v, want kndl/test first of three", bs)
+	}
+	for _, tt := range []struct{ budget, pulls, questions int }{
+		{2, 1, 3}, // kndl/test's pull requests, its open one's checks and reviews: over the budget
+		{4, 2, 4}, // and kndl/x's
+		{0, 3, 5}, // every branch
+	} {
+		before := gh.Calls("pulls") + gh.Calls("check_runs") + gh.Calls("reviews")
+		pulls := gh.Calls("pulls")
+		tr.check(ctx, bs, tt.budget)
+		if got, asked := gh.Calls("pulls")-pulls, gh.Calls("pulls")+gh.Calls("check_runs")+gh.Calls("reviews")-before; got != tt.pulls || asked != tt.questions {
+			t.Errorf("a round of budget %d asked about %d branches in %d questions, want %d in %d", tt.budget, got, asked, tt.pulls, tt.questions)
 		}
 	}
 }

@@ -132,6 +132,15 @@ export function pullState(p) {
   return p.merged ? "merged" : p.draft && p.state === "open" ? "draft" : p.state;
 }
 
+// pullLine is a pull request's state with its checks and review decision,
+// as the Hub's Pull.Line puts it: "open · checks failing · approved".
+export function pullLine(p) {
+  const parts = [pullState(p)];
+  if (p.checks) parts.push("checks " + p.checks);
+  if (p.review) parts.push(p.review.replaceAll("_", " "));
+  return parts.join(" · ");
+}
+
 // --- Times ---
 
 // Relative times ("3 min ago") are kept fresh this often.
@@ -198,11 +207,17 @@ document.addEventListener("keydown", (e) => {
 // estimate.
 export function spentText(s) {
   const n = (v) => (v || 0).toLocaleString("en-US");
+  return `${n(s.input_tokens)} input · ${n(s.output_tokens)} output · ${n(s.cache_read_input_tokens)} cache read · ` +
+    `${n(s.cache_creation_input_tokens)} cache write tokens · ${costText(s)}`;
+}
+
+// costText is the estimated cost alone, as the Hub's Spent.Estimate puts
+// it: the Sessions list's rows show it.
+export function costText(s) {
   const usd = s.estimated_usd || 0;
   let cost = "$" + usd.toFixed(usd > 0 && usd < 0.01 ? 4 : 2) + " estimated";
   if (s.unpriced && s.unpriced.length) cost += " (no price for " + s.unpriced.join(", ") + ")";
-  return `${n(s.input_tokens)} input · ${n(s.output_tokens)} output · ${n(s.cache_read_input_tokens)} cache read · ` +
-    `${n(s.cache_creation_input_tokens)} cache write tokens · ${cost}`;
+  return cost;
 }
 
 // spentByModel is a title naming what each model spent.

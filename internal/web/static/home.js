@@ -5,7 +5,7 @@
 // longer see, or that the filter no longer keeps, goes. The filter is the
 // page's query, which the WebSocket takes as it is, so a filtered list is
 // a link to share.
-import { api, live, pullState, showActivity, showError, showState, showTime, submit } from "./app.js";
+import { api, costText, live, pullLine, pullState, showActivity, showError, showState, showTime, spentText, submit } from "./app.js";
 import { modelPicker } from "./models.js";
 import * as paths from "./paths.js";
 import { follow, take } from "./waiting.js";
@@ -78,7 +78,14 @@ function show(s, names) {
   if (s.pull) {
     pr.href = /^https?:\/\//.test(s.pull.url) ? s.pull.url : "";
     pr.dataset.state = pullState(s.pull);
-    pr.textContent = `#${s.pull.number} ${pullState(s.pull)}`;
+    pr.dataset.checks = s.pull.checks || "";
+    pr.textContent = `#${s.pull.number} ${pullLine(s.pull)}`;
+  }
+  const spent = li.querySelector(".spent");
+  spent.hidden = !s.spent;
+  if (s.spent) {
+    spent.textContent = costText(s.spent);
+    spent.title = spentText(s.spent);
   }
 }
 

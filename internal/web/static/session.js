@@ -3,7 +3,7 @@
 // Session holds is written with textContent; only Claude's Markdown, which
 // the Hub renders with raw HTML left out and every text escaped, is set as
 // HTML.
-import { api, el, live, on, pullState, showActivity, showError, showState, showTime, spentByModel, spentText, submit } from "./app.js";
+import { api, el, live, on, pullLine, showActivity, showError, showState, showTime, spentByModel, spentText, submit } from "./app.js";
 import * as paths from "./paths.js";
 import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
@@ -449,7 +449,10 @@ function showBranches(branches) {
     for (const p of b.pulls || []) {
       const pr = link(p.url, `#${p.number} ${p.title}`);
       pr.classList.add("pull");
-      li.append(pr, el("span", "note", pullState(p)));
+      const note = el("span", "note pull-state", pullLine(p));
+      note.dataset.checks = p.checks || "";
+      note.dataset.review = p.review || "";
+      li.append(pr, note);
     }
     if (pullForm && !(b.pulls || []).some((p) => p.state === "open")) {
       const open = el("button", "quiet open-pull", "Open pull request");
