@@ -11,6 +11,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/hub/triggers"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -126,6 +127,12 @@ func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, tex
 func (h triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
 	_, _, err := h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
+}
+
+// Note records a comment shown as context in the Session's history, by
+// the one path Session text reaches the store (redacted).
+func (h triggerSessions) Note(ctx context.Context, id, text string) error {
+	return h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: text})
 }
 
 // Progress is how the Session goes, for its reply in the thread: its state,

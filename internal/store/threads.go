@@ -130,3 +130,31 @@ func (s *Store) MemberByGitHubID(ctx context.Context, id int64) (User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE github_id = ? AND removed_at IS NULL`, id))
 	return u, notFound(err, "member")
 }
+
+// refusalGap is how long a person's refusal in a thread stands before
+// another mention of theirs there gets one more.
+const refusalGap = 24 * time.Hour
+
+// TakeRefusal records that the App tells GitHub user githubID in issue
+// number issue of repo (lower-case owner/name) that they may not start a
+// Session, and reports whether it may: false when it did within the last
+// day, so one person's comments cannot make the App post a stream.
+func (s *Store) TakeRefusal(ctx context.Context, repo string, issue int, githubID int64) (bool, error) {
+	var fresh bool
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		since := ms(now.Add(-refusalGap))
+		if _, err := tx.ExecContext(ctx, `DELETE FROM trigger_refusals WHERE refused_at < ?`, since); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO trigger_refusals (repo, issue, github_id, refused_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (repo, issue, github_id) DO NOTHING`, repo, issue, githubID, ms(now))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		fresh = n == 1
+		return err
+	})
+	return fresh, err
+}

@@ -96,6 +96,7 @@ type fixture struct {
 	sessions *recorder
 	owner    string // alice's user id
 	ignored  []string
+	dropped  int // refusals not posted
 	mu       sync.Mutex
 }
 
@@ -107,6 +108,7 @@ type recorder struct {
 	mu      sync.Mutex
 	started []string // the first prompts
 	prompts []string // "session: text"
+	notes   []string // "session: text"
 	tokens  map[string]bool
 	// gate, if set, holds each start until it is closed, the worker
 	// busy, once it has said so on holding.
@@ -134,6 +136,13 @@ func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text stri
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prompts = append(r.prompts, id+": "+text)
+	return nil
+}
+
+func (r *recorder) Note(ctx context.Context, id, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, id+": "+text)
 	return nil
 }
 
@@ -211,8 +220,9 @@ func (f *fixture) open() {
 	}
 	f.st, f.sessions = st, rec
 	f.recv = New(Options{Secret: []byte(secret), Store: st, GitHub: c, Sessions: rec, PublicURL: "https://hub.example", EditGap: editGap,
-		Ignored: func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
-		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Ignored:        func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
+		RefusalDropped: func() { f.mu.Lock(); f.dropped++; f.mu.Unlock() },
+		Logger:         slog.New(slog.NewTextHandler(t.Output(), nil))})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status(f.recv.Take(r)))
 	}))
@@ -686,7 +696,6 @@ func TestASessionNotStartedFromAThreadIsToldOfAFailureOnItsPullRequest(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gh.OpenIssue("acme/app", "carol", "another", "") // the pull request is #2 of the Repo's threads
 	pull := f.gh.AddPull("acme/app", "alice", "kndl/hand", "By hand")
 	for range 3 {
 		f.gh.CheckRun(t, "acme/app", pull, "ci/test", "failure", "broken")
