@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -174,15 +175,16 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 	if code := s.GitHub.OpenPull(t, "acme/app", s.sandboxToken(id), "kndl/test", "Fix the crash"); code != http.StatusCreated {
 		t.Fatalf("open the pull request: %d", code)
 	}
+	number := s.GitHub.Pulls("acme/app")[0].Number // GitHub numbers it after the issue
 	// A later push has the Hub ask GitHub about the branch again.
 	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" push again")
-	pull := s.GitHub.URL + "/acme/app/pull/1"
+	pull := fmt.Sprintf("%s/acme/app/pull/%d", s.GitHub.URL, number)
 	testenv.Eventually(t, testenv.WaitMedium, "the reply with the pull request's link, the Turn ended", func() bool {
 		r := s.replies(issue)
 		return len(r) == 1 && strings.Contains(r[0].Body, "Pull request: "+pull) && strings.Contains(r[0].Body, "**Its Turn ended")
 	})
 
-	s.GitHub.CheckRun(t, "acme/app", 1, "ci/test", "failure", "TestLoad: HOME unset")
+	s.GitHub.CheckRun(t, "acme/app", number, "ci/test", "failure", "TestLoad: HOME unset")
 	prompt := s.WaitEvent(id, testenv.WaitMedium, "the check's prompt", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventPrompt && strings.Contains(e.Text, "ci/test")
 	})
