@@ -59,6 +59,7 @@ func commands() []Command {
 		{Name: "wake", Usage: "ID [--json]", Summary: "start an asleep Session again, or retry a failed one (a prompt wakes it too)", Run: sessionAction(apiclient.Wake, "Waking the Session.")},
 		{Name: "restart", Usage: "ID [--json]", Summary: "stop an active Session's Claude Code and start it again into the same conversation", Run: sessionAction(apiclient.Restart, "Restarting the Session into the same conversation.")},
 		{Name: "keep-awake", Usage: "ID on|off [--json]", Summary: "keep a Session awake while idle, or let it sleep after the Hub's idle time", Run: sessionKeepAwake},
+		{Name: "thread-context", Usage: "ID on|off [--json]", Summary: "show others' comments on a Session's GitHub issue or pull request in its history, as context (never prompts)", Run: sessionThreadContext},
 		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction(apiclient.Archive, "The Session is archived.")},
 		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction(apiclient.Restore, "The Session is restored and asleep.")},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},

@@ -52,6 +52,17 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 	writeJSON(w, http.StatusOK, req)
 }
 
+// setThreadContext sets the Session's switch for others' comments on its
+// issue or pull request as context in its history, and tells its
+// watchers.
+func (h triggersAPI) setThreadContext(ctx context.Context, id string, on bool) error {
+	if err := h.store.SetThreadContext(ctx, id, on); err != nil {
+		return err
+	}
+	h.sessions.Changed(id)
+	return nil
+}
+
 // showAutoFix answers a Repo's auto-fix settings to anyone who may see it.
 func (h triggersAPI) showAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))

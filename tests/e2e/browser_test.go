@@ -563,7 +563,7 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 	s.Member(bob, "bob")
 	bob.Go(s.URL+"/sessions/"+v.ID, "#transcript")
 	bob.Wait(testenv.WaitShort, "the transcript", `document.querySelector("#transcript").textContent.includes("Hello, watchers.")`)
-	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake", "#restart", "#keep-awake", "#retry", "#archive", "#restore"].filter(s => document.querySelector(s))`)
+	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake", "#restart", "#keep-awake", "#thread-context", "#retry", "#archive", "#restore"].filter(s => document.querySelector(s))`)
 	if len(absent) > 0 {
 		t.Fatalf("the watcher's page holds what only the Creator may use: %v", absent)
 	}

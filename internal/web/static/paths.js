@@ -14,6 +14,7 @@ export const sessionLive = (id, after) => `${session(id)}/live?after=${after}`;
 // restore or stop-turn.
 export const act = (id, action) => `${session(id)}/${action}`;
 export const keepAwake = (id) => `${session(id)}/keep-awake`;
+export const threadContext = (id) => `${session(id)}/thread-context`;
 export const prompts = (id) => `${session(id)}/prompts`;
 export const prompt = (id, promptID) => `${prompts(id)}/${seg(promptID)}`;
 export const movePrompt = (id, p) => `${prompt(id, p)}/move`;
