@@ -140,14 +140,18 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 	if code := s.GitHub.Deliver(t, forged); code != http.StatusUnauthorized {
 		t.Errorf("a forged delivery got %d, want 401", code)
 	}
-	// The two deliveries' work is done in order: a third's reply shows it.
+	// mallory's second mention gets no reply (one refusal a person and
+	// thread a day); the deliveries' work is done in order, so eve's
+	// reply after it shows it was.
 	s.GitHub.Comment(t, "acme/app", issue, "mallory", "@"+testkit.AppSlug+" again")
-	testenv.Eventually(t, testenv.WaitMedium, "the App's second reply", func() bool { return len(s.replies(issue)) == 2 })
+	s.GitHub.AddUser("eve")
+	s.GitHub.Comment(t, "acme/app", issue, "eve", "@"+testkit.AppSlug+" me too")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply to eve", func() bool { return len(s.replies(issue)) == 2 })
 	if n := s.countSessions(); n != 0 {
 		t.Errorf("%d Sessions, want none", n)
 	}
-	if n := len(s.replies(issue)); n != 2 {
-		t.Errorf("%d replies, want one per mallory's comment", n)
+	if r := s.replies(issue); len(r) != 2 || !strings.Contains(r[1].Body, "@eve") {
+		t.Errorf("the App's replies %+v, want one to mallory and one to eve", r)
 	}
 }
 
@@ -222,4 +226,59 @@ func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
 	}
 	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.max.noValidate = true; f.noValidate = true; f.max.value = "99"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the most refused", `!document.getElementById("auto-fix-error").hidden && document.getElementById("auto-fix-error").textContent.includes("1 to 20")`)
+}
+
+// TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn: carol's
+// comment on the issue of alice's Session, a mention of the App though she
+// is no Member, changes nothing while the Session's switch is off; once alice turns it on, carol's next comment
+// shows in the Session's history as a note naming her and linking it, and
+// is no prompt.
+func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.T) {
+	s := Start(t, WithGitHub())
+	issue, alice := s.triggerRepo()
+	s.GitHub.AddUser("carol")
+	s.Model.On(testkit.PromptContains(issueBody), testkit.Text("Looking into the crash."))
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" please fix this")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply with the Session's link", func() bool { return len(s.replies(issue)) == 1 })
+	_, id, _ := strings.Cut(s.replies(issue)[0].Body, s.URL+"/sessions/")
+	id, _, _ = strings.Cut(id, "\n")
+	s.WaitEvent(id, testenv.WaitBuild, "Claude's answer to the issue", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Looking into the crash."
+	})
+
+	// carol is no Member: her mention's work is done once the App has
+	// refused her.
+	s.GitHub.Comment(t, "acme/app", issue, "carol", "@"+testkit.AppSlug+" Before: it is config.Load.")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's refusal to carol", func() bool { return len(s.replies(issue)) == 2 })
+	// alice turns it on, through the API as the CLI and the view do.
+	tok, err := s.Store.CreateCLIToken(t.Context(), alice.ID, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, s.URL+"/api/sessions/"+id+"/thread-context", strings.NewReader(`{"on":true}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("alice's PUT thread-context: %v %v, want 204", resp, err)
+	}
+	resp.Body.Close()
+	s.GitHub.Comment(t, "acme/app", issue, "carol", "After: it is config.Load.")
+	note := s.WaitEvent(id, testenv.WaitMedium, "carol's comment as context", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && strings.Contains(e.Text, "After: it is config.Load.")
+	})
+	if want := fmt.Sprintf("@carol commented on acme/app#%d (%s/acme/app/issues/%d#issuecomment-", issue, s.GitHub.URL, issue); !strings.HasPrefix(note.Text, want) {
+		t.Errorf("the note %q, want it to start %q", note.Text, want)
+	}
+	prompts := 0
+	for _, e := range s.Events(id) {
+		if strings.Contains(e.Text, "Before:") {
+			t.Errorf("carol's comment made while the switch was off is in the history: %+v", e)
+		}
+		if e.Kind == protocol.EventPrompt {
+			prompts++
+		}
+	}
+	if prompts != 1 {
+		t.Errorf("%d prompts in the history, want the first alone", prompts)
+	}
 }
