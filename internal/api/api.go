@@ -249,9 +249,9 @@ type NewSession struct {
 	Runner string `json:"runner,omitempty"`
 }
 
-// TriggerLabel is the body of PUT /api/repos/{repo}/trigger-label: the
-// label that, added to one of the Repo's issues, starts a Session from it;
-// "" for none.
+// TriggerLabel is the body of GET and PUT /api/repos/{repo}/trigger-label:
+// the label that, added to one of the Repo's issues, starts a Session from
+// it; "" for none.
 type TriggerLabel struct {
 	Label string `json:"label"`
 }

@@ -175,6 +175,7 @@ func (h *Hub) routes() []route {
 		{"POST /gateway/{installation}", mod, mcp.gatewayServe},
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
+		{"GET /api/repos/{repo}/trigger-label", person, gh.showTriggerLabel},
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
 		{"GET /api/repos/{repo}/auto-fix", person, gh.showAutoFix},
 		{"PATCH /api/repos/{repo}/auto-fix", person, gh.editAutoFix},

@@ -29,6 +29,21 @@ func (h triggersAPI) webhook(w http.ResponseWriter, r *http.Request, _ Principal
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// showTriggerLabel answers a Repo's trigger label to anyone who may see
+// it; "" is none.
+func (h triggersAPI) showTriggerLabel(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var req api.TriggerLabel
+	if err == nil {
+		req.Label, err = h.store.TriggerLabel(r.Context(), repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
 // setTriggerLabel sets the label that, added to one of the Repo's issues,
 // starts a Session; "" turns it off. It takes push permission, as the
 // Repo's other settings do.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +281,32 @@ func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.
 	}
 	if prompts != 1 {
 		t.Errorf("%d prompts in the history, want the first alone", prompts)
+	}
+}
+
+// TestTheTriggerLabelIsSetByTheCLIAndTheRepoPage: kndl repo edit shows no
+// trigger label, sets one with --trigger-label, and the Repo page shows it;
+// saving another from the page sets it for the API, and an empty one turns
+// it off.
+func TestTheTriggerLabelIsSetByTheCLIAndTheRepoPage(t *testing.T) {
+	s, b, repo := repoPage(t)
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo.URL); code != 0 || !strings.Contains(out, "No trigger label") {
+		t.Fatalf("kndl repo edit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo.URL, "--trigger-label", "kndl"); code != 0 || !strings.Contains(out, `The trigger label "kndl" added to an issue starts a Session`) {
+		t.Fatalf("kndl repo edit --trigger-label kndl: exit %d\n%s\n%s", code, out, errOut)
+	}
+	b.Go(s.URL+"/repos/"+repo.ID, "#trigger-label")
+	if got := Eval[string](b, `document.getElementById("trigger-label").label.value`); got != "kndl" {
+		t.Fatalf("the Repo page shows the trigger label %q, want kndl", got)
+	}
+	var l api.TriggerLabel
+	for _, want := range []string{"fix-me", ""} {
+		Eval[bool](b, `(() => { const f = document.getElementById("trigger-label"); f.label.value = `+strconv.Quote(want)+`; document.getElementById("trigger-label-saved").hidden = true; f.requestSubmit(); return true })()`)
+		b.Wait(testenv.WaitMedium, "the label saved", `!document.getElementById("trigger-label-saved").hidden`)
+		s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/trigger-label", nil, &l)
+		if l.Label != want {
+			t.Errorf("the trigger label after the page saved %q: %q", want, l.Label)
+		}
 	}
 }

@@ -279,6 +279,7 @@ var roleTable = map[string]roleRoute{
 	}},
 	"GET /api/repos/{repo}/variables":           {want: watchers, req: onRepo("GET", "/variables", "")},
 	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test"}`)},
+	"GET /api/repos/{repo}/trigger-label":       {want: watchers, req: onRepo("GET", "/trigger-label", "")},
 	"PUT /api/repos/{repo}/trigger-label":       {want: pushers, req: onRepo("PUT", "/trigger-label", `{"label":"kndl"}`)},
 	"GET /api/repos/{repo}/auto-fix":            {want: watchers, req: onRepo("GET", "/auto-fix", "")},
 	"PATCH /api/repos/{repo}/auto-fix":          {want: pushers, req: onRepo("PATCH", "/auto-fix", `{"ci":true}`)},

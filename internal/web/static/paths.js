@@ -61,6 +61,7 @@ const repo = (id) => `/api/repos/${seg(id)}`;
 // DELETE back on.
 export const installationOff = (repoID, id) => `${repo(repoID)}/mcp/${seg(id)}/off`;
 export const autoFix = (repoID) => `${repo(repoID)}/auto-fix`;
+export const triggerLabel = (repoID) => `${repo(repoID)}/trigger-label`;
 export const environment = (repoID) => `${repo(repoID)}/environment`;
 export const repoLimits = (repoID) => `${repo(repoID)}/limits`;
 export const environmentDraft = (repoID) => `${environment(repoID)}/draft`;
