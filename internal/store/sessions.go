@@ -241,20 +241,19 @@ func (s *Store) SetSandboxGit(ctx context.Context, id, git string) (bool, error)
 
 // SetKeepAwake sets a Session's Keep awake switch.
 func (s *Store) SetKeepAwake(ctx context.Context, id string, on bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET keep_awake = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
-	}
-	return nil
+	return s.setSwitch(ctx, id, "keep_awake", on)
 }
 
 // SetThreadContext sets a Session's switch for others' comments on its
 // issue or pull request as context in its history.
 func (s *Store) SetThreadContext(ctx context.Context, id string, on bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET thread_context = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
+	return s.setSwitch(ctx, id, "thread_context", on)
+}
+
+// setSwitch sets one of the Creator's switches of a Session, the column
+// col (a constant of the callers', never input).
+func (s *Store) setSwitch(ctx context.Context, id, col string, on bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+col+` = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
 	if err != nil {
 		return err
 	}

@@ -7,28 +7,7 @@ import (
 	"testing"
 
 	"kndl.dev/kndl/internal/store"
-	"kndl.dev/kndl/internal/testkit"
 )
-
-// notes waits for the work of every delivery taken and returns the notes
-// it recorded in Sessions' histories.
-func (f *fixture) notes() []string {
-	f.waitWork()
-	f.sessions.mu.Lock()
-	defer f.sessions.mu.Unlock()
-	return slices.Clone(f.sessions.notes)
-}
-
-// appComments are the App's comments on issue or pull request n.
-func (f *fixture) appComments(n int) []testkit.IssueComment {
-	var out []testkit.IssueComment
-	for _, c := range f.gh.Comments("acme/app", n) {
-		if c.Author == testkit.AppSlug+"[bot]" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 func TestACreatorsMentionOnTheSessionsPullRequestIsAPromptToIt(t *testing.T) {
 	f := newFixture(t)

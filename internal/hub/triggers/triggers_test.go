@@ -299,9 +299,12 @@ func (f *fixture) waitWork() {
 }
 
 // replies are the App's comments on issue 1.
-func (f *fixture) replies() []testkit.IssueComment {
+func (f *fixture) replies() []testkit.IssueComment { return f.appComments(1) }
+
+// appComments are the App's comments on issue or pull request n.
+func (f *fixture) appComments(n int) []testkit.IssueComment {
 	var out []testkit.IssueComment
-	for _, c := range f.gh.Comments("acme/app", 1) {
+	for _, c := range f.gh.Comments("acme/app", n) {
 		if c.Author == testkit.AppSlug+"[bot]" {
 			out = append(out, c)
 		}
@@ -587,10 +590,20 @@ func (f *fixture) pullSession(branch string, a store.AutoFix) (string, int) {
 // prompts waits for the work of every delivery taken and returns the
 // prompts it queued.
 func (f *fixture) prompts() []string {
+	return f.recorded(func(r *recorder) []string { return r.prompts })
+}
+
+// notes waits for the work of every delivery taken and returns the notes
+// it recorded in Sessions' histories.
+func (f *fixture) notes() []string { return f.recorded(func(r *recorder) []string { return r.notes }) }
+
+// recorded waits for the work of every delivery taken and returns what
+// the Sessions recorded in the list pick reads.
+func (f *fixture) recorded(pick func(*recorder) []string) []string {
 	f.waitWork()
 	f.sessions.mu.Lock()
 	defer f.sessions.mu.Unlock()
-	return slices.Clone(f.sessions.prompts)
+	return slices.Clone(pick(f.sessions))
 }
 
 func TestAFailingCheckOnASessionsPullRequestIsAPromptToItUpToTheRepositorysMost(t *testing.T) {
