@@ -62,6 +62,10 @@ type Session struct {
 	// Keep awake). Like Activity, it is left out while false or empty, so
 	// a Hub that does not send it yet answers as before.
 	KeepAwake bool `json:"keep_awake,omitempty"`
+	// ThreadContext is whether its Creator turned on others' comments on
+	// its GitHub issue or pull request as context in its history (never
+	// prompts); left out while off.
+	ThreadContext bool `json:"thread_context,omitempty"`
 	// SandboxGit is what git in its Sandbox may do with the Sandbox token
 	// the Hub last minted: "write" (push branches, open and merge pull
 	// requests), for a Creator GitHub gives push permission on the Repo;
@@ -255,9 +259,9 @@ type NewSession struct {
 	Runner string `json:"runner,omitempty"`
 }
 
-// TriggerLabel is the body of PUT /api/repos/{repo}/trigger-label: the
-// label that, added to one of the Repo's issues, starts a Session from it;
-// "" for none.
+// TriggerLabel is the body of GET and PUT /api/repos/{repo}/trigger-label:
+// the label that, added to one of the Repo's issues, starts a Session from
+// it; "" for none.
 type TriggerLabel struct {
 	Label string `json:"label"`
 }

@@ -3,9 +3,10 @@ package api
 // The small bodies of single changes, named so a client sends them by
 // type rather than as maps of its own.
 
-// KeepAwake is the body of PUT /api/sessions/{id}/keep-awake. On is a
-// pointer so a body that leaves it out is refused, not read as off.
-type KeepAwake struct {
+// Switch is the body of PUT /api/sessions/{id}/keep-awake and
+// /thread-context, the Creator's switches. On is a pointer so a body that
+// leaves it out is refused, not read as off.
+type Switch struct {
 	On *bool `json:"on"`
 }
 
@@ -22,7 +23,7 @@ type RepoRequest struct {
 }
 
 // RunnerShare is the body of PUT /api/runners/{id}/shared; like
-// KeepAwake's On, Shared must be said.
+// Switch's On, Shared must be said.
 type RunnerShare struct {
 	Shared *bool `json:"shared"`
 }

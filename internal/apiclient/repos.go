@@ -96,6 +96,18 @@ func (c *Client) AutoFix(ctx context.Context, repo string) (api.AutoFix, error) 
 	return call[api.AutoFix](ctx, c, http.MethodGet, repoPath(repo)+"/auto-fix", nil)
 }
 
+// TriggerLabel returns the Repo's trigger label; "" is none.
+func (c *Client) TriggerLabel(ctx context.Context, repo string) (string, error) {
+	l, err := call[api.TriggerLabel](ctx, c, http.MethodGet, repoPath(repo)+"/trigger-label", nil)
+	return l.Label, err
+}
+
+// SetTriggerLabel sets the Repo's trigger label; "" turns it off.
+func (c *Client) SetTriggerLabel(ctx context.Context, repo, label string) (string, error) {
+	l, err := call[api.TriggerLabel](ctx, c, http.MethodPut, repoPath(repo)+"/trigger-label", api.TriggerLabel{Label: label})
+	return l.Label, err
+}
+
 // EditAutoFix changes the auto-fix settings change says of a Repo.
 func (c *Client) EditAutoFix(ctx context.Context, repo string, change api.AutoFixChange) (api.AutoFix, error) {
 	return call[api.AutoFix](ctx, c, http.MethodPatch, repoPath(repo)+"/auto-fix", change)

@@ -76,7 +76,13 @@ func (c *Client) Act(ctx context.Context, id string, action SessionAction) error
 
 // KeepAwake sets a Session's Keep awake switch.
 func (c *Client) KeepAwake(ctx context.Context, id string, on bool) error {
-	return c.Do(ctx, http.MethodPut, sessionPath(id)+"/keep-awake", api.KeepAwake{On: &on}, nil)
+	return c.Do(ctx, http.MethodPut, sessionPath(id)+"/keep-awake", api.Switch{On: &on}, nil)
+}
+
+// ThreadContext sets whether others' comments on a Session's issue or pull
+// request show in its history as context.
+func (c *Client) ThreadContext(ctx context.Context, id string, on bool) error {
+	return c.Do(ctx, http.MethodPut, sessionPath(id)+"/thread-context", api.Switch{On: &on}, nil)
 }
 
 // QueuePrompt queues a prompt on a Session.

@@ -15,11 +15,12 @@ func repoEditCommand() func(context.Context, IO, []string) error {
 	return envCommand("repo edit", f.define, f.run)
 }
 
-// repoEditFlags are kndl repo edit's: the limits and the auto-fix settings
-// to set, each only if given.
+// repoEditFlags are kndl repo edit's: the limits, the auto-fix settings
+// and the trigger label to set, each only if given.
 type repoEditFlags struct {
 	limits  api.RepoLimitsChange
 	autoFix api.AutoFixChange
+	label   *string
 }
 
 func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
@@ -28,6 +29,7 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 	ci := fs.Bool("auto-fix-ci", false, "send a check that fails on a pull request a Session opened back to the Session (--auto-fix-ci=false: stop)")
 	reviews := fs.Bool("auto-fix-reviews", false, "send a review requesting changes on such a pull request back too (--auto-fix-reviews=false: stop)")
 	most := fs.Int("auto-fix-max", 0, fmt.Sprintf("send back at most this many per pull request (1 to %d)", api.MaxAutoFixes))
+	label := fs.String("trigger-label", "", `the label that, added to one of the Repo's issues, starts a Session from it ("": none)`)
 	return func() error {
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
@@ -41,6 +43,8 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 				f.autoFix.Reviews = reviews
 			case "auto-fix-max":
 				f.autoFix.Max = most
+			case "trigger-label":
+				f.label = label
 			}
 		})
 		return nil
@@ -48,10 +52,11 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 }
 
 // repoSettings is what kndl repo edit --json prints: the limits' fields,
-// and the auto-fix settings.
+// the auto-fix settings and the trigger label.
 type repoSettings struct {
 	api.RepoLimits
-	AutoFix api.AutoFix `json:"auto_fix"`
+	AutoFix      api.AutoFix `json:"auto_fix"`
+	TriggerLabel string      `json:"trigger_label"`
 }
 
 // run sets the settings given and shows them all.
@@ -74,6 +79,14 @@ func (f *repoEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, rep
 	if err != nil {
 		return err
 	}
+	if f.label == nil {
+		s.TriggerLabel, err = c.TriggerLabel(ctx, repo)
+	} else {
+		s.TriggerLabel, err = c.SetTriggerLabel(ctx, repo, *f.label)
+	}
+	if err != nil {
+		return err
+	}
 	if asJSON {
 		return printJSON(io, s)
 	}
@@ -82,6 +95,11 @@ func (f *repoEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, rep
 		limitText(float64(l.MaxTurns), "Turns", "any number of Turns"), limitText(l.MaxTurnHours, "hours of Turn time", "Turns of any length"))
 	fmt.Fprintf(io.Stdout, "Sent back to the Session that opened the pull request, at most %d times per pull request:\n  failing checks:             %s\n  reviews requesting changes: %s\n",
 		a.Max, onOff(a.CI), onOff(a.Reviews))
+	if s.TriggerLabel == "" {
+		fmt.Fprintln(io.Stdout, "No trigger label: a mention of the App starts a Session from an issue, a label does not.")
+	} else {
+		fmt.Fprintf(io.Stdout, "The trigger label %q added to an issue starts a Session from it, as a mention of the App does.\n", s.TriggerLabel)
+	}
 	return nil
 }
 

@@ -407,24 +407,36 @@ func sessionAction(action apiclient.SessionAction, done string) func(context.Con
 	}
 }
 
-// sessionKeepAwake sets a Session's Keep awake switch.
-func sessionKeepAwake(ctx context.Context, io IO, args []string) error {
-	fs := Flags(io, "keep-awake")
-	asJSON := fs.Bool("json", false, "print the Session as it is after, as JSON")
-	pos, err := Parse(fs, args)
-	if err != nil {
-		return err
+// sessionSwitch is a command that sets one of the Creator's switches of a
+// Session (ID on|off) by set, saying done[on] after.
+func sessionSwitch(name string, set func(c *apiclient.Client, ctx context.Context, id string, on bool) error, done map[bool]string) func(context.Context, IO, []string) error {
+	return func(ctx context.Context, io IO, args []string) error {
+		fs := Flags(io, name)
+		asJSON := fs.Bool("json", false, "print the Session as it is after, as JSON")
+		pos, err := Parse(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 2 || (pos[1] != "on" && pos[1] != "off") {
+			return ErrUsage
+		}
+		on := pos[1] == "on"
+		return changeSession(ctx, io, pos[0], *asJSON, func(c *apiclient.Client) error { return set(c, ctx, pos[0], on) }, done[on])
 	}
-	if len(pos) != 2 || (pos[1] != "on" && pos[1] != "off") {
-		return ErrUsage
-	}
-	on := pos[1] == "on"
-	done := "Keep awake is off: the Session goes to sleep once idle for the Hub's HUB_SESSION_IDLE (30 minutes unless set)."
-	if on {
-		done = "Keep awake is on: the Session stays awake while idle, and wakes when its Runner is back."
-	}
-	return changeSession(ctx, io, pos[0], *asJSON, func(c *apiclient.Client) error { return c.KeepAwake(ctx, pos[0], on) }, done)
 }
+
+// sessionKeepAwake sets a Session's Keep awake switch.
+var sessionKeepAwake = sessionSwitch("keep-awake", (*apiclient.Client).KeepAwake, map[bool]string{
+	true:  "Keep awake is on: the Session stays awake while idle, and wakes when its Runner is back.",
+	false: "Keep awake is off: the Session goes to sleep once idle for the Hub's HUB_SESSION_IDLE (30 minutes unless set).",
+})
+
+// sessionThreadContext sets whether others' comments on a Session's GitHub
+// issue or pull request show in its history.
+var sessionThreadContext = sessionSwitch("thread-context", (*apiclient.Client).ThreadContext, map[bool]string{
+	true:  "Others' comments on the Session's GitHub issue or pull request now show in its history as context; they are never prompts.",
+	false: "Others' comments on the Session's GitHub issue or pull request no longer show in its history.",
+})
 
 // changeSession sends one change of the Session id, then says done, or
 // with asJSON prints the Session as it is after.

@@ -89,6 +89,7 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	mux.HandleFunc("PATCH /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("DELETE /api/sessions/{id}/prompts/{prompt}", change)
 	mux.HandleFunc("PUT /api/sessions/{id}/keep-awake", change)
+	mux.HandleFunc("PUT /api/sessions/{id}/thread-context", change)
 	mux.HandleFunc("POST /api/sessions/{id}/subagents/{agent}/stop", change)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
@@ -285,10 +286,10 @@ func TestShowListsPushedBranchesAndTheirPullRequests(t *testing.T) {
 	}
 }
 
-// TestKeepAwakeAndRestartAskTheHub: each sends its one request and says
+// TestKeepAwakeThreadContextAndRestartAskTheHub: each sends its one request and says
 // what it did, or with --json prints the Session after; a wrong word or a
 // missing id is a usage error, and the Hub's refusal is the error.
-func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
+func TestKeepAwakeThreadContextAndRestartAskTheHub(t *testing.T) {
 	askTheHub(t, []hubChange{
 		{[]string{"keep-awake", "s1", "on"}, `PUT /api/sessions/s1/keep-awake {"on":true}`, "Keep awake is on", 0},
 		{[]string{"keep-awake", "s1", "off"}, `PUT /api/sessions/s1/keep-awake {"on":false}`, "Keep awake is off", 0},
@@ -296,6 +297,9 @@ func TestKeepAwakeAndRestartAskTheHub(t *testing.T) {
 		{[]string{"restart", "s1"}, "POST /api/sessions/s1/restart", "Restarting the Session", 0},
 		{[]string{"restart", "s1", "--json"}, "POST /api/sessions/s1/restart", `"id": "s1"`, 0},
 		{[]string{"wake", "s1"}, "POST /api/sessions/s1/wake", "Waking the Session.", 0},
+		{[]string{"thread-context", "s1", "on"}, `PUT /api/sessions/s1/thread-context {"on":true}`, "now show in its history as context", 0},
+		{[]string{"thread-context", "s1", "off"}, `PUT /api/sessions/s1/thread-context {"on":false}`, "no longer show", 0},
+		{[]string{"thread-context", "s1"}, "", "", 2},
 		{[]string{"keep-awake", "s1", "yes"}, "", "", 2},
 		{[]string{"keep-awake", "s1"}, "", "", 2},
 		{[]string{"restart"}, "", "", 2},

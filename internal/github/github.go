@@ -453,6 +453,30 @@ func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]Pull,
 	return out, nil
 }
 
+// PullHead returns where pull request n of owner/repo comes from: its head
+// branch and the id of the repository that branch is in (a fork's, for
+// one from a fork), asking as the App's installation (GET
+// /repos/{owner}/{repo}/pulls/{n}). It returns ErrNotFound when there is
+// no App, the App is not on the Repo, or there is no such pull request.
+func (c *Client) PullHead(ctx context.Context, owner, repo string, n int) (branch string, repoID int64, err error) {
+	var got struct {
+		Head struct {
+			Ref  string `json:"ref"`
+			Repo struct {
+				ID int64 `json:"id"`
+			} `json:"repo"`
+		} `json:"head"`
+	}
+	status, err := c.asInstallation(ctx, owner, repo, "/pulls/"+strconv.Itoa(n), &got)
+	if err != nil && status != http.StatusNotFound {
+		return "", 0, fmt.Errorf("read pull request %s/%s#%d: %w", owner, repo, n, err)
+	}
+	if status == 0 || status == http.StatusNotFound {
+		return "", 0, fmt.Errorf("pull request %s/%s#%d is not one the GitHub App can see: %w", owner, repo, n, errdefs.ErrNotFound)
+	}
+	return got.Head.Ref, got.Head.Repo.ID, nil
+}
+
 // Token is an installation token GitHub minted, with when it expires.
 type Token struct {
 	Value   string

@@ -405,3 +405,34 @@ func TestOpenPullOpensAsTheAppIntoTheDefaultBranchAndSaysWhyGitHubRefused(t *tes
 		t.Errorf("a Repo without the App: %v, want ErrNotFound", err)
 	}
 }
+
+// TestAPullRequestsHeadNamesItsBranchAndTheRepositoryItIsIn: GitHub numbers
+// pull requests with the issues; a pull request's head is its branch and
+// the repository that branch is in, a fork's for one from a fork; a number
+// with no pull request, or the App not on the Repo, is not found.
+func TestAPullRequestsHeadNamesItsBranchAndTheRepositoryItIsIn(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	gh.InstallApp("acme/app")
+	ctx := context.Background()
+	c := client(t, gh, true)
+	issue := gh.OpenIssue("acme/app", "carol", "A bug", "")
+	own := gh.AddPull("acme/app", "alice", "kndl/fix", "Fix")
+	fork := gh.AddPull("acme/app", "mallory", "mallory:kndl/fix", "Fix, from a fork")
+	if issue != 1 || own != 2 || fork != 3 {
+		t.Fatalf("numbers %d, %d, %d; want 1, 2, 3: one count for issues and pull requests", issue, own, fork)
+	}
+	branch, ownRepo, err := c.PullHead(ctx, "acme", "app", own)
+	if err != nil || branch != "kndl/fix" {
+		t.Fatalf("the pull request's head: %q %v, want kndl/fix", branch, err)
+	}
+	branch, forkRepo, err := c.PullHead(ctx, "acme", "app", fork)
+	if err != nil || branch != "kndl/fix" || forkRepo == ownRepo {
+		t.Errorf("the fork's pull request's head: %q in %d (%v), want kndl/fix in another repository than %d", branch, forkRepo, err, ownRepo)
+	}
+	if _, _, err := c.PullHead(ctx, "acme", "app", issue); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("an issue's number as a pull request: %v, want not found", err)
+	}
+	if _, _, err := c.PullHead(ctx, "acme", "other", 1); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a pull request where the App is not: %v, want not found", err)
+	}
+}

@@ -181,6 +181,10 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	if err == nil {
 		fix, err = h.store.RepoAutoFix(ctx, repo.ID)
 	}
+	var label string
+	if err == nil {
+		label, err = h.store.TriggerLabel(ctx, repo.ID)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -208,6 +212,7 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 		Installations []api.Installation
 		AutoFix       api.AutoFix
 		MaxAutoFixes  int
+		TriggerLabel  string
 		CanChange     bool
-	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, apiAutoFix(fix), api.MaxAutoFixes, h.canPush(ctx, p.User, repo.URL)})
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, apiAutoFix(fix), api.MaxAutoFixes, label, h.canPush(ctx, p.User, repo.URL)})
 }

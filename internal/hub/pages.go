@@ -189,11 +189,11 @@ func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	h.appPage(w, p, web.Session.WithTitle(s.Title), struct {
 		ID, Repo, RepoID, State, StateDetail, Model, Effort, Creator, SandboxGit string
-		IsCreator, Forward, KeepAwake                                            bool
+		IsCreator, Forward, KeepAwake, ThreadContext                             bool
 		MCPServers                                                               []protocol.MCPServer
 		Environment, EnvironmentWaiting                                          int
 	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.SandboxGit,
-		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, mcp, envOn, envWaiting})
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, s.ThreadContext, mcp, envOn, envWaiting})
 }
 
 func (h core) notFoundPage(w http.ResponseWriter, p Principal) {

@@ -61,7 +61,7 @@ func (h *Hub) routes() []route {
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
 		pages   = pagesAPI{h}
 		notes   = notifyAPI{core: h.core, notify: h.notify}
-		gh      = triggersAPI{core: h.core, triggers: h.triggers}
+		gh      = triggersAPI{core: h.core, triggers: h.triggers, sessions: h.sessions}
 		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
 		usage   = usageAPI{h.core}
 		limits  = limitsAPI{h.core}
@@ -128,7 +128,8 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/restart", person, sess.lifeHandler(h.sessions.Restart, "its Creator restarted it")},
 		{"POST /api/sessions/{id}/archive", person, sess.lifeHandler(h.sessions.Archive, "its Creator archived it")},
 		{"POST /api/sessions/{id}/restore", person, sess.lifeHandler(h.sessions.Restore, "its Creator restored it")},
-		{"PUT /api/sessions/{id}/keep-awake", person, sess.keepAwakeHandler},
+		{"PUT /api/sessions/{id}/keep-awake", person, sess.switchHandler(h.sessions.SetKeepAwake)},
+		{"PUT /api/sessions/{id}/thread-context", person, sess.switchHandler(gh.setThreadContext)},
 		{"POST /api/sessions/{id}/answer", person, sess.answerHandler},
 		{"POST /api/sessions/{id}/subagents/{agent}/stop", person, sess.stopSubagent},
 		{"GET /api/sessions/{id}/events", person, sess.listEvents},
@@ -175,6 +176,7 @@ func (h *Hub) routes() []route {
 		{"POST /gateway/{installation}", mod, mcp.gatewayServe},
 		{"DELETE /gateway/{installation}", mod, mcp.gatewayServe},
 		{"POST /github/webhook", []auth.Kind{auth.Webhook}, gh.webhook},
+		{"GET /api/repos/{repo}/trigger-label", person, gh.showTriggerLabel},
 		{"PUT /api/repos/{repo}/trigger-label", person, gh.setTriggerLabel},
 		{"GET /api/repos/{repo}/auto-fix", person, gh.showAutoFix},
 		{"PATCH /api/repos/{repo}/auto-fix", person, gh.editAutoFix},

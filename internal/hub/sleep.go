@@ -27,19 +27,23 @@ func (h sessionsAPI) lifeHandler(change func(ctx context.Context, id, why string
 	}
 }
 
-func (h sessionsAPI) keepAwakeHandler(w http.ResponseWriter, r *http.Request, p Principal) {
-	var req api.KeepAwake
-	err := readJSON(r, &req)
-	if err == nil && req.On == nil {
-		err = fmt.Errorf(`say {"on": true} or {"on": false}: %w`, errdefs.ErrInvalid)
-	}
-	if err == nil {
-		var s store.Session
-		if s, err = h.drivableSession(r.Context(), p, r.PathValue("id")); err == nil {
-			err = h.sessions.SetKeepAwake(r.Context(), s.ID, *req.On)
+// switchHandler answers a change of one of the Creator's switches of a
+// Session (api.Switch): only its Creator may set it, by set.
+func (h sessionsAPI) switchHandler(set func(ctx context.Context, id string, on bool) error) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p Principal) {
+		var req api.Switch
+		err := readJSON(r, &req)
+		if err == nil && req.On == nil {
+			err = fmt.Errorf(`say {"on": true} or {"on": false}: %w`, errdefs.ErrInvalid)
 		}
+		if err == nil {
+			var s store.Session
+			if s, err = h.drivableSession(r.Context(), p, r.PathValue("id")); err == nil {
+				err = set(r.Context(), s.ID, *req.On)
+			}
+		}
+		h.answerNoContent(w, r, err)
 	}
-	h.answerNoContent(w, r, err)
 }
 
 func (h sessionsAPI) answerHandler(w http.ResponseWriter, r *http.Request, p Principal) {

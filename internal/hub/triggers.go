@@ -11,6 +11,7 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/hub/triggers"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -19,6 +20,7 @@ import (
 type triggersAPI struct {
 	core
 	triggers *triggers.Receiver
+	sessions *session.Owner
 }
 
 // webhook takes a delivery and answers at once: what it asks for is done
@@ -29,6 +31,21 @@ func (h triggersAPI) webhook(w http.ResponseWriter, r *http.Request, _ Principal
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// showTriggerLabel answers a Repo's trigger label to anyone who may see
+// it; "" is none.
+func (h triggersAPI) showTriggerLabel(w http.ResponseWriter, r *http.Request, p Principal) {
+	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	var req api.TriggerLabel
+	if err == nil {
+		req.Label, err = h.store.TriggerLabel(r.Context(), repo.ID)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
 }
 
 // setTriggerLabel sets the label that, added to one of the Repo's issues,
@@ -52,6 +69,17 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 		return
 	}
 	writeJSON(w, http.StatusOK, req)
+}
+
+// setThreadContext sets the Session's switch for others' comments on its
+// issue or pull request as context in its history, and tells its
+// watchers.
+func (h triggersAPI) setThreadContext(ctx context.Context, id string, on bool) error {
+	if err := h.store.SetThreadContext(ctx, id, on); err != nil {
+		return err
+	}
+	h.sessions.Changed(id)
+	return nil
 }
 
 // showAutoFix answers a Repo's auto-fix settings to anyone who may see it.
@@ -129,6 +157,12 @@ func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, tex
 func (h triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
 	_, _, err := h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
+}
+
+// Note records a comment shown as context in the Session's history, by
+// the one path Session text reaches the store (redacted).
+func (h triggerSessions) Note(ctx context.Context, id, text string) error {
+	return h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: text})
 }
 
 // Progress is how the Session goes, for its reply in the thread: its state,

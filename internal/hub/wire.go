@@ -16,7 +16,7 @@ import (
 func apiSession(s store.Session) api.Session {
 	return api.Session{ID: s.ID, RepoID: s.RepoID, RepoURL: s.RepoURL, CreatorID: s.CreatorID, RunnerID: s.RunnerID,
 		Title: s.Title, Model: s.Model, Effort: s.Effort, State: api.SessionState(s.State), StateDetail: s.StateDetail,
-		KeepAwake: s.KeepAwake, SandboxGit: s.SandboxGit, Conversation: s.Conversation, ArchivedAt: s.ArchivedAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		KeepAwake: s.KeepAwake, ThreadContext: s.ThreadContext, SandboxGit: s.SandboxGit, Conversation: s.Conversation, ArchivedAt: s.ArchivedAt, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
 		Place: s.Place, Triggered: s.Triggered, Turns: s.Turns}
 }
 

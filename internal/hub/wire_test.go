@@ -131,12 +131,12 @@ func fill(v reflect.Value) {
 	}
 }
 
-// TestAYesOrNoBodyThatLeavesItOutIsRefused: keep-awake and a Runner's
-// sharing are read into api types whose switch is a pointer, so a body
+// TestAYesOrNoBodyThatLeavesItOutIsRefused: a Session's switches and a
+// Runner's sharing are read into api types whose switch is a pointer, so a body
 // without it is refused rather than read as off.
 func TestAYesOrNoBodyThatLeavesItOutIsRefused(t *testing.T) {
 	f := newFixture(t)
-	for _, path := range []string{"/api/sessions/none/keep-awake", "/api/runners/" + f.runner.ID + "/shared"} {
+	for _, path := range []string{"/api/sessions/none/keep-awake", "/api/sessions/none/thread-context", "/api/runners/" + f.runner.ID + "/shared"} {
 		if code, body := f.call(t, http.MethodPut, path, `{}`); code != http.StatusBadRequest || !strings.Contains(body, "say {") {
 			t.Errorf("PUT %s {}: %d %s, want 400 naming the field", path, code, body)
 		}

@@ -30,13 +30,14 @@ type Gauges struct {
 
 // Metrics is the Hub's metrics. Its methods are safe from any goroutine.
 type Metrics struct {
-	handler       http.Handler
-	turnsStarted  prometheus.Counter
-	turnsEnded    prometheus.Counter
-	promptLatency prometheus.Histogram
-	gateway       *prometheus.CounterVec
-	webhooks      *prometheus.CounterVec
-	store         *prometheus.HistogramVec
+	handler         http.Handler
+	turnsStarted    prometheus.Counter
+	turnsEnded      prometheus.Counter
+	promptLatency   prometheus.Histogram
+	gateway         *prometheus.CounterVec
+	webhooks        *prometheus.CounterVec
+	refusalsDropped prometheus.Counter
+	store           *prometheus.HistogramVec
 }
 
 // scrapeTimeout bounds the store query a scrape makes: Prometheus's own
@@ -61,12 +62,14 @@ func New(g Gauges, log *slog.Logger) *Metrics {
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kndl_webhook_ignored_total",
 			Help: "GitHub webhook deliveries, signed and new, of an event the Hub does not act on, by event."},
 			[]string{"event"}),
+		refusalsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "kndl_trigger_refusals_dropped_total",
+			Help: "Replies refusing a GitHub trigger not posted: the person was refused in that thread within the day."}),
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kndl_store_call_seconds",
 			Help:    "Latency of the store's hot calls, by call.",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}},
 			[]string{"op"}),
 	}
-	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.promptLatency, m.gateway, m.webhooks, m.store, gauges{g},
+	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.promptLatency, m.gateway, m.webhooks, m.refusalsDropped, m.store, gauges{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(log.With("component", "metrics").Handler(), slog.LevelWarn)})
@@ -95,6 +98,10 @@ func (m *Metrics) GatewayRequest(installation string, status int) {
 // does not act on. Only signed deliveries count, so only the App's events
 // name a series.
 func (m *Metrics) WebhookIgnored(event string) { m.webhooks.WithLabelValues(event).Inc() }
+
+// RefusalDropped counts a refusal of a GitHub trigger not posted, the
+// person refused in that thread within the day.
+func (m *Metrics) RefusalDropped() { m.refusalsDropped.Inc() }
 
 // StoreCall records how long the store call op took.
 func (m *Metrics) StoreCall(op string, d time.Duration) {

@@ -94,6 +94,10 @@ type Session struct {
 	// them start and end (CountTurn, AddTurnTime).
 	Turns    int
 	TurnTime time.Duration
+	// ThreadContext is the Creator's switch: on, comments by others on
+	// the Session's issue or pull request show in its history as context
+	// (never as prompts).
+	ThreadContext bool
 	// Place is its place in its Creator's line for an awake place (from
 	// 1), 0 while it is in none (SetWaiting).
 	Place      int
@@ -102,7 +106,7 @@ type Session struct {
 	UpdatedAt  time.Time
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.triggered, s.turns, s.turn_ms, ` + placeCol + `, s.archived_at, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.triggered, s.turns, s.turn_ms, s.thread_context, ` + placeCol + `, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
@@ -111,7 +115,7 @@ func scanSession(row scanner) (Session, error) {
 	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
 		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &x.SandboxGit,
-		&x.Triggered, &x.Turns, &turnMS, &x.Place, &archived, &created, &updated)
+		&x.Triggered, &x.Turns, &turnMS, &x.ThreadContext, &x.Place, &archived, &created, &updated)
 	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	x.TurnTime = time.Duration(turnMS) * time.Millisecond
 	return x, err
@@ -237,7 +241,19 @@ func (s *Store) SetSandboxGit(ctx context.Context, id, git string) (bool, error)
 
 // SetKeepAwake sets a Session's Keep awake switch.
 func (s *Store) SetKeepAwake(ctx context.Context, id string, on bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET keep_awake = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
+	return s.setSwitch(ctx, id, "keep_awake", on)
+}
+
+// SetThreadContext sets a Session's switch for others' comments on its
+// issue or pull request as context in its history.
+func (s *Store) SetThreadContext(ctx context.Context, id string, on bool) error {
+	return s.setSwitch(ctx, id, "thread_context", on)
+}
+
+// setSwitch sets one of the Creator's switches of a Session, the column
+// col (a constant of the callers', never input).
+func (s *Store) setSwitch(ctx context.Context, id, col string, on bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+col+` = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
 	if err != nil {
 		return err
 	}

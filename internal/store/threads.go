@@ -16,14 +16,21 @@ const deliveryKeep = 7 * 24 * time.Hour
 // it is new: false for one taken before, which the caller then ignores.
 // Work recorded stays pending until DoneDelivery, across a restart too.
 func (s *Store) TakeDelivery(ctx context.Context, id, event string, work []byte) (bool, error) {
+	now := s.now()
+	return s.takeOnce(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep)),
+		`INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, event, ms(now), work)
+}
+
+// takeOnce, in one transaction, drops the rows older than since (drop)
+// and inserts a row (insert, ON CONFLICT DO NOTHING), and reports whether
+// it did: false for a row of the same key taken within the time kept.
+func (s *Store) takeOnce(ctx context.Context, drop string, since int64, insert string, args ...any) (bool, error) {
 	var fresh bool
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep))); err != nil {
+		if _, err := tx.ExecContext(ctx, drop, since); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			id, event, ms(now), work)
+		res, err := tx.ExecContext(ctx, insert, args...)
 		if err != nil {
 			return err
 		}
@@ -129,4 +136,19 @@ func (s *Store) SetTriggerLabel(ctx context.Context, repoID, label string) error
 func (s *Store) MemberByGitHubID(ctx context.Context, id int64) (User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE github_id = ? AND removed_at IS NULL`, id))
 	return u, notFound(err, "member")
+}
+
+// refusalGap is how long a person's refusal in a thread stands before
+// another mention of theirs there gets one more.
+const refusalGap = 24 * time.Hour
+
+// TakeRefusal records that the App tells GitHub user githubID in issue
+// number issue of repo (lower-case owner/name) that they may not start a
+// Session, and reports whether it may: false when it did within the last
+// day, so one person's comments cannot make the App post a stream.
+func (s *Store) TakeRefusal(ctx context.Context, repo string, issue int, githubID int64) (bool, error) {
+	now := s.now()
+	return s.takeOnce(ctx, `DELETE FROM trigger_refusals WHERE refused_at < ?`, ms(now.Add(-refusalGap)),
+		`INSERT INTO trigger_refusals (repo, issue, github_id, refused_at) VALUES (?, ?, ?, ?) ON CONFLICT (repo, issue, github_id) DO NOTHING`,
+		repo, issue, githubID, ms(now))
 }

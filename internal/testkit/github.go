@@ -63,7 +63,7 @@ type GitHub struct {
 	private    map[string]bool // Repos whose fetch needs a token too
 	tokenLife  time.Duration
 	minted     []string
-	pulls      map[string][]fakePull // by lower-case owner/repo, numbered from 1
+	pulls      map[string][]fakePull // by lower-case owner/repo, numbered with its issues (newNumber)
 	collabs    map[string]map[string]bool
 	readOnly   map[string]map[string]bool // collaborators with read permission alone
 	down       bool
@@ -183,6 +183,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", g.permission)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls", g.listPulls)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}", g.showPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
 	g.serveChecks(mux)
@@ -852,7 +853,7 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n := len(g.pulls[repo]) + 1
+	n := g.newNumber(repo, &Issue{Title: req.Title, Body: req.Body, Author: AppSlug + "[bot]", pull: true})
 	p := fakePull{Number: n, Title: req.Title, Body: req.Body, State: "open", HTMLURL: fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, n),
 		Head: pullRef{Ref: head, Label: owner + ":" + head, SHA: sha}, Base: pullRef{Ref: req.Base, Label: owner + ":" + req.Base},
 		User: pullUser{Login: AppSlug + "[bot]", Type: "Bot"}}
@@ -925,5 +926,6 @@ func (g *GitHub) MergePull(ownerRepo string, n int) {
 	defer g.mu.Unlock()
 	ps := g.pulls[strings.ToLower(ownerRepo)]
 	now := time.Now().UTC()
-	ps[n-1].State, ps[n-1].MergedAt = "closed", &now
+	i := slices.IndexFunc(ps, func(p fakePull) bool { return p.Number == n })
+	ps[i].State, ps[i].MergedAt = "closed", &now
 }

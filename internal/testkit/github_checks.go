@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -214,7 +215,7 @@ func (g *GitHub) AddPull(ownerRepo, login, head, title string) int {
 	defer g.mu.Unlock()
 	owner, name, _ := strings.Cut(ownerRepo, "/")
 	repo := strings.ToLower(ownerRepo)
-	n := len(g.pulls[repo]) + 1
+	n := g.newNumber(repo, &Issue{Title: title, Author: login, pull: true})
 	headOwner, branch, fork := strings.Cut(head, ":")
 	if !fork {
 		headOwner, branch = owner, head
@@ -235,11 +236,46 @@ func headRepo(p fakePull, ownerRepo string) string {
 
 // pull is pull request n of repo. Call with g.mu held.
 func (g *GitHub) pull(t testing.TB, repo string, n int) fakePull {
-	if n < 1 || n > len(g.pulls[repo]) {
+	p, ok := g.findPull(repo, n)
+	if !ok {
 		g.mu.Unlock()
 		t.Fatalf("no pull request %d on %s", n, repo)
 	}
-	return g.pulls[repo][n-1]
+	return p
+}
+
+// findPull is pull request n of repo, if there is one. Call with g.mu
+// held.
+func (g *GitHub) findPull(repo string, n int) (fakePull, bool) {
+	i := slices.IndexFunc(g.pulls[repo], func(p fakePull) bool { return p.Number == n })
+	if i < 0 {
+		return fakePull{}, false
+	}
+	return g.pulls[repo][i], true
+}
+
+// showPull answers GET /repos/{owner}/{repo}/pulls/{n} for a token with
+// pull requests read: its number, title, state, and its head's branch and
+// repository (a fork's, for a head from one).
+func (g *GitHub) showPull(w http.ResponseWriter, r *http.Request) {
+	g.count("pull")
+	ownerRepo := r.PathValue("owner") + "/" + r.PathValue("repo")
+	repo := strings.ToLower(ownerRepo)
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	if !g.allows(apiToken(r), repo, "pull_requests", "read") {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.findPull(repo, n)
+	if !ok {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	ghJSON(w, http.StatusOK, map[string]any{"number": p.Number, "title": p.Title, "state": p.State, "html_url": p.HTMLURL,
+		"head": map[string]any{"ref": p.Head.Ref, "label": p.Head.Label, "repo": g.repoPayload(headRepo(p, ownerRepo))},
+		"base": map[string]any{"ref": p.Base.Ref, "label": p.Base.Label, "repo": g.repoPayload(ownerRepo)}})
 }
 
 // repoID is a repository's id on the fake GitHub, fixed by its name.

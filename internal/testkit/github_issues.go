@@ -34,6 +34,7 @@ type Issue struct {
 	Body     string
 	Author   string
 	Comments []IssueComment
+	pull     bool // a pull request: GitHub numbers them with the issues, and its comments are an issue's
 }
 
 // IssueComment is a comment in an issue's thread.
@@ -80,10 +81,15 @@ func (g *GitHub) SetWebhook(url, secret string) {
 func (g *GitHub) OpenIssue(ownerRepo, login, title, body string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	repo := strings.ToLower(ownerRepo)
-	n := len(g.iss.issues[repo]) + 1
-	g.iss.issues[repo] = append(g.iss.issues[repo], &Issue{Number: n, Title: title, Body: body, Author: login})
-	return n
+	return g.newNumber(strings.ToLower(ownerRepo), &Issue{Title: title, Body: body, Author: login})
+}
+
+// newNumber gives is the repository's next number, shared by issues and
+// pull requests as on GitHub, and records it. Call with g.mu held.
+func (g *GitHub) newNumber(repo string, is *Issue) int {
+	is.Number = len(g.iss.issues[repo]) + 1
+	g.iss.issues[repo] = append(g.iss.issues[repo], is)
+	return is.Number
 }
 
 // Comments lists issue n's comments on ownerRepo, oldest first.
@@ -168,7 +174,7 @@ func (g *GitHub) addComment(ownerRepo string, n int, login, body string, bot boo
 	is.Comments = append(is.Comments, c)
 	payload := map[string]any{"action": "created", "issue": g.issuePayload(repo, is),
 		"comment": map[string]any{"id": c.ID, "body": body, "user": g.userPayload(login, bot),
-			"html_url": fmt.Sprintf("%s/%s/issues/%d#issuecomment-%d", g.URL, ownerRepo, n, c.ID)},
+			"html_url": fmt.Sprintf("%s#issuecomment-%d", g.issueURL(repo, is), c.ID)},
 		"repository": g.repoPayload(ownerRepo), "sender": g.userPayload(login, bot)}
 	return g.newDelivery("issue_comment", payload)
 }
@@ -207,8 +213,20 @@ func (g *GitHub) issue(repo string, n int) *Issue {
 // The payloads' parts, as GitHub sends them (what kndl reads, and a little
 // more). Call with g.mu held.
 func (g *GitHub) issuePayload(repo string, is *Issue) map[string]any {
-	return map[string]any{"number": is.Number, "title": is.Title, "body": is.Body, "state": "open",
-		"html_url": fmt.Sprintf("%s/%s/issues/%d", g.URL, repo, is.Number), "user": g.userPayload(is.Author, false)}
+	p := map[string]any{"number": is.Number, "title": is.Title, "body": is.Body, "state": "open",
+		"html_url": g.issueURL(repo, is), "user": g.userPayload(is.Author, false)}
+	if is.pull {
+		p["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, repo, is.Number), "html_url": g.issueURL(repo, is)}
+	}
+	return p
+}
+
+// issueURL is the issue's page, or the pull request's for one.
+func (g *GitHub) issueURL(repo string, is *Issue) string {
+	if is.pull {
+		return fmt.Sprintf("%s/%s/pull/%d", g.URL, repo, is.Number)
+	}
+	return fmt.Sprintf("%s/%s/issues/%d", g.URL, repo, is.Number)
 }
 
 func (g *GitHub) repoPayload(ownerRepo string) map[string]any {

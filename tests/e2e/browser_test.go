@@ -388,7 +388,8 @@ func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
 	b.Wait(testenv.WaitMedium, "the row asleep", row+`.querySelector(".state").textContent === "asleep"`)
 	stays("the Session asleep")
 
-	// The Session view: Wake, then Keep awake on and off, then Restart.
+	// The Session view: Wake, then Keep awake on and off, others' comments
+	// as context on, then Restart.
 	b.Go(s.URL+"/sessions/"+v.ID, "#transcript")
 	b.Wait(testenv.WaitShort, "an asleep Session's controls", `!document.getElementById("wake").hidden && document.getElementById("restart").hidden && document.getElementById("failed").hidden`)
 	b.do(chromedp.Click(chromedp.CSS("#wake")))
@@ -403,6 +404,10 @@ func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
 	b.Screenshot("session-controls.png")
 	keepAwake(false)
 	keepAwake(true)
+	// The switch for others' GitHub comments as context, beside it.
+	b.do(chromedp.Click(chromedp.CSS(`label.switch:has(#thread-context)`)))
+	testenv.Eventually(t, testenv.WaitShort, "others' comments as context on, on the Hub", func() bool { return s.state(v.ID).ThreadContext })
+	b.Wait(testenv.WaitShort, "that switch settled", `!document.getElementById("thread-context").disabled && document.getElementById("thread-context").checked`)
 	pid := claudePID(t, s, v.ID)
 	b.do(chromedp.Click(chromedp.CSS("#restart")))
 	testenv.Eventually(t, testenv.WaitMedium, "a new Claude Code", func() bool { p := claudeProcess(s, v.ID); return p != "" && p != pid })
@@ -563,7 +568,7 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 	s.Member(bob, "bob")
 	bob.Go(s.URL+"/sessions/"+v.ID, "#transcript")
 	bob.Wait(testenv.WaitShort, "the transcript", `document.querySelector("#transcript").textContent.includes("Hello, watchers.")`)
-	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake", "#restart", "#keep-awake", "#retry", "#archive", "#restore"].filter(s => document.querySelector(s))`)
+	absent := Eval[[]string](bob, `["#prompt-form", "#prompt", "#stop-turn", "#terminal-tab", "#pane-terminal", "#queue-box", "[data-action=cancel-prompt]", "#settings-form", "#sleep", "#wake", "#restart", "#keep-awake", "#thread-context", "#retry", "#archive", "#restore"].filter(s => document.querySelector(s))`)
 	if len(absent) > 0 {
 		t.Fatalf("the watcher's page holds what only the Creator may use: %v", absent)
 	}

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,14 +141,18 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 	if code := s.GitHub.Deliver(t, forged); code != http.StatusUnauthorized {
 		t.Errorf("a forged delivery got %d, want 401", code)
 	}
-	// The two deliveries' work is done in order: a third's reply shows it.
+	// mallory's second mention gets no reply (one refusal a person and
+	// thread a day); the deliveries' work is done in order, so eve's
+	// reply after it shows it was.
 	s.GitHub.Comment(t, "acme/app", issue, "mallory", "@"+testkit.AppSlug+" again")
-	testenv.Eventually(t, testenv.WaitMedium, "the App's second reply", func() bool { return len(s.replies(issue)) == 2 })
+	s.GitHub.AddUser("eve")
+	s.GitHub.Comment(t, "acme/app", issue, "eve", "@"+testkit.AppSlug+" me too")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply to eve", func() bool { return len(s.replies(issue)) == 2 })
 	if n := s.countSessions(); n != 0 {
 		t.Errorf("%d Sessions, want none", n)
 	}
-	if n := len(s.replies(issue)); n != 2 {
-		t.Errorf("%d replies, want one per mallory's comment", n)
+	if r := s.replies(issue); len(r) != 2 || !strings.Contains(r[1].Body, "@eve") {
+		t.Errorf("the App's replies %+v, want one to mallory and one to eve", r)
 	}
 }
 
@@ -174,15 +180,16 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 	if code := s.GitHub.OpenPull(t, "acme/app", s.sandboxToken(id), "kndl/test", "Fix the crash"); code != http.StatusCreated {
 		t.Fatalf("open the pull request: %d", code)
 	}
+	number := s.GitHub.Pulls("acme/app")[0].Number // GitHub numbers it after the issue
 	// A later push has the Hub ask GitHub about the branch again.
 	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" push again")
-	pull := s.GitHub.URL + "/acme/app/pull/1"
+	pull := fmt.Sprintf("%s/acme/app/pull/%d", s.GitHub.URL, number)
 	testenv.Eventually(t, testenv.WaitMedium, "the reply with the pull request's link, the Turn ended", func() bool {
 		r := s.replies(issue)
 		return len(r) == 1 && strings.Contains(r[0].Body, "Pull request: "+pull) && strings.Contains(r[0].Body, "**Its Turn ended")
 	})
 
-	s.GitHub.CheckRun(t, "acme/app", 1, "ci/test", "failure", "TestLoad: HOME unset")
+	s.GitHub.CheckRun(t, "acme/app", number, "ci/test", "failure", "TestLoad: HOME unset")
 	prompt := s.WaitEvent(id, testenv.WaitMedium, "the check's prompt", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventPrompt && strings.Contains(e.Text, "ci/test")
 	})
@@ -220,4 +227,86 @@ func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
 	}
 	Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); f.max.noValidate = true; f.noValidate = true; f.max.value = "99"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the most refused", `!document.getElementById("auto-fix-error").hidden && document.getElementById("auto-fix-error").textContent.includes("1 to 20")`)
+}
+
+// TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn: carol's
+// comment on the issue of alice's Session, a mention of the App though she
+// is no Member, changes nothing while the Session's switch is off; once alice turns it on, carol's next comment
+// shows in the Session's history as a note naming her and linking it, and
+// is no prompt.
+func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.T) {
+	s := Start(t, WithGitHub())
+	issue, alice := s.triggerRepo()
+	s.GitHub.AddUser("carol")
+	s.Model.On(testkit.PromptContains(issueBody), testkit.Text("Looking into the crash."))
+	s.GitHub.Comment(t, "acme/app", issue, "alice", "@"+testkit.AppSlug+" please fix this")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's reply with the Session's link", func() bool { return len(s.replies(issue)) == 1 })
+	_, id, _ := strings.Cut(s.replies(issue)[0].Body, s.URL+"/sessions/")
+	id, _, _ = strings.Cut(id, "\n")
+	s.WaitEvent(id, testenv.WaitBuild, "Claude's answer to the issue", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Looking into the crash."
+	})
+
+	// carol is no Member: her mention's work is done once the App has
+	// refused her.
+	s.GitHub.Comment(t, "acme/app", issue, "carol", "@"+testkit.AppSlug+" Before: it is config.Load.")
+	testenv.Eventually(t, testenv.WaitMedium, "the App's refusal to carol", func() bool { return len(s.replies(issue)) == 2 })
+	// alice turns it on, through the API as the CLI and the view do.
+	tok, err := s.Store.CreateCLIToken(t.Context(), alice.ID, "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, s.URL+"/api/sessions/"+id+"/thread-context", strings.NewReader(`{"on":true}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("alice's PUT thread-context: %v %v, want 204", resp, err)
+	}
+	resp.Body.Close()
+	s.GitHub.Comment(t, "acme/app", issue, "carol", "After: it is config.Load.")
+	note := s.WaitEvent(id, testenv.WaitMedium, "carol's comment as context", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventNote && strings.Contains(e.Text, "After: it is config.Load.")
+	})
+	if want := fmt.Sprintf("@carol commented on acme/app#%d (%s/acme/app/issues/%d#issuecomment-", issue, s.GitHub.URL, issue); !strings.HasPrefix(note.Text, want) {
+		t.Errorf("the note %q, want it to start %q", note.Text, want)
+	}
+	prompts := 0
+	for _, e := range s.Events(id) {
+		if strings.Contains(e.Text, "Before:") {
+			t.Errorf("carol's comment made while the switch was off is in the history: %+v", e)
+		}
+		if e.Kind == protocol.EventPrompt {
+			prompts++
+		}
+	}
+	if prompts != 1 {
+		t.Errorf("%d prompts in the history, want the first alone", prompts)
+	}
+}
+
+// TestTheTriggerLabelIsSetByTheCLIAndTheRepoPage: kndl repo edit shows no
+// trigger label, sets one with --trigger-label, and the Repo page shows it;
+// saving another from the page sets it for the API, and an empty one turns
+// it off.
+func TestTheTriggerLabelIsSetByTheCLIAndTheRepoPage(t *testing.T) {
+	s, b, repo := repoPage(t)
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo.URL); code != 0 || !strings.Contains(out, "No trigger label") {
+		t.Fatalf("kndl repo edit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo.URL, "--trigger-label", "kndl"); code != 0 || !strings.Contains(out, `The trigger label "kndl" added to an issue starts a Session`) {
+		t.Fatalf("kndl repo edit --trigger-label kndl: exit %d\n%s\n%s", code, out, errOut)
+	}
+	b.Go(s.URL+"/repos/"+repo.ID, "#trigger-label")
+	if got := Eval[string](b, `document.getElementById("trigger-label").label.value`); got != "kndl" {
+		t.Fatalf("the Repo page shows the trigger label %q, want kndl", got)
+	}
+	var l api.TriggerLabel
+	for _, want := range []string{"fix-me", ""} {
+		Eval[bool](b, `(() => { const f = document.getElementById("trigger-label"); f.label.value = `+strconv.Quote(want)+`; document.getElementById("trigger-label-saved").hidden = true; f.requestSubmit(); return true })()`)
+		b.Wait(testenv.WaitMedium, "the label saved", `!document.getElementById("trigger-label-saved").hidden`)
+		s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/trigger-label", nil, &l)
+		if l.Label != want {
+			t.Errorf("the trigger label after the page saved %q: %q", want, l.Label)
+		}
+	}
 }

@@ -244,6 +244,7 @@ var roleTable = map[string]roleRoute{
 	"POST /api/sessions/{id}/archive":               {want: drivers, req: onFresh(store.Asleep, "/archive")},
 	"POST /api/sessions/{id}/restore":               {want: drivers, req: onFresh(store.Archived, "/restore")},
 	"PUT /api/sessions/{id}/keep-awake":             {want: drivers, req: onSession("PUT", "/keep-awake", `{"on":true}`)},
+	"PUT /api/sessions/{id}/thread-context":         {want: drivers, req: onSession("PUT", "/thread-context", `{"on":true}`)},
 	// No question waits, nor a subagent runs: the Creator gets past the
 	// check that refuses others to the Session's own 404 (absent).
 	"POST /api/sessions/{id}/answer":                 {want: drivers.but(theCreator, absent), req: onSession("POST", "/answer", `{"answers":[{"option":1}]}`)},
@@ -278,6 +279,7 @@ var roleTable = map[string]roleRoute{
 	}},
 	"GET /api/repos/{repo}/variables":           {want: watchers, req: onRepo("GET", "/variables", "")},
 	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test"}`)},
+	"GET /api/repos/{repo}/trigger-label":       {want: watchers, req: onRepo("GET", "/trigger-label", "")},
 	"PUT /api/repos/{repo}/trigger-label":       {want: pushers, req: onRepo("PUT", "/trigger-label", `{"label":"kndl"}`)},
 	"GET /api/repos/{repo}/auto-fix":            {want: watchers, req: onRepo("GET", "/auto-fix", "")},
 	"PATCH /api/repos/{repo}/auto-fix":          {want: pushers, req: onRepo("PATCH", "/auto-fix", `{"ci":true}`)},

@@ -111,14 +111,14 @@ type fix struct {
 // has not had its Repo's most, and says so in the Session's thread.
 func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 	th, err := r.repoOf(ctx, repo)
-	if err != nil || th.hub.ID == "" || f.pull.Head.Repo.ID != repo.ID {
-		return err // a Repo the Hub does not have, or a fork's branch: no Session's
+	if err != nil || th.hub.ID == "" {
+		return err // a Repo the Hub does not have: no Session's
 	}
 	settings, err := r.opts.Store.RepoAutoFix(ctx, th.hub.ID)
 	if err != nil || (f.reviews && !settings.Reviews) || (!f.reviews && !settings.CI) {
 		return err
 	}
-	s, creator, ok, err := r.pullSession(ctx, th, f.pull)
+	s, creator, ok, err := r.pullSession(ctx, th, repo, f.pull)
 	if err != nil || !ok {
 		return err
 	}
@@ -142,9 +142,13 @@ func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 	return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; sent to the Session (%d of %d).", f.what, link, n, settings.Max))
 }
 
-// pullSession is the Session that opened the pull request: the newest not
-// archived that pushed its branch to the Repo.
-func (r *Receiver) pullSession(ctx context.Context, th thread, pull ghPull) (store.Session, store.User, bool, error) {
+// pullSession is the Session that opened the pull request of repo: the
+// newest not archived that pushed its branch to the Repo. A fork's branch
+// of the same name, or a Repo the Hub does not have, is no Session's.
+func (r *Receiver) pullSession(ctx context.Context, th thread, repo ghRepo, pull ghPull) (store.Session, store.User, bool, error) {
+	if th.hub.ID == "" || pull.Head.Repo.ID != repo.ID {
+		return store.Session{}, store.User{}, false, nil
+	}
 	bs, err := r.opts.Store.BranchSessions(ctx, pull.Head.Ref)
 	if err != nil {
 		return store.Session{}, store.User{}, false, err

@@ -132,7 +132,7 @@ func (r *Receiver) reply(login, sessionID string, p Progress, note string) strin
 	for _, pull := range p.Pulls {
 		fmt.Fprintf(&b, "\nPull request: %s\n", pull)
 	}
-	b.WriteString("\nA later comment of theirs that mentions the App here is a prompt to it.")
+	b.WriteString("\nA later comment of theirs that mentions the App here, or on a pull request it opened, is a prompt to it.")
 	if note != "" {
 		b.WriteString(" " + note)
 	}

@@ -2,8 +2,10 @@
 // delivery's signature, takes each delivery once, and, after answering
 // GitHub, starts a Session from an issue or pull request whose thread
 // mentions the App (or whose Repo's trigger label was added), or queues a
-// later mention by the Session's Creator as a prompt to it. Only
-// internal/hub imports it.
+// later mention by the Session's Creator, on that thread or on the pull
+// request the Session opened, as a prompt to it; others' comments there are
+// never prompts, and show in the Session's history as context if its
+// Creator turned that on. Only internal/hub imports it.
 package triggers
 
 import (
@@ -18,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +45,9 @@ type Sessions interface {
 	HasClaudeToken(ctx context.Context, u store.User) bool
 	// Progress says how the Session id goes, for its reply in the thread.
 	Progress(ctx context.Context, id string) (Progress, error)
+	// Note records text in the Session id's history, redacted as any
+	// Event is; it is no prompt.
+	Note(ctx context.Context, id, text string) error
 }
 
 // GitHub is what a trigger asks of GitHub as the App (a *github.Client).
@@ -50,6 +56,9 @@ type GitHub interface {
 	// AppSlug is the name people mention the App by.
 	AppSlug(ctx context.Context) (string, error)
 	CanPush(ctx context.Context, owner, repo, login string) (bool, error)
+	// PullHead is pull request n's head branch and the id of the
+	// repository it is in; ErrNotFound for none the App can see.
+	PullHead(ctx context.Context, owner, repo string, n int) (branch string, repoID int64, err error)
 	Comment(ctx context.Context, owner, repo string, n int, body string) (int64, error)
 	EditComment(ctx context.Context, owner, repo string, id int64, body string) error
 }
@@ -66,6 +75,9 @@ type Options struct {
 	PublicURL string
 	// Ignored, if set, counts a delivery of an event the Hub does not act on.
 	Ignored func(event string)
+	// RefusalDropped, if set, counts a refusal not posted: the person was
+	// refused in that thread within the day.
+	RefusalDropped func()
 	// EditGap is the least time between two edits of a Session's reply as
 	// it goes; default DefaultEditGap.
 	EditGap time.Duration
@@ -100,6 +112,9 @@ func New(opts Options) *Receiver {
 	}
 	if opts.Ignored == nil {
 		opts.Ignored = func(string) {}
+	}
+	if opts.RefusalDropped == nil {
+		opts.RefusalDropped = func() {}
 	}
 	if opts.EditGap <= 0 {
 		opts.EditGap = DefaultEditGap
@@ -226,6 +241,9 @@ type (
 		Title   string `json:"title"`
 		Body    string `json:"body"`
 		HTMLURL string `json:"html_url"`
+		// PullRequest is set when the issue is a pull request: GitHub
+		// numbers them alike and delivers their comments as an issue's.
+		PullRequest *struct{} `json:"pull_request"`
 	}
 	ghComment struct {
 		ID      int64  `json:"id"`
@@ -260,8 +278,11 @@ type thread struct {
 
 func (t thread) repo() string { return t.owner + "/" + t.name }
 
-// issueComment: a new comment mentioning the App starts a Session, or is a
-// prompt to the Session its writer started from this thread.
+// issueComment: a new comment mentioning the App is a prompt to the
+// Session its writer has on this thread (on a pull request, the one that
+// opened it first), or starts one. Any comment, a mention or not, is
+// context in the history of each of the thread's Sessions whose Creator
+// is someone else and turned that on.
 func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	var p payload
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -276,25 +297,30 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
-	if !Mentions(p.Comment.Body, slug) {
-		return nil
-	}
 	th, err := r.threadOf(ctx, p)
 	if err != nil {
 		return err
+	}
+	sessions, err := r.threadSessions(ctx, th, p.Repository)
+	if err != nil {
+		return err
+	}
+	if err := r.showAsContext(ctx, th, sessions, p.Comment); err != nil {
+		return err
+	}
+	if !Mentions(p.Comment.Body, slug) {
+		return nil
 	}
 	creator, ok := r.creator(ctx, p.Comment.User, th)
 	if !ok {
 		return r.refuse(ctx, th, p.Comment.User)
 	}
-	if t, err := r.creatorsSession(ctx, th, creator); err != nil || t.SessionID != "" {
-		if err != nil {
+	if i := slices.IndexFunc(sessions, func(s store.Session) bool { return s.CreatorID == creator.ID }); i >= 0 {
+		id := sessions[i].ID
+		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment)); err != nil {
 			return err
 		}
-		if err := r.opts.Sessions.Prompt(ctx, creator, t.SessionID, laterPrompt(th, p.Comment)); err != nil {
-			return err
-		}
-		return r.note(ctx, t.SessionID, "The latest it took: "+p.Comment.HTMLURL)
+		return r.note(ctx, id, "The latest it took: "+p.Comment.HTMLURL)
 	}
 	return r.start(ctx, th, creator, firstPrompt(th, p.Comment.User, p.Comment.Body, p.Comment.HTMLURL))
 }
@@ -377,20 +403,49 @@ func (r *Receiver) creator(ctx context.Context, who ghUser, th thread) (store.Us
 	return u, err == nil && push
 }
 
-// creatorsSession is the newest Session creator started from this thread
-// and has not archived, with the Hub's reply there; none has no SessionID.
-func (r *Receiver) creatorsSession(ctx context.Context, th thread, creator store.User) (store.Thread, error) {
+// threadSessions are the Sessions a comment in the thread is for, none
+// archived: on a pull request, the one that opened it (pullSession); then
+// those started from the thread, with the Hub's reply there, newest first.
+func (r *Receiver) threadSessions(ctx context.Context, th thread, repo ghRepo) ([]store.Session, error) {
+	var out []store.Session
+	pull, ok, err := r.commentedPull(ctx, th)
+	if err == nil && ok {
+		var s store.Session
+		s, _, ok, err = r.pullSession(ctx, th, repo, pull)
+		if ok {
+			out = append(out, s)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	threads, err := r.opts.Store.ThreadSessions(ctx, th.repo(), th.issue.Number)
 	if err != nil {
-		return store.Thread{}, err
+		return nil, err
 	}
 	for _, t := range threads {
 		s, err := r.opts.Store.SessionByID(ctx, t.SessionID)
-		if err == nil && s.CreatorID == creator.ID && s.State != store.Archived && t.ReplyID != 0 {
-			return t, nil
+		if err == nil && s.State != store.Archived && t.ReplyID != 0 &&
+			!slices.ContainsFunc(out, func(o store.Session) bool { return o.ID == s.ID }) {
+			out = append(out, s)
 		}
 	}
-	return store.Thread{}, nil
+	return out, nil
+}
+
+// commentedPull is the pull request whose thread th is, with its head as
+// GitHub says it now; ok is false for an issue, or a pull request of a
+// Repo the Hub does not have or the App cannot see.
+func (r *Receiver) commentedPull(ctx context.Context, th thread) (pull ghPull, ok bool, err error) {
+	if th.issue.PullRequest == nil || th.hub.ID == "" {
+		return pull, false, nil
+	}
+	pull.Number = th.issue.Number
+	pull.Head.Ref, pull.Head.Repo.ID, err = r.opts.GitHub.PullHead(ctx, th.owner, th.name, th.issue.Number)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return pull, false, nil
+	}
+	return pull, err == nil, err
 }
 
 // start starts the Session and replies once in the thread with its link.
@@ -431,8 +486,18 @@ func (r *Receiver) note(ctx context.Context, sessionID, text string) error {
 // whichever part failed, so it does not tell who is a Member.
 const refuseText = "@%s, kndl starts a Session from GitHub only for a Member of its Hub who has stored a Claude setup token and may push to this repository, so nothing was started. If that should be you, ask the Hub's Owner."
 
+// refuse replies refuseText to who, at most once a day in a thread
+// (Store.TakeRefusal): anyone who may comment could otherwise have the App
+// post a reply for each comment. The rest are dropped, and counted.
 func (r *Receiver) refuse(ctx context.Context, th thread, who ghUser) error {
-	_, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, fmt.Sprintf(refuseText, who.Login))
+	fresh, err := r.opts.Store.TakeRefusal(ctx, th.repo(), th.issue.Number, who.ID)
+	if err != nil || !fresh {
+		if err == nil {
+			r.opts.RefusalDropped()
+		}
+		return err
+	}
+	_, err = r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number, fmt.Sprintf(refuseText, who.Login))
 	return err
 }
 

@@ -96,6 +96,7 @@ type fixture struct {
 	sessions *recorder
 	owner    string // alice's user id
 	ignored  []string
+	dropped  int // refusals not posted
 	mu       sync.Mutex
 }
 
@@ -107,6 +108,7 @@ type recorder struct {
 	mu      sync.Mutex
 	started []string // the first prompts
 	prompts []string // "session: text"
+	notes   []string // "session: text"
 	tokens  map[string]bool
 	// gate, if set, holds each start until it is closed, the worker
 	// busy, once it has said so on holding.
@@ -134,6 +136,13 @@ func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text stri
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prompts = append(r.prompts, id+": "+text)
+	return nil
+}
+
+func (r *recorder) Note(ctx context.Context, id, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, id+": "+text)
 	return nil
 }
 
@@ -211,8 +220,9 @@ func (f *fixture) open() {
 	}
 	f.st, f.sessions = st, rec
 	f.recv = New(Options{Secret: []byte(secret), Store: st, GitHub: c, Sessions: rec, PublicURL: "https://hub.example", EditGap: editGap,
-		Ignored: func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
-		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil))})
+		Ignored:        func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
+		RefusalDropped: func() { f.mu.Lock(); f.dropped++; f.mu.Unlock() },
+		Logger:         slog.New(slog.NewTextHandler(t.Output(), nil))})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status(f.recv.Take(r)))
 	}))
@@ -289,9 +299,12 @@ func (f *fixture) waitWork() {
 }
 
 // replies are the App's comments on issue 1.
-func (f *fixture) replies() []testkit.IssueComment {
+func (f *fixture) replies() []testkit.IssueComment { return f.appComments(1) }
+
+// appComments are the App's comments on issue or pull request n.
+func (f *fixture) appComments(n int) []testkit.IssueComment {
 	var out []testkit.IssueComment
-	for _, c := range f.gh.Comments("acme/app", 1) {
+	for _, c := range f.gh.Comments("acme/app", n) {
 		if c.Author == testkit.AppSlug+"[bot]" {
 			out = append(out, c)
 		}
@@ -577,10 +590,20 @@ func (f *fixture) pullSession(branch string, a store.AutoFix) (string, int) {
 // prompts waits for the work of every delivery taken and returns the
 // prompts it queued.
 func (f *fixture) prompts() []string {
+	return f.recorded(func(r *recorder) []string { return r.prompts })
+}
+
+// notes waits for the work of every delivery taken and returns the notes
+// it recorded in Sessions' histories.
+func (f *fixture) notes() []string { return f.recorded(func(r *recorder) []string { return r.notes }) }
+
+// recorded waits for the work of every delivery taken and returns what
+// the Sessions recorded in the list pick reads.
+func (f *fixture) recorded(pick func(*recorder) []string) []string {
 	f.waitWork()
 	f.sessions.mu.Lock()
 	defer f.sessions.mu.Unlock()
-	return slices.Clone(f.sessions.prompts)
+	return slices.Clone(pick(f.sessions))
 }
 
 func TestAFailingCheckOnASessionsPullRequestIsAPromptToItUpToTheRepositorysMost(t *testing.T) {
@@ -686,7 +709,6 @@ func TestASessionNotStartedFromAThreadIsToldOfAFailureOnItsPullRequest(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gh.OpenIssue("acme/app", "carol", "another", "") // the pull request is #2 of the Repo's threads
 	pull := f.gh.AddPull("acme/app", "alice", "kndl/hand", "By hand")
 	for range 3 {
 		f.gh.CheckRun(t, "acme/app", pull, "ci/test", "failure", "broken")

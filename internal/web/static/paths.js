@@ -14,6 +14,7 @@ export const sessionLive = (id, after) => `${session(id)}/live?after=${after}`;
 // restore or stop-turn.
 export const act = (id, action) => `${session(id)}/${action}`;
 export const keepAwake = (id) => `${session(id)}/keep-awake`;
+export const threadContext = (id) => `${session(id)}/thread-context`;
 export const prompts = (id) => `${session(id)}/prompts`;
 export const prompt = (id, promptID) => `${prompts(id)}/${seg(promptID)}`;
 export const movePrompt = (id, p) => `${prompt(id, p)}/move`;
@@ -60,6 +61,7 @@ const repo = (id) => `/api/repos/${seg(id)}`;
 // DELETE back on.
 export const installationOff = (repoID, id) => `${repo(repoID)}/mcp/${seg(id)}/off`;
 export const autoFix = (repoID) => `${repo(repoID)}/auto-fix`;
+export const triggerLabel = (repoID) => `${repo(repoID)}/trigger-label`;
 export const environment = (repoID) => `${repo(repoID)}/environment`;
 export const repoLimits = (repoID) => `${repo(repoID)}/limits`;
 export const environmentDraft = (repoID) => `${environment(repoID)}/draft`;

@@ -179,3 +179,12 @@ submit(autoFix, document.getElementById("auto-fix-error"), async () => {
   autoFix.max.value = a.max;
   autoFixSaved.hidden = false;
 });
+
+// The Repo's trigger label, as the page was rendered with it.
+const triggerLabel = document.getElementById("trigger-label");
+const triggerLabelSaved = document.getElementById("trigger-label-saved");
+submit(triggerLabel, document.getElementById("trigger-label-error"), async (f) => {
+  triggerLabelSaved.hidden = true;
+  triggerLabel.label.value = (await api("PUT", paths.triggerLabel(repo), { label: f.label })).label;
+  triggerLabelSaved.hidden = false;
+});

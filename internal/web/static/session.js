@@ -375,8 +375,10 @@ function showSession(s) {
     document.getElementById("restart").hidden = s.state !== "active";
     document.getElementById("archive").hidden = s.state === "archived" || s.state === "starting";
     document.getElementById("restore").hidden = s.state !== "archived";
-    const keep = document.getElementById("keep-awake");
-    if (!keep.disabled) keep.checked = !!s.keep_awake; // not while the switch's own change is on its way
+    for (const [el, field] of [["keep-awake", "keep_awake"], ["thread-context", "thread_context"]]) {
+      const sw = document.getElementById(el);
+      if (!sw.disabled) sw.checked = !!s[field]; // not while the switch's own change is on its way
+    }
   }
   if (terminal) terminal.active(s.state === "active");
 }
@@ -551,19 +553,22 @@ if (isCreator) {
       }
     });
   }
-  const keep = document.getElementById("keep-awake");
-  keep.addEventListener("change", async () => {
-    showError(settingsError, null);
-    keep.disabled = true;
-    try {
-      await api("PUT", paths.keepAwake(id), { on: keep.checked });
-    } catch (err) {
-      keep.checked = !keep.checked;
-      showError(settingsError, err);
-    } finally {
-      keep.disabled = false;
-    }
-  });
+  // The Creator's switches, each set by its own PUT.
+  for (const [el, path] of [["keep-awake", paths.keepAwake], ["thread-context", paths.threadContext]]) {
+    const sw = document.getElementById(el);
+    sw.addEventListener("change", async () => {
+      showError(settingsError, null);
+      sw.disabled = true;
+      try {
+        await api("PUT", path(id), { on: sw.checked });
+      } catch (err) {
+        sw.checked = !sw.checked;
+        showError(settingsError, err);
+      } finally {
+        sw.disabled = false;
+      }
+    });
+  }
   on("stop-turn", async () => {
     try {
       await api("POST", paths.act(id, "stop-turn"));
