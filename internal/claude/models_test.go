@@ -155,8 +155,8 @@ func TestEveryModelOfTheTableHasAPrice(t *testing.T) {
 func TestACostIsTheTokensOfEachKindAtTheirPrice(t *testing.T) {
 	u := Tokens{Input: 2_000_000, Output: 100_000, CacheRead: 1_000_000, CacheWrite: 400_000}
 	got, ok := EstimatedCost("claude-opus-5-5-20261101", u)
-	// 2 x 5 + 0.1 x 25 + 1 x 0.5 + 0.4 x 6.25, by prices.json's row for the undated id.
-	if want := 10 + 2.5 + 0.5 + 2.5; !ok || math.Abs(got-want) > 1e-9 {
+	// 2 x 4 + 0.1 x 20 + 1 x 0.2 + 0.4 x 5, by prices.json's row for the undated id.
+	if want := 8 + 2 + 0.2 + 2.0; !ok || math.Abs(got-want) > 1e-9 {
 		t.Errorf("got %v, %v, want %v, true", got, ok, want)
 	}
 	if _, ok := EstimatedCost("claude-sonnet-5-50", Tokens{Input: 1}); ok {

@@ -381,8 +381,8 @@ func TestShowSaysWhatTheSessionAndEachTurnSpentAsAnEstimate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("kndl show: exit %d, %s", code, errOut)
 	}
-	// 1 x 3 + 0.02 x 15 + 0.0003 x 0.3 + 0.004 x 3.75 = 3.31509
-	line := "1,000,000 input · 20,000 output · 300 cache read · 4,000 cache write tokens · $3.32 estimated"
+	// 1 x 2 + 0.02 x 10 + 0.0003 x 0.1 + 0.004 x 2.5 = 2.21003
+	line := "1,000,000 input · 20,000 output · 300 cache read · 4,000 cache write tokens · $2.21 estimated"
 	for _, want := range []string{"spent:      " + line + "\n", "claude-sonnet-5-5: " + line + "\n", "-- turn ended (done)\n", "spent " + line + "\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kndl show lacks %q:\n%s", want, out)

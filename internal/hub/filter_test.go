@@ -240,10 +240,10 @@ func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 	for _, s := range ss {
 		switch s.ID {
 		case ids[0]:
-			// $3 a million input tokens, $15 a million output.
-			if s.Spent == nil || s.Spent.Input != 1_000_000 || s.Spent.Output != 100_000 || s.Spent.Estimate() != "$4.50 estimated" ||
+			// $2 a million input tokens, $10 a million output.
+			if s.Spent == nil || s.Spent.Input != 1_000_000 || s.Spent.Output != 100_000 || s.Spent.Estimate() != "$3.00 estimated" ||
 				len(s.Spent.Models) != 1 || s.Spent.Models[0].Model != "claude-sonnet-5-5" {
-				t.Errorf("the row of the Session that spent: %+v, want 1,000,000 input and 100,000 output tokens, $4.50 estimated", s.Spent)
+				t.Errorf("the row of the Session that spent: %+v, want 1,000,000 input and 100,000 output tokens, $3.00 estimated", s.Spent)
 			}
 		case ids[1]:
 			if s.Spent != nil {
