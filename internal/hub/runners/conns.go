@@ -31,6 +31,8 @@ type Conn struct {
 	Hello   protocol.Hello
 	Version int
 	Since   time.Time
+	// left is closed once the Hub no longer counts the connection.
+	left chan struct{}
 }
 
 // Options configure Conns.
@@ -81,7 +83,7 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 	log := cs.opts.Log.With("runner", rn.Name)
 	conn := protocol.NewConn(ws, log)
 	conn.Remember(cs.takenBy(rn.ID))
-	rc := &Conn{Conn: conn, Runner: rn, Since: time.Now()}
+	rc := &Conn{Conn: conn, Runner: rn, Since: time.Now(), left: make(chan struct{})}
 	hello := make(chan struct{})
 	conn.Handle(protocol.TypeHello, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		select {
@@ -122,6 +124,7 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 	}()
 	err = conn.Serve(ctx)
 	cs.detach(rc)
+	close(rc.left)
 	log.Info("runner disconnected", "err", err)
 }
 
@@ -197,10 +200,23 @@ func (cs *Conns) detach(rc *Conn) {
 	}
 }
 
-// Disconnect closes a Runner's connection, if it has one.
+// leaveWait bounds how long Disconnect waits for a closed connection to
+// be let go of.
+const leaveWait = 10 * time.Second
+
+// Disconnect closes a Runner's connection, if it has one, and returns
+// once the Hub no longer counts it (or after leaveWait), so that what a
+// revoke answers and the Runners list that follows agree.
 func (cs *Conns) Disconnect(id, why string) {
-	if rc := cs.Get(id); rc != nil {
-		rc.Conn.Close(websocket.StatusPolicyViolation, why)
+	rc := cs.Get(id)
+	if rc == nil {
+		return
+	}
+	rc.Conn.Close(websocket.StatusPolicyViolation, why)
+	select {
+	case <-rc.left:
+	case <-time.After(leaveWait):
+		cs.opts.Log.Warn("a closed runner connection was not let go of in time", "runner", rc.Runner.Name, "waited", leaveWait)
 	}
 }
 
