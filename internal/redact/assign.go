@@ -25,8 +25,14 @@ type assignTail struct {
 	// name is ^(?:name)$, held to the one of words, lower case, that
 	// begins the text: no word begins a longer one, so the name matches
 	// in one length at most (and no slice is made for where).
-	name   *regexp.Regexp
-	words  []string
+	name  *regexp.Regexp
+	words []string
+	// cases, by word, has a bit for each way of writing the word's letters
+	// that name matches (bit k of the index: the k-th letter is upper
+	// case), for a word of at most maxCaseLetters letters, else nil: a
+	// name is read at every hit of its word, and the regexp cost about
+	// as much as the rest of the tail (generic-api-key's (?-i:[Aa]pi|API)).
+	cases  [][]uint64
 	secret *regexp.Regexp // ^(secret)(?:end)
 	// parts, if set, are the secret's alternatives read by hand, each a run
 	// of one class's bytes (generic-api-key's [\w.=-]{10,150}) or a
@@ -73,6 +79,9 @@ func splitAssign(tail *regexp.Regexp) *assignTail {
 		name:   regexp.MustCompile(`^(?:` + name.String() + `)$`),
 		words:  words,
 		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
+	}
+	for _, w := range words {
+		a.cases = append(a.cases, nameCases(a.name, w))
 	}
 	a.splitSecret(secret.Sub[0], end)
 	return a
@@ -335,8 +344,14 @@ func (a *assignTail) find(s string) []int {
 
 // nameEnd is where the name that begins s ends, or -1.
 func (a *assignTail) nameEnd(s string) int {
-	for _, w := range a.words {
+	for i, w := range a.words {
 		if len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) {
+			if c := a.cases[i]; c != nil {
+				if k := caseIndex(s[:len(w)]); c[k/64]&(1<<(k%64)) == 0 {
+					return -1
+				}
+				return len(w)
+			}
 			if a.name.MatchString(s[:len(w)]) {
 				return len(w)
 			}
@@ -344,6 +359,50 @@ func (a *assignTail) nameEnd(s string) int {
 		}
 	}
 	return -1
+}
+
+// maxCaseLetters bounds the letters of a word whose every way of being
+// written is tried when its rule is built (2^10 regexp runs of a few
+// bytes each).
+const maxCaseLetters = 10
+
+// nameCases is the set of ways of writing w's letters that name matches,
+// by caseIndex, or nil if w has more than maxCaseLetters letters.
+func nameCases(name *regexp.Regexp, w string) []uint64 {
+	var at []int // w's letters
+	for i := 0; i < len(w); i++ {
+		if 'a' <= w[i]|0x20 && w[i]|0x20 <= 'z' {
+			at = append(at, i)
+		}
+	}
+	if len(at) > maxCaseLetters {
+		return nil
+	}
+	set := make([]uint64, max(1<<len(at)/64, 1))
+	b := []byte(strings.ToLower(w))
+	for k := range 1 << len(at) {
+		for j, i := range at {
+			b[i] = b[i]&^0x20 | byte(k>>j&1^1)<<5
+		}
+		if name.Match(b) {
+			set[k/64] |= 1 << (k % 64)
+		}
+	}
+	return set
+}
+
+// caseIndex is the index in nameCases of how s, ASCII, writes its letters.
+func caseIndex(s string) int {
+	k, j := 0, 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; 'a' <= c && c <= 'z' {
+			if s[i]&0x20 == 0 {
+				k |= 1 << j
+			}
+			j++
+		}
+	}
+	return k
 }
 
 // run is how many of the bytes of s from i on, at most n, are in class.
