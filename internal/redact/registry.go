@@ -164,6 +164,10 @@ type branch struct {
 	// may begin with; a target beginning with another is passed over
 	// before anything else is read.
 	first *byteSet
+	// same, for a branch that is one byte repeated as the whole target
+	// (the global allowlist's ^(?i:a+|b+|…|\*+|\.+)$, which every
+	// secret of every rule went through), reads an ASCII target by hand.
+	same *repeat
 }
 
 // A byteSet has a bit for each byte value.
@@ -325,7 +329,7 @@ func branches(pattern string) []branch {
 	}
 	var out []branch
 	for _, a := range alts {
-		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a)}
+		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a)}
 		b.needs = requiredLiterals(b.re.String())
 		for _, l := range b.needs {
 			var strs [][]uint16
@@ -348,19 +352,25 @@ func (a allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
 	// sign), which the pairs don't read: then only the strings are looked
 	// for.
-	var p *pairs
-	read := len(a.branches) > 1 && indexNonASCII(target) < 0
+	var p pairs
+	ascii := indexNonASCII(target) < 0
+	read, hasPairs := len(a.branches) > 1 && ascii, false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
 		}
-		if read && len(b.pairs) > 0 && p == nil {
-			// Read once, for the first branch that needs strings.
-			p = pairsPool.Get().(*pairs)
-			defer pairsPool.Put(p)
-			p.read(target)
+		if b.same != nil && ascii {
+			if b.same.matches(target) {
+				return true
+			}
+			continue
 		}
-		if p != nil && !p.mayHoldEach(b.pairs) {
+		if read && len(b.pairs) > 0 && !hasPairs {
+			// Read once, for the first branch that needs strings.
+			p.read(target)
+			hasPairs = true
+		}
+		if hasPairs && !p.mayHoldEach(b.pairs) {
 			continue
 		}
 		if holdsAll(target, b.needs) && b.re.MatchString(target) {
@@ -370,7 +380,58 @@ func (a allowRule) matches(target string) bool {
 	return false
 }
 
-var pairsPool = sync.Pool{New: func() any { return new(pairs) }}
+// A repeat is a branch ^(?:x+|y+|…)$ with each of x, y, … one ASCII
+// byte: a match is the whole target, one of bytes repeated, in either
+// case where the byte's alternative folds case (fold).
+type repeat struct{ bytes, fold byteSet }
+
+// repeatOf returns t as a repeat, or nil if it is not one.
+func repeatOf(t *syntax.Regexp) *repeat {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) != 3 || t.Sub[0].Op != syntax.OpBeginText || t.Sub[2].Op != syntax.OpEndText {
+		return nil
+	}
+	alts := []*syntax.Regexp{t.Sub[1]}
+	if t.Sub[1].Op == syntax.OpAlternate {
+		alts = t.Sub[1].Sub
+	}
+	var out repeat
+	for _, a := range alts {
+		if a.Op != syntax.OpPlus || a.Sub[0].Op != syntax.OpLiteral || len(a.Sub[0].Rune) != 1 || a.Sub[0].Rune[0] >= utf8.RuneSelf {
+			return nil
+		}
+		r, fold := a.Sub[0].Rune[0], a.Sub[0].Flags&syntax.FoldCase != 0
+		out.bytes.add(r, r)
+		if fold {
+			out.fold.add(r, r)
+			// The Kelvin sign and the long s fold into k and s too,
+			// but an ASCII target holds neither.
+			if o := r ^ 0x20; isLetter(byte(r)) {
+				out.bytes.add(o, o)
+				out.fold.add(o, o)
+			}
+		}
+	}
+	return &out
+}
+
+// matches reports whether the ASCII target is a match of r's branch.
+func (r *repeat) matches(target string) bool {
+	if len(target) == 0 || !r.bytes.has(target[0]) {
+		return false
+	}
+	c := target[0]
+	for i := 1; i < len(target); i++ {
+		if d := target[i]; d != c && (d != c^0x20 || !r.fold.has(c) || !isLetter(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
 // holdsAll reports whether s holds each of needs, read plainly: what a
 // rule's window is held to, and registry.holds answers as.
