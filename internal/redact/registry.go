@@ -120,6 +120,10 @@ type allowRule struct {
 	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
 	// engine over every secret the rule found.
 	branches []branch
+	// byPairs: enough branches may run at any target that the target's
+	// pairs are worth reading first (generic-api-key's 27); the global
+	// allowlist's few (false, null$) are cheaper looked for at once.
+	byPairs bool
 	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
 	// them, each a substring search of every secret it finds): an
 	// automaton over those of two bytes or more with no upper-case
@@ -133,6 +137,13 @@ func (a allow) compile() allowRule {
 		out.res = append(out.res, regexp.MustCompile(re))
 		out.branches = append(out.branches, branches(re)...)
 	}
+	unanchored := 0
+	for _, b := range out.branches {
+		if b.first == nil && len(b.pairs) > 0 {
+			unanchored++
+		}
+	}
+	out.byPairs = unanchored >= minPairsBranches
 	var words []string
 	longest := 0
 	for _, w := range a.stopwords {
@@ -152,6 +163,10 @@ func (a allow) compile() allowRule {
 	return out
 }
 
+// minPairsBranches is the fewest branches that need strings and may run at
+// any target for which an allowlist reads a target's pairs.
+const minPairsBranches = 4
+
 // A branch is one alternative of an allowlist's regexp, with the strings
 // its every match holds, and the byte pairs of each of those strings
 // (pairKey), which a target must hold before the strings are looked for.
@@ -168,6 +183,10 @@ type branch struct {
 	// (the global allowlist's ^(?i:a+|b+|…|\*+|\.+)$, which every
 	// secret of every rule went through), reads an ASCII target by hand.
 	same *repeat
+	// class, for a branch that is a run of one class's bytes as the whole
+	// target (generic-api-key's ^[a-zA-Z_.-]+$ for every secret it
+	// finds), reads an ASCII target by hand: each byte is in class.
+	class *byteSet
 }
 
 // A byteSet has a bit for each byte value.
@@ -329,7 +348,7 @@ func branches(pattern string) []branch {
 	}
 	var out []branch
 	for _, a := range alts {
-		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a)}
+		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
 		b.needs = requiredLiterals(b.re.String())
 		for _, l := range b.needs {
 			var strs [][]uint16
@@ -354,13 +373,19 @@ func (a allowRule) matches(target string) bool {
 	// for.
 	var p pairs
 	ascii := indexNonASCII(target) < 0
-	read, hasPairs := len(a.branches) > 1 && ascii, false
+	read, hasPairs := a.byPairs && ascii, false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
 		}
 		if b.same != nil && ascii {
 			if b.same.matches(target) {
+				return true
+			}
+			continue
+		}
+		if b.class != nil && ascii {
+			if len(target) > 0 && allIn(target, b.class) {
 				return true
 			}
 			continue
@@ -415,6 +440,36 @@ func repeatOf(t *syntax.Regexp) *repeat {
 		}
 	}
 	return &out
+}
+
+// wholeClass is the ASCII bytes of t's class, if t is ^[class]+$, else
+// nil.
+func wholeClass(t *syntax.Regexp) *byteSet {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) != 3 || t.Sub[0].Op != syntax.OpBeginText || t.Sub[2].Op != syntax.OpEndText ||
+		t.Sub[1].Op != syntax.OpPlus || t.Sub[1].Sub[0].Op != syntax.OpCharClass {
+		return nil
+	}
+	var set byteSet
+	rs := t.Sub[1].Sub[0].Rune
+	for i := 0; i+1 < len(rs); i += 2 {
+		if rs[i] < utf8.RuneSelf {
+			set.add(rs[i], min(rs[i+1], utf8.RuneSelf-1))
+		}
+	}
+	return &set
+}
+
+// allIn reports whether each byte of s is in set.
+func allIn(s string, set *byteSet) bool {
+	for i := 0; i < len(s); i++ {
+		if !set.has(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // matches reports whether the ASCII target is a match of r's branch.

@@ -352,3 +352,62 @@ func TestAllCapitalsIsAsTheTrim(t *testing.T) {
 		}
 	}
 }
+
+// TestAClassRunBranchAnswersAsItsRegexp holds each allowlist branch read
+// as a run of a class (generic-api-key's ^[a-zA-Z_.-]+$) to its regexp,
+// on every ASCII target of up to two bytes and random longer ones made
+// mostly of the class.
+func TestAClassRunBranchAnswersAsItsRegexp(t *testing.T) {
+	all := []allow{gitleaksAllow}
+	for _, r := range gitleaksRules {
+		all = append(all, r.allow...)
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	runs, checked, matched := 0, 0, 0
+	for _, a := range all {
+		for _, re := range a.regexes {
+			for _, b := range branches(re) {
+				if b.class == nil {
+					continue
+				}
+				runs++
+				var in []byte
+				for c := range 128 {
+					if b.class.has(byte(c)) {
+						in = append(in, byte(c))
+					}
+				}
+				targets := []string{""}
+				for x := range 128 {
+					for y := range 128 {
+						targets = append(targets, string([]byte{byte(x)}), string([]byte{byte(x), byte(y)}))
+					}
+				}
+				for range 20000 {
+					v := make([]byte, 1+r.IntN(60))
+					for i := range v {
+						v[i] = in[r.IntN(len(in))]
+					}
+					if r.IntN(2) == 0 {
+						v[r.IntN(len(v))] = byte(r.IntN(128))
+					}
+					targets = append(targets, string(v))
+				}
+				for _, v := range targets {
+					got, want := len(v) > 0 && allIn(v, b.class), b.re.MatchString(v)
+					if got != want {
+						t.Fatalf("%q on %q: got %v, the regexp says %v", b.re, v, got, want)
+					}
+					checked++
+					if want {
+						matched++
+					}
+				}
+			}
+		}
+	}
+	if runs == 0 || matched < 10000 {
+		t.Fatalf("%d branches read as runs, %d of %d targets matched: the test reads too little", runs, matched, checked)
+	}
+	t.Logf("%d branches read as runs, %d of %d targets matched", runs, matched, checked)
+}
