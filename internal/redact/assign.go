@@ -160,13 +160,17 @@ func (a *assignTail) secretIn(s string, p int) []int {
 }
 
 // endAt is where the secret's end that begins at s[i] ends, or -1.
-func (a *assignTail) endAt(s string, i int) int {
+func (a *assignTail) endAt(s string, i int) int { return secretEndAt(s, i, a.foldEnd) }
+
+// secretEndAt is where gitleaks' usual end (secretEnd, with fold: its
+// case-folded form) that begins at s[i] ends, or -1.
+func secretEndAt(s string, i int, fold bool) int {
 	switch {
 	case i == len(s):
 		return i
 	case secretEndByte[s[i]]:
 		return i + 1
-	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || a.foldEnd && (s[i+1] == 'N' || s[i+1] == 'R')):
+	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || fold && (s[i+1] == 'N' || s[i+1] == 'R')):
 		return i + 2
 	}
 	return -1

@@ -61,7 +61,10 @@ type Detector struct {
 	tail *regexp.Regexp
 	// split is tail read as an assignment (splitAssign), if it is one.
 	split *assignTail
-	back  int
+	// seq is tail read as a plain sequence (seqOf), if it is one and not
+	// an assignment.
+	seq  *seqTail
+	back int
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -1042,6 +1045,9 @@ func newRegistry(ds []*Detector) *registry {
 		if d.reach == 0 {
 			d.reach = window(d.re)
 		}
+		if d.tail != nil && d.split == nil && d.seq == nil {
+			d.seq = seqOf(d.tail.String())
+		}
 		if d.tail != nil {
 			d.needs = requiredLiterals(d.tail.String())
 		} else {
@@ -1515,6 +1521,8 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	var m []int
 	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
 		m = d.split.find(s)
+	} else if d.seq != nil && indexNonASCII(s) < 0 {
+		m = d.seq.find(s)
 	} else {
 		m = d.tail.FindStringSubmatchIndex(s)
 	}
