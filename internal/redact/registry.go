@@ -375,25 +375,34 @@ func (a allowRule) matches(target string) bool {
 	// sign), which the pairs don't read: then only the strings are looked
 	// for.
 	var p pairs
-	ascii := indexNonASCII(target) < 0
-	read, hasPairs := a.byPairs && ascii, false
+	// Whether target is ASCII, read when a branch first asks: a line is
+	// long, and most of the global allowlist's branches are passed over
+	// by their first byte.
+	known, isASCII := false, false
+	ascii := func() bool {
+		if !known {
+			known, isASCII = true, indexNonASCII(target) < 0
+		}
+		return isASCII
+	}
+	read, hasPairs := a.byPairs, false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
 		}
-		if b.same != nil && ascii {
+		if b.same != nil && ascii() {
 			if b.same.matches(target) {
 				return true
 			}
 			continue
 		}
-		if b.class != nil && ascii {
+		if b.class != nil && ascii() {
 			if len(target) > 0 && allIn(target, b.class) {
 				return true
 			}
 			continue
 		}
-		if read && len(b.pairs) > 0 && !hasPairs {
+		if read && len(b.pairs) > 0 && !hasPairs && ascii() {
 			// Read once, for the first branch that needs strings.
 			p.read(target)
 			hasPairs = true
