@@ -2,7 +2,9 @@ package redact
 
 import (
 	"regexp/syntax"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // A seqTail is a tail anchored at its word that is a plain sequence:
@@ -23,11 +25,13 @@ type seqTail struct {
 	fold        bool // the usual end is case-folded (\N, \R)
 }
 
-// A seqElem is a literal (lit, in either case if fold) or a run of class's
-// bytes, min to max of them (max -1: no bound).
+// A seqElem is a literal (lit, in either case if fold), one of a few
+// (lits: AKIA|ASIA|…, none the start of another, so at most one is at a
+// place) or a run of class's bytes, min to max of them (max -1: no bound).
 type seqElem struct {
 	lit      string
 	fold     bool
+	lits     []string
 	class    *[256]bool
 	min, max int
 }
@@ -118,6 +122,12 @@ func seqElemOf(t *syntax.Regexp) (seqElem, bool) {
 		return seqElem{lit: s, fold: t.Flags&syntax.FoldCase != 0}, true
 	case syntax.OpCharClass:
 		return seqElem{class: asciiClass(t), min: 1, max: 1}, true
+	case syntax.OpAlternate:
+		strs, ok := exactStrings(t)
+		if !ok || !prefixFreeExact(strs) {
+			return seqElem{}, false
+		}
+		return seqElem{lits: strs}, true
 	case syntax.OpRepeat, syntax.OpPlus, syntax.OpStar, syntax.OpQuest:
 		if t.Flags&syntax.NonGreedy != 0 || t.Sub[0].Op != syntax.OpCharClass {
 			return seqElem{}, false
@@ -165,6 +175,14 @@ func (q *seqTail) match(s string, i, p int, at *[16]int) int {
 	for ; i < len(q.elems); i++ {
 		at[i] = p
 		el := &q.elems[i]
+		if el.lits != nil {
+			k := slices.IndexFunc(el.lits, func(l string) bool { return strings.HasPrefix(s[p:], l) })
+			if k < 0 {
+				return -1
+			}
+			p += len(el.lits[k])
+			continue
+		}
 		if el.class == nil {
 			if len(s)-p < len(el.lit) || !(s[p:p+len(el.lit)] == el.lit || el.fold && strings.EqualFold(s[p:p+len(el.lit)], el.lit)) {
 				return -1
@@ -217,4 +235,85 @@ func (q *seqTail) endAt(s string, p int) int {
 		return -1
 	}
 	return p
+}
+
+// maxExact bounds the strings exactStrings makes.
+const maxExact = 64
+
+// exactStrings is every ASCII string t matches, each case of a folded
+// letter apart, if they are at most maxExact: literals, classes and
+// alternations and concatenations of them. Runes beyond ASCII are left
+// out, since the text it is read in is ASCII.
+func exactStrings(t *syntax.Regexp) ([]string, bool) {
+	switch t.Op {
+	case syntax.OpLiteral:
+		out := []string{""}
+		for _, r := range t.Rune {
+			if r >= utf8.RuneSelf {
+				return nil, false
+			}
+			cs := []string{string(r)}
+			if c := byte(r); t.Flags&syntax.FoldCase != 0 && isLetter(c) {
+				cs = []string{string(c | 0x20), string(c &^ 0x20)}
+			}
+			if out = cross(out, cs); len(out) > maxExact {
+				return nil, false
+			}
+		}
+		return out, true
+	case syntax.OpCharClass:
+		var out []string
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			for r := t.Rune[i]; r <= t.Rune[i+1] && r < utf8.RuneSelf; r++ {
+				if out = append(out, string(r)); len(out) > maxExact {
+					return nil, false
+				}
+			}
+		}
+		return out, true
+	case syntax.OpConcat, syntax.OpAlternate:
+		out := []string{""}
+		if t.Op == syntax.OpAlternate {
+			out = nil
+		}
+		for _, sub := range t.Sub {
+			strs, ok := exactStrings(sub)
+			if !ok {
+				return nil, false
+			}
+			if t.Op == syntax.OpConcat {
+				out = cross(out, strs)
+			} else {
+				out = append(out, strs...)
+			}
+			if len(out) > maxExact {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// cross is each of a followed by each of b.
+func cross(a, b []string) []string {
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out
+}
+
+// prefixFreeExact reports whether no string of strs begins another.
+func prefixFreeExact(strs []string) bool {
+	for i, a := range strs {
+		for j, b := range strs {
+			if i != j && strings.HasPrefix(b, a) {
+				return false
+			}
+		}
+	}
+	return len(strs) > 0
 }

@@ -29,6 +29,10 @@ func TestATailReadAsASequenceMatchesAsItsRegexp(t *testing.T) {
 				var b strings.Builder
 				b.WriteString(w)
 				for _, el := range d.seq.elems[1:] {
+					if el.lits != nil {
+						b.WriteString(el.lits[r.IntN(len(el.lits))])
+						continue
+					}
 					if el.class == nil {
 						b.WriteString(el.lit)
 						continue
