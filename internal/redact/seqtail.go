@@ -8,13 +8,14 @@ import (
 )
 
 // A seqTail is a tail anchored at its word that is a plain sequence:
-// literals and runs of one class's bytes, at most one run of a varying
-// length, at most one capture group around some of them, a leading \b and
-// one of a few ends (gitleaks' usual one, [^\w-] or the text's end, \b,
-// $). Most Marked rules are such (ghp_…, glpat-…, hf_…), and Go's
-// backtracker cost about as much as all the rest of a hit's work for one.
-// With one varying run, the first match in Go's order is the one with
-// that run longest, so it is read without a search.
+// literals and runs of one class's bytes, at most one capture group around
+// some of them, a leading \b and one of a few ends (gitleaks' usual one,
+// [^\w-] or the text's end, \b, $). Most Marked rules are such (ghp_…,
+// glpat-…, hf_…), and Go's backtracker cost about as much as all the rest
+// of a hit's work for one. Runs of varying length are tried longest first,
+// as a backtracking search tries them; at most one may vary widely and
+// the others by maxTries lengths together, so a place costs at most
+// maxTries reads of the text after it.
 type seqTail struct {
 	bound bool // a leading \b: the text begins with a word byte
 	elems []seqElem
@@ -35,6 +36,13 @@ type seqElem struct {
 	class    *[256]bool
 	min, max int
 }
+
+// maxNarrow is the most a run's length may vary and not count as wide;
+// maxTries bounds the ways the narrow runs' lengths combine.
+const (
+	maxNarrow = 8
+	maxTries  = 100
+)
 
 type seqEnd uint8
 
@@ -78,7 +86,7 @@ func seqOf(tail string) *seqTail {
 			subs = subs[:n-1]
 		}
 	}
-	varying := 0
+	wide, tries := 0, 1
 	for _, s := range subs {
 		inner := []*syntax.Regexp{s}
 		if s.Op == syntax.OpCapture {
@@ -93,8 +101,12 @@ func seqOf(tail string) *seqTail {
 			if !ok {
 				return nil
 			}
-			if el.class != nil && el.min != el.max {
-				varying++
+			switch {
+			case el.class == nil || el.min == el.max:
+			case el.max < 0 || el.max-el.min > maxNarrow:
+				wide++
+			default:
+				tries *= el.max - el.min + 1
 			}
 			q.elems = append(q.elems, el)
 		}
@@ -105,7 +117,7 @@ func seqOf(tail string) *seqTail {
 			}
 		}
 	}
-	if varying > 1 || len(q.elems) == 0 {
+	if wide > 1 || tries > maxTries || len(q.elems) == 0 {
 		return nil
 	}
 	return q
@@ -129,10 +141,11 @@ func seqElemOf(t *syntax.Regexp) (seqElem, bool) {
 		}
 		return seqElem{lits: strs}, true
 	case syntax.OpRepeat, syntax.OpPlus, syntax.OpStar, syntax.OpQuest:
-		if t.Flags&syntax.NonGreedy != 0 || t.Sub[0].Op != syntax.OpCharClass {
+		class := runClass(t.Sub[0])
+		if t.Flags&syntax.NonGreedy != 0 || class == nil {
 			return seqElem{}, false
 		}
-		e := seqElem{class: asciiClass(t.Sub[0]), min: t.Min, max: t.Max}
+		e := seqElem{class: class, min: t.Min, max: t.Max}
 		switch t.Op {
 		case syntax.OpPlus:
 			e.min, e.max = 1, -1
@@ -144,6 +157,23 @@ func seqElemOf(t *syntax.Regexp) (seqElem, bool) {
 		return e, true
 	}
 	return seqElem{}, false
+}
+
+// runClass is the ASCII bytes t matches if it is a class or one byte
+// (={0,3}), else nil.
+func runClass(t *syntax.Regexp) *[256]bool {
+	if t.Op == syntax.OpCharClass {
+		return asciiClass(t)
+	}
+	strs, ok := exactStrings(t)
+	if !ok || t.Op != syntax.OpLiteral || len(t.Rune) != 1 {
+		return nil
+	}
+	var c [256]bool
+	for _, s := range strs {
+		c[s[0]] = true
+	}
+	return &c
 }
 
 // find returns the submatch indexes of the tail's match in s, as
@@ -199,7 +229,7 @@ func (q *seqTail) match(s string, i, p int, at *[16]int) int {
 			return -1
 		}
 		if el.min != el.max {
-			// The one varying run: the longest that lets the rest match.
+			// The longest run that lets the rest match.
 			for k := n; k >= el.min; k-- {
 				if e := q.match(s, i+1, p+k, at); e >= 0 {
 					return e
