@@ -221,16 +221,45 @@ func hasOp(t *syntax.Regexp, op syntax.Op) bool {
 
 // finiteStrings is every string t matches, lower-cased, if they are few
 // (a name's alternatives: passw(?:or)?d, (?-i:[Aa]pi|API)).
-func finiteStrings(t *syntax.Regexp) ([]string, bool) {
-	const most = 64
+func finiteStrings(t *syntax.Regexp) ([]string, bool) { return stringsOf(t, false) }
+
+// exactStrings is every ASCII string t matches, each case of a folded
+// letter apart, if they are few and t holds no group: runes beyond ASCII
+// are left out, for a text read as ASCII.
+func exactStrings(t *syntax.Regexp) ([]string, bool) { return stringsOf(t, true) }
+
+// maxStrings bounds the strings stringsOf makes.
+const maxStrings = 64
+
+// stringsOf is finiteStrings, or exactStrings if exact.
+func stringsOf(t *syntax.Regexp, exact bool) ([]string, bool) {
 	switch t.Op {
 	case syntax.OpLiteral:
-		return []string{strings.ToLower(string(t.Rune))}, true
+		if !exact {
+			return []string{strings.ToLower(string(t.Rune))}, true
+		}
+		out := []string{""}
+		for _, r := range t.Rune {
+			if r >= utf8.RuneSelf {
+				return nil, false
+			}
+			cs := []string{string(r)}
+			if c := byte(r); t.Flags&syntax.FoldCase != 0 && isLetter(c) {
+				cs = []string{string(c | 0x20), string(c &^ 0x20)}
+			}
+			if out = cross(out, cs); len(out) > maxStrings {
+				return nil, false
+			}
+		}
+		return out, true
 	case syntax.OpCharClass:
 		var out []string
 		for i := 0; i+1 < len(t.Rune); i += 2 {
-			for r := t.Rune[i]; r <= t.Rune[i+1]; r++ {
-				if out = append(out, strings.ToLower(string(r))); len(out) > most {
+			for r := t.Rune[i]; r <= t.Rune[i+1] && (!exact || r < utf8.RuneSelf); r++ {
+				if out = append(out, strings.ToLower(string(r))); exact {
+					out[len(out)-1] = string(r)
+				}
+				if len(out) > maxStrings {
 					return nil, false
 				}
 			}
@@ -239,9 +268,12 @@ func finiteStrings(t *syntax.Regexp) ([]string, bool) {
 	case syntax.OpEmptyMatch:
 		return []string{""}, true
 	case syntax.OpCapture:
-		return finiteStrings(t.Sub[0])
+		if exact {
+			return nil, false // a group would number the submatches
+		}
+		return stringsOf(t.Sub[0], exact)
 	case syntax.OpQuest:
-		s, ok := finiteStrings(t.Sub[0])
+		s, ok := stringsOf(t.Sub[0], exact)
 		return append(s, ""), ok
 	case syntax.OpAlternate, syntax.OpConcat:
 		out := []string{""}
@@ -249,25 +281,33 @@ func finiteStrings(t *syntax.Regexp) ([]string, bool) {
 			out = nil
 		}
 		for _, sub := range t.Sub {
-			s, ok := finiteStrings(sub)
+			s, ok := stringsOf(sub, exact)
 			if !ok {
 				return nil, false
 			}
 			if t.Op == syntax.OpAlternate {
 				out = append(out, s...)
-				continue
+			} else {
+				out = cross(out, s)
 			}
-			var prod []string
-			for _, a := range out {
-				for _, b := range s {
-					prod = append(prod, a+b)
-				}
+			if len(out) > maxStrings {
+				return nil, false
 			}
-			out = prod
 		}
-		return out, len(out) <= most
+		return out, true
 	}
 	return nil, false
+}
+
+// cross is each of a followed by each of b.
+func cross(a, b []string) []string {
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out
 }
 
 // prefixFree reports whether no string of words begins a longer one

@@ -53,27 +53,18 @@ func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
 				texts = append(texts, b.String())
 			}
 		}
-		texts = append(texts, lines...)
-		for _, text := range texts {
-			for i := 0; i < len(text); i++ {
-				s := text[i:]
-				// Where the registry tries the tail: at a needed word.
-				atWord := slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) })
-				if indexNonASCII(s) >= 0 || !atWord {
-					continue
+		atWords(d, append(texts, lines...), func(s string) {
+			for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
+				got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
 				}
-				for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
-					got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
-					if !slices.Equal(got, want) {
-						t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
-					}
-					checked++
-					if want != nil {
-						matched++
-					}
+				checked++
+				if want != nil {
+					matched++
 				}
 			}
-		}
+		})
 	}
 	if split < 70 || matched < 3000 {
 		t.Fatalf("%d rules split, %d matches: the test reads too little", split, matched)
@@ -125,4 +116,17 @@ func TestANameReadByItsCasesMatchesAsItsRegexp(t *testing.T) {
 		t.Fatalf("%d names checked, %d refused: the test reads too little", checked, refused)
 	}
 	t.Logf("%d names checked, %d refused by their case", checked, refused)
+}
+
+// atWords calls f with each text's rest from every place one of d's
+// needed words begins, where the registry tries d's tail, if it is ASCII.
+func atWords(d *Detector, texts []string, f func(s string)) {
+	for _, text := range texts {
+		for i := 0; i < len(text); i++ {
+			s := text[i:]
+			if slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) }) && indexNonASCII(s) < 0 {
+				f(s)
+			}
+		}
+	}
 }

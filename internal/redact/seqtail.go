@@ -4,7 +4,6 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
-	"unicode/utf8"
 )
 
 // A seqTail is a tail anchored at its word that is a plain sequence:
@@ -265,75 +264,6 @@ func (q *seqTail) endAt(s string, p int) int {
 		return -1
 	}
 	return p
-}
-
-// maxExact bounds the strings exactStrings makes.
-const maxExact = 64
-
-// exactStrings is every ASCII string t matches, each case of a folded
-// letter apart, if they are at most maxExact: literals, classes and
-// alternations and concatenations of them. Runes beyond ASCII are left
-// out, since the text it is read in is ASCII.
-func exactStrings(t *syntax.Regexp) ([]string, bool) {
-	switch t.Op {
-	case syntax.OpLiteral:
-		out := []string{""}
-		for _, r := range t.Rune {
-			if r >= utf8.RuneSelf {
-				return nil, false
-			}
-			cs := []string{string(r)}
-			if c := byte(r); t.Flags&syntax.FoldCase != 0 && isLetter(c) {
-				cs = []string{string(c | 0x20), string(c &^ 0x20)}
-			}
-			if out = cross(out, cs); len(out) > maxExact {
-				return nil, false
-			}
-		}
-		return out, true
-	case syntax.OpCharClass:
-		var out []string
-		for i := 0; i+1 < len(t.Rune); i += 2 {
-			for r := t.Rune[i]; r <= t.Rune[i+1] && r < utf8.RuneSelf; r++ {
-				if out = append(out, string(r)); len(out) > maxExact {
-					return nil, false
-				}
-			}
-		}
-		return out, true
-	case syntax.OpConcat, syntax.OpAlternate:
-		out := []string{""}
-		if t.Op == syntax.OpAlternate {
-			out = nil
-		}
-		for _, sub := range t.Sub {
-			strs, ok := exactStrings(sub)
-			if !ok {
-				return nil, false
-			}
-			if t.Op == syntax.OpConcat {
-				out = cross(out, strs)
-			} else {
-				out = append(out, strs...)
-			}
-			if len(out) > maxExact {
-				return nil, false
-			}
-		}
-		return out, true
-	}
-	return nil, false
-}
-
-// cross is each of a followed by each of b.
-func cross(a, b []string) []string {
-	out := make([]string, 0, len(a)*len(b))
-	for _, x := range a {
-		for _, y := range b {
-			out = append(out, x+y)
-		}
-	}
-	return out
 }
 
 // prefixFreeExact reports whether no string of strs begins another.

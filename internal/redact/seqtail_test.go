@@ -67,26 +67,18 @@ func TestATailReadAsASequenceMatchesAsItsRegexp(t *testing.T) {
 				texts = append(texts, string(v))
 			}
 		}
-		texts = append(texts, lines...)
-		for _, text := range texts {
-			for i := 0; i < len(text); i++ {
-				s := text[i:]
-				atWord := slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) })
-				if indexNonASCII(s) >= 0 || !atWord {
-					continue
+		atWords(d, append(texts, lines...), func(s string) {
+			for end := len(s); end >= 0 && end >= len(s)-8; end-- {
+				got, want := d.seq.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s (%s) on %q: got %v, want %v", d.Name, d.tail, s[:end], got, want)
 				}
-				for end := len(s); end >= 0 && end >= len(s)-8; end-- {
-					got, want := d.seq.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
-					if !slices.Equal(got, want) {
-						t.Fatalf("%s (%s) on %q: got %v, want %v", d.Name, d.tail, s[:end], got, want)
-					}
-					checked++
-					if want != nil {
-						matched++
-					}
+				checked++
+				if want != nil {
+					matched++
 				}
 			}
-		}
+		})
 	}
 	if seqs < 60 || matched < 10000 {
 		t.Fatalf("%d tails read as sequences, %d matches: the test reads too little", seqs, matched)
