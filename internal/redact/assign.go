@@ -25,8 +25,14 @@ type assignTail struct {
 	// name is ^(?:name)$, held to the one of words, lower case, that
 	// begins the text: no word begins a longer one, so the name matches
 	// in one length at most (and no slice is made for where).
-	name   *regexp.Regexp
-	words  []string
+	name  *regexp.Regexp
+	words []string
+	// cases, by word, has a bit for each way of writing the word's letters
+	// that name matches (bit k of the index: the k-th letter is upper
+	// case), for a word of at most maxCaseLetters letters, else nil: a
+	// name is read at every hit of its word, and the regexp cost about
+	// as much as the rest of the tail (generic-api-key's (?-i:[Aa]pi|API)).
+	cases  [][]uint64
 	secret *regexp.Regexp // ^(secret)(?:end)
 	// parts, if set, are the secret's alternatives read by hand, each a run
 	// of one class's bytes (generic-api-key's [\w.=-]{10,150}) or a
@@ -73,6 +79,9 @@ func splitAssign(tail *regexp.Regexp) *assignTail {
 		name:   regexp.MustCompile(`^(?:` + name.String() + `)$`),
 		words:  words,
 		secret: regexp.MustCompile(`^` + secret.String() + `(?:` + end.String() + `)`),
+	}
+	for _, w := range words {
+		a.cases = append(a.cases, nameCases(a.name, w))
 	}
 	a.splitSecret(secret.Sub[0], end)
 	return a
@@ -151,13 +160,17 @@ func (a *assignTail) secretIn(s string, p int) []int {
 }
 
 // endAt is where the secret's end that begins at s[i] ends, or -1.
-func (a *assignTail) endAt(s string, i int) int {
+func (a *assignTail) endAt(s string, i int) int { return secretEndAt(s, i, a.foldEnd) }
+
+// secretEndAt is where gitleaks' usual end (secretEnd, with fold: its
+// case-folded form) that begins at s[i] ends, or -1.
+func secretEndAt(s string, i int, fold bool) int {
 	switch {
 	case i == len(s):
 		return i
 	case secretEndByte[s[i]]:
 		return i + 1
-	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || a.foldEnd && (s[i+1] == 'N' || s[i+1] == 'R')):
+	case s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'n' || s[i+1] == 'r' || fold && (s[i+1] == 'N' || s[i+1] == 'R')):
 		return i + 2
 	}
 	return -1
@@ -208,16 +221,45 @@ func hasOp(t *syntax.Regexp, op syntax.Op) bool {
 
 // finiteStrings is every string t matches, lower-cased, if they are few
 // (a name's alternatives: passw(?:or)?d, (?-i:[Aa]pi|API)).
-func finiteStrings(t *syntax.Regexp) ([]string, bool) {
-	const most = 64
+func finiteStrings(t *syntax.Regexp) ([]string, bool) { return stringsOf(t, false) }
+
+// exactStrings is every ASCII string t matches, each case of a folded
+// letter apart, if they are few and t holds no group: runes beyond ASCII
+// are left out, for a text read as ASCII.
+func exactStrings(t *syntax.Regexp) ([]string, bool) { return stringsOf(t, true) }
+
+// maxStrings bounds the strings stringsOf makes.
+const maxStrings = 64
+
+// stringsOf is finiteStrings, or exactStrings if exact.
+func stringsOf(t *syntax.Regexp, exact bool) ([]string, bool) {
 	switch t.Op {
 	case syntax.OpLiteral:
-		return []string{strings.ToLower(string(t.Rune))}, true
+		if !exact {
+			return []string{strings.ToLower(string(t.Rune))}, true
+		}
+		out := []string{""}
+		for _, r := range t.Rune {
+			if r >= utf8.RuneSelf {
+				return nil, false
+			}
+			cs := []string{string(r)}
+			if c := byte(r); t.Flags&syntax.FoldCase != 0 && isLetter(c) {
+				cs = []string{string(c | 0x20), string(c &^ 0x20)}
+			}
+			if out = cross(out, cs); len(out) > maxStrings {
+				return nil, false
+			}
+		}
+		return out, true
 	case syntax.OpCharClass:
 		var out []string
 		for i := 0; i+1 < len(t.Rune); i += 2 {
-			for r := t.Rune[i]; r <= t.Rune[i+1]; r++ {
-				if out = append(out, strings.ToLower(string(r))); len(out) > most {
+			for r := t.Rune[i]; r <= t.Rune[i+1] && (!exact || r < utf8.RuneSelf); r++ {
+				if out = append(out, strings.ToLower(string(r))); exact {
+					out[len(out)-1] = string(r)
+				}
+				if len(out) > maxStrings {
 					return nil, false
 				}
 			}
@@ -226,9 +268,12 @@ func finiteStrings(t *syntax.Regexp) ([]string, bool) {
 	case syntax.OpEmptyMatch:
 		return []string{""}, true
 	case syntax.OpCapture:
-		return finiteStrings(t.Sub[0])
+		if exact {
+			return nil, false // a group would number the submatches
+		}
+		return stringsOf(t.Sub[0], exact)
 	case syntax.OpQuest:
-		s, ok := finiteStrings(t.Sub[0])
+		s, ok := stringsOf(t.Sub[0], exact)
 		return append(s, ""), ok
 	case syntax.OpAlternate, syntax.OpConcat:
 		out := []string{""}
@@ -236,25 +281,33 @@ func finiteStrings(t *syntax.Regexp) ([]string, bool) {
 			out = nil
 		}
 		for _, sub := range t.Sub {
-			s, ok := finiteStrings(sub)
+			s, ok := stringsOf(sub, exact)
 			if !ok {
 				return nil, false
 			}
 			if t.Op == syntax.OpAlternate {
 				out = append(out, s...)
-				continue
+			} else {
+				out = cross(out, s)
 			}
-			var prod []string
-			for _, a := range out {
-				for _, b := range s {
-					prod = append(prod, a+b)
-				}
+			if len(out) > maxStrings {
+				return nil, false
 			}
-			out = prod
 		}
-		return out, len(out) <= most
+		return out, true
 	}
 	return nil, false
+}
+
+// cross is each of a followed by each of b.
+func cross(a, b []string) []string {
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, x+y)
+		}
+	}
+	return out
 }
 
 // prefixFree reports whether no string of words begins a longer one
@@ -335,8 +388,14 @@ func (a *assignTail) find(s string) []int {
 
 // nameEnd is where the name that begins s ends, or -1.
 func (a *assignTail) nameEnd(s string) int {
-	for _, w := range a.words {
+	for i, w := range a.words {
 		if len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) {
+			if c := a.cases[i]; c != nil {
+				if k := caseIndex(s[:len(w)]); c[k/64]&(1<<(k%64)) == 0 {
+					return -1
+				}
+				return len(w)
+			}
 			if a.name.MatchString(s[:len(w)]) {
 				return len(w)
 			}
@@ -344,6 +403,50 @@ func (a *assignTail) nameEnd(s string) int {
 		}
 	}
 	return -1
+}
+
+// maxCaseLetters bounds the letters of a word whose every way of being
+// written is tried when its rule is built (2^10 regexp runs of a few
+// bytes each).
+const maxCaseLetters = 10
+
+// nameCases is the set of ways of writing w's letters that name matches,
+// by caseIndex, or nil if w has more than maxCaseLetters letters.
+func nameCases(name *regexp.Regexp, w string) []uint64 {
+	var at []int // w's letters
+	for i := 0; i < len(w); i++ {
+		if 'a' <= w[i]|0x20 && w[i]|0x20 <= 'z' {
+			at = append(at, i)
+		}
+	}
+	if len(at) > maxCaseLetters {
+		return nil
+	}
+	set := make([]uint64, max(1<<len(at)/64, 1))
+	b := []byte(strings.ToLower(w))
+	for k := range 1 << len(at) {
+		for j, i := range at {
+			b[i] = b[i]&^0x20 | byte(k>>j&1^1)<<5
+		}
+		if name.Match(b) {
+			set[k/64] |= 1 << (k % 64)
+		}
+	}
+	return set
+}
+
+// caseIndex is the index in nameCases of how s, ASCII, writes its letters.
+func caseIndex(s string) int {
+	k, j := 0, 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; 'a' <= c && c <= 'z' {
+			if s[i]&0x20 == 0 {
+				k |= 1 << j
+			}
+			j++
+		}
+	}
+	return k
 }
 
 // run is how many of the bytes of s from i on, at most n, are in class.

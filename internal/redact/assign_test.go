@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestAnAssignmentReadByHandMatchesAsItsTail holds each named rule's
@@ -52,30 +53,80 @@ func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
 				texts = append(texts, b.String())
 			}
 		}
-		texts = append(texts, lines...)
-		for _, text := range texts {
-			for i := 0; i < len(text); i++ {
-				s := text[i:]
-				// Where the registry tries the tail: at a needed word.
-				atWord := slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) })
-				if indexNonASCII(s) >= 0 || !atWord {
-					continue
+		atWords(d, append(texts, lines...), func(s string) {
+			for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
+				got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
 				}
-				for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
-					got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
-					if !slices.Equal(got, want) {
-						t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
-					}
-					checked++
-					if want != nil {
-						matched++
-					}
+				checked++
+				if want != nil {
+					matched++
 				}
 			}
-		}
+		})
 	}
 	if split < 70 || matched < 3000 {
 		t.Fatalf("%d rules split, %d matches: the test reads too little", split, matched)
 	}
 	t.Logf("%d rules split; %d places checked, %d matched", split, checked, matched)
+}
+
+// TestANameReadByItsCasesMatchesAsItsRegexp holds nameEnd, which reads a
+// word's letters' cases from a table made when the rule is built, to the
+// name's regexp, over every way of writing each word of every split rule
+// (some random ones past maxCaseLetters letters) with text after it.
+func TestANameReadByItsCasesMatchesAsItsRegexp(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	checked, refused := 0, 0
+	for _, d := range allRules().ds {
+		if d.split == nil {
+			continue
+		}
+		a := d.split
+		for _, w := range a.words {
+			for k := range 1 << min(len(w), 12) {
+				b := []byte(w)
+				for i := range b {
+					if (k>>(i%12)&1 == 1) != (len(w) > 12 && r.IntN(2) == 0) {
+						b[i] = byte(unicode.ToUpper(rune(b[i])))
+					}
+				}
+				s := string(b) + "_KEY = x"
+				want := -1
+				for _, v := range a.words {
+					if len(v) <= len(s) && strings.EqualFold(s[:len(v)], v) {
+						if a.name.MatchString(s[:len(v)]) {
+							want = len(v)
+						}
+						break
+					}
+				}
+				if got := a.nameEnd(s); got != want {
+					t.Fatalf("%s: nameEnd(%q) = %d, the regexp says %d", d.Name, s, got, want)
+				}
+				checked++
+				if want < 0 {
+					refused++
+				}
+			}
+		}
+	}
+	if checked < 10000 || refused == 0 {
+		t.Fatalf("%d names checked, %d refused: the test reads too little", checked, refused)
+	}
+	t.Logf("%d names checked, %d refused by their case", checked, refused)
+}
+
+// atWords calls f with each text's rest from every place one of d's
+// needed words begins, where the registry tries d's tail, if it is ASCII.
+func atWords(d *Detector, texts []string, f func(s string)) {
+	for _, text := range texts {
+		for i := 0; i < len(text); i++ {
+			s := text[i:]
+			if slices.ContainsFunc(d.need, func(w string) bool { return len(w) <= len(s) && strings.EqualFold(s[:len(w)], w) }) && indexNonASCII(s) < 0 {
+				f(s)
+			}
+		}
+	}
 }

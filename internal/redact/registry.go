@@ -61,7 +61,10 @@ type Detector struct {
 	tail *regexp.Regexp
 	// split is tail read as an assignment (splitAssign), if it is one.
 	split *assignTail
-	back  int
+	// seq is tail read as a plain sequence (seqOf), if it is one and not
+	// an assignment.
+	seq  *seqTail
+	back int
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -120,6 +123,10 @@ type allowRule struct {
 	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
 	// engine over every secret the rule found.
 	branches []branch
+	// byPairs: enough branches may run at any target that the target's
+	// pairs are worth reading first (generic-api-key's 27); the global
+	// allowlist's few (false, null$) are cheaper looked for at once.
+	byPairs bool
 	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
 	// them, each a substring search of every secret it finds): an
 	// automaton over those of two bytes or more with no upper-case
@@ -133,6 +140,13 @@ func (a allow) compile() allowRule {
 		out.res = append(out.res, regexp.MustCompile(re))
 		out.branches = append(out.branches, branches(re)...)
 	}
+	unanchored := 0
+	for _, b := range out.branches {
+		if b.first == nil && len(b.pairs) > 0 {
+			unanchored++
+		}
+	}
+	out.byPairs = unanchored >= minPairsBranches
 	var words []string
 	longest := 0
 	for _, w := range a.stopwords {
@@ -152,6 +166,10 @@ func (a allow) compile() allowRule {
 	return out
 }
 
+// minPairsBranches is the fewest branches that need strings and may run at
+// any target for which an allowlist reads a target's pairs.
+const minPairsBranches = 4
+
 // A branch is one alternative of an allowlist's regexp, with the strings
 // its every match holds, and the byte pairs of each of those strings
 // (pairKey), which a target must hold before the strings are looked for.
@@ -164,6 +182,14 @@ type branch struct {
 	// may begin with; a target beginning with another is passed over
 	// before anything else is read.
 	first *byteSet
+	// same, for a branch that is one byte repeated as the whole target
+	// (the global allowlist's ^(?i:a+|b+|…|\*+|\.+)$, which every
+	// secret of every rule went through), reads an ASCII target by hand.
+	same *repeat
+	// class, for a branch that is a run of one class's bytes as the whole
+	// target (generic-api-key's ^[a-zA-Z_.-]+$ for every secret it
+	// finds), reads an ASCII target by hand: each byte is in class.
+	class *byteSet
 }
 
 // A byteSet has a bit for each byte value.
@@ -325,7 +351,7 @@ func branches(pattern string) []branch {
 	}
 	var out []branch
 	for _, a := range alts {
-		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a)}
+		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
 		b.needs = requiredLiterals(b.re.String())
 		for _, l := range b.needs {
 			var strs [][]uint16
@@ -348,19 +374,40 @@ func (a allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
 	// sign), which the pairs don't read: then only the strings are looked
 	// for.
-	var p *pairs
-	read := len(a.branches) > 1 && indexNonASCII(target) < 0
+	var p pairs
+	// Whether target is ASCII, read when a branch first asks: a line is
+	// long, and most of the global allowlist's branches are passed over
+	// by their first byte.
+	known, isASCII := false, false
+	ascii := func() bool {
+		if !known {
+			known, isASCII = true, indexNonASCII(target) < 0
+		}
+		return isASCII
+	}
+	read, hasPairs := a.byPairs, false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
 		}
-		if read && len(b.pairs) > 0 && p == nil {
-			// Read once, for the first branch that needs strings.
-			p = pairsPool.Get().(*pairs)
-			defer pairsPool.Put(p)
-			p.read(target)
+		if b.same != nil && ascii() {
+			if b.same.matches(target) {
+				return true
+			}
+			continue
 		}
-		if p != nil && !p.mayHoldEach(b.pairs) {
+		if b.class != nil && ascii() {
+			if len(target) > 0 && allIn(target, b.class) {
+				return true
+			}
+			continue
+		}
+		if read && len(b.pairs) > 0 && !hasPairs && ascii() {
+			// Read once, for the first branch that needs strings.
+			p.read(target)
+			hasPairs = true
+		}
+		if hasPairs && !p.mayHoldEach(b.pairs) {
 			continue
 		}
 		if holdsAll(target, b.needs) && b.re.MatchString(target) {
@@ -370,7 +417,88 @@ func (a allowRule) matches(target string) bool {
 	return false
 }
 
-var pairsPool = sync.Pool{New: func() any { return new(pairs) }}
+// A repeat is a branch ^(?:x+|y+|…)$ with each of x, y, … one ASCII
+// byte: a match is the whole target, one of bytes repeated, in either
+// case where the byte's alternative folds case (fold).
+type repeat struct{ bytes, fold byteSet }
+
+// repeatOf returns t as a repeat, or nil if it is not one.
+func repeatOf(t *syntax.Regexp) *repeat {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) != 3 || t.Sub[0].Op != syntax.OpBeginText || t.Sub[2].Op != syntax.OpEndText {
+		return nil
+	}
+	alts := []*syntax.Regexp{t.Sub[1]}
+	if t.Sub[1].Op == syntax.OpAlternate {
+		alts = t.Sub[1].Sub
+	}
+	var out repeat
+	for _, a := range alts {
+		if a.Op != syntax.OpPlus || a.Sub[0].Op != syntax.OpLiteral || len(a.Sub[0].Rune) != 1 || a.Sub[0].Rune[0] >= utf8.RuneSelf {
+			return nil
+		}
+		r, fold := a.Sub[0].Rune[0], a.Sub[0].Flags&syntax.FoldCase != 0
+		out.bytes.add(r, r)
+		if fold {
+			out.fold.add(r, r)
+			// The Kelvin sign and the long s fold into k and s too,
+			// but an ASCII target holds neither.
+			if o := r ^ 0x20; isLetter(byte(r)) {
+				out.bytes.add(o, o)
+				out.fold.add(o, o)
+			}
+		}
+	}
+	return &out
+}
+
+// wholeClass is the ASCII bytes of t's class, if t is ^[class]+$, else
+// nil.
+func wholeClass(t *syntax.Regexp) *byteSet {
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	if t.Op != syntax.OpConcat || len(t.Sub) != 3 || t.Sub[0].Op != syntax.OpBeginText || t.Sub[2].Op != syntax.OpEndText ||
+		t.Sub[1].Op != syntax.OpPlus || t.Sub[1].Sub[0].Op != syntax.OpCharClass {
+		return nil
+	}
+	var set byteSet
+	rs := t.Sub[1].Sub[0].Rune
+	for i := 0; i+1 < len(rs); i += 2 {
+		if rs[i] < utf8.RuneSelf {
+			set.add(rs[i], min(rs[i+1], utf8.RuneSelf-1))
+		}
+	}
+	return &set
+}
+
+// allIn reports whether each byte of s is in set.
+func allIn(s string, set *byteSet) bool {
+	for i := 0; i < len(s); i++ {
+		if !set.has(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// matches reports whether the ASCII target is a match of r's branch.
+func (r *repeat) matches(target string) bool {
+	if len(target) == 0 || !r.bytes.has(target[0]) {
+		return false
+	}
+	c := target[0]
+	for i := 1; i < len(target); i++ {
+		if d := target[i]; d != c && (d != c^0x20 || !r.fold.has(c) || !isLetter(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
 // holdsAll reports whether s holds each of needs, read plainly: what a
 // rule's window is held to, and registry.holds answers as.
@@ -926,6 +1054,9 @@ func newRegistry(ds []*Detector) *registry {
 		if d.reach == 0 {
 			d.reach = window(d.re)
 		}
+		if d.tail != nil && d.split == nil && d.seq == nil {
+			d.seq = seqOf(d.tail.String())
+		}
 		if d.tail != nil {
 			d.needs = requiredLiterals(d.tail.String())
 		} else {
@@ -1399,6 +1530,8 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]
 	var m []int
 	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
 		m = d.split.find(s)
+	} else if d.seq != nil && indexNonASCII(s) < 0 {
+		m = d.seq.find(s)
 	} else {
 		m = d.tail.FindStringSubmatchIndex(s)
 	}

@@ -277,3 +277,136 @@ func TestXRunIsAsTheLowerCasedRead(t *testing.T) {
 		t.Fatal("no text held a run: the test reads nothing")
 	}
 }
+
+// TestARepeatedByteBranchAnswersAsItsRegexp holds each allowlist branch
+// read as a repeat (the global ^(?i:a+|b+|…|\*+|\.+)$) to its regexp, on
+// every ASCII target of up to three bytes from its own bytes in both
+// cases and a few others, and random longer ones.
+func TestARepeatedByteBranchAnswersAsItsRegexp(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	repeats, checked, matched := 0, 0, 0
+	for _, b := range allowBranches() {
+		if b.same == nil {
+			continue
+		}
+		repeats++
+		var alphabet []byte
+		for c := range 128 {
+			if b.same.bytes.has(byte(c)) || c%17 == 0 {
+				alphabet = append(alphabet, byte(c))
+			}
+		}
+		targets := []string{""}
+		for _, x := range alphabet {
+			for _, y := range alphabet {
+				targets = append(targets, string([]byte{x}), string([]byte{x, y}), string([]byte{x, y, x}))
+			}
+		}
+		for range 5000 {
+			c := alphabet[r.IntN(len(alphabet))]
+			v := []byte(strings.Repeat(string([]byte{c}), 1+r.IntN(40)))
+			for range r.IntN(3) {
+				k := r.IntN(len(v))
+				v[k] ^= byte(r.IntN(2)) << 5
+			}
+			targets = append(targets, string(v))
+		}
+		for _, v := range targets {
+			got, want := b.same.matches(v), b.re.MatchString(v)
+			if got != want {
+				t.Fatalf("%q on %q: got %v, the regexp says %v", b.re, v, got, want)
+			}
+			checked++
+			if want {
+				matched++
+			}
+		}
+	}
+	if repeats == 0 || matched < 1000 {
+		t.Fatalf("%d branches read as repeats, %d of %d targets matched: the test reads too little", repeats, matched, checked)
+	}
+	t.Logf("%d branches read as repeats, %d of %d targets matched", repeats, matched, checked)
+}
+
+// TestAllCapitalsIsAsTheTrim holds allCapitals to the strings.Trim it
+// replaces in template, on random text of capitals, '_' and other bytes.
+func TestAllCapitalsIsAsTheTrim(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	parts := []string{"A", "Z", "_", "a", "@", "[", "0", "\u212a", "\xff", "TOKEN"}
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(8) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		v := b.String()
+		if got, want := allCapitals(v), strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == ""; got != want {
+			t.Fatalf("allCapitals(%q): got %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestAClassRunBranchAnswersAsItsRegexp holds each allowlist branch read
+// as a run of a class (generic-api-key's ^[a-zA-Z_.-]+$) to its regexp,
+// on every ASCII target of up to two bytes and random longer ones made
+// mostly of the class.
+func TestAClassRunBranchAnswersAsItsRegexp(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	runs, checked, matched := 0, 0, 0
+	for _, b := range allowBranches() {
+		if b.class == nil {
+			continue
+		}
+		runs++
+		var in []byte
+		for c := range 128 {
+			if b.class.has(byte(c)) {
+				in = append(in, byte(c))
+			}
+		}
+		targets := []string{""}
+		for x := range 128 {
+			for y := range 128 {
+				targets = append(targets, string([]byte{byte(x)}), string([]byte{byte(x), byte(y)}))
+			}
+		}
+		for range 20000 {
+			v := make([]byte, 1+r.IntN(60))
+			for i := range v {
+				v[i] = in[r.IntN(len(in))]
+			}
+			if r.IntN(2) == 0 {
+				v[r.IntN(len(v))] = byte(r.IntN(128))
+			}
+			targets = append(targets, string(v))
+		}
+		for _, v := range targets {
+			got, want := len(v) > 0 && allIn(v, b.class), b.re.MatchString(v)
+			if got != want {
+				t.Fatalf("%q on %q: got %v, the regexp says %v", b.re, v, got, want)
+			}
+			checked++
+			if want {
+				matched++
+			}
+		}
+	}
+	if runs == 0 || matched < 10000 {
+		t.Fatalf("%d branches read as runs, %d of %d targets matched: the test reads too little", runs, matched, checked)
+	}
+	t.Logf("%d branches read as runs, %d of %d targets matched", runs, matched, checked)
+}
+
+// allowBranches is every branch of every allowlist, the global one's first.
+func allowBranches() []branch {
+	all := []allow{gitleaksAllow}
+	for _, r := range gitleaksRules {
+		all = append(all, r.allow...)
+	}
+	var out []branch
+	for _, a := range all {
+		for _, re := range a.regexes {
+			out = append(out, branches(re)...)
+		}
+	}
+	return out
+}
