@@ -78,6 +78,11 @@ type Options struct {
 	// RefusalDropped, if set, counts a refusal not posted: the person was
 	// refused in that thread within the day.
 	RefusalDropped func()
+	// PullChanged, if set, is told of a pull request on one of the Hub's
+	// Repos, not a fork's, whose checks or review GitHub says changed
+	// (check_run, check_suite, pull_request_review), by the Repo's URL
+	// and the pull request's head branch, so it is read again.
+	PullChanged func(ctx context.Context, repoURL, branch string)
 	// EditGap is the least time between two edits of a Session's reply as
 	// it goes; default DefaultEditGap.
 	EditGap time.Duration
@@ -115,6 +120,9 @@ func New(opts Options) *Receiver {
 	}
 	if opts.RefusalDropped == nil {
 		opts.RefusalDropped = func() {}
+	}
+	if opts.PullChanged == nil {
+		opts.PullChanged = func(context.Context, string, string) {}
 	}
 	if opts.EditGap <= 0 {
 		opts.EditGap = DefaultEditGap
@@ -226,6 +234,7 @@ var actions = map[string]func(*Receiver, context.Context, []byte) error{
 	"issue_comment":       (*Receiver).issueComment,
 	"issues":              (*Receiver).issueLabeled,
 	"check_run":           (*Receiver).checkRun,
+	"check_suite":         (*Receiver).checkSuite,
 	"pull_request_review": (*Receiver).review,
 }
 
