@@ -10,8 +10,6 @@ package triggers
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -180,9 +178,7 @@ func Verify(secret, body []byte, header string) bool {
 	if !ok || err != nil || len(secret) == 0 {
 		return false
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return auth.Equal(got, mac.Sum(nil))
+	return auth.Equal(got, auth.MAC(secret, body))
 }
 
 // Take reads and checks a delivery, records its id with its work in one

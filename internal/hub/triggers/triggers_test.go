@@ -35,6 +35,7 @@ func TestASignatureIsTheBodysHMACUnderTheSecret(t *testing.T) {
 		want         bool
 	}{
 		{"GitHub's signature", []byte(secret), body, good, true},
+		{"GitHub's documented example", []byte("It's a Secret to Everybody"), []byte("Hello, World!"), "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", true},
 		{"another secret's", []byte("another"), body, good, false},
 		{"the body changed", []byte(secret), []byte(`{"action":"deleted"}`), good, false},
 		{"no sha256= prefix", []byte(secret), body, strings.TrimPrefix(good, "sha256="), false},
