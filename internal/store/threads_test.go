@@ -55,6 +55,38 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 	})
 }
 
+// TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek: a week on, a
+// delivery whose work is done is dropped, its id free again, and one
+// whose work is not is kept, still pending and its id still taken.
+func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		now := time.UnixMilli(1700000000000)
+		s.now = func() time.Time { return now }
+		for _, id := range []string{"d-pending", "d-done"} {
+			if _, err := s.TakeDelivery(ctx, id, "issue_comment", []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.DoneDelivery(ctx, "d-done"); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(deliveryKeep + time.Hour)
+		for _, tt := range []struct {
+			id    string
+			fresh bool
+		}{{"d-new", true}, {"d-pending", false}, {"d-done", true}} {
+			if fresh, err := s.TakeDelivery(ctx, tt.id, "ping", nil); err != nil || fresh != tt.fresh {
+				t.Errorf("a week on, taking %s: new %v, %v; want %v", tt.id, fresh, err, tt.fresh)
+			}
+		}
+		if d, ok, err := s.NextDelivery(ctx); err != nil || !ok || d.ID != "d-pending" {
+			t.Errorf("the next delivery a week on: %+v, %v, %v; want d-pending, its work not lost", d, ok, err)
+		}
+	})
+}
+
 // TestASessionsThreadKeepsItsReplyAndNote: the thread a Session was
 // started from is read back by the Session with the Hub's reply and its
 // note, and by the issue, newest Session first; a Session a person
