@@ -5,7 +5,9 @@
 // later mention by the Session's Creator, on that thread or on the pull
 // request the Session opened, as a prompt to it; others' comments there are
 // never prompts, and show in the Session's history as context if its
-// Creator turned that on. Only internal/hub imports it.
+// Creator turned that on. A check run, check suite or review on a pull
+// request from one of the Hub's Repos has the Hub read its checks and
+// review again (Options.PullChanged). Only internal/hub imports it.
 package triggers
 
 import (
