@@ -1,11 +1,13 @@
 // Package auth is where kndl's credentials are made and checked: random
 // tokens with a kind prefix, the one SHA-256 hasher every stored token goes
-// through, and constant-time comparison. The Hub, the Runner's relay, the
+// through, the one HMAC-SHA256 webhook signatures are made of, and
+// constant-time comparison. The Hub, the Runner's relay, the
 // store and the CLI (which makes its own token at kndl login) import it;
 // nothing keeps a token in the clear but its holder.
 package auth
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -91,6 +93,16 @@ func KindOf(token string) Kind {
 func Hash(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
+}
+
+// MAC is body's HMAC-SHA256 under key: what a webhook's "sha256="
+// signature carries in hex, GitHub's deliveries to the Hub and the Hub's
+// notification posts alike (the same format on purpose, so a receiver
+// checks either with the same code). Compare one with Equal.
+func MAC(key, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return m.Sum(nil)
 }
 
 // Equal compares two hashes in constant time.

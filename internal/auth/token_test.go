@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,18 @@ func TestZeroKindIsUnset(t *testing.T) {
 	}
 	if KindOf("nothing") != 0 {
 		t.Fatal("an unprefixed string has a kind")
+	}
+}
+
+// TestAMACIsGitHubsWebhookSignatureOfItsDocumentedExample: GitHub's
+// documentation on validating webhook deliveries gives this secret,
+// payload and X-Hub-Signature-256.
+func TestAMACIsGitHubsWebhookSignatureOfItsDocumentedExample(t *testing.T) {
+	got := hex.EncodeToString(MAC([]byte("It's a Secret to Everybody"), []byte("Hello, World!")))
+	if want := "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"; got != want {
+		t.Errorf("MAC = %s, want GitHub's %s", got, want)
+	}
+	if Equal(MAC([]byte("It's a Secret to Everybody"), []byte("Hello, World?")), MAC([]byte("It's a Secret to Everybody"), []byte("Hello, World!"))) {
+		t.Error("another payload has the same MAC")
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -11,8 +12,21 @@ import (
 const placeCol = `CASE WHEN s.line_seq IS NULL THEN 0 ELSE (SELECT count(*) FROM sessions w WHERE w.creator_id = s.creator_id
 	AND w.line_seq <= s.line_seq) END`
 
-// nextInLine is the number a Session joining a line takes.
+// nextInLine is the number a Session joining a line takes, in a statement
+// joinLine runs.
 const nextInLine = `(SELECT coalesce(max(line_seq), 0) + 1 FROM sessions)`
+
+// joinLine runs query, which gives a Session a place with nextInLine, in
+// the store's turn: PostgreSQL reads the highest place in each
+// statement's own snapshot, so two Sessions joining at once outside it
+// would take the same place (SQLite's one writer at a time would not).
+func (s *Store) joinLine(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = s.InTx(ctx, func(tx *sql.Tx) error {
+		res, err = tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
 
 // RepoLimits are the limits a Repo's triggered Sessions run under; 0 is
 // none.
@@ -69,7 +83,7 @@ func (s *Store) AwakeOf(ctx context.Context, creatorID string) (int, error) {
 // line for an awake place, keeping the place of one in it already.
 // MoveSession takes it out as it wakes or is archived.
 func (s *Store) SetWaiting(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = coalesce(line_seq, `+nextInLine+`), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
+	_, err := s.joinLine(ctx, `UPDATE sessions SET line_seq = coalesce(line_seq, `+nextInLine+`), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
 		ms(s.now()), id, Asleep, Failed)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +71,45 @@ func TestTheAwakeLineGivesPlacesInOrderAndSurvivesAReopen(t *testing.T) {
 		line(s, a.CreatorID, a)
 		if n, err := s.AwakeOf(ctx, a.CreatorID); err != nil || n != 2 {
 			t.Fatalf("awake after one woke: %d, %v; want 2", n, err)
+		}
+	})
+}
+
+// TestSessionsJoiningTheLineAtOnceEachTakeTheirOwnPlace: twenty Sessions
+// put in the line and twenty created asleep, all at once, take forty
+// places, none shared, one to forty.
+func TestSessionsJoiningTheLineAtOnceEachTakeTheirOwnPlace(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		xs := moreSessions(t, s, 20)
+		for _, x := range xs {
+			must(t, s.MoveSession(ctx, x.ID, Starting, Asleep, "", false))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*len(xs))
+		for _, x := range xs {
+			wg.Go(func() { errs <- s.SetWaiting(ctx, x.ID) })
+			wg.Go(func() {
+				_, err := s.CreateSession(ctx, Session{RepoID: x.RepoID, CreatorID: x.CreatorID, RunnerID: x.RunnerID, Title: "t", State: Asleep})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			must(t, err)
+		}
+		line, err := s.Line(ctx, xs[0].CreatorID)
+		must(t, err)
+		places := map[int]bool{}
+		for _, w := range line {
+			y, err := s.SessionByID(ctx, w.SessionID)
+			must(t, err)
+			places[y.Place] = true
+		}
+		if len(line) != 40 || len(places) != 40 || !places[1] || !places[40] {
+			t.Errorf("%d Sessions in the line at %d places, want 40 at 40, one to forty", len(line), len(places))
 		}
 	})
 }

@@ -126,14 +126,14 @@ func scanSession(row scanner) (Session, error) {
 // for an awake place (SetWaiting).
 func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	now := s.now()
-	line := "NULL"
+	line, exec := "NULL", s.db.ExecContext
 	if x.State == Asleep {
-		line = nextInLine
+		line, exec = nextInLine, s.joinLine
 	} else {
 		x.State = Starting
 	}
 	x.ID, x.CreatedAt, x.UpdatedAt = uuid.NewString(), now, now
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, triggered, line_seq, created_at, updated_at)
+	_, err := exec(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, triggered, line_seq, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, `+line+`, ?, ?)`, x.ID, x.RepoID, x.CreatorID, x.RunnerID, x.Title, x.Model, x.Effort, x.State, x.Triggered, ms(now), ms(now))
 	if err != nil {
 		return Session{}, fmt.Errorf("create session: %w", err)

@@ -50,6 +50,16 @@ func open(t *testing.T) (*Store, string) {
 	return openAt(t, path), path
 }
 
+// openStill opens a new store whose clock stands still at now, a fixed
+// time the test moves.
+func openStill(t *testing.T, open opener) (s *Store, now *time.Time) {
+	t.Helper()
+	s, _ = open(t)
+	at := time.UnixMilli(1700000000000)
+	s.now = func() time.Time { return at }
+	return s, &at
+}
+
 // openAt opens the store at source, closed when the test ends.
 func openAt(t *testing.T, source string) *Store {
 	t.Helper()

@@ -14,10 +14,12 @@ const deliveryKeep = 7 * 24 * time.Hour
 // TakeDelivery records a GitHub webhook delivery's id with its work (the
 // body to act on; nil for none), in one transaction, and reports whether
 // it is new: false for one taken before, which the caller then ignores.
-// Work recorded stays pending until DoneDelivery, across a restart too.
+// Work recorded stays pending until DoneDelivery, across a restart too:
+// the ids kept a week are dropped only once their work is done, so work
+// a stopped Hub left is never lost however long it stayed stopped.
 func (s *Store) TakeDelivery(ctx context.Context, id, event string, work []byte) (bool, error) {
 	now := s.now()
-	return s.takeOnce(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ?`, ms(now.Add(-deliveryKeep)),
+	return s.takeOnce(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ? AND work IS NULL`, ms(now.Add(-deliveryKeep)),
 		`INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, event, ms(now), work)
 }
 

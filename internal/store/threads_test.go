@@ -16,10 +16,8 @@ import (
 // done, and a delivery with no work is never pending.
 func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
-		s, _ := open(t)
+		s, now := openStill(t, open)
 		ctx := context.Background()
-		now := time.UnixMilli(1700000000000)
-		s.now = func() time.Time { return now }
 		take := func(id, event string, work []byte, fresh bool) {
 			t.Helper()
 			if got, err := s.TakeDelivery(ctx, id, event, work); err != nil || got != fresh {
@@ -37,7 +35,7 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 		take("d-b", "issue_comment", []byte(`{"b":1}`), true)
 		take("d-a", "issues", []byte(`{"a":1}`), true)
 		take("d-ping", "ping", nil, true)
-		now = now.Add(time.Second)
+		*now = now.Add(time.Second)
 		take("d-c", "check_run", []byte(`{"c":1}`), true)
 		take("d-b", "issue_comment", []byte(`{"b":2}`), false)
 
@@ -55,19 +53,47 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 	})
 }
 
+// TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek: a week on, a
+// delivery whose work is done is dropped, its id free again, and one
+// whose work is not is kept, still pending and its id still taken.
+func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, now := openStill(t, open)
+		ctx := context.Background()
+		for _, id := range []string{"d-pending", "d-done"} {
+			if _, err := s.TakeDelivery(ctx, id, "issue_comment", []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.DoneDelivery(ctx, "d-done"); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(deliveryKeep + time.Hour)
+		for _, tt := range []struct {
+			id    string
+			fresh bool
+		}{{"d-new", true}, {"d-pending", false}, {"d-done", true}} {
+			if fresh, err := s.TakeDelivery(ctx, tt.id, "ping", nil); err != nil || fresh != tt.fresh {
+				t.Errorf("a week on, taking %s: new %v, %v; want %v", tt.id, fresh, err, tt.fresh)
+			}
+		}
+		if d, ok, err := s.NextDelivery(ctx); err != nil || !ok || d.ID != "d-pending" {
+			t.Errorf("the next delivery a week on: %+v, %v, %v; want d-pending, its work not lost", d, ok, err)
+		}
+	})
+}
+
 // TestASessionsThreadKeepsItsReplyAndNote: the thread a Session was
 // started from is read back by the Session with the Hub's reply and its
 // note, and by the issue, newest Session first; a Session a person
 // started has none.
 func TestASessionsThreadKeepsItsReplyAndNote(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
-		s, _ := open(t)
+		s, now := openStill(t, open)
 		ctx := context.Background()
-		now := time.UnixMilli(1700000000000)
-		s.now = func() time.Time { return now }
 		xs := moreSessions(t, s, 3)
 		must(t, s.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
-		now = now.Add(time.Second)
+		*now = now.Add(time.Second)
 		must(t, s.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
 		must(t, s.SetThreadReply(ctx, xs[0].ID, 1<<40))
 		must(t, s.SetThreadNote(ctx, xs[0].ID, "a check sent back"))

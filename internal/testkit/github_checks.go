@@ -14,8 +14,9 @@ import (
 )
 
 // The fake GitHub's check runs and reviews on pull requests, delivered to
-// the App's webhook as GitHub delivers them: check_run (completed) and
-// pull_request_review (submitted), signed like every delivery.
+// the App's webhook as GitHub delivers them: check_run (completed),
+// check_suite and pull_request_review (submitted), signed like every
+// delivery.
 
 // fakeChecks are the check runs and reviews the fake keeps, for the REST
 // API to list as GitHub does.
@@ -56,18 +57,46 @@ func (g *GitHub) CheckRun(t testing.TB, ownerRepo string, pull int, name, conclu
 	payload := map[string]any{"action": "completed",
 		"check_run": map[string]any{"id": id, "name": name, "head_sha": sha, "status": "completed", "conclusion": conclusion,
 			"started_at": now, "completed_at": now,
-			"url":         fmt.Sprintf("%s/repos/%s/check-runs/%d", g.URL, ownerRepo, id),
-			"html_url":    fmt.Sprintf("%s/%s/runs/%d", g.URL, ownerRepo, id),
-			"details_url": fmt.Sprintf("https://ci.example/%s/runs/%d", ownerRepo, id),
-			"output":      map[string]any{"title": name + ": " + conclusion, "summary": summary, "text": nil, "annotations_count": 0},
-			"check_suite": map[string]any{"id": id, "head_branch": p.Head.Ref, "head_sha": sha, "status": "completed", "conclusion": conclusion},
-			"pull_requests": []any{map[string]any{"url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, ownerRepo, pull), "id": pull, "number": pull,
-				"head": map[string]any{"ref": p.Head.Ref, "sha": sha, "repo": g.shortRepoPayload(headRepo(p, ownerRepo))},
-				"base": map[string]any{"ref": p.Base.Ref, "sha": sha, "repo": g.shortRepoPayload(ownerRepo)}}}},
+			"url":           fmt.Sprintf("%s/repos/%s/check-runs/%d", g.URL, ownerRepo, id),
+			"html_url":      fmt.Sprintf("%s/%s/runs/%d", g.URL, ownerRepo, id),
+			"details_url":   fmt.Sprintf("https://ci.example/%s/runs/%d", ownerRepo, id),
+			"output":        map[string]any{"title": name + ": " + conclusion, "summary": summary, "text": nil, "annotations_count": 0},
+			"check_suite":   map[string]any{"id": id, "head_branch": p.Head.Ref, "head_sha": sha, "status": "completed", "conclusion": conclusion},
+			"pull_requests": g.checkPulls(ownerRepo, pull, p, sha)},
 		"repository": g.repoPayload(ownerRepo), "sender": g.userPayload("ci-bot", true)}
 	d := g.newDelivery("check_run", payload)
 	g.mu.Unlock()
 	return d, g.Deliver(t, d)
+}
+
+// CheckSuite delivers the check_suite event action (requested,
+// rerequested, completed) of the suite on pull request pull's head
+// commit, with its status (queued, in_progress, completed) and
+// conclusion, returning the delivery and the Hub's status. It adds no
+// check run.
+func (g *GitHub) CheckSuite(t testing.TB, ownerRepo string, pull int, action, status, conclusion string) (Delivery, int) {
+	t.Helper()
+	p, sha := g.pullHead(t, ownerRepo, pull)
+	g.mu.Lock()
+	g.iss.nextComment++
+	id := g.iss.nextComment
+	payload := map[string]any{"action": action,
+		"check_suite": map[string]any{"id": id, "head_branch": p.Head.Ref, "head_sha": sha, "status": status, "conclusion": conclusion,
+			"url":            fmt.Sprintf("%s/repos/%s/check-suites/%d", g.URL, ownerRepo, id),
+			"check_runs_url": fmt.Sprintf("%s/repos/%s/check-suites/%d/check-runs", g.URL, ownerRepo, id),
+			"pull_requests":  g.checkPulls(ownerRepo, pull, p, sha)},
+		"repository": g.repoPayload(ownerRepo), "sender": g.userPayload("ci-bot", true)}
+	d := g.newDelivery("check_suite", payload)
+	g.mu.Unlock()
+	return d, g.Deliver(t, d)
+}
+
+// checkPulls is a check run's or suite's pull_requests: the pull request
+// p, number pull, at commit sha, its repositories short.
+func (g *GitHub) checkPulls(ownerRepo string, pull int, p fakePull, sha string) []any {
+	return []any{map[string]any{"url": fmt.Sprintf("%s/repos/%s/pulls/%d", g.URL, ownerRepo, pull), "id": pull, "number": pull,
+		"head": map[string]any{"ref": p.Head.Ref, "sha": sha, "repo": g.shortRepoPayload(headRepo(p, ownerRepo))},
+		"base": map[string]any{"ref": p.Base.Ref, "sha": sha, "repo": g.shortRepoPayload(ownerRepo)}}}
 }
 
 // AddCheckRun records a check run named name on pull request pull's head

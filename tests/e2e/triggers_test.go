@@ -160,7 +160,8 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 // a Session started from an issue pushes a branch and a pull request is
 // opened from it; the Hub's one reply in the issue gains the pull request's
 // link; with auto-fix CI turned on by kndl repo edit, a check failing on
-// that pull request is a prompt to the same Session, which the reply says.
+// that pull request is a prompt to the same Session, which the reply says,
+// and its checks show failing at once, read again on the check's webhook.
 func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	issue, _ := s.triggerRepo()
@@ -200,6 +201,13 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 	}
 	s.WaitEvent(id, testenv.WaitMedium, "the answer to it", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "Fixing the failing check."
+	})
+	// The check's webhook has the Hub read the pull request again: its
+	// checks show with no push after it, long before the 5-minute timer.
+	testenv.Eventually(t, testenv.WaitShort, "the pull request's checks failing, read on its webhook", func() bool {
+		var v api.SessionView
+		s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+		return len(v.Branches) == 1 && len(v.Branches[0].Pulls) == 1 && v.Branches[0].Pulls[0].Checks == "failing"
 	})
 	testenv.Eventually(t, testenv.WaitShort, "the reply saying the check was sent back", func() bool {
 		r := s.replies(issue)

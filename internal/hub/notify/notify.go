@@ -11,9 +11,7 @@ package notify
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,6 +26,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/outbound"
@@ -263,9 +262,7 @@ func slackEscape(s string) string {
 // Sign is the signature header's value for body under secret, as a
 // receiver computes it to check a post.
 func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "sha256=" + hex.EncodeToString(auth.MAC([]byte(secret), body))
 }
 
 // FromEvents reads a Session's Events, redacted and stored, for what a

@@ -37,3 +37,11 @@ func TestASlackBodyEscapesWhatSlackReadsAsMarkup(t *testing.T) {
 		t.Fatalf("slack text %q, want %q", got.Text, want)
 	}
 }
+
+// TestAPostIsSignedAsGitHubSignsAWebhook: GitHub's documented example
+// of X-Hub-Signature-256, so a receiver checks a post with the same code.
+func TestAPostIsSignedAsGitHubSignsAWebhook(t *testing.T) {
+	if got, want := Sign("It's a Secret to Everybody", []byte("Hello, World!")), "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"; got != want {
+		t.Errorf("Sign = %s, want GitHub's %s", got, want)
+	}
+}

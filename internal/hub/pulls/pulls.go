@@ -1,9 +1,10 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
 // transcript's git push output names, and the pull requests opened from
 // them, with an open one's checks and review decision, which it reads from
-// GitHub as the App when a push shows in the transcript and on a slow
-// timer, never per page view; the newest one's title is offered as the
-// Session's. Only internal/hub imports it.
+// GitHub as the App when a push shows in the transcript, when GitHub's
+// webhook says a pull request's checks or review changed (Reread), and on
+// a slow timer, never per page view; the newest one's title is offered as
+// the Session's. Only internal/hub imports it.
 package pulls
 
 import (
@@ -90,14 +91,20 @@ type Tracker struct {
 	log  *slog.Logger
 	// soon takes Sessions whose push was just seen, for the worker; a full
 	// one drops them, and the timer catches up.
-	soon   chan string
+	soon chan string
+	// poke wakes the worker for the branches in stale.
+	poke   chan struct{}
 	life   *lifetime.Group // the worker's; Close ends it
 	checks sync.Mutex      // one round of GitHub calls at a time
 
 	mu     sync.Mutex
 	capped map[string]bool // Sessions whose dropped branches were logged
 	later  map[string]bool // Sessions with a check waiting for the gap
+	stale  map[pushed]bool // branches a webhook said changed, to read at once
 }
+
+// pushed is a Session's branch.
+type pushed struct{ sessionID, branch string }
 
 // New starts a Tracker; Close stops it.
 func New(opts Options) *Tracker {
@@ -119,7 +126,7 @@ func newTracker(opts Options) *Tracker {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Tracker{opts: opts, log: opts.Logger.With("component", "pulls"), soon: make(chan string, 64),
-		capped: map[string]bool{}, later: map[string]bool{}}
+		poke: make(chan struct{}, 1), capped: map[string]bool{}, later: map[string]bool{}, stale: map[pushed]bool{}}
 }
 
 // Close stops the Tracker and waits for it.
@@ -202,6 +209,8 @@ func (t *Tracker) run(ctx context.Context) {
 			return
 		case id := <-t.soon:
 			t.askDue(ctx, id)
+		case <-t.poke:
+			t.askStale(ctx)
 		case <-tick.C:
 			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
 			if err == nil {
@@ -224,6 +233,52 @@ func (t *Tracker) askDue(ctx context.Context, sessionID string) {
 	if wait > 0 {
 		t.askLater(ctx, sessionID, wait)
 	}
+}
+
+// Reread has the worker ask GitHub again, at once and whatever the gap,
+// about branch of the Repo at repoURL, for each Session not archived that
+// pushed it: GitHub's webhook said the checks or review of a pull request
+// from it changed. A branch no Session pushed costs no question to GitHub,
+// and one already waiting is asked about once, however many webhooks came
+// (a CI's runs each send several).
+func (t *Tracker) Reread(ctx context.Context, repoURL, branch string) {
+	bs, err := t.opts.Store.BranchSessions(ctx, branch)
+	if err != nil {
+		t.log.Error("read the Sessions that pushed a branch", "branch", branch, "err", err)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range bs {
+		if k := (pushed{b.SessionID, b.Branch}); b.RepoURL == repoURL && !t.stale[k] {
+			t.stale[k] = true
+			select {
+			case t.poke <- struct{}{}:
+			default: // the worker is poked already
+			}
+		}
+	}
+}
+
+// askStale asks GitHub about the branches Reread was told of, as they are
+// kept now.
+func (t *Tracker) askStale(ctx context.Context) {
+	t.mu.Lock()
+	stale := t.stale
+	t.stale = map[pushed]bool{}
+	t.mu.Unlock()
+	var due []store.SessionBranch
+	for k := range stale {
+		bs, err := t.opts.Store.SessionBranches(ctx, k.sessionID)
+		if err != nil {
+			t.log.Error("read a Session's pushed branches", "session", k.sessionID, "err", err)
+			continue
+		}
+		if i := slices.IndexFunc(bs, func(b store.SessionBranch) bool { return b.Branch == k.branch }); i >= 0 {
+			due = append(due, bs[i])
+		}
+	}
+	t.check(ctx, due, 0)
 }
 
 // dueBranches keeps the branches GitHub was last asked about gap ago or

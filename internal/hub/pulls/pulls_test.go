@@ -319,3 +319,47 @@ func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce: told that a
+// pushed branch's pull request changed, the Tracker asks GitHub about it
+// again, within the gap after the push's check, once however many times
+// it was told before the worker got to it, and its new checks and review
+// show; told of a branch no Session pushed, or of the branch on another
+// Repo, it asks GitHub nothing.
+func TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce(t *testing.T) {
+	ctx := context.Background()
+	gh, _, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test")
+	tr.askDue(ctx, <-tr.soon) // the push's check: the gap starts
+	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "failure")
+	gh.AddReview(t, "acme/app", 1, "bob", "approved")
+	questions := func() int { return gh.Calls("pulls") + gh.Calls("check_runs") + gh.Calls("reviews") }
+
+	before := questions()
+	for range 5 {
+		tr.Reread(ctx, gh.RepoURL("acme/app"), "kndl/test")
+	}
+	select {
+	case <-tr.poke: // as the worker takes it
+	default:
+		t.Fatal("webhooks for a pushed branch did not wake the worker")
+	}
+	tr.askStale(ctx)
+	if n := questions() - before; n != 3 {
+		t.Errorf("five webhooks for the pull request asked GitHub %d questions, want 3: its branch's pull requests, its checks and its reviews, once", n)
+	}
+	got, _ := tr.Branches(ctx, s.ID)
+	if len(got) != 1 || len(got[0].Pulls) != 1 || got[0].Pulls[0].Checks != github.ChecksFailing || got[0].Pulls[0].Review != github.ReviewApproved {
+		t.Errorf("branches %+v, want kndl/test's pull request failing and approved", got)
+	}
+
+	before = gh.Calls("any")
+	tr.Reread(ctx, gh.RepoURL("acme/app"), "kndl/other")
+	tr.Reread(ctx, gh.RepoURL("acme/fork"), "kndl/test")
+	if len(tr.poke) != 0 {
+		t.Error("a branch no Session pushed woke the worker")
+	}
+	tr.askStale(ctx)
+	if n := gh.Calls("any") - before; n != 0 {
+		t.Errorf("webhooks for pull requests no Session pushed asked GitHub %d times, want none", n)
+	}
+}

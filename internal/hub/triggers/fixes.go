@@ -35,6 +35,12 @@ type (
 		} `json:"check_run"`
 		Repository ghRepo `json:"repository"`
 	}
+	checkSuitePayload struct {
+		CheckSuite struct {
+			PullRequests []ghPull `json:"pull_requests"`
+		} `json:"check_suite"`
+		Repository ghRepo `json:"repository"`
+	}
 	reviewPayload struct {
 		Action string `json:"action"`
 		Review struct {
@@ -51,15 +57,18 @@ type (
 // failing are the conclusions of a check run that failed.
 var failing = map[string]bool{"failure": true, "timed_out": true}
 
-// checkRun: a check run that completed with a failure on a pull request a
-// Session opened is a prompt to that Session, if its Repo sends CI
-// failures back.
+// checkRun: any change of a check run changes its pull requests' checks;
+// one that completed with a failure on a pull request a Session opened is
+// a prompt to that Session, if its Repo sends CI failures back.
 func (r *Receiver) checkRun(ctx context.Context, body []byte) error {
 	var p checkRunPayload
 	if err := json.Unmarshal(body, &p); err != nil {
 		return fmt.Errorf("read the check_run payload: %w", err)
 	}
 	c := p.CheckRun
+	if err := r.pullsChanged(ctx, p.Repository, c.PullRequests); err != nil {
+		return err
+	}
 	if p.Action != "completed" || !failing[c.Conclusion] {
 		return nil
 	}
@@ -78,13 +87,27 @@ func (r *Receiver) checkRun(ctx context.Context, body []byte) error {
 	return nil
 }
 
-// review: a review that requests changes on a pull request a Session
-// opened, by someone who may push to the Repo, is a prompt to that
-// Session, if its Repo sends reviews back.
+// checkSuite: any change of a check suite changes its pull requests'
+// checks.
+func (r *Receiver) checkSuite(ctx context.Context, body []byte) error {
+	var p checkSuitePayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return fmt.Errorf("read the check_suite payload: %w", err)
+	}
+	return r.pullsChanged(ctx, p.Repository, p.CheckSuite.PullRequests)
+}
+
+// review: any review changes its pull request's review decision; one that
+// requests changes on a pull request a Session opened, by someone who may
+// push to the Repo, is a prompt to that Session, if its Repo sends
+// reviews back.
 func (r *Receiver) review(ctx context.Context, body []byte) error {
 	var p reviewPayload
 	if err := json.Unmarshal(body, &p); err != nil {
 		return fmt.Errorf("read the pull_request_review payload: %w", err)
+	}
+	if err := r.pullsChanged(ctx, p.Repository, []ghPull{p.PullRequest}); err != nil {
+		return err
 	}
 	if p.Action != "submitted" || !strings.EqualFold(p.Review.State, "changes_requested") || p.Review.User.Type == "Bot" {
 		return nil
@@ -140,6 +163,24 @@ func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 		return err
 	}
 	return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; sent to the Session (%d of %d).", f.what, link, n, settings.Max))
+}
+
+// pullsChanged tells opts.PullChanged of each of pulls not from a fork,
+// when repo is one of the Hub's Repos; it asks GitHub nothing.
+func (r *Receiver) pullsChanged(ctx context.Context, repo ghRepo, pulls []ghPull) error {
+	if len(pulls) == 0 {
+		return nil
+	}
+	th, err := r.repoOf(ctx, repo)
+	if err != nil || th.hub.ID == "" {
+		return err
+	}
+	for _, p := range pulls {
+		if p.Head.Repo.ID == repo.ID {
+			r.opts.PullChanged(ctx, th.repoURL, p.Head.Ref)
+		}
+	}
+	return nil
 }
 
 // pullSession is the Session that opened the pull request of repo: the

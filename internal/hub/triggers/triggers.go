@@ -5,13 +5,13 @@
 // later mention by the Session's Creator, on that thread or on the pull
 // request the Session opened, as a prompt to it; others' comments there are
 // never prompts, and show in the Session's history as context if its
-// Creator turned that on. Only internal/hub imports it.
+// Creator turned that on. A check run, check suite or review on a pull
+// request from one of the Hub's Repos has the Hub read its checks and
+// review again (Options.PullChanged). Only internal/hub imports it.
 package triggers
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -78,6 +78,11 @@ type Options struct {
 	// RefusalDropped, if set, counts a refusal not posted: the person was
 	// refused in that thread within the day.
 	RefusalDropped func()
+	// PullChanged, if set, is told of a pull request on one of the Hub's
+	// Repos, not a fork's, whose checks or review GitHub says changed
+	// (check_run, check_suite, pull_request_review), by the Repo's URL
+	// and the pull request's head branch, so it is read again.
+	PullChanged func(ctx context.Context, repoURL, branch string)
 	// EditGap is the least time between two edits of a Session's reply as
 	// it goes; default DefaultEditGap.
 	EditGap time.Duration
@@ -115,6 +120,9 @@ func New(opts Options) *Receiver {
 	}
 	if opts.RefusalDropped == nil {
 		opts.RefusalDropped = func() {}
+	}
+	if opts.PullChanged == nil {
+		opts.PullChanged = func(context.Context, string, string) {}
 	}
 	if opts.EditGap <= 0 {
 		opts.EditGap = DefaultEditGap
@@ -172,9 +180,7 @@ func Verify(secret, body []byte, header string) bool {
 	if !ok || err != nil || len(secret) == 0 {
 		return false
 	}
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return auth.Equal(got, mac.Sum(nil))
+	return auth.Equal(got, auth.MAC(secret, body))
 }
 
 // Take reads and checks a delivery, records its id with its work in one
@@ -226,6 +232,7 @@ var actions = map[string]func(*Receiver, context.Context, []byte) error{
 	"issue_comment":       (*Receiver).issueComment,
 	"issues":              (*Receiver).issueLabeled,
 	"check_run":           (*Receiver).checkRun,
+	"check_suite":         (*Receiver).checkSuite,
 	"pull_request_review": (*Receiver).review,
 }
 

@@ -35,6 +35,7 @@ func TestASignatureIsTheBodysHMACUnderTheSecret(t *testing.T) {
 		want         bool
 	}{
 		{"GitHub's signature", []byte(secret), body, good, true},
+		{"GitHub's documented example", []byte("It's a Secret to Everybody"), []byte("Hello, World!"), "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", true},
 		{"another secret's", []byte("another"), body, good, false},
 		{"the body changed", []byte(secret), []byte(`{"action":"deleted"}`), good, false},
 		{"no sha256= prefix", []byte(secret), body, strings.TrimPrefix(good, "sha256="), false},
@@ -96,7 +97,8 @@ type fixture struct {
 	sessions *recorder
 	owner    string // alice's user id
 	ignored  []string
-	dropped  int // refusals not posted
+	dropped  int      // refusals not posted
+	reread   []string // "repoURL branch" told to PullChanged
 	mu       sync.Mutex
 }
 
@@ -222,7 +224,12 @@ func (f *fixture) open() {
 	f.recv = New(Options{Secret: []byte(secret), Store: st, GitHub: c, Sessions: rec, PublicURL: "https://hub.example", EditGap: editGap,
 		Ignored:        func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
 		RefusalDropped: func() { f.mu.Lock(); f.dropped++; f.mu.Unlock() },
-		Logger:         slog.New(slog.NewTextHandler(t.Output(), nil))})
+		PullChanged: func(_ context.Context, repoURL, branch string) {
+			f.mu.Lock()
+			f.reread = append(f.reread, repoURL+" "+branch)
+			f.mu.Unlock()
+		},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status(f.recv.Take(r)))
 	}))
@@ -722,5 +729,31 @@ func TestASessionNotStartedFromAThreadIsToldOfAFailureOnItsPullRequest(t *testin
 	}
 	if len(told) != 2 || !strings.Contains(told[0], "sent to the Session (1 of 1)") || !strings.Contains(told[1], "had its 1") {
 		t.Errorf("the pull request's comments %q, want one for the failure sent and one for the cap", told)
+	}
+}
+
+// TestAChecksOrReviewsWebhookOnASessionsPullRequestHasItReadAgain: any
+// check_run, check_suite or pull_request_review delivery for a pull
+// request from a branch of one of the Hub's Repos tells PullChanged, with
+// the Repo's URL and the branch, whatever its conclusion or state and
+// whether the Repo sends failures back; a fork's pull request of the
+// same branch name is not told.
+func TestAChecksOrReviewsWebhookOnASessionsPullRequestHasItReadAgain(t *testing.T) {
+	f := newFixture(t)
+	_, pull := f.pullSession("kndl/fix", store.AutoFix{})
+	fork := f.gh.AddPull("acme/app", "mallory", "mallory:kndl/fix", "Same branch, from a fork")
+	f.gh.CheckSuite(t, "acme/app", pull, "requested", "queued", "")
+	f.gh.CheckRun(t, "acme/app", pull, "ci/test", "success", "All passed.")
+	f.gh.CheckSuite(t, "acme/app", pull, "completed", "completed", "success")
+	f.gh.Review(t, "acme/app", pull, "alice", "approved", "Fine.")
+	f.gh.CheckRun(t, "acme/app", fork, "ci/test", "failure", "broken")
+	f.gh.CheckSuite(t, "acme/app", fork, "completed", "completed", "failure")
+	f.gh.Review(t, "acme/app", fork, "alice", "commented", "Not this one.")
+	f.waitWork()
+	want := f.gh.RepoURL("acme/app") + " kndl/fix"
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !slices.Equal(f.reread, []string{want, want, want, want}) {
+		t.Errorf("pull requests told changed: %q, want %q once for each of the four deliveries on the Session's", f.reread, want)
 	}
 }
