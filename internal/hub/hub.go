@@ -135,7 +135,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: func(ctx context.Context, id, title string) { newSessionsAPI(h).titleFromPull(ctx, id, title) },
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed,
+		Titled: func(ctx context.Context, id, title string) { newSessionsAPI(h).titleFromPull(ctx, id, title) },
 		Opened: effects{h}.pullOpened, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
