@@ -269,7 +269,7 @@ func promptAttachments(ctx context.Context, st *store.Store, s store.Session, re
 // awake: the Hub answers with a stream id, and sends the bytes once the
 // Runner dials it.
 func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := runnersAPI{h}.ownSession(rc, welcomed)
+	own := ownSession(h.store, rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.AttachmentRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })

@@ -270,7 +270,7 @@ func TestAPromptCarriesTheAttachmentsItNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, _ := f.store.Events(ctx, s.ID, 0, 100)
-	st := &sessionStream{h: f.hub, id: s.ID}
+	st := &sessionStream{rows: newSessionRows(f.hub), id: s.ID}
 	if m, ok := st.event(context.Background(), evs[len(evs)-1]); !ok || len(m.Attachments) != 2 || m.Attachments[1].Name != "b.txt" {
 		t.Fatalf("the prompt Event's message: %+v, want its two files", m)
 	}

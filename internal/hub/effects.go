@@ -39,7 +39,7 @@ func (e effects) LeftActive(sessionID string) {
 	h.web.mu.Lock()
 	delete(h.web.ports, sessionID)
 	h.web.mu.Unlock()
-	viewAPI{h}.portsChanged(sessionID)
+	newViewAPI(h).portsChanged(sessionID)
 }
 
 // Recorded: a Session's Events were stored, redacted. Its Creator's

@@ -46,7 +46,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if err != nil {
 				return "", nil, err
 			}
-			rc, err := sessionsAPI{h}.pickRunner(ctx, u, "", "")
+			rc, err := newPlacer(h).pickRunner(ctx, u, "", "")
 			if err != nil {
 				return "", nil, err
 			}
@@ -56,7 +56,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if h.guard.gh == nil || !h.guard.gh.HasApp() {
 				return "", nil
 			}
-			tok, err := runnersAPI{h}.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
+			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
 			return tok.Token, err
 		},
 		Redact: h.masks.RepoText,

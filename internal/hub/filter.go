@@ -32,7 +32,7 @@ var filters = []string{api.FilterMine, api.FilterWaiting, api.FilterRepo, api.Fi
 // is refused rather than ignored: a mistyped filter would otherwise show a
 // list that looks filtered and is not. An empty value filters nothing, as
 // a form sends it.
-func (h sessionsAPI) sessionQueryOf(ctx context.Context, p Principal, q url.Values) (sessionQuery, error) {
+func (h core) sessionQueryOf(ctx context.Context, p Principal, q url.Values) (sessionQuery, error) {
 	out := sessionQuery{me: p.User.ID}
 	for k, vs := range q {
 		switch {
@@ -88,7 +88,7 @@ func boolFilter(q url.Values, k string) (bool, error) {
 
 // repoFilter resolves a Repo's id or clone URL to its id. One the person
 // has no access to is refused exactly as one that does not exist.
-func (h sessionsAPI) repoFilter(ctx context.Context, p Principal, v string) (string, error) {
+func (h core) repoFilter(ctx context.Context, p Principal, v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
@@ -105,7 +105,7 @@ func (h sessionsAPI) repoFilter(ctx context.Context, p Principal, v string) (str
 }
 
 // creatorFilter resolves a Member's id or GitHub login to their id.
-func (h sessionsAPI) creatorFilter(ctx context.Context, v string) (string, error) {
+func (h core) creatorFilter(ctx context.Context, v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}

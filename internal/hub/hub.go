@@ -101,7 +101,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
-		Handle: runnersAPI{h}.handleRunner, Gone: runnersAPI{h}.runnerLeft})
+		Handle: h.handleRunner, Gone: h.runnerLeft})
 	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
@@ -135,13 +135,14 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed, Titled: sessionsAPI{h}.titleFromPull,
+	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed,
+		Titled: func(ctx context.Context, id, title string) { newSessionsAPI(h).titleFromPull(ctx, id, title) },
 		Opened: effects{h}.pullOpened, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		po.GitHub = h.guard.gh
 	}
 	h.pulls = pulls.New(po)
-	h.forward = viewAPI{h}.newForward()
+	h.forward = newViewAPI(h).newForward() // its callbacks use none of what is made after it
 	// Its worker at once acts on the deliveries a Hub before took and did
 	// not, which may start Sessions through all of the above.
 	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,

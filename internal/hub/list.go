@@ -54,7 +54,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		ws.Close(websocket.StatusInternalError, "the Hub could not read its Sessions")
 		return
 	}
-	names := pagesAPI{h.Hub}.names(ctx)
+	names := h.names(ctx)
 	sent := map[string]string{} // by id, the row last sent, as JSON
 	send := func(typ string, rows []api.Session, gone []string) error {
 		if rows == nil {
@@ -64,7 +64,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		reread := false
 		for _, a := range rows {
 			if _, ok := names[a.CreatorID]; !ok && !reread {
-				names, reread = pagesAPI{h.Hub}.names(ctx), true // a Member who joined since
+				names, reread = h.names(ctx), true // a Member who joined since
 			}
 			m.Names[a.CreatorID] = names[a.CreatorID]
 		}
@@ -82,11 +82,11 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 	rows := []api.Session{}
 	for _, s := range h.visibleSessions(ctx, p, ss) {
 		readsRepo(ctx, s.RepoURL)
-		if a := h.apiSessionNow(s); q.match(a) {
+		if a := h.rows.now(s); q.match(a) {
 			rows = append(rows, a)
 		}
 	}
-	for _, a := range h.listRows(ctx, rows) {
+	for _, a := range h.rows.list(ctx, rows) {
 		differs(a)
 	}
 	if send("list", rows, nil) != nil {
@@ -119,7 +119,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 			s, err := h.sessionFor(ctx, p, id) // access, asked again
 			var a api.Session
 			if err == nil {
-				a = h.apiSessionNow(s)
+				a = h.rows.now(s)
 			}
 			if err != nil || !q.match(a) {
 				if _, was := sent[id]; was && (err == nil || errors.Is(err, errdefs.ErrNotFound)) {
@@ -130,7 +130,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 			}
 			kept = append(kept, a)
 		}
-		for _, a := range h.listRows(ctx, kept) {
+		for _, a := range h.rows.list(ctx, kept) {
 			if differs(a) {
 				changed = append(changed, a)
 			}

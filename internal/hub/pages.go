@@ -14,15 +14,26 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
 
-// pagesAPI serves the web UI's pages and a Session's file downloads. It shares the Hub's state and helpers.
-type pagesAPI struct{ *Hub }
+// pagesAPI serves the web UI's pages and a Session's file downloads.
+type pagesAPI struct {
+	core
+	rows    sessionRows
+	place   placer
+	runners *runners.Conns
+	masks   *masks.Sets
+	envs    *environment.Service
+	gateway *gateway.Gateway
+}
 
 // appPage renders a page a signed-in person uses, with its navigation.
 func (h core) appPage(w http.ResponseWriter, p Principal, page web.Page, data any) {
@@ -46,7 +57,7 @@ func when(t time.Time) string {
 }
 
 // names maps user ids to names, for showing who made what.
-func (h pagesAPI) names(ctx context.Context) map[string]string {
+func (h core) names(ctx context.Context) map[string]string {
 	out := map[string]string{}
 	ms, _ := h.store.Members(ctx)
 	for _, m := range ms {
@@ -73,7 +84,7 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	ss = h.visibleSessions(ctx, p, ss)
 	query := r.URL.Query()
-	q, qerr := sessionsAPI{h.Hub}.sessionQueryOf(ctx, p, query)
+	q, qerr := h.sessionQueryOf(ctx, p, query)
 	type row struct {
 		ID, Title, State, StateDetail, Creator, Updated string
 		KeepAwake                                       bool
@@ -104,7 +115,7 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 			repos = append(repos, rp)
 			repoOpts = append(repoOpts, option{s.RepoID, rp.Name + " (" + s.RepoURL + ")", s.RepoID == q.repoID})
 		}
-		a := h.apiSessionNow(s)
+		a := h.rows.now(s)
 		if qerr != nil || !q.match(a) {
 			continue
 		}
@@ -113,7 +124,7 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 		listed, listedIn = append(listed, a), append(listedIn, rp)
 	}
-	for i, a := range h.listRows(ctx, listed) {
+	for i, a := range h.rows.list(ctx, listed) {
 		rw := row{a.ID, a.Title, string(a.State), a.StateDetail, names[a.CreatorID], when(a.UpdatedAt), a.KeepAwake, badgeOf(a.Pull), "", ""}
 		if a.Spent != nil {
 			rw.Spent, rw.SpentDetail = a.Spent.Estimate(), a.Spent.Summary()
@@ -206,7 +217,7 @@ func (h core) notFoundPage(w http.ResponseWriter, p Principal) {
 // runnersPage lists the Runners: whose each is and who may use it, with
 // Share and Unshare for the Owner and Remove for its owner and the Owner.
 func (h pagesAPI) runnersPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	rs, err := runnersAPI{h.Hub}.runnerStatuses(r.Context(), p)
+	rs, err := h.place.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -296,7 +307,7 @@ func (h pagesAPI) downloadFile(w http.ResponseWriter, r *http.Request, p Princip
 	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
 	var rc *runners.Conn
 	if err == nil {
-		_, rc, err = viewAPI{h.Hub}.activeOn(r.Context(), s.ID)
+		_, rc, err = activeOn(r.Context(), h.store, h.runners, s.ID)
 		if errors.Is(err, errdefs.ErrConflict) {
 			err = fmt.Errorf("the Session is %s: its Workspace's files can be downloaded while it is active: %w", s.State, errdefs.ErrConflict)
 		}

@@ -40,11 +40,11 @@ func TestARunnersLoadCountsItsSessionsReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, err := sessionsAPI{f.hub}.pickRunner(ctx, dev, "", repo.ID)
+	_, err := newPlacer(f.hub).pickRunner(ctx, dev, "", repo.ID)
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "r1 (1 of 10 Sessions, 1.5 of 2 CPUs, 512 of 4096 MiB)") {
 		t.Errorf("a second 4-CPU Session, capped at 1.5, on 2 CPUs: %v", err)
 	}
-	if rc, err := (sessionsAPI{f.hub}).pickRunner(ctx, dev, "", ""); err != nil || rc.Runner.ID != f.runner.ID {
+	if rc, err := newPlacer(f.hub).pickRunner(ctx, dev, "", ""); err != nil || rc.Runner.ID != f.runner.ID {
 		t.Errorf("a Session reserving nothing: %v", err)
 	}
 

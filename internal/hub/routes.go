@@ -46,11 +46,11 @@ func (h *Hub) routes() []route {
 	public := []auth.Kind{auth.Public}
 	browser := []auth.Kind{auth.Cookie}
 	mod := []auth.Kind{auth.Mod}
-	// The handlers, by resource, each sharing the Hub's state.
+	// The handlers, by resource, each holding the parts of the Hub it uses.
 	var (
-		sess    = sessionsAPI{h}
-		view    = viewAPI{h}
-		runs    = runnersAPI{h}
+		sess    = newSessionsAPI(h)
+		view    = newViewAPI(h)
+		runs    = newRunnersAPI(h)
 		atts    = attachmentsAPI{core: h.core, masks: h.masks}
 		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
 		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
@@ -59,7 +59,8 @@ func (h *Hub) routes() []route {
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
-		pages   = pagesAPI{h}
+		pages   = pagesAPI{core: h.core, rows: newSessionRows(h), place: newPlacer(h), runners: h.runners, masks: h.masks,
+			envs: h.envs, gateway: h.gateway}
 		notes   = notifyAPI{core: h.core, notify: h.notify}
 		gh      = triggersAPI{core: h.core, triggers: h.triggers, sessions: h.sessions}
 		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
@@ -194,6 +195,33 @@ func (h *Hub) routes() []route {
 		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
 	}
 }
+
+// The handler types and pieces that parts of the Hub call as well as the
+// route table: each is made from the Hub's parts when called, so a
+// callback given to a part made before them (the Runners' connections
+// before the Sessions) reads them once they are there, not a copy taken
+// without them.
+
+func newSessionsAPI(h *Hub) sessionsAPI {
+	return sessionsAPI{core: h.core, sessions: h.sessions, rows: newSessionRows(h), place: newPlacer(h), placing: &h.placing,
+		masks: h.masks, envs: h.envs, gateway: h.gateway, pulls: h.pulls}
+}
+
+func newViewAPI(h *Hub) viewAPI {
+	return viewAPI{core: h.core, web: h.web, sessions: h.sessions, rows: newSessionRows(h), runners: h.runners, masks: h.masks,
+		forward: h.forward, life: h.life}
+}
+
+func newRunnersAPI(h *Hub) runnersAPI {
+	return runnersAPI{core: h.core, runners: h.runners, sessions: h.sessions, place: newPlacer(h), pulls: h.pulls, masks: h.masks,
+		tokens: h.tokens, credentials: h.sessionCredentials}
+}
+
+func newSessionRows(h *Hub) sessionRows {
+	return sessionRows{core: h.core, sessions: h.sessions, pulls: h.pulls, masks: h.masks}
+}
+
+func newPlacer(h *Hub) placer { return placer{store: h.store, runners: h.runners, envs: h.envs} }
 
 // muxOf registers routes, refusing a route without a credential.
 func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {

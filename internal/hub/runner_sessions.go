@@ -15,7 +15,7 @@ import (
 // handleSessions registers what a Runner may send about its Sessions. Each
 // handler answers only for a Session on that Runner, and only after hello.
 func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := h.ownSession(rc, welcomed)
+	own := ownSession(h.store, rc, welcomed)
 	// runnable decodes a request about a Session this Runner may run now:
 	// starting or awake, its Creator a Member, and the Runner one they may
 	// use, asked now rather than at connect, so a Runner unshared since, or
@@ -58,18 +58,7 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, err
 		}
-		tok, err := h.claudeToken(ctx, s.CreatorID)
-		if err != nil {
-			return nil, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
-		}
-		vars, dropped, err := h.sessionVariables(ctx, s)
-		if err != nil {
-			return nil, err
-		}
-		if len(dropped) > 0 {
-			h.noteDropped(ctx, s.ID, dropped)
-		}
-		return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
+		return h.credentials(ctx, s)
 	})
 
 	rc.Conn.Handle(protocol.TypeSessionEvents, true, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -104,7 +93,7 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 // ownSession returns a decoder of a Runner's message about a Session of its
 // own: it refuses one before hello, a malformed body, and a Session on
 // another Runner (as if it didn't exist).
-func (h runnersAPI) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+func ownSession(st *store.Store, rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 	return func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 		select {
 		case <-welcomed:
@@ -114,7 +103,7 @@ func (h runnersAPI) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(
 		if err := json.Unmarshal(body, v); err != nil {
 			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
 		}
-		s, err := h.store.SessionByID(ctx, id())
+		s, err := st.SessionByID(ctx, id())
 		if err != nil || s.RunnerID != rc.Runner.ID {
 			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
 		}
@@ -124,8 +113,8 @@ func (h runnersAPI) ownSession(rc *runners.Conn, welcomed <-chan struct{}) func(
 
 // handleLive registers what a Runner sends for the web UI: a Session's
 // open ports and its terminal's frames.
-func (h runnersAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := h.ownSession(rc, welcomed)
+func (h viewAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
+	own := ownSession(h.store, rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionPorts
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })
@@ -135,7 +124,7 @@ func (h runnersAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 		if len(req.Ports) > maxPorts {
 			return nil, fmt.Errorf("%d ports: at most %d are listed: %w", len(req.Ports), maxPorts, errdefs.ErrInvalid)
 		}
-		viewAPI{h.Hub}.sessionPorts(ctx, rc, s, req.Ports)
+		h.sessionPorts(ctx, rc, s, req.Ports)
 		return nil, nil
 	})
 	rc.Conn.Handle(protocol.TypeTerminalFrame, true, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -150,7 +139,7 @@ func (h runnersAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
 		}
 		// Frames go only to a terminal opened on this connection
 		// (terminalFrame checks), so no store read is needed per frame.
-		viewAPI{h.Hub}.terminalFrame(rc, f)
+		h.terminalFrame(rc, f)
 		return nil, nil
 	})
 }

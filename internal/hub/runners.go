@@ -8,15 +8,29 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
 // runnersAPI serves the Runner endpoint and what a Runner may send about its
 // Sessions and their tokens (runners.go, runner_sessions.go,
-// sandboxtokens.go), and a person's Runner routes. It shares the Hub's state and helpers.
-type runnersAPI struct{ *Hub }
+// sandboxtokens.go), and a person's Runner routes.
+type runnersAPI struct {
+	core
+	runners  *runners.Conns
+	sessions *session.Owner
+	place    placer
+	pulls    *pulls.Tracker
+	masks    *masks.Sets
+	tokens   *masks.Tokens
+	// credentials is the Hub's sessionCredentials: a Session's setup
+	// token and Variables, opened.
+	credentials func(ctx context.Context, s store.Session) (protocol.SessionCredentials, error)
+}
 
 // runnerConnect is where a Runner connects (runners.Conns.Serve).
 func (h runnersAPI) runnerConnect(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -32,24 +46,24 @@ func (h runnersAPI) runnerStream(w http.ResponseWriter, r *http.Request, p Princ
 }
 
 // handleRunner registers what a Runner may send on a new connection.
-func (h runnersAPI) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
-	h.handleSessions(rc, welcomed)
-	h.handleLive(rc, welcomed)
+func (h *Hub) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
+	newRunnersAPI(h).handleSessions(rc, welcomed)
+	newViewAPI(h).handleLive(rc, welcomed)
 	h.handleAttachments(rc, welcomed)
 	h.handleEnvironments(rc, welcomed)
 }
 
-// runnerGone drops what the Hub held for a Runner's connection once it
+// runnerLeft drops what the Hub held for a Runner's connection once it
 // ended, and, if it was the Runner's current one, tells the Owner.
-func (h runnersAPI) runnerLeft(rc *runners.Conn, current bool) {
-	viewAPI{h.Hub}.runnerGone(rc)
+func (h *Hub) runnerLeft(rc *runners.Conn, current bool) {
+	newViewAPI(h).runnerGone(rc)
 	if current {
 		h.sessions.RunnerGone(h.life.Context(), rc.Runner.ID)
 	}
 }
 
 func (h runnersAPI) listRunners(w http.ResponseWriter, r *http.Request, p Principal) {
-	out, err := h.runnerStatuses(r.Context(), p)
+	out, err := h.place.runnerStatuses(r.Context(), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -59,7 +73,7 @@ func (h runnersAPI) listRunners(w http.ResponseWriter, r *http.Request, p Princi
 
 // runnerStatuses lists the live Runners as p sees them: whose each is,
 // whether p may use it, and a connected one's backend, load and capacity.
-func (h runnersAPI) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
+func (h placer) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
 	rs, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +86,7 @@ func (h runnersAPI) runnerStatuses(ctx context.Context, p Principal) ([]api.Runn
 	for _, m := range ms {
 		logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
 	}
-	loads, err := sessionsAPI{h.Hub}.loads(ctx)
+	loads, err := h.loads(ctx)
 	if err != nil {
 		return nil, err
 	}

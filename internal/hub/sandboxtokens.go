@@ -14,7 +14,7 @@ import (
 // repoToken mints a token of the Hub's GitHub App for a Session's Repo
 // alone, with perms: fresh for each request, never cached or shared. It
 // returns ErrNotFound without the App or with the App not on the Repo.
-func (h runnersAPI) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
+func (h core) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
 	gh := h.guard.gh
 	if gh == nil || !gh.HasApp() {
 		return protocol.GitHubToken{}, fmt.Errorf("this Hub has no GitHub App (GITHUB_APP_ID): %w", errdefs.ErrNotFound)

@@ -12,25 +12,51 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/placement"
+	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
 )
 
 // sessionsAPI serves a person's Session routes: start, list, show, the queue, life moves,
 // renames and the Sessions list's socket (sessions.go, sleep.go, update.go,
-// list.go); every change goes to the Session Owner. It shares the Hub's state and helpers.
-type sessionsAPI struct{ *Hub }
+// list.go); every change goes to the Session Owner.
+type sessionsAPI struct {
+	core
+	sessions *session.Owner
+	rows     sessionRows
+	place    placer
+	placing  *sync.Mutex // the Hub's: held from picking a new Session's Runner until it is stored
+	masks    *masks.Sets
+	envs     *environment.Service
+	gateway  *gateway.Gateway
+	pulls    *pulls.Tracker
+}
+
+// placer knows which Runners a Creator may use and how loaded each is: it
+// picks a new Session's Runner, and shows the Runners as a person sees
+// them. The Session, Runner and page handlers and an Environment's Test
+// build hold it alike.
+type placer struct {
+	store   *store.Store
+	runners *runners.Conns
+	envs    *environment.Service
+}
 
 // offer is the models a Session of creator may run: what every connected
 // Runner they may use takes (claude.Common); nothing while none is.
-func (h sessionsAPI) offer(ctx context.Context, creator store.User) (claude.Table, error) {
+func (h placer) offer(ctx context.Context, creator store.User) (claude.Table, error) {
 	paired, err := h.store.Runners(ctx)
 	if err != nil {
 		return claude.Table{}, err
@@ -47,7 +73,7 @@ func (h sessionsAPI) offer(ctx context.Context, creator store.User) (claude.Tabl
 
 // models answers the offer to the person asking.
 func (h sessionsAPI) models(w http.ResponseWriter, r *http.Request, p Principal) {
-	offer, err := h.offer(r.Context(), p.User)
+	offer, err := h.place.offer(r.Context(), p.User)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -59,7 +85,7 @@ func (h sessionsAPI) models(w http.ResponseWriter, r *http.Request, p Principal)
 // all offer, naming what they offer: a Session on it would fail its
 // first Turn.
 func (h sessionsAPI) checkModel(ctx context.Context, creator store.User, model, effort string) error {
-	offer, err := h.offer(ctx, creator)
+	offer, err := h.place.offer(ctx, creator)
 	if err != nil {
 		return err
 	}
@@ -180,7 +206,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 		knownRepo, err = h.repoIDOf(ctx, req.Repo)
 	}
 	if err == nil {
-		rc, err = h.pickRunner(ctx, p.User, req.Runner, knownRepo)
+		rc, err = h.place.pickRunner(ctx, p.User, req.Runner, knownRepo)
 	}
 	var repo store.Repo
 	if err == nil {
@@ -204,7 +230,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 // credentials. Runner names are no secret (every Member sees them on the
 // Runners page), so one named that is not theirs is refused as such, not
 // as missing.
-func (h sessionsAPI) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
+func (h placer) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
 	paired, err := h.store.Runners(ctx)
 	if err != nil {
 		return nil, err
@@ -279,7 +305,7 @@ func (l runnerLoads) of(rc *runners.Conn) placement.Runner {
 
 // loads reads the running (Starting or Active) Sessions and what each asks:
 // its Repo's current Environment's reservation.
-func (h sessionsAPI) loads(ctx context.Context) (runnerLoads, error) {
+func (h placer) loads(ctx context.Context) (runnerLoads, error) {
 	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
 	if err != nil {
 		return nil, err
@@ -332,7 +358,7 @@ func (h sessionsAPI) writeSession(w http.ResponseWriter, r *http.Request, s stor
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	v, err := h.sessionView(r.Context(), s, q)
+	v, err := h.rows.view(r.Context(), s, q)
 	if err == nil {
 		v.EnvironmentVersion, v.EnvironmentWaiting, err = h.envs.OfSession(r.Context(), s.ID, s.RepoID)
 	}
@@ -370,11 +396,11 @@ func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) 
 	}
 	rows := []api.Session{}
 	for _, s := range h.visibleSessions(ctx, p, ss) {
-		if a := h.apiSessionNow(s); q.match(a) {
+		if a := h.rows.now(s); q.match(a) {
 			rows = append(rows, a)
 		}
 	}
-	return h.listRows(ctx, rows), nil
+	return h.rows.list(ctx, rows), nil
 }
 
 func (h sessionsAPI) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -470,7 +496,7 @@ func (h sessionsAPI) stopTurn(w http.ResponseWriter, r *http.Request, p Principa
 
 // acceptSessionSocket opens a WebSocket on a Session the person may see,
 // reading ?after=SEQ; it has answered the request when ok is false.
-func (h sessionsAPI) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
+func (h core) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
 	after, err := afterParam(r)
 	if err == nil {
 		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
@@ -543,7 +569,7 @@ func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Prin
 		b, _ := json.Marshal(m)
 		return ws.Write(ctx, websocket.MessageText, b) == nil
 	}
-	st := &sessionStream{h: h.Hub, id: s.ID, after: after, state: s.State}
+	st := &sessionStream{rows: h.rows, id: s.ID, after: after, state: s.State}
 	sendEvent := func(e store.Event) bool {
 		m, ok := st.event(ctx, e)
 		return !ok || send(m)

@@ -14,10 +14,10 @@ import (
 // once, in order, after a sequence number, and the Session with its queue
 // only when it changed.
 type sessionStream struct {
-	h     *Hub
+	rows  sessionRows
+	md    *renderCache // renders Claude's Markdown, for the Session view; nil for none
 	id    string
 	after int64              // the last Event's sequence number sent
-	html  bool               // render Claude's Markdown (the Session view)
 	last  string             // the Session as last sent, as JSON
 	state store.SessionState // its state as last sent
 }
@@ -41,8 +41,8 @@ func (st *sessionStream) event(ctx context.Context, e store.Event) (api.LiveMess
 		spent := api.SpentOf(ev.TurnUsage)
 		m.Spent = &spent
 	}
-	if st.html {
-		m.HTML = st.h.web.md.rendered(st.id, ev)
+	if st.md != nil {
+		m.HTML = st.md.rendered(st.id, ev)
 	}
 	return m, true
 }
@@ -54,7 +54,7 @@ func (st *sessionStream) attachments(ctx context.Context, text string) []api.Att
 	if !ok {
 		return nil
 	}
-	as, err := st.h.store.PromptAttachments(ctx, st.id, id)
+	as, err := st.rows.store.PromptAttachments(ctx, st.id, id)
 	if err != nil || len(as) == 0 {
 		return nil
 	}
@@ -75,7 +75,7 @@ func decodeEvent(e store.Event) (api.Event, bool) {
 // reports false when send did.
 func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool) bool {
 	for {
-		evs, err := st.h.store.Events(ctx, st.id, st.after, eventPage)
+		evs, err := st.rows.store.Events(ctx, st.id, st.after, eventPage)
 		if err != nil {
 			return false
 		}
@@ -93,18 +93,18 @@ func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool
 // session returns the Session's message if it changed since last sent,
 // and whether its state moved.
 func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved, ok bool) {
-	cur, err := st.h.store.SessionByID(ctx, st.id)
+	cur, err := st.rows.store.SessionByID(ctx, st.id)
 	if err != nil {
 		return m, false, false
 	}
-	q, err := st.h.sessions.Queue(ctx, st.id)
+	q, err := st.rows.sessions.Queue(ctx, st.id)
 	if err != nil {
 		return m, false, false
 	}
 	if q == nil {
 		q = []store.Prompt{}
 	}
-	sv, err := st.h.sessionView(ctx, cur, q)
+	sv, err := st.rows.view(ctx, cur, q)
 	if err != nil {
 		return m, false, false
 	}

@@ -142,7 +142,7 @@ func changeAutoFix(a store.AutoFix, req api.AutoFixChange) store.AutoFix {
 type triggerSessions struct{ *Hub }
 
 func (h triggerSessions) Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error) {
-	s, err := sessionsAPI{h.Hub}.start(ctx, Principal{Kind: auth.Webhook, User: creator}, api.NewSession{Repo: repoURL, Prompt: prompt}, title)
+	s, err := newSessionsAPI(h.Hub).start(ctx, Principal{Kind: auth.Webhook, User: creator}, api.NewSession{Repo: repoURL, Prompt: prompt}, title)
 	return s.ID, err
 }
 

@@ -358,6 +358,24 @@ func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []prot
 	return out, dropped, nil
 }
 
+// sessionCredentials is what a Session's Runner starts it with: its
+// Creator's setup token and the Session's Variables, opened. A Variable
+// left out is said in the Session.
+func (h *Hub) sessionCredentials(ctx context.Context, s store.Session) (protocol.SessionCredentials, error) {
+	tok, err := h.claudeToken(ctx, s.CreatorID)
+	if err != nil {
+		return protocol.SessionCredentials{}, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
+	}
+	vars, dropped, err := h.sessionVariables(ctx, s)
+	if err != nil {
+		return protocol.SessionCredentials{}, err
+	}
+	if len(dropped) > 0 {
+		h.noteDropped(ctx, s.ID, dropped)
+	}
+	return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
+}
+
 // noteDropped says in a Session that the Variables named dropped, stored
 // before such names were refused, did not reach its Sandbox.
 func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []string) {

@@ -269,18 +269,18 @@ func TestASessionTakesItsPullRequestsTitleMaskedAndCut(t *testing.T) {
 		got, _ := f.store.SessionByID(ctx, s.ID)
 		return got.Title
 	}
-	sessionsAPI{f.hub}.titleFromPull(ctx, s.ID, "Rotate "+secret+"\nnow")
+	newSessionsAPI(f.hub).titleFromPull(ctx, s.ID, "Rotate "+secret+"\nnow")
 	if got := title(); got != "Rotate "+strings.Repeat("*", len(secret))+" now" {
 		t.Fatalf("title %q, want the pull request's, masked, on one line", got)
 	}
-	sessionsAPI{f.hub}.titleFromPull(ctx, s.ID, strings.Repeat("é", maxTitle))
+	newSessionsAPI(f.hub).titleFromPull(ctx, s.ID, strings.Repeat("é", maxTitle))
 	if got := title(); len(got) > maxTitle || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
 		t.Fatalf("a long title became %q (%d bytes), want it cut to %d on a character's boundary", got, len(got), maxTitle)
 	}
 	if code, body := f.call(t, http.MethodPatch, "/api/sessions/"+s.ID, `{"title":"Named by hand"}`); code != http.StatusOK {
 		t.Fatalf("rename: %d %s", code, body)
 	}
-	sessionsAPI{f.hub}.titleFromPull(ctx, s.ID, "Another pull request")
+	newSessionsAPI(f.hub).titleFromPull(ctx, s.ID, "Another pull request")
 	if got := title(); got != "Named by hand" {
 		t.Fatalf("title %q after a rename, want the person's kept", got)
 	}

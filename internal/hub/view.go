@@ -11,12 +11,27 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/forward"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/runners"
+	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/store"
 )
 
 // viewAPI serves the Session view's socket, its terminal and its open ports
-// (view.go, terminal.go, ports.go). It shares the Hub's state and helpers.
-type viewAPI struct{ *Hub }
+// (view.go, terminal.go, ports.go), and takes what a Runner sends for them
+// (handleLive).
+type viewAPI struct {
+	core
+	web      *webState
+	sessions *session.Owner
+	rows     sessionRows
+	runners  *runners.Conns
+	masks    *masks.Sets
+	forward  *forward.Proxy
+	life     *lifetime.Group // the Hub's: a terminal's close and resync outlive the request
+}
 
 // view is one open Session view: a browser tab's WebSocket at
 // GET /api/sessions/{id}/live. The Hub sends it the Session's Events (with
@@ -73,7 +88,7 @@ const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
 func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, after, ws, ok := sessionsAPI{h.Hub}.acceptSessionSocket(w, r, p)
+	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
 	}
@@ -121,7 +136,7 @@ func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal
 
 	ch, unsubscribe := h.sessions.Subscribe(s.ID)
 	defer unsubscribe()
-	st := &sessionStream{h: h.Hub, id: s.ID, after: after, html: true, state: s.State}
+	st := &sessionStream{rows: h.rows, md: &h.web.md, id: s.ID, after: after, state: s.State}
 	refresh := func() {
 		if m, moved, ok := st.session(ctx); ok {
 			v.send(m)

@@ -5,6 +5,9 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/pulls"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -24,30 +27,41 @@ func apiRepoLimits(l store.RepoLimits) api.RepoLimits {
 	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours}
 }
 
-// apiSessionNow is a Session as the API shows it, with what it is doing now.
-func (h *Hub) apiSessionNow(s store.Session) api.Session {
+// sessionRows turns Sessions into what the API, the pages and the live
+// streams show of them: with what each is doing now, its pull requests
+// (titles masked) and what it spent. The Session handlers, the view and
+// the pages hold it alike.
+type sessionRows struct {
+	core
+	sessions *session.Owner
+	pulls    *pulls.Tracker
+	masks    *masks.Sets
+}
+
+// now is a Session as the API shows it, with what it is doing now.
+func (h sessionRows) now(s store.Session) api.Session {
 	a := apiSession(s)
 	a.Activity = h.sessions.Activity(s.ID)
 	return a
 }
 
-// sessionView is a Session with its queue, what it is doing now, the
-// branches it pushed, and what it spent.
-func (h *Hub) sessionView(ctx context.Context, s store.Session, q []store.Prompt) (api.SessionView, error) {
+// view is a Session with its queue, what it is doing now, the branches it
+// pushed, and what it spent.
+func (h sessionRows) view(ctx context.Context, s store.Session, q []store.Prompt) (api.SessionView, error) {
 	bs, err := h.branches(ctx, s.ID)
 	if err != nil {
 		return api.SessionView{}, err
 	}
 	spent, err := h.sessionSpent(ctx, s.ID)
-	a := h.apiSessionNow(s)
+	a := h.now(s)
 	a.Pull = newestPull(bs)
 	return api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
 }
 
-// listRows are Sessions as the Sessions list shows them, changed in
-// place: each with its newest pull request and what it spent, each read
-// for every row in one query rather than one a row.
-func (h *Hub) listRows(ctx context.Context, rows []api.Session) []api.Session {
+// list are Sessions as the Sessions list shows them, changed in place:
+// each with its newest pull request and what it spent, each read for every
+// row in one query rather than one a row.
+func (h sessionRows) list(ctx context.Context, rows []api.Session) []api.Session {
 	ids := make([]string, len(rows))
 	for i, a := range rows {
 		ids[i] = a.ID
@@ -74,14 +88,14 @@ func (h *Hub) listRows(ctx context.Context, rows []api.Session) []api.Session {
 // branches are the branches a Session pushed, with their pull requests.
 // A pull request's title is text of the Session's too: Claude may have
 // written it, so it is masked.
-func (h *Hub) branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
+func (h sessionRows) branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
 	bs, err := h.pulls.Branches(ctx, sessionID)
 	return h.maskPulls(ctx, sessionID, bs), err
 }
 
 // maskPulls masks the titles of the pull requests of a Session's
 // branches, in place.
-func (h *Hub) maskPulls(ctx context.Context, sessionID string, bs []api.Branch) []api.Branch {
+func (h sessionRows) maskPulls(ctx context.Context, sessionID string, bs []api.Branch) []api.Branch {
 	for i := range bs {
 		for j := range bs[i].Pulls {
 			bs[i].Pulls[j].Title = h.masks.RedactText(ctx, sessionID, bs[i].Pulls[j].Title)

@@ -26,7 +26,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		name  string
 		check func(t *testing.T, name string)
 	}{
-		{"Session", pinned(apiSession, "activity", "pull", "spent")}, // apiSessionNow adds what it is doing, listRows its pull request and what it spent
+		{"Session", pinned(apiSession, "activity", "pull", "spent")}, // sessionRows.now adds what it is doing, sessionRows.list its pull request and what it spent
 		{"Prompt", pinned(apiPrompt)},
 		{"Attachment", pinned(apiAttachment)},
 		{"Runner", pinned(apiRunner)},
