@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if code, ok := oci.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
+	if code, ok := oci.HoldSlotsIfAsked(); ok {
+		os.Exit(code)
+	}
 	// The backend turns IPv4 forwarding on for good; tests put it back.
 	fwd, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	code := m.Run()
