@@ -176,14 +176,8 @@ func putBackFromImage(ctx context.Context, rec record, d sandboxDir) error {
 // Start refuses.
 func (b *OCI) retakeSlots() map[int]bool {
 	lost := map[int]bool{}
-	entries, _ := os.ReadDir(b.slotsDir())
-	for _, e := range entries {
-		n, ok := slotFile(e.Name())
-		if !ok {
-			continue
-		}
-		var o slotOwner
-		if readJSON(b.slotPath(n), &o) != nil || o.StateDir != b.opts.StateDir || !o.exists() {
+	for n, o := range b.registry() {
+		if o.StateDir != b.opts.StateDir || !o.exists() {
 			continue
 		}
 		if err := b.slots.retake(n, o); err != nil {
@@ -196,33 +190,33 @@ func (b *OCI) retakeSlots() map[int]bool {
 
 // slotOf finds the slot a Sandbox of this backend holds, from the registry.
 func (b *OCI) slotOf(id string) int {
-	entries, _ := os.ReadDir(b.slotsDir())
-	for _, e := range entries {
-		n, ok := slotFile(e.Name())
-		if !ok {
-			continue
-		}
-		var o slotOwner
-		if readJSON(b.slotPath(n), &o) == nil && o == b.owner(id) {
+	for n, o := range b.registry() {
+		if o == b.owner(id) {
 			return n
 		}
 	}
 	return 0
 }
 
+// registry reads this HostDir's registry of slots: each slot's owner, none
+// where its file does not read.
+func (b *OCI) registry() map[int]slotOwner {
+	reg := map[int]slotOwner{}
+	entries, _ := os.ReadDir(b.slotsDir())
+	for _, e := range entries {
+		if n, ok := slotFile(e.Name()); ok {
+			var o slotOwner
+			readJSON(b.slotPath(n), &o)
+			reg[n] = o
+		}
+	}
+	return reg
+}
+
 // reconcileHost clears host-wide objects of slots no running Sandbox
 // holds, whichever backend made them. The caller holds the host lock.
 func (b *OCI) reconcileHost() error {
-	slots := map[int]bool{}
-	entries, err := os.ReadDir(b.slotsDir())
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if n, ok := slotFile(e.Name()); ok {
-			slots[n] = true
-		}
-	}
+	slots := b.registry()
 	// Slots with something on the host.
 	inUse := map[int]bool{}
 	if ns, err := os.ReadDir(netnsDir); err == nil {
@@ -269,21 +263,19 @@ func (b *OCI) reconcileHost() error {
 		}
 	}
 
-	for n := range slots {
-		var o slotOwner
-		if readJSON(b.slotPath(n), &o) != nil || !o.exists() {
+	for n, o := range slots {
+		if o == (slotOwner{}) || !o.exists() {
 			b.log.Info("freeing a slot whose sandbox no longer exists", "slot", n)
 			b.freeSlot(n, o)
 			delete(slots, n)
 		}
 	}
 	for n := range inUse {
-		var mine slotOwner
-		readJSON(b.slotPath(n), &mine)
 		// What another backend claims is its own, whatever this HostDir's
 		// registry says.
+		mine, registered := slots[n]
 		b.slots.unclaimed(n, mine, func() {
-			if !slots[n] || !b.slotRunning(n) {
+			if !registered || !b.slotRunning(n) {
 				b.tearDownSlot(n, cgroups)
 			}
 		})
