@@ -49,6 +49,11 @@ type Options struct {
 	// above it must be traversable by all (o+x); it is made 0711, the rest
 	// inside it 0700. Default /var/lib/kndl/oci.
 	HostDir string
+	// SlotsDir holds the host-wide claims on slots (slots.go), one for
+	// every backend on the host whatever its HostDir, so that two Runners
+	// (or two test processes) never give out one slot. Made mode 0700.
+	// Default DefaultSlotsDir (/var/lib/kndl/slots).
+	SlotsDir string
 	// Runtime is the OCI runtime: "crun" (the default) or "runsc"
 	// (gVisor, built at RunscVersion; Debian's is too old to join a
 	// Sandbox's network namespace).
@@ -108,6 +113,7 @@ type OCI struct {
 	relay   netip.AddrPort
 	fw      firewall
 	userns  usernsCache
+	slots   *hostSlots
 	// canLimitDisk says the host has what disk.go needs.
 	canLimitDisk bool
 }
@@ -121,7 +127,7 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	b := &OCI{opts: opts, log: opts.Logger.With("component", "sandbox-oci")}
+	b := &OCI{opts: opts, log: opts.Logger.With("component", "sandbox-oci"), slots: newHostSlots(opts.SlotsDir)}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("the oci sandbox backend needs root: %w", errdefs.ErrUnavailable)
 	}
@@ -219,7 +225,7 @@ func (b *OCI) makeDirs() error {
 		mode os.FileMode
 	}{
 		{b.opts.StateDir, 0o700}, {b.sandboxesDir(), 0o700}, {b.runtimeDir(), 0o700},
-		{b.opts.HostDir, 0o711}, {b.slotsDir(), 0o700}, {b.rootfsRoot(), 0o711},
+		{b.opts.HostDir, 0o711}, {b.slotsDir(), 0o700}, {b.rootfsRoot(), 0o711}, {b.opts.SlotsDir, 0o700},
 	} {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err
@@ -243,6 +249,13 @@ func (o *Options) fill() error {
 		return fmt.Errorf("sandbox host dir %q must be an absolute path: %w", o.HostDir, errdefs.ErrInvalid)
 	}
 	o.HostDir = filepath.Clean(o.HostDir)
+	if o.SlotsDir == "" {
+		o.SlotsDir = DefaultSlotsDir
+	}
+	if !filepath.IsAbs(o.SlotsDir) {
+		return fmt.Errorf("sandbox slots dir %q must be an absolute path: %w", o.SlotsDir, errdefs.ErrInvalid)
+	}
+	o.SlotsDir = filepath.Clean(o.SlotsDir)
 	if o.Runtime == "" {
 		o.Runtime = "crun"
 	}
@@ -636,7 +649,7 @@ func (b *OCI) Create(ctx context.Context, spec sandbox.Spec) (err error) {
 			unmountImages(images)
 			removeTree(string(d))
 			if u, e := b.lockHost(); e == nil {
-				b.freeSlot(slot)
+				b.freeSlot(slot, b.owner(spec.ID))
 				u()
 			}
 			err = fmt.Errorf("create sandbox %s: %w", spec.ID, err)
@@ -765,8 +778,9 @@ func (b *OCI) writeEtc(spec sandbox.Spec, slot int, d sandboxDir) error {
 	return nil
 }
 
-// allocSlot gives id the lowest free host-wide slot. The caller holds the
-// host lock.
+// allocSlot gives id the lowest slot free on the host: in the registry
+// of this HostDir and in the host-wide claims. The caller holds the host
+// lock.
 func (b *OCI) allocSlot(id string) (int, error) {
 	entries, err := os.ReadDir(b.slotsDir())
 	if err != nil {
@@ -778,17 +792,27 @@ func (b *OCI) allocSlot(id string) (int, error) {
 			used[n] = true
 		}
 	}
-	for n := 1; n <= maxSlot; n++ {
-		if !used[n] {
-			return n, writeJSON(b.slotPath(n), slotOwner{StateDir: b.opts.StateDir, ID: id})
-		}
+	n, err := b.slots.claimFirst(b.owner(id), func(n int) bool { return used[n] })
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("all %d sandbox slots on this host are taken: %w", maxSlot, errdefs.ErrUnavailable)
+	if err := writeJSON(b.slotPath(n), b.owner(id)); err != nil {
+		b.slots.release(n, b.owner(id))
+		return 0, err
+	}
+	return n, nil
 }
+
+// owner names this backend's Sandbox id as a slot's owner.
+func (b *OCI) owner(id string) slotOwner { return slotOwner{StateDir: b.opts.StateDir, ID: id} }
 
 func (b *OCI) slotPath(n int) string { return filepath.Join(b.slotsDir(), strconv.Itoa(n)+".json") }
 
-func (b *OCI) freeSlot(n int) { os.Remove(b.slotPath(n)) }
+// freeSlot takes n out of the registry and drops owner's host-wide claim.
+func (b *OCI) freeSlot(n int, owner slotOwner) {
+	os.Remove(b.slotPath(n))
+	b.slots.release(n, owner)
+}
 
 func slotFile(name string) (int, bool) {
 	s, ok := strings.CutSuffix(name, ".json")
@@ -806,6 +830,11 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		return err
 	}
 	defer unlock()
+	// Everything Start sets up is named by the slot: never while another
+	// backend's Sandbox has it.
+	if err := b.slots.retake(rec.Slot, b.owner(id)); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
 	d := b.dir(id)
 	var run runRecord
 	if readJSON(d.run(), &run) == nil {
@@ -1212,8 +1241,12 @@ func (b *OCI) removeStopped(id string, slot int) error {
 	}
 	defer unlock()
 	var owner slotOwner
-	if readJSON(b.slotPath(slot), &owner) == nil && owner == (slotOwner{b.opts.StateDir, id}) {
-		b.freeSlot(slot)
+	if readJSON(b.slotPath(slot), &owner) == nil && owner == b.owner(id) {
+		b.freeSlot(slot, owner)
+	} else {
+		// A reconcile freed it once the directory went: the claim is
+		// still this process's to drop.
+		b.slots.release(slot, b.owner(id))
 	}
 	return nil
 }

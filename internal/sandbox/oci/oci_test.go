@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if code, ok := oci.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
+	if code, ok := oci.HoldSlotsIfAsked(); ok {
+		os.Exit(code)
+	}
 	// The backend turns IPv4 forwarding on for good; tests put it back.
 	fwd, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	code := m.Run()
@@ -164,6 +167,7 @@ func TestOptions(t *testing.T) {
 		{"relative state dir", oci.Options{StateDir: "state"}, errdefs.ErrInvalid},
 		{"host dir below a closed directory", oci.Options{StateDir: state, HostDir: filepath.Join(closed, "host")}, errdefs.ErrInvalid},
 		{"relative host dir", oci.Options{StateDir: state, HostDir: "host"}, errdefs.ErrInvalid},
+		{"relative slots dir", oci.Options{StateDir: state, SlotsDir: "slots"}, errdefs.ErrInvalid},
 		{"IPv6 relay", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("::1")}, errdefs.ErrInvalid},
 		{"relay inside the pool", oci.Options{StateDir: "/x", RelayIP: netip.MustParseAddr("10.174.3.1")}, errdefs.ErrInvalid},
 		{"missing init binary", oci.Options{StateDir: "/x", InitPath: "/nonexistent"}, errdefs.ErrInvalid},

@@ -27,11 +27,14 @@ import (
 //     namespaces, veths, firewall rules and cgroups carrying the backend's
 //     names that no running Sandbox owns are removed;
 //   - slots whose owner no longer exists (its state directory deleted) are
-//     freed.
+//     freed;
+//   - the host-wide claims on this backend's Sandboxes' slots, gone with
+//     the process that held them, are taken again (retakeSlots).
 //
 // A Sandbox whose lock is held is being changed by someone else and is
-// left alone.
+// left alone, and so is whatever another backend claims.
 func (b *OCI) reconcile(ctx context.Context) error {
+	lost := b.retakeSlots()
 	entries, err := os.ReadDir(b.sandboxesDir())
 	if err != nil {
 		return err
@@ -62,10 +65,15 @@ func (b *OCI) reconcile(ctx context.Context) error {
 		}
 		var rec record
 		recErr := readJSON(d.record(), &rec)
+		if recErr != nil {
+			rec.Slot = b.slotOf(id)
+		}
+		if lost[rec.Slot] {
+			running[id] = true // another backend's Sandbox has its slot: touch nothing
+			unlock()
+			continue
+		}
 		if recErr != nil || !rec.Complete {
-			if recErr != nil {
-				rec.Slot = b.slotOf(id)
-			}
 			if err := putBackFromImage(ctx, rec, d); err != nil {
 				b.log.Error("a sandbox whose create never finished holds a kept disk; left as it is", "sandbox", id, "err", err)
 				unlock()
@@ -162,35 +170,53 @@ func putBackFromImage(ctx context.Context, rec record, d sandboxDir) error {
 	return err
 }
 
-// slotOf finds the slot a Sandbox of this backend holds, from the registry.
-func (b *OCI) slotOf(id string) int {
-	entries, _ := os.ReadDir(b.slotsDir())
-	for _, e := range entries {
-		n, ok := slotFile(e.Name())
-		if !ok {
+// retakeSlots takes again the host-wide claims on the slots of this
+// backend's Sandboxes. It returns the slots another backend's Sandbox has
+// claimed meanwhile (logged): such a Sandbox is left as it is, and its
+// Start refuses.
+func (b *OCI) retakeSlots() map[int]bool {
+	lost := map[int]bool{}
+	for n, o := range b.registry() {
+		if o.StateDir != b.opts.StateDir || !o.exists() {
 			continue
 		}
-		var o slotOwner
-		if readJSON(b.slotPath(n), &o) == nil && o == (slotOwner{b.opts.StateDir, id}) {
+		if err := b.slots.retake(n, o); err != nil {
+			b.log.Error("a sandbox's slot is claimed for another backend's sandbox too; both left as they are", "sandbox", o.ID, "slot", n, "err", err)
+			lost[n] = true
+		}
+	}
+	return lost
+}
+
+// slotOf finds the slot a Sandbox of this backend holds, from the registry.
+func (b *OCI) slotOf(id string) int {
+	for n, o := range b.registry() {
+		if o == b.owner(id) {
 			return n
 		}
 	}
 	return 0
 }
 
+// registry reads this HostDir's registry of slots: each slot's owner, none
+// where its file does not read.
+func (b *OCI) registry() map[int]slotOwner {
+	reg := map[int]slotOwner{}
+	entries, _ := os.ReadDir(b.slotsDir())
+	for _, e := range entries {
+		if n, ok := slotFile(e.Name()); ok {
+			var o slotOwner
+			readJSON(b.slotPath(n), &o)
+			reg[n] = o
+		}
+	}
+	return reg
+}
+
 // reconcileHost clears host-wide objects of slots no running Sandbox
 // holds, whichever backend made them. The caller holds the host lock.
 func (b *OCI) reconcileHost() error {
-	slots := map[int]bool{}
-	entries, err := os.ReadDir(b.slotsDir())
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if n, ok := slotFile(e.Name()); ok {
-			slots[n] = true
-		}
-	}
+	slots := b.registry()
 	// Slots with something on the host.
 	inUse := map[int]bool{}
 	if ns, err := os.ReadDir(netnsDir); err == nil {
@@ -237,32 +263,40 @@ func (b *OCI) reconcileHost() error {
 		}
 	}
 
-	for n := range slots {
-		var o slotOwner
-		if readJSON(b.slotPath(n), &o) != nil || !exists(filepath.Join(o.StateDir, "sandboxes", o.ID, "sandbox.json")) {
+	for n, o := range slots {
+		if o == (slotOwner{}) || !o.exists() {
 			b.log.Info("freeing a slot whose sandbox no longer exists", "slot", n)
-			b.freeSlot(n)
+			b.freeSlot(n, o)
 			delete(slots, n)
 		}
 	}
 	for n := range inUse {
-		if slots[n] && b.slotRunning(n) {
-			continue
-		}
-		b.log.Info("tearing down what an orphaned slot left", "slot", n)
-		if err := tearDownNetwork(n); err != nil {
-			b.log.Warn("tear down orphaned network", "slot", n, "err", err)
-		}
-		if err := b.removeRootfs(n); err != nil {
-			b.log.Warn("unmount orphaned root filesystem", "slot", n, "err", err)
-		}
-		for _, dir := range cgroups {
-			if s, ok := cgroupSlot(filepath.Base(dir)); ok && s == n {
-				unix.Rmdir(dir)
+		// What another backend claims is its own, whatever this HostDir's
+		// registry says.
+		mine, registered := slots[n]
+		b.slots.unclaimed(n, mine, func() {
+			if !registered || !b.slotRunning(n) {
+				b.tearDownSlot(n, cgroups)
 			}
-		}
+		})
 	}
 	return nil
+}
+
+// tearDownSlot removes what orphaned slot n left on the host.
+func (b *OCI) tearDownSlot(n int, cgroups []string) {
+	b.log.Info("tearing down what an orphaned slot left", "slot", n)
+	if err := tearDownNetwork(n); err != nil {
+		b.log.Warn("tear down orphaned network", "slot", n, "err", err)
+	}
+	if err := b.removeRootfs(n); err != nil {
+		b.log.Warn("unmount orphaned root filesystem", "slot", n, "err", err)
+	}
+	for _, dir := range cgroups {
+		if s, ok := cgroupSlot(filepath.Base(dir)); ok && s == n {
+			unix.Rmdir(dir)
+		}
+	}
 }
 
 // slotRunning reports whether slot n's owner runs, or is busy being

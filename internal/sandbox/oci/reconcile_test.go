@@ -123,10 +123,22 @@ func testReconcile(t *testing.T, base string, opts Options) {
 		}
 	}
 
+	// The Runner is killed: its claims on slots go with it.
+	var aliveRec record
+	readJSON(b.dir("alive").record(), &aliveRec)
+	for n, h := range b.slots.held {
+		h.f.Close()
+		delete(b.slots.held, n)
+	}
+
 	if _, err := New(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 
+	if f, err := lockFile(b.slots.path(aliveRec.Slot), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		f.Close()
+		t.Error("the restarted backend did not take the running Sandbox's slot again")
+	}
 	if exists(string(half)) || exists(b.slotPath(halfSlot)) {
 		t.Error("the unfinished Create's directory or slot is still there")
 	}
@@ -280,5 +292,58 @@ func TestFirewallComesBack(t *testing.T) {
 	}
 	if !firewallExists() {
 		t.Error("Start did not put the table back")
+	}
+}
+
+// TestABackendOverAnotherHostDirLeavesARunningSandboxAlone: a second
+// backend on the host over a HostDir of its own (a second Runner) neither
+// tears down a running Sandbox's network as an orphan's when it starts nor
+// gives its slot to a Sandbox of its own, and both Sandboxes run side by
+// side.
+func TestABackendOverAnotherHostDirLeavesARunningSandboxAlone(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base := testkit.Rootfs(t)
+	ctx := context.Background()
+	backend := func(id string, port uint16) (*OCI, record) {
+		// The HostDir's parents must be traversable by Sandboxes' uids.
+		top := t.TempDir()
+		for _, d := range []string{filepath.Dir(top), top} {
+			os.Chmod(d, 0o711)
+		}
+		b, err := New(ctx, Options{StateDir: filepath.Join(top, "state"), HostDir: filepath.Join(top, "host"), RelayPort: port, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Remove(ctx, id) })
+		if err := b.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		var rec record
+		readJSON(b.dir(id).record(), &rec)
+		return b, rec
+	}
+	first, firstRec := backend("first", 7393)
+	second, secondRec := backend("second", 7395)
+	if firstRec.Slot == secondRec.Slot {
+		t.Errorf("both Sandboxes were given slot %d", firstRec.Slot)
+	}
+	for _, s := range []struct {
+		b   *OCI
+		id  string
+		rec record
+	}{{first, "first", firstRec}, {second, "second", secondRec}} {
+		st, err := s.b.Status(ctx, s.id)
+		if err != nil || st.State != sandbox.StateRunning {
+			t.Errorf("%s: got %+v, %v; want it running", s.id, st, err)
+		}
+		rules, _ := relayRules()
+		if !exists(netnsPath(s.rec.Slot)) || !linkExists(vethName(s.rec.Slot)) || len(rules[vethName(s.rec.Slot)]) == 0 {
+			t.Errorf("%s's network (slot %d) is gone: namespace %v, veth %v, relay rules %d", s.id, s.rec.Slot,
+				exists(netnsPath(s.rec.Slot)), linkExists(vethName(s.rec.Slot)), len(rules[vethName(s.rec.Slot)]))
+		}
 	}
 }

@@ -34,6 +34,8 @@ import (
 //	    bundle/config.json           the runtime's config
 //	<HostDir>/lock                   flock for host-wide changes
 //	<HostDir>/slots/<n>.json         who owns slot n (see network.go)
+//	<SlotsDir>/<n>.lock              the host-wide claim on slot n, held
+//	                                 with flock by its owner (slots.go)
 //	<HostDir>/rootfs/<n>/            where slot n's root filesystem is mounted
 //	                                 while it runs
 
@@ -101,6 +103,15 @@ func readJSON(path string, v any) error {
 // LOCK_NB to fail instead of waiting. Locks on separate opens conflict even
 // within one process, so the same lock guards goroutines and processes.
 func flock(path string, how int) (unlock func(), err error) {
+	f, err := lockFile(path, how)
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// lockFile is flock for a holder that keeps the file: closing it unlocks.
+func lockFile(path string, how int) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
@@ -115,7 +126,7 @@ func flock(path string, how int) (unlock func(), err error) {
 		f.Close()
 		return nil, err
 	}
-	return func() { f.Close() }, nil
+	return f, nil
 }
 
 // processStartTime is field 22 of /proc/PID/stat, in clock ticks since boot.
