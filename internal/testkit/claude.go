@@ -178,6 +178,13 @@ func (c *Claude) Keys(keys ...string) {
 // Screen is the visible pane, as text.
 func (c *Claude) Screen() string { return c.Tmux("capture-pane", "-p", "-t", "claude") }
 
+// CPU is the CPU Claude Code has spent so far: its own process's, and
+// that of what it ran and waited for (its shell, git, the Bash tool).
+func (c *Claude) CPU() (self, children time.Duration) {
+	c.t.Helper()
+	return ProcessCPU(strings.TrimSpace(c.Tmux("display", "-p", "-t", "claude", "#{pane_pid}")))
+}
+
 // Stop ends Claude Code as a Session's sleep does (tmux kill-session, a
 // hangup), or with kill, as SIGKILL, and waits for it to exit.
 func (c *Claude) Stop(kill bool) {

@@ -214,7 +214,7 @@ func (c cpuSpent) String() string {
 func startCPU(id string) cpuSpent {
 	c := cpuSpent{sandbox: cgroupCPU(id)}
 	for _, pid := range sandboxPids(id) {
-		self, children := procCPU(pid)
+		self, children := testkit.ProcessCPU(pid)
 		switch name := procName(pid); {
 		case name == "claude":
 			c.claude += self

@@ -807,7 +807,7 @@ func sandboxProcCPU(sessions []*loadSession, gvisor bool) map[string]time.Durati
 	}
 	for _, ls := range sessions {
 		for _, pid := range sandboxPids(ls.id) {
-			self, _ := procCPU(pid)
+			self, _ := testkit.ProcessCPU(pid)
 			out[procName(pid)] += self
 		}
 	}
@@ -829,25 +829,6 @@ func procName(pid string) string {
 		name += " " + argv[1]
 	}
 	return name
-}
-
-// procCPU is a process's CPU time (utime and stime in /proc/PID/stat) and
-// that of its children it waited for (cutime and cstime).
-func procCPU(pid string) (self, children time.Duration) {
-	st, _ := os.ReadFile("/proc/" + pid + "/stat")
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 {
-		return 0, 0
-	}
-	f := strings.Fields(string(st[i+1:])) // from field 3, state
-	if len(f) < 15 {
-		return 0, 0
-	}
-	tick := func(n int) time.Duration {
-		v, _ := strconv.ParseInt(f[n], 10, 64)
-		return time.Duration(v) * time.Second / 100 // USER_HZ
-	}
-	return tick(11) + tick(12), tick(13) + tick(14)
 }
 
 // liveViews counts the Hub's goroutines serving a Session view.
