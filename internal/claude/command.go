@@ -121,8 +121,8 @@ var (
 // whose start and Turns run much code a few times: compiling it with the
 // optimizing tiers cost more CPU than it saved. Measured on 2.1.328
 // (docs/performance.md, "What five Claude Codes spend"): from its start to
-// its first tool's result about a quarter less CPU, and eight Bash Turns
-// after it too.
+// its first tool's result up to a quarter less CPU, and less over
+// eight Bash Turns after it too.
 const jitOff = "BUN_JSC_useDFGJIT"
 
 // BashEnvScript is what Launch.BashEnv holds: Bun reads jitOff as it starts,
