@@ -51,6 +51,11 @@ type Launch struct {
 	// relay swaps for the Creator's setup token (HUB_CLAUDE_TOKEN=relay),
 	// or the token itself (sandbox). Claude Code never starts without it.
 	OAuthToken string
+	// BashEnv, when set, is a file holding BashEnvScript, as the process
+	// sees it: Claude Code then runs with its JavaScript engine's optimizing
+	// JIT off (jitOff), and sources the file ahead of each Bash command
+	// (CLAUDE_ENV_FILE), so what the model runs has it on again.
+	BashEnv string
 	// ModelEndpoint, when set, becomes ANTHROPIC_BASE_URL: every model call
 	// goes there instead of to Anthropic. It is the only way a base URL
 	// reaches Claude Code (one in Base is removed): the relay's model route,
@@ -110,6 +115,20 @@ var (
 	// passedPrefixes are git's variables a team sets for who commits.
 	passedPrefixes = []string{"GIT_AUTHOR_", "GIT_COMMITTER_"}
 )
+
+// jitOff turns off the DFG tier of Bun's JavaScriptCore, and with it the
+// FTL above it, in Claude Code's process. Claude Code is a large program
+// whose start and Turns run much code a few times: compiling it with the
+// optimizing tiers cost more CPU than it saved. Measured on 2.1.328
+// (docs/performance.md, "What five Claude Codes spend"): from its start to
+// its first tool's result up to a quarter less CPU, and less over
+// eight Bash Turns after it too.
+const jitOff = "BUN_JSC_useDFGJIT"
+
+// BashEnvScript is what Launch.BashEnv holds: Bun reads jitOff as it starts,
+// and a Bun program the model runs (a test suite, a build) should run with
+// every tier, as it would on a laptop.
+const BashEnvScript = "unset " + jitOff + "\n"
 
 // Efforts are the values --effort takes; Claude Code warns about another
 // and falls back to medium, so Command refuses it instead.
@@ -182,6 +201,10 @@ func (l Launch) Command() (argv, env []string, err error) {
 	if l.ModelEndpoint != "" {
 		over["ANTHROPIC_BASE_URL"] = l.ModelEndpoint
 	}
+	if l.BashEnv != "" {
+		over[jitOff] = "0"
+		over["CLAUDE_ENV_FILE"] = l.BashEnv
+	}
 	for k, v := range over {
 		vars[k] = v
 	}
@@ -213,6 +236,9 @@ func (l Launch) check() error {
 			return bad("plugin dir %q is not absolute", d)
 		}
 	}
+	if l.BashEnv != "" && !filepath.IsAbs(l.BashEnv) {
+		return bad("bash env file %q is not absolute", l.BashEnv)
+	}
 	if l.Model != "" && !modelRE.MatchString(l.Model) {
 		return bad("model %q is not a model name", l.Model)
 	}
@@ -237,7 +263,7 @@ func (l Launch) check() error {
 		}
 	}
 	values := slices.Concat([]string{l.Binary, l.ConfigDir, l.TZ, l.Conversation, l.Model, l.Effort,
-		l.SessionID, l.RelayURL, l.SessionToken, l.OAuthToken, l.ModelEndpoint}, l.PluginDirs, l.Base, l.Own)
+		l.SessionID, l.RelayURL, l.SessionToken, l.OAuthToken, l.ModelEndpoint, l.BashEnv}, l.PluginDirs, l.Base, l.Own)
 	for _, v := range values {
 		if strings.ContainsRune(v, 0) {
 			return bad("a value holds a NUL byte")

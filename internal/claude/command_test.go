@@ -117,6 +117,9 @@ func TestCommandEnv(t *testing.T) {
 			slices.Concat(ours[:5], []string{"CLAUDE_CONFIG_DIR=/tmp/cfg"}, ours[6:])},
 		{"last of a duplicated base key", launch(func(l *Launch) { l.Base = []string{"A=1", "A=2"} }),
 			sorted(ours, []string{"A=2"})},
+		{"with a Bash env file, the optimizing JIT off and the file Claude Code sources", launch(func(l *Launch) {
+			l.Base, l.BashEnv = []string{"BUN_JSC_useDFGJIT=1", "CLAUDE_ENV_FILE=/workspace/rc"}, "/opt/kndl/mod/3/bash-env"
+		}), sorted(ours, []string{"BUN_JSC_useDFGJIT=0", "CLAUDE_ENV_FILE=/opt/kndl/mod/3/bash-env"})},
 		{"the Runner's own over base, never kept out", launch(func(l *Launch) {
 			l.Base = []string{"npm_config_cache=/workspace/npm", "XDG_CACHE_HOME=/workspace"}
 			l.Own = []string{"npm_config_cache=/var/cache/kndl/npm", "BUN_INSTALL_CACHE_DIR=/var/cache/kndl/bun"}
@@ -143,6 +146,7 @@ func TestCommandRefusesBadInput(t *testing.T) {
 		{"no conversation", "not a lowercase UUID", func(l *Launch) { l.Conversation = "" }},
 		{"conversation not a uuid", "not a lowercase UUID", func(l *Launch) { l.Conversation = "--help" }},
 		{"relative plugin dir", "not absolute", func(l *Launch) { l.PluginDirs = []string{"mod/hub-link"} }},
+		{"relative bash env file", "not absolute", func(l *Launch) { l.BashEnv = "mod/bash-env" }},
 		{"model like a flag", "not a model name", func(l *Launch) { l.Model = "--dangerously" }},
 		{"model with a space", "not a model name", func(l *Launch) { l.Model = "opus x" }},
 		{"unknown effort", "not one of low, medium, high, xhigh, max", func(l *Launch) { l.Effort = "huge" }},

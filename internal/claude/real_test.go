@@ -226,3 +226,31 @@ func TestRealAnAtMentionedFileReachesTheModel(t *testing.T) {
 	}
 	s.checkOnlyMessages(t)
 }
+
+// Claude Code runs with its JavaScript engine's optimizing JIT off, and
+// what the model runs has it on again: the file Launch.BashEnv names is
+// sourced ahead of each Bash command.
+func TestRealClaudeCodeRunsWithoutTheOptimizingJITAndTheModelsCommandsWithIt(t *testing.T) {
+	s := newSession(t)
+	s.API.On(testkit.PromptContains("show the switch"), testkit.Bash(`echo "dfg=${BUN_JSC_useDFGJIT-unset}"`))
+	s.API.On(testkit.AfterToolResult(), testkit.Text("shown"))
+	s.Start(false)
+	pid := strings.TrimSpace(s.Tmux("display", "-p", "-t", "claude", "#{pane_pid}"))
+	environ, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(environ), "\x00"), "BUN_JSC_useDFGJIT=0") {
+		t.Errorf("Claude Code's environment lacks BUN_JSC_useDFGJIT=0")
+	}
+	s.Send("show the switch")
+	s.waitReply(t, "shown")
+	turns := s.API.Turns()
+	if len(turns) != 2 {
+		t.Fatalf("got %d model calls, want 2", len(turns))
+	}
+	results := turns[1].LastUser().ToolResults()
+	if len(results) != 1 || strings.TrimSpace(results[0].ResultText()) != "dfg=unset" {
+		t.Errorf("the Bash tool's result: got %+v, want dfg=unset", results)
+	}
+}

@@ -213,6 +213,9 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.freshMod(filepath.Join(dir, "mod"), copyName); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, "mod", copyName, bashEnvFile), []byte(claude.BashEnvScript), 0o644); err != nil {
+		return fmt.Errorf("write Claude Code's Bash environment: %w", err)
+	}
 	var installations []string
 	for _, m := range req.MCPServers {
 		installations = append(installations, m.Installation)
@@ -256,6 +259,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		RelayURL:     relayURL,
 		SessionToken: token,
 		OAuthToken:   creds.ClaudeToken,
+		BashEnv:      modDir + "/" + copyName + "/" + bashEnvFile,
 	}
 	if !creds.ClaudeTokenInSandbox {
 		// The relay holds the Creator's token while the Session is awake;
@@ -445,6 +449,10 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	}
 	return created, nil
 }
+
+// bashEnvFile is the file of a mod copy Claude Code sources ahead of each
+// Bash command (claude.Launch.BashEnv).
+const bashEnvFile = "bash-env"
 
 // loginEnvFile is the file of a Session's directory that holds its
 // Sandbox's login environment, probed after the Start script (no Variable

@@ -73,6 +73,10 @@ func NewClaude(t testing.TB, bin claude.Binary) *Claude {
 		Conversation: NewUUID()}
 	tmp := t.TempDir()
 	c.sock, c.conf = filepath.Join(tmp, "tmux.sock"), filepath.Join(tmp, "tmux.conf")
+	bashEnv := filepath.Join(tmp, "bash-env")
+	if err := os.WriteFile(bashEnv, []byte(claude.BashEnvScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A pane whose Claude Code exited stays, so a test can show why.
 	if err := os.WriteFile(c.conf, []byte("set -g remain-on-exit on\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -89,6 +93,7 @@ func NewClaude(t testing.TB, bin claude.Binary) *Claude {
 		SessionToken:  "session-token",
 		OAuthToken:    FakeToken,
 		ModelEndpoint: c.API.URL,
+		BashEnv:       bashEnv,
 	}
 	t.Cleanup(c.cleanup)
 	return c
@@ -172,6 +177,13 @@ func (c *Claude) Keys(keys ...string) {
 
 // Screen is the visible pane, as text.
 func (c *Claude) Screen() string { return c.Tmux("capture-pane", "-p", "-t", "claude") }
+
+// CPU is the CPU Claude Code has spent so far: its own process's, and
+// that of what it ran and waited for (its shell, git, the Bash tool).
+func (c *Claude) CPU() (self, children time.Duration) {
+	c.t.Helper()
+	return ProcessCPU(strings.TrimSpace(c.Tmux("display", "-p", "-t", "claude", "#{pane_pid}")))
+}
 
 // Stop ends Claude Code as a Session's sleep does (tmux kill-session, a
 // hangup), or with kill, as SIGKILL, and waits for it to exit.

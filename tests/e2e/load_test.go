@@ -774,21 +774,27 @@ func sandboxCgroup(controller, id string) string {
 }
 
 // sandboxCPU is the CPU time the Sessions' Sandboxes used so far, every
-// process in them counted, those that ended too (cpuacct.usage on v1,
-// cpu.stat's usage_usec on v2).
+// process in them counted, those that ended too.
 func sandboxCPU(sessions []*loadSession) time.Duration {
 	var sum time.Duration
 	for _, ls := range sessions {
-		if dir := sandboxCgroup("cpuacct", ls.id); dir != "" {
-			if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
-				v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				sum += time.Duration(v)
-				continue
-			}
-			sum += time.Duration(cgroupStat(filepath.Join(dir, "cpu.stat"), "usage_usec")) * time.Microsecond
-		}
+		sum += cgroupCPU(ls.id)
 	}
 	return sum
+}
+
+// cgroupCPU is the CPU time a Session's Sandbox used so far
+// (cpuacct.usage on v1, cpu.stat's usage_usec on v2).
+func cgroupCPU(id string) time.Duration {
+	dir := sandboxCgroup("cpuacct", id)
+	if dir == "" {
+		return 0
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(v)
+	}
+	return time.Duration(cgroupStat(filepath.Join(dir, "cpu.stat"), "usage_usec")) * time.Microsecond
 }
 
 // sandboxProcCPU is the CPU time (utime and stime in /proc/PID/stat) of
@@ -800,29 +806,29 @@ func sandboxProcCPU(sessions []*loadSession, gvisor bool) map[string]time.Durati
 		return out
 	}
 	for _, ls := range sessions {
-		b, _ := os.ReadFile(filepath.Join(sandboxCgroup("memory", ls.id), "cgroup.procs"))
-		for _, pid := range strings.Fields(string(b)) {
-			cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-			argv := strings.Split(string(cmd), "\x00")
-			name := filepath.Base(argv[0])
-			if name == "kndl" && len(argv) > 1 {
-				name += " " + argv[1]
-			}
-			st, _ := os.ReadFile("/proc/" + pid + "/stat")
-			i := bytes.LastIndexByte(st, ')')
-			if i < 0 {
-				continue
-			}
-			f := strings.Fields(string(st[i+1:])) // from field 3, state
-			if len(f) < 13 {
-				continue
-			}
-			ut, _ := strconv.ParseInt(f[11], 10, 64)
-			sy, _ := strconv.ParseInt(f[12], 10, 64)
-			out[name] += time.Duration(ut+sy) * time.Second / 100 // USER_HZ
+		for _, pid := range sandboxPids(ls.id) {
+			self, _ := testkit.ProcessCPU(pid)
+			out[procName(pid)] += self
 		}
 	}
 	return out
+}
+
+// sandboxPids are the processes now in a Session's Sandbox.
+func sandboxPids(id string) []string {
+	b, _ := os.ReadFile(filepath.Join(sandboxCgroup("memory", id), "cgroup.procs"))
+	return strings.Fields(string(b))
+}
+
+// procName is a process's command, with kndl's subcommand.
+func procName(pid string) string {
+	cmd, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+	argv := strings.Split(string(cmd), "\x00")
+	name := filepath.Base(argv[0])
+	if name == "kndl" && len(argv) > 1 {
+		name += " " + argv[1]
+	}
+	return name
 }
 
 // liveViews counts the Hub's goroutines serving a Session view.

@@ -100,6 +100,24 @@ func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
 	}
 }
 
+// Claude Code in its Sandbox runs with Bun's optimizing JIT off, a
+// quarter less CPU (docs/claude-code.md); the model's commands run with it
+// on, as on a laptop.
+func TestTheModelsCommandsRunWithoutClaudeCodesJITSwitch(t *testing.T) {
+	s := Start(t)
+	s.Model.On(testkit.PromptContains("show the switch"), testkit.Bash(`echo "dfg=${BUN_JSC_useDFGJIT-unset}"`))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("shown"))
+	v := s.NewSession(s.Repo(), "show the switch")
+	result := s.WaitEvent(v.ID, testenv.WaitBuild, "the tool's result", kind(protocol.EventToolResult))
+	if strings.TrimSpace(result.Text) != "dfg=unset" {
+		t.Errorf("the Bash tool's result = %q, want dfg=unset", result.Text)
+	}
+	out, _ := s.Exec(v.ID, "sh", "-c", `for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = claude ] && tr '\0' '\n' < $p/environ | grep BUN_JSC; done`)
+	if strings.TrimSpace(out) != "BUN_JSC_useDFGJIT=0" {
+		t.Errorf("Claude Code's environment holds %q, want BUN_JSC_useDFGJIT=0", out)
+	}
+}
+
 func TestSecondPromptContinuesTheConversation(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("remember the word kumquat", "I will remember kumquat.")
