@@ -68,10 +68,7 @@ func (u *unpacker) apply(l v1.Layer, m *meter) error {
 		return err
 	}
 	defer dec.Close()
-	// The registry client checks a blob's digest when it reaches its end,
-	// which the tar reader may stop short of: the stream read ahead goes on
-	// to it, and its error comes last.
-	r := readAhead(io.MultiReader(dec, drain{br}))
+	r := readAhead(dec)
 	defer r.Close()
 	u.seen = map[string]bool{}
 	u.parents = map[string]string{}
@@ -92,6 +89,8 @@ func (u *unpacker) apply(l v1.Layer, m *meter) error {
 			return fmt.Errorf("%s: %w", hdr.Name, err)
 		}
 	}
+	// The registry client checks a blob's digest when it reaches its end,
+	// which the tar reader may stop short of.
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return classify(err)
 	}
@@ -457,17 +456,6 @@ func decompress(br *bufio.Reader) (io.ReadCloser, error) {
 		return r.IOReadCloser(), nil
 	}
 	return io.NopCloser(br), nil
-}
-
-// drain reads what is left of r to its end and gives no bytes: the end of a
-// stream whose last bytes matter only for what reading them checks.
-type drain struct{ r io.Reader }
-
-func (d drain) Read([]byte) (int, error) {
-	if _, err := io.Copy(io.Discard, d.r); err != nil {
-		return 0, err
-	}
-	return 0, io.EOF
 }
 
 // counter feeds the bytes read to a meter.
