@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -203,13 +204,21 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	later := spoolLayers(ctx, layers[1:], tmp, meter)
+	defer func() {
+		cancel()
+		for _, s := range later {
+			<-s.done
+		}
+	}()
 	u := newUnpacker(rootfs)
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		meter.p.Layer = i + 1
-		if err := u.apply(l, meter); err != nil {
+		meter.unpacking(i + 1)
+		if err := u.applyLayer(i, l, later, meter); err != nil {
 			digest, _ := l.Digest()
 			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), digest, err)
 		}
@@ -318,14 +327,18 @@ func lock(ctx context.Context, path string) (unlock func(), err error) {
 	}
 }
 
-// meter counts downloaded bytes and reports them at most once a second.
+// meter counts downloaded bytes, from several downloads at once, and
+// reports them at most once a second.
 type meter struct {
+	mu   sync.Mutex
 	fn   func(Progress)
 	p    Progress
 	last time.Time
 }
 
 func (m *meter) add(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.p.Done += int64(n)
 	if m.fn != nil && time.Since(m.last) >= time.Second {
 		m.last = time.Now()
@@ -333,7 +346,16 @@ func (m *meter) add(n int) {
 	}
 }
 
+// unpacking says which layer is being unpacked.
+func (m *meter) unpacking(layer int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.p.Layer = layer
+}
+
 func (m *meter) done() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.fn != nil {
 		m.fn(m.p)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -283,5 +286,66 @@ func TestAPullUsesNoneOfTheHostsRegistryCredentialsUnlessGivenThem(t *testing.T)
 	}
 	if _, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback, Keychain: authn.DefaultKeychain}); err != nil {
 		t.Fatalf("a Pull with the host's keychain: %v", err)
+	}
+}
+
+// TestTheLaterLayersDownloadWhileTheFirstIsUnpacked: the registry holds
+// back the end of the first layer until the last has been asked for, as a
+// slow download would; a pull that fetched layers one after another would
+// wait the whole hold. Layers still apply in order: the last one's
+// whiteout removes the first one's file.
+func TestTheLaterLayersDownloadWhileTheFirstIsUnpacked(t *testing.T) {
+	const hold = 10 * time.Second
+	img := image(t,
+		[]entry{file("a", "a"), file("gone", "g")},
+		[]entry{file("b", "b")},
+		[]entry{file("c", "c"), file(".wh.gone", "")},
+	)
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := layers[0].Digest()
+	last, _ := layers[2].Digest()
+	lastAsked := make(chan struct{})
+	var once sync.Once
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch {
+		case req.Method != http.MethodGet:
+		case strings.HasSuffix(req.URL.Path, "/blobs/"+last.String()):
+			once.Do(func() { close(lastAsked) })
+		case strings.HasSuffix(req.URL.Path, "/blobs/"+first.String()):
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			maps.Copy(w.Header(), rec.Header())
+			w.WriteHeader(rec.Code)
+			body := rec.Body.Bytes()
+			w.Write(body[:len(body)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-lastAsked:
+			case <-time.After(hold):
+			}
+			w.Write(body[len(body)/2:])
+			return
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/layered:v1"
+	if err := remote.Write(mustRef(t, ref), img); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	pulled, err := ociimage.Pull(context.Background(), ref, t.TempDir(), ociimage.Options{Transport: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= hold {
+		t.Errorf("the pull took %v: the last layer was asked for only after the first was whole", took)
+	}
+	if got, want := names(t, pulled.Rootfs), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("got %v in the root filesystem, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,14 +56,30 @@ func newUnpacker(root string) *unpacker {
 	return &unpacker{root: root, owned: os.Geteuid() == 0, buf: make([]byte, 1<<16)}
 }
 
-// apply unpacks one layer on top of the tree.
-func (u *unpacker) apply(l v1.Layer, m *meter) error {
-	rc, err := l.Compressed()
-	if err != nil {
-		return classify(err)
+// applyLayer unpacks layers[i], the first as it downloads, a later one from
+// its spool, which it then removes.
+func (u *unpacker) applyLayer(i int, l v1.Layer, later []*spool, m *meter) error {
+	if i == 0 {
+		rc, err := l.Compressed()
+		if err != nil {
+			return classify(err)
+		}
+		defer rc.Close()
+		return u.apply(&counter{r: rc, m: m})
 	}
+	s := later[i-1]
+	rc, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(s.path)
 	defer rc.Close()
-	br := bufio.NewReaderSize(&counter{r: rc, m: m}, 1<<16)
+	return u.apply(rc)
+}
+
+// apply unpacks one layer's compressed tar on top of the tree.
+func (u *unpacker) apply(compressed io.Reader) error {
+	br := bufio.NewReaderSize(compressed, 1<<16)
 	dec, err := decompress(br)
 	if err != nil {
 		return err
@@ -458,13 +475,18 @@ func decompress(br *bufio.Reader) (io.ReadCloser, error) {
 	return io.NopCloser(br), nil
 }
 
-// counter feeds the bytes read to a meter.
+// counter feeds the bytes read to a meter, and stops reading once its
+// context, if it has one, is done.
 type counter struct {
-	r io.Reader
-	m *meter
+	r   io.Reader
+	m   *meter
+	ctx context.Context
 }
 
 func (c *counter) Read(b []byte) (int, error) {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		return 0, c.ctx.Err()
+	}
 	n, err := c.r.Read(b)
 	c.m.add(n)
 	return n, err
