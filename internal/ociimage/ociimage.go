@@ -52,11 +52,17 @@ type Options struct {
 // Progress reports a download in compressed bytes of the whole image.
 type Progress struct {
 	Ref           string
-	Layer, Layers int // the layer being fetched, from 1
+	Layer, Layers int // the layer being unpacked, from 1
 	Done, Total   int64
+	// Took is set in the last report: the whole pull, from the first
+	// layer asked for to the tree on disk.
+	Took time.Duration
 }
 
 func (p Progress) String() string {
+	if p.Took > 0 {
+		return fmt.Sprintf("pulled %s: %.1f MB, unpacked in %v", p.Ref, float64(p.Total)/1e6, p.Took.Round(100*time.Millisecond))
+	}
 	return fmt.Sprintf("pulling %s: %.1f/%.1f MB", p.Ref, float64(p.Done)/1e6, float64(p.Total)/1e6)
 }
 
@@ -192,7 +198,7 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 	if err != nil {
 		return classify(err)
 	}
-	meter := &meter{fn: progress, p: Progress{Ref: ref, Layers: len(layers)}, last: time.Now()}
+	meter := &meter{fn: progress, p: Progress{Ref: ref, Layers: len(layers)}, start: time.Now(), last: time.Now()}
 	for _, l := range layers {
 		size, err := l.Size()
 		if err != nil {
@@ -223,7 +229,6 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), digest, err)
 		}
 	}
-	meter.done()
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), raw, 0o644); err != nil {
 		return err
 	}
@@ -232,7 +237,11 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 		return err
 	}
 	defer d.Close()
-	return unix.Syncfs(int(d.Fd()))
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return err
+	}
+	meter.done()
+	return nil
 }
 
 // open returns the image pulled into dir under digest, if it is complete.
@@ -330,10 +339,10 @@ func lock(ctx context.Context, path string) (unlock func(), err error) {
 // meter counts downloaded bytes, from several downloads at once, and
 // reports them at most once a second.
 type meter struct {
-	mu   sync.Mutex
-	fn   func(Progress)
-	p    Progress
-	last time.Time
+	mu          sync.Mutex
+	fn          func(Progress)
+	p           Progress
+	start, last time.Time
 }
 
 func (m *meter) add(n int) {
@@ -356,6 +365,7 @@ func (m *meter) unpacking(layer int) {
 func (m *meter) done() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.p.Took = time.Since(m.start)
 	if m.fn != nil {
 		m.fn(m.p)
 	}

@@ -196,7 +196,7 @@ func TestPullTestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	t.Logf("pulled %s in %v: %s", ref, took, reports[len(reports)-1])
+	t.Logf("%s (Pull returned in %v)", reports[len(reports)-1], took)
 	for _, p := range []string{"usr/bin/tmux", "usr/bin/git", "usr/bin/bash", "etc/ssl/certs"} {
 		if _, err := os.Stat(filepath.Join(img.Rootfs, p)); err != nil {
 			t.Errorf("pulled test image lacks %s: %v", p, err)
@@ -209,8 +209,11 @@ func TestPullTestImage(t *testing.T) {
 		t.Errorf("got config %+v, want the test image's PATH and bash", img.Config)
 	}
 	last := reports[len(reports)-1]
-	if last.Done != last.Total || last.Total == 0 || last.Layers != 1 {
-		t.Errorf("last progress report: got %+v, want all of one layer done", last)
+	if last.Done != last.Total || last.Total == 0 || last.Layers != 1 || last.Took <= 0 || last.Took > took {
+		t.Errorf("last progress report: got %+v, want all of one layer done and the time it took", last)
+	}
+	if got := last.String(); !strings.HasPrefix(got, "pulled "+ref+": ") || !strings.Contains(got, " MB, unpacked in ") {
+		t.Errorf("last progress line: got %q, want the image pulled, its size and the time it took", got)
 	}
 	if max := int(took/time.Second) + 2; len(reports) > max {
 		t.Errorf("got %d progress reports in %v, want at most %d", len(reports), took, max)
