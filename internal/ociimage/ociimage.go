@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -51,11 +52,17 @@ type Options struct {
 // Progress reports a download in compressed bytes of the whole image.
 type Progress struct {
 	Ref           string
-	Layer, Layers int // the layer being fetched, from 1
+	Layer, Layers int // the layer being unpacked, from 1
 	Done, Total   int64
+	// Took is set in the last report: the whole pull, from the first
+	// layer asked for to the tree on disk.
+	Took time.Duration
 }
 
 func (p Progress) String() string {
+	if p.Took > 0 {
+		return fmt.Sprintf("pulled %s: %.1f MB, unpacked in %v", p.Ref, float64(p.Total)/1e6, p.Took.Round(100*time.Millisecond))
+	}
 	return fmt.Sprintf("pulling %s: %.1f/%.1f MB", p.Ref, float64(p.Done)/1e6, float64(p.Total)/1e6)
 }
 
@@ -191,7 +198,7 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 	if err != nil {
 		return classify(err)
 	}
-	meter := &meter{fn: progress, p: Progress{Ref: ref, Layers: len(layers)}, last: time.Now()}
+	meter := &meter{fn: progress, p: Progress{Ref: ref, Layers: len(layers)}, start: time.Now(), last: time.Now()}
 	for _, l := range layers {
 		size, err := l.Size()
 		if err != nil {
@@ -203,18 +210,25 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 	if err := os.MkdirAll(rootfs, 0o755); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	later := spoolLayers(ctx, layers[1:], tmp, meter)
+	defer func() {
+		cancel()
+		for _, s := range later {
+			<-s.done
+		}
+	}()
 	u := newUnpacker(rootfs)
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		meter.p.Layer = i + 1
-		if err := u.apply(l, meter); err != nil {
+		meter.unpacking(i + 1)
+		if err := u.applyLayer(i, l, later, meter); err != nil {
 			digest, _ := l.Digest()
 			return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), digest, err)
 		}
 	}
-	meter.done()
 	if err := os.WriteFile(filepath.Join(tmp, "config.json"), raw, 0o644); err != nil {
 		return err
 	}
@@ -223,7 +237,11 @@ func unpackImage(ctx context.Context, ref string, image v1.Image, tmp string, pr
 		return err
 	}
 	defer d.Close()
-	return unix.Syncfs(int(d.Fd()))
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return err
+	}
+	meter.done()
+	return nil
 }
 
 // open returns the image pulled into dir under digest, if it is complete.
@@ -318,14 +336,18 @@ func lock(ctx context.Context, path string) (unlock func(), err error) {
 	}
 }
 
-// meter counts downloaded bytes and reports them at most once a second.
+// meter counts downloaded bytes, from several downloads at once, and
+// reports them at most once a second.
 type meter struct {
-	fn   func(Progress)
-	p    Progress
-	last time.Time
+	mu          sync.Mutex
+	fn          func(Progress)
+	p           Progress
+	start, last time.Time
 }
 
 func (m *meter) add(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.p.Done += int64(n)
 	if m.fn != nil && time.Since(m.last) >= time.Second {
 		m.last = time.Now()
@@ -333,7 +355,17 @@ func (m *meter) add(n int) {
 	}
 }
 
+// unpacking says which layer is being unpacked.
+func (m *meter) unpacking(layer int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.p.Layer = layer
+}
+
 func (m *meter) done() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.p.Took = time.Since(m.start)
 	if m.fn != nil {
 		m.fn(m.p)
 	}

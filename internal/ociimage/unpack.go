@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,27 +47,48 @@ type unpacker struct {
 	seen map[string]bool
 	// dirs get their modes and times once the layer's files are in them.
 	dirs []*tar.Header
-	buf  []byte
+	// parents maps directories of the image to the host's, while valid.
+	parents map[string]string
+	buf     []byte
 }
 
 func newUnpacker(root string) *unpacker {
 	return &unpacker{root: root, owned: os.Geteuid() == 0, buf: make([]byte, 1<<16)}
 }
 
-// apply unpacks one layer on top of the tree.
-func (u *unpacker) apply(l v1.Layer, m *meter) error {
-	rc, err := l.Compressed()
-	if err != nil {
-		return classify(err)
+// applyLayer unpacks layers[i], the first as it downloads, a later one from
+// its spool, which it then removes.
+func (u *unpacker) applyLayer(i int, l v1.Layer, later []*spool, m *meter) error {
+	if i == 0 {
+		rc, err := l.Compressed()
+		if err != nil {
+			return classify(err)
+		}
+		defer rc.Close()
+		return u.apply(&counter{r: rc, m: m})
 	}
-	defer rc.Close()
-	br := bufio.NewReaderSize(&counter{r: rc, m: m}, 1<<16)
-	r, err := decompress(br)
+	s := later[i-1]
+	rc, err := s.open()
 	if err != nil {
 		return err
 	}
+	defer os.Remove(s.path)
+	defer rc.Close()
+	return u.apply(rc)
+}
+
+// apply unpacks one layer's compressed tar on top of the tree.
+func (u *unpacker) apply(compressed io.Reader) error {
+	br := bufio.NewReaderSize(compressed, 1<<16)
+	dec, err := decompress(br)
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	r := readAhead(dec)
 	defer r.Close()
 	u.seen = map[string]bool{}
+	u.parents = map[string]string{}
 	u.dirs = u.dirs[:0]
 	tr := tar.NewReader(r)
 	for {
@@ -86,7 +108,7 @@ func (u *unpacker) apply(l v1.Layer, m *meter) error {
 	}
 	// The registry client checks a blob's digest when it reaches its end,
 	// which the tar reader may stop short of.
-	if _, err := io.Copy(io.Discard, br); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		return classify(err)
 	}
 	for _, hdr := range u.dirs {
@@ -121,11 +143,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if hdr.Typeflag != tar.TypeDir {
 			return fmt.Errorf("%w: the root must be a directory", errdefs.ErrInvalid)
 		}
-		if err := u.chown(u.root, hdr); err != nil {
-			return err
-		}
-		u.dirs = append(u.dirs, hdr)
-		return nil
+		return u.dir(u.root, hdr)
 	}
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader:
@@ -136,41 +154,49 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		return nil
 	}
 
-	parent, err := u.resolve(path.Dir(rel), true)
+	parent, err := u.parent(path.Dir(rel))
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
 	p := filepath.Join(parent, base)
-	fi, err := os.Lstat(p)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	case fi.IsDir() && hdr.Typeflag == tar.TypeDir:
-		// Merge with the directory below.
-	default:
-		// An entry replaces whatever was there, and all that was under it.
-		if err := os.RemoveAll(p); err != nil {
-			return err
+	err = u.create(p, hdr, r)
+	if errors.Is(err, fs.ErrExist) {
+		fi, lerr := os.Lstat(p)
+		switch {
+		case lerr != nil:
+			return lerr
+		case fi.IsDir() && hdr.Typeflag == tar.TypeDir:
+			err = u.dir(p, hdr) // merged with the directory below
+		default:
+			// An entry replaces whatever was there, and all that was under it.
+			if err := u.remove(p); err != nil {
+				return err
+			}
+			err = u.create(p, hdr, r)
 		}
 	}
+	if err != nil {
+		return err
+	}
+	u.mark(p)
+	if hdr.Typeflag == tar.TypeDir {
+		u.parents[rel] = p
+	}
+	return nil
+}
 
+// create makes the entry at p, failing with fs.ErrExist, before it reads
+// anything of r, if something is there: most entries are new, so finding
+// out costs no stat.
+func (u *unpacker) create(p string, hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(p, 0o755); err != nil {
 			return err
 		}
-		if err := u.chown(p, hdr); err != nil {
-			return err
-		}
-		u.dirs = append(u.dirs, hdr)
+		return u.dir(p, hdr)
 	case tar.TypeReg, tar.TypeGNUSparse:
-		if err := u.file(p, hdr, r); err != nil {
-			return err
-		}
+		return u.file(p, hdr, r)
 	case tar.TypeSymlink:
 		if err := os.Symlink(hdr.Linkname, p); err != nil {
 			return err
@@ -178,9 +204,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err := u.chown(p, hdr); err != nil {
 			return err
 		}
-		if err := u.times(p, hdr); err != nil {
-			return err
-		}
+		return u.times(p, hdr)
 	case tar.TypeLink:
 		target, err := clean(hdr.Linkname)
 		if err != nil {
@@ -194,21 +218,49 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		if err != nil || fi.IsDir() {
 			return fmt.Errorf("%w: hard link to %s, which is not a file in the image", errdefs.ErrInvalid, hdr.Linkname)
 		}
-		if err := os.Link(old, p); err != nil {
-			return err
-		}
+		return os.Link(old, p)
 	case tar.TypeFifo:
 		if err := unix.Mkfifo(p, 0o600); err != nil {
 			return err
 		}
-		if err := u.meta(p, hdr); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("%w: unsupported tar entry type %q", errdefs.ErrInvalid, hdr.Typeflag)
+		return u.meta(p, hdr)
 	}
-	u.mark(p)
+	return fmt.Errorf("%w: unsupported tar entry type %q", errdefs.ErrInvalid, hdr.Typeflag)
+}
+
+// dir gives a directory its owner now and its mode and times once the
+// layer's files are in it.
+func (u *unpacker) dir(p string, hdr *tar.Header) error {
+	if err := u.chown(p, hdr); err != nil {
+		return err
+	}
+	u.dirs = append(u.dirs, hdr)
 	return nil
+}
+
+// parent resolves dir, a directory's path in the image, to the host's and
+// makes it if it is missing. A layer's entries come directory by directory,
+// so the answer is kept until something is removed, which may have been on
+// the way to it: a directory is never otherwise replaced.
+func (u *unpacker) parent(dir string) (string, error) {
+	if p, ok := u.parents[dir]; ok {
+		return p, nil
+	}
+	p, err := u.resolve(dir, true)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", err
+	}
+	u.parents[dir] = p
+	return p, nil
+}
+
+// remove takes p away with all that is under it.
+func (u *unpacker) remove(p string) error {
+	clear(u.parents)
+	return os.RemoveAll(p)
 }
 
 func (u *unpacker) file(p string, hdr *tar.Header, r io.Reader) error {
@@ -287,7 +339,7 @@ func (u *unpacker) whiteout(rel string) error {
 			if err != nil || p == d || u.seen[p] {
 				return err
 			}
-			if err := os.RemoveAll(p); err != nil {
+			if err := u.remove(p); err != nil {
 				return err
 			}
 			if e.IsDir() {
@@ -314,7 +366,7 @@ func (u *unpacker) whiteout(rel string) error {
 	if u.seen[p] {
 		return nil
 	}
-	return os.RemoveAll(p)
+	return u.remove(p)
 }
 
 // mark records that this layer wrote p, and so every directory above it.
@@ -423,13 +475,18 @@ func decompress(br *bufio.Reader) (io.ReadCloser, error) {
 	return io.NopCloser(br), nil
 }
 
-// counter feeds the bytes read to a meter.
+// counter feeds the bytes read to a meter, and stops reading once its
+// context, if it has one, is done.
 type counter struct {
-	r io.Reader
-	m *meter
+	r   io.Reader
+	m   *meter
+	ctx context.Context
 }
 
 func (c *counter) Read(b []byte) (int, error) {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		return 0, c.ctx.Err()
+	}
 	n, err := c.r.Read(b)
 	c.m.add(n)
 	return n, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,7 +27,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -360,6 +363,25 @@ func TestPullUnpacksLayers(t *testing.T) {
 			`h f 0644 0:0 "image" links=2`, "s l 0:0 -> /etc",
 		},
 	}, {
+		name: "a directory replaced by a symlink later in its layer is not written through",
+		layers: [][]entry{
+			{dir("d/"), file("d/a", "a"), sym("d", "/proc"), file("d/b", "b")},
+		},
+		want: []string{". d 0755 0:0", "d l 0:0 -> /proc", "proc d 0755 0:0", `proc/b f 0644 0:0 "b"`},
+	}, {
+		name: "a directory whited out and made a symlink in the next layer is not written through",
+		layers: [][]entry{
+			{dir("d/"), file("d/a", "a")},
+			{file(".wh.d", ""), sym("d", "/proc"), file("d/b", "b")},
+		},
+		want: []string{". d 0755 0:0", "d l 0:0 -> /proc", "proc d 0755 0:0", `proc/b f 0644 0:0 "b"`},
+	}, {
+		name: "an entry given twice in a layer is the second",
+		layers: [][]entry{
+			{file("x", "1"), file("x", "2"), dir("y/"), with(dir("y/"), 0o700, 0, 0), file("y/z", "z")},
+		},
+		want: []string{". d 0755 0:0", `x f 0644 0:0 "2"`, "y d 0700 0:0", `y/z f 0644 0:0 "z"`},
+	}, {
 		name:    "a path climbing out",
 		layers:  [][]entry{{file("a", "a"), file("../evil", "x")}},
 		wantErr: `leaves the root`,
@@ -450,4 +472,86 @@ func xattr(path, key string) (string, error) {
 		return "", err
 	}
 	return string(buf[:n]), nil
+}
+
+// TestALayerWhoseLastBytesAreNotItsDigestsIsRefused: the registry serves a
+// layer whose last byte, past the tar's end, differs from what its digest
+// says: in a gzip layer its trailer, in an uncompressed one the padding the
+// tar reader never reads. Only reading the blob to its end finds it: the
+// pull fails and leaves nothing.
+func TestALayerWhoseLastBytesAreNotItsDigestsIsRefused(t *testing.T) {
+	entries := []entry{file("a", "a"), file("b", strings.Repeat("b", 1<<20))}
+	padded := func(t testing.TB) v1.Layer {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, e := range entries {
+			h := e.Header
+			h.Size = int64(len(e.body))
+			tw.WriteHeader(&h)
+			io.WriteString(tw, e.body)
+		}
+		tw.Close()
+		buf.Write(make([]byte, 10240)) // as tar(1) pads to its records
+		return static.NewLayer(buf.Bytes(), types.DockerUncompressedLayer)
+	}
+	for _, tt := range []struct {
+		name  string
+		layer func(testing.TB) v1.Layer
+		want  string
+	}{
+		{"gzip", func(t testing.TB) v1.Layer { return layer(t, entries) }, "gzip: invalid checksum"},
+		{"uncompressed", padded, "error verifying sha256 checksum"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			img, err := mutate.AppendLayers(empty.Image, tt.layer(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := tamperingRegistry(t, img)
+			dir := t.TempDir()
+			_, err = ociimage.Pull(context.Background(), ref, dir, ociimage.Options{Transport: loopback})
+			t.Log(err)
+			if err == nil || !strings.Contains(err.Error(), "layer 1 of 1") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want the pull of layer 1 refused with %q", err, tt.want)
+			}
+			for _, n := range names(t, dir) {
+				if !strings.HasSuffix(n, ".lock") {
+					t.Errorf("a refused pull left %s behind", n)
+				}
+			}
+		})
+	}
+}
+
+// tamperingRegistry serves img with the last byte of its first layer
+// flipped, and returns its reference.
+func tamperingRegistry(t testing.TB, img v1.Image) string {
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := layers[0].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/blobs/"+digest.String()) {
+			h.ServeHTTP(w, req)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.Bytes()
+		body[len(body)-1] ^= 0xff
+		maps.Copy(w.Header(), rec.Header())
+		w.WriteHeader(rec.Code)
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/tampered:v1"
+	if err := remote.Write(mustRef(t, ref), img); err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }
