@@ -218,10 +218,13 @@ func TestANotificationIsRetriedWithBackoffUntilTheEndpointTakesIt(t *testing.T) 
 	if first.id != second.id || second.id != third.id || string(first.body) != string(third.body) {
 		t.Fatalf("the retries are not the same notification: %q %q %q", first.id, second.id, third.id)
 	}
-	if gap := second.at.Sub(first.at); gap < retry {
+	// The store keeps when a retry is due to the millisecond, cut short:
+	// a retry may come up to one early.
+	const stored = time.Millisecond
+	if gap := second.at.Sub(first.at); gap < retry-stored {
 		t.Errorf("first retry after %v, want at least %v", gap, retry)
 	}
-	if gap := third.at.Sub(second.at); gap < 2*retry {
+	if gap := third.at.Sub(second.at); gap < 2*retry-stored {
 		t.Errorf("second retry after %v, want at least %v (doubled)", gap, 2*retry)
 	}
 	ep.none(t, 3*retry)

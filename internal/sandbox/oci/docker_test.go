@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ func TestDockerInASandbox(t *testing.T) {
 	rootfs := testkit.DockerRootfs(t)
 	ctx := context.Background()
 	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	// Another backend's Sandboxes on the host (a Runner, another test
+	// process) may hold user namespaces of their own.
+	usernsBefore := usernsMounts()
 	host, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +128,25 @@ func TestDockerInASandbox(t *testing.T) {
 	if err := b.Remove(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), " /run/kndl-userns/") {
-		t.Error("a removed Docker Sandbox left its user namespace bound under /run/kndl-userns")
+	for _, m := range usernsMounts() {
+		if !slices.Contains(usernsBefore, m) {
+			t.Errorf("a removed Docker Sandbox left its user namespace bound at %s", m)
+		}
 	}
+}
+
+// usernsMounts are the user namespaces bound under /run/kndl-userns.
+func usernsMounts() []string {
+	var got []string
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/run/kndl-userns/") {
+				got = append(got, f)
+			}
+		}
+	}
+	return got
 }
 
 // TestDockerIsRefusedOnGVisor: the gvisor backend says it runs no Docker,
