@@ -176,7 +176,8 @@ func putBackFromImage(ctx context.Context, rec record, d sandboxDir) error {
 // Start refuses.
 func (b *OCI) retakeSlots() map[int]bool {
 	lost := map[int]bool{}
-	for n, o := range b.registry() {
+	reg, _ := b.registry() // unread, reconcileHost says why
+	for n, o := range reg {
 		if o.StateDir != b.opts.StateDir || !o.exists() {
 			continue
 		}
@@ -190,7 +191,8 @@ func (b *OCI) retakeSlots() map[int]bool {
 
 // slotOf finds the slot a Sandbox of this backend holds, from the registry.
 func (b *OCI) slotOf(id string) int {
-	for n, o := range b.registry() {
+	reg, _ := b.registry()
+	for n, o := range reg {
 		if o == b.owner(id) {
 			return n
 		}
@@ -200,9 +202,9 @@ func (b *OCI) slotOf(id string) int {
 
 // registry reads this HostDir's registry of slots: each slot's owner, none
 // where its file does not read.
-func (b *OCI) registry() map[int]slotOwner {
+func (b *OCI) registry() (map[int]slotOwner, error) {
 	reg := map[int]slotOwner{}
-	entries, _ := os.ReadDir(b.slotsDir())
+	entries, err := os.ReadDir(b.slotsDir())
 	for _, e := range entries {
 		if n, ok := slotFile(e.Name()); ok {
 			var o slotOwner
@@ -210,13 +212,16 @@ func (b *OCI) registry() map[int]slotOwner {
 			reg[n] = o
 		}
 	}
-	return reg
+	return reg, err
 }
 
 // reconcileHost clears host-wide objects of slots no running Sandbox
 // holds, whichever backend made them. The caller holds the host lock.
 func (b *OCI) reconcileHost() error {
-	slots := b.registry()
+	slots, err := b.registry()
+	if err != nil {
+		return err
+	}
 	// Slots with something on the host.
 	inUse := map[int]bool{}
 	if ns, err := os.ReadDir(netnsDir); err == nil {
