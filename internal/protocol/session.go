@@ -47,7 +47,9 @@ type SessionAnswer struct {
 }
 
 // SessionStart asks a Runner to start (or wake) a Session's Claude Code.
-// The reply comes once Claude Code runs, or with the error that stopped it.
+// The reply comes once Claude Code runs and the Hub has taken what the
+// Runner told of the Session before (session.events, session.exited: up to
+// 10 s), or with the error that stopped it.
 type SessionStart struct {
 	SessionID string `json:"session_id"`
 	RepoURL   string `json:"repo_url"`

@@ -55,6 +55,8 @@ type outgoing struct {
 	// sent.
 	once  string
 	first time.Time
+	// done is closed once the Hub took it (or refused it for good).
+	done chan struct{}
 }
 
 // add queues a message in its Session's lane.
@@ -69,8 +71,33 @@ func (o *outbox) add(session, typ string, body any) {
 		l = &lane{}
 		o.lanes[session] = l
 	}
-	l.queue = append(l.queue, &outgoing{typ: typ, body: body, once: rand.Text()})
+	l.queue = append(l.queue, &outgoing{typ: typ, body: body, once: rand.Text(), done: make(chan struct{})})
 	o.sendLocked(session, l)
+}
+
+// flushed waits until the Hub has taken every message of session's lane
+// queued before the call, for at most wait; past it, it logs how many still
+// wait and returns.
+func (o *outbox) flushed(ctx context.Context, session string, wait time.Duration) {
+	o.mu.Lock()
+	l := o.lanes[session]
+	var last *outgoing
+	n := 0
+	if l != nil && len(l.queue) > 0 {
+		last, n = l.queue[len(l.queue)-1], len(l.queue)
+	}
+	o.mu.Unlock()
+	if last == nil {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-last.done:
+	case <-ctx.Done():
+	case <-t.C:
+		o.log.Warn("the Hub has not taken a Session's earlier messages in time; going on", "session", session, "waiting", n, "waited", wait)
+	}
 }
 
 // start sends what waits, and from now on what comes, until ctx is done.
@@ -117,6 +144,7 @@ func (o *outbox) send(ctx context.Context, session string, l *lane) {
 			o.mu.Lock()
 			l.queue = l.queue[1:]
 			o.mu.Unlock()
+			close(m.done)
 		case ctx.Err() != nil:
 			return
 		case c.Err() != nil:

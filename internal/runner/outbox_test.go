@@ -185,3 +185,52 @@ func TestAMessageInFlightWhenTheConnectionDropsGoesOnTheNext(t *testing.T) {
 	r.setConn(hubTaking(t, tk.add))
 	testenv.Eventually(t, testenv.WaitShort, "both messages on the next connection", func() bool { return tk.are("a:1", "a:2") })
 }
+
+// TestFlushedWaitsForTheSessionsEarlierMessages: flushed returns once the
+// Hub took every message of the Session's lane queued before it (not
+// before: a start's answer waits on it, so the Hub takes a stopped Claude
+// Code's last hooks before the next run is Active), at once for a lane with
+// nothing waiting, and past its wait with a line naming the Session.
+func TestFlushedWaitsForTheSessionsEarlierMessages(t *testing.T) {
+	release := make(chan struct{})
+	var tk taken
+	c := hubTaking(t, func(m protocol.SessionEvents) {
+		if m.Events[0].Text == "held" {
+			<-release
+		}
+		tk.add(m)
+	})
+	var log testkit.Buffer
+	o := sending(t, c, testenv.WaitLong, &log)
+	ctx := context.Background()
+
+	start := time.Now()
+	o.flushed(ctx, "a", testenv.WaitLong)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("an empty lane was flushed after %s, want at once", took)
+	}
+
+	o.add("a", protocol.TypeSessionEvents, logLine("a", "1"))
+	o.add("a", protocol.TypeSessionEvents, logLine("a", "held"))
+	o.flushed(ctx, "a", 200*time.Millisecond)
+	if !strings.Contains(log.String(), "the Hub has not taken a Session's earlier messages in time; going on") || !strings.Contains(log.String(), "session=a") {
+		t.Fatalf("a flush past its wait is not logged:\n%s", log.String())
+	}
+
+	flushed := make(chan struct{})
+	go func() { o.flushed(ctx, "a", testenv.WaitLong); close(flushed) }()
+	select {
+	case <-flushed:
+		t.Fatal("flushed before the Hub took the held message")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-flushed:
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("not flushed once the Hub took the held message")
+	}
+	if !tk.are("a:1", "a:held") {
+		t.Fatalf("the Hub took %v, want a:1, a:held", tk.texts)
+	}
+}

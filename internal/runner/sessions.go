@@ -113,6 +113,14 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	r.sessions[s.id] = s
 	r.mu.Unlock()
 	err := r.launch(ctx, s, req)
+	if err == nil {
+		// What the Runner told of the Session before this start (the last
+		// hooks of a Claude Code stopped since) reaches the Hub before the
+		// Session is Active there, so the Hub takes none of it as this
+		// run's: a UserPromptSubmit taken so would hold the queue for a
+		// Turn that never runs.
+		r.out.flushed(ctx, s.id, startFlushWait)
+	}
 	if err != nil {
 		r.mu.Lock()
 		delete(r.sessions, s.id)
@@ -126,6 +134,11 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	}
 	return err
 }
+
+// startFlushWait bounds how long a start's answer waits for the Hub to
+// take the Session's earlier messages: the Hub answers in milliseconds, and
+// one that can't store them must not hold the start up.
+const startFlushWait = 10 * time.Second
 
 func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionStart) error {
 	logf := func(format string, args ...any) { r.sessionLog(s.id, fmt.Sprintf(format, args...)) }

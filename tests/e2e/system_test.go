@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -458,6 +459,10 @@ func Start(t testing.TB, opts ...Option) *System {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("system log:\n%s", logBuf.String())
+			// Grouped by stack, with the outbox's labels: what a stall waits on.
+			var g strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&g, 1)
+			t.Logf("goroutines of the test process (every System's in it):\n%s", g.String())
 		}
 		cctx := context.Background()
 		if all, err := s.Backend.List(cctx); err == nil {

@@ -193,6 +193,21 @@ type run struct {
 	// armed to stop it at its Turn time limit (limits.go).
 	turnAt time.Time
 	cut    *time.Timer
+	// busyBy is who told that the Turn which runs began; heard is when
+	// the Hub last recorded an Event of the Session. The sweep (idle.go)
+	// last looked at its queue at looked, and stallSaid is set once it has
+	// said the queue waits on this Turn.
+	busyBy        string
+	heard, looked time.Time
+	stallSaid     bool
+}
+
+// began marks a Turn begun, as src told first; call with o.mu held.
+func (r *run) began(src string) {
+	if !r.busy {
+		r.busyBy, r.stallSaid = src, false
+	}
+	r.busy, r.question, r.since = true, false, time.Now()
 }
 
 // Update is one message of a Session's live stream: a new Event, or word

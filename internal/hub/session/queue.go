@@ -257,7 +257,7 @@ func (o *queue) Accepted(id string) {
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
-		r.busy, r.question, r.since = true, false, time.Now()
+		r.began(fromHook.String())
 	}
 	o.mu.Unlock()
 	if started {
@@ -291,7 +291,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
 	started := turn && !r.busy
 	if turn {
-		r.busy, r.question, r.since = true, false, time.Now()
+		r.began(src.String())
 	}
 	if from == typing {
 		d.givenUp = 0

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // Every branch of prompt delivery, against a Runner on the real protocol.
@@ -329,5 +332,67 @@ func TestATurnThatEndsWhileItsPromptIsRecordedLetsTheNextGo(t *testing.T) {
 		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != next {
 			t.Fatalf("typed %q after round %d's Turn, want %q", d.deliver.Text, i-1, next)
 		}
+	}
+}
+
+// logged sends the Owner's log to buf as well as the test's.
+func logged(t *testing.T, buf *testkit.Buffer) func(*Options) {
+	return func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logTo{t}, buf), nil))
+	}
+}
+
+// TestAQueueLeftWaitingWithNothingOnItsWayIsSaidAndMovesOn: a prompt
+// queued that no path of the queue's sends (here, one the store has that
+// the Owner was never told of), in a Session between Turns with nothing on
+// its way, is sent by the sweep within twice DeliveryDeadline, and the log
+// says so: a queue never waits for ever on nothing.
+func TestAQueueLeftWaitingWithNothingOnItsWayIsSaidAndMovesOn(t *testing.T) {
+	var log testkit.Buffer
+	f := newFixture(t, logged(t, &log))
+	ctx := context.Background()
+	s, _ := f.active("first")
+	f.o.Accepted(s.ID)
+	f.o.TurnEnded(s.ID)
+	if _, err := f.st.EnqueuePrompt(ctx, f.o.sealPrompt(store.Prompt{SessionID: s.ID, AuthorID: f.user.ID, Text: "left behind"})); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "left behind" {
+		t.Fatalf("typed %q, want the prompt left behind", d.deliver.Text)
+	}
+	if took := time.Since(start); took > 2*f.o.opts.DeliveryDeadline+time.Second {
+		t.Errorf("sent after %s, want within about %s", took, 2*f.o.opts.DeliveryDeadline)
+	}
+	if !strings.Contains(log.String(), "a prompt waited with nothing on its way and no Turn running; sending it now") {
+		t.Fatalf("the log does not say the queue was stuck:\n%s", log.String())
+	}
+}
+
+// TestAQueueWaitingOnATurnHeardNothingOfIsSaidOnce: a Turn the Hub was
+// told began (by the Runner's reply or the hook, whichever came first) and hears
+// nothing more of holds the queue; past turnQuiet DeliveryDeadlines the log
+// says so once, naming who told of the Turn, so a stall names its cause.
+func TestAQueueWaitingOnATurnHeardNothingOfIsSaidOnce(t *testing.T) {
+	var log testkit.Buffer
+	f := newFixture(t, logged(t, &log))
+	ctx := context.Background()
+	s, _ := f.active("first")
+	f.o.Accepted(s.ID)
+	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	const said = "the queue waits for a Turn the Hub has heard nothing of"
+	testenv.Eventually(t, testenv.WaitShort, "the log says what the queue waits for", func() bool { return strings.Contains(log.String(), said) })
+	f.runner.quiet(3 * turnQuiet * f.o.opts.DeliveryDeadline) // the Turn may yet end: nothing is sent
+	if n := strings.Count(log.String(), said); n != 1 {
+		t.Errorf("said %d times, want once for the Turn", n)
+	}
+	if !strings.Contains(log.String(), `told_by="the hook"`) && !strings.Contains(log.String(), `told_by="the reply"`) {
+		t.Errorf("the log does not name who told of the Turn:\n%s", log.String())
+	}
+	f.o.TurnEnded(s.ID)
+	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "next" {
+		t.Fatalf("typed %q, want next", d.deliver.Text)
 	}
 }

@@ -56,7 +56,10 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// A Turn that ran when the Hub last heard may still run, or
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
-				o.withRun(s.ID, func(r *run) { r.ready, r.busy, r.resync, r.agents = true, open, open, agents })
+				o.withRun(s.ID, func(r *run) {
+					r.ready, r.busy, r.resync, r.agents = true, open, open, agents
+					r.busyBy, r.stallSaid = "a Turn open in the history when its Runner came back", false
+				})
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
 			case s.State == Active || s.State == Frozen:

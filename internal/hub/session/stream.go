@@ -120,6 +120,7 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 	o.mu.Lock()
 	var was, now string
 	if r := o.runs[id]; r != nil { // none once it sleeps: its notes move nothing
+		r.heard = time.Now()
 		was = r.activity()
 		ended = r.follow(evs)
 		now = r.activity()
