@@ -20,8 +20,8 @@ import (
 // chat:externalEditor): Claude Code runs $VISUAL on a file holding its input
 // and takes what the file then holds as the new input, as it is. The Runner
 // stages the prompt in the Session's mod directory, which the Sandbox sees
-// read-only, and VISUAL is `kndl claude editor`, which copies it over that
-// file. Measured on 2.1.328 (docs/claude-code.md): typed keys lose every tab
+// read-only, and VISUAL is the Runner's editor script (editorScript), which
+// copies it over that file. Measured on 2.1.328 (docs/claude-code.md): typed keys lose every tab
 // (Tab is a key), submit at a CR and compose combining marks; a bracketed
 // paste turns tabs into four spaces and CR into LF, composes combining marks
 // too, and one of over 800 UTF-16 units or 2 line breaks becomes
@@ -66,10 +66,31 @@ const (
 	pollEvery = 10 * time.Millisecond
 )
 
-// editorEnv makes `kndl claude editor` Claude Code's external editor. It
+// editorEnv makes the editor script Claude Code's external editor. It
 // goes after the Environment's Variables, so it is the one Claude Code
 // sees: delivery depends on it. Claude Code splits it at spaces.
-const editorEnv = "VISUAL=" + kndlBin + " claude editor " + modDir + "/" + stagedPrompt
+const editorEnv = "VISUAL=" + binDir + "/" + editorName + " " + modDir + "/" + stagedPrompt
+
+// editorEnvBefore is the editor of a Claude Code an earlier Runner started,
+// `kndl claude editor`, which the kndl binary still has: adopted after an
+// upgrade, it still takes prompts.
+const editorEnvBefore = "VISUAL=" + kndlBin + " claude editor " + modDir + "/" + stagedPrompt
+
+// editorName is the editor script's file in the Runner's bin/, beside kndl.
+const editorName = "editor"
+
+// editorScript is Claude Code's external editor, run at Ctrl+G as
+// `editor STAGED FILE`, FILE holding Claude Code's input: the prompt the
+// Runner staged goes over FILE byte for byte; with none staged FILE stays as
+// it is, so a person's Ctrl+G at the terminal, or a git commit that finds
+// VISUAL, changes nothing. A shell script rather than the kndl binary: each
+// prompt runs it, and on a loaded host the binary's start (about 65 ms of
+// CPU, against 5 for the script) held the prompt up for seconds.
+const editorScript = `#!/bin/sh
+# kndl's editor for Claude Code: the prompt the Runner staged in $1, if any, over $2.
+[ -e "$1" ] || exit 0
+exec cat -- "$1" > "$2"
+`
 
 // msgTypeAgain is what the Runner logs each time it types a prompt again.
 const msgTypeAgain = "Claude Code did not take the prompt; typing it again"

@@ -144,7 +144,7 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 		case "ANTHROPIC_BASE_URL":
 			base = v
 		}
-		editor = editor || kv == editorEnv
+		editor = editor || kv == editorEnv || kv == editorEnvBefore
 	}
 	if err != nil || token == "" {
 		cancel()

@@ -99,9 +99,10 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	return r, nil
 }
 
-// installBinary copies the kndl binary into the home's bin/, which every
-// Sandbox mounts read-only: the mod's hooks and the transcript follower run
-// it there.
+// installBinary copies the kndl binary, and writes the editor script,
+// into the home's bin/, which every Sandbox mounts read-only: the mod's
+// hooks and the transcript follower run kndl there, and Claude Code the
+// editor.
 func (r *Runner) installBinary() error {
 	src := r.cfg.Binary
 	if src == "" {
@@ -133,7 +134,17 @@ func (r *Runner) installBinary() error {
 	}
 	tmp.Close()
 	// Renaming over it leaves a running hook's binary untouched.
-	return os.Rename(tmp.Name(), filepath.Join(dir, "kndl"))
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, "kndl")); err != nil {
+		return err
+	}
+	script := filepath.Join(dir, "."+editorName)
+	if err := os.WriteFile(script, []byte(editorScript), 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(script, 0o755); err != nil { // whatever the umask
+		return err
+	}
+	return os.Rename(script, filepath.Join(dir, editorName))
 }
 
 // Backoff bounds between connection attempts; each wait is jittered.
