@@ -87,6 +87,13 @@ func (o *Owner) sayStall(ctx context.Context, st stall) {
 		return
 	}
 	if !st.busy {
+		o.mu.Lock()
+		r := o.runs[st.id]
+		still := r != nil && r.ready && !r.busy && !r.stopping && !r.delivery.onItsWay()
+		o.mu.Unlock()
+		if !still { // it moved while the queue was read
+			return
+		}
 		o.log.Warn("a prompt waited with nothing on its way and no Turn running; sending it now", "session", st.id, "waited", st.waiting.Round(time.Second), "queued", len(q))
 		o.dispatch(st.id)
 		return
