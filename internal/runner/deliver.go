@@ -44,8 +44,13 @@ const (
 	fillWait  = 7 * time.Second
 	fillRetry = 500 * time.Millisecond
 	// resendAfter is when an Enter the box still shows the prompt after is
-	// taken as lost, and pressed again.
+	// taken as lost, and pressed again; each time again it waits twice as
+	// long, up to resendMax. One lost is pressed again in a second; a
+	// Claude Code that is only slow (a starved host: in the full-size load
+	// test up to 17 presses a prompt, a second apart) gets fewer keys to
+	// work through.
 	resendAfter = time.Second
+	resendMax   = 4 * time.Second
 	// unheardWaitDefault is how long a prompt Claude Code's input emptied
 	// at is waited on for its UserPromptSubmit or its transcript before it
 	// is typed again (Runner.unheardWait): the input emptying is Claude Code
@@ -227,10 +232,10 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 // presses Enter once more. When the box still shows the prompt resendAfter
 // later, that Enter was lost (seen right after Claude Code started, while
 // it connected its MCP servers, and when the editor still ran), and it
-// presses Enter again. It returns why when the input emptied and nothing
+// presses Enter again, waiting longer each time. It returns why when the input emptied and nothing
 // told of the prompt for r.unheardWait: the caller types it again.
 func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command bool) error {
-	entered := time.Now()
+	entered, resend := time.Now(), resendAfter
 	confirmed := false
 	var emptied time.Time
 	for {
@@ -247,7 +252,7 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 		case editorRunning(box):
 			// An Enter pressed meanwhile is lost: pressed again as soon
 			// as the input shows the prompt.
-			entered = time.Now().Add(-resendAfter)
+			entered = time.Now().Add(-resend)
 		case blank(box) && command:
 			return nil
 		case blank(box) && emptied.IsZero():
@@ -260,13 +265,13 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 			if err := r.keys(ctx, s, "Enter"); err != nil {
 				return err
 			}
-		case time.Since(entered) >= resendAfter && holds(box, "", w.text):
-			r.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input a second after Enter")
-			entered, emptied = time.Now(), time.Time{}
+		case time.Since(entered) >= resend && holds(box, "", w.text):
+			r.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input "+resend.String()+" after Enter")
+			entered, emptied, resend = time.Now(), time.Time{}, min(2*resend, resendMax)
 			if err := r.keys(ctx, s, "Enter"); err != nil {
 				return err
 			}
-		case time.Since(entered) >= resendAfter && !holds(box, "", w.text):
+		case time.Since(entered) >= resend && !holds(box, "", w.text):
 			// The input shows something else (a person's keys): typed
 			// again from the start.
 			return fmt.Errorf("Claude Code's input shows %q, not the prompt", clip(box, 80))

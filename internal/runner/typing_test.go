@@ -39,6 +39,11 @@ type fakePane struct {
 	// it again editorGap after the last closed.
 	editorTakes, editorNext int
 	editorFrom, editorUntil time.Time
+	// slowFor is how long after the first Enter Claude Code, slow on a
+	// starved host, gets to it; enters counts the Enters pressed.
+	slowFor    time.Duration
+	firstEnter time.Time
+	enters     int
 }
 
 // editorGap is how long Claude Code shows the input between two runs of
@@ -106,6 +111,9 @@ func (p *fakePane) run(cmd string) string {
 	defer p.mu.Unlock()
 	rule := strings.Repeat("─", 40)
 	running := p.editing()
+	if p.slowFor > 0 && !p.firstEnter.IsZero() && time.Since(p.firstEnter) >= p.slowFor && p.input != "" {
+		p.submit() // the first Enter, reached at last
+	}
 	switch {
 	case strings.HasPrefix(cmd, "capture-pane") && running:
 		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
@@ -127,20 +135,31 @@ func (p *fakePane) run(cmd string) string {
 		// Lost to the editor: keys are taken in order, so one run asked
 		// for before this Enter starts first.
 	case strings.HasSuffix(cmd, `"Enter"`):
+		p.enters++
+		if p.firstEnter.IsZero() {
+			p.firstEnter = time.Now()
+		}
 		if p.lose > 0 {
 			p.lose--
 			return ""
 		}
-		text := p.input
-		p.input = ""
-		p.submitted = append(p.submitted, text)
-		if p.unheard > 0 {
-			p.unheard--
-			return ""
+		if p.slowFor == 0 {
+			p.submit()
 		}
-		go p.took(text)
 	}
 	return ""
+}
+
+// submit takes the input as Claude Code does at Enter; call with p.mu held.
+func (p *fakePane) submit() {
+	text := p.input
+	p.input = ""
+	p.submitted = append(p.submitted, text)
+	if p.unheard > 0 {
+		p.unheard--
+		return
+	}
+	go p.took(text)
 }
 
 func (p *fakePane) counts() (typed int, submitted []string) {
@@ -166,6 +185,25 @@ func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 	}
 	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
 		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+	}
+}
+
+// TestASlowClaudeCodeIsPressedEnterLessAndLess: Claude Code, starved, gets
+// to an Enter 4.5 s after it; the Runner presses Enter again after 1 s,
+// then 2 s more (not every second: each key is more for it to work
+// through), and the prompt is taken once, at the first try.
+func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
+	p := &fakePane{slowFor: 4500 * time.Millisecond}
+	r, _ := fakeSession(t, p)
+	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != 1 {
+		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+	}
+	p.mu.Lock()
+	enters, submitted := p.enters, p.submitted
+	p.mu.Unlock()
+	if enters != 3 || len(submitted) != 1 {
+		t.Fatalf("Enter pressed %d times, submitted %q; want 3 presses (at 0, 1 and 3 s) and the prompt once", enters, submitted)
 	}
 }
 
