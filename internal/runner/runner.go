@@ -88,7 +88,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	if cfg.ModelEndpoint != "" {
 		log.Warn("RUNNER_MODEL_ENDPOINT is set: every Session's model requests go to it, not to Anthropic", "endpoint", cfg.ModelEndpoint)
 	}
-	if err := r.installBinary(); err != nil {
+	if err := r.installBin(); err != nil {
 		return nil, err
 	}
 	if note, err := roomForInotify(inotifyLimit, cfg.maxSessions(backend.Host())); err != nil {
@@ -99,11 +99,10 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	return r, nil
 }
 
-// installBinary copies the kndl binary, and writes the editor script,
-// into the home's bin/, which every Sandbox mounts read-only: the mod's
-// hooks and the transcript follower run kndl there, and Claude Code the
-// editor.
-func (r *Runner) installBinary() error {
+// installBin puts the kndl binary and the editor script in the home's
+// bin/, which every Sandbox mounts read-only: the mod's hooks and the
+// transcript follower run kndl there, and Claude Code the editor.
+func (r *Runner) installBin() error {
 	src := r.cfg.Binary
 	if src == "" {
 		var err error
@@ -120,31 +119,33 @@ func (r *Runner) installBinary() error {
 		return fmt.Errorf("the kndl binary to mount in Sandboxes: %w", err)
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(dir, ".kndl-*")
+	if err := installExecutable(dir, "kndl", in); err != nil {
+		return err
+	}
+	return installExecutable(dir, editorName, strings.NewReader(editorScript))
+}
+
+// installExecutable writes what r reads as dir/name, executable by all,
+// through a temporary file renamed over it: a running hook's binary, or
+// the editor Claude Code runs now, stays untouched.
+func installExecutable(dir, name string, r io.Reader) error {
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
+	if _, err := io.Copy(tmp, r); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
 		return err
 	}
-	tmp.Close()
-	// Renaming over it leaves a running hook's binary untouched.
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, "kndl")); err != nil {
+	if err := tmp.Close(); err != nil {
 		return err
 	}
-	script := filepath.Join(dir, "."+editorName)
-	if err := os.WriteFile(script, []byte(editorScript), 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(script, 0o755); err != nil { // whatever the umask
-		return err
-	}
-	return os.Rename(script, filepath.Join(dir, editorName))
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
 // Backoff bounds between connection attempts; each wait is jittered.

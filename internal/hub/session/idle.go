@@ -23,7 +23,7 @@ func (o *Owner) sweepIdle(ctx context.Context) {
 		var waits []stall
 		o.mu.Lock()
 		for id, r := range o.runs {
-			if r.ready && !r.busy && !r.question && !r.stopping && !r.delivery.onItsWay() && time.Since(r.since) >= o.opts.Idle {
+			if r.waitsForPrompt() && time.Since(r.since) >= o.opts.Idle {
 				idle = append(idle, id)
 			}
 			if st, ok := o.stalled(id, r); ok {
@@ -66,13 +66,10 @@ type stall struct {
 // DeliveryDeadline; call with o.mu held.
 func (o *Owner) stalled(id string, r *run) (stall, bool) {
 	after := o.opts.DeliveryDeadline
-	// A prompt put back waits its backoff on a timer of its own; one on
-	// its way has its own deadline.
-	if !r.ready || r.stopping || r.question || r.delivery.onItsWay() || r.delivery.givenUp > 0 ||
-		time.Since(r.since) < after || time.Since(r.looked) < after {
-		return stall{}, false
-	}
-	if r.busy && (r.stallSaid || time.Since(r.heard) < turnQuiet*after) {
+	quietTurn := r.ready && r.busy && !r.question && !r.stopping && !r.delivery.onItsWay() &&
+		!r.stallSaid && time.Since(r.heard) >= turnQuiet*after
+	// A prompt put back waits its backoff on a timer of its own.
+	if !(r.waitsForPrompt() || quietTurn) || r.delivery.givenUp > 0 || time.Since(r.since) < after || time.Since(r.looked) < after {
 		return stall{}, false
 	}
 	r.looked = time.Now()
@@ -89,7 +86,7 @@ func (o *Owner) sayStall(ctx context.Context, st stall) {
 	if !st.busy {
 		o.mu.Lock()
 		r := o.runs[st.id]
-		still := r != nil && r.ready && !r.busy && !r.stopping && !r.delivery.onItsWay()
+		still := r != nil && r.waitsForPrompt()
 		o.mu.Unlock()
 		if !still { // it moved while the queue was read
 			return

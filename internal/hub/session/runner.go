@@ -58,7 +58,9 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// transcript, read on from where the Hub has it, says which.
 				o.withRun(s.ID, func(r *run) {
 					r.ready, r.busy, r.resync, r.agents = true, open, open, agents
-					r.busyBy, r.stallSaid = "a Turn open in the history when its Runner came back", false
+					if open {
+						r.busyBy, r.stallSaid = "a Turn open in the history when its Runner came back", false
+					}
 				})
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
