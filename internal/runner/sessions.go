@@ -67,6 +67,9 @@ type session struct {
 	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[onItsWay]
+	// launched is when this Runner started the Session's Claude Code (zero
+	// for one it adopted after a restart); set before the follower runs.
+	launched time.Time
 	// inTurn is set while the transcript says a Turn runs: from a prompt's
 	// turn_start to its turn_end, which Claude Code writes once the Turn is
 	// over, after its Stop hook.
@@ -541,6 +544,7 @@ func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string
 		args = append(args, "-e", kv)
 	}
 	args = append(append(args, "--"), argv...)
+	s.launched = time.Now()
 	if _, err := ctl.Run(ctx, tmux.Command("respawn-pane", args...)); err != nil {
 		return fmt.Errorf("start Claude Code: %w", err)
 	}
@@ -635,4 +639,15 @@ func (r *Runner) sessionLog(id, line string) {
 func (r *Runner) exec(ctx context.Context, id string, env []string, args ...string) error {
 	_, err := sandbox.Output(ctx, r.backend, id, sandbox.Cmd{Args: args, Env: env})
 	return err
+}
+
+// current reports whether ev, read from the transcript, may be the Claude
+// Code now running's: a line stamped before this Runner started it is an
+// earlier one's, which a wake reads first (the last lines before a sleep).
+// Its prompt says nothing of the prompt being typed, even one of the same
+// text (the prompt of a Turn the sleep cut, typed again), and its
+// turn_start no Turn that runs. Claude Code stamps each line with the
+// host's clock (in gVisor too), seconds after its start.
+func (s *session) current(ev protocol.Event) bool {
+	return s.launched.IsZero() || ev.At.IsZero() || !ev.At.Before(s.launched)
 }

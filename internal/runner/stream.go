@@ -186,14 +186,17 @@ func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string
 		}
 		switch ev.Kind {
 		case protocol.EventTurnStart:
-			s.inTurn.Store(true)
+			if s.current(ev) {
+				s.inTurn.Store(true)
+			}
 		case protocol.EventTurnEnd:
 			s.inTurn.Store(false)
 		case protocol.EventPrompt:
-			// Only the prompt being typed: a batch read late (written
-			// before a sleep, or while the Runner was away) can show an
-			// older one, which says nothing of this one.
-			if sent != nil && sameTaken(sent.text, ev.Text) {
+			// Only the prompt being typed, as this Claude Code wrote it:
+			// a batch read late (written before a sleep, or while the
+			// Runner was away) can show an older one, which says nothing
+			// of this one.
+			if sent != nil && s.current(ev) && sameTaken(sent.text, ev.Text) {
 				m.Typed = true
 				sent.taken()
 			}

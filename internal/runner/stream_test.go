@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
@@ -106,6 +107,44 @@ func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 	}
 	if !batch(protocol.Event{Kind: protocol.EventTurnStart}, protocol.Event{Kind: protocol.EventPrompt, Text: "now    this one"}) {
 		t.Fatal("a batch with the prompt being typed, its tab made spaces, is not Typed")
+	}
+}
+
+// TestAPromptAnEarlierClaudeCodeWroteIsNotTheOneTyped: after a wake the
+// follower first reads what the Claude Code a sleep stopped wrote last: the
+// prompt of the Turn the sleep cut, which the Hub put back and sends again.
+// That line, stamped before this Claude Code started, is not the prompt
+// being typed (taken so, the Runner stopped typing, the Hub waited for a
+// Turn that never ran: a stall of TestASessionSleptMidTurnKeepsItsPrompt),
+// nor its turn_start a Turn running; the same prompt written by the Claude
+// Code now running is. One the Runner adopted (no start time) is as before.
+func TestAPromptAnEarlierClaudeCodeWroteIsNotTheOneTyped(t *testing.T) {
+	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+	s := &session{id: "s1", launched: time.Now()}
+	r.sessions["s1"] = s
+	w := newOnItsWay("cut me short")
+	s.sent.Store(w)
+	before, after := s.launched.Add(-3*time.Second), s.launched.Add(2*time.Second)
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart, At: before}, {Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s1.jsonl": 10})
+	if got := r.sent(); got[len(got)-1].Typed || s.inTurn.Load() {
+		t.Fatalf("the earlier Claude Code's prompt: typed %v, in a Turn %v; want neither", got[len(got)-1].Typed, s.inTurn.Load())
+	}
+	select {
+	case <-w.took:
+		t.Fatal("the prompt being typed is taken by the earlier Claude Code's line")
+	default:
+	}
+	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart, At: after}, {Kind: protocol.EventPrompt, Text: "cut me short", At: after}}, map[string]int64{"s1.jsonl": 20})
+	if got := r.sent(); !got[len(got)-1].Typed || !s.inTurn.Load() {
+		t.Fatal("the prompt as this Claude Code wrote it is not taken")
+	}
+
+	adopted := &session{id: "s2"}
+	r.sessions["s2"] = adopted
+	adopted.sent.Store(newOnItsWay("cut me short"))
+	r.transcript(adopted, []protocol.Event{{Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s2.jsonl": 10})
+	if got := r.sent(); !got[len(got)-1].Typed {
+		t.Fatal("an adopted Claude Code's prompt is not taken")
 	}
 }
 
