@@ -66,10 +66,11 @@ type stall struct {
 // DeliveryDeadline; call with o.mu held.
 func (o *Owner) stalled(id string, r *run) (stall, bool) {
 	after := o.opts.DeliveryDeadline
-	quietTurn := r.ready && r.busy && !r.question && !r.stopping && !r.delivery.onItsWay() &&
-		!r.stallSaid && time.Since(r.heard) >= turnQuiet*after
 	// A prompt put back waits its backoff on a timer of its own.
-	if !(r.waitsForPrompt() || quietTurn) || r.delivery.givenUp > 0 || time.Since(r.since) < after || time.Since(r.looked) < after {
+	if !r.settled() || r.delivery.givenUp > 0 || time.Since(r.since) < after || time.Since(r.looked) < after {
+		return stall{}, false
+	}
+	if r.busy && (r.stallSaid || time.Since(r.heard) < turnQuiet*after) { // a Turn heard of lately, or said
 		return stall{}, false
 	}
 	r.looked = time.Now()

@@ -202,12 +202,16 @@ type run struct {
 	stallSaid     bool
 }
 
-// waitsForPrompt reports whether Claude Code is up between Turns, with no
-// question open, nothing on its way and no sleep under way: the next prompt
-// may go, and with none queued the Session is idle. Call with o.mu held.
-func (r *run) waitsForPrompt() bool {
-	return r.ready && !r.busy && !r.question && !r.stopping && !r.delivery.onItsWay()
+// settled reports whether Claude Code is up with no question open, nothing
+// on its way and no sleep under way; call with o.mu held.
+func (r *run) settled() bool {
+	return r.ready && !r.question && !r.stopping && !r.delivery.onItsWay()
 }
+
+// waitsForPrompt reports whether the run is settled between Turns: the
+// next prompt may go, and with none queued the Session is idle. Call with
+// o.mu held.
+func (r *run) waitsForPrompt() bool { return r.settled() && !r.busy }
 
 // began marks a Turn begun, as src told first; call with o.mu held.
 func (r *run) began(src string) {
