@@ -232,8 +232,9 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 // presses Enter once more. When the box still shows the prompt resendAfter
 // later, that Enter was lost (seen right after Claude Code started, while
 // it connected its MCP servers, and when the editor still ran), and it
-// presses Enter again, waiting longer each time. It returns why when the input emptied and nothing
-// told of the prompt for r.unheardWait: the caller types it again.
+// presses Enter again, waiting longer each time. It returns why when the
+// input emptied and nothing told of the prompt for r.unheardWait: the
+// caller types it again.
 func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command bool) error {
 	entered, resend := time.Now(), resendAfter
 	confirmed := false
