@@ -10,13 +10,14 @@ import (
 
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/daemon"
-	"kndl.dev/kndl/internal/sandbox/oci"
+	"kndl.dev/kndl/internal/runner"
 )
 
 func main() {
-	// The sandbox backend re-executes this binary for its helpers (a
-	// Sandbox's PID 1 among them): they run before anything else.
-	if code, ok := oci.RunHelper(os.Args); ok {
+	// The sandbox backend and the Runner's confined tasks re-execute this
+	// binary for their helpers (a Sandbox's PID 1 among them): they run
+	// before anything else.
+	if code, ok := runner.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

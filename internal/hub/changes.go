@@ -25,11 +25,6 @@ type changesAPI struct {
 	diffs   *singleflight.Group // the Hub's: one Runner's answer shared among everyone asking at once
 }
 
-// changesMax bounds the JSON the Hub reads of a Runner's Changes: the diff
-// text is at most protocol.DiffMax, and JSON escapes it at most sixfold
-// (\u00XX), with room for names and commits.
-const changesMax = 8 * protocol.DiffMax
-
 // showChanges asks the Session's Runner for its Workspace's changes and
 // answers them masked as its Events are. The Runner answers from the
 // Workspace on its disk whatever the Session's state (asleep or archived
@@ -80,8 +75,8 @@ func (h changesAPI) fetchChanges(ctx context.Context, s store.Session) (api.Chan
 		return ch, fmt.Errorf("the Session's changes: %w", err)
 	}
 	defer conn.Close()
-	if info.Size > changesMax {
-		return ch, fmt.Errorf("the Runner's answer of %s is over the %s the Hub reads: %w", bytesText(info.Size), bytesText(changesMax), errdefs.ErrTooLarge)
+	if info.Size > protocol.ChangesMax {
+		return ch, fmt.Errorf("the Runner's answer of %s is over the %s the Hub reads: %w", bytesText(info.Size), bytesText(protocol.ChangesMax), errdefs.ErrTooLarge)
 	}
 	data := make([]byte, info.Size)
 	if _, err := io.ReadFull(conn, data); err != nil {

@@ -28,6 +28,12 @@ type SessionDiffInfo struct {
 // the files are listed without their diff, and Cut says so.
 const DiffMax = 2 << 20
 
+// ChangesMax bounds the JSON of a Session's Changes, which the Runner
+// reads from its confined git and the Hub from the Runner: the diff text
+// is at most DiffMax, and JSON escapes it at most sixfold (\u00XX), with
+// room for names and commits.
+const ChangesMax = 8 * DiffMax
+
 // Changes is a Workspace's work against the branch it started from: each
 // file that differs (committed or not, untracked files too) and the
 // commits made since, with which of them are pushed.

@@ -17,21 +17,25 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/confine"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 )
 
-// A Session's changes, computed by git on the Runner's host in the
-// Workspace, never by anything in the Sandbox. Everything under the
-// Workspace's .git is the Sandbox's to write, its config above all: a
-// filter, diff driver, textconv or fsmonitor named there is a command the
-// host's git would run. So git here reads none of it as config. It runs
-// with a git directory of its own, made for the one diff: a config that
+// A Session's changes, computed by git on the Runner, never by anything
+// in the Sandbox, and never with the Runner's privileges: everything in
+// the Workspace is the Sandbox's to write. The work runs as the confined
+// task taskChanges (internal/confine): as no one, in namespaces of its
+// own, seeing the Workspace alone, read-only, with no network, bounded in
+// time and memory. So a filter a nested repository's config names, a
+// link into another Session's objects, or a FIFO reaches nothing of the
+// host's. Inside, git still reads none of the Workspace's config: it runs
+// with a git directory of its own, made for the one diff (a config that
 // sets nothing, copies of the Workspace's HEAD, refs, index and
-// info/exclude (regular files only), and the Workspace's objects read
-// where they are. A .gitattributes still names drivers, but no config
-// defines one, so git's own diff and no filter run. The host's system and
-// global config stay off as for the clone (cloneEnv, safeGitConfig).
+// info/exclude, regular files only, and the Workspace's objects read where
+// they are), submodules ignored and never recursed into. The host's
+// system and global config stay off as for the clone (cloneEnv,
+// safeGitConfig).
 
 // baseFile, in the Session's directory beside its Workspace and out of
 // the Sandbox's reach, records where the Workspace started: the commit
@@ -105,7 +109,10 @@ func openWorkspaceGit(ws string) (g *workspaceGit, done func(), err error) {
 		return nil, nil, err
 	}
 	env := append(cloneEnv(filepath.Join(dir, "home")),
-		"GIT_DIR="+dir, "GIT_WORK_TREE="+ws, "GIT_OBJECT_DIRECTORY="+filepath.Join(dotGit, "objects"),
+		// Objects git writes (add's) go to the git directory of its own;
+		// the Workspace's are read where they are, which is read-only.
+		"GIT_DIR="+dir, "GIT_WORK_TREE="+ws, "GIT_OBJECT_DIRECTORY="+filepath.Join(dir, "objects"),
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES="+filepath.Join(dotGit, "objects"),
 		"GIT_INDEX_FILE="+filepath.Join(dir, "index"))
 	return &workspaceGit{env: env}, done, nil
 }
@@ -121,8 +128,10 @@ func copyGitState(dotGit, dir string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "refs"), 0o700); err != nil {
-		return err
+	for _, d := range []string{"refs", "objects"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
 	}
 	refs := filepath.Join(dotGit, "refs")
 	return filepath.WalkDir(refs, func(p string, d fs.DirEntry, err error) error {
@@ -166,21 +175,53 @@ func readRegular(src string) ([]byte, error) {
 
 // cmd is git with args, the safe settings first.
 func (g *workspaceGit) cmd(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, safeGitConfig...), args...)...)
+	cmd := exec.CommandContext(ctx, "git", append(append(append([]string{}, safeGitConfig...), confinedGitConfig...), args...)...)
 	cmd.Env = g.env
 	return cmd
 }
 
-// output runs git and returns what it printed, or its message as the error.
+// outputMax bounds what one git run may print for output: a commit
+// subject or a ref name is the Sandbox's to make as long as it likes.
+const outputMax = 4 << 20
+
+// output runs git and returns what it printed, or its message as the
+// error; past outputMax it stops git and fails.
 func (g *workspaceGit) output(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cmd := g.cmd(ctx, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	stderr := &cappedBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
+	pipe, err := cmd.StdoutPipe()
 	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	out, rerr := io.ReadAll(io.LimitReader(pipe, outputMax+1))
+	if len(out) > outputMax {
+		cancel()
+		cmd.Wait()
+		return nil, fmt.Errorf("git %s printed over %d MiB, more than the Changes read: %w", args[0], outputMax>>20, errdefs.ErrTooLarge)
+	}
+	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("git %s: %s", args[0], firstLine(stderr.String(), err))
 	}
-	return out, nil
+	return out, rerr
+}
+
+// cappedBuffer keeps the first max bytes written to it and drops the rest.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 func firstLine(s string, err error) string {
@@ -191,16 +232,21 @@ func firstLine(s string, err error) string {
 }
 
 // diffFlags keep git's own diff whatever the Workspace says: no external
-// diff and no textconv, besides no config that would name one.
-var diffFlags = []string{"--no-ext-diff", "--no-textconv", "--no-color", "-M"}
+// diff and no textconv, besides no config that would name one; and a
+// nested repository is a gitlink whose state git does not ask of it (that
+// would run a git in it, which reads its own config).
+var diffFlags = []string{"--no-ext-diff", "--no-textconv", "--no-color", "-M", "--ignore-submodules=all"}
+
+// confinedGitConfig goes with safeGitConfig on every git of a confined
+// task: submodules never recursed into, and pack windows small enough for
+// the task's memory limit.
+var confinedGitConfig = []string{"-c", "submodule.recurse=false", "-c", "diff.ignoreSubmodules=all",
+	"-c", "core.packedGitLimit=256m", "-c", "core.packedGitWindowSize=32m"}
 
 // workspaceChanges computes the Changes of the Workspace ws, which started
-// where the file base says.
-func workspaceChanges(ctx context.Context, ws, base string) (protocol.Changes, error) {
-	commit, branch, err := readBase(base)
-	if err != nil {
-		return protocol.Changes{}, err
-	}
+// at commit on branch. It reads what the Sandbox wrote, so the Runner runs
+// it only as the confined task taskChanges.
+func workspaceChanges(ctx context.Context, ws, commit, branch string) (protocol.Changes, error) {
 	g, done, err := openWorkspaceGit(ws)
 	if err != nil {
 		return protocol.Changes{}, err
@@ -237,13 +283,16 @@ func (g *workspaceGit) diff(ctx context.Context, commit string) (files []protoco
 	if err != nil {
 		return nil, "", err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &cappedBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
 	rd := bufio.NewReader(out)
 	files = rawFiles(rd)
+	// No line is read past the cut: a file of one 64 MiB line is cut
+	// after DiffMax bytes like any other.
+	rd = bufio.NewReader(io.LimitReader(rd, protocol.DiffMax+1))
 	i, total := -1, 0
 	var cur strings.Builder
 	for {
@@ -285,7 +334,7 @@ var statuses = map[byte]string{'A': "added", 'M': "modified", 'D': "deleted", 'R
 func rawFiles(rd *bufio.Reader) []protocol.ChangedFile {
 	files := []protocol.ChangedFile{}
 	field := func() string {
-		f, _ := rd.ReadString(0)
+		f, _ := readField(rd, 0, pathMax)
 		return strings.TrimSuffix(f, "\x00")
 	}
 	for {
@@ -303,6 +352,24 @@ func rawFiles(rd *bufio.Reader) []protocol.ChangedFile {
 		}
 		f.Path = field()
 		files = append(files, f)
+	}
+}
+
+// pathMax bounds one path git lists: more than a file system names.
+const pathMax = 4096
+
+// readField reads up to and with delim, keeping at most max bytes of it;
+// the rest of a longer field is read and dropped.
+func readField(rd *bufio.Reader, delim byte, max int) (string, error) {
+	var b []byte
+	for {
+		chunk, err := rd.ReadSlice(delim)
+		if room := max - len(b); room > 0 {
+			b = append(b, chunk[:min(len(chunk), room)]...)
+		}
+		if err != bufio.ErrBufferFull {
+			return string(b), err
+		}
 	}
 }
 
@@ -367,6 +434,82 @@ func (g *workspaceGit) commits(ctx context.Context, commit string) ([]protocol.C
 	return cs, nil
 }
 
+// taskChanges is the confined task that computes a Workspace's Changes:
+// its arguments are the commit and branch it started from, its answer a
+// changesAnswer in JSON on stdout.
+const taskChanges = "changes"
+
+// changesAnswer is what taskChanges prints: the Changes, or the error
+// with its class.
+type changesAnswer struct {
+	Changes *protocol.Changes `json:"changes,omitempty"`
+	Error   *protocol.Error   `json:"error,omitempty"`
+}
+
+// runChangesTask is taskChanges, inside its confinement.
+func runChangesTask(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "kndl: the changes task takes a commit and a branch")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), diffWithin)
+	defer cancel()
+	var a changesAnswer
+	if ch, err := workspaceChanges(ctx, confine.Dir, args[0], args[1]); err != nil {
+		a.Error = protocol.ErrorOf(err)
+	} else {
+		a.Changes = &ch
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// confinedChanges computes the Changes of the Workspace ws, which started
+// where the file base says, as the confined task taskChanges, and reads at
+// most protocol.ChangesMax of its answer.
+func confinedChanges(ctx context.Context, ws, base string) (protocol.Changes, error) {
+	commit, branch, err := readBase(base)
+	if err != nil {
+		return protocol.Changes{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, diffWithin)
+	defer cancel()
+	cmd, done, err := confine.Command(ctx, ws, confine.DefaultLimits, taskChanges, commit, branch)
+	if err != nil {
+		return protocol.Changes{}, err
+	}
+	defer done()
+	stderr := &cappedBuffer{max: 64 << 10}
+	cmd.Stderr = stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return protocol.Changes{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return protocol.Changes{}, fmt.Errorf("start the confined git: %w", err)
+	}
+	out, _ := io.ReadAll(io.LimitReader(pipe, protocol.ChangesMax+1))
+	if len(out) > protocol.ChangesMax {
+		cancel()
+		cmd.Wait()
+		return protocol.Changes{}, fmt.Errorf("the Changes are over %d MiB, more than the Runner reads: see them with git diff in the Session's terminal: %w", protocol.ChangesMax>>20, errdefs.ErrTooLarge)
+	}
+	werr := cmd.Wait()
+	var a changesAnswer
+	if err := json.Unmarshal(out, &a); err != nil || (a.Changes == nil && a.Error == nil) {
+		if ctx.Err() != nil {
+			return protocol.Changes{}, fmt.Errorf("git took over %s on the Workspace: %w", diffWithin, errdefs.ErrUnavailable)
+		}
+		return protocol.Changes{}, fmt.Errorf("the confined git failed (%v): %s", werr, firstLine(stderr.String(), werr))
+	}
+	if a.Error != nil {
+		return protocol.Changes{}, a.Error
+	}
+	return *a.Changes, nil
+}
+
 // sendChanges answers session.diff: the Changes of a Session's Workspace
 // on this host, whether the Session runs, sleeps or is archived, sent as
 // JSON over the stream the Hub named.
@@ -379,9 +522,7 @@ func (r *Runner) sendChanges(ctx context.Context, req protocol.SessionDiff) (pro
 	if !cloned(ws) {
 		return protocol.SessionDiffInfo{}, fmt.Errorf("this Runner has no Workspace of session %s (not cloned yet, or deleted once archived long enough): %w", req.SessionID, errdefs.ErrNotFound)
 	}
-	gctx, cancel := context.WithTimeout(ctx, diffWithin)
-	defer cancel()
-	ch, err := workspaceChanges(gctx, ws, filepath.Join(dir, baseFile))
+	ch, err := confinedChanges(ctx, ws, filepath.Join(dir, baseFile))
 	if err != nil {
 		return protocol.SessionDiffInfo{}, err
 	}

@@ -46,9 +46,17 @@ func inGit(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// workspaceChangesFrom computes the Changes as the Runner does: the
+// confined task over the Workspace, as root.
+func workspaceChangesFrom(t testing.TB, ws, base string) (protocol.Changes, error) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	return confinedChanges(context.Background(), ws, base)
+}
+
 func changesOf(t *testing.T, ws, base string) protocol.Changes {
 	t.Helper()
-	ch, err := workspaceChanges(context.Background(), ws, base)
+	ch, err := workspaceChangesFrom(t, ws, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +160,13 @@ func TestTheChangesRefuseAGitDirectoryThatLeadsOutOfTheWorkspace(t *testing.T) {
 	other, _ := clonedWorkspace(t)
 	objects := filepath.Join(ws, ".git", "objects")
 	os.WriteFile(filepath.Join(objects, "info", "alternates"), []byte(filepath.Join(other, ".git", "objects")+"\n"), 0o644)
-	if _, err := workspaceChanges(context.Background(), ws, base); err == nil || !strings.Contains(err.Error(), "alternates") {
+	if _, err := workspaceChangesFrom(t, ws, base); err == nil || !strings.Contains(err.Error(), "alternates") {
 		t.Errorf("alternates: got %v, want a refusal naming them", err)
 	}
 	os.Remove(filepath.Join(objects, "info", "alternates"))
 	os.Rename(objects, objects+".real")
 	os.Symlink(filepath.Join(other, ".git", "objects"), objects)
-	if _, err := workspaceChanges(context.Background(), ws, base); err == nil || !strings.Contains(err.Error(), "no git repository of its own") {
+	if _, err := workspaceChangesFrom(t, ws, base); err == nil || !strings.Contains(err.Error(), "no git repository of its own") {
 		t.Errorf("objects as a link: got %v, want a refusal", err)
 	}
 }
@@ -188,7 +196,7 @@ func TestAChangesDiffPast2MiBIsCutWithANoteSayingHowToSeeTheRest(t *testing.T) {
 func TestAWorkspaceClonedBeforeItsBaseWasRecordedSaysSo(t *testing.T) {
 	ws, base := clonedWorkspace(t)
 	os.Remove(base)
-	if _, err := workspaceChanges(context.Background(), ws, base); err == nil || !strings.Contains(err.Error(), "recorded where it starts") {
+	if _, err := workspaceChangesFrom(t, ws, base); err == nil || !strings.Contains(err.Error(), "recorded where it starts") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -282,7 +290,7 @@ func BenchmarkWorkspaceChanges(b *testing.B) {
 	var ch protocol.Changes
 	for b.Loop() {
 		var err error
-		ch, err = workspaceChanges(context.Background(), ws, base)
+		ch, err = workspaceChangesFrom(b, ws, base)
 		if err != nil || len(ch.Files) != 50 || len(ch.Commits) != 1 {
 			b.Fatalf("%d files, %d commits, %v", len(ch.Files), len(ch.Commits), err)
 		}

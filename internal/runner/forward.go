@@ -186,7 +186,7 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	out := bufio.NewReader(outR)
 	ready := make(chan error, 1)
 	r.spawn(func() {
-		line, err := out.ReadString('\n')
+		line, err := readField(out, '\n', 256) // the Sandbox's to write: bounded
 		if err == nil && strings.TrimSpace(line) != ports.DialReady {
 			err = fmt.Errorf("unexpected %q", line)
 		}

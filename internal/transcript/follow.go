@@ -111,16 +111,45 @@ func Follow(ctx context.Context, opts Options, w io.Writer) error {
 	}
 }
 
-// Decoder reads Follow's output, on the Runner's side.
-type Decoder struct{ dec *json.Decoder }
+// Decoder reads Follow's output, on the Runner's side. The follower runs
+// in the Sandbox, whose root can write anything to its output, so one
+// Batch is read up to MaxBatch bytes and no further.
+type Decoder struct {
+	dec *json.Decoder
+	in  *batchLimit
+}
+
+// MaxBatch bounds the JSON of one Batch the Runner reads: the Events of
+// maxRead bytes of each of many files, escaped, with room to spare.
+const MaxBatch = 256 << 20
 
 // NewDecoder reads Batches from r.
-func NewDecoder(r io.Reader) *Decoder { return &Decoder{json.NewDecoder(r)} }
+func NewDecoder(r io.Reader) *Decoder {
+	in := &batchLimit{r: r}
+	return &Decoder{dec: json.NewDecoder(in), in: in}
+}
+
+// batchLimit fails a read once MaxBatch bytes have been read since the
+// last reset.
+type batchLimit struct {
+	r    io.Reader
+	read int
+}
+
+func (l *batchLimit) Read(p []byte) (int, error) {
+	if l.read >= MaxBatch {
+		return 0, fmt.Errorf("a transcript batch over %d MiB: %w", MaxBatch>>20, errdefs.ErrTooLarge)
+	}
+	n, err := l.r.Read(p[:min(len(p), MaxBatch-l.read)])
+	l.read += n
+	return n, err
+}
 
 // Next returns the next Batch, or io.EOF at the end of a stream that ended
 // cleanly.
 func (d *Decoder) Next() (Batch, error) {
 	var b Batch
+	d.in.read = 0 // what the decoder holds of this Batch already counted against the last: at most 2×MaxBatch held
 	if err := d.dec.Decode(&b); err != nil {
 		if err == io.EOF {
 			return Batch{}, io.EOF

@@ -200,3 +200,23 @@ func TestDecoder(t *testing.T) {
 		}
 	}
 }
+
+// TestTheDecoderReadsNoBatchPastMaxBatch: the follower's output is the
+// Sandbox's to write; an endless value fails at MaxBatch instead of
+// filling the Runner's memory.
+func TestTheDecoderReadsNoBatchPastMaxBatch(t *testing.T) {
+	endless := io.MultiReader(strings.NewReader(`{"events":[{"text":"`), endlessA{})
+	_, err := transcript.NewDecoder(endless).Next()
+	if !errors.Is(err, errdefs.ErrTooLarge) {
+		t.Fatalf("an endless batch: got %v, want too large", err)
+	}
+}
+
+type endlessA struct{}
+
+func (endlessA) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}

@@ -72,7 +72,7 @@ func sandboxOptions(t testing.TB, home string, relayPort int, bin string, maxDis
 }
 
 func TestMain(m *testing.M) {
-	if code, ok := oci.RunHelper(os.Args); ok {
+	if code, ok := runner.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
 	code := m.Run()
