@@ -1,15 +1,18 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -321,4 +324,138 @@ func TestARenamedFileShowsWithItsOldPathAndADeletedOneAsDeleted(t *testing.T) {
 	if f, ok := fileOf(ch, "moved.md"); !ok || f.Status != "renamed" || f.OldPath != "readme.md" || !strings.Contains(f.Diff, "rename from readme.md") {
 		t.Errorf("an untracked copy of a deleted file: %+v, want renamed from readme.md", ch.Files)
 	}
+}
+
+// TestTheChangesRunNothingAndReadNothingOutsideTheWorkspace: what the
+// Sandbox leaves in its Workspace for the Runner's git, as root on the
+// host the Runner is, made by the Sandbox's user (uid 1000 inside, so
+// 1000 on disk through its idmapped Workspace):
+//   - a nested repository recorded as a gitlink, whose own config sets a
+//     clean filter on a touched tracked file (git status in it would run
+//     it);
+//   - a repository linked by a .git file, whose config sets fsmonitor;
+//   - objects/ab, or objects/pack, a link into another Session's
+//     Workspace, with a ref naming that Session's commit.
+//
+// Nothing runs on the host, git asks nothing of a nested repository, and
+// nothing of the other Workspace shows.
+func TestTheChangesRunNothingAndReadNothingOutsideTheWorkspace(t *testing.T) {
+	testenv.RequireRoot(t)
+	ran := filepath.Join(t.TempDir(), "RAN")
+	// Quoted whole: a ; starts a comment in a git config.
+	evil := func(what string) string { return fmt.Sprintf(`"sh -c 'echo %s >> %s; cat'"`, what, ran) }
+
+	// Another Session's Workspace, with a commit of its own.
+	other, _ := clonedWorkspace(t)
+	os.WriteFile(filepath.Join(other, "secret.txt"), []byte("theirs\n"), 0o644)
+	inGit(t, other, "add", "secret.txt")
+	inGit(t, other, "commit", "-q", "-m", "SECRET OF ANOTHER SESSION")
+	theirs := inGit(t, other, "rev-parse", "HEAD")
+
+	for _, link := range []string{"objects/ab", "objects/pack"} {
+		t.Run(strings.ReplaceAll(link, "/", "-"), func(t *testing.T) {
+			ws, base := clonedWorkspace(t)
+			dotGit := filepath.Join(ws, ".git")
+
+			inGit(t, ws, "init", "-q", "nested")
+			nested := filepath.Join(ws, "nested")
+			os.WriteFile(filepath.Join(nested, "tracked.txt"), []byte("one\n"), 0o644)
+			inGit(t, nested, "add", "tracked.txt")
+			inGit(t, nested, "commit", "-q", "-m", "nested")
+			appendFile(t, filepath.Join(nested, ".git", "config"), fmt.Sprintf("[filter \"evil\"]\n\tclean = %s\n\trequired = true\n", evil("filter")))
+			os.WriteFile(filepath.Join(nested, ".gitattributes"), []byte("* filter=evil\n"), 0o644)
+			os.WriteFile(filepath.Join(nested, "tracked.txt"), []byte("two\n"), 0o644)
+
+			inGit(t, ws, "init", "-q", "--separate-git-dir", filepath.Join(ws, ".linked-git"), "linked")
+			linked := filepath.Join(ws, "linked")
+			os.WriteFile(filepath.Join(linked, "f.txt"), []byte("f\n"), 0o644)
+			inGit(t, linked, "add", "f.txt")
+			inGit(t, linked, "commit", "-q", "-m", "linked")
+			appendFile(t, filepath.Join(ws, ".linked-git", "config"), fmt.Sprintf("[core]\n\tfsmonitor = %s\n", evil("fsmonitor")))
+			os.WriteFile(filepath.Join(linked, "f.txt"), []byte("g\n"), 0o644)
+			inGit(t, ws, "add", "nested", "linked")
+			inGit(t, ws, "commit", "-q", "-m", "gitlinks")
+
+			switch link {
+			case "objects/ab":
+				// The other Session's commit object, by a link in place of
+				// its folder (or of the object, if the folder is ours too).
+				dir := theirs[:2]
+				if _, err := os.Lstat(filepath.Join(dotGit, "objects", dir)); err != nil {
+					os.Symlink(filepath.Join(other, ".git", "objects", dir), filepath.Join(dotGit, "objects", dir))
+				} else {
+					os.Symlink(filepath.Join(other, ".git", "objects", dir, theirs[2:]), filepath.Join(dotGit, "objects", dir, theirs[2:]))
+				}
+			case "objects/pack":
+				inGit(t, other, "repack", "-a", "-d", "-q")
+				os.RemoveAll(filepath.Join(dotGit, "objects", "pack"))
+				os.Symlink(filepath.Join(other, ".git", "objects", "pack"), filepath.Join(dotGit, "objects", "pack"))
+			}
+			os.WriteFile(filepath.Join(dotGit, "refs", "heads", "leak"), []byte(theirs+"\n"), 0o644)
+			chownAll(t, ws, 1000)
+
+			ch, err := workspaceChangesFrom(t, ws, base)
+			if b, rerr := os.ReadFile(ran); rerr == nil {
+				t.Errorf("the Workspace ran a command on the host: %s", b)
+			}
+			got, _ := json.Marshal(ch)
+			if err != nil {
+				got = append(got, err.Error()...)
+			}
+			if strings.Contains(string(got), "SECRET") || strings.Contains(string(got), "theirs") {
+				t.Errorf("another Session's Workspace showed in this one's Changes: %s", got)
+			}
+			if strings.Contains(string(got), "-dirty") {
+				t.Errorf("git looked into a nested repository (its gitlink shows -dirty): %s", got)
+			}
+		})
+	}
+}
+
+// TestAOneLineFileOf64MiBCostsTheRunnerNoMoreThanTheCut: a line is never
+// held whole. The Runner's process allocates no more than the answer it
+// reads, whatever the Workspace holds.
+func TestAOneLineFileOf64MiBCostsTheRunnerNoMoreThanTheCut(t *testing.T) {
+	ws, base := clonedWorkspace(t)
+	f, err := os.Create(filepath.Join(ws, "one-line.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := bytes.Repeat([]byte("x"), 1<<20)
+	for range 64 {
+		f.Write(line)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ch := changesOf(t, ws, base)
+	runtime.ReadMemStats(&after)
+	if ch.Cut == "" {
+		t.Errorf("a 64 MiB file's diff was not cut: %+v", ch.Files)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*protocol.ChangesMax {
+		t.Errorf("the Runner allocated %d MiB for the Changes, want at most %d MiB", alloc>>20, 3*protocol.ChangesMax>>20)
+	}
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString(text)
+}
+
+// chownAll gives everything under dir to uid (and the same gid), links
+// themselves and not what they name.
+func chownAll(t *testing.T, dir string, uid int) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			os.Lchown(p, uid, uid)
+		}
+		return nil
+	})
 }
