@@ -58,9 +58,8 @@ type Launch struct {
 	BashEnv string
 	// ModelEndpoint, when set, becomes ANTHROPIC_BASE_URL: every model call
 	// goes there instead of to Anthropic. It is the only way a base URL
-	// reaches Claude Code (one in Base is removed): the relay's model route,
-	// when the relay holds the Creator's token or the Runner's operator set
-	// a model endpoint.
+	// reaches Claude Code (one in Base is removed): the Runner sets the
+	// relay's model route, in both HUB_CLAUDE_TOKEN modes.
 	ModelEndpoint string
 }
 

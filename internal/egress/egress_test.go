@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -53,6 +54,27 @@ func TestAnAllowlistHasTheGitHubPresetUnlessItLeavesItOut(t *testing.T) {
 	}
 	if open := (Policy{}).Matcher(); open.Allows("github.com") {
 		t.Errorf("an open Policy's Matcher allows github.com; it should allow nothing, open Sandboxes bypass the proxy")
+	}
+}
+
+// TestTheModelAPIIsOnNoAllowlistUnlessListed: Claude Code's model calls
+// go through the relay in both HUB_CLAUDE_TOKEN modes, so no allowlist,
+// with or without the default preset, with every preset or a wildcard of
+// its own, lets a Sandbox reach api.anthropic.com, where its code could
+// upload the Workspace to any account with a key of its own. Only a list
+// that names it does.
+func TestTheModelAPIIsOnNoAllowlistUnlessListed(t *testing.T) {
+	all := slices.Sorted(maps.Keys(Presets))
+	for _, allow := range [][]string{nil, {"-github"}, all, {"*.example.com", "-github"}} {
+		p := Policy{Mode: ModeAllowlist, Allow: allow}
+		for _, host := range []string{"api.anthropic.com", "anthropic.com", "API.Anthropic.com."} {
+			if p.Matcher().Allows(host) {
+				t.Errorf("allowlist %v: got %s allowed, want it refused (hosts %v)", allow, host, p.Hosts())
+			}
+		}
+	}
+	if !(Policy{Mode: ModeAllowlist, Allow: []string{"api.anthropic.com"}}).Matcher().Allows("api.anthropic.com") {
+		t.Error("an allowlist naming api.anthropic.com refuses it, want it allowed as listed")
 	}
 }
 

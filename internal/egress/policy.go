@@ -49,11 +49,6 @@ var Presets = map[string][]string{
 		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"},
 }
 
-// Always are on every allowlist: Claude Code's own API, which it calls
-// directly with the Creator's token when the Hub runs with
-// HUB_CLAUDE_TOKEN=sandbox (the relay carries it otherwise).
-var Always = []string{"api.anthropic.com"}
-
 // DefaultPreset is on in every allowlist unless the list names
 // "-github": git fetch and push with the Sandbox token work out of the box.
 const DefaultPreset = "github"
@@ -151,13 +146,17 @@ func validName(host string) bool {
 	return !digits
 }
 
-// Hosts is the allowlist with its presets expanded, the default preset in
-// unless left out and Always in, sorted, each once; nil for an open Policy.
+// Hosts is the allowlist with its presets expanded and the default preset
+// in unless left out, sorted, each once; nil for an open Policy. No host
+// is on every allowlist: Claude Code's model calls go through the relay
+// in both HUB_CLAUDE_TOKEN modes, so api.anthropic.com, where code in the
+// Sandbox could send anything with a key of its own, is on one only if
+// the list names it.
 func (p Policy) Hosts() []string {
 	if !p.Restricted() {
 		return nil
 	}
-	out := slices.Clone(Always)
+	out := []string{}
 	if !slices.Contains(p.Allow, "-"+DefaultPreset) {
 		out = append(out, Presets[DefaultPreset]...)
 	}

@@ -125,8 +125,9 @@ type SessionRef struct {
 type SessionCredentials struct {
 	ClaudeToken string `json:"claude_token"`
 	// ClaudeTokenInSandbox gives the token to Claude Code's process, as
-	// the spec has it (HUB_CLAUDE_TOKEN=sandbox). Otherwise the Runner's
-	// relay holds it and Claude Code gets a placeholder.
+	// the spec has it (HUB_CLAUDE_TOKEN=sandbox). Otherwise Claude Code
+	// gets a placeholder. Either way the Runner's relay holds the token
+	// and carries Claude Code's model calls, taking no other credential.
 	ClaudeTokenInSandbox bool `json:"claude_token_in_sandbox,omitempty"`
 	// Variables are the Repo's Variables and the Shared ones it links,
 	// Sensitive values included: the Runner keeps them in memory and gives

@@ -14,10 +14,10 @@ import (
 )
 
 // BenchmarkAModelRequest times one streamed Messages request and its whole
-// answer from the fake Anthropic: sent to it directly, as Claude Code does
-// with HUB_CLAUDE_TOKEN=sandbox, and through the relay with the
-// placeholder swapped for the Creator's token, as with relay. The
-// difference is what the relay adds to each model request.
+// answer from the fake Anthropic: sent to it directly, and through the
+// relay with the placeholder checked and swapped for the Creator's token,
+// as Claude Code's calls go in both HUB_CLAUDE_TOKEN modes. The difference
+// is what the relay adds to each model request.
 func BenchmarkAModelRequest(b *testing.B) {
 	model := testkit.NewAnthropic(b, creatorToken)
 	model.On(testkit.PromptContains("hello"), testkit.Text("hi from the model"))
@@ -33,7 +33,7 @@ func BenchmarkAModelRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, mode := range []struct{ name, base, bearer string }{
-		{"sandbox", model.URL, creatorToken},
+		{"direct", model.URL, creatorToken},
 		{"relay", srv.URL + "/model/" + tok, placeholder},
 	} {
 		b.Run(mode.name, func(b *testing.B) {

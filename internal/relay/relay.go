@@ -4,10 +4,10 @@
 // which merges them into the Session's one stream of Events, relays the
 // mod's other /mod/* calls and Claude Code's MCP traffic to the Hub's
 // Gateway (/gateway/*) to the Hub with the Session's mod token swapped in,
-// and Claude Code's model requests (/model/<Session token>/*) to
-// Anthropic's API with the Creator's token swapped in for the placeholder
-// Claude Code holds (or, when a Runner is set up for it, to another model
-// endpoint). Only internal/runner imports it.
+// and Claude Code's model calls (/model/<Session token>/v1/messages and
+// its token counting, nothing else) to Anthropic's API with the Creator's
+// token in place of what Claude Code holds (or, when a Runner is set up
+// for it, to another model endpoint). Only internal/runner imports it.
 package relay
 
 import (
@@ -34,12 +34,8 @@ import (
 type Relay struct {
 	hub   *url.URL
 	model *url.URL // AnthropicAPI unless the Runner points Claude Code elsewhere
-	// modelSet: the Runner set a model endpoint, which takes a Session's
-	// model requests as they come when the relay holds no Creator's token
-	// for it (HUB_CLAUDE_TOKEN=sandbox).
-	modelSet bool
-	log      *slog.Logger
-	proxy    *httputil.ReverseProxy
+	log   *slog.Logger
+	proxy *httputil.ReverseProxy
 
 	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
 
@@ -56,8 +52,9 @@ type Relay struct {
 // it stands in for (empty until the Hub has given one), the address its
 // Sandbox's connections come from (unset if the backend can't say) and,
 // when the relay holds it, the Creator's token and the placeholder Claude
-// Code has in its place (a placeholder with no token yet: a restarted
-// Runner waiting for the Hub's).
+// Code has in its place (the token itself with HUB_CLAUDE_TOKEN=sandbox; a
+// placeholder with no token yet: a restarted Runner waiting for the
+// Hub's).
 type run struct {
 	sessionID   string
 	hash        [32]byte
@@ -86,9 +83,8 @@ type Options struct {
 	// HubURL is where /mod/* goes.
 	HubURL string
 	// ModelURL, when set, is the model endpoint /model/<session token>/…
-	// forwards to instead of AnthropicAPI, and forwards to unchanged for a
-	// Session whose Creator's token the relay doesn't hold. Off by
-	// default; see runner.Config.
+	// forwards to instead of AnthropicAPI, the Creator's token with it.
+	// Off by default; see runner.Config.
 	ModelURL string
 	// Hook takes one hook event (the JSON Claude Code gave the mod) for a
 	// Session with a live token, for the Runner's stream of its Events, and
@@ -118,7 +114,7 @@ func New(o Options) (*Relay, error) {
 		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
 	model := AnthropicAPI
 	if o.ModelURL != "" {
-		model, r.modelSet = o.ModelURL, true
+		model = o.ModelURL
 	}
 	if r.model, err = url.Parse(model); err != nil {
 		return nil, fmt.Errorf("relay: model URL: %w", err)
@@ -168,10 +164,10 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 
 // ServeHTTP routes /mod/* and /gateway/* (Session token in
 // Authorization) and /model/<Session token>/* (when the relay holds the
-// Session's Creator's token, or a model endpoint is set); everything else
-// is 404. A request without a live Session token, or with one from another
-// address than its Sandbox's, or a model request without its Session's
-// own placeholder, is 401; one for another origin (a proxy's request,
+// Session's Creator's token); everything else is 404. A request without a
+// live Session token, or with one from another address than its
+// Sandbox's, is 401; a model request checkModel refuses is 401, 403 or 404
+// in Anthropic's error shape; one for another origin (a proxy's request,
 // CONNECT or an absolute URL) is 403.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
@@ -202,31 +198,23 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		run, ok := r.lookup(tok, req.RemoteAddr)
 		switch {
 		case !ok:
-			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
+			(&modelRefusal{http.StatusUnauthorized, "authentication_error", "kndl relay: no live Session token in the model route's URL"}).write(w)
 		case run.placeholder != "":
 			r.forwardModel(w, req, run, rest)
-		case r.modelSet:
-			// The Creator's token is in the Sandbox: the request goes on as
-			// it came, its own credential included.
-			r.forward(w, req, upstream{base: r.model, path: "/" + rest})
 		default:
-			http.NotFound(w, req)
+			(&modelRefusal{http.StatusNotFound, "not_found_error", "kndl relay: this Session's model calls don't come through the relay"}).write(w)
 		}
 	default:
 		http.NotFound(w, req)
 	}
 }
 
-// forwardModel sends a model request on with the Creator's token in place
-// of the placeholder, which must be the run's own: another Session's, or
-// the token itself, is refused.
+// forwardModel sends a model call on with the Creator's token in place of
+// the placeholder, which must be the run's own and the request's only
+// credential, to a route Claude Code calls (checkModel).
 func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, rest string) {
-	presented, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if presented == "" {
-		presented = req.Header.Get("X-Api-Key")
-	}
-	if !auth.Equal([]byte(presented), []byte(run.placeholder)) {
-		http.Error(w, "kndl relay: not this Session's placeholder token", http.StatusUnauthorized)
+	if no := checkModel(req, "/"+rest, run.placeholder); no != nil {
+		no.write(w)
 		return
 	}
 	if run.claudeToken == "" {
@@ -356,9 +344,12 @@ func Placeholder(claudeToken string) string {
 
 // Hold keeps a Session's Creator's token for its run, in memory alone,
 // until the run's Session token is revoked: the model route puts it in
-// place of placeholder, and takes no other. An empty claudeToken holds
-// the placeholder alone (a restarted Runner's read back from Claude Code)
-// and answers 503 until Hold is called again with the token.
+// place of placeholder, and takes no other (with HUB_CLAUDE_TOKEN=sandbox
+// the placeholder is the token itself, which Claude Code holds, and the
+// route takes it alone, no key of the Sandbox's own). An empty
+// claudeToken holds the placeholder alone (a restarted Runner's read back
+// from Claude Code) and answers 503 until Hold is called again with the
+// token.
 func (r *Relay) Hold(sessionID, claudeToken, placeholder string) error {
 	if placeholder == "" {
 		return errors.New("relay: an empty placeholder would take any model request")

@@ -25,7 +25,7 @@ type seen struct {
 func upstreamServer(t *testing.T, got chan<- seen) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- seen{r.URL.Path, r.Header.Get("Authorization")}
-		if strings.HasSuffix(r.URL.Path, "/stream") {
+		if strings.HasSuffix(r.URL.Path, "/stream") || r.Header.Get("Accept") == "text/event-stream" {
 			// Two events with a pause: the relay must pass the first on at once.
 			fmt.Fprint(w, "data: one\n\n")
 			w.(http.Flusher).Flush()
@@ -263,7 +263,7 @@ func TestRefusals(t *testing.T) {
 		{"revoked token", "/mod/hook", gone, 401},
 		{"mod token itself", "/mod/hook", "kndlm_x", 401},
 		{"anything else", "/api/sessions", cur, 404},
-		{"no model endpoint set", "/model/" + cur + "/v1/messages", cur, 404},
+		{"no Creator's token held", "/model/" + cur + "/v1/messages", cur, 404},
 		{"root", "/", cur, 404},
 	}
 	for _, tt := range tests {
@@ -292,25 +292,46 @@ func TestAdoptedTokenWaitsForModToken(t *testing.T) {
 	}
 }
 
-func TestModelRouteForwardsUnchangedAndStreams(t *testing.T) {
+// TestTheModelRouteStreamsToTheModelEndpointUnderItsPath: a model call
+// reaches the Runner's model endpoint under the endpoint's own path, with
+// the Creator's token, each event of its answer passed on as it comes.
+func TestTheModelRouteStreamsToTheModelEndpointUnderItsPath(t *testing.T) {
 	got := make(chan seen, 10)
 	hub := upstreamServer(t, got)
 	model := upstreamServer(t, got)
 	srv, r := newRelay(t, hub.URL, model.URL+"/base")
-	tok := r.Issue("s1", netip.Addr{})
-	if resp := do(t, "POST", srv.URL+"/model/kndls_wrong/v1/messages", "sk-ant-oat-x"); resp.StatusCode != 401 {
+	tok, placeholder := r.Issue("s1", netip.Addr{}), Placeholder(creatorToken)
+	if err := r.Hold("s1", creatorToken, placeholder); err != nil {
+		t.Fatal(err)
+	}
+	if resp := do(t, "POST", srv.URL+"/model/kndls_wrong/v1/messages", placeholder); resp.StatusCode != 401 {
 		t.Fatalf("wrong session token on the model route: %d, want 401", resp.StatusCode)
 	}
 	start := time.Now()
-	resp := do(t, "POST", srv.URL+"/model/"+tok+"/v1/stream", "sk-ant-oat-x")
+	resp := doStream(t, srv.URL+"/model/"+tok+"/v1/messages?beta=true", placeholder)
 	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
 	if line != "data: one\n" || time.Since(start) > 250*time.Millisecond {
 		t.Fatalf("first event %q after %v: the stream was held back", line, time.Since(start))
 	}
 	s := <-got
-	if s.path != "/base/v1/stream" || s.auth != "Bearer sk-ant-oat-x" {
-		t.Fatalf("model endpoint saw %+v, want the request unchanged under /base", s)
+	if s.path != "/base/v1/messages" || s.auth != "Bearer "+creatorToken {
+		t.Fatalf("model endpoint saw %+v, want /base/v1/messages with the Creator's token", s)
 	}
+}
+
+// doStream posts to url with bearer, asking for an event stream, which
+// upstreamServer answers with two events 300 ms apart.
+func doStream(t *testing.T, url, bearer string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 // serve serves r with Serve on loopback, as the Runner does, and returns
@@ -357,13 +378,18 @@ func TestASessionTokenIsTakenOnlyFromItsSandboxsAddress(t *testing.T) {
 	addr := serve(t, r)
 	tok := r.Issue("s1", netip.MustParseAddr("127.0.0.2"))
 	r.SetModToken("s1", "kndlm_secret")
-	for _, path := range []string{"/mod/other", "/model/" + tok + "/v1/messages"} {
+	placeholder := Placeholder(creatorToken)
+	if err := r.Hold("s1", creatorToken, placeholder); err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range []struct{ path, bearer string }{{"/mod/other", tok}, {"/model/" + tok + "/v1/messages", placeholder}} {
+		path := route.path
 		for _, tt := range []struct {
 			ip   string
 			want int
 		}{{"127.0.0.3", http.StatusUnauthorized}, {"127.0.0.1", http.StatusUnauthorized}, {"127.0.0.2", http.StatusOK}} {
 			req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader("{}"))
-			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Authorization", "Bearer "+route.bearer)
 			resp, err := from(tt.ip).Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -394,8 +420,14 @@ func TestServeCapsConnectionsPerAddressAndClosesIdleOnes(t *testing.T) {
 	addr := serve(t, r)
 
 	// The model's stream pauses 300 ms between its two events.
-	tok := r.Issue("s1", netip.Addr{})
-	resp, err := from("127.0.0.4").Post("http://"+addr+"/model/"+tok+"/v1/stream", "application/json", strings.NewReader("{}"))
+	tok, placeholder := r.Issue("s1", netip.Addr{}), Placeholder(creatorToken)
+	if err := r.Hold("s1", creatorToken, placeholder); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+addr+"/model/"+tok+"/v1/messages", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+placeholder)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := from("127.0.0.4").Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,12 +537,12 @@ func TestModelRequestsAreRefusedWithoutALiveTokenAndTheirSessionsOwnPlaceholder(
 		name, tok, bearer string
 		want              int
 	}{
-		{"another Session's placeholder", tok, otherPlaceholder, 401},
-		{"the Creator's token itself", tok, creatorToken, 401},
+		{"another Session's placeholder", tok, otherPlaceholder, 403},
+		{"the Creator's token itself", tok, creatorToken, 403},
 		{"no credential", tok, "", 401},
 		{"a dead Session token with its placeholder", deadTok, deadPlaceholder, 401},
 		{"the previous run's token and placeholder", oldTok, oldPlaceholder, 401},
-		{"the previous run's placeholder", tok, oldPlaceholder, 401},
+		{"the previous run's placeholder", tok, oldPlaceholder, 403},
 		{"another Session's placeholder on no token", "kndls_nope", otherPlaceholder, 401},
 	}
 	for _, tt := range tests {
@@ -570,7 +602,7 @@ func TestAPlaceholderReadBackWaitsForTheCreatorsToken(t *testing.T) {
 
 func TestWithNoModelEndpointTheCreatorsTokenGoesOnlyToAnthropic(t *testing.T) {
 	_, r := newRelay(t, "http://127.0.0.1:9", "")
-	if r.model.String() != AnthropicAPI || r.modelSet {
-		t.Fatalf("model upstream %s (set %v), want %s", r.model, r.modelSet, AnthropicAPI)
+	if r.model.String() != AnthropicAPI {
+		t.Fatalf("model upstream %s, want %s", r.model, AnthropicAPI)
 	}
 }

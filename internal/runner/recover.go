@@ -163,8 +163,9 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	r.relay.Adopt(id, token, from)
 	if oauth != "" && strings.HasSuffix(base, "/model/"+token) {
 		// Its model requests come through the relay with what it holds in
-		// place of the Creator's token, which went with the old process:
-		// they wait for the Hub's (resume).
+		// place of the Creator's token (the token itself with
+		// HUB_CLAUDE_TOKEN=sandbox), which went with the old process: they
+		// wait for the Hub's (resume).
 		r.relay.Hold(id, "", oauth)
 	}
 	r.mu.Lock()

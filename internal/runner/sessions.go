@@ -19,7 +19,6 @@ import (
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/relay"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
 )
@@ -274,28 +273,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		TZ:           claude.LocalTimeZone(),
 		RelayURL:     relayURL,
 		SessionToken: token,
-		OAuthToken:   creds.ClaudeToken,
 		BashEnv:      modDir + "/" + copyName + "/" + bashEnvFile,
 	}
-	if !creds.ClaudeTokenInSandbox {
-		// The relay holds the Creator's token while the Session is awake;
-		// Claude Code holds a placeholder, worth nothing outside this run.
-		launch.OAuthToken = relay.Placeholder(creds.ClaudeToken)
-		if err := r.relay.Hold(s.id, creds.ClaudeToken, launch.OAuthToken); err != nil {
-			return err
-		}
+	// The relay holds the Creator's token while the Session is awake, and
+	// carries Claude Code's model calls, whatever Claude Code holds.
+	if err := modelRoute(r.relay, &launch, s.id, token, relayURL, creds); err != nil {
+		return err
 	}
 	for _, p := range mod.Plugins {
 		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+p)
 	}
 	if len(installations) > 0 {
 		launch.PluginDirs = append(launch.PluginDirs, modDir+"/"+copyName+"/"+mod.GatewayPlugin)
-	}
-	if !creds.ClaudeTokenInSandbox || r.cfg.ModelEndpoint != "" {
-		// The relay forwards /model/<Session token>/… to Anthropic or the
-		// Runner's endpoint, so the Sandbox reaches nothing on the host but
-		// the relay.
-		launch.ModelEndpoint = relayURL + "/model/" + token
 	}
 	argv, env, err := launch.Command()
 	if err != nil {
