@@ -37,6 +37,9 @@ var rootContextExceptions = map[string]string{
 	// The kill that ends an Exec's process runs once that Exec's context
 	// is done, so it can't take it; waitDelay bounds it.
 	"internal/sandbox/oci/gvisor.go ociRuntime.runscKill": "runs after its caller's context ended",
+	// A confined task is a process of its own, the whole of its life:
+	// the Runner's deadline kills it from outside; this one bounds git.
+	"internal/runner/changes.go runChangesTask": "a confined task's process is its root",
 }
 
 // TestNoRootContextOutsideMainDaemonsAndTests: work outside main, the
