@@ -417,7 +417,7 @@ type VariableRequest struct {
 	// LoadsCode marks a Variable whose name changes how a tool loads code
 	// or reaches the network: without it such a name is refused, and with
 	// it any other name is.
-	LoadsCode bool `json:"loads_code"`
+	LoadsCode bool `json:"loads_code,omitempty"`
 }
 
 // RepoVariables is a Repo's Environment as the API shows it: its own
