@@ -179,11 +179,10 @@ func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Princi
 type cliLoginView struct {
 	Code, Machine, Address, Client string
 	// FromRunner says its address is a connected Runner's, as it started or
-	// now; Runners names those the viewer's Sessions may run on, Others
-	// counts the rest.
+	// now; Which names those the viewer's Sessions may run on and counts
+	// the rest.
 	FromRunner bool
-	Runners    []string
-	Others     int
+	Which      string
 }
 
 func (h signinAPI) waitingLogin(code string, viewer store.User) (cliLoginView, bool) {
@@ -198,17 +197,26 @@ func (h signinAPI) waitingLogin(code string, viewer store.User) (cliLoginView, b
 	at := slices.Clone(dr.runners)
 	d.mu.Unlock()
 	seen := map[string]bool{}
+	var names []string
+	others := 0
 	for _, rn := range append(at, h.runnersAt(v.Address)...) {
 		if seen[rn.ID] {
 			continue
 		}
 		seen[rn.ID], v.FromRunner = true, true
 		if rn.UsableBy(viewer.ID) {
-			v.Runners = append(v.Runners, rn.Name)
+			names = append(names, rn.Name)
 		} else {
-			v.Others++
+			others++
 		}
 	}
+	switch {
+	case others == 1:
+		names = append(names, "a Runner you don't use")
+	case others > 1:
+		names = append(names, fmt.Sprintf("%d Runners you don't use", others))
+	}
+	v.Which = strings.Join(names, ", ")
 	return v, true
 }
 

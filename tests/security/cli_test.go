@@ -171,14 +171,15 @@ func TestTheApprovalPageSaysWhereALoginComesFrom(t *testing.T) {
 		t.Fatalf("the Runner's hello: %v", err)
 	}
 
-	page := func(from, client string) string {
+	bob := e.member(owner, "bob")
+	page := func(viewer *browser, from, client string) string {
 		t.Helper()
 		_, hash := auth.NewToken(auth.CLI)
 		var start api.CLILoginCode
 		body := e.must(nil, req{method: "POST", path: "/api/cli/login", from: from, header: http.Header{"User-Agent": {client}},
 			body: `{"machine":"laptop","token_sha256":"` + hex.EncodeToString(hash) + `"}`}, http.StatusOK)
 		json.Unmarshal([]byte(body), &start)
-		return e.must(owner.Client, req{method: "GET", path: "/cli/login?code=" + start.UserCode}, http.StatusOK)
+		return e.must(viewer.Client, req{method: "GET", path: "/cli/login?code=" + start.UserCode}, http.StatusOK)
 	}
 	gives := regexp.MustCompile(`Approving gives that kndl CLI a token that acts as you</strong>, with your access to every Repo`)
 	tests := []struct {
@@ -190,7 +191,7 @@ func TestTheApprovalPageSaysWhereALoginComesFrom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := page(tt.from, tt.client)
+			got := page(owner, tt.from, tt.client)
 			if !strings.Contains(got, `id="login-address">`+tt.from+" ") || !strings.Contains(got, `id="login-client"><code>`+html.EscapeString(tt.client)+`</code>`) {
 				t.Errorf("the page does not show the address %s and the client %q:\n%s", tt.from, tt.client, got)
 			}
@@ -203,6 +204,11 @@ func TestTheApprovalPageSaysWhereALoginComesFrom(t *testing.T) {
 				t.Errorf("the page does not say what approving gives:\n%s", got)
 			}
 		})
+	}
+
+	// Someone else's Runner is counted, not named.
+	if got := page(bob, runnerAddr, "kndl-cli (linux/amd64)"); !strings.Contains(got, "connects from</strong> (a Runner you don&#39;t use).") {
+		t.Errorf("bob's page does not count the Runner he doesn't use:\n%s", got)
 	}
 
 	// kndl login names itself.
