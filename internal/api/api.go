@@ -390,16 +390,23 @@ type Repo struct {
 // Variable is a Repo's Variable or a Shared one (RepoID empty). A
 // Sensitive Variable's Value is always empty: the API never shows it.
 type Variable struct {
-	ID        string    `json:"id"`
-	RepoID    string    `json:"repo_id,omitempty"`
-	Name      string    `json:"name"`
-	Value     string    `json:"value,omitempty"`
-	Sensitive bool      `json:"sensitive"`
-	AtBuild   bool      `json:"at_build"`
+	ID        string `json:"id"`
+	RepoID    string `json:"repo_id,omitempty"`
+	Name      string `json:"name"`
+	Value     string `json:"value,omitempty"`
+	Sensitive bool   `json:"sensitive"`
+	AtBuild   bool   `json:"at_build"`
+	// LoadsCode is the mark its setter gave it (loads_code in the
+	// request).
+	LoadsCode bool      `json:"loads_code"`
 	SetBy     string    `json:"set_by"`
 	SetAt     time.Time `json:"set_at"`
 	// Shared is set on a Shared variable a Repo links.
 	Shared bool `json:"shared,omitempty"`
+	// LoadsCodeRule, when set, is the row of the table of names that change
+	// how a tool loads code or reaches the network its name falls under
+	// (docs/security.md, "Which Variables reach Claude Code"), and why.
+	LoadsCodeRule string `json:"loads_code_rule,omitempty"`
 }
 
 // VariableRequest is the body that sets a Variable.
@@ -407,6 +414,10 @@ type VariableRequest struct {
 	Value     string `json:"value"`
 	Sensitive bool   `json:"sensitive"`
 	AtBuild   bool   `json:"at_build"`
+	// LoadsCode marks a Variable whose name changes how a tool loads code
+	// or reaches the network: without it such a name is refused, and with
+	// it any other name is.
+	LoadsCode bool `json:"loads_code,omitempty"`
 }
 
 // RepoVariables is a Repo's Environment as the API shows it: its own
