@@ -459,8 +459,11 @@ func (r *Receiver) commentedPull(ctx context.Context, th thread) (pull ghPull, o
 func (r *Receiver) start(ctx context.Context, th thread, creator store.User, prompt string) error {
 	id, err := r.opts.Sessions.Start(ctx, creator, th.repoURL, title(th.issue), prompt)
 	if err != nil {
+		// The reason stays in the Hub, in its log (do logs what this
+		// returns): the thread may be public, and the Hub's words name
+		// its Runners, its Repos' settings and its Members' state.
 		_, cerr := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number,
-			fmt.Sprintf("@%s, kndl could not start a Session for this: %v", creator.GitHubLogin, err))
+			fmt.Sprintf(startFailedText, creator.GitHubLogin, r.startFailedLink(th)))
 		return errors.Join(fmt.Errorf("start a Session from %s#%d: %w", th.repo(), th.issue.Number, err), cerr)
 	}
 	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
@@ -478,6 +481,21 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	// It may have moved on before its reply was recorded.
 	r.Changed(id)
 	return nil
+}
+
+// startFailedText is the one reply when a Session could not start from a
+// thread, whatever the reason: a fixed sentence and the Hub's link, never
+// the error's text.
+const startFailedText = "@%s, kndl could not start a Session for this. The reason is on the Hub, which says it when you start the Session there, and in its log: %s"
+
+// startFailedLink is where a failed start sends its Creator: the Repo's
+// page on the Hub, or the Hub's front page for a Repo it does not have.
+func (r *Receiver) startFailedLink(th thread) string {
+	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/"
+	if th.hub.ID != "" {
+		link += "repos/" + th.hub.ID
+	}
+	return link
 }
 
 // note records what the Session's reply says of its thread's own latest,

@@ -112,6 +112,8 @@ type recorder struct {
 	prompts []string // "session: text"
 	notes   []string // "session: text"
 	tokens  map[string]bool
+	// failStart, if set, is each start's error.
+	failStart error
 	// gate, if set, holds each start until it is closed, the worker
 	// busy, once it has said so on holding.
 	gate, holding chan struct{}
@@ -122,6 +124,9 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	if r.gate != nil {
 		r.holding <- struct{}{}
 		<-r.gate
+	}
+	if r.failStart != nil {
+		return "", r.failStart
 	}
 	repo, err := r.st.EnsureRepo(ctx, repoURL, "app")
 	if err != nil {
@@ -497,6 +502,40 @@ func TestOnlyAMemberWithATokenAndPushStartsASessionAndAnyoneElseGetsTheSameReply
 	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test do it")
 	if started, _ := f.settle(); started != 1 {
 		t.Errorf("alice's mention started %d Sessions, want 1", started)
+	}
+}
+
+// TestAFailedStartPostsAFixedSentenceAndALinkNotTheError: a start that
+// fails replies in the (maybe public) thread with one fixed sentence and
+// the Hub's link, the Repo's page once the Hub has the Repo; the Hub's
+// error, which names its Runners and its Members' state, is not in it.
+func TestAFailedStartPostsAFixedSentenceAndALinkNotTheError(t *testing.T) {
+	f := newFixture(t)
+	const detail = "no Runner of alice's can take it: runner r1 at 10.0.0.7 has 3 of 3 Sessions"
+	f.sessions.mu.Lock()
+	f.sessions.failStart = fmt.Errorf("start: %s: %w", detail, errdefs.ErrConflict)
+	f.sessions.mu.Unlock()
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
+	replies := f.waitReplies(1)
+	if want := fmt.Sprintf(startFailedText, "alice", "https://hub.example/"); replies[0].Body != want {
+		t.Errorf("the reply to a failed start on a Repo the Hub does not have: %q, want %q", replies[0].Body, want)
+	}
+
+	repo, err := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test again, please")
+	replies = f.waitReplies(2)
+	if want := fmt.Sprintf(startFailedText, "alice", "https://hub.example/repos/"+repo.ID); replies[1].Body != want {
+		t.Errorf("the reply to a failed start on the Hub's Repo: %q, want %q", replies[1].Body, want)
+	}
+	for _, c := range f.gh.Comments("acme/app", 1) {
+		for _, leak := range []string{detail, "10.0.0.7", "Runner", "conflict"} {
+			if strings.Contains(c.Body, leak) {
+				t.Errorf("the comment %q holds the Hub's error text %q", c.Body, leak)
+			}
+		}
 	}
 }
 
