@@ -580,7 +580,7 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 		t.Errorf("a body signed with another secret got %d, want 401", code)
 	}
 	// The id a refused delivery carried is not taken.
-	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", nil); err != nil || !fresh {
+	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", "forged-1", nil); err != nil || !fresh {
 		t.Errorf("the forged delivery's id was taken (%v, %v)", fresh, err)
 	}
 	big := testkit.Delivery{ID: "big-1", Event: "issue_comment", Body: make([]byte, MaxBody+1)}
@@ -590,6 +590,92 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 	}
 	if started, prompts := f.settle(); started != 0 || prompts != 0 || len(f.replies()) != 0 {
 		t.Errorf("%d started, %d prompts, %d replies: want nothing", started, prompts, len(f.replies()))
+	}
+}
+
+// TestADeliveryReplayedUnderAFreshIdIsADuplicate: X-GitHub-Delivery and
+// X-GitHub-Event are not signed, so a captured delivery sent again under
+// a fresh id, or as another event, is answered as a duplicate (202) and
+// starts nothing, before and after a restart of the Hub.
+func TestADeliveryReplayedUnderAFreshIdIsADuplicate(t *testing.T) {
+	f := newFixture(t)
+	d, _ := f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
+	f.waitReplies(1)
+	replay := func(when string) {
+		t.Helper()
+		for i, event := range []string{"issue_comment", "issues"} {
+			again := d
+			again.ID, again.Event = fmt.Sprintf("replay-%s-%d", when, i), event
+			if code := f.gh.Deliver(t, again); code != http.StatusAccepted {
+				t.Errorf("%s, the body replayed as %s under a fresh id got %d, want 202 (a duplicate)", when, event, code)
+			}
+		}
+	}
+	replay("now")
+	if started, prompts := f.settle(); started != 1 || prompts != 0 {
+		t.Errorf("one comment's body sent three times started %d Sessions and queued %d prompts, want 1 and none", started, prompts)
+	}
+	replay("after a restart")
+	if started, prompts := f.settle(); started != 0 || prompts != 0 {
+		t.Errorf("after a restart the replays started %d Sessions and queued %d prompts, want none", started, prompts)
+	}
+	if n := len(f.replies()); n != 1 {
+		t.Errorf("%d replies, want the one Session's", n)
+	}
+}
+
+// countingBody is an endless request body that counts what was read of it.
+type countingBody struct{ read int64 }
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '{'
+	}
+	b.read += int64(len(p))
+	return len(p), nil
+}
+
+func (b *countingBody) Close() error { return nil }
+
+// TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking: a
+// delivery no signature could pass (no secret set, no signature, one not
+// of GitHub's form, a Content-Length over MaxBody) is refused before any
+// of its body is read; one with a signature of the right form is read up
+// to MaxBody and no further, and refused; nothing of either is stored.
+func TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking(t *testing.T) {
+	f := newFixture(t)
+	wellFormed := "sha256=" + strings.Repeat("ab", 32)
+	noSecret := New(Options{Store: f.st, GitHub: f.recv.opts.GitHub, Sessions: f.sessions})
+	defer noSecret.Close()
+	tests := []struct {
+		name      string
+		recv      *Receiver
+		signature string
+		length    int64
+		status    int
+		most      int64 // bytes of the body read, at most
+	}{
+		{"no secret set", noSecret, wellFormed, -1, http.StatusUnauthorized, 0},
+		{"no signature", f.recv, "", -1, http.StatusUnauthorized, 0},
+		{"sha1's form", f.recv, "sha1=" + strings.Repeat("ab", 20), -1, http.StatusUnauthorized, 0},
+		{"not hex", f.recv, "sha256=" + strings.Repeat("zz", 32), -1, http.StatusUnauthorized, 0},
+		{"cut short", f.recv, wellFormed[:len(wellFormed)-2], -1, http.StatusUnauthorized, 0},
+		{"a Content-Length over MaxBody", f.recv, wellFormed, MaxBody + 1, http.StatusRequestEntityTooLarge, 0},
+		{"well-formed, with no length", f.recv, wellFormed, -1, http.StatusRequestEntityTooLarge, MaxBody + 1},
+	}
+	for _, tt := range tests {
+		body := &countingBody{}
+		req := httptest.NewRequest(http.MethodPost, "/github/webhook", nil)
+		req.Body, req.ContentLength = body, tt.length
+		req.Header.Set("X-Hub-Signature-256", tt.signature)
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", "unsigned-1")
+		if got := status(tt.recv.Take(req)); got != tt.status || body.read > tt.most {
+			t.Errorf("%s: answered %d having read %d bytes of the body, want %d having read at most %d", tt.name, got, body.read, tt.status, tt.most)
+		}
+	}
+	if fresh, err := f.st.TakeDelivery(t.Context(), "unsigned-1", "issue_comment", "unsigned-1", nil); err != nil || !fresh {
+		t.Errorf("a refused delivery's id was taken (%v, %v), want nothing stored", fresh, err)
 	}
 }
 
