@@ -40,8 +40,10 @@ type Sessions interface {
 	// Start starts a Session on repoURL as creator's, titled title, with
 	// prompt its first, and returns its id.
 	Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error)
-	// Prompt queues text as creator's prompt to the Session id, waking it.
-	Prompt(ctx context.Context, creator store.User, id, text string) error
+	// Prompt queues text as creator's prompt to the Session id, waking it;
+	// src, when set, is whose words it is (auto-fix's reviewer or check),
+	// queued on creator's behalf.
+	Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error
 	// HasClaudeToken reports whether u stored a Claude setup token.
 	HasClaudeToken(ctx context.Context, u store.User) bool
 	// Progress says how the Session id goes, for its reply in the thread.
@@ -348,7 +350,7 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	}
 	if i := slices.IndexFunc(sessions, func(s store.Session) bool { return s.CreatorID == creator.ID }); i >= 0 {
 		id := sessions[i].ID
-		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment)); err != nil {
+		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment), store.PromptSource{}); err != nil {
 			return err
 		}
 		return r.note(ctx, id, "The latest it took: "+p.Comment.HTMLURL)

@@ -108,9 +108,10 @@ type recorder struct {
 	st      *store.Store
 	runner  string
 	mu      sync.Mutex
-	started []string // the first prompts
-	prompts []string // "session: text"
-	notes   []string // "session: text"
+	started []string             // the first prompts
+	prompts []string             // "session: text"
+	sources []store.PromptSource // each prompt's, in order
+	notes   []string             // "session: text"
 	tokens  map[string]bool
 	// failStart, if set, is each start's error.
 	failStart error
@@ -139,10 +140,11 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	return s.ID, err
 }
 
-func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string) error {
+func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prompts = append(r.prompts, id+": "+text)
+	r.sources = append(r.sources, src)
 	return nil
 }
 
@@ -753,7 +755,7 @@ func TestAFailingCheckOnASessionsPullRequestIsAPromptToItUpToTheRepositorysMost(
 		} `json:"check_run"`
 	}
 	json.Unmarshal(d.Body, &run)
-	for _, want := range []string{id + ": From GitHub: ", `The check "ci/test" concluded failure`, "TestLoad failed: HOME unset",
+	for _, want := range []string{id + ": From GitHub, not from this Session's Creator, but the check \"ci/test\": ", `The check "ci/test" concluded failure`, "TestLoad failed: HOME unset",
 		"Its log: " + run.CheckRun.DetailsURL, fmt.Sprintf("acme/app#%d (%s/acme/app/pull/%d)", pull, f.gh.URL, pull), "1 of at most 3"} {
 		if !strings.Contains(prompts[0], want) {
 			t.Errorf("the prompt %q lacks %q", prompts[0], want)
@@ -809,6 +811,43 @@ func TestAFailingCheckOnAForksBranchOfTheSameNameReachesNoSession(t *testing.T) 
 	}
 }
 
+// TestAnAutoFixPromptIsFromItsSourceNotTheCreator: a review and a failing
+// check sent back are queued as from the reviewer and the check, never
+// as the Creator's words: the queued prompt's source, and its header,
+// which names them and says the words are not the Creator's (SourceOf
+// reads it back); a mention by the Creator has no source.
+func TestAnAutoFixPromptIsFromItsSourceNotTheCreator(t *testing.T) {
+	f := newFixture(t)
+	_, pull := f.pullSession("kndl/fix", store.AutoFix{CI: true, Reviews: true, Max: 3})
+	f.member("bob", true)
+	f.gh.Review(t, "acme/app", pull, "bob", "changes_requested", "Rename Load.")
+	f.gh.CheckRun(t, "acme/app", pull, `ci/"test"`, "failure", "broken")
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test and the docs")
+	prompts := f.prompts()
+	f.sessions.mu.Lock()
+	sources := slices.Clone(f.sessions.sources)
+	f.sessions.mu.Unlock()
+	want := []store.PromptSource{{Kind: store.SourceReview, Name: "bob"}, {Kind: store.SourceCheck, Name: `ci/"test"`}, {}}
+	if !slices.Equal(sources, want) {
+		t.Fatalf("the prompts' sources: %+v, want %+v", sources, want)
+	}
+	for i, p := range prompts {
+		_, text, _ := strings.Cut(p, ": ")
+		got, ok := SourceOf(text)
+		if got != want[i] || ok != (want[i].Kind != "") {
+			t.Errorf("the prompt %.120q reads as from %+v (%v), want %+v", text, got, ok, want[i])
+		}
+	}
+	if !strings.HasPrefix(prompts[0][strings.Index(prompts[0], ": ")+2:], "From GitHub, not from this Session's Creator, but a review by @bob: ") {
+		t.Errorf("the review's prompt %.160q, want its header to name bob and say the words are not the Creator's", prompts[0])
+	}
+	for _, forged := range []string{"From GitHub: @alice on acme/app#1", "From GitHub, not from this Session's Creator, but someone", "From GitHub, not from this Session's Creator, but the check unquoted"} {
+		if src, ok := SourceOf(forged); ok {
+			t.Errorf("SourceOf(%q) = %+v, want none", forged, src)
+		}
+	}
+}
+
 func TestAReviewRequestingChangesIsAPromptOnlyFromSomeoneWhoMayPush(t *testing.T) {
 	f := newFixture(t)
 	id, pull := f.pullSession("kndl/fix", store.AutoFix{Reviews: true, Max: 3})
@@ -819,7 +858,7 @@ func TestAReviewRequestingChangesIsAPromptOnlyFromSomeoneWhoMayPush(t *testing.T
 	f.gh.Review(t, "acme/app", pull, "alice", "changes_requested", "Rename Load to LoadConfig.")
 	f.gh.CheckRun(t, "acme/app", pull, "ci/test", "failure", "broken") // CI is off
 	prompts := f.prompts()
-	if len(prompts) != 1 || !strings.HasPrefix(prompts[0], id+": From GitHub: @alice requested changes") || !strings.Contains(prompts[0], "Rename Load to LoadConfig.") {
+	if len(prompts) != 1 || !strings.HasPrefix(prompts[0], id+": From GitHub, not from this Session's Creator, but a review by @alice: @alice requested changes") || !strings.Contains(prompts[0], "Rename Load to LoadConfig.") {
 		t.Errorf("prompts %q, want alice's review's alone", prompts)
 	}
 }
