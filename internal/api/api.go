@@ -153,6 +153,17 @@ type Prompt struct {
 	DeliveredAt time.Time `json:"delivered_at,omitempty"`
 	// Attachments are the files it carries.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Source is whose words it is when not its author's: auto-fix queues
+	// a GitHub review or a failing check on the Creator's behalf.
+	Source *PromptSource `json:"source,omitempty"`
+}
+
+// PromptSource is whose words a prompt is when auto-fix queued it: Kind
+// "review" with the reviewer's GitHub login as Name, or "check" with the
+// check's name.
+type PromptSource struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // MaxPromptAttachments bounds the files one prompt carries.
@@ -214,6 +225,10 @@ type LiveMessage struct {
 
 	// Attachments are the files a prompt Event's prompt carried.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Source is, for a prompt Event, whose words its header says it is
+	// when auto-fix queued it: a reviewer's or a check's, not the
+	// Creator's.
+	Source *PromptSource `json:"source,omitempty"`
 }
 
 // Port is an open port of a Session, as its view shows it.

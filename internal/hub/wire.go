@@ -125,6 +125,9 @@ func apiPrompt(p store.Prompt) api.Prompt {
 	if len(p.Attachments) > 0 {
 		a.Attachments = apiAll(p.Attachments, apiAttachment)
 	}
+	if p.Source.Kind != "" {
+		a.Source = &api.PromptSource{Kind: p.Source.Kind, Name: p.Source.Name}
+	}
 	return a
 }
 

@@ -36,7 +36,8 @@ import (
 // /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; its
 // Repos over git's smart HTTP (ServeRepo); and issues, their comments and
 // the App's signed webhook deliveries (github_issues.go), and check runs and
-// reviews on pull requests, delivered the same way (github_checks.go). It checks what GitHub
+// reviews on pull requests, delivered the same way (github_checks.go), and a served
+// branch's head (GET /repos/{owner}/{repo}/git/ref/heads/{branch}). It checks what GitHub
 // checks: client credentials, single-use codes bound to their redirect URI
 // and PKCE challenge, the App's RS256 JWT, and that an installation token
 // is live, for the Repo, and carries the permission the request needs.
@@ -185,6 +186,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}", g.showPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/git/ref/heads/{branch...}", g.branchRef)
 	g.serveIssues(mux)
 	g.serveChecks(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
@@ -773,6 +775,25 @@ func (g *GitHub) readable(w http.ResponseWriter, r *http.Request, endpoint, perm
 		return "", false
 	}
 	return repo, true
+}
+
+// branchRef answers GET /repos/{owner}/{repo}/git/ref/heads/{branch} for
+// a token with contents read: the served repository's branch and the
+// commit it is at, or 404 for a branch it does not have, as GitHub does.
+func (g *GitHub) branchRef(w http.ResponseWriter, r *http.Request) {
+	repo, ok := g.readable(w, r, "refs", "contents", http.StatusNotFound)
+	if !ok {
+		return
+	}
+	branch := r.PathValue("branch")
+	out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, repo+".git"), "rev-parse", "--verify", "-q", "refs/heads/"+branch+"^{commit}").Output()
+	if err != nil || strings.HasPrefix(branch, "-") {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	sha := strings.TrimSpace(string(out))
+	ghJSON(w, http.StatusOK, map[string]any{"ref": "refs/heads/" + branch, "url": g.URL + "/repos/" + repo + "/git/refs/heads/" + branch,
+		"object": map[string]string{"sha": sha, "type": "commit", "url": g.URL + "/repos/" + repo + "/git/commits/" + sha}})
 }
 
 // listPulls answers GET /repos/{owner}/{repo}/pulls with head and state

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/github"
@@ -75,6 +76,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	defer tr.Close()
 
 	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, IsError: true, Text: " * [new branch]      kndl/failed -> kndl/failed"}})
+	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: committed(t, c, "kndl/test")}})
 	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: "To " + gh.RepoURL("acme/app") + "\n * [new branch]      kndl/test -> kndl/test"}})
 	want := []api.Branch{{Name: "kndl/test", URL: gh.URL + "/acme/app/tree/kndl/test", Pulls: []api.Pull{
 		{Number: 1, Title: "Add the thing", URL: gh.URL + "/acme/app/pull/1", State: "open"}}}}
@@ -132,7 +134,8 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 		t.Fatal(err)
 	}
 	tok, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
-	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1), "HEAD:refs/heads/kndl/test")
+	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1),
+		"HEAD:refs/heads/kndl/test", "HEAD:refs/heads/kndl/x", "HEAD:refs/heads/kndl/y")
 	if out, err := push.CombinedOutput(); err != nil {
 		t.Fatalf("push: %v %s", err, out)
 	}
@@ -143,13 +146,26 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 }
 
 // trackedPushes is pushedWithPull's GitHub, a Session of its acme/app,
-// and a Tracker without its worker that saw the Session's push output.
+// and a Tracker without its worker that saw the Session commit the
+// branches' head and push them (output), and verified that on GitHub.
 func trackedPushes(t *testing.T, output string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
 	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
-	tr.Pushed(context.Background(), s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: output}})
+	tr.Pushed(context.Background(), s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: committed(t, c, "kndl/test") + output}})
+	tr.verify(context.Background(), s.ID)
 	return gh, st, s, tr
+}
+
+// committed is git commit's summary line for the commit branch of
+// acme/app is at on GitHub, as a Session that made it prints it.
+func committed(t *testing.T, c *github.Client, branch string) string {
+	t.Helper()
+	head, err := c.BranchHead(context.Background(), "acme", "app", branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "[" + branch + " " + head[:7] + "] x\n 1 file changed\n"
 }
 
 // sessionOf opens a store with a Session of the Repo at repoURL.
@@ -202,12 +218,16 @@ func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *test
 			push(s.ID, strings.Join(chunk, ""))
 		}
 	}
-	bs, _ := st.SessionBranches(ctx, s.ID)
-	if len(bs) != MaxBranches || bs[0].Branch != "kndl/b0" {
-		t.Errorf("recorded %d branches, want the first %d", len(bs), MaxBranches)
+	// None is on GitHub: each is a claim, dropped once GitHub says so.
+	tr.mu.Lock()
+	claims := len(tr.claims[s.ID])
+	_, first := tr.claims[s.ID]["kndl/b0"]
+	tr.mu.Unlock()
+	if claims != MaxBranches || !first {
+		t.Errorf("kept %d claims (kndl/b0 among them: %v), want the first %d", claims, first, MaxBranches)
 	}
-	if n := gh.Calls("pulls"); n != MaxBranches {
-		t.Errorf("GitHub was asked %d times, want once for each of the %d branches", n, MaxBranches)
+	if n, pulls := gh.Calls("refs"), gh.Calls("pulls"); n != MaxBranches || pulls != 0 {
+		t.Errorf("GitHub was asked for %d heads and %d branches' pull requests, want a head once for each of the %d branches, and no pull requests of a branch not shown", n, pulls, MaxBranches)
 	}
 	if n := strings.Count(log.String(), "more branches than the Hub keeps"); n != 1 {
 		t.Errorf("the cap is in the log %d times, want once:\n%s", n, log.String())
@@ -361,5 +381,76 @@ func TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce(t *testing.T) {
 	tr.askStale(ctx)
 	if n := gh.Calls("any") - before; n != 0 {
 		t.Errorf("webhooks for pull requests no Session pushed asked GitHub %d times, want none", n)
+	}
+}
+
+// TestABranchIsTheFirstSessionGitHubShowsPushedItAndNeverMoves: a push
+// line is a claim until GitHub's ref (the fake's refs API) shows the
+// branch at a commit the Session named. Another Session's fake lines, one
+// naming a commit the branch is not at or a branch GitHub does not have,
+// record nothing; the Session that made the commit holds the branch, and
+// a later fake line naming the branch's real head, verified on GitHub,
+// still moves it to no other Session: its pull request's checks and
+// reviews go to the first.
+func TestABranchIsTheFirstSessionGitHubShowsPushedItAndNeverMoves(t *testing.T) {
+	ctx := context.Background()
+	gh, c := pushedWithPull(t)
+	st, a := sessionOf(t, gh.RepoURL("acme/app"))
+	b, err := st.CreateSession(ctx, store.Session{RepoID: a.RepoID, CreatorID: a.CreatorID, RunnerID: a.RunnerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A gap of a nanosecond: each claim is asked about at each push.
+	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}, Gap: time.Nanosecond})
+	head, err := c.BranchHead(ctx, "acme", "app", "kndl/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(id, text string) {
+		t.Helper()
+		tr.Pushed(ctx, id, []protocol.Event{{Kind: protocol.EventToolResult, Text: text}})
+		tr.verify(ctx, id)
+	}
+	holders := func(branch string) []string {
+		t.Helper()
+		bs, err := st.BranchSessions(ctx, branch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range bs {
+			out = append(out, map[string]string{a.ID: "A", b.ID: "B"}[x.SessionID])
+		}
+		return out
+	}
+
+	for _, tt := range []struct{ name, text string }{
+		{"a commit the branch is not at", "   1a2b3c4..5d6e7f8  kndl/test -> kndl/test"},
+		{"a new branch with no commit of its own", " * [new branch]      kndl/test -> kndl/test"},
+		{"a branch GitHub does not have", "[kndl/none 5d6e7f8] x\n * [new branch]      kndl/none -> kndl/none"},
+	} {
+		push(b.ID, tt.text)
+		if got := holders("kndl/test"); len(got) != 0 {
+			t.Fatalf("after B's fake line (%s), kndl/test is held by %v, want no one", tt.name, got)
+		}
+	}
+	if bs, _ := st.SessionBranches(ctx, b.ID); len(bs) != 0 {
+		t.Fatalf("B's fake lines recorded %+v, want nothing", bs)
+	}
+
+	push(a.ID, committed(t, c, "kndl/test")+"To "+gh.RepoURL("acme/app")+"\n * [new branch]      kndl/test -> kndl/test")
+	if got := holders("kndl/test"); !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("after A's push, kndl/test is held by %v, want A, whose commit GitHub shows", got)
+	}
+	push(b.ID, "   1a2b3c4.."+head[:7]+"  kndl/test -> kndl/test")
+	push(b.ID, "[kndl/test "+head[:7]+"] x\n * [new branch]      kndl/test -> kndl/test")
+	if got := holders("kndl/test"); !slices.Equal(got, []string{"A"}) {
+		t.Errorf("after B's fake lines naming the branch's real head, kndl/test is held by %v, want A still", got)
+	}
+	if bs, _ := st.SessionBranches(ctx, b.ID); len(bs) != 0 {
+		t.Errorf("B holds %+v, want nothing", bs)
+	}
+	if gh.Calls("refs") == 0 {
+		t.Error("GitHub's refs API was never asked")
 	}
 }
