@@ -25,24 +25,6 @@ type plain struct{}
 
 func (plain) RedactText(_ context.Context, _, text string) string { return text }
 
-// clock is a clock the test turns.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // receiver is a webhook's end that keeps the bodies and when each came,
 // and answers each only once hold is closed (nil: at once): an endpoint
 // slow to answer, up to the post's timeout.
@@ -100,7 +82,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: time.Now()}
+	c := testenv.NewClock(time.Now())
 	n := New(Options{Store: st, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
 		PublicURL: "https://hub.example", Retry: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now})
 	t.Cleanup(n.Close)
@@ -154,7 +136,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 	}
 
 	// The minute over, what it held comes as one, saying how many.
-	c.advance(paceWindow)
+	c.Advance(paceWindow)
 	n.poke() // as the loop's timer of the window's end would
 	testenv.Eventually(t, testenv.WaitShort, "the storm's held notifications, as one", func() bool { evs, _ := slow.got(); return len(evs) == perSession+1 })
 	evs, _ := slow.got()

@@ -6,32 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
 )
-
-// manualClock is a clock a test turns.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // storeSize is the bytes the store's data takes, packed: the size of a
 // backup of it.
@@ -66,7 +48,7 @@ func (f *fixture) dropNotes(id string) []protocol.Event {
 // one note says how many.
 func TestManySmallEventsStoreNoMoreThanTheBudget(t *testing.T) {
 	const budget, sent = 64 << 10, 20000
-	clock := &manualClock{now: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	f := newFixture(t, func(o *Options) { o.EventsMax, o.Now = budget, clock.Now })
 	ctx := context.Background()
 	s, _ := f.active("print a lot")
@@ -83,7 +65,7 @@ func TestManySmallEventsStoreNoMoreThanTheBudget(t *testing.T) {
 		if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: batch}); err != nil {
 			t.Fatal(err)
 		}
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 	}
 	after, err := f.st.EventUse(ctx, s.ID)
 	if err != nil {
