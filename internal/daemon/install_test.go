@@ -3,17 +3,23 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
+	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/cli"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox/gvisor"
 	"kndl.dev/kndl/internal/service"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -401,5 +407,23 @@ func TestTheBackupTimersCommandKeepsTheNewestAndRestores(t *testing.T) {
 	slices.Sort(have)
 	if err != nil || !slices.Equal(have, names) {
 		t.Fatalf("the restored store's Runners: got %q (%v), want %q", have, err, names)
+	}
+}
+
+// TestKndlVersionNamesTheBuildAndWhatItPins: kndl version prints the Go
+// that built it, the protocol's versions and the Claude Code and runsc it
+// pins, in words and as JSON.
+func TestKndlVersionNamesTheBuildAndWhatItPins(t *testing.T) {
+	code, out, errOut := kndl(nil, "version")
+	want := []string{runtime.Version(), fmt.Sprintf("protocol    %d (takes Runners from %d)", protocol.Version, protocol.MinVersion), "claude code " + claude.Version, "runsc       " + gvisor.Version}
+	for _, w := range want {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("kndl version: exit %d, got\n%s%s\nwant it to hold %q", code, out, errOut, w)
+		}
+	}
+	code, out, _ = kndl(nil, "version", "--json")
+	var v versionInfo
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Protocol != protocol.Version || v.ClaudeCode != claude.Version || v.Runsc != gvisor.Version || v.Go != runtime.Version() {
+		t.Errorf("kndl version --json: exit %d, %v, got %+v", code, err, v)
 	}
 }
