@@ -156,10 +156,12 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 func hubBackup(ctx context.Context, io cli.IO, args []string) error {
 	fs := cli.Flags(io, "hub backup")
 	to := fs.String("to", "", "the new file to write")
+	into := fs.String("into", "", "instead of --to: a folder, where the backup is a new file named for its time (UTC)")
+	keep := fs.Int("keep", 0, "with --into: then remove the folder's oldest backups past this many")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *to == "" || fs.NArg() > 0 {
+	if (*to == "") == (*into == "") || (*keep != 0 && *into == "") || *keep < 0 || fs.NArg() > 0 {
 		return cli.ErrUsage
 	}
 	st, cfg, err := storeOnThisMachine(ctx, io)
@@ -168,11 +170,24 @@ func hubBackup(ctx context.Context, io cli.IO, args []string) error {
 	}
 	defer st.Close()
 	start := time.Now()
-	if err := st.Backup(ctx, *to); err != nil {
+	if *into != "" {
+		if *to, err = backupInto(ctx, st, *into, start); err != nil {
+			return err
+		}
+	} else if err := st.Backup(ctx, *to); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Backed up %s to %s in %s. A Hub runs on it with HUB_DATABASE_PATH naming it and the same HUB_SECRETS_KEY.\n",
 		cfg.DatabasePath, *to, time.Since(start).Round(time.Millisecond))
+	if *keep > 0 {
+		removed, err := keepNewest(*into, *keep)
+		if err != nil {
+			return err
+		}
+		for _, r := range removed {
+			fmt.Fprintf(io.Stdout, "Removed %s, past the newest %d.\n", r, *keep)
+		}
+	}
 	return nil
 }
 
