@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -214,7 +215,24 @@ func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 		}
 	}
 	cgiGit := &cgi.Handler{Path: backend, Root: "/", Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
-	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, cgiGit))
+	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, unchunked(cgiGit)))
+}
+
+// unchunked gives next a chunked request's body with its length: CGI
+// (and so git http-backend under Go's cgi.Handler) takes no chunked body,
+// and GitHub takes one, which git sends for a pack over http.postBuffer.
+func unchunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength < 0 && r.Body != nil {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "read the body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // SetPrivate makes owner/repo private: fetching it needs a token too.
