@@ -98,13 +98,13 @@ func TestReadCommandsReadsTheCommandsAloneWithinItsCaps(t *testing.T) {
 		{"cut short", pkts(first)},
 		{"not hex", "zzzz" + first},
 		{"a delim", "0001"},
-		{"a short id", pkts(zero + " " + a1[:20] + " refs/heads/x\n", "")},
-		{"ids of two lengths", pkts(zero + " " + a1 + a1[:24] + " refs/heads/x\n", "")},
-		{"a ref with ..", pkts(zero + " " + a1 + " refs/heads/a..b\n", "")},
-		{"a ref outside refs/", pkts(zero + " " + a1 + " HEAD\n", "")},
-		{"a ref with a space", pkts(zero + " " + a1 + " refs/heads/a b\n", "")},
+		{"a short id", pkts(zero+" "+a1[:20]+" refs/heads/x\n", "")},
+		{"ids of two lengths", pkts(zero+" "+a1+a1[:24]+" refs/heads/x\n", "")},
+		{"a ref with ..", pkts(zero+" "+a1+" refs/heads/a..b\n", "")},
+		{"a ref outside refs/", pkts(zero+" "+a1+" HEAD\n", "")},
+		{"a ref with a space", pkts(zero+" "+a1+" refs/heads/a b\n", "")},
 		{"capabilities twice", pkts(first, a1+" "+b2+" refs/heads/y\x00atomic\n", "")},
-		{"upper-case hex", pkts(zero + " " + strings.Repeat("A", 40) + " refs/heads/x\n", "")},
+		{"upper-case hex", pkts(zero+" "+strings.Repeat("A", 40)+" refs/heads/x\n", "")},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,12 +25,13 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 
 	creator := NewBrowser(t)
 	s.SignInDev(creator)
-	branch := `#branches li[data-branch="kndl/test"]`
+	own := ownBranch(id)
+	branch := `#branches li[data-branch="` + own + `"]`
 	creator.Go(s.URL+"/sessions/"+id, branch+` button.open-pull`)
 	creator.do(chromedp.Click(chromedp.CSS(branch + ` button.open-pull`)))
 	creator.Wait(testenv.WaitShort, "the form, prefilled", `(() => {
 		const f = document.getElementById("pull-form");
-		return !f.hidden && document.getElementById("pull-branch").textContent === "kndl/test" &&
+		return !f.hidden && document.getElementById("pull-branch").textContent === "`+own+`" &&
 			f.elements.title.value === "push a branch" && f.elements.body.value === "Pushed.";
 	})()`)
 	Eval[bool](creator, `(() => { document.getElementById("pull-form").elements.title.value = "Add the test branch"; return true; })()`)
@@ -45,8 +46,8 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 			!document.querySelector('`+branch+` button.open-pull') && document.getElementById("pull-form").hidden;
 	})()`)
 	got := s.GitHub.Pulls("acme/app")
-	if len(got) != 1 || got[0].Head != "kndl/test" || got[0].Base != "main" || got[0].Title != "Add the test branch" || got[0].By != testkit.AppSlug+"[bot]" {
-		t.Fatalf("the fake GitHub received %+v, want kndl/test into main, from the App", got)
+	if len(got) != 1 || got[0].Head != own || got[0].Base != "main" || got[0].Title != "Add the test branch" || got[0].By != testkit.AppSlug+"[bot]" {
+		t.Fatalf("the fake GitHub received %+v, want %s into main, from the App", got, own)
 	}
 	if want := "Pushed.\n\n---\nOpened for dev from kndl Session " + s.URL + "/sessions/" + id + "."; got[0].Body != want {
 		t.Errorf("the body GitHub received: %q, want %q", got[0].Body, want)

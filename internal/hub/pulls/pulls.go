@@ -1,7 +1,7 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
-// transcript's git push output names, and the pull requests opened from
-// them, with an open one's checks and review decision, which it reads from
-// GitHub as the App when a push shows in the transcript, when GitHub's
+// Runner's git relay says GitHub took from it (session.pushed), and the
+// pull requests opened from them, with an open one's checks and review
+// decision, which it reads from GitHub as the App after a push, when GitHub's
 // webhook says a pull request's checks or review changed (Reread), and on
 // a slow timer, never per page view; the newest one's title is offered as
 // the Session's. Only internal/hub imports it.
@@ -21,7 +21,6 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/lifetime"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -73,10 +72,11 @@ const DefaultEvery = 5 * time.Minute
 // installation's 5,000); the branches asked about longest ago go first.
 const checkBatch = 200
 
-// MaxBranches bounds the branches a Session records. What reads as git
-// push's output is whatever code in the Sandbox prints, so without a cap a
-// Session could make the Hub keep, and ask GitHub about, any number of
-// them; further ones are dropped, with one line in the Hub's log.
+// MaxBranches bounds the branches a Session records. Every one is a branch
+// under the Session's prefix that GitHub took, but code in the Sandbox can
+// push as many as it likes, so without a cap a Session could make the Hub
+// keep, and ask GitHub about, any number of them; further ones are
+// dropped, with one line in the Hub's log.
 const MaxBranches = 20
 
 // DefaultGap is the least time between two questions to GitHub about one
@@ -134,13 +134,14 @@ func (t *Tracker) Close() {
 	t.life.Close()
 }
 
-// Pushed records the branches a Session's Events show it pushed, up to
-// MaxBranches, and asks GitHub about them soon, without waiting for it.
-func (t *Tracker) Pushed(ctx context.Context, sessionID string, evs []protocol.Event) {
+// Pushed records the branches a Session's git relay says GitHub took from
+// it, up to MaxBranches, and asks GitHub about them soon, without waiting
+// for it. Names that are not a branch name the Hub keeps are dropped.
+func (t *Tracker) Pushed(ctx context.Context, sessionID string, pushed []string) {
 	var branches []string
-	for _, e := range evs {
-		if e.Kind == protocol.EventToolResult && !e.IsError {
-			branches = append(branches, PushedBranches(e.Text)...)
+	for _, b := range pushed {
+		if branchName.MatchString(b) && !strings.Contains(b, "..") {
+			branches = append(branches, b)
 		}
 	}
 	if len(branches) == 0 {
@@ -474,42 +475,6 @@ func escapeBranch(b string) string {
 	return strings.Join(parts, "/")
 }
 
-// pushLine is a ref line of git push's output that sent a branch, its
-// flag a space (a fast-forward, "   1a2b3c4..5d6e7f8  main -> main"), "+"
-// (a forced update, "1a2b3c4...5d6e7f8") or "*" (a new branch,
-// "[new branch]      kndl/test -> kndl/test"). Deleted, rejected and
-// up-to-date refs ("-", "!", "=") and tags are not pushes of a branch.
-var pushLine = regexp.MustCompile(`^\s*[ *+]\s*(?:\[new branch\]|[0-9a-f]{4,}\.\.\.?[0-9a-f]{4,})\s+\S+\s+->\s+(\S+)`)
-
 // branchName is what the Hub keeps as a branch's name: git's rules, more
 // strictly (no leading dash, no "..", a bounded length).
 var branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$`)
-
-// PushedBranches lists the branches git push's output says it sent.
-func PushedBranches(text string) []string {
-	var out []string
-	// Only lines with an arrow can be one: the regexp runs on those
-	// alone, so a long output without a push costs one scan.
-	for rest := text; ; {
-		i := strings.Index(rest, " -> ")
-		if i < 0 {
-			break
-		}
-		start := strings.LastIndexByte(rest[:i], '\n') + 1
-		end := strings.IndexByte(rest[i:], '\n')
-		if end < 0 {
-			end = len(rest) - i
-		}
-		line := rest[start : i+end]
-		rest = rest[i+end:]
-		m := pushLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		b := strings.TrimPrefix(m[1], "refs/heads/")
-		if branchName.MatchString(b) && !strings.Contains(b, "..") && !strings.HasPrefix(b, "refs/") {
-			out = append(out, b)
-		}
-	}
-	return out
-}
