@@ -153,6 +153,17 @@ type Prompt struct {
 	DeliveredAt time.Time `json:"delivered_at,omitempty"`
 	// Attachments are the files it carries.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Source is whose words it is when not its author's: auto-fix queues
+	// a GitHub review or a failing check on the Creator's behalf.
+	Source *PromptSource `json:"source,omitempty"`
+}
+
+// PromptSource is whose words a prompt is when auto-fix queued it: Kind
+// "review" with the reviewer's GitHub login as Name, or "check" with the
+// check's name.
+type PromptSource struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // MaxPromptAttachments bounds the files one prompt carries.
@@ -214,6 +225,10 @@ type LiveMessage struct {
 
 	// Attachments are the files a prompt Event's prompt carried.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// Source is, for a prompt Event, whose words its header says it is
+	// when auto-fix queued it: a reviewer's or a check's, not the
+	// Creator's.
+	Source *PromptSource `json:"source,omitempty"`
 }
 
 // Port is an open port of a Session, as its view shows it.
@@ -390,16 +405,23 @@ type Repo struct {
 // Variable is a Repo's Variable or a Shared one (RepoID empty). A
 // Sensitive Variable's Value is always empty: the API never shows it.
 type Variable struct {
-	ID        string    `json:"id"`
-	RepoID    string    `json:"repo_id,omitempty"`
-	Name      string    `json:"name"`
-	Value     string    `json:"value,omitempty"`
-	Sensitive bool      `json:"sensitive"`
-	AtBuild   bool      `json:"at_build"`
+	ID        string `json:"id"`
+	RepoID    string `json:"repo_id,omitempty"`
+	Name      string `json:"name"`
+	Value     string `json:"value,omitempty"`
+	Sensitive bool   `json:"sensitive"`
+	AtBuild   bool   `json:"at_build"`
+	// LoadsCode is the mark its setter gave it (loads_code in the
+	// request).
+	LoadsCode bool      `json:"loads_code"`
 	SetBy     string    `json:"set_by"`
 	SetAt     time.Time `json:"set_at"`
 	// Shared is set on a Shared variable a Repo links.
 	Shared bool `json:"shared,omitempty"`
+	// LoadsCodeRule, when set, is the row of the table of names that change
+	// how a tool loads code or reaches the network its name falls under
+	// (docs/security.md, "Which Variables reach Claude Code"), and why.
+	LoadsCodeRule string `json:"loads_code_rule,omitempty"`
 }
 
 // VariableRequest is the body that sets a Variable.
@@ -407,6 +429,10 @@ type VariableRequest struct {
 	Value     string `json:"value"`
 	Sensitive bool   `json:"sensitive"`
 	AtBuild   bool   `json:"at_build"`
+	// LoadsCode marks a Variable whose name changes how a tool loads code
+	// or reaches the network: without it such a name is refused, and with
+	// it any other name is.
+	LoadsCode bool `json:"loads_code,omitempty"`
 }
 
 // RepoVariables is a Repo's Environment as the API shows it: its own

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -139,10 +140,15 @@ func (c *Client) Download(ctx context.Context, path string, w io.Writer) error {
 	return c.send(req, w)
 }
 
+// UserAgent names the kndl CLI to the Hub, which shows it on the page that
+// approves a kndl login.
+var UserAgent = "kndl-cli (" + runtime.GOOS + "/" + runtime.GOARCH + ")"
+
 // send sends req with the CLI token and takes the answer: the Hub's
 // message as an *Error, or else the body into out, which is an io.Writer
 // to copy it to, something to decode JSON into, or nil.
 func (c *Client) send(req *http.Request, out any) error {
+	req.Header.Set("User-Agent", UserAgent)
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/loadscode"
 )
 
 // Launch is one start of a Session's Claude Code: what goes on its command
@@ -64,56 +65,21 @@ type Launch struct {
 }
 
 // KeptOut reports whether a variable is kept out of Claude Code's process,
-// and so out of everything Claude runs (the Start script still gets it).
-// Two kinds are: those that would sign Claude Code in some other way than
-// the Creator's token or send it elsewhere (ANTHROPIC_*, CLAUDE_*: kndl sets
-// its own on top), and those that change how Claude Code or what it runs
-// loads code or reaches the network: the dynamic loader, Node, Bun and the
-// other interpreters' start-up, the shell's, git's (but for who commits),
-// npm's configuration, TLS, proxies and name resolution. A Variable any
-// collaborator sets on a Repo must not be able to make the Creator's
-// Claude Code trust another CA, load a library or go through a proxy, and
-// so hand over the Creator's token.
+// and so out of everything Claude runs (the Start script still gets it):
+// the rows of loadscode's table marked KeptOut. Two kinds are: those that
+// would sign Claude Code in some other way than the Creator's token or send
+// it elsewhere (ANTHROPIC_*, CLAUDE_*: kndl sets its own on top), and those
+// that change how Claude Code itself, or what it runs, loads code or reaches
+// the network: the dynamic loader, Node, Bun and the other interpreters'
+// start-up, the shell's, git's (but for who commits), npm's configuration,
+// TLS, proxies, name resolution and the pager. A Variable any collaborator
+// with push sets on a Repo must not be able to make the Creator's Claude
+// Code trust another CA, load a library or go through a proxy, and so hand
+// over the Creator's token.
 func KeptOut(name string) bool {
-	upper := strings.ToUpper(name)
-	if hasPrefix(upper, passedPrefixes) {
-		return false
-	}
-	return hasPrefix(upper, keptOutPrefixes) || slices.Contains(keptOutNames, upper)
+	r, ok := loadscode.Match(name)
+	return ok && r.KeptOut
 }
-
-func hasPrefix(s string, prefixes []string) bool {
-	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
-}
-
-// keptOutPrefixes, keptOutNames and passedPrefixes are KeptOut's table,
-// upper-cased: proxies and npm's configuration go by either case.
-var (
-	keptOutPrefixes = []string{
-		// Sign Claude Code in elsewhere, or report to elsewhere.
-		"ANTHROPIC_", "CLAUDE_", "OTEL_",
-		// What the loader, Node and Bun load, and the CAs they trust.
-		"LD_", "NODE_", "BUN_",
-		// git's config, ssh command, helpers, templates, exec path and TLS.
-		"GIT_",
-		// npm's registry, its scripts' shell and node options.
-		"NPM_CONFIG_",
-		// The CAs TLS trusts, OpenSSL's config and the engines it loads.
-		"SSL_", "OPENSSL_",
-	}
-	keptOutNames = []string{
-		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY",
-		"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CURL_HOME", "WGETRC",
-		"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
-		"GLIBC_TUNABLES", "GCONV_PATH",
-		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT",
-		"PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT",
-		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-		"SSH_ASKPASS", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
-	}
-	// passedPrefixes are git's variables a team sets for who commits.
-	passedPrefixes = []string{"GIT_AUTHOR_", "GIT_COMMITTER_"}
-)
 
 // jitOff turns off the DFG tier of Bun's JavaScriptCore, and with it the
 // FTL above it, in Claude Code's process. Claude Code is a large program

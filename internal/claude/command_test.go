@@ -75,6 +75,9 @@ func TestCommandEnv(t *testing.T) {
 		"OPENSSL_CONF=/workspace/openssl.cnf", "npm_config_registry=http://evil.example", "NPM_CONFIG_USERCONFIG=/workspace/npmrc",
 		"SHELLOPTS=xtrace", "PS4=$(/workspace/x)", "PYTHONPATH=/workspace", "PERL5OPT=-M/workspace/x", "RUBYOPT=-r/workspace/x",
 		"JAVA_TOOL_OPTIONS=-javaagent:/workspace/x.jar", "CURL_HOME=/workspace",
+		"XDG_CONFIG_HOME=/workspace", "PAGER=/workspace/x", "LESSOPEN=|/workspace/x %s",
+		// A package manager's registry a Member with push marked passes.
+		"PIP_INDEX_URL=https://pypi.example.com/simple",
 		"EMPTY=", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept",
 		// Who commits passes.
 		"GIT_AUTHOR_NAME=Team Bot", "GIT_COMMITTER_EMAIL=bot@example.com",
@@ -94,7 +97,7 @@ func TestCommandEnv(t *testing.T) {
 		"KNDL_URL=http://host.microsandbox.internal:7070",
 	}
 	keep := []string{"EMPTY=", "HOME=/root", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "WITH_EQUALS=a=b", "NODE=plain", "MY_NODE_OPTIONS=kept",
-		"GIT_AUTHOR_NAME=Team Bot", "GIT_COMMITTER_EMAIL=bot@example.com"}
+		"GIT_AUTHOR_NAME=Team Bot", "GIT_COMMITTER_EMAIL=bot@example.com", "PIP_INDEX_URL=https://pypi.example.com/simple"}
 	sorted := func(parts ...[]string) []string {
 		out := slices.Concat(parts...)
 		slices.Sort(out)

@@ -63,7 +63,7 @@ func commands() []Command {
 		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction(apiclient.Archive, "The Session is archived.")},
 		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction(apiclient.Restore, "The Session is restored and asleep.")},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
-		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
+		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] [--loads-code] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
 		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},
 		{Name: "var rm", Usage: "(--repo URL | --shared) NAME", Summary: "remove a Variable", Run: varChange("var rm", (*apiclient.Client).DeleteVariable, false, "Removed")},
 		{Name: "var link", Usage: "--repo URL NAME", Summary: "make a Repo use a Shared variable", Run: varChange("var link", (*apiclient.Client).LinkVariable, true, "Linked")},

@@ -55,6 +55,7 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	shared := fs.Bool("shared", false, "a Shared variable, which Repos link")
 	sensitive := fs.Bool("sensitive", false, "Sensitive: write-only, and masked wherever the Hub stores or shows text")
 	atBuild := fs.Bool("at-build", false, "the Bootstrap script gets it too")
+	loadsCode := fs.Bool("loads-code", false, "mark it as changing how a tool loads code or reaches the network (PIP_INDEX_URL, LD_PRELOAD, a proxy: docs/security.md lists the names); such a name is refused without it")
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func varSet(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := api.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild}
+	req := api.VariableRequest{Value: strings.TrimSuffix(string(value), "\n"), Sensitive: *sensitive, AtBuild: *atBuild, LoadsCode: *loadsCode}
 	if _, err := c.SetVariable(ctx, id, pos[0], req); err != nil {
 		return err
 	}
@@ -124,9 +125,16 @@ func varList(ctx context.Context, io IO, args []string) error {
 		if v.Shared {
 			name += " (linked)"
 		}
-		rows = append(rows, []string{name, oneLine(value, 40), fmt.Sprint(v.AtBuild), ago(v.SetAt)})
+		loads := ""
+		switch {
+		case v.LoadsCode:
+			loads = "marked"
+		case v.LoadsCodeRule != "":
+			loads = "unmarked"
+		}
+		rows = append(rows, []string{name, oneLine(value, 40), fmt.Sprint(v.AtBuild), loads, ago(v.SetAt)})
 	}
-	return table(io, "NAME\tVALUE\tAT BUILD\tSET", rows)
+	return table(io, "NAME\tVALUE\tAT BUILD\tLOADS CODE\tSET", rows)
 }
 
 // varChange runs one of rm, link and unlink: change, with the Repo's id

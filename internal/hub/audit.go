@@ -265,6 +265,9 @@ func variableDetail(req api.VariableRequest, replaced bool) string {
 	if req.AtBuild {
 		parts = append(parts, "at build")
 	}
+	if req.LoadsCode {
+		parts = append(parts, "marked as loading code")
+	}
 	if replaced {
 		parts = append(parts, "replacing the value it had")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/signin"
+	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
 
@@ -31,9 +33,12 @@ const (
 
 // deviceRequest is one kndl login waiting for a browser.
 type deviceRequest struct {
-	code      string // the user code, XXXX-XXXX
-	machine   string
-	address   string
+	code    string // the user code, XXXX-XXXX
+	machine string
+	address string
+	client  string // its User-Agent (clientName)
+	// runners are the Runners connected from its address as it started.
+	runners   []store.Runner
 	tokenHash []byte
 	expires   time.Time
 	state     string // pending, approved, denied
@@ -121,7 +126,8 @@ func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Princ
 	for d.byCode[code] != nil {
 		code = newUserCode()
 	}
-	dr := &deviceRequest{code: code, machine: req.Machine, address: addr, tokenHash: hash, expires: time.Now().Add(deviceTTL), state: "pending"}
+	dr := &deviceRequest{code: code, machine: req.Machine, address: addr, client: clientName(r), runners: h.runnersAt(addr),
+		tokenHash: hash, expires: time.Now().Add(deviceTTL), state: "pending"}
 	d.byCode[code] = dr
 	d.byDevice[string(auth.Hash(device))] = dr
 	d.mu.Unlock()
@@ -166,20 +172,86 @@ func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Princi
 	writeJSON(w, http.StatusOK, api.CLILoginStatus{Status: state})
 }
 
-// cliLoginView is what the approval page shows of a waiting login.
+// cliLoginView is what the approval page shows of a waiting login: where
+// it came from, and whether that is where a Runner of this Hub connects
+// from, so a login a Session's Sandbox started (a prompt-injected Claude
+// asking its Creator to approve a code) says so.
 type cliLoginView struct {
-	Code, Machine, Address string
+	Code, Machine, Address, Client string
+	// FromRunner says its address is a connected Runner's, as it started or
+	// now; Which names those the viewer's Sessions may run on and counts
+	// the rest.
+	FromRunner bool
+	Which      string
 }
 
-func (h signinAPI) waitingLogin(code string) (cliLoginView, bool) {
+func (h signinAPI) waitingLogin(code string, viewer store.User) (cliLoginView, bool) {
 	d := &h.guard.devices
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	dr := d.byCode[normalCode(code)]
 	if dr == nil || dr.state != "pending" || time.Now().After(dr.expires) {
+		d.mu.Unlock()
 		return cliLoginView{}, false
 	}
-	return cliLoginView{dr.code, dr.machine, dr.address}, true
+	v := cliLoginView{Code: dr.code, Machine: dr.machine, Address: dr.address, Client: dr.client}
+	at := slices.Clone(dr.runners)
+	d.mu.Unlock()
+	seen := map[string]bool{}
+	var names []string
+	others := 0
+	for _, rn := range append(at, h.runnersAt(v.Address)...) {
+		if seen[rn.ID] {
+			continue
+		}
+		seen[rn.ID], v.FromRunner = true, true
+		if rn.UsableBy(viewer.ID) {
+			names = append(names, rn.Name)
+		} else {
+			others++
+		}
+	}
+	switch {
+	case others == 1:
+		names = append(names, "a Runner you don't use")
+	case others > 1:
+		names = append(names, fmt.Sprintf("%d Runners you don't use", others))
+	}
+	v.Which = strings.Join(names, ", ")
+	return v, true
+}
+
+// runnersAt lists the connected Runners whose connection comes from addr,
+// as the Hub sees each request's address (signin.ClientAddr). A Sandbox
+// reaches the Hub through its Runner's host, so a request from it comes
+// from the Runner's address when the Hub sees both from outside: behind
+// one NAT or proxy, every machine there shares it, and kndl dev's own
+// Runner shares the loopback with its CLI.
+func (h signinAPI) runnersAt(addr string) []store.Runner {
+	var out []store.Runner
+	for _, rc := range h.runners.All() {
+		if rc.Addr == addr {
+			out = append(out, rc.Runner)
+		}
+	}
+	return out
+}
+
+// maxClientName bounds the User-Agent a login is shown with.
+const maxClientName = 200
+
+// clientName is the User-Agent a request named itself with, printable and
+// at most maxClientName bytes; it is the requester's word, shown as such.
+func clientName(r *http.Request) string {
+	ua := strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return -1
+		}
+		return c
+	}, r.UserAgent())
+	if len(ua) > maxClientName {
+		ua = strings.ToValidUTF8(ua[:maxClientName], "") + "…"
+	}
+	return ua
 }
 
 // cliLoginPage shows a waiting login for a signed-in browser to approve.
@@ -193,7 +265,7 @@ func (h signinAPI) cliLoginPage(w http.ResponseWriter, r *http.Request, p Princi
 		SignInAgain, MaxAge string
 	}{User: p.User.Name, MaxAge: minutes(h.cfg.SudoMaxAge)}
 	if code := r.URL.Query().Get("code"); code != "" {
-		if v, ok := h.waitingLogin(code); ok {
+		if v, ok := h.waitingLogin(code, p.User); ok {
 			data.Request = &v
 			if _, err := h.checkRecent(r.Context(), p); err != nil {
 				data.SignInAgain = signInAgain(r.URL.RequestURI())
@@ -235,8 +307,9 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	var hash []byte
 	var machine, address string
+	var from []store.Runner
 	if ok {
-		hash, machine, address = dr.tokenHash, dr.machine, dr.address
+		hash, machine, address, from = dr.tokenHash, dr.machine, dr.address, dr.runners
 	}
 	d.mu.Unlock()
 	if !ok {
@@ -261,7 +334,11 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 		return
 	}
 	h.log.Info("CLI signed in", "user", p.User.Name, "machine", machine)
-	h.audit(r, p, auditCLIApproved, machine, "a kndl login from "+address)
+	detail := "a kndl login from " + address
+	if len(from) > 0 {
+		detail += ", a connected Runner's address"
+	}
+	h.audit(r, p, auditCLIApproved, machine, detail)
 	h.notice(w, "Signed in", "The kndl CLI on "+machine+" is signed in as you. Go back to your terminal.")
 }
 

@@ -112,9 +112,10 @@ type Config struct {
 	// doubled at each after, up to an hour (notify.Options.Retry).
 	// HUB_NOTIFY_RETRY, a Go duration, default 30s.
 	NotifyRetry time.Duration
-	// SessionEventsMax bounds the bytes of Events one Session's Runner
-	// makes the Hub store, in all, and a thirty-second of it in any minute;
-	// past it they are summarized. HUB_SESSION_EVENTS_MAX, default 1 GiB
+	// SessionEventsMax bounds what one Session's Events cost the Hub's
+	// store (each its row, 256 bytes, and its JSON), in all, and a
+	// thirty-second of it in any minute; past it they are dropped, one
+	// note saying how many. HUB_SESSION_EVENTS_MAX, default 1 GiB
 	// (1073741824).
 	SessionEventsMax int64
 	// AttachmentMax bounds one file attached to a prompt, in bytes: a

@@ -72,17 +72,18 @@ func TestOnlyTheCreatorOpensAPullRequestFromAPushedBranch(t *testing.T) {
 	gh.SetReadOnly("acme/app", "rita", true)
 	pushedBranch(t, f, gh, "kndl/fix")
 	repo, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
-	session := func(creator store.User) string {
+	session := func(creator store.User, branch string) string {
 		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: f.runner.ID, Title: "Fix the login"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := f.store.AddSessionBranches(ctx, s.ID, []string{"kndl/fix"}, time.Now(), 20); err != nil {
+		if _, _, err := f.store.AddSessionBranches(ctx, s.ID, []string{branch}, time.Now(), 20); err != nil {
 			t.Fatal(err)
 		}
 		return s.ID
 	}
-	id, ritas := session(olivia), session(rita)
+	// A branch is one Session's: rita's pushed its own.
+	id, ritas := session(olivia, "kndl/fix"), session(rita, "kndl/rita")
 	path := "/api/sessions/" + id + "/pulls"
 	secret := "ghp_O9hFAiOh29oB93c0F6UJ5YtuALNUEJMUUqAs" // a GitHub token's shape
 	pull := api.NewPull{Branch: "kndl/fix", Title: "Fix the login", Body: "It works now. " + secret}
@@ -97,7 +98,7 @@ func TestOnlyTheCreatorOpensAPullRequestFromAPushedBranch(t *testing.T) {
 		{"someone without access", noraTok, path, pull, http.StatusNotFound, "session"},
 		{"a branch it did not push", oliviaTok, path, api.NewPull{Branch: "main", Title: "x"}, http.StatusBadRequest, `pushed no branch "main"`},
 		{"an empty title", oliviaTok, path, api.NewPull{Branch: "kndl/fix", Title: " "}, http.StatusBadRequest, "title is empty"},
-		{"a Creator without push", ritaTok, "/api/sessions/" + ritas + "/pulls", pull, http.StatusForbidden, "no push permission on acme/app"},
+		{"a Creator without push", ritaTok, "/api/sessions/" + ritas + "/pulls", api.NewPull{Branch: "kndl/rita", Title: "x"}, http.StatusForbidden, "no push permission on acme/app"},
 		{"a base that is not there", oliviaTok, path, api.NewPull{Branch: "kndl/fix", Base: "nope", Title: "x"}, http.StatusBadRequest, "base invalid"},
 	}
 	for _, tt := range refusals {

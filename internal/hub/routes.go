@@ -55,7 +55,7 @@ func (h *Hub) routes() []route {
 		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
 		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
-		signins = signinAPI{core: h.core, refusals: &h.refusals}
+		signins = signinAPI{core: h.core, refusals: &h.refusals, runners: h.runners}
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}

@@ -15,6 +15,7 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
@@ -26,6 +27,9 @@ import (
 type signinAPI struct {
 	core
 	refusals *refusals // the Hub's: sign-in refusals the audit log recorded this minute
+	// runners are the connected Runners, whose addresses a kndl login's
+	// approval page compares its own with (runnersAt).
+	runners *runners.Conns
 }
 
 // Cookies that carry a sign-in across the trip to GitHub and back: the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub/triggers"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -36,6 +37,9 @@ func (st *sessionStream) event(ctx context.Context, e store.Event) (api.LiveMess
 	m := api.LiveMessage{Type: "event", Event: &ev}
 	if ev.Kind == protocol.EventPrompt {
 		m.Attachments = st.attachments(ctx, ev.Text)
+		if src, ok := triggers.SourceOf(ev.Text); ok {
+			m.Source = &api.PromptSource{Kind: src.Kind, Name: src.Name}
+		}
 	}
 	if len(ev.TurnUsage) > 0 {
 		spent := api.SpentOf(ev.TurnUsage)

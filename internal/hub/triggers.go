@@ -146,10 +146,10 @@ func (h triggerSessions) Start(ctx context.Context, creator store.User, repoURL,
 	return s.ID, err
 }
 
-func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string) error {
+func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
 	s, err := h.store.SessionByID(ctx, id)
 	if err == nil {
-		_, err = h.sessions.Prompt(ctx, s, store.Prompt{AuthorID: creator.ID, Text: text})
+		_, err = h.sessions.Prompt(ctx, s, store.Prompt{AuthorID: creator.ID, Text: text, Source: src})
 	}
 	return err
 }

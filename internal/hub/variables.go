@@ -11,6 +11,7 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/loadscode"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
 	"kndl.dev/kndl/internal/store"
@@ -43,6 +44,25 @@ func sandboxOwnError(name string) error {
 	}
 	return fmt.Errorf("a Variable can't be named %s: the Sandbox sets %s itself, from its login environment (to add a directory to PATH, have the Environment's Bootstrap script add it in ~/.profile): %w",
 		name, strings.Join(sandboxOwn, ", "), errdefs.ErrInvalid)
+}
+
+// loadsCodeError says why a Variable named name can't be set with the mark
+// marked, or is nil. A name under loadscode.Table changes how a tool loads
+// code or reaches the network in every Creator's Sessions of the Repo, so
+// it is set only with the mark, by someone who may change the Repo's
+// Variables at all (push); a mark on any other name means nothing, and is
+// refused too. Only setting reads the mark: a Variable stored before it was
+// asked for keeps reaching Sessions as it did.
+func loadsCodeError(name string, marked bool) error {
+	r, ok := loadscode.Match(name)
+	switch {
+	case ok && !marked:
+		return fmt.Errorf("%s falls under %s, a name that changes how a tool loads code or reaches the network (%s): it reaches every Creator's Sessions in the Repo, so set it only on purpose, with the mark: kndl var set --loads-code, or \"loads_code\": true: %w",
+			name, r.Pattern, r.Why, errdefs.ErrInvalid)
+	case !ok && marked:
+		return fmt.Errorf("%s changes nothing a tool loads, by kndl's table (docs/security.md, \"Which Variables reach Claude Code\"): set it without --loads-code: %w", name, errdefs.ErrInvalid)
+	}
+	return nil
 }
 
 // sealFor is what a Variable's value is sealed for: its Repo and name, so a
@@ -210,6 +230,8 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 		err = fmt.Errorf("variable name %q: use letters, digits and _, not starting with a digit: %w", name, errdefs.ErrInvalid)
 	case sandboxOwnError(name) != nil:
 		err = sandboxOwnError(name)
+	case loadsCodeError(name, req.LoadsCode) != nil:
+		err = loadsCodeError(name, req.LoadsCode)
 	case len(req.Value) > maxVariableBytes:
 		err = fmt.Errorf("the value is over %d bytes: %w", maxVariableBytes, errdefs.ErrTooLarge)
 	case req.Sensitive:
@@ -219,7 +241,7 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 		h.writeError(w, r, err)
 		return
 	}
-	v := store.Variable{RepoID: repoID, Name: name, Value: req.Value, Sensitive: req.Sensitive, AtBuild: req.AtBuild, SetBy: p.User.ID}
+	v := store.Variable{RepoID: repoID, Name: name, Value: req.Value, Sensitive: req.Sensitive, AtBuild: req.AtBuild, LoadsCode: req.LoadsCode, SetBy: p.User.ID}
 	if req.Sensitive {
 		v.Sealed = h.secrets.Seal([]byte(req.Value), sealFor(repoID, name))
 	}

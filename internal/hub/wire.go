@@ -8,6 +8,7 @@ import (
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/loadscode"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -124,6 +125,9 @@ func apiPrompt(p store.Prompt) api.Prompt {
 	if len(p.Attachments) > 0 {
 		a.Attachments = apiAll(p.Attachments, apiAttachment)
 	}
+	if p.Source.Kind != "" {
+		a.Source = &api.PromptSource{Kind: p.Source.Kind, Name: p.Source.Name}
+	}
 	return a
 }
 
@@ -148,8 +152,12 @@ func apiRepo(r store.Repo) api.Repo {
 
 // apiVariable leaves out Sealed, which is for the Hub alone.
 func apiVariable(v store.Variable) api.Variable {
-	return api.Variable{ID: v.ID, RepoID: v.RepoID, Name: v.Name, Value: v.Value, Sensitive: v.Sensitive,
-		AtBuild: v.AtBuild, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared}
+	a := api.Variable{ID: v.ID, RepoID: v.RepoID, Name: v.Name, Value: v.Value, Sensitive: v.Sensitive,
+		AtBuild: v.AtBuild, LoadsCode: v.LoadsCode, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared}
+	if r, ok := loadscode.Match(v.Name); ok {
+		a.LoadsCodeRule = r.Pattern + ": " + r.Why
+	}
+	return a
 }
 
 func apiUser(u store.User) api.User {

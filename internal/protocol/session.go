@@ -245,6 +245,10 @@ type Event struct {
 	// TurnUsage, on a turn_end, is what the Turn spent, by model: set by
 	// the Hub as it stores the Event, never taken from a Runner.
 	TurnUsage []Usage `json:"turn_usage,omitempty"`
+	// Dropped, on the Hub's note that a Session went past its Event
+	// budget, is how many of its Events were dropped: set by the Hub,
+	// never taken from a Runner.
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // Usage is the tokens model replies of one model used.

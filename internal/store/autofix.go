@@ -40,8 +40,10 @@ func (s *Store) CountFix(ctx context.Context, repo string, pull int) (int, error
 	return n, err
 }
 
-// BranchSessions lists the Sessions not archived that pushed branch,
-// newest push first, each with its Repo's URL.
+// BranchSessions lists the Sessions not archived that hold branch, each
+// with its Repo's URL: one a Repo since a branch belongs to the first
+// Session recorded with it (AddSessionBranches); rows from before that
+// rule are listed first push first, so the first is still its owner.
 func (s *Store) BranchSessions(ctx context.Context, branch string) ([]SessionBranch, error) {
-	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.branch = ? AND s.state <> ? ORDER BY b.pushed_at DESC`, branch, Archived)
+	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.branch = ? AND s.state <> ? ORDER BY b.pushed_at, b.session_id`, branch, Archived)
 }

@@ -44,29 +44,37 @@ func TestTheAutoFixCountPerPullRequestGoesUpByOneForEachFailure(t *testing.T) {
 	})
 }
 
-// TestAPullRequestsBranchFindsTheSessionsThatPushedIt: the Sessions not
-// archived that pushed a branch, newest push first, with their Repo.
-func TestAPullRequestsBranchFindsTheSessionsThatPushedIt(t *testing.T) {
+// TestABranchBelongsToTheFirstSessionRecordedWithIt: of three Sessions of
+// a Repo recording the same branches, the first holds them and the others
+// record none, however often they try; BranchSessions finds the first,
+// with its Repo, while it is not archived, and an archived one's branch
+// still moves to no other.
+func TestABranchBelongsToTheFirstSessionRecordedWithIt(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
 		xs := moreSessions(t, s, 3)
 		at := time.UnixMilli(1700000000000)
 		for i, x := range xs {
-			if _, _, err := s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix", "kndl/other"}, at.Add(time.Duration(i)*time.Second), 5); err != nil {
-				t.Fatal(err)
+			added, dropped, err := s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix", "kndl/other"}, at.Add(time.Duration(i)*time.Second), 5)
+			if want := map[bool]int{true: 2, false: 0}[i == 0]; err != nil || added != want || dropped != 0 {
+				t.Fatalf("Session %d recording the branches: added %d, dropped %d, %v; want %d added", i, added, dropped, err, want)
 			}
 		}
-		if err := s.MoveSession(ctx, xs[2].ID, Starting, Archived, "", false); err != nil {
+		bs, err := s.BranchSessions(ctx, "kndl/fix")
+		if err != nil || len(bs) != 1 || bs[0].SessionID != xs[0].ID || bs[0].RepoURL != xs[0].RepoURL || bs[0].Branch != "kndl/fix" || !bs[0].PushedAt.Equal(at) {
+			t.Fatalf("the branch's Sessions: %+v, %v; want the first's alone", bs, err)
+		}
+		if err := s.MoveSession(ctx, xs[0].ID, Starting, Archived, "", false); err != nil {
 			t.Fatal(err)
 		}
-		bs, err := s.BranchSessions(ctx, "kndl/fix")
-		if err != nil || len(bs) != 2 || bs[0].SessionID != xs[1].ID || bs[1].SessionID != xs[0].ID ||
-			bs[0].RepoURL != xs[1].RepoURL || bs[0].Branch != "kndl/fix" || !bs[0].PushedAt.Equal(at.Add(time.Second)) {
-			t.Fatalf("the branch's Sessions: %+v, %v; want the second's, then the first's, not the archived one's", bs, err)
+		if added, _, err := s.AddSessionBranches(ctx, xs[1].ID, []string{"kndl/fix"}, at.Add(time.Minute), 5); err != nil || added != 0 {
+			t.Fatalf("another Session taking an archived one's branch: added %d, %v; want none", added, err)
 		}
-		if bs, err := s.BranchSessions(ctx, "kndl/none"); err != nil || len(bs) != 0 {
-			t.Fatalf("a branch none pushed: %+v, %v; want none", bs, err)
+		for _, b := range []string{"kndl/fix", "kndl/none"} {
+			if bs, err := s.BranchSessions(ctx, b); err != nil || len(bs) != 0 {
+				t.Fatalf("%s: %+v, %v; want no Session not archived", b, bs, err)
+			}
 		}
 	})
 }

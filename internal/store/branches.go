@@ -34,7 +34,10 @@ func scanBranch(row scanner) (SessionBranch, error) {
 
 // AddSessionBranches records branches a Session pushed, keeping at most
 // max for it: one it has already keeps its first push, and new ones past
-// max are dropped. It returns how many it recorded and how many it dropped.
+// max are dropped. A branch belongs to the first Session of its Repo
+// recorded with it, and never moves: one another Session of the Repo
+// holds is not recorded, nor counted as added or dropped. It returns how
+// many it recorded and how many it dropped.
 func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error) {
 	err = s.InTx(ctx, func(tx *sql.Tx) error {
 		added, dropped = 0, 0
@@ -48,6 +51,15 @@ func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branch
 		}
 		for _, br := range branches {
 			if known[br] {
+				continue
+			}
+			var others int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM session_branches b JOIN sessions s ON s.id = b.session_id
+				WHERE b.branch = ? AND b.session_id <> ? AND s.repo_id = (SELECT repo_id FROM sessions WHERE id = ?)`, br, sessionID, sessionID).Scan(&others); err != nil {
+				return err
+			}
+			if others > 0 {
+				known[br] = true // another Session's: never this one's
 				continue
 			}
 			full := len(known) >= max // once full, known only grows by the dropped

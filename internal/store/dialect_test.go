@@ -216,6 +216,7 @@ func TestTheTranscriptIsReadByItsEventsFields(t *testing.T) {
 			{"subagent_start", `{"agent":"a3"}`},
 			{"subagent_end", `{"agent":"a3"}`},
 			{"turn_end", `{"agent":"a1"}`},
+			{"note", `{"text":"dropped","dropped":12}`},
 		} {
 			evs = append(evs, Event{Kind: e.kind, Data: json.RawMessage(e.data)})
 		}
@@ -236,8 +237,14 @@ func TestTheTranscriptIsReadByItsEventsFields(t *testing.T) {
 		if got := fmt.Sprint(running); err != nil || got != "map[a1:t2 a2:t9]" {
 			t.Fatalf("RunningSubagents = %s, %v; want map[a1:t2 a2:t9]", got, err)
 		}
-		if n, err := s.EventBytes(ctx, x.ID); err != nil || n == 0 {
-			t.Fatalf("EventBytes = %d, %v", n, err)
+		if u, err := s.EventUse(ctx, x.ID); err != nil || u.Rows != 10 || u.Bytes == 0 || u.NoteSeq != 10 || u.Dropped != 12 {
+			t.Fatalf("EventUse = %+v, %v; want 10 rows, their bytes, and the note of 12 dropped at 10", u, err)
+		}
+		if err := s.SetEventData(ctx, x.ID, 10, []byte(`{"text":"dropped","dropped":13}`)); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := s.EventUse(ctx, x.ID); err != nil || u.Dropped != 13 {
+			t.Fatalf("EventUse after the note was brought up = %+v, %v; want 13 dropped", u, err)
 		}
 	})
 }

@@ -72,7 +72,7 @@ func filled(t *testing.T) (*Store, Session) {
 		id   string
 		work []byte
 	}{{"d-1", []byte{0, '{', 0xff}}, {"d-2", nil}, {"d-3", []byte(`{}`)}} {
-		_, err := s.TakeDelivery(ctx, d.id, "issues", d.work)
+		_, err := s.TakeDelivery(ctx, d.id, "issues", d.id, d.work)
 		must(t, err)
 	}
 	_, err = s.CountFix(ctx, "o/r", 7)

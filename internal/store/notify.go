@@ -118,9 +118,19 @@ func (s *Store) QueueNotifications(ctx context.Context, ns []Notification) error
 	})
 }
 
-// DueNotifications returns at most limit notifications due by now, the
-// oldest due first, with their webhooks.
-func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) ([]Notification, error) {
+// DueMembers returns the Members with a notification due by now, the one
+// whose oldest is due longest ago first.
+func (s *Store) DueMembers(ctx context.Context, now time.Time) ([]string, error) {
+	return queryAll(ctx, s.db, func(row scanner) (string, error) {
+		var id string
+		return id, row.Scan(&id)
+	}, `SELECT w.user_id FROM notify_outbox o JOIN notify_webhooks w ON w.id = o.webhook_id
+		WHERE o.due_at <= ? GROUP BY w.user_id ORDER BY min(o.due_at), w.user_id`, ms(now))
+}
+
+// DueNotifications returns at most limit of a Member's notifications due
+// by now, the oldest due first, with their webhooks.
+func (s *Store) DueNotifications(ctx context.Context, userID string, now time.Time, limit int) ([]Notification, error) {
 	return queryAll(ctx, s.db, func(row scanner) (Notification, error) {
 		var n Notification
 		var due, failing, stopped, created int64
@@ -132,7 +142,7 @@ func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) 
 	}, `SELECT o.id, o.webhook_id, o.kind, o.body, o.tries, o.due_at,
 		w.id, w.user_id, w.url, w.format, w.secret, w.failing_since, w.last_error, w.stopped_at, w.created_at
 		FROM notify_outbox o JOIN notify_webhooks w ON w.id = o.webhook_id
-		WHERE o.due_at <= ? ORDER BY o.due_at, o.created_at LIMIT ?`, ms(now), limit)
+		WHERE w.user_id = ? AND o.due_at <= ? ORDER BY o.due_at, o.created_at LIMIT ?`, userID, ms(now), limit)
 }
 
 // NextNotificationDue is when the soonest notification is due; false for

@@ -40,18 +40,18 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		if due, ok, err := s.NextNotificationDue(ctx); !ok || err != nil || !due.Equal(now.Add(-time.Millisecond)) {
 			t.Fatalf("the next due: %v, %v, %v; want the first's time", due, ok, err)
 		}
-		ns, err := s.DueNotifications(ctx, now, 10)
+		ns, err := s.DueNotifications(ctx, u.ID, now, 10)
 		if err != nil || len(ns) != 2 || ns[0].Kind != "question" || ns[1].Kind != "turn_end" || string(ns[0].Body) != `{"n":1}` ||
 			ns[0].Webhook.URL != w.URL || !bytes.Equal(ns[0].Webhook.Secret, secret) {
 			t.Fatalf("due: %+v, %v; want both, the oldest first, with their webhook", ns, err)
 		}
-		if one, err := s.DueNotifications(ctx, now, 1); err != nil || len(one) != 1 || one[0].ID != ns[0].ID {
+		if one, err := s.DueNotifications(ctx, u.ID, now, 1); err != nil || len(one) != 1 || one[0].ID != ns[0].ID {
 			t.Fatalf("due, one at most: %+v, %v; want the oldest", one, err)
 		}
 
 		retry := now.Add(time.Minute)
 		must(t, s.NotificationFailed(ctx, ns[0], "502 Bad Gateway", retry, false))
-		if due, err := s.DueNotifications(ctx, now, 10); err != nil || len(due) != 1 || due[0].ID != ns[1].ID {
+		if due, err := s.DueNotifications(ctx, u.ID, now, 10); err != nil || len(due) != 1 || due[0].ID != ns[1].ID {
 			t.Fatalf("due after a failure: %+v, %v; want only the one not tried", due, err)
 		}
 		if ws, err := s.NotifyWebhooks(ctx, u.ID); err != nil || ws[0].LastError != "502 Bad Gateway" || !ws[0].FailingSince.Equal(now) {
@@ -64,7 +64,7 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		if due, ok, err := s.NextNotificationDue(ctx); !ok || err != nil || !due.Equal(retry) {
 			t.Fatalf("the next due: %v, %v, %v; want the retry's %v", due, ok, err, retry)
 		}
-		again, err := s.DueNotifications(ctx, retry, 10)
+		again, err := s.DueNotifications(ctx, u.ID, retry, 10)
 		if err != nil || len(again) != 1 || again[0].ID != ns[0].ID || again[0].Tries != 1 || !again[0].DueAt.Equal(retry) {
 			t.Fatalf("due at the retry: %+v, %v; want the failed one, tried once", again, err)
 		}
@@ -104,6 +104,39 @@ func TestANotificationKeptInTheOutboxIsReadBackOnceAndDeletedWhenDelivered(t *te
 		must(t, err)
 		if ws, err := s.NotifyWebhooks(ctx, other.ID); err != nil || len(ws) != 0 {
 			t.Fatalf("a removed Member's webhooks: %+v, %v; want none", ws, err)
+		}
+	})
+}
+
+// TestDueNotificationsAreReadPerMember: the Members with a notification
+// due come the longest waiting first, and each Member's read holds only
+// theirs, so one Member's long queue hides no other's.
+func TestDueNotificationsAreReadPerMember(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		now := time.UnixMilli(1700000000000)
+		s.now = func() time.Time { return now }
+		u, _ := s.DevUser(ctx)
+		other := invited(t, s, u.ID, "octo", 7)
+		for _, w := range []NotifyWebhook{{ID: "mine", UserID: u.ID}, {ID: "theirs", UserID: other.ID}} {
+			w.URL, w.Format, w.Secret = "https://hooks.example/"+w.ID, "json", []byte{1}
+			_, err := s.AddNotifyWebhook(ctx, w)
+			must(t, err)
+		}
+		for range 30 {
+			must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: "mine", Kind: "turn_ended", Body: []byte(`{}`)}}))
+		}
+		now = now.Add(time.Millisecond)
+		must(t, s.QueueNotifications(ctx, []Notification{{WebhookID: "theirs", Kind: "question_waiting", Body: []byte(`{}`)}}))
+		if got, err := s.DueMembers(ctx, now); err != nil || len(got) != 2 || got[0] != u.ID || got[1] != other.ID {
+			t.Fatalf("DueMembers = %v, %v; want %s (longest waiting) then %s", got, err, u.ID, other.ID)
+		}
+		if got, err := s.DueNotifications(ctx, other.ID, now, 10); err != nil || len(got) != 1 || got[0].WebhookID != "theirs" {
+			t.Fatalf("the other Member's due: %+v, %v; want their one", got, err)
+		}
+		if got, err := s.DueNotifications(ctx, u.ID, now, 10); err != nil || len(got) != 10 || got[9].WebhookID != "mine" {
+			t.Fatalf("the first Member's due: %d, %v; want 10 of theirs", len(got), err)
 		}
 	})
 }

@@ -37,15 +37,31 @@ type Prompt struct {
 	// Attachments are the files it carries, which the Runner places in
 	// the Sandbox before typing it. EnqueuePrompt takes them by ID.
 	Attachments []Attachment
+	// Source is whose words it is when not its author's; zero for the
+	// author's own.
+	Source PromptSource
 }
 
-const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at, sealed`
+// PromptSource is whose words a prompt is when auto-fix queued them on
+// its author's (the Creator's) behalf: Kind SourceReview with the
+// reviewer's GitHub login, or SourceCheck with the check's name.
+type PromptSource struct {
+	Kind, Name string
+}
+
+// The kinds of a PromptSource.
+const (
+	SourceReview = "review"
+	SourceCheck  = "check"
+)
+
+const promptCols = `id, session_id, author_id, text, is_command, state, created_at, delivered_at, sealed, source_kind, source_name`
 
 func scanPrompt(row scanner) (Prompt, error) {
 	var p Prompt
 	var created int64
 	var delivered sql.NullInt64
-	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.IsCommand, &p.State, &created, &delivered, &p.Sealed)
+	err := row.Scan(&p.ID, &p.SessionID, &p.AuthorID, &p.Text, &p.IsCommand, &p.State, &created, &delivered, &p.Sealed, &p.Source.Kind, &p.Source.Name)
 	p.CreatedAt, p.DeliveredAt = time.UnixMilli(created), fromMS(delivered)
 	return p, err
 }
@@ -58,9 +74,9 @@ func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	defer s.timed("enqueue_prompt")()
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
 	err := s.inTx(ctx, sessionTurn(p.SessionID), func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, position)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
-			p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.SessionID)
+		_, err := tx.ExecContext(ctx, `INSERT INTO prompts (id, session_id, author_id, text, is_command, state, created_at, sealed, source_kind, source_name, position)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM prompts WHERE session_id = ?))`,
+			p.ID, p.SessionID, p.AuthorID, p.Text, p.IsCommand, p.State, ms(p.CreatedAt), p.Sealed, p.Source.Kind, p.Source.Name, p.SessionID)
 		if err != nil {
 			return err
 		}

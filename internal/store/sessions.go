@@ -366,11 +366,40 @@ func scanEvent(row scanner) (Event, error) {
 	return e, err
 }
 
-// EventBytes is how many bytes of Events a Session has stored.
-func (s *Store) EventBytes(ctx context.Context, sessionID string) (int64, error) {
-	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT coalesce(sum(length(data)), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&n)
-	return n, err
+// EventUse is what a Session's Events take in the store.
+type EventUse struct {
+	Rows, Bytes int64 // the Events stored, and the bytes of their data
+	// NoteSeq is the Hub's note that it dropped Events of the Session (0
+	// for none), and Dropped how many it says.
+	NoteSeq, Dropped int64
+}
+
+// EventUse reads what a Session's Events take in the store.
+func (s *Store) EventUse(ctx context.Context, sessionID string) (EventUse, error) {
+	var u EventUse
+	err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data)), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&u.Rows, &u.Bytes)
+	if err != nil {
+		return u, err
+	}
+	err = s.db.QueryRowContext(ctx, `SELECT seq, CAST(json_extract(data, '$.dropped') AS BIGINT) FROM events
+		WHERE session_id = ? AND kind = 'note' AND json_extract(data, '$.dropped') IS NOT NULL ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&u.NoteSeq, &u.Dropped)
+	if err == sql.ErrNoRows {
+		err = nil
+	}
+	return u, err
+}
+
+// SetEventData rewrites the data of a Session's stored Event: the Hub's
+// note of the Events it dropped, kept up to date. ErrNotFound for none.
+func (s *Store) SetEventData(ctx context.Context, sessionID string, seq int64, data []byte) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE events SET data = ? WHERE session_id = ? AND seq = ?`, string(data), sessionID, seq)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("event %d of session %s: %w", seq, sessionID, errdefs.ErrNotFound)
+	}
+	return nil
 }
 
 // EventByToolID returns the Session's latest Event of kind whose tool_id

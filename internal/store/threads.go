@@ -11,16 +11,40 @@ import (
 // three days of redeliveries, with room.
 const deliveryKeep = 7 * 24 * time.Hour
 
-// TakeDelivery records a GitHub webhook delivery's id with its work (the
-// body to act on; nil for none), in one transaction, and reports whether
-// it is new: false for one taken before, which the caller then ignores.
-// Work recorded stays pending until DoneDelivery, across a restart too:
-// the ids kept a week are dropped only once their work is done, so work
-// a stopped Hub left is never lost however long it stayed stopped.
-func (s *Store) TakeDelivery(ctx context.Context, id, event string, work []byte) (bool, error) {
+// digestKeep is how long a webhook delivery's body digest makes the same
+// body a duplicate under another delivery id.
+const digestKeep = 24 * time.Hour
+
+// TakeDelivery records a GitHub webhook delivery's id and its body's
+// digest (SHA-256, hex) with its work (the body to act on; nil for none),
+// in one transaction, and reports whether it is new: false for an id
+// taken before, or a body taken within digestKeep under any id, which the
+// caller then ignores; a duplicate records nothing. Work recorded stays
+// pending until DoneDelivery, across a restart too: the ids kept a week
+// are dropped only once their work is done, so work a stopped Hub left is
+// never lost however long it stayed stopped.
+func (s *Store) TakeDelivery(ctx context.Context, id, event, digest string, work []byte) (bool, error) {
 	now := s.now()
-	return s.takeOnce(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ? AND work IS NULL`, ms(now.Add(-deliveryKeep)),
-		`INSERT INTO webhook_deliveries (id, event, received_at, work) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, event, ms(now), work)
+	var fresh bool
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ? AND work IS NULL`, ms(now.Add(-deliveryKeep))); err != nil {
+			return err
+		}
+		var seen int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE digest = ? AND received_at >= ?`,
+			digest, ms(now.Add(-digestKeep))).Scan(&seen); err != nil || seen > 0 {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, event, received_at, work, digest) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, id, event, ms(now), work, digest)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		fresh = n == 1
+		return err
+	})
+	return fresh, err
 }
 
 // takeOnce, in one transaction, drops the rows older than since (drop)

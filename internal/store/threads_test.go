@@ -20,7 +20,7 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 		ctx := context.Background()
 		take := func(id, event string, work []byte, fresh bool) {
 			t.Helper()
-			if got, err := s.TakeDelivery(ctx, id, event, work); err != nil || got != fresh {
+			if got, err := s.TakeDelivery(ctx, id, event, id, work); err != nil || got != fresh {
 				t.Fatalf("taking delivery %s: new %v, %v; want %v", id, got, err, fresh)
 			}
 		}
@@ -61,7 +61,7 @@ func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
 		s, now := openStill(t, open)
 		ctx := context.Background()
 		for _, id := range []string{"d-pending", "d-done"} {
-			if _, err := s.TakeDelivery(ctx, id, "issue_comment", []byte(`{}`)); err != nil {
+			if _, err := s.TakeDelivery(ctx, id, "issue_comment", id, []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -73,12 +73,39 @@ func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
 			id    string
 			fresh bool
 		}{{"d-new", true}, {"d-pending", false}, {"d-done", true}} {
-			if fresh, err := s.TakeDelivery(ctx, tt.id, "ping", nil); err != nil || fresh != tt.fresh {
+			if fresh, err := s.TakeDelivery(ctx, tt.id, "ping", tt.id, nil); err != nil || fresh != tt.fresh {
 				t.Errorf("a week on, taking %s: new %v, %v; want %v", tt.id, fresh, err, tt.fresh)
 			}
 		}
 		if d, ok, err := s.NextDelivery(ctx); err != nil || !ok || d.ID != "d-pending" {
 			t.Errorf("the next delivery a week on: %+v, %v, %v; want d-pending, its work not lost", d, ok, err)
+		}
+	})
+}
+
+// TestAWebhookBodyTakenWithinADayIsADuplicateUnderAnyId: a body whose
+// digest was taken within the day is no new delivery under a fresh id
+// (X-GitHub-Delivery is not signed), and records nothing; a day on, it
+// is new again.
+func TestAWebhookBodyTakenWithinADayIsADuplicateUnderAnyId(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, now := openStill(t, open)
+		ctx := context.Background()
+		for _, tt := range []struct {
+			id, digest string
+			after      time.Duration
+			fresh      bool
+		}{
+			{"d-1", "sha-a", 0, true},
+			{"d-2", "sha-a", time.Hour, false}, // a replay under a fresh id
+			{"d-3", "sha-b", 0, true},          // another body
+			{"d-2", "sha-c", 0, true},          // the replay's id was not taken
+			{"d-4", "sha-a", digestKeep, true}, // over a day after the first
+		} {
+			*now = now.Add(tt.after)
+			if fresh, err := s.TakeDelivery(ctx, tt.id, "issue_comment", tt.digest, []byte(`{}`)); err != nil || fresh != tt.fresh {
+				t.Errorf("taking %s with body %s: new %v, %v; want %v", tt.id, tt.digest, fresh, err, tt.fresh)
+			}
 		}
 	})
 }

@@ -20,6 +20,9 @@ type Variable struct {
 	Value     string
 	Sensitive bool
 	AtBuild   bool
+	// LoadsCode is the mark its setter gave it: its name changes how a
+	// tool loads code or reaches the network (loadscode.Table).
+	LoadsCode bool
 	SetBy     string
 	SetAt     time.Time
 	// Shared is set on a Shared variable a Repo links, in SessionVariables
@@ -28,12 +31,12 @@ type Variable struct {
 	Sealed []byte
 }
 
-const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, set_by, set_at`
+const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, loads_code, set_by, set_at`
 
 func scanVariable(row scanner) (Variable, error) {
 	var v Variable
 	var at int64
-	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.SetBy, &at)
+	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.LoadsCode, &v.SetBy, &at)
 	v.SetAt = time.UnixMilli(at)
 	return v, err
 }
@@ -70,11 +73,11 @@ func (s *Store) SetVariable(ctx context.Context, v Variable) (Variable, *Variabl
 		if !v.Sensitive {
 			value, v.Sealed = v.Value, nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, set_by, set_at)
-			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?)
+		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at)
+			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET value = excluded.value, sealed = excluded.sealed, sensitive = excluded.sensitive,
-				at_build = excluded.at_build, set_by = excluded.set_by, set_at = excluded.set_at`,
-			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.SetBy, ms(v.SetAt))
+				at_build = excluded.at_build, loads_code = excluded.loads_code, set_by = excluded.set_by, set_at = excluded.set_at`,
+			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.LoadsCode, v.SetBy, ms(v.SetAt))
 		return err
 	})
 	if v.Sensitive {
@@ -145,7 +148,7 @@ func (s *Store) UnlinkVariable(ctx context.Context, repoID, name string) error {
 
 // LinkedVariables lists the Shared variables a Repo links.
 func (s *Store) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
-	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.set_by, v.set_at
+	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.loads_code, v.set_by, v.set_at
 		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID)
 	for i := range vs {
 		vs[i].Shared = true

@@ -5,16 +5,24 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"html"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
 )
 
 // TestCLISignsInThroughTheBrowserAndLogoutRevokes: kndl login gets a CLI
@@ -134,5 +142,85 @@ func TestCLILoginIsApprovedOnlyByASignedInBrowserOnTheHubsPage(t *testing.T) {
 	// A login asks with a hash, never a secret the Hub could hold.
 	if code, _ := e.do(nil, req{method: "POST", path: "/api/cli/login", body: `{"machine":"x","token_sha256":"` + token + `"}`}); code != http.StatusBadRequest {
 		t.Fatalf("a login sending a token rather than its hash: %d, want 400", code)
+	}
+}
+
+// TestTheApprovalPageSaysWhereALoginComesFrom: the page that approves a
+// kndl login shows the address the Hub saw it from and the client it
+// named, warns plainly when that address is one a connected Runner of this
+// Hub connects from (a Session's Sandbox reaches the Hub from there, and a
+// prompt-injected Claude can ask its Creator to approve its code), doesn't
+// for another address, and says what approving gives.
+func TestTheApprovalPageSaysWhereALoginComesFrom(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	const runnerAddr, elsewhere = "203.0.113.7", "198.51.100.9"
+	var box api.CreatedRunner
+	json.Unmarshal([]byte(e.must(owner.Client, req{method: "POST", path: "/api/runners", body: `{"name":"build-box"}`, origin: "self"}, http.StatusCreated)), &box)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitShort)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, e.wsURL("/runner/connect"), &websocket.DialOptions{HTTPHeader: http.Header{
+		"Authorization": {"Bearer " + box.Token}, "X-Forwarded-For": {runnerAddr}}})
+	if err != nil {
+		t.Fatalf("the Runner dials: %v", err)
+	}
+	conn := protocol.NewConn(ws, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go conn.Serve(context.Background())
+	t.Cleanup(func() { conn.Close(websocket.StatusNormalClosure, "test over") })
+	if err := conn.Request(ctx, protocol.TypeHello, protocol.Hello{MinVersion: 1, MaxVersion: protocol.Version, Models: claude.Models(), Name: "build-box"}, nil); err != nil {
+		t.Fatalf("the Runner's hello: %v", err)
+	}
+
+	bob := e.member(owner, "bob")
+	page := func(viewer *browser, from, client string) string {
+		t.Helper()
+		_, hash := auth.NewToken(auth.CLI)
+		var start api.CLILoginCode
+		body := e.must(nil, req{method: "POST", path: "/api/cli/login", from: from, header: http.Header{"User-Agent": {client}},
+			body: `{"machine":"laptop","token_sha256":"` + hex.EncodeToString(hash) + `"}`}, http.StatusOK)
+		json.Unmarshal([]byte(body), &start)
+		return e.must(viewer.Client, req{method: "GET", path: "/cli/login?code=" + start.UserCode}, http.StatusOK)
+	}
+	gives := regexp.MustCompile(`Approving gives that kndl CLI a token that acts as you</strong>, with your access to every Repo`)
+	tests := []struct {
+		name, from, client string
+		fromRunner         bool
+	}{
+		{"from the Runner's address", runnerAddr, "kndl-cli (linux/amd64)", true},
+		{"from elsewhere", elsewhere, "curl/8.5.0", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := page(owner, tt.from, tt.client)
+			if !strings.Contains(got, `id="login-address">`+tt.from+" ") || !strings.Contains(got, `id="login-client"><code>`+html.EscapeString(tt.client)+`</code>`) {
+				t.Errorf("the page does not show the address %s and the client %q:\n%s", tt.from, tt.client, got)
+			}
+			warned := regexp.MustCompile(`id="from-runner"><strong>This login comes from the address a Runner of this Hub connects from</strong> \(build-box\)\. It may come from a Session's Sandbox`).MatchString(got)
+			cleared := strings.Contains(got, `id="not-from-runner"`)
+			if warned != tt.fromRunner || cleared == tt.fromRunner {
+				t.Errorf("warned that it may come from a Sandbox: %v, said no Runner connects from there: %v; want %v, %v:\n%s", warned, cleared, tt.fromRunner, !tt.fromRunner, got)
+			}
+			if !gives.MatchString(got) {
+				t.Errorf("the page does not say what approving gives:\n%s", got)
+			}
+		})
+	}
+
+	// Someone else's Runner is counted, not named.
+	if got := page(bob, runnerAddr, "kndl-cli (linux/amd64)"); !strings.Contains(got, "connects from</strong> (a Runner you don&#39;t use).") {
+		t.Errorf("bob's page does not count the Runner he doesn't use:\n%s", got)
+	}
+
+	// kndl login names itself.
+	e.t.Setenv("KNDL_CONFIG", filepath.Join(t.TempDir(), "cli.json"))
+	err = apiclient.Login(context.Background(), e.url, "laptop", func(code, approveURL string) {
+		got := e.must(owner.Client, req{method: "GET", path: strings.TrimPrefix(approveURL, e.url)}, http.StatusOK)
+		if !strings.Contains(got, "<code>"+html.EscapeString(apiclient.UserAgent)+"</code>") {
+			t.Errorf("the page does not name the client %q:\n%s", apiclient.UserAgent, got)
+		}
+		e.approve(owner, code, approveURL, "deny")
+	})
+	if err == nil || !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("kndl login: %v, want it denied", err)
 	}
 }

@@ -17,7 +17,7 @@ func TestChangingARepoVariableTakesWritePermission(t *testing.T) {
 		t.Fatalf("writer sets a Shared variable: %d %s", code, body)
 	}
 	changes := []req{
-		{method: "PUT", path: base + "/variables/NODE_OPTIONS", body: `{"value":"--require /workspace/x.js"}`, origin: "self"},
+		{method: "PUT", path: base + "/variables/NODE_OPTIONS", body: `{"value":"--require /workspace/x.js","loads_code":true}`, origin: "self"},
 		{method: "DELETE", path: base + "/variables/NODE_OPTIONS", origin: "self"},
 		{method: "PUT", path: base + "/links/SHARED_X", origin: "self"},
 		{method: "DELETE", path: base + "/links/SHARED_X", origin: "self"},

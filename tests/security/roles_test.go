@@ -278,7 +278,7 @@ var roleTable = map[string]roleRoute{
 		return send("POST", "/api/repos", `{"url":"`+f.gh.RepoURL("acme/app")+`"}`)(f, c)
 	}},
 	"GET /api/repos/{repo}/variables":           {want: watchers, req: onRepo("GET", "/variables", "")},
-	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test"}`)},
+	"PUT /api/repos/{repo}/variables/{name}":    {want: pushers, req: onRepo("PUT", "/variables/NODE_ENV", `{"value":"test","loads_code":true}`)},
 	"GET /api/repos/{repo}/trigger-label":       {want: watchers, req: onRepo("GET", "/trigger-label", "")},
 	"PUT /api/repos/{repo}/trigger-label":       {want: pushers, req: onRepo("PUT", "/trigger-label", `{"label":"kndl"}`)},
 	"GET /api/repos/{repo}/auto-fix":            {want: watchers, req: onRepo("GET", "/auto-fix", "")},

@@ -1,11 +1,13 @@
 // Package notify posts a Member's Sessions' events to the webhooks they
 // added: a question waiting, a Turn ended, a pull request opened, a Session
-// failed, a limit reached. Each body goes to the store first (the outbox),
-// and a worker posts it, signed with the webhook's secret, retrying with
-// backoff, so a Hub restart loses none; a webhook failing for a day is
-// stopped until its Member edits it. Every text passes through the
-// Session's redactor, and every request through the outbound guard. The
-// Hub imports it.
+// failed, a limit reached. Each Session's are paced (pace.go), the rest
+// held and queued as one saying how many. Each body goes to the store
+// first (the outbox), and a bounded pool of workers posts them, one worker
+// to a Member at a time, signed with the webhook's secret, retrying with
+// backoff, so a Hub restart loses none and one Member's slow endpoint
+// holds up no other's; a webhook failing for a day is stopped until its
+// Member edits it. Every text passes through the Session's redactor, and
+// every request through the outbound guard. The Hub imports it.
 package notify
 
 import (
@@ -23,6 +25,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,12 +63,24 @@ const (
 // it.
 const giveUp = 24 * time.Hour
 
+// workers bounds the posts under way at once, each to another Member, so
+// one Member's endpoint that answers slowly (up to the 10 s timeout) holds
+// up that Member's notifications alone. A worker posts at most
+// workerBatch of its Member's before the Members waiting get a turn.
+const (
+	workers     = 4
+	workerBatch = 10
+)
+
 // Event is the body a json webhook receives.
 type Event struct {
 	Kind    string       `json:"kind"`
 	Session EventSession `json:"session"`
 	Text    string       `json:"text"`
 	At      time.Time    `json:"at"`
+	// Coalesced is how many of the Session's notifications, held past its
+	// pace, this one stands for besides its own; the text names them.
+	Coalesced int `json:"coalesced,omitempty"`
 }
 
 // EventSession is the Session an Event is about.
@@ -102,24 +117,35 @@ type Options struct {
 	// an hour. HUB_NOTIFY_RETRY, default 30 s.
 	Retry  time.Duration
 	Logger *slog.Logger
+	// Now is the clock of each Session's pace; nil for time.Now. A test
+	// turns it.
+	Now func() time.Time
 }
 
-// Notifier queues and posts notifications. Close stops its worker.
+// Notifier queues and posts notifications. Close stops its workers.
 type Notifier struct {
 	opts   Options
 	log    *slog.Logger
 	client *http.Client
 	wake   chan struct{}
-	life   *lifetime.Group // the worker's; Close ends it
+	life   *lifetime.Group // the workers'; Close ends them
+
+	mu    sync.Mutex
+	paces map[string]*pace // by Session
+	busy  map[string]bool  // the Members a worker posts for now
 }
 
-// New makes a Notifier and starts its worker, which posts what the store
+// New makes a Notifier and starts its workers, which post what the store
 // holds, a previous run's too.
 func New(opts Options) *Notifier {
 	if opts.Retry <= 0 {
 		opts.Retry = 30 * time.Second
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	n := &Notifier{opts: opts, log: opts.Logger.With("component", "notify"), wake: make(chan struct{}, 1),
+		paces: map[string]*pace{}, busy: map[string]bool{},
 		client: &http.Client{Transport: opts.Dialer.Transport(), Timeout: 10 * time.Second,
 			// A redirect is a failure: the URL a Member added is the one
 			// posted to.
@@ -129,8 +155,8 @@ func New(opts Options) *Notifier {
 	return n
 }
 
-// Close stops the worker and waits for it; what is left waits in the
-// store for the next start.
+// Close stops the workers and waits for them; what is left waits in the
+// store for the next start, and what a Session's pace held is lost.
 func (n *Notifier) Close() { n.life.Close() }
 
 // Added is a webhook just added, with its secret, which is shown this
@@ -198,19 +224,37 @@ func (n *Notifier) check(ctx context.Context, rawURL, format string) error {
 }
 
 // Session tells the Session's Creator's webhooks of an event of kind on
-// it. text is masked with the Session's values first.
+// it, within the Session's pace (pace.go). text is masked with the
+// Session's values first.
 func (n *Notifier) Session(ctx context.Context, s store.Session, kind, text string) {
-	if err := n.queue(ctx, s, kind, text); err != nil {
-		n.log.Error("queue a notification", "session", s.ID, "kind", kind, "err", err)
+	n.mu.Lock()
+	held, ok := n.admit(n.opts.Now(), notice{s: s, kind: kind, text: text})
+	n.mu.Unlock()
+	if held != nil {
+		n.queue(ctx, *held)
+	}
+	if ok {
+		n.queue(ctx, notice{s: s, kind: kind, text: text})
+	} else {
+		n.poke() // the loop times the end of the window that holds it
 	}
 }
 
-func (n *Notifier) queue(ctx context.Context, s store.Session, kind, text string) error {
+// queue stores x for each of its Session's Creator's webhooks, logging a
+// failure.
+func (n *Notifier) queue(ctx context.Context, x notice) {
+	if err := n.store(ctx, x); err != nil {
+		n.log.Error("queue a notification", "session", x.s.ID, "kind", x.kind, "err", err)
+	}
+}
+
+func (n *Notifier) store(ctx context.Context, x notice) error {
+	s, kind := x.s, x.kind
 	ws, err := n.opts.Store.NotifyWebhooks(ctx, s.CreatorID)
 	if err != nil || len(ws) == 0 {
 		return err
 	}
-	ev := Event{Kind: kind, Text: n.opts.Redactor.RedactText(ctx, s.ID, text), At: time.Now().UTC(),
+	ev := Event{Kind: kind, Text: n.opts.Redactor.RedactText(ctx, s.ID, x.text), At: time.Now().UTC(), Coalesced: x.coalesced,
 		Session: EventSession{ID: s.ID, Title: n.opts.Redactor.RedactText(ctx, s.ID, s.Title), Repo: s.RepoURL,
 			URL: strings.TrimSuffix(n.opts.PublicURL, "/") + "/sessions/" + s.ID}}
 	var ns []store.Notification
@@ -226,11 +270,16 @@ func (n *Notifier) queue(ctx context.Context, s store.Session, kind, text string
 	if err := n.opts.Store.QueueNotifications(ctx, ns); err != nil {
 		return err
 	}
+	n.poke()
+	return nil
+}
+
+// poke wakes the loop that hands out the work.
+func (n *Notifier) poke() {
 	select {
 	case n.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // headlines say each kind in a Slack message.
@@ -309,20 +358,36 @@ func questionText(ev protocol.Event) string {
 	return "Claude asks to use " + cmp.Or(ev.Tool, "a tool") + "."
 }
 
-// run posts what is due until ctx ends, sleeping until the next is due or
-// a new one is queued.
+// run hands out what is due until ctx ends: the notices whose Session's
+// window ended, and each Member with a notification due to a worker, as
+// long as one is free; then it sleeps until the next is due, a window
+// ends, something is queued or a worker is done.
 func (n *Notifier) run(ctx context.Context) {
 	for {
-		n.postDue(ctx)
+		n.mu.Lock()
+		held, windowEnd, holding := n.ended(n.opts.Now())
+		n.mu.Unlock()
+		for _, x := range held {
+			n.queue(ctx, x)
+		}
 		wait := time.Hour
-		if due, ok, err := n.opts.Store.NextNotificationDue(ctx); err != nil {
+		if err := n.dispatch(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			n.log.Error("hand out the notifications due", "err", err)
+			wait = n.opts.Retry
+		} else if due, ok, err := n.opts.Store.NextNotificationDue(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			n.log.Error("read when the next notification is due", "err", err)
 			wait = n.opts.Retry
-		} else if ok {
-			wait = max(time.Until(due), 0)
+		} else if ok && due.After(time.Now()) {
+			wait = time.Until(due)
+		} // else due now for Members a worker has, or with every worker busy: a worker done wakes the loop
+		if holding {
+			wait = min(wait, max(windowEnd.Sub(n.opts.Now()), 0))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -336,22 +401,48 @@ func (n *Notifier) run(ctx context.Context) {
 	}
 }
 
-// postDue posts every notification due now, a batch at a time.
-func (n *Notifier) postDue(ctx context.Context) {
-	for ctx.Err() == nil {
-		due, err := n.opts.Store.DueNotifications(ctx, time.Now(), 20)
-		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Error("read the notifications due", "err", err)
-			}
+// dispatch starts a worker for each Member with a notification due that
+// none serves, while fewer than workers run.
+func (n *Notifier) dispatch(ctx context.Context) error {
+	members, err := n.opts.Store.DueMembers(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		n.mu.Lock()
+		start := !n.busy[m] && len(n.busy) < workers
+		if start {
+			n.busy[m] = true
+		}
+		n.mu.Unlock()
+		if start && !n.life.Go(func(ctx context.Context) { n.serve(ctx, m) }) {
+			return nil // closing
+		}
+	}
+	return nil
+}
+
+// serve posts a batch of a Member's notifications due, one at a time in
+// order, then lets the loop hand out the next turn.
+func (n *Notifier) serve(ctx context.Context, member string) {
+	defer func() {
+		n.mu.Lock()
+		delete(n.busy, member)
+		n.mu.Unlock()
+		n.poke()
+	}()
+	due, err := n.opts.Store.DueNotifications(ctx, member, time.Now(), workerBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Error("read a member's notifications due", "user", member, "err", err)
+		}
+		return
+	}
+	for _, x := range due {
+		if ctx.Err() != nil {
 			return
 		}
-		if len(due) == 0 {
-			return
-		}
-		for _, x := range due {
-			n.deliver(ctx, x)
-		}
+		n.deliver(ctx, x)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/session"
+	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -31,6 +32,10 @@ type Conn struct {
 	Hello   protocol.Hello
 	Version int
 	Since   time.Time
+	// Addr is the address it connected from, as the Hub sees a request's
+	// (signin.ClientAddr): the approval page of a kndl login compares a
+	// login's with it.
+	Addr string
 	// left is closed once the Hub no longer counts the connection.
 	left chan struct{}
 }
@@ -83,7 +88,7 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 	log := cs.opts.Log.With("runner", rn.Name)
 	conn := protocol.NewConn(ws, log)
 	conn.Remember(cs.takenBy(rn.ID))
-	rc := &Conn{Conn: conn, Runner: rn, Since: time.Now(), left: make(chan struct{})}
+	rc := &Conn{Conn: conn, Runner: rn, Since: time.Now(), Addr: signin.ClientAddr(r), left: make(chan struct{})}
 	hello := make(chan struct{})
 	conn.Handle(protocol.TypeHello, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		select {

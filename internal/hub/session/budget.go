@@ -2,50 +2,78 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
 )
 
-// Every Session has an Event budget, so that nothing a Sandbox prints can
-// fill the Hub's disk: at most EventsMax bytes of Events in all, and a
-// thirty-second of that in any minute. What comes past it is summarized
-// ("n bytes of tool output dropped"), and the history says so once per
-// overrun.
+// Every Session has an Event budget, so that nothing a Sandbox sends can
+// fill the Hub's disk: its Events may cost at most EventsMax in all, and a
+// thirty-second of that in any minute. An Event costs its row
+// (eventRowCost) plus its JSON as stored, so many small Events are bounded
+// as one large one is. Past the budget, Events are counted and dropped:
+// nothing of them is stored but one note per Session, whose count the Hub
+// keeps up to date. A dropped Event still moves the Session's Turn state,
+// and its Creator's notifications (rated per Session) still hear of it.
 
 // budgetWindow is how long a rate budget lasts.
 const budgetWindow = time.Minute
 
+// eventRowCost is what an Event costs besides its JSON: the store's key
+// (the Session's id and the sequence number), time, kind, row header and
+// page space, with room for pages half full. SQLite packs a one-byte text
+// Event's row in about 136 bytes, 65 of them its JSON;
+// TestManySmallEventsStoreNoMoreThanTheBudget measures it.
+const eventRowCost = 256
+
 // budget is one Session's Event accounting, kept with its run.
 type budget struct {
-	loaded        bool
-	total         int64 // bytes stored in all, read from the store once
-	windowStart   time.Time
-	inWindow      int64
-	overTotal     bool // the history said the total is spent
-	overWindowEnd time.Time
+	loaded      bool
+	total       int64 // what the Session's stored Events cost, read from the store once
+	windowStart time.Time
+	inWindow    int64
+	// dropped is how many Events the Session dropped in all; noteSeq is
+	// the note that says so, 0 before it is stored; noting is set while
+	// one record stores it.
+	dropped int64
+	noteSeq int64
+	noting  bool
 }
 
-// eventBytes is what an Event costs: the text a Sandbox sent.
-func eventBytes(ev protocol.Event) int64 {
-	return int64(len(ev.Text) + len(ev.Input) + len(ev.Tool) + len(ev.ToolID) + len(ev.Agent) + len(ev.Parent) + len(ev.Reason))
+// drops is what spend dropped from one batch, for the note.
+type drops struct {
+	n, total int64 // in this batch, in all
+	noteSeq  int64 // the note to bring up to date; 0 with first
+	first    bool  // this batch stores the note
 }
 
-// spend summarizes the Events a Runner sent that are past the Session's
-// budget, and returns the notes the history gets for it.
-func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]protocol.Event, error) {
+// eventCost is what an Event costs against the budget: its row and its
+// JSON as the store keeps it.
+func eventCost(ev protocol.Event) int64 {
+	b, _ := json.Marshal(ev)
+	return eventRowCost + int64(len(b))
+}
+
+// spend keeps the Events a Runner sent that fit the Session's budget, in
+// order, and counts the rest dropped.
+func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]protocol.Event, drops, error) {
 	o.mu.Lock()
 	r := o.runs[id]
 	loaded := r != nil && r.budget.loaded
 	o.mu.Unlock()
-	var stored int64
+	var use store.EventUse
 	if !loaded {
-		n, err := o.store.EventBytes(ctx, id)
-		if err != nil {
-			return nil, err
+		var err error
+		if use, err = o.store.EventUse(ctx, id); err != nil {
+			return nil, drops{}, err
 		}
-		stored = n
+	}
+	costs := make([]int64, len(evs))
+	for i := range evs {
+		costs[i] = eventCost(evs[i])
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -54,47 +82,100 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 		b = &r.budget
 	}
 	if !b.loaded {
-		b.loaded, b.total = true, stored
+		b.loaded, b.total = true, use.Rows*eventRowCost+use.Bytes
+		b.dropped, b.noteSeq = use.Dropped, use.NoteSeq
 	}
-	total, perWindow, now := o.opts.EventsMax, o.opts.EventsMax/32, time.Now()
+	total, perWindow, now := o.opts.EventsMax, o.opts.EventsMax/32, o.opts.Now()
 	if now.Sub(b.windowStart) >= budgetWindow {
 		b.windowStart, b.inWindow = now, 0
 	}
-	var notes []protocol.Event
-	for i := range evs {
-		n := eventBytes(evs[i])
-		switch {
-		case b.total+n > total:
-			if !b.overTotal {
-				b.overTotal = true
-				notes = append(notes, protocol.Event{Kind: protocol.EventNote, Text: fmt.Sprintf(
-					"This Session's Events reached their budget of %d MiB (HUB_SESSION_EVENTS_MAX): what comes now is summarized.", total>>20)})
-			}
-		case b.inWindow+n > perWindow:
-			if now.After(b.overWindowEnd) {
-				b.overWindowEnd = b.windowStart.Add(budgetWindow)
-				notes = append(notes, protocol.Event{Kind: protocol.EventNote, Text: fmt.Sprintf(
-					"This Session sent more than %d MiB of Events within a minute: the rest of the minute's is summarized.", perWindow>>20)})
-			}
-		default:
+	kept := make([]protocol.Event, 0, len(evs))
+	var d drops
+	for i, ev := range evs {
+		if n := costs[i]; b.total+n <= total && b.inWindow+n <= perWindow {
 			b.total += n
 			b.inWindow += n
+			kept = append(kept, ev)
 			continue
 		}
-		evs[i] = summarized(evs[i], n)
-		b.total += eventBytes(evs[i])
+		d.n++
 	}
-	return notes, nil
+	if d.n == 0 {
+		return kept, d, nil
+	}
+	b.dropped += d.n
+	d.total, d.noteSeq = b.dropped, b.noteSeq
+	if b.noteSeq == 0 && !b.noting {
+		b.noting, d.first = true, true
+	}
+	return kept, d, nil
 }
 
-// summarized is an Event past the budget: its kind, agent, tool call and
-// the usage of the reply it came from kept (the tokens were spent all the
-// same), its text and input dropped, saying how much.
-func summarized(ev protocol.Event, n int64) protocol.Event {
-	what := ev.Kind
-	if ev.Kind == protocol.EventToolResult {
-		what = "tool output"
+// noteDropped stores the note of how many Events the Session dropped, or
+// brings the one stored up to date: one note a Session, whatever the
+// drops. A note another batch is storing meanwhile is brought up to date
+// by that batch. The note is the Hub's own words and numbers, so its
+// rewrite needs no masking; a watcher sees the count as of when the note
+// first reached it, the history read again has it up to date.
+func (o *Owner) noteDropped(ctx context.Context, id string, d drops) error {
+	bringUp := func(seq, dropped int64) error {
+		b, err := json.Marshal(droppedNote(dropped, o.opts.EventsMax))
+		if err != nil {
+			return err
+		}
+		return o.store.SetEventData(ctx, id, seq, b)
 	}
-	return protocol.Event{At: ev.At, Kind: ev.Kind, ToolID: ev.ToolID, Agent: ev.Agent, Parent: ev.Parent, Reason: ev.Reason,
-		Tool: ev.Tool, IsError: ev.IsError, Usage: ev.Usage, Text: fmt.Sprintf("[%d bytes of %s dropped: the Session is over its Event budget]", n, what)}
+	if !d.first {
+		if d.noteSeq == 0 {
+			return nil
+		}
+		return bringUp(d.noteSeq, d.total)
+	}
+	// settle records the note's sequence number as stored (0: it was
+	// not) and returns how many Events the Session has dropped by now.
+	settle := func(seq int64) int64 {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		r := o.runs[id]
+		if r == nil {
+			return 0
+		}
+		r.budget.noting, r.budget.noteSeq = false, seq
+		return r.budget.dropped
+	}
+	err := o.Record(ctx, id, droppedNote(d.total, o.opts.EventsMax))
+	var use store.EventUse
+	if err == nil {
+		use, err = o.store.EventUse(ctx, id)
+	}
+	if err != nil {
+		settle(0)
+		return err
+	}
+	if now := settle(use.NoteSeq); now > d.total {
+		return bringUp(use.NoteSeq, now)
+	}
+	return nil
+}
+
+// droppedNote is the note that a Session with a budget of eventsMax
+// dropped n Events.
+func droppedNote(n, eventsMax int64) protocol.Event {
+	return protocol.Event{At: time.Now(), Kind: protocol.EventNote, Dropped: n, Text: fmt.Sprintf(
+		"%d of this Session's Events were dropped, not stored: it went past its Event budget of %s in all and %s in any minute "+
+			"(HUB_SESSION_EVENTS_MAX; an Event costs %d bytes besides its text).",
+		n, size(eventsMax), size(eventsMax/32), eventRowCost)}
+}
+
+// size says n bytes in the largest binary unit that divides it.
+func size(n int64) string {
+	for _, u := range []struct {
+		shift int
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

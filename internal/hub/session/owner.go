@@ -90,10 +90,13 @@ type Options struct {
 	// Defaults 5 s, 5 min and 8.
 	RetryMin, RetryMax time.Duration
 	RetryTries         int
-	// EventsMax bounds the bytes of Events a Session's Runner makes the
-	// Hub store, in all, and a thirty-second of it per minute.
+	// EventsMax bounds what a Session's Runner's Events cost the Hub's
+	// store (budget.go), in all, and a thirty-second of it per minute.
 	// HUB_SESSION_EVENTS_MAX, default 1 GiB.
 	EventsMax int64
+	// Now is the clock of the Event budget's minutes; nil for time.Now.
+	// A test turns it to let minutes pass.
+	Now func() time.Time
 	// Effects is told when a Session stops running or leaves Active, and
 	// of the Events it records. Nil: nobody is told.
 	Effects Effects
@@ -242,6 +245,9 @@ func New(opts Options) *Owner {
 	}
 	if opts.EventsMax <= 0 {
 		opts.EventsMax = 1 << 30
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if opts.DeliveryDeadline <= 0 {
 		opts.DeliveryDeadline = 45 * time.Second

@@ -216,14 +216,20 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			// (a notification) trusts it.
 			m.Events[i].Kind = protocol.EventNote
 		}
+		m.Events[i].Dropped = 0 // only the Hub's note of its budget says so
 	}
 	if len(m.Events) > 0 {
-		notes, err := o.spend(ctx, s.ID, m.Events)
+		kept, dropped, err := o.spend(ctx, s.ID, m.Events)
 		if err != nil {
 			return err
 		}
-		if ended, err = o.record(ctx, s.ID, append(m.Events, notes...)); err != nil {
+		if ended, err = o.record(ctx, s.ID, kept, m.Events); err != nil {
 			return err
+		}
+		if err := o.noteDropped(ctx, s.ID, dropped); err != nil {
+			// What fit is stored: the batch is not sent again for
+			// the count, which the next drop brings up to date.
+			o.log.Error("note a session's dropped events", "session", s.ID, "err", err)
 		}
 	}
 	if m.Offsets != nil {

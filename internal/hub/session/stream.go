@@ -73,15 +73,16 @@ func (o *stream) changed(id string) {
 // Record stores a Session's Events, redacted, and sends them to its
 // watchers. It is the one path by which Session text reaches the store.
 func (o *stream) Record(ctx context.Context, id string, evs ...protocol.Event) error {
-	_, err := o.record(ctx, id, evs)
+	_, err := o.record(ctx, id, evs, evs)
 	return err
 }
 
 // record is Record, and moves what an awake Session is doing by the Events
-// (whichever path they came by: the transcript, or the mod's hooks through
-// the Hub); it reports whether they end a Turn by an interrupt, which fires
-// no hook.
-func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (ended bool, err error) {
+// heard (whichever path they came by: the transcript, or the mod's hooks
+// through the Hub), of which evs are the ones stored: those that fit the
+// Session's Event budget. It reports whether they end a Turn by an
+// interrupt, which fires no hook.
+func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Event) (ended bool, err error) {
 	if err := o.opts.Redactor.RedactEvents(ctx, id, evs); err != nil {
 		return false, err
 	}
@@ -109,9 +110,10 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 	order := o.orderLock(id)
 	order.Lock()
 	defer order.Unlock()
-	rows, err = o.store.AppendEvents(ctx, id, rows)
-	if err != nil {
-		return false, err
+	if len(rows) > 0 {
+		if rows, err = o.store.AppendEvents(ctx, id, rows); err != nil {
+			return false, err
+		}
 	}
 	us := make([]Update, len(rows))
 	for i := range rows {
@@ -122,7 +124,7 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 	if r := o.runs[id]; r != nil { // none once it sleeps: its notes move nothing
 		r.heard = time.Now()
 		was = r.activity()
-		ended = r.follow(evs)
+		ended = r.follow(heard)
 		now = r.activity()
 	}
 	o.publish(id, us...)
@@ -131,7 +133,9 @@ func (o *stream) record(ctx context.Context, id string, evs []protocol.Event) (e
 		o.publish(All, Update{ID: id, Changed: true})
 	}
 	o.mu.Unlock()
-	o.opts.Effects.Recorded(id, evs)
+	if len(evs) > 0 {
+		o.opts.Effects.Recorded(id, evs)
+	}
 	return ended, nil
 }
 

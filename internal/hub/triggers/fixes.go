@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"kndl.dev/kndl/internal/api"
@@ -78,7 +79,7 @@ func (r *Receiver) checkRun(ctx context.Context, body []byte) error {
 	}
 	summary := strings.TrimSpace(c.Output.Title + "\n\n" + c.Output.Summary)
 	for _, pull := range c.PullRequests {
-		f := fix{pull: pull, what: fmt.Sprintf("The check %q concluded %s", c.Name, c.Conclusion),
+		f := fix{pull: pull, src: store.PromptSource{Kind: store.SourceCheck, Name: c.Name}, what: fmt.Sprintf("The check %q concluded %s", c.Name, c.Conclusion),
 			intro: "Its summary:\n", text: summary, tail: "\n\nIts log: " + log}
 		if err := r.sendBack(ctx, p.Repository, f); err != nil {
 			return err
@@ -112,7 +113,7 @@ func (r *Receiver) review(ctx context.Context, body []byte) error {
 	if p.Action != "submitted" || !strings.EqualFold(p.Review.State, "changes_requested") || p.Review.User.Type == "Bot" {
 		return nil
 	}
-	f := fix{pull: p.PullRequest, reviews: true, reviewer: p.Review.User.Login,
+	f := fix{pull: p.PullRequest, reviews: true, reviewer: p.Review.User.Login, src: store.PromptSource{Kind: store.SourceReview, Name: p.Review.User.Login},
 		what:  fmt.Sprintf("@%s requested changes (%s)", p.Review.User.Login, p.Review.HTMLURL),
 		intro: "Their review:\n", text: p.Review.Body}
 	return r.sendBack(ctx, p.Repository, f)
@@ -123,7 +124,10 @@ type fix struct {
 	pull     ghPull
 	reviews  bool   // a review (the Repo's reviews setting), not a check (its CI one)
 	reviewer string // the review's author, who must have push
-	what     string // the failure, in a line
+	// src is whose words the prompt is: the reviewer's, the check's,
+	// never the Creator's, on whose behalf it is queued.
+	src  store.PromptSource
+	what string // the failure, in a line
 	// What GitHub said of it: text, cut to fit the prompt, between intro
 	// and tail.
 	intro, text, tail string
@@ -159,7 +163,7 @@ func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 		return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; not sent to the Session: this pull request had its %d.", f.what, link, settings.Max))
 	}
 	prompt := fixPrompt(th, f, link, n, settings.Max)
-	if err := r.opts.Sessions.Prompt(ctx, creator, s.ID, prompt); err != nil {
+	if err := r.opts.Sessions.Prompt(ctx, creator, s.ID, prompt, f.src); err != nil {
 		return err
 	}
 	return r.tell(ctx, th, f.pull.Number, s, creator, fmt.Sprintf("%s on %s; sent to the Session (%d of %d).", f.what, link, n, settings.Max))
@@ -219,10 +223,46 @@ func (r *Receiver) tell(ctx context.Context, th thread, pull int, s store.Sessio
 	return err
 }
 
-// fixPrompt is a failure as a prompt to its Session, marked as from
-// GitHub as a comment's is.
+// fixHead starts a prompt auto-fix queued: its words are not the
+// Creator's, though queued on their behalf, and its first line says
+// whose they are (SourceOf reads it back for the history).
+const fixHead = "From GitHub, not from this Session's Creator, but "
+
+// fixPrompt is a failure as a prompt to its Session, marked as from its
+// source (the reviewer, the check), not the Creator.
 func fixPrompt(th thread, f fix, link string, n, most int) string {
-	head := fmt.Sprintf("From GitHub: %s on pull request %s#%d (%s), which this Session opened. This is %d of at most %d sent back for it.\n\n",
-		f.what, th.repo(), f.pull.Number, link, n, most)
+	head := fmt.Sprintf("%s%s: %s on pull request %s#%d (%s), which this Session opened. This is %d of at most %d sent back for it.\n\n",
+		fixHead, sourceWords(f.src), f.what, th.repo(), f.pull.Number, link, n, most)
 	return head + f.intro + cut(f.text, api.MaxPromptBytes-len(head)-len(f.intro)-len(f.tail)) + f.tail
+}
+
+// sourceWords names a prompt's source in its header.
+func sourceWords(src store.PromptSource) string {
+	if src.Kind == store.SourceReview {
+		return "a review by @" + src.Name
+	}
+	return "the check " + strconv.Quote(src.Name)
+}
+
+// SourceOf reads whose words a prompt is from the header fixPrompt gave
+// it; ok is false for any other prompt. It reads what the transcript
+// says, as the history shows it: a label, never a credential.
+func SourceOf(text string) (src store.PromptSource, ok bool) {
+	rest, ok := strings.CutPrefix(text, fixHead)
+	if !ok {
+		return src, false
+	}
+	if login, ok := strings.CutPrefix(rest, "a review by @"); ok {
+		login, _, ok = strings.Cut(login, ": ")
+		return store.PromptSource{Kind: store.SourceReview, Name: login}, ok && login != "" && !strings.ContainsAny(login, " \n")
+	}
+	if name, ok := strings.CutPrefix(rest, "the check "); ok {
+		q, err := strconv.QuotedPrefix(name)
+		if err != nil {
+			return src, false
+		}
+		name, _ = strconv.Unquote(q)
+		return store.PromptSource{Kind: store.SourceCheck, Name: name}, true
+	}
+	return src, false
 }

@@ -12,6 +12,7 @@ package triggers
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,8 +40,10 @@ type Sessions interface {
 	// Start starts a Session on repoURL as creator's, titled title, with
 	// prompt its first, and returns its id.
 	Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error)
-	// Prompt queues text as creator's prompt to the Session id, waking it.
-	Prompt(ctx context.Context, creator store.User, id, text string) error
+	// Prompt queues text as creator's prompt to the Session id, waking it;
+	// src, when set, is whose words it is (auto-fix's reviewer or check),
+	// queued on creator's behalf.
+	Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error
 	// HasClaudeToken reports whether u stored a Claude setup token.
 	HasClaudeToken(ctx context.Context, u store.User) bool
 	// Progress says how the Session id goes, for its reply in the thread.
@@ -175,20 +178,45 @@ func (r *Receiver) do(ctx context.Context, d store.Delivery) {
 // body's HMAC-SHA256 under secret, compared in constant time. An empty
 // secret verifies nothing.
 func Verify(secret, body []byte, header string) bool {
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	got, err := hex.DecodeString(hexSig)
-	if !ok || err != nil || len(secret) == 0 {
+	got, ok := signatureOf(header)
+	if !ok || len(secret) == 0 {
 		return false
 	}
 	return auth.Equal(got, auth.MAC(secret, body))
 }
 
-// Take reads and checks a delivery, records its id with its work in one
-// transaction, and has the worker act on it after the caller has answered. It returns ErrUnauthorized for a bad
+// signatureOf reads X-Hub-Signature-256's HMAC; ok is false for a header
+// that could not be one (no sha256= prefix, not 32 bytes of hex).
+func signatureOf(header string) (mac []byte, ok bool) {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	mac, err := hex.DecodeString(hexSig)
+	return mac, ok && err == nil && len(mac) == sha256.Size
+}
+
+// Take reads and checks a delivery, records its id and its body's digest
+// with its work in one transaction, and has the worker act on it after
+// the caller has answered. It returns ErrUnauthorized for a bad
 // signature, ErrTooLarge for a body over MaxBody, ErrInvalid for a
-// delivery without its id or event; a delivery taken before is no error,
-// and changes nothing.
+// delivery without its id or event; a delivery taken before, by its id or
+// by its body within a day (the id header is not signed: a captured
+// delivery replayed under a fresh one is the same body), is no error, and
+// changes nothing.
+//
+// Until the signature is checked it reads only what checking needs: no
+// body at all when no signature could pass (no secret set, no header, a
+// malformed one, a Content-Length over MaxBody), else the body up to
+// MaxBody. Nothing is parsed or stored before the signature passes.
 func (r *Receiver) Take(req *http.Request) error {
+	if len(r.opts.Secret) == 0 || r.opts.GitHub == nil {
+		return fmt.Errorf("this Hub takes no GitHub webhooks: set GITHUB_WEBHOOK_SECRET, and the GitHub App (GITHUB_APP_ID): %w", errdefs.ErrUnauthorized)
+	}
+	sig := req.Header.Get("X-Hub-Signature-256")
+	if _, ok := signatureOf(sig); !ok {
+		return fmt.Errorf("the delivery has no X-Hub-Signature-256 of GitHub's form (sha256= and 64 hex digits): set a webhook secret on the GitHub App: %w", errdefs.ErrUnauthorized)
+	}
+	if req.ContentLength > MaxBody {
+		return fmt.Errorf("the delivery is over %d bytes: %w", MaxBody, errdefs.ErrTooLarge)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, req.Body, MaxBody))
 	if err != nil {
 		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
@@ -196,10 +224,7 @@ func (r *Receiver) Take(req *http.Request) error {
 		}
 		return fmt.Errorf("read the delivery: %v: %w", err, errdefs.ErrInvalid)
 	}
-	if len(r.opts.Secret) == 0 || r.opts.GitHub == nil {
-		return fmt.Errorf("this Hub takes no GitHub webhooks: set GITHUB_WEBHOOK_SECRET, and the GitHub App (GITHUB_APP_ID): %w", errdefs.ErrUnauthorized)
-	}
-	if !Verify(r.opts.Secret, body, req.Header.Get("X-Hub-Signature-256")) {
+	if !Verify(r.opts.Secret, body, sig) {
 		return fmt.Errorf("the delivery's X-Hub-Signature-256 is not this Hub's GITHUB_WEBHOOK_SECRET's: set the same secret on the GitHub App: %w", errdefs.ErrUnauthorized)
 	}
 	id, event := req.Header.Get("X-GitHub-Delivery"), req.Header.Get("X-GitHub-Event")
@@ -210,7 +235,8 @@ func (r *Receiver) Take(req *http.Request) error {
 	if _, known := actions[event]; known {
 		work = body
 	}
-	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event, work)
+	digest := sha256.Sum256(body)
+	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event, hex.EncodeToString(digest[:]), work)
 	if err != nil || !fresh {
 		return err
 	}
@@ -324,7 +350,7 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	}
 	if i := slices.IndexFunc(sessions, func(s store.Session) bool { return s.CreatorID == creator.ID }); i >= 0 {
 		id := sessions[i].ID
-		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment)); err != nil {
+		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment), store.PromptSource{}); err != nil {
 			return err
 		}
 		return r.note(ctx, id, "The latest it took: "+p.Comment.HTMLURL)
@@ -459,8 +485,11 @@ func (r *Receiver) commentedPull(ctx context.Context, th thread) (pull ghPull, o
 func (r *Receiver) start(ctx context.Context, th thread, creator store.User, prompt string) error {
 	id, err := r.opts.Sessions.Start(ctx, creator, th.repoURL, title(th.issue), prompt)
 	if err != nil {
+		// The reason stays in the Hub, in its log (do logs what this
+		// returns): the thread may be public, and the Hub's words name
+		// its Runners, its Repos' settings and its Members' state.
 		_, cerr := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number,
-			fmt.Sprintf("@%s, kndl could not start a Session for this: %v", creator.GitHubLogin, err))
+			fmt.Sprintf(startFailedText, creator.GitHubLogin, r.startFailedLink(th)))
 		return errors.Join(fmt.Errorf("start a Session from %s#%d: %w", th.repo(), th.issue.Number, err), cerr)
 	}
 	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
@@ -478,6 +507,21 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	// It may have moved on before its reply was recorded.
 	r.Changed(id)
 	return nil
+}
+
+// startFailedText is the one reply when a Session could not start from a
+// thread, whatever the reason: a fixed sentence and the Hub's link, never
+// the error's text.
+const startFailedText = "@%s, kndl could not start a Session for this. The reason is on the Hub, which says it when you start the Session there, and in its log: %s"
+
+// startFailedLink is where a failed start sends its Creator: the Repo's
+// page on the Hub, or the Hub's front page for a Repo it does not have.
+func (r *Receiver) startFailedLink(th thread) string {
+	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/"
+	if th.hub.ID != "" {
+		link += "repos/" + th.hub.ID
+	}
+	return link
 }
 
 // note records what the Session's reply says of its thread's own latest,

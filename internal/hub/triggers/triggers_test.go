@@ -108,10 +108,13 @@ type recorder struct {
 	st      *store.Store
 	runner  string
 	mu      sync.Mutex
-	started []string // the first prompts
-	prompts []string // "session: text"
-	notes   []string // "session: text"
+	started []string             // the first prompts
+	prompts []string             // "session: text"
+	sources []store.PromptSource // each prompt's, in order
+	notes   []string             // "session: text"
 	tokens  map[string]bool
+	// failStart, if set, is each start's error.
+	failStart error
 	// gate, if set, holds each start until it is closed, the worker
 	// busy, once it has said so on holding.
 	gate, holding chan struct{}
@@ -122,6 +125,9 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	if r.gate != nil {
 		r.holding <- struct{}{}
 		<-r.gate
+	}
+	if r.failStart != nil {
+		return "", r.failStart
 	}
 	repo, err := r.st.EnsureRepo(ctx, repoURL, "app")
 	if err != nil {
@@ -134,10 +140,11 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	return s.ID, err
 }
 
-func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string) error {
+func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prompts = append(r.prompts, id+": "+text)
+	r.sources = append(r.sources, src)
 	return nil
 }
 
@@ -500,6 +507,40 @@ func TestOnlyAMemberWithATokenAndPushStartsASessionAndAnyoneElseGetsTheSameReply
 	}
 }
 
+// TestAFailedStartPostsAFixedSentenceAndALinkNotTheError: a start that
+// fails replies in the (maybe public) thread with one fixed sentence and
+// the Hub's link, the Repo's page once the Hub has the Repo; the Hub's
+// error, which names its Runners and its Members' state, is not in it.
+func TestAFailedStartPostsAFixedSentenceAndALinkNotTheError(t *testing.T) {
+	f := newFixture(t)
+	const detail = "no Runner of alice's can take it: runner r1 at 10.0.0.7 has 3 of 3 Sessions"
+	f.sessions.mu.Lock()
+	f.sessions.failStart = fmt.Errorf("start: %s: %w", detail, errdefs.ErrConflict)
+	f.sessions.mu.Unlock()
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
+	replies := f.waitReplies(1)
+	if want := fmt.Sprintf(startFailedText, "alice", "https://hub.example/"); replies[0].Body != want {
+		t.Errorf("the reply to a failed start on a Repo the Hub does not have: %q, want %q", replies[0].Body, want)
+	}
+
+	repo, err := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test again, please")
+	replies = f.waitReplies(2)
+	if want := fmt.Sprintf(startFailedText, "alice", "https://hub.example/repos/"+repo.ID); replies[1].Body != want {
+		t.Errorf("the reply to a failed start on the Hub's Repo: %q, want %q", replies[1].Body, want)
+	}
+	for _, c := range f.gh.Comments("acme/app", 1) {
+		for _, leak := range []string{detail, "10.0.0.7", "Runner", "conflict"} {
+			if strings.Contains(c.Body, leak) {
+				t.Errorf("the comment %q holds the Hub's error text %q", c.Body, leak)
+			}
+		}
+	}
+}
+
 func TestTheRepositorysTriggerLabelStartsASessionAsWhoAddedIt(t *testing.T) {
 	f := newFixture(t)
 	f.gh.Label(t, "acme/app", 1, "alice", "kndl")
@@ -541,7 +582,7 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 		t.Errorf("a body signed with another secret got %d, want 401", code)
 	}
 	// The id a refused delivery carried is not taken.
-	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", nil); err != nil || !fresh {
+	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", "forged-1", nil); err != nil || !fresh {
 		t.Errorf("the forged delivery's id was taken (%v, %v)", fresh, err)
 	}
 	big := testkit.Delivery{ID: "big-1", Event: "issue_comment", Body: make([]byte, MaxBody+1)}
@@ -551,6 +592,92 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 	}
 	if started, prompts := f.settle(); started != 0 || prompts != 0 || len(f.replies()) != 0 {
 		t.Errorf("%d started, %d prompts, %d replies: want nothing", started, prompts, len(f.replies()))
+	}
+}
+
+// TestADeliveryReplayedUnderAFreshIdIsADuplicate: X-GitHub-Delivery and
+// X-GitHub-Event are not signed, so a captured delivery sent again under
+// a fresh id, or as another event, is answered as a duplicate (202) and
+// starts nothing, before and after a restart of the Hub.
+func TestADeliveryReplayedUnderAFreshIdIsADuplicate(t *testing.T) {
+	f := newFixture(t)
+	d, _ := f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
+	f.waitReplies(1)
+	replay := func(when string) {
+		t.Helper()
+		for i, event := range []string{"issue_comment", "issues"} {
+			again := d
+			again.ID, again.Event = fmt.Sprintf("replay-%s-%d", when, i), event
+			if code := f.gh.Deliver(t, again); code != http.StatusAccepted {
+				t.Errorf("%s, the body replayed as %s under a fresh id got %d, want 202 (a duplicate)", when, event, code)
+			}
+		}
+	}
+	replay("now")
+	if started, prompts := f.settle(); started != 1 || prompts != 0 {
+		t.Errorf("one comment's body sent three times started %d Sessions and queued %d prompts, want 1 and none", started, prompts)
+	}
+	replay("after a restart")
+	if started, prompts := f.settle(); started != 0 || prompts != 0 {
+		t.Errorf("after a restart the replays started %d Sessions and queued %d prompts, want none", started, prompts)
+	}
+	if n := len(f.replies()); n != 1 {
+		t.Errorf("%d replies, want the one Session's", n)
+	}
+}
+
+// countingBody is an endless request body that counts what was read of it.
+type countingBody struct{ read int64 }
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '{'
+	}
+	b.read += int64(len(p))
+	return len(p), nil
+}
+
+func (b *countingBody) Close() error { return nil }
+
+// TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking: a
+// delivery no signature could pass (no secret set, no signature, one not
+// of GitHub's form, a Content-Length over MaxBody) is refused before any
+// of its body is read; one with a signature of the right form is read up
+// to MaxBody and no further, and refused; nothing of either is stored.
+func TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking(t *testing.T) {
+	f := newFixture(t)
+	wellFormed := "sha256=" + strings.Repeat("ab", 32)
+	noSecret := New(Options{Store: f.st, GitHub: f.recv.opts.GitHub, Sessions: f.sessions})
+	defer noSecret.Close()
+	tests := []struct {
+		name      string
+		recv      *Receiver
+		signature string
+		length    int64
+		status    int
+		most      int64 // bytes of the body read, at most
+	}{
+		{"no secret set", noSecret, wellFormed, -1, http.StatusUnauthorized, 0},
+		{"no signature", f.recv, "", -1, http.StatusUnauthorized, 0},
+		{"sha1's form", f.recv, "sha1=" + strings.Repeat("ab", 20), -1, http.StatusUnauthorized, 0},
+		{"not hex", f.recv, "sha256=" + strings.Repeat("zz", 32), -1, http.StatusUnauthorized, 0},
+		{"cut short", f.recv, wellFormed[:len(wellFormed)-2], -1, http.StatusUnauthorized, 0},
+		{"a Content-Length over MaxBody", f.recv, wellFormed, MaxBody + 1, http.StatusRequestEntityTooLarge, 0},
+		{"well-formed, with no length", f.recv, wellFormed, -1, http.StatusRequestEntityTooLarge, MaxBody + 1},
+	}
+	for _, tt := range tests {
+		body := &countingBody{}
+		req := httptest.NewRequest(http.MethodPost, "/github/webhook", nil)
+		req.Body, req.ContentLength = body, tt.length
+		req.Header.Set("X-Hub-Signature-256", tt.signature)
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", "unsigned-1")
+		if got := status(tt.recv.Take(req)); got != tt.status || body.read > tt.most {
+			t.Errorf("%s: answered %d having read %d bytes of the body, want %d having read at most %d", tt.name, got, body.read, tt.status, tt.most)
+		}
+	}
+	if fresh, err := f.st.TakeDelivery(t.Context(), "unsigned-1", "issue_comment", "unsigned-1", nil); err != nil || !fresh {
+		t.Errorf("a refused delivery's id was taken (%v, %v), want nothing stored", fresh, err)
 	}
 }
 
@@ -628,7 +755,7 @@ func TestAFailingCheckOnASessionsPullRequestIsAPromptToItUpToTheRepositorysMost(
 		} `json:"check_run"`
 	}
 	json.Unmarshal(d.Body, &run)
-	for _, want := range []string{id + ": From GitHub: ", `The check "ci/test" concluded failure`, "TestLoad failed: HOME unset",
+	for _, want := range []string{id + ": From GitHub, not from this Session's Creator, but the check \"ci/test\": ", `The check "ci/test" concluded failure`, "TestLoad failed: HOME unset",
 		"Its log: " + run.CheckRun.DetailsURL, fmt.Sprintf("acme/app#%d (%s/acme/app/pull/%d)", pull, f.gh.URL, pull), "1 of at most 3"} {
 		if !strings.Contains(prompts[0], want) {
 			t.Errorf("the prompt %q lacks %q", prompts[0], want)
@@ -684,6 +811,43 @@ func TestAFailingCheckOnAForksBranchOfTheSameNameReachesNoSession(t *testing.T) 
 	}
 }
 
+// TestAnAutoFixPromptIsFromItsSourceNotTheCreator: a review and a failing
+// check sent back are queued as from the reviewer and the check, never
+// as the Creator's words: the queued prompt's source, and its header,
+// which names them and says the words are not the Creator's (SourceOf
+// reads it back); a mention by the Creator has no source.
+func TestAnAutoFixPromptIsFromItsSourceNotTheCreator(t *testing.T) {
+	f := newFixture(t)
+	_, pull := f.pullSession("kndl/fix", store.AutoFix{CI: true, Reviews: true, Max: 3})
+	f.member("bob", true)
+	f.gh.Review(t, "acme/app", pull, "bob", "changes_requested", "Rename Load.")
+	f.gh.CheckRun(t, "acme/app", pull, `ci/"test"`, "failure", "broken")
+	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test and the docs")
+	prompts := f.prompts()
+	f.sessions.mu.Lock()
+	sources := slices.Clone(f.sessions.sources)
+	f.sessions.mu.Unlock()
+	want := []store.PromptSource{{Kind: store.SourceReview, Name: "bob"}, {Kind: store.SourceCheck, Name: `ci/"test"`}, {}}
+	if !slices.Equal(sources, want) {
+		t.Fatalf("the prompts' sources: %+v, want %+v", sources, want)
+	}
+	for i, p := range prompts {
+		_, text, _ := strings.Cut(p, ": ")
+		got, ok := SourceOf(text)
+		if got != want[i] || ok != (want[i].Kind != "") {
+			t.Errorf("the prompt %.120q reads as from %+v (%v), want %+v", text, got, ok, want[i])
+		}
+	}
+	if !strings.HasPrefix(prompts[0][strings.Index(prompts[0], ": ")+2:], "From GitHub, not from this Session's Creator, but a review by @bob: ") {
+		t.Errorf("the review's prompt %.160q, want its header to name bob and say the words are not the Creator's", prompts[0])
+	}
+	for _, forged := range []string{"From GitHub: @alice on acme/app#1", "From GitHub, not from this Session's Creator, but someone", "From GitHub, not from this Session's Creator, but the check unquoted"} {
+		if src, ok := SourceOf(forged); ok {
+			t.Errorf("SourceOf(%q) = %+v, want none", forged, src)
+		}
+	}
+}
+
 func TestAReviewRequestingChangesIsAPromptOnlyFromSomeoneWhoMayPush(t *testing.T) {
 	f := newFixture(t)
 	id, pull := f.pullSession("kndl/fix", store.AutoFix{Reviews: true, Max: 3})
@@ -694,7 +858,7 @@ func TestAReviewRequestingChangesIsAPromptOnlyFromSomeoneWhoMayPush(t *testing.T
 	f.gh.Review(t, "acme/app", pull, "alice", "changes_requested", "Rename Load to LoadConfig.")
 	f.gh.CheckRun(t, "acme/app", pull, "ci/test", "failure", "broken") // CI is off
 	prompts := f.prompts()
-	if len(prompts) != 1 || !strings.HasPrefix(prompts[0], id+": From GitHub: @alice requested changes") || !strings.Contains(prompts[0], "Rename Load to LoadConfig.") {
+	if len(prompts) != 1 || !strings.HasPrefix(prompts[0], id+": From GitHub, not from this Session's Creator, but a review by @alice: @alice requested changes") || !strings.Contains(prompts[0], "Rename Load to LoadConfig.") {
 		t.Errorf("prompts %q, want alice's review's alone", prompts)
 	}
 }

@@ -60,6 +60,12 @@ function item(ev, cls) {
   return li;
 }
 
+// sourceName says whose words a prompt auto-fix queued are: a GitHub
+// review's author or a check's, never the Creator's.
+function sourceName(src) {
+  return src.kind === "review" ? `@${src.name}'s review on GitHub` : `the check "${src.name}" on GitHub`;
+}
+
 // turnLine writes a Turn's start or end, with when, as showTime does.
 function turnLine(li, text, ev) {
   const at = el("time");
@@ -67,7 +73,7 @@ function turnLine(li, text, ev) {
   li.append(text + " · ", at);
 }
 
-function addEvent(ev, html, files, spent) {
+function addEvent(ev, html, files, spent, source) {
   if (ev.seq <= lastSeq) return;
   lastSeq = ev.seq;
   trackAgent(ev);
@@ -75,7 +81,7 @@ function addEvent(ev, html, files, spent) {
   switch (ev.kind) {
     case "prompt": {
       const li = item(ev, "prompt");
-      li.append(el("div", "who", "Prompt"), el("div", "text", promptText(ev.text, files)));
+      li.append(el("div", "who", source ? "Prompt from " + sourceName(source) : "Prompt"), el("div", "text", promptText(ev.text, files)));
       if (files.length) li.append(fileList(id, files));
       break;
     }
@@ -486,6 +492,7 @@ function showQueue(queue) {
     li.dataset.id = p.id;
     li.dataset.place = i + 1;
     li.append(el("span", "text", p.text));
+    if (p.source) li.append(el("span", "note", "from " + sourceName(p.source)));
     if (p.attachments) li.append(el("span", "note", p.attachments.map((a) => a.name).join(", ")));
     const up = button("↑", "move-prompt-up", "Deliver earlier");
     up.disabled = i === 0;
@@ -675,7 +682,7 @@ const send = live(() => paths.sessionLive(id, lastSeq), {
   message: (msg) => {
     switch (msg.type) {
       case "event":
-        addEvent(msg.event, msg.html || "", msg.attachments || [], msg.spent);
+        addEvent(msg.event, msg.html || "", msg.attachments || [], msg.spent, msg.source);
         break;
       case "session":
         showSession(msg.session);
