@@ -68,15 +68,17 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 	if n := Eval[int](bob, `document.querySelectorAll("#pull-form, button.open-pull").length`); n != 0 {
 		t.Errorf("the watcher's view holds %d pull request controls, want none", n)
 	}
-	// A second branch, without a pull request: still no button for them.
-	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
+	// A second branch of its own, without a pull request: still no button
+	// for them.
+	second := strings.TrimSuffix(own, "x") + "second"
+	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/"+second))
 	s.prompt(id, "push another")
-	bob.Wait(testenv.WaitMedium, "the second branch", `!!document.querySelector('#branches li[data-branch="kndl/second"]')`)
+	bob.Wait(testenv.WaitMedium, "the second branch", `!!document.querySelector('#branches li[data-branch="`+second+`"]')`)
 	if n := Eval[int](bob, `document.querySelectorAll("button.open-pull").length`); n != 0 {
 		t.Errorf("the watcher's view offers to open a pull request %d times, want none", n)
 	}
 	status := Eval[float64](bob, `fetch("/api/sessions/`+id+`/pulls", {method: "POST", headers: {"Content-Type": "application/json"},
-		body: JSON.stringify({branch: "kndl/second", title: "bob's"})}).then(r => r.status)`)
+		body: JSON.stringify({branch: "`+second+`", title: "bob's"})}).then(r => r.status)`)
 	if status != http.StatusForbidden {
 		t.Errorf("the watcher's pull request: %v, want 403", status)
 	}
