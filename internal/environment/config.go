@@ -76,8 +76,15 @@ func (c Config) Check() error {
 	if c.MemoryMiB < 0 || c.MemoryMiB > MaxMemoryMiB {
 		return fmt.Errorf("memory %d MiB: want 0 (the Runner's default) up to %d: %w", c.MemoryMiB, MaxMemoryMiB, errdefs.ErrInvalid)
 	}
+	if c.BranchPrefix != "" && (len(c.BranchPrefix) > MaxPattern || !branchPrefixRE.MatchString(c.BranchPrefix) || strings.Contains(c.BranchPrefix, "..") || strings.Contains(c.BranchPrefix, "/.") || strings.Contains(c.BranchPrefix, ".lock/")) {
+		return fmt.Errorf("branch_prefix %q is not the start of a branch name ending in / (such as kndl/ or bots/claude/): %w", c.BranchPrefix, errdefs.ErrInvalid)
+	}
 	return c.Egress.Check()
 }
+
+// branchPrefixRE is a branch_prefix: path components of git's safe
+// characters, each ending in /.
+var branchPrefixRE = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]*/)+$`)
 
 // checkPatterns refuses a pattern that could reach out of /workspace or
 // into its .git, or that path.Match cannot read. Only DependencyFolders'

@@ -477,40 +477,6 @@ func (c *Client) PullHead(ctx context.Context, owner, repo string, n int) (branc
 	return got.Head.Ref, got.Head.Repo.ID, nil
 }
 
-// refPermissions are the Hub's token for reading a branch's head
-// (contents read), apart from its other reads as checks' is.
-var refPermissions = map[string]string{"contents": "read"}
-
-// BranchHead is the commit branch of owner/repo is at on GitHub (GET
-// /repos/{owner}/{repo}/git/ref/heads/{branch}), asked as the App; a
-// branch GitHub does not have, or a Repo without the App, is ErrNotFound.
-func (c *Client) BranchHead(ctx context.Context, owner, repo, branch string) (string, error) {
-	var got struct {
-		Object struct {
-			SHA  string `json:"sha"`
-			Type string `json:"type"`
-		} `json:"object"`
-	}
-	status, err := c.asInstallationWith(ctx, refPermissions, owner, repo, "/git/ref/heads/"+escapePath(branch), &got)
-	if status == 0 && err == nil || status == http.StatusNotFound {
-		return "", fmt.Errorf("no branch %s on %s/%s that the GitHub App can see: %w", branch, owner, repo, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the head of %s/%s's branch %s: %w", owner, repo, branch, err)
-	}
-	return got.Object.SHA, nil
-}
-
-// escapePath escapes each element of a slash-separated name for a URL
-// path, keeping its slashes.
-func escapePath(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return strings.Join(parts, "/")
-}
-
 // Token is an installation token GitHub minted, with when it expires.
 type Token struct {
 	Value   string

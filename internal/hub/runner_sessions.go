@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
@@ -43,6 +44,11 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, err
 		}
+		if rc.Version < protocol.GitRelayVersion {
+			// It would write the token into the Sandbox.
+			return nil, fmt.Errorf("this Runner speaks protocol %d, and would put a GitHub token in the Sandbox; its owner updates it to a kndl of protocol %d, whose git relay holds the token: %w",
+				rc.Version, protocol.GitRelayVersion, errdefs.ErrForbidden)
+		}
 		return h.sandboxToken(ctx, s)
 	})
 	rc.Conn.Handle(protocol.TypeSessionCloneToken, false, func(ctx context.Context, body json.RawMessage) (any, error) {
@@ -73,10 +79,27 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 				return nil, fmt.Errorf("an event without a kind: %w", errdefs.ErrInvalid)
 			}
 		}
-		if err := h.sessions.Events(ctx, s, req); err != nil {
+		return nil, h.sessions.Events(ctx, s, req)
+	})
+
+	// What a Session pushed comes from its Runner's git relay alone, never
+	// from what the Sandbox prints.
+	rc.Conn.Handle(protocol.TypeSessionPushed, true, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var req protocol.SessionPushed
+		s, err := own(ctx, body, &req, func() string { return req.SessionID })
+		if err != nil {
 			return nil, err
 		}
-		h.pulls.Pushed(ctx, s.ID, req.Events) // redacted by now
+		if len(req.Refs) > protocol.MaxPushedRefs {
+			return nil, fmt.Errorf("%d refs in one push: the git relay takes at most %d: %w", len(req.Refs), protocol.MaxPushedRefs, errdefs.ErrInvalid)
+		}
+		var branches []string
+		for _, r := range req.Refs {
+			if b, ok := strings.CutPrefix(r.Ref, "refs/heads/"); ok && strings.Trim(r.New, "0") != "" {
+				branches = append(branches, b)
+			}
+		}
+		h.pulls.Pushed(ctx, s.ID, branches)
 		return nil, nil
 	})
 

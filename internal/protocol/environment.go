@@ -48,6 +48,11 @@ type EnvironmentSettings struct {
 	// Zero is the Runner's default.
 	CPUs      float64 `json:"cpus,omitempty"`
 	MemoryMiB int     `json:"memory_mib,omitempty"`
+	// BranchPrefix starts the branches each Session may push, before the
+	// Session's short id: kndl/ when empty, so a Session pushes to
+	// kndl/<the first 8 characters of its id>/… (internal/gitrelay). Not
+	// a build input: a change applies at each Session's next start or wake.
+	BranchPrefix string `json:"branch_prefix,omitempty"`
 	// Egress is what each Sandbox reaches: open (the zero Policy) or an
 	// allowlist (internal/egress). Not a build input: a change applies
 	// without a Test build, to each Session at its next start or wake;

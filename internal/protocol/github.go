@@ -6,10 +6,11 @@ import "time"
 // GitHubToken reply. The Hub answers only for a starting or awake Session
 // of the asking Runner, minting a fresh token each time.
 const (
-	// TypeSessionGitHubToken asks for the Sandbox token: the Session's Repo
-	// alone, contents and pull requests write if its Creator may push to
-	// it, read if not. The Runner asks as the
-	// Sandbox starts or wakes and again before it expires.
+	// TypeSessionGitHubToken asks for the Session's forge token: the
+	// Session's Repo alone, contents and pull requests write if its
+	// Creator may push to it, read if not. The Runner asks as the Sandbox
+	// starts or wakes and again before it expires, and holds it in its git
+	// relay's memory (since version 7; before, it went into the Sandbox).
 	TypeSessionGitHubToken = "session.github_token"
 	// TypeSessionCloneToken asks for the host clone's token: the Session's
 	// Repo alone, contents read.
@@ -38,3 +39,26 @@ func (t GitHubToken) Expiry(received time.Time) time.Time {
 	}
 	return t.ExpiresAt
 }
+
+// TypeSessionPushed (Runner -> Hub, ordered, since version 7) tells the
+// Hub of the refs of one push the Session's git relay sent on and GitHub
+// took: the Hub records the Session's branches from these alone.
+const TypeSessionPushed = "session.pushed"
+
+// SessionPushed is one push the git relay saw GitHub take.
+type SessionPushed struct {
+	SessionID string      `json:"session_id"`
+	Refs      []PushedRef `json:"refs"`
+}
+
+// PushedRef is one ref of a push: its full name (refs/heads/…) and its
+// old and new object ids, all zeros for none.
+type PushedRef struct {
+	Ref string `json:"ref"`
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// MaxPushedRefs bounds the refs of one session.pushed: the git relay
+// takes no more in one push.
+const MaxPushedRefs = 256

@@ -63,10 +63,23 @@ import (
 //	  egress gate at once; a switch between open and allowlist applies at
 //	  the next wake. Additive: a version 5 Runner refuses the unknown
 //	  request, and its Sessions take the change at their next wake.
+//	7 (2026-12-05, unreleased): the Runner's git relay. The Runner holds
+//	  session.github_token's token in memory and no longer writes it into
+//	  the Sandbox, whose git reaches the Repo through the relay; it sends
+//	  session.pushed for each push GitHub took, and the Hub records a
+//	  Session's branches from those alone (no longer from git push's
+//	  output in the transcript). session.start's environment.branch_prefix.
+//	  An older Runner is still taken, but the Hub refuses it
+//	  session.github_token (GitRelayVersion): it would put the token in
+//	  the Sandbox. Its Sessions run with no GitHub token, and say so.
 const (
-	Version    = 6
+	Version    = 7
 	MinVersion = 5
 )
+
+// GitRelayVersion is the first version whose Runner holds the GitHub token
+// in its git relay; the Hub mints none for an older one.
+const GitRelayVersion = 7
 
 // MaxFrameBytes bounds one frame. A bigger one closes the connection
 // (WebSocket status 1009): a peer that sends it is broken or hostile.

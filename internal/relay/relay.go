@@ -7,7 +7,9 @@
 // and Claude Code's model calls (/model/<Session token>/v1/messages and
 // its token counting, nothing else) to Anthropic's API with the Creator's
 // token in place of what Claude Code holds (or, when a Runner is set up
-// for it, to another model endpoint). Only internal/runner imports it.
+// for it, to another model endpoint), and git's smart HTTP (/git/*, the
+// Session token as Basic auth's password) to the Runner's git relay
+// (internal/gitrelay). Only internal/runner imports it.
 package relay
 
 import (
@@ -38,6 +40,7 @@ type Relay struct {
 	proxy *httputil.ReverseProxy
 
 	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	git  Git
 
 	// Serve's limits; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -90,8 +93,16 @@ type Options struct {
 	// Session with a live token, for the Runner's stream of its Events, and
 	// returns the hook's answer (nil for none). It may block until a person
 	// answers (a question); ctx ends when the hook gives up.
-	Hook   func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	Hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	// Git, if set, serves /git/* for a Session with a live token.
+	Git    Git
 	Logger *slog.Logger
+}
+
+// Git serves git's smart HTTP for a Session whose token the relay checked
+// (a *gitrelay.Relay): rest is the path below /git/.
+type Git interface {
+	ServeGit(w http.ResponseWriter, req *http.Request, sessionID, rest string)
 }
 
 // AnthropicAPI is the origin Claude Code's model requests go to, and the
@@ -110,7 +121,7 @@ func New(o Options) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: hub URL: %w", err)
 	}
-	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
+	r := &Relay{hub: hub, hook: o.Hook, git: o.Git, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
 	model := AnthropicAPI
 	if o.ModelURL != "" {
@@ -163,8 +174,9 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // ServeHTTP routes /mod/* and /gateway/* (Session token in
-// Authorization) and /model/<Session token>/* (when the relay holds the
-// Session's Creator's token); everything else is 404. A request without a
+// Authorization), /model/<Session token>/* (when the relay holds the
+// Session's Creator's token) and /git/* (Session token as Basic auth's
+// password); everything else is 404. A request without a
 // live Session token, or with one from another address than its
 // Sandbox's, is 401; a model request checkModel refuses is 401, 403 or 404
 // in Anthropic's error shape; one for another origin (a proxy's request,
@@ -193,6 +205,17 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		r.forward(w, req, upstream{base: r.hub, path: req.URL.Path, modToken: run.modToken})
+	case strings.HasPrefix(req.URL.Path, "/git/") && r.git != nil:
+		// git sends its credential helper's answer as Basic auth, and asks
+		// the helper only after a 401 that names Basic.
+		_, tok, _ := req.BasicAuth()
+		run, ok := r.lookup(tok, req.RemoteAddr)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="kndl"`)
+			http.Error(w, "kndl relay: no live Session token; git in the Sandbox takes it from KNDL_MOD_TOKEN, as Claude Code's processes have it", http.StatusUnauthorized)
+			return
+		}
+		r.git.ServeGit(w, req, run.sessionID, strings.TrimPrefix(req.URL.Path, "/git/"))
 	case strings.HasPrefix(req.URL.Path, "/model/"):
 		tok, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/model/"), "/")
 		run, ok := r.lookup(tok, req.RemoteAddr)

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -604,5 +606,57 @@ func TestWithNoModelEndpointTheCreatorsTokenGoesOnlyToAnthropic(t *testing.T) {
 	_, r := newRelay(t, "http://127.0.0.1:9", "")
 	if r.model.String() != AnthropicAPI {
 		t.Fatalf("model upstream %s, want %s", r.model, AnthropicAPI)
+	}
+}
+
+// gitSeen is a Git that records which Session each request reached it for.
+type gitSeen struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (g *gitSeen) ServeGit(w http.ResponseWriter, req *http.Request, sessionID, rest string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seen = append(g.seen, sessionID+" "+rest)
+}
+
+// TestGitReachesTheGitRelayOnlyWithALiveSessionToken: /git/* takes the
+// Session token as Basic auth's password, as git's credential helper gives
+// it, and hands the request on for that Session alone; without one, or
+// with one revoked, it asks git for a credential (401 naming Basic) and
+// hands nothing on.
+func TestGitReachesTheGitRelayOnlyWithALiveSessionToken(t *testing.T) {
+	g := &gitSeen{}
+	r, err := New(Options{HubURL: "http://127.0.0.1:1", Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }, Git: g, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	tok := r.Issue("s1", netip.Addr{})
+	other := r.Issue("s2", netip.Addr{})
+	r.Revoke("s2")
+	tests := []struct {
+		name   string
+		token  string
+		status int
+	}{{"the Session token", tok, http.StatusOK}, {"none", "", http.StatusUnauthorized}, {"a revoked one", other, http.StatusUnauthorized}, {"another", "x" + tok, http.StatusUnauthorized}}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/git/acme/app.git/info/refs?service=git-upload-pack", nil)
+		if tt.token != "" {
+			req.SetBasicAuth("kndl", tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || (tt.status == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic")) {
+			t.Errorf("%s: got %d %q, want %d", tt.name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tt.status)
+		}
+	}
+	if want := []string{"s1 acme/app.git/info/refs"}; !slices.Equal(g.seen, want) {
+		t.Errorf("the git relay got %v, want %v", g.seen, want)
 	}
 }

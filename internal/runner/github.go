@@ -11,15 +11,6 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/sandbox"
-)
-
-// The Sandbox token's files, on the Sandbox's /run/kndl tmpfs (mode 0700):
-// the token itself, and gh's hosts file naming it, which
-// ~/.config/gh/hosts.yml links to.
-const (
-	githubTokenFile = runDir + "/github-token"
-	ghHostsFile     = runDir + "/gh-hosts.yml"
 )
 
 // DefaultGitHubTokenRetry is how long a Runner waits to ask again for a
@@ -31,32 +22,9 @@ const DefaultGitHubTokenRetry = 5 * time.Minute
 // 45 minutes, three quarters of a GitHub installation token's hour.
 const maxTokenRefresh = 45 * time.Minute
 
-// credentialHelper is git's credential helper for GitHub in the Sandbox: it
-// reads the token file at each use, so a refresh reaches every git at once,
-// and it puts the token on no command line (printf and cat's output only).
-const credentialHelper = `!f() { test "$1" = get || return 0; echo username=x-access-token; printf 'password=%s\n' "$(cat ` + githubTokenFile + `)"; }; f`
-
-// installToken is run by sh in the Sandbox with the token on its stdin and
-// GitHub's URL ($1) and host ($2) as arguments, so the token is on no
-// command line and in no environment. Each file is replaced by a rename,
-// so no reader sees half a token. The credential helper is set only where
-// git is installed, at each refresh, so a git installed since is set up
-// too.
-const installToken = `set -e
-umask 077
-cat > ` + githubTokenFile + `.new
-mv -f ` + githubTokenFile + `.new ` + githubTokenFile + `
-{ printf '%s:\n' "$2"; printf '    oauth_token: %s\n' "$(cat ` + githubTokenFile + `)"; printf '    git_protocol: https\n'; } > ` + ghHostsFile + `.new
-mv -f ` + ghHostsFile + `.new ` + ghHostsFile + `
-mkdir -p "$HOME/.config/gh"
-ln -sfn ` + ghHostsFile + ` "$HOME/.config/gh/hosts.yml"
-if command -v git >/dev/null 2>&1; then
-	git config --system --replace-all "credential.$1.helper" "$3"
-fi
-`
-
-// refreshSandboxToken asks the Hub for the Session's Sandbox token and
-// writes it into the Sandbox, and returns how long to wait before asking
+// refreshSandboxToken asks the Hub for the Session's GitHub token and
+// gives it to the git relay, which holds it in memory alone (the Sandbox
+// never has it), and returns how long to wait before asking
 // again: three quarters of the token's life, or RUNNER_GITHUB_TOKEN_RETRY
 // when there is none. A Session runs on without one; the first failure of
 // a run of them is logged, the rest are not.
@@ -65,7 +33,7 @@ func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Durat
 	err := r.request(ctx, protocol.TypeSessionGitHubToken, protocol.SessionRef{SessionID: s.id}, &tok)
 	expiry := tok.Expiry(time.Now())
 	if err == nil {
-		err = r.writeSandboxToken(ctx, s, tok)
+		err = r.holdGitToken(s, tok)
 	}
 	if err != nil {
 		if !s.tokenFailing.Swap(true) {
@@ -113,24 +81,14 @@ func (r *Runner) keepSandboxToken(s *session, first chan struct{}) {
 	})
 }
 
-// writeSandboxToken puts tok in the Sandbox's token files, through a
-// process's stdin.
-func (r *Runner) writeSandboxToken(ctx context.Context, s *session, tok protocol.GitHubToken) error {
-	host := strings.TrimPrefix(strings.TrimPrefix(tok.URL, "https://"), "http://")
-	if tok.Token == "" || host == "" || strings.ContainsAny(tok.Token, "\n\r") {
+// holdGitToken gives tok to the git relay for the Session. A Session
+// whose Repo the relay doesn't serve (not over HTTP(S)) needs none.
+func (r *Runner) holdGitToken(s *session, tok protocol.GitHubToken) error {
+	if tok.Token == "" || strings.ContainsAny(tok.Token, "\n\r") {
 		return fmt.Errorf("the Hub's GitHub token answer is malformed: %w", errdefs.ErrInvalid)
 	}
-	var out strings.Builder
-	p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
-		Args:  []string{"sh", "-c", installToken, "install-token", tok.URL, host, credentialHelper},
-		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"},
-		Stdin: strings.NewReader(tok.Token), Stdout: &out, Stderr: &out,
-	})
-	if err != nil {
-		return fmt.Errorf("write the GitHub token into the Sandbox: %w", err)
-	}
-	if code, err := p.Wait(); err != nil || code != 0 {
-		return fmt.Errorf("write the GitHub token into the Sandbox: exit %d %v: %s", code, err, strings.TrimSpace(out.String()))
+	if err := r.git.SetToken(s.id, tok.Token); err != nil {
+		return fmt.Errorf("the git relay does not serve this Session's Repo: %w", errdefs.ErrNotFound)
 	}
 	return nil
 }

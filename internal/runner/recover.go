@@ -26,6 +26,7 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 	delete(r.sessions, id)
 	r.mu.Unlock()
 	r.relay.Revoke(id)
+	r.git.Close(id)
 	r.egress.forget(id)
 	if s != nil {
 		s.stopping.Store(true)
@@ -161,6 +162,7 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 		return err
 	}
 	r.relay.Adopt(id, token, from)
+	r.reopenGit(id)
 	if oauth != "" && strings.HasSuffix(base, "/model/"+token) {
 		// Its model requests come through the relay with what it holds in
 		// place of the Creator's token (the token itself with

@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gitrelay"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/relay"
 	"kndl.dev/kndl/internal/sandbox"
@@ -35,6 +36,11 @@ type Runner struct {
 	backend sandbox.Backend
 	builder *build.Builder
 	relay   *relay.Relay
+	// git is the git relay behind relay's /git/, holding each Session's
+	// GitHub token (gitrelay.go); gitMu orders the writes of what it
+	// serves each Session.
+	git   *gitrelay.Relay
+	gitMu sync.Mutex
 	// egress judges restricted Sandboxes' connections (egress.go).
 	egress egressGate
 	// archives marks the Sessions archived here and purges them.
@@ -81,7 +87,11 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
 		sessions: map[string]*session{}, changed: make(chan struct{}), unheardWait: unheardWaitDefault}
 	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
-	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
+	// The git relay reaches GitHub as the host clone does, through
+	// Outbound, and follows no redirect.
+	r.git = gitrelay.New(gitrelay.Options{Forge: gitrelay.GitHub{}, Pushed: r.gitPushed, Logger: cfg.Logger,
+		Client: &http.Client{Transport: cfg.Outbound.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
+	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Git: r.git, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

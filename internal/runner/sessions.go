@@ -128,6 +128,7 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		delete(r.sessions, s.id)
 		r.mu.Unlock()
 		r.relay.Revoke(s.id)
+		r.git.Close(s.id)
 		r.egress.forget(s.id)
 		if s.cancel != nil {
 			s.stopping.Store(true)
@@ -217,9 +218,13 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	// Its watchers outlive this start's request, and end with the Runner.
 	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
-	// The Sandbox token is asked for while Claude Code starts, and waited
-	// for before the start is reported, so the first Turn can push; the
-	// Session starts without one all the same.
+	// The git relay serves the Session's Repo, and the Sandbox's git goes
+	// through it. Its GitHub token is asked for while Claude Code starts,
+	// and waited for before the start is reported, so the first Turn can
+	// push; the Session starts without one all the same.
+	if err := r.openGit(ctx, s, req.RepoURL, req.Environment); err != nil {
+		return err
+	}
 	firstToken := make(chan struct{})
 	r.keepSandboxToken(s, firstToken)
 	// A fresh copy of the mod for this start: an update never changes the
@@ -606,6 +611,7 @@ func (r *Runner) watchExit(s *session) {
 	}
 	r.mu.Unlock()
 	r.relay.Revoke(s.id)
+	r.git.Close(s.id)
 	r.egress.forget(s.id)
 	if s.stopping.Load() {
 		return

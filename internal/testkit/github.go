@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -36,8 +37,7 @@ import (
 // /repos/{owner}/{repo}/collaborators/{user}, in GitHub's wire format; its
 // Repos over git's smart HTTP (ServeRepo); and issues, their comments and
 // the App's signed webhook deliveries (github_issues.go), and check runs and
-// reviews on pull requests, delivered the same way (github_checks.go), and a served
-// branch's head (GET /repos/{owner}/{repo}/git/ref/heads/{branch}). It checks what GitHub
+// reviews on pull requests, delivered the same way (github_checks.go). It checks what GitHub
 // checks: client credentials, single-use codes bound to their redirect URI
 // and PKCE challenge, the App's RS256 JWT, and that an installation token
 // is live, for the Repo, and carries the permission the request needs.
@@ -186,7 +186,6 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/pulls", g.createPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{n}", g.showPull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
-	mux.HandleFunc("GET /repos/{owner}/{repo}/git/ref/heads/{branch...}", g.branchRef)
 	g.serveIssues(mux)
 	g.serveChecks(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
@@ -216,7 +215,24 @@ func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 		}
 	}
 	cgiGit := &cgi.Handler{Path: backend, Root: "/", Env: []string{"GIT_PROJECT_ROOT=" + g.gitRoot, "GIT_HTTP_EXPORT_ALL=1"}}
-	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, cgiGit))
+	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, unchunked(cgiGit)))
+}
+
+// unchunked gives next a chunked request's body with its length: CGI
+// (and so git http-backend under Go's cgi.Handler) takes no chunked body,
+// and GitHub takes one, which git sends for a pack over http.postBuffer.
+func unchunked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength < 0 && r.Body != nil {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "read the body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // SetPrivate makes owner/repo private: fetching it needs a token too.
@@ -775,25 +791,6 @@ func (g *GitHub) readable(w http.ResponseWriter, r *http.Request, endpoint, perm
 		return "", false
 	}
 	return repo, true
-}
-
-// branchRef answers GET /repos/{owner}/{repo}/git/ref/heads/{branch} for
-// a token with contents read: the served repository's branch and the
-// commit it is at, or 404 for a branch it does not have, as GitHub does.
-func (g *GitHub) branchRef(w http.ResponseWriter, r *http.Request) {
-	repo, ok := g.readable(w, r, "refs", "contents", http.StatusNotFound)
-	if !ok {
-		return
-	}
-	branch := r.PathValue("branch")
-	out, err := exec.Command("git", "-C", filepath.Join(g.gitRoot, repo+".git"), "rev-parse", "--verify", "-q", "refs/heads/"+branch+"^{commit}").Output()
-	if err != nil || strings.HasPrefix(branch, "-") {
-		ghError(w, http.StatusNotFound, "Not Found")
-		return
-	}
-	sha := strings.TrimSpace(string(out))
-	ghJSON(w, http.StatusOK, map[string]any{"ref": "refs/heads/" + branch, "url": g.URL + "/repos/" + repo + "/git/refs/heads/" + branch,
-		"object": map[string]string{"sha": sha, "type": "commit", "url": g.URL + "/repos/" + repo + "/git/commits/" + sha}})
 }
 
 // listPulls answers GET /repos/{owner}/{repo}/pulls with head and state

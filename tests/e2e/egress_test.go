@@ -242,9 +242,9 @@ func TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce(t *testing.T) {
 // GitHub is github.com to the Runner and its Sandboxes (the test's
 // resolver, on an address on this machine), and the Hub's GITHUB_URL is
 // http://github.com. Under an allowlist that names nothing, the default
-// github preset lets the first Turn's git push with the Sandbox token, and
-// a fetch after it, through the Runner's proxy, which judged the request's
-// Host; the same server asked for by its address is refused and noted.
+// first Turn's git push goes through the Runner's git relay, which holds
+// the GitHub token, and a fetch after it; the same server asked for by
+// its address from the Sandbox is refused and noted.
 //
 // It is HTTP on port 80, not HTTPS: the host clone's git trusts the host's
 // certificate authorities alone, and none can vouch for a github.com served
@@ -266,14 +266,14 @@ func TestUnderAnAllowlistTheSandboxTokensGitFetchAndPushToGitHubPass(t *testing.
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("Pushed."))
 	v := s.NewSession(repo, "push a branch")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the answer", func(e protocol.Event) bool { return e.Kind == protocol.EventText && e.Text == "Pushed." })
-	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, "kndl/test") {
-		t.Fatalf("the fake GitHub's branches: %v, want kndl/test pushed from the Sandbox\nevents:\n%s", got, dump(s.Events(v.ID)))
+	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, ownBranch(v.ID)) {
+		t.Fatalf("the fake GitHub's branches: %v, want %s pushed from the Sandbox\nevents:\n%s", got, ownBranch(v.ID), dump(s.Events(v.ID)))
 	}
-	if out, code := s.Exec(v.ID, "git", "-C", "/workspace", "fetch", "origin"); code != 0 {
+	if out, code := s.gitAsClaude(v.ID, "fetch", "origin"); code != 0 {
 		t.Fatalf("git fetch origin: exit %d\n%s", code, out)
 	}
-	if out, _ := s.Exec(v.ID, "git", "-C", "/workspace", "branch", "-r"); !strings.Contains(out, "origin/kndl/test") {
-		t.Fatalf("the Workspace's remote branches after the fetch:\n%s\nwant origin/kndl/test", out)
+	if out, _ := s.Exec(v.ID, "git", "-C", "/workspace", "branch", "-r"); !strings.Contains(out, "origin/"+ownBranch(v.ID)) {
+		t.Fatalf("the Workspace's remote branches after the fetch:\n%s\nwant origin/%s", out, ownBranch(v.ID))
 	}
 
 	byAddr := strings.TrimPrefix(s.GitHub.URL, "http://")

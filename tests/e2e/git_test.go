@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,22 +12,52 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
-// pushScript is what the scripted model runs in the Sandbox: a branch,
-// pushed with nothing but the Sandbox's own git setup.
+// pushScript is what the scripted model runs in the Sandbox: a branch of
+// the Session's own (ownBranch), pushed with nothing but the Sandbox's own
+// git setup, through the Runner's git relay.
 const pushScript = "git config --global user.email claude@example.com && git config --global user.name Claude && " +
-	"git checkout -b kndl/test && git commit --allow-empty -m x && git push -u origin HEAD"
+	"git checkout -b kndl/${KNDL_SESSION_ID:0:8}/x && git commit --allow-empty -m x && git push -u origin HEAD"
 
-// sandboxToken is the Sandbox token as the Sandbox holds it now.
-func (s *System) sandboxToken(id string) string {
+// ownBranch is the branch pushScript pushes: under the Session's prefix.
+func ownBranch(id string) string { return "kndl/" + id[:8] + "/x" }
+
+// forgeTokens are the Session tokens for git the fake minted, oldest
+// first: those with contents write (the host clone's has contents read,
+// the Hub's own for pull requests none).
+func (s *System) forgeTokens() []string {
+	var out []string
+	for _, tok := range s.GitHub.Tokens() {
+		if info, _ := s.GitHub.Token(tok); info.Permissions["contents"] == "write" {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// forgeToken is the newest of forgeTokens: the one the Runner's git relay
+// holds now, for a test with one Session.
+func (s *System) forgeToken() string {
 	s.t.Helper()
-	return strings.TrimSpace(s.inSandbox(id, "cat /run/kndl/github-token"))
+	toks := s.forgeTokens()
+	if len(toks) == 0 {
+		s.t.Fatal("the fake GitHub minted no token for a Session's git")
+	}
+	return toks[len(toks)-1]
+}
+
+// gitAsClaude runs git in the Sandbox's /workspace as a tool of Claude
+// Code's would: with its Session token, read from Claude Code's process.
+func (s *System) gitAsClaude(id string, args ...string) (string, int) {
+	s.t.Helper()
+	const find = `for f in /proc/[0-9]*/environ; do t=$(tr '\0' '\n' < "$f" 2>/dev/null | sed -n 's/^KNDL_MOD_TOKEN=//p'); [ -n "$t" ] && break; done; ` +
+		`KNDL_MOD_TOKEN="$t" exec git -C /workspace "$@"`
+	return s.Exec(id, append([]string{"sh", "-c", find, "git"}, args...)...)
 }
 
 // gitSession starts a Session on acme/app, served by the fake GitHub, whose
@@ -43,56 +72,63 @@ func (s *System) gitSession() string {
 	return v.ID
 }
 
-func TestSandboxPushesABranchWithItsTokenAndGhReadsIt(t *testing.T) {
+// TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain: git in
+// the Sandbox pushes the Session's own branch through the Runner's git
+// relay, which holds the GitHub token; a push to main is refused with the
+// line naming the branch to use; the Hub lists the pushed branch from the
+// relay's word, not from a push line printed by hand; the relay's token
+// is refreshed, the previous one revoked, and pushes go on; at sleep the
+// current one is revoked.
+func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	// A short life, so the Runner refreshes within the test (at three
 	// quarters of it).
 	s.GitHub.SetTokenLifetime(20 * time.Second)
 	id := s.gitSession()
-
-	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, "kndl/test") {
-		t.Fatalf("the fake GitHub's branches: %v, want kndl/test pushed from the Sandbox\nevents:\n%s", got, dump(s.Events(id)))
+	own := ownBranch(id)
+	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, own) {
+		t.Fatalf("the fake GitHub's branches: %v, want %s pushed from the Sandbox\nevents:\n%s", got, own, dump(s.Events(id)))
 	}
-	tok := s.sandboxToken(id)
-	info, ok := s.GitHub.Token(tok)
-	if !ok || !slices.Equal(info.Repos, []string{"app"}) || info.Permissions["contents"] != "write" {
-		t.Errorf("the Sandbox's token: %+v (minted by the fake: %v), want one for acme/app alone with contents write", info, ok)
-	}
-	if mode := strings.TrimSpace(s.inSandbox(id, "stat -c %a /run/kndl/github-token; stat -f -c %T /run/kndl")); mode != "600\ntmpfs" {
-		t.Errorf("the token file's mode and file system: %q, want 600 on tmpfs", mode)
-	}
-	ghURL, _ := url.Parse(s.GitHub.URL)
-	if got := strings.TrimSpace(s.inSandbox(id, "HOME=/root gh auth token --hostname "+ghURL.Host)); got != tok {
-		t.Errorf("gh auth token printed %q, want the Sandbox token", got)
+	tok := s.forgeToken()
+	info, _ := s.GitHub.Token(tok)
+	if !slices.Equal(info.Repos, []string{"app"}) || info.Permissions["contents"] != "write" {
+		t.Errorf("the relay's token: %+v, want one for acme/app alone with contents write", info)
 	}
 
-	// The refresh: a new token in the file, and the previous one, once the
-	// Hub's grace is over, revoked at GitHub before its expiry and refused
-	// there, while git goes on pushing with the new.
+	out, code := s.gitAsClaude(id, "push", "origin", "HEAD:main")
+	if want := "remote: kndl: this Session pushes only to new branches under kndl/" + id[:8] + "/"; code == 0 || !strings.Contains(out, want) || !strings.Contains(out, "! [remote rejected] HEAD -> main") {
+		t.Errorf("a push to main: exit %d\n%s\nwant it refused with %q", code, out, want)
+	}
+
+	// A push line printed by hand records nothing.
+	s.Model.On(testkit.PromptContains("claim a branch"), testkit.Bash(`echo " * [new branch]      kndl/claimed -> kndl/claimed"`))
+	s.prompt(id, "claim a branch")
+	s.turnEnds(id, 2)
+	var v api.SessionView
+	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
+	if len(v.Branches) != 1 || v.Branches[0].Name != own {
+		t.Errorf("the Session's branches: %+v, want %s alone, from the relay", v.Branches, own)
+	}
+
+	// The refresh: a new token in the relay, the previous one revoked at
+	// GitHub before its expiry, and pushes go on.
 	var fresh string
 	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
-		fresh = s.sandboxToken(id)
+		fresh = s.forgeToken()
 		return fresh != tok
 	})
 	testenv.Eventually(t, 10*time.Second, "the previous token revoked", func() bool { return revokedAt(s, tok) != time.Time{} })
 	if at := revokedAt(s, tok); !at.Before(info.Expires) {
 		t.Errorf("the previous token was revoked at %s, not before its expiry at %s", at, info.Expires)
 	}
-	old := strings.Replace(s.GitHub.RepoURL("acme/app"), "://", "://x-access-token:"+tok+"@", 1)
-	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", old, "HEAD:refs/heads/with-the-old-token"); code == 0 {
-		t.Errorf("a push with the previous token after a refresh was accepted: %s", out)
-	}
-	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", "origin", "HEAD:refs/heads/after-refresh"); code != 0 {
+	if out, code := s.gitAsClaude(id, "push", "origin", "HEAD:kndl/"+id[:8]+"/after-refresh"); code != 0 {
 		t.Errorf("a push after the refresh failed: %s", out)
-	}
-	if got := s.GitHub.Branches(t, "acme/app"); slices.Contains(got, "with-the-old-token") || !slices.Contains(got, "after-refresh") {
-		t.Errorf("the fake GitHub's branches: %v, want after-refresh and not with-the-old-token", got)
 	}
 
 	// Asleep, the Session needs no token: its current one is revoked.
 	s.Do(http.MethodPost, "/api/sessions/"+id+"/sleep", nil, nil)
 	s.waitState(id, api.Asleep)
-	testenv.Eventually(t, 10*time.Second, "the current token revoked at sleep", func() bool { return revokedAt(s, fresh) != time.Time{} })
+	testenv.Eventually(t, 10*time.Second, "the current token revoked at sleep", func() bool { return revokedAt(s, s.forgeToken()) != time.Time{} })
 }
 
 // revokedAt is when the fake GitHub revoked an installation token; zero if
@@ -102,46 +138,46 @@ func revokedAt(s *System, tok string) time.Time {
 	return info.Revoked
 }
 
-// TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment: once git in the
-// Sandbox has pushed with it, the Sandbox token is in no process's
+// TestNoGitHubTokenIsInTheSandbox: once git in the Sandbox has pushed
+// through the relay, no token the fake GitHub minted is in any process's
 // environment or command line on the host (every Sandbox's processes
-// included), in no file of the Hub's or the Runner's, the Sandbox's disks,
-// overlay and Workspace included, and not in their logs: only on the
-// Sandbox's tmpfs.
-func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
+// included), in any file of the Hub's, the Runner's or the Sandbox's,
+// its tmpfs included, nor in their logs; the Sandbox's own search of its
+// processes and files finds none either. The Runner's memory alone holds
+// it.
+func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
-	tok := []byte(s.sandboxToken(id))
-	if _, ok := s.GitHub.Token(string(tok)); !ok {
-		t.Fatalf("the Sandbox holds no token the fake GitHub minted: %q", tok)
+	var toks [][]byte
+	for _, tok := range s.GitHub.Tokens() {
+		toks = append(toks, []byte(tok))
+	}
+	if len(toks) == 0 {
+		t.Fatal("the fake GitHub minted no token")
+	}
+	holds := func(b []byte) bool {
+		return slices.ContainsFunc(toks, func(tok []byte) bool { return bytes.Contains(b, tok) })
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		for _, f := range []string{"environ", "cmdline"} {
-			if b, _ := os.ReadFile(filepath.Join(p, f)); bytes.Contains(b, tok) {
-				t.Errorf("%s/%s holds the Sandbox token: %q", p, f, b)
+			if b, _ := os.ReadFile(filepath.Join(p, f)); holds(b) {
+				t.Errorf("%s/%s holds a GitHub token: %q", p, f, b)
 			}
 		}
 	}
-	if strings.Contains(s.logText(), string(tok)) {
-		t.Error("the Hub's or the Runner's log holds the Sandbox token")
+	if holds([]byte(s.logText())) {
+		t.Error("the Hub's or the Runner's log holds a GitHub token")
 	}
 	scanned := 0
 	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {
 		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			var fsys unix.Statfs_t
-			if d.IsDir() && unix.Statfs(path, &fsys) == nil && fsys.Type == unix.TMPFS_MAGIC {
-				return filepath.SkipDir // memory, not a disk: where the token belongs
-			}
-			if !d.Type().IsRegular() {
+			if err != nil || !d.Type().IsRegular() {
 				return nil
 			}
 			scanned++
-			if b, _ := os.ReadFile(path); bytes.Contains(b, tok) {
-				t.Errorf("%s holds the Sandbox token", path)
+			if b, _ := os.ReadFile(path); holds(b) {
+				t.Errorf("%s holds a GitHub token", path)
 			}
 			return nil
 		})
@@ -149,10 +185,24 @@ func TestTheSandboxTokenIsOnNoDiskCommandLineOrEnvironment(t *testing.T) {
 	if scanned < 100 {
 		t.Fatalf("scanned %d files: the Hub's and the Runner's state are not where this test looks", scanned)
 	}
+	var pattern []string
+	for _, tok := range toks {
+		pattern = append(pattern, "-e", string(tok))
+	}
+	out, _ := s.Exec(id, append([]string{"grep", "-rlsF", "--exclude-dir=proc", "--exclude-dir=sys", "--exclude-dir=dev"}, append(pattern, "/")...)...)
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("files in the Sandbox hold a GitHub token:\n%s", out)
+	}
+	// Read out, and searched here: a search in the Sandbox would find its
+	// own command line.
+	out, _ = s.Exec(id, "sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null")
+	if len(out) < 100 || holds([]byte(out)) {
+		t.Errorf("the Sandbox's processes' environments and command lines (%d bytes) hold a GitHub token", len(out))
+	}
 }
 
 // TestTheCurrentAndPreviousSandboxTokensAreMasked: after a refresh, both
-// the token the Sandbox holds and the one it held before show as *s in
+// the token the git relay holds and the one it held before show as *s in
 // the transcript (tool input and output, Claude's text) and the terminal.
 func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
@@ -161,13 +211,14 @@ func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
 	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
 	v := s.NewSession(repo, "hello")
 	s.turnEnds(v.ID, 1)
-	old := s.sandboxToken(v.ID)
+	old := s.forgeToken()
 	var fresh string
 	testenv.Eventually(t, 30*time.Second, "a refreshed token", func() bool {
-		fresh = s.sandboxToken(v.ID)
+		fresh = s.forgeToken()
 		return fresh != old
 	})
-	s.Model.On(testkit.PromptContains("show both tokens"), testkit.Bash("cat /run/kndl/github-token; echo; echo "+old))
+	// The Sandbox holds neither: the test hands both to the model's Bash.
+	s.Model.On(testkit.PromptContains("show both tokens"), testkit.Bash("printf '%s\\n%s' "+fresh+" "+old))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("The tokens are "+fresh+" and "+old+"."))
 	s.prompt(v.ID, "show both tokens")
 	s.WaitEvent(v.ID, testenv.WaitMedium, "the answer", func(e protocol.Event) bool {
@@ -184,7 +235,7 @@ func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
 			result = e.Text
 		}
 	}
-	if result != stars(fresh)+"\n"+stars(old) { // the file has no newline of its own
+	if result != stars(fresh)+"\n"+stars(old) {
 		t.Errorf("tool output = %q, want both tokens masked", result)
 	}
 	screen := terminalBytes(t, s, v.ID, "The tokens are")
@@ -217,9 +268,7 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 	const failed = "have no GitHub token"
 	asked := s.GitHub.Calls("any")
 	testenv.Eventually(t, testenv.WaitMedium, "the Runner to ask again a few times", func() bool { return s.GitHub.Calls("any") >= asked+6 })
-	if _, code := s.Exec(v.ID, "test", "-e", "/run/kndl/github-token"); code == 0 {
-		t.Error("a token file with GitHub down")
-	}
+	minted := len(s.forgeTokens())
 	count := func() (events int) {
 		for _, e := range s.Events(v.ID) {
 			if strings.Contains(e.Text, failed) {
@@ -232,10 +281,7 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 		t.Errorf("the failure is in the start log %d times and the Runner's log %d, want once each", n, logged)
 	}
 	s.GitHub.SetDown(false)
-	testenv.Eventually(t, testenv.WaitMedium, "the token once GitHub is back", func() bool {
-		_, code := s.Exec(v.ID, "test", "-s", "/run/kndl/github-token")
-		return code == 0
-	})
+	testenv.Eventually(t, testenv.WaitMedium, "the token once GitHub is back", func() bool { return len(s.forgeTokens()) > minted })
 	if st := s.state(v.ID).State; st != api.Active {
 		t.Errorf("the Session is %s, want awake", st)
 	}
@@ -278,46 +324,48 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	id := s.gitSession()
 	b := NewBrowser(t)
 	s.SignInDev(b)
-	b.Go(s.URL+"/sessions/"+id, `#branches li[data-branch="kndl/test"]`)
-	if href := Eval[string](b, `document.querySelector('#branches li[data-branch="kndl/test"] a').href`); href != s.GitHub.URL+"/acme/app/tree/kndl/test" {
+	own := ownBranch(id)
+	b.Go(s.URL+"/sessions/"+id, `#branches li[data-branch="`+own+`"]`)
+	if href := Eval[string](b, `document.querySelector('#branches li[data-branch="`+own+`"] a').href`); href != s.GitHub.URL+"/acme/app/tree/"+own {
 		t.Errorf("the branch links to %q, want its page on GitHub", href)
 	}
 
-	// The second's title holds the Sandbox token, which the view masks.
-	tok := s.sandboxToken(id)
+	// The second's title holds the relay's GitHub token, which the view
+	// masks.
+	tok := s.forgeToken()
 	for i, title := range []string{"Add the thing", "Token " + tok} {
 		if i > 0 {
 			s.GitHub.MergePull("acme/app", i) // GitHub opens one at a time from a branch into another
 		}
-		body, _ := json.Marshal(map[string]string{"title": title, "head": "kndl/test", "base": "main"})
+		body, _ := json.Marshal(map[string]string{"title": title, "head": own, "base": "main"})
 		req, _ := http.NewRequest(http.MethodPost, s.GitHub.URL+"/repos/acme/app/pulls", bytes.NewReader(body))
 		req.Header.Set("Authorization", "token "+tok)
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
-			t.Fatalf("open a pull request with the Sandbox token: %v %v", resp, err)
+			t.Fatalf("open a pull request with the relay's token: %v %v", resp, err)
 		}
 	}
 	s.GitHub.AddCheckRun(t, "acme/app", 2, "lint", "completed", "success")
 	s.GitHub.AddCheckRun(t, "acme/app", 2, "build", "completed", "failure")
 	s.GitHub.AddReview(t, "acme/app", 2, "bob", "approved")
-	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
+	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/${KNDL_SESSION_ID:0:8}/second"))
 	s.prompt(id, "push another")
 	b.Wait(testenv.WaitMedium, "the pull request and the second branch", `(() => {
-		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
+		const pr = [...document.querySelectorAll('#branches li[data-branch="`+own+`"] a.pull')].find((a) => a.textContent === "#1 Add the thing");
 		return pr && pr.href === `+"`"+s.GitHub.URL+"/acme/app/pull/1`"+` &&
-			!!document.querySelector('#branches li[data-branch="kndl/second"]');
+			!!document.querySelector('#branches li[data-branch="kndl/`+id[:8]+`/second"]');
 	})()`)
 	b.Wait(testenv.WaitShort, "the open pull request's checks and review", `(() => {
-		const pr = [...document.querySelectorAll('#branches li[data-branch="kndl/test"] a.pull')].find((a) => a.textContent.startsWith("#2 "));
+		const pr = [...document.querySelectorAll('#branches li[data-branch="`+own+`"] a.pull')].find((a) => a.textContent.startsWith("#2 "));
 		const note = pr && pr.nextElementSibling;
 		return note && note.textContent === "open · checks failing · approved" && note.dataset.checks === "failing";
 	})()`)
 	var v api.SessionView
 	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
-	if len(v.Branches) != 2 || v.Branches[0].Name != "kndl/test" || len(v.Branches[0].Pulls) != 2 || v.Branches[1].Name != "kndl/second" {
-		t.Fatalf("the API's branches: %+v, want kndl/test with its two pull requests, then kndl/second", v.Branches)
+	if len(v.Branches) != 2 || v.Branches[0].Name != own || len(v.Branches[0].Pulls) != 2 || v.Branches[1].Name != "kndl/"+id[:8]+"/second" {
+		t.Fatalf("the API's branches: %+v, want %s with its two pull requests, then kndl/%s/second", v.Branches, own, id[:8])
 	}
 	if got := v.Branches[0].Pulls[0].Title; got != "Token "+strings.Repeat("*", len(tok)) {
-		t.Errorf("a pull request's title with the Sandbox token in it shows %q, want it masked", got)
+		t.Errorf("a pull request's title with the relay's token in it shows %q, want it masked", got)
 	}
 	if p := v.Branches[0].Pulls[0]; p.Checks != "failing" || p.Review != "approved" {
 		t.Errorf("the open pull request's checks %q and review %q, want failing, approved", p.Checks, p.Review)
@@ -329,7 +377,7 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 	}
 	b.Wait(testenv.WaitShort, "the view's title, live", `document.getElementById("title").textContent === "Token `+strings.Repeat("*", len(tok))+`"`)
 	if page := Eval[string](b, `document.getElementById("branches").textContent`); strings.Contains(page, tok) {
-		t.Error("the Session view shows the Sandbox token in a pull request's title")
+		t.Error("the Session view shows the relay's token in a pull request's title")
 	}
 	b.Screenshot("session-branches.png")
 
@@ -341,15 +389,22 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 }
 
 // TestARestartedRunnerAsksForTheSandboxTokenAgain: a Runner that restarts
-// under a running Session knows nothing of its token's age, so it asks at
-// once, and git in the Sandbox pushes with the new one.
+// under a running Session holds no token, so it asks at once, and git in
+// the Sandbox pushes through its relay with the new one, to a new branch
+// and to the one it made before the restart.
 func TestARestartedRunnerAsksForTheSandboxTokenAgain(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
-	before := s.sandboxToken(id)
+	before := s.forgeToken()
 	s.RestartRunner()
-	testenv.Eventually(t, testenv.WaitMedium, "a token from the restarted Runner", func() bool { return s.sandboxToken(id) != before })
-	if out, code := s.Exec(id, "git", "-C", "/workspace", "push", "origin", "HEAD:refs/heads/after-restart"); code != 0 {
+	testenv.Eventually(t, testenv.WaitMedium, "a token from the restarted Runner", func() bool { return s.forgeToken() != before })
+	if out, code := s.gitAsClaude(id, "commit", "--allow-empty", "-m", "after"); code != 0 {
+		t.Fatalf("git commit: %s", out)
+	}
+	if out, code := s.gitAsClaude(id, "push", "origin", "HEAD:refs/heads/"+ownBranch(id)); code != 0 {
+		t.Errorf("a push to the branch it made, after the Runner's restart, failed: %s", out)
+	}
+	if out, code := s.gitAsClaude(id, "push", "origin", "HEAD:refs/heads/kndl/"+id[:8]+"/after-restart"); code != 0 {
 		t.Errorf("a push after the Runner's restart failed: %s", out)
 	}
 }

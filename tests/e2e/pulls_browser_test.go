@@ -25,12 +25,13 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 
 	creator := NewBrowser(t)
 	s.SignInDev(creator)
-	branch := `#branches li[data-branch="kndl/test"]`
+	own := ownBranch(id)
+	branch := `#branches li[data-branch="` + own + `"]`
 	creator.Go(s.URL+"/sessions/"+id, branch+` button.open-pull`)
 	creator.do(chromedp.Click(chromedp.CSS(branch + ` button.open-pull`)))
 	creator.Wait(testenv.WaitShort, "the form, prefilled", `(() => {
 		const f = document.getElementById("pull-form");
-		return !f.hidden && document.getElementById("pull-branch").textContent === "kndl/test" &&
+		return !f.hidden && document.getElementById("pull-branch").textContent === "`+own+`" &&
 			f.elements.title.value === "push a branch" && f.elements.body.value === "Pushed.";
 	})()`)
 	Eval[bool](creator, `(() => { document.getElementById("pull-form").elements.title.value = "Add the test branch"; return true; })()`)
@@ -45,8 +46,8 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 			!document.querySelector('`+branch+` button.open-pull') && document.getElementById("pull-form").hidden;
 	})()`)
 	got := s.GitHub.Pulls("acme/app")
-	if len(got) != 1 || got[0].Head != "kndl/test" || got[0].Base != "main" || got[0].Title != "Add the test branch" || got[0].By != testkit.AppSlug+"[bot]" {
-		t.Fatalf("the fake GitHub received %+v, want kndl/test into main, from the App", got)
+	if len(got) != 1 || got[0].Head != own || got[0].Base != "main" || got[0].Title != "Add the test branch" || got[0].By != testkit.AppSlug+"[bot]" {
+		t.Fatalf("the fake GitHub received %+v, want %s into main, from the App", got, own)
 	}
 	if want := "Pushed.\n\n---\nOpened for dev from kndl Session " + s.URL + "/sessions/" + id + "."; got[0].Body != want {
 		t.Errorf("the body GitHub received: %q, want %q", got[0].Body, want)
@@ -67,15 +68,17 @@ func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing
 	if n := Eval[int](bob, `document.querySelectorAll("#pull-form, button.open-pull").length`); n != 0 {
 		t.Errorf("the watcher's view holds %d pull request controls, want none", n)
 	}
-	// A second branch, without a pull request: still no button for them.
-	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/kndl/second"))
+	// A second branch of its own, without a pull request: still no button
+	// for them.
+	second := strings.TrimSuffix(own, "x") + "second"
+	s.Model.On(testkit.PromptContains("push another"), testkit.Bash("git -C /workspace push origin HEAD:refs/heads/"+second))
 	s.prompt(id, "push another")
-	bob.Wait(testenv.WaitMedium, "the second branch", `!!document.querySelector('#branches li[data-branch="kndl/second"]')`)
+	bob.Wait(testenv.WaitMedium, "the second branch", `!!document.querySelector('#branches li[data-branch="`+second+`"]')`)
 	if n := Eval[int](bob, `document.querySelectorAll("button.open-pull").length`); n != 0 {
 		t.Errorf("the watcher's view offers to open a pull request %d times, want none", n)
 	}
 	status := Eval[float64](bob, `fetch("/api/sessions/`+id+`/pulls", {method: "POST", headers: {"Content-Type": "application/json"},
-		body: JSON.stringify({branch: "kndl/second", title: "bob's"})}).then(r => r.status)`)
+		body: JSON.stringify({branch: "`+second+`", title: "bob's"})}).then(r => r.status)`)
 	if status != http.StatusForbidden {
 		t.Errorf("the watcher's pull request: %v, want 403", status)
 	}

@@ -178,7 +178,7 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", s.GitHub.RepoURL("acme/app"), "--auto-fix-ci"); code != 0 || !strings.Contains(out, "failing checks:             on") {
 		t.Fatalf("kndl repo edit --auto-fix-ci: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code := s.GitHub.OpenPull(t, "acme/app", s.sandboxToken(id), "kndl/test", "Fix the crash"); code != http.StatusCreated {
+	if code := s.GitHub.OpenPull(t, "acme/app", s.forgeToken(), ownBranch(id), "Fix the crash"); code != http.StatusCreated {
 		t.Fatalf("open the pull request: %d", code)
 	}
 	number := s.GitHub.Pulls("acme/app")[0].Number // GitHub numbers it after the issue

@@ -1,7 +1,7 @@
 // Package pulls keeps what each Session pushed to GitHub: the branches its
-// transcript's git push output names, once GitHub shows them (claims.go), and the pull requests opened from
-// them, with an open one's checks and review decision, which it reads from
-// GitHub as the App when a push shows in the transcript, when GitHub's
+// Runner's git relay says GitHub took from it (session.pushed), and the
+// pull requests opened from them, with an open one's checks and review
+// decision, which it reads from GitHub as the App after a push, when GitHub's
 // webhook says a pull request's checks or review changed (Reread), and on
 // a slow timer, never per page view; the newest one's title is offered as
 // the Session's. Only internal/hub imports it.
@@ -21,7 +21,6 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/lifetime"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -35,9 +34,6 @@ type GitHub interface {
 	ChecksOf(ctx context.Context, owner, repo, ref string) (string, error)
 	// ReviewOf is a pull request's review decision.
 	ReviewOf(ctx context.Context, owner, repo string, n int) (string, error)
-	// BranchHead is the commit a branch is at on GitHub; ErrNotFound for
-	// a branch it does not have.
-	BranchHead(ctx context.Context, owner, repo, branch string) (string, error)
 }
 
 // Options configure a Tracker.
@@ -76,10 +72,11 @@ const DefaultEvery = 5 * time.Minute
 // installation's 5,000); the branches asked about longest ago go first.
 const checkBatch = 200
 
-// MaxBranches bounds the branches a Session records. What reads as git
-// push's output is whatever code in the Sandbox prints, so without a cap a
-// Session could make the Hub keep, and ask GitHub about, any number of
-// them; further ones are dropped, with one line in the Hub's log.
+// MaxBranches bounds the branches a Session records. Every one is a branch
+// under the Session's prefix that GitHub took, but code in the Sandbox can
+// push as many as it likes, so without a cap a Session could make the Hub
+// keep, and ask GitHub about, any number of them; further ones are
+// dropped, with one line in the Hub's log.
 const MaxBranches = 20
 
 // DefaultGap is the least time between two questions to GitHub about one
@@ -104,11 +101,6 @@ type Tracker struct {
 	capped map[string]bool // Sessions whose dropped branches were logged
 	later  map[string]bool // Sessions with a check waiting for the gap
 	stale  map[pushed]bool // branches a webhook said changed, to read at once
-	// claims are the branches each Session's output says it pushed, not
-	// verified on GitHub yet (claims.go); committed the commits its git
-	// commit lines named, newest last.
-	claims    map[string]map[string]*claim
-	committed map[string][]string
 }
 
 // pushed is a Session's branch.
@@ -134,8 +126,7 @@ func newTracker(opts Options) *Tracker {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Tracker{opts: opts, log: opts.Logger.With("component", "pulls"), soon: make(chan string, 64),
-		poke: make(chan struct{}, 1), capped: map[string]bool{}, later: map[string]bool{}, stale: map[pushed]bool{},
-		claims: map[string]map[string]*claim{}, committed: map[string][]string{}}
+		poke: make(chan struct{}, 1), capped: map[string]bool{}, later: map[string]bool{}, stale: map[pushed]bool{}}
 }
 
 // Close stops the Tracker and waits for it.
@@ -143,47 +134,23 @@ func (t *Tracker) Close() {
 	t.life.Close()
 }
 
-// Pushed takes the branches a Session's Events show it pushed, up to
-// MaxBranches, and asks GitHub about them soon, without waiting for it.
-// With GitHub, each is a claim until GitHub's ref shows it at a commit
-// the Session named (claims.go); without, there is no ref to check, and
-// it is recorded at once, if no other Session of the Repo holds it.
-func (t *Tracker) Pushed(ctx context.Context, sessionID string, evs []protocol.Event) {
-	var ps []Push
-	var commits []string
-	for _, e := range evs {
-		if e.Kind == protocol.EventToolResult && !e.IsError {
-			commits = append(commits, CommittedCommits(e.Text)...)
-			ps = append(ps, Pushes(e.Text)...)
+// Pushed records the branches a Session's git relay says GitHub took from
+// it, up to MaxBranches, and asks GitHub about them soon, without waiting
+// for it. Names that are not a branch name the Hub keeps are dropped.
+func (t *Tracker) Pushed(ctx context.Context, sessionID string, pushed []string) {
+	var branches []string
+	for _, b := range pushed {
+		if branchName.MatchString(b) && !strings.Contains(b, "..") {
+			branches = append(branches, b)
 		}
 	}
-	t.remember(sessionID, commits)
-	if len(ps) == 0 {
+	if len(branches) == 0 {
 		return
 	}
-	var added, dropped int
-	if t.opts.GitHub == nil {
-		branches := make([]string, len(ps))
-		for i, p := range ps {
-			branches[i] = p.Branch
-		}
-		var err error
-		added, dropped, err = t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now(), MaxBranches)
-		if err != nil {
-			t.log.Error("record pushed branches", "session", sessionID, "err", err)
-			return
-		}
-	} else {
-		held, err := t.opts.Store.SessionBranches(ctx, sessionID)
-		if err != nil {
-			t.log.Error("read a Session's pushed branches", "session", sessionID, "err", err)
-			return
-		}
-		names := make([]string, len(held))
-		for i, b := range held {
-			names[i] = b.Branch
-		}
-		dropped = t.claim(sessionID, names, ps)
+	added, dropped, err := t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now(), MaxBranches)
+	if err != nil {
+		t.log.Error("record pushed branches", "session", sessionID, "err", err)
+		return
 	}
 	if dropped > 0 && t.firstCapped(sessionID) {
 		t.log.Warn("a Session pushed more branches than the Hub keeps; further ones are not recorded", "session", sessionID, "max", MaxBranches, "dropped", dropped)
@@ -257,19 +224,12 @@ func (t *Tracker) run(ctx context.Context) {
 // askDue asks GitHub about the Session's branches not asked about within
 // the gap, and about the others once it is over.
 func (t *Tracker) askDue(ctx context.Context, sessionID string) {
-	var claimWait time.Duration
-	if t.opts.GitHub != nil {
-		claimWait = t.verify(ctx, sessionID)
-	}
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		t.log.Error("read a Session's pushed branches", "session", sessionID, "err", err)
 		return
 	}
 	due, wait := dueBranches(bs, time.Now(), t.opts.Gap)
-	if claimWait > 0 && (wait == 0 || claimWait < wait) {
-		wait = claimWait
-	}
 	t.check(ctx, due, 0)
 	if wait > 0 {
 		t.askLater(ctx, sessionID, wait)
@@ -515,53 +475,6 @@ func escapeBranch(b string) string {
 	return strings.Join(parts, "/")
 }
 
-// pushLine is a ref line of git push's output that sent a branch, its
-// flag a space (a fast-forward, "   1a2b3c4..5d6e7f8  main -> main"), "+"
-// (a forced update, "1a2b3c4...5d6e7f8") or "*" (a new branch,
-// "[new branch]      kndl/test -> kndl/test"). Deleted, rejected and
-// up-to-date refs ("-", "!", "=") and tags are not pushes of a branch. Its
-// first group is the commit sent, none for a new branch.
-var pushLine = regexp.MustCompile(`^\s*[ *+]\s*(?:\[new branch\]|[0-9a-f]{4,}\.\.\.?([0-9a-f]{4,}))\s+\S+\s+->\s+(\S+)`)
-
 // branchName is what the Hub keeps as a branch's name: git's rules, more
 // strictly (no leading dash, no "..", a bounded length).
 var branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$`)
-
-// PushedBranches lists the branches git push's output says it sent.
-func PushedBranches(text string) []string {
-	var out []string
-	for _, p := range Pushes(text) {
-		out = append(out, p.Branch)
-	}
-	return out
-}
-
-// Pushes lists the branches git push's output says it sent, each with
-// the commit it sent when the line names one.
-func Pushes(text string) []Push {
-	var out []Push
-	// Only lines with an arrow can be one: the regexp runs on those
-	// alone, so a long output without a push costs one scan.
-	for rest := text; ; {
-		i := strings.Index(rest, " -> ")
-		if i < 0 {
-			break
-		}
-		start := strings.LastIndexByte(rest[:i], '\n') + 1
-		end := strings.IndexByte(rest[i:], '\n')
-		if end < 0 {
-			end = len(rest) - i
-		}
-		line := rest[start : i+end]
-		rest = rest[i+end:]
-		m := pushLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		b := strings.TrimPrefix(m[2], "refs/heads/")
-		if branchName.MatchString(b) && !strings.Contains(b, "..") && !strings.HasPrefix(b, "refs/") {
-			out = append(out, Push{Branch: b, Commit: m[1]})
-		}
-	}
-	return out
-}

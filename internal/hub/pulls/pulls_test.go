@@ -11,41 +11,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/github"
-	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/store/storetest"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
-func TestPushedBranchesReadsGitPushOutput(t *testing.T) {
-	tests := []struct {
-		name, out string
-		want      []string
-	}{
-		{"a new branch", "To https://github.com/acme/app.git\n * [new branch]      kndl/test -> kndl/test\nbranch 'kndl/test' set up to track 'origin/kndl/test'.", []string{"kndl/test"}},
-		{"a fast-forward and a forced update", "To https://github.com/acme/app.git\n   1a2b3c4..5d6e7f8  main -> main\n + 1a2b3c4...5d6e7f8 HEAD -> refs/heads/feat (forced update)\n", []string{"main", "feat"}},
-		{"to another name", " * [new branch]      HEAD -> kndl/other", []string{"kndl/other"}},
-		{"rejected, deleted, up to date", " ! [rejected]        main -> main (fetch first)\n - [deleted]         old\n = [up to date]      main -> main", nil},
-		{"a tag", " * [new tag]         v1 -> v1", nil},
-		{"not a branch name", " * [new branch]      x -> -rf\n * [new branch]      x -> a..b", nil},
-		{"prose", "I ran git push: main -> main is how it reads", nil},
-	}
-	for _, tt := range tests {
-		if got := PushedBranches(tt.out); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
-// TestATrackedPushShowsItsPullRequests: a push in a Session's tool output
-// records its branch at once, with a link, and its pull requests once
-// GitHub is asked, each change told to the Session's watchers and the new
-// pull request told as opened, once; failed tool output records nothing.
+// TestATrackedPushShowsItsPullRequests: a push the relay reports records
+// its branch at once, with a link, and its pull requests once GitHub is
+// asked, each change told to the Session's watchers and the new pull
+// request told as opened, once; a name that is no branch records nothing.
 func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	ctx := context.Background()
 	gh, c := pushedWithPull(t)
@@ -75,9 +53,8 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	}})
 	defer tr.Close()
 
-	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, IsError: true, Text: " * [new branch]      kndl/failed -> kndl/failed"}})
-	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: committed(t, c, "kndl/test")}})
-	tr.Pushed(ctx, s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: "To " + gh.RepoURL("acme/app") + "\n * [new branch]      kndl/test -> kndl/test"}})
+	tr.Pushed(ctx, s.ID, []string{"-rf", "a..b"})
+	tr.Pushed(ctx, s.ID, []string{"kndl/test"})
 	want := []api.Branch{{Name: "kndl/test", URL: gh.URL + "/acme/app/tree/kndl/test", Pulls: []api.Pull{
 		{Number: 1, Title: "Add the thing", URL: gh.URL + "/acme/app/pull/1", State: "open"}}}}
 	var got []api.Branch
@@ -134,8 +111,7 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 		t.Fatal(err)
 	}
 	tok, _ := c.RepoToken(ctx, "acme", "app", github.SandboxPermissions)
-	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1),
-		"HEAD:refs/heads/kndl/test", "HEAD:refs/heads/kndl/x", "HEAD:refs/heads/kndl/y")
+	push := exec.Command("git", "-C", src, "push", "-q", strings.Replace(gh.RepoURL("acme/app"), "://", "://x-access-token:"+tok.Value+"@", 1), "HEAD:refs/heads/kndl/test")
 	if out, err := push.CombinedOutput(); err != nil {
 		t.Fatalf("push: %v %s", err, out)
 	}
@@ -146,26 +122,13 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 }
 
 // trackedPushes is pushedWithPull's GitHub, a Session of its acme/app,
-// and a Tracker without its worker that saw the Session commit the
-// branches' head and push them (output), and verified that on GitHub.
-func trackedPushes(t *testing.T, output string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
+// and a Tracker without its worker told of the Session's push of branch.
+func trackedPushes(t *testing.T, branches ...string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
 	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
-	tr.Pushed(context.Background(), s.ID, []protocol.Event{{Kind: protocol.EventToolResult, Text: committed(t, c, "kndl/test") + output}})
-	tr.verify(context.Background(), s.ID)
+	tr.Pushed(context.Background(), s.ID, branches)
 	return gh, st, s, tr
-}
-
-// committed is git commit's summary line for the commit branch of
-// acme/app is at on GitHub, as a Session that made it prints it.
-func committed(t *testing.T, c *github.Client, branch string) string {
-	t.Helper()
-	head, err := c.BranchHead(context.Background(), "acme", "app", branch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "[" + branch + " " + head[:7] + "] x\n 1 file changed\n"
 }
 
 // sessionOf opens a store with a Session of the Repo at repoURL.
@@ -183,12 +146,12 @@ func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
 	return st, s
 }
 
-// TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap:
-// 5,000 push lines a Sandbox printed, twice over, record MaxBranches
+// TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap:
+// 5,000 branches a Sandbox pushed, twice over, record MaxBranches
 // branches, logged once, and ask GitHub about each once, not again for the
 // pushes seen within the gap (DefaultGap); with GitHub failing, fifty pushes of one
 // branch ask it once.
-func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing.T) {
+func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing.T) {
 	ctx := context.Background()
 	gh := testkit.NewGitHub(t)
 	gh.InstallApp("acme/app")
@@ -201,33 +164,28 @@ func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *test
 	var log testkit.Buffer
 	// No worker: the test hands it each push, so what it asked is known.
 	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	push := func(id, text string) {
-		tr.Pushed(ctx, id, []protocol.Event{{Kind: protocol.EventToolResult, Text: text}})
+	push := func(id string, branches ...string) {
+		tr.Pushed(ctx, id, branches)
 		for len(tr.soon) > 0 {
 			tr.askDue(ctx, <-tr.soon)
 		}
 	}
 
-	var lines strings.Builder
+	var branches []string
 	for i := range 5000 {
-		fmt.Fprintf(&lines, " * [new branch]      HEAD -> kndl/b%d\n", i)
+		branches = append(branches, fmt.Sprintf("kndl/b%d", i))
 	}
-	out := lines.String()
 	for range 2 {
-		for chunk := range slices.Chunk(strings.SplitAfter(out, "\n"), 500) {
-			push(s.ID, strings.Join(chunk, ""))
+		for chunk := range slices.Chunk(branches, 500) {
+			push(s.ID, chunk...)
 		}
 	}
-	// None is on GitHub: each is a claim, dropped once GitHub says so.
-	tr.mu.Lock()
-	claims := len(tr.claims[s.ID])
-	_, first := tr.claims[s.ID]["kndl/b0"]
-	tr.mu.Unlock()
-	if claims != MaxBranches || !first {
-		t.Errorf("kept %d claims (kndl/b0 among them: %v), want the first %d", claims, first, MaxBranches)
+	bs, _ := st.SessionBranches(ctx, s.ID)
+	if len(bs) != MaxBranches || bs[0].Branch != "kndl/b0" {
+		t.Errorf("recorded %d branches, want the first %d", len(bs), MaxBranches)
 	}
-	if n, pulls := gh.Calls("refs"), gh.Calls("pulls"); n != MaxBranches || pulls != 0 {
-		t.Errorf("GitHub was asked for %d heads and %d branches' pull requests, want a head once for each of the %d branches, and no pull requests of a branch not shown", n, pulls, MaxBranches)
+	if n := gh.Calls("pulls"); n != MaxBranches {
+		t.Errorf("GitHub was asked %d times, want once for each of the %d branches", n, MaxBranches)
 	}
 	if n := strings.Count(log.String(), "more branches than the Hub keeps"); n != 1 {
 		t.Errorf("the cap is in the log %d times, want once:\n%s", n, log.String())
@@ -240,7 +198,7 @@ func TestASandboxsPushLinesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *test
 	gh.SetDown(true)
 	asked := gh.Calls("any")
 	for range 50 {
-		push(s2.ID, " * [new branch]      HEAD -> kndl/down")
+		push(s2.ID, "kndl/down")
 	}
 	if n := gh.Calls("any") - asked; n != 1 {
 		t.Errorf("fifty pushes with GitHub down asked it %d times, want once", n)
@@ -252,18 +210,6 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-// BenchmarkPushedBranches reads a 64 KiB tool output with one push in it:
-// every tool result of every Session passes here on its way to the store.
-func BenchmarkPushedBranches(b *testing.B) {
-	out := strings.Repeat("compiling kndl.dev/kndl/internal/hub -> ok 0.42s\n", 1300) + " * [new branch]      kndl/test -> kndl/test\n"
-	b.SetBytes(int64(len(out)))
-	for b.Loop() {
-		if len(PushedBranches(out)) != 1 {
-			b.Fatal("no branch")
-		}
-	}
-}
-
 // TestAPullRequestsChecksAndReviewShowOnItsBranch: an open pull request
 // shows its head commit's checks in a word (a failing run failing however
 // many pass, one running pending, all passed passing) and its review
@@ -272,7 +218,7 @@ func BenchmarkPushedBranches(b *testing.B) {
 // the branch; a merged one keeps what was last read, asking no more.
 func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	ctx := context.Background()
-	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test")
+	gh, st, s, tr := trackedPushes(t, "kndl/test")
 	checked := func() api.Pull {
 		t.Helper()
 		bs, _ := st.SessionBranches(ctx, s.ID)
@@ -321,7 +267,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 // reviews, and stops at its budget, the branches after left for the next.
 func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
 	ctx := context.Background()
-	gh, st, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test\n * [new branch]      kndl/x -> kndl/x\n * [new branch]      kndl/y -> kndl/y")
+	gh, st, s, tr := trackedPushes(t, "kndl/test", "kndl/x", "kndl/y")
 	bs, _ := st.SessionBranches(ctx, s.ID)
 	if len(bs) != 3 || bs[0].Branch != "kndl/test" {
 		t.Fatalf("branches %+v, want kndl/test first of three", bs)
@@ -348,7 +294,7 @@ func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
 // Repo, it asks GitHub nothing.
 func TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce(t *testing.T) {
 	ctx := context.Background()
-	gh, _, s, tr := trackedPushes(t, " * [new branch]      kndl/test -> kndl/test")
+	gh, _, s, tr := trackedPushes(t, "kndl/test")
 	tr.askDue(ctx, <-tr.soon) // the push's check: the gap starts
 	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "failure")
 	gh.AddReview(t, "acme/app", 1, "bob", "approved")
@@ -381,76 +327,5 @@ func TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce(t *testing.T) {
 	tr.askStale(ctx)
 	if n := gh.Calls("any") - before; n != 0 {
 		t.Errorf("webhooks for pull requests no Session pushed asked GitHub %d times, want none", n)
-	}
-}
-
-// TestABranchIsTheFirstSessionGitHubShowsPushedItAndNeverMoves: a push
-// line is a claim until GitHub's ref (the fake's refs API) shows the
-// branch at a commit the Session named. Another Session's fake lines, one
-// naming a commit the branch is not at or a branch GitHub does not have,
-// record nothing; the Session that made the commit holds the branch, and
-// a later fake line naming the branch's real head, verified on GitHub,
-// still moves it to no other Session: its pull request's checks and
-// reviews go to the first.
-func TestABranchIsTheFirstSessionGitHubShowsPushedItAndNeverMoves(t *testing.T) {
-	ctx := context.Background()
-	gh, c := pushedWithPull(t)
-	st, a := sessionOf(t, gh.RepoURL("acme/app"))
-	b, err := st.CreateSession(ctx, store.Session{RepoID: a.RepoID, CreatorID: a.CreatorID, RunnerID: a.RunnerID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A gap of a nanosecond: each claim is asked about at each push.
-	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}, Gap: time.Nanosecond})
-	head, err := c.BranchHead(ctx, "acme", "app", "kndl/test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	push := func(id, text string) {
-		t.Helper()
-		tr.Pushed(ctx, id, []protocol.Event{{Kind: protocol.EventToolResult, Text: text}})
-		tr.verify(ctx, id)
-	}
-	holders := func(branch string) []string {
-		t.Helper()
-		bs, err := st.BranchSessions(ctx, branch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, x := range bs {
-			out = append(out, map[string]string{a.ID: "A", b.ID: "B"}[x.SessionID])
-		}
-		return out
-	}
-
-	for _, tt := range []struct{ name, text string }{
-		{"a commit the branch is not at", "   1a2b3c4..5d6e7f8  kndl/test -> kndl/test"},
-		{"a new branch with no commit of its own", " * [new branch]      kndl/test -> kndl/test"},
-		{"a branch GitHub does not have", "[kndl/none 5d6e7f8] x\n * [new branch]      kndl/none -> kndl/none"},
-	} {
-		push(b.ID, tt.text)
-		if got := holders("kndl/test"); len(got) != 0 {
-			t.Fatalf("after B's fake line (%s), kndl/test is held by %v, want no one", tt.name, got)
-		}
-	}
-	if bs, _ := st.SessionBranches(ctx, b.ID); len(bs) != 0 {
-		t.Fatalf("B's fake lines recorded %+v, want nothing", bs)
-	}
-
-	push(a.ID, committed(t, c, "kndl/test")+"To "+gh.RepoURL("acme/app")+"\n * [new branch]      kndl/test -> kndl/test")
-	if got := holders("kndl/test"); !slices.Equal(got, []string{"A"}) {
-		t.Fatalf("after A's push, kndl/test is held by %v, want A, whose commit GitHub shows", got)
-	}
-	push(b.ID, "   1a2b3c4.."+head[:7]+"  kndl/test -> kndl/test")
-	push(b.ID, "[kndl/test "+head[:7]+"] x\n * [new branch]      kndl/test -> kndl/test")
-	if got := holders("kndl/test"); !slices.Equal(got, []string{"A"}) {
-		t.Errorf("after B's fake lines naming the branch's real head, kndl/test is held by %v, want A still", got)
-	}
-	if bs, _ := st.SessionBranches(ctx, b.ID); len(bs) != 0 {
-		t.Errorf("B holds %+v, want nothing", bs)
-	}
-	if gh.Calls("refs") == 0 {
-		t.Error("GitHub's refs API was never asked")
 	}
 }
