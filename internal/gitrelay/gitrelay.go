@@ -4,9 +4,12 @@
 // they are, and a push only when each ref it changes is the Session's own
 // (policy.go), reading nothing of the push but its commands (pktline.go)
 // and streaming the pack through unread; it runs no git. It tells its
-// owner of each ref the forge took. The Runner's relay (internal/relay)
-// routes /git/* to it once it has checked the Session token; only
-// internal/runner and internal/relay import it.
+// owner of each ref the forge took. It also serves gh's calls to the
+// forge's REST and GraphQL APIs for the same Repo, by method and path and
+// by GraphQL operation (api.go, graphql.go). The Runner's relay
+// (internal/relay) routes /git/* and requests for APIHost to it once it
+// has checked the Session token; only internal/runner and internal/relay
+// import it.
 package gitrelay
 
 import (

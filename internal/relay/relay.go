@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/gitrelay"
 )
 
 // Relay is the mod relay.
@@ -103,6 +104,28 @@ type Options struct {
 // (a *gitrelay.Relay): rest is the path below /git/.
 type Git interface {
 	ServeGit(w http.ResponseWriter, req *http.Request, sessionID, rest string)
+	// ServeAPI serves gh's call to GitHub's API (a request for
+	// gitrelay.APIHost).
+	ServeAPI(w http.ResponseWriter, req *http.Request, sessionID string)
+}
+
+// isAPIHost reports whether req is for gh's API host, by its Host or, in
+// a proxy's absolute form, its URL.
+func isAPIHost(req *http.Request) bool {
+	host := req.Host
+	if req.URL.Host != "" {
+		if req.URL.Scheme != "http" {
+			return false
+		}
+		host = req.URL.Host
+	}
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		if port != "80" {
+			return false
+		}
+		host = h
+	}
+	return strings.EqualFold(host, gitrelay.APIHost)
 }
 
 // AnthropicAPI is the origin Claude Code's model requests go to, and the
@@ -183,6 +206,21 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 // CONNECT or an absolute URL) is 403.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
+	case r.git != nil && req.Method != http.MethodConnect && isAPIHost(req):
+		// gh's calls to GitHub's API, by the name gh gives it
+		// (gitrelay.APIHost), with the Session token as gh sends a token.
+		tok := req.Header.Get("Authorization")
+		for _, scheme := range []string{"token ", "Bearer ", "bearer "} {
+			tok = strings.TrimPrefix(tok, scheme)
+		}
+		run, ok := r.lookup(tok, req.RemoteAddr)
+		if !ok {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"message":"kndl relay: no live Session token; gh in the Sandbox takes it from GH_TOKEN, as Claude Code's processes have it","documentation_url":"https://kndl.dev/docs/security#the-git-relay"}`+"\n")
+			return
+		}
+		r.git.ServeAPI(w, req, run.sessionID)
 	case req.Method == http.MethodConnect || req.URL.Host != "":
 		// The relay is no proxy: what it forwards goes only to the Hub and
 		// the model endpoint, whatever the request names.

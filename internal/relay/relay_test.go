@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -619,6 +620,67 @@ func (g *gitSeen) ServeGit(w http.ResponseWriter, req *http.Request, sessionID, 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.seen = append(g.seen, sessionID+" "+rest)
+}
+
+func (g *gitSeen) ServeAPI(w http.ResponseWriter, req *http.Request, sessionID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seen = append(g.seen, sessionID+" api "+req.URL.Path)
+}
+
+// TestGhReachesTheAPIRouteOnlyWithALiveSessionToken: a request for
+// gitrelay.APIHost, by its Host or in a proxy's absolute form, takes the
+// Session token as gh sends one ("token …") and is handed on for that
+// Session alone; without one, or with one revoked, it is 401 in GitHub's
+// JSON shape; a request for another host in absolute form is still
+// refused as no proxy's.
+func TestGhReachesTheAPIRouteOnlyWithALiveSessionToken(t *testing.T) {
+	g := &gitSeen{}
+	r, err := New(Options{HubURL: "http://127.0.0.1:1", Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }, Git: g, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	tok := r.Issue("s1", netip.Addr{})
+	other := r.Issue("s2", netip.Addr{})
+	r.Revoke("s2")
+	proxied := &http.Client{Transport: &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse(srv.URL) }}}
+	tests := []struct {
+		name   string
+		host   string
+		proxy  bool
+		token  string
+		status int
+	}{
+		{"by Host, the Session token", "api.github.localhost", false, tok, http.StatusOK},
+		{"absolute, the Session token", "api.github.localhost", true, tok, http.StatusOK},
+		{"none", "api.github.localhost", false, "", http.StatusUnauthorized},
+		{"a revoked one", "api.github.localhost", true, other, http.StatusUnauthorized},
+		{"another host, absolute", "api.github.com", true, tok, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		c, target := http.DefaultClient, srv.URL+"/repos/acme/app"
+		if tt.proxy {
+			c, target = proxied, "http://"+tt.host+"/repos/acme/app"
+		}
+		req, _ := http.NewRequest(http.MethodGet, target, nil)
+		req.Host = tt.host
+		if tt.token != "" {
+			req.Header.Set("Authorization", "token "+tt.token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || (tt.status == http.StatusUnauthorized && resp.Header.Get("Content-Type") != "application/json; charset=utf-8") {
+			t.Errorf("%s: got %d %q, want %d", tt.name, resp.StatusCode, resp.Header.Get("Content-Type"), tt.status)
+		}
+	}
+	if want := []string{"s1 api /repos/acme/app", "s1 api /repos/acme/app"}; !slices.Equal(g.seen, want) {
+		t.Errorf("the API route got %v, want %v", g.seen, want)
+	}
 }
 
 // TestGitReachesTheGitRelayOnlyWithALiveSessionToken: /git/* takes the

@@ -74,6 +74,7 @@ type GitHub struct {
 	iss        fakeIssues        // issues, comments and the webhook: github_issues.go
 	checks     fakeChecks        // check runs and reviews: github_checks.go
 	granted    map[string]string // the App's permissions: appPermissions unless Grant changed them
+	gqlOps     []string          // GraphQL operations asked, by name: github_graphql.go
 }
 
 // GitHubUser is a GitHub account.
@@ -188,6 +189,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
 	g.serveChecks(mux)
+	g.serveGraphQL(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln
