@@ -290,16 +290,32 @@ func BenchmarkWorkspaceChanges(b *testing.B) {
 		os.WriteFile(filepath.Join(ws, fmt.Sprintf("new%02d.go", i)), []byte(body), 0o644)
 	}
 	base := filepath.Join(dir, baseFile)
-	var ch protocol.Changes
-	for b.Loop() {
-		var err error
-		ch, err = workspaceChangesFrom(b, ws, base)
-		if err != nil || len(ch.Files) != 50 || len(ch.Commits) != 1 {
-			b.Fatalf("%d files, %d commits, %v", len(ch.Files), len(ch.Commits), err)
-		}
+	commit, branch, err := readBase(base)
+	if err != nil {
+		b.Fatal(err)
 	}
-	data, _ := json.Marshal(ch)
-	b.ReportMetric(float64(len(data)), "json-bytes")
+	// confined is what the Runner runs; in-process, the same git runs
+	// without the confinement, the reference its cost is read against.
+	for _, bc := range []struct {
+		name string
+		run  func() (protocol.Changes, error)
+	}{
+		{"confined", func() (protocol.Changes, error) { return workspaceChangesFrom(b, ws, base) }},
+		{"in-process", func() (protocol.Changes, error) { return workspaceChanges(context.Background(), ws, commit, branch) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var ch protocol.Changes
+			for b.Loop() {
+				var err error
+				ch, err = bc.run()
+				if err != nil || len(ch.Files) != 50 || len(ch.Commits) != 1 {
+					b.Fatalf("%d files, %d commits, %v", len(ch.Files), len(ch.Commits), err)
+				}
+			}
+			data, _ := json.Marshal(ch)
+			b.ReportMetric(float64(len(data)), "json-bytes")
+		})
+	}
 }
 
 func TestARenamedFileShowsWithItsOldPathAndADeletedOneAsDeleted(t *testing.T) {
