@@ -623,7 +623,7 @@ type Environment struct {
 
 // RepoLimits are the limits a Repo's Sessions started from GitHub run
 // under (GET /api/repos/{repo}/limits): past MaxTurns Turns, or
-// MaxTurnHours of Turn time, such a Session sleeps, saying so. 0 is no
+// MaxTurnHours awake from its first prompt, such a Session sleeps, saying so. 0 is no
 // limit.
 type RepoLimits struct {
 	MaxTurns     int     `json:"max_turns"`

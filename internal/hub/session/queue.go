@@ -159,6 +159,7 @@ func (o *queue) dispatch(id string) {
 	}
 	r.delivery.p = p
 	o.mu.Unlock()
+	o.promptSent(id, p)
 	o.changed(id)
 	o.deliver(id, p)
 }
@@ -264,9 +265,6 @@ func (o *queue) Accepted(id string) {
 		o.opts.Metrics.TurnStarted()
 	}
 	o.ack(id, fromHook, "")
-	if started {
-		o.turnBegan(id)
-	}
 	o.changed(id)
 }
 
@@ -303,9 +301,6 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	if from == typing {
 		o.markDelivered(id, p)
 	}
-	if started {
-		o.turnBegan(id)
-	}
 	o.changed(id)
 	// A command done lets the next prompt go; so does a Turn that ended
 	// while the store was written, since TakePrompt passes over a prompt
@@ -325,16 +320,19 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 }
 
 // TurnEnded is the end of a Turn (the mod's Stop or StopFailure, or an
-// interrupt in the transcript): the next prompt may go.
+// interrupt in the transcript): the next prompt may go. The Sandbox can
+// tell of one it never ran, so it counts toward nothing: the idle clock
+// starts again only at the first end after a prompt the Hub sent, and the
+// Hours run on (limits.go).
 func (o *queue) TurnEnded(id string) {
 	var was bool
-	var took time.Duration
-	var cut *time.Timer
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
 		was = r.busy
-		took, cut = r.turnDone()
-		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
+		if r.owed {
+			r.owed, r.since = false, time.Now()
+		}
+		r.busy, r.question, r.resync, r.turnAt = false, false, false, time.Time{}
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
 		}
@@ -343,7 +341,6 @@ func (o *queue) TurnEnded(id string) {
 	if was { // a Stop hook and the transcript's interrupt may both tell of one end
 		o.opts.Metrics.TurnEnded()
 	}
-	o.addTurnTime(o.ctx, id, took, cut)
 	o.changed(id)
 	o.dispatch(id)
 }
