@@ -63,8 +63,13 @@ import (
 //	  egress gate at once; a switch between open and allowlist applies at
 //	  the next wake. Additive: a version 5 Runner refuses the unknown
 //	  request, and its Sessions take the change at their next wake.
+//	7 (2026-12-05, unreleased): session.events' spent, what model
+//	  replies spent as the Runner's relay read it from the model API's
+//	  answers; the Hub counts usage from it alone, no longer from the
+//	  transcript's usage, which the Sandbox can write. A version 5 or 6
+//	  Runner is still taken: its Sessions count no usage.
 const (
-	Version    = 6
+	Version    = 7
 	MinVersion = 5
 )
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/auth"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // Relay is the mod relay.
@@ -41,7 +42,8 @@ type Relay struct {
 	log      *slog.Logger
 	proxy    *httputil.ReverseProxy
 
-	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	hook    func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	counted func(sessionID string, u protocol.Usage)
 
 	// Serve's limits; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -94,8 +96,12 @@ type Options struct {
 	// Session with a live token, for the Runner's stream of its Events, and
 	// returns the hook's answer (nil for none). It may block until a person
 	// answers (a question); ctx ends when the hook gives up.
-	Hook   func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
-	Logger *slog.Logger
+	Hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	// Counted is told what a model reply of a Session spent, as the
+	// model API's answer says, each time the count grows (usage.go). Nil:
+	// nothing is counted.
+	Counted func(sessionID string, u protocol.Usage)
+	Logger  *slog.Logger
 }
 
 // AnthropicAPI is the origin Claude Code's model requests go to, and the
@@ -114,7 +120,7 @@ func New(o Options) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: hub URL: %w", err)
 	}
-	r := &Relay{hub: hub, hook: o.Hook, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
+	r := &Relay{hub: hub, hook: o.Hook, counted: o.Counted, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
 	model := AnthropicAPI
 	if o.ModelURL != "" {
@@ -135,6 +141,7 @@ func New(o Options) (*Relay, error) {
 			http.Error(w, "kndl relay: upstream unreachable", http.StatusBadGateway)
 		},
 	}
+	r.proxy.ModifyResponse = r.countUsage
 	return r, nil
 }
 
@@ -147,6 +154,7 @@ type upstream struct {
 	path        string
 	modToken    string // set for /mod/*: replaces the Session token
 	claudeToken string // set for /model/* when held: replaces the placeholder
+	session     string // set for /model/*: whose model answers are counted (usage.go)
 }
 
 func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
@@ -159,6 +167,9 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("X-Forwarded-For")
 	if up.modToken != "" {
 		pr.Out.Header.Set("Authorization", "Bearer "+up.modToken)
+	}
+	if up.session != "" {
+		countable(pr.Out)
 	}
 	if up.claudeToken != "" {
 		pr.Out.Header.Del("X-Api-Key")
@@ -208,7 +219,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		case r.modelSet:
 			// The Creator's token is in the Sandbox: the request goes on as
 			// it came, its own credential included.
-			r.forward(w, req, upstream{base: r.model, path: "/" + rest})
+			r.forward(w, req, upstream{base: r.model, path: "/" + rest, session: run.sessionID})
 		default:
 			http.NotFound(w, req)
 		}
@@ -235,7 +246,7 @@ func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, 
 		retryLater(w, "kndl relay: the Creator's token is not back from the Hub yet; retry")
 		return
 	}
-	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken})
+	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken, session: run.sessionID})
 }
 
 // retryLater answers 503 with a Retry-After of a second, which the mod

@@ -81,7 +81,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
 		sessions: map[string]*session{}, changed: make(chan struct{}), unheardWait: unheardWaitDefault}
 	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
-	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Logger: cfg.Logger})
+	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Counted: r.counted, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

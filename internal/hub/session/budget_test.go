@@ -23,9 +23,13 @@ func TestASessionPastItsEventBudgetIsSummarized(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A reply past the budget is summarized, and what it spent still counts.
-	spent := &protocol.Usage{Message: "msg_late", Model: "m", Tokens: claude.Tokens{Input: 9, Output: 4}}
-	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: big, Usage: spent}}}); err != nil {
+	// A reply past the budget is summarized, and what the relay counted
+	// of it still counts.
+	spent := protocol.Usage{Message: "msg_late", Model: "m", Tokens: claude.Tokens{Input: 9, Output: 4}}
+	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: big, Usage: &spent}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Spent: []protocol.Usage{spent}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.st.SessionUsage(ctx, s.ID); len(got) != 1 || got[0] != (store.Usage{Model: "m", Input: 9, Output: 4}) {

@@ -212,6 +212,9 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			return nil
 		}
 	}
+	if len(m.Spent) > 0 {
+		return o.countSpent(ctx, s.ID, m.Spent)
+	}
 	var ended bool
 	for i := range m.Events {
 		if m.Events[i].Kind == protocol.EventLimit {
