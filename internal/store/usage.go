@@ -53,7 +53,15 @@ func countReplies(ctx context.Context, tx *sql.Tx, sessionID string, last int64,
 	for i := range evs {
 		e := &evs[i]
 		if e.Kind == "turn_start" {
+			prev := turn
 			turn = last + int64(i) + 1
+			// The relay's count of the Turn's first reply may come before
+			// the transcript's turn_start (CountReplies), counted after it began:
+			// it is this Turn's.
+			if _, err := tx.ExecContext(ctx, `UPDATE session_usage SET turn = ? WHERE session_id = ? AND turn = ? AND at > ?`,
+				turn, sessionID, prev, ms(e.At)); err != nil {
+				return err
+			}
 		}
 		if r := e.Reply; r != nil {
 			if err := countReply(ctx, tx, sessionID, turn, *r, e.At); err != nil {
@@ -111,7 +119,7 @@ func (s *Store) CountReplies(ctx context.Context, sessionID string, rs []Reply, 
 
 func needsTurn(evs []Event) bool {
 	for _, e := range evs {
-		if e.Reply != nil || e.SumTurn != nil {
+		if e.Reply != nil || e.SumTurn != nil || e.Kind == "turn_start" {
 			return true
 		}
 	}
