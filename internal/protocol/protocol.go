@@ -66,8 +66,9 @@ import (
 //	7 (2026-12-05, unreleased): session.events' spent, what model
 //	  replies spent as the Runner's relay read it from the model API's
 //	  answers; the Hub counts usage from it alone, no longer from the
-//	  transcript's usage, which the Sandbox can write. A version 5 or 6
-//	  Runner is still taken: its Sessions count no usage.
+//	  transcript's usage, which the Sandbox can write. session.capped: the
+//	  relay refuses a Session's model requests past a spend cap. A version
+//	  5 or 6 Runner is still taken: its Sessions count no usage.
 const (
 	Version    = 7
 	MinVersion = 5

@@ -67,6 +67,7 @@ type run struct {
 	from        netip.Addr
 	claudeToken string
 	placeholder string
+	capped      string // why its model requests are refused: a spend cap (usage.go)
 }
 
 // Serve's limits. Each Sandbox reaches the relay from its own address (the
@@ -214,6 +215,8 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		switch {
 		case !ok:
 			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
+		case run.capped != "":
+			refuseCapped(w, run.capped)
 		case run.placeholder != "":
 			r.forwardModel(w, req, run, rest)
 		case r.modelSet:

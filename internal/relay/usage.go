@@ -177,3 +177,29 @@ func (c *sseCounter) finish() {
 		c.report(c.reply)
 	}
 }
+
+// Cap makes the model route refuse each model request of a Session's run
+// from now on, saying why in the model API's error shape, which Claude
+// Code shows: the run is past a spend cap. A wake is a new run, which the
+// Hub starts only once the cap holds it no more.
+func (r *Relay) Cap(sessionID, why string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.bySessID[sessionID]
+	if x == nil {
+		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
+	}
+	x.capped = why
+	return nil
+}
+
+// refuseCapped answers a model request of a run past a spend cap: 400
+// invalid_request_error, which Claude Code shows as it came and does not
+// send again.
+func refuseCapped(w http.ResponseWriter, why string) {
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{
+		"type": "invalid_request_error", "message": "kndl: " + why}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(b)
+}

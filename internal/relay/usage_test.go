@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/json"
 	"context"
 	"io"
 	"log/slog"
@@ -178,5 +179,44 @@ func TestAStreamCutShortIsCountedAtLeastAsFarAsItCame(t *testing.T) {
 	})
 	if got.Output >= 5000 {
 		t.Fatalf("counted %d out, want what came before the cut", got.Output)
+	}
+}
+
+// TestACappedSessionsModelRequestsAreRefusedInTheAPIsShape: past a spend
+// cap, the relay answers each model request of the run itself, as the
+// model API answers an error (which Claude Code shows), naming the cap;
+// nothing reaches the model.
+func TestACappedSessionsModelRequestsAreRefusedInTheAPIsShape(t *testing.T) {
+	model := testkit.NewAnthropic(t, creatorToken)
+	model.On(testkit.PromptContains("hello"), testkit.Text("hi"))
+	c := &counts{got: map[string]protocol.Usage{}}
+	r, err := New(Options{HubURL: "http://127.0.0.1:9", ModelURL: model.URL, Logger: slog.New(slog.DiscardHandler), Counted: c.counted,
+		Hook: func(context.Context, string, []byte) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	tok := r.Issue("s1", netip.Addr{})
+	placeholder := Placeholder(creatorToken)
+	r.Hold("s1", creatorToken, placeholder)
+	if err := r.Cap("s1", "Spend cap reached: its Repo's cap of $5.00 a day (--max-spend)."); err != nil {
+		t.Fatal(err)
+	}
+	resp := doModel(t, srv.URL, tok, placeholder)
+	var body struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type, Message string
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadRequest || body.Type != "error" || body.Error.Type != "invalid_request_error" || !strings.Contains(body.Error.Message, "--max-spend") {
+		t.Fatalf("got %d %+v, want 400 invalid_request_error naming the cap", resp.StatusCode, body)
+	}
+	if n := len(model.Requests()); n != 0 {
+		t.Fatalf("the model saw %d requests, want none", n)
 	}
 }

@@ -310,6 +310,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	handleAs(conn, protocol.TypeSessionEgress, func(ctx context.Context, req protocol.SessionEgress) (any, error) {
 		return nil, r.swapEgress(req)
 	})
+	handleAs(conn, protocol.TypeSessionCapped, func(ctx context.Context, req protocol.SessionCapped) (any, error) {
+		return nil, r.relay.Cap(req.SessionID, req.Why)
+	})
 	handleAs(conn, protocol.TypeSessionRestore, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.restoreSession(req.SessionID)
 	})

@@ -30,12 +30,15 @@ import (
 var errLimited = errors.New("limited")
 
 // limitWayOn is what a person can do once a Turn limit holds a Session.
-const limitWayOn = "To go on, someone who may push to the Repo raises its limits (kndl repo edit --repo URL --max-turns N --max-turn-hours H, or the Repo page; 0 is no limit), then wakes the Session or sends it a prompt."
+const limitWayOn = "To go on, someone who may push to the Repo raises its limits (kndl repo edit --repo URL --max-turns N --max-turn-hours H --max-spend USD --max-session-spend USD, or the Repo page; 0 is no limit; HUB_MEMBER_MAX_SPEND is the Hub operator's, and a day's spend starts again at midnight UTC), then wakes the Session or sends it a prompt."
 
 // limitReached says which of its Repo's limits a triggered Session has
 // reached, "" for none (or for a Session started by a person). A limit that
 // cannot be read holds it: the error.
 func (o *Owner) limitReached(ctx context.Context, s store.Session) (string, error) {
+	if why, err := o.spendReached(ctx, s); why != "" || err != nil {
+		return why, err
+	}
 	if !s.Triggered {
 		return "", nil
 	}

@@ -108,6 +108,10 @@ type Options struct {
 	// once; a start or wake past it waits in line (limits.go).
 	// HUB_MEMBER_MAX_AWAKE, 0 for no limit.
 	MemberMaxAwake int
+	// MemberMaxSpend is what one Member's Sessions may spend in a day
+	// (UTC), in US dollars, as the price table estimates the relay's
+	// counts (spend.go). HUB_MEMBER_MAX_SPEND, 0 for no cap.
+	MemberMaxSpend float64
 	// Limited is told, with the history's words, when a Turn limit put a
 	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
 	Limited func(sessionID, text string)

@@ -204,6 +204,7 @@ func (o *stream) countSpent(ctx context.Context, id string, us []protocol.Usage)
 		return err
 	}
 	o.changed(id)
+	o.checkSpend(ctx, id)
 	return nil
 }
 
