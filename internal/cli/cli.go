@@ -41,6 +41,7 @@ func commands() []Command {
 		{Name: "runner revoke", Usage: "NAME", Summary: "revoke a Runner's token and disconnect it (your own; the Owner any)", Run: runnerRevoke},
 		{Name: "runner share", Usage: "NAME", Summary: "let every Member's Sessions run on a Runner (Owner only)", Run: runnerShare(true)},
 		{Name: "runner unshare", Usage: "NAME", Summary: "keep a Runner to the Member who paired it; the others' Sessions there sleep (Owner only)", Run: runnerShare(false)},
+		{Name: "usage", Usage: "[--days N] [--all] [--json]", Summary: "show what your Sessions spent (everyone's with --all, the Owner's alone): the estimated cost per day, each spend cap's use today, and the tokens by day, Member and Repo", Run: usageCommand},
 		{Name: "models", Summary: "list the models and efforts your Sessions may run: what every Runner you may use takes", Run: modelList},
 		{Name: "new", Usage: "--repo URL_OR_PATH [--runner NAME] [--model M] [--effort E] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -)", Run: sessionNew},
 		{Name: "ls", Usage: "[--mine] [--waiting] [--repo URL] [--state S,...] [--creator LOGIN] [--search TEXT] [--json]", Summary: "list Sessions, filtered as the Sessions page filters them", Run: sessionList},
