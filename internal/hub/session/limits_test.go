@@ -348,3 +348,19 @@ func TestAForgedTurnEndDoesNotKeepASessionAwake(t *testing.T) {
 		})
 	}
 }
+
+// TestAHubRestartKeepsTheHoursSoFar: the time a Session was awake counts
+// toward its hours across a Hub restart, as the Hub closes.
+func TestAHubRestartKeepsTheHoursSoFar(t *testing.T) {
+	f, _ := limitedFixture(t)
+	s := f.createAs(true, "one")
+	f.runner.next(protocol.TypeSessionStart)
+	f.runner.next(protocol.TypeSessionDeliver)
+	sent := time.Now()
+	const awhile = 150 * time.Millisecond
+	testenv.Eventually(t, testenv.WaitShort, "a while awake", func() bool { return time.Since(sent) > awhile })
+	f.restartHub()
+	if got := f.session(s.ID).TurnTime; got < awhile {
+		t.Fatalf("time awake after the restart %s, want at least %s", got, awhile)
+	}
+}

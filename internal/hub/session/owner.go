@@ -295,6 +295,17 @@ func New(opts Options) *Owner {
 // started. A timer still armed (a prompt's or a start's retry, which may
 // be minutes off) is stopped, not waited for.
 func (o *Owner) Close() {
+	// The time awake so far counts toward each Session's hours: the next
+	// Hub counts on from its Runner's hello.
+	o.mu.Lock()
+	awake := map[string]time.Duration{}
+	for id, r := range o.runs {
+		awake[id], _ = r.awakeDone() // its cut is stopped with the other timers
+	}
+	o.mu.Unlock()
+	for id, d := range awake {
+		o.addTurnTime(o.ctx, id, d, nil)
+	}
 	o.wgMu.Lock()
 	o.cancel()
 	armed := o.timers

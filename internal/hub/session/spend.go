@@ -91,10 +91,14 @@ func (o *Owner) checkSpend(ctx context.Context, id string) {
 	if why == "" {
 		return
 	}
-	if rc := o.opts.Runners.Runner(s.RunnerID); rc != nil {
-		if err := rc.Request(ctx, protocol.TypeSessionCapped, protocol.SessionCapped{SessionID: id, Why: "Spend cap reached: " + why + "."}, nil); err != nil {
-			o.log.Warn("have the relay refuse a capped session's model requests", "session", id, "err", err)
+	// Not on the Runner's message that told of the count: its lane waits
+	// for the answer.
+	o.spawn(func(ctx context.Context) {
+		if rc := o.opts.Runners.Runner(s.RunnerID); rc != nil {
+			if err := rc.Request(ctx, protocol.TypeSessionCapped, protocol.SessionCapped{SessionID: id, Why: "Spend cap reached: " + why + "."}, nil); err != nil {
+				o.log.Warn("have the relay refuse a capped session's model requests", "session", id, "err", err)
+			}
 		}
-	}
-	o.spawn(func(ctx context.Context) { o.stopAtLimit(ctx, id, why) })
+		o.stopAtLimit(ctx, id, why)
+	})
 }
