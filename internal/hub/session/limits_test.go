@@ -364,3 +364,24 @@ func TestAHubRestartKeepsTheHoursSoFar(t *testing.T) {
 		t.Fatalf("time awake after the restart %s, want at least %s", got, awhile)
 	}
 }
+
+// TestATurnItsCreatorTypedInTheTerminalKeepsTheSessionAwake: the Hub sees
+// the Creator type in the terminal, so the Turn the hook then says begins
+// is theirs, and keeps the Session awake until it ends, as one the Hub
+// sent a prompt for does; then the idle clock runs.
+func TestATurnItsCreatorTypedInTheTerminalKeepsTheSessionAwake(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Idle = 200 * time.Millisecond })
+	s, _ := f.active("one")
+	testenv.Eventually(t, testenv.WaitShort, "the Turn running, its prompt taken", func() bool {
+		return f.o.Activity(s.ID) == "turn" && len(f.prompts(s.ID)[store.Delivering]) == 0
+	})
+	f.o.TurnEnded(s.ID)
+	f.o.Typed(s.ID)
+	f.o.Accepted(s.ID)
+	f.runner.quiet(3 * f.o.opts.Idle) // the typed Turn runs
+	f.o.TurnEnded(s.ID)
+	f.runner.next(protocol.TypeSessionStop)
+	if got := f.waitState(s.ID, Asleep).StateDetail; !strings.Contains(got, "idle") {
+		t.Fatalf("slept saying %q, want idle", got)
+	}
+}

@@ -189,6 +189,10 @@ type run struct {
 	// end). Nothing the Sandbox says moves it otherwise (limits.go).
 	since time.Time
 	owed  bool
+	// typed is set when the Creator types in the terminal, until a Turn
+	// begins: a Turn typed there keeps the Session awake as one the Hub
+	// sent a prompt for does (Typed).
+	typed bool
 	// counted is the last prompt counted as a Turn, so one typed again
 	// is not counted twice.
 	counted string

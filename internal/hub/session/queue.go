@@ -251,6 +251,17 @@ func (o *queue) requeue(id, promptID string) {
 	o.changed(id)
 }
 
+// Typed is the Creator typing in the Session's terminal: the idle clock
+// starts again, and a Turn the hook says begins next is theirs, which keeps
+// the Session awake until it ends as one the Hub sent a prompt for does.
+func (o *queue) Typed(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r := o.runs[id]; r != nil {
+		r.typed, r.since = true, time.Now()
+	}
+}
+
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
 func (o *queue) Accepted(id string) {
@@ -258,6 +269,9 @@ func (o *queue) Accepted(id string) {
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
+		if r.typed && !r.delivery.onItsWay() { // typed in the terminal by its Creator
+			r.typed, r.owed = false, true
+		}
 		r.began(fromHook.String())
 	}
 	o.mu.Unlock()
