@@ -649,18 +649,25 @@ type Environment struct {
 
 // RepoLimits are the limits a Repo's Sessions started from GitHub run
 // under (GET /api/repos/{repo}/limits): past MaxTurns Turns, or
-// MaxTurnHours of Turn time, such a Session sleeps, saying so. 0 is no
-// limit.
+// MaxTurnHours awake from its first prompt, such a Session sleeps, saying so. 0 is no
+// limit. MaxSpend (a day, for all the Repo's Sessions) and
+// MaxSessionSpend (one Session's in all), in US dollars as the price table
+// estimates it, cap every Session of the Repo, however started; 0 is no
+// cap.
 type RepoLimits struct {
-	MaxTurns     int     `json:"max_turns"`
-	MaxTurnHours float64 `json:"max_turn_hours"`
+	MaxTurns        int     `json:"max_turns"`
+	MaxTurnHours    float64 `json:"max_turn_hours"`
+	MaxSpend        float64 `json:"max_spend"`
+	MaxSessionSpend float64 `json:"max_session_spend"`
 }
 
 // RepoLimitsChange is the body of PATCH /api/repos/{repo}/limits: each
 // limit given is set, each left out kept.
 type RepoLimitsChange struct {
-	MaxTurns     *int     `json:"max_turns,omitempty"`
-	MaxTurnHours *float64 `json:"max_turn_hours,omitempty"`
+	MaxTurns        *int     `json:"max_turns,omitempty"`
+	MaxTurnHours    *float64 `json:"max_turn_hours,omitempty"`
+	MaxSpend        *float64 `json:"max_spend,omitempty"`
+	MaxSessionSpend *float64 `json:"max_session_spend,omitempty"`
 }
 
 // Changes is a Session's work in its Workspace against the branch it

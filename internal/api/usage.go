@@ -77,6 +77,39 @@ type UsageReport struct {
 	All   bool       `json:"all"`
 	Total Spent      `json:"total"`
 	Days  []UsageDay `json:"days"`
+	// PerDay is the estimated cost of each day since Since, oldest
+	// first, every day there (0 for none): the Usage page's chart.
+	PerDay []DayCost `json:"per_day"`
+	// Caps is each spend cap a day's spend counts toward, with today's
+	// use: the caller's own Member cap, or in the Owner's report every
+	// Member's with spend today and every Repo's with a cap.
+	Caps []CapUse `json:"caps"`
+}
+
+// DayCost is what one day (UTC) cost, as the price table estimates it.
+type DayCost struct {
+	Day          string  `json:"day"`
+	EstimatedUSD float64 `json:"estimated_usd"`
+}
+
+// CapUse is one spend cap and what today (UTC) used of it, in US dollars.
+type CapUse struct {
+	// Cap says which: "member" (HUB_MEMBER_MAX_SPEND) or "repo" (the
+	// Repo's max_spend); Name is the Member's login or the Repo's name.
+	Cap     string  `json:"cap"`
+	Name    string  `json:"name"`
+	UsedUSD float64 `json:"used_usd"`
+	CapUSD  float64 `json:"cap_usd"`
+}
+
+// Line is the cap's use in a line, as kndl usage and the Usage page put
+// it.
+func (c CapUse) Line() string {
+	what := "Member " + c.Name + " (HUB_MEMBER_MAX_SPEND)"
+	if c.Cap == "repo" {
+		what = "Repo " + c.Name + " (--max-spend)"
+	}
+	return fmt.Sprintf("%s: $%.2f of $%.2f a day used today (%.0f%%)", what, c.UsedUSD, c.CapUSD, 100*c.UsedUSD/c.CapUSD)
 }
 
 // UsageDay is what one Member's Sessions in one Repo spent on one day.

@@ -25,7 +25,9 @@ type repoEditFlags struct {
 
 func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 	turns := fs.Int("max-turns", 0, "at most this many Turns for a Session started from GitHub (0: no limit)")
-	hours := fs.Float64("max-turn-hours", 0, "at most this many hours of Turn time for a Session started from GitHub (0: no limit)")
+	hours := fs.Float64("max-turn-hours", 0, "at most this many hours awake, from its first prompt, for a Session started from GitHub (0: no limit)")
+	spend := fs.Float64("max-spend", 0, "at most this many US dollars a day (UTC) for all the Repo's Sessions, as the price table estimates (0: no cap)")
+	sessionSpend := fs.Float64("max-session-spend", 0, "at most this many US dollars for one of the Repo's Sessions (0: no cap)")
 	ci := fs.Bool("auto-fix-ci", false, "send a check that fails on a pull request a Session opened back to the Session (--auto-fix-ci=false: stop)")
 	reviews := fs.Bool("auto-fix-reviews", false, "send a review requesting changes on such a pull request back too (--auto-fix-reviews=false: stop)")
 	most := fs.Int("auto-fix-max", 0, fmt.Sprintf("send back at most this many per pull request (1 to %d)", api.MaxAutoFixes))
@@ -37,6 +39,10 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 				f.limits.MaxTurns = turns
 			case "max-turn-hours":
 				f.limits.MaxTurnHours = hours
+			case "max-spend":
+				f.limits.MaxSpend = spend
+			case "max-session-spend":
+				f.limits.MaxSessionSpend = sessionSpend
 			case "auto-fix-ci":
 				f.autoFix.CI = ci
 			case "auto-fix-reviews":
@@ -92,7 +98,9 @@ func (f *repoEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, rep
 	}
 	l, a := s.RepoLimits, s.AutoFix
 	fmt.Fprintf(io.Stdout, "A Session started from GitHub on this Repo runs %s and %s; past either it sleeps, saying so.\n",
-		limitText(float64(l.MaxTurns), "Turns", "any number of Turns"), limitText(l.MaxTurnHours, "hours of Turn time", "Turns of any length"))
+		limitText(float64(l.MaxTurns), "Turns", "any number of Turns"), limitText(l.MaxTurnHours, "hours awake", "any hours awake"))
+	fmt.Fprintf(io.Stdout, "Its Sessions spend %s a day in all, and %s each; past either the relay refuses their model calls and they sleep, saying so.\n",
+		limitText(l.MaxSpend, "US dollars", "any amount"), limitText(l.MaxSessionSpend, "US dollars", "any amount"))
 	fmt.Fprintf(io.Stdout, "Sent back to the Session that opened the pull request, at most %d times per pull request:\n  failing checks:             %s\n  reviews requesting changes: %s\n",
 		a.Max, onOff(a.CI), onOff(a.Reviews))
 	if s.TriggerLabel == "" {

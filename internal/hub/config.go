@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -99,6 +100,11 @@ type Config struct {
 	// whole number; unset, no limit: a Runner's capacity already bounds
 	// what runs, and what a Member may spend is the team's choice.
 	MemberMaxAwake int
+	// MemberMaxSpend is what one Member's Sessions may spend in a day
+	// (UTC), in US dollars as the price table estimates the relay's
+	// counts; past it the relay refuses their model calls and they sleep,
+	// saying so. HUB_MEMBER_MAX_SPEND, a positive number; unset, no cap.
+	MemberMaxSpend float64
 	// SandboxTokenGrace is how long a Session's previous Sandbox token
 	// still works after a refresh, so a git command that read it just
 	// before may finish; then the Hub revokes it at GitHub.
@@ -200,6 +206,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 	num("HUB_REPO_ACCESS_TTL_MS", func(n int64) { c.RepoAccessTTL = time.Duration(n) * time.Millisecond })
 	num("HUB_SESSION_EVENTS_MAX", func(n int64) { c.SessionEventsMax = n })
 	num("HUB_MEMBER_MAX_AWAKE", func(n int64) { c.MemberMaxAwake = int(n) })
+	if v := getenv("HUB_MEMBER_MAX_SPEND"); v != "" {
+		usd, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(usd > 0) || math.IsInf(usd, 0) {
+			errs = append(errs, fmt.Errorf("HUB_MEMBER_MAX_SPEND %q: want a positive number of US dollars a day, such as 20", v))
+		}
+		c.MemberMaxSpend = usd
+	}
 	dur("HUB_SIGNIN_MAX_AGE", func(d time.Duration) { c.SigninMaxAge = d })
 	dur("HUB_SIGNIN_IDLE", func(d time.Duration) { c.SigninIdle = d })
 	dur("HUB_SESSION_IDLE", func(d time.Duration) { c.SessionIdle = d })

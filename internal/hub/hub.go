@@ -127,7 +127,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
-		MCPServers: h.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake,
+		MCPServers: h.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake, MemberMaxSpend: cfg.MemberMaxSpend,
 		Limited: func(id, text string) { h.triggers.Tell(id, text) }})
 	if err := h.sessions.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Sessions: %w", err)

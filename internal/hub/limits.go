@@ -18,6 +18,7 @@ type limitsAPI struct{ core }
 const (
 	maxTurnsLimit     = 10000
 	maxTurnHoursLimit = 1000
+	maxSpendLimit     = 1e6 // US dollars
 )
 
 func (h limitsAPI) showLimits(w http.ResponseWriter, r *http.Request, p Principal) {
@@ -50,6 +51,12 @@ func (h limitsAPI) changeLimits(w http.ResponseWriter, r *http.Request, p Princi
 		if req.MaxTurnHours != nil {
 			l.MaxTurnHours = *req.MaxTurnHours
 		}
+		if req.MaxSpend != nil {
+			l.MaxSpend = *req.MaxSpend
+		}
+		if req.MaxSessionSpend != nil {
+			l.MaxSessionSpend = *req.MaxSessionSpend
+		}
 		err = checkLimits(l)
 	}
 	if err == nil {
@@ -64,6 +71,11 @@ func checkLimits(l store.RepoLimits) error {
 	}
 	if math.IsNaN(l.MaxTurnHours) || l.MaxTurnHours < 0 || l.MaxTurnHours > maxTurnHoursLimit {
 		return fmt.Errorf("max_turn_hours %v: want 0 (no limit) to %d: %w", l.MaxTurnHours, maxTurnHoursLimit, errdefs.ErrInvalid)
+	}
+	for name, v := range map[string]float64{"max_spend": l.MaxSpend, "max_session_spend": l.MaxSessionSpend} {
+		if math.IsNaN(v) || v < 0 || v > maxSpendLimit {
+			return fmt.Errorf("%s %v: want 0 (no cap) to %.0f US dollars: %w", name, v, maxSpendLimit, errdefs.ErrInvalid)
+		}
 	}
 	return nil
 }

@@ -171,6 +171,7 @@ func (h viewAPI) terminalInput(ctx context.Context, v *view, in viewIn) error {
 	if err != nil {
 		return err
 	}
+	h.sessions.Typed(v.session)
 	return rc.Conn.Request(ctx, protocol.TypeTerminalInput, protocol.TerminalInput{SessionID: v.session, Data: []byte(in.Data), Cols: in.Cols, Rows: in.Rows}, nil)
 }
 

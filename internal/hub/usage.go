@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +112,10 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 			repos[rp.ID] = rp.Name
 		}
 	}
-	out := api.UsageReport{Since: since, All: all, Days: []api.UsageDay{}}
+	out := api.UsageReport{Since: since, All: all, Days: []api.UsageDay{}, Caps: []api.CapUse{}}
+	perDay := map[string]float64{}
+	today := time.Now().UTC().Format(time.DateOnly)
+	todayOf := map[string][]store.Usage{} // by Member, then by Repo ("repo:" id)
 	var total []store.Usage
 	for i := 0; i < len(rows); {
 		j := i
@@ -124,9 +128,48 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 		out.Days = append(out.Days, api.UsageDay{Day: d.Day.Format(time.DateOnly), MemberID: d.CreatorID, Member: logins[d.CreatorID],
 			RepoID: d.RepoID, RepoName: repos[d.RepoID], Spent: spentOf(sums)})
 		total = append(total, sums...)
+		perDay[d.Day.Format(time.DateOnly)] += out.Days[len(out.Days)-1].EstimatedUSD
+		if d.Day.Format(time.DateOnly) == today {
+			todayOf[d.CreatorID] = append(todayOf[d.CreatorID], sums...)
+			todayOf["repo:"+d.RepoID] = append(todayOf["repo:"+d.RepoID], sums...)
+		}
 		i = j
 	}
 	out.Total = spentOf(total)
+	for d := since; !d.After(time.Now().UTC()); d = d.AddDate(0, 0, 1) {
+		day := d.Format(time.DateOnly)
+		out.PerDay = append(out.PerDay, api.DayCost{Day: day, EstimatedUSD: perDay[day]})
+	}
+	if c := h.cfg.MemberMaxSpend; c > 0 {
+		ids := []string{p.User.ID}
+		if all {
+			ids = nil
+			for id := range todayOf {
+				if !strings.HasPrefix(id, "repo:") {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+		}
+		for _, id := range ids {
+			out.Caps = append(out.Caps, api.CapUse{Cap: "member", Name: cmp.Or(logins[id], p.User.GitHubLogin, p.User.Name), UsedUSD: spentOf(todayOf[id]).EstimatedUSD, CapUSD: c})
+		}
+	}
+	if all { // a Repo's day is every Member's: the Owner's to see
+		rs, err := h.store.Repos(ctx)
+		if err != nil {
+			return api.UsageReport{}, err
+		}
+		for _, rp := range rs {
+			l, err := h.store.RepoLimits(ctx, rp.ID)
+			if err != nil {
+				return api.UsageReport{}, err
+			}
+			if l.MaxSpend > 0 {
+				out.Caps = append(out.Caps, api.CapUse{Cap: "repo", Name: rp.Name, UsedUSD: spentOf(todayOf["repo:"+rp.ID]).EstimatedUSD, CapUSD: l.MaxSpend})
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -167,10 +210,55 @@ func (h usageAPI) usagePage(w http.ResponseWriter, r *http.Request, p Principal)
 		rows[i] = cells(d.Spent)
 		rows[i].Day, rows[i].Member, rows[i].Repo = d.Day, d.Member, d.RepoName
 	}
+	var caps []string
+	for _, c := range rep.Caps {
+		caps = append(caps, c.Line())
+	}
 	h.appPage(w, p, web.Usage, struct {
 		All, Owner bool
 		Since      string
 		Total      row
 		Rows       []row
-	}{rep.All, isOwner(p), rep.Since.Format(time.DateOnly), cells(rep.Total), rows})
+		Chart      spendChart
+		Caps       []string
+	}{rep.All, isOwner(p), rep.Since.Format(time.DateOnly), cells(rep.Total), rows, chartOf(rep.PerDay), caps})
+}
+
+// spendChart is the Usage page's chart of spend per day, drawn on the
+// server as SVG: one bar a day, the tallest the most spent.
+type spendChart struct {
+	W, H int
+	Bars []spendBar
+	Most string // the tallest bar's figure, for the axis
+}
+
+// spendBar is one day's bar, in the chart's own units.
+type spendBar struct {
+	X, Y, W, H float64
+	Label      string
+}
+
+// Chart sizes, in the SVG's units.
+const chartW, chartH = 600, 160
+
+func chartOf(days []api.DayCost) spendChart {
+	c := spendChart{W: chartW, H: chartH}
+	most := 0.0
+	for _, d := range days {
+		most = max(most, d.EstimatedUSD)
+	}
+	c.Most = fmt.Sprintf("$%.2f", most)
+	if len(days) == 0 {
+		return c
+	}
+	step := float64(chartW) / float64(len(days))
+	for i, d := range days {
+		h := 0.0
+		if most > 0 {
+			h = (chartH - 20) * d.EstimatedUSD / most
+		}
+		c.Bars = append(c.Bars, spendBar{X: float64(i)*step + step*0.1, Y: chartH - h, W: step * 0.8, H: h,
+			Label: fmt.Sprintf("%s: $%.2f (estimate)", d.Day, d.EstimatedUSD)})
+	}
+	return c
 }

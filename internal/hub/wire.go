@@ -25,7 +25,7 @@ func apiSession(s store.Session) api.Session {
 }
 
 func apiRepoLimits(l store.RepoLimits) api.RepoLimits {
-	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours}
+	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours, MaxSpend: l.MaxSpend, MaxSessionSpend: l.MaxSessionSpend}
 }
 
 // sessionRows turns Sessions into what the API, the pages and the live

@@ -72,6 +72,12 @@ import (
 //	  An older Runner is still taken, but the Hub refuses it
 //	  session.github_token (GitRelayVersion): it would put the token in
 //	  the Sandbox. Its Sessions run with no GitHub token, and say so.
+//	  Also in 7: session.events' spent, what model
+//	  replies spent as the Runner's relay read it from the model API's
+//	  answers; the Hub counts usage from it alone, no longer from the
+//	  transcript's usage, which the Sandbox can write. session.capped: the
+//	  relay refuses a Session's model requests past a spend cap. A version
+//	  5 or 6 Runner's Sessions count no usage.
 const (
 	Version    = 7
 	MinVersion = 5

@@ -162,6 +162,11 @@ type SessionEvents struct {
 	// Runner is typing, as Claude Code took it: the Hub takes that prompt
 	// as taken though its UserPromptSubmit hook may never come.
 	Typed bool `json:"typed,omitempty"`
+	// Spent (since version 7) is what model replies spent as the
+	// Runner's relay read it from the model API's own answers, each with
+	// its Message id; what the Hub counts and shows. Sent alone, never
+	// with Events.
+	Spent []Usage `json:"spent,omitempty"`
 }
 
 // What a SessionEvents' Hook says.
@@ -236,11 +241,10 @@ type Event struct {
 	// finished).
 	Reason string `json:"reason,omitempty"`
 	// Usage is the tokens of the model reply an Event of Claude's came
-	// from (text, thinking, tool_use), read from the transcript; Claude
-	// Code writes a reply's blocks as records of their own, each with the
-	// reply's usage, so the Hub counts a reply once by its Message id. Left
-	// out by a Runner before it was added: an optional field, no version
-	// step.
+	// from (text, thinking, tool_use), read from the transcript, which
+	// the Sandbox can write: kept with the Event, counted toward nothing
+	// (the relay's SessionEvents.Spent is what counts). Left out by a
+	// Runner before it was added: an optional field, no version step.
 	Usage *Usage `json:"usage,omitempty"`
 	// TurnUsage, on a turn_end, is what the Turn spent, by model: set by
 	// the Hub as it stores the Event, never taken from a Runner.

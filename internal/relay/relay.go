@@ -31,6 +31,7 @@ import (
 
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/gitrelay"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // Relay is the mod relay.
@@ -40,8 +41,9 @@ type Relay struct {
 	log   *slog.Logger
 	proxy *httputil.ReverseProxy
 
-	hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
-	git  Git
+	hook    func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	counted func(sessionID string, u protocol.Usage)
+	git     Git
 
 	// Serve's limits; New sets the defaults below, tests shorten them.
 	readTimeout, idleTimeout time.Duration
@@ -66,6 +68,7 @@ type run struct {
 	from        netip.Addr
 	claudeToken string
 	placeholder string
+	capped      string // why its model requests are refused: a spend cap (usage.go)
 }
 
 // Serve's limits. Each Sandbox reaches the relay from its own address (the
@@ -95,6 +98,10 @@ type Options struct {
 	// returns the hook's answer (nil for none). It may block until a person
 	// answers (a question); ctx ends when the hook gives up.
 	Hook func(ctx context.Context, sessionID string, event []byte) ([]byte, error)
+	// Counted is told what a model reply of a Session spent, as the
+	// model API's answer says, each time the count grows (usage.go). Nil:
+	// nothing is counted.
+	Counted func(sessionID string, u protocol.Usage)
 	// Git, if set, serves /git/* for a Session with a live token.
 	Git    Git
 	Logger *slog.Logger
@@ -144,7 +151,7 @@ func New(o Options) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: hub URL: %w", err)
 	}
-	r := &Relay{hub: hub, hook: o.Hook, git: o.Git, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
+	r := &Relay{hub: hub, hook: o.Hook, counted: o.Counted, git: o.Git, log: o.Logger.With("component", "relay"), byHash: map[[32]byte]*run{}, bySessID: map[string]*run{},
 		readTimeout: readTimeout, idleTimeout: idleTimeout, maxConnsPerAddr: maxConnsPerAddr}
 	model := AnthropicAPI
 	if o.ModelURL != "" {
@@ -165,6 +172,7 @@ func New(o Options) (*Relay, error) {
 			http.Error(w, "kndl relay: upstream unreachable", http.StatusBadGateway)
 		},
 	}
+	r.proxy.ModifyResponse = r.countUsage
 	return r, nil
 }
 
@@ -177,6 +185,7 @@ type upstream struct {
 	path        string
 	modToken    string // set for /mod/*: replaces the Session token
 	claudeToken string // set for /model/* when held: replaces the placeholder
+	session     string // set for /model/*: whose model answers are counted (usage.go)
 }
 
 func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
@@ -189,6 +198,9 @@ func (r *Relay) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("X-Forwarded-For")
 	if up.modToken != "" {
 		pr.Out.Header.Set("Authorization", "Bearer "+up.modToken)
+	}
+	if up.session != "" {
+		countable(pr.Out)
 	}
 	if up.claudeToken != "" {
 		pr.Out.Header.Del("X-Api-Key")
@@ -260,6 +272,8 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		switch {
 		case !ok:
 			(&modelRefusal{http.StatusUnauthorized, "authentication_error", "kndl relay: no live Session token in the model route's URL"}).write(w)
+		case run.capped != "":
+			refuseCapped(w, run.capped)
 		case run.placeholder != "":
 			r.forwardModel(w, req, run, rest)
 		default:
@@ -284,7 +298,7 @@ func (r *Relay) forwardModel(w http.ResponseWriter, req *http.Request, run run, 
 		retryLater(w, "kndl relay: the Creator's token is not back from the Hub yet; retry")
 		return
 	}
-	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken})
+	r.forward(w, req, upstream{base: r.model, path: "/" + rest, claudeToken: run.claudeToken, session: run.sessionID})
 }
 
 // retryLater answers 503 with a Retry-After of a second, which the mod

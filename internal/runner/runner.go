@@ -91,7 +91,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	// Outbound, and follows no redirect.
 	r.git = gitrelay.New(gitrelay.Options{Forge: gitrelay.GitHub{}, Pushed: r.gitPushed, Logger: cfg.Logger,
 		Client: &http.Client{Transport: cfg.Outbound.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
-	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Git: r.git, Logger: cfg.Logger})
+	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Counted: r.counted, Git: r.git, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +319,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	})
 	handleAs(conn, protocol.TypeSessionEgress, func(ctx context.Context, req protocol.SessionEgress) (any, error) {
 		return nil, r.swapEgress(req)
+	})
+	handleAs(conn, protocol.TypeSessionCapped, func(ctx context.Context, req protocol.SessionCapped) (any, error) {
+		return nil, r.relay.Cap(req.SessionID, req.Why)
 	})
 	handleAs(conn, protocol.TypeSessionRestore, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.restoreSession(req.SessionID)

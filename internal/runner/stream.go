@@ -64,6 +64,13 @@ type hookEvent struct {
 	ToolResponse         json.RawMessage `json:"tool_response"`
 }
 
+// counted sends the Hub what a model reply of a Session spent, as its
+// relay read it from the model API's answer, in the Session's lane: apart
+// from the stream of Events, which holds some back.
+func (r *Runner) counted(sessionID string, u protocol.Usage) {
+	r.notify(sessionID, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: sessionID, Spent: []protocol.Usage{u}})
+}
+
 // hook takes one hook event of a running Session from the relay: its
 // Events join the stream, and UserPromptSubmit and Stop tell the Hub where
 // the Turn is. A subagent its Creator stops is answered at its next tool

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"math"
 	"time"
 )
 
@@ -28,11 +29,14 @@ func (s *Store) joinLine(ctx context.Context, query string, args ...any) (res sq
 	return res, err
 }
 
-// RepoLimits are the limits a Repo's triggered Sessions run under; 0 is
-// none.
+// RepoLimits are the limits a Repo's triggered Sessions run under, and
+// the spend caps all its Sessions do (US dollars: MaxSpend a day for all
+// its Sessions, MaxSessionSpend for one in all); 0 is none.
 type RepoLimits struct {
-	MaxTurns     int
-	MaxTurnHours float64
+	MaxTurns        int
+	MaxTurnHours    float64
+	MaxSpend        float64
+	MaxSessionSpend float64
 }
 
 // TurnTime is MaxTurnHours as a duration.
@@ -43,17 +47,19 @@ func (l RepoLimits) TurnTime() time.Duration {
 // RepoLimits returns the Repo's limits, or ErrNotFound.
 func (s *Store) RepoLimits(ctx context.Context, repoID string) (RepoLimits, error) {
 	var l RepoLimits
-	var turnMS int64
-	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms FROM repos WHERE id = ?`, repoID).Scan(&l.MaxTurns, &turnMS)
+	var turnMS, spend, sessionSpend int64
+	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms, max_spend_micros, max_session_spend_micros FROM repos WHERE id = ?`,
+		repoID).Scan(&l.MaxTurns, &turnMS, &spend, &sessionSpend)
 	l.MaxTurnHours = float64(turnMS) / float64(time.Hour/time.Millisecond)
+	l.MaxSpend, l.MaxSessionSpend = float64(spend)/1e6, float64(sessionSpend)/1e6
 	return l, notFound(err, "repo "+repoID)
 }
 
 // SetRepoLimits sets the Repo's limits; its hours are kept to the
-// millisecond.
+// millisecond, its caps to the millionth of a dollar.
 func (s *Store) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ? WHERE id = ?`,
-		l.MaxTurns, l.TurnTime().Milliseconds(), repoID)
+	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ? WHERE id = ?`,
+		l.MaxTurns, l.TurnTime().Milliseconds(), int64(math.Round(l.MaxSpend*1e6)), int64(math.Round(l.MaxSessionSpend*1e6)), repoID)
 	return err
 }
 

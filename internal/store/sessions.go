@@ -90,8 +90,8 @@ type Session struct {
 	// Triggered marks a Session a GitHub trigger started: it runs
 	// unattended, so its Repo's Turn limits hold it (RepoLimits).
 	Triggered bool
-	// Turns and TurnTime count its Turns and their time, as the Hub saw
-	// them start and end (CountTurn, AddTurnTime).
+	// Turns and TurnTime count the prompts the Hub sent it and its time
+	// awake from the first (CountTurn, AddTurnTime).
 	Turns    int
 	TurnTime time.Duration
 	// ThreadContext is the Creator's switch: on, comments by others on

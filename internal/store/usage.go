@@ -53,19 +53,18 @@ func countReplies(ctx context.Context, tx *sql.Tx, sessionID string, last int64,
 	for i := range evs {
 		e := &evs[i]
 		if e.Kind == "turn_start" {
+			prev := turn
 			turn = last + int64(i) + 1
+			// The relay's count of the Turn's first reply may come before
+			// the transcript's turn_start (CountReplies), counted after it began:
+			// it is this Turn's.
+			if _, err := tx.ExecContext(ctx, `UPDATE session_usage SET turn = ? WHERE session_id = ? AND turn = ? AND at > ?`,
+				turn, sessionID, prev, ms(e.At)); err != nil {
+				return err
+			}
 		}
 		if r := e.Reply; r != nil {
-			// The largest of each count: a reply's first record may carry
-			// the usage as its stream began.
-			if _, err := tx.ExecContext(ctx, `INSERT INTO session_usage (session_id, message, turn, model, input, output, cache_read, cache_write, at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (session_id, message) DO UPDATE SET
-					input = CASE WHEN excluded.input > session_usage.input THEN excluded.input ELSE session_usage.input END,
-					output = CASE WHEN excluded.output > session_usage.output THEN excluded.output ELSE session_usage.output END,
-					cache_read = CASE WHEN excluded.cache_read > session_usage.cache_read THEN excluded.cache_read ELSE session_usage.cache_read END,
-					cache_write = CASE WHEN excluded.cache_write > session_usage.cache_write THEN excluded.cache_write ELSE session_usage.cache_write END`,
-				sessionID, r.Message, turn, r.Model, r.Input, r.Output, r.CacheRead, r.CacheWrite, ms(e.At)); err != nil {
+			if err := countReply(ctx, tx, sessionID, turn, *r, e.At); err != nil {
 				return err
 			}
 		}
@@ -83,9 +82,44 @@ func countReplies(ctx context.Context, tx *sql.Tx, sessionID string, last int64,
 	return nil
 }
 
+// countReply counts one reply in turn, with the largest of each count it
+// was seen with: a reply's first count may be its usage as its stream
+// began.
+func countReply(ctx context.Context, tx *sql.Tx, sessionID string, turn int64, r Reply, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO session_usage (session_id, message, turn, model, input, output, cache_read, cache_write, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (session_id, message) DO UPDATE SET
+			input = CASE WHEN excluded.input > session_usage.input THEN excluded.input ELSE session_usage.input END,
+			output = CASE WHEN excluded.output > session_usage.output THEN excluded.output ELSE session_usage.output END,
+			cache_read = CASE WHEN excluded.cache_read > session_usage.cache_read THEN excluded.cache_read ELSE session_usage.cache_read END,
+			cache_write = CASE WHEN excluded.cache_write > session_usage.cache_write THEN excluded.cache_write ELSE session_usage.cache_write END`,
+		sessionID, r.Message, turn, r.Model, r.Input, r.Output, r.CacheRead, r.CacheWrite, ms(at))
+	return err
+}
+
+// CountReplies counts model replies a Session's Runner's relay read from
+// the model API's answers, each in the Turn that runs (the last turn_start
+// stored), once by its Message id with the largest of each count.
+func (s *Store) CountReplies(ctx context.Context, sessionID string, rs []Reply, at time.Time) error {
+	return s.InTx(ctx, func(tx *sql.Tx) error {
+		var turn int64
+		err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE session_id = ? AND kind = 'turn_start' ORDER BY seq DESC LIMIT 1`,
+			sessionID).Scan(&turn)
+		if err != nil && err != sql.ErrNoRows {
+			return err
+		}
+		for _, r := range rs {
+			if err := countReply(ctx, tx, sessionID, turn, r, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func needsTurn(evs []Event) bool {
 	for _, e := range evs {
-		if e.Reply != nil || e.SumTurn != nil {
+		if e.Reply != nil || e.SumTurn != nil || e.Kind == "turn_start" {
 			return true
 		}
 	}

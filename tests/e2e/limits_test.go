@@ -68,7 +68,7 @@ func TestKndlRepoEditSetsOneLimitAndKeepsTheOther(t *testing.T) {
 	s := Start(t)
 	repo := s.Repo()
 	out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo)
-	if code != 0 || !strings.Contains(out, "at most 20 Turns and at most 2 hours of Turn time") {
+	if code != 0 || !strings.Contains(out, "at most 20 Turns and at most 2 hours awake") {
 		t.Fatalf("repo edit with no limit: %d %q %q, want the defaults shown", code, out, errOut)
 	}
 	if out, errOut, code = s.kndl("", "repo", "edit", "--repo", repo, "--max-turns", "5"); code != 0 || !strings.Contains(out, "at most 5 Turns and at most 2 hours") {

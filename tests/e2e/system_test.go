@@ -256,6 +256,7 @@ type options struct {
 	hubDisk     int64 // bytes of the tmpfs the Hub's store is on; 0 for the test's own disk
 	maxSessions int
 	maxDiskMiB  int
+	memberSpend float64 // HUB_MEMBER_MAX_SPEND
 	claude      claude.Pin
 	models      claude.Table
 	// claudeTokenInSandbox: the Hub's HUB_CLAUDE_TOKEN=sandbox
@@ -280,6 +281,9 @@ func WithColdRunner() Option { return func(o *options) { o.cold = true } }
 // WithBuildsOnCrun makes the Runner's Builds on crun while its Sessions run
 // on KNDL_E2E_SANDBOX's backend, as RUNNER_BUILD_BACKEND=crun does.
 func WithBuildsOnCrun() Option { return func(o *options) { o.crunBuilds = true } }
+
+// WithMemberMaxSpend sets the Hub's HUB_MEMBER_MAX_SPEND, in US dollars.
+func WithMemberMaxSpend(usd float64) Option { return func(o *options) { o.memberSpend = usd } }
 
 // WithSessionIdle sets the Hub's HUB_SESSION_IDLE.
 func WithSessionIdle(d time.Duration) Option { return func(o *options) { o.idle = d } }
@@ -377,7 +381,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	// dev's do.
 	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
-		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox}
+		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox, MemberMaxSpend: o.memberSpend}
 	var gh *testkit.GitHub
 	if o.github {
 		switch {

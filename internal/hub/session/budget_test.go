@@ -106,8 +106,16 @@ func TestASessionPastItsEventBudgetDropsEventsWithOneNote(t *testing.T) {
 	for range 6 {
 		send(protocol.Event{Kind: protocol.EventToolResult, ToolID: "t1", Text: big})
 	}
-	spent := &protocol.Usage{Message: "msg_late", Model: "m", Tokens: claude.Tokens{Input: 9, Output: 4}}
-	send(protocol.Event{Kind: protocol.EventText, Text: big, Usage: spent})
+	// A reply past the budget is dropped, and what the relay counted of it
+	// still counts.
+	spent := protocol.Usage{Message: "msg_late", Model: "m", Tokens: claude.Tokens{Input: 9, Output: 4}}
+	send(protocol.Event{Kind: protocol.EventText, Text: big, Usage: &spent})
+	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Spent: []protocol.Usage{spent}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.st.SessionUsage(ctx, s.ID); len(got) != 1 || got[0] != (store.Usage{Model: "m", Input: 9, Output: 4}) {
+		t.Errorf("the dropped reply's usage: got %+v, want what the relay counted", got)
+	}
 	results := f.events(s.ID, protocol.EventToolResult)
 	if len(results) != 3 {
 		t.Fatalf("%d tool results stored, want the 3 that fit the minute's share", len(results))

@@ -50,6 +50,7 @@ type call struct {
 	start   protocol.SessionStart
 	answer  protocol.SessionAnswer
 	agent   string // session.stop_subagent's
+	why     string // session.capped's
 	id      string
 }
 
@@ -122,6 +123,12 @@ func (f *fakeRunner) connect() {
 		var r protocol.SessionSubagent
 		json.Unmarshal(body, &r)
 		f.calls <- call{typ: protocol.TypeSessionStopSubagent, id: r.SessionID, agent: r.AgentID}
+		return nil, nil
+	})
+	rc.Handle(protocol.TypeSessionCapped, false, func(ctx context.Context, body json.RawMessage) (any, error) {
+		var r protocol.SessionCapped
+		json.Unmarshal(body, &r)
+		f.calls <- call{typ: protocol.TypeSessionCapped, id: r.SessionID, why: r.Why}
 		return nil, nil
 	})
 	rc.Handle(protocol.TypeSessionStop, false, ref(protocol.TypeSessionStop, nil))

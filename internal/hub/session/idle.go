@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// sweepIdle puts to sleep each Active Session with no Turn running,
-// nothing on its way or queued, and Keep awake off, once it has been so
-// for Idle; and looks for a queue that waits with nothing to wait for.
+// sweepIdle puts to sleep each Active Session with no Turn of a prompt
+// the Hub sent running, nothing on its way or queued, and Keep awake off,
+// once the idle clock (run.since) has run Idle; and looks for a queue that waits with nothing to wait for.
 func (o *Owner) sweepIdle(ctx context.Context) {
 	every := min(max(min(o.opts.Idle, o.opts.DeliveryDeadline)/10, 50*time.Millisecond), time.Minute)
 	t := time.NewTicker(every)
@@ -23,7 +23,7 @@ func (o *Owner) sweepIdle(ctx context.Context) {
 		var waits []stall
 		o.mu.Lock()
 		for id, r := range o.runs {
-			if r.waitsForPrompt() && time.Since(r.since) >= o.opts.Idle {
+			if r.idle() && time.Since(r.since) >= o.opts.Idle {
 				idle = append(idle, id)
 			}
 			if st, ok := o.stalled(id, r); ok {

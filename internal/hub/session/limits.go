@@ -16,10 +16,11 @@ import (
 // so no path goes around them:
 //
 //   - A Session a GitHub trigger started runs unattended, so its Repo's
-//     limits hold it: at most MaxTurns Turns and MaxTurnHours of Turn time.
-//     The Turn past the limit never starts: the queue sends no prompt and a
-//     wake starts no Claude Code; Turn time is cut at the limit, mid-Turn,
-//     since one Turn has no other bound. It then sleeps, saying so in an
+//     limits hold it: at most MaxTurns Turns and MaxTurnHours awake from
+//     its first prompt (counted below). The Turn past the limit never
+//     starts: the queue sends no prompt and a wake starts no Claude Code;
+//     the hours are cut where they run out, mid-Turn or not, since one Turn
+//     has no other bound. It then sleeps, saying so in an
 //     EventLimit, and Options.Limited tells its thread.
 //   - A Member has at most MemberMaxAwake awake Sessions. A start or wake
 //     past it waits in the Member's line, kept in the store, with its place;
@@ -29,12 +30,15 @@ import (
 var errLimited = errors.New("limited")
 
 // limitWayOn is what a person can do once a Turn limit holds a Session.
-const limitWayOn = "To go on, someone who may push to the Repo raises its limits (kndl repo edit --repo URL --max-turns N --max-turn-hours H, or the Repo page; 0 is no limit), then wakes the Session or sends it a prompt."
+const limitWayOn = "To go on, someone who may push to the Repo raises its limits (kndl repo edit --repo URL --max-turns N --max-turn-hours H --max-spend USD --max-session-spend USD, or the Repo page; 0 is no limit; HUB_MEMBER_MAX_SPEND is the Hub operator's, and a day's spend starts again at midnight UTC), then wakes the Session or sends it a prompt."
 
 // limitReached says which of its Repo's limits a triggered Session has
 // reached, "" for none (or for a Session started by a person). A limit that
 // cannot be read holds it: the error.
 func (o *Owner) limitReached(ctx context.Context, s store.Session) (string, error) {
+	if why, err := spendReached(ctx, o.store, o.opts.MemberMaxSpend, s); why != "" || err != nil {
+		return why, err
+	}
 	if !s.Triggered {
 		return "", nil
 	}
@@ -46,8 +50,7 @@ func (o *Owner) limitReached(ctx context.Context, s store.Session) (string, erro
 	case l.MaxTurns > 0 && s.Turns >= l.MaxTurns:
 		return fmt.Sprintf("it ran its Repo's limit of %d Turns for a Session started from GitHub", l.MaxTurns), nil
 	case l.MaxTurnHours > 0 && s.TurnTime >= l.TurnTime():
-		return fmt.Sprintf("its Turns ran its Repo's limit of %s hours for a Session started from GitHub",
-			strconv.FormatFloat(l.MaxTurnHours, 'f', -1, 64)), nil
+		return hoursReached(l), nil
 	}
 	return "", nil
 }
@@ -99,19 +102,53 @@ func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
 	}
 }
 
-// turnBegan counts a Turn that started, and arms the cut at the Turn time
-// limit of a triggered Session.
-func (o *Owner) turnBegan(id string) {
-	at := time.Now()
-	o.mu.Lock()
-	if r := o.runs[id]; r != nil && r.busy { // not if it ended already
-		r.turnAt = at
-	}
-	o.mu.Unlock()
-	if _, err := o.store.CountTurn(o.ctx, id); err != nil {
-		o.log.Error("count a turn", "session", id, "err", err)
+// Turns and Hours are counted from what the Hub does, never from what
+// the Sandbox says: its hooks, its transcript and its terminal are all its
+// own to forge (a Stop hook posted with its Session token, a turn_end
+// written into its transcript). A Turn is a prompt the Hub sent to Claude
+// Code, counted once however often it is typed again; Hours are the
+// Session's time awake from its first prompt sent, from each wake until it
+// stops being awake, whatever a hook says of its Turns. A Turn's end, told
+// by anyone, moves only what a Session shows (its Turn no longer running)
+// and lets the next prompt go, which is the next Turn counted.
+
+// promptSent counts a prompt the Hub is about to send as a Turn, unless it
+// was counted when typed before (put back and sent again), and starts the
+// Session's awake clock.
+func (o *Owner) promptSent(id string, p store.Prompt) {
+	if p.IsCommand {
 		return
 	}
+	o.mu.Lock()
+	r := o.runs[id]
+	again := r == nil || r.counted == p.ID
+	if r != nil {
+		r.counted, r.owed, r.since = p.ID, true, time.Now()
+	}
+	o.mu.Unlock()
+	if again {
+		return
+	}
+	if _, err := o.store.CountTurn(o.ctx, id); err != nil {
+		o.log.Error("count a turn", "session", id, "err", err)
+	}
+	o.startAwake(id)
+}
+
+// startAwake starts counting an awake Session's time toward its Hours,
+// once a prompt has been sent to it (at the first, or at each wake after
+// it), and for a triggered Session arms the cut where the Repo's limit runs
+// out: mid-Turn or not, since nothing the Sandbox says stops the clock.
+func (o *Owner) startAwake(id string) {
+	at := time.Now()
+	o.mu.Lock()
+	r := o.runs[id]
+	if r == nil || !r.awakeAt.IsZero() {
+		o.mu.Unlock()
+		return
+	}
+	r.awakeAt = at
+	o.mu.Unlock()
 	s, err := o.store.SessionByID(o.ctx, id)
 	if err != nil || !s.Triggered {
 		return
@@ -123,43 +160,48 @@ func (o *Owner) turnBegan(id string) {
 	t := o.after(max(l.TurnTime()-s.TurnTime, 0), func(ctx context.Context) {
 		o.mu.Lock()
 		r := o.runs[id]
-		same := r != nil && r.busy && r.turnAt.Equal(at)
+		same := r != nil && r.awakeAt.Equal(at)
 		o.mu.Unlock()
 		if same {
-			o.stopAtLimit(ctx, id, fmt.Sprintf("its Turns ran its Repo's limit of %s hours for a Session started from GitHub",
-				strconv.FormatFloat(l.MaxTurnHours, 'f', -1, 64)))
+			o.stopAtLimit(ctx, id, hoursReached(l))
 		}
 	})
 	o.mu.Lock()
-	r := o.runs[id]
-	if r != nil && r.turnAt.Equal(at) && r.busy {
-		r.cut = t
-		t = nil
+	if r := o.runs[id]; r != nil && r.awakeAt.Equal(at) {
+		r.cut, t = t, nil
 	}
 	o.mu.Unlock()
-	o.stopTimer(t) // the Turn ended meanwhile
+	o.stopTimer(t) // it stopped being awake meanwhile
 }
 
-// turnDone takes a run's Turn as ended: its time, and the cut no longer
-// armed. Call with o.mu held; then addTurnTime with its answer.
-func (r *run) turnDone() (time.Duration, *time.Timer) {
+// hoursReached says that a triggered Session ran its Repo's Hours.
+func hoursReached(l store.RepoLimits) string {
+	return fmt.Sprintf("it was awake its Repo's limit of %s hours for a Session started from GitHub, counted from its first prompt",
+		strconv.FormatFloat(l.MaxTurnHours, 'f', -1, 64))
+}
+
+// awakeDone stops a run's awake clock: its time since it started, and the
+// cut no longer armed. Call with o.mu held; then addTurnTime with its
+// answer.
+func (r *run) awakeDone() (time.Duration, *time.Timer) {
 	var d time.Duration
-	if !r.turnAt.IsZero() {
-		d = time.Since(r.turnAt)
+	if !r.awakeAt.IsZero() {
+		d = time.Since(r.awakeAt)
 	}
 	t := r.cut
-	r.turnAt, r.cut = time.Time{}, nil
+	r.awakeAt, r.cut = time.Time{}, nil
 	return d, t
 }
 
-// addTurnTime records a Turn's time and stops its cut.
+// addTurnTime records a span of time awake toward the Session's Hours
+// (the store's turn time) and stops its cut.
 func (o *Owner) addTurnTime(ctx context.Context, id string, d time.Duration, cut *time.Timer) {
 	o.stopTimer(cut)
 	if d <= 0 {
 		return
 	}
 	if err := o.store.AddTurnTime(context.WithoutCancel(ctx), id, d); err != nil {
-		o.log.Error("record a turn's time", "session", id, "err", err)
+		o.log.Error("record a session's time awake", "session", id, "err", err)
 	}
 }
 

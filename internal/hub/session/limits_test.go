@@ -255,3 +255,133 @@ func TestOnlyTheHubMakesALimitEvent(t *testing.T) {
 		t.Fatalf("notes %q, want the Runner's words kept as one", got)
 	}
 }
+
+// forgeries are what code in a Sandbox can make its Runner tell the Hub of
+// a Turn it never ran: the mod's Stop hook posted to the relay's /mod/hook
+// with its Session token (the Runner sends it on as Hook "stop"), the same
+// with a UserPromptSubmit before it, and a turn_end written into its
+// transcript (an interrupt, which fires no hook).
+var forgeries = []struct {
+	name string
+	told []protocol.SessionEvents
+}{
+	{"a Stop hook", []protocol.SessionEvents{{Hook: protocol.HookStop}}},
+	{"a UserPromptSubmit hook and a Stop", []protocol.SessionEvents{{Hook: protocol.HookPromptSubmit}, {Hook: protocol.HookStop}}},
+	{"a turn_end in the transcript", []protocol.SessionEvents{{Events: []protocol.Event{
+		{Kind: protocol.EventTurnStart}, {Kind: protocol.EventTurnEnd, Reason: "interrupted"}}}}},
+}
+
+// forge tells the Hub what a Sandbox can forge of a Turn's end.
+func (f *fixture) forge(id string, told []protocol.SessionEvents) {
+	f.t.Helper()
+	for _, m := range told {
+		m.SessionID = id
+		if err := f.o.Events(context.Background(), f.session(id), m); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// TestAForgedTurnEndNeitherStopsTheHoursNorCountsAsTheLimit: a triggered
+// Session's hours run from the prompt the Hub sent, whatever the Sandbox
+// tells of its Turns: a forged end, however often, leaves the cut armed,
+// and the Session sleeps where its Repo's hours run out.
+func TestAForgedTurnEndNeitherStopsTheHoursNorCountsAsTheLimit(t *testing.T) {
+	for _, fg := range forgeries {
+		t.Run(fg.name, func(t *testing.T) {
+			f, th := limitedFixture(t)
+			limit := 400 * time.Millisecond
+			if err := f.st.SetRepoLimits(context.Background(), f.repo.ID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: limit.Hours()}); err != nil {
+				t.Fatal(err)
+			}
+			s := f.createAs(true, "a long one")
+			f.runner.next(protocol.TypeSessionStart)
+			f.runner.next(protocol.TypeSessionDeliver)
+			began := time.Now()
+			testenv.Eventually(t, testenv.WaitShort, "the Turn running, its prompt taken", func() bool { return f.o.Activity(s.ID) == "turn" })
+			f.forge(s.ID, fg.told)
+			f.forge(s.ID, fg.told)
+			f.runner.next(protocol.TypeSessionStop) // the Hub cut it at its hours
+			if took := time.Since(began); took < limit-50*time.Millisecond {
+				t.Fatalf("stopped after %s, before the limit of %s", took, limit)
+			}
+			f.waitState(s.ID, Asleep)
+			testenv.Eventually(t, testenv.WaitShort, "the thread told", func() bool { return len(th.of(s.ID)) == 1 })
+			if got := th.of(s.ID)[0]; !strings.Contains(got, "hours") {
+				t.Fatalf("the thread was told %q, want the hours named", got)
+			}
+			if got := f.session(s.ID).TurnTime; got < limit-50*time.Millisecond {
+				t.Fatalf("time counted %s, want at least the limit %s", got, limit)
+			}
+			if got := f.session(s.ID).Turns; got != 1 {
+				t.Fatalf("turns = %d, want 1: the one prompt sent", got)
+			}
+		})
+	}
+}
+
+// TestAForgedTurnEndDoesNotKeepASessionAwake: the idle clock runs from
+// what the Hub did (a prompt sent, queued, a wake), not from what the
+// Sandbox tells: a Session whose Sandbox forges a Turn's end, or a Turn,
+// again and again still sleeps once it has been idle for Idle.
+func TestAForgedTurnEndDoesNotKeepASessionAwake(t *testing.T) {
+	for _, fg := range forgeries {
+		t.Run(fg.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.Idle = 300 * time.Millisecond })
+			s, _ := f.active("one")
+			f.o.Events(context.Background(), f.session(s.ID), protocol.SessionEvents{SessionID: s.ID, Events: []protocol.Event{{Kind: protocol.EventPrompt}}})
+			f.o.TurnEnded(s.ID) // the real end
+			ended := time.Now()
+			testenv.Eventually(t, testenv.WaitShort, "the Session asleep though its Sandbox forged Turns", func() bool {
+				if f.session(s.ID).State == Asleep {
+					return true
+				}
+				f.forge(s.ID, fg.told)
+				return false
+			})
+			if took := time.Since(ended); took > 5*f.o.opts.Idle {
+				t.Fatalf("slept %s after its last Turn, want about Idle (%s)", took, f.o.opts.Idle)
+			}
+			if got := f.session(s.ID).StateDetail; !strings.Contains(got, "idle") {
+				t.Fatalf("slept saying %q, want idle", got)
+			}
+		})
+	}
+}
+
+// TestAHubRestartKeepsTheHoursSoFar: the time a Session was awake counts
+// toward its hours across a Hub restart, as the Hub closes.
+func TestAHubRestartKeepsTheHoursSoFar(t *testing.T) {
+	f, _ := limitedFixture(t)
+	s := f.createAs(true, "one")
+	f.runner.next(protocol.TypeSessionStart)
+	f.runner.next(protocol.TypeSessionDeliver)
+	sent := time.Now()
+	const awhile = 150 * time.Millisecond
+	testenv.Eventually(t, testenv.WaitShort, "a while awake", func() bool { return time.Since(sent) > awhile })
+	f.restartHub()
+	if got := f.session(s.ID).TurnTime; got < awhile {
+		t.Fatalf("time awake after the restart %s, want at least %s", got, awhile)
+	}
+}
+
+// TestATurnItsCreatorTypedInTheTerminalKeepsTheSessionAwake: the Hub sees
+// the Creator type in the terminal, so the Turn the hook then says begins
+// is theirs, and keeps the Session awake until it ends, as one the Hub
+// sent a prompt for does; then the idle clock runs.
+func TestATurnItsCreatorTypedInTheTerminalKeepsTheSessionAwake(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Idle = 200 * time.Millisecond })
+	s, _ := f.active("one")
+	testenv.Eventually(t, testenv.WaitShort, "the Turn running, its prompt taken", func() bool {
+		return f.o.Activity(s.ID) == "turn" && len(f.prompts(s.ID)[store.Delivering]) == 0
+	})
+	f.o.TurnEnded(s.ID)
+	f.o.Typed(s.ID)
+	f.o.Accepted(s.ID)
+	f.runner.quiet(3 * f.o.opts.Idle) // the typed Turn runs
+	f.o.TurnEnded(s.ID)
+	f.runner.next(protocol.TypeSessionStop)
+	if got := f.waitState(s.ID, Asleep).StateDetail; !strings.Contains(got, "idle") {
+		t.Fatalf("slept saying %q, want idle", got)
+	}
+}

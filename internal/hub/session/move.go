@@ -50,7 +50,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var requeue string // the prompt to put back, from requeueFrom
 	var requeueFrom store.PromptState
 	var unanswered bool
-	var took time.Duration // of a Turn cut by the move
+	var took time.Duration // awake, toward its Hours
 	var cut *time.Timer
 	o.mu.Lock()
 	r := o.runs[s.ID]
@@ -60,13 +60,13 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			r = &run{}
 			o.runs[s.ID] = r
 		}
-		r.ready, r.busy, r.question, r.since = false, false, false, time.Now()
+		r.ready, r.busy, r.question, r.owed, r.since = false, false, false, false, time.Now()
 	case Active:
 		if r == nil {
 			r = &run{}
 			o.runs[s.ID] = r
 		}
-		r.ready, r.busy, r.question, r.since = true, false, false, time.Now()
+		r.ready, r.busy, r.question, r.owed, r.since = true, false, false, false, time.Now()
 	case Frozen:
 		// Claude Code may still run: only the prompt not yet taken goes
 		// back, to be typed again once the Runner is back.
@@ -80,7 +80,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			// One taken but never written down is not in the
 			// conversation a wake resumes.
 			requeue, requeueFrom = r.delivery.putBack(false)
-			took, cut = r.turnDone()
+			took, cut = r.awakeDone()
 			delete(o.runs, s.ID)
 		}
 	}
@@ -103,6 +103,9 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		}
 		o.opts.Effects.Stopped(s.ID)
 		o.addTurnTime(ctx, s.ID, took, cut)
+	}
+	if to == Active && s.Turns > 0 {
+		o.startAwake(s.ID) // its Hours run on from its first prompt
 	}
 	if freeing {
 		creator := s.CreatorID

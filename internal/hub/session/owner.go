@@ -111,6 +111,10 @@ type Options struct {
 	// once; a start or wake past it waits in line (limits.go).
 	// HUB_MEMBER_MAX_AWAKE, 0 for no limit.
 	MemberMaxAwake int
+	// MemberMaxSpend is what one Member's Sessions may spend in a day
+	// (UTC), in US dollars, as the price table estimates the relay's
+	// counts (spend.go). HUB_MEMBER_MAX_SPEND, 0 for no cap.
+	MemberMaxSpend float64
 	// Limited is told, with the history's words, when a Turn limit put a
 	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
 	Limited func(sessionID, text string)
@@ -182,9 +186,24 @@ type run struct {
 	// stopping is set while the Runner stops Claude Code for a sleep;
 	// wakeAfter is set by a prompt queued meanwhile.
 	stopping, wakeAfter bool
-	// since is when the Session was last busy or got a prompt: the idle
-	// clock.
+	// since is the idle clock: when the Hub last sent the Session a
+	// prompt, queued one, woke it, or heard the Turn of a prompt it sent
+	// end (once a prompt: owed is set while that Turn is not heard to
+	// end). Nothing the Sandbox says moves it otherwise (limits.go).
 	since time.Time
+	owed  bool
+	// typed is set when the Creator types in the terminal, until a Turn
+	// begins: a Turn typed there keeps the Session awake as one the Hub
+	// sent a prompt for does (Typed).
+	typed bool
+	// counted is the last prompt counted as a Turn, so one typed again
+	// is not counted twice.
+	counted string
+	// awakeAt is when this run's time toward its Hours began counting;
+	// cut is armed to stop a triggered Session where they run out
+	// (limits.go).
+	awakeAt time.Time
+	cut     *time.Timer
 	// resync is set while a Turn taken back from a Runner may have ended
 	// unheard: the transcript's next turn_end ends it.
 	resync bool
@@ -192,10 +211,9 @@ type run struct {
 	budget budget
 	// agents are the subagents the transcript says run, by agent id.
 	agents map[string]*subagent
-	// turnAt is when the Turn that runs began, as the Hub heard; cut is
-	// armed to stop it at its Turn time limit (limits.go).
+	// turnAt is when the Turn that runs began, as the Hub heard (what the
+	// stall sweep says).
 	turnAt time.Time
-	cut    *time.Timer
 	// busyBy is who told that the Turn which runs began; heard is when
 	// the Hub last recorded an Event of the Session. The sweep (idle.go)
 	// last looked at its queue at looked, and stallSaid is set once it has
@@ -219,9 +237,17 @@ func (r *run) waitsForPrompt() bool { return r.settled() && !r.busy }
 // began marks a Turn begun, as src told first; call with o.mu held.
 func (r *run) began(src string) {
 	if !r.busy {
-		r.busyBy, r.stallSaid = src, false
+		r.busyBy, r.stallSaid, r.turnAt = src, false, time.Now()
 	}
-	r.busy, r.question, r.since = true, false, time.Now()
+	r.busy, r.question = true, false
+}
+
+// idle reports whether the run may count as idle: Claude Code up, no sleep
+// under way, nothing on its way, and no prompt the Hub sent whose Turn is
+// still to end. A Turn or a question the Sandbox alone tells of keeps no
+// Session awake. Call with o.mu held.
+func (r *run) idle() bool {
+	return r.ready && !r.stopping && !r.delivery.onItsWay() && !r.owed
 }
 
 // Update is one message of a Session's live stream: a new Event, or word
@@ -279,6 +305,17 @@ func New(opts Options) *Owner {
 // started. A timer still armed (a prompt's or a start's retry, which may
 // be minutes off) is stopped, not waited for.
 func (o *Owner) Close() {
+	// The time awake so far counts toward each Session's hours: the next
+	// Hub counts on from its Runner's hello.
+	o.mu.Lock()
+	awake := map[string]time.Duration{}
+	for id, r := range o.runs {
+		awake[id], _ = r.awakeDone() // its cut is stopped with the other timers
+	}
+	o.mu.Unlock()
+	for id, d := range awake {
+		o.addTurnTime(o.ctx, id, d, nil)
+	}
 	o.wgMu.Lock()
 	o.cancel()
 	armed := o.timers

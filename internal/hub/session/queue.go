@@ -159,6 +159,7 @@ func (o *queue) dispatch(id string) {
 	}
 	r.delivery.p = p
 	o.mu.Unlock()
+	o.promptSent(id, p)
 	o.changed(id)
 	o.deliver(id, p)
 }
@@ -250,6 +251,17 @@ func (o *queue) requeue(id, promptID string) {
 	o.changed(id)
 }
 
+// Typed is the Creator typing in the Session's terminal: the idle clock
+// starts again, and a Turn the hook says begins next is theirs, which keeps
+// the Session awake until it ends as one the Hub sent a prompt for does.
+func (o *queue) Typed(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r := o.runs[id]; r != nil {
+		r.typed, r.since = true, time.Now()
+	}
+}
+
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
 func (o *queue) Accepted(id string) {
@@ -257,6 +269,9 @@ func (o *queue) Accepted(id string) {
 	r := o.runs[id]
 	started := r != nil && !r.busy // the transcript may have told of it first
 	if r != nil {
+		if r.typed && !r.delivery.onItsWay() { // typed in the terminal by its Creator
+			r.typed, r.owed = false, true
+		}
 		r.began(fromHook.String())
 	}
 	o.mu.Unlock()
@@ -264,9 +279,6 @@ func (o *queue) Accepted(id string) {
 		o.opts.Metrics.TurnStarted()
 	}
 	o.ack(id, fromHook, "")
-	if started {
-		o.turnBegan(id)
-	}
 	o.changed(id)
 }
 
@@ -303,9 +315,6 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	if from == typing {
 		o.markDelivered(id, p)
 	}
-	if started {
-		o.turnBegan(id)
-	}
 	o.changed(id)
 	// A command done lets the next prompt go; so does a Turn that ended
 	// while the store was written, since TakePrompt passes over a prompt
@@ -325,16 +334,19 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 }
 
 // TurnEnded is the end of a Turn (the mod's Stop or StopFailure, or an
-// interrupt in the transcript): the next prompt may go.
+// interrupt in the transcript): the next prompt may go. The Sandbox can
+// tell of one it never ran, so it counts toward nothing: the idle clock
+// starts again only at the first end after a prompt the Hub sent, and the
+// Hours run on (limits.go).
 func (o *queue) TurnEnded(id string) {
 	var was bool
-	var took time.Duration
-	var cut *time.Timer
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
 		was = r.busy
-		took, cut = r.turnDone()
-		r.busy, r.question, r.resync, r.since = false, false, false, time.Now()
+		if r.owed {
+			r.owed, r.since = false, time.Now()
+		}
+		r.busy, r.question, r.resync, r.turnAt = false, false, false, time.Time{}
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
 		}
@@ -343,7 +355,6 @@ func (o *queue) TurnEnded(id string) {
 	if was { // a Stop hook and the transcript's interrupt may both tell of one end
 		o.opts.Metrics.TurnEnded()
 	}
-	o.addTurnTime(o.ctx, id, took, cut)
 	o.changed(id)
 	o.dispatch(id)
 }

@@ -57,11 +57,14 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
 				o.withRun(s.ID, func(r *run) {
-					r.ready, r.busy, r.resync, r.agents = true, open, open, agents
+					r.ready, r.busy, r.resync, r.agents, r.owed = true, open, open, agents, open
 					if open {
 						r.busyBy, r.stallSaid = "a Turn open in the history when its Runner came back", false
 					}
 				})
+				if s.Turns > 0 {
+					o.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
+				}
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
 			case s.State == Active || s.State == Frozen:
@@ -208,6 +211,9 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			o.log.Debug("a transcript batch the store has; taken again, not recorded", "session", s.ID, "events", len(m.Events))
 			return nil
 		}
+	}
+	if len(m.Spent) > 0 {
+		return o.countSpent(ctx, s.ID, m.Spent)
 	}
 	var ended bool
 	for i := range m.Events {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/protocol"
@@ -82,11 +83,13 @@ func TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped(t *testing.T) {
 	}
 }
 
-// TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd: a reply's usage comes
-// on each of its records' Events, and a batch comes again after a
-// reconnect; each reply counts once in the Session's sums, and the Turn's
-// end carries the Turn's sums by model, the Hub's own and not what a
-// Runner put on it.
+// TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd: what a reply spent
+// comes from the Runner's relay, as the model API said it, at the reply's
+// start and again at its end, and again after a reconnect; each reply
+// counts once in the Session's sums with its largest counts, and the
+// Turn's end carries the Turn's sums by model, the Hub's own and not what
+// a Runner put on it. The usage the transcript carries (the Sandbox's to
+// write) counts toward nothing.
 func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -95,12 +98,25 @@ func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
 	usage := func(id, model string, in, out int64) *protocol.Usage {
 		return &protocol.Usage{Message: id, Model: model, Tokens: claude.Tokens{Input: in, Output: out, CacheRead: 2 * in, CacheWrite: 3}}
 	}
+	relay := func(us ...*protocol.Usage) protocol.SessionEvents {
+		m := protocol.SessionEvents{SessionID: s.ID}
+		for _, u := range us {
+			m.Spent = append(m.Spent, *u)
+		}
+		return m
+	}
+	forged := usage("msg_1", "claude-sonnet-5-5", 1, 1) // the transcript under-reports
+	began := time.Now().Add(-time.Second) // as Claude Code took the prompt, before its first reply
 	batches := []protocol.SessionEvents{
-		{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "go"},
-			{Kind: protocol.EventThinking, Text: "hm", Usage: usage("msg_1", "claude-sonnet-5-5", 1000, 20)}},
+		// The relay's count of the first reply may come before the
+		// transcript's turn_start: it is that Turn's all the same.
+		relay(usage("msg_1", "claude-sonnet-5-5", 1000, 1)),
+		{Events: []protocol.Event{{At: began, Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "go"},
+			{Kind: protocol.EventThinking, Text: "hm", Usage: forged}},
 			Offsets: map[string]int64{main: 10}},
-		{Events: []protocol.Event{{Kind: protocol.EventText, Text: "one", Usage: usage("msg_1", "claude-sonnet-5-5", 1000, 20)},
-			{Kind: protocol.EventText, Text: "sub", Agent: "a1", Usage: usage("msg_2", "claude-haiku-5-5", 50, 5)},
+		relay(usage("msg_1", "claude-sonnet-5-5", 1000, 20), usage("msg_2", "claude-haiku-5-5", 50, 5)),
+		{Events: []protocol.Event{{Kind: protocol.EventText, Text: "one", Usage: forged},
+			{Kind: protocol.EventText, Text: "sub", Agent: "a1", Usage: usage("msg_3", "claude-opus-5", 10, 10)},
 			{Kind: protocol.EventTurnEnd, Reason: "done", TurnUsage: []protocol.Usage{{Model: "forged", Tokens: claude.Tokens{Input: 1}}}}},
 			Offsets: map[string]int64{main: 20}},
 	}
@@ -115,6 +131,9 @@ func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
 	haiku := store.Usage{Model: "claude-haiku-5-5", Input: 50, Output: 5, CacheRead: 100, CacheWrite: 3}
 	if got, err := f.st.SessionUsage(ctx, s.ID); err != nil || !slices.Equal(got, []store.Usage{haiku, sonnet}) {
 		t.Errorf("the Session's sums: got %+v, %v, want %+v", got, err, []store.Usage{haiku, sonnet})
+	}
+	if turns, err := f.st.SessionTurnUsage(ctx, s.ID); err != nil || len(turns) != 2 || turns[0].Turn != turns[1].Turn || turns[0].Turn == 0 {
+		t.Errorf("the replies' Turns: got %+v, %v, want both in the one Turn", turns, err)
 	}
 	ends := f.eventsOf(s.ID, protocol.EventTurnEnd)
 	want := apiUsage([]store.Usage{haiku, sonnet})

@@ -96,7 +96,9 @@ func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Ev
 		if err != nil {
 			return false, err
 		}
-		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b, Reply: storeReply(ev.Usage)}
+		// A reply's usage in the transcript is the Sandbox's to write: it
+		// is kept with the Event and counted toward nothing (countSpent).
+		rows[i] = store.Event{At: ev.At, Kind: ev.Kind, Data: b}
 		if ev.Kind == protocol.EventTurnEnd && ev.Agent == "" {
 			rows[i].SumTurn = func(sums []store.Usage) (json.RawMessage, error) {
 				ev.TurnUsage = apiUsage(sums)
@@ -190,13 +192,24 @@ func (o *stream) note(ctx context.Context, id, kind, text string) {
 	}
 }
 
-// storeReply is a reply's usage as the store counts it, nil for none.
-func storeReply(u *protocol.Usage) *store.Reply {
-	if u == nil || u.Message == "" {
-		return nil
+// countSpent counts what model replies of a Session spent, as its
+// Runner's relay read it from the model API's answers: the one count of
+// usage the Hub keeps and shows.
+func (o *stream) countSpent(ctx context.Context, id string, us []protocol.Usage) error {
+	rs := make([]store.Reply, 0, len(us))
+	for _, u := range us {
+		if u.Message == "" {
+			continue
+		}
+		rs = append(rs, store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
+			Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}})
 	}
-	return &store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
-		Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}}
+	if err := o.store.CountReplies(ctx, id, rs, time.Now()); err != nil {
+		return err
+	}
+	o.changed(id)
+	o.checkSpend(ctx, id)
+	return nil
 }
 
 // apiUsage is the store's sums by model as Events carry them.

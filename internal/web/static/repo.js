@@ -157,10 +157,17 @@ const limitsError = document.getElementById("limits-error");
 function showLimits(l) {
   limits.max_turns.value = l.max_turns;
   limits.max_turn_hours.value = l.max_turn_hours;
+  limits.max_spend.value = l.max_spend;
+  limits.max_session_spend.value = l.max_session_spend;
 }
 
 submit(limits, limitsError, async (f) =>
-  showLimits(await api("PATCH", paths.repoLimits(repo), { max_turns: Number(f.max_turns), max_turn_hours: Number(f.max_turn_hours) })),
+  showLimits(await api("PATCH", paths.repoLimits(repo), {
+    max_turns: Number(f.max_turns),
+    max_turn_hours: Number(f.max_turn_hours),
+    max_spend: Number(f.max_spend),
+    max_session_spend: Number(f.max_session_spend),
+  })),
 );
 api("GET", paths.repoLimits(repo)).then(showLimits, (err) => showError(limitsError, err));
 
