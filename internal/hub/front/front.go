@@ -188,7 +188,7 @@ func Open(s Settings, listen string, public *url.URL, log *slog.Logger) (_ *Fron
 	redirect := redirectTo(public)
 	if s.Auto {
 		m := &autocert.Manager{Prompt: autocert.AcceptTOS, Cache: autocert.DirCache(s.CacheDir), Email: s.ACMEEmail,
-			HostPolicy: autocert.HostWhitelist(public.Hostname()),
+			HostPolicy: hostPolicy(public.Hostname()),
 			Client:     &acme.Client{DirectoryURL: s.ACMEURL, HTTPClient: acmeHTTP(s.ACMERoots)}}
 		cfg.GetCertificate = m.GetCertificate
 		cfg.NextProtos = append(cfg.NextProtos, acme.ALPNProto)
@@ -212,6 +212,19 @@ func Open(s Settings, listen string, public *url.URL, log *slog.Logger) (_ *Fron
 	f.redirect = &http.Server{Handler: redirect, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	f.notice += fmt.Sprintf("; plain HTTP on %s redirects to it", f.rln.Addr())
 	return f, nil
+}
+
+// hostPolicy allows the certificate for host alone. An http-01 request's
+// Host may carry the port the CA asked on (autocert checks it whole), which
+// names the same host.
+func hostPolicy(host string) autocert.HostPolicy {
+	allow := autocert.HostWhitelist(host)
+	return func(ctx context.Context, h string) error {
+		if name, _, err := net.SplitHostPort(h); err == nil {
+			h = name
+		}
+		return allow(ctx, h)
+	}
 }
 
 // acmeHTTP is the client the ACME exchange uses: the system's CAs, or roots.
