@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,9 +31,19 @@ import (
 // exposes; on loopback it starts, saying why plain HTTP is only for there.
 func TestAHubBeyondLoopbackWithoutTLSRefusesToStart(t *testing.T) {
 	home := t.TempDir()
-	code, _, errOut := kndl(map[string]string{"KNDL_HOME": home, "HUB_SECRETS_KEY": seal.NewKey(), "HUB_LISTEN": "0.0.0.0:0"}, "hub")
-	if code != 1 {
-		t.Fatalf("got exit %d, want 1", code)
+	// A process of its own, so that a Hub which serves rather than
+	// refusing fails the test rather than holding it.
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = []string{asKndl + "=hub", "PATH=" + os.Getenv("PATH"), "KNDL_HOME=" + home, "HUB_SECRETS_KEY=" + seal.NewKey(), "HUB_LISTEN=0.0.0.0:0"}
+	out, err := cmd.CombinedOutput()
+	errOut := string(out)
+	if ctx.Err() != nil {
+		t.Fatalf("the Hub beyond loopback without TLS started and served instead of refusing:\n%s", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("got exit %d (%v), want 1:\n%s", code, err, out)
 	}
 	for _, w := range []string{"beyond loopback", "HUB_TLS=auto", "HUB_TLS_CERT and HUB_TLS_KEY", "HUB_INSECURE_HTTP=1", "Runner tokens"} {
 		if !strings.Contains(errOut, w) {
