@@ -50,10 +50,11 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	defer h.Close()
-	ln, err := listen(h)
+	fr, err := listen(h)
 	if err != nil {
 		return err
 	}
+	defer fr.Close()
 	url := h.Config().PublicURL
 
 	dev, err := st.DevUser(ctx)
@@ -92,7 +93,8 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	ctx, cancel := st.whileLeased(ctx)
 	defer cancel()
 	errs := make(chan error, 2)
-	go func() { errs <- h.Serve(ctx, ln) }()
+	fr.Start(ctx)
+	go func() { errs <- h.Serve(ctx, fr.Listener()) }()
 	go func() { errs <- r.Run(ctx) }()
 	fmt.Fprintf(io.Stdout, "kndl dev: Hub at %s with a Runner named dev; this machine's kndl CLI is signed in as the dev user.\nIn a browser on this machine: %s/signin (dev login).\n", url, url)
 	if io.Getenv("CLAUDE_CODE_OAUTH_TOKEN") == "" {

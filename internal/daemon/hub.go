@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +12,7 @@ import (
 
 	"kndl.dev/kndl/internal/cli"
 	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/hub/front"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/store"
 )
@@ -62,6 +63,11 @@ func openStore(ctx context.Context, cfg hub.Config) (*store.Store, error) {
 func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, heldStore, error) {
 	cfg := hub.FromEnv(io.Getenv, dir)
 	cfg.Logger = logger(io)
+	// Before the store is touched: a Hub that may not serve as set up
+	// (plain HTTP beyond loopback, a setting malformed) takes no lease.
+	if err := cfg.Check(); err != nil {
+		return nil, heldStore{}, err
+	}
 	st, err := holdStore(ctx, cfg, cfg.Logger)
 	if err != nil {
 		return nil, heldStore{}, err
@@ -74,12 +80,15 @@ func openHub(ctx context.Context, io cli.IO, dir string) (*hub.Hub, heldStore, e
 	return h, st, nil
 }
 
-func listen(h *hub.Hub) (net.Listener, error) {
-	ln, err := net.Listen("tcp", h.Config().Listen)
+// listen opens the Hub's front: its address, with TLS if set up, and
+// the plain-HTTP port that redirects to it; Close it.
+func listen(h *hub.Hub) (*front.Front, error) {
+	cfg := h.Config()
+	pub, err := url.Parse(cfg.PublicURL)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w (set HUB_LISTEN to another address)", h.Config().Listen, err)
+		return nil, err
 	}
-	return ln, nil
+	return front.Open(cfg.Front, cfg.Listen, pub, cfg.Logger)
 }
 
 func runHub(ctx context.Context, io cli.IO, args []string) error {
@@ -96,11 +105,12 @@ func runHub(ctx context.Context, io cli.IO, args []string) error {
 	}
 	defer st.Close()
 	defer h.Close()
-	ln, err := listen(h)
+	fr, err := listen(h)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Stdout, "kndl hub: serving %s on %s\n", h.Config().PublicURL, ln.Addr())
+	defer fr.Close()
+	fmt.Fprintf(io.Stdout, "kndl hub: serving %s on %s\nkndl hub: %s\n", h.Config().PublicURL, fr.Listener().Addr(), fr.Notice())
 	link, err := h.SetupLink(ctx)
 	if err != nil {
 		return err
@@ -110,7 +120,8 @@ func runHub(ctx context.Context, io cli.IO, args []string) error {
 	}
 	ctx, stop := st.whileLeased(ctx)
 	defer stop()
-	return leaseLost(ctx, h.Serve(ctx, ln))
+	fr.Start(ctx)
+	return leaseLost(ctx, h.Serve(ctx, fr.Listener()))
 }
 
 func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {

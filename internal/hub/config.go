@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"kndl.dev/kndl/internal/hub/front"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/outbound"
@@ -160,6 +161,16 @@ type Config struct {
 	// user, who has access to every Repo, with no GitHub. It answers only
 	// while Listen is a loopback address, and only loopback callers.
 	DevLogin bool
+	// Front is how the Hub serves: HTTPS with a certificate from ACME
+	// (HUB_TLS=auto) or the operator's files (HUB_TLS_CERT, HUB_TLS_KEY),
+	// else plain HTTP on loopback alone unless HUB_INSECURE_HTTP=1
+	// (front.Settings names each setting).
+	Front front.Settings
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives
+	// a request's address, for the limits on failures and the audit log.
+	// HUB_TRUSTED_PROXIES, a comma-separated list of CIDRs, or none;
+	// default loopback (127.0.0.0/8, ::1).
+	TrustedProxies signin.Proxies
 
 	envErr error // a malformed variable FromEnv read, reported by Check
 }
@@ -243,6 +254,13 @@ func FromEnv(getenv func(string) string, home string) Config {
 	default:
 		errs = append(errs, fmt.Errorf("HUB_REDACT_SHAPES %q: want marked or all", v))
 	}
+	var err error
+	if c.Front, err = front.FromEnv(getenv, home); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TrustedProxies, err = signin.ParseProxies(getenv("HUB_TRUSTED_PROXIES")); err != nil {
+		errs = append(errs, fmt.Errorf("HUB_TRUSTED_PROXIES: %w", err))
+	}
 	c.envErr = errors.Join(errs...)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7380"
@@ -274,6 +292,9 @@ func (c *Config) Check() error {
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
+		if c.Front.TLS() {
+			c.PublicURL = "https://" + c.Listen
+		}
 	}
 	u, err := url.Parse(c.PublicURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -281,6 +302,12 @@ func (c *Config) Check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("HUB_LISTEN %q: want host:port such as 127.0.0.1:7380", c.Listen)
+	}
+	if err := c.Front.Check(c.Listen, u); err != nil {
+		return err
+	}
+	if c.TrustedProxies == nil {
+		c.TrustedProxies = signin.Loopback
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -18,6 +18,7 @@ import (
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/forward"
+	"kndl.dev/kndl/internal/hub/front"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/hub/pulls"
@@ -159,6 +160,11 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, err
 	}
 	h.handler = h.forward.Hosts(mux)
+	if strings.HasPrefix(cfg.PublicURL, "https:") {
+		h.handler = front.WithHSTS(h.handler)
+	}
+	// In front of all: the one place a request's address is decided.
+	h.handler = h.cfg.TrustedProxies.Handler(h.handler)
 	return h, nil
 }
 

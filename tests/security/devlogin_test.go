@@ -96,7 +96,7 @@ func TestDevLoginAnswersOnlyLoopbackCallersOfALoopbackHub(t *testing.T) {
 		refused("without DevLogin", c, body)
 	})
 	t.Run("bound beyond loopback", func(t *testing.T) {
-		wide := newEnv(t, dev, func(c *hub.Config) { c.Listen = "0.0.0.0:7380" })
+		wide := newEnv(t, dev, func(c *hub.Config) { c.Listen, c.Front.InsecureHTTP = "0.0.0.0:7380", true })
 		c, body := devLogin(t, wide, wide.url, nil)
 		refused("a Hub bound to 0.0.0.0", c, body)
 		if _, page := wide.do(nil, req{method: "GET", path: "/signin"}); strings.Contains(page, "dev user") {

@@ -3,7 +3,6 @@ package signin
 import (
 	"container/list"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -118,21 +117,6 @@ func (l *Limiter) Prune() {
 			l.order.Remove(e)
 		}
 	}
-}
-
-// ClientAddr is the address a request comes from: the peer's, or, from a
-// proxy on the Hub's own loopback, the one it appended to X-Forwarded-For.
-func ClientAddr(r *http.Request) string {
-	host := HostOf(r.RemoteAddr)
-	if IsLoopbackHost(host) {
-		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-			parts := strings.Split(xff[len(xff)-1], ",")
-			if last := strings.TrimSpace(parts[len(parts)-1]); net.ParseIP(last) != nil {
-				return last
-			}
-		}
-	}
-	return host
 }
 
 // HostOf is the host of host:port (or the whole string without a port).
