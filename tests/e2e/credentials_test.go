@@ -109,12 +109,22 @@ func TestNoModTokenInTheSandbox(t *testing.T) {
 			}
 		}
 	}
+	// The kndl binary, built before any token was made, is left out: its
+	// string table runs the token prefixes together ("kndlm_kndls_…"),
+	// which the patterns would take for a token.
+	bin, err := os.ReadFile(s.runnerCfg.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, root := range []string{s.Home, "/var/lib/kndl", "/run/crun"} {
 		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || !d.Type().IsRegular() {
 				return nil
 			}
 			b, _ := os.ReadFile(path)
+			if bytes.Equal(b, bin) {
+				return nil
+			}
 			if modToken.Match(b) || sessionToken.Match(b) || bytes.Contains(b, []byte(claudeToken)) {
 				t.Errorf("%s holds a token", path)
 			}
