@@ -577,14 +577,14 @@ type InstallationChange struct {
 type EnvironmentSettings = protocol.EnvironmentSettings
 
 // EgressLine is an egress Policy as people read it: open, or allowlist
-// with its entries and the default preset.
+// with its entries (none: "allowlist", the relays alone).
 func EgressLine(p egress.Policy) string {
 	if !p.Restricted() {
 		return egress.ModeOpen
 	}
-	entries := slices.Clone(p.Allow)
-	if !slices.Contains(entries, "-"+egress.DefaultPreset) {
-		entries = append([]string{egress.DefaultPreset}, entries...)
+	entries := slices.DeleteFunc(slices.Clone(p.Allow), func(e string) bool { return e == egress.LeftOut })
+	if len(entries) == 0 {
+		return egress.ModeAllowlist
 	}
 	return egress.ModeAllowlist + ": " + strings.Join(entries, ", ")
 }

@@ -133,7 +133,7 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
 	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
 	f.egress = fs.String("egress", "", "what each Sandbox reaches: open (the internet) or allowlist (its relay and the --allow hosts only)")
-	fs.Func("allow", "under --egress allowlist, a host, a wildcard domain (*.example.com) or a preset (debian, npm, pypi, go, github, crates, docker); repeat it or separate with commas; github is on unless you give -github; the list replaces the draft's (\"\" for none)", func(v string) error {
+	fs.Func("allow", "under --egress allowlist, a host, a wildcard domain (*.example.com) or a preset (debian, npm, pypi, go, github, crates, docker); repeat it or separate with commas; none is on unless listed (git and gh go through the Runner's relay); the list replaces the draft's (\"\" for none)", func(v string) error {
 		f.allow = append(f.allow, commaList(v)...)
 		return nil
 	})

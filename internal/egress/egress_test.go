@@ -19,7 +19,7 @@ import (
 )
 
 func TestAWildcardMatchesNamesUnderItsDomainNotTheDomainItself(t *testing.T) {
-	m := Policy{Mode: ModeAllowlist, Allow: []string{"*.example.com", "api.other.org", "-github"}}.Matcher()
+	m := Policy{Mode: ModeAllowlist, Allow: []string{"*.example.com", "api.other.org"}}.Matcher()
 	tests := []struct {
 		host string
 		want bool
@@ -42,15 +42,25 @@ func TestAWildcardMatchesNamesUnderItsDomainNotTheDomainItself(t *testing.T) {
 	}
 }
 
-func TestAnAllowlistHasTheGitHubPresetUnlessItLeavesItOut(t *testing.T) {
-	on := Policy{Mode: ModeAllowlist}.Matcher()
-	for _, h := range []string{"github.com", "api.github.com", "codeload.github.com", "objects.githubusercontent.com"} {
-		if !on.Allows(h) {
-			t.Errorf("the default allowlist refuses %s, which git and gh need", h)
+// TestAnAllowlistHasTheGitHubPresetOnlyIfItNamesIt: git and gh go
+// through the Runner's git relay, so an allowlist naming nothing (or the
+// old "-github") lets no GitHub host through, where code in the Sandbox
+// could send anything with a token of its own.
+func TestAnAllowlistHasTheGitHubPresetOnlyIfItNamesIt(t *testing.T) {
+	hosts := []string{"github.com", "api.github.com", "gist.github.com", "codeload.github.com", "objects.githubusercontent.com"}
+	for _, allow := range [][]string{nil, {"-github"}, {"npm", "*.example.com"}} {
+		m := Policy{Mode: ModeAllowlist, Allow: allow}.Matcher()
+		for _, h := range hosts {
+			if m.Allows(h) {
+				t.Errorf("allowlist %v: got %s allowed, want it refused", allow, h)
+			}
 		}
 	}
-	if off := (Policy{Mode: ModeAllowlist, Allow: []string{"-github"}}).Matcher(); off.Allows("github.com") {
-		t.Errorf("an allowlist naming -github allows github.com")
+	on := Policy{Mode: ModeAllowlist, Allow: []string{"github"}}.Matcher()
+	for _, h := range hosts {
+		if !on.Allows(h) {
+			t.Errorf("allowlist [github]: got %s refused, want it allowed", h)
+		}
 	}
 	if open := (Policy{}).Matcher(); open.Allows("github.com") {
 		t.Errorf("an open Policy's Matcher allows github.com; it should allow nothing, open Sandboxes bypass the proxy")
@@ -89,7 +99,7 @@ func TestEachPresetExpandsToItsRegistries(t *testing.T) {
 		{"docker", "registry-1.docker.io"},
 	}
 	for _, tt := range tests {
-		p := Policy{Mode: ModeAllowlist, Allow: []string{tt.preset, "-github"}}
+		p := Policy{Mode: ModeAllowlist, Allow: []string{tt.preset}}
 		if err := p.Check(); err != nil {
 			t.Errorf("%s: %v", tt.preset, err)
 		}
@@ -107,7 +117,7 @@ func TestEachPresetExpandsToItsRegistries(t *testing.T) {
 // to, as Docker's allowlist documentation names them; not Docker Hub's
 // web site, nor any other bucket on the same storage service.
 func TestTheDockerPresetHasWhatAPullFromDockerHubReaches(t *testing.T) {
-	m := Policy{Mode: ModeAllowlist, Allow: []string{"docker", "-github"}}.Matcher()
+	m := Policy{Mode: ModeAllowlist, Allow: []string{"docker"}}.Matcher()
 	for _, host := range []string{"registry-1.docker.io", "auth.docker.io", "index.docker.io", "production.cloudflare.docker.com",
 		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"} {
 		if !m.Allows(host) {
@@ -133,7 +143,7 @@ func TestAPolicyRefusesWhatItCannotEnforce(t *testing.T) {
 		{Policy{Mode: ModeAllowlist, Allow: []string{"Example.com"}}, "is not a host name"},
 		{Policy{Mode: ModeAllowlist, Allow: []string{"*.*.example.com"}}, "wildcard domain"},
 		{Policy{Mode: ModeAllowlist, Allow: []string{"example.com:8080"}}, "is not a host name"},
-		{Policy{Mode: ModeAllowlist, Allow: []string{"-npm"}}, "not on by default"},
+		{Policy{Mode: ModeAllowlist, Allow: []string{"-npm"}}, "none is on unless listed"},
 	}
 	for _, tt := range tests {
 		err := tt.p.Check()

@@ -38,8 +38,9 @@ var Presets = map[string][]string{
 	"npm":    {"registry.npmjs.org", "registry.yarnpkg.com", "*.npmjs.org"},
 	"pypi":   {"pypi.org", "files.pythonhosted.org", "*.pythonhosted.org"},
 	"go":     {"proxy.golang.org", "sum.golang.org", "go.dev", "golang.org", "dl.google.com"},
-	// github: the Sandbox token's git fetch and push, gh, and what
-	// GitHub serves files and archives from.
+	// github: GitHub itself, its API and what it serves files and
+	// archives from, for a Repo that downloads from GitHub; git and gh
+	// need none of it, they go through the Runner's git relay.
 	"github": {"github.com", "*.github.com", "*.githubusercontent.com"},
 	"crates": {"crates.io", "*.crates.io", "static.rust-lang.org"},
 	// docker: a pull from Docker Hub (dockerd in a Sandbox with Docker
@@ -49,9 +50,10 @@ var Presets = map[string][]string{
 		"production.cloudfront.docker.com", "docker-images-prod.6aa30f8b08e16409b46e0173d6de2f56.r2.cloudflarestorage.com"},
 }
 
-// DefaultPreset is on in every allowlist unless the list names
-// "-github": git fetch and push with the Sandbox token work out of the box.
-const DefaultPreset = "github"
+// LeftOut is the one "-" entry a list may hold: "-github", from when the
+// github preset was on by default. A list from then still passes, and the
+// entry changes nothing: no preset is on unless the list names it.
+const LeftOut = "-github"
 
 // MaxAllow and MaxHost bound a Policy's list.
 const (
@@ -66,8 +68,7 @@ type Policy struct {
 	Mode string `json:"mode,omitempty"`
 	// Allow, under ModeAllowlist, lists host names (registry.example.com),
 	// wildcard domains (*.example.com: any name under example.com, not
-	// example.com itself) and preset names (npm); "-github" leaves the
-	// default preset out.
+	// example.com itself) and preset names (npm); nothing else is on.
 	Allow []string `json:"allow,omitempty"`
 }
 
@@ -99,9 +100,9 @@ func (p Policy) Check() error {
 }
 
 func checkEntry(e string) error {
-	if name, ok := strings.CutPrefix(e, "-"); ok {
-		if name != DefaultPreset {
-			return fmt.Errorf("leaves out a preset that is not on by default; only -%s does", DefaultPreset)
+	if strings.HasPrefix(e, "-") {
+		if e != LeftOut {
+			return fmt.Errorf("leaves out a preset, but none is on unless listed: drop the entry")
 		}
 		return nil
 	}
@@ -146,9 +147,9 @@ func validName(host string) bool {
 	return !digits
 }
 
-// Hosts is the allowlist with its presets expanded and the default preset
-// in unless left out, sorted, each once; nil for an open Policy. No host
-// is on every allowlist: Claude Code's model calls go through the relay
+// Hosts is the allowlist with its presets expanded, sorted, each once;
+// nil for an open Policy. No host is on every allowlist, GitHub's neither
+// (git and gh go through the Runner's git relay): Claude Code's model calls go through the relay
 // in both HUB_CLAUDE_TOKEN modes, so api.anthropic.com, where code in the
 // Sandbox could send anything with a key of its own, is on one only if
 // the list names it.
@@ -157,9 +158,6 @@ func (p Policy) Hosts() []string {
 		return nil
 	}
 	out := []string{}
-	if !slices.Contains(p.Allow, "-"+DefaultPreset) {
-		out = append(out, Presets[DefaultPreset]...)
-	}
 	for _, e := range p.Allow {
 		switch {
 		case strings.HasPrefix(e, "-"):

@@ -42,13 +42,18 @@ const gitCredentialHelper = `!f() { test "$1" = get || return 0; echo username=k
 // URL that starts with it) goes to the relay ($1) wherever git meets it,
 // origin included, with the relay's credential helper ($4 for the relay at
 // $3). What a Runner before the relay left is taken away: the GitHub
-// token's helper for GitHub ($5) and the token's files. It does nothing
-// where the image has no git.
+// token's helper for GitHub ($5) and the token's files. The remote
+// "github", the Repo on gh's host ($6, see ghEnv), is there for gh alone:
+// gh 2.23 finds its Repo by a remote whose host is GH_HOST, and git shows
+// it origin's URL as rewritten to the relay. git fetch --all skips it. It
+// does nothing where the image has no git.
 const gitConfigScript = `command -v git >/dev/null 2>&1 || exit 0
 set -e
 git config --system --replace-all "url.$1.insteadOf" "$2"
 git config --system --replace-all "credential.$3.helper" "$4"
 git config --system --unset-all "credential.$5.helper" || true
+git config --system --replace-all remote.github.url "$6"
+git config --system --replace-all remote.github.skipFetchAll true
 rm -f ` + runDir + `/github-token ` + runDir + `/gh-hosts.yml
 `
 
@@ -78,7 +83,7 @@ func (r *Runner) openGit(ctx context.Context, s *session, repo string, env *prot
 	u, _ := url.Parse(repo)
 	_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{
 		Args: []string{"sh", "-c", gitConfigScript, "git-relay", relayURL + "/git/" + strings.TrimSuffix(p, ".git"), strings.TrimSuffix(repo, ".git"),
-			relayURL, gitCredentialHelper, u.Scheme + "://" + u.Host},
+			relayURL, gitCredentialHelper, u.Scheme + "://" + u.Host, "http://" + gitrelay.GHHost + "/" + strings.TrimSuffix(p, ".git")},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"},
 	})
 	if err != nil {
@@ -136,4 +141,20 @@ func (r *Runner) gitServed(id string) (gitServed, error) {
 func (r *Runner) keepGitServed(id string, g gitServed) error {
 	b, _ := json.Marshal(g)
 	return writeAtomic(filepath.Join(r.sessionDir(id), gitServedFile), b)
+}
+
+// ghEnv is what points gh in the Sandbox at the git relay, for Claude
+// Code's environment: gh 2.23 speaks plain HTTP to GH_HOST github.localhost
+// alone and calls its API at http://api.github.localhost/, which the
+// Sandbox's hosts file and firewall send to the relay; the Session token
+// is gh's token, which the relay swaps for the forge token it holds; and
+// GH_REPO names the Repo where gh runs outside the Workspace. None for a
+// Repo the relay does not serve.
+func ghEnv(repo, sessionToken string) []string {
+	p, ok := gitrelay.RepoPath(repo)
+	if !ok {
+		return nil
+	}
+	return []string{"GH_HOST=" + gitrelay.GHHost, "GH_TOKEN=" + sessionToken,
+		"GH_REPO=" + gitrelay.GHHost + "/" + strings.TrimSuffix(p, ".git"), "GH_NO_UPDATE_NOTIFIER=1"}
 }

@@ -272,7 +272,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		// them the package caches and VISUAL, the editor prompts come
 		// through.
 		Base:         append(append([]string(nil), login...), env...),
-		Own:          append(append([]string(nil), cacheEnv...), editorEnv),
+		Own:          append(append(append([]string(nil), cacheEnv...), editorEnv), ghEnv(req.RepoURL, token)...),
 		SessionID:    s.id,
 		ConfigDir:    claude.ConfigDir,
 		TZ:           claude.LocalTimeZone(),

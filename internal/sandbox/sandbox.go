@@ -37,6 +37,17 @@ var (
 // mod relay.
 const RelayHost = "host.kndl.internal"
 
+// ForgeAPIHosts are the names gh in the Sandbox calls GitHub by, which
+// its hosts file also gives the relay's address: gh 2.23 speaks plain
+// HTTP only to github.localhost (GH_HOST) and calls its API at
+// http://api.github.localhost/ on port 80, which the backend sends to
+// the relay's port, where the git relay serves it (internal/gitrelay's
+// GHHost and APIHost).
+var ForgeAPIHosts = []string{"github.localhost", "api.github.localhost"}
+
+// ForgeAPIPort is the port gh calls ForgeAPIHosts on.
+const ForgeAPIPort = 80
+
 // Backend runs Sandboxes on one host. Every method takes ctx first; ids are
 // chosen by the caller ([a-z0-9-], at most 40 characters).
 //

@@ -24,6 +24,20 @@ import (
 const pushScript = "git config --global user.email claude@example.com && git config --global user.name Claude && " +
 	"git checkout -b kndl/${KNDL_SESSION_ID:0:8}/x && git commit --allow-empty -m x && git push -u origin HEAD"
 
+// ghScript is what the scripted model runs to open the pull request of
+// pushScript's branch with gh, then to reach gists.
+const ghScript = `cd /workspace && gh pr create --title "From the Sandbox" --body b --head kndl/${KNDL_SESSION_ID:0:8}/x --base main 2>&1; gh api gists 2>&1`
+
+// lastToolResult is the text of the last tool result in events.
+func lastToolResult(events []protocol.Event) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind == protocol.EventToolResult {
+			return events[i].Text
+		}
+	}
+	return ""
+}
+
 // ownBranch is the branch pushScript pushes: under the Session's prefix.
 func ownBranch(id string) string { return "kndl/" + id[:8] + "/x" }
 
@@ -76,7 +90,9 @@ func (s *System) gitSession() string {
 // the Sandbox pushes the Session's own branch through the Runner's git
 // relay, which holds the GitHub token; a push to main is refused with the
 // line naming the branch to use; the Hub lists the pushed branch from the
-// relay's word, not from a push line printed by hand; the relay's token
+// relay's word, not from a push line printed by hand; gh in the Sandbox
+// opens the branch's pull request through the relay and is refused gists;
+// the relay's token
 // is refreshed, the previous one revoked, and pushes go on; at sleep the
 // current one is revoked.
 func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.T) {
@@ -108,6 +124,22 @@ func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.
 	s.Do(http.MethodGet, "/api/sessions/"+id, nil, &v)
 	if len(v.Branches) != 1 || v.Branches[0].Name != own {
 		t.Errorf("the Session's branches: %+v, want %s alone, from the relay", v.Branches, own)
+	}
+
+	// gh, as Claude runs it, with nothing but what the Runner set up:
+	// GH_HOST, GH_TOKEN (the Session token), the hosts file and port 80
+	// of the relay's address, and the remote gh recognises. It opens the
+	// pull request of the Session's branch; gists are refused with the
+	// relay's message.
+	s.Model.On(testkit.PromptContains("open a pull request"), testkit.Bash(ghScript))
+	s.prompt(id, "open a pull request")
+	s.turnEnds(id, 3)
+	if pulls := s.GitHub.Pulls("acme/app"); len(pulls) != 1 || pulls[0].Head != own || pulls[0].Base != "main" || pulls[0].Title != "From the Sandbox" {
+		t.Errorf("the fake GitHub's pull requests: %+v, want one from %s, opened by gh in the Sandbox\nevents:\n%s", pulls, own, dump(s.Events(id)))
+	}
+	ghOut := lastToolResult(s.Events(id))
+	if want := "gh: kndl: this Session reaches GitHub's API for acme/app alone"; !strings.Contains(ghOut, "/acme/app/pull/1") || !strings.Contains(ghOut, want) {
+		t.Errorf("gh in the Sandbox printed:\n%s\nwant the pull request's URL, then gh api gists refused with %q", ghOut, want)
 	}
 
 	// The refresh: a new token in the relay, the previous one revoked at

@@ -20,6 +20,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/outbound"
+	"kndl.dev/kndl/internal/sandbox"
 )
 
 // Every network address the backend uses, in one place.
@@ -165,8 +166,9 @@ func enableHostNetworking(relayIP netip.Addr) (notes []string, err error) {
 //	sandbox_out: IPv6 rejected; DNS to the resolvers accepted; blockedNets
 //	            rejected; the rest (the internet) accepted
 //	postrouting: the pool masqueraded on its way out
-//	prerouting: from a kv* veth, jump to sandbox_nat (a restricted
-//	            Sandbox's redirections, see egressRules)
+//	prerouting: from a kv* veth, jump to sandbox_nat (port 80 of the
+//	            relay's address to the relay's port, for gh, and a
+//	            restricted Sandbox's redirections, see egressRules)
 //	forward, first: from a kv* veth, jump to sandbox_deny (a restricted
 //	            Sandbox's refusal of whatever is not redirected)
 //
@@ -281,6 +283,12 @@ func allowRelay(veth string, relay netip.AddrPort, egress *egressPorts) error {
 	}
 	relayDst := ip4Dst(netip.PrefixFrom(relay.Addr(), 32))
 	add(relayChain, relayDst, l4Port(unix.IPPROTO_TCP, relay.Port()), verdict(expr.VerdictAccept))
+	if relay.Port() != sandbox.ForgeAPIPort {
+		// gh calls the relay's address, as api.github.localhost, on
+		// port 80: sent to the relay's port, which the rule above
+		// accepts (input sees the port after the DNAT).
+		add(natChain, relayDst, l4Port(unix.IPPROTO_TCP, sandbox.ForgeAPIPort), dnat(relay.Addr(), relay.Port()))
+	}
 	if egress != nil {
 		egressRules(add, relay.Addr(), *egress)
 	}

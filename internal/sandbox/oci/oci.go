@@ -751,15 +751,16 @@ func putBack(ctx context.Context, spec sandbox.Spec, dir func(name string) strin
 
 // writeEtc writes the files bound at /etc/hosts, /etc/resolv.conf and
 // /etc/hostname, at each Start, so they follow the backend's options: the
-// relay's fixed name lives in hosts.
+// relay's fixed name and the names gh calls GitHub by
+// (sandbox.ForgeAPIHosts) live in hosts.
 func (b *OCI) writeEtc(spec sandbox.Spec, slot int, d sandboxDir) error {
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = spec.ID
 	}
 	_, guest := slotAddrs(slot)
-	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n%s\t%s\n",
-		guest, hostname, b.opts.RelayIP, sandbox.RelayHost)
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n%s\t%s\n%s\t%s\n",
+		guest, hostname, b.opts.RelayIP, sandbox.RelayHost, b.opts.RelayIP, strings.Join(sandbox.ForgeAPIHosts, " "))
 	var resolv strings.Builder
 	dns := b.opts.DNS
 	if spec.RestrictEgress {

@@ -458,7 +458,8 @@ func listenSaying(t *testing.T, addr string, greeting func(net.Conn) string) net
 }
 
 // testRelay: a Sandbox reaches the relay's address by RelayHost, from the
-// address its Status reports, which the relay binds its Session token to.
+// address its Status reports, which the relay binds its Session token to,
+// and the relay's port by gh's names for GitHub on port 80.
 func (s *suite) testRelay(t *testing.T) {
 	e := s.env(t)
 	relay := e.b.Host().Relay
@@ -482,6 +483,13 @@ func (s *suite) testRelay(t *testing.T) {
 	}
 	if st.Addr.IsValid() && peer != st.Addr.String() {
 		t.Errorf("the relay saw the Sandbox come from %s, its Status says %s", peer, st.Addr)
+	}
+	// gh's names for GitHub, on port 80, reach the relay's port.
+	for _, name := range sandbox.ForgeAPIHosts {
+		out := e.must(id, fmt.Sprintf("exec 3<>/dev/tcp/%s/%d && timeout 5 head -1 <&3", name, sandbox.ForgeAPIPort))
+		if got, _, _ := strings.Cut(out, " "); got != greeting {
+			t.Errorf("%s port %d: got %q, want the relay's greeting %q", name, sandbox.ForgeAPIPort, out, greeting)
+		}
 	}
 }
 

@@ -30,8 +30,8 @@ function describe(s) {
 // egressLine is the egress policy as the CLI shows it (api.EgressLine).
 function egressLine(e) {
   if (!e || e.mode !== "allowlist") return "open";
-  const allow = e.allow || [];
-  return "allowlist: " + (allow.includes("-github") ? allow : ["github", ...allow]).join(", ");
+  const allow = (e.allow || []).filter((a) => a !== "-github");
+  return allow.length ? "allowlist: " + allow.join(", ") : "allowlist";
 }
 
 // commaList is the field's comma-separated list; the Hub checks each entry.
