@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,30 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 		t.Fatalf("the server had %v and %d raw connections; want nothing of denied.test, no raw connection", seen, rawCount)
 	}
 	mu.Unlock()
+
+	// The model API is no exit: its name resolves to nothing under the
+	// allowlist, and the relay's model route, Claude Code's one way to the
+	// model, takes no key the Sandbox brings (a stranger's, to upload the
+	// Workspace with) and no path but Claude Code's two calls.
+	if out, code := sh("getent hosts api.anthropic.com"); code == 0 {
+		t.Fatalf("api.anthropic.com resolved under the allowlist: %s", out)
+	}
+	base, _ := sh(`for f in /proc/[0-9]*/environ; do b=$(tr '\0' '\n' < "$f" 2>/dev/null | sed -n 's/^ANTHROPIC_BASE_URL=//p'); [ -n "$b" ] && echo "$b" && break; done`)
+	model, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || model.Port() == "" {
+		t.Fatalf("Claude Code's ANTHROPIC_BASE_URL in the Sandbox: %q (%v)", base, err)
+	}
+	for _, c := range []struct{ path, key, want string }{
+		{"/v1/files", "x-api-key: sk-ant-api03-stranger", " 404 "},
+		{"/v1/messages", "x-api-key: sk-ant-api03-stranger", " 403 "},
+		{"/v1/messages", "authorization: Bearer sk-ant-oat01-stranger", " 403 "},
+	} {
+		out, _ := sh(fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf 'POST %s%s HTTP/1.0\r\nHost: %s\r\n%s\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}' >&3 && head -1 <&3`,
+			model.Hostname(), model.Port(), model.Path, c.path, model.Host, c.key))
+		if !strings.HasPrefix(out, "HTTP/1.") || !strings.Contains(out, c.want) {
+			t.Errorf("POST %s with %q from the Sandbox: %q, want%s", c.path, c.key, out, c.want)
+		}
+	}
 
 	for _, want := range []string{"blocked: denied.test (", "blocked: denied.test:443 (", "blocked: " + addr + ":8443 ("} {
 		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want, func(e protocol.Event) bool {
