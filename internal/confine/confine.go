@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/sandbox/oci"
 )
 
 // Dir is where a task sees the folder it reads.
@@ -61,9 +62,6 @@ const (
 	stageEnter = "enter"
 	// stageTask runs the task, with no privilege left.
 	stageTask = "task"
-	// stageUserns sits in a user namespace with the readers' mapping until
-	// its stdin closes, so the folder's idmapped mount can be made.
-	stageUserns = "userns"
 )
 
 // Limits bound one task. A task past one is killed (memory, CPU) or
@@ -146,8 +144,9 @@ func readOnlyView(dir string, userns int) (*os.File, error) {
 	return os.NewFile(uintptr(fd), dir), nil
 }
 
-// The readers' user namespace, made once for the process's life: each
-// costs a process to make, and one serves every mount.
+// The readers' user namespace, made once for the process's life (by the
+// sandbox backend's helper, which must be registered: runner.RunHelper):
+// each costs a process to make, and one serves every mount.
 var readers struct {
 	sync.Mutex
 	fd int
@@ -159,23 +158,9 @@ func readersUserns() (int, error) {
 	if readers.fd > 0 {
 		return readers.fd, nil
 	}
-	cmd := exec.Command("/proc/self/exe", helperArg, stageUserns)
-	cmd.Env = []string{}
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: ReaderUIDBase, Size: idRange}}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: m, GidMappings: m, Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
+	fd, err := oci.Userns(ReaderUIDBase)
 	if err != nil {
-		return -1, err
-	}
-	if err := cmd.Start(); err != nil {
-		stdin.Close()
 		return -1, fmt.Errorf("confine: make the readers' user namespace (the Runner runs as root): %w", err)
-	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	stdin.Close()
-	cmd.Wait()
-	if err != nil {
-		return -1, fmt.Errorf("confine: open the readers' user namespace: %w", err)
 	}
 	readers.fd = fd
 	return fd, nil
@@ -188,10 +173,6 @@ func RunHelper(args []string, tasks Tasks) (code int, ok bool) {
 		return 0, false
 	}
 	switch args[2] {
-	case stageUserns:
-		var b [1]byte
-		os.Stdin.Read(b[:]) // until the Runner has opened the namespace
-		return 0, true
 	case stageEnter:
 		return enter(args[3:], tasks), true
 	case stageTask:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -78,6 +79,9 @@ func errText(err error) string {
 }
 
 func TestMain(m *testing.M) {
+	if code, ok := oci.RunHelper(os.Args); ok { // the readers' user namespace
+		os.Exit(code)
+	}
 	if code, ok := RunHelper(os.Args, Tasks{"probe": runProbe, "hang": runHang}); ok {
 		os.Exit(code)
 	}

@@ -106,7 +106,7 @@ func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
 		return m
 	}
 	forged := usage("msg_1", "claude-sonnet-5-5", 1, 1) // the transcript under-reports
-	began := time.Now().Add(-time.Second) // as Claude Code took the prompt, before its first reply
+	began := time.Now().Add(-time.Second)               // as Claude Code took the prompt, before its first reply
 	batches := []protocol.SessionEvents{
 		// The relay's count of the first reply may come before the
 		// transcript's turn_start: it is that Turn's all the same.

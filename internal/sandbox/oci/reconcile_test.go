@@ -198,7 +198,7 @@ func TestLayersByPath(t *testing.T) {
 		os.Mkdir(p, 0o755)
 	}
 	const uidBase = 1 << 31
-	userns, err := usernsFor(uidBase)
+	userns, err := Userns(uidBase)
 	if err != nil {
 		t.Fatal(err)
 	}

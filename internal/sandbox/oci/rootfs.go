@@ -46,10 +46,10 @@ const uidRange = 65536
 // uidBase + n*uidRange. It sits far above the ranges /etc/subuid hands out.
 const uidBase = 1 << 30
 
-// usernsFor makes a user namespace mapping 0..65535 to base.. and returns
+// Userns makes a user namespace mapping 0..65535 to base.. and returns
 // a descriptor of it. The helper that made it is gone by then: the
 // descriptor alone keeps the namespace.
-func usernsFor(base uint32) (int, error) {
+func Userns(base uint32) (int, error) {
 	pid, done, err := namespaceHelper(syscall.CLONE_NEWUSER, base)
 	if err != nil {
 		return -1, err
@@ -100,7 +100,7 @@ func (c *usernsCache) get(base uint32) (int, error) {
 	if fd, ok := c.fds[base]; ok {
 		return fd, nil
 	}
-	fd, err := usernsFor(base)
+	fd, err := Userns(base)
 	if err != nil {
 		return -1, err
 	}
