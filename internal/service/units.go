@@ -74,26 +74,32 @@ type Hub struct {
 	Keep        int
 }
 
+// serviceHead is what the Hub's and the Runner's units share: the header,
+// [Unit], and [Service] up to its logging; command is bin's subcommand.
+func serviceHead(command, description, bin, envFile string) string {
+	return fmt.Sprintf(unitHeaderFmt, command) + `[Unit]
+Description=` + description + `
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=exec
+ExecStart=` + bin + ` ` + command + `
+EnvironmentFile=` + envFile + `
+Restart=on-failure
+RestartSec=` + restartPause + `
+StandardOutput=journal
+StandardError=journal
+`
+}
+
 // Files are the Hub's sysusers.d file and units, and the backup's when it
 // has one.
 func (h Hub) Files() []File {
 	files := []File{
 		{Path: HubUsersConf, Mode: 0o644, Body: fmt.Sprintf(unitHeaderFmt, "hub") +
 			"u " + HubUser + " - \"kndl Hub\" " + HubState + "\n"},
-		{Path: UnitDir + "/" + HubUnit, Mode: 0o644, Body: fmt.Sprintf(unitHeaderFmt, "hub") + `[Unit]
-Description=kndl Hub
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=exec
-ExecStart=` + h.Bin + ` hub
-EnvironmentFile=` + HubEnv + `
-Restart=on-failure
-RestartSec=` + restartPause + `
-StandardOutput=journal
-StandardError=journal
-` + hubSandbox + `
+		{Path: UnitDir + "/" + HubUnit, Mode: 0o644, Body: serviceHead("hub", "kndl Hub", h.Bin, HubEnv) + hubSandbox + `
 [Install]
 WantedBy=multi-user.target
 `},
@@ -148,20 +154,7 @@ var runnerCaps = []string{
 // KillMode=process: a stop or a restart ends the Runner alone, and its
 // Sessions' Claude Code goes on, as when the Runner's process dies.
 func (r Runner) Files() []File {
-	return []File{{Path: UnitDir + "/" + RunnerUnit, Mode: 0o644, Body: fmt.Sprintf(unitHeaderFmt, "runner") + `[Unit]
-Description=kndl Runner
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=exec
-ExecStart=` + r.Bin + ` runner
-EnvironmentFile=` + RunnerEnv + `
-Restart=on-failure
-RestartSec=` + restartPause + `
-StandardOutput=journal
-StandardError=journal
-StateDirectory=kndl/runner
+	return []File{{Path: UnitDir + "/" + RunnerUnit, Mode: 0o644, Body: serviceHead("runner", "kndl Runner", r.Bin, RunnerEnv) + `StateDirectory=kndl/runner
 StateDirectoryMode=0700
 KillMode=process
 NoNewPrivileges=yes
