@@ -167,10 +167,10 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	pctx, cancel := context.WithCancel(r.life)
 	stdinR, stdinW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr strings.Builder
+	stderr := &lockedBuffer{b: cappedBuffer{max: 4096}}
 	p, err := r.backend.Exec(pctx, s.sandbox, sandbox.Cmd{
 		Args:  []string{kndlBin, "ports", "dial", strconv.Itoa(req.Port)},
-		Stdin: stdinR, Stdout: outW, Stderr: &lockedBuilder{b: &stderr},
+		Stdin: stdinR, Stdout: outW, Stderr: stderr,
 	})
 	if err != nil {
 		cancel()
@@ -301,17 +301,20 @@ func openRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
 	return f, st, nil
 }
 
-// lockedBuilder is a strings.Builder safe to write from another goroutine.
-type lockedBuilder struct {
+// lockedBuffer is a cappedBuffer safe to write from another goroutine.
+type lockedBuffer struct {
 	mu sync.Mutex
-	b  *strings.Builder
+	b  cappedBuffer
 }
 
-func (l *lockedBuilder) Write(p []byte) (int, error) {
+func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.b.Len() > 4096 {
-		return len(p), nil
-	}
 	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
