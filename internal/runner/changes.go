@@ -192,23 +192,37 @@ func (g *workspaceGit) output(ctx context.Context, args ...string) ([]byte, erro
 	cmd := g.cmd(ctx, args...)
 	stderr := &cappedBuffer{max: 64 << 10}
 	cmd.Stderr = stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	out, rerr := io.ReadAll(io.LimitReader(pipe, outputMax+1))
-	if len(out) > outputMax {
-		cancel()
-		cmd.Wait()
+	out, over, err := runCapped(cmd, cancel, outputMax)
+	if over {
 		return nil, fmt.Errorf("git %s printed over %d MiB, more than the Changes read: %w", args[0], outputMax>>20, errdefs.ErrTooLarge)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("git %s: %s", args[0], firstLine(stderr.String(), err))
 	}
-	return out, rerr
+	return out, nil
+}
+
+// runCapped runs cmd and returns what it printed on stdout, up to max
+// bytes: past that, over is set and cmd is stopped by cancel (its
+// context's). err is cmd's own failure.
+func runCapped(cmd *exec.Cmd, cancel func(), max int) (out []byte, over bool, err error) {
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, false, err
+	}
+	out, rerr := io.ReadAll(io.LimitReader(pipe, int64(max)+1))
+	if len(out) > max {
+		cancel()
+		cmd.Wait()
+		return nil, true, nil
+	}
+	if err := cmd.Wait(); err != nil {
+		return out, false, err
+	}
+	return out, false, rerr
 }
 
 // cappedBuffer keeps the first max bytes written to it and drops the rest.
@@ -483,20 +497,10 @@ func confinedChanges(ctx context.Context, ws, base string) (protocol.Changes, er
 	defer done()
 	stderr := &cappedBuffer{max: 64 << 10}
 	cmd.Stderr = stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return protocol.Changes{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return protocol.Changes{}, fmt.Errorf("start the confined git: %w", err)
-	}
-	out, _ := io.ReadAll(io.LimitReader(pipe, protocol.ChangesMax+1))
-	if len(out) > protocol.ChangesMax {
-		cancel()
-		cmd.Wait()
+	out, over, werr := runCapped(cmd, cancel, protocol.ChangesMax)
+	if over {
 		return protocol.Changes{}, fmt.Errorf("the Changes are over %d MiB, more than the Runner reads: see them with git diff in the Session's terminal: %w", protocol.ChangesMax>>20, errdefs.ErrTooLarge)
 	}
-	werr := cmd.Wait()
 	var a changesAnswer
 	if err := json.Unmarshal(out, &a); err != nil || (a.Changes == nil && a.Error == nil) {
 		if ctx.Err() != nil {
