@@ -391,13 +391,18 @@ func (r *Relay) Adopt(sessionID, token string, from netip.Addr) {
 
 // SetModToken gives a Session's run its mod token from the Hub.
 func (r *Relay) SetModToken(sessionID, modToken string) error {
+	return r.withRun(sessionID, func(x *run) { x.modToken = modToken })
+}
+
+// withRun calls f with the live run of a Session, under the relay's lock.
+func (r *Relay) withRun(sessionID string, f func(*run)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	x := r.bySessID[sessionID]
 	if x == nil {
 		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
 	}
-	x.modToken = modToken
+	f(x)
 	return nil
 }
 
@@ -429,14 +434,7 @@ func (r *Relay) Hold(sessionID, claudeToken, placeholder string) error {
 	if placeholder == "" {
 		return errors.New("relay: an empty placeholder would take any model request")
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	x := r.bySessID[sessionID]
-	if x == nil {
-		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
-	}
-	x.claudeToken, x.placeholder = claudeToken, placeholder
-	return nil
+	return r.withRun(sessionID, func(x *run) { x.claudeToken, x.placeholder = claudeToken, placeholder })
 }
 
 // Awaits returns the placeholder of a Session's run that holds one whose

@@ -183,14 +183,7 @@ func (c *sseCounter) finish() {
 // Code shows: the run is past a spend cap. A wake is a new run, which the
 // Hub starts only once the cap holds it no more.
 func (r *Relay) Cap(sessionID, why string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	x := r.bySessID[sessionID]
-	if x == nil {
-		return fmt.Errorf("relay: session %s has no live Session token", sessionID)
-	}
-	x.capped = why
-	return nil
+	return r.withRun(sessionID, func(x *run) { x.capped = why })
 }
 
 // refuseCapped answers a model request of a run past a spend cap: 400
