@@ -158,6 +158,33 @@ func TestAPolicyRefusesWhatItCannotEnforce(t *testing.T) {
 	}
 }
 
+// TestCheckHostTakesOneExactHostName: what the Session view's Allow adds
+// is a name an allowlist matches exactly, never a wildcard, a preset or
+// an address that would open more.
+func TestCheckHostTakesOneExactHostName(t *testing.T) {
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{
+		{"registry.example.com", true},
+		{"x-1.example.com", true},
+		{"*.example.com", false},
+		{"npm", false},
+		{"localhost", false},
+		{"10.0.0.1", false},
+		{"Example.com", false},
+		{"example.com:443", false},
+		{"example.com.", false},
+		{"", false},
+		{strings.Repeat("a.", 127) + "com", false},
+	} {
+		err := CheckHost(tt.host)
+		if got := err == nil; got != tt.ok || (err != nil && !errors.Is(err, errdefs.ErrInvalid)) {
+			t.Errorf("CheckHost(%q) = %v, want ok %v (else ErrInvalid)", tt.host, err, tt.ok)
+		}
+	}
+}
+
 // clientHello is what a real TLS client sends first for serverName.
 func clientHello(t *testing.T, serverName string) []byte {
 	t.Helper()

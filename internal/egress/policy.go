@@ -123,6 +123,16 @@ func checkEntry(e string) error {
 	return nil
 }
 
+// CheckHost refuses anything but one exact host name, as an allowlist
+// entry takes it: no wildcard, no preset, no address. An Allow from the
+// Session view adds only such a name.
+func CheckHost(host string) error {
+	if !strings.Contains(host, ".") || !validName(host) {
+		return fmt.Errorf("%q is not a host name: lowercase letters, digits, hyphens and dots, with a dot, at most %d bytes: %w", host, MaxHost, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
 // validName reports whether host is a DNS name: lowercase labels of
 // letters, digits and inner hyphens, not an IPv4 address.
 func validName(host string) bool {

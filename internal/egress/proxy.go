@@ -36,8 +36,10 @@ type Proxy struct {
 	// outbound.Dialer, which refuses the private ranges).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Blocked reports a refused connection: dest is host:port, or the
-	// address it was sent to when no host could be read.
-	Blocked func(src netip.Addr, dest, why string)
+	// address it was sent to when no host could be read; host is the name
+	// when the allowlist leaving it off is what refused it (listing it lets
+	// the next through), "" for any other refusal.
+	Blocked func(src netip.Addr, dest, why, host string)
 	Log     *slog.Logger
 }
 
@@ -80,31 +82,31 @@ func (p *Proxy) handle(ctx context.Context, c *net.TCPConn) {
 		c.Close()
 		return
 	}
-	refuse := func(dest, why string) {
-		p.Blocked(src, dest, why)
+	refuse := func(dest, why, host string) {
+		p.Blocked(src, dest, why, host)
 		c.SetLinger(0) // a reset, so the client fails at once
 		c.Close()
 	}
 	port := dst.Port()
 	if !isProxied(port) {
-		refuse(dst.String(), fmt.Sprintf("an allowlist opens HTTP and HTTPS, ports 80 and 443, not %d", port))
+		refuse(dst.String(), fmt.Sprintf("an allowlist opens HTTP and HTTPS, ports 80 and 443, not %d", port), "")
 		return
 	}
 	c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	host, read, err := Sniff(c)
 	c.SetReadDeadline(time.Time{})
 	if err != nil {
-		refuse(dst.String(), err.Error())
+		refuse(dst.String(), err.Error(), "")
 		return
 	}
 	dest := net.JoinHostPort(host, strconv.Itoa(int(port)))
 	if !m.Allows(host) {
-		refuse(dest, "off the Environment's egress allowlist; kndl env edit --allow adds it")
+		refuse(dest, "off the Environment's egress allowlist; kndl env edit --allow adds it", host)
 		return
 	}
 	up, err := p.Dial(ctx, "tcp4", dest)
 	if err != nil {
-		refuse(dest, err.Error())
+		refuse(dest, err.Error(), "")
 		return
 	}
 	if _, err := up.Write(read); err != nil {

@@ -3,9 +3,11 @@ package environment
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/egress"
+	"kndl.dev/kndl/internal/errdefs"
 )
 
 // An applied version's egress is not a build input, and reaches an awake
@@ -66,6 +68,48 @@ func (s *Service) EgressNow(ctx context.Context, applied Version, ids []string, 
 		}
 	}
 	return notes, nil
+}
+
+// Allow makes host, one the Repo's allowlist refused a Session, part of
+// its allowlist as a version of its own: the draft kndl env edit --allow
+// makes from the current version, applied as kndl env apply does. The
+// caller takes it to the awake Sessions (EgressNow). It refuses, changing
+// nothing, while the Repo has a draft (applying it would apply someone's
+// unfinished changes with the host), when egress is open, when the list
+// has host already, and when a Variable available at build changed since
+// the current version (any new version needs a Test build then).
+func (s *Service) Allow(ctx context.Context, repoID, host, by string) (Version, error) {
+	if err := egress.CheckHost(host); err != nil {
+		return Version{}, err
+	}
+	v, err := s.Show(ctx, repoID)
+	if err != nil {
+		return Version{}, err
+	}
+	cur := v.Current
+	c := cur.Settings
+	switch {
+	case v.Draft != nil:
+		return Version{}, fmt.Errorf("the Repo's Environment has a draft, which Allow would apply with %s: apply or finish the draft with kndl env, adding %s with --allow: %w",
+			host, host, errdefs.ErrConflict)
+	case !c.Egress.Restricted():
+		return Version{}, fmt.Errorf("the Repo's egress is open now (version %d): every Session reaches %s from its next wake: %w", cur.Version, host, errdefs.ErrConflict)
+	case c.Egress.Matcher().Allows(host):
+		return Version{}, fmt.Errorf("%s is on the Repo's allowlist already (version %d): %w", host, cur.Version, errdefs.ErrConflict)
+	}
+	_, vars, err := s.atBuild(ctx, repoID)
+	if err != nil {
+		return Version{}, err
+	}
+	if c.BuildDigest(vars) != cur.buildBase(vars) {
+		return Version{}, fmt.Errorf("a Variable available at build changed since version %d, so its next version needs a Test build: kndl env edit --allow, kndl env test, kndl env apply: %w",
+			cur.Version, errdefs.ErrConflict)
+	}
+	c.Egress.Allow = append(slices.Clone(c.Egress.Allow), host)
+	if _, err := s.Edit(ctx, repoID, c, by); err != nil {
+		return Version{}, err
+	}
+	return s.Apply(ctx, repoID, by)
 }
 
 // version returns one of a Repo's versions, version 0 the Runner's

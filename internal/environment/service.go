@@ -151,13 +151,7 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 	}
 	digest := c.BuildDigest(vars)
 	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c), digest: digest, vars: pv}
-	// Against the digest recorded with the current version, so a Variable
-	// available at build changed since then needs a Test build too.
-	base := cur.BuildDigest
-	if cur.Version == 0 {
-		base = Config{}.BuildDigest(vars)
-	}
-	draft.NeedsTest = digest != base
+	draft.NeedsTest = digest != cur.buildBase(vars)
 	if t, err := s.d.Store.LatestTestBuild(ctx, repoID, digest); err == nil {
 		draft.Test = &t
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
@@ -165,6 +159,16 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 	}
 	v.Draft = draft
 	return v, nil
+}
+
+// buildBase is the digest a draft's build inputs are held against: the
+// one recorded with the version, so a Variable available at build changed
+// since then needs a Test build too.
+func (cur Version) buildBase(vars []AtBuild) string {
+	if cur.Version == 0 {
+		return Config{}.BuildDigest(vars)
+	}
+	return cur.BuildDigest
 }
 
 // Edit makes c the Repo's draft, from its current version.

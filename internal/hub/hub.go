@@ -62,6 +62,8 @@ type Hub struct {
 	// Session is stored, so two starts cannot both take a Runner's last
 	// place.
 	placing sync.Mutex
+	// egressAsks orders each Request to allow a host: egressask.go.
+	egressAsks sync.Mutex
 
 	// diffs shares one Runner's session.diff among everyone asking for a
 	// Session's changes at once: every watcher's tab asks at a Turn's end.

@@ -66,6 +66,7 @@ func (h *Hub) routes() []route {
 		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
 		usage   = usageAPI{h.core}
 		limits  = limitsAPI{h.core}
+		asks    = egressAskAPI{environmentsAPI: envs, notify: h.notify, asks: &h.egressAsks}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -193,6 +194,11 @@ func (h *Hub) routes() []route {
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
 		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
+
+		// A host the Session's allowlist refused: Allow for a Member with
+		// push, Request for a Creator without (egressask.go).
+		{"POST /api/sessions/{id}/egress/allow", person, asks.allowHost},
+		{"POST /api/sessions/{id}/egress/request", person, asks.requestHost},
 	}
 }
 

@@ -253,6 +253,15 @@ type Event struct {
 	// budget, is how many of its Events were dropped: set by the Hub,
 	// never taken from a Runner.
 	Dropped int64 `json:"dropped,omitempty"`
+	// Blocked, on a Runner's note of a connection or DNS lookup its egress
+	// proxy refused, is the host name the Environment's allowlist left off
+	// (egress.CheckHost passes it): the Session view's Allow adds that
+	// name. Empty when listing a name would not let it through.
+	Blocked string `json:"blocked,omitempty"`
+	// Requested, on the Hub's note that the Creator asked the Repo's
+	// Members with push to allow a host, is that host: set by the Hub,
+	// never taken from a Runner.
+	Requested string `json:"requested,omitempty"`
 }
 
 // Usage is the tokens model replies of one model used.

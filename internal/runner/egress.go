@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,15 +197,21 @@ func (r *Runner) swapEgress(req protocol.SessionEgress) error {
 	return nil
 }
 
-// blocked reports a refused connection or name in its Session's history.
-func (r *Runner) blocked(src netip.Addr, dest, why string) {
+// blocked reports a refused connection or name in its Session's history;
+// host, the name off the allowlist when that is why, goes with the note
+// as its Blocked (an Allow in the Session view adds it) when it is one
+// exact host name.
+func (r *Runner) blocked(src netip.Addr, dest, why, host string) {
 	id, text := r.egress.note(src, dest, why, time.Now())
 	if id == "" {
 		return
 	}
 	r.log.Info("egress blocked", "session", id, "dest", dest, "why", why)
-	r.notify(id, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id,
-		Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventNote, Text: text}}})
+	ev := protocol.Event{At: time.Now(), Kind: protocol.EventNote, Text: text}
+	if host = strings.TrimSuffix(strings.ToLower(host), "."); egress.CheckHost(host) == nil {
+		ev.Blocked = host
+	}
+	r.notify(id, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id, Events: []protocol.Event{ev}})
 }
 
 // serveEgress listens where the backend sends restricted Sandboxes and
@@ -221,7 +228,7 @@ func (r *Runner) serveEgress(ctx context.Context) error {
 			return r.cfg.Outbound.Resolve(ctx, "tcp4", host, 443)
 		},
 		Blocked: func(src netip.Addr, name string) {
-			r.blocked(src, name, "a DNS lookup of a name off the Environment's egress allowlist; kndl env edit --allow adds it")
+			r.blocked(src, name, "a DNS lookup of a name off the Environment's egress allowlist; kndl env edit --allow adds it", name)
 		}}
 	pl, err := net.Listen("tcp", h.EgressProxy)
 	if err != nil {

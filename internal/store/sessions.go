@@ -410,6 +410,23 @@ func (s *Store) EventByToolID(ctx context.Context, sessionID, kind, toolID strin
 	return e, notFound(err, kind+" "+toolID)
 }
 
+// noteFields are the fields of a note NoteWith looks a value up by: the
+// host a Runner's note says its egress proxy refused, and the host the
+// Hub's note says the Creator asked to allow.
+var noteFields = map[string]string{"blocked": "$.blocked", "requested": "$.requested"}
+
+// NoteWith returns the Session's first note whose field (one of
+// noteFields) is value, or ErrNotFound.
+func (s *Store) NoteWith(ctx context.Context, sessionID, field, value string) (Event, error) {
+	path, ok := noteFields[field]
+	if !ok {
+		return Event{}, fmt.Errorf("a note has no field %q to look up: %w", field, errdefs.ErrInvalid)
+	}
+	e, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND kind = 'note'
+		AND json_extract(data, ?) = ? ORDER BY seq LIMIT 1`, sessionID, path, value))
+	return e, notFound(err, "a note with "+field+" "+value)
+}
+
 // TurnOpen reports whether the Session's last top-level turn_start has no
 // turn_end after it: a Turn ran when the Hub last heard.
 func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {

@@ -252,8 +252,13 @@ var roleTable = map[string]roleRoute{
 	// A pull request from the view: the Creator alone. The Session pushed
 	// no such branch, so the Creator gets past the check to a 400 (passed).
 	"POST /api/sessions/{id}/pulls": {want: drivers.but(theCreator, passed), req: onSession("POST", "/pulls", `{"branch":"kndl/none","title":"t"}`)},
-	"GET /api/sessions/{id}/events": {want: watchers, req: onSession("GET", "/events", "")},
-	"GET /api/sessions/{id}/watch":  {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/watch", "")},
+	// A host the Session's allowlist refused: Allow takes push, Request is
+	// the Creator's. No host was refused here, so those past the check get
+	// a 400 (passed); the Creator, who has push, a 409 (passed).
+	"POST /api/sessions/{id}/egress/allow":   {want: pushers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed), req: onSession("POST", "/egress/allow", `{"host":"example.com"}`)},
+	"POST /api/sessions/{id}/egress/request": {want: drivers.but(theCreator, passed), req: onSession("POST", "/egress/request", `{"host":"example.com"}`)},
+	"GET /api/sessions/{id}/events":          {want: watchers, req: onSession("GET", "/events", "")},
+	"GET /api/sessions/{id}/watch":           {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/watch", "")},
 	// The terminal's WebSocket: a watcher sees the Session, the terminal
 	// being the Creator's is decided inside it.
 	"GET /api/sessions/{id}/live": {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/live", "")},

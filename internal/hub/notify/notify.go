@@ -44,6 +44,10 @@ const (
 	PullOpened      = "pull_request_opened"
 	SessionFailed   = "session_failed" // the Session moved to Failed for a cause a retry won't mend
 	LimitReached    = "limit_reached"  // a limit on the Session or its Creator held it back: the Hub's limit Event
+	// EgressRequested: the Creator, without push, asks the Repo's Members
+	// with push to allow a host the Session's allowlist refused; the text
+	// names the host and who asks. Posted to those Members' webhooks.
+	EgressRequested = "egress_requested"
 )
 
 // Formats a webhook takes.
@@ -248,21 +252,33 @@ func (n *Notifier) queue(ctx context.Context, x notice) {
 	}
 }
 
+// Members tells the webhooks of the Members to (user ids) of an event of
+// kind on s: a Request to allow a host (EgressRequested). It is outside
+// the Session's pace, which is its Creator's: the caller bounds how often.
+func (n *Notifier) Members(ctx context.Context, s store.Session, to []string, kind, text string) error {
+	return n.store(ctx, notice{s: s, kind: kind, text: text, to: to})
+}
+
 func (n *Notifier) store(ctx context.Context, x notice) error {
 	s, kind := x.s, x.kind
-	ws, err := n.opts.Store.NotifyWebhooks(ctx, s.CreatorID)
-	if err != nil || len(ws) == 0 {
-		return err
+	to := x.to
+	if to == nil {
+		to = []string{s.CreatorID}
 	}
 	ev := Event{Kind: kind, Text: n.opts.Redactor.RedactText(ctx, s.ID, x.text), At: time.Now().UTC(), Coalesced: x.coalesced,
 		Session: EventSession{ID: s.ID, Title: n.opts.Redactor.RedactText(ctx, s.ID, s.Title), Repo: s.RepoURL,
 			URL: strings.TrimSuffix(n.opts.PublicURL, "/") + "/sessions/" + s.ID}}
 	var ns []store.Notification
-	for _, w := range ws {
-		if !w.StoppedAt.IsZero() {
-			continue
+	for _, user := range to {
+		ws, err := n.opts.Store.NotifyWebhooks(ctx, user)
+		if err != nil {
+			return err
 		}
-		ns = append(ns, store.Notification{WebhookID: w.ID, Kind: kind, Body: body(ev, w.Format)})
+		for _, w := range ws {
+			if w.StoppedAt.IsZero() {
+				ns = append(ns, store.Notification{WebhookID: w.ID, Kind: kind, Body: body(ev, w.Format)})
+			}
+		}
 	}
 	if len(ns) == 0 {
 		return nil
@@ -289,6 +305,7 @@ var headlines = map[string]string{
 	PullOpened:      "Pull request opened",
 	SessionFailed:   "Session failed",
 	LimitReached:    "Limit reached",
+	EgressRequested: "Asked to allow a host",
 }
 
 // body is ev as a webhook of format takes it.

@@ -30,11 +30,13 @@ type pace struct {
 }
 
 // notice is a notification before it is queued: its Session, kind and
-// text, and how many held ones it stands for besides itself.
+// text, how many held ones it stands for besides itself, and the Members
+// whose webhooks it goes to (nil: the Session's Creator).
 type notice struct {
 	s          store.Session
 	kind, text string
 	coalesced  int
+	to         []string
 }
 
 // admit reports whether a notice of s may be queued now, and holds it if

@@ -222,7 +222,8 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 			// (a notification) trusts it.
 			m.Events[i].Kind = protocol.EventNote
 		}
-		m.Events[i].Dropped = 0 // only the Hub's note of its budget says so
+		m.Events[i].Dropped = 0    // only the Hub's note of its budget says so
+		m.Events[i].Requested = "" // only the Hub's note of a Request says so
 	}
 	if len(m.Events) > 0 {
 		kept, dropped, err := o.spend(ctx, s.ID, m.Events)
