@@ -203,8 +203,9 @@ func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principa
 		IsCreator, Forward, KeepAwake, ThreadContext                             bool
 		MCPServers                                                               []protocol.MCPServer
 		Environment, EnvironmentWaiting                                          int
+		CanPush                                                                  bool // offers Allow on a host egress refused
 	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.SandboxGit,
-		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, s.ThreadContext, mcp, envOn, envWaiting})
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, s.ThreadContext, mcp, envOn, envWaiting, h.canPush(r.Context(), p.User, s.RepoURL)})
 }
 
 func (h core) notFoundPage(w http.ResponseWriter, p Principal) {

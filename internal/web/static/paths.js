@@ -22,6 +22,9 @@ export const answer = (id) => `${session(id)}/answer`;
 export const stopSubagent = (id, agent) => `${session(id)}/subagents/${seg(agent)}/stop`;
 // pulls opens a pull request from a branch the Session pushed.
 export const pulls = (id) => `${session(id)}/pulls`;
+// egress answers a host the Session's allowlist refused: "allow" or
+// "request".
+export const egress = (id, what) => `${session(id)}/egress/${what}`;
 // file is a file of the Session's /workspace, by its path there.
 export const file = (id, path) => `${session(id)}/files/${path.split("/").map(seg).join("/")}`;
 // changes is a Session's Workspace's changes (the Changes tab).

@@ -13,6 +13,7 @@ import * as changesTab from "./changes.js";
 const root = document.getElementById("session");
 const id = root.dataset.id;
 const isCreator = root.dataset.creator === "true";
+const canPush = root.dataset.canPush === "true";
 // modelChoice fills the Creator's model and effort selects from the Hub's offer.
 const modelChoice = isCreator ? modelPicker(document.getElementById("settings-form")) : null;
 const transcript = document.getElementById("transcript");
@@ -178,11 +179,60 @@ function addEvent(ev, html, files, spent, source) {
     case "error":
       item(ev, "error").textContent = ev.text;
       break;
-    default:
-      item(ev, "note").textContent = ev.text || ev.kind;
+    default: {
+      const li = item(ev, "note");
+      li.textContent = ev.text || ev.kind;
+      if (ev.blocked) blockedActions(li, ev.blocked);
+      if (ev.requested) requested(ev.requested);
+    }
   }
   if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
 }
+
+// --- A host the allowlist refused ---
+
+// blockedActions offers, on the note of a host the Session's egress
+// allowlist refused, Allow to a Member with push and Request to its
+// Creator without; the Hub checks both again.
+function blockedActions(li, host) {
+  const action = canPush ? "allow-host" : isCreator ? "request-host" : "";
+  if (!action) return;
+  const b = el("button", "quiet " + action, canPush ? "Allow" : "Request");
+  b.type = "button";
+  b.dataset.action = action;
+  b.dataset.host = host;
+  b.title = canPush ? `Add ${host} to the Repo's egress allowlist` : `Ask the Repo's Members with push to allow ${host}`;
+  li.append(" ", b);
+}
+
+// requested replaces the Request buttons of a host asked for already.
+function requested(host) {
+  for (const b of transcript.querySelectorAll("button.request-host")) {
+    if (b.dataset.host === host) b.replaceWith(el("span", "done", "Requested"));
+  }
+}
+
+// answerBlocked posts a host's Allow or Request and says how it went in
+// place of the button.
+async function answerBlocked(b, what, done) {
+  b.disabled = true;
+  const err = b.parentElement.querySelector(".error") || b.parentElement.appendChild(el("span", "error"));
+  showError(err, null);
+  try {
+    const got = await api("POST", paths.egress(id, what), { host: b.dataset.host });
+    b.replaceWith(el("span", "done", done(got)));
+  } catch (e) {
+    b.disabled = false;
+    showError(err, e);
+  }
+}
+
+on("allow-host", (b) => {
+  const host = b.dataset.host;
+  if (!confirm(`Allow ${host}? It goes on the Repo's egress allowlist: every Session of this Environment may reach ${host}, the awake ones at once.`)) return;
+  answerBlocked(b, "allow", (v) => `Allowed in Environment version ${v.version}`);
+});
+on("request-host", (b) => answerBlocked(b, "request", (got) => `Asked ${got.asked} Member${got.asked === 1 ? "" : "s"} with push`));
 
 // --- Subagents ---
 
