@@ -256,6 +256,9 @@ func (n *Notifier) queue(ctx context.Context, x notice) {
 // kind on s: a Request to allow a host (EgressRequested). It is outside
 // the Session's pace, which is its Creator's: the caller bounds how often.
 func (n *Notifier) Members(ctx context.Context, s store.Session, to []string, kind, text string) error {
+	if len(to) == 0 {
+		return nil // a nil to is the Creator's
+	}
 	return n.store(ctx, notice{s: s, kind: kind, text: text, to: to})
 }
 
