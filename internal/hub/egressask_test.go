@@ -197,3 +197,27 @@ func TestACreatorWithoutPushRequestsAHostOnceAndTheMembersWithPushAreTold(t *tes
 	pushers.none(t, 200*time.Millisecond)
 	others.none(t, 0)
 }
+
+// TestARefusedHostCarryingASensitiveValueIsNotOffered: a Runner's note of
+// a name that carries a Sensitive value (a Sandbox can look one up to send
+// it out) keeps no host to allow, and the value is stored nowhere.
+func TestARefusedHostCarryingASensitiveValueIsNotOffered(t *testing.T) {
+	f := newEgressFixture(t)
+	ctx := context.Background()
+	const secret = "hunter2dbpassword77"
+	if code, body := f.call(t, http.MethodPut, "/api/repos/"+f.repo.ID+"/variables/DB_PASSWORD", `{"value":"`+secret+`","sensitive":true}`); code != http.StatusOK {
+		t.Fatalf("set the variable: %d %s", code, body)
+	}
+	host := secret + ".evil.example"
+	blocked := protocol.Event{Kind: protocol.EventNote, Text: "blocked: " + host + " (off the list)", Blocked: host}
+	if err := f.hub.sessions.Events(ctx, f.session, protocol.SessionEvents{SessionID: f.session.ID, Events: []protocol.Event{blocked}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := f.store.Events(ctx, f.session.ID, 0, 1000)
+	if got := string(evs[len(evs)-1].Data); strings.Contains(got, secret) || strings.Contains(got, `"blocked"`) {
+		t.Fatalf("the note as stored: %s, want the value masked and no host to allow", got)
+	}
+	if status, text := postAs(t, f.fixture, f.bobTok, "/api/sessions/"+f.session.ID+"/egress/allow", api.EgressHost{Host: host}); status != http.StatusBadRequest {
+		t.Fatalf("Allow of the host carrying the value: %d %q, want 400", status, text)
+	}
+}

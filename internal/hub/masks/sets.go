@@ -194,6 +194,13 @@ func (m *Sets) RedactEvents(ctx context.Context, sessionID string, evs []protoco
 		case protocol.EventError, protocol.EventLog, protocol.EventNote:
 			e.Text = redact.Scrub(e.Text)
 		}
+		// A refused host is offered to Allow as it is: one that carries
+		// a masked value (a Sandbox can look up SECRET.example.com) goes.
+		for _, f := range []*string{&e.Blocked, &e.Requested} {
+			if *f != "" && redact.Scrub(mask(*f)) != *f {
+				*f = ""
+			}
+		}
 		if len(e.Input) > 0 {
 			masked := mask(string(e.Input))
 			if !json.Valid([]byte(masked)) {
