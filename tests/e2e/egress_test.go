@@ -145,9 +145,13 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 		}
 	}
 
-	for _, want := range []string{"blocked: denied.test (", "blocked: denied.test:443 (", "blocked: " + addr + ":8443 ("} {
-		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want, func(e protocol.Event) bool {
-			return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, want)
+	// Each note of a name off the list carries it for the view's Allow; a
+	// port off the list carries none, since listing a name won't open it.
+	for _, want := range []struct{ text, host string }{
+		{"blocked: denied.test (", "denied.test"}, {"blocked: denied.test:443 (", "denied.test"}, {"blocked: " + addr + ":8443 (", ""},
+	} {
+		s.WaitEvent(v.ID, testenv.WaitMedium, "a note "+want.text+" for "+want.host, func(e protocol.Event) bool {
+			return e.Kind == protocol.EventNote && strings.HasPrefix(e.Text, want.text) && e.Blocked == want.host
 		})
 	}
 
