@@ -95,13 +95,8 @@ func (h egressAskAPI) requestHost(w http.ResponseWriter, r *http.Request, p Prin
 // Member with push on the Repo but the Creator; a host asked for before
 // is refused.
 func (h egressAskAPI) ask(ctx context.Context, s store.Session, by store.User, host string) (int, error) {
-	h.asks.Lock()
-	defer h.asks.Unlock()
-	if _, err := h.store.NoteWith(ctx, s.ID, "requested", host); err == nil {
-		return 0, fmt.Errorf("%s was asked for in this Session already: the Repo's Members with push were told: %w", host, errdefs.ErrConflict)
-	} else if !errors.Is(err, errdefs.ErrNotFound) {
-		return 0, err
-	}
+	// Who has push is asked of GitHub before the lock, which orders the
+	// check and the note alone.
 	ms, err := h.store.Members(ctx)
 	if err != nil {
 		return 0, err
@@ -111,6 +106,13 @@ func (h egressAskAPI) ask(ctx context.Context, s store.Session, by store.User, h
 		if m.ID != by.ID && h.canPush(ctx, m, s.RepoURL) {
 			to = append(to, m.ID)
 		}
+	}
+	h.asks.Lock()
+	defer h.asks.Unlock()
+	if _, err := h.store.NoteWith(ctx, s.ID, "requested", host); err == nil {
+		return 0, fmt.Errorf("%s was asked for in this Session already: the Repo's Members with push were told: %w", host, errdefs.ErrConflict)
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return 0, err
 	}
 	name := h.names(ctx)[by.ID]
 	text := fmt.Sprintf("%s asks to allow %s: the Session's egress allowlist refused it. Allow adds it for every Session of the Repo.", name, host)
