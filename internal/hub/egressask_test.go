@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -219,5 +220,32 @@ func TestARefusedHostCarryingASensitiveValueIsNotOffered(t *testing.T) {
 	}
 	if status, text := postAs(t, f.fixture, f.bobTok, "/api/sessions/"+f.session.ID+"/egress/allow", api.EgressHost{Host: host}); status != http.StatusBadRequest {
 		t.Fatalf("Allow of the host carrying the value: %d %q, want 400", status, text)
+	}
+}
+
+// TestRequestsAtOnceForOneHostAskOnce: the Creator's tabs asking for the
+// same host at once get one Request through; the rest are refused as
+// asked already.
+func TestRequestsAtOnceForOneHostAskOnce(t *testing.T) {
+	f := newEgressFixture(t)
+	const tries = 8
+	codes := make(chan int, tries)
+	var wg sync.WaitGroup
+	for range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _ := askAs(t, f.fixture, f.ritaTok, http.MethodPost, "/api/sessions/"+f.session.ID+"/egress/request", api.EgressHost{Host: refusedHost})
+			codes <- status
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	byCode := map[int]int{}
+	for c := range codes {
+		byCode[c]++
+	}
+	if byCode[http.StatusOK] != 1 || byCode[http.StatusConflict] != tries-1 {
+		t.Fatalf("%d Requests at once answered %v, want one 200 and the rest 409", tries, byCode)
 	}
 }
