@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -249,8 +250,8 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := github.PullHead{SHA: headOf(t, src)}
-	want := []github.Pull{
+	head := forge.PullHead{SHA: headOf(t, src)}
+	want := []forge.Pull{
 		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open", Head: head},
 		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true, Head: head},
 	}
@@ -287,10 +288,10 @@ func TestChecksAndReviewsAreReadAsTheAppWithOrWithoutTheChecksPermission(t *test
 	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "timed_out")
 	gh.AddReview(t, "acme/app", 1, "bob", "approved")
 	sha := headOf(t, src)
-	if got, err := c.ChecksOf(ctx, "acme", "app", sha); err != nil || got != github.ChecksFailing {
+	if got, err := c.ChecksOf(ctx, "acme", "app", sha); err != nil || got != forge.ChecksFailing {
 		t.Errorf("checks with a timed-out build: %q %v, want failing", got, err)
 	}
-	if got, err := c.ReviewOf(ctx, "acme", "app", 1); err != nil || got != github.ReviewApproved {
+	if got, err := c.ReviewOf(ctx, "acme", "app", 1); err != nil || got != forge.ReviewApproved {
 		t.Errorf("review with bob's approval: %q %v, want approved", got, err)
 	}
 
@@ -323,9 +324,9 @@ func TestCheckRunsSumToAWordAndReviewsToADecision(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{[]github.CheckRun{run("completed", "success"), run("completed", "skipped"), run("completed", "neutral")}, github.ChecksPassing},
-		{[]github.CheckRun{run("completed", "success"), run("in_progress", "")}, github.ChecksPending},
-		{[]github.CheckRun{run("queued", ""), run("completed", "cancelled")}, github.ChecksFailing},
+		{[]github.CheckRun{run("completed", "success"), run("completed", "skipped"), run("completed", "neutral")}, forge.ChecksPassing},
+		{[]github.CheckRun{run("completed", "success"), run("in_progress", "")}, forge.ChecksPending},
+		{[]github.CheckRun{run("queued", ""), run("completed", "cancelled")}, forge.ChecksFailing},
 	}
 	for _, tt := range checks {
 		if got := github.CombinedChecks(tt.runs); got != tt.want {
@@ -344,9 +345,9 @@ func TestCheckRunsSumToAWordAndReviewsToADecision(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"a comment alone", []github.Review{review("bob", "COMMENTED")}, ""},
-		{"an approval, then a comment", []github.Review{review("bob", "APPROVED"), review("bob", "COMMENTED")}, github.ReviewApproved},
-		{"changes requested, then approved by the same reviewer", []github.Review{review("bob", "CHANGES_REQUESTED"), review("Bob", "APPROVED")}, github.ReviewApproved},
-		{"one approves, another requests changes", []github.Review{review("bob", "APPROVED"), review("carol", "CHANGES_REQUESTED")}, github.ReviewChangesRequested},
+		{"an approval, then a comment", []github.Review{review("bob", "APPROVED"), review("bob", "COMMENTED")}, forge.ReviewApproved},
+		{"changes requested, then approved by the same reviewer", []github.Review{review("bob", "CHANGES_REQUESTED"), review("Bob", "APPROVED")}, forge.ReviewApproved},
+		{"one approves, another requests changes", []github.Review{review("bob", "APPROVED"), review("carol", "CHANGES_REQUESTED")}, forge.ReviewChangesRequested},
 		{"a request for changes dismissed", []github.Review{review("carol", "CHANGES_REQUESTED"), review("carol", "DISMISSED")}, ""},
 	}
 	for _, tt := range reviews {

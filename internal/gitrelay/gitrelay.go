@@ -24,24 +24,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kndl.dev/kndl/internal/forge"
 )
-
-// Forge is the git host behind the relay, as the relay speaks to it: how a
-// request to its git over HTTP carries a Session's token. GitHub is the
-// one kndl has; a second forge is a second implementation.
-type Forge interface {
-	// Authorize sets token on req, a request to the forge's git.
-	Authorize(req *http.Request, token string)
-}
-
-// GitHub is GitHub's git over HTTP, which takes an installation token as
-// Basic auth's password under the user x-access-token.
-type GitHub struct{}
-
-// Authorize sets token as Basic auth.
-func (GitHub) Authorize(req *http.Request, token string) {
-	req.SetBasicAuth("x-access-token", token)
-}
 
 // Session is what the relay serves one Session.
 type Session struct {
@@ -58,7 +43,9 @@ type Session struct {
 
 // Options configure a Relay.
 type Options struct {
-	Forge Forge
+	// Forge is the git host the Repos are on (github.Git); a forge.API
+	// also serves gh's API calls.
+	Forge forge.Git
 	// Client reaches the forge; nil is http.DefaultClient's transport with
 	// no redirects followed.
 	Client *http.Client
@@ -70,7 +57,7 @@ type Options struct {
 
 // Relay is the git relay.
 type Relay struct {
-	forge  Forge
+	forge  forge.Git
 	client *http.Client
 	pushed func(ctx context.Context, sessionID string, took []Update)
 	log    *slog.Logger
@@ -282,7 +269,7 @@ func (r *Relay) push(w http.ResponseWriter, req *http.Request, sessionID string,
 	}
 	if s.token == "" {
 		io.Copy(io.Discard, req.Body)
-		refuse(w, http.StatusServiceUnavailable, "kndl: the Runner holds no GitHub token for this Session yet, so it can't push; the Session's log says why")
+		refuse(w, http.StatusServiceUnavailable, "kndl: the Runner holds no "+r.forge.Name()+" token for this Session yet, so it can't push; the Session's log says why")
 		return
 	}
 	report := &reportReader{sideband: slices.Contains(cmds.caps, "side-band-64k") || slices.Contains(cmds.caps, "side-band")}
@@ -361,9 +348,9 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		why := "the Runner holds no GitHub token for this Session"
+		why := "the Runner holds no " + r.forge.Name() + " token for this Session"
 		if s.token != "" {
-			why = "the Session's GitHub token does not reach it, or its Creator may not push to it"
+			why = "the Session's " + r.forge.Name() + " token does not reach it, or its Creator may not push to it"
 		}
 		refuse(w, http.StatusForbidden, fmt.Sprintf("kndl: %s refused %s (%d): %s", s.repo.Host, s.path, resp.StatusCode, why))
 		return false

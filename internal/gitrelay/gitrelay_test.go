@@ -68,7 +68,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{gh: gh, token: tok.Value}
-	r.relay = gitrelay.New(gitrelay.Options{Forge: gitrelay.GitHub{}, Pushed: func(_ context.Context, id string, took []gitrelay.Update) {
+	r.relay = gitrelay.New(gitrelay.Options{Forge: github.Git{}, Pushed: func(_ context.Context, id string, took []gitrelay.Update) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if id == sessionID {
