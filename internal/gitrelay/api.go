@@ -271,7 +271,7 @@ func (r *Relay) pullHead(req *http.Request, s served, api forge.API, n string) (
 		return "", err
 	}
 	out.Header.Set("Accept", "application/vnd.github+json")
-	api.AuthorizeAPI(out, s.token)
+	api.AuthorizeAPI(out, r.tokenOf(s.id))
 	resp, err := r.client.Do(out)
 	if err != nil {
 		return "", fmt.Errorf("the GitHub relay could not reach %s; try again", u.Host)
@@ -298,7 +298,8 @@ func (r *Relay) pullHead(req *http.Request, s served, api forge.API, n string) (
 // token, and streams the answer back. follow fetches a redirect's target
 // (a log's download, on another host) without the token.
 func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, api forge.API, target string, body []byte, follow bool) {
-	if s.token == "" {
+	token := r.tokenOf(s.id)
+	if token == "" {
 		apiRefuse(w, http.StatusServiceUnavailable, "kndl: the Runner holds no GitHub token for this Session yet; the Session's log says why")
 		return
 	}
@@ -322,7 +323,7 @@ func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, a
 			out.Header[h] = v
 		}
 	}
-	api.AuthorizeAPI(out, s.token)
+	api.AuthorizeAPI(out, token)
 	resp, err := r.client.Do(out)
 	if err == nil && follow && resp.StatusCode == http.StatusFound {
 		loc, lerr := resp.Request.URL.Parse(resp.Header.Get("Location"))

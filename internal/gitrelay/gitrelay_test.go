@@ -2,6 +2,7 @@ package gitrelay_test
 
 import (
 	"context"
+	"crypto/rsa"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,6 +34,7 @@ type rig struct {
 	relay  *gitrelay.Relay
 	url    string // the relay's /git/
 	token  string // the forge token the relay holds
+	key    *rsa.PrivateKey
 	mu     sync.Mutex
 	pushed []gitrelay.Update
 }
@@ -67,7 +69,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{gh: gh, token: tok.Value}
+	r := &rig{gh: gh, token: tok.Value, key: key}
 	r.relay = gitrelay.New(gitrelay.Options{Forge: github.Git{}, Pushed: func(_ context.Context, id string, took []gitrelay.Update) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
