@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/gitrelay"
 	"kndl.dev/kndl/internal/testenv"
@@ -60,8 +61,9 @@ func waitFor(t *testing.T, c <-chan struct{}, what string) {
 	}
 }
 
-// gatedFront is the rig's front, serving the relay relay() returns, with
-// the next push's body held by the gate it is given.
+// gatedFront is the rig's front, serving the relay it holds (none: it
+// drops each connection, as a relay that is down), with the next push's
+// body held by the gate it is given.
 type gatedFront struct {
 	srv   *httptest.Server
 	url   string
@@ -87,7 +89,11 @@ func (r *rig) gatedFront(t *testing.T) *gatedFront {
 			default:
 			}
 		}
-		f.relay.Load().ServeGit(w, req, sessionID, rest)
+		relay := f.relay.Load()
+		if relay == nil {
+			panic(http.ErrAbortHandler) // the relay is down: the connection drops
+		}
+		relay.ServeGit(w, req, sessionID, rest)
 	}))
 	t.Cleanup(f.srv.Close)
 	f.url = f.srv.URL + "/git/"
@@ -127,7 +133,7 @@ func (r *rig) refresh(t *testing.T, relay *gitrelay.Relay) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := c.RepoToken(context.Background(), "acme", "app", github.SandboxPermissions)
+	tok, err := c.MintToken(context.Background(), "acme", "app", forge.Push) // as the Hub mints it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +237,10 @@ func TestARelayRestartedMidPushFailsItClearlyAndTheNextPushWorks(t *testing.T) {
 	f.gates <- g
 	done := push(t, ws, "origin", "HEAD:"+prefix+"big")
 	waitFor(t, g.reached, "the push's pack to be on its way")
-	f.srv.CloseClientConnections() // the relay's process is gone
+	// The relay's process is gone: its connections drop, and so does
+	// curl's retry of the request on a new one.
+	f.relay.Store(nil)
+	f.srv.CloseClientConnections()
 	close(g.open)
 	res := <-done
 	out, err := res[0].(string), res[1]
