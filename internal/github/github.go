@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -458,11 +459,30 @@ var (
 var accessPermissions = map[forge.Access]map[string]string{
 	forge.Clone: ClonePermissions, forge.Read: SandboxReadPermissions, forge.Push: SandboxPermissions}
 
-// MintToken is RepoToken with access's permissions.
+// SandboxGhPermissions are what a Session's token asks for beyond its
+// Access's, for what the git relay forwards from gh: an issue and its
+// comments, a pull request's checks, Actions runs (gh issue view, pr
+// checks, run view), and commenting on issues for a Creator who may push.
+// An App not granted them all still mints the token without them: git
+// works, and those calls of gh's are refused by GitHub.
+var SandboxGhPermissions = map[forge.Access]map[string]string{
+	forge.Read: {"issues": "read", "checks": "read", "actions": "read"},
+	forge.Push: {"issues": "write", "checks": "read", "actions": "read"}}
+
+// MintToken is RepoToken with access's permissions, and a Session's gh
+// permissions (SandboxGhPermissions) where the App was granted them.
 func (c *Client) MintToken(ctx context.Context, owner, repo string, access forge.Access) (forge.Token, error) {
 	perms, ok := accessPermissions[access]
 	if !ok {
 		return forge.Token{}, fmt.Errorf("mint a token with access %d: no such access: %w", access, errdefs.ErrInvalid)
+	}
+	if extra := SandboxGhPermissions[access]; extra != nil {
+		all := maps.Clone(perms)
+		maps.Copy(all, extra)
+		tok, err := c.RepoToken(ctx, owner, repo, all)
+		if !errors.Is(err, errNotGranted) {
+			return tok, err
+		}
 	}
 	return c.RepoToken(ctx, owner, repo, perms)
 }
@@ -495,7 +515,9 @@ func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[st
 		ExpiresAt time.Time `json:"expires_at"`
 	}
 	// GitHub refuses (422) permissions the installation was not granted.
-	if _, err := c.do(req, &got); err != nil {
+	if status, err := c.do(req, &got); status == http.StatusUnprocessableEntity {
+		return forge.Token{}, fmt.Errorf("mint a token for %s/%s with %v: %w: %w", owner, repo, perms, errNotGranted, err)
+	} else if err != nil {
 		return forge.Token{}, fmt.Errorf("mint a token for %s/%s: %w", owner, repo, err)
 	}
 	if got.Token == "" || got.ExpiresAt.IsZero() {

@@ -3,6 +3,7 @@ package github_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -435,5 +436,38 @@ func TestAPullRequestsHeadNamesItsBranchAndTheRepositoryItIsIn(t *testing.T) {
 	}
 	if _, _, err := c.PullHead(ctx, "acme", "other", 1); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a pull request where the App is not: %v, want not found", err)
+	}
+}
+
+// TestMintTokenAsksForGhsPermissionsWhereTheAppHasThem: a Session's token
+// also reads issues, checks and Actions runs, and comments for a Creator
+// who may push, for what the git relay forwards from gh; an App not
+// granted one of them (Actions, here) still mints the token, without
+// them, rather than none; a clone's is contents read alone.
+func TestMintTokenAsksForGhsPermissionsWhereTheAppHasThem(t *testing.T) {
+	gh, c, _ := servedApp(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		access forge.Access
+		take   string // the App's permission taken away first
+		want   map[string]string
+	}{
+		{"push", forge.Push, "", map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read", "actions": "read"}},
+		{"read", forge.Read, "", map[string]string{"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "read", "checks": "read", "actions": "read"}},
+		{"clone", forge.Clone, "", map[string]string{"metadata": "read", "contents": "read"}},
+		{"push, the App without Actions", forge.Push, "actions", map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}},
+	}
+	for _, tt := range tests {
+		if tt.take != "" {
+			gh.Grant(tt.take, "")
+		}
+		tok, err := c.MintToken(ctx, "acme", "app", tt.access)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if info, _ := gh.Token(tok.Value); !maps.Equal(info.Permissions, tt.want) || !slices.Equal(info.Repos, []string{"app"}) {
+			t.Errorf("%s: got %v on %v, want %v on acme/app alone", tt.name, info.Permissions, info.Repos, tt.want)
+		}
 	}
 }

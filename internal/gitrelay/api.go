@@ -88,6 +88,7 @@ var apiRules = []apiRule{
 	{"GET", "actions/runs/{n}/jobs", anyRequest, false},
 	{"GET", "actions/runs/{n}/attempts/{n}/jobs", anyRequest, false},
 	{"GET", "actions/runs/{n}/logs", anyRequest, true},
+	{"GET", "actions/runs/{n}/artifacts", anyRequest, false},
 	{"GET", "actions/jobs/{n}", anyRequest, false},
 	{"GET", "actions/jobs/{n}/logs", anyRequest, true},
 	{"GET", "actions/workflows", anyRequest, false},
@@ -350,9 +351,26 @@ func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, a
 			w.Header().Add(h, v)
 		}
 	}
+	var from io.Reader = resp.Body
+	if !follow && resp.Header.Get("Content-Encoding") == "" && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		// gh follows the API URLs in an answer too (a run's jobs_url, gh
+		// run view): through the relay, which it reaches, not the forge,
+		// which it does not. The answer is the forge's, not the Sandbox's.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIAnswer+1))
+		if err != nil || len(b) > maxAPIAnswer {
+			apiRefuse(w, http.StatusBadGateway, fmt.Sprintf("kndl: the forge's answer was cut short or larger than the relay takes (%d bytes)", maxAPIAnswer))
+			return
+		}
+		from = bytes.NewReader(bytes.ReplaceAll(b, []byte(base.String()), []byte("http://"+APIHost)))
+	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(flushWriter{w}, resp.Body)
+	io.Copy(flushWriter{w}, from)
 }
+
+// maxAPIAnswer bounds a JSON answer of the forge's API the relay reads
+// whole to point its URLs at itself: GitHub pages its lists at 100 items,
+// far below it.
+const maxAPIAnswer = 32 << 20
 
 // apiRefuse answers as GitHub's API refuses: JSON with a message and a
 // documentation_url, which gh prints as "gh: <message> (HTTP <status>)".

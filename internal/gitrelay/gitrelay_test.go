@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/gitrelay"
 	"kndl.dev/kndl/internal/testenv"
@@ -65,7 +66,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := c.RepoToken(context.Background(), "acme", "app", github.SandboxPermissions)
+	tok, err := c.MintToken(context.Background(), "acme", "app", forge.Push) // as the Hub mints it
 	if err != nil {
 		t.Fatal(err)
 	}
