@@ -308,9 +308,12 @@ func (r *Relay) push(w http.ResponseWriter, req *http.Request, sessionID string,
 	}
 	report := &reportReader{sideband: slices.Contains(cmds.caps, "side-band-64k") || slices.Contains(cmds.caps, "side-band")}
 	body := io.MultiReader(strings.NewReader(string(cmds.head)), req.Body)
-	if !r.forward(w, req, s, "git-receive-pack", body, report, failed) {
-		return
-	}
+	// The forge's answer is read to its end even if git left before it:
+	// what the forge took is the Session's, whether git heard it or not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), pushTimeout)
+	defer cancel()
+	req = req.WithContext(ctx)
+	r.forward(w, req, s, "git-receive-pack", body, report, failed)
 	var took []Update
 	for _, u := range cmds.updates {
 		if slices.Contains(report.ok, u.Ref) {
@@ -416,10 +419,18 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 	}
 	if _, err := io.Copy(flushWriter{w}, from); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Debug("answer cut short", "err", err)
+		if report != nil {
+			io.Copy(io.Discard, io.LimitReader(report, maxReportAnswer))
+		}
 		return false
 	}
 	return true
 }
+
+// maxReportAnswer bounds what the relay reads of the forge's answer to a
+// push that git no longer hears: the report of up to maxCommands refs,
+// and the progress before it.
+const maxReportAnswer = 4 << 20
 
 // flushWriter flushes each write, so git sees the forge's progress as it
 // comes.

@@ -3,6 +3,7 @@ package gitrelay_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +70,13 @@ type gatedFront struct {
 	url   string
 	relay atomic.Pointer[gitrelay.Relay]
 	gates chan *gate
+	deaf  atomic.Bool // a push's answer is lost on its way to git
 }
+
+// lostWriter loses what is written, as a connection git closed does.
+type lostWriter struct{ http.ResponseWriter }
+
+func (lostWriter) Write([]byte) (int, error) { return 0, errors.New("git is gone") }
 
 func (r *rig) gatedFront(t *testing.T) *gatedFront {
 	f := &gatedFront{gates: make(chan *gate, 1)}
@@ -88,6 +95,9 @@ func (r *rig) gatedFront(t *testing.T) *gatedFront {
 				req.Body = g
 			default:
 			}
+		}
+		if strings.HasSuffix(rest, "/git-receive-pack") && req.ContentLength != 4 && f.deaf.Load() {
+			w = lostWriter{w}
 		}
 		relay := f.relay.Load()
 		if relay == nil {
@@ -281,4 +291,31 @@ func branchesOf(refs []string) []string {
 		out = append(out, strings.TrimPrefix(ref, "refs/heads/"))
 	}
 	return out
+}
+
+// TestAPushTheForgeTookIsTheSessionsThoughGitMissedTheAnswer: git leaves
+// before the forge's answer reaches it (its connection closed, a tool
+// killed); the relay reads the answer to its end all the same, reports
+// the branch the forge took, and lets the Session update it.
+func TestAPushTheForgeTookIsTheSessionsThoughGitMissedTheAnswer(t *testing.T) {
+	r := newRig(t)
+	f := r.gatedFront(t)
+	ws := filepath.Join(t.TempDir(), "app")
+	gitOK(t, "", "clone", "-q", f.url+"acme/app.git", ws)
+	gitOK(t, ws, "commit", "-q", "--allow-empty", "-m", "work")
+	f.deaf.Store(true)
+	if out, err := git(t, ws, "push", "origin", "HEAD:"+prefix+"unheard"); err == nil {
+		t.Fatalf("git push whose answer was lost: succeeded\n%s", out)
+	}
+	f.deaf.Store(false)
+	if got := r.gh.Branches(t, "acme/app"); !slices.Contains(got, prefix+"unheard") {
+		t.Fatalf("GitHub's branches: %v, want %sunheard", got, prefix)
+	}
+	if got := r.took(); !slices.Equal(got, []string{"refs/heads/" + prefix + "unheard"}) {
+		t.Errorf("the pushes the relay reported: %v, want the one GitHub took", got)
+	}
+	gitOK(t, ws, "commit", "-q", "--allow-empty", "-m", "more")
+	if out, err := git(t, ws, "push", "origin", "HEAD:"+prefix+"unheard"); err != nil {
+		t.Errorf("an update of the branch GitHub took: %v\n%s\nwant it taken, the Session's own", err, out)
+	}
 }
