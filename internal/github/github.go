@@ -1,8 +1,10 @@
 // Package github is the Hub's client for the GitHub it signs people in with:
 // the GitHub App's OAuth user flow (who someone is), and, as the App's
-// installation, whether someone is a collaborator on a Repo. GitHub's host
-// is configurable, so tests point it at internal/testkit's fake. Only the
-// Hub imports it.
+// installation, whether someone is a collaborator on a Repo; and kndl's
+// forge (internal/forge) on GitHub: the Hub's Client mints Sessions' tokens
+// and reads pull requests, the Runner's git relay sends git through Git
+// (git.go). GitHub's host is configurable, so tests point it at
+// internal/testkit's fake. Only the Hub and the Runner import it.
 package github
 
 import (
@@ -17,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/forge"
 )
 
 // Config is how to reach GitHub and act as the App.
@@ -300,42 +304,6 @@ func (c *Client) installationToken(ctx context.Context, id int64, perms map[stri
 	return got.Token, nil
 }
 
-// Pull is a pull request as the Hub shows it.
-type Pull struct {
-	Number int    `json:"number"`
-	Title  string `json:"title"`
-	URL    string `json:"html_url"`
-	// State is open or closed; Merged is set for a closed one merged.
-	State  string `json:"state"`
-	Merged bool   `json:"merged,omitempty"`
-	Draft  bool   `json:"draft,omitempty"`
-	// Head is the commit its branch is at, whose checks are its own.
-	Head PullHead `json:"head"`
-	// Checks and Review are what the Hub read of its checks (ChecksOf)
-	// and its reviews (ReviewOf); GitHub's pull request carries neither.
-	Checks string `json:"checks,omitempty"`
-	Review string `json:"review,omitempty"`
-}
-
-// PullHead is a pull request's head commit.
-type PullHead struct {
-	SHA string `json:"sha"`
-}
-
-// A pull request's checks, combined: one failing makes them failing, else
-// one not done makes them pending; "" is no check runs, or not known.
-const (
-	ChecksPassing = "passing"
-	ChecksFailing = "failing"
-	ChecksPending = "pending"
-)
-
-// A pull request's review decision: "" is none yet.
-const (
-	ReviewApproved         = "approved"
-	ReviewChangesRequested = "changes_requested"
-)
-
 // ChecksOf is the combined state of the check runs on ref (a commit) of
 // owner/repo, read as the App (GET
 // /repos/{owner}/{repo}/commits/{ref}/check-runs, the latest run of each
@@ -371,13 +339,13 @@ func CombinedChecks(runs []CheckRun) string {
 	if len(runs) == 0 {
 		return ""
 	}
-	state := ChecksPassing
+	state := forge.ChecksPassing
 	for _, r := range runs {
 		switch {
 		case r.Status != "completed":
-			state = ChecksPending
+			state = forge.ChecksPending
 		case r.Conclusion != "success" && r.Conclusion != "neutral" && r.Conclusion != "skipped":
-			return ChecksFailing
+			return forge.ChecksFailing
 		}
 	}
 	return state
@@ -420,9 +388,9 @@ func ReviewDecision(reviews []Review) string {
 	for _, st := range latest {
 		switch {
 		case st == "CHANGES_REQUESTED":
-			return ReviewChangesRequested
+			return forge.ReviewChangesRequested
 		case st == "APPROVED":
-			decision = ReviewApproved
+			decision = forge.ReviewApproved
 		}
 	}
 	return decision
@@ -432,9 +400,9 @@ func ReviewDecision(reviews []Review) string {
 // closed, newest first (GET /repos/{owner}/{repo}/pulls?head=OWNER:BRANCH),
 // asking as the App's installation. With no App, or the App not on the
 // Repo, it returns none.
-func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]Pull, error) {
+func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]forge.Pull, error) {
 	var got []struct {
-		Pull
+		forge.Pull
 		MergedAt *time.Time `json:"merged_at"`
 	}
 	q := url.Values{"head": {owner + ":" + branch}, "state": {"all"}, "per_page": {"30"}}
@@ -445,7 +413,7 @@ func (c *Client) Pulls(ctx context.Context, owner, repo, branch string) ([]Pull,
 	if status == 0 {
 		return nil, nil
 	}
-	out := make([]Pull, len(got))
+	out := make([]forge.Pull, len(got))
 	for i, p := range got {
 		out[i] = p.Pull
 		out[i].Merged = p.MergedAt != nil
@@ -477,12 +445,6 @@ func (c *Client) PullHead(ctx context.Context, owner, repo string, n int) (branc
 	return got.Head.Ref, got.Head.Repo.ID, nil
 }
 
-// Token is an installation token GitHub minted, with when it expires.
-type Token struct {
-	Value   string
-	Expires time.Time
-}
-
 // The permission sets the Hub mints repo tokens with: a Sandbox's, to
 // push branches and open pull requests, for a Creator with push permission
 // on the Repo; a read-only Creator's Sandbox's, to fetch and read pull
@@ -493,41 +455,75 @@ var (
 	ClonePermissions       = map[string]string{"contents": "read"}
 )
 
+// accessPermissions are the permission sets of forge's Access.
+var accessPermissions = map[forge.Access]map[string]string{
+	forge.Clone: ClonePermissions, forge.Read: SandboxReadPermissions, forge.Push: SandboxPermissions}
+
+// SandboxGhPermissions are what a Session's token asks for beyond its
+// Access's, for what the git relay forwards from gh: an issue and its
+// comments, a pull request's checks, Actions runs (gh issue view, pr
+// checks, run view), and commenting on issues for a Creator who may push.
+// An App not granted them all still mints the token without them: git
+// works, and those calls of gh's are refused by GitHub.
+var SandboxGhPermissions = map[forge.Access]map[string]string{
+	forge.Read: {"issues": "read", "checks": "read", "actions": "read"},
+	forge.Push: {"issues": "write", "checks": "read", "actions": "read"}}
+
+// MintToken is RepoToken with access's permissions, and a Session's gh
+// permissions (SandboxGhPermissions) where the App was granted them.
+func (c *Client) MintToken(ctx context.Context, owner, repo string, access forge.Access) (forge.Token, error) {
+	perms, ok := accessPermissions[access]
+	if !ok {
+		return forge.Token{}, fmt.Errorf("mint a token with access %d: no such access: %w", access, errdefs.ErrInvalid)
+	}
+	if extra := SandboxGhPermissions[access]; extra != nil {
+		all := maps.Clone(perms)
+		maps.Copy(all, extra)
+		tok, err := c.RepoToken(ctx, owner, repo, all)
+		if !errors.Is(err, errNotGranted) {
+			return tok, err
+		}
+	}
+	return c.RepoToken(ctx, owner, repo, perms)
+}
+
 // RepoToken mints a fresh installation token restricted to owner/repo with
 // exactly perms (GitHub adds metadata read to every token). It is never
 // cached: each caller gets its own. It returns ErrNotFound when there is no
 // App or it is not installed on the Repo, and ErrUnavailable when GitHub
 // could not answer.
-func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[string]string) (Token, error) {
+func (c *Client) RepoToken(ctx context.Context, owner, repo string, perms map[string]string) (forge.Token, error) {
 	if !c.HasApp() {
-		return Token{}, fmt.Errorf("no GitHub App is set up (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+		return forge.Token{}, fmt.Errorf("no GitHub App is set up (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
 	}
 	inst, err := c.installation(ctx, owner, repo)
 	if err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	jwt, err := c.appJWT()
 	if err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	body, _ := json.Marshal(map[string]any{"repositories": []string{repo}, "permissions": perms})
 	req, err := c.apiRequest(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst, 10)+"/access_tokens", "Bearer "+jwt,
 		strings.NewReader(string(body)))
 	if err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	var got struct {
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
 	// GitHub refuses (422) permissions the installation was not granted.
-	if _, err := c.do(req, &got); err != nil {
-		return Token{}, fmt.Errorf("mint a token for %s/%s: %w", owner, repo, err)
+	if status, err := c.do(req, &got); status == http.StatusUnprocessableEntity {
+		return forge.Token{}, fmt.Errorf("mint a token for %s/%s with %v: %w: %w", owner, repo, perms, errNotGranted, err)
+	} else if err != nil {
+		return forge.Token{}, fmt.Errorf("mint a token for %s/%s: %w", owner, repo, err)
 	}
 	if got.Token == "" || got.ExpiresAt.IsZero() {
-		return Token{}, fmt.Errorf("mint a token for %s/%s: GitHub's answer has no token or expiry: %w", owner, repo, errdefs.ErrUnavailable)
+		return forge.Token{}, fmt.Errorf("mint a token for %s/%s: GitHub's answer has no token or expiry: %w", owner, repo, errdefs.ErrUnavailable)
 	}
-	return Token{Value: got.Token, Expires: got.ExpiresAt}, nil
+	return forge.Token{Value: got.Token, Expires: got.ExpiresAt}, nil
 }
 
 // RevokeToken ends an installation token at GitHub before its hour is up
@@ -773,10 +769,10 @@ type NewPull struct {
 // /repos/{owner}/{repo}). GitHub's refusal (422: a branch that is not
 // there, one open already, no commits between them) is ErrInvalid, in
 // GitHub's words; no App on the Repo is ErrNotFound.
-func (c *Client) OpenPull(ctx context.Context, owner, repo string, p NewPull) (Pull, error) {
+func (c *Client) OpenPull(ctx context.Context, owner, repo string, p NewPull) (forge.Pull, error) {
 	tok, err := c.RepoToken(ctx, owner, repo, PullPermissions)
 	if err != nil {
-		return Pull{}, err
+		return forge.Pull{}, err
 	}
 	defer c.RevokeToken(context.WithoutCancel(ctx), tok.Value)
 	send := func(method, path string, in, out any) (int, error) {
@@ -796,22 +792,22 @@ func (c *Client) OpenPull(ctx context.Context, owner, repo string, p NewPull) (P
 			DefaultBranch string `json:"default_branch"`
 		}
 		if _, err := send(http.MethodGet, "", nil, &r); err != nil {
-			return Pull{}, fmt.Errorf("read %s/%s's default branch: %w", owner, repo, err)
+			return forge.Pull{}, fmt.Errorf("read %s/%s's default branch: %w", owner, repo, err)
 		}
 		p.Base = r.DefaultBranch
 	}
 	var got struct {
-		Pull
+		forge.Pull
 		MergedAt *time.Time `json:"merged_at"`
 	}
 	in := map[string]string{"title": p.Title, "body": p.Body, "head": owner + ":" + p.Head, "base": p.Base}
 	status, err := send(http.MethodPost, "/pulls", in, &got)
 	var r *Refusal
 	if status == http.StatusUnprocessableEntity && errors.As(err, &r) {
-		return Pull{}, fmt.Errorf("GitHub refused a pull request from %s into %s: %s: %w", p.Head, p.Base, r.Text, errdefs.ErrInvalid)
+		return forge.Pull{}, fmt.Errorf("GitHub refused a pull request from %s into %s: %s: %w", p.Head, p.Base, r.Text, errdefs.ErrInvalid)
 	}
 	if err != nil {
-		return Pull{}, fmt.Errorf("open a pull request on %s/%s from %s: %w", owner, repo, p.Head, err)
+		return forge.Pull{}, fmt.Errorf("open a pull request on %s/%s from %s: %w", owner, repo, p.Head, err)
 	}
 	got.Pull.Merged = got.MergedAt != nil
 	return got.Pull, nil

@@ -3,6 +3,7 @@ package github_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
@@ -249,8 +251,8 @@ func TestPullsListsThoseOpenedFromABranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := github.PullHead{SHA: headOf(t, src)}
-	want := []github.Pull{
+	head := forge.PullHead{SHA: headOf(t, src)}
+	want := []forge.Pull{
 		{Number: 2, Title: "Second", URL: gh.URL + "/acme/app/pull/2", State: "open", Head: head},
 		{Number: 1, Title: "First", URL: gh.URL + "/acme/app/pull/1", State: "closed", Merged: true, Head: head},
 	}
@@ -287,10 +289,10 @@ func TestChecksAndReviewsAreReadAsTheAppWithOrWithoutTheChecksPermission(t *test
 	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "timed_out")
 	gh.AddReview(t, "acme/app", 1, "bob", "approved")
 	sha := headOf(t, src)
-	if got, err := c.ChecksOf(ctx, "acme", "app", sha); err != nil || got != github.ChecksFailing {
+	if got, err := c.ChecksOf(ctx, "acme", "app", sha); err != nil || got != forge.ChecksFailing {
 		t.Errorf("checks with a timed-out build: %q %v, want failing", got, err)
 	}
-	if got, err := c.ReviewOf(ctx, "acme", "app", 1); err != nil || got != github.ReviewApproved {
+	if got, err := c.ReviewOf(ctx, "acme", "app", 1); err != nil || got != forge.ReviewApproved {
 		t.Errorf("review with bob's approval: %q %v, want approved", got, err)
 	}
 
@@ -323,9 +325,9 @@ func TestCheckRunsSumToAWordAndReviewsToADecision(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{[]github.CheckRun{run("completed", "success"), run("completed", "skipped"), run("completed", "neutral")}, github.ChecksPassing},
-		{[]github.CheckRun{run("completed", "success"), run("in_progress", "")}, github.ChecksPending},
-		{[]github.CheckRun{run("queued", ""), run("completed", "cancelled")}, github.ChecksFailing},
+		{[]github.CheckRun{run("completed", "success"), run("completed", "skipped"), run("completed", "neutral")}, forge.ChecksPassing},
+		{[]github.CheckRun{run("completed", "success"), run("in_progress", "")}, forge.ChecksPending},
+		{[]github.CheckRun{run("queued", ""), run("completed", "cancelled")}, forge.ChecksFailing},
 	}
 	for _, tt := range checks {
 		if got := github.CombinedChecks(tt.runs); got != tt.want {
@@ -344,9 +346,9 @@ func TestCheckRunsSumToAWordAndReviewsToADecision(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"a comment alone", []github.Review{review("bob", "COMMENTED")}, ""},
-		{"an approval, then a comment", []github.Review{review("bob", "APPROVED"), review("bob", "COMMENTED")}, github.ReviewApproved},
-		{"changes requested, then approved by the same reviewer", []github.Review{review("bob", "CHANGES_REQUESTED"), review("Bob", "APPROVED")}, github.ReviewApproved},
-		{"one approves, another requests changes", []github.Review{review("bob", "APPROVED"), review("carol", "CHANGES_REQUESTED")}, github.ReviewChangesRequested},
+		{"an approval, then a comment", []github.Review{review("bob", "APPROVED"), review("bob", "COMMENTED")}, forge.ReviewApproved},
+		{"changes requested, then approved by the same reviewer", []github.Review{review("bob", "CHANGES_REQUESTED"), review("Bob", "APPROVED")}, forge.ReviewApproved},
+		{"one approves, another requests changes", []github.Review{review("bob", "APPROVED"), review("carol", "CHANGES_REQUESTED")}, forge.ReviewChangesRequested},
 		{"a request for changes dismissed", []github.Review{review("carol", "CHANGES_REQUESTED"), review("carol", "DISMISSED")}, ""},
 	}
 	for _, tt := range reviews {
@@ -434,5 +436,38 @@ func TestAPullRequestsHeadNamesItsBranchAndTheRepositoryItIsIn(t *testing.T) {
 	}
 	if _, _, err := c.PullHead(ctx, "acme", "other", 1); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a pull request where the App is not: %v, want not found", err)
+	}
+}
+
+// TestMintTokenAsksForGhsPermissionsWhereTheAppHasThem: a Session's token
+// also reads issues, checks and Actions runs, and comments for a Creator
+// who may push, for what the git relay forwards from gh; an App not
+// granted one of them (Actions, here) still mints the token, without
+// them, rather than none; a clone's is contents read alone.
+func TestMintTokenAsksForGhsPermissionsWhereTheAppHasThem(t *testing.T) {
+	gh, c, _ := servedApp(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		access forge.Access
+		take   string // the App's permission taken away first
+		want   map[string]string
+	}{
+		{"push", forge.Push, "", map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read", "actions": "read"}},
+		{"read", forge.Read, "", map[string]string{"metadata": "read", "contents": "read", "pull_requests": "read", "issues": "read", "checks": "read", "actions": "read"}},
+		{"clone", forge.Clone, "", map[string]string{"metadata": "read", "contents": "read"}},
+		{"push, the App without Actions", forge.Push, "actions", map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write"}},
+	}
+	for _, tt := range tests {
+		if tt.take != "" {
+			gh.Grant(tt.take, "")
+		}
+		tok, err := c.MintToken(ctx, "acme", "app", tt.access)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if info, _ := gh.Token(tok.Value); !maps.Equal(info.Permissions, tt.want) || !slices.Equal(info.Repos, []string{"app"}) {
+			t.Errorf("%s: got %v on %v, want %v on acme/app alone", tt.name, info.Permissions, info.Repos, tt.want)
+		}
 	}
 }

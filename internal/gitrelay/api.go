@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"kndl.dev/kndl/internal/forge"
 )
 
 // The API route: gh in the Sandbox reaches GitHub's REST and GraphQL APIs
@@ -31,31 +33,6 @@ const GHHost = "github.localhost"
 // request's or comment's text is far below it (GitHub caps a body at
 // 65,536 characters).
 const maxAPIBody = 1 << 20
-
-// APIForge is a Forge with a REST and GraphQL API the relay forwards gh's
-// calls to.
-type APIForge interface {
-	Forge
-	// API is the API's base URL for a Repo at repo, such as
-	// https://api.github.com for https://github.com/acme/app.git.
-	API(repo *url.URL) *url.URL
-	// AuthorizeAPI sets token on req, a request to the API.
-	AuthorizeAPI(req *http.Request, token string)
-}
-
-// API is api.github.com for github.com, and the Repo's own origin for any
-// other host (the fake GitHub serves both on one).
-func (GitHub) API(repo *url.URL) *url.URL {
-	if strings.EqualFold(repo.Host, "github.com") {
-		return &url.URL{Scheme: "https", Host: "api.github.com"}
-	}
-	return &url.URL{Scheme: repo.Scheme, Host: repo.Host}
-}
-
-// AuthorizeAPI sets token as a Bearer token.
-func (GitHub) AuthorizeAPI(req *http.Request, token string) {
-	req.Header.Set("Authorization", "Bearer "+token)
-}
 
 // apiCheck is what a rule checks beyond its method and path: the body it
 // takes (b, read whole) and the pull request it names; "" to forward, or
@@ -111,6 +88,7 @@ var apiRules = []apiRule{
 	{"GET", "actions/runs/{n}/jobs", anyRequest, false},
 	{"GET", "actions/runs/{n}/attempts/{n}/jobs", anyRequest, false},
 	{"GET", "actions/runs/{n}/logs", anyRequest, true},
+	{"GET", "actions/runs/{n}/artifacts", anyRequest, false},
 	{"GET", "actions/jobs/{n}", anyRequest, false},
 	{"GET", "actions/jobs/{n}/logs", anyRequest, true},
 	{"GET", "actions/workflows", anyRequest, false},
@@ -173,7 +151,7 @@ func (r *Relay) ServeAPI(w http.ResponseWriter, req *http.Request, sessionID str
 		apiRefuse(w, http.StatusServiceUnavailable, "kndl: this Session's GitHub relay is not open yet; try again in a moment")
 		return
 	}
-	forge, ok := r.forge.(APIForge)
+	api, ok := r.forge.(forge.API)
 	if !ok {
 		apiRefuse(w, http.StatusNotFound, "kndl: the git relay's forge has no API")
 		return
@@ -202,7 +180,7 @@ func (r *Relay) ServeAPI(w http.ResponseWriter, req *http.Request, sessionID str
 			apiRefuse(w, http.StatusForbidden, "kndl: "+why)
 			return
 		}
-		r.forwardAPI(w, req, s, forge, "/graphql", out, false)
+		r.forwardAPI(w, req, s, api, "/graphql", out, false)
 		return
 	}
 	rest, ok := strings.CutPrefix(p, "/repos/")
@@ -225,7 +203,7 @@ func (r *Relay) ServeAPI(w http.ResponseWriter, req *http.Request, sessionID str
 		apiRefuse(w, http.StatusForbidden, fmt.Sprintf("kndl: %s %s is not among the calls the GitHub relay forwards (read issues, pull requests, checks and Actions runs; open and update the Session's own pull requests; comment; request reviewers); merging, deleting, settings and releases are a person's to do on GitHub", req.Method, p))
 		return
 	}
-	if why := r.checkAPI(req, s, forge, rule.check, n, &body); why != "" {
+	if why := r.checkAPI(req, s, api, rule.check, n, &body); why != "" {
 		apiRefuse(w, http.StatusForbidden, "kndl: "+why)
 		return
 	}
@@ -233,11 +211,11 @@ func (r *Relay) ServeAPI(w http.ResponseWriter, req *http.Request, sessionID str
 	if req.URL.RawQuery != "" {
 		target += "?" + req.URL.RawQuery
 	}
-	r.forwardAPI(w, req, s, forge, target, body, rule.follow)
+	r.forwardAPI(w, req, s, api, target, body, rule.follow)
 }
 
 // checkAPI applies a rule's check; it may rewrite body to what it judged.
-func (r *Relay) checkAPI(req *http.Request, s served, forge APIForge, c apiCheck, n string, body *[]byte) string {
+func (r *Relay) checkAPI(req *http.Request, s served, api forge.API, c apiCheck, n string, body *[]byte) string {
 	switch c {
 	case ownHeadBody:
 		var fields map[string]json.RawMessage
@@ -274,7 +252,7 @@ func (r *Relay) checkAPI(req *http.Request, s served, forge APIForge, c apiCheck
 			}
 			*body, _ = json.Marshal(fields)
 		}
-		head, err := r.pullHead(req, s, forge, n)
+		head, err := r.pullHead(req, s, api, n)
 		if err != nil {
 			return err.Error()
 		}
@@ -287,14 +265,14 @@ func (r *Relay) checkAPI(req *http.Request, s served, forge APIForge, c apiCheck
 
 // pullHead asks the forge for pull request n's head branch, "" for one
 // from another repository.
-func (r *Relay) pullHead(req *http.Request, s served, forge APIForge, n string) (string, error) {
-	u := forge.API(s.repo).JoinPath("repos", s.path, "pulls", n)
+func (r *Relay) pullHead(req *http.Request, s served, api forge.API, n string) (string, error) {
+	u := api.API(s.repo).JoinPath("repos", s.path, "pulls", n)
 	out, err := http.NewRequestWithContext(req.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", err
 	}
 	out.Header.Set("Accept", "application/vnd.github+json")
-	forge.AuthorizeAPI(out, s.token)
+	api.AuthorizeAPI(out, r.tokenOf(s.id))
 	resp, err := r.client.Do(out)
 	if err != nil {
 		return "", fmt.Errorf("the GitHub relay could not reach %s; try again", u.Host)
@@ -320,12 +298,13 @@ func (r *Relay) pullHead(req *http.Request, s served, forge APIForge, n string) 
 // forwardAPI sends a call on to the forge's API with the Session's forge
 // token, and streams the answer back. follow fetches a redirect's target
 // (a log's download, on another host) without the token.
-func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, forge APIForge, target string, body []byte, follow bool) {
-	if s.token == "" {
+func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, api forge.API, target string, body []byte, follow bool) {
+	token := r.tokenOf(s.id)
+	if token == "" {
 		apiRefuse(w, http.StatusServiceUnavailable, "kndl: the Runner holds no GitHub token for this Session yet; the Session's log says why")
 		return
 	}
-	base := forge.API(s.repo)
+	base := api.API(s.repo)
 	u, err := url.Parse(base.String() + target)
 	if err != nil {
 		apiRefuse(w, http.StatusBadRequest, "kndl: the GitHub relay can't forward "+target)
@@ -345,7 +324,7 @@ func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, f
 			out.Header[h] = v
 		}
 	}
-	forge.AuthorizeAPI(out, s.token)
+	api.AuthorizeAPI(out, token)
 	resp, err := r.client.Do(out)
 	if err == nil && follow && resp.StatusCode == http.StatusFound {
 		loc, lerr := resp.Request.URL.Parse(resp.Header.Get("Location"))
@@ -372,9 +351,26 @@ func (r *Relay) forwardAPI(w http.ResponseWriter, req *http.Request, s served, f
 			w.Header().Add(h, v)
 		}
 	}
+	var from io.Reader = resp.Body
+	if !follow && resp.Header.Get("Content-Encoding") == "" && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		// gh follows the API URLs in an answer too (a run's jobs_url, gh
+		// run view): through the relay, which it reaches, not the forge,
+		// which it does not. The answer is the forge's, not the Sandbox's.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIAnswer+1))
+		if err != nil || len(b) > maxAPIAnswer {
+			apiRefuse(w, http.StatusBadGateway, fmt.Sprintf("kndl: the forge's answer was cut short or larger than the relay takes (%d bytes)", maxAPIAnswer))
+			return
+		}
+		from = bytes.NewReader(bytes.ReplaceAll(b, []byte(base.String()), []byte("http://"+APIHost)))
+	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(flushWriter{w}, resp.Body)
+	io.Copy(flushWriter{w}, from)
 }
+
+// maxAPIAnswer bounds a JSON answer of the forge's API the relay reads
+// whole to point its URLs at itself: GitHub pages its lists at 100 items,
+// far below it.
+const maxAPIAnswer = 32 << 20
 
 // apiRefuse answers as GitHub's API refuses: JSON with a message and a
 // documentation_url, which gh prints as "gh: <message> (HTTP <status>)".

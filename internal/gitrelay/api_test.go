@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -255,6 +257,59 @@ func TestGraphQLIsForwardedByOperationAlone(t *testing.T) {
 		got := gitrelay.JudgeGraphQL(tt.body, prefix)
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestGhReadsThroughTheRelayWhatItsAllowlistNames runs the real gh's read
+// commands whose calls the relay forwards, against the fake GitHub with
+// the token the Hub mints for a Creator who may push: gh pr view (of the
+// branch and by number), gh pr checks, gh issue view, gh run view and its
+// failed steps' log. Each prints what GitHub holds; gh run view follows
+// the run's jobs_url, which the relay points at itself; the log comes
+// through the download the forge redirects to.
+func TestGhReadsThroughTheRelayWhatItsAllowlistNames(t *testing.T) {
+	testenv.RequireCommand(t, "gh")
+	r := newRig(t)
+	front := r.apiFront(t)
+	dir := r.clone(t)
+	gitOK(t, dir, "remote", "set-url", "origin", "http://"+gitrelay.GHHost+"/acme/app")
+	gitOK(t, dir, "checkout", "-q", prefix+"found")
+	if got := r.gh.OpenPull(t, "acme/app", r.token, prefix+"found", "The Session's work"); got != http.StatusCreated {
+		t.Fatalf("open pull request #1: got %d, want 201", got)
+	}
+	issue := r.gh.OpenIssue("acme/app", "octocat", "Crash on start", "It crashes when started.")
+	r.gh.AddCheckRun(t, "acme/app", 1, "lint", "completed", "success")
+	r.gh.AddCheckRun(t, "acme/app", 1, "test", "completed", "failure")
+	run := r.gh.AddWorkflowRun("acme/app", "CI", prefix+"found", strings.Repeat("a", 40), "failure")
+	runID := strconv.FormatInt(run, 10)
+
+	tests := []struct {
+		args   []string
+		failed bool // gh exits non-zero: a failing check
+		want   []string
+	}{
+		{[]string{"pr", "view"}, false, []string{"title:\tThe Session's work", "state:\tOPEN", "number:\t1"}},
+		{[]string{"pr", "view", "1"}, false, []string{"title:\tThe Session's work", "number:\t1"}},
+		{[]string{"pr", "checks"}, true, []string{"test\tfail\t", "lint\tpass\t", "https://ci.example/acme/app/runs/"}},
+		{[]string{"issue", "view", strconv.Itoa(issue)}, false, []string{"title:\tCrash on start", "author:\toctocat", "It crashes when started."}},
+		{[]string{"run", "view", runID}, false, []string{"X " + prefix + "found CI · " + runID, "JOBS", "X CI in", "X test"}},
+		{[]string{"run", "view", runID, "--log-failed"}, false, []string{"CI\ttest\t", "test: failure"}},
+	}
+	for _, tt := range tests {
+		out, err := ghRun(t, dir, front, tt.args...)
+		if (err != nil) != tt.failed {
+			t.Errorf("gh %v: got %v, want failed %v\n%s", tt.args, err, tt.failed, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("gh %v printed:\n%s\nwant a line with %q", tt.args, out, w)
+			}
+		}
+	}
+	for _, op := range []string{"PullRequestForBranch", "PullRequestByNumber", "PullRequestStatusChecks", "IssueByNumber"} {
+		if !slices.Contains(r.gh.GraphQLOps(), op) {
+			t.Errorf("the GraphQL operations gh sent: %v, want %s among them", r.gh.GraphQLOps(), op)
 		}
 	}
 }

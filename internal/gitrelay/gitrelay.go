@@ -13,6 +13,7 @@
 package gitrelay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,24 +25,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"kndl.dev/kndl/internal/forge"
 )
-
-// Forge is the git host behind the relay, as the relay speaks to it: how a
-// request to its git over HTTP carries a Session's token. GitHub is the
-// one kndl has; a second forge is a second implementation.
-type Forge interface {
-	// Authorize sets token on req, a request to the forge's git.
-	Authorize(req *http.Request, token string)
-}
-
-// GitHub is GitHub's git over HTTP, which takes an installation token as
-// Basic auth's password under the user x-access-token.
-type GitHub struct{}
-
-// Authorize sets token as Basic auth.
-func (GitHub) Authorize(req *http.Request, token string) {
-	req.SetBasicAuth("x-access-token", token)
-}
 
 // Session is what the relay serves one Session.
 type Session struct {
@@ -58,7 +44,9 @@ type Session struct {
 
 // Options configure a Relay.
 type Options struct {
-	Forge Forge
+	// Forge is the git host the Repos are on (github.Git); a forge.API
+	// also serves gh's API calls.
+	Forge forge.Git
 	// Client reaches the forge; nil is http.DefaultClient's transport with
 	// no redirects followed.
 	Client *http.Client
@@ -70,7 +58,7 @@ type Options struct {
 
 // Relay is the git relay.
 type Relay struct {
-	forge  Forge
+	forge  forge.Git
 	client *http.Client
 	pushed func(ctx context.Context, sessionID string, took []Update)
 	log    *slog.Logger
@@ -80,8 +68,10 @@ type Relay struct {
 }
 
 // served is one Session's Repo, its prefix, the branches it made, and its
-// forge token ("" until its owner has one).
+// forge token ("" until its owner has one), which is read where a request
+// goes to the forge (tokenOf), never from a copy.
 type served struct {
+	id     string
 	repo   *url.URL
 	path   string // the Repo's path without ".git": acme/app
 	prefix string
@@ -153,7 +143,7 @@ func (r *Relay) Open(sessionID string, s Session) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.sessions[sessionID]
-	x := &served{repo: u, path: strings.TrimSuffix(p, ".git"), prefix: s.Prefix, made: made}
+	x := &served{id: sessionID, repo: u, path: strings.TrimSuffix(p, ".git"), prefix: s.Prefix, made: made}
 	if old != nil {
 		x.token = old.token
 		for b := range old.made {
@@ -195,6 +185,19 @@ func (r *Relay) session(sessionID string) (served, bool) {
 	return *x, true
 }
 
+// tokenOf is the Session's forge token as the relay holds it now: read
+// as a request leaves for the forge, not when the Sandbox's began, so no
+// request goes out with a token replaced while the Sandbox sent its body
+// (and perhaps revoked since).
+func (r *Relay) tokenOf(sessionID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if x := r.sessions[sessionID]; x != nil {
+		return x.token
+	}
+	return ""
+}
+
 // made reports whether the Session made branch through the relay.
 func (r *Relay) madeBy(sessionID string) func(string) bool {
 	return func(b string) bool {
@@ -228,9 +231,9 @@ func (r *Relay) ServeGit(w http.ResponseWriter, req *http.Request, sessionID, re
 	service := req.URL.Query().Get("service")
 	switch {
 	case req.Method == http.MethodGet && op == "info/refs" && (service == "git-upload-pack" || service == "git-receive-pack"):
-		r.forward(w, req, s, op+"?service="+service, req.Body, nil)
+		r.forward(w, req, s, op+"?service="+service, req.Body, nil, nil)
 	case req.Method == http.MethodPost && op == "git-upload-pack":
-		r.forward(w, req, s, op, req.Body, nil)
+		r.forward(w, req, s, op, req.Body, nil, nil)
 	case req.Method == http.MethodPost && op == "git-receive-pack":
 		r.push(w, req, sessionID, s)
 	default:
@@ -253,6 +256,16 @@ func (r *Relay) push(w http.ResponseWriter, req *http.Request, sessionID string,
 		// What the relay read must be what the forge reads.
 		refuse(w, http.StatusUnsupportedMediaType, "kndl: the git relay takes a push's body unencoded, not "+ce)
 		return
+	}
+	if req.ContentLength == int64(len(flushPkt)) {
+		// git's probe before a push larger than http.postBuffer
+		// (remote-curl's probe_rpc): a flush alone, no commands, asking
+		// whether the forge takes the credential before git streams the
+		// pack. The forge answers it, with nothing to update.
+		if b, _ := io.ReadAll(io.LimitReader(req.Body, int64(len(flushPkt)))); string(b) == string(flushPkt) {
+			r.forward(w, req, s, "git-receive-pack", bytes.NewReader(flushPkt), nil, nil)
+			return
+		}
 	}
 	cmds, err := readCommands(req.Body)
 	if err != nil {
@@ -280,16 +293,27 @@ func (r *Relay) push(w http.ResponseWriter, req *http.Request, sessionID string,
 		writeRefusal(w, cmds, why, hint(refused, s.prefix))
 		return
 	}
-	if s.token == "" {
+	// A refusal from here on is a report git prints for each ref; a
+	// status alone it would print as "RPC failed; HTTP 403".
+	failed := func(reason, msg string) {
 		io.Copy(io.Discard, req.Body)
-		refuse(w, http.StatusServiceUnavailable, "kndl: the Runner holds no GitHub token for this Session yet, so it can't push; the Session's log says why")
+		for i := range why {
+			why[i] = verdict(reason)
+		}
+		writeRefusal(w, cmds, why, msg)
+	}
+	if r.tokenOf(sessionID) == "" {
+		failed("no "+r.forge.Name()+" token yet", "kndl: the Runner holds no "+r.forge.Name()+" token for this Session yet, so it can't push; the Session's log says why")
 		return
 	}
 	report := &reportReader{sideband: slices.Contains(cmds.caps, "side-band-64k") || slices.Contains(cmds.caps, "side-band")}
 	body := io.MultiReader(strings.NewReader(string(cmds.head)), req.Body)
-	if !r.forward(w, req, s, "git-receive-pack", body, report) {
-		return
-	}
+	// The forge's answer is read to its end even if git left before it:
+	// what the forge took is the Session's, whether git heard it or not.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), pushTimeout)
+	defer cancel()
+	req = req.WithContext(ctx)
+	r.forward(w, req, s, "git-receive-pack", body, report, failed)
 	var took []Update
 	for _, u := range cmds.updates {
 		if slices.Contains(report.ok, u.Ref) {
@@ -318,9 +342,17 @@ func (r *Relay) push(w http.ResponseWriter, req *http.Request, sessionID string,
 // Repo's URL. Only git's own headers go either way. A refusal by the forge
 // of the Runner's token comes back as the relay's own 403, not the forge's
 // 401, which would have git ask its credential helper again. report, if
-// set, reads the answer as it passes. It reports whether the forge
-// answered 200.
-func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op string, body io.Reader, report *reportReader) bool {
+// set, reads the answer as it passes. failed, if set, answers a refusal
+// before any of the answer was sent, in few words and in full; else it is
+// refused as text. It reports whether the forge answered 200.
+func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op string, body io.Reader, report *reportReader, failed func(why, msg string)) bool {
+	fail := func(status int, why, msg string) {
+		if failed != nil {
+			failed(why, msg)
+			return
+		}
+		refuse(w, status, msg)
+	}
 	target := *s.repo
 	target.Path = "/" + s.path + ".git/"
 	target.RawQuery = ""
@@ -334,7 +366,7 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 	}
 	out, err := http.NewRequestWithContext(req.Context(), req.Method, u.String(), body)
 	if err != nil {
-		refuse(w, http.StatusBadGateway, "kndl: the git relay could not reach the forge")
+		fail(http.StatusBadGateway, "the forge is unreachable", "kndl: the git relay could not reach the forge")
 		return false
 	}
 	if body != nil {
@@ -347,13 +379,14 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 			out.Header[h] = v
 		}
 	}
-	if s.token != "" {
-		r.forge.Authorize(out, s.token)
+	token := r.tokenOf(s.id)
+	if token != "" {
+		r.forge.Authorize(out, token)
 	}
 	resp, err := r.client.Do(out)
 	if err != nil {
 		r.log.Warn("forge unreachable", "op", strings.SplitN(op, "?", 2)[0], "err", err)
-		refuse(w, http.StatusBadGateway, "kndl: the git relay could not reach "+s.repo.Host+"; try again")
+		fail(http.StatusBadGateway, s.repo.Host+" is unreachable; try again", "kndl: the git relay could not reach "+s.repo.Host+"; try again")
 		return false
 	}
 	defer resp.Body.Close()
@@ -361,14 +394,16 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 	case http.StatusOK:
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		why := "the Runner holds no GitHub token for this Session"
-		if s.token != "" {
-			why = "the Session's GitHub token does not reach it, or its Creator may not push to it"
+		why := "the Runner holds no " + r.forge.Name() + " token for this Session"
+		if token != "" {
+			why = "the Session's " + r.forge.Name() + " token does not reach it, or its Creator may not push to it"
 		}
-		refuse(w, http.StatusForbidden, fmt.Sprintf("kndl: %s refused %s (%d): %s", s.repo.Host, s.path, resp.StatusCode, why))
+		fail(http.StatusForbidden, fmt.Sprintf("%s refused it (%d)", s.repo.Host, resp.StatusCode),
+			fmt.Sprintf("kndl: %s refused %s (%d): %s", s.repo.Host, s.path, resp.StatusCode, why))
 		return false
 	default:
-		refuse(w, http.StatusBadGateway, fmt.Sprintf("kndl: %s answered %s for %s; try again", s.repo.Host, resp.Status, s.path))
+		fail(http.StatusBadGateway, fmt.Sprintf("%s answered %d; try again", s.repo.Host, resp.StatusCode),
+			fmt.Sprintf("kndl: %s answered %s for %s; try again", s.repo.Host, resp.Status, s.path))
 		return false
 	}
 	for _, h := range []string{"Content-Type", "Content-Encoding", "Cache-Control", "Expires", "Pragma"} {
@@ -384,10 +419,18 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, s served, op s
 	}
 	if _, err := io.Copy(flushWriter{w}, from); err != nil && !errors.Is(err, context.Canceled) {
 		r.log.Debug("answer cut short", "err", err)
+		if report != nil {
+			io.Copy(io.Discard, io.LimitReader(report, maxReportAnswer))
+		}
 		return false
 	}
 	return true
 }
+
+// maxReportAnswer bounds what the relay reads of the forge's answer to a
+// push that git no longer hears: the report of up to maxCommands refs,
+// and the progress before it.
+const maxReportAnswer = 4 << 20
 
 // flushWriter flushes each write, so git sees the forge's progress as it
 // comes.

@@ -2,6 +2,7 @@ package gitrelay_test
 
 import (
 	"context"
+	"crypto/rsa"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/gitrelay"
 	"kndl.dev/kndl/internal/testenv"
@@ -33,6 +35,7 @@ type rig struct {
 	relay  *gitrelay.Relay
 	url    string // the relay's /git/
 	token  string // the forge token the relay holds
+	key    *rsa.PrivateKey
 	mu     sync.Mutex
 	pushed []gitrelay.Update
 }
@@ -63,12 +66,12 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := c.RepoToken(context.Background(), "acme", "app", github.SandboxPermissions)
+	tok, err := c.MintToken(context.Background(), "acme", "app", forge.Push) // as the Hub mints it
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{gh: gh, token: tok.Value}
-	r.relay = gitrelay.New(gitrelay.Options{Forge: gitrelay.GitHub{}, Pushed: func(_ context.Context, id string, took []gitrelay.Update) {
+	r := &rig{gh: gh, token: tok.Value, key: key}
+	r.relay = gitrelay.New(gitrelay.Options{Forge: github.Git{}, Pushed: func(_ context.Context, id string, took []gitrelay.Update) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if id == sessionID {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
@@ -58,7 +58,7 @@ func (e effects) Recorded(sessionID string, evs []protocol.Event) {
 
 // pullOpened: the pull request tracker found a new pull request from a
 // Session's branch.
-func (e effects) pullOpened(ctx context.Context, sessionID string, p github.Pull) {
+func (e effects) pullOpened(ctx context.Context, sessionID string, p forge.Pull) {
 	e.tell(ctx, sessionID, func(s store.Session) {
 		e.h.notify.Session(ctx, s, notify.PullOpened, fmt.Sprintf("#%d %s %s", p.Number, p.Title, p.URL))
 	})

@@ -12,8 +12,8 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/gateway"
-	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
@@ -56,7 +56,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			if h.guard.gh == nil || !h.guard.gh.HasApp() {
 				return "", nil
 			}
-			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, github.ClonePermissions)
+			tok, err := h.repoToken(ctx, store.Session{RepoURL: repoURL}, forge.Clone)
 			return tok.Token, err
 		},
 		Redact: h.masks.RepoText,

@@ -106,7 +106,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		},
 		Handle: h.handleRunner, Gone: h.runnerLeft})
 	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
-	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.guard.gh.RevokeToken(ctx, token) },
+	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
@@ -141,9 +141,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed,
 		Titled: func(ctx context.Context, id, title string) { newSessionsAPI(h).titleFromPull(ctx, id, title) },
 		Opened: effects{h}.pullOpened, Logger: cfg.Logger}
-	if h.guard.gh != nil {
-		po.GitHub = h.guard.gh
-	}
+	po.Forge = h.forge()
 	h.pulls = pulls.New(po)
 	h.forward = newViewAPI(h).newForward() // its callbacks use none of what is made after it
 	// Its worker at once acts on the deliveries a Hub before took and did

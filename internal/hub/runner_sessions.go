@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -56,7 +56,7 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if err != nil {
 			return nil, err
 		}
-		return h.repoToken(ctx, s, github.ClonePermissions)
+		return h.repoToken(ctx, s, forge.Clone)
 	})
 
 	rc.Conn.Handle(protocol.TypeSessionCredentials, false, func(ctx context.Context, body json.RawMessage) (any, error) {

@@ -6,24 +6,33 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
-	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
-// repoToken mints a token of the Hub's GitHub App for a Session's Repo
-// alone, with perms: fresh for each request, never cached or shared. It
-// returns ErrNotFound without the App or with the App not on the Repo.
-func (h core) repoToken(ctx context.Context, s store.Session, perms map[string]string) (protocol.GitHubToken, error) {
-	gh := h.guard.gh
-	if gh == nil || !gh.HasApp() {
+// forge is the forge the Hub mints Sessions' tokens on and reads their
+// pull requests from: GitHub, nil without it (no GITHUB_CLIENT_ID).
+func (h core) forge() forge.Forge {
+	if h.guard.gh == nil {
+		return nil // not a typed nil
+	}
+	return h.guard.gh
+}
+
+// repoToken mints a token of the forge for a Session's Repo alone, with
+// access: fresh for each request, never cached or shared. It returns
+// ErrNotFound without GitHub's App or with the App not on the Repo.
+func (h core) repoToken(ctx context.Context, s store.Session, access forge.Access) (protocol.GitHubToken, error) {
+	f := h.forge()
+	if f == nil {
 		return protocol.GitHubToken{}, fmt.Errorf("this Hub has no GitHub App (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
 	}
-	owner, name, ok := gh.ParseRepo(s.RepoURL)
+	owner, name, ok := f.ParseRepo(s.RepoURL)
 	if !ok {
 		return protocol.GitHubToken{}, fmt.Errorf("the Session's Repo is not on %s: %w", h.cfg.GitHubURL, errdefs.ErrNotFound)
 	}
-	tok, err := gh.RepoToken(ctx, owner, name, perms)
+	tok, err := f.MintToken(ctx, owner, name, access)
 	if err != nil {
 		return protocol.GitHubToken{}, err
 	}
@@ -42,11 +51,11 @@ func (h runnersAPI) sandboxToken(ctx context.Context, s store.Session) (protocol
 	if err != nil {
 		return protocol.GitHubToken{}, err
 	}
-	perms, git := github.SandboxReadPermissions, gitRead
+	access, git := forge.Read, gitRead
 	if h.askGitHub(ctx, creator, s.RepoURL, true, true) { // fresh: canPush without the cache
-		perms, git = github.SandboxPermissions, gitWrite
+		access, git = forge.Push, gitWrite
 	}
-	tok, err := h.repoToken(ctx, s, perms)
+	tok, err := h.repoToken(ctx, s, access)
 	if err != nil {
 		return tok, err
 	}

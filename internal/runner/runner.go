@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/gitrelay"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/relay"
@@ -89,7 +90,7 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
 	// The git relay reaches GitHub as the host clone does, through
 	// Outbound, and follows no redirect.
-	r.git = gitrelay.New(gitrelay.Options{Forge: gitrelay.GitHub{}, Pushed: r.gitPushed, Logger: cfg.Logger,
+	r.git = gitrelay.New(gitrelay.Options{Forge: github.Git{}, Pushed: r.gitPushed, Logger: cfg.Logger,
 		Client: &http.Client{Transport: cfg.Outbound.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}})
 	r.relay, err = relay.New(relay.Options{HubURL: cfg.HubURL, ModelURL: cfg.ModelEndpoint, Hook: r.hook, Counted: r.counted, Git: r.git, Logger: cfg.Logger})
 	if err != nil {

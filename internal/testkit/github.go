@@ -70,11 +70,13 @@ type GitHub struct {
 	down       bool
 	calls      map[string]int
 	mux        *http.ServeMux
-	gitRoot    string            // bare repositories served over git's smart HTTP
-	iss        fakeIssues        // issues, comments and the webhook: github_issues.go
-	checks     fakeChecks        // check runs and reviews: github_checks.go
-	granted    map[string]string // the App's permissions: appPermissions unless Grant changed them
-	gqlOps     []string          // GraphQL operations asked, by name: github_graphql.go
+	gitRoot    string               // bare repositories served over git's smart HTTP
+	iss        fakeIssues           // issues, comments and the webhook: github_issues.go
+	checks     fakeChecks           // check runs and reviews: github_checks.go
+	runs       map[string][]fakeRun // Actions runs by lower-case owner/repo: github_actions.go
+	logSigs    map[string]bool      // the runs whose logs' download was signed
+	granted    map[string]string    // the App's permissions: appPermissions unless Grant changed them
+	gqlOps     []string             // GraphQL operations asked, by name: github_graphql.go
 }
 
 // GitHubUser is a GitHub account.
@@ -104,8 +106,9 @@ func (g *GitHub) liveToken(tok string) (instToken, bool) {
 // appPermissions are the permissions the App's installations are granted:
 // what the Hub asks for and nothing more (checks write, say, is not
 // granted). Issues write is for the Hub's replies in a thread, checks read
-// for a pull request's checks.
-var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read"}
+// for a pull request's checks, and with actions read for gh in a Sandbox.
+var appPermissions = map[string]string{"metadata": "read", "contents": "write", "pull_requests": "write", "issues": "write", "checks": "read",
+	"actions": "read"}
 
 // fakePull is a pull request on the fake.
 type fakePull struct {
@@ -171,7 +174,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}),
 		key:    &appKey.PublicKey, users: map[string]*GitHubUser{}, nextID: 1000, codes: map[string]grant{},
 		userTokens: map[string]string{}, installs: map[string]int64{}, instTokens: map[string]instToken{},
-		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{},
+		private: map[string]bool{}, tokenLife: time.Hour, pulls: map[string][]fakePull{}, runs: map[string][]fakeRun{}, logSigs: map[string]bool{},
 		collabs: map[string]map[string]bool{}, readOnly: map[string]map[string]bool{}, calls: map[string]int{},
 		granted: maps.Clone(appPermissions)}
 	mux := http.NewServeMux()
@@ -190,6 +193,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	g.serveIssues(mux)
 	g.serveChecks(mux)
 	g.serveGraphQL(mux)
+	g.serveActions(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))
 	srv.Listener.Close()
 	srv.Listener = ln

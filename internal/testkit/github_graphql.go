@@ -3,20 +3,26 @@ package testkit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
 // The fake GitHub's GraphQL API: the operations gh 2.23 sends for `gh pr
-// create` (RepositoryInfo, PullRequestForBranch, PullRequestCreate), by
-// operation name, answered from the fake's Repos and pull requests in
-// GitHub's shape. It checks what GitHub checks: a live installation token
-// that reaches the Repo (metadata read), and pull_requests write to open
-// one; an operation it doesn't know is an error in GraphQL's shape.
+// create` (RepositoryInfo, PullRequestForBranch, PullRequestCreate), `gh
+// pr view` (PullRequestForBranch, PullRequestByNumber), `gh pr checks`
+// (PullRequestStatusChecks) and `gh issue view` (IssueByNumber), by
+// operation name, answered from the fake's Repos, issues, pull requests
+// and check runs in GitHub's shape. It checks what GitHub checks: a live
+// installation token that reaches the Repo (metadata read), pull_requests
+// read to read one and write to open one, issues read for an issue, and
+// checks read for a pull request's checks; an operation it doesn't know is
+// an error in GraphQL's shape.
 
 var graphQLOpName = regexp.MustCompile(`(?m)^\s*(query|mutation)\s+([A-Za-z_][A-Za-z0-9_]*)`)
 
@@ -56,10 +62,14 @@ func (g *GitHub) graphQL(w http.ResponseWriter, r *http.Request) {
 		name = str("repo")
 	}
 	repo := strings.ToLower(str("owner") + "/" + name)
-	if op == "PullRequestCreate" {
+	prNumber := 0
+	switch op {
+	case "PullRequestCreate":
 		in, _ := req.Variables["input"].(map[string]any)
 		id, _ := in["repositoryId"].(string)
 		repo = strings.ToLower(strings.TrimPrefix(id, "R_"))
+	case "PullRequestStatusChecks":
+		repo, prNumber = pullNodeID(str("id"))
 	}
 	tok := apiToken(r)
 	g.mu.Lock()
@@ -75,6 +85,13 @@ func (g *GitHub) graphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	owner, _, _ := strings.Cut(repo, "/")
 	_, name, _ = strings.Cut(repo, "/")
+	// Beyond the Repo, what each operation reads: GitHub answers a field
+	// the token may not read with an error of its own.
+	if perm := map[string]string{"PullRequestForBranch": "pull_requests", "PullRequestByNumber": "pull_requests",
+		"PullRequestStatusChecks": "checks"}[op]; perm != "" && !g.allows(tok, repo, perm, "read") {
+		gqlForbidden(w)
+		return
+	}
 	switch op {
 	case "RepositoryInfo":
 		out, _ := exec.Command("git", "-C", filepath.Join(g.gitRoot, repo+".git"), "symbolic-ref", "--short", "HEAD").Output()
@@ -89,13 +106,58 @@ func (g *GitHub) graphQL(w http.ResponseWriter, r *http.Request) {
 		nodes := []any{}
 		for _, p := range g.pulls[repo] {
 			if p.Head.Ref == head && strings.EqualFold(p.State, "open") {
-				nodes = append(nodes, map[string]any{"number": p.Number, "title": p.Title, "url": p.HTMLURL, "state": "OPEN",
-					"headRefName": p.Head.Ref, "baseRefName": p.Base.Ref, "isCrossRepository": false,
-					"headRepositoryOwner": map[string]any{"login": owner}})
+				nodes = append(nodes, pullNode(repo, p))
 			}
 		}
 		g.mu.Unlock()
 		ghJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequests": map[string]any{"nodes": nodes}}}})
+	case "PullRequestByNumber":
+		n, _ := req.Variables["pr_number"].(float64)
+		g.mu.Lock()
+		p, ok := g.findPull(repo, int(n))
+		g.mu.Unlock()
+		if !ok {
+			gqlError(w, fmt.Sprintf("Could not resolve to a PullRequest with the number of %d.", int(n)))
+			return
+		}
+		ghJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": pullNode(repo, p)}}})
+	case "PullRequestStatusChecks":
+		g.mu.Lock()
+		p, ok := g.findPull(repo, prNumber)
+		var contexts []any
+		if ok {
+			contexts = g.checkRunNodes(repo, g.headSHA(repo, p))
+		}
+		g.mu.Unlock()
+		if !ok {
+			gqlError(w, "Could not resolve to a node with the global id of '"+str("id")+"'")
+			return
+		}
+		ghJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"node": map[string]any{"statusCheckRollup": map[string]any{"nodes": []any{
+			map[string]any{"commit": map[string]any{"statusCheckRollup": map[string]any{"contexts": map[string]any{"nodes": contexts,
+				"pageInfo": map[string]any{"hasNextPage": false, "endCursor": ""}}}}}}}}}})
+	case "IssueByNumber":
+		n, _ := req.Variables["number"].(float64)
+		g.mu.Lock()
+		is := g.issue(repo, int(n))
+		var node map[string]any
+		if is != nil {
+			node = issueNode(repo, g.URL, is)
+		}
+		p, _ := g.findPull(repo, int(n))
+		g.mu.Unlock()
+		switch {
+		case is == nil:
+			gqlError(w, fmt.Sprintf("Could not resolve to an issue or pull request with the number of %d.", int(n)))
+		case is.pull && !g.allows(tok, repo, "pull_requests", "read"), !is.pull && !g.allows(tok, repo, "issues", "read"):
+			gqlForbidden(w)
+		default:
+			if is.pull {
+				node = pullNode(repo, p)
+				node["__typename"] = "PullRequest"
+			}
+			ghJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"hasIssuesEnabled": true, "issue": node}}})
+		}
 	case "PullRequestCreate":
 		in, _ := req.Variables["input"].(map[string]any)
 		s := func(k string) string { v, _ := in[k].(string); return v }
@@ -121,6 +183,69 @@ func (g *GitHub) graphQL(w http.ResponseWriter, r *http.Request) {
 }
 
 func jsonNumber(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// pullNodeID reads a pull request's node id, PR_<owner/repo>_<n>.
+func pullNodeID(id string) (repo string, n int) {
+	rest, _ := strings.CutPrefix(id, "PR_")
+	i := strings.LastIndex(rest, "_")
+	if i < 0 {
+		return "", 0
+	}
+	n, _ = strconv.Atoi(rest[i+1:])
+	return strings.ToLower(rest[:i]), n
+}
+
+// pullNode is a pull request as GitHub's GraphQL API gives it, with the
+// fields gh's pr view prints; its state in GraphQL's capitals.
+func pullNode(repo string, p fakePull) map[string]any {
+	owner, name, _ := strings.Cut(repo, "/")
+	state := strings.ToUpper(p.State)
+	if p.MergedAt != nil {
+		state = "MERGED"
+	}
+	return map[string]any{"id": "PR_" + repo + "_" + jsonNumber(p.Number), "number": p.Number, "title": p.Title, "body": p.Body,
+		"url": p.HTMLURL, "state": state, "isDraft": p.Draft, "author": map[string]any{"login": p.User.Login},
+		"headRefName": p.Head.Ref, "baseRefName": p.Base.Ref, "isCrossRepository": p.Head.repo != "" && !strings.EqualFold(p.Head.repo, repo),
+		"headRepositoryOwner": map[string]any{"login": owner}, "headRepository": map[string]any{"name": name},
+		"comments": map[string]any{"nodes": []any{}, "totalCount": 0}, "reviews": map[string]any{"nodes": []any{}, "totalCount": 0}}
+}
+
+// issueNode is an issue as GitHub's GraphQL API gives it.
+func issueNode(repo, web string, is *Issue) map[string]any {
+	return map[string]any{"__typename": "Issue", "id": "I_" + repo + "_" + jsonNumber(is.Number), "number": is.Number,
+		"url": web + "/" + repo + "/issues/" + jsonNumber(is.Number), "state": "OPEN", "title": is.Title, "body": is.Body,
+		"author": map[string]any{"login": is.Author}, "comments": map[string]any{"nodes": []any{}, "totalCount": len(is.Comments)},
+		"labels": map[string]any{"nodes": []any{}, "totalCount": 0}, "assignees": map[string]any{"nodes": []any{}, "totalCount": 0}}
+}
+
+// checkRunNodes are the latest check run of each name on sha, as a
+// statusCheckRollup's contexts, newest first. Call with g.mu held.
+func (g *GitHub) checkRunNodes(repo, sha string) []any {
+	nodes := []any{}
+	seen := map[string]bool{}
+	runs := g.checks.runs[repo]
+	for i := len(runs) - 1; i >= 0; i-- {
+		c := runs[i]
+		if c.sha != sha || seen[c.name] {
+			continue
+		}
+		seen[c.name] = true
+		var conclusion, completed any
+		if c.status == "completed" {
+			conclusion, completed = strings.ToUpper(c.conclusion), c.at
+		}
+		nodes = append(nodes, map[string]any{"__typename": "CheckRun", "name": c.name, "status": strings.ToUpper(c.status),
+			"conclusion": conclusion, "startedAt": c.at, "completedAt": completed, "isRequired": false,
+			"detailsUrl": fmt.Sprintf("https://ci.example/%s/runs/%d", repo, c.id), "checkSuite": map[string]any{"workflowRun": nil}})
+	}
+	return nodes
+}
+
+// gqlForbidden answers as GitHub's GraphQL API answers a field the token
+// may not read.
+func gqlForbidden(w http.ResponseWriter) {
+	ghJSON(w, http.StatusOK, map[string]any{"data": nil, "errors": []map[string]any{{"type": "FORBIDDEN", "message": "Resource not accessible by integration"}}})
+}
 
 // gqlError answers as GitHub's GraphQL API answers a query it can't
 // resolve: 200 with an errors array, which gh prints as "GraphQL: …".

@@ -28,6 +28,10 @@ const pushScript = "git config --global user.email claude@example.com && git con
 // pushScript's branch with gh, then to reach gists.
 const ghScript = `cd /workspace && gh pr create --title "From the Sandbox" --body b --head kndl/${KNDL_SESSION_ID:0:8}/x --base main 2>&1; gh api gists 2>&1`
 
+// ghReadScript is what the scripted model runs to read, with gh, the pull
+// request of its branch and its checks, issue #2 and Actions run 1000.
+const ghReadScript = `cd /workspace && gh pr view 2>&1; gh pr checks 2>&1; gh issue view 2 2>&1; gh run view 1000 2>&1`
+
 // lastToolResult is the text of the last tool result in events.
 func lastToolResult(events []protocol.Event) string {
 	for i := len(events) - 1; i >= 0; i-- {
@@ -91,8 +95,8 @@ func (s *System) gitSession() string {
 // relay, which holds the GitHub token; a push to main is refused with the
 // line naming the branch to use; the Hub lists the pushed branch from the
 // relay's word, not from a push line printed by hand; gh in the Sandbox
-// opens the branch's pull request through the relay and is refused gists;
-// the relay's token
+// opens the branch's pull request through the relay and is refused gists,
+// and reads it, its checks, an issue and an Actions run; the relay's token
 // is refreshed, the previous one revoked, and pushes go on; at sleep the
 // current one is revoked.
 func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.T) {
@@ -140,6 +144,21 @@ func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.
 	ghOut := lastToolResult(s.Events(id))
 	if want := "gh: kndl: this Session reaches GitHub's API for acme/app alone"; !strings.Contains(ghOut, "/acme/app/pull/1") || !strings.Contains(ghOut, want) {
 		t.Errorf("gh in the Sandbox printed:\n%s\nwant the pull request's URL, then gh api gists refused with %q", ghOut, want)
+	}
+
+	// gh reads what its allowlist names: the pull request and its checks,
+	// an issue, an Actions run.
+	s.GitHub.AddCheckRun(t, "acme/app", 1, "test", "completed", "failure")
+	s.GitHub.OpenIssue("acme/app", "octocat", "Crash on start", "It crashes.")
+	s.GitHub.AddWorkflowRun("acme/app", "CI", own, strings.Repeat("a", 40), "failure")
+	s.Model.On(testkit.PromptContains("read with gh"), testkit.Bash(ghReadScript))
+	s.prompt(id, "read with gh")
+	s.turnEnds(id, 4)
+	ghOut = lastToolResult(s.Events(id))
+	for _, want := range []string{"title:\tFrom the Sandbox", "test\tfail\t", "title:\tCrash on start", "X " + own + " CI · 1000"} {
+		if !strings.Contains(ghOut, want) {
+			t.Errorf("gh pr view, pr checks, issue view and run view in the Sandbox printed:\n%s\nwant a line with %q", ghOut, want)
+		}
 	}
 
 	// The refresh: a new token in the relay, the previous one revoked at

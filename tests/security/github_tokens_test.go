@@ -31,7 +31,9 @@ func (r *fakeRunner) githubToken(typ, id string) (protocol.GitHubToken, error) {
 // TestTheHubMintsGitHubTokensOnlyForTheAskingRunnersSessions: a Runner
 // gets the Sandbox token and the clone token of a Session running on it,
 // each fresh, for the Session's Repo alone, the Sandbox's with contents and
-// pull requests write and the clone's with contents read and nothing else;
+// pull requests write (and what gh reads through the relay: issues, with
+// comments, checks and Actions runs) and the clone's with contents read
+// and nothing else;
 // another Runner, asking for that Session, or for a Session asleep, gets
 // none, and the fake GitHub is not even asked.
 func TestTheHubMintsGitHubTokensOnlyForTheAskingRunnersSessions(t *testing.T) {
@@ -42,7 +44,7 @@ func TestTheHubMintsGitHubTokensOnlyForTheAskingRunnersSessions(t *testing.T) {
 	s := e.running(carol, carols)
 
 	want := map[string]map[string]string{
-		protocol.TypeSessionGitHubToken: {"contents": "write", "pull_requests": "write", "metadata": "read"},
+		protocol.TypeSessionGitHubToken: {"contents": "write", "pull_requests": "write", "metadata": "read", "issues": "write", "checks": "read", "actions": "read"},
 		protocol.TypeSessionCloneToken:  {"contents": "read", "metadata": "read"},
 	}
 	for typ, perms := range want {
@@ -129,8 +131,8 @@ func TestASandboxTokenPushesOnlyForACreatorWhoMayPush(t *testing.T) {
 		}
 		return tok.Token
 	}
-	write := map[string]string{"contents": "write", "pull_requests": "write", "metadata": "read"}
-	read := map[string]string{"contents": "read", "pull_requests": "read", "metadata": "read"}
+	write := map[string]string{"contents": "write", "pull_requests": "write", "metadata": "read", "issues": "write", "checks": "read", "actions": "read"}
+	read := map[string]string{"contents": "read", "pull_requests": "read", "metadata": "read", "issues": "read", "checks": "read", "actions": "read"}
 
 	bobs, carols := e.pair(bob, "bobs-box"), e.pair(carol, "carols-box")
 	sb, sc := e.running(bob, bobs), e.running(carol, carols)

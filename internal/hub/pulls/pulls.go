@@ -19,29 +19,17 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/api"
-	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/lifetime"
 	"kndl.dev/kndl/internal/store"
 )
 
-// GitHub is what the Tracker asks of GitHub (a *github.Client).
-type GitHub interface {
-	ParseRepo(repoURL string) (owner, name string, ok bool)
-	// Pulls lists the pull requests opened from branch, none without the
-	// App on the Repo.
-	Pulls(ctx context.Context, owner, repo, branch string) ([]github.Pull, error)
-	// ChecksOf is the combined state of the check runs on a commit.
-	ChecksOf(ctx context.Context, owner, repo, ref string) (string, error)
-	// ReviewOf is a pull request's review decision.
-	ReviewOf(ctx context.Context, owner, repo string, n int) (string, error)
-}
-
 // Options configure a Tracker.
 type Options struct {
 	Store *store.Store
-	// GitHub is nil when the Hub has no GitHub: branches are kept, with
-	// no pull requests.
-	GitHub GitHub
+	// Forge is nil when the Hub has no forge: branches are kept, with no
+	// pull requests.
+	Forge forge.Forge
 	// WebURL is GitHub's web address (GITHUB_URL), for links.
 	WebURL string
 	// Changed is told when a Session's branches or pull requests changed,
@@ -53,7 +41,7 @@ type Options struct {
 	Titled func(ctx context.Context, sessionID, title string)
 	// Opened, if set, is told of each pull request a check finds on a
 	// Session's branch that the one before did not.
-	Opened func(ctx context.Context, sessionID string, p github.Pull)
+	Opened func(ctx context.Context, sessionID string, p forge.Pull)
 	// Every is how often every branch not archived is checked again;
 	// default 5 minutes.
 	Every time.Duration
@@ -301,7 +289,7 @@ func dueBranches(bs []store.SessionBranch, now time.Time, gap time.Duration) (du
 // stops once it asked GitHub that many questions, leaving the other
 // branches to the next round.
 func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget int) {
-	if t.opts.GitHub == nil {
+	if t.opts.Forge == nil {
 		return
 	}
 	t.checks.Lock()
@@ -311,11 +299,11 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget in
 		if budget > 0 && asked >= budget {
 			return
 		}
-		owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL)
+		owner, name, ok := t.opts.Forge.ParseRepo(b.RepoURL)
 		if !ok {
 			continue
 		}
-		ps, err := t.opts.GitHub.Pulls(ctx, owner, name, b.Branch)
+		ps, err := t.opts.Forge.Pulls(ctx, owner, name, b.Branch)
 		asked++
 		if err != nil {
 			if ctx.Err() != nil {
@@ -330,7 +318,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget in
 			return // GitHub is failing: the next round asks again
 		}
 		if ps == nil {
-			ps = []github.Pull{}
+			ps = []forge.Pull{}
 		}
 		asked += t.readStatus(ctx, owner, name, b, ps)
 		j, _ := json.Marshal(ps)
@@ -352,24 +340,24 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget in
 // decision, two questions to GitHub each, and says how many it asked; a
 // closed one keeps what was read of it while it was open, and so does one
 // GitHub did not answer about.
-func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []github.Pull) (asked int) {
-	var before []github.Pull
+func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.SessionBranch, ps []forge.Pull) (asked int) {
+	var before []forge.Pull
 	json.Unmarshal(b.Pulls, &before) // none yet: nothing to keep
 	for i := range ps {
 		p := &ps[i]
-		if j := slices.IndexFunc(before, func(q github.Pull) bool { return q.Number == p.Number }); j >= 0 {
+		if j := slices.IndexFunc(before, func(q forge.Pull) bool { return q.Number == p.Number }); j >= 0 {
 			p.Checks, p.Review = before[j].Checks, before[j].Review
 		}
 		if p.State != "open" {
 			continue
 		}
 		asked += 2
-		if checks, err := t.opts.GitHub.ChecksOf(ctx, owner, name, p.Head.SHA); err == nil {
+		if checks, err := t.opts.Forge.ChecksOf(ctx, owner, name, p.Head.SHA); err == nil {
 			p.Checks = checks
 		} else {
 			t.log.Warn("ask GitHub for a pull request's checks", "session", b.SessionID, "pull", p.Number, "err", err)
 		}
-		if review, err := t.opts.GitHub.ReviewOf(ctx, owner, name, p.Number); err == nil {
+		if review, err := t.opts.Forge.ReviewOf(ctx, owner, name, p.Number); err == nil {
 			p.Review = review
 		} else {
 			t.log.Warn("ask GitHub for a pull request's reviews", "session", b.SessionID, "pull", p.Number, "err", err)
@@ -382,7 +370,7 @@ func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.Se
 // newest first among the branch's, and tells the Session's watchers, so
 // the view shows it without waiting for the next question to GitHub, and
 // opts.Opened, since that check will find it kept already.
-func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github.Pull) error {
+func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p forge.Pull) error {
 	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		return err
@@ -391,9 +379,9 @@ func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github
 		if b.Branch != branch {
 			continue
 		}
-		var ps []github.Pull
+		var ps []forge.Pull
 		json.Unmarshal(b.Pulls, &ps)
-		j, _ := json.Marshal(append([]github.Pull{p}, ps...))
+		j, _ := json.Marshal(append([]forge.Pull{p}, ps...))
 		if err := t.opts.Store.SetBranchPulls(ctx, sessionID, branch, j, time.Now()); err != nil {
 			return err
 		}
@@ -410,14 +398,14 @@ func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p github
 
 // opened tells opts.Opened of the pull requests in ps that b's last check did
 // not find.
-func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []github.Pull) {
+func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []forge.Pull) {
 	if t.opts.Opened == nil {
 		return
 	}
-	var before []github.Pull
+	var before []forge.Pull
 	json.Unmarshal(b.Pulls, &before) // none yet: every one is new
 	for _, p := range ps {
-		if !slices.ContainsFunc(before, func(q github.Pull) bool { return q.Number == p.Number }) {
+		if !slices.ContainsFunc(before, func(q forge.Pull) bool { return q.Number == p.Number }) {
 			t.opts.Opened(ctx, b.SessionID, p)
 		}
 	}
@@ -451,12 +439,12 @@ func (t *Tracker) apiBranches(bs []store.SessionBranch) []api.Branch {
 	out := make([]api.Branch, 0, len(bs))
 	for _, b := range bs {
 		ab := api.Branch{Name: b.Branch, PushedAt: b.PushedAt}
-		if t.opts.GitHub != nil {
-			if owner, name, ok := t.opts.GitHub.ParseRepo(b.RepoURL); ok {
+		if t.opts.Forge != nil {
+			if owner, name, ok := t.opts.Forge.ParseRepo(b.RepoURL); ok {
 				ab.URL = strings.TrimSuffix(t.opts.WebURL, "/") + "/" + owner + "/" + name + "/tree/" + escapeBranch(b.Branch)
 			}
 		}
-		var ps []github.Pull
+		var ps []forge.Pull
 		json.Unmarshal(b.Pulls, &ps)
 		for _, p := range ps {
 			ab.Pulls = append(ab.Pulls, api.Pull{Number: p.Number, Title: p.Title, URL: p.URL, State: p.State, Merged: p.Merged, Draft: p.Draft,

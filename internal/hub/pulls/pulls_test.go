@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/github"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/store/storetest"
@@ -32,7 +33,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	changed := 0
 	var titles []string
 	var opened []int
-	tr := New(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(id string) {
+	tr := New(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id == s.ID {
@@ -44,7 +45,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 		if id == s.ID {
 			titles = append(titles, title)
 		}
-	}, Opened: func(_ context.Context, id string, p github.Pull) {
+	}, Opened: func(_ context.Context, id string, p forge.Pull) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id == s.ID {
@@ -75,7 +76,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	})
 	// One the Hub opens from the view is told as opened too: the next
 	// check finds it kept already, so it would not be.
-	if err := tr.Opened(ctx, s.ID, "kndl/test", github.Pull{Number: 2, Title: "From the view", State: "open"}); err != nil {
+	if err := tr.Opened(ctx, s.ID, "kndl/test", forge.Pull{Number: 2, Title: "From the view", State: "open"}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -126,7 +127,7 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 func trackedPushes(t *testing.T, branches ...string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
 	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
-	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}})
 	tr.Pushed(context.Background(), s.ID, branches)
 	return gh, st, s, tr
 }
@@ -163,7 +164,7 @@ func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	var log testkit.Buffer
 	// No worker: the test hands it each push, so what it asked is known.
-	tr := newTracker(Options{Store: st, GitHub: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	push := func(id string, branches ...string) {
 		tr.Pushed(ctx, id, branches)
 		for len(tr.soon) > 0 {
@@ -237,16 +238,16 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "failure")
 	gh.AddReview(t, "acme/app", 1, "bob", "commented")
 	gh.AddReview(t, "acme/app", 1, "bob", "approved")
-	if p := checked(); p.Checks != github.ChecksFailing || p.Review != github.ReviewApproved {
+	if p := checked(); p.Checks != forge.ChecksFailing || p.Review != forge.ReviewApproved {
 		t.Errorf("a failing build and bob's approval: checks %q, review %q, want failing, approved", p.Checks, p.Review)
 	}
 	gh.AddCheckRun(t, "acme/app", 1, "build", "in_progress", "")
-	if p := checked(); p.Checks != github.ChecksPending {
+	if p := checked(); p.Checks != forge.ChecksPending {
 		t.Errorf("the build run again: checks %q, want pending", p.Checks)
 	}
 	gh.AddCheckRun(t, "acme/app", 1, "build", "completed", "success")
 	gh.AddReview(t, "acme/app", 1, "carol", "changes_requested")
-	if p := checked(); p.Checks != github.ChecksPassing || p.Review != github.ReviewChangesRequested {
+	if p := checked(); p.Checks != forge.ChecksPassing || p.Review != forge.ReviewChangesRequested {
 		t.Errorf("the build passed, carol requests changes: checks %q, review %q, want passing, changes_requested", p.Checks, p.Review)
 	}
 	if runs, reviews := gh.Calls("check_runs"), gh.Calls("reviews"); runs != 4 || reviews != 4 {
@@ -254,7 +255,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	}
 
 	gh.MergePull("acme/app", 1)
-	if p := checked(); p.Status() != "merged" || p.Checks != github.ChecksPassing || p.Review != github.ReviewChangesRequested {
+	if p := checked(); p.Status() != "merged" || p.Checks != forge.ChecksPassing || p.Review != forge.ReviewChangesRequested {
 		t.Errorf("merged: %+v, want merged, keeping passing and changes_requested", p)
 	}
 	if runs, reviews := gh.Calls("check_runs"), gh.Calls("reviews"); runs != 4 || reviews != 4 {
@@ -314,7 +315,7 @@ func TestAWebhookHasABranchsPullRequestsReadAgainAtOnceAndOnce(t *testing.T) {
 		t.Errorf("five webhooks for the pull request asked GitHub %d questions, want 3: its branch's pull requests, its checks and its reviews, once", n)
 	}
 	got, _ := tr.Branches(ctx, s.ID)
-	if len(got) != 1 || len(got[0].Pulls) != 1 || got[0].Pulls[0].Checks != github.ChecksFailing || got[0].Pulls[0].Review != github.ReviewApproved {
+	if len(got) != 1 || len(got[0].Pulls) != 1 || got[0].Pulls[0].Checks != forge.ChecksFailing || got[0].Pulls[0].Review != forge.ReviewApproved {
 		t.Errorf("branches %+v, want kndl/test's pull request failing and approved", got)
 	}
 
