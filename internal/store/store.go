@@ -83,14 +83,19 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // migrate applies the migrations not yet applied, each in a transaction
 // of its own. On PostgreSQL each takes the writers' lock first, so Hubs
-// starting together on one database apply each migration once.
+// starting together on one database apply each migration once. A store
+// that holds a migration this build lacks is refused before anything is
+// written (notNewer).
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		for _, q := range []string{s.dialect.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`), s.dialect.functions} {
-			if q == "" {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := tx.ExecContext(ctx, s.dialect.schema(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`)); err != nil {
+			return err
+		}
+		if err := notNewer(ctx, tx); err != nil {
+			return err
+		}
+		if s.dialect.functions != "" {
+			if _, err := tx.ExecContext(ctx, s.dialect.functions); err != nil {
 				return err
 			}
 		}
@@ -122,6 +127,36 @@ func (s *Store) migrate(ctx context.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// notNewer refuses a store that a newer kndl migrated: one holding a
+// migration this build lacks. This build would run on tables it doesn't
+// know, and what it writes there the newer one could lose or misread: a
+// rollback goes back to the backup taken before the upgrade.
+func notNewer(ctx context.Context, tx *sql.Tx) error {
+	known := map[int]bool{}
+	for _, name := range migrationFiles() {
+		v, err := migrationVersion(name)
+		if err != nil {
+			return err
+		}
+		known[v] = true
+	}
+	applied, err := queryAll(ctx, tx, func(row scanner) (int, error) {
+		var v int
+		return v, row.Scan(&v)
+	}, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		return err
+	}
+	for _, v := range applied {
+		if !known[v] {
+			return fmt.Errorf("the store holds migration %d, which this build of kndl lacks: a newer kndl migrated it. "+
+				"Run that build or a newer one; to go back to this one, restore the backup taken before the upgrade (docs/operating.md, Upgrading): %w",
+				v, errdefs.ErrConflict)
 		}
 	}
 	return nil

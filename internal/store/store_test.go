@@ -91,6 +91,48 @@ func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 	})
 }
 
+// TestAStoreANewerKndlMigratedIsRefused: a store holding a migration this
+// build lacks (as after an upgrade, rolled back without the backup) is
+// refused at open, saying what it is and the way back, and nothing in it
+// changes; without that migration it opens as before.
+func TestAStoreANewerKndlMigratedIsRefused(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, path := open(t)
+		ctx := context.Background()
+		if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
+			t.Fatal(err)
+		}
+		migrations := func() string {
+			var n, newest int
+			if err := s.db.QueryRowContext(ctx, `SELECT count(*), max(version) FROM schema_migrations`).Scan(&n, &newest); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprintf("%d applied, newest %d", n, newest)
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (99999, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		before := migrations()
+		s2, err := Open(ctx, path)
+		if err == nil {
+			s2.Close()
+		}
+		if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "migration 99999") || !strings.Contains(err.Error(), "restore the backup taken before the upgrade") {
+			t.Fatalf("open a store with a migration this build lacks: %v, want ErrConflict naming migration 99999 and the way back", err)
+		}
+		if after := migrations(); after != before {
+			t.Fatalf("the refused open changed the store's migrations: %s, want %s", after, before)
+		}
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM schema_migrations WHERE version = 99999`); err != nil {
+			t.Fatal(err)
+		}
+		s3 := openAt(t, path)
+		if rs, err := s3.Runners(ctx); err != nil || len(rs) != 1 {
+			t.Fatalf("reopened without it: %d Runners, %v; want 1", len(rs), err)
+		}
+	})
+}
+
 func TestRunnerTokenStoredOnlyAsHash(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, path := open(t)

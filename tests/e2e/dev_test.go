@@ -29,6 +29,7 @@ type devProcess struct {
 	t    *testing.T
 	home string
 	env  []string
+	bin  string // the kndl binary start runs: this build's, unless a test sets another
 	cmd  *exec.Cmd
 	out  *lockedWriter
 	log  *strings.Builder
@@ -42,7 +43,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 	for _, name := range []string{"images", "builds", "claude-code"} {
 		cached(t, filepath.Join(home, "runner"), name)
 	}
-	d := &devProcess{t: t, home: home, log: &strings.Builder{}}
+	d := &devProcess{t: t, home: home, bin: kndlBinary(t), log: &strings.Builder{}}
 	d.out = &lockedWriter{w: d.log}
 	relayPort := freePort(t)
 	d.env = append(os.Environ(), "KNDL_HOME="+home, "KNDL_CONFIG="+filepath.Join(home, "cli.json"),
@@ -74,7 +75,7 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 // the dev user, once its Runner is connected.
 func (d *devProcess) start(model *testkit.Anthropic) *System {
 	d.t.Helper()
-	d.cmd = exec.Command(kndlBinary(d.t), "dev")
+	d.cmd = exec.Command(d.bin, "dev")
 	d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = d.env, d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
