@@ -63,6 +63,11 @@ type delivery struct {
 	// givenUp counts the prompts put back after their last try since
 	// Claude Code last took one: the wait before typing again doubles.
 	givenUp int
+	// again is set by a dispatch asked for while claimed: the claim's
+	// holder reads the queue again if it sends nothing.
+	again bool
+	// moves are its last moves, for a fault (alarm.go).
+	moves trail
 }
 
 // to moves the machine to next if the table allows it, and reports
@@ -71,6 +76,7 @@ func (d *delivery) to(next deliveryState) bool {
 	if !slices.Contains(deliveryNext[d.state], next) {
 		return false
 	}
+	d.moves.add("%s -> %s", d.state, next)
 	d.state = next
 	return true
 }

@@ -52,31 +52,31 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var unanswered bool
 	var took time.Duration // awake, toward its Hours
 	var cut *time.Timer
+	var fault error // a run that was where its table does not allow this move
 	o.mu.Lock()
 	r := o.runs[s.ID]
 	switch to {
-	case Starting:
+	case Starting, Active:
 		if r == nil {
 			r = &run{}
 			o.runs[s.ID] = r
 		}
-		r.ready, r.busy, r.question, r.owed, r.since = false, false, false, false, time.Now()
-	case Active:
-		if r == nil {
-			r = &run{}
-			o.runs[s.ID] = r
+		ph := starting
+		if to == Active {
+			ph = idle
 		}
-		r.ready, r.busy, r.question, r.owed, r.since = true, false, false, false, time.Now()
+		fault = r.enter(ph, why)
+		r.owed, r.since = false, time.Now()
 	case Frozen:
 		// Claude Code may still run: only the prompt not yet taken goes
 		// back, to be typed again once the Runner is back.
 		if r != nil {
-			r.ready = false
+			fault = r.enter(away, why)
 			requeue, requeueFrom = r.delivery.putBack(true)
 		}
 	default: // Asleep, Failed, Archived: no Claude Code runs.
 		if r != nil {
-			unanswered = r.question
+			unanswered = r.phase == asking || (r.phase == stopping && r.before == asking)
 			// One taken but never written down is not in the
 			// conversation a wake resumes.
 			requeue, requeueFrom = r.delivery.putBack(false)
@@ -85,13 +85,16 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		}
 	}
 	o.mu.Unlock()
+	if fault != nil {
+		o.fault(s.ID, faultMove, fault.Error())
+	}
 
 	if requeue != "" {
-		err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued)
+		err := setPrompt(ctx, o.store, requeue, requeueFrom, store.Queued)
 		if errors.Is(err, errdefs.ErrConflict) && requeueFrom == store.Delivered {
 			// Taken, and not yet recorded so: ack records it after the
 			// lock, and then finds it queued.
-			err = o.store.SetPromptState(ctx, requeue, store.Delivering, store.Queued)
+			err = setPrompt(ctx, o.store, requeue, store.Delivering, store.Queued)
 		}
 		if err != nil {
 			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)

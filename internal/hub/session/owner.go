@@ -118,12 +118,17 @@ type Options struct {
 	// Limited is told, with the history's words, when a Turn limit put a
 	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
 	Limited func(sessionID, text string)
+	// Faulted is told of each fault the Owner names (alarm.go), after
+	// it is logged and counted: a test fails on it. Nil: nobody.
+	Faulted func(sessionID, kind, what string)
 }
 
 // Metrics is told of the Turns and deliveries the Owner sees.
 type Metrics interface {
 	TurnStarted()
 	TurnEnded()
+	// SessionFault counts a fault of kind the Owner named (alarm.go).
+	SessionFault(kind string)
 	// PromptDelivered is how long a prompt took from queued to taken.
 	PromptDelivered(time.Duration)
 }
@@ -133,6 +138,7 @@ type uncounted struct{}
 
 func (uncounted) TurnStarted()                  {}
 func (uncounted) TurnEnded()                    {}
+func (uncounted) SessionFault(string)           {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
@@ -176,16 +182,20 @@ type Owner struct {
 // where Claude Code is in its Turns and which prompt is on its way. It is
 // never stored: after a Hub restart the Session's Runner reports it again.
 type run struct {
-	// ready: Claude Code is up and its Runner connected; busy: a Turn
-	// runs; question: Claude waits on a person, asked being the id of the
-	// question its Creator may answer through the Hub.
-	ready, busy, question bool
-	asked                 string
+	// phase is what its Claude Code is doing (phase.go); asked is the id
+	// of the question its Creator may answer through the Hub while it is
+	// asking.
+	phase phase
+	asked string
+	// before is the phase a sleep under way left, for a stop the Runner
+	// refused.
+	before phase
+	// trail is the last moves of the run and its delivery, for a fault.
+	trail trail
 	// delivery is where the prompt on its way is (delivery.go).
 	delivery delivery
-	// stopping is set while the Runner stops Claude Code for a sleep;
-	// wakeAfter is set by a prompt queued meanwhile.
-	stopping, wakeAfter bool
+	// wakeAfter is set by a prompt queued while a sleep is under way.
+	wakeAfter bool
 	// since is the idle clock: when the Hub last sent the Session a
 	// prompt, queued one, woke it, or heard the Turn of a prompt it sent
 	// end (once a prompt: owed is set while that Turn is not heard to
@@ -211,35 +221,43 @@ type run struct {
 	budget budget
 	// agents are the subagents the transcript says run, by agent id.
 	agents map[string]*subagent
-	// turnAt is when the Turn that runs began, as the Hub heard (what the
-	// stall sweep says).
-	turnAt time.Time
-	// busyBy is who told that the Turn which runs began; heard is when
-	// the Hub last recorded an Event of the Session. The sweep (idle.go)
-	// last looked at its queue at looked, and stallSaid is set once it has
-	// said the queue waits on this Turn.
+	// turnAt is when the Turn that runs began, as the Hub heard, and
+	// busyBy who told it; heard is when the Hub last recorded an Event of
+	// the Session. The alarm (alarm.go) last looked at its queue at
+	// looked, and raised is set once it has named this Turn's fault.
+	turnAt        time.Time
 	busyBy        string
 	heard, looked time.Time
-	stallSaid     bool
+	raised        bool
 }
 
 // settled reports whether Claude Code is up with no question open, nothing
 // on its way and no sleep under way; call with o.mu held.
 func (r *run) settled() bool {
-	return r.ready && !r.question && !r.stopping && !r.delivery.onItsWay()
+	return (r.phase == idle || r.phase == turn) && !r.delivery.onItsWay()
 }
 
 // waitsForPrompt reports whether the run is settled between Turns: the
 // next prompt may go, and with none queued the Session is idle. Call with
 // o.mu held.
-func (r *run) waitsForPrompt() bool { return r.settled() && !r.busy }
+func (r *run) waitsForPrompt() bool { return r.phase == idle && !r.delivery.onItsWay() }
 
-// began marks a Turn begun, as src told first; call with o.mu held.
-func (r *run) began(src string) {
-	if !r.busy {
-		r.busyBy, r.stallSaid, r.turnAt = src, false, time.Now()
+// began marks a Turn begun, as src told first, and reports whether it
+// began now (a Turn already running, or no Claude Code up, moves
+// nothing); call with o.mu held.
+func (r *run) began(src string) bool {
+	if r.phase == turn {
+		return false
 	}
-	r.busy, r.question = true, false
+	was := r.phase
+	if !r.to(turn, "begun, as "+src+" told") {
+		return false
+	}
+	if was == idle {
+		r.busyBy, r.raised, r.turnAt = src, false, time.Now()
+		return true
+	}
+	return false // an answer: the same Turn runs on
 }
 
 // idle reports whether the run may count as idle: Claude Code up, no sleep
@@ -247,7 +265,7 @@ func (r *run) began(src string) {
 // still to end. A Turn or a question the Sandbox alone tells of keeps no
 // Session awake. Call with o.mu held.
 func (r *run) idle() bool {
-	return r.ready && !r.stopping && !r.delivery.onItsWay() && !r.owed
+	return r.up() && !r.delivery.onItsWay() && !r.owed
 }
 
 // Update is one message of a Session's live stream: a new Event, or word
@@ -424,10 +442,10 @@ func (o *Owner) Activity(id string) string {
 
 // activity is Activity's answer; call with o.mu held.
 func (r *run) activity() string {
-	switch {
-	case r.question:
+	switch r.phase {
+	case asking:
 		return "question"
-	case r.busy:
+	case turn:
 		return "turn"
 	}
 	return ""

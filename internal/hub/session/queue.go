@@ -39,7 +39,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	o.mu.Lock()
 	if r := o.runs[s.ID]; r != nil {
 		r.since = time.Now()
-		if r.stopping {
+		if r.phase == stopping {
 			r.wakeAfter = true
 		}
 	}
@@ -55,13 +55,16 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	return p, nil
 }
 
-// EditPrompt changes a queued prompt's text, or cancels it for "".
+// EditPrompt changes a queued prompt's text, or cancels it for "" (along
+// the prompt table). ErrConflict once it is on its way.
 func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
-	var sealed []byte
+	var err error
 	if text != "" {
-		sealed = o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed
+		err = o.store.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
+	} else if _, err = o.store.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
+		err = setPrompt(ctx, o.store, promptID, store.Queued, store.Cancelled)
 	}
-	if err := o.store.EditPrompt(ctx, sessionID, promptID, "", sealed); err != nil {
+	if err != nil {
 		return err
 	}
 	o.changed(sessionID)
@@ -121,47 +124,65 @@ func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 
 // dispatch types the Session's next queued prompt if Claude Code is ready
 // and between Turns. Only one prompt is on its way at a time; the queue is
-// read without the Owner's lock held.
+// read without the Owner's lock held. A dispatch asked for while another
+// reads the queue is not lost: the reader reads it again (release), so a
+// prompt queued just after it read an empty queue still goes.
 func (o *queue) dispatch(id string) {
+	for o.dispatchOnce(id) {
+	}
+}
+
+// dispatchOnce is one read of the queue; it reports whether to read it
+// again.
+func (o *queue) dispatchOnce(id string) (again bool) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || !r.ready || r.busy || r.stopping || !r.delivery.to(claimed) {
+	if r != nil && r.delivery.state == claimed {
+		r.delivery.again = true
+	}
+	if r == nil || r.phase != idle || !r.delivery.to(claimed) {
 		o.mu.Unlock()
-		return
+		return false
 	}
 	o.mu.Unlock()
 	if o.heldAtLimit(id) { // the Turn past a limit never starts
-		o.mu.Lock()
-		r.delivery.to(queued)
-		o.mu.Unlock()
-		return
+		return o.release(r)
 	}
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
 	if err == nil && ok {
 		p, err = o.openPrompt(p)
 	}
-	o.mu.Lock()
 	if err != nil || !ok {
-		r.delivery.to(queued)
-		o.mu.Unlock()
 		if err != nil && o.ctx.Err() == nil {
 			o.log.Error("take a prompt", "session", id, "err", err)
 		}
-		return
+		return o.release(r)
 	}
-	if o.runs[id] != r || !r.ready || r.stopping || !r.delivery.to(typing) {
+	o.mu.Lock()
+	if o.runs[id] != r || !r.up() || !r.delivery.to(typing) {
 		// It left Active while the queue was read.
 		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
-		return
+		return false
 	}
-	r.delivery.p = p
+	r.delivery.p, r.delivery.again = p, false
 	o.mu.Unlock()
 	o.promptSent(id, p)
 	o.changed(id)
 	o.deliver(id, p)
+	return false
+}
+
+// release gives up a claim that sent nothing, and reports whether a
+// dispatch was asked for meanwhile.
+func (o *queue) release(r *run) (again bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r.delivery.to(queued)
+	again, r.delivery.again = r.delivery.again, false
+	return again
 }
 
 // replyGrace is how long past its deadline the Hub waits for the Runner's
@@ -245,7 +266,7 @@ func (o *queue) giveBack(id, promptID string, also func(d *delivery)) bool {
 // requeue puts a prompt on its way back at the head of its queue (prompts
 // are taken oldest first).
 func (o *queue) requeue(id, promptID string) {
-	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
+	if err := setPrompt(o.ctx, o.store, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
 	o.changed(id)
@@ -267,12 +288,12 @@ func (o *queue) Typed(id string) {
 func (o *queue) Accepted(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	started := r != nil && !r.busy // the transcript may have told of it first
+	var started bool // the transcript may have told of it first
 	if r != nil {
 		if r.typed && !r.delivery.onItsWay() { // typed in the terminal by its Creator
 			r.typed, r.owed = false, true
 		}
-		r.began(fromHook.String())
+		started = r.began(fromHook.String())
 	}
 	o.mu.Unlock()
 	if started {
@@ -301,10 +322,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	}
 	p := d.p
 	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
-	started := turn && !r.busy
-	if turn {
-		r.began(src.String())
-	}
+	started := turn && r.began(src.String())
 	if from == typing {
 		d.givenUp = 0
 	}
@@ -328,7 +346,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 // Recover, since no Turn may be in the store yet.
 func (o *queue) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(context.WithoutCancel(o.ctx), p.ID, store.Delivering, store.Delivered); err != nil {
+	if err := setPrompt(context.WithoutCancel(o.ctx), o.store, p.ID, store.Delivering, store.Delivered); err != nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
@@ -342,11 +360,14 @@ func (o *queue) TurnEnded(id string) {
 	var was bool
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
-		was = r.busy
+		was = r.busy()
 		if r.owed {
 			r.owed, r.since = false, time.Now()
 		}
-		r.busy, r.question, r.resync, r.turnAt = false, false, false, time.Time{}
+		if was {
+			r.to(idle, "the Turn ended")
+		}
+		r.resync, r.turnAt = false, time.Time{}
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
 		}

@@ -166,11 +166,15 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 		case protocol.EventSubagentEnd:
 			delete(r.agents, ev.Agent)
 		case protocol.EventQuestion:
-			r.question, r.asked = true, ev.ToolID
+			if r.to(asking, "Claude asks") {
+				r.asked = ev.ToolID
+			}
 		case protocol.EventTurnStart, protocol.EventToolResult, protocol.EventAnswer:
 			// A tool's result comes once the question it asked is
 			// answered.
-			r.question, r.asked = false, ""
+			if r.phase == asking && r.to(turn, "answered") {
+				r.asked = ""
+			}
 		case protocol.EventTurnEnd:
 			// An interrupt fires no hook: the transcript is how the
 			// Hub learns the Turn ended; so it is for a Turn taken back
