@@ -233,6 +233,40 @@ func TestACutPromptIsNeverLost(t *testing.T) {
 	}
 }
 
+// TestASessionSleptMidTurnTypesTheCutPromptFirst is the Hub's side of
+// tests/e2e TestASessionSleptMidTurnKeepsItsPrompt, where a stall of 1 in
+// 48 runs was found: a sleep cuts a Turn whose prompt Claude Code took and
+// never wrote down; a prompt that comes next wakes the Session, the cut
+// prompt is typed first, and the new one after its Turn. No fault is named
+// on the way (the fixture fails on one).
+func TestASessionSleptMidTurnTypesTheCutPromptFirst(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	s, _ := f.active("cut me short")
+	f.o.Accepted(s.ID)
+	if err := f.o.Sleep(ctx, s.ID, "its Creator put it to sleep"); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStop)
+	if !slices.ContainsFunc(f.events(s.ID, protocol.EventNote), func(n string) bool { return strings.Contains(n, "mid-Turn: the Turn was cut") }) {
+		t.Errorf("the history does not say the Turn was cut: %q", f.events(s.ID, protocol.EventNote))
+	}
+	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "after the cut"}); err != nil {
+		t.Fatal(err)
+	}
+	f.runner.next(protocol.TypeSessionStart)
+	for _, want := range []string{"cut me short", "after the cut"} {
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != want {
+			t.Fatalf("typed %q, want %q", d.deliver.Text, want)
+		}
+		f.o.Accepted(s.ID)
+		f.o.TurnEnded(s.ID)
+	}
+	if q := f.prompts(s.ID); len(q) != 0 {
+		t.Errorf("left in the queue: %v, want nothing", q)
+	}
+}
+
 // TestAPromptWakesAnAsleepSession: the prompt queues, the Session wakes,
 // and the prompt goes once Claude Code is up.
 func TestAPromptWakesAnAsleepSession(t *testing.T) {
