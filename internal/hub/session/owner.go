@@ -143,11 +143,12 @@ func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
 // goroutine; none holds its lock across a store call (admit, the awake
-// count's, is held only across the store calls that count and move). Its
-// jobs are types of their own over its one state and locks: a Session's life moves (life.go),
-// its prompt queue and their delivery (queue.go), its live stream
-// (stream.go); what a Runner says of its Sessions, the moves themselves
-// (move) and the locks are the Owner's.
+// count's, is held only across the store calls that count and move). The
+// live stream (stream.go) holds its own state, the watchers and each
+// Session's order, and is told what it heard moves through one func; a
+// Session's life moves (life.go) and its queue (queue.go) are still
+// types over the Owner's one state; what a Runner says of its Sessions,
+// the moves themselves (move) and the locks are the Owner's.
 type Owner struct {
 	*life
 	*queue
@@ -169,13 +170,8 @@ type Owner struct {
 	admit sync.Mutex
 
 	mu   sync.Mutex
-	runs map[string]*run                     // by Session id, while it is awake
-	subs map[string]map[chan Update]struct{} // by Session id, while watched
-	lock map[string]*sync.Mutex              // one per Session, serialising its moves
-	// order is one per Session, held from taking Events' sequence numbers
-	// to publishing them, so a watcher never sees a later one first. Apart
-	// from lock: a move records notes while it holds lock.
-	order map[string]*sync.Mutex
+	runs map[string]*run        // by Session id, while it is awake
+	lock map[string]*sync.Mutex // one per Session, serialising its moves
 }
 
 // run is what the Hub knows of an awake Session only while it is awake:
@@ -313,8 +309,10 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, order: map[string]*sync.Mutex{}}
-	o.life, o.queue, o.stream = &life{o}, &queue{o}, &stream{o}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, lock: map[string]*sync.Mutex{}}
+	o.life, o.queue = &life{o}, &queue{o}
+	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.heard,
+		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
 	o.spawn(o.sweepIdle)
 	return o
 }
@@ -399,19 +397,13 @@ func (o *Owner) stopTimer(t *time.Timer) {
 }
 
 // sessionLock returns the lock that serialises one Session's moves.
-func (o *Owner) sessionLock(id string) *sync.Mutex { return o.mutexOf(o.lock, id) }
-
-// orderLock returns the lock that keeps one Session's Events in order.
-func (o *Owner) orderLock(id string) *sync.Mutex { return o.mutexOf(o.order, id) }
-
-// mutexOf returns m's lock for a Session, making it the first time.
-func (o *Owner) mutexOf(m map[string]*sync.Mutex, id string) *sync.Mutex {
+func (o *Owner) sessionLock(id string) *sync.Mutex {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	l := m[id]
+	l := o.lock[id]
 	if l == nil {
 		l = &sync.Mutex{}
-		m[id] = l
+		o.lock[id] = l
 	}
 	return l
 }
@@ -427,6 +419,21 @@ func (o *Owner) withRun(id string, f func(*run)) {
 		o.runs[id] = r
 	}
 	f(r)
+}
+
+// heard is the stream's heard: it moves the run of an awake Session by
+// the Events heard (none once it sleeps: its notes move nothing).
+func (o *Owner) heard(id string, evs []protocol.Event) (ended, changed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.runs[id]
+	if r == nil {
+		return false, false
+	}
+	r.heard = time.Now()
+	was := r.activity()
+	ended = r.follow(evs)
+	return ended, r.activity() != was
 }
 
 // Activity says what an awake Session is doing: "turn" while a Turn runs,
