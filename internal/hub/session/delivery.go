@@ -63,9 +63,6 @@ type delivery struct {
 	// givenUp counts the prompts put back after their last try since
 	// Claude Code last took one: the wait before typing again doubles.
 	givenUp int
-	// again is set by a dispatch asked for while claimed: the claim's
-	// holder reads the queue again if it sends nothing.
-	again bool
 	// moves are its last moves, for a fault (alarm.go).
 	moves trail
 }

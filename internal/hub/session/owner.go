@@ -169,6 +169,9 @@ type Owner struct {
 	// Taken after a Session's lock, never before one.
 	admit sync.Mutex
 
+	// steps runs each Session's queue steps one at a time (steps.go).
+	steps steps
+
 	mu   sync.Mutex
 	runs map[string]*run        // by Session id, while it is awake
 	lock map[string]*sync.Mutex // one per Session, serialising its moves
@@ -309,7 +312,7 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, lock: map[string]*sync.Mutex{}}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, lock: map[string]*sync.Mutex{}, steps: steps{waiting: map[string][]func(){}}}
 	o.life, o.queue = &life{o}, &queue{o}
 	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}

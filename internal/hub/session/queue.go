@@ -122,67 +122,52 @@ func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 	return out, nil
 }
 
-// dispatch types the Session's next queued prompt if Claude Code is ready
-// and between Turns. Only one prompt is on its way at a time; the queue is
-// read without the Owner's lock held. A dispatch asked for while another
-// reads the queue is not lost: the reader reads it again (release), so a
-// prompt queued just after it read an empty queue still goes.
-func (o *queue) dispatch(id string) {
-	for o.dispatchOnce(id) {
-	}
-}
+// dispatch types the Session's next queued prompt if Claude Code is idle,
+// as one step of the Session's (steps.go).
+func (o *queue) dispatch(id string) { o.steps.do(id, func() { o.dispatchNow(id) }) }
 
-// dispatchOnce is one read of the queue; it reports whether to read it
-// again.
-func (o *queue) dispatchOnce(id string) (again bool) {
+// dispatchNow is dispatch within a step. Only one prompt is on its way at
+// a time; the queue is read without the Owner's lock held.
+func (o *queue) dispatchNow(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r != nil && r.delivery.state == claimed {
-		r.delivery.again = true
-	}
 	if r == nil || r.phase != idle || !r.delivery.to(claimed) {
 		o.mu.Unlock()
-		return false
+		return
 	}
 	o.mu.Unlock()
 	if o.heldAtLimit(id) { // the Turn past a limit never starts
-		return o.release(r)
+		o.mu.Lock()
+		r.delivery.to(queued)
+		o.mu.Unlock()
+		return
 	}
 
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
 	if err == nil && ok {
 		p, err = o.openPrompt(p)
 	}
+	o.mu.Lock()
 	if err != nil || !ok {
+		r.delivery.to(queued)
+		o.mu.Unlock()
 		if err != nil && o.ctx.Err() == nil {
 			o.log.Error("take a prompt", "session", id, "err", err)
 		}
-		return o.release(r)
+		return
 	}
-	o.mu.Lock()
 	if o.runs[id] != r || !r.up() || !r.delivery.to(typing) {
 		// It left Active while the queue was read.
 		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
-		return false
+		return
 	}
-	r.delivery.p, r.delivery.again = p, false
+	r.delivery.p = p
 	o.mu.Unlock()
 	o.promptSent(id, p)
 	o.changed(id)
 	o.deliver(id, p)
-	return false
-}
-
-// release gives up a claim that sent nothing, and reports whether a
-// dispatch was asked for meanwhile.
-func (o *queue) release(r *run) (again bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r.delivery.to(queued)
-	again, r.delivery.again = r.delivery.again, false
-	return again
 }
 
 // replyGrace is how long past its deadline the Hub waits for the Runner's
@@ -199,8 +184,9 @@ func (o *queue) deliver(id string, p store.Prompt) {
 	}
 	if rc == nil {
 		// The Runner went meanwhile: back to the head of the queue, sent
-		// again once it is back.
-		o.giveBack(id, p.ID, nil)
+		// again once it is back. Not in this step: giveBack waits on the
+		// Session's lock.
+		o.spawn(func(context.Context) { o.giveBack(id, p.ID, nil) })
 		return
 	}
 	o.spawn(func(ctx context.Context) {
@@ -285,7 +271,10 @@ func (o *queue) Typed(id string) {
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
-func (o *queue) Accepted(id string) {
+func (o *queue) Accepted(id string) { o.steps.do(id, func() { o.accepted(id) }) }
+
+// accepted is Accepted within a step.
+func (o *queue) accepted(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	var started bool // the transcript may have told of it first
@@ -299,15 +288,20 @@ func (o *queue) Accepted(id string) {
 	if started {
 		o.opts.Metrics.TurnStarted()
 	}
-	o.ack(id, fromHook, "")
+	o.ackNow(id, fromHook, "")
 	o.changed(id)
 }
 
 // ack moves a Session's delivery by an acknowledgement from src (of
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
 // prompt is taken; a prompt that leaves typing is recorded delivered; then
-// the next prompt may go.
+// the next prompt may go. It is one step of the Session's.
 func (o *queue) ack(id string, src ackSource, promptID string) {
+	o.steps.do(id, func() { o.ackNow(id, src, promptID) })
+}
+
+// ackNow is ack within a step.
+func (o *queue) ackNow(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	if r == nil {
@@ -337,7 +331,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	// A command done lets the next prompt go; so does a Turn that ended
 	// while the store was written, since TakePrompt passes over a prompt
 	// still delivering. While the Turn runs, dispatch does nothing.
-	o.dispatch(id)
+	o.dispatchNow(id)
 }
 
 // markDelivered records a prompt Claude Code took. The record outlives a
@@ -355,8 +349,11 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 // interrupt in the transcript): the next prompt may go. The Sandbox can
 // tell of one it never ran, so it counts toward nothing: the idle clock
 // starts again only at the first end after a prompt the Hub sent, and the
-// Hours run on (limits.go).
-func (o *queue) TurnEnded(id string) {
+// Hours run on (limits.go). It is one step of the Session's.
+func (o *queue) TurnEnded(id string) { o.steps.do(id, func() { o.turnEnded(id) }) }
+
+// turnEnded is TurnEnded within a step.
+func (o *queue) turnEnded(id string) {
 	var was bool
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
@@ -377,7 +374,7 @@ func (o *queue) TurnEnded(id string) {
 		o.opts.Metrics.TurnEnded()
 	}
 	o.changed(id)
-	o.dispatch(id)
+	o.dispatchNow(id)
 }
 
 // promptText is what is typed for a prompt: a leading ! or / would start
