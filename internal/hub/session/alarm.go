@@ -26,6 +26,7 @@ const (
 	faultQueue = "queue waits on nothing"
 	faultTurn  = "turn unheard"
 	faultMove  = "move off the table"
+	faultStep  = "run moved mid-step"
 )
 
 // stall is what the sweep saw of a Session whose queue may be stuck.

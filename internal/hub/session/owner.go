@@ -412,16 +412,19 @@ func (o *Owner) sessionLock(id string) *sync.Mutex {
 }
 
 // withRun calls f with the Session's run state under the Owner's lock,
-// making it if the Session has none.
+// making it if the Session has none, as one step of the Session's
+// (steps.go): never within a step.
 func (o *Owner) withRun(id string, f func(*run)) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r := o.runs[id]
-	if r == nil {
-		r = &run{since: time.Now()}
-		o.runs[id] = r
-	}
-	f(r)
+	o.steps.do(id, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		r := o.runs[id]
+		if r == nil {
+			r = &run{since: time.Now()}
+			o.runs[id] = r
+		}
+		f(r)
+	})
 }
 
 // heard is the stream's heard: it moves the run of an awake Session by

@@ -157,10 +157,14 @@ func (o *queue) dispatchNow(id string) {
 		return
 	}
 	if o.runs[id] != r || !r.up() || !r.delivery.to(typing) {
-		// It left Active while the queue was read.
+		// Moves and acknowledgements are steps too, so nothing moved the
+		// run while the queue was read: a fault, named. The prompt goes
+		// back so it is not lost meanwhile.
+		ph, dl := r.phase, r.delivery.state
 		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
+		o.fault(id, faultStep, fmt.Sprintf("the run moved to %s, its delivery to %s, while a dispatch read the queue", ph, dl))
 		return
 	}
 	r.delivery.p = p
