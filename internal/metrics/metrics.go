@@ -33,6 +33,7 @@ type Metrics struct {
 	handler         http.Handler
 	turnsStarted    prometheus.Counter
 	turnsEnded      prometheus.Counter
+	sessionFaults   *prometheus.CounterVec
 	promptLatency   prometheus.Histogram
 	gateway         *prometheus.CounterVec
 	webhooks        *prometheus.CounterVec
@@ -53,6 +54,9 @@ func New(g Gauges, log *slog.Logger) *Metrics {
 			Help: "Turns started: Claude Code took a prompt (UserPromptSubmit)."}),
 		turnsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "kndl_turns_ended_total",
 			Help: "Turns ended: done, interrupted or failed."}),
+		sessionFaults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kndl_session_faults_total",
+			Help: "Faults the Session owner named: a state its machines should never be in (a queue waiting on nothing, a Turn unheard of, a move its table does not list), by kind."},
+			[]string{"kind"}),
 		promptLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kndl_prompt_delivery_seconds",
 			Help:    "From a prompt queued to Claude Code taking it (UserPromptSubmit; typed, for a command), waiting behind a running Turn included.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}),
@@ -69,7 +73,7 @@ func New(g Gauges, log *slog.Logger) *Metrics {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}},
 			[]string{"op"}),
 	}
-	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.promptLatency, m.gateway, m.webhooks, m.refusalsDropped, m.store, gauges{g},
+	reg.MustRegister(m.turnsStarted, m.turnsEnded, m.sessionFaults, m.promptLatency, m.gateway, m.webhooks, m.refusalsDropped, m.store, gauges{g},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog: slog.NewLogLogger(log.With("component", "metrics").Handler(), slog.LevelWarn)})
@@ -84,6 +88,9 @@ func (m *Metrics) TurnStarted() { m.turnsStarted.Inc() }
 
 // TurnEnded counts a Turn ended.
 func (m *Metrics) TurnEnded() { m.turnsEnded.Inc() }
+
+// SessionFault counts a fault of kind the Session owner named.
+func (m *Metrics) SessionFault(kind string) { m.sessionFaults.WithLabelValues(kind).Inc() }
 
 // PromptDelivered records how long a prompt took from queued to taken.
 func (m *Metrics) PromptDelivered(d time.Duration) { m.promptLatency.Observe(d.Seconds()) }

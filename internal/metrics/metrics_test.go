@@ -108,6 +108,7 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 	m.TurnStarted()
 	m.TurnEnded()
 	m.PromptDelivered(300 * time.Millisecond)
+	m.SessionFault("queue waits on nothing")
 	m.GatewayRequest("inst-1", http.StatusOK)
 	m.GatewayRequest("inst-1", http.StatusOK)
 	m.GatewayRequest("unknown", http.StatusForbidden)
@@ -119,6 +120,7 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 		{"kndl_runners_connected", nil, 0},
 		{"kndl_turns_started_total", nil, 1},
 		{"kndl_turns_ended_total", nil, 1},
+		{"kndl_session_faults_total", []string{"kind", "queue waits on nothing"}, 1},
 		{"kndl_prompt_delivery_seconds", nil, 1},
 		{"kndl_gateway_requests_total", []string{"installation", "inst-1", "code", "2xx"}, 2},
 		{"kndl_gateway_requests_total", []string{"installation", "unknown", "code", "4xx"}, 1},

@@ -63,6 +63,8 @@ type delivery struct {
 	// givenUp counts the prompts put back after their last try since
 	// Claude Code last took one: the wait before typing again doubles.
 	givenUp int
+	// moves are its last moves, for a fault (alarm.go).
+	moves trail
 }
 
 // to moves the machine to next if the table allows it, and reports
@@ -71,6 +73,7 @@ func (d *delivery) to(next deliveryState) bool {
 	if !slices.Contains(deliveryNext[d.state], next) {
 		return false
 	}
+	d.moves.add("%s -> %s", d.state, next)
 	d.state = next
 	return true
 }

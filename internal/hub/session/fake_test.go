@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -284,6 +285,32 @@ type fixture struct {
 	user     store.User
 	repo     store.Repo
 	start    protocol.SessionStart // the last start create saw
+	// faults are the faults the Owner named, once a test expects them
+	// (expectFaults); until then one fails the test.
+	faultMu  sync.Mutex
+	expected bool
+	faults   []string
+}
+
+// faulted is the Owner's Faulted in every test: a fault the test did not
+// expect fails it.
+func (f *fixture) faulted(id, kind, what string) {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	if !f.expected {
+		f.t.Errorf("the Owner named a fault of Session %s: %s: %s", id, kind, what)
+		return
+	}
+	f.faults = append(f.faults, kind)
+}
+
+// expectFaults lets the Owner name faults without failing the test, and
+// returns what it named so far.
+func (f *fixture) expectFaults() []string {
+	f.faultMu.Lock()
+	defer f.faultMu.Unlock()
+	f.expected = true
+	return slices.Clone(f.faults)
 }
 
 // fast are the timings the tests run at: milliseconds, not minutes.
@@ -310,7 +337,7 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Sealer: box, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil))}
+	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Sealer: box, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil)), Faulted: f.faulted}
 	fast(&opts)
 	for _, tn := range tune {
 		tn(&opts)

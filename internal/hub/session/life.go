@@ -178,7 +178,7 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 	if !resumed {
 		return fmt.Errorf("prompt %s is on its way in the store, yet this Hub's delivery for the Session has moved on already: %w", p.ID, errdefs.ErrConflict)
 	}
-	return o.store.SetPromptState(ctx, p.ID, store.Delivering, store.Delivered)
+	return setPrompt(ctx, o.store, p.ID, store.Delivering, store.Delivered)
 }
 
 // launch asks the Session's Runner, on a goroutine, to start its Claude
@@ -383,10 +383,16 @@ func (o *life) sleepLocked(ctx context.Context, s *store.Session, why string) (w
 		return false, fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
 	}
 	var busy bool
-	o.withRun(s.ID, func(r *run) { r.stopping, busy = true, r.busy })
+	o.withRun(s.ID, func(r *run) {
+		busy = r.busy()
+		if r.phase != stopping {
+			r.before = r.phase
+		}
+		r.to(stopping, why)
+	})
 	if s.State != Starting {
 		if err := o.stopOnRunner(ctx, s); err != nil {
-			o.withRun(s.ID, func(r *run) { r.stopping = false })
+			o.withRun(s.ID, func(r *run) { r.to(r.before, "the stop failed") })
 			return false, err
 		}
 	}

@@ -2,11 +2,9 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
@@ -52,50 +50,51 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var unanswered bool
 	var took time.Duration // awake, toward its Hours
 	var cut *time.Timer
-	o.mu.Lock()
-	r := o.runs[s.ID]
-	switch to {
-	case Starting:
-		if r == nil {
-			r = &run{}
-			o.runs[s.ID] = r
+	var fault error // a run that was where its table does not allow this move
+	// One step of the Session's (steps.go): no dispatch or acknowledgement
+	// is half done, so the store has the prompt put back as the machine
+	// has it.
+	o.steps.do(s.ID, func() {
+		o.mu.Lock()
+		r := o.runs[s.ID]
+		switch to {
+		case Starting, Active:
+			if r == nil {
+				r = &run{}
+				o.runs[s.ID] = r
+			}
+			ph := starting
+			if to == Active {
+				ph = idle
+			}
+			fault = r.enter(ph, why)
+			r.owed, r.since = false, time.Now()
+		case Frozen:
+			// Claude Code may still run: only the prompt not yet taken
+			// goes back, to be typed again once the Runner is back.
+			if r != nil {
+				fault = r.enter(away, why)
+				requeue, requeueFrom = r.delivery.putBack(true)
+			}
+		default: // Asleep, Failed, Archived: no Claude Code runs.
+			if r != nil {
+				unanswered = r.phase == asking || (r.phase == stopping && r.before == asking)
+				// One taken but never written down is not in the
+				// conversation a wake resumes.
+				requeue, requeueFrom = r.delivery.putBack(false)
+				took, cut = r.awakeDone()
+				delete(o.runs, s.ID)
+			}
 		}
-		r.ready, r.busy, r.question, r.owed, r.since = false, false, false, false, time.Now()
-	case Active:
-		if r == nil {
-			r = &run{}
-			o.runs[s.ID] = r
+		o.mu.Unlock()
+		if requeue != "" {
+			if err := setPrompt(ctx, o.store, requeue, requeueFrom, store.Queued); err != nil {
+				o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
+			}
 		}
-		r.ready, r.busy, r.question, r.owed, r.since = true, false, false, false, time.Now()
-	case Frozen:
-		// Claude Code may still run: only the prompt not yet taken goes
-		// back, to be typed again once the Runner is back.
-		if r != nil {
-			r.ready = false
-			requeue, requeueFrom = r.delivery.putBack(true)
-		}
-	default: // Asleep, Failed, Archived: no Claude Code runs.
-		if r != nil {
-			unanswered = r.question
-			// One taken but never written down is not in the
-			// conversation a wake resumes.
-			requeue, requeueFrom = r.delivery.putBack(false)
-			took, cut = r.awakeDone()
-			delete(o.runs, s.ID)
-		}
-	}
-	o.mu.Unlock()
-
-	if requeue != "" {
-		err := o.store.SetPromptState(ctx, requeue, requeueFrom, store.Queued)
-		if errors.Is(err, errdefs.ErrConflict) && requeueFrom == store.Delivered {
-			// Taken, and not yet recorded so: ack records it after the
-			// lock, and then finds it queued.
-			err = o.store.SetPromptState(ctx, requeue, store.Delivering, store.Queued)
-		}
-		if err != nil {
-			o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
-		}
+	})
+	if fault != nil {
+		o.fault(s.ID, faultMove, fault.Error())
 	}
 	if !awake(to) {
 		if err := o.store.RevokeModToken(ctx, s.ID); err != nil {

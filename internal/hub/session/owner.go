@@ -118,12 +118,17 @@ type Options struct {
 	// Limited is told, with the history's words, when a Turn limit put a
 	// triggered Session to sleep: for its GitHub thread. Nil: nobody.
 	Limited func(sessionID, text string)
+	// Faulted is told of each fault the Owner names (alarm.go), after
+	// it is logged and counted: a test fails on it. Nil: nobody.
+	Faulted func(sessionID, kind, what string)
 }
 
 // Metrics is told of the Turns and deliveries the Owner sees.
 type Metrics interface {
 	TurnStarted()
 	TurnEnded()
+	// SessionFault counts a fault of kind the Owner named (alarm.go).
+	SessionFault(kind string)
 	// PromptDelivered is how long a prompt took from queued to taken.
 	PromptDelivered(time.Duration)
 }
@@ -133,15 +138,17 @@ type uncounted struct{}
 
 func (uncounted) TurnStarted()                  {}
 func (uncounted) TurnEnded()                    {}
+func (uncounted) SessionFault(string)           {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
 // Owner owns every Session's state. Its methods are safe to call from any
 // goroutine; none holds its lock across a store call (admit, the awake
-// count's, is held only across the store calls that count and move). Its
-// jobs are types of their own over its one state and locks: a Session's life moves (life.go),
-// its prompt queue and their delivery (queue.go), its live stream
-// (stream.go); what a Runner says of its Sessions, the moves themselves
-// (move) and the locks are the Owner's.
+// count's, is held only across the store calls that count and move). The
+// live stream (stream.go) holds its own state, the watchers and each
+// Session's order, and is told what it heard moves through one func; a
+// Session's life moves (life.go) and its queue (queue.go) are still
+// types over the Owner's one state; what a Runner says of its Sessions,
+// the moves themselves (move) and the locks are the Owner's.
 type Owner struct {
 	*life
 	*queue
@@ -162,30 +169,32 @@ type Owner struct {
 	// Taken after a Session's lock, never before one.
 	admit sync.Mutex
 
+	// steps runs each Session's queue steps one at a time (steps.go).
+	steps steps
+
 	mu   sync.Mutex
-	runs map[string]*run                     // by Session id, while it is awake
-	subs map[string]map[chan Update]struct{} // by Session id, while watched
-	lock map[string]*sync.Mutex              // one per Session, serialising its moves
-	// order is one per Session, held from taking Events' sequence numbers
-	// to publishing them, so a watcher never sees a later one first. Apart
-	// from lock: a move records notes while it holds lock.
-	order map[string]*sync.Mutex
+	runs map[string]*run        // by Session id, while it is awake
+	lock map[string]*sync.Mutex // one per Session, serialising its moves
 }
 
 // run is what the Hub knows of an awake Session only while it is awake:
 // where Claude Code is in its Turns and which prompt is on its way. It is
 // never stored: after a Hub restart the Session's Runner reports it again.
 type run struct {
-	// ready: Claude Code is up and its Runner connected; busy: a Turn
-	// runs; question: Claude waits on a person, asked being the id of the
-	// question its Creator may answer through the Hub.
-	ready, busy, question bool
-	asked                 string
+	// phase is what its Claude Code is doing (phase.go); asked is the id
+	// of the question its Creator may answer through the Hub while it is
+	// asking.
+	phase phase
+	asked string
+	// before is the phase a sleep under way left, for a stop the Runner
+	// refused.
+	before phase
+	// trail is the last moves of the run and its delivery, for a fault.
+	trail trail
 	// delivery is where the prompt on its way is (delivery.go).
 	delivery delivery
-	// stopping is set while the Runner stops Claude Code for a sleep;
-	// wakeAfter is set by a prompt queued meanwhile.
-	stopping, wakeAfter bool
+	// wakeAfter is set by a prompt queued while a sleep is under way.
+	wakeAfter bool
 	// since is the idle clock: when the Hub last sent the Session a
 	// prompt, queued one, woke it, or heard the Turn of a prompt it sent
 	// end (once a prompt: owed is set while that Turn is not heard to
@@ -211,35 +220,43 @@ type run struct {
 	budget budget
 	// agents are the subagents the transcript says run, by agent id.
 	agents map[string]*subagent
-	// turnAt is when the Turn that runs began, as the Hub heard (what the
-	// stall sweep says).
-	turnAt time.Time
-	// busyBy is who told that the Turn which runs began; heard is when
-	// the Hub last recorded an Event of the Session. The sweep (idle.go)
-	// last looked at its queue at looked, and stallSaid is set once it has
-	// said the queue waits on this Turn.
+	// turnAt is when the Turn that runs began, as the Hub heard, and
+	// busyBy who told it; heard is when the Hub last recorded an Event of
+	// the Session. The alarm (alarm.go) last looked at its queue at
+	// looked, and raised is set once it has named this Turn's fault.
+	turnAt        time.Time
 	busyBy        string
 	heard, looked time.Time
-	stallSaid     bool
+	raised        bool
 }
 
 // settled reports whether Claude Code is up with no question open, nothing
 // on its way and no sleep under way; call with o.mu held.
 func (r *run) settled() bool {
-	return r.ready && !r.question && !r.stopping && !r.delivery.onItsWay()
+	return (r.phase == idle || r.phase == turn) && !r.delivery.onItsWay()
 }
 
 // waitsForPrompt reports whether the run is settled between Turns: the
 // next prompt may go, and with none queued the Session is idle. Call with
 // o.mu held.
-func (r *run) waitsForPrompt() bool { return r.settled() && !r.busy }
+func (r *run) waitsForPrompt() bool { return r.phase == idle && !r.delivery.onItsWay() }
 
-// began marks a Turn begun, as src told first; call with o.mu held.
-func (r *run) began(src string) {
-	if !r.busy {
-		r.busyBy, r.stallSaid, r.turnAt = src, false, time.Now()
+// began marks a Turn begun, as src told first, and reports whether it
+// began now (a Turn already running, or no Claude Code up, moves
+// nothing); call with o.mu held.
+func (r *run) began(src string) bool {
+	if r.phase == turn {
+		return false
 	}
-	r.busy, r.question = true, false
+	was := r.phase
+	if !r.to(turn, "begun, as "+src+" told") {
+		return false
+	}
+	if was == idle {
+		r.busyBy, r.raised, r.turnAt = src, false, time.Now()
+		return true
+	}
+	return false // an answer: the same Turn runs on
 }
 
 // idle reports whether the run may count as idle: Claude Code up, no sleep
@@ -247,7 +264,7 @@ func (r *run) began(src string) {
 // still to end. A Turn or a question the Sandbox alone tells of keeps no
 // Session awake. Call with o.mu held.
 func (r *run) idle() bool {
-	return r.ready && !r.stopping && !r.delivery.onItsWay() && !r.owed
+	return r.up() && !r.delivery.onItsWay() && !r.owed
 }
 
 // Update is one message of a Session's live stream: a new Event, or word
@@ -295,8 +312,10 @@ func New(opts Options) *Owner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, subs: map[string]map[chan Update]struct{}{}, lock: map[string]*sync.Mutex{}, order: map[string]*sync.Mutex{}}
-	o.life, o.queue, o.stream = &life{o}, &queue{o}, &stream{o}
+		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, lock: map[string]*sync.Mutex{}, steps: steps{waiting: map[string][]func(){}}}
+	o.life, o.queue = &life{o}, &queue{o}
+	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.heard,
+		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
 	o.spawn(o.sweepIdle)
 	return o
 }
@@ -381,34 +400,46 @@ func (o *Owner) stopTimer(t *time.Timer) {
 }
 
 // sessionLock returns the lock that serialises one Session's moves.
-func (o *Owner) sessionLock(id string) *sync.Mutex { return o.mutexOf(o.lock, id) }
-
-// orderLock returns the lock that keeps one Session's Events in order.
-func (o *Owner) orderLock(id string) *sync.Mutex { return o.mutexOf(o.order, id) }
-
-// mutexOf returns m's lock for a Session, making it the first time.
-func (o *Owner) mutexOf(m map[string]*sync.Mutex, id string) *sync.Mutex {
+func (o *Owner) sessionLock(id string) *sync.Mutex {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	l := m[id]
+	l := o.lock[id]
 	if l == nil {
 		l = &sync.Mutex{}
-		m[id] = l
+		o.lock[id] = l
 	}
 	return l
 }
 
 // withRun calls f with the Session's run state under the Owner's lock,
-// making it if the Session has none.
+// making it if the Session has none, as one step of the Session's
+// (steps.go): never within a step.
 func (o *Owner) withRun(id string, f func(*run)) {
+	o.steps.do(id, func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		r := o.runs[id]
+		if r == nil {
+			r = &run{since: time.Now()}
+			o.runs[id] = r
+		}
+		f(r)
+	})
+}
+
+// heard is the stream's heard: it moves the run of an awake Session by
+// the Events heard (none once it sleeps: its notes move nothing).
+func (o *Owner) heard(id string, evs []protocol.Event) (ended, changed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.runs[id]
 	if r == nil {
-		r = &run{since: time.Now()}
-		o.runs[id] = r
+		return false, false
 	}
-	f(r)
+	r.heard = time.Now()
+	was := r.activity()
+	ended = r.follow(evs)
+	return ended, r.activity() != was
 }
 
 // Activity says what an awake Session is doing: "turn" while a Turn runs,
@@ -424,10 +455,10 @@ func (o *Owner) Activity(id string) string {
 
 // activity is Activity's answer; call with o.mu held.
 func (r *run) activity() string {
-	switch {
-	case r.question:
+	switch r.phase {
+	case asking:
 		return "question"
-	case r.busy:
+	case turn:
 		return "turn"
 	}
 	return ""

@@ -39,7 +39,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	o.mu.Lock()
 	if r := o.runs[s.ID]; r != nil {
 		r.since = time.Now()
-		if r.stopping {
+		if r.phase == stopping {
 			r.wakeAfter = true
 		}
 	}
@@ -55,13 +55,16 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	return p, nil
 }
 
-// EditPrompt changes a queued prompt's text, or cancels it for "".
+// EditPrompt changes a queued prompt's text, or cancels it for "" (along
+// the prompt table). ErrConflict once it is on its way.
 func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
-	var sealed []byte
+	var err error
 	if text != "" {
-		sealed = o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed
+		err = o.store.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
+	} else if _, err = o.store.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
+		err = setPrompt(ctx, o.store, promptID, store.Queued, store.Cancelled)
 	}
-	if err := o.store.EditPrompt(ctx, sessionID, promptID, "", sealed); err != nil {
+	if err != nil {
 		return err
 	}
 	o.changed(sessionID)
@@ -119,13 +122,16 @@ func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 	return out, nil
 }
 
-// dispatch types the Session's next queued prompt if Claude Code is ready
-// and between Turns. Only one prompt is on its way at a time; the queue is
-// read without the Owner's lock held.
-func (o *queue) dispatch(id string) {
+// dispatch types the Session's next queued prompt if Claude Code is idle,
+// as one step of the Session's (steps.go).
+func (o *queue) dispatch(id string) { o.steps.do(id, func() { o.dispatchNow(id) }) }
+
+// dispatchNow is dispatch within a step. Only one prompt is on its way at
+// a time; the queue is read without the Owner's lock held.
+func (o *queue) dispatchNow(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	if r == nil || !r.ready || r.busy || r.stopping || !r.delivery.to(claimed) {
+	if r == nil || r.phase != idle || !r.delivery.to(claimed) {
 		o.mu.Unlock()
 		return
 	}
@@ -150,11 +156,15 @@ func (o *queue) dispatch(id string) {
 		}
 		return
 	}
-	if o.runs[id] != r || !r.ready || r.stopping || !r.delivery.to(typing) {
-		// It left Active while the queue was read.
+	if o.runs[id] != r || !r.up() || !r.delivery.to(typing) {
+		// Moves and acknowledgements are steps too, so nothing moved the
+		// run while the queue was read: a fault, named. The prompt goes
+		// back so it is not lost meanwhile.
+		ph, dl := r.phase, r.delivery.state
 		r.delivery.to(queued)
 		o.mu.Unlock()
 		o.requeue(id, p.ID)
+		o.fault(id, faultStep, fmt.Sprintf("the run moved to %s, its delivery to %s, while a dispatch read the queue", ph, dl))
 		return
 	}
 	r.delivery.p = p
@@ -178,8 +188,9 @@ func (o *queue) deliver(id string, p store.Prompt) {
 	}
 	if rc == nil {
 		// The Runner went meanwhile: back to the head of the queue, sent
-		// again once it is back.
-		o.giveBack(id, p.ID, nil)
+		// again once it is back. Not in this step: giveBack waits on the
+		// Session's lock.
+		o.spawn(func(context.Context) { o.giveBack(id, p.ID, nil) })
 		return
 	}
 	o.spawn(func(ctx context.Context) {
@@ -245,7 +256,7 @@ func (o *queue) giveBack(id, promptID string, also func(d *delivery)) bool {
 // requeue puts a prompt on its way back at the head of its queue (prompts
 // are taken oldest first).
 func (o *queue) requeue(id, promptID string) {
-	if err := o.store.SetPromptState(o.ctx, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
+	if err := setPrompt(o.ctx, o.store, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
 	o.changed(id)
@@ -264,29 +275,37 @@ func (o *queue) Typed(id string) {
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
-func (o *queue) Accepted(id string) {
+func (o *queue) Accepted(id string) { o.steps.do(id, func() { o.accepted(id) }) }
+
+// accepted is Accepted within a step.
+func (o *queue) accepted(id string) {
 	o.mu.Lock()
 	r := o.runs[id]
-	started := r != nil && !r.busy // the transcript may have told of it first
+	var started bool // the transcript may have told of it first
 	if r != nil {
 		if r.typed && !r.delivery.onItsWay() { // typed in the terminal by its Creator
 			r.typed, r.owed = false, true
 		}
-		r.began(fromHook.String())
+		started = r.began(fromHook.String())
 	}
 	o.mu.Unlock()
 	if started {
 		o.opts.Metrics.TurnStarted()
 	}
-	o.ack(id, fromHook, "")
+	o.ackNow(id, fromHook, "")
 	o.changed(id)
 }
 
 // ack moves a Session's delivery by an acknowledgement from src (of
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
 // prompt is taken; a prompt that leaves typing is recorded delivered; then
-// the next prompt may go.
+// the next prompt may go. It is one step of the Session's.
 func (o *queue) ack(id string, src ackSource, promptID string) {
+	o.steps.do(id, func() { o.ackNow(id, src, promptID) })
+}
+
+// ackNow is ack within a step.
+func (o *queue) ackNow(id string, src ackSource, promptID string) {
 	o.mu.Lock()
 	r := o.runs[id]
 	if r == nil {
@@ -301,10 +320,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	}
 	p := d.p
 	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
-	started := turn && !r.busy
-	if turn {
-		r.began(src.String())
-	}
+	started := turn && r.began(src.String())
 	if from == typing {
 		d.givenUp = 0
 	}
@@ -319,7 +335,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 	// A command done lets the next prompt go; so does a Turn that ended
 	// while the store was written, since TakePrompt passes over a prompt
 	// still delivering. While the Turn runs, dispatch does nothing.
-	o.dispatch(id)
+	o.dispatchNow(id)
 }
 
 // markDelivered records a prompt Claude Code took. The record outlives a
@@ -328,7 +344,7 @@ func (o *queue) ack(id string, src ackSource, promptID string) {
 // Recover, since no Turn may be in the store yet.
 func (o *queue) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := o.store.SetPromptState(context.WithoutCancel(o.ctx), p.ID, store.Delivering, store.Delivered); err != nil {
+	if err := setPrompt(context.WithoutCancel(o.ctx), o.store, p.ID, store.Delivering, store.Delivered); err != nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }
@@ -337,16 +353,22 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 // interrupt in the transcript): the next prompt may go. The Sandbox can
 // tell of one it never ran, so it counts toward nothing: the idle clock
 // starts again only at the first end after a prompt the Hub sent, and the
-// Hours run on (limits.go).
-func (o *queue) TurnEnded(id string) {
+// Hours run on (limits.go). It is one step of the Session's.
+func (o *queue) TurnEnded(id string) { o.steps.do(id, func() { o.turnEnded(id) }) }
+
+// turnEnded is TurnEnded within a step.
+func (o *queue) turnEnded(id string) {
 	var was bool
 	o.mu.Lock()
 	if r := o.runs[id]; r != nil {
-		was = r.busy
+		was = r.busy()
 		if r.owed {
 			r.owed, r.since = false, time.Now()
 		}
-		r.busy, r.question, r.resync, r.turnAt = false, false, false, time.Time{}
+		if was {
+			r.to(idle, "the Turn ended")
+		}
+		r.resync, r.turnAt = false, time.Time{}
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
 		}
@@ -356,7 +378,7 @@ func (o *queue) TurnEnded(id string) {
 		o.opts.Metrics.TurnEnded()
 	}
 	o.changed(id)
-	o.dispatch(id)
+	o.dispatchNow(id)
 }
 
 // promptText is what is typed for a prompt: a leading ! or / would start

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
@@ -56,12 +57,20 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// A Turn that ran when the Hub last heard may still run, or
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
+				var fault error
 				o.withRun(s.ID, func(r *run) {
-					r.ready, r.busy, r.resync, r.agents, r.owed = true, open, open, agents, open
-					if open {
-						r.busyBy, r.stallSaid = "a Turn open in the history when its Runner came back", false
+					r.resync, r.agents, r.owed = open, agents, open
+					switch {
+					case open && !r.busy():
+						fault = r.enter(turn, "a Turn open in the history when its Runner came back")
+						r.busyBy, r.raised, r.turnAt = "a Turn open in the history when its Runner came back", false, time.Now()
+					case !open && r.busy():
+						fault = r.enter(idle, "no Turn open in the history when its Runner came back")
 					}
 				})
+				if fault != nil {
+					o.fault(s.ID, faultMove, fault.Error())
+				}
 				if s.Turns > 0 {
 					o.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
 				}

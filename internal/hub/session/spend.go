@@ -75,6 +75,26 @@ func spendReached(ctx context.Context, st *store.Store, memberMax float64, s sto
 	return "", nil
 }
 
+// countSpent counts what model replies of a Session spent, as its
+// Runner's relay read it from the model API's answers: the one count of
+// usage the Hub keeps and shows.
+func (o *Owner) countSpent(ctx context.Context, id string, us []protocol.Usage) error {
+	rs := make([]store.Reply, 0, len(us))
+	for _, u := range us {
+		if u.Message == "" {
+			continue
+		}
+		rs = append(rs, store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
+			Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}})
+	}
+	if err := o.store.CountReplies(ctx, id, rs, time.Now()); err != nil {
+		return err
+	}
+	o.changed(id)
+	o.checkSpend(ctx, id)
+	return nil
+}
+
 // checkSpend, after the relay counted what a Session spent, holds it at a
 // spend cap it is past: its relay refuses its model requests, and it
 // sleeps saying why.

@@ -94,3 +94,102 @@ func TestEveryMoveLeavesAHistoryLine(t *testing.T) {
 		}
 	}
 }
+
+var allPhases = []phase{starting, idle, turn, asking, away, stopping}
+
+// TestTheRunTransitionTable walks every pair of run phases: exactly the
+// moves the table lists happen through to, every other changes nothing;
+// enter makes any move, and names one the table does not list.
+func TestTheRunTransitionTable(t *testing.T) {
+	allowed := map[[2]phase]bool{
+		{starting, idle}: true, {starting, away}: true, {starting, stopping}: true,
+		{idle, turn}: true, {idle, away}: true, {idle, stopping}: true,
+		{turn, asking}: true, {turn, idle}: true, {turn, away}: true, {turn, stopping}: true,
+		{asking, turn}: true, {asking, idle}: true, {asking, away}: true, {asking, stopping}: true,
+		{away, idle}: true, {away, stopping}: true,
+		{stopping, starting}: true, {stopping, idle}: true, {stopping, turn}: true, {stopping, asking}: true, {stopping, away}: true,
+	}
+	for _, from := range allPhases {
+		for _, to := range allPhases {
+			want := from == to || allowed[[2]phase{from, to}]
+			r := run{phase: from}
+			switch moved := r.to(to, "test"); {
+			case moved != want:
+				t.Errorf("%s -> %s: moved %v, want %v", from, to, moved, want)
+			case want && r.phase != to:
+				t.Errorf("%s -> %s: is %s after the move", from, to, r.phase)
+			case !want && r.phase != from:
+				t.Errorf("%s -> %s refused, yet it is %s", from, to, r.phase)
+			}
+			r = run{phase: from}
+			if err := r.enter(to, "test"); (err == nil) != want || r.phase != to {
+				t.Errorf("%s -> %s entered: err %v, phase %s; want it %s, named a fault: %v", from, to, err, r.phase, to, !want)
+			}
+		}
+	}
+}
+
+var allPromptStates = []store.PromptState{store.Queued, store.Delivering, store.Delivered, store.Cancelled}
+
+// TestThePromptTransitionTable walks every pair of prompt states: exactly
+// the moves listed are allowed, every other is an ErrConflict.
+func TestThePromptTransitionTable(t *testing.T) {
+	allowed := map[[2]store.PromptState]bool{
+		{store.Queued, store.Delivering}: true, {store.Queued, store.Cancelled}: true,
+		{store.Delivering, store.Delivered}: true, {store.Delivering, store.Queued}: true,
+		{store.Delivered, store.Queued}: true,
+	}
+	for _, from := range allPromptStates {
+		for _, to := range allPromptStates {
+			err := checkPromptMove(from, to)
+			if allowed[[2]store.PromptState{from, to}] {
+				if err != nil {
+					t.Errorf("%s -> %s: %v, want allowed", from, to, err)
+				}
+				continue
+			}
+			if !errors.Is(err, errdefs.ErrConflict) {
+				t.Errorf("%s -> %s: err = %v, want a conflict", from, to, err)
+			}
+		}
+	}
+}
+
+// TestAPromptIsCancelledAlongItsTable: cancelling goes through the table
+// and the store's compare-and-set: a queued prompt is cancelled; one on
+// its way, or already cancelled, is a conflict; one of another Session
+// is not found; a move off the table changes nothing in the store.
+func TestAPromptIsCancelledAlongItsTable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.runner.holdDeliveries()
+	s, d := f.active("on its way")
+	other := f.create("another's")
+	p, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) store.PromptState {
+		t.Helper()
+		got, err := f.st.PromptByID(ctx, s.ID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.State
+	}
+	if err := setPrompt(ctx, f.st, p.ID, store.Queued, store.Delivered); !errors.Is(err, errdefs.ErrConflict) || state(p.ID) != store.Queued {
+		t.Fatalf("queued -> delivered: err = %v, state %s; want a conflict, still queued", err, state(p.ID))
+	}
+	if err := f.o.EditPrompt(ctx, other.ID, p.ID, ""); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("cancelled through another Session: err = %v, want not found", err)
+	}
+	if err := f.o.EditPrompt(ctx, s.ID, p.ID, ""); err != nil || state(p.ID) != store.Cancelled {
+		t.Fatalf("cancel a queued prompt: err = %v, state %s; want cancelled", err, state(p.ID))
+	}
+	for name, id := range map[string]string{"cancelled": p.ID, "on its way": d.deliver.PromptID} {
+		before := state(id)
+		if err := f.o.EditPrompt(ctx, s.ID, id, ""); !errors.Is(err, errdefs.ErrConflict) || state(id) != before {
+			t.Errorf("cancel one %s: err = %v, state %s; want a conflict, still %s", name, err, state(id), before)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/claude"
@@ -11,8 +13,24 @@ import (
 )
 
 // stream is the live stream of every Session's Events and changes, which
-// every socket reads.
-type stream struct{ *Owner }
+// every socket reads, and the one path by which Session text reaches the
+// store. It holds its own state: the watchers and each Session's order.
+type stream struct {
+	store    *store.Store
+	redactor Redactor
+	effects  Effects
+	log      *slog.Logger
+	// heard moves an awake Session's run by the Events heard, and reports
+	// whether they end its Turn by an interrupt, and whether what it is
+	// doing changed (Owner.heard).
+	heard func(id string, evs []protocol.Event) (ended, changed bool)
+
+	mu   sync.Mutex
+	subs map[string]map[chan Update]struct{} // by Session id, while watched
+	// order is one per Session, held from taking Events' sequence numbers
+	// to publishing them, so a watcher never sees a later one first.
+	order map[string]*sync.Mutex
+}
 
 // streamBuffer bounds what waits for one slow watcher; past it the watcher
 // is dropped (its channel closed) and resumes from the store by sequence
@@ -83,7 +101,7 @@ func (o *stream) Record(ctx context.Context, id string, evs ...protocol.Event) e
 // Session's Event budget. It reports whether they end a Turn by an
 // interrupt, which fires no hook.
 func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Event) (ended bool, err error) {
-	if err := o.opts.Redactor.RedactEvents(ctx, id, evs); err != nil {
+	if err := o.redactor.RedactEvents(ctx, id, evs); err != nil {
 		return false, err
 	}
 	rows := make([]store.Event, len(evs))
@@ -121,24 +139,30 @@ func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Ev
 	for i := range rows {
 		us[i] = Update{ID: id, Event: &rows[i]}
 	}
+	ended, changed := o.heard(id, heard)
 	o.mu.Lock()
-	var was, now string
-	if r := o.runs[id]; r != nil { // none once it sleeps: its notes move nothing
-		r.heard = time.Now()
-		was = r.activity()
-		ended = r.follow(heard)
-		now = r.activity()
-	}
 	o.publish(id, us...)
-	if now != was {
+	if changed {
 		o.publish(id, Update{ID: id, Changed: true})
 		o.publish(All, Update{ID: id, Changed: true})
 	}
 	o.mu.Unlock()
 	if len(evs) > 0 {
-		o.opts.Effects.Recorded(id, evs)
+		o.effects.Recorded(id, evs)
 	}
 	return ended, nil
+}
+
+// orderLock returns the lock that keeps one Session's Events in order.
+func (o *stream) orderLock(id string) *sync.Mutex {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.order[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		o.order[id] = l
+	}
+	return l
 }
 
 // follow moves the run state by a Session's Events and reports whether
@@ -166,11 +190,15 @@ func (r *run) follow(evs []protocol.Event) (ended bool) {
 		case protocol.EventSubagentEnd:
 			delete(r.agents, ev.Agent)
 		case protocol.EventQuestion:
-			r.question, r.asked = true, ev.ToolID
+			if r.to(asking, "Claude asks") {
+				r.asked = ev.ToolID
+			}
 		case protocol.EventTurnStart, protocol.EventToolResult, protocol.EventAnswer:
 			// A tool's result comes once the question it asked is
 			// answered.
-			r.question, r.asked = false, ""
+			if r.phase == asking && r.to(turn, "answered") {
+				r.asked = ""
+			}
 		case protocol.EventTurnEnd:
 			// An interrupt fires no hook: the transcript is how the
 			// Hub learns the Turn ended; so it is for a Turn taken back
@@ -190,26 +218,6 @@ func (o *stream) note(ctx context.Context, id, kind, text string) {
 	if err := o.Record(ctx, id, protocol.Event{Kind: kind, Text: text}); err != nil {
 		o.log.Error("record a note", "session", id, "err", err)
 	}
-}
-
-// countSpent counts what model replies of a Session spent, as its
-// Runner's relay read it from the model API's answers: the one count of
-// usage the Hub keeps and shows.
-func (o *stream) countSpent(ctx context.Context, id string, us []protocol.Usage) error {
-	rs := make([]store.Reply, 0, len(us))
-	for _, u := range us {
-		if u.Message == "" {
-			continue
-		}
-		rs = append(rs, store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
-			Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}})
-	}
-	if err := o.store.CountReplies(ctx, id, rs, time.Now()); err != nil {
-		return err
-	}
-	o.changed(id)
-	o.checkSpend(ctx, id)
-	return nil
 }
 
 // apiUsage is the store's sums by model as Events carry them.
