@@ -53,7 +53,7 @@ const (
 	resendMax   = 4 * time.Second
 	// unheardWaitDefault is how long a prompt Claude Code's input emptied
 	// at is waited on for its UserPromptSubmit or its transcript before it
-	// is typed again (Runnes.unheardWait): the input emptying is Claude Code
+	// is typed again (session.unheardWait): the input emptying is Claude Code
 	// reading it, and typing it again would send it twice. At 3 s it did,
 	// at load average 30 after a Runner restart, the prompt's record in the
 	// transcript 2.9 s old; 15 s is the wait the Hub had before version 3.

@@ -60,7 +60,7 @@ type agentLaunch struct {
 	AgentID string `json:"agentId"`
 }
 
-// subagentStarted takes SubagentStart: the subagent_start goes into the
+// started takes SubagentStart: the subagent_start goes into the
 // stream once its parent is known, or after holdMax without it.
 func (a *subagents) started(ev hookEvent) {
 	start := protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType}
@@ -86,7 +86,7 @@ func (a *subagents) started(ev hookEvent) {
 	a.starting[ev.AgentID] = ps
 }
 
-// agentLaunched takes an Agent tool call's PostToolUse, which names the
+// launched takes an Agent tool call's PostToolUse, which names the
 // subagent it started.
 func (a *subagents) launched(ev hookEvent) {
 	var l agentLaunch
