@@ -37,23 +37,23 @@ const fetchTime = 10 * time.Minute
 // placeAttachments places the files a prompt carries and returns the text
 // to type: the prompt with an AttachedLine for each. A file a try before
 // placed whole is kept. If they can't be placed, the transcript says why.
-func (r *Runner) placeAttachments(ctx context.Context, req protocol.SessionDeliver) (string, error) {
+func (s *session) placeAttachments(ctx context.Context, req protocol.SessionDeliver) (string, error) {
 	if len(req.Attachments) == 0 {
 		return req.Text, nil
 	}
-	text, err := r.place(ctx, req)
+	text, err := s.place(ctx, req)
 	if err != nil {
-		r.notify(req.SessionID, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: req.SessionID, Events: []protocol.Event{{At: time.Now(),
+		s.out.add(req.SessionID, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: req.SessionID, Events: []protocol.Event{{At: time.Now(),
 			Kind: protocol.EventError, Text: "The prompt's attachments could not be placed in the Workspace: " + err.Error()}}})
 	}
 	return text, err
 }
 
-func (r *Runner) place(ctx context.Context, req protocol.SessionDeliver) (string, error) {
+func (s *session) place(ctx context.Context, req protocol.SessionDeliver) (string, error) {
 	if !protocol.ValidSessionID(req.PromptID) || !protocol.ValidSessionID(req.SessionID) {
 		return "", fmt.Errorf("prompt %q: %w", req.PromptID, errdefs.ErrInvalid)
 	}
-	root, err := os.OpenRoot(filepath.Join(r.sessionDir(req.SessionID), "workspace"))
+	root, err := os.OpenRoot(filepath.Join(s.dir, "workspace"))
 	if err != nil {
 		return "", err
 	}
@@ -68,7 +68,7 @@ func (r *Runner) place(ctx context.Context, req protocol.SessionDeliver) (string
 			return "", fmt.Errorf("attachment %s: %q is not a safe file name: %w", a.ID, a.File, errdefs.ErrInvalid)
 		}
 		err := putAttachment(root, dir+"/"+a.File, a.Size, func() (io.ReadCloser, string, error) {
-			return r.fetchAttachment(ctx, req.SessionID, a)
+			return s.fetchAttachment(ctx, a)
 		})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", a.File, err)
@@ -80,15 +80,15 @@ func (r *Runner) place(ctx context.Context, req protocol.SessionDeliver) (string
 
 // fetchAttachment asks the Hub for an Attachment and returns the stream its
 // bytes come on, with their SHA-256.
-func (r *Runner) fetchAttachment(ctx context.Context, sessionID string, a protocol.Attachment) (io.ReadCloser, string, error) {
+func (s *session) fetchAttachment(ctx context.Context, a protocol.Attachment) (io.ReadCloser, string, error) {
 	var st protocol.AttachmentStream
-	if err := r.request(ctx, protocol.TypeSessionAttachment, protocol.AttachmentRef{SessionID: sessionID, AttachmentID: a.ID}, &st); err != nil {
+	if err := s.link.request(ctx, protocol.TypeSessionAttachment, protocol.AttachmentRef{SessionID: s.id, AttachmentID: a.ID}, &st); err != nil {
 		return nil, "", fmt.Errorf("fetch it from the Hub: %w", err)
 	}
 	if st.Size != a.Size {
 		return nil, "", fmt.Errorf("the Hub has %d bytes of it, not the %d the prompt said", st.Size, a.Size)
 	}
-	ws, err := r.dialStream(ctx, st.Stream)
+	ws, err := s.link.dialStream(ctx, st.Stream)
 	if err != nil {
 		return nil, "", err
 	}

@@ -155,8 +155,9 @@ func TestAnAttachmentIsNeverPlacedThroughALink(t *testing.T) {
 	const session = "0b0b0b0b-1111-4222-8333-444444444444"
 	os.MkdirAll(filepath.Join(home, "sessions", session, "workspace"), 0o755)
 	r := &Runner{cfg: Config{Home: home}}
+	s := r.newSession(session)
 	for _, file := range []string{"../../escape", "a/b", ".."} {
-		_, err := r.place(t.Context(), protocol.SessionDeliver{SessionID: session, PromptID: testPrompt, Text: "look",
+		_, err := s.place(t.Context(), protocol.SessionDeliver{SessionID: session, PromptID: testPrompt, Text: "look",
 			Attachments: []protocol.Attachment{{ID: "a1", File: file, Size: 1}}})
 		if !errors.Is(err, errdefs.ErrInvalid) {
 			t.Errorf("file %q: %v, want it refused as invalid", file, err)

@@ -534,7 +534,7 @@ func (r *Runner) sendChanges(ctx context.Context, req protocol.SessionDiff) (pro
 	if err != nil {
 		return protocol.SessionDiffInfo{}, err
 	}
-	ws2, err := r.dialStream(ctx, req.Stream)
+	ws2, err := r.link.dialStream(ctx, req.Stream)
 	if err != nil {
 		return protocol.SessionDiffInfo{}, err
 	}

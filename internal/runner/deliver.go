@@ -53,7 +53,7 @@ const (
 	resendMax   = 4 * time.Second
 	// unheardWaitDefault is how long a prompt Claude Code's input emptied
 	// at is waited on for its UserPromptSubmit or its transcript before it
-	// is typed again (Runner.unheardWait): the input emptying is Claude Code
+	// is typed again (session.unheardWait): the input emptying is Claude Code
 	// reading it, and typing it again would send it twice. At 3 s it did,
 	// at load average 30 after a Runner restart, the prompt's record in the
 	// transcript 2.9 s old; 15 s is the wait the Hub had before version 3.
@@ -118,15 +118,12 @@ func (w *onItsWay) taken() { w.once.Do(func() { close(w.took) }) }
 // then can be lost: measured 4 in 5 right after start), and waits for Claude
 // Code to take it; each try that fails, it types again at once, until
 // Claude Code takes it or the time the Hub gave is over.
-func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
+func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
 	var out protocol.SessionDelivered
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return out, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, req.Within())
 	defer cancel()
-	if req.Text, err = r.placeAttachments(ctx, req); err != nil {
+	var err error
+	if req.Text, err = s.placeAttachments(ctx, req); err != nil {
 		return out, err
 	}
 	s.typing.Lock()
@@ -137,7 +134,7 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) (prot
 	// e2e suite). Its transcript's turn_end says it is done.
 	for deadline := time.Now().Add(idleWait); s.inTurn.Load() && time.Now().Before(deadline); {
 		if err := pause(ctx, pollEvery); err != nil {
-			return out, r.notTaken(ctx, &out, err)
+			return out, notTaken(ctx, &out, err)
 		}
 	}
 	w := newOnItsWay(req.Text)
@@ -145,7 +142,7 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) (prot
 	var last error // why the last whole try failed
 	for {
 		out.Tries++
-		err := r.try(ctx, s, w, req.Command, out.Tries > 1)
+		err := s.try(ctx, w, req.Command, out.Tries > 1)
 		if err == nil {
 			out.Taken = true
 			return out, nil
@@ -154,17 +151,17 @@ func (r *Runner) deliver(ctx context.Context, req protocol.SessionDeliver) (prot
 			if last == nil {
 				last = err
 			}
-			return out, r.notTaken(ctx, &out, last)
+			return out, notTaken(ctx, &out, last)
 		}
 		last = err
-		r.log.Info(msgTypeAgain, "session", s.id, "try", out.Tries+1, "why", err)
+		s.log.Info(msgTypeAgain, "session", s.id, "try", out.Tries+1, "why", err)
 	}
 }
 
 // notTaken fills in the reply of a prompt the time given ran out for, with
 // why the last try failed; when the request's own context ended instead
 // (the connection gone), it returns why as the request's error.
-func (r *Runner) notTaken(ctx context.Context, out *protocol.SessionDelivered, why error) error {
+func notTaken(ctx context.Context, out *protocol.SessionDelivered, why error) error {
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return why
 	}
@@ -175,29 +172,29 @@ func (r *Runner) notTaken(ctx context.Context, out *protocol.SessionDelivered, w
 // try types the prompt once, or on a try after the first presses Enter
 // again if the input still shows it, and returns nil once Claude Code took
 // it, or why this try failed.
-func (r *Runner) try(ctx context.Context, s *session, w *onItsWay, command, again bool) error {
+func (s *session) try(ctx context.Context, w *onItsWay, command, again bool) error {
 	select {
 	case <-w.took: // told of while the last try gave up
 		return nil
 	default:
 	}
-	box, _ := inputBox(r.screen(ctx, s))
+	box, _ := inputBox(s.screen(ctx))
 	if !(again && holds(box, "", w.text)) {
-		if err := r.fill(ctx, s, box, w.text); err != nil {
+		if err := s.fill(ctx, box, w.text); err != nil {
 			return err
 		}
 	}
-	if err := r.keys(ctx, s, "Enter"); err != nil {
+	if err := s.keys(ctx, "Enter"); err != nil {
 		return fmt.Errorf("submit the prompt: %w", err)
 	}
-	return r.submitted(ctx, s, w, command)
+	return s.submitted(ctx, w, command)
 }
 
 // fill puts text in Claude Code's input through its external editor and
 // returns once the input box (before, when the editor key was pressed)
 // shows it.
-func (r *Runner) fill(ctx context.Context, s *session, before, text string) error {
-	staged := filepath.Join(r.sessionDir(s.id), "mod", stagedPrompt)
+func (s *session) fill(ctx context.Context, before, text string) error {
+	staged := filepath.Join(s.dir, "mod", stagedPrompt)
 	if err := writeAtomic(staged, []byte(text)); err != nil {
 		return fmt.Errorf("stage the prompt: %w", err)
 	}
@@ -206,13 +203,13 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 	defer os.Remove(staged)
 	deadline := time.Now().Add(fillWait)
 	for {
-		if box, _ := inputBox(r.screen(ctx, s)); !editorRunning(box) {
-			if err := r.keys(ctx, s, editorKey); err != nil {
+		if box, _ := inputBox(s.screen(ctx)); !editorRunning(box) {
+			if err := s.keys(ctx, editorKey); err != nil {
 				return fmt.Errorf("open Claude Code's editor: %w", err)
 			}
 		}
 		for again := time.Now().Add(fillRetry); time.Now().Before(again); {
-			if box, _ := inputBox(r.screen(ctx, s)); holds(box, before, text) {
+			if box, _ := inputBox(s.screen(ctx)); holds(box, before, text) {
 				return nil
 			}
 			if err := pause(ctx, pollEvery); err != nil {
@@ -233,9 +230,9 @@ func (r *Runner) fill(ctx context.Context, s *session, before, text string) erro
 // later, that Enter was lost (seen right after Claude Code started, while
 // it connected its MCP servers, and when the editor still ran), and it
 // presses Enter again, waiting longer each time. It returns why when the
-// input emptied and nothing told of the prompt for r.unheardWait: the
+// input emptied and nothing told of the prompt for s.unheardWait: the
 // caller types it again.
-func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command bool) error {
+func (s *session) submitted(ctx context.Context, w *onItsWay, command bool) error {
 	entered, resend := time.Now(), resendAfter
 	confirmed := false
 	var emptied time.Time
@@ -245,7 +242,7 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 			return nil
 		default:
 		}
-		box, hints := inputBox(r.screen(ctx, s))
+		box, hints := inputBox(s.screen(ctx))
 		if !blank(box) {
 			emptied = time.Time{}
 		}
@@ -258,18 +255,18 @@ func (r *Runner) submitted(ctx context.Context, s *session, w *onItsWay, command
 			return nil
 		case blank(box) && emptied.IsZero():
 			emptied = time.Now()
-		case blank(box) && time.Since(emptied) >= r.unheardWait:
-			return fmt.Errorf("Claude Code's input emptied at Enter, but no UserPromptSubmit or transcript told of the prompt within %s", r.unheardWait)
+		case blank(box) && time.Since(emptied) >= s.unheardWait:
+			return fmt.Errorf("Claude Code's input emptied at Enter, but no UserPromptSubmit or transcript told of the prompt within %s", s.unheardWait)
 		case blank(box):
 		case !confirmed && time.Since(entered) >= confirmAfter && invisibleRemoved(hints):
 			confirmed = true
-			if err := r.keys(ctx, s, "Enter"); err != nil {
+			if err := s.keys(ctx, "Enter"); err != nil {
 				return err
 			}
 		case time.Since(entered) >= resend && holds(box, "", w.text):
-			r.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input "+resend.String()+" after Enter")
+			s.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input "+resend.String()+" after Enter")
 			entered, emptied, resend = time.Now(), time.Time{}, min(2*resend, resendMax)
-			if err := r.keys(ctx, s, "Enter"); err != nil {
+			if err := s.keys(ctx, "Enter"); err != nil {
 				return err
 			}
 		case time.Since(entered) >= resend && !holds(box, "", w.text):
@@ -325,11 +322,7 @@ const escapeKey = "\x1b[27u"
 const escapeGap = 900 * time.Millisecond
 
 // stopTurn interrupts the running Turn, as Escape does at the keyboard.
-func (r *Runner) stopTurn(ctx context.Context, id string) error {
-	s, err := r.session(id)
-	if err != nil {
-		return err
-	}
+func (s *session) stopTurn(ctx context.Context) error {
 	s.typing.Lock()
 	defer s.typing.Unlock()
 	if err := pause(ctx, time.Until(s.escaped.Add(escapeGap))); err != nil {
@@ -345,7 +338,7 @@ func (r *Runner) stopTurn(ctx context.Context, id string) error {
 }
 
 // keys sends tmux key names to Claude Code's pane.
-func (r *Runner) keys(ctx context.Context, s *session, keys ...string) error {
+func (s *session) keys(ctx context.Context, keys ...string) error {
 	_, err := s.ctl.Run(ctx, tmux.Command("send-keys", append([]string{"-t", paneTarget}, keys...)...))
 	return err
 }

@@ -104,15 +104,15 @@ func TestDescribeChangeNamesWhatClaudeCodeChanged(t *testing.T) {
 // type (a person's, at the terminal) is not compared.
 func TestUserPromptSubmitThatDiffersLeavesANote(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
 	s.sent.Store(newOnItsWay("a\tb  "))
 	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"UserPromptSubmit","prompt":"a\tb"}`))
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "a\tb"},
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "a\tb"},
 		{Kind: protocol.EventText, Text: "ok"}, {Kind: protocol.EventTurnEnd}}, map[string]int64{"s1.jsonl": 10})
 	// Not the Runner's: nothing to compare.
 	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"UserPromptSubmit","prompt":"typed by a person"}`))
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventPrompt, Text: "typed by a person"}}, map[string]int64{"s1.jsonl": 20})
+	s.transcript([]protocol.Event{{Kind: protocol.EventPrompt, Text: "typed by a person"}}, map[string]int64{"s1.jsonl": 20})
 	got := r.sent()
 	if len(got) != 4 {
 		t.Fatalf("sent %+v, want two signals and two batches", got)

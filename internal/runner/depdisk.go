@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"net/url"
 	"os"
@@ -144,7 +145,7 @@ const depsPruned = "deps-pruned"
 // dependency disk that no pattern maps to any more, saying in the start
 // log and the Runner's what went and how much it held. A prune that fails
 // is said and the boot goes on: the folders stay, unbound, as before.
-func (r *Runner) pruneDependencies(ctx context.Context, id, dir string, env *protocol.Environment, logf func(string, ...any)) {
+func pruneDependencies(ctx context.Context, b sandbox.Backend, log *slog.Logger, id, dir string, env *protocol.Environment, logf func(string, ...any)) {
 	var folders []string
 	var nextTo map[string]string
 	if env != nil {
@@ -157,7 +158,7 @@ func (r *Runner) pruneDependencies(ctx context.Context, id, dir string, env *pro
 	if b, err := os.ReadFile(filepath.Join(dir, depsPruned)); err == nil && string(b) == string(key) {
 		return
 	}
-	pruned, err := r.backend.PruneDisk(ctx, id, depsDisk, func(sub string) bool { return mapped(sub, folders, nextTo) })
+	pruned, err := b.PruneDisk(ctx, id, depsDisk, func(sub string) bool { return mapped(sub, folders, nextTo) })
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
 		return // a Sandbox made before dependency disks
@@ -174,7 +175,7 @@ func (r *Runner) pruneDependencies(ctx context.Context, id, dir string, env *pro
 			names = append(names, fmt.Sprintf("%s %s", rel, mib(p.Bytes)))
 		}
 		logf("dependency disk: deleted %d folder(s) no pattern maps to any more, %s in all (%s)", len(pruned), mib(total), strings.Join(names, ", "))
-		r.log.Info("pruned a dependency disk", "sandbox", id, "folders", len(pruned), "bytes", total)
+		log.Info("pruned a dependency disk", "sandbox", id, "folders", len(pruned), "bytes", total)
 	}
 	if err := writeAtomic(filepath.Join(dir, depsPruned), key); err != nil {
 		logf("dependency disk: %v", err)
@@ -262,7 +263,7 @@ func excludeFromGit(ws string, binds []sandbox.DiskBind) error {
 // bindDependencies sets where a stopped Sandbox's dependency disk is bound
 // at its next boot, from the Workspace at ws, saying in the log how many
 // folders and what it skipped.
-func (r *Runner) bindDependencies(ctx context.Context, id, ws string, env *protocol.Environment, logf func(string, ...any)) error {
+func bindDependencies(ctx context.Context, b sandbox.Backend, id, ws string, env *protocol.Environment, logf func(string, ...any)) error {
 	var binds []sandbox.DiskBind
 	if wantsDeps(env) {
 		var notes []string
@@ -286,7 +287,7 @@ func (r *Runner) bindDependencies(ctx context.Context, id, ws string, env *proto
 			logf("dependency disk: could not add the folders to .git/info/exclude: %v", err)
 		}
 	}
-	if err := r.backend.SetDiskBinds(ctx, id, binds); err != nil {
+	if err := b.SetDiskBinds(ctx, id, binds); err != nil {
 		return fmt.Errorf("bind the dependency folders: %w", err)
 	}
 	return nil

@@ -237,7 +237,7 @@ func TestStaleDependencyFoldersArePrunedAtTheNextBoot(t *testing.T) {
 	logf := func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }
 	dir := t.TempDir()
 	env := &protocol.Environment{EnvironmentSettings: protocol.EnvironmentSettings{DependencyFolders: []string{".venv"}, NextTo: map[string]string{"package.json": "node_modules"}}}
-	r.pruneDependencies(ctx, id, dir, env, logf)
+	pruneDependencies(ctx, r.backend, r.log, id, dir, env, logf)
 	if len(lines) != 1 || !strings.Contains(lines[0], "deleted 1 folder(s) no pattern maps to any more") || !strings.Contains(lines[0], "(target 1.0 MiB)") {
 		t.Errorf("the start log: %q, want one line naming target and its 1.0 MiB", lines)
 	}
@@ -246,12 +246,12 @@ func TestStaleDependencyFoldersArePrunedAtTheNextBoot(t *testing.T) {
 	}
 
 	lines = nil
-	r.pruneDependencies(ctx, id, dir, env, logf)
+	pruneDependencies(ctx, r.backend, r.log, id, dir, env, logf)
 	if got := sh("ls -A " + depsDir); len(lines) != 0 || got != ".venv\nstray\nweb%2Fnode_modules" {
 		t.Errorf("with the patterns unchanged: logged %q, left %q; want nothing done", lines, got)
 	}
 
-	r.pruneDependencies(ctx, id, dir, nil, logf)
+	pruneDependencies(ctx, r.backend, r.log, id, dir, nil, logf)
 	if got := sh("ls -A " + depsDir); len(lines) != 1 || !strings.Contains(lines[0], "deleted 3 folder(s)") || got != "" {
 		t.Errorf("with no patterns: logged %q, left %q; want every folder deleted", lines, got)
 	}

@@ -35,16 +35,16 @@ func diskFullNote(st sandbox.Status) string {
 // write that failed for it is fresh; it says nothing again until the disk
 // has had room. A Status is a file read and a statfs, asked only of a
 // Sandbox with a limit.
-func (r *Runner) noteDiskFull(s *session) {
+func (s *session) noteDiskFull() {
 	if !s.diskLimited.Load() {
 		return
 	}
-	st, err := r.backend.Status(r.life, s.sandbox)
+	st, err := s.backend.Status(s.life, s.sandbox)
 	if err != nil || !st.DiskFull {
 		s.diskFull.Store(false)
 		return
 	}
 	if !s.diskFull.Swap(true) {
-		r.hold(s, protocol.Event{Kind: protocol.EventNote, Text: diskFullNote(st)})
+		s.stream.hold(protocol.Event{Kind: protocol.EventNote, Text: diskFullNote(st)})
 	}
 }

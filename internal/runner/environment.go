@@ -66,15 +66,15 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 // again (with no Variable in the probe's environment), since the script
 // may have changed what a login shell sets up. It returns the login
 // environment Claude Code gets: the Build's when there is no Start script.
-func (r *Runner) runStart(ctx context.Context, id string, env *protocol.Environment, bd build.Build, procEnv []string, logf func(string, ...any)) ([]string, error) {
+func runStart(ctx context.Context, b sandbox.Backend, id string, env *protocol.Environment, bd build.Build, procEnv []string, logf func(string, ...any)) ([]string, error) {
 	if env == nil || strings.TrimSpace(env.Start) == "" {
 		return bd.LoginEnv, nil
 	}
 	logf("running the Start script")
-	if err := build.RunScript(ctx, r.backend, id, workspaceDir, procEnv, env.Start, func(line string) { logf("start: %s", line) }); err != nil {
+	if err := build.RunScript(ctx, b, id, workspaceDir, procEnv, env.Start, func(line string) { logf("start: %s", line) }); err != nil {
 		return nil, fmt.Errorf("the Start script failed: %w", err)
 	}
-	login, err := build.LoginEnv(ctx, r.backend, id, workspaceDir, bd.ImageEnv)
+	login, err := build.LoginEnv(ctx, b, id, workspaceDir, bd.ImageEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the login shell failed after the Start script: %w", err)
 	}
@@ -141,7 +141,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 		return fmt.Errorf("create the Test build's Sandbox: %w", err)
 	}
 	defer r.backend.Remove(context.WithoutCancel(ctx), id)
-	if err := r.bindDependencies(ctx, id, filepath.Join(dir, "workspace"), &env, logf); err != nil {
+	if err := bindDependencies(ctx, r.backend, id, filepath.Join(dir, "workspace"), &env, logf); err != nil {
 		logf("%v", err)
 		return err
 	}
@@ -156,7 +156,7 @@ func (r *Runner) testBuild(ctx context.Context, req protocol.EnvTest) error {
 	for _, v := range req.Variables {
 		vars = append(vars, v.Name+"="+v.Value)
 	}
-	if _, err := r.runStart(ctx, id, &env, bd, append(append([]string(nil), bd.LoginEnv...), vars...), logf); err != nil {
+	if _, err := runStart(ctx, r.backend, id, &env, bd, append(append([]string(nil), bd.LoginEnv...), vars...), logf); err != nil {
 		logf("%v", err)
 		return err
 	}

@@ -16,21 +16,21 @@ import (
 // is the kndl binary, so it works the same in any backend) and sends its
 // Events to the Hub in order, with the offsets to resume from. A follower
 // that dies is started again from the last offsets sent.
-func (r *Runner) follow(ctx context.Context, s *session, offsets map[string]int64) {
+func (s *session) follow(ctx context.Context, offsets map[string]int64) {
 	for ctx.Err() == nil {
 		raw, _ := json.Marshal(offsets)
 		stdinR, stdinW := io.Pipe()
 		outR, outW := io.Pipe()
-		p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+		p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 			Args: []string{kndlBin, "transcript", "follow", "--config-dir", claude.ConfigDir, "--cwd", workspaceDir,
 				"--conversation", s.id, "--offsets", string(raw)},
 			Stdin:  stdinR,
 			Stdout: outW,
 		})
 		if err != nil {
-			r.log.Warn("transcript follower did not start", "session", s.id, "err", err)
+			s.log.Warn("transcript follower did not start", "session", s.id, "err", err)
 		} else {
-			r.spawn(func() { p.Wait(); outW.Close() })
+			s.spawn(func() { p.Wait(); outW.Close() })
 			context.AfterFunc(ctx, func() { stdinW.Close() })
 			dec := transcript.NewDecoder(outR)
 			for {
@@ -39,13 +39,13 @@ func (r *Runner) follow(ctx context.Context, s *session, offsets map[string]int6
 					break
 				}
 				offsets = maps.Clone(b.Offsets)
-				r.transcript(s, b.Events, b.Offsets)
+				s.transcript(b.Events, b.Offsets)
 			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
-			r.log.Warn("transcript follower ended; starting it again", "session", s.id)
+			s.log.Warn("transcript follower ended; starting it again", "session", s.id)
 		}
 	}
 }

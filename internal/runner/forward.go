@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,20 +29,21 @@ import (
 // handleLive registers what the Hub asks for the web UI: the terminal
 // mirror, forwarded ports, Workspace files and changes.
 func (r *Runner) handleLive(conn *protocol.Conn) {
-	handleAs(conn, protocol.TypeTerminalOpen, func(ctx context.Context, req protocol.SessionRef) (any, error) {
-		return nil, r.terminalOpen(ctx, req.SessionID)
+	handleRunning(conn, r, protocol.TypeTerminalOpen, func(ctx context.Context, s *session, req protocol.SessionRef) (any, error) {
+		return nil, s.terminalOpen(ctx)
 	})
-	handleAs(conn, protocol.TypeTerminalClose, func(ctx context.Context, req protocol.SessionRef) (any, error) {
-		return nil, r.terminalClose(req.SessionID)
+	handleRunning(conn, r, protocol.TypeTerminalClose, func(ctx context.Context, s *session, req protocol.SessionRef) (any, error) {
+		s.mirror.close()
+		return nil, nil
 	})
-	handleAs(conn, protocol.TypeTerminalInput, func(ctx context.Context, req protocol.TerminalInput) (any, error) {
-		return nil, r.terminalInput(ctx, req)
+	handleRunning(conn, r, protocol.TypeTerminalInput, func(ctx context.Context, s *session, req protocol.TerminalInput) (any, error) {
+		return nil, s.terminalInput(ctx, req)
 	})
-	handleAs(conn, protocol.TypeTerminalResize, func(ctx context.Context, req protocol.TerminalResize) (any, error) {
-		return nil, r.terminalResize(ctx, req)
+	handleRunning(conn, r, protocol.TypeTerminalResize, func(ctx context.Context, s *session, req protocol.TerminalResize) (any, error) {
+		return nil, s.terminalResize(ctx, req)
 	})
-	handleAs(conn, protocol.TypeSessionDial, func(ctx context.Context, req protocol.SessionDial) (any, error) {
-		return nil, r.dialPort(ctx, req)
+	handleRunning(conn, r, protocol.TypeSessionDial, func(ctx context.Context, s *session, req protocol.SessionDial) (any, error) {
+		return nil, s.dialPort(ctx, req)
 	})
 	handleAs(conn, protocol.TypeSessionFile, func(ctx context.Context, req protocol.SessionFile) (any, error) {
 		return r.sendFile(ctx, req)
@@ -64,6 +64,27 @@ func handleAs[T any](conn *protocol.Conn, typ string, run func(context.Context, 
 	})
 }
 
+// handleRunning registers a request about a Session running here, named
+// by its session_id (as every protocol request about one names it): run
+// gets the Session's supervisor and the request decoded as T.
+func handleRunning[T any](conn *protocol.Conn, r *Runner, typ string, run func(context.Context, *session, T) (any, error)) {
+	conn.Handle(typ, false, func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var ref protocol.SessionRef
+		var req T
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", typ, err, errdefs.ErrInvalid)
+		}
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", typ, err, errdefs.ErrInvalid)
+		}
+		s, err := r.session(ref.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		return run(ctx, s, req)
+	})
+}
+
 // portList is the last list of a Session's listening ports.
 type portList struct {
 	mu   sync.Mutex
@@ -75,19 +96,19 @@ type portList struct {
 // and sends the Hub each list it writes: it writes one when the listening
 // sockets change, reading them every 2 seconds. Claude Code's own ports
 // (its login callback) are left out. A watcher that dies is started again.
-func (r *Runner) watchPorts(ctx context.Context, s *session) {
+func (s *session) watchPorts(ctx context.Context) {
 	for ctx.Err() == nil {
 		stdinR, stdinW := io.Pipe()
 		outR, outW := io.Pipe()
-		p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+		p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 			Args:   []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir},
 			Stdin:  stdinR,
 			Stdout: outW,
 		})
 		if err != nil {
-			r.log.Warn("ports watcher did not start", "session", s.id, "err", err)
+			s.log.Warn("ports watcher did not start", "session", s.id, "err", err)
 		} else {
-			r.spawn(func() { p.Wait(); outW.Close() })
+			s.spawn(func() { p.Wait(); outW.Close() })
 			stop := context.AfterFunc(ctx, func() { stdinW.Close() })
 			dec := ports.NewDecoder(outR)
 			for {
@@ -98,7 +119,7 @@ func (r *Runner) watchPorts(ctx context.Context, s *session) {
 				s.ports.mu.Lock()
 				s.ports.list, s.ports.sent = list, true
 				s.ports.mu.Unlock()
-				r.notify(s.id, protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
+				s.out.add(s.id, protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
 			}
 			stop()
 			stdinW.Close()
@@ -106,7 +127,7 @@ func (r *Runner) watchPorts(ctx context.Context, s *session) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
-			r.log.Warn("ports watcher ended; starting it again", "session", s.id)
+			s.log.Warn("ports watcher ended; starting it again", "session", s.id)
 		}
 	}
 }
@@ -130,45 +151,22 @@ func (r *Runner) resendPorts() {
 	}
 }
 
-// dialStream dials the stream the Hub asked for back: one WebSocket of raw
-// bytes, authenticated by the Runner's token.
-func (r *Runner) dialStream(ctx context.Context, stream string) (*websocket.Conn, error) {
-	if stream == "" || len(stream) > 128 || strings.ContainsAny(stream, "/?#%") {
-		return nil, fmt.Errorf("stream %q: %w", stream, errdefs.ErrInvalid)
-	}
-	u := strings.Replace(strings.TrimSuffix(r.cfg.HubURL, "/"), "http", "ws", 1) + "/runner/stream/" + stream
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": []string{"Bearer " + r.cfg.Token}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dial the Hub's stream: %w", err)
-	}
-	ws.SetReadLimit(-1)
-	return ws, nil
-}
-
 // dialTimeout bounds connecting to a port in the Sandbox.
 const dialTimeout = 10 * time.Second
 
 // dialPort connects to a port in the Session's Sandbox from inside it (so a
 // server on the Sandbox's loopback is reached), and carries that one
 // connection over a stream dialled back to the Hub.
-func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
+func (s *session) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	if req.Port < 1 || req.Port > 65535 {
 		return fmt.Errorf("port %d: %w", req.Port, errdefs.ErrInvalid)
 	}
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
-	}
 	// The connection outlives the request that asked for it, not Run.
-	pctx, cancel := context.WithCancel(r.life)
+	pctx, cancel := context.WithCancel(s.life)
 	stdinR, stdinW := io.Pipe()
 	outR, outW := io.Pipe()
 	stderr := &lockedBuffer{b: cappedBuffer{max: 4096}}
-	p, err := r.backend.Exec(pctx, s.sandbox, sandbox.Cmd{
+	p, err := s.backend.Exec(pctx, s.sandbox, sandbox.Cmd{
 		Args:  []string{kndlBin, "ports", "dial", strconv.Itoa(req.Port)},
 		Stdin: stdinR, Stdout: outW, Stderr: stderr,
 	})
@@ -177,7 +175,7 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 		return fmt.Errorf("start the dialler in the Sandbox: %w", err)
 	}
 	exited := make(chan struct{})
-	r.spawn(func() { p.Wait(); outW.Close(); close(exited) })
+	s.spawn(func() { p.Wait(); outW.Close(); close(exited) })
 	fail := func(err error) error {
 		cancel()
 		stdinW.Close()
@@ -185,7 +183,7 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	}
 	out := bufio.NewReader(outR)
 	ready := make(chan error, 1)
-	r.spawn(func() {
+	s.spawn(func() {
 		line, err := readField(out, '\n', 256) // the Sandbox's to write: bounded
 		if err == nil && strings.TrimSpace(line) != ports.DialReady {
 			err = fmt.Errorf("unexpected %q", line)
@@ -205,16 +203,16 @@ func (r *Runner) dialPort(ctx context.Context, req protocol.SessionDial) error {
 	case <-time.After(dialTimeout):
 		return fail(fmt.Errorf("port %d did not answer within %s: %w", req.Port, dialTimeout, errdefs.ErrUnavailable))
 	}
-	ws, err := r.dialStream(ctx, req.Stream)
+	ws, err := s.link.dialStream(ctx, req.Stream)
 	if err != nil {
 		return fail(err)
 	}
 	nc := websocket.NetConn(pctx, ws, websocket.MessageBinary)
-	r.spawn(func() {
+	s.spawn(func() {
 		io.Copy(stdinW, nc)
 		stdinW.Close() // the Hub's side ended: half-close toward the port
 	})
-	r.spawn(func() {
+	s.spawn(func() {
 		io.Copy(nc, out)
 		nc.Close()
 		cancel()
@@ -255,7 +253,7 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 		f.Close()
 		return info, fmt.Errorf("%s is %d bytes, over the %d-byte limit for a download: %w", rel, st.Size(), fileMax, errdefs.ErrTooLarge)
 	}
-	ws, err := r.dialStream(ctx, req.Stream)
+	ws, err := r.link.dialStream(ctx, req.Stream)
 	if err != nil {
 		f.Close()
 		return info, err

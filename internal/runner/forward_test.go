@@ -46,7 +46,7 @@ func TestWorkspaceDownloadsAreRegularFilesOnly(t *testing.T) {
 		got <- b
 	}))
 	t.Cleanup(hub.Close)
-	r := &Runner{cfg: Config{Home: home, HubURL: hub.URL}, sessions: map[string]*session{id: {id: id}}, life: context.Background()}
+	r := &Runner{cfg: Config{Home: home, HubURL: hub.URL}, link: link{hubURL: hub.URL}, sessions: map[string]*session{id: {id: id}}, life: context.Background()}
 
 	send := func(path string) (protocol.SessionFileInfo, error) {
 		t.Helper()

@@ -22,18 +22,18 @@ const DefaultGitHubTokenRetry = 5 * time.Minute
 // 45 minutes, three quarters of a GitHub installation token's hour.
 const maxTokenRefresh = 45 * time.Minute
 
-// refreshSandboxToken asks the Hub for the Session's GitHub token and
+// refreshToken asks the Hub for the Session's GitHub token and
 // gives it to the git relay, which holds it in memory alone (the Sandbox
 // never has it), and returns how long to wait before asking
 // again: three quarters of the token's life, or RUNNER_GITHUB_TOKEN_RETRY
 // when there is none. A Session runs on without one; the first failure of
 // a run of them is logged, the rest are not.
-func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Duration {
+func (s *session) refreshToken(ctx context.Context, retry time.Duration) time.Duration {
 	var tok protocol.GitHubToken
-	err := r.request(ctx, protocol.TypeSessionGitHubToken, protocol.SessionRef{SessionID: s.id}, &tok)
+	err := s.link.request(ctx, protocol.TypeSessionGitHubToken, protocol.SessionRef{SessionID: s.id}, &tok)
 	expiry := tok.Expiry(time.Now())
 	if err == nil {
-		err = r.holdGitToken(s, tok)
+		err = holdGitToken(s.git, s.id, tok)
 	}
 	if err != nil {
 		if !s.tokenFailing.Swap(true) {
@@ -45,28 +45,28 @@ func (r *Runner) refreshSandboxToken(ctx context.Context, s *session) time.Durat
 			if errors.Is(err, errdefs.ErrNotFound) {
 				level = slog.LevelDebug
 			}
-			r.log.Log(ctx, level, "no GitHub token for a Session's Sandbox; asking again", "session", s.id, "every", r.cfg.GitHubTokenRetry, "err", err)
-			r.sessionLog(s.id, fmt.Sprintf("git and gh in the Sandbox have no GitHub token: %v (asking again every %s)", err, r.cfg.GitHubTokenRetry))
+			s.log.Log(ctx, level, "no GitHub token for a Session's Sandbox; asking again", "session", s.id, "every", retry, "err", err)
+			s.logLine(fmt.Sprintf("git and gh in the Sandbox have no GitHub token: %v (asking again every %s)", err, retry))
 		}
-		return r.cfg.GitHubTokenRetry
+		return retry
 	}
 	if s.tokenFailing.Swap(false) {
-		r.sessionLog(s.id, "git and gh in the Sandbox have a GitHub token now")
+		s.logLine("git and gh in the Sandbox have a GitHub token now")
 	}
 	return min(maxTokenRefresh, max(time.Second, time.Until(expiry)*3/4))
 }
 
-// keepSandboxToken asks for a running Session's Sandbox token at once,
-// closing first (if set) after that first try, and then again whenever
-// refreshSandboxToken says, until the Session ends here. A Session has one
-// such loop: its start's, or for one taken back after a restart, its
+// keepToken asks for a running Session's Sandbox token at once, closing
+// first (if set) after that first try, and then again whenever
+// refreshToken says, until the Session ends here. A Session has one such
+// loop: its start's, or for one taken back after a restart, its
 // watchers'.
-func (r *Runner) keepSandboxToken(s *session, first chan struct{}) {
+func (s *session) keepToken(first chan struct{}) {
 	if s.tokenKept.Swap(true) {
 		return
 	}
-	r.spawn(func() {
-		wait := r.refreshSandboxToken(s.ctx, s)
+	s.spawn(func() {
+		wait := s.refreshToken(s.ctx, s.tokenRetry)
 		if first != nil {
 			close(first)
 		}
@@ -76,18 +76,18 @@ func (r *Runner) keepSandboxToken(s *session, first chan struct{}) {
 				return
 			case <-time.After(wait):
 			}
-			wait = r.refreshSandboxToken(s.ctx, s)
+			wait = s.refreshToken(s.ctx, s.tokenRetry)
 		}
 	})
 }
 
 // holdGitToken gives tok to the git relay for the Session. A Session
 // whose Repo the relay doesn't serve (not over HTTP(S)) needs none.
-func (r *Runner) holdGitToken(s *session, tok protocol.GitHubToken) error {
+func holdGitToken(git gitTokens, id string, tok protocol.GitHubToken) error {
 	if tok.Token == "" || strings.ContainsAny(tok.Token, "\n\r") {
 		return fmt.Errorf("the Hub's GitHub token answer is malformed: %w", errdefs.ErrInvalid)
 	}
-	if err := r.git.SetToken(s.id, tok.Token); err != nil {
+	if err := git.SetToken(id, tok.Token); err != nil {
 		return fmt.Errorf("the git relay does not serve this Session's Repo: %w", errdefs.ErrNotFound)
 	}
 	return nil
@@ -104,19 +104,18 @@ type cloneTokens struct {
 // longer used: a clone must not outlive its token.
 const cloneTokenMargin = 5 * time.Minute
 
-// cloneToken returns a read-only token for the Session's Repo, or "" when
+// get returns a read-only token for the Session's Repo, or "" when
 // the Hub has no App on it (the clone then uses the host's git
 // credentials). Any other refusal fails the clone: a Hub with the App
 // never lets a clone fall back to the host's credentials.
-func (r *Runner) cloneToken(ctx context.Context, sessionID, repo string) (string, error) {
-	c := &r.clones
+func (c *cloneTokens) get(ctx context.Context, hub *link, sessionID, repo string) (string, error) {
 	c.mu.Lock()
 	tok, ok := c.m[repo]
 	c.mu.Unlock()
 	if ok && time.Until(tok.ExpiresAt) > cloneTokenMargin {
 		return tok.Token, nil
 	}
-	err := r.request(ctx, protocol.TypeSessionCloneToken, protocol.SessionRef{SessionID: sessionID}, &tok)
+	err := hub.request(ctx, protocol.TypeSessionCloneToken, protocol.SessionRef{SessionID: sessionID}, &tok)
 	tok.ExpiresAt = tok.Expiry(time.Now()) // kept on this Runner's clock
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return "", nil

@@ -70,16 +70,16 @@ func (r *Runner) openGit(ctx context.Context, s *session, repo string, env *prot
 		envPrefix = env.BranchPrefix
 	}
 	served := gitServed{Repo: repo, Prefix: gitrelay.BranchPrefix(envPrefix, s.id)}
-	if kept, err := r.gitServed(s.id); err == nil && kept.Repo == repo && kept.Prefix == served.Prefix {
+	if kept, err := readGitServed(s.dir); err == nil && kept.Repo == repo && kept.Prefix == served.Prefix {
 		served.Made = kept.Made
 	}
 	if err := r.git.Open(s.id, gitrelay.Session{Repo: repo, Prefix: served.Prefix, Made: served.Made}); err != nil {
 		return err
 	}
-	if err := r.keepGitServed(s.id, served); err != nil {
+	if err := keepGitServed(s.dir, served); err != nil {
 		return err
 	}
-	relayURL := "http://" + sandbox.RelayHost + ":" + r.relayPort()
+	relayURL := "http://" + sandbox.RelayHost + ":" + relayPort(r.backend.Host())
 	u, _ := url.Parse(repo)
 	_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{
 		Args: []string{"sh", "-c", gitConfigScript, "git-relay", relayURL + "/git/" + strings.TrimSuffix(p, ".git"), strings.TrimSuffix(repo, ".git"),
@@ -96,7 +96,7 @@ func (r *Runner) openGit(ctx context.Context, s *session, repo string, env *prot
 // Runner's restart as it served it before; the Sandbox's git still points
 // at the relay.
 func (r *Runner) reopenGit(id string) {
-	kept, err := r.gitServed(id)
+	kept, err := readGitServed(r.sessionDir(id))
 	if err != nil {
 		return // none: its Repo is not served
 	}
@@ -110,14 +110,14 @@ func (r *Runner) reopenGit(id string) {
 func (r *Runner) gitPushed(_ context.Context, id string, took []gitrelay.Update) {
 	refs := make([]protocol.PushedRef, 0, len(took))
 	r.gitMu.Lock()
-	kept, err := r.gitServed(id)
+	kept, err := readGitServed(r.sessionDir(id))
 	if err == nil {
 		for _, u := range took {
 			if b := u.Branch(); b != "" && !u.Delete() && !slices.Contains(kept.Made, b) {
 				kept.Made = append(kept.Made, b)
 			}
 		}
-		err = r.keepGitServed(id, kept)
+		err = keepGitServed(r.sessionDir(id), kept)
 	}
 	r.gitMu.Unlock()
 	if err != nil {
@@ -129,18 +129,18 @@ func (r *Runner) gitPushed(_ context.Context, id string, took []gitrelay.Update)
 	r.notify(id, protocol.TypeSessionPushed, protocol.SessionPushed{SessionID: id, Refs: refs})
 }
 
-func (r *Runner) gitServed(id string) (gitServed, error) {
+func readGitServed(dir string) (gitServed, error) {
 	var g gitServed
-	b, err := os.ReadFile(filepath.Join(r.sessionDir(id), gitServedFile))
+	b, err := os.ReadFile(filepath.Join(dir, gitServedFile))
 	if err != nil {
 		return g, err
 	}
 	return g, json.Unmarshal(b, &g)
 }
 
-func (r *Runner) keepGitServed(id string, g gitServed) error {
+func keepGitServed(dir string, g gitServed) error {
 	b, _ := json.Marshal(g)
-	return writeAtomic(filepath.Join(r.sessionDir(id), gitServedFile), b)
+	return writeAtomic(filepath.Join(dir, gitServedFile), b)
 }
 
 // ghEnv is what points gh in the Sandbox at the git relay, for Claude

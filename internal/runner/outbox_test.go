@@ -166,23 +166,23 @@ func TestAMessageHeldPastItsDeadlineGoesAgainNamedInTheLogAndKeepsItsPlace(t *te
 // connection ends before the Hub answers stays first in its lane and goes
 // on the next connection, the one behind it after it.
 func TestAMessageInFlightWhenTheConnectionDropsGoesOnTheNext(t *testing.T) {
-	r := &Runner{changed: make(chan struct{})}
+	r := &Runner{}
 	dropped := make(chan struct{})
-	r.setConn(hubServing(t, func(ws *websocket.Conn, m protocol.SessionEvents) {
+	r.link.set(hubServing(t, func(ws *websocket.Conn, m protocol.SessionEvents) {
 		ws.CloseNow() // unanswered
 		close(dropped)
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	r.out = outbox{log: slog.New(slog.DiscardHandler), conn: r.liveConn, spawn: func(f func()) { wg.Go(f) }, replyWait: testenv.WaitLong}
+	r.out = outbox{log: slog.New(slog.DiscardHandler), conn: r.link.live, spawn: func(f func()) { wg.Go(f) }, replyWait: testenv.WaitLong}
 	r.out.start(ctx)
 	for _, text := range []string{"1", "2"} {
 		r.notify("a", protocol.TypeSessionEvents, logLine("a", text))
 	}
 	<-dropped
 	var tk taken
-	r.setConn(hubTaking(t, tk.add))
+	r.link.set(hubTaking(t, tk.add))
 	testenv.Eventually(t, testenv.WaitShort, "both messages on the next connection", func() bool { return tk.are("a:1", "a:2") })
 }
 

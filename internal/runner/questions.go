@@ -22,37 +22,41 @@ const askTool = "AskUserQuestion"
 
 // questions are a Session's questions waiting for an answer, by id.
 type questions struct {
+	// stream takes each question, for the Hub.
+	stream *stream
+
 	mu      sync.Mutex
 	waiting map[string]chan map[string]string
 }
 
 // ask records Claude's question and waits for its answer, or for the hook
-// or the Session to give up (Claude Code then asks in its terminal).
-func (r *Runner) ask(ctx context.Context, s *session, ev hookEvent) ([]byte, error) {
+// (ctx) or the Session (running) to give up: Claude Code then asks in its
+// terminal.
+func (q *questions) ask(ctx, running context.Context, ev hookEvent) ([]byte, error) {
 	var input map[string]json.RawMessage
 	if err := json.Unmarshal(ev.ToolInput, &input); err != nil {
 		return nil, fmt.Errorf("a question whose input is not an object: %w", errdefs.ErrInvalid)
 	}
 	id := uuid.NewString()
 	ch := make(chan map[string]string, 1)
-	s.questions.mu.Lock()
-	if s.questions.waiting == nil {
-		s.questions.waiting = map[string]chan map[string]string{}
+	q.mu.Lock()
+	if q.waiting == nil {
+		q.waiting = map[string]chan map[string]string{}
 	}
-	s.questions.waiting[id] = ch
-	s.questions.mu.Unlock()
+	q.waiting[id] = ch
+	q.mu.Unlock()
 	defer func() {
-		s.questions.mu.Lock()
-		delete(s.questions.waiting, id)
-		s.questions.mu.Unlock()
+		q.mu.Lock()
+		delete(q.waiting, id)
+		q.mu.Unlock()
 	}()
-	r.hold(s, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, ToolID: id, Input: ev.ToolInput})
+	q.stream.hold(protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, ToolID: id, Input: ev.ToolInput})
 	var answers map[string]string
 	select {
 	case answers = <-ch:
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-s.ctx.Done():
+	case <-running.Done():
 		return nil, fmt.Errorf("the Session stopped before the question was answered: %w", errdefs.ErrUnavailable)
 	}
 	b, _ := json.Marshal(answers)
@@ -65,19 +69,11 @@ func (r *Runner) ask(ctx context.Context, s *session, ev hookEvent) ([]byte, err
 
 // answer hands the Hub's answer to the hook that waits for it. Returns
 // ErrNotFound for a question that no longer waits.
-func (r *Runner) answer(req protocol.SessionAnswer) error {
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
-	}
-	return r.answerWaiting(s, req)
-}
-
-func (r *Runner) answerWaiting(s *session, req protocol.SessionAnswer) error {
-	s.questions.mu.Lock()
-	ch := s.questions.waiting[req.QuestionID]
-	delete(s.questions.waiting, req.QuestionID)
-	s.questions.mu.Unlock()
+func (q *questions) answer(req protocol.SessionAnswer) error {
+	q.mu.Lock()
+	ch := q.waiting[req.QuestionID]
+	delete(q.waiting, req.QuestionID)
+	q.mu.Unlock()
 	if ch == nil {
 		return fmt.Errorf("question %s no longer waits (answered, or Claude Code moved on): %w", req.QuestionID, errdefs.ErrNotFound)
 	}

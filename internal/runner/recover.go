@@ -94,7 +94,7 @@ func (r *Runner) adopt(ctx context.Context) {
 // attach connects a new control client to a running Session's tmux and
 // adopts its Session token, taken only from its Sandbox's address from.
 func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
-	s := &session{id: id, sandbox: sandboxID(id)}
+	s := r.newSession(id)
 	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
 	inR, inW := io.Pipe()
@@ -180,7 +180,7 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 // from the Hub, for the placeholder its Claude Code holds.
 func (r *Runner) holdAgain(ctx context.Context, id, placeholder string) {
 	var creds protocol.SessionCredentials
-	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: id}, &creds); err != nil {
+	if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: id}, &creds); err != nil {
 		r.log.Warn("the Hub gave no Creator's token for a Session taken back; its model requests wait", "session", id, "err", err)
 		return
 	}
@@ -223,7 +223,7 @@ func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welco
 			r.holdAgain(ctx, rs.SessionID, placeholder)
 		}
 		if !s.following.Swap(true) {
-			r.watch(s, rs.Offsets)
+			s.watch(rs.Offsets)
 		}
 	}
 	for _, id := range reported {

@@ -54,9 +54,10 @@ type Runner struct {
 	life context.Context
 	wg   sync.WaitGroup
 
+	// link is the connection to the Hub.
+	link link
+
 	mu       sync.Mutex
-	conn     *protocol.Conn // while connected and welcomed
-	changed  chan struct{}  // closed when conn changes
 	sessions map[string]*session
 
 	// out keeps what the Runner tells the Hub until a connection takes
@@ -86,8 +87,8 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
-		sessions: map[string]*session{}, changed: make(chan struct{}), unheardWait: unheardWaitDefault}
-	r.out = outbox{log: log, conn: r.liveConn, spawn: r.spawn, replyWait: replyWaitDefault}
+		sessions: map[string]*session{}, link: link{hubURL: cfg.HubURL, token: cfg.Token}, unheardWait: unheardWaitDefault}
+	r.out = outbox{log: log, conn: r.link.live, spawn: r.spawn, replyWait: replyWaitDefault}
 	// The git relay reaches GitHub as the host clone does, through
 	// Outbound, and follows no redirect.
 	r.git = gitrelay.New(gitrelay.Options{Forge: github.Git{}, Pushed: r.gitPushed, Logger: cfg.Logger,
@@ -272,11 +273,11 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("hello: %w", err)
 	}
 	r.log.Info("connected to hub", "url", r.cfg.HubURL, "protocol", welcome.Version, "runner_id", welcome.RunnerID)
-	r.setConn(conn)
+	r.link.set(conn)
 	r.resume(ctx, running, welcome)
 	r.resendPorts()
 	err = <-served
-	r.setConn(nil)
+	r.link.set(nil)
 	return true, err
 }
 
@@ -289,8 +290,8 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.startSession(ctx, req)
 	})
-	handleAs(conn, protocol.TypeSessionDeliver, func(ctx context.Context, req protocol.SessionDeliver) (any, error) {
-		return r.deliver(ctx, req)
+	handleRunning(conn, r, protocol.TypeSessionDeliver, func(ctx context.Context, s *session, req protocol.SessionDeliver) (any, error) {
+		return s.deliver(ctx, req)
 	})
 	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef
@@ -299,18 +300,15 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		}
 		return nil, r.stopSession(ctx, req.SessionID)
 	})
-	conn.Handle(protocol.TypeSessionStopTurn, false, func(ctx context.Context, body json.RawMessage) (any, error) {
-		var req protocol.SessionRef
-		if err := json.Unmarshal(body, &req); err != nil {
-			return nil, fmt.Errorf("session.stop_turn: %v: %w", err, errdefs.ErrInvalid)
-		}
-		return nil, r.stopTurn(ctx, req.SessionID)
+	handleRunning(conn, r, protocol.TypeSessionStopTurn, func(ctx context.Context, s *session, req protocol.SessionRef) (any, error) {
+		return nil, s.stopTurn(ctx)
 	})
-	handleAs(conn, protocol.TypeSessionAnswer, func(ctx context.Context, req protocol.SessionAnswer) (any, error) {
-		return nil, r.answer(req)
+	handleRunning(conn, r, protocol.TypeSessionAnswer, func(ctx context.Context, s *session, req protocol.SessionAnswer) (any, error) {
+		return nil, s.questions.answer(req)
 	})
-	handleAs(conn, protocol.TypeSessionStopSubagent, func(ctx context.Context, req protocol.SessionSubagent) (any, error) {
-		return nil, r.stopSubagent(req)
+	handleRunning(conn, r, protocol.TypeSessionStopSubagent, func(ctx context.Context, s *session, req protocol.SessionSubagent) (any, error) {
+		s.subagents.askStop(req.AgentID)
+		return nil, nil
 	})
 	handleAs(conn, protocol.TypeSessionArchive, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.archiveSession(ctx, req.SessionID)
@@ -330,67 +328,8 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	r.handleLive(conn)
 }
 
-func (r *Runner) setConn(c *protocol.Conn) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c != r.conn {
-		close(r.changed)
-		r.changed = make(chan struct{})
-	}
-	r.conn = c
-}
-
-func (r *Runner) currentConn() *protocol.Conn {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.conn
-}
-
 // Connected reports whether the Runner is connected to the Hub and welcomed.
-func (r *Runner) Connected() bool { return r.currentConn() != nil }
-
-// welcomeWait bounds how long a request waits for a connection: the Hub
-// may ask a start of a Runner whose hello it has answered before the
-// Runner has read the welcome.
-const welcomeWait = 10 * time.Second
-
-// request asks the Hub something over the current connection, waiting
-// briefly for one.
-func (r *Runner) request(ctx context.Context, typ string, body, reply any) error {
-	r.mu.Lock()
-	c, changed := r.conn, r.changed
-	r.mu.Unlock()
-	if c == nil {
-		select {
-		case <-changed:
-			c = r.currentConn()
-		case <-ctx.Done():
-		case <-time.After(welcomeWait):
-		}
-	}
-	if c == nil {
-		return fmt.Errorf("not connected to the Hub: %w", errdefs.ErrUnavailable)
-	}
-	return c.Request(ctx, typ, body, reply)
-}
-
-// liveConn waits for a connection that is up, and returns nil once ctx is
-// done.
-func (r *Runner) liveConn(ctx context.Context) *protocol.Conn {
-	for {
-		r.mu.Lock()
-		c, changed := r.conn, r.changed
-		r.mu.Unlock()
-		if c != nil && c.Err() == nil {
-			return c
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
+func (r *Runner) Connected() bool { return r.link.current() != nil }
 
 // notify queues a message about session ("" for none) to the Hub; the
 // outbox sends it, in order with the Session's others, once connected.
@@ -399,7 +338,7 @@ func (r *Runner) notify(session, typ string, body any) {
 }
 
 // relayPort is the relay's port, as Sandboxes reach it.
-func (r *Runner) relayPort() string {
-	_, port, _ := net.SplitHostPort(r.backend.Host().Relay)
+func relayPort(h sandbox.HostInfo) string {
+	_, port, _ := net.SplitHostPort(h.Relay)
 	return port
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,11 +45,36 @@ var cacheEnv = []string{
 	"npm_config_cache=" + cacheDir + "/npm",
 }
 
-// session is one Session this Runner runs.
+// session is the supervisor of one Session this Runner runs: it owns the
+// Session's run here (its pane and the prompts typed into it, the
+// transcript follower, its stream of Events and what waits in it, the
+// terminal mirror, its ports and its Sandbox token), and holds of the
+// Runner only what it uses: the backend, the outbox and the link to the
+// Hub, and the Runner's goroutine group.
 type session struct {
 	id      string
 	sandbox string
-	ctl     *tmux.Control
+	// dir is the Session's directory on the Runner's host.
+	dir     string
+	log     *slog.Logger
+	backend sandbox.Backend
+	// out takes what the Session tells the Hub, in order; link asks the
+	// Hub and dials streams back; spawn runs a goroutine the Runner's Run
+	// waits for; life is Run's context.
+	out   *outbox
+	link  *link
+	spawn func(func())
+	life  context.Context
+	// git holds the Session's GitHub token for its git relay.
+	git gitTokens
+	// release takes it off the Runner once its Claude Code exits.
+	release func(*session)
+	// tokenRetry is RUNNER_GITHUB_TOKEN_RETRY.
+	tokenRetry time.Duration
+	// unheardWait is how long a prompt typed is waited on once Claude
+	// Code's input emptied (deliver.go's unheardWaitDefault).
+	unheardWait time.Duration
+	ctl         *tmux.Control
 	// stopping is set when the Runner ends Claude Code itself, so its exit
 	// is not reported as Claude Code exiting on its own.
 	stopping atomic.Bool
@@ -93,6 +119,38 @@ type session struct {
 	tokenKept    atomic.Bool
 }
 
+// gitTokens is the git relay as a Session's supervisor uses it.
+type gitTokens interface {
+	SetToken(sessionID, token string) error
+}
+
+// newSession makes the supervisor of Session id, not yet running.
+func (r *Runner) newSession(id string) *session {
+	s := &session{id: id, sandbox: sandboxID(id), dir: r.sessionDir(id), log: r.log, backend: r.backend,
+		out: &r.out, link: &r.link, spawn: r.spawn, life: r.life, release: r.release, tokenRetry: r.cfg.GitHubTokenRetry, unheardWait: r.unheardWait}
+	if r.git != nil {
+		s.git = r.git
+	}
+	s.stream.id, s.stream.out = id, &r.out
+	s.questions.stream = &s.stream
+	s.subagents.stream = &s.stream
+	return s
+}
+
+// release takes a Session that no longer runs here off the Runner: out of
+// its map (if s is the one there), and its relay token, git relay and
+// egress policy gone.
+func (r *Runner) release(s *session) {
+	r.mu.Lock()
+	if r.sessions[s.id] == s {
+		delete(r.sessions, s.id)
+	}
+	r.mu.Unlock()
+	r.relay.Revoke(s.id)
+	r.git.Close(s.id)
+	r.egress.forget(s.id)
+}
+
 // sandboxID names a Session's Sandbox.
 func sandboxID(sessionID string) string { return "s-" + sessionID }
 
@@ -111,7 +169,7 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		r.mu.Unlock()
 		return fmt.Errorf("session %s is already running here: %w", req.SessionID, errdefs.ErrConflict)
 	}
-	s := &session{id: req.SessionID, sandbox: sandboxID(req.SessionID)}
+	s := r.newSession(req.SessionID)
 	r.sessions[s.id] = s
 	r.mu.Unlock()
 	err := r.launch(ctx, s, req)
@@ -124,12 +182,7 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		r.out.flushed(ctx, s.id, startFlushWait)
 	}
 	if err != nil {
-		r.mu.Lock()
-		delete(r.sessions, s.id)
-		r.mu.Unlock()
-		r.relay.Revoke(s.id)
-		r.git.Close(s.id)
-		r.egress.forget(s.id)
+		r.release(s)
 		if s.cancel != nil {
 			s.stopping.Store(true)
 			s.cancel()
@@ -144,12 +197,12 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 const startFlushWait = 10 * time.Second
 
 func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionStart) error {
-	logf := func(format string, args ...any) { r.sessionLog(s.id, fmt.Sprintf(format, args...)) }
+	logf := func(format string, args ...any) { s.logLine(fmt.Sprintf(format, args...)) }
 	// The Creator's token and the Variables, fetched as the Session starts
 	// and kept in memory: they reach processes in the Sandbox through
 	// their environment alone.
 	var creds protocol.SessionCredentials
-	if err := r.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
+	if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
 		return fmt.Errorf("the Hub gave no credentials for this Session: %w", err)
 	}
 	var env []string
@@ -167,7 +220,18 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	clone := make(chan error, 1)
 	cloneCtx, stopClone := context.WithCancel(ctx)
 	defer stopClone()
-	go func() { clone <- r.cloneFor(cloneCtx, s.id, req.RepoURL, filepath.Join(dir, "workspace"), logf) }()
+	go func() {
+		ws := filepath.Join(dir, "workspace")
+		if cloned(ws) { // a wake finds it there
+			clone <- nil
+			return
+		}
+		tok, err := r.clones.get(cloneCtx, &r.link, s.id, req.RepoURL)
+		if err == nil {
+			err = cloneWorkspace(cloneCtx, &r.cfg.Outbound, req.RepoURL, tok, ws, func(line string) { logf("%s", line) })
+		}
+		clone <- err
+	}()
 	fetch := claudeFetch{r: r, logf: logf}
 	bd, err := r.buildFor(ctx, req.RepoURL, req.Environment, creds.Variables, logf, func(rootfs string) { fetch.start(ctx, muslRootfs(rootfs)) })
 	var bin claude.Binary
@@ -202,7 +266,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		logf("%s", line)
 	}
 	if created {
-		login, err := r.runStart(ctx, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
+		login, err := runStart(ctx, r.backend, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
 		if err != nil {
 			return err
 		}
@@ -226,11 +290,11 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		return err
 	}
 	firstToken := make(chan struct{})
-	r.keepSandboxToken(s, firstToken)
+	s.keepToken(firstToken)
 	// A fresh copy of the mod for this start: an update never changes the
 	// mod under a running Turn.
 	copyName := fmt.Sprintf("%d", time.Now().UnixNano())
-	if err := r.freshMod(filepath.Join(dir, "mod"), copyName); err != nil {
+	if err := freshMod(filepath.Join(dir, "mod"), copyName); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "mod", copyName, bashEnvFile), []byte(claude.BashEnvScript), 0o644); err != nil {
@@ -251,7 +315,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	// `runsc exec` and a process start in the Sentry.
 	seeded := make(chan error, 1)
 	r.spawn(func() {
-		err := r.exec(ctx, s.sandbox, nil, kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir)
+		_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{Args: []string{kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir}})
 		if err != nil {
 			err = fmt.Errorf("seed Claude Code's config: %w", err)
 		}
@@ -261,7 +325,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := r.relay.SetModToken(s.id, req.ModToken); err != nil {
 		return err
 	}
-	relayURL := "http://" + sandbox.RelayHost + ":" + r.relayPort()
+	relayURL := "http://" + sandbox.RelayHost + ":" + relayPort(r.backend.Host())
 	launch := claude.Launch{
 		Binary:       claude.MountDir + "/claude",
 		Conversation: s.id,
@@ -295,11 +359,11 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err != nil {
 		return err
 	}
-	if err := r.startClaude(sctx, s, argv, env, seeded); err != nil {
+	if err := s.startClaude(sctx, argv, env, seeded); err != nil {
 		return err
 	}
 	logf("waiting for Claude Code")
-	if err := r.waitReady(ctx, s); err != nil {
+	if err := s.waitReady(ctx); err != nil {
 		return err
 	}
 	select {
@@ -308,20 +372,8 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		return ctx.Err()
 	}
 	s.following.Store(true)
-	r.watch(s, req.Offsets)
+	s.watch(req.Offsets)
 	return nil
-}
-
-// cloneFor clones the Session's Repo into ws, unless a wake finds it there.
-func (r *Runner) cloneFor(ctx context.Context, sessionID, repo, ws string, logf func(string, ...any)) error {
-	if cloned(ws) {
-		return nil
-	}
-	tok, err := r.cloneToken(ctx, sessionID, repo)
-	if err != nil {
-		return err
-	}
-	return cloneWorkspace(ctx, &r.cfg.Outbound, repo, tok, ws, func(line string) { logf("%s", line) })
 }
 
 // claudeFetch is Claude Code's install for a Session's start, begun beside
@@ -444,8 +496,8 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	if err := r.backend.SetEgress(ctx, s.sandbox, envEgress(env).Restricted()); err != nil {
 		return false, err
 	}
-	r.pruneDependencies(ctx, s.sandbox, dir, env, logf)
-	if err := r.bindDependencies(ctx, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
+	pruneDependencies(ctx, r.backend, r.log, s.sandbox, dir, env, logf)
+	if err := bindDependencies(ctx, r.backend, s.sandbox, filepath.Join(dir, "workspace"), env, logf); err != nil {
 		return false, err
 	}
 	if err := r.backend.Start(ctx, s.sandbox); err != nil {
@@ -492,7 +544,7 @@ func stale(dir, made string, wantsDeps bool) bool {
 
 // freshMod writes a new copy of the mod and removes older ones: the Claude
 // Code that used them has exited by now.
-func (r *Runner) freshMod(dir, name string) error {
+func freshMod(dir, name string) error {
 	old, _ := os.ReadDir(dir)
 	for _, e := range old {
 		os.RemoveAll(filepath.Join(dir, e.Name()))
@@ -505,10 +557,10 @@ func (r *Runner) freshMod(dir, name string) error {
 // (respawn-pane -e), so no value sits on a command line, and the tmux server
 // itself holds none: Claude Code's process gets exactly env. Claude Code
 // starts once seeded has said its config is written.
-func (r *Runner) startClaude(ctx context.Context, s *session, argv, env []string, seeded <-chan error) error {
+func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-chan error) error {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	_, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
+	_, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
 			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "exec sleep infinity"},
 		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "TERM=xterm-256color"},
@@ -552,7 +604,7 @@ const readyTimeout = 90 * time.Second
 // mode: its prompt is ready (measured on 2.1.328).
 const readyMark = "shift+tab to cycle"
 
-func (r *Runner) waitReady(ctx context.Context, s *session) error {
+func (s *session) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(readyTimeout)
 	var screen string
 	for time.Now().Before(deadline) {
@@ -563,7 +615,7 @@ func (r *Runner) waitReady(ctx context.Context, s *session) error {
 			return ctx.Err()
 		case <-time.After(25 * time.Millisecond):
 		}
-		screen = r.screen(ctx, s)
+		screen = s.screen(ctx)
 		if strings.Contains(screen, readyMark) {
 			return nil
 		}
@@ -572,7 +624,7 @@ func (r *Runner) waitReady(ctx context.Context, s *session) error {
 }
 
 // screen is the pane's visible text.
-func (r *Runner) screen(ctx context.Context, s *session) string {
+func (s *session) screen(ctx context.Context) string {
 	lines, _ := s.ctl.Run(ctx, tmux.Command("capture-pane", "-p", "-J", "-t", paneTarget))
 	return strings.Join(lines, "\n")
 }
@@ -590,50 +642,39 @@ func (r *Runner) session(id string) (*session, error) {
 // watch starts a running Session's watchers: its transcript follower from
 // offsets, its ports watcher, its exit watcher, and the refresh of its
 // Sandbox token.
-func (r *Runner) watch(s *session, offsets map[string]int64) {
-	r.spawn(func() { r.follow(s.ctx, s, offsets) })
-	r.keepSandboxToken(s, nil)
-	r.spawn(func() { r.watchPorts(s.ctx, s) })
-	r.spawn(func() { r.watchExit(s) })
+func (s *session) watch(offsets map[string]int64) {
+	s.spawn(func() { s.follow(s.ctx, offsets) })
+	s.keepToken(nil)
+	s.spawn(func() { s.watchPorts(s.ctx) })
+	s.spawn(s.watchExit)
 }
 
 // watchExit reports Claude Code exiting on its own: its pane closes, the
-// tmux session with it, and the control client ends.
-func (r *Runner) watchExit(s *session) {
+// tmux session with it, and the control client ends; release takes it off
+// the Runner.
+func (s *session) watchExit() {
 	<-s.ctl.Done()
-	if r.life.Err() != nil {
+	if s.life.Err() != nil {
 		return // the Runner stops; Claude Code runs on, and the next Runner takes it back
 	}
 	s.mirror.close()
-	r.mu.Lock()
-	if r.sessions[s.id] == s {
-		delete(r.sessions, s.id)
-	}
-	r.mu.Unlock()
-	r.relay.Revoke(s.id)
-	r.git.Close(s.id)
-	r.egress.forget(s.id)
+	s.release(s)
 	if s.stopping.Load() {
 		return
 	}
 	s.cancel()
 	detail := "it exited on its own"
-	if st, err := r.backend.Status(r.life, s.sandbox); err == nil && st.OOMKills > 0 {
+	if st, err := s.backend.Status(s.life, s.sandbox); err == nil && st.OOMKills > 0 {
 		detail = fmt.Sprintf("its Sandbox ran out of memory (%d MiB) and the kernel killed %d of its processes, Claude Code with them; "+
 			"a prompt wakes it, and the Repo's Environment can give it more memory", st.Resources.MemoryMiB, st.OOMKills)
 	}
-	r.log.Info("claude code exited", "session", s.id, "why", detail)
-	r.notify(s.id, protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})
+	s.log.Info("claude code exited", "session", s.id, "why", detail)
+	s.out.add(s.id, protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})
 }
 
-// sessionLog adds a line to a Session's start log.
-func (r *Runner) sessionLog(id, line string) {
-	r.notify(id, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: id, Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventLog, Text: line}}})
-}
-
-func (r *Runner) exec(ctx context.Context, id string, env []string, args ...string) error {
-	_, err := sandbox.Output(ctx, r.backend, id, sandbox.Cmd{Args: args, Env: env})
-	return err
+// logLine adds a line to the Session's start log.
+func (s *session) logLine(line string) {
+	s.out.add(s.id, protocol.TypeSessionEvents, protocol.SessionEvents{SessionID: s.id, Events: []protocol.Event{{At: time.Now(), Kind: protocol.EventLog, Text: line}}})
 }
 
 // current reports whether ev, read from the transcript, may be the Claude

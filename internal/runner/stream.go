@@ -28,8 +28,13 @@ import (
 // Code wrote it within a few hundred ms of the hook, measured).
 const holdMax = 1500 * time.Millisecond
 
-// stream is one Session's merge of hooks and transcript.
+// stream is one Session's merge of hooks and transcript: it owns what
+// waits to go, and sends the merged stream through out, in the
+// Session's lane.
 type stream struct {
+	id  string
+	out *outbox
+
 	mu    sync.Mutex
 	held  []held
 	timer *time.Timer
@@ -86,105 +91,107 @@ func (r *Runner) hook(ctx context.Context, sessionID string, body []byte) ([]byt
 	if s == nil {
 		return nil, fmt.Errorf("session %s is not running here: %w", sessionID, errdefs.ErrNotFound)
 	}
+	return s.hook(ctx, ev)
+}
+
+// hook takes one of the Session's hook events.
+func (s *session) hook(ctx context.Context, ev hookEvent) ([]byte, error) {
 	// Which hooks fire is the mod's contract with the pinned Claude Code,
 	// which its smoke test checks (tests/e2e TestThePinnedClaudeCodePassesTheSmokeTest).
-	r.log.Debug("a hook of the mod fired", "session", sessionID, "hook", ev.Name)
+	s.log.Debug("a hook of the mod fired", "session", s.id, "hook", ev.Name)
 	// Tool calls and Claude's text come from the transcript; their hooks
 	// carry nothing more.
 	switch ev.Name {
 	case "SessionStart":
-		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventReady, Text: ev.Source}}})
+		s.stream.emit(protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventReady, Text: ev.Source}}})
 	case "UserPromptSubmit":
 		// A prompt Claude Code changed is never changed silently: the note
 		// goes after the prompt's record.
 		if note := s.tookPrompt(ev.Prompt); note != "" {
-			r.holdNote(s, protocol.Event{Kind: protocol.EventNote, Text: note})
+			s.stream.holdNote(protocol.Event{Kind: protocol.EventNote, Text: note})
 		}
-		r.emit(s, protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
+		s.stream.emit(protocol.SessionEvents{Hook: protocol.HookPromptSubmit})
 	case "Stop":
-		r.noteDiskFull(s)
-		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
+		s.noteDiskFull()
+		s.stream.emit(protocol.SessionEvents{Hook: protocol.HookStop})
 	case "StopFailure":
 		s.inTurn.Store(false) // its turn_end is the hook's, below, not the transcript's
 		msg := ev.LastAssistantMessage
 		if msg == "" {
 			msg = string(ev.Error)
 		}
-		r.hold(s, protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + msg},
+		s.stream.hold(protocol.Event{Kind: protocol.EventError, Text: "The model API failed: " + msg},
 			protocol.Event{Kind: protocol.EventTurnEnd, Reason: "error", IsError: true})
-		r.emit(s, protocol.SessionEvents{Hook: protocol.HookStop})
+		s.stream.emit(protocol.SessionEvents{Hook: protocol.HookStop})
 	case "SubagentStart":
-		r.subagentStarted(s, ev)
+		s.subagents.started(ev)
 	case "SubagentStop":
-		r.subagentStopped(s, ev)
+		s.subagents.stopped(ev)
 	case "PreToolUse":
-		return s.stopAnswer(ev), nil
+		return s.subagents.stopAnswer(ev), nil
 	case "PostToolUse":
-		r.noteDiskFull(s)
+		s.noteDiskFull()
 		if ev.ToolName == agentTool {
-			r.agentLaunched(s, ev)
+			s.subagents.launched(ev)
 		}
-		return s.stopAnswer(ev), nil
+		return s.subagents.stopAnswer(ev), nil
 	case "PostToolUseFailure":
-		r.noteDiskFull(s) // a write that failed for want of space fails its call
+		s.noteDiskFull() // a write that failed for want of space fails its call
 	case "Notification":
-		r.hold(s, protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
+		s.stream.hold(protocol.Event{Kind: protocol.EventNotification, Text: ev.Message})
 	case "PermissionRequest":
 		if ev.ToolName == askTool {
-			return r.ask(ctx, s, ev)
+			return s.questions.ask(ctx, s.ctx, ev)
 		}
-		r.hold(s, protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
+		s.stream.hold(protocol.Event{Kind: protocol.EventQuestion, Tool: ev.ToolName, Input: ev.ToolInput})
 	case "SessionEnd":
-		r.emit(s, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventNote, Text: "Claude Code exited."}}})
+		s.stream.emit(protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventNote, Text: "Claude Code exited."}}})
 	}
 	return nil, nil
 }
 
 // hold keeps a hook's Events for the transcript's next batch.
-func (r *Runner) hold(s *session, evs ...protocol.Event) {
+func (st *stream) hold(evs ...protocol.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for _, e := range evs {
-		r.holdAfter(s, e, nil)
+		st.holdLocked(e, nil)
 	}
 }
 
 // holdNote keeps a note about the prompt Claude Code took for the batch
 // with the prompt's record.
-func (r *Runner) holdNote(s *session, ev protocol.Event) {
-	r.holdAfter(s, ev, func(e protocol.Event) bool { return e.Kind == protocol.EventPrompt })
+func (st *stream) holdNote(ev protocol.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.holdLocked(ev, func(e protocol.Event) bool { return e.Kind == protocol.EventPrompt })
 }
 
 // holdStart keeps a subagent's start for the batch with its Agent call,
 // unless the call has gone already.
-func (r *Runner) holdStart(s *session, ev protocol.Event) {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
+func (st *stream) holdStart(ev protocol.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	var after func(protocol.Event) bool
-	if ev.Parent != "" && !s.stream.calls[ev.Parent] {
+	if ev.Parent != "" && !st.calls[ev.Parent] {
 		after = func(e protocol.Event) bool { return e.Kind == protocol.EventToolUse && e.ToolID == ev.Parent }
 	}
-	r.holdLocked(s, ev, after)
-}
-
-// holdAfter keeps an Event for the batch with the Event after matches.
-func (r *Runner) holdAfter(s *session, ev protocol.Event, after func(protocol.Event) bool) {
-	s.stream.mu.Lock()
-	defer s.stream.mu.Unlock()
-	r.holdLocked(s, ev, after)
+	st.holdLocked(ev, after)
 }
 
 // holdLocked times a held Event and makes sure it goes within holdMax;
 // the stream's lock is held.
-func (r *Runner) holdLocked(s *session, ev protocol.Event, after func(protocol.Event) bool) {
+func (st *stream) holdLocked(ev protocol.Event, after func(protocol.Event) bool) {
 	ev.At = time.Now()
-	s.stream.held = append(s.stream.held, held{ev, after})
-	if s.stream.timer == nil {
-		s.stream.timer = time.AfterFunc(holdMax, func() { r.emit(s, protocol.SessionEvents{}) })
+	st.held = append(st.held, held{ev, after})
+	if st.timer == nil {
+		st.timer = time.AfterFunc(holdMax, func() { st.emit(protocol.SessionEvents{}) })
 	}
 }
 
 // transcript takes one batch the follower read: the held hook Events go
 // right after it.
-func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string]int64) {
+func (s *session) transcript(evs []protocol.Event, offsets map[string]int64) {
 	m := protocol.SessionEvents{Events: evs, Offsets: offsets}
 	sent := s.sent.Load()
 	for _, ev := range evs {
@@ -209,14 +216,13 @@ func (r *Runner) transcript(s *session, evs []protocol.Event, offsets map[string
 			}
 		}
 	}
-	r.emit(s, m)
+	s.stream.emit(m)
 }
 
 // emit sends the held Events after m's, in one message, through the
 // outbox; a message with nothing in it is not sent. A message with nothing
 // at all is the hold's end, which sends everything held.
-func (r *Runner) emit(s *session, m protocol.SessionEvents) {
-	st := &s.stream
+func (st *stream) emit(m protocol.SessionEvents) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := time.Now()
@@ -270,6 +276,6 @@ func (r *Runner) emit(s *session, m protocol.SessionEvents) {
 	if len(m.Events) == 0 && m.Offsets == nil && m.Hook == "" {
 		return
 	}
-	m.SessionID = s.id
-	r.notify(s.id, protocol.TypeSessionEvents, m)
+	m.SessionID = st.id
+	st.out.add(st.id, protocol.TypeSessionEvents, m)
 }

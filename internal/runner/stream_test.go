@@ -42,7 +42,7 @@ func kinds(m protocol.SessionEvents) []string {
 // Turn signal goes at once; held Events go alone after holdMax.
 func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
 	for _, ev := range []string{
 		`{"hook_event_name":"UserPromptSubmit","prompt":"hi"}`,
@@ -55,8 +55,8 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 		}
 	}
 	// The subagent's transcript read before the main one has the call.
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventToolUse, Tool: "Bash", Agent: "a1"}}, map[string]int64{"agent-a1.jsonl": 5})
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventToolUse, Tool: "Agent", ToolID: "toolu_a"}}, map[string]int64{"s1.jsonl": 10})
+	s.transcript([]protocol.Event{{Kind: protocol.EventToolUse, Tool: "Bash", Agent: "a1"}}, map[string]int64{"agent-a1.jsonl": 5})
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventToolUse, Tool: "Agent", ToolID: "toolu_a"}}, map[string]int64{"s1.jsonl": 10})
 	got := r.sent()
 	if len(got) != 3 || got[0].Hook != protocol.HookPromptSubmit || len(got[0].Events) != 0 {
 		t.Fatalf("sent %+v, want the prompt's signal at once, then two batches", got)
@@ -89,13 +89,13 @@ func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
 // subagent's.
 func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
 	s.sent.Store(newOnItsWay("now\tthis one"))
 	off := int64(0)
 	batch := func(evs ...protocol.Event) bool {
 		off += 10
-		r.transcript(s, evs, map[string]int64{"s1.jsonl": off})
+		s.transcript(evs, map[string]int64{"s1.jsonl": off})
 		got := r.sent()
 		return got[len(got)-1].Typed
 	}
@@ -120,12 +120,13 @@ func TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped(t *testing.T) {
 // Code now running is. One the Runner adopted (no start time) is as before.
 func TestAPromptAnEarlierClaudeCodeWroteIsNotTheOneTyped(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1", launched: time.Now()}
+	s := r.newSession("s1")
+	s.launched = time.Now()
 	r.sessions["s1"] = s
 	w := newOnItsWay("cut me short")
 	s.sent.Store(w)
 	before, after := s.launched.Add(-3*time.Second), s.launched.Add(2*time.Second)
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart, At: before}, {Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s1.jsonl": 10})
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart, At: before}, {Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s1.jsonl": 10})
 	if got := r.sent(); got[len(got)-1].Typed || s.inTurn.Load() {
 		t.Fatalf("the earlier Claude Code's prompt: typed %v, in a Turn %v; want neither", got[len(got)-1].Typed, s.inTurn.Load())
 	}
@@ -134,15 +135,15 @@ func TestAPromptAnEarlierClaudeCodeWroteIsNotTheOneTyped(t *testing.T) {
 		t.Fatal("the prompt being typed is taken by the earlier Claude Code's line")
 	default:
 	}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart, At: after}, {Kind: protocol.EventPrompt, Text: "cut me short", At: after}}, map[string]int64{"s1.jsonl": 20})
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart, At: after}, {Kind: protocol.EventPrompt, Text: "cut me short", At: after}}, map[string]int64{"s1.jsonl": 20})
 	if got := r.sent(); !got[len(got)-1].Typed || !s.inTurn.Load() {
 		t.Fatal("the prompt as this Claude Code wrote it is not taken")
 	}
 
-	adopted := &session{id: "s2"}
+	adopted := r.newSession("s2")
 	r.sessions["s2"] = adopted
 	adopted.sent.Store(newOnItsWay("cut me short"))
-	r.transcript(adopted, []protocol.Event{{Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s2.jsonl": 10})
+	adopted.transcript([]protocol.Event{{Kind: protocol.EventPrompt, Text: "cut me short", At: before}}, map[string]int64{"s2.jsonl": 10})
 	if got := r.sent(); !got[len(got)-1].Typed {
 		t.Fatal("an adopted Claude Code's prompt is not taken")
 	}
@@ -169,7 +170,8 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1", ctx: sctx}
+	s := r.newSession("s1")
+	s.ctx = sctx
 	r.sessions["s1"] = s
 	ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
 	type result struct {
@@ -190,10 +192,10 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 		}
 		return id != ""
 	})
-	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: "nope", Answers: map[string]string{"Which colour?": "Blue"}}); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: "nope", Answers: map[string]string{"Which colour?": "Blue"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("an answer to no question: %v, want not found", err)
 	}
-	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: id, Answers: map[string]string{"Which colour?": "Blue"}}); err != nil {
+	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id, Answers: map[string]string{"Which colour?": "Blue"}}); err != nil {
 		t.Fatal(err)
 	}
 	res := <-done
@@ -205,7 +207,7 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 	if q := r.sent()[0].Events[0]; q.Kind != protocol.EventQuestion || q.ToolID != id {
 		t.Fatalf("sent %+v, want the question with its id", q)
 	}
-	if err := r.answerWaiting(s, protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("a second answer: %v, want not found", err)
 	}
 }
@@ -214,14 +216,14 @@ func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
 // Agent call is bounded; the start goes with the hold's end.
 func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
 	for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
 		if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 3})
+	s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 3})
 	testenv.Eventually(t, 2*holdMax, "the start goes alone", func() bool { return len(r.sent()) == 2 })
 	if k := kinds(r.sent()[1]); len(k) != 1 || k[0] != protocol.EventSubagentStart {
 		t.Fatalf("sent %v, want the start alone at the hold's end", k)
@@ -232,16 +234,16 @@ func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
 // turn_end (a subagent's don't count) is when delivery waits.
 func TestTheTranscriptSaysWhenATurnIsOver(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnStart}}, nil)
+	s := r.newSession("s1")
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart}}, nil)
 	if !s.inTurn.Load() {
 		t.Fatal("no Turn after turn_start")
 	}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnEnd, Agent: "a1"}}, nil)
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnEnd, Agent: "a1"}}, nil)
 	if !s.inTurn.Load() {
 		t.Fatal("a subagent's turn_end ended the Turn")
 	}
-	r.transcript(s, []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}, nil)
+	s.transcript([]protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}, nil)
 	if s.inTurn.Load() {
 		t.Fatal("a Turn after its turn_end")
 	}

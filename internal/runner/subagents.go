@@ -36,6 +36,9 @@ const stopReason = "Stopped by its Creator."
 
 // subagents is one Session's bookkeeping of its subagents.
 type subagents struct {
+	// stream takes the subagents' starts and ends.
+	stream *stream
+
 	mu sync.Mutex
 	// parents maps an agent id to the Agent tool call that started it.
 	parents map[string]string
@@ -57,16 +60,15 @@ type agentLaunch struct {
 	AgentID string `json:"agentId"`
 }
 
-// subagentStarted takes SubagentStart: the subagent_start goes into the
+// started takes SubagentStart: the subagent_start goes into the
 // stream once its parent is known, or after holdMax without it.
-func (r *Runner) subagentStarted(s *session, ev hookEvent) {
+func (a *subagents) started(ev hookEvent) {
 	start := protocol.Event{Kind: protocol.EventSubagentStart, Agent: ev.AgentID, Text: ev.AgentType}
-	a := &s.subagents
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p, ok := a.parents[ev.AgentID]; ok {
 		start.Parent = p
-		r.holdStart(s, start)
+		a.stream.holdStart(start)
 		return
 	}
 	if a.starting == nil {
@@ -78,20 +80,19 @@ func (r *Runner) subagentStarted(s *session, ev hookEvent) {
 		defer a.mu.Unlock()
 		if a.starting[ev.AgentID] == ps {
 			delete(a.starting, ev.AgentID)
-			r.hold(s, ps.ev)
+			a.stream.hold(ps.ev)
 		}
 	})
 	a.starting[ev.AgentID] = ps
 }
 
-// agentLaunched takes an Agent tool call's PostToolUse, which names the
+// launched takes an Agent tool call's PostToolUse, which names the
 // subagent it started.
-func (r *Runner) agentLaunched(s *session, ev hookEvent) {
+func (a *subagents) launched(ev hookEvent) {
 	var l agentLaunch
 	if json.Unmarshal(ev.ToolResponse, &l) != nil || l.AgentID == "" || ev.ToolUseID == "" {
 		return
 	}
-	a := &s.subagents
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.parents == nil {
@@ -102,28 +103,26 @@ func (r *Runner) agentLaunched(s *session, ev hookEvent) {
 		ps.timer.Stop()
 		delete(a.starting, l.AgentID)
 		ps.ev.Parent = ev.ToolUseID
-		r.holdStart(s, ps.ev)
+		a.stream.holdStart(ps.ev)
 	}
 }
 
 // subagentStopped takes SubagentStop: the subagent finished on its own.
-func (r *Runner) subagentStopped(s *session, ev hookEvent) {
-	a := &s.subagents
+func (a *subagents) stopped(ev hookEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.stopping, ev.AgentID)
-	r.hold(s, protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID, Parent: a.parents[ev.AgentID]})
+	a.stream.hold(protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID, Parent: a.parents[ev.AgentID]})
 }
 
 // stopAnswer is the answer to a subagent's PreToolUse or PostToolUse when
 // its Creator asked it to stop, once: continue false ends it, and a
 // PreToolUse's deny keeps the tool from running. It is nil for any other
 // hook, which goes on as it would.
-func (s *session) stopAnswer(ev hookEvent) []byte {
+func (a *subagents) stopAnswer(ev hookEvent) []byte {
 	if ev.AgentID == "" {
 		return nil
 	}
-	a := &s.subagents
 	a.mu.Lock()
 	stop := a.stopping[ev.AgentID]
 	delete(a.stopping, ev.AgentID)
@@ -140,19 +139,9 @@ func (s *session) stopAnswer(ev hookEvent) []byte {
 	return b
 }
 
-// stopSubagent marks a subagent to stop at its next tool call's hook.
-// The Hub checks that it runs; asked again, it answers the same.
-func (r *Runner) stopSubagent(req protocol.SessionSubagent) error {
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
-	}
-	s.askStop(req.AgentID)
-	return nil
-}
-
-func (s *session) askStop(agent string) {
-	a := &s.subagents
+// askStop marks a subagent to stop at its next tool call's hook. The Hub
+// checks that it runs; asked again, it answers the same.
+func (a *subagents) askStop(agent string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.stopping == nil {

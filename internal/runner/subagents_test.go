@@ -35,7 +35,7 @@ func launched(toolID, agent string) string {
 // holdMax; SubagentStop's subagent_end carries it too.
 func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
 	for _, ev := range []string{
 		`{"hook_event_name":"PreToolUse","tool_name":"Agent","tool_use_id":"toolu_a","tool_input":{}}`,
@@ -75,9 +75,9 @@ func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
 // conversation's tool calls and other subagents' go on unanswered.
 func TestAStoppedSubagentIsAnsweredAtItsNextToolCall(t *testing.T) {
 	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := &session{id: "s1"}
+	s := r.newSession("s1")
 	r.sessions["s1"] = s
-	if err := r.stopSubagent(protocol.SessionSubagent{SessionID: "s2", AgentID: "a1"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := r.session("s2"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("a stop for a Session not running here: %v, want not found", err)
 	}
 	pre := func(agent string) string {
@@ -109,7 +109,7 @@ func TestAStoppedSubagentIsAnsweredAtItsNextToolCall(t *testing.T) {
 		{"at its PostToolUse", post("a1"), pre("a1"), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s.askStop("a1")
+			s.subagents.askStop("a1")
 			for _, other := range []string{pre(""), post(""), pre("a2"), post("a2")} {
 				if a := answer(other); a != nil {
 					t.Fatalf("%s answered %v, want nothing", other, a)

@@ -68,11 +68,7 @@ func (m *mirror) poke() {
 
 // terminalOpen starts relaying the Session's pane, if it isn't, and sends
 // a fresh snapshot in the stream for the tab that asked.
-func (r *Runner) terminalOpen(ctx context.Context, id string) error {
-	s, err := r.session(id)
-	if err != nil {
-		return err
-	}
+func (s *session) terminalOpen(ctx context.Context) error {
 	m := &s.mirror
 	m.mu.Lock()
 	if !m.on {
@@ -80,11 +76,11 @@ func (r *Runner) terminalOpen(ctx context.Context, id string) error {
 		m.gen++
 		m.wake, m.stop = make(chan struct{}, 1), make(chan struct{})
 		wake, stop := m.wake, m.stop
-		r.spawn(func() { r.sendFrames(s, wake, stop) })
+		s.spawn(func() { s.sendFrames(wake, stop) })
 	}
 	m.snapping = true
 	m.mu.Unlock()
-	snap, mark, err := r.snapshot(ctx, s)
+	snap, mark, err := s.snapshot(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.snapping = false
@@ -108,16 +104,7 @@ func (m *mirror) place(snap protocol.TerminalFrame, mark uint64) {
 	m.queue = append(m.queue[:i], append([]queued{{n: mark, frame: snap}}, m.queue[i:]...)...)
 }
 
-// terminalClose stops relaying: nobody has the pane open.
-func (r *Runner) terminalClose(id string) error {
-	s, err := r.session(id)
-	if err != nil {
-		return err
-	}
-	s.mirror.close()
-	return nil
-}
-
+// close stops relaying: nobody has the pane open, or it is gone.
 func (m *mirror) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -130,7 +117,7 @@ func (m *mirror) close() {
 // sendFrames sends the mirror's queue to the Hub in order. Frames go on the
 // connection directly, not through the outbox: a dropped connection drops
 // them, and a tab that reconnects starts from a fresh snapshot.
-func (r *Runner) sendFrames(s *session, wake, stop chan struct{}) {
+func (s *session) sendFrames(wake, stop chan struct{}) {
 	m := &s.mirror
 	for {
 		select {
@@ -150,14 +137,14 @@ func (r *Runner) sendFrames(s *session, wake, stop chan struct{}) {
 			batch := m.queue
 			m.queue, m.size = nil, 0
 			m.mu.Unlock()
-			c := r.currentConn()
+			c := s.link.current()
 			if c == nil {
 				m.close()
 				return
 			}
 			for _, q := range coalesce(batch) {
 				q.SessionID = s.id
-				if err := c.Notify(r.life, protocol.TypeTerminalFrame, q); err != nil {
+				if err := c.Notify(s.life, protocol.TypeTerminalFrame, q); err != nil {
 					m.close()
 					return
 				}
@@ -194,7 +181,7 @@ const snapshotTries = 5
 
 // snapshot draws the pane as it is: its modes, its visible rows with their
 // colours, then its cursor, and returns the output mark it holds up to.
-func (r *Runner) snapshot(ctx context.Context, s *session) (protocol.TerminalFrame, uint64, error) {
+func (s *session) snapshot(ctx context.Context) (protocol.TerminalFrame, uint64, error) {
 	const format = "#{pane_width} #{pane_height} #{cursor_x} #{cursor_y} #{cursor_flag} #{alternate_on} " +
 		"#{keypad_cursor_flag} #{keypad_flag} #{mouse_standard_flag} #{mouse_button_flag} #{mouse_any_flag} #{mouse_sgr_flag}"
 	for try := 1; ; try++ {
@@ -269,15 +256,11 @@ func drawSnapshot(info []string, rows []string) (protocol.TerminalFrame, error) 
 
 // terminalInput types the Creator's keystrokes into the pane byte for byte,
 // first taking the size of the tab that typed.
-func (r *Runner) terminalInput(ctx context.Context, req protocol.TerminalInput) error {
+func (s *session) terminalInput(ctx context.Context, req protocol.TerminalInput) error {
 	if req.Cols != 0 || req.Rows != 0 {
-		if err := r.terminalResize(ctx, protocol.TerminalResize{SessionID: req.SessionID, Cols: req.Cols, Rows: req.Rows}); err != nil {
+		if err := s.terminalResize(ctx, protocol.TerminalResize{SessionID: req.SessionID, Cols: req.Cols, Rows: req.Rows}); err != nil {
 			return err
 		}
-	}
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
 	}
 	s.typing.Lock()
 	defer s.typing.Unlock()
@@ -290,14 +273,10 @@ func (r *Runner) terminalInput(ctx context.Context, req protocol.TerminalInput) 
 }
 
 // terminalResize sets the pane's one size, and tells the tabs in order.
-func (r *Runner) terminalResize(ctx context.Context, req protocol.TerminalResize) error {
+func (s *session) terminalResize(ctx context.Context, req protocol.TerminalResize) error {
 	if req.Cols < protocol.MinTerminalCols || req.Cols > protocol.MaxTerminalCols || req.Rows < protocol.MinTerminalRows || req.Rows > protocol.MaxTerminalRows {
 		return fmt.Errorf("terminal size %dx%d: want %d to %d columns and %d to %d rows: %w", req.Cols, req.Rows,
 			protocol.MinTerminalCols, protocol.MaxTerminalCols, protocol.MinTerminalRows, protocol.MaxTerminalRows, errdefs.ErrInvalid)
-	}
-	s, err := r.session(req.SessionID)
-	if err != nil {
-		return err
 	}
 	m := &s.mirror
 	m.mu.Lock()
@@ -312,6 +291,6 @@ func (r *Runner) terminalResize(ctx context.Context, req protocol.TerminalResize
 		m.poke()
 	}
 	m.mu.Unlock()
-	_, err = s.ctl.Run(ctx, tmux.Command("refresh-client", "-C", fmt.Sprintf("%dx%d", req.Cols, req.Rows)))
+	_, err := s.ctl.Run(ctx, tmux.Command("refresh-client", "-C", fmt.Sprintf("%dx%d", req.Cols, req.Rows)))
 	return err
 }

@@ -76,8 +76,8 @@ func (p *fakePane) editing() bool {
 func fakeSession(t *testing.T, p *fakePane) (*Runner, *session) {
 	home := t.TempDir()
 	r := &Runner{cfg: Config{Home: home}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), sessions: map[string]*session{},
-		changed: make(chan struct{}), unheardWait: time.Second}
-	s := &session{id: "s1"}
+		unheardWait: time.Second}
+	s := r.newSession("s1")
 	r.sessions[s.id] = s
 	os.MkdirAll(filepath.Join(r.sessionDir(s.id), "mod"), 0o700)
 	p.staged = filepath.Join(r.sessionDir(s.id), "mod", stagedPrompt)
@@ -174,9 +174,9 @@ func (p *fakePane) counts() (typed int, submitted []string) {
 // once.
 func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 	p := &fakePane{lose: 1}
-	r, _ := fakeSession(t, p)
+	_, s := fakeSession(t, p)
 	start := time.Now()
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
 	if err != nil || !got.Taken {
 		t.Fatalf("deliver = %+v, %v; want taken", got, err)
 	}
@@ -194,8 +194,8 @@ func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 // through), and the prompt is taken once, at the first try.
 func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 	p := &fakePane{slowFor: 4500 * time.Millisecond}
-	r, _ := fakeSession(t, p)
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	_, s := fakeSession(t, p)
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
 	if err != nil || !got.Taken || got.Tries != 1 {
 		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
 	}
@@ -214,9 +214,9 @@ func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 // prompt is taken at the first try.
 func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 	p := &fakePane{editorTakes: 1200}
-	r, _ := fakeSession(t, p)
+	_, s := fakeSession(t, p)
 	start := time.Now()
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
 	if err != nil || !got.Taken || got.Tries != 1 {
 		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
 	}
@@ -234,8 +234,8 @@ func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 // taken at the hook of that second try, without the Hub.
 func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
 	p := &fakePane{unheard: 1}
-	r, _ := fakeSession(t, p)
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	_, s := fakeSession(t, p)
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
 	if err != nil || !got.Taken || got.Tries != 2 {
 		t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
 	}
@@ -249,9 +249,9 @@ func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
 // then answers not taken, saying why, without an error.
 func TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline(t *testing.T) {
 	p := &fakePane{lose: 1 << 20}
-	r, _ := fakeSession(t, p)
+	_, s := fakeSession(t, p)
 	start := time.Now()
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
 	if err != nil || got.Taken || !strings.Contains(got.Why, "not taken") {
 		t.Fatalf("deliver = %+v, %v; want not taken, saying why", got, err)
 	}
@@ -264,8 +264,8 @@ func TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline(t *testing.T) {
 // UserPromptSubmit: its input emptying at Enter is Claude Code taking it.
 func TestACommandIsTakenOnceItsInputEmpties(t *testing.T) {
 	p := &fakePane{unheard: 1}
-	r, _ := fakeSession(t, p)
-	got, err := r.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
+	_, s := fakeSession(t, p)
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
 	if err != nil || !got.Taken || got.Tries != 1 {
 		t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
 	}
