@@ -132,9 +132,9 @@ func asciiClass(t *syntax.Regexp) *[256]bool {
 	return &c
 }
 
-// secretIn returns the submatch indexes of the secret and its end at
-// s[p:], by hand, as a.secret finds them.
-func (a *assignTail) secretIn(s string, p int) []int {
+// secretIn appends to dst[:0] the submatch indexes of the secret and its
+// end at s[p:], by hand, as a.secret finds them, and returns it, or nil.
+func (a *assignTail) secretIn(s string, p int, dst []int) []int {
 	for _, r := range a.parts {
 		if r.re != nil {
 			if m := r.re.FindStringSubmatchIndex(s[p:]); m != nil {
@@ -152,7 +152,7 @@ func (a *assignTail) secretIn(s string, p int) []int {
 		n = run(s, p, n, r.class)
 		for k := n; k >= r.min; k-- {
 			if e := a.endAt(s, p+k); e >= 0 {
-				return []int{p, e, p, p + k}
+				return append(dst[:0], p, e, p, p+k)
 			}
 		}
 	}
@@ -338,10 +338,10 @@ func byteClass(s string) (c [256]bool) {
 	return c
 }
 
-// find returns the submatch indexes of the tail's first match in s, as
-// FindStringSubmatchIndex does, or nil. s must be ASCII: beyond it, (?i)
-// makes \w hold the Kelvin sign.
-func (a *assignTail) find(s string) []int {
+// find appends to m[:0] the submatch indexes of the tail's first match in
+// s, as FindStringSubmatchIndex returns them, and returns it, or nil. s
+// must be ASCII: beyond it, (?i) makes \w hold the Kelvin sign.
+func (a *assignTail) find(s string, dst []int) []int {
 	start := a.nameEnd(s)
 	if start < 0 {
 		return nil
@@ -355,7 +355,7 @@ func (a *assignTail) find(s string) []int {
 		}
 		var m []int
 		if a.parts != nil {
-			m = a.secretIn(s, p)
+			m = a.secretIn(s, p, dst)
 		} else if m = a.secret.FindStringSubmatchIndex(s[p:]); m != nil {
 			for i := range m {
 				m[i] += p

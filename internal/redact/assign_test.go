@@ -55,7 +55,7 @@ func TestAnAssignmentReadByHandMatchesAsItsTail(t *testing.T) {
 		}
 		atWords(d, append(texts, lines...), func(s string) {
 			for _, end := range []int{len(s), min(len(s), 40), min(len(s), 90)} {
-				got, want := d.split.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+				got, want := d.split.find(s[:end], nil), d.tail.FindStringSubmatchIndex(s[:end])
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s on %q: got %v, want %v", d.Name, s[:end], got, want)
 				}

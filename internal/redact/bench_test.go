@@ -1,10 +1,7 @@
 package redact
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"syscall"
@@ -140,31 +137,6 @@ func BenchmarkStreamPrefixes(b *testing.B) {
 	})
 }
 
-// BenchmarkWriter: as BenchmarkStream through a Writer, with its lock and
-// timer, to io.Discard; with the shapes a terminal's frames pass too
-// (MaskShapes: the Marked rules, or all).
-func BenchmarkWriter(b *testing.B) {
-	values := benchValues()
-	s := mustSet(b, values...)
-	text := benchText(1<<20, values)
-	markedRules() // built once a process, not per stream
-	for _, shapes := range []string{"none", "marked", "all"} {
-		b.Run("shapes="+shapes, func(b *testing.B) {
-			b.ReportAllocs()
-			loop(b, len(text), func() {
-				w := NewWriter(s, io.Discard)
-				if shapes != "none" {
-					w.MaskShapes(shapes == "all")
-				}
-				for i := 0; i < len(text); i += 4 << 10 {
-					w.Write(text[i:min(i+4<<10, len(text))])
-				}
-				w.Close()
-			})
-		})
-	}
-}
-
 // BenchmarkRedact: one whole text at once.
 func BenchmarkRedact(b *testing.B) {
 	values := benchValues()
@@ -209,58 +181,6 @@ func BenchmarkScrub(b *testing.B) {
 	b.Run("dense/size=512KiB", func(b *testing.B) {
 		loop(b, len(text), func() { Scrub(text) })
 	})
-}
-
-// BenchmarkEvents: the Hub's path for a Session's Events, each text by
-// value and then by shape (the Marked rules, or all with
-// HUB_REDACT_SHAPES=all), over the terminal text as 16 KiB tool results.
-func BenchmarkEvents(b *testing.B) {
-	values := benchValues()
-	s := mustSet(b, values...)
-	text := string(benchText(1<<20, values))
-	for _, shapes := range []string{"marked", "all"} {
-		scrub := ScrubMarked
-		if shapes == "all" {
-			scrub = Scrub
-		}
-		scrub("") // the registry is built once a process
-		b.Run("shapes="+shapes, func(b *testing.B) {
-			b.ReportAllocs()
-			loop(b, len(text), func() {
-				for i := 0; i < len(text); i += 16 << 10 {
-					scrub(s.Redact(text[i:min(i+16<<10, len(text))]))
-				}
-			})
-		})
-	}
-}
-
-// BenchmarkLogs: the operator's log, each record's message and attributes
-// through LogHandler (every rule) to a text handler, a line of the
-// terminal text and an error a record; scrub=no is the text handler alone.
-func BenchmarkLogs(b *testing.B) {
-	lines := strings.Split(string(benchText(1<<20, benchValues())), "\r\n")
-	err := errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
-	n := 0
-	for _, l := range lines {
-		n += len(l) + len(err.Error())
-	}
-	Scrub("") // the registry is built once a process
-	for _, scrub := range []string{"yes", "no"} {
-		h := slog.Handler(slog.NewTextHandler(io.Discard, nil))
-		if scrub == "yes" {
-			h = LogHandler(h)
-		}
-		log := slog.New(h)
-		b.Run("scrub="+scrub, func(b *testing.B) {
-			b.ReportAllocs()
-			loop(b, n, func() {
-				for _, l := range lines {
-					log.Info(l, "err", err)
-				}
-			})
-		})
-	}
 }
 
 // nearMisses is size bytes of what every rule reads and rejects, in lines

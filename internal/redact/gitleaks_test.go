@@ -87,7 +87,28 @@ func gitleaksCorpus(t *testing.T) []gitleaksRule {
 
 func dumpGitleaksExamples(t *testing.T, dumper []byte) []byte {
 	t.Helper()
-	goTool := testenv.RequireCommand(t, "go")
+	goTool, src := gitleaksSource(t)
+	gen := filepath.Join(src, "cmd", "generate", "config")
+	if err := os.WriteFile(filepath.Join(gen, "utils", "validate.go"), dumper, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(goTool, "run", ".", filepath.Join(t.TempDir(), "gitleaks.toml"))
+	run.Dir = gen
+	run.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	out, err := run.Output()
+	if err != nil {
+		t.Fatalf("running gitleaks' config generator: %v\n%s", err, stderr.Bytes())
+	}
+	return out
+}
+
+// gitleaksSource returns the go command and a writable copy of gitleaks'
+// pinned module, checked against its sum.
+func gitleaksSource(t testing.TB) (goTool, src string) {
+	t.Helper()
+	goTool = testenv.RequireCommand(t, "go")
 	dl := exec.Command(goTool, "mod", "download", "-json", gitleaksModule+"@"+gitleaksVersion)
 	dl.Dir = t.TempDir() // outside kndl's module: gitleaks is not one of its dependencies
 	out, err := dl.Output()
@@ -101,7 +122,7 @@ func dumpGitleaksExamples(t *testing.T, dumper []byte) []byte {
 	if mod.Sum != gitleaksSum {
 		t.Fatalf("%s@%s has sum %s, want %s", gitleaksModule, gitleaksVersion, mod.Sum, gitleaksSum)
 	}
-	src := filepath.Join(t.TempDir(), "gitleaks")
+	src = filepath.Join(t.TempDir(), "gitleaks")
 	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
 		t.Fatal(err)
 	}
@@ -118,20 +139,7 @@ func dumpGitleaksExamples(t *testing.T, dumper []byte) []byte {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	gen := filepath.Join(src, "cmd", "generate", "config")
-	if err := os.WriteFile(filepath.Join(gen, "utils", "validate.go"), dumper, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := exec.Command(goTool, "run", ".", filepath.Join(t.TempDir(), "gitleaks.toml"))
-	run.Dir = gen
-	run.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
-	var stderr bytes.Buffer
-	run.Stderr = &stderr
-	out, err = run.Output()
-	if err != nil {
-		t.Fatalf("running gitleaks' config generator: %v\n%s", err, stderr.Bytes())
-	}
-	return out
+	return goTool, src
 }
 
 // TestGitleaksCorpus holds the registry to gitleaks' own rule examples:

@@ -1098,7 +1098,9 @@ func newRegistry(ds []*Detector) *registry {
 	for _, w := range words {
 		longest = max(longest, len(w))
 	}
-	r.scratch.New = func() any { return &scratch{done: make([]int, len(ds)), seen: make([]seen, len(r.lits))} }
+	r.scratch.New = func() any {
+		return &scratch{done: make([]int, len(ds)), seen: make([]seen, len(r.lits)), sub: make([]int, 0, 8)}
+	}
 	r.m = newMatcherDense(words, int32(longest), true)
 	r.buildStarts3(words)
 	r.buildByState()
@@ -1341,7 +1343,7 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 				continue
 			}
 			if d.tail != nil {
-				out, done[di] = d.findAt(text, hit, to, out, done[di])
+				out, done[di] = d.findAt(text, hit, to, out, done[di], sc.sub)
 				continue
 			}
 			done[di] = to
@@ -1358,7 +1360,8 @@ type scratch struct {
 	done  []int
 	seen  []seen
 	runs  lineRuns
-	dirty bool // done or seen holds what a find wrote
+	sub   []int // a hand-read tail's submatch indexes, refilled at each hit
+	dirty bool  // done or seen holds what a find wrote
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
@@ -1522,16 +1525,17 @@ func assignAfter(text string, i int) int {
 }
 
 // findAt appends d's finding whose needed word is at text[hit:], if one
-// ends by to, and returns how far d has now read.
-func (d *Detector) findAt(text string, hit, to int, out []Finding, done int) ([]Finding, int) {
+// ends by to, and returns how far d has now read. A tail read by hand
+// fills sub, which the finding does not keep.
+func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub []int) ([]Finding, int) {
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
 	var m []int
 	if s := text[hit:to]; d.split != nil && indexNonASCII(s) < 0 {
-		m = d.split.find(s)
+		m = d.split.find(s, sub)
 	} else if d.seq != nil && indexNonASCII(s) < 0 {
-		m = d.seq.find(s)
+		m = d.seq.find(s, sub)
 	} else {
 		m = d.tail.FindStringSubmatchIndex(s)
 	}
@@ -1598,7 +1602,11 @@ func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
 
 // Mark is what replaces a credential a rule found: [masked: <rule id>], so
 // a reader knows why the text is gone.
-func Mark(rule string) string { return "[masked: " + rule + "]" }
+func Mark(rule string) string { return markOpen + rule + "]" }
+
+// markOpen begins every Mark; the paths that mask many credentials write
+// a Mark in its three parts rather than make it.
+const markOpen = "[masked: "
 
 // Scrub returns text with each credential Find finds replaced by its Mark;
 // overlapping ones become one Mark, of the first Marked rule among them if
@@ -1621,7 +1629,9 @@ func (r *registry) scrub(text string) string {
 	cur := 0
 	for _, f := range fs {
 		b.WriteString(text[cur:f.Start])
-		b.WriteString(Mark(f.Detector))
+		b.WriteString(markOpen)
+		b.WriteString(f.Detector)
+		b.WriteByte(']')
 		cur = f.End
 	}
 	b.WriteString(text[cur:])
@@ -1677,12 +1687,14 @@ func (s *shaper) maskWidth(dst, text []byte) []byte {
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)
-		n, mark := utf8.RuneCount(text[f.Start:f.End]), Mark(f.Detector)
-		if len(mark) > n {
-			mark = ""
+		n, stars := utf8.RuneCount(text[f.Start:f.End]), 0
+		if mark := len(markOpen) + len(f.Detector) + 1; mark > n {
+			stars = n
+		} else {
+			dst = append(append(append(dst, markOpen...), f.Detector...), ']')
+			stars = n - mark
 		}
-		dst = append(dst, mark...)
-		for range n - len(mark) {
+		for range stars {
 			dst = append(dst, '*')
 		}
 		cur = f.End

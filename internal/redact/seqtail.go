@@ -175,10 +175,12 @@ func runClass(t *syntax.Regexp) *[256]bool {
 	return &c
 }
 
-// find returns the submatch indexes of the tail's match in s, as
-// FindStringSubmatchIndex does, or nil. s must be ASCII: beyond it, (?i)
-// makes a class hold the Kelvin sign.
-func (q *seqTail) find(s string) []int {
+// find appends to m[:0] the submatch indexes of the tail's match in s, as
+// FindStringSubmatchIndex returns them, and returns it, or nil. s must be
+// ASCII: beyond it, (?i) makes a class hold the Kelvin sign. A find runs at
+// every hit of its word, so it fills the caller's array rather than make
+// one.
+func (q *seqTail) find(s string, m []int) []int {
 	if q.bound && (len(s) == 0 || !wordChar(s[0])) {
 		return nil
 	}
@@ -190,7 +192,7 @@ func (q *seqTail) find(s string) []int {
 	if e < 0 {
 		return nil
 	}
-	m := []int{0, e}
+	m = append(m[:0], 0, e)
 	if q.open >= 0 {
 		m = append(m, at[q.open], at[q.close+1])
 	}

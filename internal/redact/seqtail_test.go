@@ -69,7 +69,7 @@ func TestATailReadAsASequenceMatchesAsItsRegexp(t *testing.T) {
 		}
 		atWords(d, append(texts, lines...), func(s string) {
 			for end := len(s); end >= 0 && end >= len(s)-8; end-- {
-				got, want := d.seq.find(s[:end]), d.tail.FindStringSubmatchIndex(s[:end])
+				got, want := d.seq.find(s[:end], nil), d.tail.FindStringSubmatchIndex(s[:end])
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s (%s) on %q: got %v, want %v", d.Name, d.tail, s[:end], got, want)
 				}

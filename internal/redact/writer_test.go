@@ -203,15 +203,58 @@ func TestAWriterMasksShapesWithoutAllocatingPerPiece(t *testing.T) {
 	s := mustSet(t, values...)
 	text := benchText(1<<20, values)
 	for _, all := range []bool{false, true} {
-		allocs := testing.AllocsPerRun(3, func() {
-			w := NewWriter(s, io.Discard).MaskShapes(all)
-			for i := 0; i < len(text); i += 4 << 10 {
-				w.Write(text[i:min(i+4<<10, len(text))])
-			}
-			w.Close()
-		})
-		if allocs > 64 {
+		if allocs := writerAllocs(s, text, all); allocs > 64 {
 			t.Errorf("all=%v: got %.0f allocations for 1 MiB in %d pieces, want at most 64", all, allocs, len(text)/(4<<10))
 		}
 	}
+}
+
+// TestTheMarkedPathsAllocateOnlyForTheRegexpsMatches: the Marked rules,
+// through a Writer (terminal frames) and ScrubMarked in 16 KiB pieces
+// (Events), over a MiB of near misses (a needed word every few bytes) and
+// of credentials (one nearly every line), allocate only for what Go's
+// regexp returns when a rule's regexp matches, not at each place a word
+// is found, nor for each credential's mark. A hand-read tail made its
+// submatch indexes and each mask its Mark at every one: 690 and 13,821
+// allocations a MiB through the Writer, 742 and 14,408 through
+// ScrubMarked; now about 240 and 2,000, 290 and 2,600.
+func TestTheMarkedPathsAllocateOnlyForTheRegexpsMatches(t *testing.T) {
+	s := mustSet(t, benchValues()...)
+	tests := []struct {
+		name   string
+		text   string
+		atMost float64 // a MiB, either path
+	}{
+		{"near misses", nearMisses(1 << 20), 400},
+		{"dense", denseSecrets(1 << 20), 3200},
+	}
+	for _, tt := range tests {
+		if got := writerAllocs(s, []byte(tt.text), false); got > tt.atMost {
+			t.Errorf("%s through a Writer: got %.0f allocations a MiB, want at most %.0f", tt.name, got, tt.atMost)
+		}
+		pieces := make([]string, 0, len(tt.text)/(16<<10)+1)
+		for i := 0; i < len(tt.text); i += 16 << 10 {
+			pieces = append(pieces, tt.text[i:min(i+16<<10, len(tt.text))])
+		}
+		got := testing.AllocsPerRun(2, func() {
+			for _, p := range pieces {
+				ScrubMarked(p)
+			}
+		})
+		if got > tt.atMost {
+			t.Errorf("%s through ScrubMarked: got %.0f allocations a MiB, want at most %.0f", tt.name, got, tt.atMost)
+		}
+	}
+}
+
+// writerAllocs is the allocations a Writer with s's values and the
+// Marked shapes (every rule, with all) makes for text in 4 KiB pieces.
+func writerAllocs(s *Set, text []byte, all bool) float64 {
+	return testing.AllocsPerRun(2, func() {
+		w := NewWriter(s, io.Discard).MaskShapes(all)
+		for i := 0; i < len(text); i += 4 << 10 {
+			w.Write(text[i:min(i+4<<10, len(text))])
+		}
+		w.Close()
+	})
 }
