@@ -114,15 +114,15 @@ func (h signinAPI) endCredential(hash []byte, why error) {
 
 // recheckCredentials reads each connection's credential again, without
 // counting it as a use, and ends those whose credential has ended.
-func (h *Hub) recheckCredentials(ctx context.Context) {
-	for _, c := range h.guard.conns.snapshot() {
+func (g *guard) recheckCredentials(ctx context.Context) {
+	for _, c := range g.conns.snapshot() {
 		var live bool
 		var err error
 		switch c.kind {
 		case auth.Cookie:
-			live, err = h.store.SigninLive(ctx, []byte(c.hash), h.guard.life)
+			live, err = g.store.SigninLive(ctx, []byte(c.hash), g.life)
 		case auth.CLI:
-			live, err = h.store.CLITokenLive(ctx, []byte(c.hash))
+			live, err = g.store.CLITokenLive(ctx, []byte(c.hash))
 		}
 		if err == nil && !live {
 			c.cancel(errCredentialUp)

@@ -111,10 +111,10 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
-			return h.canAccess(ctx, u, repoURL, false)
+			return h.guard.canAccess(ctx, u, repoURL, false)
 		},
 		Push: func(ctx context.Context, u store.User, repoURL string) bool {
-			return h.canPush(ctx, u, repoURL) // a method value would copy the core before the guard is set
+			return h.guard.canPush(ctx, u, repoURL) // a method value would take the guard before it is set
 		},
 		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})

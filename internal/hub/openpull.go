@@ -28,7 +28,7 @@ func (h sessionsAPI) openPull(w http.ResponseWriter, r *http.Request, p Principa
 		h.writeError(w, r, err)
 		return
 	}
-	s, err := h.drivableSession(ctx, p, r.PathValue("id"))
+	s, err := h.guard.drivableSession(ctx, p, r.PathValue("id"))
 	if err == nil {
 		err = checkNewPull(req)
 	}
@@ -94,7 +94,7 @@ func (h sessionsAPI) pullRepo(ctx context.Context, u store.User, s store.Session
 	if !ok {
 		return "", "", fmt.Errorf("the Session's Repo %s is not on this Hub's GitHub, so it has no pull requests: %w", s.RepoURL, errdefs.ErrConflict)
 	}
-	if !h.canPush(ctx, u, s.RepoURL) {
+	if !h.guard.canPush(ctx, u, s.RepoURL) {
 		return "", "", fmt.Errorf("GitHub gives you no push permission on %s/%s, which opening a pull request from the Hub needs: ask for write access, or open it on GitHub from a fork: %w", owner, name, errdefs.ErrForbidden)
 	}
 	return owner, name, nil

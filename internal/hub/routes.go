@@ -292,7 +292,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
-		token = h.signinToken(r)
+		token = h.guard.signinToken(r)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
@@ -320,7 +320,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			}
 		}
 	} else if token != "" {
-		p, err := h.cookiePrincipal(ctx, r, token)
+		p, err := h.guard.cookiePrincipal(ctx, r, token)
 		if err == nil {
 			p.cred = auth.Hash(token)
 			return p, nil

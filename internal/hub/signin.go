@@ -133,7 +133,7 @@ func (h signinAPI) static(w http.ResponseWriter, r *http.Request, _ Principal) {
 // GitHub sends the browser back. Whether it is any good is decided then,
 // with who GitHub says signed in, and refused alike.
 func (h signinAPI) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
-	if !h.sameOrigin(r) {
+	if !h.guard.sameOrigin(r) {
 		h.writeError(w, r, fmt.Errorf("this must come from the Hub's own page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
 	}
@@ -264,7 +264,7 @@ func (h signinAPI) admit(r *http.Request, gh store.GitHubIdentity, claim string)
 
 // signout ends the browser's sign-in at once, and everything it opened.
 func (h signinAPI) signout(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.store.EndSignin(r.Context(), h.signinToken(r)); err != nil {
+	if err := h.store.EndSignin(r.Context(), h.guard.signinToken(r)); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -296,7 +296,7 @@ func (h signinAPI) devSignin(w http.ResponseWriter, r *http.Request, _ Principal
 		http.NotFound(w, r)
 		return
 	}
-	if !h.sameOrigin(r) {
+	if !h.guard.sameOrigin(r) {
 		h.writeError(w, r, fmt.Errorf("dev login must come from the Hub's own sign-in page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
 	}

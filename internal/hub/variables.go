@@ -82,7 +82,7 @@ func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	out := []api.Repo{}
 	for _, repo := range rs {
-		if h.checkRepoAccess(r.Context(), p, repo.URL) == nil {
+		if h.guard.checkRepoAccess(r.Context(), p, repo.URL) == nil {
 			out = append(out, apiRepo(repo))
 		}
 	}
@@ -98,7 +98,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 		err = checkRepo(req.URL)
 	}
 	if err == nil {
-		err = h.checkRepoAccess(r.Context(), p, req.URL)
+		err = h.guard.checkRepoAccess(r.Context(), p, req.URL)
 	}
 	var repo store.Repo
 	if err == nil {
@@ -113,7 +113,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 
 func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
-	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(ctx, p, r.PathValue("repo"))
 	var vars, links []store.Variable
 	if err == nil {
 		vars, err = h.store.Variables(ctx, repo.ID)
@@ -138,7 +138,7 @@ func (h variablesAPI) listSharedVariables(w http.ResponseWriter, r *http.Request
 }
 
 func (h variablesAPI) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -202,8 +202,8 @@ func (h variablesAPI) mayChangeLinked(ctx context.Context, p Principal, name str
 	unseen := false
 	for _, repo := range repos {
 		switch {
-		case h.canPush(ctx, p.User, repo.URL):
-		case h.checkRepoAccess(ctx, p, repo.URL) == nil:
+		case h.guard.canPush(ctx, p.User, repo.URL):
+		case h.guard.checkRepoAccess(ctx, p, repo.URL) == nil:
 			cant = append(cant, repo.URL)
 		default:
 			unseen = true
@@ -297,7 +297,7 @@ func (h variablesAPI) reposLinking(ctx context.Context, name string) ([]store.Re
 }
 
 func (h variablesAPI) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
@@ -322,7 +322,7 @@ func (h variablesAPI) deleteSharedVariable(w http.ResponseWriter, r *http.Reques
 }
 
 func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	}
@@ -345,7 +345,7 @@ func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Pri
 }
 
 func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
