@@ -38,7 +38,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
 		Store: h.store,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
-			vars, _, err := h.sessionVariables(ctx, store.Session{RepoID: repoID})
+			vars, _, err := newSessionSecrets(h).sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {

@@ -18,12 +18,13 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// guard decides who gets in and what they may see: sign-in cookies, Repo
-// access (access.go), the Repos and Sessions a person may read or change,
-// the Sessions list's filter (filter.go), and the re-checks that end what
-// someone lost. What it keeps lives only in memory: GitHub, the Repo access
-// cache, the people connected, failed attempts per address, and CLI logins
-// waiting for a browser.
+// guard decides who gets in and what they may see: a request's credential
+// (principal, routes.go), sign-in cookies, Repo access (access.go), the
+// Repos and Sessions a person may read or change, the Sessions list's
+// filter (filter.go), and the re-checks that end what someone lost. What
+// it keeps lives only in memory: GitHub, the Repo access cache, the people
+// connected, failed attempts per address, and CLI logins waiting for a
+// browser.
 type guard struct {
 	store     *store.Store
 	log       *slog.Logger

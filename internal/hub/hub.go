@@ -105,7 +105,10 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
 		Handle: h.handleRunner, Gone: h.runnerLeft})
-	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+	sensitive := func(ctx context.Context, s store.Session) ([]string, error) {
+		return newSessionSecrets(h).sensitiveValues(ctx, s) // the gateway it reads is made below
+	}
+	h.masks = masks.NewSets(st, box, sensitive, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
