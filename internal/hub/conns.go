@@ -108,8 +108,8 @@ func (c *conn) repoURLs() []string {
 }
 
 // endCredential ends every request made with one credential, by its hash.
-func (h signinAPI) endCredential(hash []byte, why error) {
-	h.guard.conns.end(why, func(c *conn) bool { return c.hash == string(hash) })
+func (g *guard) endCredential(hash []byte, why error) {
+	g.conns.end(why, func(c *conn) bool { return c.hash == string(hash) })
 }
 
 // recheckCredentials reads each connection's credential again, without

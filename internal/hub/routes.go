@@ -55,7 +55,8 @@ func (h *Hub) routes() []route {
 		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
 		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
-		signins = signinAPI{core: h.core, refusals: &h.refusals, runners: h.runners}
+		signins = signinAPI{core: h.core, refusals: &h.refusals}
+		logins  = cliLoginAPI{core: h.core, runners: h.runners}
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
@@ -89,11 +90,11 @@ func (h *Hub) routes() []route {
 		{"GET /members", browser, pages.membersPage},
 		{"GET /audit", browser, audit.auditLogPage},
 		{"GET /mcp", browser, mcp.mcpPage},
-		{"POST /api/cli/login", public, signins.cliLoginStart},
-		{"POST /api/cli/login/poll", public, signins.cliLoginPoll},
-		{"GET /cli/login", browser, signins.cliLoginPage},
-		{"POST /cli/login", browser, signins.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
-		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, signins.cliLogout},
+		{"POST /api/cli/login", public, logins.cliLoginStart},
+		{"POST /api/cli/login/poll", public, logins.cliLoginPoll},
+		{"GET /cli/login", browser, logins.cliLoginPage},
+		{"POST /cli/login", browser, logins.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
+		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, logins.cliLogout},
 		{"GET /api/members", person, members.listMembers},
 		{"DELETE /api/members/{id}", person, h.recent(members.removeMember)},
 		{"GET /api/invites", person, members.listInvites},
