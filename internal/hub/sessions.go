@@ -23,7 +23,6 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/placement"
-	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
@@ -41,7 +40,6 @@ type sessionsAPI struct {
 	masks    *masks.Sets
 	envs     *environment.Service
 	gateway  *gateway.Gateway
-	pulls    *pulls.Tracker
 }
 
 // placer knows which Runners a Creator may use and how loaded each is: it
