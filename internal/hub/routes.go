@@ -48,20 +48,20 @@ func (h *Hub) routes() []route {
 	mod := []auth.Kind{auth.Mod}
 	// The handlers, by resource, each holding the parts of the Hub it uses.
 	var (
-		sess      = newSessionsAPI(h)
-		view      = newViewAPI(h)
-		runs      = newRunnersAPI(h)
-		atts      = attachmentsAPI{core: h.core, masks: h.masks}
-		openPulls = openPullAPI{core: h.core, masks: h.masks, pulls: h.pulls}
-		envs      = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
-		vars      = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
-		members   = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
-		signins   = signinAPI{core: h.core, refusals: &h.refusals}
-		logins    = cliLoginAPI{core: h.core, runners: h.runners}
-		mcp       = mcpAPI{core: h.core, gateway: h.gateway}
-		audit     = auditAPI{h.core}
-		ops       = opsAPI{healthz: h.healthz, metrics: h.metrics}
-		pages     = pagesAPI{core: h.core, rows: newSessionRows(h), place: newPlacer(h), runners: h.runners, masks: h.masks,
+		sess    = newSessionsAPI(h)
+		view    = newViewAPI(h)
+		runs    = newRunnersAPI(h)
+		atts    = attachmentsAPI{core: h.core, masks: h.masks}
+		opens   = openPullAPI{core: h.core, masks: h.masks, pulls: h.pulls}
+		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
+		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
+		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
+		signins = signinAPI{core: h.core, refusals: &h.refusals}
+		logins  = cliLoginAPI{core: h.core, runners: h.runners}
+		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
+		audit   = auditAPI{h.core}
+		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
+		pages   = pagesAPI{core: h.core, rows: newSessionRows(h), place: newPlacer(h), runners: h.runners, masks: h.masks,
 			envs: h.envs, gateway: h.gateway}
 		notes   = notifyAPI{core: h.core, notify: h.notify}
 		gh      = triggersAPI{core: h.core, triggers: h.triggers, sessions: h.sessions}
@@ -195,7 +195,7 @@ func (h *Hub) routes() []route {
 		{"PATCH /api/repos/{repo}/limits", person, limits.changeLimits},
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
-		{"POST /api/sessions/{id}/pulls", person, openPulls.openPull},
+		{"POST /api/sessions/{id}/pulls", person, opens.openPull},
 
 		// A host the Session's allowlist refused: Allow for a Member with
 		// push, Request for a Creator without (egressask.go).
