@@ -15,7 +15,7 @@ import (
 // (which the default 5-minute TTL gives).
 const maxRefusalTTL = 30 * time.Second
 
-func (h core) refusalTTL() time.Duration { return min(maxRefusalTTL, h.cfg.RepoAccessTTL/10) }
+func (g *guard) refusalTTL() time.Duration { return min(maxRefusalTTL, g.accessTTL/10) }
 
 // repoAccess caches GitHub's answers on who may access which Repo.
 type repoAccess struct {
@@ -42,23 +42,23 @@ type accessEntry struct {
 // can't answer, people keep the access they had until GitHub's last answer
 // expires, and nobody gains any. fresh skips the cache, for the periodic
 // re-check.
-func (h core) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
-	return h.askGitHub(ctx, u, repoURL, fresh, false)
+func (g *guard) canAccess(ctx context.Context, u store.User, repoURL string, fresh bool) bool {
+	return g.askGitHub(ctx, u, repoURL, fresh, false)
 }
 
 // canPush reports whether u may change the Repo at repoURL's Variables:
 // the dev user always; anyone else when GitHub gives them write (push)
 // permission on it, cached as canAccess caches access.
-func (h core) canPush(ctx context.Context, u store.User, repoURL string) bool {
-	return h.askGitHub(ctx, u, repoURL, false, true)
+func (g *guard) canPush(ctx context.Context, u store.User, repoURL string) bool {
+	return g.askGitHub(ctx, u, repoURL, false, true)
 }
 
 // askGitHub answers canAccess's and canPush's question, cached.
-func (h core) askGitHub(ctx context.Context, u store.User, repoURL string, fresh, push bool) bool {
+func (g *guard) askGitHub(ctx context.Context, u store.User, repoURL string, fresh, push bool) bool {
 	if u.IsDev {
 		return true
 	}
-	gh := h.guard.gh
+	gh := g.gh
 	if gh == nil || !gh.HasApp() || u.GitHubLogin == "" {
 		return false
 	}
@@ -67,11 +67,11 @@ func (h core) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 		return false
 	}
 	key := accessKey{u.ID, owner + "/" + name, push}
-	a := &h.guard.access
+	a := &g.access
 	a.mu.Lock()
 	e, cached := a.m[key]
 	a.mu.Unlock()
-	live := cached && time.Since(e.at) < h.answerTTL(e.ok)
+	live := cached && time.Since(e.at) < g.answerTTL(e.ok)
 	if live && !fresh {
 		return e.ok
 	}
@@ -85,7 +85,7 @@ func (h core) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 		// renews it: someone removed on GitHub during an outage is out
 		// within twice the TTL, as if GitHub had answered. Past it, a
 		// failure is a no, asked again after refusalTTL.
-		h.log.Warn("GitHub can't answer on Repo access; keeping each person's last answer until it expires", "repo", key.repo, "err", err)
+		g.log.Warn("GitHub can't answer on Repo access; keeping each person's last answer until it expires", "repo", key.repo, "err", err)
 		if live {
 			return e.ok
 		}
@@ -99,11 +99,11 @@ func (h core) askGitHub(ctx context.Context, u store.User, repoURL string, fresh
 
 // answerTTL is how long GitHub's answer is trusted: a yes for
 // HUB_REPO_ACCESS_TTL_MS, a no for refusalTTL.
-func (h core) answerTTL(ok bool) time.Duration {
+func (g *guard) answerTTL(ok bool) time.Duration {
 	if ok {
-		return h.cfg.RepoAccessTTL
+		return g.accessTTL
 	}
-	return h.refusalTTL()
+	return g.refusalTTL()
 }
 
 // forget drops a person's cached answers.
@@ -125,21 +125,21 @@ func notFoundSession(id string) error {
 
 // checkRepoAccess refuses someone without access to the Repo at repoURL,
 // alike whether it exists or not, as starting a Session on it needs.
-func (h core) checkRepoAccess(ctx context.Context, p Principal, repoURL string) error {
-	if h.canAccess(ctx, p.User, repoURL, false) {
+func (g *guard) checkRepoAccess(ctx context.Context, p Principal, repoURL string) error {
+	if g.canAccess(ctx, p.User, repoURL, false) {
 		return nil
 	}
 	return fmt.Errorf("no Repo %s that you have access to: the GitHub App must be installed on it, and GitHub must say you are a collaborator: %w", repoURL, errdefs.ErrNotFound)
 }
 
 // visibleSessions keeps the Sessions of Repos the person has access to.
-func (h core) visibleSessions(ctx context.Context, p Principal, ss []store.Session) []store.Session {
+func (g *guard) visibleSessions(ctx context.Context, p Principal, ss []store.Session) []store.Session {
 	seen := map[string]bool{}
 	out := ss[:0:0]
 	for _, s := range ss {
 		ok, known := seen[s.RepoURL]
 		if !known {
-			ok = h.canAccess(ctx, p.User, s.RepoURL, false)
+			ok = g.canAccess(ctx, p.User, s.RepoURL, false)
 			seen[s.RepoURL] = ok
 		}
 		if ok {
@@ -152,15 +152,15 @@ func (h core) visibleSessions(ctx context.Context, p Principal, ss []store.Sessi
 // recheckRepoAccess asks GitHub again, for everyone connected, about each
 // Repo whose Sessions they read, and ends what they read of a Repo they
 // lost. It runs every HUB_REPO_ACCESS_TTL_MS.
-func (h *Hub) recheckRepoAccess(ctx context.Context) {
+func (g *guard) recheckRepoAccess(ctx context.Context) {
 	type pair struct{ user, repo string }
 	asked := map[pair]bool{}
-	for _, c := range h.guard.conns.snapshot() {
+	for _, c := range g.conns.snapshot() {
 		for _, repo := range c.repoURLs() {
 			k := pair{c.user.ID, repo}
 			ok, done := asked[k]
 			if !done {
-				ok = h.canAccess(ctx, c.user, repo, true)
+				ok = g.canAccess(ctx, c.user, repo, true)
 				asked[k] = ok
 			}
 			if !ok {
@@ -174,9 +174,9 @@ func (h *Hub) recheckRepoAccess(ctx context.Context) {
 // person may change: one they have access to (else a refusal as for one
 // that doesn't exist), and write permission on at GitHub, since either
 // reaches every Creator's Sessions there.
-func (h core) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
-	r, err := h.repoFor(ctx, p, id)
-	if err == nil && !h.canPush(ctx, p.User, r.URL) {
+func (g *guard) repoToChange(ctx context.Context, p Principal, id, what string) (store.Repo, error) {
+	r, err := g.repoFor(ctx, p, id)
+	if err == nil && !g.canPush(ctx, p.User, r.URL) {
 		err = fmt.Errorf("changing the %s of %s takes write (push) permission on it at GitHub; you may read it only: %w", what, r.URL, errdefs.ErrForbidden)
 	}
 	return r, err
@@ -184,10 +184,10 @@ func (h core) repoToChange(ctx context.Context, p Principal, id, what string) (s
 
 // repoFor returns a Repo the person has access to; a refusal reads the
 // same whether the Repo exists or not.
-func (h core) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
-	r, err := h.store.RepoByID(ctx, id)
+func (g *guard) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
+	r, err := g.store.RepoByID(ctx, id)
 	if err == nil {
-		err = h.checkRepoAccess(ctx, p, r.URL)
+		err = g.checkRepoAccess(ctx, p, r.URL)
 	}
 	if err != nil {
 		return store.Repo{}, fmt.Errorf("no Repo %s that you have access to: %w", id, errdefs.ErrNotFound)

@@ -45,7 +45,7 @@ func TestRefusalsAreTrustedAtMost30Seconds(t *testing.T) {
 		if tt.age > 0 {
 			age(tt.age)
 		}
-		got := h.canAccess(ctx, bob, repo, false)
+		got := h.guard.canAccess(ctx, bob, repo, false)
 		if got != tt.want || gh.Calls("collaborator") != tt.asks {
 			t.Errorf("%s: access %v after %d asks, want %v after %d", tt.name, got, gh.Calls("collaborator"), tt.want, tt.asks)
 		}
@@ -65,7 +65,7 @@ func TestAFailedCheckKeepsTheLastAnswerOnlyUntilItExpires(t *testing.T) {
 	repo := gh.RepoURL("acme/app")
 	key := accessKey{user: bob.ID, repo: "acme/app"}
 	ctx := context.Background()
-	if !h.canAccess(ctx, bob, repo, false) {
+	if !h.guard.canAccess(ctx, bob, repo, false) {
 		t.Fatal("bob has no access with GitHub up")
 	}
 	given := time.Now().Add(-59 * time.Minute)
@@ -76,7 +76,7 @@ func TestAFailedCheckKeepsTheLastAnswerOnlyUntilItExpires(t *testing.T) {
 	gh.SetDown(true)
 	asked := gh.Calls("any")
 	for _, fresh := range []bool{true, false, true} {
-		if !h.canAccess(ctx, bob, repo, fresh) {
+		if !h.guard.canAccess(ctx, bob, repo, fresh) {
 			t.Fatalf("a yes 59 minutes old (TTL an hour) with GitHub down, fresh %v: refused, want kept", fresh)
 		}
 	}
@@ -94,7 +94,7 @@ func TestAFailedCheckKeepsTheLastAnswerOnlyUntilItExpires(t *testing.T) {
 	h.guard.access.m[key] = accessEntry{ok: true, at: time.Now().Add(-61 * time.Minute)}
 	h.guard.access.mu.Unlock()
 	for _, fresh := range []bool{true, false} {
-		if h.canAccess(ctx, bob, repo, fresh) {
+		if h.guard.canAccess(ctx, bob, repo, fresh) {
 			t.Errorf("a yes 61 minutes old (TTL an hour) with GitHub down, fresh %v: kept, want refused", fresh)
 		}
 	}

@@ -43,7 +43,7 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	if len(tok) < 20 || len(tok) > 4096 || strings.ContainsAny(tok, " \t\r\n") {
 		return fmt.Errorf("that does not look like a setup token: run claude setup-token and paste the token it prints: %w", errdefs.ErrInvalid)
 	}
-	old, hadOne := h.claudeToken(ctx, userID)
+	old, hadOne := newSessionSecrets(h).claudeToken(ctx, userID)
 	if hadOne == nil && old == tok {
 		return nil
 	}
@@ -71,7 +71,7 @@ func (h membersAPI) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p 
 }
 
 // claudeToken opens a person's stored setup token.
-func (h *Hub) claudeToken(ctx context.Context, userID string) (string, error) {
+func (h sessionSecrets) claudeToken(ctx context.Context, userID string) (string, error) {
 	sealed, _, err := h.store.UserSecret(ctx, userID, claudeTokenSecret)
 	if err != nil {
 		return "", err

@@ -68,7 +68,7 @@ func (h attachmentsAPI) uploadAttachment(w http.ResponseWriter, r *http.Request,
 	name, err := attachmentName(r.URL.Query().Get("name"))
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(ctx, p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(ctx, p, r.PathValue("id"))
 	}
 	if err == nil && s.State == store.Archived {
 		err = fmt.Errorf("the Session is archived: restore it first (kndl restore): %w", errdefs.ErrConflict)
@@ -201,7 +201,7 @@ func (x *redactReader) Read(p []byte) (int, error) {
 }
 
 func (h attachmentsAPI) listAttachments(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var as []store.Attachment
 	if err == nil {
 		as, err = h.store.Attachments(r.Context(), s.ID)
@@ -216,7 +216,7 @@ func (h attachmentsAPI) listAttachments(w http.ResponseWriter, r *http.Request, 
 // downloadAttachment sends an Attachment to someone with access to its
 // Session, as a download whatever it holds (serveDownload).
 func (h attachmentsAPI) downloadAttachment(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var a store.Attachment
 	if err == nil {
 		a, err = h.store.AttachmentByID(r.Context(), s.ID, r.PathValue("attachment"))

@@ -30,7 +30,7 @@ type changesAPI struct {
 // Workspace on its disk whatever the Session's state (asleep or archived
 // too), so long as it is connected and still has it.
 func (h changesAPI) showChanges(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var ch api.Changes
 	if err == nil {
 		ch, err = h.changes(r.Context(), s)

@@ -15,10 +15,20 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
+
+// cliLoginAPI serves kndl login and logout: the CLI's start and poll, and
+// the browser's approval page.
+type cliLoginAPI struct {
+	core
+	// runners are the connected Runners, whose addresses a kndl login's
+	// approval page compares its own with (runnersAt).
+	runners *runners.Conns
+}
 
 // kndl login is the device-code pattern: the CLI makes its own token and
 // sends only its hash; the terminal shows a code; a signed-in browser
@@ -92,7 +102,7 @@ func normalCode(s string) string {
 	return c[:4] + "-" + c[4:]
 }
 
-func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h cliLoginAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Principal) {
 	addr := signin.ClientAddr(r)
 	if h.guard.starts.Blocked(addr) {
 		h.writeError(w, r, fmt.Errorf("too many logins started from your address; wait a minute: %w", errdefs.ErrTooMany))
@@ -136,7 +146,7 @@ func (h signinAPI) cliLoginStart(w http.ResponseWriter, r *http.Request, _ Princ
 		ExpiresIn:       int(deviceTTL / time.Second), Interval: int(devicePoll / time.Second)})
 }
 
-func (h signinAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
+func (h cliLoginAPI) cliLoginPoll(w http.ResponseWriter, r *http.Request, _ Principal) {
 	var req api.CLILoginPoll
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
@@ -185,7 +195,7 @@ type cliLoginView struct {
 	Which      string
 }
 
-func (h signinAPI) waitingLogin(code string, viewer store.User) (cliLoginView, bool) {
+func (h cliLoginAPI) waitingLogin(code string, viewer store.User) (cliLoginView, bool) {
 	d := &h.guard.devices
 	d.mu.Lock()
 	dr := d.byCode[normalCode(code)]
@@ -226,7 +236,7 @@ func (h signinAPI) waitingLogin(code string, viewer store.User) (cliLoginView, b
 // from the Runner's address when the Hub sees both from outside: behind
 // one NAT or proxy, every machine there shares it, and kndl dev's own
 // Runner shares the loopback with its CLI.
-func (h signinAPI) runnersAt(addr string) []store.Runner {
+func (h cliLoginAPI) runnersAt(addr string) []store.Runner {
 	var out []store.Runner
 	for _, rc := range h.runners.All() {
 		if rc.Addr == addr {
@@ -255,7 +265,7 @@ func clientName(r *http.Request) string {
 }
 
 // cliLoginPage shows a waiting login for a signed-in browser to approve.
-func (h signinAPI) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h cliLoginAPI) cliLoginPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	data := struct {
 		User    string
 		Request *cliLoginView
@@ -274,15 +284,15 @@ func (h signinAPI) cliLoginPage(w http.ResponseWriter, r *http.Request, p Princi
 			data.Error = "No login is waiting with that code. Check it, or run kndl login again."
 		}
 	}
-	h.page(w, http.StatusOK, web.CLI, data)
+	renderPage(h.log, w, http.StatusOK, web.CLI, data)
 }
 
 // cliLoginDecide approves or denies a waiting login. Only a signed-in
 // browser can, from the Hub's own page.
-func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h cliLoginAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Principal) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
-		h.message(w, http.StatusBadRequest, "Not understood", "The form was not understood.")
+		messagePage(h.log, w, http.StatusBadRequest, "Not understood", "The form was not understood.")
 		return
 	}
 	approve := r.PostForm.Get("action") == "approve"
@@ -291,7 +301,7 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 		// A CLI token is never fresher than the sign-in that approved it.
 		var err error
 		if signedIn, err = h.checkRecent(r.Context(), p); err != nil {
-			h.page(w, statusOf(err), web.Message.WithTitle("Sign in again"), struct{ Text, Link string }{
+			renderPage(h.log, w, statusOf(err), web.Message.WithTitle("Sign in again"), struct{ Text, Link string }{
 				err.Error(), signInAgain("/cli/login?code=" + url.QueryEscape(r.PostForm.Get("code")))})
 			return
 		}
@@ -313,12 +323,12 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	d.mu.Unlock()
 	if !ok {
-		h.message(w, http.StatusNotFound, "No such login", "No login is waiting with that code. Run kndl login again.")
+		messagePage(h.log, w, http.StatusNotFound, "No such login", "No login is waiting with that code. Run kndl login again.")
 		return
 	}
 	if !approve {
 		h.audit(r, p, auditCLIDenied, machine, "")
-		h.notice(w, "Denied", "The login was denied. Nothing was signed in.")
+		noticePage(h.log, w, "Denied", "The login was denied. Nothing was signed in.")
 		return
 	}
 	err := h.store.AddCLIToken(r.Context(), p.User.ID, machine, hash, signedIn)
@@ -330,7 +340,7 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 	d.mu.Unlock()
 	if err != nil {
 		h.log.Error("add CLI token", "err", err)
-		h.message(w, http.StatusInternalServerError, "Not signed in", "The Hub failed to record the login; its log has the detail.")
+		messagePage(h.log, w, http.StatusInternalServerError, "Not signed in", "The Hub failed to record the login; its log has the detail.")
 		return
 	}
 	h.log.Info("CLI signed in", "user", p.User.Name, "machine", machine)
@@ -339,18 +349,18 @@ func (h signinAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Prin
 		detail += ", a connected Runner's address"
 	}
 	h.audit(r, p, auditCLIApproved, machine, detail)
-	h.notice(w, "Signed in", "The kndl CLI on "+machine+" is signed in as you. Go back to your terminal.")
+	noticePage(h.log, w, "Signed in", "The kndl CLI on "+machine+" is signed in as you. Go back to your terminal.")
 }
 
 // cliLogout revokes the CLI token it is called with, and ends what it
 // opened.
-func (h signinAPI) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h cliLoginAPI) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
 	tok, _ := bearer(r)
 	if err := h.store.RevokeCLIToken(r.Context(), tok); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.endCredential(p.cred, errCredentialUp)
+	h.guard.endCredential(p.cred, errCredentialUp)
 	h.audit(r, p, auditCLILogout, "", "kndl logout")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -108,21 +108,21 @@ func (c *conn) repoURLs() []string {
 }
 
 // endCredential ends every request made with one credential, by its hash.
-func (h signinAPI) endCredential(hash []byte, why error) {
-	h.guard.conns.end(why, func(c *conn) bool { return c.hash == string(hash) })
+func (g *guard) endCredential(hash []byte, why error) {
+	g.conns.end(why, func(c *conn) bool { return c.hash == string(hash) })
 }
 
 // recheckCredentials reads each connection's credential again, without
 // counting it as a use, and ends those whose credential has ended.
-func (h *Hub) recheckCredentials(ctx context.Context) {
-	for _, c := range h.guard.conns.snapshot() {
+func (g *guard) recheckCredentials(ctx context.Context) {
+	for _, c := range g.conns.snapshot() {
 		var live bool
 		var err error
 		switch c.kind {
 		case auth.Cookie:
-			live, err = h.store.SigninLive(ctx, []byte(c.hash), h.guard.life)
+			live, err = g.store.SigninLive(ctx, []byte(c.hash), g.life)
 		case auth.CLI:
-			live, err = h.store.CLITokenLive(ctx, []byte(c.hash))
+			live, err = g.store.CLITokenLive(ctx, []byte(c.hash))
 		}
 		if err == nil && !live {
 			c.cancel(errCredentialUp)

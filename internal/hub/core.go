@@ -7,12 +7,11 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// core is what every handler type shares, and all the helpers they call
-// need: replying (errors.go), rendering a page, recording an act in the
-// audit log, finding a Repo or Session the caller may see (access.go),
-// reading the Sessions list's filter (filter.go), opening a Session's
-// socket, naming Members, and minting a Repo's token of the GitHub App
-// (sandboxtokens.go).
+// core is what every handler type shares, and the helpers they all call:
+// replying (errors.go), rendering a page, recording an act in the audit
+// log, opening a Session's socket, naming Members, and minting a Repo's
+// token of the GitHub App (sandboxtokens.go). What a caller may see or
+// change is the guard's to say (guard.go, access.go, filter.go).
 // The Hub embeds it; each handler type embeds a copy with the parts of the
 // Hub it uses beside it, so no handler reaches the whole Hub.
 type core struct {

@@ -53,8 +53,8 @@ func (h egressAskAPI) refusedHost(r *http.Request, s store.Session) (string, err
 // allowHost adds a refused host to the Repo's allowlist as a new version
 // and takes it to the awake Sessions at once.
 func (h egressAskAPI) allowHost(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
-	if err == nil && !h.canPush(r.Context(), p.User, s.RepoURL) {
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
+	if err == nil && !h.guard.canPush(r.Context(), p.User, s.RepoURL) {
 		err = fmt.Errorf("allowing a host changes the Environment of %s, which takes write (push) permission on it at GitHub: %w", s.RepoURL, errdefs.ErrForbidden)
 	}
 	var host string
@@ -76,8 +76,8 @@ func (h egressAskAPI) allowHost(w http.ResponseWriter, r *http.Request, p Princi
 // with push to allow a refused host: once per host per Session, noted in
 // its history.
 func (h egressAskAPI) requestHost(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
-	if err == nil && h.canPush(r.Context(), p.User, s.RepoURL) {
+	s, err := h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
+	if err == nil && h.guard.canPush(r.Context(), p.User, s.RepoURL) {
 		err = fmt.Errorf("you have push on %s: allow the host yourself with Allow: %w", s.RepoURL, errdefs.ErrConflict)
 	}
 	var host string
@@ -103,7 +103,7 @@ func (h egressAskAPI) ask(ctx context.Context, s store.Session, by store.User, h
 	}
 	var to []string
 	for _, m := range ms {
-		if m.ID != by.ID && h.canPush(ctx, m, s.RepoURL) {
+		if m.ID != by.ID && h.guard.canPush(ctx, m, s.RepoURL) {
 			to = append(to, m.ID)
 		}
 	}

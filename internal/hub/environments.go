@@ -38,7 +38,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
 		Store: h.store,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
-			vars, _, err := h.sessionVariables(ctx, store.Session{RepoID: repoID})
+			vars, _, err := newSessionSecrets(h).sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {
@@ -65,7 +65,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 }
 
 func (h environmentsAPI) showEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var v environment.View
 	if err == nil {
 		v, err = h.envs.Show(r.Context(), repo.ID)
@@ -75,7 +75,7 @@ func (h environmentsAPI) showEnvironment(w http.ResponseWriter, r *http.Request,
 
 // editEnvironment makes the body, a whole Config, the Repo's draft.
 func (h environmentsAPI) editEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var c environment.Config
 	if err == nil {
 		c, err = readConfig(r)
@@ -98,7 +98,7 @@ func readConfig(r *http.Request) (environment.Config, error) {
 }
 
 func (h environmentsAPI) testEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var t store.TestBuild
 	if err == nil {
 		t, err = h.envs.Test(r.Context(), repo, p.User.ID)
@@ -107,7 +107,7 @@ func (h environmentsAPI) testEnvironment(w http.ResponseWriter, r *http.Request,
 }
 
 func (h environmentsAPI) showTestBuild(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var t store.TestBuild
 	if err == nil {
 		t, err = h.envs.TestBuild(r.Context(), repo.ID, r.PathValue("test"))
@@ -116,7 +116,7 @@ func (h environmentsAPI) showTestBuild(w http.ResponseWriter, r *http.Request, p
 }
 
 func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Environment")
 	var v environment.Version
 	if err == nil {
 		v, err = h.envs.Apply(r.Context(), repo.ID, p.User.ID)
@@ -129,7 +129,7 @@ func (h environmentsAPI) applyEnvironment(w http.ResponseWriter, r *http.Request
 }
 
 func (h environmentsAPI) environmentLog(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var log []environment.Version
 	if err == nil {
 		log, err = h.envs.Log(r.Context(), repo.ID)
@@ -157,7 +157,7 @@ func (h *Hub) handleEnvironments(rc *runners.Conn, welcomed <-chan struct{}) {
 // it through the API) and its Variables, Sensitive values never shown.
 func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
-	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(ctx, p, r.PathValue("repo"))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		h.notFoundPage(w, p)
 		return
@@ -214,5 +214,5 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 		MaxAutoFixes  int
 		TriggerLabel  string
 		CanChange     bool
-	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, apiAutoFix(fix), api.MaxAutoFixes, label, h.canPush(ctx, p.User, repo.URL)})
+	}{repo.ID, repo.URL, repoName(repo.URL), sessions, vs, mcp, apiAutoFix(fix), api.MaxAutoFixes, label, h.guard.canPush(ctx, p.User, repo.URL)})
 }

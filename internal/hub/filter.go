@@ -32,7 +32,7 @@ var filters = []string{api.FilterMine, api.FilterWaiting, api.FilterRepo, api.Fi
 // is refused rather than ignored: a mistyped filter would otherwise show a
 // list that looks filtered and is not. An empty value filters nothing, as
 // a form sends it.
-func (h core) sessionQueryOf(ctx context.Context, p Principal, q url.Values) (sessionQuery, error) {
+func (g *guard) sessionQueryOf(ctx context.Context, p Principal, q url.Values) (sessionQuery, error) {
 	out := sessionQuery{me: p.User.ID}
 	for k, vs := range q {
 		switch {
@@ -49,10 +49,10 @@ func (h core) sessionQueryOf(ctx context.Context, p Principal, q url.Values) (se
 	if out.waiting, err = boolFilter(q, api.FilterWaiting); err != nil {
 		return out, err
 	}
-	if out.repoID, err = h.repoFilter(ctx, p, q.Get(api.FilterRepo)); err != nil {
+	if out.repoID, err = g.repoFilter(ctx, p, q.Get(api.FilterRepo)); err != nil {
 		return out, err
 	}
-	if out.creatorID, err = h.creatorFilter(ctx, q.Get(api.FilterCreator)); err != nil {
+	if out.creatorID, err = g.creatorFilter(ctx, q.Get(api.FilterCreator)); err != nil {
 		return out, err
 	}
 	for _, v := range q[api.FilterState] {
@@ -88,16 +88,16 @@ func boolFilter(q url.Values, k string) (bool, error) {
 
 // repoFilter resolves a Repo's id or clone URL to its id. One the person
 // has no access to is refused exactly as one that does not exist.
-func (h core) repoFilter(ctx context.Context, p Principal, v string) (string, error) {
+func (g *guard) repoFilter(ctx context.Context, p Principal, v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
-	repos, err := h.store.Repos(ctx)
+	repos, err := g.store.Repos(ctx)
 	if err != nil {
 		return "", err
 	}
 	for _, r := range repos {
-		if (r.ID == v || r.URL == v) && h.canAccess(ctx, p.User, r.URL, false) {
+		if (r.ID == v || r.URL == v) && g.canAccess(ctx, p.User, r.URL, false) {
 			return r.ID, nil
 		}
 	}
@@ -105,11 +105,11 @@ func (h core) repoFilter(ctx context.Context, p Principal, v string) (string, er
 }
 
 // creatorFilter resolves a Member's id or GitHub login to their id.
-func (h core) creatorFilter(ctx context.Context, v string) (string, error) {
+func (g *guard) creatorFilter(ctx context.Context, v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
-	ms, err := h.store.Members(ctx)
+	ms, err := g.store.Members(ctx)
 	if err != nil {
 		return "", err
 	}

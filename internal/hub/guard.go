@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,19 +18,26 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
-// guard is who-gets-in state that lives only in memory: GitHub, the Repo
-// access cache, the people connected, failed attempts per address, and CLI
-// logins waiting for a browser.
+// guard decides who gets in and what they may see: a request's credential
+// (principal, routes.go), sign-in cookies, Repo access (access.go), the
+// Repos and Sessions a person may read or change, the Sessions list's
+// filter (filter.go), and the re-checks that end what someone lost. What
+// it keeps lives only in memory: GitHub, the Repo access cache, the people
+// connected, failed attempts per address, and CLI logins waiting for a
+// browser.
 type guard struct {
-	gh      *github.Client // nil without GITHUB_CLIENT_ID
-	life    store.Lifetimes
-	origin  string // HUB_PUBLIC_URL's origin, as a browser sends it
-	secure  bool   // whether cookies are Secure
-	fails   *signin.Limiter
-	starts  *signin.Limiter
-	conns   conns
-	access  repoAccess
-	devices devices
+	store     *store.Store
+	log       *slog.Logger
+	accessTTL time.Duration  // HUB_REPO_ACCESS_TTL_MS
+	gh        *github.Client // nil without GITHUB_CLIENT_ID
+	life      store.Lifetimes
+	origin    string // HUB_PUBLIC_URL's origin, as a browser sends it
+	secure    bool   // whether cookies are Secure
+	fails     *signin.Limiter
+	starts    *signin.Limiter
+	conns     conns
+	access    repoAccess
+	devices   devices
 }
 
 // Defaults of the sign-in settings.
@@ -80,7 +88,7 @@ func (c *Config) checkSignIn() error {
 func (h *Hub) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
-	g := &guard{life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
+	g := &guard{store: h.store, log: h.log, accessTTL: c.RepoAccessTTL, life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
 		secure: !(pub.Scheme == "http" && signin.IsLoopbackHost(pub.Hostname())),
 		fails:  signin.NewLimiter(signin.FailBurst, signin.FailRefill), starts: signin.NewLimiter(signin.StartBurst, signin.StartRefill)}
 	g.conns.set = map[*conn]struct{}{}
@@ -111,7 +119,7 @@ func (h *Hub) initGuard() error {
 		h.log.Warn("dev login is off: it works only with the Hub bound to loopback", "listen", c.Listen)
 	}
 	h.guard = g
-	h.life.Go(h.watchCredentials)
+	h.life.Go(h.guard.watchCredentials)
 	return nil
 }
 
@@ -128,9 +136,9 @@ const credentialCheckEvery = 30 * time.Second
 // watchCredentials re-checks every connection's credential often, and its
 // Repo access every HUB_REPO_ACCESS_TTL_MS, so someone who lost access on
 // GitHub is taken out of a Repo's Sessions within twice the TTL.
-func (h *Hub) watchCredentials(ctx context.Context) {
-	creds := time.NewTicker(min(credentialCheckEvery, h.cfg.RepoAccessTTL))
-	repos := time.NewTicker(h.cfg.RepoAccessTTL)
+func (g *guard) watchCredentials(ctx context.Context) {
+	creds := time.NewTicker(min(credentialCheckEvery, g.accessTTL))
+	repos := time.NewTicker(g.accessTTL)
 	defer creds.Stop()
 	defer repos.Stop()
 	for {
@@ -138,15 +146,15 @@ func (h *Hub) watchCredentials(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-creds.C:
-			h.recheckCredentials(ctx)
-			if err := h.store.SweepSignins(ctx, h.guard.life); err != nil && ctx.Err() == nil {
-				h.log.Error("sweep ended sign-ins", "err", err)
+			g.recheckCredentials(ctx)
+			if err := g.store.SweepSignins(ctx, g.life); err != nil && ctx.Err() == nil {
+				g.log.Error("sweep ended sign-ins", "err", err)
 			}
-			h.guard.devices.sweep()
-			h.guard.fails.Prune()
-			h.guard.starts.Prune()
+			g.devices.sweep()
+			g.fails.Prune()
+			g.starts.Prune()
 		case <-repos.C:
-			h.recheckRepoAccess(ctx)
+			g.recheckRepoAccess(ctx)
 		}
 	}
 }
@@ -196,8 +204,8 @@ func (h signinAPI) startSignin(ctx context.Context, w http.ResponseWriter, userI
 }
 
 // signinToken is the request's sign-in cookie value, if it has one.
-func (h core) signinToken(r *http.Request) string {
-	v := h.guard.read(r, signin.Cookie)
+func (g *guard) signinToken(r *http.Request) string {
+	v := g.read(r, signin.Cookie)
 	if auth.KindOf(v) != auth.Cookie {
 		return ""
 	}
@@ -207,14 +215,14 @@ func (h core) signinToken(r *http.Request) string {
 // cookiePrincipal resolves a sign-in cookie. A request that could change
 // something, and a WebSocket, must come from HUB_PUBLIC_URL's origin: the
 // cookie rides along on requests other sites make the browser send.
-func (h core) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
-	u, err := h.store.UserBySignin(ctx, token, h.guard.life)
+func (g *guard) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
+	u, err := g.store.UserBySignin(ctx, token, g.life)
 	if err != nil {
 		return Principal{}, err
 	}
-	if signin.NeedsOrigin(r) && !h.sameOrigin(r) {
+	if signin.NeedsOrigin(r) && !g.sameOrigin(r) {
 		return Principal{}, fmt.Errorf("a signed-in browser request that changes anything, or opens a WebSocket, must come from the Hub's own pages at %s: %w",
-			h.guard.origin, errdefs.ErrForbidden)
+			g.origin, errdefs.ErrForbidden)
 	}
 	return Principal{Kind: auth.Cookie, User: u}, nil
 }
@@ -222,6 +230,6 @@ func (h core) cookiePrincipal(ctx context.Context, r *http.Request, token string
 // sameOrigin reports whether the browser says the request comes from
 // HUB_PUBLIC_URL's origin. Browsers send Origin on every POST, PUT, PATCH,
 // DELETE and WebSocket; its absence is refused.
-func (h core) sameOrigin(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Origin"), h.guard.origin)
+func (g *guard) sameOrigin(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Origin"), g.origin)
 }

@@ -105,16 +105,19 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
 		Handle: h.handleRunner, Gone: h.runnerLeft})
-	h.masks = masks.NewSets(st, box, h.sensitiveValues, cfg.RedactAllShapes)
+	sensitive := func(ctx context.Context, s store.Session) ([]string, error) {
+		return newSessionSecrets(h).sensitiveValues(ctx, s) // the gateway it reads is made below
+	}
+	h.masks = masks.NewSets(st, box, sensitive, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
-			return h.canAccess(ctx, u, repoURL, false)
+			return h.guard.canAccess(ctx, u, repoURL, false)
 		},
 		Push: func(ctx context.Context, u store.User, repoURL string) bool {
-			return h.canPush(ctx, u, repoURL) // a method value would copy the core before the guard is set
+			return h.guard.canPush(ctx, u, repoURL) // a method value would take the guard before it is set
 		},
 		CallbackURL: strings.TrimSuffix(cfg.PublicURL, "/") + oauthCallbackPath, Masked: h.maskInstallation, Metrics: h.metrics,
 		Transport: cfg.Outbound.Transport(), Timeout: cfg.GatewayTimeout})

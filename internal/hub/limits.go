@@ -22,7 +22,7 @@ const (
 )
 
 func (h limitsAPI) showLimits(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var l store.RepoLimits
 	if err == nil {
 		l, err = h.store.RepoLimits(r.Context(), repo.ID)
@@ -38,7 +38,7 @@ func (h limitsAPI) changeLimits(w http.ResponseWriter, r *http.Request, p Princi
 	err := readJSON(r, &req)
 	var repo store.Repo
 	if err == nil {
-		repo, err = h.repoToChange(r.Context(), p, r.PathValue("repo"), "limits")
+		repo, err = h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "limits")
 	}
 	var l store.RepoLimits
 	if err == nil {

@@ -35,7 +35,7 @@ type listMsg struct {
 // matching (its state changed, say) goes as gone, one that starts matching
 // comes as changed. It takes nothing from the tab.
 func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Principal) {
-	q, err := h.sessionQueryOf(r.Context(), p, r.URL.Query())
+	q, err := h.guard.sessionQueryOf(r.Context(), p, r.URL.Query())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -80,7 +80,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		return !ok || was != string(b)
 	}
 	rows := []api.Session{}
-	for _, s := range h.visibleSessions(ctx, p, ss) {
+	for _, s := range h.guard.visibleSessions(ctx, p, ss) {
 		readsRepo(ctx, s.RepoURL)
 		if a := h.rows.now(s); q.match(a) {
 			rows = append(rows, a)
@@ -116,7 +116,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 		var kept, changed []api.Session
 		var gone []string
 		for id := range ids {
-			s, err := h.sessionFor(ctx, p, id) // access, asked again
+			s, err := h.guard.sessionFor(ctx, p, id) // access, asked again
 			var a api.Session
 			if err == nil {
 				a = h.rows.now(s)

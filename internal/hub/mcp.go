@@ -101,7 +101,7 @@ func (h mcpAPI) listInstallations(w http.ResponseWriter, r *http.Request, p Prin
 	var err error
 	if id := r.URL.Query().Get("repo"); id != "" {
 		var rp store.Repo
-		rp, err = h.repoFor(r.Context(), p, id)
+		rp, err = h.guard.repoFor(r.Context(), p, id)
 		repo = &rp
 	}
 	var out []api.Installation
@@ -154,7 +154,7 @@ func (h mcpAPI) setInstallationValue(w http.ResponseWriter, r *http.Request, p P
 // person may push to (the Gateway checks that).
 func (h mcpAPI) turnInstallation(off bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) {
-		repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+		repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 		var out api.Installation
 		if err == nil {
 			out, err = h.gateway.SetOff(r.Context(), p.User, repo, r.PathValue("id"), off)
@@ -167,7 +167,7 @@ func (h mcpAPI) turnInstallation(off bool) handlerFunc {
 }
 
 func (h mcpAPI) installationLog(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var out []api.InstallationChange
 	if err == nil {
 		out, err = h.gateway.Log(r.Context(), repo)
@@ -261,7 +261,7 @@ func (h mcpAPI) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	for _, rp := range all {
-		if h.checkRepoAccess(ctx, p, rp.URL) != nil {
+		if h.guard.checkRepoAccess(ctx, p, rp.URL) != nil {
 			continue
 		}
 		sel := rp.ID == r.URL.Query().Get("repo")

@@ -10,8 +10,18 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/store"
 )
+
+// openPullAPI opens a Session's pull requests: its title and body masked,
+// the branch the Session's own, recorded with the pulls Tracker.
+type openPullAPI struct {
+	core
+	masks *masks.Sets
+	pulls *pulls.Tracker
+}
 
 // openPull opens a pull request from a branch the Session pushed: POST
 // /api/sessions/{id}/pulls. The Hub opens it as the GitHub App on a token
@@ -21,14 +31,14 @@ import (
 // permission on the Repo: the App may write pull requests, and must not
 // do for someone what GitHub would not let them do themselves. Title and
 // body are masked as the Session's text is before they leave the Hub.
-func (h sessionsAPI) openPull(w http.ResponseWriter, r *http.Request, p Principal) {
+func (h openPullAPI) openPull(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
 	var req api.NewPull
 	if err := readJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	s, err := h.drivableSession(ctx, p, r.PathValue("id"))
+	s, err := h.guard.drivableSession(ctx, p, r.PathValue("id"))
 	if err == nil {
 		err = checkNewPull(req)
 	}
@@ -72,7 +82,7 @@ func checkNewPull(req api.NewPull) error {
 
 // checkPushedBranch refuses a branch the Session did not push: the Hub
 // opens pull requests of a Session's own work alone.
-func (h sessionsAPI) checkPushedBranch(ctx context.Context, sessionID, branch string) error {
+func (h openPullAPI) checkPushedBranch(ctx context.Context, sessionID, branch string) error {
 	bs, err := h.store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		return err
@@ -85,7 +95,7 @@ func (h sessionsAPI) checkPushedBranch(ctx context.Context, sessionID, branch st
 
 // pullRepo is the Session's Repo on GitHub, if the Hub can open a pull
 // request there for u.
-func (h sessionsAPI) pullRepo(ctx context.Context, u store.User, s store.Session) (owner, name string, err error) {
+func (h openPullAPI) pullRepo(ctx context.Context, u store.User, s store.Session) (owner, name string, err error) {
 	gh := h.guard.gh
 	if gh == nil || !gh.HasApp() {
 		return "", "", fmt.Errorf("this Hub has no GitHub App (GITHUB_APP_ID), which opens pull requests: open it on GitHub, or ask the Owner to set one up: %w", errdefs.ErrConflict)
@@ -94,7 +104,7 @@ func (h sessionsAPI) pullRepo(ctx context.Context, u store.User, s store.Session
 	if !ok {
 		return "", "", fmt.Errorf("the Session's Repo %s is not on this Hub's GitHub, so it has no pull requests: %w", s.RepoURL, errdefs.ErrConflict)
 	}
-	if !h.canPush(ctx, u, s.RepoURL) {
+	if !h.guard.canPush(ctx, u, s.RepoURL) {
 		return "", "", fmt.Errorf("GitHub gives you no push permission on %s/%s, which opening a pull request from the Hub needs: ask for write access, or open it on GitHub from a fork: %w", owner, name, errdefs.ErrForbidden)
 	}
 	return owner, name, nil
@@ -102,7 +112,7 @@ func (h sessionsAPI) pullRepo(ctx context.Context, u store.User, s store.Session
 
 // authorLine ends a pull request's body: the App opened it, for whom and
 // from which Session.
-func (h sessionsAPI) authorLine(u store.User, sessionID string) string {
+func (h openPullAPI) authorLine(u store.User, sessionID string) string {
 	who := u.Name
 	if u.GitHubLogin != "" {
 		who = "@" + u.GitHubLogin

@@ -82,9 +82,9 @@ func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, err)
 		return
 	}
-	ss = h.visibleSessions(ctx, p, ss)
+	ss = h.guard.visibleSessions(ctx, p, ss)
 	query := r.URL.Query()
-	q, qerr := h.sessionQueryOf(ctx, p, query)
+	q, qerr := h.guard.sessionQueryOf(ctx, p, query)
 	type row struct {
 		ID, Title, State, StateDetail, Creator, Updated string
 		KeepAwake                                       bool
@@ -175,7 +175,7 @@ func badgeOf(p *api.Pull) *pullBadge {
 // sessionPage is a Session's view. What only its Creator may do is left out
 // of the page for anyone else, and refused by the API all the same.
 func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		h.notFoundPage(w, p)
 		return
@@ -205,7 +205,7 @@ func (h pagesAPI) sessionPage(w http.ResponseWriter, r *http.Request, p Principa
 		Environment, EnvironmentWaiting                                          int
 		CanPush                                                                  bool // offers Allow on a host egress refused
 	}{s.ID, s.RepoURL, s.RepoID, string(s.State), s.StateDetail, s.Model, s.Effort, h.names(r.Context())[s.CreatorID], s.SandboxGit,
-		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, s.ThreadContext, mcp, envOn, envWaiting, h.canPush(r.Context(), p.User, s.RepoURL)})
+		s.CreatorID == p.User.ID, h.cfg.ForwardURL != "", s.KeepAwake, s.ThreadContext, mcp, envOn, envWaiting, h.guard.canPush(r.Context(), p.User, s.RepoURL)})
 }
 
 func (h core) notFoundPage(w http.ResponseWriter, p Principal) {
@@ -305,7 +305,7 @@ func (h pagesAPI) membersPage(w http.ResponseWriter, r *http.Request, p Principa
 // to the Session, as a download: never a document on the Hub's origin,
 // whatever it holds (serveDownload).
 func (h pagesAPI) downloadFile(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var rc *runners.Conn
 	if err == nil {
 		_, rc, err = activeOn(r.Context(), h.store, h.runners, s.ID)

@@ -75,7 +75,7 @@ func (h viewAPI) portsChanged(id string) {
 // someone with access to the Session, it hands out a code for the port's
 // forward origin and sends the browser there.
 func (h viewAPI) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var port int
 	if err == nil {
 		port, err = strconv.Atoi(r.PathValue("port"))
@@ -102,7 +102,7 @@ func (h viewAPI) newForward() *forward.Proxy {
 	return forward.New(forward.Options{URL: h.cfg.ForwardURL, PublicURL: h.cfg.PublicURL, GrantMax: h.cfg.SigninMaxAge, Log: h.log,
 		Allowed: func(ctx context.Context, u store.User, cred []byte, sessionID string) bool {
 			live, err := h.store.SigninLive(ctx, cred, h.guard.life)
-			return err == nil && live && h.canAccess(ctx, u, h.repoOf(ctx, sessionID), false)
+			return err == nil && live && h.guard.canAccess(ctx, u, h.repoOf(ctx, sessionID), false)
 		},
 		Listed: func(ctx context.Context, sessionID string, port int) bool {
 			return slices.ContainsFunc(h.portsOf(ctx, sessionID), func(x protocol.Port) bool { return x.Port == port })

@@ -52,10 +52,12 @@ func (h *Hub) routes() []route {
 		view    = newViewAPI(h)
 		runs    = newRunnersAPI(h)
 		atts    = attachmentsAPI{core: h.core, masks: h.masks}
+		opens   = openPullAPI{core: h.core, masks: h.masks, pulls: h.pulls}
 		envs    = environmentsAPI{core: h.core, envs: h.envs, sessions: h.sessions, gateway: h.gateway}
 		vars    = variablesAPI{core: h.core, vault: h.vault, masks: h.masks}
 		members = membersAPI{core: h.core, runners: h.runners, sessions: h.sessions, storeClaudeToken: h.StoreClaudeToken}
-		signins = signinAPI{core: h.core, refusals: &h.refusals, runners: h.runners}
+		signins = signinAPI{core: h.core, refusals: &h.refusals}
+		logins  = cliLoginAPI{core: h.core, runners: h.runners}
 		mcp     = mcpAPI{core: h.core, gateway: h.gateway}
 		audit   = auditAPI{h.core}
 		ops     = opsAPI{healthz: h.healthz, metrics: h.metrics}
@@ -89,11 +91,11 @@ func (h *Hub) routes() []route {
 		{"GET /members", browser, pages.membersPage},
 		{"GET /audit", browser, audit.auditLogPage},
 		{"GET /mcp", browser, mcp.mcpPage},
-		{"POST /api/cli/login", public, signins.cliLoginStart},
-		{"POST /api/cli/login/poll", public, signins.cliLoginPoll},
-		{"GET /cli/login", browser, signins.cliLoginPage},
-		{"POST /cli/login", browser, signins.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
-		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, signins.cliLogout},
+		{"POST /api/cli/login", public, logins.cliLoginStart},
+		{"POST /api/cli/login/poll", public, logins.cliLoginPoll},
+		{"GET /cli/login", browser, logins.cliLoginPage},
+		{"POST /cli/login", browser, logins.cliLoginDecide}, // approving asks for a recent sign-in (checkRecent), denying doesn't
+		{"DELETE /api/cli/token", []auth.Kind{auth.CLI}, logins.cliLogout},
 		{"GET /api/members", person, members.listMembers},
 		{"DELETE /api/members/{id}", person, h.recent(members.removeMember)},
 		{"GET /api/invites", person, members.listInvites},
@@ -193,7 +195,7 @@ func (h *Hub) routes() []route {
 		{"PATCH /api/repos/{repo}/limits", person, limits.changeLimits},
 
 		// A pull request from the Session view: its Creator's alone (openpull.go).
-		{"POST /api/sessions/{id}/pulls", person, sess.openPull},
+		{"POST /api/sessions/{id}/pulls", person, opens.openPull},
 
 		// A host the Session's allowlist refused: Allow for a Member with
 		// push, Request for a Creator without (egressask.go).
@@ -210,7 +212,7 @@ func (h *Hub) routes() []route {
 
 func newSessionsAPI(h *Hub) sessionsAPI {
 	return sessionsAPI{core: h.core, sessions: h.sessions, rows: newSessionRows(h), place: newPlacer(h), placing: &h.placing,
-		masks: h.masks, envs: h.envs, gateway: h.gateway, pulls: h.pulls}
+		masks: h.masks, envs: h.envs, gateway: h.gateway}
 }
 
 func newViewAPI(h *Hub) viewAPI {
@@ -220,7 +222,7 @@ func newViewAPI(h *Hub) viewAPI {
 
 func newRunnersAPI(h *Hub) runnersAPI {
 	return runnersAPI{core: h.core, runners: h.runners, sessions: h.sessions, place: newPlacer(h), pulls: h.pulls, masks: h.masks,
-		tokens: h.tokens, credentials: h.sessionCredentials}
+		tokens: h.tokens, credentials: newSessionSecrets(h).sessionCredentials}
 }
 
 func newSessionRows(h *Hub) sessionRows {
@@ -249,7 +251,7 @@ func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {
 // while it runs, so ending their credential or access ends it.
 func (h *Hub) authenticate(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.principal(r.Context(), r, rt.creds)
+		p, err := h.guard.principal(r.Context(), r, rt.creds)
 		if err != nil {
 			switch statusOf(err) {
 			case http.StatusUnauthorized:
@@ -282,7 +284,7 @@ func (h *Hub) authenticate(rt route) http.Handler {
 // credential is let in whatever its address did; a wrong one counts
 // against the address, and one from an address that has failed too often
 // is refused as too many.
-func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind) (Principal, error) {
+func (g *guard) principal(ctx context.Context, r *http.Request, kinds []auth.Kind) (Principal, error) {
 	if slices.Contains(kinds, auth.Public) {
 		return Principal{Kind: auth.Public}, nil
 	}
@@ -292,35 +294,35 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 	}
 	token, ok := bearer(r)
 	if !ok && slices.Contains(kinds, auth.Cookie) {
-		token = h.signinToken(r)
+		token = g.signinToken(r)
 	}
 	if ok {
 		switch kind := auth.KindOf(token); {
 		case !slices.Contains(kinds, kind):
 		case kind == auth.CLI:
-			u, err := h.store.UserByCLIToken(ctx, token)
+			u, err := g.store.UserByCLIToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, User: u, cred: auth.Hash(token)}, nil
 			}
 		case kind == auth.Runner:
-			rn, err := h.store.RunnerByToken(ctx, token)
+			rn, err := g.store.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
 			}
 		case kind == auth.Metrics:
-			if err := h.store.CheckMetricsToken(ctx, token); err == nil {
+			if err := g.store.CheckMetricsToken(ctx, token); err == nil {
 				return Principal{Kind: kind}, nil
 			}
 		case kind == auth.Mod:
 			// Claude Code reaches its MCP servers as it starts, before the
 			// Hub hears it is up: a starting run's token counts too.
-			s, err := h.store.SessionByModToken(ctx, token)
+			s, err := g.store.SessionByModToken(ctx, token)
 			if err == nil && (s.State == store.Starting || s.State == store.Active) {
 				return Principal{Kind: kind, Session: s}, nil
 			}
 		}
 	} else if token != "" {
-		p, err := h.cookiePrincipal(ctx, r, token)
+		p, err := g.cookiePrincipal(ctx, r, token)
 		if err == nil {
 			p.cred = auth.Hash(token)
 			return p, nil
@@ -329,7 +331,7 @@ func (h *Hub) principal(ctx context.Context, r *http.Request, kinds []auth.Kind)
 			return Principal{}, err
 		}
 	}
-	if token != "" && !h.guard.fails.Take(signin.ClientAddr(r)) {
+	if token != "" && !g.fails.Take(signin.ClientAddr(r)) {
 		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
 	}
 	return Principal{}, fmt.Errorf("this endpoint needs a valid %s credential: %w", kindList(kinds), errdefs.ErrUnauthorized)

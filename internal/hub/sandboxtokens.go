@@ -52,7 +52,7 @@ func (h runnersAPI) sandboxToken(ctx context.Context, s store.Session) (protocol
 		return protocol.GitHubToken{}, err
 	}
 	access, git := forge.Read, gitRead
-	if h.askGitHub(ctx, creator, s.RepoURL, true, true) { // fresh: canPush without the cache
+	if h.guard.askGitHub(ctx, creator, s.RepoURL, true, true) { // fresh: canPush without the cache
 		access, git = forge.Push, gitWrite
 	}
 	tok, err := h.repoToken(ctx, s, access)

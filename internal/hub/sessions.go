@@ -23,7 +23,6 @@ import (
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/placement"
-	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/store"
@@ -41,7 +40,6 @@ type sessionsAPI struct {
 	masks    *masks.Sets
 	envs     *environment.Service
 	gateway  *gateway.Gateway
-	pulls    *pulls.Tracker
 }
 
 // placer knows which Runners a Creator may use and how loaded each is: it
@@ -190,7 +188,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 		err = checkLocalRepo(req.Repo)
 	}
 	if err == nil {
-		err = h.checkRepoAccess(ctx, p, req.Repo)
+		err = h.guard.checkRepoAccess(ctx, p, req.Repo)
 	}
 	if err == nil {
 		_, _, err = h.store.UserSecret(ctx, p.User.ID, claudeTokenSecret)
@@ -327,9 +325,9 @@ func (h placer) loads(ctx context.Context) (runnerLoads, error) {
 
 // sessionFor returns a Session the person may see: one of a Repo they have
 // access to. Any other answers exactly as a Session that doesn't exist.
-func (h core) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
-	s, err := h.store.SessionByID(ctx, id)
-	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && !h.canAccess(ctx, p.User, s.RepoURL, false)) {
+func (g *guard) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
+	s, err := g.store.SessionByID(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && !g.canAccess(ctx, p.User, s.RepoURL, false)) {
 		return store.Session{}, notFoundSession(id)
 	}
 	if err != nil {
@@ -341,8 +339,8 @@ func (h core) sessionFor(ctx context.Context, p Principal, id string) (store.Ses
 
 // drivableSession returns a Session the person may drive: its Creator
 // alone. Others get ErrForbidden; those who can't see it ErrNotFound.
-func (h core) drivableSession(ctx context.Context, p Principal, id string) (store.Session, error) {
-	s, err := h.sessionFor(ctx, p, id)
+func (g *guard) drivableSession(ctx context.Context, p Principal, id string) (store.Session, error) {
+	s, err := g.sessionFor(ctx, p, id)
 	if err == nil && s.CreatorID != p.User.ID {
 		err = fmt.Errorf("only the Session's Creator drives it: %w", errdefs.ErrForbidden)
 	}
@@ -386,7 +384,7 @@ func (h sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request, p Prin
 
 // listed is the Sessions list for p as query filters it, newest first.
 func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) ([]api.Session, error) {
-	q, err := h.sessionQueryOf(ctx, p, query)
+	q, err := h.guard.sessionQueryOf(ctx, p, query)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +393,7 @@ func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) 
 		return nil, err
 	}
 	rows := []api.Session{}
-	for _, s := range h.visibleSessions(ctx, p, ss) {
+	for _, s := range h.guard.visibleSessions(ctx, p, ss) {
 		if a := h.rows.now(s); q.match(a) {
 			rows = append(rows, a)
 		}
@@ -404,7 +402,7 @@ func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) 
 }
 
 func (h sessionsAPI) showSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -420,7 +418,7 @@ func (h sessionsAPI) queuePrompt(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
 	var atts []store.Attachment
 	if err == nil {
@@ -458,7 +456,7 @@ func (h sessionsAPI) movePrompt(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
 	if err == nil {
 		err = h.sessions.MovePrompt(r.Context(), s.ID, r.PathValue("prompt"), req.Position)
@@ -474,7 +472,7 @@ func (h sessionsAPI) cancelPrompt(w http.ResponseWriter, r *http.Request, p Prin
 func (h sessionsAPI) changePrompt(w http.ResponseWriter, r *http.Request, p Principal, text string, err error) {
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
 	if err == nil {
 		err = h.sessions.EditPrompt(r.Context(), s.ID, r.PathValue("prompt"), text)
@@ -487,7 +485,7 @@ func (h sessionsAPI) changePrompt(w http.ResponseWriter, r *http.Request, p Prin
 }
 
 func (h sessionsAPI) stopTurn(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	if err == nil {
 		err = h.sessions.StopTurn(r.Context(), s.ID)
 	}
@@ -499,7 +497,7 @@ func (h sessionsAPI) stopTurn(w http.ResponseWriter, r *http.Request, p Principa
 func (h core) acceptSessionSocket(w http.ResponseWriter, r *http.Request, p Principal) (s store.Session, after int64, ws *websocket.Conn, ok bool) {
 	after, err := afterParam(r)
 	if err == nil {
-		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -531,7 +529,7 @@ func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Princi
 	after, err := afterParam(r)
 	var s store.Session
 	if err == nil {
-		s, err = h.sessionFor(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	}
 	var evs []store.Event
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -15,21 +16,16 @@ import (
 	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/github"
-	"kndl.dev/kndl/internal/hub/runners"
 	"kndl.dev/kndl/internal/hub/signin"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/web"
 )
 
-// signinAPI serves sign-in: its pages, GitHub's and the dev sign-in, CLI login,
-// signing out, and the credential checks that end what a lost credential
-// opened (signin.go, clilogin.go, guard.go, conns.go).
+// signinAPI serves sign-in: its pages, GitHub's and the dev sign-in, and
+// signing out (signin.go, guard.go). CLI login is cliLoginAPI's.
 type signinAPI struct {
 	core
 	refusals *refusals // the Hub's: sign-in refusals the audit log recorded this minute
-	// runners are the connected Runners, whose addresses a kndl login's
-	// approval page compares its own with (runnersAt).
-	runners *runners.Conns
 }
 
 // Cookies that carry a sign-in across the trip to GitHub and back: the
@@ -56,22 +52,22 @@ func (h *Hub) SetupLink(ctx context.Context) (string, error) {
 	return strings.TrimSuffix(h.cfg.PublicURL, "/") + "/setup#" + secret, nil
 }
 
-// page renders a page, logging a failure to.
-func (h signinAPI) page(w http.ResponseWriter, status int, p web.Page, data any) {
+// renderPage renders a sign-in or CLI login page, logging a failure to.
+func renderPage(log *slog.Logger, w http.ResponseWriter, status int, p web.Page, data any) {
 	if err := web.Render(w, status, p, nil, data); err != nil {
-		h.log.Error("render page", "err", err)
+		log.Error("render page", "err", err)
 	}
 }
 
-// message renders a page that says what went wrong, with a link to start
-// again.
-func (h signinAPI) message(w http.ResponseWriter, status int, title, text string) {
-	h.page(w, status, web.Message.WithTitle(title), struct{ Text, Link string }{text, "/signin"})
+// messagePage renders a page that says what went wrong, with a link to
+// start again.
+func messagePage(log *slog.Logger, w http.ResponseWriter, status int, title, text string) {
+	renderPage(log, w, status, web.Message.WithTitle(title), struct{ Text, Link string }{text, "/signin"})
 }
 
-// notice renders a page that says what happened.
-func (h signinAPI) notice(w http.ResponseWriter, title, text string) {
-	h.page(w, http.StatusOK, web.Message.WithTitle(title), struct{ Text, Link string }{text, ""})
+// noticePage renders a page that says what happened.
+func noticePage(log *slog.Logger, w http.ResponseWriter, title, text string) {
+	renderPage(log, w, http.StatusOK, web.Message.WithTitle(title), struct{ Text, Link string }{text, ""})
 }
 
 // refuse is the one answer to everyone the Hub doesn't let in, whatever
@@ -79,7 +75,7 @@ func (h signinAPI) notice(w http.ResponseWriter, title, text string) {
 // them is recorded. It counts against their address.
 func (h signinAPI) refuse(w http.ResponseWriter, r *http.Request) {
 	if !h.failedTooOften(w, r) {
-		h.page(w, http.StatusForbidden, web.Refused, nil)
+		renderPage(h.log, w, http.StatusForbidden, web.Refused, nil)
 	}
 }
 
@@ -87,7 +83,7 @@ func (h signinAPI) refuse(w http.ResponseWriter, r *http.Request) {
 // address it came from.
 func (h signinAPI) signinFailed(w http.ResponseWriter, r *http.Request, title, text string) {
 	if !h.failedTooOften(w, r) {
-		h.message(w, http.StatusBadRequest, title, text)
+		messagePage(h.log, w, http.StatusBadRequest, title, text)
 	}
 }
 
@@ -101,7 +97,7 @@ func (h signinAPI) failedTooOften(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	w.Header().Set("Retry-After", fmt.Sprint(int(signin.FailRefill/time.Second)))
-	h.message(w, http.StatusTooManyRequests, "Too many attempts", "Too many failed sign-ins from your address. Wait a minute and try again.")
+	messagePage(h.log, w, http.StatusTooManyRequests, "Too many attempts", "Too many failed sign-ins from your address. Wait a minute and try again.")
 	return true
 }
 
@@ -110,18 +106,18 @@ func (h signinAPI) signinPage(w http.ResponseWriter, r *http.Request, _ Principa
 	if next != "" {
 		next = signin.LocalPath(next)
 	}
-	h.page(w, http.StatusOK, web.SignIn, struct {
+	renderPage(h.log, w, http.StatusOK, web.SignIn, struct {
 		GitHub, Dev bool
 		Next        string
 	}{h.guard.gh != nil, h.devLoginAnswers(r), next})
 }
 
 func (h signinAPI) setupPage(w http.ResponseWriter, r *http.Request, _ Principal) {
-	h.page(w, http.StatusOK, web.Setup, struct{ Setup bool }{true})
+	renderPage(h.log, w, http.StatusOK, web.Setup, struct{ Setup bool }{true})
 }
 
 func (h signinAPI) invitePage(w http.ResponseWriter, r *http.Request, _ Principal) {
-	h.page(w, http.StatusOK, web.Invited, struct{ Setup bool }{false})
+	renderPage(h.log, w, http.StatusOK, web.Invited, struct{ Setup bool }{false})
 }
 
 func (h signinAPI) static(w http.ResponseWriter, r *http.Request, _ Principal) {
@@ -133,7 +129,7 @@ func (h signinAPI) static(w http.ResponseWriter, r *http.Request, _ Principal) {
 // GitHub sends the browser back. Whether it is any good is decided then,
 // with who GitHub says signed in, and refused alike.
 func (h signinAPI) claim(w http.ResponseWriter, r *http.Request, _ Principal) {
-	if !h.sameOrigin(r) {
+	if !h.guard.sameOrigin(r) {
 		h.writeError(w, r, fmt.Errorf("this must come from the Hub's own page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
 	}
@@ -175,7 +171,7 @@ func (h signinAPI) redirectURI() string {
 // verifier only this browser holds.
 func (h signinAPI) githubSignin(w http.ResponseWriter, r *http.Request, _ Principal) {
 	if h.guard.gh == nil {
-		h.message(w, http.StatusServiceUnavailable, "No GitHub sign-in", "This Hub has no GitHub sign-in set up: its operator sets GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.")
+		messagePage(h.log, w, http.StatusServiceUnavailable, "No GitHub sign-in", "This Hub has no GitHub sign-in set up: its operator sets GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET.")
 		return
 	}
 	trip := oauthTrip{State: randomString(), Verifier: randomString(), Next: signin.LocalPath(r.URL.Query().Get("next"))}
@@ -208,7 +204,7 @@ func (h signinAPI) githubCallback(w http.ResponseWriter, r *http.Request, _ Prin
 	ghUser, err := h.guard.gh.SignIn(r.Context(), q.Get("code"), h.redirectURI(), trip.Verifier)
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		h.log.Warn("GitHub sign-in failed", "err", err)
-		h.message(w, http.StatusServiceUnavailable, "GitHub can't be reached", "The Hub could not reach GitHub to sign you in. Try again in a moment.")
+		messagePage(h.log, w, http.StatusServiceUnavailable, "GitHub can't be reached", "The Hub could not reach GitHub to sign you in. Try again in a moment.")
 		return
 	}
 	if err != nil {
@@ -227,7 +223,7 @@ func (h signinAPI) githubCallback(w http.ResponseWriter, r *http.Request, _ Prin
 	}
 	if err != nil {
 		h.log.Error("sign-in failed", "err", err)
-		h.message(w, http.StatusInternalServerError, "Not signed in", "The Hub failed to sign you in; its log has the detail.")
+		messagePage(h.log, w, http.StatusInternalServerError, "Not signed in", "The Hub failed to sign you in; its log has the detail.")
 		return
 	}
 	h.log.Info("signed in", "user", u.Name, "github", u.GitHubLogin)
@@ -264,11 +260,11 @@ func (h signinAPI) admit(r *http.Request, gh store.GitHubIdentity, claim string)
 
 // signout ends the browser's sign-in at once, and everything it opened.
 func (h signinAPI) signout(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.store.EndSignin(r.Context(), h.signinToken(r)); err != nil {
+	if err := h.store.EndSignin(r.Context(), h.guard.signinToken(r)); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.endCredential(p.cred, errSignedOut)
+	h.guard.endCredential(p.cred, errSignedOut)
 	http.SetCookie(w, h.guard.cookie(signin.Cookie, "", -1))
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
@@ -296,7 +292,7 @@ func (h signinAPI) devSignin(w http.ResponseWriter, r *http.Request, _ Principal
 		http.NotFound(w, r)
 		return
 	}
-	if !h.sameOrigin(r) {
+	if !h.guard.sameOrigin(r) {
 		h.writeError(w, r, fmt.Errorf("dev login must come from the Hub's own sign-in page at %s: %w", h.guard.origin, errdefs.ErrForbidden))
 		return
 	}

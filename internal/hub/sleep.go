@@ -19,7 +19,7 @@ import (
 // saying why.
 func (h sessionsAPI) lifeHandler(change func(ctx context.Context, id, why string) error, why string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) {
-		s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+		s, err := h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 		if err == nil {
 			err = change(r.Context(), s.ID, why)
 		}
@@ -38,7 +38,7 @@ func (h sessionsAPI) switchHandler(set func(ctx context.Context, id string, on b
 		}
 		if err == nil {
 			var s store.Session
-			if s, err = h.drivableSession(r.Context(), p, r.PathValue("id")); err == nil {
+			if s, err = h.guard.drivableSession(r.Context(), p, r.PathValue("id")); err == nil {
 				err = set(r.Context(), s.ID, *req.On)
 			}
 		}
@@ -51,7 +51,7 @@ func (h sessionsAPI) answerHandler(w http.ResponseWriter, r *http.Request, p Pri
 	err := readJSON(r, &req)
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(r.Context(), p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	}
 	if err == nil {
 		choices := make([]session.Choice, len(req.Answers))
@@ -65,7 +65,7 @@ func (h sessionsAPI) answerHandler(w http.ResponseWriter, r *http.Request, p Pri
 
 // stopSubagent stops one subagent of the Session: its Creator alone.
 func (h sessionsAPI) stopSubagent(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.drivableSession(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.drivableSession(r.Context(), p, r.PathValue("id"))
 	if err == nil {
 		err = h.sessions.StopSubagent(r.Context(), s.ID, r.PathValue("agent"))
 	}

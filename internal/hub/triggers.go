@@ -36,7 +36,7 @@ func (h triggersAPI) webhook(w http.ResponseWriter, r *http.Request, _ Principal
 // showTriggerLabel answers a Repo's trigger label to anyone who may see
 // it; "" is none.
 func (h triggersAPI) showTriggerLabel(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var req api.TriggerLabel
 	if err == nil {
 		req.Label, err = h.store.TriggerLabel(r.Context(), repo.ID)
@@ -59,7 +59,7 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 	}
 	var repo store.Repo
 	if err == nil {
-		repo, err = h.repoToChange(r.Context(), p, r.PathValue("repo"), "trigger label")
+		repo, err = h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "trigger label")
 	}
 	if err == nil {
 		err = h.store.SetTriggerLabel(r.Context(), repo.ID, req.Label)
@@ -84,7 +84,7 @@ func (h triggersAPI) setThreadContext(ctx context.Context, id string, on bool) e
 
 // showAutoFix answers a Repo's auto-fix settings to anyone who may see it.
 func (h triggersAPI) showAutoFix(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoFor(r.Context(), p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var a store.AutoFix
 	if err == nil {
 		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
@@ -106,7 +106,7 @@ func (h triggersAPI) editAutoFix(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var repo store.Repo
 	if err == nil {
-		repo, err = h.repoToChange(r.Context(), p, r.PathValue("repo"), "auto-fix")
+		repo, err = h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "auto-fix")
 	}
 	var a store.AutoFix
 	if err == nil {
@@ -138,42 +138,43 @@ func changeAutoFix(a store.AutoFix, req api.AutoFixChange) store.AutoFix {
 }
 
 // triggerSessions is the Hub's Sessions as a GitHub trigger starts and
-// prompts them: as their Creator would through the API.
-type triggerSessions struct{ *Hub }
+// prompts them: as their Creator would through the API. It holds the Hub
+// rather than embedding it, so it reaches only the triggers.Sessions it is.
+type triggerSessions struct{ h *Hub }
 
-func (h triggerSessions) Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error) {
-	s, err := newSessionsAPI(h.Hub).start(ctx, Principal{Kind: auth.Webhook, User: creator}, api.NewSession{Repo: repoURL, Prompt: prompt}, title)
+func (t triggerSessions) Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error) {
+	s, err := newSessionsAPI(t.h).start(ctx, Principal{Kind: auth.Webhook, User: creator}, api.NewSession{Repo: repoURL, Prompt: prompt}, title)
 	return s.ID, err
 }
 
-func (h triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
-	s, err := h.store.SessionByID(ctx, id)
+func (t triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
+	s, err := t.h.store.SessionByID(ctx, id)
 	if err == nil {
-		_, err = h.sessions.Prompt(ctx, s, store.Prompt{AuthorID: creator.ID, Text: text, Source: src})
+		_, err = t.h.sessions.Prompt(ctx, s, store.Prompt{AuthorID: creator.ID, Text: text, Source: src})
 	}
 	return err
 }
 
-func (h triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
-	_, _, err := h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
+func (t triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
+	_, _, err := t.h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
 }
 
 // Note records a comment shown as context in the Session's history, by
 // the one path Session text reaches the store (redacted).
-func (h triggerSessions) Note(ctx context.Context, id, text string) error {
-	return h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: text})
+func (t triggerSessions) Note(ctx context.Context, id, text string) error {
+	return t.h.sessions.Record(ctx, id, protocol.Event{Kind: protocol.EventNote, Text: text})
 }
 
 // Progress is how the Session goes, for its reply in the thread: its state,
 // what the Owner says it does, and its pull requests.
-func (h triggerSessions) Progress(ctx context.Context, id string) (triggers.Progress, error) {
-	s, err := h.store.SessionByID(ctx, id)
+func (t triggerSessions) Progress(ctx context.Context, id string) (triggers.Progress, error) {
+	s, err := t.h.store.SessionByID(ctx, id)
 	if err != nil {
 		return triggers.Progress{}, err
 	}
-	p := triggers.Progress{State: s.State, Activity: h.sessions.Activity(id)}
-	bs, err := h.pulls.Branches(ctx, id)
+	p := triggers.Progress{State: s.State, Activity: t.h.sessions.Activity(id)}
+	bs, err := t.h.pulls.Branches(ctx, id)
 	for _, b := range bs {
 		for _, pull := range b.Pulls {
 			p.Pulls = append(p.Pulls, pull.URL)

@@ -24,7 +24,7 @@ func (h sessionsAPI) updateSession(w http.ResponseWriter, r *http.Request, p Pri
 	err := readJSON(r, &req)
 	var s store.Session
 	if err == nil {
-		s, err = h.drivableSession(ctx, p, r.PathValue("id"))
+		s, err = h.guard.drivableSession(ctx, p, r.PathValue("id"))
 	}
 	title, model, effort := s.Title, s.Model, s.Effort
 	if req.Title != nil {

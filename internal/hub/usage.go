@@ -44,7 +44,7 @@ func (h core) sessionSpent(ctx context.Context, id string) (api.Spent, error) {
 // sessionUsage answers GET /api/sessions/{id}/usage to everyone who may
 // read the Session.
 func (h usageAPI) sessionUsage(w http.ResponseWriter, r *http.Request, p Principal) {
-	s, err := h.sessionFor(r.Context(), p, r.PathValue("id"))
+	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var turns []store.TurnUsage
 	if err == nil {
 		turns, err = h.store.SessionTurnUsage(r.Context(), s.ID)

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -10,7 +11,9 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/loadscode"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/redact"
@@ -18,8 +21,7 @@ import (
 )
 
 // variablesAPI serves Repos and Variables: a Repo's, shared ones and their
-// links. What a Session runs with and must never show is the Hub's
-// (sessionVariables, sensitiveValues).
+// links. What a Session runs with and must never show is sessionSecrets'.
 type variablesAPI struct {
 	core
 	vault
@@ -82,7 +84,7 @@ func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	out := []api.Repo{}
 	for _, repo := range rs {
-		if h.checkRepoAccess(r.Context(), p, repo.URL) == nil {
+		if h.guard.checkRepoAccess(r.Context(), p, repo.URL) == nil {
 			out = append(out, apiRepo(repo))
 		}
 	}
@@ -98,7 +100,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 		err = checkRepo(req.URL)
 	}
 	if err == nil {
-		err = h.checkRepoAccess(r.Context(), p, req.URL)
+		err = h.guard.checkRepoAccess(r.Context(), p, req.URL)
 	}
 	var repo store.Repo
 	if err == nil {
@@ -113,7 +115,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 
 func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
-	repo, err := h.repoFor(ctx, p, r.PathValue("repo"))
+	repo, err := h.guard.repoFor(ctx, p, r.PathValue("repo"))
 	var vars, links []store.Variable
 	if err == nil {
 		vars, err = h.store.Variables(ctx, repo.ID)
@@ -138,7 +140,7 @@ func (h variablesAPI) listSharedVariables(w http.ResponseWriter, r *http.Request
 }
 
 func (h variablesAPI) setRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -202,8 +204,8 @@ func (h variablesAPI) mayChangeLinked(ctx context.Context, p Principal, name str
 	unseen := false
 	for _, repo := range repos {
 		switch {
-		case h.canPush(ctx, p.User, repo.URL):
-		case h.checkRepoAccess(ctx, p, repo.URL) == nil:
+		case h.guard.canPush(ctx, p.User, repo.URL):
+		case h.guard.checkRepoAccess(ctx, p, repo.URL) == nil:
 			cant = append(cant, repo.URL)
 		default:
 			unseen = true
@@ -297,7 +299,7 @@ func (h variablesAPI) reposLinking(ctx context.Context, name string) ([]store.Re
 }
 
 func (h variablesAPI) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
@@ -322,7 +324,7 @@ func (h variablesAPI) deleteSharedVariable(w http.ResponseWriter, r *http.Reques
 }
 
 func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	}
@@ -345,7 +347,7 @@ func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Pri
 }
 
 func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
-	repo, err := h.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
+	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
 		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
@@ -355,10 +357,27 @@ func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p P
 	h.answerNoContent(w, r, err)
 }
 
+// sessionSecrets opens what a Session runs with and must never show: its
+// Variables, its Creator's setup token, and its MCP servers' header values.
+// Made per use (newSessionSecrets) from the Hub's parts, all made by then.
+type sessionSecrets struct {
+	vault
+	store          *store.Store
+	log            *slog.Logger
+	sessions       *session.Owner
+	gateway        *gateway.Gateway
+	tokenInSandbox bool // HUB_CLAUDE_TOKEN=sandbox
+}
+
+func newSessionSecrets(h *Hub) sessionSecrets {
+	return sessionSecrets{vault: h.vault, store: h.store, log: h.log, sessions: h.sessions, gateway: h.gateway,
+		tokenInSandbox: h.cfg.ClaudeTokenInSandbox}
+}
+
 // sessionVariables opens what a Session runs with, for its Runner. One
 // stored under a name no Variable may have now (sandboxOwn) is left out,
 // and named in dropped.
-func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
+func (h sessionSecrets) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, nil, err
@@ -383,7 +402,7 @@ func (h *Hub) sessionVariables(ctx context.Context, s store.Session) (out []prot
 // sessionCredentials is what a Session's Runner starts it with: its
 // Creator's setup token and the Session's Variables, opened. A Variable
 // left out is said in the Session.
-func (h *Hub) sessionCredentials(ctx context.Context, s store.Session) (protocol.SessionCredentials, error) {
+func (h sessionSecrets) sessionCredentials(ctx context.Context, s store.Session) (protocol.SessionCredentials, error) {
 	tok, err := h.claudeToken(ctx, s.CreatorID)
 	if err != nil {
 		return protocol.SessionCredentials{}, fmt.Errorf("the Session's Creator has no Claude setup token stored (kndl token set): %w", errdefs.ErrForbidden)
@@ -395,12 +414,12 @@ func (h *Hub) sessionCredentials(ctx context.Context, s store.Session) (protocol
 	if len(dropped) > 0 {
 		h.noteDropped(ctx, s.ID, dropped)
 	}
-	return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.cfg.ClaudeTokenInSandbox, Variables: vars}, nil
+	return protocol.SessionCredentials{ClaudeToken: tok, ClaudeTokenInSandbox: h.tokenInSandbox, Variables: vars}, nil
 }
 
 // noteDropped says in a Session that the Variables named dropped, stored
 // before such names were refused, did not reach its Sandbox.
-func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []string) {
+func (h sessionSecrets) noteDropped(ctx context.Context, sessionID string, dropped []string) {
 	text := fmt.Sprintf("Not passed to the Sandbox: the Variable %s. The Sandbox sets %s itself, from its login environment; remove it from the Repo's Variables or the Shared variables it links.",
 		strings.Join(dropped, ", "), strings.Join(sandboxOwn, ", "))
 	if err := h.sessions.Record(ctx, sessionID, protocol.Event{Kind: protocol.EventNote, Text: text}); err != nil {
@@ -409,7 +428,7 @@ func (h *Hub) noteDropped(ctx context.Context, sessionID string, dropped []strin
 }
 
 // sensitiveValues opens the values a Session's text must never show.
-func (h *Hub) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
+func (h sessionSecrets) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
 	vars, err := h.store.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, err

@@ -16,7 +16,8 @@ import (
 const maxMethods = 40
 
 // TestNoTypeInTheHubHasMoreThan40Methods counts the methods each non-test
-// type in internal/hub/... declares.
+// type in internal/hub/... declares. It stays while internal/hub/session,
+// whose parts embed its Owner back, is not among countedPackages.
 func TestNoTypeInTheHubHasMoreThan40Methods(t *testing.T) {
 	root := filepath.Join("..", "..")
 	counts := map[string]int{} // package dir.type -> methods
