@@ -135,6 +135,7 @@ func TestTheSandboxesOfAProcessKilledMidTestAreReaped(t *testing.T) {
 		t.Fatalf("its Sandboxes: got %+v, want the Sandbox orphan on slot %d, running %v", o.Sandboxes, slot, real)
 	}
 	if !real {
+		letGo(stateDir)
 		return
 	}
 	var run runRecord
@@ -152,6 +153,11 @@ func TestTheSandboxesOfAProcessKilledMidTestAreReaped(t *testing.T) {
 	if exists(filepath.Join(stateDir, "sandboxes", "orphan")) {
 		t.Error("the Sandbox's directory is still there after the reap")
 	}
+	// What a reap leaves stays the dead owner's, for the next one.
+	var after Owner
+	if readJSON(ownerFile(stateDir), &after); after.PID != child.Process.Pid || !after.Test {
+		t.Errorf("the owner after the reap: got %+v, want still the killed test process %d", after, child.Process.Pid)
+	}
 	if o := orphanOf(t, slotsDir, stateDir); o != nil {
 		t.Errorf("after the reap: got the orphan %+v, want none", *o)
 	}
@@ -161,8 +167,8 @@ func TestTheSandboxesOfAProcessKilledMidTestAreReaped(t *testing.T) {
 	}
 }
 
-// orphanOf lists the Orphans in slotsDir and returns stateDir's, letting
-// the others go.
+// orphanOf lists the Orphans in slotsDir and returns stateDir's, taken
+// over as ReapTests takes it, letting the others go.
 func orphanOf(t *testing.T, slotsDir, stateDir string) *Orphan {
 	t.Helper()
 	orphans, err := Orphans(slotsDir)
@@ -173,6 +179,7 @@ func orphanOf(t *testing.T, slotsDir, stateDir string) *Orphan {
 	for _, o := range orphans {
 		if o.StateDir == stateDir {
 			mine = &o
+			continue
 		}
 		letGo(o.StateDir)
 	}

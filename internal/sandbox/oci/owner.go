@@ -49,7 +49,14 @@ type Owner struct {
 // Sandboxes run.
 var registered struct {
 	sync.Mutex
-	m map[string]*os.File
+	m map[string]heldDir
+}
+
+// heldDir is this process's lock on a state directory, and whether it
+// took the directory over (takeOver) rather than registered under it.
+type heldDir struct {
+	f        *os.File
+	tookOver bool
 }
 
 func ownerLock(stateDir string) string { return filepath.Join(stateDir, "owner.lock") }
@@ -58,14 +65,17 @@ func ownerFile(stateDir string) string { return filepath.Join(stateDir, "owner.j
 // register makes this process the owner of o.StateDir. A process taking
 // the directory over (kndl runner gc, Orphan.Open) holds its lock
 // exclusively while it removes what the last owner left: register waits
-// for it, and says so.
+// for it, and says so. The process that took it over registers nothing:
+// what it leaves stays the dead owner's, for the next gc or ReapTests.
 func register(o Options, log *slog.Logger) error {
 	registered.Lock()
 	defer registered.Unlock()
 	if registered.m == nil {
-		registered.m = map[string]*os.File{}
+		registered.m = map[string]heldDir{}
 	}
-	if registered.m[o.StateDir] == nil {
+	if h, ok := registered.m[o.StateDir]; ok && h.tookOver {
+		return nil
+	} else if !ok {
 		f, err := lockFile(ownerLock(o.StateDir), unix.LOCK_SH|unix.LOCK_NB)
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			log.Warn("waiting for the process that removes what an earlier owner of the sandbox state directory left (kndl runner gc)", "dir", o.StateDir)
@@ -74,7 +84,7 @@ func register(o Options, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("register as the owner of %s: %w", o.StateDir, err)
 		}
-		registered.m[o.StateDir] = f
+		registered.m[o.StateDir] = heldDir{f: f}
 	}
 	pid := os.Getpid()
 	start, err := processStartTime(pid)
@@ -92,7 +102,7 @@ func register(o Options, log *slog.Logger) error {
 func takeOver(stateDir string) (bool, error) {
 	registered.Lock()
 	defer registered.Unlock()
-	if registered.m[stateDir] != nil {
+	if _, ok := registered.m[stateDir]; ok {
 		return false, nil
 	}
 	f, err := lockFile(ownerLock(stateDir), unix.LOCK_EX|unix.LOCK_NB)
@@ -103,9 +113,9 @@ func takeOver(stateDir string) (bool, error) {
 		return false, err
 	}
 	if registered.m == nil {
-		registered.m = map[string]*os.File{}
+		registered.m = map[string]heldDir{}
 	}
-	registered.m[stateDir] = f
+	registered.m[stateDir] = heldDir{f: f, tookOver: true}
 	return true, nil
 }
 
@@ -114,8 +124,8 @@ func takeOver(stateDir string) (bool, error) {
 func letGo(stateDir string) {
 	registered.Lock()
 	defer registered.Unlock()
-	if f := registered.m[stateDir]; f != nil {
-		f.Close()
+	if h, ok := registered.m[stateDir]; ok {
+		h.f.Close()
 		delete(registered.m, stateDir)
 	}
 }
