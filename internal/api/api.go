@@ -328,6 +328,15 @@ type RunnerStatus struct {
 	// Its running (starting or active) Sessions and the CPUs and memory
 	// their Environments reserve, within the Runner's caps.
 	Load *protocol.Amount `json:"load,omitempty"`
+	// Build is the kndl build it runs, as its hello said: while
+	// connected, or at its last hello refused.
+	Build *protocol.Build `json:"build,omitempty"`
+	// Protocol is the protocol version it agreed with the Hub, while
+	// connected.
+	Protocol int `json:"protocol,omitempty"`
+	// Warning says why it is older than the Hub supports, or why its last
+	// hello was refused; empty when neither.
+	Warning string `json:"warning,omitempty"`
 }
 
 // LoadText is the Runner's load against its capacity, while connected.

@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	if code, ok := oci.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
+	oci.ReapTests(context.Background())
 	os.Exit(m.Run())
 }
 

@@ -28,6 +28,7 @@ func Commands() []cli.Command {
 		{Name: "hub uninstall", Usage: "[--purge] [--root DIR]", Summary: "stop and remove the Hub's service, keeping its settings and store unless --purge (root)", Run: hubUninstall},
 		{Name: "runner install", Usage: "[--bin PATH] [--root DIR]", Summary: "run this machine's Runner as a systemd service, its settings from this environment (root)", Run: runnerInstall},
 		{Name: "runner uninstall", Usage: "[--purge] [--root DIR]", Summary: "stop and remove the Runner's service, keeping its settings and state unless --purge (root)", Run: runnerUninstall},
+		{Name: "runner gc", Usage: "[--yes]", Summary: "stop and remove the Sandboxes on this host whose Runner or test process is gone, freeing their slots; says what each was and asks before each unless --yes (root)", Run: runnerGC},
 		{Name: "version", Usage: "[--json]", Summary: "print this kndl's version, commit, date, Go, protocol version, and the Claude Code and runsc it pins", Run: version},
 		{Name: "hub metrics-token", Usage: "[--revoke]", Summary: "make the token /metrics takes, print it once, and end the one before (works on the Hub's store)", Run: hubMetricsToken},
 		{Name: "hub migrate-store", Usage: "--from sqlite:PATH --to postgres://...", Summary: "copy a Hub's SQLite store into a new PostgreSQL database, checking each table's count (stop the Hub first)", Run: hubMigrateStore},

@@ -224,13 +224,16 @@ func (h pagesAPI) runnersPage(w http.ResponseWriter, r *http.Request, p Principa
 		return
 	}
 	type row struct {
-		ID, Name, Owner, Backend, Load, Created string
-		Connected, Shared, Usable, Remove       bool
+		ID, Name, Owner, Backend, Load, Created, Version, Warning string
+		Connected, Shared, Usable, Remove                         bool
 	}
 	out := make([]row, len(rs))
 	for i, rn := range rs {
 		out[i] = row{ID: rn.ID, Name: rn.Name, Owner: rn.Owner, Created: when(rn.CreatedAt), Connected: rn.Connected,
-			Shared: rn.Shared, Usable: rn.Usable, Remove: mayRemoveRunner(p, rn.CreatedBy)}
+			Shared: rn.Shared, Usable: rn.Usable, Remove: mayRemoveRunner(p, rn.CreatedBy), Warning: rn.Warning}
+		if rn.Build != nil {
+			out[i].Version = runners.BuildText(*rn.Build)
+		}
 		if rn.Host != nil {
 			out[i].Backend = rn.Host.Backend
 			out[i].Load = rn.LoadText()

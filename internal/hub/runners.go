@@ -100,6 +100,10 @@ func (h placer) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerSt
 			out[i].Host = &host
 			l := loads.of(rc).Load
 			out[i].Load = &l
+			b := rc.Hello.Build
+			out[i].Build, out[i].Protocol, out[i].Warning = &b, rc.Version, rc.Warning
+		} else if no, ok := h.runners.Refused(rn.ID); ok {
+			out[i].Build, out[i].Warning = &no.Build, "Its last hello, at "+when(no.At)+", was refused: "+no.Why
 		}
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"kndl.dev/kndl/internal/buildinfo"
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/errdefs"
 )
@@ -211,6 +212,24 @@ type Hello struct {
 	// (claude.Models), which the Hub offers only where every Runner a
 	// Creator may use takes them.
 	Models claude.Table `json:"models"`
+	// Build is the kndl build the Runner runs (kndl version), which the
+	// Runners page shows. Left out by a Runner before it was added: an
+	// optional field, no version step.
+	Build Build `json:"build,omitzero"`
+}
+
+// Build names a build of kndl: its version, commit and the commit's
+// time (buildinfo.Info). Each is empty when the build does not know it.
+type Build struct {
+	Version string    `json:"version,omitempty"`
+	Commit  string    `json:"commit,omitempty"`
+	Date    time.Time `json:"date,omitzero"`
+}
+
+// ThisBuild is the running binary's Build.
+func ThisBuild() Build {
+	in := buildinfo.Read()
+	return Build{Version: in.Version, Commit: in.Commit, Date: in.Date}
 }
 
 // HostInfo is a Runner's sandbox backend and what it can enforce.

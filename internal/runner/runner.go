@@ -265,7 +265,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		Host: protocol.HostInfo{Backend: r.backend.Name(), Limits: host.Limits, Notes: host.Notes,
 			MaxCPUs: host.MaxCPUs, MaxMemoryMiB: host.MaxMemoryMiB,
 			Capacity: protocol.Amount{Sessions: r.cfg.maxSessions(host), CPUs: host.CPUs, MemoryMiB: host.MemoryMiB}},
-		Sessions: running, Clock: time.Now(), Models: r.cfg.models(),
+		Sessions: running, Clock: time.Now(), Models: r.cfg.models(), Build: protocol.ThisBuild(),
 	}, &welcome)
 	if err != nil {
 		conn.Close(websocket.StatusNormalClosure, "hello failed")

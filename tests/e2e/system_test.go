@@ -75,6 +75,7 @@ func TestMain(m *testing.M) {
 	if code, ok := runner.RunHelper(os.Args); ok {
 		os.Exit(code)
 	}
+	oci.ReapTests(context.Background())
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

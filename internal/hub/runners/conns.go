@@ -32,6 +32,9 @@ type Conn struct {
 	Hello   protocol.Hello
 	Version int
 	Since   time.Time
+	// Warning says why it is older than the Hub supports
+	// (VersionWarning), "" when it is not.
+	Warning string
 	// Addr is the address it connected from, as the Hub sees a request's
 	// (signin.ClientAddr): the approval page of a kndl login compares a
 	// login's with it.
@@ -69,11 +72,25 @@ type Conns struct {
 	// across its connections: a message it sends again after a reply
 	// lost with its connection is taken once.
 	taken map[string]*protocol.Taken
+	// refused is each Runner's last hello refused, by Runner id, until
+	// one is taken.
+	refused map[string]Refusal
+	// build is the Hub's own, which a Runner's is compared with.
+	build protocol.Build
+}
+
+// Refusal is a Runner's hello the Hub refused: too old (or too new) a
+// protocol, or no valid models table.
+type Refusal struct {
+	At    time.Time
+	Build protocol.Build
+	Why   string
 }
 
 // New makes an empty set of connections.
 func New(o Options) *Conns {
-	return &Conns{opts: o, streams: streams{m: map[string]*pendingStream{}}, m: map[string]*Conn{}, taken: map[string]*protocol.Taken{}}
+	return &Conns{opts: o, streams: streams{m: map[string]*pendingStream{}}, m: map[string]*Conn{}, taken: map[string]*protocol.Taken{},
+		refused: map[string]Refusal{}, build: protocol.ThisBuild()}
 }
 
 // helloTimeout bounds how long a Runner may take to say hello.
@@ -101,17 +118,21 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 			return nil, fmt.Errorf("hello: %v: %w", err, errdefs.ErrInvalid)
 		}
 		v, err := protocol.Negotiate(hm)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			if err = hm.Models.Check(); err != nil {
+				err = fmt.Errorf("hello: the Runner's models: %w; upgrade the Runner", err)
+			}
 		}
-		if err := hm.Models.Check(); err != nil {
-			return nil, fmt.Errorf("hello: the Runner's models: %w; upgrade the Runner", err)
+		if err != nil {
+			cs.refuse(rn.ID, Refusal{At: time.Now(), Build: hm.Build, Why: err.Error()})
+			log.Warn("runner refused", "build", BuildText(hm.Build), "err", err)
+			return nil, err
 		}
 		if note := clockNote(hm.Clock, time.Now()); note != "" {
 			log.Warn(note)
 			hm.Host.Notes = append(hm.Host.Notes, note)
 		}
-		rc.Hello, rc.Version = hm, v
+		rc.Hello, rc.Version, rc.Warning = hm, v, VersionWarning(v, hm.Build, cs.build)
 		close(hello)
 		cs.attach(rc)
 		return protocol.Welcome{Version: v, RunnerID: rn.ID, Sessions: cs.opts.Back(ctx, rn.ID, hm.Sessions)}, nil
@@ -179,6 +200,7 @@ func (cs *Conns) attach(rc *Conn) {
 	cs.mu.Lock()
 	old := cs.m[rc.Runner.ID]
 	cs.m[rc.Runner.ID] = rc
+	delete(cs.refused, rc.Runner.ID)
 	cs.mu.Unlock()
 	if old != nil {
 		old.Conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
@@ -186,8 +208,26 @@ func (cs *Conns) attach(rc *Conn) {
 	if err := cs.opts.Store.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
 		cs.opts.Log.Error("record a runner seen", "runner", rc.Runner.Name, "err", err)
 	}
-	cs.opts.Log.Info("runner connected", "runner", rc.Runner.Name, "version", rc.Version,
+	cs.opts.Log.Info("runner connected", "runner", rc.Runner.Name, "version", rc.Version, "build", BuildText(rc.Hello.Build),
 		"backend", rc.Hello.Host.Backend, "limits", rc.Hello.Host.Limits)
+	if rc.Warning != "" {
+		cs.opts.Log.Warn("runner older than the hub supports: "+rc.Warning, "runner", rc.Runner.Name, "hub_build", BuildText(cs.build))
+	}
+}
+
+func (cs *Conns) refuse(runnerID string, r Refusal) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.refused[runnerID] = r
+}
+
+// Refused returns a Runner's last hello the Hub refused, if none was
+// taken since.
+func (cs *Conns) Refused(runnerID string) (Refusal, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	r, ok := cs.refused[runnerID]
+	return r, ok
 }
 
 func (cs *Conns) detach(rc *Conn) {

@@ -139,6 +139,9 @@ func New(ctx context.Context, opts Options) (*OCI, error) {
 	if err := b.makeDirs(); err != nil {
 		return nil, err
 	}
+	if err := register(opts, b.log); err != nil {
+		return nil, err
+	}
 	var err error
 	if b.cgroups, err = detectCgroups(); err != nil {
 		return nil, err

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 	if code, ok := oci.HoldSlotsIfAsked(); ok {
 		os.Exit(code)
 	}
+	if code, ok := oci.OwnSandboxIfAsked(); ok {
+		os.Exit(code)
+	}
+	oci.ReapTests(context.Background())
 	// The backend turns IPv4 forwarding on for good; tests put it back.
 	fwd, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 	code := m.Run()
