@@ -19,6 +19,8 @@ type Proxy struct {
 	// open is closed while the line passes bytes; a cut swaps in a new one.
 	open  chan struct{}
 	conns map[net.Conn]bool // every connection, both ends; true when it saw a cut
+	// gone is closed when the test ends, freeing pipes held by a cut.
+	gone chan struct{}
 }
 
 // NewProxy listens on loopback and forwards each connection to target.
@@ -28,11 +30,12 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]bool{}}
+	p := &Proxy{ln: ln, target: target, open: make(chan struct{}), conns: map[net.Conn]bool{}, gone: make(chan struct{})}
 	close(p.open)
 	go p.serve()
 	t.Cleanup(func() {
 		ln.Close()
+		close(p.gone)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		for c := range p.conns {
@@ -90,10 +93,18 @@ func (p *Proxy) serve() {
 }
 
 // track records conns, or reports false when the line is cut (they are
-// then held, marked to close at Restore).
+// then held, marked to close at Restore) or the test has ended.
 func (p *Proxy) track(conns ...net.Conn) (open bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	select {
+	case <-p.gone: // the test's Cleanup has closed the rest
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	default:
+	}
 	select {
 	case <-p.open:
 		open = true
@@ -138,7 +149,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			p.mu.Lock()
 			open := p.open
 			p.mu.Unlock()
-			<-open
+			select {
+			case <-open:
+			case <-p.gone:
+				return
+			}
 			if p.wasCut(src) {
 				return
 			}
