@@ -1100,7 +1100,7 @@ func (s *suite) testSecret(t *testing.T) {
 		if envErr == nil && bytes.Contains(environ, []byte("SECRET="+value)) {
 			inEnv = true
 		}
-		if bytes.Equal(cmdline, []byte("sleep\x00600\x00")) {
+		if string(cmdline) == "sleep\x00600\x00" {
 			sleepers = append(sleepers, fmt.Sprintf("%s: %d bytes of environ, err %v", p, len(environ), envErr))
 		}
 	}
