@@ -73,11 +73,13 @@ func TestAPromptNotTakenGoesBackToTheHeadOfTheQueue(t *testing.T) {
 		return protocol.SessionDelivered{Tries: 9, Why: "the input never showed it"}, nil
 	})
 	s, _ := f.active("hello")
-	testenv.Eventually(t, testenv.WaitShort, "the prompt back in the queue", func() bool {
-		return len(f.prompts(s.ID)[store.Queued]) == 1
+	// The prompt goes back, then the note says so: wait for both.
+	var errs []string
+	testenv.Eventually(t, testenv.WaitShort, "the prompt back in the queue, and said", func() bool {
+		errs = f.events(s.ID, protocol.EventError)
+		return len(f.prompts(s.ID)[store.Queued]) == 1 && len(errs) > 0
 	})
 	gaveUp := time.Now()
-	errs := f.events(s.ID, protocol.EventError)
 	if len(errs) != 1 || !strings.Contains(errs[0], "the input never showed it") || !strings.Contains(errs[0], "back at the head of the queue") {
 		t.Fatalf("errors = %q, want one saying why it went back", errs)
 	}
