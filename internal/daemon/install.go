@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,7 +142,7 @@ func hubInstall(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	units := service.Hub{Bin: *f.bin, BackupEvery: *every, Keep: *keep}
+	units := service.Hub{Bin: *f.bin, BackupEvery: *every, Keep: *keep, BindLowPorts: lowPort(cfg.Listen) || lowPort(cfg.Front.HTTPListen)}
 	if err := writeService(m, io, *f.bin, append(units.Files(), service.File{Path: service.HubEnv, Mode: 0o600, Body: body})); err != nil {
 		return err
 	}
@@ -358,4 +360,12 @@ func uninstall(io cli.IO, args []string, what string, units []string, envFile, s
 	os.Remove(m.Path(service.ConfigDir)) // only if nothing else is in it
 	fmt.Fprintf(io.Stdout, "Removed %s and %s.\n", envFile, state)
 	return nil
+}
+
+// lowPort reports whether addr (host:port) names a port below 1024, which
+// only a process with CAP_NET_BIND_SERVICE may listen on.
+func lowPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	n, err2 := strconv.Atoi(port)
+	return err == nil && err2 == nil && n > 0 && n < 1024
 }

@@ -44,6 +44,8 @@ var installCases = []struct {
 	{"hub-backups", map[string]string{"HUB_SECRETS_KEY": goldenKey, "HUB_PUBLIC_URL": "https://kndl.example.com"},
 		[]string{"hub", "install", "--backup-every", "24h", "--keep", "7"},
 		[]string{"multi-user.target.wants/" + service.HubUnit, "timers.target.wants/" + service.BackupTimer}},
+	{"hub-https", map[string]string{"HUB_SECRETS_KEY": goldenKey, "HUB_PUBLIC_URL": "https://kndl.example.com", "HUB_TLS": "auto", "HUB_LISTEN": ":443"},
+		[]string{"hub", "install"}, []string{"multi-user.target.wants/" + service.HubUnit}},
 	{"runner", map[string]string{"KNDL_HUB_URL": "https://kndl.example.com", "RUNNER_TOKEN": "kndlr_golden", "RUNNER_NAME": "box 1"},
 		[]string{"runner", "install"}, []string{"multi-user.target.wants/" + service.RunnerUnit}},
 }

@@ -39,8 +39,6 @@ StateDirectory=kndl/hub
 StateDirectoryMode=0700
 UMask=0077
 NoNewPrivileges=yes
-CapabilityBoundingSet=
-AmbientCapabilities=
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
@@ -65,9 +63,16 @@ SystemCallErrorNumber=EPERM
 RemoveIPC=yes
 `
 
+// noCapabilities keeps every capability from a unit's processes.
+const noCapabilities = "CapabilityBoundingSet=\nAmbientCapabilities=\n"
+
 // Hub is what kndl hub install writes.
 type Hub struct {
 	Bin string // the kndl the units run
+	// BindLowPorts grants the Hub CAP_NET_BIND_SERVICE, its one
+	// capability, when its settings name a port below 1024 (HTTPS on 443,
+	// the redirect and ACME's http-01 on 80); otherwise it holds none.
+	BindLowPorts bool
 	// BackupEvery, when set, adds a timer that backs the store up into
 	// HubBackups this often, keeping the newest Keep.
 	BackupEvery time.Duration
@@ -93,13 +98,20 @@ StandardError=journal
 `
 }
 
+func (h Hub) capabilities() string {
+	if h.BindLowPorts {
+		return "CapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n"
+	}
+	return noCapabilities
+}
+
 // Files are the Hub's sysusers.d file and units, and the backup's when it
 // has one.
 func (h Hub) Files() []File {
 	files := []File{
 		{Path: HubUsersConf, Mode: 0o644, Body: fmt.Sprintf(unitHeaderFmt, "hub") +
 			"u " + HubUser + " - \"kndl Hub\" " + HubState + "\n"},
-		{Path: UnitDir + "/" + HubUnit, Mode: 0o644, Body: serviceHead("hub", "kndl Hub", h.Bin, HubEnv) + hubSandbox + `
+		{Path: UnitDir + "/" + HubUnit, Mode: 0o644, Body: serviceHead("hub", "kndl Hub", h.Bin, HubEnv) + h.capabilities() + hubSandbox + `
 [Install]
 WantedBy=multi-user.target
 `},
@@ -116,7 +128,7 @@ Description=kndl Hub: back up the store into ` + HubBackups + `, keeping the new
 Type=oneshot
 ExecStart=` + h.Bin + ` hub backup --into ` + HubBackups + ` --keep ` + fmt.Sprint(h.Keep) + `
 EnvironmentFile=` + HubEnv + `
-` + hubSandbox},
+` + noCapabilities + hubSandbox},
 		// OnActiveSec counts from the timer's start, at boot or install,
 		// so the first backup comes 15 minutes after either, once the Hub
 		// has made its store; OnUnitActiveSec then counts from the last
