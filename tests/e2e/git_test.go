@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -193,9 +194,9 @@ func revokedAt(s *System, tok string) time.Time {
 // through the relay, no token the fake GitHub minted is in any process's
 // environment or command line on the host (every Sandbox's processes
 // included), in any file of the Hub's, the Runner's or the Sandbox's,
-// its tmpfs included, nor in their logs; the Sandbox's own search of its
-// processes and files finds none either. The Runner's memory alone holds
-// it.
+// its tmpfs included, nor in their logs, nor in the memory of any Sandbox
+// process; the Sandbox's own search of its processes and files finds none
+// either. The Runner's memory alone holds it.
 func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
@@ -219,6 +220,15 @@ func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 	}
 	if holds([]byte(s.logText())) {
 		t.Error("the Hub's or the Runner's log holds a GitHub token")
+	}
+	if pids, found := sandboxMemoryHolding(t, holds); len(pids) == 0 {
+		t.Error("no process in another PID namespace than this test's to search the memory of: the Sandbox's are not where this test looks")
+	} else if len(found) > 0 {
+		t.Errorf("the memory of Sandbox processes holds a GitHub token: %v", found)
+	}
+	// The search finds what is there: the Session's id, in its processes' environment.
+	if _, found := sandboxMemoryHolding(t, func(b []byte) bool { return bytes.Contains(b, []byte(id)) }); len(found) == 0 {
+		t.Error("the memory search finds not even the Session's id: it proves nothing")
 	}
 	scanned := 0
 	for _, root := range []string{filepath.Dir(s.Home), "/var/lib/kndl", "/run/crun"} {
@@ -250,6 +260,53 @@ func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 	if len(out) < 100 || holds([]byte(out)) {
 		t.Errorf("the Sandbox's processes' environments and command lines (%d bytes) hold a GitHub token", len(out))
 	}
+}
+
+// sandboxMemoryHolding reads, from the host, every readable mapping of
+// each process in a PID namespace other than this test's (the Sandboxes';
+// the Runner is this process and holds the token by design), and returns
+// the processes searched and those whose memory holds reports true of.
+func sandboxMemoryHolding(t *testing.T, holds func([]byte) bool) (searched, found []string) {
+	t.Helper()
+	ours, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		if ns, err := os.Readlink(filepath.Join(p, "ns/pid")); err != nil || ns == ours {
+			continue
+		}
+		maps, err := os.ReadFile(filepath.Join(p, "maps"))
+		mem, err2 := os.Open(filepath.Join(p, "mem"))
+		if err != nil || err2 != nil {
+			continue // gone since the glob
+		}
+		searched = append(searched, p)
+		for _, line := range strings.Split(string(maps), "\n") {
+			var lo, hi uint64
+			var perms string
+			if n, _ := fmt.Sscanf(line, "%x-%x %s", &lo, &hi, &perms); n != 3 || perms[0] != 'r' {
+				continue
+			}
+			// In chunks that overlap by more than a token's length, so a
+			// large mapping costs no more than 4 MiB at a time.
+			const chunk, overlap = 4 << 20, 512
+			buf := make([]byte, chunk)
+			for at := lo; at < hi; at += chunk - overlap {
+				n, _ := mem.ReadAt(buf[:min(chunk, hi-at)], int64(at))
+				if n > 0 && holds(buf[:n]) {
+					found = append(found, p+" "+line)
+					break
+				}
+				if n <= overlap {
+					break
+				}
+			}
+		}
+		mem.Close()
+	}
+	return searched, found
 }
 
 // TestTheCurrentAndPreviousSandboxTokensAreMasked: after a refresh, both
