@@ -74,6 +74,25 @@ func (f egressFixture) allowlist(t *testing.T) (int, []string) {
 	return v.Current.Version, v.Current.Settings.Egress.Allow
 }
 
+// refusal is one caller's ask for a host that path must refuse, with the
+// status and the words it answers.
+type refusal struct {
+	who, token, host string
+	status           int
+	says             string
+}
+
+// refuses posts each refusal's host to path as its caller and checks the
+// answer.
+func (f *egressFixture) refuses(t *testing.T, path string, rs []refusal) {
+	t.Helper()
+	for _, r := range rs {
+		if status, text := postAs(t, f.fixture, r.token, path, api.EgressHost{Host: r.host}); status != r.status || !strings.Contains(text, r.says) {
+			t.Errorf("%s: %d %q, want %d saying %q", r.who, status, text, r.status, r.says)
+		}
+	}
+}
+
 // TestOnlyAMemberWithPushAllowsAHostTheSessionWasRefused: Allow in the
 // Session view adds a host to the Repo's allowlist for a Member with push
 // alone, and only a host that Session's history shows refused, one exact
@@ -81,22 +100,14 @@ func (f egressFixture) allowlist(t *testing.T) (int, []string) {
 func TestOnlyAMemberWithPushAllowsAHostTheSessionWasRefused(t *testing.T) {
 	f := newEgressFixture(t)
 	path := "/api/sessions/" + f.session.ID + "/egress/allow"
-	for _, tt := range []struct {
-		who, token, host string
-		status           int
-		says             string
-	}{
+	f.refuses(t, path, []refusal{
 		{"the Creator without push", f.ritaTok, refusedHost, http.StatusForbidden, "takes write (push) permission"},
 		{"someone without access", f.noraTok, refusedHost, http.StatusNotFound, "session"},
 		{"a host not refused in this Session", f.bobTok, "other.example.com", http.StatusBadRequest, "was not refused other.example.com"},
 		{"a host that is no host name", f.bobTok, "Registry.Example.com:443", http.StatusBadRequest, "is not a host name"},
 		{"a wildcard", f.bobTok, "*.example.com", http.StatusBadRequest, "is not a host name"},
 		{"a preset", f.bobTok, "pypi", http.StatusBadRequest, "is not a host name"},
-	} {
-		if status, text := postAs(t, f.fixture, tt.token, path, api.EgressHost{Host: tt.host}); status != tt.status || !strings.Contains(text, tt.says) {
-			t.Errorf("%s: %d %q, want %d saying %q", tt.who, status, text, tt.status, tt.says)
-		}
-	}
+	})
 	if v, list := f.allowlist(t); v != 1 || strings.Join(list, ",") != "npm" {
 		t.Fatalf("after the refusals the Environment is version %d allowing %v, want version 1 allowing npm alone", v, list)
 	}
@@ -146,20 +157,12 @@ func TestACreatorWithoutPushRequestsAHostOnceAndTheMembersWithPushAreTold(t *tes
 	f.addWebhook(t, f.ritaTok, others.URL+"/rita", "json")
 	f.addWebhook(t, f.noraTok, others.URL+"/nora", "json")
 	path := "/api/sessions/" + f.session.ID + "/egress/request"
-	for _, tt := range []struct {
-		who, token, host string
-		status           int
-		says             string
-	}{
+	f.refuses(t, path, []refusal{
 		{"a Member with push, not the Creator", f.bobTok, refusedHost, http.StatusForbidden, "only the Session's Creator"},
 		{"someone without access", f.noraTok, refusedHost, http.StatusNotFound, "session"},
 		{"a host not refused in this Session", f.ritaTok, "other.example.com", http.StatusBadRequest, "was not refused other.example.com"},
 		{"a host that is no host name", f.ritaTok, "-x-", http.StatusBadRequest, "is not a host name"},
-	} {
-		if status, text := postAs(t, f.fixture, tt.token, path, api.EgressHost{Host: tt.host}); status != tt.status || !strings.Contains(text, tt.says) {
-			t.Errorf("%s: %d %q, want %d saying %q", tt.who, status, text, tt.status, tt.says)
-		}
-	}
+	})
 	if _, err := f.store.NoteWith(ctx, f.session.ID, "requested", refusedHost); err == nil {
 		t.Fatal("the Runner's event set Requested, or a refused Request was noted")
 	}
