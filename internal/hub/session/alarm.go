@@ -26,7 +26,6 @@ const (
 	faultQueue = "queue waits on nothing"
 	faultTurn  = "turn unheard"
 	faultMove  = "move off the table"
-	faultStep  = "run moved mid-step"
 )
 
 // stall is what the sweep saw of a Session whose queue may be stuck.
@@ -40,7 +39,7 @@ type stall struct {
 }
 
 // stalled reports a run whose queue may be stuck, at most once each
-// DeliveryDeadline after and once a Turn; call with o.mu held.
+// DeliveryDeadline after and once a Turn.
 func (r *run) stalled(id string, after time.Duration) (stall, bool) {
 	// A prompt put back waits its backoff on a timer of its own.
 	if !r.settled() || r.raised || r.delivery.givenUp > 0 || time.Since(r.since) < after || time.Since(r.looked) < after {
@@ -61,38 +60,19 @@ func (o *Owner) alarm(ctx context.Context, st stall) {
 	if err != nil || len(q) == 0 {
 		return
 	}
-	o.mu.Lock()
-	r := o.runs[st.id]
-	still := r != nil && r.settled() && !r.raised && (r.phase == turn) == st.busy
-	if still {
-		r.raised = true
-	}
-	o.mu.Unlock()
+	var still bool
+	o.runs.on(st.id, func(r *run) {
+		if still = r.settled() && !r.raised && (r.phase == turn) == st.busy; still {
+			r.raised = true
+		}
+	})
 	switch {
 	case !still: // it moved while the queue was read
 	case st.busy:
-		o.fault(st.id, faultTurn, fmt.Sprintf("%d prompt(s) wait for a Turn the Hub has heard nothing of: it began %s ago, as %s told; the last Event %s ago",
+		o.runs.fault(st.id, faultTurn, fmt.Sprintf("%d prompt(s) wait for a Turn the Hub has heard nothing of: it began %s ago, as %s told; the last Event %s ago",
 			len(q), st.began.Round(time.Millisecond), st.busyBy, st.heard.Round(time.Millisecond)))
 	default:
-		o.fault(st.id, faultQueue, fmt.Sprintf("%d prompt(s) wait with nothing on their way and no Turn running, for %s", len(q), st.waiting.Round(time.Millisecond)))
-	}
-}
-
-// fault names a state the Session's machines should never be in: logged
-// with the run's machines and their last moves, counted in /metrics, and
-// told to Options.Faulted (every test of this package fails on one it did
-// not ask for). Call with no lock held.
-func (o *Owner) fault(id, kind, what string) {
-	o.mu.Lock()
-	var ph, dl, runMoves, deliveryMoves string
-	if r := o.runs[id]; r != nil {
-		ph, dl, runMoves, deliveryMoves = r.phase.String(), r.delivery.state.String(), r.trail.String(), r.delivery.moves.String()
-	}
-	o.mu.Unlock()
-	o.log.Error("session fault: "+kind, "session", id, "what", what, "run", ph, "delivery", dl, "run_moves", runMoves, "delivery_moves", deliveryMoves)
-	o.opts.Metrics.SessionFault(kind)
-	if o.opts.Faulted != nil {
-		o.opts.Faulted(id, kind, what)
+		o.runs.fault(st.id, faultQueue, fmt.Sprintf("%d prompt(s) wait with nothing on their way and no Turn running, for %s", len(q), st.waiting.Round(time.Millisecond)))
 	}
 }
 

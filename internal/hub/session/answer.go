@@ -41,11 +41,7 @@ func (o *Owner) Answer(ctx context.Context, id, questionID string, choices []Cho
 		return fmt.Errorf("the Session is %s, not active: no question waits: %w", s.State, errdefs.ErrConflict)
 	}
 	if questionID == "" {
-		o.mu.Lock()
-		if r := o.runs[id]; r != nil {
-			questionID = r.asked
-		}
-		o.mu.Unlock()
+		o.runs.on(id, func(r *run) { questionID = r.asked })
 	}
 	if questionID == "" {
 		return fmt.Errorf("no question of Claude's waits for an answer: %w", errdefs.ErrNotFound)

@@ -60,10 +60,8 @@ func eventCost(ev protocol.Event) int64 {
 // spend keeps the Events a Runner sent that fit the Session's budget, in
 // order, and counts the rest dropped.
 func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]protocol.Event, drops, error) {
-	o.mu.Lock()
-	r := o.runs[id]
-	loaded := r != nil && r.budget.loaded
-	o.mu.Unlock()
+	var loaded bool
+	o.runs.on(id, func(r *run) { loaded = r.budget.loaded })
 	var use store.EventUse
 	if !loaded {
 		var err error
@@ -75,12 +73,18 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 	for i := range evs {
 		costs[i] = eventCost(evs[i])
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b := &budget{}
-	if r := o.runs[id]; r != nil { // a Session with no run keeps no rate: it holds no Claude Code
-		b = &r.budget
+	var kept []protocol.Event
+	var d drops
+	take := func(b *budget) { kept, d = o.fit(b, use, evs, costs) }
+	if !o.runs.on(id, func(r *run) { take(&r.budget) }) {
+		take(&budget{}) // a Session with no run keeps no rate: it holds no Claude Code
 	}
+	return kept, d, nil
+}
+
+// fit keeps what of evs, costing costs, fits b, loaded from use if it
+// is not yet.
+func (o *Owner) fit(b *budget, use store.EventUse, evs []protocol.Event, costs []int64) ([]protocol.Event, drops) {
 	if !b.loaded {
 		b.loaded, b.total = true, use.Rows*eventRowCost+use.Bytes
 		b.dropped, b.noteSeq = use.Dropped, use.NoteSeq
@@ -101,14 +105,14 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 		d.n++
 	}
 	if d.n == 0 {
-		return kept, d, nil
+		return kept, d
 	}
 	b.dropped += d.n
 	d.total, d.noteSeq = b.dropped, b.noteSeq
 	if b.noteSeq == 0 && !b.noting {
 		b.noting, d.first = true, true
 	}
-	return kept, d, nil
+	return kept, d
 }
 
 // noteDropped stores the note of how many Events the Session dropped, or
@@ -133,15 +137,12 @@ func (o *Owner) noteDropped(ctx context.Context, id string, d drops) error {
 	}
 	// settle records the note's sequence number as stored (0: it was
 	// not) and returns how many Events the Session has dropped by now.
-	settle := func(seq int64) int64 {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		r := o.runs[id]
-		if r == nil {
-			return 0
-		}
-		r.budget.noting, r.budget.noteSeq = false, seq
-		return r.budget.dropped
+	settle := func(seq int64) (dropped int64) {
+		o.runs.on(id, func(r *run) {
+			r.budget.noting, r.budget.noteSeq = false, seq
+			dropped = r.budget.dropped
+		})
+		return dropped
 	}
 	err := o.Record(ctx, id, droppedNote(d.total, o.opts.EventsMax))
 	var use store.EventUse

@@ -135,7 +135,7 @@ func TestASessionPastItsEventBudgetDropsEventsWithOneNote(t *testing.T) {
 	// A question dropped still holds the Session as waiting on a person.
 	send(protocol.Event{Kind: protocol.EventQuestion, ToolID: "q1", Text: big})
 	var asked bool
-	f.o.withRun(s.ID, func(r *run) { asked = r.phase == asking })
+	f.o.runs.with(s.ID, func(r *run) { asked = r.phase == asking })
 	if !asked {
 		t.Error("a dropped question left the Session not waiting on its Creator, want the Turn state moved all the same")
 	}

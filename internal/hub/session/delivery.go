@@ -55,7 +55,7 @@ var deliveryNext = map[deliveryState][]deliveryState{
 	written: {claimed, queued},
 }
 
-// delivery is one Session's delivery machine, under the Owner's lock.
+// delivery is one Session's delivery machine, held by its run.
 type delivery struct {
 	state deliveryState
 	// p is the prompt typing, taken or written.

@@ -20,23 +20,19 @@ func (o *Owner) sweepIdle(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		var idle []string
-		var waits []stall
-		o.mu.Lock()
-		for id, r := range o.runs {
-			if r.idle() && time.Since(r.since) >= o.opts.Idle {
-				idle = append(idle, id)
+		for _, id := range o.runs.ids() {
+			var idle, stalled bool
+			var st stall
+			o.runs.on(id, func(r *run) {
+				idle = r.idle() && time.Since(r.since) >= o.opts.Idle
+				st, stalled = r.stalled(id, o.opts.DeliveryDeadline)
+			})
+			if idle {
+				o.sleepIfIdle(ctx, id)
 			}
-			if st, ok := r.stalled(id, o.opts.DeliveryDeadline); ok {
-				waits = append(waits, st)
+			if stalled {
+				o.alarm(ctx, st)
 			}
-		}
-		o.mu.Unlock()
-		for _, id := range idle {
-			o.sleepIfIdle(ctx, id)
-		}
-		for _, st := range waits {
-			o.alarm(ctx, st)
 		}
 	}
 }
@@ -47,11 +43,7 @@ func (o *Owner) sleepIfIdle(ctx context.Context, id string) {
 	if err != nil || qerr != nil || s.State != Active || s.KeepAwake || len(q) > 0 {
 		// Not idle after all: look again in a full Idle. A Session no
 		// longer awake has no run, and gets none.
-		o.mu.Lock()
-		if r := o.runs[id]; r != nil {
-			r.since = time.Now()
-		}
-		o.mu.Unlock()
+		o.runs.on(id, func(r *run) { r.since = time.Now() })
 		return
 	}
 	why := fmt.Sprintf("it was idle for %s", o.opts.Idle.Round(time.Second))

@@ -95,7 +95,7 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 		o.saidInLine(ctx, s)
 		return s, nil
 	}
-	o.withRun(s.ID, func(*run) {})
+	o.runs.with(s.ID, func(*run) {})
 	o.changed(s.ID) // a new row in the Sessions list
 	o.launch(s.ID, false)
 	return s, nil
@@ -174,7 +174,7 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 		return err
 	}
 	var resumed bool
-	o.withRun(s.ID, func(r *run) { resumed = r.delivery.resumeTaken(p) })
+	o.runs.with(s.ID, func(r *run) { resumed = r.delivery.resumeTaken(p) })
 	if !resumed {
 		return fmt.Errorf("prompt %s is on its way in the store, yet this Hub's delivery for the Session has moved on already: %w", p.ID, errdefs.ErrConflict)
 	}
@@ -383,24 +383,22 @@ func (o *life) sleepLocked(ctx context.Context, s *store.Session, why string) (w
 		return false, fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
 	}
 	var busy bool
-	o.withRun(s.ID, func(r *run) {
+	o.runs.with(s.ID, func(r *run) {
 		busy = r.busy()
 		if r.phase != stopping {
 			r.before = r.phase
 		}
 		r.to(stopping, why)
 	})
+	// The Runner stops it off the loop, which takes the Session's Events
+	// and acknowledgements meanwhile; the machine shows it stopping.
 	if s.State != Starting {
 		if err := o.stopOnRunner(ctx, s); err != nil {
-			o.withRun(s.ID, func(r *run) { r.to(r.before, "the stop failed") })
+			o.runs.with(s.ID, func(r *run) { r.to(r.before, "the stop failed") })
 			return false, err
 		}
 	}
-	o.mu.Lock()
-	if r := o.runs[s.ID]; r != nil {
-		wakeAfter = r.wakeAfter
-	}
-	o.mu.Unlock()
+	o.runs.on(s.ID, func(r *run) { wakeAfter = r.wakeAfter })
 	if busy {
 		why += ", mid-Turn: the Turn was cut"
 	}

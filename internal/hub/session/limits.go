@@ -114,41 +114,35 @@ func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
 
 // promptSent counts a prompt the Hub is about to send as a Turn, unless it
 // was counted when typed before (put back and sent again), and starts the
-// Session's awake clock.
-func (o *Owner) promptSent(id string, p store.Prompt) {
+// Session's awake clock. It is within a step.
+func (o *Owner) promptSent(id string, r *run, p store.Prompt) {
 	if p.IsCommand {
 		return
 	}
-	o.mu.Lock()
-	r := o.runs[id]
-	again := r == nil || r.counted == p.ID
-	if r != nil {
-		r.counted, r.owed, r.since = p.ID, true, time.Now()
-	}
-	o.mu.Unlock()
+	again := r.counted == p.ID
+	r.counted, r.owed, r.since = p.ID, true, time.Now()
 	if again {
 		return
 	}
 	if _, err := o.store.CountTurn(o.ctx, id); err != nil {
 		o.log.Error("count a turn", "session", id, "err", err)
 	}
-	o.startAwake(id)
+	o.startAwakeOn(id, r)
 }
 
 // startAwake starts counting an awake Session's time toward its Hours,
 // once a prompt has been sent to it (at the first, or at each wake after
 // it), and for a triggered Session arms the cut where the Repo's limit runs
 // out: mid-Turn or not, since nothing the Sandbox says stops the clock.
-func (o *Owner) startAwake(id string) {
-	at := time.Now()
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || !r.awakeAt.IsZero() {
-		o.mu.Unlock()
+func (o *Owner) startAwake(id string) { o.runs.on(id, func(r *run) { o.startAwakeOn(id, r) }) }
+
+// startAwakeOn is startAwake within a step.
+func (o *Owner) startAwakeOn(id string, r *run) {
+	if !r.awakeAt.IsZero() {
 		return
 	}
+	at := time.Now()
 	r.awakeAt = at
-	o.mu.Unlock()
 	s, err := o.store.SessionByID(o.ctx, id)
 	if err != nil || !s.Triggered {
 		return
@@ -157,21 +151,13 @@ func (o *Owner) startAwake(id string) {
 	if err != nil || l.MaxTurnHours <= 0 {
 		return
 	}
-	t := o.after(max(l.TurnTime()-s.TurnTime, 0), func(ctx context.Context) {
-		o.mu.Lock()
-		r := o.runs[id]
-		same := r != nil && r.awakeAt.Equal(at)
-		o.mu.Unlock()
+	r.cut = o.after(max(l.TurnTime()-s.TurnTime, 0), func(ctx context.Context) {
+		var same bool
+		o.runs.on(id, func(r *run) { same = r.awakeAt.Equal(at) })
 		if same {
 			o.stopAtLimit(ctx, id, hoursReached(l))
 		}
 	})
-	o.mu.Lock()
-	if r := o.runs[id]; r != nil && r.awakeAt.Equal(at) {
-		r.cut, t = t, nil
-	}
-	o.mu.Unlock()
-	o.stopTimer(t) // it stopped being awake meanwhile
 }
 
 // hoursReached says that a triggered Session ran its Repo's Hours.
@@ -181,8 +167,7 @@ func hoursReached(l store.RepoLimits) string {
 }
 
 // awakeDone stops a run's awake clock: its time since it started, and the
-// cut no longer armed. Call with o.mu held; then addTurnTime with its
-// answer.
+// cut no longer armed; then addTurnTime with its answer.
 func (r *run) awakeDone() (time.Duration, *time.Timer) {
 	var d time.Duration
 	if !r.awakeAt.IsZero() {

@@ -51,18 +51,13 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 	var took time.Duration // awake, toward its Hours
 	var cut *time.Timer
 	var fault error // a run that was where its table does not allow this move
-	// One step of the Session's (steps.go): no dispatch or acknowledgement
-	// is half done, so the store has the prompt put back as the machine
-	// has it.
-	o.steps.do(s.ID, func() {
-		o.mu.Lock()
-		r := o.runs[s.ID]
+	// One step of the Session's loop: no dispatch or acknowledgement is
+	// half done, so the store has the prompt put back as the machine has
+	// it. A Session becoming awake gets its loop; one that stops being
+	// awake ends it.
+	effects := func(r *run) {
 		switch to {
 		case Starting, Active:
-			if r == nil {
-				r = &run{}
-				o.runs[s.ID] = r
-			}
 			ph := starting
 			if to == Active {
 				ph = idle
@@ -72,29 +67,29 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 		case Frozen:
 			// Claude Code may still run: only the prompt not yet taken
 			// goes back, to be typed again once the Runner is back.
-			if r != nil {
-				fault = r.enter(away, why)
-				requeue, requeueFrom = r.delivery.putBack(true)
-			}
+			fault = r.enter(away, why)
+			requeue, requeueFrom = r.delivery.putBack(true)
 		default: // Asleep, Failed, Archived: no Claude Code runs.
-			if r != nil {
-				unanswered = r.phase == asking || (r.phase == stopping && r.before == asking)
-				// One taken but never written down is not in the
-				// conversation a wake resumes.
-				requeue, requeueFrom = r.delivery.putBack(false)
-				took, cut = r.awakeDone()
-				delete(o.runs, s.ID)
-			}
+			unanswered = r.phase == asking || (r.phase == stopping && r.before == asking)
+			// One taken but never written down is not in the
+			// conversation a wake resumes.
+			requeue, requeueFrom = r.delivery.putBack(false)
+			took, cut = r.awakeDone()
+			r.dropped = true
 		}
-		o.mu.Unlock()
 		if requeue != "" {
 			if err := setPrompt(ctx, o.store, requeue, requeueFrom, store.Queued); err != nil {
 				o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
 			}
 		}
-	})
+	}
+	if awake(to) && to != Frozen {
+		o.runs.with(s.ID, effects)
+	} else {
+		o.runs.on(s.ID, effects)
+	}
 	if fault != nil {
-		o.fault(s.ID, faultMove, fault.Error())
+		o.runs.fault(s.ID, faultMove, fault.Error())
 	}
 	if !awake(to) {
 		if err := o.store.RevokeModToken(ctx, s.ID); err != nil {

@@ -158,29 +158,35 @@ type Owner struct {
 	store *store.Store
 	log   *slog.Logger
 
-	ctx    context.Context // ends with Close
-	cancel context.CancelFunc
-	wgMu   sync.Mutex // no goroutine is added once Close has begun
-	wg     sync.WaitGroup
-	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
+	*group
+	runs *runs // the awake Sessions' loops (loop.go)
 
 	// admit is held from counting a Member's awake Sessions to moving one
 	// Starting, so two wakes cannot both take their last awake place.
 	// Taken after a Session's lock, never before one.
 	admit sync.Mutex
 
-	// steps runs each Session's queue steps one at a time (steps.go).
-	steps steps
-
 	mu   sync.Mutex
-	runs map[string]*run        // by Session id, while it is awake
 	lock map[string]*sync.Mutex // one per Session, serialising its moves
+}
+
+// group is the goroutines and timers of an Owner, which Close ends and
+// waits for.
+type group struct {
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	wgMu   sync.Mutex // no goroutine is added once Close has begun
+	wg     sync.WaitGroup
+	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
 }
 
 // run is what the Hub knows of an awake Session only while it is awake:
 // where Claude Code is in its Turns and which prompt is on its way. It is
 // never stored: after a Hub restart the Session's Runner reports it again.
+// Only its loop (loop.go) reads or writes it.
 type run struct {
+	// dropped is set by the step that ends the run: its loop ends after.
+	dropped bool
 	// phase is what its Claude Code is doing (phase.go); asked is the id
 	// of the question its Creator may answer through the Hub while it is
 	// asking.
@@ -231,19 +237,18 @@ type run struct {
 }
 
 // settled reports whether Claude Code is up with no question open, nothing
-// on its way and no sleep under way; call with o.mu held.
+// on its way and no sleep under way.
 func (r *run) settled() bool {
 	return (r.phase == idle || r.phase == turn) && !r.delivery.onItsWay()
 }
 
 // waitsForPrompt reports whether the run is settled between Turns: the
-// next prompt may go, and with none queued the Session is idle. Call with
-// o.mu held.
+// next prompt may go, and with none queued the Session is idle.
 func (r *run) waitsForPrompt() bool { return r.phase == idle && !r.delivery.onItsWay() }
 
 // began marks a Turn begun, as src told first, and reports whether it
 // began now (a Turn already running, or no Claude Code up, moves
-// nothing); call with o.mu held.
+// nothing).
 func (r *run) began(src string) bool {
 	if r.phase == turn {
 		return false
@@ -262,7 +267,7 @@ func (r *run) began(src string) bool {
 // idle reports whether the run may count as idle: Claude Code up, no sleep
 // under way, nothing on its way, and no prompt the Hub sent whose Turn is
 // still to end. A Turn or a question the Sandbox alone tells of keeps no
-// Session awake. Call with o.mu held.
+// Session awake.
 func (r *run) idle() bool {
 	return r.up() && !r.delivery.onItsWay() && !r.owed
 }
@@ -311,10 +316,12 @@ func New(opts Options) *Owner {
 		opts.Metrics = uncounted{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	o := &Owner{opts: opts, store: opts.Store, log: opts.Logger.With("component", "session"), ctx: ctx, cancel: cancel,
-		timers: map[*time.Timer]struct{}{}, runs: map[string]*run{}, lock: map[string]*sync.Mutex{}, steps: steps{waiting: map[string][]func(){}}}
+	g := &group{ctx: ctx, cancel: cancel, timers: map[*time.Timer]struct{}{}}
+	log := opts.Logger.With("component", "session")
+	o := &Owner{opts: opts, store: opts.Store, log: log, group: g, lock: map[string]*sync.Mutex{},
+		runs: &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}}
 	o.life, o.queue = &life{o}, &queue{o}
-	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.heard,
+	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.runs.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
 	o.spawn(o.sweepIdle)
 	return o
@@ -326,15 +333,17 @@ func New(opts Options) *Owner {
 func (o *Owner) Close() {
 	// The time awake so far counts toward each Session's hours: the next
 	// Hub counts on from its Runner's hello.
-	o.mu.Lock()
-	awake := map[string]time.Duration{}
-	for id, r := range o.runs {
-		awake[id], _ = r.awakeDone() // its cut is stopped with the other timers
-	}
-	o.mu.Unlock()
-	for id, d := range awake {
+	for _, id := range o.runs.ids() {
+		var d time.Duration
+		o.runs.on(id, func(r *run) { d, _ = r.awakeDone() }) // its cut is stopped with the other timers
 		o.addTurnTime(o.ctx, id, d, nil)
 	}
+	o.close()
+}
+
+// close ends the group's context, stops its timers and waits for its
+// goroutines.
+func (o *group) close() {
 	o.wgMu.Lock()
 	o.cancel()
 	armed := o.timers
@@ -348,23 +357,25 @@ func (o *Owner) Close() {
 	o.wg.Wait()
 }
 
-// spawn runs f on a goroutine that Close waits for.
-func (o *Owner) spawn(f func(ctx context.Context)) {
+// spawn runs f on a goroutine that Close waits for, and reports whether
+// it did (not once Close has begun).
+func (o *group) spawn(f func(ctx context.Context)) bool {
 	o.wgMu.Lock()
 	defer o.wgMu.Unlock()
 	if o.ctx.Err() != nil {
-		return
+		return false
 	}
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
 		f(o.ctx)
 	}()
+	return true
 }
 
 // after runs f after d on a goroutine Close waits for (or never, once
 // closed: then it returns nil).
-func (o *Owner) after(d time.Duration, f func(ctx context.Context)) *time.Timer {
+func (o *group) after(d time.Duration, f func(ctx context.Context)) *time.Timer {
 	o.wgMu.Lock()
 	defer o.wgMu.Unlock()
 	if o.ctx.Err() != nil {
@@ -387,7 +398,7 @@ func (o *Owner) after(d time.Duration, f func(ctx context.Context)) *time.Timer 
 
 // stopTimer stops a timer from after, releasing what Close waits for if
 // it had not fired.
-func (o *Owner) stopTimer(t *time.Timer) {
+func (o *group) stopTimer(t *time.Timer) {
 	if t == nil {
 		return
 	}
@@ -411,49 +422,15 @@ func (o *Owner) sessionLock(id string) *sync.Mutex {
 	return l
 }
 
-// withRun calls f with the Session's run state under the Owner's lock,
-// making it if the Session has none, as one step of the Session's
-// (steps.go): never within a step.
-func (o *Owner) withRun(id string, f func(*run)) {
-	o.steps.do(id, func() {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		r := o.runs[id]
-		if r == nil {
-			r = &run{since: time.Now()}
-			o.runs[id] = r
-		}
-		f(r)
-	})
-}
-
-// heard is the stream's heard: it moves the run of an awake Session by
-// the Events heard (none once it sleeps: its notes move nothing).
-func (o *Owner) heard(id string, evs []protocol.Event) (ended, changed bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r := o.runs[id]
-	if r == nil {
-		return false, false
-	}
-	r.heard = time.Now()
-	was := r.activity()
-	ended = r.follow(evs)
-	return ended, r.activity() != was
-}
-
 // Activity says what an awake Session is doing: "turn" while a Turn runs,
 // "question" while Claude waits on a person, "" otherwise.
 func (o *Owner) Activity(id string) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if r := o.runs[id]; r != nil {
-		return r.activity()
-	}
-	return ""
+	var a string
+	o.runs.on(id, func(r *run) { a = r.activity() })
+	return a
 }
 
-// activity is Activity's answer; call with o.mu held.
+// activity is Activity's answer.
 func (r *run) activity() string {
 	switch r.phase {
 	case asking:

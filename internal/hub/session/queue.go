@@ -36,14 +36,12 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 		return p, err
 	}
 	p.Text, p.Sealed = text, nil
-	o.mu.Lock()
-	if r := o.runs[s.ID]; r != nil {
+	o.runs.on(s.ID, func(r *run) {
 		r.since = time.Now()
 		if r.phase == stopping {
 			r.wakeAfter = true
 		}
-	}
-	o.mu.Unlock()
+	})
 	o.changed(s.ID)
 	if s.State == Asleep || s.State == Failed {
 		err := o.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
@@ -123,53 +121,34 @@ func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
 }
 
 // dispatch types the Session's next queued prompt if Claude Code is idle,
-// as one step of the Session's (steps.go).
-func (o *queue) dispatch(id string) { o.steps.do(id, func() { o.dispatchNow(id) }) }
+// as a step of its loop.
+func (o *queue) dispatch(id string) { o.runs.on(id, func(r *run) { o.dispatchOn(id, r) }) }
 
-// dispatchNow is dispatch within a step. Only one prompt is on its way at
-// a time; the queue is read without the Owner's lock held.
-func (o *queue) dispatchNow(id string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || r.phase != idle || !r.delivery.to(claimed) {
-		o.mu.Unlock()
+// dispatchOn is dispatch within a step: the queue is read, and the prompt
+// taken in the store, while the machine has it claimed; only one prompt is
+// on its way at a time. The Runner's answer comes back as a step (ack).
+func (o *queue) dispatchOn(id string, r *run) {
+	if r.phase != idle || !r.delivery.to(claimed) {
 		return
 	}
-	o.mu.Unlock()
 	if o.heldAtLimit(id) { // the Turn past a limit never starts
-		o.mu.Lock()
 		r.delivery.to(queued)
-		o.mu.Unlock()
 		return
 	}
-
 	p, ok, err := o.store.TakePrompt(o.ctx, id)
 	if err == nil && ok {
 		p, err = o.openPrompt(p)
 	}
-	o.mu.Lock()
 	if err != nil || !ok {
 		r.delivery.to(queued)
-		o.mu.Unlock()
 		if err != nil && o.ctx.Err() == nil {
 			o.log.Error("take a prompt", "session", id, "err", err)
 		}
 		return
 	}
-	if o.runs[id] != r || !r.up() || !r.delivery.to(typing) {
-		// Moves and acknowledgements are steps too, so nothing moved the
-		// run while the queue was read: a fault, named. The prompt goes
-		// back so it is not lost meanwhile.
-		ph, dl := r.phase, r.delivery.state
-		r.delivery.to(queued)
-		o.mu.Unlock()
-		o.requeue(id, p.ID)
-		o.fault(id, faultStep, fmt.Sprintf("the run moved to %s, its delivery to %s, while a dispatch read the queue", ph, dl))
-		return
-	}
+	r.delivery.to(typing)
 	r.delivery.p = p
-	o.mu.Unlock()
-	o.promptSent(id, p)
+	o.promptSent(id, r, p)
 	o.changed(id)
 	o.deliver(id, p)
 }
@@ -188,8 +167,7 @@ func (o *queue) deliver(id string, p store.Prompt) {
 	}
 	if rc == nil {
 		// The Runner went meanwhile: back to the head of the queue, sent
-		// again once it is back. Not in this step: giveBack waits on the
-		// Session's lock.
+		// again once it is back. A step of its own, after this one.
 		o.spawn(func(context.Context) { o.giveBack(id, p.ID, nil) })
 		return
 	}
@@ -231,26 +209,23 @@ func (o *queue) notTaken(id string, p store.Prompt, why string) {
 }
 
 // giveBack puts the prompt typing, promptID, back at the head of the
-// queue, in memory and in the store under the Session's lock, as move
-// does: a move that follows finds it queued in both, and one that came
-// first has put it back already (giveBack then reports false). also runs,
-// under the Owner's lock, on the delivery it put back.
+// queue, in memory and in the store in one step, as a move's does: a move
+// that follows finds it queued in both, and one that came first has put it
+// back already (giveBack then reports false). also runs on the delivery it
+// put back.
 func (o *queue) giveBack(id, promptID string, also func(d *delivery)) bool {
-	l := o.sessionLock(id)
-	l.Lock()
-	defer l.Unlock()
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil || !r.delivery.typingOf(promptID) || !r.delivery.to(queued) {
-		o.mu.Unlock()
-		return false
-	}
-	if also != nil {
-		also(&r.delivery)
-	}
-	o.mu.Unlock()
-	o.requeue(id, promptID)
-	return true
+	var back bool
+	o.runs.on(id, func(r *run) {
+		if !r.delivery.typingOf(promptID) || !r.delivery.to(queued) {
+			return
+		}
+		if also != nil {
+			also(&r.delivery)
+		}
+		o.requeue(id, promptID)
+		back = true
+	})
+	return back
 }
 
 // requeue puts a prompt on its way back at the head of its queue (prompts
@@ -266,76 +241,52 @@ func (o *queue) requeue(id, promptID string) {
 // starts again, and a Turn the hook says begins next is theirs, which keeps
 // the Session awake until it ends as one the Hub sent a prompt for does.
 func (o *queue) Typed(id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if r := o.runs[id]; r != nil {
-		r.typed, r.since = true, time.Now()
-	}
+	o.runs.on(id, func(r *run) { r.typed, r.since = true, time.Now() })
 }
 
 // Accepted is the mod's UserPromptSubmit: Claude Code took the prompt on
 // its way, if one is, and a Turn runs.
-func (o *queue) Accepted(id string) { o.steps.do(id, func() { o.accepted(id) }) }
-
-// accepted is Accepted within a step.
-func (o *queue) accepted(id string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	var started bool // the transcript may have told of it first
-	if r != nil {
+func (o *queue) Accepted(id string) {
+	o.runs.on(id, func(r *run) {
 		if r.typed && !r.delivery.onItsWay() { // typed in the terminal by its Creator
 			r.typed, r.owed = false, true
 		}
-		started = r.began(fromHook.String())
-	}
-	o.mu.Unlock()
-	if started {
-		o.opts.Metrics.TurnStarted()
-	}
-	o.ackNow(id, fromHook, "")
+		if r.began(fromHook.String()) { // the transcript may have told of it first
+			o.opts.Metrics.TurnStarted()
+		}
+		o.ackOn(id, r, fromHook, "")
+	})
 	o.changed(id)
 }
 
 // ack moves a Session's delivery by an acknowledgement from src (of
 // promptID, for the Runner's reply), with its effects: a Turn runs once a
 // prompt is taken; a prompt that leaves typing is recorded delivered; then
-// the next prompt may go. It is one step of the Session's.
+// the next prompt may go. It is a step of the Session's loop.
 func (o *queue) ack(id string, src ackSource, promptID string) {
-	o.steps.do(id, func() { o.ackNow(id, src, promptID) })
+	o.runs.on(id, func(r *run) { o.ackOn(id, r, src, promptID) })
 }
 
-// ackNow is ack within a step.
-func (o *queue) ackNow(id string, src ackSource, promptID string) {
-	o.mu.Lock()
-	r := o.runs[id]
-	if r == nil {
-		o.mu.Unlock()
-		return
-	}
+// ackOn is ack within a step.
+func (o *queue) ackOn(id string, r *run, src ackSource, promptID string) {
 	d := &r.delivery
 	from, ok := d.ack(src, promptID)
 	if !ok {
-		o.mu.Unlock()
 		return
 	}
 	p := d.p
-	turn := from == typing && !p.IsCommand // the transcript may tell of it before the hook
-	started := turn && r.began(src.String())
-	if from == typing {
-		d.givenUp = 0
-	}
-	o.mu.Unlock()
-	if started {
+	// The transcript may tell of the Turn before the hook.
+	if from == typing && !p.IsCommand && r.began(src.String()) {
 		o.opts.Metrics.TurnStarted()
 	}
 	if from == typing {
+		d.givenUp = 0
 		o.markDelivered(id, p)
 	}
 	o.changed(id)
-	// A command done lets the next prompt go; so does a Turn that ended
-	// while the store was written, since TakePrompt passes over a prompt
-	// still delivering. While the Turn runs, dispatch does nothing.
-	o.dispatchNow(id)
+	// A command done lets the next prompt go. While the Turn runs,
+	// dispatch does nothing.
+	o.dispatchOn(id, r)
 }
 
 // markDelivered records a prompt Claude Code took. The record outlives a
@@ -353,32 +304,26 @@ func (o *queue) markDelivered(id string, p store.Prompt) {
 // interrupt in the transcript): the next prompt may go. The Sandbox can
 // tell of one it never ran, so it counts toward nothing: the idle clock
 // starts again only at the first end after a prompt the Hub sent, and the
-// Hours run on (limits.go). It is one step of the Session's.
-func (o *queue) TurnEnded(id string) { o.steps.do(id, func() { o.turnEnded(id) }) }
-
-// turnEnded is TurnEnded within a step.
-func (o *queue) turnEnded(id string) {
-	var was bool
-	o.mu.Lock()
-	if r := o.runs[id]; r != nil {
-		was = r.busy()
+// Hours run on (limits.go). It is a step of the Session's loop.
+func (o *queue) TurnEnded(id string) {
+	if !o.runs.on(id, func(r *run) {
+		was := r.busy()
 		if r.owed {
 			r.owed, r.since = false, time.Now()
 		}
 		if was {
 			r.to(idle, "the Turn ended")
+			o.opts.Metrics.TurnEnded() // a Stop hook and the transcript's interrupt may both tell of one end
 		}
 		r.resync, r.turnAt = false, time.Time{}
 		if r.delivery.state == taken {
 			r.delivery.to(written) // Claude Code writes a prompt down before it answers
 		}
+		o.changed(id)
+		o.dispatchOn(id, r)
+	}) {
+		o.changed(id)
 	}
-	o.mu.Unlock()
-	if was { // a Stop hook and the transcript's interrupt may both tell of one end
-		o.opts.Metrics.TurnEnded()
-	}
-	o.changed(id)
-	o.dispatchNow(id)
 }
 
 // promptText is what is typed for a prompt: a leading ! or / would start

@@ -58,7 +58,7 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
 				var fault error
-				o.withRun(s.ID, func(r *run) {
+				o.runs.with(s.ID, func(r *run) {
 					r.resync, r.agents, r.owed = open, agents, open
 					switch {
 					case open && !r.busy():
@@ -69,7 +69,7 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 					}
 				})
 				if fault != nil {
-					o.fault(s.ID, faultMove, fault.Error())
+					o.runs.fault(s.ID, faultMove, fault.Error())
 				}
 				if s.Turns > 0 {
 					o.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
@@ -294,11 +294,7 @@ func (o *Owner) interruptAgents(ctx context.Context, id string) {
 	if err != nil {
 		o.log.Error("read a session's running subagents", "session", id, "err", err)
 	}
-	o.mu.Lock()
-	if r := o.runs[id]; r != nil {
-		r.agents = nil
-	}
-	o.mu.Unlock()
+	o.runs.on(id, func(r *run) { r.agents = nil })
 	for agent, a := range agents {
 		ev := protocol.Event{Kind: protocol.EventSubagentEnd, Agent: agent, Parent: a.parent, Reason: protocol.SubagentInterrupted}
 		if err := o.Record(ctx, id, ev); err != nil {

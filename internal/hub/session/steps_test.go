@@ -1,42 +1,50 @@
 package session
 
 import (
+	"io"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// TestASessionsStepsRunOneAtATimeInOrder: steps posted side by side for
-// one Session never overlap, each poster's run in the order it posted
-// them, and each do returns once its step ran; another Session's steps
-// run beside them.
+// TestASessionsStepsRunOneAtATimeInOrder: steps posted side by side to
+// one Session's loop never overlap, each poster's run in the order it
+// posted them, and each returns once its step ran; another Session's loop
+// runs beside it. A step that drops the run ends the loop: later steps
+// find no run, and the next withRun starts a fresh one.
 func TestASessionsStepsRunOneAtATimeInOrder(t *testing.T) {
-	s := steps{waiting: map[string][]func(){}}
+	o := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer o.Close()
+	ids := []string{"a", "b"}
+	for _, id := range ids {
+		o.runs.with(id, func(*run) {})
+	}
 	const posters, each = 8, 200
 	var in [2]atomic.Int32
 	var overlaps atomic.Int32
-	last := make([][2]int, posters)
+	last := make([]int, posters)
 	var wg sync.WaitGroup
 	for p := range posters {
 		wg.Go(func() {
 			for i := range each {
 				session := p % 2
 				ran := false
-				s.do([]string{"a", "b"}[session], func() {
+				ok := o.runs.on(ids[session], func(*run) {
 					if in[session].Add(1) != 1 {
 						overlaps.Add(1)
 					}
-					if i != 0 && last[p][1] != i-1 {
-						t.Errorf("poster %d: step %d ran after step %d, want %d", p, i, last[p][1], i-1)
+					if i != 0 && last[p] != i-1 {
+						t.Errorf("poster %d: step %d ran after step %d, want %d", p, i, last[p], i-1)
 					}
-					last[p][1] = i
+					last[p] = i
 					ran = true
 					runtime.Gosched() // room for another to start, were it let
 					in[session].Add(-1)
 				})
-				if !ran {
-					t.Errorf("poster %d: do returned before step %d ran", p, i)
+				if !ok || !ran {
+					t.Errorf("poster %d: onRun returned %v before step %d ran, want true after", p, ok, i)
 				}
 			}
 		})
@@ -45,7 +53,19 @@ func TestASessionsStepsRunOneAtATimeInOrder(t *testing.T) {
 	if n := overlaps.Load(); n != 0 {
 		t.Errorf("%d steps of one Session ran while another did, want none", n)
 	}
-	if len(s.waiting) != 0 {
-		t.Errorf("steps left waiting: %v, want none", len(s.waiting))
+
+	if !o.runs.on("a", func(r *run) { r.dropped = true }) {
+		t.Fatal("the step that drops the run did not run")
+	}
+	if o.runs.on("a", func(*run) {}) {
+		t.Error("a step ran on a dropped run, want none")
+	}
+	if got := o.runs.ids(); len(got) != 1 || got[0] != "b" {
+		t.Errorf("got loops %v, want only b's", got)
+	}
+	var fresh bool
+	o.runs.with("a", func(r *run) { fresh = r.phase == starting && r.delivery.state == queued })
+	if !fresh {
+		t.Error("withRun after the drop found the old run, want a fresh one")
 	}
 }

@@ -166,8 +166,8 @@ func (o *stream) orderLock(id string) *sync.Mutex {
 }
 
 // follow moves the run state by a Session's Events and reports whether
-// they end its Turn by an interrupt, or end a Turn taken back; call with
-// o.mu held.
+// they end its Turn by an interrupt, or end a Turn taken back; on its
+// loop.
 func (r *run) follow(evs []protocol.Event) (ended bool) {
 	for _, ev := range evs {
 		if a := r.agents[ev.Agent]; a != nil && a.parent == "" {

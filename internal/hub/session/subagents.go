@@ -46,11 +46,11 @@ func (o *Owner) StopSubagent(ctx context.Context, id, agent string) error {
 	}
 	var a subagent
 	var running bool
-	o.mu.Lock()
-	if r := o.runs[id]; r != nil && r.agents[agent] != nil {
-		a, running = *r.agents[agent], true
-	}
-	o.mu.Unlock()
+	o.runs.on(id, func(r *run) {
+		if r.agents[agent] != nil {
+			a, running = *r.agents[agent], true
+		}
+	})
 	if !running {
 		return fmt.Errorf("subagent %q is not running in this Session (it finished, or never ran): %w", agent, errdefs.ErrNotFound)
 	}
