@@ -18,21 +18,17 @@ import (
 	"testing"
 )
 
+// maxMethods is the most methods a type may reach: a type past it is a
+// god type, whose feature wants a type or package of its own with a small
+// interface (../../docs/architecture.md).
+const maxMethods = 40
+
 // countedPackages are the packages whose types are held to maxMethods
 // counted honestly: every method a pointer to the type reaches, through
 // embedding too.
 var countedPackages = []string{
 	"./internal/runner/...",
-	"./internal/hub",
-	"./internal/hub/forward",
-	"./internal/hub/front",
-	"./internal/hub/masks",
-	"./internal/hub/notify",
-	"./internal/hub/placement",
-	"./internal/hub/pulls",
-	"./internal/hub/runners",
-	"./internal/hub/signin",
-	"./internal/hub/triggers",
+	"./internal/hub/...",
 }
 
 // TestNoTypeHasMoreThan40ReachableMethods holds every named type of the

@@ -84,5 +84,5 @@ func (o *Owner) Answer(ctx context.Context, id, questionID string, choices []Cho
 		return err
 	}
 	input, _ := json.Marshal(answers)
-	return o.Record(ctx, id, protocol.Event{Kind: protocol.EventAnswer, ToolID: questionID, Text: strings.Join(said, "; "), Input: input})
+	return o.stream.Record(ctx, id, protocol.Event{Kind: protocol.EventAnswer, ToolID: questionID, Text: strings.Join(said, "; "), Input: input})
 }

@@ -29,6 +29,9 @@ const budgetWindow = time.Minute
 // TestManySmallEventsStoreNoMoreThanTheBudget measures it.
 const eventRowCost = 256
 
+// budgets keeps each Session's Events to its budget.
+type budgets struct{ deps }
+
 // budget is one Session's Event accounting, kept with its run.
 type budget struct {
 	loaded      bool
@@ -59,7 +62,7 @@ func eventCost(ev protocol.Event) int64 {
 
 // spend keeps the Events a Runner sent that fit the Session's budget, in
 // order, and counts the rest dropped.
-func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]protocol.Event, drops, error) {
+func (o *budgets) spend(ctx context.Context, id string, evs []protocol.Event) ([]protocol.Event, drops, error) {
 	var loaded bool
 	o.runs.on(id, func(r *run) { loaded = r.budget.loaded })
 	var use store.EventUse
@@ -84,7 +87,7 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 
 // fit keeps what of evs, costing costs, fits b, loaded from use if it
 // is not yet.
-func (o *Owner) fit(b *budget, use store.EventUse, evs []protocol.Event, costs []int64) ([]protocol.Event, drops) {
+func (o *budgets) fit(b *budget, use store.EventUse, evs []protocol.Event, costs []int64) ([]protocol.Event, drops) {
 	if !b.loaded {
 		b.loaded, b.total = true, use.Rows*eventRowCost+use.Bytes
 		b.dropped, b.noteSeq = use.Dropped, use.NoteSeq
@@ -121,7 +124,7 @@ func (o *Owner) fit(b *budget, use store.EventUse, evs []protocol.Event, costs [
 // by that batch. The note is the Hub's own words and numbers, so its
 // rewrite needs no masking; a watcher sees the count as of when the note
 // first reached it, the history read again has it up to date.
-func (o *Owner) noteDropped(ctx context.Context, id string, d drops) error {
+func (o *budgets) noteDropped(ctx context.Context, id string, d drops) error {
 	bringUp := func(seq, dropped int64) error {
 		b, err := json.Marshal(droppedNote(dropped, o.opts.EventsMax))
 		if err != nil {

@@ -6,11 +6,18 @@ import (
 	"time"
 )
 
+// sweep is the Owner's one timer over every awake Session: it sleeps the
+// idle and raises the alarm (alarm.go).
+type sweep struct {
+	deps
+	life *life
+}
+
 // sweepIdle puts to sleep each Active Session with no Turn of a prompt
 // the Hub sent running, nothing on its way or queued, and Keep awake off,
 // once the idle clock (run.since) has run Idle; and raises the alarm for a
 // queue that waits with nothing to wait for (alarm.go).
-func (o *Owner) sweepIdle(ctx context.Context) {
+func (o *sweep) sweepIdle(ctx context.Context) {
 	every := min(max(min(o.opts.Idle, o.opts.DeliveryDeadline)/10, 50*time.Millisecond), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -37,7 +44,7 @@ func (o *Owner) sweepIdle(ctx context.Context) {
 	}
 }
 
-func (o *Owner) sleepIfIdle(ctx context.Context, id string) {
+func (o *sweep) sleepIfIdle(ctx context.Context, id string) {
 	s, err := o.store.SessionByID(ctx, id)
 	q, qerr := o.store.Prompts(ctx, id)
 	if err != nil || qerr != nil || s.State != Active || s.KeepAwake || len(q) > 0 {
@@ -47,7 +54,7 @@ func (o *Owner) sleepIfIdle(ctx context.Context, id string) {
 		return
 	}
 	why := fmt.Sprintf("it was idle for %s", o.opts.Idle.Round(time.Second))
-	if err := o.Sleep(ctx, id, why); err != nil {
+	if err := o.life.Sleep(ctx, id, why); err != nil {
 		o.log.Warn("an idle session did not go to sleep", "session", id, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -12,8 +13,15 @@ import (
 )
 
 // life starts, wakes, sleeps, restarts, archives and restores Sessions,
-// through move.
-type life struct{ *Owner }
+// through move, the one writer of a Session's state.
+type life struct {
+	deps
+	queue  *queue  // a move puts a prompt back; a start lets the queue go
+	limits *limits // a wake is held by them; a move frees an awake place
+
+	mu   sync.Mutex
+	lock map[string]*sync.Mutex // one per Session, serialising its moves
+}
 
 // Timeouts of what the owner asks a Runner.
 const (
@@ -75,24 +83,24 @@ func (o *life) runnerUsable(ctx context.Context, s *store.Session) error {
 // Create records a new Session with its first prompt and starts it, or,
 // past its Creator's awake Sessions, records it asleep in their line.
 func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) (store.Session, error) {
-	o.admit.Lock()
-	room, err := o.admits(ctx, s.CreatorID, "")
+	o.limits.admit.Lock()
+	room, err := o.limits.admits(ctx, s.CreatorID, "")
 	if err == nil {
 		if !room {
 			s.State = Asleep
 		}
 		s, err = o.store.CreateSession(ctx, s)
 	}
-	o.admit.Unlock()
+	o.limits.admit.Unlock()
 	if err != nil {
 		return s, err
 	}
 	first.SessionID = s.ID
-	if _, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(first)); err != nil {
+	if _, err := o.store.EnqueuePrompt(ctx, o.queue.sealPrompt(first)); err != nil {
 		return s, err
 	}
 	if !room {
-		o.saidInLine(ctx, s)
+		o.limits.saidInLine(ctx, s)
 		return s, nil
 	}
 	o.runs.with(s.ID, func(*run) {})
@@ -167,10 +175,10 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 		}
 	}
 	if !open {
-		o.requeue(s.ID, p.ID)
+		o.queue.requeue(s.ID, p.ID)
 		return nil
 	}
-	if p, err = o.openPrompt(p); err != nil {
+	if p, err = o.queue.openPrompt(p); err != nil {
 		return err
 	}
 	var resumed bool
@@ -216,7 +224,7 @@ func (o *life) launch(id string, resume bool) {
 		if err != nil {
 			o.log.Error("record a start", "session", id, "err", err)
 		}
-		o.dispatch(id)
+		o.queue.dispatch(id)
 	})
 }
 
@@ -325,7 +333,7 @@ func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) err
 	if err := o.runnerUsable(ctx, s); err != nil {
 		return err
 	}
-	switch why, err := o.limitReached(ctx, *s); {
+	switch why, err := o.limits.limitReached(ctx, *s); {
 	case err != nil:
 		return err
 	case why != "":
@@ -340,13 +348,13 @@ func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) err
 	if o.opts.Runners.Runner(s.RunnerID) == nil {
 		return fmt.Errorf("the Session's Runner is not connected; it wakes when the Runner is back and a prompt waits: %w", errdefs.ErrUnavailable)
 	}
-	o.admit.Lock()
-	defer o.admit.Unlock()
-	switch room, err := o.admits(ctx, s.CreatorID, s.ID); {
+	o.limits.admit.Lock()
+	defer o.limits.admit.Unlock()
+	switch room, err := o.limits.admits(ctx, s.CreatorID, s.ID); {
 	case err != nil:
 		return err
 	case !room:
-		return o.waitInLine(ctx, s)
+		return o.limits.waitInLine(ctx, s)
 	}
 	from := s.State
 	if err := o.move(ctx, s, Starting, why, false); err != nil {

@@ -325,9 +325,9 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 	f.runner.setStartErr(fmt.Errorf("away: %w", errdefs.ErrUnavailable))
 	f.create("other") // a retry timer armed
 	testenv.Eventually(t, testenv.WaitShort, "the retry's timer armed", func() bool {
-		f.o.wgMu.Lock()
-		defer f.o.wgMu.Unlock()
-		return len(f.o.timers) == 1
+		f.o.g.wgMu.Lock()
+		defer f.o.g.wgMu.Unlock()
+		return len(f.o.g.timers) == 1
 	})
 	done := make(chan struct{})
 	go func() { f.o.Close(); close(done) }()
@@ -336,7 +336,7 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 	case <-time.After(testenv.WaitShort):
 		t.Fatal("Close did not return")
 	}
-	if f.o.after(time.Millisecond, func(context.Context) {}) != nil {
+	if f.o.g.after(time.Millisecond, func(context.Context) {}) != nil {
 		t.Fatal("a closed Owner armed a timer")
 	}
 }

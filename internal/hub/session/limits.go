@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -26,6 +27,17 @@ import (
 //     past it waits in the Member's line, kept in the store, with its place;
 //     when one of their Sessions sleeps or ends, the first in line wakes.
 
+// limits holds a Session's Turns, Hours and spend to its caps, and its
+// Creator's awake Sessions to theirs, with their line.
+type limits struct {
+	deps
+	life *life // a Session at a limit sleeps; the first in line wakes
+	// admit is held from counting a Member's awake Sessions to moving one
+	// Starting, so two wakes cannot both take their last awake place.
+	// Taken after a Session's lock, never before one.
+	admit sync.Mutex
+}
+
 // errLimited marks a wake a Turn limit refused.
 var errLimited = errors.New("limited")
 
@@ -35,7 +47,7 @@ const limitWayOn = "To go on, someone who may push to the Repo raises its limits
 // limitReached says which of its Repo's limits a triggered Session has
 // reached, "" for none (or for a Session started by a person). A limit that
 // cannot be read holds it: the error.
-func (o *Owner) limitReached(ctx context.Context, s store.Session) (string, error) {
+func (o *limits) limitReached(ctx context.Context, s store.Session) (string, error) {
 	if why, err := spendReached(ctx, o.store, o.opts.MemberMaxSpend, s); why != "" || err != nil {
 		return why, err
 	}
@@ -67,7 +79,7 @@ func (o *queue) heldAtLimit(id string) bool {
 	s, err := o.store.SessionByID(o.ctx, id)
 	why := ""
 	if err == nil {
-		why, err = o.limitReached(o.ctx, s)
+		why, err = o.limits.limitReached(o.ctx, s)
 	}
 	if err != nil {
 		if o.ctx.Err() == nil {
@@ -79,7 +91,7 @@ func (o *queue) heldAtLimit(id string) bool {
 		return false
 	}
 	if q, err := o.store.Prompts(o.ctx, id); err == nil && len(q) > 0 {
-		o.spawn(func(ctx context.Context) { o.stopAtLimit(ctx, id, why) })
+		o.spawn(func(ctx context.Context) { o.limits.stopAtLimit(ctx, id, why) })
 	}
 	return true
 }
@@ -87,8 +99,8 @@ func (o *queue) heldAtLimit(id string) bool {
 // stopAtLimit puts a Session at a Turn limit to sleep, and once it is, says
 // why in its history and its thread. A second stop finds it asleep, and
 // says nothing more.
-func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
-	err := o.Sleep(ctx, id, why)
+func (o *limits) stopAtLimit(ctx context.Context, id, why string) {
+	err := o.life.Sleep(ctx, id, why)
 	if err != nil && !errors.Is(err, errLimited) {
 		if !errors.Is(err, errdefs.ErrConflict) {
 			o.log.Warn("a session at its limit did not go to sleep", "session", id, "err", err)
@@ -115,7 +127,7 @@ func (o *Owner) stopAtLimit(ctx context.Context, id, why string) {
 // promptSent counts a prompt the Hub is about to send as a Turn, unless it
 // was counted when typed before (put back and sent again), and starts the
 // Session's awake clock. It is within a step.
-func (o *Owner) promptSent(id string, r *run, p store.Prompt) {
+func (o *limits) promptSent(id string, r *run, p store.Prompt) {
 	if p.IsCommand {
 		return
 	}
@@ -134,10 +146,10 @@ func (o *Owner) promptSent(id string, r *run, p store.Prompt) {
 // once a prompt has been sent to it (at the first, or at each wake after
 // it), and for a triggered Session arms the cut where the Repo's limit runs
 // out: mid-Turn or not, since nothing the Sandbox says stops the clock.
-func (o *Owner) startAwake(id string) { o.runs.on(id, func(r *run) { o.startAwakeOn(id, r) }) }
+func (o *limits) startAwake(id string) { o.runs.on(id, func(r *run) { o.startAwakeOn(id, r) }) }
 
 // startAwakeOn is startAwake within a step.
-func (o *Owner) startAwakeOn(id string, r *run) {
+func (o *limits) startAwakeOn(id string, r *run) {
 	if !r.awakeAt.IsZero() {
 		return
 	}
@@ -180,7 +192,7 @@ func (r *run) awakeDone() (time.Duration, *time.Timer) {
 
 // addTurnTime records a span of time awake toward the Session's Hours
 // (the store's turn time) and stops its cut.
-func (o *Owner) addTurnTime(ctx context.Context, id string, d time.Duration, cut *time.Timer) {
+func (o *limits) addTurnTime(ctx context.Context, id string, d time.Duration, cut *time.Timer) {
 	o.stopTimer(cut)
 	if d <= 0 {
 		return
@@ -194,7 +206,7 @@ func (o *Owner) addTurnTime(ctx context.Context, id string, d time.Duration, cut
 // fewer than MemberMaxAwake of theirs are awake, counting those ahead of it
 // in their line whose Runner is connected (a Session whose Runner is away
 // keeps its place without holding up the others). Call with o.admit held.
-func (o *Owner) admits(ctx context.Context, creatorID, id string) (bool, error) {
+func (o *limits) admits(ctx context.Context, creatorID, id string) (bool, error) {
 	if o.opts.MemberMaxAwake <= 0 {
 		return true, nil
 	}
@@ -221,7 +233,7 @@ func (o *Owner) admits(ctx context.Context, creatorID, id string) (bool, error) 
 // the first time, says so with its place. Call with its lock and o.admit
 // held: a Session of the Creator's that stops being awake after finds it
 // in line.
-func (o *Owner) waitInLine(ctx context.Context, s *store.Session) error {
+func (o *limits) waitInLine(ctx context.Context, s *store.Session) error {
 	was := s.Place
 	if err := o.store.SetWaiting(ctx, s.ID); err != nil {
 		return err
@@ -239,7 +251,7 @@ func (o *Owner) waitInLine(ctx context.Context, s *store.Session) error {
 
 // saidInLine tells the history, and the Session's watchers, its place in
 // line.
-func (o *Owner) saidInLine(ctx context.Context, s store.Session) {
+func (o *limits) saidInLine(ctx context.Context, s store.Session) {
 	o.note(ctx, s.ID, protocol.EventLimit, fmt.Sprintf(
 		"Waiting in line, place %d: %d of its Creator's Sessions are awake, the Hub's limit (HUB_MEMBER_MAX_AWAKE). The first in line wakes when one of them sleeps or ends; putting one to sleep (kndl sleep) makes room.",
 		s.Place, o.opts.MemberMaxAwake))
@@ -249,7 +261,7 @@ func (o *Owner) saidInLine(ctx context.Context, s store.Session) {
 // wakeFromLine wakes the first of creator's Sessions in line, and the next
 // while there is room. One whose Runner is away keeps its place: it wakes
 // when its Runner is back.
-func (o *Owner) wakeFromLine(ctx context.Context, creatorID string) {
+func (o *limits) wakeFromLine(ctx context.Context, creatorID string) {
 	line, err := o.store.Line(ctx, creatorID)
 	if err != nil {
 		o.log.Error("read a member's line", "member", creatorID, "err", err)
@@ -262,7 +274,7 @@ func (o *Owner) wakeFromLine(ctx context.Context, creatorID string) {
 		if o.opts.Runners.Runner(w.RunnerID) == nil {
 			continue
 		}
-		err := o.wake(ctx, w.SessionID, "its place in line came: one of its Creator's awake Sessions slept or ended",
+		err := o.life.wake(ctx, w.SessionID, "its place in line came: one of its Creator's awake Sessions slept or ended",
 			func(s *store.Session) bool { return s.Place > 0 })
 		if err != nil {
 			if !errors.Is(err, errdefs.ErrConflict) {

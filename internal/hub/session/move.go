@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -26,18 +27,18 @@ var headline = map[store.SessionState]string{
 // token revoked, ports and terminals dropped, the history line saying why,
 // and word to every watcher. Call with the Session's lock held; s is
 // updated.
-func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionState, why string, transient bool) error {
+func (o *life) move(ctx context.Context, s *store.Session, to store.SessionState, why string, transient bool) error {
 	if err := checkMove(s.State, to); err != nil {
 		return err
 	}
 	detail := o.opts.Redactor.RedactText(ctx, s.ID, why)
 	freeing := awake(s.State) && !awake(to) && o.opts.MemberMaxAwake > 0
 	if freeing { // a wake counting the Creator's awake Sessions sees this one's move, or is in line before it
-		o.admit.Lock()
+		o.limits.admit.Lock()
 	}
 	err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient)
 	if freeing {
-		o.admit.Unlock()
+		o.limits.admit.Unlock()
 	}
 	if err != nil {
 		return err
@@ -96,14 +97,14 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
 		}
 		o.opts.Effects.Stopped(s.ID)
-		o.addTurnTime(ctx, s.ID, took, cut)
+		o.limits.addTurnTime(ctx, s.ID, took, cut)
 	}
 	if to == Active && s.Turns > 0 {
-		o.startAwake(s.ID) // its Hours run on from its first prompt
+		o.limits.startAwake(s.ID) // its Hours run on from its first prompt
 	}
 	if freeing {
 		creator := s.CreatorID
-		o.spawn(func(ctx context.Context) { o.wakeFromLine(ctx, creator) })
+		o.spawn(func(ctx context.Context) { o.limits.wakeFromLine(ctx, creator) })
 	}
 	if from == Active {
 		o.opts.Effects.LeftActive(s.ID)
@@ -126,7 +127,7 @@ func (o *Owner) move(ctx context.Context, s *store.Session, to store.SessionStat
 }
 
 // locked runs f with the Session's lock held and the Session as stored.
-func (o *Owner) locked(ctx context.Context, id string, f func(s *store.Session) error) error {
+func (o *life) locked(ctx context.Context, id string, f func(s *store.Session) error) error {
 	l := o.sessionLock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -135,4 +136,16 @@ func (o *Owner) locked(ctx context.Context, id string, f func(s *store.Session) 
 		return err
 	}
 	return f(&s)
+}
+
+// sessionLock returns the lock that serialises one Session's moves.
+func (o *life) sessionLock(id string) *sync.Mutex {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l := o.lock[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		o.lock[id] = l
+	}
+	return l
 }

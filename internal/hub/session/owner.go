@@ -141,33 +141,36 @@ func (uncounted) TurnEnded()                    {}
 func (uncounted) SessionFault(string)           {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
-// Owner owns every Session's state. Its methods are safe to call from any
-// goroutine; none holds its lock across a store call (admit, the awake
-// count's, is held only across the store calls that count and move). The
-// live stream (stream.go) holds its own state, the watchers and each
-// Session's order, and is told what it heard moves through one func; a
-// Session's life moves (life.go) and its queue (queue.go) are still
-// types over the Owner's one state; what a Runner says of its Sessions,
-// the moves themselves (move) and the locks are the Owner's.
+// Owner owns every Session's state; its methods (api.go) are the
+// package's API, safe to call from any goroutine, each handing the call to
+// the part that owns what it changes. The parts hold their own state and
+// share only deps: life (life.go, move.go) the Session's life and the lock
+// serialising its moves; queue (queue.go) the prompts and their delivery;
+// limits (limits.go, spend.go) the caps and the Member's line; budgets
+// (budget.go) the Event budget; reports (runner.go) what a Runner says;
+// sweep (idle.go, alarm.go) the idle sleep and the alarm; stream
+// (stream.go) the watchers and each Session's order; runs (loop.go) each
+// awake Session's loop, which alone holds its run state.
 type Owner struct {
-	*life
-	*queue
-	*stream
+	opts    Options
+	store   *store.Store
+	g       *group
+	runs    *runs
+	stream  *stream
+	life    *life
+	queue   *queue
+	limits  *limits
+	reports *reports
+}
 
+// deps are what every part of the Owner shares, set once by New.
+type deps struct {
 	opts  Options
 	store *store.Store
 	log   *slog.Logger
-
 	*group
-	runs *runs // the awake Sessions' loops (loop.go)
-
-	// admit is held from counting a Member's awake Sessions to moving one
-	// Starting, so two wakes cannot both take their last awake place.
-	// Taken after a Session's lock, never before one.
-	admit sync.Mutex
-
-	mu   sync.Mutex
-	lock map[string]*sync.Mutex // one per Session, serialising its moves
+	*stream
+	runs *runs
 }
 
 // group is the goroutines and timers of an Owner, which Close ends and
@@ -318,12 +321,17 @@ func New(opts Options) *Owner {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &group{ctx: ctx, cancel: cancel, timers: map[*time.Timer]struct{}{}}
 	log := opts.Logger.With("component", "session")
-	o := &Owner{opts: opts, store: opts.Store, log: log, group: g, lock: map[string]*sync.Mutex{},
-		runs: &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}}
-	o.life, o.queue = &life{o}, &queue{o}
-	o.stream = &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: o.log, heard: o.runs.heard,
+	rs := &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}
+	st := &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
-	o.spawn(o.sweepIdle)
+	d := deps{opts: opts, store: opts.Store, log: log, group: g, stream: st, runs: rs}
+	li := &limits{deps: d}
+	lf := &life{deps: d, limits: li, lock: map[string]*sync.Mutex{}}
+	q := &queue{deps: d, life: lf, limits: li}
+	lf.queue, li.life = q, lf
+	o := &Owner{opts: opts, store: opts.Store, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,
+		reports: &reports{deps: d, life: lf, queue: q, limits: li, budgets: &budgets{d}}}
+	g.spawn((&sweep{deps: d, life: lf}).sweepIdle)
 	return o
 }
 
@@ -336,9 +344,9 @@ func (o *Owner) Close() {
 	for _, id := range o.runs.ids() {
 		var d time.Duration
 		o.runs.on(id, func(r *run) { d, _ = r.awakeDone() }) // its cut is stopped with the other timers
-		o.addTurnTime(o.ctx, id, d, nil)
+		o.limits.addTurnTime(o.g.ctx, id, d, nil)
 	}
-	o.close()
+	o.g.close()
 }
 
 // close ends the group's context, stops its timers and waits for its
@@ -408,18 +416,6 @@ func (o *group) stopTimer(t *time.Timer) {
 	if t.Stop() {
 		o.wg.Done()
 	}
-}
-
-// sessionLock returns the lock that serialises one Session's moves.
-func (o *Owner) sessionLock(id string) *sync.Mutex {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	l := o.lock[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		o.lock[id] = l
-	}
-	return l
 }
 
 // Activity says what an awake Session is doing: "turn" while a Turn runs,

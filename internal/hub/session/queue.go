@@ -14,7 +14,11 @@ import (
 
 // queue is the prompt queue of every Session and the delivery of the
 // prompt on its way.
-type queue struct{ *Owner }
+type queue struct {
+	deps
+	life   *life   // a prompt wakes its Session
+	limits *limits // a prompt sent is a Turn; one past a limit never goes
+}
 
 // The prompt queue: a Session's prompts wait in the store and are sent to
 // its Runner one at a time, only while Claude Code is ready and between
@@ -44,7 +48,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	})
 	o.changed(s.ID)
 	if s.State == Asleep || s.State == Failed {
-		err := o.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
+		err := o.life.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
 		if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
 			return p, err
 		}
@@ -148,7 +152,7 @@ func (o *queue) dispatchOn(id string, r *run) {
 	}
 	r.delivery.to(typing)
 	r.delivery.p = p
-	o.promptSent(id, r, p)
+	o.limits.promptSent(id, r, p)
 	o.changed(id)
 	o.deliver(id, p)
 }

@@ -407,7 +407,7 @@ func TestAQueueLeftWaitingOnNothingIsNamedAFault(t *testing.T) {
 	s, _ := f.active("first")
 	f.o.Accepted(s.ID)
 	f.o.TurnEnded(s.ID)
-	if _, err := f.st.EnqueuePrompt(ctx, f.o.sealPrompt(store.Prompt{SessionID: s.ID, AuthorID: f.user.ID, Text: "left behind"})); err != nil {
+	if _, err := f.st.EnqueuePrompt(ctx, f.o.queue.sealPrompt(store.Prompt{SessionID: s.ID, AuthorID: f.user.ID, Text: "left behind"})); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

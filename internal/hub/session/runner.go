@@ -10,6 +10,16 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// reports takes what a Runner says of its Sessions: its hello, its going,
+// their Events, Claude Code's exit.
+type reports struct {
+	deps
+	life    *life
+	queue   *queue
+	limits  *limits
+	budgets *budgets
+}
+
 // RunnerBack answers a (re)connected Runner's hello. The Sessions it still
 // runs become Active again, each with a fresh mod token; those the Hub
 // thought awake on it that no longer run go to sleep, with their running
@@ -17,7 +27,7 @@ import (
 // Runner that should be awake are woken: prompts wait, Keep awake is on,
 // or a start failed for a cause a retry may mend. A Session it reports
 // that is not in the answer, the Runner stops.
-func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
+func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 	reported := map[string]bool{}
 	for _, id := range running {
 		reported[id] = true
@@ -30,7 +40,7 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 	var out []protocol.ResumedSession
 	var wake []string
 	for _, s := range ss {
-		err := o.locked(ctx, s.ID, func(s *store.Session) error {
+		err := o.life.locked(ctx, s.ID, func(s *store.Session) error {
 			switch {
 			case (s.State == Active || s.State == Frozen) && reported[s.ID]:
 				tok, err := o.store.IssueModToken(ctx, s.ID)
@@ -45,12 +55,12 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 				if err != nil {
 					return err
 				}
-				agents, err := o.runningAgents(ctx, s.ID)
+				agents, err := runningAgents(ctx, o.store, s.ID)
 				if err != nil {
 					return err
 				}
 				if s.State == Frozen {
-					if err := o.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
+					if err := o.life.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
 						return err
 					}
 				}
@@ -72,13 +82,13 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 					o.runs.fault(s.ID, faultMove, fault.Error())
 				}
 				if s.Turns > 0 {
-					o.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
+					o.limits.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
 				}
 				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
 				wake = append(wake, s.ID) // its queue goes on
 			case s.State == Active || s.State == Frozen:
-				o.interruptAgents(ctx, s.ID)
-				if err := o.move(ctx, s, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
+				o.life.interruptAgents(ctx, s.ID)
+				if err := o.life.move(ctx, s, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
 					return err
 				}
 				wake = append(wake, s.ID)
@@ -102,13 +112,13 @@ func (o *Owner) RunnerBack(ctx context.Context, runnerID string, running []strin
 // wakeIfWanted wakes an Asleep or Failed Session whose Runner is back, if
 // prompts wait for it, Keep awake is on, or its start failed for a cause
 // a retry may mend; and lets an Active one's queue go on.
-func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
+func (o *reports) wakeIfWanted(ctx context.Context, id string) {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
 		return
 	}
 	if s.State == Active {
-		o.dispatch(id)
+		o.queue.dispatch(id)
 		return
 	}
 	q, err := o.store.Prompts(ctx, id)
@@ -131,7 +141,7 @@ func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
 	default:
 		return
 	}
-	err = o.wake(ctx, id, why, func(cur *store.Session) bool { return cur.State == s.State })
+	err = o.life.wake(ctx, id, why, func(cur *store.Session) bool { return cur.State == s.State })
 	if err != nil && !errors.Is(err, errdefs.ErrConflict) {
 		o.log.Warn("wake a session whose runner is back", "session", id, "err", err)
 	}
@@ -139,41 +149,41 @@ func (o *Owner) wakeIfWanted(ctx context.Context, id string) {
 
 // RunnerGone marks a Runner's Active Sessions Frozen when its connection
 // ends: their Claude Code keeps running in the Sandbox.
-func (o *Owner) RunnerGone(ctx context.Context, runnerID string) {
+func (o *reports) RunnerGone(ctx context.Context, runnerID string) {
 	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Active}}, "freeze a session",
 		func(s *store.Session) error {
 			if s.State != Active {
 				return nil
 			}
-			return o.move(ctx, s, Frozen, "its Runner is not connected", false)
+			return o.life.move(ctx, s, Frozen, "its Runner is not connected", false)
 		})
 }
 
 // RunnerRemoved fails every Session on a Runner whose pairing was removed
 // for good, saying why (RunnerRevoked, RunnerOwnerRemoved): its Workspace
 // was on that machine.
-func (o *Owner) RunnerRemoved(ctx context.Context, runnerID, cause string) {
+func (o *reports) RunnerRemoved(ctx context.Context, runnerID, cause string) {
 	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}}, "fail a session of a removed runner",
 		func(s *store.Session) error {
 			if s.State == Failed || s.State == Archived {
 				return nil
 			}
-			o.interruptAgents(ctx, s.ID)
-			return o.move(ctx, s, Failed, cause+workspaceGone, false)
+			o.life.interruptAgents(ctx, s.ID)
+			return o.life.move(ctx, s, Failed, cause+workspaceGone, false)
 		})
 }
 
 // moveEach calls f for each Session the filter selects, under that
 // Session's lock and on it as stored now (f checks it is still to move);
 // a failure is logged, saying what, and the others still move.
-func (o *Owner) moveEach(ctx context.Context, filter store.SessionFilter, what string, f func(s *store.Session) error) {
+func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what string, f func(s *store.Session) error) {
 	ss, err := o.store.Sessions(ctx, filter)
 	if err != nil {
 		o.log.Error(what, "err", err)
 		return
 	}
 	for _, s := range ss {
-		if err := o.locked(ctx, s.ID, f); err != nil {
+		if err := o.life.locked(ctx, s.ID, f); err != nil {
 			o.log.Error(what, "session", s.ID, "err", err)
 		}
 	}
@@ -183,7 +193,7 @@ func (o *Owner) moveEach(ctx context.Context, filter store.SessionFilter, what s
 // Creators may no longer use (store.Runner.UsableBy), as once the Owner
 // unshared it, saying why; none of them can wake there until it is shared
 // again (wakeLocked). A failure is logged and the others still sleep.
-func (o *Owner) RunnerNarrowed(ctx context.Context, runnerID, why string) {
+func (o *reports) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 	rn, err := o.store.RunnerByID(ctx, runnerID)
 	if err != nil {
 		o.log.Error("a narrowed runner", "err", err)
@@ -198,7 +208,7 @@ func (o *Owner) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 		if rn.UsableBy(s.CreatorID) {
 			continue
 		}
-		if err := o.Sleep(ctx, s.ID, why); err != nil && !errors.Is(err, errdefs.ErrConflict) {
+		if err := o.life.Sleep(ctx, s.ID, why); err != nil && !errors.Is(err, errdefs.ErrConflict) {
 			o.log.Warn("session did not go to sleep", "session", s.ID, "err", err)
 		}
 	}
@@ -210,7 +220,7 @@ func (o *Owner) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 // batch that reads nothing past what is stored is one the Runner sent
 // again, its reply lost with a connection: it was recorded, so it is
 // taken and not recorded twice.
-func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
+func (o *reports) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
 	if m.Offsets != nil {
 		stored, err := o.store.TranscriptOffsets(ctx, s.ID)
 		if err != nil {
@@ -222,7 +232,7 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		}
 	}
 	if len(m.Spent) > 0 {
-		return o.countSpent(ctx, s.ID, m.Spent)
+		return o.limits.countSpent(ctx, s.ID, m.Spent)
 	}
 	var ended bool
 	for i := range m.Events {
@@ -235,14 +245,14 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		m.Events[i].Requested = "" // only the Hub's note of a Request says so
 	}
 	if len(m.Events) > 0 {
-		kept, dropped, err := o.spend(ctx, s.ID, m.Events)
+		kept, dropped, err := o.budgets.spend(ctx, s.ID, m.Events)
 		if err != nil {
 			return err
 		}
 		if ended, err = o.record(ctx, s.ID, kept, m.Events); err != nil {
 			return err
 		}
-		if err := o.noteDropped(ctx, s.ID, dropped); err != nil {
+		if err := o.budgets.noteDropped(ctx, s.ID, dropped); err != nil {
 			// What fit is stored: the batch is not sent again for
 			// the count, which the next drop brings up to date.
 			o.log.Error("note a session's dropped events", "session", s.ID, "err", err)
@@ -263,13 +273,13 @@ func (o *Owner) Events(ctx context.Context, s store.Session, m protocol.SessionE
 		// The transcript says Claude Code took the prompt being typed,
 		// whose hook may never come (the relay refusing), so it is not
 		// typed again.
-		o.ack(s.ID, fromTranscript, "")
+		o.queue.ack(s.ID, fromTranscript, "")
 	}
 	switch {
 	case m.Hook == protocol.HookPromptSubmit:
-		o.Accepted(s.ID)
+		o.queue.Accepted(s.ID)
 	case m.Hook == protocol.HookStop || ended:
-		o.TurnEnded(s.ID)
+		o.queue.TurnEnded(s.ID)
 	}
 	return nil
 }
@@ -289,8 +299,8 @@ func advances(stored, batch map[string]int64) bool {
 // interruptAgents ends the subagents a Session's transcript says still
 // run, as Interrupted: their Claude Code no longer runs. It reads them from
 // the store, which a Hub that restarted since they started still has.
-func (o *Owner) interruptAgents(ctx context.Context, id string) {
-	agents, err := o.runningAgents(ctx, id)
+func (o *life) interruptAgents(ctx context.Context, id string) {
+	agents, err := runningAgents(ctx, o.store, id)
 	if err != nil {
 		o.log.Error("read a session's running subagents", "session", id, "err", err)
 	}
@@ -306,12 +316,12 @@ func (o *Owner) interruptAgents(ctx context.Context, id string) {
 // Exited is a Runner's word that Claude Code exited on its own: the
 // Session is Asleep, Keep awake left as it was, so a crashing Claude Code
 // is not restarted over and over.
-func (o *Owner) Exited(ctx context.Context, id, detail string) error {
-	return o.locked(ctx, id, func(s *store.Session) error {
+func (o *reports) Exited(ctx context.Context, id, detail string) error {
+	return o.life.locked(ctx, id, func(s *store.Session) error {
 		if s.State != Active && s.State != Frozen {
 			return nil // the Hub stopped it, or it was never up
 		}
-		o.interruptAgents(ctx, id)
-		return o.move(ctx, s, Asleep, "Claude Code ended: "+detail, false)
+		o.life.interruptAgents(ctx, id)
+		return o.life.move(ctx, s, Asleep, "Claude Code ended: "+detail, false)
 	})
 }

@@ -78,7 +78,7 @@ func spendReached(ctx context.Context, st *store.Store, memberMax float64, s sto
 // countSpent counts what model replies of a Session spent, as its
 // Runner's relay read it from the model API's answers: the one count of
 // usage the Hub keeps and shows.
-func (o *Owner) countSpent(ctx context.Context, id string, us []protocol.Usage) error {
+func (o *limits) countSpent(ctx context.Context, id string, us []protocol.Usage) error {
 	rs := make([]store.Reply, 0, len(us))
 	for _, u := range us {
 		if u.Message == "" {
@@ -98,7 +98,7 @@ func (o *Owner) countSpent(ctx context.Context, id string, us []protocol.Usage) 
 // checkSpend, after the relay counted what a Session spent, holds it at a
 // spend cap it is past: its relay refuses its model requests, and it
 // sleeps saying why.
-func (o *Owner) checkSpend(ctx context.Context, id string) {
+func (o *limits) checkSpend(ctx context.Context, id string) {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
 		return

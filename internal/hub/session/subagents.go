@@ -6,6 +6,7 @@ import (
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
 )
 
 // subagent is one of an awake Session's subagents that its Events say
@@ -18,8 +19,8 @@ type subagent struct {
 }
 
 // runningAgents reads the subagents a Session's stored Events say run.
-func (o *Owner) runningAgents(ctx context.Context, id string) (map[string]*subagent, error) {
-	list, err := o.store.RunningSubagents(ctx, id)
+func runningAgents(ctx context.Context, st *store.Store, id string) (map[string]*subagent, error) {
+	list, err := st.RunningSubagents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +65,6 @@ func (o *Owner) StopSubagent(ctx context.Context, id, agent string) error {
 	if a.stopAsked {
 		return nil
 	}
-	return o.Record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStop, Agent: agent, Parent: a.parent,
+	return o.stream.Record(ctx, id, protocol.Event{Kind: protocol.EventSubagentStop, Agent: agent, Parent: a.parent,
 		Text: "Its Creator asked it to stop: it stops at its next tool call."})
 }
