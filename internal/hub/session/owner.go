@@ -368,16 +368,25 @@ func (o *group) close() {
 // spawn runs f on a goroutine that Close waits for, and reports whether
 // it did (not once Close has begun).
 func (o *group) spawn(f func(ctx context.Context)) bool {
+	if !o.add() {
+		return false
+	}
+	go func() {
+		defer o.wg.Done()
+		f(o.ctx)
+	}()
+	return true
+}
+
+// add counts a goroutine Close waits for, which the caller starts and ends
+// with wg.Done, and reports whether it may (not once Close has begun).
+func (o *group) add() bool {
 	o.wgMu.Lock()
 	defer o.wgMu.Unlock()
 	if o.ctx.Err() != nil {
 		return false
 	}
 	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		f(o.ctx)
-	}()
 	return true
 }
 
