@@ -102,6 +102,8 @@ func TestATriggeredSessionThatWouldRunA21stTurnSleepsSayingWhy(t *testing.T) {
 	if !strings.Contains(limits[0], "limit of 20 Turns") || !strings.Contains(limits[0], "kndl repo edit") {
 		t.Fatalf("limit event = %q, want the limit named and the way on", limits[0])
 	}
+	// The thread is told after the history: wait for it too.
+	testenv.Eventually(t, testenv.WaitShort, "the thread told", func() bool { return len(th.of(s.ID)) > 0 })
 	if said := th.of(s.ID); len(said) != 1 || said[0] != limits[0] {
 		t.Fatalf("the thread was told %q, want the history's words once", said)
 	}

@@ -58,6 +58,8 @@ func TestASessionPastASpendCapIsRefusedAtTheRelayAndSleeps(t *testing.T) {
 			if ev := f.events(s.ID, protocol.EventLimit)[0]; !strings.Contains(ev, tt.names) || !strings.Contains(ev, "To go on") {
 				t.Fatalf("limit event %q, want the cap named and the way on", ev)
 			}
+			// The thread is told after the history: wait for it too.
+			testenv.Eventually(t, testenv.WaitShort, "the thread told", func() bool { return len(th.of(s.ID)) > 0 })
 			if said := th.of(s.ID); len(said) != 1 {
 				t.Fatalf("the thread was told %q, want once", said)
 			}

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/testenv"
 )
 
 // TestASessionsStepsRunOneAtATimeInOrder: steps posted side by side to
@@ -67,5 +70,27 @@ func TestASessionsStepsRunOneAtATimeInOrder(t *testing.T) {
 	o.runs.with("a", func(r *run) { fresh = r.phase == starting && r.delivery.state == queued })
 	if !fresh {
 		t.Error("withRun after the drop found the old run, want a fresh one")
+	}
+}
+
+// TestTheLoopTakesStepsWhileTheRunnerTypes: a Runner that has not
+// answered session.deliver holds no step of the Session: the hook's word
+// that Claude Code took the prompt is taken meanwhile, and a Turn runs.
+func TestTheLoopTakesStepsWhileTheRunnerTypes(t *testing.T) {
+	f := newFixture(t)
+	f.runner.holdDeliveries()
+	s, _ := f.active("hello") // on its way; the Runner never answers
+	done := make(chan string, 1)
+	go func() {
+		f.o.Accepted(s.ID)
+		done <- f.o.Activity(s.ID)
+	}()
+	select {
+	case got := <-done:
+		if got != "turn" {
+			t.Fatalf("got activity %q after the hook, want turn", got)
+		}
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("the hook's step waited on the Runner's answer to session.deliver")
 	}
 }
