@@ -56,9 +56,6 @@ func (o *Owner) SetKeepAwake(ctx context.Context, id string, on bool) error {
 	return o.life.SetKeepAwake(ctx, id, on)
 }
 
-// StopTurn interrupts the Turn that runs (life.StopTurn).
-func (o *Owner) StopTurn(ctx context.Context, id string) error { return o.life.StopTurn(ctx, id) }
-
 // Prompt queues a prompt, waking its Session if it sleeps (queue.Prompt).
 func (o *Owner) Prompt(ctx context.Context, s store.Session, p store.Prompt) (store.Prompt, error) {
 	return o.queue.Prompt(ctx, s, p)

@@ -12,7 +12,7 @@ import (
 // refuses a switch between open and allowlist, which applies at the next
 // wake.
 func (o *Owner) Egress(ctx context.Context, id string, p egress.Policy) error {
-	rc, err := o.life.runnerOfActive(ctx, id, "")
+	rc, err := o.runnerOfActive(ctx, id, "")
 	if err != nil {
 		return err
 	}

@@ -523,7 +523,7 @@ func (o *life) SetKeepAwake(ctx context.Context, id string, on bool) error {
 }
 
 // StopTurn interrupts the Turn that runs.
-func (o *life) StopTurn(ctx context.Context, id string) error {
+func (o *Owner) StopTurn(ctx context.Context, id string) error {
 	rc, err := o.runnerOfActive(ctx, id, ": no Turn runs")
 	if err != nil {
 		return err
@@ -534,7 +534,7 @@ func (o *life) StopTurn(ctx context.Context, id string) error {
 // runnerOfActive returns the Runner of an Active Session; otherwise an
 // error saying it is not active (why: what that means) or its
 // Runner is not connected.
-func (o *life) runnerOfActive(ctx context.Context, id, why string) (Requester, error) {
+func (o *Owner) runnerOfActive(ctx context.Context, id, why string) (Requester, error) {
 	s, err := o.store.SessionByID(ctx, id)
 	if err != nil {
 		return nil, err

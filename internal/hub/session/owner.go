@@ -141,9 +141,10 @@ func (uncounted) TurnEnded()                    {}
 func (uncounted) SessionFault(string)           {}
 func (uncounted) PromptDelivered(time.Duration) {}
 
-// Owner owns every Session's state; its methods (api.go) are the
-// package's API, safe to call from any goroutine, each handing the call to
-// the part that owns what it changes. The parts hold their own state and
+// Owner owns every Session's state; its methods are the package's API,
+// safe to call from any goroutine, each handing the call to the part that
+// owns what it changes (api.go), or asking the Runner itself (StopTurn,
+// Answer, StopSubagent, Egress) and the loop (Activity). The parts hold their own state and
 // share only deps: life (life.go, move.go) the Session's life and the lock
 // serialising its moves; queue (queue.go) the prompts and their delivery;
 // limits (limits.go, spend.go) the caps and the Member's line; budgets
