@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/claude"
@@ -19,23 +20,25 @@ import (
 // Runner refuses is Failed with the Runner's words, not Asleep; it is not
 // retried on its own, and kndl wake tries again.
 func TestAFailedStartIsFailedWithItsReasonAndAWakeRetriesIt(t *testing.T) {
-	f := newFixture(t)
-	f.runner.setStartErr(fmt.Errorf("clone: repository not found: %w", errdefs.ErrInvalid))
-	s := f.create("hello")
-	got := f.waitState(s.ID, Failed)
-	if !strings.Contains(got.StateDetail, "repository not found") || got.Transient {
-		t.Fatalf("failed with %q (transient %v), want the Runner's reason, not transient", got.StateDetail, got.Transient)
-	}
-	f.runner.quiet(3 * f.o.opts.RetryMin)
-	f.runner.setStartErr(nil)
-	if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionStart)
-	f.waitState(s.ID, Active)
-	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
-		t.Fatalf("typed %q, want the first prompt", d.deliver.Text)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.runner.setStartErr(fmt.Errorf("clone: repository not found: %w", errdefs.ErrInvalid))
+		s := f.create("hello")
+		got := f.waitState(s.ID, Failed)
+		if !strings.Contains(got.StateDetail, "repository not found") || got.Transient {
+			t.Fatalf("failed with %q (transient %v), want the Runner's reason, not transient", got.StateDetail, got.Transient)
+		}
+		f.runner.quiet(3 * f.o.opts.RetryMin)
+		f.runner.setStartErr(nil)
+		if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionStart)
+		f.waitState(s.ID, Active)
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "hello" {
+			t.Fatalf("typed %q, want the first prompt", d.deliver.Text)
+		}
+	})
 }
 
 // TestASessionWhoseModelItsRunnerNoLongerOffersFailsSayingTheWayOut: a
@@ -44,59 +47,63 @@ func TestAFailedStartIsFailedWithItsReasonAndAWakeRetriesIt(t *testing.T) {
 // a note naming the model and how to choose another, and once its Creator
 // does, a wake starts it on the new one.
 func TestASessionWhoseModelItsRunnerNoLongerOffersFailsSayingTheWayOut(t *testing.T) {
-	f := newFixture(t)
-	pinned := claude.Models()
-	def, _ := pinned.Default()
-	var older claude.Table // the pinned version's table without its last model
-	older.Version, older.Models = "older", pinned.Models[:len(pinned.Models)-1]
-	gone := pinned.Models[len(pinned.Models)-1]
-	f.runners.report(f.runnerID, older)
-	s, err := f.o.Create(context.Background(), store.Session{RepoID: f.repo.ID, CreatorID: f.user.ID, RunnerID: f.runnerID, Title: "t", Model: gone.Alias},
-		store.Prompt{AuthorID: f.user.ID, Text: "hello"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := f.waitState(s.ID, Failed)
-	for _, want := range []string{`model "` + gone.Alias + `" is not offered`, def.Alias, "kndl update --model"} {
-		if !strings.Contains(got.StateDetail, want) {
-			t.Errorf("failed with %q, want it to say %q", got.StateDetail, want)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		pinned := claude.Models()
+		def, _ := pinned.Default()
+		var older claude.Table // the pinned version's table without its last model
+		older.Version, older.Models = "older", pinned.Models[:len(pinned.Models)-1]
+		gone := pinned.Models[len(pinned.Models)-1]
+		f.runners.report(f.runnerID, older)
+		s, err := f.o.Create(context.Background(), store.Session{RepoID: f.repo.ID, CreatorID: f.user.ID, RunnerID: f.runnerID, Title: "t", Model: gone.Alias},
+			store.Prompt{AuthorID: f.user.ID, Text: "hello"})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got.Transient {
-		t.Error("a model the Runner does not take is retried, as if it might mend on its own")
-	}
-	if notes := f.events(s.ID, protocol.EventLog); len(notes) != 1 || !strings.Contains(notes[0], "kndl update --model") {
-		t.Errorf("the Session's history says %q, want a note naming the way out", notes)
-	}
-	f.runner.quiet(3 * f.o.opts.RetryMin)
+		got := f.waitState(s.ID, Failed)
+		for _, want := range []string{`model "` + gone.Alias + `" is not offered`, def.Alias, "kndl update --model"} {
+			if !strings.Contains(got.StateDetail, want) {
+				t.Errorf("failed with %q, want it to say %q", got.StateDetail, want)
+			}
+		}
+		if got.Transient {
+			t.Error("a model the Runner does not take is retried, as if it might mend on its own")
+		}
+		if notes := f.events(s.ID, protocol.EventLog); len(notes) != 1 || !strings.Contains(notes[0], "kndl update --model") {
+			t.Errorf("the Session's history says %q, want a note naming the way out", notes)
+		}
+		f.runner.quiet(3 * f.o.opts.RetryMin)
 
-	if err := f.o.Update(context.Background(), s.ID, "t", def.Alias, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
-		t.Fatal(err)
-	}
-	if start := f.runner.next(protocol.TypeSessionStart).start; start.Model != def.Alias {
-		t.Fatalf("started with model %q, want %q", start.Model, def.Alias)
-	}
-	f.waitState(s.ID, Active)
+		if err := f.o.Update(context.Background(), s.ID, "t", def.Alias, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.o.Wake(context.Background(), s.ID, "its Creator woke it"); err != nil {
+			t.Fatal(err)
+		}
+		if start := f.runner.next(protocol.TypeSessionStart).start; start.Model != def.Alias {
+			t.Fatalf("started with model %q, want %q", start.Model, def.Alias)
+		}
+		f.waitState(s.ID, Active)
+	})
 }
 
 // TestATransientStartFailureIsRetriedWithBackoff: a cause a retry may mend
 // (the Runner unavailable) is retried by the Hub, each try in the start
 // log, until the start succeeds.
 func TestATransientStartFailureIsRetriedWithBackoff(t *testing.T) {
-	f := newFixture(t)
-	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
-	s := f.create("hello")
-	f.runner.next(protocol.TypeSessionStart) // retry 1
-	f.runner.setStartErr(nil)
-	f.runner.next(protocol.TypeSessionStart) // retry 2 succeeds
-	f.waitState(s.ID, Active)
-	logs := f.events(s.ID, protocol.EventLog)
-	if len(logs) != 2 || !strings.Contains(logs[0], "try 1 of 8") || !strings.Contains(logs[1], "try 2 of 8") {
-		t.Fatalf("start log = %q, want two retries", logs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+		s := f.create("hello")
+		f.runner.next(protocol.TypeSessionStart) // retry 1
+		f.runner.setStartErr(nil)
+		f.runner.next(protocol.TypeSessionStart) // retry 2 succeeds
+		f.waitState(s.ID, Active)
+		logs := f.events(s.ID, protocol.EventLog)
+		if len(logs) != 2 || !strings.Contains(logs[0], "try 1 of 8") || !strings.Contains(logs[1], "try 2 of 8") {
+			t.Fatalf("start log = %q, want two retries", logs)
+		}
+	})
 }
 
 // TestAHubRestartGoesOnWithTheStartsRetries: the count of a start's
@@ -131,27 +138,29 @@ func TestAHubRestartGoesOnWithTheStartsRetries(t *testing.T) {
 // TestIdleSessionsSleepUnlessKeptAwake: with nothing running or queued, a
 // Session sleeps after Idle; with Keep awake on, it does not.
 func TestIdleSessionsSleepUnlessKeptAwake(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.Idle = 200 * time.Millisecond })
-	ctx := context.Background()
-	idle, _ := f.active("one")
-	kept, _ := f.active("two")
-	if err := f.o.SetKeepAwake(ctx, kept.ID, true); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{idle.ID, kept.ID} {
-		f.o.Accepted(id)
-		f.o.Events(ctx, f.session(id), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt}}})
-		f.o.TurnEnded(id)
-	}
-	f.runner.next(protocol.TypeSessionStop)
-	got := f.waitState(idle.ID, Asleep)
-	if !strings.Contains(got.StateDetail, "idle") {
-		t.Fatalf("slept saying %q, want idle", got.StateDetail)
-	}
-	f.runner.quiet(4 * f.o.opts.Idle)
-	if s := f.session(kept.ID); s.State != Active {
-		t.Fatalf("a Session with Keep awake is %s", s.State)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.Idle = 200 * time.Millisecond })
+		ctx := context.Background()
+		idle, _ := f.active("one")
+		kept, _ := f.active("two")
+		if err := f.o.SetKeepAwake(ctx, kept.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{idle.ID, kept.ID} {
+			f.o.Accepted(id)
+			f.o.Events(ctx, f.session(id), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt}}})
+			f.o.TurnEnded(id)
+		}
+		f.runner.next(protocol.TypeSessionStop)
+		got := f.waitState(idle.ID, Asleep)
+		if !strings.Contains(got.StateDetail, "idle") {
+			t.Fatalf("slept saying %q, want idle", got.StateDetail)
+		}
+		f.runner.quiet(4 * f.o.opts.Idle)
+		if s := f.session(kept.ID); s.State != Active {
+			t.Fatalf("a Session with Keep awake is %s", s.State)
+		}
+	})
 }
 
 // TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep: Recover
