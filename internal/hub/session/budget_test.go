@@ -162,23 +162,25 @@ func TestASessionPastItsEventBudgetDropsEventsWithOneNote(t *testing.T) {
 // Events already fill HUB_SESSION_EVENTS_MAX gets nothing more stored, and
 // the note names the setting.
 func TestASessionPastItsTotalEventBudgetDropsWhatComes(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.EventsMax = 1 << 20 })
-	ctx := context.Background()
-	s, _ := f.active("print a lot")
-	if _, err := f.st.AppendEvents(ctx, s.ID, []store.Event{{Kind: protocol.EventText, Data: []byte(`{"kind":"text","text":"` + strings.Repeat("y", 1<<20) + `"}`)}}); err != nil {
-		t.Fatal(err)
-	}
-	f.o.Close()
-	f.o = New(f.o.opts) // the budget is read from the store afresh
-	t.Cleanup(f.o.Close)
-	if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "one more line"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if texts := f.events(s.ID, protocol.EventText); len(texts) != 1 {
-		t.Fatalf("%d texts stored, want only the one that filled the budget", len(texts))
-	}
-	notes := f.dropNotes(s.ID)
-	if len(notes) != 1 || notes[0].Dropped != 1 || !strings.Contains(notes[0].Text, "1 MiB in all") || !strings.Contains(notes[0].Text, "HUB_SESSION_EVENTS_MAX") {
-		t.Fatalf("notes of dropped Events: %+v, want one saying 1 dropped and naming the budget of 1 MiB and HUB_SESSION_EVENTS_MAX", notes)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.EventsMax = 1 << 20 })
+		ctx := context.Background()
+		s, _ := f.active("print a lot")
+		if _, err := f.st.AppendEvents(ctx, s.ID, []store.Event{{Kind: protocol.EventText, Data: []byte(`{"kind":"text","text":"` + strings.Repeat("y", 1<<20) + `"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		f.o.Close()
+		f.o = New(f.o.opts) // the budget is read from the store afresh
+		t.Cleanup(f.o.Close)
+		if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventText, Text: "one more line"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if texts := f.events(s.ID, protocol.EventText); len(texts) != 1 {
+			t.Fatalf("%d texts stored, want only the one that filled the budget", len(texts))
+		}
+		notes := f.dropNotes(s.ID)
+		if len(notes) != 1 || notes[0].Dropped != 1 || !strings.Contains(notes[0].Text, "1 MiB in all") || !strings.Contains(notes[0].Text, "HUB_SESSION_EVENTS_MAX") {
+			t.Fatalf("notes of dropped Events: %+v, want one saying 1 dropped and naming the budget of 1 MiB and HUB_SESSION_EVENTS_MAX", notes)
+		}
+	})
 }

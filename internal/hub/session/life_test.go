@@ -111,28 +111,30 @@ func TestATransientStartFailureIsRetriedWithBackoff(t *testing.T) {
 // the second, with its longer backoff, not the first again; the start
 // coming up ends the count.
 func TestAHubRestartGoesOnWithTheStartsRetries(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.RetryMin, o.RetryMax = time.Hour, 4*time.Hour })
-	ctx := context.Background()
-	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
-	s := f.create("hello")
-	testenv.Eventually(t, testenv.WaitShort, "the first retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 1 })
-	f.restartHub()
-	f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
-	f.o.RunnerBack(ctx, f.runnerID, nil)
-	f.runner.next(protocol.TypeSessionStart) // its Runner is back: tried again
-	testenv.Eventually(t, testenv.WaitShort, "the second retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 2 })
-	if logs := f.events(s.ID, protocol.EventLog); !strings.Contains(logs[0], "in 1h0m0s (try 1 of 8)") || !strings.Contains(logs[1], "in 2h0m0s (try 2 of 8)") {
-		t.Fatalf("start log = %q, want the count and the backoff to go on", logs)
-	}
-	f.runner.setStartErr(nil)
-	if err := f.o.Wake(ctx, s.ID, "its Creator woke it"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionStart)
-	f.waitState(s.ID, Active)
-	if got := f.session(s.ID).StartRetries; got != 0 {
-		t.Fatalf("retries after the start came up = %d, want 0", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, func(o *Options) { o.RetryMin, o.RetryMax = time.Hour, 4*time.Hour })
+		ctx := context.Background()
+		f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+		s := f.create("hello")
+		testenv.Eventually(t, testenv.WaitShort, "the first retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 1 })
+		f.restartHub()
+		f.runner.setStartErr(fmt.Errorf("the registry did not answer: %w", errdefs.ErrUnavailable))
+		f.o.RunnerBack(ctx, f.runnerID, nil)
+		f.runner.next(protocol.TypeSessionStart) // its Runner is back: tried again
+		testenv.Eventually(t, testenv.WaitShort, "the second retry in the start log", func() bool { return len(f.events(s.ID, protocol.EventLog)) == 2 })
+		if logs := f.events(s.ID, protocol.EventLog); !strings.Contains(logs[0], "in 1h0m0s (try 1 of 8)") || !strings.Contains(logs[1], "in 2h0m0s (try 2 of 8)") {
+			t.Fatalf("start log = %q, want the count and the backoff to go on", logs)
+		}
+		f.runner.setStartErr(nil)
+		if err := f.o.Wake(ctx, s.ID, "its Creator woke it"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionStart)
+		f.waitState(s.ID, Active)
+		if got := f.session(s.ID).StartRetries; got != 0 {
+			t.Fatalf("retries after the start came up = %d, want 0", got)
+		}
+	})
 }
 
 // TestIdleSessionsSleepUnlessKeptAwake: with nothing running or queued, a
@@ -204,21 +206,23 @@ func TestAfterAHubRestartRunningSessionsComeBackAndTheOthersSleep(t *testing.T) 
 func TestARemovedRunnersSessionsFailSayingWhy(t *testing.T) {
 	for _, cause := range []string{RunnerRevoked, RunnerOwnerRemoved} {
 		t.Run(cause, func(t *testing.T) {
-			f := newFixture(t)
-			ctx := context.Background()
-			s, _ := f.active("hello")
-			if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
-				t.Fatal(err)
-			}
-			f.o.RunnerRemoved(ctx, f.runnerID, cause)
-			got := f.waitState(s.ID, Failed)
-			if want := cause + "; its Workspace was on that machine"; got.StateDetail != want {
-				t.Fatalf("failed with %q, want %q", got.StateDetail, want)
-			}
-			const why = "its Runner was removed; its Workspace was on that machine"
-			if err := f.o.Wake(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), why) {
-				t.Fatalf("wake: %v, want a conflict saying %q", err, why)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				f := newFixture(t)
+				ctx := context.Background()
+				s, _ := f.active("hello")
+				if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+					t.Fatal(err)
+				}
+				f.o.RunnerRemoved(ctx, f.runnerID, cause)
+				got := f.waitState(s.ID, Failed)
+				if want := cause + "; its Workspace was on that machine"; got.StateDetail != want {
+					t.Fatalf("failed with %q, want %q", got.StateDetail, want)
+				}
+				const why = "its Runner was removed; its Workspace was on that machine"
+				if err := f.o.Wake(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), why) {
+					t.Fatalf("wake: %v, want a conflict saying %q", err, why)
+				}
+			})
 		})
 	}
 }
@@ -250,63 +254,67 @@ func TestAHubRestartFailsTheSessionsOfARunnerRemovedMeanwhile(t *testing.T) {
 // Session sleeps saying why, and neither a wake nor a prompt starts it
 // there; its owner's Sessions run on.
 func TestAnUnsharedRunnersOtherSessionsSleepAndCannotWake(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	secret, _ := f.st.NewSetupLink(ctx)
-	other, err := f.st.ClaimSetupLink(ctx, secret, store.GitHubIdentity{ID: 7, Login: "carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.st.SetRunnerShared(ctx, f.runnerID, true)
-	theirs, err := f.o.Create(ctx, store.Session{RepoID: f.repo.ID, CreatorID: other.ID, RunnerID: f.runnerID, Title: "t"}, store.Prompt{AuthorID: other.ID, Text: "hi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionStart)
-	f.runner.next(protocol.TypeSessionDeliver)
-	f.waitState(theirs.ID, Active)
-	own, _ := f.active("mine")
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		secret, _ := f.st.NewSetupLink(ctx)
+		other, err := f.st.ClaimSetupLink(ctx, secret, store.GitHubIdentity{ID: 7, Login: "carol"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.st.SetRunnerShared(ctx, f.runnerID, true)
+		theirs, err := f.o.Create(ctx, store.Session{RepoID: f.repo.ID, CreatorID: other.ID, RunnerID: f.runnerID, Title: "t"}, store.Prompt{AuthorID: other.ID, Text: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionStart)
+		f.runner.next(protocol.TypeSessionDeliver)
+		f.waitState(theirs.ID, Active)
+		own, _ := f.active("mine")
 
-	f.st.SetRunnerShared(ctx, f.runnerID, false)
-	f.o.RunnerNarrowed(ctx, f.runnerID, "the Owner unshared it")
-	f.runner.next(protocol.TypeSessionStop)
-	if got := f.waitState(theirs.ID, Asleep); !strings.Contains(got.StateDetail, "the Owner unshared it") {
-		t.Fatalf("slept saying %q, want why", got.StateDetail)
-	}
-	if s := f.session(own.ID); s.State != Active {
-		t.Fatalf("the Runner's owner's own Session is %s, want active", s.State)
-	}
-	if err := f.o.Wake(ctx, theirs.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "no longer shared") {
-		t.Fatalf("wake: %v, want a conflict saying the Runner is no longer shared", err)
-	}
-	if _, err := f.o.Prompt(ctx, f.session(theirs.ID), store.Prompt{AuthorID: other.ID, Text: "again"}); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.quiet(50 * time.Millisecond)
-	if s := f.session(theirs.ID); s.State != Asleep {
-		t.Fatalf("after a prompt the Session is %s, want asleep still", s.State)
-	}
+		f.st.SetRunnerShared(ctx, f.runnerID, false)
+		f.o.RunnerNarrowed(ctx, f.runnerID, "the Owner unshared it")
+		f.runner.next(protocol.TypeSessionStop)
+		if got := f.waitState(theirs.ID, Asleep); !strings.Contains(got.StateDetail, "the Owner unshared it") {
+			t.Fatalf("slept saying %q, want why", got.StateDetail)
+		}
+		if s := f.session(own.ID); s.State != Active {
+			t.Fatalf("the Runner's owner's own Session is %s, want active", s.State)
+		}
+		if err := f.o.Wake(ctx, theirs.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "no longer shared") {
+			t.Fatalf("wake: %v, want a conflict saying the Runner is no longer shared", err)
+		}
+		if _, err := f.o.Prompt(ctx, f.session(theirs.ID), store.Prompt{AuthorID: other.ID, Text: "again"}); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.quiet(50 * time.Millisecond)
+		if s := f.session(theirs.ID); s.State != Asleep {
+			t.Fatalf("after a prompt the Session is %s, want asleep still", s.State)
+		}
+	})
 }
 
 // TestExitingOnItsOwnSleepsAndKeepsKeepAwake: Claude Code that exits on
 // its own leaves the Session Asleep with Keep awake as it was, so it is
 // not restarted over and over; its Runner's next hello wakes it.
 func TestExitingOnItsOwnSleepsAndKeepsKeepAwake(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, _ := f.active("hello")
-	f.o.SetKeepAwake(ctx, s.ID, true)
-	if err := f.o.Exited(ctx, s.ID, "it exited on its own"); err != nil {
-		t.Fatal(err)
-	}
-	got := f.waitState(s.ID, Asleep)
-	if !got.KeepAwake || got.StateDetail != "Claude Code ended: it exited on its own" {
-		t.Fatalf("after exiting: keep awake %v, %q", got.KeepAwake, got.StateDetail)
-	}
-	f.runner.quiet(50 * time.Millisecond)
-	f.o.RunnerBack(ctx, f.runnerID, nil)
-	f.runner.next(protocol.TypeSessionStart)
-	f.waitState(s.ID, Active)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, _ := f.active("hello")
+		f.o.SetKeepAwake(ctx, s.ID, true)
+		if err := f.o.Exited(ctx, s.ID, "it exited on its own"); err != nil {
+			t.Fatal(err)
+		}
+		got := f.waitState(s.ID, Asleep)
+		if !got.KeepAwake || got.StateDetail != "Claude Code ended: it exited on its own" {
+			t.Fatalf("after exiting: keep awake %v, %q", got.KeepAwake, got.StateDetail)
+		}
+		f.runner.quiet(50 * time.Millisecond)
+		f.o.RunnerBack(ctx, f.runnerID, nil)
+		f.runner.next(protocol.TypeSessionStart)
+		f.waitState(s.ID, Active)
+	})
 }
 
 // TestRestartStartsTheSameConversationAgain: the Runner is told to stop,
@@ -354,22 +362,24 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 // whose Turn was running when the Hub last heard takes no prompt until the
 // transcript says the Turn ended, though its Stop hook was lost.
 func TestATurnTakenBackHoldsTheQueueUntilItEnds(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, _ := f.active("long job")
-	f.o.Accepted(s.ID)
-	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}})
-	f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued behind"})
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, _ := f.active("long job")
+		f.o.Accepted(s.ID)
+		f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "long job"}}})
+		f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "queued behind"})
 
-	f.restartHub()
-	f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
-	f.waitState(s.ID, Active)
-	f.runner.quiet(100 * time.Millisecond)
-	if got := f.o.Activity(s.ID); got != "turn" {
-		t.Fatalf("activity = %q, want turn", got)
-	}
-	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}})
-	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "queued behind" {
-		t.Fatalf("typed %q, want the queued prompt", d.deliver.Text)
-	}
+		f.restartHub()
+		f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
+		f.waitState(s.ID, Active)
+		f.runner.quiet(100 * time.Millisecond)
+		if got := f.o.Activity(s.ID); got != "turn" {
+			t.Fatalf("activity = %q, want turn", got)
+		}
+		f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}})
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "queued behind" {
+			t.Fatalf("typed %q, want the queued prompt", d.deliver.Text)
+		}
+	})
 }

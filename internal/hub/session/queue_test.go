@@ -21,29 +21,31 @@ import (
 // Every branch of prompt delivery, against a Runner on the real protocol.
 
 func TestDeliveryConfirmedThenTheNextGoesAfterTheTurn(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, d := f.active("first\tline\r\n")
-	if d.deliver.Text != "first\tline\r\n" || d.deliver.Command || d.deliver.Within() != f.o.opts.DeliveryDeadline {
-		t.Fatalf("sent %+v, want the prompt exactly, with the time the Runner has", d.deliver)
-	}
-	if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "second"}); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.quiet(50 * time.Millisecond) // one prompt on its way at a time
-	f.o.Accepted(s.ID)
-	if got := f.o.Activity(s.ID); got != "turn" {
-		t.Fatalf("activity = %q, want turn", got)
-	}
-	f.runner.quiet(50 * time.Millisecond) // not during the Turn
-	f.o.TurnEnded(s.ID)
-	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "second" {
-		t.Fatalf("typed %q, want second", d.deliver.Text)
-	}
-	// On its way, or delivered already: the fake's reply is at once.
-	if q := f.prompts(s.ID); len(q[store.Queued]) != 0 || slices.Contains(q[store.Delivering], "first\tline\r\n") {
-		t.Fatalf("queue = %v, want only the second on its way", q)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, d := f.active("first\tline\r\n")
+		if d.deliver.Text != "first\tline\r\n" || d.deliver.Command || d.deliver.Within() != f.o.opts.DeliveryDeadline {
+			t.Fatalf("sent %+v, want the prompt exactly, with the time the Runner has", d.deliver)
+		}
+		if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "second"}); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.quiet(50 * time.Millisecond) // one prompt on its way at a time
+		f.o.Accepted(s.ID)
+		if got := f.o.Activity(s.ID); got != "turn" {
+			t.Fatalf("activity = %q, want turn", got)
+		}
+		f.runner.quiet(50 * time.Millisecond) // not during the Turn
+		f.o.TurnEnded(s.ID)
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "second" {
+			t.Fatalf("typed %q, want second", d.deliver.Text)
+		}
+		// On its way, or delivered already: the fake's reply is at once.
+		if q := f.prompts(s.ID); len(q[store.Queued]) != 0 || slices.Contains(q[store.Delivering], "first\tline\r\n") {
+			t.Fatalf("queue = %v, want only the second on its way", q)
+		}
+	})
 }
 
 // TestAPromptIsSentOnceAndTheRunnerTypesItAgain: the Hub sends a prompt
@@ -362,24 +364,26 @@ func TestWhatASessionDoesReachesTheSessionsList(t *testing.T) {
 // happens to look at the queue. The window is the store write's, so each
 // round ends the Turn as soon as the Turn shows begun.
 func TestATurnThatEndsWhileItsPromptIsRecordedLetsTheNextGo(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.runner.holdDeliveries()
-	s, _ := f.active("round 0")
-	for i := 1; i <= 30; i++ {
-		next := fmt.Sprintf("round %d", i)
-		if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: next}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		f.runner.holdDeliveries()
+		s, _ := f.active("round 0")
+		for i := 1; i <= 30; i++ {
+			next := fmt.Sprintf("round %d", i)
+			if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: next}); err != nil {
+				t.Fatal(err)
+			}
+			go f.o.Accepted(s.ID)
+			for f.o.Activity(s.ID) != "turn" {
+				runtime.Gosched()
+			}
+			f.o.TurnEnded(s.ID)
+			if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != next {
+				t.Fatalf("typed %q after round %d's Turn, want %q", d.deliver.Text, i-1, next)
+			}
 		}
-		go f.o.Accepted(s.ID)
-		for f.o.Activity(s.ID) != "turn" {
-			runtime.Gosched()
-		}
-		f.o.TurnEnded(s.ID)
-		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != next {
-			t.Fatalf("typed %q after round %d's Turn, want %q", d.deliver.Text, i-1, next)
-		}
-	}
+	})
 }
 
 // logged sends the Owner's log to buf as well as the test's.
