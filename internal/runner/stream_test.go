@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -41,45 +42,47 @@ func kinds(m protocol.SessionEvents) []string {
 // subagent's start, which waits for the batch with its Agent call; a hook's
 // Turn signal goes at once; held Events go alone after holdMax.
 func TestHooksAndTheTranscriptMergeIntoOneOrderedStream(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := r.newSession("s1")
-	r.sessions["s1"] = s
-	for _, ev := range []string{
-		`{"hook_event_name":"UserPromptSubmit","prompt":"hi"}`,
-		launched("toolu_a", "a1"), // its parent known: the start is held at once
-		`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"Explore"}`,
-		`{"hook_event_name":"Notification","message":"waiting"}`,
-	} {
-		if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+		s := r.newSession("s1")
+		r.sessions["s1"] = s
+		for _, ev := range []string{
+			`{"hook_event_name":"UserPromptSubmit","prompt":"hi"}`,
+			launched("toolu_a", "a1"), // its parent known: the start is held at once
+			`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"Explore"}`,
+			`{"hook_event_name":"Notification","message":"waiting"}`,
+		} {
+			if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	// The subagent's transcript read before the main one has the call.
-	s.transcript([]protocol.Event{{Kind: protocol.EventToolUse, Tool: "Bash", Agent: "a1"}}, map[string]int64{"agent-a1.jsonl": 5})
-	s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventToolUse, Tool: "Agent", ToolID: "toolu_a"}}, map[string]int64{"s1.jsonl": 10})
-	got := r.sent()
-	if len(got) != 3 || got[0].Hook != protocol.HookPromptSubmit || len(got[0].Events) != 0 {
-		t.Fatalf("sent %+v, want the prompt's signal at once, then two batches", got)
-	}
-	if k := kinds(got[1]); len(k) != 2 || k[1] != protocol.EventNotification || got[1].Offsets["agent-a1.jsonl"] != 5 {
-		t.Fatalf("first batch = %v %v, want the notification after the subagent's call, the start still held", k, got[1].Offsets)
-	}
-	if k := kinds(got[2]); len(k) != 3 || k[1] != protocol.EventToolUse || k[2] != protocol.EventSubagentStart || got[2].Events[2].Parent != "toolu_a" {
-		t.Fatalf("second batch = %v, want the start right after its Agent call", k)
-	}
+		// The subagent's transcript read before the main one has the call.
+		s.transcript([]protocol.Event{{Kind: protocol.EventToolUse, Tool: "Bash", Agent: "a1"}}, map[string]int64{"agent-a1.jsonl": 5})
+		s.transcript([]protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventToolUse, Tool: "Agent", ToolID: "toolu_a"}}, map[string]int64{"s1.jsonl": 10})
+		got := r.sent()
+		if len(got) != 3 || got[0].Hook != protocol.HookPromptSubmit || len(got[0].Events) != 0 {
+			t.Fatalf("sent %+v, want the prompt's signal at once, then two batches", got)
+		}
+		if k := kinds(got[1]); len(k) != 2 || k[1] != protocol.EventNotification || got[1].Offsets["agent-a1.jsonl"] != 5 {
+			t.Fatalf("first batch = %v %v, want the notification after the subagent's call, the start still held", k, got[1].Offsets)
+		}
+		if k := kinds(got[2]); len(k) != 3 || k[1] != protocol.EventToolUse || k[2] != protocol.EventSubagentStart || got[2].Events[2].Parent != "toolu_a" {
+			t.Fatalf("second batch = %v, want the start right after its Agent call", k)
+		}
 
-	// Nothing from the transcript: what is held goes alone after holdMax.
-	r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"StopFailure","last_assistant_message":"overloaded"}`))
-	testenv.Eventually(t, 2*holdMax, "the held Events go alone", func() bool { return len(r.sent()) == 5 })
-	got = r.sent()
-	if got[3].Hook != protocol.HookStop || len(got[4].Events) != 2 || got[4].Events[0].Text != "The model API failed: overloaded" {
-		t.Fatalf("sent %+v, want the Turn's end at once, then the error and turn_end", got[3:])
-	}
-	for _, e := range got[4].Events {
-		if e.At.IsZero() {
-			t.Fatalf("a held Event without its time: %+v", e)
+		// Nothing from the transcript: what is held goes alone after holdMax.
+		r.hook(context.Background(), "s1", []byte(`{"hook_event_name":"StopFailure","last_assistant_message":"overloaded"}`))
+		testenv.Eventually(t, 2*holdMax, "the held Events go alone", func() bool { return len(r.sent()) == 5 })
+		got = r.sent()
+		if got[3].Hook != protocol.HookStop || len(got[4].Events) != 2 || got[4].Events[0].Text != "The model API failed: overloaded" {
+			t.Fatalf("sent %+v, want the Turn's end at once, then the error and turn_end", got[3:])
 		}
-	}
+		for _, e := range got[4].Events {
+			if e.At.IsZero() {
+				t.Fatalf("a held Event without its time: %+v", e)
+			}
+		}
+	})
 }
 
 // TestABatchIsTypedOnlyWhenItShowsThePromptBeingTyped: a transcript batch
@@ -167,67 +170,71 @@ func TestAHookOfNoRunningSessionOrNoJSONIsRefused(t *testing.T) {
 // hook's decision, Claude's input with the answers added; an answer for no
 // waiting question is refused, and so is one after the hook gave up.
 func TestAQuestionWaitsForItsAnswerAndGoesBackAsTheHooksDecision(t *testing.T) {
-	sctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := r.newSession("s1")
-	s.ctx = sctx
-	r.sessions["s1"] = s
-	ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
-	type result struct {
-		answer []byte
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
-		a, err := r.hook(context.Background(), "s1", []byte(ev))
-		done <- result{a, err}
-	}()
-	var id string
-	testenv.Eventually(t, testenv.WaitShort, "the question waits", func() bool {
-		s.questions.mu.Lock()
-		defer s.questions.mu.Unlock()
-		for k := range s.questions.waiting {
-			id = k
+	synctest.Test(t, func(t *testing.T) {
+		sctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+		s := r.newSession("s1")
+		s.ctx = sctx
+		r.sessions["s1"] = s
+		ev := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion","tool_input":{"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}}`
+		type result struct {
+			answer []byte
+			err    error
 		}
-		return id != ""
+		done := make(chan result, 1)
+		go func() {
+			a, err := r.hook(context.Background(), "s1", []byte(ev))
+			done <- result{a, err}
+		}()
+		var id string
+		testenv.Eventually(t, testenv.WaitShort, "the question waits", func() bool {
+			s.questions.mu.Lock()
+			defer s.questions.mu.Unlock()
+			for k := range s.questions.waiting {
+				id = k
+			}
+			return id != ""
+		})
+		if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: "nope", Answers: map[string]string{"Which colour?": "Blue"}}); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("an answer to no question: %v, want not found", err)
+		}
+		if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id, Answers: map[string]string{"Which colour?": "Blue"}}); err != nil {
+			t.Fatal(err)
+		}
+		res := <-done
+		want := `{"hookSpecificOutput":{"decision":{"behavior":"allow","updatedInput":{"answers":{"Which colour?":"Blue"},"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}},"hookEventName":"PermissionRequest"}}`
+		if res.err != nil || string(res.answer) != want {
+			t.Fatalf("the hook answered %s, %v; want %s", res.answer, res.err, want)
+		}
+		testenv.Eventually(t, 2*holdMax, "the question in the stream", func() bool { return len(r.sent()) == 1 })
+		if q := r.sent()[0].Events[0]; q.Kind != protocol.EventQuestion || q.ToolID != id {
+			t.Fatalf("sent %+v, want the question with its id", q)
+		}
+		if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("a second answer: %v, want not found", err)
+		}
 	})
-	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: "nope", Answers: map[string]string{"Which colour?": "Blue"}}); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("an answer to no question: %v, want not found", err)
-	}
-	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id, Answers: map[string]string{"Which colour?": "Blue"}}); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
-	want := `{"hookSpecificOutput":{"decision":{"behavior":"allow","updatedInput":{"answers":{"Which colour?":"Blue"},"questions":[{"question":"Which colour?","options":[{"label":"Red"},{"label":"Blue"}]}]}},"hookEventName":"PermissionRequest"}}`
-	if res.err != nil || string(res.answer) != want {
-		t.Fatalf("the hook answered %s, %v; want %s", res.answer, res.err, want)
-	}
-	testenv.Eventually(t, 2*holdMax, "the question in the stream", func() bool { return len(r.sent()) == 1 })
-	if q := r.sent()[0].Events[0]; q.Kind != protocol.EventQuestion || q.ToolID != id {
-		t.Fatalf("sent %+v, want the question with its id", q)
-	}
-	if err := s.questions.answer(protocol.SessionAnswer{SessionID: "s1", QuestionID: id}); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("a second answer: %v, want not found", err)
-	}
 }
 
 // TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax: the wait for an
 // Agent call is bounded; the start goes with the hold's end.
 func TestASubagentStartWhoseCallNeverComesGoesAfterHoldMax(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := r.newSession("s1")
-	r.sessions["s1"] = s
-	for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
-		if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+		s := r.newSession("s1")
+		r.sessions["s1"] = s
+		for _, ev := range []string{launched("toolu_b", "b1"), `{"hook_event_name":"SubagentStart","agent_id":"b1","agent_type":"Explore"}`} {
+			if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 3})
-	testenv.Eventually(t, 2*holdMax, "the start goes alone", func() bool { return len(r.sent()) == 2 })
-	if k := kinds(r.sent()[1]); len(k) != 1 || k[0] != protocol.EventSubagentStart {
-		t.Fatalf("sent %v, want the start alone at the hold's end", k)
-	}
+		s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 3})
+		testenv.Eventually(t, 2*holdMax, "the start goes alone", func() bool { return len(r.sent()) == 2 })
+		if k := kinds(r.sent()[1]); len(k) != 1 || k[0] != protocol.EventSubagentStart {
+			t.Fatalf("sent %v, want the start alone at the hold's end", k)
+		}
+	})
 }
 
 // TestTheTranscriptSaysWhenATurnIsOver: a prompt's turn_start to its

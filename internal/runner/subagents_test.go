@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
@@ -34,39 +35,41 @@ func launched(toolID, agent string) string {
 // call as its parent; one whose call never says so goes without, after
 // holdMax; SubagentStop's subagent_end carries it too.
 func TestASubagentStartNamesTheAgentCallThatStartedIt(t *testing.T) {
-	r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
-	s := r.newSession("s1")
-	r.sessions["s1"] = s
-	for _, ev := range []string{
-		`{"hook_event_name":"PreToolUse","tool_name":"Agent","tool_use_id":"toolu_a","tool_input":{}}`,
-		`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"general-purpose"}`,
-		launched("toolu_b", "a2"),
-		launched("toolu_a", "a1"),
-		`{"hook_event_name":"SubagentStart","agent_id":"a2","agent_type":"Explore"}`,
-		`{"hook_event_name":"SubagentStart","agent_id":"a3","agent_type":"Plan"}`,
-		`{"hook_event_name":"SubagentStop","agent_id":"a1"}`,
-	} {
-		if answer, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil || answer != nil {
-			t.Fatalf("hook %s: %s, %v; want no answer", ev, answer, err)
+	synctest.Test(t, func(t *testing.T) {
+		r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+		s := r.newSession("s1")
+		r.sessions["s1"] = s
+		for _, ev := range []string{
+			`{"hook_event_name":"PreToolUse","tool_name":"Agent","tool_use_id":"toolu_a","tool_input":{}}`,
+			`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"general-purpose"}`,
+			launched("toolu_b", "a2"),
+			launched("toolu_a", "a1"),
+			`{"hook_event_name":"SubagentStart","agent_id":"a2","agent_type":"Explore"}`,
+			`{"hook_event_name":"SubagentStart","agent_id":"a3","agent_type":"Plan"}`,
+			`{"hook_event_name":"SubagentStop","agent_id":"a1"}`,
+		} {
+			if answer, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil || answer != nil {
+				t.Fatalf("hook %s: %s, %v; want no answer", ev, answer, err)
+			}
 		}
-	}
-	testenv.Eventually(t, 3*holdMax, "every subagent Event sent", func() bool { return len(r.subagentEvents()) == 4 })
-	want := map[string]protocol.Event{
-		"subagent_start a1": {Agent: "a1", Parent: "toolu_a", Text: "general-purpose"},
-		"subagent_start a2": {Agent: "a2", Parent: "toolu_b", Text: "Explore"},
-		"subagent_start a3": {Agent: "a3", Text: "Plan"},
-		"subagent_end a1":   {Agent: "a1", Parent: "toolu_a"},
-	}
-	for _, e := range r.subagentEvents() {
-		w, ok := want[e.Kind+" "+e.Agent]
-		if !ok || e.Parent != w.Parent || e.Text != w.Text {
-			t.Errorf("sent %+v, want %+v", e, w)
+		testenv.Eventually(t, 3*holdMax, "every subagent Event sent", func() bool { return len(r.subagentEvents()) == 4 })
+		want := map[string]protocol.Event{
+			"subagent_start a1": {Agent: "a1", Parent: "toolu_a", Text: "general-purpose"},
+			"subagent_start a2": {Agent: "a2", Parent: "toolu_b", Text: "Explore"},
+			"subagent_start a3": {Agent: "a3", Text: "Plan"},
+			"subagent_end a1":   {Agent: "a1", Parent: "toolu_a"},
 		}
-		delete(want, e.Kind+" "+e.Agent)
-	}
-	if len(want) > 0 {
-		t.Errorf("not sent: %v", want)
-	}
+		for _, e := range r.subagentEvents() {
+			w, ok := want[e.Kind+" "+e.Agent]
+			if !ok || e.Parent != w.Parent || e.Text != w.Text {
+				t.Errorf("sent %+v, want %+v", e, w)
+			}
+			delete(want, e.Kind+" "+e.Agent)
+		}
+		if len(want) > 0 {
+			t.Errorf("not sent: %v", want)
+		}
+	})
 }
 
 // TestAStoppedSubagentIsAnsweredAtItsNextToolCall: once the Hub asks, the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
@@ -173,19 +174,21 @@ func (p *fakePane) counts() (typed int, submitted []string) {
 // later, and answers taken once UserPromptSubmit fires, the prompt typed
 // once.
 func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
-	p := &fakePane{lose: 1}
-	_, s := fakeSession(t, p)
-	start := time.Now()
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-	if err != nil || !got.Taken {
-		t.Fatalf("deliver = %+v, %v; want taken", got, err)
-	}
-	if took := time.Since(start); took > resendAfter+time.Second {
-		t.Errorf("taken after %v, want about %v", took, resendAfter)
-	}
-	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
-		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{lose: 1}
+		_, s := fakeSession(t, p)
+		start := time.Now()
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken {
+			t.Fatalf("deliver = %+v, %v; want taken", got, err)
+		}
+		if took := time.Since(start); took > resendAfter+time.Second {
+			t.Errorf("taken after %v, want about %v", took, resendAfter)
+		}
+		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
+			t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+		}
+	})
 }
 
 // TestASlowClaudeCodeIsPressedEnterLessAndLess: Claude Code, starved, gets
@@ -193,18 +196,20 @@ func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 // then 2 s more (not every second: each key is more for it to work
 // through), and the prompt is taken once, at the first try.
 func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
-	p := &fakePane{slowFor: 4500 * time.Millisecond}
-	_, s := fakeSession(t, p)
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-	if err != nil || !got.Taken || got.Tries != 1 {
-		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-	}
-	p.mu.Lock()
-	enters, submitted := p.enters, p.submitted
-	p.mu.Unlock()
-	if enters != 3 || len(submitted) != 1 {
-		t.Fatalf("Enter pressed %d times, submitted %q; want 3 presses (at 0, 1 and 3 s) and the prompt once", enters, submitted)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{slowFor: 4500 * time.Millisecond}
+		_, s := fakeSession(t, p)
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 1 {
+			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+		}
+		p.mu.Lock()
+		enters, submitted := p.enters, p.submitted
+		p.mu.Unlock()
+		if enters != 3 || len(submitted) != 1 {
+			t.Fatalf("Enter pressed %d times, submitted %q; want 3 presses (at 0, 1 and 3 s) and the prompt once", enters, submitted)
+		}
+	})
 }
 
 // TestASlowEditorIsNotOpenedTwice: Claude Code's editor takes longer than
@@ -213,19 +218,21 @@ func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 // while it runs, which would run it again and lose the Enter to it, and the
 // prompt is taken at the first try.
 func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
-	p := &fakePane{editorTakes: 1200}
-	_, s := fakeSession(t, p)
-	start := time.Now()
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-	if err != nil || !got.Taken || got.Tries != 1 {
-		t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("taken after %v, want soon after the editor's 1.2 s", took)
-	}
-	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
-		t.Fatalf("the editor put the prompt in %d times, submitted %q; want once each", typed, submitted)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{editorTakes: 1200}
+		_, s := fakeSession(t, p)
+		start := time.Now()
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 1 {
+			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("taken after %v, want soon after the editor's 1.2 s", took)
+		}
+		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
+			t.Fatalf("the editor put the prompt in %d times, submitted %q; want once each", typed, submitted)
+		}
+	})
 }
 
 // TestAPromptSubmittedUnheardIsTypedAgain: Claude Code's input emptied at
@@ -233,40 +240,46 @@ func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 // unheardWait (1 s here) the Runner types the prompt again, and answers
 // taken at the hook of that second try, without the Hub.
 func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
-	p := &fakePane{unheard: 1}
-	_, s := fakeSession(t, p)
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-	if err != nil || !got.Taken || got.Tries != 2 {
-		t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
-	}
-	if typed, _ := p.counts(); typed != 2 {
-		t.Fatalf("typed %d times, want 2", typed)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{unheard: 1}
+		_, s := fakeSession(t, p)
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 2 {
+			t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
+		}
+		if typed, _ := p.counts(); typed != 2 {
+			t.Fatalf("typed %d times, want 2", typed)
+		}
+	})
 }
 
 // TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline: every Enter is
 // lost; the Runner keeps pressing it until the time the Hub gave is over,
 // then answers not taken, saying why, without an error.
 func TestAPromptNeverTakenIsAnsweredNotTakenAtItsDeadline(t *testing.T) {
-	p := &fakePane{lose: 1 << 20}
-	_, s := fakeSession(t, p)
-	start := time.Now()
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
-	if err != nil || got.Taken || !strings.Contains(got.Why, "not taken") {
-		t.Fatalf("deliver = %+v, %v; want not taken, saying why", got, err)
-	}
-	if took := time.Since(start); took < 2500*time.Millisecond || took > 4*time.Second {
-		t.Errorf("answered after %v, want at the deadline, 2.5 s", took)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{lose: 1 << 20}
+		_, s := fakeSession(t, p)
+		start := time.Now()
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 2500})
+		if err != nil || got.Taken || !strings.Contains(got.Why, "not taken") {
+			t.Fatalf("deliver = %+v, %v; want not taken, saying why", got, err)
+		}
+		if took := time.Since(start); took < 2500*time.Millisecond || took > 4*time.Second {
+			t.Errorf("answered after %v, want at the deadline, 2.5 s", took)
+		}
+	})
 }
 
 // TestACommandIsTakenOnceItsInputEmpties: a slash command fires no
 // UserPromptSubmit: its input emptying at Enter is Claude Code taking it.
 func TestACommandIsTakenOnceItsInputEmpties(t *testing.T) {
-	p := &fakePane{unheard: 1}
-	_, s := fakeSession(t, p)
-	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
-	if err != nil || !got.Taken || got.Tries != 1 {
-		t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{unheard: 1}
+		_, s := fakeSession(t, p)
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "/compact", Command: true, WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 1 {
+			t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
+		}
+	})
 }

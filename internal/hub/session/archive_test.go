@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -16,22 +17,24 @@ import (
 // then to archive it; it is Archived, says so in its history, and refuses a
 // prompt until it is restored.
 func TestArchivingAnAwakeSessionSleepsItFirst(t *testing.T) {
-	f := newFixture(t)
-	got := f.archived("hello")
-	if got.State != Archived || got.ArchivedAt.IsZero() {
-		t.Fatalf("after the archive: %s, archived at %v", got.State, got.ArchivedAt)
-	}
-	notes := strings.Join(f.events(got.ID, protocol.EventNote), "\n")
-	for _, want := range []string{"Asleep: its Creator archived it", "Archived: its Creator archived it."} {
-		if !strings.Contains(notes, want) {
-			t.Errorf("history lacks %q:\n%s", want, notes)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		got := f.archived("hello")
+		if got.State != Archived || got.ArchivedAt.IsZero() {
+			t.Fatalf("after the archive: %s, archived at %v", got.State, got.ArchivedAt)
 		}
-	}
-	_, err := f.o.Prompt(context.Background(), got, store.Prompt{AuthorID: f.user.ID, Text: "more"})
-	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "restore it first") {
-		t.Fatalf("a prompt to an archived Session: %v, want a conflict saying to restore it first", err)
-	}
-	f.runner.quiet(50 * time.Millisecond)
+		notes := strings.Join(f.events(got.ID, protocol.EventNote), "\n")
+		for _, want := range []string{"Asleep: its Creator archived it", "Archived: its Creator archived it."} {
+			if !strings.Contains(notes, want) {
+				t.Errorf("history lacks %q:\n%s", want, notes)
+			}
+		}
+		_, err := f.o.Prompt(context.Background(), got, store.Prompt{AuthorID: f.user.ID, Text: "more"})
+		if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "restore it first") {
+			t.Fatalf("a prompt to an archived Session: %v, want a conflict saying to restore it first", err)
+		}
+		f.runner.quiet(50 * time.Millisecond)
+	})
 }
 
 // TestARestoredSessionIsAsleepAndAPromptWakesItIntoItsConversation: a
@@ -39,38 +42,40 @@ func TestArchivingAnAwakeSessionSleepsItFirst(t *testing.T) {
 // archived; a prompt then wakes it resuming the conversation Claude Code
 // wrote down, from where the Hub has its transcript.
 func TestARestoredSessionIsAsleepAndAPromptWakesItIntoItsConversation(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, _ := f.active("hello")
-	f.o.Accepted(s.ID)
-	f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "hello"}}, Offsets: map[string]int64{s.ID + ".jsonl": 10}})
-	f.o.TurnEnded(s.ID)
-	if err := f.o.Archive(ctx, s.ID, "its Creator archived it"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionStop)
-	f.runner.next(protocol.TypeSessionArchive)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, _ := f.active("hello")
+		f.o.Accepted(s.ID)
+		f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "hello"}}, Offsets: map[string]int64{s.ID + ".jsonl": 10}})
+		f.o.TurnEnded(s.ID)
+		if err := f.o.Archive(ctx, s.ID, "its Creator archived it"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionStop)
+		f.runner.next(protocol.TypeSessionArchive)
 
-	if err := f.o.Restore(ctx, s.ID, "its Creator restored it"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.next(protocol.TypeSessionRestore)
-	got := f.session(s.ID)
-	if got.State != Asleep || !got.ArchivedAt.IsZero() || got.StateDetail != "its Creator restored it" {
-		t.Fatalf("after the restore: %s %q, archived at %v; want Asleep and no longer archived", got.State, got.StateDetail, got.ArchivedAt)
-	}
-	f.runner.quiet(50 * time.Millisecond) // Asleep: nothing starts it yet
-	if _, err := f.o.Prompt(ctx, got, store.Prompt{AuthorID: f.user.ID, Text: "again"}); err != nil {
-		t.Fatal(err)
-	}
-	start := f.runner.next(protocol.TypeSessionStart).start
-	if !start.Resume || start.Offsets[s.ID+".jsonl"] != 10 {
-		t.Fatalf("the wake after the restore: resume %v, offsets %v; want the same conversation from offset 10", start.Resume, start.Offsets)
-	}
-	f.waitState(s.ID, Active)
-	if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "again" {
-		t.Fatalf("typed %q, want the new prompt", d.deliver.Text)
-	}
+		if err := f.o.Restore(ctx, s.ID, "its Creator restored it"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.next(protocol.TypeSessionRestore)
+		got := f.session(s.ID)
+		if got.State != Asleep || !got.ArchivedAt.IsZero() || got.StateDetail != "its Creator restored it" {
+			t.Fatalf("after the restore: %s %q, archived at %v; want Asleep and no longer archived", got.State, got.StateDetail, got.ArchivedAt)
+		}
+		f.runner.quiet(50 * time.Millisecond) // Asleep: nothing starts it yet
+		if _, err := f.o.Prompt(ctx, got, store.Prompt{AuthorID: f.user.ID, Text: "again"}); err != nil {
+			t.Fatal(err)
+		}
+		start := f.runner.next(protocol.TypeSessionStart).start
+		if !start.Resume || start.Offsets[s.ID+".jsonl"] != 10 {
+			t.Fatalf("the wake after the restore: resume %v, offsets %v; want the same conversation from offset 10", start.Resume, start.Offsets)
+		}
+		f.waitState(s.ID, Active)
+		if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != "again" {
+			t.Fatalf("typed %q, want the new prompt", d.deliver.Text)
+		}
+	})
 }
 
 // TestARestoreAfterThePurgeIsRefusedAndItStaysArchived: once its Runner
@@ -155,22 +160,24 @@ func TestIllegalArchivesAndRestoresAreRefused(t *testing.T) {
 // of it is left to keep, so the archive asks no Runner, and a restore says
 // why it cannot be.
 func TestASessionOfARemovedRunnerIsArchivedAtOnceAndNeverRestored(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, _ := f.active("hello")
-	if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
-		t.Fatal(err)
-	}
-	f.o.RunnerRemoved(ctx, f.runnerID, RunnerRevoked)
-	f.waitState(s.ID, Failed)
-	if err := f.o.Archive(ctx, s.ID, "its Creator archived it"); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.quiet(50 * time.Millisecond)
-	if got := f.session(s.ID); got.State != Archived || !strings.Contains(got.StateDetail, "nothing of it is kept") {
-		t.Fatalf("after the archive: %s %q", got.State, got.StateDetail)
-	}
-	if err := f.o.Restore(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), removedWhy) {
-		t.Fatalf("restore: %v, want a conflict saying %q", err, removedWhy)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, _ := f.active("hello")
+		if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+			t.Fatal(err)
+		}
+		f.o.RunnerRemoved(ctx, f.runnerID, RunnerRevoked)
+		f.waitState(s.ID, Failed)
+		if err := f.o.Archive(ctx, s.ID, "its Creator archived it"); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.quiet(50 * time.Millisecond)
+		if got := f.session(s.ID); got.State != Archived || !strings.Contains(got.StateDetail, "nothing of it is kept") {
+			t.Fatalf("after the archive: %s %q", got.State, got.StateDetail)
+		}
+		if err := f.o.Restore(ctx, s.ID, "test"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), removedWhy) {
+			t.Fatalf("restore: %v, want a conflict saying %q", err, removedWhy)
+		}
+	})
 }

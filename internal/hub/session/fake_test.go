@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -42,7 +41,7 @@ type fakeRunner struct {
 	kept map[string]bool
 
 	hubSide *protocol.Conn // the Hub's end, which the Owner asks
-	srv     *httptest.Server
+	srv     *pipeServer
 }
 
 type call struct {
@@ -65,7 +64,7 @@ func newFakeRunner(t *testing.T) *fakeRunner {
 func (f *fakeRunner) connect() {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	hubSide := make(chan *protocol.Conn, 1)
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = newPipeServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
@@ -75,7 +74,7 @@ func (f *fakeRunner) connect() {
 		c.Serve(context.Background())
 	}))
 	f.t.Cleanup(f.srv.Close)
-	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(f.srv.URL, "http"), nil)
+	ws, _, err := websocket.Dial(context.Background(), "ws://hub/", &websocket.DialOptions{HTTPClient: f.srv.client()})
 	if err != nil {
 		f.t.Fatal(err)
 	}

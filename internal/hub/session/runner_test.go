@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/claude"
@@ -50,18 +51,20 @@ func TestATranscriptBatchSentAgainIsRecordedOnce(t *testing.T) {
 // transcript tells of the prompt, and the Runner says it is the one it
 // types: it is delivered, and not typed again.
 func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	s, _ := f.active("hello")
-	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "hello"}},
-		Offsets: map[string]int64{s.ID + ".jsonl": 10}, Typed: true}
-	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
-		t.Fatal(err)
-	}
-	f.runner.quiet(2 * f.o.opts.DeliveryDeadline)
-	if q := f.prompts(s.ID); len(q) != 0 {
-		t.Fatalf("queue = %v, want the prompt delivered", q)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		s, _ := f.active("hello")
+		batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnStart}, {Kind: protocol.EventPrompt, Text: "hello"}},
+			Offsets: map[string]int64{s.ID + ".jsonl": 10}, Typed: true}
+		if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
+			t.Fatal(err)
+		}
+		f.runner.quiet(2 * f.o.opts.DeliveryDeadline)
+		if q := f.prompts(s.ID); len(q) != 0 {
+			t.Fatalf("queue = %v, want the prompt delivered", q)
+		}
+	})
 }
 
 // TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped: a batch read
@@ -69,18 +72,20 @@ func TestAPromptTheTranscriptShowsTakenIsNotTypedAgain(t *testing.T) {
 // prompt that is not the one being typed. The prompt typed stays on its
 // way, and no Turn runs.
 func TestAnOlderPromptInTheTranscriptDoesNotTakeTheOneTyped(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	f.runner.holdDeliveries()
-	s, _ := f.active("hello")
-	batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "an older one"}},
-		Offsets: map[string]int64{s.ID + ".jsonl": 10}}
-	if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
-		t.Fatal(err)
-	}
-	if q := f.prompts(s.ID); len(q[store.Delivering]) != 1 || f.o.Activity(s.ID) != "" {
-		t.Fatalf("queue = %v, activity %q: want the prompt still on its way, no Turn", q, f.o.Activity(s.ID))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		f.runner.holdDeliveries()
+		s, _ := f.active("hello")
+		batch := protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventPrompt, Text: "an older one"}},
+			Offsets: map[string]int64{s.ID + ".jsonl": 10}}
+		if err := f.o.Events(ctx, f.session(s.ID), batch); err != nil {
+			t.Fatal(err)
+		}
+		if q := f.prompts(s.ID); len(q[store.Delivering]) != 1 || f.o.Activity(s.ID) != "" {
+			t.Fatalf("queue = %v, activity %q: want the prompt still on its way, no Turn", q, f.o.Activity(s.ID))
+		}
+	})
 }
 
 // TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd: what a reply spent
