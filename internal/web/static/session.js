@@ -9,6 +9,7 @@ import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
 import { modelPicker } from "./models.js";
 import * as changesTab from "./changes.js";
+import * as forks from "./forks.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
@@ -25,6 +26,7 @@ let lastSeq = 0;
 let state = document.getElementById("state").textContent;
 let terminal = null; // the terminal module, once its tab is opened
 const changes = changesTab.mount(document.getElementById("pane-changes"), id);
+forks.mount(id, isCreator);
 
 // --- The transcript ---
 
