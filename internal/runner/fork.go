@@ -56,8 +56,8 @@ func newForker(r *Runner) forker {
 }
 
 // fork copies Session req.From, asleep here, as Session req.SessionID. It
-// refuses an awake or archived Session (ErrConflict), one with no Sandbox
-// here (ErrNotFound), and a backend that lends no disks (ErrConflict).
+// refuses an awake or archived Session, one with no Sandbox here, and a
+// backend that lends no disks (ErrConflict).
 func (r forker) fork(ctx context.Context, req protocol.SessionFork) (protocol.SessionForked, error) {
 	if !protocol.ValidSessionID(req.SessionID) || !protocol.ValidSessionID(req.From) || req.SessionID == req.From {
 		return protocol.SessionForked{}, fmt.Errorf("fork %q as %q: %w", req.From, req.SessionID, errdefs.ErrInvalid)
@@ -117,7 +117,7 @@ func (r forker) copyFork(ctx context.Context, lender sandbox.DiskLender, req pro
 	case errors.Is(err, sandbox.ErrRunning):
 		return protocol.SessionForked{}, errForkAwake
 	case errors.Is(err, sandbox.ErrNotFound):
-		return protocol.SessionForked{}, fmt.Errorf("the Session has no Sandbox on this Runner to fork (it never started, or was archived): %w", errdefs.ErrNotFound)
+		return protocol.SessionForked{}, fmt.Errorf("the Session has no Sandbox on this Runner to fork: it never came up; fork one that has run: %w", errdefs.ErrConflict)
 	case err != nil:
 		return protocol.SessionForked{}, err
 	}
