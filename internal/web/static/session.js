@@ -433,6 +433,7 @@ function showSession(s) {
     document.getElementById("restart").hidden = s.state !== "active";
     document.getElementById("archive").hidden = s.state === "archived" || s.state === "starting";
     document.getElementById("restore").hidden = s.state !== "archived";
+    document.getElementById("fork").hidden = s.state !== "asleep" && s.state !== "failed"; // a fork copies a stopped Sandbox
     for (const [el, field] of [["keep-awake", "keep_awake"], ["thread-context", "thread_context"]]) {
       const sw = document.getElementById(el);
       if (!sw.disabled) sw.checked = !!s[field]; // not while the switch's own change is on its way
