@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/claude"
+	"kndl.dev/kndl/internal/dockerd"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
@@ -28,7 +29,8 @@ import (
 // restore), Claude Code's conversation among them under the fork's id. The
 // copy is made beside the Session directories and renamed into place, so
 // a fork is there whole or not at all. What the parent's Sandbox wrote
-// outside /workspace and its Disks stays with the parent.
+// outside /workspace and its Disks stays with the parent, and so do
+// dockerd's images and containers.
 
 // forkedMark is the file of a fork's directory that holds how it was
 // copied, for its first start's log.
@@ -105,6 +107,11 @@ func (r forker) copyFork(ctx context.Context, lender sandbox.DiskLender, req pro
 			return fmt.Errorf("copy the Workspace: %w", err)
 		}
 		for name, dir := range disks {
+			if name == dockerd.Disk {
+				// dockerd's layers hold overlay whiteouts (devices), which
+				// the copy leaves out: the fork's dockerd starts empty.
+				continue
+			}
 			d, err := treecopy.Copy(ctx, dir, filepath.Join(tmp, "disks", name), treecopy.Options{})
 			res = res.Add(d)
 			if err != nil {
