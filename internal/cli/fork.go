@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"kndl.dev/kndl/internal/api"
@@ -22,9 +23,11 @@ func sessionFork(ctx context.Context, io IO, args []string) error {
 		return ErrUsage
 	}
 	req := api.NewFork{}
-	if *at != 0 {
-		req.At = at
-	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "at" {
+			req.At = at // the Hub says which Turns there are
+		}
+	})
 	if len(pos) == 2 {
 		if req.Prompt, err = promptArg(io, pos[1:]); err != nil {
 			return err
