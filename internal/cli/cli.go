@@ -63,6 +63,7 @@ func commands() []Command {
 		{Name: "thread-context", Usage: "ID on|off [--json]", Summary: "show others' comments on a Session's GitHub issue or pull request in its history, as context (never prompts)", Run: sessionThreadContext},
 		{Name: "archive", Usage: "ID", Summary: "remove a Session's Sandbox, its disks and Workspace kept on its Runner (RUNNER_ARCHIVE_KEEP)", Run: sessionAction(apiclient.Archive, "The Session is archived.")},
 		{Name: "restore", Usage: "ID", Summary: "bring an archived Session back asleep, as it was (a prompt wakes it)", Run: sessionAction(apiclient.Restore, "The Session is restored and asleep.")},
+		{Name: "fork", Usage: "ID [--at TURN] [--json] [PROMPT | -]", Summary: "start a new Session from a copy of an asleep one (Workspace, disks, conversation) as it was at the end of its last Turn; PROMPT is its first (your Sessions only)", Run: sessionFork},
 		{Name: "token set", Summary: "store your Claude setup token on the Hub (read from stdin)", Run: tokenSet},
 		{Name: "var set", Usage: "(--repo URL | --shared) [--sensitive] [--at-build] [--loads-code] NAME", Summary: "set a Variable; its value is read from stdin", Run: varSet},
 		{Name: "var ls", Usage: "(--repo URL | --shared) [--json]", Summary: "list Variables (Sensitive values never shown)", Run: varList},

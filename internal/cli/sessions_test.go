@@ -82,6 +82,15 @@ func newFakeHub(t *testing.T, sessions ...api.Session) *fakeHub {
 	}
 	mux.HandleFunc("POST /api/sessions/{id}/{action}", change)
 	mux.HandleFunc("POST /api/sessions/{id}/prompts", h.prompt)
+	mux.HandleFunc("POST /api/sessions/{id}/fork", func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		if change(rec, r); rec.Code != http.StatusNoContent {
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		h.reply(w, api.Fork{SessionID: "s2", ParentID: r.PathValue("id"), Turn: 1, How: "Forked from Session s1: 3 files by reflink."})
+	})
 	mux.HandleFunc("POST /api/sessions/{id}/attachments", h.attach)
 	mux.HandleFunc("GET /api/sessions/{id}/attachments", func(w http.ResponseWriter, r *http.Request) { h.reply(w, h.attachments()) })
 	mux.HandleFunc("GET /api/sessions/{id}/attachments/{attachment}", h.file)

@@ -64,6 +64,7 @@ func (h *Hub) routes() []route {
 		pages   = pagesAPI{core: h.core, rows: newSessionRows(h), place: newPlacer(h), runners: h.runners, masks: h.masks,
 			envs: h.envs, gateway: h.gateway}
 		notes   = notifyAPI{core: h.core, notify: h.notify}
+		forks   = forkAPI{core: h.core, sessions: h.sessions, runners: h.runners}
 		gh      = triggersAPI{core: h.core, triggers: h.triggers, sessions: h.sessions}
 		changes = changesAPI{core: h.core, runners: h.runners, masks: h.masks, diffs: &h.diffs}
 		usage   = usageAPI{h.core}
@@ -136,6 +137,9 @@ func (h *Hub) routes() []route {
 		{"PUT /api/sessions/{id}/thread-context", person, sess.switchHandler(gh.setThreadContext)},
 		{"POST /api/sessions/{id}/answer", person, sess.answerHandler},
 		{"POST /api/sessions/{id}/subagents/{agent}/stop", person, sess.stopSubagent},
+		// A fork (fork.go): the Creator's alone; its links, for every watcher.
+		{"POST /api/sessions/{id}/fork", person, forks.fork},
+		{"GET /api/sessions/{id}/forks", person, forks.listForks},
 		{"GET /api/sessions/{id}/events", person, sess.listEvents},
 		{"GET /api/sessions/{id}/watch", person, sess.watchSession},
 		{"GET /api/repos", person, vars.listRepos},

@@ -8,7 +8,7 @@ import (
 )
 
 // Session messages. Hub -> Runner requests: session.start, session.deliver,
-// session.stop_turn, session.stop, session.archive, session.restore,
+// session.stop_turn, session.stop, session.archive, session.restore, session.fork,
 // session.answer, session.stop_subagent.
 // Runner -> Hub: session.credentials (request), session.events and
 // session.exited (ordered notifications).
@@ -29,6 +29,27 @@ const (
 // Session (SessionSubagent): its next tool call is refused and it ends
 // there, while the main conversation goes on.
 const TypeSessionStopSubagent = "session.stop_subagent"
+
+// TypeSessionFork asks the Runner of a Session asleep there (From) to copy
+// its Workspace, Disks and Claude Code's conversation as a new Session's
+// (SessionFork), which then starts as any Session does; the answer is a
+// SessionForked.
+const TypeSessionFork = "session.fork"
+
+// SessionFork names the new Session and the one it is forked from.
+type SessionFork struct {
+	SessionID string `json:"session_id"`
+	From      string `json:"from"`
+}
+
+// SessionForked is what a fork's copy gave: where the conversation it
+// carries ends, keyed as SessionEvents' Offsets under the new Session's
+// names (empty: none was written), so its transcript is read from there;
+// and how it was copied, as its start log says.
+type SessionForked struct {
+	Offsets map[string]int64 `json:"offsets,omitempty"`
+	How     string           `json:"how"`
+}
 
 // SessionSubagent names one subagent of a Session. AgentID is Claude
 // Code's agent id, as in the subagent's Events' agent.

@@ -313,6 +313,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	handleAs(conn, protocol.TypeSessionArchive, func(ctx context.Context, req protocol.SessionRef) (any, error) {
 		return nil, r.archiveSession(ctx, req.SessionID)
 	})
+	handleAs(conn, protocol.TypeSessionFork, func(ctx context.Context, req protocol.SessionFork) (any, error) {
+		return newForker(r).fork(ctx, req)
+	})
 	handleAs(conn, protocol.TypeEnvTest, func(ctx context.Context, req protocol.EnvTest) (any, error) {
 		return nil, r.testBuild(ctx, req)
 	})

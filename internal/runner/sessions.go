@@ -213,6 +213,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
 		return err
 	}
+	sayForked(dir, logf)
 	// A cold start's slow steps run at once where one does not need
 	// another, each with its own lines in the log: the Workspace's clone
 	// beside the image's pull and Build, and Claude Code's download from

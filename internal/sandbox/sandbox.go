@@ -113,6 +113,17 @@ type Backend interface {
 	List(ctx context.Context) ([]Status, error)
 }
 
+// DiskLender is a Backend that lends a stopped Sandbox's Disks to be
+// read in place, as a fork copies them (optional: a Runner whose backend
+// lacks it forks no Session).
+type DiskLender interface {
+	// WithDisks calls fn with the host directory of each Disk of a
+	// stopped Sandbox, by name, holding the Sandbox so that no Start,
+	// prune or Remove comes between. fn only reads them. Returns
+	// ErrRunning if it runs, ErrNotFound for an unknown id.
+	WithDisks(ctx context.Context, id string, fn func(disks map[string]string) error) error
+}
+
 // Spec describes a Sandbox to Create.
 type Spec struct {
 	ID string

@@ -32,6 +32,8 @@ func sessionRoutes(id string) []req {
 		{method: "POST", path: "/api/sessions/" + id + "/attachments?name=notes.txt", body: "some notes", origin: "self"},
 		{method: "GET", path: "/api/sessions/" + id + "/attachments"},
 		{method: "POST", path: "/api/sessions/" + id + "/subagents/a1/stop", origin: "self"},
+		{method: "POST", path: "/api/sessions/" + id + "/fork", body: `{}`, origin: "self"},
+		{method: "GET", path: "/api/sessions/" + id + "/forks"},
 	}
 }
 

@@ -259,6 +259,12 @@ var roleTable = map[string]roleRoute{
 	"POST /api/sessions/{id}/egress/request": {want: drivers.but(theCreator, passed), req: onSession("POST", "/egress/request", `{"host":"example.com"}`)},
 	"GET /api/sessions/{id}/events":          {want: watchers, req: onSession("GET", "/events", "")},
 	"GET /api/sessions/{id}/watch":           {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/watch", "")},
+
+	// A fork is the Creator's: the fixture's Session is awake, so the
+	// Creator gets past the check to a 409 (passed). Its links, a watcher's.
+	"POST /api/sessions/{id}/fork": {want: drivers.but(theCreator, passed), req: onSession("POST", "/fork", `{}`)},
+	"GET /api/sessions/{id}/forks": {want: watchers, req: onSession("GET", "/forks", "")},
+
 	// The terminal's WebSocket: a watcher sees the Session, the terminal
 	// being the Creator's is decided inside it.
 	"GET /api/sessions/{id}/live": {want: watchers.but(theOwner, passed).but(theCreator, passed).but(aPusher, passed).but(aReader, passed), req: onSession("GET", "/live", "")},

@@ -1135,6 +1135,28 @@ func (b *OCI) PruneDisk(ctx context.Context, id, disk string, keep func(name str
 	return pruned, nil
 }
 
+// WithDisks lends a stopped Sandbox's Disks, under its lock, their
+// images mounted for the length of fn.
+func (b *OCI) WithDisks(ctx context.Context, id string, fn func(disks map[string]string) error) error {
+	rec, unlock, err := b.lockSandbox(id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	d := b.dir(id)
+	var run runRecord
+	if readJSON(d.run(), &run) == nil && run.alive() {
+		return fmt.Errorf("lend the disks of sandbox %s: %w", id, sandbox.ErrRunning)
+	}
+	return withDisk(d, rec, func() error {
+		disks := map[string]string{}
+		for _, dk := range rec.Spec.Disks {
+			disks[dk.Name] = d.diskDir(rec, dk.Name)
+		}
+		return fn(disks)
+	})
+}
+
 // treeBytes is the disk a tree takes (its blocks, as du counts them),
 // without following symlinks or crossing into another filesystem.
 func treeBytes(root string) int64 {
@@ -1309,7 +1331,10 @@ func (b *OCI) List(ctx context.Context) ([]sandbox.Status, error) {
 	return out, nil
 }
 
-var _ sandbox.Backend = (*OCI)(nil)
+var (
+	_ sandbox.Backend    = (*OCI)(nil)
+	_ sandbox.DiskLender = (*OCI)(nil)
+)
 
 // DirName is the directory, under a Runner's sandboxes directory, of the
 // backend on runtime: "oci" for crun (its name from before gVisor), "gvisor"

@@ -90,6 +90,7 @@ func Run(t *testing.T, newBackend NewBackend, base string, opts Options) {
 		{"Binds", s.testBinds},
 		{"DiskBindsInABindFollowSetDiskBinds", s.testDiskBinds},
 		{"PruneDiskDeletesWhatKeepRefuses", s.testPruneDisk},
+		{"WithDisksLendsAStoppedSandboxsDisks", s.testLendDisks},
 		{"DiskLimitRefusesWritesPastIt", s.testDiskLimit},
 		{"SecretInEnvNotOnDiskOrCommandLine", s.testSecret},
 		{"TerminalAndResize", s.testPTY},
@@ -963,6 +964,40 @@ func (s *suite) testPruneDisk(t *testing.T) {
 	}
 	if got := e.must(id, "ls -A /var/lib/deps; cat /var/lib/deps/keep/f"); got != "keep\nk" {
 		t.Errorf("the disk after pruning: got %q, want keep alone, as it was", got)
+	}
+}
+
+// testLendDisks: a backend that lends disks (sandbox.DiskLender, which
+// a fork needs) refuses while the Sandbox runs, lends each Disk's
+// directory with what the Sandbox wrote once it is stopped, and says
+// ErrNotFound for an unknown id.
+func (s *suite) testLendDisks(t *testing.T) {
+	e := s.env(t)
+	lender, ok := e.b.(sandbox.DiskLender)
+	if !ok {
+		t.Skip("the backend lends no disks")
+	}
+	id := e.sandbox(sandbox.Spec{ID: "lend", Disks: []sandbox.Disk{{Name: "claude", Target: "/var/lib/claude", Apart: true}, {Name: "deps", Target: "/var/lib/deps"}}})
+	e.must(id, "echo c > /var/lib/claude/f && echo d > /var/lib/deps/f")
+	read := func(disks map[string]string) error {
+		for name, want := range map[string]string{"claude": "c\n", "deps": "d\n"} {
+			if b, err := os.ReadFile(filepath.Join(disks[name], "f")); err != nil || string(b) != want {
+				t.Errorf("disk %s lent: got %q (%v), want %q", name, b, err, want)
+			}
+		}
+		return nil
+	}
+	if err := lender.WithDisks(ctx, id, read); !errors.Is(err, sandbox.ErrRunning) {
+		t.Errorf("WithDisks while running: got %v, want ErrRunning", err)
+	}
+	if err := e.b.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := lender.WithDisks(ctx, id, read); err != nil {
+		t.Fatal(err)
+	}
+	if err := lender.WithDisks(ctx, "no-such-sandbox", read); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("WithDisks of an unknown id: got %v, want ErrNotFound", err)
 	}
 }
 

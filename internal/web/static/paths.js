@@ -22,6 +22,10 @@ export const answer = (id) => `${session(id)}/answer`;
 export const stopSubagent = (id, agent) => `${session(id)}/subagents/${seg(agent)}/stop`;
 // pulls opens a pull request from a branch the Session pushed.
 export const pulls = (id) => `${session(id)}/pulls`;
+// fork makes a new Session from a copy of this one; forks lists its
+// parent and its forks.
+export const fork = (id) => `${session(id)}/fork`;
+export const forks = (id) => `${session(id)}/forks`;
 // egress answers a host the Session's allowlist refused: "allow" or
 // "request".
 export const egress = (id, what) => `${session(id)}/egress/${what}`;

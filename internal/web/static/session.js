@@ -9,6 +9,7 @@ import { follow } from "./waiting.js";
 import { fileList, picker, promptText } from "./attachments.js";
 import { modelPicker } from "./models.js";
 import * as changesTab from "./changes.js";
+import * as forks from "./forks.js";
 
 const root = document.getElementById("session");
 const id = root.dataset.id;
@@ -25,6 +26,7 @@ let lastSeq = 0;
 let state = document.getElementById("state").textContent;
 let terminal = null; // the terminal module, once its tab is opened
 const changes = changesTab.mount(document.getElementById("pane-changes"), id);
+forks.mount(id, isCreator);
 
 // --- The transcript ---
 
@@ -431,6 +433,7 @@ function showSession(s) {
     document.getElementById("restart").hidden = s.state !== "active";
     document.getElementById("archive").hidden = s.state === "archived" || s.state === "starting";
     document.getElementById("restore").hidden = s.state !== "archived";
+    document.getElementById("fork").hidden = s.state !== "asleep" && s.state !== "failed"; // a fork copies a stopped Sandbox
     for (const [el, field] of [["keep-awake", "keep_awake"], ["thread-context", "thread_context"]]) {
       const sw = document.getElementById(el);
       if (!sw.disabled) sw.checked = !!s[field]; // not while the switch's own change is on its way

@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn:
+// kndl fork of an asleep Session with a prompt starts a new Session whose
+// Workspace and disks hold the parent's files and whose Claude Code
+// resumes the parent's conversation (the model gets the parent's prompt
+// again); its history begins with the note naming the parent, its start
+// log says how the Runner copied, and none of the parent's Events are
+// read into it. git's objects are shared by hard link. What the fork
+// writes stays its own, and the parent wakes into its own conversation,
+// which holds nothing of the fork's.
+func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *testing.T) {
+	s := Start(t)
+	v := s.withNote()
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("sleep: got %d, want 204", code)
+	}
+	before := len(s.Events(v.ID))
+
+	s.Model.On(testkit.PromptContains("what did the parent write"), testkit.Bash("cat /workspace/note.txt /var/cache/kndl/c.txt; echo mine > /workspace/fork.txt"))
+	var f api.Fork
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/fork", api.NewFork{Prompt: "what did the parent write?"}, &f); code != http.StatusCreated {
+		t.Fatalf("fork: got %d, want 201", code)
+	}
+	if f.ParentID != v.ID || f.Turn != 1 || f.SessionID == "" {
+		t.Fatalf("the fork: got %+v, want a fork of %s at Turn 1", f, v.ID)
+	}
+	s.WaitEvent(f.SessionID, testenv.WaitBuild, "the fork's tool output", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && e.Text == "kept\ncached"
+	})
+	if !lastRequestHas(s.Model, "write the note") {
+		t.Fatal("the fork's Claude Code did not resume the parent's conversation: the model did not get its first prompt again")
+	}
+	s.turnEnds(f.SessionID, 1)
+
+	evs := s.Events(f.SessionID)
+	if len(evs) == 0 || evs[0].Kind != protocol.EventNote || !strings.Contains(evs[0].Text, "Forked from Session "+v.ID) || !strings.Contains(evs[0].Text, "Turn 1") {
+		t.Fatalf("the fork's history does not begin with the note naming its parent and Turn:\n%s", dump(evs))
+	}
+	var copied bool
+	prompts := 0
+	for _, e := range evs {
+		copied = copied || (e.Kind == protocol.EventLog && strings.HasPrefix(e.Text, "Forked from Session "+v.ID) && (strings.Contains(e.Text, "by reflink") || strings.Contains(e.Text, "by plain copy")))
+		if e.Kind == protocol.EventPrompt {
+			prompts++
+		}
+	}
+	if !copied || prompts != 1 {
+		t.Fatalf("the fork's history: got copy line %v and %d prompts, want its start log to say how it was copied and only its own prompt:\n%s", copied, prompts, dump(evs))
+	}
+	if f.How == "" {
+		t.Errorf("the fork's answer does not say how it was copied")
+	}
+
+	parentWS, forkWS := filepath.Join(s.Home, "sessions", v.ID, "workspace"), filepath.Join(s.Home, "sessions", f.SessionID, "workspace")
+	if !sharesAGitObject(parentWS, forkWS) {
+		t.Errorf("no git object of the fork's Workspace is a hard link to the parent's")
+	}
+	if _, err := os.Stat(filepath.Join(parentWS, "fork.txt")); !os.IsNotExist(err) {
+		t.Errorf("the fork's file in the parent's Workspace: got %v, want none", err)
+	}
+	if got := s.state(v.ID); got.State != api.Asleep || len(s.Events(v.ID)) != before {
+		t.Fatalf("the parent: got %s with %d Events, want it asleep with its %d", got.State, len(s.Events(v.ID)), before)
+	}
+
+	s.noteKept(v.ID)
+	if lastRequestHas(s.Model, "what did the parent write") {
+		t.Fatal("the parent's conversation holds the fork's prompt")
+	}
+}
+
+// sharesAGitObject reports whether a file under b's .git/objects is the
+// same file as a's at the same path.
+func sharesAGitObject(a, b string) bool {
+	shared := false
+	filepath.WalkDir(filepath.Join(b, ".git", "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || shared {
+			return nil
+		}
+		rel, _ := filepath.Rel(b, p)
+		x, err1 := os.Stat(p)
+		y, err2 := os.Stat(filepath.Join(a, rel))
+		shared = err1 == nil && err2 == nil && os.SameFile(x, y)
+		return nil
+	})
+	return shared
+}
