@@ -300,42 +300,6 @@ func TestTheServiceCommandsRefuseWithoutRoot(t *testing.T) {
 	}
 }
 
-// TestAServiceStartsAndStopsUnderSystemd: where systemd runs this machine,
-// kndl hub install starts the Hub (its /health answers) and uninstall
-// stops it.
-func TestAServiceStartsAndStopsUnderSystemd(t *testing.T) {
-	testenv.RequireRoot(t)
-	if !(service.Machine{Root: "/"}).Live() {
-		t.Skip("skipping: systemd is not PID 1 here (no /run/systemd/system), so no unit can start; the files, systemd-analyze verify and the commands' logic are tested without it")
-	}
-	if _, err := os.Stat(filepath.Join(service.UnitDir, service.HubUnit)); err == nil {
-		t.Skip("skipping: a kndl Hub is installed as a service on this machine, and this test would replace it")
-	}
-	env := map[string]string{"HUB_LISTEN": "127.0.0.1:17380", "HUB_PUBLIC_URL": "http://127.0.0.1:17380"}
-	// Not in /tmp, which the unit's PrivateTmp hides, nor over a kndl
-	// installed here.
-	bin := "/usr/local/lib/kndl-test/kndl"
-	defer os.RemoveAll(filepath.Dir(bin))
-	if code, out, errOut := kndl(env, "hub", "install", "--bin", bin); code != 0 {
-		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
-	}
-	defer kndl(nil, "hub", "uninstall", "--purge")
-	active := func() string {
-		out, _ := exec.Command("systemctl", "is-active", service.HubUnit).Output()
-		return strings.TrimSpace(string(out))
-	}
-	testenv.Eventually(t, testenv.WaitLong, "the Hub's unit never became active", func() bool { return active() == "active" })
-	testenv.Eventually(t, testenv.WaitLong, "the Hub never answered /health", func() bool {
-		return exec.Command("curl", "-sf", "http://127.0.0.1:17380/health").Run() == nil
-	})
-	if code, out, errOut := kndl(nil, "hub", "uninstall"); code != 0 {
-		t.Fatalf("uninstall: exit %d\n%s%s", code, out, errOut)
-	}
-	if a := active(); a == "active" {
-		t.Fatalf("after uninstall the unit is %s, want stopped", a)
-	}
-}
-
 // TestTheBackupTimersCommandKeepsTheNewestAndRestores: the command the
 // backup timer runs, taken from its unit, backs a real store up into a
 // folder and keeps the newest N; a Hub's store restored from the newest

@@ -77,7 +77,7 @@ func (d *devProcess) start(model *testkit.Anthropic) *System {
 	d.t.Helper()
 	d.cmd = exec.Command(d.bin, "dev")
 	d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = d.env, d.out, d.out
-	if err := d.cmd.Start(); err != nil {
+	if err := testkit.StartTied(d.cmd); err != nil {
 		d.t.Fatal(err)
 	}
 	var cfg apiclient.Config
@@ -201,7 +201,7 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 	cmd.Env = append(append(cmd.Env, sandboxEnv(t)...), env...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	if err := testkit.StartTied(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -214,7 +214,7 @@ func startKndl(t *testing.T, what, bin string, env []string, args ...string) *kn
 	t.Helper()
 	p := &kndlProcess{cmd: exec.Command(bin, args...), out: &lockedWriter{w: &strings.Builder{}}, err: &lockedWriter{w: &strings.Builder{}}}
 	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, p.out, p.err
-	if err := p.cmd.Start(); err != nil {
+	if err := testkit.StartTied(p.cmd); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	t.Cleanup(func() {
