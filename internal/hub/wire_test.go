@@ -40,6 +40,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		{"EnvironmentDraft", pinned(apiEnvironmentDraft)},
 		{"EnvironmentVersion", pinned(apiEnvironmentVersion)},
 		{"AutoFix", pinned(apiAutoFix)},
+		{"TurnCheck", pinned(apiTurnCheck)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, tt.name) })

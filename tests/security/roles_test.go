@@ -229,6 +229,11 @@ var roleTable = map[string]roleRoute{
 		body, _ := json.Marshal(api.NewSession{Repo: f.gh.RepoURL("acme/app"), Prompt: "hello", Runner: f.runner.Name})
 		return send("POST", "/api/sessions", string(body))(f, c)
 	}},
+	"POST /api/attempts": {want: watchers, req: func(f *roleFixture, c string) req {
+		body, _ := json.Marshal(api.NewAttempts{NewSession: api.NewSession{Repo: f.gh.RepoURL("acme/app"), Prompt: "hello", Runner: f.runner.Name}, Attempts: 2})
+		return send("POST", "/api/attempts", string(body))(f, c)
+	}},
+	"GET /api/attempts/{id}":                        {want: watchers, req: func(f *roleFixture, c string) req { return get("/api/attempts/"+f.attempts)(f, c) }},
 	"GET /api/sessions":                             {want: everyone, req: get("/api/sessions")},
 	"GET /api/sessions/live":                        {want: people(passed), req: get("/api/sessions/live")},
 	"GET /api/sessions/{id}":                        {want: watchers, req: onSession("GET", "", "")},
@@ -433,6 +438,7 @@ type roleFixture struct {
 	session    api.Session // bob's, Active on his Runner
 	modToken   string      // its run's
 	attachment string      // one of its Attachments
+	attempts   string      // an attempt set whose attempt it is
 	test       string      // a Test build of acme/app
 	n          atomic.Int64
 }
@@ -468,6 +474,14 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatalf("bob attaches a file: %d %s", code, body)
 	}
 	f.attachment = a.ID
+	set, err := e.store.CreateAttemptSet(context.Background(), store.AttemptSet{CreatorID: f.creator.ID, RepoID: e.repo.ID, Title: "t"})
+	if err == nil {
+		err = e.store.AddAttempt(context.Background(), set.ID, 1, s.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.attempts = set.ID
 	var tb api.TestBuild
 	f.draft()
 	code, body = e.do(e.bob.Client, req{method: "POST", path: "/api/repos/" + e.repo.ID + "/environment/tests", origin: "self"})

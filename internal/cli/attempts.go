@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
+)
+
+// attemptsNew starts an attempt set (kndl new --attempts N).
+func attemptsNew(ctx context.Context, io IO, c *apiclient.Client, req api.NewAttempts, asJSON bool) error {
+	set, err := c.NewAttempts(ctx, req)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(io, set)
+	}
+	fmt.Fprintf(io.Stdout, "Attempt set %s: %d Sessions are starting on %s.\n", set.ID, len(set.Attempts), req.Repo)
+	for _, a := range set.Attempts {
+		fmt.Fprintf(io.Stdout, "  %d. %s\n", a.Place, a.Session.ID)
+	}
+	if set.Check == "" {
+		fmt.Fprintf(io.Stdout, "The Environment names no check, so they rank by diff and cost alone (kndl env edit --check 'make test').\n")
+	}
+	fmt.Fprintf(io.Stdout, "See them ranked with: kndl attempts %s\n", set.ID)
+	return nil
+}
+
+// attemptsShow shows an attempt set, its attempts ranked best first.
+func attemptsShow(ctx context.Context, io IO, args []string) error {
+	fs := Flags(io, "attempts")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := Parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return ErrUsage
+	}
+	c, err := apiclient.New()
+	if err != nil {
+		return err
+	}
+	set, err := c.Attempts(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(io, set)
+	}
+	fmt.Fprintf(io.Stdout, "Attempt set %s: %s\nCheck: %s\n", set.ID, set.Title, or(set.Check, "none"))
+	var rows [][]string
+	for i, a := range set.Attempts {
+		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(a.Place), a.Session.ID, string(a.Session.State), checkText(a.Check), diffText(a), costText(a.Session.Spent)})
+	}
+	if err := table(io, "RANK\tATTEMPT\tSESSION\tSTATE\tCHECK\tDIFF\tCOST (EST.)", rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Stdout, "Each attempt's transcript: kndl show SESSION; its changes: kndl diff SESSION.\n")
+	return nil
+}
+
+func checkText(c *api.TurnCheck) string {
+	switch {
+	case c == nil:
+		return "not run"
+	case c.Error != "":
+		return "could not run: " + c.Error
+	case c.TimedOut:
+		return fmt.Sprintf("timed out after %.1fs", float64(c.DurationMS)/1000)
+	case c.Passed:
+		return fmt.Sprintf("passed in %.1fs", float64(c.DurationMS)/1000)
+	default:
+		return fmt.Sprintf("failed (exit %d) in %.1fs", c.ExitCode, float64(c.DurationMS)/1000)
+	}
+}
+
+func diffText(a api.Attempt) string {
+	if a.DiffLines < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d lines in %d files", a.DiffLines, a.DiffFiles)
+}
+
+func costText(s *api.Spent) string {
+	if s == nil {
+		return "$0.00"
+	}
+	return fmt.Sprintf("$%.2f", s.EstimatedUSD)
+}
