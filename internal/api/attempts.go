@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // NewAttempts is the body of POST /api/attempts: one prompt started as
 // Attempts ordinary Sessions (2 to 8), each placed, limited and run as any
@@ -50,4 +53,19 @@ type TurnCheck struct {
 	Output     string    `json:"output"`
 	Error      string    `json:"error,omitempty"`
 	At         time.Time `json:"at"`
+}
+
+// Line says how a check went, in a few words; nil is one not run yet.
+func (c *TurnCheck) Line() string {
+	switch {
+	case c == nil:
+		return "not run yet"
+	case c.Error != "":
+		return "could not run: " + c.Error
+	case c.TimedOut:
+		return fmt.Sprintf("timed out after %.1f s", float64(c.DurationMS)/1000)
+	case c.Passed:
+		return fmt.Sprintf("passed in %.1f s", float64(c.DurationMS)/1000)
+	}
+	return fmt.Sprintf("failed (exit %d) in %.1f s", c.ExitCode, float64(c.DurationMS)/1000)
 }

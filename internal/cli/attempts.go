@@ -54,28 +54,13 @@ func attemptsShow(ctx context.Context, io IO, args []string) error {
 	fmt.Fprintf(io.Stdout, "Attempt set %s: %s\nCheck: %s\n", set.ID, set.Title, or(set.Check, "none"))
 	var rows [][]string
 	for i, a := range set.Attempts {
-		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(a.Place), a.Session.ID, string(a.Session.State), checkText(a.Check), diffText(a), costText(a.Session.Spent)})
+		rows = append(rows, []string{strconv.Itoa(i + 1), strconv.Itoa(a.Place), a.Session.ID, string(a.Session.State), a.Check.Line(), diffText(a), costText(a.Session.Spent)})
 	}
 	if err := table(io, "RANK\tATTEMPT\tSESSION\tSTATE\tCHECK\tDIFF\tCOST (EST.)", rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Each attempt's transcript: kndl show SESSION; its changes: kndl diff SESSION.\n")
 	return nil
-}
-
-func checkText(c *api.TurnCheck) string {
-	switch {
-	case c == nil:
-		return "not run"
-	case c.Error != "":
-		return "could not run: " + c.Error
-	case c.TimedOut:
-		return fmt.Sprintf("timed out after %.1fs", float64(c.DurationMS)/1000)
-	case c.Passed:
-		return fmt.Sprintf("passed in %.1fs", float64(c.DurationMS)/1000)
-	default:
-		return fmt.Sprintf("failed (exit %d) in %.1fs", c.ExitCode, float64(c.DurationMS)/1000)
-	}
 }
 
 func diffText(a api.Attempt) string {

@@ -2,14 +2,17 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/attempts"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/web"
 )
 
 // attemptsAPI serves attempt sets: one prompt started as several ordinary
@@ -87,6 +90,49 @@ func (h attemptsAPI) showAttempts(w http.ResponseWriter, r *http.Request, p Prin
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// attemptsPage shows the set's attempts side by side, ranked: each one's
+// check, diff, spend, pull request and a link to its view (transcript and
+// Changes).
+func (h attemptsAPI) attemptsPage(w http.ResponseWriter, r *http.Request, p Principal) {
+	set, err := h.store.AttemptSetByID(r.Context(), r.PathValue("id"))
+	var out api.AttemptSet
+	if err == nil {
+		out, err = h.ranked(r.Context(), p, set)
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		h.notFoundPage(w, p)
+		return
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	type row struct {
+		ID, Title, State, Check, Output, Diff, Spent string
+		Rank, Place                                  int
+		Pull                                         *api.Pull
+	}
+	rows := make([]row, len(out.Attempts))
+	for i, a := range out.Attempts {
+		rows[i] = row{ID: a.Session.ID, Title: a.Session.Title, State: string(a.Session.State), Check: a.Check.Line(), Diff: "unknown",
+			Spent: "$0.00", Rank: i + 1, Place: a.Place, Pull: a.Session.Pull}
+		if a.Check != nil {
+			rows[i].Output = a.Check.Output
+		}
+		if a.DiffLines >= 0 {
+			rows[i].Diff = fmt.Sprintf("%d lines in %d files", a.DiffLines, a.DiffFiles)
+		}
+		if a.Session.Spent != nil {
+			rows[i].Spent = fmt.Sprintf("$%.2f", a.Session.Spent.EstimatedUSD)
+		}
+	}
+	h.appPage(w, p, web.Attempts.WithTitle(out.Title), struct {
+		Title, Check, RepoID string
+		Attempts             []api.Attempt
+		Rows                 []row
+	}{out.Title, out.Check, out.RepoID, out.Attempts, rows})
 }
 
 // ranked is the set as a person sees it, its attempts best first. An

@@ -154,12 +154,13 @@ var roleTable = map[string]roleRoute{
 	"GET /sessions/{id}/ports/{port}": {want: watchers, req: func(f *roleFixture, _ string) req {
 		return get("/sessions/"+f.session.ID+"/ports/8080")(f, "")
 	}},
-	"GET /runners":      {want: everyone, req: get("/runners")},
-	"GET /repos/{repo}": {want: watchers, req: func(f *roleFixture, _ string) req { return get("/repos/"+f.repo.ID)(f, "") }},
-	"GET /account":      {want: everyone, req: get("/account")},
-	"GET /members":      {want: everyone, req: get("/members")},
-	"GET /audit":        {want: ownerOnly, req: get("/audit")},
-	"GET /mcp":          {want: everyone, req: get("/mcp")},
+	"GET /runners":       {want: everyone, req: get("/runners")},
+	"GET /attempts/{id}": {want: watchers, req: func(f *roleFixture, _ string) req { return get("/attempts/"+f.attempts)(f, "") }},
+	"GET /repos/{repo}":  {want: watchers, req: func(f *roleFixture, _ string) req { return get("/repos/"+f.repo.ID)(f, "") }},
+	"GET /account":       {want: everyone, req: get("/account")},
+	"GET /members":       {want: everyone, req: get("/members")},
+	"GET /audit":         {want: ownerOnly, req: get("/audit")},
+	"GET /mcp":           {want: everyone, req: get("/mcp")},
 	"GET /cli/login": {want: everyone, req: func(f *roleFixture, _ string) req {
 		return get("/cli/login?code="+f.cliLoginCode())(f, "")
 	}},

@@ -5,6 +5,8 @@
 const seg = encodeURIComponent;
 
 export const sessions = "/api/sessions";
+// attempts starts an attempt set: one prompt as several Sessions.
+export const attempts = "/api/attempts";
 // sessionsLive is the Sessions list's WebSocket.
 export const sessionsLive = "/api/sessions/live";
 export const session = (id) => `/api/sessions/${seg(id)}`;
