@@ -27,6 +27,14 @@ type AttemptSet struct {
 	Attempts []Attempt `json:"attempts"`
 }
 
+// KeepAttempt is the body of POST /api/attempts/{id}/keep: the attempt
+// its Creator keeps, and what becomes of the others, "sleep" or
+// "archive". The kept one's pull request opens from its view.
+type KeepAttempt struct {
+	SessionID string `json:"session_id"`
+	Others    string `json:"others"`
+}
+
 // Attempt is one attempt of a set: its Session (with what it spent and
 // its newest pull request), its place in the set from 1, its last check,
 // and its diff's size.

@@ -32,6 +32,8 @@ func attemptsNew(ctx context.Context, io IO, c *apiclient.Client, req api.NewAtt
 // attemptsShow shows an attempt set, its attempts ranked best first.
 func attemptsShow(ctx context.Context, io IO, args []string) error {
 	fs := Flags(io, "attempts")
+	keep := fs.String("keep", "", "keep this attempt (a Session id of the set); open its pull request from its view")
+	others := fs.String("others", "", "with --keep, what becomes of the other attempts: sleep or archive")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := Parse(fs, args)
 	if err != nil {
@@ -44,7 +46,12 @@ func attemptsShow(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	set, err := c.Attempts(ctx, pos[0])
+	var set api.AttemptSet
+	if *keep != "" {
+		set, err = c.KeepAttempt(ctx, pos[0], api.KeepAttempt{SessionID: *keep, Others: *others})
+	} else {
+		set, err = c.Attempts(ctx, pos[0])
+	}
 	if err != nil {
 		return err
 	}

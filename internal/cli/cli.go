@@ -44,7 +44,7 @@ func commands() []Command {
 		{Name: "usage", Usage: "[--days N] [--all] [--json]", Summary: "show what your Sessions spent (everyone's with --all, the Owner's alone): the estimated cost per day, each spend cap's use today, and the tokens by day, Member and Repo", Run: usageCommand},
 		{Name: "models", Summary: "list the models and efforts your Sessions may run: what every Runner you may use takes", Run: modelList},
 		{Name: "new", Usage: "--repo URL_OR_PATH [--runner NAME] [--model M] [--effort E] [--attempts N] [PROMPT | -]", Summary: "start a Session with a first prompt (from stdin with -), or with --attempts an attempt set of 2 to 8", Run: sessionNew},
-		{Name: "attempts", Usage: "SET_ID [--json]", Summary: "show an attempt set ranked: its check passed first, then the smaller diff, then the lower cost", Run: attemptsShow},
+		{Name: "attempts", Usage: "SET_ID [--keep SESSION_ID --others sleep|archive] [--json]", Summary: "show an attempt set ranked (its check passed first, then the smaller diff, then the lower cost), or keep one attempt and sleep or archive the others", Run: attemptsShow},
 		{Name: "ls", Usage: "[--mine] [--waiting] [--repo URL] [--state S,...] [--creator LOGIN] [--search TEXT] [--json]", Summary: "list Sessions, filtered as the Sessions page filters them", Run: sessionList},
 		{Name: "show", Usage: "ID [--json]", Summary: "show a Session and its transcript", Run: sessionShow},
 		{Name: "diff", Usage: "ID [--json]", Summary: "show a Session's changes against the branch it started from: its files' diffs and its commits", Run: sessionDiff},

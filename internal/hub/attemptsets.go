@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
@@ -92,6 +93,60 @@ func (h attemptsAPI) showAttempts(w http.ResponseWriter, r *http.Request, p Prin
 	writeJSON(w, http.StatusOK, out)
 }
 
+// keepAttempt answers POST /api/attempts/{id}/keep: the Creator keeps one
+// attempt, and the others sleep or are archived, as they choose. Only the
+// Creator, who drives every attempt; the kept one's pull request opens
+// from its view, the one button that opens pull requests.
+func (h attemptsAPI) keepAttempt(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	var req api.KeepAttempt
+	err := readJSON(r, &req)
+	var set store.AttemptSet
+	if err == nil {
+		set, err = h.store.AttemptSetByID(ctx, r.PathValue("id"))
+	}
+	if err == nil && !slices.Contains(set.Sessions, req.SessionID) {
+		err = fmt.Errorf("the Session %q is not an attempt of this set (kndl attempts %s lists them): %w", req.SessionID, set.ID, errdefs.ErrInvalid)
+	}
+	if err == nil && req.Others != "sleep" && req.Others != "archive" {
+		err = fmt.Errorf("others %q: say what becomes of the other attempts, sleep or archive: %w", req.Others, errdefs.ErrInvalid)
+	}
+	if err == nil {
+		_, err = h.guard.drivableSession(ctx, p, req.SessionID)
+	}
+	for _, id := range set.Sessions {
+		if err != nil {
+			break
+		}
+		var s store.Session
+		if id == req.SessionID {
+			continue
+		}
+		if s, err = h.guard.drivableSession(ctx, p, id); err != nil {
+			break
+		}
+		why := "its Creator kept another attempt"
+		switch {
+		case req.Others == "archive" && s.State != store.Archived:
+			err = h.sessions.sessions.Archive(ctx, id, why)
+		case req.Others == "sleep" && slices.Contains([]store.SessionState{store.Starting, store.Active, store.Frozen}, s.State):
+			err = h.sessions.sessions.Sleep(ctx, id, why)
+		}
+		if err != nil {
+			err = fmt.Errorf("attempt %s: %w", id, err)
+		}
+	}
+	var out api.AttemptSet
+	if err == nil {
+		out, err = h.ranked(ctx, p, set)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // attemptsPage shows the set's attempts side by side, ranked: each one's
 // check, diff, spend, pull request and a link to its view (transcript and
 // Changes).
@@ -129,10 +184,11 @@ func (h attemptsAPI) attemptsPage(w http.ResponseWriter, r *http.Request, p Prin
 		}
 	}
 	h.appPage(w, p, web.Attempts.WithTitle(out.Title), struct {
-		Title, Check, RepoID string
-		Attempts             []api.Attempt
-		Rows                 []row
-	}{out.Title, out.Check, out.RepoID, out.Attempts, rows})
+		ID, Title, Check, RepoID string
+		IsCreator                bool
+		Attempts                 []api.Attempt
+		Rows                     []row
+	}{out.ID, out.Title, out.Check, out.RepoID, set.CreatorID == p.User.ID, out.Attempts, rows})
 }
 
 // ranked is the set as a person sees it, its attempts best first. An

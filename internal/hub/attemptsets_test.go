@@ -45,6 +45,7 @@ func newAttemptsFixture(t *testing.T, tune ...func(*Config)) *attemptsFixture {
 	}
 	hello(t, f.fixture, func(c *protocol.Conn) {
 		c.Handle(protocol.TypeSessionStart, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		c.Handle(protocol.TypeSessionStop, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
 		c.Handle(protocol.TypeSessionCheck, false, func(_ context.Context, body json.RawMessage) (any, error) {
 			var req protocol.SessionCheck
 			json.Unmarshal(body, &req)
@@ -191,4 +192,42 @@ func TestAChecksOutputIsMaskedThenCut(t *testing.T) {
 	if strings.Contains(c.Output, f.secret) || strings.Contains(c.Output, f.secret[6:]) || len(c.Output) > protocol.CheckKeep || !strings.HasSuffix(c.Output, "\n") {
 		t.Errorf("got the kept output %q (%d bytes), want its last %d bytes with the value masked", c.Output[max(0, len(c.Output)-80):], len(c.Output), protocol.CheckKeep)
 	}
+}
+
+// TestKeepingAnAttemptSleepsTheOthers: its Creator keeps one attempt and
+// the others go to sleep; a Session not of the set, or others that are
+// neither sleep nor archive, is a 400 that changes nothing.
+func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "3")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	awake := func() int {
+		n := 0
+		for _, a := range set.Attempts {
+			if s, _ := f.store.SessionByID(ctx, a.Session.ID); s.State != store.Asleep {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the attempts Active", func() bool { return awake() == 3 })
+	kept := set.Attempts[1].Session.ID
+	for _, bad := range []string{`{"session_id":"` + kept + `","others":"delete"}`, `{"session_id":"no-such","others":"sleep"}`} {
+		if code, body := f.call(t, http.MethodPost, "/api/attempts/"+set.ID+"/keep", bad); code != http.StatusBadRequest {
+			t.Errorf("keep %s: got %d %s, want 400", bad, code, body)
+		}
+	}
+	if n := awake(); n != 3 {
+		t.Fatalf("after refused keeps: got %d awake, want 3", n)
+	}
+	if code, body := f.call(t, http.MethodPost, "/api/attempts/"+set.ID+"/keep", `{"session_id":"`+kept+`","others":"sleep"}`); code != http.StatusOK {
+		t.Fatalf("keep: got %d %s", code, body)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the other two asleep", func() bool {
+		s, _ := f.store.SessionByID(ctx, kept)
+		return awake() == 1 && s.State == store.Active
+	})
 }

@@ -234,6 +234,10 @@ var roleTable = map[string]roleRoute{
 		body, _ := json.Marshal(api.NewAttempts{NewSession: api.NewSession{Repo: f.gh.RepoURL("acme/app"), Prompt: "hello", Runner: f.runner.Name}, Attempts: 2})
 		return send("POST", "/api/attempts", string(body))(f, c)
 	}},
+	// Keeping one: the Creator, who drives every attempt, alone.
+	"POST /api/attempts/{id}/keep": {want: drivers, req: func(f *roleFixture, c string) req {
+		return send("POST", "/api/attempts/"+f.attempts+"/keep", `{"session_id":"`+f.session.ID+`","others":"sleep"}`)(f, c)
+	}},
 	"GET /api/attempts/{id}":                        {want: watchers, req: func(f *roleFixture, c string) req { return get("/api/attempts/"+f.attempts)(f, c) }},
 	"GET /api/sessions":                             {want: everyone, req: get("/api/sessions")},
 	"GET /api/sessions/live":                        {want: people(passed), req: get("/api/sessions/live")},
