@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,11 +17,12 @@ import (
 )
 
 // check runs the Environment's check command in the Session's Sandbox, as
-// its own root (the Sandbox's user namespace), in /workspace, through a
-// login shell with the environment the Sandbox's login shell probed at
-// start (no Variable). The exit code and the time are what the Runner
-// saw of the process; the output is only its last CheckTailMax bytes,
-// which the Hub masks.
+// its own root (the Sandbox's user namespace), in /workspace, with sh -c
+// in the environment the Sandbox's login shell gave at its start (no
+// Variable), as Claude Code's commands get it: a login shell again would
+// have /etc/profile reset a PATH the image set. The exit code and the
+// time are what the Runner saw of the process; the output is only its
+// last CheckTailMax bytes, which the Hub masks.
 func (s *session) check(ctx context.Context, req protocol.SessionCheck) (protocol.SessionCheckResult, error) {
 	if strings.TrimSpace(req.Command) == "" || req.TimeoutMS <= 0 {
 		return protocol.SessionCheckResult{}, fmt.Errorf("session.check: a command and a timeout, please: %w", errdefs.ErrInvalid)
@@ -29,10 +31,13 @@ func (s *session) check(ctx context.Context, req protocol.SessionCheck) (protoco
 	if raw, err := os.ReadFile(filepath.Join(s.dir, loginEnvFile)); err == nil {
 		json.Unmarshal(raw, &env)
 	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {
+		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") // no probe kept
+	}
 	env = append(append(env, cacheEnv...), "LANG=C.UTF-8")
 	out := &tail{max: protocol.CheckTailMax}
 	start := time.Now()
-	p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-lc", req.Command}, Env: env, Dir: workspaceDir,
+	p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", req.Command}, Env: env, Dir: workspaceDir,
 		Stdout: out, Stderr: out})
 	if err != nil {
 		return protocol.SessionCheckResult{}, fmt.Errorf("run the check: %w", err)
