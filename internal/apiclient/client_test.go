@@ -67,6 +67,13 @@ func TestEachCallSendsItsRequestToItsRoute(t *testing.T) {
 		{func() error {
 			return ignore(c.NewSession(ctx, api.NewSession{Repo: "r", Prompt: "hi"}))
 		}, `POST /api/sessions {"repo":"r","prompt":"hi"}`},
+		{func() error {
+			return ignore(c.NewAttempts(ctx, api.NewAttempts{NewSession: api.NewSession{Repo: "r", Prompt: "hi"}, Attempts: 3}))
+		}, `POST /api/attempts {"repo":"r","prompt":"hi","attempts":3}`},
+		{func() error { return ignore(c.Attempts(ctx, "a/b")) }, "GET /api/attempts/a%2Fb"},
+		{func() error {
+			return ignore(c.KeepAttempt(ctx, "a1", api.KeepAttempt{SessionID: "s1", Others: "sleep"}))
+		}, `POST /api/attempts/a1/keep {"session_id":"s1","others":"sleep"}`},
 		{func() error { return ignore(c.Sessions(ctx, api.SessionFilter{})) }, "GET /api/sessions"},
 		{func() error {
 			return ignore(c.Sessions(ctx, api.SessionFilter{Mine: true, States: []api.SessionState{api.Active, api.Asleep}, Search: "a b"}))

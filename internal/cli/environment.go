@@ -82,10 +82,10 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n",
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
 		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
-		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress))
+		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"))
 }
 
 func onOff(on bool) string {
@@ -113,6 +113,7 @@ func orNumber(v float64, unit string) string {
 // the current version, when there is no draft).
 type envEditFlags struct {
 	file, image, bootstrap, start *string
+	check                         *string
 	folders, nextTo               *string
 	docker                        *bool
 	cpus                          *float64
@@ -127,6 +128,7 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.image = fs.String("image", "", "the image (tag or digest); \"\" for the Runner's default")
 	f.bootstrap = fs.String("bootstrap-file", "", "a file holding the Bootstrap script (- for stdin, \"\" for none)")
 	f.start = fs.String("start-file", "", "a file holding the Start script (- for stdin, \"\" for none)")
+	f.check = fs.String("check", "", "a command, such as 'make test', run in each attempt's Sandbox after its Turn to rank the attempts (\"\" for none)")
 	f.docker = fs.Bool("docker", false, "run Docker in each Sandbox, installed in the Build (--docker=false to turn it off)")
 	f.folders = fs.String("dependency-folders", "", "comma-separated names or globs of folders kept on the dependency disk, such as node_modules,.venv (\"\" for none)")
 	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
@@ -141,14 +143,14 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress or --allow")
+			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory", "egress", "allow"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory", "egress", "allow", "check"} {
 		if f.set[n] {
 			return true
 		}
@@ -229,6 +231,9 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo
 	}
 	if f.set["allow"] {
 		s.Egress.Allow = f.allow
+	}
+	if f.set["check"] {
+		s.CheckCommand = *f.check
 	}
 	if e, err = c.EditEnvironment(ctx, repo, s); err != nil {
 		return err

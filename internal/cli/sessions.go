@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,11 +26,14 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	effort := fs.String("effort", "", "the effort: one the model takes, as kndl models lists (default: the model's)")
 	runner := fs.String("runner", "", "the Runner to use, yours or a shared one (default: the least loaded connected one of those with room)")
 	command := fs.Bool("command", false, "send a leading ! or / to Claude Code as a command, not as text")
+	tries := fs.Int("attempts", 0, "start an attempt set: 2 to 8 Sessions from the one prompt, ranked by the Environment's check (kndl attempts SET_ID)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := Parse(fs, args)
 	if err != nil {
 		return err
 	}
+	attempts := false
+	fs.Visit(func(f *flag.Flag) { attempts = attempts || f.Name == "attempts" })
 	prompt, err := promptArg(io, pos)
 	if err != nil || *repo == "" {
 		return ErrUsage
@@ -42,7 +46,11 @@ func sessionNew(ctx context.Context, io IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.NewSession(ctx, api.NewSession{Repo: *repo, Model: *model, Effort: *effort, Prompt: prompt, IsCommand: *command, Runner: *runner})
+	req := api.NewSession{Repo: *repo, Model: *model, Effort: *effort, Prompt: prompt, IsCommand: *command, Runner: *runner}
+	if attempts {
+		return attemptsNew(ctx, io, c, api.NewAttempts{NewSession: req, Attempts: *tries}, *asJSON)
+	}
+	s, err := c.NewSession(ctx, req)
 	if err != nil {
 		return err
 	}

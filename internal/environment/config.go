@@ -35,6 +35,9 @@ const (
 	// MaxPatterns and MaxPattern bound DependencyFolders and NextTo.
 	MaxPatterns = 32
 	MaxPattern  = 200
+	// MaxCheck bounds the check command: one command line, such as make
+	// test, not a script (a script goes in the Repo).
+	MaxCheck = 1 << 10
 )
 
 // imageRE is an OCI reference as the Runner's puller reads it: a name with
@@ -78,6 +81,9 @@ func (c Config) Check() error {
 	}
 	if c.BranchPrefix != "" && (len(c.BranchPrefix) > MaxPattern || !branchPrefixRE.MatchString(c.BranchPrefix) || strings.Contains(c.BranchPrefix, "..") || strings.Contains(c.BranchPrefix, "/.") || strings.Contains(c.BranchPrefix, ".lock/")) {
 		return fmt.Errorf("branch_prefix %q is not the start of a branch name ending in / (such as kndl/ or bots/claude/): %w", c.BranchPrefix, errdefs.ErrInvalid)
+	}
+	if len(c.CheckCommand) > MaxCheck || !utf8.ValidString(c.CheckCommand) || strings.ContainsFunc(c.CheckCommand, unicode.IsControl) {
+		return fmt.Errorf("the check is not one line of at most %d bytes of text (such as make test; put a longer script in the Repo and name it): %w", MaxCheck, errdefs.ErrInvalid)
 	}
 	return c.Egress.Check()
 }
@@ -218,6 +224,16 @@ func Changes(a, b Config) []string {
 	}
 	if a.MemoryMiB != b.MemoryMiB {
 		out = append(out, fmt.Sprintf("memory: %s -> %s", resource(float64(a.MemoryMiB)), resource(float64(b.MemoryMiB))))
+	}
+	// Named, not shown, as the scripts are.
+	switch {
+	case a.CheckCommand == b.CheckCommand:
+	case a.CheckCommand == "":
+		out = append(out, "check added")
+	case b.CheckCommand == "":
+		out = append(out, "check removed")
+	default:
+		out = append(out, "check changed")
 	}
 	if ea, eb := api.EgressLine(a.Egress), api.EgressLine(b.Egress); ea != eb {
 		out = append(out, fmt.Sprintf("egress: %s -> %s", ea, eb))

@@ -52,6 +52,9 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"egress":{"mode":"allowlist","allow":["http://x.example.com"]}}`, "egress allow \"http://x.example.com\" is not a host name"},
 		{`{"egress":{"mode":"closed"}}`, "want open or allowlist"},
 		{`{"egress":{"allow":["npm"]}}`, "while egress is open"},
+		{`{"check":"make test"}`, ""},
+		{`{"check":"make test\nrm -rf /"}`, "not one line"},
+		{`{"check":"` + strings.Repeat("x", MaxCheck+1) + `"}`, "not one line"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -129,16 +132,18 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 	same := base
 	same.CPUs, same.MemoryMiB = 4, 8192
 	same.Egress = egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}
+	same.CheckCommand = "make test"
 	if same.BuildDigest([]AtBuild{{"B", "2"}, {"A", "1"}}) != d {
-		t.Error("resources, the egress policy or the Variables' order changed the digest")
+		t.Error("resources, the egress policy, the check or the Variables' order changed the digest")
 	}
 }
 
 func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
 	got := Changes(Config{Bootstrap: "echo secret-one\n", NextTo: map[string]string{"pyproject.toml": ".venv", "package.json": "node_modules"}},
-		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", Docker: true, DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2})
+		Config{Image: "debian:12", Bootstrap: "echo secret-two\necho more\n", Start: "x", Docker: true, DependencyFolders: []string{"node_modules", ".venv"}, CPUs: 2,
+			CheckCommand: "TOKEN=secret-three make test"})
 	want := []string{"image: the Runner's default -> debian:12", "docker: off -> on", "Bootstrap script changed (1 -> 2 lines)", "Start script added (1 lines)",
-		"dependency folders: none -> node_modules, .venv", "next to: package.json=node_modules, pyproject.toml=.venv -> none", "cpus: the Runner's default -> 2"}
+		"dependency folders: none -> node_modules, .venv", "next to: package.json=node_modules, pyproject.toml=.venv -> none", "cpus: the Runner's default -> 2", "check added"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("changes %q, want %q", got, want)
 	}

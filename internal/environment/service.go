@@ -361,6 +361,21 @@ func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, 
 	return on, waiting, nil
 }
 
+// CheckOf returns the check command of the version a Session runs on,
+// "" when it names none.
+func (s *Service) CheckOf(ctx context.Context, sessionID, repoID string) (string, error) {
+	on, err := s.d.Store.SessionEnvironment(ctx, sessionID)
+	if err != nil || on == 0 {
+		return "", err
+	}
+	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, on)
+	if err != nil {
+		return "", err
+	}
+	c, err := Parse([]byte(v.Config))
+	return c.CheckCommand, err
+}
+
 func (c Config) protocol(version int) protocol.Environment {
 	return protocol.Environment{Version: version, EnvironmentSettings: protocol.EnvironmentSettings(c)}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"kndl.dev/kndl/internal/forge"
+	"kndl.dev/kndl/internal/hub/attempts"
 	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/hub/session"
 	"kndl.dev/kndl/internal/protocol"
@@ -43,8 +44,14 @@ func (e effects) LeftActive(sessionID string) {
 }
 
 // Recorded: a Session's Events were stored, redacted. Its Creator's
-// webhooks are told of a question waiting and of a Turn's end.
+// webhooks are told of a question waiting and of a Turn's end; an
+// attempt's check runs after each of its Turns.
 func (e effects) Recorded(sessionID string, evs []protocol.Event) {
+	for _, ev := range evs {
+		if ev.Kind == protocol.EventTurnEnd && ev.Agent == "" {
+			e.h.checks.TurnEnded(sessionID)
+		}
+	}
 	kinds, texts := notify.FromEvents(evs)
 	if len(kinds) == 0 {
 		return
@@ -72,6 +79,18 @@ func (e effects) tell(ctx context.Context, sessionID string, f func(store.Sessio
 		return
 	}
 	f(s)
+}
+
+// newChecks makes the attempts' checks from the Hub's parts.
+func (h *Hub) newChecks() *attempts.Checks {
+	return attempts.NewChecks(attempts.CheckOptions{Store: h.store, Logger: h.log, Mask: h.masks.WatcherMask,
+		Command: func(ctx context.Context, s store.Session) (string, error) { return h.envs.CheckOf(ctx, s.ID, s.RepoID) },
+		Runner: func(id string) (attempts.Requester, int) {
+			if rc := h.runners.Get(id); rc != nil {
+				return rc.Conn, rc.Version
+			}
+			return nil, 0
+		}})
 }
 
 var _ session.Effects = effects{}

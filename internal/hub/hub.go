@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/gateway"
+	"kndl.dev/kndl/internal/hub/attempts"
 	"kndl.dev/kndl/internal/hub/forward"
 	"kndl.dev/kndl/internal/hub/front"
 	"kndl.dev/kndl/internal/hub/masks"
@@ -45,6 +46,7 @@ type Hub struct {
 	pulls    *pulls.Tracker       // the branches Sessions pushed and their pull requests
 	triggers *triggers.Receiver   // the App's webhook: Sessions started from GitHub
 	notify   *notify.Notifier     // each Member's notification webhooks: effects.go
+	checks   *attempts.Checks     // the Environment's check after each Turn of an attempt: effects.go
 	masks    *masks.Sets          // each running Session's redaction set
 	tokens   *masks.Tokens        // each Session's Sandbox token, revoked once replaced
 	gateway  *gateway.Gateway     // MCP servers, their Installations and the /gateway route
@@ -128,6 +130,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.envs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
+	// Before the Sessions, whose Turns' ends they are told of.
+	h.checks = h.newChecks()
 	// Before the Sessions, whose Events it is told of.
 	h.notify = notify.New(notify.Options{Store: st, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
@@ -188,6 +192,9 @@ func (h *Hub) Close() {
 	}
 	if h.sessions != nil {
 		h.sessions.Close() // may still stop a Sandbox token: before tokens
+	}
+	if h.checks != nil {
+		h.checks.Close() // after sessions, which tell it of Turns
 	}
 	if h.tokens != nil {
 		h.tokens.Close()

@@ -70,6 +70,7 @@ func (h *Hub) routes() []route {
 		usage   = usageAPI{h.core}
 		limits  = limitsAPI{h.core}
 		asks    = egressAskAPI{environmentsAPI: envs, notify: h.notify, asks: &h.egressAsks}
+		tries   = attemptsAPI{core: h.core, sessions: sess, changes: changes, rows: newSessionRows(h), masks: h.masks, envs: h.envs}
 	)
 	return []route{
 		{"GET /health", public, ops.health},
@@ -205,6 +206,12 @@ func (h *Hub) routes() []route {
 		// push, Request for a Creator without (egressask.go).
 		{"POST /api/sessions/{id}/egress/allow", person, asks.allowHost},
 		{"POST /api/sessions/{id}/egress/request", person, asks.requestHost},
+
+		// Attempt sets: one prompt as several Sessions, ranked (attemptsets.go).
+		{"POST /api/attempts", person, tries.createAttempts},
+		{"GET /api/attempts/{id}", person, tries.showAttempts},
+		{"POST /api/attempts/{id}/keep", person, tries.keepAttempt},
+		{"GET /attempts/{id}", browser, tries.attemptsPage},
 	}
 }
 

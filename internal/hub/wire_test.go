@@ -41,6 +41,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		{"EnvironmentVersion", pinned(apiEnvironmentVersion)},
 		{"AutoFix", pinned(apiAutoFix)},
 		{"Fork", pinned(apiFork, "how")}, // the answer to a fork adds how the Runner copied it
+		{"TurnCheck", pinned(apiTurnCheck)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, tt.name) })

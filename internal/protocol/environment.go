@@ -59,6 +59,10 @@ type EnvironmentSettings struct {
 	// an allowlist's hosts changed apply to an awake Session's Sandbox
 	// under an allowlist at once (session.egress).
 	Egress egress.Policy `json:"egress,omitzero"`
+	// CheckCommand is a command, such as make test, the Hub has the Runner run
+	// in each attempt's Sandbox after its Turn ends (session.check); its
+	// exit code ranks the attempts. Not a build input.
+	CheckCommand string `json:"check,omitempty"`
 }
 
 // TypeSessionEgress (Hub -> Runner, request, since version 6) swaps the

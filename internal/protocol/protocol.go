@@ -79,8 +79,12 @@ import (
 //	  transcript's usage, which the Sandbox can write. session.capped: the
 //	  relay refuses a Session's model requests past a spend cap. A version
 //	  5 or 6 Runner's Sessions count no usage.
+//	8 (2026-12-05, unreleased): session.check, the Environment's check
+//	  run in an attempt's Sandbox after its Turn; session.start's
+//	  environment.check. Additive: an older Runner's attempts go unchecked,
+//	  their check saying why.
 const (
-	Version    = 7
+	Version    = 8
 	MinVersion = 5
 )
 

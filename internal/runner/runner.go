@@ -303,6 +303,9 @@ func (r *Runner) handle(conn *protocol.Conn) {
 	handleRunning(conn, r, protocol.TypeSessionStopTurn, func(ctx context.Context, s *session, req protocol.SessionRef) (any, error) {
 		return nil, s.stopTurn(ctx)
 	})
+	handleRunning(conn, r, protocol.TypeSessionCheck, func(ctx context.Context, s *session, req protocol.SessionCheck) (any, error) {
+		return s.check(ctx, req)
+	})
 	handleRunning(conn, r, protocol.TypeSessionAnswer, func(ctx context.Context, s *session, req protocol.SessionAnswer) (any, error) {
 		return nil, s.questions.answer(req)
 	})

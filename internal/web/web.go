@@ -48,6 +48,8 @@ var (
 	MCP     = Page{"mcp", "MCP servers", "mcp.js", true}
 	Repo    = Page{"repo", "Repo", "repo.js", true}
 	Usage   = Page{"usage", "Usage", "", true}
+	// Attempts is an attempt set, its attempts ranked side by side.
+	Attempts = Page{"attempts", "Attempts", "attempts.js", true}
 )
 
 // Nav is who is signed in, for an app page's navigation.

@@ -154,12 +154,13 @@ var roleTable = map[string]roleRoute{
 	"GET /sessions/{id}/ports/{port}": {want: watchers, req: func(f *roleFixture, _ string) req {
 		return get("/sessions/"+f.session.ID+"/ports/8080")(f, "")
 	}},
-	"GET /runners":      {want: everyone, req: get("/runners")},
-	"GET /repos/{repo}": {want: watchers, req: func(f *roleFixture, _ string) req { return get("/repos/"+f.repo.ID)(f, "") }},
-	"GET /account":      {want: everyone, req: get("/account")},
-	"GET /members":      {want: everyone, req: get("/members")},
-	"GET /audit":        {want: ownerOnly, req: get("/audit")},
-	"GET /mcp":          {want: everyone, req: get("/mcp")},
+	"GET /runners":       {want: everyone, req: get("/runners")},
+	"GET /attempts/{id}": {want: watchers, req: func(f *roleFixture, _ string) req { return get("/attempts/"+f.attempts)(f, "") }},
+	"GET /repos/{repo}":  {want: watchers, req: func(f *roleFixture, _ string) req { return get("/repos/"+f.repo.ID)(f, "") }},
+	"GET /account":       {want: everyone, req: get("/account")},
+	"GET /members":       {want: everyone, req: get("/members")},
+	"GET /audit":         {want: ownerOnly, req: get("/audit")},
+	"GET /mcp":           {want: everyone, req: get("/mcp")},
 	"GET /cli/login": {want: everyone, req: func(f *roleFixture, _ string) req {
 		return get("/cli/login?code="+f.cliLoginCode())(f, "")
 	}},
@@ -229,6 +230,15 @@ var roleTable = map[string]roleRoute{
 		body, _ := json.Marshal(api.NewSession{Repo: f.gh.RepoURL("acme/app"), Prompt: "hello", Runner: f.runner.Name})
 		return send("POST", "/api/sessions", string(body))(f, c)
 	}},
+	"POST /api/attempts": {want: watchers, req: func(f *roleFixture, c string) req {
+		body, _ := json.Marshal(api.NewAttempts{NewSession: api.NewSession{Repo: f.gh.RepoURL("acme/app"), Prompt: "hello", Runner: f.runner.Name}, Attempts: 2})
+		return send("POST", "/api/attempts", string(body))(f, c)
+	}},
+	// Keeping one: the Creator, who drives every attempt, alone.
+	"POST /api/attempts/{id}/keep": {want: drivers, req: func(f *roleFixture, c string) req {
+		return send("POST", "/api/attempts/"+f.attempts+"/keep", `{"session_id":"`+f.session.ID+`","others":"sleep"}`)(f, c)
+	}},
+	"GET /api/attempts/{id}":                        {want: watchers, req: func(f *roleFixture, c string) req { return get("/api/attempts/"+f.attempts)(f, c) }},
 	"GET /api/sessions":                             {want: everyone, req: get("/api/sessions")},
 	"GET /api/sessions/live":                        {want: people(passed), req: get("/api/sessions/live")},
 	"GET /api/sessions/{id}":                        {want: watchers, req: onSession("GET", "", "")},
@@ -439,6 +449,7 @@ type roleFixture struct {
 	session    api.Session // bob's, Active on his Runner
 	modToken   string      // its run's
 	attachment string      // one of its Attachments
+	attempts   string      // an attempt set whose attempt it is
 	test       string      // a Test build of acme/app
 	n          atomic.Int64
 }
@@ -474,6 +485,14 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatalf("bob attaches a file: %d %s", code, body)
 	}
 	f.attachment = a.ID
+	set, err := e.store.CreateAttemptSet(context.Background(), store.AttemptSet{CreatorID: f.creator.ID, RepoID: e.repo.ID, Title: "t"})
+	if err == nil {
+		err = e.store.AddAttempt(context.Background(), set.ID, 1, s.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.attempts = set.ID
 	var tb api.TestBuild
 	f.draft()
 	code, body = e.do(e.bob.Client, req{method: "POST", path: "/api/repos/" + e.repo.ID + "/environment/tests", origin: "self"})

@@ -14,7 +14,14 @@ const newSession = document.getElementById("new-session");
 const newSessionError = document.getElementById("new-session-error");
 modelPicker(newSession).catch((err) => showError(newSessionError, err));
 submit(newSession, newSessionError, async (f) => {
-  const s = await api("POST", paths.sessions, { repo: f.repo.trim(), prompt: f.prompt, model: f.model, effort: f.effort });
+  const body = { repo: f.repo.trim(), prompt: f.prompt, model: f.model, effort: f.effort };
+  // More than one attempt is an attempt set; the Hub refuses more than 8.
+  if (Number(f.attempts) !== 1) {
+    const set = await api("POST", paths.attempts, { ...body, attempts: Number(f.attempts) });
+    location.assign("/attempts/" + encodeURIComponent(set.id));
+    return;
+  }
+  const s = await api("POST", paths.sessions, body);
   location.assign("/sessions/" + encodeURIComponent(s.id));
 });
 

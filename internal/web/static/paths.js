@@ -5,6 +5,10 @@
 const seg = encodeURIComponent;
 
 export const sessions = "/api/sessions";
+// attempts starts an attempt set: one prompt as several Sessions.
+export const attempts = "/api/attempts";
+// keepAttempt keeps one attempt of a set; the others sleep or are archived.
+export const keepAttempt = (set) => `${attempts}/${seg(set)}/keep`;
 // sessionsLive is the Sessions list's WebSocket.
 export const sessionsLive = "/api/sessions/live";
 export const session = (id) => `/api/sessions/${seg(id)}`;

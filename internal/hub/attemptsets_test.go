@@ -1,0 +1,233 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// attemptsFixture is a Hub with a Repo whose Environment names a check
+// and has a Sensitive Variable, and a Runner on the real protocol that
+// takes each start and answers each check as checks says.
+type attemptsFixture struct {
+	*fixture
+	repo   api.Repo
+	secret string
+	mu     sync.Mutex
+	checks map[string]protocol.SessionCheckResult // by Session id
+	asked  []protocol.SessionCheck
+}
+
+func newAttemptsFixture(t *testing.T, tune ...func(*Config)) *attemptsFixture {
+	t.Helper()
+	f := &attemptsFixture{fixture: newFixture(t, tune...), secret: "check-secret-value-73", checks: map[string]protocol.SessionCheckResult{}}
+	ctx := context.Background()
+	dev, _ := f.store.DevUser(ctx)
+	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
+	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
+	json.Unmarshal([]byte(body), &f.repo)
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPut, "/api/repos/" + f.repo.ID + "/variables/TOKEN", `{"value":"` + f.secret + `","sensitive":true}`},
+		{http.MethodPut, "/api/repos/" + f.repo.ID + "/environment/draft", `{"check":"make test"}`},
+		{http.MethodPost, "/api/repos/" + f.repo.ID + "/environment/apply", ``},
+	} {
+		if code, body := f.call(t, c.method, c.path, c.body); code != http.StatusOK {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, body)
+		}
+	}
+	hello(t, f.fixture, func(c *protocol.Conn) {
+		c.Handle(protocol.TypeSessionStart, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		c.Handle(protocol.TypeSessionStop, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		c.Handle(protocol.TypeSessionCheck, false, func(_ context.Context, body json.RawMessage) (any, error) {
+			var req protocol.SessionCheck
+			json.Unmarshal(body, &req)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.asked = append(f.asked, req)
+			return f.checks[req.SessionID], nil
+		})
+	})
+	return f
+}
+
+// start posts an attempt set of n and returns the Hub's answer.
+func (f *attemptsFixture) start(t *testing.T, n string) (int, api.AttemptSet, string) {
+	t.Helper()
+	code, body := f.call(t, http.MethodPost, "/api/attempts", `{"repo":"/srv/app","prompt":"make the tests pass","attempts":`+n+`}`)
+	var set api.AttemptSet
+	json.Unmarshal([]byte(body), &set)
+	return code, set, body
+}
+
+// endTurn records a Turn of Session id that started and ended, once it
+// is Active (its start has recorded its Environment version), and waits
+// for its check to be kept.
+func (f *attemptsFixture) endTurn(t *testing.T, id string) store.TurnCheck {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Eventually(t, testenv.WaitShort, "the attempt Active", func() bool {
+		s, err := f.store.SessionByID(ctx, id)
+		return err == nil && s.State == store.Active
+	})
+	for _, kind := range []string{protocol.EventTurnStart, protocol.EventTurnEnd} {
+		if err := f.hub.sessions.Record(ctx, id, protocol.Event{Kind: kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []store.TurnCheck
+	testenv.Eventually(t, testenv.WaitShort, "the Turn's check kept", func() bool {
+		got, _ = f.store.TurnChecks(ctx, id)
+		return len(got) == 1
+	})
+	return got[0]
+}
+
+// TestAnAttemptSetOutsideTwoToEightIsRefusedAndMakesNothing: --attempts
+// 0, 1 or 9 is a 400 naming the range, and no Session is made.
+func TestAnAttemptSetOutsideTwoToEightIsRefusedAndMakesNothing(t *testing.T) {
+	f := newAttemptsFixture(t)
+	for _, n := range []string{"0", "1", "9", "-3"} {
+		code, _, body := f.start(t, n)
+		if code != http.StatusBadRequest || !strings.Contains(body, "2 to 8") {
+			t.Errorf("attempts %s: got %d %s, want 400 naming 2 to 8", n, code, body)
+		}
+	}
+	if ss, _ := f.store.Sessions(context.Background(), store.SessionFilter{}); len(ss) != 0 {
+		t.Fatalf("got %d Sessions after refused sets, want none", len(ss))
+	}
+}
+
+// TestAnAttemptSetsSessionsCountTowardTheAwakeLimit: with one awake
+// Session a Member, a set of 3 starts one attempt and the other two wait
+// Asleep in the Member's line, as any three Sessions would.
+func TestAnAttemptSetsSessionsCountTowardTheAwakeLimit(t *testing.T) {
+	f := newAttemptsFixture(t, func(c *Config) { c.MemberMaxAwake = 1 })
+	code, set, body := f.start(t, "3")
+	if code != http.StatusCreated || len(set.Attempts) != 3 {
+		t.Fatalf("POST /api/attempts: got %d %s, want 201 with 3 attempts", code, body)
+	}
+	states := map[api.SessionState]int{}
+	for _, a := range set.Attempts {
+		s, err := f.store.SessionByID(context.Background(), a.Session.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[api.SessionState(s.State)]++
+		if s.State == store.Asleep && s.Place == 0 {
+			t.Errorf("attempt %d asleep with no place in line", a.Place)
+		}
+	}
+	if states[api.Starting]+states[api.Active] != 1 || states[api.Asleep] != 2 {
+		t.Fatalf("got states %v, want 1 awake and 2 asleep in line", states)
+	}
+}
+
+// TestAttemptsRankByTheirChecksWhichTheRunnerRanAfterTheTurn: the check
+// runs in each attempt's Sandbox after its Turn, kept with that Turn; the
+// one that passed ranks first, the failed one next, the unchecked last.
+func TestAttemptsRankByTheirChecksWhichTheRunnerRanAfterTheTurn(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "3")
+	if code != http.StatusCreated || len(set.Attempts) != 3 || set.Check != "make test" {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ids := []string{set.Attempts[0].Session.ID, set.Attempts[1].Session.ID, set.Attempts[2].Session.ID}
+	f.mu.Lock()
+	f.checks[ids[0]] = protocol.SessionCheckResult{ExitCode: 2, DurationMS: 1500, Output: "FAIL: TestX"}
+	f.checks[ids[1]] = protocol.SessionCheckResult{ExitCode: 0, DurationMS: 900, Output: "ok"}
+	f.mu.Unlock()
+	if c := f.endTurn(t, ids[0]); c.ExitCode != 2 || c.Passed() || c.Output != "FAIL: TestX" || c.Turn == 0 {
+		t.Errorf("attempt 1's check: got %+v, want exit 2 kept with its Turn", c)
+	}
+	f.endTurn(t, ids[1])
+	f.mu.Lock()
+	if len(f.asked) != 2 || f.asked[0].Command != "make test" || f.asked[0].TimeoutMS <= 0 {
+		t.Errorf("the Runner was asked %+v, want make test twice with a timeout", f.asked)
+	}
+	f.mu.Unlock()
+
+	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID, "")
+	var got api.AttemptSet
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/attempts/%s: got %d %s", set.ID, code, body)
+	}
+	var order []int
+	for _, a := range got.Attempts {
+		order = append(order, a.Place)
+	}
+	if len(order) != 3 || order[0] != 2 || order[1] != 1 || order[2] != 3 {
+		t.Errorf("got the attempts ranked %v, want [2 1 3]: passed, failed, not run", order)
+	}
+	if c := got.Attempts[0].Check; c == nil || !c.Passed || c.DurationMS != 900 {
+		t.Errorf("the first's check: got %+v, want passed in 900 ms", c)
+	}
+}
+
+// TestAChecksOutputIsMaskedThenCut: the Sandbox's output is masked with
+// the Session's values before the Hub keeps its last 4 KiB, so a value
+// across the Hub's cut is not kept in part, and one cut at the start of
+// the Runner's window lies in what the Hub drops.
+func TestAChecksOutputIsMaskedThenCut(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	id := set.Attempts[0].Session.ID
+	// The last CheckKeep bytes start 6 bytes into the second value.
+	out := f.secret[6:] + strings.Repeat("y", 5000) + f.secret + strings.Repeat("z", protocol.CheckKeep-len(f.secret)+6-len("\nTOKEN=\n")-len(f.secret)) +
+		"\nTOKEN=" + f.secret + "\n"
+	f.mu.Lock()
+	f.checks[id] = protocol.SessionCheckResult{ExitCode: 1, Output: out}
+	f.mu.Unlock()
+	c := f.endTurn(t, id)
+	if strings.Contains(c.Output, f.secret) || strings.Contains(c.Output, f.secret[6:]) || len(c.Output) > protocol.CheckKeep || !strings.HasSuffix(c.Output, "\n") {
+		t.Errorf("got the kept output %q (%d bytes), want its last %d bytes with the value masked", c.Output[max(0, len(c.Output)-80):], len(c.Output), protocol.CheckKeep)
+	}
+}
+
+// TestKeepingAnAttemptSleepsTheOthers: its Creator keeps one attempt and
+// the others go to sleep; a Session not of the set, or others that are
+// neither sleep nor archive, is a 400 that changes nothing.
+func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "3")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	awake := func() int {
+		n := 0
+		for _, a := range set.Attempts {
+			if s, _ := f.store.SessionByID(ctx, a.Session.ID); s.State != store.Asleep {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the attempts Active", func() bool { return awake() == 3 })
+	kept := set.Attempts[1].Session.ID
+	for _, bad := range []string{`{"session_id":"` + kept + `","others":"delete"}`, `{"session_id":"no-such","others":"sleep"}`} {
+		if code, body := f.call(t, http.MethodPost, "/api/attempts/"+set.ID+"/keep", bad); code != http.StatusBadRequest {
+			t.Errorf("keep %s: got %d %s, want 400", bad, code, body)
+		}
+	}
+	if n := awake(); n != 3 {
+		t.Fatalf("after refused keeps: got %d awake, want 3", n)
+	}
+	if code, body := f.call(t, http.MethodPost, "/api/attempts/"+set.ID+"/keep", `{"session_id":"`+kept+`","others":"sleep"}`); code != http.StatusOK {
+		t.Fatalf("keep: got %d %s", code, body)
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the other two asleep", func() bool {
+		s, _ := f.store.SessionByID(ctx, kept)
+		return awake() == 1 && s.State == store.Active
+	})
+}
