@@ -88,10 +88,12 @@ func WriteGateway(dir string, installations []string) error {
 const MaxHookBytes = 1 << 20
 
 // hookRetryFor is how long a hook asks again while the relay can't be
-// reached: see Hook.
+// reached: see Hook, and hook.bash, which has the same.
 const hookRetryFor = 10 * time.Second
 
-// Hook carries one hook event (JSON on in) to the relay at $KNDL_URL with
+// Hook is `kndl mod hook`, the hook client of a Claude Code an earlier
+// Runner started (hook.bash, today's, costs far less CPU: BenchmarkHookCPU): it carries
+// one hook event (JSON on in) to the relay at $KNDL_URL with
 // the Session token, and writes the Hub's answer to out, where Claude Code
 // reads a hook's decision. While the relay is unreachable (its Runner
 // restarting) or a restarted Runner waits for the Hub (503) it retries for

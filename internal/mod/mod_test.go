@@ -44,8 +44,8 @@ func TestWriteCopyHasEveryPlugin(t *testing.T) {
 	}
 	for _, ev := range []string{"SessionStart", "UserPromptSubmit", "Stop", "StopFailure", "SubagentStart", "SubagentStop", "Notification", "PermissionRequest"} {
 		hs := hooks.Hooks[ev]
-		if len(hs) != 1 || hs[0].Hooks[0].Command != "/opt/kndl/bin/kndl mod hook" {
-			t.Errorf("hook for %s = %+v, want kndl mod hook", ev, hs)
+		if want := `bash "${CLAUDE_PLUGIN_ROOT}/hooks/hook.bash"`; len(hs) != 1 || hs[0].Hooks[0].Command != want {
+			t.Errorf("hook for %s = %+v, want %s", ev, hs, want)
 		}
 	}
 	if err := WriteCopy(dir); err == nil {
