@@ -91,7 +91,7 @@ func (t *Tokens) Stopped(ctx context.Context, sessionID string) {
 // swap keeps sealed as the Session's current token and returns the one
 // it replaces, opened.
 func (t *Tokens) swap(ctx context.Context, sessionID string, sealed []byte) (string, error) {
-	prev, err := t.store.SwapSandboxToken(ctx, sessionID, sealed)
+	prev, err := t.store.Sessions.SwapSandboxToken(ctx, sessionID, sealed)
 	if err != nil || prev == nil {
 		return "", err
 	}

@@ -40,10 +40,10 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	session := func() string {
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 		return slices.Equal(r.list(), []string{"first", "second"})
 	})
 	tokens.Stopped(ctx, s1) // nothing left to revoke
-	if sealed, _ := f.store.SwapSandboxToken(ctx, s1, nil); sealed != nil {
+	if sealed, _ := f.store.Sessions.SwapSandboxToken(ctx, s1, nil); sealed != nil {
 		t.Fatal("a stopped Session still holds a Sandbox token")
 	}
 
@@ -84,7 +84,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)
 	}
-	if sealed, _ := f.store.SwapSandboxToken(ctx, s2, nil); sealed == nil {
+	if sealed, _ := f.store.Sessions.SwapSandboxToken(ctx, s2, nil); sealed == nil {
 		t.Fatal("a Session stopped after close no longer holds its token, which nobody revoked")
 	}
 }

@@ -23,12 +23,12 @@ import (
 func TestMembersPostsToTheMembersNamedAloneOutsideTheSessionsPace(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t)
-	creator, err := st.DevUser(ctx)
+	creator, err := st.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, _ := st.NewSetupLink(ctx)
-	pusher, err := st.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
+	link, _ := st.Members.NewSetupLink(ctx)
+	pusher, err := st.Members.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestMembersPostsToTheMembersNamedAloneOutsideTheSessionsPace(t *testing.T) 
 	if err := n.Members(ctx, s, []string{pusher.ID}, EgressRequested, text); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.NextNotificationDue(ctx); return !waiting })
+	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.Notify.NextNotificationDue(ctx); return !waiting })
 	evs, _ := pushers.got()
 	if len(evs) != 1 || evs[0].Kind != EgressRequested || evs[0].Text != text || evs[0].Session.ID != s.ID ||
 		evs[0].Session.Repo != s.RepoURL || evs[0].Session.URL != "https://hub.example/sessions/s-1" {

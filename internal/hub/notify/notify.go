@@ -180,7 +180,7 @@ func (n *Notifier) Add(ctx context.Context, userID, rawURL, format string) (Adde
 	rand.Read(b)
 	secret := hex.EncodeToString(b)
 	id := uuid.NewString()
-	w, err := n.opts.Store.AddNotifyWebhook(ctx, store.NotifyWebhook{ID: id, UserID: userID, URL: rawURL, Format: format,
+	w, err := n.opts.Store.Notify.AddNotifyWebhook(ctx, store.NotifyWebhook{ID: id, UserID: userID, URL: rawURL, Format: format,
 		Secret: n.opts.Sealer.Seal([]byte(secret), secretAD(id))})
 	return Added{Webhook: w, Secret: secret}, err
 }
@@ -191,7 +191,7 @@ func (n *Notifier) Edit(ctx context.Context, userID, id, rawURL, format string) 
 	if err := n.check(ctx, rawURL, format); err != nil {
 		return store.NotifyWebhook{}, err
 	}
-	return n.opts.Store.EditNotifyWebhook(ctx, userID, id, rawURL, format)
+	return n.opts.Store.Notify.EditNotifyWebhook(ctx, userID, id, rawURL, format)
 }
 
 func secretAD(webhookID string) string { return "notify-webhook:" + webhookID }
@@ -273,7 +273,7 @@ func (n *Notifier) store(ctx context.Context, x notice) error {
 			URL: strings.TrimSuffix(n.opts.PublicURL, "/") + "/sessions/" + s.ID}}
 	var ns []store.Notification
 	for _, user := range to {
-		ws, err := n.opts.Store.NotifyWebhooks(ctx, user)
+		ws, err := n.opts.Store.Notify.NotifyWebhooks(ctx, user)
 		if err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func (n *Notifier) store(ctx context.Context, x notice) error {
 	if len(ns) == 0 {
 		return nil
 	}
-	if err := n.opts.Store.QueueNotifications(ctx, ns); err != nil {
+	if err := n.opts.Store.Notify.QueueNotifications(ctx, ns); err != nil {
 		return err
 	}
 	n.poke()
@@ -397,7 +397,7 @@ func (n *Notifier) run(ctx context.Context) {
 			}
 			n.log.Error("hand out the notifications due", "err", err)
 			wait = n.opts.Retry
-		} else if due, ok, err := n.opts.Store.NextNotificationDue(ctx); err != nil {
+		} else if due, ok, err := n.opts.Store.Notify.NextNotificationDue(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -424,7 +424,7 @@ func (n *Notifier) run(ctx context.Context) {
 // dispatch starts a worker for each Member with a notification due that
 // none serves, while fewer than workers run.
 func (n *Notifier) dispatch(ctx context.Context) error {
-	members, err := n.opts.Store.DueMembers(ctx, time.Now())
+	members, err := n.opts.Store.Notify.DueMembers(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -451,7 +451,7 @@ func (n *Notifier) serve(ctx context.Context, member string) {
 		n.mu.Unlock()
 		n.poke()
 	}()
-	due, err := n.opts.Store.DueNotifications(ctx, member, time.Now(), workerBatch)
+	due, err := n.opts.Store.Notify.DueNotifications(ctx, member, time.Now(), workerBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Error("read a member's notifications due", "user", member, "err", err)
@@ -473,7 +473,7 @@ func (n *Notifier) deliver(ctx context.Context, x store.Notification) {
 		return // closing: it stays due for the next start
 	}
 	if err == nil {
-		err = n.opts.Store.NotificationSent(ctx, x)
+		err = n.opts.Store.Notify.NotificationSent(ctx, x)
 	} else {
 		w := x.Webhook
 		stop := !w.FailingSince.IsZero() && time.Since(w.FailingSince) >= giveUp
@@ -481,7 +481,7 @@ func (n *Notifier) deliver(ctx context.Context, x store.Notification) {
 		if stop {
 			n.log.Warn("stopped a notification webhook failing for a day", "webhook", w.ID, "user", w.UserID, "err", err)
 		}
-		err = n.opts.Store.NotificationFailed(ctx, x, err.Error(), next, stop)
+		err = n.opts.Store.Notify.NotificationFailed(ctx, x, err.Error(), next, stop)
 	}
 	if err != nil {
 		n.log.Error("record a notification's post", "notification", x.ID, "err", err)

@@ -205,7 +205,7 @@ func (cs *Conns) attach(rc *Conn) {
 	if old != nil {
 		old.Conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
 	}
-	if err := cs.opts.Store.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
+	if err := cs.opts.Store.Runners.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
 		cs.opts.Log.Error("record a runner seen", "runner", rc.Runner.Name, "err", err)
 	}
 	cs.opts.Log.Info("runner connected", "runner", rc.Runner.Name, "version", rc.Version, "build", BuildText(rc.Hello.Build),
@@ -240,7 +240,7 @@ func (cs *Conns) detach(rc *Conn) {
 	cs.opts.Gone(rc, gone)
 	// Its request ended with its connection: what the Hub records of
 	// it runs for the Hub's life.
-	if err := cs.opts.Store.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
+	if err := cs.opts.Store.Runners.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
 		cs.opts.Log.Error("record a runner seen", "runner", rc.Runner.Name, "err", err)
 	}
 }

@@ -67,7 +67,7 @@ func (o *Owner) spend(ctx context.Context, id string, evs []protocol.Event) ([]p
 	var use store.EventUse
 	if !loaded {
 		var err error
-		if use, err = o.store.EventUse(ctx, id); err != nil {
+		if use, err = o.store.Sessions.EventUse(ctx, id); err != nil {
 			return nil, drops{}, err
 		}
 	}
@@ -123,7 +123,7 @@ func (o *Owner) noteDropped(ctx context.Context, id string, d drops) error {
 		if err != nil {
 			return err
 		}
-		return o.store.SetEventData(ctx, id, seq, b)
+		return o.store.Sessions.SetEventData(ctx, id, seq, b)
 	}
 	if !d.first {
 		if d.noteSeq == 0 {
@@ -146,7 +146,7 @@ func (o *Owner) noteDropped(ctx context.Context, id string, d drops) error {
 	err := o.Record(ctx, id, droppedNote(d.total, o.opts.EventsMax))
 	var use store.EventUse
 	if err == nil {
-		use, err = o.store.EventUse(ctx, id)
+		use, err = o.store.Sessions.EventUse(ctx, id)
 	}
 	if err != nil {
 		settle(0)

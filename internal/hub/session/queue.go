@@ -31,7 +31,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	}
 	p.SessionID = s.ID
 	text := p.Text
-	p, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(p))
+	p, err := o.store.Prompts.EnqueuePrompt(ctx, o.sealPrompt(p))
 	if err != nil {
 		return p, err
 	}
@@ -60,8 +60,8 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
 	var err error
 	if text != "" {
-		err = o.store.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
-	} else if _, err = o.store.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
+		err = o.store.Prompts.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
+	} else if _, err = o.store.Prompts.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
 		err = setPrompt(ctx, o.store, promptID, store.Queued, store.Cancelled)
 	}
 	if err != nil {
@@ -73,7 +73,7 @@ func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string
 
 // MovePrompt moves a queued prompt to place to (from 1) in the queue.
 func (o *queue) MovePrompt(ctx context.Context, sessionID, promptID string, to int) error {
-	if err := o.store.MovePrompt(ctx, sessionID, promptID, to); err != nil {
+	if err := o.store.Prompts.MovePrompt(ctx, sessionID, promptID, to); err != nil {
 		return err
 	}
 	o.changed(sessionID)
@@ -106,7 +106,7 @@ func (o *queue) openPrompt(p store.Prompt) (store.Prompt, error) {
 // Queue is a Session's waiting prompts as the API shows them: opened, and
 // masked like its Events (a watcher sees the queue too).
 func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
-	q, err := o.store.Prompts(ctx, id)
+	q, err := o.store.Prompts.List(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (o *queue) dispatchNow(id string) {
 		return
 	}
 
-	p, ok, err := o.store.TakePrompt(o.ctx, id)
+	p, ok, err := o.store.Prompts.TakePrompt(o.ctx, id)
 	if err == nil && ok {
 		p, err = o.openPrompt(p)
 	}
@@ -181,7 +181,7 @@ const replyGrace = 10 * time.Second
 // deliver sends a prompt to the Session's Runner, once, with the time it
 // has to get Claude Code to take it, and takes its answer.
 func (o *queue) deliver(id string, p store.Prompt) {
-	s, err := o.store.SessionByID(o.ctx, id)
+	s, err := o.store.Sessions.SessionByID(o.ctx, id)
 	var rc Requester
 	if err == nil {
 		rc = o.opts.Runners.Runner(s.RunnerID)

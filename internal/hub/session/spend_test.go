@@ -34,7 +34,7 @@ func TestASessionPastASpendCapIsRefusedAtTheRelayAndSleeps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f, th := limitedFixture(t, func(o *Options) { o.MemberMaxSpend = tt.member })
 			ctx := context.Background()
-			if err := f.st.SetRepoLimits(ctx, f.repo.ID, tt.limits); err != nil {
+			if err := f.st.Repos.SetRepoLimits(ctx, f.repo.ID, tt.limits); err != nil {
 				t.Fatal(err)
 			}
 			s, _ := f.active("spend")

@@ -19,7 +19,7 @@ type subagent struct {
 
 // runningAgents reads the subagents a Session's stored Events say run.
 func (o *Owner) runningAgents(ctx context.Context, id string) (map[string]*subagent, error) {
-	list, err := o.store.RunningSubagents(ctx, id)
+	list, err := o.store.Sessions.RunningSubagents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (o *Owner) runningAgents(ctx context.Context, id string) (map[string]*subag
 // and its Turn go on. Asked again before it ends, it asks the Runner again
 // and records nothing more. Returns ErrNotFound for a subagent not running.
 func (o *Owner) StopSubagent(ctx context.Context, id, agent string) error {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return err
 	}
