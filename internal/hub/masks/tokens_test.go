@@ -50,7 +50,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 		return s.ID
 	}
 	var r revoked
-	tokens := NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
+	tokens := NewTokens(f.store.Sessions, f.secrets, r.revoke, grace, f.log)
 	s1 := session()
 	for _, tok := range []string{"first", "second"} {
 		if err := tokens.Minted(ctx, s1, tok); err != nil {
@@ -65,7 +65,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 
 	// The Hub restarts: a new tracker over the same store.
 	tokens.Close()
-	tokens = NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
+	tokens = NewTokens(f.store.Sessions, f.secrets, r.revoke, grace, f.log)
 	tokens.Stopped(ctx, s1)
 	testenv.Eventually(t, testenv.WaitShort, "the current token revoked as its Session stops", func() bool {
 		return slices.Equal(r.list(), []string{"first", "second"})

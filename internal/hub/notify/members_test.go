@@ -33,7 +33,7 @@ func TestMembersPostsToTheMembersNamedAloneOutsideTheSessionsPace(t *testing.T) 
 		t.Fatal(err)
 	}
 	box, _ := seal.New(bytes.Repeat([]byte{7}, seal.KeyBytes))
-	n := New(Options{Store: st, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
+	n := New(Options{Store: st.Notify, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
 		PublicURL: "https://hub.example", Retry: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(n.Close)
 	creators, pushers := newReceiver(t, nil), newReceiver(t, nil)

@@ -107,9 +107,23 @@ type Sealer interface {
 	Open(sealed []byte, ad string) ([]byte, error)
 }
 
+// Outbox is what a Notifier keeps in the store (store.Notify): Members'
+// webhooks and the notifications waiting to be posted.
+type Outbox interface {
+	AddNotifyWebhook(ctx context.Context, w store.NotifyWebhook) (store.NotifyWebhook, error)
+	NotifyWebhooks(ctx context.Context, userID string) ([]store.NotifyWebhook, error)
+	EditNotifyWebhook(ctx context.Context, userID, id, url, format string) (store.NotifyWebhook, error)
+	QueueNotifications(ctx context.Context, ns []store.Notification) error
+	DueMembers(ctx context.Context, now time.Time) ([]string, error)
+	DueNotifications(ctx context.Context, userID string, now time.Time, limit int) ([]store.Notification, error)
+	NextNotificationDue(ctx context.Context) (time.Time, bool, error)
+	NotificationSent(ctx context.Context, n store.Notification) error
+	NotificationFailed(ctx context.Context, n store.Notification, why string, next time.Time, stop bool) error
+}
+
 // Options configure a Notifier.
 type Options struct {
-	Store    *store.Store
+	Store    Outbox
 	Sealer   Sealer
 	Redactor Redactor
 	// Dialer is the outbound guard every post, and every URL a Member
@@ -180,7 +194,7 @@ func (n *Notifier) Add(ctx context.Context, userID, rawURL, format string) (Adde
 	rand.Read(b)
 	secret := hex.EncodeToString(b)
 	id := uuid.NewString()
-	w, err := n.opts.Store.Notify.AddNotifyWebhook(ctx, store.NotifyWebhook{ID: id, UserID: userID, URL: rawURL, Format: format,
+	w, err := n.opts.Store.AddNotifyWebhook(ctx, store.NotifyWebhook{ID: id, UserID: userID, URL: rawURL, Format: format,
 		Secret: n.opts.Sealer.Seal([]byte(secret), secretAD(id))})
 	return Added{Webhook: w, Secret: secret}, err
 }
@@ -191,7 +205,7 @@ func (n *Notifier) Edit(ctx context.Context, userID, id, rawURL, format string) 
 	if err := n.check(ctx, rawURL, format); err != nil {
 		return store.NotifyWebhook{}, err
 	}
-	return n.opts.Store.Notify.EditNotifyWebhook(ctx, userID, id, rawURL, format)
+	return n.opts.Store.EditNotifyWebhook(ctx, userID, id, rawURL, format)
 }
 
 func secretAD(webhookID string) string { return "notify-webhook:" + webhookID }
@@ -273,7 +287,7 @@ func (n *Notifier) store(ctx context.Context, x notice) error {
 			URL: strings.TrimSuffix(n.opts.PublicURL, "/") + "/sessions/" + s.ID}}
 	var ns []store.Notification
 	for _, user := range to {
-		ws, err := n.opts.Store.Notify.NotifyWebhooks(ctx, user)
+		ws, err := n.opts.Store.NotifyWebhooks(ctx, user)
 		if err != nil {
 			return err
 		}
@@ -286,7 +300,7 @@ func (n *Notifier) store(ctx context.Context, x notice) error {
 	if len(ns) == 0 {
 		return nil
 	}
-	if err := n.opts.Store.Notify.QueueNotifications(ctx, ns); err != nil {
+	if err := n.opts.Store.QueueNotifications(ctx, ns); err != nil {
 		return err
 	}
 	n.poke()
@@ -397,7 +411,7 @@ func (n *Notifier) run(ctx context.Context) {
 			}
 			n.log.Error("hand out the notifications due", "err", err)
 			wait = n.opts.Retry
-		} else if due, ok, err := n.opts.Store.Notify.NextNotificationDue(ctx); err != nil {
+		} else if due, ok, err := n.opts.Store.NextNotificationDue(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -424,7 +438,7 @@ func (n *Notifier) run(ctx context.Context) {
 // dispatch starts a worker for each Member with a notification due that
 // none serves, while fewer than workers run.
 func (n *Notifier) dispatch(ctx context.Context) error {
-	members, err := n.opts.Store.Notify.DueMembers(ctx, time.Now())
+	members, err := n.opts.Store.DueMembers(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -451,7 +465,7 @@ func (n *Notifier) serve(ctx context.Context, member string) {
 		n.mu.Unlock()
 		n.poke()
 	}()
-	due, err := n.opts.Store.Notify.DueNotifications(ctx, member, time.Now(), workerBatch)
+	due, err := n.opts.Store.DueNotifications(ctx, member, time.Now(), workerBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Error("read a member's notifications due", "user", member, "err", err)
@@ -473,7 +487,7 @@ func (n *Notifier) deliver(ctx context.Context, x store.Notification) {
 		return // closing: it stays due for the next start
 	}
 	if err == nil {
-		err = n.opts.Store.Notify.NotificationSent(ctx, x)
+		err = n.opts.Store.NotificationSent(ctx, x)
 	} else {
 		w := x.Webhook
 		stop := !w.FailingSince.IsZero() && time.Since(w.FailingSince) >= giveUp
@@ -481,7 +495,7 @@ func (n *Notifier) deliver(ctx context.Context, x store.Notification) {
 		if stop {
 			n.log.Warn("stopped a notification webhook failing for a day", "webhook", w.ID, "user", w.UserID, "err", err)
 		}
-		err = n.opts.Store.Notify.NotificationFailed(ctx, x, err.Error(), next, stop)
+		err = n.opts.Store.NotificationFailed(ctx, x, err.Error(), next, stop)
 	}
 	if err != nil {
 		n.log.Error("record a notification's post", "notification", x.ID, "err", err)

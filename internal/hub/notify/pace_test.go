@@ -83,7 +83,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testenv.NewClock(time.Now())
-	n := New(Options{Store: st, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
+	n := New(Options{Store: st.Notify, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
 		PublicURL: "https://hub.example", Retry: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now})
 	t.Cleanup(n.Close)
 	hold := make(chan struct{})

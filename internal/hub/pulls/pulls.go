@@ -24,9 +24,20 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// Branches is what a Tracker keeps in the store (store.Branches): each
+// Session's branches and the pull requests found for them.
+type Branches interface {
+	AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error)
+	SessionBranches(ctx context.Context, sessionID string) ([]store.SessionBranch, error)
+	SessionsBranches(ctx context.Context, ids []string) (map[string][]store.SessionBranch, error)
+	BranchSessions(ctx context.Context, branch string) ([]store.SessionBranch, error)
+	BranchesToCheck(ctx context.Context, limit int) ([]store.SessionBranch, error)
+	SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error
+}
+
 // Options configure a Tracker.
 type Options struct {
-	Store *store.Store
+	Store Branches
 	// Forge is nil when the Hub has no forge: branches are kept, with no
 	// pull requests.
 	Forge forge.Forge
@@ -135,7 +146,7 @@ func (t *Tracker) Pushed(ctx context.Context, sessionID string, pushed []string)
 	if len(branches) == 0 {
 		return
 	}
-	added, dropped, err := t.opts.Store.Branches.AddSessionBranches(ctx, sessionID, branches, time.Now(), MaxBranches)
+	added, dropped, err := t.opts.Store.AddSessionBranches(ctx, sessionID, branches, time.Now(), MaxBranches)
 	if err != nil {
 		t.log.Error("record pushed branches", "session", sessionID, "err", err)
 		return
@@ -201,7 +212,7 @@ func (t *Tracker) run(ctx context.Context) {
 		case <-t.poke:
 			t.askStale(ctx)
 		case <-tick.C:
-			bs, err := t.opts.Store.Branches.BranchesToCheck(ctx, checkBatch)
+			bs, err := t.opts.Store.BranchesToCheck(ctx, checkBatch)
 			if err == nil {
 				t.check(ctx, bs, checkBatch)
 			}
@@ -212,7 +223,7 @@ func (t *Tracker) run(ctx context.Context) {
 // askDue asks GitHub about the Session's branches not asked about within
 // the gap, and about the others once it is over.
 func (t *Tracker) askDue(ctx context.Context, sessionID string) {
-	bs, err := t.opts.Store.Branches.SessionBranches(ctx, sessionID)
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		t.log.Error("read a Session's pushed branches", "session", sessionID, "err", err)
 		return
@@ -231,7 +242,7 @@ func (t *Tracker) askDue(ctx context.Context, sessionID string) {
 // and one already waiting is asked about once, however many webhooks came
 // (a CI's runs each send several).
 func (t *Tracker) Reread(ctx context.Context, repoURL, branch string) {
-	bs, err := t.opts.Store.Branches.BranchSessions(ctx, branch)
+	bs, err := t.opts.Store.BranchSessions(ctx, branch)
 	if err != nil {
 		t.log.Error("read the Sessions that pushed a branch", "branch", branch, "err", err)
 		return
@@ -258,7 +269,7 @@ func (t *Tracker) askStale(ctx context.Context) {
 	t.mu.Unlock()
 	var due []store.SessionBranch
 	for k := range stale {
-		bs, err := t.opts.Store.Branches.SessionBranches(ctx, k.sessionID)
+		bs, err := t.opts.Store.SessionBranches(ctx, k.sessionID)
 		if err != nil {
 			t.log.Error("read a Session's pushed branches", "session", k.sessionID, "err", err)
 			continue
@@ -312,7 +323,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget in
 			t.log.Warn("ask GitHub for a branch's pull requests", "session", b.SessionID, "err", err)
 			// A failed question counts for the gap as an answered one: a
 			// Sandbox pushing while GitHub fails asks it no more often.
-			if err := t.opts.Store.Branches.SetBranchPulls(ctx, b.SessionID, b.Branch, b.Pulls, time.Now()); err != nil {
+			if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, b.Pulls, time.Now()); err != nil {
 				t.log.Error("keep when GitHub was asked about a branch", "session", b.SessionID, "err", err)
 			}
 			return // GitHub is failing: the next round asks again
@@ -322,7 +333,7 @@ func (t *Tracker) check(ctx context.Context, bs []store.SessionBranch, budget in
 		}
 		asked += t.readStatus(ctx, owner, name, b, ps)
 		j, _ := json.Marshal(ps)
-		if err := t.opts.Store.Branches.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
+		if err := t.opts.Store.SetBranchPulls(ctx, b.SessionID, b.Branch, j, time.Now()); err != nil {
 			t.log.Error("keep a branch's pull requests", "session", b.SessionID, "err", err)
 			return
 		}
@@ -371,7 +382,7 @@ func (t *Tracker) readStatus(ctx context.Context, owner, name string, b store.Se
 // the view shows it without waiting for the next question to GitHub, and
 // opts.Opened, since that check will find it kept already.
 func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p forge.Pull) error {
-	bs, err := t.opts.Store.Branches.SessionBranches(ctx, sessionID)
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		return err
 	}
@@ -382,7 +393,7 @@ func (t *Tracker) Opened(ctx context.Context, sessionID, branch string, p forge.
 		var ps []forge.Pull
 		json.Unmarshal(b.Pulls, &ps)
 		j, _ := json.Marshal(append([]forge.Pull{p}, ps...))
-		if err := t.opts.Store.Branches.SetBranchPulls(ctx, sessionID, branch, j, time.Now()); err != nil {
+		if err := t.opts.Store.SetBranchPulls(ctx, sessionID, branch, j, time.Now()); err != nil {
 			return err
 		}
 		if t.opts.Titled != nil {
@@ -413,7 +424,7 @@ func (t *Tracker) opened(ctx context.Context, b store.SessionBranch, ps []forge.
 
 // Branches is what a Session pushed, as the API shows it.
 func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch, error) {
-	bs, err := t.opts.Store.Branches.SessionBranches(ctx, sessionID)
+	bs, err := t.opts.Store.SessionBranches(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +434,7 @@ func (t *Tracker) Branches(ctx context.Context, sessionID string) ([]api.Branch,
 // BranchesOf is Branches of each of the Sessions, keyed by id, read in
 // one query for a list's rows.
 func (t *Tracker) BranchesOf(ctx context.Context, ids []string) (map[string][]api.Branch, error) {
-	bs, err := t.opts.Store.Branches.SessionsBranches(ctx, ids)
+	bs, err := t.opts.Store.SessionsBranches(ctx, ids)
 	out := make(map[string][]api.Branch, len(bs))
 	for id, b := range bs {
 		out[id] = t.apiBranches(b)

@@ -33,7 +33,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	changed := 0
 	var titles []string
 	var opened []int
-	tr := New(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(id string) {
+	tr := New(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id == s.ID {
@@ -127,7 +127,7 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 func trackedPushes(t *testing.T, branches ...string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
 	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
-	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr := newTracker(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(string) {}})
 	tr.Pushed(context.Background(), s.ID, branches)
 	return gh, st, s, tr
 }
@@ -164,7 +164,7 @@ func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	var log testkit.Buffer
 	// No worker: the test hands it each push, so what it asked is known.
-	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	tr := newTracker(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	push := func(id string, branches ...string) {
 		tr.Pushed(ctx, id, branches)
 		for len(tr.soon) > 0 {

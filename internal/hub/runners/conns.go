@@ -43,9 +43,14 @@ type Conn struct {
 	left chan struct{}
 }
 
+// Toucher records that a Runner was heard from (store.Runners).
+type Toucher interface {
+	TouchRunner(ctx context.Context, id string) error
+}
+
 // Options configure Conns.
 type Options struct {
-	Store *store.Store
+	Store Toucher
 	Log   *slog.Logger
 	// Life is the Hub's: what is recorded of a connection after its
 	// request ended, and the streams, run under it.
@@ -205,7 +210,7 @@ func (cs *Conns) attach(rc *Conn) {
 	if old != nil {
 		old.Conn.Close(websocket.StatusPolicyViolation, "replaced by a newer connection of this runner")
 	}
-	if err := cs.opts.Store.Runners.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
+	if err := cs.opts.Store.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
 		cs.opts.Log.Error("record a runner seen", "runner", rc.Runner.Name, "err", err)
 	}
 	cs.opts.Log.Info("runner connected", "runner", rc.Runner.Name, "version", rc.Version, "build", BuildText(rc.Hello.Build),
@@ -240,7 +245,7 @@ func (cs *Conns) detach(rc *Conn) {
 	cs.opts.Gone(rc, gone)
 	// Its request ended with its connection: what the Hub records of
 	// it runs for the Hub's life.
-	if err := cs.opts.Store.Runners.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
+	if err := cs.opts.Store.TouchRunner(cs.opts.Life, rc.Runner.ID); err != nil {
 		cs.opts.Log.Error("record a runner seen", "runner", rc.Runner.Name, "err", err)
 	}
 }
