@@ -46,7 +46,7 @@ func TestHubBackupCopiesTheStoreAndRefusesAFileThatExists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.CreateRunner(context.Background(), "kept", ""); err != nil {
+	if _, _, err := st.Runners.CreateRunner(context.Background(), "kept", ""); err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close() // open while the backup runs, as a Hub's is
@@ -62,7 +62,7 @@ func TestHubBackupCopiesTheStoreAndRefusesAFileThatExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if rs, err := b.Runners(context.Background()); err != nil || len(rs) != 1 || rs[0].Name != "kept" {
+	if rs, err := b.Runners.List(context.Background()); err != nil || len(rs) != 1 || rs[0].Name != "kept" {
 		t.Fatalf("the copy's Runners: %+v, %v", rs, err)
 	}
 	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "exists") {

@@ -57,7 +57,7 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	defer fr.Close()
 	url := h.Config().PublicURL
 
-	dev, err := st.DevUser(ctx)
+	dev, err := st.Members.DevUser(ctx)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 	go func() { errs <- r.Run(ctx) }()
 	fmt.Fprintf(io.Stdout, "kndl dev: Hub at %s with a Runner named dev; this machine's kndl CLI is signed in as the dev user.\nIn a browser on this machine: %s/signin (dev login).\n", url, url)
 	if io.Getenv("CLAUDE_CODE_OAUTH_TOKEN") == "" {
-		if _, _, err := st.UserSecret(ctx, dev.ID, "claude-token"); err != nil {
+		if _, _, err := st.Members.UserSecret(ctx, dev.ID, "claude-token"); err != nil {
 			fmt.Fprintln(io.Stdout, "No Claude setup token is stored yet: run claude setup-token, then kndl token set (or start kndl dev with CLAUDE_CODE_OAUTH_TOKEN set).")
 		}
 	}
@@ -114,15 +114,15 @@ func runDev(ctx context.Context, io cli.IO, args []string) error {
 // so the Hub takes its running Sessions back; the token lives only in this
 // process, and the one before it ends.
 func devRunnerToken(ctx context.Context, st *store.Store, dev store.User) (string, error) {
-	rn, err := st.RunnerByName(ctx, "dev")
+	rn, err := st.Runners.RunnerByName(ctx, "dev")
 	if errors.Is(err, errdefs.ErrNotFound) {
-		_, token, err := st.CreateRunner(ctx, "dev", dev.ID)
+		_, token, err := st.Runners.CreateRunner(ctx, "dev", dev.ID)
 		return token, err
 	}
 	if err != nil {
 		return "", err
 	}
-	return st.RotateRunnerToken(ctx, rn.ID)
+	return st.Runners.RotateRunnerToken(ctx, rn.ID)
 }
 
 // devEnv gives kndl dev's defaults: everything under $KNDL_HOME, and the
@@ -176,11 +176,11 @@ func devKeyPath(dir string) string { return filepath.Join(dir, "secrets.key") }
 // kndl login approved with dev login, or a new start, signs it in afresh.
 func devSignIn(ctx context.Context, st *store.Store, dev store.User, url string) error {
 	if c, err := apiclient.LoadConfig(); err == nil && c.HubURL == url {
-		if u, err := st.UserByCLIToken(ctx, c.Token); err == nil && u.ID == dev.ID {
-			return st.SignInCLIToken(ctx, c.Token)
+		if u, err := st.Signins.UserByCLIToken(ctx, c.Token); err == nil && u.ID == dev.ID {
+			return st.Signins.SignInCLIToken(ctx, c.Token)
 		}
 	}
-	tok, err := st.CreateCLIToken(ctx, dev.ID, "kndl dev")
+	tok, err := st.Signins.CreateCLIToken(ctx, dev.ID, "kndl dev")
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	defer st.Close()
-	rn, token, err := st.CreateRunner(ctx, *name, "")
+	rn, token, err := st.Runners.CreateRunner(ctx, *name, "")
 	if err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 		return err
 	}
 	if *revoke {
-		if err := st.RevokeMetricsToken(ctx); err != nil {
+		if err := st.Signins.RevokeMetricsToken(ctx); err != nil {
 			return err
 		}
 		if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
@@ -232,7 +232,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 		fmt.Fprintln(io.Stdout, "Revoked the metrics token: /metrics answers 401 to it from now on.")
 		return nil
 	}
-	token, err := st.CreateMetricsToken(ctx)
+	token, err := st.Signins.CreateMetricsToken(ctx)
 	if err != nil {
 		return err
 	}

@@ -335,7 +335,7 @@ func TestTheBackupTimersCommandKeepsTheNewestAndRestores(t *testing.T) {
 	os.WriteFile(filepath.Join(backups, "notes.txt"), []byte("not a backup"), 0o600)
 	names := []string{"box-1", "box-2", "box-3"}
 	for _, name := range names {
-		if _, _, err := st.CreateRunner(ctx, name, ""); err != nil {
+		if _, _, err := st.Runners.CreateRunner(ctx, name, ""); err != nil {
 			t.Fatal(err)
 		}
 		if code, out, errOut := kndl(map[string]string{"KNDL_HOME": home}, args[1:]...); code != 0 {
@@ -365,7 +365,7 @@ func TestTheBackupTimersCommandKeepsTheNewestAndRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	runners, err := rs.Runners(ctx)
+	runners, err := rs.Runners.List(ctx)
 	var have []string
 	for _, r := range runners {
 		have = append(have, r.Name)

@@ -25,10 +25,10 @@ func TestKndlDevSignsItsCLIInAtEachStart(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t)
 	t.Setenv("KNDL_CONFIG", filepath.Join(t.TempDir(), "cli.json"))
-	dev, _ := st.DevUser(ctx)
+	dev, _ := st.Members.DevUser(ctx)
 	const url = "http://127.0.0.1:7380"
 	token, hash := auth.NewToken(auth.CLI)
-	if err := st.AddCLIToken(ctx, dev.ID, "kndl dev", hash, time.Now().Add(-time.Hour)); err != nil {
+	if err := st.Members.AddCLIToken(ctx, dev.ID, "kndl dev", hash, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := apiclient.SaveConfig(apiclient.Config{HubURL: url, Token: token}); err != nil {
@@ -39,7 +39,7 @@ func TestKndlDevSignsItsCLIInAtEachStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := apiclient.LoadConfig()
-	at, err := st.SignedInAt(ctx, hash)
+	at, err := st.Signins.SignedInAt(ctx, hash)
 	if cfg.Token != token || err != nil || at.Before(start) {
 		t.Fatalf("after a start: token kept %v, signed in at %v (%v), want the same token signed in now", cfg.Token == token, at, err)
 	}
@@ -61,7 +61,7 @@ func TestRunnerTokenCreateIsAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	es, err := st.AuditEntries(context.Background(), 0, 10)
+	es, err := st.Audit.AuditEntries(context.Background(), 0, 10)
 	if err != nil || len(es) != 1 || es[0].Action != "runner.paired" || es[0].Target != "box-1" || es[0].Via != "hub" {
 		t.Fatalf("audit log %+v (%v), want box-1 paired on the Hub's machine", es, err)
 	}
@@ -102,17 +102,17 @@ func TestHubMetricsTokenReplacesAndRevokesAndIsAudited(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	if err := st.CheckMetricsToken(ctx, first); err == nil {
+	if err := st.Signins.CheckMetricsToken(ctx, first); err == nil {
 		t.Error("the first metrics token still works after a second was made")
 	}
-	if err := st.CheckMetricsToken(ctx, second); err != nil {
+	if err := st.Signins.CheckMetricsToken(ctx, second); err != nil {
 		t.Errorf("the new metrics token: %v, want it to work", err)
 	}
 	run("--revoke")
-	if err := st.CheckMetricsToken(ctx, second); err == nil {
+	if err := st.Signins.CheckMetricsToken(ctx, second); err == nil {
 		t.Error("the metrics token still works after --revoke")
 	}
-	es, err := st.AuditEntries(ctx, 0, 10)
+	es, err := st.Audit.AuditEntries(ctx, 0, 10)
 	if err != nil || len(es) != 3 {
 		t.Fatalf("audit log %+v (%v), want 3 entries", es, err)
 	}
@@ -155,7 +155,7 @@ func TestActsOnTheHubMachineAreChainedWithKndlDevsKey(t *testing.T) {
 		t.Fatalf("kndl runner token create in kndl dev's home: %d %s", code, errOut)
 	}
 	key, _ := seal.ParseKey(k)
-	c, err := openStore(dev).VerifyAudit(ctx, hub.AuditKey(key))
+	c, err := openStore(dev).Audit.VerifyAudit(ctx, hub.AuditKey(key))
 	if err != nil || c.Entries != 1 || c.BrokenAt != 0 {
 		t.Fatalf("the chain under kndl dev's key: %+v, %v; want its one entry, whole", c, err)
 	}
@@ -164,7 +164,7 @@ func TestActsOnTheHubMachineAreChainedWithKndlDevsKey(t *testing.T) {
 	if code, errOut := pair(none); code == 0 || !strings.Contains(errOut, "HUB_SECRETS_KEY is not set") {
 		t.Fatalf("kndl runner token create with no key: %d %s, want a refusal naming HUB_SECRETS_KEY", code, errOut)
 	}
-	if rs, err := openStore(none).Runners(ctx); err != nil || len(rs) != 0 {
+	if rs, err := openStore(none).Runners.List(ctx); err != nil || len(rs) != 0 {
 		t.Fatalf("Runners after the refusal: %+v, %v; want none paired", rs, err)
 	}
 }

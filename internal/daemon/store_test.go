@@ -42,10 +42,10 @@ func TestHubMigrateStoreCopiesAHubToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := st.DevUser(ctx)
-	rn, _, _ := st.CreateRunner(ctx, "box", u.ID)
-	repo, _ := st.EnsureRepo(ctx, "/srv/repo", "repo")
-	x, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "kept"})
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "box", u.ID)
+	repo, _ := st.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "kept"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestHubMigrateStoreCopiesAHubToPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	if got, err := pg.SessionByID(ctx, x.ID); err != nil || got.Title != "kept" || got.RunnerID != rn.ID {
+	if got, err := pg.Sessions.SessionByID(ctx, x.ID); err != nil || got.Title != "kept" || got.RunnerID != rn.ID {
 		t.Fatalf("the Session in PostgreSQL: %+v, %v", got, err)
 	}
 

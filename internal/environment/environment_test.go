@@ -182,7 +182,7 @@ func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) 
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.Open(t)
-	repo, err := st.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	repo, err := st.Repos.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,12 +280,12 @@ func TestAStaleDraftIsRefused(t *testing.T) {
 	if _, err := svc.Edit(ctx, repo.ID, Config{CPUs: 1}, "u1"); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := st.Draft(ctx, repo.ID)
+	d, _ := st.Environments.Draft(ctx, repo.ID)
 	if _, err := svc.Apply(ctx, repo.ID, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	// The same draft again, made from version 0 while version 1 applied.
-	st.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repo.ID, BaseVersion: d.BaseVersion, Config: Config{CPUs: 3}.JSON(), UpdatedBy: "u2"})
+	st.Environments.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repo.ID, BaseVersion: d.BaseVersion, Config: Config{CPUs: 3}.JSON(), UpdatedBy: "u2"})
 	if _, err := svc.Apply(ctx, repo.ID, "u2"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "edit the draft again") {
 		t.Fatalf("a stale draft: %v, want refused", err)
 	}
@@ -294,7 +294,7 @@ func TestAStaleDraftIsRefused(t *testing.T) {
 func TestATestBuildsLogComesOnlyFromItsRunnerAndARestartEndsIt(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	tb, err := st.CreateTestBuild(ctx, store.TestBuild{ID: "t1", RepoID: repo.ID, BuildDigest: "d", RunnerID: "runner-1", StartedBy: "u1"})
+	tb, err := st.Environments.CreateTestBuild(ctx, store.TestBuild{ID: "t1", RepoID: repo.ID, BuildDigest: "d", RunnerID: "runner-1", StartedBy: "u1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +340,11 @@ func TestClosingEndsTheTestBuildsUnderWay(t *testing.T) {
 	if _, err := svc.Test(ctx, repo, "u1"); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("a Test build after Close: %v, want unavailable", err)
 	}
-	refused, err := st.LatestTestBuild(ctx, repo.ID, held.BuildDigest)
+	refused, err := st.Environments.LatestTestBuild(ctx, repo.ID, held.BuildDigest)
 	if err != nil || refused.ID == held.ID {
 		t.Fatalf("the refused Test build is not recorded: %+v, %v", refused, err)
 	}
-	held, _ = st.TestBuild(ctx, repo.ID, held.ID)
+	held, _ = st.Environments.TestBuild(ctx, repo.ID, held.ID)
 	for _, tb := range []store.TestBuild{held, refused} {
 		if tb.State != store.TestFailed || !strings.Contains(tb.Detail, "Hub stopped") {
 			t.Errorf("Test build %s after Close: %s %q, want failed, saying the Hub stopped", tb.ID, tb.State, tb.Detail)
@@ -357,9 +357,9 @@ func TestClosingEndsTheTestBuildsUnderWay(t *testing.T) {
 func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	u, _ := st.DevUser(ctx)
-	rn, _, _ := st.CreateRunner(ctx, "r", u.ID)
-	x, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
+	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,10 +389,10 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 func TestAnAllowlistsNewHostsReachAnAwakeSessionNowAndASwitchOfModeWaitsForItsWake(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	u, _ := st.DevUser(ctx)
-	rn, _, _ := st.CreateRunner(ctx, "r", u.ID)
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
 	session := func() string {
-		x, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+		x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,19 +47,19 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{st: st, logs: &bytes.Buffer{}}
-	link, _ := st.NewSetupLink(ctx)
-	if f.owner, err = st.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 1, Login: "olga", Name: "Olga"}); err != nil {
+	link, _ := st.Members.NewSetupLink(ctx)
+	if f.owner, err = st.Members.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 1, Login: "olga", Name: "Olga"}); err != nil {
 		t.Fatal(err)
 	}
-	_, invite, _ := st.CreateInvite(ctx, "mia", f.owner.ID, time.Hour)
-	if f.member, err = st.RedeemInvite(ctx, invite, store.GitHubIdentity{ID: 2, Login: "mia", Name: "Mia"}); err != nil {
+	_, invite, _ := st.Members.CreateInvite(ctx, "mia", f.owner.ID, time.Hour)
+	if f.member, err = st.Members.RedeemInvite(ctx, invite, store.GitHubIdentity{ID: 2, Login: "mia", Name: "Mia"}); err != nil {
 		t.Fatal(err)
 	}
-	f.app, _ = st.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
-	f.lib, _ = st.EnsureRepo(ctx, "https://github.com/acme/lib", "acme/lib")
-	f.ro, _ = st.EnsureRepo(ctx, "https://github.com/acme/ro", "acme/ro")
-	f.sec, _ = st.EnsureRepo(ctx, "https://github.com/acme/secret", "acme/secret")
-	rn, _, _ := st.CreateRunner(ctx, "r", f.owner.ID)
+	f.app, _ = st.Repos.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	f.lib, _ = st.Repos.EnsureRepo(ctx, "https://github.com/acme/lib", "acme/lib")
+	f.ro, _ = st.Repos.EnsureRepo(ctx, "https://github.com/acme/ro", "acme/ro")
+	f.sec, _ = st.Repos.EnsureRepo(ctx, "https://github.com/acme/secret", "acme/secret")
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", f.owner.ID)
 	f.runner = rn.ID
 	access := func(_ context.Context, u store.User, repoURL string) bool {
 		return u.IsOwner || repoURL != f.sec.URL
@@ -105,7 +105,7 @@ func (f *fixture) setValue(t testing.TB, u store.User, id, value string) {
 func (f *fixture) session(t testing.TB, repo store.Repo) (store.Session, error) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := f.st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.member.ID, RunnerID: f.runner, Title: "t"})
+	s, err := f.st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.member.ID, RunnerID: f.runner, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestTheGatewaysRefusals(t *testing.T) {
 	})
 	t.Run("409 naming the Installation and the secret when the run has no value", func(t *testing.T) {
 		// The server declares a second secret after the Session started.
-		srv, _ := f.st.MCPServerByID(ctx, "hub:docs")
+		srv, _ := f.st.MCP.MCPServerByID(ctx, "hub:docs")
 		edit := apiServer(srv)
 		edit.Headers = append(edit.Headers, api.HeaderSecret{Key: "team", Header: "X-Team", Format: "{value}"})
 		if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
@@ -423,13 +423,13 @@ func TestAnyURLEditClearsValuesAndAKeyEditClearsItsOwn(t *testing.T) {
 		f.setValue(t, f.member, "docs-lib", "value-two")
 	}
 	setBoth()
-	srv, _ := f.st.MCPServerByID(ctx, "hub:docs")
+	srv, _ := f.st.MCP.MCPServerByID(ctx, "hub:docs")
 	edit := apiServer(srv)
 
 	stored := func() int {
 		n := 0
 		for _, id := range []string{"docs", "docs-lib"} {
-			vs, _ := f.st.InstallationValues(ctx, id)
+			vs, _ := f.st.MCP.InstallationValues(ctx, id)
 			n += len(vs)
 		}
 		return n
@@ -601,7 +601,7 @@ func TestAServerIsEditedOnlyByWhoMayEditEachOfItsInstallations(t *testing.T) {
 		if err := edit(f.member, in.Server, "https://attacker.example/mcp"); !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), in.ID) {
 			t.Fatalf("the Member edits the server of %s: %v, want forbidden naming it", in.ID, err)
 		}
-		if srv, _ := f.st.MCPServerByID(ctx, in.Server); srv.URL != "https://docs.example/mcp" {
+		if srv, _ := f.st.MCP.MCPServerByID(ctx, in.Server); srv.URL != "https://docs.example/mcp" {
 			t.Fatalf("a refused edit moved the server to %s", srv.URL)
 		}
 		if err := edit(f.owner, in.Server, "https://docs.example/v2/mcp"); err != nil {
@@ -619,7 +619,7 @@ func TestARunningSessionKeepsTheURLItStartedWith(t *testing.T) {
 	ctx := context.Background()
 	s, before := f.docsSession(t, "k-before", "k-before")
 	after := testkit.NewMCPServer(t, "k-after")
-	srv, _ := f.st.MCPServerByID(ctx, "hub:docs")
+	srv, _ := f.st.MCP.MCPServerByID(ctx, "hub:docs")
 	edit := apiServer(srv)
 	edit.URL = after.URL
 	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
@@ -662,7 +662,7 @@ func TestValuesAreWriteOnlyAndSealed(t *testing.T) {
 	if strings.Contains(string(out), "sk-live-value") || v.Secrets[0].SetBy != "Mia" || v.Secrets[0].NeedsOne {
 		t.Fatalf("the view %s must say who set it, never the value", out)
 	}
-	vs, _ := f.st.InstallationValues(ctx, "docs")
+	vs, _ := f.st.MCP.InstallationValues(ctx, "docs")
 	if bytes.Contains(vs["api-key"].Sealed, []byte("sk-live-value")) {
 		t.Fatal("the value is stored in the clear")
 	}

@@ -35,14 +35,14 @@ func (g *Gateway) Install(ctx context.Context, u store.User, req api.Installatio
 	if req.Global == (len(req.Repos) > 0) {
 		return api.Installation{}, fmt.Errorf("an Installation is global or lists the Repos it is on in, one of the two: %w", errdefs.ErrInvalid)
 	}
-	if _, err := g.store.MCPServerByID(ctx, req.Server); err != nil {
+	if _, err := g.store.MCP.MCPServerByID(ctx, req.Server); err != nil {
 		return api.Installation{}, err
 	}
 	in := store.Installation{ID: req.ID, ServerID: req.Server, Name: req.Name, Global: req.Global, Repos: dedupe(req.Repos), CreatedBy: u.ID}
 	if err := g.mayEdit(ctx, u, in); err != nil {
 		return api.Installation{}, err
 	}
-	in, err := g.store.CreateInstallation(ctx, in, u.ID, "installed "+req.Server+" as "+req.Name)
+	in, err := g.store.MCP.CreateInstallation(ctx, in, u.ID, "installed "+req.Server+" as "+req.Name)
 	if err != nil {
 		return api.Installation{}, err
 	}
@@ -64,7 +64,7 @@ func (g *Gateway) SetRepos(ctx context.Context, u store.User, id string, repos [
 	if err := g.mayEdit(ctx, u, next); err != nil {
 		return api.Installation{}, err
 	}
-	if err := g.store.SetInstallationRepos(ctx, id, next.Repos, u.ID, "changed the Repos it is on in"); err != nil {
+	if err := g.store.MCP.SetInstallationRepos(ctx, id, next.Repos, u.ID, "changed the Repos it is on in"); err != nil {
 		return api.Installation{}, err
 	}
 	return g.view(ctx, u, next)
@@ -77,7 +77,7 @@ func (g *Gateway) SetValue(ctx context.Context, u store.User, id, key, value str
 	if err != nil {
 		return api.Installation{}, err
 	}
-	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	srv, err := g.store.MCP.MCPServerByID(ctx, in.ServerID)
 	if err != nil {
 		return api.Installation{}, err
 	}
@@ -87,7 +87,7 @@ func (g *Gateway) SetValue(ctx context.Context, u store.User, id, key, value str
 	if len(value) < MinValueBytes || len(value) > MaxValueBytes || !printable(value) || strings.TrimSpace(value) != value {
 		return api.Installation{}, fmt.Errorf("a header secret value is %d to %d bytes of printable characters, without spaces at its ends: %w", MinValueBytes, MaxValueBytes, errdefs.ErrInvalid)
 	}
-	if err := g.store.SetInstallationValue(ctx, id, key, g.sealer.Seal([]byte(value), valueSeal(id, key)), u.ID); err != nil {
+	if err := g.store.MCP.SetInstallationValue(ctx, id, key, g.sealer.Seal([]byte(value), valueSeal(id, key)), u.ID); err != nil {
 		return api.Installation{}, err
 	}
 	return g.view(ctx, u, in)
@@ -99,11 +99,11 @@ func (g *Gateway) SetOff(ctx context.Context, u store.User, repo store.Repo, id 
 	if err := g.mayPush(ctx, u, repo); err != nil {
 		return api.Installation{}, err
 	}
-	in, err := g.store.InstallationByID(ctx, id)
+	in, err := g.store.MCP.InstallationByID(ctx, id)
 	if err != nil {
 		return api.Installation{}, err
 	}
-	if err := g.store.SetInstallationOff(ctx, repo.ID, id, off, u.ID); err != nil {
+	if err := g.store.MCP.SetInstallationOff(ctx, repo.ID, id, off, u.ID); err != nil {
 		return api.Installation{}, err
 	}
 	v, err := g.view(ctx, u, in)
@@ -116,7 +116,7 @@ func (g *Gateway) SetOff(ctx context.Context, u store.User, repo store.Repo, id 
 // List returns every Installation as u sees it; with repo set, each says
 // whether it is on there.
 func (g *Gateway) List(ctx context.Context, u store.User, repo *store.Repo) ([]api.Installation, error) {
-	ins, err := g.store.Installations(ctx)
+	ins, err := g.store.MCP.Installations(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (g *Gateway) List(ctx context.Context, u store.User, repo *store.Repo) ([]a
 // Log returns a Repo's log of Installation changes, with each actor by
 // name. repo is a Repo the caller checked access to.
 func (g *Gateway) Log(ctx context.Context, repo store.Repo) ([]api.InstallationChange, error) {
-	rows, err := g.store.InstallationLog(ctx, repo.ID)
+	rows, err := g.store.MCP.InstallationLog(ctx, repo.ID)
 	out := make([]api.InstallationChange, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, api.InstallationChange{At: r.At, Installation: r.InstallationID, Who: g.nameOf(ctx, r.ActorID), What: r.What})
@@ -147,7 +147,7 @@ func (g *Gateway) Log(ctx context.Context, repo store.Repo) ([]api.InstallationC
 
 // installationFor returns an Installation u may edit.
 func (g *Gateway) installationFor(ctx context.Context, u store.User, id string) (store.Installation, error) {
-	in, err := g.store.InstallationByID(ctx, id)
+	in, err := g.store.MCP.InstallationByID(ctx, id)
 	if err == nil {
 		err = g.mayEdit(ctx, u, in)
 	}
@@ -166,7 +166,7 @@ func (g *Gateway) mayEdit(ctx context.Context, u store.User, in store.Installati
 		return nil
 	}
 	for _, id := range in.Repos {
-		r, err := g.store.RepoByID(ctx, id)
+		r, err := g.store.Repos.RepoByID(ctx, id)
 		if err != nil || !g.access(ctx, u, r.URL) {
 			return fmt.Errorf("no Repo %s that you have access to: an Installation takes write (push) permission on every Repo it lists: %w", id, errdefs.ErrNotFound)
 		}
@@ -189,17 +189,17 @@ func (g *Gateway) mayPush(ctx context.Context, u store.User, r store.Repo) error
 // view is in as u sees it: only the Repos they have access to, and how
 // many others it lists.
 func (g *Gateway) view(ctx context.Context, u store.User, in store.Installation) (api.Installation, error) {
-	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	srv, err := g.store.MCP.MCPServerByID(ctx, in.ServerID)
 	if err != nil {
 		return api.Installation{}, err
 	}
-	values, err := g.store.InstallationValues(ctx, in.ID)
+	values, err := g.store.MCP.InstallationValues(ctx, in.ID)
 	if err != nil {
 		return api.Installation{}, err
 	}
 	v := api.Installation{ID: in.ID, Server: in.ServerID, Name: in.Name, Global: in.Global, Repos: []string{}, Secrets: []api.SecretStatus{}}
 	for _, id := range in.Repos {
-		if r, err := g.store.RepoByID(ctx, id); err == nil && g.access(ctx, u, r.URL) {
+		if r, err := g.store.Repos.RepoByID(ctx, id); err == nil && g.access(ctx, u, r.URL) {
 			v.Repos = append(v.Repos, id)
 		} else {
 			v.HiddenRepos++
@@ -219,7 +219,7 @@ func (g *Gateway) view(ctx context.Context, u store.User, in store.Installation)
 }
 
 func (g *Gateway) nameOf(ctx context.Context, userID string) string {
-	if u, err := g.store.UserByID(ctx, userID); err == nil {
+	if u, err := g.store.Members.UserByID(ctx, userID); err == nil {
 		return u.Name
 	}
 	return "a former Member"

@@ -173,7 +173,7 @@ func (g *Gateway) Connect(ctx context.Context, u store.User, id string) (string,
 	}
 	verifier := oauth2.GenerateVerifier()
 	state := randomToken()
-	if err := g.store.PutOAuthState(ctx, auth.Hash(state), in.ID, u.ID, g.sealer.Seal([]byte(verifier), stateSeal(in.ID)), g.now().Add(stateTTL)); err != nil {
+	if err := g.store.MCP.PutOAuthState(ctx, auth.Hash(state), in.ID, u.ID, g.sealer.Seal([]byte(verifier), stateSeal(in.ID)), g.now().Add(stateTTL)); err != nil {
 		return "", err
 	}
 	return g.oauthConfig(client).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", srv.URL)), nil
@@ -183,7 +183,7 @@ func (g *Gateway) Connect(ctx context.Context, u store.User, id string) (string,
 // back with state and code. It refuses alike a state used, expired, or
 // begun by someone else, and stores the tokens it gets for the code.
 func (g *Gateway) Callback(ctx context.Context, u store.User, state, code string) (string, error) {
-	id, sealed, err := g.store.TakeOAuthState(ctx, auth.Hash(state), u.ID)
+	id, sealed, err := g.store.MCP.TakeOAuthState(ctx, auth.Hash(state), u.ID)
 	if err != nil {
 		return "", fmt.Errorf("this sign-in was used already, is over %s old, or was begun by someone else: connect the Installation again: %w", stateTTL, errdefs.ErrNotFound)
 	}
@@ -216,7 +216,7 @@ func (g *Gateway) Disconnect(ctx context.Context, u store.User, id string) error
 	if err != nil {
 		return err
 	}
-	return g.store.SetInstallationTokens(ctx, in.ID, nil, u.ID, "disconnected its account")
+	return g.store.MCP.SetInstallationTokens(ctx, in.ID, nil, u.ID, "disconnected its account")
 }
 
 // oauthInstallation returns an Installation of an OAuth server u may edit.
@@ -225,7 +225,7 @@ func (g *Gateway) oauthInstallation(ctx context.Context, u store.User, id string
 	if err != nil {
 		return in, err
 	}
-	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	srv, err := g.store.MCP.MCPServerByID(ctx, in.ServerID)
 	if err == nil && srv.Auth != AuthOAuth {
 		err = fmt.Errorf("Installation %s's MCP server %s is not behind OAuth: %w", id, srv.ID, errdefs.ErrInvalid)
 	}
@@ -234,7 +234,7 @@ func (g *Gateway) oauthInstallation(ctx context.Context, u store.User, id string
 
 // authServer discovers the authorization server of in's MCP server.
 func (g *Gateway) authServer(ctx context.Context, in store.Installation) (store.MCPServer, *oauthex.AuthServerMeta, error) {
-	srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+	srv, err := g.store.MCP.MCPServerByID(ctx, in.ServerID)
 	if err != nil {
 		return srv, nil, err
 	}
@@ -314,7 +314,7 @@ func (g *Gateway) clientFor(ctx context.Context, u store.User, id string, meta *
 
 func (g *Gateway) client(ctx context.Context, id string) (oauthClient, error) {
 	var c oauthClient
-	o, err := g.store.InstallationOAuthOf(ctx, id)
+	o, err := g.store.MCP.InstallationOAuthOf(ctx, id)
 	if err != nil {
 		return c, err
 	}
@@ -342,10 +342,10 @@ func (g *Gateway) putClient(ctx context.Context, u store.User, id string, c oaut
 // got with the one before; the same client with the endpoints it was used
 // with keeps them.
 func (g *Gateway) storeClient(ctx context.Context, u store.User, id string, sealed []byte, what string) error {
-	if err := g.store.SetInstallationClient(ctx, id, sealed, u.ID, what); err != nil || what == "" {
+	if err := g.store.MCP.SetInstallationClient(ctx, id, sealed, u.ID, what); err != nil || what == "" {
 		return err
 	}
-	return g.store.SetInstallationTokens(ctx, id, nil, u.ID, "")
+	return g.store.MCP.SetInstallationTokens(ctx, id, nil, u.ID, "")
 }
 
 func (g *Gateway) putTokens(ctx context.Context, id, actorID string, tok *oauth2.Token, what string) error {
@@ -353,7 +353,7 @@ func (g *Gateway) putTokens(ctx context.Context, id, actorID string, tok *oauth2
 	if err != nil {
 		return err
 	}
-	if err := g.store.SetInstallationTokens(ctx, id, g.sealer.Seal(data, tokensSeal(id)), actorID, what); err != nil {
+	if err := g.store.MCP.SetInstallationTokens(ctx, id, g.sealer.Seal(data, tokensSeal(id)), actorID, what); err != nil {
 		return err
 	}
 	if g.masked != nil {
@@ -364,7 +364,7 @@ func (g *Gateway) putTokens(ctx context.Context, id, actorID string, tok *oauth2
 
 func (g *Gateway) tokens(ctx context.Context, id string) (oauthTokens, string, error) {
 	var t oauthTokens
-	o, err := g.store.InstallationOAuthOf(ctx, id)
+	o, err := g.store.MCP.InstallationOAuthOf(ctx, id)
 	if err != nil {
 		return t, "", err
 	}
@@ -437,7 +437,7 @@ func (g *Gateway) oauthSecrets(ctx context.Context, id string) []string {
 // connected it and when, and its client's id, never a token or secret.
 func (g *Gateway) oauthStatus(ctx context.Context, id string) *api.OAuthStatus {
 	st := &api.OAuthStatus{}
-	o, err := g.store.InstallationOAuthOf(ctx, id)
+	o, err := g.store.MCP.InstallationOAuthOf(ctx, id)
 	if err != nil {
 		return st
 	}

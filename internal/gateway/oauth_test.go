@@ -142,17 +142,17 @@ func TestOAuthConnectsWithDCRAndPKCEAndRefreshesItself(t *testing.T) {
 	f.g.now = time.Now
 	// A refresh the authorization server refuses fails the next start,
 	// naming the way out: here its refresh token is one it rotated out.
-	o, _ := f.st.InstallationOAuthOf(ctx, "linear")
+	o, _ := f.st.MCP.InstallationOAuthOf(ctx, "linear")
 	var stale oauthTokens
 	plain, _ := f.g.sealer.Open(o.Tokens, tokensSeal("linear"))
 	json.Unmarshal(plain, &stale)
 	stale.Refresh, stale.Expiry = "rt-rotated-out", time.Now().Add(-time.Minute)
 	sealed, _ := json.Marshal(stale)
-	f.st.SetInstallationTokens(ctx, "linear", f.g.sealer.Seal(sealed, tokensSeal("linear")), f.member.ID, "")
+	f.st.MCP.SetInstallationTokens(ctx, "linear", f.g.sealer.Seal(sealed, tokensSeal("linear")), f.member.ID, "")
 	if _, err := f.session(t, f.app); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "connect it again") {
 		t.Fatalf("a start whose refresh is refused: %v, want it failed naming the way out", err)
 	}
-	f.st.SetInstallationTokens(ctx, "linear", o.Tokens, f.member.ID, "")
+	f.st.MCP.SetInstallationTokens(ctx, "linear", o.Tokens, f.member.ID, "")
 	// A disconnect stops the running Session at once.
 	if err := f.g.Disconnect(ctx, f.member, "linear"); err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestAnyURLEditDropsTheTokensAndTheClient(t *testing.T) {
 	if _, err := f.g.EditServer(ctx, f.member, edit, false); err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := f.st.InstallationOAuthOf(ctx, "linear"); o.Tokens != nil || o.Client != nil {
+	if o, _ := f.st.MCP.InstallationOAuthOf(ctx, "linear"); o.Tokens != nil || o.Client != nil {
 		t.Fatal("tokens or the client outlived a move to another path")
 	}
 	moved := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
@@ -290,7 +290,7 @@ func TestAnEnteredClientIsClearedWhenDiscoveryNamesAnotherIssuer(t *testing.T) {
 	if _, err := f.g.Connect(ctx, f.member, "linear"); !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "enter a client id and secret") {
 		t.Fatalf("connecting once another authorization server is named: %v, want it refused, saying to enter a client", err)
 	}
-	if o, _ := f.st.InstallationOAuthOf(ctx, "linear"); o.Client != nil || o.Tokens != nil {
+	if o, _ := f.st.MCP.InstallationOAuthOf(ctx, "linear"); o.Client != nil || o.Tokens != nil {
 		t.Fatal("the entered client or its tokens outlived a change of authorization server")
 	}
 	list, _ := f.g.List(ctx, f.member, nil)

@@ -217,7 +217,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 		g.log.Error("gateway", "session", s.ID, "installation", id, "err", err)
 		return vetted, http.StatusInternalServerError, "the Hub failed to handle this request; its log has the detail"
 	}
-	rows, err := g.store.SessionInstallations(ctx, s.ID)
+	rows, err := g.store.MCP.SessionInstallations(ctx, s.ID)
 	if err != nil {
 		return internal(err)
 	}
@@ -234,7 +234,7 @@ func (g *Gateway) outbound(ctx context.Context, s store.Session, id string) (out
 	if in < 0 {
 		return vetted, http.StatusForbidden, fmt.Sprintf("Installation %s was taken off this Session's Repo since it started", id)
 	}
-	srv, err := g.store.MCPServerByID(ctx, on[in].ServerID)
+	srv, err := g.store.MCP.MCPServerByID(ctx, on[in].ServerID)
 	if err != nil {
 		return internal(err)
 	}

@@ -46,7 +46,7 @@ func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServe
 		return m, err
 	}
 	row.CreatedBy = u.ID
-	row, err = g.store.CreateMCPServer(ctx, row)
+	row, err = g.store.MCP.CreateMCPServer(ctx, row)
 	return apiServer(row), err
 }
 
@@ -59,7 +59,7 @@ func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServe
 // value elsewhere; running Sessions keep the URL they started with. With
 // dryRun it changes nothing and says whose values it would clear.
 func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer, dryRun bool) (api.MCPServerEdit, error) {
-	old, err := g.store.MCPServerByID(ctx, m.ID)
+	old, err := g.store.MCP.MCPServerByID(ctx, m.ID)
 	if err != nil {
 		return api.MCPServerEdit{}, err
 	}
@@ -92,12 +92,12 @@ func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer,
 	if dryRun {
 		return out, nil
 	}
-	if err := g.store.UpdateMCPServer(ctx, old, ins, row, clearAll, keys); err != nil {
+	if err := g.store.MCP.UpdateMCPServer(ctx, old, ins, row, clearAll, keys); err != nil {
 		return out, err
 	}
 	for _, c := range clears {
 		what := fmt.Sprintf("edited MCP server %s, which cleared the values of %s", m.ID, strings.Join(c.Keys, ", "))
-		if err := g.store.LogInstallationChange(ctx, c.Installation, u.ID, what); err != nil {
+		if err := g.store.MCP.LogInstallationChange(ctx, c.Installation, u.ID, what); err != nil {
 			return out, err
 		}
 	}
@@ -106,7 +106,7 @@ func (g *Gateway) EditServer(ctx context.Context, u store.User, m api.MCPServer,
 
 // installationsOf lists the Installations of a server.
 func (g *Gateway) installationsOf(ctx context.Context, serverID string) ([]store.Installation, error) {
-	all, err := g.store.Installations(ctx)
+	all, err := g.store.MCP.Installations(ctx)
 	return slices.DeleteFunc(all, func(in store.Installation) bool { return in.ServerID != serverID }), err
 }
 
@@ -115,7 +115,7 @@ func (g *Gateway) installationsOf(ctx context.Context, serverID string) ([]store
 func (g *Gateway) valuesOf(ctx context.Context, ins []store.Installation, keys []string) ([]api.Cleared, error) {
 	out := []api.Cleared{}
 	for _, in := range ins {
-		vs, err := g.store.InstallationValues(ctx, in.ID)
+		vs, err := g.store.MCP.InstallationValues(ctx, in.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +134,7 @@ func (g *Gateway) valuesOf(ctx context.Context, ins []store.Installation, keys [
 
 // Servers lists every MCP server.
 func (g *Gateway) Servers(ctx context.Context) ([]api.MCPServer, error) {
-	rows, err := g.store.MCPServers(ctx)
+	rows, err := g.store.MCP.MCPServers(ctx)
 	out := make([]api.MCPServer, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, apiServer(r))

@@ -17,11 +17,11 @@ import (
 // server takes its place there; less those the Repo turned off. why says
 // why each other one is off.
 func (g *Gateway) on(ctx context.Context, repoID string) (on []store.Installation, why map[string]string, err error) {
-	ins, err := g.store.Installations(ctx)
+	ins, err := g.store.MCP.Installations(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	off, err := g.store.InstallationsOff(ctx, repoID)
+	off, err := g.store.MCP.InstallationsOff(ctx, repoID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,11 +81,11 @@ func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPS
 	var rows []store.SessionInstallation
 	var out []protocol.MCPServer
 	for _, in := range on {
-		srv, err := g.store.MCPServerByID(ctx, in.ServerID)
+		srv, err := g.store.MCP.MCPServerByID(ctx, in.ServerID)
 		if err != nil {
 			return nil, err
 		}
-		values, err := g.store.InstallationValues(ctx, in.ID)
+		values, err := g.store.MCP.InstallationValues(ctx, in.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +117,7 @@ func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPS
 			Headers: g.sealer.Seal(data, snapshotSeal(s.ID, in.ID))})
 		out = append(out, protocol.MCPServer{Installation: in.ID, Name: in.Name})
 	}
-	if err := g.store.SetSessionInstallations(ctx, s.ID, rows); err != nil {
+	if err := g.store.MCP.SetSessionInstallations(ctx, s.ID, rows); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -126,7 +126,7 @@ func (g *Gateway) Prepare(ctx context.Context, s store.Session) ([]protocol.MCPS
 // Started returns the Installations the Session's current run started
 // with, by id and name, for the Session view.
 func (g *Gateway) Started(ctx context.Context, sessionID string) ([]protocol.MCPServer, error) {
-	rows, err := g.store.SessionInstallations(ctx, sessionID)
+	rows, err := g.store.MCP.SessionInstallations(ctx, sessionID)
 	out := []protocol.MCPServer{}
 	for _, r := range rows {
 		out = append(out, protocol.MCPServer{Installation: r.InstallationID, Name: r.Name})
@@ -138,7 +138,7 @@ func (g *Gateway) Started(ctx context.Context, sessionID string) ([]protocol.MCP
 // values its run started with, and the OAuth tokens and client secrets of
 // those Installations as they are now: a server may echo one.
 func (g *Gateway) Values(ctx context.Context, sessionID string) ([]string, error) {
-	rows, err := g.store.SessionInstallations(ctx, sessionID)
+	rows, err := g.store.MCP.SessionInstallations(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -185,7 +185,7 @@ func (g *guard) repoToChange(ctx context.Context, p Principal, id, what string) 
 // repoFor returns a Repo the person has access to; a refusal reads the
 // same whether the Repo exists or not.
 func (g *guard) repoFor(ctx context.Context, p Principal, id string) (store.Repo, error) {
-	r, err := g.store.RepoByID(ctx, id)
+	r, err := g.store.Repos.RepoByID(ctx, id)
 	if err == nil {
 		err = g.checkRepoAccess(ctx, p, r.URL)
 	}

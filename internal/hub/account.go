@@ -15,7 +15,7 @@ const claudeTokenSecret = "claude-token"
 
 func (h membersAPI) showAccount(w http.ResponseWriter, r *http.Request, p Principal) {
 	a := api.Account{ID: p.User.ID, Name: p.User.Name}
-	_, a.ClaudeTokenSetAt, _ = h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
+	_, a.ClaudeTokenSetAt, _ = h.store.Members.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
 	writeJSON(w, http.StatusOK, a)
 }
 
@@ -47,7 +47,7 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 	if hadOne == nil && old == tok {
 		return nil
 	}
-	if err := h.store.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID)); err != nil {
+	if err := h.store.Members.SetUserSecret(ctx, userID, claudeTokenSecret, h.secrets.Seal([]byte(tok), claudeTokenSecret+":"+userID)); err != nil {
 		return err
 	}
 	if hadOne == nil {
@@ -61,7 +61,7 @@ func (h *Hub) StoreClaudeToken(ctx context.Context, userID, token string) error 
 }
 
 func (h membersAPI) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.store.DeleteUserSecret(r.Context(), p.User.ID, claudeTokenSecret); err != nil {
+	if err := h.store.Members.DeleteUserSecret(r.Context(), p.User.ID, claudeTokenSecret); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -72,7 +72,7 @@ func (h membersAPI) deleteClaudeToken(w http.ResponseWriter, r *http.Request, p 
 
 // claudeToken opens a person's stored setup token.
 func (h sessionSecrets) claudeToken(ctx context.Context, userID string) (string, error) {
-	sealed, _, err := h.store.UserSecret(ctx, userID, claudeTokenSecret)
+	sealed, _, err := h.store.Members.UserSecret(ctx, userID, claudeTokenSecret)
 	if err != nil {
 		return "", err
 	}

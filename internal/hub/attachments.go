@@ -84,7 +84,7 @@ func (h attachmentsAPI) uploadAttachment(w http.ResponseWriter, r *http.Request,
 	// server's read timeout: MaxBytesReader bounds it, not time.
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	now := time.Now()
-	if err := h.store.DropStaleAttachments(ctx, s.ID, now.Add(-attachmentIncompleteTTL), now.Add(-attachmentUnnamedTTL)); err != nil {
+	if err := h.store.Prompts.DropStaleAttachments(ctx, s.ID, now.Add(-attachmentIncompleteTTL), now.Add(-attachmentUnnamedTTL)); err != nil {
 		h.log.Warn("drop stale attachments", "session", s.ID, "err", err)
 	}
 	body := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, h.cfg.AttachmentMax), sniffBytes)
@@ -100,7 +100,7 @@ func (h attachmentsAPI) uploadAttachment(w http.ResponseWriter, r *http.Request,
 		}
 		src = &redactReader{r: body, st: set.NewStream()}
 	}
-	a, err = h.store.PutAttachment(ctx, a, src, h.cfg.SessionAttachmentsMax)
+	a, err = h.store.Prompts.PutAttachment(ctx, a, src, h.cfg.SessionAttachmentsMax)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -204,7 +204,7 @@ func (h attachmentsAPI) listAttachments(w http.ResponseWriter, r *http.Request, 
 	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var as []store.Attachment
 	if err == nil {
-		as, err = h.store.Attachments(r.Context(), s.ID)
+		as, err = h.store.Prompts.Attachments(r.Context(), s.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -219,14 +219,14 @@ func (h attachmentsAPI) downloadAttachment(w http.ResponseWriter, r *http.Reques
 	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var a store.Attachment
 	if err == nil {
-		a, err = h.store.AttachmentByID(r.Context(), s.ID, r.PathValue("attachment"))
+		a, err = h.store.Prompts.AttachmentByID(r.Context(), s.ID, r.PathValue("attachment"))
 	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
 	serveDownload(w, a.Name, a.Size)
-	if err := h.store.ReadAttachment(r.Context(), a.ID, w); err != nil && r.Context().Err() == nil {
+	if err := h.store.Prompts.ReadAttachment(r.Context(), a.ID, w); err != nil && r.Context().Err() == nil {
 		h.log.Warn("send an attachment", "attachment", a.ID, "err", err)
 	}
 }
@@ -248,7 +248,7 @@ func promptAttachments(ctx context.Context, st *store.Store, s store.Session, re
 	var out []store.Attachment
 	files := map[string]bool{}
 	for _, id := range req.Attachments {
-		a, err := st.AttachmentByID(ctx, s.ID, id)
+		a, err := st.Prompts.AttachmentByID(ctx, s.ID, id)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, fmt.Errorf("attachment %q: no such file was attached to this Session (upload it first; one no prompt names within a day is deleted): %w", id, errdefs.ErrInvalid)
 		}
@@ -279,7 +279,7 @@ func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
 		if s.State != store.Starting && s.State != store.Active {
 			return nil, fmt.Errorf("session %s is %s, not starting or awake: %w", s.ID, s.State, errdefs.ErrForbidden)
 		}
-		a, err := h.store.AttachmentByID(ctx, s.ID, req.AttachmentID)
+		a, err := h.store.Prompts.AttachmentByID(ctx, s.ID, req.AttachmentID)
 		if err != nil || a.PromptID == "" {
 			return nil, fmt.Errorf("attachment %q: %w", req.AttachmentID, errdefs.ErrNotFound)
 		}
@@ -302,7 +302,7 @@ func (h *Hub) sendAttachment(life context.Context, a store.Attachment, take func
 	}
 	defer conn.Close()
 	conn.SetWriteDeadline(time.Now().Add(attachmentSendTime))
-	if err := h.store.ReadAttachment(life, a.ID, conn); err != nil {
+	if err := h.store.Prompts.ReadAttachment(life, a.ID, conn); err != nil {
 		h.log.Warn("attachment not sent", "session", a.SessionID, "attachment", a.ID, "err", err)
 	}
 }

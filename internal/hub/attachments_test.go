@@ -27,7 +27,7 @@ import (
 func attachSession(t *testing.T, f *fixture) (store.Session, string) {
 	t.Helper()
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
 	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
 	var repo api.Repo
@@ -36,7 +36,7 @@ func attachSession(t *testing.T, f *fixture) (store.Session, string) {
 	if code, body := f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"`+secret+`","sensitive":true}`); code != http.StatusOK {
 		t.Fatalf("set a variable: %d %s", code, body)
 	}
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestAttachmentsPastTheirLimitsAreRefusedAndKeepNothing(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d saying %q", tt.name, code, body, tt.want, tt.says)
 		}
 	}
-	as, _ := f.store.Attachments(context.Background(), s.ID)
+	as, _ := f.store.Prompts.Attachments(context.Background(), s.ID)
 	var total int64
 	for _, a := range as {
 		total += a.Size
@@ -269,13 +269,13 @@ func TestAPromptCarriesTheAttachmentsItNames(t *testing.T) {
 	if err := f.hub.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventPrompt, Text: text}); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := f.store.Events(ctx, s.ID, 0, 100)
+	evs, _ := f.store.Sessions.Events(ctx, s.ID, 0, 100)
 	st := &sessionStream{rows: newSessionRows(f.hub), id: s.ID}
 	if m, ok := st.event(context.Background(), evs[len(evs)-1]); !ok || len(m.Attachments) != 2 || m.Attachments[1].Name != "b.txt" {
 		t.Fatalf("the prompt Event's message: %+v, want its two files", m)
 	}
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Asleep, "", false)
-	f.store.MoveSession(ctx, s.ID, store.Asleep, store.Archived, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Asleep, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Asleep, store.Archived, "", false)
 	if code, _, body := f.upload(t, s.ID, "late.txt", []byte("x"), 1); code != http.StatusConflict {
 		t.Fatalf("attaching to an archived Session: %d %s, want 409", code, body)
 	}
@@ -300,8 +300,8 @@ func TestAttachmentsGoOnlyToTheSessionsOwnRunnerWhileItIsAwake(t *testing.T) {
 	if json.Unmarshal([]byte(body), &p); code != http.StatusCreated {
 		t.Fatalf("prompt: %d %s", code, body)
 	}
-	dev, _ := f.store.DevUser(ctx)
-	_, otherToken, _ := f.store.CreateRunner(ctx, "r2", dev.ID)
+	dev, _ := f.store.Members.DevUser(ctx)
+	_, otherToken, _ := f.store.Runners.CreateRunner(ctx, "r2", dev.ID)
 	// The Session's Runner says it runs the Session, which the Hub takes
 	// back; the other one is asked nothing.
 	own, _ := helloWith(t, f, f.rtoken, []string{s.ID})
@@ -333,8 +333,8 @@ func TestAttachmentsGoOnlyToTheSessionsOwnRunnerWhileItIsAwake(t *testing.T) {
 		t.Fatalf("a file no prompt carries: %v, want not found", err)
 	}
 	f.call(t, http.MethodDelete, "/api/sessions/"+s.ID+"/prompts/"+p.ID, "") // nothing to wake it for
-	cur, _ := f.store.SessionByID(ctx, s.ID)
-	if err := f.store.MoveSession(ctx, s.ID, cur.State, store.Asleep, "", false); err != nil {
+	cur, _ := f.store.Sessions.SessionByID(ctx, s.ID)
+	if err := f.store.Sessions.MoveSession(ctx, s.ID, cur.State, store.Asleep, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := fetch(own, f.rtoken, named.ID); !errors.Is(err, errdefs.ErrForbidden) {

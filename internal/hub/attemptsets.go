@@ -61,11 +61,11 @@ func (h attemptsAPI) startSet(ctx context.Context, p Principal, req api.NewAttem
 		if err == nil && i == 1 {
 			var name string
 			if name, err = h.masks.MaskTitle(ctx, s.RepoID, p.User.ID, title(req.Prompt)); err == nil {
-				set, err = h.store.CreateAttemptSet(ctx, store.AttemptSet{CreatorID: p.User.ID, RepoID: s.RepoID, Title: name})
+				set, err = h.store.Attempts.CreateAttemptSet(ctx, store.AttemptSet{CreatorID: p.User.ID, RepoID: s.RepoID, Title: name})
 			}
 		}
 		if err == nil {
-			err = h.store.AddAttempt(ctx, set.ID, i, s.ID)
+			err = h.store.Attempts.AddAttempt(ctx, set.ID, i, s.ID)
 		}
 		if err != nil && i > 1 {
 			return set, fmt.Errorf("the attempt set %s has %d of its %d attempts; the next did not start: %w", set.ID, i-1, req.Attempts, err)
@@ -81,7 +81,7 @@ func (h attemptsAPI) startSet(ctx context.Context, p Principal, req api.NewAttem
 // showAttempts answers GET /api/attempts/{id} to whoever may see its
 // Sessions; to anyone else, as a set that does not exist.
 func (h attemptsAPI) showAttempts(w http.ResponseWriter, r *http.Request, p Principal) {
-	set, err := h.store.AttemptSetByID(r.Context(), r.PathValue("id"))
+	set, err := h.store.Attempts.AttemptSetByID(r.Context(), r.PathValue("id"))
 	var out api.AttemptSet
 	if err == nil {
 		out, err = h.ranked(r.Context(), p, set)
@@ -103,7 +103,7 @@ func (h attemptsAPI) keepAttempt(w http.ResponseWriter, r *http.Request, p Princ
 	err := readJSON(r, &req)
 	var set store.AttemptSet
 	if err == nil {
-		set, err = h.store.AttemptSetByID(ctx, r.PathValue("id"))
+		set, err = h.store.Attempts.AttemptSetByID(ctx, r.PathValue("id"))
 	}
 	if err == nil && !slices.Contains(set.Sessions, req.SessionID) {
 		err = fmt.Errorf("the Session %q is not an attempt of this set (kndl attempts %s lists them): %w", req.SessionID, set.ID, errdefs.ErrInvalid)
@@ -151,7 +151,7 @@ func (h attemptsAPI) keepAttempt(w http.ResponseWriter, r *http.Request, p Princ
 // check, diff, spend, pull request and a link to its view (transcript and
 // Changes).
 func (h attemptsAPI) attemptsPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	set, err := h.store.AttemptSetByID(r.Context(), r.PathValue("id"))
+	set, err := h.store.Attempts.AttemptSetByID(r.Context(), r.PathValue("id"))
 	var out api.AttemptSet
 	if err == nil {
 		out, err = h.ranked(r.Context(), p, set)
@@ -209,7 +209,7 @@ func (h attemptsAPI) ranked(ctx context.Context, p Principal, set store.AttemptS
 		}
 		rows = append(rows, h.rows.now(s))
 		a := api.Attempt{Place: i + 1, DiffLines: -1}
-		checks, err := h.store.TurnChecks(ctx, id)
+		checks, err := h.store.Attempts.TurnChecks(ctx, id)
 		if err != nil {
 			return out, err
 		}

@@ -30,7 +30,7 @@ func newAttemptsFixture(t *testing.T, tune ...func(*Config)) *attemptsFixture {
 	t.Helper()
 	f := &attemptsFixture{fixture: newFixture(t, tune...), secret: "check-secret-value-73", checks: map[string]protocol.SessionCheckResult{}}
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
 	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
 	json.Unmarshal([]byte(body), &f.repo)
@@ -74,7 +74,7 @@ func (f *attemptsFixture) endTurn(t *testing.T, id string) store.TurnCheck {
 	t.Helper()
 	ctx := context.Background()
 	testenv.Eventually(t, testenv.WaitShort, "the attempt Active", func() bool {
-		s, err := f.store.SessionByID(ctx, id)
+		s, err := f.store.Sessions.SessionByID(ctx, id)
 		return err == nil && s.State == store.Active
 	})
 	for _, kind := range []string{protocol.EventTurnStart, protocol.EventTurnEnd} {
@@ -84,7 +84,7 @@ func (f *attemptsFixture) endTurn(t *testing.T, id string) store.TurnCheck {
 	}
 	var got []store.TurnCheck
 	testenv.Eventually(t, testenv.WaitShort, "the Turn's check kept", func() bool {
-		got, _ = f.store.TurnChecks(ctx, id)
+		got, _ = f.store.Attempts.TurnChecks(ctx, id)
 		return len(got) == 1
 	})
 	return got[0]
@@ -100,7 +100,7 @@ func TestAnAttemptSetOutsideTwoToEightIsRefusedAndMakesNothing(t *testing.T) {
 			t.Errorf("attempts %s: got %d %s, want 400 naming 2 to 8", n, code, body)
 		}
 	}
-	if ss, _ := f.store.Sessions(context.Background(), store.SessionFilter{}); len(ss) != 0 {
+	if ss, _ := f.store.Sessions.List(context.Background(), store.SessionFilter{}); len(ss) != 0 {
 		t.Fatalf("got %d Sessions after refused sets, want none", len(ss))
 	}
 }
@@ -116,7 +116,7 @@ func TestAnAttemptSetsSessionsCountTowardTheAwakeLimit(t *testing.T) {
 	}
 	states := map[api.SessionState]int{}
 	for _, a := range set.Attempts {
-		s, err := f.store.SessionByID(context.Background(), a.Session.ID)
+		s, err := f.store.Sessions.SessionByID(context.Background(), a.Session.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
 	awake := func() int {
 		n := 0
 		for _, a := range set.Attempts {
-			if s, _ := f.store.SessionByID(ctx, a.Session.ID); s.State != store.Asleep {
+			if s, _ := f.store.Sessions.SessionByID(ctx, a.Session.ID); s.State != store.Asleep {
 				n++
 			}
 		}
@@ -227,7 +227,7 @@ func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
 		t.Fatalf("keep: got %d %s", code, body)
 	}
 	testenv.Eventually(t, testenv.WaitShort, "the other two asleep", func() bool {
-		s, _ := f.store.SessionByID(ctx, kept)
+		s, _ := f.store.Sessions.SessionByID(ctx, kept)
 		return awake() == 1 && s.State == store.Active
 	})
 }

@@ -122,7 +122,7 @@ const (
 // apart from the store, against which a log cut short is found.
 func appendAudit(ctx context.Context, st *store.Store, key []byte, log *slog.Logger, e store.AuditEntry) error {
 	// The act is done: it is recorded even if its request ends now.
-	e, err := st.AppendAudit(context.WithoutCancel(ctx), key, e)
+	e, err := st.Audit.AppendAudit(context.WithoutCancel(ctx), key, e)
 	if err == nil {
 		logAudit(log, e)
 	}
@@ -139,7 +139,7 @@ func logAudit(log *slog.Logger, e store.AuditEntry) {
 // The entry says how far and gives the head's hash before, which the
 // operator's log also has.
 func keyAuditLog(ctx context.Context, st *store.Store, key []byte, log *slog.Logger) error {
-	e, err := st.KeyAuditChain(ctx, key, func(rk store.AuditRekey) store.AuditEntry {
+	e, err := st.Audit.KeyAuditChain(ctx, key, func(rk store.AuditRekey) store.AuditEntry {
 		e := onHubMachine
 		e.Action, e.Target = auditChainKeyed, "the audit log"
 		e.Detail = fmt.Sprintf("entries 1 to %d chained again with a key derived from HUB_SECRETS_KEY; entry %d's hash before was %x",
@@ -218,12 +218,12 @@ func plural(n int, what string) string {
 // memberTarget names a Member, and the Runners of theirs removing them
 // revokes, before they are removed.
 func (h membersAPI) memberTarget(ctx context.Context, id string) (string, string) {
-	u, err := h.store.UserByID(ctx, id)
+	u, err := h.store.Members.UserByID(ctx, id)
 	if err != nil {
 		return id, ""
 	}
 	var names []string
-	rs, _ := h.store.Runners(ctx)
+	rs, _ := h.store.Runners.List(ctx)
 	for _, rn := range rs {
 		if rn.CreatedBy == id {
 			names = append(names, rn.Name)
@@ -241,7 +241,7 @@ func (h membersAPI) memberTarget(ctx context.Context, id string) (string, string
 
 // inviteTarget names an Invite by the login it is for.
 func (h membersAPI) inviteTarget(ctx context.Context, id string) string {
-	invs, _ := h.store.Invites(ctx)
+	invs, _ := h.store.Members.Invites(ctx)
 	for _, in := range invs {
 		if in.ID == id {
 			return "@" + in.GitHubLogin + " (Invite " + id + ")"
@@ -255,7 +255,7 @@ func (h variablesAPI) variableTarget(ctx context.Context, repoID, name string) s
 	if repoID == "" {
 		return "Shared " + name
 	}
-	repo, _ := h.store.RepoByID(ctx, repoID)
+	repo, _ := h.store.Repos.RepoByID(ctx, repoID)
 	return name + " in " + cmp.Or(repo.URL, repoID)
 }
 

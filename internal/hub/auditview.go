@@ -54,7 +54,7 @@ func (h auditAPI) auditEntries(r *http.Request) ([]store.AuditEntry, error) {
 		}
 		limit = n
 	}
-	return h.store.AuditEntries(r.Context(), before, limit)
+	return h.store.Audit.AuditEntries(r.Context(), before, limit)
 }
 
 // listAudit is GET /api/audit, for the Owner alone.
@@ -77,7 +77,7 @@ func (h auditAPI) verifyAudit(w http.ResponseWriter, r *http.Request, p Principa
 	err := ownerOnly(p, readsAudit)
 	var c store.AuditChain
 	if err == nil {
-		c, err = h.store.VerifyAudit(r.Context(), h.auditKey)
+		c, err = h.store.Audit.VerifyAudit(r.Context(), h.auditKey)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -99,7 +99,7 @@ func (h auditAPI) auditLogPage(w http.ResponseWriter, r *http.Request, p Princip
 	es, err := h.auditEntries(r)
 	var c store.AuditChain
 	if err == nil {
-		c, err = h.store.VerifyAudit(r.Context(), h.auditKey)
+		c, err = h.store.Audit.VerifyAudit(r.Context(), h.auditKey)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -20,7 +20,7 @@ func TestAnAutoFixPromptIsShownAsFromItsSource(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s, _ := attachSession(t, f)
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	bob := store.PromptSource{Kind: store.SourceReview, Name: "bob"}
 	const text = "From GitHub, not from this Session's Creator, but a review by @bob: @bob requested changes on pull request acme/app#2.\n\nTheir review:\nRename Load."
 	if err := (triggerSessions{f.hub}).Prompt(ctx, dev, s.ID, text, bob); err != nil {
@@ -30,7 +30,7 @@ func TestAnAutoFixPromptIsShownAsFromItsSource(t *testing.T) {
 		t.Fatalf("the Creator's prompt: %d %s", code, body)
 	}
 
-	ps, err := f.store.Prompts(ctx, s.ID)
+	ps, err := f.store.Prompts.List(ctx, s.ID)
 	if err != nil || len(ps) != 2 || ps[0].Source != bob || ps[1].Source != (store.PromptSource{}) || ps[0].AuthorID != dev.ID {
 		t.Fatalf("the stored prompts: %+v, %v; want the review's from bob on the Creator's behalf, then the Creator's own", ps, err)
 	}
@@ -46,7 +46,7 @@ func TestAnAutoFixPromptIsShownAsFromItsSource(t *testing.T) {
 	if err := f.hub.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventPrompt, Text: text}, protocol.Event{Kind: protocol.EventPrompt, Text: "and the docs"}); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := f.store.Events(ctx, s.ID, 0, 100)
+	evs, _ := f.store.Sessions.Events(ctx, s.ID, 0, 100)
 	st := &sessionStream{rows: newSessionRows(f.hub), id: s.ID}
 	m, ok := st.event(ctx, evs[len(evs)-2])
 	if !ok || m.Source == nil || *m.Source != (api.PromptSource{Kind: "review", Name: "bob"}) {

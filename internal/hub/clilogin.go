@@ -331,7 +331,7 @@ func (h cliLoginAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Pr
 		noticePage(h.log, w, "Denied", "The login was denied. Nothing was signed in.")
 		return
 	}
-	err := h.store.AddCLIToken(r.Context(), p.User.ID, machine, hash, signedIn)
+	err := h.store.Members.AddCLIToken(r.Context(), p.User.ID, machine, hash, signedIn)
 	d.mu.Lock()
 	dr.state = "approved"
 	if err != nil {
@@ -356,7 +356,7 @@ func (h cliLoginAPI) cliLoginDecide(w http.ResponseWriter, r *http.Request, p Pr
 // opened.
 func (h cliLoginAPI) cliLogout(w http.ResponseWriter, r *http.Request, p Principal) {
 	tok, _ := bearer(r)
-	if err := h.store.RevokeCLIToken(r.Context(), tok); err != nil {
+	if err := h.store.Signins.RevokeCLIToken(r.Context(), tok); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -120,9 +120,9 @@ func (g *guard) recheckCredentials(ctx context.Context) {
 		var err error
 		switch c.kind {
 		case auth.Cookie:
-			live, err = g.store.SigninLive(ctx, []byte(c.hash), g.life)
+			live, err = g.store.Signins.SigninLive(ctx, []byte(c.hash), g.life)
 		case auth.CLI:
-			live, err = g.store.CLITokenLive(ctx, []byte(c.hash))
+			live, err = g.store.Signins.CLITokenLive(ctx, []byte(c.hash))
 		}
 		if err == nil && !live {
 			c.cancel(errCredentialUp)

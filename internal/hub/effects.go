@@ -24,7 +24,7 @@ type effects struct{ h *Hub }
 func (e effects) Stopped(sessionID string) {
 	h := e.h
 	ctx := h.life.Context()
-	if s, err := h.store.SessionByID(ctx, sessionID); err == nil && s.State == session.Failed && !s.Transient {
+	if s, err := h.store.Sessions.SessionByID(ctx, sessionID); err == nil && s.State == session.Failed && !s.Transient {
 		h.notify.Session(ctx, s, notify.SessionFailed, s.StateDetail)
 	}
 	if err := h.masks.Drop(ctx, sessionID); err != nil {
@@ -73,7 +73,7 @@ func (e effects) pullOpened(ctx context.Context, sessionID string, p forge.Pull)
 
 // tell calls f with the Session as stored, logging a failure to read it.
 func (e effects) tell(ctx context.Context, sessionID string, f func(store.Session)) {
-	s, err := e.h.store.SessionByID(ctx, sessionID)
+	s, err := e.h.store.Sessions.SessionByID(ctx, sessionID)
 	if err != nil {
 		e.h.log.Error("read a session to notify of it", "session", sessionID, "err", err)
 		return

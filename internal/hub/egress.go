@@ -20,7 +20,7 @@ const swapWait = 10 * time.Second
 // the next wake: a Frozen one's Runner is away, so it waits. A failure is logged: the version is applied, and each
 // Session gets it at its next wake regardless.
 func (h environmentsAPI) egressNow(ctx context.Context, applied environment.Version) {
-	awake, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{session.Active, session.Frozen}})
+	awake, err := h.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{session.Active, session.Frozen}})
 	if err != nil {
 		h.log.Error("the awake sessions of an applied environment", "repo", applied.RepoID, "err", err)
 		return

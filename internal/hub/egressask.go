@@ -41,7 +41,7 @@ func (h egressAskAPI) refusedHost(r *http.Request, s store.Session) (string, err
 	if err := egress.CheckHost(req.Host); err != nil {
 		return "", err
 	}
-	if _, err := h.store.NoteWith(r.Context(), s.ID, "blocked", req.Host); errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := h.store.Sessions.NoteWith(r.Context(), s.ID, "blocked", req.Host); errors.Is(err, errdefs.ErrNotFound) {
 		return "", fmt.Errorf("this Session's Sandbox was not refused %s: the view allows only a host its history shows refused; add another with kndl env edit --allow: %w",
 			req.Host, errdefs.ErrInvalid)
 	} else if err != nil {
@@ -97,7 +97,7 @@ func (h egressAskAPI) requestHost(w http.ResponseWriter, r *http.Request, p Prin
 func (h egressAskAPI) ask(ctx context.Context, s store.Session, by store.User, host string) (int, error) {
 	// Who has push is asked of GitHub before the lock, which orders the
 	// check and the note alone.
-	ms, err := h.store.Members(ctx)
+	ms, err := h.store.Members.List(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -109,7 +109,7 @@ func (h egressAskAPI) ask(ctx context.Context, s store.Session, by store.User, h
 	}
 	h.asks.Lock()
 	defer h.asks.Unlock()
-	if _, err := h.store.NoteWith(ctx, s.ID, "requested", host); err == nil {
+	if _, err := h.store.Sessions.NoteWith(ctx, s.ID, "requested", host); err == nil {
 		return 0, fmt.Errorf("%s was asked for in this Session already: the Repo's Members with push were told: %w", host, errdefs.ErrConflict)
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		return 0, err

@@ -44,7 +44,7 @@ func newEgressFixture(t *testing.T) egressFixture {
 		gh.SetCollaborator("acme/app", login, true)
 	}
 	gh.SetReadOnly("acme/app", "rita", true)
-	repo, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	allowlist := environment.Config{Egress: egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}}
 	if _, err := f.hub.envs.Edit(ctx, repo.ID, allowlist, bob.ID); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func newEgressFixture(t *testing.T) egressFixture {
 	if _, err := f.hub.envs.Apply(ctx, repo.ID, bob.ID); err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: rita.ID, RunnerID: f.runner.ID, Title: "add the client"})
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: rita.ID, RunnerID: f.runner.ID, Title: "add the client"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestACreatorWithoutPushRequestsAHostOnceAndTheMembersWithPushAreTold(t *tes
 		{"a host not refused in this Session", f.ritaTok, "other.example.com", http.StatusBadRequest, "was not refused other.example.com"},
 		{"a host that is no host name", f.ritaTok, "-x-", http.StatusBadRequest, "is not a host name"},
 	})
-	if _, err := f.store.NoteWith(ctx, f.session.ID, "requested", refusedHost); err == nil {
+	if _, err := f.store.Sessions.NoteWith(ctx, f.session.ID, "requested", refusedHost); err == nil {
 		t.Fatal("the Runner's event set Requested, or a refused Request was noted")
 	}
 
@@ -191,7 +191,7 @@ func TestACreatorWithoutPushRequestsAHostOnceAndTheMembersWithPushAreTold(t *tes
 	if json.Unmarshal(byPath["/olivia"].body, &slack); !strings.Contains(slack.Text, "Asked to allow a host") || !strings.Contains(slack.Text, refusedHost) {
 		t.Errorf("olivia's Slack post: %s", byPath["/olivia"].body)
 	}
-	if _, err := f.store.NoteWith(ctx, f.session.ID, "requested", refusedHost); err != nil {
+	if _, err := f.store.Sessions.NoteWith(ctx, f.session.ID, "requested", refusedHost); err != nil {
 		t.Errorf("the Request is not noted in the Session's history: %v", err)
 	}
 
@@ -217,7 +217,7 @@ func TestARefusedHostCarryingASensitiveValueIsNotOffered(t *testing.T) {
 	if err := f.hub.sessions.Events(ctx, f.session, protocol.SessionEvents{SessionID: f.session.ID, Events: []protocol.Event{blocked}}); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := f.store.Events(ctx, f.session.ID, 0, 1000)
+	evs, _ := f.store.Sessions.Events(ctx, f.session.ID, 0, 1000)
 	if got := string(evs[len(evs)-1].Data); strings.Contains(got, secret) || strings.Contains(got, `"blocked"`) {
 		t.Fatalf("the note as stored: %s, want the value masked and no host to allow", got)
 	}

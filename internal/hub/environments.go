@@ -42,7 +42,7 @@ func (h *Hub) newEnvironments() *environment.Service {
 			return vars, err
 		},
 		PickRunner: func(ctx context.Context, userID string) (string, environment.Requester, error) {
-			u, err := h.store.UserByID(ctx, userID)
+			u, err := h.store.Members.UserByID(ctx, userID)
 			if err != nil {
 				return "", nil, err
 			}
@@ -165,13 +165,13 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	var ss []store.Session
 	var vars, links []store.Variable
 	if err == nil {
-		ss, err = h.store.Sessions(ctx, store.SessionFilter{})
+		ss, err = h.store.Sessions.List(ctx, store.SessionFilter{})
 	}
 	if err == nil {
-		vars, err = h.store.Variables(ctx, repo.ID)
+		vars, err = h.store.Variables.List(ctx, repo.ID)
 	}
 	if err == nil {
-		links, err = h.store.LinkedVariables(ctx, repo.ID)
+		links, err = h.store.Variables.LinkedVariables(ctx, repo.ID)
 	}
 	var mcp []api.Installation
 	if err == nil {
@@ -179,11 +179,11 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	var fix store.AutoFix
 	if err == nil {
-		fix, err = h.store.RepoAutoFix(ctx, repo.ID)
+		fix, err = h.store.Repos.RepoAutoFix(ctx, repo.ID)
 	}
 	var label string
 	if err == nil {
-		label, err = h.store.TriggerLabel(ctx, repo.ID)
+		label, err = h.store.Repos.TriggerLabel(ctx, repo.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

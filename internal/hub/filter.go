@@ -92,7 +92,7 @@ func (g *guard) repoFilter(ctx context.Context, p Principal, v string) (string, 
 	if v == "" {
 		return "", nil
 	}
-	repos, err := g.store.Repos(ctx)
+	repos, err := g.store.Repos.List(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +109,7 @@ func (g *guard) creatorFilter(ctx context.Context, v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
-	ms, err := g.store.Members(ctx)
+	ms, err := g.store.Members.List(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -76,17 +76,17 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 	gh.SetCollaborator("acme/web", "bob", true)
 	repos := map[string]store.Repo{}
 	session := func(repo string, creator store.User, title string, state store.SessionState) string {
-		r, err := f.store.EnsureRepo(ctx, gh.RepoURL(repo), repo)
+		r, err := f.store.Repos.EnsureRepo(ctx, gh.RepoURL(repo), repo)
 		if err != nil {
 			t.Fatal(err)
 		}
 		repos[repo] = r
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: f.runner.ID, Title: title})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: f.runner.ID, Title: title})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if state != store.Starting {
-			if err := f.store.MoveSession(ctx, s.ID, store.Starting, state, "", false); err != nil {
+			if err := f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, state, "", false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -158,12 +158,12 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 	}
 
 	// A pull request shows on its Session's row: the newest.
-	if _, _, err := f.store.AddSessionBranches(ctx, oApp, []string{"kndl/login"}, time.Now(), 20); err != nil {
+	if _, _, err := f.store.Branches.AddSessionBranches(ctx, oApp, []string{"kndl/login"}, time.Now(), 20); err != nil {
 		t.Fatal(err)
 	}
 	pulls := `[{"number":7,"title":"Fix the login page","html_url":"https://github.example/acme/app/pull/7","state":"closed","merged":true},` +
 		`{"number":3,"title":"First try","html_url":"https://github.example/acme/app/pull/3","state":"closed"}]`
-	if err := f.store.SetBranchPulls(ctx, oApp, "kndl/login", []byte(pulls), time.Now()); err != nil {
+	if err := f.store.Branches.SetBranchPulls(ctx, oApp, "kndl/login", []byte(pulls), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ss, raw := listAs(t, f, bobTok, "?creator=olivia&search=login"); len(ss) != 1 || ss[0].Pull == nil || ss[0].Pull.Number != 7 || !ss[0].Pull.Merged {
@@ -176,7 +176,7 @@ func TestTheSessionsListFiltersByWhoseRepoStateAndTitle(t *testing.T) {
 		t.Fatalf("bob's live list of active Sessions: %+v, want bApp and oApp", names(m.Sessions))
 	}
 	move := func(id string, from, to store.SessionState) {
-		if err := f.store.MoveSession(ctx, id, from, to, "", false); err != nil {
+		if err := f.store.Sessions.MoveSession(ctx, id, from, to, "", false); err != nil {
 			t.Fatal(err)
 		}
 		f.hub.sessions.Changed(id)
@@ -211,13 +211,13 @@ func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 	bob, bobTok := member(t, f, "bob")
 	gh.InstallApp("acme/app")
 	gh.SetCollaborator("acme/app", "bob", true)
-	r, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	r, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	var ids []string
 	add := func(n int) {
 		for range n {
-			s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
+			s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: bob.ID, RunnerID: f.runner.ID})
 			if err == nil {
-				_, _, err = f.store.AddSessionBranches(ctx, s.ID, []string{"kndl/x"}, time.Now(), 20)
+				_, _, err = f.store.Branches.AddSessionBranches(ctx, s.ID, []string{"kndl/x"}, time.Now(), 20)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +230,7 @@ func TestEachRowOfTheSessionsListSaysWhatItsSessionSpent(t *testing.T) {
 		return store.Event{At: time.Now(), Kind: "text", Data: json.RawMessage(`{}`),
 			Reply: &store.Reply{Message: id, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: in, Output: out}}}
 	}
-	if _, err := f.store.AppendEvents(ctx, ids[0], []store.Event{reply("msg_a", 1_000_000, 0), reply("msg_b", 0, 100_000)}); err != nil {
+	if _, err := f.store.Sessions.AppendEvents(ctx, ids[0], []store.Event{reply("msg_a", 1_000_000, 0), reply("msg_b", 0, 100_000)}); err != nil {
 		t.Fatal(err)
 	}
 	status, ss, raw := listAs(t, f, bobTok, "")

@@ -66,7 +66,7 @@ func (h forkAPI) fork(w http.ResponseWriter, r *http.Request, p Principal) {
 		h.writeError(w, r, fmt.Errorf("the Runner did not fork the Session: %w", err))
 		return
 	}
-	fork, err := h.store.CreateFork(ctx, parent, id, forkTitle(parent.Title), parent.Turns, out.Offsets)
+	fork, err := h.store.Sessions.CreateFork(ctx, parent, id, forkTitle(parent.Title), parent.Turns, out.Offsets)
 	if err != nil {
 		h.log.Error("record a fork the Runner copied; its copy stays on the Runner", "session", id, "from", parent.ID, "err", err)
 		h.writeError(w, r, err)
@@ -123,14 +123,14 @@ func (h forkAPI) listForks(w http.ResponseWriter, r *http.Request, p Principal) 
 	if err == nil {
 		var from store.Fork
 		var ok bool
-		if from, ok, err = h.store.ForkOf(ctx, s.ID); ok {
+		if from, ok, err = h.store.Sessions.ForkOf(ctx, s.ID); ok {
 			f := apiFork(from)
 			out.From = &f
 		}
 	}
 	var forks []store.Fork
 	if err == nil {
-		forks, err = h.store.Forks(ctx, s.ID)
+		forks, err = h.store.Sessions.Forks(ctx, s.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -53,30 +53,30 @@ func TestOnlyTheCreatorForksAnAsleepSessionAndARefusalChangesNothing(t *testing.
 			return protocol.SessionForked{Offsets: map[string]int64{req.SessionID + ".jsonl": 100}, How: "Forked: 3 files by plain copy."}, nil
 		})
 	})
-	repo, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	if status, raw := askAs(t, f, oliviaTok, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", map[string]any{"value": "sensitive-value-7", "sensitive": true}); status != http.StatusOK {
 		t.Fatalf("set a Sensitive Variable: %d %s", status, raw)
 	}
 	session := func(state store.SessionState) store.Session {
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: olivia.ID, RunnerID: f.runner.ID, Title: "Fix the login", Model: "sonnet"})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: olivia.ID, RunnerID: f.runner.ID, Title: "Fix the login", Model: "sonnet"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.store.CountTurn(ctx, s.ID)
-		f.store.CountTurn(ctx, s.ID)
+		f.store.Limits.CountTurn(ctx, s.ID)
+		f.store.Limits.CountTurn(ctx, s.ID)
 		if state != store.Starting {
-			if err := f.store.MoveSession(ctx, s.ID, store.Starting, state, "", false); err != nil {
+			if err := f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, state, "", false); err != nil {
 				t.Fatal(err)
 			}
 		}
-		s, _ = f.store.SessionByID(ctx, s.ID)
+		s, _ = f.store.Sessions.SessionByID(ctx, s.ID)
 		return s
 	}
 	parent, awake := session(store.Asleep), session(store.Starting)
 	path := "/api/sessions/" + parent.ID + "/fork"
 	one, three := 1, 3
 	count := func() int {
-		ss, _ := f.store.Sessions(ctx, store.SessionFilter{})
+		ss, _ := f.store.Sessions.List(ctx, store.SessionFilter{})
 		return len(ss)
 	}
 	before := count()
@@ -126,12 +126,12 @@ func TestOnlyTheCreatorForksAnAsleepSessionAndARefusalChangesNothing(t *testing.
 		t.Errorf("the Runner was asked %+v, want a copy of %s as %s", last, parent.ID, fk.SessionID)
 	}
 	mu.Unlock()
-	fork, err := f.store.SessionByID(ctx, fk.SessionID)
+	fork, err := f.store.Sessions.SessionByID(ctx, fk.SessionID)
 	if err != nil || fork.State != store.Asleep || fork.RepoID != parent.RepoID || fork.CreatorID != olivia.ID || fork.RunnerID != parent.RunnerID ||
 		fork.Model != "sonnet" || !fork.Conversation {
 		t.Fatalf("the fork: got %+v (%v), want an asleep Session of the parent's Repo, Creator, Runner and model, its conversation kept", fork, err)
 	}
-	evs, _ := f.store.Events(ctx, fork.ID, 0, 10)
+	evs, _ := f.store.Sessions.Events(ctx, fork.ID, 0, 10)
 	var first protocol.Event
 	if len(evs) > 0 {
 		json.Unmarshal(evs[0].Data, &first)

@@ -147,7 +147,7 @@ func (g *guard) watchCredentials(ctx context.Context) {
 			return
 		case <-creds.C:
 			g.recheckCredentials(ctx)
-			if err := g.store.SweepSignins(ctx, g.life); err != nil && ctx.Err() == nil {
+			if err := g.store.Signins.SweepSignins(ctx, g.life); err != nil && ctx.Err() == nil {
 				g.log.Error("sweep ended sign-ins", "err", err)
 			}
 			g.devices.sweep()
@@ -193,7 +193,7 @@ func (g *guard) read(r *http.Request, base string) string {
 
 // startSignin signs the browser in as userID.
 func (h signinAPI) startSignin(ctx context.Context, w http.ResponseWriter, userID string) error {
-	token, err := h.store.CreateSignin(ctx, userID)
+	token, err := h.store.Signins.CreateSignin(ctx, userID)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (g *guard) signinToken(r *http.Request) string {
 // something, and a WebSocket, must come from HUB_PUBLIC_URL's origin: the
 // cookie rides along on requests other sites make the browser send.
 func (g *guard) cookiePrincipal(ctx context.Context, r *http.Request, token string) (Principal, error) {
-	u, err := g.store.UserBySignin(ctx, token, g.life)
+	u, err := g.store.Signins.UserBySignin(ctx, token, g.life)
 	if err != nil {
 		return Principal{}, err
 	}

@@ -102,7 +102,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
-	h.runners = runners.New(runners.Options{Store: st, Log: h.log, Life: ctx,
+	h.runners = runners.New(runners.Options{Store: st.Runners, Log: h.log, Life: ctx,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},
@@ -111,7 +111,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return newSessionSecrets(h).sensitiveValues(ctx, s) // the gateway it reads is made below
 	}
 	h.masks = masks.NewSets(st, box, sensitive, cfg.RedactAllShapes)
-	h.tokens = masks.NewTokens(st, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
+	h.tokens = masks.NewTokens(st.Sessions, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
 	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
@@ -133,7 +133,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	// Before the Sessions, whose Turns' ends they are told of.
 	h.checks = h.newChecks()
 	// Before the Sessions, whose Events it is told of.
-	h.notify = notify.New(notify.Options{Store: st, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
+	h.notify = notify.New(notify.Options{Store: st.Notify, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
 	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
@@ -145,7 +145,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err := h.initGuard(); err != nil {
 		return nil, err
 	}
-	po := pulls.Options{Store: st, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed,
+	po := pulls.Options{Store: st.Branches, WebURL: cfg.GitHubURL, Gap: cfg.PullsCheckGap, Changed: h.sessions.Changed,
 		Titled: func(ctx context.Context, id, title string) { newSessionsAPI(h).titleFromPull(ctx, id, title) },
 		Opened: effects{h}.pullOpened, Logger: cfg.Logger}
 	po.Forge = h.forge()

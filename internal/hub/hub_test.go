@@ -60,9 +60,9 @@ func newFixture(t *testing.T, tune ...func(*Config)) *fixture {
 	t.Cleanup(h.Close)
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
-	u, _ := st.DevUser(ctx)
-	cli, _ := st.CreateCLIToken(ctx, u.ID, "test")
-	rn, rtoken, err := st.CreateRunner(ctx, "r1", u.ID)
+	u, _ := st.Members.DevUser(ctx)
+	cli, _ := st.Signins.CreateCLIToken(ctx, u.ID, "test")
+	rn, rtoken, err := st.Runners.CreateRunner(ctx, "r1", u.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || auth.KindOf(tok) != auth.Runner {
 		t.Fatalf("create: %d %v", resp.StatusCode, m)
 	}
-	if _, err := f.store.RunnerByToken(context.Background(), tok); err != nil {
+	if _, err := f.store.Runners.RunnerByToken(context.Background(), tok); err != nil {
 		t.Fatalf("the token shown does not authenticate: %v", err)
 	}
 	tests := []struct {
@@ -212,7 +212,7 @@ func TestCreateRunnerAPIShowsTokenOnce(t *testing.T) {
 			t.Errorf("POST %.40s: %d %v, want %d with a message", tt.body, resp.StatusCode, m["message"], tt.want)
 		}
 	}
-	rs, _ := f.store.Runners(context.Background())
+	rs, _ := f.store.Runners.List(context.Background())
 	if len(rs) != 2 {
 		t.Fatalf("bad requests changed the store: %d runners, want 2", len(rs))
 	}
@@ -266,7 +266,7 @@ func TestAHubClosedMidTestBuildLeavesNoGoroutineOfItsOwn(t *testing.T) {
 		})
 	})
 	testenv.Eventually(t, testenv.WaitShort, "the Hub sees the Runner", func() bool { return f.hub.Connected(f.runner.ID) })
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
 	if _, err := f.hub.envs.Edit(ctx, repo.ID, environment.Config{Bootstrap: "make\n"}, f.runner.CreatedBy); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestAHubClosedMidTestBuildLeavesNoGoroutineOfItsOwn(t *testing.T) {
 	if left := testenv.Leftover(background...); len(left) > 0 {
 		t.Fatalf("%d goroutines of the Hub run after Close:\n\n%s", len(left), strings.Join(left, "\n\n"))
 	}
-	got, _ := f.store.TestBuild(ctx, repo.ID, tb.ID)
+	got, _ := f.store.Environments.TestBuild(ctx, repo.ID, tb.ID)
 	if got.State != store.TestFailed || !strings.Contains(got.Detail, "Hub stopped") {
 		t.Fatalf("the Test build after Close: %s %q, want failed, saying the Hub stopped", got.State, got.Detail)
 	}

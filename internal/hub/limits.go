@@ -25,7 +25,7 @@ func (h limitsAPI) showLimits(w http.ResponseWriter, r *http.Request, p Principa
 	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var l store.RepoLimits
 	if err == nil {
-		l, err = h.store.RepoLimits(r.Context(), repo.ID)
+		l, err = h.store.Repos.RepoLimits(r.Context(), repo.ID)
 	}
 	h.reply(w, r, http.StatusOK, apiRepoLimits(l), err)
 }
@@ -42,7 +42,7 @@ func (h limitsAPI) changeLimits(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	var l store.RepoLimits
 	if err == nil {
-		l, err = h.store.RepoLimits(r.Context(), repo.ID)
+		l, err = h.store.Repos.RepoLimits(r.Context(), repo.ID)
 	}
 	if err == nil {
 		if req.MaxTurns != nil {
@@ -60,7 +60,7 @@ func (h limitsAPI) changeLimits(w http.ResponseWriter, r *http.Request, p Princi
 		err = checkLimits(l)
 	}
 	if err == nil {
-		err = h.store.SetRepoLimits(r.Context(), repo.ID, l)
+		err = h.store.Repos.SetRepoLimits(r.Context(), repo.ID, l)
 	}
 	h.reply(w, r, http.StatusOK, apiRepoLimits(l), err)
 }

@@ -15,7 +15,7 @@ import (
 // a body with a field it does not know, changes nothing.
 func TestARepositorysLimitsDefaultTo20TurnsAnd2HoursAndChangeOneAtATime(t *testing.T) {
 	f := newFixture(t)
-	repo, err := f.store.EnsureRepo(context.Background(), "/srv/app", "app")
+	repo, err := f.store.Repos.EnsureRepo(context.Background(), "/srv/app", "app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestARepositorysLimitsDefaultTo20TurnsAnd2HoursAndChangeOneAtATime(t *testi
 			t.Errorf("%s: %d %s, want 400", bad, code, body)
 		}
 	}
-	if l, err := f.store.RepoLimits(context.Background(), repo.ID); err != nil || l != (store.RepoLimits{MaxTurns: 5, MaxTurnHours: 0.5}) {
+	if l, err := f.store.Repos.RepoLimits(context.Background(), repo.ID); err != nil || l != (store.RepoLimits{MaxTurns: 5, MaxTurnHours: 0.5}) {
 		t.Fatalf("the store after bad requests: %+v %v, want them unchanged", l, err)
 	}
 	if code, _ := f.call(t, http.MethodPatch, "/api/repos/nope/limits", `{"max_turns":1}`); code != http.StatusNotFound {

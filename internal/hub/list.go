@@ -49,7 +49,7 @@ func (h sessionsAPI) liveSessions(w http.ResponseWriter, r *http.Request, p Prin
 	// Subscribe before reading the store, so nothing falls between the two.
 	ch, cancel := h.sessions.Subscribe(session.All)
 	defer cancel()
-	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
+	ss, err := h.store.Sessions.List(ctx, store.SessionFilter{})
 	if err != nil {
 		ws.Close(websocket.StatusInternalError, "the Hub could not read its Sessions")
 		return

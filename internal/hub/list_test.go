@@ -102,13 +102,13 @@ func ids(ss []api.Session) []string {
 func member(t *testing.T, f *fixture, login string) (store.User, string) {
 	t.Helper()
 	ctx := context.Background()
-	ms, _ := f.store.Members(ctx)
+	ms, _ := f.store.Members.List(ctx)
 	gh := store.GitHubIdentity{ID: int64(1000 + len(ms)), Login: login, Name: strings.ToUpper(login[:1]) + login[1:]}
 	var u store.User
 	var err error
-	if has, _ := f.store.HasOwner(ctx); !has {
-		secret, _ := f.store.NewSetupLink(ctx)
-		u, err = f.store.ClaimSetupLink(ctx, secret, gh)
+	if has, _ := f.store.Members.HasOwner(ctx); !has {
+		secret, _ := f.store.Members.NewSetupLink(ctx)
+		u, err = f.store.Members.ClaimSetupLink(ctx, secret, gh)
 	} else {
 		var secret string
 		var owner string
@@ -117,14 +117,14 @@ func member(t *testing.T, f *fixture, login string) (store.User, string) {
 				owner = m.ID
 			}
 		}
-		if _, secret, err = f.store.CreateInvite(ctx, login, owner, time.Hour); err == nil {
-			u, err = f.store.RedeemInvite(ctx, secret, gh)
+		if _, secret, err = f.store.Members.CreateInvite(ctx, login, owner, time.Hour); err == nil {
+			u, err = f.store.Members.RedeemInvite(ctx, secret, gh)
 		}
 	}
 	if err != nil {
 		t.Fatalf("admit %s: %v", login, err)
 	}
-	tok, err := f.store.CreateCLIToken(ctx, u.ID, "test")
+	tok, err := f.store.Signins.CreateCLIToken(ctx, u.ID, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ func TestTheSessionsListShowsOnlySessionsThePersonMaySee(t *testing.T) {
 	gh.SetCollaborator("acme/secret", "olivia", true)
 	gh.SetCollaborator("acme/app", "bob", true)
 	session := func(repo string) store.Session {
-		r, _ := f.store.EnsureRepo(ctx, gh.RepoURL(repo), repo)
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: olivia.ID, RunnerID: f.runner.ID, Title: repo})
+		r, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL(repo), repo)
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: olivia.ID, RunnerID: f.runner.ID, Title: repo})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,8 +213,8 @@ func TestTheSessionsListShowsOnlySessionsThePersonMaySee(t *testing.T) {
 func TestTheSessionsListTellsOfEachChange(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
 	list := openList(t, f, f.cli)
 	if m := list.next(); m.Type != "list" || len(m.Sessions) != 0 {
 		t.Fatalf("first message %+v, want an empty list", m)
@@ -238,11 +238,11 @@ func TestTheSessionsListTellsOfEachChange(t *testing.T) {
 	list.until("Keep awake on", func(a api.Session) bool { return a.ID == s.ID && a.KeepAwake })
 
 	// A Session its Runner still runs comes back Active; then a Turn.
-	run, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "running"})
+	run, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "running"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.MoveSession(ctx, run.ID, store.Starting, store.Frozen, "", false)
+	f.store.Sessions.MoveSession(ctx, run.ID, store.Starting, store.Frozen, "", false)
 	helloWith(t, f, f.rtoken, []string{run.ID})
 	list.until("the Session back Active", func(a api.Session) bool { return a.ID == run.ID && a.State == api.Active && a.Activity == "" })
 	f.hub.sessions.Accepted(run.ID)

@@ -230,7 +230,7 @@ func (h mcpAPI) oauthCallback(w http.ResponseWriter, r *http.Request, p Principa
 // redaction sets of the running Sessions that started with it.
 func (h *Hub) maskInstallation(installationID string, values ...string) {
 	for _, id := range h.masks.Running() {
-		rows, err := h.store.SessionInstallations(h.life.Context(), id)
+		rows, err := h.store.MCP.SessionInstallations(h.life.Context(), id)
 		if err != nil {
 			h.log.Error("the Installations of a running Session", "session", id, "err", err)
 			continue
@@ -255,7 +255,7 @@ func (h mcpAPI) mcpPage(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	var repos []repoRow
 	var picked *store.Repo
-	all, err := h.store.Repos(ctx)
+	all, err := h.store.Repos.List(ctx)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

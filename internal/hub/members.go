@@ -47,7 +47,7 @@ func ownerOnly(p Principal, does string) error {
 const inviteAndRemove = "invites and removes Members"
 
 func (h membersAPI) listMembers(w http.ResponseWriter, r *http.Request, _ Principal) {
-	ms, err := h.store.Members(r.Context())
+	ms, err := h.store.Members.List(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -79,13 +79,13 @@ func (h membersAPI) removeMember(w http.ResponseWriter, r *http.Request, p Princ
 // revoked (disconnected, and every Session there Failed, whoever's), and
 // their other awake Sessions go to sleep. The Owner can't be removed.
 func (h membersAPI) RemoveMember(ctx context.Context, id string) error {
-	u, err := h.store.UserByID(ctx, id)
+	u, err := h.store.Members.UserByID(ctx, id)
 	if err == nil && u.IsOwner {
 		err = fmt.Errorf("the Owner can't be removed: %w", errdefs.ErrConflict)
 	}
 	var runners []store.Runner
 	if err == nil {
-		_, runners, err = h.store.RemoveMember(ctx, id)
+		_, runners, err = h.store.Members.RemoveMember(ctx, id)
 	}
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (h membersAPI) createInvite(w http.ResponseWriter, r *http.Request, p Princ
 	var inv store.Invite
 	var secret string
 	if err == nil {
-		inv, secret, err = h.store.CreateInvite(r.Context(), strings.TrimPrefix(strings.TrimSpace(req.GitHubLogin), "@"), p.User.ID, ttl)
+		inv, secret, err = h.store.Members.CreateInvite(r.Context(), strings.TrimPrefix(strings.TrimSpace(req.GitHubLogin), "@"), p.User.ID, ttl)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -132,7 +132,7 @@ func (h membersAPI) listInvites(w http.ResponseWriter, r *http.Request, p Princi
 	err := ownerOnly(p, inviteAndRemove)
 	var invs []store.Invite
 	if err == nil {
-		invs, err = h.store.Invites(r.Context())
+		invs, err = h.store.Members.Invites(r.Context())
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -144,7 +144,7 @@ func (h membersAPI) listInvites(w http.ResponseWriter, r *http.Request, p Princi
 func (h membersAPI) revokeInvite(w http.ResponseWriter, r *http.Request, p Principal) {
 	err := ownerOnly(p, inviteAndRemove)
 	if err == nil {
-		err = h.store.RevokeInvite(r.Context(), r.PathValue("id"))
+		err = h.store.Members.RevokeInvite(r.Context(), r.PathValue("id"))
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -17,7 +17,7 @@ type notifyAPI struct {
 }
 
 func (h notifyAPI) listWebhooks(w http.ResponseWriter, r *http.Request, p Principal) {
-	ws, err := h.store.NotifyWebhooks(r.Context(), p.User.ID)
+	ws, err := h.store.Notify.NotifyWebhooks(r.Context(), p.User.ID)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -59,7 +59,7 @@ func (h notifyAPI) editWebhook(w http.ResponseWriter, r *http.Request, p Princip
 }
 
 func (h notifyAPI) removeWebhook(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.store.DeleteNotifyWebhook(r.Context(), p.User.ID, r.PathValue("id")); err != nil {
+	if err := h.store.Notify.DeleteNotifyWebhook(r.Context(), p.User.ID, r.PathValue("id")); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

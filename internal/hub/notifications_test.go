@@ -110,7 +110,7 @@ func (f *fixture) addWebhook(t *testing.T, token, url, format string) api.Notify
 // sessionOf makes a sleeping Session of the user's on the fixture's Repo.
 func (f *fixture) sessionOf(t *testing.T, repoID, userID string) store.Session {
 	t.Helper()
-	s, err := f.store.CreateSession(context.Background(), store.Session{RepoID: repoID, CreatorID: userID, RunnerID: f.runner.ID, Title: "fix the build"})
+	s, err := f.store.Sessions.CreateSession(context.Background(), store.Session{RepoID: repoID, CreatorID: userID, RunnerID: f.runner.ID, Title: "fix the build"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func question(q string) protocol.Event {
 func TestAMembersWebhookGetsAQuestionWaitingSignedWithTheSensitiveValueMasked(t *testing.T) {
 	f := newFixture(t, loopbackHooks(time.Second))
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	repo := f.repo(t)
 	const secret = "hunter2-db-password-77"
 	if code, body := f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/DB_PASSWORD", `{"value":"`+secret+`","sensitive":true}`); code != http.StatusOK {
@@ -197,7 +197,7 @@ func TestANotificationIsRetriedWithBackoffUntilTheEndpointTakesIt(t *testing.T) 
 	const retry = 150 * time.Millisecond
 	f := newFixture(t, loopbackHooks(retry))
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	ep := newEndpoint(t, func(n int, _ *http.Request) int {
 		if n < 2 {
 			return http.StatusInternalServerError
@@ -210,7 +210,7 @@ func TestANotificationIsRetriedWithBackoffUntilTheEndpointTakesIt(t *testing.T) 
 
 	first := ep.next(t)
 	second := ep.next(t)
-	ws, _ := f.store.NotifyWebhooks(ctx, dev.ID)
+	ws, _ := f.store.Notify.NotifyWebhooks(ctx, dev.ID)
 	if len(ws) != 1 || ws[0].FailingSince.IsZero() || !strings.Contains(ws[0].LastError, "500") {
 		t.Fatalf("while failing, the webhook shows %+v", ws)
 	}
@@ -242,7 +242,7 @@ func TestANotificationIsRetriedWithBackoffUntilTheEndpointTakesIt(t *testing.T) 
 func TestAWebhookFailingForADayIsStoppedUntilEdited(t *testing.T) {
 	f := newFixture(t, loopbackHooks(time.Hour))
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	failing := true
 	var mu sync.Mutex
 	ep := newEndpoint(t, func(int, *http.Request) int {
@@ -268,7 +268,7 @@ func TestAWebhookFailingForADayIsStoppedUntilEdited(t *testing.T) {
 	ep.next(t)
 	var ws []store.NotifyWebhook
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if ws, _ = f.store.NotifyWebhooks(ctx, dev.ID); len(ws) == 1 && !ws[0].StoppedAt.IsZero() {
+		if ws, _ = f.store.Notify.NotifyWebhooks(ctx, dev.ID); len(ws) == 1 && !ws[0].StoppedAt.IsZero() {
 			break
 		}
 	}
@@ -297,7 +297,7 @@ func TestANotificationPendingAtAHubRestartIsDeliveredOnce(t *testing.T) {
 	st, cfg := bareStore(t)
 	loopbackHooks(time.Hour)(&cfg)
 	ctx := context.Background()
-	dev, _ := st.DevUser(ctx)
+	dev, _ := st.Members.DevUser(ctx)
 	held := make(chan struct{})
 	ep := newEndpoint(t, func(n int, r *http.Request) int {
 		if n == 0 { // the first Hub's post: held until it gives up at Close
@@ -327,7 +327,7 @@ func TestANotificationPendingAtAHubRestartIsDeliveredOnce(t *testing.T) {
 		t.Fatalf("after the restart: %d %s", p.given, p.body)
 	}
 	ep.none(t, 300*time.Millisecond)
-	if _, pending, _ := st.NextNotificationDue(ctx); pending {
+	if _, pending, _ := st.Notify.NextNotificationDue(ctx); pending {
 		t.Fatal("the delivered notification is still pending")
 	}
 }
@@ -338,7 +338,7 @@ func TestANotificationPendingAtAHubRestartIsDeliveredOnce(t *testing.T) {
 func TestAWebhookToAPrivateAddressIsRefused(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	for _, u := range []string{"http://127.0.0.1:8080/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data", "https://[::1]/hook", "http://[fd00:ec2::254]/"} {
 		code, body := f.call(t, http.MethodPost, "/api/account/webhooks", `{"url":"`+u+`","format":"json"}`)
 		if code != http.StatusForbidden || !strings.Contains(body, "which no request made on someone's behalf reaches") {
@@ -350,7 +350,7 @@ func TestAWebhookToAPrivateAddressIsRefused(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400", bad, code, body)
 		}
 	}
-	if ws, _ := f.store.NotifyWebhooks(ctx, dev.ID); len(ws) != 0 {
+	if ws, _ := f.store.Notify.NotifyWebhooks(ctx, dev.ID); len(ws) != 0 {
 		t.Fatalf("refused webhooks were stored: %+v", ws)
 	}
 }
@@ -399,7 +399,7 @@ func TestOnlyTheCreatorsOwnSessionsNotifyThem(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != "[]" {
 		t.Fatalf("bob's list: %d %s", resp.StatusCode, b)
 	}
-	if ws, _ := f.store.NotifyWebhooks(ctx, alice.ID); len(ws) != 1 || ws[0].URL != ep.URL {
+	if ws, _ := f.store.Notify.NotifyWebhooks(ctx, alice.ID); len(ws) != 1 || ws[0].URL != ep.URL {
 		t.Fatalf("alice's webhook changed: %+v", ws)
 	}
 }
@@ -411,7 +411,7 @@ func TestOnlyTheCreatorsOwnSessionsNotifyThem(t *testing.T) {
 func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
 	f := newFixture(t, loopbackHooks(time.Second))
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	repo := f.repo(t)
 	ep := newEndpoint(t, nil)
 	f.addWebhook(t, f.cli, ep.URL, "json")
@@ -422,7 +422,7 @@ func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, _ := f.store.SessionByID(ctx, retried.ID); s.State == store.Failed && s.Transient {
+		if s, _ := f.store.Sessions.SessionByID(ctx, retried.ID); s.State == store.Failed && s.Transient {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the start without a Runner is %s (transient %v), want a Failed start to retry", s.State, s.Transient)
@@ -448,7 +448,7 @@ func TestASessionFailedForGoodIsToldAndARetriedStartIsNot(t *testing.T) {
 func TestALimitReachedIsToldToTheCreator(t *testing.T) {
 	f := newFixture(t, loopbackHooks(time.Second))
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	repo := f.repo(t)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"limit-secret-value-9","sensitive":true}`)
 	ep := newEndpoint(t, nil)

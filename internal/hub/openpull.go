@@ -83,7 +83,7 @@ func checkNewPull(req api.NewPull) error {
 // checkPushedBranch refuses a branch the Session did not push: the Hub
 // opens pull requests of a Session's own work alone.
 func (h openPullAPI) checkPushedBranch(ctx context.Context, sessionID, branch string) error {
-	bs, err := h.store.SessionBranches(ctx, sessionID)
+	bs, err := h.store.Branches.SessionBranches(ctx, sessionID)
 	if err != nil {
 		return err
 	}

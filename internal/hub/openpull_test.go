@@ -71,13 +71,13 @@ func TestOnlyTheCreatorOpensAPullRequestFromAPushedBranch(t *testing.T) {
 	}
 	gh.SetReadOnly("acme/app", "rita", true)
 	pushedBranch(t, f, gh, "kndl/fix")
-	repo, _ := f.store.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	session := func(creator store.User, branch string) string {
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: f.runner.ID, Title: "Fix the login"})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: f.runner.ID, Title: "Fix the login"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := f.store.AddSessionBranches(ctx, s.ID, []string{branch}, time.Now(), 20); err != nil {
+		if _, _, err := f.store.Branches.AddSessionBranches(ctx, s.ID, []string{branch}, time.Now(), 20); err != nil {
 			t.Fatal(err)
 		}
 		return s.ID

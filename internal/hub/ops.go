@@ -20,7 +20,7 @@ type opsAPI struct {
 func (h *Hub) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Gauges{
 		SessionsByState: func(ctx context.Context) (map[string]int, error) {
-			counts, err := h.store.SessionCounts(ctx)
+			counts, err := h.store.Sessions.SessionCounts(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -151,13 +151,13 @@ next:
 func TestMetricsFollowASessionAndItsTurn(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	token, err := f.store.CreateMetricsToken(ctx)
+	token, err := f.store.Signins.CreateMetricsToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestMetricsFollowASessionAndItsTurn(t *testing.T) {
 	}
 
 	// Its Runner says it still runs it: Active.
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Frozen, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Frozen, "", false)
 	delivered := make(chan protocol.SessionDeliver, 4)
 	helloWith(t, f, f.rtoken, []string{s.ID}, func(c *protocol.Conn) {
 		c.Handle(protocol.TypeSessionDeliver, false, func(_ context.Context, body json.RawMessage) (any, error) {
@@ -188,7 +188,7 @@ func TestMetricsFollowASessionAndItsTurn(t *testing.T) {
 			sample(m, "kndl_sessions", "state", "starting") == 0 && sample(m, "kndl_runners_connected") == 1
 	})
 
-	s, _ = f.store.SessionByID(ctx, s.ID)
+	s, _ = f.store.Sessions.SessionByID(ctx, s.ID)
 	if _, err := f.hub.sessions.Prompt(ctx, s, store.Prompt{AuthorID: dev.ID, Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func when(t time.Time) string {
 // names maps user ids to names, for showing who made what.
 func (h core) names(ctx context.Context) map[string]string {
 	out := map[string]string{}
-	ms, _ := h.store.Members(ctx)
+	ms, _ := h.store.Members.List(ctx)
 	for _, m := range ms {
 		out[m.ID] = m.Name
 	}
@@ -72,12 +72,12 @@ func (h core) names(ctx context.Context) map[string]string {
 // shows why, and no rows.
 func (h pagesAPI) home(w http.ResponseWriter, r *http.Request, p Principal) {
 	ctx := r.Context()
-	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
+	ss, err := h.store.Sessions.List(ctx, store.SessionFilter{})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	members, err := h.store.Members(ctx)
+	members, err := h.store.Members.List(ctx)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -247,8 +247,8 @@ func (h pagesAPI) runnersPage(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (h pagesAPI) accountPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	_, at, err := h.store.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
-	ws, werr := h.store.NotifyWebhooks(r.Context(), p.User.ID)
+	_, at, err := h.store.Members.UserSecret(r.Context(), p.User.ID, claudeTokenSecret)
+	ws, werr := h.store.Notify.NotifyWebhooks(r.Context(), p.User.ID)
 	if werr != nil {
 		h.writeError(w, r, werr)
 		return
@@ -267,7 +267,7 @@ func (h pagesAPI) accountPage(w http.ResponseWriter, r *http.Request, p Principa
 }
 
 func (h pagesAPI) membersPage(w http.ResponseWriter, r *http.Request, p Principal) {
-	ms, err := h.store.Members(r.Context())
+	ms, err := h.store.Members.List(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -287,7 +287,7 @@ func (h pagesAPI) membersPage(w http.ResponseWriter, r *http.Request, p Principa
 		data.Members = append(data.Members, member{m.ID, m.Name, m.GitHubLogin, when(m.CreatedAt), m.IsOwner})
 	}
 	if data.Owner {
-		invs, _ := h.store.Invites(r.Context())
+		invs, _ := h.store.Members.Invites(r.Context())
 		for _, in := range invs {
 			state := "open"
 			switch {

@@ -31,12 +31,12 @@ func TestARunnersLoadCountsItsSessionsReservations(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, testenv.WaitShort, "the Hub sees the Runner", func() bool { return f.hub.Connected(f.runner.ID) })
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/big", "big")
-	if _, err := f.store.ApplyDraft(ctx, store.EnvironmentVersion{RepoID: repo.ID, Config: `{"cpus":4,"memory_mib":512}`, CreatedBy: dev.ID}, 0); err != nil {
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/big", "big")
+	if _, err := f.store.Environments.ApplyDraft(ctx, store.EnvironmentVersion{RepoID: repo.ID, Config: `{"cpus":4,"memory_mib":512}`, CreatedBy: dev.ID}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"}); err != nil {
+	if _, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -39,7 +39,7 @@ func (h viewAPI) portsOf(ctx context.Context, id string) []protocol.Port {
 	if !ok {
 		return nil
 	}
-	s, err := h.store.SessionByID(ctx, id)
+	s, err := h.store.Sessions.SessionByID(ctx, id)
 	if err != nil || s.State != store.Active || h.runners.Get(s.RunnerID) != e.rc {
 		h.web.mu.Lock()
 		if cur, ok := h.web.ports[id]; ok && cur.rc == e.rc {
@@ -101,14 +101,14 @@ func (h viewAPI) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
 func (h viewAPI) newForward() *forward.Proxy {
 	return forward.New(forward.Options{URL: h.cfg.ForwardURL, PublicURL: h.cfg.PublicURL, GrantMax: h.cfg.SigninMaxAge, Log: h.log,
 		Allowed: func(ctx context.Context, u store.User, cred []byte, sessionID string) bool {
-			live, err := h.store.SigninLive(ctx, cred, h.guard.life)
+			live, err := h.store.Signins.SigninLive(ctx, cred, h.guard.life)
 			return err == nil && live && h.guard.canAccess(ctx, u, h.repoOf(ctx, sessionID), false)
 		},
 		Listed: func(ctx context.Context, sessionID string, port int) bool {
 			return slices.ContainsFunc(h.portsOf(ctx, sessionID), func(x protocol.Port) bool { return x.Port == port })
 		},
 		Dial: func(ctx context.Context, sessionID string, port int) (net.Conn, error) {
-			s, err := h.store.SessionByID(ctx, sessionID)
+			s, err := h.store.Sessions.SessionByID(ctx, sessionID)
 			if err != nil {
 				return nil, err
 			}
@@ -126,7 +126,7 @@ func (h viewAPI) newForward() *forward.Proxy {
 
 // repoOf is a Session's Repo URL, or "" if there is no such Session.
 func (h viewAPI) repoOf(ctx context.Context, id string) string {
-	s, err := h.store.SessionByID(ctx, id)
+	s, err := h.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return ""
 	}

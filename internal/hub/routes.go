@@ -311,23 +311,23 @@ func (g *guard) principal(ctx context.Context, r *http.Request, kinds []auth.Kin
 		switch kind := auth.KindOf(token); {
 		case !slices.Contains(kinds, kind):
 		case kind == auth.CLI:
-			u, err := g.store.UserByCLIToken(ctx, token)
+			u, err := g.store.Signins.UserByCLIToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, User: u, cred: auth.Hash(token)}, nil
 			}
 		case kind == auth.Runner:
-			rn, err := g.store.RunnerByToken(ctx, token)
+			rn, err := g.store.Runners.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
 			}
 		case kind == auth.Metrics:
-			if err := g.store.CheckMetricsToken(ctx, token); err == nil {
+			if err := g.store.Signins.CheckMetricsToken(ctx, token); err == nil {
 				return Principal{Kind: kind}, nil
 			}
 		case kind == auth.Mod:
 			// Claude Code reaches its MCP servers as it starts, before the
 			// Hub hears it is up: a starting run's token counts too.
-			s, err := g.store.SessionByModToken(ctx, token)
+			s, err := g.store.Sessions.SessionByModToken(ctx, token)
 			if err == nil && (s.State == store.Starting || s.State == store.Active) {
 				return Principal{Kind: kind, Session: s}, nil
 			}

@@ -30,10 +30,10 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 		if s.State != store.Starting && s.State != store.Active {
 			return s, fmt.Errorf("session %s is %s, not starting or awake: %w", s.ID, s.State, errdefs.ErrForbidden)
 		}
-		if _, err := h.store.UserByID(ctx, s.CreatorID); err != nil {
+		if _, err := h.store.Members.UserByID(ctx, s.CreatorID); err != nil {
 			return s, fmt.Errorf("the Session's Creator is no longer a Member: %w", errdefs.ErrForbidden)
 		}
-		if rn, err := h.store.RunnerByID(ctx, rc.Runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
+		if rn, err := h.store.Runners.RunnerByID(ctx, rc.Runner.ID); err != nil || !rn.UsableBy(s.CreatorID) {
 			return s, fmt.Errorf("this Runner is not one the Session's Creator may use (neither theirs nor shared): %w", errdefs.ErrForbidden)
 		}
 		return s, nil
@@ -126,7 +126,7 @@ func ownSession(st *store.Store, rc *runners.Conn, welcomed <-chan struct{}) fun
 		if err := json.Unmarshal(body, v); err != nil {
 			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
 		}
-		s, err := st.SessionByID(ctx, id())
+		s, err := st.Sessions.SessionByID(ctx, id())
 		if err != nil || s.RunnerID != rc.Runner.ID {
 			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
 		}

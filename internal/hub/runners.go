@@ -74,11 +74,11 @@ func (h runnersAPI) listRunners(w http.ResponseWriter, r *http.Request, p Princi
 // runnerStatuses lists the live Runners as p sees them: whose each is,
 // whether p may use it, and a connected one's backend, load and capacity.
 func (h placer) runnerStatuses(ctx context.Context, p Principal) ([]api.RunnerStatus, error) {
-	rs, err := h.store.Runners(ctx)
+	rs, err := h.store.Runners.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ms, err := h.store.Members(ctx)
+	ms, err := h.store.Members.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (h runnersAPI) createRunner(w http.ResponseWriter, r *http.Request, p Princ
 		h.writeError(w, r, err)
 		return
 	}
-	rn, token, err := h.store.CreateRunner(r.Context(), req.Name, p.User.ID)
+	rn, token, err := h.store.Runners.CreateRunner(r.Context(), req.Name, p.User.ID)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -135,7 +135,7 @@ func mayRemoveRunner(p Principal, createdBy string) bool {
 // runnerToRemove returns the live Runner with that id if p may remove it
 // (mayRemoveRunner).
 func (h runnersAPI) runnerToRemove(ctx context.Context, p Principal, id string) (store.Runner, error) {
-	rn, err := h.store.RunnerByID(ctx, id)
+	rn, err := h.store.Runners.RunnerByID(ctx, id)
 	if err == nil && !rn.RevokedAt.IsZero() {
 		err = fmt.Errorf("runner %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -148,7 +148,7 @@ func (h runnersAPI) runnerToRemove(ctx context.Context, p Principal, id string) 
 func (h runnersAPI) revokeRunner(w http.ResponseWriter, r *http.Request, p Principal) {
 	rn, err := h.runnerToRemove(r.Context(), p, r.PathValue("id"))
 	if err == nil {
-		err = h.store.RevokeRunner(r.Context(), rn.ID)
+		err = h.store.Runners.RevokeRunner(r.Context(), rn.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -176,10 +176,10 @@ func (h runnersAPI) shareRunner(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	var rn store.Runner
 	if err == nil {
-		rn, err = h.store.RunnerByID(r.Context(), r.PathValue("id"))
+		rn, err = h.store.Runners.RunnerByID(r.Context(), r.PathValue("id"))
 	}
 	if err == nil {
-		err = h.store.SetRunnerShared(r.Context(), rn.ID, *req.Shared)
+		err = h.store.Runners.SetRunnerShared(r.Context(), rn.ID, *req.Shared)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -26,7 +26,7 @@ func TestTheRunnersPageShowsEachRunnersVersionAndWarnsOfAnOldOne(t *testing.T) {
 	log := &lockedBuffer{b: &bytes.Buffer{}}
 	f := newFixture(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(log, nil)) })
 	ctx := context.Background()
-	u, _ := f.store.DevUser(ctx)
+	u, _ := f.store.Members.DevUser(ctx)
 	old := protocol.Build{Version: "v1.1.0", Commit: "0123456789abcdef", Date: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	c := connectRunner(t, f, f.rtoken)
 	if err := c.Request(ctx, protocol.TypeHello, protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.Version - 1,
@@ -35,7 +35,7 @@ func TestTheRunnersPageShowsEachRunnersVersionAndWarnsOfAnOldOne(t *testing.T) {
 	}
 	testenv.Eventually(t, testenv.WaitShort, "hub sees the runner", func() bool { return f.hub.Connected(f.runner.ID) })
 
-	refusedRn, refusedToken, err := f.store.CreateRunner(ctx, "r2", u.ID)
+	refusedRn, refusedToken, err := f.store.Runners.CreateRunner(ctx, "r2", u.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

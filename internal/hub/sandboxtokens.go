@@ -47,7 +47,7 @@ func (h core) repoToken(ctx context.Context, s store.Session, access forge.Acces
 // to the Repo, asked of GitHub at each mint, so one who lost push gets a
 // read-only token at the next refresh; the Session's view says which.
 func (h runnersAPI) sandboxToken(ctx context.Context, s store.Session) (protocol.GitHubToken, error) {
-	creator, err := h.store.UserByID(ctx, s.CreatorID)
+	creator, err := h.store.Members.UserByID(ctx, s.CreatorID)
 	if err != nil {
 		return protocol.GitHubToken{}, err
 	}
@@ -59,7 +59,7 @@ func (h runnersAPI) sandboxToken(ctx context.Context, s store.Session) (protocol
 	if err != nil {
 		return tok, err
 	}
-	if changed, err := h.store.SetSandboxGit(ctx, s.ID, git); err != nil {
+	if changed, err := h.store.Sessions.SetSandboxGit(ctx, s.ID, git); err != nil {
 		return protocol.GitHubToken{}, err
 	} else if changed {
 		h.sessions.Changed(s.ID)

@@ -55,7 +55,7 @@ type placer struct {
 // offer is the models a Session of creator may run: what every connected
 // Runner they may use takes (claude.Common); nothing while none is.
 func (h placer) offer(ctx context.Context, creator store.User) (claude.Table, error) {
-	paired, err := h.store.Runners(ctx)
+	paired, err := h.store.Runners.List(ctx)
 	if err != nil {
 		return claude.Table{}, err
 	}
@@ -191,7 +191,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 		err = h.guard.checkRepoAccess(ctx, p, req.Repo)
 	}
 	if err == nil {
-		_, _, err = h.store.UserSecret(ctx, p.User.ID, claudeTokenSecret)
+		_, _, err = h.store.Members.UserSecret(ctx, p.User.ID, claudeTokenSecret)
 		if err != nil {
 			err = fmt.Errorf("you have no Claude setup token stored, and a Session runs on its Creator's: make one with claude setup-token and store it with kndl token set: %w", errdefs.ErrConflict)
 		}
@@ -208,7 +208,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 	}
 	var repo store.Repo
 	if err == nil {
-		repo, err = h.store.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
+		repo, err = h.store.Repos.EnsureRepo(ctx, req.Repo, repoName(req.Repo))
 	}
 	if err == nil {
 		name, err = h.masks.MaskTitle(ctx, repo.ID, p.User.ID, name)
@@ -229,7 +229,7 @@ func (h sessionsAPI) start(ctx context.Context, p Principal, req api.NewSession,
 // Runners page), so one named that is not theirs is refused as such, not
 // as missing.
 func (h placer) pickRunner(ctx context.Context, creator store.User, name, repoID string) (*runners.Conn, error) {
-	paired, err := h.store.Runners(ctx)
+	paired, err := h.store.Runners.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +276,7 @@ func (h placer) pickRunner(ctx context.Context, creator store.User, name, repoID
 
 // repoIDOf returns the ID of the Repo at url, or "" when none is known.
 func (h sessionsAPI) repoIDOf(ctx context.Context, url string) (string, error) {
-	repos, err := h.store.Repos(ctx)
+	repos, err := h.store.Repos.List(ctx)
 	for _, r := range repos {
 		if r.URL == url {
 			return r.ID, nil
@@ -304,7 +304,7 @@ func (l runnerLoads) of(rc *runners.Conn) placement.Runner {
 // loads reads the running (Starting or Active) Sessions and what each asks:
 // its Repo's current Environment's reservation.
 func (h placer) loads(ctx context.Context) (runnerLoads, error) {
-	running, err := h.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
+	running, err := h.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active}})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func (h placer) loads(ctx context.Context) (runnerLoads, error) {
 // sessionFor returns a Session the person may see: one of a Repo they have
 // access to. Any other answers exactly as a Session that doesn't exist.
 func (g *guard) sessionFor(ctx context.Context, p Principal, id string) (store.Session, error) {
-	s, err := g.store.SessionByID(ctx, id)
+	s, err := g.store.Sessions.SessionByID(ctx, id)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && !g.canAccess(ctx, p.User, s.RepoURL, false)) {
 		return store.Session{}, notFoundSession(id)
 	}
@@ -388,7 +388,7 @@ func (h sessionsAPI) listed(ctx context.Context, p Principal, query url.Values) 
 	if err != nil {
 		return nil, err
 	}
-	ss, err := h.store.Sessions(ctx, store.SessionFilter{})
+	ss, err := h.store.Sessions.List(ctx, store.SessionFilter{})
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Princi
 	}
 	var evs []store.Event
 	if err == nil {
-		evs, err = h.store.Events(r.Context(), s.ID, after, eventPage)
+		evs, err = h.store.Sessions.Events(r.Context(), s.ID, after, eventPage)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

@@ -60,13 +60,13 @@ func TestClaudeTokenIsWriteOnlyAndSealed(t *testing.T) {
 func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, otherToken, _ := f.store.CreateRunner(ctx, "r2", dev.ID)
+	_, otherToken, _ := f.store.Runners.CreateRunner(ctx, "r2", dev.ID)
 
 	ask := func(token string) (protocol.SessionCredentials, error) {
 		c, _ := helloWith(t, f, token, nil)
@@ -87,7 +87,7 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 	if _, err := ask(otherToken); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("another Runner: err = %v, want not found", err)
 	}
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Asleep, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Asleep, "", false)
 	if _, err := ask(f.rtoken); !errors.Is(err, errdefs.ErrForbidden) {
 		t.Fatalf("an asleep Session: err = %v, want forbidden", err)
 	}
@@ -100,21 +100,21 @@ func TestCredentialsGoOnlyToTheSessionsOwnRunner(t *testing.T) {
 func TestCredentialsGoOnlyToARunnerTheCreatorMayUse(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	bob, _ := member(t, f, "bob")
-	bobs, bobsToken, err := f.store.CreateRunner(ctx, "bobs-box", bob.ID)
+	bobs, bobsToken, err := f.store.Runners.CreateRunner(ctx, "bobs-box", bob.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.hub.StoreClaudeToken(ctx, dev.ID, setupToken); err != nil {
 		t.Fatal(err)
 	}
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: bobs.ID, Title: "t"})
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: bobs.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	c, _ := helloWith(t, f, bobsToken, []string{s.ID}) // it runs there
 	ask := func() (protocol.SessionCredentials, error) {
 		var got protocol.SessionCredentials
@@ -124,11 +124,11 @@ func TestCredentialsGoOnlyToARunnerTheCreatorMayUse(t *testing.T) {
 	if got, err := ask(); !errors.Is(err, errdefs.ErrForbidden) || got.ClaudeToken != "" {
 		t.Fatalf("bob's unshared Runner: %+v %v, want forbidden", got, err)
 	}
-	f.store.SetRunnerShared(ctx, bobs.ID, true)
+	f.store.Runners.SetRunnerShared(ctx, bobs.ID, true)
 	if got, err := ask(); err != nil || got.ClaudeToken != setupToken {
 		t.Fatalf("bob's Runner shared: %+v %v", got, err)
 	}
-	f.store.SetRunnerShared(ctx, bobs.ID, false) // the store alone: the Session stays Active
+	f.store.Runners.SetRunnerShared(ctx, bobs.ID, false) // the store alone: the Session stays Active
 	if got, err := ask(); !errors.Is(err, errdefs.ErrForbidden) || got.ClaudeToken != "" {
 		t.Fatalf("bob's Runner unshared on the same connection: %+v %v, want forbidden", got, err)
 	}
@@ -214,7 +214,7 @@ func TestTheHubOffersOnlyTheModelsEveryRunnerTakesAndRefusesAnyOther(t *testing.
 	older := claude.Table{Version: "older", Models: pinned.Models[:len(pinned.Models)-1]}
 	gone := pinned.Models[len(pinned.Models)-1]
 	hello(t, f)
-	_, token2, err := f.store.CreateRunner(ctx, "r2", f.runner.CreatedBy)
+	_, token2, err := f.store.Runners.CreateRunner(ctx, "r2", f.runner.CreatedBy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,13 +243,13 @@ func TestTheHubOffersOnlyTheModelsEveryRunnerTakesAndRefusesAnyOther(t *testing.
 			t.Errorf("POST /api/sessions %s: %d %s, want 400 naming what is offered", req, code, body)
 		}
 	}
-	if ss, _ := f.store.Sessions(ctx, store.SessionFilter{}); len(ss) != 0 {
+	if ss, _ := f.store.Sessions.List(ctx, store.SessionFilter{}); len(ss) != 0 {
 		t.Fatalf("a refused Session was made: %+v", ss)
 	}
 
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/app", "app")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/app", "app")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ const (
 // any link made before. With an Owner it returns "". kndl hub prints it at
 // start.
 func (h *Hub) SetupLink(ctx context.Context) (string, error) {
-	secret, err := h.store.NewSetupLink(ctx)
+	secret, err := h.store.Members.NewSetupLink(ctx)
 	if errors.Is(err, errdefs.ErrConflict) {
 		return "", nil
 	}
@@ -236,20 +236,20 @@ func (h signinAPI) githubCallback(w http.ResponseWriter, r *http.Request, _ Prin
 // Who joins is recorded in the audit log.
 func (h signinAPI) admit(r *http.Request, gh store.GitHubIdentity, claim string) (store.User, error) {
 	ctx := r.Context()
-	u, err := h.store.MemberByGitHub(ctx, gh)
+	u, err := h.store.Members.MemberByGitHub(ctx, gh)
 	if !errors.Is(err, errdefs.ErrNotFound) {
 		return u, err
 	}
 	switch auth.KindOf(claim) {
 	case auth.Setup:
-		u, err = h.store.ClaimSetupLink(ctx, claim, gh)
+		u, err = h.store.Members.ClaimSetupLink(ctx, claim, gh)
 		if err == nil {
 			h.log.Info("the Setup link was used: the Hub has its Owner", "github", gh.Login)
 			h.audit(r, Principal{User: u}, auditMemberJoined, "@"+gh.Login, "the Owner, with the Setup link")
 		}
 		return u, err
 	case auth.Invite:
-		u, err = h.store.RedeemInvite(ctx, claim, gh)
+		u, err = h.store.Members.RedeemInvite(ctx, claim, gh)
 		if err == nil {
 			h.audit(r, Principal{User: u}, auditMemberJoined, "@"+gh.Login, "with the Invite for their login, used up")
 		}
@@ -260,7 +260,7 @@ func (h signinAPI) admit(r *http.Request, gh store.GitHubIdentity, claim string)
 
 // signout ends the browser's sign-in at once, and everything it opened.
 func (h signinAPI) signout(w http.ResponseWriter, r *http.Request, p Principal) {
-	if err := h.store.EndSignin(r.Context(), h.guard.signinToken(r)); err != nil {
+	if err := h.store.Signins.EndSignin(r.Context(), h.guard.signinToken(r)); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -298,7 +298,7 @@ func (h signinAPI) devSignin(w http.ResponseWriter, r *http.Request, _ Principal
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	r.ParseForm()
-	u, err := h.store.DevUser(r.Context())
+	u, err := h.store.Members.DevUser(r.Context())
 	if err == nil {
 		err = h.startSignin(r.Context(), w, u.ID)
 	}

@@ -58,7 +58,7 @@ func (st *sessionStream) attachments(ctx context.Context, text string) []api.Att
 	if !ok {
 		return nil
 	}
-	as, err := st.rows.store.PromptAttachments(ctx, st.id, id)
+	as, err := st.rows.store.Prompts.PromptAttachments(ctx, st.id, id)
 	if err != nil || len(as) == 0 {
 		return nil
 	}
@@ -79,7 +79,7 @@ func decodeEvent(e store.Event) (api.Event, bool) {
 // reports false when send did.
 func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool) bool {
 	for {
-		evs, err := st.rows.store.Events(ctx, st.id, st.after, eventPage)
+		evs, err := st.rows.store.Sessions.Events(ctx, st.id, st.after, eventPage)
 		if err != nil {
 			return false
 		}
@@ -97,7 +97,7 @@ func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool
 // session returns the Session's message if it changed since last sent,
 // and whether its state moved.
 func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved, ok bool) {
-	cur, err := st.rows.store.SessionByID(ctx, st.id)
+	cur, err := st.rows.store.Sessions.SessionByID(ctx, st.id)
 	if err != nil {
 		return m, false, false
 	}

@@ -20,9 +20,9 @@ import (
 func TestEverySocketAndTheEventListSendOneEventShape(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

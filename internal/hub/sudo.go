@@ -44,7 +44,7 @@ func (h *Hub) recent(next handlerFunc) handlerFunc {
 // HUB_SUDO_MAX_AGE after its owner last signed in, and approving a CLI
 // login is itself such an act: a stale cookie can't make a fresh token.
 func (h core) checkRecent(ctx context.Context, p Principal) (time.Time, error) {
-	at, err := h.store.SignedInAt(ctx, p.cred)
+	at, err := h.store.Signins.SignedInAt(ctx, p.cred)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		err = fmt.Errorf("your sign-in ended meanwhile: %w", errdefs.ErrUnauthorized)
 	}

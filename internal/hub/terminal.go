@@ -50,7 +50,7 @@ func (t tabSink) Write(p []byte) (int, error) {
 // activeOn returns the Session, its Runner's connection, and an error
 // unless it is Active there.
 func activeOn(ctx context.Context, st *store.Store, rs *runners.Conns, id string) (store.Session, *runners.Conn, error) {
-	s, err := st.SessionByID(ctx, id)
+	s, err := st.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return s, nil, err
 	}

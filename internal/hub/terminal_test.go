@@ -151,13 +151,13 @@ func (c *tabConn) expect(want ...string) {
 func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "/srv/repo", "repo")
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	pane := &fakePane{snap: "SNAP1"}
 	// The Runner says it runs the Session, so the Hub takes it back Active.
 	helloWith(t, f, f.rtoken, []string{s.ID}, pane.handle(s.ID))
@@ -223,7 +223,7 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 		defer f.hub.web.mu.Unlock()
 		return len(f.hub.web.terms[s.ID].tabs) == 1
 	})
-	f.store.MoveSession(ctx, s.ID, store.Active, store.Asleep, "", false)
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Active, store.Asleep, "", false)
 	one.send(viewIn{Type: "terminal.input", Data: "x"})
 	one.expect("error:the Session is asleep")
 	pane.output(t, s.ID, 1, "D")
@@ -233,7 +233,7 @@ func TestTerminalTabsAreDrawnFromASnapshotThenTakeOutputInOrder(t *testing.T) {
 func TestAStreamIsTakenOnlyByTheRunnerAskedAndOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	_, other, err := f.store.CreateRunner(ctx, "r2", "")
+	_, other, err := f.store.Runners.CreateRunner(ctx, "r2", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (h triggersAPI) showTriggerLabel(w http.ResponseWriter, r *http.Request, p 
 	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var req api.TriggerLabel
 	if err == nil {
-		req.Label, err = h.store.TriggerLabel(r.Context(), repo.ID)
+		req.Label, err = h.store.Repos.TriggerLabel(r.Context(), repo.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -62,7 +62,7 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 		repo, err = h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "trigger label")
 	}
 	if err == nil {
-		err = h.store.SetTriggerLabel(r.Context(), repo.ID, req.Label)
+		err = h.store.Repos.SetTriggerLabel(r.Context(), repo.ID, req.Label)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -75,7 +75,7 @@ func (h triggersAPI) setTriggerLabel(w http.ResponseWriter, r *http.Request, p P
 // issue or pull request as context in its history, and tells its
 // watchers.
 func (h triggersAPI) setThreadContext(ctx context.Context, id string, on bool) error {
-	if err := h.store.SetThreadContext(ctx, id, on); err != nil {
+	if err := h.store.Sessions.SetThreadContext(ctx, id, on); err != nil {
 		return err
 	}
 	h.sessions.Changed(id)
@@ -87,7 +87,7 @@ func (h triggersAPI) showAutoFix(w http.ResponseWriter, r *http.Request, p Princ
 	repo, err := h.guard.repoFor(r.Context(), p, r.PathValue("repo"))
 	var a store.AutoFix
 	if err == nil {
-		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+		a, err = h.store.Repos.RepoAutoFix(r.Context(), repo.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -110,11 +110,11 @@ func (h triggersAPI) editAutoFix(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var a store.AutoFix
 	if err == nil {
-		a, err = h.store.RepoAutoFix(r.Context(), repo.ID)
+		a, err = h.store.Repos.RepoAutoFix(r.Context(), repo.ID)
 	}
 	if err == nil {
 		a = changeAutoFix(a, req)
-		err = h.store.SetRepoAutoFix(r.Context(), repo.ID, a)
+		err = h.store.Repos.SetRepoAutoFix(r.Context(), repo.ID, a)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -148,7 +148,7 @@ func (t triggerSessions) Start(ctx context.Context, creator store.User, repoURL,
 }
 
 func (t triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
-	s, err := t.h.store.SessionByID(ctx, id)
+	s, err := t.h.store.Sessions.SessionByID(ctx, id)
 	if err == nil {
 		_, err = t.h.sessions.Prompt(ctx, s, store.Prompt{AuthorID: creator.ID, Text: text, Source: src})
 	}
@@ -156,7 +156,7 @@ func (t triggerSessions) Prompt(ctx context.Context, creator store.User, id, tex
 }
 
 func (t triggerSessions) HasClaudeToken(ctx context.Context, u store.User) bool {
-	_, _, err := t.h.store.UserSecret(ctx, u.ID, claudeTokenSecret)
+	_, _, err := t.h.store.Members.UserSecret(ctx, u.ID, claudeTokenSecret)
 	return err == nil
 }
 
@@ -169,7 +169,7 @@ func (t triggerSessions) Note(ctx context.Context, id, text string) error {
 // Progress is how the Session goes, for its reply in the thread: its state,
 // what the Owner says it does, and its pull requests.
 func (t triggerSessions) Progress(ctx context.Context, id string) (triggers.Progress, error) {
-	s, err := t.h.store.SessionByID(ctx, id)
+	s, err := t.h.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return triggers.Progress{}, err
 	}

@@ -60,7 +60,7 @@ func (h sessionsAPI) updateSession(w http.ResponseWriter, r *http.Request, p Pri
 			return
 		}
 	}
-	s, err = h.store.SessionByID(ctx, s.ID)
+	s, err = h.store.Sessions.SessionByID(ctx, s.ID)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (h sessionsAPI) titleFromPull(ctx context.Context, sessionID, title string)
 	if title == "" {
 		return
 	}
-	changed, err := h.store.TitleFromPull(ctx, sessionID, title)
+	changed, err := h.store.Sessions.TitleFromPull(ctx, sessionID, title)
 	if err != nil {
 		h.log.Error("title a session from its pull request", "session", sessionID, "err", err)
 		return

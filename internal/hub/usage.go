@@ -37,7 +37,7 @@ func spentOf(sums []store.Usage) api.Spent {
 
 // sessionSpent is what a Session spent.
 func (h core) sessionSpent(ctx context.Context, id string) (api.Spent, error) {
-	sums, err := h.store.SessionUsage(ctx, id)
+	sums, err := h.store.Usage.SessionUsage(ctx, id)
 	return spentOf(sums), err
 }
 
@@ -47,7 +47,7 @@ func (h usageAPI) sessionUsage(w http.ResponseWriter, r *http.Request, p Princip
 	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var turns []store.TurnUsage
 	if err == nil {
-		turns, err = h.store.SessionTurnUsage(r.Context(), s.ID)
+		turns, err = h.store.Usage.SessionTurnUsage(r.Context(), s.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -97,17 +97,17 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 	}
 	ctx := r.Context()
 	since := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-days)
-	rows, err := h.store.UsageByDay(ctx, since, creator)
+	rows, err := h.store.Usage.UsageByDay(ctx, since, creator)
 	if err != nil {
 		return api.UsageReport{}, err
 	}
 	logins, repos := map[string]string{}, map[string]string{}
-	if ms, err := h.store.Members(ctx); err == nil {
+	if ms, err := h.store.Members.List(ctx); err == nil {
 		for _, m := range ms {
 			logins[m.ID] = cmp.Or(m.GitHubLogin, m.Name)
 		}
 	}
-	if rs, err := h.store.Repos(ctx); err == nil {
+	if rs, err := h.store.Repos.List(ctx); err == nil {
 		for _, rp := range rs {
 			repos[rp.ID] = rp.Name
 		}
@@ -156,12 +156,12 @@ func (h usageAPI) report(r *http.Request, p Principal) (api.UsageReport, error) 
 		}
 	}
 	if all { // a Repo's day is every Member's: the Owner's to see
-		rs, err := h.store.Repos(ctx)
+		rs, err := h.store.Repos.List(ctx)
 		if err != nil {
 			return api.UsageReport{}, err
 		}
 		for _, rp := range rs {
-			l, err := h.store.RepoLimits(ctx, rp.ID)
+			l, err := h.store.Repos.RepoLimits(ctx, rp.ID)
 			if err != nil {
 				return api.UsageReport{}, err
 			}

@@ -77,7 +77,7 @@ func (h vault) openVariable(v store.Variable) (string, error) {
 }
 
 func (h variablesAPI) listRepos(w http.ResponseWriter, r *http.Request, p Principal) {
-	rs, err := h.store.Repos(r.Context())
+	rs, err := h.store.Repos.List(r.Context())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -104,7 +104,7 @@ func (h variablesAPI) addRepo(w http.ResponseWriter, r *http.Request, p Principa
 	}
 	var repo store.Repo
 	if err == nil {
-		repo, err = h.store.EnsureRepo(r.Context(), req.URL, repoName(req.URL))
+		repo, err = h.store.Repos.EnsureRepo(r.Context(), req.URL, repoName(req.URL))
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -118,10 +118,10 @@ func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, 
 	repo, err := h.guard.repoFor(ctx, p, r.PathValue("repo"))
 	var vars, links []store.Variable
 	if err == nil {
-		vars, err = h.store.Variables(ctx, repo.ID)
+		vars, err = h.store.Variables.List(ctx, repo.ID)
 	}
 	if err == nil {
-		links, err = h.store.LinkedVariables(ctx, repo.ID)
+		links, err = h.store.Variables.LinkedVariables(ctx, repo.ID)
 	}
 	if err != nil {
 		h.writeError(w, r, err)
@@ -131,7 +131,7 @@ func (h variablesAPI) listRepoVariables(w http.ResponseWriter, r *http.Request, 
 }
 
 func (h variablesAPI) listSharedVariables(w http.ResponseWriter, r *http.Request, p Principal) {
-	vs, err := h.store.Variables(r.Context(), "")
+	vs, err := h.store.Variables.List(r.Context(), "")
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -168,7 +168,7 @@ func (h variablesAPI) setSharedVariable(w http.ResponseWriter, r *http.Request, 
 // variable into a Repo they control and print it from a Session. must says
 // whether it has to exist.
 func (h variablesAPI) mayChangeShared(ctx context.Context, p Principal, name string, must bool) error {
-	vars, err := h.store.Variables(ctx, "")
+	vars, err := h.store.Variables.List(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -247,7 +247,7 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 	if req.Sensitive {
 		v.Sealed = h.secrets.Seal([]byte(req.Value), sealFor(repoID, name))
 	}
-	saved, prev, err := h.store.SetVariable(ctx, v)
+	saved, prev, err := h.store.Variables.SetVariable(ctx, v)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -282,11 +282,11 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 
 // reposLinking lists the Repos that link the Shared variable name.
 func (h variablesAPI) reposLinking(ctx context.Context, name string) ([]store.Repo, error) {
-	repos, err := h.store.Repos(ctx)
+	repos, err := h.store.Repos.List(ctx)
 	var out []store.Repo
 	for _, repo := range repos {
 		var linked []store.Variable
-		if linked, err = h.store.LinkedVariables(ctx, repo.ID); err != nil {
+		if linked, err = h.store.Variables.LinkedVariables(ctx, repo.ID); err != nil {
 			return nil, err
 		}
 		for _, v := range linked {
@@ -301,7 +301,7 @@ func (h variablesAPI) reposLinking(ctx context.Context, name string) ([]store.Re
 func (h variablesAPI) deleteRepoVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
-		_, err = h.store.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
+		_, err = h.store.Variables.DeleteVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
 	if err == nil {
 		h.audit(r, p, auditVariableRemoved, h.variableTarget(r.Context(), repo.ID, r.PathValue("name")), "")
@@ -315,7 +315,7 @@ func (h variablesAPI) deleteSharedVariable(w http.ResponseWriter, r *http.Reques
 		err = h.mayChangeLinked(r.Context(), p, r.PathValue("name"))
 	}
 	if err == nil {
-		_, err = h.store.DeleteVariable(r.Context(), "", r.PathValue("name"))
+		_, err = h.store.Variables.DeleteVariable(r.Context(), "", r.PathValue("name"))
 	}
 	if err == nil {
 		h.audit(r, p, auditVariableRemoved, h.variableTarget(r.Context(), "", r.PathValue("name")), "")
@@ -329,12 +329,12 @@ func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Pri
 		err = h.mayChangeShared(r.Context(), p, r.PathValue("name"), true)
 	}
 	if err == nil {
-		err = h.store.LinkVariable(r.Context(), repo.ID, r.PathValue("name"), p.User.ID)
+		err = h.store.Variables.LinkVariable(r.Context(), repo.ID, r.PathValue("name"), p.User.ID)
 	}
 	if err == nil {
 		h.audit(r, p, auditVariableLinked, h.variableTarget(r.Context(), "", r.PathValue("name")), "into "+repo.URL)
 		// A Sensitive one joins the running Sessions' sets at once.
-		linked, _ := h.store.LinkedVariables(r.Context(), repo.ID)
+		linked, _ := h.store.Variables.LinkedVariables(r.Context(), repo.ID)
 		for _, v := range linked {
 			if v.Name == r.PathValue("name") && v.Sensitive {
 				if plain, err := h.openVariable(v); err == nil {
@@ -349,7 +349,7 @@ func (h variablesAPI) linkVariable(w http.ResponseWriter, r *http.Request, p Pri
 func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p Principal) {
 	repo, err := h.guard.repoToChange(r.Context(), p, r.PathValue("repo"), "Variables")
 	if err == nil {
-		err = h.store.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
+		err = h.store.Variables.UnlinkVariable(r.Context(), repo.ID, r.PathValue("name"))
 	}
 	if err == nil {
 		h.audit(r, p, auditVariableUnlinked, h.variableTarget(r.Context(), "", r.PathValue("name")), "from "+repo.URL)
@@ -378,7 +378,7 @@ func newSessionSecrets(h *Hub) sessionSecrets {
 // stored under a name no Variable may have now (sandboxOwn) is left out,
 // and named in dropped.
 func (h sessionSecrets) sessionVariables(ctx context.Context, s store.Session) (out []protocol.Variable, dropped []string, err error) {
-	vars, err := h.store.SessionVariables(ctx, s.RepoID)
+	vars, err := h.store.Variables.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -429,7 +429,7 @@ func (h sessionSecrets) noteDropped(ctx context.Context, sessionID string, dropp
 
 // sensitiveValues opens the values a Session's text must never show.
 func (h sessionSecrets) sensitiveValues(ctx context.Context, s store.Session) ([]string, error) {
-	vars, err := h.store.SessionVariables(ctx, s.RepoID)
+	vars, err := h.store.Variables.SessionVariables(ctx, s.RepoID)
 	if err != nil {
 		return nil, err
 	}

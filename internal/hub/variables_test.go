@@ -67,7 +67,7 @@ func TestSensitiveVariablesAreSealedWriteOnlyAndChecked(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(body, "hunter2") || !strings.Contains(body, `"DB_URL"`) {
 		t.Fatalf("list: %d %s", code, body)
 	}
-	vs, _ := f.store.Variables(context.Background(), repo.ID)
+	vs, _ := f.store.Variables.List(context.Background(), repo.ID)
 	if len(vs) != 1 {
 		t.Fatalf("bad requests changed the store: %d variables, want 1", len(vs))
 	}
@@ -85,13 +85,13 @@ func TestSensitiveVariablesAreSealedWriteOnlyAndChecked(t *testing.T) {
 func TestEventsAreMaskedWithTheSessionsValues(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	f.hub.StoreClaudeToken(ctx, dev.ID, setupToken)
 	code, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
 	var repo api.Repo
 	json.Unmarshal([]byte(body), &repo)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"first-value-1","sensitive":true}`)
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil || code != http.StatusOK {
 		t.Fatal(err, code)
 	}
@@ -140,11 +140,11 @@ func TestEventsAreMaskedByShape(t *testing.T) {
 	for _, all := range []bool{false, true} {
 		f := newFixture(t, func(c *Config) { c.RedactAllShapes = all })
 		ctx := context.Background()
-		dev, _ := f.store.DevUser(ctx)
+		dev, _ := f.store.Members.DevUser(ctx)
 		_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
 		var repo api.Repo
 		json.Unmarshal([]byte(body), &repo)
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +177,7 @@ func (f *fixture) recorder(t *testing.T, sessionID string) func(protocol.Event) 
 		if err := f.hub.sessions.Record(ctx, sessionID, ev); err != nil {
 			t.Fatal(err)
 		}
-		evs, _ := f.store.Events(ctx, sessionID, 0, 1000)
+		evs, _ := f.store.Sessions.Events(ctx, sessionID, 0, 1000)
 		var got protocol.Event
 		json.Unmarshal(evs[len(evs)-1].Data, &got)
 		return got
@@ -204,13 +204,13 @@ func randomFrom(alphabet string, n int) string {
 func TestAReplacedValueStaysMaskedAcrossAHubRestart(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
+	dev, _ := f.store.Members.DevUser(ctx)
 	_, body := f.call(t, http.MethodPost, "/api/repos", `{"url":"/srv/app"}`)
 	var repo api.Repo
 	json.Unmarshal([]byte(body), &repo)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"started-with-1","sensitive":true}`)
-	s, _ := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
-	f.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	s, _ := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	f.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"replaced-by-2","sensitive":true}`)
 	if f.storedInTheClear(t, "started-with-1") {
 		t.Fatal("the replaced value is in the store in the clear")
@@ -225,12 +225,12 @@ func TestAReplacedValueStaysMaskedAcrossAHubRestart(t *testing.T) {
 	if err := h.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventText, Text: "old started-with-1 new replaced-by-2"}); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := f.store.Events(ctx, s.ID, 0, 1000)
+	evs, _ := f.store.Sessions.Events(ctx, s.ID, 0, 1000)
 	if got := string(evs[len(evs)-1].Data); strings.Contains(got, "started-with-1") || strings.Contains(got, "replaced-by-2") {
 		t.Fatalf("after the restart: %s", got)
 	}
 	effects{h}.Stopped(s.ID)
-	if kept, _ := f.store.SessionMasks(ctx, s.ID); len(kept) != 0 {
+	if kept, _ := f.store.Variables.SessionMasks(ctx, s.ID); len(kept) != 0 {
 		t.Fatalf("%d masks kept after the Session stopped", len(kept))
 	}
 }
@@ -260,13 +260,13 @@ func TestASessionTakesItsPullRequestsTitleMaskedAndCut(t *testing.T) {
 	}
 	const secret = "pr-title-secret-42"
 	f.call(t, http.MethodPut, "/api/repos/"+repo.ID+"/variables/TOKEN", `{"value":"`+secret+`","sensitive":true}`)
-	dev, _ := f.store.DevUser(ctx)
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "from the prompt"})
+	dev, _ := f.store.Members.DevUser(ctx)
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "from the prompt"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	title := func() string {
-		got, _ := f.store.SessionByID(ctx, s.ID)
+		got, _ := f.store.Sessions.SessionByID(ctx, s.ID)
 		return got.Title
 	}
 	newSessionsAPI(f.hub).titleFromPull(ctx, s.ID, "Rotate "+secret+"\nnow")

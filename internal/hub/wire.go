@@ -68,7 +68,7 @@ func (h sessionRows) list(ctx context.Context, rows []api.Session) []api.Session
 		ids[i] = a.ID
 	}
 	// A row shows without what could not be read.
-	sums, err := h.store.SessionsUsage(ctx, ids)
+	sums, err := h.store.Usage.SessionsUsage(ctx, ids)
 	if err != nil {
 		h.log.Error("read what the listed Sessions spent", "err", err)
 	}

@@ -56,7 +56,7 @@ const chunkBytes = 256 << 10
 // most a Session's Attachments may hold together: past it, PutAttachment
 // stores nothing and returns an ErrTooLarge. A read error (wrapped) stores
 // nothing either.
-func (s *Store) PutAttachment(ctx context.Context, a Attachment, r io.Reader, total int64) (Attachment, error) {
+func (s *Prompts) PutAttachment(ctx context.Context, a Attachment, r io.Reader, total int64) (Attachment, error) {
 	a.ID, a.CreatedAt, a.Size, a.PromptID = uuid.NewString(), s.now(), 0, ""
 	_, err := s.db.ExecContext(ctx, `INSERT INTO attachments (`+attachmentCols+`, complete) VALUES (?, ?, NULL, ?, ?, ?, 0, NULL, ?, ?, ?, 0)`,
 		a.ID, a.SessionID, a.Name, a.File, a.MediaType, a.IsText, a.CreatedBy, ms(a.CreatedAt))
@@ -71,7 +71,7 @@ func (s *Store) PutAttachment(ctx context.Context, a Attachment, r io.Reader, to
 	return a, err
 }
 
-func (s *Store) putChunks(ctx context.Context, a *Attachment, r io.Reader, total int64) error {
+func (s *Prompts) putChunks(ctx context.Context, a *Attachment, r io.Reader, total int64) error {
 	full := func() error {
 		return fmt.Errorf("the Session's attachments would come to more than %d bytes: %w", total, errdefs.ErrTooLarge)
 	}
@@ -103,7 +103,7 @@ func (s *Store) putChunks(ctx context.Context, a *Attachment, r io.Reader, total
 	a.SHA256 = h.Sum(nil)
 	// Uploads of one Session may run side by side: the total is checked
 	// again as this one completes.
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		used, err := s.attachmentBytes(ctx, tx, a.SessionID)
 		if err != nil {
 			return err
@@ -117,14 +117,14 @@ func (s *Store) putChunks(ctx context.Context, a *Attachment, r io.Reader, total
 }
 
 // attachmentBytes is what a Session's complete Attachments hold.
-func (s *Store) attachmentBytes(ctx context.Context, q querier, sessionID string) (int64, error) {
+func (s *Prompts) attachmentBytes(ctx context.Context, q querier, sessionID string) (int64, error) {
 	var n int64
 	err := q.QueryRowContext(ctx, `SELECT coalesce(sum(size), 0) FROM attachments WHERE session_id = ? AND complete = 1`, sessionID).Scan(&n)
 	return n, err
 }
 
-func (s *Store) deleteAttachment(ctx context.Context, id string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Prompts) deleteAttachment(ctx context.Context, id string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM attachment_chunks WHERE attachment_id = ?`, id); err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ func (s *Store) deleteAttachment(ctx context.Context, id string) error {
 // DropStaleAttachments deletes a Session's Attachments left incomplete since
 // before incomplete (an upload the Hub stopped in the middle of), and those
 // no prompt named since before unnamed.
-func (s *Store) DropStaleAttachments(ctx context.Context, sessionID string, incomplete, unnamed time.Time) error {
+func (s *Prompts) DropStaleAttachments(ctx context.Context, sessionID string, incomplete, unnamed time.Time) error {
 	ids, err := queryAll(ctx, s.db, scanString, `SELECT id FROM attachments WHERE session_id = ? AND ((complete = 0 AND created_at < ?) OR (prompt_id IS NULL AND created_at < ?))`,
 		sessionID, ms(incomplete), ms(unnamed))
 	if err != nil {
@@ -151,26 +151,26 @@ func (s *Store) DropStaleAttachments(ctx context.Context, sessionID string, inco
 }
 
 // Attachments lists a Session's complete Attachments, oldest first.
-func (s *Store) Attachments(ctx context.Context, sessionID string) ([]Attachment, error) {
+func (s *Prompts) Attachments(ctx context.Context, sessionID string) ([]Attachment, error) {
 	return queryAll(ctx, s.db, scanAttachment, `SELECT `+attachmentCols+` FROM attachments WHERE session_id = ? AND complete = 1 ORDER BY created_at, rowid`, sessionID)
 }
 
 // AttachmentByID returns one of a Session's complete Attachments, or
 // ErrNotFound.
-func (s *Store) AttachmentByID(ctx context.Context, sessionID, id string) (Attachment, error) {
+func (s *Prompts) AttachmentByID(ctx context.Context, sessionID, id string) (Attachment, error) {
 	a, err := scanAttachment(s.db.QueryRowContext(ctx, `SELECT `+attachmentCols+` FROM attachments WHERE session_id = ? AND id = ? AND complete = 1`, sessionID, id))
 	return a, notFound(err, "attachment "+id)
 }
 
 // PromptAttachments lists the Attachments a Session's prompt carries, in
 // the order they were uploaded.
-func (s *Store) PromptAttachments(ctx context.Context, sessionID, promptID string) ([]Attachment, error) {
+func (s *Prompts) PromptAttachments(ctx context.Context, sessionID, promptID string) ([]Attachment, error) {
 	return queryAll(ctx, s.db, scanAttachment, `SELECT `+attachmentCols+` FROM attachments WHERE session_id = ? AND prompt_id = ? AND complete = 1 ORDER BY created_at, rowid`, sessionID, promptID)
 }
 
 // ReadAttachment writes an Attachment's bytes to w, a chunk per query, so a
 // slow reader holds no transaction open.
-func (s *Store) ReadAttachment(ctx context.Context, id string, w io.Writer) error {
+func (s *Prompts) ReadAttachment(ctx context.Context, id string, w io.Writer) error {
 	for n := 0; ; n++ {
 		var data []byte
 		err := s.db.QueryRowContext(ctx, `SELECT data FROM attachment_chunks WHERE attachment_id = ? AND n = ?`, id, n).Scan(&data)

@@ -17,10 +17,10 @@ import (
 func devSession(t testing.TB, s *Store) (Session, User) {
 	t.Helper()
 	ctx := context.Background()
-	u, _ := s.DevUser(ctx)
-	rn, _, _ := s.CreateRunner(ctx, "r", u.ID)
-	repo, _ := s.EnsureRepo(ctx, "/srv/repo", "repo")
-	x, err := s.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	u, _ := s.Members.DevUser(ctx)
+	rn, _, _ := s.Runners.CreateRunner(ctx, "r", u.ID)
+	repo, _ := s.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	x, err := s.Sessions.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 		ctx := context.Background()
 		x, u := devSession(t, s)
 		data := bytes.Repeat([]byte("0123456789abcdef"), (2*chunkBytes+1000)/16)
-		a, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "big file.txt", File: "big_file.txt", MediaType: "text/plain", IsText: true, CreatedBy: u.ID},
+		a, err := s.Prompts.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "big file.txt", File: "big_file.txt", MediaType: "text/plain", IsText: true, CreatedBy: u.ID},
 			bytes.NewReader(data), 1<<30)
 		if err != nil {
 			t.Fatal(err)
@@ -58,10 +58,10 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 			t.Fatalf("%d chunks for %d bytes, want 3", chunks, len(data))
 		}
 		var back bytes.Buffer
-		if err := s.ReadAttachment(ctx, a.ID, &back); err != nil || !bytes.Equal(back.Bytes(), data) {
+		if err := s.Prompts.ReadAttachment(ctx, a.ID, &back); err != nil || !bytes.Equal(back.Bytes(), data) {
 			t.Fatalf("read back %d bytes (%v), want the %d stored", back.Len(), err, len(data))
 		}
-		got, err := s.AttachmentByID(ctx, x.ID, a.ID)
+		got, err := s.Prompts.AttachmentByID(ctx, x.ID, a.ID)
 		if err != nil || got.Name != "big file.txt" || got.File != "big_file.txt" || !got.IsText || got.PromptID != "" {
 			t.Fatalf("AttachmentByID = %+v, %v", got, err)
 		}
@@ -70,7 +70,7 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 		if _, err := s.db.Exec(`INSERT INTO users (id, name, is_owner, is_dev, created_at) VALUES (?, 'bob', 0, 0, 0)`, other); err != nil {
 			t.Fatal(err)
 		}
-		bobs, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "b.png", File: "b.png", MediaType: "image/png", CreatedBy: other}, strings.NewReader("png"), 1<<30)
+		bobs, err := s.Prompts.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "b.png", File: "b.png", MediaType: "image/png", CreatedBy: other}, strings.NewReader("png"), 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 			for _, id := range ids {
 				p.Attachments = append(p.Attachments, Attachment{ID: id})
 			}
-			return s.EnqueuePrompt(ctx, p)
+			return s.Prompts.EnqueuePrompt(ctx, p)
 		}
 		tests := []struct {
 			name string
@@ -95,7 +95,7 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 				t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
 			}
 		}
-		if q, _ := s.Prompts(ctx, x.ID); len(q) != 0 {
+		if q, _ := s.Prompts.List(ctx, x.ID); len(q) != 0 {
 			t.Fatalf("refused prompts were queued: %+v", q)
 		}
 		p, err := queue(a.ID)
@@ -105,17 +105,17 @@ func TestAttachmentsAreStoredInChunksAndCarriedByOnePrompt(t *testing.T) {
 		if _, err := queue(a.ID); !errors.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("naming an attachment another prompt carries: %v, want a conflict", err)
 		}
-		if q, _ := s.Prompts(ctx, x.ID); len(q) != 1 || len(q[0].Attachments) != 1 {
+		if q, _ := s.Prompts.List(ctx, x.ID); len(q) != 1 || len(q[0].Attachments) != 1 {
 			t.Fatalf("the queue: %+v, want the one prompt with its attachment", q)
 		}
-		taken, ok, err := s.TakePrompt(ctx, x.ID)
+		taken, ok, err := s.Prompts.TakePrompt(ctx, x.ID)
 		if err != nil || !ok || len(taken.Attachments) != 1 || taken.Attachments[0].ID != a.ID {
 			t.Fatalf("took %+v %v %v, want the prompt with its attachment", taken, ok, err)
 		}
-		if as, _ := s.PromptAttachments(ctx, x.ID, p.ID); len(as) != 1 {
+		if as, _ := s.Prompts.PromptAttachments(ctx, x.ID, p.ID); len(as) != 1 {
 			t.Fatalf("the prompt's attachments: %+v", as)
 		}
-		if as, _ := s.Attachments(ctx, x.ID); len(as) != 2 {
+		if as, _ := s.Prompts.Attachments(ctx, x.ID); len(as) != 2 {
 			t.Fatalf("the Session's attachments: %d, want 2", len(as))
 		}
 	})
@@ -141,7 +141,7 @@ func TestAnAttachmentPastTheSessionsTotalOrCutShortStoresNothing(t *testing.T) {
 		ctx := context.Background()
 		x, u := devSession(t, s)
 		put := func(r io.Reader) error {
-			_, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "f", File: "f", MediaType: "application/octet-stream", CreatedBy: u.ID}, r, chunkBytes+100)
+			_, err := s.Prompts.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "f", File: "f", MediaType: "application/octet-stream", CreatedBy: u.ID}, r, chunkBytes+100)
 			return err
 		}
 		if err := put(bytes.NewReader(make([]byte, chunkBytes))); err != nil {
@@ -175,18 +175,18 @@ func TestStaleAttachmentsAreDropped(t *testing.T) {
 		now := time.Now()
 		s.now = func() time.Time { return now.Add(-48 * time.Hour) }
 		put := func() Attachment {
-			a, err := s.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "f", File: "f", MediaType: "text/plain", CreatedBy: u.ID}, strings.NewReader("x"), 1<<20)
+			a, err := s.Prompts.PutAttachment(ctx, Attachment{SessionID: x.ID, Name: "f", File: "f", MediaType: "text/plain", CreatedBy: u.ID}, strings.NewReader("x"), 1<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return a
 		}
 		named, unnamed := put(), put()
-		if _, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "p", Attachments: []Attachment{{ID: named.ID}}}); err != nil {
+		if _, err := s.Prompts.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "p", Attachments: []Attachment{{ID: named.ID}}}); err != nil {
 			t.Fatal(err)
 		}
 		s.db.Exec(`INSERT INTO attachments (`+attachmentCols+`, complete) VALUES ('half', ?, NULL, 'h', 'h', 'text/plain', 0, NULL, 0, ?, ?, 0)`, x.ID, u.ID, ms(now.Add(-2*time.Hour)))
-		if err := s.DropStaleAttachments(ctx, x.ID, now.Add(-time.Hour), now.Add(-24*time.Hour)); err != nil {
+		if err := s.Prompts.DropStaleAttachments(ctx, x.ID, now.Add(-time.Hour), now.Add(-24*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		var ids []string

@@ -18,7 +18,7 @@ type AttemptSet struct {
 }
 
 // CreateAttemptSet records a new attempt set with no attempts yet.
-func (s *Store) CreateAttemptSet(ctx context.Context, x AttemptSet) (AttemptSet, error) {
+func (s *Attempts) CreateAttemptSet(ctx context.Context, x AttemptSet) (AttemptSet, error) {
 	x.ID, x.CreatedAt, x.Sessions = uuid.NewString(), time.UnixMilli(ms(s.now())), nil
 	_, err := s.db.ExecContext(ctx, `INSERT INTO attempt_sets (id, creator_id, repo_id, title, created_at) VALUES (?, ?, ?, ?, ?)`,
 		x.ID, x.CreatorID, x.RepoID, x.Title, ms(x.CreatedAt))
@@ -26,13 +26,13 @@ func (s *Store) CreateAttemptSet(ctx context.Context, x AttemptSet) (AttemptSet,
 }
 
 // AddAttempt records Session sessionID as the set's attempt at place.
-func (s *Store) AddAttempt(ctx context.Context, setID string, place int, sessionID string) error {
+func (s *Attempts) AddAttempt(ctx context.Context, setID string, place int, sessionID string) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO attempts (set_id, place, session_id) VALUES (?, ?, ?)`, setID, place, sessionID)
 	return err
 }
 
 // AttemptSetByID returns an attempt set, or ErrNotFound.
-func (s *Store) AttemptSetByID(ctx context.Context, id string) (AttemptSet, error) {
+func (s *Attempts) AttemptSetByID(ctx context.Context, id string) (AttemptSet, error) {
 	var x AttemptSet
 	var at int64
 	err := s.db.QueryRowContext(ctx, `SELECT id, creator_id, repo_id, title, created_at FROM attempt_sets WHERE id = ?`, id).
@@ -47,7 +47,7 @@ func (s *Store) AttemptSetByID(ctx context.Context, id string) (AttemptSet, erro
 
 // AttemptSetOf returns the attempt set Session sessionID is an attempt
 // of, or ErrNotFound when it is none's.
-func (s *Store) AttemptSetOf(ctx context.Context, sessionID string) (string, error) {
+func (s *Attempts) AttemptSetOf(ctx context.Context, sessionID string) (string, error) {
 	var id string
 	err := s.db.QueryRowContext(ctx, `SELECT set_id FROM attempts WHERE session_id = ?`, sessionID).Scan(&id)
 	return id, notFound(err, "attempt of session "+sessionID)
@@ -55,7 +55,7 @@ func (s *Store) AttemptSetOf(ctx context.Context, sessionID string) (string, err
 
 // LastTurnStart returns the seq of the Session's last turn_start, its
 // Turn as its usage is counted (0: before any).
-func (s *Store) LastTurnStart(ctx context.Context, sessionID string) (int64, error) {
+func (s *Attempts) LastTurnStart(ctx context.Context, sessionID string) (int64, error) {
 	var turn int64
 	// By the index of Turn starts (migration 0022).
 	err := s.db.QueryRowContext(ctx, `SELECT seq FROM events WHERE session_id = ? AND kind = 'turn_start' ORDER BY seq DESC LIMIT 1`,
@@ -84,7 +84,7 @@ func (c TurnCheck) Passed() bool { return c.Error == "" && !c.TimedOut && c.Exit
 
 // RecordTurnCheck keeps a Turn's check; a Turn's first is kept, another
 // for it is dropped.
-func (s *Store) RecordTurnCheck(ctx context.Context, c TurnCheck) error {
+func (s *Attempts) RecordTurnCheck(ctx context.Context, c TurnCheck) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO turn_checks (session_id, turn, exit_code, duration_ms, timed_out, output, error, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, turn) DO NOTHING`,
 		c.SessionID, c.Turn, c.ExitCode, c.Duration.Milliseconds(), c.TimedOut, c.Output, c.Error, ms(c.At))
@@ -92,7 +92,7 @@ func (s *Store) RecordTurnCheck(ctx context.Context, c TurnCheck) error {
 }
 
 // TurnChecks lists a Session's checks in their Turns' order.
-func (s *Store) TurnChecks(ctx context.Context, sessionID string) ([]TurnCheck, error) {
+func (s *Attempts) TurnChecks(ctx context.Context, sessionID string) ([]TurnCheck, error) {
 	return queryAll(ctx, s.db, func(row scanner) (TurnCheck, error) {
 		var c TurnCheck
 		var d, at int64

@@ -75,7 +75,7 @@ func writeAuditRow(h hash.Hash, prev []byte, tag string, e AuditEntry) {
 
 // AppendAudit appends e to the audit log, numbered after the last row and
 // chained to it under key, at the store's time, and returns it as stored.
-func (s *Store) AppendAudit(ctx context.Context, key []byte, e AuditEntry) (AuditEntry, error) {
+func (s *Audit) AppendAudit(ctx context.Context, key []byte, e AuditEntry) (AuditEntry, error) {
 	err := s.inTx(ctx, auditTurn, func(tx *sql.Tx) error {
 		var err error
 		e, err = s.appendAudit(ctx, tx, key, e)
@@ -87,7 +87,7 @@ func (s *Store) AppendAudit(ctx context.Context, key []byte, e AuditEntry) (Audi
 	return e, nil
 }
 
-func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, key []byte, e AuditEntry) (AuditEntry, error) {
+func (s *Audit) appendAudit(ctx context.Context, tx *sql.Tx, key []byte, e AuditEntry) (AuditEntry, error) {
 	prev := make([]byte, sha256.Size)
 	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&e.Seq, &prev)
 	if err != nil && err != sql.ErrNoRows {
@@ -120,7 +120,7 @@ type AuditRekey struct {
 // key holds: a row changed before stays where the chain breaks. A log whose
 // first row is chained with the key (or an empty one) is left alone, and
 // the entry returned is the zero one.
-func (s *Store) KeyAuditChain(ctx context.Context, key []byte, record func(AuditRekey) AuditEntry) (AuditEntry, error) {
+func (s *Audit) KeyAuditChain(ctx context.Context, key []byte, record func(AuditRekey) AuditEntry) (AuditEntry, error) {
 	var done AuditEntry
 	err := s.inTx(ctx, auditTurn, func(tx *sql.Tx) error {
 		es, err := queryAll(ctx, tx, scanAudit, `SELECT `+auditCols+` FROM audit_log ORDER BY seq`)
@@ -151,7 +151,7 @@ func (s *Store) KeyAuditChain(ctx context.Context, key []byte, record func(Audit
 
 // AuditEntries lists the audit log newest first: at most limit rows, those
 // numbered below before (0: from the newest).
-func (s *Store) AuditEntries(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
+func (s *Audit) AuditEntries(ctx context.Context, before int64, limit int) ([]AuditEntry, error) {
 	if before <= 0 {
 		before = 1 << 62
 	}
@@ -178,7 +178,7 @@ type AuditChain struct {
 // its hash can't be made again. Truncating the newest rows leaves no break:
 // compare HeadSeq and HeadHash with a head kept elsewhere, such as the
 // operator's log, where the Hub writes every row's.
-func (s *Store) VerifyAudit(ctx context.Context, key []byte) (AuditChain, error) {
+func (s *Audit) VerifyAudit(ctx context.Context, key []byte) (AuditChain, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+auditCols+` FROM audit_log ORDER BY seq`)
 	if err != nil {
 		return AuditChain{}, err

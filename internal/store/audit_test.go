@@ -14,7 +14,7 @@ var testAuditKey = bytes.Repeat([]byte{7}, 32)
 func appendAudits(t *testing.T, s *Store, n int) {
 	t.Helper()
 	for i := range n {
-		e, err := s.AppendAudit(context.Background(), testAuditKey, AuditEntry{ActorID: "u1", Actor: "olivia", Via: "browser", Addr: "10.0.0.1",
+		e, err := s.Audit.AppendAudit(context.Background(), testAuditKey, AuditEntry{ActorID: "u1", Actor: "olivia", Via: "browser", Addr: "10.0.0.1",
 			Action: []string{"invite.made", "member.joined", "runner.paired", "variable.set"}[i%4], Target: "t"})
 		if err != nil || e.Seq != int64(i+1) || len(e.Hash) != 32 {
 			t.Fatalf("append %d: %+v %v", i, e, err)
@@ -76,7 +76,7 @@ func TestAuditChainFindsTheFirstRowChangedOrRemoved(t *testing.T) {
 				case "rehash":
 					// Who holds the key can hash a changed row again: the
 					// row after it no longer follows.
-					es, _ := s.AuditEntries(ctx, 3, 2) // 2, then 1
+					es, _ := s.Audit.AuditEntries(ctx, 3, 2) // 2, then 1
 					es[0].Target = "changed"
 					if _, err := s.db.Exec(`UPDATE audit_log SET target = ?, hash = ? WHERE seq = 2`, es[0].Target, auditHash(testAuditKey, es[1].Hash, es[0])); err != nil {
 						t.Fatal(err)
@@ -93,7 +93,7 @@ func TestAuditChainFindsTheFirstRowChangedOrRemoved(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				c, err := s.VerifyAudit(ctx, testAuditKey)
+				c, err := s.Audit.VerifyAudit(ctx, testAuditKey)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,30 +154,30 @@ func TestALogChainedWithoutAKeyIsChainedAgainWithItOnce(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s, _ := open(t)
-				if e, err := s.KeyAuditChain(ctx, testAuditKey, record); err != nil || e.Seq != 0 {
+				if e, err := s.Audit.KeyAuditChain(ctx, testAuditKey, record); err != nil || e.Seq != 0 {
 					t.Fatalf("an empty log: %+v, %v; want nothing done", e, err)
 				}
 				appendAudits(t, s, 3)
 				rechainWithoutKey(t, s, 1)
-				es, _ := s.AuditEntries(ctx, 0, 3)
+				es, _ := s.Audit.AuditEntries(ctx, 0, 3)
 				oldHead := es[3-tt.want.Rows].Hash
 				if tt.changed != "" {
 					if _, err := s.db.Exec(tt.changed); err != nil {
 						t.Fatal(err)
 					}
 				}
-				e, err := s.KeyAuditChain(ctx, testAuditKey, record)
+				e, err := s.Audit.KeyAuditChain(ctx, testAuditKey, record)
 				if err != nil || e.Seq != 4 || e.Action != "audit_log.keyed" {
 					t.Fatalf("chained again: %+v, %v; want entry 4 saying so", e, err)
 				}
 				if got.Rows != tt.want.Rows || got.BrokenAt != tt.want.BrokenAt || !bytes.Equal(got.OldHead, oldHead) {
 					t.Fatalf("chained again %+v, want %d rows, broken at %d, the head's hash before %x", got, tt.want.Rows, tt.want.BrokenAt, oldHead)
 				}
-				c, err := s.VerifyAudit(ctx, testAuditKey)
+				c, err := s.Audit.VerifyAudit(ctx, testAuditKey)
 				if err != nil || c.BrokenAt != tt.want.BrokenAt || c.Entries != 4 || !bytes.Equal(c.HeadHash, e.Hash) {
 					t.Fatalf("verify after: %+v, %v; want 4 entries, broken at %d", c, err, tt.want.BrokenAt)
 				}
-				if e, err := s.KeyAuditChain(ctx, testAuditKey, record); err != nil || e.Seq != 0 {
+				if e, err := s.Audit.KeyAuditChain(ctx, testAuditKey, record); err != nil || e.Seq != 0 {
 					t.Fatalf("a second time: %+v, %v; want nothing done", e, err)
 				}
 			})

@@ -15,7 +15,7 @@ type AutoFix struct {
 const DefaultAutoFixMax = 3
 
 // RepoAutoFix returns the Repo's auto-fix settings.
-func (s *Store) RepoAutoFix(ctx context.Context, repoID string) (AutoFix, error) {
+func (s *Repos) RepoAutoFix(ctx context.Context, repoID string) (AutoFix, error) {
 	var a AutoFix
 	err := s.db.QueryRowContext(ctx, `SELECT auto_fix_ci, auto_fix_reviews, auto_fix_max FROM repos WHERE id = ?`, repoID).
 		Scan(&a.CI, &a.Reviews, &a.Max)
@@ -23,7 +23,7 @@ func (s *Store) RepoAutoFix(ctx context.Context, repoID string) (AutoFix, error)
 }
 
 // SetRepoAutoFix sets the Repo's auto-fix settings.
-func (s *Store) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) error {
+func (s *Repos) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE repos SET auto_fix_ci = ?, auto_fix_reviews = ?, auto_fix_max = ? WHERE id = ?`,
 		a.CI, a.Reviews, a.Max, repoID)
 	return err
@@ -33,7 +33,7 @@ func (s *Store) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) er
 // owner/name) and returns how many it has had. The count is named by its
 // table: PostgreSQL's upsert would take a bare one for the row proposed
 // as well as the row kept.
-func (s *Store) CountFix(ctx context.Context, repo string, pull int) (int, error) {
+func (s *Branches) CountFix(ctx context.Context, repo string, pull int) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `INSERT INTO pull_fixes (repo, pull, count) VALUES (?, ?, 1)
 		ON CONFLICT (repo, pull) DO UPDATE SET count = pull_fixes.count + 1 RETURNING pull_fixes.count`, repo, pull).Scan(&n)
@@ -44,6 +44,6 @@ func (s *Store) CountFix(ctx context.Context, repo string, pull int) (int, error
 // with its Repo's URL: one a Repo since a branch belongs to the first
 // Session recorded with it (AddSessionBranches); rows from before that
 // rule are listed first push first, so the first is still its owner.
-func (s *Store) BranchSessions(ctx context.Context, branch string) ([]SessionBranch, error) {
+func (s *Branches) BranchSessions(ctx context.Context, branch string) ([]SessionBranch, error) {
 	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.branch = ? AND s.state <> ? ORDER BY b.pushed_at, b.session_id`, branch, Archived)
 }

@@ -17,22 +17,22 @@ func TestTheAutoFixCountPerPullRequestGoesUpByOneForEachFailure(t *testing.T) {
 		s, _ := open(t)
 		ctx := context.Background()
 		x, _ := devSession(t, s)
-		if a, err := s.RepoAutoFix(ctx, x.RepoID); err != nil || a != (AutoFix{Max: DefaultAutoFixMax}) {
+		if a, err := s.Repos.RepoAutoFix(ctx, x.RepoID); err != nil || a != (AutoFix{Max: DefaultAutoFixMax}) {
 			t.Fatalf("a new Repo's auto-fix: %+v, %v; want off, at most %d", a, err, DefaultAutoFixMax)
 		}
 		want := AutoFix{CI: true, Reviews: false, Max: 2}
-		if err := s.SetRepoAutoFix(ctx, x.RepoID, want); err != nil {
+		if err := s.Repos.SetRepoAutoFix(ctx, x.RepoID, want); err != nil {
 			t.Fatal(err)
 		}
-		if a, err := s.RepoAutoFix(ctx, x.RepoID); err != nil || a != want {
+		if a, err := s.Repos.RepoAutoFix(ctx, x.RepoID); err != nil || a != want {
 			t.Fatalf("the Repo's auto-fix: %+v, %v; want %+v", a, err, want)
 		}
-		if _, err := s.RepoAutoFix(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Repos.RepoAutoFix(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("no such Repo's auto-fix: %v, want ErrNotFound", err)
 		}
 		count := func(repo string, pull, want int) {
 			t.Helper()
-			if n, err := s.CountFix(ctx, repo, pull); err != nil || n != want {
+			if n, err := s.Branches.CountFix(ctx, repo, pull); err != nil || n != want {
 				t.Fatalf("%s#%d's failures: %d, %v; want %d", repo, pull, n, err, want)
 			}
 		}
@@ -56,23 +56,23 @@ func TestABranchBelongsToTheFirstSessionRecordedWithIt(t *testing.T) {
 		xs := moreSessions(t, s, 3)
 		at := time.UnixMilli(1700000000000)
 		for i, x := range xs {
-			added, dropped, err := s.AddSessionBranches(ctx, x.ID, []string{"kndl/fix", "kndl/other"}, at.Add(time.Duration(i)*time.Second), 5)
+			added, dropped, err := s.Branches.AddSessionBranches(ctx, x.ID, []string{"kndl/fix", "kndl/other"}, at.Add(time.Duration(i)*time.Second), 5)
 			if want := map[bool]int{true: 2, false: 0}[i == 0]; err != nil || added != want || dropped != 0 {
 				t.Fatalf("Session %d recording the branches: added %d, dropped %d, %v; want %d added", i, added, dropped, err, want)
 			}
 		}
-		bs, err := s.BranchSessions(ctx, "kndl/fix")
+		bs, err := s.Branches.BranchSessions(ctx, "kndl/fix")
 		if err != nil || len(bs) != 1 || bs[0].SessionID != xs[0].ID || bs[0].RepoURL != xs[0].RepoURL || bs[0].Branch != "kndl/fix" || !bs[0].PushedAt.Equal(at) {
 			t.Fatalf("the branch's Sessions: %+v, %v; want the first's alone", bs, err)
 		}
-		if err := s.MoveSession(ctx, xs[0].ID, Starting, Archived, "", false); err != nil {
+		if err := s.Sessions.MoveSession(ctx, xs[0].ID, Starting, Archived, "", false); err != nil {
 			t.Fatal(err)
 		}
-		if added, _, err := s.AddSessionBranches(ctx, xs[1].ID, []string{"kndl/fix"}, at.Add(time.Minute), 5); err != nil || added != 0 {
+		if added, _, err := s.Branches.AddSessionBranches(ctx, xs[1].ID, []string{"kndl/fix"}, at.Add(time.Minute), 5); err != nil || added != 0 {
 			t.Fatalf("another Session taking an archived one's branch: added %d, %v; want none", added, err)
 		}
 		for _, b := range []string{"kndl/fix", "kndl/none"} {
-			if bs, err := s.BranchSessions(ctx, b); err != nil || len(bs) != 0 {
+			if bs, err := s.Branches.BranchSessions(ctx, b); err != nil || len(bs) != 0 {
 				t.Fatalf("%s: %+v, %v; want no Session not archived", b, bs, err)
 			}
 		}

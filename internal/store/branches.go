@@ -38,8 +38,8 @@ func scanBranch(row scanner) (SessionBranch, error) {
 // recorded with it, and never moves: one another Session of the Repo
 // holds is not recorded, nor counted as added or dropped. It returns how
 // many it recorded and how many it dropped.
-func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error) {
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Branches) AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error) {
+	err = s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		added, dropped = 0, 0
 		have, err := queryAll(ctx, tx, scanString, `SELECT branch FROM session_branches WHERE session_id = ?`, sessionID)
 		if err != nil {
@@ -80,14 +80,14 @@ func (s *Store) AddSessionBranches(ctx context.Context, sessionID string, branch
 }
 
 // SessionBranches lists the branches a Session pushed, oldest first.
-func (s *Store) SessionBranches(ctx context.Context, sessionID string) ([]SessionBranch, error) {
+func (s *Branches) SessionBranches(ctx context.Context, sessionID string) ([]SessionBranch, error) {
 	defer s.timed("session_branches")()
 	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE b.session_id = ? ORDER BY b.pushed_at, b.branch`, sessionID)
 }
 
 // SessionsBranches is SessionBranches of each of the Sessions, keyed by
 // Session id: one query for a list's rows, up to idChunk of them.
-func (s *Store) SessionsBranches(ctx context.Context, ids []string) (map[string][]SessionBranch, error) {
+func (s *Branches) SessionsBranches(ctx context.Context, ids []string) (map[string][]SessionBranch, error) {
 	defer s.timed("sessions_branches")()
 	out := map[string][]SessionBranch{}
 	err := eachChunk(ids, func(in string, args []any) error {
@@ -102,12 +102,12 @@ func (s *Store) SessionsBranches(ctx context.Context, ids []string) (map[string]
 
 // BranchesToCheck lists the branches of Sessions not archived, those GitHub
 // was asked about longest ago first.
-func (s *Store) BranchesToCheck(ctx context.Context, limit int) ([]SessionBranch, error) {
+func (s *Branches) BranchesToCheck(ctx context.Context, limit int) ([]SessionBranch, error) {
 	return queryAll(ctx, s.db, scanBranch, `SELECT `+branchCols+branchFrom+`WHERE s.state <> ? ORDER BY COALESCE(b.checked_at, 0), b.pushed_at LIMIT ?`, Archived, limit)
 }
 
 // SetBranchPulls records the pull requests GitHub listed for a branch.
-func (s *Store) SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error {
+func (s *Branches) SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE session_branches SET pulls = ?, checked_at = ? WHERE session_id = ? AND branch = ?`,
 		string(pulls), ms(at), sessionID, branch)
 	return err

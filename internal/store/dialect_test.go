@@ -63,10 +63,10 @@ func TestHubsStartingTogetherOnANewPostgresDatabase(t *testing.T) {
 	if n != len(names) || distinct != n {
 		t.Fatalf("schema_migrations holds %d rows (%d versions), want each of the %d migrations once", n, distinct, len(names))
 	}
-	if _, _, err := stores[1].CreateRunner(ctx, "box", ""); err != nil {
+	if _, _, err := stores[1].Runners.CreateRunner(ctx, "box", ""); err != nil {
 		t.Fatal(err)
 	}
-	if rs, err := stores[2].Runners(ctx); err != nil || len(rs) != 1 {
+	if rs, err := stores[2].Runners.List(ctx); err != nil || len(rs) != 1 {
 		t.Fatalf("another Hub sees %d Runners, %v; want the one made", len(rs), err)
 	}
 }
@@ -90,11 +90,11 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 				defer wg.Done()
 				for i := range each {
 					x := sessions[(w+i)%len(sessions)]
-					_, err := s.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))}})
+					_, err := s.Sessions.AppendEvents(ctx, x.ID, []Event{{Kind: "text", Data: json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))}})
 					errs <- err
-					_, err = s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: x.CreatorID, Text: fmt.Sprint(w, i)})
+					_, err = s.Prompts.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: x.CreatorID, Text: fmt.Sprint(w, i)})
 					errs <- err
-					_, err = s.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: fmt.Sprint(w), Via: "hub", Action: "test", Target: fmt.Sprint(i)})
+					_, err = s.Audit.AppendAudit(ctx, testAuditKey, AuditEntry{Actor: fmt.Sprint(w), Via: "hub", Action: "test", Target: fmt.Sprint(i)})
 					errs <- err
 				}
 			}()
@@ -107,7 +107,7 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 			}
 		}
 		for _, x := range sessions {
-			evs, err := s.Events(ctx, x.ID, 0, 1000)
+			evs, err := s.Sessions.Events(ctx, x.ID, 0, 1000)
 			if err != nil || len(evs) != writers*each/len(sessions) {
 				t.Fatalf("Session %s: %d Events, %v; want %d", x.ID, len(evs), err, writers*each/len(sessions))
 			}
@@ -126,7 +126,7 @@ func TestWritersTogetherNumberEventsAndTheAuditLogWithoutGaps(t *testing.T) {
 				}
 			}
 		}
-		c, err := s.VerifyAudit(ctx, testAuditKey)
+		c, err := s.Audit.VerifyAudit(ctx, testAuditKey)
 		if err != nil || c.BrokenAt != 0 || c.Entries != writers*each || c.HeadSeq != writers*each {
 			t.Fatalf("audit chain %+v, %v; want %d rows, unbroken", c, err, writers*each)
 		}
@@ -139,7 +139,7 @@ func moreSessions(t testing.TB, s *Store, n int) []Session {
 	x, _ := devSession(t, s)
 	out := []Session{x}
 	for len(out) < n {
-		y, err := s.CreateSession(context.Background(), Session{RepoID: x.RepoID, CreatorID: x.CreatorID, RunnerID: x.RunnerID, Title: "t"})
+		y, err := s.Sessions.CreateSession(context.Background(), Session{RepoID: x.RepoID, CreatorID: x.CreatorID, RunnerID: x.RunnerID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,15 +174,15 @@ func TestOneSessionsWriteDoesNotHoldUpAnothersOnPostgres(t *testing.T) {
 	}()
 	soon, cancel := context.WithTimeout(ctx, testenv.WaitShort)
 	defer cancel()
-	if _, err := s.AppendEvents(soon, b.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}}); err != nil {
+	if _, err := s.Sessions.AppendEvents(soon, b.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}}); err != nil {
 		t.Fatalf("another Session's Events, while one Session writes: %v", err)
 	}
-	if _, err := s.AppendAudit(soon, testAuditKey, AuditEntry{Via: "hub", Action: "test"}); err != nil {
+	if _, err := s.Audit.AppendAudit(soon, testAuditKey, AuditEntry{Via: "hub", Action: "test"}); err != nil {
 		t.Fatalf("the audit log, while one Session writes: %v", err)
 	}
 	for what, write := range map[string]func(context.Context) error{
 		"the same Session's Events": func(ctx context.Context) error {
-			_, err := s.AppendEvents(ctx, a.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}})
+			_, err := s.Sessions.AppendEvents(ctx, a.ID, []Event{{Kind: "text", Data: json.RawMessage(`{}`)}})
 			return err
 		},
 		"a write of the whole store": func(ctx context.Context) error {
@@ -220,30 +220,30 @@ func TestTheTranscriptIsReadByItsEventsFields(t *testing.T) {
 		} {
 			evs = append(evs, Event{Kind: e.kind, Data: json.RawMessage(e.data)})
 		}
-		if _, err := s.AppendEvents(ctx, x.ID, evs); err != nil {
+		if _, err := s.Sessions.AppendEvents(ctx, x.ID, evs); err != nil {
 			t.Fatal(err)
 		}
-		e, err := s.EventByToolID(ctx, x.ID, "tool_use", "t2")
+		e, err := s.Sessions.EventByToolID(ctx, x.ID, "tool_use", "t2")
 		if err != nil || e.Seq != 3 || string(e.Data) != `{"tool_id":"t2","name":"Agent"}` {
 			t.Fatalf("EventByToolID t2 = %d %s, %v; want Event 3 as stored", e.Seq, e.Data, err)
 		}
-		if _, err := s.EventByToolID(ctx, x.ID, "tool_use", "t3"); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Sessions.EventByToolID(ctx, x.ID, "tool_use", "t3"); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("EventByToolID t3: %v, want not found", err)
 		}
-		if open, err := s.TurnOpen(ctx, x.ID); err != nil || !open {
+		if open, err := s.Sessions.TurnOpen(ctx, x.ID); err != nil || !open {
 			t.Fatalf("TurnOpen = %v, %v; want true (the turn_end is a subagent's)", open, err)
 		}
-		running, err := s.RunningSubagents(ctx, x.ID)
+		running, err := s.Sessions.RunningSubagents(ctx, x.ID)
 		if got := fmt.Sprint(running); err != nil || got != "map[a1:t2 a2:t9]" {
 			t.Fatalf("RunningSubagents = %s, %v; want map[a1:t2 a2:t9]", got, err)
 		}
-		if u, err := s.EventUse(ctx, x.ID); err != nil || u.Rows != 10 || u.Bytes == 0 || u.NoteSeq != 10 || u.Dropped != 12 {
+		if u, err := s.Sessions.EventUse(ctx, x.ID); err != nil || u.Rows != 10 || u.Bytes == 0 || u.NoteSeq != 10 || u.Dropped != 12 {
 			t.Fatalf("EventUse = %+v, %v; want 10 rows, their bytes, and the note of 12 dropped at 10", u, err)
 		}
-		if err := s.SetEventData(ctx, x.ID, 10, []byte(`{"text":"dropped","dropped":13}`)); err != nil {
+		if err := s.Sessions.SetEventData(ctx, x.ID, 10, []byte(`{"text":"dropped","dropped":13}`)); err != nil {
 			t.Fatal(err)
 		}
-		if u, err := s.EventUse(ctx, x.ID); err != nil || u.Dropped != 13 {
+		if u, err := s.Sessions.EventUse(ctx, x.ID); err != nil || u.Dropped != 13 {
 			t.Fatalf("EventUse after the note was brought up = %+v, %v; want 13 dropped", u, err)
 		}
 	})
@@ -271,7 +271,7 @@ func TestASetupLinkIsUsedOnceByClaimsAtOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = s.ClaimSetupLink(context.Background(), secret, GitHubIdentity{ID: int64(i + 1), Login: fmt.Sprintf("u%d", i)})
+				_, errs[i] = s.Members.ClaimSetupLink(context.Background(), secret, GitHubIdentity{ID: int64(i + 1), Login: fmt.Sprintf("u%d", i)})
 			}()
 		}
 		wg.Wait()
@@ -283,7 +283,7 @@ func TestASetupLinkIsUsedOnceByClaimsAtOnce(t *testing.T) {
 				t.Errorf("a claim failed otherwise than refused: %v", err)
 			}
 		}
-		if owners, _ := s.Members(context.Background()); won != 1 || len(owners) != 1 {
+		if owners, _ := s.Members.List(context.Background()); won != 1 || len(owners) != 1 {
 			t.Fatalf("%d claims won and %d Members made, want 1 each", won, len(owners))
 		}
 	})
@@ -328,7 +328,7 @@ func BenchmarkEightSessionsAppendingAtOnce(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for i := w; i < b.N; i += len(sessions) {
-						if _, err := s.AppendEvents(context.Background(), x.ID, ev); err != nil {
+						if _, err := s.Sessions.AppendEvents(context.Background(), x.ID, ev); err != nil {
 							b.Error(err)
 							return
 						}

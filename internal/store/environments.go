@@ -66,25 +66,25 @@ func scanVersion(row scanner) (EnvironmentVersion, error) {
 
 // EnvironmentVersions returns a Repo's versions, newest first: its change
 // log.
-func (s *Store) EnvironmentVersions(ctx context.Context, repoID string) ([]EnvironmentVersion, error) {
+func (s *Environments) EnvironmentVersions(ctx context.Context, repoID string) ([]EnvironmentVersion, error) {
 	return queryAll(ctx, s.db, scanVersion, `SELECT `+versionCols+` FROM environment_versions WHERE repo_id = ? ORDER BY version DESC`, repoID)
 }
 
 // CurrentEnvironment returns a Repo's newest version, or ErrNotFound when
 // it has none yet (its Sessions run on the Hub's default).
-func (s *Store) CurrentEnvironment(ctx context.Context, repoID string) (EnvironmentVersion, error) {
+func (s *Environments) CurrentEnvironment(ctx context.Context, repoID string) (EnvironmentVersion, error) {
 	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM environment_versions WHERE repo_id = ? ORDER BY version DESC LIMIT 1`, repoID))
 	return v, notFound(err, "an Environment version of the Repo")
 }
 
 // EnvironmentVersion returns one version of a Repo's Environment.
-func (s *Store) EnvironmentVersion(ctx context.Context, repoID string, version int) (EnvironmentVersion, error) {
+func (s *Environments) EnvironmentVersion(ctx context.Context, repoID string, version int) (EnvironmentVersion, error) {
 	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionCols+` FROM environment_versions WHERE repo_id = ? AND version = ?`, repoID, version))
 	return v, notFound(err, fmt.Sprintf("version %d of the Repo's Environment", version))
 }
 
 // SaveDraft makes or replaces a Repo's draft.
-func (s *Store) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentDraft, error) {
+func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentDraft, error) {
 	d.UpdatedAt = s.now()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (repo_id) DO UPDATE SET base_version = excluded.base_version, config = excluded.config,
@@ -94,7 +94,7 @@ func (s *Store) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentD
 }
 
 // Draft returns a Repo's draft, or ErrNotFound when it has none.
-func (s *Store) Draft(ctx context.Context, repoID string) (EnvironmentDraft, error) {
+func (s *Environments) Draft(ctx context.Context, repoID string) (EnvironmentDraft, error) {
 	var d EnvironmentDraft
 	var at int64
 	err := s.db.QueryRowContext(ctx, `SELECT repo_id, base_version, config, updated_by, updated_at FROM environment_drafts WHERE repo_id = ?`, repoID).
@@ -106,8 +106,8 @@ func (s *Store) Draft(ctx context.Context, repoID string) (EnvironmentDraft, err
 // ApplyDraft makes v the Repo's next version and drops the draft it came
 // from, in one transaction; it is refused with ErrConflict when another
 // version was applied since the draft's base (the draft is then stale).
-func (s *Store) ApplyDraft(ctx context.Context, v EnvironmentVersion, base int) (EnvironmentVersion, error) {
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Environments) ApplyDraft(ctx context.Context, v EnvironmentVersion, base int) (EnvironmentVersion, error) {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var cur int
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM environment_versions WHERE repo_id = ?`, v.RepoID).Scan(&cur); err != nil {
 			return err
@@ -141,7 +141,7 @@ func scanTest(row scanner) (TestBuild, error) {
 }
 
 // CreateTestBuild records a Test build as running.
-func (s *Store) CreateTestBuild(ctx context.Context, t TestBuild) (TestBuild, error) {
+func (s *Environments) CreateTestBuild(ctx context.Context, t TestBuild) (TestBuild, error) {
 	t.State, t.StartedAt = TestRunning, s.now()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_tests (id, repo_id, build_digest, runner_id, state, started_by, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.RepoID, t.BuildDigest, t.RunnerID, t.State, t.StartedBy, ms(t.StartedAt))
@@ -153,14 +153,14 @@ func (s *Store) CreateTestBuild(ctx context.Context, t TestBuild) (TestBuild, er
 const maxTestLog = 1 << 20
 
 // AppendTestLog adds lines to a Test build's log, up to about maxTestLog.
-func (s *Store) AppendTestLog(ctx context.Context, id, lines string) error {
+func (s *Environments) AppendTestLog(ctx context.Context, id, lines string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET log = log || ? WHERE id = ? AND length(log) < ?`, lines, id, maxTestLog)
 	return err
 }
 
 // EndTestBuild records a running Test build's result; one that has ended
 // already keeps its result.
-func (s *Store) EndTestBuild(ctx context.Context, id, state, detail string) error {
+func (s *Environments) EndTestBuild(ctx context.Context, id, state, detail string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE id = ? AND state = ?`,
 		state, detail, ms(s.now()), id, TestRunning)
 	return err
@@ -168,21 +168,21 @@ func (s *Store) EndTestBuild(ctx context.Context, id, state, detail string) erro
 
 // EndRunningTestBuilds fails every Test build still running, as the Hub
 // starts: the Runner that ran it reported to a Hub that is gone.
-func (s *Store) EndRunningTestBuilds(ctx context.Context, detail string) error {
+func (s *Environments) EndRunningTestBuilds(ctx context.Context, detail string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE state = ?`,
 		TestFailed, detail, ms(s.now()), TestRunning)
 	return err
 }
 
 // TestBuild returns one Test build of a Repo.
-func (s *Store) TestBuild(ctx context.Context, repoID, id string) (TestBuild, error) {
+func (s *Environments) TestBuild(ctx context.Context, repoID, id string) (TestBuild, error) {
 	t, err := scanTest(s.db.QueryRowContext(ctx, `SELECT `+testCols+` FROM environment_tests WHERE repo_id = ? AND id = ?`, repoID, id))
 	return t, notFound(err, "Test build "+id)
 }
 
 // LatestTestBuild returns a Repo's newest Test build of the build inputs
 // named by digest, or ErrNotFound.
-func (s *Store) LatestTestBuild(ctx context.Context, repoID, digest string) (TestBuild, error) {
+func (s *Environments) LatestTestBuild(ctx context.Context, repoID, digest string) (TestBuild, error) {
 	t, err := scanTest(s.db.QueryRowContext(ctx, `SELECT `+testCols+` FROM environment_tests WHERE repo_id = ? AND build_digest = ?
 		ORDER BY started_at DESC, rowid DESC LIMIT 1`, repoID, digest))
 	return t, notFound(err, "a Test build of these build inputs")
@@ -190,20 +190,20 @@ func (s *Store) LatestTestBuild(ctx context.Context, repoID, digest string) (Tes
 
 // SessionEnvironment returns the Environment version a Session last
 // started on (0: the Hub's default).
-func (s *Store) SessionEnvironment(ctx context.Context, id string) (int, error) {
+func (s *Environments) SessionEnvironment(ctx context.Context, id string) (int, error) {
 	var v int
 	err := s.db.QueryRowContext(ctx, `SELECT environment_version FROM sessions WHERE id = ?`, id).Scan(&v)
 	return v, notFound(err, "session "+id)
 }
 
 // SetSessionEnvironment records the version a Session starts on.
-func (s *Store) SetSessionEnvironment(ctx context.Context, id string, version int) error {
+func (s *Environments) SetSessionEnvironment(ctx context.Context, id string, version int) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET environment_version = ? WHERE id = ?`, version, id)
 	return err
 }
 
 // TestBuildByID returns a Test build of any Repo, for its Runner's log.
-func (s *Store) TestBuildByID(ctx context.Context, id string) (TestBuild, error) {
+func (s *Environments) TestBuildByID(ctx context.Context, id string) (TestBuild, error) {
 	t, err := scanTest(s.db.QueryRowContext(ctx, `SELECT `+testCols+` FROM environment_tests WHERE id = ?`, id))
 	return t, notFound(err, "Test build "+id)
 }

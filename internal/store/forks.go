@@ -23,7 +23,7 @@ type Fork struct {
 // model, effort and Environment version. Offsets are where the
 // conversation it carries ends: with any, Claude Code has written it down
 // and a wake resumes it. The caller chose id (the Runner copied under it).
-func (s *Store) CreateFork(ctx context.Context, parent Session, id, title string, turn int, offsets map[string]int64) (Session, error) {
+func (s *Sessions) CreateFork(ctx context.Context, parent Session, id, title string, turn int, offsets map[string]int64) (Session, error) {
 	raw, err := json.Marshal(offsets)
 	if err != nil {
 		return Session{}, err
@@ -32,7 +32,7 @@ func (s *Store) CreateFork(ctx context.Context, parent Session, id, title string
 		raw = []byte("{}")
 	}
 	now := ms(s.now())
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, repo_id, creator_id, runner_id, title, model, effort, state, conversation, transcript_offsets, environment_version, created_at, updated_at)
 			SELECT ?, repo_id, creator_id, runner_id, ?, model, effort, ?, ?, ?, environment_version, ?, ? FROM sessions WHERE id = ?`,
 			id, title, Asleep, len(offsets) > 0, string(raw), now, now, parent.ID)
@@ -53,7 +53,7 @@ func (s *Store) CreateFork(ctx context.Context, parent Session, id, title string
 
 // ForkOf returns what Session id was forked from; ok is false for a
 // Session that is no fork.
-func (s *Store) ForkOf(ctx context.Context, id string) (f Fork, ok bool, err error) {
+func (s *Sessions) ForkOf(ctx context.Context, id string) (f Fork, ok bool, err error) {
 	var at int64
 	err = s.db.QueryRowContext(ctx, `SELECT session_id, parent_id, turn, created_at FROM session_forks WHERE session_id = ?`, id).
 		Scan(&f.SessionID, &f.ParentID, &f.Turn, &at)
@@ -65,7 +65,7 @@ func (s *Store) ForkOf(ctx context.Context, id string) (f Fork, ok bool, err err
 }
 
 // Forks lists the forks of Session id, oldest first.
-func (s *Store) Forks(ctx context.Context, id string) ([]Fork, error) {
+func (s *Sessions) Forks(ctx context.Context, id string) ([]Fork, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT session_id, parent_id, turn, created_at FROM session_forks WHERE parent_id = ? ORDER BY created_at, session_id`, id)
 	if err != nil {
 		return nil, err

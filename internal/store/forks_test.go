@@ -18,39 +18,39 @@ func TestAForkIsRecordedAsleepWithItsParentsSettingsAndLink(t *testing.T) {
 		s, _ := open(t)
 		ctx := context.Background()
 		parent := moreSessions(t, s, 1)[0]
-		must(t, s.UpdateSession(ctx, parent.ID, "t", "opus", "high"))
-		must(t, s.SetSessionEnvironment(ctx, parent.ID, 3))
-		parent, _ = s.SessionByID(ctx, parent.ID)
+		must(t, s.Sessions.UpdateSession(ctx, parent.ID, "t", "opus", "high"))
+		must(t, s.Environments.SetSessionEnvironment(ctx, parent.ID, 3))
+		parent, _ = s.Sessions.SessionByID(ctx, parent.ID)
 		id := uuid.NewString()
-		fork, err := s.CreateFork(ctx, parent, id, "fork of t", 2, map[string]int64{id + ".jsonl": 512})
+		fork, err := s.Sessions.CreateFork(ctx, parent, id, "fork of t", 2, map[string]int64{id + ".jsonl": 512})
 		must(t, err)
 		if fork.ID != id || fork.State != Asleep || fork.Place != 0 || !fork.Conversation || fork.RepoID != parent.RepoID ||
 			fork.CreatorID != parent.CreatorID || fork.RunnerID != parent.RunnerID || fork.Model != "opus" || fork.Effort != "high" {
 			t.Errorf("got %+v, want an Asleep copy of %+v's settings with its conversation", fork, parent)
 		}
-		if v, _ := s.SessionEnvironment(ctx, id); v != 3 {
+		if v, _ := s.Environments.SessionEnvironment(ctx, id); v != 3 {
 			t.Errorf("got Environment version %d, want the parent's 3", v)
 		}
-		if off, _ := s.TranscriptOffsets(ctx, id); off[id+".jsonl"] != 512 {
+		if off, _ := s.Sessions.TranscriptOffsets(ctx, id); off[id+".jsonl"] != 512 {
 			t.Errorf("got offsets %v, want the copied conversation's end", off)
 		}
-		f, ok, err := s.ForkOf(ctx, id)
+		f, ok, err := s.Sessions.ForkOf(ctx, id)
 		if err != nil || !ok || f.ParentID != parent.ID || f.Turn != 2 {
 			t.Errorf("got %+v %v %v, want a fork of %s at Turn 2", f, ok, err, parent.ID)
 		}
-		if fs, err := s.Forks(ctx, parent.ID); err != nil || len(fs) != 1 || fs[0].SessionID != id {
+		if fs, err := s.Sessions.Forks(ctx, parent.ID); err != nil || len(fs) != 1 || fs[0].SessionID != id {
 			t.Errorf("got forks %+v (%v), want %s", fs, err, id)
 		}
-		if _, ok, _ := s.ForkOf(ctx, parent.ID); ok {
+		if _, ok, _ := s.Sessions.ForkOf(ctx, parent.ID); ok {
 			t.Errorf("the parent: got a fork, want none")
 		}
 		gone := parent
 		gone.ID = uuid.NewString()
 		other := uuid.NewString()
-		if _, err := s.CreateFork(ctx, gone, other, "x", 0, nil); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Sessions.CreateFork(ctx, gone, other, "x", 0, nil); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("a fork of an unknown Session: got %v, want ErrNotFound", err)
 		}
-		if _, err := s.SessionByID(ctx, other); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Sessions.SessionByID(ctx, other); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Errorf("a refused fork left a Session behind: %v", err)
 		}
 	})

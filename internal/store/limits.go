@@ -21,8 +21,8 @@ const nextInLine = `(SELECT coalesce(max(line_seq), 0) + 1 FROM sessions)`
 // the store's turn: PostgreSQL reads the highest place in each
 // statement's own snapshot, so two Sessions joining at once outside it
 // would take the same place (SQLite's one writer at a time would not).
-func (s *Store) joinLine(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *handle) joinLine(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		res, err = tx.ExecContext(ctx, query, args...)
 		return err
 	})
@@ -45,7 +45,7 @@ func (l RepoLimits) TurnTime() time.Duration {
 }
 
 // RepoLimits returns the Repo's limits, or ErrNotFound.
-func (s *Store) RepoLimits(ctx context.Context, repoID string) (RepoLimits, error) {
+func (s *Repos) RepoLimits(ctx context.Context, repoID string) (RepoLimits, error) {
 	var l RepoLimits
 	var turnMS, spend, sessionSpend int64
 	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms, max_spend_micros, max_session_spend_micros FROM repos WHERE id = ?`,
@@ -57,28 +57,28 @@ func (s *Store) RepoLimits(ctx context.Context, repoID string) (RepoLimits, erro
 
 // SetRepoLimits sets the Repo's limits; its hours are kept to the
 // millisecond, its caps to the millionth of a dollar.
-func (s *Store) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
+func (s *Repos) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ? WHERE id = ?`,
 		l.MaxTurns, l.TurnTime().Milliseconds(), int64(math.Round(l.MaxSpend*1e6)), int64(math.Round(l.MaxSessionSpend*1e6)), repoID)
 	return err
 }
 
 // CountTurn counts a Turn the Session started and returns its Turns.
-func (s *Store) CountTurn(ctx context.Context, id string) (int, error) {
+func (s *Limits) CountTurn(ctx context.Context, id string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `UPDATE sessions SET turns = turns + 1 WHERE id = ? RETURNING turns`, id).Scan(&n)
 	return n, notFound(err, "session "+id)
 }
 
 // AddTurnTime adds a Turn's time to the Session's.
-func (s *Store) AddTurnTime(ctx context.Context, id string, d time.Duration) error {
+func (s *Limits) AddTurnTime(ctx context.Context, id string, d time.Duration) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET turn_ms = turn_ms + ? WHERE id = ?`, d.Milliseconds(), id)
 	return err
 }
 
 // AwakeOf counts the creator's awake Sessions (starting, active or
 // frozen).
-func (s *Store) AwakeOf(ctx context.Context, creatorID string) (int, error) {
+func (s *Limits) AwakeOf(ctx context.Context, creatorID string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE creator_id = ? AND state IN (?, ?, ?)`,
 		creatorID, Starting, Active, Frozen).Scan(&n)
@@ -88,7 +88,7 @@ func (s *Store) AwakeOf(ctx context.Context, creatorID string) (int, error) {
 // SetWaiting puts an asleep or failed Session at the end of its Creator's
 // line for an awake place, keeping the place of one in it already.
 // MoveSession takes it out as it wakes or is archived.
-func (s *Store) SetWaiting(ctx context.Context, id string) error {
+func (s *Limits) SetWaiting(ctx context.Context, id string) error {
 	_, err := s.joinLine(ctx, `UPDATE sessions SET line_seq = coalesce(line_seq, `+nextInLine+`), updated_at = ? WHERE id = ? AND state IN (?, ?)`,
 		ms(s.now()), id, Asleep, Failed)
 	return err
@@ -99,7 +99,7 @@ type Waiting struct{ SessionID, RunnerID string }
 
 // Line lists the creator's Sessions waiting for an awake place, first
 // first.
-func (s *Store) Line(ctx context.Context, creatorID string) ([]Waiting, error) {
+func (s *Limits) Line(ctx context.Context, creatorID string) ([]Waiting, error) {
 	return queryAll(ctx, s.db, func(row scanner) (Waiting, error) {
 		var w Waiting
 		return w, row.Scan(&w.SessionID, &w.RunnerID)
@@ -107,7 +107,7 @@ func (s *Store) Line(ctx context.Context, creatorID string) ([]Waiting, error) {
 }
 
 // LeaveLine takes a Session out of its Creator's line.
-func (s *Store) LeaveLine(ctx context.Context, id string) error {
+func (s *Limits) LeaveLine(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }

@@ -74,10 +74,10 @@ type SessionInstallation struct {
 
 // CreateMCPServer records a new MCP server, or ErrConflict if its id is
 // taken.
-func (s *Store) CreateMCPServer(ctx context.Context, m MCPServer) (MCPServer, error) {
+func (s *MCP) CreateMCPServer(ctx context.Context, m MCPServer) (MCPServer, error) {
 	now := s.now()
 	m.CreatedAt, m.UpdatedAt = now, now
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mcp_servers WHERE id = ?`, m.ID).Scan(&n); err != nil {
 			return err
@@ -115,8 +115,8 @@ func putHeaders(ctx context.Context, tx *sql.Tx, serverID string, hs []HeaderSec
 // since, it returns ErrConflict and changes nothing, so an edit never
 // clears values on a URL, header or Installation it did not see. It
 // returns ErrNotFound for a server there is not.
-func (s *Store) UpdateMCPServer(ctx context.Context, was MCPServer, ins []Installation, m MCPServer, clearAll bool, clear []string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) UpdateMCPServer(ctx context.Context, was MCPServer, ins []Installation, m MCPServer, clearAll bool, clear []string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if err := sameServer(ctx, tx, was, ins); err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func sameServer(ctx context.Context, tx *sql.Tx, was MCPServer, ins []Installati
 }
 
 // MCPServerByID returns a server with its header secrets, or ErrNotFound.
-func (s *Store) MCPServerByID(ctx context.Context, id string) (MCPServer, error) {
+func (s *MCP) MCPServerByID(ctx context.Context, id string) (MCPServer, error) {
 	m, err := scanMCPServer(s.db.QueryRowContext(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE id = ?`, id))
 	if err != nil {
 		return m, notFound(err, "MCP server "+id)
@@ -189,7 +189,7 @@ func (s *Store) MCPServerByID(ctx context.Context, id string) (MCPServer, error)
 }
 
 // MCPServers lists every server with its header secrets.
-func (s *Store) MCPServers(ctx context.Context) ([]MCPServer, error) {
+func (s *MCP) MCPServers(ctx context.Context) ([]MCPServer, error) {
 	ms, err := queryAll(ctx, s.db, scanMCPServer, `SELECT `+mcpServerCols+` FROM mcp_servers ORDER BY id`)
 	for i := range ms {
 		if err != nil {
@@ -221,9 +221,9 @@ func scanMCPServer(row scanner) (MCPServer, error) {
 // it is on in as actorID. It returns ErrConflict if its id is taken, or if
 // it would make a second Installation of its server on a Repo: a second
 // global one, or a second one listing the same Repo.
-func (s *Store) CreateInstallation(ctx context.Context, in Installation, actorID, what string) (Installation, error) {
+func (s *MCP) CreateInstallation(ctx context.Context, in Installation, actorID, what string) (Installation, error) {
 	in.CreatedAt = s.now()
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM installations WHERE id = ?`, in.ID).Scan(&n); err != nil {
 			return err
@@ -246,8 +246,8 @@ func (s *Store) CreateInstallation(ctx context.Context, in Installation, actorID
 // SetInstallationRepos replaces the Repos a Repo-scoped Installation is on
 // in, with CreateInstallation's conflicts, logging what to the Repos it was
 // and is on in.
-func (s *Store) SetInstallationRepos(ctx context.Context, id string, repos []string, actorID, what string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetInstallationRepos(ctx context.Context, id string, repos []string, actorID, what string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		in, err := installationIn(ctx, tx, id)
 		if err != nil {
 			return err
@@ -282,7 +282,7 @@ func union(a, b []string) []string {
 
 // putRepos lists in's Repos, refusing a second Installation of its
 // server on a Repo.
-func (s *Store) putRepos(ctx context.Context, tx *sql.Tx, in Installation) error {
+func (s *MCP) putRepos(ctx context.Context, tx *sql.Tx, in Installation) error {
 	if in.Global {
 		var other string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM installations WHERE server_id = ? AND global = 1 AND id <> ?`, in.ServerID, in.ID).Scan(&other)
@@ -313,7 +313,7 @@ func (s *Store) putRepos(ctx context.Context, tx *sql.Tx, in Installation) error
 
 // logChange logs what to every Repo in is on in: to all of them for a
 // global one.
-func (s *Store) logChange(ctx context.Context, tx *sql.Tx, in Installation, actorID, what string) error {
+func (s *MCP) logChange(ctx context.Context, tx *sql.Tx, in Installation, actorID, what string) error {
 	repos := []sql.NullString{{}}
 	if !in.Global {
 		repos = repos[:0]
@@ -332,8 +332,8 @@ func (s *Store) logChange(ctx context.Context, tx *sql.Tx, in Installation, acto
 
 // LogInstallationChange logs what, done to the Installation id by actorID,
 // to every Repo it is on in.
-func (s *Store) LogInstallationChange(ctx context.Context, id, actorID, what string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) LogInstallationChange(ctx context.Context, id, actorID, what string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		in, err := installationIn(ctx, tx, id)
 		if err != nil {
 			return err
@@ -344,7 +344,7 @@ func (s *Store) LogInstallationChange(ctx context.Context, id, actorID, what str
 
 // InstallationLog returns a Repo's log of Installation changes, global
 // ones included, oldest first.
-func (s *Store) InstallationLog(ctx context.Context, repoID string) ([]InstallationChange, error) {
+func (s *MCP) InstallationLog(ctx context.Context, repoID string) ([]InstallationChange, error) {
 	return queryAll(ctx, s.db, func(row scanner) (InstallationChange, error) {
 		var c InstallationChange
 		var repo sql.NullString
@@ -356,7 +356,7 @@ func (s *Store) InstallationLog(ctx context.Context, repoID string) ([]Installat
 }
 
 // InstallationByID returns an Installation with its Repos, or ErrNotFound.
-func (s *Store) InstallationByID(ctx context.Context, id string) (Installation, error) {
+func (s *MCP) InstallationByID(ctx context.Context, id string) (Installation, error) {
 	return installationIn(ctx, s.db, id)
 }
 
@@ -370,7 +370,7 @@ func installationIn(ctx context.Context, db querier, id string) (Installation, e
 }
 
 // Installations lists every Installation with its Repos.
-func (s *Store) Installations(ctx context.Context) ([]Installation, error) {
+func (s *MCP) Installations(ctx context.Context) ([]Installation, error) {
 	ins, err := queryAll(ctx, s.db, scanInstallation, `SELECT `+installationCols+` FROM installations ORDER BY id`)
 	for i := range ins {
 		if err != nil {
@@ -401,8 +401,8 @@ func scanInstallation(row scanner) (Installation, error) {
 
 // SetInstallationValue stores an Installation's sealed value of a header
 // secret, replacing the one it had, and logs it by key.
-func (s *Store) SetInstallationValue(ctx context.Context, id, key string, sealed []byte, actorID string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetInstallationValue(ctx context.Context, id, key string, sealed []byte, actorID string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		in, err := installationIn(ctx, tx, id)
 		if err != nil {
 			return err
@@ -417,7 +417,7 @@ func (s *Store) SetInstallationValue(ctx context.Context, id, key string, sealed
 }
 
 // InstallationValues returns an Installation's sealed values by key.
-func (s *Store) InstallationValues(ctx context.Context, id string) (map[string]InstallationValue, error) {
+func (s *MCP) InstallationValues(ctx context.Context, id string) (map[string]InstallationValue, error) {
 	vs, err := queryAll(ctx, s.db, func(row scanner) (InstallationValue, error) {
 		var v InstallationValue
 		var at int64
@@ -434,8 +434,8 @@ func (s *Store) InstallationValues(ctx context.Context, id string) (map[string]I
 
 // SetInstallationOff turns an Installation off (or back on) for a Repo,
 // logging it there.
-func (s *Store) SetInstallationOff(ctx context.Context, repoID, id string, off bool, actorID string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetInstallationOff(ctx context.Context, repoID, id string, off bool, actorID string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := installationIn(ctx, tx, id); err != nil {
 			return err
 		}
@@ -453,7 +453,7 @@ func (s *Store) SetInstallationOff(ctx context.Context, repoID, id string, off b
 }
 
 // InstallationsOff returns the ids of the Installations a Repo turned off.
-func (s *Store) InstallationsOff(ctx context.Context, repoID string) (map[string]bool, error) {
+func (s *MCP) InstallationsOff(ctx context.Context, repoID string) (map[string]bool, error) {
 	ids, err := queryAll(ctx, s.db, scanString, `SELECT installation_id FROM installation_off WHERE repo_id = ?`, repoID)
 	out := map[string]bool{}
 	for _, id := range ids {
@@ -464,8 +464,8 @@ func (s *Store) InstallationsOff(ctx context.Context, repoID string) (map[string
 
 // SetSessionInstallations replaces the Installations a Session's run
 // started with.
-func (s *Store) SetSessionInstallations(ctx context.Context, sessionID string, ins []SessionInstallation) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetSessionInstallations(ctx context.Context, sessionID string, ins []SessionInstallation) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM session_installations WHERE session_id = ?`, sessionID); err != nil {
 			return err
 		}
@@ -481,7 +481,7 @@ func (s *Store) SetSessionInstallations(ctx context.Context, sessionID string, i
 
 // SessionInstallations returns the Installations a Session's run started
 // with.
-func (s *Store) SessionInstallations(ctx context.Context, sessionID string) ([]SessionInstallation, error) {
+func (s *MCP) SessionInstallations(ctx context.Context, sessionID string) ([]SessionInstallation, error) {
 	return queryAll(ctx, s.db, func(row scanner) (SessionInstallation, error) {
 		var in SessionInstallation
 		return in, row.Scan(&in.InstallationID, &in.Name, &in.URL, &in.Headers)
@@ -498,7 +498,7 @@ type InstallationOAuth struct {
 
 // InstallationOAuthOf returns an Installation's OAuth client and tokens
 // (empty if it has none).
-func (s *Store) InstallationOAuthOf(ctx context.Context, id string) (InstallationOAuth, error) {
+func (s *MCP) InstallationOAuthOf(ctx context.Context, id string) (InstallationOAuth, error) {
 	var o InstallationOAuth
 	var clientBy, tokensBy sql.NullString
 	var clientAt, tokensAt sql.NullInt64
@@ -513,8 +513,8 @@ func (s *Store) InstallationOAuthOf(ctx context.Context, id string) (Installatio
 
 // SetInstallationClient stores an Installation's sealed OAuth client and,
 // when what is set, logs it as actorID.
-func (s *Store) SetInstallationClient(ctx context.Context, id string, sealed []byte, actorID, what string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetInstallationClient(ctx context.Context, id string, sealed []byte, actorID, what string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		in, err := installationIn(ctx, tx, id)
 		if err != nil {
 			return err
@@ -533,8 +533,8 @@ func (s *Store) SetInstallationClient(ctx context.Context, id string, sealed []b
 
 // SetInstallationTokens stores an Installation's sealed OAuth tokens (nil
 // drops them), and, when what is set, logs it as actorID.
-func (s *Store) SetInstallationTokens(ctx context.Context, id string, sealed []byte, actorID, what string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) SetInstallationTokens(ctx context.Context, id string, sealed []byte, actorID, what string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		in, err := installationIn(ctx, tx, id)
 		if err != nil {
 			return err
@@ -557,7 +557,7 @@ func (s *Store) SetInstallationTokens(ctx context.Context, id string, sealed []b
 }
 
 // PutOAuthState records a flow under way by the state's hash.
-func (s *Store) PutOAuthState(ctx context.Context, hash []byte, installationID, userID string, verifier []byte, expires time.Time) error {
+func (s *MCP) PutOAuthState(ctx context.Context, hash []byte, installationID, userID string, verifier []byte, expires time.Time) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_states (hash, installation_id, user_id, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
 		hash, installationID, userID, verifier, ms(expires))
 	return err
@@ -566,8 +566,8 @@ func (s *Store) PutOAuthState(ctx context.Context, hash []byte, installationID, 
 // TakeOAuthState uses up the flow a state's hash names, if userID began
 // it and it has not expired, and returns its Installation and sealed
 // verifier; anything else is ErrNotFound, alike, and leaves it as it was.
-func (s *Store) TakeOAuthState(ctx context.Context, hash []byte, userID string) (installationID string, verifier []byte, err error) {
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *MCP) TakeOAuthState(ctx context.Context, hash []byte, userID string) (installationID string, verifier []byte, err error) {
+	err = s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `SELECT installation_id, verifier FROM oauth_states WHERE hash = ? AND user_id = ? AND expires_at > ?`,
 			hash, userID, ms(s.now())).Scan(&installationID, &verifier)
 		if err != nil {

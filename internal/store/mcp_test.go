@@ -18,25 +18,25 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		u, err := s.DevUser(ctx)
+		u, err := s.Members.DevUser(ctx)
 		must(t, err)
-		a, err := s.EnsureRepo(ctx, "https://github.com/acme/a", "acme/a")
+		a, err := s.Repos.EnsureRepo(ctx, "https://github.com/acme/a", "acme/a")
 		must(t, err)
-		b, err := s.EnsureRepo(ctx, "https://github.com/acme/b", "acme/b")
+		b, err := s.Repos.EnsureRepo(ctx, "https://github.com/acme/b", "acme/b")
 		must(t, err)
-		c, err := s.EnsureRepo(ctx, "https://github.com/acme/c", "acme/c")
+		c, err := s.Repos.EnsureRepo(ctx, "https://github.com/acme/c", "acme/c")
 		must(t, err)
-		_, err = s.CreateMCPServer(ctx, MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://mcp.example/", Auth: "headers",
+		_, err = s.MCP.CreateMCPServer(ctx, MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://mcp.example/", Auth: "headers",
 			Headers: []HeaderSecret{{Key: "token", Header: "Authorization", Format: "Bearer {value}"}}, CreatedBy: u.ID})
 		must(t, err)
-		_, err = s.CreateInstallation(ctx, Installation{ID: "on-a", ServerID: "hub:docs", Name: "On a", Repos: []string{a.ID}, CreatedBy: u.ID}, u.ID, "installed it")
+		_, err = s.MCP.CreateInstallation(ctx, Installation{ID: "on-a", ServerID: "hub:docs", Name: "On a", Repos: []string{a.ID}, CreatedBy: u.ID}, u.ID, "installed it")
 		must(t, err)
-		must(t, s.SetInstallationValue(ctx, "on-a", "token", []byte{1}, u.ID))
+		must(t, s.MCP.SetInstallationValue(ctx, "on-a", "token", []byte{1}, u.ID))
 
 		read := func() (MCPServer, []Installation) {
-			srv, err := s.MCPServerByID(ctx, "hub:docs")
+			srv, err := s.MCP.MCPServerByID(ctx, "hub:docs")
 			must(t, err)
-			all, err := s.Installations(ctx)
+			all, err := s.MCP.Installations(ctx)
 			must(t, err)
 			return srv, all
 		}
@@ -45,7 +45,7 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 		valuesLeft := func() int {
 			n := 0
 			for _, id := range []string{"on-a", "on-b"} {
-				vs, err := s.InstallationValues(ctx, id)
+				vs, err := s.MCP.InstallationValues(ctx, id)
 				must(t, err)
 				n += len(vs)
 			}
@@ -57,24 +57,24 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 			change func()
 		}{
 			{"an Installation added", func() {
-				_, err := s.CreateInstallation(ctx, Installation{ID: "on-b", ServerID: "hub:docs", Name: "On b", Repos: []string{b.ID}, CreatedBy: u.ID}, u.ID, "installed it")
+				_, err := s.MCP.CreateInstallation(ctx, Installation{ID: "on-b", ServerID: "hub:docs", Name: "On b", Repos: []string{b.ID}, CreatedBy: u.ID}, u.ID, "installed it")
 				must(t, err)
-				must(t, s.SetInstallationValue(ctx, "on-b", "token", []byte{2}, u.ID))
+				must(t, s.MCP.SetInstallationValue(ctx, "on-b", "token", []byte{2}, u.ID))
 			}},
 			{"an Installation moved to another Repo", func() {
-				must(t, s.SetInstallationRepos(ctx, "on-a", []string{a.ID, c.ID}, u.ID, "moved it"))
+				must(t, s.MCP.SetInstallationRepos(ctx, "on-a", []string{a.ID, c.ID}, u.ID, "moved it"))
 			}},
 			{"the URL changed", func() {
 				srv, ins := read()
 				moved := srv
 				moved.URL = "https://mcp.example/v2/"
-				must(t, s.UpdateMCPServer(ctx, srv, ins, moved, false, nil))
+				must(t, s.MCP.UpdateMCPServer(ctx, srv, ins, moved, false, nil))
 			}},
 		} {
 			srv, ins := read()
 			c.change()
 			before := valuesLeft()
-			err := s.UpdateMCPServer(ctx, srv, ins, edited, true, nil)
+			err := s.MCP.UpdateMCPServer(ctx, srv, ins, edited, true, nil)
 			if !errors.Is(err, errdefs.ErrConflict) {
 				t.Fatalf("%s, then an edit that read the server before: %v, want a conflict", c.name, err)
 			}
@@ -87,7 +87,7 @@ func TestAnMCPServerEditThatSawAnOlderServerChangesNothing(t *testing.T) {
 		}
 		// Read again, the same edit goes through and clears them.
 		srv, ins := read()
-		must(t, s.UpdateMCPServer(ctx, srv, ins, edited, true, nil))
+		must(t, s.MCP.UpdateMCPServer(ctx, srv, ins, edited, true, nil))
 		if left := valuesLeft(); left != 0 {
 			t.Fatalf("%d values left after an edit of the URL, want none", left)
 		}

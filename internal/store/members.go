@@ -35,9 +35,9 @@ func CheckGitHubLogin(login string) error {
 
 // MemberByGitHub returns the live Member GitHub says signed in, bringing
 // their login and name up to date, or ErrNotFound.
-func (s *Store) MemberByGitHub(ctx context.Context, gh GitHubIdentity) (User, error) {
+func (s *Members) MemberByGitHub(ctx context.Context, gh GitHubIdentity) (User, error) {
 	var u User
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM users WHERE github_id = ? AND removed_at IS NULL`, gh.ID).Scan(&id)
 		if err != nil {
@@ -52,7 +52,7 @@ func (s *Store) MemberByGitHub(ctx context.Context, gh GitHubIdentity) (User, er
 // putGitHubUser makes (id "") or updates the user GitHub identifies, live.
 // A login held by another row (an account renamed or deleted on GitHub
 // since) is taken from it first.
-func (s *Store) putGitHubUser(ctx context.Context, tx *sql.Tx, id string, gh GitHubIdentity, owner bool) (User, error) {
+func (s *Members) putGitHubUser(ctx context.Context, tx *sql.Tx, id string, gh GitHubIdentity, owner bool) (User, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE users SET github_login = NULL WHERE lower(github_login) = lower(?) AND coalesce(github_id, 0) != ?`, gh.Login, gh.ID); err != nil {
 		return User{}, err
 	}
@@ -78,7 +78,7 @@ func (s *Store) putGitHubUser(ctx context.Context, tx *sql.Tx, id string, gh Git
 // admit lets gh in: the user row with their GitHub id comes back (a Member
 // removed earlier and invited again keeps their history), or a new one is
 // made.
-func (s *Store) admit(ctx context.Context, tx *sql.Tx, gh GitHubIdentity, owner bool) (User, error) {
+func (s *Members) admit(ctx context.Context, tx *sql.Tx, gh GitHubIdentity, owner bool) (User, error) {
 	var id string
 	err := tx.QueryRowContext(ctx, `SELECT id FROM users WHERE github_id = ?`, gh.ID).Scan(&id)
 	if err != nil && err != sql.ErrNoRows {
@@ -88,7 +88,7 @@ func (s *Store) admit(ctx context.Context, tx *sql.Tx, gh GitHubIdentity, owner 
 }
 
 // HasOwner reports whether someone has become the Owner.
-func (s *Store) HasOwner(ctx context.Context) (bool, error) {
+func (s *Members) HasOwner(ctx context.Context) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE is_owner = 1`).Scan(&n)
 	return n > 0, err
@@ -96,9 +96,9 @@ func (s *Store) HasOwner(ctx context.Context) (bool, error) {
 
 // NewSetupLink returns a fresh Setup link secret, replacing any unused one,
 // or ErrConflict once the Hub has an Owner. Only its hash is kept.
-func (s *Store) NewSetupLink(ctx context.Context) (string, error) {
+func (s *Members) NewSetupLink(ctx context.Context) (string, error) {
 	secret, hash := auth.NewToken(auth.Setup)
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE is_owner = 1`).Scan(&n); err != nil {
 			return err
@@ -121,10 +121,10 @@ func (s *Store) NewSetupLink(ctx context.Context) (string, error) {
 // ClaimSetupLink makes gh the Owner if secret is the unused Setup link and
 // the Hub has no Owner yet. Anything else is ErrUnauthorized, alike, and
 // changes nothing.
-func (s *Store) ClaimSetupLink(ctx context.Context, secret string, gh GitHubIdentity) (User, error) {
+func (s *Members) ClaimSetupLink(ctx context.Context, secret string, gh GitHubIdentity) (User, error) {
 	var u User
 	hash := auth.Hash(secret)
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var stored []byte
 		err := tx.QueryRowContext(ctx, `SELECT hash FROM setup_links WHERE hash = ? AND used_at IS NULL
 			AND NOT EXISTS (SELECT 1 FROM users WHERE is_owner = 1)`, hash).Scan(&stored)
@@ -153,7 +153,7 @@ type Invite struct {
 
 // CreateInvite makes an Invite for one GitHub login, lasting ttl, and
 // returns it with its secret, shown once: only the hash is kept.
-func (s *Store) CreateInvite(ctx context.Context, login, createdBy string, ttl time.Duration) (Invite, string, error) {
+func (s *Members) CreateInvite(ctx context.Context, login, createdBy string, ttl time.Duration) (Invite, string, error) {
 	if err := CheckGitHubLogin(login); err != nil {
 		return Invite{}, "", err
 	}
@@ -169,7 +169,7 @@ func (s *Store) CreateInvite(ctx context.Context, login, createdBy string, ttl t
 }
 
 // Invites lists Invites, newest first.
-func (s *Store) Invites(ctx context.Context) ([]Invite, error) {
+func (s *Members) Invites(ctx context.Context) ([]Invite, error) {
 	return queryAll(ctx, s.db, scanInvite, `SELECT id, github_login, created_by, created_at, expires_at, used_at, revoked_at FROM invites ORDER BY created_at DESC`)
 }
 
@@ -183,7 +183,7 @@ func scanInvite(row scanner) (Invite, error) {
 }
 
 // RevokeInvite revokes an unused Invite, or returns ErrNotFound.
-func (s *Store) RevokeInvite(ctx context.Context, id string) error {
+func (s *Members) RevokeInvite(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE invites SET revoked_at = ? WHERE id = ? AND used_at IS NULL AND revoked_at IS NULL`, ms(s.now()), id)
 	if err != nil {
 		return err
@@ -197,10 +197,10 @@ func (s *Store) RevokeInvite(ctx context.Context, id string) error {
 // RedeemInvite lets gh in with an Invite's secret if the Invite is for gh's
 // login, unused, unexpired and not revoked, and uses it up. Anything else is
 // ErrUnauthorized, alike, and changes nothing.
-func (s *Store) RedeemInvite(ctx context.Context, secret string, gh GitHubIdentity) (User, error) {
+func (s *Members) RedeemInvite(ctx context.Context, secret string, gh GitHubIdentity) (User, error) {
 	var u User
 	hash := auth.Hash(secret)
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var id string
 		var stored []byte
 		err := tx.QueryRowContext(ctx, `SELECT id, hash FROM invites WHERE hash = ? AND used_at IS NULL AND revoked_at IS NULL
@@ -218,8 +218,8 @@ func (s *Store) RedeemInvite(ctx context.Context, secret string, gh GitHubIdenti
 	return u, err
 }
 
-// Members lists the live users, oldest first.
-func (s *Store) Members(ctx context.Context) ([]User, error) {
+// List lists the live users, oldest first.
+func (s *Members) List(ctx context.Context) ([]User, error) {
 	return queryAll(ctx, s.db, scanUser, `SELECT `+userCols+` FROM users WHERE removed_at IS NULL ORDER BY created_at`)
 }
 
@@ -227,10 +227,10 @@ func (s *Store) Members(ctx context.Context) ([]User, error) {
 // sign-in and CLI token of theirs, drops their notification webhooks, and
 // revokes the Runners they paired, which it returns: the caller closes
 // their connections and fails their Sessions. Returns ErrNotFound for no such Member.
-func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, error) {
+func (s *Members) RemoveMember(ctx context.Context, id string) (User, []Runner, error) {
 	var u User
 	var runners []Runner
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var err error
 		u, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ? AND removed_at IS NULL`, id))
 		if err != nil {
@@ -264,7 +264,7 @@ func (s *Store) RemoveMember(ctx context.Context, id string) (User, []Runner, er
 // makes the token on the person's machine and the Hub never sees it until
 // it is used. signedIn is when the browser sign-in that approved it
 // started, which the token is never fresher than (SignedInAt).
-func (s *Store) AddCLIToken(ctx context.Context, userID, name string, hash []byte, signedIn time.Time) error {
+func (s *Members) AddCLIToken(ctx context.Context, userID, name string, hash []byte, signedIn time.Time) error {
 	if len(hash) != 32 {
 		return fmt.Errorf("a CLI token's hash is a SHA-256, 32 bytes: %w", errdefs.ErrInvalid)
 	}

@@ -12,7 +12,7 @@ import (
 
 // CreateMetricsToken makes the Hub's metrics token and returns it once; the
 // one before it stops working.
-func (s *Store) CreateMetricsToken(ctx context.Context) (string, error) {
+func (s *Signins) CreateMetricsToken(ctx context.Context) (string, error) {
 	token, hash := auth.NewToken(auth.Metrics)
 	_, err := s.db.ExecContext(ctx, `INSERT INTO metrics_token (one, token_hash, created_at) VALUES (1, ?, ?)
 		ON CONFLICT (one) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at`, hash, ms(s.now()))
@@ -24,7 +24,7 @@ func (s *Store) CreateMetricsToken(ctx context.Context) (string, error) {
 
 // RevokeMetricsToken ends the metrics token. Returns ErrNotFound if there
 // is none.
-func (s *Store) RevokeMetricsToken(ctx context.Context) error {
+func (s *Signins) RevokeMetricsToken(ctx context.Context) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM metrics_token`)
 	if err != nil {
 		return fmt.Errorf("revoke the metrics token: %w", err)
@@ -37,7 +37,7 @@ func (s *Store) RevokeMetricsToken(ctx context.Context) error {
 
 // CheckMetricsToken returns nil if token is the live metrics token, else
 // ErrUnauthorized.
-func (s *Store) CheckMetricsToken(ctx context.Context, token string) error {
+func (s *Signins) CheckMetricsToken(ctx context.Context, token string) error {
 	defer s.timed("check_metrics_token")()
 	hash := auth.Hash(token)
 	var stored []byte
@@ -69,7 +69,7 @@ func (s *Store) Migrations(ctx context.Context) (applied, known int, err error) 
 
 // SessionCounts returns how many Sessions are in each state, every state
 // present.
-func (s *Store) SessionCounts(ctx context.Context) (map[SessionState]int, error) {
+func (s *Sessions) SessionCounts(ctx context.Context) (map[SessionState]int, error) {
 	defer s.timed("session_counts")()
 	out := map[SessionState]int{Starting: 0, Active: 0, Asleep: 0, Frozen: 0, Failed: 0, Archived: 0}
 	rows, err := s.db.QueryContext(ctx, `SELECT state, count(*) FROM sessions GROUP BY state`)
@@ -100,7 +100,7 @@ func (s *Store) Observe(fn func(op string, d time.Duration)) {
 }
 
 // timed times the call op for Observe's function: defer what it returns.
-func (s *Store) timed(op string) func() {
+func (s *handle) timed(op string) func() {
 	fn := s.observe.Load()
 	if fn == nil {
 		return func() {}

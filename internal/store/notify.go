@@ -47,7 +47,7 @@ func fromMSOrZero(v int64) time.Time {
 
 // AddNotifyWebhook stores a Member's new webhook, its id given, its secret
 // sealed.
-func (s *Store) AddNotifyWebhook(ctx context.Context, w NotifyWebhook) (NotifyWebhook, error) {
+func (s *Notify) AddNotifyWebhook(ctx context.Context, w NotifyWebhook) (NotifyWebhook, error) {
 	w.CreatedAt = s.now()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO notify_webhooks (id, user_id, url, format, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		w.ID, w.UserID, w.URL, w.Format, w.Secret, ms(w.CreatedAt))
@@ -55,16 +55,16 @@ func (s *Store) AddNotifyWebhook(ctx context.Context, w NotifyWebhook) (NotifyWe
 }
 
 // NotifyWebhooks lists a Member's webhooks, oldest first.
-func (s *Store) NotifyWebhooks(ctx context.Context, userID string) ([]NotifyWebhook, error) {
+func (s *Notify) NotifyWebhooks(ctx context.Context, userID string) ([]NotifyWebhook, error) {
 	return queryAll(ctx, s.db, scanNotifyWebhook, `SELECT `+notifyWebhookCols+` FROM notify_webhooks WHERE user_id = ? ORDER BY created_at, id`, userID)
 }
 
 // EditNotifyWebhook changes a Member's webhook's URL and format, and clears
 // its failures: an edit is how a stopped webhook posts again. ErrNotFound
 // for none of theirs.
-func (s *Store) EditNotifyWebhook(ctx context.Context, userID, id, url, format string) (NotifyWebhook, error) {
+func (s *Notify) EditNotifyWebhook(ctx context.Context, userID, id, url, format string) (NotifyWebhook, error) {
 	var w NotifyWebhook
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE notify_webhooks SET url = ?, format = ?, failing_since = 0, last_error = '', stopped_at = 0 WHERE id = ? AND user_id = ?`,
 			url, format, id, userID)
 		if err != nil {
@@ -81,7 +81,7 @@ func (s *Store) EditNotifyWebhook(ctx context.Context, userID, id, url, format s
 
 // DeleteNotifyWebhook removes a Member's webhook and what waits for it.
 // ErrNotFound for none of theirs.
-func (s *Store) DeleteNotifyWebhook(ctx context.Context, userID, id string) error {
+func (s *Notify) DeleteNotifyWebhook(ctx context.Context, userID, id string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM notify_webhooks WHERE id = ? AND user_id = ?`, id, userID)
 	if err != nil {
 		return err
@@ -105,8 +105,8 @@ type Notification struct {
 }
 
 // QueueNotifications stores notifications to post now.
-func (s *Store) QueueNotifications(ctx context.Context, ns []Notification) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Notify) QueueNotifications(ctx context.Context, ns []Notification) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		for _, n := range ns {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO notify_outbox (id, webhook_id, kind, body, due_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -120,7 +120,7 @@ func (s *Store) QueueNotifications(ctx context.Context, ns []Notification) error
 
 // DueMembers returns the Members with a notification due by now, the one
 // whose oldest is due longest ago first.
-func (s *Store) DueMembers(ctx context.Context, now time.Time) ([]string, error) {
+func (s *Notify) DueMembers(ctx context.Context, now time.Time) ([]string, error) {
 	return queryAll(ctx, s.db, func(row scanner) (string, error) {
 		var id string
 		return id, row.Scan(&id)
@@ -130,7 +130,7 @@ func (s *Store) DueMembers(ctx context.Context, now time.Time) ([]string, error)
 
 // DueNotifications returns at most limit of a Member's notifications due
 // by now, the oldest due first, with their webhooks.
-func (s *Store) DueNotifications(ctx context.Context, userID string, now time.Time, limit int) ([]Notification, error) {
+func (s *Notify) DueNotifications(ctx context.Context, userID string, now time.Time, limit int) ([]Notification, error) {
 	return queryAll(ctx, s.db, func(row scanner) (Notification, error) {
 		var n Notification
 		var due, failing, stopped, created int64
@@ -147,7 +147,7 @@ func (s *Store) DueNotifications(ctx context.Context, userID string, now time.Ti
 
 // NextNotificationDue is when the soonest notification is due; false for
 // none waiting.
-func (s *Store) NextNotificationDue(ctx context.Context) (time.Time, bool, error) {
+func (s *Notify) NextNotificationDue(ctx context.Context) (time.Time, bool, error) {
 	var due sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT MIN(due_at) FROM notify_outbox`).Scan(&due)
 	return fromMS(due), due.Valid, err
@@ -155,8 +155,8 @@ func (s *Store) NextNotificationDue(ctx context.Context) (time.Time, bool, error
 
 // NotificationSent deletes a delivered notification and clears its
 // webhook's failures.
-func (s *Store) NotificationSent(ctx context.Context, n Notification) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Notify) NotificationSent(ctx context.Context, n Notification) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM notify_outbox WHERE id = ?`, n.ID); err != nil {
 			return err
 		}
@@ -169,8 +169,8 @@ func (s *Store) NotificationSent(ctx context.Context, n Notification) error {
 // again at next, and its webhook keeps the error and when it began
 // failing. With stop, the webhook is stopped instead, and what waits for
 // it dropped.
-func (s *Store) NotificationFailed(ctx context.Context, n Notification, why string, next time.Time, stop bool) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Notify) NotificationFailed(ctx context.Context, n Notification, why string, next time.Time, stop bool) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		if _, err := tx.ExecContext(ctx, `UPDATE notify_webhooks SET last_error = ?,
 			failing_since = CASE WHEN failing_since = 0 THEN ? ELSE failing_since END WHERE id = ?`, why, now, n.WebhookID); err != nil {

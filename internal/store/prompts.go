@@ -70,7 +70,7 @@ func scanPrompt(row scanner) (Prompt, error) {
 // Attachments it names by ID: complete ones of the Session its author
 // uploaded that no prompt carries yet (ErrNotFound for any other,
 // ErrConflict for one another prompt carries, and then nothing is queued).
-func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
+func (s *Prompts) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 	defer s.timed("enqueue_prompt")()
 	p.ID, p.State, p.CreatedAt = uuid.NewString(), Queued, s.now()
 	err := s.inTx(ctx, sessionTurn(p.SessionID), func(tx *sql.Tx) error {
@@ -86,7 +86,7 @@ func (s *Store) EnqueuePrompt(ctx context.Context, p Prompt) (Prompt, error) {
 }
 
 // withAttachments fills in the Attachments each prompt carries.
-func (s *Store) withAttachments(ctx context.Context, ps []Prompt) ([]Prompt, error) {
+func (s *Prompts) withAttachments(ctx context.Context, ps []Prompt) ([]Prompt, error) {
 	for i := range ps {
 		as, err := s.PromptAttachments(ctx, ps[i].SessionID, ps[i].ID)
 		if err != nil {
@@ -97,9 +97,9 @@ func (s *Store) withAttachments(ctx context.Context, ps []Prompt) ([]Prompt, err
 	return ps, nil
 }
 
-// Prompts lists a Session's prompts that are not delivered or cancelled,
+// List lists a Session's prompts that are not delivered or cancelled,
 // in queue order.
-func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error) {
+func (s *Prompts) List(ctx context.Context, sessionID string) ([]Prompt, error) {
 	ps, err := queryAll(ctx, s.db, scanPrompt, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state IN ('queued', 'delivering') ORDER BY state = 'queued', position, rowid`, sessionID)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (s *Store) Prompts(ctx context.Context, sessionID string) ([]Prompt, error)
 }
 
 // PromptByID returns one of a Session's prompts, or ErrNotFound.
-func (s *Store) PromptByID(ctx context.Context, sessionID, id string) (Prompt, error) {
+func (s *Prompts) PromptByID(ctx context.Context, sessionID, id string) (Prompt, error) {
 	p, err := scanPrompt(s.db.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND id = ?`, sessionID, id))
 	return p, notFound(err, "prompt "+id)
 }
@@ -116,7 +116,7 @@ func (s *Store) PromptByID(ctx context.Context, sessionID, id string) (Prompt, e
 // EditPrompt replaces a queued prompt's text (plain, or sealed with the
 // plain one empty), or cancels it when both are empty. Returns ErrConflict
 // once it is being delivered or delivered.
-func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string, sealed []byte) error {
+func (s *Prompts) EditPrompt(ctx context.Context, sessionID, id, text string, sealed []byte) error {
 	q, args := `UPDATE prompts SET text = ?, sealed = ? WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{text, sealed, sessionID, id}
 	if text == "" && sealed == nil {
 		q, args = `UPDATE prompts SET state = 'cancelled' WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{sessionID, id}
@@ -137,7 +137,7 @@ func (s *Store) EditPrompt(ctx context.Context, sessionID, id, text string, seal
 // TakePrompt moves the Session's oldest queued prompt to Delivering and
 // returns it; ok is false when the queue is empty or a prompt is already
 // being delivered.
-func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
+func (s *Prompts) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
 	defer s.timed("take_prompt")()
 	err = s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		var busy int
@@ -165,7 +165,7 @@ func (s *Store) TakePrompt(ctx context.Context, sessionID string) (p Prompt, ok 
 // DeliveringPrompt returns the Session's prompt on its way (Delivering),
 // ok false when none is: what a Hub that restarted finds of a delivery it
 // has no memory of.
-func (s *Store) DeliveringPrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
+func (s *Prompts) DeliveringPrompt(ctx context.Context, sessionID string) (p Prompt, ok bool, err error) {
 	p, err = scanPrompt(s.db.QueryRowContext(ctx, `SELECT `+promptCols+` FROM prompts WHERE session_id = ? AND state = 'delivering'`, sessionID))
 	if err == sql.ErrNoRows {
 		return Prompt{}, false, nil
@@ -182,7 +182,7 @@ func (s *Store) DeliveringPrompt(ctx context.Context, sessionID string) (p Promp
 // still in state from: as MoveSession does, it returns ErrConflict naming
 // both when something moved it meanwhile (a person cancelled it, another
 // outcome was recorded), and ErrNotFound for no such prompt.
-func (s *Store) SetPromptState(ctx context.Context, id string, from, to PromptState) error {
+func (s *Prompts) SetPromptState(ctx context.Context, id string, from, to PromptState) error {
 	defer s.timed("set_prompt_state")()
 	q, args := `UPDATE prompts SET state = ?, delivered_at = ? WHERE id = ? AND state = ?`, []any{to, nil, id, from}
 	switch to {
@@ -211,7 +211,7 @@ func (s *Store) SetPromptState(ctx context.Context, id string, from, to PromptSt
 // MovePrompt moves a queued prompt to place to (from 1) in its Session's
 // queue, or last when to is past its end. Returns ErrConflict once the
 // prompt is on its way or delivered.
-func (s *Store) MovePrompt(ctx context.Context, sessionID, id string, to int) error {
+func (s *Prompts) MovePrompt(ctx context.Context, sessionID, id string, to int) error {
 	return s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, position FROM prompts WHERE session_id = ? AND state = 'queued' ORDER BY position, rowid`, sessionID)
 		if err != nil {

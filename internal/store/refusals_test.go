@@ -20,7 +20,7 @@ func TestARefusalIsTakenOncePerPersonAndThreadADay(t *testing.T) {
 		s.now = func() time.Time { return now }
 		take := func(issue int, who int64) bool {
 			t.Helper()
-			fresh, err := s.TakeRefusal(ctx, "acme/app", issue, who)
+			fresh, err := s.Threads.TakeRefusal(ctx, "acme/app", issue, who)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,13 +53,13 @@ func TestTheThreadContextSwitchIsTheSessions(t *testing.T) {
 		if x.ThreadContext {
 			t.Fatal("a new Session shows others' comments as context")
 		}
-		if err := s.SetThreadContext(ctx, x.ID, true); err != nil {
+		if err := s.Sessions.SetThreadContext(ctx, x.ID, true); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.SessionByID(ctx, x.ID); err != nil || !got.ThreadContext {
+		if got, err := s.Sessions.SessionByID(ctx, x.ID); err != nil || !got.ThreadContext {
 			t.Fatalf("the Session after the switch was set: %+v %v", got, err)
 		}
-		if err := s.SetThreadContext(ctx, "00000000-0000-4000-8000-000000000000", true); !errors.Is(err, errdefs.ErrNotFound) {
+		if err := s.Sessions.SetThreadContext(ctx, "00000000-0000-4000-8000-000000000000", true); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("an unknown Session's switch: %v, want not found", err)
 		}
 	})

@@ -50,13 +50,13 @@ func scanRunner(row scanner) (Runner, error) {
 // with no createdBy (paired on the Hub's machine, working on the store
 // directly) is the Hub's own, and shared. Returns ErrConflict if a live
 // Runner has that name.
-func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runner, string, error) {
+func (s *Runners) CreateRunner(ctx context.Context, name, createdBy string) (Runner, string, error) {
 	if err := validName(name); err != nil {
 		return Runner{}, "", err
 	}
 	token, hash := auth.NewToken(auth.Runner)
 	r := Runner{ID: uuid.NewString(), Name: name, CreatedBy: createdBy, Shared: createdBy == "", CreatedAt: s.now()}
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		// A revoked Runner's name can be used again.
 		if _, err := tx.ExecContext(ctx, `UPDATE runners SET name = name || '~' || id WHERE name = ? AND revoked_at IS NOT NULL`, name); err != nil {
 			return err
@@ -76,7 +76,7 @@ func (s *Store) CreateRunner(ctx context.Context, name, createdBy string) (Runne
 
 // RunnerByToken returns the live Runner whose token this is. Returns
 // ErrUnauthorized for an unknown or revoked token.
-func (s *Store) RunnerByToken(ctx context.Context, token string) (Runner, error) {
+func (s *Runners) RunnerByToken(ctx context.Context, token string) (Runner, error) {
 	defer s.timed("runner_by_token")()
 	hash := auth.Hash(token)
 	var stored []byte
@@ -95,19 +95,19 @@ type prefixed struct {
 
 func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.first}, dest...)...) }
 
-// Runners lists live Runners by name.
-func (s *Store) Runners(ctx context.Context) ([]Runner, error) {
+// List lists live Runners by name.
+func (s *Runners) List(ctx context.Context) ([]Runner, error) {
 	return queryAll(ctx, s.db, scanRunner, `SELECT `+runnerCols+` FROM runners WHERE revoked_at IS NULL ORDER BY name`)
 }
 
 // RunnerByName returns the live Runner named name, or ErrNotFound.
-func (s *Store) RunnerByName(ctx context.Context, name string) (Runner, error) {
+func (s *Runners) RunnerByName(ctx context.Context, name string) (Runner, error) {
 	r, err := scanRunner(s.db.QueryRowContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE name = ? AND revoked_at IS NULL`, name))
 	return r, notFound(err, "runner "+name)
 }
 
 // RunnerByID returns a Runner, live or revoked, or ErrNotFound.
-func (s *Store) RunnerByID(ctx context.Context, id string) (Runner, error) {
+func (s *Runners) RunnerByID(ctx context.Context, id string) (Runner, error) {
 	r, err := scanRunner(s.db.QueryRowContext(ctx, `SELECT `+runnerCols+` FROM runners WHERE id = ?`, id))
 	return r, notFound(err, "runner "+id)
 }
@@ -115,7 +115,7 @@ func (s *Store) RunnerByID(ctx context.Context, id string) (Runner, error) {
 // RotateRunnerToken gives a live Runner a new token, ending the old one,
 // and returns it once. The Runner keeps its id, so its Sessions stay its
 // own. Returns ErrNotFound if there is no such live Runner.
-func (s *Store) RotateRunnerToken(ctx context.Context, id string) (string, error) {
+func (s *Runners) RotateRunnerToken(ctx context.Context, id string) (string, error) {
 	token, hash := auth.NewToken(auth.Runner)
 	res, err := s.db.ExecContext(ctx, `UPDATE runners SET token_hash = ? WHERE id = ? AND revoked_at IS NULL`, hash, id)
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *Store) RotateRunnerToken(ctx context.Context, id string) (string, error
 
 // RevokeRunner revokes a live Runner's token. Returns ErrNotFound if there is
 // no such live Runner.
-func (s *Store) RevokeRunner(ctx context.Context, id string) error {
+func (s *Runners) RevokeRunner(ctx context.Context, id string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(s.now()), id)
 	if err != nil {
 		return err
@@ -143,7 +143,7 @@ func (s *Store) RevokeRunner(ctx context.Context, id string) error {
 // SetRunnerShared shares a live Runner with every Member, or takes it back
 // to the Member who paired it. Returns ErrNotFound if there is no such live
 // Runner.
-func (s *Store) SetRunnerShared(ctx context.Context, id string, shared bool) error {
+func (s *Runners) SetRunnerShared(ctx context.Context, id string, shared bool) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE runners SET shared = ? WHERE id = ? AND revoked_at IS NULL`, shared, id)
 	if err != nil {
 		return err
@@ -155,7 +155,7 @@ func (s *Store) SetRunnerShared(ctx context.Context, id string, shared bool) err
 }
 
 // TouchRunner records that a Runner was seen now.
-func (s *Store) TouchRunner(ctx context.Context, id string) error {
+func (s *Runners) TouchRunner(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE runners SET last_seen_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }

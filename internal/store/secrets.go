@@ -12,7 +12,7 @@ import (
 
 // SetUserSecret stores a person's sealed secret (such as "claude-token"),
 // replacing the one they had.
-func (s *Store) SetUserSecret(ctx context.Context, userID, name string, sealed []byte) error {
+func (s *Members) SetUserSecret(ctx context.Context, userID, name string, sealed []byte) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO user_secrets (user_id, name, sealed, set_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (user_id, name) DO UPDATE SET sealed = excluded.sealed, set_at = excluded.set_at`, userID, name, sealed, ms(s.now()))
 	return err
@@ -20,7 +20,7 @@ func (s *Store) SetUserSecret(ctx context.Context, userID, name string, sealed [
 
 // UserSecret returns a person's sealed secret and when it was set, or
 // ErrNotFound.
-func (s *Store) UserSecret(ctx context.Context, userID, name string) ([]byte, time.Time, error) {
+func (s *Members) UserSecret(ctx context.Context, userID, name string) ([]byte, time.Time, error) {
 	var sealed []byte
 	var at int64
 	err := s.db.QueryRowContext(ctx, `SELECT sealed, set_at FROM user_secrets WHERE user_id = ? AND name = ?`, userID, name).Scan(&sealed, &at)
@@ -31,7 +31,7 @@ func (s *Store) UserSecret(ctx context.Context, userID, name string) ([]byte, ti
 }
 
 // DeleteUserSecret removes a person's secret.
-func (s *Store) DeleteUserSecret(ctx context.Context, userID, name string) error {
+func (s *Members) DeleteUserSecret(ctx context.Context, userID, name string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM user_secrets WHERE user_id = ? AND name = ?`, userID, name)
 	return err
 }

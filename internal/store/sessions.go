@@ -32,9 +32,9 @@ func scanRepo(row scanner) (Repo, error) {
 }
 
 // EnsureRepo returns the Repo with that URL, making it on first use.
-func (s *Store) EnsureRepo(ctx context.Context, url, name string) (Repo, error) {
+func (s *Repos) EnsureRepo(ctx context.Context, url, name string) (Repo, error) {
 	var r Repo
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var err error
 		r, err = scanRepo(tx.QueryRowContext(ctx, `SELECT `+repoCols+` FROM repos WHERE url = ?`, url))
 		if err != sql.ErrNoRows {
@@ -124,7 +124,7 @@ func scanSession(row scanner) (Session, error) {
 // CreateSession records a new Session in state Starting and returns it;
 // one x says is Asleep is recorded so, at the end of its Creator's line
 // for an awake place (SetWaiting).
-func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
+func (s *Sessions) CreateSession(ctx context.Context, x Session) (Session, error) {
 	now := s.now()
 	line, exec := "NULL", s.db.ExecContext
 	if x.State == Asleep {
@@ -142,7 +142,7 @@ func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 }
 
 // SessionByID returns a Session, or ErrNotFound.
-func (s *Store) SessionByID(ctx context.Context, id string) (Session, error) {
+func (s *Sessions) SessionByID(ctx context.Context, id string) (Session, error) {
 	defer s.timed("session_by_id")()
 	x, err := scanSession(s.db.QueryRowContext(ctx, `SELECT `+sessionCols+sessionFrom+`WHERE s.id = ?`, id))
 	return x, notFound(err, "session "+id)
@@ -154,8 +154,8 @@ type SessionFilter struct {
 	States   []SessionState
 }
 
-// Sessions lists Sessions, newest first.
-func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+// List lists Sessions, newest first.
+func (s *Sessions) List(ctx context.Context, f SessionFilter) ([]Session, error) {
 	q := `SELECT ` + sessionCols + sessionFrom + `WHERE 1=1`
 	var args []any
 	if f.RunnerID != "" {
@@ -177,7 +177,7 @@ func (s *Store) Sessions(ctx context.Context, f SessionFilter) ([]Session, error
 // retries (RetryStart). It returns ErrConflict if the Session is no longer
 // in from, so two changes never both win; internal/hub/session is its one
 // caller.
-func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionState, detail string, transient bool) error {
+func (s *Sessions) MoveSession(ctx context.Context, id string, from, to SessionState, detail string, transient bool) error {
 	defer s.timed("move_session")()
 	now := ms(s.now())
 	var archived any
@@ -208,7 +208,7 @@ func (s *Store) MoveSession(ctx context.Context, id string, from, to SessionStat
 // RetryStart counts one more retry of a Session's start and returns the
 // count since the Session last came up (MoveSession to Active), which a
 // restart of the Hub keeps.
-func (s *Store) RetryStart(ctx context.Context, id string) (int, error) {
+func (s *Sessions) RetryStart(ctx context.Context, id string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `UPDATE sessions SET start_retries = start_retries + 1 WHERE id = ? RETURNING start_retries`, id).Scan(&n)
 	return n, notFound(err, "session "+id)
@@ -216,9 +216,9 @@ func (s *Store) RetryStart(ctx context.Context, id string) (int, error) {
 
 // SwapSandboxToken keeps sealed as a Session's current Sandbox token (nil:
 // none) and returns the one it replaces, nil if none.
-func (s *Store) SwapSandboxToken(ctx context.Context, id string, sealed []byte) ([]byte, error) {
+func (s *Sessions) SwapSandboxToken(ctx context.Context, id string, sealed []byte) ([]byte, error) {
 	var prev []byte
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT sandbox_token FROM sessions WHERE id = ?`, id).Scan(&prev); err != nil {
 			return notFound(err, "session "+id)
 		}
@@ -230,7 +230,7 @@ func (s *Store) SwapSandboxToken(ctx context.Context, id string, sealed []byte) 
 
 // SetSandboxGit records what the Session's newest Sandbox token lets git
 // do ("write" or "read"), and reports whether that changed.
-func (s *Store) SetSandboxGit(ctx context.Context, id, git string) (bool, error) {
+func (s *Sessions) SetSandboxGit(ctx context.Context, id, git string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET sandbox_git = ? WHERE id = ? AND sandbox_git <> ?`, git, id, git)
 	if err != nil {
 		return false, err
@@ -240,19 +240,19 @@ func (s *Store) SetSandboxGit(ctx context.Context, id, git string) (bool, error)
 }
 
 // SetKeepAwake sets a Session's Keep awake switch.
-func (s *Store) SetKeepAwake(ctx context.Context, id string, on bool) error {
+func (s *Sessions) SetKeepAwake(ctx context.Context, id string, on bool) error {
 	return s.setSwitch(ctx, id, "keep_awake", on)
 }
 
 // SetThreadContext sets a Session's switch for others' comments on its
 // issue or pull request as context in its history.
-func (s *Store) SetThreadContext(ctx context.Context, id string, on bool) error {
+func (s *Sessions) SetThreadContext(ctx context.Context, id string, on bool) error {
 	return s.setSwitch(ctx, id, "thread_context", on)
 }
 
 // setSwitch sets one of the Creator's switches of a Session, the column
 // col (a constant of the callers', never input).
-func (s *Store) setSwitch(ctx context.Context, id, col string, on bool) error {
+func (s *Sessions) setSwitch(ctx context.Context, id, col string, on bool) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+col+` = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
 	if err != nil {
 		return err
@@ -265,28 +265,28 @@ func (s *Store) setSwitch(ctx context.Context, id, col string, on bool) error {
 
 // SetConversation records that Claude Code has written the Session's
 // conversation down.
-func (s *Store) SetConversation(ctx context.Context, id string) error {
+func (s *Sessions) SetConversation(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET conversation = 1 WHERE id = ?`, id)
 	return err
 }
 
 // IssueModToken makes a fresh mod token for a run of the Session,
 // replacing the last one, and returns it once.
-func (s *Store) IssueModToken(ctx context.Context, sessionID string) (string, error) {
+func (s *Sessions) IssueModToken(ctx context.Context, sessionID string) (string, error) {
 	token, hash := auth.NewToken(auth.Mod)
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = ? WHERE id = ?`, hash, sessionID)
 	return token, err
 }
 
 // RevokeModToken ends the Session's current run's mod token.
-func (s *Store) RevokeModToken(ctx context.Context, sessionID string) error {
+func (s *Sessions) RevokeModToken(ctx context.Context, sessionID string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = NULL WHERE id = ?`, sessionID)
 	return err
 }
 
 // SessionByModToken returns the Session a live mod token is for, or
 // ErrUnauthorized.
-func (s *Store) SessionByModToken(ctx context.Context, token string) (Session, error) {
+func (s *Sessions) SessionByModToken(ctx context.Context, token string) (Session, error) {
 	defer s.timed("session_by_mod_token")()
 	hash := auth.Hash(token)
 	var stored []byte
@@ -324,7 +324,7 @@ type Event struct {
 
 // AppendEvents stores events after the Session's last one and returns them
 // numbered.
-func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event) ([]Event, error) {
+func (s *Sessions) AppendEvents(ctx context.Context, sessionID string, evs []Event) ([]Event, error) {
 	defer s.timed("append_events")()
 	err := s.inTx(ctx, sessionTurn(sessionID), func(tx *sql.Tx) error {
 		var last int64
@@ -353,7 +353,7 @@ func (s *Store) AppendEvents(ctx context.Context, sessionID string, evs []Event)
 }
 
 // Events returns up to limit of a Session's Events after seq.
-func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
+func (s *Sessions) Events(ctx context.Context, sessionID string, after int64, limit int) ([]Event, error) {
 	return queryAll(ctx, s.db, scanEvent, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, after, limit)
 }
 
@@ -375,7 +375,7 @@ type EventUse struct {
 }
 
 // EventUse reads what a Session's Events take in the store.
-func (s *Store) EventUse(ctx context.Context, sessionID string) (EventUse, error) {
+func (s *Sessions) EventUse(ctx context.Context, sessionID string) (EventUse, error) {
 	var u EventUse
 	err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(data)), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&u.Rows, &u.Bytes)
 	if err != nil {
@@ -391,7 +391,7 @@ func (s *Store) EventUse(ctx context.Context, sessionID string) (EventUse, error
 
 // SetEventData rewrites the data of a Session's stored Event: the Hub's
 // note of the Events it dropped, kept up to date. ErrNotFound for none.
-func (s *Store) SetEventData(ctx context.Context, sessionID string, seq int64, data []byte) error {
+func (s *Sessions) SetEventData(ctx context.Context, sessionID string, seq int64, data []byte) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE events SET data = ? WHERE session_id = ? AND seq = ?`, string(data), sessionID, seq)
 	if err != nil {
 		return err
@@ -404,7 +404,7 @@ func (s *Store) SetEventData(ctx context.Context, sessionID string, seq int64, d
 
 // EventByToolID returns the Session's latest Event of kind whose tool_id
 // is toolID, or ErrNotFound.
-func (s *Store) EventByToolID(ctx context.Context, sessionID, kind, toolID string) (Event, error) {
+func (s *Sessions) EventByToolID(ctx context.Context, sessionID, kind, toolID string) (Event, error) {
 	e, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT seq, at, kind, data FROM events WHERE session_id = ? AND kind = ?
 		AND json_extract(data, '$.tool_id') = ? ORDER BY seq DESC LIMIT 1`, sessionID, kind, toolID))
 	return e, notFound(err, kind+" "+toolID)
@@ -417,7 +417,7 @@ var noteFields = map[string]string{"blocked": "$.blocked", "requested": "$.reque
 
 // NoteWith returns the Session's first note whose field (one of
 // noteFields) is value, or ErrNotFound.
-func (s *Store) NoteWith(ctx context.Context, sessionID, field, value string) (Event, error) {
+func (s *Sessions) NoteWith(ctx context.Context, sessionID, field, value string) (Event, error) {
 	path, ok := noteFields[field]
 	if !ok {
 		return Event{}, fmt.Errorf("a note has no field %q to look up: %w", field, errdefs.ErrInvalid)
@@ -429,7 +429,7 @@ func (s *Store) NoteWith(ctx context.Context, sessionID, field, value string) (E
 
 // TurnOpen reports whether the Session's last top-level turn_start has no
 // turn_end after it: a Turn ran when the Hub last heard.
-func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {
+func (s *Sessions) TurnOpen(ctx context.Context, sessionID string) (bool, error) {
 	var kind string
 	err := s.db.QueryRowContext(ctx, `SELECT kind FROM events WHERE session_id = ? AND kind IN ('turn_start', 'turn_end')
 		AND coalesce(json_extract(data, '$.agent'), '') = '' ORDER BY seq DESC LIMIT 1`, sessionID).Scan(&kind)
@@ -443,7 +443,7 @@ func (s *Store) TurnOpen(ctx context.Context, sessionID string) (bool, error) {
 // run: each agent id whose last subagent_start has no subagent_end after
 // it, mapped to the Agent tool call that started it, as its start or else
 // its own Events name it ("" when none does).
-func (s *Store) RunningSubagents(ctx context.Context, sessionID string) (map[string]string, error) {
+func (s *Sessions) RunningSubagents(ctx context.Context, sessionID string) (map[string]string, error) {
 	type agent struct{ id, parent string }
 	list, err := queryAll(ctx, s.db, func(row scanner) (agent, error) {
 		var a agent
@@ -463,7 +463,7 @@ func (s *Store) RunningSubagents(ctx context.Context, sessionID string) (map[str
 }
 
 // SetTranscriptOffsets records how far a Session's transcript is stored.
-func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map[string]int64) error {
+func (s *Sessions) SetTranscriptOffsets(ctx context.Context, id string, offsets map[string]int64) error {
 	b, err := json.Marshal(offsets)
 	if err != nil {
 		return err
@@ -474,7 +474,7 @@ func (s *Store) SetTranscriptOffsets(ctx context.Context, id string, offsets map
 
 // TitleFromPull gives a Session its pull request's title, unless a person
 // named it (UpdateSession), and reports whether the title changed.
-func (s *Store) TitleFromPull(ctx context.Context, id, title string) (bool, error) {
+func (s *Sessions) TitleFromPull(ctx context.Context, id, title string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET title = ?, updated_at = ? WHERE id = ? AND titled = 0 AND title <> ?`,
 		title, ms(s.now()), id, title)
 	if err != nil {
@@ -485,7 +485,7 @@ func (s *Store) TitleFromPull(ctx context.Context, id, title string) (bool, erro
 }
 
 // TranscriptOffsets returns how far a Session's transcript is stored.
-func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]int64, error) {
+func (s *Sessions) TranscriptOffsets(ctx context.Context, id string) (map[string]int64, error) {
 	var raw string
 	if err := s.db.QueryRowContext(ctx, `SELECT transcript_offsets FROM sessions WHERE id = ?`, id).Scan(&raw); err != nil {
 		return nil, notFound(err, "session "+id)
@@ -497,7 +497,7 @@ func (s *Store) TranscriptOffsets(ctx context.Context, id string) (map[string]in
 // UpdateSession changes a Session's title, model and effort, as a person
 // asks: a title changed so no longer follows its pull request's
 // (TitleFromPull).
-func (s *Store) UpdateSession(ctx context.Context, id, title, model, effort string) error {
+func (s *Sessions) UpdateSession(ctx context.Context, id, title, model, effort string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET titled = CASE WHEN title <> ? THEN 1 ELSE titled END, title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
 		title, title, model, effort, ms(s.now()), id)
 	if err != nil {

@@ -24,7 +24,7 @@ const signinTouchEvery = time.Minute
 
 // CreateSignin starts a browser sign-in for a user and returns its cookie
 // value, once: only its hash is kept.
-func (s *Store) CreateSignin(ctx context.Context, userID string) (string, error) {
+func (s *Signins) CreateSignin(ctx context.Context, userID string) (string, error) {
 	token, hash := auth.NewToken(auth.Cookie)
 	now := ms(s.now())
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO signins (hash, user_id, created_at, used_at) VALUES (?, ?, ?, ?)`, hash, userID, now, now); err != nil {
@@ -36,7 +36,7 @@ func (s *Store) CreateSignin(ctx context.Context, userID string) (string, error)
 // UserBySignin returns the live user a sign-in cookie belongs to, if it is
 // within both lifetimes, and counts this as a use. A sign-in past either is
 // ended; anything else is ErrUnauthorized.
-func (s *Store) UserBySignin(ctx context.Context, token string, life Lifetimes) (User, error) {
+func (s *Signins) UserBySignin(ctx context.Context, token string, life Lifetimes) (User, error) {
 	defer s.timed("user_by_signin")()
 	hash := auth.Hash(token)
 	var stored []byte
@@ -62,14 +62,14 @@ func (s *Store) UserBySignin(ctx context.Context, token string, life Lifetimes) 
 }
 
 // EndSignin ends a sign-in by its cookie value, at once.
-func (s *Store) EndSignin(ctx context.Context, token string) error {
+func (s *Signins) EndSignin(ctx context.Context, token string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE hash = ?`, auth.Hash(token))
 	return err
 }
 
 // SweepSignins deletes sign-ins past either lifetime. Expiry is enforced
 // when a cookie is read whether or not this runs; it only frees storage.
-func (s *Store) SweepSignins(ctx context.Context, life Lifetimes) error {
+func (s *Signins) SweepSignins(ctx context.Context, life Lifetimes) error {
 	now := s.now()
 	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE created_at <= ? OR used_at <= ?`, ms(now.Add(-life.Max)), ms(now.Add(-life.Idle)))
 	return err
@@ -78,7 +78,7 @@ func (s *Store) SweepSignins(ctx context.Context, life Lifetimes) error {
 // SigninLive reports whether the sign-in with this hash is still within
 // both lifetimes and its user a Member, without counting a use: a stream
 // it opened re-checks it this way.
-func (s *Store) SigninLive(ctx context.Context, hash []byte, life Lifetimes) (bool, error) {
+func (s *Signins) SigninLive(ctx context.Context, hash []byte, life Lifetimes) (bool, error) {
 	now := s.now()
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM signins g JOIN users u ON u.id = g.user_id
@@ -89,7 +89,7 @@ func (s *Store) SigninLive(ctx context.Context, hash []byte, life Lifetimes) (bo
 
 // CLITokenLive reports whether the CLI token with this hash is unrevoked
 // and its user a Member.
-func (s *Store) CLITokenLive(ctx context.Context, hash []byte) (bool, error) {
+func (s *Signins) CLITokenLive(ctx context.Context, hash []byte) (bool, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cli_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.removed_at IS NULL`, hash).Scan(&n)
@@ -101,7 +101,7 @@ func (s *Store) CLITokenLive(ctx context.Context, hash []byte) (bool, error) {
 // token, the start of the browser sign-in that approved it (zero for a
 // token approved before the Hub kept it). Returns ErrNotFound for neither
 // a sign-in nor a live CLI token.
-func (s *Store) SignedInAt(ctx context.Context, hash []byte) (time.Time, error) {
+func (s *Signins) SignedInAt(ctx context.Context, hash []byte) (time.Time, error) {
 	var at sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT created_at FROM signins WHERE hash = ?
 		UNION ALL SELECT signed_in_at FROM cli_tokens WHERE token_hash = ? AND revoked_at IS NULL`, hash, hash).Scan(&at)

@@ -27,12 +27,82 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the Hub's database.
+// Store is the Hub's database: it opens, migrates, backs up and closes
+// it, and holds one type per domain, each over the same handle, so a
+// consumer takes only the domain it uses (st.Sessions, st.Prompts, ...)
+// rather than every query there is.
 type Store struct {
+	*handle
+
+	Sessions     *Sessions     // Sessions, their Events and transcripts
+	Repos        *Repos        // Repos and their settings (limits, auto-fix, trigger label)
+	Branches     *Branches     // Sessions' branches and their pull requests
+	Prompts      *Prompts      // the prompt queue and its attachments
+	Audit        *Audit        // the audit log's hash chain
+	Environments *Environments // Environments, drafts and test builds
+	Limits       *Limits       // Members' line of waiting Sessions, Turn counts
+	MCP          *MCP          // MCP servers and their installations
+	Members      *Members      // Members, invites, setup links, their secrets
+	Signins      *Signins      // sign-ins, CLI and metrics tokens
+	Notify       *Notify       // notification webhooks and their outbox
+	Runners      *Runners      // Runners and their tokens
+	Threads      *Threads      // GitHub threads, webhook deliveries, refusals
+	Usage        *UsageLog     // token usage by Session, Turn and day
+	Variables    *Variables    // Variables and Sessions' masks
+	Attempts     *Attempts     // attempt sets and their Turns' checks
+}
+
+// handle is the one database every domain type shares: a write in one
+// domain's transaction waits for the same turns as any other's.
+type handle struct {
 	db      *sql.DB
 	dialect dialect
 	now     func() time.Time
 	observe atomic.Pointer[func(op string, d time.Duration)] // Observe's
+}
+
+// The domain types: each is the handle with its domain's queries as
+// methods, most in the file named for the domain (Repos' sit beside the
+// queries that first needed them).
+type (
+	Sessions     struct{ *handle }
+	Repos        struct{ *handle }
+	Branches     struct{ *handle }
+	Prompts      struct{ *handle }
+	Audit        struct{ *handle }
+	Environments struct{ *handle }
+	Limits       struct{ *handle }
+	MCP          struct{ *handle }
+	Members      struct{ *handle }
+	Signins      struct{ *handle }
+	Notify       struct{ *handle }
+	Runners      struct{ *handle }
+	Threads      struct{ *handle }
+	UsageLog     struct{ *handle }
+	Variables    struct{ *handle }
+	Attempts     struct{ *handle }
+)
+
+func newStore(h *handle) *Store {
+	return &Store{
+		handle:       h,
+		Sessions:     &Sessions{h},
+		Repos:        &Repos{h},
+		Branches:     &Branches{h},
+		Prompts:      &Prompts{h},
+		Audit:        &Audit{h},
+		Environments: &Environments{h},
+		Limits:       &Limits{h},
+		MCP:          &MCP{h},
+		Members:      &Members{h},
+		Signins:      &Signins{h},
+		Notify:       &Notify{h},
+		Runners:      &Runners{h},
+		Threads:      &Threads{h},
+		Usage:        &UsageLog{h},
+		Variables:    &Variables{h},
+		Attempts:     &Attempts{h},
+	}
 }
 
 // IsPostgres reports whether source names a PostgreSQL database
@@ -70,7 +140,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 }
 
 func openDB(ctx context.Context, db *sql.DB, d dialect, what string) (*Store, error) {
-	s := &Store{db: db, dialect: d, now: time.Now}
+	s := newStore(&handle{db: db, dialect: d, now: time.Now})
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate %s: %w", what, err)
@@ -187,7 +257,7 @@ func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 // inTx runs fn in a write transaction that waits for t's turn first.
-func (s *Store) inTx(ctx context.Context, t turn, fn func(*sql.Tx) error) error {
+func (s *handle) inTx(ctx context.Context, t turn, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

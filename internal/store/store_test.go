@@ -75,7 +75,7 @@ func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, path := open(t)
 		ctx := context.Background()
-		if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
+		if _, _, err := s.Runners.CreateRunner(ctx, "one", ""); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
@@ -84,7 +84,7 @@ func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 			t.Fatalf("reopen: %v", err)
 		}
 		defer s2.Close()
-		rs, err := s2.Runners(ctx)
+		rs, err := s2.Runners.List(ctx)
 		if err != nil || len(rs) != 1 {
 			t.Fatalf("after reopen: %d runners, %v; want 1", len(rs), err)
 		}
@@ -99,7 +99,7 @@ func TestAStoreANewerKndlMigratedIsRefused(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, path := open(t)
 		ctx := context.Background()
-		if _, _, err := s.CreateRunner(ctx, "one", ""); err != nil {
+		if _, _, err := s.Runners.CreateRunner(ctx, "one", ""); err != nil {
 			t.Fatal(err)
 		}
 		migrations := func() string {
@@ -127,7 +127,7 @@ func TestAStoreANewerKndlMigratedIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		s3 := openAt(t, path)
-		if rs, err := s3.Runners(ctx); err != nil || len(rs) != 1 {
+		if rs, err := s3.Runners.List(ctx); err != nil || len(rs) != 1 {
 			t.Fatalf("reopened without it: %d Runners, %v; want 1", len(rs), err)
 		}
 	})
@@ -137,15 +137,15 @@ func TestRunnerTokenStoredOnlyAsHash(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, path := open(t)
 		ctx := context.Background()
-		r, token, err := s.CreateRunner(ctx, "box", "")
+		r, token, err := s.Runners.CreateRunner(ctx, "box", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.RunnerByToken(ctx, token)
+		got, err := s.Runners.RunnerByToken(ctx, token)
 		if err != nil || got.ID != r.ID {
 			t.Fatalf("RunnerByToken = %v, %v; want %s", got.ID, err, r.ID)
 		}
-		if _, err := s.RunnerByToken(ctx, token+"x"); !errors.Is(err, errdefs.ErrUnauthorized) {
+		if _, err := s.Runners.RunnerByToken(ctx, token+"x"); !errors.Is(err, errdefs.ErrUnauthorized) {
 			t.Fatalf("wrong token: err = %v, want ErrUnauthorized", err)
 		}
 		var stored []byte
@@ -161,17 +161,17 @@ func TestRunnerTokenStoredOnlyAsHash(t *testing.T) {
 				}
 			}
 		}
-		if err := s.RevokeRunner(ctx, r.ID); err != nil {
+		if err := s.Runners.RevokeRunner(ctx, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RunnerByToken(ctx, token); !errors.Is(err, errdefs.ErrUnauthorized) {
+		if _, err := s.Runners.RunnerByToken(ctx, token); !errors.Is(err, errdefs.ErrUnauthorized) {
 			t.Fatalf("revoked token: err = %v, want ErrUnauthorized", err)
 		}
-		if err := s.RevokeRunner(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		if err := s.Runners.RevokeRunner(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("revoking twice: err = %v, want ErrNotFound", err)
 		}
 		// The name is free again once revoked.
-		if _, _, err := s.CreateRunner(ctx, "box", ""); err != nil {
+		if _, _, err := s.Runners.CreateRunner(ctx, "box", ""); err != nil {
 			t.Fatalf("re-pairing a revoked name: %v", err)
 		}
 	})
@@ -192,7 +192,7 @@ func TestRunnerNames(t *testing.T) {
 			{"ok-name_1.2", errdefs.ErrConflict},
 		}
 		for _, tt := range tests {
-			_, _, err := s.CreateRunner(ctx, tt.name, "")
+			_, _, err := s.Runners.CreateRunner(ctx, tt.name, "")
 			if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
 				t.Errorf("CreateRunner(%q): err = %v, want %v", tt.name, err, tt.want)
 			}
@@ -204,24 +204,24 @@ func TestCLITokens(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		u, err := s.DevUser(ctx)
+		u, err := s.Members.DevUser(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := s.DevUser(ctx)
+		again, _ := s.Members.DevUser(ctx)
 		if again.ID != u.ID {
 			t.Fatalf("DevUser made a second dev user")
 		}
-		tok, err := s.CreateCLIToken(ctx, u.ID, "laptop")
+		tok, err := s.Signins.CreateCLIToken(ctx, u.ID, "laptop")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.UserByCLIToken(ctx, tok)
+		got, err := s.Signins.UserByCLIToken(ctx, tok)
 		if err != nil || got.ID != u.ID {
 			t.Fatalf("UserByCLIToken = %v, %v", got, err)
 		}
-		s.RevokeCLIToken(ctx, tok)
-		if _, err := s.UserByCLIToken(ctx, tok); !errors.Is(err, errdefs.ErrUnauthorized) {
+		s.Signins.RevokeCLIToken(ctx, tok)
+		if _, err := s.Signins.UserByCLIToken(ctx, tok); !errors.Is(err, errdefs.ErrUnauthorized) {
 			t.Fatalf("revoked CLI token: err = %v, want ErrUnauthorized", err)
 		}
 	})
@@ -233,22 +233,22 @@ func TestARotatedRunnerTokenKeepsTheRunnersID(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		r, old, err := s.CreateRunner(ctx, "dev", "")
+		r, old, err := s.Runners.CreateRunner(ctx, "dev", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		fresh, err := s.RotateRunnerToken(ctx, r.ID)
+		fresh, err := s.Runners.RotateRunnerToken(ctx, r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.RunnerByToken(ctx, fresh); err != nil || got.ID != r.ID {
+		if got, err := s.Runners.RunnerByToken(ctx, fresh); err != nil || got.ID != r.ID {
 			t.Fatalf("the new token: %v, %v; want runner %s", got.ID, err, r.ID)
 		}
-		if _, err := s.RunnerByToken(ctx, old); !errors.Is(err, errdefs.ErrUnauthorized) {
+		if _, err := s.Runners.RunnerByToken(ctx, old); !errors.Is(err, errdefs.ErrUnauthorized) {
 			t.Fatalf("the old token: err = %v, want ErrUnauthorized", err)
 		}
-		s.RevokeRunner(ctx, r.ID)
-		if _, err := s.RotateRunnerToken(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		s.Runners.RevokeRunner(ctx, r.ID)
+		if _, err := s.Runners.RotateRunnerToken(ctx, r.ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("rotating a revoked Runner's token: err = %v, want ErrNotFound", err)
 		}
 	})
@@ -265,31 +265,31 @@ func TestAStartsRetriesAreCountedUntilItComesUp(t *testing.T) {
 		s, source := open(t)
 		ctx := context.Background()
 		x, _ := devSession(t, s)
-		if err := s.MoveSession(ctx, x.ID, Starting, Failed, "the start failed", true); err != nil {
+		if err := s.Sessions.MoveSession(ctx, x.ID, Starting, Failed, "the start failed", true); err != nil {
 			t.Fatal(err)
 		}
 		for want := 1; want <= 2; want++ {
-			if n, err := s.RetryStart(ctx, x.ID); err != nil || n != want {
+			if n, err := s.Sessions.RetryStart(ctx, x.ID); err != nil || n != want {
 				t.Fatalf("RetryStart = %d, %v, want %d", n, err, want)
 			}
 		}
 		s = openAt(t, source)
-		if n, err := s.RetryStart(ctx, x.ID); err != nil || n != 3 {
+		if n, err := s.Sessions.RetryStart(ctx, x.ID); err != nil || n != 3 {
 			t.Fatalf("RetryStart after a reopen = %d, %v, want 3", n, err)
 		}
-		if got, _ := s.SessionByID(ctx, x.ID); got.StartRetries != 3 {
+		if got, _ := s.Sessions.SessionByID(ctx, x.ID); got.StartRetries != 3 {
 			t.Fatalf("StartRetries = %d, want 3", got.StartRetries)
 		}
-		if err := s.MoveSession(ctx, x.ID, Failed, Starting, "retry 3", false); err != nil {
+		if err := s.Sessions.MoveSession(ctx, x.ID, Failed, Starting, "retry 3", false); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.MoveSession(ctx, x.ID, Starting, Active, "up", false); err != nil {
+		if err := s.Sessions.MoveSession(ctx, x.ID, Starting, Active, "up", false); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.RetryStart(ctx, x.ID); err != nil || n != 1 {
+		if n, err := s.Sessions.RetryStart(ctx, x.ID); err != nil || n != 1 {
 			t.Fatalf("RetryStart once it came up = %d, %v, want 1", n, err)
 		}
-		if _, err := s.RetryStart(ctx, "no-such-session"); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Sessions.RetryStart(ctx, "no-such-session"); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("RetryStart of an unknown Session: %v, want not found", err)
 		}
 	})
@@ -305,27 +305,27 @@ func TestATitleFollowsItsPullRequestUntilAPersonNamesIt(t *testing.T) {
 		ctx := context.Background()
 		x, _ := devSession(t, s)
 		title := func() string {
-			got, _ := s.SessionByID(ctx, x.ID)
+			got, _ := s.Sessions.SessionByID(ctx, x.ID)
 			return got.Title
 		}
-		if err := s.UpdateSession(ctx, x.ID, x.Title, "opus", ""); err != nil {
+		if err := s.Sessions.UpdateSession(ctx, x.ID, x.Title, "opus", ""); err != nil {
 			t.Fatal(err)
 		}
 		for _, tt := range []struct {
 			pull    string
 			changed bool
 		}{{"Add the thing", true}, {"Add the thing", false}} {
-			if changed, err := s.TitleFromPull(ctx, x.ID, tt.pull); err != nil || changed != tt.changed {
+			if changed, err := s.Sessions.TitleFromPull(ctx, x.ID, tt.pull); err != nil || changed != tt.changed {
 				t.Fatalf("TitleFromPull(%q) = %v, %v, want %v", tt.pull, changed, err, tt.changed)
 			}
 		}
 		if got := title(); got != "Add the thing" {
 			t.Fatalf("title %q, want the pull request's", got)
 		}
-		if err := s.UpdateSession(ctx, x.ID, "Named by hand", "opus", ""); err != nil {
+		if err := s.Sessions.UpdateSession(ctx, x.ID, "Named by hand", "opus", ""); err != nil {
 			t.Fatal(err)
 		}
-		if changed, err := s.TitleFromPull(ctx, x.ID, "Another pull"); err != nil || changed || title() != "Named by hand" {
+		if changed, err := s.Sessions.TitleFromPull(ctx, x.ID, "Another pull"); err != nil || changed || title() != "Named by hand" {
 			t.Fatalf("after a rename, TitleFromPull = %v, %v and the title is %q, want the person's kept", changed, err, title())
 		}
 	})
@@ -340,11 +340,11 @@ func TestASessionKeepsOneSandboxTokenAtATime(t *testing.T) {
 		ctx := context.Background()
 		x, _ := devSession(t, s)
 		for _, step := range []struct{ put, want []byte }{{nil, nil}, {[]byte("a"), nil}, {[]byte("b"), []byte("a")}, {nil, []byte("b")}, {nil, nil}} {
-			if prev, err := s.SwapSandboxToken(ctx, x.ID, step.put); err != nil || string(prev) != string(step.want) || (prev == nil) != (step.want == nil) {
+			if prev, err := s.Sessions.SwapSandboxToken(ctx, x.ID, step.put); err != nil || string(prev) != string(step.want) || (prev == nil) != (step.want == nil) {
 				t.Fatalf("SwapSandboxToken(%q) = %q, %v, want %q", step.put, prev, err, step.want)
 			}
 		}
-		if _, err := s.SwapSandboxToken(ctx, "no-such-session", []byte("a")); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Sessions.SwapSandboxToken(ctx, "no-such-session", []byte("a")); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("an unknown Session: %v, want not found", err)
 		}
 	})
@@ -357,14 +357,14 @@ func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 		x, u := devSession(t, s)
 		ids := map[string]string{}
 		for _, text := range []string{"a", "b", "c", "d"} {
-			p, err := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})
+			p, err := s.Prompts.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: text})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids[text] = p.ID
 		}
 		order := func() string {
-			q, _ := s.Prompts(ctx, x.ID)
+			q, _ := s.Prompts.List(ctx, x.ID)
 			var out string
 			for _, p := range q {
 				out += p.Text
@@ -382,30 +382,30 @@ func TestTheQueueKeepsTheOrderItsCreatorSets(t *testing.T) {
 			{"c", 0, "cdba"},
 		}
 		for _, st := range steps {
-			if err := s.MovePrompt(ctx, x.ID, ids[st.move], st.to); err != nil {
+			if err := s.Prompts.MovePrompt(ctx, x.ID, ids[st.move], st.to); err != nil {
 				t.Fatal(err)
 			}
 			if got := order(); got != st.want {
 				t.Fatalf("after moving %s to %d: %s, want %s", st.move, st.to, got, st.want)
 			}
 		}
-		p, ok, err := s.TakePrompt(ctx, x.ID)
+		p, ok, err := s.Prompts.TakePrompt(ctx, x.ID)
 		if err != nil || !ok || p.Text != "c" {
 			t.Fatalf("took %q %v %v, want c", p.Text, ok, err)
 		}
-		if err := s.MovePrompt(ctx, x.ID, p.ID, 3); !errors.Is(err, errdefs.ErrConflict) {
+		if err := s.Prompts.MovePrompt(ctx, x.ID, p.ID, 3); !errors.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("moving the prompt on its way: %v, want a conflict", err)
 		}
-		if err := s.MovePrompt(ctx, x.ID, "nope", 1); !errors.Is(err, errdefs.ErrNotFound) {
+		if err := s.Prompts.MovePrompt(ctx, x.ID, "nope", 1); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("moving no prompt: %v, want not found", err)
 		}
 		if got := order(); got != "cdba" { // the one on its way listed first
 			t.Fatalf("queue with c on its way: %s", got)
 		}
-		if err := s.SetPromptState(ctx, p.ID, Delivering, Queued); err != nil { // not taken: back at the head
+		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Queued); err != nil { // not taken: back at the head
 			t.Fatal(err)
 		}
-		s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
+		s.Prompts.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "e"})
 		if got := order(); got != "cdbae" {
 			t.Fatalf("after putting c back and queueing e: %s, want cdbae", got)
 		}
@@ -420,34 +420,34 @@ func TestAPromptMovesOnlyFromTheStateItsMoverExpects(t *testing.T) {
 		s, _ := open(t)
 		ctx := context.Background()
 		x, u := devSession(t, s)
-		p, _ := s.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "a"})
+		p, _ := s.Prompts.EnqueuePrompt(ctx, Prompt{SessionID: x.ID, AuthorID: u.ID, Text: "a"})
 		state := func() PromptState {
 			t.Helper()
-			got, err := s.PromptByID(ctx, x.ID, p.ID)
+			got, err := s.Prompts.PromptByID(ctx, x.ID, p.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return got.State
 		}
-		if err := s.SetPromptState(ctx, p.ID, Delivering, Delivered); !errors.Is(err, errdefs.ErrConflict) {
+		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Delivered); !errors.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("delivering a queued prompt: %v, want a conflict", err)
 		}
 		if got := state(); got != Queued {
 			t.Fatalf("a refused move left it %s, want queued", got)
 		}
-		if _, ok, err := s.TakePrompt(ctx, x.ID); !ok || err != nil {
+		if _, ok, err := s.Prompts.TakePrompt(ctx, x.ID); !ok || err != nil {
 			t.Fatalf("take: %v %v", ok, err)
 		}
-		if err := s.SetPromptState(ctx, p.ID, Delivering, Delivered); err != nil {
+		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Delivered); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetPromptState(ctx, p.ID, Delivering, Queued); !errors.Is(err, errdefs.ErrConflict) {
+		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Queued); !errors.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("putting back a delivered prompt: %v, want a conflict", err)
 		}
-		if got, _ := s.PromptByID(ctx, x.ID, p.ID); got.State != Delivered || got.DeliveredAt.IsZero() {
+		if got, _ := s.Prompts.PromptByID(ctx, x.ID, p.ID); got.State != Delivered || got.DeliveredAt.IsZero() {
 			t.Fatalf("a refused requeue left it %s (delivered at %v), want delivered", got.State, got.DeliveredAt)
 		}
-		if err := s.SetPromptState(ctx, "no-such-prompt", Delivering, Queued); !errors.Is(err, errdefs.ErrNotFound) {
+		if err := s.Prompts.SetPromptState(ctx, "no-such-prompt", Delivering, Queued); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("no such prompt: %v, want not found", err)
 		}
 	})
@@ -460,13 +460,13 @@ func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+		bob, _ := s.Members.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
 		const carol = "carol-id"
-		bobs, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
-		hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
+		bobs, _, _ := s.Runners.CreateRunner(ctx, "bobs-box", bob.ID)
+		hubs, _, _ := s.Runners.CreateRunner(ctx, "hubs-box", "")
 		read := func(id string) Runner {
 			t.Helper()
-			rn, err := s.RunnerByID(ctx, id)
+			rn, err := s.Runners.RunnerByID(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -474,7 +474,7 @@ func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
 		}
 		share := func(id string, on bool) string {
 			t.Helper()
-			if err := s.SetRunnerShared(ctx, id, on); err != nil {
+			if err := s.Runners.SetRunnerShared(ctx, id, on); err != nil {
 				t.Fatal(err)
 			}
 			return id
@@ -501,7 +501,7 @@ func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
 			}
 		}
 
-		_, revoked, err := s.RemoveMember(ctx, bob.ID)
+		_, revoked, err := s.Members.RemoveMember(ctx, bob.ID)
 		if err != nil || len(revoked) != 1 || revoked[0].ID != bobs.ID {
 			t.Fatalf("RemoveMember revoked %+v, %v; want bobs-box", revoked, err)
 		}
@@ -511,7 +511,7 @@ func TestARunnerIsUsableByWhoPairedItOrOnceShared(t *testing.T) {
 		if rn := read(hubs.ID); !rn.RevokedAt.IsZero() {
 			t.Fatal("removing a Member revoked the Hub's Runner")
 		}
-		if err := s.SetRunnerShared(ctx, bobs.ID, true); !errors.Is(err, errdefs.ErrNotFound) {
+		if err := s.Runners.SetRunnerShared(ctx, bobs.ID, true); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("sharing a revoked Runner: %v, want not found", err)
 		}
 	})
@@ -524,11 +524,11 @@ func TestTheRunnerOwnersMigration(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, path := open(t)
 		ctx := context.Background()
-		bob, _ := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
-		gone, _ := s.DevUser(ctx)
-		mine, _, _ := s.CreateRunner(ctx, "bobs-box", bob.ID)
-		hubs, _, _ := s.CreateRunner(ctx, "hubs-box", "")
-		left, _, _ := s.CreateRunner(ctx, "gone-box", gone.ID)
+		bob, _ := s.Members.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "bob"})
+		gone, _ := s.Members.DevUser(ctx)
+		mine, _, _ := s.Runners.CreateRunner(ctx, "bobs-box", bob.ID)
+		hubs, _, _ := s.Runners.CreateRunner(ctx, "hubs-box", "")
+		left, _, _ := s.Runners.CreateRunner(ctx, "gone-box", gone.ID)
 		// As the store was before 0009, with gone's removal recorded then.
 		for _, q := range []string{
 			`UPDATE users SET removed_at = 1 WHERE id = '` + gone.ID + `'`,
@@ -549,7 +549,7 @@ func TestTheRunnerOwnersMigration(t *testing.T) {
 			id              string
 			shared, revoked bool
 		}{{mine.ID, false, false}, {hubs.ID, true, false}, {left.ID, false, true}} {
-			rn, _ := s.RunnerByID(ctx, tt.id)
+			rn, _ := s.Runners.RunnerByID(ctx, tt.id)
 			if rn.Shared != tt.shared || rn.RevokedAt.IsZero() == tt.revoked {
 				t.Errorf("%s after the migration: shared %v, revoked %v; want %v, %v", rn.Name, rn.Shared, !rn.RevokedAt.IsZero(), tt.shared, tt.revoked)
 			}
@@ -569,11 +569,11 @@ func must(t testing.TB, err error) {
 func invited(t *testing.T, s *Store, inviterID, login string, githubID int64) User {
 	t.Helper()
 	ctx := context.Background()
-	_, secret, err := s.CreateInvite(ctx, login, inviterID, time.Hour)
+	_, secret, err := s.Members.CreateInvite(ctx, login, inviterID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := s.RedeemInvite(ctx, secret, GitHubIdentity{ID: githubID, Login: login})
+	u, err := s.Members.RedeemInvite(ctx, secret, GitHubIdentity{ID: githubID, Login: login})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func invited(t *testing.T, s *Store, inviterID, login string, githubID int64) Us
 
 func mustSetupLink(t *testing.T, s *Store) string {
 	t.Helper()
-	secret, err := s.NewSetupLink(context.Background())
+	secret, err := s.Members.NewSetupLink(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
 	for i := range 50 {
-		if _, _, err := s.CreateRunner(ctx, fmt.Sprintf("r%d", i), ""); err != nil {
+		if _, _, err := s.Runners.CreateRunner(ctx, fmt.Sprintf("r%d", i), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -604,7 +604,7 @@ func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 50; i < 200; i++ {
-			s.CreateRunner(ctx, fmt.Sprintf("r%d", i), "")
+			s.Runners.CreateRunner(ctx, fmt.Sprintf("r%d", i), "")
 		}
 	}()
 	path := filepath.Join(t.TempDir(), "backup.db")
@@ -617,7 +617,7 @@ func TestABackupIsAWholeCopyMadeWhileWritesGoOn(t *testing.T) {
 		t.Fatalf("the backup does not open: %v", err)
 	}
 	defer b.Close()
-	rs, err := b.Runners(ctx)
+	rs, err := b.Runners.List(ctx)
 	if err != nil || len(rs) < 50 {
 		t.Fatalf("the backup has %d Runners, %v; want at least the 50 made before it", len(rs), err)
 	}
@@ -635,7 +635,7 @@ func TestAMemberSigningInAgainKeepsTheirRole(t *testing.T) {
 	eachEngine(t, func(t *testing.T, open opener) {
 		s, _ := open(t)
 		ctx := context.Background()
-		owner, err := s.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "olivia"})
+		owner, err := s.Members.ClaimSetupLink(ctx, mustSetupLink(t, s), GitHubIdentity{ID: 1, Login: "olivia"})
 		if err != nil || !owner.IsOwner {
 			t.Fatalf("claim: %+v, %v", owner, err)
 		}
@@ -644,7 +644,7 @@ func TestAMemberSigningInAgainKeepsTheirRole(t *testing.T) {
 			gh    GitHubIdentity
 			owner bool
 		}{{GitHubIdentity{ID: 1, Login: "olivia2"}, true}, {GitHubIdentity{ID: 2, Login: "robert"}, false}} {
-			u, err := s.MemberByGitHub(ctx, tt.gh)
+			u, err := s.Members.MemberByGitHub(ctx, tt.gh)
 			if err != nil || u.IsOwner != tt.owner || u.GitHubLogin != tt.gh.Login {
 				t.Errorf("%s signs in again: %+v, %v; want owner %v", tt.gh.Login, u, err, tt.owner)
 			}

@@ -23,10 +23,10 @@ const digestKeep = 24 * time.Hour
 // pending until DoneDelivery, across a restart too: the ids kept a week
 // are dropped only once their work is done, so work a stopped Hub left is
 // never lost however long it stayed stopped.
-func (s *Store) TakeDelivery(ctx context.Context, id, event, digest string, work []byte) (bool, error) {
+func (s *Threads) TakeDelivery(ctx context.Context, id, event, digest string, work []byte) (bool, error) {
 	now := s.now()
 	var fresh bool
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE received_at < ? AND work IS NULL`, ms(now.Add(-deliveryKeep))); err != nil {
 			return err
 		}
@@ -50,9 +50,9 @@ func (s *Store) TakeDelivery(ctx context.Context, id, event, digest string, work
 // takeOnce, in one transaction, drops the rows older than since (drop)
 // and inserts a row (insert, ON CONFLICT DO NOTHING), and reports whether
 // it did: false for a row of the same key taken within the time kept.
-func (s *Store) takeOnce(ctx context.Context, drop string, since int64, insert string, args ...any) (bool, error) {
+func (s *Threads) takeOnce(ctx context.Context, drop string, since int64, insert string, args ...any) (bool, error) {
 	var fresh bool
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, drop, since); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ type Delivery struct {
 
 // NextDelivery returns the oldest delivery whose work is not done; ok is
 // false when there is none.
-func (s *Store) NextDelivery(ctx context.Context) (d Delivery, ok bool, err error) {
+func (s *Threads) NextDelivery(ctx context.Context) (d Delivery, ok bool, err error) {
 	err = s.db.QueryRowContext(ctx, `SELECT id, event, work FROM webhook_deliveries WHERE work IS NOT NULL ORDER BY received_at, rowid LIMIT 1`).
 		Scan(&d.ID, &d.Event, &d.Work)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -86,7 +86,7 @@ func (s *Store) NextDelivery(ctx context.Context) (d Delivery, ok bool, err erro
 
 // DoneDelivery records that a delivery's work is done, dropping it; its
 // id stays taken.
-func (s *Store) DoneDelivery(ctx context.Context, id string) error {
+func (s *Threads) DoneDelivery(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE webhook_deliveries SET work = NULL WHERE id = ?`, id)
 	return err
 }
@@ -110,48 +110,48 @@ func scanThread(row scanner) (Thread, error) {
 }
 
 // AddThread records the thread a Session was started from.
-func (s *Store) AddThread(ctx context.Context, t Thread) error {
+func (s *Threads) AddThread(ctx context.Context, t Thread) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO session_threads (session_id, repo, issue, reply_id, created_at) VALUES (?, ?, ?, ?, ?)`,
 		t.SessionID, t.Repo, t.Issue, t.ReplyID, ms(s.now()))
 	return err
 }
 
 // SetThreadReply records the Hub's comment in a Session's thread.
-func (s *Store) SetThreadReply(ctx context.Context, sessionID string, replyID int64) error {
+func (s *Threads) SetThreadReply(ctx context.Context, sessionID string, replyID int64) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET reply_id = ? WHERE session_id = ?`, replyID, sessionID)
 	return err
 }
 
 // ThreadSessions lists the Sessions started from issue number issue of
 // repo (lower-case owner/name), newest first.
-func (s *Store) ThreadSessions(ctx context.Context, repo string, issue int) ([]Thread, error) {
+func (s *Threads) ThreadSessions(ctx context.Context, repo string, issue int) ([]Thread, error) {
 	return queryAll(ctx, s.db, scanThread, `SELECT `+threadCols+` FROM session_threads WHERE repo = ? AND issue = ? ORDER BY created_at DESC`, repo, issue)
 }
 
 // SessionThread returns the thread a Session was started from, or
 // ErrNotFound for one a person started: where its reply follows it, and a
 // limit it reached or a check sent back to it is told.
-func (s *Store) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
+func (s *Threads) SessionThread(ctx context.Context, sessionID string) (Thread, error) {
 	t, err := scanThread(s.db.QueryRowContext(ctx, `SELECT `+threadCols+` FROM session_threads WHERE session_id = ?`, sessionID))
 	return t, notFound(err, "thread of session "+sessionID)
 }
 
 // SetThreadNote records what the Hub's reply in a Session's thread says
 // of the thread's own events.
-func (s *Store) SetThreadNote(ctx context.Context, sessionID, note string) error {
+func (s *Threads) SetThreadNote(ctx context.Context, sessionID, note string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET note = ? WHERE session_id = ?`, note, sessionID)
 	return err
 }
 
 // TriggerLabel returns the Repo's trigger label, "" for none.
-func (s *Store) TriggerLabel(ctx context.Context, repoID string) (string, error) {
+func (s *Repos) TriggerLabel(ctx context.Context, repoID string) (string, error) {
 	var label string
 	err := s.db.QueryRowContext(ctx, `SELECT trigger_label FROM repos WHERE id = ?`, repoID).Scan(&label)
 	return label, notFound(err, "repo "+repoID)
 }
 
 // SetTriggerLabel sets the Repo's trigger label; "" turns it off.
-func (s *Store) SetTriggerLabel(ctx context.Context, repoID, label string) error {
+func (s *Repos) SetTriggerLabel(ctx context.Context, repoID, label string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE repos SET trigger_label = ? WHERE id = ?`, label, repoID)
 	return err
 }
@@ -159,7 +159,7 @@ func (s *Store) SetTriggerLabel(ctx context.Context, repoID, label string) error
 // MemberByGitHubID returns the live Member with GitHub's user id, or
 // ErrNotFound. Unlike MemberByGitHub it changes nothing: a webhook's word
 // on someone's login is not a sign-in.
-func (s *Store) MemberByGitHubID(ctx context.Context, id int64) (User, error) {
+func (s *Members) MemberByGitHubID(ctx context.Context, id int64) (User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE github_id = ? AND removed_at IS NULL`, id))
 	return u, notFound(err, "member")
 }
@@ -172,7 +172,7 @@ const refusalGap = 24 * time.Hour
 // number issue of repo (lower-case owner/name) that they may not start a
 // Session, and reports whether it may: false when it did within the last
 // day, so one person's comments cannot make the App post a stream.
-func (s *Store) TakeRefusal(ctx context.Context, repo string, issue int, githubID int64) (bool, error) {
+func (s *Threads) TakeRefusal(ctx context.Context, repo string, issue int, githubID int64) (bool, error) {
 	now := s.now()
 	return s.takeOnce(ctx, `DELETE FROM trigger_refusals WHERE refused_at < ?`, ms(now.Add(-refusalGap)),
 		`INSERT INTO trigger_refusals (repo, issue, github_id, refused_at) VALUES (?, ?, ?, ?) ON CONFLICT (repo, issue, github_id) DO NOTHING`,

@@ -20,13 +20,13 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 		ctx := context.Background()
 		take := func(id, event string, work []byte, fresh bool) {
 			t.Helper()
-			if got, err := s.TakeDelivery(ctx, id, event, id, work); err != nil || got != fresh {
+			if got, err := s.Threads.TakeDelivery(ctx, id, event, id, work); err != nil || got != fresh {
 				t.Fatalf("taking delivery %s: new %v, %v; want %v", id, got, err, fresh)
 			}
 		}
 		next := func(want ...Delivery) {
 			t.Helper()
-			d, ok, err := s.NextDelivery(ctx)
+			d, ok, err := s.Threads.NextDelivery(ctx)
 			if err != nil || ok != (len(want) == 1) || (ok && !reflect.DeepEqual(d, want[0])) {
 				t.Fatalf("the next delivery: %+v, %v, %v; want %+v", d, ok, err, want)
 			}
@@ -40,13 +40,13 @@ func TestAWebhookDeliverysWorkIsReadBackOldestFirstAndClearedWhenDone(t *testing
 		take("d-b", "issue_comment", []byte(`{"b":2}`), false)
 
 		next(Delivery{"d-b", "issue_comment", []byte(`{"b":1}`)})
-		if err := s.DoneDelivery(ctx, "d-b"); err != nil {
+		if err := s.Threads.DoneDelivery(ctx, "d-b"); err != nil {
 			t.Fatal(err)
 		}
 		next(Delivery{"d-a", "issues", []byte(`{"a":1}`)})
-		s.DoneDelivery(ctx, "d-a")
+		s.Threads.DoneDelivery(ctx, "d-a")
 		next(Delivery{"d-c", "check_run", []byte(`{"c":1}`)})
-		s.DoneDelivery(ctx, "d-c")
+		s.Threads.DoneDelivery(ctx, "d-c")
 		next()
 		take("d-b", "issue_comment", []byte(`{"b":3}`), false)
 		next()
@@ -61,11 +61,11 @@ func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
 		s, now := openStill(t, open)
 		ctx := context.Background()
 		for _, id := range []string{"d-pending", "d-done"} {
-			if _, err := s.TakeDelivery(ctx, id, "issue_comment", id, []byte(`{}`)); err != nil {
+			if _, err := s.Threads.TakeDelivery(ctx, id, "issue_comment", id, []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := s.DoneDelivery(ctx, "d-done"); err != nil {
+		if err := s.Threads.DoneDelivery(ctx, "d-done"); err != nil {
 			t.Fatal(err)
 		}
 		*now = now.Add(deliveryKeep + time.Hour)
@@ -73,11 +73,11 @@ func TestAWebhookDeliveryWhoseWorkIsPendingIsKeptPastAWeek(t *testing.T) {
 			id    string
 			fresh bool
 		}{{"d-new", true}, {"d-pending", false}, {"d-done", true}} {
-			if fresh, err := s.TakeDelivery(ctx, tt.id, "ping", tt.id, nil); err != nil || fresh != tt.fresh {
+			if fresh, err := s.Threads.TakeDelivery(ctx, tt.id, "ping", tt.id, nil); err != nil || fresh != tt.fresh {
 				t.Errorf("a week on, taking %s: new %v, %v; want %v", tt.id, fresh, err, tt.fresh)
 			}
 		}
-		if d, ok, err := s.NextDelivery(ctx); err != nil || !ok || d.ID != "d-pending" {
+		if d, ok, err := s.Threads.NextDelivery(ctx); err != nil || !ok || d.ID != "d-pending" {
 			t.Errorf("the next delivery a week on: %+v, %v, %v; want d-pending, its work not lost", d, ok, err)
 		}
 	})
@@ -103,7 +103,7 @@ func TestAWebhookBodyTakenWithinADayIsADuplicateUnderAnyId(t *testing.T) {
 			{"d-4", "sha-a", digestKeep, true}, // over a day after the first
 		} {
 			*now = now.Add(tt.after)
-			if fresh, err := s.TakeDelivery(ctx, tt.id, "issue_comment", tt.digest, []byte(`{}`)); err != nil || fresh != tt.fresh {
+			if fresh, err := s.Threads.TakeDelivery(ctx, tt.id, "issue_comment", tt.digest, []byte(`{}`)); err != nil || fresh != tt.fresh {
 				t.Errorf("taking %s with body %s: new %v, %v; want %v", tt.id, tt.digest, fresh, err, tt.fresh)
 			}
 		}
@@ -119,20 +119,20 @@ func TestASessionsThreadKeepsItsReplyAndNote(t *testing.T) {
 		s, now := openStill(t, open)
 		ctx := context.Background()
 		xs := moreSessions(t, s, 3)
-		must(t, s.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
+		must(t, s.Threads.AddThread(ctx, Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4}))
 		*now = now.Add(time.Second)
-		must(t, s.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
-		must(t, s.SetThreadReply(ctx, xs[0].ID, 1<<40))
-		must(t, s.SetThreadNote(ctx, xs[0].ID, "a check sent back"))
+		must(t, s.Threads.AddThread(ctx, Thread{SessionID: xs[1].ID, Repo: "o/r", Issue: 4}))
+		must(t, s.Threads.SetThreadReply(ctx, xs[0].ID, 1<<40))
+		must(t, s.Threads.SetThreadNote(ctx, xs[0].ID, "a check sent back"))
 		want := Thread{SessionID: xs[0].ID, Repo: "o/r", Issue: 4, ReplyID: 1 << 40, Note: "a check sent back"}
-		if th, err := s.SessionThread(ctx, xs[0].ID); err != nil || th != want {
+		if th, err := s.Threads.SessionThread(ctx, xs[0].ID); err != nil || th != want {
 			t.Fatalf("the Session's thread: %+v, %v; want %+v", th, err, want)
 		}
-		ths, err := s.ThreadSessions(ctx, "o/r", 4)
+		ths, err := s.Threads.ThreadSessions(ctx, "o/r", 4)
 		if err != nil || len(ths) != 2 || ths[0].SessionID != xs[1].ID || ths[1] != want {
 			t.Fatalf("the issue's Sessions: %+v, %v; want the newest first, then %+v", ths, err, want)
 		}
-		if _, err := s.SessionThread(ctx, xs[2].ID); !errors.Is(err, errdefs.ErrNotFound) {
+		if _, err := s.Threads.SessionThread(ctx, xs[2].ID); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("the thread of a Session a person started: %v, want ErrNotFound", err)
 		}
 	})

@@ -100,8 +100,8 @@ func countReply(ctx context.Context, tx *sql.Tx, sessionID string, turn int64, r
 // CountReplies counts model replies a Session's Runner's relay read from
 // the model API's answers, each in the Turn that runs (the last turn_start
 // stored), once by its Message id with the largest of each count.
-func (s *Store) CountReplies(ctx context.Context, sessionID string, rs []Reply, at time.Time) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *UsageLog) CountReplies(ctx context.Context, sessionID string, rs []Reply, at time.Time) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var turn int64
 		err := tx.QueryRowContext(ctx, `SELECT seq FROM events WHERE session_id = ? AND kind = 'turn_start' ORDER BY seq DESC LIMIT 1`,
 			sessionID).Scan(&turn)
@@ -127,14 +127,14 @@ func needsTurn(evs []Event) bool {
 }
 
 // SessionUsage is what a Session spent, by model.
-func (s *Store) SessionUsage(ctx context.Context, sessionID string) ([]Usage, error) {
+func (s *UsageLog) SessionUsage(ctx context.Context, sessionID string) ([]Usage, error) {
 	return queryAll(ctx, s.db, func(row scanner) (Usage, error) { return scanUsage(row) },
 		`SELECT `+usageCols+` FROM session_usage u WHERE u.session_id = ? GROUP BY u.model ORDER BY u.model`, sessionID)
 }
 
 // SessionTurnUsage is what each of a Session's Turns spent, by model, in
 // the Turns' order.
-func (s *Store) SessionTurnUsage(ctx context.Context, sessionID string) ([]TurnUsage, error) {
+func (s *UsageLog) SessionTurnUsage(ctx context.Context, sessionID string) ([]TurnUsage, error) {
 	return queryAll(ctx, s.db, func(row scanner) (TurnUsage, error) {
 		var t TurnUsage
 		var err error
@@ -155,7 +155,7 @@ type UsageDay struct {
 // UsageByDay is what Sessions spent since (by the replies' times, from
 // the start of its day in UTC), by day, Creator, Repo and model, newest
 // day first; only creatorID's Sessions unless it is "".
-func (s *Store) UsageByDay(ctx context.Context, since time.Time, creatorID string) ([]UsageDay, error) {
+func (s *UsageLog) UsageByDay(ctx context.Context, since time.Time, creatorID string) ([]UsageDay, error) {
 	const day = 24 * time.Hour
 	return queryAll(ctx, s.db, func(row scanner) (UsageDay, error) {
 		var d UsageDay
@@ -173,7 +173,7 @@ func (s *Store) UsageByDay(ctx context.Context, since time.Time, creatorID strin
 // SessionsUsage is what each of the Sessions spent, by model, keyed by
 // Session id (none for one that spent nothing): one query for a list's
 // rows, not one a row, up to idChunk of them.
-func (s *Store) SessionsUsage(ctx context.Context, ids []string) (map[string][]Usage, error) {
+func (s *UsageLog) SessionsUsage(ctx context.Context, ids []string) (map[string][]Usage, error) {
 	defer s.timed("sessions_usage")()
 	out := map[string][]Usage{}
 	err := eachChunk(ids, func(in string, args []any) error {

@@ -29,18 +29,18 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 			turnSums = append(turnSums, u)
 			return json.Marshal(len(u))
 		}}
-		if _, err := s.AppendEvents(ctx, x.ID, []Event{{At: day, Kind: "turn_start", Data: json.RawMessage(`{}`)}}); err != nil {
+		if _, err := s.Sessions.AppendEvents(ctx, x.ID, []Event{{At: day, Kind: "turn_start", Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		replies := []Event{reply("msg_a", "sonnet", 100, 1), // the first of msg_a's records, as its stream began
 			reply("msg_a", "sonnet", 100, 40),
 			reply("msg_b", "sonnet", 200, 60)}
 		for range 2 { // the second time, a batch sent again
-			if _, err := s.AppendEvents(ctx, x.ID, replies); err != nil {
+			if _, err := s.Sessions.AppendEvents(ctx, x.ID, replies); err != nil {
 				t.Fatal(err)
 			}
 		}
-		rows, err := s.AppendEvents(ctx, x.ID, []Event{end,
+		rows, err := s.Sessions.AppendEvents(ctx, x.ID, []Event{end,
 			{At: day, Kind: "turn_start", Data: json.RawMessage(`{}`)},
 			reply("msg_c", "haiku", 5, 7), reply("msg_c", "haiku", 5, 7), end})
 		if err != nil {
@@ -54,28 +54,28 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 		if got := string(rows[0].Data); got != "1" {
 			t.Errorf("the turn_end's data: got %s, want what SumTurn made", got)
 		}
-		if got, _ := s.Events(ctx, x.ID, 0, 100); string(got[len(got)-1].Data) != "1" {
+		if got, _ := s.Sessions.Events(ctx, x.ID, 0, 100); string(got[len(got)-1].Data) != "1" {
 			t.Errorf("the stored turn_end's data: got %s, want what SumTurn made", got[len(got)-1].Data)
 		}
-		got, err := s.SessionUsage(ctx, x.ID)
+		got, err := s.Usage.SessionUsage(ctx, x.ID)
 		if want := []Usage{haiku, sonnet}; err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("SessionUsage: got %+v, %v, want %+v", got, err, want)
 		}
-		turns, err := s.SessionTurnUsage(ctx, x.ID)
+		turns, err := s.Usage.SessionTurnUsage(ctx, x.ID)
 		if want := []TurnUsage{{1, sonnet}, {9, haiku}}; err != nil || !reflect.DeepEqual(turns, want) {
 			t.Errorf("SessionTurnUsage: got %+v, %v, want %+v", turns, err, want)
 		}
 
 		// Another Member's Session in another Repo.
 		other := invited(t, s, u.ID, "octo", 7)
-		repo, _ := s.EnsureRepo(ctx, "/srv/other", "other")
-		y, err := s.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: other.ID, RunnerID: x.RunnerID, Title: "t"})
+		repo, _ := s.Repos.EnsureRepo(ctx, "/srv/other", "other")
+		y, err := s.Sessions.CreateSession(ctx, Session{RepoID: repo.ID, CreatorID: other.ID, RunnerID: x.RunnerID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		next := reply("msg_a", "sonnet", 1, 2) // the same id in another Session is another reply
 		next.At = day.Add(2 * time.Hour)
-		if _, err := s.AppendEvents(ctx, y.ID, []Event{next}); err != nil {
+		if _, err := s.Sessions.AppendEvents(ctx, y.ID, []Event{next}); err != nil {
 			t.Fatal(err)
 		}
 		// The list's sums: every row's in one query an idChunk of
@@ -86,18 +86,18 @@ func TestAReplyIsCountedOnceInItsTurnAndSessionWhateverSendsItAgain(t *testing.T
 			ids = append(ids, fmt.Sprintf("no-such-session-%d", i))
 		}
 		want := map[string][]Usage{x.ID: {haiku, sonnet}, y.ID: {{Model: "sonnet", Input: 1, Output: 2, CacheRead: 10, CacheWrite: 1}}}
-		if got, err := s.SessionsUsage(ctx, append(ids, y.ID)); err != nil || !reflect.DeepEqual(got, want) {
+		if got, err := s.Usage.SessionsUsage(ctx, append(ids, y.ID)); err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("SessionsUsage: got %+v, %v, want %+v", got, err, want)
 		}
 		mine := []UsageDay{{day.Truncate(24 * time.Hour), u.ID, x.RepoID, haiku}, {day.Truncate(24 * time.Hour), u.ID, x.RepoID, sonnet}}
 		theirs := UsageDay{day.Truncate(24 * time.Hour).Add(24 * time.Hour), other.ID, repo.ID, Usage{Model: "sonnet", Input: 1, Output: 2, CacheRead: 10, CacheWrite: 1}}
-		if got, err := s.UsageByDay(ctx, day.Add(-time.Hour), u.ID); err != nil || !reflect.DeepEqual(got, mine) {
+		if got, err := s.Usage.UsageByDay(ctx, day.Add(-time.Hour), u.ID); err != nil || !reflect.DeepEqual(got, mine) {
 			t.Errorf("UsageByDay of one Creator: got %+v, %v, want %+v", got, err, mine)
 		}
-		if got, err := s.UsageByDay(ctx, day.Add(-time.Hour), ""); err != nil || !reflect.DeepEqual(got, append([]UsageDay{theirs}, mine...)) {
+		if got, err := s.Usage.UsageByDay(ctx, day.Add(-time.Hour), ""); err != nil || !reflect.DeepEqual(got, append([]UsageDay{theirs}, mine...)) {
 			t.Errorf("UsageByDay of everyone: got %+v, %v, want %+v", got, err, append([]UsageDay{theirs}, mine...))
 		}
-		if got, err := s.UsageByDay(ctx, day.Add(24*time.Hour), ""); err != nil || !reflect.DeepEqual(got, []UsageDay{theirs}) {
+		if got, err := s.Usage.UsageByDay(ctx, day.Add(24*time.Hour), ""); err != nil || !reflect.DeepEqual(got, []UsageDay{theirs}) {
 			t.Errorf("UsageByDay since the next day: got %+v, %v, want %+v", got, err, []UsageDay{theirs})
 		}
 	})
@@ -119,7 +119,7 @@ func BenchmarkAppendingAReplyCountsItsUsage(b *testing.B) {
 					if counted {
 						ev.Reply = &Reply{Message: fmt.Sprintf("msg_%d", i), Usage: Usage{Model: "m", Input: 1000, Output: 50, CacheRead: 9000, CacheWrite: 10}}
 					}
-					if _, err := s.AppendEvents(context.Background(), x.ID, []Event{ev}); err != nil {
+					if _, err := s.Sessions.AppendEvents(context.Background(), x.ID, []Event{ev}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -32,9 +32,9 @@ func scanUser(row scanner) (User, error) {
 }
 
 // DevUser returns the dev user of kndl dev, making it on first use.
-func (s *Store) DevUser(ctx context.Context) (User, error) {
+func (s *Members) DevUser(ctx context.Context) (User, error) {
 	var u User
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var err error
 		u, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE is_dev = 1 AND removed_at IS NULL`))
 		if err != sql.ErrNoRows {
@@ -48,7 +48,7 @@ func (s *Store) DevUser(ctx context.Context) (User, error) {
 }
 
 // UserByID returns a live user, or ErrNotFound.
-func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
+func (s *Members) UserByID(ctx context.Context, id string) (User, error) {
 	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ? AND removed_at IS NULL`, id))
 	return u, notFound(err, "user "+id)
 }
@@ -56,7 +56,7 @@ func (s *Store) UserByID(ctx context.Context, id string) (User, error) {
 // CreateCLIToken issues a CLI token for a user, named for the machine it is
 // for, and returns it once. It is made on the Hub's machine (kndl dev), with
 // the operating system's authority, so it counts as signed in now.
-func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
+func (s *Signins) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
 	token, hash := auth.NewToken(auth.CLI)
 	now := ms(s.now())
 	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -69,7 +69,7 @@ func (s *Store) CreateCLIToken(ctx context.Context, userID, name string) (string
 
 // UserByCLIToken returns the live user a live CLI token belongs to, or
 // ErrUnauthorized.
-func (s *Store) UserByCLIToken(ctx context.Context, token string) (User, error) {
+func (s *Signins) UserByCLIToken(ctx context.Context, token string) (User, error) {
 	defer s.timed("user_by_cli_token")()
 	hash := auth.Hash(token)
 	var stored []byte
@@ -87,7 +87,7 @@ func (s *Store) UserByCLIToken(ctx context.Context, token string) (User, error) 
 }
 
 // RevokeCLIToken revokes a CLI token by its value.
-func (s *Store) RevokeCLIToken(ctx context.Context, token string) error {
+func (s *Signins) RevokeCLIToken(ctx context.Context, token string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	return err
 }
@@ -96,7 +96,7 @@ func (s *Store) RevokeCLIToken(ctx context.Context, token string) error {
 // (SignedInAt): for kndl dev's start on the Hub's machine, with the
 // operating system's authority, and nothing a request can reach. Returns
 // ErrNotFound for no such live token.
-func (s *Store) SignInCLIToken(ctx context.Context, token string) error {
+func (s *Signins) SignInCLIToken(ctx context.Context, token string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET signed_in_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	if err != nil {
 		return err

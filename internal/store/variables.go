@@ -45,9 +45,9 @@ func scanVariable(row scanner) (Variable, error) {
 // Shared one when empty) and returns it, with the one it replaced if any. A
 // Repo Variable whose name a Shared variable linked to that Repo has is
 // refused with ErrConflict.
-func (s *Store) SetVariable(ctx context.Context, v Variable) (Variable, *Variable, error) {
+func (s *Variables) SetVariable(ctx context.Context, v Variable) (Variable, *Variable, error) {
 	var old *Variable
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		if v.RepoID != "" {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM variable_links l JOIN variables v ON v.id = l.variable_id
@@ -86,16 +86,16 @@ func (s *Store) SetVariable(ctx context.Context, v Variable) (Variable, *Variabl
 	return v, old, err
 }
 
-// Variables lists a Repo's own Variables, or the Shared ones for "".
-func (s *Store) Variables(ctx context.Context, repoID string) ([]Variable, error) {
+// List lists a Repo's own Variables, or the Shared ones for "".
+func (s *Variables) List(ctx context.Context, repoID string) ([]Variable, error) {
 	return queryAll(ctx, s.db, scanVariable, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? ORDER BY name`, repoID)
 }
 
 // DeleteVariable removes a Repo's Variable, or a Shared one for repoID ""
 // (and its links), and returns it. Returns ErrNotFound if there is none.
-func (s *Store) DeleteVariable(ctx context.Context, repoID, name string) (Variable, error) {
+func (s *Variables) DeleteVariable(ctx context.Context, repoID, name string) (Variable, error) {
 	var v Variable
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var err error
 		v, err = scanVariable(tx.QueryRowContext(ctx, `SELECT `+variableCols+` FROM variables WHERE coalesce(repo_id, '') = ? AND name = ?`, repoID, name))
 		if err != nil {
@@ -113,8 +113,8 @@ func (s *Store) DeleteVariable(ctx context.Context, repoID, name string) (Variab
 // LinkVariable makes a Repo use the Shared variable named name. Returns
 // ErrNotFound if there is no such Shared variable, ErrConflict if the Repo
 // has a Variable of that name.
-func (s *Store) LinkVariable(ctx context.Context, repoID, name, by string) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
+func (s *Variables) LinkVariable(ctx context.Context, repoID, name, by string) error {
+	return s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var id string
 		if err := tx.QueryRowContext(ctx, `SELECT id FROM variables WHERE repo_id IS NULL AND name = ?`, name).Scan(&id); err != nil {
 			return notFound(err, "shared variable "+name)
@@ -134,7 +134,7 @@ func (s *Store) LinkVariable(ctx context.Context, repoID, name, by string) error
 
 // UnlinkVariable stops a Repo using a Shared variable. Returns ErrNotFound
 // if it does not link one of that name.
-func (s *Store) UnlinkVariable(ctx context.Context, repoID, name string) error {
+func (s *Variables) UnlinkVariable(ctx context.Context, repoID, name string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM variable_links WHERE repo_id = ? AND variable_id IN
 		(SELECT id FROM variables WHERE repo_id IS NULL AND name = ?)`, repoID, name)
 	if err != nil {
@@ -147,7 +147,7 @@ func (s *Store) UnlinkVariable(ctx context.Context, repoID, name string) error {
 }
 
 // LinkedVariables lists the Shared variables a Repo links.
-func (s *Store) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
+func (s *Variables) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
 	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.loads_code, v.set_by, v.set_at
 		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID)
 	for i := range vs {
@@ -158,8 +158,8 @@ func (s *Store) LinkedVariables(ctx context.Context, repoID string) ([]Variable,
 
 // SessionVariables is what a Session of a Repo runs with: the Repo's own
 // Variables and the Shared ones it links, Sensitive ones sealed.
-func (s *Store) SessionVariables(ctx context.Context, repoID string) ([]Variable, error) {
-	own, err := s.Variables(ctx, repoID)
+func (s *Variables) SessionVariables(ctx context.Context, repoID string) ([]Variable, error) {
+	own, err := s.List(ctx, repoID)
 	if err != nil {
 		return nil, err
 	}
@@ -168,24 +168,24 @@ func (s *Store) SessionVariables(ctx context.Context, repoID string) ([]Variable
 }
 
 // RepoByID returns a Repo, or ErrNotFound.
-func (s *Store) RepoByID(ctx context.Context, id string) (Repo, error) {
+func (s *Repos) RepoByID(ctx context.Context, id string) (Repo, error) {
 	r, err := scanRepo(s.db.QueryRowContext(ctx, `SELECT `+repoCols+` FROM repos WHERE id = ?`, id))
 	return r, notFound(err, "repo "+id)
 }
 
-// Repos lists every Repo.
-func (s *Store) Repos(ctx context.Context) ([]Repo, error) {
+// List lists every Repo.
+func (s *Repos) List(ctx context.Context) ([]Repo, error) {
 	return queryAll(ctx, s.db, scanRepo, `SELECT `+repoCols+` FROM repos ORDER BY name`)
 }
 
 // AddSessionMask keeps a sealed value a Session must go on masking.
-func (s *Store) AddSessionMask(ctx context.Context, sessionID string, sealed []byte) error {
+func (s *Variables) AddSessionMask(ctx context.Context, sessionID string, sealed []byte) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO session_masks (session_id, sealed) VALUES (?, ?)`, sessionID, sealed)
 	return err
 }
 
 // SessionMasks returns the sealed values a Session goes on masking.
-func (s *Store) SessionMasks(ctx context.Context, sessionID string) ([][]byte, error) {
+func (s *Variables) SessionMasks(ctx context.Context, sessionID string) ([][]byte, error) {
 	return queryAll(ctx, s.db, func(row scanner) ([]byte, error) {
 		var b []byte
 		err := row.Scan(&b)
@@ -194,7 +194,7 @@ func (s *Store) SessionMasks(ctx context.Context, sessionID string) ([][]byte, e
 }
 
 // DropSessionMasks forgets them, once the Session no longer runs.
-func (s *Store) DropSessionMasks(ctx context.Context, sessionID string) error {
+func (s *Variables) DropSessionMasks(ctx context.Context, sessionID string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM session_masks WHERE session_id = ?`, sessionID)
 	return err
 }

@@ -660,7 +660,7 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
 		backend = "gvisor"
 	}
-	e2e, err := s.Store.RunnerByName(context.Background(), "e2e")
+	e2e, err := s.Store.Runners.RunnerByName(context.Background(), "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 func TestATriggeredSessionPastItsRepositorysTurnLimitSleepsAndTheThreadIsTold(t *testing.T) {
 	s := Start(t, WithGitHub())
 	issue, _ := s.triggerRepo()
-	repo, err := s.Store.EnsureRepo(t.Context(), s.GitHub.RepoURL("acme/app"), "app")
+	repo, err := s.Store.Repos.EnsureRepo(t.Context(), s.GitHub.RepoURL("acme/app"), "app")
 	if err == nil {
-		err = s.Store.SetRepoLimits(t.Context(), repo.ID, store.RepoLimits{MaxTurns: 1, MaxTurnHours: 2})
+		err = s.Store.Repos.SetRepoLimits(t.Context(), repo.ID, store.RepoLimits{MaxTurns: 1, MaxTurnHours: 2})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +44,14 @@ func TestATriggeredSessionPastItsRepositorysTurnLimitSleepsAndTheThreadIsTold(t 
 		t.Errorf("the limit's Event: %q", limit.Text)
 	}
 	testenv.Eventually(t, testenv.WaitMedium, "the Session asleep", func() bool {
-		sess, err := s.Store.SessionByID(t.Context(), id)
+		sess, err := s.Store.Sessions.SessionByID(t.Context(), id)
 		return err == nil && sess.State == store.Asleep
 	})
 	testenv.Eventually(t, testenv.WaitMedium, "the thread told", func() bool {
 		r := s.replies(issue)
 		return len(r) == 1 && strings.Contains(r[0].Body, "Limit reached")
 	})
-	prompts, err := s.Store.Prompts(t.Context(), id)
+	prompts, err := s.Store.Prompts.List(t.Context(), id)
 	if err != nil || len(prompts) != 1 {
 		t.Errorf("the queue: %d prompts (%v), want the second mention still waiting", len(prompts), err)
 	}

@@ -19,17 +19,17 @@ import (
 func (s *System) storedSession(repoURL string, creator store.User, title string, state store.SessionState) string {
 	s.t.Helper()
 	ctx := context.Background()
-	rns, err := s.Store.Runners(ctx)
+	rns, err := s.Store.Runners.List(ctx)
 	if err != nil || len(rns) == 0 {
 		s.t.Fatalf("the Runners: %v %v", rns, err)
 	}
-	r, err := s.Store.EnsureRepo(ctx, repoURL, repoURL)
+	r, err := s.Store.Repos.EnsureRepo(ctx, repoURL, repoURL)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	x, err := s.Store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: rns[0].ID, Title: title})
+	x, err := s.Store.Sessions.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: rns[0].ID, Title: title})
 	if err == nil {
-		err = s.Store.MoveSession(ctx, x.ID, store.Starting, state, "", false)
+		err = s.Store.Sessions.MoveSession(ctx, x.ID, store.Starting, state, "", false)
 	}
 	if err != nil {
 		s.t.Fatal(err)
@@ -61,8 +61,8 @@ func TestTheSessionsListsAddressReproducesItsFilter(t *testing.T) {
 	bobs := NewBrowser(t)
 	s.Member(bobs, "bob")
 	ctx := context.Background()
-	me, _ := s.Store.DevUser(ctx)
-	ms, _ := s.Store.Members(ctx)
+	me, _ := s.Store.Members.DevUser(ctx)
+	ms, _ := s.Store.Members.List(ctx)
 	i := slices.IndexFunc(ms, func(m store.User) bool { return m.GitHubLogin == "bob" })
 	if i < 0 {
 		t.Fatalf("bob is not a Member: %+v", ms)

@@ -83,7 +83,7 @@ func TestLoadManySessionsWithWatchers(t *testing.T) {
 	}
 	s.waitState(warm.ID, api.Asleep)
 
-	cookie, err := s.Store.CreateSignin(context.Background(), mustDevUser(t, s))
+	cookie, err := s.Store.Signins.CreateSignin(context.Background(), mustDevUser(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func loadInt(t *testing.T, env string, def int) int {
 func loadText(what string, i, j int) string { return fmt.Sprintf("load %s s%d-p%d.", what, i, j) }
 
 func mustDevUser(t *testing.T, s *System) string {
-	dev, err := s.Store.DevUser(context.Background())
+	dev, err := s.Store.Members.DevUser(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestSessionsSpreadOverRunnersByLoad(t *testing.T) {
 	s.runnerCancel()
 	<-s.runnerDone
 	ctx := context.Background()
-	dev, err := s.Store.DevUser(ctx)
+	dev, err := s.Store.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestSessionsSpreadOverRunnersByLoad(t *testing.T) {
 		name string
 		max  string
 	}{{"r1", "1"}, {"r2", "2"}, {"r3", "1"}} {
-		rn, token, err := s.Store.CreateRunner(ctx, r.name, dev.ID)
+		rn, token, err := s.Store.Runners.CreateRunner(ctx, r.name, dev.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestSessionsSpreadOverRunnersByLoad(t *testing.T) {
 			t.Errorf("the refusal %q does not name %q", msg, want)
 		}
 	}
-	if n, _ := s.Store.Sessions(ctx, store.SessionFilter{}); len(n) != 4 {
+	if n, _ := s.Store.Sessions.List(ctx, store.SessionFilter{}); len(n) != 4 {
 		t.Errorf("%d Sessions stored after the refusals, want 4", len(n))
 	}
 }

@@ -12,7 +12,7 @@ import (
 // back; the Runner dials again with backoff and the Hub sees it again.
 func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
 	s := Start(t)
-	rn, err := s.Store.RunnerByName(context.Background(), "e2e")
+	rn, err := s.Store.Runners.RunnerByName(context.Background(), "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestTheRunnerSaysWhichSandboxBackendItRuns(t *testing.T) {
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
 		want = "gvisor"
 	}
-	rn, err := s.Store.RunnerByName(context.Background(), "e2e")
+	rn, err := s.Store.Runners.RunnerByName(context.Background(), "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}

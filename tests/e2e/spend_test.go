@@ -27,7 +27,7 @@ func TestASessionPastItsCreatorsSpendCapSleepsAndTheModelHearsNoMore(t *testing.
 		t.Errorf("the limit's Event: %q, want the cap named and the way on", limit.Text)
 	}
 	testenv.Eventually(t, testenv.WaitMedium, "the Session asleep", func() bool {
-		sess, err := s.Store.SessionByID(t.Context(), v.ID)
+		sess, err := s.Store.Sessions.SessionByID(t.Context(), v.ID)
 		return err == nil && sess.State == store.Asleep
 	})
 	if n := len(s.Model.Turns()); n != 1 {
@@ -39,7 +39,7 @@ func TestASessionPastItsCreatorsSpendCapSleepsAndTheModelHearsNoMore(t *testing.
 	if _, errOut, code := s.kndl("", "wake", v.ID); code == 0 || !strings.Contains(errOut, "HUB_MEMBER_MAX_SPEND") {
 		t.Errorf("kndl wake past the cap: exit %d, %q, want refused naming the cap", code, errOut)
 	}
-	if sess, _ := s.Store.SessionByID(t.Context(), v.ID); sess.State != store.Asleep {
+	if sess, _ := s.Store.Sessions.SessionByID(t.Context(), v.ID); sess.State != store.Asleep {
 		t.Errorf("the Session is %s after a prompt and a wake, want asleep", sess.State)
 	}
 }

@@ -416,12 +416,12 @@ func Start(t testing.TB, opts ...Option) *System {
 	hdone := make(chan struct{})
 	go func() { h.Serve(hctx, ln); close(hdone) }()
 
-	dev, _ := st.DevUser(ctx)
-	cli, _ := st.CreateCLIToken(ctx, dev.ID, "e2e")
+	dev, _ := st.Members.DevUser(ctx)
+	cli, _ := st.Signins.CreateCLIToken(ctx, dev.ID, "e2e")
 	if err := h.StoreClaudeToken(ctx, dev.ID, claudeToken); err != nil {
 		t.Fatal(err)
 	}
-	_, rtoken, err := st.CreateRunner(ctx, "e2e", dev.ID)
+	_, rtoken, err := st.Runners.CreateRunner(ctx, "e2e", dev.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,23 +25,23 @@ func (s *System) triggerRepo() (issue int, alice store.User) {
 	s.t.Helper()
 	ctx := s.t.Context()
 	s.GitHubRepo("acme/app")
-	dev, err := s.Store.DevUser(ctx)
+	dev, err := s.Store.Members.DevUser(ctx)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	gu := s.GitHub.AddUser("alice")
 	s.GitHub.SetCollaborator("acme/app", "alice", true)
-	_, secret, err := s.Store.CreateInvite(ctx, "alice", dev.ID, time.Hour)
+	_, secret, err := s.Store.Members.CreateInvite(ctx, "alice", dev.ID, time.Hour)
 	if err == nil {
-		alice, err = s.Store.RedeemInvite(ctx, secret, store.GitHubIdentity{ID: gu.ID, Login: gu.Login})
+		alice, err = s.Store.Members.RedeemInvite(ctx, secret, store.GitHubIdentity{ID: gu.ID, Login: gu.Login})
 	}
 	if err == nil {
 		err = s.Hub.StoreClaudeToken(ctx, alice.ID, claudeToken)
 	}
-	runners, err2 := s.Store.Runners(ctx)
+	runners, err2 := s.Store.Runners.List(ctx)
 	for _, rn := range runners {
 		if err == nil && err2 == nil {
-			err = s.Store.SetRunnerShared(ctx, rn.ID, true)
+			err = s.Store.Runners.SetRunnerShared(ctx, rn.ID, true)
 		}
 	}
 	if err != nil || err2 != nil {
@@ -64,7 +64,7 @@ func (s *System) replies(issue int) []testkit.IssueComment {
 // countSessions is how many Sessions the Hub has.
 func (s *System) countSessions() int {
 	s.t.Helper()
-	all, err := s.Store.Sessions(s.t.Context(), store.SessionFilter{})
+	all, err := s.Store.Sessions.List(s.t.Context(), store.SessionFilter{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t 
 	if !ok || id == "" {
 		t.Fatalf("the reply %q has no link to the Session", reply)
 	}
-	sess, err := s.Store.SessionByID(t.Context(), id)
+	sess, err := s.Store.Sessions.SessionByID(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.
 	s.GitHub.Comment(t, "acme/app", issue, "carol", "@"+testkit.AppSlug+" Before: it is config.Load.")
 	testenv.Eventually(t, testenv.WaitMedium, "the App's refusal to carol", func() bool { return len(s.replies(issue)) == 2 })
 	// alice turns it on, through the API as the CLI and the view do.
-	tok, err := s.Store.CreateCLIToken(t.Context(), alice.ID, "e2e")
+	tok, err := s.Store.Signins.CreateCLIToken(t.Context(), alice.ID, "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}

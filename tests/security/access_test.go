@@ -147,7 +147,7 @@ func TestOnlyTheCreatorDrivesASession(t *testing.T) {
 		t.Fatalf("the Creator prompting: %d %s", code, body)
 	}
 	// Only the Creator attaches; anyone with access downloads, as a file.
-	if as, _ := e.store.Attachments(context.Background(), s.ID); len(as) != 0 {
+	if as, _ := e.store.Prompts.Attachments(context.Background(), s.ID); len(as) != 0 {
 		t.Fatalf("bob's attachment was kept: %+v", as)
 	}
 	code, body := e.do(owner.Client, req{method: "POST", path: "/api/sessions/" + s.ID + "/attachments?name=notes.txt", body: "some notes", origin: "self"})

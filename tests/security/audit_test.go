@@ -264,7 +264,7 @@ func TestOnlyTheOwnerReadsTheAuditLog(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()
 	bob := e.member(owner, "bob")
-	bobsCLI, _ := e.store.CreateCLIToken(context.Background(), e.userOf("bob").ID, "laptop")
+	bobsCLI, _ := e.store.Signins.CreateCLIToken(context.Background(), e.userOf("bob").ID, "laptop")
 	for _, path := range []string{"/api/audit", "/api/audit/verify", "/audit"} {
 		if code, body := e.do(bob.Client, req{method: "GET", path: path}); code != http.StatusForbidden {
 			t.Errorf("a Member's browser GET %s: %d %.200s, want 403", path, code, body)

@@ -114,7 +114,7 @@ func TestCLILoginIsApprovedOnlyByASignedInBrowserOnTheHubsPage(t *testing.T) {
 	if code, _ := e.do(nil, req{method: "POST", path: "/cli/login", body: approveForm, origin: "self", header: form}); code != http.StatusUnauthorized {
 		t.Fatalf("approving without a sign-in: %d, want 401", code)
 	}
-	cli, _ := e.store.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "other")
+	cli, _ := e.store.Signins.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "other")
 	if code, _ := e.do(nil, req{method: "POST", path: "/cli/login", body: approveForm, bearer: cli, header: form}); code != http.StatusUnauthorized {
 		t.Fatalf("approving with a CLI token: %d, want 401", code)
 	}

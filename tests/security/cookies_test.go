@@ -173,7 +173,7 @@ func TestCrossOriginRequestsWithAValidCookieAreRefused(t *testing.T) {
 		t.Fatalf("a WebSocket from the Hub's origin: %v", err)
 	}
 	// A CLI token is no ambient credential: no origin applies.
-	cli, _ := e.store.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
+	cli, _ := e.store.Signins.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
 	if code, body := e.do(nil, req{method: "POST", path: "/api/invites", body: `{"github_login":"erin"}`, bearer: cli, origin: "https://evil.example"}); code != http.StatusCreated {
 		t.Fatalf("a CLI token with a foreign Origin: %d %s", code, body)
 	}
@@ -253,7 +253,7 @@ func TestSignInsExpireAfterTheirIdleAndAbsoluteLifetimes(t *testing.T) {
 		}
 		unused := time.Now()
 		testenv.Eventually(t, testenv.WaitShort, "the unused sign-in ends", func() bool {
-			live, _ := e.store.SigninLive(context.Background(), auth.Hash(cookie), store.Lifetimes{Max: e.cfg.SigninMaxAge, Idle: e.cfg.SigninIdle})
+			live, _ := e.store.Signins.SigninLive(context.Background(), auth.Hash(cookie), store.Lifetimes{Max: e.cfg.SigninMaxAge, Idle: e.cfg.SigninIdle})
 			return !live
 		})
 		if since := time.Since(unused); since < idle*8/10 {

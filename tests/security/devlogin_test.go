@@ -68,7 +68,7 @@ func TestDevLoginAnswersOnlyLoopbackCallersOfALoopbackHub(t *testing.T) {
 	if code, _ := e.do(b, req{method: "POST", path: "/signin/dev", origin: "self"}); code != http.StatusSeeOther {
 		t.Fatalf("dev login: %d", code)
 	}
-	devUser, _ := e.store.DevUser(context.Background())
+	devUser, _ := e.store.Members.DevUser(context.Background())
 	s := e.session(devUser, "nobody/anything")
 	if code, _ := e.do(b, req{method: "GET", path: "/api/sessions/" + s.ID}); code != http.StatusOK {
 		t.Fatalf("the dev user on a Session of any Repo: %d, want 200", code)

@@ -244,7 +244,7 @@ func (e *env) member(owner *browser, login string) *browser {
 // userOf returns the store's user for a GitHub login.
 func (e *env) userOf(login string) store.User {
 	e.t.Helper()
-	ms, err := e.store.Members(context.Background())
+	ms, err := e.store.Members.List(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -265,17 +265,17 @@ func (e *env) liveCredentials() map[auth.Kind]string {
 	ctx := context.Background()
 	owner := e.owner()
 	u := e.userOf("olivia")
-	cli, err := e.store.CreateCLIToken(ctx, u.ID, "laptop")
+	cli, err := e.store.Signins.CreateCLIToken(ctx, u.ID, "laptop")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	_, runnerTok, err := e.store.CreateRunner(ctx, "r9", u.ID)
+	_, runnerTok, err := e.store.Runners.CreateRunner(ctx, "r9", u.ID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	s := e.session(u, "acme/app")
-	modTok, _ := e.store.IssueModToken(ctx, s.ID)
-	e.store.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
+	modTok, _ := e.store.Sessions.IssueModToken(ctx, s.ID)
+	e.store.Sessions.MoveSession(ctx, s.ID, store.Starting, store.Active, "", false)
 	sessionTok, _ := auth.NewToken(auth.Session)
 	live := map[auth.Kind]string{auth.Cookie: e.cookieOf(owner), auth.CLI: cli, auth.Runner: runnerTok, auth.Mod: modTok, auth.Session: sessionTok}
 	if live[auth.Cookie] == "" {
@@ -289,21 +289,21 @@ func (e *env) liveCredentials() map[auth.Kind]string {
 func (e *env) session(creator store.User, repo string) store.Session {
 	e.t.Helper()
 	ctx := context.Background()
-	rns, _ := e.store.Runners(ctx)
+	rns, _ := e.store.Runners.List(ctx)
 	var rn store.Runner
 	if len(rns) > 0 {
 		rn = rns[0]
 	} else {
 		var err error
-		if rn, _, err = e.store.CreateRunner(ctx, "r1", ""); err != nil {
+		if rn, _, err = e.store.Runners.CreateRunner(ctx, "r1", ""); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	r, err := e.store.EnsureRepo(ctx, e.gh.RepoURL(repo), repo)
+	r, err := e.store.Repos.EnsureRepo(ctx, e.gh.RepoURL(repo), repo)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := e.store.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: rn.ID, Title: "t"})
+	s, err := e.store.Sessions.CreateSession(ctx, store.Session{RepoID: r.ID, CreatorID: creator.ID, RunnerID: rn.ID, Title: "t"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -33,8 +33,8 @@ func (e *env) limited(c *http.Client, r req) int {
 func TestFailedSignInsAndTokenGuessesAreRateLimitedPerAddress(t *testing.T) {
 	e := newEnv(t)
 	owner := e.owner()
-	cli, _ := e.store.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
-	_, runner, _ := e.store.CreateRunner(context.Background(), "box", e.userOf("olivia").ID)
+	cli, _ := e.store.Signins.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
+	_, runner, _ := e.store.Runners.CreateRunner(context.Background(), "box", e.userOf("olivia").ID)
 
 	guesser := nextAddr()
 	wrong, _ := auth.NewToken(auth.CLI)

@@ -21,11 +21,11 @@ func TestRemovedMemberIsCutOffEverywhereAtOnce(t *testing.T) {
 	e.gh.SetCollaborator("acme/app", "bob", true)
 	bobUser := e.userOf("bob")
 	s := e.session(bobUser, "acme/app")
-	if err := e.store.MoveSession(context.Background(), s.ID, store.Starting, store.Active, "", false); err != nil {
+	if err := e.store.Sessions.MoveSession(context.Background(), s.ID, store.Starting, store.Active, "", false); err != nil {
 		t.Fatal(err)
 	}
 	cookie := e.cookieOf(bob)
-	cli, err := e.store.CreateCLIToken(context.Background(), bobUser.ID, "laptop")
+	cli, err := e.store.Signins.CreateCLIToken(context.Background(), bobUser.ID, "laptop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestRemovedMemberIsCutOffEverywhereAtOnce(t *testing.T) {
 		t.Fatalf("remove: %d %s", code, body)
 	}
 	closesWithin(t, fromBrowser, time.Second, "a removed Member's browser WebSocket")
-	if got, _ := e.store.SessionByID(context.Background(), s.ID); got.State != store.Asleep {
+	if got, _ := e.store.Sessions.SessionByID(context.Background(), s.ID); got.State != store.Asleep {
 		t.Errorf("a removed Member's awake Session is %s, want asleep", got.State)
 	}
 	closesWithin(t, fromCLI, time.Second, "a removed Member's CLI WebSocket")

@@ -19,11 +19,11 @@ func TestMetricsTakeOnlyTheMetricsToken(t *testing.T) {
 	ctx := context.Background()
 	live := e.liveCredentials()
 	neverMade, _ := auth.NewToken(auth.Metrics)
-	replaced, err := e.store.CreateMetricsToken(ctx)
+	replaced, err := e.store.Signins.CreateMetricsToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsTok, err := e.store.CreateMetricsToken(ctx)
+	metricsTok, err := e.store.Signins.CreateMetricsToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestMetricsTakeOnlyTheMetricsToken(t *testing.T) {
 		t.Error("the store holds the metrics token in the clear, or no SHA-256 of it")
 	}
 
-	if err := e.store.RevokeMetricsToken(ctx); err != nil {
+	if err := e.store.Signins.RevokeMetricsToken(ctx); err != nil {
 		t.Fatal(err)
 	}
 	refused("a revoked metrics token", req{bearer: metricsTok})

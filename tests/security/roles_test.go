@@ -420,7 +420,7 @@ func onSession(method, sub, body string) func(*roleFixture, string) req {
 func onPrompt(method, sub, body string) func(*roleFixture, string) req {
 	return func(f *roleFixture, c string) req {
 		s := f.freshSession(store.Asleep)
-		p, err := f.store.EnqueuePrompt(context.Background(), store.Prompt{SessionID: s.ID, AuthorID: f.creator.ID, Text: "queued"})
+		p, err := f.store.Prompts.EnqueuePrompt(context.Background(), store.Prompt{SessionID: s.ID, AuthorID: f.creator.ID, Text: "queued"})
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -485,9 +485,9 @@ func newRoleFixture(t *testing.T) *roleFixture {
 		t.Fatalf("bob attaches a file: %d %s", code, body)
 	}
 	f.attachment = a.ID
-	set, err := e.store.CreateAttemptSet(context.Background(), store.AttemptSet{CreatorID: f.creator.ID, RepoID: e.repo.ID, Title: "t"})
+	set, err := e.store.Attempts.CreateAttemptSet(context.Background(), store.AttemptSet{CreatorID: f.creator.ID, RepoID: e.repo.ID, Title: "t"})
 	if err == nil {
-		err = e.store.AddAttempt(context.Background(), set.ID, 1, s.ID)
+		err = e.store.Attempts.AddAttempt(context.Background(), set.ID, 1, s.ID)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -542,13 +542,13 @@ func (f *roleFixture) draft() {
 // freshSession is a Session of the Creator's on acme/app in state st.
 func (f *roleFixture) freshSession(st store.SessionState) store.Session {
 	ctx := context.Background()
-	repo, _ := f.store.RepoByID(ctx, f.repo.ID)
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.creator.ID, RunnerID: f.runner.ID, Title: "t"})
+	repo, _ := f.store.Repos.RepoByID(ctx, f.repo.ID)
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.creator.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	for _, to := range map[store.SessionState][]store.SessionState{store.Active: {store.Active}, store.Asleep: {store.Active, store.Asleep}, store.Archived: {store.Active, store.Asleep, store.Archived}}[st] {
-		if err := f.store.MoveSession(ctx, s.ID, s.State, to, "", false); err != nil {
+		if err := f.store.Sessions.MoveSession(ctx, s.ID, s.State, to, "", false); err != nil {
 			f.t.Fatalf("session to %s: %v", to, err)
 		}
 		s.State = to
@@ -590,7 +590,7 @@ func (f *roleFixture) freshWebhook(caller string) string {
 	if !ok {
 		return "none"
 	}
-	w, err := f.store.AddNotifyWebhook(context.Background(), store.NotifyWebhook{ID: fmt.Sprintf("hook-%d", f.next()),
+	w, err := f.store.Notify.AddNotifyWebhook(context.Background(), store.NotifyWebhook{ID: fmt.Sprintf("hook-%d", f.next()),
 		UserID: f.userOf(b.login).ID, URL: "https://203.0.113.7/hook", Format: "json", Secret: []byte("sealed")})
 	if err != nil {
 		f.t.Fatal(err)
@@ -604,7 +604,7 @@ func (f *roleFixture) freshCookie(caller string) string {
 	if !ok {
 		return ""
 	}
-	tok, err := f.store.CreateSignin(context.Background(), f.userOf(b.login).ID)
+	tok, err := f.store.Signins.CreateSignin(context.Background(), f.userOf(b.login).ID)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -673,7 +673,7 @@ func (f *roleFixture) credential(r *req, caller string, creds []auth.Kind) {
 			r.cookie = f.cookieOf(f.people[caller])
 			return
 		}
-		tok, err := f.store.CreateCLIToken(context.Background(), f.userOf(f.people[caller].login).ID, "laptop")
+		tok, err := f.store.Signins.CreateCLIToken(context.Background(), f.userOf(f.people[caller].login).ID, "laptop")
 		if err != nil {
 			f.t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 func TestEveryRouteNeedsItsCredential(t *testing.T) {
 	e := newEnv(t)
 	live := e.liveCredentials()
-	metricsTok, err := e.store.CreateMetricsToken(context.Background())
+	metricsTok, err := e.store.Signins.CreateMetricsToken(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func (e *env) waitState(id string, st store.SessionState) store.Session {
 	e.t.Helper()
 	var s store.Session
 	testenv.Eventually(e.t, testenv.WaitShort, "session "+id+" "+string(st), func() bool {
-		s, _ = e.store.SessionByID(context.Background(), id)
+		s, _ = e.store.Sessions.SessionByID(context.Background(), id)
 		return s.State == st
 	})
 	return s
@@ -322,7 +322,7 @@ func TestAnUnsharedRunnerKeepsNoOtherMembersSession(t *testing.T) {
 	if !strings.Contains(got.StateDetail, "unshared its Runner bobs-box") {
 		t.Errorf("carol's Session sleeps saying %q, want why", got.StateDetail)
 	}
-	if s, _ := e.store.SessionByID(context.Background(), bs.ID); s.State != store.Active {
+	if s, _ := e.store.Sessions.SessionByID(context.Background(), bs.ID); s.State != store.Active {
 		t.Errorf("bob's own Session on his Runner is %s, want active", s.State)
 	}
 	if _, err := bobs.credentials(cs.ID); !errors.Is(err, errdefs.ErrForbidden) {
@@ -351,7 +351,7 @@ func TestOnlyTheOwnerSharesARunner(t *testing.T) {
 	if code, body := e.do(carol.Client, req{method: "DELETE", path: "/api/runners/" + bobs.ID, origin: "self"}); code != http.StatusForbidden {
 		t.Errorf("carol removes bob's Runner: %d %s, want 403", code, body)
 	}
-	if rn, _ := e.store.RunnerByID(context.Background(), bobs.ID); rn.Shared || !rn.RevokedAt.IsZero() {
+	if rn, _ := e.store.Runners.RunnerByID(context.Background(), bobs.ID); rn.Shared || !rn.RevokedAt.IsZero() {
 		t.Fatalf("refused requests changed bobs-box: %+v", rn)
 	}
 	var rs []api.RunnerStatus
@@ -391,7 +391,7 @@ func TestRemovingAMemberRevokesTheirRunners(t *testing.T) {
 			t.Errorf("Session %s on bobs-box failed saying %q, want %q", id, got.StateDetail, want)
 		}
 	}
-	if s, _ := e.store.SessionByID(context.Background(), kept.ID); s.State != store.Active {
+	if s, _ := e.store.Sessions.SessionByID(context.Background(), kept.ID); s.State != store.Active {
 		t.Errorf("carol's Session on her own Runner is %s, want active", s.State)
 	}
 	select {

@@ -17,11 +17,11 @@ import (
 func (e *env) snapshot() string {
 	e.t.Helper()
 	ctx := context.Background()
-	ms, err := e.store.Members(ctx)
+	ms, err := e.store.Members.List(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	invs, err := e.store.Invites(ctx)
+	invs, err := e.store.Members.Invites(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestStrangersAreRefusedAlikeAndLeaveNoRecord(t *testing.T) {
 	if code, body := e.do(ownerB.Client, req{method: "DELETE", path: "/api/members/" + e.userOf("ursula2").ID, origin: "self"}); code != http.StatusNoContent {
 		t.Fatalf("remove: %d %s", code, body)
 	}
-	_, expired, err := e.store.CreateInvite(ctx, "eve", owner.ID, -time.Minute)
+	_, expired, err := e.store.Members.CreateInvite(ctx, "eve", owner.ID, -time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	revokedLink := e.invite(ownerB, "rex")
-	invs, _ := e.store.Invites(ctx)
+	invs, _ := e.store.Members.Invites(ctx)
 	for _, inv := range invs {
 		if inv.GitHubLogin == "rex" {
 			if code, _ := e.do(ownerB.Client, req{method: "DELETE", path: "/api/invites/" + inv.ID, origin: "self"}); code != http.StatusNoContent {
@@ -158,7 +158,7 @@ func TestSetupLinkWorksOnce(t *testing.T) {
 	if again, err := e.hub.SetupLink(ctx); again != "" || err != nil {
 		t.Fatalf("with an Owner, SetupLink = %q, %v; want none", again, err)
 	}
-	ms, _ := e.store.Members(ctx)
+	ms, _ := e.store.Members.List(ctx)
 	if len(ms) != 1 || !ms[0].IsOwner || ms[0].GitHubLogin != "olivia" {
 		t.Fatalf("members = %+v, want olivia alone, the Owner", ms)
 	}

@@ -25,10 +25,10 @@ func TestTheUsagePageChartsSpendPerDayAndEachCapsUse(t *testing.T) {
 	olivia := e.userOf("olivia")
 	s := e.session(olivia, "acme/app")
 	// $2 a million input tokens, $10 a million output: $3.00.
-	if err := e.store.CountReplies(ctx, s.ID, []store.Reply{{Message: "msg_a", Usage: store.Usage{Model: "claude-sonnet-5-5", Input: 1_000_000, Output: 100_000}}}, time.Now()); err != nil {
+	if err := e.store.Usage.CountReplies(ctx, s.ID, []store.Reply{{Message: "msg_a", Usage: store.Usage{Model: "claude-sonnet-5-5", Input: 1_000_000, Output: 100_000}}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.SetRepoLimits(ctx, s.RepoID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: 2, MaxSpend: 5}); err != nil {
+	if err := e.store.Repos.SetRepoLimits(ctx, s.RepoID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: 2, MaxSpend: 5}); err != nil {
 		t.Fatal(err)
 	}
 	code, page := e.do(nil, req{method: "GET", path: "/usage?days=7", cookie: e.cookieOf(owner)})

@@ -42,9 +42,9 @@ func privileged(bobID, boxID string) []req {
 // Runners, the Owner's setup token and webhooks.
 func (e *env) state() string {
 	e.t.Helper()
-	rs, _ := e.store.Runners(context.Background())
-	_, at, _ := e.store.UserSecret(context.Background(), e.userOf("olivia").ID, "claude-token")
-	ws, _ := e.store.NotifyWebhooks(context.Background(), e.userOf("olivia").ID)
+	rs, _ := e.store.Runners.List(context.Background())
+	_, at, _ := e.store.Members.UserSecret(context.Background(), e.userOf("olivia").ID, "claude-token")
+	ws, _ := e.store.Notify.NotifyWebhooks(context.Background(), e.userOf("olivia").ID)
 	b, _ := json.Marshal(rs)
 	return e.snapshot() + string(b) + at.String() + fmt.Sprint(len(ws))
 }

@@ -44,7 +44,7 @@ func TestAVariableCantReplaceWhatTheSandboxSets(t *testing.T) {
 
 	ctx := context.Background()
 	for _, name := range []string{"PATH", "DEPLOY_ENV"} {
-		if _, _, err := e.store.SetVariable(ctx, store.Variable{RepoID: repo, Name: name, Value: "/workspace/bin", SetBy: e.userOf("bob").ID}); err != nil {
+		if _, _, err := e.store.Variables.SetVariable(ctx, store.Variable{RepoID: repo, Name: name, Value: "/workspace/bin", SetBy: e.userOf("bob").ID}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestAVariableCantReplaceWhatTheSandboxSets(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"DEPLOY_ENV"}) {
 		t.Fatalf("the Runner gets Variables %v (%v), want DEPLOY_ENV alone", names, err)
 	}
-	evs, _ := e.store.Events(ctx, s.ID, 0, 100)
+	evs, _ := e.store.Sessions.Events(ctx, s.ID, 0, 100)
 	if !slices.ContainsFunc(evs, func(ev store.Event) bool {
 		return ev.Kind == protocol.EventNote && strings.Contains(string(ev.Data), "Not passed to the Sandbox: the Variable PATH.")
 	}) {
@@ -141,7 +141,7 @@ func TestAVariableThatLoadsCodeTakesTheMark(t *testing.T) {
 
 	// One stored before the mark was asked for keeps working.
 	repoID := strings.TrimPrefix(base, "/api/repos/")
-	if _, _, err := e.store.SetVariable(context.Background(), store.Variable{RepoID: repoID, Name: "GOPROXY", Value: "https://proxy.example.com", SetBy: e.userOf("writer").ID}); err != nil {
+	if _, _, err := e.store.Variables.SetVariable(context.Background(), store.Variable{RepoID: repoID, Name: "GOPROXY", Value: "https://proxy.example.com", SetBy: e.userOf("writer").ID}); err != nil {
 		t.Fatal(err)
 	}
 	page := e.must(writer.Client, req{method: "GET", path: "/repos/" + repoID}, http.StatusOK)

@@ -75,17 +75,17 @@ func (c *Checks) TurnEnded(sessionID string) {
 }
 
 func (c *Checks) run(ctx context.Context, sessionID string) error {
-	if _, err := c.opts.Store.AttemptSetOf(ctx, sessionID); errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := c.opts.Store.Attempts.AttemptSetOf(ctx, sessionID); errors.Is(err, errdefs.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return err
 	}
 	// Read first: the next Turn may start while an earlier check runs.
-	turn, err := c.opts.Store.LastTurnStart(ctx, sessionID)
+	turn, err := c.opts.Store.Attempts.LastTurnStart(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	s, err := c.opts.Store.SessionByID(ctx, sessionID)
+	s, err := c.opts.Store.Sessions.SessionByID(ctx, sessionID)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (c *Checks) run(ctx context.Context, sessionID string) error {
 		}
 	}
 	kept.At = time.Now()
-	return c.opts.Store.RecordTurnCheck(ctx, kept)
+	return c.opts.Store.Attempts.RecordTurnCheck(ctx, kept)
 }
 
 // lock takes Session id's check lock, returning its release: a Turn's

@@ -72,7 +72,7 @@ func (m *Sets) Of(ctx context.Context, sessionID string) (*redact.Set, error) {
 
 // make makes a Session's redaction set from the store.
 func (m *Sets) make(ctx context.Context, sessionID string) (*runSet, error) {
-	s, err := m.store.SessionByID(ctx, sessionID)
+	s, err := m.store.Sessions.SessionByID(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (m *Sets) make(ctx context.Context, sessionID string) (*runSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept, err := m.store.SessionMasks(ctx, sessionID)
+	kept, err := m.store.Variables.SessionMasks(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (m *Sets) Drop(ctx context.Context, sessionID string) error {
 	m.mu.Lock()
 	delete(m.sets, sessionID)
 	m.mu.Unlock()
-	return m.store.DropSessionMasks(ctx, sessionID)
+	return m.store.Variables.DropSessionMasks(ctx, sessionID)
 }
 
 // Keep adds value to a running Session's set, and keeps it in the store,
@@ -128,7 +128,7 @@ func (m *Sets) Keep(ctx context.Context, sessionID, value string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.store.AddSessionMask(ctx, sessionID, m.secrets.Seal([]byte(value), maskSeal(sessionID))); err != nil {
+	if err := m.store.Variables.AddSessionMask(ctx, sessionID, m.secrets.Seal([]byte(value), maskSeal(sessionID))); err != nil {
 		return err
 	}
 	return set.Add(value)
@@ -141,13 +141,13 @@ func maskSeal(sessionID string) string { return "session-mask:" + sessionID }
 // on masking a value that was just replaced, across a Hub restart too:
 // they started with it. Only the sealed form is stored.
 func (m *Sets) KeepMasking(ctx context.Context, value string, repos map[string]bool) error {
-	ss, err := m.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active, store.Frozen}})
+	ss, err := m.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{store.Starting, store.Active, store.Frozen}})
 	if err != nil {
 		return err
 	}
 	for _, s := range ss {
 		if repos[s.RepoID] {
-			if err := m.store.AddSessionMask(ctx, s.ID, m.secrets.Seal([]byte(value), maskSeal(s.ID))); err != nil {
+			if err := m.store.Variables.AddSessionMask(ctx, s.ID, m.secrets.Seal([]byte(value), maskSeal(s.ID))); err != nil {
 				return err
 			}
 		}

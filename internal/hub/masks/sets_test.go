@@ -35,11 +35,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := st.DevUser(ctx)
+	dev, err := st.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rn, _, err := st.CreateRunner(ctx, "r1", dev.ID)
+	rn, _, err := st.Runners.CreateRunner(ctx, "r1", dev.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 func TestARedactionSetMadeAsARunStartsMasksItsInstallationsValues(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, err := f.store.DevUser(ctx)
+	dev, err := f.store.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,14 +70,14 @@ func TestARedactionSetMadeAsARunStartsMasksItsInstallationsValues(t *testing.T) 
 		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}); err != nil {
 		t.Fatal(err)
 	}
-	repo, _ := f.store.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	if _, err := gw.Install(ctx, dev, api.InstallationRequest{ID: "docs", Server: "hub:docs", Name: "Docs", Repos: []string{repo.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gw.SetValue(ctx, dev, "docs", "api-key", value); err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+	s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/seal"
-	"kndl.dev/kndl/internal/store"
 )
 
 // Tokens ends each Session's Sandbox tokens at GitHub once they are
@@ -19,7 +18,7 @@ import (
 // restarted Hub revokes it too; a revoke still waiting for its grace when
 // the Hub stops is dropped, and that token ends at its expiry.
 type Tokens struct {
-	store   *store.Store
+	store   TokenSwapper
 	secrets *seal.Box
 	revoke  func(ctx context.Context, token string) error
 	grace   time.Duration
@@ -31,8 +30,14 @@ type Tokens struct {
 	wg      sync.WaitGroup
 }
 
+// TokenSwapper keeps a Session's current Sandbox token, sealed, and gives
+// back the one it replaces (store.Sessions).
+type TokenSwapper interface {
+	SwapSandboxToken(ctx context.Context, id string, sealed []byte) ([]byte, error)
+}
+
 // NewTokens makes the tracker; revoke ends a token at GitHub. Close stops it.
-func NewTokens(st *store.Store, secrets *seal.Box, revoke func(context.Context, string) error, grace time.Duration, log *slog.Logger) *Tokens {
+func NewTokens(st TokenSwapper, secrets *seal.Box, revoke func(context.Context, string) error, grace time.Duration, log *slog.Logger) *Tokens {
 	return &Tokens{store: st, secrets: secrets, revoke: revoke, grace: grace, log: log, pending: map[*time.Timer]struct{}{}}
 }
 

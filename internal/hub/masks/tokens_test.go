@@ -40,17 +40,17 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	f := newFixture(t)
 	ctx := context.Background()
-	dev, _ := f.store.DevUser(ctx)
-	repo, _ := f.store.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "https://github.com/acme/app", "acme/app")
 	session := func() string {
-		s, err := f.store.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
+		s, err := f.store.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: f.runner.ID, Title: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s.ID
 	}
 	var r revoked
-	tokens := NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
+	tokens := NewTokens(f.store.Sessions, f.secrets, r.revoke, grace, f.log)
 	s1 := session()
 	for _, tok := range []string{"first", "second"} {
 		if err := tokens.Minted(ctx, s1, tok); err != nil {
@@ -65,13 +65,13 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 
 	// The Hub restarts: a new tracker over the same store.
 	tokens.Close()
-	tokens = NewTokens(f.store, f.secrets, r.revoke, grace, f.log)
+	tokens = NewTokens(f.store.Sessions, f.secrets, r.revoke, grace, f.log)
 	tokens.Stopped(ctx, s1)
 	testenv.Eventually(t, testenv.WaitShort, "the current token revoked as its Session stops", func() bool {
 		return slices.Equal(r.list(), []string{"first", "second"})
 	})
 	tokens.Stopped(ctx, s1) // nothing left to revoke
-	if sealed, _ := f.store.SwapSandboxToken(ctx, s1, nil); sealed != nil {
+	if sealed, _ := f.store.Sessions.SwapSandboxToken(ctx, s1, nil); sealed != nil {
 		t.Fatal("a stopped Session still holds a Sandbox token")
 	}
 
@@ -84,7 +84,7 @@ func TestASandboxTokenIsRevokedOnceReplacedOrItsSessionStops(t *testing.T) {
 	if got := r.list(); len(got) != 2 {
 		t.Fatalf("revoked %q, want nothing after close", got)
 	}
-	if sealed, _ := f.store.SwapSandboxToken(ctx, s2, nil); sealed == nil {
+	if sealed, _ := f.store.Sessions.SwapSandboxToken(ctx, s2, nil); sealed == nil {
 		t.Fatal("a Session stopped after close no longer holds its token, which nobody revoked")
 	}
 }

@@ -23,17 +23,17 @@ import (
 func TestMembersPostsToTheMembersNamedAloneOutsideTheSessionsPace(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t)
-	creator, err := st.DevUser(ctx)
+	creator, err := st.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, _ := st.NewSetupLink(ctx)
-	pusher, err := st.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
+	link, _ := st.Members.NewSetupLink(ctx)
+	pusher, err := st.Members.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	box, _ := seal.New(bytes.Repeat([]byte{7}, seal.KeyBytes))
-	n := New(Options{Store: st, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
+	n := New(Options{Store: st.Notify, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
 		PublicURL: "https://hub.example", Retry: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(n.Close)
 	creators, pushers := newReceiver(t, nil), newReceiver(t, nil)
@@ -51,7 +51,7 @@ func TestMembersPostsToTheMembersNamedAloneOutsideTheSessionsPace(t *testing.T) 
 	if err := n.Members(ctx, s, []string{pusher.ID}, EgressRequested, text); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.NextNotificationDue(ctx); return !waiting })
+	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.Notify.NextNotificationDue(ctx); return !waiting })
 	evs, _ := pushers.got()
 	if len(evs) != 1 || evs[0].Kind != EgressRequested || evs[0].Text != text || evs[0].Session.ID != s.ID ||
 		evs[0].Session.Repo != s.RepoURL || evs[0].Session.URL != "https://hub.example/sessions/s-1" {

@@ -107,9 +107,23 @@ type Sealer interface {
 	Open(sealed []byte, ad string) ([]byte, error)
 }
 
+// Outbox is what a Notifier keeps in the store (store.Notify): Members'
+// webhooks and the notifications waiting to be posted.
+type Outbox interface {
+	AddNotifyWebhook(ctx context.Context, w store.NotifyWebhook) (store.NotifyWebhook, error)
+	NotifyWebhooks(ctx context.Context, userID string) ([]store.NotifyWebhook, error)
+	EditNotifyWebhook(ctx context.Context, userID, id, url, format string) (store.NotifyWebhook, error)
+	QueueNotifications(ctx context.Context, ns []store.Notification) error
+	DueMembers(ctx context.Context, now time.Time) ([]string, error)
+	DueNotifications(ctx context.Context, userID string, now time.Time, limit int) ([]store.Notification, error)
+	NextNotificationDue(ctx context.Context) (time.Time, bool, error)
+	NotificationSent(ctx context.Context, n store.Notification) error
+	NotificationFailed(ctx context.Context, n store.Notification, why string, next time.Time, stop bool) error
+}
+
 // Options configure a Notifier.
 type Options struct {
-	Store    *store.Store
+	Store    Outbox
 	Sealer   Sealer
 	Redactor Redactor
 	// Dialer is the outbound guard every post, and every URL a Member

@@ -69,12 +69,12 @@ func (r *receiver) got() ([]Event, []time.Time) {
 func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t)
-	stormy, err := st.DevUser(ctx)
+	stormy, err := st.Members.DevUser(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, _ := st.NewSetupLink(ctx)
-	calm, err := st.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
+	link, _ := st.Members.NewSetupLink(ctx)
+	calm, err := st.Members.ClaimSetupLink(ctx, link, store.GitHubIdentity{ID: 2, Login: "mia"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := testenv.NewClock(time.Now())
-	n := New(Options{Store: st, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
+	n := New(Options{Store: st.Notify, Sealer: box, Redactor: plain{}, Dialer: &outbound.Dialer{Allow: outbound.AllowLoopback},
 		PublicURL: "https://hub.example", Retry: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: c.Now})
 	t.Cleanup(n.Close)
 	hold := make(chan struct{})
@@ -130,7 +130,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 	// Within the minute, the storm's Creator gets the pace's few, and
 	// nothing more waits to be posted.
 	testenv.Eventually(t, testenv.WaitShort, "the storm's first notifications", func() bool { evs, _ := slow.got(); return len(evs) == perSession })
-	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.NextNotificationDue(ctx); return !waiting })
+	testenv.Eventually(t, testenv.WaitShort, "the outbox empty", func() bool { _, waiting, _ := st.Notify.NextNotificationDue(ctx); return !waiting })
 	if evs, _ := slow.got(); len(evs) != perSession {
 		t.Fatalf("the storm's Creator got %d notifications within the minute, want at most %d", len(evs), perSession)
 	}
@@ -146,7 +146,7 @@ func TestAStormOfTurnEndsDelaysNoOtherMembersNotification(t *testing.T) {
 		t.Errorf("the held ones came as %+v, want a turn_ended standing for %d more, its text counting %d", last, held-1, held)
 	}
 	testenv.Eventually(t, testenv.WaitShort, "the outbox empty again: nothing more of the storm waits", func() bool {
-		_, waiting, _ := st.NextNotificationDue(ctx)
+		_, waiting, _ := st.Notify.NextNotificationDue(ctx)
 		return !waiting
 	})
 	if evs, _ := slow.got(); len(evs) != perSession+1 {

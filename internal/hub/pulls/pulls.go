@@ -24,9 +24,20 @@ import (
 	"kndl.dev/kndl/internal/store"
 )
 
+// Branches is what a Tracker keeps in the store (store.Branches): each
+// Session's branches and the pull requests found for them.
+type Branches interface {
+	AddSessionBranches(ctx context.Context, sessionID string, branches []string, at time.Time, max int) (added, dropped int, err error)
+	SessionBranches(ctx context.Context, sessionID string) ([]store.SessionBranch, error)
+	SessionsBranches(ctx context.Context, ids []string) (map[string][]store.SessionBranch, error)
+	BranchSessions(ctx context.Context, branch string) ([]store.SessionBranch, error)
+	BranchesToCheck(ctx context.Context, limit int) ([]store.SessionBranch, error)
+	SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error
+}
+
 // Options configure a Tracker.
 type Options struct {
-	Store *store.Store
+	Store Branches
 	// Forge is nil when the Hub has no forge: branches are kept, with no
 	// pull requests.
 	Forge forge.Forge

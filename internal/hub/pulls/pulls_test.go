@@ -33,7 +33,7 @@ func TestATrackedPushShowsItsPullRequests(t *testing.T) {
 	changed := 0
 	var titles []string
 	var opened []int
-	tr := New(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(id string) {
+	tr := New(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id == s.ID {
@@ -127,7 +127,7 @@ func pushedWithPull(t *testing.T) (gh *testkit.GitHub, c *github.Client) {
 func trackedPushes(t *testing.T, branches ...string) (*testkit.GitHub, *store.Store, store.Session, *Tracker) {
 	gh, c := pushedWithPull(t)
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
-	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}})
+	tr := newTracker(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(string) {}})
 	tr.Pushed(context.Background(), s.ID, branches)
 	return gh, st, s, tr
 }
@@ -137,10 +137,10 @@ func sessionOf(t *testing.T, repoURL string) (*store.Store, store.Session) {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.Open(t)
-	dev, _ := st.DevUser(ctx)
-	rn, _, _ := st.CreateRunner(ctx, "r", dev.ID)
-	repo, _ := st.EnsureRepo(ctx, repoURL, "acme/app")
-	s, err := st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: rn.ID})
+	dev, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", dev.ID)
+	repo, _ := st.Repos.EnsureRepo(ctx, repoURL, "acme/app")
+	s, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: dev.ID, RunnerID: rn.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing
 	st, s := sessionOf(t, gh.RepoURL("acme/app"))
 	var log testkit.Buffer
 	// No worker: the test hands it each push, so what it asked is known.
-	tr := newTracker(Options{Store: st, Forge: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	tr := newTracker(Options{Store: st.Branches, Forge: c, WebURL: gh.URL, Changed: func(string) {}, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	push := func(id string, branches ...string) {
 		tr.Pushed(ctx, id, branches)
 		for len(tr.soon) > 0 {
@@ -181,7 +181,7 @@ func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing
 			push(s.ID, chunk...)
 		}
 	}
-	bs, _ := st.SessionBranches(ctx, s.ID)
+	bs, _ := st.Branches.SessionBranches(ctx, s.ID)
 	if len(bs) != MaxBranches || bs[0].Branch != "kndl/b0" {
 		t.Errorf("recorded %d branches, want the first %d", len(bs), MaxBranches)
 	}
@@ -192,7 +192,7 @@ func TestASandboxsPushesRecordAtMostMaxBranchesAndAskGitHubOncePerGap(t *testing
 		t.Errorf("the cap is in the log %d times, want once:\n%s", n, log.String())
 	}
 
-	s2, err := st.CreateSession(ctx, store.Session{RepoID: s.RepoID, CreatorID: s.CreatorID, RunnerID: s.RunnerID})
+	s2, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: s.RepoID, CreatorID: s.CreatorID, RunnerID: s.RunnerID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 	gh, st, s, tr := trackedPushes(t, "kndl/test")
 	checked := func() api.Pull {
 		t.Helper()
-		bs, _ := st.SessionBranches(ctx, s.ID)
+		bs, _ := st.Branches.SessionBranches(ctx, s.ID)
 		tr.check(ctx, bs, 0)
 		got, _ := tr.Branches(ctx, s.ID)
 		if len(got) != 1 || len(got[0].Pulls) != 1 {
@@ -269,7 +269,7 @@ func TestAPullRequestsChecksAndReviewShowOnItsBranch(t *testing.T) {
 func TestARoundAsksGitHubAtMostItsBudget(t *testing.T) {
 	ctx := context.Background()
 	gh, st, s, tr := trackedPushes(t, "kndl/test", "kndl/x", "kndl/y")
-	bs, _ := st.SessionBranches(ctx, s.ID)
+	bs, _ := st.Branches.SessionBranches(ctx, s.ID)
 	if len(bs) != 3 || bs[0].Branch != "kndl/test" {
 		t.Fatalf("branches %+v, want kndl/test first of three", bs)
 	}

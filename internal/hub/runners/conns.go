@@ -43,9 +43,14 @@ type Conn struct {
 	left chan struct{}
 }
 
+// Toucher records that a Runner was heard from (store.Runners).
+type Toucher interface {
+	TouchRunner(ctx context.Context, id string) error
+}
+
 // Options configure Conns.
 type Options struct {
-	Store *store.Store
+	Store Toucher
 	Log   *slog.Logger
 	// Life is the Hub's: what is recorded of a connection after its
 	// request ended, and the streams, run under it.

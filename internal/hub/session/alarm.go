@@ -56,7 +56,7 @@ func (r *run) stalled(id string, after time.Duration) (stall, bool) {
 // alarm names a stall the sweep saw, if a prompt waits and the run is
 // still as the sweep saw it once the queue is read.
 func (o *sweep) alarm(ctx context.Context, st stall) {
-	q, err := o.store.Prompts(ctx, st.id)
+	q, err := o.store.Prompts.List(ctx, st.id)
 	if err != nil || len(q) == 0 {
 		return
 	}

@@ -33,7 +33,7 @@ type asked struct {
 // answer goes to the mod's hook that waits for it, through the Runner, and
 // into the history.
 func (o *Owner) Answer(ctx context.Context, id, questionID string, choices []Choice) error {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (o *Owner) Answer(ctx context.Context, id, questionID string, choices []Cho
 	if questionID == "" {
 		return fmt.Errorf("no question of Claude's waits for an answer: %w", errdefs.ErrNotFound)
 	}
-	ev, err := o.store.EventByToolID(ctx, id, protocol.EventQuestion, questionID)
+	ev, err := o.store.Sessions.EventByToolID(ctx, id, protocol.EventQuestion, questionID)
 	if err != nil {
 		return fmt.Errorf("question %s: %w", questionID, err)
 	}

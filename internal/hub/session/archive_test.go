@@ -164,7 +164,7 @@ func TestASessionOfARemovedRunnerIsArchivedAtOnceAndNeverRestored(t *testing.T) 
 		f := newFixture(t)
 		ctx := context.Background()
 		s, _ := f.active("hello")
-		if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+		if err := f.st.Runners.RevokeRunner(ctx, f.runnerID); err != nil {
 			t.Fatal(err)
 		}
 		f.o.RunnerRemoved(ctx, f.runnerID, RunnerRevoked)

@@ -68,7 +68,7 @@ func (o *budgets) spend(ctx context.Context, id string, evs []protocol.Event) ([
 	var use store.EventUse
 	if !loaded {
 		var err error
-		if use, err = o.store.EventUse(ctx, id); err != nil {
+		if use, err = o.store.Sessions.EventUse(ctx, id); err != nil {
 			return nil, drops{}, err
 		}
 	}
@@ -130,7 +130,7 @@ func (o *budgets) noteDropped(ctx context.Context, id string, d drops) error {
 		if err != nil {
 			return err
 		}
-		return o.store.SetEventData(ctx, id, seq, b)
+		return o.store.Sessions.SetEventData(ctx, id, seq, b)
 	}
 	if !d.first {
 		if d.noteSeq == 0 {
@@ -150,7 +150,7 @@ func (o *budgets) noteDropped(ctx context.Context, id string, d drops) error {
 	err := o.Record(ctx, id, droppedNote(d.total, o.opts.EventsMax))
 	var use store.EventUse
 	if err == nil {
-		use, err = o.store.EventUse(ctx, id)
+		use, err = o.store.Sessions.EventUse(ctx, id)
 	}
 	if err != nil {
 		settle(0)

@@ -54,7 +54,7 @@ func TestManySmallEventsStoreNoMoreThanTheBudget(t *testing.T) {
 		f := newFixture(t, func(o *Options) { o.EventsMax, o.Now = budget, clock.Now })
 		ctx := context.Background()
 		s, _ := f.active("print a lot")
-		before, err := f.st.EventUse(ctx, s.ID)
+		before, err := f.st.Sessions.EventUse(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestManySmallEventsStoreNoMoreThanTheBudget(t *testing.T) {
 			}
 			clock.Advance(time.Minute)
 		}
-		after, err := f.st.EventUse(ctx, s.ID)
+		after, err := f.st.Sessions.EventUse(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestASessionPastItsEventBudgetDropsEventsWithOneNote(t *testing.T) {
 		if err := f.o.Events(ctx, f.session(s.ID), protocol.SessionEvents{Spent: []protocol.Usage{spent}}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := f.st.SessionUsage(ctx, s.ID); len(got) != 1 || got[0] != (store.Usage{Model: "m", Input: 9, Output: 4}) {
+		if got, _ := f.st.Usage.SessionUsage(ctx, s.ID); len(got) != 1 || got[0] != (store.Usage{Model: "m", Input: 9, Output: 4}) {
 			t.Errorf("the dropped reply's usage: got %+v, want what the relay counted", got)
 		}
 		results := f.events(s.ID, protocol.EventToolResult)
@@ -166,7 +166,7 @@ func TestASessionPastItsTotalEventBudgetDropsWhatComes(t *testing.T) {
 		f := newFixture(t, func(o *Options) { o.EventsMax = 1 << 20 })
 		ctx := context.Background()
 		s, _ := f.active("print a lot")
-		if _, err := f.st.AppendEvents(ctx, s.ID, []store.Event{{Kind: protocol.EventText, Data: []byte(`{"kind":"text","text":"` + strings.Repeat("y", 1<<20) + `"}`)}}); err != nil {
+		if _, err := f.st.Sessions.AppendEvents(ctx, s.ID, []store.Event{{Kind: protocol.EventText, Data: []byte(`{"kind":"text","text":"` + strings.Repeat("y", 1<<20) + `"}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		f.o.Close()

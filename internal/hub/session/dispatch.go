@@ -25,7 +25,7 @@ func (o *queue) dispatchOn(id string, r *run) {
 		r.delivery.to(queued)
 		return
 	}
-	p, ok, err := o.store.TakePrompt(o.ctx, id)
+	p, ok, err := o.store.Prompts.TakePrompt(o.ctx, id)
 	if err == nil && ok {
 		p, err = o.openPrompt(p)
 	}
@@ -50,7 +50,7 @@ const replyGrace = 10 * time.Second
 // deliver sends a prompt to the Session's Runner, once, with the time it
 // has to get Claude Code to take it, and takes its answer.
 func (o *queue) deliver(id string, p store.Prompt) {
-	s, err := o.store.SessionByID(o.ctx, id)
+	s, err := o.store.Sessions.SessionByID(o.ctx, id)
 	var rc Requester
 	if err == nil {
 		rc = o.opts.Runners.Runner(s.RunnerID)

@@ -322,12 +322,12 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.Open(t)
-	u, _ := st.DevUser(ctx)
-	rn, _, err := st.CreateRunner(ctx, "r1", u.ID)
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, err := st.Runners.CreateRunner(ctx, "r1", u.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, _ := st.EnsureRepo(ctx, "/srv/repo", "repo")
+	repo, _ := st.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
 	f := &fixture{t: t, st: st, runners: &runners{conn: map[string]*fakeRunner{}, tables: map[string]claude.Table{}}, runnerID: rn.ID, user: u, repo: repo}
 	f.runner = newFakeRunner(t)
 	f.runners.set(rn.ID, f.runner)
@@ -399,7 +399,7 @@ func (f *fixture) archived(text string) store.Session {
 
 func (f *fixture) session(id string) store.Session {
 	f.t.Helper()
-	s, err := f.st.SessionByID(context.Background(), id)
+	s, err := f.st.Sessions.SessionByID(context.Background(), id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func (f *fixture) events(id, kind string) []string {
 // eventsOf returns the Session's Events of kind, whole.
 func (f *fixture) eventsOf(id, kind string) []protocol.Event {
 	f.t.Helper()
-	evs, err := f.st.Events(context.Background(), id, 0, 1000)
+	evs, err := f.st.Sessions.Events(context.Background(), id, 0, 1000)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -45,8 +45,8 @@ func (o *sweep) sweepIdle(ctx context.Context) {
 }
 
 func (o *sweep) sleepIfIdle(ctx context.Context, id string) {
-	s, err := o.store.SessionByID(ctx, id)
-	q, qerr := o.store.Prompts(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
+	q, qerr := o.store.Prompts.List(ctx, id)
 	if err != nil || qerr != nil || s.State != Active || s.KeepAwake || len(q) > 0 {
 		// Not idle after all: look again in a full Idle. A Session no
 		// longer awake has no run, and gets none.

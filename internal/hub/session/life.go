@@ -49,7 +49,7 @@ var errRemoved = fmt.Errorf("%s: %w", removedWhy, errdefs.ErrConflict)
 // runnerOf returns the Session's Runner, or errRemoved if it was removed
 // for good.
 func (o *life) runnerOf(ctx context.Context, s *store.Session) (store.Runner, error) {
-	rn, err := o.store.RunnerByID(ctx, s.RunnerID)
+	rn, err := o.store.Runners.RunnerByID(ctx, s.RunnerID)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return rn, errRemoved
@@ -89,14 +89,14 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 		if !room {
 			s.State = Asleep
 		}
-		s, err = o.store.CreateSession(ctx, s)
+		s, err = o.store.Sessions.CreateSession(ctx, s)
 	}
 	o.limits.admit.Unlock()
 	if err != nil {
 		return s, err
 	}
 	first.SessionID = s.ID
-	if _, err := o.store.EnqueuePrompt(ctx, o.queue.sealPrompt(first)); err != nil {
+	if _, err := o.store.Prompts.EnqueuePrompt(ctx, o.queue.sealPrompt(first)); err != nil {
 		return s, err
 	}
 	if !room {
@@ -113,7 +113,7 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 // watchers. Claude Code reads the model and effort only as it starts: the
 // caller restarts an Active Session to make them take.
 func (o *life) Update(ctx context.Context, id, title, model, effort string) error {
-	if err := o.store.UpdateSession(ctx, id, title, model, effort); err != nil {
+	if err := o.store.Sessions.UpdateSession(ctx, id, title, model, effort); err != nil {
 		return err
 	}
 	o.changed(id)
@@ -127,7 +127,7 @@ func (o *life) Update(ctx context.Context, id, title, model, effort string) erro
 // Runner) is Failed. A prompt the store has on its way is settled
 // (takeUpDelivery). Call it before serving.
 func (o *life) Recover(ctx context.Context) error {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
+	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
 	if err != nil {
 		return err
 	}
@@ -164,13 +164,13 @@ func (o *life) Recover(ctx context.Context) error {
 // the transcript writes it down puts it back). Otherwise it goes back to
 // the head of the queue, as for a Runner gone mid-delivery.
 func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
-	p, ok, err := o.store.DeliveringPrompt(ctx, s.ID)
+	p, ok, err := o.store.Prompts.DeliveringPrompt(ctx, s.ID)
 	if err != nil || !ok {
 		return err
 	}
 	open := false
 	if awake(s.State) {
-		if open, err = o.store.TurnOpen(ctx, s.ID); err != nil {
+		if open, err = o.store.Sessions.TurnOpen(ctx, s.ID); err != nil {
 			return err
 		}
 	}
@@ -231,7 +231,7 @@ func (o *life) launch(id string, resume bool) {
 // startOnRunner is the start itself: the Installations this run takes, a
 // fresh mod token, then the Runner's session.start.
 func (o *life) startOnRunner(ctx context.Context, id string, resume bool) error {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -253,11 +253,11 @@ func (o *life) startOnRunner(ctx context.Context, id string, resume bool) error 
 			return err
 		}
 	}
-	modToken, err := o.store.IssueModToken(ctx, id)
+	modToken, err := o.store.Sessions.IssueModToken(ctx, id)
 	if err != nil {
 		return err
 	}
-	offsets, err := o.store.TranscriptOffsets(ctx, id)
+	offsets, err := o.store.Sessions.TranscriptOffsets(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func (o *life) stopOnRunner(ctx context.Context, s *store.Session) error {
 // with backoff, each try in the start log. The count is the store's, so a
 // Hub restarted meanwhile goes on with it.
 func (o *life) retryLater(ctx context.Context, id string) {
-	n, err := o.store.RetryStart(ctx, id)
+	n, err := o.store.Sessions.RetryStart(ctx, id)
 	if err != nil {
 		o.log.Error("count a retry of a start", "session", id, "err", err)
 		return
@@ -338,7 +338,7 @@ func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) err
 		return err
 	case why != "":
 		if s.Place > 0 { // it would hold up its Creator's others in line
-			if err := o.store.LeaveLine(ctx, s.ID); err != nil {
+			if err := o.store.Limits.LeaveLine(ctx, s.ID); err != nil {
 				return err
 			}
 			o.changed(s.ID)
@@ -498,7 +498,7 @@ func (o *life) Restore(ctx context.Context, id, why string) error {
 // they are removed as a Member, or their setup token is removed or
 // replaced. A failure is logged and the others still sleep.
 func (o *life) SleepAllOf(ctx context.Context, creatorID, why string) {
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen}})
+	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen}})
 	if err != nil {
 		o.log.Error("list sessions to sleep", "err", err)
 		return
@@ -515,7 +515,7 @@ func (o *life) SleepAllOf(ctx context.Context, creatorID, why string) {
 
 // SetKeepAwake sets the Creator's Keep awake switch.
 func (o *life) SetKeepAwake(ctx context.Context, id string, on bool) error {
-	if err := o.store.SetKeepAwake(ctx, id, on); err != nil {
+	if err := o.store.Sessions.SetKeepAwake(ctx, id, on); err != nil {
 		return err
 	}
 	o.changed(id)
@@ -535,7 +535,7 @@ func (o *Owner) StopTurn(ctx context.Context, id string) error {
 // error saying it is not active (why: what that means) or its
 // Runner is not connected.
 func (o *Owner) runnerOfActive(ctx context.Context, id, why string) (Requester, error) {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func TestARemovedRunnersSessionsFailSayingWhy(t *testing.T) {
 				f := newFixture(t)
 				ctx := context.Background()
 				s, _ := f.active("hello")
-				if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+				if err := f.st.Runners.RevokeRunner(ctx, f.runnerID); err != nil {
 					t.Fatal(err)
 				}
 				f.o.RunnerRemoved(ctx, f.runnerID, cause)
@@ -238,7 +238,7 @@ func TestAHubRestartFailsTheSessionsOfARunnerRemovedMeanwhile(t *testing.T) {
 	if err := f.o.Sleep(ctx, asleep.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.st.RevokeRunner(ctx, f.runnerID); err != nil {
+	if err := f.st.Runners.RevokeRunner(ctx, f.runnerID); err != nil {
 		t.Fatal(err)
 	}
 	f.restartHub()
@@ -257,12 +257,12 @@ func TestAnUnsharedRunnersOtherSessionsSleepAndCannotWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		ctx := context.Background()
-		secret, _ := f.st.NewSetupLink(ctx)
-		other, err := f.st.ClaimSetupLink(ctx, secret, store.GitHubIdentity{ID: 7, Login: "carol"})
+		secret, _ := f.st.Members.NewSetupLink(ctx)
+		other, err := f.st.Members.ClaimSetupLink(ctx, secret, store.GitHubIdentity{ID: 7, Login: "carol"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.st.SetRunnerShared(ctx, f.runnerID, true)
+		f.st.Runners.SetRunnerShared(ctx, f.runnerID, true)
 		theirs, err := f.o.Create(ctx, store.Session{RepoID: f.repo.ID, CreatorID: other.ID, RunnerID: f.runnerID, Title: "t"}, store.Prompt{AuthorID: other.ID, Text: "hi"})
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +272,7 @@ func TestAnUnsharedRunnersOtherSessionsSleepAndCannotWake(t *testing.T) {
 		f.waitState(theirs.ID, Active)
 		own, _ := f.active("mine")
 
-		f.st.SetRunnerShared(ctx, f.runnerID, false)
+		f.st.Runners.SetRunnerShared(ctx, f.runnerID, false)
 		f.o.RunnerNarrowed(ctx, f.runnerID, "the Owner unshared it")
 		f.runner.next(protocol.TypeSessionStop)
 		if got := f.waitState(theirs.ID, Asleep); !strings.Contains(got.StateDetail, "the Owner unshared it") {

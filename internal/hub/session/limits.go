@@ -54,7 +54,7 @@ func (o *limits) limitReached(ctx context.Context, s store.Session) (string, err
 	if !s.Triggered {
 		return "", nil
 	}
-	l, err := o.store.RepoLimits(ctx, s.RepoID)
+	l, err := o.store.Repos.RepoLimits(ctx, s.RepoID)
 	if err != nil {
 		return "", fmt.Errorf("read the Repo's limits for a Session started from GitHub: %w", err)
 	}
@@ -76,7 +76,7 @@ func limitedWake(why string) error {
 // now: it is at its Turn limit, or its limit could not be read. With a
 // prompt waiting, the Session goes to sleep saying why.
 func (o *queue) heldAtLimit(id string) bool {
-	s, err := o.store.SessionByID(o.ctx, id)
+	s, err := o.store.Sessions.SessionByID(o.ctx, id)
 	why := ""
 	if err == nil {
 		why, err = o.limits.limitReached(o.ctx, s)
@@ -90,7 +90,7 @@ func (o *queue) heldAtLimit(id string) bool {
 	if why == "" {
 		return false
 	}
-	if q, err := o.store.Prompts(o.ctx, id); err == nil && len(q) > 0 {
+	if q, err := o.store.Prompts.List(o.ctx, id); err == nil && len(q) > 0 {
 		o.spawn(func(ctx context.Context) { o.limits.stopAtLimit(ctx, id, why) })
 	}
 	return true
@@ -136,7 +136,7 @@ func (o *limits) promptSent(id string, r *run, p store.Prompt) {
 	if again {
 		return
 	}
-	if _, err := o.store.CountTurn(o.ctx, id); err != nil {
+	if _, err := o.store.Limits.CountTurn(o.ctx, id); err != nil {
 		o.log.Error("count a turn", "session", id, "err", err)
 	}
 	o.startAwakeOn(id, r)
@@ -155,11 +155,11 @@ func (o *limits) startAwakeOn(id string, r *run) {
 	}
 	at := time.Now()
 	r.awakeAt = at
-	s, err := o.store.SessionByID(o.ctx, id)
+	s, err := o.store.Sessions.SessionByID(o.ctx, id)
 	if err != nil || !s.Triggered {
 		return
 	}
-	l, err := o.store.RepoLimits(o.ctx, s.RepoID)
+	l, err := o.store.Repos.RepoLimits(o.ctx, s.RepoID)
 	if err != nil || l.MaxTurnHours <= 0 {
 		return
 	}
@@ -197,7 +197,7 @@ func (o *limits) addTurnTime(ctx context.Context, id string, d time.Duration, cu
 	if d <= 0 {
 		return
 	}
-	if err := o.store.AddTurnTime(context.WithoutCancel(ctx), id, d); err != nil {
+	if err := o.store.Limits.AddTurnTime(context.WithoutCancel(ctx), id, d); err != nil {
 		o.log.Error("record a session's time awake", "session", id, "err", err)
 	}
 }
@@ -210,11 +210,11 @@ func (o *limits) admits(ctx context.Context, creatorID, id string) (bool, error)
 	if o.opts.MemberMaxAwake <= 0 {
 		return true, nil
 	}
-	n, err := o.store.AwakeOf(ctx, creatorID)
+	n, err := o.store.Limits.AwakeOf(ctx, creatorID)
 	if err != nil {
 		return false, err
 	}
-	line, err := o.store.Line(ctx, creatorID)
+	line, err := o.store.Limits.Line(ctx, creatorID)
 	if err != nil {
 		return false, err
 	}
@@ -235,10 +235,10 @@ func (o *limits) admits(ctx context.Context, creatorID, id string) (bool, error)
 // in line.
 func (o *limits) waitInLine(ctx context.Context, s *store.Session) error {
 	was := s.Place
-	if err := o.store.SetWaiting(ctx, s.ID); err != nil {
+	if err := o.store.Limits.SetWaiting(ctx, s.ID); err != nil {
 		return err
 	}
-	cur, err := o.store.SessionByID(ctx, s.ID)
+	cur, err := o.store.Sessions.SessionByID(ctx, s.ID)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (o *limits) saidInLine(ctx context.Context, s store.Session) {
 // while there is room. One whose Runner is away keeps its place: it wakes
 // when its Runner is back.
 func (o *limits) wakeFromLine(ctx context.Context, creatorID string) {
-	line, err := o.store.Line(ctx, creatorID)
+	line, err := o.store.Limits.Line(ctx, creatorID)
 	if err != nil {
 		o.log.Error("read a member's line", "member", creatorID, "err", err)
 		return
@@ -282,7 +282,7 @@ func (o *limits) wakeFromLine(ctx context.Context, creatorID string) {
 			}
 			continue
 		}
-		if s, err := o.store.SessionByID(ctx, w.SessionID); err != nil || s.Place > 0 {
+		if s, err := o.store.Sessions.SessionByID(ctx, w.SessionID); err != nil || s.Place > 0 {
 			return // no more room
 		}
 	}

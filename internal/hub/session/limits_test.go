@@ -124,7 +124,7 @@ func TestATriggeredSessionThatWouldRunA21stTurnSleepsSayingWhy(t *testing.T) {
 		}
 
 		// Raised, it goes on with the prompt that waited.
-		if err := f.st.SetRepoLimits(ctx, f.repo.ID, store.RepoLimits{MaxTurns: 21, MaxTurnHours: 2}); err != nil {
+		if err := f.st.Repos.SetRepoLimits(ctx, f.repo.ID, store.RepoLimits{MaxTurns: 21, MaxTurnHours: 2}); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.o.Wake(ctx, s.ID, "its limit was raised"); err != nil {
@@ -141,7 +141,7 @@ func TestATriggeredSessionThatWouldRunA21stTurnSleepsSayingWhy(t *testing.T) {
 // a trigger started, which runs unattended.
 func TestASessionAPersonStartedHasNoTurnLimit(t *testing.T) {
 	f, _ := limitedFixture(t)
-	if err := f.st.SetRepoLimits(context.Background(), f.repo.ID, store.RepoLimits{MaxTurns: 1}); err != nil {
+	if err := f.st.Repos.SetRepoLimits(context.Background(), f.repo.ID, store.RepoLimits{MaxTurns: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s := f.createAs(false, "one")
@@ -160,7 +160,7 @@ func TestATriggeredSessionIsCutAtItsTurnTimeLimitMidTurn(t *testing.T) {
 		f, th := limitedFixture(t)
 		ctx := context.Background()
 		limit := 300 * time.Millisecond
-		if err := f.st.SetRepoLimits(ctx, f.repo.ID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: limit.Hours()}); err != nil {
+		if err := f.st.Repos.SetRepoLimits(ctx, f.repo.ID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: limit.Hours()}); err != nil {
 			t.Fatal(err)
 		}
 		// Before the clock starts (at the prompt sent), so took is at least
@@ -305,7 +305,7 @@ func TestAForgedTurnEndNeitherStopsTheHoursNorCountsAsTheLimit(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f, th := limitedFixture(t)
 				limit := 400 * time.Millisecond
-				if err := f.st.SetRepoLimits(context.Background(), f.repo.ID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: limit.Hours()}); err != nil {
+				if err := f.st.Repos.SetRepoLimits(context.Background(), f.repo.ID, store.RepoLimits{MaxTurns: 20, MaxTurnHours: limit.Hours()}); err != nil {
 					t.Fatal(err)
 				}
 				s := f.createAs(true, "a long one")

@@ -36,7 +36,7 @@ func (o *life) move(ctx context.Context, s *store.Session, to store.SessionState
 	if freeing { // a wake counting the Creator's awake Sessions sees this one's move, or is in line before it
 		o.limits.admit.Lock()
 	}
-	err := o.store.MoveSession(ctx, s.ID, s.State, to, detail, transient)
+	err := o.store.Sessions.MoveSession(ctx, s.ID, s.State, to, detail, transient)
 	if freeing {
 		o.limits.admit.Unlock()
 	}
@@ -93,7 +93,7 @@ func (o *life) move(ctx context.Context, s *store.Session, to store.SessionState
 		o.runs.fault(s.ID, faultMove, fault.Error())
 	}
 	if !awake(to) {
-		if err := o.store.RevokeModToken(ctx, s.ID); err != nil {
+		if err := o.store.Sessions.RevokeModToken(ctx, s.ID); err != nil {
 			o.log.Error("revoke a mod token", "session", s.ID, "err", err)
 		}
 		o.opts.Effects.Stopped(s.ID)
@@ -131,7 +131,7 @@ func (o *life) locked(ctx context.Context, id string, f func(s *store.Session) e
 	l := o.sessionLock(id)
 	l.Lock()
 	defer l.Unlock()
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -43,5 +43,5 @@ func setPrompt(ctx context.Context, st *store.Store, id string, from, to store.P
 	if err := checkPromptMove(from, to); err != nil {
 		return fmt.Errorf("prompt %s: %w", id, err)
 	}
-	return st.SetPromptState(ctx, id, from, to)
+	return st.Prompts.SetPromptState(ctx, id, from, to)
 }

@@ -34,7 +34,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	}
 	p.SessionID = s.ID
 	text := p.Text
-	p, err := o.store.EnqueuePrompt(ctx, o.sealPrompt(p))
+	p, err := o.store.Prompts.EnqueuePrompt(ctx, o.sealPrompt(p))
 	if err != nil {
 		return p, err
 	}
@@ -61,8 +61,8 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string) error {
 	var err error
 	if text != "" {
-		err = o.store.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
-	} else if _, err = o.store.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
+		err = o.store.Prompts.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
+	} else if _, err = o.store.Prompts.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
 		err = setPrompt(ctx, o.store, promptID, store.Queued, store.Cancelled)
 	}
 	if err != nil {
@@ -74,7 +74,7 @@ func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string
 
 // MovePrompt moves a queued prompt to place to (from 1) in the queue.
 func (o *queue) MovePrompt(ctx context.Context, sessionID, promptID string, to int) error {
-	if err := o.store.MovePrompt(ctx, sessionID, promptID, to); err != nil {
+	if err := o.store.Prompts.MovePrompt(ctx, sessionID, promptID, to); err != nil {
 		return err
 	}
 	o.changed(sessionID)
@@ -107,7 +107,7 @@ func (o *queue) openPrompt(p store.Prompt) (store.Prompt, error) {
 // Queue is a Session's waiting prompts as the API shows them: opened, and
 // masked like its Events (a watcher sees the queue too).
 func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
-	q, err := o.store.Prompts(ctx, id)
+	q, err := o.store.Prompts.List(ctx, id)
 	if err != nil {
 		return nil, err
 	}

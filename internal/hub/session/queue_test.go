@@ -118,7 +118,7 @@ func TestSleptMidDeliveryThePromptWaitsForTheWake(t *testing.T) {
 		if q := f.prompts(s.ID); len(q[store.Queued]) != 1 {
 			t.Fatalf("queue = %v, want the prompt back", q)
 		}
-		if _, err := f.st.SessionByModToken(ctx, f.start.ModToken); err == nil {
+		if _, err := f.st.Sessions.SessionByModToken(ctx, f.start.ModToken); err == nil {
 			t.Fatal("the mod token of a Session asleep still works")
 		}
 		f.runner.quiet(2 * f.o.opts.DeliveryDeadline) // no retry of a Session asleep
@@ -423,7 +423,7 @@ func TestAQueueLeftWaitingOnNothingIsNamedAFault(t *testing.T) {
 		s, _ := f.active("first")
 		f.o.Accepted(s.ID)
 		f.o.TurnEnded(s.ID)
-		if _, err := f.st.EnqueuePrompt(ctx, f.o.queue.sealPrompt(store.Prompt{SessionID: s.ID, AuthorID: f.user.ID, Text: "left behind"})); err != nil {
+		if _, err := f.st.Prompts.EnqueuePrompt(ctx, f.o.queue.sealPrompt(store.Prompt{SessionID: s.ID, AuthorID: f.user.ID, Text: "left behind"})); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()

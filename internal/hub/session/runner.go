@@ -32,7 +32,7 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 	for _, id := range running {
 		reported[id] = true
 	}
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID})
+	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{RunnerID: runnerID})
 	if err != nil {
 		o.log.Error("sessions of a reconnected runner", "err", err)
 		return nil
@@ -43,15 +43,15 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 		err := o.life.locked(ctx, s.ID, func(s *store.Session) error {
 			switch {
 			case (s.State == Active || s.State == Frozen) && reported[s.ID]:
-				tok, err := o.store.IssueModToken(ctx, s.ID)
+				tok, err := o.store.Sessions.IssueModToken(ctx, s.ID)
 				if err != nil {
 					return err
 				}
-				offsets, err := o.store.TranscriptOffsets(ctx, s.ID)
+				offsets, err := o.store.Sessions.TranscriptOffsets(ctx, s.ID)
 				if err != nil {
 					return err
 				}
-				open, err := o.store.TurnOpen(ctx, s.ID)
+				open, err := o.store.Sessions.TurnOpen(ctx, s.ID)
 				if err != nil {
 					return err
 				}
@@ -113,7 +113,7 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 // prompts wait for it, Keep awake is on, or its start failed for a cause
 // a retry may mend; and lets an Active one's queue go on.
 func (o *reports) wakeIfWanted(ctx context.Context, id string) {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return
 	}
@@ -121,7 +121,7 @@ func (o *reports) wakeIfWanted(ctx context.Context, id string) {
 		o.queue.dispatch(id)
 		return
 	}
-	q, err := o.store.Prompts(ctx, id)
+	q, err := o.store.Prompts.List(ctx, id)
 	if err != nil {
 		o.log.Error("read a queue", "session", id, "err", err)
 		return
@@ -177,7 +177,7 @@ func (o *reports) RunnerRemoved(ctx context.Context, runnerID, cause string) {
 // Session's lock and on it as stored now (f checks it is still to move);
 // a failure is logged, saying what, and the others still move.
 func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what string, f func(s *store.Session) error) {
-	ss, err := o.store.Sessions(ctx, filter)
+	ss, err := o.store.Sessions.List(ctx, filter)
 	if err != nil {
 		o.log.Error(what, "err", err)
 		return
@@ -194,12 +194,12 @@ func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what
 // unshared it, saying why; none of them can wake there until it is shared
 // again (wakeLocked). A failure is logged and the others still sleep.
 func (o *reports) RunnerNarrowed(ctx context.Context, runnerID, why string) {
-	rn, err := o.store.RunnerByID(ctx, runnerID)
+	rn, err := o.store.Runners.RunnerByID(ctx, runnerID)
 	if err != nil {
 		o.log.Error("a narrowed runner", "err", err)
 		return
 	}
-	ss, err := o.store.Sessions(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen}})
+	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen}})
 	if err != nil {
 		o.log.Error("sessions of a narrowed runner", "err", err)
 		return
@@ -222,7 +222,7 @@ func (o *reports) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 // taken and not recorded twice.
 func (o *reports) Events(ctx context.Context, s store.Session, m protocol.SessionEvents) error {
 	if m.Offsets != nil {
-		stored, err := o.store.TranscriptOffsets(ctx, s.ID)
+		stored, err := o.store.Sessions.TranscriptOffsets(ctx, s.ID)
 		if err != nil {
 			return err
 		}
@@ -259,12 +259,12 @@ func (o *reports) Events(ctx context.Context, s store.Session, m protocol.Sessio
 		}
 	}
 	if m.Offsets != nil {
-		if err := o.store.SetTranscriptOffsets(ctx, s.ID, m.Offsets); err != nil {
+		if err := o.store.Sessions.SetTranscriptOffsets(ctx, s.ID, m.Offsets); err != nil {
 			return err
 		}
 		// Written down: a wake resumes this conversation.
 		if !s.Conversation && m.Offsets[s.ID+".jsonl"] > 0 {
-			if err := o.store.SetConversation(ctx, s.ID); err != nil {
+			if err := o.store.Sessions.SetConversation(ctx, s.ID); err != nil {
 				return err
 			}
 		}

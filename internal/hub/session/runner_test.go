@@ -134,10 +134,10 @@ func TestWhatATurnSpentIsSummedOnceAndCarriedByItsEnd(t *testing.T) {
 	}
 	sonnet := store.Usage{Model: "claude-sonnet-5-5", Input: 1000, Output: 20, CacheRead: 2000, CacheWrite: 3}
 	haiku := store.Usage{Model: "claude-haiku-5-5", Input: 50, Output: 5, CacheRead: 100, CacheWrite: 3}
-	if got, err := f.st.SessionUsage(ctx, s.ID); err != nil || !slices.Equal(got, []store.Usage{haiku, sonnet}) {
+	if got, err := f.st.Usage.SessionUsage(ctx, s.ID); err != nil || !slices.Equal(got, []store.Usage{haiku, sonnet}) {
 		t.Errorf("the Session's sums: got %+v, %v, want %+v", got, err, []store.Usage{haiku, sonnet})
 	}
-	if turns, err := f.st.SessionTurnUsage(ctx, s.ID); err != nil || len(turns) != 2 || turns[0].Turn != turns[1].Turn || turns[0].Turn == 0 {
+	if turns, err := f.st.Usage.SessionTurnUsage(ctx, s.ID); err != nil || len(turns) != 2 || turns[0].Turn != turns[1].Turn || turns[0].Turn == 0 {
 		t.Errorf("the replies' Turns: got %+v, %v, want both in the one Turn", turns, err)
 	}
 	ends := f.eventsOf(s.ID, protocol.EventTurnEnd)

@@ -36,12 +36,12 @@ func costOf(us []store.Usage) float64 {
 // spendReached says which spend cap a Session is past, "" for none. A cap
 // that cannot be read holds it: the error.
 func spendReached(ctx context.Context, st *store.Store, memberMax float64, s store.Session) (string, error) {
-	l, err := st.RepoLimits(ctx, s.RepoID)
+	l, err := st.Repos.RepoLimits(ctx, s.RepoID)
 	if err != nil {
 		return "", fmt.Errorf("read the Repo's spend caps: %w", err)
 	}
 	if l.MaxSessionSpend > 0 {
-		us, err := st.SessionUsage(ctx, s.ID)
+		us, err := st.Usage.SessionUsage(ctx, s.ID)
 		if err != nil {
 			return "", err
 		}
@@ -53,7 +53,7 @@ func spendReached(ctx context.Context, st *store.Store, memberMax float64, s sto
 	if l.MaxSpend <= 0 && member <= 0 {
 		return "", nil
 	}
-	rows, err := st.UsageByDay(ctx, time.Now().UTC(), "")
+	rows, err := st.Usage.UsageByDay(ctx, time.Now().UTC(), "")
 	if err != nil {
 		return "", err
 	}
@@ -87,7 +87,7 @@ func (o *limits) countSpent(ctx context.Context, id string, us []protocol.Usage)
 		rs = append(rs, store.Reply{Message: u.Message, Usage: store.Usage{Model: u.Model,
 			Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite}})
 	}
-	if err := o.store.CountReplies(ctx, id, rs, time.Now()); err != nil {
+	if err := o.store.Usage.CountReplies(ctx, id, rs, time.Now()); err != nil {
 		return err
 	}
 	o.changed(id)
@@ -99,7 +99,7 @@ func (o *limits) countSpent(ctx context.Context, id string, us []protocol.Usage)
 // spend cap it is past: its relay refuses its model requests, and it
 // sleeps saying why.
 func (o *limits) checkSpend(ctx context.Context, id string) {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return
 	}

@@ -36,7 +36,7 @@ func TestASessionPastASpendCapIsRefusedAtTheRelayAndSleeps(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f, th := limitedFixture(t, func(o *Options) { o.MemberMaxSpend = tt.member })
 				ctx := context.Background()
-				if err := f.st.SetRepoLimits(ctx, f.repo.ID, tt.limits); err != nil {
+				if err := f.st.Repos.SetRepoLimits(ctx, f.repo.ID, tt.limits); err != nil {
 					t.Fatal(err)
 				}
 				s, _ := f.active("spend")

@@ -64,7 +64,7 @@ func TestAnIllegalMoveChangesNothing(t *testing.T) {
 	if after := f.session(s.ID); after.State != Asleep || after.StateDetail != before.StateDetail {
 		t.Fatalf("refused moves changed the Session: %s %q, was %s %q", after.State, after.StateDetail, before.State, before.StateDetail)
 	}
-	if err := f.st.MoveSession(ctx, s.ID, Active, Asleep, "", false); !errors.Is(err, errdefs.ErrConflict) {
+	if err := f.st.Sessions.MoveSession(ctx, s.ID, Active, Asleep, "", false); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("the store moved a Session from a state it is not in: %v", err)
 	}
 }
@@ -171,7 +171,7 @@ func TestAPromptIsCancelledAlongItsTable(t *testing.T) {
 	}
 	state := func(id string) store.PromptState {
 		t.Helper()
-		got, err := f.st.PromptByID(ctx, s.ID, id)
+		got, err := f.st.Prompts.PromptByID(ctx, s.ID, id)
 		if err != nil {
 			t.Fatal(err)
 		}

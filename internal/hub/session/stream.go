@@ -131,7 +131,7 @@ func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Ev
 	order.Lock()
 	defer order.Unlock()
 	if len(rows) > 0 {
-		if rows, err = o.store.AppendEvents(ctx, id, rows); err != nil {
+		if rows, err = o.store.Sessions.AppendEvents(ctx, id, rows); err != nil {
 			return false, err
 		}
 	}

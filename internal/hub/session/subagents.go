@@ -20,7 +20,7 @@ type subagent struct {
 
 // runningAgents reads the subagents a Session's stored Events say run.
 func runningAgents(ctx context.Context, st *store.Store, id string) (map[string]*subagent, error) {
-	list, err := st.RunningSubagents(ctx, id)
+	list, err := st.Sessions.RunningSubagents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func runningAgents(ctx context.Context, st *store.Store, id string) (map[string]
 // and its Turn go on. Asked again before it ends, it asks the Runner again
 // and records nothing more. Returns ErrNotFound for a subagent not running.
 func (o *Owner) StopSubagent(ctx context.Context, id, agent string) error {
-	s, err := o.store.SessionByID(ctx, id)
+	s, err := o.store.Sessions.SessionByID(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func (r *Receiver) showAsContext(ctx context.Context, th thread, sessions []stor
 			continue
 		}
 		if author == nil {
-			u, err := r.opts.Store.MemberByGitHubID(ctx, c.User.ID)
+			u, err := r.opts.Store.Members.MemberByGitHubID(ctx, c.User.ID)
 			if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				return err
 			}

@@ -141,7 +141,7 @@ func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 	if err != nil || th.hub.ID == "" {
 		return err // a Repo the Hub does not have: no Session's
 	}
-	settings, err := r.opts.Store.RepoAutoFix(ctx, th.hub.ID)
+	settings, err := r.opts.Store.Repos.RepoAutoFix(ctx, th.hub.ID)
 	if err != nil || (f.reviews && !settings.Reviews) || (!f.reviews && !settings.CI) {
 		return err
 	}
@@ -154,7 +154,7 @@ func (r *Receiver) sendBack(ctx context.Context, repo ghRepo, f fix) error {
 			return err // a review by someone who may not push is no prompt
 		}
 	}
-	n, err := r.opts.Store.CountFix(ctx, th.repo(), f.pull.Number)
+	n, err := r.opts.Store.Branches.CountFix(ctx, th.repo(), f.pull.Number)
 	if err != nil || n > settings.Max+1 {
 		return err
 	}
@@ -194,7 +194,7 @@ func (r *Receiver) pullSession(ctx context.Context, th thread, repo ghRepo, pull
 	if th.hub.ID == "" || pull.Head.Repo.ID != repo.ID {
 		return store.Session{}, store.User{}, false, nil
 	}
-	bs, err := r.opts.Store.BranchSessions(ctx, pull.Head.Ref)
+	bs, err := r.opts.Store.Branches.BranchSessions(ctx, pull.Head.Ref)
 	if err != nil {
 		return store.Session{}, store.User{}, false, err
 	}
@@ -202,11 +202,11 @@ func (r *Receiver) pullSession(ctx context.Context, th thread, repo ghRepo, pull
 		if b.RepoURL != th.repoURL {
 			continue
 		}
-		s, err := r.opts.Store.SessionByID(ctx, b.SessionID)
+		s, err := r.opts.Store.Sessions.SessionByID(ctx, b.SessionID)
 		if err != nil {
 			return s, store.User{}, false, err
 		}
-		u, err := r.opts.Store.UserByID(ctx, s.CreatorID)
+		u, err := r.opts.Store.Members.UserByID(ctx, s.CreatorID)
 		return s, u, err == nil, err
 	}
 	return store.Session{}, store.User{}, false, nil
@@ -216,7 +216,7 @@ func (r *Receiver) pullSession(ctx context.Context, th thread, repo ghRepo, pull
 // was started from a thread, else once on the pull request (the cap
 // bounds how often).
 func (r *Receiver) tell(ctx context.Context, th thread, pull int, s store.Session, creator store.User, text string) error {
-	if t, err := r.opts.Store.SessionThread(ctx, s.ID); err == nil && t.ReplyID != 0 {
+	if t, err := r.opts.Store.Threads.SessionThread(ctx, s.ID); err == nil && t.ReplyID != 0 {
 		return r.note(ctx, s.ID, text)
 	}
 	_, err := r.opts.GitHub.Comment(ctx, th.owner, th.name, pull, fmt.Sprintf("@%s, kndl: %s", creator.GitHubLogin, text))

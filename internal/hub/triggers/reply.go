@@ -65,7 +65,7 @@ func (r *Receiver) editReply(ctx context.Context, sessionID string) error {
 	// wrong order, and GitHub asks for content changes one at a time.
 	r.editing.Lock()
 	defer r.editing.Unlock()
-	t, err := r.opts.Store.SessionThread(ctx, sessionID)
+	t, err := r.opts.Store.Threads.SessionThread(ctx, sessionID)
 	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && t.ReplyID == 0) || r.opts.GitHub == nil {
 		return nil // not from a thread, or no reply there to edit
 	}
@@ -106,11 +106,11 @@ func (r *Receiver) remember(sessionID, body string) {
 
 // replyOf is the reply for the Session's thread as it goes now.
 func (r *Receiver) replyOf(ctx context.Context, t store.Thread) (string, Progress, error) {
-	s, err := r.opts.Store.SessionByID(ctx, t.SessionID)
+	s, err := r.opts.Store.Sessions.SessionByID(ctx, t.SessionID)
 	if err != nil {
 		return "", Progress{}, err
 	}
-	creator, err := r.opts.Store.UserByID(ctx, s.CreatorID)
+	creator, err := r.opts.Store.Members.UserByID(ctx, s.CreatorID)
 	if err != nil {
 		return "", Progress{}, err
 	}

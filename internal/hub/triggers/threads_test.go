@@ -39,7 +39,7 @@ func TestAnotherMembersMentionOnASessionsPullRequestStartsTheirOwnSession(t *tes
 	if started, prompts := f.sessions.counts(); started != 2 || prompts != 0 {
 		t.Fatalf("%d Sessions started and %d prompts, want bob's Session started and no prompt to alice's", started, prompts)
 	}
-	threads, err := f.st.ThreadSessions(t.Context(), "acme/app", pull)
+	threads, err := f.st.Threads.ThreadSessions(t.Context(), "acme/app", pull)
 	if err != nil || len(threads) != 1 || threads[0].SessionID == alices {
 		t.Fatalf("the pull request's thread's Sessions: %+v %v, want bob's one", threads, err)
 	}
@@ -111,7 +111,7 @@ func TestOthersCommentsAreContextInTheHistoryOnlyWhenTheCreatorTurnsItOn(t *test
 	}
 	started, _ := f.sessions.counts()
 
-	if err := f.st.SetThreadContext(t.Context(), id, true); err != nil {
+	if err := f.st.Sessions.SetThreadContext(t.Context(), id, true); err != nil {
 		t.Fatal(err)
 	}
 	f.gh.Comment(t, "acme/app", 1, "carol", "It is config.Load, I think.")

@@ -144,7 +144,7 @@ func (r *Receiver) Close() { r.life.Close() }
 // Close.
 func (r *Receiver) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		d, ok, err := r.opts.Store.NextDelivery(ctx)
+		d, ok, err := r.opts.Store.Threads.NextDelivery(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("read the next GitHub delivery to act on; the next delivery tries again", "err", err)
 		}
@@ -169,7 +169,7 @@ func (r *Receiver) do(ctx context.Context, d store.Delivery) {
 			r.log.Warn("a GitHub delivery's work failed", "delivery", d.ID, "event", d.Event, "err", err)
 		}
 	}
-	if err := r.opts.Store.DoneDelivery(ctx, d.ID); err != nil {
+	if err := r.opts.Store.Threads.DoneDelivery(ctx, d.ID); err != nil {
 		r.log.Error("record a GitHub delivery's work done", "delivery", d.ID, "err", err)
 	}
 }
@@ -236,7 +236,7 @@ func (r *Receiver) Take(req *http.Request) error {
 		work = body
 	}
 	digest := sha256.Sum256(body)
-	fresh, err := r.opts.Store.TakeDelivery(req.Context(), id, event, hex.EncodeToString(digest[:]), work)
+	fresh, err := r.opts.Store.Threads.TakeDelivery(req.Context(), id, event, hex.EncodeToString(digest[:]), work)
 	if err != nil || !fresh {
 		return err
 	}
@@ -401,7 +401,7 @@ func (r *Receiver) repoOf(ctx context.Context, repo ghRepo) (thread, error) {
 	if !ok {
 		return th, fmt.Errorf("the delivery's repository %q is not on this Hub's GitHub", repo.CloneURL)
 	}
-	repos, err := r.opts.Store.Repos(ctx)
+	repos, err := r.opts.Store.Repos.List(ctx)
 	for _, hub := range repos {
 		if o, n, ok := r.opts.GitHub.ParseRepo(hub.URL); ok && o == th.owner && n == th.name {
 			th.repoURL, th.hub = hub.URL, hub
@@ -417,7 +417,7 @@ func (r *Receiver) triggerLabel(ctx context.Context, th thread) (string, error) 
 	if th.hub.ID == "" {
 		return "", nil
 	}
-	return r.opts.Store.TriggerLabel(ctx, th.hub.ID)
+	return r.opts.Store.Repos.TriggerLabel(ctx, th.hub.ID)
 }
 
 // creator is the Creator rule: the GitHub user who triggered is a Member,
@@ -425,7 +425,7 @@ func (r *Receiver) triggerLabel(ctx context.Context, th thread) (string, error) 
 // on the Repo now. ok is false otherwise, or when any of it could not be
 // asked: nothing starts on a doubt.
 func (r *Receiver) creator(ctx context.Context, who ghUser, th thread) (store.User, bool) {
-	u, err := r.opts.Store.MemberByGitHubID(ctx, who.ID)
+	u, err := r.opts.Store.Members.MemberByGitHubID(ctx, who.ID)
 	if err != nil || u.GitHubLogin == "" || !r.opts.Sessions.HasClaudeToken(ctx, u) {
 		return store.User{}, false
 	}
@@ -452,12 +452,12 @@ func (r *Receiver) threadSessions(ctx context.Context, th thread, repo ghRepo) (
 	if err != nil {
 		return nil, err
 	}
-	threads, err := r.opts.Store.ThreadSessions(ctx, th.repo(), th.issue.Number)
+	threads, err := r.opts.Store.Threads.ThreadSessions(ctx, th.repo(), th.issue.Number)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range threads {
-		s, err := r.opts.Store.SessionByID(ctx, t.SessionID)
+		s, err := r.opts.Store.Sessions.SessionByID(ctx, t.SessionID)
 		if err == nil && s.State != store.Archived && t.ReplyID != 0 &&
 			!slices.ContainsFunc(out, func(o store.Session) bool { return o.ID == s.ID }) {
 			out = append(out, s)
@@ -492,7 +492,7 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 			fmt.Sprintf(startFailedText, creator.GitHubLogin, r.startFailedLink(th)))
 		return errors.Join(fmt.Errorf("start a Session from %s#%d: %w", th.repo(), th.issue.Number, err), cerr)
 	}
-	if err := r.opts.Store.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
+	if err := r.opts.Store.Threads.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
 		return err
 	}
 	body := r.reply(creator.GitHubLogin, id, Progress{State: store.Starting}, "")
@@ -500,7 +500,7 @@ func (r *Receiver) start(ctx context.Context, th thread, creator store.User, pro
 	if err != nil {
 		return err
 	}
-	if err := r.opts.Store.SetThreadReply(ctx, id, reply); err != nil {
+	if err := r.opts.Store.Threads.SetThreadReply(ctx, id, reply); err != nil {
 		return err
 	}
 	r.remember(id, body)
@@ -527,7 +527,7 @@ func (r *Receiver) startFailedLink(th thread) string {
 // note records what the Session's reply says of its thread's own latest,
 // and edits the reply at once to say it.
 func (r *Receiver) note(ctx context.Context, sessionID, text string) error {
-	if err := r.opts.Store.SetThreadNote(ctx, sessionID, text); err != nil {
+	if err := r.opts.Store.Threads.SetThreadNote(ctx, sessionID, text); err != nil {
 		return err
 	}
 	return r.editReply(ctx, sessionID)
@@ -541,7 +541,7 @@ const refuseText = "@%s, kndl starts a Session from GitHub only for a Member of 
 // (Store.TakeRefusal): anyone who may comment could otherwise have the App
 // post a reply for each comment. The rest are dropped, and counted.
 func (r *Receiver) refuse(ctx context.Context, th thread, who ghUser) error {
-	fresh, err := r.opts.Store.TakeRefusal(ctx, th.repo(), th.issue.Number, who.ID)
+	fresh, err := r.opts.Store.Threads.TakeRefusal(ctx, th.repo(), th.issue.Number, who.ID)
 	if err != nil || !fresh {
 		if err == nil {
 			r.opts.RefusalDropped()

@@ -129,11 +129,11 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	if r.failStart != nil {
 		return "", r.failStart
 	}
-	repo, err := r.st.EnsureRepo(ctx, repoURL, "app")
+	repo, err := r.st.Repos.EnsureRepo(ctx, repoURL, "app")
 	if err != nil {
 		return "", err
 	}
-	s, err := r.st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: r.runner, Title: title})
+	s, err := r.st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: creator.ID, RunnerID: r.runner, Title: title})
 	r.mu.Lock()
 	r.started = append(r.started, prompt)
 	r.mu.Unlock()
@@ -168,7 +168,7 @@ func (r *recorder) Progress(ctx context.Context, id string) (Progress, error) {
 	if ok {
 		return p, nil
 	}
-	s, err := r.st.SessionByID(ctx, id)
+	s, err := r.st.Sessions.SessionByID(ctx, id)
 	return Progress{State: s.State}, err
 }
 
@@ -199,7 +199,7 @@ func newFixture(t *testing.T) *fixture {
 	f.open()
 	owner := f.member("alice", true)
 	f.owner = owner.ID
-	rn, _, err := f.st.CreateRunner(t.Context(), "r1", owner.ID)
+	rn, _, err := f.st.Runners.CreateRunner(t.Context(), "r1", owner.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,18 +268,18 @@ func (f *fixture) member(login string, withToken bool) store.User {
 	f.gh.SetCollaborator("acme/app", login, true)
 	id := store.GitHubIdentity{ID: gu.ID, Login: gu.Login}
 	var u store.User
-	if owner, _ := f.st.HasOwner(ctx); !owner {
-		link, err := f.st.NewSetupLink(ctx)
+	if owner, _ := f.st.Members.HasOwner(ctx); !owner {
+		link, err := f.st.Members.NewSetupLink(ctx)
 		if err == nil {
-			u, err = f.st.ClaimSetupLink(ctx, link, id)
+			u, err = f.st.Members.ClaimSetupLink(ctx, link, id)
 		}
 		if err != nil {
 			f.t.Fatal(err)
 		}
 	} else {
-		_, secret, err := f.st.CreateInvite(ctx, login, f.owner, time.Hour)
+		_, secret, err := f.st.Members.CreateInvite(ctx, login, f.owner, time.Hour)
 		if err == nil {
-			u, err = f.st.RedeemInvite(ctx, secret, id)
+			u, err = f.st.Members.RedeemInvite(ctx, secret, id)
 		}
 		if err != nil {
 			f.t.Fatal(err)
@@ -307,7 +307,7 @@ func (f *fixture) settle() (started, prompts int) {
 func (f *fixture) waitWork() {
 	f.t.Helper()
 	testenv.Eventually(f.t, testenv.WaitShort, "every delivery's work done", func() bool {
-		_, pending, err := f.st.NextDelivery(f.t.Context())
+		_, pending, err := f.st.Threads.NextDelivery(f.t.Context())
 		return err == nil && !pending
 	})
 }
@@ -408,7 +408,7 @@ func TestADeliveryTakenAsTheHubStopsIsActedOnOnceByTheNextHub(t *testing.T) {
 		t.Errorf("a third Hub started %d Sessions, want none: the work was done", started)
 	}
 	for n := 1; n <= 2; n++ {
-		if threads, err := f.st.ThreadSessions(t.Context(), "acme/app", n); err != nil || len(threads) != 1 {
+		if threads, err := f.st.Threads.ThreadSessions(t.Context(), "acme/app", n); err != nil || len(threads) != 1 {
 			t.Errorf("issue %d's Sessions: %+v (%v), want one", n, threads, err)
 		}
 	}
@@ -421,7 +421,7 @@ func TestTheOneReplyIsEditedAsTheSessionGoes(t *testing.T) {
 	if !strings.Contains(reply.Body, "**Starting.**") {
 		t.Errorf("the first reply %q does not say the Session is starting", reply.Body)
 	}
-	threads, err := f.st.ThreadSessions(t.Context(), "acme/app", 1)
+	threads, err := f.st.Threads.ThreadSessions(t.Context(), "acme/app", 1)
 	if err != nil || len(threads) != 1 {
 		t.Fatalf("the thread's Sessions: %+v %v", threads, err)
 	}
@@ -457,7 +457,7 @@ func TestAChattySessionsChangesMakeAnEditAGap(t *testing.T) {
 	f := newFixture(t)
 	f.gh.Comment(t, "acme/app", 1, "alice", "@kndl-test please fix this")
 	f.waitReplies(1)
-	threads, err := f.st.ThreadSessions(t.Context(), "acme/app", 1)
+	threads, err := f.st.Threads.ThreadSessions(t.Context(), "acme/app", 1)
 	if err != nil || len(threads) != 1 {
 		t.Fatalf("the thread's Sessions: %+v %v", threads, err)
 	}
@@ -523,7 +523,7 @@ func TestAFailedStartPostsAFixedSentenceAndALinkNotTheError(t *testing.T) {
 		t.Errorf("the reply to a failed start on a Repo the Hub does not have: %q, want %q", replies[0].Body, want)
 	}
 
-	repo, err := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	repo, err := f.st.Repos.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,9 +547,9 @@ func TestTheRepositorysTriggerLabelStartsASessionAsWhoAddedIt(t *testing.T) {
 	if started, _ := f.settle(); started != 0 {
 		t.Fatal("a label started a Session on a Repo with no trigger label")
 	}
-	repo, err := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	repo, err := f.st.Repos.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
 	if err == nil {
-		err = f.st.SetTriggerLabel(t.Context(), repo.ID, "kndl")
+		err = f.st.Repos.SetTriggerLabel(t.Context(), repo.ID, "kndl")
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +562,7 @@ func TestTheRepositorysTriggerLabelStartsASessionAsWhoAddedIt(t *testing.T) {
 	if n := len(f.replies()); n != 1 {
 		t.Fatalf("%d replies, want the one Session's", n)
 	}
-	sessions, err := f.st.ThreadSessions(t.Context(), "acme/app", 1)
+	sessions, err := f.st.Threads.ThreadSessions(t.Context(), "acme/app", 1)
 	if err != nil || len(sessions) != 1 || sessions[0].ReplyID == 0 {
 		t.Errorf("the threads: %+v %v, want one Session with its reply", sessions, err)
 	}
@@ -582,7 +582,7 @@ func TestADeliveryThatIsNotGitHubsChangesNothing(t *testing.T) {
 		t.Errorf("a body signed with another secret got %d, want 401", code)
 	}
 	// The id a refused delivery carried is not taken.
-	if fresh, err := f.st.TakeDelivery(t.Context(), "forged-1", "issue_comment", "forged-1", nil); err != nil || !fresh {
+	if fresh, err := f.st.Threads.TakeDelivery(t.Context(), "forged-1", "issue_comment", "forged-1", nil); err != nil || !fresh {
 		t.Errorf("the forged delivery's id was taken (%v, %v)", fresh, err)
 	}
 	big := testkit.Delivery{ID: "big-1", Event: "issue_comment", Body: make([]byte, MaxBody+1)}
@@ -676,7 +676,7 @@ func TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking(t *testing.
 			t.Errorf("%s: answered %d having read %d bytes of the body, want %d having read at most %d", tt.name, got, body.read, tt.status, tt.most)
 		}
 	}
-	if fresh, err := f.st.TakeDelivery(t.Context(), "unsigned-1", "issue_comment", "unsigned-1", nil); err != nil || !fresh {
+	if fresh, err := f.st.Threads.TakeDelivery(t.Context(), "unsigned-1", "issue_comment", "unsigned-1", nil); err != nil || !fresh {
 		t.Errorf("a refused delivery's id was taken (%v, %v), want nothing stored", fresh, err)
 	}
 }
@@ -703,17 +703,17 @@ func (f *fixture) pullSession(branch string, a store.AutoFix) (string, int) {
 	ctx := f.t.Context()
 	f.gh.Comment(f.t, "acme/app", 1, "alice", "@kndl-test please fix this")
 	f.waitReplies(1)
-	threads, err := f.st.ThreadSessions(ctx, "acme/app", 1)
+	threads, err := f.st.Threads.ThreadSessions(ctx, "acme/app", 1)
 	if err != nil || len(threads) != 1 {
 		f.t.Fatalf("the thread's Sessions: %+v %v", threads, err)
 	}
 	id := threads[0].SessionID
-	repo, err := f.st.EnsureRepo(ctx, f.gh.RepoURL("acme/app"), "app")
+	repo, err := f.st.Repos.EnsureRepo(ctx, f.gh.RepoURL("acme/app"), "app")
 	if err == nil {
-		_, _, err = f.st.AddSessionBranches(ctx, id, []string{branch}, time.Now(), 20)
+		_, _, err = f.st.Branches.AddSessionBranches(ctx, id, []string{branch}, time.Now(), 20)
 	}
 	if err == nil && a != (store.AutoFix{}) {
-		err = f.st.SetRepoAutoFix(ctx, repo.ID, a)
+		err = f.st.Repos.SetRepoAutoFix(ctx, repo.ID, a)
 	}
 	if err != nil {
 		f.t.Fatal(err)
@@ -780,8 +780,8 @@ func TestAFailingCheckOnASessionsPullRequestIsAPromptToItUpToTheRepositorysMost(
 func TestCIFailuresAndReviewsAreSentBackOnlyWhenTheRepositoryTurnsThemOn(t *testing.T) {
 	f := newFixture(t)
 	_, pull := f.pullSession("kndl/fix", store.AutoFix{})
-	repo, _ := f.st.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
-	if a, err := f.st.RepoAutoFix(t.Context(), repo.ID); err != nil || a != (store.AutoFix{Max: store.DefaultAutoFixMax}) {
+	repo, _ := f.st.Repos.EnsureRepo(t.Context(), f.gh.RepoURL("acme/app"), "app")
+	if a, err := f.st.Repos.RepoAutoFix(t.Context(), repo.ID); err != nil || a != (store.AutoFix{Max: store.DefaultAutoFixMax}) {
 		t.Errorf("a new Repo's auto-fix: %+v %v, want off, at most %d", a, err, store.DefaultAutoFixMax)
 	}
 	f.gh.CheckRun(t, "acme/app", pull, "ci/test", "failure", "broken")
@@ -789,7 +789,7 @@ func TestCIFailuresAndReviewsAreSentBackOnlyWhenTheRepositoryTurnsThemOn(t *test
 	f.waitWork()
 	// A pull request from a branch no Session pushed is no Session's.
 	other := f.gh.AddPull("acme/app", "carol", "carol/feature", "Carol's")
-	if err := f.st.SetRepoAutoFix(t.Context(), repo.ID, store.AutoFix{CI: true, Reviews: true, Max: 3}); err != nil {
+	if err := f.st.Repos.SetRepoAutoFix(t.Context(), repo.ID, store.AutoFix{CI: true, Reviews: true, Max: 3}); err != nil {
 		t.Fatal(err)
 	}
 	f.gh.CheckRun(t, "acme/app", other, "ci/test", "failure", "broken")
@@ -866,16 +866,16 @@ func TestAReviewRequestingChangesIsAPromptOnlyFromSomeoneWhoMayPush(t *testing.T
 func TestASessionNotStartedFromAThreadIsToldOfAFailureOnItsPullRequest(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	repo, err := f.st.EnsureRepo(ctx, f.gh.RepoURL("acme/app"), "app")
+	repo, err := f.st.Repos.EnsureRepo(ctx, f.gh.RepoURL("acme/app"), "app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.st.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.owner, RunnerID: f.sessions.runner, Title: "by hand"})
+	s, err := f.st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: f.owner, RunnerID: f.sessions.runner, Title: "by hand"})
 	if err == nil {
-		_, _, err = f.st.AddSessionBranches(ctx, s.ID, []string{"kndl/hand"}, time.Now(), 20)
+		_, _, err = f.st.Branches.AddSessionBranches(ctx, s.ID, []string{"kndl/hand"}, time.Now(), 20)
 	}
 	if err == nil {
-		err = f.st.SetRepoAutoFix(ctx, repo.ID, store.AutoFix{CI: true, Max: 1})
+		err = f.st.Repos.SetRepoAutoFix(ctx, repo.ID, store.AutoFix{CI: true, Max: 1})
 	}
 	if err != nil {
 		t.Fatal(err)
