@@ -78,7 +78,8 @@ import (
 //	  answers; the Hub counts usage from it alone, no longer from the
 //	  transcript's usage, which the Sandbox can write. session.capped: the
 //	  relay refuses a Session's model requests past a spend cap. A version
-//	  5 or 6 Runner's Sessions count no usage.
+//	  5 or 6 Runner's Sessions count no usage. runner.pool: what a
+//	  Runner's warm pool holds, for the Hub's /metrics.
 const (
 	Version    = 7
 	MinVersion = 5
