@@ -196,6 +196,9 @@ func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p 
 	if err := os.WriteFile(filepath.Join(dir, pooledAs), []byte(s.id), 0o600); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(s.dir), 0o700); err != nil {
+		return err
+	}
 	if err := os.Symlink(filepath.Join("..", "pool", e.ID), s.dir); err != nil {
 		return err
 	}
