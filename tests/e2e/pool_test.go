@@ -239,8 +239,11 @@ func TestAWarmPoolSessionStartsAtTheReposHead(t *testing.T) {
 		t.Fatalf("the cold Session's head: got %q, want readme", got)
 	}
 	s.poolReady(nil)
-	if out, err := exec.Command("git", "-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill").CombinedOutput(); err != nil {
-		t.Fatalf("commit: %v %s", err, out)
+	for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill"},
+		{"push", "-q", s.GitHub.BarePath("acme/app"), "HEAD:main"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
 	}
 	v := s.NewSession(repo, "head? warm")
 	if got := head(v.ID); got != "pushed after the fill" {
