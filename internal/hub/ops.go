@@ -31,6 +31,7 @@ func (h *Hub) newMetrics() *metrics.Metrics {
 			return out, nil
 		},
 		RunnersConnected: h.runnersConnected,
+		WarmPools:        h.warmPools,
 	}, h.cfg.Logger)
 }
 

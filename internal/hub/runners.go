@@ -51,6 +51,7 @@ func (h *Hub) handleRunner(rc *runners.Conn, welcomed <-chan struct{}) {
 	newViewAPI(h).handleLive(rc, welcomed)
 	h.handleAttachments(rc, welcomed)
 	h.handleEnvironments(rc, welcomed)
+	handlePool(rc, welcomed)
 }
 
 // runnerLeft drops what the Hub held for a Runner's connection once it

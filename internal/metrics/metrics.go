@@ -26,6 +26,14 @@ type Gauges struct {
 	SessionsByState func(ctx context.Context) (map[string]int, error)
 	// RunnersConnected returns how many Runners are connected now.
 	RunnersConnected func() int
+	// WarmPools returns each connected Runner's warm pool; nil for none.
+	WarmPools func() []Pool
+}
+
+// Pool is one Runner's warm pool as it last said.
+type Pool struct {
+	Runner           string
+	Ready, MemoryMiB int
 }
 
 // Metrics is the Hub's metrics. Its methods are safe from any goroutine.
@@ -127,6 +135,8 @@ func statusClass(status int) string {
 var (
 	sessionsDesc = prometheus.NewDesc("kndl_sessions", "Sessions by state.", []string{"state"}, nil)
 	runnersDesc  = prometheus.NewDesc("kndl_runners_connected", "Runners connected to the Hub now.", nil, nil)
+	poolDesc     = prometheus.NewDesc("kndl_warm_pool_sandboxes", "Sandboxes a Runner's warm pool holds ready, Claude Code at its prompt, bound to no Session.", []string{"runner"}, nil)
+	poolMemDesc  = prometheus.NewDesc("kndl_warm_pool_memory_mib", "Memory a Runner's warm pool counts against its bound: its ready Sandboxes and fills under way.", []string{"runner"}, nil)
 )
 
 // gauges collects Gauges at each scrape.
@@ -135,10 +145,18 @@ type gauges struct{ g Gauges }
 func (c gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sessionsDesc
 	ch <- runnersDesc
+	ch <- poolDesc
+	ch <- poolMemDesc
 }
 
 func (c gauges) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(runnersDesc, prometheus.GaugeValue, float64(c.g.RunnersConnected()))
+	if c.g.WarmPools != nil {
+		for _, p := range c.g.WarmPools() {
+			ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(p.Ready), p.Runner)
+			ch <- prometheus.MustNewConstMetric(poolMemDesc, prometheus.GaugeValue, float64(p.MemoryMiB), p.Runner)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	counts, err := c.g.SessionsByState(ctx)

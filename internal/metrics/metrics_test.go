@@ -70,6 +70,7 @@ type fakeGauges struct {
 	mu       sync.Mutex
 	sessions map[string]int
 	runners  int
+	pools    []Pool
 	err      error
 }
 
@@ -85,17 +86,24 @@ func (g *fakeGauges) gauges() Gauges {
 			defer g.mu.Unlock()
 			return g.runners
 		},
+		WarmPools: func() []Pool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.pools
+		},
 	}
 }
 
 func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
-	g := &fakeGauges{sessions: map[string]int{"active": 1, "asleep": 0}, runners: 1}
+	g := &fakeGauges{sessions: map[string]int{"active": 1, "asleep": 0}, runners: 1, pools: []Pool{{Runner: "r1", Ready: 2, MemoryMiB: 512}}}
 	m := New(g.gauges(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fams := scrape(t, m)
 	checkValues(t, "before", fams, []want{
 		{"kndl_sessions", []string{"state", "active"}, 1},
 		{"kndl_sessions", []string{"state", "asleep"}, 0},
 		{"kndl_runners_connected", nil, 1},
+		{"kndl_warm_pool_sandboxes", []string{"runner", "r1"}, 2},
+		{"kndl_warm_pool_memory_mib", []string{"runner", "r1"}, 512},
 		{"kndl_turns_started_total", nil, 0},
 		{"kndl_turns_ended_total", nil, 0},
 		{"kndl_prompt_delivery_seconds", nil, 0},
@@ -104,6 +112,7 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 	g.mu.Lock()
 	g.sessions = map[string]int{"active": 0, "asleep": 1}
 	g.runners = 0
+	g.pools = []Pool{{Runner: "r1", Ready: 1, MemoryMiB: 256}}
 	g.mu.Unlock()
 	m.TurnStarted()
 	m.TurnEnded()
@@ -118,6 +127,8 @@ func TestTheExpositionParsesAndFollowsWhatIsCounted(t *testing.T) {
 		{"kndl_sessions", []string{"state", "active"}, 0},
 		{"kndl_sessions", []string{"state", "asleep"}, 1},
 		{"kndl_runners_connected", nil, 0},
+		{"kndl_warm_pool_sandboxes", []string{"runner", "r1"}, 1},
+		{"kndl_warm_pool_memory_mib", []string{"runner", "r1"}, 256},
 		{"kndl_turns_started_total", nil, 1},
 		{"kndl_turns_ended_total", nil, 1},
 		{"kndl_session_faults_total", []string{"kind", "queue waits on nothing"}, 1},

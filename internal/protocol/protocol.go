@@ -82,7 +82,8 @@ import (
 //	8 (2026-12-05, unreleased): session.check, the Environment's check
 //	  run in an attempt's Sandbox after its Turn; session.start's
 //	  environment.check. Additive: an older Runner's attempts go unchecked,
-//	  their check saying why.
+//	  their check saying why. runner.pool: what a Runner's warm
+//	  pool holds, for the Hub's /metrics.
 const (
 	Version    = 8
 	MinVersion = 5

@@ -69,6 +69,9 @@ type run struct {
 	claudeToken string
 	placeholder string
 	capped      string // why its model requests are refused: a spend cap (usage.go)
+	// pooled is set for a warm pool Sandbox's run, bound to no Session
+	// until Hand: its hooks are answered and dropped.
+	pooled bool
 }
 
 // Serve's limits. Each Sandbox reaches the relay from its own address (the
@@ -244,6 +247,12 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			http.Error(w, "kndl relay: no live Session token", http.StatusUnauthorized)
 			return
 		}
+		if run.pooled && req.URL.Path == "/mod/hook" {
+			// A pool Sandbox's Claude Code has no Session to tell.
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, "{}")
+			return
+		}
 		if run.modToken == "" {
 			// A restarted Runner knows the Session but not yet its new mod
 			// token: the mod retries.
@@ -387,6 +396,33 @@ func (r *Relay) Adopt(sessionID, token string, from netip.Addr) {
 	r.revokeLocked(sessionID)
 	x := &run{sessionID: sessionID, hash: h, from: from.Unmap()}
 	r.byHash[h], r.bySessID[sessionID] = x, x
+}
+
+// Pool makes the Session token of a warm pool Sandbox, under its pool id,
+// from its address as in Issue, and holds placeholder for its Claude Code
+// with no Creator's token behind it: its model calls and every /mod/ and
+// /gateway/ call but its hooks get 503 until Hand binds it to a Session.
+func (r *Relay) Pool(poolID string, from netip.Addr, placeholder string) string {
+	token := r.Issue(poolID, from)
+	r.withRun(poolID, func(x *run) { x.pooled, x.placeholder = true, placeholder })
+	return token
+}
+
+// Hand binds a pool Sandbox's run to the Session it is handed to, once:
+// its token is the Session's from now on, and the pool id names nothing.
+// The caller then gives it the mod token and the Creator's token.
+func (r *Relay) Hand(poolID, sessionID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.bySessID[poolID]
+	if x == nil || !x.pooled {
+		return fmt.Errorf("relay: %s is no pool Sandbox's run", poolID)
+	}
+	delete(r.bySessID, poolID)
+	r.revokeLocked(sessionID)
+	x.sessionID, x.pooled = sessionID, false
+	r.byHash[x.hash], r.bySessID[sessionID] = x, x
+	return nil
 }
 
 // SetModToken gives a Session's run its mod token from the Hub.

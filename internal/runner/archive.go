@@ -98,6 +98,18 @@ func (a *archives) archivedAt(id string) (at time.Time, ok bool) {
 // the next.
 const purgePrefix = ".purge-"
 
+// removeSessionDir removes a Session's directory or, for one that took a
+// warm pool Sandbox, the pool directory it links to, then the link.
+func removeSessionDir(path string) error {
+	if target, err := os.Readlink(path); err == nil {
+		if err := os.RemoveAll(filepath.Join(filepath.Dir(path), target)); err != nil {
+			return err
+		}
+		return os.Remove(path)
+	}
+	return os.RemoveAll(path)
+}
+
 // purge deletes the directory of every Session archived keep or more
 // before now, and returns their ids.
 func (a *archives) purge(now time.Time) []string {
@@ -112,7 +124,7 @@ func (a *archives) purge(now time.Time) []string {
 	for _, e := range entries {
 		id := e.Name()
 		if strings.HasPrefix(id, purgePrefix) {
-			if err := os.RemoveAll(filepath.Join(a.dir, id)); err != nil {
+			if err := removeSessionDir(filepath.Join(a.dir, id)); err != nil {
 				a.log.Warn("finish a purge", "dir", id, "err", err)
 			}
 			continue
@@ -126,7 +138,7 @@ func (a *archives) purge(now time.Time) []string {
 			gone := filepath.Join(a.dir, purgePrefix+id)
 			err := os.Rename(filepath.Join(a.dir, id), gone)
 			if err == nil {
-				err = os.RemoveAll(gone)
+				err = removeSessionDir(gone)
 				purged = append(purged, id)
 			}
 			if err != nil {
@@ -180,7 +192,7 @@ func (r *Runner) archiveSession(ctx context.Context, id string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	err := r.backend.RemoveKeepingDisks(ctx, sandboxID(id), filepath.Join(dir, "disks"))
+	err := r.backend.RemoveKeepingDisks(ctx, sandboxOf(dir, id), filepath.Join(dir, "disks"))
 	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		// Not found: it never had one (a start that failed early), or an
 		// archive cut short removed it.

@@ -108,6 +108,11 @@ type Config struct {
 	// anyone who may edit an Environment read any image they can.
 	// RUNNER_REGISTRY_AUTH, default none.
 	RegistryAuth string
+	// WarmPool is how many Sandboxes the warm pool keeps ready per
+	// Environment version used here in the last day, Claude Code at its
+	// prompt, for new Sessions to take. RUNNER_WARM_POOL, default 1; 0
+	// turns the pool off (the zero Config has it off).
+	WarmPool int
 	// Binary is the kndl binary mounted read-only into every Sandbox at
 	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
 	// process's own executable.
@@ -169,6 +174,7 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 		{"RUNNER_SANDBOX_MAX_DISK_MIB", &c.MaxDiskMiB, 0, "a number of MiB"},
 		{"RUNNER_SANDBOX_KEEP_BUILDS", &c.KeepBuilds, 3, "a count"},
 		{"RUNNER_MAX_SESSIONS", &c.MaxSessions, 0, "a count"},
+		{"RUNNER_WARM_POOL", &c.WarmPool, 1, "a count of Sandboxes per Environment version, 0 for none"},
 	}
 	for _, v := range ints {
 		*v.dst = v.def

@@ -23,7 +23,7 @@ func (s *session) follow(ctx context.Context, offsets map[string]int64) {
 		outR, outW := io.Pipe()
 		p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 			Args: []string{kndlBin, "transcript", "follow", "--config-dir", claude.ConfigDir, "--cwd", workspaceDir,
-				"--conversation", s.id, "--offsets", string(raw)},
+				"--conversation", s.conversation, "--offsets", string(raw)},
 			Stdin:  stdinR,
 			Stdout: outW,
 		})

@@ -43,7 +43,7 @@ func (r *Runner) stopSession(ctx context.Context, id string) error {
 			s.cancel()
 		}
 	}
-	if err := r.stopSandbox(ctx, sandboxID(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err := r.stopSandbox(ctx, sandboxOf(r.sessionDir(id), id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return fmt.Errorf("stop the Sandbox: %w", err)
 	}
 	return nil
@@ -73,6 +73,9 @@ func (r *Runner) adopt(ctx context.Context) {
 	}
 	for _, st := range all {
 		id, ok := strings.CutPrefix(st.ID, "s-")
+		if strings.HasPrefix(st.ID, "w-") {
+			id, ok = r.warm.adoptPool(ctx, st)
+		}
 		if !ok || !protocol.ValidSessionID(id) || st.State != sandbox.StateRunning {
 			continue
 		}
@@ -97,36 +100,11 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	s := r.newSession(id)
 	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	_, err := r.backend.Exec(sctx, s.sandbox, sandbox.Cmd{
-		Args:  []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
-		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
-		Stdin: inR, Stdout: outW, Stderr: outW,
-	})
+	pid, err := s.attachPane(ctx)
 	if err != nil {
 		cancel()
 		return err
 	}
-	context.AfterFunc(sctx, func() { inW.Close(); outW.Close() })
-	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("tmux: %w", err)
-	}
-	s.ctl = ctl
-	lines, err := ctl.Run(ctx, tmux.Command("display", "-p", "-t", paneTarget, "#{pane_pid} #{pane_dead} #{pane_width} #{pane_height}"))
-	var f []string
-	if err == nil && len(lines) == 1 {
-		f = strings.Fields(lines[0])
-	}
-	if len(f) != 4 || f[1] == "1" {
-		cancel()
-		return fmt.Errorf("no live Claude Code in the pane")
-	}
-	pid := f[0]
-	s.mirror.cols, _ = strconv.Atoi(f[2])
-	s.mirror.rows, _ = strconv.Atoi(f[3])
 	var env bytes.Buffer
 	p, err := r.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"cat", "/proc/" + pid + "/environ"}, Stdout: &env,
 		Env: []string{"PATH=/usr/bin:/bin"}})
@@ -174,6 +152,38 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	r.sessions[id] = s
 	r.mu.Unlock()
 	return nil
+}
+
+// attachPane connects a control client to the Session's running tmux, for
+// as long as s.ctx lives, and returns its Claude Code's pid.
+func (s *session) attachPane(ctx context.Context) (pid string, err error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	_, err = s.backend.Exec(s.ctx, s.sandbox, sandbox.Cmd{
+		Args:  []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
+		Stdin: inR, Stdout: outW, Stderr: outW,
+	})
+	if err != nil {
+		return "", err
+	}
+	context.AfterFunc(s.ctx, func() { inW.Close(); outW.Close() })
+	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
+	if err != nil {
+		return "", fmt.Errorf("tmux: %w", err)
+	}
+	s.ctl = ctl
+	lines, err := ctl.Run(ctx, tmux.Command("display", "-p", "-t", paneTarget, "#{pane_pid} #{pane_dead} #{pane_width} #{pane_height}"))
+	var f []string
+	if err == nil && len(lines) == 1 {
+		f = strings.Fields(lines[0])
+	}
+	if len(f) != 4 || f[1] == "1" {
+		return "", fmt.Errorf("no live Claude Code in the pane")
+	}
+	s.mirror.cols, _ = strconv.Atoi(f[2])
+	s.mirror.rows, _ = strconv.Atoi(f[3])
+	return f[0], nil
 }
 
 // holdAgain gives the relay a taken-back Session's Creator's token again,

@@ -48,6 +48,8 @@ type Runner struct {
 	archives *archives
 	// clones keeps the host clone's read-only tokens.
 	clones cloneTokens
+	// warm is the warm pool (warm.go).
+	warm *warm
 
 	// life is Run's context: every Session's watchers end with it, and
 	// wg counts every goroutine Run waits for before it returns.
@@ -88,6 +90,8 @@ func New(cfg Config, backend sandbox.Backend) (*Runner, error) {
 	r := &Runner{cfg: cfg, log: log, backend: backend, builder: b,
 		archives: &archives{dir: filepath.Join(cfg.Home, "sessions"), keep: cfg.ArchiveKeep, log: log},
 		sessions: map[string]*session{}, link: link{hubURL: cfg.HubURL, token: cfg.Token}, unheardWait: unheardWaitDefault}
+	// The pool is bounded to a quarter of the memory the Runner offers.
+	r.warm = newWarm(r, cfg.WarmPool, backend.Host().MemoryMiB/4)
 	r.out = outbox{log: log, conn: r.link.live, spawn: r.spawn, replyWait: replyWaitDefault}
 	// The git relay reaches GitHub as the host clone does, through
 	// Outbound, and follows no redirect.
@@ -187,6 +191,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Claude Code keeps running while the Runner restarts: take its
 	// Sessions back before saying hello.
 	r.adopt(ctx)
+	r.warm.sweepPool()
+	if r.warm.on {
+		r.spawn(func() { r.warm.fillPool(ctx) })
+	}
 	wait := backoffMin
 	for {
 		welcomed, err := r.connect(ctx)
@@ -274,6 +282,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	}
 	r.log.Info("connected to hub", "url", r.cfg.HubURL, "protocol", welcome.Version, "runner_id", welcome.RunnerID)
 	r.link.set(conn)
+	r.warm.reportPool()
 	r.resume(ctx, running, welcome)
 	r.resendPorts()
 	err = <-served

@@ -54,6 +54,9 @@ var cacheEnv = []string{
 type session struct {
 	id      string
 	sandbox string
+	// conversation is its Claude Code's conversation id: id, or the pool
+	// id of the warm pool Sandbox it took (warm.go).
+	conversation string
 	// dir is the Session's directory on the Runner's host.
 	dir     string
 	log     *slog.Logger
@@ -126,7 +129,7 @@ type gitTokens interface {
 
 // newSession makes the supervisor of Session id, not yet running.
 func (r *Runner) newSession(id string) *session {
-	s := &session{id: id, sandbox: sandboxID(id), dir: r.sessionDir(id), log: r.log, backend: r.backend,
+	s := &session{id: id, sandbox: sandboxOf(r.sessionDir(id), id), conversation: conversationOf(r.sessionDir(id), id), dir: r.sessionDir(id), log: r.log, backend: r.backend,
 		out: &r.out, link: &r.link, spawn: r.spawn, life: r.life, release: r.release, tokenRetry: r.cfg.GitHubTokenRetry, unheardWait: r.unheardWait}
 	if r.git != nil {
 		s.git = r.git
@@ -172,6 +175,8 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	s := r.newSession(req.SessionID)
 	r.sessions[s.id] = s
 	r.mu.Unlock()
+	r.warm.starts.Add(1)
+	defer func() { r.warm.starts.Add(-1); r.warm.wake() }()
 	err := r.launch(ctx, s, req)
 	if err == nil {
 		// What the Runner told of the Session before this start (the last
@@ -204,6 +209,14 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	var creds protocol.SessionCredentials
 	if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
 		return fmt.Errorf("the Hub gave no credentials for this Session: %w", err)
+	}
+	if warm, err := r.warm.fromPool(ctx, s, req, creds, logf); err != nil || warm {
+		if err == nil {
+			r.warm.seedPool(req, creds)
+			s.following.Store(true)
+			s.watch(req.Offsets)
+		}
+		return err
 	}
 	var env []string
 	for _, v := range creds.Variables {
@@ -329,7 +342,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	relayURL := "http://" + sandbox.RelayHost + ":" + relayPort(r.backend.Host())
 	launch := claude.Launch{
 		Binary:       claude.MountDir + "/claude",
-		Conversation: s.id,
+		Conversation: s.conversation,
 		Resume:       req.Resume,
 		Model:        req.Model,
 		Effort:       req.Effort,
@@ -372,6 +385,7 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	r.warm.seedPool(req, creds)
 	s.following.Store(true)
 	s.watch(req.Offsets)
 	return nil

@@ -48,6 +48,15 @@ var ForgeAPIHosts = []string{"github.localhost", "api.github.localhost"}
 // ForgeAPIPort is the port gh calls ForgeAPIHosts on.
 const ForgeAPIPort = 80
 
+// Weigher is a backend that can set a running Sandbox's CPU weight: its
+// share of CPU time against the others' when they contend (cgroup v2's
+// cpu.weight, 1 to 10000, 100 each by default), which limits nothing while
+// the CPU is free. It returns ErrNotSupported where the host can't, and
+// ErrNotRunning for a Sandbox not running; a new start has the default.
+type Weigher interface {
+	SetCPUWeight(ctx context.Context, id string, weight int) error
+}
+
 // Backend runs Sandboxes on one host. Every method takes ctx first; ids are
 // chosen by the caller ([a-z0-9-], at most 40 characters).
 //

@@ -224,6 +224,12 @@ func (g *GitHub) ServeRepo(t testing.TB, ownerRepo, dir string) {
 	g.mux.Handle("/"+ownerRepo+".git/", g.gitAuth(ownerRepo, unchunked(cgiGit)))
 }
 
+// BarePath is where a served Repo's bare repository is, for a test to
+// push to as a push to GitHub would.
+func (g *GitHub) BarePath(ownerRepo string) string {
+	return filepath.Join(g.gitRoot, ownerRepo+".git")
+}
+
 // unchunked gives next a chunked request's body with its length: CGI
 // (and so git http-backend under Go's cgi.Handler) takes no chunked body,
 // and GitHub takes one, which git sends for a pack over http.postBuffer.

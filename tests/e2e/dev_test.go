@@ -49,7 +49,9 @@ func newDev(t *testing.T, model *testkit.Anthropic) *devProcess {
 	d.env = append(os.Environ(), "KNDL_HOME="+home, "KNDL_CONFIG="+filepath.Join(home, "cli.json"),
 		fmt.Sprintf("HUB_LISTEN=127.0.0.1:%d", freePort(t)), fmt.Sprintf("RUNNER_RELAY_PORT=%d", relayPort),
 		"CLAUDE_CODE_OAUTH_TOKEN="+claudeToken, "RUNNER_MODEL_ENDPOINT="+model.URL,
-		"RUNNER_DEFAULT_IMAGE="+testkit.ImageRegistry(t), "KNDL_LOG_LEVEL=debug")
+		"RUNNER_DEFAULT_IMAGE="+testkit.ImageRegistry(t), "KNDL_LOG_LEVEL=debug",
+		// Each Session here starts cold: the warm pool has tests of its own.
+		"RUNNER_WARM_POOL=0")
 	d.env = append(d.env, sandboxEnv(t)...)
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
@@ -197,7 +199,7 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 	cmd := exec.Command(kndlBinary(t), "runner")
 	cmd.Env = append(os.Environ(), "KNDL_HUB_URL="+c.HubURL, "RUNNER_TOKEN="+c.Token, "RUNNER_NAME="+c.Name,
 		"RUNNER_HOME="+c.Home, fmt.Sprintf("RUNNER_RELAY_PORT=%d", c.RelayPort), "RUNNER_DEFAULT_IMAGE="+c.Image,
-		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint, "RUNNER_OUTBOUND_ALLOW="+outbound.Loopback)
+		"RUNNER_MODEL_ENDPOINT="+c.ModelEndpoint, "RUNNER_OUTBOUND_ALLOW="+outbound.Loopback, "RUNNER_WARM_POOL=0")
 	cmd.Env = append(append(cmd.Env, sandboxEnv(t)...), env...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -269,7 +269,11 @@ type options struct {
 	// githubCom, the Runner's resolver too, names the fake GitHub
 	// github.com (WithGitHubCom)
 	githubCom *testkit.Resolver
+	warmPool  int // RUNNER_WARM_POOL
 }
+
+// WithWarmPool sets the Runner's RUNNER_WARM_POOL (0, off, otherwise).
+func WithWarmPool(n int) Option { return func(o *options) { o.warmPool = n } }
 
 // WithClaudeTokenInSandbox runs the Hub with HUB_CLAUDE_TOKEN=sandbox:
 // Claude Code holds the Creator's token itself, as the spec has it.
@@ -445,7 +449,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
-		Outbound: loopback, Claude: o.claude, Models: o.models}
+		Outbound: loopback, Claude: o.claude, Models: o.models, WarmPool: o.warmPool}
 	rcfg.Outbound.Resolver = o.resolver
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {

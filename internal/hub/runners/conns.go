@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,6 +36,9 @@ type Conn struct {
 	// Warning says why it is older than the Hub supports
 	// (VersionWarning), "" when it is not.
 	Warning string
+	// Pool is what its warm pool held when it last said (runner.pool);
+	// nil until it does.
+	Pool atomic.Pointer[protocol.RunnerPool]
 	// Addr is the address it connected from, as the Hub sees a request's
 	// (signin.ClientAddr): the approval page of a kndl login compares a
 	// login's with it.

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// fromPoolLine is what a Session's start log says when it took a warm
+// pool Sandbox.
+const fromPoolLine = "started from the warm pool"
+
+// poolReady waits until the Runner's warm pool holds a Sandbox none of
+// except names, and returns its pool id.
+func (s *System) poolReady(except map[string]bool) string {
+	s.t.Helper()
+	deadline := time.Now().Add(testenv.WaitBuild)
+	for {
+		all, err := s.Backend.List(context.Background())
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, st := range all {
+			id, ok := strings.CutPrefix(st.ID, "w-")
+			if !ok || except[id] || st.State != sandbox.StateRunning {
+				continue
+			}
+			_, handed := os.Stat(filepath.Join(s.Home, "pool", id, "session"))
+			// Ready once the Runner says so: Claude Code is at its prompt.
+			if errors.Is(handed, os.ErrNotExist) && strings.Contains(s.logText(), "a warm pool Sandbox is ready") &&
+				strings.Count(s.logText(), "a warm pool Sandbox is ready") > len(except) {
+				return id
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no warm pool Sandbox ready within %v; the log:\n%s", testenv.WaitBuild, s.logText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sandboxOf names the Sandbox a Session runs in: its own, or the warm pool
+// one its directory links to.
+func (s *System) sandboxOf(id string) string {
+	if target, err := os.Readlink(filepath.Join(s.Home, "sessions", id)); err == nil {
+		return "w-" + filepath.Base(target)
+	}
+	return "s-" + id
+}
+
+// startLogSays reports whether a Session's start log has a line with text.
+func (s *System) startLogSays(id, text string) bool {
+	for _, e := range s.Events(id) {
+		if e.Kind == protocol.EventLog && strings.Contains(e.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway:
+// with RUNNER_WARM_POOL=1, a Session after the first takes the Sandbox the
+// pool made for its Environment version, says so in its start log, and
+// runs its Turn there with the Repo's Variables and the Creator's token;
+// the pool makes a new one for the next Session, never handing the same
+// one out again. A Variable changed since the pool Sandbox started throws
+// it away: that Session starts cold, with the new value.
+func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *testing.T) {
+	s := Start(t, WithWarmPool(1))
+	repo := s.Repo()
+	var r api.Repo
+	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
+	setRegion := func(v string) {
+		if code := s.Do(http.MethodPut, "/api/repos/"+r.ID+"/variables/REGION", api.VariableRequest{Value: v}, &api.Variable{}); code != http.StatusOK {
+			t.Fatalf("set REGION: got %d, want 200", code)
+		}
+	}
+	setRegion("eu-north-1")
+	s.Model.On(testkit.PromptContains("region?"), testkit.Bash("printenv REGION"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
+	region := func(id string) string {
+		s.WaitEvent(id, testenv.WaitBuild, "the Turn's end", kind(protocol.EventTurnEnd))
+		for _, e := range s.Events(id) {
+			if e.Kind == protocol.EventToolResult {
+				return strings.TrimSpace(e.Text)
+			}
+		}
+		t.Fatalf("session %s: no tool result", id)
+		return ""
+	}
+
+	first := s.NewSession(repo, "region? cold")
+	if got := region(first.ID); got != "eu-north-1" {
+		t.Fatalf("the first Session's REGION: got %q, want eu-north-1", got)
+	}
+	if s.startLogSays(first.ID, fromPoolLine) {
+		t.Fatal("the first Session says it came from the pool, which had nothing yet")
+	}
+	served := map[string]bool{}     // pool ids handed out
+	servedTo := map[string]string{} // pool id -> the Session it went to
+	for i := range 2 {
+		p := s.poolReady(served)
+		v := s.NewSession(repo, fmt.Sprintf("region? warm %d", i))
+		if got := region(v.ID); got != "eu-north-1" {
+			t.Fatalf("warm Session %d's REGION: got %q, want eu-north-1", i, got)
+		}
+		if !s.startLogSays(v.ID, fromPoolLine) {
+			t.Fatalf("warm Session %d's start log does not say %q: %s", i, fromPoolLine, dump(s.Events(v.ID)))
+		}
+		if got := s.sandboxOf(v.ID); got != "w-"+p {
+			t.Fatalf("warm Session %d runs in %s, want the pool's w-%s", i, got, p)
+		}
+		if other, ok := servedTo[p]; ok {
+			t.Fatalf("pool Sandbox %s served %s and then %s", p, other, v.ID)
+		}
+		served[p], servedTo[p] = true, v.ID
+	}
+
+	// A Variable changed after the pool Sandbox started throws it away.
+	p := s.poolReady(served)
+	setRegion("us-east-2")
+	v := s.NewSession(repo, "region? changed")
+	if got := region(v.ID); got != "us-east-2" {
+		t.Fatalf("after the change REGION: got %q, want us-east-2", got)
+	}
+	if s.startLogSays(v.ID, fromPoolLine) || s.sandboxOf(v.ID) != "s-"+v.ID {
+		t.Fatalf("the Session after the change took the pool Sandbox (runs in %s), want a cold start", s.sandboxOf(v.ID))
+	}
+	for deadline := time.Now().Add(testenv.WaitMedium); ; time.Sleep(50 * time.Millisecond) {
+		_, err := s.Backend.Status(context.Background(), "w-"+p)
+		if errors.Is(err, sandbox.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stale pool Sandbox w-%s: got %v, want it removed", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Home, "pool", p)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stale pool Sandbox's directory: got %v, want it removed", err)
+	}
+}
+
+// BenchmarkWarmPoolStart times `kndl new` (POST /api/sessions) to the first
+// prompt typed (its turn_start: Claude Code took it) from the warm pool,
+// and the same on a Runner with the pool off, side by side in one run on
+// one host, each iteration one of each once the pool is full again, and
+// prints both medians with their ratio: the target is at most 0.1.
+func BenchmarkWarmPoolStart(b *testing.B) {
+	type runner struct {
+		s     *System
+		repo  string
+		took  []time.Duration
+		label string
+	}
+	var rs []*runner
+	for _, n := range []int{0, 1} {
+		s := Start(b, WithWarmPool(n))
+		r := &runner{s: s, repo: s.Repo(), label: map[int]string{0: "no-pool", 1: "pool"}[n]}
+		s.Model.On(testkit.PromptContains("bench"), testkit.Text("ok"))
+		w := s.NewSession(r.repo, "bench warm up")
+		s.WaitEvent(w.ID, testenv.WaitBuild, "the warm-up turn's end", kind(protocol.EventTurnEnd))
+		rs = append(rs, r)
+	}
+	served := map[string]bool{}
+	for i := 0; b.Loop(); i++ {
+		// The pool full again, so no fill runs beside either start.
+		b.StopTimer()
+		served[rs[1].s.poolReady(served)] = true
+		b.StartTimer()
+		for _, r := range rs {
+			start := time.Now()
+			v := r.s.NewSession(r.repo, fmt.Sprintf("bench %d", i))
+			r.s.WaitEvent(v.ID, testenv.WaitBuild, "the first prompt taken", kind(protocol.EventTurnStart))
+			r.took = append(r.took, time.Since(start))
+			b.StopTimer()
+			if got := r.s.startLogSays(v.ID, fromPoolLine); got != (r.label == "pool") {
+				b.Fatalf("%s: session %d says it came from the pool: %v", r.label, i, got)
+			}
+			r.s.WaitEvent(v.ID, testenv.WaitMedium, "the Turn's end", kind(protocol.EventTurnEnd))
+			r.s.Backend.Remove(context.Background(), r.s.sandboxOf(v.ID))
+			b.StartTimer()
+		}
+	}
+	cold, pool := rs[0].took, rs[1].took
+	reportMedian(b, pool, "ms/pool-median") // sorts them
+	reportMedian(b, cold, "ms/no-pool-median")
+	pm, cm := pool[len(pool)/2], cold[len(cold)/2]
+	ratio := float64(pm) / float64(cm)
+	b.ReportMetric(ratio, "pool/no-pool")
+	fmt.Printf("warm-pool-start pool_ms=%d no_pool_ms=%d ratio=%.3f target=0.1 host=%q\n", pm.Milliseconds(), cm.Milliseconds(), ratio, cpuModel())
+}
+
+// cpuModel is lscpu's model name of this host.
+func cpuModel() string {
+	out, _ := exec.Command("lscpu").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "Model name:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// TestAWarmPoolSessionStartsAtTheReposHead: a commit pushed after the pool
+// Sandbox was cloned is in the Workspace of the Session that takes it: git
+// in the Sandbox pulls the head through the git relay as the Session.
+func TestAWarmPoolSessionStartsAtTheReposHead(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute), WithWarmPool(1))
+	dir := s.Repo()
+	s.GitHub.ServeRepo(t, "acme/app", dir)
+	s.GitHub.InstallApp("acme/app")
+	repo := s.GitHub.RepoURL("acme/app")
+	s.Model.On(testkit.PromptContains("head?"), testkit.Bash("git -C /workspace log -1 --format=%s"))
+	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
+	head := func(id string) string {
+		s.WaitEvent(id, testenv.WaitBuild, "the Turn's end", kind(protocol.EventTurnEnd))
+		for _, e := range s.Events(id) {
+			if e.Kind == protocol.EventToolResult {
+				return strings.TrimSpace(e.Text)
+			}
+		}
+		t.Fatalf("session %s: no tool result", id)
+		return ""
+	}
+	if got := head(s.NewSession(repo, "head? cold").ID); got != "readme" {
+		t.Fatalf("the cold Session's head: got %q, want readme", got)
+	}
+	s.poolReady(nil)
+	for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill"},
+		{"push", "-q", s.GitHub.BarePath("acme/app"), "HEAD:main"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	v := s.NewSession(repo, "head? warm")
+	if got := head(v.ID); got != "pushed after the fill" {
+		t.Fatalf("the warm Session's head: got %q, want the commit pushed after the fill", got)
+	}
+	if !s.startLogSays(v.ID, fromPoolLine) {
+		t.Fatalf("the warm Session's start log does not say %q", fromPoolLine)
+	}
+}
