@@ -81,8 +81,8 @@ func (e effects) tell(ctx context.Context, sessionID string, f func(store.Sessio
 	f(s)
 }
 
-// newChecks makes the attempts' checks from the Hub's parts.
-func (h *Hub) newChecks() *attempts.Checks {
+// newChecks makes the attempts' checks from the Hub's parts, once, in New.
+func newChecks(h *Hub) *attempts.Checks {
 	return attempts.NewChecks(attempts.CheckOptions{Store: h.store, Logger: h.log, Mask: h.masks.WatcherMask,
 		Command: func(ctx context.Context, s store.Session) (string, error) { return h.envs.CheckOf(ctx, s.ID, s.RepoID) },
 		Runner: func(id string) (attempts.Requester, int) {

@@ -131,7 +131,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, fmt.Errorf("recover Test builds: %w", err)
 	}
 	// Before the Sessions, whose Turns' ends they are told of.
-	h.checks = h.newChecks()
+	h.checks = newChecks(h)
 	// Before the Sessions, whose Events it is told of.
 	h.notify = notify.New(notify.Options{Store: st.Notify, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
