@@ -59,8 +59,7 @@ func (b *Browser) do(steps ...chromedp.Action[chromedp.Void]) {
 		err := chromedp.Do(ctx, step)
 		cancel()
 		if err != nil {
-			text, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string]("location.href + '\\n' + document.body.innerText"))
-			b.t.Fatalf("%v\npage:\n%s", err, text)
+			b.t.Fatalf("%v\n%s", err, b.seen())
 		}
 	}
 }
@@ -88,8 +87,7 @@ func (b *Browser) Wait(within time.Duration, what, js string) {
 	ctx, cancel := context.WithTimeout(b.ctx, within+time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(within), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-		html, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.body.innerText"))
-		b.t.Fatalf("%s: not within %s: %v\npage text:\n%s", what, within, err, html)
+		b.t.Fatalf("%s: not within %s: %v\n%s", what, within, err, b.seen())
 	}
 }
 
@@ -100,12 +98,26 @@ func (b *Browser) Wait(within time.Duration, what, js string) {
 // not find node with given id" when the old document is replaced under it.)
 func (b *Browser) Arrive(within time.Duration, what, js string) {
 	b.t.Helper()
-	testenv.Eventually(b.t, within, what, func() bool {
+	testenv.EventuallyShowing(b.t, within, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && !!(`+js+`)`))
 		return err == nil && ok
-	})
+	}, func() string { return what + "\n" + b.seen() })
+}
+
+// seen is what the page shows, for a failure to name: its address, the
+// form fields' values and the start of its text.
+func (b *Browser) seen() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\nfields: " +
+		[...document.querySelectorAll("select, input, textarea")].map((e) => (e.closest("form")?.id || "") + "." + e.name + "=" + JSON.stringify(e.value)).join(" ") +
+		"\ntext: " + document.body.innerText.slice(0, 2000)`))
+	if err != nil {
+		return "the page could not be read: " + err.Error()
+	}
+	return "the page showed " + out
 }
 
 // Screenshot saves the page as a PNG under artifacts/ at the repository's
