@@ -91,16 +91,7 @@ func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *te
 	setRegion("eu-north-1")
 	s.Model.On(testkit.PromptContains("region?"), testkit.Bash("printenv REGION"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
-	region := func(id string) string {
-		s.WaitEvent(id, testenv.WaitBuild, "the Turn's end", kind(protocol.EventTurnEnd))
-		for _, e := range s.Events(id) {
-			if e.Kind == protocol.EventToolResult {
-				return strings.TrimSpace(e.Text)
-			}
-		}
-		t.Fatalf("session %s: no tool result", id)
-		return ""
-	}
+	region := func(id string) string { return turnResult(t, s, id) }
 
 	first := s.NewSession(repo, "region? cold")
 	if got := region(first.ID); got != "eu-north-1" {
@@ -225,16 +216,7 @@ func TestAWarmPoolSessionStartsAtTheReposHead(t *testing.T) {
 	repo := s.GitHub.RepoURL("acme/app")
 	s.Model.On(testkit.PromptContains("head?"), testkit.Bash("git -C /workspace log -1 --format=%s"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
-	head := func(id string) string {
-		s.WaitEvent(id, testenv.WaitBuild, "the Turn's end", kind(protocol.EventTurnEnd))
-		for _, e := range s.Events(id) {
-			if e.Kind == protocol.EventToolResult {
-				return strings.TrimSpace(e.Text)
-			}
-		}
-		t.Fatalf("session %s: no tool result", id)
-		return ""
-	}
+	head := func(id string) string { return turnResult(t, s, id) }
 	if got := head(s.NewSession(repo, "head? cold").ID); got != "readme" {
 		t.Fatalf("the cold Session's head: got %q, want readme", got)
 	}
@@ -252,4 +234,18 @@ func TestAWarmPoolSessionStartsAtTheReposHead(t *testing.T) {
 	if !s.startLogSays(v.ID, fromPoolLine) {
 		t.Fatalf("the warm Session's start log does not say %q", fromPoolLine)
 	}
+}
+
+// turnResult waits for the end of Session id's Turn and returns its first
+// tool result, trimmed.
+func turnResult(t *testing.T, s *System, id string) string {
+	t.Helper()
+	s.WaitEvent(id, testenv.WaitBuild, "the Turn's end", kind(protocol.EventTurnEnd))
+	for _, e := range s.Events(id) {
+		if e.Kind == protocol.EventToolResult {
+			return strings.TrimSpace(e.Text)
+		}
+	}
+	t.Fatalf("session %s: no tool result", id)
+	return ""
 }
