@@ -153,7 +153,7 @@ func runnerTokenCreate(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditRunnerPaired, rn.Name, "Runner "+rn.ID+", with kndl runner token create"); err != nil {
+	if err := hub.AuditOnHubMachine(ctx, st.Audit, cfg.SecretsKey, logger(io), hub.AuditRunnerPaired, rn.Name, "Runner "+rn.ID+", with kndl runner token create"); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Paired Runner %s. Its token is shown only this once:\n\n  %s\n\nOn the Runner's machine, run:\n\n  RUNNER_TOKEN=%s KNDL_HUB_URL=%s kndl runner\n",
@@ -226,7 +226,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 		if err := st.Signins.RevokeMetricsToken(ctx); err != nil {
 			return err
 		}
-		if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
+		if err := hub.AuditOnHubMachine(ctx, st.Audit, cfg.SecretsKey, logger(io), hub.AuditMetricsRevoked, "the metrics token", "with kndl hub metrics-token --revoke"); err != nil {
 			return err
 		}
 		fmt.Fprintln(io.Stdout, "Revoked the metrics token: /metrics answers 401 to it from now on.")
@@ -236,7 +236,7 @@ func hubMetricsToken(ctx context.Context, io cli.IO, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := hub.AuditOnHubMachine(ctx, st, cfg.SecretsKey, logger(io), hub.AuditMetricsMade, "the metrics token", "with kndl hub metrics-token; the one before, if any, ended"); err != nil {
+	if err := hub.AuditOnHubMachine(ctx, st.Audit, cfg.SecretsKey, logger(io), hub.AuditMetricsMade, "the metrics token", "with kndl hub metrics-token; the one before, if any, ended"); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.Stdout, "Made the metrics token; the one before, if any, no longer works. It is shown only this once:\n\n  %s\n\n"+

@@ -37,7 +37,7 @@ func (s *Service) EgressNow(ctx context.Context, applied Version, ids []string, 
 	}
 	notes := map[string]string{}
 	for _, id := range ids {
-		on, err := s.d.Store.Environments.SessionEnvironment(ctx, id)
+		on, err := s.d.Store.SessionEnvironment(ctx, id)
 		if err != nil {
 			return notes, err
 		}
@@ -62,7 +62,7 @@ func (s *Service) EgressNow(ctx context.Context, applied Version, ids []string, 
 		rest := v.Settings
 		rest.Egress = to
 		if len(Changes(rest, applied.Settings)) == 0 {
-			if err := s.d.Store.Environments.SetSessionEnvironment(ctx, id, applied.Version); err != nil {
+			if err := s.d.Store.SetSessionEnvironment(ctx, id, applied.Version); err != nil {
 				return notes, err
 			}
 		}
@@ -118,7 +118,7 @@ func (s *Service) version(ctx context.Context, repoID string, n int) (Version, e
 	if n == 0 {
 		return Version{}, nil
 	}
-	v, err := s.d.Store.Environments.EnvironmentVersion(ctx, repoID, n)
+	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, n)
 	if err != nil {
 		return Version{}, err
 	}

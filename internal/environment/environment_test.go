@@ -188,7 +188,7 @@ func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) 
 	}
 	vars := []protocol.Variable{{Name: "AT", Value: "1", AtBuild: true}, {Name: "RUN", Value: "x"}}
 	fr := &fakeRunner{id: "runner-1"}
-	svc := New(Deps{Store: st, Log: slog.Default(),
+	svc := New(Deps{Store: st.Environments, Log: slog.Default(),
 		Variables:  func(context.Context, string) ([]protocol.Variable, error) { return vars, nil },
 		PickRunner: func(context.Context, string) (string, Requester, error) { return fr.id, fr, nil },
 		CloneToken: func(context.Context, string) (string, error) { return "ghs_clone", nil },

@@ -22,7 +22,8 @@ type Requester interface {
 
 // Deps are what the Service takes from the Hub.
 type Deps struct {
-	Store *store.Store
+	// Store keeps the Environments: drafts, versions and Test builds.
+	Store *store.Environments
 	// Variables returns a Repo's Variables as a Session gets them, values
 	// opened.
 	Variables func(ctx context.Context, repoID string) ([]protocol.Variable, error)
@@ -93,13 +94,13 @@ type View struct {
 
 // Recover fails the Test builds a previous run of the Hub left running.
 func (s *Service) Recover(ctx context.Context) error {
-	return s.d.Store.Environments.EndRunningTestBuilds(ctx, "the Hub restarted while it ran: run it again")
+	return s.d.Store.EndRunningTestBuilds(ctx, "the Hub restarted while it ran: run it again")
 }
 
 // current returns a Repo's current version, version 0 (the defaults) when
 // it has none.
 func (s *Service) current(ctx context.Context, repoID string) (Version, error) {
-	v, err := s.d.Store.Environments.CurrentEnvironment(ctx, repoID)
+	v, err := s.d.Store.CurrentEnvironment(ctx, repoID)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return Version{EnvironmentVersion: store.EnvironmentVersion{RepoID: repoID}}, nil
 	}
@@ -134,7 +135,7 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 		return View{}, err
 	}
 	v := View{RepoID: repoID, Current: cur}
-	d, err := s.d.Store.Environments.Draft(ctx, repoID)
+	d, err := s.d.Store.Draft(ctx, repoID)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return v, nil
@@ -152,7 +153,7 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 	digest := c.BuildDigest(vars)
 	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c), digest: digest, vars: pv}
 	draft.NeedsTest = digest != cur.buildBase(vars)
-	if t, err := s.d.Store.Environments.LatestTestBuild(ctx, repoID, digest); err == nil {
+	if t, err := s.d.Store.LatestTestBuild(ctx, repoID, digest); err == nil {
 		draft.Test = &t
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		return View{}, err
@@ -180,7 +181,7 @@ func (s *Service) Edit(ctx context.Context, repoID string, c Config, by string) 
 	if err != nil {
 		return View{}, err
 	}
-	if _, err := s.d.Store.Environments.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by}); err != nil {
+	if _, err := s.d.Store.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by}); err != nil {
 		return View{}, err
 	}
 	return s.Show(ctx, repoID)
@@ -211,7 +212,7 @@ func (s *Service) Apply(ctx context.Context, repoID, by string) (Version, error)
 	if !d.NeedsTest && v.Current.Version > 0 {
 		next.BuildVersion = v.Current.BuildVersion // the Build is as it was
 	}
-	applied, err := s.d.Store.Environments.ApplyDraft(ctx, next, d.BaseVersion)
+	applied, err := s.d.Store.ApplyDraft(ctx, next, d.BaseVersion)
 	if err != nil {
 		return Version{}, err
 	}
@@ -220,7 +221,7 @@ func (s *Service) Apply(ctx context.Context, repoID, by string) (Version, error)
 
 // Log returns a Repo's change log: its versions, newest first.
 func (s *Service) Log(ctx context.Context, repoID string) ([]Version, error) {
-	vs, err := s.d.Store.Environments.EnvironmentVersions(ctx, repoID)
+	vs, err := s.d.Store.EnvironmentVersions(ctx, repoID)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +256,7 @@ func (s *Service) Test(ctx context.Context, repo store.Repo, userID string) (sto
 		return store.TestBuild{}, err
 	}
 	d := v.Draft
-	t, err := s.d.Store.Environments.CreateTestBuild(ctx, store.TestBuild{ID: uuid.NewString(), RepoID: repo.ID,
+	t, err := s.d.Store.CreateTestBuild(ctx, store.TestBuild{ID: uuid.NewString(), RepoID: repo.ID,
 		BuildDigest: d.digest, RunnerID: runnerID, StartedBy: userID})
 	if err != nil {
 		return store.TestBuild{}, err
@@ -288,7 +289,7 @@ func (s *Service) end(ctx context.Context, t store.TestBuild, err error) {
 	if err != nil {
 		state, detail = store.TestFailed, s.d.Redact(ctx, t.RepoID, err.Error())
 	}
-	if err := s.d.Store.Environments.EndTestBuild(ctx, t.ID, state, detail); err != nil {
+	if err := s.d.Store.EndTestBuild(ctx, t.ID, state, detail); err != nil {
 		s.d.Log.Error("record a Test build's result", "test", t.ID, "err", err)
 	}
 }
@@ -303,13 +304,13 @@ func (s *Service) TestLog(ctx context.Context, runnerID string, m protocol.EnvTe
 	}
 	// The batch is redacted whole, once: Redact opens the Repo's Sensitive
 	// values, and a value split over lines is found too.
-	return s.d.Store.Environments.AppendTestLog(ctx, t.ID, s.d.Redact(ctx, t.RepoID, strings.Join(m.Lines, "\n")+"\n"))
+	return s.d.Store.AppendTestLog(ctx, t.ID, s.d.Redact(ctx, t.RepoID, strings.Join(m.Lines, "\n")+"\n"))
 }
 
 // testOf returns a Test build that runs on runnerID; any other reads as
 // one that does not exist.
 func (s *Service) testOf(ctx context.Context, runnerID, id string) (store.TestBuild, error) {
-	t, err := s.d.Store.Environments.TestBuildByID(ctx, id)
+	t, err := s.d.Store.TestBuildByID(ctx, id)
 	if err != nil || t.RunnerID != runnerID {
 		return store.TestBuild{}, fmt.Errorf("no Test build %s of this Runner: %w", id, errdefs.ErrNotFound)
 	}
@@ -318,7 +319,7 @@ func (s *Service) testOf(ctx context.Context, runnerID, id string) (store.TestBu
 
 // TestBuild returns one of a Repo's Test builds.
 func (s *Service) TestBuild(ctx context.Context, repoID, id string) (store.TestBuild, error) {
-	return s.d.Store.Environments.TestBuild(ctx, repoID, id)
+	return s.d.Store.TestBuild(ctx, repoID, id)
 }
 
 // ForStart returns what a Session starts on: its Repo's current version,
@@ -328,7 +329,7 @@ func (s *Service) ForStart(ctx context.Context, sessionID, repoID string) (*prot
 	if err != nil {
 		return nil, err
 	}
-	if err := s.d.Store.Environments.SetSessionEnvironment(ctx, sessionID, cur.Version); err != nil {
+	if err := s.d.Store.SetSessionEnvironment(ctx, sessionID, cur.Version); err != nil {
 		return nil, err
 	}
 	if cur.Version == 0 {
@@ -348,7 +349,7 @@ func (s *Service) Reserves(ctx context.Context, repoID string) (cpus float64, me
 // OfSession says which version a Session runs on, and the newer one that
 // waits for its next wake or restart (0 when none).
 func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, waiting int, err error) {
-	if on, err = s.d.Store.Environments.SessionEnvironment(ctx, sessionID); err != nil {
+	if on, err = s.d.Store.SessionEnvironment(ctx, sessionID); err != nil {
 		return 0, 0, err
 	}
 	cur, err := s.current(ctx, repoID)
@@ -364,11 +365,11 @@ func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, 
 // CheckOf returns the check command of the version a Session runs on,
 // "" when it names none.
 func (s *Service) CheckOf(ctx context.Context, sessionID, repoID string) (string, error) {
-	on, err := s.d.Store.Environments.SessionEnvironment(ctx, sessionID)
+	on, err := s.d.Store.SessionEnvironment(ctx, sessionID)
 	if err != nil || on == 0 {
 		return "", err
 	}
-	v, err := s.d.Store.Environments.EnvironmentVersion(ctx, repoID, on)
+	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, on)
 	if err != nil {
 		return "", err
 	}

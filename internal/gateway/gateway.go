@@ -29,9 +29,21 @@ type Sealer interface {
 // a Session there needs, or, as Options.Push, may push to it.
 type Access func(ctx context.Context, u store.User, repoURL string) bool
 
+// Store is the parts of the Hub's store a Gateway uses: the MCP servers
+// and their Installations, and the Repo and Member an Installation names.
+type Store struct {
+	MCP   *store.MCP
+	Repos interface {
+		RepoByID(ctx context.Context, id string) (store.Repo, error)
+	}
+	Members interface {
+		UserByID(ctx context.Context, id string) (store.User, error)
+	}
+}
+
 // Options configure a Gateway.
 type Options struct {
-	Store  *store.Store
+	Store  Store
 	Sealer Sealer
 	// Access lets u see a Repo's Installations.
 	Access Access
@@ -72,7 +84,7 @@ type Metrics interface {
 
 // Gateway is the Hub's Gateway.
 type Gateway struct {
-	store      *store.Store
+	store      Store
 	sealer     Sealer
 	access     Access
 	push       Access
@@ -89,7 +101,7 @@ type Gateway struct {
 
 // New makes a Gateway.
 func New(o Options) (*Gateway, error) {
-	if o.Store == nil || o.Sealer == nil || o.Access == nil || o.Push == nil {
+	if o.Store.MCP == nil || o.Store.Repos == nil || o.Store.Members == nil || o.Sealer == nil || o.Access == nil || o.Push == nil {
 		return nil, errors.New("gateway: a Store, a Sealer, an Access and a Push check are needed")
 	}
 	g := &Gateway{store: o.Store, sealer: o.Sealer, access: o.Access, push: o.Push, log: o.Logger.With("component", "gateway"),

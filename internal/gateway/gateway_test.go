@@ -68,7 +68,7 @@ func newFixture(t testing.TB) *fixture {
 		return access(ctx, u, repoURL) && (u.IsOwner || repoURL != f.ro.URL)
 	}
 	// The test's MCP servers are on loopback, which kndl dev allows.
-	f.g, err = New(Options{Store: st, Sealer: box, Access: access, Push: push, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
+	f.g, err = New(Options{Store: Store{MCP: st.MCP, Repos: st.Repos, Members: st.Members}, Sealer: box, Access: access, Push: push, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		Transport: (&outdial.Dialer{Allow: outdial.AllowLoopback}).Transport()})
 	if err != nil {
 		t.Fatal(err)

@@ -236,7 +236,7 @@ func (h attachmentsAPI) downloadAttachment(w http.ResponseWriter, r *http.Reques
 // share the prompt's folder in the Sandbox), and none on a command. The
 // store takes them only if they are the author's, of the Session, and on
 // no other prompt.
-func promptAttachments(ctx context.Context, st *store.Store, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
+func promptAttachments(ctx context.Context, st *store.Prompts, s store.Session, req api.PromptRequest) ([]store.Attachment, error) {
 	switch {
 	case len(req.Attachments) == 0:
 		return nil, nil
@@ -248,7 +248,7 @@ func promptAttachments(ctx context.Context, st *store.Store, s store.Session, re
 	var out []store.Attachment
 	files := map[string]bool{}
 	for _, id := range req.Attachments {
-		a, err := st.Prompts.AttachmentByID(ctx, s.ID, id)
+		a, err := st.AttachmentByID(ctx, s.ID, id)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, fmt.Errorf("attachment %q: no such file was attached to this Session (upload it first; one no prompt names within a day is deleted): %w", id, errdefs.ErrInvalid)
 		}
@@ -269,7 +269,7 @@ func promptAttachments(ctx context.Context, st *store.Store, s store.Session, re
 // awake: the Hub answers with a stream id, and sends the bytes once the
 // Runner dials it.
 func (h *Hub) handleAttachments(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := ownSession(h.store, rc, welcomed)
+	own := ownSession(h.store.Sessions, rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionAttachment, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.AttachmentRef
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })

@@ -81,7 +81,7 @@ func (h core) audit(r *http.Request, p Principal, action, target, detail string)
 	case auth.CLI:
 		via = "cli"
 	}
-	err := appendAudit(r.Context(), h.store, h.auditKey, h.log, store.AuditEntry{ActorID: p.User.ID, Actor: cmp.Or(p.User.GitHubLogin, p.User.Name),
+	err := appendAudit(r.Context(), h.store.Audit, h.auditKey, h.log, store.AuditEntry{ActorID: p.User.ID, Actor: cmp.Or(p.User.GitHubLogin, p.User.Name),
 		Via: via, Addr: signin.ClientAddr(r), Action: action, Target: target, Detail: detail})
 	if err != nil {
 		h.log.Error("record an act in the audit log", "action", action, "target", target, "err", err)
@@ -95,7 +95,7 @@ var onHubMachine = store.AuditEntry{Actor: "the Hub's machine", Via: "hub"}
 // the operating system's authority, working on the store (kndl runner
 // token create, kndl hub metrics-token). It chains the entry with a key
 // derived from secretsKey, the Hub's HUB_SECRETS_KEY.
-func AuditOnHubMachine(ctx context.Context, st *store.Store, secretsKey string, log *slog.Logger, action, target, detail string) error {
+func AuditOnHubMachine(ctx context.Context, st *store.Audit, secretsKey string, log *slog.Logger, action, target, detail string) error {
 	k, err := seal.ParseKey(secretsKey)
 	if err != nil {
 		return err
@@ -120,9 +120,9 @@ const (
 // appendAudit is the one place an audit entry is made. Each entry's number
 // and hash go to the operator's log too: a copy of the chain's head kept
 // apart from the store, against which a log cut short is found.
-func appendAudit(ctx context.Context, st *store.Store, key []byte, log *slog.Logger, e store.AuditEntry) error {
+func appendAudit(ctx context.Context, st *store.Audit, key []byte, log *slog.Logger, e store.AuditEntry) error {
 	// The act is done: it is recorded even if its request ends now.
-	e, err := st.Audit.AppendAudit(context.WithoutCancel(ctx), key, e)
+	e, err := st.AppendAudit(context.WithoutCancel(ctx), key, e)
 	if err == nil {
 		logAudit(log, e)
 	}
@@ -138,8 +138,8 @@ func logAudit(log *slog.Logger, e store.AuditEntry) {
 // again with key, once, as the Hub's machine's act (store.KeyAuditChain).
 // The entry says how far and gives the head's hash before, which the
 // operator's log also has.
-func keyAuditLog(ctx context.Context, st *store.Store, key []byte, log *slog.Logger) error {
-	e, err := st.Audit.KeyAuditChain(ctx, key, func(rk store.AuditRekey) store.AuditEntry {
+func keyAuditLog(ctx context.Context, st *store.Audit, key []byte, log *slog.Logger) error {
+	e, err := st.KeyAuditChain(ctx, key, func(rk store.AuditRekey) store.AuditEntry {
 		e := onHubMachine
 		e.Action, e.Target = auditChainKeyed, "the audit log"
 		e.Detail = fmt.Sprintf("entries 1 to %d chained again with a key derived from HUB_SECRETS_KEY; entry %d's hash before was %x",

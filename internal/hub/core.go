@@ -17,9 +17,10 @@ import (
 type core struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *store.Store
-	auditKey []byte // chains the audit log: AuditKey
-	guard    *guard // sign-in, Repo access and who is connected: guard.go
+	store    store.Domains    // the store's queries; the whole store is the Hub's alone
+	full     func(error) bool // store.Store.Full: the store's disk is full
+	auditKey []byte           // chains the audit log: AuditKey
+	guard    *guard           // sign-in, Repo access and who is connected: guard.go
 }
 
 // vault opens and seals what the store keeps sealed: the Hub's, and the

@@ -83,7 +83,7 @@ func (e effects) tell(ctx context.Context, sessionID string, f func(store.Sessio
 
 // newChecks makes the attempts' checks from the Hub's parts, once, in New.
 func newChecks(h *Hub) *attempts.Checks {
-	return attempts.NewChecks(attempts.CheckOptions{Store: h.store, Logger: h.log, Mask: h.masks.WatcherMask,
+	return attempts.NewChecks(attempts.CheckOptions{Store: attempts.CheckStore{Attempts: h.store.Attempts, Sessions: h.store.Sessions}, Logger: h.log, Mask: h.masks.WatcherMask,
 		Command: func(ctx context.Context, s store.Session) (string, error) { return h.envs.CheckOf(ctx, s.ID, s.RepoID) },
 		Runner: func(id string) (attempts.Requester, int) {
 			if rc := h.runners.Get(id); rc != nil {

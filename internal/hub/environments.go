@@ -36,7 +36,7 @@ type environmentsAPI struct {
 
 func (h *Hub) newEnvironments() *environment.Service {
 	return environment.New(environment.Deps{
-		Store: h.store,
+		Store: h.store.Environments,
 		Variables: func(ctx context.Context, repoID string) ([]protocol.Variable, error) {
 			vars, _, err := newSessionSecrets(h).sessionVariables(ctx, store.Session{RepoID: repoID})
 			return vars, err

@@ -42,7 +42,7 @@ func statusOf(err error) int {
 func (h core) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
 	msg := err.Error()
-	if h.store.Full(err) {
+	if h.full(err) {
 		h.log.Error("the store's disk is full: nothing can be saved until space is freed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Message: "The Hub's disk is full, so it saved nothing of this request: free space on the disk that holds its store, then try again."})
 		return

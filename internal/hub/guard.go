@@ -26,7 +26,7 @@ import (
 // connected, failed attempts per address, and CLI logins waiting for a
 // browser.
 type guard struct {
-	store     *store.Store
+	store     guardStore
 	log       *slog.Logger
 	accessTTL time.Duration  // HUB_REPO_ACCESS_TTL_MS
 	gh        *github.Client // nil without GITHUB_CLIENT_ID
@@ -38,6 +38,16 @@ type guard struct {
 	conns     conns
 	access    repoAccess
 	devices   devices
+}
+
+// guardStore is the parts of the store the guard reads: sign-ins and
+// tokens, and the Repos, Members, Runners and Sessions they name.
+type guardStore struct {
+	Signins  *store.Signins
+	Repos    *store.Repos
+	Members  *store.Members
+	Runners  *store.Runners
+	Sessions *store.Sessions
 }
 
 // Defaults of the sign-in settings.
@@ -88,7 +98,7 @@ func (c *Config) checkSignIn() error {
 func (h *Hub) initGuard() error {
 	c := h.cfg
 	pub, _ := url.Parse(c.PublicURL)
-	g := &guard{store: h.store, log: h.log, accessTTL: c.RepoAccessTTL, life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
+	g := &guard{store: guardStore{h.store.Signins, h.store.Repos, h.store.Members, h.store.Runners, h.store.Sessions}, log: h.log, accessTTL: c.RepoAccessTTL, life: store.Lifetimes{Max: c.SigninMaxAge, Idle: c.SigninIdle}, origin: signin.OriginOf(pub),
 		secure: !(pub.Scheme == "http" && signin.IsLoopbackHost(pub.Hostname())),
 		fails:  signin.NewLimiter(signin.FailBurst, signin.FailRefill), starts: signin.NewLimiter(signin.StartBurst, signin.StartRefill)}
 	g.conns.set = map[*conn]struct{}{}

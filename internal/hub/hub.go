@@ -37,6 +37,7 @@ import (
 type Hub struct {
 	core
 	vault
+	db       *store.Store // the whole store: its health (ops.go); handlers have core's Domains
 	handler  http.Handler
 	web      *webState            // the web UI's live state: web.go
 	forward  *forward.Proxy       // the forward origins of Sessions' ports
@@ -89,7 +90,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st, auditKey: AuditKey(key)}, vault: vault{box},
+	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st.Domains, full: st.Full, auditKey: AuditKey(key)},
+		vault: vault{box}, db: st,
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		web: newWebState()}
 	defer func() {
@@ -98,7 +100,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		}
 	}()
 	ctx := h.life.Context()
-	if err := keyAuditLog(ctx, st, h.auditKey, h.log); err != nil {
+	if err := keyAuditLog(ctx, st.Audit, h.auditKey, h.log); err != nil {
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
@@ -110,11 +112,11 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	sensitive := func(ctx context.Context, s store.Session) ([]string, error) {
 		return newSessionSecrets(h).sensitiveValues(ctx, s) // the gateway it reads is made below
 	}
-	h.masks = masks.NewSets(st, box, sensitive, cfg.RedactAllShapes)
+	h.masks = masks.NewSets(masks.SetsStore{Sessions: st.Sessions, Variables: st.Variables}, box, sensitive, cfg.RedactAllShapes)
 	h.tokens = masks.NewTokens(st.Sessions, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
-	h.gateway, err = gateway.New(gateway.Options{Store: st, Sealer: box, Logger: cfg.Logger,
+	h.gateway, err = gateway.New(gateway.Options{Store: gateway.Store{MCP: st.MCP, Repos: st.Repos, Members: st.Members}, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.guard.canAccess(ctx, u, repoURL, false)
 		},
@@ -153,7 +155,9 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	h.forward = newViewAPI(h).newForward() // its callbacks use none of what is made after it
 	// Its worker at once acts on the deliveries a Hub before took and did
 	// not, which may start Sessions through all of the above.
-	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
+	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret),
+		Store:    triggers.Store{Threads: st.Threads, Sessions: st.Sessions, Members: st.Members, Repos: st.Repos, Branches: st.Branches},
+		Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
 		Ignored: h.metrics.WebhookIgnored, RefusalDropped: h.metrics.RefusalDropped, PullChanged: h.pulls.Reread, Logger: cfg.Logger}
 	if h.guard.gh != nil {
 		to.GitHub = h.guard.gh

@@ -84,7 +84,7 @@ func withGitHub(gh *testkit.GitHub, ttl time.Duration) func(*Config) {
 func TestRouteWithoutCredentialDoesNotRegister(t *testing.T) {
 	f := newFixture(t)
 	rt := route{pattern: "GET /oops", handle: opsAPI{healthz: f.hub.healthz}.health}
-	h := &Hub{core: core{log: f.hub.log, store: f.store}}
+	h := &Hub{core: core{log: f.hub.log, store: f.store.Domains}}
 	if _, err := h.muxOf([]route{rt}); err == nil {
 		t.Fatal("a route with no credential registered")
 	}

@@ -40,9 +40,9 @@ func (h *Hub) newMetrics() *metrics.Metrics {
 // is no fault: a Hub serves its pages and API without any).
 func (h *Hub) newHealth() http.Handler {
 	return health.Handler(h.cfg.Logger,
-		health.Check{Name: "store", Run: func(ctx context.Context) (any, error) { return nil, h.store.Ping(ctx) }},
+		health.Check{Name: "store", Run: func(ctx context.Context) (any, error) { return nil, h.db.Ping(ctx) }},
 		health.Check{Name: "migrations", Run: func(ctx context.Context) (any, error) {
-			applied, known, err := h.store.Migrations(ctx)
+			applied, known, err := h.db.Migrations(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -311,7 +311,7 @@ func (h pagesAPI) downloadFile(w http.ResponseWriter, r *http.Request, p Princip
 	s, err := h.guard.sessionFor(r.Context(), p, r.PathValue("id"))
 	var rc *runners.Conn
 	if err == nil {
-		_, rc, err = activeOn(r.Context(), h.store, h.runners, s.ID)
+		_, rc, err = activeOn(r.Context(), h.store.Sessions, h.runners, s.ID)
 		if errors.Is(err, errdefs.ErrConflict) {
 			err = fmt.Errorf("the Session is %s: its Workspace's files can be downloaded while it is active: %w", s.State, errdefs.ErrConflict)
 		}

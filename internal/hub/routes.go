@@ -240,7 +240,9 @@ func newSessionRows(h *Hub) sessionRows {
 	return sessionRows{core: h.core, sessions: h.sessions, pulls: h.pulls, masks: h.masks}
 }
 
-func newPlacer(h *Hub) placer { return placer{store: h.store, runners: h.runners, envs: h.envs} }
+func newPlacer(h *Hub) placer {
+	return placer{store: placerStore{h.store.Runners, h.store.Members, h.store.Sessions}, runners: h.runners, envs: h.envs}
+}
 
 // muxOf registers routes, refusing a route without a credential.
 func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {

@@ -16,7 +16,7 @@ import (
 // handleSessions registers what a Runner may send about its Sessions. Each
 // handler answers only for a Session on that Runner, and only after hello.
 func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := ownSession(h.store, rc, welcomed)
+	own := ownSession(h.store.Sessions, rc, welcomed)
 	// runnable decodes a request about a Session this Runner may run now:
 	// starting or awake, its Creator a Member, and the Runner one they may
 	// use, asked now rather than at connect, so a Runner unshared since, or
@@ -116,7 +116,7 @@ func (h runnersAPI) handleSessions(rc *runners.Conn, welcomed <-chan struct{}) {
 // ownSession returns a decoder of a Runner's message about a Session of its
 // own: it refuses one before hello, a malformed body, and a Session on
 // another Runner (as if it didn't exist).
-func ownSession(st *store.Store, rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
+func ownSession(st *store.Sessions, rc *runners.Conn, welcomed <-chan struct{}) func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 	return func(ctx context.Context, body json.RawMessage, v any, id func() string) (store.Session, error) {
 		select {
 		case <-welcomed:
@@ -126,7 +126,7 @@ func ownSession(st *store.Store, rc *runners.Conn, welcomed <-chan struct{}) fun
 		if err := json.Unmarshal(body, v); err != nil {
 			return store.Session{}, fmt.Errorf("malformed body: %v: %w", err, errdefs.ErrInvalid)
 		}
-		s, err := st.Sessions.SessionByID(ctx, id())
+		s, err := st.SessionByID(ctx, id())
 		if err != nil || s.RunnerID != rc.Runner.ID {
 			return store.Session{}, fmt.Errorf("session %q: %w", id(), errdefs.ErrNotFound)
 		}
@@ -137,7 +137,7 @@ func ownSession(st *store.Store, rc *runners.Conn, welcomed <-chan struct{}) fun
 // handleLive registers what a Runner sends for the web UI: a Session's
 // open ports and its terminal's frames.
 func (h viewAPI) handleLive(rc *runners.Conn, welcomed <-chan struct{}) {
-	own := ownSession(h.store, rc, welcomed)
+	own := ownSession(h.store.Sessions, rc, welcomed)
 	rc.Conn.Handle(protocol.TypeSessionPorts, true, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionPorts
 		s, err := own(ctx, body, &req, func() string { return req.SessionID })

@@ -47,9 +47,17 @@ type sessionsAPI struct {
 // them. The Session, Runner and page handlers and an Environment's Test
 // build hold it alike.
 type placer struct {
-	store   *store.Store
+	store   placerStore
 	runners *runners.Conns
 	envs    *environment.Service
+}
+
+// placerStore is the parts of the store a placer reads: the Runners, whose
+// each is, and the running Sessions.
+type placerStore struct {
+	Runners  *store.Runners
+	Members  *store.Members
+	Sessions *store.Sessions
 }
 
 // offer is the models a Session of creator may run: what every connected
@@ -422,7 +430,7 @@ func (h sessionsAPI) queuePrompt(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var atts []store.Attachment
 	if err == nil {
-		atts, err = promptAttachments(r.Context(), h.store, s, req)
+		atts, err = promptAttachments(r.Context(), h.store.Prompts, s, req)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

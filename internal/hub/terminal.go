@@ -49,8 +49,8 @@ func (t tabSink) Write(p []byte) (int, error) {
 
 // activeOn returns the Session, its Runner's connection, and an error
 // unless it is Active there.
-func activeOn(ctx context.Context, st *store.Store, rs *runners.Conns, id string) (store.Session, *runners.Conn, error) {
-	s, err := st.Sessions.SessionByID(ctx, id)
+func activeOn(ctx context.Context, st *store.Sessions, rs *runners.Conns, id string) (store.Session, *runners.Conn, error) {
+	s, err := st.SessionByID(ctx, id)
 	if err != nil {
 		return s, nil, err
 	}
@@ -67,7 +67,7 @@ func activeOn(ctx context.Context, st *store.Store, rs *runners.Conns, id string
 // openTerminal adds the view's tab and asks the Runner for a snapshot; the
 // tab is drawn from it and then takes the pane's output.
 func (h viewAPI) openTerminal(ctx context.Context, v *view) error {
-	_, rc, err := activeOn(ctx, h.store, h.runners, v.session)
+	_, rc, err := activeOn(ctx, h.store.Sessions, h.runners, v.session)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (h viewAPI) tabOf(ctx context.Context, v *view) (*runners.Conn, error) {
 	if !opened {
 		return nil, fmt.Errorf("open the terminal in this tab before typing into it: %w", errdefs.ErrConflict)
 	}
-	_, rc, err := activeOn(ctx, h.store, h.runners, v.session)
+	_, rc, err := activeOn(ctx, h.store.Sessions, h.runners, v.session)
 	return rc, err
 }
 

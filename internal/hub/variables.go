@@ -362,15 +362,22 @@ func (h variablesAPI) unlinkVariable(w http.ResponseWriter, r *http.Request, p P
 // Made per use (newSessionSecrets) from the Hub's parts, all made by then.
 type sessionSecrets struct {
 	vault
-	store          *store.Store
+	store          secretsStore
 	log            *slog.Logger
 	sessions       *session.Owner
 	gateway        *gateway.Gateway
 	tokenInSandbox bool // HUB_CLAUDE_TOKEN=sandbox
 }
 
+// secretsStore is the parts of the store sessionSecrets read: the
+// Variables a Session runs with and its Creator's setup token.
+type secretsStore struct {
+	Variables *store.Variables
+	Members   *store.Members
+}
+
 func newSessionSecrets(h *Hub) sessionSecrets {
-	return sessionSecrets{vault: h.vault, store: h.store, log: h.log, sessions: h.sessions, gateway: h.gateway,
+	return sessionSecrets{vault: h.vault, store: secretsStore{h.store.Variables, h.store.Members}, log: h.log, sessions: h.sessions, gateway: h.gateway,
 		tokenInSandbox: h.cfg.ClaudeTokenInSandbox}
 }
 

@@ -33,7 +33,13 @@ var migrations embed.FS
 // rather than every query there is.
 type Store struct {
 	*handle
+	Domains
+}
 
+// Domains are the store's queries, one type per domain, without what only
+// the Hub's wiring does with the whole database (open, back up, copy,
+// observe, close).
+type Domains struct {
 	Sessions     *Sessions     // Sessions, their Events and transcripts
 	Repos        *Repos        // Repos and their settings (limits, auto-fix, trigger label)
 	Branches     *Branches     // Sessions' branches and their pull requests
@@ -84,8 +90,7 @@ type (
 )
 
 func newStore(h *handle) *Store {
-	return &Store{
-		handle:       h,
+	return &Store{handle: h, Domains: Domains{
 		Sessions:     &Sessions{h},
 		Repos:        &Repos{h},
 		Branches:     &Branches{h},
@@ -102,7 +107,7 @@ func newStore(h *handle) *Store {
 		Usage:        &UsageLog{h},
 		Variables:    &Variables{h},
 		Attempts:     &Attempts{h},
-	}
+	}}
 }
 
 // IsPostgres reports whether source names a PostgreSQL database

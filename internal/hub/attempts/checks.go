@@ -21,9 +21,22 @@ type Requester interface {
 	Request(ctx context.Context, typ string, body, reply any) error
 }
 
+// CheckStore is the parts of the Hub's store the checks use: the attempt
+// a Session is in, its last Turn, the checks kept, and the Session.
+type CheckStore struct {
+	Attempts interface {
+		AttemptSetOf(ctx context.Context, sessionID string) (string, error)
+		LastTurnStart(ctx context.Context, sessionID string) (int64, error)
+		RecordTurnCheck(ctx context.Context, c store.TurnCheck) error
+	}
+	Sessions interface {
+		SessionByID(ctx context.Context, id string) (store.Session, error)
+	}
+}
+
 // CheckOptions configure Checks.
 type CheckOptions struct {
-	Store *store.Store
+	Store CheckStore
 	// Command is the check of the Environment version Session s runs on,
 	// "" when it names none (environment.Service.CheckOf).
 	Command func(ctx context.Context, s store.Session) (string, error)

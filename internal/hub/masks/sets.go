@@ -26,9 +26,23 @@ import (
 // runs, so a value replaced meanwhile stays in it (the Session started with
 // it); values set meanwhile join it. It is made again at the next start.
 
+// SetsStore is the parts of the Hub's store the Sets use: the Sessions
+// that run, and the masks kept for each of them.
+type SetsStore struct {
+	Sessions interface {
+		SessionByID(ctx context.Context, id string) (store.Session, error)
+		List(ctx context.Context, f store.SessionFilter) ([]store.Session, error)
+	}
+	Variables interface {
+		SessionMasks(ctx context.Context, sessionID string) ([][]byte, error)
+		AddSessionMask(ctx context.Context, sessionID string, sealed []byte) error
+		DropSessionMasks(ctx context.Context, sessionID string) error
+	}
+}
+
 // Sets is every running Session's redaction set.
 type Sets struct {
-	store   *store.Store
+	store   SetsStore
 	secrets *seal.Box
 	values  func(ctx context.Context, s store.Session) ([]string, error)
 	// allShapes masks every credential shape for watchers, not only the
@@ -43,7 +57,7 @@ type Sets struct {
 // never show, of its Repo (RepoID) and its Creator (CreatorID) as far as
 // they are set, and the header secret values its run started with;
 // allShapes is HUB_REDACT_SHAPES=all.
-func NewSets(st *store.Store, secrets *seal.Box, values func(ctx context.Context, s store.Session) ([]string, error), allShapes bool) *Sets {
+func NewSets(st SetsStore, secrets *seal.Box, values func(ctx context.Context, s store.Session) ([]string, error), allShapes bool) *Sets {
 	return &Sets{store: st, secrets: secrets, values: values, allShapes: allShapes, sets: map[string]*runSet{}}
 }
 

@@ -59,12 +59,12 @@ func TestARedactionSetMadeAsARunStartsMasksItsInstallationsValues(t *testing.T) 
 		t.Fatal(err)
 	}
 	everyone := func(context.Context, store.User, string) bool { return true }
-	gw, err := gateway.New(gateway.Options{Store: f.store, Sealer: f.secrets, Access: everyone, Push: everyone, Logger: f.log})
+	gw, err := gateway.New(gateway.Options{Store: gateway.Store{MCP: f.store.MCP, Repos: f.store.Repos, Members: f.store.Members}, Sealer: f.secrets, Access: everyone, Push: everyone, Logger: f.log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// As the Hub's: the header secret values a run started with.
-	sets := NewSets(f.store, f.secrets, func(ctx context.Context, s store.Session) ([]string, error) { return gw.Values(ctx, s.ID) }, false)
+	sets := NewSets(SetsStore{Sessions: f.store.Sessions, Variables: f.store.Variables}, f.secrets, func(ctx context.Context, s store.Session) ([]string, error) { return gw.Values(ctx, s.ID) }, false)
 	const value = "docs-key-0123456789abcdef"
 	if _, err := gw.CreateServer(ctx, dev, api.MCPServer{ID: "hub:docs", Name: "Docs", URL: "https://docs.example.com/mcp", Auth: "headers",
 		Headers: []api.HeaderSecret{{Key: "api-key", Header: "Authorization", Format: "Bearer {value}"}}}); err != nil {

@@ -66,12 +66,35 @@ type GitHub interface {
 	EditComment(ctx context.Context, owner, repo string, id int64, body string) error
 }
 
+// Store is the parts of the Hub's store a Receiver uses: the threads it
+// replies in and the deliveries it takes, and what it reads of the
+// Sessions, Members, Repos and branches they name.
+type Store struct {
+	Threads  *store.Threads
+	Sessions interface {
+		SessionByID(ctx context.Context, id string) (store.Session, error)
+	}
+	Members interface {
+		UserByID(ctx context.Context, id string) (store.User, error)
+		MemberByGitHubID(ctx context.Context, id int64) (store.User, error)
+	}
+	Repos interface {
+		List(ctx context.Context) ([]store.Repo, error)
+		RepoAutoFix(ctx context.Context, repoID string) (store.AutoFix, error)
+		TriggerLabel(ctx context.Context, repoID string) (string, error)
+	}
+	Branches interface {
+		CountFix(ctx context.Context, repo string, pull int) (int, error)
+		BranchSessions(ctx context.Context, branch string) ([]store.SessionBranch, error)
+	}
+}
+
 // Options configure a Receiver.
 type Options struct {
 	// Secret is the App's webhook secret (GITHUB_WEBHOOK_SECRET); without
 	// one every delivery is refused.
 	Secret   []byte
-	Store    *store.Store
+	Store    Store
 	GitHub   GitHub
 	Sessions Sessions
 	// PublicURL is the Hub's address, for the Session's link in a reply.

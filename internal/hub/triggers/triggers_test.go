@@ -190,6 +190,11 @@ func (r *recorder) counts() (started, prompts int) {
 	return len(r.started), len(r.prompts)
 }
 
+// partsOf is the parts of st a Receiver uses, as the Hub wires them.
+func partsOf(st *store.Store) Store {
+	return Store{Threads: st.Threads, Sessions: st.Sessions, Members: st.Members, Repos: st.Repos, Branches: st.Branches}
+}
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	gh := testkit.NewGitHub(t)
@@ -228,7 +233,7 @@ func (f *fixture) open() {
 		rec.runner, rec.tokens = f.sessions.runner, f.sessions.tokens
 	}
 	f.st, f.sessions = st, rec
-	f.recv = New(Options{Secret: []byte(secret), Store: st, GitHub: c, Sessions: rec, PublicURL: "https://hub.example", EditGap: editGap,
+	f.recv = New(Options{Secret: []byte(secret), Store: partsOf(st), GitHub: c, Sessions: rec, PublicURL: "https://hub.example", EditGap: editGap,
 		Ignored:        func(e string) { f.mu.Lock(); f.ignored = append(f.ignored, e); f.mu.Unlock() },
 		RefusalDropped: func() { f.mu.Lock(); f.dropped++; f.mu.Unlock() },
 		PullChanged: func(_ context.Context, repoURL, branch string) {
@@ -647,7 +652,7 @@ func (b *countingBody) Close() error { return nil }
 func TestTheWebhookReadsNoMoreThanASignatureCheckNeedsBeforeChecking(t *testing.T) {
 	f := newFixture(t)
 	wellFormed := "sha256=" + strings.Repeat("ab", 32)
-	noSecret := New(Options{Store: f.st, GitHub: f.recv.opts.GitHub, Sessions: f.sessions})
+	noSecret := New(Options{Store: partsOf(f.st), GitHub: f.recv.opts.GitHub, Sessions: f.sessions})
 	defer noSecret.Close()
 	tests := []struct {
 		name      string
