@@ -264,6 +264,12 @@ func (r *Runner) sendFile(ctx context.Context, req protocol.SessionFile) (protoc
 		// The Hub sends the size it was told as Content-Length: a file cut
 		// short meanwhile ends the stream with an error, never as if whole.
 		if n, err := io.Copy(nc, io.LimitReader(f, st.Size())); err != nil || n != st.Size() {
+			if r.life.Err() != nil {
+				// The Runner stops: a close handshake would hold Run up to
+				// 10 s (5 to write, 5 to hear back) on a Hub not reading.
+				ws.CloseNow()
+				return
+			}
 			ws.Close(websocket.StatusInternalError, "the file changed while it was read")
 			return
 		}
