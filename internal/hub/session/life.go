@@ -186,7 +186,7 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 	if !resumed {
 		return fmt.Errorf("prompt %s is on its way in the store, yet this Hub's delivery for the Session has moved on already: %w", p.ID, errdefs.ErrConflict)
 	}
-	return setPrompt(ctx, o.store, p.ID, store.Delivering, store.Delivered)
+	return setPrompt(ctx, o.store.Prompts, p.ID, store.Delivering, store.Delivered)
 }
 
 // launch asks the Session's Runner, on a goroutine, to start its Claude

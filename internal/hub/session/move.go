@@ -79,7 +79,7 @@ func (o *life) move(ctx context.Context, s *store.Session, to store.SessionState
 			r.dropped = true
 		}
 		if requeue != "" {
-			if err := setPrompt(ctx, o.store, requeue, requeueFrom, store.Queued); err != nil {
+			if err := setPrompt(ctx, o.store.Prompts, requeue, requeueFrom, store.Queued); err != nil {
 				o.log.Error("put a prompt back in the queue", "session", s.ID, "prompt", requeue, "err", err)
 			}
 		}

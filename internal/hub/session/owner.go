@@ -154,7 +154,7 @@ func (uncounted) PromptDelivered(time.Duration) {}
 // awake Session's loop, which alone holds its run state.
 type Owner struct {
 	opts    Options
-	store   *store.Store
+	store   stores
 	g       *group
 	runs    *runs
 	stream  *stream
@@ -167,11 +167,31 @@ type Owner struct {
 // deps are what every part of the Owner shares, set once by New.
 type deps struct {
 	opts  Options
-	store *store.Store
+	store stores
 	log   *slog.Logger
 	*group
 	*stream
 	runs *runs
+}
+
+// stores are the parts of the store the Owner uses: its domain types,
+// not the whole store.Store.
+type stores struct {
+	Sessions *store.Sessions
+	Prompts  *store.Prompts
+	Limits   *store.Limits
+	Repos    *store.Repos
+	Runners  *store.Runners
+	Usage    *store.UsageLog
+}
+
+// storesOf picks from st what the Owner uses; none for a nil st (a test
+// of the loop alone).
+func storesOf(st *store.Store) stores {
+	if st == nil {
+		return stores{}
+	}
+	return stores{Sessions: st.Sessions, Prompts: st.Prompts, Limits: st.Limits, Repos: st.Repos, Runners: st.Runners, Usage: st.Usage}
 }
 
 // group is the goroutines and timers of an Owner, which Close ends and
@@ -323,14 +343,15 @@ func New(opts Options) *Owner {
 	g := &group{ctx: ctx, cancel: cancel, timers: map[*time.Timer]struct{}{}}
 	log := opts.Logger.With("component", "session")
 	rs := &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}
-	st := &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
+	sts := storesOf(opts.Store)
+	st := &stream{events: sts.Sessions, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
-	d := deps{opts: opts, store: opts.Store, log: log, group: g, stream: st, runs: rs}
+	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs}
 	li := &limits{deps: d}
 	lf := &life{deps: d, limits: li, lock: map[string]*sync.Mutex{}}
 	q := &queue{deps: d, life: lf, limits: li}
 	lf.queue, li.life = q, lf
-	o := &Owner{opts: opts, store: opts.Store, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,
+	o := &Owner{opts: opts, store: sts, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,
 		reports: &reports{deps: d, life: lf, queue: q, limits: li, budgets: &budgets{d}}}
 	g.spawn((&sweep{deps: d, life: lf}).sweepIdle)
 	return o

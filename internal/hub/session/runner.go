@@ -55,7 +55,7 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 				if err != nil {
 					return err
 				}
-				agents, err := runningAgents(ctx, o.store, s.ID)
+				agents, err := runningAgents(ctx, o.store.Sessions, s.ID)
 				if err != nil {
 					return err
 				}
@@ -300,7 +300,7 @@ func advances(stored, batch map[string]int64) bool {
 // run, as Interrupted: their Claude Code no longer runs. It reads them from
 // the store, which a Hub that restarted since they started still has.
 func (o *life) interruptAgents(ctx context.Context, id string) {
-	agents, err := runningAgents(ctx, o.store, id)
+	agents, err := runningAgents(ctx, o.store.Sessions, id)
 	if err != nil {
 		o.log.Error("read a session's running subagents", "session", id, "err", err)
 	}

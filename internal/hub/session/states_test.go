@@ -177,7 +177,7 @@ func TestAPromptIsCancelledAlongItsTable(t *testing.T) {
 		}
 		return got.State
 	}
-	if err := setPrompt(ctx, f.st, p.ID, store.Queued, store.Delivered); !errors.Is(err, errdefs.ErrConflict) || state(p.ID) != store.Queued {
+	if err := setPrompt(ctx, f.st.Prompts, p.ID, store.Queued, store.Delivered); !errors.Is(err, errdefs.ErrConflict) || state(p.ID) != store.Queued {
 		t.Fatalf("queued -> delivered: err = %v, state %s; want a conflict, still queued", err, state(p.ID))
 	}
 	if err := f.o.EditPrompt(ctx, other.ID, p.ID, ""); !errors.Is(err, errdefs.ErrNotFound) {
