@@ -33,8 +33,8 @@ type Redactor interface {
 }
 
 // Effects is told what happened to a Session, for what lives outside the
-// Owner: each listener ends its own part. Its methods are called as the
-// Session moves (move), with the Session's lock held.
+// Owner: each listener ends its own part. Its methods are called once the
+// Session moved (moveOn), off its loop.
 type Effects interface {
 	// Stopped: no Claude Code runs for the Session any more; it went
 	// Asleep, Failed or Archived.
@@ -145,8 +145,8 @@ func (uncounted) PromptDelivered(time.Duration) {}
 // safe to call from any goroutine, each handing the call to the part that
 // owns what it changes (api.go), or asking the Runner itself (StopTurn,
 // Answer, StopSubagent, Egress) and the loop (Activity). The parts hold their own state and
-// share only deps: life (life.go, move.go) the Session's life and the lock
-// serialising its moves; queue (queue.go) the prompts and their delivery;
+// share only deps: life (life.go, move.go, act.go) the Session's life,
+// whose moves are steps of its loop; queue (queue.go) the prompts and their delivery;
 // limits (limits.go, spend.go) the caps and the Member's line; budgets
 // (budget.go) the Event budget; reports (runner.go) what a Runner says;
 // sweep (idle.go, alarm.go) the idle sleep and the alarm; stream
@@ -204,27 +204,30 @@ type group struct {
 	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
 }
 
-// run is what the Hub knows of an awake Session only while it is awake:
-// where Claude Code is in its Turns and which prompt is on its way. It is
-// never stored: after a Hub restart the Session's Runner reports it again.
-// Only its loop (loop.go) reads or writes it.
+// run is what the Hub knows of a Session while it has a loop: where
+// Claude Code is in its Turns, which prompt is on its way, which move of
+// its life waits on the Runner. It is never stored: after a Hub restart
+// the Session's Runner reports it again. Only its loop (loop.go) reads or
+// writes it; it is made afresh when the Session stops being awake (reset).
 type run struct {
-	// dropped is set by the step that ends the run: its loop ends after.
-	dropped bool
 	// phase is what its Claude Code is doing (phase.go); asked is the id
 	// of the question its Creator may answer through the Hub while it is
 	// asking.
 	phase phase
 	asked string
-	// before is the phase a sleep under way left, for a stop the Runner
-	// refused.
+	// before is the phase a move waiting on the Runner left, for an
+	// answer that refuses it (act.go's ask).
 	before phase
+	// pending are the moves of its life asked while one waits on the
+	// Runner, in order (act.go).
+	pending []queuedMove
+	// launched is the start on its way to the Runner (life.launch): the
+	// answer of an older one moves nothing.
+	launched uint64
 	// trail is the last moves of the run and its delivery, for a fault.
 	trail trail
 	// delivery is where the prompt on its way is (delivery.go).
 	delivery delivery
-	// wakeAfter is set by a prompt queued while a sleep is under way.
-	wakeAfter bool
 	// since is the idle clock: when the Hub last sent the Session a
 	// prompt, queued one, woke it, or heard the Turn of a prompt it sent
 	// end (once a prompt: owed is set while that Turn is not heard to
@@ -258,6 +261,12 @@ type run struct {
 	busyBy        string
 	heard, looked time.Time
 	raised        bool
+}
+
+// reset makes the run afresh for a Session that stops being awake,
+// keeping its phase, its trail and the moves that wait.
+func (r *run) reset() {
+	*r = run{phase: r.phase, trail: r.trail, pending: r.pending, since: time.Now()}
 }
 
 // settled reports whether Claude Code is up with no question open, nothing
@@ -348,7 +357,7 @@ func New(opts Options) *Owner {
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
 	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs}
 	li := &limits{deps: d}
-	lf := &life{deps: d, limits: li, lock: map[string]*sync.Mutex{}}
+	lf := &life{deps: d, limits: li}
 	q := &queue{deps: d, life: lf, limits: li}
 	lf.queue, li.life = q, lf
 	o := &Owner{opts: opts, store: sts, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,

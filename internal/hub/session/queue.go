@@ -39,20 +39,22 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 		return p, err
 	}
 	p.Text, p.Sealed = text, nil
-	o.runs.on(s.ID, func(r *run) {
-		r.since = time.Now()
-		if r.phase == stopping {
-			r.wakeAfter = true
-		}
-	})
 	o.changed(s.ID)
-	if s.State == Asleep || s.State == Failed {
-		err := o.life.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
-		if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
-			return p, err
+	// A move of the Session's, on it as it is then: one that came while
+	// it went to sleep is made once it is asleep, and wakes it.
+	err = o.life.do(ctx, s.ID, func(s *store.Session, a *act) error {
+		switch {
+		case awake(s.State):
+			a.r.since = time.Now()
+			o.dispatchOn(s.ID, a.r)
+		case s.State == Asleep || s.State == Failed:
+			return o.life.wakeOn(s, a, "a prompt woke it")
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
+		return p, err
 	}
-	o.dispatch(s.ID)
 	return p, nil
 }
 
