@@ -36,9 +36,18 @@ type queuedMove struct {
 	reply chan error
 }
 
+// moves makes the moves of Sessions' lives steps of their loops: do, ask.
+type moves struct {
+	*group
+	runs     *runs
+	sessions *store.Sessions // each move reads its Session as stored
+	stream   *stream         // its notes, after the step
+}
+
 // act is a move within one step: its Session's run, what the step leaves
 // for after it, and its caller's reply.
 type act struct {
+	m     *moves
 	id    string
 	r     *run
 	after *later
@@ -59,10 +68,10 @@ func (l *later) run(ctx context.Context) {
 // later leaves f for after the step.
 func (a *act) later(f func(ctx context.Context)) { *a.after = append(*a.after, f) }
 
-// noteLater records what the Hub says about the Session, after the step.
-func (o *life) noteLater(a *act, kind, text string) {
-	id := a.id
-	a.later(func(ctx context.Context) { o.note(ctx, id, kind, text) })
+// note records what the Hub says about the Session, after the step.
+func (a *act) note(kind, text string) {
+	st, id := a.m.stream, a.id
+	a.later(func(ctx context.Context) { st.note(ctx, id, kind, text) })
 }
 
 // answer answers the move's caller, after what the step left before it.
@@ -73,8 +82,8 @@ func (a *act) answer(err error) {
 
 // do makes a move as a step of the Session's loop, starting one if it has
 // none, and waits with ctx for its answer.
-func (o *life) do(ctx context.Context, id string, f lifeMove) error {
-	a := &act{id: id, after: &later{}, reply: make(chan error, 1)}
+func (o *moves) do(ctx context.Context, id string, f lifeMove) error {
+	a := &act{m: o, id: id, after: &later{}, reply: make(chan error, 1)}
 	if !o.runs.with(id, func(r *run) { a.r = r; o.attempt(a, f) }) {
 		return errClosing
 	}
@@ -89,12 +98,12 @@ func (o *life) do(ctx context.Context, id string, f lifeMove) error {
 
 // attempt makes a move now, or, while another waits on the Runner, queues
 // it to be made after that one.
-func (o *life) attempt(a *act, f lifeMove) {
+func (o *moves) attempt(a *act, f lifeMove) {
 	if a.r.waiting() {
 		a.r.pending = append(a.r.pending, queuedMove{f: f, reply: a.reply})
 		return
 	}
-	s, err := o.store.Sessions.SessionByID(o.ctx, a.id)
+	s, err := o.sessions.SessionByID(o.ctx, a.id)
 	if err == nil {
 		err = f(&s, a)
 	}
@@ -108,7 +117,7 @@ func (o *life) attempt(a *act, f lifeMove) {
 // then with it, on the Session as stored; then leaves ph, back to where
 // the run was (run.before) for a refusal. The moves queued meanwhile are
 // made after it.
-func (o *life) ask(a *act, ph phase, why string, req func(ctx context.Context) error, then func(s *store.Session, a *act, err error) error) error {
+func (o *moves) ask(a *act, ph phase, why string, req func(ctx context.Context) error, then func(s *store.Session, a *act, err error) error) error {
 	r := a.r
 	r.before = r.phase
 	if err := r.enter(ph, why); err != nil {
@@ -117,7 +126,7 @@ func (o *life) ask(a *act, ph phase, why string, req func(ctx context.Context) e
 	id, reply := a.id, a.reply
 	if !o.spawn(func(ctx context.Context) {
 		err := req(ctx)
-		next := &act{id: id, after: &later{}, reply: reply}
+		next := &act{m: o, id: id, after: &later{}, reply: reply}
 		if !o.runs.on(id, func(r *run) { next.r = r; o.answered(next, then, err) }) {
 			reply <- errClosing
 		}
@@ -129,8 +138,8 @@ func (o *life) ask(a *act, ph phase, why string, req func(ctx context.Context) e
 }
 
 // answered is the step that takes the Runner's answer to ask.
-func (o *life) answered(a *act, then func(s *store.Session, a *act, err error) error, runnerErr error) {
-	s, err := o.store.Sessions.SessionByID(o.ctx, a.id)
+func (o *moves) answered(a *act, then func(s *store.Session, a *act, err error) error, runnerErr error) {
+	s, err := o.sessions.SessionByID(o.ctx, a.id)
 	if err == nil {
 		err = then(&s, a, runnerErr)
 	} else {
@@ -142,6 +151,6 @@ func (o *life) answered(a *act, then func(s *store.Session, a *act, err error) e
 	for len(a.r.pending) > 0 && !a.r.waiting() {
 		m := a.r.pending[0]
 		a.r.pending = a.r.pending[1:]
-		o.attempt(&act{id: a.id, r: a.r, after: a.after, reply: m.reply}, m.f)
+		o.attempt(&act{m: o, id: a.id, r: a.r, after: a.after, reply: m.reply}, m.f)
 	}
 }

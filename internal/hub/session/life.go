@@ -103,7 +103,7 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 		o.limits.saidInLine(ctx, s)
 		return s, nil
 	}
-	a := &act{id: s.ID, after: &later{}}
+	a := &act{m: o.moves, id: s.ID, after: &later{}}
 	o.runs.with(s.ID, func(r *run) {
 		a.r = r
 		r.to(starting, "created")
@@ -137,7 +137,7 @@ func (o *life) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, s := range ss {
-		err := o.do(ctx, s.ID, func(s *store.Session, a *act) error {
+		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
 			if err := o.takeUpDelivery(s, a.r); err != nil {
 				return err
 			}
@@ -213,7 +213,7 @@ func (o *life) started(ctx context.Context, id string, n uint64, resume bool) {
 	if ctx.Err() != nil {
 		return // the Hub is closing: Recover takes it up at the next start
 	}
-	err = o.do(ctx, id, func(s *store.Session, a *act) error {
+	err = o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		switch {
 		case s.State == Starting && a.r.launched == n:
 		case !awake(s.State) && err == nil:
@@ -338,7 +338,7 @@ func (o *life) Wake(ctx context.Context, id, why string) error {
 // wake moves a Session Starting and launches it; if only is set, it wakes
 // only a Session only accepts.
 func (o *life) wake(ctx context.Context, id, why string, only func(*store.Session) bool) error {
-	return o.do(ctx, id, func(s *store.Session, a *act) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if only != nil && !only(s) {
 			return fmt.Errorf("the Session is %s: %w", s.State, errdefs.ErrConflict)
 		}
@@ -383,7 +383,7 @@ func (o *life) wakeOn(s *store.Session, a *act, why string) error {
 		return err
 	}
 	if from == Asleep && !s.Conversation {
-		o.noteLater(a, protocol.EventNote, "Claude Code never wrote this conversation down, so it starts afresh with the same id; the history above is not in its memory.")
+		a.note(protocol.EventNote, "Claude Code never wrote this conversation down, so it starts afresh with the same id; the history above is not in its memory.")
 	}
 	o.launch(a, s.Conversation)
 	return nil
@@ -393,7 +393,7 @@ func (o *life) wakeOn(s *store.Session, a *act, why string) error {
 // and Workspace, even mid-Turn; it is Asleep once its Runner says it has
 // stopped. A prompt queued meanwhile wakes it again once it is (act.go).
 func (o *life) Sleep(ctx context.Context, id, why string) error {
-	return o.do(ctx, id, func(s *store.Session, a *act) error { return o.sleepOn(s, a, why, nil) })
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error { return o.sleepOn(s, a, why, nil) })
 }
 
 // sleepOn is a sleep within a step: the Runner stops the Session (the run
@@ -420,7 +420,7 @@ func (o *life) sleepOn(s *store.Session, a *act, why string, then lifeMove) erro
 		return slept(s, a)
 	}
 	stopped := *s
-	return o.ask(a, stopping, why, func(ctx context.Context) error { return o.stopOnRunner(ctx, &stopped) },
+	return o.moves.ask(a, stopping, why, func(ctx context.Context) error { return o.stopOnRunner(ctx, &stopped) },
 		func(s *store.Session, a *act, err error) error {
 			if err != nil {
 				a.r.to(a.r.before, "the stop failed")
@@ -434,7 +434,7 @@ func (o *life) sleepOn(s *store.Session, a *act, why string, then lifeMove) erro
 // the same conversation, with what the Session says now (its model and
 // effort, a fresh mod).
 func (o *life) Restart(ctx context.Context, id, why string) error {
-	return o.do(ctx, id, func(s *store.Session, a *act) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Active {
 			return fmt.Errorf("the Session is %s, not active: %w", s.State, errdefs.ErrConflict)
 		}
@@ -449,7 +449,7 @@ func (o *life) Restart(ctx context.Context, id, why string) error {
 // connected; a Session whose Runner was removed for good has nothing left
 // to keep there, and is Archived at once.
 func (o *life) Archive(ctx context.Context, id, why string) error {
-	return o.do(ctx, id, func(s *store.Session, a *act) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State == Archived {
 			return fmt.Errorf("the Session is already archived: %w", errdefs.ErrConflict)
 		}
@@ -479,7 +479,7 @@ func (o *life) archiveOn(s *store.Session, a *act, why string) error {
 		return err
 	}
 	id, runnerID := s.ID, s.RunnerID
-	return o.ask(a, archiving, why, func(ctx context.Context) error {
+	return o.moves.ask(a, archiving, why, func(ctx context.Context) error {
 		return o.request(ctx, id, runnerID, archiveTimeout, protocol.TypeSessionArchive, "archive it")
 	}, func(s *store.Session, a *act, err error) error {
 		if err != nil {
@@ -495,7 +495,7 @@ func (o *life) archiveOn(s *store.Session, a *act, why string) error {
 // conversation. Once its Runner has purged it, the restore is refused with
 // the Runner's words and the Session stays Archived.
 func (o *life) Restore(ctx context.Context, id, why string) error {
-	return o.do(ctx, id, func(s *store.Session, a *act) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Archived {
 			return fmt.Errorf("the Session is %s, not archived: %w", s.State, errdefs.ErrConflict)
 		}
@@ -506,7 +506,7 @@ func (o *life) Restore(ctx context.Context, id, why string) error {
 			return fmt.Errorf("the Session's Runner is not connected, and its Workspace is there: restore it once the Runner is back: %w", errdefs.ErrUnavailable)
 		}
 		id, runnerID := s.ID, s.RunnerID
-		return o.ask(a, restoring, why, func(ctx context.Context) error {
+		return o.moves.ask(a, restoring, why, func(ctx context.Context) error {
 			return o.request(ctx, id, runnerID, restoreTimeout, protocol.TypeSessionRestore, "restore it")
 		}, func(s *store.Session, a *act, err error) error {
 			if err != nil {

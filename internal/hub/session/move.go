@@ -115,7 +115,7 @@ func (o *life) moveOn(s *store.Session, a *act, to store.SessionState, why strin
 	if unanswered {
 		line += " Claude's question was left unanswered."
 	}
-	o.noteLater(a, kind, line)
+	a.note(kind, line)
 	o.changed(id)
 	o.log.Info("session moved", "session", id, "from", from, "to", to, "why", detail)
 	return nil

@@ -171,7 +171,8 @@ type deps struct {
 	log   *slog.Logger
 	*group
 	*stream
-	runs *runs
+	runs  *runs
+	moves *moves // a Session's life moves, as steps of its loop
 }
 
 // stores are the parts of the store the Owner uses: its domain types,
@@ -355,7 +356,8 @@ func New(opts Options) *Owner {
 	sts := storesOf(opts.Store)
 	st := &stream{events: sts.Sessions, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
-	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs}
+	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs,
+		moves: &moves{group: g, runs: rs, sessions: sts.Sessions, stream: st}}
 	li := &limits{deps: d}
 	lf := &life{deps: d, limits: li}
 	q := &queue{deps: d, life: lf, limits: li}

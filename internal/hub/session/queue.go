@@ -42,7 +42,7 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 	o.changed(s.ID)
 	// A move of the Session's, on it as it is then: one that came while
 	// it went to sleep is made once it is asleep, and wakes it.
-	err = o.life.do(ctx, s.ID, func(s *store.Session, a *act) error {
+	err = o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
 		switch {
 		case awake(s.State):
 			a.r.since = time.Now()

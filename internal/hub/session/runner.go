@@ -40,7 +40,7 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 	var out []protocol.ResumedSession
 	var wake []string
 	for _, s := range ss {
-		err := o.life.do(ctx, s.ID, func(s *store.Session, a *act) error {
+		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
 			ctx := o.ctx
 			switch {
 			case (s.State == Active || s.State == Frozen) && reported[s.ID]:
@@ -183,7 +183,7 @@ func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what
 		return
 	}
 	for _, s := range ss {
-		if err := o.life.do(ctx, s.ID, f); err != nil {
+		if err := o.moves.do(ctx, s.ID, f); err != nil {
 			o.log.Error(what, "session", s.ID, "err", err)
 		}
 	}
@@ -321,7 +321,7 @@ func (o *life) interruptAgents(a *act) {
 // Session is Asleep, Keep awake left as it was, so a crashing Claude Code
 // is not restarted over and over.
 func (o *reports) Exited(ctx context.Context, id, detail string) error {
-	return o.life.do(ctx, id, func(s *store.Session, a *act) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Active && s.State != Frozen {
 			return nil // the Hub stopped it, or it was never up
 		}
