@@ -209,14 +209,14 @@ func (o *life) launch(a *act, resume bool) {
 func (o *life) started(ctx context.Context, id string, n uint64, resume bool) {
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	err := o.startOnRunner(sctx, id, resume)
+	startErr := o.startOnRunner(sctx, id, resume)
 	if ctx.Err() != nil {
 		return // the Hub is closing: Recover takes it up at the next start
 	}
-	err = o.moves.do(ctx, id, func(s *store.Session, a *act) error {
+	err := o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		switch {
 		case s.State == Starting && a.r.launched == n:
-		case !awake(s.State) && err == nil:
+		case !awake(s.State) && startErr == nil:
 			// Slept or failed meanwhile: the Claude Code just
 			// started must not run on.
 			stopped := *s
@@ -229,9 +229,9 @@ func (o *life) started(ctx context.Context, id string, n uint64, resume bool) {
 		default:
 			return nil // a later start of it is on its way, or it is up
 		}
-		if err != nil {
-			transient := errors.Is(err, errdefs.ErrUnavailable)
-			if err := o.moveOn(s, a, Failed, "the start failed: "+err.Error(), transient); err != nil {
+		if startErr != nil {
+			transient := errors.Is(startErr, errdefs.ErrUnavailable)
+			if err := o.moveOn(s, a, Failed, "the start failed: "+startErr.Error(), transient); err != nil {
 				return err
 			}
 			if transient {

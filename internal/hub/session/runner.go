@@ -40,6 +40,10 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 	var out []protocol.ResumedSession
 	var wake []string
 	for _, s := range ss {
+		// Set by the move, and read only once it answered: a move made
+		// after the caller gave up writes them for no one.
+		var resumed *protocol.ResumedSession
+		var wakeIt bool
 		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
 			ctx := o.ctx
 			switch {
@@ -84,21 +88,28 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 				if s.Turns > 0 {
 					o.limits.startAwakeOn(s.ID, r) // a Hub that restarted counts its Hours again from here
 				}
-				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
-				wake = append(wake, s.ID) // its queue goes on
+				resumed = &protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets}
+				wakeIt = true // its queue goes on
 			case s.State == Active || s.State == Frozen:
 				o.life.interruptAgents(a)
 				if err := o.life.moveOn(s, a, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
 					return err
 				}
-				wake = append(wake, s.ID)
+				wakeIt = true
 			case s.State == Asleep || s.State == Failed:
-				wake = append(wake, s.ID)
+				wakeIt = true
 			}
 			return nil
 		})
 		if err != nil {
 			o.log.Error("take a session back", "session", s.ID, "err", err)
+			continue
+		}
+		if resumed != nil {
+			out = append(out, *resumed)
+		}
+		if wakeIt {
+			wake = append(wake, s.ID)
 		}
 	}
 	o.spawn(func(ctx context.Context) {
