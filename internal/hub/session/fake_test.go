@@ -39,6 +39,8 @@ type fakeRunner struct {
 	// kept are the archived Sessions whose disks and Workspace the Runner
 	// still has: until purge.
 	kept map[string]bool
+	// held are the requests, by type, answered only once released (hold).
+	held map[string]chan struct{}
 
 	hubSide *protocol.Conn // the Hub's end, which the Owner asks
 	srv     *pipeServer
@@ -55,7 +57,7 @@ type call struct {
 }
 
 func newFakeRunner(t *testing.T) *fakeRunner {
-	f := &fakeRunner{t: t, calls: make(chan call, 64), kept: map[string]bool{}}
+	f := &fakeRunner{t: t, calls: make(chan call, 64), kept: map[string]bool{}, held: map[string]chan struct{}{}}
 	f.connect()
 	return f
 }
@@ -85,6 +87,16 @@ func (f *fakeRunner) connect() {
 			var r protocol.SessionRef
 			json.Unmarshal(body, &r)
 			f.calls <- call{typ: typ, id: r.SessionID}
+			f.mu.Lock()
+			gate := f.held[typ]
+			f.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			if then == nil {
 				return nil, nil
 			}
@@ -168,6 +180,19 @@ func (f *fakeRunner) holdDeliveries() {
 		}
 		return protocol.SessionDelivered{}, fmt.Errorf("the test is over: %w", errdefs.ErrUnavailable)
 	})
+}
+
+// hold answers no request of typ (one naming a Session: a stop, an
+// archive, a restore) until release is called, or the test ends.
+func (f *fakeRunner) hold(typ string) (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	f.t.Cleanup(release)
+	f.mu.Lock()
+	f.held[typ] = gate
+	f.mu.Unlock()
+	return release
 }
 
 // gone closes the connection, as a Runner going away does.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -13,14 +13,14 @@ import (
 )
 
 // life starts, wakes, sleeps, restarts, archives and restores Sessions,
-// through move, the one writer of a Session's state.
+// each move a step of the Session's loop (act.go), through moveOn, the one
+// writer of a Session's state.
 type life struct {
 	deps
 	queue  *queue  // a move puts a prompt back; a start lets the queue go
 	limits *limits // a wake is held by them; a move frees an awake place
-
-	mu   sync.Mutex
-	lock map[string]*sync.Mutex // one per Session, serialising its moves
+	// launches numbers the starts asked of Runners (run.launched).
+	launches atomic.Uint64
 }
 
 // Timeouts of what the owner asks a Runner.
@@ -103,9 +103,14 @@ func (o *life) Create(ctx context.Context, s store.Session, first store.Prompt) 
 		o.limits.saidInLine(ctx, s)
 		return s, nil
 	}
-	o.runs.with(s.ID, func(*run) {})
+	a := &act{m: o.moves, id: s.ID, after: &later{}}
+	o.runs.with(s.ID, func(r *run) {
+		a.r = r
+		r.to(starting, "created")
+		o.launch(a, false)
+	})
+	a.after.run(ctx)
 	o.changed(s.ID) // a new row in the Sessions list
-	o.launch(s.ID, false)
 	return s, nil
 }
 
@@ -132,22 +137,22 @@ func (o *life) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, s := range ss {
-		err := o.locked(ctx, s.ID, func(s *store.Session) error {
-			if err := o.takeUpDelivery(ctx, s); err != nil {
+		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
+			if err := o.takeUpDelivery(s, a.r); err != nil {
 				return err
 			}
-			switch err := o.runnerKept(ctx, s); {
+			switch err := o.runnerKept(o.ctx, s); {
 			case errors.Is(err, errRemoved):
 				if !awake(s.State) && s.State != Asleep {
 					return nil
 				}
-				return o.move(ctx, s, Failed, removedWhy, false)
+				return o.moveOn(s, a, Failed, removedWhy, false)
 			case err != nil:
 				return err
 			case s.State != Starting && s.State != Active:
 				return nil
 			}
-			return o.move(ctx, s, Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", false)
+			return o.moveOn(s, a, Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", false)
 		})
 		if err != nil {
 			return err
@@ -162,8 +167,10 @@ func (o *life) Recover(ctx context.Context) error {
 // Turns, so a Turn open in an awake Session's history says Claude Code
 // took it: it is delivered, and the machine has it taken (a sleep before
 // the transcript writes it down puts it back). Otherwise it goes back to
-// the head of the queue, as for a Runner gone mid-delivery.
-func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
+// the head of the queue, as for a Runner gone mid-delivery. It is within
+// a step, of the Session's run r.
+func (o *life) takeUpDelivery(s *store.Session, r *run) error {
+	ctx := o.ctx
 	p, ok, err := o.store.Prompts.DeliveringPrompt(ctx, s.ID)
 	if err != nil || !ok {
 		return err
@@ -181,51 +188,64 @@ func (o *life) takeUpDelivery(ctx context.Context, s *store.Session) error {
 	if p, err = o.queue.openPrompt(p); err != nil {
 		return err
 	}
-	var resumed bool
-	o.runs.with(s.ID, func(r *run) { resumed = r.delivery.resumeTaken(p) })
-	if !resumed {
+	if !r.delivery.resumeTaken(p) {
 		return fmt.Errorf("prompt %s is on its way in the store, yet this Hub's delivery for the Session has moved on already: %w", p.ID, errdefs.ErrConflict)
 	}
-	return setPrompt(ctx, o.store, p.ID, store.Delivering, store.Delivered)
+	return setPrompt(ctx, o.store.Prompts, p.ID, store.Delivering, store.Delivered)
 }
 
 // launch asks the Session's Runner, on a goroutine, to start its Claude
-// Code (resuming the conversation if asked), and moves it Active, or
-// Failed with the reason. The Session is Starting.
-func (o *life) launch(id string, resume bool) {
-	o.spawn(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, startTimeout)
-		defer cancel()
-		err := o.startOnRunner(ctx, id, resume)
-		if ctx.Err() != nil && o.ctx.Err() != nil {
-			return // the Hub is closing: Recover takes it up at the next start
+// Code (resuming the conversation if asked), once the step's history lines
+// are recorded; the step that takes its answer moves it Active, or Failed
+// with the reason. The Session is Starting, within a move.
+func (o *life) launch(a *act, resume bool) {
+	id, n := a.id, o.launches.Add(1)
+	a.r.launched = n
+	a.later(func(context.Context) { o.spawn(func(ctx context.Context) { o.started(ctx, id, n, resume) }) })
+}
+
+// started is launch's goroutine: the start, then the step that takes its
+// answer.
+func (o *life) started(ctx context.Context, id string, n uint64, resume bool) {
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	startErr := o.startOnRunner(sctx, id, resume)
+	if ctx.Err() != nil {
+		return // the Hub is closing: Recover takes it up at the next start
+	}
+	err := o.moves.do(ctx, id, func(s *store.Session, a *act) error {
+		switch {
+		case s.State == Starting && a.r.launched == n:
+		case !awake(s.State) && startErr == nil:
+			// Slept or failed meanwhile: the Claude Code just
+			// started must not run on.
+			stopped := *s
+			o.spawn(func(ctx context.Context) {
+				if err := o.stopOnRunner(ctx, &stopped); err != nil {
+					o.log.Warn("stop a session that started after it stopped being awake", "session", id, "err", err)
+				}
+			})
+			return nil
+		default:
+			return nil // a later start of it is on its way, or it is up
 		}
-		err = o.locked(ctx, id, func(s *store.Session) error {
-			if s.State != Starting {
-				// Slept or failed meanwhile: the Claude Code just
-				// started must not run on.
-				if err == nil {
-					o.stopOnRunner(ctx, s)
-				}
-				return nil
+		if startErr != nil {
+			transient := errors.Is(startErr, errdefs.ErrUnavailable)
+			if err := o.moveOn(s, a, Failed, "the start failed: "+startErr.Error(), transient); err != nil {
+				return err
 			}
-			if err != nil {
-				transient := errors.Is(err, errdefs.ErrUnavailable)
-				if err := o.move(ctx, s, Failed, "the start failed: "+err.Error(), transient); err != nil {
-					return err
-				}
-				if transient {
-					o.retryLater(ctx, id)
-				}
-				return nil
+			if transient {
+				a.later(func(ctx context.Context) { o.retryLater(ctx, id) })
 			}
-			return o.move(ctx, s, Active, "Claude Code is up", false)
-		})
-		if err != nil {
-			o.log.Error("record a start", "session", id, "err", err)
+			return nil
 		}
-		o.queue.dispatch(id)
+		return o.moveOn(s, a, Active, "Claude Code is up", false)
 	})
+	if err != nil && !errors.Is(err, errClosing) {
+		o.log.Error("record a start", "session", id, "err", err)
+	}
+	o.queue.dispatch(id) // after the history says it is up
+
 }
 
 // startOnRunner is the start itself: the Installations this run takes, a
@@ -318,15 +338,17 @@ func (o *life) Wake(ctx context.Context, id, why string) error {
 // wake moves a Session Starting and launches it; if only is set, it wakes
 // only a Session only accepts.
 func (o *life) wake(ctx context.Context, id, why string, only func(*store.Session) bool) error {
-	return o.locked(ctx, id, func(s *store.Session) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if only != nil && !only(s) {
 			return fmt.Errorf("the Session is %s: %w", s.State, errdefs.ErrConflict)
 		}
-		return o.wakeLocked(ctx, s, why)
+		return o.wakeOn(s, a, why)
 	})
 }
 
-func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) error {
+// wakeOn is a wake within a step.
+func (o *life) wakeOn(s *store.Session, a *act, why string) error {
+	ctx := o.ctx
 	if s.State != Asleep && s.State != Failed {
 		return fmt.Errorf("the Session is %s, not asleep or failed: %w", s.State, errdefs.ErrConflict)
 	}
@@ -354,118 +376,117 @@ func (o *life) wakeLocked(ctx context.Context, s *store.Session, why string) err
 	case err != nil:
 		return err
 	case !room:
-		return o.limits.waitInLine(ctx, s)
+		return o.limits.waitInLine(s, a)
 	}
 	from := s.State
-	if err := o.move(ctx, s, Starting, why, false); err != nil {
+	if err := o.moveOn(s, a, Starting, why, false); err != nil {
 		return err
 	}
 	if from == Asleep && !s.Conversation {
-		o.note(ctx, s.ID, protocol.EventNote, "Claude Code never wrote this conversation down, so it starts afresh with the same id; the history above is not in its memory.")
+		a.note(protocol.EventNote, "Claude Code never wrote this conversation down, so it starts afresh with the same id; the history above is not in its memory.")
 	}
-	o.launch(s.ID, s.Conversation)
+	o.launch(a, s.Conversation)
 	return nil
 }
 
 // Sleep stops an awake Session's Claude Code and Sandbox, keeping its disks
 // and Workspace, even mid-Turn; it is Asleep once its Runner says it has
-// stopped. A prompt queued meanwhile wakes it again.
+// stopped. A prompt queued meanwhile wakes it again once it is (act.go).
 func (o *life) Sleep(ctx context.Context, id, why string) error {
-	var wakeAfter bool
-	err := o.locked(ctx, id, func(s *store.Session) error {
-		var err error
-		wakeAfter, err = o.sleepLocked(ctx, s, why)
-		return err
-	})
-	if err == nil && wakeAfter {
-		err = o.Wake(ctx, id, "a prompt came while it went to sleep")
-		if errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errLimited) {
-			err = nil // it wakes when its Runner is back, or its limit is raised
-		}
-	}
-	return err
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error { return o.sleepOn(s, a, why, nil) })
 }
 
-func (o *life) sleepLocked(ctx context.Context, s *store.Session, why string) (wakeAfter bool, err error) {
+// sleepOn is a sleep within a step: the Runner stops the Session (the run
+// stopping meanwhile), then it moves Asleep and then, if set, runs in the
+// same step: nothing else moves the Session between.
+func (o *life) sleepOn(s *store.Session, a *act, why string, then lifeMove) error {
 	if !awake(s.State) {
-		return false, fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
+		return fmt.Errorf("the Session is %s, not awake: %w", s.State, errdefs.ErrConflict)
 	}
-	var busy bool
-	o.runs.with(s.ID, func(r *run) {
-		busy = r.busy()
-		if r.phase != stopping {
-			r.before = r.phase
-		}
-		r.to(stopping, why)
-	})
-	// The Runner stops it off the loop, which takes the Session's Events
-	// and acknowledgements meanwhile; the machine shows it stopping.
-	if s.State != Starting {
-		if err := o.stopOnRunner(ctx, s); err != nil {
-			o.runs.with(s.ID, func(r *run) { r.to(r.before, "the stop failed") })
-			return false, err
-		}
-	}
-	o.runs.on(s.ID, func(r *run) { wakeAfter = r.wakeAfter })
-	if busy {
+	if a.r.busy() {
 		why += ", mid-Turn: the Turn was cut"
 	}
-	o.interruptAgents(ctx, s.ID)
-	return wakeAfter, o.move(ctx, s, Asleep, why, false)
+	slept := func(s *store.Session, a *act) error {
+		o.interruptAgents(a)
+		if err := o.moveOn(s, a, Asleep, why, false); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(s, a)
+		}
+		return nil
+	}
+	if s.State == Starting { // no Claude Code to stop yet: launch's answer stops what it started
+		return slept(s, a)
+	}
+	stopped := *s
+	return o.moves.ask(a, stopping, why, func(ctx context.Context) error { return o.stopOnRunner(ctx, &stopped) },
+		func(s *store.Session, a *act, err error) error {
+			if err != nil {
+				a.r.to(a.r.before, "the stop failed")
+				return err
+			}
+			return slept(s, a)
+		})
 }
 
 // Restart stops an Active Session's Claude Code and starts it again into
 // the same conversation, with what the Session says now (its model and
 // effort, a fresh mod).
 func (o *life) Restart(ctx context.Context, id, why string) error {
-	return o.locked(ctx, id, func(s *store.Session) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Active {
 			return fmt.Errorf("the Session is %s, not active: %w", s.State, errdefs.ErrConflict)
 		}
-		if _, err := o.sleepLocked(ctx, s, why); err != nil {
-			return err
-		}
-		return o.wakeLocked(ctx, s, why)
+		return o.sleepOn(s, a, why, func(s *store.Session, a *act) error { return o.wakeOn(s, a, why) })
 	})
 }
 
 // Archive removes a Session's Sandbox on its Runner, which keeps its disks
 // (Claude Code's state, the package cache) and Workspace for
 // RUNNER_ARCHIVE_KEEP, then purges them. An awake Session is put to sleep
-// first, in the same hold of its lock, so nothing wakes it between. Its
-// Runner must be connected; a Session whose Runner was removed for good
-// has nothing left to keep there, and is Archived at once.
+// first, in the same move, so nothing wakes it between. Its Runner must be
+// connected; a Session whose Runner was removed for good has nothing left
+// to keep there, and is Archived at once.
 func (o *life) Archive(ctx context.Context, id, why string) error {
-	return o.locked(ctx, id, func(s *store.Session) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State == Archived {
 			return fmt.Errorf("the Session is already archived: %w", errdefs.ErrConflict)
 		}
-		switch err := o.runnerKept(ctx, s); {
+		switch err := o.runnerKept(o.ctx, s); {
 		case errors.Is(err, errRemoved):
-			return o.move(ctx, s, Archived, why+"; "+removedWhy+", so nothing of it is kept", false)
+			return o.moveOn(s, a, Archived, why+"; "+removedWhy+", so nothing of it is kept", false)
 		case err != nil:
 			return err
 		}
-		rc := o.opts.Runners.Runner(s.RunnerID)
-		if rc == nil {
+		if o.opts.Runners.Runner(s.RunnerID) == nil {
 			return fmt.Errorf("the Session's Runner is not connected, and it keeps an archived Session's disks and Workspace: archive it once the Runner is back: %w", errdefs.ErrUnavailable)
 		}
+		archive := func(s *store.Session, a *act) error { return o.archiveOn(s, a, why) }
 		if awake(s.State) {
 			// A prompt queued meanwhile stays queued: a restore and a
 			// prompt wake it.
-			if _, err := o.sleepLocked(ctx, s, why); err != nil {
-				return err
-			}
+			return o.sleepOn(s, a, why, archive)
 		}
-		if err := checkMove(s.State, Archived); err != nil {
-			return err
-		}
-		actx, cancel := context.WithTimeout(ctx, archiveTimeout)
-		defer cancel()
-		if err := rc.Request(actx, protocol.TypeSessionArchive, protocol.SessionRef{SessionID: s.ID}, nil); err != nil {
+		return archive(s, a)
+	})
+}
+
+// archiveOn asks the Runner to archive a Session no Claude Code runs for,
+// the run archiving meanwhile.
+func (o *life) archiveOn(s *store.Session, a *act, why string) error {
+	if err := checkMove(s.State, Archived); err != nil {
+		return err
+	}
+	id, runnerID := s.ID, s.RunnerID
+	return o.moves.ask(a, archiving, why, func(ctx context.Context) error {
+		return o.request(ctx, id, runnerID, archiveTimeout, protocol.TypeSessionArchive, "archive it")
+	}, func(s *store.Session, a *act, err error) error {
+		if err != nil {
+			a.r.to(a.r.before, "the archive failed")
 			return fmt.Errorf("the Runner did not archive the Session, which is %s: %w", s.State, err)
 		}
-		return o.move(ctx, s, Archived, why, false)
+		return o.moveOn(s, a, Archived, why, false)
 	})
 }
 
@@ -474,24 +495,39 @@ func (o *life) Archive(ctx context.Context, id, why string) error {
 // conversation. Once its Runner has purged it, the restore is refused with
 // the Runner's words and the Session stays Archived.
 func (o *life) Restore(ctx context.Context, id, why string) error {
-	return o.locked(ctx, id, func(s *store.Session) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Archived {
 			return fmt.Errorf("the Session is %s, not archived: %w", s.State, errdefs.ErrConflict)
 		}
-		if err := o.runnerKept(ctx, s); err != nil {
+		if err := o.runnerKept(o.ctx, s); err != nil {
 			return err
 		}
-		rc := o.opts.Runners.Runner(s.RunnerID)
-		if rc == nil {
+		if o.opts.Runners.Runner(s.RunnerID) == nil {
 			return fmt.Errorf("the Session's Runner is not connected, and its Workspace is there: restore it once the Runner is back: %w", errdefs.ErrUnavailable)
 		}
-		rctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-		defer cancel()
-		if err := rc.Request(rctx, protocol.TypeSessionRestore, protocol.SessionRef{SessionID: s.ID}, nil); err != nil {
-			return fmt.Errorf("the Session stays archived: %w", err)
-		}
-		return o.move(ctx, s, Asleep, why, false)
+		id, runnerID := s.ID, s.RunnerID
+		return o.moves.ask(a, restoring, why, func(ctx context.Context) error {
+			return o.request(ctx, id, runnerID, restoreTimeout, protocol.TypeSessionRestore, "restore it")
+		}, func(s *store.Session, a *act, err error) error {
+			if err != nil {
+				a.r.to(a.r.before, "the restore failed")
+				return fmt.Errorf("the Session stays archived: %w", err)
+			}
+			return o.moveOn(s, a, Asleep, why, false)
+		})
 	})
+}
+
+// request asks Session id's Runner, within d, what typ asks for it (what,
+// for the error when its Runner went meanwhile).
+func (o *life) request(ctx context.Context, id, runnerID string, d time.Duration, typ, what string) error {
+	rc := o.opts.Runners.Runner(runnerID)
+	if rc == nil {
+		return fmt.Errorf("its Runner went before it could %s: %w", what, errdefs.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return rc.Request(ctx, typ, protocol.SessionRef{SessionID: id}, nil)
 }
 
 // SleepAllOf puts a person's awake Sessions to sleep, saying why: when

@@ -33,8 +33,9 @@ type limits struct {
 	deps
 	life *life // a Session at a limit sleeps; the first in line wakes
 	// admit is held from counting a Member's awake Sessions to moving one
-	// Starting, so two wakes cannot both take their last awake place.
-	// Taken after a Session's lock, never before one.
+	// Starting, so two wakes of two Sessions cannot both take their last
+	// awake place. It is held over store calls only, never over a wait on
+	// a loop or the Runner.
 	admit sync.Mutex
 }
 
@@ -142,13 +143,11 @@ func (o *limits) promptSent(id string, r *run, p store.Prompt) {
 	o.startAwakeOn(id, r)
 }
 
-// startAwake starts counting an awake Session's time toward its Hours,
+// startAwakeOn starts counting an awake Session's time toward its Hours,
 // once a prompt has been sent to it (at the first, or at each wake after
 // it), and for a triggered Session arms the cut where the Repo's limit runs
-// out: mid-Turn or not, since nothing the Sandbox says stops the clock.
-func (o *limits) startAwake(id string) { o.runs.on(id, func(r *run) { o.startAwakeOn(id, r) }) }
-
-// startAwakeOn is startAwake within a step.
+// out: mid-Turn or not, since nothing the Sandbox says stops the clock. It
+// is within a step, of the Session's run r.
 func (o *limits) startAwakeOn(id string, r *run) {
 	if !r.awakeAt.IsZero() {
 		return
@@ -230,10 +229,11 @@ func (o *limits) admits(ctx context.Context, creatorID, id string) (bool, error)
 }
 
 // waitInLine puts an asleep or failed Session in its Creator's line, and
-// the first time, says so with its place. Call with its lock and o.admit
+// the first time, says so with its place. Call within a move, with o.admit
 // held: a Session of the Creator's that stops being awake after finds it
 // in line.
-func (o *limits) waitInLine(ctx context.Context, s *store.Session) error {
+func (o *limits) waitInLine(s *store.Session, a *act) error {
+	ctx := o.ctx
 	was := s.Place
 	if err := o.store.Limits.SetWaiting(ctx, s.ID); err != nil {
 		return err
@@ -244,7 +244,8 @@ func (o *limits) waitInLine(ctx context.Context, s *store.Session) error {
 	}
 	*s = cur
 	if was == 0 {
-		o.saidInLine(ctx, *s)
+		said := *s
+		a.later(func(ctx context.Context) { o.saidInLine(ctx, said) })
 	}
 	return nil
 }

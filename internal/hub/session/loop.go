@@ -9,20 +9,24 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 )
 
-// The Session loop: an awake Session's run state belongs to one goroutine,
-// its loop, started with the run (a start, a wake, its Runner back with it)
-// and ended when the run is dropped (Asleep, Failed, Archived) or the Owner
-// closes. Whatever reads or moves the run reaches it as a step, handled one
-// at a time in the order it came: a dispatch and each acknowledgement, a
-// Turn's end, the Events heard, a move's effects, the timers, the sweep, the
-// API's questions. The caller waits for its step's reply. A step never waits
-// on the Runner: a request goes on a goroutine of its own, the machine
-// showing it on its way (typing), and the answer comes back as a step (ack,
-// giveBack). It may call the store, which never calls back. It never posts
-// a step to its own loop (it calls the inner form: dispatchOn, ackOn) and
-// never records an Event (record waits on the loop).
+// The Session loop: a Session's run state belongs to one goroutine, its
+// loop. An awake Session has one from its start or wake until it stops
+// being awake; any other gets one when something must happen to it (a
+// wake, an archive, a restore, a Runner's word), ended after the step
+// that leaves no run (down) and no move waiting. Whatever reads or moves
+// the run reaches it as a step, handled one at a time in the order it
+// came: the moves of its life (act.go), a dispatch and each
+// acknowledgement, a Turn's end, the Events heard, the timers, the sweep,
+// the API's questions. The caller waits for its step's reply. A step never
+// waits on the Runner, nor on a lock held across anything but the store:
+// a request goes on a goroutine of its own, the machine showing it on its
+// way (typing, stopping, archiving, restoring), and the answer comes back
+// as a step (ack, giveBack, ask). It may call the store, which never calls
+// back. It never posts a step to its own loop (it calls the inner form:
+// dispatchOn, ackOn, wakeOn) and never records an Event (record waits on
+// the loop): a life move leaves that for after the step (act.later).
 
-// runs are the awake Sessions' loops, by Session id.
+// runs are the Sessions' loops, by Session id.
 type runs struct {
 	g   *group
 	log *slog.Logger
@@ -34,7 +38,7 @@ type runs struct {
 	loops map[string]*loop
 }
 
-// loop is one awake Session's loop.
+// loop is one Session's loop.
 type loop struct {
 	r    *run
 	in   chan step
@@ -47,8 +51,9 @@ type step struct {
 	ran chan struct{}
 }
 
-// of returns the Session's loop, starting one with a fresh run if it
-// has none and start is set; nil if it has none (or the Owner is closing).
+// of returns the Session's loop, starting one with a fresh run (down) if
+// it has none and start is set; nil if it has none (or the Owner is
+// closing).
 func (o *runs) of(id string, start bool) *loop {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -65,21 +70,26 @@ func (o *runs) of(id string, start bool) *loop {
 }
 
 // serve is the loop itself: it runs each step, and ends after one that
-// drops the run, or when the Owner closes.
+// leaves no run and no move waiting, or when the Owner closes (the moves
+// waiting then are answered errClosing).
 func (o *runs) serve(ctx context.Context, id string, l *loop) {
 	defer close(l.done)
 	for {
 		select {
 		case <-ctx.Done():
 			o.unregister(id, l)
+			for _, m := range l.r.pending {
+				m.reply <- errClosing
+			}
 			return
 		case s := <-l.in:
 			s.f(l.r)
-			if l.r.dropped { // gone from the registry before its caller goes on
+			over := l.r.phase == down && len(l.r.pending) == 0
+			if over { // gone from the registry before its caller goes on
 				o.unregister(id, l)
 			}
 			close(s.ran)
-			if l.r.dropped {
+			if over {
 				return
 			}
 		}
@@ -111,7 +121,7 @@ func (l *loop) send(ctx context.Context, f func(*run)) bool {
 }
 
 // on runs f as a step of the Session's loop and reports whether it
-// ran: false for a Session with no run (not awake).
+// ran: false for a Session with no loop (not awake, nothing under way).
 func (o *runs) on(id string, f func(*run)) bool {
 	for {
 		l := o.of(id, false)
@@ -128,12 +138,16 @@ func (o *runs) on(id string, f func(*run)) bool {
 }
 
 // with runs f as a step of the Session's loop, starting the loop with a
-// fresh run if the Session has none; never within a step.
-func (o *runs) with(id string, f func(*run)) {
+// fresh run if the Session has none, and reports whether it ran (not once
+// the Owner is closing); never within a step.
+func (o *runs) with(id string, f func(*run)) bool {
 	for {
 		l := o.of(id, true)
-		if l == nil || l.send(o.g.ctx, f) || o.g.ctx.Err() != nil {
-			return
+		if l == nil || o.g.ctx.Err() != nil {
+			return false
+		}
+		if l.send(o.g.ctx, f) {
+			return true
 		}
 	}
 }
@@ -149,8 +163,8 @@ func (o *runs) ids() []string {
 	return ids
 }
 
-// heard is the stream's heard: it moves the run of an awake Session by
-// the Events heard (none once it sleeps: its notes move nothing).
+// heard is the stream's heard: it moves the run of a Session with a loop
+// by the Events heard (none once it sleeps: its notes move nothing).
 func (o *runs) heard(id string, evs []protocol.Event) (ended, changed bool) {
 	o.on(id, func(r *run) {
 		r.heard = time.Now()
@@ -164,13 +178,17 @@ func (o *runs) heard(id string, evs []protocol.Event) (ended, changed bool) {
 // fault names a state the Session's machines should never be in: logged
 // with the run's machines and their last moves, counted in /metrics, and
 // told to Options.Faulted (every test of this package fails on one it did
-// not ask for). Never within a step.
+// not ask for). Never within a step: there, faultOn.
 func (o *runs) fault(id, kind, what string) {
-	var ph, dl, runMoves, deliveryMoves string
-	o.on(id, func(r *run) {
-		ph, dl, runMoves, deliveryMoves = r.phase.String(), r.delivery.state.String(), r.trail.String(), r.delivery.moves.String()
-	})
-	o.log.Error("session fault: "+kind, "session", id, "what", what, "run", ph, "delivery", dl, "run_moves", runMoves, "delivery_moves", deliveryMoves)
+	if !o.on(id, func(r *run) { o.faultOn(id, r, kind, what) }) {
+		o.faultOn(id, &run{}, kind, what)
+	}
+}
+
+// faultOn is fault within a step, of the Session's run r.
+func (o *runs) faultOn(id string, r *run, kind, what string) {
+	o.log.Error("session fault: "+kind, "session", id, "what", what, "run", r.phase.String(), "delivery", r.delivery.state.String(),
+		"run_moves", r.trail.String(), "delivery_moves", r.delivery.moves.String())
 	o.metrics.SessionFault(kind)
 	if o.faulted != nil {
 		o.faulted(id, kind, what)

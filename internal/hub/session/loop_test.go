@@ -15,14 +15,14 @@ import (
 // TestASessionsStepsRunOneAtATimeInOrder: steps posted side by side to
 // one Session's loop never overlap, each poster's run in the order it
 // posted them, and each returns once its step ran; another Session's loop
-// runs beside it. A step that drops the run ends the loop: later steps
-// find no run, and the next withRun starts a fresh one.
+// runs beside it. A step that leaves no run (down) ends the loop: later
+// steps find none, and the next with starts a fresh one.
 func TestASessionsStepsRunOneAtATimeInOrder(t *testing.T) {
 	o := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer o.Close()
 	ids := []string{"a", "b"}
 	for _, id := range ids {
-		o.runs.with(id, func(*run) {})
+		o.runs.with(id, func(r *run) { r.phase = idle })
 	}
 	const posters, each = 8, 200
 	var in [2]atomic.Int32
@@ -57,19 +57,19 @@ func TestASessionsStepsRunOneAtATimeInOrder(t *testing.T) {
 		t.Errorf("%d steps of one Session ran while another did, want none", n)
 	}
 
-	if !o.runs.on("a", func(r *run) { r.dropped = true }) {
-		t.Fatal("the step that drops the run did not run")
+	if !o.runs.on("a", func(r *run) { r.phase = down }) {
+		t.Fatal("the step that ends the run did not run")
 	}
 	if o.runs.on("a", func(*run) {}) {
-		t.Error("a step ran on a dropped run, want none")
+		t.Error("a step ran on an ended run, want none")
 	}
 	if got := o.runs.ids(); len(got) != 1 || got[0] != "b" {
 		t.Errorf("got loops %v, want only b's", got)
 	}
 	var fresh bool
-	o.runs.with("a", func(r *run) { fresh = r.phase == starting && r.delivery.state == queued })
+	o.runs.with("a", func(r *run) { fresh = r.phase == down && r.delivery.state == queued })
 	if !fresh {
-		t.Error("withRun after the drop found the old run, want a fresh one")
+		t.Error("with after the end found the old run, want a fresh one")
 	}
 }
 

@@ -33,8 +33,8 @@ type Redactor interface {
 }
 
 // Effects is told what happened to a Session, for what lives outside the
-// Owner: each listener ends its own part. Its methods are called as the
-// Session moves (move), with the Session's lock held.
+// Owner: each listener ends its own part. Its methods are called once the
+// Session moved (moveOn), off its loop.
 type Effects interface {
 	// Stopped: no Claude Code runs for the Session any more; it went
 	// Asleep, Failed or Archived.
@@ -145,8 +145,8 @@ func (uncounted) PromptDelivered(time.Duration) {}
 // safe to call from any goroutine, each handing the call to the part that
 // owns what it changes (api.go), or asking the Runner itself (StopTurn,
 // Answer, StopSubagent, Egress) and the loop (Activity). The parts hold their own state and
-// share only deps: life (life.go, move.go) the Session's life and the lock
-// serialising its moves; queue (queue.go) the prompts and their delivery;
+// share only deps: life (life.go, move.go, act.go) the Session's life,
+// whose moves are steps of its loop; queue (queue.go) the prompts and their delivery;
 // limits (limits.go, spend.go) the caps and the Member's line; budgets
 // (budget.go) the Event budget; reports (runner.go) what a Runner says;
 // sweep (idle.go, alarm.go) the idle sleep and the alarm; stream
@@ -154,7 +154,7 @@ func (uncounted) PromptDelivered(time.Duration) {}
 // awake Session's loop, which alone holds its run state.
 type Owner struct {
 	opts    Options
-	store   *store.Store
+	store   stores
 	g       *group
 	runs    *runs
 	stream  *stream
@@ -167,11 +167,32 @@ type Owner struct {
 // deps are what every part of the Owner shares, set once by New.
 type deps struct {
 	opts  Options
-	store *store.Store
+	store stores
 	log   *slog.Logger
 	*group
 	*stream
-	runs *runs
+	runs  *runs
+	moves *moves // a Session's life moves, as steps of its loop
+}
+
+// stores are the parts of the store the Owner uses: its domain types,
+// not the whole store.Store.
+type stores struct {
+	Sessions *store.Sessions
+	Prompts  *store.Prompts
+	Limits   *store.Limits
+	Repos    *store.Repos
+	Runners  *store.Runners
+	Usage    *store.UsageLog
+}
+
+// storesOf picks from st what the Owner uses; none for a nil st (a test
+// of the loop alone).
+func storesOf(st *store.Store) stores {
+	if st == nil {
+		return stores{}
+	}
+	return stores{Sessions: st.Sessions, Prompts: st.Prompts, Limits: st.Limits, Repos: st.Repos, Runners: st.Runners, Usage: st.Usage}
 }
 
 // group is the goroutines and timers of an Owner, which Close ends and
@@ -184,27 +205,30 @@ type group struct {
 	timers map[*time.Timer]struct{} // armed by after and not yet fired, under wgMu
 }
 
-// run is what the Hub knows of an awake Session only while it is awake:
-// where Claude Code is in its Turns and which prompt is on its way. It is
-// never stored: after a Hub restart the Session's Runner reports it again.
-// Only its loop (loop.go) reads or writes it.
+// run is what the Hub knows of a Session while it has a loop: where
+// Claude Code is in its Turns, which prompt is on its way, which move of
+// its life waits on the Runner. It is never stored: after a Hub restart
+// the Session's Runner reports it again. Only its loop (loop.go) reads or
+// writes it; it is made afresh when the Session stops being awake (reset).
 type run struct {
-	// dropped is set by the step that ends the run: its loop ends after.
-	dropped bool
 	// phase is what its Claude Code is doing (phase.go); asked is the id
 	// of the question its Creator may answer through the Hub while it is
 	// asking.
 	phase phase
 	asked string
-	// before is the phase a sleep under way left, for a stop the Runner
-	// refused.
+	// before is the phase a move waiting on the Runner left, for an
+	// answer that refuses it (act.go's ask).
 	before phase
+	// pending are the moves of its life asked while one waits on the
+	// Runner, in order (act.go).
+	pending []queuedMove
+	// launched is the start on its way to the Runner (life.launch): the
+	// answer of an older one moves nothing.
+	launched uint64
 	// trail is the last moves of the run and its delivery, for a fault.
 	trail trail
 	// delivery is where the prompt on its way is (delivery.go).
 	delivery delivery
-	// wakeAfter is set by a prompt queued while a sleep is under way.
-	wakeAfter bool
 	// since is the idle clock: when the Hub last sent the Session a
 	// prompt, queued one, woke it, or heard the Turn of a prompt it sent
 	// end (once a prompt: owed is set while that Turn is not heard to
@@ -238,6 +262,12 @@ type run struct {
 	busyBy        string
 	heard, looked time.Time
 	raised        bool
+}
+
+// reset makes the run afresh for a Session that stops being awake,
+// keeping its phase, its trail and the moves that wait.
+func (r *run) reset() {
+	*r = run{phase: r.phase, trail: r.trail, pending: r.pending, since: time.Now()}
 }
 
 // settled reports whether Claude Code is up with no question open, nothing
@@ -323,14 +353,16 @@ func New(opts Options) *Owner {
 	g := &group{ctx: ctx, cancel: cancel, timers: map[*time.Timer]struct{}{}}
 	log := opts.Logger.With("component", "session")
 	rs := &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}
-	st := &stream{store: opts.Store, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
+	sts := storesOf(opts.Store)
+	st := &stream{events: sts.Sessions, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
 		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
-	d := deps{opts: opts, store: opts.Store, log: log, group: g, stream: st, runs: rs}
+	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs,
+		moves: &moves{group: g, runs: rs, sessions: sts.Sessions, stream: st}}
 	li := &limits{deps: d}
-	lf := &life{deps: d, limits: li, lock: map[string]*sync.Mutex{}}
+	lf := &life{deps: d, limits: li}
 	q := &queue{deps: d, life: lf, limits: li}
 	lf.queue, li.life = q, lf
-	o := &Owner{opts: opts, store: opts.Store, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,
+	o := &Owner{opts: opts, store: sts, g: g, runs: rs, stream: st, life: lf, queue: q, limits: li,
 		reports: &reports{deps: d, life: lf, queue: q, limits: li, budgets: &budgets{d}}}
 	g.spawn((&sweep{deps: d, life: lf}).sweepIdle)
 	return o

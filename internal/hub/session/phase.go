@@ -7,19 +7,24 @@ import (
 	"time"
 )
 
-// The run machine: what an awake Session's Claude Code is doing, as the
-// Hub hears it. It is one field of the run (phase), moved only by to,
-// which checks the table below, and by enter, for a move of the Session's
-// life, which the run follows whatever it was. Where the prompt on its way
+// The run machine: what a Session's Claude Code is doing, as the Hub
+// hears it, and which of the Runner's answers a move of its life waits for
+// (stopping, archiving, restoring). It is one field of the run (phase),
+// moved only by to, which checks the table below, and by enter, for a move
+// of the Session's life, which the run follows whatever it was. Where the prompt on its way
 // is, is the delivery machine's (delivery.go); the two together are what
 // the queue reads.
 
-// phase is what an awake Session's Claude Code is doing.
+// phase is what a Session's Claude Code is doing, or what its Runner is
+// asked to do for it.
 type phase int
 
 const (
+	// down: no Claude Code runs (Asleep, Failed, Archived), nor is asked
+	// for: the loop ends once nothing waits for it.
+	down phase = iota
 	// starting: its Runner starts Claude Code; no prompt goes.
-	starting phase = iota
+	starting
 	// idle: Claude Code is up between Turns: the next prompt may go.
 	idle
 	// turn: a Turn runs.
@@ -31,30 +36,43 @@ const (
 	away
 	// stopping: the Runner stops Claude Code for a sleep.
 	stopping
+	// archiving: the Runner removes the Sandbox of an archive.
+	archiving
+	// restoring: the Runner takes an archived Session back.
+	restoring
 )
 
-var phaseNames = [...]string{starting: "starting", idle: "idle", turn: "turn", asking: "asking", away: "away", stopping: "stopping"}
+var phaseNames = [...]string{down: "down", starting: "starting", idle: "idle", turn: "turn", asking: "asking", away: "away",
+	stopping: "stopping", archiving: "archiving", restoring: "restoring"}
 
 func (p phase) String() string { return phaseNames[p] }
 
 // phaseNext lists, for each phase, the phases that may follow it.
 var phaseNext = map[phase][]phase{
+	// A start or a wake; a Hub that restarted takes up a Session the
+	// store has awake (Frozen); an archive; a restore.
+	down: {starting, away, archiving, restoring},
 	// Claude Code is up (Active); its Runner went (Frozen, as a Hub that
-	// restarted marks it); a sleep.
-	starting: {idle, away, stopping},
+	// restarted marks it); the start failed, or a sleep before it was up.
+	starting: {idle, away, down},
 	// A Turn begins (the hook, the Runner's reply, the transcript); the
-	// Runner goes; a sleep.
-	idle: {turn, away, stopping},
-	// Claude asks; the Turn ends; the Runner goes; a sleep.
-	turn: {asking, idle, away, stopping},
+	// Runner goes; a sleep; Claude Code exited, or its Runner was removed.
+	idle: {turn, away, stopping, down},
+	// Claude asks; the Turn ends; the Runner goes; a sleep; it ends.
+	turn: {asking, idle, away, stopping, down},
 	// Answered (or the tool's result, or a Turn that begins again); the
-	// Turn ends; the Runner goes; a sleep.
-	asking: {turn, idle, away, stopping},
+	// Turn ends; the Runner goes; a sleep; it ends.
+	asking: {turn, idle, away, stopping, down},
 	// Its Runner is back (Active; a Turn open in the history runs on);
-	// a sleep.
-	away: {idle, stopping},
-	// A stop the Runner refused: back to where it was (stopFailed).
-	stopping: {starting, idle, turn, asking, away},
+	// a sleep; it ends.
+	away: {idle, stopping, down},
+	// Stopped (Asleep); or a stop the Runner refused: back to where it
+	// was.
+	stopping: {down, idle, turn, asking, away},
+	// Archived, or refused.
+	archiving: {down},
+	// Asleep again, or refused.
+	restoring: {down},
 }
 
 // trailLen is how many of its last moves a run keeps, for a fault's log.
@@ -105,6 +123,12 @@ func (r *run) enter(next phase, why string) error {
 // up reports whether Claude Code is up and its Runner connected, with no
 // sleep under way.
 func (r *run) up() bool { return r.phase == idle || r.phase == turn || r.phase == asking }
+
+// waiting reports whether a move of the Session's life waits on the
+// Runner's answer: other moves wait their turn (act.go).
+func (r *run) waiting() bool {
+	return r.phase == stopping || r.phase == archiving || r.phase == restoring
+}
 
 // busy reports whether a Turn runs (or waits on a question).
 func (r *run) busy() bool { return r.phase == turn || r.phase == asking }

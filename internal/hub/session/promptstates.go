@@ -39,9 +39,9 @@ func checkPromptMove(from, to store.PromptState) error {
 
 // setPrompt moves prompt id from one state to another along the table,
 // and in the store only if it is still in from (ErrConflict otherwise).
-func setPrompt(ctx context.Context, st *store.Store, id string, from, to store.PromptState) error {
+func setPrompt(ctx context.Context, st *store.Prompts, id string, from, to store.PromptState) error {
 	if err := checkPromptMove(from, to); err != nil {
 		return fmt.Errorf("prompt %s: %w", id, err)
 	}
-	return st.Prompts.SetPromptState(ctx, id, from, to)
+	return st.SetPromptState(ctx, id, from, to)
 }

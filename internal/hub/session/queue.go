@@ -39,20 +39,22 @@ func (o *queue) Prompt(ctx context.Context, s store.Session, p store.Prompt) (st
 		return p, err
 	}
 	p.Text, p.Sealed = text, nil
-	o.runs.on(s.ID, func(r *run) {
-		r.since = time.Now()
-		if r.phase == stopping {
-			r.wakeAfter = true
-		}
-	})
 	o.changed(s.ID)
-	if s.State == Asleep || s.State == Failed {
-		err := o.life.wake(ctx, s.ID, "a prompt woke it", func(cur *store.Session) bool { return cur.State == Asleep || cur.State == Failed })
-		if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
-			return p, err
+	// A move of the Session's, on it as it is then: one that came while
+	// it went to sleep is made once it is asleep, and wakes it.
+	err = o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
+		switch {
+		case awake(s.State):
+			a.r.since = time.Now()
+			o.dispatchOn(s.ID, a.r)
+		case s.State == Asleep || s.State == Failed:
+			return o.life.wakeOn(s, a, "a prompt woke it")
 		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrConflict) {
+		return p, err
 	}
-	o.dispatch(s.ID)
 	return p, nil
 }
 
@@ -63,7 +65,7 @@ func (o *queue) EditPrompt(ctx context.Context, sessionID, promptID, text string
 	if text != "" {
 		err = o.store.Prompts.EditPrompt(ctx, sessionID, promptID, "", o.sealPrompt(store.Prompt{SessionID: sessionID, Text: text}).Sealed)
 	} else if _, err = o.store.Prompts.PromptByID(ctx, sessionID, promptID); err == nil { // the Session's, not another's
-		err = setPrompt(ctx, o.store, promptID, store.Queued, store.Cancelled)
+		err = setPrompt(ctx, o.store.Prompts, promptID, store.Queued, store.Cancelled)
 	}
 	if err != nil {
 		return err
@@ -170,7 +172,7 @@ func (o *queue) giveBack(id, promptID string, also func(d *delivery)) bool {
 // requeue puts a prompt on its way back at the head of its queue (prompts
 // are taken oldest first).
 func (o *queue) requeue(id, promptID string) {
-	if err := setPrompt(o.ctx, o.store, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
+	if err := setPrompt(o.ctx, o.store.Prompts, promptID, store.Delivering, store.Queued); err != nil && o.ctx.Err() == nil {
 		o.log.Error("put a prompt back in the queue", "session", id, "prompt", promptID, "err", err)
 	}
 	o.changed(id)
@@ -234,7 +236,7 @@ func (o *queue) ackOn(id string, r *run, src ackSource, promptID string) {
 // Recover, since no Turn may be in the store yet.
 func (o *queue) markDelivered(id string, p store.Prompt) {
 	o.opts.Metrics.PromptDelivered(time.Since(p.CreatedAt))
-	if err := setPrompt(context.WithoutCancel(o.ctx), o.store, p.ID, store.Delivering, store.Delivered); err != nil {
+	if err := setPrompt(context.WithoutCancel(o.ctx), o.store.Prompts, p.ID, store.Delivering, store.Delivered); err != nil {
 		o.log.Error("record a prompt delivered", "session", id, "prompt", p.ID, "err", err)
 	}
 }

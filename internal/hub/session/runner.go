@@ -40,7 +40,12 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 	var out []protocol.ResumedSession
 	var wake []string
 	for _, s := range ss {
-		err := o.life.locked(ctx, s.ID, func(s *store.Session) error {
+		// Set by the move, and read only once it answered: a move made
+		// after the caller gave up writes them for no one.
+		var resumed *protocol.ResumedSession
+		var wakeIt bool
+		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
+			ctx := o.ctx
 			switch {
 			case (s.State == Active || s.State == Frozen) && reported[s.ID]:
 				tok, err := o.store.Sessions.IssueModToken(ctx, s.ID)
@@ -55,12 +60,12 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 				if err != nil {
 					return err
 				}
-				agents, err := runningAgents(ctx, o.store, s.ID)
+				agents, err := runningAgents(ctx, o.store.Sessions, s.ID)
 				if err != nil {
 					return err
 				}
 				if s.State == Frozen {
-					if err := o.life.move(ctx, s, Active, "its Runner is back and Claude Code still runs", false); err != nil {
+					if err := o.life.moveOn(s, a, Active, "its Runner is back and Claude Code still runs", false); err != nil {
 						return err
 					}
 				}
@@ -68,37 +73,43 @@ func (o *reports) RunnerBack(ctx context.Context, runnerID string, running []str
 				// have ended while its hooks could not reach the Hub: the
 				// transcript, read on from where the Hub has it, says which.
 				var fault error
-				o.runs.with(s.ID, func(r *run) {
-					r.resync, r.agents, r.owed = open, agents, open
-					switch {
-					case open && !r.busy():
-						fault = r.enter(turn, "a Turn open in the history when its Runner came back")
-						r.busyBy, r.raised, r.turnAt = "a Turn open in the history when its Runner came back", false, time.Now()
-					case !open && r.busy():
-						fault = r.enter(idle, "no Turn open in the history when its Runner came back")
-					}
-				})
+				r := a.r
+				r.resync, r.agents, r.owed = open, agents, open
+				switch {
+				case open && !r.busy():
+					fault = r.enter(turn, "a Turn open in the history when its Runner came back")
+					r.busyBy, r.raised, r.turnAt = "a Turn open in the history when its Runner came back", false, time.Now()
+				case !open && r.busy():
+					fault = r.enter(idle, "no Turn open in the history when its Runner came back")
+				}
 				if fault != nil {
-					o.runs.fault(s.ID, faultMove, fault.Error())
+					o.runs.faultOn(s.ID, r, faultMove, fault.Error())
 				}
 				if s.Turns > 0 {
-					o.limits.startAwake(s.ID) // a Hub that restarted counts its Hours again from here
+					o.limits.startAwakeOn(s.ID, r) // a Hub that restarted counts its Hours again from here
 				}
-				out = append(out, protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets})
-				wake = append(wake, s.ID) // its queue goes on
+				resumed = &protocol.ResumedSession{SessionID: s.ID, ModToken: tok, Offsets: offsets}
+				wakeIt = true // its queue goes on
 			case s.State == Active || s.State == Frozen:
-				o.life.interruptAgents(ctx, s.ID)
-				if err := o.life.move(ctx, s, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
+				o.life.interruptAgents(a)
+				if err := o.life.moveOn(s, a, Asleep, "Claude Code was not running when its Runner came back", false); err != nil {
 					return err
 				}
-				wake = append(wake, s.ID)
+				wakeIt = true
 			case s.State == Asleep || s.State == Failed:
-				wake = append(wake, s.ID)
+				wakeIt = true
 			}
 			return nil
 		})
 		if err != nil {
 			o.log.Error("take a session back", "session", s.ID, "err", err)
+			continue
+		}
+		if resumed != nil {
+			out = append(out, *resumed)
+		}
+		if wakeIt {
+			wake = append(wake, s.ID)
 		}
 	}
 	o.spawn(func(ctx context.Context) {
@@ -151,11 +162,11 @@ func (o *reports) wakeIfWanted(ctx context.Context, id string) {
 // ends: their Claude Code keeps running in the Sandbox.
 func (o *reports) RunnerGone(ctx context.Context, runnerID string) {
 	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Active}}, "freeze a session",
-		func(s *store.Session) error {
+		func(s *store.Session, a *act) error {
 			if s.State != Active {
 				return nil
 			}
-			return o.life.move(ctx, s, Frozen, "its Runner is not connected", false)
+			return o.life.moveOn(s, a, Frozen, "its Runner is not connected", false)
 		})
 }
 
@@ -164,26 +175,26 @@ func (o *reports) RunnerGone(ctx context.Context, runnerID string) {
 // was on that machine.
 func (o *reports) RunnerRemoved(ctx context.Context, runnerID, cause string) {
 	o.moveEach(ctx, store.SessionFilter{RunnerID: runnerID, States: []store.SessionState{Starting, Active, Frozen, Asleep}}, "fail a session of a removed runner",
-		func(s *store.Session) error {
+		func(s *store.Session, a *act) error {
 			if s.State == Failed || s.State == Archived {
 				return nil
 			}
-			o.life.interruptAgents(ctx, s.ID)
-			return o.life.move(ctx, s, Failed, cause+workspaceGone, false)
+			o.life.interruptAgents(a)
+			return o.life.moveOn(s, a, Failed, cause+workspaceGone, false)
 		})
 }
 
-// moveEach calls f for each Session the filter selects, under that
-// Session's lock and on it as stored now (f checks it is still to move);
-// a failure is logged, saying what, and the others still move.
-func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what string, f func(s *store.Session) error) {
+// moveEach makes f a move of each Session the filter selects, on it as
+// stored then (f checks it is still to move); a failure is logged, saying
+// what, and the others still move.
+func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what string, f lifeMove) {
 	ss, err := o.store.Sessions.List(ctx, filter)
 	if err != nil {
 		o.log.Error(what, "err", err)
 		return
 	}
 	for _, s := range ss {
-		if err := o.life.locked(ctx, s.ID, f); err != nil {
+		if err := o.moves.do(ctx, s.ID, f); err != nil {
 			o.log.Error(what, "session", s.ID, "err", err)
 		}
 	}
@@ -192,7 +203,7 @@ func (o *reports) moveEach(ctx context.Context, filter store.SessionFilter, what
 // RunnerNarrowed puts to sleep the awake Sessions on a Runner that their
 // Creators may no longer use (store.Runner.UsableBy), as once the Owner
 // unshared it, saying why; none of them can wake there until it is shared
-// again (wakeLocked). A failure is logged and the others still sleep.
+// again (wakeOn). A failure is logged and the others still sleep.
 func (o *reports) RunnerNarrowed(ctx context.Context, runnerID, why string) {
 	rn, err := o.store.Runners.RunnerByID(ctx, runnerID)
 	if err != nil {
@@ -296,20 +307,24 @@ func advances(stored, batch map[string]int64) bool {
 	return false
 }
 
-// interruptAgents ends the subagents a Session's transcript says still
-// run, as Interrupted: their Claude Code no longer runs. It reads them from
-// the store, which a Hub that restarted since they started still has.
-func (o *life) interruptAgents(ctx context.Context, id string) {
-	agents, err := runningAgents(ctx, o.store, id)
+// interruptAgents ends, within a move, the subagents a Session's
+// transcript says still run, as Interrupted: their Claude Code no longer
+// runs. It reads them from the store, which a Hub that restarted since they
+// started still has; their ends are recorded after the step.
+func (o *life) interruptAgents(a *act) {
+	id := a.id
+	agents, err := runningAgents(o.ctx, o.store.Sessions, id)
 	if err != nil {
 		o.log.Error("read a session's running subagents", "session", id, "err", err)
 	}
-	o.runs.on(id, func(r *run) { r.agents = nil })
-	for agent, a := range agents {
-		ev := protocol.Event{Kind: protocol.EventSubagentEnd, Agent: agent, Parent: a.parent, Reason: protocol.SubagentInterrupted}
-		if err := o.Record(ctx, id, ev); err != nil {
-			o.log.Error("record an interrupted subagent", "session", id, "err", err)
-		}
+	a.r.agents = nil
+	for agent, sa := range agents {
+		ev := protocol.Event{Kind: protocol.EventSubagentEnd, Agent: agent, Parent: sa.parent, Reason: protocol.SubagentInterrupted}
+		a.later(func(ctx context.Context) {
+			if err := o.Record(ctx, id, ev); err != nil {
+				o.log.Error("record an interrupted subagent", "session", id, "err", err)
+			}
+		})
 	}
 }
 
@@ -317,11 +332,11 @@ func (o *life) interruptAgents(ctx context.Context, id string) {
 // Session is Asleep, Keep awake left as it was, so a crashing Claude Code
 // is not restarted over and over.
 func (o *reports) Exited(ctx context.Context, id, detail string) error {
-	return o.life.locked(ctx, id, func(s *store.Session) error {
+	return o.moves.do(ctx, id, func(s *store.Session, a *act) error {
 		if s.State != Active && s.State != Frozen {
 			return nil // the Hub stopped it, or it was never up
 		}
-		o.life.interruptAgents(ctx, id)
-		return o.life.move(ctx, s, Asleep, "Claude Code ended: "+detail, false)
+		o.life.interruptAgents(a)
+		return o.life.moveOn(s, a, Asleep, "Claude Code ended: "+detail, false)
 	})
 }

@@ -35,7 +35,7 @@ func costOf(us []store.Usage) float64 {
 
 // spendReached says which spend cap a Session is past, "" for none. A cap
 // that cannot be read holds it: the error.
-func spendReached(ctx context.Context, st *store.Store, memberMax float64, s store.Session) (string, error) {
+func spendReached(ctx context.Context, st stores, memberMax float64, s store.Session) (string, error) {
 	l, err := st.Repos.RepoLimits(ctx, s.RepoID)
 	if err != nil {
 		return "", fmt.Errorf("read the Repo's spend caps: %w", err)

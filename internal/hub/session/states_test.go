@@ -95,19 +95,22 @@ func TestEveryMoveLeavesAHistoryLine(t *testing.T) {
 	}
 }
 
-var allPhases = []phase{starting, idle, turn, asking, away, stopping}
+var allPhases = []phase{down, starting, idle, turn, asking, away, stopping, archiving, restoring}
 
 // TestTheRunTransitionTable walks every pair of run phases: exactly the
 // moves the table lists happen through to, every other changes nothing;
 // enter makes any move, and names one the table does not list.
 func TestTheRunTransitionTable(t *testing.T) {
 	allowed := map[[2]phase]bool{
-		{starting, idle}: true, {starting, away}: true, {starting, stopping}: true,
-		{idle, turn}: true, {idle, away}: true, {idle, stopping}: true,
-		{turn, asking}: true, {turn, idle}: true, {turn, away}: true, {turn, stopping}: true,
-		{asking, turn}: true, {asking, idle}: true, {asking, away}: true, {asking, stopping}: true,
-		{away, idle}: true, {away, stopping}: true,
-		{stopping, starting}: true, {stopping, idle}: true, {stopping, turn}: true, {stopping, asking}: true, {stopping, away}: true,
+		{down, starting}: true, {down, away}: true, {down, archiving}: true, {down, restoring}: true,
+		{starting, idle}: true, {starting, away}: true, {starting, down}: true,
+		{idle, turn}: true, {idle, away}: true, {idle, stopping}: true, {idle, down}: true,
+		{turn, asking}: true, {turn, idle}: true, {turn, away}: true, {turn, stopping}: true, {turn, down}: true,
+		{asking, turn}: true, {asking, idle}: true, {asking, away}: true, {asking, stopping}: true, {asking, down}: true,
+		{away, idle}: true, {away, stopping}: true, {away, down}: true,
+		{stopping, down}: true, {stopping, idle}: true, {stopping, turn}: true, {stopping, asking}: true, {stopping, away}: true,
+		{archiving, down}: true,
+		{restoring, down}: true,
 	}
 	for _, from := range allPhases {
 		for _, to := range allPhases {
@@ -177,7 +180,7 @@ func TestAPromptIsCancelledAlongItsTable(t *testing.T) {
 		}
 		return got.State
 	}
-	if err := setPrompt(ctx, f.st, p.ID, store.Queued, store.Delivered); !errors.Is(err, errdefs.ErrConflict) || state(p.ID) != store.Queued {
+	if err := setPrompt(ctx, f.st.Prompts, p.ID, store.Queued, store.Delivered); !errors.Is(err, errdefs.ErrConflict) || state(p.ID) != store.Queued {
 		t.Fatalf("queued -> delivered: err = %v, state %s; want a conflict, still queued", err, state(p.ID))
 	}
 	if err := f.o.EditPrompt(ctx, other.ID, p.ID, ""); !errors.Is(err, errdefs.ErrNotFound) {

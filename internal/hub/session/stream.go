@@ -16,7 +16,7 @@ import (
 // every socket reads, and the one path by which Session text reaches the
 // store. It holds its own state: the watchers and each Session's order.
 type stream struct {
-	store    *store.Store
+	events   *store.Sessions // where its Events are kept
 	redactor Redactor
 	effects  Effects
 	log      *slog.Logger
@@ -131,7 +131,7 @@ func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Ev
 	order.Lock()
 	defer order.Unlock()
 	if len(rows) > 0 {
-		if rows, err = o.store.Sessions.AppendEvents(ctx, id, rows); err != nil {
+		if rows, err = o.events.AppendEvents(ctx, id, rows); err != nil {
 			return false, err
 		}
 	}

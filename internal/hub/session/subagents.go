@@ -19,8 +19,8 @@ type subagent struct {
 }
 
 // runningAgents reads the subagents a Session's stored Events say run.
-func runningAgents(ctx context.Context, st *store.Store, id string) (map[string]*subagent, error) {
-	list, err := st.Sessions.RunningSubagents(ctx, id)
+func runningAgents(ctx context.Context, st *store.Sessions, id string) (map[string]*subagent, error) {
+	list, err := st.RunningSubagents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
