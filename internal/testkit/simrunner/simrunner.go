@@ -325,3 +325,6 @@ func trunc(s string) string {
 	}
 	return s
 }
+
+// Name is the name the Runner was paired under.
+func (r *Runner) Name() string { return r.cfg.Name }
