@@ -445,60 +445,47 @@ func (r *run) start(ctx context.Context, wg *sync.WaitGroup) error {
 		started.Add(1)
 		go func() {
 			defer started.Done()
-			defer func() { <-sem }()
-			s := &sess{r: r, runner: r.runners[i%len(r.runners)], ended: make(chan struct{}, 4)}
-			s.sent = []string{simrunner.Prompt(0, r.o.PromptBytes)}
-			at := time.Now()
-			v, err := r.c.NewSession(ctx, api.NewSession{Repo: r.o.Repo, Prompt: s.sent[0], Runner: s.runner.Name()})
-			if err != nil {
-				r.fail(fmt.Errorf("start Session %d: %w", i, err))
-				return
-			}
-			s.id = v.ID
-			r.mu.Lock()
-			r.creates = append(r.creates, time.Since(at))
-			r.sessions = append(r.sessions, s)
-			r.mu.Unlock()
-			for k := range r.o.Watchers {
-				w := &watcher{s: s, prompts: map[int]time.Time{}}
-				s.watchers = append(s.watchers, w)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					w.run(ctx, r.c, k == 0)
-				}()
-			}
-			if r.o.Watchers == 0 {
-				wg.Add(1)
-				go func() { defer wg.Done(); r.endings(ctx, s) }()
-			}
-		}()
-	}
-	started.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	var slept sync.WaitGroup
-	for _, s := range r.sessions {
-		slept.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer slept.Done()
-			defer func() { <-sem }()
-			if r.turnEnd(ctx, s, 0) {
+			s := r.open(ctx, wg, i)
+			<-sem
+			// Asleep once its first Turn ended: the run keeps only its
+			// awake fraction awake, the starts too.
+			if s != nil && r.turnEnd(ctx, s, 0) {
 				r.sleep(ctx, s)
 			}
 		}()
 	}
-	slept.Wait()
+	started.Wait()
 	return ctx.Err()
 }
 
-// endings follows a Session with no watcher of the run's for its Turns'
-// ends, through the CLI's socket.
-func (r *run) endings(ctx context.Context, s *sess) {
-	w := &watcher{s: s, prompts: map[int]time.Time{}}
-	w.run(ctx, r.c, true)
+// open starts Session i with its first prompt and opens its watchers; nil
+// if the Hub refused it.
+func (r *run) open(ctx context.Context, wg *sync.WaitGroup, i int) *sess {
+	s := &sess{r: r, runner: r.runners[i%len(r.runners)], ended: make(chan struct{}, 4)}
+	s.sent = []string{simrunner.Prompt(0, r.o.PromptBytes)}
+	at := time.Now()
+	v, err := r.c.NewSession(ctx, api.NewSession{Repo: r.o.Repo, Prompt: s.sent[0], Runner: s.runner.Name()})
+	if err != nil {
+		r.fail(fmt.Errorf("start Session %d: %w", i, err))
+		return nil
+	}
+	s.id = v.ID
+	r.mu.Lock()
+	r.creates = append(r.creates, time.Since(at))
+	r.sessions = append(r.sessions, s)
+	r.mu.Unlock()
+	for k := range max(1, r.o.Watchers) {
+		w := &watcher{s: s, prompts: map[int]time.Time{}}
+		if k < r.o.Watchers {
+			s.watchers = append(s.watchers, w)
+		} // else: no watcher of the run's; this one only tells of the Turns' ends
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, r.c, k == 0)
+		}()
+	}
+	return s
 }
 
 // turnEnd waits for a Session's Turn to end, saying so when it does not in
