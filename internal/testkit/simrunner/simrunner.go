@@ -310,8 +310,8 @@ func checkPrompt(text string, n int) error {
 	if err != nil {
 		return fmt.Errorf("prompt %q has no number", trunc(text))
 	}
-	if want := fmt.Sprintf("crc%08x", crc32.ChecksumIEEE([]byte(f[3]))); f[2] != want {
-		return fmt.Errorf("prompt %d arrived changed: got checksum %s, want %s", j, want, f[2])
+	if got := fmt.Sprintf("crc%08x", crc32.ChecksumIEEE([]byte(f[3]))); got != f[2] {
+		return fmt.Errorf("prompt %d arrived changed: got checksum %s, want %s", j, got, f[2])
 	}
 	if j != n {
 		return fmt.Errorf("got prompt %d, want prompt %d (taken %d before it)", j, n, n)
