@@ -112,11 +112,7 @@ func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (pro
 	s.turn = done
 	go func() {
 		defer close(done)
-		if err := s.run(n, req.Text); err == nil {
-			s.r.mu.Lock()
-			s.r.turns++
-			s.r.mu.Unlock()
-		}
+		s.run(n, req.Text) // an error is the Session stopped, or the Hub's refusal, which send recorded
 	}()
 	return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
 }
@@ -152,6 +148,11 @@ func (s *session) run(n int, prompt string) error {
 	if err := s.send(ctx, protocol.SessionEvents{Hook: protocol.HookStop}); err != nil {
 		return err
 	}
+	// Counted as sent: the Hub may put the Session to sleep, which ends
+	// ctx, before its reply to the turn_end comes.
+	s.r.mu.Lock()
+	s.r.turns++
+	s.r.mu.Unlock()
 	return s.send(ctx, protocol.SessionEvents{Events: []protocol.Event{{Kind: protocol.EventTurnEnd, Reason: "done"}}})
 }
 

@@ -279,7 +279,7 @@ func (r *Runner) Taken(id string) []string {
 // Stats is what a Runner has done so far.
 type Stats struct {
 	Awake    int // Sessions running now
-	Turns    int // Turns ended
+	Turns    int // Turns whose turn_end was sent
 	Welcomes int // connections the Hub welcomed
 }
 
