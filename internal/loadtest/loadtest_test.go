@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +70,15 @@ func serveHub(src string) error {
 	tok, err := st.Signins.CreateCLIToken(ctx, dev.ID, "loadtest")
 	if err != nil {
 		return err
+	}
+	if path := os.Getenv("KNDL_LOAD_HUB_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
 	}
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
@@ -131,7 +141,8 @@ func envFloat(t *testing.T, name string, def float64) float64 {
 // and in order, and no error may be found. The size's knobs
 // (KNDL_LOAD_RUNNERS, _SESSIONS, _WATCHERS, _PPM, _SECONDS, _BURST) make
 // the runs of docs/performance.md ("The Hub alone"); KNDL_LOAD_P99_MS
-// asserts the latency target.
+// asserts the latency target; KNDL_LOAD_HUB_CPUPROFILE=FILE profiles the
+// Hub.
 func TestALoadOfSimulatedRunnersLosesNothing(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "hub.db")
 	var size func(context.Context) (int64, error)
