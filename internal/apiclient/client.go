@@ -3,7 +3,8 @@
 // call the CLI makes is a method here, taking and returning internal/api's
 // types, so each /api/ path is written once: tests/style refuses one
 // anywhere else but the Hub's route table and tests. Only internal/cli,
-// internal/daemon (kndl dev signs this machine in) and tests import it.
+// internal/daemon (kndl dev signs this machine in), internal/loadtest and
+// tests import it.
 package apiclient
 
 import (

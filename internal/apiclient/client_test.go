@@ -171,6 +171,8 @@ func TestEachCallSendsItsRequestToItsRoute(t *testing.T) {
 		{func() error { return ignore(c.Invites(ctx)) }, "GET /api/invites"},
 		{func() error { return c.RevokeInvite(ctx, "inv1") }, "DELETE /api/invites/inv1"},
 		{func() error { return ignore(c.Runners(ctx)) }, "GET /api/runners"},
+		{func() error { return ignore(c.Account(ctx)) }, "GET /api/account"},
+		{func() error { return ignore(c.PairRunner(ctx, "box")) }, `POST /api/runners {"name":"box"}`},
 		{func() error { return c.RevokeRunner(ctx, "rn1") }, "DELETE /api/runners/rn1"},
 		{func() error { return c.ShareRunner(ctx, "rn1", true) }, `PUT /api/runners/rn1/shared {"shared":true}`},
 		{func() error { return ignore(c.Audit(ctx, 0, 50)) }, "GET /api/audit?limit=50"},

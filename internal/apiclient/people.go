@@ -44,6 +44,16 @@ func (c *Client) Runners(ctx context.Context) ([]api.RunnerStatus, error) {
 	return call[[]api.RunnerStatus](ctx, c, http.MethodGet, "/api/runners", nil)
 }
 
+// Account is who the CLI token signs in as.
+func (c *Client) Account(ctx context.Context) (api.Account, error) {
+	return call[api.Account](ctx, c, http.MethodGet, "/api/account", nil)
+}
+
+// PairRunner pairs a new Runner: its token is in the answer, once.
+func (c *Client) PairRunner(ctx context.Context, name string) (api.CreatedRunner, error) {
+	return call[api.CreatedRunner](ctx, c, http.MethodPost, "/api/runners", api.RunnerRequest{Name: name})
+}
+
 // RevokeRunner revokes a Runner's token and disconnects it.
 func (c *Client) RevokeRunner(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodDelete, "/api/runners/"+url.PathEscape(id), nil, nil)

@@ -20,7 +20,18 @@ type Watch struct {
 // Watch follows a Session's Events after the sequence number after. A
 // socket the Hub refuses is the Hub's sentence for why, as an *Error.
 func (c *Client) Watch(ctx context.Context, id string, after int64) (*Watch, error) {
-	u := strings.Replace(c.BaseURL, "http", "ws", 1) + sessionPath(id) + fmt.Sprintf("/watch?after=%d", after)
+	return c.follow(ctx, id, "watch", after)
+}
+
+// Live follows a Session as its view in a browser does (/live: Events
+// with their Markdown rendered, the Session as it changes), after the
+// sequence number after.
+func (c *Client) Live(ctx context.Context, id string, after int64) (*Watch, error) {
+	return c.follow(ctx, id, "live", after)
+}
+
+func (c *Client) follow(ctx context.Context, id, socket string, after int64) (*Watch, error) {
+	u := strings.Replace(c.BaseURL, "http", "ws", 1) + sessionPath(id) + fmt.Sprintf("/%s?after=%d", socket, after)
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 400 {

@@ -102,6 +102,7 @@ func commands() []Command {
 		{Name: "member ls", Usage: "[--json]", Summary: "list the Hub's Members", Run: memberList},
 		{Name: "member remove", Usage: "GITHUB_LOGIN", Summary: "remove a Member: sign them out everywhere (Owner only)", Run: memberRemove},
 		{Name: "audit", Usage: "[--before SEQ] [--limit N] [--json]", Summary: "list the Hub's audit log, newest first (Owner only)", Run: auditList},
+		{Name: "loadtest", Usage: "[--runners N] [--sessions N] [--watchers N] [--prompts-per-minute N] [--duration D] [--awake-fraction F] [--burst N] [--allow-remote]", Summary: "load this Hub (on loopback) with simulated Runners, Sessions, prompts and watchers, with its Owner's token, and report prompt to first Event, Events/s, the Hub's CPU and memory per Session and every error (Owner only)", Run: loadtestCommand},
 		{Name: "audit verify", Usage: "[--json]", Summary: "check the audit log's hash chain and say where it first breaks (Owner only)", Run: auditVerify},
 
 		// Run inside a Sandbox by the Runner and the mod.

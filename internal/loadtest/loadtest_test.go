@@ -1,0 +1,210 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"kndl.dev/kndl/internal/hub"
+	"kndl.dev/kndl/internal/seal"
+	"kndl.dev/kndl/internal/store"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// hubChild, set, makes this test binary a Hub over the store it names
+// (startHub), so the Hub's CPU and memory are its process's alone.
+const hubChild = "KNDL_LOADTEST_HUB_STORE"
+
+func TestMain(m *testing.M) {
+	if src := os.Getenv(hubChild); src != "" {
+		if err := serveHub(src); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(testenv.PostgresMain(m))
+}
+
+// serveHub runs a Hub over the store at src on a loopback port, prints its
+// URL and the dev user's fresh CLI token (a Claude token stored), and
+// serves until its stdin closes.
+func serveHub(src string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	h, err := hub.New(hub.Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.DiscardHandler)}, st)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	dev, err := st.Members.DevUser(ctx)
+	if err != nil {
+		return err
+	}
+	if err := h.StoreClaudeToken(ctx, dev.ID, testkit.FakeToken); err != nil {
+		return err
+	}
+	tok, err := st.Signins.CreateCLIToken(ctx, dev.ID, "loadtest")
+	if err != nil {
+		return err
+	}
+	if path := os.Getenv("KNDL_LOAD_HUB_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	fmt.Printf("http://%s %s\n", ln.Addr(), tok)
+	return h.Serve(ctx, ln)
+}
+
+// startHub starts a Hub in a child process over src, and returns its URL,
+// the Owner's token and its process id.
+func startHub(t *testing.T, src string) (url, token string, pid int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), hubChild+"="+src)
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := testkit.StartTied(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 2 {
+		t.Fatalf("the Hub's child said %q (%v), want its URL and a token", line, err)
+	}
+	return f[0], f[1], cmd.Process.Pid
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a count", name, v)
+	}
+	return n
+}
+
+func envFloat(t *testing.T, name string, def float64) float64 {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: want a number", name, v)
+	}
+	return f
+}
+
+// TestALoadOfSimulatedRunnersLosesNothing runs kndl loadtest's load, at CI
+// size (2 Runners, 50 Sessions, 2 watchers each, 10% awake, prompts for
+// 35 s) against a Hub in a child process on SQLite, or on PostgreSQL with
+// KNDL_LOAD_STORE=postgres. Every prompt must reach its simulated Runner
+// once, in order, byte for byte, every watcher must see every Event once
+// and in order, and no error may be found. The size's knobs
+// (KNDL_LOAD_RUNNERS, _SESSIONS, _WATCHERS, _PPM, _SECONDS, _BURST) make
+// the runs of docs/performance.md ("The Hub alone"); KNDL_LOAD_P99_MS
+// asserts the latency target; KNDL_LOAD_HUB_CPUPROFILE=FILE profiles the
+// Hub.
+func TestALoadOfSimulatedRunnersLosesNothing(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "hub.db")
+	var size func(context.Context) (int64, error)
+	if os.Getenv("KNDL_LOAD_STORE") == "postgres" {
+		src = testenv.Postgres(t)
+		size = pgSize(t, src)
+	} else {
+		size = func(context.Context) (int64, error) { return SQLiteSize(src) }
+	}
+	url, token, pid := startHub(t, src)
+	o := Options{HubURL: url, Token: token, Repo: "https://github.com/acme/app.git",
+		Runners: envInt(t, "KNDL_LOAD_RUNNERS", 2), Sessions: envInt(t, "KNDL_LOAD_SESSIONS", 50), Watchers: envInt(t, "KNDL_LOAD_WATCHERS", 2),
+		PromptsPerMinute: envFloat(t, "KNDL_LOAD_PPM", 6), Duration: time.Duration(envInt(t, "KNDL_LOAD_SECONDS", 35)) * time.Second,
+		AwakeFraction: 0.1, Burst: envInt(t, "KNDL_LOAD_BURST", 0), HubPID: pid, StoreSize: size,
+		Progress: tWriter{t}, Log: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	t.Logf("load average %s\n%s", loadAverage(), b.String())
+	if len(rep.Errors) > 0 {
+		t.Errorf("got %d errors, want none", len(rep.Errors))
+	}
+	if want := o.Sessions; rep.Create.N != want {
+		t.Errorf("got %d Sessions started, want %d", rep.Create.N, want)
+	}
+	if rep.Prompts == 0 || rep.Latency.N != rep.Prompts*o.Watchers {
+		t.Errorf("got %d latency samples for %d prompts, want one per prompt and watcher", rep.Latency.N, rep.Prompts)
+	}
+	if ms := envInt(t, "KNDL_LOAD_P99_MS", 0); ms > 0 && rep.Latency.P99 >= time.Duration(ms)*time.Millisecond {
+		t.Errorf("got p99 prompt to first Event %v, want under %d ms", rep.Latency.P99, ms)
+	}
+}
+
+func pgSize(t *testing.T, src string) func(context.Context) (int64, error) {
+	cfg, err := pgx.ParseConfig(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { db.Close() })
+	return func(ctx context.Context) (int64, error) {
+		var n int64
+		err := db.QueryRowContext(ctx, "SELECT pg_database_size(current_database())").Scan(&n)
+		return n, err
+	}
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,134 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/protocol"
+)
+
+// watcher is one browser tab on a Session view: it follows /live, checks
+// each Event's seq follows the last one's (no gap, no repeat), and dials
+// again from its last Event when the socket drops, as the page does.
+type watcher struct {
+	s *sess
+
+	mu         sync.Mutex
+	last       int64
+	events     int
+	prompts    map[int]time.Time // when each prompt's Event came, by number
+	err        error
+	reconnects int
+}
+
+func (w *watcher) run(ctx context.Context, c *apiclient.Client, first bool) {
+	failing := time.Time{} // when dials began to fail
+	for ctx.Err() == nil {
+		lw, err := c.Live(ctx, w.s.id, w.lastSeq())
+		if err != nil {
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) > 30*time.Second {
+				w.fail(fmt.Errorf("Session %s: the view's socket could not be opened for 30 s: %w", w.s.id, err))
+				return
+			}
+			pause(ctx, 200*time.Millisecond)
+			continue
+		}
+		failing = time.Time{}
+		for {
+			m, err := lw.Next(ctx)
+			if err != nil {
+				lw.Close()
+				if ctx.Err() == nil {
+					w.mu.Lock()
+					w.reconnects++
+					w.mu.Unlock()
+					if s := websocket.CloseStatus(err); s != websocket.StatusTryAgainLater && s != websocket.StatusGoingAway {
+						w.s.r.log.Info("a watcher's socket dropped; dialling again", "session", w.s.id, "err", err)
+					}
+				}
+				break
+			}
+			if m.Event != nil {
+				w.take(ctx, c, m.Event, first)
+			}
+		}
+	}
+}
+
+// take checks and records one Event.
+func (w *watcher) take(ctx context.Context, c *apiclient.Client, ev *api.Event, first bool) {
+	now := time.Now()
+	w.mu.Lock()
+	if ev.Seq != w.last+1 && w.err == nil {
+		w.err = fmt.Errorf("Session %s: a watcher got Event %d after %d, want %d", w.s.id, ev.Seq, w.last, w.last+1)
+	}
+	w.last = ev.Seq
+	w.events++
+	if ev.Kind == protocol.EventPrompt {
+		if j, ok := promptNumber(ev.Text); ok {
+			if _, seen := w.prompts[j]; seen && w.err == nil {
+				w.err = fmt.Errorf("Session %s: a watcher got prompt %d twice", w.s.id, j)
+			}
+			w.prompts[j] = now
+			if want := w.s.prompt(j); ev.Text != want && w.err == nil {
+				w.err = fmt.Errorf("Session %s: a watcher got prompt %d as %d bytes, want the %d sent", w.s.id, j, len(ev.Text), len(want))
+			}
+		}
+	}
+	w.mu.Unlock()
+	if !first {
+		return
+	}
+	switch ev.Kind {
+	case protocol.EventTurnEnd:
+		w.s.ended <- struct{}{}
+	case protocol.EventQuestion:
+		go func() {
+			if err := c.Answer(ctx, w.s.id, api.Answer{QuestionID: ev.ToolID, Answers: []api.Choice{{Option: 1}}}); err != nil && ctx.Err() == nil {
+				w.s.r.fail(fmt.Errorf("Session %s: answer its question: %w", w.s.id, err))
+			}
+		}()
+	}
+}
+
+// promptNumber reads the number simrunner.Prompt puts in a prompt.
+func promptNumber(text string) (int, bool) {
+	rest, ok := strings.CutPrefix(text, "kndl-load p")
+	if !ok {
+		return 0, false
+	}
+	n, _, _ := strings.Cut(rest, " ")
+	j, err := strconv.Atoi(n)
+	return j, err == nil
+}
+
+func (w *watcher) lastSeq() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *watcher) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
