@@ -270,7 +270,7 @@ func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p 
 	if err := <-pulled; err != nil {
 		return err
 	}
-	t.step("head")
+	t.step("waiting for the head")
 	logf("started from the warm pool: Claude Code was waiting at its prompt (bound in %s)", &t)
 	return nil
 }
