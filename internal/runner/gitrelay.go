@@ -61,8 +61,16 @@ rm -f ` + runDir + `/github-token ` + runDir + `/gh-hosts.yml
 // Environment's branch prefix, and points the Sandbox's git at it. A Repo
 // not over HTTP(S) (a path on the Runner's host) is not served.
 func (r *Runner) openGit(ctx context.Context, s *session, repo string, env *protocol.Environment) error {
-	p, ok := gitrelay.RepoPath(repo)
-	if !ok {
+	if err := r.serveGit(s, repo, env); err != nil {
+		return err
+	}
+	return pointGit(ctx, r.backend, s.sandbox, repo)
+}
+
+// serveGit is openGit's part on the Runner: the git relay serves Session
+// s's Repo.
+func (r *Runner) serveGit(s *session, repo string, env *protocol.Environment) error {
+	if _, ok := gitrelay.RepoPath(repo); !ok {
 		return nil
 	}
 	var envPrefix string
@@ -76,12 +84,20 @@ func (r *Runner) openGit(ctx context.Context, s *session, repo string, env *prot
 	if err := r.git.Open(s.id, gitrelay.Session{Repo: repo, Prefix: served.Prefix, Made: served.Made}); err != nil {
 		return err
 	}
-	if err := keepGitServed(s.dir, served); err != nil {
-		return err
+	return keepGitServed(s.dir, served)
+}
+
+// pointGit is openGit's part in Sandbox id: its git goes to the git relay
+// for repo. It names no Session (git's credential helper reads the token
+// from its environment), so a warm pool Sandbox's is made as it fills.
+func pointGit(ctx context.Context, backend sandbox.Backend, id, repo string) error {
+	p, ok := gitrelay.RepoPath(repo)
+	if !ok {
+		return nil
 	}
-	relayURL := "http://" + sandbox.RelayHost + ":" + relayPort(r.backend.Host())
+	relayURL := "http://" + sandbox.RelayHost + ":" + relayPort(backend.Host())
 	u, _ := url.Parse(repo)
-	_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{
+	_, err := sandbox.Output(ctx, backend, id, sandbox.Cmd{
 		Args: []string{"sh", "-c", gitConfigScript, "git-relay", relayURL + "/git/" + strings.TrimSuffix(p, ".git"), strings.TrimSuffix(repo, ".git"),
 			relayURL, gitCredentialHelper, u.Scheme + "://" + u.Host, "http://" + gitrelay.GHHost + "/" + strings.TrimSuffix(p, ".git")},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"},

@@ -192,6 +192,7 @@ func (w *warm) fromPool(ctx context.Context, s *session, req protocol.SessionSta
 // bindPooled hands pool Sandbox e to Session s.
 func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p pooled, req protocol.SessionStart, creds protocol.SessionCredentials, logf func(string, ...any)) error {
 	r := w.r
+	t := stepTimer{last: time.Now()}
 	dir := w.poolDir(e.ID)
 	if err := os.WriteFile(filepath.Join(dir, pooledAs), []byte(s.id), 0o600); err != nil {
 		return err
@@ -216,35 +217,99 @@ func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p 
 	if err := r.judgeEgress(ctx, s, s.dir, req.Environment, true); err != nil {
 		return err
 	}
+	t.step("relay")
 	w.weigh(ctx, s.sandbox, sessionWeight)
+	t.step("weight")
 	s.ctx, s.cancel = context.WithCancel(r.life)
-	if err := r.openGit(ctx, s, req.RepoURL, req.Environment); err != nil {
+	// The Sandbox's git points at the relay since the fill (pointGit).
+	if err := r.serveGit(s, req.RepoURL, req.Environment); err != nil {
 		return err
 	}
 	firstToken := make(chan struct{})
 	s.keepToken(firstToken)
-	if _, err := s.attachPane(ctx); err != nil {
+	t.step("git relay")
+	// The Repo's head is pulled, once the git relay holds the Session's
+	// GitHub token, while the Runner attaches to Claude Code's pane and
+	// switches its model: the one needs the network, the others the pane.
+	pctx, stopPull := context.WithCancel(ctx)
+	defer stopPull()
+	pulled := make(chan error, 1)
+	go func() {
+		begun := time.Now()
+		select {
+		case <-firstToken:
+		case <-pctx.Done():
+			pulled <- pctx.Err()
+			return
+		}
+		token := time.Since(begun)
+		err := w.pullHead(pctx, s, req.RepoURL, p.token)
+		t.beside("token", token)
+		t.beside("head", time.Since(begun)-token)
+		pulled <- err
+	}()
+	_, err := s.attachPane(ctx)
+	if err != nil {
+		stopPull()
+		<-pulled // it writes in the directory unbindPooled removes
 		return err
 	}
-	select {
-	case <-firstToken:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := w.pullHead(ctx, s, req.RepoURL, p.token); err != nil {
-		return err
-	}
+	t.step("pane")
 	if req.Model != e.Model && req.Model != "" {
 		got, err := s.deliver(ctx, protocol.SessionDeliver{SessionID: s.id, Text: "/model " + req.Model, Command: true, WithinMS: 15000})
 		if err == nil && !got.Taken {
 			err = errors.New(got.Why)
 		}
 		if err != nil {
+			stopPull()
+			<-pulled
 			return fmt.Errorf("switch the model to %s: %w", req.Model, err)
 		}
+		t.step("model")
 	}
-	logf("started from the warm pool: Claude Code was waiting at its prompt")
+	if err := <-pulled; err != nil {
+		return err
+	}
+	t.step("waiting for the head")
+	logf("started from the warm pool: Claude Code was waiting at its prompt (bound in %s)", &t)
 	return nil
+}
+
+// stepTimer times a start's steps, for one line of its start log: those
+// run in turn (step) and those run beside them (beside).
+type stepTimer struct {
+	mu      sync.Mutex
+	last    time.Time
+	total   time.Duration
+	steps   []string
+	besides []string
+}
+
+// step ends the step called name, begun at the last one's end.
+func (t *stepTimer) step(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	d := now.Sub(t.last)
+	t.last, t.total = now, t.total+d
+	t.steps = append(t.steps, fmt.Sprintf("%s %d", name, d.Milliseconds()))
+}
+
+// beside records a step that took d beside the others.
+func (t *stepTimer) beside(name string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.besides = append(t.besides, fmt.Sprintf("%s %d", name, d.Milliseconds()))
+}
+
+func (t *stepTimer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	line := fmt.Sprintf("%d ms: %s", t.total.Milliseconds(), strings.Join(t.steps, ", "))
+	if len(t.besides) > 0 {
+		line += "; beside them " + strings.Join(t.besides, ", ")
+	}
+	return line
 }
 
 // pullHead brings a pool Sandbox's Workspace to the Repo's head, in the
@@ -443,6 +508,9 @@ func (w *warm) startPooled(ctx context.Context, id string, sd seed) (pooled, err
 	}
 	login, err := runStart(ctx, r.backend, s.sandbox, req.Environment, bd, append(append(append([]string(nil), bd.LoginEnv...), cacheEnv...), env...), logf)
 	if err != nil {
+		return pooled{}, err
+	}
+	if err := pointGit(ctx, r.backend, s.sandbox, req.RepoURL); err != nil {
 		return pooled{}, err
 	}
 	raw, _ := json.Marshal(login)

@@ -172,11 +172,20 @@ func BenchmarkWarmPoolStart(b *testing.B) {
 		served[rs[1].s.poolReady(served)] = true
 		b.StartTimer()
 		for _, r := range rs {
+			logged := len(r.s.logText())
 			start := time.Now()
 			v := r.s.NewSession(r.repo, fmt.Sprintf("bench %d", i))
-			r.s.WaitEvent(v.ID, testenv.WaitBuild, "the first prompt taken", kind(protocol.EventTurnStart))
-			r.took = append(r.took, time.Since(start))
+			ts := r.s.WaitEvent(v.ID, testenv.WaitBuild, "the first prompt taken", kind(protocol.EventTurnStart))
+			// Its stamp, not the poll that saw it: the poll's interval is
+			// no part of the start.
+			r.took = append(r.took, ts.At.Sub(start))
 			b.StopTimer()
+			fmt.Printf("warm-pool-start-steps %s %d: %s\n", r.label, i, startSteps(r.s.Events(v.ID), start, ts.At))
+			for _, line := range strings.Split(r.s.logText()[logged:], "\n") {
+				if strings.Contains(line, v.ID) {
+					fmt.Printf("warm-pool-start-log %s %d: %.300s\n", r.label, i, line)
+				}
+			}
 			if got := r.s.startLogSays(v.ID, fromPoolLine); got != (r.label == "pool") {
 				b.Fatalf("%s: session %d says it came from the pool: %v", r.label, i, got)
 			}
@@ -192,6 +201,23 @@ func BenchmarkWarmPoolStart(b *testing.B) {
 	ratio := float64(pm) / float64(cm)
 	b.ReportMetric(ratio, "pool/no-pool")
 	fmt.Printf("warm-pool-start pool_ms=%d no_pool_ms=%d ratio=%.3f target=0.1 host=%q\n", pm.Milliseconds(), cm.Milliseconds(), ratio, cpuModel())
+}
+
+// startSteps lists a start's Events up to its turn_start, each as its ms
+// since start, where the start's time goes.
+func startSteps(evs []protocol.Event, start, end time.Time) string {
+	var steps []string
+	for _, e := range evs {
+		if e.At.After(end) {
+			continue
+		}
+		text, _, _ := strings.Cut(e.Text, "\n")
+		if len(text) > 160 {
+			text = text[:160]
+		}
+		steps = append(steps, fmt.Sprintf("%d %s %q", e.At.Sub(start).Milliseconds(), e.Kind, text))
+	}
+	return strings.Join(steps, "; ")
 }
 
 // cpuModel is lscpu's model name of this host.
