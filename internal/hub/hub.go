@@ -137,7 +137,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	// Before the Sessions, whose Events it is told of.
 	h.notify = notify.New(notify.Options{Store: st.Notify, Sealer: box, Redactor: h.masks, Dialer: &h.cfg.Outbound,
 		PublicURL: cfg.PublicURL, Retry: cfg.NotifyRetry, Logger: cfg.Logger})
-	h.sessions = session.New(session.Options{Store: st, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
+	h.sessions = session.New(session.Options{Store: &st.Domains, Runners: h.runners, Redactor: h.masks, Sealer: box, Logger: cfg.Logger,
 		Environments: h.envs, Idle: cfg.SessionIdle, EventsMax: cfg.SessionEventsMax, Effects: effects{h},
 		MCPServers: h.prepareGateway, Metrics: h.metrics, MemberMaxAwake: cfg.MemberMaxAwake, MemberMaxSpend: cfg.MemberMaxSpend,
 		Limited: func(id, text string) { h.triggers.Tell(id, text) }})

@@ -46,9 +46,9 @@ type view struct {
 	// out holds pointers: a slot of the queue is 8 bytes, not a
 	// LiveMessage's ~200, and every view's queue is made whole when the
 	// view opens (kndl loadtest: 58 KiB of a Hub's memory per view).
-	out     chan *viewMsg
-	gone    chan struct{} // closed when the view is dropped
-	drop    sync.Once
+	out  chan *viewMsg
+	gone chan struct{} // closed when the view is dropped
+	drop sync.Once
 }
 
 // viewMsg is one message to a view: the live stream's one shape.

@@ -19,34 +19,18 @@ import (
 // store.Domains.
 var wholeStoreAllowed = append([]string{"internal/store/", "internal/daemon/", "internal/hub/hub.go"}, testOnly...)
 
-// wholeStoreNotYetNarrowed are packages still to name what they use, each
-// with the work that will: they leave this list when it lands.
-var wholeStoreNotYetNarrowed = map[string]string{
-	"internal/hub/session/": "the Session's loop (issue 36, item 1) takes its parts",
-}
-
 // TestOnlyTheWiringHoldsTheWholeStore: no package outside the store, the
 // daemons and the Hub's wiring takes a parameter, field or result of
 // type store.Store, so none reaches every query there is, nor can
 // close, back up or copy the database.
 func TestOnlyTheWiringHoldsTheWholeStore(t *testing.T) {
 	root := filepath.Join("..", "..")
-	notYet := map[string]bool{}
 	for _, rel := range goFiles(t, root) {
 		if under(rel, wholeStoreAllowed) {
 			continue
 		}
 		for _, at := range wholeStoreUses(t, filepath.Join(root, rel)) {
-			if dir := filepath.Dir(rel) + "/"; wholeStoreNotYetNarrowed[dir] != "" {
-				notYet[dir] = true
-				continue
-			}
 			t.Errorf("%s:%s takes the whole *store.Store: take the domains it uses (st.Sessions, ...) or a small interface of its own", rel, at)
-		}
-	}
-	for dir := range wholeStoreNotYetNarrowed {
-		if !notYet[dir] {
-			t.Errorf("%s takes the whole store no more: remove it from wholeStoreNotYetNarrowed", dir)
 		}
 	}
 }

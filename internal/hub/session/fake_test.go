@@ -361,7 +361,7 @@ func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Store: st, Runners: f.runners, Redactor: plain{}, Sealer: box, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil)), Faulted: f.faulted}
+	opts := Options{Store: &st.Domains, Runners: f.runners, Redactor: plain{}, Sealer: box, Logger: slog.New(slog.NewTextHandler(logTo{t}, nil)), Faulted: f.faulted}
 	fast(&opts)
 	for _, tn := range tune {
 		tn(&opts)

@@ -69,7 +69,7 @@ type Environments interface {
 
 // Options configure an Owner. Zero durations take the defaults named.
 type Options struct {
-	Store    *store.Store
+	Store    *store.Domains
 	Runners  Runners
 	Redactor Redactor
 	// Environments is nil in tests that need only the Runner's defaults.
@@ -176,7 +176,7 @@ type deps struct {
 }
 
 // stores are the parts of the store the Owner uses: its domain types,
-// not the whole store.Store.
+// not every domain of store.Domains.
 type stores struct {
 	Sessions *store.Sessions
 	Prompts  *store.Prompts
@@ -188,7 +188,7 @@ type stores struct {
 
 // storesOf picks from st what the Owner uses; none for a nil st (a test
 // of the loop alone).
-func storesOf(st *store.Store) stores {
+func storesOf(st *store.Domains) stores {
 	if st == nil {
 		return stores{}
 	}
