@@ -10,17 +10,22 @@ import (
 	"sync"
 	"testing"
 
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
 // TestRealTheModsHooksReachTheRelay: with the mod's plugins loaded, as the
-// Runner starts it, Claude Code runs each hook's client (hook.bash) from
-// the plugin's own directory, and every hook of a Bash Turn reaches the
-// relay at KNDL_URL with the Session token.
+// Runner starts it in a Sandbox whose init serves the hook door, Claude
+// Code posts each hook to the door on loopback as an http hook, with the
+// Session token from its environment in the header, and every hook of a
+// Bash Turn reaches the relay through the door with that token.
 func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 	s := newSession(t)
+	// A Session token as the relay makes them: Claude Code judges by name
+	// and value whether it may put a variable in an http hook's header.
+	s.Launch.SessionToken, _ = auth.NewToken(auth.Session)
 	var mu sync.Mutex
 	var got []string
 	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,8 +44,13 @@ func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 		io.WriteString(w, "{}")
 	}))
 	defer relay.Close()
+	door := httptest.NewServer(mod.NewDoor(relay.URL))
+	defer door.Close()
 	dir := filepath.Join(t.TempDir(), "mod")
 	if err := mod.WriteCopy(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.UseDoor(dir, door.URL); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range mod.Plugins {

@@ -124,12 +124,15 @@ func askRelay(ctx context.Context, client *http.Client, relayURL, authorization 
 	}
 }
 
+// DoorURL is the hook door as a Sandbox's Claude Code reaches it.
+var DoorURL = "http://" + DoorAddr
+
 // UseDoor rewrites the hooks of a mod copy (dir, as WriteCopy wrote it) as
-// Claude Code's http hooks to the hook door, each with the timeout its
-// command hook has: for a Claude Code in a Sandbox whose init serves the
-// door. Claude Code puts the Session token, from its own environment, in
-// the Authorization header.
-func UseDoor(dir string) error {
+// Claude Code's http hooks to the hook door at door (DoorURL in a
+// Sandbox), each with the timeout its command hook has: for a Claude Code
+// in a Sandbox whose init serves the door. Claude Code puts the Session
+// token, from its own environment, in the Authorization header.
+func UseDoor(dir, door string) error {
 	path := filepath.Join(dir, "hub-link", "hooks", "hooks.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -162,7 +165,7 @@ func UseDoor(dir string) error {
 		for _, g := range groups {
 			ng := group{Matcher: g.Matcher}
 			for _, h := range g.Hooks {
-				ng.Hooks = append(ng.Hooks, httpHook{Type: "http", URL: "http://" + DoorAddr + "/mod/hook",
+				ng.Hooks = append(ng.Hooks, httpHook{Type: "http", URL: door + "/mod/hook",
 					Headers: map[string]string{"Authorization": "Bearer ${KNDL_MOD_TOKEN}"}, AllowedEnvVars: []string{"KNDL_MOD_TOKEN"}, Timeout: h.Timeout})
 			}
 			out[event] = append(out[event], ng)

@@ -140,7 +140,7 @@ func TestUseDoorMakesEachHookAnHTTPHookToTheDoor(t *testing.T) {
 		return conf.Hooks
 	}
 	before := read()
-	if err := UseDoor(dir); err != nil {
+	if err := UseDoor(dir, DoorURL); err != nil {
 		t.Fatal(err)
 	}
 	after := read()

@@ -581,7 +581,7 @@ func freshMod(dir, name string) error {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), hookDoorFile)); err != nil {
 		return nil
 	}
-	return mod.UseDoor(filepath.Join(dir, name))
+	return mod.UseDoor(filepath.Join(dir, name), mod.DoorURL)
 }
 
 // startClaude starts the Session's tmux with a control client, then Claude
