@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -162,5 +165,37 @@ func TestUseDoorMakesEachHookAnHTTPHookToTheDoor(t *testing.T) {
 				t.Fatalf("%s: got %+v, want an http hook to the door with the token, timeout %d", event, x, g.Hooks[0].Timeout)
 			}
 		}
+	}
+}
+
+// TestTheDoorAsksAgainWhileTheRelayIsAway: a hook event that finds the
+// relay's address refusing connections (its Runner restarting) reaches the
+// relay that listens there a second later.
+func TestTheDoorAsksAgainWhileTheRelayIsAway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // away: connections are refused
+	var calls atomic.Int32
+	relay := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		io.WriteString(w, `{"back":true}`)
+	})}
+	defer relay.Close()
+	// The Runner comes back a second later; the door asks every half second.
+	back := time.AfterFunc(time.Second, func() {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("listen again on %s: %v", addr, err)
+			return
+		}
+		go relay.Serve(ln)
+	})
+	defer back.Stop()
+	status, out := doorPost(t, "http://"+addr, http.MethodPost, "/mod/hook", "Bearer kndls_tok", `{"hook_event_name":"SubagentStart"}`)
+	if status != http.StatusOK || out != `{"back":true}` || calls.Load() != 1 {
+		t.Fatalf("got %d %q after %d calls; want the relay's answer once it was back, asked once", status, out, calls.Load())
 	}
 }
