@@ -127,11 +127,17 @@ func askRelay(ctx context.Context, client *http.Client, relayURL, authorization 
 // DoorURL is the hook door as a Sandbox's Claude Code reaches it.
 var DoorURL = "http://" + DoorAddr
 
+// commandOnly are the hook events Claude Code runs no http hook for
+// (2.1.328: "HTTP hooks are not supported for SessionStart", and Setup):
+// they keep their command hook, once a start.
+var commandOnly = map[string]bool{"SessionStart": true}
+
 // UseDoor rewrites the hooks of a mod copy (dir, as WriteCopy wrote it) as
 // Claude Code's http hooks to the hook door at door (DoorURL in a
-// Sandbox), each with the timeout its command hook has: for a Claude Code
-// in a Sandbox whose init serves the door. Claude Code puts the Session
-// token, from its own environment, in the Authorization header.
+// Sandbox), each with the timeout its command hook has, but for the
+// commandOnly events: for a Claude Code in a Sandbox whose init serves the
+// door. Claude Code puts the Session token, from its own environment, in
+// the Authorization header.
 func UseDoor(dir, door string) error {
 	path := filepath.Join(dir, "hub-link", "hooks", "hooks.json")
 	raw, err := os.ReadFile(path)
@@ -139,12 +145,7 @@ func UseDoor(dir, door string) error {
 		return fmt.Errorf("mod hooks: %w", err)
 	}
 	var conf struct {
-		Hooks map[string][]struct {
-			Matcher string `json:"matcher,omitempty"`
-			Hooks   []struct {
-				Timeout int `json:"timeout"`
-			} `json:"hooks"`
-		} `json:"hooks"`
+		Hooks map[string]json.RawMessage `json:"hooks"`
 	}
 	if err := json.Unmarshal(raw, &conf); err != nil {
 		return fmt.Errorf("mod hooks: %w", err)
@@ -160,16 +161,31 @@ func UseDoor(dir, door string) error {
 		Matcher string     `json:"matcher,omitempty"`
 		Hooks   []httpHook `json:"hooks"`
 	}
-	out := map[string][]group{}
-	for event, groups := range conf.Hooks {
+	out := map[string]any{}
+	for event, raw := range conf.Hooks {
+		if commandOnly[event] {
+			out[event] = raw
+			continue
+		}
+		var groups []struct {
+			Matcher string `json:"matcher,omitempty"`
+			Hooks   []struct {
+				Timeout int `json:"timeout"`
+			} `json:"hooks"`
+		}
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			return fmt.Errorf("mod hooks: %s: %w", event, err)
+		}
+		var viaDoor []group
 		for _, g := range groups {
 			ng := group{Matcher: g.Matcher}
 			for _, h := range g.Hooks {
 				ng.Hooks = append(ng.Hooks, httpHook{Type: "http", URL: door + "/mod/hook",
 					Headers: map[string]string{"Authorization": "Bearer ${KNDL_MOD_TOKEN}"}, AllowedEnvVars: []string{"KNDL_MOD_TOKEN"}, Timeout: h.Timeout})
 			}
-			out[event] = append(out[event], ng)
+			viaDoor = append(viaDoor, ng)
 		}
+		out[event] = viaDoor
 	}
 	b, err := json.MarshalIndent(map[string]any{"hooks": out}, "", "  ")
 	if err != nil {
