@@ -11,19 +11,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
-// DoorPort is the hook door's port on a Sandbox's loopback: the mod's http
-// hooks post there (HTTPHooks), and the Sandbox's init serves it (ServeDoor).
-const DoorPort = 7379
-
-// DoorAddr is where the hook door listens inside a Sandbox. Claude Code
-// 2.1.328 sends an http hook to loopback and to public addresses only
-// ("HTTP hook blocked: … is not a public address" for the relay's
-// 10.174.0.1), so the door is what reaches the relay for it.
-var DoorAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(DoorPort))
+// DoorAddr is where the hook door listens, on a Sandbox's loopback: the
+// mod's http hooks post there (UseDoor), and the Sandbox's init serves it
+// (ServeDoor). Claude Code 2.1.328 sends an http hook to loopback and to
+// public addresses only ("HTTP hook blocked: … is not a public address" for
+// the relay's 10.174.0.1), so the door is what reaches the relay for it.
+const DoorAddr = "127.0.0.1:7379"
 
 // ServeDoor serves the hook door on ln until ctx ends, forwarding to the
 // relay at relayAddr (host:port).
@@ -125,7 +121,7 @@ func askRelay(ctx context.Context, client *http.Client, relayURL, authorization 
 }
 
 // DoorURL is the hook door as a Sandbox's Claude Code reaches it.
-var DoorURL = "http://" + DoorAddr
+const DoorURL = "http://" + DoorAddr
 
 // commandOnly are the hook events Claude Code runs no http hook for
 // (2.1.328: "HTTP hooks are not supported for SessionStart", and Setup):
