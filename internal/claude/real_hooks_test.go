@@ -7,20 +7,27 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"kndl.dev/kndl/internal/auth"
 	"kndl.dev/kndl/internal/mod"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
 // TestRealTheModsHooksReachTheRelay: with the mod's plugins loaded, as the
-// Runner starts it, Claude Code runs each hook's client (hook.bash) from
-// the plugin's own directory, and every hook of a Bash Turn reaches the
-// relay at KNDL_URL with the Session token.
+// Runner starts it in a Sandbox whose init serves the hook door, Claude
+// Code posts each hook to the door on loopback as an http hook, with the
+// Session token from its environment in the header, and every hook of a
+// Bash Turn reaches the relay through the door with that token.
 func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 	s := newSession(t)
+	// A Session token as the relay makes them: Claude Code judges by name
+	// and value whether it may put a variable in an http hook's header.
+	s.Launch.SessionToken, _ = auth.NewToken(auth.Session)
 	var mu sync.Mutex
 	var got []string
 	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,8 +46,13 @@ func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 		io.WriteString(w, "{}")
 	}))
 	defer relay.Close()
+	door := httptest.NewServer(mod.NewDoor(relay.URL))
+	defer door.Close()
 	dir := filepath.Join(t.TempDir(), "mod")
 	if err := mod.WriteCopy(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.UseDoor(dir, door.URL); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range mod.Plugins {
@@ -69,3 +81,73 @@ func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 }
 
 func fmtList(s []string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestRealThePromptStaysInItsInputUntilItsHookAnswers: Claude Code keeps a
+// prompt in its input box until its UserPromptSubmit hook has answered,
+// so a Runner that sees it there a second after Enter may be looking at a
+// prompt taken: the delivery counts the hook's arrival first
+// (internal/runner deliver.go, submitted).
+func TestRealThePromptStaysInItsInputUntilItsHookAnswers(t *testing.T) {
+	s := newSession(t)
+	s.Launch.SessionToken, _ = auth.NewToken(auth.Session)
+	arrived, answer := make(chan struct{}), make(chan struct{})
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Name string `json:"hook_event_name"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		json.Unmarshal(b, &ev)
+		if ev.Name == "UserPromptSubmit" {
+			close(arrived)
+			<-answer
+		}
+		io.WriteString(w, "{}")
+	}))
+	defer relay.Close()
+	door := httptest.NewServer(mod.NewDoor(relay.URL))
+	defer door.Close()
+	dir := filepath.Join(t.TempDir(), "mod")
+	if err := mod.WriteCopy(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.UseDoor(dir, door.URL); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range mod.Plugins {
+		s.Launch.PluginDirs = append(s.Launch.PluginDirs, filepath.Join(dir, p))
+	}
+	s.API.On(testkit.PromptContains("hold this prompt"), testkit.Text("Held."))
+	s.Start(false)
+	const prompt = "hold this prompt a while"
+	s.Send(prompt)
+	select {
+	case <-arrived:
+	case <-time.After(testenv.WaitMedium):
+		t.Fatal("UserPromptSubmit never reached the relay")
+	}
+	held := time.Now()
+	for time.Since(held) < time.Second {
+		if box := inputBox(s.Screen()); !strings.Contains(box, prompt) {
+			t.Fatalf("%v after its hook reached the relay, unanswered, the input box shows %q; want the prompt", time.Since(held), box)
+		}
+	}
+	close(answer)
+	testenv.Eventually(t, testenv.WaitMedium, "the input empties once the hook answered", func() bool {
+		return !strings.Contains(inputBox(s.Screen()), prompt)
+	})
+}
+
+// inputBox is the text between the last two rules of Claude Code's screen.
+func inputBox(screen string) string {
+	lines := strings.Split(screen, "\n")
+	var rules []int
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "────") {
+			rules = append(rules, i)
+		}
+	}
+	if len(rules) < 2 {
+		return ""
+	}
+	return strings.Join(lines[rules[len(rules)-2]+1:rules[len(rules)-1]], "\n")
+}

@@ -16,7 +16,8 @@ func portsWatch(ctx context.Context, io IO, args []string) error {
 	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
-	return ports.Watch(ctx, ports.Options{SkipExe: *skip}, ports.Every, io.Stdin, io.Stdout)
+	// The Sandbox's init is kndl's: its one listener is the mod's hook door.
+	return ports.Watch(ctx, ports.Options{SkipExe: *skip, SkipPID: 1}, ports.Every, io.Stdin, io.Stdout)
 }
 
 // portsDial carries one connection to a port in the Sandbox over stdin and

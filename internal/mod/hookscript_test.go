@@ -100,6 +100,15 @@ func TestTheHookScriptCarriesTheEventAndTheAnswer(t *testing.T) {
 // back on the same address, once it listens, and that one's answer is the
 // hook's decision: the question is not lost.
 func TestTheHookScriptAsksAgainAcrossARunnerRestart(t *testing.T) {
+	asksAgainAcrossARunnerRestart(t, func(relayURL, event string) (string, string) {
+		return hookScript(t, map[string]string{"KNDL_URL": relayURL, "KNDL_MOD_TOKEN": "kndls_tok"}, event)
+	})
+}
+
+// asksAgainAcrossARunnerRestart checks that hook, carrying event to the
+// relay at relayURL and returning what it answers Claude Code (and what it
+// said on the side), asks a question again of a Runner that comes back.
+func asksAgainAcrossARunnerRestart(t *testing.T, hook func(relayURL, event string) (answer, said string)) {
 	event := `{"hook_event_name":"PermissionRequest","tool_name":"AskUserQuestion"}`
 	held, gone := make(chan struct{}), make(chan struct{})
 	before := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +119,7 @@ func TestTheHookScriptAsksAgainAcrossARunnerRestart(t *testing.T) {
 	addr := before.Listener.Addr().String()
 	done := make(chan [2]string, 1)
 	go func() {
-		out, errOut := hookScript(t, map[string]string{"KNDL_URL": before.URL, "KNDL_MOD_TOKEN": "kndls_tok"}, event)
+		out, errOut := hook(before.URL, event)
 		done <- [2]string{out, errOut}
 	}()
 	select {
@@ -128,7 +137,7 @@ func TestTheHookScriptAsksAgainAcrossARunnerRestart(t *testing.T) {
 	var calls atomic.Int32
 	after := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		if b, _ := io.ReadAll(r.Body); string(b) != event {
+		if b, _ := io.ReadAll(r.Body); string(b) != event || r.Header.Get("Authorization") != "Bearer kndls_tok" {
 			http.Error(w, "not the event", http.StatusBadRequest)
 			return
 		}
@@ -143,7 +152,7 @@ func TestTheHookScriptAsksAgainAcrossARunnerRestart(t *testing.T) {
 		t.Fatal("the hook never asked the restarted relay")
 	}
 	if got[0] != `{"decision":"answered after the restart"}` || calls.Load() != 1 {
-		t.Fatalf("got stdout %q, stderr %q, the restarted relay asked %d times; want its answer, asked once", got[0], got[1], calls.Load())
+		t.Fatalf("got answer %q (%q), the restarted relay asked %d times; want its answer, asked once", got[0], got[1], calls.Load())
 	}
 }
 

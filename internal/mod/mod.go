@@ -2,9 +2,11 @@
 // binary (hub-link, whose hooks report what Claude Code does; and
 // hub-link-commands, slash commands), written out fresh for each start of
 // Claude Code with a third, kndl-gateway, naming the Session's MCP servers
-// behind the Hub's Gateway, and the `kndl mod hook` client those hooks run inside the
-// Sandbox, which carries each hook event to the Runner's relay. The Runner
-// and internal/cli import it.
+// behind the Hub's Gateway; the hook door (door.go) the Sandbox's init
+// serves, which carries the hooks' events to the Runner's relay; and the
+// command-hook clients (hook.bash, `kndl mod hook`) of Sandboxes an earlier
+// Runner booted. The Runner, internal/cli and the oci backend's init import
+// it.
 package mod
 
 import (
@@ -92,7 +94,7 @@ const MaxHookBytes = 1 << 20
 const hookRetryFor = 10 * time.Second
 
 // Hook is `kndl mod hook`, the hook client of a Claude Code an earlier
-// Runner started (hook.bash, today's, costs far less CPU: BenchmarkHookCPU): it carries
+// Runner started (hook.bash and the door cost far less CPU: BenchmarkHookCPU): it carries
 // one hook event (JSON on in) to the relay at $KNDL_URL with
 // the Session token, and writes the Hub's answer to out, where Claude Code
 // reads a hook's decision. While the relay is unreachable (its Runner

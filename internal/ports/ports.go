@@ -43,6 +43,10 @@ type Options struct {
 	// this directory: Claude Code's own, whose only listener is its login
 	// callback.
 	SkipExe string
+	// SkipPID, if not 0, leaves out ports held by that process: the
+	// Sandbox's init (1), kndl's own, whose only listener is the mod's
+	// hook door.
+	SkipPID int
 }
 
 func (o Options) proc() string {
@@ -172,7 +176,7 @@ func describe(o Options, socks []socket, known map[string]owner) []protocol.Port
 	skip := map[int]bool{}
 	for _, s := range socks {
 		who := found[s.inode]
-		if o.SkipExe != "" && who.exe != "" && strings.HasPrefix(who.exe, strings.TrimSuffix(o.SkipExe, "/")+"/") {
+		if o.SkipExe != "" && who.exe != "" && strings.HasPrefix(who.exe, strings.TrimSuffix(o.SkipExe, "/")+"/") || o.SkipPID != 0 && who.pid == o.SkipPID {
 			skip[s.port] = true
 			continue
 		}

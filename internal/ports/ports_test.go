@@ -91,6 +91,10 @@ func TestListNamesEachPortOnceWithItsAddressesAndHolder(t *testing.T) {
 	if find(list, port) != nil {
 		t.Fatalf("port %d held by a skipped executable is listed", port)
 	}
+	list, _ = List(Options{SkipPID: os.Getpid()})
+	if find(list, port) != nil {
+		t.Fatalf("port %d held by the skipped process is listed", port)
+	}
 }
 
 type lines struct {

@@ -173,10 +173,8 @@ func notTaken(ctx context.Context, out *protocol.SessionDelivered, why error) er
 // again if the input still shows it, and returns nil once Claude Code took
 // it, or why this try failed.
 func (s *session) try(ctx context.Context, w *onItsWay, command, again bool) error {
-	select {
-	case <-w.took: // told of while the last try gave up
+	if tookNow(w) { // told of while the last try gave up
 		return nil
-	default:
 	}
 	box, _ := inputBox(s.screen(ctx))
 	if !(again && holds(box, "", w.text)) {
@@ -237,10 +235,8 @@ func (s *session) submitted(ctx context.Context, w *onItsWay, command bool) erro
 	confirmed := false
 	var emptied time.Time
 	for {
-		select {
-		case <-w.took:
+		if tookNow(w) {
 			return nil
-		default:
 		}
 		box, hints := inputBox(s.screen(ctx))
 		if !blank(box) {
@@ -263,7 +259,10 @@ func (s *session) submitted(ctx context.Context, w *onItsWay, command bool) erro
 			if err := s.keys(ctx, "Enter"); err != nil {
 				return err
 			}
-		case time.Since(entered) >= resend && holds(box, "", w.text):
+		case time.Since(entered) >= resend && holds(box, "", w.text) && !tookNow(w):
+			// Claude Code keeps the prompt in its input until its
+			// UserPromptSubmit hook has answered: one that reached the
+			// Runner while the screen was read took the prompt.
 			s.log.Info(msgTypeAgain, "session", s.id, "why", "the prompt was still in Claude Code's input "+resend.String()+" after Enter")
 			entered, emptied, resend = time.Now(), time.Time{}, min(2*resend, resendMax)
 			if err := s.keys(ctx, "Enter"); err != nil {
@@ -277,6 +276,16 @@ func (s *session) submitted(ctx context.Context, w *onItsWay, command bool) erro
 		if err := pause(ctx, pollEvery); err != nil {
 			return err
 		}
+	}
+}
+
+// tookNow reports whether Claude Code took w by now.
+func tookNow(w *onItsWay) bool {
+	select {
+	case <-w.took:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -518,6 +518,9 @@ func (r *Runner) ensureSandbox(ctx context.Context, s *session, bd build.Build, 
 	if err := r.backend.Start(ctx, s.sandbox); err != nil {
 		return false, fmt.Errorf("start the Sandbox: %w", err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, hookDoorFile), nil, 0o600); err != nil {
+		return false, err
+	}
 	if err := r.judgeEgress(ctx, s, dir, env, true); err != nil {
 		return false, err
 	}
@@ -557,14 +560,28 @@ func stale(dir, made string, wantsDeps bool) bool {
 	return was != made
 }
 
-// freshMod writes a new copy of the mod and removes older ones: the Claude
-// Code that used them has exited by now.
+// hookDoorFile, in a Session's directory, says that its Sandbox was last
+// booted by a Runner whose Sandboxes' init serves the mod's hook door
+// (mod.DoorAddr). A Sandbox an earlier Runner booted, still running, has
+// none: a Claude Code started there keeps the command hooks.
+const hookDoorFile = "hookdoor"
+
+// freshMod writes a new copy of the mod into dir (a Session's mod
+// directory) and removes older ones: the Claude Code that used them has
+// exited by now. Its hooks post to the hook door where the Sandbox's init
+// serves one.
 func freshMod(dir, name string) error {
 	old, _ := os.ReadDir(dir)
 	for _, e := range old {
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
-	return mod.WriteCopy(filepath.Join(dir, name))
+	if err := mod.WriteCopy(filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), hookDoorFile)); err != nil {
+		return nil
+	}
+	return mod.UseDoor(filepath.Join(dir, name), mod.DoorURL)
 }
 
 // startClaude starts the Session's tmux with a control client, then Claude

@@ -45,6 +45,11 @@ type fakePane struct {
 	slowFor    time.Duration
 	firstEnter time.Time
 	enters     int
+	// hookAfter, if set, is when after Enter the UserPromptSubmit hook
+	// reaches the Runner, Claude Code keeping the prompt in its input until
+	// the hook's answer is back, answerTakes later.
+	hookAfter, answerTakes time.Duration
+	hooked                 time.Time
 }
 
 // editorGap is how long Claude Code shows the input between two runs of
@@ -115,6 +120,16 @@ func (p *fakePane) run(cmd string) string {
 	if p.slowFor > 0 && !p.firstEnter.IsZero() && time.Since(p.firstEnter) >= p.slowFor && p.input != "" {
 		p.submit() // the first Enter, reached at last
 	}
+	if p.hookAfter > 0 && !p.firstEnter.IsZero() {
+		if p.hooked.IsZero() && time.Since(p.firstEnter) >= p.hookAfter {
+			p.hooked = time.Now()
+			p.took(p.input) // reaches the Runner as it reads the screen
+		}
+		if !p.hooked.IsZero() && time.Since(p.hooked) >= p.answerTakes && p.input != "" {
+			p.submitted = append(p.submitted, p.input)
+			p.input = ""
+		}
+	}
 	switch {
 	case strings.HasPrefix(cmd, "capture-pane") && running:
 		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
@@ -144,7 +159,7 @@ func (p *fakePane) run(cmd string) string {
 			p.lose--
 			return ""
 		}
-		if p.slowFor == 0 {
+		if p.slowFor == 0 && p.hookAfter == 0 {
 			p.submit()
 		}
 	}
@@ -208,6 +223,27 @@ func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 		p.mu.Unlock()
 		if enters != 3 || len(submitted) != 1 {
 			t.Fatalf("Enter pressed %d times, submitted %q; want 3 presses (at 0, 1 and 3 s) and the prompt once", enters, submitted)
+		}
+	})
+}
+
+// TestTheFirstPromptIsEnteredOnceWhenItsHookComesAsTheScreenIsRead:
+// Claude Code keeps the prompt in its input until its UserPromptSubmit
+// hook has answered. A hook that reaches the Runner while it reads the
+// screen, a second after Enter, took the prompt: the screen read just
+// before still showing it is no lost Enter, and Enter is pressed once.
+func TestTheFirstPromptIsEnteredOnceWhenItsHookComesAsTheScreenIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{hookAfter: resendAfter, answerTakes: 50 * time.Millisecond}
+		_, s := fakeSession(t, p)
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 1 {
+			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.enters != 1 || p.typed != 1 {
+			t.Fatalf("Enter pressed %d times, the prompt typed %d; want once each", p.enters, p.typed)
 		}
 	})
 }

@@ -40,6 +40,9 @@ var rootContextExceptions = map[string]string{
 	// A confined task is a process of its own, the whole of its life:
 	// the Runner's deadline kills it from outside; this one bounds git.
 	"internal/runner/changes.go runChangesTask": "a confined task's process is its root",
+	// A Sandbox's PID 1 is a process of its own; its hook door lives
+	// until the Sandbox stops.
+	"internal/sandbox/oci/helper.go runInit": "a Sandbox's init is its root",
 }
 
 // TestNoRootContextOutsideMainDaemonsAndTests: work outside main, the

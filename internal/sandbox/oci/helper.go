@@ -1,15 +1,22 @@
 package oci
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"kndl.dev/kndl/internal/mod"
 )
+
+// initHookDoor is init's flag naming the relay the hook door forwards to.
+const initHookDoor = "--hook-door"
 
 // helperArg is the hidden first argument that turns the kndl binary (or a
 // test binary) into one of the backend's helpers. cmd/kndl must call
@@ -18,8 +25,9 @@ const helperArg = "__kndl-oci"
 
 // The helpers.
 const (
-	// helperInit is PID 1 in every Sandbox: it reaps orphans and keeps the
-	// Sandbox up until it is told to stop.
+	// helperInit is PID 1 in every Sandbox: it reaps orphans, serves the
+	// mod's hook door on the Sandbox's loopback, and keeps the Sandbox up
+	// until it is told to stop.
 	helperInit = "init"
 	// helperUserns sits in a fresh user namespace until its stdin closes,
 	// so its namespace can be used to idmap the root filesystem's layers.
@@ -42,7 +50,7 @@ func RunHelper(args []string) (code int, ok bool) {
 	}
 	switch args[2] {
 	case helperInit:
-		return runInit(), true
+		return runInit(args[3:]), true
 	case helperUserns:
 		// Block until the backend has opened our namespace and closes stdin.
 		io.Copy(io.Discard, os.Stdin)
@@ -56,8 +64,20 @@ func RunHelper(args []string) (code int, ok bool) {
 
 // runInit is a Sandbox's PID 1. Orphans are re-parented to it, so it reaps
 // them; SIGTERM ends it, and with it every process of the Sandbox. It
-// ignores the signals a terminal sends.
-func runInit() int {
+// ignores the signals a terminal sends. With args `--hook-door RELAY` it
+// serves the mod's hook door (mod.ServeDoor) to the relay at RELAY
+// (host:port), listening before anything else runs in the Sandbox: the
+// process that is there from the Sandbox's boot to its stop, and through a
+// Runner's restart, costs no process start per hook event and no process
+// of its own.
+func runInit(args []string) int {
+	if len(args) == 2 && args[0] == initHookDoor {
+		if ln, err := net.Listen("tcp", mod.DoorAddr); err != nil {
+			fmt.Fprintf(os.Stderr, "kndl init: the hook door: %v\n", err)
+		} else {
+			go mod.ServeDoor(context.Background(), ln, args[1]) // until the Sandbox stops
+		}
+	}
 	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM)

@@ -256,7 +256,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 
 	spec := &specs.Spec{
 		Version:  ociVersion,
-		Process:  sandboxProcess([]string{initPath, helperArg, helperInit}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
+		Process:  sandboxProcess([]string{initPath, helperArg, helperInit, initHookDoor, b.relay.String()}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
 		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
 		Hostname: hostname,
 		Mounts:   mounts,

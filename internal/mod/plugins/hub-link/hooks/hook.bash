@@ -1,4 +1,5 @@
-# kndl's hook client, run by bash for each of the mod's hooks (hooks.json):
+# kndl's hook client, run by bash for each of the mod's hooks (hooks.json)
+# where the Sandbox's init serves no hook door (booted by an earlier Runner):
 # it carries one hook event (JSON on stdin) to the Runner's relay at
 # $KNDL_URL with the Session token, and writes the relay's answer on
 # stdout, where Claude Code reads the hook's decision. A bash script, not
