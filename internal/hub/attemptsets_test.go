@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -230,4 +232,59 @@ func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
 		s, _ := f.store.Sessions.SessionByID(ctx, kept)
 		return awake() == 1 && s.State == store.Active
 	})
+}
+
+// TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded: the
+// Creator's webhook gets attempts_ready once every attempt's first Turn
+// and its check ended, saying how many passed and linking the set's page;
+// a later Turn and check tell it no second time.
+func TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded(t *testing.T) {
+	f := newAttemptsFixture(t, loopbackHooks(time.Second))
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ids := []string{set.Attempts[0].Session.ID, set.Attempts[1].Session.ID}
+	f.mu.Lock()
+	f.checks[ids[0]] = protocol.SessionCheckResult{ExitCode: 1, Output: "FAIL"}
+	f.checks[ids[1]] = protocol.SessionCheckResult{ExitCode: 0, Output: "ok"}
+	f.mu.Unlock()
+	f.endTurn(t, ids[0])
+	f.endTurn(t, ids[1])
+	var ready []notify.Event
+	for len(ready) == 0 {
+		if p := ep.next(t); p.kind == notify.AttemptsReady {
+			var ev notify.Event
+			json.Unmarshal(p.body, &ev)
+			ready = append(ready, ev)
+		}
+	}
+	if ev := ready[0]; !strings.Contains(ev.Text, "2 attempts") || !strings.Contains(ev.Text, "1 passed") ||
+		!strings.HasSuffix(ev.Text, "/attempts/"+set.ID) || ev.Session.ID != ids[0] {
+		t.Errorf("got %+v, want the set's 2 attempts, 1 passed, its page, about its first attempt", ev)
+	}
+	// A second Turn of the first attempt, and its check.
+	ctx := context.Background()
+	for _, kind := range []string{protocol.EventTurnStart, protocol.EventTurnEnd} {
+		if err := f.hub.sessions.Record(ctx, ids[0], protocol.Event{Kind: kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the second Turn's check kept", func() bool {
+		got, _ := f.store.Attempts.TurnChecks(ctx, ids[0])
+		return len(got) == 2
+	})
+	for done := time.After(500 * time.Millisecond); ; {
+		select {
+		case p := <-ep.got:
+			if p.kind == notify.AttemptsReady {
+				t.Fatalf("got attempts_ready a second time: %s", p.body)
+			}
+			continue
+		case <-done:
+		}
+		break
+	}
 }
