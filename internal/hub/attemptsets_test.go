@@ -288,3 +288,37 @@ func TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded(t *testing.T) {
 		break
 	}
 }
+
+// TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent: the set's
+// answer and its usage route give each attempt's spend and the sum.
+func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	for i, a := range set.Attempts {
+		r := store.Reply{Message: "m" + a.Session.ID, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: int64(1000 * (i + 1)), Output: 10}}
+		if err := f.store.Usage.CountReplies(ctx, a.Session.ID, []store.Reply{r}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID+"/usage", "")
+	var u api.AttemptSetUsage
+	if err := json.Unmarshal([]byte(body), &u); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/attempts/%s/usage: got %d %s", set.ID, code, body)
+	}
+	if len(u.Attempts) != 2 || u.Attempts[0].Input != 1000 || u.Attempts[1].Input != 2000 || u.Attempts[1].Place != 2 ||
+		u.Input != 3000 || u.EstimatedUSD <= u.Attempts[1].EstimatedUSD {
+		t.Errorf("got %+v, want attempts of 1000 and 2000 input tokens, 3000 in all", u)
+	}
+	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID, "")
+	var got api.AttemptSet
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/attempts/%s: got %d %s", set.ID, code, body)
+	}
+	if got.Spent.Input != 3000 || got.Spent.EstimatedUSD != u.EstimatedUSD || got.Attempts[0].Session.Spent == nil {
+		t.Errorf("got the set's spend %+v and an attempt's %+v, want 3000 input tokens in all, %v, and each attempt's", got.Spent, got.Attempts[0].Session.Spent, u.EstimatedUSD)
+	}
+}
