@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/protocol"
@@ -320,5 +321,40 @@ func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
 	}
 	if got.Spent.Input != 3000 || got.Spent.EstimatedUSD != u.EstimatedUSD || got.Attempts[0].Session.Spent == nil {
 		t.Errorf("got the set's spend %+v and an attempt's %+v, want 3000 input tokens in all, %v, and each attempt's", got.Spent, got.Attempts[0].Session.Spent, u.EstimatedUSD)
+	}
+}
+
+// TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom: GET
+// /api/sessions/{id} (kndl show --json) names the set an attempt is of
+// and the parent and Turn a fork was copied at; neither for a Session of
+// none.
+func TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	parent, err := f.store.Sessions.SessionByID(ctx, set.Attempts[0].Session.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := f.store.Sessions.CreateFork(ctx, parent, uuid.NewString(), "a fork", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := func(id string) api.SessionView {
+		code, body := f.call(t, http.MethodGet, "/api/sessions/"+id, "")
+		var v api.SessionView
+		if err := json.Unmarshal([]byte(body), &v); code != http.StatusOK || err != nil {
+			t.Fatalf("GET /api/sessions/%s: got %d %s", id, code, body)
+		}
+		return v
+	}
+	if v := view(parent.ID); v.AttemptSet != set.ID || v.ForkOf != nil {
+		t.Errorf("the attempt: got set %q, fork of %+v; want set %s and no fork", v.AttemptSet, v.ForkOf, set.ID)
+	}
+	if v := view(fork.ID); v.AttemptSet != "" || v.ForkOf == nil || v.ForkOf.ParentID != parent.ID || v.ForkOf.Turn != 3 {
+		t.Errorf("the fork: got set %q, fork of %+v; want no set, a fork of %s at Turn 3", v.AttemptSet, v.ForkOf, parent.ID)
 	}
 }
