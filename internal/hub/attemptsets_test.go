@@ -358,3 +358,33 @@ func TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom(t *testing.T) {
 		t.Errorf("the fork: got set %q, fork of %+v; want no set, a fork of %s at Turn 3", v.AttemptSet, v.ForkOf, parent.ID)
 	}
 }
+
+// TestAnAttemptThatFailedHoldsItsSetBackNoLonger: with one attempt's
+// first Turn and check ended and the other failed for good (its Runner
+// removed) before any, the set is ready and its Creator told once.
+func TestAnAttemptThatFailedHoldsItsSetBackNoLonger(t *testing.T) {
+	f := newAttemptsFixture(t, loopbackHooks(time.Second))
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	f.endTurn(t, set.Attempts[0].Session.ID)
+	f.hub.sessions.RunnerRemoved(context.Background(), f.runner.ID, "its Runner was removed")
+	var ready []string
+	for done := time.After(2 * time.Second); ; {
+		select {
+		case p := <-ep.got:
+			if p.kind == notify.AttemptsReady {
+				ready = append(ready, string(p.body))
+			}
+			continue
+		case <-done:
+		}
+		break
+	}
+	if len(ready) != 1 || !strings.Contains(ready[0], "/attempts/"+set.ID) {
+		t.Fatalf("got attempts_ready %q, want it once for the set", ready)
+	}
+}

@@ -18,7 +18,8 @@ import (
 type effects struct{ h *Hub }
 
 // Stopped: a Session no longer runs. Its Creator's webhooks are told if it
-// failed for good (not a start the Hub retries). Its redaction set goes, to
+// failed for good (not a start the Hub retries), and its attempt set may
+// be ready now. Its redaction set goes, to
 // be made afresh at its next start without the values replaced meanwhile,
 // with the masks the store kept for it; its Sandbox token, of no more use,
 // is revoked at GitHub.
@@ -27,6 +28,7 @@ func (e effects) Stopped(sessionID string) {
 	ctx := h.life.Context()
 	if s, err := h.store.Sessions.SessionByID(ctx, sessionID); err == nil && s.State == session.Failed && !s.Transient {
 		h.notify.Session(ctx, s, notify.SessionFailed, s.StateDetail)
+		h.checks.Stopped(sessionID)
 	}
 	if err := h.masks.Drop(ctx, sessionID); err != nil {
 		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
@@ -104,7 +106,7 @@ func (e effects) attemptsReady(ctx context.Context, setID string) {
 		}
 	}
 	if err == nil {
-		text := fmt.Sprintf("The %d attempts of %q ended their first Turns; %d passed the check. Ranked: %s/attempts/%s",
+		text := fmt.Sprintf("The %d attempts of %q are ready (each ended its first Turn and check, or failed): %d passed the check. Ranked: %s/attempts/%s",
 			len(set.Sessions), set.Title, passed, strings.TrimSuffix(h.cfg.PublicURL, "/"), set.ID)
 		err = h.notify.Members(ctx, first, []string{set.CreatorID}, notify.AttemptsReady, text)
 	}

@@ -134,6 +134,17 @@ func (c *Checks) run(ctx context.Context, sessionID string) error {
 	return c.ready(ctx, sessionID)
 }
 
+// Stopped is told Session sessionID stopped for good (failed, not to be
+// retried): an attempt that did, with or without a first Turn, holds its
+// set back no longer, and may have been the last it waited for.
+func (c *Checks) Stopped(sessionID string) {
+	c.life.Go(func(ctx context.Context) {
+		if err := c.ready(ctx, sessionID); err != nil && !errors.Is(err, errdefs.ErrNotFound) && ctx.Err() == nil {
+			c.opts.Logger.Error("an attempt stopped", "session", sessionID, "err", err)
+		}
+	})
+}
+
 // ready marks the attempt ready after a Turn and its check ended, and
 // tells Ready if that made its set ready.
 func (c *Checks) ready(ctx context.Context, sessionID string) error {
