@@ -113,6 +113,11 @@ type SessionView struct {
 	Branches []Branch `json:"branches,omitempty"`
 	// Usage is what it spent, with an estimated cost.
 	Usage Spent `json:"usage"`
+	// AttemptSet is the attempt set it is an attempt of (GET
+	// /api/attempts/{id}), ForkOf what it was forked from; each left out
+	// for none. Its own forks are GET /api/sessions/{id}/forks.
+	AttemptSet string `json:"attempt_set,omitempty"`
+	ForkOf     *Fork  `json:"fork_of,omitempty"`
 }
 
 // Branch is a branch a Session pushed to its Repo.

@@ -25,6 +25,9 @@ type AttemptSet struct {
 	// version, "" when it names none: then nothing ranks by a check.
 	Check    string    `json:"check"`
 	Attempts []Attempt `json:"attempts"`
+	// Spent is what all its attempts spent; each attempt's is its
+	// Session's Spent (left out while nothing).
+	Spent Spent `json:"spent"`
 }
 
 // KeepAttempt is the body of POST /api/attempts/{id}/keep: the attempt

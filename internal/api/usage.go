@@ -69,6 +69,21 @@ type TurnSpent struct {
 	Spent
 }
 
+// AttemptSetUsage is what an attempt set spent (GET
+// /api/attempts/{id}/usage): in all, and by attempt in their places'
+// order.
+type AttemptSetUsage struct {
+	Spent
+	Attempts []AttemptSpent `json:"attempts"`
+}
+
+// AttemptSpent is what one attempt of a set spent.
+type AttemptSpent struct {
+	Place     int    `json:"place"`
+	SessionID string `json:"session_id"`
+	Spent
+}
+
 // UsageReport is what Sessions spent, by day (UTC), Member and Repo (GET
 // /api/usage?days=N): a Member's own Sessions, or with ?all=1 the Owner's
 // view of everyone's.

@@ -66,6 +66,7 @@ func attemptsShow(ctx context.Context, io IO, args []string) error {
 	if err := table(io, "RANK\tATTEMPT\tSESSION\tSTATE\tCHECK\tDIFF\tCOST (EST.)", rows); err != nil {
 		return err
 	}
+	fmt.Fprintf(io.Stdout, "Spent in all: %s.\n", set.Spent.Estimate())
 	fmt.Fprintf(io.Stdout, "Each attempt's transcript: kndl show SESSION; its changes: kndl diff SESSION.\n")
 	return nil
 }

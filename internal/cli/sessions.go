@@ -262,6 +262,12 @@ func printSession(w io.Writer, v api.SessionView) {
 		fmt.Fprintf(w, "  git:        %s\n", g)
 	}
 	fmt.Fprintf(w, "  keep awake: %s\n  model:      %s %s\n  created:    %s\n", keep, or(s.Model, "default"), s.Effort, s.CreatedAt.Format(time.RFC3339))
+	if f := v.ForkOf; f != nil {
+		fmt.Fprintf(w, "  fork of:    %s at the end of Turn %d\n", f.ParentID, f.Turn)
+	}
+	if v.AttemptSet != "" {
+		fmt.Fprintf(w, "  attempt of: set %s (kndl attempts %s ranks it)\n", v.AttemptSet, v.AttemptSet)
+	}
 	fmt.Fprintf(w, "  spent:      %s\n", v.Usage.Summary())
 	for _, m := range v.Usage.Models {
 		fmt.Fprintf(w, "              %s: %s\n", m.Model, api.Spent{Tokens: m.Tokens, EstimatedUSD: m.EstimatedUSD}.Summary())

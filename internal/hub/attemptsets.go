@@ -188,7 +188,8 @@ func (h attemptsAPI) attemptsPage(w http.ResponseWriter, r *http.Request, p Prin
 		IsCreator                bool
 		Attempts                 []api.Attempt
 		Rows                     []row
-	}{out.ID, out.Title, out.Check, out.RepoID, set.CreatorID == p.User.ID, out.Attempts, rows})
+		Spent                    string
+	}{out.ID, out.Title, out.Check, out.RepoID, set.CreatorID == p.User.ID, out.Attempts, rows, out.Spent.Estimate()})
 }
 
 // ranked is the set as a person sees it, its attempts best first. An
@@ -238,6 +239,11 @@ func (h attemptsAPI) ranked(ctx context.Context, p Principal, set store.AttemptS
 		}
 	}
 	attempts.Rank(rank)
+	u, err := h.setUsage(ctx, set)
+	out.Spent = u.Spent
+	if err != nil {
+		return out, err
+	}
 	byID := map[string]api.Attempt{}
 	for _, a := range out.Attempts {
 		byID[a.Session.ID] = a
@@ -252,4 +258,38 @@ func (h attemptsAPI) ranked(ctx context.Context, p Principal, set store.AttemptS
 func apiTurnCheck(c store.TurnCheck) api.TurnCheck {
 	return api.TurnCheck{Turn: c.Turn, Passed: c.Passed(), ExitCode: c.ExitCode, DurationMS: c.Duration.Milliseconds(), TimedOut: c.TimedOut,
 		Output: c.Output, Error: c.Error, At: c.At}
+}
+
+// setUsage is what the set's attempts spent, in all and each.
+func (h attemptsAPI) setUsage(ctx context.Context, set store.AttemptSet) (api.AttemptSetUsage, error) {
+	out := api.AttemptSetUsage{Attempts: []api.AttemptSpent{}}
+	by, err := h.store.Usage.SessionsUsage(ctx, set.Sessions)
+	var all []store.Usage
+	for i, id := range set.Sessions {
+		all = append(all, by[id]...)
+		out.Attempts = append(out.Attempts, api.AttemptSpent{Place: i + 1, SessionID: id, Spent: spentOf(by[id])})
+	}
+	out.Spent = spentOf(all)
+	return out, err
+}
+
+// attemptsUsage answers GET /api/attempts/{id}/usage to whoever may see
+// the set's Sessions; to anyone else, as a set that does not exist.
+func (h attemptsAPI) attemptsUsage(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	set, err := h.store.Attempts.AttemptSetByID(ctx, r.PathValue("id"))
+	for _, id := range set.Sessions {
+		if err == nil {
+			_, err = h.guard.sessionFor(ctx, p, id)
+		}
+	}
+	var out api.AttemptSetUsage
+	if err == nil {
+		out, err = h.setUsage(ctx, set)
+	}
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }

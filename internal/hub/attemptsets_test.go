@@ -7,8 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
@@ -230,4 +233,158 @@ func TestKeepingAnAttemptSleepsTheOthers(t *testing.T) {
 		s, _ := f.store.Sessions.SessionByID(ctx, kept)
 		return awake() == 1 && s.State == store.Active
 	})
+}
+
+// TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded: the
+// Creator's webhook gets attempts_ready once every attempt's first Turn
+// and its check ended, saying how many passed and linking the set's page;
+// a later Turn and check tell it no second time.
+func TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded(t *testing.T) {
+	f := newAttemptsFixture(t, loopbackHooks(time.Second))
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ids := []string{set.Attempts[0].Session.ID, set.Attempts[1].Session.ID}
+	f.mu.Lock()
+	f.checks[ids[0]] = protocol.SessionCheckResult{ExitCode: 1, Output: "FAIL"}
+	f.checks[ids[1]] = protocol.SessionCheckResult{ExitCode: 0, Output: "ok"}
+	f.mu.Unlock()
+	f.endTurn(t, ids[0])
+	f.endTurn(t, ids[1])
+	var ready []notify.Event
+	for len(ready) == 0 {
+		if p := ep.next(t); p.kind == notify.AttemptsReady {
+			var ev notify.Event
+			json.Unmarshal(p.body, &ev)
+			ready = append(ready, ev)
+		}
+	}
+	if ev := ready[0]; !strings.Contains(ev.Text, "2 attempts") || !strings.Contains(ev.Text, "1 passed") ||
+		!strings.HasSuffix(ev.Text, "/attempts/"+set.ID) || ev.Session.ID != ids[0] {
+		t.Errorf("got %+v, want the set's 2 attempts, 1 passed, its page, about its first attempt", ev)
+	}
+	// A second Turn of the first attempt, and its check.
+	ctx := context.Background()
+	for _, kind := range []string{protocol.EventTurnStart, protocol.EventTurnEnd} {
+		if err := f.hub.sessions.Record(ctx, ids[0], protocol.Event{Kind: kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, testenv.WaitShort, "the second Turn's check kept", func() bool {
+		got, _ := f.store.Attempts.TurnChecks(ctx, ids[0])
+		return len(got) == 2
+	})
+	for done := time.After(500 * time.Millisecond); ; {
+		select {
+		case p := <-ep.got:
+			if p.kind == notify.AttemptsReady {
+				t.Fatalf("got attempts_ready a second time: %s", p.body)
+			}
+			continue
+		case <-done:
+		}
+		break
+	}
+}
+
+// TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent: the set's
+// answer and its usage route give each attempt's spend and the sum.
+func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	for i, a := range set.Attempts {
+		r := store.Reply{Message: "m" + a.Session.ID, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: int64(1000 * (i + 1)), Output: 10}}
+		if err := f.store.Usage.CountReplies(ctx, a.Session.ID, []store.Reply{r}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID+"/usage", "")
+	var u api.AttemptSetUsage
+	if err := json.Unmarshal([]byte(body), &u); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/attempts/%s/usage: got %d %s", set.ID, code, body)
+	}
+	if len(u.Attempts) != 2 || u.Attempts[0].Input != 1000 || u.Attempts[1].Input != 2000 || u.Attempts[1].Place != 2 ||
+		u.Input != 3000 || u.EstimatedUSD <= u.Attempts[1].EstimatedUSD {
+		t.Errorf("got %+v, want attempts of 1000 and 2000 input tokens, 3000 in all", u)
+	}
+	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID, "")
+	var got api.AttemptSet
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/attempts/%s: got %d %s", set.ID, code, body)
+	}
+	if got.Spent.Input != 3000 || got.Spent.EstimatedUSD != u.EstimatedUSD || got.Attempts[0].Session.Spent == nil {
+		t.Errorf("got the set's spend %+v and an attempt's %+v, want 3000 input tokens in all, %v, and each attempt's", got.Spent, got.Attempts[0].Session.Spent, u.EstimatedUSD)
+	}
+}
+
+// TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom: GET
+// /api/sessions/{id} (kndl show --json) names the set an attempt is of
+// and the parent and Turn a fork was copied at; neither for a Session of
+// none.
+func TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom(t *testing.T) {
+	f := newAttemptsFixture(t)
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	ctx := context.Background()
+	parent, err := f.store.Sessions.SessionByID(ctx, set.Attempts[0].Session.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := f.store.Sessions.CreateFork(ctx, parent, uuid.NewString(), "a fork", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := func(id string) api.SessionView {
+		code, body := f.call(t, http.MethodGet, "/api/sessions/"+id, "")
+		var v api.SessionView
+		if err := json.Unmarshal([]byte(body), &v); code != http.StatusOK || err != nil {
+			t.Fatalf("GET /api/sessions/%s: got %d %s", id, code, body)
+		}
+		return v
+	}
+	if v := view(parent.ID); v.AttemptSet != set.ID || v.ForkOf != nil {
+		t.Errorf("the attempt: got set %q, fork of %+v; want set %s and no fork", v.AttemptSet, v.ForkOf, set.ID)
+	}
+	if v := view(fork.ID); v.AttemptSet != "" || v.ForkOf == nil || v.ForkOf.ParentID != parent.ID || v.ForkOf.Turn != 3 {
+		t.Errorf("the fork: got set %q, fork of %+v; want no set, a fork of %s at Turn 3", v.AttemptSet, v.ForkOf, parent.ID)
+	}
+}
+
+// TestAnAttemptThatFailedHoldsItsSetBackNoLonger: with one attempt's
+// first Turn and check ended and the other failed for good (its Runner
+// removed) before any, the set is ready and its Creator told once.
+func TestAnAttemptThatFailedHoldsItsSetBackNoLonger(t *testing.T) {
+	f := newAttemptsFixture(t, loopbackHooks(time.Second))
+	ep := newEndpoint(t, nil)
+	f.addWebhook(t, f.cli, ep.URL, "json")
+	code, set, body := f.start(t, "2")
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	f.endTurn(t, set.Attempts[0].Session.ID)
+	f.hub.sessions.RunnerRemoved(context.Background(), f.runner.ID, "its Runner was removed")
+	var ready []string
+	for done := time.After(2 * time.Second); ; {
+		select {
+		case p := <-ep.got:
+			if p.kind == notify.AttemptsReady {
+				ready = append(ready, string(p.body))
+			}
+			continue
+		case <-done:
+		}
+		break
+	}
+	if len(ready) != 1 || !strings.Contains(ready[0], "/attempts/"+set.ID) {
+		t.Fatalf("got attempts_ready %q, want it once for the set", ready)
+	}
 }

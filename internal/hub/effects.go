@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/hub/attempts"
@@ -17,7 +18,8 @@ import (
 type effects struct{ h *Hub }
 
 // Stopped: a Session no longer runs. Its Creator's webhooks are told if it
-// failed for good (not a start the Hub retries). Its redaction set goes, to
+// failed for good (not a start the Hub retries), and its attempt set may
+// be ready now. Its redaction set goes, to
 // be made afresh at its next start without the values replaced meanwhile,
 // with the masks the store kept for it; its Sandbox token, of no more use,
 // is revoked at GitHub.
@@ -26,6 +28,7 @@ func (e effects) Stopped(sessionID string) {
 	ctx := h.life.Context()
 	if s, err := h.store.Sessions.SessionByID(ctx, sessionID); err == nil && s.State == session.Failed && !s.Transient {
 		h.notify.Session(ctx, s, notify.SessionFailed, s.StateDetail)
+		h.checks.Stopped(sessionID)
 	}
 	if err := h.masks.Drop(ctx, sessionID); err != nil {
 		h.log.Error("drop a session's kept masks", "session", sessionID, "err", err)
@@ -81,9 +84,41 @@ func (e effects) tell(ctx context.Context, sessionID string, f func(store.Sessio
 	f(s)
 }
 
+// attemptsReady: every attempt of set setID ended its first Turn and
+// that Turn's check. Its Creator's webhooks are told once (the store
+// marks the set), outside any one Session's pace, with how many passed
+// and the set's page.
+func (e effects) attemptsReady(ctx context.Context, setID string) {
+	h := e.h
+	set, err := h.store.Attempts.AttemptSetByID(ctx, setID)
+	var first store.Session
+	if err == nil {
+		first, err = h.store.Sessions.SessionByID(ctx, set.Sessions[0])
+	}
+	passed := 0
+	for _, id := range set.Sessions {
+		if err != nil {
+			break
+		}
+		var cs []store.TurnCheck
+		if cs, err = h.store.Attempts.TurnChecks(ctx, id); err == nil && len(cs) > 0 && cs[len(cs)-1].Passed() {
+			passed++
+		}
+	}
+	if err == nil {
+		text := fmt.Sprintf("The %d attempts of %q are ready (each ended its first Turn and check, or failed): %d passed the check. Ranked: %s/attempts/%s",
+			len(set.Sessions), set.Title, passed, strings.TrimSuffix(h.cfg.PublicURL, "/"), set.ID)
+		err = h.notify.Members(ctx, first, []string{set.CreatorID}, notify.AttemptsReady, text)
+	}
+	if err != nil {
+		h.log.Error("tell of an attempt set ready", "set", setID, "err", err)
+	}
+}
+
 // newChecks makes the attempts' checks from the Hub's parts, once, in New.
 func newChecks(h *Hub) *attempts.Checks {
 	return attempts.NewChecks(attempts.CheckOptions{Store: attempts.CheckStore{Attempts: h.store.Attempts, Sessions: h.store.Sessions}, Logger: h.log, Mask: h.masks.WatcherMask,
+		Ready:   effects{h}.attemptsReady,
 		Command: func(ctx context.Context, s store.Session) (string, error) { return h.envs.CheckOf(ctx, s.ID, s.RepoID) },
 		Runner: func(id string) (attempts.Requester, int) {
 			if rc := h.runners.Get(id); rc != nil {

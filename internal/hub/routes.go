@@ -210,6 +210,7 @@ func (h *Hub) routes() []route {
 		// Attempt sets: one prompt as several Sessions, ranked (attemptsets.go).
 		{"POST /api/attempts", person, tries.createAttempts},
 		{"GET /api/attempts/{id}", person, tries.showAttempts},
+		{"GET /api/attempts/{id}/usage", person, tries.attemptsUsage},
 		{"POST /api/attempts/{id}/keep", person, tries.keepAttempt},
 		{"GET /attempts/{id}", browser, tries.attemptsPage},
 	}

@@ -2,9 +2,11 @@ package hub
 
 import (
 	"context"
+	"errors"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
@@ -56,7 +58,29 @@ func (h sessionRows) view(ctx context.Context, s store.Session, q []store.Prompt
 	spent, err := h.sessionSpent(ctx, s.ID)
 	a := h.now(s)
 	a.Pull = newestPull(bs)
-	return api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}, err
+	v := api.SessionView{Session: a, Queue: apiAll(q, apiPrompt), Branches: bs, Usage: spent}
+	if err == nil {
+		v.AttemptSet, v.ForkOf, err = h.lineage(ctx, s.ID)
+	}
+	return v, err
+}
+
+// lineage is the attempt set Session id is an attempt of ("" for none)
+// and what it was forked from (nil for no fork).
+func (h sessionRows) lineage(ctx context.Context, id string) (string, *api.Fork, error) {
+	set, err := h.store.Attempts.AttemptSetOf(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	f, ok, err := h.store.Sessions.ForkOf(ctx, id)
+	if !ok || err != nil {
+		return set, nil, err
+	}
+	from := apiFork(f)
+	return set, &from, nil
 }
 
 // list are Sessions as the Sessions list shows them, changed in place:

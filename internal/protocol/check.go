@@ -3,7 +3,7 @@ package protocol
 // TypeSessionCheck (Hub -> Runner, request, since version 8) runs the
 // Environment's check command in a Session's Sandbox after a Turn of an
 // attempt ended: as the Sandbox's own user, in /workspace, with sh -c in
-// the Sandbox's login environment. The Runner measures the exit code and the time itself and keeps
+// the Sandbox's login environment and the Session's Variables. The Runner measures the exit code and the time itself and keeps
 // the end of the output; nothing the Sandbox writes elsewhere counts.
 const TypeSessionCheck = "session.check"
 

@@ -16,14 +16,24 @@ import (
 	"kndl.dev/kndl/internal/sandbox"
 )
 
+// checkSession runs the check of Session s with its Variables, which the
+// Hub gives afresh (as at its start) and the Runner keeps in memory alone.
+func (r *Runner) checkSession(ctx context.Context, s *session, req protocol.SessionCheck) (protocol.SessionCheckResult, error) {
+	var creds protocol.SessionCredentials
+	if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
+		return protocol.SessionCheckResult{}, fmt.Errorf("the Hub gave no Variables for the check: %w", err)
+	}
+	return s.check(ctx, req, creds.Variables)
+}
+
 // check runs the Environment's check command in the Session's Sandbox, as
 // its own root (the Sandbox's user namespace), in /workspace, with sh -c
-// in the environment the Sandbox's login shell gave at its start (no
-// Variable), as Claude Code's commands get it: a login shell again would
-// have /etc/profile reset a PATH the image set. The exit code and the
+// in the environment Claude Code's commands get: the Sandbox's login
+// shell's at its start, the Variables over it (a login shell again would
+// have /etc/profile reset a PATH the image set). The exit code and the
 // time are what the Runner saw of the process; the output is only its
-// last CheckTailMax bytes, which the Hub masks.
-func (s *session) check(ctx context.Context, req protocol.SessionCheck) (protocol.SessionCheckResult, error) {
+// last CheckTailMax bytes, which the Hub masks, Sensitive values too.
+func (s *session) check(ctx context.Context, req protocol.SessionCheck, vars []protocol.Variable) (protocol.SessionCheckResult, error) {
 	if strings.TrimSpace(req.Command) == "" || req.TimeoutMS <= 0 {
 		return protocol.SessionCheckResult{}, fmt.Errorf("session.check: a command and a timeout, please: %w", errdefs.ErrInvalid)
 	}
@@ -33,6 +43,9 @@ func (s *session) check(ctx context.Context, req protocol.SessionCheck) (protoco
 	}
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {
 		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") // no probe kept
+	}
+	for _, v := range vars {
+		env = append(env, v.Name+"="+v.Value)
 	}
 	env = append(append(env, cacheEnv...), "LANG=C.UTF-8")
 	out := &tail{max: protocol.CheckTailMax}

@@ -20,7 +20,7 @@ import (
 // Sandbox's /workspace; its result is the exit code the runtime reported
 // and the time the Runner measured, whatever the command prints; a check
 // past its timeout is killed and says so; only the output's last
-// CheckTailMax bytes come back.
+// CheckTailMax bytes come back. It gets the Session's Variables.
 func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
@@ -45,6 +45,7 @@ func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &session{id: id, sandbox: id, dir: t.TempDir(), backend: be}
+	vars := []protocol.Variable{{Name: "CHECK_VAR", Value: "from the Session"}}
 	for _, tt := range []struct {
 		name, command string
 		timeout       time.Duration
@@ -53,13 +54,14 @@ func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 		output        string // a suffix of the output
 	}{
 		{"passes in /workspace", "pwd", time.Minute, 0, false, workspaceDir + "\n"},
+		{"with the Session's Variables", "echo $CHECK_VAR", time.Minute, 0, false, "from the Session\n"},
 		{"fails whatever it prints", "echo 'exit 0'; echo passed >&2; exit 3", time.Minute, 3, false, "exit 0\npassed\n"},
 		{"killed at its timeout", "echo started; sleep 60", 500 * time.Millisecond, -1, true, "started\n"},
 		{"its output's end alone", "head -c 40000 /dev/zero | tr '\\0' y; echo END", time.Minute, 0, false, "yyyEND\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			res, err := s.check(ctx, protocol.SessionCheck{SessionID: id, Command: tt.command, TimeoutMS: tt.timeout.Milliseconds()})
+			res, err := s.check(ctx, protocol.SessionCheck{SessionID: id, Command: tt.command, TimeoutMS: tt.timeout.Milliseconds()}, vars)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatal(err)

@@ -313,7 +313,7 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		return nil, s.stopTurn(ctx)
 	})
 	handleRunning(conn, r, protocol.TypeSessionCheck, func(ctx context.Context, s *session, req protocol.SessionCheck) (any, error) {
-		return s.check(ctx, req)
+		return r.checkSession(ctx, s, req)
 	})
 	handleRunning(conn, r, protocol.TypeSessionAnswer, func(ctx context.Context, s *session, req protocol.SessionAnswer) (any, error) {
 		return nil, s.questions.answer(req)

@@ -101,3 +101,27 @@ func (s *Attempts) TurnChecks(ctx context.Context, sessionID string) ([]TurnChec
 		return c, err
 	}, `SELECT session_id, turn, exit_code, duration_ms, timed_out, output, error, at FROM turn_checks WHERE session_id = ? ORDER BY turn`, sessionID)
 }
+
+// AttemptReady marks Session sessionID's attempt ready: its first Turn,
+// and that Turn's check if any, ended. It reports the set's id, and true
+// if this made the set ready: every attempt ready, or ended as a Session
+// (failed or archived) without. That is true once per set, whichever call
+// or Hub process gets there: the set's mark is set in one statement.
+func (s *Attempts) AttemptReady(ctx context.Context, sessionID string) (string, bool, error) {
+	setID, err := s.AttemptSetOf(ctx, sessionID)
+	if err != nil {
+		return "", false, err
+	}
+	now := ms(s.now())
+	if _, err := s.db.ExecContext(ctx, `UPDATE attempts SET ready_at = ? WHERE session_id = ? AND ready_at IS NULL`, now, sessionID); err != nil {
+		return setID, false, err
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE attempt_sets SET ready_at = ? WHERE id = ? AND ready_at IS NULL AND NOT EXISTS (
+		SELECT 1 FROM attempts a JOIN sessions s ON s.id = a.session_id
+		WHERE a.set_id = ? AND a.ready_at IS NULL AND s.state NOT IN (?, ?))`, now, setID, setID, Failed, Archived)
+	if err != nil {
+		return setID, false, err
+	}
+	n, err := res.RowsAffected()
+	return setID, n == 1, err
+}

@@ -239,6 +239,7 @@ var roleTable = map[string]roleRoute{
 		return send("POST", "/api/attempts/"+f.attempts+"/keep", `{"session_id":"`+f.session.ID+`","others":"sleep"}`)(f, c)
 	}},
 	"GET /api/attempts/{id}":                        {want: watchers, req: func(f *roleFixture, c string) req { return get("/api/attempts/"+f.attempts)(f, c) }},
+	"GET /api/attempts/{id}/usage":                  {want: watchers, req: func(f *roleFixture, c string) req { return get("/api/attempts/"+f.attempts+"/usage")(f, c) }},
 	"GET /api/sessions":                             {want: everyone, req: get("/api/sessions")},
 	"GET /api/sessions/live":                        {want: people(passed), req: get("/api/sessions/live")},
 	"GET /api/sessions/{id}":                        {want: watchers, req: onSession("GET", "", "")},

@@ -28,6 +28,7 @@ type CheckStore struct {
 		AttemptSetOf(ctx context.Context, sessionID string) (string, error)
 		LastTurnStart(ctx context.Context, sessionID string) (int64, error)
 		RecordTurnCheck(ctx context.Context, c store.TurnCheck) error
+		AttemptReady(ctx context.Context, sessionID string) (setID string, ready bool, err error)
 	}
 	Sessions interface {
 		SessionByID(ctx context.Context, id string) (store.Session, error)
@@ -45,6 +46,9 @@ type CheckOptions struct {
 	Runner func(runnerID string) (Requester, int)
 	// Mask masks a Session's text as its Events are (masks.Sets.WatcherMask).
 	Mask func(ctx context.Context, sessionID string) (func(string) string, error)
+	// Ready is told, once per set, that every attempt of set setID ended
+	// its first Turn and that Turn's check (store.Attempts.AttemptReady).
+	Ready func(ctx context.Context, setID string)
 	// Timeout bounds one check's run in the Sandbox. Default 20 min.
 	Timeout time.Duration
 	Logger  *slog.Logger
@@ -103,8 +107,11 @@ func (c *Checks) run(ctx context.Context, sessionID string) error {
 		return err
 	}
 	command, err := c.opts.Command(ctx, s)
-	if err != nil || command == "" {
+	if err != nil {
 		return err
+	}
+	if command == "" {
+		return c.ready(ctx, sessionID)
 	}
 	unlock := c.lock(sessionID)
 	defer unlock()
@@ -135,7 +142,31 @@ func (c *Checks) run(ctx context.Context, sessionID string) error {
 		}
 	}
 	kept.At = time.Now()
-	return c.opts.Store.Attempts.RecordTurnCheck(ctx, kept)
+	if err := c.opts.Store.Attempts.RecordTurnCheck(ctx, kept); err != nil {
+		return err
+	}
+	return c.ready(ctx, sessionID)
+}
+
+// Stopped is told Session sessionID stopped for good (failed, not to be
+// retried): an attempt that did, with or without a first Turn, holds its
+// set back no longer, and may have been the last it waited for.
+func (c *Checks) Stopped(sessionID string) {
+	c.life.Go(func(ctx context.Context) {
+		if err := c.ready(ctx, sessionID); err != nil && !errors.Is(err, errdefs.ErrNotFound) && ctx.Err() == nil {
+			c.opts.Logger.Error("an attempt stopped", "session", sessionID, "err", err)
+		}
+	})
+}
+
+// ready marks the attempt ready after a Turn and its check ended, and
+// tells Ready if that made its set ready.
+func (c *Checks) ready(ctx context.Context, sessionID string) error {
+	setID, ready, err := c.opts.Store.Attempts.AttemptReady(ctx, sessionID)
+	if err == nil && ready && c.opts.Ready != nil {
+		c.opts.Ready(ctx, setID)
+	}
+	return err
 }
 
 // lock takes Session id's check lock, returning its release: a Turn's

@@ -48,6 +48,10 @@ const (
 	// with push to allow a host the Session's allowlist refused; the text
 	// names the host and who asks. Posted to those Members' webhooks.
 	EgressRequested = "egress_requested"
+	// AttemptsReady: every attempt of an attempt set ended its first Turn
+	// and that Turn's check; told once per set, about its first attempt,
+	// the text linking the set's page.
+	AttemptsReady = "attempts_ready"
 )
 
 // Formats a webhook takes.
@@ -323,6 +327,7 @@ var headlines = map[string]string{
 	SessionFailed:   "Session failed",
 	LimitReached:    "Limit reached",
 	EgressRequested: "Asked to allow a host",
+	AttemptsReady:   "Attempts ready",
 }
 
 // body is ev as a webhook of format takes it.
