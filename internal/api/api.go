@@ -647,6 +647,23 @@ type EnvironmentDraft struct {
 	// build of exactly it passed.
 	NeedsTest bool       `json:"needs_test"`
 	Test      *TestBuild `json:"test,omitempty"`
+	// From names the devcontainer.json the draft was made from, if it was.
+	From *DraftSource `json:"from,omitempty"`
+}
+
+// DraftSource is the devcontainer.json a draft was made from: its path
+// in the Repo, the commit it was read at, and what was left out of it.
+type DraftSource struct {
+	Path   string   `json:"path"`
+	Commit string   `json:"commit"`
+	Notes  []string `json:"notes,omitempty"`
+}
+
+// FromDevcontainer asks for a draft made from the Repo's devcontainer.json
+// at its default branch; an empty Path tries .devcontainer/devcontainer.json,
+// then .devcontainer.json.
+type FromDevcontainer struct {
+	Path string `json:"path,omitempty"`
 }
 
 // Environment is a Repo's Environment: its current version and its draft.

@@ -66,6 +66,12 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 	printSettings(io, e.Current.Settings)
 	if d := e.Draft; d != nil {
 		fmt.Fprintf(io.Stdout, "\nDraft from version %d (edited %s):\n", d.BaseVersion, d.UpdatedAt.Format(time.RFC3339))
+		if d.From != nil {
+			fmt.Fprintf(io.Stdout, "  made from %s at commit %s\n", d.From.Path, d.From.Commit)
+			for _, n := range d.From.Notes {
+				fmt.Fprintf(io.Stdout, "  note: %s\n", n)
+			}
+		}
 		for _, ch := range d.Changes {
 			fmt.Fprintf(io.Stdout, "  %s\n", ch)
 		}
@@ -120,7 +126,25 @@ type envEditFlags struct {
 	memory                        *int
 	egress                        *string
 	allow                         []string
+	from                          devcontainerFlag
 	set                           map[string]bool
+}
+
+// devcontainerFlag is --from-devcontainer, alone for the usual places or
+// =PATH for the file at PATH.
+type devcontainerFlag struct {
+	on   bool
+	path string
+}
+
+func (d *devcontainerFlag) String() string   { return d.path }
+func (d *devcontainerFlag) IsBoolFlag() bool { return true }
+func (d *devcontainerFlag) Set(v string) error {
+	d.on, d.path = true, v
+	if v == "true" {
+		d.path = ""
+	}
+	return nil
 }
 
 func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
@@ -139,11 +163,16 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.allow = append(f.allow, commaList(v)...)
 		return nil
 	})
+	fs.Var(&f.from, "from-devcontainer", "make the draft from the Repo's devcontainer.json at its default branch: .devcontainer/devcontainer.json, then .devcontainer.json, or =PATH")
 	return func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
+		switch {
+		case f.from.on && f.any():
+			return fmt.Errorf("--from-devcontainer makes the draft from the file alone: change it further with another kndl env edit")
+		case f.from.on:
+		case !f.any():
+			return fmt.Errorf("say what to change: --from-devcontainer, --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
 		}
 		return nil
 	}
@@ -159,6 +188,16 @@ func (f *envEditFlags) any() bool {
 }
 
 func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	if f.from.on {
+		e, err := c.EnvironmentFromDevcontainer(ctx, repo, f.from.path)
+		switch {
+		case err != nil:
+			return err
+		case asJSON:
+			return printJSON(io, e)
+		}
+		return envShow(ctx, io, c, repo, false)
+	}
 	e, err := c.Environment(ctx, repo)
 	if err != nil {
 		return err

@@ -1,0 +1,145 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// servedFiles serves acme/app on the fake GitHub with files committed on
+// main, and returns the commit.
+func servedFiles(t *testing.T, gh *testkit.GitHub, files map[string]string) string {
+	t.Helper()
+	testenv.RequireCommand(t, "git")
+	src := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		args = append([]string{"-C", src, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)
+		out, err := exec.Command("git", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	for name, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "files")
+	gh.ServeRepo(t, "acme/app", src)
+	return git("rev-parse", "HEAD")
+}
+
+// TestADraftFromTheRepositorysDevcontainerJSON: POST
+// .../environment/draft/devcontainer reads the file at the default branch
+// through the forge, makes the draft from it over the current version,
+// and names the file, its commit and the notes; a file kndl refuses (a
+// Dockerfile, a syntax error, a bad Feature reference), one not there and
+// a Member without push each change nothing.
+func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	f := newFixture(t, withGitHub(gh, time.Minute))
+	ctx := context.Background()
+	_, oliviaTok := member(t, f, "olivia")
+	_, ritaTok := member(t, f, "rita")
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "olivia", true)
+	gh.SetCollaborator("acme/app", "rita", true)
+	gh.SetReadOnly("acme/app", "rita", true)
+	commit := servedFiles(t, gh, map[string]string{
+		".devcontainer/devcontainer.json": `{
+			// as VS Code writes it
+			"image": "debian:12",
+			"onCreateCommand": "apt-get install -y jq",
+			"postStartCommand": ["touch", "/tmp/started"],
+			"containerEnv": {"GOFLAGS": "-mod=mod"},
+			"forwardPorts": [3000],
+			"portsAttributes": {"3000": {"label": "web"}},
+			"privileged": true,
+			"customizations": {},
+		}`,
+		"bad/build.json":   `{"build": {"dockerfile": "Dockerfile"}}`,
+		"bad/syntax.json":  `{"image": "debian:12",, }`,
+		"bad/feature.json": `{"features": {"node": {}}}`,
+	})
+	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	base := "/api/repos/" + repo.ID + "/environment"
+	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, base+"/draft", api.EnvironmentSettings{Image: "alpine:3", CheckCommand: "make test"}); code != http.StatusOK {
+		t.Fatalf("a draft by hand: %d %s", code, raw)
+	}
+	env := func() api.Environment {
+		t.Helper()
+		_, raw := askAs(t, f, oliviaTok, http.MethodGet, base, nil)
+		var e api.Environment
+		json.Unmarshal(raw, &e)
+		return e
+	}
+	before := env()
+
+	refusals := []struct {
+		name, token, path string
+		status            int
+		says              string
+	}{
+		{"a Member without push", ritaTok, "", http.StatusForbidden, "takes write (push) permission"},
+		{"a Dockerfile", oliviaTok, "bad/build.json", http.StatusBadRequest, "devcontainer.json build: a Dockerfile is refused"},
+		{"a syntax error", oliviaTok, "bad/syntax.json", http.StatusBadRequest, "not JSON with comments"},
+		{"a bad Feature reference", oliviaTok, "bad/feature.json", http.StatusBadRequest, `features["node"]: "node" is not a Feature's OCI reference with its registry`},
+		{"no such file", oliviaTok, "nope.json", http.StatusBadRequest, "has no nope.json at main"},
+	}
+	for _, tt := range refusals {
+		code, raw := askAs(t, f, tt.token, http.MethodPost, base+"/draft/devcontainer", api.FromDevcontainer{Path: tt.path})
+		if code != tt.status || !strings.Contains(messageOf(raw), tt.says) {
+			t.Errorf("%s: %d %q, want %d saying %q", tt.name, code, messageOf(raw), tt.status, tt.says)
+		}
+		if after := env(); !reflect.DeepEqual(after, before) {
+			t.Errorf("%s changed the Environment: %+v, want %+v", tt.name, after.Draft, before.Draft)
+		}
+	}
+
+	code, raw := askAs(t, f, oliviaTok, http.MethodPost, base+"/draft/devcontainer", api.FromDevcontainer{})
+	var e api.Environment
+	json.Unmarshal(raw, &e)
+	if code != http.StatusOK || e.Draft == nil {
+		t.Fatalf("from the devcontainer.json: %d %s", code, raw)
+	}
+	d := e.Draft
+	if d.Settings.Image != "debian:12" || !strings.Contains(d.Settings.Bootstrap, "sh -c 'apt-get install -y jq'") || !strings.Contains(d.Settings.Start, "touch /tmp/started") {
+		t.Errorf("got settings %+v, want the file's image, Bootstrap and Start", d.Settings)
+	}
+	if d.Settings.CheckCommand != "" {
+		t.Errorf("got check %q, want the current version's (none): a draft from the file starts from the version, not the old draft", d.Settings.CheckCommand)
+	}
+	if d.From == nil || d.From.Path != ".devcontainer/devcontainer.json" || d.From.Commit != commit {
+		t.Fatalf("got source %+v, want .devcontainer/devcontainer.json at %s", d.From, commit)
+	}
+	for _, want := range []string{"privileged: ignored; a Sandbox never takes it, its host decides", "customizations: not used by kndl",
+		"containerEnv, remoteEnv: GOFLAGS are not set by a draft; set each with kndl var set", "forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
+		if !slices.Contains(d.From.Notes, want) {
+			t.Errorf("got notes %q, want one saying %q", d.From.Notes, want)
+		}
+	}
+	if !d.NeedsTest {
+		t.Errorf("a draft changing the image needs no Test build; want it to need one, as any other")
+	}
+	// A draft edited by hand after it is no longer the file's.
+	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, base+"/draft", d.Settings); code != http.StatusOK || env().Draft.From != nil {
+		t.Errorf("a draft edited by hand: %d %s, want no source named", code, raw)
+	}
+}
