@@ -664,6 +664,9 @@ type DraftSource struct {
 // then .devcontainer.json.
 type FromDevcontainer struct {
 	Path string `json:"path,omitempty"`
+	// Follow, when set, turns following the file on or off: a push that
+	// changes it makes a new draft and starts its Test build.
+	Follow *bool `json:"follow,omitempty"`
 }
 
 // Environment is a Repo's Environment: its current version and its draft.
@@ -671,6 +674,9 @@ type Environment struct {
 	RepoID  string             `json:"repo_id"`
 	Current EnvironmentVersion `json:"current"`
 	Draft   *EnvironmentDraft  `json:"draft,omitempty"`
+	// Follows is the devcontainer.json a push to which makes a new draft,
+	// "" for none.
+	Follows string `json:"follows,omitempty"`
 }
 
 // RepoLimits are the limits a Repo's Sessions started from GitHub run

@@ -72,9 +72,9 @@ func (c *Client) EditEnvironment(ctx context.Context, repo string, settings api.
 }
 
 // EnvironmentFromDevcontainer makes the Repo's draft from its
-// devcontainer.json at path ("" for the usual places).
-func (c *Client) EnvironmentFromDevcontainer(ctx context.Context, repo, path string) (api.Environment, error) {
-	return call[api.Environment](ctx, c, http.MethodPost, environmentPath(repo)+"/draft/devcontainer", api.FromDevcontainer{Path: path})
+// devcontainer.json, as req says.
+func (c *Client) EnvironmentFromDevcontainer(ctx context.Context, repo string, req api.FromDevcontainer) (api.Environment, error) {
+	return call[api.Environment](ctx, c, http.MethodPost, environmentPath(repo)+"/draft/devcontainer", req)
 }
 
 // TestEnvironment starts a Test build of the Repo's draft.

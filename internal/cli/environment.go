@@ -64,6 +64,9 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 		fmt.Fprintf(io.Stdout, "Environment version %d (applied %s)\n", e.Current.Version, e.Current.CreatedAt.Format(time.RFC3339))
 	}
 	printSettings(io, e.Current.Settings)
+	if e.Follows != "" {
+		fmt.Fprintf(io.Stdout, "  follows:            %s (a push changing it makes a new draft)\n", e.Follows)
+	}
 	if d := e.Draft; d != nil {
 		fmt.Fprintf(io.Stdout, "\nDraft from version %d (edited %s):\n", d.BaseVersion, d.UpdatedAt.Format(time.RFC3339))
 		if d.From != nil {
@@ -127,6 +130,7 @@ type envEditFlags struct {
 	egress                        *string
 	allow                         []string
 	from                          devcontainerFlag
+	follow                        *bool
 	set                           map[string]bool
 }
 
@@ -163,11 +167,14 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.allow = append(f.allow, commaList(v)...)
 		return nil
 	})
+	f.follow = fs.Bool("follow", false, "with --from-devcontainer: a push changing the file makes a new draft and starts its Test build (--follow=false to stop)")
 	fs.Var(&f.from, "from-devcontainer", "make the draft from the Repo's devcontainer.json at its default branch: .devcontainer/devcontainer.json, then .devcontainer.json, or =PATH")
 	return func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 		switch {
+		case f.set["follow"] && !f.from.on:
+			return fmt.Errorf("--follow goes with --from-devcontainer: it follows the file the draft is made from")
 		case f.from.on && f.any():
 			return fmt.Errorf("--from-devcontainer makes the draft from the file alone: change it further with another kndl env edit")
 		case f.from.on:
@@ -189,7 +196,11 @@ func (f *envEditFlags) any() bool {
 
 func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
 	if f.from.on {
-		e, err := c.EnvironmentFromDevcontainer(ctx, repo, f.from.path)
+		var follow *bool
+		if f.set["follow"] {
+			follow = f.follow
+		}
+		e, err := c.EnvironmentFromDevcontainer(ctx, repo, api.FromDevcontainer{Path: f.from.path, Follow: follow})
 		switch {
 		case err != nil:
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"kndl.dev/kndl/internal/api"
@@ -12,6 +13,9 @@ import (
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/forge"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/store"
 )
 
 // devcontainerPaths are where a Repo's devcontainer.json is looked for,
@@ -32,7 +36,81 @@ func (h environmentsAPI) fromDevcontainer(w http.ResponseWriter, r *http.Request
 	if err == nil {
 		v, err = h.draftFromDevcontainer(ctx, repo.ID, repo.URL, req.Path, p.User.ID)
 	}
-	h.reply(w, r, http.StatusOK, apiEnvironment(v), err)
+	if err == nil && req.Follow != nil {
+		err = h.setFollow(ctx, repo.ID, v, *req.Follow, p.User.ID)
+	}
+	a := apiEnvironment(v)
+	if err == nil {
+		a.Follows, err = h.follows(ctx, repo.ID)
+	}
+	h.reply(w, r, http.StatusOK, a, err)
+}
+
+// setFollow turns following the file the draft v was made from on or off.
+func (h environmentsAPI) setFollow(ctx context.Context, repoID string, v environment.View, on bool, by string) error {
+	if !on {
+		return h.store.Environments.StopFollow(ctx, repoID)
+	}
+	return h.store.Environments.SetFollow(ctx, store.EnvironmentFollow{RepoID: repoID, Path: v.Draft.SourcePath, UserID: by})
+}
+
+// follows is the path of the devcontainer.json the Repo follows, "" for
+// none.
+func (h environmentsAPI) follows(ctx context.Context, repoID string) (string, error) {
+	f, err := h.store.Environments.Follow(ctx, repoID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", nil
+	}
+	return f.Path, err
+}
+
+// devcontainerFollow makes the drafts of the Repos that follow their
+// devcontainer.json as pushes change it.
+type devcontainerFollow struct {
+	environmentsAPI
+	notify *notify.Notifier
+	masks  *masks.Sets
+}
+
+// pushed: a push to the Repo's default branch that changed the file it
+// follows makes a new draft from the file and starts its Test build, as
+// the Member who turned follow on while they still have push; nothing is
+// applied. The Repo's Members with push are told, of a file kndl refused
+// too.
+func (h devcontainerFollow) pushed(ctx context.Context, repo store.Repo, commit string, changed []string) error {
+	f, err := h.store.Environments.Follow(ctx, repo.ID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case changed != nil && !slices.Contains(changed, f.Path):
+		return nil
+	}
+	by, err := h.store.Members.UserByID(ctx, f.UserID)
+	if err != nil || !h.guard.canPush(ctx, by, repo.URL) {
+		return fmt.Errorf("the follow of %s's %s is its Member %s's, who no longer has push there: turn it on again: %v", repo.URL, f.Path, f.UserID, err)
+	}
+	text := fmt.Sprintf("A push (%.12s) changed %s: a new draft of the Environment waits; apply it once its Test build passes (kndl env apply).", commit, f.Path)
+	v, err := h.draftFromDevcontainer(ctx, repo.ID, repo.URL, f.Path, by.ID)
+	switch {
+	case err != nil:
+		text = fmt.Sprintf("A push (%.12s) changed %s, and no draft was made of it: %v", commit, f.Path, err)
+	case v.Draft.NeedsTest:
+		if _, err = h.envs.Test(ctx, repo, by.ID); err != nil {
+			text = fmt.Sprintf("A push (%.12s) changed %s: a new draft of the Environment waits, and its Test build did not start (%v): run kndl env test.", commit, f.Path, err)
+		}
+	}
+	ms, lerr := h.store.Members.List(ctx)
+	var to []string
+	for _, m := range ms {
+		if h.guard.canPush(ctx, m, repo.URL) {
+			to = append(to, m.ID)
+		}
+	}
+	page := strings.TrimSuffix(h.cfg.PublicURL, "/") + "/repos/" + repo.ID
+	nerr := h.notify.Repo(ctx, repo.URL, "Environment of "+repo.Name, page, to, notify.EnvironmentDraft, h.masks.RepoText(ctx, repo.ID, text))
+	return errors.Join(err, lerr, nerr)
 }
 
 // draftFromDevcontainer reads the file at path (or the usual places) and

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -46,6 +49,19 @@ func servedFiles(t *testing.T, gh *testkit.GitHub, files map[string]string) stri
 	return git("rev-parse", "HEAD")
 }
 
+// pusherAndReader are olivia, with push on acme/app (the App on it), and
+// rita, who may read it only: olivia and the CLI tokens of both.
+func pusherAndReader(t *testing.T, f *fixture, gh *testkit.GitHub) (store.User, string, string) {
+	t.Helper()
+	olivia, oliviaTok := member(t, f, "olivia")
+	_, ritaTok := member(t, f, "rita")
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "olivia", true)
+	gh.SetCollaborator("acme/app", "rita", true)
+	gh.SetReadOnly("acme/app", "rita", true)
+	return olivia, oliviaTok, ritaTok
+}
+
 // TestADraftFromTheRepositorysDevcontainerJSON: POST
 // .../environment/draft/devcontainer reads the file at the default branch
 // through the forge, makes the draft from it over the current version,
@@ -56,12 +72,7 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 	gh := testkit.NewGitHub(t)
 	f := newFixture(t, withGitHub(gh, time.Minute))
 	ctx := context.Background()
-	_, oliviaTok := member(t, f, "olivia")
-	_, ritaTok := member(t, f, "rita")
-	gh.InstallApp("acme/app")
-	gh.SetCollaborator("acme/app", "olivia", true)
-	gh.SetCollaborator("acme/app", "rita", true)
-	gh.SetReadOnly("acme/app", "rita", true)
+	_, oliviaTok, ritaTok := pusherAndReader(t, f, gh)
 	commit := servedFiles(t, gh, map[string]string{
 		".devcontainer/devcontainer.json": `{
 			// as VS Code writes it
@@ -141,5 +152,102 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 	// A draft edited by hand after it is no longer the file's.
 	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, base+"/draft", d.Settings); code != http.StatusOK || env().Draft.From != nil {
 		t.Errorf("a draft edited by hand: %d %s, want no source named", code, raw)
+	}
+}
+
+// TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt: with
+// follow on, a push to the default branch that changes the file makes a
+// new draft from it and starts its Test build as the Member who turned
+// follow on, applies nothing, and tells the Repo's Members with push (not
+// a reader); a push changing another file, or to another branch, does
+// nothing.
+func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	const secret = "webhook-secret"
+	f := newFixture(t, withGitHub(gh, time.Minute), loopbackHooks(time.Second), func(c *Config) { c.GitHubWebhookSecret = secret })
+	gh.SetWebhook(f.srv.URL+"/github/webhook", secret)
+	ctx := context.Background()
+	olivia, oliviaTok, ritaTok := pusherAndReader(t, f, gh)
+	servedFiles(t, gh, map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:12"}`, "README": "hi"})
+	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	base := "/api/repos/" + repo.ID + "/environment"
+	pushers, readers := newEndpoint(t, nil), newEndpoint(t, nil)
+	f.addWebhook(t, oliviaTok, pushers.URL+"/olivia", "json")
+	f.addWebhook(t, ritaTok, readers.URL+"/rita", "json")
+	// Olivia's own Runner passes each Test build it is asked for.
+	rn, tok, err := f.store.Runners.CreateRunner(ctx, "olivias", olivia.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := make(chan protocol.EnvTest, 4)
+	helloWith(t, f, tok, nil, func(c *protocol.Conn) {
+		c.Handle(protocol.TypeEnvTest, false, func(_ context.Context, body json.RawMessage) (any, error) {
+			var req protocol.EnvTest
+			json.Unmarshal(body, &req)
+			tested <- req
+			return nil, nil
+		})
+	})
+	testenv.Eventually(t, testenv.WaitShort, "the Hub sees olivia's Runner", func() bool { return f.hub.Connected(rn.ID) })
+
+	follow := true
+	code, raw := askAs(t, f, oliviaTok, http.MethodPost, base+"/draft/devcontainer", api.FromDevcontainer{Follow: &follow})
+	var e api.Environment
+	if json.Unmarshal(raw, &e); code != http.StatusOK || e.Follows != ".devcontainer/devcontainer.json" {
+		t.Fatalf("follow on: %d %s, want the file followed", code, raw)
+	}
+	if _, err := f.hub.envs.Test(ctx, repo, olivia.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-tested
+	testenv.Eventually(t, testenv.WaitShort, "the Test build passed", func() bool {
+		v, _ := f.hub.envs.Show(ctx, repo.ID)
+		return v.Draft.Test != nil && v.Draft.Test.State == store.TestPassed
+	})
+	if _, err := f.hub.envs.Apply(ctx, repo.ID, olivia.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another file, and another branch: nothing.
+	if _, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{"README": "hello"}); status != http.StatusAccepted {
+		t.Fatalf("the push delivery: %d", status)
+	}
+	d := gh.Deliveries()
+	other := testkit.Delivery{ID: "other-branch", Event: "push"}
+	other.Body = []byte(strings.Replace(string(d[len(d)-1].Body), `"ref":"refs/heads/main"`, `"ref":"refs/heads/topic"`, 1))
+	other.Signature = testkit.SignWebhook([]byte(secret), other.Body)
+	gh.Deliver(t, other)
+
+	// The file: a new draft, its Test build started, nothing applied.
+	pushed, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:13"}`})
+	if status != http.StatusAccepted {
+		t.Fatalf("the push delivery: %d", status)
+	}
+	var after struct{ After string }
+	json.Unmarshal(pushed.Body, &after)
+	// The first post is this push's: the two before it told no one.
+	p := pushers.next(t)
+	var ev notify.Event
+	json.Unmarshal(p.body, &ev)
+	if ev.Kind != notify.EnvironmentDraft || !strings.Contains(ev.Text, "A push ("+after.After[:12]+") changed .devcontainer/devcontainer.json: a new draft of the Environment waits") ||
+		!strings.HasSuffix(ev.Session.URL, "/repos/"+repo.ID) || ev.Session.Repo != repo.URL {
+		t.Errorf("olivia's post: %s, want environment_draft naming the file and linking the Repo's page", p.body)
+	}
+	select {
+	case req := <-tested:
+		if req.Environment.Image != "debian:13" {
+			t.Errorf("the Test build got image %q, want debian:13, the pushed file's", req.Environment.Image)
+		}
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("no Test build of the new draft was started")
+	}
+	v, err := f.hub.envs.Show(ctx, repo.ID)
+	if err != nil || v.Current.Version != 1 || v.Current.Settings.Image != "debian:12" || v.Draft == nil || v.Draft.Settings.Image != "debian:13" {
+		t.Fatalf("after the push: %+v (%v), want version 1 on debian:12 and a draft of debian:13 waiting", v, err)
+	}
+	pushers.none(t, 200*time.Millisecond)
+	readers.none(t, 0)
+	if n := len(tested); n != 0 {
+		t.Errorf("%d more Test builds, want one for the push that changed the file", n)
 	}
 }

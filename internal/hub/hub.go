@@ -154,7 +154,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	// Its worker at once acts on the deliveries a Hub before took and did
 	// not, which may start Sessions through all of the above.
 	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret), Store: st, Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
-		Ignored: h.metrics.WebhookIgnored, RefusalDropped: h.metrics.RefusalDropped, PullChanged: h.pulls.Reread, Logger: cfg.Logger}
+		Ignored: h.metrics.WebhookIgnored, RefusalDropped: h.metrics.RefusalDropped, PullChanged: h.pulls.Reread, Logger: cfg.Logger,
+		Pushed: devcontainerFollow{environmentsAPI{core: h.core, envs: h.envs}, h.notify, h.masks}.pushed}
 	if h.guard.gh != nil {
 		to.GitHub = h.guard.gh
 	}

@@ -1,10 +1,14 @@
 package testkit
 
 import (
+	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"testing"
 )
 
 // serveContents answers what the Hub reads of a Repo's files, from the
@@ -60,4 +64,51 @@ func (g *GitHub) contents(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/vnd.github.raw")
 	w.Write([]byte(body))
+}
+
+// PushFiles commits files (path to contents) to owner/repo's default
+// branch, served by ServeRepo, as login would push them, and delivers the
+// push event GitHub sends for it: the delivery and the Hub's status.
+func (g *GitHub) PushFiles(t testing.TB, ownerRepo, login string, files map[string]string) (Delivery, int) {
+	t.Helper()
+	bare, work := g.BarePath(strings.ToLower(ownerRepo)), t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("git", append([]string{"-c", "user.name=" + login, "-c", "user.email=" + login + "@example.com"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	branch := git("-C", bare, "symbolic-ref", "--short", "HEAD")
+	before := git("-C", bare, "rev-parse", branch)
+	git("clone", "-q", "-b", branch, bare, work)
+	var added, modified []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		p := filepath.Join(work, name)
+		if _, err := os.Stat(p); err == nil {
+			modified = append(modified, name)
+		} else {
+			added = append(added, name)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(files[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("-C", work, "add", "-A")
+	git("-C", work, "commit", "-q", "-m", "change "+strings.Join(slices.Sorted(maps.Keys(files)), ", "))
+	git("-C", work, "push", "-q", "origin", branch)
+	after := git("-C", work, "rev-parse", "HEAD")
+	g.mu.Lock()
+	repo := g.repoPayload(ownerRepo)
+	repo["default_branch"] = branch
+	payload := map[string]any{"ref": "refs/heads/" + branch, "before": before, "after": after, "repository": repo,
+		"commits": []map[string]any{{"id": after, "added": added, "modified": modified, "removed": []string{}}},
+		"pusher":  map[string]any{"name": login}, "sender": g.userPayload(login, false)}
+	d := g.newDelivery("push", payload)
+	g.mu.Unlock()
+	return d, g.Deliver(t, d)
 }
