@@ -80,6 +80,13 @@ async function load() {
     const test = !d.needs_test ? "It leaves the Build as it is and applies at once." : d.test ? `Its Test build ${d.test.state}.` : "It changes the Build: run a Test build before applying it.";
     state.textContent = `The draft changes: ${d.changes.join("; ")}. ${test}`;
   }
+  // A draft from the devcontainer.json names it, its commit and its notes.
+  const source = document.getElementById("draft-source");
+  source.hidden = !(d && d.from);
+  source.textContent = d && d.from ? `Made from ${d.from.path} at commit ${d.from.commit.slice(0, 12)}; notes:` : "";
+  document.getElementById("draft-notes").replaceChildren(...((d && d.from && d.from.notes) || []).map((n) => el("li", "", n)));
+  devcontainer.follow.checked = !!env.follows;
+  if (env.follows) devcontainer.path.value = env.follows;
   const tbody = document.querySelector("#env-log tbody");
   tbody.replaceChildren();
   for (const v of await api("GET", paths.environmentLog(repo))) {
@@ -109,6 +116,12 @@ function settings() {
 
 submit(form, errors, async () => {
   await api("PUT", paths.environmentDraft(repo), settings());
+  await load();
+});
+
+const devcontainer = document.getElementById("devcontainer");
+submit(devcontainer, errors, async () => {
+  await api("POST", paths.environmentDevcontainer(repo), { path: devcontainer.path.value.trim(), follow: devcontainer.follow.checked });
   await load();
 });
 
