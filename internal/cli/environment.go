@@ -14,6 +14,7 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/egress"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // envCommand reads --repo and --json, then runs fn with the Repo's id.
@@ -91,10 +92,19 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
-		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
+		or(s.Image, "the Runner's default"), featureRefs(s.Features), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"))
+}
+
+// featureRefs names the Features in their install order.
+func featureRefs(fs []protocol.Feature) string {
+	var refs []string
+	for _, f := range fs {
+		refs = append(refs, f.Ref)
+	}
+	return or(strings.Join(refs, ", "), "none")
 }
 
 func onOff(on bool) string {

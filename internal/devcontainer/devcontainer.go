@@ -21,6 +21,7 @@ import (
 
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // MaxFile bounds a devcontainer.json.
@@ -31,7 +32,7 @@ const MaxFile = 1 << 20
 type Draft struct {
 	Config environment.Config
 	// Features are installed in the Build in this order, before the
-	// Bootstrap script.
+	// Bootstrap script: Config.Features, with their ids.
 	Features []Feature
 	// Variables come from containerEnv, then remoteEnv over it; none is
 	// Sensitive.
@@ -105,6 +106,9 @@ func Read(ctx context.Context, b []byte, fetch Fetch) (Draft, error) {
 	}
 	if d.Features, err = r.features(ctx, fetch); err != nil {
 		return Draft{}, err
+	}
+	for _, f := range d.Features {
+		d.Config.Features = append(d.Config.Features, protocol.Feature{Ref: f.Ref, Env: f.Env})
 	}
 	if err := d.Config.Check(); err != nil {
 		return Draft{}, fmt.Errorf("devcontainer.json makes an Environment kndl refuses: %w", err)

@@ -1,8 +1,6 @@
 package devcontainer_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,35 +11,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"kndl.dev/kndl/internal/devcontainer"
 	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/outbound"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testkit"
 )
-
-// featureLayer is a Feature's artifact layer: its metadata and install.sh.
-func featureLayer(t testing.TB, meta string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, f := range []struct{ name, body string }{{"./devcontainer-feature.json", meta}, {"./install.sh", "#!/bin/sh\necho installed\n"}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o755, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(f.body))
-	}
-	tw.Close()
-	return b.Bytes()
-}
 
 // fakeFetch serves Features' layers from memory by reference, each with
 // a digest made of its name.
@@ -51,7 +30,7 @@ func fakeFetch(t testing.TB, metas map[string]string) devcontainer.Fetch {
 		if !ok {
 			return "", nil, fmt.Errorf("no %s: %w", ref, errdefs.ErrNotFound)
 		}
-		return "sha256:" + strings.Repeat("0", 60) + fmt.Sprintf("%04d", len(ref)), featureLayer(t, meta), nil
+		return "sha256:" + strings.Repeat("0", 60) + fmt.Sprintf("%04d", len(ref)), testkit.FeatureLayer(t, meta, "#!/bin/sh\necho installed\n"), nil
 	}
 }
 
@@ -220,34 +199,16 @@ func TestFeaturesInstallInTheSpecificationsOrder(t *testing.T) {
 	}
 }
 
-// pushFeature publishes a Feature as the Features distribution
-// specification does: one tar layer of its media type.
-func pushFeature(t *testing.T, host, repo, meta string) {
-	t.Helper()
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
-		static.NewLayer(featureLayer(t, meta), "application/vnd.devcontainers.layer.v1+tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(host + "/" + repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-}
-
 func TestFeaturesArePulledThroughTheRunnersRegistrySettings(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	pushFeature(t, host, "f/base:1", `{"id": "base"}`)
-	pushFeature(t, host, "f/tool:1", `{"id": "tool", "dependsOn": {"`+host+`/f/base:1": {}}}`)
+	testkit.PushFeature(t, host, "f/base:1", `{"id": "base"}`, "")
+	testkit.PushFeature(t, host, "f/tool:1", `{"id": "tool", "dependsOn": {"`+host+`/f/base:1": {}}}`, "")
 	file := []byte(`{"features": {"` + host + `/f/tool:1": {}}}`)
 	through := func(tr *outbound.Dialer) devcontainer.Fetch {
 		return func(ctx context.Context, ref string) (string, []byte, error) {
-			return ociimage.Artifact(ctx, ref, devcontainer.MaxFeatureLayer, ociimage.Options{Transport: tr.Transport()})
+			return ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, ociimage.Options{Transport: tr.Transport()})
 		}
 	}
 

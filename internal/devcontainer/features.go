@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/tailscale/hujson"
 
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 )
 
@@ -26,14 +27,8 @@ import (
 // ErrForbidden for an address the Runner's outbound rules refuse).
 type Fetch func(ctx context.Context, ref string) (digest string, layer []byte, err error)
 
-// Limits on Features.
-const (
-	// MaxFeatures bounds the Features installed, dependencies included.
-	MaxFeatures = 32
-	// MaxFeatureLayer bounds one Feature's artifact.
-	MaxFeatureLayer = 16 << 20
-	maxMetadata     = 256 << 10
-)
+// maxMetadata bounds a Feature's devcontainer-feature.json.
+const maxMetadata = 256 << 10
 
 // Feature is one Feature to install, pinned to the artifact read.
 type Feature struct {
@@ -120,8 +115,8 @@ func (r *reader) features(ctx context.Context, fetch Fetch) ([]Feature, error) {
 		if nodes[resource] != nil {
 			continue // the file's own options, or the first dependsOn's, stand
 		}
-		if len(nodes) == MaxFeatures {
-			return nil, invalid(w.prop, "over %d Features with their dependencies", MaxFeatures)
+		if len(nodes) == environment.MaxFeatures {
+			return nil, invalid(w.prop, "over %d Features with their dependencies", environment.MaxFeatures)
 		}
 		if fetch == nil {
 			return nil, fmt.Errorf("devcontainer.json %s: no Runner to fetch Features through: %w", w.prop, errdefs.ErrUnavailable)

@@ -15,6 +15,8 @@ import (
 	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 )
 
@@ -145,7 +147,7 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	if err != nil {
 		return environment.View{}, fmt.Errorf("read %s: %w", strings.Join(paths, ", then "), err)
 	}
-	d, err := devcontainer.Read(ctx, b, noFeatures)
+	d, err := devcontainer.Read(ctx, b, h.fetchFeature)
 	if err != nil {
 		return environment.View{}, fmt.Errorf("%s at %.12s: %w", path, commit, err)
 	}
@@ -155,12 +157,15 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	}
 	c := cur.Current.Settings
 	c.Image, c.Bootstrap, c.Start, c.CPUs, c.MemoryMiB = d.Config.Image, d.Config.Bootstrap, d.Config.Start, d.Config.CPUs, d.Config.MemoryMiB
+	c.Features = d.Config.Features
 	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: append(d.Notes, besides(d)...)})
 }
 
-// noFeatures refuses Features: the Build does not install them yet.
-func noFeatures(ctx context.Context, ref string) (string, []byte, error) {
-	return "", nil, fmt.Errorf("kndl's Build does not install Features yet; install the tool in the image or in onCreateCommand: %w", errdefs.ErrInvalid)
+// fetchFeature pulls a Feature's artifact for its metadata through the
+// Hub's outbound rules (HUB_OUTBOUND_ALLOW); the Runner pulls it again by
+// digest, through its own, to install it.
+func (h environmentsAPI) fetchFeature(ctx context.Context, ref string) (string, []byte, error) {
+	return ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, ociimage.Options{Transport: h.cfg.Outbound.Transport()})
 }
 
 // besides notes what a draft does not carry of the file: the Variables,
@@ -180,6 +185,13 @@ func besides(d devcontainer.Draft) []string {
 			ports = append(ports, strings.TrimSpace(fmt.Sprintf("%d %s", p.Port, p.Label)))
 		}
 		notes = append(notes, fmt.Sprintf("forwardPorts: %s; a Session's view offers the ports its Sandbox listens on", strings.Join(ports, ", ")))
+	}
+	if len(d.Features) > 0 {
+		var ids []string
+		for _, f := range d.Features {
+			ids = append(ids, f.ID)
+		}
+		notes = append(notes, "features: installed in the Build in this order: "+strings.Join(ids, ", ")+"; their containerEnv is not set")
 	}
 	if d.User != "" {
 		notes = append(notes, fmt.Sprintf("remoteUser, containerUser: %s is not taken; Claude Code runs as the Sandbox's own user", d.User))

@@ -251,3 +251,31 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 		t.Errorf("%d more Test builds, want one for the push that changed the file", n)
 	}
 }
+
+// TestADraftFromDevcontainerPinsItsFeaturesInTheirOrder: the draft's
+// Features are the file's with those they depend on, each pinned by
+// digest, in the order the specification installs them; the Hub reads
+// their metadata through its outbound rules.
+func TestADraftFromDevcontainerPinsItsFeaturesInTheirOrder(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	f := newFixture(t, withGitHub(gh, time.Minute), loopbackHooks(time.Second))
+	_, oliviaTok, _ := pusherAndReader(t, f, gh)
+	reg := testkit.Registry(t)
+	testkit.PushFeature(t, reg, "f/base:1", `{"id": "base", "options": {"greeting": {"type": "string", "default": "hi"}}}`, "#!/bin/sh\n")
+	testkit.PushFeature(t, reg, "f/tool:1", `{"id": "tool", "dependsOn": {"`+reg+`/f/base:1": {}}}`, "#!/bin/sh\n")
+	servedFiles(t, gh, map[string]string{".devcontainer.json": `{"image": "debian:12", "features": {"` + reg + `/f/tool:1": {"mode": "fast"}}}`})
+	repo, _ := f.store.Repos.EnsureRepo(context.Background(), gh.RepoURL("acme/app"), "acme/app")
+	code, raw := askAs(t, f, oliviaTok, http.MethodPost, "/api/repos/"+repo.ID+"/environment/draft/devcontainer", api.FromDevcontainer{})
+	var e api.Environment
+	if json.Unmarshal(raw, &e); code != http.StatusOK || e.Draft == nil {
+		t.Fatalf("from the devcontainer.json: %d %s", code, raw)
+	}
+	fs := e.Draft.Settings.Features
+	if len(fs) != 2 || !strings.HasPrefix(fs[0].Ref, reg+"/f/base@sha256:") || !slices.Equal(fs[0].Env, []string{"GREETING=hi"}) ||
+		!strings.HasPrefix(fs[1].Ref, reg+"/f/tool@sha256:") || !slices.Equal(fs[1].Env, []string{"MODE=fast"}) {
+		t.Errorf("got Features %+v, want base (which tool dependsOn) then tool, pinned, with their options", fs)
+	}
+	if !e.Draft.NeedsTest || !slices.Contains(e.Draft.From.Notes, "features: installed in the Build in this order: base, tool; their containerEnv is not set") {
+		t.Errorf("got needs_test %v, notes %q, want a Test build needed and the order noted", e.Draft.NeedsTest, e.Draft.From.Notes)
+	}
+}

@@ -16,6 +16,7 @@ function describe(s) {
   const list = (l) => (l && l.length ? l.join(", ") : "none");
   return [
     `image:              ${s.image || "the Runner's default"}`,
+    `features:           ${list((s.features || []).map((f) => f.ref))}`,
     `bootstrap:          ${lines(s.bootstrap)}`,
     `start:              ${lines(s.start)}`,
     `docker:             ${s.docker ? "on" : "off"}`,
