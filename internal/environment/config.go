@@ -240,8 +240,12 @@ func Changes(a, b Config) []string {
 	if a.Docker != b.Docker {
 		out = append(out, fmt.Sprintf("docker: %s -> %s", onOff(a.Docker), onOff(b.Docker)))
 	}
-	if fa, fb := featureList(a.Features), featureList(b.Features); !slices.Equal(fa, fb) {
+	// Named by reference; options, like scripts, are not shown.
+	switch fa, fb := featureRefs(a.Features), featureRefs(b.Features); {
+	case !slices.Equal(fa, fb):
 		out = append(out, fmt.Sprintf("features: %s -> %s", list(fa), list(fb)))
+	case !slices.EqualFunc(a.Features, b.Features, func(x, y protocol.Feature) bool { return slices.Equal(x.Env, y.Env) }):
+		out = append(out, "features: options changed")
 	}
 	for _, s := range []struct{ name, a, b string }{{"Bootstrap", a.Bootstrap, b.Bootstrap}, {"Start", a.Start, b.Start}} {
 		switch {
@@ -284,11 +288,10 @@ func Changes(a, b Config) []string {
 	return out
 }
 
-// featureList names Features by reference, with their options.
-func featureList(fs []protocol.Feature) []string {
+func featureRefs(fs []protocol.Feature) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, strings.TrimSpace(f.Ref+" "+strings.Join(f.Env, " ")))
+		out = append(out, f.Ref)
 	}
 	return out
 }

@@ -169,6 +169,20 @@ func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
 	if strings.Contains(strings.Join(got, ""), "secret") {
 		t.Fatal("a script's text in the change log")
 	}
+	go1 := protocol.Feature{Ref: "ghcr.io/f/go@sha256:" + strings.Repeat("a", 64), Env: []string{"TOKEN=secret-four"}}
+	go2 := go1
+	go2.Env = []string{"TOKEN=secret-five"}
+	for _, c := range []struct {
+		a, b []protocol.Feature
+		want string
+	}{
+		{nil, []protocol.Feature{go1}, "features: none -> " + go1.Ref},
+		{[]protocol.Feature{go1}, []protocol.Feature{go2}, "features: options changed"},
+	} {
+		if got := Changes(Config{Features: c.a}, Config{Features: c.b}); strings.Join(got, "|") != c.want {
+			t.Errorf("changes %q, want %q: Features named by reference, their options not shown", got, c.want)
+		}
+	}
 }
 
 // fakeRunner answers env.test as its result says, sending log lines first.
