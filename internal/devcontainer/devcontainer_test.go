@@ -199,7 +199,7 @@ func TestFeaturesInstallInTheSpecificationsOrder(t *testing.T) {
 	}
 }
 
-func TestFeaturesArePulledThroughTheRunnersRegistrySettings(t *testing.T) {
+func TestFeaturesArePulledThroughTheOutboundRules(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
