@@ -652,6 +652,26 @@ type EnvironmentDraft struct {
 	// build of exactly it passed.
 	NeedsTest bool       `json:"needs_test"`
 	Test      *TestBuild `json:"test,omitempty"`
+	// From names the devcontainer.json the draft was made from, if it was.
+	From *DraftSource `json:"from,omitempty"`
+}
+
+// DraftSource is the devcontainer.json a draft was made from: its path
+// in the Repo, the commit it was read at, and what was left out of it.
+type DraftSource struct {
+	Path   string   `json:"path"`
+	Commit string   `json:"commit"`
+	Notes  []string `json:"notes,omitempty"`
+}
+
+// FromDevcontainer asks for a draft made from the Repo's devcontainer.json
+// at its default branch; an empty Path tries .devcontainer/devcontainer.json,
+// then .devcontainer.json.
+type FromDevcontainer struct {
+	Path string `json:"path,omitempty"`
+	// Follow, when set, turns following the file on or off: a push that
+	// changes it makes a new draft and starts its Test build.
+	Follow *bool `json:"follow,omitempty"`
 }
 
 // Environment is a Repo's Environment: its current version and its draft.
@@ -659,6 +679,9 @@ type Environment struct {
 	RepoID  string             `json:"repo_id"`
 	Current EnvironmentVersion `json:"current"`
 	Draft   *EnvironmentDraft  `json:"draft,omitempty"`
+	// Follows is the devcontainer.json a push to which makes a new draft,
+	// "" for none.
+	Follows string `json:"follows,omitempty"`
 }
 
 // RepoLimits are the limits a Repo's Sessions started from GitHub run

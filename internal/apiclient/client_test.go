@@ -130,6 +130,7 @@ func TestEachCallSendsItsRequestToItsRoute(t *testing.T) {
 		{func() error {
 			return ignore(c.EditEnvironment(ctx, "r1", api.EnvironmentSettings{Image: "i"}))
 		}, `PUT /api/repos/r1/environment/draft {"image":"i"}`},
+		{func() error { return ignore(c.EnvironmentFromDevcontainer(ctx, "r1", api.FromDevcontainer{})) }, `POST /api/repos/r1/environment/draft/devcontainer {}`},
 		{func() error { return ignore(c.TestEnvironment(ctx, "r1")) }, "POST /api/repos/r1/environment/tests"},
 		{func() error { return ignore(c.TestBuild(ctx, "r1", "t1")) }, "GET /api/repos/r1/environment/tests/t1"},
 		{func() error { return ignore(c.ApplyEnvironment(ctx, "r1")) }, "POST /api/repos/r1/environment/apply"},

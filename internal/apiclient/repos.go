@@ -71,6 +71,12 @@ func (c *Client) EditEnvironment(ctx context.Context, repo string, settings api.
 	return call[api.Environment](ctx, c, http.MethodPut, environmentPath(repo)+"/draft", settings)
 }
 
+// EnvironmentFromDevcontainer makes the Repo's draft from its
+// devcontainer.json, as req says.
+func (c *Client) EnvironmentFromDevcontainer(ctx context.Context, repo string, req api.FromDevcontainer) (api.Environment, error) {
+	return call[api.Environment](ctx, c, http.MethodPost, environmentPath(repo)+"/draft/devcontainer", req)
+}
+
 // TestEnvironment starts a Test build of the Repo's draft.
 func (c *Client) TestEnvironment(ctx context.Context, repo string) (api.TestBuild, error) {
 	return call[api.TestBuild](ctx, c, http.MethodPost, environmentPath(repo)+"/tests", nil)

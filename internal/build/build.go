@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,11 @@ type Spec struct {
 	// Docker installs Docker with the image's package manager, if the
 	// image has no dockerd.
 	Docker bool
+	// Features are installed in this order before the Bootstrap script
+	// (features.go); FetchFeature gets each one's layer, a tar, only when
+	// the Build is made.
+	Features     []Feature
+	FetchFeature func(ctx context.Context, ref string) ([]byte, error)
 }
 
 // Key is the Build's identity: every input that changes what it holds.
@@ -60,6 +66,14 @@ func (s Spec) Key() string {
 	// Variable is named "docker:".
 	if s.Docker {
 		parts = append(parts, "docker:", "on")
+	}
+	// Likewise only when set; a count first keeps the list apart.
+	if len(s.Features) > 0 {
+		parts = append(parts, "features:", strconv.Itoa(len(s.Features)))
+		for _, f := range s.Features {
+			parts = append(parts, f.Ref, strconv.Itoa(len(f.Env)))
+			parts = append(parts, f.Env...)
+		}
 	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
@@ -198,6 +212,12 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 	}
 	if out, _ := s.quiet(ctx, "sh", "-c", "tmux -V"); !tmuxNewEnough(out) {
 		return Build{}, fmt.Errorf("build: Claude Code needs tmux 3.2 or later and the image's package manager gave %q: use a newer image", strings.TrimSpace(out))
+	}
+	for _, f := range spec.Features {
+		progress("installing the Feature " + f.Ref)
+		if err := s.feature(ctx, spec, f); err != nil {
+			return Build{}, fmt.Errorf("build: the Feature %s: %w", f.Ref, err)
+		}
 	}
 	if strings.TrimSpace(spec.Bootstrap) != "" {
 		progress("running the Bootstrap script")

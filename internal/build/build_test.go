@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/outbound"
+	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/testenv"
@@ -292,4 +295,57 @@ func BenchmarkBuildInstallingAPackage(b *testing.B) {
 func median(xs []time.Duration) time.Duration {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
+}
+
+// TestABuildInstallsFeaturesInOrderWithTheirOptions: a Build pulls each
+// Feature by digest and runs its install.sh as root, in the order given,
+// before the Bootstrap script, its options in its environment; what it
+// installed is in a Session's Sandbox, its unpacked folder is not, and
+// the Features are part of the Build's key.
+func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
+	b, be, base := builder(t, 3)
+	ctx := context.Background()
+	host := testkit.Registry(t)
+	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
+	pinned := func(repo, install string) string {
+		ref := testkit.PushFeature(t, host, repo, `{"id": "x"}`, install)
+		digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
+	}
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base,
+		Features: []Feature{
+			{Ref: pinned("f/base:1", "#!/bin/sh\nset -e\necho \"base $GREETING $_REMOTE_USER $(id -u)\" >> /etc/kndl-features\n"), Env: []string{"GREETING=hi there"}},
+			{Ref: pinned("f/tool:1", "#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE\" >> /etc/kndl-features\nprintf '#!/bin/sh\\necho tool ran\\n' > /usr/local/bin/kndl-tool\nchmod +x /usr/local/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
+		},
+		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
+			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+			return layer, err
+		},
+		Bootstrap: "echo bootstrap >> /etc/kndl-features\n"}
+	var lines []string
+	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(ctx, "session"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0\ntool fast\nbootstrap\n"; got != want {
+		t.Errorf("a Session sees %q, want each Feature's install.sh with its options, in order, then the Bootstrap's", got)
+	}
+	if got := run(t, be, "session", "kndl-tool"); got != "tool ran\n" {
+		t.Errorf("the Feature's tool: %q", got)
+	}
+	if got := run(t, be, "session", "sh", "-c", "ls -d "+featureDir+" 2>/dev/null; true"); got != "" {
+		t.Errorf("the Feature's folder is left in the Build: %q", got)
+	}
+	if without := (Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Bootstrap: spec.Bootstrap}); without.Key() == spec.Key() {
+		t.Error("a Build's key does not change with its Features")
+	}
 }

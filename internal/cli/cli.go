@@ -85,7 +85,7 @@ func commands() []Command {
 		{Name: "mcp ls", Usage: "[--repo URL] [--json]", Summary: "list Installations (values never shown), and whether each is on in a Repo", Run: mcpList},
 		{Name: "mcp log", Usage: "--repo URL [--json]", Summary: "list a Repo's Installation changes: who, what, when", Run: mcpLog},
 		{Name: "env show", Usage: "--repo URL [--json]", Summary: "show a Repo's Environment: its current version and its draft", Run: envCommand("env show", nil, envShow)},
-		{Name: "env edit", Usage: "--repo URL [--file SETTINGS.json] [--image I] [--bootstrap-file F] [--start-file F] [--cpus N] [--memory MIB] [--check CMD] [--json]", Summary: "change the Repo's Environment draft", Run: envEditCommand()},
+		{Name: "env edit", Usage: "--repo URL [--file SETTINGS.json] [--image I] [--bootstrap-file F] [--start-file F] [--cpus N] [--memory MIB] [--check CMD] [--from-devcontainer[=PATH] [--follow]] [--json]", Summary: "change the Repo's Environment draft", Run: envEditCommand()},
 		{Name: "env test", Usage: "--repo URL [--json]", Summary: "run a Test build of the draft on a Runner of yours, its log live", Run: envCommand("env test", nil, envTest)},
 		{Name: "env apply", Usage: "--repo URL [--json]", Summary: "make the draft the next version (one that changes the Build needs a passed Test build)", Run: envCommand("env apply", nil, envApply)},
 		{Name: "env log", Usage: "--repo URL [--json]", Summary: "list a Repo's Environment versions: who changed what, when", Run: envCommand("env log", nil, envLog)},

@@ -68,6 +68,8 @@ func TestRunSaysWhatWentWrong(t *testing.T) {
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"show"}, 2, "usage: kndl show"},
 		{[]string{"var", "set"}, 2, "usage: kndl var set (--repo URL | --shared)"},
+		{[]string{"env", "edit", "--repo", "r", "--follow"}, 1, "--follow goes with --from-devcontainer"},
+		{[]string{"env", "edit", "--repo", "r", "--from-devcontainer", "--image", "x"}, 1, "--from-devcontainer makes the draft from the file alone"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -107,5 +109,29 @@ func TestClaudeEditorPutsTheStagedPromptInTheFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(file); string(b) != prompt {
 		t.Fatalf("the file holds %q, want %q", b, prompt)
+	}
+}
+
+// TestFromDevcontainerTakesAPathOrNone: --from-devcontainer alone is the
+// usual places, =PATH one file; either may follow.
+func TestFromDevcontainerTakesAPathOrNone(t *testing.T) {
+	tests := []struct {
+		args   []string
+		path   string
+		follow bool
+	}{
+		{[]string{"--from-devcontainer"}, "", false},
+		{[]string{"--from-devcontainer=.devcontainer/go/devcontainer.json", "--follow"}, ".devcontainer/go/devcontainer.json", true},
+	}
+	for _, tt := range tests {
+		f := &envEditFlags{}
+		fs := Flags(IO{Stderr: &bytes.Buffer{}}, "env edit")
+		check := f.define(fs)
+		if _, err := Parse(fs, tt.args); err != nil || check() != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		if !f.from.on || f.from.path != tt.path || f.set["follow"] != tt.follow {
+			t.Errorf("%q: from %+v follow %v, want path %q follow %v", tt.args, f.from, f.set["follow"], tt.path, tt.follow)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/egress"
+	"kndl.dev/kndl/internal/protocol"
 )
 
 // envCommand reads --repo and --json, then runs fn with the Repo's id.
@@ -64,8 +65,17 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 		fmt.Fprintf(io.Stdout, "Environment version %d (applied %s)\n", e.Current.Version, e.Current.CreatedAt.Format(time.RFC3339))
 	}
 	printSettings(io, e.Current.Settings)
+	if e.Follows != "" {
+		fmt.Fprintf(io.Stdout, "  follows:            %s (a push changing it makes a new draft)\n", e.Follows)
+	}
 	if d := e.Draft; d != nil {
 		fmt.Fprintf(io.Stdout, "\nDraft from version %d (edited %s):\n", d.BaseVersion, d.UpdatedAt.Format(time.RFC3339))
+		if d.From != nil {
+			fmt.Fprintf(io.Stdout, "  made from %s at commit %s\n", d.From.Path, d.From.Commit)
+			for _, n := range d.From.Notes {
+				fmt.Fprintf(io.Stdout, "  note: %s\n", n)
+			}
+		}
 		for _, ch := range d.Changes {
 			fmt.Fprintf(io.Stdout, "  %s\n", ch)
 		}
@@ -82,10 +92,19 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
-		or(s.Image, "the Runner's default"), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
+		or(s.Image, "the Runner's default"), featureRefs(s.Features), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"))
+}
+
+// featureRefs names the Features in their install order.
+func featureRefs(fs []protocol.Feature) string {
+	var refs []string
+	for _, f := range fs {
+		refs = append(refs, f.Ref)
+	}
+	return or(strings.Join(refs, ", "), "none")
 }
 
 func onOff(on bool) string {
@@ -120,7 +139,26 @@ type envEditFlags struct {
 	memory                        *int
 	egress                        *string
 	allow                         []string
+	from                          devcontainerFlag
+	follow                        *bool
 	set                           map[string]bool
+}
+
+// devcontainerFlag is --from-devcontainer, alone for the usual places or
+// =PATH for the file at PATH.
+type devcontainerFlag struct {
+	on   bool
+	path string
+}
+
+func (d *devcontainerFlag) String() string   { return d.path }
+func (d *devcontainerFlag) IsBoolFlag() bool { return true }
+func (d *devcontainerFlag) Set(v string) error {
+	d.on, d.path = true, v
+	if v == "true" {
+		d.path = ""
+	}
+	return nil
 }
 
 func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
@@ -139,11 +177,19 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 		f.allow = append(f.allow, commaList(v)...)
 		return nil
 	})
+	f.follow = fs.Bool("follow", false, "with --from-devcontainer: a push changing the file makes a new draft and starts its Test build (--follow=false to stop)")
+	fs.Var(&f.from, "from-devcontainer", "make the draft from the Repo's devcontainer.json at its default branch: .devcontainer/devcontainer.json, then .devcontainer.json, or =PATH")
 	return func() error {
 		f.set = map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-		if !f.any() {
-			return fmt.Errorf("say what to change: --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
+		switch {
+		case f.set["follow"] && !f.from.on:
+			return fmt.Errorf("--follow goes with --from-devcontainer: it follows the file the draft is made from")
+		case f.from.on && f.any():
+			return fmt.Errorf("--from-devcontainer makes the draft from the file alone: change it further with another kndl env edit")
+		case f.from.on:
+		case !f.any():
+			return fmt.Errorf("say what to change: --from-devcontainer, --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
 		}
 		return nil
 	}
@@ -159,6 +205,20 @@ func (f *envEditFlags) any() bool {
 }
 
 func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSON bool) error {
+	if f.from.on {
+		var follow *bool
+		if f.set["follow"] {
+			follow = f.follow
+		}
+		e, err := c.EnvironmentFromDevcontainer(ctx, repo, api.FromDevcontainer{Path: f.from.path, Follow: follow})
+		switch {
+		case err != nil:
+			return err
+		case asJSON:
+			return printJSON(io, e)
+		}
+		return envShow(ctx, io, c, repo, false)
+	}
 	e, err := c.Environment(ctx, repo)
 	if err != nil {
 		return err

@@ -73,6 +73,9 @@ func (c Config) Check() error {
 			return err
 		}
 	}
+	if err := checkFeatures(c.Features); err != nil {
+		return err
+	}
 	if c.CPUs < 0 || c.CPUs > MaxCPUs {
 		return fmt.Errorf("cpus %g: want 0 (the Runner's default) up to %d: %w", c.CPUs, MaxCPUs, errdefs.ErrInvalid)
 	}
@@ -86,6 +89,35 @@ func (c Config) Check() error {
 		return fmt.Errorf("the check is not one line of at most %d bytes of text (such as make test; put a longer script in the Repo and name it): %w", MaxCheck, errdefs.ErrInvalid)
 	}
 	return c.Egress.Check()
+}
+
+// MaxFeatures bounds an Environment's Features, dependencies included.
+const MaxFeatures = 32
+
+var (
+	// featureRefRE is a Feature's artifact by digest, as the Runner pulls it.
+	featureRefRE = regexp.MustCompile(`^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+@sha256:[0-9a-f]{64}$`)
+	// featureEnvRE is one of a Feature's options as install.sh reads it.
+	featureEnvRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\x00]*$`)
+)
+
+// checkFeatures refuses a Feature the Runner could not pull by digest, or
+// an option that is no variable.
+func checkFeatures(fs []protocol.Feature) error {
+	if len(fs) > MaxFeatures {
+		return fmt.Errorf("features has %d Features; at most %d: %w", len(fs), MaxFeatures, errdefs.ErrInvalid)
+	}
+	for i, f := range fs {
+		if !featureRefRE.MatchString(f.Ref) {
+			return fmt.Errorf("features[%d] %q is not a Feature pinned by digest (repository@sha256:…): make the draft with kndl env edit --from-devcontainer: %w", i, f.Ref, errdefs.ErrInvalid)
+		}
+		for _, kv := range f.Env {
+			if len(kv) > 1<<10 || !featureEnvRE.MatchString(kv) || !utf8.ValidString(kv) {
+				return fmt.Errorf("features[%d] %s: an option %q is not NAME=value of at most 1 KiB: %w", i, f.Ref, kv, errdefs.ErrInvalid)
+			}
+		}
+	}
+	return nil
 }
 
 // branchPrefixRE is a branch_prefix: path components of git's safe
@@ -176,6 +208,14 @@ func (c Config) BuildDigest(vars []AtBuild) string {
 	if c.Docker {
 		parts = append(parts, "docker:", "on")
 	}
+	// Likewise only when set, after Docker's part; counts keep the lists apart.
+	if len(c.Features) > 0 {
+		parts = append(parts, "features:", strconv.Itoa(len(c.Features)))
+		for _, f := range c.Features {
+			parts = append(parts, f.Ref, strconv.Itoa(len(f.Env)))
+			parts = append(parts, f.Env...)
+		}
+	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
@@ -199,6 +239,13 @@ func Changes(a, b Config) []string {
 	}
 	if a.Docker != b.Docker {
 		out = append(out, fmt.Sprintf("docker: %s -> %s", onOff(a.Docker), onOff(b.Docker)))
+	}
+	// Named by reference; options, like scripts, are not shown.
+	switch fa, fb := featureRefs(a.Features), featureRefs(b.Features); {
+	case !slices.Equal(fa, fb):
+		out = append(out, fmt.Sprintf("features: %s -> %s", list(fa), list(fb)))
+	case !slices.EqualFunc(a.Features, b.Features, func(x, y protocol.Feature) bool { return slices.Equal(x.Env, y.Env) }):
+		out = append(out, "features: options changed")
 	}
 	for _, s := range []struct{ name, a, b string }{{"Bootstrap", a.Bootstrap, b.Bootstrap}, {"Start", a.Start, b.Start}} {
 		switch {
@@ -237,6 +284,14 @@ func Changes(a, b Config) []string {
 	}
 	if ea, eb := api.EgressLine(a.Egress), api.EgressLine(b.Egress); ea != eb {
 		out = append(out, fmt.Sprintf("egress: %s -> %s", ea, eb))
+	}
+	return out
+}
+
+func featureRefs(fs []protocol.Feature) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Ref)
 	}
 	return out
 }

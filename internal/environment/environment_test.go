@@ -55,6 +55,10 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"check":"make test"}`, ""},
 		{`{"check":"make test\nrm -rf /"}`, "not one line"},
 		{`{"check":"` + strings.Repeat("x", MaxCheck+1) + `"}`, "not one line"},
+		{`{"features":[{"ref":"ghcr.io/devcontainers/features/go@sha256:` + strings.Repeat("a", 64) + `","env":["VERSION=1.22"]}]}`, ""},
+		{`{"features":[{"ref":"ghcr.io/devcontainers/features/go:1"}]}`, "features[0] \"ghcr.io/devcontainers/features/go:1\" is not a Feature pinned by digest"},
+		{`{"features":[{"ref":"ghcr.io/f/go@sha256:` + strings.Repeat("a", 64) + `","env":["1X=y"]}]}`, "an option \"1X=y\" is not NAME=value"},
+		{`{"features":[` + strings.Repeat(`{"ref":"x"},`, MaxFeatures) + `{"ref":"x"}]}`, "at most 32"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -103,6 +107,21 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			return c, vars
 		},
 		"docker": func() (Config, []AtBuild) { c := base; c.Docker = true; return c, vars },
+		"a feature": func() (Config, []AtBuild) {
+			c := base
+			c.Features = []protocol.Feature{{Ref: "ghcr.io/f/go@sha256:" + strings.Repeat("a", 64)}}
+			return c, vars
+		},
+		"a feature's option": func() (Config, []AtBuild) {
+			c := base
+			c.Features = []protocol.Feature{{Ref: "ghcr.io/f/go@sha256:" + strings.Repeat("a", 64), Env: []string{"VERSION=1"}}}
+			d := c
+			d.Features = []protocol.Feature{{Ref: "ghcr.io/f/go@sha256:" + strings.Repeat("a", 64)}}
+			if c.BuildDigest(vars) == d.BuildDigest(vars) {
+				return base, vars
+			}
+			return c, vars
+		},
 		"docker beside a folder": func() (Config, []AtBuild) {
 			c := base
 			c.DependencyFolders = []string{"node_modules"}
@@ -149,6 +168,20 @@ func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(got, ""), "secret") {
 		t.Fatal("a script's text in the change log")
+	}
+	go1 := protocol.Feature{Ref: "ghcr.io/f/go@sha256:" + strings.Repeat("a", 64), Env: []string{"TOKEN=secret-four"}}
+	go2 := go1
+	go2.Env = []string{"TOKEN=secret-five"}
+	for _, c := range []struct {
+		a, b []protocol.Feature
+		want string
+	}{
+		{nil, []protocol.Feature{go1}, "features: none -> " + go1.Ref},
+		{[]protocol.Feature{go1}, []protocol.Feature{go2}, "features: options changed"},
+	} {
+		if got := Changes(Config{Features: c.a}, Config{Features: c.b}); strings.Join(got, "|") != c.want {
+			t.Errorf("changes %q, want %q: Features named by reference, their options not shown", got, c.want)
+		}
 	}
 }
 

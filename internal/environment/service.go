@@ -172,8 +172,30 @@ func (cur Version) buildBase(vars []AtBuild) string {
 	return cur.BuildDigest
 }
 
+// Source names the file a draft was made from, such as the Repo's
+// devcontainer.json, and what was left out of it.
+type Source struct {
+	Path, Commit string
+	Notes        []string
+}
+
+// Source is what the draft was made from; the zero Source for a draft a
+// person wrote.
+func (d Draft) Source() Source {
+	src := Source{Path: d.SourcePath, Commit: d.SourceCommit}
+	if d.Notes != "" {
+		src.Notes = strings.Split(d.Notes, "\n")
+	}
+	return src
+}
+
 // Edit makes c the Repo's draft, from its current version.
 func (s *Service) Edit(ctx context.Context, repoID string, c Config, by string) (View, error) {
+	return s.EditFrom(ctx, repoID, c, by, Source{})
+}
+
+// EditFrom is Edit for a draft made from src.
+func (s *Service) EditFrom(ctx context.Context, repoID string, c Config, by string, src Source) (View, error) {
 	if err := c.Check(); err != nil {
 		return View{}, err
 	}
@@ -181,7 +203,9 @@ func (s *Service) Edit(ctx context.Context, repoID string, c Config, by string) 
 	if err != nil {
 		return View{}, err
 	}
-	if _, err := s.d.Store.SaveDraft(ctx, store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by}); err != nil {
+	d := store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by,
+		SourcePath: src.Path, SourceCommit: src.Commit, Notes: strings.Join(src.Notes, "\n")}
+	if _, err := s.d.Store.SaveDraft(ctx, d); err != nil {
 		return View{}, err
 	}
 	return s.Show(ctx, repoID)

@@ -37,6 +37,17 @@ type Forge interface {
 	ReviewOf(ctx context.Context, owner, name string, n int) (string, error)
 }
 
+// Files is a Forge that reads a Repo's files, such as its
+// devcontainer.json. It is optional.
+type Files interface {
+	// FileAt returns the file at path on the Repo's default branch, at
+	// most max bytes, and the commit it was read at. It returns
+	// ErrNotFound (internal/errdefs) for no such file or no token for the
+	// Repo, ErrTooLarge over max, and ErrUnavailable when the forge could
+	// not answer.
+	FileAt(ctx context.Context, owner, name, path string, max int64) (content []byte, commit string, err error)
+}
+
 // Access is what a minted token may do in its Repo.
 type Access int
 

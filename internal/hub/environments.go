@@ -70,7 +70,11 @@ func (h environmentsAPI) showEnvironment(w http.ResponseWriter, r *http.Request,
 	if err == nil {
 		v, err = h.envs.Show(r.Context(), repo.ID)
 	}
-	h.reply(w, r, http.StatusOK, apiEnvironment(v), err)
+	a := apiEnvironment(v)
+	if err == nil {
+		a.Follows, err = h.follows(r.Context(), repo.ID)
+	}
+	h.reply(w, r, http.StatusOK, a, err)
 }
 
 // editEnvironment makes the body, a whole Config, the Repo's draft.

@@ -158,7 +158,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	to := triggers.Options{Secret: []byte(cfg.GitHubWebhookSecret),
 		Store:    triggers.Store{Threads: st.Threads, Sessions: st.Sessions, Members: st.Members, Repos: st.Repos, Branches: st.Branches},
 		Sessions: triggerSessions{h}, PublicURL: cfg.PublicURL,
-		Ignored: h.metrics.WebhookIgnored, RefusalDropped: h.metrics.RefusalDropped, PullChanged: h.pulls.Reread, Logger: cfg.Logger}
+		Ignored: h.metrics.WebhookIgnored, RefusalDropped: h.metrics.RefusalDropped, PullChanged: h.pulls.Reread, Logger: cfg.Logger,
+		Pushed: devcontainerFollow{environmentsAPI{core: h.core, envs: h.envs}, h.notify, h.masks}.pushed}
 	if h.guard.gh != nil {
 		to.GitHub = h.guard.gh
 	}

@@ -152,6 +152,7 @@ func (h *Hub) routes() []route {
 		{"DELETE /api/repos/{repo}/links/{name}", person, vars.unlinkVariable},
 		{"GET /api/repos/{repo}/environment", person, envs.showEnvironment},
 		{"PUT /api/repos/{repo}/environment/draft", person, envs.editEnvironment},
+		{"POST /api/repos/{repo}/environment/draft/devcontainer", person, envs.fromDevcontainer},
 		{"POST /api/repos/{repo}/environment/tests", person, envs.testEnvironment},
 		{"GET /api/repos/{repo}/environment/tests/{test}", person, envs.showTestBuild},
 		{"POST /api/repos/{repo}/environment/apply", person, envs.applyEnvironment},

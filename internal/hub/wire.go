@@ -216,6 +216,9 @@ func apiEnvironmentDraft(d environment.Draft) api.EnvironmentDraft {
 		t := apiTestBuild(*d.Test)
 		a.Test = &t
 	}
+	if d.SourcePath != "" {
+		a.From = &api.DraftSource{Path: d.SourcePath, Commit: d.SourceCommit, Notes: d.Source().Notes}
+	}
 	return a
 }
 

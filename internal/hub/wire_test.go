@@ -36,7 +36,7 @@ func TestEachRowGoesOutInItsAPIShapeByteForByte(t *testing.T) {
 		{"Variable", pinned(apiVariable, "loads_code_rule")}, // only a name under loadscode.Table has a rule
 		{"User", pinned(apiUser)},
 		{"TestBuild", pinned(apiTestBuild)},
-		{"Environment", pinned(apiEnvironment)},
+		{"Environment", pinned(apiEnvironment, "follows")}, // the handler adds the file the Repo follows
 		{"EnvironmentDraft", pinned(apiEnvironmentDraft)},
 		{"EnvironmentVersion", pinned(apiEnvironmentVersion)},
 		{"AutoFix", pinned(apiAutoFix)},

@@ -117,15 +117,7 @@ func pull(ctx context.Context, ref, dir string, opts Options) (Image, error) {
 			return img, nil
 		}
 	}
-	auth := remote.WithAuth(authn.Anonymous)
-	if opts.Keychain != nil {
-		auth = remote.WithAuthFromKeychain(opts.Keychain)
-	}
-	tr := opts.Transport
-	if tr == nil {
-		tr = (&outbound.Dialer{}).Transport()
-	}
-	ropts := []remote.Option{remote.WithContext(ctx), auth, remote.WithTransport(tr), remote.WithPlatform(platform)}
+	ropts := append(opts.remote(ctx), remote.WithPlatform(platform))
 	desc, err := remote.Get(r, ropts...)
 	if err != nil {
 		return Image{}, classify(err)
@@ -182,6 +174,20 @@ func pull(ctx context.Context, ref, dir string, opts Options) (Image, error) {
 		return Image{}, err
 	}
 	return open(dir, digest.String())
+}
+
+// remote is how opts reach a registry: its credentials, if any, and its
+// transport, an outbound.Dialer's that opens nothing if none.
+func (opts Options) remote(ctx context.Context) []remote.Option {
+	auth := remote.WithAuth(authn.Anonymous)
+	if opts.Keychain != nil {
+		auth = remote.WithAuthFromKeychain(opts.Keychain)
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = (&outbound.Dialer{}).Transport()
+	}
+	return []remote.Option{remote.WithContext(ctx), auth, remote.WithTransport(tr)}
 }
 
 // unpackImage writes image's config and root filesystem into tmp and makes

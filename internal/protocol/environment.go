@@ -30,6 +30,11 @@ type EnvironmentSettings struct {
 	Bootstrap string `json:"bootstrap,omitempty"`
 	// Start runs in /workspace in each new Sandbox, before Claude Code.
 	Start string `json:"start,omitempty"`
+	// Features are Dev Container Features (containers.dev) the Build
+	// installs in this order, before the Bootstrap script: the Runner pulls
+	// each by digest through its registry settings and runs its install.sh
+	// as root with its options as variables.
+	Features []Feature `json:"features,omitempty"`
 	// Docker installs Docker in the Build and runs dockerd in each
 	// Sandbox, its data on a disk of the Sandbox's own, before the Start
 	// script. The Bootstrap script has no dockerd: the Build's own
@@ -63,6 +68,18 @@ type EnvironmentSettings struct {
 	// in each attempt's Sandbox after its Turn ends (session.check); its
 	// exit code ranks the attempts. Not a build input.
 	CheckCommand string `json:"check,omitempty"`
+}
+
+// MaxFeatureLayer bounds a Feature's artifact, which both the Hub (for
+// its metadata) and the Runner (to install it) pull.
+const MaxFeatureLayer = 16 << 20
+
+// Feature is one Dev Container Feature of an Environment.
+type Feature struct {
+	// Ref names its OCI artifact by digest: repository@sha256:….
+	Ref string `json:"ref"`
+	// Env holds its options as install.sh takes them, NAME=value.
+	Env []string `json:"env,omitempty"`
 }
 
 // TypeSessionEgress (Hub -> Runner, request, since version 6) swaps the

@@ -83,7 +83,8 @@ import (
 //	  run in an attempt's Sandbox after its Turn; session.start's
 //	  environment.check. Additive: an older Runner's attempts go unchecked,
 //	  their check saying why. runner.pool: what a Runner's warm
-//	  pool holds, for the Hub's /metrics.
+//	  pool holds, for the Hub's /metrics. environment.features: Dev
+//	  Container Features the Build installs.
 const (
 	Version    = 8
 	MinVersion = 5

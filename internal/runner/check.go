@@ -16,16 +16,6 @@ import (
 	"kndl.dev/kndl/internal/sandbox"
 )
 
-// checkSession runs the check of Session s with its Variables, which the
-// Hub gives afresh (as at its start) and the Runner keeps in memory alone.
-func (r *Runner) checkSession(ctx context.Context, s *session, req protocol.SessionCheck) (protocol.SessionCheckResult, error) {
-	var creds protocol.SessionCredentials
-	if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
-		return protocol.SessionCheckResult{}, fmt.Errorf("the Hub gave no Variables for the check: %w", err)
-	}
-	return s.check(ctx, req, creds.Variables)
-}
-
 // check runs the Environment's check command in the Session's Sandbox, as
 // its own root (the Sandbox's user namespace), in /workspace, with sh -c
 // in the environment Claude Code's commands get: the Sandbox's login

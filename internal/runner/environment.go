@@ -40,10 +40,18 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 			ref = env.Image
 		}
 		spec.Bootstrap, spec.Docker = env.Bootstrap, env.Docker
+		for _, f := range env.Features {
+			spec.Features = append(spec.Features, build.Feature{Ref: f.Ref, Env: f.Env})
+		}
 	}
 	opts := ociimage.Options{Transport: r.cfg.Outbound.Transport(), Progress: func(p ociimage.Progress) { logf("%s", p) }}
 	if r.cfg.RegistryAuth == RegistryAuthHost {
 		opts.Keychain = authn.DefaultKeychain
+	}
+	// A Feature comes through the same registry settings as the image.
+	spec.FetchFeature = func(ctx context.Context, ref string) ([]byte, error) {
+		_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+		return layer, err
 	}
 	img, err := ociimage.Pull(ctx, ref, filepath.Join(r.cfg.Home, "images"), opts)
 	if err != nil {

@@ -313,7 +313,13 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		return nil, s.stopTurn(ctx)
 	})
 	handleRunning(conn, r, protocol.TypeSessionCheck, func(ctx context.Context, s *session, req protocol.SessionCheck) (any, error) {
-		return r.checkSession(ctx, s, req)
+		// The check gets the Session's Variables afresh from the Hub, as at
+		// its start, and the Runner keeps them in memory alone.
+		var creds protocol.SessionCredentials
+		if err := r.link.request(ctx, protocol.TypeSessionCredentials, protocol.SessionRef{SessionID: s.id}, &creds); err != nil {
+			return nil, fmt.Errorf("the Hub gave no Variables for the check: %w", err)
+		}
+		return s.check(ctx, req, creds.Variables)
 	})
 	handleRunning(conn, r, protocol.TypeSessionAnswer, func(ctx context.Context, s *session, req protocol.SessionAnswer) (any, error) {
 		return nil, s.questions.answer(req)

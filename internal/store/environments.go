@@ -31,6 +31,10 @@ type EnvironmentDraft struct {
 	Config      string
 	UpdatedBy   string
 	UpdatedAt   time.Time
+	// SourcePath and SourceCommit name the devcontainer.json the draft
+	// was made from, and Notes what was left out of it, one a line; all
+	// empty for a draft made otherwise.
+	SourcePath, SourceCommit, Notes string
 }
 
 // TestBuild is a run of a draft's build inputs, named by their digest.
@@ -86,10 +90,12 @@ func (s *Environments) EnvironmentVersion(ctx context.Context, repoID string, ve
 // SaveDraft makes or replaces a Repo's draft.
 func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentDraft, error) {
 	d.UpdatedAt = s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (repo_id) DO UPDATE SET base_version = excluded.base_version, config = excluded.config,
-			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		d.RepoID, d.BaseVersion, d.Config, d.UpdatedBy, ms(d.UpdatedAt))
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at, source_path = excluded.source_path,
+			source_commit = excluded.source_commit, notes = excluded.notes`,
+		d.RepoID, d.BaseVersion, d.Config, d.UpdatedBy, ms(d.UpdatedAt), d.SourcePath, d.SourceCommit, d.Notes)
 	return d, err
 }
 
@@ -97,8 +103,9 @@ func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (Envir
 func (s *Environments) Draft(ctx context.Context, repoID string) (EnvironmentDraft, error) {
 	var d EnvironmentDraft
 	var at int64
-	err := s.db.QueryRowContext(ctx, `SELECT repo_id, base_version, config, updated_by, updated_at FROM environment_drafts WHERE repo_id = ?`, repoID).
-		Scan(&d.RepoID, &d.BaseVersion, &d.Config, &d.UpdatedBy, &at)
+	err := s.db.QueryRowContext(ctx, `SELECT repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes
+		FROM environment_drafts WHERE repo_id = ?`, repoID).
+		Scan(&d.RepoID, &d.BaseVersion, &d.Config, &d.UpdatedBy, &at, &d.SourcePath, &d.SourceCommit, &d.Notes)
 	d.UpdatedAt = time.UnixMilli(at)
 	return d, notFound(err, "a draft of the Repo's Environment")
 }

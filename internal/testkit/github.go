@@ -192,6 +192,7 @@ func NewGitHubOn(t testing.TB, ln net.Listener) *GitHub {
 	mux.HandleFunc("GET /repos/{owner}/{repo}", g.repo)
 	g.serveIssues(mux)
 	g.serveChecks(mux)
+	g.serveContents(mux)
 	g.serveGraphQL(mux)
 	g.serveActions(mux)
 	srv := httptest.NewUnstartedServer(g.gate(mux))

@@ -320,6 +320,9 @@ var roleTable = map[string]roleRoute{
 		f.draft()
 		return onRepo("POST", "/environment/apply", "")(f, c)
 	}},
+	// The fixture serves no devcontainer.json: past the check, a 400.
+	"POST /api/repos/{repo}/environment/draft/devcontainer": {want: people(passed).but(aReader, forbidden).but(anOutsider, missing),
+		req: onRepo("POST", "/environment/draft/devcontainer", `{}`)},
 	"GET /api/repos/{repo}/environment/log": {want: watchers, req: onRepo("GET", "/environment/log", "")},
 
 	// What Sessions spent: a Session's, by everyone who sees it; a report

@@ -52,6 +52,11 @@ const (
 	// and that Turn's check; told once per set, about its first attempt,
 	// the text linking the set's page.
 	AttemptsReady = "attempts_ready"
+
+	// EnvironmentDraft: a push changed a Repo's followed devcontainer.json,
+	// and a new draft waits for a Member with push to apply it once its
+	// Test build passes. Posted to those Members' webhooks.
+	EnvironmentDraft = "environment_draft"
 )
 
 // Formats a webhook takes.
@@ -280,6 +285,16 @@ func (n *Notifier) Members(ctx context.Context, s store.Session, to []string, ki
 	return n.store(ctx, notice{s: s, kind: kind, text: text, to: to})
 }
 
+// Repo tells the webhooks of the Members to of an event of kind on a
+// Repo, not a Session: its Environment (EnvironmentDraft), titled title,
+// linking page. text is the caller's to mask.
+func (n *Notifier) Repo(ctx context.Context, repoURL, title, page string, to []string, kind, text string) error {
+	if len(to) == 0 {
+		return nil
+	}
+	return n.store(ctx, notice{s: store.Session{RepoURL: repoURL, Title: title}, kind: kind, text: text, to: to, url: page})
+}
+
 func (n *Notifier) store(ctx context.Context, x notice) error {
 	s, kind := x.s, x.kind
 	to := x.to
@@ -289,6 +304,9 @@ func (n *Notifier) store(ctx context.Context, x notice) error {
 	ev := Event{Kind: kind, Text: n.opts.Redactor.RedactText(ctx, s.ID, x.text), At: time.Now().UTC(), Coalesced: x.coalesced,
 		Session: EventSession{ID: s.ID, Title: n.opts.Redactor.RedactText(ctx, s.ID, s.Title), Repo: s.RepoURL,
 			URL: strings.TrimSuffix(n.opts.PublicURL, "/") + "/sessions/" + s.ID}}
+	if x.url != "" {
+		ev.Session.URL = x.url
+	}
 	var ns []store.Notification
 	for _, user := range to {
 		ws, err := n.opts.Store.NotifyWebhooks(ctx, user)
@@ -321,13 +339,14 @@ func (n *Notifier) poke() {
 
 // headlines say each kind in a Slack message.
 var headlines = map[string]string{
-	QuestionWaiting: "Claude asks",
-	TurnEnded:       "Turn ended",
-	PullOpened:      "Pull request opened",
-	SessionFailed:   "Session failed",
-	LimitReached:    "Limit reached",
-	EgressRequested: "Asked to allow a host",
-	AttemptsReady:   "Attempts ready",
+	QuestionWaiting:  "Claude asks",
+	TurnEnded:        "Turn ended",
+	PullOpened:       "Pull request opened",
+	SessionFailed:    "Session failed",
+	LimitReached:     "Limit reached",
+	EgressRequested:  "Asked to allow a host",
+	AttemptsReady:    "Attempts ready",
+	EnvironmentDraft: "Environment draft to apply",
 }
 
 // body is ev as a webhook of format takes it.

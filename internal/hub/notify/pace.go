@@ -37,6 +37,7 @@ type notice struct {
 	kind, text string
 	coalesced  int
 	to         []string
+	url        string // a Repo's notice links its page, not a Session's
 }
 
 // admit reports whether a notice of s may be queued now, and holds it if

@@ -109,6 +109,10 @@ type Options struct {
 	// (check_run, check_suite, pull_request_review), by the Repo's URL
 	// and the pull request's head branch, so it is read again.
 	PullChanged func(ctx context.Context, repoURL, branch string)
+	// Pushed, if set, is told of a push to the default branch of one of
+	// the Hub's Repos, reaching commit, with the files it changed (nil:
+	// too many commits to say, any file).
+	Pushed func(ctx context.Context, repo store.Repo, commit string, changed []string) error
 	// EditGap is the least time between two edits of a Session's reply as
 	// it goes; default DefaultEditGap.
 	EditGap time.Duration
@@ -283,6 +287,7 @@ var actions = map[string]func(*Receiver, context.Context, []byte) error{
 	"check_run":           (*Receiver).checkRun,
 	"check_suite":         (*Receiver).checkSuite,
 	"pull_request_review": (*Receiver).review,
+	"push":                (*Receiver).push,
 }
 
 // The parts of GitHub's issue_comment and issues payloads a trigger reads.

@@ -76,6 +76,7 @@ export const triggerLabel = (repoID) => `${repo(repoID)}/trigger-label`;
 export const environment = (repoID) => `${repo(repoID)}/environment`;
 export const repoLimits = (repoID) => `${repo(repoID)}/limits`;
 export const environmentDraft = (repoID) => `${environment(repoID)}/draft`;
+export const environmentDevcontainer = (repoID) => `${environmentDraft(repoID)}/devcontainer`;
 export const environmentTests = (repoID) => `${environment(repoID)}/tests`;
 export const environmentTest = (repoID, id) => `${environmentTests(repoID)}/${seg(id)}`;
 export const environmentApply = (repoID) => `${environment(repoID)}/apply`;

@@ -16,6 +16,7 @@ function describe(s) {
   const list = (l) => (l && l.length ? l.join(", ") : "none");
   return [
     `image:              ${s.image || "the Runner's default"}`,
+    `features:           ${list((s.features || []).map((f) => f.ref))}`,
     `bootstrap:          ${lines(s.bootstrap)}`,
     `start:              ${lines(s.start)}`,
     `docker:             ${s.docker ? "on" : "off"}`,
@@ -80,6 +81,13 @@ async function load() {
     const test = !d.needs_test ? "It leaves the Build as it is and applies at once." : d.test ? `Its Test build ${d.test.state}.` : "It changes the Build: run a Test build before applying it.";
     state.textContent = `The draft changes: ${d.changes.join("; ")}. ${test}`;
   }
+  // A draft from the devcontainer.json names it, its commit and its notes.
+  const source = document.getElementById("draft-source");
+  source.hidden = !(d && d.from);
+  source.textContent = d && d.from ? `Made from ${d.from.path} at commit ${d.from.commit.slice(0, 12)}; notes:` : "";
+  document.getElementById("draft-notes").replaceChildren(...((d && d.from && d.from.notes) || []).map((n) => el("li", "", n)));
+  devcontainer.follow.checked = !!env.follows;
+  if (env.follows) devcontainer.path.value = env.follows;
   const tbody = document.querySelector("#env-log tbody");
   tbody.replaceChildren();
   for (const v of await api("GET", paths.environmentLog(repo))) {
@@ -109,6 +117,12 @@ function settings() {
 
 submit(form, errors, async () => {
   await api("PUT", paths.environmentDraft(repo), settings());
+  await load();
+});
+
+const devcontainer = document.getElementById("devcontainer");
+submit(devcontainer, errors, async () => {
+  await api("POST", paths.environmentDevcontainer(repo), { path: devcontainer.path.value.trim(), follow: devcontainer.follow.checked });
   await load();
 });
 

@@ -1,0 +1,241 @@
+package devcontainer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	"kndl.dev/kndl/internal/devcontainer"
+	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/outbound"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/testkit"
+)
+
+// fakeFetch serves Features' layers from memory by reference, each with
+// a digest made of its name.
+func fakeFetch(t testing.TB, metas map[string]string) devcontainer.Fetch {
+	return func(ctx context.Context, ref string) (string, []byte, error) {
+		meta, ok := metas[ref]
+		if !ok {
+			return "", nil, fmt.Errorf("no %s: %w", ref, errdefs.ErrNotFound)
+		}
+		return "sha256:" + strings.Repeat("0", 60) + fmt.Sprintf("%04d", len(ref)), testkit.FeatureLayer(t, meta, "#!/bin/sh\necho installed\n"), nil
+	}
+}
+
+func TestReadMapsEachProperty(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want devcontainer.Draft
+	}{
+		{"image, with comments and trailing commas", `{
+			// VS Code writes these
+			"name": "app",
+			"image": "mcr.microsoft.com/devcontainers/go:1", /* and these */
+		}`, devcontainer.Draft{Config: environment.Config{Image: "mcr.microsoft.com/devcontainers/go:1"}}},
+		{"create commands in order, each form", `{
+			"postCreateCommand": {"b": "make deps", "a": ["go", "mod", "download"]},
+			"onCreateCommand": "apt-get install -y jq",
+			"updateContentCommand": ["npm", "ci", "it's"],
+		}`, devcontainer.Draft{Config: environment.Config{Bootstrap: "# onCreateCommand, from devcontainer.json\nsh -c 'apt-get install -y jq'\n" +
+			"# updateContentCommand, from devcontainer.json\nnpm ci 'it'\\''s'\n" +
+			"# postCreateCommand, from devcontainer.json\npids=()\ngo mod download & pids+=($!) # a\nsh -c 'make deps' & pids+=($!) # b\nfor pid in \"${pids[@]}\"; do wait \"$pid\"; done\n"},
+			Notes: []string{"onCreateCommand, updateContentCommand, postCreateCommand: run once per Build as root, without the Repo's files; a command that needs them belongs in postStartCommand"}}},
+		{"start and attach commands to Start", `{"postAttachCommand": "echo attached", "postStartCommand": ["touch", "/tmp/started"]}`,
+			devcontainer.Draft{Config: environment.Config{Start: "# postStartCommand, from devcontainer.json\ntouch /tmp/started\n# postAttachCommand, from devcontainer.json\nsh -c 'echo attached'\n"}}},
+		{"containerEnv, then remoteEnv over it, resolved", `{
+			"containerEnv": {"GOFLAGS": "-mod=mod", "TOOLS": "/opt/tools", "GONE": "x"},
+			"remoteEnv": {"PATH2": "${containerEnv:TOOLS}/bin:${containerEnv:NOPE:/usr/bin}", "GOFLAGS": "-v", "WS": "${containerWorkspaceFolder}/x", "SHELLS": "${HOME}", "GONE": null}
+		}`, devcontainer.Draft{Variables: []devcontainer.Variable{{"GOFLAGS", "-v"}, {"PATH2", "/opt/tools/bin:/usr/bin"}, {"SHELLS", "${HOME}"}, {"TOOLS", "/opt/tools"}, {"WS", "/workspace/x"}}}},
+		{"forwardPorts labelled by portsAttributes", `{
+			"forwardPorts": [3000, "localhost:5432", "db:5432"],
+			"portsAttributes": {"3000": {"label": "web"}, "9000-9100": {"label": "range"}}
+		}`, devcontainer.Draft{Ports: []devcontainer.Port{{3000, "web"}, {5432, ""}},
+			Notes: []string{`forwardPorts[2]: "db:5432" is another host's port; a Session offers its own alone`}}},
+		{"remoteUser over containerUser", `{"containerUser": "root", "remoteUser": "vscode"}`, devcontainer.Draft{User: "vscode"}},
+		{"containerUser alone", `{"containerUser": "node"}`, devcontainer.Draft{User: "node"}},
+		{"hostRequirements within the limits", `{"hostRequirements": {"cpus": 4, "memory": "8gb", "storage": "32gb"}}`,
+			devcontainer.Draft{Config: environment.Config{CPUs: 4, MemoryMiB: 8192}, Notes: []string{"hostRequirements.storage: not used; a Sandbox's disk is the Runner's to size"}}},
+		{"hostRequirements over the limits are capped", `{"hostRequirements": {"cpus": 512, "memory": "4tb", "gpu": true}}`,
+			devcontainer.Draft{Config: environment.Config{CPUs: environment.MaxCPUs, MemoryMiB: environment.MaxMemoryMiB}, Notes: []string{
+				"hostRequirements.cpus: 512 is over kndl's 64; asks for 64",
+				"hostRequirements.memory: 4tb is over kndl's 1048576 MiB; asks for that",
+				"hostRequirements.gpu: not used; Sandboxes have no GPU"}}},
+		{"the host's properties are ignored with a note each", `{
+			"runArgs": ["--net=host"], "mounts": ["source=/,target=/host,type=bind"], "privileged": true,
+			"capAdd": ["SYS_ADMIN"], "securityOpt": ["seccomp=unconfined"], "init": true
+		}`, devcontainer.Draft{Notes: []string{
+			"runArgs: ignored; a Sandbox never takes it, its host decides",
+			"mounts: ignored; a Sandbox never takes it, its host decides",
+			"privileged: ignored; a Sandbox never takes it, its host decides",
+			"capAdd: ignored; a Sandbox never takes it, its host decides",
+			"securityOpt: ignored; a Sandbox never takes it, its host decides",
+			"init: ignored; a Sandbox never takes it, its host decides"}}},
+		{"unknown properties are notes", `{"customizations": {"vscode": {}}, "workspaceFolder": "/src", "$schema": "x"}`,
+			devcontainer.Draft{Notes: []string{"customizations: not used by kndl", "workspaceFolder: not used by kndl"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := devcontainer.Read(context.Background(), []byte(tt.file), nil)
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %#v\nwant %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadRefusesWithTheProperty(t *testing.T) {
+	features := fakeFetch(t, map[string]string{
+		"ghcr.io/a/f/one:1": `{"id": "one", "dependsOn": {"ghcr.io/a/f/two:1": {}}}`,
+		"ghcr.io/a/f/two:1": `{"id": "two", "dependsOn": {"ghcr.io/a/f/one:1": {}}}`,
+		"ghcr.io/a/f/bad:1": `{"version": "1"}`,
+	})
+	big := `{"postStartCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`
+	tests := []struct {
+		name, file string
+		class      error
+		want       string // in the message
+	}{
+		{"a file over 1 MiB", `{"image": "` + strings.Repeat("a", devcontainer.MaxFile) + `"}`, errdefs.ErrTooLarge, "at most 1048576 (1 MiB)"},
+		{"a syntax error", `{"image": "debian:12",, }`, errdefs.ErrInvalid, "not JSON with comments"},
+		{"not an object", `["image"]`, errdefs.ErrInvalid, "not an object of properties"},
+		{"a Dockerfile", `{"build": {"dockerfile": "Dockerfile"}}`, errdefs.ErrInvalid, "build: a Dockerfile is refused until kndl has a builder; name the image your CI builds"},
+		{"the old dockerFile", `{"dockerFile": "Dockerfile"}`, errdefs.ErrInvalid, "dockerFile: a Dockerfile is refused"},
+		{"Docker Compose", `{"dockerComposeFile": "compose.yml", "service": "app"}`, errdefs.ErrInvalid, "dockerComposeFile: Docker Compose is refused"},
+		{"a bad image", `{"image": "Not An Image"}`, errdefs.ErrInvalid, `image "Not An Image" is not an image reference`},
+		{"an image of the wrong type", `{"image": 12}`, errdefs.ErrInvalid, "image: 12 is not what the specification allows"},
+		{"${localEnv} in containerEnv", `{"containerEnv": {"TOKEN": "${localEnv:GITHUB_TOKEN}"}}`, errdefs.ErrInvalid, "containerEnv.TOKEN: ${localEnv:GITHUB_TOKEN} is refused"},
+		{"${localEnv} with a default in remoteEnv", `{"remoteEnv": {"H": "${localEnv:HOME:/root}"}}`, errdefs.ErrInvalid, "remoteEnv.H: ${localEnv:HOME:/root} is refused"},
+		{"${localWorkspaceFolder}", `{"remoteEnv": {"W": "${localWorkspaceFolder}"}}`, errdefs.ErrInvalid, "remoteEnv.W: ${localWorkspaceFolder} is refused"},
+		{"${containerEnv} not in containerEnv", `{"remoteEnv": {"PATH": "${containerEnv:PATH}:/x"}}`, errdefs.ErrInvalid, "remoteEnv.PATH: ${containerEnv:PATH} names a variable containerEnv does not set"},
+		{"a bad variable name", `{"containerEnv": {"1X": "y"}}`, errdefs.ErrInvalid, "containerEnv.1X: a Variable's name"},
+		{"a lifecycle command of the wrong shape", `{"onCreateCommand": 3}`, errdefs.ErrInvalid, "onCreateCommand: 3 is not a string, an array of strings or an object"},
+		{"a parallel command of the wrong shape", `{"postCreateCommand": {"a": {"b": 1}}}`, errdefs.ErrInvalid, "postCreateCommand.a: "},
+		{"an empty array", `{"postStartCommand": []}`, errdefs.ErrInvalid, "postStartCommand: an empty array is no command"},
+		{"a lifecycle command over the Bootstrap's limit", `{"onCreateCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`, errdefs.ErrInvalid, "onCreateCommand: the Bootstrap script it makes"},
+		{"a start command over the Start's limit", big, errdefs.ErrInvalid, "postStartCommand: the Start script it makes"},
+		{"a bad port", `{"forwardPorts": [70000]}`, errdefs.ErrInvalid, "forwardPorts[0]: 70000 is not a port"},
+		{"a bad user", `{"remoteUser": "a b"}`, errdefs.ErrInvalid, `remoteUser: "a b" is not a user name`},
+		{"a bad memory size", `{"hostRequirements": {"memory": "lots"}}`, errdefs.ErrInvalid, "hostRequirements.memory: \"lots\" is not a size"},
+		{"a local Feature", `{"features": {"./local-feature": {}}}`, errdefs.ErrInvalid, `features["./local-feature"]: a Feature in the Repo's files is not supported yet`},
+		{"a tarball Feature", `{"features": {"https://x.test/f.tgz": {}}}`, errdefs.ErrInvalid, "a Feature from a tarball URL is not supported"},
+		{"a Feature without its registry", `{"features": {"node": {}}}`, errdefs.ErrInvalid, `features["node"]: "node" is not a Feature's OCI reference with its registry`},
+		{"a Feature reference that does not parse", `{"features": {"ghcr.io/A B/c": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/A B/c"]: "ghcr.io/A B/c" is not a Feature's OCI reference`},
+		{"a Feature not in its registry", `{"features": {"ghcr.io/a/f/none:1": {}}}`, errdefs.ErrNotFound, `features["ghcr.io/a/f/none:1"]: no ghcr.io/a/f/none:1`},
+		{"a Feature without an id", `{"features": {"ghcr.io/a/f/bad:1": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/bad:1"]: its devcontainer-feature.json is not a Feature's`},
+		{"Features in a cycle", `{"features": {"ghcr.io/a/f/one:1": {}}}`, errdefs.ErrInvalid, "features: ghcr.io/a/f/one, ghcr.io/a/f/two depend on each other in a cycle"},
+		{"a Feature's option of the wrong type", `{"features": {"ghcr.io/a/f/one:1": {"x": [1]}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/one:1"].x: an option is a string or a boolean`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), features)
+			if !errors.Is(err, tt.class) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v (a draft %+v), want an error of class %v saying %q", err, d, tt.class, tt.want)
+			}
+			if !reflect.DeepEqual(d, devcontainer.Draft{}) {
+				t.Errorf("got a draft %+v with the error, want none", d)
+			}
+		})
+	}
+}
+
+func TestFeaturesInstallInTheSpecificationsOrder(t *testing.T) {
+	fetch := fakeFetch(t, map[string]string{
+		"ghcr.io/f/node:1":         `{"id": "node", "options": {"version": {"type": "string", "default": "lts"}, "nvm-install": {"type": "boolean", "default": true}}, "installsAfter": ["ghcr.io/f/common"]}`,
+		"ghcr.io/f/common:2":       `{"id": "common", "options": {"user": {"type": "string", "default": "auto"}}}`,
+		"ghcr.io/f/yarn:1":         `{"id": "yarn", "dependsOn": {"ghcr.io/f/node:1": {"version": "20"}}}`,
+		"ghcr.io/f/aaa:1":          `{"id": "aaa", "installsAfter": ["ghcr.io/f/not-here"]}`,
+		"localhost:5000/f/zzz:1.0": `{"id": "zzz"}`,
+	})
+	digest := func(ref string) string { return "@sha256:" + strings.Repeat("0", 60) + fmt.Sprintf("%04d", len(ref)) }
+	tests := []struct {
+		name, file string
+		want       []devcontainer.Feature
+	}{
+		{"dependsOn pulls its Feature in first, with its options, installsAfter orders the rest", `{"features": {
+			"ghcr.io/f/yarn:1": {},
+			"ghcr.io/f/common:2": "latest",
+			"ghcr.io/f/aaa:1": {},
+		}}`, []devcontainer.Feature{
+			{Ref: "ghcr.io/f/aaa" + digest("ghcr.io/f/aaa:1"), ID: "aaa"},
+			{Ref: "ghcr.io/f/common" + digest("ghcr.io/f/common:2"), ID: "common", Env: []string{"USER=auto", "VERSION=latest"}},
+			{Ref: "ghcr.io/f/node" + digest("ghcr.io/f/node:1"), ID: "node", Env: []string{"NVM_INSTALL=true", "VERSION=20"}},
+			{Ref: "ghcr.io/f/yarn" + digest("ghcr.io/f/yarn:1"), ID: "yarn"},
+		}},
+		{"the file's options win over a dependsOn's", `{"features": {"ghcr.io/f/yarn:1": {}, "ghcr.io/f/node:1": {"version": "22", "nvm-install": false}}}`, []devcontainer.Feature{
+			{Ref: "ghcr.io/f/node" + digest("ghcr.io/f/node:1"), ID: "node", Env: []string{"NVM_INSTALL=false", "VERSION=22"}},
+			{Ref: "ghcr.io/f/yarn" + digest("ghcr.io/f/yarn:1"), ID: "yarn"},
+		}},
+		{"overrideFeatureInstallOrder goes first within a round", `{"features": {"ghcr.io/f/aaa:1": {}, "localhost:5000/f/zzz:1.0": {}}, "overrideFeatureInstallOrder": ["localhost:5000/f/zzz"]}`, []devcontainer.Feature{
+			{Ref: "localhost:5000/f/zzz" + digest("localhost:5000/f/zzz:1.0"), ID: "zzz"},
+			{Ref: "ghcr.io/f/aaa" + digest("ghcr.io/f/aaa:1"), ID: "aaa"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), fetch)
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if !reflect.DeepEqual(d.Features, tt.want) {
+				t.Errorf("got %+v\nwant %+v", d.Features, tt.want)
+			}
+		})
+	}
+}
+
+func TestFeaturesArePulledThroughTheOutboundRules(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	testkit.PushFeature(t, host, "f/base:1", `{"id": "base"}`, "")
+	testkit.PushFeature(t, host, "f/tool:1", `{"id": "tool", "dependsOn": {"`+host+`/f/base:1": {}}}`, "")
+	file := []byte(`{"features": {"` + host + `/f/tool:1": {}}}`)
+	through := func(tr *outbound.Dialer) devcontainer.Fetch {
+		return func(ctx context.Context, ref string) (string, []byte, error) {
+			return ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, ociimage.Options{Transport: tr.Transport()})
+		}
+	}
+
+	d, err := devcontainer.Read(context.Background(), file, through(&outbound.Dialer{Allow: outbound.AllowLoopback}))
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	var ids []string
+	for _, f := range d.Features {
+		ids = append(ids, f.ID)
+		if !strings.HasPrefix(f.Ref, host+"/f/"+f.ID+"@sha256:") {
+			t.Errorf("got ref %s, want %s/f/%s pinned by digest", f.Ref, host, f.ID)
+		}
+	}
+	if !reflect.DeepEqual(ids, []string{"base", "tool"}) {
+		t.Errorf("got Features %v, want base (which tool dependsOn) then tool", ids)
+	}
+
+	// A Runner whose outbound rules refuse the registry's address.
+	_, err = devcontainer.Read(context.Background(), file, through(&outbound.Dialer{}))
+	if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), `features["`+host+`/f/tool:1"]`) {
+		t.Errorf("got %v, want ErrForbidden naming the feature", err)
+	}
+	// A registry not reachable.
+	srv.Close()
+	_, err = devcontainer.Read(context.Background(), file, through(&outbound.Dialer{Allow: outbound.AllowLoopback}))
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `features["`+host+`/f/tool:1"]`) {
+		t.Errorf("got %v, want ErrUnavailable naming the feature", err)
+	}
+}

@@ -1,0 +1,200 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/devcontainer"
+	"kndl.dev/kndl/internal/environment"
+	"kndl.dev/kndl/internal/errdefs"
+	"kndl.dev/kndl/internal/forge"
+	"kndl.dev/kndl/internal/hub/masks"
+	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/ociimage"
+	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/store"
+)
+
+// devcontainerPaths are where a Repo's devcontainer.json is looked for,
+// in order, when the request names none: the specification's places.
+var devcontainerPaths = []string{".devcontainer/devcontainer.json", ".devcontainer.json"}
+
+// fromDevcontainer makes the Repo's draft from its devcontainer.json at
+// its default branch: the current version's settings with what the file
+// says over them. A file kndl refuses changes nothing.
+func (h environmentsAPI) fromDevcontainer(w http.ResponseWriter, r *http.Request, p Principal) {
+	ctx := r.Context()
+	repo, err := h.guard.repoToChange(ctx, p, r.PathValue("repo"), "Environment")
+	var req api.FromDevcontainer
+	if err == nil {
+		err = readJSON(r, &req)
+	}
+	var v environment.View
+	if err == nil {
+		v, err = h.draftFromDevcontainer(ctx, repo.ID, repo.URL, req.Path, p.User.ID)
+	}
+	if err == nil && req.Follow != nil {
+		err = h.setFollow(ctx, repo.ID, v, *req.Follow, p.User.ID)
+	}
+	a := apiEnvironment(v)
+	if err == nil {
+		a.Follows, err = h.follows(ctx, repo.ID)
+	}
+	h.reply(w, r, http.StatusOK, a, err)
+}
+
+// setFollow turns following the file the draft v was made from on or off.
+func (h environmentsAPI) setFollow(ctx context.Context, repoID string, v environment.View, on bool, by string) error {
+	if !on {
+		return h.store.Environments.StopFollow(ctx, repoID)
+	}
+	return h.store.Environments.SetFollow(ctx, store.EnvironmentFollow{RepoID: repoID, Path: v.Draft.SourcePath, UserID: by})
+}
+
+// follows is the path of the devcontainer.json the Repo follows, "" for
+// none.
+func (h environmentsAPI) follows(ctx context.Context, repoID string) (string, error) {
+	f, err := h.store.Environments.Follow(ctx, repoID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", nil
+	}
+	return f.Path, err
+}
+
+// devcontainerFollow makes the drafts of the Repos that follow their
+// devcontainer.json as pushes change it.
+type devcontainerFollow struct {
+	environmentsAPI
+	notify *notify.Notifier
+	masks  *masks.Sets
+}
+
+// pushed: a push to the Repo's default branch that changed the file it
+// follows makes a new draft from the file and starts its Test build, as
+// the Member who turned follow on while they still have push; nothing is
+// applied. The Repo's Members with push are told, of a file kndl refused
+// too.
+func (h devcontainerFollow) pushed(ctx context.Context, repo store.Repo, commit string, changed []string) error {
+	f, err := h.store.Environments.Follow(ctx, repo.ID)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case changed != nil && !slices.Contains(changed, f.Path):
+		return nil
+	}
+	by, err := h.store.Members.UserByID(ctx, f.UserID)
+	if err != nil || !h.guard.canPush(ctx, by, repo.URL) {
+		return fmt.Errorf("the follow of %s's %s is its Member %s's, who no longer has push there: turn it on again: %v", repo.URL, f.Path, f.UserID, err)
+	}
+	text := fmt.Sprintf("A push (%.12s) changed %s: a new draft of the Environment waits; apply it once its Test build passes (kndl env apply).", commit, f.Path)
+	v, err := h.draftFromDevcontainer(ctx, repo.ID, repo.URL, f.Path, by.ID)
+	switch {
+	case err != nil:
+		text = fmt.Sprintf("A push (%.12s) changed %s, and no draft was made of it: %v", commit, f.Path, err)
+	case v.Draft.NeedsTest:
+		if _, err = h.envs.Test(ctx, repo, by.ID); err != nil {
+			text = fmt.Sprintf("A push (%.12s) changed %s: a new draft of the Environment waits, and its Test build did not start (%v): run kndl env test.", commit, f.Path, err)
+		}
+	}
+	ms, lerr := h.store.Members.List(ctx)
+	var to []string
+	for _, m := range ms {
+		if h.guard.canPush(ctx, m, repo.URL) {
+			to = append(to, m.ID)
+		}
+	}
+	page := strings.TrimSuffix(h.cfg.PublicURL, "/") + "/repos/" + repo.ID
+	nerr := h.notify.Repo(ctx, repo.URL, "Environment of "+repo.Name, page, to, notify.EnvironmentDraft, h.masks.RepoText(ctx, repo.ID, text))
+	return errors.Join(err, lerr, nerr)
+}
+
+// draftFromDevcontainer reads the file at path (or the usual places) and
+// makes the Repo's draft from it, by by.
+func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repoURL, path, by string) (environment.View, error) {
+	fg := h.forge()
+	f, ok := fg.(forge.Files)
+	if !ok {
+		return environment.View{}, fmt.Errorf("this Hub reads a Repo's files through GitHub's App, and has none (GITHUB_APP_ID): %w", errdefs.ErrNotFound)
+	}
+	owner, name, ok := fg.ParseRepo(repoURL)
+	if !ok {
+		return environment.View{}, fmt.Errorf("the Repo %s is not on %s: %w", repoURL, h.cfg.GitHubURL, errdefs.ErrNotFound)
+	}
+	paths := devcontainerPaths
+	if path != "" {
+		paths = []string{path}
+	}
+	var b []byte
+	var commit string
+	var err error
+	for _, path = range paths {
+		if b, commit, err = f.FileAt(ctx, owner, name, path, devcontainer.MaxFile); !errors.Is(err, errdefs.ErrNotFound) {
+			break
+		}
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		// The Repo is there: a file it lacks is the request's fault, not
+		// a thing the caller may not see.
+		return environment.View{}, fmt.Errorf("read %s: %v: name the file with --from-devcontainer=PATH: %w", strings.Join(paths, ", then "), err, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return environment.View{}, fmt.Errorf("read %s: %w", strings.Join(paths, ", then "), err)
+	}
+	d, err := devcontainer.Read(ctx, b, h.fetchFeature)
+	if err != nil {
+		return environment.View{}, fmt.Errorf("%s at %.12s: %w", path, commit, err)
+	}
+	cur, err := h.envs.Show(ctx, repoID)
+	if err != nil {
+		return environment.View{}, err
+	}
+	c := cur.Current.Settings
+	c.Image, c.Bootstrap, c.Start, c.CPUs, c.MemoryMiB = d.Config.Image, d.Config.Bootstrap, d.Config.Start, d.Config.CPUs, d.Config.MemoryMiB
+	c.Features = d.Config.Features
+	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: append(d.Notes, besides(d)...)})
+}
+
+// fetchFeature pulls a Feature's artifact for its metadata through the
+// Hub's outbound rules (HUB_OUTBOUND_ALLOW); the Runner pulls it again by
+// digest, through its own, to install it.
+func (h environmentsAPI) fetchFeature(ctx context.Context, ref string) (string, []byte, error) {
+	return ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, ociimage.Options{Transport: h.cfg.Outbound.Transport()})
+}
+
+// besides notes what a draft does not carry of the file: the Variables,
+// ports and user it names, each with the way to have it.
+func besides(d devcontainer.Draft) []string {
+	var notes []string
+	if len(d.Variables) > 0 {
+		var names []string
+		for _, v := range d.Variables {
+			names = append(names, v.Name)
+		}
+		notes = append(notes, fmt.Sprintf("containerEnv, remoteEnv: %s are not set by a draft; set each with kndl var set", strings.Join(names, ", ")))
+	}
+	if len(d.Ports) > 0 {
+		var ports []string
+		for _, p := range d.Ports {
+			ports = append(ports, strings.TrimSpace(fmt.Sprintf("%d %s", p.Port, p.Label)))
+		}
+		notes = append(notes, fmt.Sprintf("forwardPorts: %s; a Session's view offers the ports its Sandbox listens on", strings.Join(ports, ", ")))
+	}
+	if len(d.Features) > 0 {
+		var ids []string
+		for _, f := range d.Features {
+			ids = append(ids, f.ID)
+		}
+		notes = append(notes, "features: installed in the Build in this order: "+strings.Join(ids, ", ")+"; their containerEnv is not set")
+	}
+	if d.User != "" {
+		notes = append(notes, fmt.Sprintf("remoteUser, containerUser: %s is not taken; Claude Code runs as the Sandbox's own user", d.User))
+	}
+	return notes
+}
