@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,32 +24,76 @@ import (
 	"kndl.dev/kndl/internal/testkit"
 )
 
-// Browser is a headless Chromium with its own profile, driven over the
+// Browser is a browser context of its own (a fresh profile's cookies and
+// storage) in the headless Chromium the tests share, driven over the
 // DevTools protocol.
 type Browser struct {
 	t   *testing.T
 	ctx context.Context
 }
 
-// NewBrowser starts Debian's chromium for the test, with the flags this
-// closed network needs, and stops it when the test ends.
+// chromium is the one Debian chromium the tests share, started by the first
+// NewBrowser and stopped by TestMain: a start costs 2 to 3 s on the CI
+// host, once per Browser before.
+var chromium struct {
+	sync.Mutex
+	ctx  context.Context // the browser's first tab, which starts it
+	stop func()
+}
+
+// NewBrowser opens a browser context for the test in the shared chromium,
+// started with the flags this closed network needs, and closes it when the
+// test ends.
 func NewBrowser(t *testing.T) *Browser {
 	t.Helper()
 	testenv.RequireCommand(t, "chromium")
-	path, _ := exec.LookPath("chromium")
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	// The first run starts the browser, which lives as long as its context:
-	// it takes no timeout.
+	chromium.Lock()
+	if chromium.ctx == nil {
+		path, _ := exec.LookPath("chromium")
+		dir, err := os.MkdirTemp("", "kndl-e2e-chromium-")
+		if err != nil {
+			chromium.Unlock()
+			t.Fatal(err)
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.UserDataDir(dir), chromedp.WindowSize(1400, 1000))
+		ctx, cancel := chromedp.NewContext(alloc)
+		stop := func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		// The first run starts the browser, which lives as long as its
+		// context: it takes no timeout.
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+			stop()
+			chromium.Unlock()
+			t.Fatal(err)
+		}
+		chromium.ctx, chromium.stop = ctx, stop
+	}
+	parent := chromium.ctx
+	chromium.Unlock()
+	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
 	}
 	return &Browser{t: t, ctx: ctx}
+}
+
+// stopChromium stops the shared chromium, if a test started it.
+func stopChromium() {
+	chromium.Lock()
+	defer chromium.Unlock()
+	if chromium.stop != nil {
+		chromium.stop()
+	}
+}
+
+// contextID is the browser context b's pages are in, for the DevTools
+// calls that name one.
+func (b *Browser) contextID() cdp.BrowserContextID {
+	return chromedp.FromContext(b.ctx).BrowserContextID
 }
 
 // do runs steps, each within testenv.WaitMedium.

@@ -102,32 +102,3 @@ func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
-
-func TestCLISetsVariablesWriteOnly(t *testing.T) {
-	s := Start(t)
-	repo := s.Repo()
-	const secret = "cli-s3cret-value"
-	if _, errOut, code := s.kndl(secret+"\n", "var", "set", "--repo", repo, "--sensitive", "API_KEY"); code != 0 {
-		t.Fatalf("var set: %d %s", code, errOut)
-	}
-	if _, errOut, code := s.kndl("plain\n", "var", "set", "--shared", "COLOR"); code != 0 {
-		t.Fatalf("var set --shared: %d %s", code, errOut)
-	}
-	if _, errOut, code := s.kndl("", "var", "link", "--repo", repo, "COLOR"); code != 0 {
-		t.Fatalf("var link: %d %s", code, errOut)
-	}
-	out, _, code := s.kndl("", "var", "ls", "--repo", repo)
-	if code != 0 || strings.Contains(out, secret) || !strings.Contains(out, "(sensitive)") || !strings.Contains(out, "COLOR (linked)") || !strings.Contains(out, "plain") {
-		t.Fatalf("var ls: %d\n%s", code, out)
-	}
-	// Too short to be found reliably: refused, with the reason.
-	if _, errOut, code := s.kndl("abc\n", "var", "set", "--repo", repo, "--sensitive", "SHORT"); code == 0 || !strings.Contains(errOut, "4") {
-		t.Fatalf("a 3-character Sensitive value: exit %d, %q", code, errOut)
-	}
-	if _, errOut, code := s.kndl("x\n", "var", "set", "--repo", repo, "COLOR"); code == 0 || !strings.Contains(errOut, "links a Shared variable") {
-		t.Fatalf("a Repo Variable named as a linked one: exit %d, %q", code, errOut)
-	}
-	if _, errOut, code := s.kndl("", "var", "rm", "--repo", repo, "API_KEY"); code != 0 {
-		t.Fatalf("var rm: %d %s", code, errOut)
-	}
-}

@@ -20,11 +20,22 @@ var (
 	sessionToken = regexp.MustCompile(`kndls_[A-Za-z0-9_-]{43}`)
 )
 
-// TestRelayRefusesRequestsWithoutALiveSessionToken calls the relay from
-// inside a Sandbox, where the attacker is.
-func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
-	s := Start(t)
-	v := s.Ready("relay check", "ok")
+// TestNoModTokenInTheSandboxAndTheRelayWantsALiveSessionToken: in one
+// Session (HUB_CLAUDE_TOKEN=sandbox, so the Creator's token is in Claude
+// Code's environment to be looked for), the relay, called from inside the
+// Sandbox where the attacker is, refuses what carries no live Session
+// token from that Sandbox; then no mod token is anywhere but the Runner's
+// memory.
+func TestNoModTokenInTheSandboxAndTheRelayWantsALiveSessionToken(t *testing.T) {
+	s := Start(t, WithClaudeTokenInSandbox())
+	v := s.Ready("token check", "ok")
+	t.Run("the relay refuses", func(t *testing.T) { s.relayRefusesWithoutALiveSessionToken(t, v.ID) })
+	t.Run("no mod token", func(t *testing.T) { s.noModToken(t, v.ID) })
+}
+
+// relayRefusesWithoutALiveSessionToken calls the relay from inside the
+// Session's Sandbox.
+func (s *System) relayRefusesWithoutALiveSessionToken(t *testing.T, id string) {
 	url := s.RelayURL() + "/mod/hook"
 	tests := []struct{ name, header string }{
 		{"no token", ""},
@@ -37,26 +48,26 @@ func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
 			if tt.header != "" {
 				args = append(args, "--header", tt.header)
 			}
-			out, code := s.Exec(v.ID, append(args, url)...)
+			out, code := s.Exec(id, append(args, url)...)
 			if code == 0 || !strings.Contains(out, "401") {
 				t.Fatalf("relay answered %q (exit %d), want 401", out, code)
 			}
 		})
 	}
 	// Only /mod/* is relayed: the Hub's API is not reachable through it.
-	out, code := s.Exec(v.ID, "busybox", "wget", "-q", "-O-", s.RelayURL()+"/api/sessions")
+	out, code := s.Exec(id, "busybox", "wget", "-q", "-O-", s.RelayURL()+"/api/sessions")
 	if code == 0 || !strings.Contains(out, "404") {
 		t.Fatalf("relay relayed /api/sessions: %q (exit %d)", out, code)
 	}
 
 	// The Session's own token works only from its Sandbox's address: from
 	// the host, another address, it is no token at all.
-	env, err := claudeEnviron(t, s, v.ID)
+	env, err := claudeEnviron(t, s, id)
 	token := sessionToken.Find(env)
 	if err != nil || token == nil {
 		t.Fatalf("Claude Code's Session token: %v", err)
 	}
-	out, _ = s.Exec(v.ID, "busybox", "wget", "-S", "-O-", "--header", "Authorization: Bearer "+string(token), s.RelayURL()+"/mod/e2e-probe")
+	out, _ = s.Exec(id, "busybox", "wget", "-S", "-O-", "--header", "Authorization: Bearer "+string(token), s.RelayURL()+"/mod/e2e-probe")
 	if strings.Contains(out, " 401 ") || !strings.Contains(out, "HTTP/1.1 ") {
 		t.Fatalf("the Session token from its own Sandbox: %q, want it relayed", out)
 	}
@@ -72,27 +83,24 @@ func TestRelayRefusesRequestsWithoutALiveSessionToken(t *testing.T) {
 	}
 }
 
-// TestNoModTokenInTheSandbox checks every process's environment and command
-// line on the host (Sandboxes' processes included) and every file of the
-// Runner's and the runtime's state for a mod token: it lives in the Runner's
-// memory alone. The Creator's setup token (with HUB_CLAUDE_TOKEN=sandbox)
-// and the Session token reach Claude Code's environment by design, never a
-// disk.
-func TestNoModTokenInTheSandbox(t *testing.T) {
-	s := Start(t, WithClaudeTokenInSandbox())
-	v := s.Ready("token check", "ok")
+// noModToken checks every process's environment and command line on the
+// host (Sandboxes' processes included) and every file of the Runner's and
+// the runtime's state for a mod token: it lives in the Runner's memory
+// alone. The Creator's setup token (with HUB_CLAUDE_TOKEN=sandbox) and the
+// Session token reach Claude Code's environment by design, never a disk.
+func (s *System) noModToken(t *testing.T, id string) {
 
 	// The Session token is where it must be, so the search below is real.
-	env, err := claudeEnviron(t, s, v.ID)
+	env, err := claudeEnviron(t, s, id)
 	if err != nil || !sessionToken.Match(env) || !bytes.Contains(env, []byte(claudeToken)) {
 		t.Fatalf("Claude Code's environment lacks the Session or setup token (err %v)", err)
 	}
 	// Every process of the Sandbox as the Sandbox sees them: on gVisor none
 	// of them is a host process, so the host's /proc below does not list them.
-	if env, _ := s.Exec(v.ID, "bash", "-c", "cat /proc/[0-9]*/environ 2>/dev/null"); modToken.MatchString(env) {
+	if env, _ := s.Exec(id, "bash", "-c", "cat /proc/[0-9]*/environ 2>/dev/null"); modToken.MatchString(env) {
 		t.Error("a process in the Sandbox holds a mod token in its environment")
 	}
-	if cmdlines, _ := s.Exec(v.ID, "bash", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null"); modToken.MatchString(cmdlines) ||
+	if cmdlines, _ := s.Exec(id, "bash", "-c", "cat /proc/[0-9]*/cmdline 2>/dev/null"); modToken.MatchString(cmdlines) ||
 		sessionToken.MatchString(cmdlines) || strings.Contains(cmdlines, claudeToken) {
 		t.Error("a process in the Sandbox holds a token on its command line")
 	}

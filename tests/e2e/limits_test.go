@@ -61,23 +61,3 @@ func TestATriggeredSessionPastItsRepositorysTurnLimitSleepsAndTheThreadIsTold(t 
 		}
 	}
 }
-
-// TestKndlRepoEditSetsOneLimitAndKeepsTheOther: kndl repo edit sets the
-// limits given, shows them with none, and refuses one out of bounds.
-func TestKndlRepoEditSetsOneLimitAndKeepsTheOther(t *testing.T) {
-	s := Start(t)
-	repo := s.Repo()
-	out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo)
-	if code != 0 || !strings.Contains(out, "at most 20 Turns and at most 2 hours awake") {
-		t.Fatalf("repo edit with no limit: %d %q %q, want the defaults shown", code, out, errOut)
-	}
-	if out, errOut, code = s.kndl("", "repo", "edit", "--repo", repo, "--max-turns", "5"); code != 0 || !strings.Contains(out, "at most 5 Turns and at most 2 hours") {
-		t.Fatalf("repo edit --max-turns 5: %d %q %q", code, out, errOut)
-	}
-	if out, errOut, code = s.kndl("", "repo", "edit", "--repo", repo, "--max-turn-hours", "0", "--json"); code != 0 || !strings.Contains(out, `"max_turns": 5`) || !strings.Contains(out, `"max_turn_hours": 0`) {
-		t.Fatalf("repo edit --max-turn-hours 0 --json: %d %q %q", code, out, errOut)
-	}
-	if _, errOut, code = s.kndl("", "repo", "edit", "--repo", repo, "--max-turns", "-1"); code == 0 || !strings.Contains(errOut, "0 (no limit)") {
-		t.Fatalf("repo edit --max-turns -1: exit %d %q, want refused saying the bounds", code, errOut)
-	}
-}

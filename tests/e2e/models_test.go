@@ -2,40 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/claude"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
-
-// TestKndlNewRefusesAModelTheRunnersDontOfferNamingThem: kndl new with a
-// model no Runner offers fails at once naming the models offered, and
-// makes no Session; kndl models lists the same.
-func TestKndlNewRefusesAModelTheRunnersDontOfferNamingThem(t *testing.T) {
-	s := Start(t)
-	_, errOut, code := s.kndl("", "new", "--repo", s.Repo(), "--model", "no-such-model", "hello")
-	if code == 0 {
-		t.Fatal("kndl new --model no-such-model succeeded")
-	}
-	out, _, listed := s.kndl("", "models")
-	for _, m := range claude.Models().Models {
-		if !strings.Contains(errOut, m.Alias+" ("+m.ID+")") {
-			t.Errorf("kndl new says %q, want it to name %s", errOut, m.Alias)
-		}
-		if listed != 0 || !strings.Contains(out, m.Alias) || !strings.Contains(out, m.ID) {
-			t.Errorf("kndl models: exit %d\n%s\nwant %s listed", listed, out, m.Alias)
-		}
-	}
-	var ss []api.Session
-	if code := s.Do(http.MethodGet, "/api/sessions", nil, &ss); code != http.StatusOK || len(ss) != 0 {
-		t.Fatalf("GET /api/sessions: %d %+v, want no Session", code, ss)
-	}
-}
 
 // TestTheUIOffersTheRunnersModelsAsASelect: the Sessions page's model is a
 // select of the models the Runner offers, not a text box, with the efforts

@@ -63,7 +63,7 @@ func TestAQuestionReachesTheCreatorsWebhookAndBrowserAndAFailingOneShows(t *test
 	}
 	b.do(func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		_, err := cdp.Call(ctx, tg, browser.SetPermission, browser.SetPermissionParams{Permission: &browser.PermissionDescriptor{Name: "notifications"},
-			Setting: browser.PermissionSettingGranted, Origin: s.URL})
+			Setting: browser.PermissionSettingGranted, Origin: s.URL, BrowserContextID: b.contextID()})
 		return chromedp.Void{}, err
 	})
 	b.do(chromedp.Click(chromedp.CSS(`#browser-notify`)))

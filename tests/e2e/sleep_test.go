@@ -136,49 +136,60 @@ func TestARunnerAwayFreezesItsSessions(t *testing.T) {
 	s.turnEnds(v.ID, 2)
 }
 
-func TestClaudeCodeThatExitsSleepsAndWakesOnTheNextPrompt(t *testing.T) {
+// TestClaudeCodeRestartedOrExitedGoesOnInTheSameConversation: one
+// Session's Claude Code restarted by a change of model and effort runs the
+// new ones, resuming; killed, the Session sleeps saying it exited, and the
+// next prompt wakes it into the same conversation.
+func TestClaudeCodeRestartedOrExitedGoesOnInTheSameConversation(t *testing.T) {
 	s := Start(t)
-	v := s.Ready("first of two", "ok")
-	if out, code := s.Exec(v.ID, "pkill", "-f", "^/opt/kndl/claude-code/claude"); code != 0 {
+	v := s.Ready("remember the colour teal", "teal it is")
+	t.Run("a change of model restarts it", func(t *testing.T) { s.modelChangeRestarts(t, v.ID) })
+	t.Run("an exit sleeps it and a prompt wakes it", func(t *testing.T) { s.exitSleepsAndAPromptWakes(t, v.ID, 2) })
+}
+
+// exitSleepsAndAPromptWakes kills the Claude Code of a Session that has
+// had turns Turns, the first of them "remember the colour teal".
+func (s *System) exitSleepsAndAPromptWakes(t *testing.T, id string, turns int) {
+	if out, code := s.Exec(id, "pkill", "-f", "^/opt/kndl/claude-code/claude"); code != 0 {
 		t.Fatalf("pkill: %d %s", code, out)
 	}
-	s.waitState(v.ID, api.Asleep)
-	if d := s.state(v.ID).StateDetail; !strings.Contains(d, "exited") {
+	s.waitState(id, api.Asleep)
+	if d := s.state(id).StateDetail; !strings.Contains(d, "exited") {
 		t.Fatalf("state detail %q does not say Claude Code exited", d)
 	}
-	s.Model.On(testkit.PromptContains("second of two"), testkit.Text("back"))
-	s.prompt(v.ID, "second of two")
-	s.turnEnds(v.ID, 2)
-	if !lastRequestHas(s.Model, "first of two") {
+	s.Model.On(testkit.PromptContains("after the exit"), testkit.Text("back"))
+	s.prompt(id, "after the exit")
+	s.turnEnds(id, turns+1)
+	if !lastRequestHas(s.Model, "remember the colour teal") {
 		t.Fatal("the wake did not resume the conversation")
 	}
 }
 
-func TestChangingTheModelRestartsIntoTheSameConversation(t *testing.T) {
-	s := Start(t)
-	v := s.Ready("remember the colour teal", "teal it is")
+// modelChangeRestarts changes the model and effort of a Session whose
+// first prompt was "remember the colour teal".
+func (s *System) modelChangeRestarts(t *testing.T, id string) {
 	model, effort := "opus", "high"
 	var got api.SessionView
-	s.Do(http.MethodPatch, "/api/sessions/"+v.ID, api.SessionUpdate{Model: &model, Effort: &effort}, &got)
+	s.Do(http.MethodPatch, "/api/sessions/"+id, api.SessionUpdate{Model: &model, Effort: &effort}, &got)
 	if got.Model != "opus" || got.Effort != "high" {
 		t.Fatalf("after the update: %+v", got.Session)
 	}
 	// The update restarted it before it answered: once Active, the Claude
 	// Code in its Sandbox is the new one.
-	s.waitState(v.ID, api.Active)
-	cmdline, _ := s.Exec(v.ID, "cat", "/proc/"+claudePID(t, s, v.ID)+"/cmdline")
+	s.waitState(id, api.Active)
+	cmdline, _ := s.Exec(id, "cat", "/proc/"+claudePID(t, s, id)+"/cmdline")
 	if !strings.Contains(cmdline, "--model\x00opus") || !strings.Contains(cmdline, "--effort\x00high") || !strings.Contains(cmdline, "--resume") {
 		t.Fatalf("Claude Code runs with %q, want the new model and effort, resuming", cmdline)
 	}
 	s.Model.On(testkit.PromptContains("which colour"), testkit.Text("teal"))
-	s.prompt(v.ID, "which colour?")
-	s.turnEnds(v.ID, 2)
+	s.prompt(id, "which colour?")
+	s.turnEnds(id, 2)
 	if !lastRequestHas(s.Model, "remember the colour teal") {
 		t.Fatal("the restart lost the conversation")
 	}
 	// Only the Creator changes it, and bad values change nothing.
 	bad := "--dangerous"
-	if code := s.Do(http.MethodPatch, "/api/sessions/"+v.ID, api.SessionUpdate{Model: &bad}, nil); code != http.StatusBadRequest {
+	if code := s.Do(http.MethodPatch, "/api/sessions/"+id, api.SessionUpdate{Model: &bad}, nil); code != http.StatusBadRequest {
 		t.Fatalf("a model that looks like a flag: %d, want 400", code)
 	}
 }

@@ -77,6 +77,7 @@ func TestMain(m *testing.M) {
 	}
 	oci.ReapTests(context.Background())
 	code := m.Run()
+	stopChromium()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

@@ -68,6 +68,10 @@ func userPrompts(m *testkit.Anthropic) []string {
 	return out
 }
 
+// TestBashTurnCreatesAFileAndTheTranscriptShowsIt: a Turn's Bash command
+// writes a file the Workspace holds, and the transcript shows the tool
+// call and its result paired; a second Turn's command runs with Bun's
+// JIT switch, which Claude Code's own process has, unset.
 func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("make the file"), testkit.Bash("echo made by claude > /workspace/made.txt"))
@@ -98,19 +102,17 @@ func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
 	if !strings.Contains(string(use.Input), "made.txt") || result.ToolID != use.ToolID || result.IsError {
 		t.Fatalf("tool call %+v and result %+v do not pair", use, result)
 	}
-}
 
-// Claude Code in its Sandbox runs with Bun's optimizing JIT off, a
-// quarter less CPU (docs/claude-code.md); the model's commands run with it
-// on, as on a laptop.
-func TestTheModelsCommandsRunWithoutClaudeCodesJITSwitch(t *testing.T) {
-	s := Start(t)
+	// Claude Code in its Sandbox runs with Bun's optimizing JIT off, a
+	// quarter less CPU (docs/claude-code.md); the model's commands run
+	// with it on, as on a laptop.
 	s.Model.On(testkit.PromptContains("show the switch"), testkit.Bash(`echo "dfg=${BUN_JSC_useDFGJIT-unset}"`))
-	s.Model.On(testkit.AfterToolResult(), testkit.Text("shown"))
-	v := s.NewSession(s.Repo(), "show the switch")
-	result := s.WaitEvent(v.ID, testenv.WaitBuild, "the tool's result", kind(protocol.EventToolResult))
-	if strings.TrimSpace(result.Text) != "dfg=unset" {
-		t.Errorf("the Bash tool's result = %q, want dfg=unset", result.Text)
+	s.prompt(v.ID, "show the switch")
+	switched := s.WaitEvent(v.ID, testenv.WaitMedium, "the second tool's result", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventToolResult && strings.Contains(e.Text, "dfg=")
+	})
+	if strings.TrimSpace(switched.Text) != "dfg=unset" {
+		t.Errorf("the Bash tool's result = %q, want dfg=unset", switched.Text)
 	}
 	// A process may end between the glob and its read (a hook's, say).
 	out, _ := s.Exec(v.ID, "sh", "-c", `for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = claude ] && tr '\0' '\n' < $p/environ 2>/dev/null | grep BUN_JSC; done`)
@@ -119,12 +121,31 @@ func TestTheModelsCommandsRunWithoutClaudeCodesJITSwitch(t *testing.T) {
 	}
 }
 
-func TestSecondPromptContinuesTheConversation(t *testing.T) {
+// TestPromptsReachOneConversationWhole: in one Session, the Turns a
+// person's prompts start in a row: the second prompt continues the
+// conversation; each prompt arrives byte for byte, with what typing or
+// pasting would change, and where Claude Code itself changes a prompt
+// (CR, trailing whitespace, invisible characters: docs/claude-code.md)
+// Claude Code's change arrived and the history says so in a note; a
+// prompt right after a stop-turn arrives whole; a command counts as
+// delivered once typed and the queue goes on. One Session, as a person
+// has it: each part starts where the one before left it.
+func TestPromptsReachOneConversationWhole(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("remember the word kumquat", "I will remember kumquat.")
+	t.Run("the second prompt continues the conversation", func(t *testing.T) { s.secondPromptContinues(t, v.ID) })
+	t.Run("byte for byte", func(t *testing.T) { s.promptsArrive(t, v.ID, 3, promptCases()) })
+	t.Run("right after stop-turn", func(t *testing.T) { s.promptRightAfterStopTurnArrivesWhole(t, v.ID, 2+len(promptCases())) })
+	t.Run("a command is delivered once typed", func(t *testing.T) { s.commandDeliveredOnceTyped(t, v.ID) })
+}
+
+// secondPromptContinues sends the Session made by Ready("remember the word
+// kumquat") its second prompt, and checks the model got the first Turn
+// with it.
+func (s *System) secondPromptContinues(t *testing.T, id string) {
 	s.Model.On(testkit.PromptContains("which word"), testkit.Text("kumquat"))
-	s.prompt(v.ID, "which word did I ask you to remember?")
-	s.turnEnds(v.ID, 2)
+	s.prompt(id, "which word did I ask you to remember?")
+	s.turnEnds(id, 2)
 	turns := s.Model.Turns()
 	last := turns[len(turns)-1]
 	var all []string
@@ -135,17 +156,6 @@ func TestSecondPromptContinuesTheConversation(t *testing.T) {
 	if !strings.Contains(joined, "remember the word kumquat") || !strings.Contains(joined, "I will remember kumquat.") {
 		t.Fatalf("the second request lacks the first turn: %q", joined)
 	}
-}
-
-// TestPromptArrivesByteForByte checks what the model received, byte for
-// byte, for prompts with what typing or pasting would change; where Claude
-// Code itself changes a prompt (CR, trailing whitespace, invisible
-// characters: docs/claude-code.md), it checks Claude Code's change arrived
-// and the Session's history says so in a note.
-func TestPromptArrivesByteForByte(t *testing.T) {
-	s := Start(t)
-	v := s.Ready("first", "ok")
-	s.promptsArrive(t, v.ID, 2, promptCases())
 }
 
 // promptCase is a prompt and what the model must receive of it: want, or
@@ -239,53 +249,52 @@ func clip(s string) string {
 	return s
 }
 
-// TestAPromptRightAfterStopTurnArrivesWhole: a stop-turn's Escape does not
+// promptRightAfterStopTurnArrivesWhole: a stop-turn's Escape does not
 // take the next prompt's first key (a bare ESC then a key is Alt+key), with
 // no Turn running, after two stop-turns in a row (two Escapes within 800 ms
-// open Claude Code's Rewind dialog), and with a Turn running.
-func TestAPromptRightAfterStopTurnArrivesWhole(t *testing.T) {
-	s := Start(t)
-	v := s.Ready("first", "ok")
+// open Claude Code's Rewind dialog), and with a Turn running; the Session
+// has had turns Turns.
+func (s *System) promptRightAfterStopTurnArrivesWhole(t *testing.T, id string, turns int) {
 	stop := func() {
 		t.Helper()
-		if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusNoContent {
+		if code := s.Do(http.MethodPost, "/api/sessions/"+id+"/stop-turn", nil, nil); code != http.StatusNoContent {
 			t.Fatalf("stop-turn: %d", code)
 		}
 	}
 	last := func() string { got := userPrompts(s.Model); return got[len(got)-1] }
 
 	stop()
-	s.prompt(v.ID, "watch me arrive whole")
-	s.turnEnds(v.ID, 2)
+	s.prompt(id, "watch me arrive whole")
+	s.turnEnds(id, turns+1)
 	if got := last(); got != "watch me arrive whole" {
 		t.Fatalf("after a stop-turn with no Turn running the model received %q", got)
 	}
 
 	stop()
 	stop()
-	s.prompt(v.ID, "whole after two stop-turns")
-	s.turnEnds(v.ID, 3)
+	s.prompt(id, "whole after two stop-turns")
+	s.turnEnds(id, turns+2)
 	if got := last(); got != "whole after two stop-turns" {
 		t.Fatalf("after two stop-turns the model received %q", got)
 	}
 
 	s.Model.On(testkit.PromptContains("run for a while"), testkit.Bash("timeout 60 tail -f /dev/null"))
-	s.prompt(v.ID, "run for a while")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the long tool", kind(protocol.EventToolUse))
+	s.prompt(id, "run for a while")
+	s.WaitEvent(id, testenv.WaitMedium, "the long tool", kind(protocol.EventToolUse))
 	stop()
-	s.prompt(v.ID, "whole after stopping a Turn")
-	s.turnEnds(v.ID, 5)
+	s.prompt(id, "whole after stopping a Turn")
+	s.turnEnds(id, turns+4)
 	if got := last(); got != "whole after stopping a Turn" {
 		t.Fatalf("after stopping a Turn the model received %q", got)
 	}
 	var ends []string
-	for _, e := range s.Events(v.ID) {
+	for _, e := range s.Events(id) {
 		if e.Kind == protocol.EventTurnEnd {
 			ends = append(ends, e.Reason)
 		}
 	}
-	if ends[3] != "interrupted" {
-		t.Fatalf("turn ends %q, want the fourth interrupted", ends)
+	if ends[turns+2] != "interrupted" {
+		t.Fatalf("turn ends %q, want number %d interrupted", ends, turns+3)
 	}
 }
 
@@ -356,22 +365,20 @@ func TestStopTurnInterruptsALongTool(t *testing.T) {
 	})
 }
 
-// TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn: a slash command fires
-// no UserPromptSubmit, so it counts as delivered once typed; an unknown one
-// too; the prompt after them still goes.
-func TestACommandIsDeliveredOnceTypedAndTheQueueGoesOn(t *testing.T) {
-	s := Start(t)
-	v := s.Ready("before the commands", "ok")
+// commandDeliveredOnceTyped: a slash command fires no UserPromptSubmit,
+// so it counts as delivered once typed; an unknown one too; the prompt
+// after them still goes.
+func (s *System) commandDeliveredOnceTyped(t *testing.T, id string) {
 	for _, cmd := range []string{"/context", "/no-such-command here"} {
 		var p api.Prompt
-		s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/prompts", api.PromptRequest{Text: cmd, IsCommand: true}, &p)
+		s.Do(http.MethodPost, "/api/sessions/"+id+"/prompts", api.PromptRequest{Text: cmd, IsCommand: true}, &p)
 	}
 	s.Model.On(testkit.PromptContains("after the commands"), testkit.Text("still here"))
-	s.prompt(v.ID, "after the commands")
-	s.WaitEvent(v.ID, testenv.WaitMedium, "the answer after the commands", func(e protocol.Event) bool {
+	s.prompt(id, "after the commands")
+	s.WaitEvent(id, testenv.WaitMedium, "the answer after the commands", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "still here"
 	})
-	if q := s.state(v.ID).Queue; len(q) != 0 {
+	if q := s.state(id).Queue; len(q) != 0 {
 		t.Fatalf("prompts still waiting: %+v", q)
 	}
 	if got := userPrompts(s.Model); got[len(got)-1] != "after the commands" {
