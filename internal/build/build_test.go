@@ -339,7 +339,7 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0\ntool fast\nbootstrap\n"; got != want {
 		t.Errorf("a Session sees %q, want each Feature's install.sh with its options, in order, then the Bootstrap's", got)
 	}
-	if got := run(t, be, "session", "kndl-tool"); got != "tool ran\n" {
+	if got := run(t, be, "session", "/usr/local/bin/kndl-tool"); got != "tool ran\n" {
 		t.Errorf("the Feature's tool: %q", got)
 	}
 	if got := run(t, be, "session", "sh", "-c", "ls -d "+featureDir+" 2>/dev/null; true"); got != "" {
