@@ -246,10 +246,10 @@ func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
 	s.Model.On(testkit.PromptContains("after the relay is back"), testkit.Text("Answered with the relay back."))
 	restore := s.refuseRelay(v.ID)
 	s.prompt(v.ID, "work while the relay refuses")
-	// Past the delivery timeout (15 s): the Runner types the prompt again.
-	testenv.Eventually(t, testenv.WaitLong, "the prompt unheard past the delivery timeout", func() bool {
-		return strings.Contains(s.logText(), "no UserPromptSubmit or transcript told of the prompt")
-	})
+	// Refused past a delivery timeout (15 s). Not a wait for the Runner's
+	// "unheard" line: through the hook door the transcript may tell of the
+	// prompt first, and the scenario is the refusal lasting, not that line.
+	time.Sleep(20 * time.Second)
 	restore()
 	s.WaitEvent(v.ID, testenv.WaitLong, "the Turn's answer once the relay is back", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "Done without the relay."
