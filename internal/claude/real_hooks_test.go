@@ -48,16 +48,7 @@ func TestRealTheModsHooksReachTheRelay(t *testing.T) {
 	defer relay.Close()
 	door := httptest.NewServer(mod.NewDoor(relay.URL))
 	defer door.Close()
-	dir := filepath.Join(t.TempDir(), "mod")
-	if err := mod.WriteCopy(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := mod.UseDoor(dir, door.URL); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range mod.Plugins {
-		s.Launch.PluginDirs = append(s.Launch.PluginDirs, filepath.Join(dir, p))
-	}
+	modThroughDoor(t, s, door.URL)
 	s.Launch.RelayURL = relay.URL
 	s.API.On(testkit.PromptContains("list the files"), testkit.Bash("ls"))
 	s.API.On(testkit.AfterToolResult(), testkit.Text("Listed."))
@@ -109,16 +100,7 @@ func TestRealThePromptLeavesItsInputWhileItsHookIsHeld(t *testing.T) {
 	// waits for its handlers.
 	var release sync.Once
 	defer release.Do(func() { close(answer) })
-	dir := filepath.Join(t.TempDir(), "mod")
-	if err := mod.WriteCopy(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := mod.UseDoor(dir, door.URL); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range mod.Plugins {
-		s.Launch.PluginDirs = append(s.Launch.PluginDirs, filepath.Join(dir, p))
-	}
+	modThroughDoor(t, s, door.URL)
 	s.API.On(testkit.PromptContains("hold this prompt"), testkit.Text("Held."))
 	s.Start(false)
 	const prompt = "hold this prompt a while"
@@ -132,6 +114,22 @@ func TestRealThePromptLeavesItsInputWhileItsHookIsHeld(t *testing.T) {
 		return !strings.Contains(inputBox(s.Screen()), prompt)
 	})
 	release.Do(func() { close(answer) })
+}
+
+// modThroughDoor gives s the mod's plugins, their hooks posting to the
+// door at doorURL.
+func modThroughDoor(t *testing.T, s *session, doorURL string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "mod")
+	if err := mod.WriteCopy(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.UseDoor(dir, doorURL); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range mod.Plugins {
+		s.Launch.PluginDirs = append(s.Launch.PluginDirs, filepath.Join(dir, p))
+	}
 }
 
 // inputBox is the text between the last two rules of Claude Code's screen.
