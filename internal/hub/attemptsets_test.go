@@ -70,6 +70,16 @@ func (f *attemptsFixture) start(t *testing.T, n string) (int, api.AttemptSet, st
 	return code, set, body
 }
 
+// started starts a set of n attempts, which must be made.
+func (f *attemptsFixture) started(t *testing.T, n string) api.AttemptSet {
+	t.Helper()
+	code, set, body := f.start(t, n)
+	if code != http.StatusCreated {
+		t.Fatalf("POST /api/attempts: got %d %s", code, body)
+	}
+	return set
+}
+
 // endTurn records a Turn of Session id that started and ended, once it
 // is Active (its start has recorded its Environment version), and waits
 // for its check to be kept.
@@ -180,10 +190,7 @@ func TestAttemptsRankByTheirChecksWhichTheRunnerRanAfterTheTurn(t *testing.T) {
 // the Runner's window lies in what the Hub drops.
 func TestAChecksOutputIsMaskedThenCut(t *testing.T) {
 	f := newAttemptsFixture(t)
-	code, set, body := f.start(t, "2")
-	if code != http.StatusCreated {
-		t.Fatalf("POST /api/attempts: got %d %s", code, body)
-	}
+	set := f.started(t, "2")
 	id := set.Attempts[0].Session.ID
 	// The last CheckKeep bytes start 6 bytes into the second value.
 	out := f.secret[6:] + strings.Repeat("y", 5000) + f.secret + strings.Repeat("z", protocol.CheckKeep-len(f.secret)+6-len("\nTOKEN=\n")-len(f.secret)) +
@@ -243,10 +250,7 @@ func TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded(t *testing.T) {
 	f := newAttemptsFixture(t, loopbackHooks(time.Second))
 	ep := newEndpoint(t, nil)
 	f.addWebhook(t, f.cli, ep.URL, "json")
-	code, set, body := f.start(t, "2")
-	if code != http.StatusCreated {
-		t.Fatalf("POST /api/attempts: got %d %s", code, body)
-	}
+	set := f.started(t, "2")
 	ids := []string{set.Attempts[0].Session.ID, set.Attempts[1].Session.ID}
 	f.mu.Lock()
 	f.checks[ids[0]] = protocol.SessionCheckResult{ExitCode: 1, Output: "FAIL"}
@@ -294,10 +298,7 @@ func TestAttemptsReadyIsToldOnceWhenEveryFirstTurnAndCheckEnded(t *testing.T) {
 // answer and its usage route give each attempt's spend and the sum.
 func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
 	f := newAttemptsFixture(t)
-	code, set, body := f.start(t, "2")
-	if code != http.StatusCreated {
-		t.Fatalf("POST /api/attempts: got %d %s", code, body)
-	}
+	set := f.started(t, "2")
 	ctx := context.Background()
 	for i, a := range set.Attempts {
 		r := store.Reply{Message: "m" + a.Session.ID, Usage: store.Usage{Model: "claude-sonnet-5-5", Input: int64(1000 * (i + 1)), Output: 10}}
@@ -305,7 +306,7 @@ func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	code, body = f.call(t, http.MethodGet, "/api/attempts/"+set.ID+"/usage", "")
+	code, body := f.call(t, http.MethodGet, "/api/attempts/"+set.ID+"/usage", "")
 	var u api.AttemptSetUsage
 	if err := json.Unmarshal([]byte(body), &u); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /api/attempts/%s/usage: got %d %s", set.ID, code, body)
@@ -330,10 +331,7 @@ func TestAnAttemptSetShowsWhatEachAttemptAndTheWholeSetSpent(t *testing.T) {
 // none.
 func TestASessionsViewNamesItsAttemptSetAndWhatItWasForkedFrom(t *testing.T) {
 	f := newAttemptsFixture(t)
-	code, set, body := f.start(t, "2")
-	if code != http.StatusCreated {
-		t.Fatalf("POST /api/attempts: got %d %s", code, body)
-	}
+	set := f.started(t, "2")
 	ctx := context.Background()
 	parent, err := f.store.Sessions.SessionByID(ctx, set.Attempts[0].Session.ID)
 	if err != nil {
@@ -366,10 +364,7 @@ func TestAnAttemptThatFailedHoldsItsSetBackNoLonger(t *testing.T) {
 	f := newAttemptsFixture(t, loopbackHooks(time.Second))
 	ep := newEndpoint(t, nil)
 	f.addWebhook(t, f.cli, ep.URL, "json")
-	code, set, body := f.start(t, "2")
-	if code != http.StatusCreated {
-		t.Fatalf("POST /api/attempts: got %d %s", code, body)
-	}
+	set := f.started(t, "2")
 	f.endTurn(t, set.Attempts[0].Session.ID)
 	f.hub.sessions.RunnerRemoved(context.Background(), f.runner.ID, "its Runner was removed")
 	var ready []string
