@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
+	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/hub/notify"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
@@ -109,6 +110,13 @@ func TestAQuestionReachesTheCreatorsWebhookAndBrowserAndAFailingOneShows(t *test
 		t.Fatalf("kndl answer: exit %d\n%s\n%s", code, out, errOut)
 	}
 	next(notify.TurnEnded)
+	// The post has reached the endpoint; the Hub records its failure once
+	// the answer is back, and the page shows what is recorded when loaded.
+	testenv.Eventually(t, testenv.WaitShort, "the failure recorded", func() bool {
+		var hooks []api.NotifyWebhook
+		s.Do(http.MethodGet, "/api/account/webhooks", nil, &hooks)
+		return len(hooks) == 1 && !hooks[0].FailingSince.IsZero()
+	})
 	b.Go(s.URL+"/account", "#webhooks")
 	b.Wait(testenv.WaitShort, "the webhook shown failing", `document.querySelector("#webhooks .webhook-state").textContent.includes("500")`)
 	if row := Eval[string](b, `document.getElementById("webhooks").textContent`); !strings.Contains(row, "failing") || !strings.Contains(row, ep.URL+"/hook") {
