@@ -124,16 +124,21 @@ func (o *moves) ask(a *act, ph phase, why string, req func(ctx context.Context) 
 		o.runs.faultOn(a.id, r, faultMove, err.Error())
 	}
 	id, reply := a.id, a.reply
-	if !o.spawn(func(ctx context.Context) {
-		err := req(ctx)
-		next := &act{m: o, id: id, after: &later{}, reply: reply}
-		if !o.runs.on(id, func(r *run) { next.r = r; o.answered(next, then, err) }) {
-			reply <- errClosing
+	// Asked once the step's notes are recorded: the answer's step would
+	// otherwise record its own first (Archived before Asleep) and answer
+	// the caller before the first is in the history.
+	a.later(func(context.Context) {
+		if !o.spawn(func(ctx context.Context) {
+			err := req(ctx)
+			next := &act{m: o, id: id, after: &later{}, reply: reply}
+			if !o.runs.on(id, func(r *run) { next.r = r; o.answered(next, then, err) }) {
+				reply <- errClosing
+			}
+			next.after.run(ctx)
+		}) {
+			reply <- errClosing // the loop ends with the Owner
 		}
-		next.after.run(ctx)
-	}) {
-		return errClosing // the loop ends with the Owner
-	}
+	})
 	return errAsked
 }
 

@@ -345,6 +345,7 @@ func fast(o *Options) {
 
 func newFixture(t *testing.T, tune ...func(*Options)) *fixture {
 	t.Helper()
+	watched(t)
 	ctx := context.Background()
 	st := storetest.Open(t)
 	u, _ := st.Members.DevUser(ctx)

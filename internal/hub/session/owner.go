@@ -355,7 +355,7 @@ func New(opts Options) *Owner {
 	rs := &runs{g: g, log: log, metrics: opts.Metrics, faulted: opts.Faulted, loops: map[string]*loop{}}
 	sts := storesOf(opts.Store)
 	st := &stream{events: sts.Sessions, redactor: opts.Redactor, effects: opts.Effects, log: log, heard: rs.heard,
-		subs: map[string]map[chan Update]struct{}{}, order: map[string]*sync.Mutex{}}
+		subs: map[string]map[chan Update]struct{}{}, order: map[string]seqLock{}}
 	d := deps{opts: opts, store: sts, log: log, group: g, stream: st, runs: rs,
 		moves: &moves{group: g, runs: rs, sessions: sts.Sessions, stream: st}}
 	li := &limits{deps: d}

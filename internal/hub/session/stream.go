@@ -29,8 +29,19 @@ type stream struct {
 	subs map[string]map[chan Update]struct{} // by Session id, while watched
 	// order is one per Session, held from taking Events' sequence numbers
 	// to publishing them, so a watcher never sees a later one first.
-	order map[string]*sync.Mutex
+	order map[string]seqLock
 }
+
+// seqLock is a lock held across a store write: a channel, not a
+// sync.Mutex, because a goroutine waiting on a channel lets a
+// testing/synctest bubble's clock move on. The store's write may wait out
+// SQLite's busy handler on that clock; while another record waited on a
+// sync.Mutex the bubble never went idle and the test hung until its
+// timeout.
+type seqLock chan struct{}
+
+func (l seqLock) Lock()   { l <- struct{}{} }
+func (l seqLock) Unlock() { <-l }
 
 // streamBuffer bounds what waits for one slow watcher; past it the watcher
 // is dropped (its channel closed) and resumes from the store by sequence
@@ -154,12 +165,12 @@ func (o *stream) record(ctx context.Context, id string, evs, heard []protocol.Ev
 }
 
 // orderLock returns the lock that keeps one Session's Events in order.
-func (o *stream) orderLock(id string) *sync.Mutex {
+func (o *stream) orderLock(id string) seqLock {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	l := o.order[id]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = make(seqLock, 1)
 		o.order[id] = l
 	}
 	return l
