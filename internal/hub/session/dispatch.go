@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -13,6 +14,20 @@ import (
 // (dispatchOn, on the Session's loop) takes the next queued prompt and
 // hands it to deliver, whose goroutine sends session.deliver; the answer
 // comes back to the queue as a step (ack, or notTaken's giveBack).
+
+// openPrompt opens a stored prompt's text; one stored before prompts were
+// sealed has it in the clear.
+func (o *queue) openPrompt(p store.Prompt) (store.Prompt, error) {
+	if p.Sealed == nil {
+		return p, nil
+	}
+	b, err := o.opts.Sealer.Open(p.Sealed, promptSeal(p.SessionID))
+	if err != nil {
+		return p, fmt.Errorf("open prompt %s: %w", p.ID, err)
+	}
+	p.Text, p.Sealed = string(b), nil
+	return p, nil
+}
 
 // dispatchOn is dispatch within a step: the queue is read, and the prompt
 // taken in the store, while the machine has it claimed; only one prompt is

@@ -92,20 +92,6 @@ func (o *queue) sealPrompt(p store.Prompt) store.Prompt {
 	return p
 }
 
-// openPrompt opens a stored prompt's text; one stored before prompts were
-// sealed has it in the clear.
-func (o *queue) openPrompt(p store.Prompt) (store.Prompt, error) {
-	if p.Sealed == nil {
-		return p, nil
-	}
-	b, err := o.opts.Sealer.Open(p.Sealed, promptSeal(p.SessionID))
-	if err != nil {
-		return p, fmt.Errorf("open prompt %s: %w", p.ID, err)
-	}
-	p.Text, p.Sealed = string(b), nil
-	return p, nil
-}
-
 // Queue is a Session's waiting prompts as the API shows them: opened, and
 // masked like its Events (a watcher sees the queue too).
 func (o *queue) Queue(ctx context.Context, id string) ([]store.Prompt, error) {
