@@ -354,6 +354,9 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	if want := "PATH=/opt/tool/bin:/usr/sbin:/usr/bin:/sbin:/bin"; !slices.Contains(bd.ImageEnv, want) {
 		t.Errorf("the environment the login shell starts from: %q, want %s", bd.ImageEnv, want)
 	}
+	if want := "PATH=/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; !slices.Contains(bd.LoginEnv, want) {
+		t.Errorf("the login environment %q, want %s: the Feature's entry kept where /etc/profile sets PATH anew", bd.LoginEnv, want)
+	}
 	if got := run(t, be, "session", "sh", "-c", "ls -d "+featureDir+" 2>/dev/null; true"); got != "" {
 		t.Errorf("the Feature's folder is left in the Build: %q", got)
 	}

@@ -134,3 +134,23 @@ func TestAFeaturesContainerEnvIsSetAsDockerSetsENV(t *testing.T) {
 		})
 	}
 }
+
+// TestTheLoginPathKeepsWhatItStartedFrom: a login shell that sets PATH
+// anew (Debian's /etc/profile) keeps the entries the image or a Feature
+// added, each where it stood against the entries both have; what the
+// shell added itself stays first.
+func TestTheLoginPathKeepsWhatItStartedFrom(t *testing.T) {
+	const debian = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	tests := []struct{ login, from, want string }{
+		{debian, debian, debian},
+		{debian, "/usr/local/go/bin:/go/bin:" + debian, "/usr/local/go/bin:/go/bin:" + debian},
+		{debian, "/opt/tool/bin:/usr/sbin:/usr/bin:/sbin:/bin", "/opt/tool/bin:" + debian},
+		{debian, "/usr/bin:/opt/late/bin:/bin", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/opt/late/bin:/sbin:/bin"},
+		{"/root/.bashrc/bin:" + debian, debian, "/root/.bashrc/bin:" + debian},
+	}
+	for _, tt := range tests {
+		if got := keepPath(tt.login, tt.from); got != tt.want {
+			t.Errorf("keepPath(%q, %q) = %q, want %q", tt.login, tt.from, got, tt.want)
+		}
+	}
+}
