@@ -67,9 +67,10 @@ func (s Spec) Key() string {
 	if s.Docker {
 		parts = append(parts, "docker:", "on")
 	}
-	// Likewise only when set; a count first keeps the list apart.
+	// Likewise only when set; a count first keeps the list apart. Named
+	// apart from Builds made before Features' containerEnv was set.
 	if len(s.Features) > 0 {
-		parts = append(parts, "features:", strconv.Itoa(len(s.Features)))
+		parts = append(parts, "features+containerEnv:", strconv.Itoa(len(s.Features)))
 		for _, f := range s.Features {
 			parts = append(parts, f.Ref, strconv.Itoa(len(f.Env)))
 			parts = append(parts, f.Env...)
@@ -95,8 +96,8 @@ type Build struct {
 	// LoginEnv is the environment an interactive login shell ended with,
 	// probed with no Variable set.
 	LoginEnv []string `json:"login_env"`
-	// ImageEnv is the image's configured environment, which a probe of
-	// the login environment starts from.
+	// ImageEnv is the image's configured environment with its Features'
+	// containerEnv, which a probe of the login environment starts from.
 	ImageEnv  []string  `json:"image_env,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -215,13 +216,15 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 	}
 	for _, f := range spec.Features {
 		progress("installing the Feature " + f.Ref)
-		if err := s.feature(ctx, spec, f); err != nil {
+		env, err := s.feature(ctx, spec, f)
+		if err != nil {
 			return Build{}, fmt.Errorf("build: the Feature %s: %w", f.Ref, err)
 		}
+		s.env, bd.ImageEnv = env, env // with its containerEnv, as an image's own
 	}
 	if strings.TrimSpace(spec.Bootstrap) != "" {
 		progress("running the Bootstrap script")
-		env := append(append([]string(nil), spec.ImageEnv...), spec.Env...)
+		env := append(append([]string(nil), s.env...), spec.Env...)
 		if err := s.script(ctx, env, spec.Bootstrap); err != nil {
 			return Build{}, fmt.Errorf("build: the Bootstrap script failed: %w", err)
 		}

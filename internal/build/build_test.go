@@ -301,30 +301,34 @@ func median(xs []time.Duration) time.Duration {
 // Feature by digest and runs its install.sh as root, in the order given,
 // before the Bootstrap script, its options in its environment; what it
 // installed is in a Session's Sandbox, its unpacked folder is not, and
-// the Features are part of the Build's key.
+// the Features are part of the Build's key. A Feature's containerEnv is
+// set from its install.sh on: the later Features', the Bootstrap's and the
+// login environment a Session starts from.
 func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	b, be, base := builder(t, 3)
 	ctx := context.Background()
 	host := testkit.Registry(t)
 	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
-	pinned := func(repo, install string) string {
-		ref := testkit.PushFeature(t, host, repo, `{"id": "x"}`, install)
+	pinned := func(repo, meta, install string) string {
+		ref := testkit.PushFeature(t, host, repo, meta, install)
 		digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
 	}
-	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base,
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Features: []Feature{
-			{Ref: pinned("f/base:1", "#!/bin/sh\nset -e\necho \"base $GREETING $_REMOTE_USER $(id -u)\" >> /etc/kndl-features\n"), Env: []string{"GREETING=hi there"}},
-			{Ref: pinned("f/tool:1", "#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE\" >> /etc/kndl-features\nprintf '#!/bin/sh\\necho tool ran\\n' > /usr/local/bin/kndl-tool\nchmod +x /usr/local/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
+			{Ref: pinned("f/base:1", `{"id": "base", "containerEnv": {"BASE_HOME": "/opt/base", "BASE_SAYS": "${GREETING:-no option} at ${BASE_HOME}"}}`,
+				"#!/bin/sh\nset -e\necho \"base $GREETING $_REMOTE_USER $(id -u) $BASE_HOME\" >> /etc/kndl-features\n"), Env: []string{"GREETING=hi there"}},
+			{Ref: pinned("f/tool:1", `{"id": "tool", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}`,
+				"#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE $BASE_SAYS\" >> /etc/kndl-features\nmkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/kndl-tool\nchmod +x /opt/tool/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
 		},
 		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
 			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
 			return layer, err
 		},
-		Bootstrap: "echo bootstrap >> /etc/kndl-features\n"}
+		Bootstrap: "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
 	var lines []string
 	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
 	if err != nil {
@@ -336,11 +340,22 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	if err := be.Start(ctx, "session"); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0\ntool fast\nbootstrap\n"; got != want {
-		t.Errorf("a Session sees %q, want each Feature's install.sh with its options, in order, then the Bootstrap's", got)
+	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0 /opt/base\ntool fast no option at /opt/base\nbootstrap /opt/base tool ran\n"; got != want {
+		t.Errorf("a Session sees %q, want %q: each Feature's install.sh with its options and the containerEnv so far, in order, then the Bootstrap's", got, want)
 	}
-	if got := run(t, be, "session", "/usr/local/bin/kndl-tool"); got != "tool ran\n" {
+	if got := run(t, be, "session", "/opt/tool/bin/kndl-tool"); got != "tool ran\n" {
 		t.Errorf("the Feature's tool: %q", got)
+	}
+	for _, want := range []string{"BASE_HOME=/opt/base", "BASE_SAYS=no option at /opt/base"} {
+		if !slices.Contains(bd.LoginEnv, want) || !slices.Contains(bd.ImageEnv, want) {
+			t.Errorf("the login environment %q and the one it starts from %q: want %s in both", bd.LoginEnv, bd.ImageEnv, want)
+		}
+	}
+	if want := "PATH=/opt/tool/bin:/usr/sbin:/usr/bin:/sbin:/bin"; !slices.Contains(bd.ImageEnv, want) {
+		t.Errorf("the environment the login shell starts from: %q, want %s", bd.ImageEnv, want)
+	}
+	if want := "PATH=/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; !slices.Contains(bd.LoginEnv, want) {
+		t.Errorf("the login environment %q, want %s: the Feature's entry kept where /etc/profile sets PATH anew", bd.LoginEnv, want)
 	}
 	if got := run(t, be, "session", "sh", "-c", "ls -d "+featureDir+" 2>/dev/null; true"); got != "" {
 		t.Errorf("the Feature's folder is left in the Build: %q", got)

@@ -122,13 +122,36 @@ func (s step) loginEnv(ctx context.Context) ([]string, error) {
 	}
 	var vars []string
 	for _, kv := range strings.Split(env, "\x00") {
-		k, _, ok := strings.Cut(kv, "=")
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "PATH" {
+			kv = "PATH=" + keepPath(v, lookup(withPath(s.env), "PATH"))
+		}
 		// The shell's own bookkeeping is not an environment.
 		if ok && k != "" && k != "_" && k != "SHLVL" && k != "PWD" && k != "OLDPWD" {
 			vars = append(vars, kv)
 		}
 	}
 	return vars, nil
+}
+
+// keepPath is the login shell's PATH with the entries of the one it
+// started from (the image's, with its Features' containerEnv) that it
+// dropped put back, each before the next entry both have, as the Dev
+// Container CLI merges them: a login shell's /etc/profile, Debian's
+// among them, sets PATH anew.
+func keepPath(login, from string) string {
+	out := strings.Split(login, ":")
+	at := 0
+	for _, e := range strings.Split(from, ":") {
+		switch i := slices.Index(out, e); {
+		case i >= 0:
+			at = i + 1
+		case e != "":
+			out = slices.Insert(out, at, e)
+			at++
+		}
+	}
+	return strings.Join(out, ":")
 }
 
 // lacks reads the probe's output and names what Claude Code needs that the

@@ -90,3 +90,67 @@ func TestInstallScriptNamesDockerAsEachManagerDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestAFeaturesContainerEnvIsSetAsDockerSetsENV: a Feature's containerEnv
+// is set over the environment so far in the file's order, each value's
+// $NAME, ${NAME}, ${NAME:-word} and ${NAME:+word} read as Docker reads an
+// ENV instruction's; a name or value that is no variable's is refused,
+// naming it.
+func TestAFeaturesContainerEnvIsSetAsDockerSetsENV(t *testing.T) {
+	image := []string{"PATH=/usr/bin:/bin", "LANG=C"}
+	tests := []struct {
+		name, meta string
+		env        []string
+		want       []string
+		err        string
+	}{
+		{"none", `{"id": "x"}`, image, image, ""},
+		{"in the file's order, over the image's", `{
+			// comments and trailing commas, as the Features' own files have
+			"id": "go",
+			"containerEnv": {"GOROOT": "/usr/local/go", "PATH": "${GOROOT}/bin:$PATH", "LANG": "C.UTF-8",},
+		}`, image, []string{"GOROOT=/usr/local/go", "PATH=/usr/local/go/bin:/usr/bin:/bin", "LANG=C.UTF-8"}, ""},
+		{"defaults and alternatives", `{"id": "x", "containerEnv": {"A": "${UNSET:-fallback}", "B": "${LANG:+set}", "C": "${UNSET:+set}", "D": "${LANG:-other}"}}`,
+			image, append(slices.Clone(image), "A=fallback", "B=set", "C=", "D=C"), ""},
+		{"no PATH in the image: the default", `{"id": "x", "containerEnv": {"PATH": "/opt/x/bin:${PATH}"}}`, nil,
+			[]string{"PATH=/opt/x/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, ""},
+		{"a bad name", `{"id": "x", "containerEnv": {"1X": "y"}}`, image, nil, `containerEnv names "1X", not a variable`},
+		{"a value not a string", `{"id": "x", "containerEnv": {"X": 1}}`, image, nil, "containerEnv.X is not a string"},
+		{"containerEnv not an object", `{"id": "x", "containerEnv": ["X=1"]}`, image, nil, "containerEnv is not an object"},
+		{"not JSON", `{"id": `, image, nil, "not JSON with comments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := containerEnv([]byte(tt.meta), tt.env)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, %v; want an error saying %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTheLoginPathKeepsWhatItStartedFrom: a login shell that sets PATH
+// anew (Debian's /etc/profile) keeps the entries the image or a Feature
+// added, each where it stood against the entries both have; what the
+// shell added itself stays first.
+func TestTheLoginPathKeepsWhatItStartedFrom(t *testing.T) {
+	const debian = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	tests := []struct{ login, from, want string }{
+		{debian, debian, debian},
+		{debian, "/usr/local/go/bin:/go/bin:" + debian, "/usr/local/go/bin:/go/bin:" + debian},
+		{debian, "/opt/tool/bin:/usr/sbin:/usr/bin:/sbin:/bin", "/opt/tool/bin:" + debian},
+		{debian, "/usr/bin:/opt/late/bin:/bin", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/opt/late/bin:/sbin:/bin"},
+		{"/root/.bashrc/bin:" + debian, debian, "/root/.bashrc/bin:" + debian},
+	}
+	for _, tt := range tests {
+		if got := keepPath(tt.login, tt.from); got != tt.want {
+			t.Errorf("keepPath(%q, %q) = %q, want %q", tt.login, tt.from, got, tt.want)
+		}
+	}
+}

@@ -104,6 +104,8 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		"ghcr.io/a/f/one:1": `{"id": "one", "dependsOn": {"ghcr.io/a/f/two:1": {}}}`,
 		"ghcr.io/a/f/two:1": `{"id": "two", "dependsOn": {"ghcr.io/a/f/one:1": {}}}`,
 		"ghcr.io/a/f/bad:1": `{"version": "1"}`,
+		"ghcr.io/a/f/env:1": `{"id": "env", "containerEnv": {"OK": "x", "NOT-A-NAME": "y"}}`,
+		"ghcr.io/a/f/num:1": `{"id": "num", "containerEnv": {"N": 1}}`,
 	})
 	big := `{"postStartCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`
 	tests := []struct {
@@ -138,6 +140,8 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		{"a Feature reference that does not parse", `{"features": {"ghcr.io/A B/c": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/A B/c"]: "ghcr.io/A B/c" is not a Feature's OCI reference`},
 		{"a Feature not in its registry", `{"features": {"ghcr.io/a/f/none:1": {}}}`, errdefs.ErrNotFound, `features["ghcr.io/a/f/none:1"]: no ghcr.io/a/f/none:1`},
 		{"a Feature without an id", `{"features": {"ghcr.io/a/f/bad:1": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/bad:1"]: its devcontainer-feature.json is not a Feature's`},
+		{"a Feature's containerEnv with a bad name", `{"features": {"ghcr.io/a/f/env:1": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/env:1"] containerEnv["NOT-A-NAME"]: its devcontainer-feature.json sets no variable`},
+		{"a Feature's containerEnv not a string", `{"features": {"ghcr.io/a/f/num:1": {}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/num:1"] containerEnv["N"]: its devcontainer-feature.json sets no variable`},
 		{"Features in a cycle", `{"features": {"ghcr.io/a/f/one:1": {}}}`, errdefs.ErrInvalid, "features: ghcr.io/a/f/one, ghcr.io/a/f/two depend on each other in a cycle"},
 		{"a Feature's option of the wrong type", `{"features": {"ghcr.io/a/f/one:1": {"x": [1]}}}`, errdefs.ErrInvalid, `features["ghcr.io/a/f/one:1"].x: an option is a string or a boolean`},
 	}

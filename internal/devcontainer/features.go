@@ -49,6 +49,9 @@ type Metadata struct {
 	} `json:"options"`
 	DependsOn     map[string]json.RawMessage `json:"dependsOn"`
 	InstallsAfter []string                   `json:"installsAfter"`
+	// ContainerEnv the Build sets from the Feature's install.sh on; read
+	// here only to refuse a draft whose Build would fail on it.
+	ContainerEnv map[string]json.RawMessage `json:"containerEnv"`
 }
 
 // ReadMetadata reads devcontainer-feature.json from a Feature's layer.
@@ -132,6 +135,12 @@ func (r *reader) features(ctx context.Context, fetch Fetch) ([]Feature, error) {
 		env, err := optionEnv(w.prop, w.opts, meta)
 		if err != nil {
 			return nil, err
+		}
+		for _, name := range slices.Sorted(maps.Keys(meta.ContainerEnv)) {
+			var v string
+			if !nameRE.MatchString(name) || json.Unmarshal(meta.ContainerEnv[name], &v) != nil {
+				return nil, invalid(fmt.Sprintf("%s containerEnv[%q]", w.prop, name), "its devcontainer-feature.json sets no variable (a name of letters, digits and _, a string value); the Build would fail on it: ask its author, or name another Feature")
+			}
 		}
 		n := &node{resource: resource, meta: meta, feature: Feature{Ref: resource + "@" + digest, ID: meta.ID, Env: env}}
 		nodes[resource] = n

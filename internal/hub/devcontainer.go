@@ -191,7 +191,7 @@ func besides(d devcontainer.Draft) []string {
 		for _, f := range d.Features {
 			ids = append(ids, f.ID)
 		}
-		notes = append(notes, "features: installed in the Build in this order: "+strings.Join(ids, ", ")+"; their containerEnv is not set")
+		notes = append(notes, "features: installed in the Build in this order: "+strings.Join(ids, ", "))
 	}
 	if d.User != "" {
 		notes = append(notes, fmt.Sprintf("remoteUser, containerUser: %s is not taken; Claude Code runs as the Sandbox's own user", d.User))

@@ -300,3 +300,47 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 		return e.Kind == protocol.EventToolResult && e.Text == "listed"
 	})
 }
+
+// TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn: the Repo's
+// .devcontainer/devcontainer.json, with comments and trailing commas, the
+// test image, a Feature from a local registry, each lifecycle command form
+// and postStartCommand, makes a draft with kndl env edit
+// --from-devcontainer; its Test build passes, it applies, and a Session's
+// Sandbox holds what the Feature, the Bootstrap's commands and the Start's
+// wrote, byte for byte, the Start in the Session's environment with the
+// Feature's containerEnv.
+func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
+	s := Start(t, WithGitHub())
+	feature := testkit.PushFeature(t, testkit.Registry(t), "f/greet:1", `{"id": "greet", "options": {"greeting": {"type": "string", "default": "hi"}}, "containerEnv": {"GREET_HOME": "/opt/greet"}}`,
+		"#!/bin/sh\nset -e\necho \"greet $GREETING\" > /etc/dc-feature\n")
+	file := `{
+		// as VS Code writes it
+		"image": "` + s.runnerCfg.Image + `",
+		"features": {"` + feature + `": {"greeting": "hello there"},},
+		"onCreateCommand": "cp /etc/dc-feature /root/on-create",
+		"updateContentCommand": ["sh", "-c", "printf '%s|' \"$@\" > /root/update-content", "sh", "it's", "$HOME"],
+		"postCreateCommand": {"a": "echo a > /root/post-create-a", "b": ["touch", "/root/post-create-b"],},
+		/* each new Sandbox, in /workspace */
+		"postStartCommand": "pwd > /root/started && echo \"$GREET_HOME\" >> /root/started",
+	}`
+	s.GitHub.ServeRepo(t, "acme/app", s.RepoWith(map[string]string{".devcontainer/devcontainer.json": file}))
+	s.GitHub.InstallApp("acme/app")
+	repo := s.GitHub.RepoURL("acme/app")
+
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--from-devcontainer"); code != 0 || !strings.Contains(out, "made from .devcontainer/devcontainer.json at commit") {
+		t.Fatalf("kndl env edit --from-devcontainer: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 || !strings.Contains(out, "The Test build passed") {
+		t.Fatalf("kndl env test: exit %d\n%s\n%s", code, out, errOut)
+	}
+	s.applyVersion(repo, 1, "Bootstrap script added")
+
+	s.Model.On(testkit.PromptContains("start on it"), testkit.Text("Started."))
+	v := s.NewSession(repo, "start on it")
+	s.WaitEvent(v.ID, testenv.WaitBuild, "the first Turn's end", kind(protocol.EventTurnEnd))
+	got := s.inSandbox(v.ID, "cd /root && for f in on-create update-content post-create-a post-create-b started; do printf '%s: ' $f; cat $f; done")
+	want := "on-create: greet hello there\nupdate-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n"
+	if got != want {
+		t.Fatalf("the Sandbox holds %q, want %q: the Feature before the Bootstrap's commands, each form as the specification runs it, and the Start's, in the Feature's containerEnv", got, want)
+	}
+}
