@@ -219,18 +219,28 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 // TestARunnerProcessKilledMidTurnLosesNothing: a Runner process SIGKILLed
 // while a Turn runs a tool, its Hub staying up, and started again: the
 // Session is Frozen meanwhile, Active again after, the Turn finishes with
-// its Events there once, and the next prompt runs.
+// its Events there once, and the next prompt runs. The same Claude Code
+// runs throughout, through the hand-over and the kill (on gVisor too:
+// scripts/test runs this one there, not the restart's own test).
 func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("before the runner goes", "Ready.")
+	pid := claudePID(t, s, v.ID)
+	samePID := func(when string) {
+		t.Helper()
+		if got := claudePID(t, s, v.ID); got != pid {
+			t.Fatalf("Claude Code %s: pid %s, want the same process (%s)", when, got, pid)
+		}
+	}
 	// The test's own Runner hands over to a process of its own.
 	s.runnerCancel()
 	<-s.runnerDone
 	s.waitState(v.ID, api.Frozen)
 	cmd := runnerProcess(t, s.runnerCfg)
 	s.waitState(v.ID, api.Active)
+	samePID("after the hand-over")
 
-	s.Model.On(testkit.PromptContains("slow work"), testkit.Bash("sleep 5; echo slow-work-finished"))
+	s.Model.On(testkit.PromptContains("slow work"), testkit.Bash(untilTouched("/tmp/slow-work-done")+"; echo slow-work-finished"))
 	s.Model.On(testkit.ToolResultContains("slow-work-finished"), testkit.Text("The slow work is done."))
 	s.Model.On(testkit.PromptContains("once it is back"), testkit.Text("Back and answering."))
 	s.prompt(v.ID, "do the slow work")
@@ -239,8 +249,10 @@ func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	cmd.Wait()
 	s.waitState(v.ID, api.Frozen)
 	runnerProcess(t, s.runnerCfg)
+	s.inSandbox(v.ID, "touch /tmp/slow-work-done") // the tool ran through the kill
 	s.turnEnds(v.ID, 2)
 	s.waitState(v.ID, api.Active)
+	samePID("after the kill")
 	s.prompt(v.ID, "answer once it is back")
 	s.turnEnds(v.ID, 3)
 	evs := s.Events(v.ID)

@@ -173,7 +173,7 @@ func (s *System) sleepsLeavingNothing(id string) {
 func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
 	s := Start(t, WithHubDisk(64<<20))
 	v := s.Ready("before the disk fills", "Ready.")
-	s.Model.On(testkit.PromptContains("work while the disk is full"), testkit.Bash("sleep 2; echo ran-on-a-full-disk"))
+	s.Model.On(testkit.PromptContains("work while the disk is full"), testkit.Bash(untilTouched("/tmp/disk-full")+"; echo ran-on-a-full-disk"))
 	s.Model.On(testkit.ToolResultContains("ran-on-a-full-disk"), testkit.Text("Done while the disk was full."))
 	s.Model.On(testkit.PromptContains("once there is room"), testkit.Text("Answered once there was room."))
 	s.prompt(v.ID, "work while the disk is full")
@@ -186,6 +186,7 @@ func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
 		!strings.Contains(refused.Message, "disk is full") {
 		t.Fatalf("a prompt while the disk is full: %d %q, want 503 saying the disk is full", code, refused.Message)
 	}
+	s.inSandbox(v.ID, "touch /tmp/disk-full") // the tool ends once the Hub's disk is full
 	// The Turn ends in the Sandbox meanwhile; its Events can't be stored.
 	testenv.Eventually(t, testenv.WaitMedium, "the Runner told the Hub could not store its Events", func() bool {
 		return strings.Contains(s.logText(), "the Hub did not take a message; sending it again")

@@ -360,7 +360,7 @@ func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
 // in its start log and the Runner's log once however often the Runner asks
 // again, and the token arrives once GitHub answers.
 func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
-	const retry = time.Second
+	const retry = 250 * time.Millisecond // six asks in under 2 s
 	s := Start(t, WithSandboxGitHub(retry))
 	repo := s.GitHubRepo("acme/app")
 	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))

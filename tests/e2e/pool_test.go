@@ -71,16 +71,21 @@ func (s *System) startLogSays(id, text string) bool {
 	return false
 }
 
-// TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway:
+// TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariableThrowsItAway:
 // with RUNNER_WARM_POOL=1, a Session after the first takes the Sandbox the
 // pool made for its Environment version, says so in its start log, and
-// runs its Turn there with the Repo's Variables and the Creator's token;
-// the pool makes a new one for the next Session, never handing the same
-// one out again. A Variable changed since the pool Sandbox started throws
-// it away: that Session starts cold, with the new value.
-func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *testing.T) {
-	s := Start(t, WithWarmPool(1))
-	repo := s.Repo()
+// runs its Turn there with the Repo's Variables and the Creator's token, at
+// the Repo's head: a commit pushed after the pool Sandbox was cloned is in
+// its Workspace (git in the Sandbox pulls it through the git relay as the
+// Session). The pool makes a new one for the next Session, never handing
+// the same one out again. A Variable changed since the pool Sandbox started
+// throws it away: that Session starts cold, with the new value.
+func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariableThrowsItAway(t *testing.T) {
+	s := Start(t, WithSandboxGitHub(time.Minute), WithWarmPool(1))
+	dir := s.Repo()
+	s.GitHub.ServeRepo(t, "acme/app", dir)
+	s.GitHub.InstallApp("acme/app")
+	repo := s.GitHub.RepoURL("acme/app")
 	var r api.Repo
 	s.Do(http.MethodPost, "/api/repos", map[string]string{"url": repo}, &r)
 	setRegion := func(v string) {
@@ -89,13 +94,14 @@ func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *te
 		}
 	}
 	setRegion("eu-north-1")
-	s.Model.On(testkit.PromptContains("region?"), testkit.Bash("printenv REGION"))
+	s.Model.On(testkit.PromptContains("region?"), testkit.Bash("printenv REGION; git -C /workspace log -1 --format=%s"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
-	region := func(id string) string { return turnResult(t, s, id) }
+	// regionAndHead is the Session's REGION and its Workspace's head.
+	regionAndHead := func(id string) string { return turnResult(t, s, id) }
 
 	first := s.NewSession(repo, "region? cold")
-	if got := region(first.ID); got != "eu-north-1" {
-		t.Fatalf("the first Session's REGION: got %q, want eu-north-1", got)
+	if got := regionAndHead(first.ID); got != "eu-north-1\nreadme" {
+		t.Fatalf("the first Session's REGION and head: got %q, want eu-north-1 and readme", got)
 	}
 	if s.startLogSays(first.ID, fromPoolLine) {
 		t.Fatal("the first Session says it came from the pool, which had nothing yet")
@@ -104,9 +110,17 @@ func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *te
 	servedTo := map[string]string{} // pool id -> the Session it went to
 	for i := range 2 {
 		p := s.poolReady(served)
+		if i == 0 { // a commit the pool Sandbox was not cloned at
+			for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill"},
+				{"push", "-q", s.GitHub.BarePath("acme/app"), "HEAD:main"}} {
+				if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v %s", args, err, out)
+				}
+			}
+		}
 		v := s.NewSession(repo, fmt.Sprintf("region? warm %d", i))
-		if got := region(v.ID); got != "eu-north-1" {
-			t.Fatalf("warm Session %d's REGION: got %q, want eu-north-1", i, got)
+		if got := regionAndHead(v.ID); got != "eu-north-1\npushed after the fill" {
+			t.Fatalf("warm Session %d's REGION and head: got %q, want eu-north-1 and the commit pushed after the fill", i, got)
 		}
 		if !s.startLogSays(v.ID, fromPoolLine) {
 			t.Fatalf("warm Session %d's start log does not say %q: %s", i, fromPoolLine, dump(s.Events(v.ID)))
@@ -124,7 +138,7 @@ func TestNoWarmPoolSandboxServesTwoSessionsAndAChangedVariableThrowsItAway(t *te
 	p := s.poolReady(served)
 	setRegion("us-east-2")
 	v := s.NewSession(repo, "region? changed")
-	if got := region(v.ID); got != "us-east-2" {
+	if got, _, _ := strings.Cut(regionAndHead(v.ID), "\n"); got != "us-east-2" {
 		t.Fatalf("after the change REGION: got %q, want us-east-2", got)
 	}
 	if s.startLogSays(v.ID, fromPoolLine) || s.sandboxOf(v.ID) != "s-"+v.ID {
@@ -229,37 +243,6 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
-}
-
-// TestAWarmPoolSessionStartsAtTheReposHead: a commit pushed after the pool
-// Sandbox was cloned is in the Workspace of the Session that takes it: git
-// in the Sandbox pulls the head through the git relay as the Session.
-func TestAWarmPoolSessionStartsAtTheReposHead(t *testing.T) {
-	s := Start(t, WithSandboxGitHub(time.Minute), WithWarmPool(1))
-	dir := s.Repo()
-	s.GitHub.ServeRepo(t, "acme/app", dir)
-	s.GitHub.InstallApp("acme/app")
-	repo := s.GitHub.RepoURL("acme/app")
-	s.Model.On(testkit.PromptContains("head?"), testkit.Bash("git -C /workspace log -1 --format=%s"))
-	s.Model.On(testkit.AfterToolResult(), testkit.Text("done"))
-	head := func(id string) string { return turnResult(t, s, id) }
-	if got := head(s.NewSession(repo, "head? cold").ID); got != "readme" {
-		t.Fatalf("the cold Session's head: got %q, want readme", got)
-	}
-	s.poolReady(nil)
-	for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill"},
-		{"push", "-q", s.GitHub.BarePath("acme/app"), "HEAD:main"}} {
-		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	v := s.NewSession(repo, "head? warm")
-	if got := head(v.ID); got != "pushed after the fill" {
-		t.Fatalf("the warm Session's head: got %q, want the commit pushed after the fill", got)
-	}
-	if !s.startLogSays(v.ID, fromPoolLine) {
-		t.Fatalf("the warm Session's start log does not say %q", fromPoolLine)
-	}
 }
 
 // turnResult waits for the end of Session id's Turn and returns its first

@@ -20,7 +20,7 @@ import (
 // as edited.
 func TestTheQueueIsReorderedEditedAndCancelledInTheSessionView(t *testing.T) {
 	s := Start(t)
-	s.Model.On(testkit.PromptContains("busy for a while"), testkit.Bash("echo start; sleep 5; echo end"))
+	s.Model.On(testkit.PromptContains("busy for a while"), testkit.Bash("echo start; "+untilTouched("/tmp/busy-done")+"; echo end"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done being busy."))
 	s.Model.On(testkit.PromptContains("queued"), testkit.Text("Noted."))
 	v := s.NewSession(s.Repo(), "busy for a while")
@@ -41,6 +41,7 @@ func TestTheQueueIsReorderedEditedAndCancelledInTheSessionView(t *testing.T) {
 	Eval[bool](b, `(document.querySelectorAll("#queue li [data-action=cancel-prompt]")[2].click(), true)`)
 	b.Wait(testenv.WaitShort, "C cancelled", queued+` === "queued B,queued A, edited"`)
 	b.Screenshot("session-queue.png")
+	s.inSandbox(v.ID, "touch /tmp/busy-done") // the Turn ends once the queue is set
 	s.turnEnds(v.ID, 3)
 	var got []string
 	for _, p := range userPrompts(s.Model) {

@@ -31,15 +31,16 @@ func (s *System) after(id string, seq int64, what string, match func(protocol.Ev
 // TestASubagentStoppedFromTheCLIEndsWhileTheMainTurnGoesOn: a subagent the
 // model starts is named under its Agent call and listed by kndl show as
 // running; kndl stop-subagent stops it at its next tool call, while the
-// main Turn runs a long command, which runs on to its end; the transcript
-// says it stopped, it makes no more calls, kndl show lists it stopped and
-// refuses a second stop, and the conversation answers the next prompt.
+// main Turn runs a long command, which runs on to its end (the test ends
+// it once the subagent has); the transcript says it stopped, it makes no
+// more calls, kndl show lists it stopped and refuses a second stop, and
+// the conversation answers the next prompt.
 func TestASubagentStoppedFromTheCLIEndsWhileTheMainTurnGoesOn(t *testing.T) {
 	s := Start(t)
 	v := s.Ready("warm up first", "Ready.")
 	s.Model.On(testkit.InSubagent("HELPER-ONE"), testkit.Bash("echo helper-step").Slow(300*time.Millisecond, 0))
 	s.Model.On(testkit.PromptContains("start a helper"), testkit.Agent("Count slowly", "HELPER-ONE: count slowly, one step at a time"))
-	s.Model.On(testkit.ToolResultContains("Async agent launched"), testkit.Bash("echo main-start; timeout 15 tail -f /dev/null; echo main-done"))
+	s.Model.On(testkit.ToolResultContains("Async agent launched"), testkit.Bash("echo main-start; "+untilTouched("/tmp/main-goes-on")+"; echo main-done"))
 	s.Model.On(testkit.ToolResultContains("main-done"), testkit.Text("The main Turn went on."))
 	s.Model.On(testkit.PromptContains("<task-notification>"), testkit.Text("Noted the helper's end."))
 	s.Model.On(testkit.PromptContains("are you still there"), testkit.Text("Still here, after the stop."))
@@ -70,6 +71,7 @@ func TestASubagentStoppedFromTheCLIEndsWhileTheMainTurnGoesOn(t *testing.T) {
 	if end.Reason != protocol.SubagentStopped || end.Parent != call.ToolID || end.Text != "Stopped by its Creator." {
 		t.Fatalf("subagent_end %+v, want stopped, under its call, by its Creator", end)
 	}
+	s.inSandbox(v.ID, "touch /tmp/main-goes-on") // the main Turn's command ends once the subagent has
 	done := s.after(v.ID, end.Seq, "the main Turn's answer", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "The main Turn went on."
 	})

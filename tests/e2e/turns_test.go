@@ -298,9 +298,16 @@ func (s *System) promptRightAfterStopTurnArrivesWhole(t *testing.T, id string, t
 	}
 }
 
+// untilTouched is a Bash command that runs until the test touches file in
+// the Sandbox (s.inSandbox), a minute at most: a Turn that lasts as long as
+// the test needs it to, not a guessed sleep that a loaded host outruns.
+func untilTouched(file string) string {
+	return "timeout 60 sh -c 'until [ -e " + file + " ]; do sleep 0.2; done'"
+}
+
 func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 	s := Start(t)
-	s.Model.On(testkit.PromptContains("take your time"), testkit.Bash("echo start; sleep 4; echo end"))
+	s.Model.On(testkit.PromptContains("take your time"), testkit.Bash("echo start; "+untilTouched("/tmp/took-my-time")+"; echo end"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("slept"))
 	s.Model.On(testkit.PromptContains("queued"), testkit.Text("noted"))
 	v := s.NewSession(s.Repo(), "take your time")
@@ -321,6 +328,7 @@ func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 	if out, _, _ := s.kndl("", "queue", v.ID); !strings.Contains(out, "1  "+three.ID) || !strings.Contains(out, "2  "+one.ID) {
 		t.Fatalf("kndl queue:\n%s\nwant three first, then one", out)
 	}
+	s.inSandbox(v.ID, "touch /tmp/took-my-time") // the Turn ends once the queue is set
 	s.turnEnds(v.ID, 3)
 	got := userPrompts(s.Model)
 	var humans []string
