@@ -690,12 +690,15 @@ type Environment struct {
 // limit. MaxSpend (a day, for all the Repo's Sessions) and
 // MaxSessionSpend (one Session's in all), in US dollars as the price table
 // estimates it, cap every Session of the Repo, however started; 0 is no
-// cap.
+// cap. GitHubAttempts lets a mention of the App with attempts=N (2 to 8)
+// start an attempt set of N Sessions, each held to these limits; off by
+// default.
 type RepoLimits struct {
 	MaxTurns        int     `json:"max_turns"`
 	MaxTurnHours    float64 `json:"max_turn_hours"`
 	MaxSpend        float64 `json:"max_spend"`
 	MaxSessionSpend float64 `json:"max_session_spend"`
+	GitHubAttempts  bool    `json:"github_attempts"`
 }
 
 // RepoLimitsChange is the body of PATCH /api/repos/{repo}/limits: each
@@ -705,6 +708,7 @@ type RepoLimitsChange struct {
 	MaxTurnHours    *float64 `json:"max_turn_hours,omitempty"`
 	MaxSpend        *float64 `json:"max_spend,omitempty"`
 	MaxSessionSpend *float64 `json:"max_session_spend,omitempty"`
+	GitHubAttempts  *bool    `json:"github_attempts,omitempty"`
 }
 
 // Changes is a Session's work in its Workspace against the branch it

@@ -31,6 +31,7 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 	ci := fs.Bool("auto-fix-ci", false, "send a check that fails on a pull request a Session opened back to the Session (--auto-fix-ci=false: stop)")
 	reviews := fs.Bool("auto-fix-reviews", false, "send a review requesting changes on such a pull request back too (--auto-fix-reviews=false: stop)")
 	most := fs.Int("auto-fix-max", 0, fmt.Sprintf("send back at most this many per pull request (1 to %d)", api.MaxAutoFixes))
+	attempts := fs.Bool("github-attempts", false, "let a mention of the App with attempts=N (2 to 8) start an attempt set of N Sessions (--github-attempts=false: stop)")
 	label := fs.String("trigger-label", "", `the label that, added to one of the Repo's issues, starts a Session from it ("": none)`)
 	return func() error {
 		fs.Visit(func(fl *flag.Flag) {
@@ -43,6 +44,8 @@ func (f *repoEditFlags) define(fs *flag.FlagSet) func() error {
 				f.limits.MaxSpend = spend
 			case "max-session-spend":
 				f.limits.MaxSessionSpend = sessionSpend
+			case "github-attempts":
+				f.limits.GitHubAttempts = attempts
 			case "auto-fix-ci":
 				f.autoFix.CI = ci
 			case "auto-fix-reviews":
@@ -101,6 +104,11 @@ func (f *repoEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, rep
 		limitText(float64(l.MaxTurns), "Turns", "any number of Turns"), limitText(l.MaxTurnHours, "hours awake", "any hours awake"))
 	fmt.Fprintf(io.Stdout, "Its Sessions spend %s a day in all, and %s each; past either the relay refuses their model calls and they sleep, saying so.\n",
 		limitText(l.MaxSpend, "US dollars", "any amount"), limitText(l.MaxSessionSpend, "US dollars", "any amount"))
+	if l.GitHubAttempts {
+		fmt.Fprintln(io.Stdout, "A mention of the App with attempts=N (2 to 8) starts an attempt set of N Sessions, each held to these limits.")
+	} else {
+		fmt.Fprintln(io.Stdout, "A mention of the App with attempts=N starts nothing: attempt sets from GitHub are off (--github-attempts turns them on).")
+	}
 	fmt.Fprintf(io.Stdout, "Sent back to the Session that opened the pull request, at most %d times per pull request:\n  failing checks:             %s\n  reviews requesting changes: %s\n",
 		a.Max, onOff(a.CI), onOff(a.Reviews))
 	if s.TriggerLabel == "" {

@@ -39,7 +39,7 @@ func (h attemptsAPI) createAttempts(w http.ResponseWriter, r *http.Request, p Pr
 	}
 	var set store.AttemptSet
 	if err == nil {
-		set, err = h.startSet(r.Context(), p, req)
+		set, err = h.startSet(r.Context(), p, req, title(req.Prompt))
 	}
 	var out api.AttemptSet
 	if err == nil {
@@ -52,16 +52,16 @@ func (h attemptsAPI) createAttempts(w http.ResponseWriter, r *http.Request, p Pr
 	writeJSON(w, http.StatusCreated, out)
 }
 
-// startSet starts the set's Sessions one after another; the set is
-// recorded with the first.
-func (h attemptsAPI) startSet(ctx context.Context, p Principal, req api.NewAttempts) (store.AttemptSet, error) {
+// startSet starts the set's Sessions one after another, titled name; the
+// set is recorded with the first.
+func (h attemptsAPI) startSet(ctx context.Context, p Principal, req api.NewAttempts, name string) (store.AttemptSet, error) {
 	var set store.AttemptSet
 	for i := 1; i <= req.Attempts; i++ {
-		s, err := h.sessions.start(ctx, p, req.NewSession, fmt.Sprintf("%s (attempt %d of %d)", title(req.Prompt), i, req.Attempts))
+		s, err := h.sessions.start(ctx, p, req.NewSession, fmt.Sprintf("%s (attempt %d of %d)", name, i, req.Attempts))
 		if err == nil && i == 1 {
-			var name string
-			if name, err = h.masks.MaskTitle(ctx, s.RepoID, p.User.ID, title(req.Prompt)); err == nil {
-				set, err = h.store.Attempts.CreateAttemptSet(ctx, store.AttemptSet{CreatorID: p.User.ID, RepoID: s.RepoID, Title: name})
+			var masked string
+			if masked, err = h.masks.MaskTitle(ctx, s.RepoID, p.User.ID, name); err == nil {
+				set, err = h.store.Attempts.CreateAttemptSet(ctx, store.AttemptSet{CreatorID: p.User.ID, RepoID: s.RepoID, Title: masked})
 			}
 		}
 		if err == nil {

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // attemptsFixture is a Hub with a Repo whose Environment names a check
@@ -382,4 +384,82 @@ func TestAnAttemptThatFailedHoldsItsSetBackNoLonger(t *testing.T) {
 	if len(ready) != 1 || !strings.Contains(ready[0], "/attempts/"+set.ID) {
 		t.Fatalf("got attempts_ready %q, want it once for the set", ready)
 	}
+}
+
+// TestAMentionWithAttemptsStartsASetCountedAsThatManySessions: on a Repo
+// that allows it (PATCH .../limits, github_attempts), "@app attempts=3"
+// starts one attempt set of 3 Sessions started from GitHub, so each is
+// held to the Repo's limits for those and counts in its Creator's awake
+// Sessions: with 2 allowed awake, 2 start and the third waits in line.
+// Each has its reply in the thread, linking the set.
+func TestAMentionWithAttemptsStartsASetCountedAsThatManySessions(t *testing.T) {
+	gh := testkit.NewGitHub(t)
+	const secret = "webhook-secret"
+	f := newFixture(t, withGitHub(gh, time.Minute), func(c *Config) { c.GitHubWebhookSecret, c.MemberMaxAwake = secret, 2 })
+	gh.SetWebhook(f.srv.URL+"/github/webhook", secret)
+	ctx := context.Background()
+	gu := gh.AddUser("olivia")
+	olivia, oliviaTok := admitted(t, f, store.GitHubIdentity{ID: gu.ID, Login: gu.Login})
+	gh.InstallApp("acme/app")
+	gh.SetCollaborator("acme/app", "olivia", true)
+	f.hub.StoreClaudeToken(ctx, olivia.ID, setupToken)
+	gh.OpenIssue("acme/app", "olivia", "Crash on start", "It crashes when HOME is unset.")
+	rn, tok, err := f.store.Runners.CreateRunner(ctx, "olivias", olivia.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	helloWith(t, f, tok, nil, func(c *protocol.Conn) {
+		c.Handle(protocol.TypeSessionStart, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		c.Handle(protocol.TypeSessionStop, false, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+	})
+	testenv.Eventually(t, testenv.WaitShort, "the Hub sees olivia's Runner", func() bool { return f.hub.Connected(rn.ID) })
+	repo, err := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, raw := askAs(t, f, oliviaTok, http.MethodPatch, "/api/repos/"+repo.ID+"/limits", map[string]any{"github_attempts": true}); code != http.StatusOK ||
+		!strings.Contains(string(raw), `"github_attempts":true`) {
+		t.Fatalf("PATCH limits: got %d %s, want github_attempts on", code, raw)
+	}
+
+	if _, code := gh.Comment(t, "acme/app", 1, "olivia", "@kndl-test attempts=3 please fix this"); code != http.StatusAccepted {
+		t.Fatalf("the delivery got %d, want 202", code)
+	}
+	var ss []store.Session
+	var setID string
+	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
+		ss, _ = f.store.Sessions.List(ctx, store.SessionFilter{})
+		if len(ss) == 0 {
+			return false
+		}
+		setID, _ = f.store.Attempts.AttemptSetOf(ctx, ss[0].ID)
+		set, err := f.store.Attempts.AttemptSetByID(ctx, setID)
+		return err == nil && len(set.Sessions) == 3 && len(ss) == 3
+	}, func() string {
+		return fmt.Sprintf("got %d Sessions and the thread %+v, want the set's 3", len(ss), gh.Comments("acme/app", 1))
+	})
+	awake, inLine := 0, 0
+	for _, s := range ss {
+		if id, _ := f.store.Attempts.AttemptSetOf(ctx, s.ID); id != setID || !s.Triggered {
+			t.Errorf("the Session %s: got the set %q, started from GitHub %v; want the set %s, from GitHub", s.ID, id, s.Triggered, setID)
+		}
+		switch {
+		case s.State == store.Starting || s.State == store.Active:
+			awake++
+		case s.State == store.Asleep && s.Place > 0:
+			inLine++
+		}
+	}
+	if awake != 2 || inLine != 1 {
+		t.Errorf("got %d awake and %d in line, want 2 and 1: the set counts as 3 Sessions against the awake limit of 2", awake, inLine)
+	}
+	testenv.Eventually(t, testenv.WaitLong, "3 replies in the thread, each linking the set", func() bool {
+		n := 0
+		for _, c := range gh.Comments("acme/app", 1) {
+			if strings.Contains(c.Body, "/attempts/"+setID) {
+				n++
+			}
+		}
+		return n == 3
+	})
 }

@@ -57,6 +57,9 @@ func (h limitsAPI) changeLimits(w http.ResponseWriter, r *http.Request, p Princi
 		if req.MaxSessionSpend != nil {
 			l.MaxSessionSpend = *req.MaxSessionSpend
 		}
+		if req.GitHubAttempts != nil {
+			l.GitHubAttempts = *req.GitHubAttempts
+		}
 		err = checkLimits(l)
 	}
 	if err == nil {

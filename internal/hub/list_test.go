@@ -101,9 +101,17 @@ func ids(ss []api.Session) []string {
 // returns them with a CLI token.
 func member(t *testing.T, f *fixture, login string) (store.User, string) {
 	t.Helper()
+	ms, _ := f.store.Members.List(context.Background())
+	return admitted(t, f, store.GitHubIdentity{ID: int64(1000 + len(ms)), Login: login, Name: strings.ToUpper(login[:1]) + login[1:]})
+}
+
+// admitted admits the GitHub identity gh to the Hub (the first as its
+// Owner) and returns them with a CLI token.
+func admitted(t *testing.T, f *fixture, gh store.GitHubIdentity) (store.User, string) {
+	t.Helper()
 	ctx := context.Background()
 	ms, _ := f.store.Members.List(ctx)
-	gh := store.GitHubIdentity{ID: int64(1000 + len(ms)), Login: login, Name: strings.ToUpper(login[:1]) + login[1:]}
+	login := gh.Login
 	var u store.User
 	var err error
 	if has, _ := f.store.Members.HasOwner(ctx); !has {

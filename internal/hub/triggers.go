@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -147,6 +148,15 @@ func (t triggerSessions) Start(ctx context.Context, creator store.User, repoURL,
 	return s.ID, err
 }
 
+// StartAttempts starts an attempt set as POST /api/attempts does, each
+// attempt a Session started from GitHub, so held to the Repo's limits for
+// those and counted in its Creator's awake Sessions.
+func (t triggerSessions) StartAttempts(ctx context.Context, creator store.User, repoURL, title, prompt string, n int) ([]string, error) {
+	a := attemptsAPI{core: t.h.core, sessions: newSessionsAPI(t.h), masks: t.h.masks}
+	set, err := a.startSet(ctx, Principal{Kind: auth.Webhook, User: creator}, api.NewAttempts{NewSession: api.NewSession{Repo: repoURL, Prompt: prompt}, Attempts: n}, title)
+	return set.Sessions, err
+}
+
 func (t triggerSessions) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {
 	s, err := t.h.store.Sessions.SessionByID(ctx, id)
 	if err == nil {
@@ -174,6 +184,12 @@ func (t triggerSessions) Progress(ctx context.Context, id string) (triggers.Prog
 		return triggers.Progress{}, err
 	}
 	p := triggers.Progress{State: s.State, Activity: t.h.sessions.Activity(id)}
+	if p.Set, err = t.h.store.Attempts.AttemptSetOf(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
+		return p, err
+	}
 	bs, err := t.h.pulls.Branches(ctx, id)
 	for _, b := range bs {
 		for _, pull := range b.Pulls {

@@ -27,7 +27,8 @@ func apiSession(s store.Session) api.Session {
 }
 
 func apiRepoLimits(l store.RepoLimits) api.RepoLimits {
-	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours, MaxSpend: l.MaxSpend, MaxSessionSpend: l.MaxSessionSpend}
+	return api.RepoLimits{MaxTurns: l.MaxTurns, MaxTurnHours: l.MaxTurnHours, MaxSpend: l.MaxSpend, MaxSessionSpend: l.MaxSessionSpend,
+		GitHubAttempts: l.GitHubAttempts}
 }
 
 // sessionRows turns Sessions into what the API, the pages and the live

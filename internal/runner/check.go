@@ -22,7 +22,9 @@ import (
 // shell's at its start, the Variables over it (a login shell again would
 // have /etc/profile reset a PATH the image set). The exit code and the
 // time are what the Runner saw of the process; the output is only its
-// last CheckTailMax bytes, which the Hub masks, Sensitive values too.
+// last CheckTailMax bytes, which the Hub masks, Sensitive values too. At
+// its timeout the check is killed, on crun with its process group
+// (Process.Kill), so a child it started does not outlive it.
 func (s *session) check(ctx context.Context, req protocol.SessionCheck, vars []protocol.Variable) (protocol.SessionCheckResult, error) {
 	if strings.TrimSpace(req.Command) == "" || req.TimeoutMS <= 0 {
 		return protocol.SessionCheckResult{}, fmt.Errorf("session.check: a command and a timeout, please: %w", errdefs.ErrInvalid)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -22,29 +23,8 @@ import (
 // past its timeout is killed and says so; only the output's last
 // CheckTailMax bytes come back. It gets the Session's Variables.
 func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "crun")
-	base := testkit.Rootfs(t)
+	s := checkSandbox(t)
 	ctx := context.Background()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	be, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(t.TempDir(), "oci"), RelayPort: uint16(port), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const id = "check"
-	if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Binds: []sandbox.Bind{{Source: t.TempDir(), Target: workspaceDir}}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { be.Remove(ctx, id) })
-	if err := be.Start(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	s := &session{id: id, sandbox: id, dir: t.TempDir(), backend: be}
 	vars := []protocol.Variable{{Name: "CHECK_VAR", Value: "from the Session"}}
 	for _, tt := range []struct {
 		name, command string
@@ -61,7 +41,7 @@ func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			res, err := s.check(ctx, protocol.SessionCheck{SessionID: id, Command: tt.command, TimeoutMS: tt.timeout.Milliseconds()}, vars)
+			res, err := s.check(ctx, protocol.SessionCheck{SessionID: s.id, Command: tt.command, TimeoutMS: tt.timeout.Milliseconds()}, vars)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatal(err)
@@ -74,5 +54,85 @@ func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 				t.Errorf("got a duration of %v in a call of %v, want the Runner's own measure (at least the %v timeout when killed)", d, took, tt.timeout)
 			}
 		})
+	}
+}
+
+// crunBackend is a crun backend in a directory of the test's, its relay
+// on a free port, and the test image's root filesystem.
+func crunBackend(t *testing.T) (be *oci.OCI, base string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "crun")
+	base = testkit.Rootfs(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	be, err = oci.New(context.Background(), oci.Options{StateDir: filepath.Join(t.TempDir(), "oci"), RelayPort: uint16(port), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be, base
+}
+
+// checkSandbox is a Session of a running Sandbox on crun, with an empty
+// /workspace, for its check.
+func checkSandbox(t *testing.T) *session {
+	t.Helper()
+	be, base := crunBackend(t)
+	ctx := context.Background()
+	const id = "check"
+	if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Binds: []sandbox.Bind{{Source: t.TempDir(), Target: workspaceDir}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Remove(ctx, id) })
+	if err := be.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return &session{id: id, sandbox: id, dir: t.TempDir(), backend: be}
+}
+
+// TestATimedOutCheckLeavesNoProcessBehind: a check killed at its timeout
+// takes what it started with it (a child in its process group, which the
+// Sandbox's init would otherwise adopt and keep), and nothing else: the
+// Sandbox's init and another Exec's process (Claude Code's, say) run on.
+func TestATimedOutCheckLeavesNoProcessBehind(t *testing.T) {
+	s := checkSandbox(t)
+	ctx := context.Background()
+	// Claude Code's stand-in, started as the Runner starts it: an Exec of
+	// its own.
+	other, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", "sleep 301; true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherEnded := make(chan struct{})
+	go func() { other.Wait(); close(otherEnded) }()
+	t.Cleanup(func() { other.Kill(); <-otherEnded })
+	res, err := s.check(ctx, protocol.SessionCheck{SessionID: s.id, Command: "sleep 302 & sleep 303", TimeoutMS: 500}, nil)
+	if err != nil || !res.TimedOut {
+		t.Fatalf("got %+v, %v; want a check timed out", res, err)
+	}
+	// Every process of the Sandbox but its init and this probe, zombies
+	// (which their reaper has yet to take) aside: "PID CMDLINE" lines.
+	const probe = `for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = 1 ] || [ "$n" = $$ ] && continue
+grep -qs '^State:[[:space:]]*Z' $p/status && continue
+c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null) && [ -n "$c" ] && echo "$n $c"; done; true`
+	var procs string
+	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
+		procs, err = sandbox.Output(ctx, s.backend, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", probe}})
+		return err == nil && !strings.Contains(procs, "sleep 302") && !strings.Contains(procs, "sleep 303")
+	}, func() string {
+		return fmt.Sprintf("got the Sandbox's processes %q (%v), want none of the check's (sleep 302, sleep 303)", procs, err)
+	})
+	st, err := s.backend.Status(ctx, s.sandbox)
+	if err != nil || st.State != sandbox.StateRunning || !strings.Contains(procs, "sleep 301") {
+		t.Errorf("got the Sandbox %v (%v) with the processes %q, want it running with the other Exec's sleep 301", st.State, err, procs)
+	}
+	select {
+	case <-otherEnded:
+		t.Error("got the other Exec's process ended with the check, want it running")
+	default:
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,6 @@ import (
 
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/sandbox"
-	"kndl.dev/kndl/internal/sandbox/oci"
-	"kndl.dev/kndl/internal/testenv"
-	"kndl.dev/kndl/internal/testkit"
 )
 
 // TestDependencyFoldersAreFoundAndMadeBesideNextToFiles: a tree's matching
@@ -192,22 +188,9 @@ func TestMappedTellsTheFoldersAPatternStillMapsTo(t *testing.T) {
 // pattern still maps to stay. With the patterns as they were, nothing is
 // looked at again; with none left, every folder goes.
 func TestStaleDependencyFoldersArePrunedAtTheNextBoot(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "crun")
-	base := testkit.Rootfs(t)
+	be, base := crunBackend(t)
 	ctx := context.Background()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	discard := slog.New(slog.DiscardHandler)
-	be, err := oci.New(ctx, oci.Options{StateDir: filepath.Join(t.TempDir(), "oci"), RelayPort: uint16(port), Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{backend: be, log: discard}
+	r := &Runner{backend: be, log: slog.New(slog.DiscardHandler)}
 	const id = "prune"
 	if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Disks: []sandbox.Disk{{Name: depsDisk, Target: depsDir}}}); err != nil {
 		t.Fatal(err)

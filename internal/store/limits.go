@@ -31,12 +31,15 @@ func (s *handle) joinLine(ctx context.Context, query string, args ...any) (res s
 
 // RepoLimits are the limits a Repo's triggered Sessions run under, and
 // the spend caps all its Sessions do (US dollars: MaxSpend a day for all
-// its Sessions, MaxSessionSpend for one in all); 0 is none.
+// its Sessions, MaxSessionSpend for one in all); 0 is none. GitHubAttempts
+// lets a mention of the App with attempts=N start an attempt set (off by
+// default).
 type RepoLimits struct {
 	MaxTurns        int
 	MaxTurnHours    float64
 	MaxSpend        float64
 	MaxSessionSpend float64
+	GitHubAttempts  bool
 }
 
 // TurnTime is MaxTurnHours as a duration.
@@ -48,8 +51,8 @@ func (l RepoLimits) TurnTime() time.Duration {
 func (s *Repos) RepoLimits(ctx context.Context, repoID string) (RepoLimits, error) {
 	var l RepoLimits
 	var turnMS, spend, sessionSpend int64
-	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms, max_spend_micros, max_session_spend_micros FROM repos WHERE id = ?`,
-		repoID).Scan(&l.MaxTurns, &turnMS, &spend, &sessionSpend)
+	err := s.db.QueryRowContext(ctx, `SELECT max_turns, max_turn_ms, max_spend_micros, max_session_spend_micros, github_attempts FROM repos WHERE id = ?`,
+		repoID).Scan(&l.MaxTurns, &turnMS, &spend, &sessionSpend, &l.GitHubAttempts)
 	l.MaxTurnHours = float64(turnMS) / float64(time.Hour/time.Millisecond)
 	l.MaxSpend, l.MaxSessionSpend = float64(spend)/1e6, float64(sessionSpend)/1e6
 	return l, notFound(err, "repo "+repoID)
@@ -58,8 +61,8 @@ func (s *Repos) RepoLimits(ctx context.Context, repoID string) (RepoLimits, erro
 // SetRepoLimits sets the Repo's limits; its hours are kept to the
 // millisecond, its caps to the millionth of a dollar.
 func (s *Repos) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ? WHERE id = ?`,
-		l.MaxTurns, l.TurnTime().Milliseconds(), int64(math.Round(l.MaxSpend*1e6)), int64(math.Round(l.MaxSessionSpend*1e6)), repoID)
+	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ?, github_attempts = ? WHERE id = ?`,
+		l.MaxTurns, l.TurnTime().Milliseconds(), int64(math.Round(l.MaxSpend*1e6)), int64(math.Round(l.MaxSessionSpend*1e6)), l.GitHubAttempts, repoID)
 	return err
 }
 

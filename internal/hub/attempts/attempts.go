@@ -1,6 +1,7 @@
 // Package attempts is best of N: an attempt set's size, the order its
 // attempts rank in, and the Environment's check run in each attempt's
-// Sandbox after its Turns (checks.go). Only internal/hub imports it.
+// Sandbox after its Turns (checks.go). Only internal/hub and
+// internal/hub/triggers import it.
 package attempts
 
 import (

@@ -18,6 +18,7 @@ type Progress struct {
 	// "question" while Claude waits on a person, "" otherwise.
 	Activity string
 	Pulls    []string // its pull requests' links
+	Set      string   // the attempt set it is an attempt of; "" for none
 }
 
 // DefaultEditGap is the least time between two edits of one Session's
@@ -129,6 +130,9 @@ func (r *Receiver) reply(login, sessionID string, p Progress, note string) strin
 	link := strings.TrimSuffix(r.opts.PublicURL, "/") + "/sessions/" + sessionID
 	var b strings.Builder
 	fmt.Fprintf(&b, "@%s started a kndl Session from this, on their Claude account: %s\n\n**%s**\n", login, link, statusLine(p))
+	if p.Set != "" {
+		fmt.Fprintf(&b, "\nIt is one attempt of a set, ranked side by side: %s/attempts/%s\n", strings.TrimSuffix(r.opts.PublicURL, "/"), p.Set)
+	}
 	for _, pull := range p.Pulls {
 		fmt.Fprintf(&b, "\nPull request: %s\n", pull)
 	}

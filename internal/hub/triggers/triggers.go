@@ -40,6 +40,10 @@ type Sessions interface {
 	// Start starts a Session on repoURL as creator's, titled title, with
 	// prompt its first, and returns its id.
 	Start(ctx context.Context, creator store.User, repoURL, title, prompt string) (string, error)
+	// StartAttempts starts an attempt set of n such Sessions, each as
+	// Start does, and returns their ids in order; when one after the
+	// first could not start, those that did, with the error.
+	StartAttempts(ctx context.Context, creator store.User, repoURL, title, prompt string, n int) ([]string, error)
 	// Prompt queues text as creator's prompt to the Session id, waking it;
 	// src, when set, is whose words it is (auto-fix's reviewer or check),
 	// queued on creator's behalf.
@@ -81,6 +85,7 @@ type Store struct {
 	Repos interface {
 		List(ctx context.Context) ([]store.Repo, error)
 		RepoAutoFix(ctx context.Context, repoID string) (store.AutoFix, error)
+		RepoLimits(ctx context.Context, repoID string) (store.RepoLimits, error)
 		TriggerLabel(ctx context.Context, repoID string) (string, error)
 	}
 	Branches interface {
@@ -376,6 +381,9 @@ func (r *Receiver) issueComment(ctx context.Context, body []byte) error {
 	if !ok {
 		return r.refuse(ctx, th, p.Comment.User)
 	}
+	if n, asked := attemptsAsked(p.Comment.Body); asked {
+		return r.startAttempts(ctx, th, creator, n, firstPrompt(th, p.Comment.User, p.Comment.Body, p.Comment.HTMLURL))
+	}
 	if i := slices.IndexFunc(sessions, func(s store.Session) bool { return s.CreatorID == creator.ID }); i >= 0 {
 		id := sessions[i].ID
 		if err := r.opts.Sessions.Prompt(ctx, creator, id, laterPrompt(th, p.Comment), store.PromptSource{}); err != nil {
@@ -513,13 +521,24 @@ func (r *Receiver) commentedPull(ctx context.Context, th thread) (pull ghPull, o
 func (r *Receiver) start(ctx context.Context, th thread, creator store.User, prompt string) error {
 	id, err := r.opts.Sessions.Start(ctx, creator, th.repoURL, title(th.issue), prompt)
 	if err != nil {
-		// The reason stays in the Hub, in its log (do logs what this
-		// returns): the thread may be public, and the Hub's words name
-		// its Runners, its Repos' settings and its Members' state.
-		_, cerr := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number,
-			fmt.Sprintf(startFailedText, creator.GitHubLogin, r.startFailedLink(th)))
-		return errors.Join(fmt.Errorf("start a Session from %s#%d: %w", th.repo(), th.issue.Number, err), cerr)
+		return r.startFailed(ctx, th, creator, err)
 	}
+	return r.started(ctx, th, creator, id)
+}
+
+// startFailed replies startFailedText in the thread. The reason stays in
+// the Hub, in its log (do logs what this returns): the thread may be
+// public, and the Hub's words name its Runners, its Repos' settings and
+// its Members' state.
+func (r *Receiver) startFailed(ctx context.Context, th thread, creator store.User, err error) error {
+	_, cerr := r.opts.GitHub.Comment(ctx, th.owner, th.name, th.issue.Number,
+		fmt.Sprintf(startFailedText, creator.GitHubLogin, r.startFailedLink(th)))
+	return errors.Join(fmt.Errorf("start a Session from %s#%d: %w", th.repo(), th.issue.Number, err), cerr)
+}
+
+// started records the Session id started from the thread, and replies
+// there once with its link.
+func (r *Receiver) started(ctx context.Context, th thread, creator store.User, id string) error {
 	if err := r.opts.Store.Threads.AddThread(ctx, store.Thread{SessionID: id, Repo: th.repo(), Issue: th.issue.Number}); err != nil {
 		return err
 	}

@@ -112,6 +112,7 @@ type recorder struct {
 	prompts []string             // "session: text"
 	sources []store.PromptSource // each prompt's, in order
 	notes   []string             // "session: text"
+	sets    []int                // each attempt set started, by its size
 	tokens  map[string]bool
 	// failStart, if set, is each start's error.
 	failStart error
@@ -138,6 +139,23 @@ func (r *recorder) Start(ctx context.Context, creator store.User, repoURL, title
 	r.started = append(r.started, prompt)
 	r.mu.Unlock()
 	return s.ID, err
+}
+
+// StartAttempts starts n Sessions as Start does each, recording the set
+// as its size.
+func (r *recorder) StartAttempts(ctx context.Context, creator store.User, repoURL, title, prompt string, n int) ([]string, error) {
+	var ids []string
+	for range n {
+		id, err := r.Start(ctx, creator, repoURL, title, prompt)
+		if err != nil {
+			return ids, err
+		}
+		ids = append(ids, id)
+	}
+	r.mu.Lock()
+	r.sets = append(r.sets, n)
+	r.mu.Unlock()
+	return ids, nil
 }
 
 func (r *recorder) Prompt(ctx context.Context, creator store.User, id, text string, src store.PromptSource) error {

@@ -275,8 +275,20 @@ type process struct {
 	killPID func(pid int)
 }
 
-// hostKill kills a process the runtime started on the host (crun's).
-func hostKill(pid int) { unix.Kill(pid, unix.SIGKILL) }
+// hostKill kills a process the runtime started on the host (crun's) and
+// the rest of its process group, in which whatever it started stays
+// unless it left: a check's `make test` that started a server must not
+// outlive it. crun's exec starts each process in a session of its own
+// (seen with crun 1.8: its id a crun child's host PID, outside the
+// Sandbox's PID namespace, so read from the host), never the Sandbox
+// init's, which another crun started, nor another Exec's; the guard
+// keeps the Runner's own group out whatever a runtime does.
+func hostKill(pid int) {
+	if pg, err := unix.Getpgid(pid); err == nil && pg > 1 && pg != unix.Getpgrp() {
+		unix.Kill(-pg, unix.SIGKILL)
+	}
+	unix.Kill(pid, unix.SIGKILL)
+}
 
 // Wait returns the process's exit code once it has exited and its output
 // is copied. A process killed by a signal reports 128+signal, as a shell

@@ -173,6 +173,7 @@ function showLimits(l) {
   limits.max_turn_hours.value = l.max_turn_hours;
   limits.max_spend.value = l.max_spend;
   limits.max_session_spend.value = l.max_session_spend;
+  limits.github_attempts.checked = l.github_attempts;
 }
 
 submit(limits, limitsError, async (f) =>
@@ -181,6 +182,7 @@ submit(limits, limitsError, async (f) =>
     max_turn_hours: Number(f.max_turn_hours),
     max_spend: Number(f.max_spend),
     max_session_spend: Number(f.max_session_spend),
+    github_attempts: limits.github_attempts.checked,
   })),
 );
 api("GET", paths.repoLimits(repo)).then(showLimits, (err) => showError(limitsError, err));
