@@ -705,7 +705,7 @@ func (r *run) check(ctx context.Context) {
 		sent := slices.Clone(s.sent)
 		s.mu.Unlock()
 		if got := s.runner.Taken(s.id); !slices.Equal(got, sent) {
-			r.fail(fmt.Errorf("Session %s: its Runner took %d prompts, %d sent, or not the same bytes in the same order", s.id, len(got), len(sent)))
+			r.fail(fmt.Errorf("Session %s: its Runner took %d prompts, %d sent, or not the same bytes in the same order (%s)", s.id, len(got), len(sent), r.where(ctx, s)))
 		}
 		evs, err := r.c.Events(ctx, s.id)
 		if err != nil {
@@ -733,6 +733,19 @@ func (r *run) check(ctx context.Context) {
 			w.mu.Unlock()
 		}
 	}
+}
+
+// where says where a Session is and what its queue holds, for an error.
+func (r *run) where(ctx context.Context, s *sess) string {
+	v, err := r.c.Session(ctx, s.id)
+	if err != nil {
+		return err.Error()
+	}
+	states := make([]string, len(v.Queue))
+	for i, p := range v.Queue {
+		states[i] = p.State
+	}
+	return fmt.Sprintf("the Hub has it %s, its queue %v", v.State, states)
 }
 
 // progress writes a line every 10 s until its stop is called.

@@ -68,7 +68,11 @@ func serveHub(src string) error {
 	defer st.Close()
 	key, addr := cmp.Or(os.Getenv(hubChildKey), seal.NewKey()), cmp.Or(os.Getenv(hubChildListen), "127.0.0.1:0")
 	// Its errors (a request failed, its detail) go to the test's output.
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	level := slog.LevelError
+	if os.Getenv("KNDL_LOAD_HUB_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	h, err := hub.New(hub.Config{Listen: addr, SecretsKey: key, Logger: log}, st)
 	if err != nil {
 		return err
