@@ -319,10 +319,16 @@ func (g *guard) principal(ctx context.Context, r *http.Request, kinds []auth.Kin
 			if err == nil {
 				return Principal{Kind: kind, User: u, cred: auth.Hash(token)}, nil
 			}
+			if unchecked(err) {
+				return Principal{}, err
+			}
 		case kind == auth.Runner:
 			rn, err := g.store.Runners.RunnerByToken(ctx, token)
 			if err == nil {
 				return Principal{Kind: kind, Runner: rn}, nil
+			}
+			if unchecked(err) {
+				return Principal{}, err
 			}
 		case kind == auth.Metrics:
 			if err := g.store.Signins.CheckMetricsToken(ctx, token); err == nil {
@@ -342,7 +348,7 @@ func (g *guard) principal(ctx context.Context, r *http.Request, kinds []auth.Kin
 			p.cred = auth.Hash(token)
 			return p, nil
 		}
-		if errors.Is(err, errdefs.ErrForbidden) {
+		if errors.Is(err, errdefs.ErrForbidden) || unchecked(err) {
 			return Principal{}, err
 		}
 	}
@@ -350,6 +356,13 @@ func (g *guard) principal(ctx context.Context, r *http.Request, kinds []auth.Kin
 		return Principal{}, fmt.Errorf("too many failed sign-ins or wrong credentials from your address; try again in a minute: %w", errdefs.ErrTooMany)
 	}
 	return Principal{}, fmt.Errorf("this endpoint needs a valid %s credential: %w", kindList(kinds), errdefs.ErrUnauthorized)
+}
+
+// unchecked reports whether a credential's lookup failed (the store could
+// not answer: a standby taking over a load), which is neither a wrong
+// credential to count against the address nor a reason to refuse it.
+func unchecked(err error) bool {
+	return err != nil && !errors.Is(err, errdefs.ErrUnauthorized) && !errors.Is(err, errdefs.ErrForbidden)
 }
 
 func bearer(r *http.Request) (string, bool) {

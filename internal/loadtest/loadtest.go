@@ -55,6 +55,9 @@ type Options struct {
 	HubPID int
 	// StoreSize, if set, is the store's size now.
 	StoreSize func(ctx context.Context) (int64, error)
+	// During, if set, is called on a goroutine of its own half way
+	// through the prompts' phase: the standby's test kills the Hub there.
+	During func(ctx context.Context)
 	// Progress gets a line every 10 s.
 	Progress io.Writer
 	Log      *slog.Logger
@@ -115,7 +118,10 @@ type Report struct {
 	StoreMeasured               bool
 	StorePerSession             int64
 	Reconnects, RunnerReconnect int
-	Errors                      []string
+	// Unanswered is requests the Hub left unanswered (it went) and that
+	// were made again, or found done, once a Hub answered.
+	Unanswered int
+	Errors     []string
 }
 
 // Quantiles are a latency's p50, p99 and max over N samples.
@@ -145,12 +151,13 @@ func (r Report) Write(w io.Writer) {
 		r.Sessions, r.Runners, r.Watchers, r.Awake, r.Prompts, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "  prompt to first Event at a watcher: %s\n", r.Latency)
 	fmt.Fprintf(w, "  a Session's start answered: %s\n", r.Create)
-	fmt.Fprintf(w, "  Events to watchers: %.0f/s; watchers' sockets dialled again: %d; Runners' connections dialled again: %d\n", r.EventsPerSecond, r.Reconnects, r.RunnerReconnect)
+	fmt.Fprintf(w, "  Events to watchers: %.0f/s; watchers' sockets dialled again: %d; Runners' connections dialled again: %d; requests unanswered, then settled: %d\n",
+		r.EventsPerSecond, r.Reconnects, r.RunnerReconnect, r.Unanswered)
 	if r.HubMeasured {
 		fmt.Fprintf(w, "  the Hub: CPU %.1f millicores per awake Session, %.2f per asleep; resident memory %.2f MiB per awake Session, %.3f per asleep (%.0f MiB in all)\n",
 			1000*r.CPUPerAwake, 1000*r.CPUPerAsleep, mib(r.RSSPerAwake), mib(r.RSSPerAsleep), mib(r.HubRSS))
 	} else {
-		fmt.Fprintln(w, "  the Hub's CPU and memory: not measured (its process is not on this machine, or not readable: run as its user or root)")
+		fmt.Fprintln(w, "  the Hub's CPU and memory: not measured (its process is not on this machine, or not readable: run as its user or root; or it ended during the run)")
 	}
 	if r.StoreMeasured {
 		fmt.Fprintf(w, "  the store: %.1f KiB per Session\n", float64(r.StorePerSession)/1024)
@@ -178,6 +185,8 @@ type run struct {
 	creates  []time.Duration
 	prompts  int
 	awake    int
+	// unanswered counts requests the Hub left unanswered (Report's).
+	unanswered int
 }
 
 // sess is one Session of the run.
@@ -266,15 +275,17 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	r.mu.Unlock()
 	phase := time.Now()
 	events0 := r.events()
+	during := r.during(ctx, o.Duration/2)
 	r.prompt(ctx, awake, phase.Add(o.Duration))
+	<-during
 	dur := time.Since(phase)
 	events1 := r.events()
-	u3, _ := r.usage()
+	u3, alive := r.usage()
 	r.check(ctx)
 
 	rep := Report{Runners: o.Runners, Sessions: o.Sessions, Watchers: o.Watchers, Awake: awake, Elapsed: time.Since(start)}
 	r.mu.Lock()
-	rep.Prompts, rep.Errors = r.prompts, append([]string(nil), r.errs...)
+	rep.Prompts, rep.Errors, rep.Unanswered = r.prompts, append([]string(nil), r.errs...), r.unanswered
 	rep.Latency, rep.Create = quantiles(r.lat), quantiles(r.creates)
 	r.mu.Unlock()
 	rep.EventsPerSecond = float64(events1-events0) / dur.Seconds()
@@ -289,7 +300,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			rep.Errors = append(rep.Errors, err.Error())
 		}
 	}
-	if measured {
+	if measured && alive { // not across a Hub killed and taken over
 		n := float64(o.Sessions)
 		rep.HubMeasured = true
 		rep.CPUPerAsleep = (u2.cpu - u1.cpu).Seconds() / 5 / n
@@ -503,9 +514,66 @@ func (r *run) turnEnd(ctx context.Context, s *sess, j int) bool {
 }
 
 func (r *run) sleep(ctx context.Context, s *sess) {
-	if err := r.c.Act(ctx, s.id, apiclient.Sleep); err != nil && ctx.Err() == nil {
+	err, again := r.reach(ctx, func() error { return r.c.Act(ctx, s.id, apiclient.Sleep) })
+	if again && status(err) == http.StatusConflict {
+		err = nil // not awake: the Hub that went had put it to sleep
+	}
+	if err != nil && ctx.Err() == nil {
 		r.fail(fmt.Errorf("Session %s: put it to sleep: %w", s.id, err))
 	}
+}
+
+// status is the Hub's answer's HTTP status in err, 0 for none.
+func status(err error) int {
+	var e *apiclient.Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// takeover is how long a request waits for the Hub to answer again: a
+// standby takes over within 10 s of the Hub's end.
+const takeover = 30 * time.Second
+
+// reach calls f until the Hub answers it, for up to takeover, and says
+// whether f went unanswered before: then the Hub that went may have done
+// it already.
+func (r *run) reach(ctx context.Context, f func() error) (err error, again bool) {
+	deadline := time.Now().Add(takeover)
+	for {
+		err = f()
+		if err == nil || status(err) != 0 || ctx.Err() != nil || time.Now().After(deadline) {
+			return err, again
+		}
+		if !again {
+			r.unanswered1()
+		}
+		again = true
+		pause(ctx, 200*time.Millisecond)
+	}
+}
+
+func (r *run) unanswered1() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unanswered++
+}
+
+// during calls Options.During after d, and closes what it returns once it
+// has returned.
+func (r *run) during(ctx context.Context, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if r.o.During == nil {
+			return
+		}
+		if pause(ctx, d); ctx.Err() == nil {
+			r.o.During(ctx)
+		}
+	}()
+	return done
 }
 
 // prompt keeps awake Sessions busy until end: each of awake slots takes
@@ -564,7 +632,7 @@ func (r *run) send(ctx context.Context, s *sess) bool {
 	s.sent = append(s.sent, text)
 	s.mu.Unlock()
 	at := time.Now()
-	if _, err := r.c.QueuePrompt(ctx, s.id, api.PromptRequest{Text: text}); err != nil {
+	if err := r.queue(ctx, s, text); err != nil {
 		if ctx.Err() == nil {
 			r.fail(fmt.Errorf("Session %s: prompt %d: %w", s.id, j, err))
 		}
@@ -592,6 +660,29 @@ func (r *run) send(ctx context.Context, s *sess) bool {
 	return true
 }
 
+// queue queues a prompt. When the Hub went without an answer, it asks
+// the Hub that answers next whether the prompt was accepted, and sends it
+// again only if not, so each is accepted once: accepted, it is in the
+// Session's queue until its Runner took it (delivering included), so one
+// not there, and not taken before that look, never was.
+func (r *run) queue(ctx context.Context, s *sess, text string) error {
+	_, err := r.c.QueuePrompt(ctx, s.id, api.PromptRequest{Text: text})
+	if err == nil || status(err) != 0 || ctx.Err() != nil {
+		return err
+	}
+	r.unanswered1()
+	var v api.SessionView
+	if err, _ := r.reach(ctx, func() (err error) { v, err = r.c.Session(ctx, s.id); return err }); err != nil {
+		return err
+	}
+	// The Runner took it before the Hub moved it out of the queue.
+	if slices.ContainsFunc(v.Queue, func(p api.Prompt) bool { return p.Text == text }) || slices.Contains(s.runner.Taken(s.id), text) {
+		return nil
+	}
+	_, err = r.c.QueuePrompt(ctx, s.id, api.PromptRequest{Text: text})
+	return err
+}
+
 // events is how many Events every watcher got so far.
 func (r *run) events() int {
 	n := 0
@@ -614,7 +705,7 @@ func (r *run) check(ctx context.Context) {
 		sent := slices.Clone(s.sent)
 		s.mu.Unlock()
 		if got := s.runner.Taken(s.id); !slices.Equal(got, sent) {
-			r.fail(fmt.Errorf("Session %s: its Runner took %d prompts, %d sent, or not the same bytes in the same order", s.id, len(got), len(sent)))
+			r.fail(fmt.Errorf("Session %s: its Runner took %d prompts, %d sent, or not the same bytes in the same order (%s)", s.id, len(got), len(sent), r.where(ctx, s)))
 		}
 		evs, err := r.c.Events(ctx, s.id)
 		if err != nil {
@@ -642,6 +733,19 @@ func (r *run) check(ctx context.Context) {
 			w.mu.Unlock()
 		}
 	}
+}
+
+// where says where a Session is and what its queue holds, for an error.
+func (r *run) where(ctx context.Context, s *sess) string {
+	v, err := r.c.Session(ctx, s.id)
+	if err != nil {
+		return err.Error()
+	}
+	states := make([]string, len(v.Queue))
+	for i, p := range v.Queue {
+		states[i] = p.State
+	}
+	return fmt.Sprintf("the Hub has it %s, its queue %v", v.State, states)
 }
 
 // progress writes a line every 10 s until its stop is called.

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -40,23 +41,44 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.PostgresMain(m))
 }
 
+// The Hub's child's address and secrets key, when set (the standby's
+// test gives both Hubs the same); else a free loopback port and a new key.
+const (
+	hubChildListen = "KNDL_LOADTEST_HUB_LISTEN"
+	hubChildKey    = "KNDL_LOADTEST_HUB_KEY"
+)
+
 // serveHub runs a Hub over the store at src on a loopback port, prints its
 // URL and the dev user's fresh CLI token (a Claude token stored), and
-// serves until its stdin closes.
+// serves until its stdin closes. As kndl hub does, it first takes the
+// store's lease, waiting as a standby (it prints "standby") while another
+// Hub holds it.
 func serveHub(src string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	lease, err := store.WaitLease(ctx, src, fmt.Sprintf("loadtest hub, pid %d", os.Getpid()), func(string) { fmt.Println("standby") })
+	if err != nil {
+		return err
+	}
+	defer lease.Release()
 	st, err := store.Open(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	h, err := hub.New(hub.Config{Listen: "127.0.0.1:0", SecretsKey: seal.NewKey(), Logger: slog.New(slog.DiscardHandler)}, st)
+	key, addr := cmp.Or(os.Getenv(hubChildKey), seal.NewKey()), cmp.Or(os.Getenv(hubChildListen), "127.0.0.1:0")
+	// Its errors (a request failed, its detail) go to the test's output.
+	level := slog.LevelError
+	if os.Getenv("KNDL_LOAD_HUB_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	h, err := hub.New(hub.Config{Listen: addr, SecretsKey: key, Logger: log}, st)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -92,8 +114,23 @@ func serveHub(src string) error {
 // the Owner's token and its process id.
 func startHub(t *testing.T, src string) (url, token string, pid int) {
 	t.Helper()
+	c := startHubChild(t, src)
+	url, token = c.serving(t)
+	return url, token, c.cmd.Process.Pid
+}
+
+// hubProcess is a Hub in a child process (serveHub).
+type hubProcess struct {
+	cmd *exec.Cmd
+	out *bufio.Reader
+}
+
+// startHubChild starts a Hub in a child process over src, with env added
+// to its environment, stopped when the test ends.
+func startHubChild(t *testing.T, src string, env ...string) *hubProcess {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), hubChild+"="+src)
+	cmd.Env = append(append(os.Environ(), hubChild+"="+src), env...)
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -101,12 +138,28 @@ func startHub(t *testing.T, src string) (url, token string, pid int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	f := strings.Fields(line)
-	if err != nil || len(f) != 2 {
-		t.Fatalf("the Hub's child said %q (%v), want its URL and a token", line, err)
+	return &hubProcess{cmd: cmd, out: bufio.NewReader(out)}
+}
+
+// line is the child's next line of output, its fields.
+func (c *hubProcess) line(t *testing.T) []string {
+	t.Helper()
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("the Hub's child said %q, then %v", line, err)
 	}
-	return f[0], f[1], cmd.Process.Pid
+	return strings.Fields(line)
+}
+
+// serving waits for the child to serve, and returns its URL and the
+// Owner's token.
+func (c *hubProcess) serving(t *testing.T) (url, token string) {
+	t.Helper()
+	f := c.line(t)
+	if len(f) != 2 {
+		t.Fatalf("the Hub's child said %q, want its URL and a token", f)
+	}
+	return f[0], f[1]
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -32,6 +32,9 @@ func procUsage(pid int) (usage, error) {
 	if len(f) < 22 {
 		return usage{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
+	if f[0] == "Z" { // a Hub killed, not yet reaped: its figures are gone
+		return usage{}, fmt.Errorf("process %d has exited", pid)
+	}
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	pages, _ := strconv.ParseInt(f[21], 10, 64)

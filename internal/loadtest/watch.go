@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +95,13 @@ func (w *watcher) take(ctx context.Context, c *apiclient.Client, ev *api.Event, 
 		w.s.ended <- struct{}{}
 	case protocol.EventQuestion:
 		go func() {
-			if err := c.Answer(ctx, w.s.id, api.Answer{QuestionID: ev.ToolID, Answers: []api.Choice{{Option: 1}}}); err != nil && ctx.Err() == nil {
+			err, again := w.s.r.reach(ctx, func() error {
+				return c.Answer(ctx, w.s.id, api.Answer{QuestionID: ev.ToolID, Answers: []api.Choice{{Option: 1}}})
+			})
+			if again && (status(err) == http.StatusConflict || status(err) == http.StatusNotFound) {
+				err = nil // the Hub that went had taken the answer
+			}
+			if err != nil && ctx.Err() == nil {
 				w.s.r.fail(fmt.Errorf("Session %s: answer its question: %w", w.s.id, err))
 			}
 		}()

@@ -173,8 +173,17 @@ func openPostgres(url string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the PostgreSQL URL: %w (want postgres://user:password@host:port/database)", err)
 	}
-	return sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)}), nil
+	db := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
+	db.SetMaxOpenConns(maxPostgresConns)
+	return db, nil
 }
+
+// maxPostgresConns bounds the connections a Hub opens to PostgreSQL, whose
+// server refuses those past its max_connections (100 by default): without
+// it, a standby taking over a load, with every watcher and Runner dialling
+// at once, opened one per request and had sign-ins refused. Calls past it
+// wait for a connection instead.
+const maxPostgresConns = 64
 
 type pgConnector struct{ driver.Connector }
 

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,4 +66,56 @@ func TestAHubWhosePostgresConnectionEndsLosesItsLease(t *testing.T) {
 		t.Fatalf("a standby's lease after the first's ended: %v, %v", standby, err)
 	}
 	standby.Release()
+}
+
+// TestAPostgresStoreQueuesCallsPastItsConnections: more calls at once
+// than the server takes connections (the tests' server: 100), each holding
+// its connection, all succeed, those past the store's bound waiting for
+// one, as a standby's herd of requests does.
+func TestAPostgresStoreQueuesCallsPastItsConnections(t *testing.T) {
+	s, err := Open(context.Background(), testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const calls = 150
+	var mu sync.Mutex
+	var held, failed int
+	var first error
+	release := make(chan struct{})
+	done := make(chan struct{}, calls)
+	for range calls {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c, err := s.db.Conn(context.Background())
+			if err == nil {
+				defer c.Close()
+				err = c.PingContext(context.Background()) // a connection of the server's
+			}
+			mu.Lock()
+			if err != nil {
+				failed++
+				first = cmp.Or(first, err)
+			} else {
+				held++
+			}
+			mu.Unlock()
+			if err == nil {
+				<-release
+			}
+		}()
+	}
+	// Every call has its connection or its error, or the rest wait for one.
+	testenv.Eventually(t, testenv.WaitMedium, "every call has a connection, an error, or waits", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return held+failed == calls || int(s.db.Stats().WaitCount) >= calls-held
+	})
+	close(release)
+	for range calls {
+		<-done
+	}
+	if failed > 0 {
+		t.Errorf("got %d of %d calls at once failed (the first: %v), want none", failed, calls, first)
+	}
 }

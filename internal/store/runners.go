@@ -81,8 +81,8 @@ func (s *Runners) RunnerByToken(ctx context.Context, token string) (Runner, erro
 	hash := auth.Hash(token)
 	var stored []byte
 	r, err := scanRunner(prefixed{s.db.QueryRowContext(ctx, `SELECT token_hash, `+runnerCols+` FROM runners WHERE token_hash = ? AND revoked_at IS NULL`, hash), &stored})
-	if err != nil || !auth.Equal(stored, hash) {
-		return Runner{}, fmt.Errorf("runner token: %w", errdefs.ErrUnauthorized)
+	if err = unknownToken(err, stored, hash); err != nil {
+		return Runner{}, fmt.Errorf("runner token: %w", err)
 	}
 	return r, nil
 }

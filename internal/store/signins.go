@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,8 +47,8 @@ func (s *Signins) UserBySignin(ctx context.Context, token string, life Lifetimes
 	err := s.db.QueryRowContext(ctx, `SELECT g.hash, g.created_at, g.used_at, u.id, coalesce(u.github_login, ''), u.name, u.is_owner, u.is_dev, u.created_at
 		FROM signins g JOIN users u ON u.id = g.user_id WHERE g.hash = ? AND u.removed_at IS NULL`, hash).
 		Scan(&stored, &created, &used, &u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &uCreated)
-	if err != nil || !auth.Equal(stored, hash) {
-		return User{}, fmt.Errorf("sign-in: %w", errdefs.ErrUnauthorized)
+	if err = unknownToken(err, stored, hash); err != nil {
+		return User{}, fmt.Errorf("sign-in: %w", err)
 	}
 	now := s.now()
 	if now.Sub(time.UnixMilli(created)) >= life.Max || now.Sub(time.UnixMilli(used)) >= life.Idle {
@@ -106,4 +107,18 @@ func (s *Signins) SignedInAt(ctx context.Context, hash []byte) (time.Time, error
 	err := s.db.QueryRowContext(ctx, `SELECT created_at FROM signins WHERE hash = ?
 		UNION ALL SELECT signed_in_at FROM cli_tokens WHERE token_hash = ? AND revoked_at IS NULL`, hash, hash).Scan(&at)
 	return fromMS(at), notFound(err, "sign-in")
+}
+
+// unknownToken is a token lookup's outcome: ErrUnauthorized when no row
+// holds the token's hash, the store's own error when the lookup failed
+// (a wrong credential is counted against its address, a store that could
+// not answer is not), nil when stored is the hash.
+func unknownToken(err error, stored, hash []byte) error {
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && !auth.Equal(stored, hash)):
+		return errdefs.ErrUnauthorized
+	case err != nil:
+		return fmt.Errorf("look the token up: %w", err)
+	}
+	return nil
 }

@@ -79,8 +79,8 @@ func (s *Signins) UserByCLIToken(ctx context.Context, token string) (User, error
 		FROM cli_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = ? AND t.revoked_at IS NULL AND u.removed_at IS NULL`, hash).
 		Scan(&stored, &u.ID, &u.GitHubLogin, &u.Name, &u.IsOwner, &u.IsDev, &created)
-	if err != nil || !auth.Equal(stored, hash) {
-		return User{}, fmt.Errorf("CLI token: %w", errdefs.ErrUnauthorized)
+	if err = unknownToken(err, stored, hash); err != nil {
+		return User{}, fmt.Errorf("CLI token: %w", err)
 	}
 	u.CreatedAt = time.UnixMilli(created)
 	return u, nil

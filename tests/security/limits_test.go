@@ -172,3 +172,30 @@ func TestJunkGitHubCallbacksNeverBlockAValidSignInFromTheSameAddress(t *testing.
 		t.Fatalf("a junk callback after bob's sign-in: %d, want 429", code)
 	}
 }
+
+// TestAStoreThatCannotAnswerIsNotAWrongCredential: when the store fails a
+// credential's lookup (a standby taking over a load, its PostgreSQL
+// refusing connections), a right CLI token, Runner token or sign-in cookie
+// is neither refused as wrong (401, which ends a Runner's pairing) nor
+// counted against its address, which would cut off everyone there.
+func TestAStoreThatCannotAnswerIsNotAWrongCredential(t *testing.T) {
+	e := newEnv(t)
+	owner := e.owner()
+	cli, _ := e.store.Signins.CreateCLIToken(context.Background(), e.userOf("olivia").ID, "laptop")
+	_, runner, _ := e.store.Runners.CreateRunner(context.Background(), "box", e.userOf("olivia").ID)
+	cookie := e.cookieOf(owner)
+	e.store.Close()
+	from := nextAddr()
+	for i := range 30 {
+		for _, r := range []req{
+			{method: "GET", path: "/api/sessions", bearer: cli},
+			{method: "GET", path: "/api/sessions", cookie: cookie},
+			{method: "GET", path: "/runner/connect", bearer: runner},
+		} {
+			r.from = from
+			if code, body := e.do(nil, r); code == http.StatusUnauthorized || code == http.StatusTooManyRequests {
+				t.Fatalf("try %d, %s %s with a right credential and the store closed: got %d %s, want neither 401 nor 429", i+1, r.method, r.path, code, body)
+			}
+		}
+	}
+}

@@ -130,10 +130,11 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(ctx) }()
 	var w protocol.Welcome
+	reported := r.running()
 	err = c.Request(ctx, protocol.TypeHello, protocol.Hello{
 		MinVersion: protocol.Version, MaxVersion: protocol.Version, Name: r.cfg.Name,
 		Host:     protocol.HostInfo{Backend: "simulated", Capacity: protocol.Amount{Sessions: r.cfg.Capacity}},
-		Sessions: r.running(), Clock: time.Now(), Models: claude.Models(), Build: protocol.ThisBuild(),
+		Sessions: reported, Clock: time.Now(), Models: claude.Models(), Build: protocol.ThisBuild(),
 	}, &w)
 	if err != nil {
 		c.Close(websocket.StatusNormalClosure, "hello failed")
@@ -147,8 +148,11 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	for _, s := range w.Sessions {
 		back[s.SessionID] = true
 	}
-	for id, s := range r.awake {
-		if !back[id] { // the Hub did not take it back: stop it, as a Runner does
+	// Those reported that the Hub did not take back stop, as a Runner's
+	// do; not one the Hub started since the hello (a prompt woke it),
+	// which the Hub runs.
+	for _, id := range reported {
+		if s := r.awake[id]; s != nil && !back[id] {
 			s.stop()
 			delete(r.awake, id)
 		}

@@ -1,0 +1,122 @@
+package loadtest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"kndl.dev/kndl/internal/apiclient"
+	"kndl.dev/kndl/internal/seal"
+	"kndl.dev/kndl/internal/testenv"
+)
+
+// TestAStandbyTakesOverALoadLosingNothing runs the load on PostgreSQL
+// against a Hub in a child process, with a second child on the same store
+// and address waiting as a standby, as kndl hub does (the store's lease),
+// and kills the first with SIGKILL half way through the prompts (20 s of
+// them on 2 Runners, 40 Sessions with 2 watchers each, a quarter awake, 12
+// prompts a minute each, so Turns run as it dies). The standby must serve
+// within 10 s of the kill; every simulated Runner must connect to it; every
+// prompt the Hubs accepted must reach its Runner once, in order, byte for
+// byte (simrunner's check; a prompt whose request the kill cut is sent
+// again only if neither Hub took it); every watcher must dial again and
+// see every Event once, in seq order, to the store's last. The load
+// test's knobs (KNDL_LOAD_RUNNERS, _SESSIONS, _WATCHERS, _PPM, _SECONDS)
+// make docs/performance.md's standby run.
+func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
+	src := testenv.Postgres(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // both Hubs listen there, the standby once it took over
+	env := []string{hubChildListen + "=" + addr, hubChildKey + "=" + seal.NewKey()}
+	active := startHubChild(t, src, env...)
+	url, token := active.serving(t)
+	standby := startHubChild(t, src, env...)
+	if f := standby.line(t); len(f) != 1 || f[0] != "standby" {
+		t.Fatalf("the second Hub said %q, want standby", f)
+	}
+
+	var (
+		mu                  sync.Mutex
+		tookOver, reconnect time.Duration
+		connected, runners  int
+	)
+	c := &apiclient.Client{BaseURL: url, Token: token, HTTP: &http.Client{Timeout: 5 * time.Second}}
+	kill := func(ctx context.Context) {
+		if err := active.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Errorf("SIGKILL the active Hub: %v", err)
+			return
+		}
+		killed := time.Now()
+		// Its own pace: a poll of the Hubs' address, not a wait for a
+		// condition of this process's.
+		for ctx.Err() == nil && time.Since(killed) < time.Minute {
+			if resp, err := c.HTTP.Get(url + "/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			pause(ctx, 20*time.Millisecond)
+		}
+		took := time.Since(killed)
+		for ctx.Err() == nil && time.Since(killed) < time.Minute {
+			rs, err := c.Runners(ctx)
+			up, all := 0, 0
+			for _, r := range rs {
+				if strings.HasPrefix(r.Name, "load-") {
+					all++
+					if r.Connected {
+						up++
+					}
+				}
+			}
+			mu.Lock()
+			tookOver, reconnect, connected, runners = took, time.Since(killed), up, all
+			mu.Unlock()
+			if err == nil && up == all {
+				return
+			}
+			pause(ctx, 50*time.Millisecond)
+		}
+	}
+	o := Options{HubURL: url, Token: token, Repo: "https://github.com/acme/app.git",
+		Runners: envInt(t, "KNDL_LOAD_RUNNERS", 2), Sessions: envInt(t, "KNDL_LOAD_SESSIONS", 40), Watchers: envInt(t, "KNDL_LOAD_WATCHERS", 2),
+		PromptsPerMinute: envFloat(t, "KNDL_LOAD_PPM", 12), Duration: time.Duration(envInt(t, "KNDL_LOAD_SECONDS", 20)) * time.Second,
+		AwakeFraction: envFloat(t, "KNDL_LOAD_AWAKE", 0.25), HubPID: active.cmd.Process.Pid, During: kill,
+		Progress: tWriter{t}, Log: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("load average %s\n%s  SIGKILL of the active Hub: the standby served in %v, its %d of %d Runners connected in %v",
+		loadAverage(), b.String(), tookOver.Round(time.Millisecond), connected, runners, reconnect.Round(time.Millisecond))
+	if tookOver == 0 || tookOver > 10*time.Second {
+		t.Errorf("the standby served %v after the kill, want within 10 s", tookOver)
+	}
+	if connected != o.Runners || runners != o.Runners {
+		t.Errorf("got %d of %d simulated Runners connected to the standby, want all %d", connected, runners, o.Runners)
+	}
+	if len(rep.Errors) > 0 {
+		t.Errorf("got %d errors, want none", len(rep.Errors))
+	}
+	if want := o.Sessions * o.Watchers; rep.Reconnects < want {
+		t.Errorf("got %d watchers' sockets dialled again, want at least one for each of the %d", rep.Reconnects, want)
+	}
+	if rep.Prompts == 0 {
+		t.Errorf("got no prompts sent, want some")
+	}
+}
