@@ -346,8 +346,11 @@ func (s *session) stopTurn(ctx context.Context) error {
 	return nil
 }
 
-// keys sends tmux key names to Claude Code's pane.
+// keys sends tmux key names to Claude Code's pane. Each is logged at
+// debug, so a prompt that arrived changed can be read against the keys
+// that typed it.
 func (s *session) keys(ctx context.Context, keys ...string) error {
+	s.log.Debug("keys to Claude Code", "session", s.id, "keys", keys)
 	_, err := s.ctl.Run(ctx, tmux.Command("send-keys", append([]string{"-t", paneTarget}, keys...)...))
 	return err
 }
