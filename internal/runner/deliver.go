@@ -40,7 +40,10 @@ const (
 	// Claude Code ignored it (measured). On a
 	// loaded host Claude Code takes seconds to run the editor and redraw
 	// (the load test, at load average 40 and more, gave up at 3 s on most
-	// of its first prompts); the next try starts over.
+	// of its first prompts); the next try starts over. A key pressed
+	// again that Claude Code gets to after the first put a long prompt in
+	// runs the editor a second time, which changes that prompt
+	// (docs/claude-code.md): not yet prevented.
 	fillWait  = 7 * time.Second
 	fillRetry = 500 * time.Millisecond
 	// resendAfter is when an Enter the box still shows the prompt after is
