@@ -40,7 +40,10 @@ const (
 	// Claude Code ignored it (measured). On a
 	// loaded host Claude Code takes seconds to run the editor and redraw
 	// (the load test, at load average 40 and more, gave up at 3 s on most
-	// of its first prompts); the next try starts over.
+	// of its first prompts); the next try starts over. A key pressed
+	// again that Claude Code gets to after the first put a long prompt in
+	// runs the editor a second time, which changes that prompt
+	// (docs/claude-code.md): not yet prevented.
 	fillWait  = 7 * time.Second
 	fillRetry = 500 * time.Millisecond
 	// resendAfter is when an Enter the box still shows the prompt after is
@@ -346,8 +349,11 @@ func (s *session) stopTurn(ctx context.Context) error {
 	return nil
 }
 
-// keys sends tmux key names to Claude Code's pane.
+// keys sends tmux key names to Claude Code's pane. Each is logged at
+// debug, so a prompt that arrived changed can be read against the keys
+// that typed it.
 func (s *session) keys(ctx context.Context, keys ...string) error {
+	s.log.Debug("keys to Claude Code", "session", s.id, "keys", keys)
 	_, err := s.ctl.Run(ctx, tmux.Command("send-keys", append([]string{"-t", paneTarget}, keys...)...))
 	return err
 }

@@ -205,13 +205,23 @@ func (s *System) promptsArrive(t *testing.T, id string, turn int, cases []prompt
 				want = tt.text
 			}
 			s.Model.On(func(r *testkit.Request) bool { u := r.LastUser().Texts(); return len(u) > 0 && u[len(u)-1] == want }, testkit.Text("received"))
-			start := time.Now()
+			start, logged := time.Now(), len(s.logText())
 			s.prompt(id, tt.text)
 			s.turnEnds(id, n)
 			t.Logf("%d bytes: turn ended %v after the prompt", len(tt.text), time.Since(start))
 			got := userPrompts(s.Model)
 			if last := got[len(got)-1]; last != want {
-				t.Fatalf("the model received %+q, want %+q", clip(last), clip(want))
+				// Once, at load 14-18, 64 KiB arrived changed in the
+				// middle: what the history noted of the prompt Claude
+				// Code took, and how the Runner typed it, tell where.
+				var notes []string
+				for _, e := range s.Events(id) {
+					if e.Kind == protocol.EventNote {
+						notes = append(notes, e.Text)
+					}
+				}
+				t.Fatalf("the model received another text than sent: %s\nthe history's notes: %q\nthe log of this Session since the prompt was sent:\n%s",
+					testenv.Diff(last, want), notes, linesWith(s.logText()[logged:], id))
 			}
 			// This prompt's notes, which go right after it.
 			var notes []string
@@ -241,12 +251,15 @@ func (s *System) promptsArrive(t *testing.T, id string, turn int, cases []prompt
 	}
 }
 
-// clip shortens a long text for a failure message.
-func clip(s string) string {
-	if r := []rune(s); len(r) > 200 {
-		return string(r[:100]) + "…" + string(r[len(r)-100:])
+// linesWith is the lines of text that hold what.
+func linesWith(text, what string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if strings.Contains(l, what) {
+			b.WriteString(l)
+		}
 	}
-	return s
+	return b.String()
 }
 
 // promptRightAfterStopTurnArrivesWhole: a stop-turn's Escape does not
