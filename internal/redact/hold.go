@@ -92,26 +92,31 @@ func (r *registry) holdFrom(data []byte, run int) int {
 	// 64: the longest needed word.
 	for i := max(line, n-r.reach-64); i < n; i++ {
 		t := m.dense[st+uint32(m.cls[data[i]])]
-		if t&specialFlag != 0 {
+		if st = t & idMask; t&specialFlag != 0 {
 			st = 0
-			continue
-		}
-		st = t & idMask
-		if t&matchFlag == 0 {
-			continue
-		}
-		word, lead := i+1-int(m.out(st)), -1
-		for _, c := range r.byState[st/m.ncls] {
-			if i+1+r.ds[c.d].reach > n {
-				lead = max(lead, r.leads[c.d])
-			}
-		}
-		if lead >= 0 {
-			return max(word-lead, line)
+		} else if lead := r.liveLead(t, n-i-1); lead >= 0 {
+			return max(i+1-int(m.out(st))-lead, line)
 		}
 	}
 	if st != 0 {
 		return max(n-int(m.depth(st))-r.lead, line)
 	}
 	return max(run, n-r.lead)
+}
+
+// liveLead is, for t, a step of the automaton, the most text a match holds
+// before the word it ends among its rules whose window reaches more than
+// left bytes on, or -1 if it ends no word or none does.
+func (r *registry) liveLead(t uint32, left int) int {
+	lead := -1
+	if t&matchFlag == 0 {
+		return lead
+	}
+	st := t & idMask
+	for _, c := range r.byState[st/r.m.ncls] {
+		if r.ds[c.d].reach > left {
+			lead = max(lead, r.leads[c.d])
+		}
+	}
+	return lead
 }

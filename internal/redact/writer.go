@@ -68,7 +68,8 @@ const maxToken = 4 << 10
 // back as the new tail, unless final, the end that a match may still go on
 // from (holdFrom): the last token's last bytes that could come before a
 // needed word yet to come, or from before a word whose match may not have
-// ended. A piece that ends in a space or a control sequence passes whole.
+// ended. A piece that ends in a space or a control sequence, with no word
+// in its last line, passes whole.
 func (w *Writer) shape(buf []byte, final bool) []byte {
 	if w.shapes == nil || len(buf) == 0 && (len(w.tail) == 0 || !final) {
 		return buf
