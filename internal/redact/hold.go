@@ -90,18 +90,19 @@ func (r *registry) holdFrom(data []byte, run int) int {
 	line := bytes.LastIndexByte(data, '\n') + 1
 	var st uint32
 	// 64: the longest needed word.
+	from := max(run, n-r.lead)
 	for i := max(line, n-r.reach-64); i < n; i++ {
 		t := m.dense[st+uint32(m.cls[data[i]])]
 		if st = t & idMask; t&specialFlag != 0 {
 			st = 0
 		} else if lead := r.liveLead(t, n-i-1); lead >= 0 {
-			return max(i+1-int(m.out(st))-lead, line)
+			from = min(from, i+1-int(m.out(st))-lead)
 		}
 	}
 	if st != 0 {
-		return max(n-int(m.depth(st))-r.lead, line)
+		from = min(from, n-int(m.depth(st))-r.lead)
 	}
-	return max(run, n-r.lead)
+	return max(from, line)
 }
 
 // liveLead is, for t, a step of the automaton, the most text a match holds
