@@ -78,19 +78,18 @@ func leadOf(t *syntax.Regexp, words []string) (int, bool) {
 }
 
 // holdFrom returns where the end of data that a Writer must hold back for
-// the shapes begins, given run, the start of its last run of token bytes.
-// Where a needed word in data's last line has a rule whose window reaches
-// past data's end, from the text that rule's match may hold before the
-// word (leads) on; where data ends in the start of a word, from the most
-// text any match holds before one (lead); else the end of the last run
-// that could be the text before a word yet to come.
+// the shapes begins, given run, the start of its last run of token bytes:
+// the earliest of the last run's last lead bytes (the text before a word
+// yet to come), the text a match may hold before a needed word in data's
+// last line whose rule's window reaches past data's end (leads), and the
+// lead bytes before a word's start that ends data; never before the line.
 func (r *registry) holdFrom(data []byte, run int) int {
 	m := r.m
 	n := len(data)
 	line := bytes.LastIndexByte(data, '\n') + 1
 	var st uint32
-	// 64: the longest needed word.
 	from := max(run, n-r.lead)
+	// 64: the longest needed word.
 	for i := max(line, n-r.reach-64); i < n; i++ {
 		t := m.dense[st+uint32(m.cls[data[i]])]
 		if st = t & idMask; t&specialFlag != 0 {
