@@ -1012,6 +1012,11 @@ type registry struct {
 
 	scratch sync.Pool // of *scratch
 	maxRun  int       // the largest minRun of a rule with assign
+	// leads[i] is the most text a match of ds[i] holds before its needed
+	// word (wordLead), lead the most over the rules and reach the most a
+	// window reaches after a word: what a Writer holds back (holdFrom).
+	leads       []int
+	lead, reach int
 }
 
 // A candidate is a detector a state's word brings, with those of its needs
@@ -1064,6 +1069,9 @@ func newRegistry(ds []*Detector) *registry {
 		if d.assign {
 			r.maxRun = max(r.maxRun, d.minRun)
 		}
+		r.leads = append(r.leads, max(wordLead(d.re, d.need), min(d.back, maxLead)))
+		r.lead = max(r.lead, r.leads[i])
+		r.reach = max(r.reach, d.reach)
 		r.needAt = append(r.needAt, len(r.lits))
 		r.lits = append(r.lits, d.needs...)
 		for _, w := range d.need {
@@ -1581,22 +1589,6 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub
 		m[0]--
 	}
 	return d.accept(text, m, out), m[1]
-}
-
-// mayStart reports whether run, the last run of token bytes of a piece,
-// could be or grow into a credential: it holds a needed word, or ends in
-// the start of one.
-func (r *registry) mayStart(run []byte) bool {
-	m := r.m
-	var st uint32
-	for _, c := range run {
-		t := m.dense[st+uint32(m.cls[c])]
-		if t&matchFlag != 0 {
-			return true
-		}
-		st = t & idMask
-	}
-	return st != 0
 }
 
 // findIn appends d's findings in text[from:to].

@@ -50,7 +50,7 @@ func NewWriter(set *Set, w io.Writer) *Writer {
 // with the Marked rules, or every rule if all is set. Each is replaced
 // character for character (maskWidth), so a terminal keeps its columns. A
 // token is read whole: the end of a piece that could be the start of one
-// is held back, under the same deadline as a value's start. Call it before
+// (holdFrom) is held back, under the same deadline as a value's start. Call it before
 // the first Write.
 func (w *Writer) MaskShapes(all bool) *Writer {
 	w.shapes = &shaper{r: markedRules()}
@@ -65,9 +65,11 @@ func (w *Writer) MaskShapes(all bool) *Writer {
 const maxToken = 4 << 10
 
 // shape masks credentials in buf, which follows w.tail, by shape, keeping
-// back as the new tail an unfinished token at its end that holds, or may
-// go on into, a rule's needed word (mayStart), unless final. Other runs,
-// such as the echo of what someone types, pass at once.
+// back as the new tail, unless final, the end that a match may still go on
+// from (holdFrom): the last token's last bytes that could come before a
+// needed word yet to come, or from before a word whose match may not have
+// ended. A piece that ends in a space or a control sequence, with no word
+// in its last line, passes whole.
 func (w *Writer) shape(buf []byte, final bool) []byte {
 	if w.shapes == nil || len(buf) == 0 && (len(w.tail) == 0 || !final) {
 		return buf
@@ -78,8 +80,8 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 		for cut > 0 && len(data)-cut < maxToken && tokenByte(data[cut-1]) {
 			cut--
 		}
-		cut = afterEscape(data, cut)
-		if len(data)-cut >= maxToken || !w.shapes.r.mayStart(data[cut:]) {
+		cut = afterEscape(data, w.shapes.r.holdFrom(data, cut))
+		if len(data)-cut >= maxToken {
 			cut = len(data)
 		}
 	}
