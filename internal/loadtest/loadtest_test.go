@@ -162,6 +162,22 @@ func (c *hubProcess) serving(t *testing.T) (url, token string) {
 	return f[0], f[1]
 }
 
+// withKnobs is o, its defaults overridden by the KNDL_LOAD_* knobs set,
+// with the test's Repo, progress and log.
+func withKnobs(t *testing.T, o Options) Options {
+	o.Repo = "https://github.com/acme/app.git"
+	o.Runners = envInt(t, "KNDL_LOAD_RUNNERS", o.Runners)
+	o.Sessions = envInt(t, "KNDL_LOAD_SESSIONS", o.Sessions)
+	o.Watchers = envInt(t, "KNDL_LOAD_WATCHERS", o.Watchers)
+	o.PromptsPerMinute = envFloat(t, "KNDL_LOAD_PPM", o.PromptsPerMinute)
+	o.Duration = time.Duration(envInt(t, "KNDL_LOAD_SECONDS", int(o.Duration/time.Second))) * time.Second
+	o.AwakeFraction = envFloat(t, "KNDL_LOAD_AWAKE", o.AwakeFraction)
+	o.Burst = envInt(t, "KNDL_LOAD_BURST", o.Burst)
+	o.Progress = tWriter{t}
+	o.Log = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return o
+}
+
 func envInt(t *testing.T, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
@@ -206,11 +222,8 @@ func TestALoadOfSimulatedRunnersLosesNothing(t *testing.T) {
 		size = func(context.Context) (int64, error) { return SQLiteSize(src) }
 	}
 	url, token, pid := startHub(t, src)
-	o := Options{HubURL: url, Token: token, Repo: "https://github.com/acme/app.git",
-		Runners: envInt(t, "KNDL_LOAD_RUNNERS", 2), Sessions: envInt(t, "KNDL_LOAD_SESSIONS", 50), Watchers: envInt(t, "KNDL_LOAD_WATCHERS", 2),
-		PromptsPerMinute: envFloat(t, "KNDL_LOAD_PPM", 6), Duration: time.Duration(envInt(t, "KNDL_LOAD_SECONDS", 35)) * time.Second,
-		AwakeFraction: 0.1, Burst: envInt(t, "KNDL_LOAD_BURST", 0), HubPID: pid, StoreSize: size,
-		Progress: tWriter{t}, Log: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	o := withKnobs(t, Options{HubURL: url, Token: token, Runners: 2, Sessions: 50, Watchers: 2,
+		PromptsPerMinute: 6, Duration: 35 * time.Second, AwakeFraction: 0.1, HubPID: pid, StoreSize: size})
 	rep, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -89,11 +88,8 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 			pause(ctx, 50*time.Millisecond)
 		}
 	}
-	o := Options{HubURL: url, Token: token, Repo: "https://github.com/acme/app.git",
-		Runners: envInt(t, "KNDL_LOAD_RUNNERS", 2), Sessions: envInt(t, "KNDL_LOAD_SESSIONS", 40), Watchers: envInt(t, "KNDL_LOAD_WATCHERS", 2),
-		PromptsPerMinute: envFloat(t, "KNDL_LOAD_PPM", 12), Duration: time.Duration(envInt(t, "KNDL_LOAD_SECONDS", 20)) * time.Second,
-		AwakeFraction: envFloat(t, "KNDL_LOAD_AWAKE", 0.25), HubPID: active.cmd.Process.Pid, During: kill,
-		Progress: tWriter{t}, Log: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	o := withKnobs(t, Options{HubURL: url, Token: token, Runners: 2, Sessions: 40, Watchers: 2,
+		PromptsPerMinute: 12, Duration: 20 * time.Second, AwakeFraction: 0.25, HubPID: active.cmd.Process.Pid, During: kill})
 	rep, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
