@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"reflect"
@@ -14,6 +15,8 @@ import (
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // TestTheProbeOfThePinnedVersionReadsTheCheckedInTable runs the probe
@@ -40,15 +43,38 @@ func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
 	}, func() string { return "the /model picker; the screen:\n" + pane })
 	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock send-keys -t claude Escape")
 
-	efforts, err := claude.ParseEffortWarning(s.probeRun(v.ID, def, "no-such-effort").stderr)
+	env := s.claudeEnv(v.ID)
+	warn, err := s.probeRun(v.ID, env, def, "no-such-effort")
 	if err != nil {
 		t.Fatal(err)
 	}
+	efforts, err := claude.ParseEffortWarning(warn.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One run per model and effort, probeAtOnce at a time: each is a
+	// Claude Code start, mostly waiting, and one after another they were
+	// most of this test's 30 s.
+	runs := make([][]probeOutput, len(rows))
+	var g errgroup.Group
+	g.SetLimit(probeAtOnce)
+	for i, row := range rows {
+		runs[i] = make([]probeOutput, len(efforts))
+		for j, e := range efforts {
+			g.Go(func() (err error) {
+				runs[i][j], err = s.probeRun(v.ID, env, row.Alias, e)
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
 	got := claude.Table{Version: pin.Version}
-	for _, row := range rows {
+	for i, row := range rows {
 		m := claude.Model{Alias: row.Alias, DisplayName: row.DisplayName, Default: row.Alias == def}
-		for _, e := range efforts {
-			out := s.probeRun(v.ID, row.Alias, e)
+		for j, e := range efforts {
+			out := runs[i][j]
 			run, err := claude.ParseProbeRun(out.stdout, out.stderr)
 			if err != nil {
 				t.Fatal(err)
@@ -81,23 +107,31 @@ func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
 
 type probeOutput struct{ stdout, stderr string }
 
-// probeRun runs one `claude -p` in the Session's Sandbox with Claude
-// Code's own environment (read from its process, so the same token and
-// model endpoint), a new conversation each time.
-func (s *System) probeRun(id, model, effort string) probeOutput {
+// probeAtOnce is how many probe runs share the Sandbox at a time.
+const probeAtOnce = 3
+
+// claudeEnv is the environment of the Session's Claude Code, read from its
+// process: the same token and model endpoint.
+func (s *System) claudeEnv(id string) []string {
 	s.t.Helper()
 	pid := strings.TrimSpace(s.inSandbox(id, "tmux -S /run/kndl/tmux.sock display -p -t claude '#{pane_pid}'"))
-	environ := s.inSandbox(id, "cat /proc/"+pid+"/environ")
+	return strings.Split(strings.TrimRight(s.inSandbox(id, "cat /proc/"+pid+"/environ"), "\x00"), "\x00")
+}
+
+// probeRun runs one `claude -p` in the Session's Sandbox with env, a new
+// conversation each time. It may run beside others, so it returns its
+// failure instead of ending the test.
+func (s *System) probeRun(id string, env []string, model, effort string) (probeOutput, error) {
 	var stdout, stderr bytes.Buffer
 	p, err := s.Backend.Exec(context.Background(), "s-"+id, sandbox.Cmd{
 		Args: []string{claude.MountDir + "/claude", "-p", "probe", "--session-id", testkit.NewUUID(),
 			"--model", model, "--effort", effort, "--output-format", "stream-json", "--verbose"},
-		Env: strings.Split(strings.TrimRight(environ, "\x00"), "\x00"), Dir: claude.Workdir, Stdout: &stdout, Stderr: &stderr})
+		Env: env, Dir: claude.Workdir, Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
-		s.t.Fatal(err)
+		return probeOutput{}, err
 	}
 	if code, err := p.Wait(); err != nil || code != 0 {
-		s.t.Fatalf("claude -p --model %s --effort %s: exit %d, %v\n%s\n%s", model, effort, code, err, stdout.String(), stderr.String())
+		return probeOutput{}, fmt.Errorf("claude -p --model %s --effort %s: exit %d, %v\n%s\n%s", model, effort, code, err, stdout.String(), stderr.String())
 	}
-	return probeOutput{stdout.String(), stderr.String()}
+	return probeOutput{stdout.String(), stderr.String()}, nil
 }
