@@ -79,7 +79,7 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 			"image": "debian:12",
 			"onCreateCommand": "apt-get install -y jq",
 			"postStartCommand": ["touch", "/tmp/started"],
-			"containerEnv": {"GOFLAGS": "-mod=mod"},
+			"containerEnv": {"GOFLAGS": "-mod=mod", "PATH": "/opt/bin:${containerEnv:PATH:/usr/bin}", "APP_MODE": "dev", "DB_URL": "postgres://file"},
 			"forwardPorts": [3000],
 			"portsAttributes": {"3000": {"label": "web"}},
 			"privileged": true,
@@ -93,6 +93,9 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 	base := "/api/repos/" + repo.ID + "/environment"
 	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, base+"/draft", api.EnvironmentSettings{Image: "alpine:3", CheckCommand: "make test"}); code != http.StatusOK {
 		t.Fatalf("a draft by hand: %d %s", code, raw)
+	}
+	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, "/api/repos/"+repo.ID+"/variables/DB_URL", api.VariableRequest{Value: "postgres://secret", Sensitive: true}); code != http.StatusOK {
+		t.Fatalf("a Sensitive Variable: %d %s", code, raw)
 	}
 	env := func() api.Environment {
 		t.Helper()
@@ -141,10 +144,17 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 		t.Fatalf("got source %+v, want .devcontainer/devcontainer.json at %s", d.From, commit)
 	}
 	for _, want := range []string{"privileged: ignored; a Sandbox never takes it, its host decides", "customizations: not used by kndl",
-		"containerEnv, remoteEnv: GOFLAGS are not set by a draft; set each with kndl var set", "forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
+		`containerEnv["GOFLAGS"]: not set; it falls under GOFLAGS, which changes how a tool loads code or reaches the network, so only a person sets it, on purpose: kndl var set --loads-code`,
+		`containerEnv["PATH"]: not set; the Sandbox sets PATH, HOME, SHELL itself, from its login environment (the Bootstrap script adds to PATH in ~/.profile)`,
+		"containerEnv, remoteEnv: APP_MODE, DB_URL become the Repo's Variables, not Sensitive, when the draft is applied; never over a Sensitive Variable, one a person set or a linked Shared one",
+		"containerEnv, remoteEnv: DB_URL: kept as it is; the Repo's Variable DB_URL is Sensitive, and .devcontainer/devcontainer.json never replaces one",
+		"forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
 		if !slices.Contains(d.From.Notes, want) {
 			t.Errorf("got notes %q, want one saying %q", d.From.Notes, want)
 		}
+	}
+	if !slices.Contains(d.Changes, "Variable APP_MODE: set from .devcontainer/devcontainer.json") || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.Contains(c, "DB_URL") }) {
+		t.Errorf("got changes %q, want APP_MODE set from the file and DB_URL kept", d.Changes)
 	}
 	if !d.NeedsTest {
 		t.Errorf("a draft changing the image needs no Test build; want it to need one, as any other")
