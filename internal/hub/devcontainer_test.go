@@ -168,9 +168,9 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 // TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt: with
 // follow on, a push to the default branch that changes the file makes a
 // new draft from it and starts its Test build as the Member who turned
-// follow on, applies nothing, and tells the Repo's Members with push (not
-// a reader); a push changing another file, or to another branch, does
-// nothing.
+// follow on, applies nothing (its Variables wait in the draft too), and
+// tells the Repo's Members with push (not a reader); a push changing
+// another file, or to another branch, does nothing.
 func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.T) {
 	gh := testkit.NewGitHub(t)
 	const secret = "webhook-secret"
@@ -178,7 +178,7 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	gh.SetWebhook(f.srv.URL+"/github/webhook", secret)
 	ctx := context.Background()
 	olivia, oliviaTok, ritaTok := pusherAndReader(t, f, gh)
-	servedFiles(t, gh, map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:12"}`, "README": "hi"})
+	servedFiles(t, gh, map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:12", "containerEnv": {"APP_MODE": "dev"}}`, "README": "hi"})
 	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	base := "/api/repos/" + repo.ID + "/environment"
 	pushers, readers := newEndpoint(t, nil), newEndpoint(t, nil)
@@ -229,7 +229,7 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	gh.Deliver(t, other)
 
 	// The file: a new draft, its Test build started, nothing applied.
-	pushed, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:13"}`})
+	pushed, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:13", "containerEnv": {"APP_MODE": "prod", "EXTRA": "x"}}`})
 	if status != http.StatusAccepted {
 		t.Fatalf("the push delivery: %d", status)
 	}
@@ -254,6 +254,15 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	v, err := f.hub.envs.Show(ctx, repo.ID)
 	if err != nil || v.Current.Version != 1 || v.Current.Settings.Image != "debian:12" || v.Draft == nil || v.Draft.Settings.Image != "debian:13" {
 		t.Fatalf("after the push: %+v (%v), want version 1 on debian:12 and a draft of debian:13 waiting", v, err)
+	}
+	// Its Variables wait in the draft too: the pushed file set none.
+	if vars, _ := f.store.Variables.List(ctx, repo.ID); len(vars) != 1 || vars[0].Name != "APP_MODE" || vars[0].Value != "dev" {
+		t.Errorf("the Repo's Variables after the push: %+v, want APP_MODE=dev alone, version 1's", vars)
+	}
+	for _, want := range []string{"Variable APP_MODE: set from .devcontainer/devcontainer.json", "Variable EXTRA: set from .devcontainer/devcontainer.json"} {
+		if !slices.Contains(v.Draft.Changes, want) {
+			t.Errorf("the draft's changes: %q, want %q", v.Draft.Changes, want)
+		}
 	}
 	pushers.none(t, 200*time.Millisecond)
 	readers.none(t, 0)
