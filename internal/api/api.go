@@ -432,6 +432,9 @@ type Variable struct {
 	SetAt     time.Time `json:"set_at"`
 	// Shared is set on a Shared variable a Repo links.
 	Shared bool `json:"shared,omitempty"`
+	// From is the file that set it by applying a draft made from it, such
+	// as .devcontainer/devcontainer.json; empty for a person's.
+	From string `json:"from,omitempty"`
 	// LoadsCodeRule, when set, is the row of the table of names that change
 	// how a tool loads code or reaches the network its name falls under
 	// (docs/security.md, "Which Variables reach Claude Code"), and why.

@@ -125,6 +125,9 @@ func varList(ctx context.Context, io IO, args []string) error {
 		if v.Shared {
 			name += " (linked)"
 		}
+		if v.From != "" {
+			name += " (from " + v.From + ")"
+		}
 		loads := ""
 		switch {
 		case v.LoadsCode:

@@ -80,9 +80,10 @@ func Parse(b []byte) (map[string]json.RawMessage, error) {
 }
 
 // Read makes a Draft from a devcontainer.json, fetching each
-// Feature's metadata. Any error names the property at fault; a Draft is
-// made whole or not at all.
-func Read(ctx context.Context, b []byte, fetch Fetch) (Draft, error) {
+// Feature's metadata, and the image's environment if ${containerEnv:…}
+// needs it. Any error names the property at fault; a Draft is made whole
+// or not at all.
+func Read(ctx context.Context, b []byte, src Sources) (Draft, error) {
 	props, err := Parse(b)
 	if err != nil {
 		return Draft{}, err
@@ -97,14 +98,17 @@ func Read(ctx context.Context, b []byte, fetch Fetch) (Draft, error) {
 			return Draft{}, invalid(refused.prop, "%s", refused.why)
 		}
 	}
-	steps := []func(*Draft) error{r.image, r.lifecycle, r.env, r.ports, r.user, r.resources}
+	steps := []func(*Draft) error{r.image, r.lifecycle, r.ports, r.user, r.resources}
 	var d Draft
 	for _, step := range steps {
 		if err := step(&d); err != nil {
 			return Draft{}, err
 		}
 	}
-	if d.Features, err = r.features(ctx, fetch); err != nil {
+	if d.Features, err = r.features(ctx, src.Feature); err != nil {
+		return Draft{}, err
+	}
+	if err := r.env(ctx, &d, src); err != nil {
 		return Draft{}, err
 	}
 	for _, f := range d.Features {

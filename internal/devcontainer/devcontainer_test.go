@@ -88,7 +88,7 @@ func TestReadMapsEachProperty(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := devcontainer.Read(context.Background(), []byte(tt.file), nil)
+			got, err := devcontainer.Read(context.Background(), []byte(tt.file), devcontainer.Sources{})
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -106,6 +106,7 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		"ghcr.io/a/f/bad:1": `{"version": "1"}`,
 		"ghcr.io/a/f/env:1": `{"id": "env", "containerEnv": {"OK": "x", "NOT-A-NAME": "y"}}`,
 		"ghcr.io/a/f/num:1": `{"id": "num", "containerEnv": {"N": 1}}`,
+		"ghcr.io/a/f/gob:1": `{"id": "gob", "containerEnv": {"GOBIN": "${GOPATH}/bin"}}`,
 	})
 	big := `{"postStartCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`
 	tests := []struct {
@@ -121,11 +122,17 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		{"Docker Compose", `{"dockerComposeFile": "compose.yml", "service": "app"}`, errdefs.ErrInvalid, "dockerComposeFile: Docker Compose is refused"},
 		{"a bad image", `{"image": "Not An Image"}`, errdefs.ErrInvalid, `image "Not An Image" is not an image reference`},
 		{"an image of the wrong type", `{"image": 12}`, errdefs.ErrInvalid, "image: 12 is not what the specification allows"},
-		{"${localEnv} in containerEnv", `{"containerEnv": {"TOKEN": "${localEnv:GITHUB_TOKEN}"}}`, errdefs.ErrInvalid, "containerEnv.TOKEN: ${localEnv:GITHUB_TOKEN} is refused"},
-		{"${localEnv} with a default in remoteEnv", `{"remoteEnv": {"H": "${localEnv:HOME:/root}"}}`, errdefs.ErrInvalid, "remoteEnv.H: ${localEnv:HOME:/root} is refused"},
-		{"${localWorkspaceFolder}", `{"remoteEnv": {"W": "${localWorkspaceFolder}"}}`, errdefs.ErrInvalid, "remoteEnv.W: ${localWorkspaceFolder} is refused"},
-		{"${containerEnv} not in containerEnv", `{"remoteEnv": {"PATH": "${containerEnv:PATH}:/x"}}`, errdefs.ErrInvalid, "remoteEnv.PATH: ${containerEnv:PATH} names a variable containerEnv does not set"},
-		{"a bad variable name", `{"containerEnv": {"1X": "y"}}`, errdefs.ErrInvalid, "containerEnv.1X: a Variable's name"},
+		{"${localEnv} in containerEnv", `{"containerEnv": {"TOKEN": "${localEnv:GITHUB_TOKEN}"}}`, errdefs.ErrInvalid, `containerEnv["TOKEN"]: ${localEnv:GITHUB_TOKEN} is refused`},
+		{"${localEnv} with a default in remoteEnv", `{"remoteEnv": {"H": "${localEnv:HOME:/root}"}}`, errdefs.ErrInvalid, `remoteEnv["H"]: ${localEnv:HOME:/root} is refused`},
+		{"${localWorkspaceFolder}", `{"remoteEnv": {"W": "${localWorkspaceFolder}"}}`, errdefs.ErrInvalid, `remoteEnv["W"]: ${localWorkspaceFolder} is refused`},
+		{"${containerEnv} set by nothing", `{"remoteEnv": {"P": "${containerEnv:NOPE}:/x"}}`, errdefs.ErrInvalid, `remoteEnv["P"]: ${containerEnv:NOPE} names a variable that neither the image, its Features' containerEnv nor containerEnv sets: write its value, or give a default`},
+		{"${containerEnv} of a Feature's value that reads others", `{"features": {"ghcr.io/a/f/gob:1": {}}, "remoteEnv": {"G": "${containerEnv:GOBIN}"}}`, errdefs.ErrInvalid, `remoteEnv["G"]: ${containerEnv:GOBIN} is the Feature gob's containerEnv "${GOPATH}/bin", which reads other variables`},
+		{"a bad variable name", `{"containerEnv": {"1X": "y"}}`, errdefs.ErrInvalid, `containerEnv["1X"]: a Variable's name`},
+		{"a variable name over 128 bytes", `{"remoteEnv": {"` + strings.Repeat("N", 129) + `": "y"}}`, errdefs.ErrInvalid, "a Variable's name has letters, digits and _, not starting with a digit, and at most 128"},
+		{"a value over a Variable's limit", `{"containerEnv": {"BIG": "` + strings.Repeat("v", environment.MaxVariableBytes+1) + `"}}`, errdefs.ErrInvalid, `containerEnv["BIG"]: the value is 65537 bytes; a Variable's is at most 65536`},
+		{"a value with a terminal's escape", `{"containerEnv": {"ESC": "a\u001b[31mb"}}`, errdefs.ErrInvalid, `containerEnv["ESC"]: the value holds the control character U+001B at byte 1`},
+		{"a value with a NUL", `{"remoteEnv": {"Z": "a\u0000"}}`, errdefs.ErrInvalid, `remoteEnv["Z"]: the value holds the control character U+0000`},
+		{"a value made over the limit by ${containerEnv}", `{"containerEnv": {"A": "` + strings.Repeat("v", environment.MaxVariableBytes) + `"}, "remoteEnv": {"B": "${containerEnv:A}x"}}`, errdefs.ErrInvalid, `remoteEnv["B"]: the value is 65537 bytes`},
 		{"a lifecycle command of the wrong shape", `{"onCreateCommand": 3}`, errdefs.ErrInvalid, "onCreateCommand: 3 is not a string, an array of strings or an object"},
 		{"a parallel command of the wrong shape", `{"postCreateCommand": {"a": {"b": 1}}}`, errdefs.ErrInvalid, "postCreateCommand.a: "},
 		{"an empty array", `{"postStartCommand": []}`, errdefs.ErrInvalid, "postStartCommand: an empty array is no command"},
@@ -147,7 +154,7 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := devcontainer.Read(context.Background(), []byte(tt.file), features)
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), devcontainer.Sources{Feature: features})
 			if !errors.Is(err, tt.class) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v (a draft %+v), want an error of class %v saying %q", err, d, tt.class, tt.want)
 			}
@@ -192,7 +199,7 @@ func TestFeaturesInstallInTheSpecificationsOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := devcontainer.Read(context.Background(), []byte(tt.file), fetch)
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), devcontainer.Sources{Feature: fetch})
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -216,7 +223,7 @@ func TestFeaturesArePulledThroughTheOutboundRules(t *testing.T) {
 		}
 	}
 
-	d, err := devcontainer.Read(context.Background(), file, through(&outbound.Dialer{Allow: outbound.AllowLoopback}))
+	d, err := devcontainer.Read(context.Background(), file, devcontainer.Sources{Feature: through(&outbound.Dialer{Allow: outbound.AllowLoopback})})
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
@@ -232,14 +239,72 @@ func TestFeaturesArePulledThroughTheOutboundRules(t *testing.T) {
 	}
 
 	// A Runner whose outbound rules refuse the registry's address.
-	_, err = devcontainer.Read(context.Background(), file, through(&outbound.Dialer{}))
+	_, err = devcontainer.Read(context.Background(), file, devcontainer.Sources{Feature: through(&outbound.Dialer{})})
 	if !errors.Is(err, errdefs.ErrForbidden) || !strings.Contains(err.Error(), `features["`+host+`/f/tool:1"]`) {
 		t.Errorf("got %v, want ErrForbidden naming the feature", err)
 	}
 	// A registry not reachable.
 	srv.Close()
-	_, err = devcontainer.Read(context.Background(), file, through(&outbound.Dialer{Allow: outbound.AllowLoopback}))
+	_, err = devcontainer.Read(context.Background(), file, devcontainer.Sources{Feature: through(&outbound.Dialer{Allow: outbound.AllowLoopback})})
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), `features["`+host+`/f/tool:1"]`) {
 		t.Errorf("got %v, want ErrUnavailable naming the feature", err)
+	}
+}
+
+// TestContainerEnvIsReadFromTheImageAndItsFeatures: ${containerEnv:X} in
+// containerEnv reads the image's environment with its Features'
+// containerEnv over it; in remoteEnv, the file's containerEnv over that.
+// The image's config is read once, and only when a name needs it.
+func TestContainerEnvIsReadFromTheImageAndItsFeatures(t *testing.T) {
+	fetch := fakeFetch(t, map[string]string{"ghcr.io/f/go:1": `{"id": "go", "containerEnv": {"GOPATH": "/go", "GOROOT": "/usr/local/go", "PATH": "/usr/local/go/bin:${PATH}"}}`})
+	calls := 0
+	imageEnv := func(ctx context.Context, ref string) ([]string, error) {
+		calls++
+		if ref != "registry.test/app:1" {
+			return nil, fmt.Errorf("no %s: %w", ref, errdefs.ErrNotFound)
+		}
+		return []string{"LANG=C.UTF-8", "GOPATH=/image-go"}, nil
+	}
+	tests := []struct {
+		name, file string
+		want       []devcontainer.Variable
+		calls      int
+		err        string
+		notes      []string
+	}{
+		{"the image's, its Features' over it, the file's over both", `{"image": "registry.test/app:1", "features": {"ghcr.io/f/go:1": {}},
+			"containerEnv": {"TOOLS": "${containerEnv:GOPATH}/tools", "L": "${containerEnv:LANG}"},
+			"remoteEnv": {"BIN": "${containerEnv:TOOLS}/bin", "ROOT": "${containerEnv:GOROOT}"}}`,
+			[]devcontainer.Variable{{"BIN", "/go/tools/bin"}, {"L", "C.UTF-8"}, {"ROOT", "/usr/local/go"}, {"TOOLS", "/go/tools"}}, 1, "", nil},
+		{"no name the image must give: its config is not read", `{"image": "registry.test/app:1", "features": {"ghcr.io/f/go:1": {}}, "remoteEnv": {"R": "${containerEnv:GOROOT}"}}`,
+			[]devcontainer.Variable{{"R", "/usr/local/go"}}, 0, "", nil},
+		{"an image whose config cannot be read", `{"image": "registry.test/gone:1", "remoteEnv": {"L": "${containerEnv:LANG}"}}`,
+			nil, 1, `remoteEnv["L"]: ${containerEnv:LANG} is read from the image registry.test/gone:1, whose config could not be read: no registry.test/gone:1`, nil},
+		{"a name no Variable takes: left out with a note, its value not read", `{"image": "registry.test/gone:1", "remoteEnv": {"PATH": "${containerEnv:PATH}:/x", "A": "a"}}`,
+			[]devcontainer.Variable{{"A", "a"}}, 0, "", []string{`remoteEnv["PATH"]: not set; the Sandbox sets it`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls = 0
+			unset := func(name string) string {
+				if name == "PATH" {
+					return "the Sandbox sets it"
+				}
+				return ""
+			}
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), devcontainer.Sources{Feature: fetch, ImageEnv: imageEnv, Unset: unset})
+			switch {
+			case tt.err != "" && (!errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("got %v, want an error saying %q, its class kept", err, tt.err)
+			case tt.err == "" && err != nil:
+				t.Fatalf("Read: %v", err)
+			}
+			if !reflect.DeepEqual(d.Variables, tt.want) || calls != tt.calls {
+				t.Errorf("got %q reading the image %d times, want %q and %d", d.Variables, calls, tt.want, tt.calls)
+			}
+			if !reflect.DeepEqual(d.Notes, tt.notes) {
+				t.Errorf("got notes %q, want %q", d.Notes, tt.notes)
+			}
+		})
 	}
 }

@@ -38,6 +38,9 @@ type Feature struct {
 	ID string
 	// Env holds its options as install.sh takes them, NAME=value, sorted.
 	Env []string
+	// ContainerEnv is its devcontainer-feature.json's containerEnv, values
+	// as written: the Build sets them; read here for ${containerEnv:…}.
+	ContainerEnv map[string]string
 }
 
 // Metadata is what a Feature's devcontainer-feature.json says of it.
@@ -50,7 +53,8 @@ type Metadata struct {
 	DependsOn     map[string]json.RawMessage `json:"dependsOn"`
 	InstallsAfter []string                   `json:"installsAfter"`
 	// ContainerEnv the Build sets from the Feature's install.sh on; read
-	// here only to refuse a draft whose Build would fail on it.
+	// here to refuse a draft whose Build would fail on it, and for
+	// ${containerEnv:…}.
 	ContainerEnv map[string]json.RawMessage `json:"containerEnv"`
 }
 
@@ -136,13 +140,17 @@ func (r *reader) features(ctx context.Context, fetch Fetch) ([]Feature, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := &node{resource: resource, meta: meta, feature: Feature{Ref: resource + "@" + digest, ID: meta.ID, Env: env}}
 		for _, name := range slices.Sorted(maps.Keys(meta.ContainerEnv)) {
 			var v string
 			if !nameRE.MatchString(name) || json.Unmarshal(meta.ContainerEnv[name], &v) != nil {
 				return nil, invalid(fmt.Sprintf("%s containerEnv[%q]", w.prop, name), "its devcontainer-feature.json sets no variable (a name of letters, digits and _, a string value); the Build would fail on it: ask its author, or name another Feature")
 			}
+			if n.feature.ContainerEnv == nil {
+				n.feature.ContainerEnv = map[string]string{}
+			}
+			n.feature.ContainerEnv[name] = v
 		}
-		n := &node{resource: resource, meta: meta, feature: Feature{Ref: resource + "@" + digest, ID: meta.ID, Env: env}}
 		nodes[resource] = n
 		for _, dep := range slices.Sorted(maps.Keys(meta.DependsOn)) {
 			prop := fmt.Sprintf("%s dependsOn[%q]", w.prop, dep)

@@ -42,7 +42,7 @@ func TestTheScriptsRunEachCommandFormAsTheSpecificationSays(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := devcontainer.Read(context.Background(), []byte(tt.file), nil)
+			d, err := devcontainer.Read(context.Background(), []byte(tt.file), devcontainer.Sources{})
 			if err != nil {
 				t.Fatal(err)
 			}

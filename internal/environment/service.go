@@ -78,6 +78,9 @@ type Draft struct {
 	NeedsTest bool
 	// Test is the newest Test build of its build inputs, if any.
 	Test *store.TestBuild
+	// kept are the file's Variables applying it leaves as they are, and
+	// why (store.FilePlan).
+	kept []string
 	// digest names its build inputs with vars, the Variables available at
 	// build as they were read for it: Apply records, and Test sends,
 	// exactly what the gate looked at.
@@ -152,6 +155,13 @@ func (s *Service) Show(ctx context.Context, repoID string) (View, error) {
 	}
 	digest := c.BuildDigest(vars)
 	draft := &Draft{EnvironmentDraft: d, Settings: c, Changes: Changes(cur.Settings, c), digest: digest, vars: pv}
+	if d.SourcePath != "" {
+		plan, err := s.d.Store.PlanFileVariables(ctx, repoID, d.SourcePath, d.Variables)
+		if err != nil {
+			return View{}, err
+		}
+		draft.Changes, draft.kept = append(draft.Changes, plan.Changes(d.SourcePath)...), plan.Kept
+	}
 	draft.NeedsTest = digest != cur.buildBase(vars)
 	if t, err := s.d.Store.LatestTestBuild(ctx, repoID, digest); err == nil {
 		draft.Test = &t
@@ -173,18 +183,24 @@ func (cur Version) buildBase(vars []AtBuild) string {
 }
 
 // Source names the file a draft was made from, such as the Repo's
-// devcontainer.json, and what was left out of it.
+// devcontainer.json, what was left out of it, and the Variables it
+// proposes.
 type Source struct {
 	Path, Commit string
 	Notes        []string
+	Variables    []store.FileVariable
 }
 
 // Source is what the draft was made from; the zero Source for a draft a
-// person wrote.
+// person wrote. Its notes end with the file's Variables that applying it
+// would leave as they are, and why.
 func (d Draft) Source() Source {
-	src := Source{Path: d.SourcePath, Commit: d.SourceCommit}
+	src := Source{Path: d.SourcePath, Commit: d.SourceCommit, Variables: d.Variables}
 	if d.Notes != "" {
 		src.Notes = strings.Split(d.Notes, "\n")
+	}
+	for _, k := range d.kept {
+		src.Notes = append(src.Notes, "containerEnv, remoteEnv: "+k)
 	}
 	return src
 }
@@ -204,7 +220,7 @@ func (s *Service) EditFrom(ctx context.Context, repoID string, c Config, by stri
 		return View{}, err
 	}
 	d := store.EnvironmentDraft{RepoID: repoID, BaseVersion: cur.Version, Config: c.JSON(), UpdatedBy: by,
-		SourcePath: src.Path, SourceCommit: src.Commit, Notes: strings.Join(src.Notes, "\n")}
+		SourcePath: src.Path, SourceCommit: src.Commit, Notes: strings.Join(src.Notes, "\n"), Variables: src.Variables}
 	if _, err := s.d.Store.SaveDraft(ctx, d); err != nil {
 		return View{}, err
 	}
@@ -231,8 +247,9 @@ func (s *Service) Apply(ctx context.Context, repoID, by string) (Version, error)
 	case d.NeedsTest && d.Test.State != store.TestPassed:
 		return Version{}, fmt.Errorf("the draft's Test build %s failed (%s): fix the draft and test it again: %w", d.Test.ID, d.Test.Detail, errdefs.ErrConflict)
 	}
+	// The store adds the lines of the file's Variables as it sets them.
 	next := store.EnvironmentVersion{RepoID: repoID, Config: d.Settings.JSON(), BuildDigest: d.digest,
-		Changes: strings.Join(d.Changes, "\n"), CreatedBy: by}
+		Changes: strings.Join(Changes(v.Current.Settings, d.Settings), "\n"), CreatedBy: by}
 	if !d.NeedsTest && v.Current.Version > 0 {
 		next.BuildVersion = v.Current.BuildVersion // the Build is as it was
 	}

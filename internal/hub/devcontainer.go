@@ -15,6 +15,7 @@ import (
 	"kndl.dev/kndl/internal/forge"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/notify"
+	"kndl.dev/kndl/internal/loadscode"
 	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -147,7 +148,7 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	if err != nil {
 		return environment.View{}, fmt.Errorf("read %s: %w", strings.Join(paths, ", then "), err)
 	}
-	d, err := devcontainer.Read(ctx, b, h.fetchFeature)
+	d, err := devcontainer.Read(ctx, b, devcontainer.Sources{Feature: h.fetchFeature, ImageEnv: h.imageEnv, Unset: unsetFromFile})
 	if err != nil {
 		return environment.View{}, fmt.Errorf("%s at %.12s: %w", path, commit, err)
 	}
@@ -158,7 +159,38 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	c := cur.Current.Settings
 	c.Image, c.Bootstrap, c.Start, c.CPUs, c.MemoryMiB = d.Config.Image, d.Config.Bootstrap, d.Config.Start, d.Config.CPUs, d.Config.MemoryMiB
 	c.Features = d.Config.Features
-	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: append(d.Notes, besides(d)...)})
+	vars, notes := fileVariables(d.Variables)
+	notes = append(append(d.Notes, notes...), besides(d)...)
+	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: notes, Variables: vars})
+}
+
+// fileVariables are the Variables a draft proposes of the file's
+// containerEnv and remoteEnv, with a note naming them; applying the draft
+// sets them as store.FilePlan says.
+func fileVariables(vars []devcontainer.Variable) ([]store.FileVariable, []string) {
+	if len(vars) == 0 {
+		return nil, nil
+	}
+	out := make([]store.FileVariable, 0, len(vars))
+	var names []string
+	for _, v := range vars {
+		out = append(out, store.FileVariable{Name: v.Name, Value: v.Value})
+		names = append(names, v.Name)
+	}
+	return out, []string{fmt.Sprintf("containerEnv, remoteEnv: %s become the Repo's Variables, not Sensitive, when the draft is applied; never over a Sensitive Variable, one a person set or a linked Shared one", strings.Join(names, ", "))}
+}
+
+// unsetFromFile says why the file sets no Variable named name: one the
+// Sandbox sets itself (sandboxOwn), or one only a person sets, on purpose
+// (loadscode).
+func unsetFromFile(name string) string {
+	if sandboxOwnError(name) != nil {
+		return fmt.Sprintf("the Sandbox sets %s itself, from its login environment (the Bootstrap script adds to PATH in ~/.profile)", strings.Join(sandboxOwn, ", "))
+	}
+	if r, ok := loadscode.Match(name); ok {
+		return fmt.Sprintf("it falls under %s, which changes how a tool loads code or reaches the network, so only a person sets it, on purpose: kndl var set --loads-code", r.Pattern)
+	}
+	return ""
 }
 
 // fetchFeature pulls a Feature's artifact for its metadata through the
@@ -168,17 +200,16 @@ func (h environmentsAPI) fetchFeature(ctx context.Context, ref string) (string, 
 	return ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, ociimage.Options{Transport: h.cfg.Outbound.Transport()})
 }
 
-// besides notes what a draft does not carry of the file: the Variables,
-// ports and user it names, each with the way to have it.
+// imageEnv reads an image's environment through the Hub's outbound rules,
+// as fetchFeature does, for a ${containerEnv:…} the file names.
+func (h environmentsAPI) imageEnv(ctx context.Context, ref string) ([]string, error) {
+	return ociimage.Env(ctx, ref, ociimage.Options{Transport: h.cfg.Outbound.Transport()})
+}
+
+// besides notes what a draft does not carry of the file: the ports and
+// user it names, each with the way to have it.
 func besides(d devcontainer.Draft) []string {
 	var notes []string
-	if len(d.Variables) > 0 {
-		var names []string
-		for _, v := range d.Variables {
-			names = append(names, v.Name)
-		}
-		notes = append(notes, fmt.Sprintf("containerEnv, remoteEnv: %s are not set by a draft; set each with kndl var set", strings.Join(names, ", ")))
-	}
 	if len(d.Ports) > 0 {
 		var ports []string
 		for _, p := range d.Ports {

@@ -79,7 +79,7 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 			"image": "debian:12",
 			"onCreateCommand": "apt-get install -y jq",
 			"postStartCommand": ["touch", "/tmp/started"],
-			"containerEnv": {"GOFLAGS": "-mod=mod"},
+			"containerEnv": {"GOFLAGS": "-mod=mod", "PATH": "/opt/bin:${containerEnv:PATH:/usr/bin}", "APP_MODE": "dev", "DB_URL": "postgres://file"},
 			"forwardPorts": [3000],
 			"portsAttributes": {"3000": {"label": "web"}},
 			"privileged": true,
@@ -93,6 +93,9 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 	base := "/api/repos/" + repo.ID + "/environment"
 	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, base+"/draft", api.EnvironmentSettings{Image: "alpine:3", CheckCommand: "make test"}); code != http.StatusOK {
 		t.Fatalf("a draft by hand: %d %s", code, raw)
+	}
+	if code, raw := askAs(t, f, oliviaTok, http.MethodPut, "/api/repos/"+repo.ID+"/variables/DB_URL", api.VariableRequest{Value: "postgres://secret", Sensitive: true}); code != http.StatusOK {
+		t.Fatalf("a Sensitive Variable: %d %s", code, raw)
 	}
 	env := func() api.Environment {
 		t.Helper()
@@ -141,10 +144,17 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 		t.Fatalf("got source %+v, want .devcontainer/devcontainer.json at %s", d.From, commit)
 	}
 	for _, want := range []string{"privileged: ignored; a Sandbox never takes it, its host decides", "customizations: not used by kndl",
-		"containerEnv, remoteEnv: GOFLAGS are not set by a draft; set each with kndl var set", "forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
+		`containerEnv["GOFLAGS"]: not set; it falls under GOFLAGS, which changes how a tool loads code or reaches the network, so only a person sets it, on purpose: kndl var set --loads-code`,
+		`containerEnv["PATH"]: not set; the Sandbox sets PATH, HOME, SHELL itself, from its login environment (the Bootstrap script adds to PATH in ~/.profile)`,
+		"containerEnv, remoteEnv: APP_MODE, DB_URL become the Repo's Variables, not Sensitive, when the draft is applied; never over a Sensitive Variable, one a person set or a linked Shared one",
+		"containerEnv, remoteEnv: DB_URL: kept as it is; the Repo's Variable DB_URL is Sensitive, and .devcontainer/devcontainer.json never replaces one",
+		"forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
 		if !slices.Contains(d.From.Notes, want) {
 			t.Errorf("got notes %q, want one saying %q", d.From.Notes, want)
 		}
+	}
+	if !slices.Contains(d.Changes, "Variable APP_MODE: set from .devcontainer/devcontainer.json") || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.Contains(c, "DB_URL") }) {
+		t.Errorf("got changes %q, want APP_MODE set from the file and DB_URL kept", d.Changes)
 	}
 	if !d.NeedsTest {
 		t.Errorf("a draft changing the image needs no Test build; want it to need one, as any other")
@@ -158,9 +168,9 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 // TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt: with
 // follow on, a push to the default branch that changes the file makes a
 // new draft from it and starts its Test build as the Member who turned
-// follow on, applies nothing, and tells the Repo's Members with push (not
-// a reader); a push changing another file, or to another branch, does
-// nothing.
+// follow on, applies nothing (its Variables wait in the draft too), and
+// tells the Repo's Members with push (not a reader); a push changing
+// another file, or to another branch, does nothing.
 func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.T) {
 	gh := testkit.NewGitHub(t)
 	const secret = "webhook-secret"
@@ -168,7 +178,7 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	gh.SetWebhook(f.srv.URL+"/github/webhook", secret)
 	ctx := context.Background()
 	olivia, oliviaTok, ritaTok := pusherAndReader(t, f, gh)
-	servedFiles(t, gh, map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:12"}`, "README": "hi"})
+	servedFiles(t, gh, map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:12", "containerEnv": {"APP_MODE": "dev"}}`, "README": "hi"})
 	repo, _ := f.store.Repos.EnsureRepo(ctx, gh.RepoURL("acme/app"), "acme/app")
 	base := "/api/repos/" + repo.ID + "/environment"
 	pushers, readers := newEndpoint(t, nil), newEndpoint(t, nil)
@@ -219,7 +229,7 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	gh.Deliver(t, other)
 
 	// The file: a new draft, its Test build started, nothing applied.
-	pushed, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:13"}`})
+	pushed, status := gh.PushFiles(t, "acme/app", "olivia", map[string]string{".devcontainer/devcontainer.json": `{"image": "debian:13", "containerEnv": {"APP_MODE": "prod", "EXTRA": "x"}}`})
 	if status != http.StatusAccepted {
 		t.Fatalf("the push delivery: %d", status)
 	}
@@ -244,6 +254,15 @@ func TestAPushChangingAFollowedDevcontainerJSONMakesADraftAndTestsIt(t *testing.
 	v, err := f.hub.envs.Show(ctx, repo.ID)
 	if err != nil || v.Current.Version != 1 || v.Current.Settings.Image != "debian:12" || v.Draft == nil || v.Draft.Settings.Image != "debian:13" {
 		t.Fatalf("after the push: %+v (%v), want version 1 on debian:12 and a draft of debian:13 waiting", v, err)
+	}
+	// Its Variables wait in the draft too: the pushed file set none.
+	if vars, _ := f.store.Variables.List(ctx, repo.ID); len(vars) != 1 || vars[0].Name != "APP_MODE" || vars[0].Value != "dev" {
+		t.Errorf("the Repo's Variables after the push: %+v, want APP_MODE=dev alone, version 1's", vars)
+	}
+	for _, want := range []string{"Variable APP_MODE: set from .devcontainer/devcontainer.json", "Variable EXTRA: set from .devcontainer/devcontainer.json"} {
+		if !slices.Contains(v.Draft.Changes, want) {
+			t.Errorf("the draft's changes: %q, want %q", v.Draft.Changes, want)
+		}
 	}
 	pushers.none(t, 200*time.Millisecond)
 	readers.none(t, 0)

@@ -195,8 +195,8 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	}
 	type session struct{ ID, Title, State string }
 	type variable struct {
-		Name, Value, SetAt, LoadsCodeRule     string
-		Sensitive, AtBuild, Shared, LoadsCode bool
+		Name, Value, SetAt, LoadsCodeRule, From string
+		Sensitive, AtBuild, Shared, LoadsCode   bool
 	}
 	var sessions []session
 	for _, s := range ss {
@@ -207,7 +207,7 @@ func (h environmentsAPI) repoPage(w http.ResponseWriter, r *http.Request, p Prin
 	var vs []variable
 	for _, v := range append(vars, links...) {
 		a := apiVariable(v) // a Sensitive value is never in it
-		vs = append(vs, variable{a.Name, a.Value, when(a.SetAt), a.LoadsCodeRule, a.Sensitive, a.AtBuild, a.Shared, a.LoadsCode})
+		vs = append(vs, variable{a.Name, a.Value, when(a.SetAt), a.LoadsCodeRule, a.From, a.Sensitive, a.AtBuild, a.Shared, a.LoadsCode})
 	}
 	h.appPage(w, p, web.Repo.WithTitle(repoName(repo.URL)), struct {
 		ID, URL, Name string

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/gateway"
 	"kndl.dev/kndl/internal/hub/masks"
@@ -29,9 +29,9 @@ type variablesAPI struct {
 }
 
 // maxVariableBytes bounds one Variable's value.
-const maxVariableBytes = 64 << 10
+const maxVariableBytes = environment.MaxVariableBytes
 
-var variableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var variableNameRE = environment.VariableName
 
 // sandboxOwn are the variables a Sandbox's login environment sets, which
 // no Variable replaces: one would do so for every process in the Sandbox,

@@ -178,7 +178,7 @@ func apiRepo(r store.Repo) api.Repo {
 // apiVariable leaves out Sealed, which is for the Hub alone.
 func apiVariable(v store.Variable) api.Variable {
 	a := api.Variable{ID: v.ID, RepoID: v.RepoID, Name: v.Name, Value: v.Value, Sensitive: v.Sensitive,
-		AtBuild: v.AtBuild, LoadsCode: v.LoadsCode, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared}
+		AtBuild: v.AtBuild, LoadsCode: v.LoadsCode, SetBy: v.SetBy, SetAt: v.SetAt, Shared: v.Shared, From: v.Source}
 	if r, ok := loadscode.Match(v.Name); ok {
 		a.LoadsCodeRule = r.Pattern + ": " + r.Why
 	}

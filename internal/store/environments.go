@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
@@ -35,6 +36,9 @@ type EnvironmentDraft struct {
 	// was made from, and Notes what was left out of it, one a line; all
 	// empty for a draft made otherwise.
 	SourcePath, SourceCommit, Notes string
+	// Variables are what the file's containerEnv and remoteEnv propose;
+	// ApplyDraft sets them as FilePlan says.
+	Variables []FileVariable
 }
 
 // TestBuild is a run of a draft's build inputs, named by their digest.
@@ -90,12 +94,12 @@ func (s *Environments) EnvironmentVersion(ctx context.Context, repoID string, ve
 // SaveDraft makes or replaces a Repo's draft.
 func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentDraft, error) {
 	d.UpdatedAt = s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes, variables)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (repo_id) DO UPDATE SET base_version = excluded.base_version, config = excluded.config,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at, source_path = excluded.source_path,
-			source_commit = excluded.source_commit, notes = excluded.notes`,
-		d.RepoID, d.BaseVersion, d.Config, d.UpdatedBy, ms(d.UpdatedAt), d.SourcePath, d.SourceCommit, d.Notes)
+			source_commit = excluded.source_commit, notes = excluded.notes, variables = excluded.variables`,
+		d.RepoID, d.BaseVersion, d.Config, d.UpdatedBy, ms(d.UpdatedAt), d.SourcePath, d.SourceCommit, d.Notes, fileVariablesJSON(d.Variables))
 	return d, err
 }
 
@@ -103,16 +107,23 @@ func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (Envir
 func (s *Environments) Draft(ctx context.Context, repoID string) (EnvironmentDraft, error) {
 	var d EnvironmentDraft
 	var at int64
-	err := s.db.QueryRowContext(ctx, `SELECT repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes
+	var vars string
+	err := s.db.QueryRowContext(ctx, `SELECT repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes, variables
 		FROM environment_drafts WHERE repo_id = ?`, repoID).
-		Scan(&d.RepoID, &d.BaseVersion, &d.Config, &d.UpdatedBy, &at, &d.SourcePath, &d.SourceCommit, &d.Notes)
+		Scan(&d.RepoID, &d.BaseVersion, &d.Config, &d.UpdatedBy, &at, &d.SourcePath, &d.SourceCommit, &d.Notes, &vars)
 	d.UpdatedAt = time.UnixMilli(at)
-	return d, notFound(err, "a draft of the Repo's Environment")
+	if err != nil {
+		return d, notFound(err, "a draft of the Repo's Environment")
+	}
+	d.Variables, err = parseFileVariables(vars)
+	return d, err
 }
 
 // ApplyDraft makes v the Repo's next version and drops the draft it came
 // from, in one transaction; it is refused with ErrConflict when another
-// version was applied since the draft's base (the draft is then stale).
+// version was applied since the draft's base (the draft is then stale). A
+// draft made from a file sets its Variables as FilePlan says, in the same
+// transaction, and v's Changes gain a line for each.
 func (s *Environments) ApplyDraft(ctx context.Context, v EnvironmentVersion, base int) (EnvironmentVersion, error) {
 	err := s.inTx(ctx, storeTurn, func(tx *sql.Tx) error {
 		var cur int
@@ -122,6 +133,13 @@ func (s *Environments) ApplyDraft(ctx context.Context, v EnvironmentVersion, bas
 		if cur != base {
 			return fmt.Errorf("version %d was applied since this draft was made from version %d: edit the draft again: %w", cur, base, errdefs.ErrConflict)
 		}
+		vars, err := s.applyFileVariables(ctx, tx, v.RepoID, v.CreatedBy)
+		if err != nil {
+			return err
+		}
+		if len(vars) > 0 {
+			v.Changes = strings.Trim(v.Changes+"\n"+strings.Join(vars, "\n"), "\n")
+		}
 		v.Version, v.CreatedAt = cur+1, s.now()
 		if v.BuildVersion == 0 {
 			v.BuildVersion = v.Version
@@ -130,7 +148,7 @@ func (s *Environments) ApplyDraft(ctx context.Context, v EnvironmentVersion, bas
 			v.RepoID, v.Version, v.Config, v.BuildDigest, v.BuildVersion, v.Changes, v.CreatedBy, ms(v.CreatedAt)); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM environment_drafts WHERE repo_id = ?`, v.RepoID)
+		_, err = tx.ExecContext(ctx, `DELETE FROM environment_drafts WHERE repo_id = ?`, v.RepoID)
 		return err
 	})
 	return v, err

@@ -25,18 +25,21 @@ type Variable struct {
 	LoadsCode bool
 	SetBy     string
 	SetAt     time.Time
+	// Source is the file a Variable was set from by applying a draft made
+	// from it (FileVariable), "" for one a person set.
+	Source string
 	// Shared is set on a Shared variable a Repo links, in SessionVariables
 	// and LinkedVariables.
 	Shared bool
 	Sealed []byte
 }
 
-const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, loads_code, set_by, set_at`
+const variableCols = `id, coalesce(repo_id, ''), name, coalesce(value, ''), sealed, sensitive, at_build, loads_code, set_by, set_at, source`
 
 func scanVariable(row scanner) (Variable, error) {
 	var v Variable
 	var at int64
-	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.LoadsCode, &v.SetBy, &at)
+	err := row.Scan(&v.ID, &v.RepoID, &v.Name, &v.Value, &v.Sealed, &v.Sensitive, &v.AtBuild, &v.LoadsCode, &v.SetBy, &at, &v.Source)
 	v.SetAt = time.UnixMilli(at)
 	return v, err
 }
@@ -73,11 +76,12 @@ func (s *Variables) SetVariable(ctx context.Context, v Variable) (Variable, *Var
 		if !v.Sensitive {
 			value, v.Sealed = v.Value, nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at)
-			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?)
+		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at, source)
+			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET value = excluded.value, sealed = excluded.sealed, sensitive = excluded.sensitive,
-				at_build = excluded.at_build, loads_code = excluded.loads_code, set_by = excluded.set_by, set_at = excluded.set_at`,
-			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.LoadsCode, v.SetBy, ms(v.SetAt))
+				at_build = excluded.at_build, loads_code = excluded.loads_code, set_by = excluded.set_by, set_at = excluded.set_at,
+				source = excluded.source`,
+			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.LoadsCode, v.SetBy, ms(v.SetAt), v.Source)
 		return err
 	})
 	if v.Sensitive {
@@ -148,7 +152,7 @@ func (s *Variables) UnlinkVariable(ctx context.Context, repoID, name string) err
 
 // LinkedVariables lists the Shared variables a Repo links.
 func (s *Variables) LinkedVariables(ctx context.Context, repoID string) ([]Variable, error) {
-	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.loads_code, v.set_by, v.set_at
+	vs, err := queryAll(ctx, s.db, scanVariable, `SELECT v.id, '', v.name, coalesce(v.value, ''), v.sealed, v.sensitive, v.at_build, v.loads_code, v.set_by, v.set_at, v.source
 		FROM variable_links l JOIN variables v ON v.id = l.variable_id WHERE l.repo_id = ? ORDER BY v.name`, repoID)
 	for i := range vs {
 		vs[i].Shared = true

@@ -308,7 +308,8 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 // --from-devcontainer; its Test build passes, it applies, and a Session's
 // Sandbox holds what the Feature, the Bootstrap's commands and the Start's
 // wrote, byte for byte, the Start in the Session's environment with the
-// Feature's containerEnv.
+// Feature's containerEnv, and the file's containerEnv as a Variable, its
+// ${containerEnv:…} read from the Feature's.
 func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	s := Start(t, WithGitHub())
 	feature := testkit.PushFeature(t, testkit.Registry(t), "f/greet:1", `{"id": "greet", "options": {"greeting": {"type": "string", "default": "hi"}}, "containerEnv": {"GREET_HOME": "/opt/greet"}}`,
@@ -321,7 +322,8 @@ func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 		"updateContentCommand": ["sh", "-c", "printf '%s|' \"$@\" > /root/update-content", "sh", "it's", "$HOME"],
 		"postCreateCommand": {"a": "echo a > /root/post-create-a", "b": ["touch", "/root/post-create-b"],},
 		/* each new Sandbox, in /workspace */
-		"postStartCommand": "pwd > /root/started && echo \"$GREET_HOME\" >> /root/started",
+		"postStartCommand": "pwd > /root/started && echo \"$GREET_HOME\" >> /root/started && printf '%s\\n' \"$DC_SAYS\" >> /root/started",
+		"containerEnv": {"DC_SAYS": "${containerEnv:GREET_HOME}/say it's \\ \"here\"\t"},
 	}`
 	s.GitHub.ServeRepo(t, "acme/app", s.RepoWith(map[string]string{".devcontainer/devcontainer.json": file}))
 	s.GitHub.InstallApp("acme/app")
@@ -339,7 +341,7 @@ func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	v := s.NewSession(repo, "start on it")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the first Turn's end", kind(protocol.EventTurnEnd))
 	got := s.inSandbox(v.ID, "cd /root && for f in on-create update-content post-create-a post-create-b started; do printf '%s: ' $f; cat $f; done")
-	want := "on-create: greet hello there\nupdate-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n"
+	want := "on-create: greet hello there\nupdate-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n/opt/greet/say it's \\ \"here\"\t\n"
 	if got != want {
 		t.Fatalf("the Sandbox holds %q, want %q: the Feature before the Bootstrap's commands, each form as the specification runs it, and the Start's, in the Feature's containerEnv", got, want)
 	}
