@@ -218,7 +218,12 @@ func (s *session) fill(ctx context.Context, before, text string) error {
 		if holds(box, before, text) {
 			return nil
 		}
-		ran = ran || presses > 0 && (editorRunning(box) || watch != nil && watch.opened())
+		if !ran && presses > 0 {
+			opened := watch != nil && watch.opened()
+			if ran = opened || editorRunning(box); ran {
+				s.log.Debug("Claude Code ran its editor", "session", s.id, "after", time.Since(pressed), "open seen", opened)
+			}
+		}
 		if !ran && !editorRunning(box) && (presses == 0 || time.Since(pressed) >= pressAgainAfter) {
 			if presses > 0 {
 				s.log.Info("Claude Code's editor did not run at its key; pressing it again", "session", s.id, "after", time.Since(pressed))
