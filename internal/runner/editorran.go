@@ -14,7 +14,9 @@ import (
 // anything (the mod directory is read-only in the Sandbox).
 type openWatch struct{ fd int }
 
-// watchOpens watches path, which must exist, for opens.
+// watchOpens watches path, which must exist, for opens. Its inotify
+// instance lives while one prompt fills, one a Session at a time: the
+// spare one of inotifyPerSession.
 func watchOpens(path string) (*openWatch, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
