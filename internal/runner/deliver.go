@@ -34,18 +34,18 @@ const (
 	stagedPrompt = "prompt"
 	// editorKey opens Claude Code's external editor (its default binding).
 	editorKey = "C-g"
-	// fillWait bounds how long one try waits for the prompt to show in the
-	// input box. The editor key is pressed again every fillRetry meanwhile,
-	// unless the editor runs (editorRunning): right after an interrupt
-	// Claude Code ignored it (measured). On a
-	// loaded host Claude Code takes seconds to run the editor and redraw
+	// pressAgainAfter is how long after the editor key the editor not
+	// having run at all (no open of the staged prompt, openWatch) is taken
+	// as the key ignored, and it is pressed again: right after an
+	// interrupt Claude Code ignored one (measured). Once the editor ran,
+	// no key is pressed again for that prompt: one Claude Code got to
+	// after the first had put a long prompt in ran the editor a second
+	// time, which changed the prompt (docs/claude-code.md). Generous: on
+	// a loaded host Claude Code takes seconds to run the editor and redraw
 	// (the load test, at load average 40 and more, gave up at 3 s on most
-	// of its first prompts); the next try starts over. A key pressed
-	// again that Claude Code gets to after the first put a long prompt in
-	// runs the editor a second time, which changes that prompt
-	// (docs/claude-code.md): not yet prevented.
-	fillWait  = 7 * time.Second
-	fillRetry = 500 * time.Millisecond
+	// of its first prompts), and a key it had not got to yet, pressed
+	// again, would be that second run.
+	pressAgainAfter = 7 * time.Second
 	// resendAfter is when an Enter the box still shows the prompt after is
 	// taken as lost, and pressed again; each time again it waits twice as
 	// long, up to resendMax. One lost is pressed again in a second; a
@@ -193,32 +193,52 @@ func (s *session) try(ctx context.Context, w *onItsWay, command, again bool) err
 
 // fill puts text in Claude Code's input through its external editor and
 // returns once the input box (before, when the editor key was pressed)
-// shows it.
+// shows it. It presses the editor key once, after an editor already
+// running closes, and again only while the editor has not run since
+// (pressAgainAfter); it waits for the box as long as ctx lets it.
 func (s *session) fill(ctx context.Context, before, text string) error {
 	staged := filepath.Join(s.dir, "mod", stagedPrompt)
 	if err := writeAtomic(staged, []byte(text)); err != nil {
 		return fmt.Errorf("stage the prompt: %w", err)
 	}
 	// Gone once the input holds it, so a later Ctrl+G (a person's at the
-	// terminal, or one pressed again here) changes nothing.
+	// terminal) changes nothing.
 	defer os.Remove(staged)
-	deadline := time.Now().Add(fillWait)
+	watch, err := watchOpens(staged)
+	if err != nil {
+		// The screen alone says the editor ran, when it shows it running.
+		s.log.Warn("the staged prompt cannot be watched for Claude Code's editor to open it", "session", s.id, "err", err)
+	} else {
+		defer watch.close()
+	}
+	var pressed time.Time
+	presses, ran := 0, false
 	for {
-		if box, _ := inputBox(s.screen(ctx)); !editorRunning(box) {
+		box, _ := inputBox(s.screen(ctx))
+		if holds(box, before, text) {
+			return nil
+		}
+		if !ran && presses > 0 {
+			opened := watch != nil && watch.opened()
+			if ran = opened || editorRunning(box); ran {
+				s.log.Debug("Claude Code ran its editor", "session", s.id, "after", time.Since(pressed), "open seen", opened)
+			}
+		}
+		if !ran && !editorRunning(box) && (presses == 0 || time.Since(pressed) >= pressAgainAfter) {
+			if presses > 0 {
+				s.log.Info("Claude Code's editor did not run at its key; pressing it again", "session", s.id, "after", time.Since(pressed))
+			}
 			if err := s.keys(ctx, editorKey); err != nil {
 				return fmt.Errorf("open Claude Code's editor: %w", err)
 			}
+			pressed = time.Now()
+			presses++
 		}
-		for again := time.Now().Add(fillRetry); time.Now().Before(again); {
-			if box, _ := inputBox(s.screen(ctx)); holds(box, before, text) {
-				return nil
+		if err := pause(ctx, pollEvery); err != nil {
+			if ran {
+				return fmt.Errorf("Claude Code ran its editor, but its input did not show the prompt: %w", err)
 			}
-			if err := pause(ctx, pollEvery); err != nil {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("Claude Code's input did not show the prompt within %s", fillWait)
+			return fmt.Errorf("Claude Code did not run its editor at %d presses of its key: %w", presses, err)
 		}
 	}
 }

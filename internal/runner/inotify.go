@@ -11,7 +11,7 @@ import (
 const inotifyLimit = "/proc/sys/fs/inotify/max_user_instances"
 
 // inotifyPerSession is what a Session takes: Claude Code's instance and its
-// transcript follower's, and one to spare.
+// transcript follower's, and one to spare (a prompt filling, watchOpens).
 const inotifyPerSession = 3
 
 // roomForInotify raises the inotify instance limit in file, when it is

@@ -50,6 +50,24 @@ type fakePane struct {
 	// the hook's answer is back, answerTakes later.
 	hookAfter, answerTakes time.Duration
 	hooked                 time.Time
+	// keyLag is how long after each key Claude Code, starved, gets to it,
+	// in order (lagged holds those it has not got to); ignore is how many
+	// editor keys it ignores, as it did right after an interrupt;
+	// editorRuns counts the editor's runs at the keys it got to.
+	keyLag     time.Duration
+	lagged     []laggedKey
+	ignore     int
+	editorRuns int
+	// drawLag is how long the box takes to show what the editor put in,
+	// until drawn.
+	drawLag time.Duration
+	drawn   time.Time
+}
+
+// laggedKey is a key Claude Code gets to at due.
+type laggedKey struct {
+	due time.Time
+	cmd string
 }
 
 // editorGap is how long Claude Code shows the input between two runs of
@@ -130,11 +148,30 @@ func (p *fakePane) run(cmd string) string {
 			p.input = ""
 		}
 	}
+	for len(p.lagged) > 0 && !time.Now().Before(p.lagged[0].due) {
+		p.key(p.lagged[0].cmd, running)
+		p.lagged = p.lagged[1:]
+	}
 	switch {
 	case strings.HasPrefix(cmd, "capture-pane") && running:
 		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
+	case strings.HasPrefix(cmd, "capture-pane") && time.Now().Before(p.drawn):
+		return "● earlier\n" + rule + "\n❯ \n" + rule + "\n  ⏵⏵ bypass permissions on\n"
 	case strings.HasPrefix(cmd, "capture-pane"):
 		return "● earlier\n" + rule + "\n❯ " + p.input + "\n" + rule + "\n  ⏵⏵ bypass permissions on\n"
+	case p.keyLag > 0:
+		p.lagged = append(p.lagged, laggedKey{time.Now().Add(p.keyLag), cmd})
+	default:
+		p.key(cmd, running)
+	}
+	return ""
+}
+
+// key is Claude Code getting to a key; call with p.mu held.
+func (p *fakePane) key(cmd string, running bool) {
+	switch {
+	case strings.HasSuffix(cmd, `"C-g"`) && p.ignore > 0:
+		p.ignore--
 	case strings.HasSuffix(cmd, `"C-g"`) && running:
 		p.editorNext++
 	case strings.HasSuffix(cmd, `"C-g"`) && !p.editorUntil.IsZero():
@@ -142,10 +179,17 @@ func (p *fakePane) run(cmd string) string {
 	case strings.HasSuffix(cmd, `"C-g"`) && p.editorTakes > 0:
 		p.editorFrom = time.Now()
 		p.editorUntil = p.editorFrom.Add(time.Duration(p.editorTakes) * time.Millisecond)
+	case strings.HasSuffix(cmd, `"C-g"`) && p.input != "":
+		// Run again over the prompt, the editor changes it, whatever it
+		// writes: Claude Code's long input (docs/claude-code.md).
+		p.editorRuns++
+		p.input = "<pasted_content>" + p.input + "</pasted_content>"
 	case strings.HasSuffix(cmd, `"C-g"`):
+		p.editorRuns++
 		if b, err := os.ReadFile(p.staged); err == nil {
 			p.input = string(b)
 			p.typed++
+			p.drawn = time.Now().Add(p.drawLag)
 		}
 	case strings.HasSuffix(cmd, `"Enter"`) && !p.editorFrom.IsZero():
 		// Lost to the editor: keys are taken in order, so one run asked
@@ -157,13 +201,12 @@ func (p *fakePane) run(cmd string) string {
 		}
 		if p.lose > 0 {
 			p.lose--
-			return ""
+			return
 		}
 		if p.slowFor == 0 && p.hookAfter == 0 {
 			p.submit()
 		}
 	}
-	return ""
 }
 
 // submit takes the input as Claude Code does at Enter; call with p.mu held.
@@ -267,6 +310,56 @@ func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 		}
 		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
 			t.Fatalf("the editor put the prompt in %d times, submitted %q; want once each", typed, submitted)
+		}
+	})
+}
+
+// TestAnEditorKeyClaudeCodeGetsToLateIsPressedOnce: a starved Claude Code
+// gets to each key 0.8 s after it (as at load 4 to 16), and may take
+// longer than pressAgainAfter to draw the prompt its editor put in; an
+// editor key pressed again meanwhile would run the editor over the prompt,
+// which changes a long one. The Runner presses the key once, and the
+// prompt is taken whole.
+func TestAnEditorKeyClaudeCodeGetsToLateIsPressedOnce(t *testing.T) {
+	for _, drawLag := range []time.Duration{0, pressAgainAfter + time.Second} {
+		t.Run(fmt.Sprintf("drawn %v after the editor ran", drawLag), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := &fakePane{keyLag: 800 * time.Millisecond, drawLag: drawLag}
+				_, s := fakeSession(t, p)
+				text := strings.Repeat("a long\tprompt\n", 4<<10)
+				got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: text, WithinMS: 30_000})
+				if err != nil || !got.Taken || got.Tries != 1 {
+					t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+				}
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if p.editorRuns != 1 || len(p.submitted) != 1 || p.submitted[0] != text {
+					t.Fatalf("the editor ran %d times, and %d prompts were submitted (the first whole: %v); want one run and the prompt whole",
+						p.editorRuns, len(p.submitted), len(p.submitted) > 0 && p.submitted[0] == text)
+				}
+			})
+		})
+	}
+}
+
+// TestAnIgnoredEditorKeyIsPressedAgain: Claude Code ignores the first
+// editor key (as right after an interrupt); its editor not having run
+// pressAgainAfter later, the Runner presses it again, and the prompt is
+// taken at the first try.
+func TestAnIgnoredEditorKeyIsPressedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakePane{ignore: 1}
+		_, s := fakeSession(t, p)
+		start := time.Now()
+		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+		if err != nil || !got.Taken || got.Tries != 1 {
+			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
+		}
+		if took := time.Since(start); took < pressAgainAfter || took > pressAgainAfter+time.Second {
+			t.Errorf("taken after %v, want just after %v", took, pressAgainAfter)
+		}
+		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
+			t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
 		}
 	})
 }
