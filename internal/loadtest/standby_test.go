@@ -56,6 +56,7 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 			return
 		}
 		killed := time.Now()
+		t.Logf("SIGKILLed the active Hub at %s", killed.UTC().Format("15:04:05.000"))
 		// Its own pace: a poll of the Hubs' address, not a wait for a
 		// condition of this process's.
 		for ctx.Err() == nil && time.Since(killed) < time.Minute {
