@@ -1,7 +1,11 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -60,11 +64,18 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 		// Its own pace: a poll of the Hubs' address, not a wait for a
 		// condition of this process's.
 		for ctx.Err() == nil && time.Since(killed) < time.Minute {
-			if resp, err := c.HTTP.Get(url + "/health"); err == nil {
+			asked := time.Now()
+			resp, err := c.HTTP.Get(url + "/health")
+			if err == nil {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					break
 				}
+				err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
+			}
+			if !errors.Is(err, syscall.ECONNREFUSED) { // the standby listens, yet is not healthy: why
+				t.Logf("/health asked at %s: %v after %v", asked.UTC().Format("15:04:05.000"), err, time.Since(asked).Round(time.Millisecond))
 			}
 			pause(ctx, 20*time.Millisecond)
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -133,7 +134,8 @@ func (o *life) Update(ctx context.Context, id, title, model, effort string) erro
 // (takeUpDelivery). Call it before serving: a standby takes over only
 // once it returns. So the Sessions that need nothing (asleep, nearly all
 // of a large Hub's) cost no step and no read each: the prompts on their
-// way are one read, each Runner one, and only the rest take a step.
+// way are one read, each Runner one; the rest take their steps
+// recoverSteps at a time.
 func (o *life) Recover(ctx context.Context) error {
 	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
 	if err != nil {
@@ -144,6 +146,8 @@ func (o *life) Recover(ctx context.Context) error {
 		return err
 	}
 	kept := map[string]error{} // runnerKept's answer, by Runner
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(recoverSteps)
 	for _, s := range ss {
 		k, ok := kept[s.RunnerID]
 		if !ok {
@@ -153,21 +157,26 @@ func (o *life) Recover(ctx context.Context) error {
 		if to, _, err := takeBack(s.State, k); err == nil && to == "" && !delivering[s.ID] {
 			continue
 		}
-		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
-			if err := o.takeUpDelivery(s, a.r); err != nil {
-				return err
-			}
-			to, why, err := takeBack(s.State, o.runnerKept(o.ctx, s))
-			if err != nil || to == "" {
-				return err
-			}
-			return o.moveOn(s, a, to, why, false)
-		})
-		if err != nil {
-			return err
-		}
+		g.Go(func() error { return o.moves.do(gctx, s.ID, o.takeBackStep) })
 	}
-	return nil
+	return g.Wait()
+}
+
+// recoverSteps is how many Sessions Recover takes back at once: a step
+// waits mostly on the store, so a few overlap its round trips, well
+// within its connections (64 on PostgreSQL).
+const recoverSteps = 8
+
+// takeBackStep is Recover's step for one Session.
+func (o *life) takeBackStep(s *store.Session, a *act) error {
+	if err := o.takeUpDelivery(s, a.r); err != nil {
+		return err
+	}
+	to, why, err := takeBack(s.State, o.runnerKept(o.ctx, s))
+	if err != nil || to == "" {
+		return err
+	}
+	return o.moveOn(s, a, to, why, false)
 }
 
 // takeBack is where Recover moves a Session in state st whose Runner
