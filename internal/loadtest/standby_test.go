@@ -69,13 +69,16 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 			if err == nil {
 				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
 				err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
 			}
-			if !errors.Is(err, syscall.ECONNREFUSED) { // the standby listens, yet is not healthy: why
+			// Each answer but a refusal: why the standby listens yet is
+			// not healthy, and what the one that was took (its checks'
+			// times in it).
+			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Logf("/health asked at %s: %v after %v", asked.UTC().Format("15:04:05.000"), err, time.Since(asked).Round(time.Millisecond))
+			}
+			if resp != nil && resp.StatusCode == http.StatusOK {
+				break
 			}
 			pause(ctx, 20*time.Millisecond)
 		}
