@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // catchUps bounds the watchers reading a Session's history at once (the
@@ -23,12 +24,20 @@ const maxCatchUps = 16
 
 func newCatchUps() catchUps { return make(catchUps, maxCatchUps) }
 
+// catchUpTurn ends a turn by itself: /watch writes as it reads, so a
+// watcher that stops reading would keep its turn, and with 16 of them
+// every other watcher would wait for good. A catch-up takes milliseconds.
+const catchUpTurn = 5 * time.Second
+
 // enter waits for a turn, and returns what ends it (it may be called
-// more than once); ok is false if ctx ended first.
+// more than once; catchUpTurn ends it anyway); ok is false if ctx ended
+// first.
 func (c catchUps) enter(ctx context.Context) (leave func(), ok bool) {
 	select {
 	case c <- struct{}{}:
-		return sync.OnceFunc(func() { <-c }), true
+		end := sync.OnceFunc(func() { <-c })
+		t := time.AfterFunc(catchUpTurn, end)
+		return func() { t.Stop(); end() }, true
 	case <-ctx.Done():
 		return nil, false
 	}

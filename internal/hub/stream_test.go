@@ -88,21 +88,17 @@ func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
 	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
 	s := f.sessionOf(t, repo.ID, dev.ID)
 	f.hub.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventText, Text: "stored"})
-	take := func() func() {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
-		defer cancel()
-		leave, ok := f.hub.catchUp.enter(tctx)
-		if !ok {
-			t.Fatal("got no turn within 5 s, want the one a caught-up watcher gives back")
-		}
-		return leave
-	}
-	for range maxCatchUps - 1 {
-		take()
-	}
 	for _, path := range []string{"/watch", "/live"} {
-		leave := take() // the last turn
+		var turns []func() // all of them, each ending by itself after catchUpTurn
+		for range maxCatchUps {
+			tctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
+			leave, ok := f.hub.catchUp.enter(tctx)
+			cancel()
+			if !ok {
+				t.Fatal("got no turn within 5 s, want the one a caught-up watcher gives back")
+			}
+			turns = append(turns, leave)
+		}
 		dial := func(wait time.Duration) (*websocket.Conn, error) {
 			dctx, cancel := context.WithTimeout(ctx, wait)
 			defer cancel()
@@ -118,7 +114,9 @@ func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
 		if code, body := f.call(t, http.MethodGet, "/health", ""); code != http.StatusOK {
 			t.Fatalf("/health while watchers wait: got %d %s, want 200", code, body)
 		}
-		leave()
+		for _, leave := range turns {
+			leave()
+		}
 		ws, err := dial(testenv.WaitShort)
 		if err != nil {
 			t.Fatalf("%s: got %v once a turn freed, want the watcher through", path, err)
