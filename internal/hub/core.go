@@ -21,6 +21,7 @@ type core struct {
 	full     func(error) bool // store.Store.Full: the store's disk is full
 	auditKey []byte           // chains the audit log: AuditKey
 	guard    *guard           // sign-in, Repo access and who is connected: guard.go
+	catchUp  catchUps         // watchers reading a Session's history at once
 }
 
 // vault opens and seals what the store keeps sealed: the Hub's, and the

@@ -90,7 +90,8 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	if err != nil {
 		return nil, err
 	}
-	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st.Domains, full: st.Full, auditKey: AuditKey(key)},
+	h := &Hub{core: core{cfg: cfg, log: cfg.Logger.With("component", "hub"), store: st.Domains, full: st.Full, auditKey: AuditKey(key),
+		catchUp: newCatchUps()},
 		vault: vault{box}, db: st,
 		readTimeout: readTimeout, idleTimeout: idleTimeout, life: lifetime.New(),
 		web: newWebState()}

@@ -562,6 +562,11 @@ func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Princi
 // whenever it changes. A watcher that falls behind is closed and resumes by
 // sequence number.
 func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	caughtUp, ok := h.catchUp.enter(r.Context())
+	if !ok {
+		return
+	}
+	defer caughtUp()
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
@@ -586,6 +591,7 @@ func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Prin
 	if !st.replay(ctx, sendEvent) {
 		return
 	}
+	caughtUp()
 	for {
 		select {
 		case u, ok := <-ch:

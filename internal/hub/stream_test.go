@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
@@ -71,6 +72,66 @@ func TestEverySocketAndTheEventListSendOneEventShape(t *testing.T) {
 		f.hub.sessions.SetKeepAwake(ctx, s.ID, on)
 		if m := read("session"); m.Session.KeepAwake != on {
 			t.Fatalf("%s: Keep awake set %v, the Session says %v", path, on, m.Session.KeepAwake)
+		}
+	}
+}
+
+// TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers: a standby is
+// dialled by every watcher at once, and their reads of the history must
+// leave the store to /health and the Runners (catchUps). With every turn
+// taken, a watcher's dial waits while /health answers; once a turn frees,
+// it gets the Session and its Events.
+func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev, _ := f.store.Members.DevUser(ctx)
+	repo, _ := f.store.Repos.EnsureRepo(ctx, "/srv/repo", "repo")
+	s := f.sessionOf(t, repo.ID, dev.ID)
+	f.hub.sessions.Record(ctx, s.ID, protocol.Event{Kind: protocol.EventText, Text: "stored"})
+	for _, path := range []string{"/watch", "/live"} {
+		var turns []func() // all of them, each ending by itself after catchUpTurn
+		for range maxCatchUps {
+			tctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
+			leave, ok := f.hub.catchUp.enter(tctx)
+			cancel()
+			if !ok {
+				t.Fatal("got no turn within 5 s, want the one a caught-up watcher gives back")
+			}
+			turns = append(turns, leave)
+		}
+		dial := func(wait time.Duration) (*websocket.Conn, error) {
+			dctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			ws, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(f.srv.URL, "http")+"/api/sessions/"+s.ID+path,
+				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + f.cli}}})
+			return ws, err
+		}
+		// The window a watcher is seen waiting in, not a wait for a condition.
+		if ws, err := dial(300 * time.Millisecond); err == nil {
+			ws.CloseNow()
+			t.Fatalf("%s: got a watcher through with all %d turns taken, want it waiting", path, maxCatchUps)
+		}
+		if code, body := f.call(t, http.MethodGet, "/health", ""); code != http.StatusOK {
+			t.Fatalf("/health while watchers wait: got %d %s, want 200", code, body)
+		}
+		for _, leave := range turns {
+			leave()
+		}
+		ws, err := dial(testenv.WaitShort)
+		if err != nil {
+			t.Fatalf("%s: got %v once a turn freed, want the watcher through", path, err)
+		}
+		defer ws.CloseNow()
+		rctx, cancel := context.WithTimeout(ctx, testenv.WaitShort)
+		defer cancel()
+		for got := ""; got != "event"; {
+			_, b, err := ws.Read(rctx)
+			if err != nil {
+				t.Fatalf("%s: got %v before the stored Event, want it", path, err)
+			}
+			var m api.LiveMessage
+			json.Unmarshal(b, &m)
+			got = m.Type
 		}
 	}
 }

@@ -91,6 +91,11 @@ const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
 func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
+	caughtUp, ok := h.catchUp.enter(r.Context())
+	if !ok {
+		return
+	}
+	defer caughtUp()
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
@@ -158,6 +163,7 @@ func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal
 		ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 		return
 	}
+	caughtUp()
 	for {
 		select {
 		case u, ok := <-ch:

@@ -56,16 +56,30 @@ const (
 func serveHub(src string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	phase := phases()
 	lease, err := store.WaitLease(ctx, src, fmt.Sprintf("loadtest hub, pid %d", os.Getpid()), func(string) { fmt.Println("standby") })
 	if err != nil {
 		return err
 	}
 	defer lease.Release()
+	phase("took the lease")
+	if path := os.Getenv("KNDL_LOAD_HUB_CPUPROFILE"); path != "" {
+		// From the lease on, a standby's takeover in it too; a Hub killed
+		// before writes nothing past what the standby's Create truncates.
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	st, err := store.Open(ctx, src)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	phase("opened the store")
 	key, addr := cmp.Or(os.Getenv(hubChildKey), seal.NewKey()), cmp.Or(os.Getenv(hubChildListen), "127.0.0.1:0")
 	// Its errors (a request failed, its detail) go to the test's output.
 	level := slog.LevelError
@@ -78,10 +92,12 @@ func serveHub(src string) error {
 		return err
 	}
 	defer h.Close()
+	phase("made the Hub, its Sessions taken back")
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	phase("listening")
 	dev, err := st.Members.DevUser(ctx)
 	if err != nil {
 		return err
@@ -93,21 +109,30 @@ func serveHub(src string) error {
 	if err != nil {
 		return err
 	}
-	if path := os.Getenv("KNDL_LOAD_HUB_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+	phase("serving")
 	fmt.Printf("http://%s %s\n", ln.Addr(), tok)
 	return h.Serve(ctx, ln)
+}
+
+// phases is serveHub's clock: each call writes to stderr (the test's
+// output) the phase just done, the wall time, and the time since the one
+// before and since the lease, which is how a standby's takeover splits.
+func phases() func(done string) {
+	start := time.Now()
+	var lease, last time.Time
+	return func(done string) {
+		now := time.Now()
+		if lease.IsZero() {
+			lease, last = now, start
+		}
+		fmt.Fprintf(os.Stderr, "loadtest hub, pid %d: %s at %s (+%v; %v since the lease)\n", os.Getpid(), done,
+			now.UTC().Format("15:04:05.000"), now.Sub(last).Round(time.Millisecond), now.Sub(lease).Round(time.Millisecond))
+		last = now
+	}
 }
 
 // startHub starts a Hub in a child process over src, and returns its URL,

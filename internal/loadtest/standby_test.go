@@ -1,7 +1,11 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -56,14 +60,25 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 			return
 		}
 		killed := time.Now()
+		t.Logf("SIGKILLed the active Hub at %s", killed.UTC().Format("15:04:05.000"))
 		// Its own pace: a poll of the Hubs' address, not a wait for a
 		// condition of this process's.
 		for ctx.Err() == nil && time.Since(killed) < time.Minute {
-			if resp, err := c.HTTP.Get(url + "/health"); err == nil {
+			asked := time.Now()
+			resp, err := c.HTTP.Get(url + "/health")
+			if err == nil {
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+				err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
+			}
+			// Each answer but a refusal: why the standby listens yet is
+			// not healthy, and what the one that was took (its checks'
+			// times in it).
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Logf("/health asked at %s: %v after %v", asked.UTC().Format("15:04:05.000"), err, time.Since(asked).Round(time.Millisecond))
+			}
+			if resp != nil && resp.StatusCode == http.StatusOK {
+				break
 			}
 			pause(ctx, 20*time.Millisecond)
 		}

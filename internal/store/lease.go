@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A Lease is a Hub's hold on its store, for the Hub's life: a Session's
@@ -26,27 +28,41 @@ type Lease struct {
 	done    chan struct{}      // closed when watch has returned
 }
 
-// LeaseRetry is how often a standby Hub tries the lease again, so it takes
-// over within that of the holder's end.
+// LeaseRetry is how often a standby Hub tries the lease again on SQLite,
+// so it takes over within that of the holder's end. On PostgreSQL it waits
+// on the lock that long at a time, and takes it as the holder's connection
+// ends.
 const LeaseRetry = 2 * time.Second
 
 // TryLease takes the lease on the store at source (as Open takes it) for
 // who, which a standby shows ("kndl hub, pid 12 on box-1"). If another
 // process holds it, it returns no Lease and what that holder said of itself.
 func TryLease(ctx context.Context, source, who string) (*Lease, string, error) {
+	return tryLease(ctx, source, who, 0)
+}
+
+// tryLease is TryLease, waiting up to wait for the lease: on PostgreSQL on
+// the lock itself, on SQLite before it tries.
+func tryLease(ctx context.Context, source, who string, wait time.Duration) (*Lease, string, error) {
 	if IsPostgres(source) {
-		return tryPostgresLease(ctx, source, who)
+		return tryPostgresLease(ctx, source, who, wait)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	case <-time.After(wait):
 	}
 	return trySQLiteLease(ctx, source, who)
 }
 
 // WaitLease takes the lease on the store at source, waiting while another
 // holds it: it tells standby who holds it, at first and whenever that
-// changes, and tries again every LeaseRetry until it has it or ctx ends.
+// changes, and tries again every LeaseRetry (tryLease) until it has it or
+// ctx ends.
 func WaitLease(ctx context.Context, source, who string, standby func(holder string)) (*Lease, error) {
-	told := ""
+	told, wait := "", time.Duration(0) // the first try at once, to tell standby
 	for {
-		l, holder, err := TryLease(ctx, source, who)
+		l, holder, err := tryLease(ctx, source, who, wait)
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -54,11 +70,7 @@ func WaitLease(ctx context.Context, source, who string, standby func(holder stri
 			standby(holder)
 			told = holder
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(LeaseRetry):
-		}
+		wait = LeaseRetry
 	}
 }
 
@@ -141,31 +153,46 @@ func trySQLiteLease(ctx context.Context, path, who string) (*Lease, string, erro
 // pgKeepalives have the server end the lease's connection, and so the
 // lease, within about 7 s of its Hub's machine going silent (a crash, a
 // cut cable), where a process's end closes it at once. They apply to TCP
-// connections only.
+// connections only. It also clears the lock_timeout a standby waited with.
 const pgKeepalives = `SELECT set_config('tcp_keepalives_idle', '4', false), set_config('tcp_keepalives_interval', '1', false),
-	set_config('tcp_keepalives_count', '3', false)`
+	set_config('tcp_keepalives_count', '3', false), set_config('lock_timeout', '0', false)`
 
 // tryPostgresLease takes pgLeaseLock on a connection of its own, named who
-// (its application_name) for a standby to read.
-func tryPostgresLease(ctx context.Context, url, who string) (*Lease, string, error) {
+// (its application_name) for a standby to read, waiting up to wait for it.
+func tryPostgresLease(ctx context.Context, url, who string, wait time.Duration) (*Lease, string, error) {
 	db, err := openPostgres(url)
 	if err != nil {
 		return nil, "", err
 	}
-	l, holder, err := holdPostgresLease(ctx, db, who)
+	l, holder, err := holdPostgresLease(ctx, db, who, wait)
 	if l == nil {
 		db.Close()
 	}
 	return l, holder, err
 }
 
-func holdPostgresLease(ctx context.Context, db *sql.DB, who string) (*Lease, string, error) {
+// pgLockNotAvailable is the SQLSTATE of a lock wait past lock_timeout.
+const pgLockNotAvailable = "55P03"
+
+func holdPostgresLease(ctx context.Context, db *sql.DB, who string, wait time.Duration) (*Lease, string, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("connect to the PostgreSQL store: %w", err)
 	}
-	var got bool
-	if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock(%d)`, pgLeaseLock)).Scan(&got); err != nil {
+	got, err := true, error(nil)
+	if wait > 0 {
+		// The server grants the lock the moment its holder's connection
+		// ends: a standby waiting on it takes over at once, not at its
+		// next try.
+		_, err = conn.ExecContext(ctx, fmt.Sprintf(`SELECT set_config('lock_timeout', '%d', false), pg_advisory_lock(%d)`, wait.Milliseconds(), pgLeaseLock))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == pgLockNotAvailable {
+			got, err = false, nil
+		}
+	} else {
+		err = conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT pg_try_advisory_lock(%d)`, pgLeaseLock)).Scan(&got)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, "", fmt.Errorf("take the store's lease: %w", err)
 	}

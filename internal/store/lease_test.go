@@ -68,6 +68,42 @@ func TestAHubWhosePostgresConnectionEndsLosesItsLease(t *testing.T) {
 	standby.Release()
 }
 
+// TestAStandbyOnPostgresTakesTheLeaseAsItsHolderEnds: a standby waits on
+// the lock itself, so it holds the lease within moments of the holder's
+// end, not at its next try LeaseRetry later.
+func TestAStandbyOnPostgresTakesTheLeaseAsItsHolderEnds(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	first, _, err := TryLease(ctx, url, "kndl hub, pid 1 on box-a")
+	if err != nil || first == nil {
+		t.Fatalf("the first lease: %v, %v", first, err)
+	}
+	told := make(chan struct{})
+	got := make(chan error, 1)
+	go func() {
+		l, err := WaitLease(ctx, url, "kndl hub, pid 2 on box-b", func(string) { close(told) })
+		if l != nil {
+			l.Release()
+		}
+		got <- err
+	}()
+	select {
+	case <-told: // its first try failed: it waits
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("the standby did not say it waits")
+	}
+	first.Release()
+	ended := time.Now()
+	select {
+	case err := <-got:
+		if took := time.Since(ended); err != nil || took > LeaseRetry/2 {
+			t.Fatalf("got the standby's lease %v after the holder's end (%v), want within %v", took.Round(time.Millisecond), err, LeaseRetry/2)
+		}
+	case <-time.After(2*LeaseRetry + testenv.WaitShort):
+		t.Fatal("the standby never took the lease")
+	}
+}
+
 // TestAPostgresStoreQueuesCallsPastItsConnections: more calls at once
 // than the server takes connections (the tests' server: 100), each holding
 // its connection, all succeed, those past the store's bound waiting for

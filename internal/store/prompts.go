@@ -177,6 +177,26 @@ func (s *Prompts) DeliveringPrompt(ctx context.Context, sessionID string) (p Pro
 	return p, err == nil, err
 }
 
+// DeliveringSessions returns the ids of the Sessions with a prompt on its
+// way (Delivering): for a Hub's start, one read where DeliveringPrompt is
+// one a Session.
+func (s *Prompts) DeliveringSessions(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT session_id FROM prompts WHERE state = 'delivering'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Err()
+}
+
 // SetPromptState records a delivery's outcome, Delivered or Queued again
 // at the head of the queue (to be delivered first), only if the prompt is
 // still in state from: as MoveSession does, it returns ErrConflict naming

@@ -435,12 +435,22 @@ func TestAPromptMovesOnlyFromTheStateItsMoverExpects(t *testing.T) {
 		if got := state(); got != Queued {
 			t.Fatalf("a refused move left it %s, want queued", got)
 		}
+		delivering := func(want int) { // DeliveringSessions, a Hub's start's one read of them
+			t.Helper()
+			got, err := s.Prompts.DeliveringSessions(ctx)
+			if err != nil || len(got) != want || want == 1 && !got[x.ID] {
+				t.Fatalf("got Sessions with a prompt on its way %v (%v), want %d, this one's", got, err, want)
+			}
+		}
+		delivering(0)
 		if _, ok, err := s.Prompts.TakePrompt(ctx, x.ID); !ok || err != nil {
 			t.Fatalf("take: %v %v", ok, err)
 		}
+		delivering(1)
 		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Delivered); err != nil {
 			t.Fatal(err)
 		}
+		delivering(0)
 		if err := s.Prompts.SetPromptState(ctx, p.ID, Delivering, Queued); !errors.Is(err, errdefs.ErrConflict) {
 			t.Fatalf("putting back a delivered prompt: %v, want a conflict", err)
 		}

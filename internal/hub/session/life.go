@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/store"
@@ -130,35 +131,69 @@ func (o *life) Update(ctx context.Context, id, title, model, effort string) erro
 // runs. A Session whose Runner was removed for good while the Hub could
 // not fail it (it stopped between the two, or a migration revoked the
 // Runner) is Failed. A prompt the store has on its way is settled
-// (takeUpDelivery). Call it before serving.
+// (takeUpDelivery). Call it before serving: a standby takes over only
+// once it returns. So the Sessions that need nothing (asleep, nearly all
+// of a large Hub's) cost no step and no read each: the prompts on their
+// way are one read, each Runner one; the rest take their steps
+// recoverSteps at a time.
 func (o *life) Recover(ctx context.Context) error {
 	ss, err := o.store.Sessions.List(ctx, store.SessionFilter{States: []store.SessionState{Starting, Active, Frozen, Asleep, Failed}})
 	if err != nil {
 		return err
 	}
-	for _, s := range ss {
-		err := o.moves.do(ctx, s.ID, func(s *store.Session, a *act) error {
-			if err := o.takeUpDelivery(s, a.r); err != nil {
-				return err
-			}
-			switch err := o.runnerKept(o.ctx, s); {
-			case errors.Is(err, errRemoved):
-				if !awake(s.State) && s.State != Asleep {
-					return nil
-				}
-				return o.moveOn(s, a, Failed, removedWhy, false)
-			case err != nil:
-				return err
-			case s.State != Starting && s.State != Active:
-				return nil
-			}
-			return o.moveOn(s, a, Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", false)
-		})
-		if err != nil {
-			return err
-		}
+	delivering, err := o.store.Prompts.DeliveringSessions(ctx)
+	if err != nil {
+		return err
 	}
-	return nil
+	kept := map[string]error{} // runnerKept's answer, by Runner
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(recoverSteps)
+	for _, s := range ss {
+		k, ok := kept[s.RunnerID]
+		if !ok {
+			k = o.runnerKept(o.ctx, &s)
+			kept[s.RunnerID] = k
+		}
+		if to, _, err := takeBack(s.State, k); err == nil && to == "" && !delivering[s.ID] {
+			continue
+		}
+		g.Go(func() error { return o.moves.do(gctx, s.ID, o.takeBackStep) })
+	}
+	return g.Wait()
+}
+
+// recoverSteps is how many Sessions Recover takes back at once: a step
+// waits mostly on the store, so a few overlap its round trips, well
+// within its connections (64 on PostgreSQL).
+const recoverSteps = 8
+
+// takeBackStep is Recover's step for one Session.
+func (o *life) takeBackStep(s *store.Session, a *act) error {
+	if err := o.takeUpDelivery(s, a.r); err != nil {
+		return err
+	}
+	to, why, err := takeBack(s.State, o.runnerKept(o.ctx, s))
+	if err != nil || to == "" {
+		return err
+	}
+	return o.moveOn(s, a, to, why, false)
+}
+
+// takeBack is where Recover moves a Session in state st whose Runner
+// runnerKept answered kept: to Failed, Frozen, or nowhere ("").
+func takeBack(st store.SessionState, kept error) (to store.SessionState, why string, err error) {
+	switch {
+	case errors.Is(kept, errRemoved):
+		if awake(st) || st == Asleep {
+			return Failed, removedWhy, nil
+		}
+		return "", "", nil
+	case kept != nil:
+		return "", "", kept
+	case st == Starting || st == Active:
+		return Frozen, "the Hub restarted; its Runner has not said yet whether Claude Code still runs", nil
+	}
+	return "", "", nil
 }
 
 // takeUpDelivery settles, at a Hub's start, the prompt the store has on

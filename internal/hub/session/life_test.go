@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -246,6 +247,37 @@ func TestAHubRestartFailsTheSessionsOfARunnerRemovedMeanwhile(t *testing.T) {
 		if s := f.session(id); s.State != Failed || s.StateDetail != removedWhy {
 			t.Errorf("after the restart %s is %s (%q), want failed saying %q", id, s.State, s.StateDetail, removedWhy)
 		}
+	}
+}
+
+// TestAHubRestartReadsNoAsleepSessionOnItsOwn: a standby serves only once
+// Recover returns, so a Session that needs nothing of it (asleep, its
+// Runner kept, no prompt on its way), nearly all of a large Hub's, costs
+// no read of its own; the awake one is still Frozen.
+func TestAHubRestartReadsNoAsleepSessionOnItsOwn(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	awake, _ := f.active("one")
+	const asleep = 20
+	for range asleep {
+		s := store.Session{RepoID: f.repo.ID, CreatorID: f.user.ID, RunnerID: f.runnerID, Title: "t", State: Asleep}
+		if _, err := f.st.Sessions.CreateSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reads atomic.Int32
+	f.st.Observe(func(op string, _ time.Duration) {
+		if op == "session_by_id" {
+			reads.Add(1)
+		}
+	})
+	f.restartHub()
+	f.st.Observe(nil)
+	if got := reads.Load(); got >= asleep {
+		t.Errorf("got %d Sessions read one by one at a restart with %d asleep and 1 awake, want only the awake one's", got, asleep)
+	}
+	if s := f.session(awake.ID); s.State != Frozen {
+		t.Errorf("after the restart the awake Session is %s, want frozen", s.State)
 	}
 }
 
