@@ -171,6 +171,11 @@ type Config struct {
 	// HUB_TRUSTED_PROXIES, a comma-separated list of CIDRs, or none;
 	// default loopback (127.0.0.0/8, ::1).
 	TrustedProxies signin.Proxies
+	// PingEvery is how often the Hub pings each Runner, and how long it
+	// waits for the pong before it drops the connection and freezes the
+	// Runner's Sessions. No variable: only tests set it, to see a silent
+	// line in seconds; zero is protocol.PingEvery (10 s).
+	PingEvery time.Duration
 
 	envErr error // a malformed variable FromEnv read, reported by Check
 }

@@ -105,7 +105,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 		return nil, err
 	}
 	h.metrics, h.healthz = h.newMetrics(), h.newHealth()
-	h.runners = runners.New(runners.Options{Store: st.Runners, Log: h.log, Life: ctx,
+	h.runners = runners.New(runners.Options{Store: st.Runners, Log: h.log, Life: ctx, PingEvery: cfg.PingEvery,
 		Back: func(ctx context.Context, runnerID string, running []string) []protocol.ResumedSession {
 			return h.sessions.RunnerBack(ctx, runnerID, running)
 		},

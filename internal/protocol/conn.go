@@ -99,6 +99,16 @@ func (t *Taken) took(lane, once string) {
 // Remember makes c keep what its lanes took in t; call it before Serve.
 func (c *Conn) Remember(t *Taken) { c.taken = t }
 
+// SetPingEvery makes c ping every d instead of PingEvery, and wait as long
+// for each pong; zero keeps PingEvery. Call it before Serve. Each side
+// times its own pings (nothing is negotiated), so a silent line is seen by
+// each side within two of its own periods.
+func (c *Conn) SetPingEvery(d time.Duration) {
+	if d > 0 {
+		c.pingEvery = d
+	}
+}
+
 // Request sends a request and decodes the reply's body into reply (which may
 // be nil). It returns the peer's error with its class.
 func (c *Conn) Request(ctx context.Context, typ string, body, reply any) error {

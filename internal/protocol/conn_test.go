@@ -197,7 +197,7 @@ func TestASilentLineIsDroppedOnBothSides(t *testing.T) {
 			return
 		}
 		c := NewConn(ws, quiet)
-		c.pingEvery = every
+		c.SetPingEvery(every)
 		hubSide <- c.Serve(context.Background())
 	}))
 	t.Cleanup(srv.Close)
@@ -207,7 +207,7 @@ func TestASilentLineIsDroppedOnBothSides(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := NewConn(ws, quiet)
-	client.pingEvery = every
+	client.SetPingEvery(every)
 	runnerSide := make(chan error, 1)
 	go func() { runnerSide <- client.Serve(context.Background()) }()
 

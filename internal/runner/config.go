@@ -117,6 +117,11 @@ type Config struct {
 	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
 	// process's own executable.
 	Binary string
+	// PingEvery is how often the Runner pings the Hub, and how long it
+	// waits for the pong before it drops the line and dials again. No
+	// variable: only tests set it, to see a silent line in seconds; zero
+	// is protocol.PingEvery (10 s).
+	PingEvery time.Duration
 	// Logger is the operator's log.
 	Logger *slog.Logger
 }

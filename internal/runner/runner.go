@@ -261,6 +261,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("dial %s: %w", u, err)
 	}
 	conn := protocol.NewConn(ws, r.log)
+	conn.SetPingEvery(r.cfg.PingEvery)
 	r.handle(conn)
 	served := make(chan error, 1)
 	go func() { served <- conn.Serve(ctx) }()

@@ -35,8 +35,11 @@ import (
 // and freezes the Session; Claude Code finishes the Turn in the Sandbox all
 // the same. With the line back the Runner connects again, the Turn's
 // Events arrive once and in order, and the queued prompt is delivered once.
+// Both sides ping every 2 s here (protocol.PingEvery is 10 s), so the
+// test waits seconds, not half a minute, for them to give up.
 func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
-	s := Start(t, WithRunnerLine())
+	const ping = 2 * time.Second
+	s := Start(t, WithRunnerLine(), WithPingEvery(ping))
 	v := s.Ready("before the cut", "Ready.")
 	s.Model.On(testkit.PromptContains("work through the cut"), testkit.Bash("sleep 3; echo worked-through-the-cut"))
 	s.Model.On(testkit.ToolResultContains("worked-through-the-cut"), testkit.Text("Finished while the line was cut."))
@@ -46,11 +49,12 @@ func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
 	s.Line.Cut()
 	cut := time.Now()
 	s.prompt(v.ID, "a prompt queued during the cut")
-	testenv.Eventually(t, 3*protocol.PingEvery, "the Hub freezes the Session of the Runner it can't hear", func() bool {
+	// Two periods, and room for the freeze on a loaded host.
+	testenv.Eventually(t, 2*ping+testenv.WaitShort, "the Hub freezes the Session of the Runner it can't hear", func() bool {
 		return s.state(v.ID).State == api.Frozen
 	})
 	t.Logf("the Hub froze the Session %s after the cut", time.Since(cut).Round(100*time.Millisecond))
-	testenv.Eventually(t, 3*protocol.PingEvery, "the Runner drops the line it can't hear", func() bool { return !s.Runner.Connected() })
+	testenv.Eventually(t, 2*ping+testenv.WaitShort, "the Runner drops the line it can't hear", func() bool { return !s.Runner.Connected() })
 	t.Logf("the Runner dropped the line %s after the cut", time.Since(cut).Round(100*time.Millisecond))
 	s.Line.Restore()
 	restored := time.Now()
@@ -237,7 +241,7 @@ func fill(t *testing.T, path string) {
 // typed: no hook reaches the Runner, so nothing says the prompt was taken,
 // and the Turn waits, since here the model's requests go through the relay
 // too (RUNNER_MODEL_ENDPOINT), and Claude Code asks again. Past the
-// delivery timeout the relay is back: the Turn runs, its Events arrive once
+// Runner's unheard wait the relay is back: the Turn runs, its Events arrive once
 // each, the prompt reaches the model once, and the next prompt runs.
 func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
 	s := Start(t)
@@ -247,14 +251,23 @@ func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
 	s.Model.On(testkit.PromptContains("after the relay is back"), testkit.Text("Answered with the relay back."))
 	restore := s.refuseRelay(v.ID)
 	s.prompt(v.ID, "work while the relay refuses")
-	// Refused past a delivery timeout (15 s). Not a wait for the Runner's
-	// "unheard" line: through the hook door the transcript may tell of the
-	// prompt first, and the scenario is the refusal lasting, not that line.
-	time.Sleep(20 * time.Second)
+	// With no hook, the transcript tells of the prompt (its time is when
+	// Claude Code took it). The refusal lasts past the Runner's unheard
+	// wait from then (15 s, deliver.go's unheardWaitDefault), so a Runner
+	// that missed the transcript would type the prompt again. Not much
+	// longer: Claude Code asks the model again on a backoff doubling from
+	// half a second (a try about 18 s after the prompt, the next near 26).
+	const unheardWait = 15 * time.Second
+	took := s.WaitEvent(v.ID, testenv.WaitMedium, "the transcript telling of the prompt", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventPrompt && strings.Contains(e.Text, "while the relay refuses")
+	})
+	time.Sleep(time.Until(took.At.Add(unheardWait + 1500*time.Millisecond)))
 	restore()
+	restored := time.Now()
 	s.WaitEvent(v.ID, testenv.WaitLong, "the Turn's answer once the relay is back", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "Done without the relay."
 	})
+	t.Logf("the Turn's answer came %s after the relay was back", time.Since(restored).Round(100*time.Millisecond))
 	s.prompt(v.ID, "answer after the relay is back")
 	s.WaitEvent(v.ID, testenv.WaitLong, "the next prompt's answer", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventText && e.Text == "Answered with the relay back."

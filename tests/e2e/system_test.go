@@ -271,6 +271,7 @@ type options struct {
 	// github.com (WithGitHubCom)
 	githubCom *testkit.Resolver
 	warmPool  int // RUNNER_WARM_POOL
+	ping time.Duration // the Hub's and the Runner's (WithPingEvery)
 }
 
 // WithWarmPool sets the Runner's RUNNER_WARM_POOL (0, off, otherwise).
@@ -343,6 +344,12 @@ func WithGitHubCom(names *testkit.Resolver) Option {
 	}
 }
 
+// WithPingEvery has the Hub and the Runner ping each other every d, and
+// wait as long for the pong, instead of protocol.PingEvery: a test of a
+// silent line sees it in seconds. Only there: on a loaded host a short
+// period drops a line that is only slow.
+func WithPingEvery(d time.Duration) Option { return func(o *options) { o.ping = d } }
+
 // WithArchiveKeep sets the Runner's RUNNER_ARCHIVE_KEEP: how long it keeps
 // an archived Session before its purge.
 func WithArchiveKeep(d time.Duration) Option { return func(o *options) { o.archiveKeep = d } }
@@ -387,7 +394,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	// dev's do.
 	loopback := outbound.Dialer{Allow: outbound.AllowLoopback}
 	hcfg := hub.Config{Listen: ln.Addr().String(), PublicURL: url, SecretsKey: seal.NewKey(), Logger: log, DevLogin: true, SessionIdle: o.idle,
-		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox, MemberMaxSpend: o.memberSpend}
+		Outbound: loopback, ClaudeTokenInSandbox: o.claudeTokenInSandbox, MemberMaxSpend: o.memberSpend, PingEvery: o.ping}
 	var gh *testkit.GitHub
 	if o.github {
 		switch {
@@ -450,7 +457,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	}
 	rcfg := runner.Config{HubURL: hubURL, Token: rtoken, Name: "e2e", Home: home, RelayPort: freePort(t), KeepBuilds: 3,
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
-		Outbound: loopback, Claude: o.claude, Models: o.models, WarmPool: o.warmPool}
+		Outbound: loopback, Claude: o.claude, Models: o.models, WarmPool: o.warmPool, PingEvery: o.ping}
 	rcfg.Outbound.Resolver = o.resolver
 	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
 	if err != nil {

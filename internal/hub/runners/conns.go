@@ -56,6 +56,9 @@ type Toucher interface {
 type Options struct {
 	Store Toucher
 	Log   *slog.Logger
+	// PingEvery is each connection's ping period (Conn.SetPingEvery);
+	// zero is protocol.PingEvery.
+	PingEvery time.Duration
 	// Life is the Hub's: what is recorded of a connection after its
 	// request ended, and the streams, run under it.
 	Life context.Context
@@ -114,6 +117,7 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 	log := cs.opts.Log.With("runner", rn.Name)
 	conn := protocol.NewConn(ws, log)
 	conn.Remember(cs.takenBy(rn.ID))
+	conn.SetPingEvery(cs.opts.PingEvery)
 	rc := &Conn{Conn: conn, Runner: rn, Since: time.Now(), Addr: signin.ClientAddr(r), left: make(chan struct{})}
 	hello := make(chan struct{})
 	conn.Handle(protocol.TypeHello, false, func(ctx context.Context, body json.RawMessage) (any, error) {
