@@ -1226,17 +1226,24 @@ func (r *registry) skip(text string, i int) int {
 	for ; j+11 <= len(text); j += 8 { // +11: next3 after j+7 is read on a hit
 		p := text[j : j+9]
 		c2, c4, c6 := uint32(cls[p[2]]), uint32(cls[p[4]]), uint32(cls[p[6]])
-		y0 := uint32(cls[p[0]])<<(2*clsBits) | uint32(cls[p[1]])<<clsBits | c2
-		y1 := c2<<(2*clsBits) | uint32(cls[p[3]])<<clsBits | c4
-		y2 := c4<<(2*clsBits) | uint32(cls[p[5]])<<clsBits | c6
-		y3 := c6<<(2*clsBits) | uint32(cls[p[7]])<<clsBits | uint32(cls[p[8]])
-		if !pairs.has(y0) && !pairs.has(y1) && !pairs.has(y2) && !pairs.has(y3) {
+		y := [4]uint32{
+			uint32(cls[p[0]])<<(2*clsBits) | uint32(cls[p[1]])<<clsBits | c2,
+			c2<<(2*clsBits) | uint32(cls[p[3]])<<clsBits | c4,
+			c4<<(2*clsBits) | uint32(cls[p[5]])<<clsBits | c6,
+			c6<<(2*clsBits) | uint32(cls[p[7]])<<clsBits | uint32(cls[p[8]]),
+		}
+		if !pairs.has(y[0]) && !pairs.has(y[1]) && !pairs.has(y[2]) && !pairs.has(y[3]) {
 			continue
 		}
-		// A hit at k stands for a word begun at k-1, k or k+1.
-		for q := max(j-1, i); q <= j+7; q++ {
-			if r.starts3.has(r.triple(text, q)) && r.next3.has(r.triple(text, q+1)) {
-				return q
+		for k, yk := range y {
+			if !pairs.has(yk) {
+				continue
+			}
+			// A hit at j+2k stands for a word begun a byte before, there or a byte after.
+			for q := max(j+2*k-1, i); q <= j+2*k+1; q++ {
+				if r.starts3.has(r.triple(text, q)) && r.next3.has(r.triple(text, q+1)) {
+					return q
+				}
 			}
 		}
 	}
