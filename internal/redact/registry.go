@@ -1721,21 +1721,17 @@ func merged(fs []Finding) []Finding {
 	return out
 }
 
-// spaceEscapes copies text into dst with each ESC made a space, eight
+// spaceEscapes copies text into dst with each ESC made a space, sixteen
 // bytes a step and without a branch on what they hold: terminal text has
 // a colour code every few words, and finding each with bytes.IndexByte
 // cost a call apiece, a fifth of the Marked rules' time in a Writer.
 func spaceEscapes(dst, text []byte) []byte {
-	const ones, highs, lows = 0x0101010101010101, 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
 	dst = slices.Grow(dst[:0], len(text))[:len(text)]
 	k := 0
-	for ; k+8 <= len(text); k += 8 {
-		w := binary.LittleEndian.Uint64(text[k:])
-		x := w ^ 0x1b*ones
-		// The high bit of each byte of x that is zero, exactly: no carry
-		// crosses a byte, as (x&lows)+lows is at most 0xfe a byte.
-		z := ^((x & lows) + lows | x) & highs
-		binary.LittleEndian.PutUint64(dst[k:], w^(z>>7)*(0x1b^' '))
+	for ; k+16 <= len(text); k += 16 {
+		t, d := text[k:k+16], dst[k:k+16]
+		binary.LittleEndian.PutUint64(d, spaceEscapes8(binary.LittleEndian.Uint64(t)))
+		binary.LittleEndian.PutUint64(d[8:], spaceEscapes8(binary.LittleEndian.Uint64(t[8:])))
 	}
 	for ; k < len(text); k++ {
 		c := text[k]
@@ -1745,6 +1741,16 @@ func spaceEscapes(dst, text []byte) []byte {
 		dst[k] = c
 	}
 	return dst
+}
+
+// spaceEscapes8 is w, eight bytes, with each ESC made a space.
+func spaceEscapes8(w uint64) uint64 {
+	const ones, highs, lows = 0x0101010101010101, 0x8080808080808080, 0x7f7f7f7f7f7f7f7f
+	x := w ^ 0x1b*ones
+	// The high bit of each byte of x that is zero, exactly: no carry
+	// crosses a byte, as (x&lows)+lows is at most 0xfe a byte.
+	z := ^((x & lows) + lows | x) & highs
+	return w ^ (z>>7)*(0x1b^' ')
 }
 
 // A shaper masks credentials by shape in the pieces of one stream, with
