@@ -1218,29 +1218,25 @@ func (r *registry) buildStarts3(words []string) {
 // starts3 alone, and i where no triple fits. It reads the triples at
 // every second place by pairs3, four a round, and the three places one
 // stands for only where pairs3 has it: terminal text meets one every 140
-// bytes or so. Each triple's index is made afresh from its classes, so
-// the four are independent of each other.
+// bytes or so. Each triple is read as its first two classes' word of
+// pairs3 and the third's bit in it, so the four are independent of each
+// other.
 func (r *registry) skip(text string, i int) int {
 	cls, pairs := &r.m.cls, r.pairs3
 	j := i
 	for ; j+11 <= len(text); j += 8 { // +11: next3 after j+7 is read on a hit
 		p := text[j : j+9]
-		c2, c4, c6 := uint32(cls[p[2]]), uint32(cls[p[4]]), uint32(cls[p[6]])
-		y := [4]uint32{
-			uint32(cls[p[0]])<<(2*clsBits) | uint32(cls[p[1]])<<clsBits | c2,
-			c2<<(2*clsBits) | uint32(cls[p[3]])<<clsBits | c4,
-			c4<<(2*clsBits) | uint32(cls[p[5]])<<clsBits | c6,
-			c6<<(2*clsBits) | uint32(cls[p[7]])<<clsBits | uint32(cls[p[8]]),
-		}
-		if !pairs.has(y[0]) && !pairs.has(y[1]) && !pairs.has(y[2]) && !pairs.has(y[3]) {
+		c0, c1, c2, c3, c4 := uint32(cls[p[0]]), uint32(cls[p[1]]), uint32(cls[p[2]]), uint32(cls[p[3]]), uint32(cls[p[4]])
+		c5, c6, c7, c8 := uint32(cls[p[5]]), uint32(cls[p[6]]), uint32(cls[p[7]]), uint32(cls[p[8]])
+		if !pairs.has2(c0, c1, c2) && !pairs.has2(c2, c3, c4) && !pairs.has2(c4, c5, c6) && !pairs.has2(c6, c7, c8) {
 			continue
 		}
-		for k, yk := range y {
-			if !pairs.has(yk) {
+		for k := 0; k < 8; k += 2 {
+			if !pairs.has(r.triple(text, j+k)) {
 				continue
 			}
-			// A hit at j+2k stands for a word begun a byte before, there or a byte after.
-			for q := max(j+2*k-1, i); q <= j+2*k+1; q++ {
+			// A hit at j+k stands for a word begun a byte before, there or a byte after.
+			for q := max(j+k-1, i); q <= j+k+1; q++ {
 				if r.starts3.has(r.triple(text, q)) && r.next3.has(r.triple(text, q+1)) {
 					return q
 				}
@@ -1264,6 +1260,12 @@ func (r *registry) triple(text string, q int) uint32 {
 
 // triples has a bit for each triple of byte classes.
 type triples [1 << (3 * clsBits) / 64]uint64
+
+// has2 reports whether the triple of classes a, b, c is set: the word of
+// a and b, its bit c.
+func (t *triples) has2(a, b, c uint32) bool {
+	return t[(a<<clsBits|b)&(1<<(2*clsBits)-1)]&(1<<(c%64)) != 0
+}
 
 // has reports whether y's bit is set; the mask spares a bounds check.
 func (t *triples) has(y uint32) bool {
