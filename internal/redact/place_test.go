@@ -2,12 +2,14 @@ package redact
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
 // TestTheWalkLosesNoMarkedShapeWhereverItSits: the walk that passes over
-// text where no needed word can begin (registry.skip, four bytes a round)
+// text where no needed word can begin (registry.skip, eight bytes a round)
 // loses nothing. Each Marked rule's example, at the start of the text, at
 // its end, after multibyte UTF-8 of each length mod 4 and beside colour
 // codes, is found in an Event (ScrubMarked) and in a Writer's frames cut
@@ -17,8 +19,9 @@ func TestTheWalkLosesNoMarkedShapeWhereverItSits(t *testing.T) {
 	every := newRegistry(markedRules().ds)
 	for k := range every.starts3 {
 		every.starts3[k] = ^uint64(0) // every triple may begin a word
+		every.pairs3[k], every.next3[k] = ^uint64(0), ^uint64(0)
 	}
-	// The cuts run through every place of four bytes a round; frames is
+	// The cuts run through every place of eight bytes a round; frames is
 	// set where the text differs otherwise.
 	places := []struct {
 		name, before, after string
@@ -67,5 +70,59 @@ func TestTheWalkLosesNoMarkedShapeWhereverItSits(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no Marked rule has an example")
+	}
+}
+
+// TestTheWalkStopsAtOrBeforeEveryNeededWord: registry.skip, from every
+// place and with the text ending at every place near it, never passes a
+// place where a needed word of either registry begins (in either case, or
+// cut short by the text's end), over terminal text with the words at
+// every alignment.
+func TestTheWalkStopsAtOrBeforeEveryNeededWord(t *testing.T) {
+	for _, r := range []*registry{markedRules(), allRules()} {
+		words := slices.Collect(maps.Keys(r.byWord))
+		slices.Sort(words)
+		term := string(benchText(1<<14, benchValues()))
+		var b strings.Builder
+		for k := range 1500 {
+			a := k * 7919 % (len(term) - 16)
+			b.WriteString(term[a : a+k%13])
+			w := words[k*31%len(words)]
+			switch k % 5 {
+			case 0:
+				w = strings.ToUpper(w)
+			case 1:
+				w = w[:len(w)-1]
+			}
+			b.WriteString(w)
+		}
+		text := b.String()
+		lower := strings.ToLower(text)
+		// first[i] is the first place from i on where a word begins.
+		first := make([]int, len(text)+1)
+		first[len(text)] = len(text)
+		for i := len(text) - 1; i >= 0; i-- {
+			first[i] = first[i+1]
+			for _, w := range words {
+				if strings.HasPrefix(lower[i:], w) {
+					first[i] = i
+					break
+				}
+			}
+		}
+		for i := range text {
+			for _, end := range []int{len(text), i + 1, i + 2, i + 3, i + 5, i + 8, i + 11, i + 12} {
+				if end > len(text) {
+					continue
+				}
+				want := max(i, end-2) // near the end, at most where no triple fits
+				if f := first[i]; f < end && f+2 < end {
+					want = f
+				}
+				if got := r.skip(text[:end], i); got > want {
+					t.Fatalf("skip(%q, %d) = %d, past a word at %d", text[i:end], i, got, want)
+				}
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -257,4 +258,20 @@ func writerAllocs(s *Set, text []byte, all bool) float64 {
 		}
 		w.Close()
 	})
+}
+
+// TestSpaceEscapesMakesEachESCASpaceAndNothingElse: at every place of
+// texts up to 40 bytes long, beside bytes one bit away from ESC.
+func TestSpaceEscapesMakesEachESCASpaceAndNothingElse(t *testing.T) {
+	for n := range 41 {
+		for at := range n {
+			text := bytes.Repeat([]byte{0x1b ^ 0x80, 0x1a, 0x1f, 0x3b, 0x9b}, n)[:n]
+			text[at] = 0x1b
+			text[n-1-at] = 0x1b
+			want := bytes.ReplaceAll(text, []byte{0x1b}, []byte{' '})
+			if got := spaceEscapes(nil, text); !bytes.Equal(got, want) {
+				t.Errorf("spaceEscapes(%q):\ngot  %q\nwant %q", text, got, want)
+			}
+		}
+	}
 }
