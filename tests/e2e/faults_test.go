@@ -36,6 +36,7 @@ import (
 // the same. With the line back the Runner connects again, the Turn's
 // Events arrive once and in order, and the queued prompt is delivered once.
 func TestTheRunnersLineCutMidTurnLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithRunnerLine())
 	v := s.Ready("before the cut", "Ready.")
 	s.Model.On(testkit.PromptContains("work through the cut"), testkit.Bash("sleep 3; echo worked-through-the-cut"))
@@ -171,6 +172,7 @@ func (s *System) sleepsLeavingNothing(id string) {
 // outbox, sent again until the Hub can store them. Once space is freed the
 // Turn's Events arrive once and in order, and the next prompt runs.
 func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithHubDisk(64<<20))
 	v := s.Ready("before the disk fills", "Ready.")
 	s.Model.On(testkit.PromptContains("work while the disk is full"), testkit.Bash(untilTouched("/tmp/disk-full")+"; echo ran-on-a-full-disk"))
@@ -240,6 +242,7 @@ func fill(t *testing.T, path string) {
 // delivery timeout the relay is back: the Turn runs, its Events arrive once
 // each, the prompt reaches the model once, and the next prompt runs.
 func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("before the relay refuses", "Ready.")
 	s.Model.On(testkit.PromptContains("while the relay refuses"), testkit.Bash("echo ran-without-the-relay"))
@@ -311,6 +314,7 @@ func (s *System) refuseRelay(id string) (restore func()) {
 // Sandbox ran out of memory, and the next prompt wakes it into a fresh
 // Sandbox that answers.
 func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
+	t.Parallel()
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
 		// Measured: with the Sentry's cgroup lowered so, the tool ran for
 		// 2 minutes and nothing was killed.
@@ -348,6 +352,7 @@ func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
 // frees the space. A sleep leaves no mount or loop device; the wake keeps
 // what the Sandbox wrote.
 func TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing(t *testing.T) {
+	t.Parallel()
 	const mib = 512
 	s := Start(t, WithSandboxDisk(mib))
 	v := s.Ready("before the disk fills", "Ready.")
