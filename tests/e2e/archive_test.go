@@ -22,6 +22,7 @@ import (
 // after which a prompt wakes it into the same conversation, its files as
 // they were.
 func TestAnArchivedSessionIsRestoredWithItsConversationAndWorkspace(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.withNote()
 
@@ -65,6 +66,7 @@ func TestAnArchivedSessionIsRestoredWithItsConversationAndWorkspace(t *testing.T
 // Runner deletes an archived Session's disks and Workspace, and kndl
 // restore then says its Workspace is gone; it stays Archived.
 func TestAPurgedSessionCannotBeRestored(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithArchiveKeep(time.Millisecond))
 	v := s.Ready("short-lived", "ok")
 	if out, errOut, code := s.kndl("", "archive", v.ID); code != 0 {

@@ -62,6 +62,7 @@ func (s *System) WatchedRepo(name, value string) string {
 // downloads each as an attachment, bytes as stored. The Creator attaches a
 // file from the page's file picker, and it reaches the model too.
 func TestAttachedFilesReachClaudeAndEveryoneWithAccessDownloadsThem(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	const secret = "att4ch-s3cret-value-e2e"
 	repo := s.WatchedRepo("NOTES_SECRET", secret)

@@ -270,6 +270,7 @@ func (s *System) pane(id string) string {
 // and its page, and a WebSocket from it, work through the forward; a file
 // Claude made downloads as bytes, never as a page.
 func TestTheSessionViewDrivesASessionLive(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	repo := s.GitHubRepo("acme/app")
 	s.Model.On(testkit.PromptContains("say hello"), testkit.Text(hostile))
@@ -415,6 +416,7 @@ func TestTheSessionViewDrivesASessionLive(t *testing.T) {
 // into the same conversation with the Restart button; a Session whose
 // start failed shows why, and Retry tries it again.
 func TestTheSessionsListIsLiveAndTheCreatorControlsASessionsLife(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("first of the list", "Ready for the list.")
 	b := NewBrowser(t)
@@ -606,6 +608,7 @@ func devCookie(t testing.TB, s *System) string {
 // them an error and never a terminal frame, while the Creator's terminal
 // streams.
 func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	repo := s.GitHubRepo("acme/app")
 	s.GitHub.SetCollaborator("acme/app", "bob", true)
@@ -686,6 +689,7 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 // shares it for the Owner; the Account page stores a setup token without
 // ever showing it; the Members page invites.
 func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	b := NewBrowser(t)
 	s.SignInDev(b)

@@ -21,6 +21,7 @@ import (
 // kndl diff --json says the same, and still does once the Session sleeps,
 // from the Workspace on its Runner's disk.
 func TestTheChangesTabShowsEditedAndCommittedFilesMaskedLiveAndToAWatcher(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	const secret = "chang3s-s3cret-value-e2e"
 	repo := s.WatchedRepo("DEPLOY_KEY", secret)

@@ -39,6 +39,7 @@ func (s *System) kndl(stdin string, args ...string) (string, string, int) {
 }
 
 func TestCLIDrivesASession(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("cli first"), testkit.Text("First answer from the CLI test."))
 	s.Model.On(testkit.PromptContains("from stdin"), testkit.Text("Second answer."))

@@ -19,6 +19,7 @@ import (
 // now" with the exact time on hover; on the Session view "/" puts the keys
 // in the prompt box without typing a slash, and Esc takes them out.
 func TestThePageTitleCountsTheSessionsWaitingOnYouAndSlashAndEscMoveToThePrompt(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("first words", "Ready.")
 	b := NewBrowser(t)

@@ -156,6 +156,7 @@ func inOrder(t *testing.T, evs []protocol.Event, texts ...string) {
 // order, the queued prompt runs, and so does the next. Killed again while
 // idle, the Session comes back and takes a prompt.
 func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewAnthropic(t, claudeToken)
 	d := newDev(t, model)
 	s := d.start(model)
@@ -223,6 +224,7 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 // runs throughout, through the hand-over and the kill (on gVisor too:
 // scripts/test runs this one there, not the restart's own test).
 func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("before the runner goes", "Ready.")
 	pid := claudePID(t, s, v.ID)

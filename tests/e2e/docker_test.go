@@ -34,6 +34,7 @@ echo "image built: $(docker images -q kndl-test/busybox | wc -l)"
 // woken Sandbox's dockerd still has it. On gVisor, the Test build is
 // refused, naming the way out.
 func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	if runtime, _ := sandboxRuntime(t); runtime == "crun" {
 		testkit.RequireDebianMirror(t) // the Build installs Docker with apt

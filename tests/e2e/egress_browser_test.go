@@ -22,6 +22,7 @@ import (
 // in a new version, and the same Session's next request passes with no
 // sleep or wake.
 func TestAllowInTheSessionViewOpensARefusedHostToTheAwakeSession(t *testing.T) {
+	t.Parallel()
 	ln := testkit.ListenForSandboxesOn(t, 443)[0]
 	names := &testkit.Resolver{}
 	names.Set("later.test", ln.Addr().(*net.TCPAddr).IP.String())

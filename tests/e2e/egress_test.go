@@ -31,6 +31,7 @@ import (
 // open again, the Session's Sandbox is open from its next wake, and its
 // history says so.
 func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t *testing.T) {
+	t.Parallel()
 	lns := testkit.ListenForSandboxesOn(t, 443, 80, 8443)
 	addr := lns[0].Addr().(*net.TCPAddr).IP.String()
 	names := &testkit.Resolver{}
@@ -189,6 +190,7 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 // at once, the current version shows the list as the CLI does, and a later
 // save of another field keeps it.
 func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing.T) {
+	t.Parallel()
 	s, b, repo := repoPage(t)
 	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.egress.value = "allowlist"; f.egress_allow.value = "npm, *.example.com"; f.requestSubmit(); return true })()`)
 	b.Wait(testenv.WaitMedium, "the draft saved", `document.getElementById("draft-state").textContent.includes("applies at once")`)
@@ -213,6 +215,7 @@ func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing
 // sleep or wake, and its history says the allowlist applied now: the
 // Session runs on the new version.
 func TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce(t *testing.T) {
+	t.Parallel()
 	ln := testkit.ListenForSandboxesOn(t, 443)[0]
 	names := &testkit.Resolver{}
 	names.Set("later.test", ln.Addr().(*net.TCPAddr).IP.String())
@@ -281,6 +284,7 @@ func TestAHostAddedToAnAllowlistReachesTheAwakeSessionAtOnce(t *testing.T) {
 // here. The proxy's reading of HTTPS by its SNI is
 // TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy's.
 func TestUnderAnAllowlistNamingNothingGitGoesThroughTheRelayAndGitHubIsRefused(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHubCom(&testkit.Resolver{}))
 	s.GitHub.ServeRepo(t, "acme/app", s.Repo())
 	s.GitHub.InstallApp("acme/app")

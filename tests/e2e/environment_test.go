@@ -26,6 +26,7 @@ import (
 // start log. A Bootstrap script that fails fails the Test build with its
 // last lines.
 func TestAnEnvironmentAppliesAfterItsTestBuildAndSessionsStartOnIt(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	repo := s.Repo()
 	dir := t.TempDir()
@@ -143,6 +144,7 @@ func findEvent(evs []protocol.Event, match func(protocol.Event) bool) (protocol.
 // build, runs one and sees its log there, and applies it; the change log
 // shows the version.
 func TestTheRepoPageEditsTestsAndAppliesAnEnvironment(t *testing.T) {
+	t.Parallel()
 	s, b, repo := repoPage(t)
 	// A script of this run's own, so the Build is made fresh.
 	script := "echo 'from the page: tab\there'\n# " + repo.ID + "\n"
@@ -215,6 +217,7 @@ func sessionPageHTML(t *testing.T, s *System, id string) string {
 // new Sandbox of the same Build (a resources-only change). Once the
 // patterns change, the next boot deletes it from the disk, saying so.
 func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	repo := s.RepoWith(map[string]string{"web/package.json": "{}\n"})
 	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--dependency-folders", "node_modules", "--next-to", "package.json=node_modules"); code != 0 || !strings.Contains(out, "kndl env test must pass") || !strings.Contains(out, "package.json=node_modules") {
@@ -311,6 +314,7 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 // Feature's containerEnv, and the file's containerEnv as a Variable, its
 // ${containerEnv:…} read from the Feature's.
 func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	feature := testkit.PushFeature(t, testkit.Registry(t), "f/greet:1", `{"id": "greet", "options": {"greeting": {"type": "string", "default": "hi"}}, "containerEnv": {"GREET_HOME": "/opt/greet"}}`,
 		"#!/bin/sh\nset -e\necho \"greet $GREETING\" > /etc/dc-feature\n")

@@ -175,6 +175,7 @@ func (s *System) sleepsLeavingNothing(id string) {
 // outbox, sent again until the Hub can store them. Once space is freed the
 // Turn's Events arrive once and in order, and the next prompt runs.
 func TestTheHubsDiskFullForAWhileLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithHubDisk(64<<20))
 	v := s.Ready("before the disk fills", "Ready.")
 	s.Model.On(testkit.PromptContains("work while the disk is full"), testkit.Bash(untilTouched("/tmp/disk-full")+"; echo ran-on-a-full-disk"))
@@ -244,6 +245,7 @@ func fill(t *testing.T, path string) {
 // Runner's unheard wait the relay is back: the Turn runs, its Events arrive once
 // each, the prompt reaches the model once, and the next prompt runs.
 func TestTheRelayRefusingForAWhileLosesNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("before the relay refuses", "Ready.")
 	s.Model.On(testkit.PromptContains("while the relay refuses"), testkit.Bash("echo ran-without-the-relay"))
@@ -324,6 +326,7 @@ func (s *System) refuseRelay(id string) (restore func()) {
 // Sandbox ran out of memory, and the next prompt wakes it into a fresh
 // Sandbox that answers.
 func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
+	t.Parallel()
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
 		// Measured: with the Sentry's cgroup lowered so, the tool ran for
 		// 2 minutes and nothing was killed.
@@ -361,6 +364,7 @@ func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
 // frees the space. A sleep leaves no mount or loop device; the wake keeps
 // what the Sandbox wrote.
 func TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing(t *testing.T) {
+	t.Parallel()
 	const mib = 512
 	s := Start(t, WithSandboxDisk(mib))
 	v := s.Ready("before the disk fills", "Ready.")

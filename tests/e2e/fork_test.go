@@ -24,6 +24,7 @@ import (
 // writes stays its own, and the parent wakes into its own conversation,
 // which holds nothing of the fork's.
 func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.withNote()
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {

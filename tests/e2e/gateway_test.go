@@ -21,6 +21,7 @@ import (
 // transcript masks it where Claude repeats it. Once the
 // Installation is turned off for the Repo, the same call is refused.
 func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	const key = "mcp-e2e-key-7d1f0c5a9b"
 	up := testkit.NewMCPServer(t, key)
@@ -90,6 +91,7 @@ func TestAnInstallationsToolAnswersThroughTheGateway(t *testing.T) {
 // Hub refreshes it and sends the call again), and fails at once after a
 // disconnect.
 func TestAnOAuthInstallationRefreshesUnnoticedAndADisconnectStopsIt(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	as := testkit.NewOAuthServer(t, testkit.OAuthOptions{DCR: true})
 	repo := s.Repo()

@@ -101,6 +101,7 @@ func (s *System) gitSession() string {
 // is refreshed, the previous one revoked, and pushes go on; at sleep the
 // current one is revoked.
 func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	// A short life, so the Runner refreshes within the test (at three
 	// quarters of it).
@@ -198,6 +199,7 @@ func revokedAt(s *System, tok string) time.Time {
 // process; the Sandbox's own search of its processes and files finds none
 // either. The Runner's memory alone holds it.
 func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
 	var toks [][]byte
@@ -313,6 +315,7 @@ func sandboxMemoryHolding(t *testing.T, holds func([]byte) bool) (searched, foun
 // the token the git relay holds and the one it held before show as *s in
 // the transcript (tool input and output, Claude's text) and the terminal.
 func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	s.GitHub.SetTokenLifetime(8 * time.Second)
 	repo := s.GitHubRepo("acme/app")
@@ -360,6 +363,7 @@ func TestTheCurrentAndPreviousSandboxTokensAreMasked(t *testing.T) {
 // in its start log and the Runner's log once however often the Runner asks
 // again, and the token arrives once GitHub answers.
 func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
+	t.Parallel()
 	const retry = 250 * time.Millisecond // six asks in under 2 s
 	s := Start(t, WithSandboxGitHub(retry))
 	repo := s.GitHubRepo("acme/app")
@@ -400,6 +404,7 @@ func TestASessionWakesWithGitHubDownAndGetsItsTokenWhenItIsBack(t *testing.T) {
 // Sessions' starts add no warning of their own; each Session's start log
 // still says its Sandbox has no GitHub token.
 func TestAHubWithoutAGitHubAppSaysSoOnceNotAtEachSessionStart(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("hello"), testkit.Text("Hi."))
 	for range 2 {
@@ -428,6 +433,7 @@ func TestAHubWithoutAGitHubAppSaysSoOnceNotAtEachSessionStart(t *testing.T) {
 // checks and review (a failing check, an approval), on the view and the
 // Sessions list's badge; kndl show's API lists the same.
 func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
 	b := NewBrowser(t)
@@ -501,6 +507,7 @@ func TestTheSessionViewListsPushedBranchesAndPullRequests(t *testing.T) {
 // the Sandbox pushes through its relay with the new one, to a new branch
 // and to the one it made before the restart.
 func TestARestartedRunnerAsksForTheSandboxTokenAgain(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
 	before := s.forgeToken()

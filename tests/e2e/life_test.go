@@ -15,6 +15,7 @@ import (
 // reached the model, the Session wakes with that prompt in Claude's
 // conversation, or delivers it again: it is never lost.
 func TestASessionSleptMidTurnKeepsItsPrompt(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("first of all", "one")
 	s.Model.On(testkit.PromptContains("cut me short"), testkit.Text("The cut prompt's answer.").Slow(4*time.Second, 0))

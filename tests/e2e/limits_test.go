@@ -16,6 +16,7 @@ import (
 // never typed: the Session sleeps, its history and the App's reply in the
 // thread name the limit and the way on.
 func TestATriggeredSessionPastItsRepositorysTurnLimitSleepsAndTheThreadIsTold(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	issue, _ := s.triggerRepo()
 	repo, err := s.Store.Repos.EnsureRepo(t.Context(), s.GitHub.RepoURL("acme/app"), "app")

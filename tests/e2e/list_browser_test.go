@@ -48,6 +48,7 @@ const listRows = `[...document.querySelectorAll("#repos li[data-id] a.title")].m
 // filtered list stays live (a Session that stops matching goes); and a
 // wrong filter says why.
 func TestTheSessionsListsAddressReproducesItsFilter(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	app, web := s.GitHubRepo("acme/app"), s.GitHubRepo("acme/web")
 	s.GitHub.SetCollaborator("acme/app", "bob", true)

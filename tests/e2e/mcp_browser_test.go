@@ -16,6 +16,7 @@ import (
 // in a Repo, sets the Installation's value, turns it off for the Repo and
 // on again, and moves the server to another URL; the Hub has each change.
 func TestTheMCPPageAddsInstallsAndSwitchesAnInstallation(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	b := NewBrowser(t)
 	s.SignInDev(b)

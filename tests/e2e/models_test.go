@@ -16,6 +16,7 @@ import (
 // of the model chosen; a Session started from it with a model runs on it,
 // and its view shows the same choice.
 func TestTheUIOffersTheRunnersModelsAsASelect(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("pick a model"), testkit.Text("Picked."))
 	pinned := claude.Models()

@@ -34,6 +34,7 @@ type hookPost struct {
 // one; and once the endpoint fails, the Account page says so with its
 // error.
 func TestAQuestionReachesTheCreatorsWebhookAndBrowserAndAFailingOneShows(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("warm up first", "Ready.")
 	const secret = "hunter2-db-password-77"

@@ -24,6 +24,7 @@ import (
 // Runner named is refused saying so; and with all three full a start is
 // refused naming each and its load.
 func TestSessionsSpreadOverRunnersByLoad(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	// The test's own Runner leaves: the three processes take the Sessions.
 	s.runnerCancel()

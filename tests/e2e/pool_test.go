@@ -81,6 +81,7 @@ func (s *System) startLogSays(id, text string) bool {
 // the same one out again. A Variable changed since the pool Sandbox started
 // throws it away: that Session starts cold, with the new value.
 func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariableThrowsItAway(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute), WithWarmPool(1))
 	dir := s.Repo()
 	s.GitHub.ServeRepo(t, "acme/app", dir)

@@ -25,6 +25,7 @@ import (
 // must read the table checked in; with KNDL_PROBE_WRITE it writes what it
 // read there instead (scripts/probe-models VERSION).
 func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
+	t.Parallel()
 	pin := targetPin(t)
 	s := Start(t, WithClaude(pin))
 	s.Model.On(testkit.PromptContains("probe"), testkit.Text("probed"))

@@ -19,6 +19,7 @@ import (
 // Sessions list show it at once. A watcher sees the pull request but no
 // button, and the API refuses them.
 func TestTheCreatorOpensAPullRequestFromTheViewAndAWatcherHasNoButton(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	id := s.gitSession()
 	s.GitHub.SetCollaborator("acme/app", "bob", true)

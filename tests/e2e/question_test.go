@@ -46,6 +46,7 @@ func toolResult(evs []protocol.Event, tool string) string {
 // the Session view, reaches Claude as the option chosen, through the
 // mod's hook, and the history shows it answered.
 func TestAQuestionIsAnsweredFromTheCLIAndFromTheBrowser(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("warm up first", "Ready.")
 	s.Model.On(testkit.PromptContains("ask me on the command line"), askColour("Which colour for the CLI?"))

@@ -19,6 +19,7 @@ import (
 // a third on the Session view; Claude gets what is left, in that order and
 // as edited.
 func TestTheQueueIsReorderedEditedAndCancelledInTheSessionView(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("busy for a while"), testkit.Bash("echo start; "+untilTouched("/tmp/busy-done")+"; echo end"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done being busy."))
@@ -58,6 +59,7 @@ func TestTheQueueIsReorderedEditedAndCancelledInTheSessionView(t *testing.T) {
 // Session view removes its Sandbox and shows Restore; Restore brings it
 // back asleep, and a prompt wakes it into its conversation.
 func TestTheSessionViewDeletesAndRestoresASession(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("remember the word heron", "Remembered.")
 	b := NewBrowser(t)

@@ -19,6 +19,7 @@ import (
 // the placeholder sent to the model directly is refused as an unknown
 // token. Slept and woken, the Session goes on with a new placeholder.
 func TestInRelayModeTheModelSeesTheCreatorsTokenAndClaudeCodeAPlaceholder(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("run through the relay"), testkit.Bash("echo via-the-relay"))
 	s.Model.On(testkit.ToolResultContains("via-the-relay"), testkit.Text("Ran through the relay."))

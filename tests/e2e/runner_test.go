@@ -11,6 +11,7 @@ import (
 // TestRunnerReconnectsAfterTheHubRestarts: the Hub goes away and comes
 // back; the Runner dials again with backoff and the Hub sees it again.
 func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	rn, err := s.Store.Runners.RunnerByName(context.Background(), "e2e")
 	if err != nil {
@@ -30,6 +31,7 @@ func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
 // backend the Runner reported, and a Session's Sandbox runs on it: under
 // gVisor its kernel is gVisor's, under crun the host's.
 func TestTheRunnerSaysWhichSandboxBackendItRuns(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	want := "crun"
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {

@@ -45,6 +45,7 @@ import (
 // No Session runs: a Member signs in with GitHub, and this machine has no
 // GitHub; the Runner's Sandboxes are tested apart.
 func TestTheServicesRunUnderSystemdOnHTTPSFromACME(t *testing.T) {
+	t.Parallel()
 	testenv.RequireCommand(t, "pebble")
 	m := bootMachine(t)
 	m.startACME(t)

@@ -21,6 +21,7 @@ import (
 // Claude's text) and the terminal's frames show each masked with the mark
 // of the rule that found it.
 func TestCredentialsNobodyRegisteredAreMaskedByShape(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	slack := "xoxb-" + randomOf("0123456789", 12) + "-" + randomOf("0123456789", 13) + "-" + randomOf(alnum, 24)
 	github := "ghp_" + randomOf(alnum, 36)

@@ -68,6 +68,7 @@ func (s *System) noteKept(id string) {
 }
 
 func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.withNote()
 
@@ -93,6 +94,7 @@ func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T
 }
 
 func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("before the restart", "one")
 	pid := claudePID(t, s, v.ID)
@@ -124,6 +126,7 @@ func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
 }
 
 func TestARunnerAwayFreezesItsSessions(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("freeze me", "ok")
 	s.runnerCancel()
@@ -141,6 +144,7 @@ func TestARunnerAwayFreezesItsSessions(t *testing.T) {
 // new ones, resuming; killed, the Session sleeps saying it exited, and the
 // next prompt wakes it into the same conversation.
 func TestClaudeCodeRestartedOrExitedGoesOnInTheSameConversation(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("remember the colour teal", "teal it is")
 	t.Run("a change of model restarts it", func(t *testing.T) { s.modelChangeRestarts(t, v.ID) })

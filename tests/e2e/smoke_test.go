@@ -78,6 +78,7 @@ var smokeHooks = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Sto
 const smokePlan = "Claude API"
 
 func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
+	t.Parallel()
 	pin, table := smokeTarget(t)
 	start := time.Now()
 	s := Start(t, WithClaude(pin), WithModels(table))
@@ -143,6 +144,7 @@ func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
 // resolves to another id than the build sends, or whose alias the build
 // does not know, fails the smoke test's model step.
 func TestTheSmokeTestFailsOnATableTheBuildDoesNotMatch(t *testing.T) {
+	t.Parallel()
 	def, _ := claude.Models().Default()
 	wrongID, unknown := def, def
 	wrongID.ID = "claude-not-what-it-resolves-to"

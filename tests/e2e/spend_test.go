@@ -17,6 +17,7 @@ import (
 // limit Event naming the cap, the model is called no more, and a prompt
 // does not wake it.
 func TestASessionPastItsCreatorsSpendCapSleepsAndTheModelHearsNoMore(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithMemberMaxSpend(1))
 	// $2 a million input tokens: $4 on the first reply.
 	s.Model.On(testkit.PromptContains("spend a lot"), testkit.Bash("timeout 5 tail -f /dev/null; echo spent").WithUsage(testkit.Usage{Input: 2_000_000, Output: 10}))

@@ -36,6 +36,7 @@ func (s *System) after(id string, seq int64, what string, match func(protocol.Ev
 // more calls, kndl show lists it stopped and refuses a second stop, and
 // the conversation answers the next prompt.
 func TestASubagentStoppedFromTheCLIEndsWhileTheMainTurnGoesOn(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("warm up first", "Ready.")
 	s.Model.On(testkit.InSubagent("HELPER-ONE"), testkit.Bash("echo helper-step").Slow(300*time.Millisecond, 0))
@@ -128,6 +129,7 @@ func listed(out, agent, typ, state, description string) bool {
 // the subagent, which both pages show stopped, and the conversation
 // answers the next prompt.
 func TestTheSessionViewListsSubagentsAndItsCreatorStopsOne(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	repo := s.GitHubRepo("acme/app")
 	s.GitHub.SetCollaborator("acme/app", "bob", true)

@@ -72,6 +72,7 @@ func (s *System) countSessions() int {
 }
 
 func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	issue, alice := s.triggerRepo()
 	s.Model.On(testkit.PromptContains(issueBody), testkit.Text("Looking into the crash."))
@@ -124,6 +125,7 @@ func TestAnIssueCommentByAMemberStartsOneSessionWhoseFirstPromptHoldsTheIssue(t 
 }
 
 func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	issue, _ := s.triggerRepo()
 	s.GitHub.AddUser("mallory")
@@ -163,6 +165,7 @@ func TestACommentByANonMemberOrABadSignatureStartsNothing(t *testing.T) {
 // that pull request is a prompt to the same Session, which the reply says,
 // and its checks show failing at once, read again on the check's webhook.
 func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
 	issue, _ := s.triggerRepo()
 	s.Model.On(testkit.PromptContains(issueBody), testkit.Bash(pushScript))
@@ -222,6 +225,7 @@ func TestAFailingCheckOnTheSessionsPullRequestIsAPromptToItAndTheReplyFollows(t 
 // most 3 per pull request; ticking failing checks and saving turns it on
 // for the API too, and a most out of bounds is refused on the page.
 func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
+	t.Parallel()
 	s, b, repo := repoPage(t)
 	if off := Eval[bool](b, `(() => { const f = document.getElementById("auto-fix"); return !f.ci.checked && !f.reviews.checked && f.max.value === "3" })()`); !off {
 		t.Fatal("a new Repo's page does not show auto-fix off, at most 3")
@@ -243,6 +247,7 @@ func TestTheRepoPageTurnsAutoFixOn(t *testing.T) {
 // shows in the Session's history as a note naming her and linking it, and
 // is no prompt.
 func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.T) {
+	t.Parallel()
 	s := Start(t, WithGitHub())
 	issue, alice := s.triggerRepo()
 	s.GitHub.AddUser("carol")
@@ -297,6 +302,7 @@ func TestOthersCommentsShowInTheHistoryOnlyOnceTheCreatorTurnsThemOn(t *testing.
 // saving another from the page sets it for the API, and an empty one turns
 // it off.
 func TestTheTriggerLabelIsSetByTheCLIAndTheRepoPage(t *testing.T) {
+	t.Parallel()
 	s, b, repo := repoPage(t)
 	if out, errOut, code := s.kndl("", "repo", "edit", "--repo", repo.URL); code != 0 || !strings.Contains(out, "No trigger label") {
 		t.Fatalf("kndl repo edit: exit %d\n%s\n%s", code, out, errOut)

@@ -73,6 +73,7 @@ func userPrompts(m *testkit.Anthropic) []string {
 // call and its result paired; a second Turn's command runs with Bun's
 // JIT switch, which Claude Code's own process has, unset.
 func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("make the file"), testkit.Bash("echo made by claude > /workspace/made.txt"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("Done: the file is made."))
@@ -131,6 +132,7 @@ func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
 // delivered once typed and the queue goes on. One Session, as a person
 // has it: each part starts where the one before left it.
 func TestPromptsReachOneConversationWhole(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	v := s.Ready("remember the word kumquat", "I will remember kumquat.")
 	t.Run("the second prompt continues the conversation", func(t *testing.T) { s.secondPromptContinues(t, v.ID) })
@@ -319,6 +321,7 @@ func untilTouched(file string) string {
 }
 
 func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("take your time"), testkit.Bash("echo start; "+untilTouched("/tmp/took-my-time")+"; echo end"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("slept"))
@@ -363,6 +366,7 @@ func TestQueuedPromptsGoAfterTheTurnInOrderAndCancelledNever(t *testing.T) {
 }
 
 func TestStopTurnInterruptsALongTool(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	s.Model.On(testkit.PromptContains("run forever"), testkit.Bash("echo start; sleep 601; echo end"))
 	v := s.NewSession(s.Repo(), "run forever")

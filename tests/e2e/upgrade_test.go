@@ -40,6 +40,7 @@ const previousRelease = "b3e31b5"
 // as it was, each Event once and in order, and the watcher's stream
 // resumed across both restarts with every Event once.
 func TestAnUpgradeOfTheHubThenTheRunnerMidTurnLosesNothing(t *testing.T) {
+	t.Parallel()
 	model := testkit.NewAnthropic(t, claudeToken)
 	model.On(testkit.PromptContains("long task"), testkit.Bash("until [ -e /workspace/.upgraded ]; do sleep 0.2; done; echo long-job-finished"))
 	model.On(testkit.ToolResultContains("long-job-finished"), testkit.Text("The long job is done."))

@@ -22,6 +22,7 @@ import (
 // header and at the Turn's end, and on the Usage page, each cost marked an
 // estimate.
 func TestWhatASessionSpentShowsInTheCLITheAPITheViewAndTheUsagePage(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	first := testkit.Usage{Input: 1000, Output: 50, CacheRead: 20000, CacheWrite: 300}
 	second := testkit.Usage{Input: 2000, Output: 70, CacheRead: 21000, CacheWrite: 400}

@@ -27,6 +27,7 @@ import (
 // value holds Markdown's marks, which Claude Code's terminal drops as it
 // prints the text in italics: none of it shows there either.
 func TestSensitiveVariablesReachTheProcessButNeverTheTranscriptOrADisk(t *testing.T) {
+	t.Parallel()
 	s := Start(t)
 	const repoSecret = "s3cr3t-repo-value-4e2e"
 	const sharedSecret = "sh4red-npm-token-value"
