@@ -300,7 +300,7 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		return nil, r.startSession(ctx, req)
 	})
 	handleRunning(conn, r, protocol.TypeSessionDeliver, func(ctx context.Context, s *session, req protocol.SessionDeliver) (any, error) {
-		return s.deliver(ctx, req)
+		return s.deliverOnce(ctx, req)
 	})
 	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef

@@ -95,6 +95,9 @@ type session struct {
 	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[onItsWay]
+	// takenPrompts are the prompts Claude Code took, so one the Hub sends
+	// again is not typed again (once.go).
+	takenPrompts takenPrompts
 	// launched is when this Runner started the Session's Claude Code (zero
 	// for one it adopted after a restart); set before the follower runs.
 	launched time.Time
