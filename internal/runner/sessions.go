@@ -170,6 +170,11 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	if !protocol.ValidSessionID(req.SessionID) {
 		return fmt.Errorf("session id %q: %w", req.SessionID, errdefs.ErrInvalid)
 	}
+	// One the hello listed may be stopping, the Hub having not taken it
+	// back (settle.go).
+	if err := r.settle.await(ctx, req.SessionID); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	if r.sessions[req.SessionID] != nil {
 		r.mu.Unlock()
