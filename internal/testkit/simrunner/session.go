@@ -84,7 +84,10 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 }
 
 // deliver takes a prompt once the Turn before it ended, checking it is
-// the Session's next, and starts its Turn.
+// the Session's next, and starts its Turn. A prompt id it took before
+// (the Hub lost the reply: its connection went, or it stopped) is
+// answered taken before, as internal/runner does, its Turn's Events sent
+// by then.
 func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
@@ -98,6 +101,11 @@ func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (pro
 		}
 	}
 	s.r.mu.Lock()
+	if req.PromptID != "" && s.r.tookIDs[req.PromptID] {
+		s.r.mu.Unlock()
+		return protocol.SessionDelivered{Taken: true, Before: true}, nil
+	}
+	s.r.tookIDs[req.PromptID] = true
 	n := len(s.r.taken[s.id])
 	err := checkPrompt(req.Text, n)
 	s.r.taken[s.id] = append(s.r.taken[s.id], req.Text)
