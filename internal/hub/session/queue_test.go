@@ -223,8 +223,10 @@ func TestAPromptTheRunnerTookBeforeBeginsNoTurn(t *testing.T) {
 		f.restartHub()
 		answered := 0
 		f.runner.answerDeliveries(func(context.Context) (protocol.SessionDelivered, error) {
-			answered++ // deliveries go one at a time
-			return protocol.SessionDelivered{Taken: true, Tries: 1, Before: answered == 1}, nil
+			if answered++; answered == 1 { // deliveries go one at a time
+				return protocol.SessionDelivered{Taken: true, Before: true}, nil
+			}
+			return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
 		})
 		f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
 		f.waitState(s.ID, Active)
