@@ -22,7 +22,10 @@ import (
 // stored yet to say otherwise). The Runner keeps the ids of the prompts
 // Claude Code took in the Session's directory, so a Runner restarted
 // meanwhile knows them too, and answers one sent again as taken before
-// without typing it.
+// without typing it. The list is the running Claude Code's: a start (a
+// wake) begins it afresh, since a prompt the Hub puts back at a sleep is
+// one the conversation the wake resumes never wrote down (the Hub's
+// delivery machine, taken), to be typed again.
 
 // takenFile is the file of a Session's directory that lists the ids of
 // the last prompts Claude Code took, oldest first.
@@ -92,4 +95,13 @@ func readTaken(path string) ([]string, error) {
 		return nil, fmt.Errorf("the Session's list of prompts taken (%s) is unreadable: %w; remove it to go on, at the risk of a prompt sent again being typed twice", path, err)
 	}
 	return ids, nil
+}
+
+// forgetTaken begins a Session's list of prompts taken afresh, for the
+// Claude Code a start runs.
+func forgetTaken(dir string) error {
+	if err := os.Remove(filepath.Join(dir, takenFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("begin the Session's list of prompts taken afresh: %w", err)
+	}
+	return nil
 }

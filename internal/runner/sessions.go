@@ -185,7 +185,10 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	r.mu.Unlock()
 	r.warm.starts.Add(1)
 	defer func() { r.warm.starts.Add(-1); r.warm.wake() }()
-	err := r.launch(ctx, s, req)
+	err := forgetTaken(s.dir)
+	if err == nil {
+		err = r.launch(ctx, s, req)
+	}
 	if err == nil {
 		// What the Runner told of the Session before this start (the last
 		// hooks of a Claude Code stopped since) reaches the Hub before the

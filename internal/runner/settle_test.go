@@ -76,7 +76,10 @@ func hungUp(t *testing.T) *tmux.Control {
 // does, its session.start sent as it answers the hello. The start waits
 // for the stop and then goes on (here to the credentials, which this Hub
 // refuses): it is neither refused as running nor run while the stop takes
-// its Sandbox down.
+// its Sandbox down. And the start begins the list of prompts taken afresh
+// (once.go): the Claude Code it runs resumes a conversation without the
+// prompt a sleep cut before the transcript wrote it down, which the Hub
+// sends again, to be typed.
 func TestASessionWokenAsTheRunnerSaysHelloStartsOnlyOnceItsStopIsDone(t *testing.T) {
 	const id = "5b0f7c1e-2a4d-4e8f-9c3b-7d6e5f4a3b21"
 	home := t.TempDir()
@@ -117,6 +120,10 @@ func TestASessionWokenAsTheRunnerSaysHelloStartsOnlyOnceItsStopIsDone(t *testing
 	}
 	s := r.newSession(id)
 	s.ctl = hungUp(t)
+	taken := filepath.Join(s.dir, takenFile)
+	if err := errors.Join(os.MkdirAll(s.dir, 0o700), os.WriteFile(taken, []byte(`["p1"]`), 0o600)); err != nil {
+		t.Fatal(err)
+	}
 	r.sessions[id] = s
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -146,6 +153,9 @@ func TestASessionWokenAsTheRunnerSaysHelloStartsOnlyOnceItsStopIsDone(t *testing
 	case err := <-started:
 		if !errors.Is(err, errdefs.ErrForbidden) {
 			t.Fatalf("the start answered %v, want it to go on to the credentials this Hub refuses", err)
+		}
+		if _, err := os.Stat(taken); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after the start, the list of prompts the last Claude Code took: %v, want it gone", err)
 		}
 	case <-time.After(testenv.WaitShort):
 		t.Fatal("the start was not answered once the stop was done")

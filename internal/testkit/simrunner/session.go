@@ -23,9 +23,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sendMu  sync.Mutex    // one message of the lane at a time
-	turnMu  sync.Mutex    // one prompt taken at a time
-	turn    chan struct{} // closed when the running Turn ended; nil before the first
+	sendMu  sync.Mutex      // one message of the lane at a time
+	turnMu  sync.Mutex      // one prompt taken at a time
+	turn    chan struct{}   // closed when the running Turn ended; nil before the first
+	took    map[string]bool // under turnMu: the ids of the prompts this run took
 	mu      sync.Mutex
 	asked   string // the question waiting, its tool id
 	answers chan protocol.SessionAnswer
@@ -33,7 +34,7 @@ type session struct {
 
 func newSession(r *Runner, id string) *session {
 	ctx, cancel := context.WithCancel(r.life) // from the Hub's start to its stop, or Run's end
-	return &session{r: r, id: id, ctx: ctx, cancel: cancel, answers: make(chan protocol.SessionAnswer, 1)}
+	return &session{r: r, id: id, ctx: ctx, cancel: cancel, took: map[string]bool{}, answers: make(chan protocol.SessionAnswer, 1)}
 }
 
 // stop ends the Session's Turn, as a Sandbox stopped does.
@@ -84,8 +85,8 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 }
 
 // deliver takes a prompt once the Turn before it ended, checking it is
-// the Session's next, and starts its Turn. A prompt id it took before
-// (the Hub lost the reply: its connection went, or it stopped) is
+// the Session's next, and starts its Turn. A prompt id this run took
+// before (the Hub lost the reply: its connection went, or it stopped) is
 // answered taken before, as internal/runner does, its Turn's Events sent
 // by then.
 func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
@@ -100,12 +101,11 @@ func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (pro
 			return protocol.SessionDelivered{}, ctx.Err()
 		}
 	}
-	s.r.mu.Lock()
-	if req.PromptID != "" && s.r.tookIDs[req.PromptID] {
-		s.r.mu.Unlock()
+	if s.took[req.PromptID] {
 		return protocol.SessionDelivered{Taken: true, Before: true}, nil
 	}
-	s.r.tookIDs[req.PromptID] = true
+	s.took[req.PromptID] = true
+	s.r.mu.Lock()
 	n := len(s.r.taken[s.id])
 	err := checkPrompt(req.Text, n)
 	s.r.taken[s.id] = append(s.r.taken[s.id], req.Text)

@@ -65,7 +65,6 @@ type Runner struct {
 	conn     *protocol.Conn
 	awake    map[string]*session
 	taken    map[string][]string // every prompt each Session took, in order, across wakes
-	tookIDs  map[string]bool     // the ids of the prompts taken
 	offsets  map[string]int64    // how far each Session's transcript was written
 	errs     []error
 	welcomes int
@@ -77,7 +76,7 @@ func New(cfg Config) *Runner {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{cfg: cfg, awake: map[string]*session{}, taken: map[string][]string{}, tookIDs: map[string]bool{}, offsets: map[string]int64{}}
+	return &Runner{cfg: cfg, awake: map[string]*session{}, taken: map[string][]string{}, offsets: map[string]int64{}}
 }
 
 // ErrRefused is Run's error when the Hub refuses the Runner's token.
