@@ -60,7 +60,7 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 	once := rand.Text()
 	for {
 		c := s.r.current()
-		if c == nil {
+		if c == nil || c.Err() != nil { // the next connection not up yet
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -69,13 +69,21 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 			}
 		}
 		err := c.RequestOnce(ctx, s.id, once, protocol.TypeSessionEvents, m, nil)
+		var refused *protocol.Error
 		switch {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, errdefs.ErrUnavailable) && c.Err() != nil:
-			continue // the connection went: again on the next
+		case !errors.As(err, &refused):
+			// The connection went: again on the next. A write to a Hub
+			// killed mid-frame fails before the read loop sees the end
+			// (c.Err still nil), as the Runner's outbox knows.
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		default:
 			err = fmt.Errorf("Session %s: the Hub refused its Events: %w", s.id, err)
 			s.r.fail(err)
