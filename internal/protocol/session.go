@@ -133,6 +133,13 @@ type SessionDelivered struct {
 	Taken bool   `json:"taken"`
 	Tries int    `json:"tries"`
 	Why   string `json:"why,omitempty"`
+	// Before says Claude Code took the prompt at an earlier session.deliver
+	// of the same prompt_id, whose reply was lost (with its connection, or
+	// with a Hub that stopped before it recorded it): the Runner typed
+	// nothing now (Tries 0), and what the Turn it began did came, before
+	// this reply, in session.events. Left out by a Runner before it was
+	// added: an optional field, no version step.
+	Before bool `json:"before,omitempty"`
 }
 
 // SessionRef names a Session: the body of session.stop_turn, .stop,

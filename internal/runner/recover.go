@@ -214,7 +214,8 @@ func (r *Runner) running() []string {
 
 // resume takes the Hub's welcome: each Session it takes back gets its new
 // mod token, and its transcript followed again from where the Hub has it;
-// those it does not take back are stopped.
+// those it does not take back are stopped, each before a start of it goes
+// on (settle.go).
 func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welcome) {
 	taken := map[string]bool{}
 	for _, rs := range w.Sessions {
@@ -242,6 +243,7 @@ func (r *Runner) resume(ctx context.Context, reported []string, w protocol.Welco
 			if err := r.stopSession(ctx, id); err != nil {
 				r.log.Warn("stop session", "session", id, "err", err)
 			}
+			r.settle.settled(id)
 		}
 	}
 }

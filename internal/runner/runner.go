@@ -61,6 +61,9 @@ type Runner struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// settle holds the starts of the Sessions a hello listed until its
+	// welcome settled them (settle.go).
+	settle settling
 
 	// out keeps what the Runner tells the Hub until a connection takes
 	// it, so a Session's Events survive a dropped connection.
@@ -268,6 +271,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 
 	host := r.backend.Host()
 	running := r.running()
+	r.settle.hold(running)
 	var welcome protocol.Welcome
 	err = conn.Request(ctx, protocol.TypeHello, protocol.Hello{
 		MinVersion: protocol.MinVersion, MaxVersion: protocol.Version, Name: r.cfg.Name,
@@ -277,6 +281,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		Sessions: running, Clock: time.Now(), Models: r.cfg.models(), Build: protocol.ThisBuild(),
 	}, &welcome)
 	if err != nil {
+		r.settle.settledAll()
 		conn.Close(websocket.StatusNormalClosure, "hello failed")
 		<-served
 		return false, fmt.Errorf("hello: %w", err)
@@ -285,6 +290,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 	r.link.set(conn)
 	r.warm.reportPool()
 	r.resume(ctx, running, welcome)
+	r.settle.settledAll()
 	r.resendPorts()
 	err = <-served
 	r.link.set(nil)
@@ -301,7 +307,7 @@ func (r *Runner) handle(conn *protocol.Conn) {
 		return nil, r.startSession(ctx, req)
 	})
 	handleRunning(conn, r, protocol.TypeSessionDeliver, func(ctx context.Context, s *session, req protocol.SessionDeliver) (any, error) {
-		return s.deliver(ctx, req)
+		return s.deliverOnce(ctx, req)
 	})
 	conn.Handle(protocol.TypeSessionStop, false, func(ctx context.Context, body json.RawMessage) (any, error) {
 		var req protocol.SessionRef

@@ -95,6 +95,9 @@ type session struct {
 	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[onItsWay]
+	// takenPrompts are the prompts Claude Code took, so one the Hub sends
+	// again is not typed again (once.go).
+	takenPrompts takenPrompts
 	// launched is when this Runner started the Session's Claude Code (zero
 	// for one it adopted after a restart); set before the follower runs.
 	launched time.Time
@@ -167,6 +170,11 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	if !protocol.ValidSessionID(req.SessionID) {
 		return fmt.Errorf("session id %q: %w", req.SessionID, errdefs.ErrInvalid)
 	}
+	// One the hello listed may be stopping, the Hub having not taken it
+	// back (settle.go).
+	if err := r.settle.await(ctx, req.SessionID); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	if r.sessions[req.SessionID] != nil {
 		r.mu.Unlock()
@@ -177,7 +185,10 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	r.mu.Unlock()
 	r.warm.starts.Add(1)
 	defer func() { r.warm.starts.Add(-1); r.warm.wake() }()
-	err := r.launch(ctx, s, req)
+	err := forgetTaken(s.dir)
+	if err == nil {
+		err = r.launch(ctx, s, req)
+	}
 	if err == nil {
 		// What the Runner told of the Session before this start (the last
 		// hooks of a Claude Code stopped since) reaches the Hub before the

@@ -95,24 +95,30 @@ const (
 	fromHook
 	// fromTranscript is the transcript writing down the prompt on its way.
 	fromTranscript
+	// fromBefore is the Runner's reply that Claude Code took the prompt at
+	// an earlier session.deliver of it, whose reply was lost (a Hub before
+	// this one sent it): nothing was typed now, and the Events of the Turn
+	// it began came before the reply. It begins no Turn.
+	fromBefore
 )
 
-var ackNames = [...]string{fromReply: "the reply", fromHook: "the hook", fromTranscript: "the transcript"}
+var ackNames = [...]string{fromReply: "the reply", fromHook: "the hook", fromTranscript: "the transcript", fromBefore: "the reply of a prompt taken before"}
 
 func (src ackSource) String() string { return ackNames[src] }
 
 // ackTarget is where an acknowledgement from src moves a delivery in
 // state st of prompt p, and whether it moves it at all. The hook and the
 // transcript name no prompt: they count for the one on its way. The
-// Runner's reply names one, promptID.
+// Runner's reply names one, promptID. A prompt taken before is done: its
+// Turn and the transcript's record of it came in the Events before.
 //
 // A command (a slash command or a bash-mode line) fires no hook and is
 // never written as a prompt: only the reply tells of it, and it is done.
 func ackTarget(st deliveryState, p store.Prompt, src ackSource, promptID string) (deliveryState, bool) {
 	switch {
-	case src == fromReply && (st != typing || p.ID != promptID):
+	case (src == fromReply || src == fromBefore) && (st != typing || p.ID != promptID):
 		return st, false
-	case src == fromReply && p.IsCommand:
+	case src == fromBefore || src == fromReply && p.IsCommand:
 		return written, true
 	case src == fromReply:
 		return taken, true

@@ -37,7 +37,8 @@ func TestTheDeliveryTransitionTable(t *testing.T) {
 
 // TestEveryAcknowledgementMovesTheDeliveryAsItSays: each source, in each
 // state, for a prompt and for a command: the Runner's reply (for that
-// prompt only) and the hook take a prompt being typed, the transcript
+// prompt only) and the hook take a prompt being typed, its reply that it
+// was taken before (for that prompt only) ends its delivery, the transcript
 // writes one typed or taken down, the reply ends a command's delivery;
 // everything else, an acknowledgement of what is already past, moves
 // nothing.
@@ -53,14 +54,16 @@ func TestEveryAcknowledgementMovesTheDeliveryAsItSays(t *testing.T) {
 		{taken, fromTranscript, false}:  written,
 		{typing, fromReply, false}:      taken,
 		{typing, fromReply, true}:       written,
+		{typing, fromBefore, false}:     written,
+		{typing, fromBefore, true}:      written,
 	}
 	for _, st := range allDeliveryStates {
-		for _, src := range []ackSource{fromReply, fromHook, fromTranscript} {
+		for _, src := range []ackSource{fromReply, fromHook, fromTranscript, fromBefore} {
 			for _, command := range []bool{false, true} {
 				for _, of := range []string{"p1", "another"} {
 					d := delivery{state: st, p: store.Prompt{ID: "p1", IsCommand: command}}
 					want, moves := moves[key{st, src, command}]
-					if !moves || (src == fromReply && of != "p1") {
+					if !moves || ((src == fromReply || src == fromBefore) && of != "p1") {
 						want = st
 					}
 					d.ack(src, of)

@@ -93,6 +93,8 @@ func (o *queue) deliver(id string, p store.Prompt) {
 			o.notTaken(id, p, "its Runner did not type it: "+err.Error())
 		case !got.Taken:
 			o.notTaken(id, p, got.Why)
+		case got.Before:
+			o.ack(id, fromBefore, p.ID)
 		default:
 			o.ack(id, fromReply, p.ID)
 		}

@@ -202,8 +202,9 @@ func (o *queue) ackOn(id string, r *run, src ackSource, promptID string) {
 		return
 	}
 	p := d.p
-	// The transcript may tell of the Turn before the hook.
-	if from == typing && !p.IsCommand && r.began(src.String()) {
+	// The transcript may tell of the Turn before the hook; a prompt taken
+	// before began its Turn then.
+	if from == typing && !p.IsCommand && src != fromBefore && r.began(src.String()) {
 		o.opts.Metrics.TurnStarted()
 	}
 	if from == typing {

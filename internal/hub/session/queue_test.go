@@ -205,6 +205,43 @@ func TestAPromptOnItsWayWhenTheHubStopsIsNotLost(t *testing.T) {
 	}
 }
 
+// TestAPromptTheRunnerTookBeforeBeginsNoTurn: the Hub stopped while a
+// prompt was on its way, so the next Hub sends it again, and the Runner
+// answers that Claude Code took it at the first session.deliver, whose
+// reply was lost (runner TestAPromptSentAgainIsTypedOnceAcrossAHubAndARunnerRestart).
+// The prompt is delivered, and no Turn begins for it (what its Turn did
+// came in the Events): the next prompt goes at once.
+func TestAPromptTheRunnerTookBeforeBeginsNoTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		f.runner.holdDeliveries()
+		s, _ := f.active("hello")
+		if _, err := f.o.Prompt(ctx, f.session(s.ID), store.Prompt{AuthorID: f.user.ID, Text: "next"}); err != nil {
+			t.Fatal(err)
+		}
+		f.restartHub()
+		answered := 0
+		f.runner.answerDeliveries(func(context.Context) (protocol.SessionDelivered, error) {
+			if answered++; answered == 1 { // deliveries go one at a time
+				return protocol.SessionDelivered{Taken: true, Before: true}, nil
+			}
+			return protocol.SessionDelivered{Taken: true, Tries: 1}, nil
+		})
+		f.o.RunnerBack(ctx, f.runnerID, []string{s.ID})
+		f.waitState(s.ID, Active)
+		for _, want := range []string{"hello", "next"} {
+			if d := f.runner.next(protocol.TypeSessionDeliver); d.deliver.Text != want {
+				t.Fatalf("typed %q, want %q", d.deliver.Text, want)
+			}
+		}
+		synctest.Wait()
+		if q := f.prompts(s.ID); len(q) != 0 {
+			t.Fatalf("prompts = %v, want none waiting or on its way: both delivered", q)
+		}
+	})
+}
+
 // TestACutPromptIsNeverLost: a prompt Claude Code took but never wrote
 // down goes back to the head of the queue when a sleep cuts its Turn; one
 // it wrote down does not, whichever told of it first: the hook, or the

@@ -23,9 +23,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	sendMu  sync.Mutex    // one message of the lane at a time
-	turnMu  sync.Mutex    // one prompt taken at a time
-	turn    chan struct{} // closed when the running Turn ended; nil before the first
+	sendMu  sync.Mutex      // one message of the lane at a time
+	turnMu  sync.Mutex      // one prompt taken at a time
+	turn    chan struct{}   // closed when the running Turn ended; nil before the first
+	took    map[string]bool // under turnMu: the ids of the prompts this run took
 	mu      sync.Mutex
 	asked   string // the question waiting, its tool id
 	answers chan protocol.SessionAnswer
@@ -33,7 +34,7 @@ type session struct {
 
 func newSession(r *Runner, id string) *session {
 	ctx, cancel := context.WithCancel(r.life) // from the Hub's start to its stop, or Run's end
-	return &session{r: r, id: id, ctx: ctx, cancel: cancel, answers: make(chan protocol.SessionAnswer, 1)}
+	return &session{r: r, id: id, ctx: ctx, cancel: cancel, took: map[string]bool{}, answers: make(chan protocol.SessionAnswer, 1)}
 }
 
 // stop ends the Session's Turn, as a Sandbox stopped does.
@@ -59,7 +60,7 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 	once := rand.Text()
 	for {
 		c := s.r.current()
-		if c == nil {
+		if c == nil || c.Err() != nil { // the next connection not up yet
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -68,13 +69,21 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 			}
 		}
 		err := c.RequestOnce(ctx, s.id, once, protocol.TypeSessionEvents, m, nil)
+		var refused *protocol.Error
 		switch {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, errdefs.ErrUnavailable) && c.Err() != nil:
-			continue // the connection went: again on the next
+		case !errors.As(err, &refused):
+			// The connection went: again on the next. A write to a Hub
+			// killed mid-frame fails before the read loop sees the end
+			// (c.Err still nil), as the Runner's outbox knows.
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		default:
 			err = fmt.Errorf("Session %s: the Hub refused its Events: %w", s.id, err)
 			s.r.fail(err)
@@ -84,7 +93,10 @@ func (s *session) send(ctx context.Context, m protocol.SessionEvents) error {
 }
 
 // deliver takes a prompt once the Turn before it ended, checking it is
-// the Session's next, and starts its Turn.
+// the Session's next, and starts its Turn. A prompt id this run took
+// before (the Hub lost the reply: its connection went, or it stopped) is
+// answered taken before, as internal/runner does, its Turn's Events sent
+// by then.
 func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
@@ -97,6 +109,10 @@ func (s *session) deliver(ctx context.Context, req protocol.SessionDeliver) (pro
 			return protocol.SessionDelivered{}, ctx.Err()
 		}
 	}
+	if s.took[req.PromptID] {
+		return protocol.SessionDelivered{Taken: true, Before: true}, nil
+	}
+	s.took[req.PromptID] = true
 	s.r.mu.Lock()
 	n := len(s.r.taken[s.id])
 	err := checkPrompt(req.Text, n)
