@@ -175,7 +175,8 @@ func TestABuildMadeOnCrunBootsASessionOnGVisor(t *testing.T) {
 
 // TestABuildWithDockerInstallsItWithTheImagesPackageManager: Debian's
 // docker.io, with apt from the image's own mirror, before the Bootstrap
-// script, which finds it.
+// script, which finds it; the Build's layer keeps none of apt's
+// downloads (archives, package lists and their caches).
 func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
 	b, be, base := builder(t, 3)
 	testkit.RequireDebianMirror(t)
@@ -189,6 +190,11 @@ func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
 	}
 	if !slices.Contains(lines, "installing Docker (the Environment turns it on)") || !slices.Contains(lines, "installing with apt-get: docker.io docker-compose") {
 		t.Errorf("the progress does not say Docker was installed with apt-get:\n%s", strings.Join(lines, "\n"))
+	}
+	for _, g := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_Packages"} {
+		if kept, _ := filepath.Glob(filepath.Join(bd.Layers[0], g)); len(kept) > 0 {
+			t.Errorf("the Build's layer keeps %d of apt's %s (%s, ...), want none", len(kept), g, kept[0])
+		}
 	}
 	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
 		t.Fatal(err)

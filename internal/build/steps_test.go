@@ -78,7 +78,7 @@ func TestLineWriterKeepsTail(t *testing.T) {
 func TestInstallScriptNamesDockerAsEachManagerDoes(t *testing.T) {
 	s := installScript([]string{"tmux", dockerPackage})
 	for _, want := range []string{
-		"apt-get install -y -q --no-install-recommends tmux docker.io docker-compose ca-certificates",
+		"apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io tmux docker.io docker-compose ca-certificates",
 		"apk add --no-cache tmux docker docker-cli-compose\n",
 		"dnf install -y tmux moby-engine docker-compose\n",
 		"zypper -n install tmux docker docker-compose\n",

@@ -78,7 +78,11 @@ func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
 
 	// A port a container publishes is among the Session's open ports, as
 	// the Hub sends them to its view: held by docker-proxy in the Sandbox.
-	s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox httpd -f -p 80 -h /etc >/dev/null &&
+	// httpd as a container's pid 1 would ignore SIGTERM, and the sleep's
+	// docker stop would wait out its 10 s for it: a shell that traps TERM
+	// runs it (docker run --init fails here: runc cannot bind docker-init
+	// read-only in the Sandbox's user namespace).
+	s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox sh -c 'trap "exit 0" TERM; httpd -f -p 80 -h /etc & wait' >/dev/null &&
 		for i in $(seq 50); do wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done`)
 	ports := viewPorts(t, s, v.ID, 8080)
 	if i := slices.IndexFunc(ports, func(p api.Port) bool { return p.Port.Port == 8080 }); i < 0 || ports[i].Process != "docker-proxy" {
