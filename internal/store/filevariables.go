@@ -131,19 +131,19 @@ func (s *Environments) applyFileVariables(ctx context.Context, tx *sql.Tx, repoI
 	if err != nil {
 		return nil, err
 	}
-	at := ms(s.now())
+	at := s.now()
 	for _, fv := range vars {
 		if !slices.Contains(p.Set, fv.Name) {
 			continue
 		}
+		// What it replaces is a file's: not Sensitive, not at the Build,
+		// loading no code (planFileVariables), as this one.
 		id := byName[fv.Name].ID
 		if id == "" {
 			id = uuid.NewString()
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at, source)
-			VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET value = excluded.value, set_by = excluded.set_by, set_at = excluded.set_at, source = excluded.source`,
-			id, repoID, fv.Name, fv.Value, false, false, false, by, at, path); err != nil {
+		v := Variable{ID: id, RepoID: repoID, Name: fv.Name, Value: fv.Value, SetBy: by, SetAt: at, Source: path}
+		if err := upsertVariable(ctx, tx, v); err != nil {
 			return nil, err
 		}
 	}

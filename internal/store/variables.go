@@ -72,22 +72,31 @@ func (s *Variables) SetVariable(ctx context.Context, v Variable) (Variable, *Var
 			return err
 		}
 		v.SetAt = s.now()
-		var value any
 		if !v.Sensitive {
-			value, v.Sealed = v.Value, nil
+			v.Sealed = nil
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at, source)
-			VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET value = excluded.value, sealed = excluded.sealed, sensitive = excluded.sensitive,
-				at_build = excluded.at_build, loads_code = excluded.loads_code, set_by = excluded.set_by, set_at = excluded.set_at,
-				source = excluded.source`,
-			v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.LoadsCode, v.SetBy, ms(v.SetAt), v.Source)
-		return err
+		return upsertVariable(ctx, tx, v)
 	})
 	if v.Sensitive {
 		v.Value = ""
 	}
 	return v, old, err
+}
+
+// upsertVariable writes v under its id in tx, a new row or every column of
+// the one there: a Sensitive one's value is its Sealed bytes alone.
+func upsertVariable(ctx context.Context, tx *sql.Tx, v Variable) error {
+	var value any
+	if !v.Sensitive {
+		value = v.Value
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO variables (id, repo_id, name, value, sealed, sensitive, at_build, loads_code, set_by, set_at, source)
+		VALUES (?, nullif(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET value = excluded.value, sealed = excluded.sealed, sensitive = excluded.sensitive,
+			at_build = excluded.at_build, loads_code = excluded.loads_code, set_by = excluded.set_by, set_at = excluded.set_at,
+			source = excluded.source`,
+		v.ID, v.RepoID, v.Name, value, v.Sealed, v.Sensitive, v.AtBuild, v.LoadsCode, v.SetBy, ms(v.SetAt), v.Source)
+	return err
 }
 
 // List lists a Repo's own Variables, or the Shared ones for "".
