@@ -44,7 +44,11 @@ func TestTheProbeOfThePinnedVersionReadsTheCheckedInTable(t *testing.T) {
 	}, func() string { return "the /model picker; the screen:\n" + pane })
 	s.inSandbox(v.ID, "tmux -S /run/kndl/tmux.sock send-keys -t claude Escape")
 
-	env := s.claudeEnv(v.ID)
+	environ, err := claudeEnviron(t, s, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
 	warn, err := s.probeRun(v.ID, env, def, "no-such-effort")
 	if err != nil {
 		t.Fatal(err)
@@ -110,14 +114,6 @@ type probeOutput struct{ stdout, stderr string }
 
 // probeAtOnce is how many probe runs share the Sandbox at a time.
 const probeAtOnce = 3
-
-// claudeEnv is the environment of the Session's Claude Code, read from its
-// process: the same token and model endpoint.
-func (s *System) claudeEnv(id string) []string {
-	s.t.Helper()
-	pid := strings.TrimSpace(s.inSandbox(id, "tmux -S /run/kndl/tmux.sock display -p -t claude '#{pane_pid}'"))
-	return strings.Split(strings.TrimRight(s.inSandbox(id, "cat /proc/"+pid+"/environ"), "\x00"), "\x00")
-}
 
 // probeRun runs one `claude -p` in the Session's Sandbox with env, a new
 // conversation each time. It may run beside others, so it returns its
