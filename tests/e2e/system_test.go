@@ -270,8 +270,8 @@ type options struct {
 	// githubCom, the Runner's resolver too, names the fake GitHub
 	// github.com (WithGitHubCom)
 	githubCom *testkit.Resolver
-	warmPool  int // RUNNER_WARM_POOL
-	ping time.Duration // the Hub's and the Runner's (WithPingEvery)
+	warmPool  int           // RUNNER_WARM_POOL
+	ping      time.Duration // the Hub's and the Runner's (WithPingEvery)
 }
 
 // WithWarmPool sets the Runner's RUNNER_WARM_POOL (0, off, otherwise).
