@@ -243,6 +243,19 @@ func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) 
 	return svc, st, fr, repo
 }
 
+// newSession makes a Session of the dev user's on a Runner of theirs.
+func newSession(t *testing.T, st *store.Store, repo store.Repo) (store.User, store.Session) {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
+	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, x
+}
+
 func testAndWait(t *testing.T, svc *Service, repo store.Repo) store.TestBuild {
 	t.Helper()
 	tb, err := svc.Test(context.Background(), repo, "u1")
@@ -400,12 +413,7 @@ func TestClosingEndsTheTestBuildsUnderWay(t *testing.T) {
 func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	u, _ := st.Members.DevUser(ctx)
-	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
-	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, x := newSession(t, st, repo)
 	if env, err := svc.ForStart(ctx, x.ID, repo.ID); err != nil || env != nil {
 		t.Fatalf("with no version: %+v, %v; want the Runner's defaults", env, err)
 	}
@@ -437,12 +445,7 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 func TestAVersionsPortsKeepTheirLabelsThroughTheStoreAndStayTheHubs(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	u, _ := st.Members.DevUser(ctx)
-	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
-	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, x := newSession(t, st, repo)
 	ports := []protocol.OfferedPort{{Port: 3000, Label: `<b>Web</b> & "docs" ✓`}, {Port: 8080}}
 	v, err := svc.Edit(ctx, repo.ID, Config{Ports: ports}, u.ID)
 	if err != nil || v.Draft.NeedsTest {
