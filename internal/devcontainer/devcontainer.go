@@ -29,8 +29,9 @@ import (
 // MaxFile bounds a devcontainer.json.
 const MaxFile = 1 << 20
 
-// Draft is what a devcontainer.json makes: an Environment's Config, its
-// Ports forwardPorts labelled by portsAttributes, and what goes beside it.
+// Draft is what a devcontainer.json makes: an Environment's Config (its
+// Ports are forwardPorts, labelled by portsAttributes) and what goes
+// beside it.
 type Draft struct {
 	Config environment.Config
 	// Features are installed in the Build in this order, before the
