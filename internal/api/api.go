@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -236,11 +237,19 @@ type LiveMessage struct {
 	Source *PromptSource `json:"source,omitempty"`
 }
 
-// Port is an open port of a Session, as its view shows it.
+// Port is a port of a Session as its view shows it: one its Sandbox
+// listens on, or one its Environment offers, with its label, that nothing
+// listens on yet.
 type Port struct {
 	protocol.Port
+	// Listening is false for an offered port nothing listens on yet: it
+	// has no addresses and no URL, and opens once something listens.
+	Listening bool `json:"listening"`
+	// Label is the Environment's for the port (devcontainer.json's
+	// portsAttributes), "" for none: a person's words, to show as text.
+	Label string `json:"label,omitempty"`
 	// URL opens it through the Hub; empty when the Hub has no forward
-	// address (HUB_FORWARD_URL).
+	// address (HUB_FORWARD_URL) or nothing listens.
 	URL string `json:"url,omitempty"`
 }
 
@@ -604,6 +613,23 @@ func EgressLine(p egress.Policy) string {
 		return egress.ModeAllowlist
 	}
 	return egress.ModeAllowlist + ": " + strings.Join(entries, ", ")
+}
+
+// PortsLine is an Environment's offered ports as people read them, each
+// with its label quoted: 3000 "Web app", 8080 (none: "none").
+func PortsLine(ps []protocol.OfferedPort) string {
+	var out []string
+	for _, p := range ps {
+		if p.Label == "" {
+			out = append(out, strconv.Itoa(p.Port))
+		} else {
+			out = append(out, fmt.Sprintf("%d %q", p.Port, p.Label))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // NextToList is a NextTo as people write it: file=folder, by file.

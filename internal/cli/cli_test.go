@@ -5,9 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"kndl.dev/kndl/internal/protocol"
 )
 
 func TestParseTakesFlagsAnywhere(t *testing.T) {
@@ -132,6 +135,27 @@ func TestFromDevcontainerTakesAPathOrNone(t *testing.T) {
 		}
 		if !f.from.on || f.from.path != tt.path || f.set["follow"] != tt.follow {
 			t.Errorf("%q: from %+v follow %v, want path %q follow %v", tt.args, f.from, f.set["follow"], tt.path, tt.follow)
+		}
+	}
+}
+
+// TestPortsTakesPortsWithOrWithoutALabel: --ports is port or port=label,
+// comma-separated, "" for none; a label may hold = and spaces.
+func TestPortsTakesPortsWithOrWithoutALabel(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []protocol.OfferedPort
+		err  string
+	}{
+		{"3000=Web app, 8080", []protocol.OfferedPort{{Port: 3000, Label: "Web app"}, {Port: 8080}}, ""},
+		{"5432=db=primary", []protocol.OfferedPort{{Port: 5432, Label: "db=primary"}}, ""},
+		{"", nil, ""},
+		{"web=3000", nil, `--ports "web=3000": want port or port=label`},
+	}
+	for _, tt := range tests {
+		got, err := portsFlag(tt.in)
+		if !reflect.DeepEqual(got, tt.want) || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%q: got %+v, %v; want %+v, %q", tt.in, got, err, tt.want, tt.err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,10 +93,10 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n",
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n  ports:              %s\n",
 		or(s.Image, "the Runner's default"), featureRefs(s.Features), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
-		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"))
+		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"), api.PortsLine(s.Ports))
 }
 
 // featureRefs names the Features in their install order.
@@ -133,7 +134,7 @@ func orNumber(v float64, unit string) string {
 type envEditFlags struct {
 	file, image, bootstrap, start *string
 	check                         *string
-	folders, nextTo               *string
+	folders, nextTo, ports        *string
 	docker                        *bool
 	cpus                          *float64
 	memory                        *int
@@ -170,6 +171,7 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 	f.docker = fs.Bool("docker", false, "run Docker in each Sandbox, installed in the Build (--docker=false to turn it off)")
 	f.folders = fs.String("dependency-folders", "", "comma-separated names or globs of folders kept on the dependency disk, such as node_modules,.venv (\"\" for none)")
 	f.nextTo = fs.String("next-to", "", "comma-separated file=folder, a dependency folder bound beside each such file before it exists, such as package.json=node_modules (\"\" for none)")
+	f.ports = fs.String("ports", "", "comma-separated port or port=label, offered with its label in each Session's view before anything listens on it, such as 3000=Web app,8080 (\"\" for none)")
 	f.cpus = fs.Float64("cpus", 0, "CPUs for each Sandbox (0: the Runner's default)")
 	f.memory = fs.Int("memory", 0, "memory in MiB for each Sandbox (0: the Runner's default)")
 	f.egress = fs.String("egress", "", "what each Sandbox reaches: open (the internet) or allowlist (its relay and the --allow hosts only)")
@@ -189,14 +191,14 @@ func (f *envEditFlags) define(fs *flag.FlagSet) func() error {
 			return fmt.Errorf("--from-devcontainer makes the draft from the file alone: change it further with another kndl env edit")
 		case f.from.on:
 		case !f.any():
-			return fmt.Errorf("say what to change: --from-devcontainer, --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --cpus, --memory, --egress, --allow or --check")
+			return fmt.Errorf("say what to change: --from-devcontainer, --file, --image, --bootstrap-file, --start-file, --docker, --dependency-folders, --next-to, --ports, --cpus, --memory, --egress, --allow or --check")
 		}
 		return nil
 	}
 }
 
 func (f *envEditFlags) any() bool {
-	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "cpus", "memory", "egress", "allow", "check"} {
+	for _, n := range []string{"file", "image", "bootstrap-file", "start-file", "docker", "dependency-folders", "next-to", "ports", "cpus", "memory", "egress", "allow", "check"} {
 		if f.set[n] {
 			return true
 		}
@@ -277,6 +279,11 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo
 			s.NextTo[strings.TrimSpace(file)] = strings.TrimSpace(folder)
 		}
 	}
+	if f.set["ports"] {
+		if s.Ports, err = portsFlag(*f.ports); err != nil {
+			return err
+		}
+	}
 	if f.set["cpus"] {
 		s.CPUs = *f.cpus
 	}
@@ -302,6 +309,21 @@ func (f *envEditFlags) run(ctx context.Context, io IO, c *apiclient.Client, repo
 		return printJSON(io, e)
 	}
 	return envShow(ctx, io, c, repo, false)
+}
+
+// portsFlag reads --ports: port or port=label, comma-separated; the Hub
+// checks the ports and labels.
+func portsFlag(v string) ([]protocol.OfferedPort, error) {
+	var out []protocol.OfferedPort
+	for _, entry := range commaList(v) {
+		port, label, _ := strings.Cut(entry, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(port))
+		if err != nil {
+			return nil, fmt.Errorf("--ports %q: want port or port=label, such as 3000=Web app", entry)
+		}
+		out = append(out, protocol.OfferedPort{Port: n, Label: strings.TrimSpace(label)})
+	}
+	return out, nil
 }
 
 // commaList splits a flag's comma-separated list; the Hub checks each

@@ -10,12 +10,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
 
@@ -27,8 +29,9 @@ import (
 // MaxFile bounds a devcontainer.json.
 const MaxFile = 1 << 20
 
-// Draft is what a devcontainer.json makes: an Environment's Config and
-// what goes beside it.
+// Draft is what a devcontainer.json makes: an Environment's Config (its
+// Ports are forwardPorts, labelled by portsAttributes) and what goes
+// beside it.
 type Draft struct {
 	Config environment.Config
 	// Features are installed in the Build in this order, before the
@@ -37,8 +40,6 @@ type Draft struct {
 	// Variables come from containerEnv, then remoteEnv over it; none is
 	// Sensitive.
 	Variables []Variable
-	// Ports are forwardPorts, labelled by portsAttributes.
-	Ports []Port
 	// User is remoteUser, else containerUser: whom Claude Code runs as,
 	// if the Sandbox allows it. Empty is the Sandbox's own.
 	User string
@@ -48,12 +49,6 @@ type Draft struct {
 
 // Variable is one of containerEnv's or remoteEnv's, its value resolved.
 type Variable struct{ Name, Value string }
-
-// Port is a forwarded port and its label ("" for none).
-type Port struct {
-	Port  int
-	Label string
-}
 
 // invalid is an error naming the property at fault; err's class is
 // ErrInvalid.
@@ -248,8 +243,10 @@ func mebibytes(s string) (int, error) {
 	return out, nil
 }
 
-// ports maps forwardPorts, each a number or "localhost:N", and labels
-// them from portsAttributes' exact port entries.
+// ports maps forwardPorts, each a number or "localhost:N", to the ports
+// each Session's view offers, labelled from portsAttributes' exact port
+// entries. A label is a person's words shown to others: one with a
+// control character is refused, a long one cut with a note.
 func (r *reader) ports(d *Draft) error {
 	var fwd []json.RawMessage
 	if _, err := r.get("forwardPorts", &fwd); err != nil {
@@ -262,27 +259,68 @@ func (r *reader) ports(d *Draft) error {
 		return err
 	}
 	for i, raw := range fwd {
-		var n int
-		var s string
+		n, err := forwardPort(raw)
 		switch {
-		case json.Unmarshal(raw, &n) == nil:
-		case json.Unmarshal(raw, &s) == nil:
-			host, port, ok := strings.Cut(s, ":")
-			if !ok || host != "localhost" && host != "127.0.0.1" {
-				d.Notes = append(d.Notes, fmt.Sprintf("forwardPorts[%d]: %q is another host's port; a Session offers its own alone", i, s))
-				continue
-			}
-			var err error
-			if n, err = strconv.Atoi(port); err != nil {
-				return invalid(fmt.Sprintf("forwardPorts[%d]", i), "%q is not host:port", s)
-			}
-		default:
-			return invalid(fmt.Sprintf("forwardPorts[%d]", i), "%s is not a port number or host:port", raw)
+		case errors.Is(err, errOtherHost):
+			d.Notes = append(d.Notes, fmt.Sprintf("forwardPorts[%d]: %s is another host's port; a Session offers its own alone", i, raw))
+			continue
+		case err != nil:
+			return invalid(fmt.Sprintf("forwardPorts[%d]", i), "%v", err)
+		case slices.ContainsFunc(d.Config.Ports, func(p protocol.OfferedPort) bool { return p.Port == n }):
+			continue
+		case len(d.Config.Ports) == environment.MaxPorts:
+			return invalid("forwardPorts", "has over %d ports; kndl offers at most %d", environment.MaxPorts, environment.MaxPorts)
 		}
-		if n < 1 || n > 65535 {
-			return invalid(fmt.Sprintf("forwardPorts[%d]", i), "%d is not a port (1 to 65535)", n)
+		key := strconv.Itoa(n)
+		label := attrs[key].Label
+		if utf8.RuneCountInString(label) > environment.MaxPortLabel {
+			label = string([]rune(label)[:environment.MaxPortLabel])
+			d.Notes = append(d.Notes, fmt.Sprintf("portsAttributes[%q].label: cut to its first %d characters", key, environment.MaxPortLabel))
 		}
-		d.Ports = append(d.Ports, Port{Port: n, Label: attrs[strconv.Itoa(n)].Label})
+		if err := environment.CheckPortLabel(label); err != nil {
+			return invalid(fmt.Sprintf("portsAttributes[%q].label", key), "%v; a label is one line of text", err)
+		}
+		d.Config.Ports = append(d.Config.Ports, protocol.OfferedPort{Port: n, Label: label})
+	}
+	var unused []string
+	for _, key := range slices.Sorted(maps.Keys(attrs)) {
+		if !slices.ContainsFunc(d.Config.Ports, func(p protocol.OfferedPort) bool { return strconv.Itoa(p.Port) == key }) {
+			unused = append(unused, strconv.Quote(key))
+		}
+	}
+	if len(unused) > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("portsAttributes[%s]: not used; kndl labels the ports forwardPorts names, each by its number", strings.Join(unused, ", ")))
 	}
 	return nil
+}
+
+// errOtherHost is a forwardPorts entry of another host than the Sandbox.
+var errOtherHost = errors.New("another host's port")
+
+// forwardPort reads one forwardPorts entry: a port, or host:port of the
+// Sandbox's own loopback.
+func forwardPort(raw json.RawMessage) (int, error) {
+	var n int
+	var s string
+	switch {
+	case json.Unmarshal(raw, &n) == nil:
+	case json.Unmarshal(raw, &s) == nil:
+		host, port, ok := strings.Cut(s, ":")
+		if !ok {
+			return 0, fmt.Errorf("%q is not host:port", s)
+		}
+		if host != "localhost" && host != "127.0.0.1" {
+			return 0, errOtherHost
+		}
+		var err error
+		if n, err = strconv.Atoi(port); err != nil {
+			return 0, fmt.Errorf("%q is not host:port", s)
+		}
+	default:
+		return 0, fmt.Errorf("%s is not a port number or host:port", raw)
+	}
+	if n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%d is not a port (1 to 65535)", n)
+	}
+	return n, nil
 }

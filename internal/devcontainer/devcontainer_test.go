@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,11 +60,15 @@ func TestReadMapsEachProperty(t *testing.T) {
 			"containerEnv": {"GOFLAGS": "-mod=mod", "TOOLS": "/opt/tools", "GONE": "x"},
 			"remoteEnv": {"PATH2": "${containerEnv:TOOLS}/bin:${containerEnv:NOPE:/usr/bin}", "GOFLAGS": "-v", "WS": "${containerWorkspaceFolder}/x", "SHELLS": "${HOME}", "GONE": null}
 		}`, devcontainer.Draft{Variables: []devcontainer.Variable{{"GOFLAGS", "-v"}, {"PATH2", "/opt/tools/bin:/usr/bin"}, {"SHELLS", "${HOME}"}, {"TOOLS", "/opt/tools"}, {"WS", "/workspace/x"}}}},
-		{"forwardPorts labelled by portsAttributes", `{
-			"forwardPorts": [3000, "localhost:5432", "db:5432"],
-			"portsAttributes": {"3000": {"label": "web"}, "9000-9100": {"label": "range"}}
-		}`, devcontainer.Draft{Ports: []devcontainer.Port{{3000, "web"}, {5432, ""}},
-			Notes: []string{`forwardPorts[2]: "db:5432" is another host's port; a Session offers its own alone`}}},
+		{"forwardPorts labelled by portsAttributes, once each", `{
+			"forwardPorts": [3000, "localhost:5432", "db:5432", 3000],
+			"portsAttributes": {"3000": {"label": "<b>Web</b> & \"docs\" ✓"}, "9000-9100": {"label": "range"}, "8080": {"label": "unused"}}
+		}`, devcontainer.Draft{Config: environment.Config{Ports: []protocol.OfferedPort{{Port: 3000, Label: `<b>Web</b> & "docs" ✓`}, {Port: 5432}}},
+			Notes: []string{`forwardPorts[2]: "db:5432" is another host's port; a Session offers its own alone`,
+				`portsAttributes["8080", "9000-9100"]: not used; kndl labels the ports forwardPorts names, each by its number`}}},
+		{"a long label is cut", `{"forwardPorts": [8000], "portsAttributes": {"8000": {"label": "` + strings.Repeat("é", environment.MaxPortLabel+5) + `"}}}`,
+			devcontainer.Draft{Config: environment.Config{Ports: []protocol.OfferedPort{{Port: 8000, Label: strings.Repeat("é", environment.MaxPortLabel)}}},
+				Notes: []string{`portsAttributes["8000"].label: cut to its first 80 characters`}}},
 		{"remoteUser over containerUser", `{"containerUser": "root", "remoteUser": "vscode"}`, devcontainer.Draft{User: "vscode"}},
 		{"containerUser alone", `{"containerUser": "node"}`, devcontainer.Draft{User: "node"}},
 		{"hostRequirements within the limits", `{"hostRequirements": {"cpus": 4, "memory": "8gb", "storage": "32gb"}}`,
@@ -109,6 +114,10 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		"ghcr.io/a/f/gob:1": `{"id": "gob", "containerEnv": {"GOBIN": "${GOPATH}/bin"}}`,
 	})
 	big := `{"postStartCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`
+	var many []string
+	for p := range environment.MaxPorts + 1 {
+		many = append(many, strconv.Itoa(3000+p))
+	}
 	tests := []struct {
 		name, file string
 		class      error
@@ -139,6 +148,12 @@ func TestReadRefusesWithTheProperty(t *testing.T) {
 		{"a lifecycle command over the Bootstrap's limit", `{"onCreateCommand": "` + strings.Repeat("x", environment.MaxScript) + `"}`, errdefs.ErrInvalid, "onCreateCommand: the Bootstrap script it makes"},
 		{"a start command over the Start's limit", big, errdefs.ErrInvalid, "postStartCommand: the Start script it makes"},
 		{"a bad port", `{"forwardPorts": [70000]}`, errdefs.ErrInvalid, "forwardPorts[0]: 70000 is not a port"},
+		{"a port of the wrong type", `{"forwardPorts": [true]}`, errdefs.ErrInvalid, "forwardPorts[0]: true is not a port number or host:port"},
+		{"too many ports", `{"forwardPorts": [` + strings.Join(many, ", ") + `]}`, errdefs.ErrInvalid, "forwardPorts: has over 32 ports"},
+		{"a label with a terminal's escape", `{"forwardPorts": [3000], "portsAttributes": {"3000": {"label": "web\u001b[2J"}}}`, errdefs.ErrInvalid, `portsAttributes["3000"].label: "web\x1b[2J" has a control character`},
+		{"a label with a new line", `{"forwardPorts": [3000], "portsAttributes": {"3000": {"label": "web\nadmin"}}}`, errdefs.ErrInvalid, `portsAttributes["3000"].label: "web\nadmin" has a control character`},
+		{"a label that turns text around", `{"forwardPorts": [3000], "portsAttributes": {"3000": {"label": "web\u202egpj.exe"}}}`, errdefs.ErrInvalid, `portsAttributes["3000"].label: "web\u202egpj.exe" has a control character`},
+		{"a label of the wrong type", `{"forwardPorts": [3000], "portsAttributes": {"3000": {"label": 1}}}`, errdefs.ErrInvalid, "portsAttributes: "},
 		{"a bad user", `{"remoteUser": "a b"}`, errdefs.ErrInvalid, `remoteUser: "a b" is not a user name`},
 		{"a bad memory size", `{"hostRequirements": {"memory": "lots"}}`, errdefs.ErrInvalid, "hostRequirements.memory: \"lots\" is not a size"},
 		{"a local Feature", `{"features": {"./local-feature": {}}}`, errdefs.ErrInvalid, `features["./local-feature"]: a Feature in the Repo's files is not supported yet`},

@@ -38,6 +38,10 @@ const (
 	// MaxCheck bounds the check command: one command line, such as make
 	// test, not a script (a script goes in the Repo).
 	MaxCheck = 1 << 10
+	// MaxPorts and MaxPortLabel bound Ports: a label is a person's words,
+	// often from a Repo file, shown in every Session's view.
+	MaxPorts     = 32
+	MaxPortLabel = 80 // characters
 )
 
 // imageRE is an OCI reference as the Runner's puller reads it: a name with
@@ -88,7 +92,46 @@ func (c Config) Check() error {
 	if len(c.CheckCommand) > MaxCheck || !utf8.ValidString(c.CheckCommand) || strings.ContainsFunc(c.CheckCommand, unicode.IsControl) {
 		return fmt.Errorf("the check is not one line of at most %d bytes of text (such as make test; put a longer script in the Repo and name it): %w", MaxCheck, errdefs.ErrInvalid)
 	}
+	if err := checkPorts(c.Ports); err != nil {
+		return err
+	}
 	return c.Egress.Check()
+}
+
+// checkPorts refuses a port that is none, one listed twice, or a label
+// CheckPortLabel refuses.
+func checkPorts(ps []protocol.OfferedPort) error {
+	if len(ps) > MaxPorts {
+		return fmt.Errorf("ports has %d ports; at most %d: %w", len(ps), MaxPorts, errdefs.ErrInvalid)
+	}
+	seen := map[int]bool{}
+	for i, p := range ps {
+		switch {
+		case p.Port < 1 || p.Port > 65535:
+			return fmt.Errorf("ports[%d] %d is not a port (1 to 65535): %w", i, p.Port, errdefs.ErrInvalid)
+		case seen[p.Port]:
+			return fmt.Errorf("ports[%d] %d is listed twice: %w", i, p.Port, errdefs.ErrInvalid)
+		}
+		seen[p.Port] = true
+		if err := CheckPortLabel(p.Label); err != nil {
+			return fmt.Errorf("ports[%d] %d: label %v: %w", i, p.Port, err, errdefs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// CheckPortLabel refuses a port's label over MaxPortLabel characters, or
+// with a control character or a bidirectional control, either of which
+// could make the label or the text around it read as something else in
+// a terminal or the view.
+func CheckPortLabel(label string) error {
+	switch {
+	case utf8.RuneCountInString(label) > MaxPortLabel:
+		return fmt.Errorf("%.20q… is over %d characters", label, MaxPortLabel)
+	case !utf8.ValidString(label) || strings.ContainsFunc(label, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }):
+		return fmt.Errorf("%+q has a control character", label)
+	}
+	return nil
 }
 
 // MaxFeatures bounds an Environment's Features, dependencies included.
@@ -284,6 +327,9 @@ func Changes(a, b Config) []string {
 	}
 	if ea, eb := api.EgressLine(a.Egress), api.EgressLine(b.Egress); ea != eb {
 		out = append(out, fmt.Sprintf("egress: %s -> %s", ea, eb))
+	}
+	if pa, pb := api.PortsLine(a.Ports), api.PortsLine(b.Ports); pa != pb {
+		out = append(out, fmt.Sprintf("ports: %s -> %s", pa, pb))
 	}
 	return out
 }

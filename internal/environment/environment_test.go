@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +60,14 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"features":[{"ref":"ghcr.io/devcontainers/features/go:1"}]}`, "features[0] \"ghcr.io/devcontainers/features/go:1\" is not a Feature pinned by digest"},
 		{`{"features":[{"ref":"ghcr.io/f/go@sha256:` + strings.Repeat("a", 64) + `","env":["1X=y"]}]}`, "an option \"1X=y\" is not NAME=value"},
 		{`{"features":[` + strings.Repeat(`{"ref":"x"},`, MaxFeatures) + `{"ref":"x"}]}`, "at most 32"},
+		{`{"ports":[{"port":3000,"label":"<b>Web</b> & docs ✓"},{"port":8080}]}`, ""},
+		{`{"ports":[{"port":0}]}`, "ports[0] 0 is not a port"},
+		{`{"ports":[{"port":65536}]}`, "ports[0] 65536 is not a port"},
+		{`{"ports":[{"port":3000},{"port":3000,"label":"again"}]}`, "ports[1] 3000 is listed twice"},
+		{`{"ports":[{"port":3000,"label":"web\u001b[2J"}]}`, `ports[0] 3000: label "web\x1b[2J" has a control character`},
+		{`{"ports":[{"port":3000,"label":"web\u2066x"}]}`, `ports[0] 3000: label "web\u2066x" has a control character`},
+		{`{"ports":[{"port":3000,"label":"` + strings.Repeat("x", MaxPortLabel+1) + `"}]}`, "is over 80 characters"},
+		{`{"ports":[` + strings.Repeat(`{"port":1},`, MaxPorts) + `{"port":2}]}`, "ports has 33 ports; at most 32"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -152,8 +161,9 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 	same.CPUs, same.MemoryMiB = 4, 8192
 	same.Egress = egress.Policy{Mode: egress.ModeAllowlist, Allow: []string{"npm"}}
 	same.CheckCommand = "make test"
+	same.Ports = []protocol.OfferedPort{{Port: 3000, Label: "web"}}
 	if same.BuildDigest([]AtBuild{{"B", "2"}, {"A", "1"}}) != d {
-		t.Error("resources, the egress policy, the check or the Variables' order changed the digest")
+		t.Error("resources, the egress policy, the check, the ports or the Variables' order changed the digest")
 	}
 }
 
@@ -231,6 +241,19 @@ func newService(t *testing.T) (*Service, *store.Store, *fakeRunner, store.Repo) 
 	})
 	fr.svc = svc
 	return svc, st, fr, repo
+}
+
+// newSession makes a Session of the dev user's on a Runner of theirs.
+func newSession(t *testing.T, st *store.Store, repo store.Repo) (store.User, store.Session) {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := st.Members.DevUser(ctx)
+	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
+	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u, x
 }
 
 func testAndWait(t *testing.T, svc *Service, repo store.Repo) store.TestBuild {
@@ -390,12 +413,7 @@ func TestClosingEndsTheTestBuildsUnderWay(t *testing.T) {
 func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 	svc, st, _, repo := newService(t)
 	ctx := context.Background()
-	u, _ := st.Members.DevUser(ctx)
-	rn, _, _ := st.Runners.CreateRunner(ctx, "r", u.ID)
-	x, err := st.Sessions.CreateSession(ctx, store.Session{RepoID: repo.ID, CreatorID: u.ID, RunnerID: rn.ID, Title: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, x := newSession(t, st, repo)
 	if env, err := svc.ForStart(ctx, x.ID, repo.ID); err != nil || env != nil {
 		t.Fatalf("with no version: %+v, %v; want the Runner's defaults", env, err)
 	}
@@ -416,6 +434,43 @@ func TestASessionStartsOnTheCurrentVersionAndIsToldOfANewerOne(t *testing.T) {
 	}
 	if on, waiting, _ := svc.OfSession(ctx, x.ID, repo.ID); on != 1 || waiting != 0 {
 		t.Fatalf("after it: on %d, waiting %d; want 1 and none", on, waiting)
+	}
+}
+
+// TestAVersionsPortsKeepTheirLabelsThroughTheStoreAndStayTheHubs: ports
+// and their labels, set by hand, apply without a Test build, come back
+// from the store as they were, are named in the change log, and are what
+// PortsOf offers the view of a Session on that version; the Runner is
+// never sent them.
+func TestAVersionsPortsKeepTheirLabelsThroughTheStoreAndStayTheHubs(t *testing.T) {
+	svc, st, _, repo := newService(t)
+	ctx := context.Background()
+	u, x := newSession(t, st, repo)
+	ports := []protocol.OfferedPort{{Port: 3000, Label: `<b>Web</b> & "docs" ✓`}, {Port: 8080}}
+	v, err := svc.Edit(ctx, repo.ID, Config{Ports: ports}, u.ID)
+	if err != nil || v.Draft.NeedsTest {
+		t.Fatalf("a draft of ports: %+v, %v; want one that needs no Test build", v.Draft, err)
+	}
+	if _, err := svc.Apply(ctx, repo.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Edit(ctx, repo.ID, Config{Ports: ports[1:]}, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := svc.Apply(ctx, repo.ID, u.ID)
+	if err != nil || v2.BuildVersion != 1 || !strings.Contains(v2.Changes, `ports: 3000 "<b>Web</b> & \"docs\" ✓", 8080 -> 8080`) {
+		t.Fatalf("version 2: %+v, %v; want version 1's Build and the ports' change logged", v2, err)
+	}
+	log, err := svc.Log(ctx, repo.ID)
+	if err != nil || len(log) != 2 || !reflect.DeepEqual(log[1].Settings.Ports, ports) || !reflect.DeepEqual(log[0].Settings.Ports, ports[1:]) {
+		t.Fatalf("the versions from the store: %+v, %v; want each one's ports and labels as set", log, err)
+	}
+	env, err := svc.ForStart(ctx, x.ID, repo.ID)
+	if err != nil || env == nil || env.Version != 2 || env.Ports != nil {
+		t.Fatalf("the Runner's start: %+v, %v; want version 2 without the ports", env, err)
+	}
+	if got, err := svc.PortsOf(ctx, x.ID, repo.ID); err != nil || !reflect.DeepEqual(got, ports[1:]) {
+		t.Fatalf("the Session's offered ports: %+v, %v; want version 2's", got, err)
 	}
 }
 

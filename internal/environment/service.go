@@ -406,18 +406,34 @@ func (s *Service) OfSession(ctx context.Context, sessionID, repoID string) (on, 
 // CheckOf returns the check command of the version a Session runs on,
 // "" when it names none.
 func (s *Service) CheckOf(ctx context.Context, sessionID, repoID string) (string, error) {
-	on, err := s.d.Store.SessionEnvironment(ctx, sessionID)
-	if err != nil || on == 0 {
-		return "", err
-	}
-	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, on)
-	if err != nil {
-		return "", err
-	}
-	c, err := Parse([]byte(v.Config))
+	c, err := s.sessionConfig(ctx, sessionID, repoID)
 	return c.CheckCommand, err
 }
 
+// PortsOf returns the ports the version a Session last started on offers
+// in its view, with their labels.
+func (s *Service) PortsOf(ctx context.Context, sessionID, repoID string) ([]protocol.OfferedPort, error) {
+	c, err := s.sessionConfig(ctx, sessionID, repoID)
+	return c.Ports, err
+}
+
+// sessionConfig is the Config of the version a Session last started on,
+// the zero Config for the Runner's defaults.
+func (s *Service) sessionConfig(ctx context.Context, sessionID, repoID string) (Config, error) {
+	on, err := s.d.Store.SessionEnvironment(ctx, sessionID)
+	if err != nil || on == 0 {
+		return Config{}, err
+	}
+	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, on)
+	if err != nil {
+		return Config{}, err
+	}
+	return Parse([]byte(v.Config))
+}
+
+// protocol is c as the Runner takes it, without the ports the Hub alone
+// offers in the view.
 func (c Config) protocol(version int) protocol.Environment {
+	c.Ports = nil
 	return protocol.Environment{Version: version, EnvironmentSettings: protocol.EnvironmentSettings(c)}
 }

@@ -158,7 +158,7 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	}
 	c := cur.Current.Settings
 	c.Image, c.Bootstrap, c.Start, c.CPUs, c.MemoryMiB = d.Config.Image, d.Config.Bootstrap, d.Config.Start, d.Config.CPUs, d.Config.MemoryMiB
-	c.Features = d.Config.Features
+	c.Features, c.Ports = d.Config.Features, d.Config.Ports
 	vars, notes := fileVariables(d.Variables)
 	notes = append(append(d.Notes, notes...), besides(d)...)
 	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: notes, Variables: vars})
@@ -206,17 +206,10 @@ func (h environmentsAPI) imageEnv(ctx context.Context, ref string) ([]string, er
 	return ociimage.Env(ctx, ref, ociimage.Options{Transport: h.cfg.Outbound.Transport()})
 }
 
-// besides notes what a draft does not carry of the file: the ports and
-// user it names, each with the way to have it.
+// besides notes what a draft makes of the file beside its settings: the
+// Features' order, and the user it names, which it does not take.
 func besides(d devcontainer.Draft) []string {
 	var notes []string
-	if len(d.Ports) > 0 {
-		var ports []string
-		for _, p := range d.Ports {
-			ports = append(ports, strings.TrimSpace(fmt.Sprintf("%d %s", p.Port, p.Label)))
-		}
-		notes = append(notes, fmt.Sprintf("forwardPorts: %s; a Session's view offers the ports its Sandbox listens on", strings.Join(ports, ", ")))
-	}
 	if len(d.Features) > 0 {
 		var ids []string
 		for _, f := range d.Features {

@@ -147,11 +147,13 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 		`containerEnv["GOFLAGS"]: not set; it falls under GOFLAGS, which changes how a tool loads code or reaches the network, so only a person sets it, on purpose: kndl var set --loads-code`,
 		`containerEnv["PATH"]: not set; the Sandbox sets PATH, HOME, SHELL itself, from its login environment (the Bootstrap script adds to PATH in ~/.profile)`,
 		"containerEnv, remoteEnv: APP_MODE, DB_URL become the Repo's Variables, not Sensitive, when the draft is applied; never over a Sensitive Variable, one a person set or a linked Shared one",
-		"containerEnv, remoteEnv: DB_URL: kept as it is; the Repo's Variable DB_URL is Sensitive, and .devcontainer/devcontainer.json never replaces one",
-		"forwardPorts: 3000 web; a Session's view offers the ports its Sandbox listens on"} {
+		"containerEnv, remoteEnv: DB_URL: kept as it is; the Repo's Variable DB_URL is Sensitive, and .devcontainer/devcontainer.json never replaces one"} {
 		if !slices.Contains(d.From.Notes, want) {
 			t.Errorf("got notes %q, want one saying %q", d.From.Notes, want)
 		}
+	}
+	if want := []protocol.OfferedPort{{Port: 3000, Label: "web"}}; !reflect.DeepEqual(d.Settings.Ports, want) || !slices.Contains(d.Changes, `ports: none -> 3000 "web"`) {
+		t.Errorf("got ports %+v, changes %q; want the file's forwardPorts with its label, named in the changes", d.Settings.Ports, d.Changes)
 	}
 	if !slices.Contains(d.Changes, "Variable APP_MODE: set from .devcontainer/devcontainer.json") || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.Contains(c, "DB_URL") }) {
 		t.Errorf("got changes %q, want APP_MODE set from the file and DB_URL kept", d.Changes)

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -51,17 +52,49 @@ func (h viewAPI) portsOf(ctx context.Context, id string) []protocol.Port {
 	return e.list
 }
 
-// sendPorts sends a view its Session's open ports.
+// sendPorts sends a view its Session's ports: those open, and those its
+// Environment offers. Only an open one has a URL.
 func (h viewAPI) sendPorts(ctx context.Context, v *view) {
-	list := h.portsOf(ctx, v.session)
-	out := make([]api.Port, len(list))
-	for i, p := range list {
-		out[i] = api.Port{Port: p}
-		if h.cfg.ForwardURL != "" {
-			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port)
+	out := labelled(h.portsOf(ctx, v.session), h.offered(ctx, v.session))
+	for i, p := range out {
+		if p.Listening && h.cfg.ForwardURL != "" {
+			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port.Port)
 		}
 	}
 	v.send(viewMsg{Type: "ports", Ports: &out})
+}
+
+// offered returns the ports the Environment version a Session last
+// started on offers; none if it cannot be read, which the log says.
+func (h viewAPI) offered(ctx context.Context, id string) []protocol.OfferedPort {
+	s, err := h.store.Sessions.SessionByID(ctx, id)
+	var ps []protocol.OfferedPort
+	if err == nil {
+		ps, err = h.envs.PortsOf(ctx, s.ID, s.RepoID)
+	}
+	if err != nil {
+		h.log.Warn("read the ports a Session's Environment offers", "session", id, "err", err)
+	}
+	return ps
+}
+
+// labelled is a view's list of ports, by number: the open ones, and the
+// offered ones nothing listens on yet, each offered one with its label.
+func labelled(open []protocol.Port, offered []protocol.OfferedPort) []api.Port {
+	out := make([]api.Port, 0, len(open)+len(offered))
+	for _, p := range open {
+		out = append(out, api.Port{Port: p, Listening: true})
+	}
+	for _, o := range offered {
+		i := slices.IndexFunc(out, func(p api.Port) bool { return p.Port.Port == o.Port })
+		if i < 0 {
+			out = append(out, api.Port{Port: protocol.Port{Port: o.Port, Addresses: []string{}}})
+			i = len(out) - 1
+		}
+		out[i].Label = o.Label
+	}
+	slices.SortStableFunc(out, func(a, b api.Port) int { return cmp.Compare(a.Port.Port, b.Port.Port) })
+	return out
 }
 
 // portsChanged sends every view of the Session its list again.

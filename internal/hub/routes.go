@@ -229,8 +229,8 @@ func newSessionsAPI(h *Hub) sessionsAPI {
 }
 
 func newViewAPI(h *Hub) viewAPI {
-	return viewAPI{core: h.core, web: h.web, sessions: h.sessions, rows: newSessionRows(h), runners: h.runners, masks: h.masks,
-		forward: h.forward, life: h.life}
+	return viewAPI{core: h.core, web: h.web, sessions: h.sessions, envs: h.envs, rows: newSessionRows(h), runners: h.runners,
+		masks: h.masks, forward: h.forward, life: h.life}
 }
 
 func newRunnersAPI(h *Hub) runnersAPI {

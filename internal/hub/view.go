@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"kndl.dev/kndl/internal/api"
+	"kndl.dev/kndl/internal/environment"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/forward"
 	"kndl.dev/kndl/internal/hub/masks"
@@ -26,6 +27,7 @@ type viewAPI struct {
 	core
 	web      *webState
 	sessions *session.Owner
+	envs     *environment.Service // the ports a Session's Environment offers
 	rows     sessionRows
 	runners  *runners.Conns
 	masks    *masks.Sets

@@ -68,6 +68,18 @@ type EnvironmentSettings struct {
 	// in each attempt's Sandbox after its Turn ends (session.check); its
 	// exit code ranks the attempts. Not a build input.
 	CheckCommand string `json:"check,omitempty"`
+	// Ports are offered in each Session's view with their labels before
+	// anything listens on them: a devcontainer.json's forwardPorts and
+	// portsAttributes. Not a build input, and the Hub's alone: it labels
+	// the Runner's list of listening ports with them and never sends them.
+	Ports []OfferedPort `json:"ports,omitempty"`
+}
+
+// OfferedPort is a port an Environment offers in each Session's view, and
+// its label, a person's words ("" for none).
+type OfferedPort struct {
+	Port  int    `json:"port"`
+	Label string `json:"label,omitempty"`
 }
 
 // MaxFeatureLayer bounds a Feature's artifact, which both the Hub (for

@@ -84,7 +84,7 @@ func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
 	// read-only in the Sandbox's user namespace).
 	s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox sh -c 'trap "exit 0" TERM; httpd -f -p 80 -h /etc & wait' >/dev/null &&
 		for i in $(seq 50); do wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done`)
-	ports := viewPorts(t, s, v.ID, 8080)
+	ports := viewPorts(t, s, v.ID, listening(8080))
 	if i := slices.IndexFunc(ports, func(p api.Port) bool { return p.Port.Port == 8080 }); i < 0 || ports[i].Process != "docker-proxy" {
 		t.Fatalf("open ports %+v: want 8080 held by docker-proxy", ports)
 	}

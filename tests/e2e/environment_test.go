@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
@@ -312,7 +315,10 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 // Sandbox holds what the Feature, the Bootstrap's commands and the Start's
 // wrote, byte for byte, the Start in the Session's environment with the
 // Feature's containerEnv, and the file's containerEnv as a Variable, its
-// ${containerEnv:…} read from the Feature's.
+// ${containerEnv:…} read from the Feature's. Its forwardPorts are in the
+// Session's view with their portsAttributes labels, each not listening
+// until something listens on it, then opened as any open port is; the
+// view shows a label of markup as text.
 func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	t.Parallel()
 	s := Start(t, WithGitHub())
@@ -328,13 +334,17 @@ func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 		/* each new Sandbox, in /workspace */
 		"postStartCommand": "pwd > /root/started && echo \"$GREET_HOME\" >> /root/started && printf '%s\\n' \"$DC_SAYS\" >> /root/started",
 		"containerEnv": {"DC_SAYS": "${containerEnv:GREET_HOME}/say it's \\ \"here\"\t"},
+		"forwardPorts": [3000, "localhost:8000"],
+		"portsAttributes": {"3000": {"label": "` + strings.ReplaceAll(webLabel, `"`, `\"`) + `"}, "8000": {"label": "API"}},
 	}`
 	s.GitHub.ServeRepo(t, "acme/app", s.RepoWith(map[string]string{".devcontainer/devcontainer.json": file}))
 	s.GitHub.InstallApp("acme/app")
 	repo := s.GitHub.RepoURL("acme/app")
 
-	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--from-devcontainer"); code != 0 || !strings.Contains(out, "made from .devcontainer/devcontainer.json at commit") {
-		t.Fatalf("kndl env edit --from-devcontainer: exit %d\n%s\n%s", code, out, errOut)
+	ports := `3000 "<img src=x onerror=\"window.pwned=1\">Web & docs", 8000 "API"`
+	if out, errOut, code := s.kndl("", "env", "edit", "--repo", repo, "--from-devcontainer"); code != 0 || !strings.Contains(out, "made from .devcontainer/devcontainer.json at commit") ||
+		!strings.Contains(out, "ports: none -> "+ports) {
+		t.Fatalf("kndl env edit --from-devcontainer: exit %d\n%s\n%s\nwant the draft from the file, its ports %s", code, out, errOut, ports)
 	}
 	if out, errOut, code := s.kndl("", "env", "test", "--repo", repo); code != 0 || !strings.Contains(out, "The Test build passed") {
 		t.Fatalf("kndl env test: exit %d\n%s\n%s", code, out, errOut)
@@ -348,5 +358,79 @@ func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	want := "on-create: greet hello there\nupdate-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n/opt/greet/say it's \\ \"here\"\t\n"
 	if got != want {
 		t.Fatalf("the Sandbox holds %q, want %q: the Feature before the Bootstrap's commands, each form as the specification runs it, and the Start's, in the Feature's containerEnv", got, want)
+	}
+	if out, _, _ := s.kndl("", "env", "show", "--repo", repo); !strings.Contains(out, "ports:              "+ports) {
+		t.Fatalf("kndl env show:\n%s\nwant the ports %s", out, ports)
+	}
+	checkOfferedPorts(t, s, v.ID)
+}
+
+// webLabel is port 3000's label in the devcontainer.json: markup, which
+// the view must show as text.
+const webLabel = `<img src=x onerror="window.pwned=1">Web & docs`
+
+// checkOfferedPorts checks the view of Session id, whose Environment
+// offers port 3000 (labelled webLabel) and 8000 (API): both listed,
+// labelled, not listening; then 8000, once an app listens on it, listening
+// with a URL that opens it as any open port (checkForwardGrants), while
+// 3000 opens nothing; and in a browser the label is text.
+func checkOfferedPorts(t *testing.T, s *System, id string) {
+	t.Helper()
+	port := func(list []api.Port, n int) api.Port {
+		i := slices.IndexFunc(list, func(p api.Port) bool { return p.Port.Port == n })
+		if i < 0 {
+			t.Fatalf("the view's ports %+v: want %d", list, n)
+		}
+		return list[i]
+	}
+	list := viewPorts(t, s, id, func([]api.Port) bool { return true })
+	if web, api8000 := port(list, 3000), port(list, 8000); web.Label != webLabel || web.Listening || web.URL != "" || api8000.Label != "API" || api8000.Listening {
+		t.Fatalf("the view's ports before anything listens: %+v; want 3000 and 8000 labelled, not listening, with nothing to open", list)
+	}
+
+	app, err := os.ReadFile(wsecho(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Home, "sessions", id, "workspace", "wsecho"), app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.inSandbox(id, "/workspace/wsecho -addr 127.0.0.1:8000 >/dev/null 2>&1 &")
+	list = viewPorts(t, s, id, listening(8000))
+	open := port(list, 8000)
+	if !open.Listening || open.Label != "API" || open.Process != "wsecho" || open.URL != "/sessions/"+id+"/ports/8000" || port(list, 3000).Listening {
+		t.Fatalf("the view's ports once 8000 listens: %+v; want 8000 listening, labelled, held by wsecho, with its URL, and 3000 still not", list)
+	}
+	cookie := devCookie(t, s)
+	if code := getStatus(t, s.URL+"/sessions/"+id+"/ports/3000", cookie); code != http.StatusNotFound {
+		t.Fatalf("opening offered port 3000 that nothing listens on: %d, want 404", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.URL+open.URL, nil)
+	req.AddCookie(&http.Cookie{Name: "kndl", Value: cookie})
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || err != nil || !strings.HasPrefix(loc.Host, "p8000-"+id+".") {
+		t.Fatalf("opening port 8000: %d %s, want a trip to its forward origin", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	s.checkForwardGrants(id, loc.Scheme+"://"+loc.Host)
+
+	b := NewBrowser(t)
+	s.SignInDev(b)
+	b.Go(s.URL+"/sessions/"+id, "#transcript")
+	b.do(chromedp.Click(chromedp.CSS(`[data-tab="ports"]`)))
+	b.Wait(testenv.WaitShort, "port 8000 open in the Ports tab", `!!document.querySelector('#ports tr[data-port="8000"] a')`)
+	shown := Eval[map[string]any](b, `({
+		label: document.querySelector('#ports tr[data-port="3000"] td.label').textContent,
+		row: document.querySelector('#ports tr[data-port="3000"]').textContent,
+		links: document.querySelectorAll('#ports tr[data-port="3000"] a').length,
+		markup: document.querySelectorAll('#ports img').length,
+		pwned: window.pwned === undefined ? "" : String(window.pwned),
+	})`)
+	if shown["label"] != webLabel || !strings.Contains(shown["row"].(string), "not listening yet") || shown["links"].(float64) != 0 || shown["markup"].(float64) != 0 || shown["pwned"] != "" {
+		t.Fatalf("port 3000's row in the Ports tab: %v; want its label as text, not listening yet, nothing to open", shown)
 	}
 }

@@ -181,9 +181,16 @@ func dialLive(t *testing.T, ctx context.Context, s *System, id string) *websocke
 	return ws
 }
 
-// viewPorts returns the open ports the Hub sends a Session's view, the
-// first list that has port (or the last one before a deadline).
-func viewPorts(t *testing.T, s *System, id string, port int) []api.Port {
+// listening takes a list of the view's ports in which port n listens.
+func listening(n int) func([]api.Port) bool {
+	return func(l []api.Port) bool {
+		return slices.ContainsFunc(l, func(p api.Port) bool { return p.Port.Port == n && p.Listening })
+	}
+}
+
+// viewPorts returns the ports the Hub sends a Session's view, the first
+// list that until takes (or the last one before a deadline).
+func viewPorts(t *testing.T, s *System, id string, until func([]api.Port) bool) []api.Port {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.WaitMedium)
 	defer cancel()
@@ -199,7 +206,7 @@ func viewPorts(t *testing.T, s *System, id string, port int) []api.Port {
 			continue
 		}
 		last = *m.Ports
-		if slices.ContainsFunc(last, func(p api.Port) bool { return p.Port.Port == port }) {
+		if until(last) {
 			return last
 		}
 	}

@@ -25,6 +25,7 @@ function describe(s) {
     `cpus:               ${s.cpus || "the Runner's default"}`,
     `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
     `egress:             ${egressLine(s.egress)}`,
+    `ports:              ${list((s.ports || []).map((p) => (p.label ? `${p.port} ${JSON.stringify(p.label)}` : String(p.port))))}`,
   ].join("\n");
 }
 
@@ -51,6 +52,11 @@ function nextToMap(v) {
   return m;
 }
 
+// shown are the settings the form was filled from: what it has no field
+// for (the Features, the check, the branch prefix, the ports) is kept as
+// it is.
+let shown = {};
+
 async function load() {
   const env = await api("GET", paths.environment(repo));
   const cur = env.current;
@@ -63,6 +69,7 @@ async function load() {
   }
   document.getElementById("env-settings").textContent = describe(cur.settings);
   const s = env.draft ? env.draft.settings : cur.settings;
+  shown = s;
   form.image.value = s.image || "";
   form.bootstrap.value = s.bootstrap || "";
   form.start.value = s.start || "";
@@ -102,6 +109,7 @@ async function load() {
 
 function settings() {
   return {
+    ...shown,
     image: form.image.value.trim(),
     bootstrap: form.bootstrap.value,
     start: form.start.value,

@@ -681,6 +681,9 @@ if (isCreator) {
 
 // --- Ports ---
 
+// showPorts lists the open ports and those the Environment offers, each
+// offered one with its label (a person's words, put in as text) and, until
+// something listens on it, nothing to open.
 function showPorts(ports) {
   const table = document.getElementById("ports");
   const body = table.querySelector("tbody");
@@ -688,7 +691,9 @@ function showPorts(ports) {
   for (const p of ports) {
     const tr = el("tr");
     tr.dataset.port = p.port;
-    tr.append(el("td", "", String(p.port)), el("td", "", p.addresses.join(", ")), el("td", "", p.process ? `${p.process} (${p.pid})` : ""));
+    tr.classList.toggle("waiting", !p.listening);
+    const where = p.listening ? (p.addresses || []).join(", ") : "not listening yet";
+    tr.append(el("td", "", String(p.port)), el("td", "label", p.label || ""), el("td", "", where), el("td", "", p.process ? `${p.process} (${p.pid})` : ""));
     const open = el("td");
     if (p.url) {
       const a = el("a", "button", "Open");
