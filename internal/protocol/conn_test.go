@@ -337,3 +337,60 @@ func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 		t.Errorf("handled %d times, want 2: once x, once y", n)
 	}
 }
+
+// TestAConnectionsEndWaitsForNoHandlerAndCutsNone: when the peer goes,
+// Serve returns at once though a handler still runs (a Runner whose Hub
+// died dials the next one without waiting for it), and the handler is not
+// cut: its context stays live until it returns, so what it does is done
+// whole. Wait returns once it has.
+func TestAConnectionsEndWaitsForNoHandlerAndCutsNone(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	cut := make(chan error, 1)
+	conns := make(chan *Conn, 1)
+	served := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := NewConn(ws, quiet)
+		c.Handle("held", false, func(ctx context.Context, b json.RawMessage) (any, error) {
+			close(entered)
+			<-release
+			cut <- ctx.Err()
+			return nil, nil
+		})
+		conns <- c
+		served <- c.Serve(context.Background())
+	}))
+	t.Cleanup(srv.Close)
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := <-conns
+	write(t, ws, websocket.MessageText, `{"type":"held","id":"1","body":{}}`)
+	<-entered
+	ws.CloseNow()
+	select {
+	case err := <-served:
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Errorf("Serve ended with %v, want the connection lost (unavailable)", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Serve still waits for a handler 5 s after the peer went")
+	}
+	waited := make(chan struct{})
+	go func() { c.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while a handler still runs")
+	case <-time.After(50 * time.Millisecond): // Wait must still be waiting: a check of absence
+	}
+	close(release)
+	if err := <-cut; err != nil {
+		t.Errorf("the handler's context ended with the connection (%v), want it live until the handler returns", err)
+	}
+	<-waited
+}
