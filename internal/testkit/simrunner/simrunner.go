@@ -100,7 +100,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			wait = 100 * time.Millisecond
 		}
 		if ctx.Err() == nil {
-			r.cfg.Log.Info("simulated runner: connection lost; dialling again", "runner", r.cfg.Name, "err", err)
+			// A connection that was up ending is a Warn, as the Runner's,
+			// with why (a Hub killed, a reset): a dial refused an Info.
+			level := slog.LevelInfo
+			if welcomed {
+				level = slog.LevelWarn
+			}
+			r.cfg.Log.Log(ctx, level, "simulated runner: connection lost; dialling again", "runner", r.cfg.Name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
