@@ -23,8 +23,9 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // pair returns a served server-side Conn (with an echo and a failing
-// handler) and a raw client WebSocket to poke it with.
-func pair(t *testing.T) (*Conn, *websocket.Conn, chan error) {
+// handler, and those handle registers) and a raw client WebSocket to poke
+// it with.
+func pair(t *testing.T, handle ...func(*Conn)) (*Conn, *websocket.Conn, chan error) {
 	t.Helper()
 	served := make(chan *Conn, 1)
 	done := make(chan error, 1)
@@ -38,8 +39,13 @@ func pair(t *testing.T) (*Conn, *websocket.Conn, chan error) {
 		c.Handle("missing", false, func(ctx context.Context, b json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("no such thing: %w", errdefs.ErrNotFound)
 		})
+		for _, h := range handle {
+			h(c)
+		}
 		served <- c
-		done <- c.Serve(r.Context())
+		// Not the request's context, which ends as this handler returns:
+		// the Conn's handlers may outlive Serve.
+		done <- c.Serve(context.Background())
 	}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -346,29 +352,14 @@ func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 func TestAConnectionsEndWaitsForNoHandlerAndCutsNone(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	cut := make(chan error, 1)
-	conns := make(chan *Conn, 1)
-	served := make(chan error, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		c := NewConn(ws, quiet)
+	c, ws, served := pair(t, func(c *Conn) {
 		c.Handle("held", false, func(ctx context.Context, b json.RawMessage) (any, error) {
 			close(entered)
 			<-release
 			cut <- ctx.Err()
 			return nil, nil
 		})
-		conns <- c
-		served <- c.Serve(context.Background())
-	}))
-	t.Cleanup(srv.Close)
-	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := <-conns
+	})
 	write(t, ws, websocket.MessageText, `{"type":"held","id":"1","body":{}}`)
 	<-entered
 	ws.CloseNow()
