@@ -17,6 +17,7 @@ import (
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/testenv"
+	"kndl.dev/kndl/internal/testkit"
 )
 
 // TestAStandbyTakesOverALoadLosingNothing runs the load on PostgreSQL
@@ -64,18 +65,13 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 		t.Logf("SIGKILLed the active Hub at %s", killed.UTC().Format("15:04:05.000"))
 		// The kernel ends a killed process's threads and closes its
 		// files (its thousands of sockets, its store connections, whose
-		// end frees the lease) before it is a zombie: that much of the
+		// end frees the lease) before it has exited: that much of the
 		// takeover is the dying, not the standby.
 		go func() {
-			for ctx.Err() == nil {
-				if _, err := procUsage(active.cmd.Process.Pid); err != nil {
-					mu.Lock()
-					died = time.Since(killed)
-					mu.Unlock()
-					return
-				}
-				pause(ctx, 5*time.Millisecond)
-			}
+			testkit.WaitExited(active.cmd.Process.Pid)
+			mu.Lock()
+			died = time.Since(killed)
+			mu.Unlock()
 		}()
 		// Its own pace: a poll of the Hubs' address, not a wait for a
 		// condition of this process's.
