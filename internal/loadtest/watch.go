@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ type watcher struct {
 
 func (w *watcher) run(ctx context.Context, c *apiclient.Client, first bool) {
 	failing := time.Time{} // when dials began to fail
+	wait := redialMin
 	for ctx.Err() == nil {
 		lw, err := c.Live(ctx, w.s.id, w.lastSeq())
 		if err != nil {
@@ -41,29 +43,49 @@ func (w *watcher) run(ctx context.Context, c *apiclient.Client, first bool) {
 				w.fail(fmt.Errorf("Session %s: the view's socket could not be opened for 30 s: %w", w.s.id, err))
 				return
 			}
-			pause(ctx, 200*time.Millisecond)
-			continue
+		} else {
+			failing, wait = time.Time{}, redialMin
+			w.follow(ctx, c, lw, first)
 		}
-		failing = time.Time{}
-		for {
-			m, err := lw.Next(ctx)
-			if err != nil {
-				lw.Close()
-				if ctx.Err() == nil {
-					w.mu.Lock()
-					w.reconnects++
-					w.mu.Unlock()
-					if s := websocket.CloseStatus(err); s != websocket.StatusTryAgainLater && s != websocket.StatusGoingAway {
-						w.s.r.log.Info("a watcher's socket dropped; dialling again", "session", w.s.id, "err", err)
-					}
+		pause(ctx, jittered(wait))
+		wait = min(2*wait, redialMax)
+	}
+}
+
+// follow takes the socket's Events until it drops.
+func (w *watcher) follow(ctx context.Context, c *apiclient.Client, lw *apiclient.Watch, first bool) {
+	defer lw.Close()
+	for {
+		m, err := lw.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.mu.Lock()
+				w.reconnects++
+				w.mu.Unlock()
+				if s := websocket.CloseStatus(err); s != websocket.StatusTryAgainLater && s != websocket.StatusGoingAway {
+					w.s.r.log.Info("a watcher's socket dropped; dialling again", "session", w.s.id, "err", err)
 				}
-				break
 			}
-			if m.Event != nil {
-				w.take(ctx, c, m.Event, first)
-			}
+			return
+		}
+		if m.Event != nil {
+			w.take(ctx, c, m.Event, first)
 		}
 	}
+}
+
+// A watcher dials again as the page does (app.js's live): redialMin after
+// its socket closed, twice as long after each dial that failed, up to
+// redialMax, each wait a random half shorter so that a Hub's watchers do
+// not all dial in the same instant once it is back.
+const (
+	redialMin = 500 * time.Millisecond
+	redialMax = 10 * time.Second
+)
+
+// jittered is d less a random part of up to half of it.
+func jittered(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2)
 }
 
 // take checks and records one Event.

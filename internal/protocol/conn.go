@@ -41,6 +41,9 @@ type Conn struct {
 	taken  *Taken
 	closed chan struct{}
 	err    error
+	// handling counts the handlers and the pings still running: Serve
+	// does not wait for them, Wait does.
+	handling sync.WaitGroup
 	// pingEvery is how often Serve asks the peer for a pong, and how long
 	// it waits for one.
 	pingEvery time.Duration
@@ -188,22 +191,19 @@ func (c *Conn) send(ctx context.Context, f Frame, body any) error {
 // why it ended. Bad frames never crash it: a malformed or binary frame gets
 // an error frame and a close (the stream can't be trusted after it), an
 // unknown type an error and nothing else.
+//
+// It returns as soon as the connection ends, so a Runner whose Hub died
+// dials the next one at once. Handlers still running then run on to their
+// end in ctx, which the connection's end does not cancel: what a handler
+// does must not be cut half way (a prompt typed and not yet recorded as
+// taken would be typed again when the Hub sends it again), and its reply
+// on a dead connection is moot. Wait waits for them.
 func (c *Conn) Serve(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// Its own context: the handlers are waited for before ctx ends, and
-	// the pings must stop first.
-	pings, stopPings := context.WithCancel(ctx)
-	defer stopPings()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.keepAlive(pings)
-	}()
+	reading, stop := context.WithCancel(ctx)
+	defer stop() // the pings end with the read loop
+	c.handling.Go(func() { c.keepAlive(reading) })
 	for {
-		typ, b, err := c.ws.Read(ctx)
+		typ, b, err := c.ws.Read(reading)
 		if err != nil {
 			return c.fail(err)
 		}
@@ -233,21 +233,24 @@ func (c *Conn) Serve(ctx context.Context) error {
 			continue
 		}
 		if c.ordered[f.Type] {
-			c.queue(ctx, &wg, f)
+			c.queue(ctx, f)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		c.handling.Go(func() {
 			res, err := h(ctx, f.Body)
 			c.answer(ctx, f, res, err)
-		}()
+		})
 	}
 }
 
+// Wait waits for the handlers Serve started to return. The Hub waits
+// before it lets a Runner's connection go, so a hello handled late cannot
+// attach a connection already gone.
+func (c *Conn) Wait() { c.handling.Wait() }
+
 // queue adds an ordered frame to its lane, and starts the lane's
 // goroutine if none runs.
-func (c *Conn) queue(ctx context.Context, wg *sync.WaitGroup, f Frame) {
+func (c *Conn) queue(ctx context.Context, f Frame) {
 	c.mu.Lock()
 	q, running := c.lanes[f.Lane]
 	c.lanes[f.Lane] = append(q, f)
@@ -255,11 +258,7 @@ func (c *Conn) queue(ctx context.Context, wg *sync.WaitGroup, f Frame) {
 	if running {
 		return
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.drain(ctx, f.Lane)
-	}()
+	c.handling.Go(func() { c.drain(ctx, f.Lane) })
 }
 
 // drain handles a lane's frames in order until none waits. A frame whose

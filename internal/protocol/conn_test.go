@@ -23,8 +23,9 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // pair returns a served server-side Conn (with an echo and a failing
-// handler) and a raw client WebSocket to poke it with.
-func pair(t *testing.T) (*Conn, *websocket.Conn, chan error) {
+// handler, and those handle registers) and a raw client WebSocket to poke
+// it with.
+func pair(t *testing.T, handle ...func(*Conn)) (*Conn, *websocket.Conn, chan error) {
 	t.Helper()
 	served := make(chan *Conn, 1)
 	done := make(chan error, 1)
@@ -38,8 +39,13 @@ func pair(t *testing.T) (*Conn, *websocket.Conn, chan error) {
 		c.Handle("missing", false, func(ctx context.Context, b json.RawMessage) (any, error) {
 			return nil, fmt.Errorf("no such thing: %w", errdefs.ErrNotFound)
 		})
+		for _, h := range handle {
+			h(c)
+		}
 		served <- c
-		done <- c.Serve(r.Context())
+		// Not the request's context, which ends as this handler returns:
+		// the Conn's handlers may outlive Serve.
+		done <- c.Serve(context.Background())
 	}))
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -336,4 +342,46 @@ func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 	if n := handled.Load(); n != 2 {
 		t.Errorf("handled %d times, want 2: once x, once y", n)
 	}
+}
+
+// TestAConnectionsEndWaitsForNoHandlerAndCutsNone: when the peer goes,
+// Serve returns at once though a handler still runs (a Runner whose Hub
+// died dials the next one without waiting for it), and the handler is not
+// cut: its context stays live until it returns, so what it does is done
+// whole. Wait returns once it has.
+func TestAConnectionsEndWaitsForNoHandlerAndCutsNone(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	cut := make(chan error, 1)
+	c, ws, served := pair(t, func(c *Conn) {
+		c.Handle("held", false, func(ctx context.Context, b json.RawMessage) (any, error) {
+			close(entered)
+			<-release
+			cut <- ctx.Err()
+			return nil, nil
+		})
+	})
+	write(t, ws, websocket.MessageText, `{"type":"held","id":"1","body":{}}`)
+	<-entered
+	ws.CloseNow()
+	select {
+	case err := <-served:
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Errorf("Serve ended with %v, want the connection lost (unavailable)", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Serve still waits for a handler 5 s after the peer went")
+	}
+	waited := make(chan struct{})
+	go func() { c.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Wait returned while a handler still runs")
+	case <-time.After(50 * time.Millisecond): // Wait must still be waiting: a check of absence
+	}
+	close(release)
+	if err := <-cut; err != nil {
+		t.Errorf("the handler's context ended with the connection (%v), want it live until the handler returns", err)
+	}
+	<-waited
 }

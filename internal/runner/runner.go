@@ -264,6 +264,9 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("dial %s: %w", u, err)
 	}
 	conn := protocol.NewConn(ws, r.log)
+	// Its handlers run on past its end (a prompt being typed is recorded
+	// as taken) while the Runner dials again; Run's end waits for them.
+	defer r.spawn(conn.Wait)
 	conn.SetPingEvery(r.cfg.PingEvery)
 	r.handle(conn)
 	served := make(chan error, 1)

@@ -31,15 +31,16 @@ func StartTied(cmd *exec.Cmd) error {
 		err := cmd.Start()
 		started <- err
 		if err == nil {
-			waitExited(cmd.Process.Pid)
+			WaitExited(cmd.Process.Pid)
 		}
 	}()
 	return <-started
 }
 
-// waitExited returns once the process pid has exited, whether or not its
-// parent has waited for it yet, or at once if it is gone.
-func waitExited(pid int) {
+// WaitExited returns once the process pid has exited, all its threads
+// (and so its files closed), whether or not its parent has waited for it
+// yet, or at once if it is gone.
+func WaitExited(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return

@@ -162,6 +162,7 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 		}
 	}()
 	err = conn.Serve(ctx)
+	conn.Wait() // a hello handled late attaches before the detach, not after
 	cs.detach(rc)
 	close(rc.left)
 	log.Info("runner disconnected", "err", err)

@@ -60,6 +60,10 @@ type Config struct {
 type Runner struct {
 	cfg  Config
 	life context.Context // Run's
+	// handling counts the connections whose handlers still run after
+	// their end (a deliver sends its hook on the next one); Run's end
+	// waits for them.
+	handling sync.WaitGroup
 
 	mu       sync.Mutex
 	conn     *protocol.Conn
@@ -96,7 +100,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			wait = 100 * time.Millisecond
 		}
 		if ctx.Err() == nil {
-			r.cfg.Log.Info("simulated runner: connection lost; dialling again", "runner", r.cfg.Name, "err", err)
+			// A connection that was up ending is a Warn, as the Runner's,
+			// with why (a Hub killed, a reset): a dial refused an Info.
+			level := slog.LevelInfo
+			if welcomed {
+				level = slog.LevelWarn
+			}
+			r.cfg.Log.Log(ctx, level, "simulated runner: connection lost; dialling again", "runner", r.cfg.Name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -105,10 +115,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		wait = min(2*wait, 2*time.Second)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, s := range r.awake {
 		s.stop()
 	}
+	r.mu.Unlock()
+	r.handling.Wait()
 	return nil
 }
 
@@ -126,6 +137,7 @@ func (r *Runner) connect(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	c := protocol.NewConn(ws, r.cfg.Log)
+	defer r.handling.Go(c.Wait) // its handlers may outlive it
 	r.handle(c)
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(ctx) }()

@@ -96,7 +96,9 @@ export function live(path, on) {
     socket.addEventListener("message", (m) => on.message(JSON.parse(m.data)));
     socket.addEventListener("close", () => {
       if (on.close) on.close();
-      setTimeout(connect, backoff);
+      // A random half off: a Hub's pages do not all dial in the same
+      // instant once it is back (a standby taking over thousands).
+      setTimeout(connect, backoff / 2 + Math.random() * (backoff / 2));
       backoff = Math.min(backoff * 2, 10000);
     });
   };
