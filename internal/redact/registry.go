@@ -123,10 +123,11 @@ type allowRule struct {
 	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
 	// engine over every secret the rule found.
 	branches []branch
-	// byPairs: enough branches may run at any target that the target's
-	// pairs are worth reading first (generic-api-key's 27); the global
-	// allowlist's few (false, null$) are cheaper looked for at once.
-	byPairs bool
+	// held, if enough branches may run at any target that the strings a
+	// target holds are worth reading first (generic-api-key's 27), reads
+	// them; the global allowlist's few (false, null$) are cheaper looked
+	// for at once.
+	held *heldStrings
 	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
 	// them, each a substring search of every secret it finds): an
 	// automaton over those of two bytes or more with no upper-case
@@ -141,12 +142,16 @@ func (a allow) compile() allowRule {
 		out.branches = append(out.branches, branches(re)...)
 	}
 	unanchored := 0
-	for _, b := range out.branches {
-		if b.first == nil && len(b.pairs) > 0 {
+	var held []string
+	for i, b := range out.branches {
+		if b.first == nil && len(b.needs) > 0 {
 			unanchored++
 		}
+		out.branches[i].held = heldIDs(b.needs, &held)
 	}
-	out.byPairs = unanchored >= minPairsBranches
+	if unanchored >= minHeldBranches {
+		out.held = newHeldStrings(held)
+	}
 	var words []string
 	longest := 0
 	for _, w := range a.stopwords {
@@ -166,17 +171,17 @@ func (a allow) compile() allowRule {
 	return out
 }
 
-// minPairsBranches is the fewest branches that need strings and may run at
-// any target for which an allowlist reads a target's pairs.
-const minPairsBranches = 4
+// minHeldBranches is the fewest branches that need strings and may run at
+// any target for which an allowlist reads the strings a target holds.
+const minHeldBranches = 4
 
 // A branch is one alternative of an allowlist's regexp, with the strings
-// its every match holds, and the byte pairs of each of those strings
-// (pairKey), which a target must hold before the strings are looked for.
+// its every match holds, which a target must hold, in any case, before
+// they are looked for as they are.
 type branch struct {
 	re    *regexp.Regexp
 	needs []literals
-	pairs [][][]uint16 // by need, by string
+	held  [][]uint16 // needs' strings' ids in the allowlist's heldStrings
 	// first, for a branch anchored at the target's start (most of the
 	// global allowlist's: ^\$, ^%, ^/), has a bit for each byte its match
 	// may begin with; a target beginning with another is passed over
@@ -288,53 +293,6 @@ func anchoredFirst(t *syntax.Regexp) *byteSet {
 	return &s
 }
 
-// pairs is a set of pairKeys: the byte pairs a text holds, in any case.
-type pairs [1 << 12 / 64]uint64
-
-func pairKey(a, b byte) uint16 { return (uint16(a|0x20)<<5 ^ uint16(b|0x20)) & (1<<12 - 1) }
-
-// read makes p the pairs of s.
-func (p *pairs) read(s string) {
-	clear(p[:])
-	for i := 1; i < len(s); i++ {
-		k := pairKey(s[i-1], s[i])
-		p[k/64] |= 1 << (k % 64)
-	}
-}
-
-// mayHold reports whether a text with pairs p may hold one of the strings
-// whose pairs are strs: one of them has every pair in p, or is too short
-// to have any.
-func (p *pairs) mayHold(strs [][]uint16) bool {
-	for _, ks := range strs {
-		if p.holdsAll(ks) {
-			return true
-		}
-	}
-	return false
-}
-
-// mayHoldEach reports whether a text with pairs p may hold each of needs,
-// given by the pairs of their strings.
-func (p *pairs) mayHoldEach(needs [][][]uint16) bool {
-	for _, strs := range needs {
-		if !p.mayHold(strs) {
-			return false
-		}
-	}
-	return true
-}
-
-// holdsAll reports whether p holds each of ks.
-func (p *pairs) holdsAll(ks []uint16) bool {
-	for _, k := range ks {
-		if p[k/64]&(1<<(k%64)) == 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // branches splits pattern into its top-level alternatives: it matches
 // somewhere in a text where one of them does.
 func branches(pattern string) []branch {
@@ -353,17 +311,6 @@ func branches(pattern string) []branch {
 	for _, a := range alts {
 		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
 		b.needs = requiredLiterals(b.re.String())
-		for _, l := range b.needs {
-			var strs [][]uint16
-			for _, alt := range l.alts {
-				ks := []uint16{}
-				for i := 1; i < len(alt); i++ {
-					ks = append(ks, pairKey(alt[i-1], alt[i]))
-				}
-				strs = append(strs, ks)
-			}
-			b.pairs = append(b.pairs, strs)
-		}
 		out = append(out, b)
 	}
 	return out
@@ -372,9 +319,9 @@ func branches(pattern string) []branch {
 // matches reports whether one of a's regexps matches target.
 func (a allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
-	// sign), which the pairs don't read: then only the strings are looked
-	// for.
-	var p pairs
+	// sign), which the automaton doesn't read: then only the strings are
+	// looked for.
+	var held heldSet
 	// Whether target is ASCII, read when a branch first asks: a line is
 	// long, and most of the global allowlist's branches are passed over
 	// by their first byte.
@@ -385,7 +332,7 @@ func (a allowRule) matches(target string) bool {
 		}
 		return isASCII
 	}
-	read, hasPairs := a.byPairs, false
+	hasHeld := false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
@@ -402,12 +349,12 @@ func (a allowRule) matches(target string) bool {
 			}
 			continue
 		}
-		if read && len(b.pairs) > 0 && !hasPairs && ascii() {
+		if a.held != nil && len(b.needs) > 0 && !hasHeld && ascii() {
 			// Read once, for the first branch that needs strings.
-			p.read(target)
-			hasPairs = true
+			a.held.read(target, &held)
+			hasHeld = true
 		}
-		if hasPairs && !p.mayHoldEach(b.pairs) {
+		if hasHeld && !held.mayHoldEach(b.held) {
 			continue
 		}
 		if holdsAll(target, b.needs) && b.re.MatchString(target) {
@@ -1129,27 +1076,10 @@ func newRegistry(ds []*Detector) *registry {
 // ends that word's detectors.
 func (r *registry) buildByState() {
 	m := r.m
-	var rep [256]byte // a byte of each class, as the words spell it
-	for b := 255; b >= 0; b-- {
-		if c := m.cls[b]; c != 0 && c != m.special && !('A' <= b && b <= 'Z') {
-			rep[c] = byte(b)
-		}
-	}
-	n := len(m.dDepth)
-	r.byState = make([][]candidate, n)
-	name := make([]string, n)
-	for k := range n { // breadth-first order: a parent comes before its children
-		for c := uint32(1); c < m.ncls; c++ {
-			if c == uint32(m.special) {
-				continue
-			}
-			to := (m.dense[uint32(k)*m.ncls+c] & idMask) / m.ncls
-			if m.dDepth[to] == m.dDepth[k]+1 {
-				name[to] = name[k] + string(rep[c])
-			}
-		}
+	r.byState = make([][]candidate, len(m.dDepth))
+	for k, name := range m.stateNames() {
 		if o := m.dOut[k]; o > 0 {
-			word := name[k][len(name[k])-int(o):]
+			word := name[len(name)-int(o):]
 			for _, di := range r.byWord[word] {
 				c := candidate{d: di}
 				for j, l := range r.ds[di].needs {
