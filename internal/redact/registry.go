@@ -1294,7 +1294,20 @@ var (
 		}
 		return newRegistry(ds)
 	})
+	// The registries a Writer's shapes read frames with: the same rules,
+	// reading ESC as a space, as maskWidth's view of a frame holds it, so
+	// the walk reads the frame itself and the view is made only for a
+	// piece with a needed word in it.
+	markedFrameRules = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(markedRules().ds)) })
+	allFrameRules    = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(allRules().ds)) })
 )
+
+// escAsSpace makes r's automaton, and so its walk, read ESC as it reads a
+// space, and returns r.
+func escAsSpace(r *registry) *registry {
+	r.m.cls[0x1b] = r.m.cls[' ']
+	return r
+}
 
 // Detectors returns a copy of the registry, for documentation and tests.
 func Detectors() []Detector {
@@ -1322,11 +1335,14 @@ func Find(text string) []Finding { return allRules().find(text) }
 // before it to reach bytes after, within the line unless the rule spans
 // lines. A detector's windows don't overlap, so each reads a byte at most
 // once and the cost stays linear in len(text).
-func (r *registry) find(text string) []Finding { return r.appendFind(nil, text) }
+func (r *registry) find(text string) []Finding { return r.appendFind(nil, text, nil) }
 
 // appendFind is find appending to out, which a caller that finds in
-// every piece of a stream reuses.
-func (r *registry) appendFind(out []Finding, text string) []Finding {
+// every piece of a stream reuses. With view, the rules read from the
+// first needed word on what view returns instead of text: bytes the walk
+// reads as it reads text's, the same length (a frame with its ESCs made
+// spaces, for a registry that reads ESC as a space).
+func (r *registry) appendFind(out []Finding, text string, view func() string) []Finding {
 	m := r.m
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
@@ -1376,6 +1392,9 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
+		if view != nil {
+			text, view = view(), nil
+		}
 		for scanned < hit {
 			k := strings.IndexByte(text[scanned:hit], '\n')
 			if k < 0 {
@@ -1809,13 +1828,18 @@ type shaper struct {
 // maskWidth appends text to dst with each credential s.r finds replaced
 // character for character: by its mark padded with '*', or by '*' alone
 // where the mark is longer, so a terminal keeps its columns. An escape
-// sequence's ESC reads as a space, so a coloured token is found too.
+// sequence's ESC reads as a space, so a coloured token is found too: s.r
+// walks text reading ESC so, and the rules read a view of text with each
+// ESC a space, made only once the walk meets a needed word.
 func (s *shaper) maskWidth(dst, text []byte) []byte {
-	s.view = spaceEscapes(s.view, text)
-	// The view is read as a string without a copy: it is not written
-	// until the next piece, and find keeps no part of it (a Finding is
-	// offsets).
-	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(s.view), len(s.view))))
+	view := func() string {
+		s.view = spaceEscapes(s.view, text)
+		return unsafe.String(unsafe.SliceData(s.view), len(s.view))
+	}
+	// text and the view are read as strings without a copy: neither is
+	// written until the next piece, and find keeps no part of them (a
+	// Finding is offsets).
+	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view))
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)

@@ -53,9 +53,9 @@ func NewWriter(set *Set, w io.Writer) *Writer {
 // (holdFrom) is held back, under the same deadline as a value's start. Call it before
 // the first Write.
 func (w *Writer) MaskShapes(all bool) *Writer {
-	w.shapes = &shaper{r: markedRules()}
+	w.shapes = &shaper{r: markedFrameRules()}
 	if all {
-		w.shapes.r = allRules()
+		w.shapes.r = allFrameRules()
 	}
 	return w
 }
