@@ -90,6 +90,9 @@ type Detector struct {
 	// span, if set, replaces keep and group: it returns the secret's span
 	// for a match of re, or ok false.
 	span func(text string, m []int) (start, end int, ok bool)
+	// secretOf, for a rule from the table, is span's first step: where
+	// the secret of a match is, before the checks of whether it is one.
+	secretOf func(m []int) (start, end int, ok bool)
 }
 
 // A rule is a Detector as data, as the gitleaks-derived table holds them.
@@ -753,7 +756,7 @@ func (r rule) detector(global allowRule) *Detector {
 		}
 	}
 	d.minRun = secretRun(r.pattern)
-	d.span = func(t string, m []int) (int, int, bool) {
+	d.secretOf = func(m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
 			start, end = m[2*group], m[2*group+1]
@@ -765,7 +768,11 @@ func (r rule) detector(global allowRule) *Detector {
 				}
 			}
 		}
-		if start < 0 || start >= end {
+		return start, end, start >= 0 && start < end
+	}
+	d.span = func(t string, m []int) (int, int, bool) {
+		start, end, ok := d.secretOf(m)
+		if !ok {
 			return 0, 0, false
 		}
 		secret := t[start:end]
@@ -1335,14 +1342,16 @@ func Find(text string) []Finding { return allRules().find(text) }
 // before it to reach bytes after, within the line unless the rule spans
 // lines. A detector's windows don't overlap, so each reads a byte at most
 // once and the cost stays linear in len(text).
-func (r *registry) find(text string) []Finding { return r.appendFind(nil, text, nil) }
+func (r *registry) find(text string) []Finding { return r.appendFind(nil, text, nil, false) }
 
 // appendFind is find appending to out, which a caller that finds in
 // every piece of a stream reuses. With view, the rules read from the
 // first needed word on what view returns instead of text: bytes the walk
 // reads as it reads text's, the same length (a frame with its ESCs made
-// spaces, for a registry that reads ESC as a space).
-func (r *registry) appendFind(out []Finding, text string, view func() string) []Finding {
+// spaces, for a registry that reads ESC as a space). With merging, for a
+// caller that masks merged findings, a Named finding inside a Marked one
+// is left out: it changes neither what is masked nor its name (settle).
+func (r *registry) appendFind(out []Finding, text string, view func() string, merging bool) []Finding {
 	m := r.m
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
@@ -1364,6 +1373,11 @@ func (r *registry) appendFind(out []Finding, text string, view func() string) []
 	// once a line, when a rule first asks.
 	runs, runsAt := &sc.runs, -1
 	as := assignment{end: -1} // what follows the last hit's word, for the named rules
+	var later *deferred
+	if merging {
+		later = &sc.later
+		later.list, later.ms = later.list[:0], later.ms[:0]
+	}
 	var st uint32
 	dense, cls := m.dense, &m.cls
 	for i := 0; i < len(text); i++ {
@@ -1446,15 +1460,71 @@ func (r *registry) appendFind(out []Finding, text string, view func() string) []
 				continue
 			}
 			if d.tail != nil {
-				out, done[di] = d.findAt(text, hit, to, out, done[di], sc.sub)
+				out, done[di] = d.findAt(text, hit, to, out, done[di], sc.sub, later)
 				continue
 			}
 			done[di] = to
-			out = d.findIn(text, from, to, out)
+			out = d.findIn(text, from, to, out, later)
 		}
+	}
+	if later != nil && len(later.list) > 0 {
+		out = r.settle(text, out, sc)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
+}
+
+// deferred are the Named findings a merging find checks at its end.
+type deferred struct {
+	list []pending
+	ms   []int // each one's match, list[i].m0 to m1
+}
+
+// A pending is a Named rule's match whose secret is text[start:end]; it
+// was found when out held at findings.
+type pending struct {
+	d                      *Detector
+	at, start, end, m0, m1 int
+}
+
+// settle checks the pending findings and puts those kept into out where
+// they were found, so the order of findings that begin at one place, and
+// so the name merged gives them, is as if each was checked at once. One
+// whose secret lies inside a Marked finding is not checked: merged names
+// a group by its first Marked finding and spans it whole, whatever a
+// Named one inside says, and its checks (entropy, allowlists: most of
+// generic-api-key's cost) are the dearest part of dense text.
+func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
+	// The Marked findings by start, with the furthest end of those
+	// beginning at or before each.
+	marked := sc.marked[:0]
+	for _, f := range out {
+		if f.Class == Marked {
+			marked = append(marked, span{int64(f.Start), int64(f.End)})
+		}
+	}
+	slices.SortFunc(marked, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	for i := 1; i < len(marked); i++ {
+		marked[i].end = max(marked[i].end, marked[i-1].end)
+	}
+	sc.marked = marked
+	found := append(sc.found[:0], out...)
+	out = out[:0]
+	next := 0
+	for _, p := range sc.later.list {
+		for ; next < p.at; next++ {
+			out = append(out, found[next])
+		}
+		k, _ := slices.BinarySearchFunc(marked, int64(p.start), func(s span, at int64) int { return cmp.Compare(s.start, at+1) })
+		if k > 0 && marked[k-1].end >= int64(p.end) {
+			continue
+		}
+		if start, end, ok := p.d.span(text, sc.later.ms[p.m0:p.m1]); ok {
+			out = append(out, Finding{p.d.Name, p.d.Class, start, end})
+		}
+	}
+	sc.found = found
+	return append(out, found[next:]...)
 }
 
 // scratch is what a find keeps per detector and per needed literal,
@@ -1465,6 +1535,10 @@ type scratch struct {
 	runs  lineRuns
 	sub   []int // a hand-read tail's submatch indexes, refilled at each hit
 	dirty bool  // done or seen holds what a find wrote
+	// What settle keeps from find to find.
+	later  deferred
+	marked []span
+	found  []Finding
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
@@ -1630,7 +1704,7 @@ func assignAfter(text string, i int) int {
 // findAt appends d's finding whose needed word is at text[hit:], if one
 // ends by to, and returns how far d has now read. A tail read by hand
 // fills sub, which the finding does not keep.
-func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub []int) ([]Finding, int) {
+func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub []int, later *deferred) ([]Finding, int) {
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
@@ -1653,13 +1727,13 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub
 	for m[0] > max(hit-d.back, done) && (isAlnum(text[m[0]-1]) || strings.IndexByte("_.-", text[m[0]-1]) >= 0) {
 		m[0]--
 	}
-	return d.accept(text, m, out), m[1]
+	return d.accept(text, m, out, later), m[1]
 }
 
 // findIn appends d's findings in text[from:to].
-func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
+func (d *Detector) findIn(text string, from, to int, out []Finding, later *deferred) []Finding {
 	if d.starts != nil && indexNonASCII(text[from:to]) < 0 {
-		return d.findAtStarts(text, from, to, out)
+		return d.findAtStarts(text, from, to, out, later)
 	}
 	for _, m := range d.re.FindAllStringSubmatchIndex(text[from:to], -1) {
 		for i := range m {
@@ -1667,7 +1741,7 @@ func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
 				m[i] += from
 			}
 		}
-		out = d.accept(text, m, out)
+		out = d.accept(text, m, out, later)
 	}
 	return out
 }
@@ -1678,7 +1752,7 @@ func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
 // each place one begins, in order, each looked for from the end of the
 // last. Go's NFA, with no literal prefix to jump by, stepped every byte of
 // a window (kubernetes-secret-yaml's 2 KiB, a tenth of dense text's time).
-func (d *Detector) findAtStarts(text string, from, to int, out []Finding) []Finding {
+func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later *deferred) []Finding {
 	w := text[from:to]
 	for pos := 0; pos < len(w); {
 		s := -1
@@ -1703,14 +1777,23 @@ func (d *Detector) findAtStarts(text string, from, to int, out []Finding) []Find
 				m[i] += from + s
 			}
 		}
-		out = d.accept(text, m, out)
+		out = d.accept(text, m, out, later)
 		pos = m[1] - from
 	}
 	return out
 }
 
-// accept appends the finding of d's match m, unless d rejects it.
-func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
+// accept appends the finding of d's match m, unless d rejects it. With
+// later, a Named rule's match from the table waits there for the find's
+// end (settle).
+func (d *Detector) accept(text string, m []int, out []Finding, later *deferred) []Finding {
+	if later != nil && d.Class == Named && d.secretOf != nil {
+		if start, end, ok := d.secretOf(m); ok {
+			later.list = append(later.list, pending{d: d, at: len(out), start: start, end: end, m0: len(later.ms), m1: len(later.ms) + len(m)})
+			later.ms = append(later.ms, m...)
+		}
+		return out
+	}
 	var start, end int
 	if d.span != nil {
 		var ok bool
@@ -1747,7 +1830,11 @@ func Scrub(text string) string { return allRules().scrub(text) }
 func ScrubMarked(text string) string { return markedRules().scrub(text) }
 
 func (r *registry) scrub(text string) string {
-	fs := merged(r.find(text))
+	return withMarks(text, merged(r.appendFind(nil, text, nil, true)))
+}
+
+// withMarks is text with each of fs, merged, replaced by its Mark.
+func withMarks(text string, fs []Finding) string {
 	if len(fs) == 0 {
 		return text
 	}
@@ -1839,7 +1926,7 @@ func (s *shaper) maskWidth(dst, text []byte) []byte {
 	// text and the view are read as strings without a copy: neither is
 	// written until the next piece, and find keeps no part of them (a
 	// Finding is offsets).
-	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view))
+	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view, true))
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)

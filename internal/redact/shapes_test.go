@@ -386,15 +386,25 @@ func TestAWindowReadFromItsStartsFindsWhatItsRegexpFinds(t *testing.T) {
 			}
 			var want []Finding
 			for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
-				want = d.accept(text, m, want)
+				want = d.accept(text, m, want, nil)
 			}
-			if got := d.findAtStarts(text, 0, len(text), nil); !slices.Equal(got, want) {
+			if got := d.findAtStarts(text, 0, len(text), nil, nil); !slices.Equal(got, want) {
 				t.Errorf("%s over %q: got %v, want %v", d.Name, text, got, want)
 			}
 		}
 	}
 	if rules < 5 {
 		t.Errorf("%d rules read from their starts, want kubernetes-secret-yaml and the others (5 or more)", rules)
+	}
+}
+
+// Scrub, which checks a Named finding only if no Marked one holds its
+// secret (settle), masks what it masks when every finding is checked.
+func TestScrubMasksAsIfEveryFindingWereChecked(t *testing.T) {
+	for name, text := range maskInputs(t) {
+		if got, want := Scrub(text), withMarks(text, merged(Find(text))); got != want {
+			t.Errorf("%s: Scrub differs from the marks of every finding", name)
+		}
 	}
 }
 
