@@ -1380,6 +1380,7 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 	}
 	var st uint32
 	dense, cls := m.dense, &m.cls
+	rt := text // what the rules read: text, or from the first hit on its view
 	for i := 0; i < len(text); i++ {
 		if st < r.shallow {
 			// Any word under way began at text[i-1], if st is not the root.
@@ -1407,10 +1408,10 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 		}
 		hit, end := i+1-int(m.out(st)), i+1
 		if view != nil {
-			text, view = view(), nil
+			rt, view = view(), nil
 		}
 		for scanned < hit {
-			k := strings.IndexByte(text[scanned:hit], '\n')
+			k := strings.IndexByte(rt[scanned:hit], '\n')
 			if k < 0 {
 				scanned = hit
 				break
@@ -1419,12 +1420,12 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 			scanned = lineStart
 		}
 		if nl < hit {
-			nl = len(text)
-			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
+			nl = len(rt)
+			if k := strings.IndexByte(rt[hit:], '\n'); k >= 0 {
 				nl = hit + k
 			}
-			gt = lineStart + len(strings.TrimRight(text[lineStart:nl], " \t\r")) - 1
-			if gt < lineStart || text[gt] != '>' {
+			gt = lineStart + len(strings.TrimRight(rt[lineStart:nl], " \t\r")) - 1
+			if gt < lineStart || rt[gt] != '>' {
 				gt = -1
 			}
 		}
@@ -1435,16 +1436,16 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 			if hit < done[di] {
 				continue
 			}
-			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
+			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(rt))
 			if !d.lines {
 				from = max(from, lineStart)
-				to = lineEnd(text, nl, to, d.assign && gt >= hit)
+				to = lineEnd(rt, nl, to, d.assign && gt >= hit)
 			}
 			if d.assign {
 				if as.end != end {
-					as = readAssignment(text, end, r.maxRun)
+					as = readAssignment(rt, end, r.maxRun)
 				}
-				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(text, to, d.minRun) {
+				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(rt, to, d.minRun) {
 					continue
 				}
 			}
@@ -1452,23 +1453,23 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 				from = hit
 			}
 			if !d.assign && d.minRun > 0 && !d.lines && runsAt != lineStart {
-				runs.read(text, lineStart, nl)
+				runs.read(rt, lineStart, nl)
 				runsAt = lineStart
 			}
-			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(text[from:to], d.minRun)) ||
-				!r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
+			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(rt[from:to], d.minRun)) ||
+				!r.holds(rt, hit, end, from, to, cand.needs, sc.seen) {
 				continue
 			}
 			if d.tail != nil {
-				out, done[di] = d.findAt(text, hit, to, out, done[di], sc.sub, later)
+				out, done[di] = d.findAt(rt, hit, to, out, done[di], sc.sub, later)
 				continue
 			}
 			done[di] = to
-			out = d.findIn(text, from, to, out, later)
+			out = d.findIn(rt, from, to, out, later)
 		}
 	}
 	if later != nil && len(later.list) > 0 {
-		out = r.settle(text, out, sc)
+		out = r.settle(rt, out, sc)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
