@@ -16,11 +16,15 @@ import (
 // at every offset exactly as by a walk that stops at every byte; and the
 // example alone is masked.
 func TestTheWalkLosesNoMarkedShapeWhereverItSits(t *testing.T) {
-	every := newRegistry(markedRules().ds)
-	for k := range every.starts3 {
-		every.starts3[k] = ^uint64(0) // every triple may begin a word
-		every.pairs3[k], every.next3[k] = ^uint64(0), ^uint64(0)
+	stopEverywhere := func(r *registry) *registry {
+		for k := range r.starts3 {
+			r.starts3[k] = ^uint64(0) // every triple may begin a word
+			r.pairs3[k], r.next3[k] = ^uint64(0), ^uint64(0)
+		}
+		return r
 	}
+	every := stopEverywhere(newRegistry(markedRules().ds))
+	everyFrame := stopEverywhere(escAsSpace(newRegistry(markedRules().ds)))
 	// The cuts run through every place of eight bytes a round; frames is
 	// set where the text differs otherwise.
 	places := []struct {
@@ -60,7 +64,7 @@ func TestTheWalkLosesNoMarkedShapeWhereverItSits(t *testing.T) {
 					t.Errorf("%s, an Event:\ngot  %v\nwant %v", name, got, want)
 				}
 				for cut := 0; p.frames && cut <= len(text); cut++ {
-					if got, want := frames(markedRules(), text, cut), frames(every, text, cut); got != want {
+					if got, want := frames(markedFrameRules(), text, cut), frames(everyFrame, text, cut); got != want {
 						t.Errorf("%s, frames cut at %d:\ngot  %q\nwant %q", name, cut, got, want)
 						break
 					}
@@ -75,11 +79,11 @@ func TestTheWalkLosesNoMarkedShapeWhereverItSits(t *testing.T) {
 
 // TestTheWalkStopsAtOrBeforeEveryNeededWord: registry.skip, from every
 // place and with the text ending at every place near it, never passes a
-// place where a needed word of either registry begins (in either case, or
+// place where a needed word of any registry, a Writer's too, begins (in either case, or
 // cut short by the text's end), over terminal text with the words at
 // every alignment.
 func TestTheWalkStopsAtOrBeforeEveryNeededWord(t *testing.T) {
-	for _, r := range []*registry{markedRules(), allRules()} {
+	for _, r := range []*registry{markedRules(), allRules(), markedFrameRules()} {
 		words := slices.Collect(maps.Keys(r.byWord))
 		slices.Sort(words)
 		term := string(benchText(1<<14, benchValues()))

@@ -41,6 +41,8 @@ func BenchmarkRatio(b *testing.B) {
 	term := benchText(1<<20, values)
 	Scrub("") // the registries are built once a process
 	ScrubMarked("")
+	markedFrameRules() // and a Writer's
+	allFrameRules()
 	dense := denseSecrets(128 << 10)
 	rows := []ratioRow{
 		{

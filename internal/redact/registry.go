@@ -65,6 +65,11 @@ type Detector struct {
 	// an assignment.
 	seq  *seqTail
 	back int
+	// starts, for a rule with no tail, are strings one of which each
+	// match begins with (matchStarts): re runs anchored (anchored) only
+	// where one is.
+	starts   []string
+	anchored *regexp.Regexp
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
@@ -85,6 +90,9 @@ type Detector struct {
 	// span, if set, replaces keep and group: it returns the secret's span
 	// for a match of re, or ok false.
 	span func(text string, m []int) (start, end int, ok bool)
+	// secretOf, for a rule from the table, is span's first step: where
+	// the secret of a match is, before the checks of whether it is one.
+	secretOf func(m []int) (start, end int, ok bool)
 }
 
 // A rule is a Detector as data, as the gitleaks-derived table holds them.
@@ -123,16 +131,25 @@ type allowRule struct {
 	// key[_.-]?(?:alias|board|…), which as one regexp ran Go's slowest
 	// engine over every secret the rule found.
 	branches []branch
-	// byPairs: enough branches may run at any target that the target's
-	// pairs are worth reading first (generic-api-key's 27); the global
-	// allowlist's few (false, null$) are cheaper looked for at once.
-	byPairs bool
+	// held, if enough branches may run at any target that the strings a
+	// target holds are worth reading first (generic-api-key's 27), reads
+	// them; the global allowlist's few (false, null$) are cheaper looked
+	// for at once.
+	held *heldStrings
 	// stops finds the stopwords in one pass (generic-api-key has 1,446 of
 	// them, each a substring search of every secret it finds): an
 	// automaton over those of two bytes or more with no upper-case
 	// letter, which a lower-cased secret can't hold.
 	stops *matcher
+	// fewStops, instead of stops, are a few such stopwords, each found
+	// quicker by indexFold's IndexByte than by stepping an automaton over
+	// every byte (the global allowlist's two, for every secret of every
+	// rule).
+	fewStops []string
 }
+
+// maxFewStops is the most stopwords an allowlist looks for one by one.
+const maxFewStops = 4
 
 func (a allow) compile() allowRule {
 	out := allowRule{target: a.target, and: a.and, stopwords: a.stopwords}
@@ -141,12 +158,18 @@ func (a allow) compile() allowRule {
 		out.branches = append(out.branches, branches(re)...)
 	}
 	unanchored := 0
-	for _, b := range out.branches {
-		if b.first == nil && len(b.pairs) > 0 {
+	var held []string
+	for i, b := range out.branches {
+		if b.first == nil && len(b.needs) > 0 {
 			unanchored++
 		}
+		out.branches[i].held = heldIDs(b.needs, &held)
+		out.branches[i].heldAll = !slices.ContainsFunc(b.needs, func(l literals) bool { return !l.fold }) &&
+			!slices.ContainsFunc(out.branches[i].held, func(ids []uint16) bool { return ids == nil })
 	}
-	out.byPairs = unanchored >= minPairsBranches
+	if unanchored >= minHeldBranches {
+		out.held = newHeldStrings(held)
+	}
 	var words []string
 	longest := 0
 	for _, w := range a.stopwords {
@@ -158,7 +181,9 @@ func (a allow) compile() allowRule {
 			longest = max(longest, len(w))
 		}
 	}
-	if len(words) > 0 {
+	if len(words) <= maxFewStops {
+		out.fewStops = words
+	} else {
 		// Every state dense, a step one load: 670 KiB for
 		// generic-api-key's, once a process.
 		out.stops = newMatcherDense(words, int32(longest), true)
@@ -166,17 +191,20 @@ func (a allow) compile() allowRule {
 	return out
 }
 
-// minPairsBranches is the fewest branches that need strings and may run at
-// any target for which an allowlist reads a target's pairs.
-const minPairsBranches = 4
+// minHeldBranches is the fewest branches that need strings and may run at
+// any target for which an allowlist reads the strings a target holds.
+const minHeldBranches = 4
 
 // A branch is one alternative of an allowlist's regexp, with the strings
-// its every match holds, and the byte pairs of each of those strings
-// (pairKey), which a target must hold before the strings are looked for.
+// its every match holds, which a target must hold, in any case, before
+// they are looked for as they are.
 type branch struct {
 	re    *regexp.Regexp
 	needs []literals
-	pairs [][][]uint16 // by need, by string
+	held  [][]uint16 // needs' strings' ids in the allowlist's heldStrings
+	// heldAll: each need folds case and is read by the heldStrings, so
+	// what it reads of an ASCII target is what a search would find.
+	heldAll bool
 	// first, for a branch anchored at the target's start (most of the
 	// global allowlist's: ^\$, ^%, ^/), has a bit for each byte its match
 	// may begin with; a target beginning with another is passed over
@@ -288,53 +316,6 @@ func anchoredFirst(t *syntax.Regexp) *byteSet {
 	return &s
 }
 
-// pairs is a set of pairKeys: the byte pairs a text holds, in any case.
-type pairs [1 << 12 / 64]uint64
-
-func pairKey(a, b byte) uint16 { return (uint16(a|0x20)<<5 ^ uint16(b|0x20)) & (1<<12 - 1) }
-
-// read makes p the pairs of s.
-func (p *pairs) read(s string) {
-	clear(p[:])
-	for i := 1; i < len(s); i++ {
-		k := pairKey(s[i-1], s[i])
-		p[k/64] |= 1 << (k % 64)
-	}
-}
-
-// mayHold reports whether a text with pairs p may hold one of the strings
-// whose pairs are strs: one of them has every pair in p, or is too short
-// to have any.
-func (p *pairs) mayHold(strs [][]uint16) bool {
-	for _, ks := range strs {
-		if p.holdsAll(ks) {
-			return true
-		}
-	}
-	return false
-}
-
-// mayHoldEach reports whether a text with pairs p may hold each of needs,
-// given by the pairs of their strings.
-func (p *pairs) mayHoldEach(needs [][][]uint16) bool {
-	for _, strs := range needs {
-		if !p.mayHold(strs) {
-			return false
-		}
-	}
-	return true
-}
-
-// holdsAll reports whether p holds each of ks.
-func (p *pairs) holdsAll(ks []uint16) bool {
-	for _, k := range ks {
-		if p[k/64]&(1<<(k%64)) == 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // branches splits pattern into its top-level alternatives: it matches
 // somewhere in a text where one of them does.
 func branches(pattern string) []branch {
@@ -353,17 +334,6 @@ func branches(pattern string) []branch {
 	for _, a := range alts {
 		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
 		b.needs = requiredLiterals(b.re.String())
-		for _, l := range b.needs {
-			var strs [][]uint16
-			for _, alt := range l.alts {
-				ks := []uint16{}
-				for i := 1; i < len(alt); i++ {
-					ks = append(ks, pairKey(alt[i-1], alt[i]))
-				}
-				strs = append(strs, ks)
-			}
-			b.pairs = append(b.pairs, strs)
-		}
 		out = append(out, b)
 	}
 	return out
@@ -372,9 +342,9 @@ func branches(pattern string) []branch {
 // matches reports whether one of a's regexps matches target.
 func (a allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
-	// sign), which the pairs don't read: then only the strings are looked
-	// for.
-	var p pairs
+	// sign), which the automaton doesn't read: then only the strings are
+	// looked for.
+	var held heldSet
 	// Whether target is ASCII, read when a branch first asks: a line is
 	// long, and most of the global allowlist's branches are passed over
 	// by their first byte.
@@ -385,7 +355,7 @@ func (a allowRule) matches(target string) bool {
 		}
 		return isASCII
 	}
-	read, hasPairs := a.byPairs, false
+	hasHeld := false
 	for _, b := range a.branches {
 		if b.first != nil && len(target) > 0 && !b.first.has(target[0]) {
 			continue
@@ -402,15 +372,15 @@ func (a allowRule) matches(target string) bool {
 			}
 			continue
 		}
-		if read && len(b.pairs) > 0 && !hasPairs && ascii() {
+		if a.held != nil && len(b.needs) > 0 && !hasHeld && ascii() {
 			// Read once, for the first branch that needs strings.
-			p.read(target)
-			hasPairs = true
+			a.held.read(target, &held)
+			hasHeld = true
 		}
-		if hasPairs && !p.mayHoldEach(b.pairs) {
+		if hasHeld && !held.mayHoldEach(b.held) {
 			continue
 		}
-		if holdsAll(target, b.needs) && b.re.MatchString(target) {
+		if (hasHeld && b.heldAll || holdsAll(target, b.needs)) && b.re.MatchString(target) {
 			return true
 		}
 	}
@@ -508,11 +478,14 @@ func holdsAll(s string, needs []literals) bool {
 
 // stopped reports whether secret, lower-cased, holds one of a's stopwords.
 func (a allowRule) stopped(secret string) bool {
-	if a.stops == nil || indexNonASCII(secret) >= 0 {
+	if a.stops == nil && a.fewStops == nil || indexNonASCII(secret) >= 0 {
 		// strings.ToLower makes ASCII of some runes beyond it (the
 		// Kelvin sign's k), which the automaton doesn't read.
 		low := strings.ToLower(secret)
 		return slices.ContainsFunc(a.stopwords, func(w string) bool { return strings.Contains(low, w) })
+	}
+	if a.stops == nil {
+		return slices.ContainsFunc(a.fewStops, func(w string) bool { return indexFold(secret, w) >= 0 })
 	}
 	m := a.stops
 	var st uint32
@@ -783,7 +756,7 @@ func (r rule) detector(global allowRule) *Detector {
 		}
 	}
 	d.minRun = secretRun(r.pattern)
-	d.span = func(t string, m []int) (int, int, bool) {
+	d.secretOf = func(m []int) (int, int, bool) {
 		start, end := m[0], m[1]
 		if group > 0 && 2*group+1 < len(m) {
 			start, end = m[2*group], m[2*group+1]
@@ -795,7 +768,11 @@ func (r rule) detector(global allowRule) *Detector {
 				}
 			}
 		}
-		if start < 0 || start >= end {
+		return start, end, start >= 0 && start < end
+	}
+	d.span = func(t string, m []int) (int, int, bool) {
+		start, end, ok := d.secretOf(m)
+		if !ok {
 			return 0, 0, false
 		}
 		secret := t[start:end]
@@ -833,8 +810,20 @@ func startsWithWord(pattern string, words []string) (bound, ok bool) {
 	if err != nil {
 		return false, false
 	}
-	t = t.Simplify()
-	// Down the first elements to a leading \b.
+	bound, t = leadingBound(t.Simplify())
+	ps, _ := prefixes(t)
+	for _, p := range ps {
+		p = strings.ToLower(p)
+		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(p, strings.ToLower(w)) }) {
+			return false, false
+		}
+	}
+	return bound, len(ps) > 0
+}
+
+// leadingBound goes down t's first elements, through groups and flags, to
+// a leading \b: it returns whether there is one, and what follows it.
+func leadingBound(t *syntax.Regexp) (bound bool, rest *syntax.Regexp) {
 	for {
 		switch {
 		case t.Op == syntax.OpConcat && len(t.Sub) == 0: // nothing left after the \b
@@ -852,16 +841,50 @@ func startsWithWord(pattern string, words []string) (bound, ok bool) {
 			t = &syntax.Regexp{Op: syntax.OpConcat, Sub: t.Sub[1:], Flags: t.Flags}
 			continue
 		}
-		break
+		return bound, t
 	}
-	ps, _ := prefixes(t)
-	for _, p := range ps {
-		p = strings.ToLower(p)
-		if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(p, strings.ToLower(w)) }) {
-			return false, false
+}
+
+// matchStarts returns strings, lower-case, of two bytes or more, one of
+// which each match of pattern begins with, in any case: those of each
+// branch of its top-level alternation (prefixes). With bound, each
+// branch first asserts a word boundary, and each string begins with a
+// word byte, so the anchored pattern's own \b always holds where one
+// begins and the boundary before it is read by hand. ok is false if
+// they can't be told.
+func matchStarts(pattern string) (starts []string, bound, ok bool) {
+	t, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, false, false
+	}
+	t = t.Simplify()
+	for t.Op == syntax.OpCapture {
+		t = t.Sub[0]
+	}
+	alts := []*syntax.Regexp{t}
+	if t.Op == syntax.OpAlternate {
+		alts = t.Sub
+	}
+	bounds := 0
+	for _, a := range alts {
+		b, rest := leadingBound(a)
+		if b {
+			bounds++
+		}
+		ps, _ := prefixes(rest)
+		for _, p := range ps {
+			if len(p) < 2 || b && !wordChar(p[0]) {
+				return nil, false, false
+			}
+			if p = strings.ToLower(p); !slices.Contains(starts, p) {
+				starts = append(starts, p)
+			}
 		}
 	}
-	return bound, len(ps) > 0
+	if bounds != 0 && bounds != len(alts) {
+		return nil, false, false
+	}
+	return starts, bounds > 0, len(starts) > 0
 }
 
 // prefixes returns strings, at most maxAlts, one of which each match of t
@@ -1060,6 +1083,9 @@ func newRegistry(ds []*Detector) *registry {
 		if d.tail == nil {
 			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
 				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
+			} else if starts, bound, ok := matchStarts(d.re.String()); ok {
+				d.starts, d.bound = starts, bound
+				d.anchored = regexp.MustCompile(`^(?:` + d.re.String() + `)`)
 			}
 		}
 		if d.lead == 0 {
@@ -1129,27 +1155,10 @@ func newRegistry(ds []*Detector) *registry {
 // ends that word's detectors.
 func (r *registry) buildByState() {
 	m := r.m
-	var rep [256]byte // a byte of each class, as the words spell it
-	for b := 255; b >= 0; b-- {
-		if c := m.cls[b]; c != 0 && c != m.special && !('A' <= b && b <= 'Z') {
-			rep[c] = byte(b)
-		}
-	}
-	n := len(m.dDepth)
-	r.byState = make([][]candidate, n)
-	name := make([]string, n)
-	for k := range n { // breadth-first order: a parent comes before its children
-		for c := uint32(1); c < m.ncls; c++ {
-			if c == uint32(m.special) {
-				continue
-			}
-			to := (m.dense[uint32(k)*m.ncls+c] & idMask) / m.ncls
-			if m.dDepth[to] == m.dDepth[k]+1 {
-				name[to] = name[k] + string(rep[c])
-			}
-		}
+	r.byState = make([][]candidate, len(m.dDepth))
+	for k, name := range m.stateNames() {
 		if o := m.dOut[k]; o > 0 {
-			word := name[k][len(name[k])-int(o):]
+			word := name[len(name)-int(o):]
 			for _, di := range r.byWord[word] {
 				c := candidate{d: di}
 				for j, l := range r.ds[di].needs {
@@ -1292,7 +1301,20 @@ var (
 		}
 		return newRegistry(ds)
 	})
+	// The registries a Writer's shapes read frames with: the same rules,
+	// reading ESC as a space, as maskWidth's view of a frame holds it, so
+	// the walk reads the frame itself and the view is made only for a
+	// piece with a needed word in it.
+	markedFrameRules = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(markedRules().ds)) })
+	allFrameRules    = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(allRules().ds)) })
 )
+
+// escAsSpace makes r's automaton, and so its walk, read ESC as it reads a
+// space, and returns r.
+func escAsSpace(r *registry) *registry {
+	r.m.cls[0x1b] = r.m.cls[' ']
+	return r
+}
 
 // Detectors returns a copy of the registry, for documentation and tests.
 func Detectors() []Detector {
@@ -1320,11 +1342,16 @@ func Find(text string) []Finding { return allRules().find(text) }
 // before it to reach bytes after, within the line unless the rule spans
 // lines. A detector's windows don't overlap, so each reads a byte at most
 // once and the cost stays linear in len(text).
-func (r *registry) find(text string) []Finding { return r.appendFind(nil, text) }
+func (r *registry) find(text string) []Finding { return r.appendFind(nil, text, nil, false) }
 
 // appendFind is find appending to out, which a caller that finds in
-// every piece of a stream reuses.
-func (r *registry) appendFind(out []Finding, text string) []Finding {
+// every piece of a stream reuses. With view, the rules read from the
+// first needed word on what view returns instead of text: bytes the walk
+// reads as it reads text's, the same length (a frame with its ESCs made
+// spaces, for a registry that reads ESC as a space). With merging, for a
+// caller that masks merged findings, a Named finding inside a Marked one
+// is left out: it changes neither what is masked nor its name (settle).
+func (r *registry) appendFind(out []Finding, text string, view func() string, merging bool) []Finding {
 	m := r.m
 	sc := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(sc)
@@ -1346,8 +1373,14 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 	// once a line, when a rule first asks.
 	runs, runsAt := &sc.runs, -1
 	as := assignment{end: -1} // what follows the last hit's word, for the named rules
+	var later *deferred
+	if merging {
+		later = &sc.later
+		later.list, later.ms = later.list[:0], later.ms[:0]
+	}
 	var st uint32
 	dense, cls := m.dense, &m.cls
+	rt := text // what the rules read: text, or from the first hit on its view
 	for i := 0; i < len(text); i++ {
 		if st < r.shallow {
 			// Any word under way began at text[i-1], if st is not the root.
@@ -1374,8 +1407,11 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 			continue
 		}
 		hit, end := i+1-int(m.out(st)), i+1
+		if view != nil {
+			rt, view = view(), nil
+		}
 		for scanned < hit {
-			k := strings.IndexByte(text[scanned:hit], '\n')
+			k := strings.IndexByte(rt[scanned:hit], '\n')
 			if k < 0 {
 				scanned = hit
 				break
@@ -1384,12 +1420,12 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 			scanned = lineStart
 		}
 		if nl < hit {
-			nl = len(text)
-			if k := strings.IndexByte(text[hit:], '\n'); k >= 0 {
+			nl = len(rt)
+			if k := strings.IndexByte(rt[hit:], '\n'); k >= 0 {
 				nl = hit + k
 			}
-			gt = lineStart + len(strings.TrimRight(text[lineStart:nl], " \t\r")) - 1
-			if gt < lineStart || text[gt] != '>' {
+			gt = lineStart + len(strings.TrimRight(rt[lineStart:nl], " \t\r")) - 1
+			if gt < lineStart || rt[gt] != '>' {
 				gt = -1
 			}
 		}
@@ -1400,16 +1436,16 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 			if hit < done[di] {
 				continue
 			}
-			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(text))
+			from, to := max(hit-d.lead, done[di]), min(end+d.reach, len(rt))
 			if !d.lines {
 				from = max(from, lineStart)
-				to = lineEnd(text, nl, to, d.assign && gt >= hit)
+				to = lineEnd(rt, nl, to, d.assign && gt >= hit)
 			}
 			if d.assign {
 				if as.end != end {
-					as = readAssignment(text, end, r.maxRun)
+					as = readAssignment(rt, end, r.maxRun)
 				}
-				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(text, to, d.minRun) {
+				if as.op < 0 || as.op >= to || d.minRun > 0 && !as.hasRun(rt, to, d.minRun) {
 					continue
 				}
 			}
@@ -1417,23 +1453,79 @@ func (r *registry) appendFind(out []Finding, text string) []Finding {
 				from = hit
 			}
 			if !d.assign && d.minRun > 0 && !d.lines && runsAt != lineStart {
-				runs.read(text, lineStart, nl)
+				runs.read(rt, lineStart, nl)
 				runsAt = lineStart
 			}
-			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(text[from:to], d.minRun)) ||
-				!r.holds(text, hit, end, from, to, cand.needs, sc.seen) {
+			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(rt[from:to], d.minRun)) ||
+				!r.holds(rt, hit, end, from, to, cand.needs, sc.seen) {
 				continue
 			}
 			if d.tail != nil {
-				out, done[di] = d.findAt(text, hit, to, out, done[di], sc.sub)
+				out, done[di] = d.findAt(rt, hit, to, out, done[di], sc.sub, later)
 				continue
 			}
 			done[di] = to
-			out = d.findIn(text, from, to, out)
+			out = d.findIn(rt, from, to, out, later)
 		}
+	}
+	if later != nil && len(later.list) > 0 {
+		out = r.settle(rt, out, sc)
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return a.Start - b.Start })
 	return out
+}
+
+// deferred are the Named findings a merging find checks at its end.
+type deferred struct {
+	list []pending
+	ms   []int // each one's match, list[i].m0 to m1
+}
+
+// A pending is a Named rule's match whose secret is text[start:end]; it
+// was found when out held at findings.
+type pending struct {
+	d                      *Detector
+	at, start, end, m0, m1 int
+}
+
+// settle checks the pending findings and puts those kept into out where
+// they were found, so the order of findings that begin at one place, and
+// so the name merged gives them, is as if each was checked at once. One
+// whose secret lies inside a Marked finding is not checked: merged names
+// a group by its first Marked finding and spans it whole, whatever a
+// Named one inside says, and its checks (entropy, allowlists: most of
+// generic-api-key's cost) are the dearest part of dense text.
+func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
+	// The Marked findings by start, with the furthest end of those
+	// beginning at or before each.
+	marked := sc.marked[:0]
+	for _, f := range out {
+		if f.Class == Marked {
+			marked = append(marked, span{int64(f.Start), int64(f.End)})
+		}
+	}
+	slices.SortFunc(marked, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	for i := 1; i < len(marked); i++ {
+		marked[i].end = max(marked[i].end, marked[i-1].end)
+	}
+	sc.marked = marked
+	found := append(sc.found[:0], out...)
+	out = out[:0]
+	next := 0
+	for _, p := range sc.later.list {
+		for ; next < p.at; next++ {
+			out = append(out, found[next])
+		}
+		k, _ := slices.BinarySearchFunc(marked, int64(p.start), func(s span, at int64) int { return cmp.Compare(s.start, at+1) })
+		if k > 0 && marked[k-1].end >= int64(p.end) {
+			continue
+		}
+		if start, end, ok := p.d.span(text, sc.later.ms[p.m0:p.m1]); ok {
+			out = append(out, Finding{p.d.Name, p.d.Class, start, end})
+		}
+	}
+	sc.found = found
+	return append(out, found[next:]...)
 }
 
 // scratch is what a find keeps per detector and per needed literal,
@@ -1444,6 +1536,10 @@ type scratch struct {
 	runs  lineRuns
 	sub   []int // a hand-read tail's submatch indexes, refilled at each hit
 	dirty bool  // done or seen holds what a find wrote
+	// What settle keeps from find to find.
+	later  deferred
+	marked []span
+	found  []Finding
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
@@ -1609,7 +1705,7 @@ func assignAfter(text string, i int) int {
 // findAt appends d's finding whose needed word is at text[hit:], if one
 // ends by to, and returns how far d has now read. A tail read by hand
 // fills sub, which the finding does not keep.
-func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub []int) ([]Finding, int) {
+func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub []int, later *deferred) ([]Finding, int) {
 	if d.bound && hit > 0 && wordChar(text[hit-1]) == wordChar(text[hit]) {
 		return out, done
 	}
@@ -1632,24 +1728,73 @@ func (d *Detector) findAt(text string, hit, to int, out []Finding, done int, sub
 	for m[0] > max(hit-d.back, done) && (isAlnum(text[m[0]-1]) || strings.IndexByte("_.-", text[m[0]-1]) >= 0) {
 		m[0]--
 	}
-	return d.accept(text, m, out), m[1]
+	return d.accept(text, m, out, later), m[1]
 }
 
 // findIn appends d's findings in text[from:to].
-func (d *Detector) findIn(text string, from, to int, out []Finding) []Finding {
+func (d *Detector) findIn(text string, from, to int, out []Finding, later *deferred) []Finding {
+	if d.starts != nil && indexNonASCII(text[from:to]) < 0 {
+		return d.findAtStarts(text, from, to, out, later)
+	}
 	for _, m := range d.re.FindAllStringSubmatchIndex(text[from:to], -1) {
 		for i := range m {
 			if m[i] >= 0 {
 				m[i] += from
 			}
 		}
-		out = d.accept(text, m, out)
+		out = d.accept(text, m, out, later)
 	}
 	return out
 }
 
-// accept appends the finding of d's match m, unless d rejects it.
-func (d *Detector) accept(text string, m []int, out []Finding) []Finding {
+// findAtStarts is findIn over w, text[from:to], ASCII, for a rule whose
+// every match begins with one of starts: the leftmost matches
+// FindAllStringSubmatchIndex returns are those of the anchored regexp at
+// each place one begins, in order, each looked for from the end of the
+// last. Go's NFA, with no literal prefix to jump by, stepped every byte of
+// a window (kubernetes-secret-yaml's 2 KiB, a tenth of dense text's time).
+func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later *deferred) []Finding {
+	w := text[from:to]
+	for pos := 0; pos < len(w); {
+		s := -1
+		for _, p := range d.starts {
+			if k := indexFold(w[pos:], p); k >= 0 && (s < 0 || pos+k < s) {
+				s = pos + k
+			}
+		}
+		if s < 0 {
+			break
+		}
+		m := []int(nil)
+		if !d.bound || s == 0 || !wordChar(w[s-1]) {
+			m = d.anchored.FindStringSubmatchIndex(w[s:])
+		}
+		if m == nil {
+			pos = s + 1
+			continue
+		}
+		for i := range m {
+			if m[i] >= 0 {
+				m[i] += from + s
+			}
+		}
+		out = d.accept(text, m, out, later)
+		pos = m[1] - from
+	}
+	return out
+}
+
+// accept appends the finding of d's match m, unless d rejects it. With
+// later, a Named rule's match from the table waits there for the find's
+// end (settle).
+func (d *Detector) accept(text string, m []int, out []Finding, later *deferred) []Finding {
+	if later != nil && d.Class == Named && d.secretOf != nil {
+		if start, end, ok := d.secretOf(m); ok {
+			later.list = append(later.list, pending{d: d, at: len(out), start: start, end: end, m0: len(later.ms), m1: len(later.ms) + len(m)})
+			later.ms = append(later.ms, m...)
+		}
+		return out
+	}
 	var start, end int
 	if d.span != nil {
 		var ok bool
@@ -1686,7 +1831,11 @@ func Scrub(text string) string { return allRules().scrub(text) }
 func ScrubMarked(text string) string { return markedRules().scrub(text) }
 
 func (r *registry) scrub(text string) string {
-	fs := merged(r.find(text))
+	return withMarks(text, merged(r.appendFind(nil, text, nil, true)))
+}
+
+// withMarks is text with each of fs, merged, replaced by its Mark.
+func withMarks(text string, fs []Finding) string {
 	if len(fs) == 0 {
 		return text
 	}
@@ -1767,13 +1916,18 @@ type shaper struct {
 // maskWidth appends text to dst with each credential s.r finds replaced
 // character for character: by its mark padded with '*', or by '*' alone
 // where the mark is longer, so a terminal keeps its columns. An escape
-// sequence's ESC reads as a space, so a coloured token is found too.
+// sequence's ESC reads as a space, so a coloured token is found too: s.r
+// walks text reading ESC so, and the rules read a view of text with each
+// ESC a space, made only once the walk meets a needed word.
 func (s *shaper) maskWidth(dst, text []byte) []byte {
-	s.view = spaceEscapes(s.view, text)
-	// The view is read as a string without a copy: it is not written
-	// until the next piece, and find keeps no part of it (a Finding is
-	// offsets).
-	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(s.view), len(s.view))))
+	view := func() string {
+		s.view = spaceEscapes(s.view, text)
+		return unsafe.String(unsafe.SliceData(s.view), len(s.view))
+	}
+	// text and the view are read as strings without a copy: neither is
+	// written until the next piece, and find keeps no part of them (a
+	// Finding is offsets).
+	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view, true))
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)

@@ -3,6 +3,7 @@ package redact
 import (
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,56 @@ func TestRulesAnchorWhereEveryMatchBeginsWithAWord(t *testing.T) {
 	for _, tt := range tests {
 		if bound, ok := startsWithWord(tt.pattern, tt.words); bound != tt.wantBound || ok != tt.want {
 			t.Errorf("startsWithWord(%s) = %v, %v; want %v, %v", tt.pattern, bound, ok, tt.wantBound, tt.want)
+		}
+	}
+}
+
+// A rule whose every match begins with one of a few strings runs its
+// regexp anchored only where one begins, and finds just what the regexp
+// finds over the whole window: in its examples, in the mask inputs' lines,
+// and with a word byte glued before or after each place one begins, where
+// a leading \b decides.
+func TestAWindowReadFromItsStartsFindsWhatItsRegexpFinds(t *testing.T) {
+	lines := maskLines(t)
+	rules := 0
+	for _, d := range allRules().ds {
+		if d.starts == nil {
+			continue
+		}
+		rules++
+		texts := slices.Concat(d.Examples, lines)
+		for _, ex := range d.Examples {
+			for _, s := range d.starts {
+				for _, glue := range []string{"x", "_", "-", " ", "\n"} {
+					texts = append(texts, strings.ReplaceAll(strings.ToLower(ex), s, glue+s), strings.ReplaceAll(ex, "\n", glue+"\n"))
+				}
+			}
+			texts = append(texts, ex+"\n"+ex, ex+ex)
+		}
+		for _, text := range texts {
+			if indexNonASCII(text) >= 0 {
+				continue
+			}
+			var want []Finding
+			for _, m := range d.re.FindAllStringSubmatchIndex(text, -1) {
+				want = d.accept(text, m, want, nil)
+			}
+			if got := d.findAtStarts(text, 0, len(text), nil, nil); !slices.Equal(got, want) {
+				t.Errorf("%s over %q: got %v, want %v", d.Name, text, got, want)
+			}
+		}
+	}
+	if rules < 5 {
+		t.Errorf("%d rules read from their starts, want kubernetes-secret-yaml and the others (5 or more)", rules)
+	}
+}
+
+// Scrub, which checks a Named finding only if no Marked one holds its
+// secret (settle), masks what it masks when every finding is checked.
+func TestScrubMasksAsIfEveryFindingWereChecked(t *testing.T) {
+	for name, text := range maskInputs(t) {
+		if got, want := Scrub(text), withMarks(text, merged(Find(text))); got != want {
+			t.Errorf("%s: Scrub differs from the marks of every finding", name)
 		}
 	}
 }

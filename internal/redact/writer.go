@@ -53,9 +53,9 @@ func NewWriter(set *Set, w io.Writer) *Writer {
 // (holdFrom) is held back, under the same deadline as a value's start. Call it before
 // the first Write.
 func (w *Writer) MaskShapes(all bool) *Writer {
-	w.shapes = &shaper{r: markedRules()}
+	w.shapes = &shaper{r: markedFrameRules()}
 	if all {
-		w.shapes.r = allRules()
+		w.shapes.r = allFrameRules()
 	}
 	return w
 }
@@ -74,7 +74,13 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 	if w.shapes == nil || len(buf) == 0 && (len(w.tail) == 0 || !final) {
 		return buf
 	}
-	data := append(w.tail, buf...)
+	// buf is read where it is when nothing is held: a copy of every
+	// piece after the tail cost a Writer's frames a pass of their own.
+	data := buf
+	if len(w.tail) > 0 {
+		w.tail = append(w.tail, buf...) // grown once, then reused
+		data = w.tail
+	}
 	cut := len(data)
 	if !final {
 		for cut > 0 && len(data)-cut < maxToken && tokenByte(data[cut-1]) {
@@ -86,7 +92,7 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 		}
 	}
 	w.shaped = w.shapes.maskWidth(w.shaped[:0], data[:cut])
-	w.tail = append(data[:0], data[cut:]...)
+	w.tail = append(w.tail[:0], data[cut:]...)
 	return w.shaped
 }
 
@@ -136,13 +142,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	before := w.held()
-	w.buf = w.shape(w.s.Redact(w.buf[:0], p), false)
+	w.buf = w.s.Redact(w.buf[:0], p)
+	out := w.shape(w.buf, false)
 	if held := w.held(); held > 0 && (before == 0 || held <= len(p)) {
 		// All held bytes arrived now.
 		w.due = time.Now().Add(MaxHold)
 		w.arm(MaxHold)
 	}
-	return len(p), w.pass()
+	return len(p), w.pass(out)
 }
 
 // Flush passes on what is held back now.
@@ -172,15 +179,15 @@ func (w *Writer) flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.buf = w.shape(w.s.Flush(w.buf[:0]), true)
-	return w.pass()
+	w.buf = w.s.Flush(w.buf[:0])
+	return w.pass(w.shape(w.buf, true))
 }
 
-func (w *Writer) pass() error {
-	if len(w.buf) == 0 {
+func (w *Writer) pass(out []byte) error {
+	if len(out) == 0 {
 		return nil
 	}
-	if _, err := w.w.Write(w.buf); err != nil {
+	if _, err := w.w.Write(out); err != nil {
 		w.err = err
 	}
 	return w.err
