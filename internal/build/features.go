@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tailscale/hujson"
 )
@@ -88,7 +89,7 @@ func containerEnv(meta []byte, env []string) ([]string, error) {
 			name, _ := literal(kv.Name)
 			value, ok := literal(kv.Value)
 			switch {
-			case !envNameRE.MatchString(name):
+			case !envNameRE().MatchString(name):
 				return nil, fmt.Errorf("its devcontainer-feature.json's containerEnv names %q, not a variable (letters, digits and _, not starting with a digit)", name)
 			case !ok || strings.ContainsRune(value, 0):
 				return nil, fmt.Errorf("its devcontainer-feature.json's containerEnv.%s is not a string of text", name)
@@ -113,7 +114,7 @@ func containerEnv(meta []byte, env []string) ([]string, error) {
 	return out, nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // literal is v's string, ok false when v is not a JSON string.
 func literal(v hujson.Value) (string, bool) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/sandbox"
@@ -170,10 +171,10 @@ func lacks(probe string) []string {
 	return missing
 }
 
-var tmuxVersionRE = regexp.MustCompile(`tmux (?:next-)?(\d+)\.(\d+)`)
+var tmuxVersionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`tmux (?:next-)?(\d+)\.(\d+)`) })
 
 func tmuxNewEnough(s string) bool {
-	m := tmuxVersionRE.FindStringSubmatch(s)
+	m := tmuxVersionRE().FindStringSubmatch(s)
 	if m == nil {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/loadscode"
@@ -100,9 +101,11 @@ const BashEnvScript = "unset " + jitOff + "\n"
 var Efforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 var (
-	uuidRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]*$`)
-	keyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	uuidRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	})
+	modelRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]*$`) })
+	keyRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // Command returns the argv and the environment (KEY=VALUE, sorted) to start
@@ -193,7 +196,7 @@ func (l Launch) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalid)...)
 	}
-	if !uuidRE.MatchString(l.Conversation) {
+	if !uuidRE().MatchString(l.Conversation) {
 		return bad("conversation %q is not a lowercase UUID", l.Conversation)
 	}
 	for _, d := range l.PluginDirs {
@@ -204,7 +207,7 @@ func (l Launch) check() error {
 	if l.BashEnv != "" && !filepath.IsAbs(l.BashEnv) {
 		return bad("bash env file %q is not absolute", l.BashEnv)
 	}
-	if l.Model != "" && !modelRE.MatchString(l.Model) {
+	if l.Model != "" && !modelRE().MatchString(l.Model) {
 		return bad("model %q is not a model name", l.Model)
 	}
 	if l.Effort != "" && !slices.Contains(Efforts, l.Effort) {
@@ -223,7 +226,7 @@ func (l Launch) check() error {
 		}
 	}
 	for _, kv := range slices.Concat(l.Base, l.Own) {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !keyRE.MatchString(k) {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !keyRE().MatchString(k) {
 			return bad("base environment entry %q is not KEY=VALUE", kv)
 		}
 	}

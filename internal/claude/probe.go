@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/errdefs"
 )
@@ -31,14 +32,16 @@ type PickerRow struct {
 
 // pickerRowRE is a row of the picker: "2. Sonnet   Sonnet 5.5 · Efficient…",
 // the cursor or a tick maybe around it.
-var pickerRowRE = regexp.MustCompile(`^\s*(?:❯\s*)?\d+\.\s+(.+?)(?:\s+✔)?\s{2,}(.+?)\s+·\s`)
+var pickerRowRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*(?:❯\s*)?\d+\.\s+(.+?)(?:\s+✔)?\s{2,}(.+?)\s+·\s`)
+})
 
 // ParsePicker reads the models of the /model picker from its screen, and
 // which of them the "Default (recommended)" row runs.
 func ParsePicker(screen string) (rows []PickerRow, def string, err error) {
 	var defName string
 	for _, line := range strings.Split(screen, "\n") {
-		m := pickerRowRE.FindStringSubmatch(line)
+		m := pickerRowRE().FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -97,12 +100,12 @@ func ParseProbeRun(stdout, stderr string) (ProbeRun, error) {
 	return ProbeRun{}, fmt.Errorf("no init record in claude -p's output (stderr %q): %w", stderr, errdefs.ErrInvalid)
 }
 
-var effortWarningRE = regexp.MustCompile(`Valid values: ([a-z, ]+)\.`)
+var effortWarningRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`Valid values: ([a-z, ]+)\.`) })
 
 // ParseEffortWarning reads the efforts Claude Code names when it refuses
 // an --effort it does not take.
 func ParseEffortWarning(stderr string) ([]string, error) {
-	m := effortWarningRE.FindStringSubmatch(stderr)
+	m := effortWarningRE().FindStringSubmatch(stderr)
 	if m == nil {
 		return nil, fmt.Errorf("no list of valid efforts in %q: %w", stderr, errdefs.ErrInvalid)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"kndl.dev/kndl/internal/idleheap"
 	"kndl.dev/kndl/internal/ports"
 )
 
@@ -16,6 +17,7 @@ func portsWatch(ctx context.Context, io IO, args []string) error {
 	if _, err := Parse(fs, args); err != nil {
 		return err
 	}
+	idleheap.Trim()
 	// The Sandbox's init is kndl's: its one listener is the mod's hook door.
 	return ports.Watch(ctx, ports.Options{SkipExe: *skip, SkipPID: 1}, ports.Every, io.Stdin, io.Stdout)
 }

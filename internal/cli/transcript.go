@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"kndl.dev/kndl/internal/idleheap"
 	"kndl.dev/kndl/internal/transcript"
 )
 
@@ -26,5 +27,6 @@ func transcriptFollow(ctx context.Context, io IO, args []string) error {
 		}
 	}
 	o.Stdin = io.Stdin
+	idleheap.Trim()
 	return transcript.Follow(ctx, o, io.Stdout)
 }

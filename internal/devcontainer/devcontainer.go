@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
@@ -169,7 +170,7 @@ func (r *reader) user(d *Draft) error {
 		if _, err := r.get(p, &u); err != nil {
 			return err
 		}
-		if u != "" && !userRE.MatchString(u) {
+		if u != "" && !userRE().MatchString(u) {
 			return invalid(p, "%q is not a user name", u)
 		}
 		if d.User == "" {
@@ -179,7 +180,7 @@ func (r *reader) user(d *Draft) error {
 	return nil
 }
 
-var userRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}$`)
+var userRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}$`) })
 
 // resources maps hostRequirements: cpus and memory within the
 // Environment's limits, the Runner capping them further.
@@ -221,12 +222,12 @@ func (r *reader) resources(d *Draft) error {
 	return nil
 }
 
-var sizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(tb|gb|mb|kb)?$`)
+var sizeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(tb|gb|mb|kb)?$`) })
 
 // mebibytes reads the specification's sizes, such as 4gb or 512mb, as
 // MiB, rounding up.
 func mebibytes(s string) (int, error) {
-	m := sizeRE.FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
+	m := sizeRE().FindStringSubmatch(strings.ToLower(strings.TrimSpace(s)))
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a size such as 4gb or 512mb", s)
 	}

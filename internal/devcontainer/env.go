@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"kndl.dev/kndl/internal/environment"
@@ -50,7 +51,7 @@ func (r *reader) env(ctx context.Context, d *Draft, src Sources) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			prop := fmt.Sprintf("%s[%q]", p, name)
-			if !environment.VariableName.MatchString(name) {
+			if !environment.VariableName().MatchString(name) {
 				return invalid(prop, "a Variable's name has letters, digits and _, not starting with a digit, and at most %d of them", environment.MaxVariableName)
 			}
 			if m[name] == nil {
@@ -135,10 +136,12 @@ func madeEnv(ctx context.Context, d *Draft, imageEnv ImageEnv) func(prop, name s
 }
 
 var (
-	nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 	// varRE is one of the specification's ${…} variables; ${NAME} alone
 	// is the shell's, left as it is.
-	varRE = regexp.MustCompile(`\$\{(localEnv|containerEnv|localWorkspaceFolder|localWorkspaceFolderBasename|containerWorkspaceFolder|containerWorkspaceFolderBasename|devcontainerId)(?::([^}:]*)(?::([^}]*))?)?\}`)
+	varRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\$\{(localEnv|containerEnv|localWorkspaceFolder|localWorkspaceFolderBasename|containerWorkspaceFolder|containerWorkspaceFolderBasename|devcontainerId)(?::([^}:]*)(?::([^}]*))?)?\}`)
+	})
 )
 
 // substitute resolves the specification's variables in a value of prop,
@@ -150,8 +153,8 @@ func substitute(prop, value string, container func(name string) (string, bool, e
 			err = e
 		}
 	}
-	out := varRE.ReplaceAllStringFunc(value, func(m string) string {
-		g := varRE.FindStringSubmatch(m)
+	out := varRE().ReplaceAllStringFunc(value, func(m string) string {
+		g := varRE().FindStringSubmatch(m)
 		switch g[1] {
 		case "containerWorkspaceFolder":
 			return "/workspace"

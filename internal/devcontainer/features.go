@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/tailscale/hujson"
@@ -143,7 +144,7 @@ func (r *reader) features(ctx context.Context, fetch Fetch) ([]Feature, error) {
 		n := &node{resource: resource, meta: meta, feature: Feature{Ref: resource + "@" + digest, ID: meta.ID, Env: env}}
 		for _, name := range slices.Sorted(maps.Keys(meta.ContainerEnv)) {
 			var v string
-			if !nameRE.MatchString(name) || json.Unmarshal(meta.ContainerEnv[name], &v) != nil {
+			if !nameRE().MatchString(name) || json.Unmarshal(meta.ContainerEnv[name], &v) != nil {
 				return nil, invalid(fmt.Sprintf("%s containerEnv[%q]", w.prop, name), "its devcontainer-feature.json sets no variable (a name of letters, digits and _, a string value); the Build would fail on it: ask its author, or name another Feature")
 			}
 			if n.feature.ContainerEnv == nil {
@@ -233,7 +234,7 @@ func featureResource(prop, ref string) (string, error) {
 		return "", invalid(prop, "a Feature in the Repo's files is not supported yet; publish it to an OCI registry and name it there")
 	case strings.HasPrefix(ref, "https://") || strings.HasPrefix(ref, "http://"):
 		return "", invalid(prop, "a Feature from a tarball URL is not supported; publish it to an OCI registry and name it there")
-	case !strings.Contains(ref, "/") || !hostRE.MatchString(ref[:strings.Index(ref, "/")]):
+	case !strings.Contains(ref, "/") || !hostRE().MatchString(ref[:strings.Index(ref, "/")]):
 		return "", invalid(prop, "%q is not a Feature's OCI reference with its registry, such as ghcr.io/devcontainers/features/go:1", ref)
 	}
 	r, err := name.ParseReference(ref, name.StrictValidation)
@@ -244,7 +245,9 @@ func featureResource(prop, ref string) (string, error) {
 }
 
 // hostRE is a registry host: a name with a dot or a port, or localhost.
-var hostRE = regexp.MustCompile(`^(localhost(:[0-9]+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9.-]+(:[0-9]+)?|[A-Za-z0-9.-]+:[0-9]+)$`)
+var hostRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(localhost(:[0-9]+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9.-]+(:[0-9]+)?|[A-Za-z0-9.-]+:[0-9]+)$`)
+})
 
 // optionEnv makes a Feature's options install.sh's environment: those the
 // file gives over the Feature's defaults, each name as the specification
@@ -283,10 +286,10 @@ func optionEnv(prop string, raw json.RawMessage, meta Metadata) ([]string, error
 }
 
 var (
-	nonWordRE = regexp.MustCompile(`[^\w_]`)
-	leadRE    = regexp.MustCompile(`^[\d_]+`)
+	nonWordRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^\w_]`) })
+	leadRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[\d_]+`) })
 )
 
 func optionName(k string) string {
-	return strings.ToUpper(leadRE.ReplaceAllString(nonWordRE.ReplaceAllString(k, "_"), "_"))
+	return strings.ToUpper(leadRE().ReplaceAllString(nonWordRE().ReplaceAllString(k, "_"), "_"))
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/environment"
 )
@@ -95,10 +96,10 @@ func words(argv []string) string {
 
 // quote makes s one shell word.
 func quote(s string) string {
-	if s != "" && safeRE.MatchString(s) {
+	if s != "" && safeRE().MatchString(s) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-var safeRE = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+var safeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`) })

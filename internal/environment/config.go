@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -46,11 +47,13 @@ const (
 
 // imageRE is an OCI reference as the Runner's puller reads it: a name with
 // an optional registry and port, then a tag or a digest or both.
-var imageRE = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+var imageRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$`)
+})
 
 // Check refuses a Config the Runner could not use, naming the field.
 func (c Config) Check() error {
-	if c.Image != "" && (len(c.Image) > 255 || !imageRE.MatchString(c.Image)) {
+	if c.Image != "" && (len(c.Image) > 255 || !imageRE().MatchString(c.Image)) {
 		return fmt.Errorf("image %q is not an image reference (such as debian:12 or ghcr.io/org/img@sha256:…): %w", c.Image, errdefs.ErrInvalid)
 	}
 	for name, s := range map[string]string{"Bootstrap": c.Bootstrap, "Start": c.Start} {
@@ -86,7 +89,7 @@ func (c Config) Check() error {
 	if c.MemoryMiB < 0 || c.MemoryMiB > MaxMemoryMiB {
 		return fmt.Errorf("memory %d MiB: want 0 (the Runner's default) up to %d: %w", c.MemoryMiB, MaxMemoryMiB, errdefs.ErrInvalid)
 	}
-	if c.BranchPrefix != "" && (len(c.BranchPrefix) > MaxPattern || !branchPrefixRE.MatchString(c.BranchPrefix) || strings.Contains(c.BranchPrefix, "..") || strings.Contains(c.BranchPrefix, "/.") || strings.Contains(c.BranchPrefix, ".lock/")) {
+	if c.BranchPrefix != "" && (len(c.BranchPrefix) > MaxPattern || !branchPrefixRE().MatchString(c.BranchPrefix) || strings.Contains(c.BranchPrefix, "..") || strings.Contains(c.BranchPrefix, "/.") || strings.Contains(c.BranchPrefix, ".lock/")) {
 		return fmt.Errorf("branch_prefix %q is not the start of a branch name ending in / (such as kndl/ or bots/claude/): %w", c.BranchPrefix, errdefs.ErrInvalid)
 	}
 	if len(c.CheckCommand) > MaxCheck || !utf8.ValidString(c.CheckCommand) || strings.ContainsFunc(c.CheckCommand, unicode.IsControl) {
@@ -139,9 +142,11 @@ const MaxFeatures = 32
 
 var (
 	// featureRefRE is a Feature's artifact by digest, as the Runner pulls it.
-	featureRefRE = regexp.MustCompile(`^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+@sha256:[0-9a-f]{64}$`)
+	featureRefRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+@sha256:[0-9a-f]{64}$`)
+	})
 	// featureEnvRE is one of a Feature's options as install.sh reads it.
-	featureEnvRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\x00]*$`)
+	featureEnvRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=[^\x00]*$`) })
 )
 
 // checkFeatures refuses a Feature the Runner could not pull by digest, or
@@ -151,11 +156,11 @@ func checkFeatures(fs []protocol.Feature) error {
 		return fmt.Errorf("features has %d Features; at most %d: %w", len(fs), MaxFeatures, errdefs.ErrInvalid)
 	}
 	for i, f := range fs {
-		if !featureRefRE.MatchString(f.Ref) {
+		if !featureRefRE().MatchString(f.Ref) {
 			return fmt.Errorf("features[%d] %q is not a Feature pinned by digest (repository@sha256:…): make the draft with kndl env edit --from-devcontainer: %w", i, f.Ref, errdefs.ErrInvalid)
 		}
 		for _, kv := range f.Env {
-			if len(kv) > 1<<10 || !featureEnvRE.MatchString(kv) || !utf8.ValidString(kv) {
+			if len(kv) > 1<<10 || !featureEnvRE().MatchString(kv) || !utf8.ValidString(kv) {
 				return fmt.Errorf("features[%d] %s: an option %q is not NAME=value of at most 1 KiB: %w", i, f.Ref, kv, errdefs.ErrInvalid)
 			}
 		}
@@ -165,7 +170,7 @@ func checkFeatures(fs []protocol.Feature) error {
 
 // branchPrefixRE is a branch_prefix: path components of git's safe
 // characters, each ending in /.
-var branchPrefixRE = regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]*/)+$`)
+var branchPrefixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z0-9_][A-Za-z0-9._-]*/)+$`) })
 
 // checkPatterns refuses a pattern that could reach out of /workspace or
 // into its .git, or that path.Match cannot read. Only DependencyFolders'

@@ -1,6 +1,9 @@
 package environment
 
-import "regexp"
+import (
+	"regexp"
+	"sync"
+)
 
 // A Variable's limits, whoever sets it: a person, or applying a draft
 // made from the Repo's devcontainer.json.
@@ -13,4 +16,4 @@ const (
 
 // VariableName is what a Variable's name may be: letters, digits and _,
 // not starting with a digit, at most MaxVariableName bytes.
-var VariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+var VariableName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
@@ -14,7 +15,7 @@ import (
 
 // An Installation's id names its MCP server in Claude Code, so it is what
 // Claude Code takes in a server name.
-var installationIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+var installationIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // MinValueBytes and MaxValueBytes bound a header secret value: redaction
 // finds only a value of at least 4 characters.
@@ -26,7 +27,7 @@ const (
 // Install makes an Installation. Only the Owner makes a global one; a
 // Repo-scoped one takes write (push) permission on every Repo it lists.
 func (g *Gateway) Install(ctx context.Context, u store.User, req api.InstallationRequest) (api.Installation, error) {
-	if !installationIDRE.MatchString(req.ID) {
+	if !installationIDRE().MatchString(req.ID) {
 		return api.Installation{}, fmt.Errorf("an Installation's id is lowercase letters, digits and -, not %q: %w", req.ID, errdefs.ErrInvalid)
 	}
 	if err := checkName(req.Name); err != nil {

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/errdefs"
@@ -23,9 +24,9 @@ const (
 var (
 	// A Hub-only server's id is in a namespace npm names can't use, so it
 	// never clashes with a package's (ADR 0020).
-	serverIDRE = regexp.MustCompile(`^hub:[a-z0-9][a-z0-9-]{0,62}$`)
-	keyRE      = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	headerRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+	serverIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^hub:[a-z0-9][a-z0-9-]{0,62}$`) })
+	keyRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
+	headerRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`) })
 )
 
 // reservedHeaders are the headers a header secret may not be: the ones
@@ -38,7 +39,7 @@ const valueMark = "{value}"
 
 // CreateServer records a new MCP server; any Member may.
 func (g *Gateway) CreateServer(ctx context.Context, u store.User, m api.MCPServer) (api.MCPServer, error) {
-	if !serverIDRE.MatchString(m.ID) {
+	if !serverIDRE().MatchString(m.ID) {
 		return m, fmt.Errorf("an MCP server's id is hub:<slug> (lowercase letters, digits and -), not %q: %w", m.ID, errdefs.ErrInvalid)
 	}
 	row, err := checkServer(m)
@@ -167,9 +168,9 @@ func checkServer(m api.MCPServer) (store.MCPServer, error) {
 	row := store.MCPServer{ID: m.ID, Name: m.Name, URL: m.URL, Auth: m.Auth}
 	for _, h := range m.Headers {
 		switch {
-		case !keyRE.MatchString(h.Key):
+		case !keyRE().MatchString(h.Key):
 			return bad("a header secret's key is lowercase letters, digits, - and _, not %q", h.Key)
-		case !headerRE.MatchString(h.Header):
+		case !headerRE().MatchString(h.Header):
 			return bad("%q is not a header name", h.Header)
 		case slices.ContainsFunc(reservedHeaders, func(r string) bool { return strings.EqualFold(r, h.Header) }),
 			strings.HasPrefix(strings.ToLower(h.Header), "x-forwarded-"):

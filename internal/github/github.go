@@ -603,8 +603,8 @@ func (c *Client) do(req *http.Request, out any) (int, error) {
 }
 
 var (
-	ownerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	ownerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`) })
+	repoRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`) })
 )
 
 // ParseRepo reads owner and name from a clone URL of a Repo on this GitHub
@@ -636,7 +636,7 @@ func (c *Client) ParseRepo(repoURL string) (owner, name string, ok bool) {
 		return "", "", false
 	}
 	owner, name = parts[0], strings.TrimSuffix(parts[1], ".git")
-	if !ownerRE.MatchString(owner) || !repoRE.MatchString(name) || name == "." || name == ".." {
+	if !ownerRE().MatchString(owner) || !repoRE().MatchString(name) || name == "." || name == ".." {
 		return "", "", false
 	}
 	return strings.ToLower(owner), strings.ToLower(name), true

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"kndl.dev/kndl/internal/forge"
 )
@@ -98,7 +99,7 @@ var apiRules = []apiRule{
 // pullFields are what an update of the Session's own pull request may set.
 var pullFields = map[string]bool{"title": true, "body": true, "state": true, "base": true}
 
-var number = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
+var number = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[1-9][0-9]{0,18}$`) })
 
 // matchRule finds the rule for method and rest, the path below the Repo,
 // and the pull request number it names ("" if none).
@@ -122,7 +123,7 @@ func matchRule(method, rest string) (apiRule, string, bool) {
 		for i, w := range want {
 			switch {
 			case w == "{n}":
-				ok = number.MatchString(segs[i])
+				ok = number().MatchString(segs[i])
 				if i == 1 && want[0] == "pulls" {
 					n = segs[i]
 				}

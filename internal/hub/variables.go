@@ -228,7 +228,7 @@ func (h variablesAPI) setVariable(w http.ResponseWriter, r *http.Request, p Prin
 	err := readJSON(r, &req)
 	switch {
 	case err != nil:
-	case !variableNameRE.MatchString(name):
+	case !variableNameRE().MatchString(name):
 		err = fmt.Errorf("variable name %q: use letters, digits and _, not starting with a digit: %w", name, errdefs.ErrInvalid)
 	case sandboxOwnError(name) != nil:
 		err = sandboxOwnError(name)

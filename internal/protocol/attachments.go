@@ -3,6 +3,7 @@ package protocol
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -64,12 +65,14 @@ func AttachedLine(promptID, file string) string {
 	return "Attached: @" + AttachmentPath(promptID, file) + " "
 }
 
-var attachedRE = regexp.MustCompile(`Attached: @` + regexp.QuoteMeta(attachmentDir) + `([0-9a-f-]{36})/`)
+var attachedRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`Attached: @` + regexp.QuoteMeta(attachmentDir) + `([0-9a-f-]{36})/`)
+})
 
 // AttachedPrompt returns the id of the prompt whose Attachments a prompt's
 // text names, as Claude Code wrote it in its transcript.
 func AttachedPrompt(text string) (promptID string, ok bool) {
-	m := attachedRE.FindStringSubmatch(text)
+	m := attachedRE().FindStringSubmatch(text)
 	if m == nil || !ValidSessionID(m[1]) {
 		return "", false
 	}

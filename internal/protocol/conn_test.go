@@ -183,7 +183,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		if !typeRE.MatchString(fr.Type) || len(fr.ID) > 64 {
+		if !typeRE().MatchString(fr.Type) || len(fr.ID) > 64 {
 			t.Fatalf("Decode accepted a bad frame: %+v", fr)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"kndl.dev/kndl/internal/buildinfo"
@@ -127,7 +128,7 @@ type Frame struct {
 	Error *Error          `json:"error,omitempty"`
 }
 
-var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+var typeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`) })
 
 // Decode parses one frame, rejecting what is not a well-formed frame: not a
 // JSON object, a missing or malformed type, an over-long id, or a reply
@@ -141,7 +142,7 @@ func Decode(b []byte) (Frame, error) {
 		return Frame{}, fmt.Errorf("malformed frame: %v: %w", err, errdefs.ErrInvalid)
 	}
 	switch {
-	case !typeRE.MatchString(f.Type):
+	case !typeRE().MatchString(f.Type):
 		return Frame{}, fmt.Errorf("malformed frame: type %q: %w", truncate(f.Type, 64), errdefs.ErrInvalid)
 	case len(f.ID) > 64 || len(f.Lane) > 64 || len(f.Once) > 64:
 		return Frame{}, fmt.Errorf("malformed frame: id, lane or once longer than 64 bytes: %w", errdefs.ErrInvalid)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	"kndl.dev/kndl/internal/claude"
@@ -141,10 +142,12 @@ func (r forker) copyFork(ctx context.Context, lender sandbox.DiskLender, req pro
 
 // gitPacked matches what git writes once and never changes in place: a
 // loose object, or a pack and its indexes.
-var gitPacked = regexp.MustCompile(`^\.git/objects/([0-9a-f]{2}/[0-9a-f]{38,62}|pack/pack-[0-9a-f]+\.(pack|idx|rev))$`)
+var gitPacked = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\.git/objects/([0-9a-f]{2}/[0-9a-f]{38,62}|pack/pack-[0-9a-f]+\.(pack|idx|rev))$`)
+})
 
 // gitObject says a Workspace file may be shared with the fork by hard link.
-func gitObject(rel string) bool { return gitPacked.MatchString(rel) }
+func gitObject(rel string) bool { return gitPacked().MatchString(rel) }
 
 // adoptConversation renames the conversation copied on a fork's Claude
 // disk (at dir) from the parent's id to the fork's, and says where each of

@@ -332,7 +332,7 @@ func (w *warm) pullHead(ctx context.Context, s *session, repo, token string) err
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n") // git's warnings first, if any
 	head := lines[len(lines)-1]
-	if !commitID.MatchString(head) {
+	if !commitID().MatchString(head) {
 		return fmt.Errorf("pull the Repo's head: HEAD reads %q, not a commit id", head)
 	}
 	_, branch, err := readBase(filepath.Join(s.dir, baseFile))
@@ -342,7 +342,7 @@ func (w *warm) pullHead(ctx context.Context, s *session, repo, token string) err
 	return os.WriteFile(filepath.Join(s.dir, baseFile), []byte(head+"\t"+branch+"\n"), 0o600)
 }
 
-var commitID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var commitID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`) })
 
 // unbindPooled undoes a bind that failed, and throws the pool Sandbox
 // away: s is a Session about to start cold.

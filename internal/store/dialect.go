@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -148,7 +149,9 @@ var postgresRewrites = []struct {
 }
 
 // pgTable is one CREATE TABLE of the migrations.
-var pgTable = regexp.MustCompile(`(?s)CREATE TABLE (\w+) \(\n(.*?)\n\)( WITHOUT ROWID)?;`)
+var pgTable = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)CREATE TABLE (\w+) \(\n(.*?)\n\)( WITHOUT ROWID)?;`)
+})
 
 func postgresSchema(s string) string {
 	for _, r := range postgresRewrites {
@@ -157,8 +160,8 @@ func postgresSchema(s string) string {
 	// SQLite gives every table not declared WITHOUT ROWID a rowid, in the
 	// order rows were made, and queries break ties by it; PostgreSQL gets
 	// it as a column.
-	return pgTable.ReplaceAllStringFunc(s, func(t string) string {
-		m := pgTable.FindStringSubmatch(t)
+	return pgTable().ReplaceAllStringFunc(s, func(t string) string {
+		m := pgTable().FindStringSubmatch(t)
 		if m[3] != "" {
 			return "CREATE TABLE " + m[1] + " (\n" + m[2] + "\n);"
 		}

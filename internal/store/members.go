@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,11 +24,11 @@ type GitHubIdentity struct {
 // someone in, whatever the reason: the caller refuses everyone alike.
 var errRefused = fmt.Errorf("not let in: %w", errdefs.ErrUnauthorized)
 
-var loginRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+var loginRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`) })
 
 // CheckGitHubLogin checks that login is shaped like a GitHub login.
 func CheckGitHubLogin(login string) error {
-	if !loginRE.MatchString(login) {
+	if !loginRE().MatchString(login) {
 		return fmt.Errorf("%q is not a GitHub login (letters, digits and single hyphens, at most 39): %w", login, errdefs.ErrInvalid)
 	}
 	return nil

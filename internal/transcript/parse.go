@@ -62,6 +62,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -425,9 +426,9 @@ func tag(s, name string) string {
 	return inner
 }
 
-var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+var ansiRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`) })
 
-func stripANSI(s string) string { return ansiRE.ReplaceAllString(s, "") }
+func stripANSI(s string) string { return ansiRE().ReplaceAllString(s, "") }
 
 // capText cuts s to max bytes at a character boundary, with the marker.
 func capText(s string) string { return cut(s, MaxText) }

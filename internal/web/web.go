@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:embed templates/*.html
@@ -66,7 +67,10 @@ type Nav struct {
 // WithTitle returns the page under another title.
 func (p Page) WithTitle(title string) Page { p.title = title; return p }
 
-var pages = func() map[string]*template.Template {
+// pages are parsed at the first page a Hub renders, not at every start of
+// the binary: kndl's helpers in a Sandbox run the same binary, and the
+// parsed templates are a quarter of the heap it would hold idle.
+var pages = sync.OnceValue(func() map[string]*template.Template {
 	layout := template.Must(template.ParseFS(templateFS, "templates/layout.html"))
 	names, _ := fs.Glob(templateFS, "templates/*.html")
 	out := map[string]*template.Template{}
@@ -79,7 +83,7 @@ var pages = func() map[string]*template.Template {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
 	}
 	return out
-}()
+})
 
 // SetHeaders sets the headers every page and static file carries: a policy
 // that runs only the Hub's own script files (none inline, no eval), never in
@@ -97,7 +101,7 @@ func SetHeaders(h http.Header) {
 // Render writes a page with status. data is what its body template reads;
 // nav, for an app page, who is signed in.
 func Render(w http.ResponseWriter, status int, p Page, nav *Nav, data any) error {
-	t := pages[p.name]
+	t := pages()[p.name]
 	if t == nil {
 		return fmt.Errorf("no page %q", p.name)
 	}

@@ -689,6 +689,9 @@ type sandboxIdle struct {
 	cgroupUsage, cgroupRSS int64
 }
 
+// claudeCodeCmd starts the command line of Claude Code in a Sandbox.
+const claudeCodeCmd = "/opt/kndl/claude-code/claude"
+
 // smaps is a set of processes' memory from /proc/PID/smaps_rollup.
 type smaps struct{ rss, pss, anon int64 }
 
@@ -718,7 +721,7 @@ func sandboxMemory(t *testing.T, sessions []*loadSession) sandboxIdle {
 			cmd, _ := os.ReadFile("/proc/" + f + "/cmdline")
 			argv := strings.Split(string(cmd), "\x00")
 			m := readSmaps("/proc/" + f + "/smaps_rollup")
-			if strings.HasPrefix(argv[0], "/opt/kndl/claude-code/claude") {
+			if strings.HasPrefix(argv[0], claudeCodeCmd) {
 				claudes++
 				sum.claude = sum.claude.add(m)
 			} else {

@@ -139,7 +139,7 @@ func (t *Tracker) Close() {
 func (t *Tracker) Pushed(ctx context.Context, sessionID string, pushed []string) {
 	var branches []string
 	for _, b := range pushed {
-		if branchName.MatchString(b) && !strings.Contains(b, "..") {
+		if branchName().MatchString(b) && !strings.Contains(b, "..") {
 			branches = append(branches, b)
 		}
 	}
@@ -476,4 +476,4 @@ func escapeBranch(b string) string {
 
 // branchName is what the Hub keeps as a branch's name: git's rules, more
 // strictly (no leading dash, no "..", a bounded length).
-var branchName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$`)
+var branchName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}$`) })

@@ -6,18 +6,19 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"kndl.dev/kndl/internal/hub/attempts"
 	"kndl.dev/kndl/internal/store"
 )
 
 // attemptsWord is attempts=N in a comment, as a word of its own.
-var attemptsWord = regexp.MustCompile(`(?i)(?:^|\s)attempts=(\S*)`)
+var attemptsWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(?:^|\s)attempts=(\S*)`) })
 
 // attemptsAsked reads attempts=N from a comment: asked is whether it has
 // one, n its count (0 for one that is no number, which no range takes).
 func attemptsAsked(body string) (n int, asked bool) {
-	m := attemptsWord.FindStringSubmatch(body)
+	m := attemptsWord().FindStringSubmatch(body)
 	if m == nil {
 		return 0, false
 	}

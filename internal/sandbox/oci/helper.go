@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"kndl.dev/kndl/internal/idleheap"
 	"kndl.dev/kndl/internal/mod"
 )
 
@@ -78,6 +79,7 @@ func runInit(args []string) int {
 			go mod.ServeDoor(context.Background(), ln, args[1]) // until the Sandbox stops
 		}
 	}
+	idleheap.Trim()
 	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM)

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -444,13 +445,13 @@ func (b *OCI) lockSandbox(id string) (record, func(), error) {
 }
 
 var (
-	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
-	diskPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	hostPattern = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+	idPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`) })
+	diskPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
+	hostPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`) })
 )
 
 func validID(id string) error {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return fmt.Errorf("sandbox id %q: want [a-z0-9-], at most 40 characters: %w", id, errdefs.ErrInvalid)
 	}
 	return nil
@@ -496,7 +497,7 @@ func validate(spec sandbox.Spec) error {
 	}
 	names := map[string]bool{}
 	for _, d := range spec.Disks {
-		if !diskPattern.MatchString(d.Name) || names[d.Name] {
+		if !diskPattern().MatchString(d.Name) || names[d.Name] {
 			return bad("disk name %q: want a unique [a-z0-9-] name", d.Name)
 		}
 		names[d.Name] = true
@@ -549,7 +550,7 @@ func validate(spec sandbox.Spec) error {
 	if r.DiskMiB < 0 || (r.DiskMiB > 0 && r.DiskMiB < minDiskMiB) {
 		return bad("disk %d MiB: want 0 (the Runner's default) or at least %d MiB", r.DiskMiB, minDiskMiB)
 	}
-	if spec.Hostname != "" && !hostPattern.MatchString(spec.Hostname) {
+	if spec.Hostname != "" && !hostPattern().MatchString(spec.Hostname) {
 		return bad("hostname %q is not a valid host name", spec.Hostname)
 	}
 	return nil
