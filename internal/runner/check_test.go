@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -23,7 +22,7 @@ import (
 // past its timeout is killed and says so; only the output's last
 // CheckTailMax bytes come back. It gets the Session's Variables.
 func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
-	s := checkSandbox(t)
+	s := checkSandbox(t, crunBackend)
 	ctx := context.Background()
 	vars := []protocol.Variable{{Name: "CHECK_VAR", Value: "from the Session"}}
 	for _, tt := range []struct {
@@ -61,8 +60,20 @@ func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
 // on a free port, and the test image's root filesystem.
 func crunBackend(t *testing.T) (be *oci.OCI, base string) {
 	t.Helper()
-	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "crun")
+	return ociBackend(t, oci.Options{})
+}
+
+// gvisorBackend is crunBackend on gVisor: the gvisor backend with the
+// runsc scripts/install-packages builds.
+func gvisorBackend(t *testing.T) (be *oci.OCI, base string) {
+	t.Helper()
+	return ociBackend(t, oci.Options{Runtime: "runsc", RuntimePath: testkit.Runsc(t)})
+}
+
+func ociBackend(t *testing.T, o oci.Options) (be *oci.OCI, base string) {
+	t.Helper()
+	testenv.RequireRoot(t)
 	base = testkit.Rootfs(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -70,18 +81,19 @@ func crunBackend(t *testing.T) (be *oci.OCI, base string) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	be, err = oci.New(context.Background(), oci.Options{StateDir: filepath.Join(t.TempDir(), "oci"), RelayPort: uint16(port), Logger: slog.New(slog.DiscardHandler)})
+	o.StateDir, o.RelayPort, o.Logger = filepath.Join(t.TempDir(), "oci"), uint16(port), slog.New(slog.DiscardHandler)
+	be, err = oci.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return be, base
 }
 
-// checkSandbox is a Session of a running Sandbox on crun, with an empty
-// /workspace, for its check.
-func checkSandbox(t *testing.T) *session {
+// checkSandbox is a Session of a running Sandbox on the backend newBackend
+// makes, with an empty /workspace, for its check.
+func checkSandbox(t *testing.T, newBackend func(*testing.T) (*oci.OCI, string)) *session {
 	t.Helper()
-	be, base := crunBackend(t)
+	be, base := newBackend(t)
 	ctx := context.Background()
 	const id = "check"
 	if err := be.Create(ctx, sandbox.Spec{ID: id, Layers: []string{base}, Binds: []sandbox.Bind{{Source: t.TempDir(), Target: workspaceDir}}}); err != nil {
@@ -91,48 +103,80 @@ func checkSandbox(t *testing.T) *session {
 	if err := be.Start(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	return &session{id: id, sandbox: id, dir: t.TempDir(), backend: be}
+	return &session{id: id, sandbox: id, dir: t.TempDir(), backend: be, log: slog.New(slog.DiscardHandler)}
 }
 
-// TestATimedOutCheckLeavesNoProcessBehind: a check killed at its timeout
-// takes what it started with it (a child in its process group, which the
-// Sandbox's init would otherwise adopt and keep), and nothing else: the
-// Sandbox's init and another Exec's process (Claude Code's, say) run on.
-func TestATimedOutCheckLeavesNoProcessBehind(t *testing.T) {
-	s := checkSandbox(t)
-	ctx := context.Background()
-	// Claude Code's stand-in, started as the Runner starts it: an Exec of
-	// its own.
-	other, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", "sleep 301; true"}})
-	if err != nil {
-		t.Fatal(err)
+// TestNoProcessOfACheckOutlivesIt, on crun and on gVisor: whatever a check
+// started ends with it, whether the check ran past its timeout (a child in
+// its process group), passed leaving a child in the background, or
+// started a daemon that double-forked into a session of its own (which
+// the Sandbox's init would otherwise adopt and keep); and nothing else
+// ends: the Sandbox's init and another Exec's process (Claude Code's,
+// say) run on.
+func TestNoProcessOfACheckOutlivesIt(t *testing.T) {
+	for _, be := range []struct {
+		name string
+		new  func(*testing.T) (*oci.OCI, string)
+	}{{"crun", crunBackend}, {"gvisor", gvisorBackend}} {
+		t.Run(be.name, func(t *testing.T) {
+			s := checkSandbox(t, be.new)
+			ctx := context.Background()
+			// Claude Code's stand-in, started as the Runner starts it: an
+			// Exec of its own.
+			other, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", "sleep 301; true"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			otherEnded := make(chan struct{})
+			go func() { other.Wait(); close(otherEnded) }()
+			t.Cleanup(func() { other.Kill(); <-otherEnded })
+			for _, tt := range []struct {
+				name, command string
+				timedOut      bool
+			}{
+				{"killed at its timeout", "sleep 302 & sleep 303", true},
+				{"passed with a child in the background", "sleep 304 >/dev/null 2>&1 & true", false},
+				{"passed with a daemon in a session of its own", "setsid sh -c 'sleep 305 >/dev/null 2>&1 &' </dev/null >/dev/null 2>&1; true", false},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					res, err := s.check(ctx, protocol.SessionCheck{SessionID: s.id, Command: tt.command, TimeoutMS: 1000}, nil)
+					if err != nil || res.TimedOut != tt.timedOut {
+						t.Fatalf("got %+v, %v; want a check timed out %v", res, err, tt.timedOut)
+					}
+					// Right after the check: its processes are gone, not
+					// about to go.
+					procs := sandboxProcesses(t, s)
+					for _, n := range []string{"sleep 302", "sleep 303", "sleep 304", "sleep 305"} {
+						if strings.Contains(procs, n) {
+							t.Errorf("got the Sandbox's processes %q after the check, want none of its (%s)", procs, n)
+						}
+					}
+					st, err := s.backend.Status(ctx, s.sandbox)
+					if err != nil || st.State != sandbox.StateRunning || !strings.Contains(procs, "sleep 301") {
+						t.Errorf("got the Sandbox %v (%v) with the processes %q, want it running with the other Exec's sleep 301", st.State, err, procs)
+					}
+					select {
+					case <-otherEnded:
+						t.Error("got the other Exec's process ended with the check, want it running")
+					default:
+					}
+				})
+			}
+		})
 	}
-	otherEnded := make(chan struct{})
-	go func() { other.Wait(); close(otherEnded) }()
-	t.Cleanup(func() { other.Kill(); <-otherEnded })
-	res, err := s.check(ctx, protocol.SessionCheck{SessionID: s.id, Command: "sleep 302 & sleep 303", TimeoutMS: 500}, nil)
-	if err != nil || !res.TimedOut {
-		t.Fatalf("got %+v, %v; want a check timed out", res, err)
-	}
-	// Every process of the Sandbox but its init and this probe, zombies
-	// (which their reaper has yet to take) aside: "PID CMDLINE" lines.
+}
+
+// sandboxProcesses is every process of the Sandbox but its init and the
+// probe itself, zombies (which their reaper has yet to take) aside, as
+// "PID CMDLINE" lines.
+func sandboxProcesses(t *testing.T, s *session) string {
+	t.Helper()
 	const probe = `for p in /proc/[0-9]*; do n=${p#/proc/}; [ "$n" = 1 ] || [ "$n" = $$ ] && continue
 grep -qs '^State:[[:space:]]*Z' $p/status && continue
 c=$(tr '\0' ' ' < $p/cmdline 2>/dev/null) && [ -n "$c" ] && echo "$n $c"; done; true`
-	var procs string
-	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
-		procs, err = sandbox.Output(ctx, s.backend, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", probe}})
-		return err == nil && !strings.Contains(procs, "sleep 302") && !strings.Contains(procs, "sleep 303")
-	}, func() string {
-		return fmt.Sprintf("got the Sandbox's processes %q (%v), want none of the check's (sleep 302, sleep 303)", procs, err)
-	})
-	st, err := s.backend.Status(ctx, s.sandbox)
-	if err != nil || st.State != sandbox.StateRunning || !strings.Contains(procs, "sleep 301") {
-		t.Errorf("got the Sandbox %v (%v) with the processes %q, want it running with the other Exec's sleep 301", st.State, err, procs)
+	procs, err := sandbox.Output(context.Background(), s.backend, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", probe}})
+	if err != nil {
+		t.Fatalf("list the Sandbox's processes: %v", err)
 	}
-	select {
-	case <-otherEnded:
-		t.Error("got the other Exec's process ended with the check, want it running")
-	default:
-	}
+	return procs
 }

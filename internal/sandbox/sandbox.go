@@ -320,8 +320,8 @@ type Process interface {
 	Wait() (int, error)
 	// Resize changes the terminal size; ErrNotSupported without a TTY.
 	Resize(WinSize) error
-	// Kill kills the process, and on crun the rest of its process group
-	// (what it started and did not move out of it).
+	// Kill kills the process and the rest of its process group (what it
+	// started and did not move out of it).
 	Kill() error
 }
 

@@ -200,7 +200,13 @@ func repoPage(t *testing.T) (*System, *Browser, api.Repo) {
 // sessionPageHTML is the Session view's page as the dev user gets it.
 func sessionPageHTML(t *testing.T, s *System, id string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.URL+"/sessions/"+id, nil)
+	return pageHTML(t, s, "/sessions/"+id)
+}
+
+// pageHTML is the Hub's page at path as the dev user gets it.
+func pageHTML(t *testing.T, s *System, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.URL+path, nil)
 	req.AddCookie(&http.Cookie{Name: "kndl", Value: devCookie(t, s)})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

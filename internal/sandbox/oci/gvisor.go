@@ -145,11 +145,16 @@ func openPTY(ws sandbox.WinSize) (master, replica *os.File, err error) {
 	return os.NewFile(uintptr(m), "pty"), os.NewFile(uintptr(r), "pty-replica"), nil
 }
 
-// runscKill sends SIGKILL to the process with pid inside Sandbox id.
+// runscKill sends SIGKILL to the process with pid inside Sandbox id and to
+// the rest of its process group, as hostKill does on crun: runsc's exec
+// starts each process as the leader of a session of its own (the Sentry's
+// task_start.go: no parent, so a new session), whose group id is its pid
+// and holds what it started unless that left. `kill --pid` alone left a
+// timed-out check's children running.
 func (r ociRuntime) runscKill(id string, pid int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitDelay)
 	defer cancel()
-	err := r.run(ctx, false, "kill", "--pid", strconv.Itoa(pid), id, "KILL")
+	err := r.run(ctx, false, "kill", "--pgid", strconv.Itoa(pid), id, "KILL")
 	if err != nil && strings.Contains(err.Error(), "no such process") {
 		return nil
 	}
