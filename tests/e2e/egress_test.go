@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,7 +191,8 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 // TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild: on the
 // Repo's page a person picks allowlist and lists hosts; the draft applies
 // at once, the current version shows the list as the CLI does, and a later
-// save of another field keeps it.
+// save of another field keeps it, and what the form has no field for (the
+// Features, the check, the branch prefix, the ports) byte for byte.
 func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing.T) {
 	t.Parallel()
 	s, b, repo := repoPage(t)
@@ -205,6 +209,30 @@ func TestTheRepoPageSetsAnEgressAllowlistThatAppliesWithoutATestBuild(t *testing
 	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &env)
 	if d := env.Draft; d == nil || !d.Settings.Egress.Restricted() || strings.Join(d.Settings.Egress.Allow, " ") != "npm *.example.com" || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.HasPrefix(c, "egress") }) {
 		t.Fatalf("the draft after changing the CPUs: %+v, want the allowlist kept", d)
+	}
+
+	// What the form has no field for is kept too: the Hub takes the
+	// settings whole, so a form that sent only its own fields erased them.
+	kept := env.Draft.Settings
+	kept.Features = []protocol.Feature{{Ref: "registry.test/f/greet@sha256:" + strings.Repeat("ab", 32), Env: []string{"GREETING=hello there"}}}
+	kept.CheckCommand = "make test ARGS='-run X'"
+	kept.BranchPrefix = "bots/kndl/"
+	kept.Ports = []protocol.OfferedPort{{Port: 3000, Label: "web app"}, {Port: 8080}}
+	s.Do(http.MethodPut, "/api/repos/"+repo.ID+"/environment/draft", kept, &env)
+	b.Go(s.URL+"/repos/"+repo.ID, "#draft")
+	b.Wait(testenv.WaitMedium, "the form filled from the draft", `document.getElementById("draft-state").textContent.includes("check added")`)
+	kept.Start = "npm start -- --port 3000\t# from the form\n"
+	Eval[bool](b, `(() => { const f = document.getElementById("draft"); f.start.value = `+strconv.Quote(kept.Start)+`; f.requestSubmit(); return true })()`)
+	b.Wait(testenv.WaitMedium, "the Start draft saved", `document.getElementById("draft-state").textContent.includes("Start script added")`)
+	// A fresh value: decoding into env would keep the fields the answer omits.
+	var after api.Environment
+	s.Do(http.MethodGet, "/api/repos/"+repo.ID+"/environment", nil, &after)
+	if after.Draft == nil {
+		t.Fatal("no draft after the form changed the Start script")
+	}
+	want, _ := json.Marshal(kept)
+	if got, _ := json.Marshal(after.Draft.Settings); !bytes.Equal(got, want) {
+		t.Fatalf("the draft after the form changed the Start script:\n%s\nwant\n%s", got, want)
 	}
 }
 
