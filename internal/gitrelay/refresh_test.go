@@ -32,6 +32,7 @@ type gate struct {
 	reached chan struct{} // closed once the body waits
 	open    chan struct{} // closed to let the rest through
 	once    sync.Once
+	pushes  int // GitHub's pushes let through before the relay took this one
 }
 
 func newGate(after int64) *gate {
@@ -91,6 +92,7 @@ func (r *rig) gatedFront(t *testing.T) *gatedFront {
 		if strings.HasSuffix(rest, "/git-receive-pack") && req.ContentLength != 4 { // not git's probe
 			select {
 			case g := <-f.gates:
+				g.pushes = r.gh.Calls("git_push") // git's info/refs and probe are answered: the pack's request comes next
 				g.body = req.Body
 				req.Body = g
 			default:
@@ -184,6 +186,13 @@ func TestAPushRacingATokenRefreshUsesTheTokenHeldWhenItReachesTheForge(t *testin
 			f.gates <- g
 			done := push(t, ws, "origin", "HEAD:"+branch)
 			waitFor(t, g.reached, "the push's body to wait")
+			if tt.after > 0 {
+				// The relay sent the pack's request, but GitHub checks its
+				// token when it reads the request, not when it was sent.
+				testenv.Eventually(t, testenv.WaitLong, "GitHub to let the pack's request through with the token before the refresh", func() bool {
+					return r.gh.Calls("git_push") > g.pushes
+				})
+			}
 			r.refresh(t, r.relay)
 			close(g.open)
 			res := <-done
