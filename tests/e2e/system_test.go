@@ -475,11 +475,13 @@ func Start(t testing.TB, opts ...Option) *System {
 	s.startRunner(b)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("system log:\n%s", logBuf.String())
 			// Grouped by stack, with the outbox's labels: what a stall waits on.
 			var g strings.Builder
 			pprof.Lookup("goroutine").WriteTo(&g, 1)
 			t.Logf("goroutines of the test process (every System's in it):\n%s", g.String())
+			// Last, so that a report showing only the output's tail shows
+			// what the Hub and Runner did just before the failure.
+			t.Logf("system log:\n%s", logBuf.String())
 		}
 		cctx := context.Background()
 		if all, err := s.Backend.List(cctx); err == nil {
