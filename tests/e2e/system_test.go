@@ -236,14 +236,9 @@ func cached(t testing.TB, home, name string) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort is a port claimed for the test (testkit.Ports), with the two
+// after it: a Runner's relay port, its egress ports next.
+func freePort(t testing.TB) int { return testkit.Ports(t, 3) }
 
 // Option changes how Start makes a System.
 type Option func(*options)
