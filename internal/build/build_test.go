@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,16 +66,9 @@ func builderOn(t testing.TB, keep int, runtime string) (*Builder, sandbox.Backen
 	return b, be, base
 }
 
-// freePort is a port for a backend's relay that nothing listens on now.
-func freePort(t testing.TB) uint16 {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return uint16(ln.Addr().(*net.TCPAddr).Port)
-}
+// freePort is a relay port, its egress ports after it, claimed for the
+// test (testkit.Ports).
+func freePort(t testing.TB) uint16 { return uint16(testkit.Ports(t, 3)) }
 
 func run(t *testing.T, be sandbox.Backend, id string, args ...string) string {
 	t.Helper()

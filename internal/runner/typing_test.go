@@ -227,6 +227,32 @@ func (p *fakePane) counts() (typed int, submitted []string) {
 	return p.typed, p.submitted
 }
 
+// deliverHello delivers "hello there", with 30 s to take it, to a Session
+// whose pane is p; it fails the test unless the prompt is taken at try
+// tries, and returns how long that took.
+func deliverHello(t *testing.T, p *fakePane, tries int) time.Duration {
+	t.Helper()
+	_, s := fakeSession(t, p)
+	start := time.Now()
+	got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
+	if err != nil || !got.Taken || got.Tries != tries {
+		t.Fatalf("deliver = %+v, %v; want taken at try %d", got, err, tries)
+	}
+	return time.Since(start)
+}
+
+// wantHelloOnceAbout fails the test unless "hello there" was typed once and
+// submitted once, whole, taken (after took) within a second past after.
+func wantHelloOnceAbout(t *testing.T, p *fakePane, took, after time.Duration) {
+	t.Helper()
+	if took < after || took > after+time.Second {
+		t.Errorf("taken after %v, want just after %v", took, after)
+	}
+	if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
+		t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
+	}
+}
+
 // TestALostEnterIsPressedAgainWithinASecond: Claude Code keeps the prompt
 // in its input after an Enter; the Runner presses Enter again a second
 // later, and answers taken once UserPromptSubmit fires, the prompt typed
@@ -234,18 +260,7 @@ func (p *fakePane) counts() (typed int, submitted []string) {
 func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{lose: 1}
-		_, s := fakeSession(t, p)
-		start := time.Now()
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken {
-			t.Fatalf("deliver = %+v, %v; want taken", got, err)
-		}
-		if took := time.Since(start); took > resendAfter+time.Second {
-			t.Errorf("taken after %v, want about %v", took, resendAfter)
-		}
-		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
-			t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
-		}
+		wantHelloOnceAbout(t, p, deliverHello(t, p, 1), resendAfter)
 	})
 }
 
@@ -256,11 +271,7 @@ func TestALostEnterIsPressedAgainWithinASecond(t *testing.T) {
 func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{slowFor: 4500 * time.Millisecond}
-		_, s := fakeSession(t, p)
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken || got.Tries != 1 {
-			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-		}
+		deliverHello(t, p, 1)
 		p.mu.Lock()
 		enters, submitted := p.enters, p.submitted
 		p.mu.Unlock()
@@ -278,11 +289,7 @@ func TestASlowClaudeCodeIsPressedEnterLessAndLess(t *testing.T) {
 func TestTheFirstPromptIsEnteredOnceWhenItsHookComesAsTheScreenIsRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{hookAfter: resendAfter, answerTakes: 50 * time.Millisecond}
-		_, s := fakeSession(t, p)
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken || got.Tries != 1 {
-			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-		}
+		deliverHello(t, p, 1)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.enters != 1 || p.typed != 1 {
@@ -299,13 +306,7 @@ func TestTheFirstPromptIsEnteredOnceWhenItsHookComesAsTheScreenIsRead(t *testing
 func TestASlowEditorIsNotOpenedTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{editorTakes: 1200}
-		_, s := fakeSession(t, p)
-		start := time.Now()
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken || got.Tries != 1 {
-			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-		}
-		if took := time.Since(start); took > 2*time.Second {
+		if took := deliverHello(t, p, 1); took > 2*time.Second {
 			t.Errorf("taken after %v, want soon after the editor's 1.2 s", took)
 		}
 		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 {
@@ -349,18 +350,7 @@ func TestAnEditorKeyClaudeCodeGetsToLateIsPressedOnce(t *testing.T) {
 func TestAnIgnoredEditorKeyIsPressedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{ignore: 1}
-		_, s := fakeSession(t, p)
-		start := time.Now()
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken || got.Tries != 1 {
-			t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-		}
-		if took := time.Since(start); took < pressAgainAfter || took > pressAgainAfter+time.Second {
-			t.Errorf("taken after %v, want just after %v", took, pressAgainAfter)
-		}
-		if typed, submitted := p.counts(); typed != 1 || len(submitted) != 1 || submitted[0] != "hello there" {
-			t.Fatalf("typed %d times, submitted %q; want one of each", typed, submitted)
-		}
+		wantHelloOnceAbout(t, p, deliverHello(t, p, 1), pressAgainAfter)
 	})
 }
 
@@ -371,11 +361,7 @@ func TestAnIgnoredEditorKeyIsPressedAgain(t *testing.T) {
 func TestAPromptSubmittedUnheardIsTypedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &fakePane{unheard: 1}
-		_, s := fakeSession(t, p)
-		got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: "hello there", WithinMS: 30_000})
-		if err != nil || !got.Taken || got.Tries != 2 {
-			t.Fatalf("deliver = %+v, %v; want taken at the second try", got, err)
-		}
+		deliverHello(t, p, 2)
 		if typed, _ := p.counts(); typed != 2 {
 			t.Fatalf("typed %d times, want 2", typed)
 		}

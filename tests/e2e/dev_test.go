@@ -180,6 +180,13 @@ func TestKndlDevKilledMidTurnLosesNothing(t *testing.T) {
 	evs := s.Events(v.ID)
 	once(t, evs, protocol.EventText, "The long job is done.", "Queued prompt answered.", "Still here after the restart.")
 	once(t, evs, protocol.EventToolResult, "long-job-finished")
+	for _, e := range evs {
+		if e.Kind == protocol.EventToolResult && e.IsError {
+			// As Claude Code's Bash tool refuses a long bare sleep at once
+			// (docs/claude-code.md): the kill came after the Turn.
+			t.Errorf("the slow task's tool failed, so the kill was not mid-Turn: %s", e.Text)
+		}
+	}
 	once(t, evs, protocol.EventPrompt, "run the slow task", "queued behind", "after the restart")
 	inOrder(t, evs, "run the slow task", "long-job-finished", "The long job is done.", "queued behind", "Queued prompt answered.", "after the restart")
 

@@ -161,7 +161,7 @@ func TestUnderAnAllowlistASandboxReachesOnlyListedHostsThroughTheRunnersProxy(t 
 
 	// A restarted Runner judges the running Sandbox as before.
 	s.RestartRunner()
-	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects again", s.Runner.Connected)
+	s.waitConnected("the Runner connects again")
 	if out, code := sh(`exec 3<>/dev/tcp/pkg.allowed.test/80 && printf 'GET /again HTTP/1.0\r\nHost: pkg.allowed.test\r\n\r\n' >&3 && cat <&3`); code != 0 || !strings.Contains(out, "served to pkg.allowed.test") {
 		t.Fatalf("HTTP to the allowed host after a Runner restart: exit %d\n%s", code, out)
 	}

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/testenv"
 )
@@ -25,6 +27,34 @@ func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
 	// Runner, once it has read it, a moment later (a check between the two
 	// failed once in CI under load).
 	testenv.Eventually(t, testenv.WaitShort, "the Runner connected too, the welcome read", s.Runner.Connected)
+}
+
+// TestARunnerThatCannotListenSaysWhyItDidNotConnect: a Runner whose relay
+// port is taken ends its Run at once; the wait for it to connect says so,
+// with the Hub's view and the log, not only that it did not connect.
+func TestARunnerThatCannotListenSaysWhyItDidNotConnect(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	s.runnerCancel()
+	<-s.runnerDone
+	ln, err := net.Listen("tcp", s.Backend.Host().Relay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s.startRunner(s.Backend)
+	select {
+	case <-s.runnerDone:
+	case <-time.After(testenv.WaitShort):
+		t.Fatal("a Runner that cannot listen on its relay port still runs")
+	}
+	why := s.whyNotConnected("the Runner connects")
+	for _, want := range []string{"the Runner's Run: ended, returning the mod relay cannot listen on " + s.Backend.Host().Relay,
+		"the Hub counts it connected: false", `msg="the Runner's Run ended"`} {
+		if !strings.Contains(why, want) {
+			t.Errorf("the wait's message does not say %q:\n%s", want, why)
+		}
+	}
 }
 
 // TestTheRunnerSaysWhichSandboxBackendItRuns: kndl runner ls shows the

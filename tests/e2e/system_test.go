@@ -122,8 +122,10 @@ type System struct {
 	hubDone   chan struct{}
 
 	runnerCfg    runner.Config
+	runnerID     string
 	runnerCancel context.CancelFunc
 	runnerDone   chan struct{}
+	runnerEnd    error // what the Runner's Run returned, once runnerDone is closed
 	log2         *slog.Logger
 }
 
@@ -135,9 +137,47 @@ func (s *System) startRunner(b sandbox.Backend) {
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	go func() {
+		// Run ends at once, not connecting, if it cannot listen on its relay
+		// or egress ports: the log and waitConnected say so.
+		err := r.Run(ctx)
+		if err != nil {
+			s.log2.Error("the Runner's Run ended", "err", err)
+		}
+		s.runnerEnd = err
+		close(done)
+	}()
 	s.Runner, s.Backend, s.runnerCancel, s.runnerDone = r, b, cancel, done
 }
+
+// waitConnected waits for the Runner to be connected and welcomed. Past
+// WaitMedium it fails saying why not, from what the test has at hand:
+// whether the Runner's Run ended and with what, whether the Hub counts it
+// connected, the log's last lines, and where the goroutines of the
+// Runner and its backend are (of every System of the process).
+func (s *System) waitConnected(what string) {
+	s.t.Helper()
+	testenv.EventuallyShowing(s.t, testenv.WaitMedium, s.Runner.Connected, func() string { return s.whyNotConnected(what) })
+}
+
+// whyNotConnected is waitConnected's failure message.
+func (s *System) whyNotConnected(what string) string {
+	run := "still running"
+	select {
+	case <-s.runnerDone:
+		run = fmt.Sprintf("ended, returning %v", s.runnerEnd)
+	default:
+	}
+	lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+	lines = lines[max(0, len(lines)-runnerLogTail):]
+	stacks := testenv.Leftover("kndl.dev/kndl/internal/runner", "kndl.dev/kndl/internal/sandbox")
+	return fmt.Sprintf("%s\nthe Runner's Run: %s; the Hub counts it connected: %v\nthe log's last %d lines:\n%s\n"+
+		"the %d goroutines of the Runner and its backend, every System's:\n\n%s",
+		what, run, s.Hub.Connected(s.runnerID), len(lines), strings.Join(lines, "\n"), len(stacks), strings.Join(stacks, "\n\n"))
+}
+
+// runnerLogTail is how many of the log's last lines waitConnected shows.
+const runnerLogTail = 40
 
 // RestartRunner stops the Runner process's part (its connection, relay and
 // control clients) and starts a new Runner with a new backend over the same
@@ -236,14 +276,9 @@ func cached(t testing.TB, home, name string) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort is a port claimed for the test (testkit.Ports), with the two
+// after it: a Runner's relay port, its egress ports next.
+func freePort(t testing.TB) int { return testkit.Ports(t, 3) }
 
 // Option changes how Start makes a System.
 type Option func(*options)
@@ -433,7 +468,7 @@ func Start(t testing.TB, opts ...Option) *System {
 	if err := h.StoreClaudeToken(ctx, dev.ID, claudeToken); err != nil {
 		t.Fatal(err)
 	}
-	_, rtoken, err := st.Runners.CreateRunner(ctx, "e2e", dev.ID)
+	rn, rtoken, err := st.Runners.CreateRunner(ctx, "e2e", dev.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +506,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		}
 	}
 	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, HubDisk: hubDisk, cli: cli, log: logBuf, logw: logw, db: db,
-		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, log2: log}
+		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, runnerID: rn.ID, log2: log}
 	s.startRunner(b)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -492,7 +527,7 @@ func Start(t testing.TB, opts ...Option) *System {
 		cancel()
 		st.Close()
 	})
-	testenv.Eventually(t, testenv.WaitMedium, "the Runner connects", s.Runner.Connected)
+	s.waitConnected("the Runner connects")
 	return s
 }
 

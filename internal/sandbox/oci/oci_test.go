@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -79,14 +78,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func freePort(t testing.TB) uint16 {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
+// freePort is a relay port, its egress ports after it, claimed for the
+// test (testkit.Ports).
+func freePort(t testing.TB) uint16 { return uint16(testkit.Ports(t, 3)) }
 
 // TestLimitsInsideTheSandbox reads the limits from the Sandbox's own cgroup
 // view: CPUs as a CFS quota, memory, and the pids bound.
