@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +30,8 @@ var attemptCode = []string{
 // attempt's passes the check, though its diff is the largest. The API
 // and the set's page rank it first, then the others by the smaller diff;
 // keeping it puts the others to sleep, and its pull request opens on the
-// fake GitHub from the branch it pushed, which the set then shows.
+// fake GitHub from the branch it pushed, which the set then shows; keeping
+// it again with the page's other choice archives the others.
 func TestAnAttemptSetRanksTheOneWhoseCheckPassedFirstAndKeepOpensItsPull(t *testing.T) {
 	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
@@ -114,5 +117,22 @@ func TestAnAttemptSetRanksTheOneWhoseCheckPassedFirstAndKeepOpensItsPull(t *test
 	s.Do(http.MethodGet, "/api/attempts/"+set.ID, nil, &set)
 	if a := set.Attempts[0]; a.Session.ID != kept || a.Session.Pull == nil || a.Session.Pull.Number != pull.Number || a.Session.State == api.Asleep {
 		t.Errorf("the set after keeping: got its first %+v, want the kept attempt, awake, with pull request #%d", a.Session, pull.Number)
+	}
+
+	// The page's other choice, archive the rest (its button's call): the
+	// others are archived, their disks and Workspace kept on the Runner,
+	// and the kept one goes on awake.
+	keep := `data-action="keep" data-set="` + set.ID + `" data-id="` + kept + `" data-others="`
+	if page := pageHTML(t, s, "/attempts/"+set.ID); !strings.Contains(page, keep+`sleep"`) || !strings.Contains(page, keep+`archive"`) {
+		t.Fatalf("the set's page offers no sleep and archive choices to keep %s:\n%s", kept, page)
+	}
+	if code := s.Do(http.MethodPost, "/api/attempts/"+set.ID+"/keep", api.KeepAttempt{SessionID: kept, Others: "archive"}, &set); code != http.StatusOK {
+		t.Fatalf("keep, archiving the rest: got %d, want 200", code)
+	}
+	for _, a := range set.Attempts {
+		archived := a.Session.State == api.Archived && !a.Session.ArchivedAt.IsZero()
+		if _, err := os.Stat(filepath.Join(s.Home, "sessions", a.Session.ID, "archived")); archived != (a.Session.ID != kept) || (err == nil) != archived {
+			t.Errorf("attempt %s after archiving the rest: %s, archived at %v, the Runner's mark %v; want the others archived, the kept one %s awake", a.Session.ID, a.Session.State, a.Session.ArchivedAt, err, kept)
+		}
 	}
 }
