@@ -130,6 +130,9 @@ func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
 		left = helperProcesses(t, s, v.ID)
 		return len(left) == 0
 	}, func() string { return "kndl helpers running as processes of their own: " + strings.Join(left, "; ") })
+	if viewPorts(t, s, v.ID, func([]api.Port) bool { return true }) == nil {
+		t.Fatal("no list of open ports reached the Session's view from the new Runner's watcher")
+	}
 }
 
 func TestARunnerAwayFreezesItsSessions(t *testing.T) {
