@@ -16,8 +16,9 @@ import (
 func main() {
 	// The sandbox backend and the Runner's confined tasks re-execute this
 	// binary for their helpers (a Sandbox's PID 1 among them): they run
-	// before anything else.
-	if code, ok := runner.RunHelper(os.Args); ok {
+	// before anything else. That PID 1 runs the helpers the CLI's hosted
+	// commands hand it.
+	if code, ok := runner.RunHelper(os.Args, cli.Hosted()); ok {
 		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if code, ok := oci.RunHelper(os.Args); ok {
+	if code, ok := oci.RunHelper(os.Args, nil); ok {
 		os.Exit(code)
 	}
 	oci.ReapTests(context.Background())

@@ -109,8 +109,8 @@ func commands() []Command {
 		{Name: "mod hook", Summary: "carry a Claude Code hook event to the Hub", Hidden: true, Run: modHook},
 		{Name: "claude seed", Usage: "CONFIG_DIR WORKDIR", Summary: "seed Claude Code's config so no dialog waits", Hidden: true, Run: claudeSeed},
 		{Name: "claude editor", Usage: "STAGED FILE", Summary: "Claude Code's external editor: put the prompt the Runner staged in FILE", Hidden: true, Run: claudeEditor},
-		{Name: "transcript follow", Summary: "stream a transcript's Events", Hidden: true, Run: transcriptFollow},
-		{Name: "ports watch", Usage: "[--skip-exe DIR]", Summary: "write the listening ports when they change", Hidden: true, Run: portsWatch},
+		{Name: "transcript follow", Summary: "stream a transcript's Events", Hidden: true, Run: hostedCommand("transcript follow")},
+		{Name: "ports watch", Usage: "[--skip-exe DIR]", Summary: "write the listening ports when they change", Hidden: true, Run: hostedCommand("ports watch")},
 		{Name: "ports dial", Usage: "PORT", Summary: "carry one connection to a port over stdin and stdout", Hidden: true, Run: portsDial},
 	}
 }

@@ -3,23 +3,25 @@ package cli
 import (
 	"context"
 	"fmt"
+	goio "io"
 	"strconv"
 
-	"kndl.dev/kndl/internal/idleheap"
 	"kndl.dev/kndl/internal/ports"
 )
 
-// portsWatch writes the Sandbox's listening ports whenever they change; the
-// Runner runs it inside the Sandbox and reads its stdout.
-func portsWatch(ctx context.Context, io IO, args []string) error {
+// portsWatchArgs is `kndl ports watch`, hosted: it writes the Sandbox's
+// listening ports whenever they change, for the Runner, which runs it
+// inside the Sandbox and reads its stdout.
+func portsWatchArgs(io IO, args []string) (hostedRun, error) {
 	fs := Flags(io, "ports watch")
 	skip := fs.String("skip-exe", "", "leave out ports held by an executable under this directory")
 	if _, err := Parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	idleheap.Trim()
-	// The Sandbox's init is kndl's: its one listener is the mod's hook door.
-	return ports.Watch(ctx, ports.Options{SkipExe: *skip, SkipPID: 1}, ports.Every, io.Stdin, io.Stdout)
+	return func(ctx context.Context, in goio.Reader, out goio.Writer) error {
+		// The Sandbox's init is kndl's: its one listener is the mod's hook door.
+		return ports.Watch(ctx, ports.Options{SkipExe: *skip, SkipPID: 1}, ports.Every, in, out)
+	}, nil
 }
 
 // portsDial carries one connection to a port in the Sandbox over stdin and

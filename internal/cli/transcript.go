@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	goio "io"
 
-	"kndl.dev/kndl/internal/idleheap"
 	"kndl.dev/kndl/internal/transcript"
 )
 
-// transcriptFollow streams a Session's transcript as Events; the Runner runs
-// it inside the Sandbox and reads its stdout.
-func transcriptFollow(ctx context.Context, io IO, args []string) error {
+// transcriptFollowArgs is `kndl transcript follow`, hosted: it streams a
+// Session's transcript as Events to the Runner, which runs it inside the
+// Sandbox and reads its stdout.
+func transcriptFollowArgs(io IO, args []string) (hostedRun, error) {
 	fs := Flags(io, "transcript follow")
 	var o transcript.Options
 	fs.StringVar(&o.ConfigDir, "config-dir", "", "Claude Code's CLAUDE_CONFIG_DIR")
@@ -19,14 +20,15 @@ func transcriptFollow(ctx context.Context, io IO, args []string) error {
 	fs.StringVar(&o.Conversation, "conversation", "", "the conversation's UUID")
 	offsets := fs.String("offsets", "", "where to resume, as JSON from the last batch")
 	if _, err := Parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if *offsets != "" {
 		if err := json.Unmarshal([]byte(*offsets), &o.Offsets); err != nil {
-			return fmt.Errorf("--offsets: %w", err)
+			return nil, fmt.Errorf("--offsets: %w", err)
 		}
 	}
-	o.Stdin = io.Stdin
-	idleheap.Trim()
-	return transcript.Follow(ctx, o, io.Stdout)
+	return func(ctx context.Context, in goio.Reader, out goio.Writer) error {
+		o.Stdin = in
+		return transcript.Follow(ctx, o, out)
+	}, nil
 }

@@ -79,7 +79,7 @@ func errText(err error) string {
 }
 
 func TestMain(m *testing.M) {
-	if code, ok := oci.RunHelper(os.Args); ok { // the readers' user namespace
+	if code, ok := oci.RunHelper(os.Args, nil); ok { // the readers' user namespace
 		os.Exit(code)
 	}
 	if code, ok := RunHelper(os.Args, Tasks{"probe": runProbe, "hang": runHang}); ok {

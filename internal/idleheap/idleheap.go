@@ -1,9 +1,10 @@
 // Package idleheap keeps the Go heap small in kndl's long-lived helpers in
-// a Sandbox (its init, `kndl ports watch`, `kndl transcript follow`), which
-// wait beside Claude Code for the Session's whole life. They are the one
-// kndl binary, whose package initialisation leaves a few MiB of garbage
-// that the runtime would otherwise keep resident in each of them. Only
-// those helpers import it.
+// a Sandbox (its init, which runs the ports watcher and the transcript
+// follower, or those commands themselves where init does not take them:
+// internal/inithost), which wait beside Claude Code for the Session's
+// whole life. They are the one kndl binary, whose package initialisation
+// leaves a few MiB of garbage that the runtime would otherwise keep
+// resident in each of them. Only those helpers import it.
 package idleheap
 
 import "runtime/debug"

@@ -98,19 +98,11 @@ type portList struct {
 // (its login callback) are left out. A watcher that dies is started again.
 func (s *session) watchPorts(ctx context.Context) {
 	for ctx.Err() == nil {
-		stdinR, stdinW := io.Pipe()
-		outR, outW := io.Pipe()
-		p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
-			Args:   []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir},
-			Stdin:  stdinR,
-			Stdout: outW,
-		})
+		out, done, err := s.execHelper(ctx, []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir})
 		if err != nil {
 			s.log.Warn("ports watcher did not start", "session", s.id, "err", err)
 		} else {
-			s.spawn(func() { p.Wait(); outW.Close() })
-			stop := context.AfterFunc(ctx, func() { stdinW.Close() })
-			dec := ports.NewDecoder(outR)
+			dec := ports.NewDecoder(out)
 			for {
 				list, err := dec.Next()
 				if err != nil {
@@ -121,8 +113,7 @@ func (s *session) watchPorts(ctx context.Context) {
 				s.ports.mu.Unlock()
 				s.out.add(s.id, protocol.TypeSessionPorts, protocol.SessionPorts{SessionID: s.id, Ports: list})
 			}
-			stop()
-			stdinW.Close()
+			done()
 		}
 		select {
 		case <-ctx.Done():

@@ -15,7 +15,7 @@ import (
 // an earlier test process, killed, left (oci.ReapTests), and fails the
 // package when a goroutine outlives its tests (goleak).
 func TestMain(m *testing.M) {
-	if code, ok := RunHelper(os.Args); ok {
+	if code, ok := RunHelper(os.Args, nil); ok {
 		os.Exit(code)
 	}
 	oci.ReapTests(context.Background())

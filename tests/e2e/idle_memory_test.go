@@ -10,11 +10,12 @@ import (
 )
 
 // BenchmarkIdleHelpersMemory is the memory kndl's helpers hold in an idle
-// Sandbox (its init, tmux, `kndl transcript follow`, `kndl ports watch`)
-// beside Claude Code's own in the same Sandbox: one Session, its first
+// Sandbox (its init, which runs the transcript follower and the ports
+// watcher, internal/inithost, and tmux) beside Claude Code's own in the
+// same Sandbox: one Session, its first
 // Turn over, read from /proc/PID/smaps_rollup once an iteration, a second
-// apart. It prints each process and then the pair and the ratio (target
-// at most 0.05) as one line:
+// apart. It prints each process, the Sandbox's memory cgroup, and then the
+// pair and the ratio (target at most 0.05) as one line:
 //
 //	idle-helpers-memory helpers-anon-MiB=… claude-anon-MiB=… ratio=… load=… host=…
 //
@@ -50,6 +51,8 @@ func BenchmarkIdleHelpersMemory(b *testing.B) {
 	b.ReportMetric(float64(claude)/(1<<20), "claude-anon-MiB")
 	b.ReportMetric(ratio, "helpers/claude")
 	load, _ := os.ReadFile("/proc/loadavg")
+	usage, rss := cgroupMemory(sandboxCgroup("memory", v.ID))
+	fmt.Printf("idle-helpers-memory-cgroup usage-MiB=%.1f anon-MiB=%.1f\n", float64(usage)/(1<<20), float64(rss)/(1<<20))
 	fmt.Printf("idle-helpers-memory helpers-anon-MiB=%.2f claude-anon-MiB=%.2f ratio=%.3f target=0.05 load=%s host=%q\n",
 		float64(helpers)/(1<<20), float64(claude)/(1<<20), ratio, strings.Fields(string(load))[0], cpuModel())
 }
@@ -78,4 +81,22 @@ func sandboxAnon(t testing.TB, id string) []idleProc {
 		})
 	}
 	return out
+}
+
+// helperProcesses lists the kndl helpers that run as processes of their
+// own in Session id's Sandbox, read inside it (on every backend): none
+// once each has handed its stdio to init (internal/inithost).
+func helperProcesses(t *testing.T, s *System, id string) []string {
+	t.Helper()
+	out, code := s.Exec(id, "sh", "-c", `for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline; echo; done 2>/dev/null`)
+	if code != 0 {
+		t.Fatalf("list the Sandbox's processes: exit %d: %s", code, out)
+	}
+	var helpers []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "kndl transcript follow") || strings.Contains(line, "kndl ports watch") {
+			helpers = append(helpers, strings.TrimSpace(line))
+		}
+	}
+	return helpers
 }

@@ -732,15 +732,9 @@ func sandboxMemory(t *testing.T, sessions []*loadSession) sandboxIdle {
 		if claudes != 1 {
 			t.Errorf("Session %s: %d Claude Code processes in its Sandbox, want 1", ls.id, claudes)
 		}
-		if u, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes")); err == nil { // v1
-			v, _ := strconv.ParseInt(strings.TrimSpace(string(u)), 10, 64)
-			sum.cgroupUsage += v
-			sum.cgroupRSS += cgroupStat(filepath.Join(dir, "memory.stat"), "total_rss")
-		} else if u, err := os.ReadFile(filepath.Join(dir, "memory.current")); err == nil { // v2
-			v, _ := strconv.ParseInt(strings.TrimSpace(string(u)), 10, 64)
-			sum.cgroupUsage += v
-			sum.cgroupRSS += cgroupStat(filepath.Join(dir, "memory.stat"), "anon")
-		}
+		usage, rss := cgroupMemory(dir)
+		sum.cgroupUsage += usage
+		sum.cgroupRSS += rss
 	}
 	n := int64(len(sessions))
 	div := func(m smaps) smaps { return smaps{m.rss / n, m.pss / n, m.anon / n} }
@@ -753,6 +747,20 @@ func sandboxMemory(t *testing.T, sessions []*loadSession) sandboxIdle {
 	slices.Sort(ns)
 	sum.helperNames = strings.Join(ns, "; ")
 	return sum
+}
+
+// cgroupMemory is a memory cgroup's usage and its anonymous part (v1's
+// total_rss, v2's anon).
+func cgroupMemory(dir string) (usage, rss int64) {
+	if u, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes")); err == nil { // v1
+		usage, _ = strconv.ParseInt(strings.TrimSpace(string(u)), 10, 64)
+		return usage, cgroupStat(filepath.Join(dir, "memory.stat"), "total_rss")
+	}
+	if u, err := os.ReadFile(filepath.Join(dir, "memory.current")); err == nil { // v2
+		usage, _ = strconv.ParseInt(strings.TrimSpace(string(u)), 10, 64)
+		return usage, cgroupStat(filepath.Join(dir, "memory.stat"), "anon")
+	}
+	return 0, 0
 }
 
 func (m smaps) add(o smaps) smaps { return smaps{m.rss + o.rss, m.pss + o.pss, m.anon + o.anon} }

@@ -123,6 +123,16 @@ func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
 	if prompts != 2 {
 		t.Fatalf("the transcript has %d prompts, want 2 (none read twice):\n%s", prompts, dump(evs))
 	}
+	// The new Runner's follower and ports watcher run in init, as the
+	// first's did: no process of their own stays.
+	var left []string
+	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
+		left = helperProcesses(t, s, v.ID)
+		return len(left) == 0
+	}, func() string { return "kndl helpers running as processes of their own: " + strings.Join(left, "; ") })
+	if viewPorts(t, s, v.ID, func([]api.Port) bool { return true }) == nil {
+		t.Fatal("no list of open ports reached the Session's view from the new Runner's watcher")
+	}
 }
 
 func TestARunnerAwayFreezesItsSessions(t *testing.T) {

@@ -72,7 +72,7 @@ func sandboxOptions(t testing.TB, home string, relayPort int, bin string, maxDis
 }
 
 func TestMain(m *testing.M) {
-	if code, ok := runner.RunHelper(os.Args); ok {
+	if code, ok := runner.RunHelper(os.Args, nil); ok {
 		os.Exit(code)
 	}
 	oci.ReapTests(context.Background())

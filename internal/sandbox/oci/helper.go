@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kndl.dev/kndl/internal/idleheap"
+	"kndl.dev/kndl/internal/inithost"
 	"kndl.dev/kndl/internal/mod"
 )
 
@@ -27,8 +28,8 @@ const helperArg = "__kndl-oci"
 // The helpers.
 const (
 	// helperInit is PID 1 in every Sandbox: it reaps orphans, serves the
-	// mod's hook door on the Sandbox's loopback, and keeps the Sandbox up
-	// until it is told to stop.
+	// mod's hook door on the Sandbox's loopback, runs the helpers handed to
+	// it (inithost), and keeps the Sandbox up until it is told to stop.
 	helperInit = "init"
 	// helperUserns sits in a fresh user namespace until its stdin closes,
 	// so its namespace can be used to idmap the root filesystem's layers.
@@ -39,19 +40,22 @@ const (
 )
 
 // RunHelper runs the helper named by args if args (os.Args) asks for one,
-// and reports its exit code. The kndl binary and any test binary that makes
-// an oci backend must start with:
+// and reports its exit code. hosted are the jobs a Sandbox's init runs for
+// the commands that hand it their stdio (the kndl binary's; a test
+// binary's init, with nil, runs none and its commands run them
+// themselves). The kndl binary and any test binary that makes an oci
+// backend must start with:
 //
-//	if code, ok := oci.RunHelper(os.Args); ok {
+//	if code, ok := oci.RunHelper(os.Args, nil); ok {
 //		os.Exit(code)
 //	}
-func RunHelper(args []string) (code int, ok bool) {
+func RunHelper(args []string, hosted inithost.Jobs) (code int, ok bool) {
 	if len(args) < 3 || args[1] != helperArg {
 		return 0, false
 	}
 	switch args[2] {
 	case helperInit:
-		return runInit(args[3:]), true
+		return runInit(args[3:], hosted), true
 	case helperUserns:
 		// Block until the backend has opened our namespace and closes stdin.
 		io.Copy(io.Discard, os.Stdin)
@@ -70,8 +74,18 @@ func RunHelper(args []string) (code int, ok bool) {
 // (host:port), listening before anything else runs in the Sandbox: the
 // process that is there from the Sandbox's boot to its stop, and through a
 // Runner's restart, costs no process start per hook event and no process
-// of its own.
-func runInit(args []string) int {
+// of its own. It runs the hosted jobs its commands hand it (inithost) for
+// the same reason: one Go runtime's memory in an idle Sandbox, not one a
+// helper (BenchmarkIdleHelpersMemory).
+func runInit(args []string, hosted inithost.Jobs) int {
+	if hosted != nil {
+		// Not there, each command runs its job itself, as before.
+		if l, err := inithost.Listen(inithost.Socket); err != nil {
+			fmt.Fprintf(os.Stderr, "kndl init: the helpers' socket: %v\n", err)
+		} else {
+			go inithost.Serve(context.Background(), l, hosted) // until the Sandbox stops
+		}
+	}
 	if len(args) == 2 && args[0] == initHookDoor {
 		if ln, err := net.Listen("tcp", mod.DoorAddr); err != nil {
 			fmt.Fprintf(os.Stderr, "kndl init: the hook door: %v\n", err)
@@ -80,7 +94,9 @@ func runInit(args []string) int {
 		}
 	}
 	idleheap.Trim()
-	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	// SIGPIPE too: a hosted job writing to a Runner gone gets EPIPE, and
+	// Go would end a process whose fd 1 or 2 it was.
+	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGPIPE)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM)
 	for s := range sigs {

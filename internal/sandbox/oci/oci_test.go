@@ -21,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if code, ok := oci.RunHelper(os.Args); ok {
+	if code, ok := oci.RunHelper(os.Args, nil); ok {
 		os.Exit(code)
 	}
 	if code, ok := oci.HoldSlotsIfAsked(); ok {
