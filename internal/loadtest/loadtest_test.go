@@ -73,6 +73,11 @@ func serveHub(src string) error {
 		defer f.Close()
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+		// KNDL_LOAD_HUB_CPUPROFILE_SECONDS=N ends it N s after the lease:
+		// a standby's takeover alone.
+		if n, _ := strconv.Atoi(os.Getenv("KNDL_LOAD_HUB_CPUPROFILE_SECONDS")); n > 0 {
+			time.AfterFunc(time.Duration(n)*time.Second, pprof.StopCPUProfile)
+		}
 	}
 	st, err := store.Open(ctx, src)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,7 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 	var (
 		mu                  sync.Mutex
 		tookOver, reconnect time.Duration
+		killed              time.Time
 		died                time.Duration // the killed Hub's process gone, its sockets closed
 		connected, runners  int
 	)
@@ -61,7 +63,9 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 			t.Errorf("SIGKILL the active Hub: %v", err)
 			return
 		}
-		killed := time.Now()
+		mu.Lock()
+		killed = time.Now()
+		mu.Unlock()
 		t.Logf("SIGKILLed the active Hub at %s", killed.UTC().Format("15:04:05.000"))
 		// The kernel ends a killed process's threads and closes its
 		// files (its thousands of sockets, its store connections, whose
@@ -125,8 +129,12 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 	rep.Write(&b)
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("load average %s\n%s  SIGKILL of the active Hub: its process gone in %v; the standby served in %v, its %d of %d Runners connected in %v",
-		loadAverage(), b.String(), died.Round(time.Millisecond), tookOver.Round(time.Millisecond), connected, runners, reconnect.Round(time.Millisecond))
+	back, missing := watchersBack(rep.Opened, killed)
+	t.Logf("load average %s\n%s  SIGKILL of the active Hub: its process gone in %v; the standby served in %v, its %d of %d Runners connected in %v; its watchers' first message p50 %v, p99 %v, all %v",
+		loadAverage(), b.String(), died.Round(time.Millisecond), tookOver.Round(time.Millisecond), connected, runners, reconnect.Round(time.Millisecond), back.P50, back.P99, back.Max)
+	if missing > 0 {
+		t.Errorf("%d watchers had no socket opened on the standby", missing)
+	}
 	if tookOver == 0 || tookOver > 10*time.Second {
 		t.Errorf("the standby served %v after the kill, want within 10 s", tookOver)
 	}
@@ -142,4 +150,20 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 	if rep.Prompts == 0 {
 		t.Errorf("got no prompts sent, want some")
 	}
+}
+
+// watchersBack is, over the watchers, the time from killed to the first
+// message of each one's first socket opened after it, and how many opened
+// none.
+func watchersBack(opened [][]time.Time, killed time.Time) (q Quantiles, missing int) {
+	var ds []time.Duration
+	for _, ts := range opened {
+		i := slices.IndexFunc(ts, func(at time.Time) bool { return at.After(killed) })
+		if i < 0 {
+			missing++
+			continue
+		}
+		ds = append(ds, ts[i].Sub(killed))
+	}
+	return quantiles(ds), missing
 }
