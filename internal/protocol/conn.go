@@ -72,12 +72,44 @@ func (c *Conn) Handle(typ string, ordered bool, h Handler) {
 	c.ordered[typ] = ordered
 }
 
-// Taken remembers the once each lane took last. A Conn keeps one of its
-// own unless given one that outlives it (the Hub keeps one per Runner), so
-// a message sent again on the next connection is taken once too.
+// Taken remembers the once each lane took last, and which lanes a
+// handler holds now. A Conn keeps one of its own unless given one that
+// outlives it (the Hub keeps one per Runner), so a message sent again on
+// the next connection is taken once too, and a lane whose handler still
+// runs on an old connection (its end cuts none) waits on the new one.
 type Taken struct {
 	mu   sync.Mutex
 	once map[string]string
+	held map[string]chan struct{} // closed when its holder lets the lane go
+}
+
+// hold waits until no connection remembering in t handles lane, then
+// holds it until release is called; ok is false if ctx ended first.
+func (t *Taken) hold(ctx context.Context, lane string) (release func(), ok bool) {
+	for {
+		t.mu.Lock()
+		ch, busy := t.held[lane]
+		if !busy {
+			if t.held == nil {
+				t.held = map[string]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			t.held[lane] = ch
+			t.mu.Unlock()
+			return func() {
+				t.mu.Lock()
+				delete(t.held, lane)
+				t.mu.Unlock()
+				close(ch)
+			}, true
+		}
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
 }
 
 // again reports whether lane took once last.
@@ -261,10 +293,21 @@ func (c *Conn) queue(ctx context.Context, f Frame) {
 	c.handling.Go(func() { c.drain(ctx, f.Lane) })
 }
 
-// drain handles a lane's frames in order until none waits. A frame whose
-// once the lane took last is answered without handling it again: it is
-// the same message sent again after a reply that came late.
+// drain handles a lane's frames in order until none waits, holding the
+// lane in c's Taken meanwhile: frames a Runner sent on an old connection,
+// whose handler may still run, all come before those on its new one. A
+// frame whose once the lane took last is answered without handling it
+// again: it is the same message sent again after a reply that came late
+// or was lost with its connection.
 func (c *Conn) drain(ctx context.Context, lane string) {
+	release, ok := c.taken.hold(ctx, lane)
+	if !ok {
+		c.mu.Lock()
+		delete(c.lanes, lane)
+		c.mu.Unlock()
+		return
+	}
+	defer release()
 	for {
 		c.mu.Lock()
 		q := c.lanes[lane]

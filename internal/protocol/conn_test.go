@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,7 +274,10 @@ func serveOrdered(t *testing.T, h Handler) (dial func() *websocket.Conn) {
 		c.Remember(&taken)
 		c.Handle("ordered", true, h)
 		c.Handle("echo", false, func(ctx context.Context, b json.RawMessage) (any, error) { return b, nil })
+		// As the Hub serves a Runner: the request, and so its context,
+		// ends once the connection's handlers have.
 		c.Serve(r.Context())
+		c.Wait()
 	}))
 	t.Cleanup(srv.Close)
 	return func() *websocket.Conn {
@@ -341,6 +345,61 @@ func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 	send(dial(), "y")
 	if n := handled.Load(); n != 2 {
 		t.Errorf("handled %d times, want 2: once x, once y", n)
+	}
+}
+
+// TestALaneOnAnOldAndANewConnectionIsHandledInOrderOnce: a Runner that
+// dials again while its old connection's handler of a lane still runs
+// (the Hub's store slow) sends that message again, then the next, on the
+// new connection. The new connection waits for the old one's handler to
+// let the lane go, answers the message sent again as taken, without
+// handling it twice, and handles the next one after it: one lane is
+// handled one frame at a time across a Runner's connections, not per
+// connection.
+func TestALaneOnAnOldAndANewConnectionIsHandledInOrderOnce(t *testing.T) {
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	var mu sync.Mutex
+	var handled []string
+	dial := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
+		var body string
+		json.Unmarshal(b, &body)
+		entered <- struct{}{}
+		if body == "first" {
+			<-release
+		}
+		mu.Lock()
+		handled = append(handled, body)
+		mu.Unlock()
+		return nil, nil
+	})
+	old := dial()
+	write(t, old, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","once":"x","body":"first"}`)
+	<-entered
+	old.CloseNow() // its reply lost: the Runner sends it again on the next
+	next := dial()
+	write(t, next, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","once":"x","body":"first"}`)
+	write(t, next, websocket.MessageText, `{"type":"ordered","id":"2","lane":"a","once":"y","body":"second"}`)
+	// The echo's answer came after both frames were read and queued, so
+	// a handler of either would have entered by then were it not held.
+	write(t, next, websocket.MessageText, `{"type":"echo","id":"3","body":"echo"}`)
+	if f := readFrame(t, next); f.ID != "3" {
+		t.Fatalf("answered %s while lane a is held on the old connection, want only the echo (3)", f.ID)
+	}
+	select {
+	case <-entered:
+		t.Error("the new connection handled lane a while the old one's handler of it still ran")
+	default:
+	}
+	close(release)
+	for _, want := range []string{"1", "2"} {
+		if f := readFrame(t, next); f.ID != want || f.Error != nil {
+			t.Fatalf("answered %s (error %v), want %s: the lane's frames in order", f.ID, f.Error, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(handled, []string{"first", "second"}) {
+		t.Errorf("handled %q, want first once, then second", handled)
 	}
 }
 
