@@ -41,6 +41,14 @@ type Conn struct {
 	taken  *Taken
 	closed chan struct{}
 	err    error
+	// closing is set when this side closes the connection (Close, a bad
+	// frame refused); dropped, when it ended without a close either side
+	// asked for (Dropped).
+	closing, dropped bool
+	// lastRead is when the read loop last took a frame, as Unix
+	// nanoseconds: a connection dropped says how long the peer was
+	// silent.
+	lastRead atomic.Int64
 	// handling counts the handlers and the pings still running: Serve
 	// does not wait for them, Wait does.
 	handling sync.WaitGroup
@@ -239,6 +247,7 @@ func (c *Conn) Serve(ctx context.Context) error {
 		if err != nil {
 			return c.fail(err)
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		if typ != websocket.MessageText {
 			return c.reject(ctx, fmt.Errorf("binary frame: frames are JSON text: %w", errdefs.ErrInvalid), websocket.StatusUnsupportedData)
 		}
@@ -351,7 +360,11 @@ func (c *Conn) keepAlive(ctx context.Context) {
 		err := c.ws.Ping(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err)
+			// The error says which: the ping not written (this side's
+			// writes held the lock: "failed to acquire lock"), or no pong
+			// read ("failed to wait for pong").
+			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err,
+				"last_frame_read", c.sinceRead().Round(time.Millisecond))
 			c.fail(fmt.Errorf("no pong within %s: %w", c.pingEvery, err))
 			c.ws.CloseNow()
 			return
@@ -376,6 +389,7 @@ func (c *Conn) answer(ctx context.Context, f Frame, res any, err error) {
 }
 
 func (c *Conn) reject(ctx context.Context, err error, status websocket.StatusCode) error {
+	c.closeHere()
 	c.send(ctx, Frame{Type: TypeError, Error: ErrorOf(err)}, nil)
 	c.ws.Close(status, truncate(err.Error(), 100))
 	return c.fail(err)
@@ -383,6 +397,7 @@ func (c *Conn) reject(ctx context.Context, err error, status websocket.StatusCod
 
 // Close closes the connection with a reason the peer sees.
 func (c *Conn) Close(status websocket.StatusCode, reason string) error {
+	c.closeHere()
 	err := c.ws.Close(status, truncate(reason, 100))
 	c.fail(fmt.Errorf("closed: %s: %w", reason, errdefs.ErrUnavailable))
 	return err
@@ -393,9 +408,37 @@ func (c *Conn) fail(err error) error {
 	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = fmt.Errorf("connection lost: %v: %w", err, errdefs.ErrUnavailable)
+		c.dropped = !c.closing && websocket.CloseStatus(err) == -1
 		close(c.closed)
 	}
 	return c.err
+}
+
+func (c *Conn) closeHere() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing = true
+}
+
+// Dropped reports whether the connection ended without a close either
+// side asked for: its TCP connection ended or was reset, a ping went
+// unanswered, a pong could not be written. Err then says which, and
+// SinceRead how long the peer had been silent.
+func (c *Conn) Dropped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// SinceRead is how long ago the read loop last took a frame; 0 before
+// the first.
+func (c *Conn) SinceRead() time.Duration { return c.sinceRead() }
+
+func (c *Conn) sinceRead() time.Duration {
+	if at := c.lastRead.Load(); at != 0 {
+		return time.Since(time.Unix(0, at))
+	}
+	return 0
 }
 
 // Done is closed when the connection has ended.

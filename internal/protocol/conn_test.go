@@ -444,3 +444,41 @@ func TestAConnectionsEndWaitsForNoHandlerAndCutsNone(t *testing.T) {
 	}
 	<-waited
 }
+
+// TestADroppedConnectionIsToldFromAClosedOne: Dropped is true for a
+// connection that ended with neither side closing it (the peer's TCP
+// connection gone, as a killed process's), and false for one the peer
+// closed or this side did, so the Hub logs only the first as lost, with
+// why and how long the peer had been silent.
+func TestADroppedConnectionIsToldFromAClosedOne(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		end     func(c *Conn, ws *websocket.Conn)
+		dropped bool
+	}{
+		{"the peer's TCP connection ends", func(c *Conn, ws *websocket.Conn) { ws.CloseNow() }, true},
+		{"the peer closes", func(c *Conn, ws *websocket.Conn) { ws.Close(websocket.StatusNormalClosure, "bye") }, false},
+		{"this side closes", func(c *Conn, ws *websocket.Conn) {
+			ws.CloseRead(context.Background()) // the peer answers the close
+			c.Close(websocket.StatusGoingAway, "going")
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, ws, served := pair(t)
+			write(t, ws, websocket.MessageText, `{"type":"echo","id":"1","body":"x"}`)
+			readFrame(t, ws)
+			c.end(conn, ws)
+			select {
+			case <-served:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Serve still runs 5 s after the end")
+			}
+			if got := conn.Dropped(); got != c.dropped {
+				t.Errorf("Dropped() = %v (ended with %v), want %v", got, conn.Err(), c.dropped)
+			}
+			if conn.SinceRead() <= 0 {
+				t.Errorf("SinceRead() = %v after a frame read, want above 0", conn.SinceRead())
+			}
+		})
+	}
+}
