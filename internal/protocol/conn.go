@@ -31,7 +31,9 @@ type Conn struct {
 	// frame delays neither another lane nor a reply.
 	ordered map[string]bool
 
-	writeMu sync.Mutex
+	// writing is the turn to write, one frame at a time, waited for as
+	// long as the caller's context allows.
+	writing chan struct{}
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[string]chan Frame
@@ -70,7 +72,8 @@ const PingEvery = 10 * time.Second
 func NewConn(ws *websocket.Conn, log *slog.Logger) *Conn {
 	ws.SetReadLimit(MaxFrameBytes)
 	return &Conn{ws: ws, log: log, handlers: map[string]Handler{}, ordered: map[string]bool{},
-		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery}
+		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery,
+		writing: make(chan struct{}, 1)}
 }
 
 // Handle registers h for frames of type typ. Ordered handlers run one
@@ -222,9 +225,18 @@ func (c *Conn) send(ctx context.Context, f Frame, body any) error {
 	if len(b) > MaxFrameBytes {
 		return fmt.Errorf("%s frame of %d bytes is over the %d-byte limit: %w", f.Type, len(b), MaxFrameBytes, errdefs.ErrInvalid)
 	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	select {
+	case c.writing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.writing }()
+	// Not the caller's context: coder/websocket closes the whole
+	// connection when a write's context ends mid-write, so one request
+	// given up (its deadline past on a busy host) would cut every Session
+	// on it. A write the peer never takes ends with the connection:
+	// keepAlive's ping finds no way through and drops it.
+	return c.ws.Write(context.WithoutCancel(ctx), websocket.MessageText, b)
 }
 
 // Serve reads frames until the connection ends or ctx is done, and returns

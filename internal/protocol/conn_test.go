@@ -482,3 +482,65 @@ func TestADroppedConnectionIsToldFromAClosedOne(t *testing.T) {
 		})
 	}
 }
+
+// TestARequestGivenUpMidWriteLeavesTheConnectionUp: a caller whose context
+// ends while its frame is being written (the peer slow to read, the host
+// busy) gives up alone. coder/websocket closes the whole connection when a
+// write's context ends mid-write, which cut a Runner's every Session (its
+// peer saw EOF) for one request past its deadline; the write goes on, and
+// the connection with it.
+func TestARequestGivenUpMidWriteLeavesTheConnectionUp(t *testing.T) {
+	c, ws, _ := pair(t)
+	big := strings.Repeat("x", MaxFrameBytes-1024)
+	// The peer reads nothing yet: fill the line until a write is held.
+	var held context.CancelFunc
+	var heldDone chan error
+	for i := 0; i < 64 && held == nil; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Notify(ctx, "big", big) }()
+		select {
+		case err := <-done:
+			cancel()
+			if err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+		case <-time.After(300 * time.Millisecond):
+			held, heldDone = cancel, done
+		}
+	}
+	if held == nil {
+		t.Fatal("64 frames of 1 MiB written to a peer that reads none; want one held")
+	}
+	held() // its caller gives up mid-write
+	time.Sleep(100 * time.Millisecond)
+	ids := make(chan string, 128)
+	go func() {
+		defer close(ids)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			if f, err := Decode(b); err == nil {
+				ids <- f.ID
+			}
+		}
+	}()
+	<-heldDone
+	write(t, ws, websocket.MessageText, `{"type":"echo","id":"after","body":"still"}`)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case id, ok := <-ids:
+			if !ok {
+				t.Fatalf("the connection ended when one caller gave up mid-write: %v", c.Err())
+			}
+			if id == "after" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no answer to a request 10 s after a caller gave up mid-write")
+		}
+	}
+}
