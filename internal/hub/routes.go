@@ -266,6 +266,14 @@ func (h *Hub) muxOf(routes []route) (*http.ServeMux, error) {
 // while it runs, so ending their credential or access ends it.
 func (h *Hub) authenticate(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if catchUpFirst[rt.pattern] {
+			leave, ok := h.catchUp.enter(r.Context())
+			if !ok {
+				return
+			}
+			defer leave()
+			r = r.WithContext(withTurn(r.Context(), leave))
+		}
 		p, err := h.guard.principal(r.Context(), r, rt.creds)
 		if err != nil {
 			switch statusOf(err) {

@@ -562,7 +562,7 @@ func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Princi
 // whenever it changes. A watcher that falls behind is closed and resumes by
 // sequence number.
 func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	caughtUp, ok := h.catchUp.enter(r.Context())
+	caughtUp, ok := h.catchUp.turnOf(r.Context())
 	if !ok {
 		return
 	}

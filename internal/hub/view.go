@@ -93,7 +93,7 @@ const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
 func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	caughtUp, ok := h.catchUp.enter(r.Context())
+	caughtUp, ok := h.catchUp.turnOf(r.Context())
 	if !ok {
 		return
 	}
