@@ -44,13 +44,6 @@ func (c catchUps) enter(ctx context.Context) (leave func(), ok bool) {
 	}
 }
 
-// catchUpFirst are the routes of a watcher's socket: its sign-in (a token
-// read) takes its turn here too, in authenticate, so the thousands that
-// dial a standby at once do not fill the store's connections with sign-ins
-// either, which kept /health waiting past its 2 s on the load test's
-// takeover.
-var catchUpFirst = map[string]bool{"GET /api/sessions/{id}/watch": true, "GET /api/sessions/{id}/live": true}
-
 // turnKey is the context key of the turn authenticate took.
 type turnKey struct{}
 
