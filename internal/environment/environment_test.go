@@ -469,8 +469,17 @@ func TestAVersionsPortsKeepTheirLabelsThroughTheStoreAndStayTheHubs(t *testing.T
 	if err != nil || env == nil || env.Version != 2 || env.Ports != nil {
 		t.Fatalf("the Runner's start: %+v, %v; want version 2 without the ports", env, err)
 	}
-	if got, err := svc.PortsOf(ctx, x.ID, repo.ID); err != nil || !reflect.DeepEqual(got, ports[1:]) {
-		t.Fatalf("the Session's offered ports: %+v, %v; want version 2's", got, err)
+	on, err := st.Sessions.SessionByID(ctx, x.ID)
+	if err != nil || on.EnvironmentVersion != 2 {
+		t.Fatalf("the Session as read: on version %d, %v; want 2", on.EnvironmentVersion, err)
+	}
+	for range 2 { // read, then kept
+		if got, err := svc.PortsOf(ctx, repo.ID, on.EnvironmentVersion); err != nil || !reflect.DeepEqual(got, ports[1:]) {
+			t.Fatalf("the Session's offered ports: %+v, %v; want version 2's", got, err)
+		}
+	}
+	if got, err := svc.PortsOf(ctx, repo.ID, 1); err != nil || !reflect.DeepEqual(got, ports) {
+		t.Fatalf("version 1's offered ports: %+v, %v; want its own", got, err)
 	}
 }
 

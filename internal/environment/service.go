@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -45,11 +46,16 @@ type Service struct {
 	// life is what the Test builds under way wait for their Runner's
 	// reply under; Close ends them.
 	life *lifetime.Group
+
+	portsMu sync.Mutex
+	ports   map[versionKey][]protocol.OfferedPort // PortsOf's, by version
 }
 
 // New returns a Service; Recover should run once as the Hub starts, and
 // Close once it stops.
-func New(d Deps) *Service { return &Service{d: d, life: lifetime.New()} }
+func New(d Deps) *Service {
+	return &Service{d: d, life: lifetime.New(), ports: map[versionKey][]protocol.OfferedPort{}}
+}
 
 // Close stops waiting for the Test builds under way, recording each failed
 // as the Hub stopped, and returns once every one is recorded.
@@ -410,12 +416,48 @@ func (s *Service) CheckOf(ctx context.Context, sessionID, repoID string) (string
 	return c.CheckCommand, err
 }
 
-// PortsOf returns the ports the version a Session last started on offers
-// in its view, with their labels.
-func (s *Service) PortsOf(ctx context.Context, sessionID, repoID string) ([]protocol.OfferedPort, error) {
-	c, err := s.sessionConfig(ctx, sessionID, repoID)
-	return c.Ports, err
+// PortsOf returns the ports version of the Repo's Environment offers in
+// a Session's view, with their labels: none for version 0, the Runner's
+// defaults. A version is never changed once saved, so its ports are read
+// once and kept (a standby taking over reads each once, not once for each
+// of its thousands of watchers).
+func (s *Service) PortsOf(ctx context.Context, repoID string, version int) ([]protocol.OfferedPort, error) {
+	if version == 0 {
+		return nil, nil
+	}
+	key := versionKey{repoID, version}
+	s.portsMu.Lock()
+	ps, ok := s.ports[key]
+	s.portsMu.Unlock()
+	if ok {
+		return ps, nil
+	}
+	v, err := s.d.Store.EnvironmentVersion(ctx, repoID, version)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse([]byte(v.Config))
+	if err != nil {
+		return nil, err
+	}
+	s.portsMu.Lock()
+	if len(s.ports) >= maxKeptPorts {
+		clear(s.ports)
+	}
+	s.ports[key] = c.Ports
+	s.portsMu.Unlock()
+	return c.Ports, nil
 }
+
+// versionKey names one version of a Repo's Environment.
+type versionKey struct {
+	repo    string
+	version int
+}
+
+// maxKeptPorts bounds the versions whose ports are kept: past it they are
+// all let go and read again as asked.
+const maxKeptPorts = 4096
 
 // sessionConfig is the Config of the version a Session last started on,
 // the zero Config for the Runner's defaults.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -40,22 +41,32 @@ type Report struct {
 // as far as a load balancer is concerned.
 const Timeout = 2 * time.Second
 
-// Handler answers with a Report of checks, run one after another.
+// Handler answers with a Report of checks, run side by side, each under
+// its own Timeout: a standby taking over a load answers /health while
+// thousands of watchers wait on the same store, and its checks one after
+// another took the sum of their waits (the store 1.2 s, then its
+// migrations 0.8 s more, on the load test's takeover).
 func Handler(log *slog.Logger, checks ...Check) http.Handler {
 	log = log.With("component", "health")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rep := Report{Status: "ok", Checks: []Result{}}
-		for _, c := range checks {
-			ctx, cancel := context.WithTimeout(r.Context(), Timeout)
-			start := time.Now()
-			v, err := c.Run(ctx)
-			cancel()
-			res := Result{Name: c.Name, OK: err == nil, Value: v, Millis: float64(time.Since(start).Microseconds()) / 1000}
+		rep := Report{Status: "ok", Checks: make([]Result, len(checks))}
+		errs := make([]error, len(checks))
+		var wg sync.WaitGroup
+		for i, c := range checks {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(r.Context(), Timeout)
+				defer cancel()
+				start := time.Now()
+				v, err := c.Run(ctx)
+				rep.Checks[i], errs[i] = Result{Name: c.Name, OK: err == nil, Value: v, Millis: float64(time.Since(start).Microseconds()) / 1000}, err
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
 			if err != nil {
-				log.Warn("health check failed", "check", c.Name, "err", err)
-				rep.Status, rep.Failing, res.Value = "unavailable", append(rep.Failing, c.Name), nil
+				log.Warn("health check failed", "check", checks[i].Name, "err", err)
+				rep.Status, rep.Failing, rep.Checks[i].Value = "unavailable", append(rep.Failing, checks[i].Name), nil
 			}
-			rep.Checks = append(rep.Checks, res)
 		}
 		code := http.StatusOK
 		if rep.Status != "ok" {

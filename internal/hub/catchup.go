@@ -9,7 +9,8 @@ import (
 // catchUps bounds the watchers reading a Session's history at once (the
 // Session view's /live, kndl watch's /watch), from the Session to the last
 // stored Event. A standby taking over a load is dialled by every watcher
-// at once (5,000 at 1,000 Sessions), each a dozen store reads: unbounded,
+// at once (5,000 at 1,000 Sessions), each seven store reads (its token,
+// the Session, its queue, branches, spend, lineage, Events): unbounded,
 // they filled the store's connections (64 on PostgreSQL) and their
 // waiting line, from which database/sql hands a freed connection to a
 // waiter at random, and /health and the Runners' hellos waited there for
@@ -41,4 +42,21 @@ func (c catchUps) enter(ctx context.Context) (leave func(), ok bool) {
 	case <-ctx.Done():
 		return nil, false
 	}
+}
+
+// turnKey is the context key of the turn authenticate took.
+type turnKey struct{}
+
+// withTurn is ctx carrying leave, the turn authenticate took.
+func withTurn(ctx context.Context, leave func()) context.Context {
+	return context.WithValue(ctx, turnKey{}, leave)
+}
+
+// turnOf returns the turn authenticate took for the request of ctx, or
+// waits for one (enter).
+func (c catchUps) turnOf(ctx context.Context) (leave func(), ok bool) {
+	if leave, ok := ctx.Value(turnKey{}).(func()); ok {
+		return leave, true
+	}
+	return c.enter(ctx)
 }

@@ -31,31 +31,41 @@ func (h viewAPI) sessionPorts(ctx context.Context, rc *runners.Conn, s store.Ses
 	h.portsChanged(s.ID)
 }
 
-// portsOf returns a Session's open ports, dropping the list of a Session
-// no longer Active (Asleep, Frozen, Archived) or whose Runner went away.
-func (h viewAPI) portsOf(ctx context.Context, id string) []protocol.Port {
+// portsOf returns a Session's open ports, none for a Session, as s (read
+// by the caller) has it, not Active (Asleep, Frozen, Archived) or whose
+// Runner went away. It keeps the list: LeftActive and the Runner's leaving
+// drop it, and s may be older than a list a Session woken since sent.
+func (h viewAPI) portsOf(s store.Session) []protocol.Port {
 	h.web.mu.Lock()
-	e, ok := h.web.ports[id]
-	h.web.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	s, err := h.store.Sessions.SessionByID(ctx, id)
-	if err != nil || s.State != store.Active || h.runners.Get(s.RunnerID) != e.rc {
-		h.web.mu.Lock()
-		if cur, ok := h.web.ports[id]; ok && cur.rc == e.rc {
-			delete(h.web.ports, id)
-		}
-		h.web.mu.Unlock()
+	defer h.web.mu.Unlock()
+	e, ok := h.web.ports[s.ID]
+	if !ok || s.State != store.Active || h.runners.Get(s.RunnerID) != e.rc {
 		return nil
 	}
 	return e.list
 }
 
-// sendPorts sends a view its Session's ports: those open, and those its
-// Environment offers. Only an open one has a URL.
-func (h viewAPI) sendPorts(ctx context.Context, v *view) {
-	out := labelled(h.portsOf(ctx, v.session), h.offered(ctx, v.session))
+// openPorts is portsOf the Session as read now; nothing is read for one
+// without a list.
+func (h viewAPI) openPorts(ctx context.Context, id string) []protocol.Port {
+	h.web.mu.Lock()
+	_, ok := h.web.ports[id]
+	h.web.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	s, err := h.store.Sessions.SessionByID(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return h.portsOf(s)
+}
+
+// sendPorts sends a view its Session's ports, s as the caller read it:
+// those open, and those its Environment offers. Only an open one has a
+// URL.
+func (h viewAPI) sendPorts(ctx context.Context, v *view, s store.Session) {
+	out := labelled(h.portsOf(s), h.offered(ctx, s))
 	for i, p := range out {
 		if p.Listening && h.cfg.ForwardURL != "" {
 			out[i].URL = fmt.Sprintf("/sessions/%s/ports/%d", v.session, p.Port.Port)
@@ -66,14 +76,10 @@ func (h viewAPI) sendPorts(ctx context.Context, v *view) {
 
 // offered returns the ports the Environment version a Session last
 // started on offers; none if it cannot be read, which the log says.
-func (h viewAPI) offered(ctx context.Context, id string) []protocol.OfferedPort {
-	s, err := h.store.Sessions.SessionByID(ctx, id)
-	var ps []protocol.OfferedPort
-	if err == nil {
-		ps, err = h.envs.PortsOf(ctx, s.ID, s.RepoID)
-	}
+func (h viewAPI) offered(ctx context.Context, s store.Session) []protocol.OfferedPort {
+	ps, err := h.envs.PortsOf(ctx, s.RepoID, s.EnvironmentVersion)
 	if err != nil {
-		h.log.Warn("read the ports a Session's Environment offers", "session", id, "err", err)
+		h.log.Warn("read the ports a Session's Environment offers", "session", s.ID, "err", err)
 	}
 	return ps
 }
@@ -97,10 +103,21 @@ func labelled(open []protocol.Port, offered []protocol.OfferedPort) []api.Port {
 	return out
 }
 
-// portsChanged sends every view of the Session its list again.
+// portsChanged sends every view of the Session its list again, the
+// Session read once for them all.
 func (h viewAPI) portsChanged(id string) {
-	for _, v := range h.viewsOf(id) {
-		h.sendPorts(h.life.Context(), v)
+	vs := h.viewsOf(id)
+	if len(vs) == 0 {
+		return
+	}
+	ctx := h.life.Context()
+	s, err := h.store.Sessions.SessionByID(ctx, id)
+	if err != nil {
+		// As a Session not Active: its open ports dropped, none shown.
+		s = store.Session{ID: id}
+	}
+	for _, v := range vs {
+		h.sendPorts(ctx, v, s)
 	}
 }
 
@@ -112,7 +129,7 @@ func (h viewAPI) openPort(w http.ResponseWriter, r *http.Request, p Principal) {
 	var port int
 	if err == nil {
 		port, err = strconv.Atoi(r.PathValue("port"))
-		if err != nil || !slices.ContainsFunc(h.portsOf(r.Context(), s.ID), func(x protocol.Port) bool { return x.Port == port }) {
+		if err != nil || !slices.ContainsFunc(h.portsOf(s), func(x protocol.Port) bool { return x.Port == port }) {
 			err = fmt.Errorf("nothing listens on port %s in the Session's Sandbox now: %w", r.PathValue("port"), errdefs.ErrNotFound)
 		}
 	}
@@ -138,7 +155,7 @@ func (h viewAPI) newForward() *forward.Proxy {
 			return err == nil && live && h.guard.canAccess(ctx, u, h.repoOf(ctx, sessionID), false)
 		},
 		Listed: func(ctx context.Context, sessionID string, port int) bool {
-			return slices.ContainsFunc(h.portsOf(ctx, sessionID), func(x protocol.Port) bool { return x.Port == port })
+			return slices.ContainsFunc(h.openPorts(ctx, sessionID), func(x protocol.Port) bool { return x.Port == port })
 		},
 		Dial: func(ctx context.Context, sessionID string, port int) (net.Conn, error) {
 			s, err := h.store.Sessions.SessionByID(ctx, sessionID)

@@ -562,20 +562,21 @@ func (h sessionsAPI) listEvents(w http.ResponseWriter, r *http.Request, p Princi
 // whenever it changes. A watcher that falls behind is closed and resumes by
 // sequence number.
 func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	caughtUp, ok := h.catchUp.enter(r.Context())
+	caughtUp, ok := h.catchUp.turnOf(r.Context())
 	if !ok {
 		return
 	}
 	defer caughtUp()
+	// Subscribe before reading the store (the Session, as its access is
+	// checked, then its Events), so nothing falls between the two.
+	ch, cancel := h.sessions.Subscribe(r.PathValue("id"))
+	defer cancel()
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
 	}
 	defer ws.CloseNow()
 	ctx := ws.CloseRead(r.Context())
-	// Subscribe before reading the store, so nothing falls between the two.
-	ch, cancel := h.sessions.Subscribe(s.ID)
-	defer cancel()
 	send := func(m api.LiveMessage) bool {
 		b, _ := json.Marshal(m)
 		return ws.Write(ctx, websocket.MessageText, b) == nil
@@ -585,7 +586,7 @@ func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Prin
 		m, ok := st.event(ctx, e)
 		return !ok || send(m)
 	}
-	if m, _, ok := st.session(ctx); ok && !send(m) {
+	if m, _, ok := st.sessionAs(ctx, s); ok && !send(m) {
 		return
 	}
 	if !st.replay(ctx, sendEvent) {
@@ -603,7 +604,7 @@ func (h sessionsAPI) watchSession(w http.ResponseWriter, r *http.Request, p Prin
 				return
 			}
 			if u.Changed {
-				if m, _, ok := st.session(ctx); ok && !send(m) {
+				if m, _, _, ok := st.session(ctx); ok && !send(m) {
 					return
 				}
 			}

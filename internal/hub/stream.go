@@ -94,13 +94,21 @@ func (st *sessionStream) replay(ctx context.Context, send func(store.Event) bool
 	}
 }
 
-// session returns the Session's message if it changed since last sent,
-// and whether its state moved.
-func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, moved, ok bool) {
+// session reads the Session and returns its message if it changed since
+// last sent, the Session read, and whether its state moved.
+func (st *sessionStream) session(ctx context.Context) (m api.LiveMessage, cur store.Session, moved, ok bool) {
 	cur, err := st.rows.store.Sessions.SessionByID(ctx, st.id)
 	if err != nil {
-		return m, false, false
+		return m, cur, false, false
 	}
+	m, moved, ok = st.sessionAs(ctx, cur)
+	return m, cur, moved, ok
+}
+
+// sessionAs is session with the Session as the caller read it: a socket's
+// first message is the Session its access check read, subscribed to
+// before that read so that no change falls between.
+func (st *sessionStream) sessionAs(ctx context.Context, cur store.Session) (m api.LiveMessage, moved, ok bool) {
 	q, err := st.rows.sessions.Queue(ctx, st.id)
 	if err != nil {
 		return m, false, false

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,10 +79,11 @@ func TestEverySocketAndTheEventListSendOneEventShape(t *testing.T) {
 }
 
 // TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers: a standby is
-// dialled by every watcher at once, and their reads of the history must
-// leave the store to /health and the Runners (catchUps). With every turn
-// taken, a watcher's dial waits while /health answers; once a turn frees,
-// it gets the Session and its Events.
+// dialled by every watcher at once, and their reads, from the sign-in's
+// token to the history, must leave the store to /health and the Runners
+// (catchUps, catchUpFirst). With every turn taken, a watcher's dial waits
+// without reading its token while /health answers; once a turn frees, it
+// gets the Session and its Events.
 func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -106,10 +109,20 @@ func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
 				&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + f.cli}}})
 			return ws, err
 		}
+		var signins atomic.Int32
+		f.store.Observe(func(op string, _ time.Duration) {
+			if op == "user_by_cli_token" {
+				signins.Add(1)
+			}
+		})
 		// The window a watcher is seen waiting in, not a wait for a condition.
 		if ws, err := dial(300 * time.Millisecond); err == nil {
 			ws.CloseNow()
 			t.Fatalf("%s: got a watcher through with all %d turns taken, want it waiting", path, maxCatchUps)
+		}
+		f.store.Observe(nil)
+		if n := signins.Load(); n != 0 {
+			t.Fatalf("%s: a waiting watcher's token was read %d times, want none until its turn", path, n)
 		}
 		if code, body := f.call(t, http.MethodGet, "/health", ""); code != http.StatusOK {
 			t.Fatalf("/health while watchers wait: got %d %s, want 200", code, body)
@@ -132,6 +145,17 @@ func TestWatchersPastTheBoundWaitTheirTurnWhileHealthAnswers(t *testing.T) {
 			var m api.LiveMessage
 			json.Unmarshal(b, &m)
 			got = m.Type
+		}
+	}
+}
+
+// TestTheRoutesWhoseSignInWaitsATurnAreRoutes: catchUpFirst names routes
+// by pattern; a route renamed would lose its bound without a word.
+func TestTheRoutesWhoseSignInWaitsATurnAreRoutes(t *testing.T) {
+	f := newFixture(t)
+	for pattern := range catchUpFirst {
+		if !slices.ContainsFunc(f.hub.routes(), func(rt route) bool { return rt.pattern == pattern }) {
+			t.Errorf("catchUpFirst names %q, which is no route", pattern)
 		}
 	}
 }

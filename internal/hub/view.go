@@ -93,11 +93,15 @@ const maxViewIn = 64 << 10
 
 // liveSession is the Session view's WebSocket.
 func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal) {
-	caughtUp, ok := h.catchUp.enter(r.Context())
+	caughtUp, ok := h.catchUp.turnOf(r.Context())
 	if !ok {
 		return
 	}
 	defer caughtUp()
+	// Subscribed before the Session is read (and its access checked), so
+	// that read is the first message and no change falls between.
+	ch, unsubscribe := h.sessions.Subscribe(r.PathValue("id"))
+	defer unsubscribe()
 	s, after, ws, ok := h.acceptSessionSocket(w, r, p)
 	if !ok {
 		return
@@ -144,14 +148,12 @@ func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal
 		}
 	}()
 
-	ch, unsubscribe := h.sessions.Subscribe(s.ID)
-	defer unsubscribe()
 	st := &sessionStream{rows: h.rows, md: &h.web.md, id: s.ID, after: after, state: s.State}
 	refresh := func() {
-		if m, moved, ok := st.session(ctx); ok {
+		if m, cur, moved, ok := st.session(ctx); ok {
 			v.send(m)
 			if moved {
-				h.sendPorts(ctx, v) // a Session no longer Active has none
+				h.sendPorts(ctx, v, cur) // a Session no longer Active has none
 			}
 		}
 	}
@@ -159,8 +161,10 @@ func (h viewAPI) liveSession(w http.ResponseWriter, r *http.Request, p Principal
 		m, ok := st.event(ctx, e)
 		return !ok || v.send(m)
 	}
-	refresh()
-	h.sendPorts(ctx, v)
+	if m, _, ok := st.sessionAs(ctx, s); ok {
+		v.send(m)
+	}
+	h.sendPorts(ctx, v, s)
 	if !st.replay(ctx, sendEvent) {
 		ws.Close(websocket.StatusTryAgainLater, "fell behind; reconnect with after=last seq")
 		return

@@ -2,11 +2,9 @@ package hub
 
 import (
 	"context"
-	"errors"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/environment"
-	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/hub/masks"
 	"kndl.dev/kndl/internal/hub/pulls"
 	"kndl.dev/kndl/internal/hub/session"
@@ -69,14 +67,7 @@ func (h sessionRows) view(ctx context.Context, s store.Session, q []store.Prompt
 // lineage is the attempt set Session id is an attempt of ("" for none)
 // and what it was forked from (nil for no fork).
 func (h sessionRows) lineage(ctx context.Context, id string) (string, *api.Fork, error) {
-	set, err := h.store.Attempts.AttemptSetOf(ctx, id)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		err = nil
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	f, ok, err := h.store.Sessions.ForkOf(ctx, id)
+	set, f, ok, err := h.store.Sessions.Lineage(ctx, id)
 	if !ok || err != nil {
 		return set, nil, err
 	}

@@ -122,6 +122,9 @@ type Report struct {
 	// were made again, or found done, once a Hub answered.
 	Unanswered int
 	Errors     []string
+	// Opened is, for each watcher, when each of its sockets' first
+	// message came.
+	Opened [][]time.Time
 }
 
 // Quantiles are a latency's p50, p99 and max over N samples.
@@ -291,7 +294,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.EventsPerSecond = float64(events1-events0) / dur.Seconds()
 	for _, s := range r.sessions {
 		for _, w := range s.watchers {
+			w.mu.Lock()
 			rep.Reconnects += w.reconnects
+			rep.Opened = append(rep.Opened, w.opened)
+			w.mu.Unlock()
 		}
 	}
 	for _, rn := range r.runners {

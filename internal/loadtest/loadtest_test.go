@@ -73,6 +73,11 @@ func serveHub(src string) error {
 		defer f.Close()
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+		// KNDL_LOAD_HUB_CPUPROFILE_SECONDS=N ends it N s after the lease:
+		// a standby's takeover alone.
+		if n, _ := strconv.Atoi(os.Getenv("KNDL_LOAD_HUB_CPUPROFILE_SECONDS")); n > 0 {
+			time.AfterFunc(time.Duration(n)*time.Second, pprof.StopCPUProfile)
+		}
 	}
 	st, err := store.Open(ctx, src)
 	if err != nil {
@@ -81,8 +86,9 @@ func serveHub(src string) error {
 	defer st.Close()
 	phase("opened the store")
 	key, addr := cmp.Or(os.Getenv(hubChildKey), seal.NewKey()), cmp.Or(os.Getenv(hubChildListen), "127.0.0.1:0")
-	// Its errors (a request failed, its detail) go to the test's output.
-	level := slog.LevelError
+	// Its warnings and errors (a Runner's connection lost and why, a
+	// request failed, its detail) go to the test's output.
+	level := slog.LevelWarn
 	if os.Getenv("KNDL_LOAD_HUB_DEBUG") != "" {
 		level = slog.LevelDebug
 	}

@@ -28,6 +28,10 @@ type watcher struct {
 	prompts    map[int]time.Time // when each prompt's Event came, by number
 	err        error
 	reconnects int
+	// opened is when each socket's first message came: the Hub past
+	// the watcher's sign-in, its Session and queue read (the standby's
+	// test times every watcher back from it).
+	opened []time.Time
 }
 
 func (w *watcher) run(ctx context.Context, c *apiclient.Client, first bool) {
@@ -55,8 +59,13 @@ func (w *watcher) run(ctx context.Context, c *apiclient.Client, first bool) {
 // follow takes the socket's Events until it drops.
 func (w *watcher) follow(ctx context.Context, c *apiclient.Client, lw *apiclient.Watch, first bool) {
 	defer lw.Close()
-	for {
+	for n := 0; ; n++ {
 		m, err := lw.Next(ctx)
+		if err == nil && n == 0 {
+			w.mu.Lock()
+			w.opened = append(w.opened, time.Now())
+			w.mu.Unlock()
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.mu.Lock()

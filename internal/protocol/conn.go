@@ -31,7 +31,9 @@ type Conn struct {
 	// frame delays neither another lane nor a reply.
 	ordered map[string]bool
 
-	writeMu sync.Mutex
+	// writing is the turn to write, one frame at a time, waited for as
+	// long as the caller's context allows.
+	writing chan struct{}
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[string]chan Frame
@@ -41,6 +43,14 @@ type Conn struct {
 	taken  *Taken
 	closed chan struct{}
 	err    error
+	// closing is set when this side closes the connection (Close, a bad
+	// frame refused); dropped, when it ended without a close either side
+	// asked for (Dropped).
+	closing, dropped bool
+	// lastRead is when the read loop last took a frame, as Unix
+	// nanoseconds: a connection dropped says how long the peer was
+	// silent.
+	lastRead atomic.Int64
 	// handling counts the handlers and the pings still running: Serve
 	// does not wait for them, Wait does.
 	handling sync.WaitGroup
@@ -62,7 +72,8 @@ const PingEvery = 10 * time.Second
 func NewConn(ws *websocket.Conn, log *slog.Logger) *Conn {
 	ws.SetReadLimit(MaxFrameBytes)
 	return &Conn{ws: ws, log: log, handlers: map[string]Handler{}, ordered: map[string]bool{},
-		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery}
+		pending: map[string]chan Frame{}, lanes: map[string][]Frame{}, taken: &Taken{}, closed: make(chan struct{}), pingEvery: PingEvery,
+		writing: make(chan struct{}, 1)}
 }
 
 // Handle registers h for frames of type typ. Ordered handlers run one
@@ -72,12 +83,44 @@ func (c *Conn) Handle(typ string, ordered bool, h Handler) {
 	c.ordered[typ] = ordered
 }
 
-// Taken remembers the once each lane took last. A Conn keeps one of its
-// own unless given one that outlives it (the Hub keeps one per Runner), so
-// a message sent again on the next connection is taken once too.
+// Taken remembers the once each lane took last, and which lanes a
+// handler holds now. A Conn keeps one of its own unless given one that
+// outlives it (the Hub keeps one per Runner), so a message sent again on
+// the next connection is taken once too, and a lane whose handler still
+// runs on an old connection (its end cuts none) waits on the new one.
 type Taken struct {
 	mu   sync.Mutex
 	once map[string]string
+	held map[string]chan struct{} // closed when its holder lets the lane go
+}
+
+// hold waits until no connection remembering in t handles lane, then
+// holds it until release is called; ok is false if ctx ended first.
+func (t *Taken) hold(ctx context.Context, lane string) (release func(), ok bool) {
+	for {
+		t.mu.Lock()
+		ch, busy := t.held[lane]
+		if !busy {
+			if t.held == nil {
+				t.held = map[string]chan struct{}{}
+			}
+			ch = make(chan struct{})
+			t.held[lane] = ch
+			t.mu.Unlock()
+			return func() {
+				t.mu.Lock()
+				delete(t.held, lane)
+				t.mu.Unlock()
+				close(ch)
+			}, true
+		}
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
 }
 
 // again reports whether lane took once last.
@@ -182,9 +225,18 @@ func (c *Conn) send(ctx context.Context, f Frame, body any) error {
 	if len(b) > MaxFrameBytes {
 		return fmt.Errorf("%s frame of %d bytes is over the %d-byte limit: %w", f.Type, len(b), MaxFrameBytes, errdefs.ErrInvalid)
 	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	select {
+	case c.writing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.writing }()
+	// Not the caller's context: coder/websocket closes the whole
+	// connection when a write's context ends mid-write, so one request
+	// given up (its deadline past on a busy host) would cut every Session
+	// on it. A write the peer never takes ends with the connection:
+	// keepAlive's ping finds no way through and drops it.
+	return c.ws.Write(context.WithoutCancel(ctx), websocket.MessageText, b)
 }
 
 // Serve reads frames until the connection ends or ctx is done, and returns
@@ -207,6 +259,7 @@ func (c *Conn) Serve(ctx context.Context) error {
 		if err != nil {
 			return c.fail(err)
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		if typ != websocket.MessageText {
 			return c.reject(ctx, fmt.Errorf("binary frame: frames are JSON text: %w", errdefs.ErrInvalid), websocket.StatusUnsupportedData)
 		}
@@ -261,10 +314,21 @@ func (c *Conn) queue(ctx context.Context, f Frame) {
 	c.handling.Go(func() { c.drain(ctx, f.Lane) })
 }
 
-// drain handles a lane's frames in order until none waits. A frame whose
-// once the lane took last is answered without handling it again: it is
-// the same message sent again after a reply that came late.
+// drain handles a lane's frames in order until none waits, holding the
+// lane in c's Taken meanwhile: frames a Runner sent on an old connection,
+// whose handler may still run, all come before those on its new one. A
+// frame whose once the lane took last is answered without handling it
+// again: it is the same message sent again after a reply that came late
+// or was lost with its connection.
 func (c *Conn) drain(ctx context.Context, lane string) {
+	release, ok := c.taken.hold(ctx, lane)
+	if !ok {
+		c.mu.Lock()
+		delete(c.lanes, lane)
+		c.mu.Unlock()
+		return
+	}
+	defer release()
 	for {
 		c.mu.Lock()
 		q := c.lanes[lane]
@@ -308,7 +372,11 @@ func (c *Conn) keepAlive(ctx context.Context) {
 		err := c.ws.Ping(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err)
+			// The error says which: the ping not written (this side's
+			// writes held the lock: "failed to acquire lock"), or no pong
+			// read ("failed to wait for pong").
+			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err,
+				"last_frame_read", c.sinceRead().Round(time.Millisecond))
 			c.fail(fmt.Errorf("no pong within %s: %w", c.pingEvery, err))
 			c.ws.CloseNow()
 			return
@@ -333,6 +401,7 @@ func (c *Conn) answer(ctx context.Context, f Frame, res any, err error) {
 }
 
 func (c *Conn) reject(ctx context.Context, err error, status websocket.StatusCode) error {
+	c.closeHere()
 	c.send(ctx, Frame{Type: TypeError, Error: ErrorOf(err)}, nil)
 	c.ws.Close(status, truncate(err.Error(), 100))
 	return c.fail(err)
@@ -340,6 +409,7 @@ func (c *Conn) reject(ctx context.Context, err error, status websocket.StatusCod
 
 // Close closes the connection with a reason the peer sees.
 func (c *Conn) Close(status websocket.StatusCode, reason string) error {
+	c.closeHere()
 	err := c.ws.Close(status, truncate(reason, 100))
 	c.fail(fmt.Errorf("closed: %s: %w", reason, errdefs.ErrUnavailable))
 	return err
@@ -350,9 +420,37 @@ func (c *Conn) fail(err error) error {
 	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = fmt.Errorf("connection lost: %v: %w", err, errdefs.ErrUnavailable)
+		c.dropped = !c.closing && websocket.CloseStatus(err) == -1
 		close(c.closed)
 	}
 	return c.err
+}
+
+func (c *Conn) closeHere() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing = true
+}
+
+// Dropped reports whether the connection ended without a close either
+// side asked for: its TCP connection ended or was reset, a ping went
+// unanswered, a pong could not be written. Err then says which, and
+// SinceRead how long the peer had been silent.
+func (c *Conn) Dropped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// SinceRead is how long ago the read loop last took a frame; 0 before
+// the first.
+func (c *Conn) SinceRead() time.Duration { return c.sinceRead() }
+
+func (c *Conn) sinceRead() time.Duration {
+	if at := c.lastRead.Load(); at != 0 {
+		return time.Since(time.Unix(0, at))
+	}
+	return 0
 }
 
 // Done is closed when the connection has ended.

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,7 +274,10 @@ func serveOrdered(t *testing.T, h Handler) (dial func() *websocket.Conn) {
 		c.Remember(&taken)
 		c.Handle("ordered", true, h)
 		c.Handle("echo", false, func(ctx context.Context, b json.RawMessage) (any, error) { return b, nil })
+		// As the Hub serves a Runner: the request, and so its context,
+		// ends once the connection's handlers have.
 		c.Serve(r.Context())
+		c.Wait()
 	}))
 	t.Cleanup(srv.Close)
 	return func() *websocket.Conn {
@@ -344,6 +348,61 @@ func TestAMessageSentAgainUnderItsOnceIsHandledOnce(t *testing.T) {
 	}
 }
 
+// TestALaneOnAnOldAndANewConnectionIsHandledInOrderOnce: a Runner that
+// dials again while its old connection's handler of a lane still runs
+// (the Hub's store slow) sends that message again, then the next, on the
+// new connection. The new connection waits for the old one's handler to
+// let the lane go, answers the message sent again as taken, without
+// handling it twice, and handles the next one after it: one lane is
+// handled one frame at a time across a Runner's connections, not per
+// connection.
+func TestALaneOnAnOldAndANewConnectionIsHandledInOrderOnce(t *testing.T) {
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	var mu sync.Mutex
+	var handled []string
+	dial := serveOrdered(t, func(ctx context.Context, b json.RawMessage) (any, error) {
+		var body string
+		json.Unmarshal(b, &body)
+		entered <- struct{}{}
+		if body == "first" {
+			<-release
+		}
+		mu.Lock()
+		handled = append(handled, body)
+		mu.Unlock()
+		return nil, nil
+	})
+	old := dial()
+	write(t, old, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","once":"x","body":"first"}`)
+	<-entered
+	old.CloseNow() // its reply lost: the Runner sends it again on the next
+	next := dial()
+	write(t, next, websocket.MessageText, `{"type":"ordered","id":"1","lane":"a","once":"x","body":"first"}`)
+	write(t, next, websocket.MessageText, `{"type":"ordered","id":"2","lane":"a","once":"y","body":"second"}`)
+	// The echo's answer came after both frames were read and queued, so
+	// a handler of either would have entered by then were it not held.
+	write(t, next, websocket.MessageText, `{"type":"echo","id":"3","body":"echo"}`)
+	if f := readFrame(t, next); f.ID != "3" {
+		t.Fatalf("answered %s while lane a is held on the old connection, want only the echo (3)", f.ID)
+	}
+	select {
+	case <-entered:
+		t.Error("the new connection handled lane a while the old one's handler of it still ran")
+	default:
+	}
+	close(release)
+	for _, want := range []string{"1", "2"} {
+		if f := readFrame(t, next); f.ID != want || f.Error != nil {
+			t.Fatalf("answered %s (error %v), want %s: the lane's frames in order", f.ID, f.Error, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(handled, []string{"first", "second"}) {
+		t.Errorf("handled %q, want first once, then second", handled)
+	}
+}
+
 // TestAConnectionsEndWaitsForNoHandlerAndCutsNone: when the peer goes,
 // Serve returns at once though a handler still runs (a Runner whose Hub
 // died dials the next one without waiting for it), and the handler is not
@@ -384,4 +443,104 @@ func TestAConnectionsEndWaitsForNoHandlerAndCutsNone(t *testing.T) {
 		t.Errorf("the handler's context ended with the connection (%v), want it live until the handler returns", err)
 	}
 	<-waited
+}
+
+// TestADroppedConnectionIsToldFromAClosedOne: Dropped is true for a
+// connection that ended with neither side closing it (the peer's TCP
+// connection gone, as a killed process's), and false for one the peer
+// closed or this side did, so the Hub logs only the first as lost, with
+// why and how long the peer had been silent.
+func TestADroppedConnectionIsToldFromAClosedOne(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		end     func(c *Conn, ws *websocket.Conn)
+		dropped bool
+	}{
+		{"the peer's TCP connection ends", func(c *Conn, ws *websocket.Conn) { ws.CloseNow() }, true},
+		{"the peer closes", func(c *Conn, ws *websocket.Conn) { ws.Close(websocket.StatusNormalClosure, "bye") }, false},
+		{"this side closes", func(c *Conn, ws *websocket.Conn) {
+			ws.CloseRead(context.Background()) // the peer answers the close
+			c.Close(websocket.StatusGoingAway, "going")
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, ws, served := pair(t)
+			write(t, ws, websocket.MessageText, `{"type":"echo","id":"1","body":"x"}`)
+			readFrame(t, ws)
+			c.end(conn, ws)
+			select {
+			case <-served:
+			case <-time.After(5 * time.Second):
+				t.Fatal("Serve still runs 5 s after the end")
+			}
+			if got := conn.Dropped(); got != c.dropped {
+				t.Errorf("Dropped() = %v (ended with %v), want %v", got, conn.Err(), c.dropped)
+			}
+			if conn.SinceRead() <= 0 {
+				t.Errorf("SinceRead() = %v after a frame read, want above 0", conn.SinceRead())
+			}
+		})
+	}
+}
+
+// TestARequestGivenUpMidWriteLeavesTheConnectionUp: a caller whose context
+// ends while its frame is being written (the peer slow to read, the host
+// busy) gives up alone. coder/websocket closes the whole connection when a
+// write's context ends mid-write, which cut a Runner's every Session (its
+// peer saw EOF) for one request past its deadline; the write goes on, and
+// the connection with it.
+func TestARequestGivenUpMidWriteLeavesTheConnectionUp(t *testing.T) {
+	c, ws, _ := pair(t)
+	big := strings.Repeat("x", MaxFrameBytes-1024)
+	// The peer reads nothing yet: fill the line until a write is held.
+	var held context.CancelFunc
+	var heldDone chan error
+	for i := 0; i < 64 && held == nil; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Notify(ctx, "big", big) }()
+		select {
+		case err := <-done:
+			cancel()
+			if err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+		case <-time.After(300 * time.Millisecond):
+			held, heldDone = cancel, done
+		}
+	}
+	if held == nil {
+		t.Fatal("64 frames of 1 MiB written to a peer that reads none; want one held")
+	}
+	held() // its caller gives up mid-write
+	time.Sleep(100 * time.Millisecond)
+	ids := make(chan string, 128)
+	go func() {
+		defer close(ids)
+		for {
+			_, b, err := ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			if f, err := Decode(b); err == nil {
+				ids <- f.ID
+			}
+		}
+	}()
+	<-heldDone
+	write(t, ws, websocket.MessageText, `{"type":"echo","id":"after","body":"still"}`)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case id, ok := <-ids:
+			if !ok {
+				t.Fatalf("the connection ended when one caller gave up mid-write: %v", c.Err())
+			}
+			if id == "after" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no answer to a request 10 s after a caller gave up mid-write")
+		}
+	}
 }

@@ -64,6 +64,20 @@ func (s *Sessions) ForkOf(ctx context.Context, id string) (f Fork, ok bool, err 
 	return f, err == nil, err
 }
 
+// Lineage is AttemptSetOf and ForkOf in one read, for a Session view's
+// every message: the attempt set Session id is an attempt of ("" for
+// none), and what it was forked from (ok false for no fork).
+func (s *Sessions) Lineage(ctx context.Context, id string) (set string, f Fork, ok bool, err error) {
+	var nset, parent sql.NullString
+	var turn, at sql.NullInt64
+	err = s.db.QueryRowContext(ctx, `SELECT a.set_id, f.parent_id, f.turn, f.created_at FROM (SELECT CAST(? AS TEXT) AS id) x
+		LEFT JOIN attempts a ON a.session_id = x.id LEFT JOIN session_forks f ON f.session_id = x.id`, id).Scan(&nset, &parent, &turn, &at)
+	if err != nil || !parent.Valid {
+		return nset.String, Fork{}, false, err
+	}
+	return nset.String, Fork{SessionID: id, ParentID: parent.String, Turn: int(turn.Int64), CreatedAt: time.UnixMilli(at.Int64)}, true, nil
+}
+
 // Forks lists the forks of Session id, oldest first.
 func (s *Sessions) Forks(ctx context.Context, id string) ([]Fork, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT session_id, parent_id, turn, created_at FROM session_forks WHERE parent_id = ? ORDER BY created_at, session_id`, id)

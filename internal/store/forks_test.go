@@ -55,3 +55,37 @@ func TestAForkIsRecordedAsleepWithItsParentsSettingsAndLink(t *testing.T) {
 		}
 	})
 }
+
+// TestLineageReadsAnAttemptsSetAndItsForkInOneQuery: Lineage is what
+// AttemptSetOf and ForkOf say, together: a Session with neither, an
+// attempt, a fork, a fork that is an attempt too, and an unknown id (no
+// error: nothing to show).
+func TestLineageReadsAnAttemptsSetAndItsForkInOneQuery(t *testing.T) {
+	eachEngine(t, func(t *testing.T, open opener) {
+		s, _ := open(t)
+		ctx := context.Background()
+		ss := moreSessions(t, s, 2)
+		set, err := s.Attempts.CreateAttemptSet(ctx, AttemptSet{CreatorID: ss[0].CreatorID, RepoID: ss[0].RepoID, Title: "t"})
+		must(t, err)
+		must(t, s.Attempts.AddAttempt(ctx, set.ID, 1, ss[0].ID))
+		fork, err := s.Sessions.CreateFork(ctx, ss[0], uuid.NewString(), "fork", 3, nil)
+		must(t, err)
+		must(t, s.Attempts.AddAttempt(ctx, set.ID, 2, fork.ID))
+		plain, err := s.Sessions.CreateFork(ctx, ss[1], uuid.NewString(), "fork", 1, nil)
+		must(t, err)
+		for _, c := range []struct {
+			id, set, parent string
+			turn            int
+		}{{ss[1].ID, "", "", 0}, {ss[0].ID, set.ID, "", 0}, {fork.ID, set.ID, ss[0].ID, 3}, {plain.ID, "", ss[1].ID, 1}, {uuid.NewString(), "", "", 0}} {
+			gotSet, f, ok, err := s.Sessions.Lineage(ctx, c.id)
+			if err != nil || gotSet != c.set || ok != (c.parent != "") || f.ParentID != c.parent || f.Turn != c.turn || (ok && f.SessionID != c.id) {
+				t.Errorf("Lineage(%s): got set %q, fork %+v %v, %v; want set %q, parent %q at Turn %d", c.id, gotSet, f, ok, err, c.set, c.parent, c.turn)
+			}
+			if ok {
+				if want, _, _ := s.Sessions.ForkOf(ctx, c.id); !want.CreatedAt.Equal(f.CreatedAt) {
+					t.Errorf("Lineage(%s): fork made at %v, ForkOf says %v", c.id, f.CreatedAt, want.CreatedAt)
+				}
+			}
+		}
+	})
+}

@@ -100,13 +100,17 @@ type Session struct {
 	ThreadContext bool
 	// Place is its place in its Creator's line for an awake place (from
 	// 1), 0 while it is in none (SetWaiting).
-	Place      int
-	ArchivedAt time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	Place int
+	// EnvironmentVersion is the version of its Repo's Environment it
+	// last started on, 0 for the Runner's defaults
+	// (Environments.SetSessionEnvironment).
+	EnvironmentVersion int
+	ArchivedAt         time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
-const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.triggered, s.turns, s.turn_ms, s.thread_context, ` + placeCol + `, s.archived_at, s.created_at, s.updated_at`
+const sessionCols = `s.id, s.repo_id, r.url, s.creator_id, s.runner_id, s.title, s.model, s.effort, s.state, s.state_detail, s.conversation, s.keep_awake, s.transient, s.start_retries, s.sandbox_git, s.triggered, s.turns, s.turn_ms, s.thread_context, ` + placeCol + `, s.environment_version, s.archived_at, s.created_at, s.updated_at`
 const sessionFrom = ` FROM sessions s JOIN repos r ON r.id = s.repo_id `
 
 func scanSession(row scanner) (Session, error) {
@@ -115,7 +119,7 @@ func scanSession(row scanner) (Session, error) {
 	var archived sql.NullInt64
 	err := row.Scan(&x.ID, &x.RepoID, &x.RepoURL, &x.CreatorID, &x.RunnerID, &x.Title, &x.Model, &x.Effort,
 		&x.State, &x.StateDetail, &x.Conversation, &x.KeepAwake, &x.Transient, &x.StartRetries, &x.SandboxGit,
-		&x.Triggered, &x.Turns, &turnMS, &x.ThreadContext, &x.Place, &archived, &created, &updated)
+		&x.Triggered, &x.Turns, &turnMS, &x.ThreadContext, &x.Place, &x.EnvironmentVersion, &archived, &created, &updated)
 	x.CreatedAt, x.UpdatedAt, x.ArchivedAt = time.UnixMilli(created), time.UnixMilli(updated), fromMS(archived)
 	x.TurnTime = time.Duration(turnMS) * time.Millisecond
 	return x, err

@@ -162,6 +162,13 @@ func (cs *Conns) Serve(w http.ResponseWriter, r *http.Request, rn store.Runner) 
 		}
 	}()
 	err = conn.Serve(ctx)
+	if conn.Dropped() && ctx.Err() == nil {
+		// Neither side closed it: the error names why (the TCP connection
+		// ended or was reset, no pong, a pong not written), and how long
+		// the Runner had been silent tells a dead line from a busy Hub.
+		log.Warn("runner connection lost", "err", err, "connected_for", time.Since(rc.Since).Round(time.Millisecond),
+			"last_frame_read", conn.SinceRead().Round(time.Millisecond))
+	}
 	conn.Wait() // a hello handled late attaches before the detach, not after
 	cs.detach(rc)
 	close(rc.left)
