@@ -3,6 +3,7 @@ package build
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
@@ -368,5 +370,61 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	}
 	if without := (Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Bootstrap: spec.Bootstrap}); without.Key() == spec.Key() {
 		t.Error("a Build's key does not change with its Features")
+	}
+}
+
+// TestABuildForAUserChecksTheImageHasItAndProbesItsLogin: a Feature gets
+// the Environment's user as _REMOTE_USER (and may make it, as common-utils
+// does), the Build then finds it in /etc/passwd and probes the login
+// environment as it; a user the image lacks fails the Build naming the
+// property.
+func TestABuildForAUserChecksTheImageHasItAndProbesItsLogin(t *testing.T) {
+	b, be, base := builder(t, 3)
+	ctx := context.Background()
+	host := testkit.Registry(t)
+	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
+	ref := testkit.PushFeature(t, host, "f/user:1", `{"id": "user"}`,
+		"#!/bin/sh\nset -e\nuseradd -m -u 1234 \"$_REMOTE_USER\"\necho \"$_REMOTE_USER $_REMOTE_USER_HOME $DC_SAYS\" > /etc/kndl-user\n")
+	digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		Features: []Feature{{Ref: host + "/f/user@" + digest}}, Env: []string{"DC_SAYS=set all along"}, User: "dev",
+		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
+			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+			return layer, err
+		},
+		Bootstrap: "cat /etc/kndl-user > /etc/kndl-bootstrap\n"}
+	var lines []string
+	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if want := (User{Name: "dev", UID: 1234, GID: 1234, Home: "/home/dev"}); bd.User == nil || *bd.User != want {
+		t.Errorf("the Build's user %+v, want %+v", bd.User, want)
+	}
+	for _, want := range []string{"HOME=/home/dev", "USER=dev"} {
+		if !slices.Contains(bd.LoginEnv, want) {
+			t.Errorf("the login environment %q: want %s, the user's login", bd.LoginEnv, want)
+		}
+	}
+	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(ctx, "session"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(t, be, "session", "cat", "/etc/kndl-bootstrap"), "dev /home/dev set all along\n"; got != want {
+		t.Errorf("the Feature wrote %q, want %q: _REMOTE_USER, its home and the environment at build, and the Bootstrap after it", got, want)
+	}
+	if without := spec; func() bool { without.User = ""; return without.Key() == spec.Key() }() {
+		t.Error("a Build's key does not change with its user")
+	}
+
+	spec.User, spec.Features, spec.Bootstrap = "ghost", nil, "true\n"
+	_, err = b.Ensure(ctx, spec, func(string) {})
+	if want := `remoteUser, containerUser: the image has no user "ghost" in /etc/passwd`; err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("a Build for a user the image lacks: %v, want invalid, saying %q", err, want)
 	}
 }
