@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/protocol"
 )
 
@@ -33,5 +34,25 @@ func TestASessionWhoseEnvironmentNamesAUserIsNotPooled(t *testing.T) {
 	req.Environment.User = "vscode"
 	if poolable(req, protocol.SessionCredentials{}) {
 		t.Error("a Session whose Environment names a user is poolable")
+	}
+}
+
+// TestARunnerTakingASessionBackKnowsItsUser: the user a Session's Claude
+// Code runs as is kept in its directory, so a Runner that takes it back
+// runs its check as that user too; a start as root forgets it.
+func TestARunnerTakingASessionBackKnowsItsUser(t *testing.T) {
+	dir := t.TempDir()
+	u := build.User{Name: "dev", UID: 1500, GID: 1500, Home: "/home/dev"}
+	if err := keepUser(dir, &u); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptUser(dir); got == nil || *got != u {
+		t.Fatalf("kept %+v, want %+v", got, u)
+	}
+	if s := (&session{user: keptUser(dir)}); s.runAs() != "1500" {
+		t.Errorf("runs as %q, want uid 1500", s.runAs())
+	}
+	if err := keepUser(dir, nil); err != nil || keptUser(dir) != nil || (&session{}).runAs() != "" {
+		t.Errorf("a start as root: %v, kept %+v; want none, root", err, keptUser(dir))
 	}
 }

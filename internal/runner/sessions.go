@@ -346,6 +346,9 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 	// started in the Sandbox at once, not one after the other (startClaude
 	// waits for it before it starts Claude Code). On gVisor each costs a
 	// `runsc exec` and a process start in the Sentry.
+	if err := keepUser(dir, bd.User); err != nil {
+		return err
+	}
 	if s.user = bd.User; s.user != nil {
 		if err := ownFolders(ctx, r.backend, s.sandbox, *s.user, logf); err != nil {
 			return err
@@ -666,6 +669,37 @@ func (s *session) runAs() string {
 		return ""
 	}
 	return strconv.Itoa(s.user.UID)
+}
+
+// userFile is the file of a Session's directory that names the user its
+// Claude Code runs as, for a Runner that takes the Session back; none for
+// root.
+const userFile = "user.json"
+
+// keepUser records u in the Session's directory dir, or that it runs as
+// root when u is nil.
+func keepUser(dir string, u *build.User) error {
+	if u == nil {
+		if err := os.Remove(filepath.Join(dir, userFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	raw, _ := json.Marshal(u)
+	return writeAtomic(filepath.Join(dir, userFile), raw)
+}
+
+// keptUser is the user keepUser recorded in dir, nil for root.
+func keptUser(dir string) *build.User {
+	raw, err := os.ReadFile(filepath.Join(dir, userFile))
+	if err != nil {
+		return nil
+	}
+	var u build.User
+	if json.Unmarshal(raw, &u) != nil {
+		return nil
+	}
+	return &u
 }
 
 // ownFolders gives user the folders Claude Code writes, as root, before
