@@ -315,16 +315,7 @@ func median(xs []time.Duration) time.Duration {
 func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	b, be, base := builder(t, 3)
 	ctx := context.Background()
-	host := testkit.Registry(t)
-	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
-	pinned := func(repo, meta, install string) string {
-		ref := testkit.PushFeature(t, host, repo, meta, install)
-		digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
-	}
+	pinned, fetch := features(t)
 	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Features: []Feature{
 			{Ref: pinned("f/base:1", `{"id": "base", "containerEnv": {"BASE_HOME": "/opt/base", "BASE_SAYS": "${GREETING:-no option} at ${BASE_HOME}"}}`,
@@ -332,10 +323,7 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 			{Ref: pinned("f/tool:1", `{"id": "tool", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}`,
 				"#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE $BASE_SAYS\" >> /etc/kndl-features\nmkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/kndl-tool\nchmod +x /opt/tool/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
 		},
-		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
-			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-			return layer, err
-		},
+		FetchFeature: fetch,
 		Bootstrap: "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
 	var lines []string
 	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
@@ -381,20 +369,11 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 func TestABuildForAUserChecksTheImageHasItAndProbesItsLogin(t *testing.T) {
 	b, be, base := builder(t, 3)
 	ctx := context.Background()
-	host := testkit.Registry(t)
-	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
-	ref := testkit.PushFeature(t, host, "f/user:1", `{"id": "user"}`,
+	pinned, fetch := features(t)
+	ref := pinned("f/user:1", `{"id": "user"}`,
 		"#!/bin/sh\nset -e\nuseradd -m -u 1234 \"$_REMOTE_USER\"\necho \"$_REMOTE_USER $_REMOTE_USER_HOME $DC_SAYS\" > /etc/kndl-user\n")
-	digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		Features: []Feature{{Ref: host + "/f/user@" + digest}}, Env: []string{"DC_SAYS=set all along"}, User: "dev",
-		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
-			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-			return layer, err
-		},
+		Features: []Feature{{Ref: ref}}, Env: []string{"DC_SAYS=set all along"}, User: "dev", FetchFeature: fetch,
 		Bootstrap: "cat /etc/kndl-user > /etc/kndl-bootstrap\n"}
 	var lines []string
 	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
@@ -427,4 +406,24 @@ func TestABuildForAUserChecksTheImageHasItAndProbesItsLogin(t *testing.T) {
 	if want := `remoteUser, containerUser: the image has no user "ghost" in /etc/passwd`; err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("a Build for a user the image lacks: %v, want invalid, saying %q", err, want)
 	}
+}
+
+// features pushes Features to the test registry: pinned pushes one and
+// names it by digest, and fetch pulls one's layer as a Build does.
+func features(t *testing.T) (pinned func(repo, meta, install string) string, fetch func(context.Context, string) ([]byte, error)) {
+	host := testkit.Registry(t)
+	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
+	pinned = func(repo, meta, install string) string {
+		ref := testkit.PushFeature(t, host, repo, meta, install)
+		digest, _, err := ociimage.Artifact(context.Background(), ref, protocol.MaxFeatureLayer, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
+	}
+	fetch = func(ctx context.Context, ref string) ([]byte, error) {
+		_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+		return layer, err
+	}
+	return pinned, fetch
 }

@@ -97,17 +97,7 @@ func printSettings(io IO, s api.EnvironmentSettings) {
 		or(s.Image, "the Runner's default"), featureRefs(s.Features), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
 		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"), api.PortsLine(s.Ports),
-		or(strings.Join(envNames(s.ContainerEnv), ", "), "none"), or(s.User, "root"))
-}
-
-// envNames names NAME=value entries; their values may be a person's.
-func envNames(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		out = append(out, name)
-	}
-	return out
+		or(strings.Join(api.EnvNames(s.ContainerEnv), ", "), "none"), or(s.User, "root"))
 }
 
 // featureRefs names the Features in their install order.

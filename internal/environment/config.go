@@ -377,7 +377,7 @@ func Changes(a, b Config) []string {
 		out = append(out, fmt.Sprintf("ports: %s -> %s", pa, pb))
 	}
 	// Named, not shown: a value may be one a person pasted.
-	switch na, nb := envNames(a.ContainerEnv), envNames(b.ContainerEnv); {
+	switch na, nb := api.EnvNames(a.ContainerEnv), api.EnvNames(b.ContainerEnv); {
 	case !slices.Equal(na, nb):
 		out = append(out, fmt.Sprintf("container env: %s -> %s", list(na), list(nb)))
 	case !slices.Equal(a.ContainerEnv, b.ContainerEnv):
@@ -385,16 +385,6 @@ func Changes(a, b Config) []string {
 	}
 	if a.User != b.User {
 		out = append(out, fmt.Sprintf("user: %s -> %s", or(a.User, "root"), or(b.User, "root")))
-	}
-	return out
-}
-
-// envNames are the names of NAME=value entries.
-func envNames(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		out = append(out, name)
 	}
 	return out
 }
