@@ -324,7 +324,7 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 				"#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE $BASE_SAYS\" >> /etc/kndl-features\nmkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/kndl-tool\nchmod +x /opt/tool/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
 		},
 		FetchFeature: fetch,
-		Bootstrap: "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
+		Bootstrap:    "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
 	var lines []string
 	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
 	if err != nil {
