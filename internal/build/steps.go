@@ -135,7 +135,7 @@ func (s step) loginEnv(ctx context.Context) ([]string, error) {
 	}
 	if u := s.user; u != nil {
 		// Its own login, in its home unless a folder is named.
-		cmd.User, cmd.Env, cmd.Dir = strconv.Itoa(u.UID), append(cmd.Env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name), or(s.dir, u.Home)
+		cmd.User, cmd.Env, cmd.Dir = u.Name, append(cmd.Env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name), or(s.dir, u.Home)
 	}
 	p, err := s.backend.Exec(ctx, s.id, cmd)
 	if err != nil {

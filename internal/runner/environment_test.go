@@ -49,8 +49,8 @@ func TestARunnerTakingASessionBackKnowsItsUser(t *testing.T) {
 	if got := keptUser(dir); got == nil || *got != u {
 		t.Fatalf("kept %+v, want %+v", got, u)
 	}
-	if s := (&session{user: keptUser(dir)}); s.runAs() != "1500" {
-		t.Errorf("runs as %q, want uid 1500", s.runAs())
+	if s := (&session{user: keptUser(dir)}); s.runAs() != "dev" {
+		t.Errorf("runs as %q, want dev", s.runAs())
 	}
 	if err := keepUser(dir, nil); err != nil || keptUser(dir) != nil || (&session{}).runAs() != "" {
 		t.Errorf("a start as root: %v, kept %+v; want none, root", err, keptUser(dir))

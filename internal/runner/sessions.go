@@ -663,12 +663,13 @@ func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-
 	return nil
 }
 
-// runAs is the Sandbox user its Claude Code runs as, by uid; "" for root.
+// runAs is the Sandbox user its Claude Code runs as, by name, so with its
+// groups; "" for root.
 func (s *session) runAs() string {
 	if s.user == nil {
 		return ""
 	}
-	return strconv.Itoa(s.user.UID)
+	return s.user.Name
 }
 
 // userFile is the file of a Session's directory that names the user its
