@@ -342,10 +342,8 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 			return err
 		}
 	}
-	// Claude Code's config is seeded while tmux starts: two processes
-	// started in the Sandbox at once, not one after the other (startClaude
-	// waits for it before it starts Claude Code). On gVisor each costs a
-	// `runsc exec` and a process start in the Sentry.
+	// Claude Code runs as the Build's user, if it has one, in folders
+	// made its own.
 	if err := keepUser(dir, bd.User); err != nil {
 		return err
 	}
@@ -354,6 +352,10 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 			return err
 		}
 	}
+	// Claude Code's config is seeded while tmux starts: two processes
+	// started in the Sandbox at once, not one after the other (startClaude
+	// waits for it before it starts Claude Code). On gVisor each costs a
+	// `runsc exec` and a process start in the Sentry.
 	seeded := make(chan error, 1)
 	r.spawn(func() {
 		_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{Args: []string{kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir}, User: s.runAs()})
