@@ -115,12 +115,7 @@ func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
 	if bd.Musl {
 		t.Error("a Debian image was found to be musl")
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got := run(t, be, "session", "cat", "/etc/kndl-built"); got != "built with from-a-variable\n" {
 		t.Errorf("a Session sees %q, want the Bootstrap script's file", got)
 	}
@@ -198,12 +193,7 @@ func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
 			t.Errorf("the Build's layer keeps %d of apt's %s (%s, ...), want none", len(kept), g, kept[0])
 		}
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got := run(t, be, "session", "cat", "/etc/kndl-dockerd"); !strings.HasPrefix(got, "Docker version ") || !strings.HasSuffix(got, "\n1.29.2\n") {
 		t.Errorf("the Bootstrap script's dockerd --version and docker-compose version printed %q, want Docker's and Debian 12's Compose 1.29.2", got)
 	}
@@ -330,12 +320,7 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0 /opt/base\ntool fast no option at /opt/base\nbootstrap /opt/base tool ran\n"; got != want {
 		t.Errorf("a Session sees %q, want %q: each Feature's install.sh with its options and the containerEnv so far, in order, then the Bootstrap's", got, want)
 	}
@@ -388,12 +373,7 @@ func TestABuildForAUserChecksTheImageHasItAndProbesItsLogin(t *testing.T) {
 			t.Errorf("the login environment %q: want %s, the user's login", bd.LoginEnv, want)
 		}
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got, want := run(t, be, "session", "cat", "/etc/kndl-bootstrap"), "dev /home/dev set all along\n"; got != want {
 		t.Errorf("the Feature wrote %q, want %q: _REMOTE_USER, its home and the environment at build, and the Bootstrap after it", got, want)
 	}
@@ -426,4 +406,15 @@ func features(t *testing.T) (pinned func(repo, meta, install string) string, fet
 		return layer, err
 	}
 	return pinned, fetch
+}
+
+// boot creates and starts a Sandbox id on layers, a Session's of a Build.
+func boot(t *testing.T, be sandbox.Backend, id string, layers []string) {
+	t.Helper()
+	if err := be.Create(context.Background(), sandbox.Spec{ID: id, Layers: layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
 }
