@@ -615,6 +615,17 @@ func EgressLine(p egress.Policy) string {
 	return egress.ModeAllowlist + ": " + strings.Join(entries, ", ")
 }
 
+// EnvNames are the names of an Environment's container env, NAME=value
+// each, as people are shown it: its values may be a person's.
+func EnvNames(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		out = append(out, name)
+	}
+	return out
+}
+
 // PortsLine is an Environment's offered ports as people read them, each
 // with its label quoted: 3000 "Web app", 8080 (none: "none").
 func PortsLine(ps []protocol.OfferedPort) string {

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/sandbox"
 )
 
@@ -54,6 +55,11 @@ type Spec struct {
 	// the Build is made.
 	Features     []Feature
 	FetchFeature func(ctx context.Context, ref string) ([]byte, error)
+	// User is the Environment's user (a name or uid), whom Claude Code runs
+	// as: the Features get it as _REMOTE_USER, the Build checks that the
+	// image has it once the Bootstrap script ran, and the login
+	// environment is its. Empty is root.
+	User string
 }
 
 // Key is the Build's identity: every input that changes what it holds.
@@ -75,6 +81,10 @@ func (s Spec) Key() string {
 			parts = append(parts, f.Ref, strconv.Itoa(len(f.Env)))
 			parts = append(parts, f.Env...)
 		}
+	}
+	// Likewise only when set, last.
+	if s.User != "" {
+		parts = append(parts, "user:", s.User)
 	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s\n", len(part), part)
@@ -98,8 +108,19 @@ type Build struct {
 	LoginEnv []string `json:"login_env"`
 	// ImageEnv is the image's configured environment with its Features'
 	// containerEnv, which a probe of the login environment starts from.
-	ImageEnv  []string  `json:"image_env,omitempty"`
+	ImageEnv []string `json:"image_env,omitempty"`
+	// User is the Spec's user as the image's /etc/passwd has it; nil for
+	// root.
+	User      *User     `json:"user,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// User is a user of a Build's image.
+type User struct {
+	Name string `json:"name"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Home string `json:"home"`
 }
 
 // LoginEnvPath is where a Build keeps its Login environment, inside.
@@ -228,6 +249,18 @@ func (b *Builder) make(ctx context.Context, key string, spec Spec, progress func
 		if err := s.script(ctx, env, spec.Bootstrap); err != nil {
 			return Build{}, fmt.Errorf("build: the Bootstrap script failed: %w", err)
 		}
+	}
+	if spec.User != "" {
+		u, ok, err := s.lookupUser(ctx, spec.User)
+		switch {
+		case err != nil:
+			return Build{}, fmt.Errorf("build: read the image's users: %w", err)
+		case !ok:
+			return Build{}, fmt.Errorf("build: remoteUser, containerUser: the image has no user %q in /etc/passwd once its Features and the Bootstrap script ran: "+
+				"name a user it has, or add this one (a Feature such as common-utils, or useradd in onCreateCommand): %w", spec.User, errdefs.ErrInvalid)
+		}
+		bd.User, s.user = &u, &u
+		progress(fmt.Sprintf("Claude Code runs as %s (uid %d)", u.Name, u.UID))
 	}
 	progress("reading the login environment")
 	login, err := s.loginEnv(ctx)

@@ -3,6 +3,7 @@ package build
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/ociimage"
 	"kndl.dev/kndl/internal/outbound"
 	"kndl.dev/kndl/internal/protocol"
@@ -105,12 +107,7 @@ func TestBuildRunsTheBootstrapAndSessionsBootFromIt(t *testing.T) {
 	if bd.Musl {
 		t.Error("a Debian image was found to be musl")
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got := run(t, be, "session", "cat", "/etc/kndl-built"); got != "built with from-a-variable\n" {
 		t.Errorf("a Session sees %q, want the Bootstrap script's file", got)
 	}
@@ -188,12 +185,7 @@ func TestABuildWithDockerInstallsItWithTheImagesPackageManager(t *testing.T) {
 			t.Errorf("the Build's layer keeps %d of apt's %s (%s, ...), want none", len(kept), g, kept[0])
 		}
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got := run(t, be, "session", "cat", "/etc/kndl-dockerd"); !strings.HasPrefix(got, "Docker version ") || !strings.HasSuffix(got, "\n1.29.2\n") {
 		t.Errorf("the Bootstrap script's dockerd --version and docker-compose version printed %q, want Docker's and Debian 12's Compose 1.29.2", got)
 	}
@@ -305,16 +297,7 @@ func median(xs []time.Duration) time.Duration {
 func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	b, be, base := builder(t, 3)
 	ctx := context.Background()
-	host := testkit.Registry(t)
-	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
-	pinned := func(repo, meta, install string) string {
-		ref := testkit.PushFeature(t, host, repo, meta, install)
-		digest, _, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
-	}
+	pinned, fetch := features(t)
 	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 		Features: []Feature{
 			{Ref: pinned("f/base:1", `{"id": "base", "containerEnv": {"BASE_HOME": "/opt/base", "BASE_SAYS": "${GREETING:-no option} at ${BASE_HOME}"}}`,
@@ -322,22 +305,14 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 			{Ref: pinned("f/tool:1", `{"id": "tool", "containerEnv": {"PATH": "/opt/tool/bin:${PATH}"}}`,
 				"#!/bin/sh\nset -e\ngrep -q base /etc/kndl-features\necho \"tool $MODE $BASE_SAYS\" >> /etc/kndl-features\nmkdir -p /opt/tool/bin\nprintf '#!/bin/sh\\necho tool ran\\n' > /opt/tool/bin/kndl-tool\nchmod +x /opt/tool/bin/kndl-tool\n"), Env: []string{"MODE=fast"}},
 		},
-		FetchFeature: func(ctx context.Context, ref string) ([]byte, error) {
-			_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
-			return layer, err
-		},
-		Bootstrap: "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
+		FetchFeature: fetch,
+		Bootstrap:    "echo \"bootstrap $BASE_HOME $(kndl-tool)\" >> /etc/kndl-features\n"}
 	var lines []string
 	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
 	}
-	if err := be.Create(ctx, sandbox.Spec{ID: "session", Layers: bd.Layers}); err != nil {
-		t.Fatal(err)
-	}
-	if err := be.Start(ctx, "session"); err != nil {
-		t.Fatal(err)
-	}
+	boot(t, be, "session", bd.Layers)
 	if got, want := run(t, be, "session", "cat", "/etc/kndl-features"), "base hi there root 0 /opt/base\ntool fast no option at /opt/base\nbootstrap /opt/base tool ran\n"; got != want {
 		t.Errorf("a Session sees %q, want %q: each Feature's install.sh with its options and the containerEnv so far, in order, then the Bootstrap's", got, want)
 	}
@@ -360,5 +335,78 @@ func TestABuildInstallsFeaturesInOrderWithTheirOptions(t *testing.T) {
 	}
 	if without := (Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, Bootstrap: spec.Bootstrap}); without.Key() == spec.Key() {
 		t.Error("a Build's key does not change with its Features")
+	}
+}
+
+// TestABuildForAUserChecksTheImageHasItAndProbesItsLogin: a Feature gets
+// the Environment's user as _REMOTE_USER (and may make it, as common-utils
+// does), the Build then finds it in /etc/passwd and probes the login
+// environment as it; a user the image lacks fails the Build naming the
+// property.
+func TestABuildForAUserChecksTheImageHasItAndProbesItsLogin(t *testing.T) {
+	b, be, base := builder(t, 3)
+	ctx := context.Background()
+	pinned, fetch := features(t)
+	ref := pinned("f/user:1", `{"id": "user"}`,
+		"#!/bin/sh\nset -e\nuseradd -m -u 1234 \"$_REMOTE_USER\"\necho \"$_REMOTE_USER $_REMOTE_USER_HOME $DC_SAYS\" > /etc/kndl-user\n")
+	spec := Spec{Repo: "r", ImageDigest: "sha256:test", ImageRootfs: base, ImageEnv: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+		Features: []Feature{{Ref: ref}}, Env: []string{"DC_SAYS=set all along"}, User: "dev", FetchFeature: fetch,
+		Bootstrap: "cat /etc/kndl-user > /etc/kndl-bootstrap\n"}
+	var lines []string
+	bd, err := b.Ensure(ctx, spec, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if want := (User{Name: "dev", UID: 1234, GID: 1234, Home: "/home/dev"}); bd.User == nil || *bd.User != want {
+		t.Errorf("the Build's user %+v, want %+v", bd.User, want)
+	}
+	for _, want := range []string{"HOME=/home/dev", "USER=dev"} {
+		if !slices.Contains(bd.LoginEnv, want) {
+			t.Errorf("the login environment %q: want %s, the user's login", bd.LoginEnv, want)
+		}
+	}
+	boot(t, be, "session", bd.Layers)
+	if got, want := run(t, be, "session", "cat", "/etc/kndl-bootstrap"), "dev /home/dev set all along\n"; got != want {
+		t.Errorf("the Feature wrote %q, want %q: _REMOTE_USER, its home and the environment at build, and the Bootstrap after it", got, want)
+	}
+	if without := spec; func() bool { without.User = ""; return without.Key() == spec.Key() }() {
+		t.Error("a Build's key does not change with its user")
+	}
+
+	spec.User, spec.Features, spec.Bootstrap = "ghost", nil, "true\n"
+	_, err = b.Ensure(ctx, spec, func(string) {})
+	if want := `remoteUser, containerUser: the image has no user "ghost" in /etc/passwd`; err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("a Build for a user the image lacks: %v, want invalid, saying %q", err, want)
+	}
+}
+
+// features pushes Features to the test registry: pinned pushes one and
+// names it by digest, and fetch pulls one's layer as a Build does.
+func features(t *testing.T) (pinned func(repo, meta, install string) string, fetch func(context.Context, string) ([]byte, error)) {
+	host := testkit.Registry(t)
+	opts := ociimage.Options{Transport: (&outbound.Dialer{Allow: outbound.AllowLoopback}).Transport()}
+	pinned = func(repo, meta, install string) string {
+		ref := testkit.PushFeature(t, host, repo, meta, install)
+		digest, _, err := ociimage.Artifact(context.Background(), ref, protocol.MaxFeatureLayer, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return host + "/" + strings.Split(repo, ":")[0] + "@" + digest
+	}
+	fetch = func(ctx context.Context, ref string) ([]byte, error) {
+		_, layer, err := ociimage.Artifact(ctx, ref, protocol.MaxFeatureLayer, opts)
+		return layer, err
+	}
+	return pinned, fetch
+}
+
+// boot creates and starts a Sandbox id on layers, a Session's of a Build.
+func boot(t *testing.T, be sandbox.Backend, id string, layers []string) {
+	t.Helper()
+	if err := be.Create(context.Background(), sandbox.Spec{ID: id, Layers: layers}); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Start(context.Background(), id); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -53,12 +53,33 @@ func (s step) feature(ctx context.Context, spec Spec, f Feature) ([]string, erro
 		return nil, err
 	}
 	env := append(append(append([]string(nil), container...), spec.Env...), f.Env...)
-	env = append(env, "_REMOTE_USER=root", "_CONTAINER_USER=root", "_REMOTE_USER_HOME=/root", "_CONTAINER_USER_HOME=/root")
+	user, home, err := s.featureUser(ctx, spec.User)
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, "_REMOTE_USER="+user, "_CONTAINER_USER="+user, "_REMOTE_USER_HOME="+home, "_CONTAINER_USER_HOME="+home)
 	s.dir = featureDir
 	if err := s.run(ctx, env, "sh", "-c", "chmod +x ./install.sh && ./install.sh"); err != nil {
 		return nil, fmt.Errorf("its install.sh failed: %w", err)
 	}
 	return container, nil
+}
+
+// featureUser is the user and home a Feature installs for: root, or the
+// Environment's user, as the image has it so far, or /home/NAME for one a
+// Feature is yet to make (common-utils makes _REMOTE_USER).
+func (s step) featureUser(ctx context.Context, user string) (string, string, error) {
+	if user == "" {
+		return "root", "/root", nil
+	}
+	u, ok, err := s.lookupUser(ctx, user)
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("read the image's users: %w", err)
+	case ok:
+		return u.Name, u.Home, nil
+	}
+	return user, "/home/" + user, nil
 }
 
 // containerEnv returns env with the containerEnv of a Feature's

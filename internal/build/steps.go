@@ -22,6 +22,32 @@ type step struct {
 	env      []string
 	dir      string // where commands run; "/" when empty
 	progress func(string)
+	// user, if set, is whom the login environment is probed as.
+	user *User
+}
+
+// passwdScript prints the passwd entry of the user named or numbered $1 as
+// name:uid:gid:home, nothing if the image has none. awk, not getent: a
+// musl image may have no getent.
+const passwdScript = `awk -F: -v u="$1" '$1 == u || $3 == u { print $1 ":" $3 ":" $4 ":" $6; exit }' /etc/passwd`
+
+// lookupUser reads the user named or numbered u from the Sandbox's
+// /etc/passwd.
+func (s step) lookupUser(ctx context.Context, u string) (User, bool, error) {
+	out, err := s.quiet(ctx, "sh", "-c", passwdScript, "passwd", u)
+	if err != nil {
+		return User{}, false, err
+	}
+	f := strings.Split(strings.TrimSpace(out), ":")
+	if len(f) != 4 {
+		return User{}, false, nil
+	}
+	uid, err1 := strconv.Atoi(f[1])
+	gid, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return User{}, false, fmt.Errorf("its passwd entry %q has no numeric uid and gid", out)
+	}
+	return User{Name: f[0], UID: uid, GID: gid, Home: or(f[3], "/")}, true, nil
 }
 
 // RunScript runs a script of the Environment's (the Start script) in a
@@ -93,8 +119,8 @@ const envMarker = "\x00KNDL-LOGIN-ENV\x00"
 // LoginEnv probes a running Sandbox's login environment in dir, as a
 // Build does: after an Environment's Start script, which may have changed
 // what a login shell sets up.
-func LoginEnv(ctx context.Context, b sandbox.Backend, id, dir string, imageEnv []string) ([]string, error) {
-	return step{backend: b, id: id, env: imageEnv, dir: dir}.loginEnv(ctx)
+func LoginEnv(ctx context.Context, b sandbox.Backend, id, dir string, imageEnv []string, user *User) ([]string, error) {
+	return step{backend: b, id: id, env: imageEnv, dir: dir, user: user}.loginEnv(ctx)
 }
 
 // loginEnv runs an interactive login shell, as a terminal would, with no
@@ -103,10 +129,15 @@ func (s step) loginEnv(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, loginTimeout)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	p, err := s.backend.Exec(ctx, s.id, sandbox.Cmd{
+	cmd := sandbox.Cmd{
 		Args: []string{"bash", "-lic", `printf '\0KNDL-LOGIN-ENV\0'; env -0`},
 		Env:  withPath(s.env), Dir: or(s.dir, "/root"), Stdout: &out, Stderr: &errOut,
-	})
+	}
+	if u := s.user; u != nil {
+		// Its own login, in its home unless a folder is named.
+		cmd.User, cmd.Env, cmd.Dir = u.Name, append(cmd.Env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name), or(s.dir, u.Home)
+	}
+	p, err := s.backend.Exec(ctx, s.id, cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -93,10 +93,11 @@ func envShow(ctx context.Context, io IO, c *apiclient.Client, repo string, asJSO
 }
 
 func printSettings(io IO, s api.EnvironmentSettings) {
-	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n  ports:              %s\n",
+	fmt.Fprintf(io.Stdout, "  image:              %s\n  features:           %s\n  bootstrap:          %s\n  start:              %s\n  docker:             %s\n  dependency folders: %s\n  next to:            %s\n  cpus:               %s\n  memory:             %s\n  egress:             %s\n  check:              %s\n  ports:              %s\n  container env:      %s\n  user:               %s\n",
 		or(s.Image, "the Runner's default"), featureRefs(s.Features), scriptLines(s.Bootstrap), scriptLines(s.Start), onOff(s.Docker),
 		or(strings.Join(s.DependencyFolders, ", "), "none"), or(strings.Join(api.NextToList(s.NextTo), ", "), "none"),
-		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"), api.PortsLine(s.Ports))
+		orNumber(s.CPUs, ""), orNumber(float64(s.MemoryMiB), " MiB"), api.EgressLine(s.Egress), or(s.CheckCommand, "none"), api.PortsLine(s.Ports),
+		or(strings.Join(api.EnvNames(s.ContainerEnv), ", "), "none"), or(s.User, "root"))
 }
 
 // featureRefs names the Features in their install order.

@@ -41,9 +41,6 @@ type Draft struct {
 	// Variables come from containerEnv, then remoteEnv over it; none is
 	// Sensitive.
 	Variables []Variable
-	// User is remoteUser, else containerUser: whom Claude Code runs as,
-	// if the Sandbox allows it. Empty is the Sandbox's own.
-	User string
 	// Notes say, one line each, what was left out and why.
 	Notes []string
 }
@@ -170,17 +167,18 @@ func (r *reader) user(d *Draft) error {
 		if _, err := r.get(p, &u); err != nil {
 			return err
 		}
-		if u != "" && !userRE().MatchString(u) {
+		if u != "" && !environment.UserName().MatchString(u) {
 			return invalid(p, "%q is not a user name", u)
 		}
-		if d.User == "" {
-			d.User = u
+		if d.Config.User == "" {
+			d.Config.User = u
 		}
+	}
+	if d.Config.User == "root" || d.Config.User == "0" {
+		d.Config.User = "" // the Sandbox's own
 	}
 	return nil
 }
-
-var userRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}$`) })
 
 // resources maps hostRequirements: cpus and memory within the
 // Environment's limits, the Runner capping them further.

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,8 @@ func TestReadMapsEachProperty(t *testing.T) {
 		{"containerEnv, then remoteEnv over it, resolved", `{
 			"containerEnv": {"GOFLAGS": "-mod=mod", "TOOLS": "/opt/tools", "GONE": "x"},
 			"remoteEnv": {"PATH2": "${containerEnv:TOOLS}/bin:${containerEnv:NOPE:/usr/bin}", "GOFLAGS": "-v", "WS": "${containerWorkspaceFolder}/x", "SHELLS": "${HOME}", "GONE": null}
-		}`, devcontainer.Draft{Variables: []devcontainer.Variable{{"GOFLAGS", "-v"}, {"PATH2", "/opt/tools/bin:/usr/bin"}, {"SHELLS", "${HOME}"}, {"TOOLS", "/opt/tools"}, {"WS", "/workspace/x"}}}},
+		}`, devcontainer.Draft{Config: environment.Config{ContainerEnv: []string{"GOFLAGS=-mod=mod", "GONE=x", "TOOLS=/opt/tools"}},
+			Variables: []devcontainer.Variable{{"GOFLAGS", "-v"}, {"PATH2", "/opt/tools/bin:/usr/bin"}, {"SHELLS", "${HOME}"}, {"TOOLS", "/opt/tools"}, {"WS", "/workspace/x"}}}},
 		{"forwardPorts labelled by portsAttributes, once each", `{
 			"forwardPorts": [3000, "localhost:5432", "db:5432", 3000],
 			"portsAttributes": {"3000": {"label": "<b>Web</b> & \"docs\" ✓"}, "9000-9100": {"label": "range"}, "8080": {"label": "unused"}}
@@ -69,8 +71,9 @@ func TestReadMapsEachProperty(t *testing.T) {
 		{"a long label is cut", `{"forwardPorts": [8000], "portsAttributes": {"8000": {"label": "` + strings.Repeat("é", environment.MaxPortLabel+5) + `"}}}`,
 			devcontainer.Draft{Config: environment.Config{Ports: []protocol.OfferedPort{{Port: 8000, Label: strings.Repeat("é", environment.MaxPortLabel)}}},
 				Notes: []string{`portsAttributes["8000"].label: cut to its first 80 characters`}}},
-		{"remoteUser over containerUser", `{"containerUser": "root", "remoteUser": "vscode"}`, devcontainer.Draft{User: "vscode"}},
-		{"containerUser alone", `{"containerUser": "node"}`, devcontainer.Draft{User: "node"}},
+		{"remoteUser over containerUser", `{"containerUser": "root", "remoteUser": "vscode"}`, devcontainer.Draft{Config: environment.Config{User: "vscode"}}},
+		{"containerUser alone", `{"containerUser": "node"}`, devcontainer.Draft{Config: environment.Config{User: "node"}}},
+		{"root is the Sandbox's own", `{"remoteUser": "root", "containerUser": "node"}`, devcontainer.Draft{}},
 		{"hostRequirements within the limits", `{"hostRequirements": {"cpus": 4, "memory": "8gb", "storage": "32gb"}}`,
 			devcontainer.Draft{Config: environment.Config{CPUs: 4, MemoryMiB: 8192}, Notes: []string{"hostRequirements.storage: not used; a Sandbox's disk is the Runner's to size"}}},
 		{"hostRequirements over the limits are capped", `{"hostRequirements": {"cpus": 512, "memory": "4tb", "gpu": true}}`,
@@ -314,7 +317,8 @@ func TestContainerEnvIsReadFromTheImageAndItsFeatures(t *testing.T) {
 			case tt.err == "" && err != nil:
 				t.Fatalf("Read: %v", err)
 			}
-			if !reflect.DeepEqual(d.Variables, tt.want) || calls != tt.calls {
+			if !reflect.DeepEqual(d.Variables, tt.want) || calls != tt.calls || tt.name == "the image's, its Features' over it, the file's over both" &&
+				!slices.Equal(d.Config.ContainerEnv, []string{"L=C.UTF-8", "TOOLS=/go/tools"}) {
 				t.Errorf("got %q reading the image %d times, want %q and %d", d.Variables, calls, tt.want, tt.calls)
 			}
 			if !reflect.DeepEqual(d.Notes, tt.notes) {

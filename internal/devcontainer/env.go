@@ -30,7 +30,8 @@ type Sources struct {
 	Unset func(name string) string
 }
 
-// env maps containerEnv, then remoteEnv over it, to Variables. A value
+// env maps containerEnv, then remoteEnv over it, to Variables, and
+// containerEnv alone to the Config's ContainerEnv, which the Build sets. A value
 // may name ${containerEnv:NAME[:default]}, read from the container as its
 // image and Features make it, and in remoteEnv from containerEnv over
 // that; and ${containerWorkspaceFolder}. A ${localEnv:…} or
@@ -75,6 +76,12 @@ func (r *reader) env(ctx context.Context, d *Draft, src Sources) error {
 				return err
 			}
 			vars[name] = v
+		}
+		if p == "containerEnv" {
+			// Set for the container's whole life: in the Build too.
+			for _, name := range slices.Sorted(maps.Keys(vars)) {
+				d.Config.ContainerEnv = append(d.Config.ContainerEnv, name+"="+vars[name])
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(vars)) {

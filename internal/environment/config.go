@@ -98,7 +98,39 @@ func (c Config) Check() error {
 	if err := checkPorts(c.Ports); err != nil {
 		return err
 	}
+	if err := checkContainerEnv(c.ContainerEnv); err != nil {
+		return err
+	}
+	if c.User != "" && !UserName().MatchString(c.User) {
+		return fmt.Errorf("user %q is not a user name or uid (remoteUser, containerUser): %w", c.User, errdefs.ErrInvalid)
+	}
 	return c.Egress.Check()
+}
+
+// UserName is what an Environment's user may be: a name as useradd takes
+// it, or a uid.
+var UserName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$|^[0-9]{1,10}$`) })
+
+// MaxContainerEnv bounds ContainerEnv's entries.
+const MaxContainerEnv = 128
+
+// checkContainerEnv refuses an entry no Variable could be: a name or a
+// value over a Variable's limits, or a value with a control character
+// other than tab and newline.
+func checkContainerEnv(env []string) error {
+	if len(env) > MaxContainerEnv {
+		return fmt.Errorf("container_env has %d variables; at most %d: %w", len(env), MaxContainerEnv, errdefs.ErrInvalid)
+	}
+	for i, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || !VariableName().MatchString(name):
+			return fmt.Errorf("container_env[%d] is not NAME=value, NAME of letters, digits and _: %w", i, errdefs.ErrInvalid)
+		case len(value) > MaxVariableBytes || !utf8.ValidString(value) || strings.ContainsFunc(value, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' }):
+			return fmt.Errorf("container_env %s: the value is over %d bytes or has a control character other than tab and newline: %w", name, MaxVariableBytes, errdefs.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // checkPorts refuses a port that is none, one listed twice, or a label
@@ -264,6 +296,14 @@ func (c Config) BuildDigest(vars []AtBuild) string {
 			parts = append(parts, f.Env...)
 		}
 	}
+	// Likewise, after the Features' part.
+	if len(c.ContainerEnv) > 0 {
+		parts = append(parts, "container env:", strconv.Itoa(len(c.ContainerEnv)))
+		parts = append(parts, c.ContainerEnv...)
+	}
+	if c.User != "" {
+		parts = append(parts, "user:", c.User)
+	}
 	for _, part := range parts {
 		fmt.Fprintf(h, "%d:%s;", len(part), part)
 	}
@@ -336,7 +376,24 @@ func Changes(a, b Config) []string {
 	if pa, pb := api.PortsLine(a.Ports), api.PortsLine(b.Ports); pa != pb {
 		out = append(out, fmt.Sprintf("ports: %s -> %s", pa, pb))
 	}
+	// Named, not shown: a value may be one a person pasted.
+	switch na, nb := api.EnvNames(a.ContainerEnv), api.EnvNames(b.ContainerEnv); {
+	case !slices.Equal(na, nb):
+		out = append(out, fmt.Sprintf("container env: %s -> %s", list(na), list(nb)))
+	case !slices.Equal(a.ContainerEnv, b.ContainerEnv):
+		out = append(out, "container env: values changed")
+	}
+	if a.User != b.User {
+		out = append(out, fmt.Sprintf("user: %s -> %s", or(a.User, "root"), or(b.User, "root")))
+	}
 	return out
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func featureRefs(fs []protocol.Feature) []string {

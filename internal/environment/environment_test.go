@@ -68,6 +68,14 @@ func TestAConfigIsCheckedFieldByField(t *testing.T) {
 		{`{"ports":[{"port":3000,"label":"web\u2066x"}]}`, `ports[0] 3000: label "web\u2066x" has a control character`},
 		{`{"ports":[{"port":3000,"label":"` + strings.Repeat("x", MaxPortLabel+1) + `"}]}`, "is over 80 characters"},
 		{`{"ports":[` + strings.Repeat(`{"port":1},`, MaxPorts) + `{"port":2}]}`, "ports has 33 ports; at most 32"},
+		{`{"container_env":["GOFLAGS=-mod=mod","EMPTY=","TAB=a\tb"],"user":"vscode"}`, ""},
+		{`{"user":"1000"}`, ""},
+		{`{"container_env":["1X=y"]}`, "container_env[0] is not NAME=value"},
+		{`{"container_env":["NOVALUE"]}`, "container_env[0] is not NAME=value"},
+		{`{"container_env":["ESC=a\u001b[2J"]}`, "container_env ESC: the value is over 65536 bytes or has a control character"},
+		{`{"container_env":["BIG=` + strings.Repeat("v", MaxVariableBytes+1) + `"]}`, "container_env BIG: the value is over"},
+		{`{"user":"a b"}`, `user "a b" is not a user name or uid (remoteUser, containerUser)`},
+		{`{"user":"x;id"}`, "is not a user name"},
 		{`{"imgae":"debian:12"}`, "unknown field"},
 		{`[1]`, "not one"},
 	} {
@@ -141,6 +149,18 @@ func TestTheBuildDigestNamesExactlyTheBuildInputs(t *testing.T) {
 			}
 			return d, vars
 		},
+		"container env": func() (Config, []AtBuild) { c := base; c.ContainerEnv = []string{"A=1"}; return c, vars },
+		"a container env value": func() (Config, []AtBuild) {
+			c := base
+			c.ContainerEnv = []string{"A=1"}
+			d := c
+			d.ContainerEnv = []string{"A=2"}
+			if c.BuildDigest(vars) == d.BuildDigest(vars) {
+				return base, vars
+			}
+			return c, vars
+		},
+		"a user": func() (Config, []AtBuild) { c := base; c.User = "vscode"; return c, vars },
 		"boundary moved": func() (Config, []AtBuild) {
 			c := base
 			c.Bootstrap, c.Start = base.Bootstrap+"make", " deps\r\n"
@@ -191,6 +211,17 @@ func TestTheChangeLogNamesScriptsWithoutShowingThem(t *testing.T) {
 	} {
 		if got := Changes(Config{Features: c.a}, Config{Features: c.b}); strings.Join(got, "|") != c.want {
 			t.Errorf("changes %q, want %q: Features named by reference, their options not shown", got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		a, b Config
+		want string
+	}{
+		{Config{}, Config{ContainerEnv: []string{"A=secret-six", "B=x"}, User: "vscode"}, "container env: none -> A, B|user: root -> vscode"},
+		{Config{ContainerEnv: []string{"A=secret-six"}, User: "vscode"}, Config{ContainerEnv: []string{"A=secret-seven"}}, "container env: values changed|user: vscode -> root"},
+	} {
+		if got := Changes(c.a, c.b); strings.Join(got, "|") != c.want {
+			t.Errorf("changes %q, want %q: containerEnv named, its values not shown, and the user", got, c.want)
 		}
 	}
 }

@@ -158,7 +158,7 @@ func (h environmentsAPI) draftFromDevcontainer(ctx context.Context, repoID, repo
 	}
 	c := cur.Current.Settings
 	c.Image, c.Bootstrap, c.Start, c.CPUs, c.MemoryMiB = d.Config.Image, d.Config.Bootstrap, d.Config.Start, d.Config.CPUs, d.Config.MemoryMiB
-	c.Features, c.Ports = d.Config.Features, d.Config.Ports
+	c.Features, c.Ports, c.ContainerEnv, c.User = d.Config.Features, d.Config.Ports, d.Config.ContainerEnv, d.Config.User
 	vars, notes := fileVariables(d.Variables)
 	notes = append(append(d.Notes, notes...), besides(d)...)
 	return h.envs.EditFrom(ctx, repoID, c, by, environment.Source{Path: path, Commit: commit, Notes: notes, Variables: vars})
@@ -207,7 +207,7 @@ func (h environmentsAPI) imageEnv(ctx context.Context, ref string) ([]string, er
 }
 
 // besides notes what a draft makes of the file beside its settings: the
-// Features' order, and the user it names, which it does not take.
+// Features' order.
 func besides(d devcontainer.Draft) []string {
 	var notes []string
 	if len(d.Features) > 0 {
@@ -216,9 +216,6 @@ func besides(d devcontainer.Draft) []string {
 			ids = append(ids, f.ID)
 		}
 		notes = append(notes, "features: installed in the Build in this order: "+strings.Join(ids, ", "))
-	}
-	if d.User != "" {
-		notes = append(notes, fmt.Sprintf("remoteUser, containerUser: %s is not taken; Claude Code runs as the Sandbox's own user", d.User))
 	}
 	return notes
 }

@@ -155,8 +155,13 @@ func TestADraftFromTheRepositorysDevcontainerJSON(t *testing.T) {
 	if want := []protocol.OfferedPort{{Port: 3000, Label: "web"}}; !reflect.DeepEqual(d.Settings.Ports, want) || !slices.Contains(d.Changes, `ports: none -> 3000 "web"`) {
 		t.Errorf("got ports %+v, changes %q; want the file's forwardPorts with its label, named in the changes", d.Settings.Ports, d.Changes)
 	}
-	if !slices.Contains(d.Changes, "Variable APP_MODE: set from .devcontainer/devcontainer.json") || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.Contains(c, "DB_URL") }) {
+	if !slices.Contains(d.Changes, "Variable APP_MODE: set from .devcontainer/devcontainer.json") || slices.ContainsFunc(d.Changes, func(c string) bool { return strings.HasPrefix(c, "Variable DB_URL") }) {
 		t.Errorf("got changes %q, want APP_MODE set from the file and DB_URL kept", d.Changes)
+	}
+	// containerEnv is the Build's too, the values the file's (a Variable
+	// available at build goes over it on the Runner).
+	if want := []string{"APP_MODE=dev", "DB_URL=postgres://file"}; !slices.Equal(d.Settings.ContainerEnv, want) || !slices.Contains(d.Changes, "container env: none -> APP_MODE, DB_URL") {
+		t.Errorf("got container env %q, changes %q; want %q, named in the changes", d.Settings.ContainerEnv, d.Changes, want)
 	}
 	if !d.NeedsTest {
 		t.Errorf("a draft changing the image needs no Test build; want it to need one, as any other")

@@ -73,6 +73,19 @@ type EnvironmentSettings struct {
 	// portsAttributes. Not a build input, and the Hub's alone: it labels
 	// the Runner's list of listening ports with them and never sends them.
 	Ports []OfferedPort `json:"ports,omitempty"`
+	// ContainerEnv is a devcontainer.json's containerEnv, NAME=value,
+	// its values resolved: set for the container's whole life, so in the
+	// Build too, for the Features' install.sh and the Bootstrap script,
+	// under the Variables available at build. A build input. (Sessions
+	// get it as the Repo's Variables the file set.)
+	ContainerEnv []string `json:"container_env,omitempty"`
+	// User is whom Claude Code, its tmux and the check command run as in
+	// each Sandbox: a devcontainer.json's remoteUser, else its
+	// containerUser; a name or uid of the image's /etc/passwd, which the
+	// Build checks. Empty is root, the Sandbox's own. A build input; a
+	// Runner whose RUNNER_ENVIRONMENT_USER is off runs Claude Code as
+	// root and says so in the start log.
+	User string `json:"user,omitempty"`
 }
 
 // OfferedPort is a port an Environment offers in each Session's view, and

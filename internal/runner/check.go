@@ -48,7 +48,7 @@ func (s *session) check(ctx context.Context, req protocol.SessionCheck, vars []p
 	out := &tail{max: protocol.CheckTailMax}
 	start := time.Now()
 	p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: []string{"/bin/sh", "-c", req.Command}, Env: env, Dir: workspaceDir,
-		Stdout: out, Stderr: out})
+		User: s.runAs(), Stdout: out, Stderr: out})
 	if err != nil {
 		return protocol.SessionCheckResult{}, fmt.Errorf("run the check: %w", err)
 	}

@@ -113,6 +113,12 @@ type Config struct {
 	// prompt, for new Sessions to take. RUNNER_WARM_POOL, default 1; 0
 	// turns the pool off (the zero Config has it off).
 	WarmPool int
+	// RootOnly runs every Session's Claude Code as root, the Sandbox's
+	// own, whatever user its Environment names (a devcontainer.json's
+	// remoteUser or containerUser); the start log says so, naming the
+	// property. RUNNER_ENVIRONMENT_USER=off; on, the default, runs it as
+	// that user, which the Build checks the image has.
+	RootOnly bool
 	// Binary is the kndl binary mounted read-only into every Sandbox at
 	// /opt/kndl/bin/kndl (the mod's hooks run it). Default: this
 	// process's own executable.
@@ -161,6 +167,13 @@ func FromEnv(getenv func(string) string, home string) (Config, error) {
 	}
 	if c.BuildBackend != "" && c.BuildBackend != "crun" {
 		return c, fmt.Errorf("RUNNER_BUILD_BACKEND=%q: want crun (Builds on crun while Sessions run on gVisor) or leave it unset to build on the Sessions' backend", c.BuildBackend)
+	}
+	switch u := getenv("RUNNER_ENVIRONMENT_USER"); u {
+	case "", "on":
+	case "off":
+		c.RootOnly = true
+	default:
+		return c, fmt.Errorf("RUNNER_ENVIRONMENT_USER=%q: want on (Claude Code runs as the user an Environment names) or off (always as root)", u)
 	}
 	if c.Image == "" {
 		c.Image = "docker.io/library/debian:bookworm"

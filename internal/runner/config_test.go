@@ -73,3 +73,18 @@ func TestMaxSessionsFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvironmentUserFromEnv: RUNNER_ENVIRONMENT_USER is on unless off,
+// and anything else is refused, naming what it takes.
+func TestEnvironmentUserFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		env      string
+		rootOnly bool
+		wantErr  bool
+	}{{"", false, false}, {"on", false, false}, {"off", true, false}, {"root", false, true}} {
+		c, err := FromEnv(func(k string) string { return map[string]string{"RUNNER_ENVIRONMENT_USER": tc.env}[k] }, t.TempDir())
+		if (err != nil) != tc.wantErr || err != nil && !strings.Contains(err.Error(), "want on") || c.RootOnly != tc.rootOnly {
+			t.Errorf("RUNNER_ENVIRONMENT_USER=%q: root only %v, err %v; want %v, error %v", tc.env, c.RootOnly, err, tc.rootOnly, tc.wantErr)
+		}
+	}
+}

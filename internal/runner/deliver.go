@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"kndl.dev/kndl/internal/build"
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/tmux"
 )
@@ -198,7 +199,7 @@ func (s *session) try(ctx context.Context, w *onItsWay, command, again bool) err
 // (pressAgainAfter); it waits for the box as long as ctx lets it.
 func (s *session) fill(ctx context.Context, before, text string) error {
 	staged := filepath.Join(s.dir, "mod", stagedPrompt)
-	if err := writeAtomic(staged, []byte(text)); err != nil {
+	if err := writeOwned(staged, []byte(text), s.user); err != nil {
 		return fmt.Errorf("stage the prompt: %w", err)
 	}
 	// Gone once the input holds it, so a later Ctrl+G (a person's at the
@@ -473,6 +474,24 @@ func blank(box string) bool {
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeOwned is writeAtomic of a file that Claude Code's editor reads, its
+// owner u when Claude Code runs as u (nil: root): the mod's folder is bound
+// idmapped, so a host uid is the same uid inside.
+func writeOwned(path string, data []byte, u *build.User) error {
+	if u == nil {
+		return writeAtomic(path, data)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Chown(tmp, u.UID, u.GID); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)

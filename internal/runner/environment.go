@@ -43,6 +43,12 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 		for _, f := range env.Features {
 			spec.Features = append(spec.Features, build.Feature{Ref: f.Ref, Env: f.Env})
 		}
+		switch {
+		case env.User != "" && r.cfg.RootOnly:
+			logf("remoteUser, containerUser: the Environment names the user %s, and this Runner runs Claude Code as root (RUNNER_ENVIRONMENT_USER=off)", env.User)
+		default:
+			spec.User = env.User
+		}
 	}
 	opts := ociimage.Options{Transport: r.cfg.Outbound.Transport(), Progress: func(p ociimage.Progress) { logf("%s", p) }}
 	if r.cfg.RegistryAuth == RegistryAuthHost {
@@ -61,12 +67,36 @@ func (r *Runner) buildFor(ctx context.Context, repoURL string, env *protocol.Env
 	if pulled != nil {
 		pulled(img.Rootfs)
 	}
-	for _, v := range vars {
-		if v.AtBuild {
-			spec.Env = append(spec.Env, v.Name+"="+v.Value)
+	spec.Env = buildEnv(env, vars)
+	return r.builder.Ensure(ctx, spec, func(line string) { logf("build: %s", line) })
+}
+
+// buildEnv is what the Build's Features and Bootstrap script get over the
+// image's environment: the Environment's containerEnv, with the Variables
+// available at build over it, one value a name.
+func buildEnv(env *protocol.Environment, vars []protocol.Variable) []string {
+	var out []string
+	at := map[string]int{}
+	set := func(name, value string) {
+		if i, ok := at[name]; ok {
+			out[i] = name + "=" + value
+			return
+		}
+		at[name] = len(out)
+		out = append(out, name+"="+value)
+	}
+	if env != nil {
+		for _, kv := range env.ContainerEnv {
+			name, value, _ := strings.Cut(kv, "=")
+			set(name, value)
 		}
 	}
-	return r.builder.Ensure(ctx, spec, func(line string) { logf("build: %s", line) })
+	for _, v := range vars {
+		if v.AtBuild {
+			set(v.Name, v.Value)
+		}
+	}
+	return out
 }
 
 // runStart runs the Environment's Start script in /workspace of a new
@@ -82,7 +112,7 @@ func runStart(ctx context.Context, b sandbox.Backend, id string, env *protocol.E
 	if err := build.RunScript(ctx, b, id, workspaceDir, procEnv, env.Start, func(line string) { logf("start: %s", line) }); err != nil {
 		return nil, fmt.Errorf("the Start script failed: %w", err)
 	}
-	login, err := build.LoginEnv(ctx, b, id, workspaceDir, bd.ImageEnv)
+	login, err := build.LoginEnv(ctx, b, id, workspaceDir, bd.ImageEnv, bd.User)
 	if err != nil {
 		return nil, fmt.Errorf("the login shell failed after the Start script: %w", err)
 	}

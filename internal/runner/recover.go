@@ -98,6 +98,7 @@ func (r *Runner) adopt(ctx context.Context) {
 // adopts its Session token, taken only from its Sandbox's address from.
 func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 	s := r.newSession(id)
+	s.user = keptUser(s.dir)
 	sctx, cancel := context.WithCancel(r.life)
 	s.ctx, s.cancel = sctx, cancel
 	pid, err := s.attachPane(ctx)

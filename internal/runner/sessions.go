@@ -78,6 +78,9 @@ type session struct {
 	// Code's input emptied (deliver.go's unheardWaitDefault).
 	unheardWait time.Duration
 	ctl         *tmux.Control
+	// user is whom its Claude Code and tmux run as: the Build's user, nil
+	// for root.
+	user *build.User
 	// stopping is set when the Runner ends Claude Code itself, so its exit
 	// is not reported as Claude Code exiting on its own.
 	stopping atomic.Bool
@@ -234,7 +237,12 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 		env = append(env, v.Name+"="+v.Value)
 	}
 	dir := r.sessionDir(s.id)
-	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o700); err != nil {
+	// Readable inside by the user Claude Code may run as; it holds no
+	// secret, and the Session's directory around it is root's alone.
+	if err := os.MkdirAll(filepath.Join(dir, "mod"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(dir, "mod"), 0o755); err != nil { // one made 0700 before
 		return err
 	}
 	sayForked(dir, logf)
@@ -334,13 +342,23 @@ func (r *Runner) launch(ctx context.Context, s *session, req protocol.SessionSta
 			return err
 		}
 	}
+	// Claude Code runs as the Build's user, if it has one, in folders
+	// made its own.
+	if err := keepUser(dir, bd.User); err != nil {
+		return err
+	}
+	if s.user = bd.User; s.user != nil {
+		if err := ownFolders(ctx, r.backend, s.sandbox, *s.user, logf); err != nil {
+			return err
+		}
+	}
 	// Claude Code's config is seeded while tmux starts: two processes
 	// started in the Sandbox at once, not one after the other (startClaude
 	// waits for it before it starts Claude Code). On gVisor each costs a
 	// `runsc exec` and a process start in the Sentry.
 	seeded := make(chan error, 1)
 	r.spawn(func() {
-		_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{Args: []string{kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir}})
+		_, err := sandbox.Output(ctx, r.backend, s.sandbox, sandbox.Cmd{Args: []string{kndlBin, "claude", "seed", claude.ConfigDir, workspaceDir}, User: s.runAs()})
 		if err != nil {
 			err = fmt.Errorf("seed Claude Code's config: %w", err)
 		}
@@ -603,11 +621,18 @@ func freshMod(dir, name string) error {
 func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-chan error) error {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
+	home := "/root"
+	if s.user != nil {
+		home = s.user.Home
+	}
+	// The tmux server runs as the Session's user, and so the pane it
+	// spawns; a root client (a Runner taking it back) may still attach.
 	_, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
 			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "exec sleep infinity"},
-		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "TERM=xterm-256color"},
+		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color"},
 		Dir:   workspaceDir,
+		User:  s.runAs(),
 		Stdin: inR, Stdout: outW, Stderr: outW,
 	})
 	if err != nil {
@@ -639,6 +664,72 @@ func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-
 	}
 	return nil
 }
+
+// runAs is the Sandbox user its Claude Code runs as, by name, so with its
+// groups; "" for root.
+func (s *session) runAs() string {
+	if s.user == nil {
+		return ""
+	}
+	return s.user.Name
+}
+
+// userFile is the file of a Session's directory that names the user its
+// Claude Code runs as, for a Runner that takes the Session back; none for
+// root.
+const userFile = "user.json"
+
+// keepUser records u in the Session's directory dir, or that it runs as
+// root when u is nil.
+func keepUser(dir string, u *build.User) error {
+	if u == nil {
+		if err := os.Remove(filepath.Join(dir, userFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	raw, _ := json.Marshal(u)
+	return writeAtomic(filepath.Join(dir, userFile), raw)
+}
+
+// keptUser is the user keepUser recorded in dir, nil for root.
+func keptUser(dir string) *build.User {
+	raw, err := os.ReadFile(filepath.Join(dir, userFile))
+	if err != nil {
+		return nil
+	}
+	var u build.User
+	if json.Unmarshal(raw, &u) != nil {
+		return nil
+	}
+	return &u
+}
+
+// ownFolders gives user the folders Claude Code writes, as root, before
+// it starts as that user: its config, the Workspace (cloned on the host),
+// the package caches, the dependency disk and the tmux socket's folder.
+// Only what another owns is changed, so a wake changes little.
+func ownFolders(ctx context.Context, b sandbox.Backend, id string, u build.User, logf func(string, ...any)) error {
+	start := time.Now()
+	_, err := sandbox.Output(ctx, b, id, sandbox.Cmd{Args: []string{"sh", "-c", ownScript, "own", strconv.Itoa(u.UID), strconv.Itoa(u.GID),
+		claude.ConfigDir, workspaceDir, cacheDir, depsDir, runDir}})
+	if err != nil {
+		return fmt.Errorf("remoteUser, containerUser: give the user %s (uid %d) the folders Claude Code writes: %w", u.Name, u.UID, err)
+	}
+	logf("Claude Code runs as %s (uid %d); its folders are its own (%s)", u.Name, u.UID, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// ownScript chowns each folder after $1 (uid) and $2 (gid) that exists,
+// on its own file system, where another owns it.
+const ownScript = `set -e
+uid=$1 gid=$2
+shift 2
+for d; do
+	[ -d "$d" ] || continue
+	find "$d" -xdev \( ! -user "$uid" -o ! -group "$gid" \) -exec chown -h "$uid:$gid" {} +
+done
+`
 
 // readyTimeout bounds Claude Code's start to its prompt.
 const readyTimeout = 90 * time.Second

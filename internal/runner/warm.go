@@ -114,9 +114,10 @@ func fitOf(vars []protocol.Variable, mcp []protocol.MCPServer) warmpool.Fit {
 // not one whose Claude Code holds the Creator's token itself
 // (HUB_CLAUDE_TOKEN=sandbox), nor one with Installations, whose MCP
 // servers Claude Code connects to as it starts, through the Gateway, as
-// the Session.
+// the Session, nor one whose Environment names a user for Claude Code
+// (a pool Sandbox's runs as root).
 func poolable(req protocol.SessionStart, creds protocol.SessionCredentials) bool {
-	return !req.Resume && !creds.ClaudeTokenInSandbox && len(req.MCPServers) == 0
+	return !req.Resume && !creds.ClaudeTokenInSandbox && len(req.MCPServers) == 0 && (req.Environment == nil || req.Environment.User == "")
 }
 
 func (w *warm) poolDir(id string) string { return filepath.Join(w.r.cfg.Home, "pool", id) }

@@ -324,17 +324,22 @@ func TestAnEnvironmentsDependencyFolderIsOnItsDiskThroughASleepAndANewSandbox(t 
 // ${containerEnv:…} read from the Feature's. Its forwardPorts are in the
 // Session's view with their portsAttributes labels, each not listening
 // until something listens on it, then opened as any open port is; the
-// view shows a label of markup as text.
+// view shows a label of markup as text. The file's containerEnv is the
+// Build's too (the Feature's install.sh and the Bootstrap see it), and its
+// remoteUser, which the Feature makes as common-utils does, is whom the
+// Session's Claude Code runs as, its Bash in that user's login, owning the
+// Workspace.
 func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	t.Parallel()
 	s := Start(t, WithGitHub())
 	feature := testkit.PushFeature(t, testkit.Registry(t), "f/greet:1", `{"id": "greet", "options": {"greeting": {"type": "string", "default": "hi"}}, "containerEnv": {"GREET_HOME": "/opt/greet"}}`,
-		"#!/bin/sh\nset -e\necho \"greet $GREETING\" > /etc/dc-feature\n")
+		"#!/bin/sh\nset -e\nuseradd -m -u 1500 \"$_REMOTE_USER\"\nprintf 'greet %s %s\\n' \"$GREETING\" \"$DC_SAYS\" > /etc/dc-feature\n")
 	file := `{
 		// as VS Code writes it
 		"image": "` + s.runnerCfg.Image + `",
 		"features": {"` + feature + `": {"greeting": "hello there"},},
-		"onCreateCommand": "cp /etc/dc-feature /root/on-create",
+		"onCreateCommand": "cp /etc/dc-feature /root/on-create && printf '%s\\n' \"$DC_SAYS\" >> /root/on-create",
+		"remoteUser": "dev",
 		"updateContentCommand": ["sh", "-c", "printf '%s|' \"$@\" > /root/update-content", "sh", "it's", "$HOME"],
 		"postCreateCommand": {"a": "echo a > /root/post-create-a", "b": ["touch", "/root/post-create-b"],},
 		/* each new Sandbox, in /workspace */
@@ -357,16 +362,20 @@ func TestADevcontainerJSONMakesTheEnvironmentASessionStartsOn(t *testing.T) {
 	}
 	s.applyVersion(repo, 1, "Bootstrap script added")
 
-	s.Model.On(testkit.PromptContains("start on it"), testkit.Text("Started."))
+	s.Model.On(testkit.PromptContains("start on it"), testkit.Bash("id -un > /workspace/who && echo \"$HOME\" >> /workspace/who"))
 	v := s.NewSession(repo, "start on it")
 	s.WaitEvent(v.ID, testenv.WaitBuild, "the first Turn's end", kind(protocol.EventTurnEnd))
 	got := s.inSandbox(v.ID, "cd /root && for f in on-create update-content post-create-a post-create-b started; do printf '%s: ' $f; cat $f; done")
-	want := "on-create: greet hello there\nupdate-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n/opt/greet/say it's \\ \"here\"\t\n"
+	says := "/opt/greet/say it's \\ \"here\"\t\n"
+	want := "on-create: greet hello there " + says + says + "update-content: it's|$HOME|post-create-a: a\npost-create-b: started: /workspace\n/opt/greet\n" + says
 	if got != want {
-		t.Fatalf("the Sandbox holds %q, want %q: the Feature before the Bootstrap's commands, each form as the specification runs it, and the Start's, in the Feature's containerEnv", got, want)
+		t.Fatalf("the Sandbox holds %q, want %q: the Feature before the Bootstrap's commands, both with the file's containerEnv, each form as the specification runs it, and the Start's, in the Feature's containerEnv", got, want)
 	}
-	if out, _, _ := s.kndl("", "env", "show", "--repo", repo); !strings.Contains(out, "ports:              "+ports) {
-		t.Fatalf("kndl env show:\n%s\nwant the ports %s", out, ports)
+	if got := s.inSandbox(v.ID, "cat /workspace/who; stat -c %U /workspace /workspace/who /var/lib/kndl/claude"); got != "dev\n/home/dev\ndev\ndev\ndev\n" {
+		t.Fatalf("Claude Code's Bash says %q, want it run as dev in its login (HOME /home/dev), and dev owning the Workspace, what the Bash wrote and Claude Code's config", got)
+	}
+	if out, _, _ := s.kndl("", "env", "show", "--repo", repo); !strings.Contains(out, "ports:              "+ports) || !strings.Contains(out, "container env:      DC_SAYS\n  user:               dev\n") {
+		t.Fatalf("kndl env show:\n%s\nwant the ports %s, the container env and the user", out, ports)
 	}
 	checkOfferedPorts(t, s, v.ID)
 }

@@ -26,6 +26,9 @@ function describe(s) {
     `memory:             ${s.memory_mib ? s.memory_mib + " MiB" : "the Runner's default"}`,
     `egress:             ${egressLine(s.egress)}`,
     `ports:              ${list((s.ports || []).map((p) => (p.label ? `${p.port} ${JSON.stringify(p.label)}` : String(p.port))))}`,
+    // Names alone, as the CLI shows them (api.EnvNames).
+    `container env:      ${list((s.container_env || []).map((kv) => kv.split("=")[0]))}`,
+    `user:               ${s.user || "root"}`,
   ].join("\n");
 }
 
@@ -53,8 +56,8 @@ function nextToMap(v) {
 }
 
 // shown are the settings the form was filled from: what it has no field
-// for (the Features, the check, the branch prefix, the ports) is kept as
-// it is.
+// for (the Features, the check, the branch prefix, the ports, the
+// container env, the user) is kept as it is.
 let shown = {};
 
 async function load() {
