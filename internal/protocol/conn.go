@@ -250,16 +250,41 @@ func (c *Conn) send(ctx context.Context, f Frame, body any) error {
 // does must not be cut half way (a prompt typed and not yet recorded as
 // taken would be typed again when the Hub sends it again), and its reply
 // on a dead connection is moot. Wait waits for them.
+//
+// When ctx ends, the connection is closed with StatusGoingAway (goAway),
+// and Serve returns once the peer answers the close, or closeWait after.
 func (c *Conn) Serve(ctx context.Context) error {
-	reading, stop := context.WithCancel(ctx)
+	// Not ctx: coder/websocket drops the connection, with no close frame,
+	// when a read's context ends, and the peer would log this side's
+	// clean stop as a lost connection.
+	reading, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop() // the pings end with the read loop
-	c.handling.Go(func() { c.keepAlive(reading) })
+	goneAway := make(chan struct{})
+	unhook := context.AfterFunc(ctx, func() {
+		defer close(goneAway)
+		c.goAway(stop)
+	})
+	defer func() {
+		if !unhook() {
+			<-goneAway
+		}
+	}()
+	c.handling.Go(func() { c.keepAlive(reading, ctx) })
 	for {
 		typ, b, err := c.ws.Read(reading)
 		if err != nil {
 			return c.fail(err)
 		}
 		c.lastRead.Store(time.Now().UnixNano())
+		if ctx.Err() != nil {
+			// Closing: what the peer sent before it saw the close starts
+			// no handler (none was read after ctx's end before), but a
+			// reply still reaches its request.
+			if f, err := Decode(b); err == nil && typ == websocket.MessageText && f.Type == TypeReply {
+				c.deliver(f)
+			}
+			continue
+		}
 		if typ != websocket.MessageText {
 			return c.reject(ctx, fmt.Errorf("binary frame: frames are JSON text: %w", errdefs.ErrInvalid), websocket.StatusUnsupportedData)
 		}
@@ -268,12 +293,7 @@ func (c *Conn) Serve(ctx context.Context) error {
 			return c.reject(ctx, err, websocket.StatusInvalidFramePayloadData)
 		}
 		if f.Type == TypeReply {
-			c.mu.Lock()
-			ch := c.pending[f.ID]
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- f
-			}
+			c.deliver(f)
 			continue
 		}
 		if f.Type == TypeError {
@@ -293,6 +313,31 @@ func (c *Conn) Serve(ctx context.Context) error {
 			res, err := h(ctx, f.Body)
 			c.answer(ctx, f, res, err)
 		})
+	}
+}
+
+// closeWait bounds how long a Conn whose Serve context ended waits for
+// the peer to answer its close before it drops the connection: as long
+// as coder/websocket waits for the answer, which may first have waited
+// as long to write the close behind a frame a dead peer does not take.
+const closeWait = 5 * time.Second
+
+// goAway closes the connection with StatusGoingAway, so the peer sees
+// this side stop, not a connection lost; a peer that does not answer
+// within closeWait is dropped (stop ends the read, which drops it).
+func (c *Conn) goAway(stop context.CancelFunc) {
+	cut := time.AfterFunc(closeWait, stop)
+	defer cut.Stop()
+	c.Close(websocket.StatusGoingAway, "stopping")
+}
+
+// deliver hands a reply to the request waiting for it, if one still is.
+func (c *Conn) deliver(f Frame) {
+	c.mu.Lock()
+	ch := c.pending[f.ID]
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- f
 	}
 }
 
@@ -356,22 +401,25 @@ func (c *Conn) drain(ctx context.Context, lane string) {
 	}
 }
 
-// keepAlive pings the peer until ctx is done, and drops the connection
-// when a pong does not come in time: the read loop then ends with the
-// failure.
-func (c *Conn) keepAlive(ctx context.Context) {
+// keepAlive pings the peer until ctx or serving is done, and drops the
+// connection when a pong does not come in time: the read loop then ends
+// with the failure. A ping is not cut by serving's end (a write whose
+// context ends drops the connection); goAway bounds the close instead.
+func (c *Conn) keepAlive(ctx, serving context.Context) {
 	t := time.NewTicker(c.pingEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-serving.Done():
+			return
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, c.pingEvery)
 		err := c.ws.Ping(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && serving.Err() == nil {
 			// The error says which: the ping not written (this side's
 			// writes held the lock: "failed to acquire lock"), or no pong
 			// read ("failed to wait for pong").

@@ -28,6 +28,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // it with.
 func pair(t *testing.T, handle ...func(*Conn)) (*Conn, *websocket.Conn, chan error) {
 	t.Helper()
+	// Not the request's context, which ends as the server's handler
+	// returns: the Conn's handlers may outlive Serve.
+	return pairIn(t, context.Background(), handle...)
+}
+
+// pairIn is pair with the server-side Conn served in ctx.
+func pairIn(t *testing.T, ctx context.Context, handle ...func(*Conn)) (*Conn, *websocket.Conn, chan error) {
+	t.Helper()
 	served := make(chan *Conn, 1)
 	done := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,14 +52,12 @@ func pair(t *testing.T, handle ...func(*Conn)) (*Conn, *websocket.Conn, chan err
 			h(c)
 		}
 		served <- c
-		// Not the request's context, which ends as this handler returns:
-		// the Conn's handlers may outlive Serve.
-		done <- c.Serve(context.Background())
+		done <- c.Serve(ctx)
 	}))
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	ws, _, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,4 +549,94 @@ func TestARequestGivenUpMidWriteLeavesTheConnectionUp(t *testing.T) {
 			t.Fatal("no answer to a request 10 s after a caller gave up mid-write")
 		}
 	}
+}
+
+// TestAStoppedSideClosesTheConnectionItDoesNotDropIt: a Conn whose Serve
+// context ends (a Runner or a Hub stopping) closes the connection with
+// StatusGoingAway, so the peer reads a close, and the Hub does not log a
+// Runner's clean stop as a connection lost; its handlers' context ends as
+// before. A peer that does not answer the close holds the stop no longer
+// than closeWait.
+func TestAStoppedSideClosesTheConnectionItDoesNotDropIt(t *testing.T) {
+	ended := func(t *testing.T, who string, served <-chan error, within time.Duration) {
+		t.Helper()
+		select {
+		case <-served:
+		case <-time.After(within):
+			t.Fatalf("%s's Serve still runs %s after the stop", who, within)
+		}
+	}
+	t.Run("the peer reads a close", func(t *testing.T) {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		entered, handlerEnded := make(chan struct{}), make(chan error, 1)
+		conn, ws, served := pairIn(t, ctx, func(c *Conn) {
+			c.Handle("held", false, func(ctx context.Context, b json.RawMessage) (any, error) {
+				close(entered)
+				<-ctx.Done()
+				handlerEnded <- ctx.Err()
+				return nil, nil
+			})
+		})
+		write(t, ws, websocket.MessageText, `{"type":"held","body":{}}`)
+		<-entered
+		stop()
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(rctx); websocket.CloseStatus(err) != websocket.StatusGoingAway {
+			t.Errorf("the peer's read ended with %v, want a close with StatusGoingAway", err)
+		}
+		ended(t, "the stopped side", served, 2*time.Second)
+		if conn.Dropped() {
+			t.Errorf("the stopped side says Dropped (%v), want closed", conn.Err())
+		}
+		if err := <-handlerEnded; !errors.Is(err, context.Canceled) {
+			t.Errorf("the handler's context ended with %v, want Serve's cancelled", err)
+		}
+	})
+	t.Run("the Hub's side is not dropped", func(t *testing.T) {
+		hub, ws, hubServed := pair(t)
+		runner := NewConn(ws, quiet)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		runnerServed := make(chan error, 1)
+		go func() { runnerServed <- runner.Serve(ctx) }()
+		if err := runner.Request(ctx, "echo", "x", nil); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		ended(t, "the Runner", runnerServed, 2*time.Second)
+		ended(t, "the Hub", hubServed, 2*time.Second)
+		if hub.Dropped() || runner.Dropped() {
+			t.Errorf("Dropped() = %v on the Hub (%v), %v on the Runner (%v); want both closed",
+				hub.Dropped(), hub.Err(), runner.Dropped(), runner.Err())
+		}
+	})
+	t.Run("a peer that does not answer", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			NewConn(ws, quiet).Serve(r.Context())
+		}))
+		t.Cleanup(srv.Close)
+		line := testkit.NewProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+		ws, _, err := websocket.Dial(context.Background(), "ws://"+line.Addr(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewConn(ws, quiet)
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- c.Serve(ctx) }()
+		line.Cut()
+		stop()
+		at := time.Now()
+		ended(t, "the stopped side", served, closeWait+2*time.Second)
+		if waited := time.Since(at); waited < closeWait-time.Second {
+			t.Errorf("Serve returned after %s with no answer to the close, want after about closeWait (%s)", waited, closeWait)
+		}
+		c.Wait()
+	})
 }
