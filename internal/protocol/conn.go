@@ -424,7 +424,7 @@ func (c *Conn) keepAlive(ctx, serving context.Context) {
 			// writes held the lock: "failed to acquire lock"), or no pong
 			// read ("failed to wait for pong").
 			c.log.Warn("the peer did not answer a ping; dropping the connection", "waited", c.pingEvery, "err", err,
-				"last_frame_read", c.sinceRead().Round(time.Millisecond))
+				"last_frame_read", c.SinceRead().Round(time.Millisecond))
 			c.fail(fmt.Errorf("no pong within %s: %w", c.pingEvery, err))
 			c.ws.CloseNow()
 			return
@@ -492,9 +492,7 @@ func (c *Conn) Dropped() bool {
 
 // SinceRead is how long ago the read loop last took a frame; 0 before
 // the first.
-func (c *Conn) SinceRead() time.Duration { return c.sinceRead() }
-
-func (c *Conn) sinceRead() time.Duration {
+func (c *Conn) SinceRead() time.Duration {
 	if at := c.lastRead.Load(); at != 0 {
 		return time.Since(time.Unix(0, at))
 	}
