@@ -5,6 +5,10 @@
 //
 //	go test -json ./tests/e2e/ | go run ./scripts/testtimes
 //
+// Last, for each failed test, it repeats the words it failed with, so that
+// a report showing only the log's tail names the cause and not only the
+// system log a failed e2e System prints after them.
+//
 // It exits 0 whatever the tests did; the pipeline's status is go test's.
 package main
 
@@ -12,13 +16,21 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
 
 // slowest is how many tests the report names.
 const slowest = 15
+
+// A failure's words are cut to lines of width, at most lines of them.
+const (
+	width = 240
+	lines = 12
+)
 
 type event struct {
 	Action  string
@@ -32,24 +44,28 @@ type timing struct {
 	name    string
 	seconds float64
 	failed  bool
+	output  string
 }
 
-func main() {
+func main() { report(os.Stdin, os.Stdout) }
+
+// report reads go test -json from in and writes the report to out.
+func report(r io.Reader, w io.Writer) {
 	held := map[string]*strings.Builder{} // a running test's output, printed if it fails
 	var times []timing
-	in := bufio.NewScanner(os.Stdin)
+	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 1<<20), 1<<26)
 	for in.Scan() {
 		var e event
 		if err := json.Unmarshal(in.Bytes(), &e); err != nil {
-			fmt.Println(in.Text()) // not an event: go test's own words
+			fmt.Fprintln(w, in.Text()) // not an event: go test's own words
 			continue
 		}
 		top, _, sub := strings.Cut(e.Test, "/")
 		key := e.Package + " " + top
 		switch {
 		case e.Test == "" && (e.Action == "output" || e.Action == "build-output"):
-			fmt.Print(e.Output)
+			fmt.Fprint(w, e.Output)
 		case e.Action == "output":
 			if !strings.HasPrefix(strings.TrimSpace(e.Output), "=== ") {
 				if held[key] == nil {
@@ -60,24 +76,26 @@ func main() {
 		case sub || e.Test == "":
 		case e.Action == "pass" || e.Action == "skip":
 			delete(held, key)
-			times = append(times, timing{top, e.Elapsed, false})
+			times = append(times, timing{name: top, seconds: e.Elapsed})
 		case e.Action == "fail":
+			out := ""
 			if b := held[key]; b != nil {
-				fmt.Print(b.String())
+				out = b.String()
+				fmt.Fprint(w, out)
 			}
 			delete(held, key)
-			times = append(times, timing{top, e.Elapsed, true})
+			times = append(times, timing{top, e.Elapsed, true, out})
 		}
 	}
 	for _, b := range held { // cut off (a timeout's panic): say what they said
-		fmt.Print(b.String())
+		fmt.Fprint(w, b.String())
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i].seconds > times[j].seconds })
 	var sum float64
 	for _, t := range times {
 		sum += t.seconds
 	}
-	fmt.Printf("slowest tests (of %d, %.0f s in all):\n", len(times), sum)
+	fmt.Fprintf(w, "slowest tests (of %d, %.0f s in all):\n", len(times), sum)
 	for i, t := range times {
 		if i == slowest {
 			break
@@ -86,6 +104,49 @@ func main() {
 		if t.failed {
 			mark = " FAIL"
 		}
-		fmt.Printf("%7.1f s  %s%s\n", t.seconds, t.name, mark)
+		fmt.Fprintf(w, "%7.1f s  %s%s\n", t.seconds, t.name, mark)
 	}
+	for _, t := range times {
+		if t.failed && t.output != "" {
+			fmt.Fprintf(w, "%s failed with:\n%s", t.name, failure(t.output))
+		}
+	}
+}
+
+// logLine is the start of a line a test logged (t.Log, t.Fatal): its
+// file and line.
+var logLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
+
+// cleanup is the header of what a failed e2e System logs after its test
+// has failed (tests/e2e/system_test.go): what follows is not the cause.
+const cleanup = "goroutines of the test process"
+
+// failure returns the last entry a test logged before its System's
+// cleanup, which is the one it failed with: its first line and those that
+// continue it, each cut to width, at most lines of them.
+func failure(out string) string {
+	all := strings.Split(out, "\n")
+	start := -1
+	for i, l := range all {
+		if logLine.MatchString(l) {
+			if strings.Contains(l, cleanup) {
+				break
+			}
+			start = i
+		}
+	}
+	if start < 0 {
+		return "    (no logged line: see its output above)\n"
+	}
+	var b strings.Builder
+	for i, l := range all[start:] {
+		if i > 0 && (i == lines || logLine.MatchString(l) || strings.TrimSpace(l) == "") {
+			break
+		}
+		if r := []rune(l); len(r) > width {
+			l = string(r[:width]) + "…"
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }

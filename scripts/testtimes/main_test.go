@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestAFailedTestsWordsComeLastNotItsSystemLog: the report's tail names
+// what a failed test failed with, cut to its width, and not the goroutines
+// and system log its System printed after; a passed test's output is not
+// printed.
+func TestAFailedTestsWordsComeLastNotItsSystemLog(t *testing.T) {
+	var in strings.Builder
+	emit := func(action, test, output string, elapsed float64) {
+		b, _ := json.Marshal(event{Action: action, Package: "kndl.dev/kndl/tests/e2e", Test: test, Output: output, Elapsed: elapsed})
+		in.Write(append(b, '\n'))
+	}
+	emit("run", "TestPasses", "", 0)
+	emit("output", "TestPasses", "    a_test.go:9: fine words\n", 0)
+	emit("pass", "TestPasses", "", 1.5)
+	emit("run", "TestFails", "", 0)
+	emit("output", "TestFails", "=== RUN   TestFails\n", 0)
+	emit("output", "TestFails", "    a_test.go:10: the Runner connected\n", 0)
+	emit("output", "TestFails", "    browser_test.go:135: both helpers listed: not within 30s: context deadline exceeded\n", 0)
+	emit("output", "TestFails", "        the page showed http://x/sessions/1\n", 0)
+	emit("output", "TestFails", "        text: "+strings.Repeat("é", 300)+"\n", 0)
+	emit("output", "TestFails", "    system_test.go:516: goroutines of the test process (every System's in it):\n", 0)
+	emit("output", "TestFails", "        goroutine 1 [running]:\n", 0)
+	emit("output", "TestFails", "    system_test.go:519: system log:\n", 0)
+	emit("output", "TestFails", "        level=DEBUG msg=\"a hook of the mod fired\"\n", 0)
+	emit("output", "TestFails", "--- FAIL: TestFails (39.55s)\n", 0)
+	emit("fail", "TestFails", "", 39.55)
+
+	var out strings.Builder
+	report(strings.NewReader(in.String()), &out)
+	got := out.String()
+	want := "TestFails failed with:\n" +
+		"    browser_test.go:135: both helpers listed: not within 30s: context deadline exceeded\n" +
+		"        the page showed http://x/sessions/1\n" +
+		"        text: " + strings.Repeat("é", width-len("        text: ")) + "…\n"
+	if !strings.HasSuffix(got, want) {
+		t.Fatalf("the report ends\n%s\nwant it to end\n%s", got, want)
+	}
+	if strings.Contains(got, "fine words") || !strings.Contains(got, "a hook of the mod fired") {
+		t.Fatalf("the report printed a passed test's output or dropped a failed one's:\n%s", got)
+	}
+	if !strings.Contains(got, "   39.5 s  TestFails FAIL\n") {
+		t.Fatalf("the report does not list the failed test's time:\n%s", got)
+	}
+}
