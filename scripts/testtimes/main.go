@@ -29,7 +29,7 @@ const slowest = 15
 // A failure's words are cut to lines of width, at most lines of them.
 const (
 	width = 240
-	lines = 12
+	lines = 16
 )
 
 type event struct {

@@ -30,6 +30,7 @@ import (
 type Browser struct {
 	t   *testing.T
 	ctx context.Context
+	log *pageLog
 }
 
 // chromium is the one Debian chromium the tests share, started by the first
@@ -73,12 +74,13 @@ func NewBrowser(t *testing.T) *Browser {
 	}
 	parent := chromium.ctx
 	chromium.Unlock()
-	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	log := newPageLog()
+	ctx, cancel := chromedp.NewContext(parent, chromedp.WithNewBrowserContext(), chromedp.WithListener(log.see))
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
 	}
-	return &Browser{t: t, ctx: ctx}
+	return &Browser{t: t, ctx: ctx, log: log}
 }
 
 // stopChromium stops the shared chromium, if a test started it.
@@ -151,16 +153,23 @@ func (b *Browser) Arrive(within time.Duration, what, js string) {
 	}, func() string { return what + "\n" + b.seen() })
 }
 
-// seen is what the page shows, for a failure to name: its address, the
-// form fields' values and the start of its text.
+// seen is what the page shows, for a failure to name: its address, what
+// its sockets and scripts did (pageLog), the form fields' values and the
+// start of its text, in that order, since a report may keep only the first
+// lines.
 func (b *Browser) seen() string {
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
 	defer cancel()
-	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\nfields: " +
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " (" + document.readyState + (document.getElementById("session")?.classList.contains("offline") ? ", its socket down" : "") + ")"`))
+	if err != nil {
+		out = "a page that could not be read: " + err.Error()
+	}
+	out += "\n" + b.log.String()
+	fields, err := chromedp.Run(ctx, chromedp.Evaluate[string](`"fields: " +
 		[...document.querySelectorAll("select, input, textarea")].map((e) => (e.closest("form")?.id || "") + "." + e.name + "=" + JSON.stringify(e.value)).join(" ") +
 		"\ntext: " + document.body.innerText.slice(0, 2000)`))
-	if err != nil {
-		return "the page could not be read: " + err.Error()
+	if err == nil {
+		out += fields
 	}
 	return "the page showed " + out
 }
