@@ -467,8 +467,14 @@ func (c *Conn) fail(err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
-		c.err = fmt.Errorf("connection lost: %v: %w", err, errdefs.ErrUnavailable)
 		c.dropped = !c.closing && websocket.CloseStatus(err) == -1
+		if c.dropped || c.closing {
+			c.err = fmt.Errorf("connection lost: %v: %w", err, errdefs.ErrUnavailable)
+		} else {
+			// The peer's close frame stays readable (websocket.CloseStatus):
+			// a Hub that stops says so, and its Runner need not warn.
+			c.err = fmt.Errorf("connection lost: %w: %w", err, errdefs.ErrUnavailable)
+		}
 		close(c.closed)
 	}
 	return c.err

@@ -553,8 +553,9 @@ func TestARequestGivenUpMidWriteLeavesTheConnectionUp(t *testing.T) {
 
 // TestAStoppedSideClosesTheConnectionItDoesNotDropIt: a Conn whose Serve
 // context ends (a Runner or a Hub stopping) closes the connection with
-// StatusGoingAway, so the peer reads a close, and the Hub does not log a
-// Runner's clean stop as a connection lost; its handlers' context ends as
+// StatusGoingAway, so the peer reads a close (its Conn's error keeps the
+// status), and the Hub does not log a Runner's clean stop as a connection
+// lost; its handlers' context ends as
 // before. A peer that does not answer the close holds the stop no longer
 // than closeWait.
 func TestAStoppedSideClosesTheConnectionItDoesNotDropIt(t *testing.T) {
@@ -610,6 +611,11 @@ func TestAStoppedSideClosesTheConnectionItDoesNotDropIt(t *testing.T) {
 		if hub.Dropped() || runner.Dropped() {
 			t.Errorf("Dropped() = %v on the Hub (%v), %v on the Runner (%v); want both closed",
 				hub.Dropped(), hub.Err(), runner.Dropped(), runner.Err())
+		}
+		// The side that did not stop reads why from its error: a Hub
+		// whose Runner stopped, as a Runner whose Hub did, needs no Warn.
+		if got := websocket.CloseStatus(hub.Err()); got != websocket.StatusGoingAway || !errors.Is(hub.Err(), errdefs.ErrUnavailable) {
+			t.Errorf("the Hub's error %v has status %v, want StatusGoingAway and unavailable", hub.Err(), got)
 		}
 	})
 	t.Run("a peer that does not answer", func(t *testing.T) {

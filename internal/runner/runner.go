@@ -212,7 +212,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		// Jitter in [wait/2, wait) spreads a fleet's reconnects after a Hub restart.
 		d := wait/2 + time.Duration(rand.Int64N(int64(wait/2)))
-		r.log.Warn("hub connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		if websocket.CloseStatus(err) == websocket.StatusGoingAway {
+			// A Hub stopping (an upgrade, a restart) says so: not a fault.
+			r.log.Info("the Hub is stopping; reconnecting", "in", d.Round(time.Millisecond))
+		} else {
+			r.log.Warn("hub connection lost; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -27,6 +27,11 @@ func TestRunnerReconnectsAfterTheHubRestarts(t *testing.T) {
 	// Runner, once it has read it, a moment later (a check between the two
 	// failed once in CI under load).
 	testenv.Eventually(t, testenv.WaitShort, "the Runner connected too, the welcome read", s.Runner.Connected)
+	// A Hub that stops closes with StatusGoingAway: the Runner says so at
+	// Info, not as a lost connection.
+	if log := s.logText(); !strings.Contains(log, `level=INFO msg="the Hub is stopping; reconnecting"`) || strings.Contains(log, "hub connection lost") {
+		t.Fatalf("the Runner's log of the Hub's stop is not one Info line saying it stopped:\n%s", log)
+	}
 }
 
 // TestARunnerThatCannotListenSaysWhyItDidNotConnect: a Runner whose relay
