@@ -253,13 +253,25 @@ func (st *stream) emit(m protocol.SessionEvents) {
 			}
 		}
 		var kept []held
+		// waits holds, by subagent, what its first kept Event waits for:
+		// its later ones (its end) wait for it too, or a subagent that
+		// ended before its start went would be listed running for good.
+		waits := map[string]func(protocol.Event) bool{}
 		for i, h := range st.held {
-			switch {
+			switch w := waits[h.Agent]; {
 			case placed[i]:
-			case h.after == nil || holdEnd:
+			case holdEnd:
+				out = append(out, h.Event)
+			case w != nil:
+				h.after = w
+				kept = append(kept, h)
+			case h.after == nil:
 				out = append(out, h.Event)
 			default:
 				kept = append(kept, h)
+				if h.Agent != "" {
+					waits[h.Agent] = h.after
+				}
 			}
 		}
 		for _, e := range out[len(m.Events):] {

@@ -52,6 +52,23 @@ type subagents struct {
 type pendingStart struct {
 	ev    protocol.Event
 	timer *time.Timer
+	// end is the subagent's end, if it came first (a quick one, its
+	// Agent call's PostToolUse late): it goes after the start.
+	end *protocol.Event
+}
+
+// send holds the start, then the end if it came, in that order.
+func (ps *pendingStart) send(st *stream, parent string) {
+	ps.ev.Parent = parent
+	if parent != "" {
+		st.holdStart(ps.ev)
+	} else {
+		st.hold(ps.ev)
+	}
+	if ps.end != nil {
+		ps.end.Parent = parent
+		st.hold(*ps.end)
+	}
 }
 
 // agentLaunch is the part of an Agent tool call's PostToolUse
@@ -80,7 +97,7 @@ func (a *subagents) started(ev hookEvent) {
 		defer a.mu.Unlock()
 		if a.starting[ev.AgentID] == ps {
 			delete(a.starting, ev.AgentID)
-			a.stream.hold(ps.ev)
+			ps.send(a.stream, "")
 		}
 	})
 	a.starting[ev.AgentID] = ps
@@ -102,8 +119,7 @@ func (a *subagents) launched(ev hookEvent) {
 	if ps := a.starting[l.AgentID]; ps != nil {
 		ps.timer.Stop()
 		delete(a.starting, l.AgentID)
-		ps.ev.Parent = ev.ToolUseID
-		a.stream.holdStart(ps.ev)
+		ps.send(a.stream, ev.ToolUseID)
 	}
 }
 
@@ -112,7 +128,12 @@ func (a *subagents) stopped(ev hookEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.stopping, ev.AgentID)
-	a.stream.hold(protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID, Parent: a.parents[ev.AgentID]})
+	end := protocol.Event{Kind: protocol.EventSubagentEnd, Agent: ev.AgentID, Parent: a.parents[ev.AgentID]}
+	if ps := a.starting[ev.AgentID]; ps != nil {
+		ps.end = &end // after its start, which waits for its parent
+		return
+	}
+	a.stream.hold(end)
 }
 
 // stopAnswer is the answer to a subagent's PreToolUse or PostToolUse when

@@ -132,3 +132,65 @@ func TestAStoppedSubagentIsAnsweredAtItsNextToolCall(t *testing.T) {
 		})
 	}
 }
+
+// TestAQuickSubagentsEndGoesAfterItsStart: a subagent that ends before its
+// start is sent (its Agent call's PostToolUse late, or the call not yet in
+// the transcript) has its end sent after its start, both under the call,
+// whether the start waits for its parent, for its call's batch, or for the
+// hold's end; a watcher that took the end first would list it running for
+// good.
+func TestAQuickSubagentsEndGoesAfterItsStart(t *testing.T) {
+	call := func(id string) protocol.Event {
+		return protocol.Event{Kind: protocol.EventToolUse, Tool: "Agent", ToolID: id}
+	}
+	for _, c := range []struct {
+		name   string
+		hooks  []string
+		then   func(r *Runner, s *session)
+		parent string
+	}{
+		{"its parent named after its end", []string{
+			`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"general-purpose"}`,
+			`{"hook_event_name":"SubagentStop","agent_id":"a1"}`,
+		}, func(r *Runner, s *session) {
+			s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 1})
+			r.hook(context.Background(), "s1", []byte(launched("toolu_a", "a1")))
+			s.transcript([]protocol.Event{call("toolu_a")}, map[string]int64{"s1.jsonl": 2})
+		}, "toolu_a"},
+		{"its call in a later batch", []string{
+			launched("toolu_a", "a1"),
+			`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"general-purpose"}`,
+			`{"hook_event_name":"SubagentStop","agent_id":"a1"}`,
+		}, func(r *Runner, s *session) {
+			s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 1})
+			s.transcript([]protocol.Event{call("toolu_a")}, map[string]int64{"s1.jsonl": 2})
+		}, "toolu_a"},
+		{"its parent never named", []string{
+			`{"hook_event_name":"SubagentStart","agent_id":"a1","agent_type":"general-purpose"}`,
+			`{"hook_event_name":"SubagentStop","agent_id":"a1"}`,
+		}, func(r *Runner, s *session) {
+			s.transcript([]protocol.Event{{Kind: protocol.EventText, Text: "other"}}, map[string]int64{"s1.jsonl": 1})
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := &Runner{sessions: map[string]*session{}, log: slog.New(slog.DiscardHandler)}
+				s := r.newSession("s1")
+				r.sessions["s1"] = s
+				for _, ev := range c.hooks {
+					if _, err := r.hook(context.Background(), "s1", []byte(ev)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.then(r, s)
+				testenv.Eventually(t, 3*holdMax, "the start and the end sent", func() bool { return len(r.subagentEvents()) == 2 })
+				synctest.Wait()
+				evs := r.subagentEvents()
+				if len(evs) != 2 || evs[0].Kind != protocol.EventSubagentStart || evs[1].Kind != protocol.EventSubagentEnd ||
+					evs[0].Parent != c.parent || evs[1].Parent != c.parent {
+					t.Fatalf("sent %+v, want the start then the end, under %q", evs, c.parent)
+				}
+			})
+		})
+	}
+}

@@ -156,6 +156,11 @@ func TestTheSessionViewListsSubagentsAndItsCreatorStopsOne(t *testing.T) {
 	if quickEnd.Parent != quickCall.ToolID {
 		t.Fatalf("the quick helper's end %+v, want it under its call %s", quickEnd, quickCall.ToolID)
 	}
+	// Its start comes first, whenever its call's hook came: a page that
+	// read the end first would list it running for good.
+	if start, ok := findEvent(evs, func(e protocol.Event) bool { return e.Kind == protocol.EventSubagentStart && e.Agent == quickEnd.Agent }); !ok || start.Seq > quickEnd.Seq {
+		t.Fatalf("the quick helper's start %+v (found %v), want it before its end %+v", start, ok, quickEnd)
+	}
 	s.WaitEvent(v.ID, testenv.WaitMedium, "a tool call of the slow helper's", func(e protocol.Event) bool {
 		return e.Kind == protocol.EventToolUse && e.Agent == slow.Agent
 	})
