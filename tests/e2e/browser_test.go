@@ -35,7 +35,8 @@ type Browser struct {
 
 // chromium is the one Debian chromium the tests share, started by the first
 // NewBrowser and stopped by TestMain: a start costs 2 to 3 s on the CI
-// host, once per Browser before.
+// host, once per Browser before. It runs in a network namespace of its
+// own (chromiumNet).
 var chromium struct {
 	sync.Mutex
 	ctx  context.Context // the browser's first tab, which starts it
@@ -51,18 +52,31 @@ func NewBrowser(t *testing.T) *Browser {
 	chromium.Lock()
 	if chromium.ctx == nil {
 		path, _ := exec.LookPath("chromium")
-		dir, err := os.MkdirTemp("", "kndl-e2e-chromium-")
+		netns, err := newChromiumNet()
+		var inNetns []chromedp.ExecAllocatorOption
+		if err == nil {
+			inNetns, err = netns.options()
+			if err != nil {
+				netns.close()
+			}
+		}
 		if err != nil {
 			chromium.Unlock()
 			t.Fatal(err)
 		}
-		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		dir, err := os.MkdirTemp("", "kndl-e2e-chromium-")
+		if err != nil {
+			netns.close()
+			chromium.Unlock()
+			t.Fatal(err)
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append([]chromedp.ExecAllocatorOption{
 			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-			chromedp.UserDataDir(dir), chromedp.WindowSize(1400, 1000))
+			chromedp.UserDataDir(dir), chromedp.WindowSize(1400, 1000)}, inNetns...)...)
 		ctx, cancel := chromedp.NewContext(alloc)
-		stop := func() { cancel(); cancelAlloc(); os.RemoveAll(dir) }
+		stop := func() { cancel(); cancelAlloc(); netns.close(); os.RemoveAll(dir) }
 		// The first run starts the browser, which lives as long as its
 		// context: it takes no timeout.
 		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
