@@ -24,6 +24,7 @@ import (
 	"kndl.dev/kndl/internal/store"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // hubChild, set, makes this test binary a Hub over the store it names
@@ -165,7 +166,7 @@ func startHubChild(t *testing.T, src string, env ...string) *hubProcess {
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
-	if err := testkit.StartTied(cmd); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })

@@ -20,7 +20,7 @@ import (
 	"kndl.dev/kndl/internal/apiclient"
 	"kndl.dev/kndl/internal/seal"
 	"kndl.dev/kndl/internal/testenv"
-	"kndl.dev/kndl/internal/testkit"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // TestAStandbyTakesOverALoadLosingNothing runs the load on PostgreSQL
@@ -90,7 +90,7 @@ func TestAStandbyTakesOverALoadLosingNothing(t *testing.T) {
 		// end frees the lease) before it has exited: that much of the
 		// takeover is the dying, not the standby.
 		go func() {
-			testkit.WaitExited(active.cmd.Process.Pid)
+			tied.WaitExited(active.cmd.Process.Pid)
 			mu.Lock()
 			died = time.Since(killed)
 			mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"kndl.dev/kndl/internal/confine"
 	"kndl.dev/kndl/internal/errdefs"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // A Session's changes, computed by git on the Runner, never by anything
@@ -210,7 +211,7 @@ func runCapped(cmd *exec.Cmd, cancel func(), max int) (out []byte, over bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil { // a confined task dies with the Runner
 		return nil, false, err
 	}
 	out, rerr := io.ReadAll(io.LimitReader(pipe, int64(max)+1))

@@ -21,6 +21,7 @@ import (
 	"kndl.dev/kndl/internal/sandbox/oci"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // devProcess is `kndl dev` run as a person runs it: its own process on
@@ -79,7 +80,7 @@ func (d *devProcess) start(model *testkit.Anthropic) *System {
 	d.t.Helper()
 	d.cmd = exec.Command(d.bin, "dev")
 	d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = d.env, d.out, d.out
-	if err := testkit.StartTied(d.cmd); err != nil {
+	if err := tied.Start(d.cmd); err != nil {
 		d.t.Fatal(err)
 	}
 	var cfg apiclient.Config
@@ -211,7 +212,7 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 	cmd.Env = append(append(cmd.Env, sandboxEnv(t)...), env...)
 	out := &lockedWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := testkit.StartTied(cmd); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

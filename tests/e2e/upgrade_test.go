@@ -19,6 +19,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // previousRelease is the commit of the release this build must upgrade from
@@ -215,7 +216,7 @@ func startKndl(t *testing.T, what, bin string, env []string, args ...string) *kn
 	t.Helper()
 	p := &kndlProcess{cmd: exec.Command(bin, args...), out: &lockedWriter{w: &strings.Builder{}}, err: &lockedWriter{w: &strings.Builder{}}}
 	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, p.out, p.err
-	if err := testkit.StartTied(p.cmd); err != nil {
+	if err := tied.Start(p.cmd); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 	t.Cleanup(func() {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"kndl.dev/kndl/internal/tied"
 )
 
 // The root filesystem: an overlayfs mounted on the host before the runtime
@@ -73,13 +74,12 @@ func namespaceHelper(flags uintptr, base uint32) (pid int, done func(), err erro
 		Cloneflags:  flags,
 		UidMappings: m,
 		GidMappings: m,
-		Pdeathsig:   syscall.SIGKILL,
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		stdin.Close()
 		return 0, nil, fmt.Errorf("start user namespace helper: %w", err)
 	}

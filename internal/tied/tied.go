@@ -1,4 +1,6 @@
-package testkit
+// Package tied starts a child process that the kernel kills when this one
+// dies (PR_SET_PDEATHSIG), and keeps that from happening any earlier.
+package tied
 
 import (
 	"os/exec"
@@ -8,18 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// StartTied starts cmd as cmd.Start does, tied to this process: when this
-// process dies (a test binary killed at its timeout, or by hand), the
-// kernel sends cmd SIGKILL (PR_SET_PDEATHSIG). A kndl dev or kndl runner a
-// test started then goes with it rather than running on unowned; what it
-// leaves on purpose (its Sandboxes) is oci.ReapTests's and kndl runner
-// gc's.
+// Start starts cmd as cmd.Start does, tied to this process: when this
+// process dies, the kernel sends cmd SIGKILL (PR_SET_PDEATHSIG). A
+// confined task or a namespace helper of the Runner's, or a kndl dev a test
+// started, then goes with it rather than running on unowned.
 //
 // The signal comes when the thread that forked cmd ends, not the process
 // (prctl(2)), and the Go runtime ends a thread when a goroutine locked to
-// it exits, as the Runner's network namespace switches do. So cmd is
-// forked from a goroutine locked to its thread until cmd has exited.
-func StartTied(cmd *exec.Cmd) error {
+// it exits, as the Runner's network namespace switches do: a Changes task
+// forked from a thread a Sandbox's start then took and ended was killed
+// mid-way. So cmd is forked from a goroutine locked to its thread until
+// cmd has exited.
+func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
