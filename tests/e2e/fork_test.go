@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io/fs"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
+	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -22,13 +24,20 @@ import (
 // log says how the Runner copied, and none of the parent's Events are
 // read into it. git's objects are shared by hard link. What the fork
 // writes stays its own, and the parent wakes into its own conversation,
-// which holds nothing of the fork's.
+// which holds nothing of the fork's. On gVisor it is also the test of a
+// Bash Turn's files through the gofer (each Session's Bash writes a file
+// its Workspace on the host holds, the tool call and its result paired in
+// the transcript) and of sleep and wake: the asleep parent's Sandbox is
+// stopped, and it wakes with both disks.
 func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *testing.T) {
 	t.Parallel()
 	s := Start(t)
 	v := s.withNote()
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("sleep: got %d, want 204", code)
+	}
+	if st, err := s.Backend.Status(context.Background(), "s-"+v.ID); err != nil || st.State != sandbox.StateStopped {
+		t.Fatalf("the parent's Sandbox after the sleep: %+v, %v; want it stopped", st, err)
 	}
 	before := len(s.Events(v.ID))
 
@@ -66,10 +75,14 @@ func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *t
 	if f.How == "" {
 		t.Errorf("the fork's answer does not say how it was copied")
 	}
+	pairedTool(t, evs, "fork.txt")
 
 	parentWS, forkWS := filepath.Join(s.Home, "sessions", v.ID, "workspace"), filepath.Join(s.Home, "sessions", f.SessionID, "workspace")
 	if !sharesAGitObject(parentWS, forkWS) {
 		t.Errorf("no git object of the fork's Workspace is a hard link to the parent's")
+	}
+	if b, err := os.ReadFile(filepath.Join(forkWS, "fork.txt")); err != nil || string(b) != "mine\n" {
+		t.Errorf("the fork's Workspace's fork.txt = %q, %v; want what its Bash wrote", b, err)
 	}
 	if _, err := os.Stat(filepath.Join(parentWS, "fork.txt")); !os.IsNotExist(err) {
 		t.Errorf("the fork's file in the parent's Workspace: got %v, want none", err)
@@ -79,6 +92,9 @@ func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *t
 	}
 
 	s.noteKept(v.ID)
+	if b, _ := os.ReadFile(filepath.Join(parentWS, "note.txt")); string(b) != "kept\n" {
+		t.Fatalf("the parent's Workspace after its wake: note.txt = %q", b)
+	}
 	if lastRequestHas(s.Model, "what did the parent write") {
 		t.Fatal("the parent's conversation holds the fork's prompt")
 	}

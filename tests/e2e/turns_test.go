@@ -68,6 +68,24 @@ func userPrompts(m *testkit.Anthropic) []string {
 	return out
 }
 
+// pairedTool checks that the last tool call in evs has input holding
+// input, and that the last tool result is its own and no error.
+func pairedTool(t *testing.T, evs []protocol.Event, input string) {
+	t.Helper()
+	var use, result protocol.Event
+	for _, e := range evs {
+		switch e.Kind {
+		case protocol.EventToolUse:
+			use = e
+		case protocol.EventToolResult:
+			result = e
+		}
+	}
+	if !strings.Contains(string(use.Input), input) || result.ToolID != use.ToolID || result.IsError {
+		t.Fatalf("tool call %+v and result %+v do not pair\n%s", use, result, dump(evs))
+	}
+}
+
 // TestBashTurnCreatesAFileAndTheTranscriptShowsIt: a Turn's Bash command
 // writes a file the Workspace holds, and the transcript shows the tool
 // call and its result paired; a second Turn's command runs with Bun's
@@ -91,18 +109,7 @@ func TestBashTurnCreatesAFileAndTheTranscriptShowsIt(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("transcript = %v, want %v\n%s", got, want, dump(evs))
 	}
-	var use, result protocol.Event
-	for _, e := range evs {
-		switch e.Kind {
-		case protocol.EventToolUse:
-			use = e
-		case protocol.EventToolResult:
-			result = e
-		}
-	}
-	if !strings.Contains(string(use.Input), "made.txt") || result.ToolID != use.ToolID || result.IsError {
-		t.Fatalf("tool call %+v and result %+v do not pair", use, result)
-	}
+	pairedTool(t, evs, "made.txt")
 
 	// Claude Code in its Sandbox runs with Bun's optimizing JIT off, a
 	// quarter less CPU (docs/claude-code.md); the model's commands run
