@@ -24,11 +24,12 @@ import (
 // log says how the Runner copied, and none of the parent's Events are
 // read into it. git's objects are shared by hard link. What the fork
 // writes stays its own, and the parent wakes into its own conversation,
-// which holds nothing of the fork's. On gVisor it is also the test of a
-// Bash Turn's files through the gofer (each Session's Bash writes a file
-// its Workspace on the host holds, the tool call and its result paired in
-// the transcript) and of sleep and wake: the asleep parent's Sandbox is
-// stopped, and it wakes with both disks.
+// which holds nothing of the fork's. It is the test of sleep and wake
+// too: the asleep parent's Sandbox is stopped and stop-turn refused, and
+// a prompt wakes it into the same conversation with both disks, its
+// Workspace on the host as it was. On gVisor it is also the test of a Bash
+// Turn's files through the gofer: the fork's Bash writes a file its
+// Workspace on the host holds, the tool call and result paired.
 func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *testing.T) {
 	t.Parallel()
 	s := Start(t)
@@ -36,8 +37,14 @@ func TestAForkOfAnAsleepSessionHasItsFilesAndConversationAndTheParentGoesOn(t *t
 	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
 		t.Fatalf("sleep: got %d, want 204", code)
 	}
+	if got := s.state(v.ID); got.State != api.Asleep {
+		t.Fatalf("the parent after the sleep: %s, want asleep", got.State)
+	}
 	if st, err := s.Backend.Status(context.Background(), "s-"+v.ID); err != nil || st.State != sandbox.StateStopped {
 		t.Fatalf("the parent's Sandbox after the sleep: %+v, %v; want it stopped", st, err)
+	}
+	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusConflict {
+		t.Fatalf("stop-turn on the asleep parent: %d, want 409", code)
 	}
 	before := len(s.Events(v.ID))
 

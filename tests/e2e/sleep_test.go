@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -64,32 +60,6 @@ func (s *System) noteKept(id string) {
 	})
 	if !lastRequestHas(s.Model, "write the note") {
 		s.t.Fatal("the woken Claude Code did not resume the conversation: the model did not get the first prompt again")
-	}
-}
-
-func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
-	t.Parallel()
-	s := Start(t)
-	v := s.withNote()
-
-	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
-		t.Fatalf("sleep: %d", code)
-	}
-	if got := s.state(v.ID); got.State != api.Asleep {
-		t.Fatalf("after sleep: %s", got.State)
-	}
-	st, err := s.Backend.Status(context.Background(), "s-"+v.ID)
-	if err != nil || st.State != sandbox.StateStopped {
-		t.Fatalf("the Sandbox after sleep: %+v, %v", st, err)
-	}
-	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusConflict {
-		t.Fatalf("stop-turn on an asleep Session: %d, want 409", code)
-	}
-
-	// A prompt wakes it, into the same conversation, with its disks.
-	s.noteKept(v.ID)
-	if b, _ := os.ReadFile(filepath.Join(s.Home, "sessions", v.ID, "workspace", "note.txt")); string(b) != "kept\n" {
-		t.Fatalf("the Workspace after the wake: %q", b)
 	}
 }
 
