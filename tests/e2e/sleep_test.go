@@ -63,48 +63,6 @@ func (s *System) noteKept(id string) {
 	}
 }
 
-func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
-	t.Parallel()
-	s := Start(t)
-	v := s.Ready("before the restart", "one")
-	pid := claudePID(t, s, v.ID)
-
-	s.RestartRunner()
-	testenv.Eventually(t, testenv.WaitMedium, "the new Runner connects", s.Runner.Connected)
-	s.waitState(v.ID, api.Active)
-	if got := claudePID(t, s, v.ID); got != pid {
-		t.Fatalf("Claude Code was restarted (pid %s, was %s)", got, pid)
-	}
-	// The relay of the new Runner knows the Session again, and the Hub
-	// gave it a new mod token: a prompt goes through and hooks arrive.
-	s.Model.On(testkit.PromptContains("after the restart"), testkit.Text("two"))
-	s.prompt(v.ID, "after the restart")
-	s.turnEnds(v.ID, 2)
-	if !lastRequestHas(s.Model, "before the restart") {
-		t.Fatal("the conversation did not carry on")
-	}
-	evs := s.Events(v.ID)
-	var prompts int
-	for _, e := range evs {
-		if e.Kind == protocol.EventPrompt {
-			prompts++
-		}
-	}
-	if prompts != 2 {
-		t.Fatalf("the transcript has %d prompts, want 2 (none read twice):\n%s", prompts, dump(evs))
-	}
-	// The new Runner's follower and ports watcher run in init, as the
-	// first's did: no process of their own stays.
-	var left []string
-	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
-		left = helperProcesses(t, s, v.ID)
-		return len(left) == 0
-	}, func() string { return "kndl helpers running as processes of their own: " + strings.Join(left, "; ") })
-	if viewPorts(t, s, v.ID, func([]api.Port) bool { return true }) == nil {
-		t.Fatal("no list of open ports reached the Session's view from the new Runner's watcher")
-	}
-}
-
 func TestARunnerAwayFreezesItsSessions(t *testing.T) {
 	t.Parallel()
 	s := Start(t)
