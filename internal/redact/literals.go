@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // literals is one of several strings a match must hold; with fold they are
@@ -338,7 +339,7 @@ func indexFold(s, w string) int {
 // letter.
 func anchor(w string) int {
 	best := 0
-	for i := 1; i < len(w); i++ {
+	for i := 1; i < len(w) && rarity[w[best]] < rarest; i++ {
 		if rarity[w[i]] > rarity[w[best]] {
 			best = i
 		}
@@ -346,12 +347,17 @@ func anchor(w string) int {
 	return best
 }
 
+// rarest is the rank of a byte that is not a lower-case letter: none is
+// rarer, so anchor stops at the first (most stopwords and every URL
+// holds one early).
+const rarest = 26
+
 // rarity ranks lower-case letters from the most common, and every other
 // byte above them.
 var rarity = func() (t [256]uint8) {
 	const common = "etaoinsrhldcumfpgwybvkxjqz"
 	for c := range t {
-		t[c] = uint8(len(common))
+		t[c] = rarest
 	}
 	for i := 0; i < len(common); i++ {
 		t[common[i]] = uint8(i)
@@ -362,8 +368,11 @@ var rarity = func() (t [256]uint8) {
 // indexNonASCII returns where s holds a byte beyond ASCII, or -1.
 func indexNonASCII(s string) int {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+	// Sixteen bytes a step, as two words: each bit 7 of either set is
+	// a byte beyond ASCII somewhere in them.
+	for ; i+16 <= len(s); i += 16 {
+		p := unsafe.Pointer(unsafe.StringData(s[i:]))
+		if (*(*uint64)(p)|*(*uint64)(unsafe.Add(p, 8)))&0x8080808080808080 != 0 {
 			break
 		}
 	}

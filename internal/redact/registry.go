@@ -983,29 +983,39 @@ const maxLine = 4 << 10
 // entropy is the Shannon entropy of s's bytes, in bits: a term for each
 // byte s holds, added in the order of their values.
 func entropy(s string) float64 {
-	var n [256]int
+	if len(s) > math.MaxUint8 {
+		var n [256]int
+		return entropyOf(s, &n)
+	}
+	// A secret is short: a count a byte, and 256 bytes cleared at each.
+	var n [256]uint8
+	return entropyOf(s, &n)
+}
+
+func entropyOf[C uint8 | int](s string, n *[256]C) float64 {
 	var held [4]uint64
 	for i := 0; i < len(s); i++ {
 		n[s[i]]++
 		held[s[i]/64] |= 1 << (s[i] % 64)
 	}
-	// Most bytes of a secret occur a few times each: the logarithm for
-	// such a count is worked out once.
-	var logs [16]float64
+	// Most bytes of a secret occur a few times each: the term for such a
+	// count is worked out once.
+	var terms [16]float64
 	var known uint16
 	h := 0.0
 	for k, w := range held {
 		for ; w != 0; w &= w - 1 {
-			c := n[k*64+bits.TrailingZeros64(w)]
-			p := float64(c) / float64(len(s))
-			if c >= len(logs) {
+			c := int(n[k*64+bits.TrailingZeros64(w)])
+			if c >= len(terms) {
+				p := float64(c) / float64(len(s))
 				h -= p * math.Log2(p)
 				continue
 			}
 			if known&(1<<c) == 0 {
-				logs[c], known = math.Log2(p), known|1<<c
+				p := float64(c) / float64(len(s))
+				terms[c], known = float64(p*math.Log2(p)), known|1<<c
 			}
-			h -= p * logs[c]
+			h -= terms[c]
 		}
 	}
 	return h
@@ -1831,16 +1841,32 @@ func Scrub(text string) string { return allRules().scrub(text) }
 func ScrubMarked(text string) string { return markedRules().scrub(text) }
 
 func (r *registry) scrub(text string) string {
-	return withMarks(text, merged(r.appendFind(nil, text, nil, true)))
+	buf, _ := findings.Get().(*[]Finding)
+	if buf == nil {
+		buf = new([]Finding)
+	}
+	fs := merged(r.appendFind((*buf)[:0], text, nil, true))
+	out := withMarks(text, fs)
+	*buf = fs[:0]
+	findings.Put(buf)
+	return out
 }
+
+// findings are the slices scrub finds into, kept from call to call: text
+// dense with credentials has thousands, which grew a slice by copies.
+var findings sync.Pool // of *[]Finding
 
 // withMarks is text with each of fs, merged, replaced by its Mark.
 func withMarks(text string, fs []Finding) string {
 	if len(fs) == 0 {
 		return text
 	}
+	n := len(text)
+	for _, f := range fs {
+		n += len(markOpen) + len(f.Detector) + 1 - (f.End - f.Start)
+	}
 	var b strings.Builder
-	b.Grow(len(text))
+	b.Grow(n)
 	cur := 0
 	for _, f := range fs {
 		b.WriteString(text[cur:f.Start])
