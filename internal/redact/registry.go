@@ -340,7 +340,7 @@ func branches(pattern string) []branch {
 }
 
 // matches reports whether one of a's regexps matches target.
-func (a allowRule) matches(target string) bool {
+func (a *allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
 	// sign), which the automaton doesn't read: then only the strings are
 	// looked for.
@@ -477,7 +477,7 @@ func holdsAll(s string, needs []literals) bool {
 }
 
 // stopped reports whether secret, lower-cased, holds one of a's stopwords.
-func (a allowRule) stopped(secret string) bool {
+func (a *allowRule) stopped(secret string) bool {
 	if a.stops == nil && a.fewStops == nil || indexNonASCII(secret) >= 0 {
 		// strings.ToLower makes ASCII of some runes beyond it (the
 		// Kelvin sign's k), which the automaton doesn't read.
@@ -705,13 +705,13 @@ func width(t *syntax.Regexp) int {
 
 // allows reports whether a says the secret, found as the match m of t, is
 // no credential.
-func (a allowRule) allows(t, secret string, m []int) bool {
+func (a *allowRule) allows(t, secret string, m []int) bool {
 	return a.frees(a.matches(a.targetOf(t, secret, m)), len(a.stopwords) > 0 && a.stopped(secret))
 }
 
 // targetOf is what a's regexps read for the secret found as the match m
 // of t: the secret, the match or its line.
-func (a allowRule) targetOf(t, secret string, m []int) string {
+func (a *allowRule) targetOf(t, secret string, m []int) string {
 	switch a.target {
 	case "match":
 		return t[m[0]:m[1]]
@@ -723,7 +723,7 @@ func (a allowRule) targetOf(t, secret string, m []int) string {
 
 // frees reports whether a frees a secret, given whether one of its regexps
 // matched and whether the secret holds one of its stopwords.
-func (a allowRule) frees(reOK, stopOK bool) bool {
+func (a *allowRule) frees(reOK, stopOK bool) bool {
 	if a.and {
 		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
@@ -779,8 +779,8 @@ func (r rule) detector(global allowRule) *Detector {
 		if r.entropy > 0 && entropy(secret) <= r.entropy || template(secret) {
 			return 0, 0, false
 		}
-		for _, a := range allows {
-			if a.allows(t, secret, m) {
+		for i := range allows {
+			if allows[i].allows(t, secret, m) {
 				return 0, 0, false
 			}
 		}
@@ -1526,7 +1526,15 @@ func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 		for ; next < p.at; next++ {
 			out = append(out, found[next])
 		}
-		k, _ := slices.BinarySearchFunc(marked, int64(p.start), func(s span, at int64) int { return cmp.Compare(s.start, at+1) })
+		// k: how many Marked findings begin at or before p's secret.
+		k, hi := 0, len(marked)
+		for k < hi {
+			if h := int(uint(k+hi) >> 1); marked[h].start <= int64(p.start) {
+				k = h + 1
+			} else {
+				hi = h
+			}
+		}
 		if k > 0 && marked[k-1].end >= int64(p.end) {
 			continue
 		}
