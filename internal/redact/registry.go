@@ -993,33 +993,55 @@ func entropy(s string) float64 {
 }
 
 func entropyOf[C uint8 | int](s string, n *[256]C) float64 {
-	var held [4]uint64
+	// Which bytes s holds, in four words kept in registers.
+	var held0, held1, held2, held3 uint64
 	for i := 0; i < len(s); i++ {
-		n[s[i]]++
-		held[s[i]/64] |= 1 << (s[i] % 64)
+		c := s[i]
+		n[c]++
+		b := uint64(1) << (c % 64)
+		switch c / 64 {
+		case 0:
+			held0 |= b
+		case 1:
+			held1 |= b
+		case 2:
+			held2 |= b
+		default:
+			held3 |= b
+		}
 	}
 	// Most bytes of a secret occur a few times each: the term for such a
-	// count is worked out once.
-	var terms [16]float64
-	var known uint16
+	// count in a secret of up to 255 bytes is in termOf.
+	var terms *[16]float64
+	if len(s) < len(termOf) {
+		terms = &termOf[len(s)]
+	}
 	h := 0.0
-	for k, w := range held {
+	for k, w := range [4]uint64{held0, held1, held2, held3} {
 		for ; w != 0; w &= w - 1 {
 			c := int(n[k*64+bits.TrailingZeros64(w)])
-			if c >= len(terms) {
-				p := float64(c) / float64(len(s))
-				h -= p * math.Log2(p)
+			if terms != nil && c < len(terms) {
+				h -= terms[c]
 				continue
 			}
-			if known&(1<<c) == 0 {
-				p := float64(c) / float64(len(s))
-				terms[c], known = float64(p*math.Log2(p)), known|1<<c
-			}
-			h -= terms[c]
+			p := float64(c) / float64(len(s))
+			h -= float64(p * math.Log2(p))
 		}
 	}
 	return h
 }
+
+// termOf[n][c] is p·log2(p) for p = c/n, the term of entropy's sum for a
+// byte that occurs c times in n, worked out once a process (32 KiB).
+var termOf = func() (t [256][16]float64) {
+	for n := 1; n < len(t); n++ {
+		for c := 1; c < len(t[n]) && c <= n; c++ {
+			p := float64(c) / float64(n)
+			t[n][c] = float64(p * math.Log2(p))
+		}
+	}
+	return t
+}()
 
 // A registry is a set of Detectors with the automaton over their needed
 // words, so a text is read once to find where any of them may match.
