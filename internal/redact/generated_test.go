@@ -135,3 +135,23 @@ func TestGeneratedTextIsMaskedAsBefore(t *testing.T) {
 		t.Fatalf("%d marks in all: the texts hold too few credentials to test", marks)
 	}
 }
+
+// TestScrubMasksAsThePlainFind holds Scrub and ScrubMarked, whose find
+// leaves unchecked a Named finding inside a Marked one or with the secret
+// of a Named one kept before it (settle), to the plain find, which checks
+// every finding, merged and masked, on the generated texts, text dense
+// with credentials and the corpora.
+func TestScrubMasksAsThePlainFind(t *testing.T) {
+	texts := generatedTexts(600)
+	for _, text := range maskInputs(t) {
+		texts = append(texts, text)
+	}
+	for i, text := range texts {
+		if got, want := Scrub(text), withMarks(text, merged(allRules().find(text))); got != want {
+			t.Fatalf("text %d: Scrub masks %s, the plain find %s", i, digest(got), digest(want))
+		}
+		if got, want := ScrubMarked(text), withMarks(text, merged(markedRules().find(text))); got != want {
+			t.Fatalf("text %d: ScrubMarked masks %s, the plain find %s", i, digest(got), digest(want))
+		}
+	}
+}

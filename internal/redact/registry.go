@@ -1526,7 +1526,11 @@ type pending struct {
 // whose secret lies inside a Marked finding is not checked: merged names
 // a group by its first Marked finding and spans it whole, whatever a
 // Named one inside says, and its checks (entropy, allowlists: most of
-// generic-api-key's cost) are the dearest part of dense text.
+// generic-api-key's cost) are the dearest part of dense text. Nor is one
+// whose secret is that of a Named finding kept before it (generic-api-key
+// and a service's rule reading one assignment: half of dense text's): the
+// earlier one comes first among those that begin there, so merged names
+// and spans their group as if the later one were not there.
 func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 	// The Marked findings by start, with the furthest end of those
 	// beginning at or before each.
@@ -1544,6 +1548,9 @@ func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 	found := append(sc.found[:0], out...)
 	out = out[:0]
 	next := 0
+	if sc.kept == nil {
+		sc.kept = map[span]struct{}{}
+	}
 	for _, p := range sc.later.list {
 		for ; next < p.at; next++ {
 			out = append(out, found[next])
@@ -1560,9 +1567,16 @@ func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 		if k > 0 && marked[k-1].end >= int64(p.end) {
 			continue
 		}
+		if _, ok := sc.kept[span{int64(p.start), int64(p.end)}]; ok {
+			continue
+		}
 		if start, end, ok := p.d.span(text, sc.later.ms[p.m0:p.m1]); ok {
 			out = append(out, Finding{p.d.Name, p.d.Class, start, end})
+			sc.kept[span{int64(start), int64(end)}] = struct{}{}
 		}
+	}
+	if len(sc.kept) > 0 {
+		clear(sc.kept)
 	}
 	sc.found = found
 	return append(out, found[next:]...)
@@ -1580,6 +1594,8 @@ type scratch struct {
 	later  deferred
 	marked []span
 	found  []Finding
+	kept   map[span]struct{} // the spans of the Named findings it kept, by this find
+
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
