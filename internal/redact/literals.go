@@ -13,6 +13,17 @@ import (
 type literals struct {
 	alts []string
 	fold bool
+	at   []int // each string's anchor, if worked out (anchored)
+}
+
+// anchored is l with each string's anchor worked out once, for a
+// literal read at every window or secret.
+func (l literals) anchored() literals {
+	l.at = make([]int, len(l.alts))
+	for i, a := range l.alts {
+		l.at[i] = anchor(a)
+	}
+	return l
 }
 
 // minLiteral is the fewest bytes a required literal of several strings
@@ -259,9 +270,11 @@ func (l literals) index(s string) (int, int) {
 			return i, 1
 		}
 	}
-	for _, a := range l.alts {
+	for k, a := range l.alts {
 		i := -1
-		if l.fold {
+		if l.fold && l.at != nil {
+			i = indexFoldAt(s, a, l.at[k])
+		} else if l.fold {
 			i = indexFold(s, a)
 		} else {
 			i = strings.Index(s, a)
@@ -303,8 +316,10 @@ func (l literals) longest() int {
 // read. It jumps between places of w's least common byte (anchor), in
 // either case, by IndexByte: the ':' of kubernetes-secret-yaml's "kind:",
 // not its 'k', which most text about keys and tokens is full of.
-func indexFold(s, w string) int {
-	j := anchor(w)
+func indexFold(s, w string) int { return indexFoldAt(s, w, anchor(w)) }
+
+// indexFoldAt is indexFold with w's anchor, j, worked out before.
+func indexFoldAt(s, w string, j int) int {
 	last := len(s) - len(w) + j // the last place w[j] may be
 	a, b := w[j], upper(w[j])
 	next := func(c byte, i int) int {

@@ -69,6 +69,7 @@ type Detector struct {
 	// match begins with (matchStarts): re runs anchored (anchored) only
 	// where one is.
 	starts   []string
+	startsAt []int // their anchors (indexFoldAt)
 	anchored *regexp.Regexp
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
@@ -146,6 +147,7 @@ type allowRule struct {
 	// every byte (the global allowlist's two, for every secret of every
 	// rule).
 	fewStops []string
+	fewAt    []int // their anchors
 }
 
 // maxFewStops is the most stopwords an allowlist looks for one by one.
@@ -183,6 +185,9 @@ func (a allow) compile() allowRule {
 	}
 	if len(words) <= maxFewStops {
 		out.fewStops = words
+		for _, w := range words {
+			out.fewAt = append(out.fewAt, anchor(w))
+		}
 	} else {
 		// Every state dense, a step one load: 670 KiB for
 		// generic-api-key's, once a process.
@@ -333,7 +338,9 @@ func branches(pattern string) []branch {
 	var out []branch
 	for _, a := range alts {
 		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
-		b.needs = requiredLiterals(b.re.String())
+		for _, l := range requiredLiterals(b.re.String()) {
+			b.needs = append(b.needs, l.anchored())
+		}
 		out = append(out, b)
 	}
 	return out
@@ -485,7 +492,12 @@ func (a *allowRule) stopped(secret string) bool {
 		return slices.ContainsFunc(a.stopwords, func(w string) bool { return strings.Contains(low, w) })
 	}
 	if a.stops == nil {
-		return slices.ContainsFunc(a.fewStops, func(w string) bool { return indexFold(secret, w) >= 0 })
+		for i, w := range a.fewStops {
+			if indexFoldAt(secret, w, a.fewAt[i]) >= 0 {
+				return true
+			}
+		}
+		return false
 	}
 	m := a.stops
 	var st uint32
@@ -1116,7 +1128,11 @@ func newRegistry(ds []*Detector) *registry {
 			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
 				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
 			} else if starts, bound, ok := matchStarts(d.re.String()); ok {
-				d.starts, d.bound = starts, bound
+				at := make([]int, len(starts))
+				for i, p := range starts {
+					at[i] = anchor(p)
+				}
+				d.starts, d.startsAt, d.bound = starts, at, bound
 				d.anchored = regexp.MustCompile(`^(?:` + d.re.String() + `)`)
 			}
 		}
@@ -1141,7 +1157,9 @@ func newRegistry(ds []*Detector) *registry {
 		r.lead = max(r.lead, r.leads[i])
 		r.reach = max(r.reach, d.reach)
 		r.needAt = append(r.needAt, len(r.lits))
-		r.lits = append(r.lits, d.needs...)
+		for _, l := range d.needs {
+			r.lits = append(r.lits, l.anchored())
+		}
 		for _, w := range d.need {
 			w = strings.ToLower(w)
 			if _, ok := r.byWord[w]; !ok {
@@ -1813,8 +1831,8 @@ func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later 
 	w := text[from:to]
 	for pos := 0; pos < len(w); {
 		s := -1
-		for _, p := range d.starts {
-			if k := indexFold(w[pos:], p); k >= 0 && (s < 0 || pos+k < s) {
+		for i, p := range d.starts {
+			if k := indexFoldAt(w[pos:], p, d.startsAt[i]); k >= 0 && (s < 0 || pos+k < s) {
 				s = pos + k
 			}
 		}
