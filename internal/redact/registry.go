@@ -1025,8 +1025,8 @@ func entropyOf[C uint8 | int](s string, n *[256]C) float64 {
 	// Most bytes of a secret occur a few times each: the term for such a
 	// count in a secret of up to 255 bytes is in termOf.
 	var terms *[16]float64
-	if len(s) < len(termOf) {
-		terms = &termOf[len(s)]
+	if len(s) < len(termOf()) {
+		terms = &termOf()[len(s)]
 	}
 	h := 0.0
 	for k, w := range [4]uint64{held0, held1, held2, held3} {
@@ -1043,9 +1043,11 @@ func entropyOf[C uint8 | int](s string, n *[256]C) float64 {
 	return h
 }
 
-// termOf[n][c] is p·log2(p) for p = c/n, the term of entropy's sum for a
-// byte that occurs c times in n, worked out once a process (32 KiB).
-var termOf = func() (t [256][16]float64) {
+// termOf()[n][c] is p·log2(p) for p = c/n, the term of entropy's sum for
+// a byte that occurs c times in n, worked out once a process that finds
+// (32 KiB), not at every start of the binary.
+var termOf = sync.OnceValue(func() *[256][16]float64 {
+	t := new([256][16]float64)
 	for n := 1; n < len(t); n++ {
 		for c := 1; c < len(t[n]) && c <= n; c++ {
 			p := float64(c) / float64(n)
@@ -1053,7 +1055,7 @@ var termOf = func() (t [256][16]float64) {
 		}
 	}
 	return t
-}()
+})
 
 // A registry is a set of Detectors with the automaton over their needed
 // words, so a text is read once to find where any of them may match.
