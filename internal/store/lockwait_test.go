@@ -93,3 +93,60 @@ func TestAWriteThatWaitsSecondsForTheWriteLockIsWarnedOf(t *testing.T) {
 		}
 	})
 }
+
+// TestAWriteWaitsForSQLitesLockOnGosClock: a write whose context can't
+// end (context.Background) waits for SQLite's write lock on Go's clock,
+// as one whose context can: in a bubble, a holder that lets go after 3 s
+// of the bubble's clock is waited for, and one that holds on past
+// busy_timeout fails the write at 10 s, with no real time gone. In
+// SQLite's own busy handler (a nanosleep syscall) the bubble's clock
+// stood still: the holder never woke, and the write failed after 10 s
+// of real time.
+func TestAWriteWaitsForSQLitesLockOnGosClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := open(t)
+		s.Log(slog.New(slog.DiscardHandler))
+		ctx := context.Background()
+		if _, _, err := s.Runners.CreateRunner(ctx, "r", ""); err != nil {
+			t.Fatal(err)
+		}
+		// hold takes the write lock, runs write beside it, and lets the
+		// lock go after d: it returns write's error and how long it took.
+		hold := func(d time.Duration, write func() error) (took time.Duration, err error) {
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				start := time.Now()
+				err = write()
+				took = time.Since(start)
+			}()
+			time.Sleep(d)
+			tx.Rollback()
+			<-done
+			return took, err
+		}
+		for _, c := range []struct {
+			name  string
+			write func() error
+		}{
+			{"in a transaction", func() error { _, _, err := s.Runners.CreateRunner(ctx, "late", ""); return err }},
+			{"a statement", func() error {
+				_, err := s.exec(ctx, `UPDATE runners SET name = 'renamed' WHERE name = 'r'`)
+				return err
+			}},
+		} {
+			took, err := hold(3*time.Second, c.write)
+			if err != nil || took < 3*time.Second || took > 4*time.Second {
+				t.Errorf("%s: a write that waited for a lock held 3 s took %s: %v", c.name, took, err)
+			}
+		}
+		took, err := hold(11*time.Second, func() error { _, _, err := s.Runners.CreateRunner(ctx, "never", ""); return err })
+		if err == nil || !strings.Contains(err.Error(), "locked") || took != 10*time.Second {
+			t.Errorf("a write that waited out busy_timeout: %v after %s; want database is locked after 10 s", err, took)
+		}
+	})
+}

@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
 )
 
 //go:embed migrations/*.sql
@@ -140,11 +141,37 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// Write transactions take the lock at BEGIN, so two writers queue on
 	// busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
+	db := sql.OpenDB(sqliteConnector{d: &sqlite.Driver{}, dsn: "file:" + path + "?" + q.Encode()})
 	return openDB(ctx, db, sqliteDialect, "store "+path)
+}
+
+// sqliteConnector opens the store's SQLite connections, each waiting for
+// SQLite's locks in the driver's busy handler, a Go sleep, rather than in
+// SQLite's own, a nanosleep syscall, which the driver keeps for a
+// connection until a call on it has a context that can end. A write with
+// one that can't (context.Background, WithoutCancel) then held an OS
+// thread for up to busy_timeout, and in a testing/synctest bubble kept the
+// bubble's clock still: a lock holder waiting on that clock never let go,
+// and the write failed after 10 s of real time.
+type sqliteConnector struct {
+	d   *sqlite.Driver
+	dsn string
+}
+
+func (c sqliteConnector) Driver() driver.Driver { return c.d }
+
+func (c sqliteConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.d.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx) // one that can end puts the driver's handler in
+	defer cancel()
+	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, `SELECT 1`, nil); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // maxIdleConns is how many connections the store keeps open between
