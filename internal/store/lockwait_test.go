@@ -35,14 +35,13 @@ func (l *lines) String() string {
 // over 2 s for SQLite's write lock, in a transaction or not, is logged at
 // Warn naming the store's call and how long it waited; one that waits out
 // busy_timeout says it failed. A write that doesn't wait logs nothing.
-// The waits are on the bubble's clock (a context with a Done channel has
-// the driver's busy handler sleep on Go's), so they cost nothing.
+// The waits are on the bubble's clock, so they cost nothing.
 func TestAWriteThatWaitsSecondsForTheWriteLockIsWarnedOf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := open(t)
 		log := &lines{}
 		s.Log(slog.New(slog.NewTextHandler(log, nil)))
-		ctx := t.Context() // see TestAWriteWaitsForSQLitesLockOnGosClock
+		ctx := context.Background()
 		r, _, err := s.Runners.CreateRunner(ctx, "r", "")
 		if err != nil {
 			t.Fatal(err)
