@@ -228,8 +228,11 @@ func runnerProcess(t *testing.T, c runner.Config, env ...string) *exec.Cmd {
 // while a Turn runs a tool, its Hub staying up, and started again: the
 // Session is Frozen meanwhile, Active again after, the Turn finishes with
 // its Events there once, and the next prompt runs. The same Claude Code
-// runs throughout, through the hand-over and the kill (on gVisor too:
-// scripts/test runs this one there, not the restart's own test).
+// runs throughout, through the hand-over (the test's Runner stopped, a
+// process started) and the kill, on both backends: each new Runner's relay
+// serves it again once the Hub gave a fresh mod token, its conversation
+// carries on, every prompt is read once, and the last Runner's helpers run
+// in init, its ports watcher's list reaching the view.
 func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	t.Parallel()
 	s := Start(t)
@@ -264,7 +267,22 @@ func TestARunnerProcessKilledMidTurnLosesNothing(t *testing.T) {
 	samePID("after the kill")
 	s.prompt(v.ID, "answer once it is back")
 	s.turnEnds(v.ID, 3)
+	if !lastRequestHas(s.Model, "before the runner goes") {
+		t.Fatal("the conversation did not carry on through the Runners")
+	}
 	evs := s.Events(v.ID)
+	once(t, evs, protocol.EventPrompt, "before the runner goes", "do the slow work", "answer once it is back")
 	once(t, evs, protocol.EventToolResult, "slow-work-finished")
 	once(t, evs, protocol.EventText, "The slow work is done.", "Back and answering.")
+	// The last Runner's follower and ports watcher run in init, as the
+	// first's did: no process of their own stays, and the watcher's list
+	// reaches the Session's view.
+	var left []string
+	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
+		left = helperProcesses(t, s, v.ID)
+		return len(left) == 0
+	}, func() string { return "kndl helpers running as processes of their own: " + strings.Join(left, "; ") })
+	if viewPorts(t, s, v.ID, func([]api.Port) bool { return true }) == nil {
+		t.Fatal("no list of open ports reached the Session's view from the last Runner's watcher")
+	}
 }

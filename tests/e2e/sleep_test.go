@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"kndl.dev/kndl/internal/api"
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
@@ -64,74 +60,6 @@ func (s *System) noteKept(id string) {
 	})
 	if !lastRequestHas(s.Model, "write the note") {
 		s.t.Fatal("the woken Claude Code did not resume the conversation: the model did not get the first prompt again")
-	}
-}
-
-func TestSleepKeepsTheDisksAndAPromptWakesItIntoTheSameConversation(t *testing.T) {
-	t.Parallel()
-	s := Start(t)
-	v := s.withNote()
-
-	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/sleep", nil, nil); code != http.StatusNoContent {
-		t.Fatalf("sleep: %d", code)
-	}
-	if got := s.state(v.ID); got.State != api.Asleep {
-		t.Fatalf("after sleep: %s", got.State)
-	}
-	st, err := s.Backend.Status(context.Background(), "s-"+v.ID)
-	if err != nil || st.State != sandbox.StateStopped {
-		t.Fatalf("the Sandbox after sleep: %+v, %v", st, err)
-	}
-	if code := s.Do(http.MethodPost, "/api/sessions/"+v.ID+"/stop-turn", nil, nil); code != http.StatusConflict {
-		t.Fatalf("stop-turn on an asleep Session: %d, want 409", code)
-	}
-
-	// A prompt wakes it, into the same conversation, with its disks.
-	s.noteKept(v.ID)
-	if b, _ := os.ReadFile(filepath.Join(s.Home, "sessions", v.ID, "workspace", "note.txt")); string(b) != "kept\n" {
-		t.Fatalf("the Workspace after the wake: %q", b)
-	}
-}
-
-func TestClaudeCodeKeepsRunningWhileTheRunnerRestarts(t *testing.T) {
-	t.Parallel()
-	s := Start(t)
-	v := s.Ready("before the restart", "one")
-	pid := claudePID(t, s, v.ID)
-
-	s.RestartRunner()
-	testenv.Eventually(t, testenv.WaitMedium, "the new Runner connects", s.Runner.Connected)
-	s.waitState(v.ID, api.Active)
-	if got := claudePID(t, s, v.ID); got != pid {
-		t.Fatalf("Claude Code was restarted (pid %s, was %s)", got, pid)
-	}
-	// The relay of the new Runner knows the Session again, and the Hub
-	// gave it a new mod token: a prompt goes through and hooks arrive.
-	s.Model.On(testkit.PromptContains("after the restart"), testkit.Text("two"))
-	s.prompt(v.ID, "after the restart")
-	s.turnEnds(v.ID, 2)
-	if !lastRequestHas(s.Model, "before the restart") {
-		t.Fatal("the conversation did not carry on")
-	}
-	evs := s.Events(v.ID)
-	var prompts int
-	for _, e := range evs {
-		if e.Kind == protocol.EventPrompt {
-			prompts++
-		}
-	}
-	if prompts != 2 {
-		t.Fatalf("the transcript has %d prompts, want 2 (none read twice):\n%s", prompts, dump(evs))
-	}
-	// The new Runner's follower and ports watcher run in init, as the
-	// first's did: no process of their own stays.
-	var left []string
-	testenv.EventuallyShowing(t, testenv.WaitShort, func() bool {
-		left = helperProcesses(t, s, v.ID)
-		return len(left) == 0
-	}, func() string { return "kndl helpers running as processes of their own: " + strings.Join(left, "; ") })
-	if viewPorts(t, s, v.ID, func([]api.Port) bool { return true }) == nil {
-		t.Fatal("no list of open ports reached the Session's view from the new Runner's watcher")
 	}
 }
 

@@ -77,9 +77,11 @@ var smokeHooks = []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "Sto
 // sets) and names the plan "Claude API"; docs/claude-code.md.
 const smokePlan = "Claude API"
 
-// It runs alone: once, two at a time beside the probe (the other test of
-// the pinned build), its Runner did not connect within 30 s.
+// It runs beside the others: the Runner that once did not connect beside
+// the probe's had been handed an overlapping relay port, which
+// testkit.Ports now claims host-wide.
 func TestThePinnedClaudeCodePassesTheSmokeTest(t *testing.T) {
+	t.Parallel()
 	pin, table := smokeTarget(t)
 	start := time.Now()
 	s := Start(t, WithClaude(pin), WithModels(table))
