@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // literals is one of several strings a match must hold; with fold they are
@@ -12,6 +13,17 @@ import (
 type literals struct {
 	alts []string
 	fold bool
+	at   []int // each string's anchor, if worked out (anchored)
+}
+
+// anchored is l with each string's anchor worked out once, for a
+// literal read at every window or secret.
+func (l literals) anchored() literals {
+	l.at = make([]int, len(l.alts))
+	for i, a := range l.alts {
+		l.at[i] = anchor(a)
+	}
+	return l
 }
 
 // minLiteral is the fewest bytes a required literal of several strings
@@ -258,9 +270,11 @@ func (l literals) index(s string) (int, int) {
 			return i, 1
 		}
 	}
-	for _, a := range l.alts {
+	for k, a := range l.alts {
 		i := -1
-		if l.fold {
+		if l.fold && l.at != nil {
+			i = indexFoldAt(s, a, l.at[k])
+		} else if l.fold {
 			i = indexFold(s, a)
 		} else {
 			i = strings.Index(s, a)
@@ -302,8 +316,10 @@ func (l literals) longest() int {
 // read. It jumps between places of w's least common byte (anchor), in
 // either case, by IndexByte: the ':' of kubernetes-secret-yaml's "kind:",
 // not its 'k', which most text about keys and tokens is full of.
-func indexFold(s, w string) int {
-	j := anchor(w)
+func indexFold(s, w string) int { return indexFoldAt(s, w, anchor(w)) }
+
+// indexFoldAt is indexFold with w's anchor, j, worked out before.
+func indexFoldAt(s, w string, j int) int {
 	last := len(s) - len(w) + j // the last place w[j] may be
 	a, b := w[j], upper(w[j])
 	next := func(c byte, i int) int {
@@ -338,7 +354,7 @@ func indexFold(s, w string) int {
 // letter.
 func anchor(w string) int {
 	best := 0
-	for i := 1; i < len(w); i++ {
+	for i := 1; i < len(w) && rarity[w[best]] < rarest; i++ {
 		if rarity[w[i]] > rarity[w[best]] {
 			best = i
 		}
@@ -346,12 +362,17 @@ func anchor(w string) int {
 	return best
 }
 
+// rarest is the rank of a byte that is not a lower-case letter: none is
+// rarer, so anchor stops at the first (most stopwords and every URL
+// holds one early).
+const rarest = 26
+
 // rarity ranks lower-case letters from the most common, and every other
 // byte above them.
 var rarity = func() (t [256]uint8) {
 	const common = "etaoinsrhldcumfpgwybvkxjqz"
 	for c := range t {
-		t[c] = uint8(len(common))
+		t[c] = rarest
 	}
 	for i := 0; i < len(common); i++ {
 		t[common[i]] = uint8(i)
@@ -362,8 +383,11 @@ var rarity = func() (t [256]uint8) {
 // indexNonASCII returns where s holds a byte beyond ASCII, or -1.
 func indexNonASCII(s string) int {
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+	// Sixteen bytes a step, as two words: each bit 7 of either set is
+	// a byte beyond ASCII somewhere in them.
+	for ; i+16 <= len(s); i += 16 {
+		p := unsafe.Pointer(unsafe.StringData(s[i:]))
+		if (*(*uint64)(p)|*(*uint64)(unsafe.Add(p, 8)))&0x8080808080808080 != 0 {
 			break
 		}
 	}

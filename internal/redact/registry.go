@@ -69,6 +69,7 @@ type Detector struct {
 	// match begins with (matchStarts): re runs anchored (anchored) only
 	// where one is.
 	starts   []string
+	startsAt []int // their anchors (indexFoldAt)
 	anchored *regexp.Regexp
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
@@ -146,6 +147,7 @@ type allowRule struct {
 	// every byte (the global allowlist's two, for every secret of every
 	// rule).
 	fewStops []string
+	fewAt    []int // their anchors
 }
 
 // maxFewStops is the most stopwords an allowlist looks for one by one.
@@ -183,6 +185,9 @@ func (a allow) compile() allowRule {
 	}
 	if len(words) <= maxFewStops {
 		out.fewStops = words
+		for _, w := range words {
+			out.fewAt = append(out.fewAt, anchor(w))
+		}
 	} else {
 		// Every state dense, a step one load: 670 KiB for
 		// generic-api-key's, once a process.
@@ -333,14 +338,16 @@ func branches(pattern string) []branch {
 	var out []branch
 	for _, a := range alts {
 		b := branch{re: regexp.MustCompile(a.String()), first: anchoredFirst(a), same: repeatOf(a), class: wholeClass(a)}
-		b.needs = requiredLiterals(b.re.String())
+		for _, l := range requiredLiterals(b.re.String()) {
+			b.needs = append(b.needs, l.anchored())
+		}
 		out = append(out, b)
 	}
 	return out
 }
 
 // matches reports whether one of a's regexps matches target.
-func (a allowRule) matches(target string) bool {
+func (a *allowRule) matches(target string) bool {
 	// A byte beyond ASCII may be a case of an ASCII letter (the Kelvin
 	// sign), which the automaton doesn't read: then only the strings are
 	// looked for.
@@ -477,7 +484,7 @@ func holdsAll(s string, needs []literals) bool {
 }
 
 // stopped reports whether secret, lower-cased, holds one of a's stopwords.
-func (a allowRule) stopped(secret string) bool {
+func (a *allowRule) stopped(secret string) bool {
 	if a.stops == nil && a.fewStops == nil || indexNonASCII(secret) >= 0 {
 		// strings.ToLower makes ASCII of some runes beyond it (the
 		// Kelvin sign's k), which the automaton doesn't read.
@@ -485,7 +492,12 @@ func (a allowRule) stopped(secret string) bool {
 		return slices.ContainsFunc(a.stopwords, func(w string) bool { return strings.Contains(low, w) })
 	}
 	if a.stops == nil {
-		return slices.ContainsFunc(a.fewStops, func(w string) bool { return indexFold(secret, w) >= 0 })
+		for i, w := range a.fewStops {
+			if indexFoldAt(secret, w, a.fewAt[i]) >= 0 {
+				return true
+			}
+		}
+		return false
 	}
 	m := a.stops
 	var st uint32
@@ -705,13 +717,13 @@ func width(t *syntax.Regexp) int {
 
 // allows reports whether a says the secret, found as the match m of t, is
 // no credential.
-func (a allowRule) allows(t, secret string, m []int) bool {
+func (a *allowRule) allows(t, secret string, m []int) bool {
 	return a.frees(a.matches(a.targetOf(t, secret, m)), len(a.stopwords) > 0 && a.stopped(secret))
 }
 
 // targetOf is what a's regexps read for the secret found as the match m
 // of t: the secret, the match or its line.
-func (a allowRule) targetOf(t, secret string, m []int) string {
+func (a *allowRule) targetOf(t, secret string, m []int) string {
 	switch a.target {
 	case "match":
 		return t[m[0]:m[1]]
@@ -723,7 +735,7 @@ func (a allowRule) targetOf(t, secret string, m []int) string {
 
 // frees reports whether a frees a secret, given whether one of its regexps
 // matched and whether the secret holds one of its stopwords.
-func (a allowRule) frees(reOK, stopOK bool) bool {
+func (a *allowRule) frees(reOK, stopOK bool) bool {
 	if a.and {
 		return (len(a.res) == 0 || reOK) && (len(a.stopwords) == 0 || stopOK)
 	}
@@ -779,8 +791,8 @@ func (r rule) detector(global allowRule) *Detector {
 		if r.entropy > 0 && entropy(secret) <= r.entropy || template(secret) {
 			return 0, 0, false
 		}
-		for _, a := range allows {
-			if a.allows(t, secret, m) {
+		for i := range allows {
+			if allows[i].allows(t, secret, m) {
 				return 0, 0, false
 			}
 		}
@@ -983,33 +995,67 @@ const maxLine = 4 << 10
 // entropy is the Shannon entropy of s's bytes, in bits: a term for each
 // byte s holds, added in the order of their values.
 func entropy(s string) float64 {
-	var n [256]int
-	var held [4]uint64
-	for i := 0; i < len(s); i++ {
-		n[s[i]]++
-		held[s[i]/64] |= 1 << (s[i] % 64)
+	if len(s) > math.MaxUint8 {
+		var n [256]int
+		return entropyOf(s, &n)
 	}
-	// Most bytes of a secret occur a few times each: the logarithm for
-	// such a count is worked out once.
-	var logs [16]float64
-	var known uint16
+	// A secret is short: a count a byte, and 256 bytes cleared at each.
+	var n [256]uint8
+	return entropyOf(s, &n)
+}
+
+func entropyOf[C uint8 | int](s string, n *[256]C) float64 {
+	// Which bytes s holds, in four words kept in registers.
+	var held0, held1, held2, held3 uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		n[c]++
+		b := uint64(1) << (c % 64)
+		switch c / 64 {
+		case 0:
+			held0 |= b
+		case 1:
+			held1 |= b
+		case 2:
+			held2 |= b
+		default:
+			held3 |= b
+		}
+	}
+	// Most bytes of a secret occur a few times each: the term for such a
+	// count in a secret of up to 255 bytes is in termOf.
+	var terms *[16]float64
+	if len(s) < len(termOf()) {
+		terms = &termOf()[len(s)]
+	}
 	h := 0.0
-	for k, w := range held {
+	for k, w := range [4]uint64{held0, held1, held2, held3} {
 		for ; w != 0; w &= w - 1 {
-			c := n[k*64+bits.TrailingZeros64(w)]
-			p := float64(c) / float64(len(s))
-			if c >= len(logs) {
-				h -= p * math.Log2(p)
+			c := int(n[k*64+bits.TrailingZeros64(w)])
+			if terms != nil && c < len(terms) {
+				h -= terms[c]
 				continue
 			}
-			if known&(1<<c) == 0 {
-				logs[c], known = math.Log2(p), known|1<<c
-			}
-			h -= p * logs[c]
+			p := float64(c) / float64(len(s))
+			h -= float64(p * math.Log2(p))
 		}
 	}
 	return h
 }
+
+// termOf()[n][c] is p·log2(p) for p = c/n, the term of entropy's sum for
+// a byte that occurs c times in n, worked out once a process that finds
+// (32 KiB), not at every start of the binary.
+var termOf = sync.OnceValue(func() *[256][16]float64 {
+	t := new([256][16]float64)
+	for n := 1; n < len(t); n++ {
+		for c := 1; c < len(t[n]) && c <= n; c++ {
+			p := float64(c) / float64(n)
+			t[n][c] = float64(p * math.Log2(p))
+		}
+	}
+	return t
+})
 
 // A registry is a set of Detectors with the automaton over their needed
 // words, so a text is read once to find where any of them may match.
@@ -1084,7 +1130,11 @@ func newRegistry(ds []*Detector) *registry {
 			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
 				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
 			} else if starts, bound, ok := matchStarts(d.re.String()); ok {
-				d.starts, d.bound = starts, bound
+				at := make([]int, len(starts))
+				for i, p := range starts {
+					at[i] = anchor(p)
+				}
+				d.starts, d.startsAt, d.bound = starts, at, bound
 				d.anchored = regexp.MustCompile(`^(?:` + d.re.String() + `)`)
 			}
 		}
@@ -1109,7 +1159,9 @@ func newRegistry(ds []*Detector) *registry {
 		r.lead = max(r.lead, r.leads[i])
 		r.reach = max(r.reach, d.reach)
 		r.needAt = append(r.needAt, len(r.lits))
-		r.lits = append(r.lits, d.needs...)
+		for _, l := range d.needs {
+			r.lits = append(r.lits, l.anchored())
+		}
 		for _, w := range d.need {
 			w = strings.ToLower(w)
 			if _, ok := r.byWord[w]; !ok {
@@ -1494,7 +1546,11 @@ type pending struct {
 // whose secret lies inside a Marked finding is not checked: merged names
 // a group by its first Marked finding and spans it whole, whatever a
 // Named one inside says, and its checks (entropy, allowlists: most of
-// generic-api-key's cost) are the dearest part of dense text.
+// generic-api-key's cost) are the dearest part of dense text. Nor is one
+// whose secret is that of a Named finding kept before it (generic-api-key
+// and a service's rule reading one assignment: half of dense text's): the
+// earlier one comes first among those that begin there, so merged names
+// and spans their group as if the later one were not there.
 func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 	// The Marked findings by start, with the furthest end of those
 	// beginning at or before each.
@@ -1512,17 +1568,35 @@ func (r *registry) settle(text string, out []Finding, sc *scratch) []Finding {
 	found := append(sc.found[:0], out...)
 	out = out[:0]
 	next := 0
+	if sc.kept == nil {
+		sc.kept = map[span]struct{}{}
+	}
 	for _, p := range sc.later.list {
 		for ; next < p.at; next++ {
 			out = append(out, found[next])
 		}
-		k, _ := slices.BinarySearchFunc(marked, int64(p.start), func(s span, at int64) int { return cmp.Compare(s.start, at+1) })
+		// k: how many Marked findings begin at or before p's secret.
+		k, hi := 0, len(marked)
+		for k < hi {
+			if h := int(uint(k+hi) >> 1); marked[h].start <= int64(p.start) {
+				k = h + 1
+			} else {
+				hi = h
+			}
+		}
 		if k > 0 && marked[k-1].end >= int64(p.end) {
+			continue
+		}
+		if _, ok := sc.kept[span{int64(p.start), int64(p.end)}]; ok {
 			continue
 		}
 		if start, end, ok := p.d.span(text, sc.later.ms[p.m0:p.m1]); ok {
 			out = append(out, Finding{p.d.Name, p.d.Class, start, end})
+			sc.kept[span{int64(start), int64(end)}] = struct{}{}
 		}
+	}
+	if len(sc.kept) > 0 {
+		clear(sc.kept)
 	}
 	sc.found = found
 	return append(out, found[next:]...)
@@ -1540,6 +1614,8 @@ type scratch struct {
 	later  deferred
 	marked []span
 	found  []Finding
+	kept   map[span]struct{} // the spans of the Named findings it kept, by this find
+
 }
 
 // seen is what a find knows of a literal: text[lo:hi] holds none of its
@@ -1757,8 +1833,8 @@ func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later 
 	w := text[from:to]
 	for pos := 0; pos < len(w); {
 		s := -1
-		for _, p := range d.starts {
-			if k := indexFold(w[pos:], p); k >= 0 && (s < 0 || pos+k < s) {
+		for i, p := range d.starts {
+			if k := indexFoldAt(w[pos:], p, d.startsAt[i]); k >= 0 && (s < 0 || pos+k < s) {
 				s = pos + k
 			}
 		}
@@ -1831,16 +1907,32 @@ func Scrub(text string) string { return allRules().scrub(text) }
 func ScrubMarked(text string) string { return markedRules().scrub(text) }
 
 func (r *registry) scrub(text string) string {
-	return withMarks(text, merged(r.appendFind(nil, text, nil, true)))
+	buf, _ := findings.Get().(*[]Finding)
+	if buf == nil {
+		buf = new([]Finding)
+	}
+	fs := merged(r.appendFind((*buf)[:0], text, nil, true))
+	out := withMarks(text, fs)
+	*buf = fs[:0]
+	findings.Put(buf)
+	return out
 }
+
+// findings are the slices scrub finds into, kept from call to call: text
+// dense with credentials has thousands, which grew a slice by copies.
+var findings sync.Pool // of *[]Finding
 
 // withMarks is text with each of fs, merged, replaced by its Mark.
 func withMarks(text string, fs []Finding) string {
 	if len(fs) == 0 {
 		return text
 	}
+	n := len(text)
+	for _, f := range fs {
+		n += len(markOpen) + len(f.Detector) + 1 - (f.End - f.Start)
+	}
 	var b strings.Builder
-	b.Grow(len(text))
+	b.Grow(n)
 	cur := 0
 	for _, f := range fs {
 		b.WriteString(text[cur:f.Start])

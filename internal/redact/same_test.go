@@ -242,13 +242,75 @@ func TestEntropyIsAsItWas(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	for range 20000 {
-		b := make([]byte, 1+r.IntN(200))
+		b := make([]byte, 1+r.IntN(600)) // past 255 too, counted wider
 		for i := range b {
 			b[i] = byte(r.IntN(1 + r.IntN(256)))
 		}
 		if got, want := entropy(string(b)), plain(string(b)); got != want {
 			t.Fatalf("entropy(%q): got %v, want %v", b, got, want)
 		}
+	}
+}
+
+// xRun reports whether v holds n x's in a row, in either case: what
+// strings.ToLower(v) holding them says, since only X lower-cases to x,
+// read without making the lower-cased copy.
+func xRun(v string, n int) bool {
+	run := 0
+	for i := 0; i < len(v); i++ {
+		if v[i]|0x20 != 'x' {
+			run = 0
+		} else if run++; run >= n {
+			return true
+		}
+	}
+	return false
+}
+
+// sequence reports whether v holds n characters in a row that each follow
+// the one before (abcdef, 123456, KLMNOP), as made-up values do and a
+// random one of any length almost never does.
+func sequence(v string, n int) bool {
+	run := 1
+	for i := 1; i < len(v); i++ {
+		a, b := v[i-1]|0x20, v[i]|0x20 // letters case-folded
+		if b == a+1 && (isAlnum(v[i-1]) && isAlnum(v[i])) {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 1
+		}
+	}
+	return false
+}
+
+// TestMadeUpIsAsItsTwoReads holds madeUp, one pass, to the two reads it
+// fuses, xRun(v, 4) || sequence(v, 6), on random text of x's, runs of
+// letters and digits in both cases, other bytes and runes beyond ASCII.
+func TestMadeUpIsAsItsTwoReads(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	parts := []string{"x", "X", "xx", "abc", "DEF", "gH", "123", "456", "789", "a", "b", "C", "d", "E", "f", "0", "1", "2", "34", "56", "@", "[", "`", "{", "/", ":", "\u212a", "\xff", "_", "-"}
+	made, runs := 0, 0
+	for range 50000 {
+		var b strings.Builder
+		for range 1 + r.IntN(16) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		v := b.String()
+		want := xRun(v, 4) || sequence(v, 6)
+		if got := madeUp(v); got != want {
+			t.Fatalf("madeUp(%q): got %v, want %v", v, got, want)
+		}
+		if want {
+			made++
+		}
+		if sequence(v, 6) && !xRun(v, 4) {
+			runs++
+		}
+	}
+	if made < 100 || runs < 100 {
+		t.Fatalf("%d texts made up, %d by a run alone: the test reads too few", made, runs)
 	}
 }
 

@@ -311,33 +311,20 @@ func allCapitals(v string) bool {
 // madeUp reports the marks of a value someone typed to stand for a
 // secret: xxxx, or a run such as abcdef or 123456.
 func madeUp(v string) bool {
-	return xRun(v, 4) || sequence(v, 6)
-}
-
-// xRun reports whether v holds n x's in a row, in either case: what
-// strings.ToLower(v) holding them says, since only X lower-cases to x,
-// read without making the lower-cased copy.
-func xRun(v string, n int) bool {
-	run := 0
+	// xRun(v, 4) || sequence(v, 6), read in one pass.
+	xs, run := 0, 1
 	for i := 0; i < len(v); i++ {
-		if v[i]|0x20 != 'x' {
-			run = 0
-		} else if run++; run >= n {
+		c := v[i]
+		if c|0x20 != 'x' {
+			xs = 0
+		} else if xs++; xs >= 4 {
 			return true
 		}
-	}
-	return false
-}
-
-// sequence reports whether v holds n characters in a row that each follow
-// the one before (abcdef, 123456, KLMNOP), as made-up values do and a
-// random one of any length almost never does.
-func sequence(v string, n int) bool {
-	run := 1
-	for i := 1; i < len(v); i++ {
-		a, b := v[i-1]|0x20, v[i]|0x20 // letters case-folded
-		if b == a+1 && (isAlnum(v[i-1]) && isAlnum(v[i])) {
-			if run++; run >= n {
+		if i == 0 {
+			continue
+		}
+		if p := v[i-1]; c|0x20 == p|0x20+1 && isAlnum(p) && isAlnum(c) {
+			if run++; run >= 6 {
 				return true
 			}
 		} else {
