@@ -117,6 +117,7 @@ func newHub(cfg Config, st *store.Store, routes func(*Hub) []route) (_ *Hub, err
 	h.tokens = masks.NewTokens(st.Sessions, box, func(ctx context.Context, token string) error { return h.forge().RevokeToken(ctx, token) },
 		cfg.SandboxTokenGrace, h.log)
 	st.Observe(h.metrics.StoreCall)
+	st.Log(h.log)
 	h.gateway, err = gateway.New(gateway.Options{Store: gateway.Store{MCP: st.MCP, Repos: st.Repos, Members: st.Members}, Sealer: box, Logger: cfg.Logger,
 		Access: func(ctx context.Context, u store.User, repoURL string) bool {
 			return h.guard.canAccess(ctx, u, repoURL, false)

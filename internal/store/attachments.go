@@ -58,7 +58,7 @@ const chunkBytes = 256 << 10
 // nothing either.
 func (s *Prompts) PutAttachment(ctx context.Context, a Attachment, r io.Reader, total int64) (Attachment, error) {
 	a.ID, a.CreatedAt, a.Size, a.PromptID = uuid.NewString(), s.now(), 0, ""
-	_, err := s.db.ExecContext(ctx, `INSERT INTO attachments (`+attachmentCols+`, complete) VALUES (?, ?, NULL, ?, ?, ?, 0, NULL, ?, ?, ?, 0)`,
+	_, err := s.exec(ctx, `INSERT INTO attachments (`+attachmentCols+`, complete) VALUES (?, ?, NULL, ?, ?, ?, 0, NULL, ?, ?, ?, 0)`,
 		a.ID, a.SessionID, a.Name, a.File, a.MediaType, a.IsText, a.CreatedBy, ms(a.CreatedAt))
 	if err != nil {
 		return a, err
@@ -89,7 +89,7 @@ func (s *Prompts) putChunks(ctx context.Context, a *Attachment, r io.Reader, tot
 				return full()
 			}
 			h.Write(buf[:k])
-			if _, err := s.db.ExecContext(ctx, `INSERT INTO attachment_chunks (attachment_id, n, data) VALUES (?, ?, ?)`, a.ID, n, buf[:k]); err != nil {
+			if _, err := s.exec(ctx, `INSERT INTO attachment_chunks (attachment_id, n, data) VALUES (?, ?, ?)`, a.ID, n, buf[:k]); err != nil {
 				return err
 			}
 		}

@@ -20,14 +20,14 @@ type AttemptSet struct {
 // CreateAttemptSet records a new attempt set with no attempts yet.
 func (s *Attempts) CreateAttemptSet(ctx context.Context, x AttemptSet) (AttemptSet, error) {
 	x.ID, x.CreatedAt, x.Sessions = uuid.NewString(), time.UnixMilli(ms(s.now())), nil
-	_, err := s.db.ExecContext(ctx, `INSERT INTO attempt_sets (id, creator_id, repo_id, title, created_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO attempt_sets (id, creator_id, repo_id, title, created_at) VALUES (?, ?, ?, ?, ?)`,
 		x.ID, x.CreatorID, x.RepoID, x.Title, ms(x.CreatedAt))
 	return x, err
 }
 
 // AddAttempt records Session sessionID as the set's attempt at place.
 func (s *Attempts) AddAttempt(ctx context.Context, setID string, place int, sessionID string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO attempts (set_id, place, session_id) VALUES (?, ?, ?)`, setID, place, sessionID)
+	_, err := s.exec(ctx, `INSERT INTO attempts (set_id, place, session_id) VALUES (?, ?, ?)`, setID, place, sessionID)
 	return err
 }
 
@@ -85,7 +85,7 @@ func (c TurnCheck) Passed() bool { return c.Error == "" && !c.TimedOut && c.Exit
 // RecordTurnCheck keeps a Turn's check; a Turn's first is kept, another
 // for it is dropped.
 func (s *Attempts) RecordTurnCheck(ctx context.Context, c TurnCheck) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO turn_checks (session_id, turn, exit_code, duration_ms, timed_out, output, error, at)
+	_, err := s.exec(ctx, `INSERT INTO turn_checks (session_id, turn, exit_code, duration_ms, timed_out, output, error, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, turn) DO NOTHING`,
 		c.SessionID, c.Turn, c.ExitCode, c.Duration.Milliseconds(), c.TimedOut, c.Output, c.Error, ms(c.At))
 	return err
@@ -113,10 +113,10 @@ func (s *Attempts) AttemptReady(ctx context.Context, sessionID string) (string, 
 		return "", false, err
 	}
 	now := ms(s.now())
-	if _, err := s.db.ExecContext(ctx, `UPDATE attempts SET ready_at = ? WHERE session_id = ? AND ready_at IS NULL`, now, sessionID); err != nil {
+	if _, err := s.exec(ctx, `UPDATE attempts SET ready_at = ? WHERE session_id = ? AND ready_at IS NULL`, now, sessionID); err != nil {
 		return setID, false, err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE attempt_sets SET ready_at = ? WHERE id = ? AND ready_at IS NULL AND NOT EXISTS (
+	res, err := s.exec(ctx, `UPDATE attempt_sets SET ready_at = ? WHERE id = ? AND ready_at IS NULL AND NOT EXISTS (
 		SELECT 1 FROM attempts a JOIN sessions s ON s.id = a.session_id
 		WHERE a.set_id = ? AND a.ready_at IS NULL AND s.state NOT IN (?, ?))`, now, setID, setID, Failed, Archived)
 	if err != nil {

@@ -24,7 +24,7 @@ func (s *Repos) RepoAutoFix(ctx context.Context, repoID string) (AutoFix, error)
 
 // SetRepoAutoFix sets the Repo's auto-fix settings.
 func (s *Repos) SetRepoAutoFix(ctx context.Context, repoID string, a AutoFix) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE repos SET auto_fix_ci = ?, auto_fix_reviews = ?, auto_fix_max = ? WHERE id = ?`,
+	_, err := s.exec(ctx, `UPDATE repos SET auto_fix_ci = ?, auto_fix_reviews = ?, auto_fix_max = ? WHERE id = ?`,
 		a.CI, a.Reviews, a.Max, repoID)
 	return err
 }

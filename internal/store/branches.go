@@ -108,7 +108,7 @@ func (s *Branches) BranchesToCheck(ctx context.Context, limit int) ([]SessionBra
 
 // SetBranchPulls records the pull requests GitHub listed for a branch.
 func (s *Branches) SetBranchPulls(ctx context.Context, sessionID, branch string, pulls []byte, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE session_branches SET pulls = ?, checked_at = ? WHERE session_id = ? AND branch = ?`,
+	_, err := s.exec(ctx, `UPDATE session_branches SET pulls = ?, checked_at = ? WHERE session_id = ? AND branch = ?`,
 		string(pulls), ms(at), sessionID, branch)
 	return err
 }

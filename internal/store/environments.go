@@ -94,7 +94,7 @@ func (s *Environments) EnvironmentVersion(ctx context.Context, repoID string, ve
 // SaveDraft makes or replaces a Repo's draft.
 func (s *Environments) SaveDraft(ctx context.Context, d EnvironmentDraft) (EnvironmentDraft, error) {
 	d.UpdatedAt = s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes, variables)
+	_, err := s.exec(ctx, `INSERT INTO environment_drafts (repo_id, base_version, config, updated_by, updated_at, source_path, source_commit, notes, variables)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (repo_id) DO UPDATE SET base_version = excluded.base_version, config = excluded.config,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at, source_path = excluded.source_path,
@@ -168,7 +168,7 @@ func scanTest(row scanner) (TestBuild, error) {
 // CreateTestBuild records a Test build as running.
 func (s *Environments) CreateTestBuild(ctx context.Context, t TestBuild) (TestBuild, error) {
 	t.State, t.StartedAt = TestRunning, s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_tests (id, repo_id, build_digest, runner_id, state, started_by, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO environment_tests (id, repo_id, build_digest, runner_id, state, started_by, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.RepoID, t.BuildDigest, t.RunnerID, t.State, t.StartedBy, ms(t.StartedAt))
 	return t, err
 }
@@ -179,14 +179,14 @@ const maxTestLog = 1 << 20
 
 // AppendTestLog adds lines to a Test build's log, up to about maxTestLog.
 func (s *Environments) AppendTestLog(ctx context.Context, id, lines string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET log = log || ? WHERE id = ? AND length(log) < ?`, lines, id, maxTestLog)
+	_, err := s.exec(ctx, `UPDATE environment_tests SET log = log || ? WHERE id = ? AND length(log) < ?`, lines, id, maxTestLog)
 	return err
 }
 
 // EndTestBuild records a running Test build's result; one that has ended
 // already keeps its result.
 func (s *Environments) EndTestBuild(ctx context.Context, id, state, detail string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE id = ? AND state = ?`,
+	_, err := s.exec(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE id = ? AND state = ?`,
 		state, detail, ms(s.now()), id, TestRunning)
 	return err
 }
@@ -194,7 +194,7 @@ func (s *Environments) EndTestBuild(ctx context.Context, id, state, detail strin
 // EndRunningTestBuilds fails every Test build still running, as the Hub
 // starts: the Runner that ran it reported to a Hub that is gone.
 func (s *Environments) EndRunningTestBuilds(ctx context.Context, detail string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE state = ?`,
+	_, err := s.exec(ctx, `UPDATE environment_tests SET state = ?, detail = ?, ended_at = ? WHERE state = ?`,
 		TestFailed, detail, ms(s.now()), TestRunning)
 	return err
 }
@@ -223,7 +223,7 @@ func (s *Environments) SessionEnvironment(ctx context.Context, id string) (int, 
 
 // SetSessionEnvironment records the version a Session starts on.
 func (s *Environments) SetSessionEnvironment(ctx context.Context, id string, version int) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET environment_version = ? WHERE id = ?`, version, id)
+	_, err := s.exec(ctx, `UPDATE sessions SET environment_version = ? WHERE id = ?`, version, id)
 	return err
 }
 

@@ -14,7 +14,7 @@ type EnvironmentFollow struct {
 
 // SetFollow makes f the Repo's follow, replacing any.
 func (s *Environments) SetFollow(ctx context.Context, f EnvironmentFollow) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_follows (repo_id, path, user_id, updated_at) VALUES (?, ?, ?, ?)
+	_, err := s.exec(ctx, `INSERT INTO environment_follows (repo_id, path, user_id, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (repo_id) DO UPDATE SET path = excluded.path, user_id = excluded.user_id, updated_at = excluded.updated_at`,
 		f.RepoID, f.Path, f.UserID, ms(s.now()))
 	return err
@@ -22,7 +22,7 @@ func (s *Environments) SetFollow(ctx context.Context, f EnvironmentFollow) error
 
 // StopFollow ends the Repo's follow; none is no error.
 func (s *Environments) StopFollow(ctx context.Context, repoID string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM environment_follows WHERE repo_id = ?`, repoID)
+	_, err := s.exec(ctx, `DELETE FROM environment_follows WHERE repo_id = ?`, repoID)
 	return err
 }
 

@@ -61,7 +61,7 @@ func (s *Repos) RepoLimits(ctx context.Context, repoID string) (RepoLimits, erro
 // SetRepoLimits sets the Repo's limits; its hours are kept to the
 // millisecond, its caps to the millionth of a dollar.
 func (s *Repos) SetRepoLimits(ctx context.Context, repoID string, l RepoLimits) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ?, github_attempts = ? WHERE id = ?`,
+	_, err := s.exec(ctx, `UPDATE repos SET max_turns = ?, max_turn_ms = ?, max_spend_micros = ?, max_session_spend_micros = ?, github_attempts = ? WHERE id = ?`,
 		l.MaxTurns, l.TurnTime().Milliseconds(), int64(math.Round(l.MaxSpend*1e6)), int64(math.Round(l.MaxSessionSpend*1e6)), l.GitHubAttempts, repoID)
 	return err
 }
@@ -75,7 +75,7 @@ func (s *Limits) CountTurn(ctx context.Context, id string) (int, error) {
 
 // AddTurnTime adds a Turn's time to the Session's.
 func (s *Limits) AddTurnTime(ctx context.Context, id string, d time.Duration) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET turn_ms = turn_ms + ? WHERE id = ?`, d.Milliseconds(), id)
+	_, err := s.exec(ctx, `UPDATE sessions SET turn_ms = turn_ms + ? WHERE id = ?`, d.Milliseconds(), id)
 	return err
 }
 
@@ -111,6 +111,6 @@ func (s *Limits) Line(ctx context.Context, creatorID string) ([]Waiting, error) 
 
 // LeaveLine takes a Session out of its Creator's line.
 func (s *Limits) LeaveLine(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
+	_, err := s.exec(ctx, `UPDATE sessions SET line_seq = NULL, updated_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }

@@ -558,7 +558,7 @@ func (s *MCP) SetInstallationTokens(ctx context.Context, id string, sealed []byt
 
 // PutOAuthState records a flow under way by the state's hash.
 func (s *MCP) PutOAuthState(ctx context.Context, hash []byte, installationID, userID string, verifier []byte, expires time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_states (hash, installation_id, user_id, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO oauth_states (hash, installation_id, user_id, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
 		hash, installationID, userID, verifier, ms(expires))
 	return err
 }

@@ -161,7 +161,7 @@ func (s *Members) CreateInvite(ctx context.Context, login, createdBy string, ttl
 	secret, hash := auth.NewToken(auth.Invite)
 	now := s.now()
 	inv := Invite{ID: uuid.NewString(), GitHubLogin: login, CreatedBy: createdBy, CreatedAt: now, ExpiresAt: now.Add(ttl)}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO invites (id, hash, github_login, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO invites (id, hash, github_login, created_by, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		inv.ID, hash, login, createdBy, ms(now), ms(inv.ExpiresAt))
 	if err != nil {
 		return Invite{}, "", fmt.Errorf("create invite: %w", err)
@@ -185,7 +185,7 @@ func scanInvite(row scanner) (Invite, error) {
 
 // RevokeInvite revokes an unused Invite, or returns ErrNotFound.
 func (s *Members) RevokeInvite(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE invites SET revoked_at = ? WHERE id = ? AND used_at IS NULL AND revoked_at IS NULL`, ms(s.now()), id)
+	res, err := s.exec(ctx, `UPDATE invites SET revoked_at = ? WHERE id = ? AND used_at IS NULL AND revoked_at IS NULL`, ms(s.now()), id)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (s *Members) AddCLIToken(ctx context.Context, userID, name string, hash []b
 	if len(hash) != 32 {
 		return fmt.Errorf("a CLI token's hash is a SHA-256, 32 bytes: %w", errdefs.ErrInvalid)
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		uuid.NewString(), userID, hash, name, ms(s.now()), ms(signedIn))
 	if err != nil {
 		return fmt.Errorf("add CLI token: %w", err)

@@ -14,7 +14,7 @@ import (
 // one before it stops working.
 func (s *Signins) CreateMetricsToken(ctx context.Context) (string, error) {
 	token, hash := auth.NewToken(auth.Metrics)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO metrics_token (one, token_hash, created_at) VALUES (1, ?, ?)
+	_, err := s.exec(ctx, `INSERT INTO metrics_token (one, token_hash, created_at) VALUES (1, ?, ?)
 		ON CONFLICT (one) DO UPDATE SET token_hash = excluded.token_hash, created_at = excluded.created_at`, hash, ms(s.now()))
 	if err != nil {
 		return "", fmt.Errorf("create the metrics token: %w", err)
@@ -25,7 +25,7 @@ func (s *Signins) CreateMetricsToken(ctx context.Context) (string, error) {
 // RevokeMetricsToken ends the metrics token. Returns ErrNotFound if there
 // is none.
 func (s *Signins) RevokeMetricsToken(ctx context.Context) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM metrics_token`)
+	res, err := s.exec(ctx, `DELETE FROM metrics_token`)
 	if err != nil {
 		return fmt.Errorf("revoke the metrics token: %w", err)
 	}

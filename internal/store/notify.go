@@ -49,7 +49,7 @@ func fromMSOrZero(v int64) time.Time {
 // sealed.
 func (s *Notify) AddNotifyWebhook(ctx context.Context, w NotifyWebhook) (NotifyWebhook, error) {
 	w.CreatedAt = s.now()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO notify_webhooks (id, user_id, url, format, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO notify_webhooks (id, user_id, url, format, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		w.ID, w.UserID, w.URL, w.Format, w.Secret, ms(w.CreatedAt))
 	return w, err
 }
@@ -82,7 +82,7 @@ func (s *Notify) EditNotifyWebhook(ctx context.Context, userID, id, url, format 
 // DeleteNotifyWebhook removes a Member's webhook and what waits for it.
 // ErrNotFound for none of theirs.
 func (s *Notify) DeleteNotifyWebhook(ctx context.Context, userID, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM notify_webhooks WHERE id = ? AND user_id = ?`, id, userID)
+	res, err := s.exec(ctx, `DELETE FROM notify_webhooks WHERE id = ? AND user_id = ?`, id, userID)
 	if err != nil {
 		return err
 	}

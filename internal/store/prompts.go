@@ -121,7 +121,7 @@ func (s *Prompts) EditPrompt(ctx context.Context, sessionID, id, text string, se
 	if text == "" && sealed == nil {
 		q, args = `UPDATE prompts SET state = 'cancelled' WHERE session_id = ? AND id = ? AND state = 'queued'`, []any{sessionID, id}
 	}
-	res, err := s.db.ExecContext(ctx, q, args...)
+	res, err := s.exec(ctx, q, args...)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (s *Prompts) SetPromptState(ctx context.Context, id string, from, to Prompt
 	case Delivered:
 		args[1] = ms(s.now())
 	}
-	res, err := s.db.ExecContext(ctx, q, args...)
+	res, err := s.exec(ctx, q, args...)
 	if err != nil {
 		return err
 	}

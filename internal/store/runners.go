@@ -117,7 +117,7 @@ func (s *Runners) RunnerByID(ctx context.Context, id string) (Runner, error) {
 // own. Returns ErrNotFound if there is no such live Runner.
 func (s *Runners) RotateRunnerToken(ctx context.Context, id string) (string, error) {
 	token, hash := auth.NewToken(auth.Runner)
-	res, err := s.db.ExecContext(ctx, `UPDATE runners SET token_hash = ? WHERE id = ? AND revoked_at IS NULL`, hash, id)
+	res, err := s.exec(ctx, `UPDATE runners SET token_hash = ? WHERE id = ? AND revoked_at IS NULL`, hash, id)
 	if err != nil {
 		return "", err
 	}
@@ -130,7 +130,7 @@ func (s *Runners) RotateRunnerToken(ctx context.Context, id string) (string, err
 // RevokeRunner revokes a live Runner's token. Returns ErrNotFound if there is
 // no such live Runner.
 func (s *Runners) RevokeRunner(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(s.now()), id)
+	res, err := s.exec(ctx, `UPDATE runners SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, ms(s.now()), id)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func (s *Runners) RevokeRunner(ctx context.Context, id string) error {
 // to the Member who paired it. Returns ErrNotFound if there is no such live
 // Runner.
 func (s *Runners) SetRunnerShared(ctx context.Context, id string, shared bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE runners SET shared = ? WHERE id = ? AND revoked_at IS NULL`, shared, id)
+	res, err := s.exec(ctx, `UPDATE runners SET shared = ? WHERE id = ? AND revoked_at IS NULL`, shared, id)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Runners) SetRunnerShared(ctx context.Context, id string, shared bool) e
 
 // TouchRunner records that a Runner was seen now.
 func (s *Runners) TouchRunner(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE runners SET last_seen_at = ? WHERE id = ?`, ms(s.now()), id)
+	_, err := s.exec(ctx, `UPDATE runners SET last_seen_at = ? WHERE id = ?`, ms(s.now()), id)
 	return err
 }
 

@@ -13,7 +13,7 @@ import (
 // SetUserSecret stores a person's sealed secret (such as "claude-token"),
 // replacing the one they had.
 func (s *Members) SetUserSecret(ctx context.Context, userID, name string, sealed []byte) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO user_secrets (user_id, name, sealed, set_at) VALUES (?, ?, ?, ?)
+	_, err := s.exec(ctx, `INSERT INTO user_secrets (user_id, name, sealed, set_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (user_id, name) DO UPDATE SET sealed = excluded.sealed, set_at = excluded.set_at`, userID, name, sealed, ms(s.now()))
 	return err
 }
@@ -32,6 +32,6 @@ func (s *Members) UserSecret(ctx context.Context, userID, name string) ([]byte, 
 
 // DeleteUserSecret removes a person's secret.
 func (s *Members) DeleteUserSecret(ctx context.Context, userID, name string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM user_secrets WHERE user_id = ? AND name = ?`, userID, name)
+	_, err := s.exec(ctx, `DELETE FROM user_secrets WHERE user_id = ? AND name = ?`, userID, name)
 	return err
 }

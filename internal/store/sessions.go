@@ -130,7 +130,7 @@ func scanSession(row scanner) (Session, error) {
 // for an awake place (SetWaiting).
 func (s *Sessions) CreateSession(ctx context.Context, x Session) (Session, error) {
 	now := s.now()
-	line, exec := "NULL", s.db.ExecContext
+	line, exec := "NULL", s.exec
 	if x.State == Asleep {
 		line, exec = nextInLine, s.joinLine
 	} else {
@@ -195,7 +195,7 @@ func (s *Sessions) MoveSession(ctx context.Context, id string, from, to SessionS
 	if to != Asleep && to != Failed {
 		retries += "line_seq = NULL, " // awake or archived: out of the line
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+retries+`state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
+	res, err := s.exec(ctx, `UPDATE sessions SET `+retries+`state = ?, state_detail = ?, transient = ?, archived_at = ?, updated_at = ? WHERE id = ? AND state = ?`,
 		to, detail, transient, archived, now, id, from)
 	if err != nil {
 		return err
@@ -235,7 +235,7 @@ func (s *Sessions) SwapSandboxToken(ctx context.Context, id string, sealed []byt
 // SetSandboxGit records what the Session's newest Sandbox token lets git
 // do ("write" or "read"), and reports whether that changed.
 func (s *Sessions) SetSandboxGit(ctx context.Context, id, git string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET sandbox_git = ? WHERE id = ? AND sandbox_git <> ?`, git, id, git)
+	res, err := s.exec(ctx, `UPDATE sessions SET sandbox_git = ? WHERE id = ? AND sandbox_git <> ?`, git, id, git)
 	if err != nil {
 		return false, err
 	}
@@ -257,7 +257,7 @@ func (s *Sessions) SetThreadContext(ctx context.Context, id string, on bool) err
 // setSwitch sets one of the Creator's switches of a Session, the column
 // col (a constant of the callers', never input).
 func (s *Sessions) setSwitch(ctx context.Context, id, col string, on bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET `+col+` = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
+	res, err := s.exec(ctx, `UPDATE sessions SET `+col+` = ?, updated_at = ? WHERE id = ?`, on, ms(s.now()), id)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func (s *Sessions) setSwitch(ctx context.Context, id, col string, on bool) error
 // SetConversation records that Claude Code has written the Session's
 // conversation down.
 func (s *Sessions) SetConversation(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET conversation = 1 WHERE id = ?`, id)
+	_, err := s.exec(ctx, `UPDATE sessions SET conversation = 1 WHERE id = ?`, id)
 	return err
 }
 
@@ -278,13 +278,13 @@ func (s *Sessions) SetConversation(ctx context.Context, id string) error {
 // replacing the last one, and returns it once.
 func (s *Sessions) IssueModToken(ctx context.Context, sessionID string) (string, error) {
 	token, hash := auth.NewToken(auth.Mod)
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = ? WHERE id = ?`, hash, sessionID)
+	_, err := s.exec(ctx, `UPDATE sessions SET mod_token_hash = ? WHERE id = ?`, hash, sessionID)
 	return token, err
 }
 
 // RevokeModToken ends the Session's current run's mod token.
 func (s *Sessions) RevokeModToken(ctx context.Context, sessionID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET mod_token_hash = NULL WHERE id = ?`, sessionID)
+	_, err := s.exec(ctx, `UPDATE sessions SET mod_token_hash = NULL WHERE id = ?`, sessionID)
 	return err
 }
 
@@ -396,7 +396,7 @@ func (s *Sessions) EventUse(ctx context.Context, sessionID string) (EventUse, er
 // SetEventData rewrites the data of a Session's stored Event: the Hub's
 // note of the Events it dropped, kept up to date. ErrNotFound for none.
 func (s *Sessions) SetEventData(ctx context.Context, sessionID string, seq int64, data []byte) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE events SET data = ? WHERE session_id = ? AND seq = ?`, string(data), sessionID, seq)
+	res, err := s.exec(ctx, `UPDATE events SET data = ? WHERE session_id = ? AND seq = ?`, string(data), sessionID, seq)
 	if err != nil {
 		return err
 	}
@@ -472,14 +472,14 @@ func (s *Sessions) SetTranscriptOffsets(ctx context.Context, id string, offsets 
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `UPDATE sessions SET transcript_offsets = ? WHERE id = ?`, string(b), id)
+	_, err = s.exec(ctx, `UPDATE sessions SET transcript_offsets = ? WHERE id = ?`, string(b), id)
 	return err
 }
 
 // TitleFromPull gives a Session its pull request's title, unless a person
 // named it (UpdateSession), and reports whether the title changed.
 func (s *Sessions) TitleFromPull(ctx context.Context, id, title string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET title = ?, updated_at = ? WHERE id = ? AND titled = 0 AND title <> ?`,
+	res, err := s.exec(ctx, `UPDATE sessions SET title = ?, updated_at = ? WHERE id = ? AND titled = 0 AND title <> ?`,
 		title, ms(s.now()), id, title)
 	if err != nil {
 		return false, err
@@ -502,7 +502,7 @@ func (s *Sessions) TranscriptOffsets(ctx context.Context, id string) (map[string
 // asks: a title changed so no longer follows its pull request's
 // (TitleFromPull).
 func (s *Sessions) UpdateSession(ctx context.Context, id, title, model, effort string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET titled = CASE WHEN title <> ? THEN 1 ELSE titled END, title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
+	res, err := s.exec(ctx, `UPDATE sessions SET titled = CASE WHEN title <> ? THEN 1 ELSE titled END, title = ?, model = ?, effort = ?, updated_at = ? WHERE id = ?`,
 		title, title, model, effort, ms(s.now()), id)
 	if err != nil {
 		return err

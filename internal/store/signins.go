@@ -28,7 +28,7 @@ const signinTouchEvery = time.Minute
 func (s *Signins) CreateSignin(ctx context.Context, userID string) (string, error) {
 	token, hash := auth.NewToken(auth.Cookie)
 	now := ms(s.now())
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO signins (hash, user_id, created_at, used_at) VALUES (?, ?, ?, ?)`, hash, userID, now, now); err != nil {
+	if _, err := s.exec(ctx, `INSERT INTO signins (hash, user_id, created_at, used_at) VALUES (?, ?, ?, ?)`, hash, userID, now, now); err != nil {
 		return "", fmt.Errorf("create sign-in: %w", err)
 	}
 	return token, nil
@@ -52,11 +52,11 @@ func (s *Signins) UserBySignin(ctx context.Context, token string, life Lifetimes
 	}
 	now := s.now()
 	if now.Sub(time.UnixMilli(created)) >= life.Max || now.Sub(time.UnixMilli(used)) >= life.Idle {
-		s.db.ExecContext(ctx, `DELETE FROM signins WHERE hash = ?`, hash)
+		s.exec(ctx, `DELETE FROM signins WHERE hash = ?`, hash)
 		return User{}, fmt.Errorf("sign-in expired: %w", errdefs.ErrUnauthorized)
 	}
 	if now.Sub(time.UnixMilli(used)) >= min(signinTouchEvery, life.Idle/10) {
-		s.db.ExecContext(ctx, `UPDATE signins SET used_at = ? WHERE hash = ?`, ms(now), hash)
+		s.exec(ctx, `UPDATE signins SET used_at = ? WHERE hash = ?`, ms(now), hash)
 	}
 	u.CreatedAt = time.UnixMilli(uCreated)
 	return u, nil
@@ -64,7 +64,7 @@ func (s *Signins) UserBySignin(ctx context.Context, token string, life Lifetimes
 
 // EndSignin ends a sign-in by its cookie value, at once.
 func (s *Signins) EndSignin(ctx context.Context, token string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE hash = ?`, auth.Hash(token))
+	_, err := s.exec(ctx, `DELETE FROM signins WHERE hash = ?`, auth.Hash(token))
 	return err
 }
 
@@ -72,7 +72,7 @@ func (s *Signins) EndSignin(ctx context.Context, token string) error {
 // when a cookie is read whether or not this runs; it only frees storage.
 func (s *Signins) SweepSignins(ctx context.Context, life Lifetimes) error {
 	now := s.now()
-	_, err := s.db.ExecContext(ctx, `DELETE FROM signins WHERE created_at <= ? OR used_at <= ?`, ms(now.Add(-life.Max)), ms(now.Add(-life.Idle)))
+	_, err := s.exec(ctx, `DELETE FROM signins WHERE created_at <= ? OR used_at <= ?`, ms(now.Add(-life.Max)), ms(now.Add(-life.Idle)))
 	return err
 }
 

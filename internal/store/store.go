@@ -8,12 +8,15 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +24,7 @@ import (
 	"time"
 
 	"kndl.dev/kndl/internal/errdefs"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
 )
 
 //go:embed migrations/*.sql
@@ -65,6 +68,7 @@ type handle struct {
 	dialect dialect
 	now     func() time.Time
 	observe atomic.Pointer[func(op string, d time.Duration)] // Observe's
+	log     atomic.Pointer[slog.Logger]                      // Log's; slog.Default() if nil
 }
 
 // The domain types: each is the handle with its domain's queries as
@@ -137,11 +141,37 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// Write transactions take the lock at BEGIN, so two writers queue on
 	// busy_timeout instead of failing to upgrade a read lock.
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
+	db := sql.OpenDB(sqliteConnector{d: &sqlite.Driver{}, dsn: "file:" + path + "?" + q.Encode()})
 	return openDB(ctx, db, sqliteDialect, "store "+path)
+}
+
+// sqliteConnector opens the store's SQLite connections, each waiting for
+// SQLite's locks in the driver's busy handler, a Go sleep, rather than in
+// SQLite's own, a nanosleep syscall, which the driver keeps for a
+// connection until a call on it has a context that can end. A write with
+// one that can't (context.Background, WithoutCancel) then held an OS
+// thread for up to busy_timeout, and in a testing/synctest bubble kept the
+// bubble's clock still: a lock holder waiting on that clock never let go,
+// and the write failed after 10 s of real time.
+type sqliteConnector struct {
+	d   *sqlite.Driver
+	dsn string
+}
+
+func (c sqliteConnector) Driver() driver.Driver { return c.d }
+
+func (c sqliteConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.d.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx) // one that can end puts the driver's handler in
+	defer cancel()
+	if _, err := conn.(driver.ExecerContext).ExecContext(ctx, `SELECT 1`, nil); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // maxIdleConns is how many connections the store keeps open between
@@ -271,21 +301,82 @@ func (s *Store) InTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // inTx runs fn in a write transaction that waits for t's turn first.
 func (s *handle) inTx(ctx context.Context, t turn, fn func(*sql.Tx) error) error {
+	start := time.Now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		s.waited(start, err)
 		return err
 	}
 	if lock, args := s.dialect.lock(t); lock != "" {
 		if _, err := tx.ExecContext(ctx, lock, args...); err != nil {
 			tx.Rollback()
+			s.waited(start, err)
 			return err
 		}
 	}
+	s.waited(start, nil)
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
 	}
 	return tx.Commit()
+}
+
+// slowLock is how long a write may wait for the database's write lock
+// (SQLite's, under busy_timeout; PostgreSQL's advisory locks) before the
+// store warns. A write holds it for milliseconds: a wait of seconds means
+// a writer kept it (a transaction left open across something slow), and at
+// busy_timeout (10 s) SQLite gives up with "database is locked".
+const slowLock = 2 * time.Second
+
+// Log has the store warn on l, rather than slog.Default(), of a write
+// that waited over slowLock for the write lock.
+func (s *Store) Log(l *slog.Logger) { s.log.Store(l) }
+
+// exec runs a write outside a transaction, warning as waited does if it
+// took over slowLock: the wait for the lock is all of a statement's time
+// that can run to seconds.
+func (s *handle) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	start := time.Now()
+	res, err := s.db.ExecContext(ctx, query, args...)
+	s.waited(start, err)
+	return res, err
+}
+
+// waited warns if the write lock, waited for since start, took over
+// slowLock, naming the store's call that waited (the first caller outside
+// this file's helpers), how long, and how the wait ended.
+func (s *handle) waited(start time.Time, err error) {
+	d := time.Since(start)
+	if d <= slowLock {
+		return
+	}
+	l := s.log.Load()
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("a store write waited for the database's write lock", "op", waiter(), "waited", d.Round(time.Millisecond), "err", err)
+}
+
+// waiter names the store call above inTx, InTx, exec and waited, such as
+// Prompts.Enqueue, without its package path.
+func waiter() string {
+	pcs := make([]uintptr, 16)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		name := f.Function[strings.LastIndex(f.Function, "/")+1:]
+		switch strings.TrimPrefix(name, "store.") {
+		case "(*handle).inTx", "(*Store).InTx", "(*handle).exec":
+		default:
+			if name != "" {
+				return strings.NewReplacer("store.", "", "(*", "", ")", "").Replace(name)
+			}
+		}
+		if !more {
+			return "unknown"
+		}
+	}
 }
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -87,7 +87,7 @@ func (s *Threads) NextDelivery(ctx context.Context) (d Delivery, ok bool, err er
 // DoneDelivery records that a delivery's work is done, dropping it; its
 // id stays taken.
 func (s *Threads) DoneDelivery(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE webhook_deliveries SET work = NULL WHERE id = ?`, id)
+	_, err := s.exec(ctx, `UPDATE webhook_deliveries SET work = NULL WHERE id = ?`, id)
 	return err
 }
 
@@ -111,14 +111,14 @@ func scanThread(row scanner) (Thread, error) {
 
 // AddThread records the thread a Session was started from.
 func (s *Threads) AddThread(ctx context.Context, t Thread) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO session_threads (session_id, repo, issue, reply_id, created_at) VALUES (?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO session_threads (session_id, repo, issue, reply_id, created_at) VALUES (?, ?, ?, ?, ?)`,
 		t.SessionID, t.Repo, t.Issue, t.ReplyID, ms(s.now()))
 	return err
 }
 
 // SetThreadReply records the Hub's comment in a Session's thread.
 func (s *Threads) SetThreadReply(ctx context.Context, sessionID string, replyID int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET reply_id = ? WHERE session_id = ?`, replyID, sessionID)
+	_, err := s.exec(ctx, `UPDATE session_threads SET reply_id = ? WHERE session_id = ?`, replyID, sessionID)
 	return err
 }
 
@@ -139,7 +139,7 @@ func (s *Threads) SessionThread(ctx context.Context, sessionID string) (Thread, 
 // SetThreadNote records what the Hub's reply in a Session's thread says
 // of the thread's own events.
 func (s *Threads) SetThreadNote(ctx context.Context, sessionID, note string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE session_threads SET note = ? WHERE session_id = ?`, note, sessionID)
+	_, err := s.exec(ctx, `UPDATE session_threads SET note = ? WHERE session_id = ?`, note, sessionID)
 	return err
 }
 
@@ -152,7 +152,7 @@ func (s *Repos) TriggerLabel(ctx context.Context, repoID string) (string, error)
 
 // SetTriggerLabel sets the Repo's trigger label; "" turns it off.
 func (s *Repos) SetTriggerLabel(ctx context.Context, repoID, label string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE repos SET trigger_label = ? WHERE id = ?`, label, repoID)
+	_, err := s.exec(ctx, `UPDATE repos SET trigger_label = ? WHERE id = ?`, label, repoID)
 	return err
 }
 

@@ -59,7 +59,7 @@ func (s *Members) UserByID(ctx context.Context, id string) (User, error) {
 func (s *Signins) CreateCLIToken(ctx context.Context, userID, name string) (string, error) {
 	token, hash := auth.NewToken(auth.CLI)
 	now := ms(s.now())
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := s.exec(ctx, `INSERT INTO cli_tokens (id, user_id, token_hash, name, created_at, signed_in_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		uuid.NewString(), userID, hash, name, now, now)
 	if err != nil {
 		return "", fmt.Errorf("create CLI token: %w", err)
@@ -88,7 +88,7 @@ func (s *Signins) UserByCLIToken(ctx context.Context, token string) (User, error
 
 // RevokeCLIToken revokes a CLI token by its value.
 func (s *Signins) RevokeCLIToken(ctx context.Context, token string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
+	_, err := s.exec(ctx, `UPDATE cli_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	return err
 }
 
@@ -97,7 +97,7 @@ func (s *Signins) RevokeCLIToken(ctx context.Context, token string) error {
 // operating system's authority, and nothing a request can reach. Returns
 // ErrNotFound for no such live token.
 func (s *Signins) SignInCLIToken(ctx context.Context, token string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE cli_tokens SET signed_in_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
+	res, err := s.exec(ctx, `UPDATE cli_tokens SET signed_in_at = ? WHERE token_hash = ? AND revoked_at IS NULL`, ms(s.now()), auth.Hash(token))
 	if err != nil {
 		return err
 	}

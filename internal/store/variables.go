@@ -148,7 +148,7 @@ func (s *Variables) LinkVariable(ctx context.Context, repoID, name, by string) e
 // UnlinkVariable stops a Repo using a Shared variable. Returns ErrNotFound
 // if it does not link one of that name.
 func (s *Variables) UnlinkVariable(ctx context.Context, repoID, name string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM variable_links WHERE repo_id = ? AND variable_id IN
+	res, err := s.exec(ctx, `DELETE FROM variable_links WHERE repo_id = ? AND variable_id IN
 		(SELECT id FROM variables WHERE repo_id IS NULL AND name = ?)`, repoID, name)
 	if err != nil {
 		return err
@@ -193,7 +193,7 @@ func (s *Repos) List(ctx context.Context) ([]Repo, error) {
 
 // AddSessionMask keeps a sealed value a Session must go on masking.
 func (s *Variables) AddSessionMask(ctx context.Context, sessionID string, sealed []byte) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO session_masks (session_id, sealed) VALUES (?, ?)`, sessionID, sealed)
+	_, err := s.exec(ctx, `INSERT INTO session_masks (session_id, sealed) VALUES (?, ?)`, sessionID, sealed)
 	return err
 }
 
@@ -208,6 +208,6 @@ func (s *Variables) SessionMasks(ctx context.Context, sessionID string) ([][]byt
 
 // DropSessionMasks forgets them, once the Session no longer runs.
 func (s *Variables) DropSessionMasks(ctx context.Context, sessionID string) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM session_masks WHERE session_id = ?`, sessionID)
+	_, err := s.exec(ctx, `DELETE FROM session_masks WHERE session_id = ?`, sessionID)
 	return err
 }
