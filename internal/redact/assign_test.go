@@ -130,3 +130,99 @@ func atWords(d *Detector, texts []string, f func(s string)) {
 		}
 	}
 }
+
+// TestASecretSequenceReadByHandMatchesAsItsRegexp holds each secret
+// alternative read as runs of classes (classRuns, seqIn) to its regexp,
+// ^(alternative)(?:end), from random texts of the bytes its classes hold
+// (the first and last of each class, and a few beside them), '=', the
+// secret's ends and bytes no class holds, in runs of every length about
+// its bounds; at least generic-api-key's [a-z0-9][a-z0-9+/]{11,}={0,3}.
+func TestASecretSequenceReadByHandMatchesAsItsRegexp(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	type part struct {
+		name string
+		a    *assignTail
+		secretPart
+	}
+	var all []part
+	for _, d := range allRules().ds {
+		if d.split != nil {
+			for _, p := range d.split.parts {
+				all = append(all, part{d.Name, d.split, p})
+			}
+		}
+	}
+	// And sequences whose runs overlap, where the lengths are tried back.
+	for _, alt := range []string{`[a-z0-9]{3,}[a-f]{2,4}=?`, `ab?[bc]{2,9}c;?`, `(?i)x[a-z]+[0-9a-z]{0,3}`, `[a-z/]{1,40}/[a-z]{2}`} {
+		a := &assignTail{}
+		a.splitSecret(mustParse(alt), mustParse(`(?i)`+secretEnd))
+		all = append(all, part{alt, a, a.parts[0]})
+	}
+	parts, checked, matched := 0, 0, 0
+	generic := false
+	for _, p := range all {
+		if p.seq == nil {
+			continue
+		}
+		parts++
+		generic = generic || p.name == "generic-api-key"
+		var alphabet []byte
+		for _, c := range p.seq {
+			for b := range 128 {
+				if c.class[b] && (b == 0 || !c.class[b-1] || b == 127 || !c.class[b+1] || r.IntN(8) == 0) {
+					alphabet = append(alphabet, byte(b))
+				}
+			}
+		}
+		alphabet = append(alphabet, []byte("=\\nr;'\"` \t\r\n+/.-_~#")...)
+		for range 3000 {
+			var b []byte
+			for _, c := range p.seq {
+				n := c.min
+				if c.max != c.min {
+					n = c.min + r.IntN(int(min(uint(c.max-c.min), 20))+3) - 1
+				} else if r.IntN(20) == 0 {
+					n += r.IntN(3) - 1
+				}
+				for range max(n, 0) {
+					if r.IntN(40) == 0 {
+						b = append(b, alphabet[r.IntN(len(alphabet))])
+						continue
+					}
+					for {
+						if x := alphabet[r.IntN(len(alphabet))]; c.class[x] {
+							b = append(b, x)
+							break
+						}
+					}
+				}
+			}
+			for range r.IntN(3) {
+				b = append(b, alphabet[r.IntN(len(alphabet))])
+			}
+			if r.IntN(2) == 0 {
+				b = append(b, []string{`"`, " ", ";", "\\n", "\\N", ""}[r.IntN(6)]...)
+			}
+			s := "x = " + string(b)
+			want := p.re.FindStringSubmatchIndex(s[4:])
+			for i := range want {
+				want[i] += 4
+			}
+			var got []int
+			if e, q := p.a.seqIn(s, 4, p.seq); e >= 0 {
+				got = []int{4, e, 4, q}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, %s on %q: got %v, want %v", p.name, p.re, s[4:], got, want)
+			}
+			checked++
+			if want != nil {
+				matched++
+			}
+		}
+	}
+	if !generic || parts < 10 || matched < checked/5 {
+		t.Fatalf("%d alternatives, generic-api-key's among them: %v, %d of %d texts matched: the test reads too little", parts, generic, matched, checked)
+	}
+	t.Logf("%d alternatives read by hand; %d texts checked, %d matched", parts, checked, matched)
+}
