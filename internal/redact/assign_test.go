@@ -226,3 +226,81 @@ func TestASecretSequenceReadByHandMatchesAsItsRegexp(t *testing.T) {
 	}
 	t.Logf("%d alternatives read by hand; %d texts checked, %d matched", parts, checked, matched)
 }
+
+// TestAMatchFoundFromItsNameMatchesAsTheRegexp holds each rule read from
+// its name back (leadRun: [\w.-]{0,50}? before the name) to its regexp
+// over the whole window: the same matches, groups and all, in texts of
+// its examples, its names in random cases behind runs of name bytes of
+// every length about 50, operators, spaces, and the secrets of its
+// examples, several in a line.
+func TestAMatchFoundFromItsNameMatchesAsTheRegexp(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	rules, checked, matched := 0, 0, 0
+	for _, d := range allRules().ds {
+		if !d.leadRun {
+			continue
+		}
+		rules++
+		var secrets []string
+		for _, e := range d.Examples {
+			for _, m := range d.re.FindAllStringSubmatchIndex(e, -1) {
+				secrets = append(secrets, e[m[2]:m[3]])
+			}
+		}
+		if len(secrets) == 0 {
+			t.Fatalf("%s: no secret in its examples", d.Name)
+		}
+		pieces := []string{" ", "\t", "'", `"`, "=", ":", ":=", "||", "=>", ",", "_", ".", "-", "a", "Z", "9", "key", "\\n", ";", "/", "\n", "é"}
+		texts := slices.Clone(d.Examples)
+		for range 2000 {
+			var b strings.Builder
+			for range 1 + r.IntN(3) {
+				for range r.IntN(60) {
+					b.WriteByte("aZ9_.-"[r.IntN(6)])
+				}
+				for _, c := range []byte(d.starts[r.IntN(len(d.starts))]) {
+					if r.IntN(2) == 0 {
+						c = byte(unicode.ToUpper(rune(c)))
+					}
+					b.WriteByte(c)
+				}
+				for range r.IntN(4) {
+					b.WriteString(pieces[r.IntN(len(pieces))])
+				}
+				b.WriteString([]string{" = ", ": '", "=", " "}[r.IntN(4)])
+				sec := secrets[r.IntN(len(secrets))]
+				if r.IntN(4) == 0 {
+					sec = sec[:r.IntN(len(sec))]
+				}
+				b.WriteString(sec)
+				for range r.IntN(3) {
+					b.WriteString(pieces[r.IntN(len(pieces))])
+				}
+			}
+			texts = append(texts, b.String())
+		}
+		for _, text := range texts {
+			if indexNonASCII(text) >= 0 {
+				continue
+			}
+			var got [][]int
+			e := *d
+			e.span = func(_ string, m []int) (int, int, bool) {
+				got = append(got, slices.Clone(m))
+				return m[0], m[1], true
+			}
+			e.secretOf = nil
+			e.findAtStarts(text, 0, len(text), nil, nil)
+			want := d.re.FindAllStringSubmatchIndex(text, -1)
+			if !slices.EqualFunc(got, want, slices.Equal) {
+				t.Fatalf("%s on %q: got %v, want %v", d.Name, text, got, want)
+			}
+			checked++
+			matched += len(want)
+		}
+	}
+	if rules < 5 || matched < 3000 {
+		t.Fatalf("%d rules, %d matches: the test reads too little", rules, matched)
+	}
+	t.Logf("%d rules read from their names; %d texts checked, %d matches", rules, checked, matched)
+}
