@@ -47,6 +47,17 @@ type secretPart struct {
 	class    *[256]bool
 	min, max int // max -1: no bound
 	re       *regexp.Regexp
+	// seq, if set, is re read by hand: a sequence of greedy runs of one
+	// class's bytes each (generic-api-key's [a-z0-9][a-z0-9+/]{11,}={0,3},
+	// at 10-20 µs a base64 secret in Go's backtracker).
+	seq []classRun
+}
+
+// A classRun is min to max (-1: no bound) bytes of class, as many as
+// can be first.
+type classRun struct {
+	class    *[256]bool
+	min, max int
 }
 
 // splitAssign returns tail as an assignTail, or nil where tail is not of
@@ -113,9 +124,109 @@ func (a *assignTail) splitSecret(secret, end *syntax.Regexp) {
 			r.class = asciiClass(alt.Sub[0])
 		} else {
 			r.re = regexp.MustCompile(`^(` + alt.String() + `)(?:` + end.String() + `)`)
+			r.seq = classRuns(alt)
 		}
 		a.parts = append(a.parts, r)
 	}
+}
+
+// classRuns is t as a sequence of greedy runs of one class's bytes each,
+// if it is a concatenation of character classes, literals and greedy
+// repeats of a class or of one byte, with at most one run of no bound
+// or more than maxRunSpread lengths and at most maxRunWays ways of
+// taking the others (a bounded number of tries for each length of the
+// one), else nil.
+func classRuns(t *syntax.Regexp) []classRun {
+	var out []classRun
+	wide, ways := 0, 1
+	for _, e := range flatConcat(t) {
+		r := classRun{min: 1, max: 1}
+		sub := e
+		switch e.Op {
+		case syntax.OpRepeat, syntax.OpPlus, syntax.OpStar, syntax.OpQuest:
+			if e.Flags&syntax.NonGreedy != 0 {
+				return nil
+			}
+			sub = e.Sub[0]
+			r.min, r.max = e.Min, e.Max
+			switch e.Op {
+			case syntax.OpPlus:
+				r.min, r.max = 1, -1
+			case syntax.OpStar:
+				r.min, r.max = 0, -1
+			case syntax.OpQuest:
+				r.min, r.max = 0, 1
+			}
+		}
+		switch {
+		case sub.Op == syntax.OpCharClass:
+			r.class = asciiClass(sub)
+		case sub.Op == syntax.OpLiteral && (len(sub.Rune) == 1 || sub == e):
+			for _, c := range sub.Rune[:len(sub.Rune)-1] {
+				b, ok := literalClass(c, sub.Flags)
+				if !ok {
+					return nil
+				}
+				out = append(out, classRun{class: b, min: 1, max: 1})
+			}
+			b, ok := literalClass(sub.Rune[len(sub.Rune)-1], sub.Flags)
+			if !ok {
+				return nil
+			}
+			r.class = b
+		default:
+			return nil
+		}
+		if r.max < 0 || r.max-r.min > maxRunSpread {
+			wide++
+		} else {
+			ways *= r.max - r.min + 1
+		}
+		if wide > 1 || ways > maxRunWays {
+			return nil
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// maxRunSpread bounds the lengths a run of classRuns may take but one,
+// and maxRunWays the ways of taking them all.
+const maxRunSpread, maxRunWays = 8, 64
+
+// literalClass is the class of an ASCII rune of a literal with flags, or
+// false beyond ASCII.
+func literalClass(c rune, flags syntax.Flags) (*[256]bool, bool) {
+	if c >= utf8.RuneSelf {
+		return nil, false
+	}
+	var b [256]bool
+	b[c] = true
+	if flags&syntax.FoldCase != 0 && isLetter(byte(c)) {
+		b[c|0x20], b[c&^0x20] = true, true
+	}
+	return &b, true
+}
+
+// seqIn is where the runs seq, then the secret's end, match from s[p:],
+// the lengths tried as a backtracking search tries them (the longest run
+// first, from the first run on), as the secret's end and the secret's
+// ends; or -1.
+func (a *assignTail) seqIn(s string, p int, seq []classRun) (int, int) {
+	if len(seq) == 0 {
+		return a.endAt(s, p), p
+	}
+	r := seq[0]
+	n := len(s) - p
+	if r.max >= 0 {
+		n = min(n, r.max)
+	}
+	for k := run(s, p, n, r.class); k >= r.min; k-- {
+		if e, q := a.seqIn(s, p+k, seq[1:]); e >= 0 {
+			return e, q
+		}
+	}
+	return -1, -1
 }
 
 // secretEnd is what follows the secret in gitleaks' named rules.
@@ -136,6 +247,12 @@ func asciiClass(t *syntax.Regexp) *[256]bool {
 // end at s[p:], by hand, as a.secret finds them, and returns it, or nil.
 func (a *assignTail) secretIn(s string, p int, dst []int) []int {
 	for _, r := range a.parts {
+		if r.seq != nil {
+			if e, q := a.seqIn(s, p, r.seq); e >= 0 {
+				return append(dst[:0], p, e, p, q)
+			}
+			continue
+		}
 		if r.re != nil {
 			if m := r.re.FindStringSubmatchIndex(s[p:]); m != nil {
 				for i := range m {

@@ -74,6 +74,12 @@ type Detector struct {
 	// bound: the match must begin at a word boundary (a leading \b, which
 	// an anchored regexp can't see across).
 	bound bool
+	// leadRun says each match begins with at most 50 bytes of [\w.-]
+	// before one of starts, as few as can be (a named rule whose needed
+	// words are in its secret, lob-api-key's "live_"): the regexp from the
+	// start, anchored, finds the match, which begins as far back as such
+	// bytes go, to the end of the last.
+	leadRun bool
 	// minRun, if set, is the fewest bytes the secret holds, none of them a
 	// space or a quote: a window with no such run holds no match, which a
 	// byte loop tells far quicker than the regexp.
@@ -767,6 +773,12 @@ func (r rule) detector(global allowRule) *Detector {
 			break
 		}
 	}
+	if rest, ok := strings.CutPrefix(r.pattern, tailForms[0].prefix); ok && d.tail == nil {
+		if words, ok := leadNames(rest); ok {
+			d.starts, d.leadRun = words, true
+			d.anchored = regexp.MustCompile(tailForms[0].anchor + rest)
+		}
+	}
 	d.minRun = secretRun(r.pattern)
 	d.secretOf = func(m []int) (int, int, bool) {
 		start, end := m[0], m[1]
@@ -811,6 +823,21 @@ var tailForms = []struct {
 }{
 	{`(?i)[\w.-]{0,50}?`, `(?i)^`, 50},
 	{`[\w.-]{0,50}?(?i:[\w.-]{0,50}?`, `^(?i:`, 100},
+}
+
+// leadNames is the lower-case strings the name group that begins rest, a
+// named rule's pattern after [\w.-]{0,50}?, matches, if few and each
+// at least 2 bytes long.
+func leadNames(rest string) ([]string, bool) {
+	t, err := syntax.Parse(`(?i)`+rest[:groupEnd(rest)], syntax.Perl)
+	if err != nil || !strings.HasPrefix(rest, "(?:") {
+		return nil, false
+	}
+	words, ok := finiteStrings(t)
+	if !ok || slices.ContainsFunc(words, func(w string) bool { return len(w) < 2 || indexNonASCII(w) >= 0 }) {
+		return nil, false
+	}
+	return words, true
 }
 
 // startsWithWord reports whether each match of pattern begins with one of
@@ -953,9 +980,21 @@ func wordChar(c byte) bool { return isAlnum(c) || c == '_' }
 // begins at one of the words (some rules need a word of the secret
 // instead, such as lob-api-key's test_).
 func namesAre(rest string, words []string) bool {
-	if !strings.HasPrefix(rest, "(?:") {
+	i := groupEnd(rest)
+	if !strings.HasPrefix(rest, "(?:") || i == 0 {
 		return false
 	}
+	name := regexp.MustCompile(`(?i)^` + rest[:i] + `$`)
+	for _, w := range words {
+		if !name.MatchString(w) {
+			return false
+		}
+	}
+	return len(words) > 0
+}
+
+// groupEnd is where the group that begins rest ends, or 0.
+func groupEnd(rest string) int {
 	depth := 0
 	for i := 0; i < len(rest); i++ {
 		switch rest[i] {
@@ -965,17 +1004,11 @@ func namesAre(rest string, words []string) bool {
 			depth++
 		case ')':
 			if depth--; depth == 0 {
-				name := regexp.MustCompile(`(?i)^` + rest[:i+1] + `$`)
-				for _, w := range words {
-					if !name.MatchString(w) {
-						return false
-					}
-				}
-				return len(words) > 0
+				return i + 1
 			}
 		}
 	}
-	return false
+	return 0
 }
 
 // lineAt is the text of the lines holding t[a:b], at most maxLine bytes
@@ -1126,7 +1159,12 @@ func newRegistry(ds []*Detector) *registry {
 				panic(fmt.Sprintf("redact: detector %s needs %q: a needed word has 2 to 64 bytes", d.Name, w))
 			}
 		}
-		if d.tail == nil {
+		if d.leadRun {
+			d.startsAt = make([]int, len(d.starts))
+			for i, p := range d.starts {
+				d.startsAt[i] = anchor(p)
+			}
+		} else if d.tail == nil {
 			if bound, ok := startsWithWord(d.re.String(), d.need); ok {
 				d.tail, d.bound = regexp.MustCompile(`^(?:`+d.re.String()+`)`), bound
 			} else if starts, bound, ok := matchStarts(d.re.String()); ok {
@@ -1831,6 +1869,7 @@ func (d *Detector) findIn(text string, from, to int, out []Finding, later *defer
 // a window (kubernetes-secret-yaml's 2 KiB, a tenth of dense text's time).
 func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later *deferred) []Finding {
 	w := text[from:to]
+	last := 0 // where the last match ended
 	for pos := 0; pos < len(w); {
 		s := -1
 		for i, p := range d.starts {
@@ -1854,8 +1893,14 @@ func (d *Detector) findAtStarts(text string, from, to int, out []Finding, later 
 				m[i] += from + s
 			}
 		}
+		if d.leadRun {
+			for k := s; k > max(s-50, last) && (isAlnum(w[k-1]) || strings.IndexByte("_.-", w[k-1]) >= 0); k-- {
+				m[0]--
+			}
+		}
 		out = d.accept(text, m, out, later)
 		pos = m[1] - from
+		last = pos
 	}
 	return out
 }
