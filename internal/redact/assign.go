@@ -148,15 +148,7 @@ func classRuns(t *syntax.Regexp) []classRun {
 				return nil
 			}
 			sub = e.Sub[0]
-			r.min, r.max = e.Min, e.Max
-			switch e.Op {
-			case syntax.OpPlus:
-				r.min, r.max = 1, -1
-			case syntax.OpStar:
-				r.min, r.max = 0, -1
-			case syntax.OpQuest:
-				r.min, r.max = 0, 1
-			}
+			r.min, r.max = repeatBounds(e)
 		}
 		switch {
 		case sub.Op == syntax.OpCharClass:

@@ -144,18 +144,25 @@ func seqElemOf(t *syntax.Regexp) (seqElem, bool) {
 		if t.Flags&syntax.NonGreedy != 0 || class == nil {
 			return seqElem{}, false
 		}
-		e := seqElem{class: class, min: t.Min, max: t.Max}
-		switch t.Op {
-		case syntax.OpPlus:
-			e.min, e.max = 1, -1
-		case syntax.OpStar:
-			e.min, e.max = 0, -1
-		case syntax.OpQuest:
-			e.min, e.max = 0, 1
-		}
+		e := seqElem{class: class}
+		e.min, e.max = repeatBounds(t)
 		return e, true
 	}
 	return seqElem{}, false
+}
+
+// repeatBounds is how often a repeat (x{n,m}, x+, x*, x?) takes its
+// operand: at least least, at most most, -1 for no bound.
+func repeatBounds(t *syntax.Regexp) (least, most int) {
+	switch t.Op {
+	case syntax.OpPlus:
+		return 1, -1
+	case syntax.OpStar:
+		return 0, -1
+	case syntax.OpQuest:
+		return 0, 1
+	}
+	return t.Min, t.Max
 }
 
 // runClass is the ASCII bytes t matches if it is a class or one byte
