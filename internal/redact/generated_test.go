@@ -3,7 +3,6 @@ package redact
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -108,17 +107,8 @@ func TestGeneratedTextIsMaskedAsBefore(t *testing.T) {
 		fmt.Fprintf(&got, "%d marks=%d scrub=%s marked=%s writer-marked=%s writer-all=%s\n", i,
 			len(merged(Find(text))), digest(Scrub(text))[:8], digest(ScrubMarked(text))[:8], digest(written(t, text, false))[:8], digest(written(t, text, true))[:8])
 	}
-	const golden = "testdata/shapes/generated.golden"
-	if *update {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, w := strings.Split(got.String(), "\n"), strings.Split(string(want), "\n")
+	want := golden(t, "testdata/shapes/generated.golden", got.String())
+	g, w := strings.Split(got.String(), "\n"), strings.Split(want, "\n")
 	if len(g) != len(w) {
 		t.Fatalf("%d lines, want %d", len(g), len(w))
 	}

@@ -13,7 +13,23 @@ import (
 	"unicode/utf8"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/shapes/masked.golden from this code's output")
+var update = flag.Bool("update", false, "rewrite testdata/shapes/*.golden from this code's output")
+
+// golden returns the golden file at path, written from got first under
+// -update.
+func golden(t *testing.T, path, got string) string {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(want)
+}
 
 // denseSecrets is size bytes of lines nearly every one of which holds a
 // credential: the examples of every rule, in an order of their own, over
@@ -96,17 +112,7 @@ func TestEveryPathMasksTheBytesItMaskedBefore(t *testing.T) {
 		fmt.Fprintf(&got, "%s marks=%d scrub=%s marked=%s writer-marked=%s writer-all=%s\n", name,
 			len(merged(Find(text))), digest(Scrub(text)), digest(ScrubMarked(text)), digest(written(t, text, false)), digest(written(t, text, true)))
 	}
-	const golden = "testdata/shapes/masked.golden"
-	if *update {
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
+	if want := golden(t, "testdata/shapes/masked.golden", got.String()); got.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", got.String(), want)
 	}
 }
