@@ -1,35 +1,16 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"kndl.dev/kndl/internal/testkit"
 )
-
-// lines is a log's output, written by the store's goroutines and read by
-// the test's.
-type lines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // TestAWriteThatWaitsSecondsForTheWriteLockIsWarnedOf: a write that waits
 // over 2 s for SQLite's write lock, in a transaction or not, is logged at
@@ -39,7 +20,7 @@ func (l *lines) String() string {
 func TestAWriteThatWaitsSecondsForTheWriteLockIsWarnedOf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := open(t)
-		log := &lines{}
+		log := &testkit.Buffer{}
 		s.Log(slog.New(slog.NewTextHandler(log, nil)))
 		ctx := context.Background()
 		r, _, err := s.Runners.CreateRunner(ctx, "r", "")
