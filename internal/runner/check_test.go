@@ -20,9 +20,22 @@ import (
 // Sandbox's /workspace; its result is the exit code the runtime reported
 // and the time the Runner measured, whatever the command prints; a check
 // past its timeout is killed and says so; only the output's last
-// CheckTailMax bytes come back. It gets the Session's Variables.
+// CheckTailMax bytes come back. It gets the Session's Variables. On crun
+// and on gVisor, where the attempt set's e2e test runs its checks on crun
+// alone.
 func TestACheckIsWhatTheRunnerSawOfItsProcess(t *testing.T) {
-	s := checkSandbox(t, crunBackend)
+	for _, be := range checkBackends {
+		t.Run(be.name, func(t *testing.T) { checkIsWhatTheRunnerSaw(t, checkSandbox(t, be.new)) })
+	}
+}
+
+// checkBackends are the backends the check tests run on.
+var checkBackends = []struct {
+	name string
+	new  func(*testing.T) (*oci.OCI, string)
+}{{"crun", crunBackend}, {"gvisor", gvisorBackend}}
+
+func checkIsWhatTheRunnerSaw(t *testing.T, s *session) {
 	ctx := context.Background()
 	vars := []protocol.Variable{{Name: "CHECK_VAR", Value: "from the Session"}}
 	for _, tt := range []struct {
@@ -114,10 +127,7 @@ func checkSandbox(t *testing.T, newBackend func(*testing.T) (*oci.OCI, string)) 
 // ends: the Sandbox's init and another Exec's process (Claude Code's,
 // say) run on.
 func TestNoProcessOfACheckOutlivesIt(t *testing.T) {
-	for _, be := range []struct {
-		name string
-		new  func(*testing.T) (*oci.OCI, string)
-	}{{"crun", crunBackend}, {"gvisor", gvisorBackend}} {
+	for _, be := range checkBackends {
 		t.Run(be.name, func(t *testing.T) {
 			s := checkSandbox(t, be.new)
 			ctx := context.Background()
