@@ -210,10 +210,14 @@ func (s *session) transcript(evs []protocol.Event, offsets map[string]int64) {
 			// a batch read late (written before a sleep, or while the
 			// Runner was away) can show an older one, which says nothing
 			// of this one.
-			if sent != nil && s.current(ev) && sameTaken(sent.text, ev.Text) {
+			typed := sent != nil && s.current(ev) && sameTaken(sent.text, ev.Text)
+			if typed {
 				m.Typed = true
 				sent.taken()
 			}
+			// When a record is read against when it was written: a late
+			// one has the Runner type its prompt again.
+			s.log.Debug("the transcript tells of a prompt", "session", s.id, "written", ev.At, "the one typed", typed)
 		}
 	}
 	s.stream.emit(m)
