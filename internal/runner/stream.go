@@ -215,9 +215,10 @@ func (s *session) transcript(evs []protocol.Event, offsets map[string]int64) {
 				m.Typed = true
 				sent.taken()
 			}
-			// When a record is read against when it was written: a late
-			// one has the Runner type its prompt again.
-			s.log.Debug("the transcript tells of a prompt", "session", s.id, "written", ev.At, "the one typed", typed)
+			// When a record is read against its stamp: a late one has the
+			// Runner type its prompt again. "first" is false when the
+			// hook told of the prompt before it.
+			s.log.Debug("the transcript tells of a prompt", "session", s.id, "written", ev.At, "first", typed)
 		}
 	}
 	s.stream.emit(m)
