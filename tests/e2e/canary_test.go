@@ -31,8 +31,10 @@ import (
 // runs in both of HUB_CLAUDE_TOKEN's modes; in relay mode, where the
 // Creator's token never reaches the Sandbox (and so no model can repeat
 // it), Claude Code's environment, every process's in the Sandbox and every
-// file there are searched for it too.
+// file there are searched for it too. It searches only its own System, so
+// it runs beside other tests.
 func TestNoCredentialIsStoredLoggedOrShownInTheClear(t *testing.T) {
+	t.Parallel()
 	t.Run("relay", func(t *testing.T) { canary(t, true) })
 	t.Run("sandbox", func(t *testing.T) { canary(t, false) })
 }
