@@ -24,90 +24,178 @@ const together = 5
 
 // BenchmarkSessionsStartedTogether starts five Sessions at once from a warm
 // Build, each with a first prompt the model answers with a Bash call, and
-// times each from its POST /api/sessions to its first tool's result (the
-// Event's time): the start, the first prompt's delivery and one tool run,
-// model time excluded; and from Claude Code up (the ready Event) to that
-// result, the delivery and the tool alone. It reports the slowest of the
-// five and their median (medians over the iterations), each phase's median
-// from the POST (phases), the CPU each Sandbox and its Claude Code had
-// spent by the first tool's result and the CPU of this process (the Hub,
-// the Runner and the test) an iteration (sandboxCPU), and the prompts
-// typed again per iteration: by the Runner, which types again a prompt
-// Claude Code did not take, and by the Hub, which gives one back to the
-// queue after its deadline. KNDL_E2E_SANDBOX picks the backend;
-// KNDL_LOAD_LOG=FILE keeps the Hub's and the Runner's log.
-func BenchmarkSessionsStartedTogether(b *testing.B) {
-	s := Start(b)
+// in the same iteration, before or after them by turns, five bare Claude
+// Codes at once on this host, as the Runner starts Claude Code
+// (testkit.StartClaudesTogether): the reference. Each iteration and the
+// end print a line with both and the ratio ("sessions-together"): the time
+// until all five had their first tool's result (the Sessions' from their
+// POST /api/sessions to the result's Event: the start, the first prompt's
+// delivery and one tool run; target at most 1.2×), and the CPU each had
+// spent by then (a Session's Sandbox, from its POST, against a bare Claude
+// Code's own and what it ran; target at most 1.15×), with this process's
+// CPU (the Hub, the Runner and the test) over the five Sessions apart. It
+// reports too each phase's median from the POST (phases), of a Sandbox's
+// CPU Claude Code's own and what it ran, and the prompts typed again per
+// iteration: by the Runner, which types again a prompt Claude Code did not
+// take, and by the Hub, which gives one back to the queue after its
+// deadline. KNDL_E2E_SANDBOX picks the backend; KNDL_LOAD_LOG=FILE keeps
+// the Hub's and the Runner's log.
+func BenchmarkSessionsStartedTogether(b *testing.B) { benchTogether(b, 0) }
+
+// BenchmarkSessionsStartedTogetherFromPool is BenchmarkSessionsStartedTogether
+// on a Runner with a warm pool of five (RUNNER_WARM_POOL), full before each
+// half of an iteration, so no fill runs beside either start: each Session
+// must say it came from the pool, and the time until all five have their
+// first tool's result is at most half the bare five's. A Session's CPU is
+// its Sandbox's from the POST; Claude Code's start, before, was the fill's.
+func BenchmarkSessionsStartedTogetherFromPool(b *testing.B) { benchTogether(b, together) }
+
+func benchTogether(b *testing.B, pool int) {
+	s := Start(b, WithWarmPool(pool))
+	bin := testkit.RealClaude(b)
 	repo := s.Repo()
 	s.Model.On(testkit.PromptContains("warm up"), testkit.Text("ok"))
-	s.Model.On(testkit.PromptContains("together"), testkit.Bash("true"))
+	s.Model.On(testkit.PromptContains(testkit.TogetherPrompt), testkit.Bash("true"))
 	s.Model.On(testkit.AfterToolResult(), testkit.Text("ran"))
 	if path := os.Getenv("KNDL_LOAD_LOG"); path != "" {
 		defer func() { os.WriteFile(path, []byte(s.logText()), 0o600) }()
 	}
 	w := s.NewSession(repo, "warm up")
 	s.WaitEvent(w.ID, testenv.WaitBuild, "the warm-up turn's end", kind(protocol.EventTurnEnd))
-	var slowest, each, fromReady []time.Duration
-	var starts []start
-	var ownCPU []time.Duration
-	var runnerAgain, hubAgain int
-	for i := 0; b.Loop(); i++ {
-		logBefore := s.logText()
-		cpuBefore := processCPU()
-		ids, took, delivered := make([]string, together), make([]time.Duration, together), make([]time.Duration, together)
-		these := make([]start, together)
-		var wg sync.WaitGroup
-		errs := make(chan error, together)
-		for j := range together {
-			wg.Go(func() {
-				posted := time.Now()
-				var v api.SessionView
-				if err := s.call(http.MethodPost, "/api/sessions", api.NewSession{Repo: repo, Prompt: fmt.Sprintf("together %d-%d", i, j)}, &v); err != nil {
-					errs <- err
-					return
-				}
-				ids[j] = v.ID
-				these[j] = timeStart(b, s, v.ID, posted)
-				took[j], delivered[j] = these[j].phase(phaseResult), these[j].phase(phaseResult)-these[j].phase(phaseReady)
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		own := processCPU() - cpuBefore
-		log := strings.TrimPrefix(s.logText(), logBefore)
-		runnerAgain += strings.Count(log, msgRunnerTypesAgain)
-		hubAgain += strings.Count(log, msgHubTypesAgain)
-		b.Logf("iteration %d: first tool's result %v after the start, %v after Claude Code was up; typed again by the Runner %d, by the Hub %d; load average %s",
-			i, took, delivered, strings.Count(log, msgRunnerTypesAgain), strings.Count(log, msgHubTypesAgain), loadAverage())
-		for j, st := range these {
-			b.Logf("  session %d: %s; CPU by the first tool's result: %s", j, st.phases(), st.cpu)
-		}
-		b.Logf("  this process (Hub, Runner, test): %v CPU", own.Round(time.Millisecond))
-		for _, id := range ids {
-			s.Backend.Remove(context.Background(), "s-"+id)
-		}
-		b.StartTimer()
-		slowest = append(slowest, slices.Max(took))
-		each, fromReady = append(each, took...), append(fromReady, delivered...)
-		starts, ownCPU = append(starts, these...), append(ownCPU, own)
+	mode, wallTarget, cpuTarget := "no-pool", "1.2", "1.15"
+	if pool > 0 {
+		mode, wallTarget, cpuTarget = "pool", "0.5", "none"
 	}
-	reportMedian(b, slowest, "ms/all-five-median")
+	var all, bareAll, each, fromReady, cpu, bareCPU, ownCPU []time.Duration
+	var starts []start
+	var runnerAgain, hubAgain int
+	served := map[string]bool{} // pool ids handed out
+	for i := 0; b.Loop(); i++ {
+		var ss sessionsTogether
+		var bare testkit.Together
+		halves := []func(){
+			func() { ss = s.startTogether(b, repo, i, pool > 0, served) },
+			func() { bare = testkit.StartClaudesTogether(b, bin, together, nil) },
+		}
+		first := "sessions"
+		if i%2 == 1 {
+			slices.Reverse(halves)
+			first = "bare"
+		}
+		for _, half := range halves {
+			if pool > 0 {
+				s.poolReady(served, pool)
+			}
+			half()
+		}
+		sc := collect(ss.starts, func(st start) time.Duration { return st.cpu.sandbox })
+		fmt.Printf("sessions-together %s %d: first=%s sessions_all_ms=%d bare_all_ms=%d wall_ratio=%.3f session_cpu_ms=%d bare_cpu_ms=%d cpu_ratio=%.3f hub_runner_cpu_ms=%d load=%q\n",
+			mode, i, first, ss.all.Milliseconds(), bare.All.Milliseconds(), ratio(ss.all, bare.All),
+			median(sc).Milliseconds(), median(bare.Tool).Milliseconds(), ratio(median(sc), median(bare.Tool)), ss.own.Milliseconds(), loadAverage())
+		all, bareAll = append(all, ss.all), append(bareAll, bare.All)
+		cpu, bareCPU = append(cpu, sc...), append(bareCPU, bare.Tool...)
+		for _, st := range ss.starts {
+			each, fromReady = append(each, st.phase(phaseResult)), append(fromReady, st.phase(phaseResult)-st.phase(phaseReady))
+		}
+		starts, ownCPU = append(starts, ss.starts...), append(ownCPU, ss.own)
+		runnerAgain, hubAgain = runnerAgain+ss.runnerAgain, hubAgain+ss.hubAgain
+	}
+	fmt.Printf("sessions-together %s: sessions_all_ms=%d bare_all_ms=%d wall_ratio=%.3f wall_target=%s session_cpu_ms=%d bare_cpu_ms=%d cpu_ratio=%.3f cpu_target=%s hub_runner_cpu_ms_per_session=%d iterations=%d load=%q host=%q\n",
+		mode, median(all).Milliseconds(), median(bareAll).Milliseconds(), ratio(median(all), median(bareAll)), wallTarget,
+		median(cpu).Milliseconds(), median(bareCPU).Milliseconds(), ratio(median(cpu), median(bareCPU)), cpuTarget,
+		median(ownCPU).Milliseconds()/together, len(all), loadAverage(), cpuModel())
+	b.ReportMetric(ratio(median(all), median(bareAll)), "wall/bare")
+	b.ReportMetric(ratio(median(cpu), median(bareCPU)), "cpu/bare")
+	reportMedian(b, all, "ms/all-five-median")
+	reportMedian(b, bareAll, "ms/bare-all-five-median")
 	reportMedian(b, each, "ms/each-median")
 	reportMedian(b, fromReady, "ms/ready-to-tool-median")
 	for p := phaseStarted; p <= phaseToolUse; p++ {
 		reportMedian(b, collect(starts, func(st start) time.Duration { return st.phase(p) }), "ms/to-"+phaseNames[p])
 	}
-	reportMedian(b, collect(starts, func(st start) time.Duration { return st.cpu.sandbox }), "cpu-ms/sandbox")
+	reportMedian(b, cpu, "cpu-ms/sandbox")
+	reportMedian(b, bareCPU, "cpu-ms/bare-claude-code")
 	reportMedian(b, collect(starts, func(st start) time.Duration { return st.cpu.claude }), "cpu-ms/claude-code")
 	reportMedian(b, collect(starts, func(st start) time.Duration { return st.cpu.claudeChildren }), "cpu-ms/claude-code-children")
 	reportMedian(b, ownCPU, "cpu-ms/hub-runner-op")
 	b.ReportMetric(float64(runnerAgain)/float64(b.N), "runner-typed-again/op")
 	b.ReportMetric(float64(hubAgain)/float64(b.N), "hub-typed-again/op")
 }
+
+// sessionsTogether is what startTogether measured of five Sessions: each
+// one's start, the time until all five had their first tool's result, this
+// process's CPU meanwhile, and the prompts typed again.
+type sessionsTogether struct {
+	starts                []start
+	all, own              time.Duration
+	runnerAgain, hubAgain int
+}
+
+// startTogether starts five Sessions at once, waits for each one's first
+// tool's result, logs their phases and removes their Sandboxes. fromPool:
+// each must have taken a warm pool Sandbox, whose pool id goes in served,
+// and its CPU is counted from the POST.
+func (s *System) startTogether(b *testing.B, repo string, i int, fromPool bool, served map[string]bool) sessionsTogether {
+	logBefore := s.logText()
+	cpuBefore := processCPU()
+	poolCPU := map[string]time.Duration{}
+	if fromPool {
+		all, err := s.Backend.List(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range all {
+			if strings.HasPrefix(st.ID, "w-") {
+				poolCPU[st.ID] = cgroupCPU(st.ID)
+			}
+		}
+	}
+	ids, results := make([]string, together), make([]time.Time, together)
+	r := sessionsTogether{starts: make([]start, together)}
+	var wg sync.WaitGroup
+	errs := make(chan error, together)
+	begun := time.Now()
+	for j := range together {
+		wg.Go(func() {
+			posted := time.Now()
+			var v api.SessionView
+			if err := s.call(http.MethodPost, "/api/sessions", api.NewSession{Repo: repo, Prompt: fmt.Sprintf("%s %d-%d", testkit.TogetherPrompt, i, j)}, &v); err != nil {
+				errs <- err
+				return
+			}
+			ids[j] = v.ID
+			r.starts[j] = timeStart(b, s, v.ID, posted)
+			results[j] = posted.Add(r.starts[j].phase(phaseResult))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	r.own = processCPU() - cpuBefore
+	r.all = slices.MaxFunc(results, func(a, b time.Time) int { return a.Compare(b) }).Sub(begun)
+	log := strings.TrimPrefix(s.logText(), logBefore)
+	r.runnerAgain, r.hubAgain = strings.Count(log, msgRunnerTypesAgain), strings.Count(log, msgHubTypesAgain)
+	b.Logf("iteration %d: all five %v; typed again by the Runner %d, by the Hub %d; load average %s", i, r.all, r.runnerAgain, r.hubAgain, loadAverage())
+	for j, id := range ids {
+		sb := s.sandboxOf(id)
+		if fromPool {
+			if !s.startLogSays(id, fromPoolLine) || !strings.HasPrefix(sb, "w-") {
+				b.Fatalf("session %d (%s) runs in %s and its start log does not say %q: %s", j, id, sb, fromPoolLine, dump(s.Events(id)))
+			}
+			served[strings.TrimPrefix(sb, "w-")] = true
+			r.starts[j].cpu.sandbox -= poolCPU[sb]
+		}
+		b.Logf("  session %d: %s; CPU by the first tool's result: %s", j, r.starts[j].phases(), r.starts[j].cpu)
+		s.Backend.Remove(context.Background(), sb)
+	}
+	b.Logf("  this process (Hub, Runner, test): %v CPU", r.own.Round(time.Millisecond))
+	return r
+}
+
+// ratio is a over b.
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 // What the Runner logs when it types a prompt (or its Enter) again, and
 // the Hub when it sends one again: before protocol version 3 it typed it
@@ -192,7 +280,7 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 					st.at[phaseToolUse] = e.At.Sub(posted)
 				case e.Kind == protocol.EventToolResult:
 					st.at[phaseResult] = e.At.Sub(posted)
-					st.cpu = startCPU(id)
+					st.cpu = startCPU(s.sandboxOf(id))
 					return st
 				}
 			}
@@ -217,10 +305,10 @@ func (c cpuSpent) String() string {
 		c.claude.Round(10*time.Millisecond), c.claudeChildren.Round(10*time.Millisecond), c.tmux.Round(10*time.Millisecond))
 }
 
-// startCPU reads what a Session's Sandbox and its processes spent.
-func startCPU(id string) cpuSpent {
-	c := cpuSpent{sandbox: cgroupCPU(id)}
-	for _, pid := range sandboxPids(id) {
+// startCPU reads what Sandbox name and its processes spent.
+func startCPU(name string) cpuSpent {
+	c := cpuSpent{sandbox: cgroupCPU(name)}
+	for _, pid := range sandboxPids(name) {
 		self, children := testkit.ProcessCPU(pid)
 		switch name := procName(pid); {
 		case name == "claude":
