@@ -19,11 +19,13 @@ const TogetherPrompt = "together"
 // Together is what StartClaudesTogether measured of n Claude Codes.
 type Together struct {
 	// Drawn and Tool are each one's CPU, its own and what it ran and
-	// waited for, by its prompt drawn and by its first tool's result.
-	Drawn, Tool []time.Duration
-	// All is the time from their start until all had their first tool's
-	// result.
-	All time.Duration
+	// waited for, by its prompt drawn and by its first tool's result; Own
+	// its own alone by that result.
+	Drawn, Tool, Own []time.Duration
+	// Ready and Result are the time from their start until each drew its
+	// prompt and had its first tool's result; All until all had.
+	Ready, Result []time.Duration
+	All           time.Duration
 }
 
 // StartClaudesTogether sets up n Claude Codes of bin, each as NewClaude
@@ -45,13 +47,14 @@ func StartClaudesTogether(t testing.TB, bin claude.Binary, n int, prepare func(*
 			prepare(cs[i])
 		}
 	}
-	r := Together{Drawn: make([]time.Duration, n), Tool: make([]time.Duration, n)}
-	done := make([]time.Time, n)
+	r := Together{Drawn: make([]time.Duration, n), Tool: make([]time.Duration, n), Own: make([]time.Duration, n),
+		Ready: make([]time.Duration, n), Result: make([]time.Duration, n)}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
 			c.Start(false)
+			r.Ready[i] = time.Since(start)
 			self, children := c.CPU()
 			r.Drawn[i] = self + children
 			c.Send(TogetherPrompt)
@@ -59,13 +62,13 @@ func StartClaudesTogether(t testing.TB, bin claude.Binary, n int, prepare func(*
 				b, _ := os.ReadFile(c.Transcript())
 				return strings.Contains(string(b), `"tool_result"`)
 			})
-			done[i] = time.Now()
+			r.Result[i] = time.Since(start)
 			self, children = c.CPU()
-			r.Tool[i] = self + children
+			r.Tool[i], r.Own[i] = self+children, self
 		})
 	}
 	wg.Wait()
-	r.All = slices.MaxFunc(done, func(a, b time.Time) int { return a.Compare(b) }).Sub(start)
+	r.All = slices.Max(r.Result)
 	for _, c := range cs {
 		c.Stop(false)
 	}

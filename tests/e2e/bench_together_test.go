@@ -92,6 +92,20 @@ func benchTogether(b *testing.B, pool int) {
 		fmt.Printf("sessions-together %s %d: first=%s sessions_all_ms=%d bare_all_ms=%d wall_ratio=%.3f session_cpu_ms=%d bare_cpu_ms=%d cpu_ratio=%.3f hub_runner_cpu_ms=%d load=%q\n",
 			mode, i, first, ss.all.Milliseconds(), bare.All.Milliseconds(), ratio(ss.all, bare.All),
 			median(sc).Milliseconds(), median(bare.Tool).Milliseconds(), ratio(median(sc), median(bare.Tool)), ss.own.Milliseconds(), loadAverage())
+		// Where each side's time and CPU go, medians of the five: to its
+		// prompt drawn (a pool Session's was before), from there to its
+		// first tool's result, Claude Code's own CPU and what it ran.
+		ms := func(ds []time.Duration) int64 { return median(ds).Milliseconds() }
+		bareToResult, bareRan := make([]time.Duration, together), make([]time.Duration, together)
+		for j := range together {
+			bareToResult[j], bareRan[j] = bare.Result[j]-bare.Ready[j], bare.Tool[j]-bare.Own[j]
+		}
+		fmt.Printf("sessions-together-phases %s %d: sessions ready_ms=%d to_result_ms=%d claude_cpu_ms=%d ran_cpu_ms=%d; bare ready_ms=%d to_result_ms=%d claude_cpu_ms=%d ran_cpu_ms=%d\n",
+			mode, i, ms(collect(ss.starts, func(st start) time.Duration { return st.phase(phaseReady) })),
+			ms(collect(ss.starts, func(st start) time.Duration { return st.phase(phaseResult) - st.phase(phaseReady) })),
+			ms(collect(ss.starts, func(st start) time.Duration { return st.cpu.claude })),
+			ms(collect(ss.starts, func(st start) time.Duration { return st.cpu.claudeChildren })),
+			ms(bare.Ready), ms(bareToResult), ms(bare.Own), ms(bareRan))
 		all, bareAll = append(all, ss.all), append(bareAll, bare.All)
 		cpu, bareCPU = append(cpu, sc...), append(bareCPU, bare.Tool...)
 		for _, st := range ss.starts {
