@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,8 +230,8 @@ const (
 type start struct {
 	at  [phaseResult + 1]time.Duration
 	cpu cpuSpent
-	// cpuLate is how long after the result's Event the CPU was read.
-	cpuLate time.Duration
+	// cpuBefore is how long before the result's stamp cpu was sampled.
+	cpuBefore time.Duration
 }
 
 const (
@@ -250,7 +251,7 @@ func (st start) phases() string {
 	for p, d := range st.at {
 		parts = append(parts, fmt.Sprintf("%s %v", phaseNames[p], d.Round(10*time.Millisecond)))
 	}
-	return strings.Join(parts, ", ") + fmt.Sprintf(" (CPU read %v after)", st.cpuLate.Round(time.Millisecond))
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (CPU sampled %v before)", st.cpuBefore.Round(time.Millisecond))
 }
 
 func collect(starts []start, f func(start) time.Duration) []time.Duration {
@@ -270,23 +271,45 @@ func firstToolResult(b *testing.B, s *System, id string) (ready, result time.Tim
 }
 
 // pollEvents is how often timeStart reads a Session's Events. The times
-// are the Events' own, so it only has to be often enough for the CPU read
-// at the first tool's result; every 20 ms, five Sessions' Events cost this
+// are the Events' own; every 20 ms, five Sessions' Events cost this
 // process more CPU than the Hub and the Runner spent (13 to 26 CPU-s an
 // iteration, at load average 15), on the two cores the Sessions share.
-// Once its tool call is seen, every pollResult: Claude Code goes on after
-// the result (the next model call, its reply drawn), and a read 250 ms
-// late counted that against the Session, whose bare reference is read
-// within 10 ms of the result in its transcript.
-const (
-	pollEvents = 250 * time.Millisecond
-	pollResult = 20 * time.Millisecond
-)
+const pollEvents = 250 * time.Millisecond
+
+// sampleCPU is how often timeStart samples a Session's Sandbox's CPU. On a
+// busy host the result's Event reached the Hub 0.2 to 1.5 s after its stamp,
+// and Claude Code goes on meanwhile (the next model call, its reply drawn):
+// the CPU counted is the last sample before the stamp, as a bare Claude
+// Code's is read within about 10 ms of its result in its transcript.
+const sampleCPU = 50 * time.Millisecond
 
 // timeStart waits for a Session's first tool result, posted at posted, and
 // returns its phases and the CPU its Sandbox had spent then.
 func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 	var st start
+	type sample struct {
+		at  time.Time
+		cpu cpuSpent
+	}
+	var mu sync.Mutex
+	var samples []sample
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(sampleCPU)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			c := startCPU(s.sandboxOf(id))
+			mu.Lock()
+			samples = append(samples, sample{time.Now(), c})
+			mu.Unlock()
+		}
+	}()
 	deadline := time.Now().Add(testenv.WaitBuild)
 	for time.Now().Before(deadline) {
 		var evs []protocol.Event
@@ -303,17 +326,19 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 					st.at[phaseToolUse] = e.At.Sub(posted)
 				case e.Kind == protocol.EventToolResult:
 					st.at[phaseResult] = e.At.Sub(posted)
-					st.cpu = startCPU(s.sandboxOf(id))
-					st.cpuLate = time.Since(e.At)
+					mu.Lock()
+					defer mu.Unlock()
+					i := sort.Search(len(samples), func(i int) bool { return samples[i].at.After(e.At) })
+					if i == 0 {
+						b.Errorf("session %s: no CPU sample before its first tool's result", id)
+						return st
+					}
+					st.cpu, st.cpuBefore = samples[i-1].cpu, e.At.Sub(samples[i-1].at)
 					return st
 				}
 			}
 		}
-		if st.at[phaseToolUse] != 0 {
-			time.Sleep(pollResult)
-		} else {
-			time.Sleep(pollEvents)
-		}
+		time.Sleep(pollEvents)
 	}
 	b.Errorf("session %s: no tool result within %v", id, testenv.WaitBuild)
 	st.at[phaseResult] = testenv.WaitBuild
