@@ -276,11 +276,13 @@ func firstToolResult(b *testing.B, s *System, id string) (ready, result time.Tim
 // iteration, at load average 15), on the two cores the Sessions share.
 const pollEvents = 250 * time.Millisecond
 
-// sampleCPU is how often timeStart samples a Session's Sandbox's CPU. On a
-// busy host the result's Event reached the Hub 0.2 to 1.5 s after its stamp,
-// and Claude Code goes on meanwhile (the next model call, its reply drawn):
-// the CPU counted is the last sample before the stamp, as a bare Claude
-// Code's is read within about 10 ms of its result in its transcript.
+// sampleCPU is how often timeStart samples a Session's Sandbox's CPU (its
+// cgroup's, one file read). On a busy host the result's Event reached the
+// Hub 0.2 to 1.5 s after its stamp, and Claude Code goes on meanwhile (the
+// next model call, its reply drawn): the Sandbox's CPU counted is the last
+// sample before the stamp, as a bare Claude Code's is read within about
+// 10 ms of its result in its transcript. Its processes' split is read when
+// the Event is seen.
 const sampleCPU = 50 * time.Millisecond
 
 // timeStart waits for a Session's first tool result, posted at posted, and
@@ -289,7 +291,7 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 	var st start
 	type sample struct {
 		at  time.Time
-		cpu cpuSpent
+		cpu time.Duration
 	}
 	var mu sync.Mutex
 	var samples []sample
@@ -298,13 +300,17 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 	go func() {
 		tick := time.NewTicker(sampleCPU)
 		defer tick.Stop()
+		var dir string // the Sandbox's cgroup, once it has one
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
 			}
-			c := startCPU(s.sandboxOf(id))
+			if dir == "" {
+				dir = sandboxCgroup("cpuacct", s.sandboxOf(id))
+			}
+			c := cgroupUsage(dir)
 			mu.Lock()
 			samples = append(samples, sample{time.Now(), c})
 			mu.Unlock()
@@ -333,7 +339,8 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 						b.Errorf("session %s: no CPU sample before its first tool's result", id)
 						return st
 					}
-					st.cpu, st.cpuBefore = samples[i-1].cpu, e.At.Sub(samples[i-1].at)
+					st.cpu = startCPU(s.sandboxOf(id))
+					st.cpu.sandbox, st.cpuBefore = samples[i-1].cpu, e.At.Sub(samples[i-1].at)
 					return st
 				}
 			}

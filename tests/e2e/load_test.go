@@ -808,8 +808,10 @@ func sandboxCPU(sessions []*loadSession) time.Duration {
 
 // cgroupCPU is the CPU time Sandbox name used so far (cpuacct.usage on
 // v1, cpu.stat's usage_usec on v2).
-func cgroupCPU(name string) time.Duration {
-	dir := sandboxCgroup("cpuacct", name)
+func cgroupCPU(name string) time.Duration { return cgroupUsage(sandboxCgroup("cpuacct", name)) }
+
+// cgroupUsage is the CPU time cgroup dir used so far; 0 for "".
+func cgroupUsage(dir string) time.Duration {
 	if dir == "" {
 		return 0
 	}
