@@ -4,11 +4,9 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"kndl.dev/kndl/internal/testenv"
 	"kndl.dev/kndl/internal/testkit"
 )
 
@@ -29,43 +27,13 @@ func BenchmarkRealClaudeCodesStartedTogether(b *testing.B) {
 	for _, jit := range []string{"off", "on"} {
 		b.Run("jit="+jit, func(b *testing.B) {
 			var drawn, tool, all []time.Duration
-			var mu sync.Mutex
 			for b.Loop() {
-				b.StopTimer()
-				cs := make([]*testkit.Claude, together)
-				for i := range cs {
-					cs[i] = testkit.NewClaude(b, bin)
-					cs[i].API.On(testkit.PromptContains("together"), testkit.Bash("true"))
-					cs[i].API.On(testkit.AfterToolResult(), testkit.Text("ran"))
+				r := testkit.StartClaudesTogether(b, bin, together, func(c *testkit.Claude) {
 					if jit == "on" {
-						cs[i].Launch.BashEnv = ""
+						c.Launch.BashEnv = ""
 					}
-				}
-				b.StartTimer()
-				start := time.Now()
-				var wg sync.WaitGroup
-				for _, c := range cs {
-					wg.Go(func() {
-						c.Start(false)
-						self, children := c.CPU()
-						c.Send("together")
-						testenv.Eventually(b, testenv.WaitMedium, "the first tool's result in the transcript", func() bool {
-							t, _ := os.ReadFile(c.Transcript())
-							return strings.Contains(string(t), `"tool_result"`)
-						})
-						self2, children2 := c.CPU()
-						mu.Lock()
-						drawn, tool = append(drawn, self+children), append(tool, self2+children2)
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
-				all = append(all, time.Since(start))
-				b.StopTimer()
-				for _, c := range cs {
-					c.Stop(false)
-				}
-				b.StartTimer()
+				})
+				drawn, tool, all = append(drawn, r.Drawn...), append(tool, r.Tool...), append(all, r.All)
 			}
 			report := func(ds []time.Duration, name string) {
 				sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })

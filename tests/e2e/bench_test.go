@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -23,6 +24,12 @@ import (
 func reportMedian(b *testing.B, ds []time.Duration, name string) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name)
+}
+
+// median is the median of ds, which it leaves as they are.
+func median(ds []time.Duration) time.Duration {
+	sorted := slices.Sorted(slices.Values(ds))
+	return sorted[len(sorted)/2]
 }
 
 // BenchmarkSessionStart times a Session's start from a warm Build with

@@ -51,7 +51,7 @@ func BenchmarkIdleHelpersMemory(b *testing.B) {
 	b.ReportMetric(float64(claude)/(1<<20), "claude-anon-MiB")
 	b.ReportMetric(ratio, "helpers/claude")
 	load, _ := os.ReadFile("/proc/loadavg")
-	usage, rss := cgroupMemory(sandboxCgroup("memory", v.ID))
+	usage, rss := cgroupMemory(sandboxCgroup("memory", "s-"+v.ID))
 	fmt.Printf("idle-helpers-memory-cgroup usage-MiB=%.1f anon-MiB=%.1f\n", float64(usage)/(1<<20), float64(rss)/(1<<20))
 	fmt.Printf("idle-helpers-memory helpers-anon-MiB=%.2f claude-anon-MiB=%.2f ratio=%.3f target=0.05 load=%s host=%q\n",
 		float64(helpers)/(1<<20), float64(claude)/(1<<20), ratio, strings.Fields(string(load))[0], cpuModel())
@@ -67,7 +67,7 @@ type idleProc struct {
 // sandboxAnon reads the anonymous memory of each process in Session id's
 // Sandbox.
 func sandboxAnon(t testing.TB, id string) []idleProc {
-	pids := sandboxPids(id)
+	pids := sandboxPids("s-" + id)
 	if len(pids) == 0 {
 		t.Fatalf("Session %s: no processes in its Sandbox's memory cgroup", id)
 	}

@@ -715,7 +715,7 @@ func sandboxMemory(t *testing.T, sessions []*loadSession) sandboxIdle {
 	var sum sandboxIdle
 	names := map[string]bool{}
 	for _, ls := range sessions {
-		dir := sandboxCgroup("memory", ls.id)
+		dir := sandboxCgroup("memory", "s-"+ls.id)
 		if dir == "" {
 			t.Fatalf("Session %s: no memory cgroup under /sys/fs/cgroup", ls.id)
 		}
@@ -791,10 +791,11 @@ func cgroupStat(path, key string) int64 {
 	return 0
 }
 
-// sandboxCgroup is a Session's Sandbox's cgroup directory in controller's
-// v1 hierarchy, or in the v2 one; "" if neither is there.
-func sandboxCgroup(controller, id string) string {
-	for _, pat := range []string{"/sys/fs/cgroup/" + controller + "/kndl/s-" + id + "-*", "/sys/fs/cgroup/kndl/s-" + id + "-*"} {
+// sandboxCgroup is Sandbox name's cgroup directory (a Session's is s-ID, a
+// warm pool one's w-ID) in controller's v1 hierarchy, or in the v2 one; ""
+// if neither is there.
+func sandboxCgroup(controller, name string) string {
+	for _, pat := range []string{"/sys/fs/cgroup/" + controller + "/kndl/" + name + "-*", "/sys/fs/cgroup/kndl/" + name + "-*"} {
 		if m, _ := filepath.Glob(pat); len(m) == 1 {
 			return m[0]
 		}
@@ -807,15 +808,17 @@ func sandboxCgroup(controller, id string) string {
 func sandboxCPU(sessions []*loadSession) time.Duration {
 	var sum time.Duration
 	for _, ls := range sessions {
-		sum += cgroupCPU(ls.id)
+		sum += cgroupCPU("s-" + ls.id)
 	}
 	return sum
 }
 
-// cgroupCPU is the CPU time a Session's Sandbox used so far
-// (cpuacct.usage on v1, cpu.stat's usage_usec on v2).
-func cgroupCPU(id string) time.Duration {
-	dir := sandboxCgroup("cpuacct", id)
+// cgroupCPU is the CPU time Sandbox name used so far (cpuacct.usage on
+// v1, cpu.stat's usage_usec on v2).
+func cgroupCPU(name string) time.Duration { return cgroupUsage(sandboxCgroup("cpuacct", name)) }
+
+// cgroupUsage is the CPU time cgroup dir used so far; 0 for "".
+func cgroupUsage(dir string) time.Duration {
 	if dir == "" {
 		return 0
 	}
@@ -835,7 +838,7 @@ func sandboxProcCPU(sessions []*loadSession, gvisor bool) map[string]time.Durati
 		return out
 	}
 	for _, ls := range sessions {
-		for _, pid := range sandboxPids(ls.id) {
+		for _, pid := range sandboxPids("s-" + ls.id) {
 			self, _ := testkit.ProcessCPU(pid)
 			out[procName(pid)] += self
 		}
@@ -843,9 +846,9 @@ func sandboxProcCPU(sessions []*loadSession, gvisor bool) map[string]time.Durati
 	return out
 }
 
-// sandboxPids are the processes now in a Session's Sandbox.
-func sandboxPids(id string) []string {
-	b, _ := os.ReadFile(filepath.Join(sandboxCgroup("memory", id), "cgroup.procs"))
+// sandboxPids are the processes now in Sandbox name.
+func sandboxPids(name string) []string {
+	b, _ := os.ReadFile(filepath.Join(sandboxCgroup("memory", name), "cgroup.procs"))
 	return strings.Fields(string(b))
 }
 

@@ -23,9 +23,9 @@ import (
 // pool Sandbox.
 const fromPoolLine = "started from the warm pool"
 
-// poolReady waits until the Runner's warm pool holds a Sandbox none of
-// except names, and returns its pool id.
-func (s *System) poolReady(except map[string]bool) string {
+// poolReady waits until the Runner's warm pool holds n ready Sandboxes
+// none of except names, and returns their pool ids.
+func (s *System) poolReady(except map[string]bool, n int) []string {
 	s.t.Helper()
 	deadline := time.Now().Add(testenv.WaitBuild)
 	for {
@@ -33,20 +33,22 @@ func (s *System) poolReady(except map[string]bool) string {
 		if err != nil {
 			s.t.Fatal(err)
 		}
+		var ids []string
 		for _, st := range all {
 			id, ok := strings.CutPrefix(st.ID, "w-")
 			if !ok || except[id] || st.State != sandbox.StateRunning {
 				continue
 			}
-			_, handed := os.Stat(filepath.Join(s.Home, "pool", id, "session"))
-			// Ready once the Runner says so: Claude Code is at its prompt.
-			if errors.Is(handed, os.ErrNotExist) && strings.Contains(s.logText(), "a warm pool Sandbox is ready") &&
-				strings.Count(s.logText(), "a warm pool Sandbox is ready") > len(except) {
-				return id
+			if _, handed := os.Stat(filepath.Join(s.Home, "pool", id, "session")); errors.Is(handed, os.ErrNotExist) {
+				ids = append(ids, id)
 			}
 		}
+		// Ready once the Runner says so: Claude Code is at its prompt.
+		if len(ids) >= n && strings.Count(s.logText(), "a warm pool Sandbox is ready") >= len(except)+n {
+			return ids[:n]
+		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("no warm pool Sandbox ready within %v; the log:\n%s", testenv.WaitBuild, s.logText())
+			s.t.Fatalf("not %d warm pool Sandboxes ready within %v; the log:\n%s", n, testenv.WaitBuild, s.logText())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -110,7 +112,7 @@ func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariable
 	served := map[string]bool{}     // pool ids handed out
 	servedTo := map[string]string{} // pool id -> the Session it went to
 	for i := range 2 {
-		p := s.poolReady(served)
+		p := s.poolReady(served, 1)[0]
 		if i == 0 { // a commit the pool Sandbox was not cloned at
 			for _, args := range [][]string{{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "pushed after the fill"},
 				{"push", "-q", s.GitHub.BarePath("acme/app"), "HEAD:main"}} {
@@ -136,7 +138,7 @@ func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariable
 	}
 
 	// A Variable changed after the pool Sandbox started throws it away.
-	p := s.poolReady(served)
+	p := s.poolReady(served, 1)[0]
 	setRegion("us-east-2")
 	v := s.NewSession(repo, "region? changed")
 	if got, _, _ := strings.Cut(regionAndHead(v.ID), "\n"); got != "us-east-2" {
@@ -184,7 +186,7 @@ func BenchmarkWarmPoolStart(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		// The pool full again, so no fill runs beside either start.
 		b.StopTimer()
-		served[rs[1].s.poolReady(served)] = true
+		served[rs[1].s.poolReady(served, 1)[0]] = true
 		b.StartTimer()
 		for _, r := range rs {
 			logged := len(r.s.logText())
