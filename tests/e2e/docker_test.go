@@ -87,9 +87,11 @@ func TestDockerRunsInASandboxAndItsContainersStopCleanlyAtSleep(t *testing.T) {
 	// httpd as a container's pid 1 would ignore SIGTERM, and the sleep's
 	// docker stop would wait out its 10 s for it: a shell that traps TERM
 	// runs it (docker run --init fails here: runc cannot bind docker-init
-	// read-only in the Sandbox's user namespace).
+	// read-only in the Sandbox's user namespace). It is asked for a page
+	// until it answers, with the Sandbox's busybox: the Sandbox has no
+	// wget of its own, and a bare wget failed each of 50 tries, 5.5 s.
 	s.inSandbox(v.ID, `docker run -d -p 8080:80 kndl-test/busybox sh -c 'trap "exit 0" TERM; httpd -f -p 80 -h /etc & wait' >/dev/null &&
-		for i in $(seq 50); do wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && break; sleep 0.1; done`)
+		for i in $(seq 50); do busybox wget -q -O /dev/null http://127.0.0.1:8080/hostname 2>/dev/null && exit 0; sleep 0.1; done; echo httpd never answered; exit 1`)
 	ports := viewPorts(t, s, v.ID, listening(8080))
 	if i := slices.IndexFunc(ports, func(p api.Port) bool { return p.Port.Port == 8080 }); i < 0 || ports[i].Process != "docker-proxy" {
 		t.Fatalf("open ports %+v: want 8080 held by docker-proxy", ports)

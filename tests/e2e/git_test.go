@@ -105,9 +105,11 @@ func (s *System) gitSession() string {
 func TestSandboxPushesItsOwnBranchThroughTheGitRelayAndIsRefusedMain(t *testing.T) {
 	t.Parallel()
 	s := Start(t, WithSandboxGitHub(time.Minute))
-	// A short life, so the Runner refreshes within the test (at three
-	// quarters of it).
-	s.GitHub.SetTokenLifetime(20 * time.Second)
+	// A short life, so the Runner refreshes within the test: at three
+	// quarters of it, 9 s, past the Turns below. The previous token is
+	// revoked 1 s later (the Hub's SandboxTokenGrace), still 2 s before
+	// its expiry, which the test checks.
+	s.GitHub.SetTokenLifetime(12 * time.Second)
 	id := s.gitSession()
 	own := ownBranch(id)
 	if got := s.GitHub.Branches(t, "acme/app"); !slices.Contains(got, own) {
@@ -225,13 +227,15 @@ func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 	if holds([]byte(s.logText())) {
 		t.Error("the Hub's or the Runner's log holds a GitHub token")
 	}
-	if pids, found := sandboxMemoryHolding(t, holds); len(pids) == 0 {
+	// One search for the tokens and, to show it finds what is there, the
+	// Session's id, in its processes' environment.
+	pids, found := sandboxMemoryHolding(t, holds, func(b []byte) bool { return bytes.Contains(b, []byte(id)) })
+	if len(pids) == 0 {
 		t.Error("no process in another PID namespace than this test's to search the memory of: the Sandbox's are not where this test looks")
-	} else if len(found) > 0 {
-		t.Errorf("the memory of Sandbox processes holds a GitHub token: %v", found)
+	} else if len(found[0]) > 0 {
+		t.Errorf("the memory of Sandbox processes holds a GitHub token: %v", found[0])
 	}
-	// The search finds what is there: the Session's id, in its processes' environment.
-	if _, found := sandboxMemoryHolding(t, func(b []byte) bool { return bytes.Contains(b, []byte(id)) }); len(found) == 0 {
+	if len(found[1]) == 0 {
 		t.Error("the memory search finds not even the Session's id: it proves nothing")
 	}
 	scanned := 0
@@ -268,17 +272,23 @@ func TestNoGitHubTokenIsInTheSandbox(t *testing.T) {
 
 // sandboxMemoryHolding reads, from the host, every readable mapping of
 // each process in a PID namespace other than this test's (the Sandboxes';
-// the Runner is this process and holds the token by design), and returns
-// the processes searched and those whose memory holds reports true of. Of
-// a private anonymous mapping (inode 0) it reads the pages pagemap shows
-// present or swapped: any other reads as zeros. Claude Code reserves about
-// 5.5 GB it never touches, which read whole took 10 s a process.
-func sandboxMemoryHolding(t *testing.T, holds func([]byte) bool) (searched, found []string) {
+// the Runner is this process and holds the token by design), once for all
+// of holds, and returns the processes searched and, for each of holds, the
+// mappings whose memory it reports true of. Of a private mapping it reads
+// the pages that are the process's own, those pagemap shows present or
+// swapped and not the file's (ownPages): any other reads as zeros or, in a
+// file's mapping, as that file, which the test's file searches read (a
+// deleted file's mapping is read whole). Claude Code reserves about 5.5 GB
+// it never touches, which read whole took 10 s a process; the Sandbox's
+// file mappings, 400 MB with its binary, read whole took 2.8 s.
+func sandboxMemoryHolding(t *testing.T, holds ...func([]byte) bool) (searched []string, found [][]string) {
 	t.Helper()
 	ours, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		t.Fatal(err)
 	}
+	found = make([][]string, len(holds))
+	buf := make([]byte, memChunk)
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		if ns, err := os.Readlink(filepath.Join(p, "ns/pid")); err != nil || ns == ours {
@@ -299,13 +309,18 @@ func sandboxMemoryHolding(t *testing.T, holds func([]byte) bool) (searched, foun
 				continue
 			}
 			runs := [][2]uint64{{lo, hi}}
-			if inode == 0 && perms[3] == 'p' {
-				runs = pagesIn(pagemap, lo, hi)
+			if perms[3] == 'p' && !strings.HasSuffix(line, " (deleted)") {
+				runs = ownPages(pagemap, lo, hi)
 			}
+			held := make([]bool, len(holds))
 			for _, r := range runs {
-				if memHolds(mem, r[0], r[1], holds) {
-					found = append(found, p+" "+line)
+				if memHolding(mem, buf, r[0], r[1], holds, held) {
 					break
+				}
+			}
+			for i, h := range held {
+				if h {
+					found[i] = append(found[i], p+" "+line)
 				}
 			}
 		}
@@ -315,15 +330,22 @@ func sandboxMemoryHolding(t *testing.T, holds func([]byte) bool) (searched, foun
 	return searched, found
 }
 
-// memHolds reports whether holds is true of some of mem from lo to hi,
-// read in chunks that overlap by more than a token's length, so a large
-// mapping costs no more than 4 MiB at a time.
-func memHolds(mem *os.File, lo, hi uint64, holds func([]byte) bool) bool {
-	const chunk, overlap = 4 << 20, 512
-	buf := make([]byte, chunk)
-	for at := lo; at < hi; at += chunk - overlap {
-		n, _ := mem.ReadAt(buf[:min(chunk, hi-at)], int64(at))
-		if n > 0 && holds(buf[:n]) {
+// memChunk is how much of a process's memory a search reads at a time.
+const memChunk = 4 << 20
+
+// memHolding reads mem from lo to hi into buf (memChunk long) in chunks
+// that overlap by more than a token's length, and sets held[i] once
+// holds[i] is true of one; it reports whether all of held are set.
+func memHolding(mem *os.File, buf []byte, lo, hi uint64, holds []func([]byte) bool, held []bool) bool {
+	const overlap = 512
+	for at := lo; at < hi; at += memChunk - overlap {
+		n, _ := mem.ReadAt(buf[:min(memChunk, hi-at)], int64(at))
+		all := true
+		for i, h := range holds {
+			held[i] = held[i] || n > 0 && h(buf[:n])
+			all = all && held[i]
+		}
+		if all {
 			return true
 		}
 		if n <= overlap {
@@ -333,10 +355,18 @@ func memHolds(mem *os.File, lo, hi uint64, holds func([]byte) bool) bool {
 	return false
 }
 
-// pagesIn returns the runs of pages from lo to hi that a process's
-// pagemap shows present or swapped (bits 63 and 62 of each page's entry).
-// A pagemap it cannot read gives the whole range.
-func pagesIn(pagemap *os.File, lo, hi uint64) [][2]uint64 {
+// memHolds reports whether holds is true of some of mem from lo to hi.
+func memHolds(mem *os.File, lo, hi uint64, holds func([]byte) bool) bool {
+	held := []bool{false}
+	memHolding(mem, make([]byte, memChunk), lo, hi, []func([]byte) bool{holds}, held)
+	return held[0]
+}
+
+// ownPages returns the runs of pages from lo to hi that are a process's
+// own: those its pagemap shows present (bit 63 of each page's entry) and
+// not a file's page (bit 61: a page of a file's mapping not written since),
+// or swapped (bit 62). A pagemap it cannot read gives the whole range.
+func ownPages(pagemap *os.File, lo, hi uint64) [][2]uint64 {
 	page := uint64(os.Getpagesize())
 	var runs [][2]uint64
 	buf := make([]byte, 8<<16)
@@ -349,7 +379,8 @@ func pagesIn(pagemap *os.File, lo, hi uint64) [][2]uint64 {
 			break
 		}
 		for i := 0; i+8 <= n; i, at = i+8, at+page {
-			if buf[i+7]>>6 == 0 { // little-endian: bits 63 and 62 top the last byte
+			// little-endian: bits 63, 62 and 61 top the last byte
+			if present, swapped, file := buf[i+7]&0x80 != 0, buf[i+7]&0x40 != 0, buf[i+7]&0x20 != 0; !(present && !file || swapped) {
 				continue
 			}
 			if k := len(runs) - 1; k >= 0 && runs[k][1] == at {
@@ -575,38 +606,56 @@ func TestARestartedRunnerAsksForTheSandboxTokenAgain(t *testing.T) {
 	}
 }
 
-// TestTheMemorySearchReadsTheAnonymousPagesThatHoldAnything: of this
-// process's own anonymous memory, the canary's search reads the pages
-// written to and none of those never touched.
-func TestTheMemorySearchReadsTheAnonymousPagesThatHoldAnything(t *testing.T) {
+// TestTheMemorySearchReadsThePagesAProcessWrote: of this process's own
+// anonymous memory, the canary's search reads the pages written to and
+// none of those never touched; of a private mapping of a file, the pages
+// written to and none of those that are still the file's, read or not.
+func TestTheMemorySearchReadsThePagesAProcessWrote(t *testing.T) {
 	t.Parallel()
 	page := os.Getpagesize()
-	b, err := syscall.Mmap(-1, 0, 64*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Munmap(b)
-	copy(b[10*page:], "ghs_canary")
-	b[11*page], b[40*page] = 1, 1
 	pagemap, err := os.Open("/proc/self/pagemap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pagemap.Close()
-	lo := uint64(uintptr(unsafe.Pointer(&b[0])))
-	var got [][2]int
-	for _, r := range pagesIn(pagemap, lo, lo+uint64(64*page)) {
-		got = append(got, [2]int{int(r[0]-lo) / page, int(r[1]-lo) / page})
-	}
-	if want := [][2]int{{10, 12}, {40, 41}}; !slices.Equal(got, want) {
-		t.Fatalf("the pages read: %v, want %v (those written to)", got, want)
-	}
 	mem, err := os.Open("/proc/self/mem")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	if !memHolds(mem, lo+uint64(10*page), lo+uint64(12*page), func(b []byte) bool { return bytes.Contains(b, []byte("ghs_canary")) }) {
-		t.Fatal("the pages read do not hold what was written")
+	f, err := os.Create(filepath.Join(t.TempDir(), "mapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(64 * page)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		fd   int
+		flag int
+	}{{"anonymous", -1, syscall.MAP_ANON}, {"a file's", int(f.Fd()), 0}} {
+		b, err := syscall.Mmap(c.fd, 0, 64*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|c.flag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Munmap(b)
+		if c.fd >= 0 && b[20*page] != 0 { // read, not written: the file's page
+			t.Fatal("a new file's page holds something")
+		}
+		copy(b[10*page:], "ghs_canary")
+		b[11*page], b[40*page] = 1, 1
+		lo := uint64(uintptr(unsafe.Pointer(&b[0])))
+		var got [][2]int
+		for _, r := range ownPages(pagemap, lo, lo+uint64(64*page)) {
+			got = append(got, [2]int{int(r[0]-lo) / page, int(r[1]-lo) / page})
+		}
+		if want := [][2]int{{10, 12}, {40, 41}}; !slices.Equal(got, want) {
+			t.Fatalf("of %s mapping, the pages read: %v, want %v (those written to)", c.name, got, want)
+		}
+		if !memHolds(mem, lo+uint64(10*page), lo+uint64(12*page), func(b []byte) bool { return bytes.Contains(b, []byte("ghs_canary")) }) {
+			t.Fatalf("of %s mapping, the pages read do not hold what was written", c.name)
+		}
 	}
 }
