@@ -25,10 +25,11 @@ var (
 // Code's environment to be looked for), the relay, called from inside the
 // Sandbox where the attacker is, refuses what carries no live Session
 // token from that Sandbox; then no mod token is anywhere but the Runner's
-// memory.
+// memory. First, the Sandbox is on the backend the Runner says it runs.
 func TestNoModTokenInTheSandboxAndTheRelayWantsALiveSessionToken(t *testing.T) {
 	s := Start(t, WithClaudeTokenInSandbox())
 	v := s.Ready("token check", "ok")
+	t.Run("the backend", func(t *testing.T) { s.runsOnItsBackend(t, v.ID) })
 	t.Run("the relay refuses", func(t *testing.T) { s.relayRefusesWithoutALiveSessionToken(t, v.ID) })
 	t.Run("no mod token", func(t *testing.T) { s.noModToken(t, v.ID) })
 }

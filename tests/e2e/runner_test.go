@@ -62,12 +62,10 @@ func TestARunnerThatCannotListenSaysWhyItDidNotConnect(t *testing.T) {
 	}
 }
 
-// TestTheRunnerSaysWhichSandboxBackendItRuns: kndl runner ls shows the
-// backend the Runner reported, and a Session's Sandbox runs on it: under
-// gVisor its kernel is gVisor's, under crun the host's.
-func TestTheRunnerSaysWhichSandboxBackendItRuns(t *testing.T) {
-	t.Parallel()
-	s := Start(t)
+// runsOnItsBackend checks that kndl runner ls shows the backend the Runner
+// reported, and that Session id's Sandbox runs on it: under gVisor its
+// kernel is gVisor's, under crun the host's.
+func (s *System) runsOnItsBackend(t *testing.T, id string) {
 	want := "crun"
 	if runtime, _ := sandboxRuntime(t); runtime == "runsc" {
 		want = "gvisor"
@@ -81,8 +79,7 @@ func TestTheRunnerSaysWhichSandboxBackendItRuns(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "connected") || !strings.Contains(out, want) {
 		t.Fatalf("kndl runner ls: exit %d, want the Runner connected on %s:\n%s%s", code, want, out, errOut)
 	}
-	v := s.Ready("which kernel", "Answered.")
-	version, _ := s.Exec(v.ID, "cat", "/proc/version")
+	version, _ := s.Exec(id, "cat", "/proc/version")
 	if onGVisor := strings.Contains(version, "gvisor"); onGVisor != (want == "gvisor") {
 		t.Errorf("the Session's /proc/version on %s: %q", want, version)
 	}
