@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +21,7 @@ import (
 // reportMedian reports the median of durations as a metric, since these
 // machines are noisy.
 func reportMedian(b *testing.B, ds []time.Duration, name string) {
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, name)
+	b.ReportMetric(float64(median(ds).Microseconds())/1000, name)
 }
 
 // median is the median of ds, which it leaves as they are.

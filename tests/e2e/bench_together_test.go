@@ -339,7 +339,7 @@ func timeStart(b *testing.B, s *System, id string, posted time.Time) start {
 						b.Errorf("session %s: no CPU sample before its first tool's result", id)
 						return st
 					}
-					st.cpu = startCPU(s.sandboxOf(id))
+					st.cpu = processesCPU(s.sandboxOf(id))
 					st.cpu.sandbox, st.cpuBefore = samples[i-1].cpu, e.At.Sub(samples[i-1].at)
 					return st
 				}
@@ -365,9 +365,10 @@ func (c cpuSpent) String() string {
 		c.claude.Round(10*time.Millisecond), c.claudeChildren.Round(10*time.Millisecond), c.tmux.Round(10*time.Millisecond))
 }
 
-// startCPU reads what Sandbox name and its processes spent.
-func startCPU(name string) cpuSpent {
-	c := cpuSpent{sandbox: cgroupCPU(name)}
+// processesCPU reads what Sandbox name's processes spent: the split of
+// cpuSpent, whose whole (sandbox) its cgroup's samples give.
+func processesCPU(name string) cpuSpent {
+	var c cpuSpent
 	for _, pid := range sandboxPids(name) {
 		self, children := testkit.ProcessCPU(pid)
 		switch name := procName(pid); {

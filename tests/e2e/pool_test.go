@@ -212,9 +212,9 @@ func BenchmarkWarmPoolStart(b *testing.B) {
 		}
 	}
 	cold, pool := rs[0].took, rs[1].took
-	reportMedian(b, pool, "ms/pool-median") // sorts them
+	reportMedian(b, pool, "ms/pool-median")
 	reportMedian(b, cold, "ms/no-pool-median")
-	pm, cm := pool[len(pool)/2], cold[len(cold)/2]
+	pm, cm := median(pool), median(cold)
 	ratio := float64(pm) / float64(cm)
 	b.ReportMetric(ratio, "pool/no-pool")
 	fmt.Printf("warm-pool-start pool_ms=%d no_pool_ms=%d ratio=%.3f target=0.1 host=%q\n", pm.Milliseconds(), cm.Milliseconds(), ratio, cpuModel())
