@@ -938,7 +938,11 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 	}
 	b.log.Debug("started sandbox", "sandbox", id, "rootfs", rootfsTime, "network", netTime, "runtime", time.Since(t2))
 	rec.Started = true
-	return writeJSON(d.record(), rec)
+	if err := writeJSON(d.record(), rec); err != nil {
+		return err
+	}
+	b.weighParent()
+	return nil
 }
 
 func readPID(path string) (int, error) {
@@ -976,6 +980,7 @@ func (b *OCI) tearDown(ctx context.Context, id string, rec record) error {
 		if err := tearDownNetwork(rec.Slot); err != nil {
 			errs = append(errs, err)
 		}
+		b.setParentWeight()
 		unlock()
 	}
 	for _, f := range []string{d.run(), d.path("init.pid")} {

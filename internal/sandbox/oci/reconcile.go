@@ -153,6 +153,7 @@ func (b *OCI) reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	b.setParentWeight()
 	return nil
 }
 

@@ -30,13 +30,14 @@ func (b *OCI) SetCPUWeight(ctx context.Context, id string, weight int) error {
 	if err := readJSON(b.dir(id).record(), &rec); err != nil || !rec.Complete {
 		return fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
 	}
-	path, value := filepath.Join(cgroupRoot, cgroupParent, cgroupName(id, rec.Slot), "cpu.weight"), weight
-	if b.cgroups.kind != "v2" {
-		path, value = filepath.Join(cgroupRoot, "cpu", cgroupParent, cgroupName(id, rec.Slot), "cpu.shares"), max(2, weight*1024/100)
-	}
-	err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0)
+	f := b.cgroups.weightFile()
+	value := max(f.lo, weight*f.dflt/100)
+	err := os.WriteFile(filepath.Join(f.parentDir, cgroupName(id, rec.Slot), f.name), []byte(strconv.Itoa(value)), 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotRunning)
+	}
+	if err == nil {
+		b.weighParent()
 	}
 	return err
 }

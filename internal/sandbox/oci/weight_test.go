@@ -3,9 +3,13 @@ package oci_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/sandbox/oci"
@@ -44,4 +48,85 @@ func TestACPUWeightSetOnARunningSandboxIsItsCgroups(t *testing.T) {
 	if err := b.SetCPUWeight(ctx, id, 0); err == nil {
 		t.Fatal("SetCPUWeight 0: got nil, want an error")
 	}
+}
+
+// TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh: the parent cgroup of
+// every Sandbox weighs the sum of its Sandboxes' weights, never under the
+// default, as Sandboxes start, change weight and go, so each contends
+// with the host's other work as it would on its own. Other tests' (and
+// packages') Sandboxes share the parent, so each check reads the children
+// and the parent until two reads of the children agree around the
+// parent's.
+func TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh(t *testing.T) {
+	base := requireOCI(t)
+	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	if !slices.Contains(b.Host().Limits, "cpu") {
+		t.Skipf("this host enforces only %v", b.Host().Limits)
+	}
+	dir, file, dflt := "/sys/fs/cgroup/kndl", "cpu.weight", 100
+	if _, err := os.Stat(filepath.Join(dir, file)); err != nil {
+		dir, file, dflt = "/sys/fs/cgroup/cpu/kndl", "cpu.shares", 1024
+	}
+	ctx := context.Background()
+	// check waits for the parent to weigh the sum of the children it
+	// holds, and that sum to be at least least.
+	check := func(when string, least int) {
+		t.Helper()
+		var parent, sum int
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			before := childWeights(t, dir, file)
+			parent = readInt(t, filepath.Join(dir, file))
+			if after := childWeights(t, dir, file); !slices.Equal(before, after) {
+				continue
+			}
+			sum = 0
+			for _, w := range before {
+				sum += w
+			}
+			if parent == max(sum, dflt) && sum >= least {
+				return
+			}
+		}
+		t.Fatalf("%s: the parent weighs %d, its Sandboxes %d (want their sum, at least %d and %d)", when, parent, sum, dflt, least)
+	}
+	a := start(t, b, sandbox.Spec{ID: "weigh-a", Layers: []string{base}})
+	check("one Sandbox", dflt)
+	c := start(t, b, sandbox.Spec{ID: "weigh-b", Layers: []string{base}})
+	check("two Sandboxes", 2*dflt)
+	if err := b.SetCPUWeight(ctx, a, 10); err != nil {
+		t.Fatal(err)
+	}
+	check("one at a tenth", dflt+dflt/10)
+	if err := b.Stop(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	check("one stopped", dflt/10)
+}
+
+// childWeights reads the weight of each Sandbox cgroup under dir, sorted.
+func childWeights(t *testing.T, dir, file string) []int {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, "*-*", file))
+	var out []int
+	for _, p := range paths {
+		if b, err := os.ReadFile(p); err == nil {
+			w, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
 }
