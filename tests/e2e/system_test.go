@@ -71,6 +71,21 @@ func sandboxOptions(t testing.TB, home string, relayPort int, bin string, maxDis
 		RelayPort: uint16(relayPort), InitPath: bin, MaxDiskMiB: maxDiskMiB, Logger: log}
 }
 
+// onRuntime is opts with its Sandboxes on runtime ("crun" or "runsc"),
+// whatever KNDL_E2E_SANDBOX says; "" leaves them as they are.
+func onRuntime(t testing.TB, opts oci.Options, runtime string) oci.Options {
+	switch runtime {
+	case "":
+		return opts
+	case "runsc":
+		opts.RuntimePath = testkit.Runsc(t)
+	default:
+		opts.RuntimePath = ""
+	}
+	opts.Runtime, opts.StateDir = runtime, filepath.Join(filepath.Dir(opts.StateDir), oci.DirName(runtime))
+	return opts
+}
+
 func TestMain(m *testing.M) {
 	if code, ok := runner.RunHelper(os.Args, nil); ok {
 		os.Exit(code)
@@ -127,6 +142,7 @@ type System struct {
 	runnerDone   chan struct{}
 	runnerEnd    error // what the Runner's Run returned, once runnerDone is closed
 	log2         *slog.Logger
+	runtime      string // WithRuntime's, for RestartRunner
 }
 
 func (s *System) startRunner(b sandbox.Backend) {
@@ -186,7 +202,7 @@ func (s *System) RestartRunner() {
 	s.t.Helper()
 	s.runnerCancel()
 	<-s.runnerDone
-	b, err := oci.New(s.ctx, sandboxOptions(s.t, s.runnerCfg.Home, s.runnerCfg.RelayPort, s.runnerCfg.Binary, s.runnerCfg.MaxDiskMiB, s.log2))
+	b, err := oci.New(s.ctx, onRuntime(s.t, sandboxOptions(s.t, s.runnerCfg.Home, s.runnerCfg.RelayPort, s.runnerCfg.Binary, s.runnerCfg.MaxDiskMiB, s.log2), s.runtime))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -300,8 +316,9 @@ type options struct {
 	claudeTokenInSandbox bool
 	// resolver is the Runner's, for names the test serves
 	resolver   outbound.Resolver
-	cold       bool // no image or Build cached for the Runner
-	crunBuilds bool // Builds on a crun backend of their own
+	cold       bool   // no image or Build cached for the Runner
+	crunBuilds bool   // Builds on a crun backend of their own
+	runtime    string // the Sandboxes' runtime, if not KNDL_E2E_SANDBOX's
 	// githubCom, the Runner's resolver too, names the fake GitHub
 	// github.com (WithGitHubCom)
 	githubCom *testkit.Resolver
@@ -323,6 +340,10 @@ func WithColdRunner() Option { return func(o *options) { o.cold = true } }
 // WithBuildsOnCrun makes the Runner's Builds on crun while its Sessions run
 // on KNDL_E2E_SANDBOX's backend, as RUNNER_BUILD_BACKEND=crun does.
 func WithBuildsOnCrun() Option { return func(o *options) { o.crunBuilds = true } }
+
+// WithRuntime runs the Runner's Sandboxes on runtime ("crun" or "runsc"),
+// whatever KNDL_E2E_SANDBOX says: both sides of a benchmark in one run.
+func WithRuntime(runtime string) Option { return func(o *options) { o.runtime = runtime } }
 
 // WithMemberMaxSpend sets the Hub's HUB_MEMBER_MAX_SPEND, in US dollars.
 func WithMemberMaxSpend(usd float64) Option { return func(o *options) { o.memberSpend = usd } }
@@ -494,19 +515,18 @@ func Start(t testing.TB, opts ...Option) *System {
 		Image: testkit.ImageRegistry(t), ModelEndpoint: model.URL, Binary: bin, ArchiveKeep: o.archiveKeep, GitHubTokenRetry: o.tokenRetry, MaxSessions: o.maxSessions, MaxDiskMiB: o.maxDiskMiB, Logger: log,
 		Outbound: loopback, Claude: o.claude, Models: o.models, WarmPool: o.warmPool, PingEvery: o.ping}
 	rcfg.Outbound.Resolver = o.resolver
-	b, err := oci.New(ctx, sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log))
+	bopts := sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log)
+	b, err := oci.New(ctx, onRuntime(t, bopts, o.runtime))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.crunBuilds {
-		opts := sandboxOptions(t, home, rcfg.RelayPort, bin, rcfg.MaxDiskMiB, log)
-		opts.Runtime, opts.RuntimePath, opts.StateDir = "crun", "", filepath.Join(home, "sandboxes", oci.DirName("crun"))
-		if rcfg.Builds, err = oci.New(ctx, opts); err != nil {
+		if rcfg.Builds, err = oci.New(ctx, onRuntime(t, bopts, "crun")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s := &System{t: t, URL: url, Store: st, Hub: h, Backend: b, Model: model, Home: home, GitHub: gh, Line: line, HubDisk: hubDisk, cli: cli, log: logBuf, logw: logw, db: db,
-		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, runnerID: rn.ID, log2: log}
+		hubCfg: hcfg, hubCancel: hcancel, hubDone: hdone, ctx: ctx, runnerCfg: rcfg, runnerID: rn.ID, log2: log, runtime: o.runtime}
 	s.startRunner(b)
 	t.Cleanup(func() {
 		if t.Failed() {
