@@ -50,6 +50,11 @@ type takenPrompts struct {
 // is answered taken, Before, once the Hub has what the Runner told of the
 // Session up to now (its Turn's Events), and typed no more.
 func (s *session) deliverOnce(ctx context.Context, req protocol.SessionDeliver) (protocol.SessionDelivered, error) {
+	defer s.firstOnce.Do(func() {
+		if s.firstDelivered != nil {
+			close(s.firstDelivered)
+		}
+	})
 	t := &s.takenPrompts
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -78,6 +78,9 @@ type session struct {
 	// Code's input emptied (deliver.go's unheardWaitDefault).
 	unheardWait time.Duration
 	ctl         *tmux.Control
+	// paneOutput, if set, takes the pane's output in place of the mirror:
+	// a warm pool Sandbox's, until a Session takes it (paneSink).
+	paneOutput func(pane string, data []byte)
 	// user is whom its Claude Code and tmux run as: the Build's user, nil
 	// for root.
 	user *build.User
@@ -95,6 +98,9 @@ type session struct {
 	// under it, is when stopTurn last sent Escape.
 	typing  sync.Mutex
 	escaped time.Time
+	// editorKeyAt, under typing, is when the editor key was pressed for
+	// the first prompt before it came (openEditorEarly).
+	editorKeyAt time.Time
 	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[onItsWay]
@@ -126,6 +132,9 @@ type session struct {
 	// failure is logged once; tokenKept once its refresh runs.
 	tokenFailing atomic.Bool
 	tokenKept    atomic.Bool
+	// firstDelivered is closed once the Hub's first delivery has ended.
+	firstDelivered chan struct{}
+	firstOnce      sync.Once
 }
 
 // gitTokens is the git relay as a Session's supervisor uses it.
@@ -136,7 +145,8 @@ type gitTokens interface {
 // newSession makes the supervisor of Session id, not yet running.
 func (r *Runner) newSession(id string) *session {
 	s := &session{id: id, sandbox: sandboxOf(r.sessionDir(id), id), conversation: conversationOf(r.sessionDir(id), id), dir: r.sessionDir(id), log: r.log, backend: r.backend,
-		out: &r.out, link: &r.link, spawn: r.spawn, life: r.life, release: r.release, tokenRetry: r.cfg.GitHubTokenRetry, unheardWait: r.unheardWait}
+		out: &r.out, link: &r.link, spawn: r.spawn, life: r.life, release: r.release, tokenRetry: r.cfg.GitHubTokenRetry, unheardWait: r.unheardWait,
+		firstDelivered: make(chan struct{})}
 	if r.git != nil {
 		s.git = r.git
 	}
@@ -186,9 +196,18 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 	s := r.newSession(req.SessionID)
 	r.sessions[s.id] = s
 	r.mu.Unlock()
+	// A fill waits for the start, and for its first prompt taken: one
+	// beside it took the CPU the prompt's typing and Claude Code's taking
+	// of it wanted (BenchmarkWarmPoolStart).
 	r.warm.starts.Add(1)
-	defer func() { r.warm.starts.Add(-1); r.warm.wake() }()
 	err := forgetTaken(s.dir)
+	defer func() {
+		if err != nil {
+			r.warm.startDone()
+			return
+		}
+		r.spawn(func() { s.awaitFirstDelivery(firstDeliveryWait); r.warm.startDone() })
+	}()
 	if err == nil {
 		err = r.launch(ctx, s, req)
 	}
@@ -208,6 +227,30 @@ func (r *Runner) startSession(ctx context.Context, req protocol.SessionStart) er
 		}
 	}
 	return err
+}
+
+// firstDeliveryWait bounds how long a started Session holds the warm
+// pool's fills back while no first prompt comes.
+const firstDeliveryWait = 10 * time.Second
+
+// awaitFirstDelivery waits until the Hub's first delivery to s has ended
+// (its prompt taken or not), s stops, or d passes.
+func (s *session) awaitFirstDelivery(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var stopped, ends <-chan struct{}
+	if s.ctx != nil {
+		stopped = s.ctx.Done()
+	}
+	if s.life != nil {
+		ends = s.life.Done()
+	}
+	select {
+	case <-s.firstDelivered:
+	case <-stopped:
+	case <-ends:
+	case <-t.C:
+	}
 }
 
 // startFlushWait bounds how long a start's answer waits for the Hub to
@@ -640,7 +683,11 @@ func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-
 	}
 	context.AfterFunc(ctx, func() { inW.Close(); outW.Close() })
 	s.mirror.cols, s.mirror.rows = paneCols, paneRows
-	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
+	output := s.mirror.output
+	if s.paneOutput != nil {
+		output = s.paneOutput
+	}
+	ctl, err := tmux.NewControl(inW, outR, output)
 	if err != nil {
 		return fmt.Errorf("start tmux: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"kndl.dev/kndl/internal/protocol"
 	"kndl.dev/kndl/internal/relay"
 	"kndl.dev/kndl/internal/sandbox"
+	"kndl.dev/kndl/internal/tmux"
 	"kndl.dev/kndl/internal/warmpool"
 )
 
@@ -46,7 +47,8 @@ type warm struct {
 	r    *Runner
 	on   bool
 	pool *warmpool.Pool
-	// starts counts Session starts under way: a fill waits for none.
+	// starts counts Session starts under way, each up to its first
+	// delivery's end (startSession): a fill waits for none.
 	starts atomic.Int32
 	kick   chan struct{}
 
@@ -64,16 +66,75 @@ type seed struct {
 	fit  warmpool.Fit
 }
 
-// pooled is what a ready pool Sandbox's Claude Code holds.
+// pooled is what a ready pool Sandbox's Claude Code holds, and the
+// control client the fill started it with, kept attached for the take (a
+// new one's attach took 25 to 120 ms of a take): output passes its pane's
+// output on to the Session that takes it; detach ends it.
 type pooled struct {
 	token, placeholder string
 	addr               netip.Addr
 	launched           time.Time
+	ctl                *tmux.Control
+	output             *paneSink
+	detach             context.CancelFunc
+}
+
+// paneSink is a pool Sandbox's pane output, counted, and once it is taken
+// passed on to the Session's terminal mirror, whose count of outputs goes
+// on from it (the mirror's snapshots are placed by the control client's
+// count).
+type paneSink struct {
+	mu sync.Mutex
+	n  uint64
+	to *mirror
+}
+
+func (p *paneSink) output(pane string, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if p.to != nil {
+		p.to.output(pane, data)
+	}
+}
+
+// handTo passes the output on to m from now.
+func (p *paneSink) handTo(m *mirror) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m.mu.Lock()
+	m.outputs = p.n
+	m.mu.Unlock()
+	p.to = m
+}
+
+// takeControl gives Session s the pool Sandbox's control client, if it is
+// still attached.
+func (p pooled) takeControl(s *session) bool {
+	if p.ctl == nil {
+		return false
+	}
+	select {
+	case <-p.ctl.Done():
+		return false
+	default:
+	}
+	p.output.handTo(&s.mirror)
+	s.ctl = p.ctl
+	s.mirror.cols, s.mirror.rows = paneCols, paneRows
+	context.AfterFunc(s.ctx, p.detach)
+	return true
 }
 
 func newWarm(r *Runner, size, memoryMiB int) *warm {
 	return &warm{r: r, on: size > 0, pool: warmpool.New(size, memoryMiB), kick: make(chan struct{}, 1),
 		seeds: map[warmpool.Key]seed{}, ready: map[string]pooled{}}
+}
+
+// startDone ends a start under way, and wakes the filler.
+func (w *warm) startDone() {
+	w.starts.Add(-1)
+	w.wake()
 }
 
 func (w *warm) wake() {
@@ -183,10 +244,14 @@ func (w *warm) fromPool(ctx context.Context, s *session, req protocol.SessionSta
 	delete(w.ready, e.ID)
 	w.mu.Unlock()
 	if err := w.bindPooled(ctx, s, e, p, req, creds, logf); err != nil {
+		if p.detach != nil {
+			p.detach()
+		}
 		r.log.Warn("a warm pool Sandbox could not be bound; thrown away, the Session starts cold", "session", s.id, "pool", e.ID, "err", err)
 		w.unbindPooled(ctx, s, e.ID)
 		return false, nil
 	}
+	r.spawn(func() { s.awaitFirstDelivery(firstDeliveryWait); s.closeEditor() })
 	return true, nil
 }
 
@@ -249,14 +314,17 @@ func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p 
 		t.beside("head", time.Since(begun)-token)
 		pulled <- err
 	}()
-	_, err := s.attachPane(ctx)
-	if err != nil {
-		stopPull()
-		<-pulled // it writes in the directory unbindPooled removes
-		return err
+	if !p.takeControl(s) {
+		if _, err := s.attachPane(ctx); err != nil {
+			stopPull()
+			<-pulled // it writes in the directory unbindPooled removes
+			return err
+		}
 	}
 	t.step("pane")
-	if req.Model != e.Model && req.Model != "" {
+	if req.Model == e.Model || req.Model == "" {
+		s.openEditorEarly(ctx)
+	} else {
 		got, err := s.deliver(ctx, protocol.SessionDeliver{SessionID: s.id, Text: "/model " + req.Model, Command: true, WithinMS: 15000})
 		if err == nil && !got.Taken {
 			err = errors.New(got.Why)
@@ -357,6 +425,9 @@ func (w *warm) unbindPooled(ctx context.Context, s *session, id string) {
 	r.egress.forget(s.id)
 	os.Remove(s.dir)
 	s.sandbox, s.conversation, s.ctl, s.ctx, s.cancel, s.launched = sandboxID(s.id), s.id, nil, nil, nil, time.Time{}
+	s.typing.Lock()
+	s.editorKeyAt = time.Time{}
+	s.typing.Unlock()
 	s.tokenKept.Store(false)
 	w.dropPooled(context.WithoutCancel(ctx), id)
 }
@@ -365,8 +436,12 @@ func (w *warm) unbindPooled(ctx context.Context, s *session, id string) {
 func (w *warm) dropPooled(ctx context.Context, id string) {
 	r := w.r
 	w.mu.Lock()
+	p, ok := w.ready[id]
 	delete(w.ready, id)
 	w.mu.Unlock()
+	if ok && p.detach != nil {
+		p.detach()
+	}
 	r.relay.Revoke(id)
 	r.egress.forget(id)
 	if err := r.backend.Remove(ctx, poolSandbox(id)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
@@ -494,7 +569,8 @@ func (w *warm) startPooled(ctx context.Context, id string, sd seed) (pooled, err
 	if err != nil {
 		return pooled{}, err
 	}
-	s := &session{id: id, sandbox: poolSandbox(id), dir: dir, log: r.log, backend: r.backend, spawn: r.spawn}
+	sink := &paneSink{}
+	s := &session{id: id, sandbox: poolSandbox(id), dir: dir, log: r.log, backend: r.backend, spawn: r.spawn, paneOutput: sink.output}
 	if _, err := r.ensureSandbox(ctx, s, bd, bin, dir, req.Environment, logf); err != nil {
 		return pooled{}, err
 	}
@@ -545,17 +621,22 @@ func (w *warm) startPooled(ctx context.Context, id string, sd seed) (pooled, err
 	if err != nil {
 		return pooled{}, err
 	}
-	// Its control client ends once Claude Code is at its prompt: the
-	// Session that takes it attaches its own (attachPane).
+	// Its control client stays attached for the Session that takes it.
 	cctx, detach := context.WithCancel(ctx)
-	defer detach()
+	kept := false
+	defer func() {
+		if !kept {
+			detach()
+		}
+	}()
 	if err := s.startClaude(cctx, argv, cenv, seeded); err != nil {
 		return pooled{}, err
 	}
 	if err := s.waitReady(ctx); err != nil {
 		return pooled{}, err
 	}
-	return pooled{token: token, placeholder: placeholder, addr: st.Addr, launched: s.launched}, nil
+	kept = true
+	return pooled{token: token, placeholder: placeholder, addr: st.Addr, launched: s.launched, ctl: s.ctl, output: sink, detach: detach}, nil
 }
 
 // A pool Sandbox runs its Start script, starts Claude Code and waits at a

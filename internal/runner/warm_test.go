@@ -72,3 +72,22 @@ func TestAPoolSandboxFitsOnlyTheVariablesAndInstallationsItStartedWith(t *testin
 		}
 	}
 }
+
+// TestAPoolPanesOutputGoesToTheSessionThatTakesItCountedOn: the output of a
+// pool Sandbox's pane, whose control client the fill kept, is counted and
+// dropped until a Session takes it, then reaches the Session's terminal
+// mirror, whose count goes on from the control client's (its snapshots are
+// placed by that count).
+func TestAPoolPanesOutputGoesToTheSessionThatTakesItCountedOn(t *testing.T) {
+	var sink paneSink
+	sink.output("claude", []byte("drawn in the pool"))
+	sink.output("claude", []byte("more"))
+	m := &mirror{on: true, wake: make(chan struct{}, 1)}
+	sink.handTo(m)
+	sink.output("claude", []byte("the Session's"))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.outputs != 3 || len(m.queue) != 1 || string(m.queue[0].frame.Data) != "the Session's" || m.queue[0].n != 3 {
+		t.Fatalf("the mirror counts %d outputs and queues %+v; want 3, and the Session's output alone as the 3rd", m.outputs, m.queue)
+	}
+}
