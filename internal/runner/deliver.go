@@ -95,15 +95,8 @@ const editorName = "editor"
 // VISUAL, changes nothing. A shell script rather than the kndl binary: each
 // prompt runs it, and on a loaded host the binary's start (about 65 ms of
 // CPU, against 5 for the script) held the prompt up for seconds.
-//
-// A Session just bound to a warm pool Sandbox runs it before its first
-// prompt is staged, and it waits for it: with $1.wait a FIFO (editorWait)
-// and nothing staged, it opens the FIFO, which blocks until the Runner
-// opens it once the prompt is staged (editorwait.go).
 const editorScript = `#!/bin/sh
 # kndl's editor for Claude Code: the prompt the Runner staged in $1, if any, over $2.
-# Run before it is staged (a Session just bound to a warm pool Sandbox), it waits on the FIFO $1.wait.
-[ -p "$1.wait" ] && [ ! -e "$1" ] && true 2>/dev/null <"$1.wait"
 [ -e "$1" ] || exit 0
 exec cat -- "$1" > "$2"
 `
@@ -221,35 +214,18 @@ func (s *session) fill(ctx context.Context, before, text string) error {
 	}
 	var pressed time.Time
 	presses, ran := 0, false
-	// An editor opened before the prompt, as a pool Sandbox is bound
-	// (editorwait.go), is woken to copy it, its key counted as this
-	// prompt's; one a Runner before this one opened so runs while Claude
-	// Code shows no input box (its alternate screen), and no key is
-	// pressed meanwhile.
-	woken := time.Now()
-	release, early := s.wakeEditor()
-	if early {
-		defer release()
-		pressed = woken
-	}
-	if !s.editorKeyAt.IsZero() {
-		presses, pressed = 1, s.editorKeyAt
-		s.editorKeyAt = time.Time{}
-	}
 	for {
-		screen := s.screen(ctx)
-		box, _ := inputBox(screen)
+		box, _ := inputBox(s.screen(ctx))
 		if holds(box, before, text) {
 			return nil
 		}
-		if !ran && (presses > 0 || early) {
+		if !ran && presses > 0 {
 			opened := watch != nil && watch.opened()
 			if ran = opened || editorRunning(box); ran {
-				s.log.Debug("Claude Code ran its editor", "session", s.id, "after", time.Since(pressed), "open seen", opened, "opened early", early)
+				s.log.Debug("Claude Code ran its editor", "session", s.id, "after", time.Since(pressed), "open seen", opened)
 			}
 		}
-		editorOpen := early && presses == 0 && !inputShown(screen) && time.Since(woken) < pressAgainAfter
-		if !ran && !editorOpen && !editorRunning(box) && (presses == 0 || time.Since(pressed) >= pressAgainAfter) {
+		if !ran && !editorRunning(box) && (presses == 0 || time.Since(pressed) >= pressAgainAfter) {
 			if presses > 0 {
 				s.log.Info("Claude Code's editor did not run at its key; pressing it again", "session", s.id, "after", time.Since(pressed))
 			}

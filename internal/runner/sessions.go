@@ -98,9 +98,6 @@ type session struct {
 	// under it, is when stopTurn last sent Escape.
 	typing  sync.Mutex
 	escaped time.Time
-	// editorKeyAt, under typing, is when the editor key was pressed for
-	// the first prompt before it came (openEditorEarly).
-	editorKeyAt time.Time
 	// sent is the prompt on its way, kept until Claude Code's
 	// UserPromptSubmit says what it took (deliver.go).
 	sent atomic.Pointer[onItsWay]

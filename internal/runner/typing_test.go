@@ -10,13 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"kndl.dev/kndl/internal/protocol"
-	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/tmux"
 )
 
@@ -64,12 +62,6 @@ type fakePane struct {
 	// until drawn.
 	drawLag time.Duration
 	drawn   time.Time
-	// waiting is the FIFO an editor opened before the prompt waits on, as
-	// in a warm pool Sandbox: while it is there the screen is blank (the
-	// editor has the terminal), and once it is gone the editor puts in
-	// what is staged; waitKeys counts the editor keys pressed meanwhile.
-	waiting  string
-	waitKeys int
 }
 
 // laggedKey is a key Claude Code gets to at due.
@@ -160,22 +152,7 @@ func (p *fakePane) run(cmd string) string {
 		p.key(p.lagged[0].cmd, running)
 		p.lagged = p.lagged[1:]
 	}
-	if p.waiting != "" {
-		if _, err := os.Stat(p.waiting); err != nil { // woken
-			p.waiting = ""
-			if b, err := os.ReadFile(p.staged); err == nil {
-				p.input = string(b)
-				p.typed++
-			}
-		}
-	}
 	switch {
-	case p.waiting != "" && strings.HasPrefix(cmd, "capture-pane"):
-		return "\n\n\n"
-	case p.waiting != "":
-		if strings.HasSuffix(cmd, `"C-g"`) {
-			p.waitKeys++
-		}
 	case strings.HasPrefix(cmd, "capture-pane") && running:
 		return "● earlier\n" + rule + "\n                    Save and close the editor to continue…\n" + rule + "\n"
 	case strings.HasPrefix(cmd, "capture-pane") && time.Now().Before(p.drawn):
@@ -192,13 +169,7 @@ func (p *fakePane) run(cmd string) string {
 
 // key is Claude Code getting to a key; call with p.mu held.
 func (p *fakePane) key(cmd string, running bool) {
-	_, noFIFO := os.Stat(p.staged + ".wait")
-	_, noStaged := os.Stat(p.staged)
 	switch {
-	case strings.HasSuffix(cmd, `"C-g"`) && !running && p.editorUntil.IsZero() && p.input == "" && noFIFO == nil && noStaged != nil:
-		// The editor script finds editorWait and nothing staged: it waits.
-		p.editorRuns++
-		p.waiting = p.staged + ".wait"
 	case strings.HasSuffix(cmd, `"C-g"`) && p.ignore > 0:
 		p.ignore--
 	case strings.HasSuffix(cmd, `"C-g"`) && running:
@@ -426,70 +397,4 @@ func TestACommandIsTakenOnceItsInputEmpties(t *testing.T) {
 			t.Fatalf("deliver = %+v, %v; want taken at once", got, err)
 		}
 	})
-}
-
-// namedCrun is a backend named crun, whose FIFOs the Sandbox shares.
-type namedCrun struct{ sandbox.Backend }
-
-func (namedCrun) Name() string { return "crun" }
-
-// TestAnEditorOpenedBeforeTheFirstPromptTakesItWithNoOtherKey: a Session
-// that takes a warm pool Sandbox has its editor key pressed as it is bound
-// (openEditorEarly), its editor waiting on editorWait; the first prompt is
-// staged and the editor woken, no other key pressed (one would run the
-// editor again once it closed), and the prompt is submitted once, byte for
-// byte, the FIFO gone. So too when Claude Code gets to the early key only
-// after the prompt is staged, and when a Runner before this one opened the
-// editor (its key unknown here, the screen blank). Where the FIFO is there
-// but no editor waits (the key was lost, or something in the Sandbox woke
-// it), the input box shows, and the key is pressed as for any prompt.
-func TestAnEditorOpenedBeforeTheFirstPromptTakesItWithNoOtherKey(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		early   bool          // openEditorEarly pressed the key
-		keyLag  time.Duration // Claude Code gets to each key that late
-		waiting bool          // the editor waits already, a Runner before opened it
-		runs    int           // the editor's runs
-	}{
-		{name: "opened early", early: true, runs: 1},
-		{name: "opened early, its key got to after the prompt was staged", early: true, keyLag: 300 * time.Millisecond, runs: 1},
-		{name: "opened by a Runner before", waiting: true},
-		{name: "no editor waits", runs: 1},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				p := &fakePane{keyLag: c.keyLag}
-				_, s := fakeSession(t, p)
-				s.backend = namedCrun{}
-				fifo := filepath.Join(s.dir, "mod", editorWait)
-				if c.early {
-					s.openEditorEarly(context.Background())
-					synctest.Wait()
-				} else if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				if c.waiting {
-					p.mu.Lock()
-					p.waiting = fifo
-					p.mu.Unlock()
-				}
-				text := "first\tprompt, e\u0301 \U0001F600\nline two"
-				got, err := s.deliver(context.Background(), protocol.SessionDeliver{SessionID: "s1", PromptID: "p1", Text: text, WithinMS: 30_000})
-				if err != nil || !got.Taken || got.Tries != 1 {
-					t.Fatalf("deliver = %+v, %v; want taken at the first try", got, err)
-				}
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				if p.typed != 1 || len(p.submitted) != 1 || p.submitted[0] != text {
-					t.Fatalf("typed %d times, submitted %q; want %q once", p.typed, p.submitted, text)
-				}
-				if p.waitKeys != 0 || p.editorRuns != c.runs {
-					t.Fatalf("%d editor keys pressed while the editor waited, the editor run %d times; want none and %d", p.waitKeys, p.editorRuns, c.runs)
-				}
-				if _, err := os.Stat(fifo); !os.IsNotExist(err) {
-					t.Fatalf("the FIFO after the prompt: %v, want it gone", err)
-				}
-			})
-		})
-	}
 }

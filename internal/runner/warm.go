@@ -251,7 +251,6 @@ func (w *warm) fromPool(ctx context.Context, s *session, req protocol.SessionSta
 		w.unbindPooled(ctx, s, e.ID)
 		return false, nil
 	}
-	r.spawn(func() { s.awaitFirstDelivery(firstDeliveryWait); s.closeEditor() })
 	return true, nil
 }
 
@@ -322,9 +321,7 @@ func (w *warm) bindPooled(ctx context.Context, s *session, e *warmpool.Entry, p 
 		}
 	}
 	t.step("pane")
-	if req.Model == e.Model || req.Model == "" {
-		s.openEditorEarly(ctx)
-	} else {
+	if req.Model != e.Model && req.Model != "" {
 		got, err := s.deliver(ctx, protocol.SessionDeliver{SessionID: s.id, Text: "/model " + req.Model, Command: true, WithinMS: 15000})
 		if err == nil && !got.Taken {
 			err = errors.New(got.Why)
@@ -425,9 +422,6 @@ func (w *warm) unbindPooled(ctx context.Context, s *session, id string) {
 	r.egress.forget(s.id)
 	os.Remove(s.dir)
 	s.sandbox, s.conversation, s.ctl, s.ctx, s.cancel, s.launched = sandboxID(s.id), s.id, nil, nil, nil, time.Time{}
-	s.typing.Lock()
-	s.editorKeyAt = time.Time{}
-	s.typing.Unlock()
 	s.tokenKept.Store(false)
 	w.dropPooled(context.WithoutCancel(ctx), id)
 }

@@ -121,8 +121,8 @@ func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariable
 				}
 			}
 		}
-		// The editor opened as the Session is bound (editorWait) takes the
-		// first prompt byte for byte, once.
+		// The first prompt, typed into the pool's Claude Code, arrives
+		// byte for byte, once.
 		prompt := fmt.Sprintf("region? warm %d:\ta tab, e\u0301, \U0001F600", i)
 		v := s.NewSession(repo, prompt)
 		if got := regionAndHead(v.ID); got != "eu-north-1\npushed after the fill" {
@@ -133,9 +133,6 @@ func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariable
 			if e.Kind == protocol.EventPrompt && e.Text != prompt {
 				t.Fatalf("warm Session %d's prompt arrived as %q, want %q", i, e.Text, prompt)
 			}
-		}
-		if !poolEditorTook(s.logText(), v.ID) {
-			t.Fatalf("warm Session %d's first prompt was not taken by the editor opened as it was bound; the log:\n%s", i, s.logText())
 		}
 		if !s.startLogSays(v.ID, fromPoolLine) {
 			t.Fatalf("warm Session %d's start log does not say %q: %s", i, fromPoolLine, dump(s.Events(v.ID)))
@@ -171,17 +168,6 @@ func TestNoWarmPoolSandboxServesTwoSessionsEachAtTheReposHeadAndAChangedVariable
 	if _, err := os.Stat(filepath.Join(s.Home, "pool", p)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the stale pool Sandbox's directory: got %v, want it removed", err)
 	}
-}
-
-// poolEditorTook reports whether the Runner's log says Session id's
-// editor, opened as it was bound, before its first prompt, took one.
-func poolEditorTook(log, id string) bool {
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, id) && strings.Contains(line, "Claude Code ran its editor") && strings.Contains(line, `"opened early"=true`) {
-			return true
-		}
-	}
-	return false
 }
 
 // BenchmarkWarmPoolStart times `kndl new` (POST /api/sessions) to the first
