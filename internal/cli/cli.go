@@ -111,6 +111,7 @@ func commands() []Command {
 		{Name: "claude editor", Usage: "STAGED FILE", Summary: "Claude Code's external editor: put the prompt the Runner staged in FILE", Hidden: true, Run: claudeEditor},
 		{Name: "transcript follow", Summary: "stream a transcript's Events", Hidden: true, Run: hostedCommand("transcript follow")},
 		{Name: "ports watch", Usage: "[--skip-exe DIR]", Summary: "write the listening ports when they change", Hidden: true, Run: hostedCommand("ports watch")},
+		{Name: "hosted", Usage: "JOB ARGS -- JOB ARGS", Summary: "two of the above for one process start: the second writes to stderr", Hidden: true, Run: hostedPair},
 		{Name: "ports dial", Usage: "PORT", Summary: "carry one connection to a port over stdin and stdout", Hidden: true, Run: portsDial},
 	}
 }

@@ -92,13 +92,20 @@ type portList struct {
 	sent bool
 }
 
+// portsWatchArgs is the ports watcher's command.
+var portsWatchArgs = []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir}
+
 // watchPorts runs kndl ports watch in the Sandbox while the Session runs,
 // and sends the Hub each list it writes: it writes one when the listening
 // sockets change, reading them every 2 seconds. Claude Code's own ports
 // (its login callback) are left out. A watcher that dies is started again.
-func (s *session) watchPorts(ctx context.Context) {
+func (s *session) watchPorts(ctx context.Context, first helperStream) {
 	for ctx.Err() == nil {
-		out, done, err := s.execHelper(ctx, []string{kndlBin, "ports", "watch", "--skip-exe", claude.MountDir})
+		out, done, err := first.out, first.done, first.err
+		if out == nil && err == nil {
+			out, done, err = s.execHelper(ctx, portsWatchArgs)
+		}
+		first = helperStream{}
 		if err != nil {
 			s.log.Warn("ports watcher did not start", "session", s.id, "err", err)
 		} else {

@@ -821,9 +821,14 @@ func (r *Runner) session(id string) (*session, error) {
 // offsets, its ports watcher, its exit watcher, and the refresh of its
 // Sandbox token.
 func (s *session) watch(offsets map[string]int64) {
-	s.spawn(func() { s.follow(s.ctx, offsets) })
+	s.spawn(func() {
+		// One process start in the Sandbox for both (execHelpers); each
+		// starts again on its own.
+		follower, ports := s.execHelpers(s.ctx, s.followArgs(offsets), portsWatchArgs)
+		s.spawn(func() { s.watchPorts(s.ctx, ports) })
+		s.follow(s.ctx, offsets, follower)
+	})
 	s.keepToken(nil)
-	s.spawn(func() { s.watchPorts(s.ctx) })
 	s.spawn(s.watchExit)
 }
 

@@ -29,6 +29,14 @@ const initPath = "/dev/.kndl-init"
 // program when its Env has no PATH.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// initEnv is a Sandbox's PID 1's whole environment. GOMAXPROCS=1: init's
+// goroutines (the hook door, the hosted jobs) are light and mostly wait;
+// with one P its runtime spins no idle thread looking for work each time
+// one wakes. A Session's init had spent 67 CPU-ms by its first tool's
+// result so, 78 with the host's two Ps (docs/performance.md). Nothing init
+// starts inherits its environment.
+var initEnv = []string{"PATH=" + sandboxPath, "GOMAXPROCS=1"}
+
 // runtimeEnv is the whole environment of every runtime process: the
 // Runner's own environment (its token among it) is never passed on.
 var runtimeEnv = []string{"PATH=" + sandboxPath}
@@ -256,7 +264,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 
 	spec := &specs.Spec{
 		Version:  ociVersion,
-		Process:  sandboxProcess([]string{initPath, helperArg, helperInit, initHookDoor, b.relay.String()}, []string{"PATH=" + sandboxPath}, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
+		Process:  sandboxProcess([]string{initPath, helperArg, helperInit, initHookDoor, b.relay.String()}, initEnv, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
 		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
 		Hostname: hostname,
 		Mounts:   mounts,
