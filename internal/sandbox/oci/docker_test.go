@@ -98,6 +98,9 @@ func TestDockerInASandbox(t *testing.T) {
 		{"the host's ports stay out of its reach", "docker run --rm kndl-test/busybox nc -w 3 " + hostPort + " </dev/null 2>/dev/null && echo reached || echo refused", "refused"},
 		{"the Sandbox's own limits stay out of its reach",
 			`for f in memory/memory.limit_in_bytes memory.max pids/pids.max pids.max; do test -f /sys/fs/cgroup/$f && { echo max > /sys/fs/cgroup/$f || echo 9999999999 > /sys/fs/cgroup/$f; } 2>/dev/null && echo "raised $f"; done; echo done`, "done"},
+		// Its weight, which the parent cgroup's is summed from.
+		{"the Sandbox's CPU weight stays out of its reach",
+			`n=0; for f in cpu/cpu.shares cpu.weight; do test -f /sys/fs/cgroup/$f || continue; n=$((n+1)); { echo 10000 > /sys/fs/cgroup/$f; } 2>/dev/null && echo "raised $f"; done; echo "tried $n"`, "tried 1"},
 		{"docker stop ends a container cleanly",
 			`mkdir -p /root/state && docker run -d --name db -v /root/state:/state kndl-test/busybox sh -c 'trap "echo clean > /state/stopped; exit 0" TERM; while :; do sleep 0.1; done' >/dev/null`, ""},
 	}
