@@ -52,14 +52,16 @@ func TestACPUWeightSetOnARunningSandboxIsItsCgroups(t *testing.T) {
 
 // TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh: the parent cgroup of
 // every Sandbox weighs the sum of its Sandboxes' weights, never under the
-// default, as Sandboxes start, change weight and go, so each contends
-// with the host's other work as it would on its own. Other tests' (and
+// default, as Sandboxes start, change weight and go, and again when a
+// backend starts over the same state, so each contends with the host's
+// other work as it would on its own. Other tests' (and
 // packages') Sandboxes share the parent, so each check reads the children
 // and the parent until two reads of the children agree around the
 // parent's.
 func TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh(t *testing.T) {
 	base := requireOCI(t)
-	b := newBackend(t, oci.Options{StateDir: filepath.Join(t.TempDir(), "state"), RelayPort: freePort(t)})
+	stateDir, port := filepath.Join(t.TempDir(), "state"), freePort(t)
+	b := newBackend(t, oci.Options{StateDir: stateDir, RelayPort: port})
 	if !slices.Contains(b.Host().Limits, "cpu") {
 		t.Skipf("this host enforces only %v", b.Host().Limits)
 	}
@@ -101,6 +103,17 @@ func TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("one stopped", dflt/10)
+	// A Runner restarting over the same state weighs the parent again
+	// (reconcile): here from a weight a host's reset left.
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(dflt)), 0); err != nil {
+		t.Fatal(err)
+	}
+	c = start(t, b, sandbox.Spec{ID: "weigh-c", Layers: []string{base}})
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(dflt)), 0); err != nil {
+		t.Fatal(err)
+	}
+	newBackend(t, oci.Options{StateDir: stateDir, RelayPort: port})
+	check("after a restart", dflt+dflt/10)
 }
 
 // childWeights reads the weight of each Sandbox cgroup under dir, sorted.
