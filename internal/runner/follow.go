@@ -67,53 +67,12 @@ type helperStream struct {
 // b's its stderr, and their stdin is one pipe, closed at ctx's end or once
 // both are done.
 func (s *session) execHelpers(ctx context.Context, a, b []string) (helperStream, helperStream) {
-	fail := func(err error) (helperStream, helperStream) { return helperStream{err: err}, helperStream{err: err} }
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	var outs [2][2]*os.File // read, write
-	for i := range outs {
-		if outs[i][0], outs[i][1], err = os.Pipe(); err != nil {
-			inR.Close()
-			inW.Close()
-			if i == 1 {
-				outs[0][0].Close()
-				outs[0][1].Close()
-			}
-			return fail(err)
-		}
-	}
 	args := append(append(append([]string{kndlBin, "hosted"}, a[1:]...), "--"), b[1:]...)
-	p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: args, Stdin: inR, Stdout: outs[0][1], Stderr: outs[1][1]})
-	inR.Close() // the runtime has its own copies
-	outs[0][1].Close()
-	outs[1][1].Close()
+	streams, err := s.execStreams(ctx, args, 2)
 	if err != nil {
-		inW.Close()
-		outs[0][0].Close()
-		outs[1][0].Close()
-		return fail(err)
+		return helperStream{err: err}, helperStream{err: err}
 	}
-	s.spawn(func() { p.Wait() })
-	stop := context.AfterFunc(ctx, func() { inW.Close() })
-	var mu sync.Mutex
-	left := 2
-	done := func(out *os.File) func() {
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				out.Close()
-				mu.Lock()
-				defer mu.Unlock()
-				if left--; left == 0 {
-					stop()
-					inW.Close()
-				}
-			})
-		}
-	}
-	return helperStream{out: outs[0][0], done: done(outs[0][0])}, helperStream{out: outs[1][0], done: done(outs[1][0])}
+	return streams[0], streams[1]
 }
 
 // execHelper starts one of kndl's long-lived helpers in the Sandbox (the
@@ -124,29 +83,68 @@ func (s *session) execHelpers(ctx context.Context, a, b []string) (helperStream,
 // The helper ends when its stdin closes: at ctx's end, or done, which
 // also closes out.
 func (s *session) execHelper(ctx context.Context, args []string) (out *os.File, done func(), err error) {
+	streams, err := s.execStreams(ctx, args, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	return streams[0].out, streams[0].done, nil
+}
+
+// execStreams runs args in the Sandbox with its stdin a pipe and n outputs
+// (stdout, then stderr) pipes of their own, each given as a file. Each
+// stream's done closes its output; once every one is done, or at ctx's
+// end, stdin closes, which ends the helpers.
+func (s *session) execStreams(ctx context.Context, args []string, n int) ([]helperStream, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, nil, err
+	reads, writes := make([]*os.File, n), make([]*os.File, n)
+	closeAll := func(files []*os.File) {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
 	}
-	p, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{Args: args, Stdin: inR, Stdout: outW})
+	for i := range n {
+		if reads[i], writes[i], err = os.Pipe(); err != nil {
+			closeAll([]*os.File{inR, inW})
+			closeAll(reads)
+			closeAll(writes)
+			return nil, err
+		}
+	}
+	cmd := sandbox.Cmd{Args: args, Stdin: inR, Stdout: writes[0]}
+	if n > 1 {
+		cmd.Stderr = writes[1]
+	}
+	p, err := s.backend.Exec(ctx, s.sandbox, cmd)
 	inR.Close() // the runtime has its own copies
-	outW.Close()
+	closeAll(writes)
 	if err != nil {
 		inW.Close()
-		outR.Close()
-		return nil, nil, err
+		closeAll(reads)
+		return nil, err
 	}
 	s.spawn(func() { p.Wait() })
 	stop := context.AfterFunc(ctx, func() { inW.Close() })
-	return outR, func() {
-		stop()
-		inW.Close()
-		outR.Close()
-	}, nil
+	var mu sync.Mutex
+	left := n
+	streams := make([]helperStream, n)
+	for i, out := range reads {
+		var once sync.Once
+		streams[i] = helperStream{out: out, done: func() {
+			once.Do(func() {
+				out.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				if left--; left == 0 {
+					stop()
+					inW.Close()
+				}
+			})
+		}}
+	}
+	return streams, nil
 }
