@@ -16,8 +16,9 @@ import (
 // (docs/performance.md). So the parent weighs what its Sandboxes weigh,
 // summed, and at least the default: each Sandbox contends with the host's
 // other work as it would on its own, and a pool Sandbox at a tenth adds a
-// tenth. It is set again at each Start, teardown and SetCPUWeight, under
-// the host lock, so two backends on one host agree.
+// tenth. It is set again at each Start, teardown and SetCPUWeight, and as
+// a backend starts (reconcile), under the host lock, so two backends on
+// one host agree.
 
 // Each hierarchy's weight file and bounds: cgroup v2's cpu.weight, v1's
 // cpu.shares (the kernel's own limits on each).
@@ -35,16 +36,6 @@ func (l cgroupLayout) weightFile() weightFile {
 	}
 	dir := filepath.Join(cgroupRoot, "cpu", cgroupParent)
 	return weightFile{"cpu.shares", 1024, 2, 262144, dir, filepath.Join(dir, "*-*", "cpu.shares")}
-}
-
-// parentWeight is the weight the parent takes for its children's: their
-// sum, within the file's bounds and never under the default.
-func (f weightFile) parentWeight(children []int) int {
-	sum := 0
-	for _, w := range children {
-		sum += w
-	}
-	return min(max(sum, f.dflt), f.hi)
 }
 
 // weighParent sets the parent cgroup's weight from its Sandboxes' now.
@@ -66,17 +57,19 @@ func (b *OCI) setParentWeight() {
 	}
 	f := b.cgroups.weightFile()
 	files, _ := filepath.Glob(f.childrenGlob)
-	var children []int
+	sum := 0
 	for _, p := range files {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			continue // a Sandbox's cgroup going away
 		}
 		if w, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && w >= f.lo {
-			children = append(children, w)
+			sum += w
 		}
 	}
-	err := os.WriteFile(filepath.Join(f.parentDir, f.name), []byte(strconv.Itoa(f.parentWeight(children))), 0)
+	// Their sum, within the file's bounds and never under the default.
+	weight := min(max(sum, f.dflt), f.hi)
+	err := os.WriteFile(filepath.Join(f.parentDir, f.name), []byte(strconv.Itoa(weight)), 0)
 	if err != nil && !os.IsNotExist(err) {
 		b.log.Warn("weigh the Sandboxes' cgroup", "err", err)
 	}

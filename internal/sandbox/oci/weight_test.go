@@ -105,9 +105,6 @@ func TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh(t *testing.T) {
 	check("one stopped", dflt/10)
 	// A Runner restarting over the same state weighs the parent again
 	// (reconcile): here from a weight a host's reset left.
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(dflt)), 0); err != nil {
-		t.Fatal(err)
-	}
 	c = start(t, b, sandbox.Spec{ID: "weigh-c", Layers: []string{base}})
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.Itoa(dflt)), 0); err != nil {
 		t.Fatal(err)
