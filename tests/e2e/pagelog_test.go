@@ -169,8 +169,10 @@ func TestAFailedBrowserWaitNamesThePagesSocketsAndErrors(t *testing.T) {
 	b.Go(srv.URL, "p")
 	var seen string
 	testenv.EventuallyShowing(t, testenv.WaitMedium, func() bool {
+		// The socket's close and the exception come as two events in
+		// either order (CI saw the exception first): both are waited for.
 		seen = b.seen()
-		return strings.Contains(seen, "the page broke")
+		return strings.Contains(seen, "the page broke") && strings.Contains(seen, "), closed at ")
 	}, func() string { return seen })
 	for _, want := range []string{
 		"the page showed " + srv.URL + "/ (complete)\n",
