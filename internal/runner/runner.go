@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -246,7 +247,10 @@ func (r *Runner) waitGoroutines() {
 	select {
 	case <-done:
 	case <-time.After(closeWait):
-		r.log.Warn("some of the Runner's work did not end in time", "waited", closeWait)
+		// Every goroutine's stack names what the work waits on.
+		stacks := make([]byte, 256<<10)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		r.log.Warn("some of the Runner's work did not end in time", "waited", closeWait, "goroutines", string(stacks))
 	}
 }
 
