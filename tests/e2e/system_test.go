@@ -538,6 +538,19 @@ func Start(t testing.TB, opts ...Option) *System {
 			// what the Hub and Runner did just before the failure.
 			t.Logf("system log:\n%s", logBuf.String())
 		}
+		// The Runner ends before its Sandboxes go and the test's
+		// directories are removed: one still running restarted its
+		// helpers in them and wrote in its home as it went (CI: "TempDir
+		// RemoveAll cleanup: … directory not empty"). Run waits up to its
+		// closeWait for its work.
+		s.runnerCancel()
+		select {
+		case <-s.runnerDone:
+		case <-time.After(runnerEndWait):
+			lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+			t.Errorf("the Runner's Run had not returned %s after its context ended; the log's last %d lines:\n%s",
+				runnerEndWait, runnerLogTail, strings.Join(lines[max(0, len(lines)-runnerLogTail):], "\n"))
+		}
 		cctx := context.Background()
 		if all, err := s.Backend.List(cctx); err == nil {
 			for _, sb := range all {
@@ -550,6 +563,9 @@ func Start(t testing.TB, opts ...Option) *System {
 	s.waitConnected("the Runner connects")
 	return s
 }
+
+// runnerEndWait bounds how long a System's end waits for its Runner's Run.
+const runnerEndWait = 30 * time.Second
 
 type lockedWriter struct {
 	mu sync.Mutex
