@@ -5,6 +5,7 @@
 //
 //	go test -json ./tests/e2e/ | go run ./scripts/testtimes
 //
+// Then each entry a passed test logged as a stall ("stall: …"), whole.
 // Last, for each failed test, it repeats the words it failed with, so that
 // a report showing only the log's tail names the cause and not only the
 // system log a failed e2e System prints after them.
@@ -53,6 +54,7 @@ func main() { report(os.Stdin, os.Stdout) }
 func report(r io.Reader, w io.Writer) {
 	held := map[string]*strings.Builder{} // a running test's output, printed if it fails
 	var times []timing
+	var stalls []string // a passed test's stall entries, printed last
 	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 1<<20), 1<<26)
 	for in.Scan() {
@@ -75,6 +77,9 @@ func report(r io.Reader, w io.Writer) {
 			}
 		case sub || e.Test == "":
 		case e.Action == "pass" || e.Action == "skip":
+			if b := held[key]; b != nil {
+				stalls = append(stalls, stalled(top, b.String())...)
+			}
 			delete(held, key)
 			times = append(times, timing{name: top, seconds: e.Elapsed})
 		case e.Action == "fail":
@@ -106,6 +111,9 @@ func report(r io.Reader, w io.Writer) {
 		}
 		fmt.Fprintf(w, "%7.1f s  %s%s\n", t.seconds, t.name, mark)
 	}
+	for _, st := range stalls {
+		fmt.Fprint(w, st)
+	}
 	for _, t := range times {
 		if t.failed && t.output != "" {
 			fmt.Fprintf(w, "%s failed with:\n%s", t.name, failure(t.output))
@@ -120,6 +128,29 @@ var logLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
 // cleanup is the header of what a failed e2e System logs after its test
 // has failed (tests/e2e/system_test.go): what follows is not the cause.
 const cleanup = "goroutines of the test process"
+
+// stall marks an entry a passed test logged of a wait that ran long
+// (tests/e2e/system_test.go): a finding to chase, though nothing failed.
+const stall = "stall: "
+
+// stalled returns each entry of a passed test's output that starts with
+// stall, whole, under a line naming the test.
+func stalled(test, out string) []string {
+	var found []string
+	in := false
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if logLine.MatchString(l) {
+			in = strings.HasPrefix(logLine.ReplaceAllString(l, ""), stall)
+			if in {
+				found = append(found, test+" passed, but logged a stall:\n")
+			}
+		}
+		if in {
+			found[len(found)-1] += l
+		}
+	}
+	return found
+}
 
 // failure returns the last entry a test logged before its System's
 // cleanup, which is the one it failed with: its first line and those that

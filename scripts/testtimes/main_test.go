@@ -49,3 +49,34 @@ func TestAFailedTestsWordsComeLastNotItsSystemLog(t *testing.T) {
 		t.Fatalf("the report does not list the failed test's time:\n%s", got)
 	}
 }
+
+// TestAPassedTestsStallIsPrintedWhole: a passed test's "stall:" entry is
+// printed whole, after the slowest tests, and its other words are not.
+func TestAPassedTestsStallIsPrintedWhole(t *testing.T) {
+	var in strings.Builder
+	emit := func(action, test, output string, elapsed float64) {
+		b, _ := json.Marshal(event{Action: action, Package: "kndl.dev/kndl/tests/e2e", Test: test, Output: output, Elapsed: elapsed})
+		in.Write(append(b, '\n'))
+	}
+	long := strings.Repeat("x", 2*width)
+	emit("output", "TestSlowEnd", "    a_test.go:9: fine words\n", 0)
+	emit("output", "TestSlowEnd", "    system_test.go:548: stall: the Runner's Run returned 12s after its context ended; the log's last 40 lines:\n", 0)
+	emit("output", "TestSlowEnd", "        level=WARN msg=\"some of the Runner's work did not end in time\" goroutines="+long+"\n", 0)
+	emit("output", "TestSlowEnd", "    a_test.go:12: later words\n", 0)
+	emit("pass", "TestSlowEnd", "", 30)
+	emit("output", "TestQuick", "    a_test.go:9: no stall: the word, not at the start\n", 0)
+	emit("pass", "TestQuick", "", 1)
+
+	var out strings.Builder
+	report(strings.NewReader(in.String()), &out)
+	got := out.String()
+	want := "TestSlowEnd passed, but logged a stall:\n" +
+		"    system_test.go:548: stall: the Runner's Run returned 12s after its context ended; the log's last 40 lines:\n" +
+		"        level=WARN msg=\"some of the Runner's work did not end in time\" goroutines=" + long + "\n"
+	if !strings.HasSuffix(got, want) {
+		t.Fatalf("the report ends\n%s\nwant it to end\n%s", got, want)
+	}
+	if strings.Contains(got, "fine words") || strings.Contains(got, "later words") || strings.Contains(got, "TestQuick passed") {
+		t.Fatalf("the report printed a passed test's other words:\n%s", got)
+	}
+}

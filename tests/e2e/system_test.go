@@ -543,9 +543,17 @@ func Start(t testing.TB, opts ...Option) *System {
 		// helpers in them and wrote in its home as it went (CI: "TempDir
 		// RemoveAll cleanup: … directory not empty"). Run waits up to its
 		// closeWait for its work.
+		cancelled := time.Now()
 		s.runnerCancel()
 		select {
 		case <-s.runnerDone:
+			// A slow end passes but is a finding: scripts/testtimes
+			// prints a passed test's "stall:" entries.
+			if took := time.Since(cancelled); took > runnerSlowEnd {
+				lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+				t.Logf("stall: the Runner's Run returned %v after its context ended; the log's last %d lines:\n%s",
+					took.Round(time.Millisecond), runnerLogTail, strings.Join(lines[max(0, len(lines)-runnerLogTail):], "\n"))
+			}
 		case <-time.After(runnerEndWait):
 			lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
 			t.Errorf("the Runner's Run had not returned %s after its context ended; the log's last %d lines:\n%s",
@@ -564,8 +572,12 @@ func Start(t testing.TB, opts ...Option) *System {
 	return s
 }
 
-// runnerEndWait bounds how long a System's end waits for its Runner's Run.
-const runnerEndWait = 30 * time.Second
+// runnerEndWait bounds how long a System's end waits for its Runner's Run;
+// past runnerSlowEnd its end is logged as a stall.
+const (
+	runnerEndWait = 30 * time.Second
+	runnerSlowEnd = 5 * time.Second
+)
 
 type lockedWriter struct {
 	mu sync.Mutex
