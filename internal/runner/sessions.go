@@ -669,7 +669,7 @@ func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-
 	// spawns; a root client (a Runner taking it back) may still attach.
 	_, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
-			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "exec sleep infinity"},
+			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "sleep", "infinity"},
 		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color"},
 		Dir:   workspaceDir,
 		User:  s.runAs(),
