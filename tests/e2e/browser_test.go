@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -226,6 +228,45 @@ func (b *Browser) SetCookie(u, name, value string) {
 		_, err := cdp.Call(ctx, t, network.SetCookie, network.SetCookieParams{Name: name, Value: value, URL: u})
 		return chromedp.Void{}, err
 	})
+}
+
+// FailLoads fails, as a network error, the first n of the tab's requests
+// whose URL matches pattern (Fetch's wildcards; n < 0: every one), until the
+// func it returns, which says how many it failed.
+func (b *Browser) FailLoads(pattern string, n int) (stop func() int) {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	b.do(func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, t, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}})
+		return chromedp.Void{}, err
+	})
+	var failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			if n < 0 || failed.Load() < int64(n) {
+				failed.Add(1)
+				chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonInternetDisconnected})
+			} else {
+				chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			}
+		}
+	}()
+	return func() int {
+		b.t.Helper()
+		b.do(func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+			_, err := cdp.Call(ctx, t, fetch.Disable, cdp.Empty{})
+			return chromedp.Void{}, err
+		})
+		cancel()
+		<-done
+		return int(failed.Load())
+	}
 }
 
 // SignInDev signs the browser in as the dev user on the sign-in page.
@@ -710,14 +751,23 @@ func TestAWatcherSeesTheTranscriptButNeitherDrivesNorSeesTheTerminal(t *testing.
 // TestTheAppPagesPairARunnerAndStoreAToken: the Runners page pairs a Runner
 // and shows its token once with the exact command, says whose it is, and
 // shares it for the Owner; the Account page stores a setup token without
-// ever showing it; the Members page invites.
+// ever showing it; the Members page invites. A page whose script fails to
+// load loads itself again, three times at most, then says so.
 func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 	t.Parallel()
 	s := Start(t)
 	b := NewBrowser(t)
 	s.SignInDev(b)
 
+	// A page whose script failed to load (a browser on the Runner's host
+	// meets a network change at each Sandbox's start) loads itself again.
+	stop := b.FailLoads("*/static/runners.js", 2)
 	b.Go(s.URL+"/runners", "#pair")
+	b.Arrive(testenv.WaitMedium, "the Runners page loaded again until its script ran",
+		`performance.getEntriesByType("navigation")[0].type === "reload" && sessionStorage.getItem("kndl-reloads") === null`)
+	if n := stop(); n != 2 {
+		t.Fatalf("failed %d loads of runners.js, want 2", n)
+	}
 	b.do(chromedp.SendKeys(chromedp.CSS(`#pair input[name=name]`), "box-2"), chromedp.Click(chromedp.CSS(`#pair button[type=submit]`)))
 	b.Wait(testenv.WaitShort, "the pairing command", `!document.getElementById("paired").hidden`)
 	cmd := Eval[string](b, `document.getElementById("pair-command").textContent`)
@@ -777,6 +827,14 @@ func TestTheAppPagesPairARunnerAndStoreAToken(t *testing.T) {
 		t.Fatal("the Account page shows a setup token")
 	}
 
+	// One whose script never loads stops trying, and says so.
+	stop = b.FailLoads("*/static/members.js", -1)
+	b.Go(s.URL+"/members", "#invite")
+	b.Arrive(testenv.WaitMedium, "the Members page saying its script did not load",
+		`document.getElementById("script-failed")?.textContent.startsWith("This page's script did not load (4 tries)")`)
+	if n := stop(); n != 4 {
+		t.Fatalf("failed %d loads of members.js, want 4: one, then three more", n)
+	}
 	b.Go(s.URL+"/members", "#invite")
 	b.do(chromedp.SendKeys(chromedp.CSS(`#invite input[name=login]`), "carol"), chromedp.Click(chromedp.CSS(`#invite button[type=submit]`)))
 	b.Wait(testenv.WaitShort, "the Invite's link", `document.getElementById("invite-link").textContent.startsWith("`+s.URL+`/invite#kndli_")`)
