@@ -315,12 +315,17 @@ func (s *handle) inTx(ctx context.Context, t turn, fn func(*sql.Tx) error) error
 		}
 	}
 	s.waited(start, nil)
+	defer s.held(time.Now())
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
 	}
 	return tx.Commit()
 }
+
+// slowHold is how long a write transaction may hold the write lock before
+// the store warns, naming it: the holder a slow wait (slowLock) waited on.
+const slowHold = time.Second
 
 // slowLock is how long a write may wait for the database's write lock
 // (SQLite's, under busy_timeout; PostgreSQL's advisory locks) before the
@@ -351,14 +356,26 @@ func (s *handle) waited(start time.Time, err error) {
 	if d <= slowLock {
 		return
 	}
-	l := s.log.Load()
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Warn("a store write waited for the database's write lock", "op", waiter(), "waited", d.Round(time.Millisecond), "err", err)
+	s.logger().Warn("a store write waited for the database's write lock", "op", waiter(), "waited", d.Round(time.Millisecond), "err", err)
 }
 
-// waiter names the store call above inTx, InTx, exec and waited, such as
+// held warns if a write transaction, holding the write lock since start,
+// held it over slowHold, naming the store's call that held it.
+func (s *handle) held(start time.Time) {
+	if d := time.Since(start); d > slowHold {
+		s.logger().Warn("a store write held the database's write lock", "op", waiter(), "held", d.Round(time.Millisecond))
+	}
+}
+
+// logger is where the store warns: Store.Log's logger, or slog.Default().
+func (s *handle) logger() *slog.Logger {
+	if l := s.log.Load(); l != nil {
+		return l
+	}
+	return slog.Default()
+}
+
+// waiter names the store call above inTx, InTx, exec, waited and held, such as
 // Prompts.Enqueue, without its package path.
 func waiter() string {
 	pcs := make([]uintptr, 16)
@@ -367,7 +384,7 @@ func waiter() string {
 		f, more := frames.Next()
 		name := f.Function[strings.LastIndex(f.Function, "/")+1:]
 		switch strings.TrimPrefix(name, "store.") {
-		case "(*handle).inTx", "(*Store).InTx", "(*handle).exec":
+		case "(*handle).inTx", "(*Store).InTx", "(*handle).exec", "(*handle).held":
 		default:
 			if name != "" {
 				return strings.NewReplacer("store.", "", "(*", "", ")", "").Replace(name)
