@@ -83,6 +83,7 @@ func TestDockerInASandbox(t *testing.T) {
 		// MKNOD: bits 21 12 13 27.
 		{"the Sandbox's root holds dockerd's capabilities and no more", "grep ^CapEff: /proc/self/status | cut -f2", "00000000a82435fb"},
 		{"a container runs", "docker run --rm kndl-test/busybox echo hello from a container", "hello from a container"},
+		{"a container runs with docker's init", "docker run --rm --init kndl-test/busybox sh -c 'echo pid1 is $(cat /proc/1/comm)' 2>&1", "pid1 is docker-init"},
 		{"it is in the Sandbox's user namespace, not the host's",
 			"docker run --rm kndl-test/busybox " + uidMap, sandboxMap},
 		{"it has no new privileges and seccomp", "docker run --rm kndl-test/busybox grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '", "NoNewPrivs: 1\nSeccomp: 2"},
