@@ -103,6 +103,32 @@ func TestTheSandboxesCgroupWeighsWhatItsSandboxesWeigh(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("one stopped", dflt/10)
+	// A cgroup below a Sandbox's (a Docker Sandbox's root makes its
+	// containers' there) is the Sandbox's to weigh, not the host's: it
+	// adds nothing, whatever it weighs.
+	own, _ := filepath.Glob(filepath.Join(dir, "*-*"))
+	if len(own) != 1 {
+		t.Fatalf("Sandbox cgroups under %s: %v, want one", dir, own)
+	}
+	nested := filepath.Join(own[0], "nested-child")
+	if err := os.Mkdir(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(nested) })
+	heavy := map[string]int{"cpu.shares": 262144, "cpu.weight": 10000}[file]
+	if err := os.WriteFile(filepath.Join(nested, file), []byte(strconv.Itoa(heavy)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetCPUWeight(ctx, a, 10); err != nil {
+		t.Fatal(err)
+	}
+	check("a cgroup nested in a Sandbox's", dflt/10)
+	if got := readInt(t, filepath.Join(dir, file)); got != dflt {
+		t.Fatalf("with a nested cgroup weighing %d, the parent weighs %d, want %d", heavy, got, dflt)
+	}
+	if err := os.Remove(nested); err != nil {
+		t.Fatal(err)
+	}
 	// A Runner restarting over the same state weighs the parent again
 	// (reconcile): here from a weight a host's reset left.
 	c = start(t, b, sandbox.Spec{ID: "weigh-c", Layers: []string{base}})
