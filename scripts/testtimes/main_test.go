@@ -6,16 +6,28 @@ import (
 	"testing"
 )
 
+// events is the output of go test -json, made an event at a time.
+type events struct{ strings.Builder }
+
+func (e *events) emit(action, test, output string, elapsed float64) {
+	b, _ := json.Marshal(event{Action: action, Package: "kndl.dev/kndl/tests/e2e", Test: test, Output: output, Elapsed: elapsed})
+	e.Write(append(b, '\n'))
+}
+
+// report is what testtimes writes, given them.
+func (e *events) report() string {
+	var out strings.Builder
+	report(strings.NewReader(e.String()), &out)
+	return out.String()
+}
+
 // TestAFailedTestsWordsComeLastNotItsSystemLog: the report's tail names
 // what a failed test failed with, cut to its width, and not the goroutines
 // and system log its System printed after; a passed test's output is not
 // printed.
 func TestAFailedTestsWordsComeLastNotItsSystemLog(t *testing.T) {
-	var in strings.Builder
-	emit := func(action, test, output string, elapsed float64) {
-		b, _ := json.Marshal(event{Action: action, Package: "kndl.dev/kndl/tests/e2e", Test: test, Output: output, Elapsed: elapsed})
-		in.Write(append(b, '\n'))
-	}
+	var in events
+	emit := in.emit
 	emit("run", "TestPasses", "", 0)
 	emit("output", "TestPasses", "    a_test.go:9: fine words\n", 0)
 	emit("pass", "TestPasses", "", 1.5)
@@ -32,9 +44,7 @@ func TestAFailedTestsWordsComeLastNotItsSystemLog(t *testing.T) {
 	emit("output", "TestFails", "--- FAIL: TestFails (39.55s)\n", 0)
 	emit("fail", "TestFails", "", 39.55)
 
-	var out strings.Builder
-	report(strings.NewReader(in.String()), &out)
-	got := out.String()
+	got := in.report()
 	want := "TestFails failed with:\n" +
 		"    browser_test.go:135: both helpers listed: not within 30s: context deadline exceeded\n" +
 		"        the page showed http://x/sessions/1\n" +
@@ -53,11 +63,8 @@ func TestAFailedTestsWordsComeLastNotItsSystemLog(t *testing.T) {
 // TestAPassedTestsStallIsPrintedWhole: a passed test's "stall:" entry is
 // printed whole, after the slowest tests, and its other words are not.
 func TestAPassedTestsStallIsPrintedWhole(t *testing.T) {
-	var in strings.Builder
-	emit := func(action, test, output string, elapsed float64) {
-		b, _ := json.Marshal(event{Action: action, Package: "kndl.dev/kndl/tests/e2e", Test: test, Output: output, Elapsed: elapsed})
-		in.Write(append(b, '\n'))
-	}
+	var in events
+	emit := in.emit
 	long := strings.Repeat("x", 2*width)
 	emit("output", "TestSlowEnd", "    a_test.go:9: fine words\n", 0)
 	emit("output", "TestSlowEnd", "    system_test.go:548: stall: the Runner's Run returned 12s after its context ended; the log's last 40 lines:\n", 0)
@@ -67,9 +74,7 @@ func TestAPassedTestsStallIsPrintedWhole(t *testing.T) {
 	emit("output", "TestQuick", "    a_test.go:9: no stall: the word, not at the start\n", 0)
 	emit("pass", "TestQuick", "", 1)
 
-	var out strings.Builder
-	report(strings.NewReader(in.String()), &out)
-	got := out.String()
+	got := in.report()
 	want := "TestSlowEnd passed, but logged a stall:\n" +
 		"    system_test.go:548: stall: the Runner's Run returned 12s after its context ended; the log's last 40 lines:\n" +
 		"        level=WARN msg=\"some of the Runner's work did not end in time\" goroutines=" + long + "\n"
