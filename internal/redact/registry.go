@@ -1115,12 +1115,11 @@ type registry struct {
 	// three of one begun at j-1, or a two-byte word begun at j+1 (any
 	// class, then its two), so no word's start is passed over unread.
 	pairs3 *triples
-	// next3 has the triple after each word's first byte (any class past
-	// its end): a place where a word begins has its triple in starts3 and
-	// the next in next3, a stop every 340 bytes of terminal text rather
-	// than 85 by starts3 alone.
-	next3   *triples
-	shallow uint32
+	// deep[k] is the first id of a state k bytes deep (every state is
+	// dense, in breadth-first order): from the root, text stays on the
+	// trie while each state is as deep as the bytes read (begins).
+	deep    [5]uint32
+	shallow uint32 // deep[2]
 
 	scratch sync.Pool // of *scratch
 	maxRun  int       // the largest minRun of a rule with assign
@@ -1272,7 +1271,7 @@ func (r *registry) buildStarts3(words []string) {
 	if n > 1<<clsBits {
 		panic(fmt.Sprintf("redact: %d byte classes, above the %d a triple's index holds", n, 1<<clsBits))
 	}
-	r.starts3, r.pairs3, r.next3 = new(triples), new(triples), new(triples)
+	r.starts3, r.pairs3 = new(triples), new(triples)
 	// set sets the triples of classes of w's bytes from off on, any class
 	// where w has no byte, and before it where off is -1.
 	set := func(tab *triples, w string, off int) {
@@ -1297,7 +1296,6 @@ func (r *registry) buildStarts3(words []string) {
 	}
 	for _, w := range words {
 		set(r.starts3, w, 0)
-		set(r.next3, w, 1)
 		set(r.pairs3, w, 0)
 		if len(w) > 2 {
 			set(r.pairs3, w, 1)
@@ -1306,15 +1304,18 @@ func (r *registry) buildStarts3(words []string) {
 		}
 	}
 	k := 0
-	for k < len(m.dDepth) && m.dDepth[k] <= 1 {
-		k++
+	for d := range r.deep {
+		for k < len(m.dDepth) && m.dDepth[k] < int32(d) {
+			k++
+		}
+		r.deep[d] = uint32(k) * n
 	}
-	r.shallow = uint32(k) * n
+	r.shallow = r.deep[2]
 }
 
 // skip returns the first place from i on where a needed word may begin,
-// by starts3 and next3; near the end of text, where they don't fit, by
-// starts3 alone, and i where no triple fits. It reads the triples at
+// by starts3 and begins; near the end of text, where four bytes don't
+// fit, by starts3 alone, and i where no triple fits. It reads the triples at
 // every second place by pairs3, four a round, and the three places one
 // stands for only where pairs3 has it: terminal text meets one every 140
 // bytes or so. Each triple is read as its first two classes' word of
@@ -1323,7 +1324,7 @@ func (r *registry) buildStarts3(words []string) {
 func (r *registry) skip(text string, i int) int {
 	cls, pairs := &r.m.cls, r.pairs3
 	j := i
-	for ; j+11 <= len(text); j += 8 { // +11: next3 after j+7 is read on a hit
+	for ; j+11 <= len(text); j += 8 { // +11: begins at j+7 reads to j+10
 		p := text[j : j+9]
 		c0, c1, c2, c3, c4 := uint32(cls[p[0]]), uint32(cls[p[1]]), uint32(cls[p[2]]), uint32(cls[p[3]]), uint32(cls[p[4]])
 		c5, c6, c7, c8 := uint32(cls[p[5]]), uint32(cls[p[6]]), uint32(cls[p[7]]), uint32(cls[p[8]])
@@ -1336,7 +1337,7 @@ func (r *registry) skip(text string, i int) int {
 			}
 			// A hit at j+k stands for a word begun a byte before, there or a byte after.
 			for q := max(j+k-1, i); q <= j+k+1; q++ {
-				if r.starts3.has(r.triple(text, q)) && r.next3.has(r.triple(text, q+1)) {
+				if r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
 					return q
 				}
 			}
@@ -1349,6 +1350,26 @@ func (r *registry) skip(text string, i int) int {
 		}
 	}
 	return max(i, len(text)-2)
+}
+
+// begins reports whether a needed word may begin at q, four bytes before
+// text's end or more: whether the automaton, stepped from the root, stays
+// on the trie over the four bytes or to where a word ends. Terminal text
+// met a place whose first three classes begin one word and next three
+// another ("inte": intra, enterprise) every 340 bytes.
+func (r *registry) begins(text string, q int) bool {
+	m, p := r.m, text[q:q+4]
+	st := uint32(0)
+	for k := range 4 {
+		t := m.dense[st+uint32(m.cls[p[k]])]
+		if st = t & idMask; st < r.deep[k+1] {
+			return false
+		}
+		if t&matchFlag != 0 {
+			return true
+		}
+	}
+	return true
 }
 
 // triple is the index of the classes of text[q:q+3] in a triples.
@@ -1392,7 +1413,7 @@ var (
 		return newRegistry(ds)
 	})
 	// The registries a Writer's shapes read frames with: the same rules,
-	// reading ESC as a space, as maskWidth's view of a frame holds it, so
+	// reading ESC as a space, as a shaper's view of a frame holds it, so
 	// the walk reads the frame itself and the view is made only for a
 	// piece with a needed word in it.
 	markedFrameRules = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(markedRules().ds)) })
@@ -2050,13 +2071,12 @@ type shaper struct {
 	found []Finding
 }
 
-// maskWidth appends text to dst with each credential s.r finds replaced
-// character for character: by its mark padded with '*', or by '*' alone
-// where the mark is longer, so a terminal keeps its columns. An escape
-// sequence's ESC reads as a space, so a coloured token is found too: s.r
-// walks text reading ESC so, and the rules read a view of text with each
-// ESC a space, made only once the walk meets a needed word.
-func (s *shaper) maskWidth(dst, text []byte) []byte {
+// find finds the credentials s.r finds in text, for maskWidth, and
+// reports whether there are any. An escape sequence's ESC reads as a
+// space, so a coloured token is found too: s.r walks text reading ESC
+// so, and the rules read a view of text with each ESC a space, made only
+// once the walk meets a needed word.
+func (s *shaper) find(text []byte) bool {
 	view := func() string {
 		s.view = spaceEscapes(s.view, text)
 		return unsafe.String(unsafe.SliceData(s.view), len(s.view))
@@ -2065,6 +2085,13 @@ func (s *shaper) maskWidth(dst, text []byte) []byte {
 	// written until the next piece, and find keeps no part of them (a
 	// Finding is offsets).
 	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view, true))
+	return len(s.found) > 0
+}
+
+// maskWidth appends text to dst with each credential find found in it
+// replaced character for character: by its mark padded with '*', or by
+// '*' alone where the mark is longer, so a terminal keeps its columns.
+func (s *shaper) maskWidth(dst, text []byte) []byte {
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)

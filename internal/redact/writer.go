@@ -91,9 +91,17 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 			cut = len(data)
 		}
 	}
-	w.shaped = w.shapes.maskWidth(w.shaped[:0], data[:cut])
+	out := data[:cut]
+	if w.shapes.find(out) {
+		w.shaped = w.shapes.maskWidth(w.shaped[:0], out)
+		out = w.shaped
+	} else if len(w.tail) > 0 {
+		// out is passed as it is, in the tail's buffer: the new tail
+		// goes to the other, and they swap.
+		w.shaped, w.tail = w.tail, w.shaped
+	}
 	w.tail = append(w.tail[:0], data[cut:]...)
-	return w.shaped
+	return out
 }
 
 // afterEscape moves cut, the start of the last run of token bytes in
