@@ -1111,9 +1111,10 @@ type registry struct {
 	// stop it: no word holds one, and a hit finds its line's start itself.
 	starts3 *triples
 	// pairs3 is what skip reads at every second place j: a triple set
-	// there may hold a word's start (its first three classes), the next
-	// three of one begun at j-1, or a two-byte word begun at j+1 (any
-	// class, then its two), so no word's start is passed over unread.
+	// there may be three classes of a word begun up to maxOffset bytes
+	// before (seldomAt, one offset of each parity), or a two-byte word
+	// begun at j+1 (any class, then its two), so no word's start is
+	// passed over unread.
 	pairs3 *triples
 	// deep[k] is the first id of a state k bytes deep (every state is
 	// dense, in breadth-first order): from the root, text stays on the
@@ -1296,9 +1297,9 @@ func (r *registry) buildStarts3(words []string) {
 	}
 	for _, w := range words {
 		set(r.starts3, w, 0)
-		set(r.pairs3, w, 0)
+		set(r.pairs3, w, seldomAt(w, 0))
 		if len(w) > 2 {
-			set(r.pairs3, w, 1)
+			set(r.pairs3, w, seldomAt(w, 1))
 		} else {
 			set(r.pairs3, w, -1)
 		}
@@ -1313,11 +1314,40 @@ func (r *registry) buildStarts3(words []string) {
 	r.shallow = r.deep[2]
 }
 
+// maxOffset is the furthest into a word its triple in pairs3 begins.
+const maxOffset = 5
+
+// seldomAt returns the offset, from first on by twos to maxOffset, of
+// the triple of w that ordinary text holds least: by its bytes that are
+// no letter, then its letters by how seldom English uses them. A walk
+// that reads every second place meets a word's triple at an offset of
+// each parity; terminal text holds "lin", "age" or "nte" every few
+// lines, "n_a", "e-s" or "erp" (lin_api_, age-secret-key-1, enterprise)
+// hardly ever.
+func seldomAt(w string, first int) int {
+	const common = "etaoinshrdlcumwfgypbvkjxqz" // English's letters, most used first
+	best, score := first, -1
+	for off := first; off <= maxOffset && off+3 <= len(w); off += 2 {
+		n := 0
+		for _, c := range []byte(w[off : off+3]) {
+			if k := strings.IndexByte(common, c); k >= 0 {
+				n += k
+			} else {
+				n += len(common)
+			}
+		}
+		if n > score {
+			best, score = off, n
+		}
+	}
+	return best
+}
+
 // skip returns the first place from i on where a needed word may begin,
 // by starts3 and begins; near the end of text, where four bytes don't
 // fit, by starts3 alone, and i where no triple fits. It reads the triples at
-// every second place by pairs3, four a round, and the three places one
-// stands for only where pairs3 has it: terminal text meets one every 140
+// every second place by pairs3, four a round, and the places a round's
+// stand for only where pairs3 has one: terminal text meets one every 700
 // bytes or so. Each triple is read as its first two classes' word of
 // pairs3 and the third's bit in it, so the four are independent of each
 // other.
@@ -1331,20 +1361,16 @@ func (r *registry) skip(text string, i int) int {
 		if !pairs.has2(c0, c1, c2) && !pairs.has2(c2, c3, c4) && !pairs.has2(c4, c5, c6) && !pairs.has2(c6, c7, c8) {
 			continue
 		}
-		for k := 0; k < 8; k += 2 {
-			if !pairs.has(r.triple(text, j+k)) {
-				continue
-			}
-			// A hit at j+k stands for a word begun a byte before, there or a byte after.
-			for q := max(j+k-1, i); q <= j+k+1; q++ {
-				if r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
-					return q
-				}
+		// A hit at j+k stands for a word begun up to maxOffset bytes
+		// before, there or a byte after: the places are read in order.
+		for q := max(j-maxOffset, i); q <= j+7; q++ {
+			if r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
+				return q
 			}
 		}
 	}
-	// A word begun at j-1 is read at j, not yet reached.
-	for j = max(j-1, i); j+2 < len(text); j++ {
+	// A word begun before j may be read at j or later, not yet reached.
+	for j = max(j-maxOffset, i); j+2 < len(text); j++ {
 		if r.starts3.has(r.triple(text, j)) {
 			return j
 		}
