@@ -1114,8 +1114,10 @@ type registry struct {
 	// there may be three classes of a word begun up to maxOffset bytes
 	// before (seldomAt, one offset of each parity), or a two-byte word
 	// begun at j+1 (any class, then its two), so no word's start is
-	// passed over unread.
+	// passed over unread. offs says where: bit b of a triple's, a word
+	// begun at j-maxOffset+b.
 	pairs3 *triples
+	offs   *[1 << (3 * clsBits)]uint8
 	// deep[k] is the first id of a state k bytes deep (every state is
 	// dense, in breadth-first order): from the root, text stays on the
 	// trie while each state is as deep as the bytes read (begins).
@@ -1272,10 +1274,11 @@ func (r *registry) buildStarts3(words []string) {
 	if n > 1<<clsBits {
 		panic(fmt.Sprintf("redact: %d byte classes, above the %d a triple's index holds", n, 1<<clsBits))
 	}
-	r.starts3, r.pairs3 = new(triples), new(triples)
+	r.starts3, r.pairs3, r.offs = new(triples), new(triples), new([1 << (3 * clsBits)]uint8)
 	// set sets the triples of classes of w's bytes from off on, any class
-	// where w has no byte, and before it where off is -1.
-	set := func(tab *triples, w string, off int) {
+	// where w has no byte, and before it where off is -1, in tab and, if
+	// pairs, its offset in offs.
+	set := func(tab *triples, w string, off int, pairs bool) {
 		var c [3][]uint32
 		for k := range c {
 			if p := off + k; p >= 0 && p < len(w) {
@@ -1291,17 +1294,20 @@ func (r *registry) buildStarts3(words []string) {
 				for _, d := range c[2] {
 					x := (a<<clsBits|b)<<clsBits | d
 					tab[x/64] |= 1 << (x % 64)
+					if pairs {
+						r.offs[x] |= 1 << (maxOffset - off)
+					}
 				}
 			}
 		}
 	}
 	for _, w := range words {
-		set(r.starts3, w, 0)
-		set(r.pairs3, w, seldomAt(w, 0))
+		set(r.starts3, w, 0, false)
+		set(r.pairs3, w, seldomAt(w, 0), true)
 		if len(w) > 2 {
-			set(r.pairs3, w, seldomAt(w, 1))
+			set(r.pairs3, w, seldomAt(w, 1), true)
 		} else {
-			set(r.pairs3, w, -1)
+			set(r.pairs3, w, -1, true)
 		}
 	}
 	k := 0
@@ -1347,8 +1353,8 @@ func seldomAt(w string, first int) int {
 // by starts3 and begins; near the end of text, where four bytes don't
 // fit, by starts3 alone, and i where no triple fits. It reads the triples at
 // every second place by pairs3, four a round, and the places a round's
-// stand for only where pairs3 has one: terminal text meets one every 700
-// bytes or so. Each triple is read as its first two classes' word of
+// stand for (offs) only where pairs3 has one: terminal text meets one
+// every 680 bytes or so. Each triple is read as its first two classes' word of
 // pairs3 and the third's bit in it, so the four are independent of each
 // other.
 func (r *registry) skip(text string, i int) int {
@@ -1361,10 +1367,23 @@ func (r *registry) skip(text string, i int) int {
 		if !pairs.has2(c0, c1, c2) && !pairs.has2(c2, c3, c4) && !pairs.has2(c4, c5, c6) && !pairs.has2(c6, c7, c8) {
 			continue
 		}
-		// A hit at j+k stands for a word begun up to maxOffset bytes
-		// before, there or a byte after: the places are read in order.
-		for q := max(j-maxOffset, i); q <= j+7; q++ {
-			if r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
+		// A hit at j+k stands for the words begun where offs says, up
+		// to maxOffset bytes before it or a byte after; they are read
+		// in order. Every word begun by j+2 is read by this round, one
+		// begun later maybe by the next: the places from j+3 to the one
+		// found are read one by one.
+		var at uint16 // bit b: j-maxOffset+b
+		for k := 0; k < 8; k += 2 {
+			at |= uint16(r.offs[r.triple(text, j+k)&(1<<(3*clsBits)-1)]) << k
+		}
+		for ; at != 0; at &= at - 1 {
+			q := j - maxOffset + bits.TrailingZeros16(at)
+			if q >= i && r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
+				for p := max(j+3, i); p < q; p++ {
+					if r.starts3.has(r.triple(text, p)) && r.begins(text, p) {
+						return p
+					}
+				}
 				return q
 			}
 		}
