@@ -1350,8 +1350,8 @@ func seldomAt(w string, first int) int {
 }
 
 // skip returns the first place from i on where a needed word may begin,
-// by starts3 and begins; near the end of text, where four bytes don't
-// fit, by starts3 alone, and i where no triple fits. It reads the triples at
+// by starts3 and begins (near the end of text, where four bytes don't
+// fit, by starts3 alone), and i where no triple fits. It reads the triples at
 // every second place by pairs3, four a round, and the places a round's
 // stand for (offs) only where pairs3 has one: terminal text meets one
 // every 680 bytes or so. Each triple is read as its first two classes' word of
@@ -1390,7 +1390,7 @@ func (r *registry) skip(text string, i int) int {
 	}
 	// A word begun before j may be read at j or later, not yet reached.
 	for j = max(j-maxOffset, i); j+2 < len(text); j++ {
-		if r.starts3.has(r.triple(text, j)) {
+		if r.starts3.has(r.triple(text, j)) && (j+4 > len(text) || r.begins(text, j)) {
 			return j
 		}
 	}
