@@ -93,15 +93,8 @@ func (r *registry) holdFrom(data []byte, run int) int {
 	text := unsafe.String(unsafe.SliceData(data), n) // read, not kept
 	// 64: the longest needed word.
 	for i := max(line, n-r.reach-64); i < n; i++ {
-		if st < r.shallow {
-			// As find walks: over text where no word can begin.
-			from := i
-			if st != 0 {
-				from = i - 1
-			}
-			if k := r.skip(text, from); k >= i {
-				i, st = k, 0
-			}
+		if st < r.shallow { // as find walks
+			i, st = r.passOver(text, i, st)
 		}
 		t := m.dense[st+uint32(m.cls[data[i]])]
 		if st = t & idMask; t&specialFlag != 0 {

@@ -1397,6 +1397,21 @@ func (r *registry) skip(text string, i int) int {
 	return max(i, len(text)-2)
 }
 
+// passOver returns where the automaton, at i in state st, the root or a
+// state one byte deep (below shallow), goes on reading text and its state
+// there: past text where no needed word can begin (skip). A word under
+// way in st began at text[i-1].
+func (r *registry) passOver(text string, i int, st uint32) (int, uint32) {
+	from := i
+	if st != 0 {
+		from = i - 1
+	}
+	if k := r.skip(text, from); k >= i {
+		return k, 0
+	}
+	return i, st
+}
+
 // begins reports whether a needed word may begin at q, four bytes before
 // text's end or more: whether the automaton, stepped from the root, stays
 // on the trie over the four bytes or to where a word ends. Terminal text
@@ -1539,14 +1554,7 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 	rt := text // what the rules read: text, or from the first hit on its view
 	for i := 0; i < len(text); i++ {
 		if st < r.shallow {
-			// Any word under way began at text[i-1], if st is not the root.
-			from := i
-			if st != 0 {
-				from = i - 1
-			}
-			if k := r.skip(text, from); k >= i {
-				i, st = k, 0
-			}
+			i, st = r.passOver(text, i, st)
 		}
 		c := text[i]
 		t := dense[st+uint32(cls[c])] // every state is dense
