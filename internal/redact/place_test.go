@@ -138,8 +138,10 @@ func TestTheWalkStopsAtOrBeforeEveryNeededWord(t *testing.T) {
 // TestTheWalkStopsAtOrBeforeEveryWordItPassesFrom: registry.skip, from
 // every place of generated texts and terminal text, in every registry,
 // returns a place at or before the first where a needed word begins
-// whole: a word whose triple in pairs3 is read in a later round than a
-// word after it is not passed over.
+// whole, by the automaton: a word whose triple in pairs3 lies a round
+// later than that of a word begun after it (CO_API_KEY's, API_KEY's) is
+// not passed over, which the words laid among terminal text above did
+// not meet.
 func TestTheWalkStopsAtOrBeforeEveryWordItPassesFrom(t *testing.T) {
 	texts := append(generatedTexts(12), string(benchText(16<<10, benchValues())))
 	for name, r := range map[string]*registry{"all": allRules(), "marked": markedRules(), "frames": markedFrameRules()} {
