@@ -1414,9 +1414,9 @@ func (r *registry) passOver(text string, i int, st uint32) (int, uint32) {
 
 // begins reports whether a needed word may begin at q, four bytes before
 // text's end or more: whether the automaton, stepped from the root, stays
-// on the trie over the four bytes or to where a word ends. Terminal text
-// met a place whose first three classes begin one word and next three
-// another ("inte": intra, enterprise) every 340 bytes.
+// on the trie over the four bytes or to where a word ends: not where
+// the first three classes begin one word and the next three another
+// ("inte": intra, enterprise), which a pair of triple sets reads as one.
 func (r *registry) begins(text string, q int) bool {
 	m, p := r.m, text[q:q+4]
 	st := uint32(0)
