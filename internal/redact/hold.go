@@ -6,6 +6,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxLead bounds the text a match holds before its needed word that a
@@ -89,8 +90,12 @@ func (r *registry) holdFrom(data []byte, run int) int {
 	line := bytes.LastIndexByte(data, '\n') + 1
 	var st uint32
 	from := max(run, n-r.lead)
+	text := unsafe.String(unsafe.SliceData(data), n) // read, not kept
 	// 64: the longest needed word.
 	for i := max(line, n-r.reach-64); i < n; i++ {
+		if st < r.shallow { // as find walks
+			i, st = r.passOver(text, i, st)
+		}
 		t := m.dense[st+uint32(m.cls[data[i]])]
 		if st = t & idMask; t&specialFlag != 0 {
 			st = 0

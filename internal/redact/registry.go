@@ -1111,16 +1111,18 @@ type registry struct {
 	// stop it: no word holds one, and a hit finds its line's start itself.
 	starts3 *triples
 	// pairs3 is what skip reads at every second place j: a triple set
-	// there may hold a word's start (its first three classes), the next
-	// three of one begun at j-1, or a two-byte word begun at j+1 (any
-	// class, then its two), so no word's start is passed over unread.
+	// there may be three classes of a word begun up to maxOffset bytes
+	// before (seldomAt, one offset of each parity), or a two-byte word
+	// begun at j+1 (any class, then its two), so no word's start is
+	// passed over unread. offs says where: bit b of a triple's, a word
+	// begun at j-maxOffset+b.
 	pairs3 *triples
-	// next3 has the triple after each word's first byte (any class past
-	// its end): a place where a word begins has its triple in starts3 and
-	// the next in next3, a stop every 340 bytes of terminal text rather
-	// than 85 by starts3 alone.
-	next3   *triples
-	shallow uint32
+	offs   *[1 << (3 * clsBits)]uint8
+	// deep[k] is the first id of a state k bytes deep (every state is
+	// dense, in breadth-first order): from the root, text stays on the
+	// trie while each state is as deep as the bytes read (begins).
+	deep    [5]uint32
+	shallow uint32 // deep[2]
 
 	scratch sync.Pool // of *scratch
 	maxRun  int       // the largest minRun of a rule with assign
@@ -1272,10 +1274,11 @@ func (r *registry) buildStarts3(words []string) {
 	if n > 1<<clsBits {
 		panic(fmt.Sprintf("redact: %d byte classes, above the %d a triple's index holds", n, 1<<clsBits))
 	}
-	r.starts3, r.pairs3, r.next3 = new(triples), new(triples), new(triples)
+	r.starts3, r.pairs3, r.offs = new(triples), new(triples), new([1 << (3 * clsBits)]uint8)
 	// set sets the triples of classes of w's bytes from off on, any class
-	// where w has no byte, and before it where off is -1.
-	set := func(tab *triples, w string, off int) {
+	// where w has no byte, and before it where off is -1, in tab and, if
+	// pairs, its offset in offs.
+	set := func(tab *triples, w string, off int, pairs bool) {
 		var c [3][]uint32
 		for k := range c {
 			if p := off + k; p >= 0 && p < len(w) {
@@ -1291,64 +1294,142 @@ func (r *registry) buildStarts3(words []string) {
 				for _, d := range c[2] {
 					x := (a<<clsBits|b)<<clsBits | d
 					tab[x/64] |= 1 << (x % 64)
+					if pairs {
+						r.offs[x] |= 1 << (maxOffset - off)
+					}
 				}
 			}
 		}
 	}
 	for _, w := range words {
-		set(r.starts3, w, 0)
-		set(r.next3, w, 1)
-		set(r.pairs3, w, 0)
+		set(r.starts3, w, 0, false)
+		set(r.pairs3, w, seldomAt(w, 0), true)
 		if len(w) > 2 {
-			set(r.pairs3, w, 1)
+			set(r.pairs3, w, seldomAt(w, 1), true)
 		} else {
-			set(r.pairs3, w, -1)
+			set(r.pairs3, w, -1, true)
 		}
 	}
 	k := 0
-	for k < len(m.dDepth) && m.dDepth[k] <= 1 {
-		k++
+	for d := range r.deep {
+		for k < len(m.dDepth) && m.dDepth[k] < int32(d) {
+			k++
+		}
+		r.deep[d] = uint32(k) * n
 	}
-	r.shallow = uint32(k) * n
+	r.shallow = r.deep[2]
+}
+
+// maxOffset is the furthest into a word its triple in pairs3 begins.
+const maxOffset = 5
+
+// seldomAt returns the offset, from first on by twos to maxOffset, of
+// the triple of w that ordinary text holds least: by its bytes that are
+// no letter, then its letters by how seldom English uses them. A walk
+// that reads every second place meets a word's triple at an offset of
+// each parity; terminal text holds "lin", "age" or "nte" every few
+// lines, "n_a", "e-s" or "erp" (lin_api_, age-secret-key-1, enterprise)
+// hardly ever.
+func seldomAt(w string, first int) int {
+	const common = "etaoinshrdlcumwfgypbvkjxqz" // English's letters, most used first
+	best, score := first, -1
+	for off := first; off <= maxOffset && off+3 <= len(w); off += 2 {
+		n := 0
+		for _, c := range []byte(w[off : off+3]) {
+			if k := strings.IndexByte(common, c); k >= 0 {
+				n += k
+			} else {
+				n += len(common)
+			}
+		}
+		if n > score {
+			best, score = off, n
+		}
+	}
+	return best
 }
 
 // skip returns the first place from i on where a needed word may begin,
-// by starts3 and next3; near the end of text, where they don't fit, by
-// starts3 alone, and i where no triple fits. It reads the triples at
-// every second place by pairs3, four a round, and the three places one
-// stands for only where pairs3 has it: terminal text meets one every 140
-// bytes or so. Each triple is read as its first two classes' word of
+// by starts3 and begins (near the end of text, where four bytes don't
+// fit, by starts3 alone), and i where no triple fits. It reads the triples at
+// every second place by pairs3, four a round, and the places a round's
+// stand for (offs) only where pairs3 has one: terminal text meets one
+// every 680 bytes or so. Each triple is read as its first two classes' word of
 // pairs3 and the third's bit in it, so the four are independent of each
 // other.
 func (r *registry) skip(text string, i int) int {
 	cls, pairs := &r.m.cls, r.pairs3
 	j := i
-	for ; j+11 <= len(text); j += 8 { // +11: next3 after j+7 is read on a hit
+	for ; j+11 <= len(text); j += 8 { // +11: begins at j+7 reads to j+10
 		p := text[j : j+9]
 		c0, c1, c2, c3, c4 := uint32(cls[p[0]]), uint32(cls[p[1]]), uint32(cls[p[2]]), uint32(cls[p[3]]), uint32(cls[p[4]])
 		c5, c6, c7, c8 := uint32(cls[p[5]]), uint32(cls[p[6]]), uint32(cls[p[7]]), uint32(cls[p[8]])
 		if !pairs.has2(c0, c1, c2) && !pairs.has2(c2, c3, c4) && !pairs.has2(c4, c5, c6) && !pairs.has2(c6, c7, c8) {
 			continue
 		}
+		// A hit at j+k stands for the words begun where offs says, up
+		// to maxOffset bytes before it or a byte after; they are read
+		// in order. Every word begun by j+2 is read by this round, one
+		// begun later maybe by the next: the places from j+3 to the one
+		// found are read one by one.
+		var at uint16 // bit b: j-maxOffset+b
 		for k := 0; k < 8; k += 2 {
-			if !pairs.has(r.triple(text, j+k)) {
-				continue
-			}
-			// A hit at j+k stands for a word begun a byte before, there or a byte after.
-			for q := max(j+k-1, i); q <= j+k+1; q++ {
-				if r.starts3.has(r.triple(text, q)) && r.next3.has(r.triple(text, q+1)) {
-					return q
+			at |= uint16(r.offs[r.triple(text, j+k)&(1<<(3*clsBits)-1)]) << k
+		}
+		for ; at != 0; at &= at - 1 {
+			q := j - maxOffset + bits.TrailingZeros16(at)
+			if q >= i && r.starts3.has(r.triple(text, q)) && r.begins(text, q) {
+				for p := max(j+3, i); p < q; p++ {
+					if r.starts3.has(r.triple(text, p)) && r.begins(text, p) {
+						return p
+					}
 				}
+				return q
 			}
 		}
 	}
-	// A word begun at j-1 is read at j, not yet reached.
-	for j = max(j-1, i); j+2 < len(text); j++ {
-		if r.starts3.has(r.triple(text, j)) {
+	// A word begun before j may be read at j or later, not yet reached.
+	for j = max(j-maxOffset, i); j+2 < len(text); j++ {
+		if r.starts3.has(r.triple(text, j)) && (j+4 > len(text) || r.begins(text, j)) {
 			return j
 		}
 	}
 	return max(i, len(text)-2)
+}
+
+// passOver returns where the automaton, at i in state st, the root or a
+// state one byte deep (below shallow), goes on reading text and its state
+// there: past text where no needed word can begin (skip). A word under
+// way in st began at text[i-1].
+func (r *registry) passOver(text string, i int, st uint32) (int, uint32) {
+	from := i
+	if st != 0 {
+		from = i - 1
+	}
+	if k := r.skip(text, from); k >= i {
+		return k, 0
+	}
+	return i, st
+}
+
+// begins reports whether a needed word may begin at q, four bytes before
+// text's end or more: whether the automaton, stepped from the root, stays
+// on the trie over the four bytes or to where a word ends: not where
+// the first three classes begin one word and the next three another
+// ("inte": intra, enterprise), which a pair of triple sets reads as one.
+func (r *registry) begins(text string, q int) bool {
+	m, p := r.m, text[q:q+4]
+	st := uint32(0)
+	for k := range 4 {
+		t := m.dense[st+uint32(m.cls[p[k]])]
+		if st = t & idMask; st < r.deep[k+1] {
+			return false
+		}
+		if t&matchFlag != 0 {
+			return true
+		}
+	}
+	return true
 }
 
 // triple is the index of the classes of text[q:q+3] in a triples.
@@ -1392,7 +1473,7 @@ var (
 		return newRegistry(ds)
 	})
 	// The registries a Writer's shapes read frames with: the same rules,
-	// reading ESC as a space, as maskWidth's view of a frame holds it, so
+	// reading ESC as a space, as a shaper's view of a frame holds it, so
 	// the walk reads the frame itself and the view is made only for a
 	// piece with a needed word in it.
 	markedFrameRules = sync.OnceValue(func() *registry { return escAsSpace(newRegistry(markedRules().ds)) })
@@ -1473,14 +1554,7 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 	rt := text // what the rules read: text, or from the first hit on its view
 	for i := 0; i < len(text); i++ {
 		if st < r.shallow {
-			// Any word under way began at text[i-1], if st is not the root.
-			from := i
-			if st != 0 {
-				from = i - 1
-			}
-			if k := r.skip(text, from); k >= i {
-				i, st = k, 0
-			}
+			i, st = r.passOver(text, i, st)
 		}
 		c := text[i]
 		t := dense[st+uint32(cls[c])] // every state is dense
@@ -2050,13 +2124,12 @@ type shaper struct {
 	found []Finding
 }
 
-// maskWidth appends text to dst with each credential s.r finds replaced
-// character for character: by its mark padded with '*', or by '*' alone
-// where the mark is longer, so a terminal keeps its columns. An escape
-// sequence's ESC reads as a space, so a coloured token is found too: s.r
-// walks text reading ESC so, and the rules read a view of text with each
-// ESC a space, made only once the walk meets a needed word.
-func (s *shaper) maskWidth(dst, text []byte) []byte {
+// find finds the credentials s.r finds in text, for maskWidth, and
+// reports whether there are any. An escape sequence's ESC reads as a
+// space, so a coloured token is found too: s.r walks text reading ESC
+// so, and the rules read a view of text with each ESC a space, made only
+// once the walk meets a needed word.
+func (s *shaper) find(text []byte) bool {
 	view := func() string {
 		s.view = spaceEscapes(s.view, text)
 		return unsafe.String(unsafe.SliceData(s.view), len(s.view))
@@ -2065,6 +2138,13 @@ func (s *shaper) maskWidth(dst, text []byte) []byte {
 	// written until the next piece, and find keeps no part of them (a
 	// Finding is offsets).
 	s.found = merged(s.r.appendFind(s.found[:0], unsafe.String(unsafe.SliceData(text), len(text)), view, true))
+	return len(s.found) > 0
+}
+
+// maskWidth appends text to dst with each credential find found in it
+// replaced character for character: by its mark padded with '*', or by
+// '*' alone where the mark is longer, so a terminal keeps its columns.
+func (s *shaper) maskWidth(dst, text []byte) []byte {
 	cur := 0
 	for _, f := range s.found {
 		dst = append(dst, text[cur:f.Start]...)

@@ -64,22 +64,18 @@ func (w *Writer) MaskShapes(all bool) *Writer {
 // shapes; a longer one goes as it is.
 const maxToken = 4 << 10
 
-// shape masks credentials in buf, which follows w.tail, by shape, keeping
-// back as the new tail, unless final, the end that a match may still go on
-// from (holdFrom): the last token's last bytes that could come before a
-// needed word yet to come, or from before a word whose match may not have
-// ended. A piece that ends in a space or a control sequence, with no word
-// in its last line, passes whole.
-func (w *Writer) shape(buf []byte, final bool) []byte {
-	if w.shapes == nil || len(buf) == 0 && (len(w.tail) == 0 || !final) {
-		return buf
+// shape masks credentials in data, w.tail followed by what the values
+// released, by shape, keeping back as the new tail, unless final, the end
+// that a match may still go on from (holdFrom): the last token's last
+// bytes that could come before a needed word yet to come, or from before
+// a word whose match may not have ended. A piece that ends in a space or
+// a control sequence, with no word in its last line, passes whole.
+func (w *Writer) shape(data []byte, final bool) []byte {
+	if w.shapes == nil {
+		return data
 	}
-	// buf is read where it is when nothing is held: a copy of every
-	// piece after the tail cost a Writer's frames a pass of their own.
-	data := buf
-	if len(w.tail) > 0 {
-		w.tail = append(w.tail, buf...) // grown once, then reused
-		data = w.tail
+	if len(data) == len(w.tail) && (len(data) == 0 || !final) {
+		return data[:0] // nothing new: the tail stays
 	}
 	cut := len(data)
 	if !final {
@@ -91,9 +87,13 @@ func (w *Writer) shape(buf []byte, final bool) []byte {
 			cut = len(data)
 		}
 	}
-	w.shaped = w.shapes.maskWidth(w.shaped[:0], data[:cut])
+	out := data[:cut] // passed as it is where nothing is found
+	if w.shapes.find(out) {
+		w.shaped = w.shapes.maskWidth(w.shaped[:0], out)
+		out = w.shaped
+	}
 	w.tail = append(w.tail[:0], data[cut:]...)
-	return w.shaped
+	return out
 }
 
 // afterEscape moves cut, the start of the last run of token bytes in
@@ -142,7 +142,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	before := w.held()
-	w.buf = w.s.Redact(w.buf[:0], p)
+	// The values' output goes after the held tail: the shapes read the
+	// two as one without a copy of the piece.
+	w.buf = w.s.Redact(append(w.buf[:0], w.tail...), p)
 	out := w.shape(w.buf, false)
 	if held := w.held(); held > 0 && (before == 0 || held <= len(p)) {
 		// All held bytes arrived now.
@@ -179,7 +181,7 @@ func (w *Writer) flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.buf = w.s.Flush(w.buf[:0])
+	w.buf = w.s.Flush(append(w.buf[:0], w.tail...))
 	return w.pass(w.shape(w.buf, true))
 }
 
