@@ -1593,7 +1593,6 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 				gt = -1
 			}
 		}
-		sc.dirty = true
 		for _, cand := range r.byState[st/m.ncls] {
 			di := cand.d
 			d := r.ds[di]
@@ -1620,6 +1619,10 @@ func (r *registry) appendFind(out []Finding, text string, view func() string, me
 				runs.read(rt, lineStart, nl)
 				runsAt = lineStart
 			}
+			// From here on done and seen may be written: the next find
+			// clears them. A hit turned away above writes neither, as most
+			// of a log line's are (a named rule's word with no operator).
+			sc.dirty = true
 			if !d.assign && d.minRun > 0 && (!d.lines && !runs.has(from, to, d.minRun) || d.lines && !hasRun(rt[from:to], d.minRun)) ||
 				!r.holds(rt, hit, end, from, to, cand.needs, sc.seen) {
 				continue
