@@ -184,15 +184,21 @@ func (s *System) whyNotConnected(what string) string {
 		run = fmt.Sprintf("ended, returning %v", s.runnerEnd)
 	default:
 	}
-	lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
-	lines = lines[max(0, len(lines)-runnerLogTail):]
+	lines := s.logTail()
 	stacks := testenv.Leftover("kndl.dev/kndl/internal/runner", "kndl.dev/kndl/internal/sandbox")
 	return fmt.Sprintf("%s\nthe Runner's Run: %s; the Hub counts it connected: %v\nthe log's last %d lines:\n%s\n"+
 		"the %d goroutines of the Runner and its backend, every System's:\n\n%s",
 		what, run, s.Hub.Connected(s.runnerID), len(lines), strings.Join(lines, "\n"), len(stacks), strings.Join(stacks, "\n\n"))
 }
 
-// runnerLogTail is how many of the log's last lines waitConnected shows.
+// logTail is the log's last runnerLogTail lines, which a failure or a
+// stall about the Runner shows.
+func (s *System) logTail() []string {
+	lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+	return lines[max(0, len(lines)-runnerLogTail):]
+}
+
+// runnerLogTail is how many of the log's last lines logTail keeps.
 const runnerLogTail = 40
 
 // RestartRunner stops the Runner process's part (its connection, relay and
@@ -550,14 +556,14 @@ func Start(t testing.TB, opts ...Option) *System {
 			// A slow end passes but is a finding: scripts/testtimes
 			// prints a passed test's "stall:" entries.
 			if took := time.Since(cancelled); took > runnerSlowEnd {
-				lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+				lines := s.logTail()
 				t.Logf("stall: the Runner's Run returned %v after its context ended; the log's last %d lines:\n%s",
-					took.Round(time.Millisecond), runnerLogTail, strings.Join(lines[max(0, len(lines)-runnerLogTail):], "\n"))
+					took.Round(time.Millisecond), len(lines), strings.Join(lines, "\n"))
 			}
 		case <-time.After(runnerEndWait):
-			lines := strings.Split(strings.TrimSpace(s.logText()), "\n")
+			lines := s.logTail()
 			t.Errorf("the Runner's Run had not returned %s after its context ended; the log's last %d lines:\n%s",
-				runnerEndWait, runnerLogTail, strings.Join(lines[max(0, len(lines)-runnerLogTail):], "\n"))
+				runnerEndWait, len(lines), strings.Join(lines, "\n"))
 		}
 		cctx := context.Background()
 		if all, err := s.Backend.List(cctx); err == nil {
