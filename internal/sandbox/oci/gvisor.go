@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -29,8 +28,10 @@ import (
 //   - --overlay2=none: runsc would otherwise put a memory-backed overlay over
 //     the root filesystem, and a Sandbox's writes would never reach its
 //     upper layer (Stop, Snapshot and Disks rely on them being there).
-//   - Idmapped mounts are asked for with the mount's own uid and gid maps;
-//     runsc's gofer makes them (it knows no "idmap" option).
+//   - Idmapped binds are made by the backend, on the host, and runsc is
+//     given plain binds of them (idmapbinds.go): runsc knows no "idmap"
+//     option, and its own way (a mount's uid and gid maps) costs a process
+//     start a mount.
 //   - No seccomp filter in config.json: runsc applies the OCI one only with
 //     --oci-seccomp, and inside gVisor a system call reaches the Sentry,
 //     not the host; the Sentry's own filter is what bounds the host calls.
@@ -102,16 +103,10 @@ func pinNullNetns(sharedRoot string) error {
 	return <-errc
 }
 
-// gvisorSpec turns crun's config.json into runsc's (see above).
-func gvisorSpec(spec *specs.Spec, idmap []specs.LinuxIDMapping) {
+// gvisorSpec turns crun's config.json into runsc's (see above); its
+// idmapped binds are made at Start (attachIdmapped).
+func gvisorSpec(spec *specs.Spec) {
 	spec.Linux.Seccomp = nil
-	for i, m := range spec.Mounts {
-		if j := slices.Index(m.Options, "idmap"); j >= 0 {
-			spec.Mounts[i].Options = slices.Delete(slices.Clone(m.Options), j, j+1)
-			spec.Mounts[i].UIDMappings = idmap
-			spec.Mounts[i].GIDMappings = idmap
-		}
-	}
 }
 
 // openPTY makes a terminal of size ws: its master, for the backend, and its

@@ -382,10 +382,13 @@ func (b *OCI) makeRootfsDir(slot int) error {
 	return os.Mkdir(b.rootfsDir(slot), 0o700)
 }
 
-// removeRootfs detaches slot's root filesystem and removes its
-// directories, those of the layout before rootfsDir had one of its own too.
+// removeRootfs detaches slot's root filesystem and its idmapped binds and
+// removes their directories, those of the layout before rootfsDir had one of its own too.
 func (b *OCI) removeRootfs(slot int) error {
 	if err := unmountRootfs(b.rootfsDir(slot)); err != nil {
+		return err
+	}
+	if err := detachBinds(b.bindsDir(slot)); err != nil {
 		return err
 	}
 	return unmountRootfs(filepath.Dir(b.rootfsDir(slot)))
@@ -907,7 +910,13 @@ func (b *OCI) Start(ctx context.Context, id string) (err error) {
 		return err
 	}
 	t2 := time.Now()
-	if err := writeJSON(filepath.Join(d.bundle(), "config.json"), b.runtimeSpec(id, rec, d)); err != nil {
+	spec := b.runtimeSpec(id, rec, d)
+	if b.rt.gvisor {
+		if err := attachIdmapped(spec, b.bindsDir(rec.Slot), userns); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(d.bundle(), "config.json"), spec); err != nil {
 		return err
 	}
 	pidFile := d.path("init.pid")

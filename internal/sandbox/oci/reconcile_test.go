@@ -108,7 +108,7 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	}
 	t.Cleanup(func() { tearDownNetwork(orphan); unix.Rmdir(cg) })
 
-	for what, ok := range map[string]bool{
+	before := map[string]bool{
 		"half's directory":            exists(string(half)),
 		"died's mount":                isMountPoint(b.rootfsDir(diedRec.Slot)),
 		"died's disk image mount":     isMountPoint(b.dir("died").diskMount()),
@@ -117,7 +117,11 @@ func testReconcile(t *testing.T, base string, opts Options) {
 		"died's runtime container":    b.rt.state(ctx, "died") != "",
 		"the orphan's veth":           linkExists(vethName(orphan)),
 		"the orphan's user namespace": exists(usernsPath(orphan)),
-	} {
+	}
+	if b.rt.gvisor {
+		before["died's idmapped binds"] = len(mountsUnder(b.bindsDir(diedRec.Slot))) == 3
+	}
+	for what, ok := range before {
 		if !ok {
 			t.Fatalf("before reconciling, %s is missing; the checks below prove nothing", what)
 		}
@@ -151,6 +155,9 @@ func testReconcile(t *testing.T, base string, opts Options) {
 	}
 	if isMountPoint(b.rootfsDir(diedRec.Slot)) {
 		t.Error("died's root filesystem is still mounted")
+	}
+	if m := mountsUnder(b.bindsDir(diedRec.Slot)); len(m) > 0 || exists(b.bindsDir(diedRec.Slot)) {
+		t.Errorf("died's idmapped binds: %v still mounted, their directory there %v", m, exists(b.bindsDir(diedRec.Slot)))
 	}
 	if b.rt.state(ctx, "died") != "" {
 		t.Error("died's runtime container is still there")

@@ -289,7 +289,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 		},
 	}
 	if b.rt.gvisor {
-		gvisorSpec(spec, idmap)
+		gvisorSpec(spec)
 	}
 	return spec
 }

@@ -23,11 +23,16 @@ import (
 // runsc's Sentry and gofer. It prints one line a script reads, the target
 // being a ratio of at most 5:
 //
-//	create-start-exec-cpu crun_ms=… gvisor_ms=… ratio=… … load=… host=…
+//	create-start-exec-cpu crun_ms=… gvisor_ms=… gvisor_ratio=… … floor_ratio=… load=… host=…
 //
 // KNDL_BENCH_RUNSC_FLAGS adds a third, runsc with those flags put before
 // the backend's own (a wrapper script, which costs a shell start a
 // command), to try a flag against the same run's gVisor and crun.
+//
+// The floor_ figures are the two runtimes alone, each iteration too: the
+// same init and `true` in a bundle with nothing of the backend's (floor).
+// Their ratio is what the host gives any runsc against crun; the
+// difference to gvisor_ratio is the backend's.
 //
 //	CGO_ENABLED=0 go test -run '^$' -bench CreateStartExecCPU -benchtime 10x ./internal/sandbox/oci/
 func BenchmarkCreateStartExecCPU(b *testing.B) {
@@ -58,6 +63,7 @@ func BenchmarkCreateStartExecCPU(b *testing.B) {
 		}
 		r.be = newBackend(b, opts)
 	}
+	floors := newFloors(b, base, runsc)
 	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		for _, r := range rs {
@@ -85,6 +91,9 @@ func BenchmarkCreateStartExecCPU(b *testing.B) {
 			}
 			b.StartTimer()
 		}
+		for _, f := range floors {
+			f.run(b, fmt.Sprintf("floor-%s-%d", f.name, i))
+		}
 	}
 	line := "create-start-exec-cpu"
 	crun := median(rs[0].cpu)
@@ -96,6 +105,7 @@ func BenchmarkCreateStartExecCPU(b *testing.B) {
 		}
 		b.ReportMetric(ms(c), r.name+"-cpu-ms")
 	}
+	line += floorLine(floors)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("%s load=%s host=%q\n", line, strings.Fields(string(load))[0], lscpuModel())
 }
@@ -112,25 +122,37 @@ func childrenCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cgroupCPU is the CPU time Sandbox id's cgroup was charged: cpuacct's on
-// cgroup v1 and hybrid hosts, cpu.stat's on v2.
+// cgroupCPU is the CPU time Sandbox id's cgroup was charged.
 func cgroupCPU(b *testing.B, id string) time.Duration {
-	if v1, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kndl/" + id + "-*"); len(v1) == 1 {
-		raw, err := os.ReadFile(filepath.Join(v1[0], "cpuacct.usage"))
-		if err != nil {
-			b.Fatal(err)
-		}
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kndl/" + id + "-*")
+	if len(dirs) == 0 {
+		dirs, _ = filepath.Glob("/sys/fs/cgroup/kndl/" + id + "-*")
+	}
+	if len(dirs) != 1 {
+		b.Fatalf("the cpu cgroup of %s: got %v, want one", id, dirs)
+	}
+	return usageIn(b, dirs[0])
+}
+
+// cgroupUsage is the CPU time the cgroup rel (below the root) was charged.
+func cgroupUsage(b *testing.B, rel string) time.Duration {
+	if dir := "/sys/fs/cgroup/cpuacct/" + rel; fileExists(dir) {
+		return usageIn(b, dir)
+	}
+	return usageIn(b, "/sys/fs/cgroup/"+rel)
+}
+
+// usageIn reads a cgroup's CPU time: cpuacct's on cgroup v1 and hybrid
+// hosts, cpu.stat's on v2.
+func usageIn(b *testing.B, dir string) time.Duration {
+	if raw, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
 		ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return time.Duration(ns)
 	}
-	v2, _ := filepath.Glob("/sys/fs/cgroup/kndl/" + id + "-*")
-	if len(v2) != 1 {
-		b.Fatalf("the cpu cgroup of %s: got %v, want one", id, v2)
-	}
-	raw, err := os.ReadFile(filepath.Join(v2[0], "cpu.stat"))
+	raw, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,8 +162,13 @@ func cgroupCPU(b *testing.B, id string) time.Duration {
 			return time.Duration(us) * time.Microsecond
 		}
 	}
-	b.Fatalf("%s/cpu.stat has no usage_usec", v2[0])
+	b.Fatalf("%s/cpu.stat has no usage_usec", dir)
 	return 0
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // lscpuModel is lscpu's model name of this host.
