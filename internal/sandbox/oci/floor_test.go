@@ -76,7 +76,8 @@ func newFloors(b *testing.B, rootfs, runsc string) []*floor {
 }
 
 // run creates, starts and execs `true` in one container named id, and
-// returns the CPU it cost: its commands' and its cgroup's by the exec's end.
+// adds the CPU it cost to f.cpu: its commands' and its cgroup's by the
+// exec's end, as BenchmarkCreateStartExecCPU counts a Sandbox's.
 func (f *floor) run(b *testing.B, id string) {
 	// The config names the cgroup, so each run writes it again.
 	path := filepath.Join(f.bundle, "config.json")
