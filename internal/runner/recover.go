@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -158,18 +157,10 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 // attachPane connects a control client to the Session's running tmux, for
 // as long as s.ctx lives, and returns its Claude Code's pid.
 func (s *session) attachPane(ctx context.Context) (pid string, err error) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	_, err = s.backend.Exec(s.ctx, s.sandbox, sandbox.Cmd{
-		Args:  []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
-		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
-		Stdin: inR, Stdout: outW, Stderr: outW,
-	})
-	if err != nil {
-		return "", err
-	}
-	context.AfterFunc(s.ctx, func() { inW.Close(); outW.Close() })
-	ctl, err := tmux.NewControl(inW, outR, s.mirror.output)
+	ctl, err := s.controlClient(s.ctx, sandbox.Cmd{
+		Args: []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
+		Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
+	}, s.mirror.output)
 	if err != nil {
 		return "", fmt.Errorf("tmux: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -659,32 +658,24 @@ func freshMod(dir, name string) error {
 // itself holds none: Claude Code's process gets exactly env. Claude Code
 // starts once seeded has said its config is written.
 func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-chan error) error {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
 	home := "/root"
 	if s.user != nil {
 		home = s.user.Home
 	}
-	// The tmux server runs as the Session's user, and so the pane it
-	// spawns; a root client (a Runner taking it back) may still attach.
-	_, err := s.backend.Exec(ctx, s.sandbox, sandbox.Cmd{
-		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
-			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "sleep", "infinity"},
-		Env:   []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color"},
-		Dir:   workspaceDir,
-		User:  s.runAs(),
-		Stdin: inR, Stdout: outW, Stderr: outW,
-	})
-	if err != nil {
-		return fmt.Errorf("start tmux: %w", err)
-	}
-	context.AfterFunc(ctx, func() { inW.Close(); outW.Close() })
 	s.mirror.cols, s.mirror.rows = paneCols, paneRows
 	output := s.mirror.output
 	if s.paneOutput != nil {
 		output = s.paneOutput
 	}
-	ctl, err := tmux.NewControl(inW, outR, output)
+	// The tmux server runs as the Session's user, and so the pane it
+	// spawns; a root client (a Runner taking it back) may still attach.
+	ctl, err := s.controlClient(ctx, sandbox.Cmd{
+		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
+			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "sleep", "infinity"},
+		Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color"},
+		Dir:  workspaceDir,
+		User: s.runAs(),
+	}, output)
 	if err != nil {
 		return fmt.Errorf("start tmux: %w", err)
 	}
@@ -832,6 +823,36 @@ func (s *session) watch(offsets map[string]int64) {
 	s.spawn(s.watchExit)
 }
 
+// controlClient runs cmd, a tmux control client, in the Sandbox and
+// connects to it until ctx ends. Its pipes are the host's, not io.Pipes,
+// so that its output ends when the last process holding it does, the
+// Sandbox's end included (its PID 1 killed, every process with it):
+// through an io.Pipe nothing closed it, and the Session showed as up for
+// good.
+func (s *session) controlClient(ctx context.Context, cmd sandbox.Cmd, output func(pane string, data []byte)) (*tmux.Control, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
+	_, err = s.backend.Exec(ctx, s.sandbox, cmd)
+	inR.Close() // the client's ends now
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { inW.Close(); outR.Close() })
+	return tmux.NewControl(inW, outR, output)
+}
+
 // watchExit reports Claude Code exiting on its own: its pane closes, the
 // tmux session with it, and the control client ends; release takes it off
 // the Runner.
@@ -847,9 +868,13 @@ func (s *session) watchExit() {
 	}
 	s.cancel()
 	detail := "it exited on its own"
-	if st, err := s.backend.Status(s.life, s.sandbox); err == nil && st.OOMKills > 0 {
+	st, err := s.backend.Status(s.life, s.sandbox)
+	switch {
+	case err == nil && st.OOMKills > 0:
 		detail = fmt.Sprintf("its Sandbox ran out of memory (%d MiB) and the kernel killed %d of its processes, Claude Code with them; "+
 			"a prompt wakes it, and the Repo's Environment can give it more memory", st.Resources.MemoryMiB, st.OOMKills)
+	case err == nil && st.State != sandbox.StateRunning:
+		detail = "its Sandbox stopped under it (its first process ended, and every other with it); a prompt wakes it"
 	}
 	s.log.Info("claude code exited", "session", s.id, "why", detail)
 	s.out.add(s.id, protocol.TypeSessionExited, protocol.SessionExited{SessionID: s.id, Detail: detail})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -354,6 +355,47 @@ func TestASandboxOutOfMemorySleepsSayingSoAndWakes(t *testing.T) {
 	})
 	once(t, s.Events(v.ID), protocol.EventPrompt, "use all the memory", "after the memory ran out")
 	s.sleepsLeavingNothing(v.ID)
+}
+
+// TestASandboxWhosePID1IsKilledSleepsSayingSoAndWakes kills the Sandbox's
+// first process under a running Session, and every process of the
+// Sandbox with it: the Session is Asleep saying its Sandbox stopped (it
+// had stayed Active, its helpers started again every second, for good),
+// the Runner stops starting its helpers, and the next prompt wakes it.
+func TestASandboxWhosePID1IsKilledSleepsSayingSoAndWakes(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	v := s.Ready("before the Sandbox is killed", "Ready.")
+	s.Model.On(testkit.PromptContains("after the Sandbox was killed"), testkit.Text("Awake again after the kill."))
+	// The backend's record of the Sandbox's first process, on either runtime.
+	var run struct{ PID int }
+	paths, _ := filepath.Glob(filepath.Join(s.runnerCfg.Home, "sandboxes", "*", "sandboxes", "s-"+v.ID, "run.json"))
+	if len(paths) != 1 {
+		t.Fatalf("the Sandbox's run record: %v, want one", paths)
+	}
+	if raw, err := os.ReadFile(paths[0]); err != nil || json.Unmarshal(raw, &run) != nil || run.PID <= 0 {
+		t.Fatalf("the Sandbox's run record %s: %v", paths[0], err)
+	}
+	if err := syscall.Kill(run.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	testenv.Eventually(t, testenv.WaitMedium, "the Session asleep, its Sandbox stopped", func() bool {
+		st := s.state(v.ID)
+		return st.State == api.Asleep && strings.Contains(st.StateDetail, "Sandbox stopped")
+	})
+	t.Logf("asleep: %s", s.state(v.ID).StateDetail)
+	retries := func() int { return strings.Count(s.logText(), "did not start") }
+	before := retries()
+	time.Sleep(3 * time.Second)
+	if n := retries(); n != before {
+		t.Errorf("the Runner went on starting the Session's helpers once it slept: %d more tries in 3 s", n-before)
+	}
+	s.prompt(v.ID, "a prompt after the Sandbox was killed")
+	s.WaitEvent(v.ID, testenv.WaitLong, "the answer after the wake", func(e protocol.Event) bool {
+		return e.Kind == protocol.EventText && e.Text == "Awake again after the kill."
+	})
+	once(t, s.Events(v.ID), protocol.EventPrompt, "before the Sandbox is killed", "after the Sandbox was killed")
 }
 
 // TestASandboxPastItsDiskLimitSaysSoAndSleepsLeavingNothing runs a

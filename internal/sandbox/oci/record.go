@@ -131,31 +131,52 @@ func lockFile(path string, how int) (*os.File, error) {
 
 // processStartTime is field 22 of /proc/PID/stat, in clock ticks since boot.
 func processStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// procStat is /proc/pid/stat's fields after the command name: its state
+// first, its start time the 20th.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) may hold spaces; fields after it follow
 	// the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return nil, errors.New("malformed stat")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
+		return nil, errors.New("malformed stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f, nil
 }
 
-// alive reports whether the process a runRecord names still runs.
+// pfExiting is the kernel's flag of a process that has begun to exit.
+const pfExiting = 0x4
+
+// alive reports whether the process a runRecord names still runs: there,
+// with the same start time, and not on its way out. A PID 1 killed stays
+// there, exiting, until every other process of its Sandbox is gone, and
+// then a zombie until it is reaped; what watched the others ends first.
 func (r runRecord) alive() bool {
 	if r.PID <= 0 {
 		return false
 	}
-	st, err := processStartTime(r.PID)
-	return err == nil && st == r.StartTime
+	f, err := procStat(r.PID)
+	if err != nil {
+		return false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	flags, ferr := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && ferr == nil && st == r.StartTime && f[0] != "Z" && f[0] != "X" && flags&pfExiting == 0
 }
 
 // removeTree deletes dir and everything under it without crossing into
