@@ -157,7 +157,7 @@ func (r *Runner) attach(ctx context.Context, id string, from netip.Addr) error {
 // attachPane connects a control client to the Session's running tmux, for
 // as long as s.ctx lives, and returns its Claude Code's pid.
 func (s *session) attachPane(ctx context.Context) (pid string, err error) {
-	ctl, err := s.controlClient(s.ctx, sandbox.Cmd{
+	ctl, err := controlClient(s.ctx, s.backend, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-C", "attach", "-t", paneTarget},
 		Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"},
 	}, s.mirror.output)

@@ -669,7 +669,7 @@ func (s *session) startClaude(ctx context.Context, argv, env []string, seeded <-
 	}
 	// The tmux server runs as the Session's user, and so the pane it
 	// spawns; a root client (a Runner taking it back) may still attach.
-	ctl, err := s.controlClient(ctx, sandbox.Cmd{
+	ctl, err := controlClient(ctx, s.backend, s.sandbox, sandbox.Cmd{
 		Args: []string{"tmux", "-S", tmuxSocket, "-f", "/dev/null", "-C", "new-session", "-A", "-s", paneTarget,
 			"-x", strconv.Itoa(paneCols), "-y", strconv.Itoa(paneRows), "-c", workspaceDir, "sleep", "infinity"},
 		Env:  []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TERM=xterm-256color"},
@@ -823,13 +823,13 @@ func (s *session) watch(offsets map[string]int64) {
 	s.spawn(s.watchExit)
 }
 
-// controlClient runs cmd, a tmux control client, in the Sandbox and
+// controlClient runs cmd, a tmux control client, in Sandbox id and
 // connects to it until ctx ends. Its pipes are the host's, not io.Pipes,
 // so that its output ends when the last process holding it does, the
 // Sandbox's end included (its PID 1 killed, every process with it):
 // through an io.Pipe nothing closed it, and the Session showed as up for
 // good.
-func (s *session) controlClient(ctx context.Context, cmd sandbox.Cmd, output func(pane string, data []byte)) (*tmux.Control, error) {
+func controlClient(ctx context.Context, backend sandbox.Backend, id string, cmd sandbox.Cmd, output func(pane string, data []byte)) (*tmux.Control, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -841,7 +841,7 @@ func (s *session) controlClient(ctx context.Context, cmd sandbox.Cmd, output fun
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
-	_, err = s.backend.Exec(ctx, s.sandbox, cmd)
+	_, err = backend.Exec(ctx, id, cmd)
 	inR.Close() // the client's ends now
 	outW.Close()
 	if err != nil {
