@@ -168,9 +168,10 @@ func claudeEnviron(t *testing.T, s *System, sessionID string) ([]byte, error) {
 }
 
 // claudeProcess is the pid of a Session's Claude Code inside its Sandbox,
-// or "" unless exactly one runs.
+// or "" unless exactly one runs (none while a restart has its Sandbox
+// stopped).
 func claudeProcess(s *System, sessionID string) string {
-	out, _ := s.Exec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
+	out, _, _ := s.tryExec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
 		case "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" in "/opt/kndl/claude-code/claude "*`+sessionID+`*) echo ${p#/proc/};; esac; done`)
 	pid := strings.TrimSpace(out)
 	if strings.Contains(pid, "\n") {

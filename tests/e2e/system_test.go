@@ -732,22 +732,32 @@ func kind(k string) func(protocol.Event) bool {
 // exit code.
 func (s *System) Exec(sessionID string, args ...string) (string, int) {
 	s.t.Helper()
+	out, code, err := s.tryExec(sessionID, args...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out, code
+}
+
+// tryExec is Exec returning its error: a Sandbox between a stop and a
+// start (a restart) runs nothing.
+func (s *System) tryExec(sessionID string, args ...string) (string, int, error) {
 	var out bytes.Buffer
 	p, err := s.Backend.Exec(context.Background(), "s-"+sessionID, sandbox.Cmd{Args: args, Stdout: &out, Stderr: &out,
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
 	if err != nil {
-		s.t.Fatalf("exec %v: %v", args, err)
+		return "", 0, fmt.Errorf("exec %v: %w", args, err)
 	}
 	// Bounded, so a hung exec fails the test saying so.
 	done := time.AfterFunc(testenv.WaitMedium, func() { p.Kill() })
 	code, err := p.Wait()
 	if !done.Stop() {
-		s.t.Fatalf("exec %v: still running after %v, killed: %q", args, testenv.WaitMedium, out.String())
+		return "", 0, fmt.Errorf("exec %v: still running after %v, killed: %q", args, testenv.WaitMedium, out.String())
 	}
 	if err != nil {
-		s.t.Fatalf("exec %v: %v", args, err)
+		return "", 0, fmt.Errorf("exec %v: %w", args, err)
 	}
-	return out.String(), code
+	return out.String(), code, nil
 }
 
 // RelayURL is the relay as Sandboxes reach it.
