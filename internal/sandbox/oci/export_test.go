@@ -3,11 +3,11 @@ package oci
 // For the benchmarks' bare-runtime reference (floor_test.go): a Sandbox's
 // own init, its environment and runsc's flags, without the backend.
 var (
-	InitArgs      = []string{initPath, helperArg, helperInit}
+	InitArgs      = initArgs
 	InitEnv       = initEnv
 	InitPath      = initPath
 	OCIVersion    = ociVersion
-	RuntimeHelper = []string{"/proc/self/exe", helperArg, helperRuntime}
+	RuntimeHelper = runtimeHelper
 	RunscFlags    = runscFlags
 )
 

@@ -25,6 +25,7 @@ type floor struct {
 	argv   []string // the runtime and its global flags
 	create []string // what starts it; RuntimeHelper for crun where needed
 	bundle string
+	spec   *specs.Spec // the bundle's config, both floors'
 	cpu    []time.Duration
 }
 
@@ -36,7 +37,7 @@ func newFloors(b *testing.B, rootfs, runsc string) []*floor {
 		b.Fatal(err)
 	}
 	bundle := b.TempDir()
-	spec := specs.Spec{
+	spec := &specs.Spec{
 		Version:  oci.OCIVersion,
 		Root:     &specs.Root{Path: rootfs, Readonly: true},
 		Hostname: "floor",
@@ -48,23 +49,16 @@ func newFloors(b *testing.B, rootfs, runsc string) []*floor {
 		},
 		Linux: &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "network"}}},
 	}
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
 	crun, err := exec.LookPath("crun")
 	if err != nil {
 		b.Fatal(err)
 	}
-	fc := &floor{name: "crun", argv: []string{crun, "--root", b.TempDir()}, bundle: bundle}
+	fc := &floor{name: "crun", argv: []string{crun, "--root", b.TempDir()}, bundle: bundle, spec: spec}
 	fc.create = fc.argv
 	if oci.NeedsHiddenV2() {
 		fc.create = append(append([]string{}, oci.RuntimeHelper...), fc.argv...)
 	}
-	fg := &floor{name: "gvisor", argv: append([]string{runsc, "--root", b.TempDir()}, oci.RunscFlags(oci.RunscShared())...), bundle: bundle}
+	fg := &floor{name: "gvisor", argv: append([]string{runsc, "--root", b.TempDir()}, oci.RunscFlags(oci.RunscShared())...), bundle: bundle, spec: spec}
 	fg.create = fg.argv
 	b.Cleanup(func() {
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + floorCgroup)
@@ -80,20 +74,12 @@ func newFloors(b *testing.B, rootfs, runsc string) []*floor {
 // exec's end, as BenchmarkCreateStartExecCPU counts a Sandbox's.
 func (f *floor) run(b *testing.B, id string) {
 	// The config names the cgroup, so each run writes it again.
-	path := filepath.Join(f.bundle, "config.json")
-	raw, err := os.ReadFile(path)
+	f.spec.Linux.CgroupsPath = "/" + floorCgroup + "/" + id
+	raw, err := json.Marshal(f.spec)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var spec specs.Spec
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		b.Fatal(err)
-	}
-	spec.Linux.CgroupsPath = "/" + floorCgroup + "/" + id
-	if raw, err = json.Marshal(spec); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.bundle, "config.json"), raw, 0o644); err != nil {
 		b.Fatal(err)
 	}
 	// A file, not a pipe: the detached init keeps the runtime's stdio.
@@ -102,29 +88,19 @@ func (f *floor) run(b *testing.B, id string) {
 		b.Fatal(err)
 	}
 	defer log.Close()
-	cmd := func(argv []string, args ...string) *exec.Cmd {
+	run := func(argv []string, args ...string) {
 		c := exec.Command(argv[0], append(append([]string{}, argv[1:]...), args...)...)
 		c.Stdout, c.Stderr = log, log
-		return c
+		if err := c.Run(); err != nil {
+			out, _ := os.ReadFile(log.Name())
+			b.Fatalf("%s %s: %v: %s", f.name, args[0], err, out)
+		}
 	}
 	before := childrenCPU(b)
-	detach := "--detach"
-	if f.name == "crun" {
-		detach = "-d"
-	}
-	if err := cmd(f.create, "run", detach, "--bundle", f.bundle, id).Run(); err != nil {
-		out, _ := os.ReadFile(log.Name())
-		b.Fatalf("%s run: %v: %s", f.name, err, out)
-	}
-	if err := cmd(f.argv, "exec", id, "/bin/true").Run(); err != nil {
-		out, _ := os.ReadFile(log.Name())
-		b.Fatalf("%s exec true: %v: %s", f.name, err, out)
-	}
+	run(f.create, "run", "--detach", "--bundle", f.bundle, id)
+	run(f.argv, "exec", id, "/bin/true")
 	f.cpu = append(f.cpu, childrenCPU(b)-before+cgroupUsage(b, floorCgroup+"/"+id))
-	if err := cmd(f.argv, "delete", "--force", id).Run(); err != nil {
-		out, _ := os.ReadFile(log.Name())
-		b.Fatalf("%s delete: %v: %s", f.name, err, out)
-	}
+	run(f.argv, "delete", "--force", id)
 }
 
 // floorLine is the floor's pair and ratio for the benchmark's line.

@@ -383,7 +383,8 @@ func (b *OCI) makeRootfsDir(slot int) error {
 }
 
 // removeRootfs detaches slot's root filesystem and its idmapped binds and
-// removes their directories, those of the layout before rootfsDir had one of its own too.
+// removes their directories, those of the layout before rootfsDir had one
+// of its own too.
 func (b *OCI) removeRootfs(slot int) error {
 	if err := unmountRootfs(b.rootfsDir(slot)); err != nil {
 		return err

@@ -29,6 +29,12 @@ const initPath = "/dev/.kndl-init"
 // program when its Env has no PATH.
 const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// initArgs run the binary at initPath as a Sandbox's PID 1 (runInit).
+var initArgs = []string{initPath, helperArg, helperInit}
+
+// runtimeHelper runs this binary as the runtime helper (runRuntime).
+var runtimeHelper = []string{"/proc/self/exe", helperArg, helperRuntime}
+
 // initEnv is a Sandbox's PID 1's whole environment. GOMAXPROCS=1: init's
 // goroutines (the hook door, the hosted jobs) are light and mostly wait;
 // with one P its runtime spins no idle thread looking for work each time
@@ -102,7 +108,7 @@ func (r ociRuntime) command(ctx context.Context, create bool, args ...string) *e
 	full := append(append([]string{"--root", r.root}, r.flags...), args...)
 	var cmd *exec.Cmd
 	if create && r.hideUnified {
-		cmd = exec.CommandContext(ctx, "/proc/self/exe", append([]string{helperArg, helperRuntime, r.path}, full...)...)
+		cmd = exec.CommandContext(ctx, runtimeHelper[0], append(append(slices.Clone(runtimeHelper[1:]), r.path), full...)...)
 	} else {
 		cmd = exec.CommandContext(ctx, r.path, full...)
 	}
@@ -264,7 +270,7 @@ func (b *OCI) runtimeSpec(id string, rec record, dir sandboxDir) *specs.Spec {
 
 	spec := &specs.Spec{
 		Version:  ociVersion,
-		Process:  sandboxProcess([]string{initPath, helperArg, helperInit, initHookDoor, b.relay.String()}, initEnv, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
+		Process:  sandboxProcess(append(slices.Clone(initArgs), initHookDoor, b.relay.String()), initEnv, "/", 0, 0, nil, sandboxCapabilities(rec.Spec)),
 		Root:     &specs.Root{Path: b.rootfsDir(rec.Slot)},
 		Hostname: hostname,
 		Mounts:   mounts,
