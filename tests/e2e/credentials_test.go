@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"kndl.dev/kndl/internal/sandbox"
 	"kndl.dev/kndl/internal/testenv"
 )
 
@@ -169,10 +171,13 @@ func claudeEnviron(t *testing.T, s *System, sessionID string) ([]byte, error) {
 
 // claudeProcess is the pid of a Session's Claude Code inside its Sandbox,
 // or "" unless exactly one runs (none while a restart has its Sandbox
-// stopped).
+// stopped; any other failure to look fails the test).
 func claudeProcess(s *System, sessionID string) string {
-	out, _, _ := s.tryExec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
+	out, _, err := s.tryExec(sessionID, "bash", "-c", `for p in /proc/[0-9]*; do
 		case "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" in "/opt/kndl/claude-code/claude "*`+sessionID+`*) echo ${p#/proc/};; esac; done`)
+	if err != nil && !errors.Is(err, sandbox.ErrNotRunning) {
+		s.t.Fatal(err)
+	}
 	pid := strings.TrimSpace(out)
 	if strings.Contains(pid, "\n") {
 		return ""
